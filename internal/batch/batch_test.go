@@ -1,0 +1,183 @@
+package batch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"testing"
+)
+
+// build encodes n records "k<i>"/"v<i>" into a batch with codec.
+func build(t testing.TB, n int, codec Codec) []byte {
+	t.Helper()
+	var recs []byte
+	for i := 0; i < n; i++ {
+		recs = AppendRecord(recs, int64(i), int32(i), []byte(fmt.Sprintf("k%d", i)), []byte(fmt.Sprintf("v%d", i)), 0, nil)
+	}
+	recs, err := Compress(codec, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return AppendBatch(nil, Header{
+		Attributes: int16(codec), LastOffsetDelta: int32(n - 1), BaseTimestamp: 1000,
+		MaxTimestamp: 1000 + int64(n-1), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+		RecordCount: int32(n),
+	}, recs)
+}
+
+// recrc recomputes the CRC after a test edits a field inside it.
+func recrc(b []byte) []byte {
+	binary.BigEndian.PutUint32(b[crcOffset:], crc32.Checksum(b[attributesOffset:], castagnoli))
+	return b
+}
+
+func TestValidate(t *testing.T) {
+	good := build(t, 3, CodecNone)
+	edit := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	tests := []struct {
+		name  string
+		b     []byte
+		check string // "" = valid
+	}{
+		{"valid", good, ""},
+		{"valid gzip", build(t, 5, CodecGzip), ""},
+		{"valid zstd", build(t, 5, CodecZstd), ""},
+		{"short", good[:40], "length"},
+		{"cut off", good[:len(good)-1], "length"},
+		{"trailing byte", append(bytes.Clone(good), 0), "length"},
+		{"magic 1", edit(func(b []byte) []byte { b[magicOffset] = 1; return b }), "magic"},
+		{"crc flipped bit", edit(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), "crc"},
+		{"codec 6", edit(func(b []byte) []byte { b[attributesOffset+1] |= 6; return recrc(b) }), "compression"},
+		{"zero records", edit(func(b []byte) []byte {
+			binary.BigEndian.PutUint32(b[recordCountOffset:], 0)
+			return recrc(b)
+		}), "record count"},
+		{"count above records", edit(func(b []byte) []byte {
+			binary.BigEndian.PutUint32(b[recordCountOffset:], 4)
+			binary.BigEndian.PutUint32(b[lastDeltaOffset:], 3)
+			return recrc(b)
+		}), "record count"},
+		{"count below records", edit(func(b []byte) []byte {
+			binary.BigEndian.PutUint32(b[recordCountOffset:], 2)
+			binary.BigEndian.PutUint32(b[lastDeltaOffset:], 1)
+			return recrc(b)
+		}), "record count"},
+		{"last delta mismatch", edit(func(b []byte) []byte {
+			binary.BigEndian.PutUint32(b[lastDeltaOffset:], 7)
+			return recrc(b)
+		}), "last offset delta"},
+		{"base offset and epoch are outside the crc", edit(func(b []byte) []byte {
+			SetBaseOffset(b, 99)
+			SetLeaderEpoch(b, 7)
+			return b
+		}), ""},
+	}
+	for _, tt := range tests {
+		_, err := Validate(tt.b)
+		var ce *CorruptError
+		switch {
+		case tt.check == "" && err != nil:
+			t.Errorf("%s: Validate = %v; want nil", tt.name, err)
+		case tt.check != "" && (!errors.As(err, &ce) || ce.Check != tt.check):
+			t.Errorf("%s: Validate = %v; want a %q check failure", tt.name, err, tt.check)
+		case tt.check != "" && !errors.Is(err, ErrCorrupt):
+			t.Errorf("%s: Validate = %v; want errors.Is(err, ErrCorrupt)", tt.name, err)
+		}
+	}
+}
+
+func TestValidateStoredAllowsCompactedBatches(t *testing.T) {
+	b := build(t, 3, CodecNone)
+	binary.BigEndian.PutUint32(b[recordCountOffset:], 1) // two records removed by compaction
+	recrc(b)
+	if _, err := ValidateStored(b); err != nil {
+		t.Errorf("ValidateStored(compacted) = %v; want nil", err)
+	}
+	if _, err := Validate(b); err == nil {
+		t.Errorf("Validate(compacted) = nil; want an error")
+	}
+}
+
+func TestRecordsRoundTrip(t *testing.T) {
+	for _, codec := range []Codec{CodecNone, CodecGzip, CodecSnappy, CodecLz4, CodecZstd} {
+		b := build(t, 10, codec)
+		h, err := Validate(b)
+		if err != nil {
+			t.Fatalf("%v: Validate = %v", codec, err)
+		}
+		recs, err := Records(&h, b)
+		if err != nil {
+			t.Fatalf("%v: Records = %v", codec, err)
+		}
+		r := NewRecordReader(recs)
+		var rec Record
+		i := 0
+		for r.Next(&rec) {
+			if want := fmt.Sprintf("k%d", i); string(rec.Key) != want || rec.OffsetDelta != int32(i) {
+				t.Errorf("%v: record %d = key %q delta %d; want %q %d", codec, i, rec.Key, rec.OffsetDelta, want, i)
+			}
+			i++
+		}
+		if r.Err() != nil || i != 10 {
+			t.Errorf("%v: read %d records, err %v; want 10, nil", codec, i, r.Err())
+		}
+	}
+}
+
+func TestNullKeyValueAndHeaders(t *testing.T) {
+	hdrs := AppendHeader(nil, "h", []byte("x"))
+	hdrs = AppendHeader(hdrs, "n", nil)
+	recs := AppendRecord(nil, 0, 0, nil, nil, 2, hdrs)
+	var rec Record
+	r := NewRecordReader(recs)
+	if !r.Next(&rec) {
+		t.Fatalf("Next = false, err %v", r.Err())
+	}
+	if rec.Key != nil || rec.Value != nil || rec.HeaderCount != 2 || !bytes.Equal(rec.Headers, hdrs) {
+		t.Errorf("record = key %v value %v headers %d %q; want nil nil 2 %q", rec.Key, rec.Value, rec.HeaderCount, rec.Headers, hdrs)
+	}
+}
+
+func TestSplit(t *testing.T) {
+	a, b := build(t, 1, CodecNone), build(t, 2, CodecNone)
+	both := append(bytes.Clone(a), b...)
+	if n, err := Split(both); n != len(a) || err != nil {
+		t.Errorf("Split = %d, %v; want %d, nil", n, err, len(a))
+	}
+	if _, err := Split(both[:len(a)-1]); err == nil {
+		t.Errorf("Split(cut) = nil error; want one")
+	}
+}
+
+// FuzzValidate: Validate never panics, and whatever it accepts re-validates identically and
+// survives ValidateStored; its records can be walked.
+func FuzzValidate(f *testing.F) {
+	f.Add(build(f, 1, CodecNone))
+	f.Add(build(f, 4, CodecNone))
+	f.Add(build(f, 3, CodecZstd))
+	f.Add(build(f, 2, CodecGzip))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := Validate(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Validate error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		if h2, err := ValidateStored(b); err != nil || h2 != h {
+			t.Fatalf("ValidateStored after Validate = %+v, %v; want %+v", h2, err, h)
+		}
+		if _, err := Split(b); err != nil {
+			t.Fatalf("Split(valid) = %v", err)
+		}
+		if recs, err := Records(&h, b); err == nil {
+			r := NewRecordReader(recs)
+			var rec Record
+			for r.Next(&rec) {
+			}
+		}
+	})
+}

@@ -1,0 +1,413 @@
+package logstore
+
+import (
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"golang.org/x/time/rate"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+)
+
+// Compaction (cleanup.policy=compact) keeps the latest record of every key, at its original
+// offset, as Kafka's log cleaner does:
+//
+//  1. Map: read the dirty sealed segments (offsets >= firstDirty, the active segment excluded)
+//     and map md5(key) to the key's last offset. The map is bounded (Compactor.MaxKeys); when it
+//     fills, the pass stops at a segment boundary and the rest waits for the next pass.
+//  2. Rewrite every sealed segment below the mapped end, in groups that fit segment.bytes, into
+//     "<base>.log.cleaned": a record survives if no later offset of its key is mapped. Batches
+//     keep their base offset and lastOffsetDelta; a batch losing some records is re-encoded (and
+//     recompressed with its codec), one losing none is copied as is, and one losing all is
+//     dropped, except that an idempotent producer's batch stays as an empty batch so its
+//     sequence numbers survive. Records without a key are dropped, as Kafka drops them.
+//     Transactional and control batches are copied untouched and do not count as newer values.
+//  3. Swap: sync the cleaned file and rename it to "<base>.log.swap" (the commit point; recovery
+//     finishes a swap it finds), unlink the replaced segments, rename the swap file over
+//     "<base>.log", write its indexes.
+//
+// Tombstones (null values) are kept while their segment is younger than delete.retention.ms
+// since it was first compacted (the cleanedAt stamp in the index header, stamped "now" on first
+// compaction), so a consumer that reads the log within delete.retention.ms sees every delete.
+// Using the broker's clock at first compaction, not the record timestamp, keeps client clocks
+// out of it.
+
+// Compactor runs compaction within an I/O budget shared by every log it cleans.
+type Compactor struct {
+	limiter *rate.Limiter
+	MaxKeys int // bound on the key map: at about 40 bytes a key, 1<<20 keys is ~40 MiB
+}
+
+// NewCompactor returns a compactor that reads and writes at most bytesPerSecond (<= 0: no limit).
+func NewCompactor(bytesPerSecond int) *Compactor {
+	c := &Compactor{limiter: rate.NewLimiter(rate.Inf, 0), MaxKeys: 1 << 20}
+	if bytesPerSecond > 0 {
+		c.limiter = rate.NewLimiter(rate.Limit(bytesPerSecond), max(bytesPerSecond, 1<<20))
+	}
+	return c
+}
+
+func (c *Compactor) spend(ctx context.Context, n int) error {
+	for n > 0 {
+		step := min(n, max(c.limiter.Burst(), 1))
+		if err := c.limiter.WaitN(ctx, step); err != nil {
+			return err
+		}
+		n -= step
+	}
+	return nil
+}
+
+// CompactStats says what one compaction pass did.
+type CompactStats struct {
+	SegmentsIn, SegmentsOut int
+	BytesRead, BytesWritten int64
+	RecordsRemoved          int64
+}
+
+// Compact runs one compaction pass over l if its policy includes compact and its dirty ratio
+// reaches min.cleanable.dirty.ratio.
+func (c *Compactor) Compact(ctx context.Context, l *Log) (CompactStats, error) {
+	l.maintMu.Lock()
+	defer l.maintMu.Unlock()
+	l.mu.RLock()
+	cfg, firstDirty := l.cfg, l.firstDirty
+	sealed := append([]*segment(nil), l.segments[:len(l.segments)-1]...)
+	for _, s := range sealed {
+		s.acquire()
+	}
+	l.mu.RUnlock()
+	defer func() {
+		for _, s := range sealed {
+			s.release()
+		}
+	}()
+	var st CompactStats
+	if !cfg.Compact || len(sealed) == 0 {
+		return st, nil
+	}
+	var dirty, total int64
+	for _, s := range sealed {
+		total += s.size
+		if s.next > firstDirty {
+			dirty += s.size
+		}
+	}
+	if dirty == 0 || float64(dirty) < cfg.MinCleanableDirtyRatio*float64(total) {
+		return st, nil
+	}
+	keys, mappedEnd, err := c.buildMap(ctx, sealed, firstDirty, &st)
+	if err != nil {
+		return st, err
+	}
+	nowMs := l.now().UnixMilli()
+	for _, group := range groupSegments(sealed, mappedEnd, cfg.SegmentBytes) {
+		if err := c.cleanGroup(ctx, l, group, keys, nowMs, &st); err != nil {
+			return st, err
+		}
+	}
+	l.mu.Lock()
+	l.firstDirty = max(l.firstDirty, mappedEnd)
+	cp := checkpoint{logStart: l.logStart, firstDirty: l.firstDirty}
+	l.mu.Unlock()
+	return st, writeCheckpoint(l.fs, l.dir, cp)
+}
+
+type keyHash [md5.Size]byte
+
+// buildMap maps the keys of the dirty segments to their last offsets and returns the offset up
+// to which it mapped.
+func (c *Compactor) buildMap(ctx context.Context, sealed []*segment, firstDirty int64, st *CompactStats) (map[keyHash]int64, int64, error) {
+	keys := make(map[keyHash]int64)
+	mappedEnd := firstDirty
+	for _, s := range sealed {
+		if s.next <= firstDirty {
+			continue
+		}
+		if len(keys) >= c.MaxKeys && mappedEnd > firstDirty {
+			break
+		}
+		err := c.eachBatch(ctx, s, st, func(h *batch.Header, b []byte) error {
+			if h.IsControl() || h.IsTransactional() || h.LastOffset() < firstDirty {
+				return nil
+			}
+			return eachRecord(h, b, func(rec *batch.Record, offset int64) {
+				if rec.Key != nil && offset >= firstDirty {
+					keys[md5.Sum(rec.Key)] = offset
+				}
+			})
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		mappedEnd = s.next
+	}
+	return keys, mappedEnd, nil
+}
+
+// groupSegments splits the sealed segments below end into runs that together fit one segment.
+func groupSegments(sealed []*segment, end int64, segmentBytes int64) [][]*segment {
+	var groups [][]*segment
+	var cur []*segment
+	var size int64
+	for _, s := range sealed {
+		if s.next > end {
+			break
+		}
+		if len(cur) > 0 && (size+s.size > segmentBytes || s.next-cur[0].base > math.MaxUint32) {
+			groups = append(groups, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, s)
+		size += s.size
+	}
+	if len(cur) > 0 {
+		groups = append(groups, cur)
+	}
+	return groups
+}
+
+// eachBatch calls fn with every batch of s, checked again on the way in (the pair of the check
+// made on append).
+func (c *Compactor) eachBatch(ctx context.Context, s *segment, st *CompactStats, fn func(*batch.Header, []byte) error) error {
+	var spendErr error
+	it := batchIter{f: s.f, end: s.size, onRead: func(n int) {
+		st.BytesRead += int64(n)
+		if spendErr == nil {
+			spendErr = c.spend(ctx, n)
+		}
+	}}
+	for {
+		pos, b, ok := it.next()
+		if spendErr != nil {
+			return spendErr
+		}
+		if !ok {
+			return errors.Join(it.err, it.bad)
+		}
+		h, err := batch.ValidateStored(b)
+		if err != nil {
+			return fmt.Errorf("logstore: segment %d position %d: %w", s.base, pos, err)
+		}
+		if err := fn(&h, b); err != nil {
+			return err
+		}
+	}
+}
+
+// eachRecord calls fn with every record of a batch and its offset.
+func eachRecord(h *batch.Header, b []byte, fn func(*batch.Record, int64)) error {
+	recs, err := batch.Records(h, b)
+	if err != nil {
+		return err
+	}
+	r := batch.NewRecordReader(recs)
+	var rec batch.Record
+	for r.Next(&rec) {
+		fn(&rec, h.BaseOffset+int64(rec.OffsetDelta))
+	}
+	return r.Err()
+}
+
+// cleanGroup rewrites a group of segments into one and swaps it in.
+func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, keys map[keyHash]int64, nowMs int64, st *CompactStats) error {
+	base := group[0].base
+	cleanedName := segmentName(l.dir, base, cleanedSuffix)
+	f, err := l.fs.Create(cleanedName)
+	if err != nil {
+		return err
+	}
+	ns := newSegment(f, base)
+	ns.cleanedAt = nowMs
+	for _, s := range group {
+		if s.cleanedAt != 0 {
+			ns.cleanedAt = max(ns.cleanedAt, s.cleanedAt)
+		}
+	}
+	for _, s := range group {
+		if s.cleanedAt == 0 {
+			ns.cleanedAt = nowMs // a never-compacted segment restarts the tombstone clock
+		}
+	}
+	l.mu.RLock()
+	interval := l.cfg.IndexIntervalBytes
+	deleteRetention := l.cfg.DeleteRetentionMs.Milliseconds()
+	l.mu.RUnlock()
+	for _, s := range group {
+		dropTombstones := s.cleanedAt != 0 && s.cleanedAt <= nowMs-deleteRetention
+		keep := func(rec *batch.Record, offset int64) bool {
+			if rec.Key == nil {
+				return false
+			}
+			if last, ok := keys[md5.Sum(rec.Key)]; ok && last > offset {
+				return false
+			}
+			return rec.Value != nil || !dropTombstones
+		}
+		err := c.eachBatch(ctx, s, st, func(h *batch.Header, b []byte) error {
+			out, removed, err := filterBatch(h, b, keep)
+			if err != nil || out == nil {
+				st.RecordsRemoved += int64(removed)
+				return err
+			}
+			oh, err := batch.ValidateStored(out) // check right before writing
+			if err != nil {
+				panic(fmt.Sprintf("logstore: compaction built an invalid batch at %d: %v", h.BaseOffset, err))
+			}
+			if err := c.spend(ctx, len(out)); err != nil {
+				return err
+			}
+			if _, err := f.WriteAt(out, ns.size); err != nil {
+				return err
+			}
+			st.BytesWritten += int64(len(out))
+			st.RecordsRemoved += int64(removed)
+			ns.track(&oh, ns.size, interval)
+			return nil
+		})
+		if err != nil {
+			ns.release()
+			_ = l.fs.Remove(cleanedName)
+			return err
+		}
+	}
+	ns.next = group[len(group)-1].next
+	st.SegmentsIn += len(group)
+	st.SegmentsOut++
+	return l.swapIn(group, ns)
+}
+
+// filterBatch returns the batch with only the records keep accepts, b itself if it keeps all,
+// or nil if the batch goes entirely; and how many records it removed.
+func filterBatch(h *batch.Header, b []byte, keep func(*batch.Record, int64) bool) ([]byte, int, error) {
+	if h.IsControl() || h.IsTransactional() {
+		return b, 0, nil
+	}
+	var kept []byte
+	n, removed := int32(0), 0
+	maxTs := int64(-1)
+	err := eachRecord(h, b, func(rec *batch.Record, offset int64) {
+		if !keep(rec, offset) {
+			removed++
+			return
+		}
+		kept = append(kept, rec.Raw...)
+		n++
+		maxTs = max(maxTs, h.BaseTimestamp+rec.TimestampDelta)
+	})
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case removed == 0:
+		return b, 0, nil
+	case n == 0 && h.ProducerID < 0:
+		return nil, removed, nil
+	}
+	nh := *h
+	nh.RecordCount = n
+	if h.Attributes&batch.AttrLogAppendTime == 0 && n > 0 {
+		nh.MaxTimestamp = maxTs
+	}
+	if n == 0 {
+		nh.Attributes &^= batch.AttrCompressionMask
+	}
+	recs, err := batch.Compress(nh.Codec(), kept)
+	if err != nil {
+		return nil, 0, err
+	}
+	return batch.AppendBatch(nil, nh, recs), removed, nil
+}
+
+// swapIn commits a cleaned segment in place of the group it replaces.
+func (l *Log) swapIn(group []*segment, ns *segment) error {
+	base := ns.base
+	if err := ns.f.Sync(); err != nil {
+		ns.release()
+		return err
+	}
+	swapName := segmentName(l.dir, base, swapSuffix)
+	if err := l.fs.Rename(segmentName(l.dir, base, cleanedSuffix), swapName); err != nil {
+		ns.release()
+		return err
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil { // the commit point
+		ns.release()
+		return err
+	}
+	l.mu.Lock()
+	i := 0
+	for l.segments[i] != group[0] {
+		i++
+	}
+	segs := append([]*segment(nil), l.segments[:i]...)
+	segs = append(segs, ns)
+	l.segments = append(segs, l.segments[i+len(group):]...)
+	l.mu.Unlock()
+	for _, s := range group {
+		s.release() // the list's reference; the compactor still holds its own
+	}
+	return l.placeSwap(base, group[1:], ns)
+}
+
+// placeSwap moves a committed swap file into place: it unlinks the replaced segments, renames
+// the swap file over the first one and writes the new indexes. Recovery runs it again if a crash
+// interrupts it; every step is idempotent.
+func (l *Log) placeSwap(base int64, replaced []*segment, ns *segment) error {
+	for _, s := range replaced {
+		if err := removeSegmentFiles(l.fs, l.dir, s.base); err != nil {
+			return err
+		}
+	}
+	if err := l.fs.Rename(segmentName(l.dir, base, swapSuffix), segmentName(l.dir, base, logSuffix)); err != nil {
+		return err
+	}
+	if ns != nil {
+		l.mu.RLock()
+		err := ns.writeIndexes(l.fs, l.dir)
+		l.mu.RUnlock()
+		if err != nil {
+			return err
+		}
+	} else {
+		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+			_ = l.fs.Remove(segmentName(l.dir, base, suffix))
+		}
+	}
+	return l.fs.SyncDir(l.dir)
+}
+
+// finishSwap completes, at recovery, a compaction that committed its swap file: segments whose
+// base lies in [base, last offset of the swap file] are the ones it replaced.
+func (l *Log) finishSwap(name string) error {
+	base, ok := parseSegmentName(strings.TrimSuffix(name, swapSuffix)+logSuffix, logSuffix)
+	if !ok {
+		return nil
+	}
+	f, err := l.fs.OpenReadWrite(l.dir + "/" + name)
+	if err != nil {
+		return err
+	}
+	s := newSegment(f, base)
+	_, err = s.scan(math.MaxInt64, l.cfg.IndexIntervalBytes)
+	last := s.next - 1
+	s.release()
+	if err != nil {
+		return err
+	}
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return err
+	}
+	var replaced []*segment
+	for _, n := range names {
+		if b, ok := parseSegmentName(n, logSuffix); ok && b > base && b <= last {
+			replaced = append(replaced, &segment{base: b})
+		}
+	}
+	l.logger.Info("logstore: finishing an interrupted compaction", "segment", base, "replaced", len(replaced)+1)
+	return l.placeSwap(base, replaced, nil)
+}

@@ -1,0 +1,54 @@
+package logstore
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is the per-partition configuration, named after the Kafka topic configs it implements.
+type Config struct {
+	SegmentBytes       int64         // segment.bytes: roll the active segment past this size
+	SegmentMs          time.Duration // segment.ms: roll the active segment when it is this old
+	IndexIntervalBytes int           // index.interval.bytes: bytes between offset index entries
+
+	RetentionMs    time.Duration // retention.ms: delete segments whose newest record is older; < 0 keeps all
+	RetentionBytes int64         // retention.bytes: delete old segments past this log size; < 0 keeps all
+
+	Delete                 bool          // cleanup.policy has "delete"
+	Compact                bool          // cleanup.policy has "compact"
+	DeleteRetentionMs      time.Duration // delete.retention.ms: how long tombstones outlive their first compaction
+	MinCleanableDirtyRatio float64       // min.cleanable.dirty.ratio: compact once dirty/total reaches this
+}
+
+// DefaultConfig is Kafka's default topic configuration.
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:           1 << 30,
+		SegmentMs:              7 * 24 * time.Hour,
+		IndexIntervalBytes:     4096,
+		RetentionMs:            7 * 24 * time.Hour,
+		RetentionBytes:         -1,
+		Delete:                 true,
+		DeleteRetentionMs:      24 * time.Hour,
+		MinCleanableDirtyRatio: 0.5,
+	}
+}
+
+// Validate reports the first setting out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.SegmentBytes < 14 || c.SegmentBytes > maxSegmentBytes:
+		return fmt.Errorf("logstore: segment.bytes %d is outside [14, %d]", c.SegmentBytes, int64(maxSegmentBytes))
+	case c.SegmentMs <= 0:
+		return fmt.Errorf("logstore: segment.ms %v must be positive", c.SegmentMs)
+	case c.IndexIntervalBytes < 0:
+		return fmt.Errorf("logstore: index.interval.bytes %d is negative", c.IndexIntervalBytes)
+	case !c.Delete && !c.Compact:
+		return fmt.Errorf("logstore: cleanup.policy must include delete or compact")
+	case c.DeleteRetentionMs < 0:
+		return fmt.Errorf("logstore: delete.retention.ms %v is negative", c.DeleteRetentionMs)
+	case c.MinCleanableDirtyRatio < 0 || c.MinCleanableDirtyRatio > 1:
+		return fmt.Errorf("logstore: min.cleanable.dirty.ratio %v is outside [0, 1]", c.MinCleanableDirtyRatio)
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package logstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Flusher group-commits fsyncs for many logs. A waiter queues its log and sleeps; the flusher's
+// goroutine takes everything queued, syncs those logs concurrently, and wakes their waiters.
+// While a round runs, new requests queue up for the next one, so under load every fsync covers
+// the appends of many waiters, on one partition and across partitions.
+type Flusher struct {
+	mu     sync.Mutex
+	queue  []*Log
+	wake   chan struct{} // buffered 1: "the queue is not empty"
+	done   chan struct{}
+	exited chan struct{}
+
+	maxParallel int
+
+	// Counters, for metrics and tests.
+	Rounds atomic.Int64 // sync rounds run
+	Syncs  atomic.Int64 // log syncs performed (file fsyncs, not counting directory syncs)
+}
+
+// NewFlusher starts a flusher. maxParallel bounds the fsyncs in flight at once (<= 0: 16).
+func NewFlusher(maxParallel int) *Flusher {
+	if maxParallel <= 0 {
+		maxParallel = 16
+	}
+	f := &Flusher{wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{}), maxParallel: maxParallel}
+	go f.run()
+	return f
+}
+
+// Close stops the flusher after its current round. Logs must not wait on it afterwards.
+func (f *Flusher) Close() {
+	close(f.done)
+	<-f.exited
+}
+
+func (f *Flusher) enqueue(l *Log) {
+	f.mu.Lock()
+	f.queue = append(f.queue, l)
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *Flusher) run() {
+	defer close(f.exited)
+	sem := make(chan struct{}, f.maxParallel)
+	var wg sync.WaitGroup
+	for {
+		select {
+		case <-f.done:
+			return
+		case <-f.wake:
+		}
+		f.mu.Lock()
+		logs := f.queue
+		f.queue = nil
+		f.mu.Unlock()
+		if len(logs) == 0 {
+			continue
+		}
+		f.Rounds.Add(1)
+		for _, l := range logs {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if l.syncOnce() {
+					f.Syncs.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// syncOnce makes everything appended so far durable and reports whether it synced a file.
+func (l *Log) syncOnce() bool {
+	l.mu.Lock()
+	l.syncQueued = false
+	if l.err != nil || l.closed {
+		l.mu.Unlock()
+		return false
+	}
+	act, target, dirDirty, gen := l.active(), l.endOffsetLocked(), l.dirDirty, l.truncGen
+	if target <= l.durable && !dirDirty {
+		l.mu.Unlock()
+		return false
+	}
+	l.dirDirty = false
+	act.acquire()
+	l.mu.Unlock()
+
+	err := act.f.Sync()
+	if err == nil && dirDirty {
+		err = l.fs.SyncDir(l.dir)
+	}
+	act.release()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.poisonLocked("sync", err)
+		return true
+	}
+	if gen == l.truncGen && target > l.durable {
+		l.durable = target
+		close(l.durableCh)
+		l.durableCh = make(chan struct{})
+	}
+	return true
+}
+
+// WaitDurable waits until every offset below end is durable (end is typically last+1 from
+// Append), sharing the fsync with every other waiter of the same round. It returns the error that
+// poisoned the log if a write or sync failed, and never reports durability that a failed sync
+// put in doubt.
+func (l *Log) WaitDurable(ctx context.Context, end int64) error {
+	for {
+		l.mu.Lock()
+		switch {
+		case l.err != nil:
+			err := l.err
+			l.mu.Unlock()
+			return err
+		case l.durable >= end:
+			l.mu.Unlock()
+			return nil
+		case l.closed:
+			l.mu.Unlock()
+			return ErrClosed
+		case end > l.endOffsetLocked():
+			next := l.endOffsetLocked()
+			l.mu.Unlock()
+			return fmt.Errorf("logstore: wait for durability up to %d past the log end %d: %w", end, next, ErrOffsetOutOfRange)
+		}
+		ch := l.durableCh
+		if !l.syncQueued {
+			l.syncQueued = true
+			l.flusher.enqueue(l)
+		}
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,413 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// Errors returned by a Log.
+var (
+	ErrOffsetOutOfRange = errors.New("logstore: offset out of range")
+	ErrClosed           = errors.New("logstore: log is closed")
+	ErrNotBatchBoundary = errors.New("logstore: offset is not a batch boundary")
+)
+
+// Options configure Open.
+type Options struct {
+	FS      vfs.FS       // defaults to vfs.Default
+	Dir     string       // the partition's directory; created if missing
+	Config  Config       // validated by Open
+	Flusher *Flusher     // the group-commit flusher shared by the logs of a disk; required
+	Logger  *slog.Logger // defaults to slog.Default()
+	Now     func() time.Time
+}
+
+// Log is the log of one partition: segments of Kafka v2 batches with their indexes.
+//
+// Lock order: maintMu, then appendMu, then mu, then Flusher.mu. maintMu serialises maintenance
+// (retention, compaction, truncation, start-offset moves); appendMu serialises appends and rolls;
+// mu guards the fields below it (appends Lock it only to publish, readers RLock it briefly and do
+// their I/O outside it, holding a segment reference).
+type Log struct {
+	fs      vfs.FS
+	dir     string
+	flusher *Flusher
+	logger  *slog.Logger
+	now     func() time.Time
+
+	maintMu  sync.Mutex
+	appendMu sync.Mutex
+
+	mu         sync.RWMutex
+	cfg        Config
+	segments   []*segment // ascending by base; the last is active
+	logStart   int64
+	firstDirty int64 // compaction has cleaned every offset below
+	err        error // the first write or sync failure; the log is poisoned
+	closed     bool
+	truncGen   uint64 // bumped by Truncate so a sync that started before it claims nothing
+
+	durable    int64         // every offset below is durable
+	durableCh  chan struct{} // closed (and replaced) when durable moves or err is set
+	syncQueued bool          // the log waits in the flusher's queue
+	dirDirty   bool          // a segment file was created since the directory was last synced
+}
+
+// Open opens or creates the log in opts.Dir and recovers it: interrupted compactions are
+// finished or discarded, stale or missing indexes are rebuilt, and a torn or corrupt tail is
+// truncated. Every batch that was synced before a crash is there afterwards; nothing else is.
+func Open(opts Options) (*Log, error) {
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Flusher == nil {
+		return nil, errors.New("logstore: Options.Flusher is required")
+	}
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		fs: opts.FS, dir: strings.TrimSuffix(opts.Dir, "/"), flusher: opts.Flusher,
+		logger: opts.Logger.With("dir", opts.Dir), now: opts.Now, cfg: opts.Config,
+		durableCh: make(chan struct{}),
+	}
+	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := l.recover(); err != nil {
+		for _, s := range l.segments {
+			s.release()
+		}
+		return nil, fmt.Errorf("logstore: recovering %s: %w", l.dir, err)
+	}
+	return l, nil
+}
+
+// recover loads the segments; see Open.
+func (l *Log) recover() error {
+	bases, err := l.tidyDir()
+	if err != nil {
+		return err
+	}
+	cp, _ := readCheckpoint(l.fs, l.dir)
+	for i, base := range bases {
+		f, err := l.fs.OpenReadWrite(segmentName(l.dir, base, logSuffix))
+		if err != nil {
+			return err
+		}
+		s := newSegment(f, base)
+		l.segments = append(l.segments, s)
+		last := i == len(bases)-1
+		if !last && s.loadIndexes(l.fs, l.dir) {
+			continue
+		}
+		limit := int64(math.MaxInt64)
+		if !last {
+			limit = bases[i+1]
+		}
+		res, err := s.scan(limit, l.cfg.IndexIntervalBytes)
+		if err != nil {
+			return err
+		}
+		if res.reason != nil {
+			if err := l.cutAfter(s, res, bases[i+1:]); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	if len(l.segments) == 0 {
+		if err := l.createSegment(cp.logStart); err != nil {
+			return err
+		}
+	}
+	l.logStart = max(cp.logStart, l.segments[0].base)
+	if l.logStart > l.endOffsetLocked() {
+		l.logStart = l.endOffsetLocked()
+	}
+	l.firstDirty = max(cp.firstDirty, l.logStart)
+	// The recovered tail may sit in the page cache only: make it durable before claiming it is.
+	if err := l.active().f.Sync(); err != nil {
+		return err
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return err
+	}
+	l.durable = l.endOffsetLocked()
+	l.active().created = l.now()
+	return nil
+}
+
+// cutAfter truncates segment s where its scan stopped and removes every later segment: nothing
+// after a bad batch can be trusted to follow it.
+func (l *Log) cutAfter(s *segment, res scanResult, later []int64) error {
+	l.logger.Warn("logstore: truncating a torn or corrupt tail", "segment", s.base, "position", res.end,
+		"reason", res.reason, "later_segments_removed", len(later))
+	for _, base := range later {
+		if err := removeSegmentFiles(l.fs, l.dir, base); err != nil {
+			return err
+		}
+	}
+	if err := s.f.Truncate(res.end); err != nil {
+		return err
+	}
+	if err := s.f.Sync(); err != nil {
+		return err
+	}
+	// Stale index files would describe a different size; drop them so nobody trusts them.
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if err := l.fs.Remove(segmentName(l.dir, s.base, suffix)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+			return err
+		}
+	}
+	return l.fs.SyncDir(l.dir)
+}
+
+// tidyDir finishes or discards interrupted operations and returns the segment bases, ascending.
+func (l *Log) tidyDir() ([]int64, error) {
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if strings.HasSuffix(name, swapSuffix) {
+			if err := l.finishSwap(name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if names, err = l.fs.List(l.dir); err != nil {
+		return nil, err
+	}
+	var bases []int64
+	logs := map[int64]bool{}
+	for _, name := range names {
+		if base, ok := parseSegmentName(name, logSuffix); ok {
+			bases = append(bases, base)
+			logs[base] = true
+		}
+	}
+	for _, name := range names {
+		base, isIndex := parseSegmentName(name, indexSuffix)
+		if !isIndex {
+			base, isIndex = parseSegmentName(name, timeIndexSuffix)
+		}
+		if (isIndex && !logs[base]) || strings.HasSuffix(name, cleanedSuffix) || name == checkpointName+".tmp" {
+			if err := l.fs.Remove(l.dir + "/" + name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	return bases, nil
+}
+
+func parseSegmentName(name, suffix string) (int64, bool) {
+	digits, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	base, err := strconv.ParseInt(digits, 10, 64)
+	return base, err == nil && base >= 0
+}
+
+func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
+
+func (l *Log) endOffsetLocked() int64 { return l.active().next }
+
+// createSegment creates an empty active segment at base. Callers hold appendMu (or own l).
+func (l *Log) createSegment(base int64) error {
+	f, err := l.fs.Create(segmentName(l.dir, base, logSuffix))
+	if err != nil {
+		return err
+	}
+	s := newSegment(f, base)
+	s.created = l.now()
+	l.mu.Lock()
+	l.segments = append(l.segments, s)
+	l.dirDirty = true
+	l.mu.Unlock()
+	return nil
+}
+
+// Append validates b as one producer batch, assigns its base offset and sets its
+// partitionLeaderEpoch (both outside the CRC, so b is otherwise written as received), and writes
+// it to the active segment. It returns the batch's first and last offsets. The batch is durable
+// only once WaitDurable(last+1) returns nil.
+//
+// Append writes the two fields into b; the caller keeps ownership of b.
+func (l *Log) Append(b []byte, leaderEpoch int32) (first, last int64, err error) {
+	h, err := batch.Validate(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.RLock()
+	err, closed, act, cfg := l.err, l.closed, l.active(), l.cfg
+	l.mu.RUnlock()
+	switch {
+	case closed:
+		return 0, 0, ErrClosed
+	case err != nil:
+		return 0, 0, err
+	}
+	first = act.next
+	last = first + int64(h.LastOffsetDelta)
+	if act.size > 0 && (act.size+int64(len(b)) > cfg.SegmentBytes || l.now().Sub(act.created) >= cfg.SegmentMs || !act.fits(last)) {
+		if act, err = l.roll(act); err != nil {
+			return 0, 0, err
+		}
+	}
+	batch.SetBaseOffset(b, first)
+	batch.SetLeaderEpoch(b, leaderEpoch)
+	h.BaseOffset, h.LeaderEpoch = first, leaderEpoch
+	if _, err := act.f.WriteAt(b, act.size); err != nil {
+		return 0, 0, l.poison("write", err)
+	}
+	l.mu.Lock()
+	act.track(&h, act.size, cfg.IndexIntervalBytes)
+	l.mu.Unlock()
+	return first, last, nil
+}
+
+// roll seals the active segment (synced, with its index files) and starts a new one. Syncing at
+// roll keeps an invariant recovery relies on: only the last segment can have a torn tail.
+func (l *Log) roll(act *segment) (*segment, error) {
+	if err := act.f.Sync(); err != nil {
+		return nil, l.poison("sync at roll", err)
+	}
+	l.mu.RLock()
+	err := act.writeIndexes(l.fs, l.dir)
+	l.mu.RUnlock()
+	if err != nil {
+		return nil, l.poison("index write at roll", err)
+	}
+	if err := l.createSegment(act.next); err != nil {
+		return nil, l.poison("segment create", err)
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.active(), nil
+}
+
+// poison records the first write or sync failure and returns it. Every later append and every
+// wait for durability returns it; nothing written after it is ever reported durable.
+func (l *Log) poison(op string, err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.poisonLocked(op, err)
+}
+
+func (l *Log) poisonLocked(op string, err error) error {
+	if l.err == nil {
+		l.err = fmt.Errorf("logstore: %s failed; the log is read-only until reopened: %w", op, err)
+		l.logger.Error("logstore: log poisoned", "op", op, "err", err)
+		close(l.durableCh)
+		l.durableCh = make(chan struct{})
+	}
+	return l.err
+}
+
+// Err returns the error that poisoned the log, or nil.
+func (l *Log) Err() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.err
+}
+
+// StartOffset is the log start offset: the first offset a read may ask for.
+func (l *Log) StartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.logStart
+}
+
+// EndOffset is the log end offset: the offset the next appended record gets.
+func (l *Log) EndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.endOffsetLocked()
+}
+
+// DurableOffset is the offset below which every record is durable.
+func (l *Log) DurableOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.durable
+}
+
+// Size is the total size of the log's segment files in bytes.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segments {
+		n += s.size
+	}
+	return n
+}
+
+// SetConfig changes the configuration; it applies from the next append or maintenance run.
+func (l *Log) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.cfg = cfg
+	l.mu.Unlock()
+	return nil
+}
+
+// Config returns the current configuration.
+func (l *Log) Config() Config {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cfg
+}
+
+// Close syncs the log and closes its files. Readers holding slices keep their files open until
+// they release them.
+func (l *Log) Close() error {
+	l.maintMu.Lock()
+	defer l.maintMu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	segs, perr := l.segments, l.err
+	act := l.active()
+	l.mu.Unlock()
+	var err error
+	if perr == nil {
+		err = act.f.Sync()
+	}
+	for _, s := range segs {
+		s.release()
+	}
+	l.mu.Lock()
+	close(l.durableCh)
+	l.durableCh = make(chan struct{})
+	l.mu.Unlock()
+	return err
+}

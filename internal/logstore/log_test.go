@@ -1,0 +1,280 @@
+package logstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// forEachFS runs a test on the OS, the crashable in-memory FS and the error-injecting wrapper.
+func forEachFS(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Run("os", func(t *testing.T) { fn(t, newEnv(t, vfs.Default, t.TempDir()+"/p0")) })
+	t.Run("mem", func(t *testing.T) { fn(t, newEnv(t, vfs.NewMem(), "/data/p0")) })
+	t.Run("errorfs", func(t *testing.T) {
+		fn(t, newEnv(t, vfs.NewErrorFS(vfs.NewMem(), &vfs.Rules{}), "/data/p0"))
+	})
+}
+
+func TestAppendAssignsOffsetsAndEpoch(t *testing.T) {
+	forEachFS(t, func(t *testing.T, e *env) {
+		l := e.open(testConfig())
+		defer l.Close()
+		for i, n := range []int{1, 5, 3} {
+			b := valueBatch(t, n, 10, 1000, i)
+			before := l.EndOffset()
+			first, last, err := l.Append(b, 7)
+			if err != nil || first != before || last != before+int64(n)-1 {
+				t.Fatalf("Append(%d records) = %d, %d, %v; want %d, %d, nil", n, first, last, err, before, before+int64(n)-1)
+			}
+			got, err := l.Read(nil, first, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := batch.ValidateStored(got)
+			if err != nil || h.BaseOffset != first || h.LeaderEpoch != 7 {
+				t.Errorf("read back = base %d epoch %d err %v; want %d, 7, nil", h.BaseOffset, h.LeaderEpoch, err, first)
+			}
+			if !bytes.Equal(got[batch.HeaderSize:], b[batch.HeaderSize:]) {
+				t.Errorf("records were re-encoded")
+			}
+		}
+		if got := l.EndOffset(); got != 9 {
+			t.Errorf("EndOffset() = %d; want 9", got)
+		}
+	})
+}
+
+func TestAppendRejectsBadBatchAndStaysUsable(t *testing.T) {
+	l := newEnv(t, vfs.NewMem(), "/p").open(testConfig())
+	defer l.Close()
+	good := valueBatch(t, 2, 10, 1000, 1)
+	bad := bytes.Clone(good)
+	bad[len(bad)-1] ^= 0xff
+	tests := []struct {
+		name  string
+		b     []byte
+		check string
+	}{
+		{"crc", bad, "crc"},
+		{"short", good[:30], "length"},
+		{"magic", func() []byte { b := bytes.Clone(good); b[16] = 1; return b }(), "magic"},
+	}
+	for _, tt := range tests {
+		_, _, err := l.Append(tt.b, 0)
+		var ce *batch.CorruptError
+		if !errors.As(err, &ce) || ce.Check != tt.check {
+			t.Errorf("Append(%s) = %v; want the %q check to fail", tt.name, err, tt.check)
+		}
+	}
+	if first, _, err := l.Append(good, 0); err != nil || first != 0 {
+		t.Errorf("Append(good) after rejections = %d, %v; want 0, nil", first, err)
+	}
+}
+
+func TestReadSemantics(t *testing.T) {
+	forEachFS(t, func(t *testing.T, e *env) {
+		l := e.open(testConfig())
+		defer l.Close()
+		var sizes []int
+		for i := 0; i < 10; i++ {
+			b := valueBatch(t, 4, 100, 1000, i) // offsets 4i..4i+3
+			sizes = append(sizes, len(b))
+			appendAll(t, l, b)
+		}
+		tests := []struct {
+			from     int64
+			maxBytes int
+			want     []int64 // base offsets of the returned batches
+		}{
+			{0, 1 << 20, []int64{0, 4, 8, 12, 16, 20, 24, 28, 32, 36}},
+			{5, 1 << 20, []int64{4, 8, 12, 16, 20, 24, 28, 32, 36}}, // starts with the batch holding 5
+			{7, sizes[1] + sizes[2], []int64{4, 8}},
+			{7, sizes[1] + sizes[2] - 1, []int64{4}},
+			{0, 1, []int64{0}}, // at least one batch
+			{39, 0, []int64{36}},
+			{40, 1 << 20, nil}, // the log end
+		}
+		for _, tt := range tests {
+			got, err := l.Read(nil, tt.from, tt.maxBytes)
+			if err != nil {
+				t.Fatalf("Read(%d, %d) = %v", tt.from, tt.maxBytes, err)
+			}
+			var bases []int64
+			for len(got) > 0 {
+				n, _ := batch.Split(got)
+				h, _ := batch.ParseHeader(got)
+				bases = append(bases, h.BaseOffset)
+				got = got[n:]
+			}
+			if !equalInts(bases, tt.want) {
+				t.Errorf("Read(%d, %d) = batches %v; want %v", tt.from, tt.maxBytes, bases, tt.want)
+			}
+		}
+		for _, from := range []int64{-1, 41} {
+			if _, err := l.Read(nil, from, 100); !errors.Is(err, ErrOffsetOutOfRange) {
+				t.Errorf("Read(%d) = %v; want ErrOffsetOutOfRange", from, err)
+			}
+		}
+	})
+}
+
+func equalInts(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestReadSliceServesFileRange(t *testing.T) {
+	l := newEnv(t, vfs.Default, t.TempDir()).open(testConfig())
+	defer l.Close()
+	b := valueBatch(t, 3, 50, 1000, 1)
+	appendAll(t, l, b, valueBatch(t, 3, 50, 1000, 2))
+	s, err := l.ReadSlice(0, len(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	if _, ok := s.File.(*os.File); !ok || s.Position != 0 || s.Size != len(b) {
+		t.Errorf("ReadSlice = %T pos %d size %d; want *os.File 0 %d", s.File, s.Position, s.Size, len(b))
+	}
+}
+
+func TestSegmentsRollAndIndexLookups(t *testing.T) {
+	forEachFS(t, func(t *testing.T, e *env) {
+		cfg := testConfig()
+		cfg.SegmentBytes = 8 << 10
+		cfg.IndexIntervalBytes = 300
+		l := e.open(cfg)
+		rng := rand.New(rand.NewPCG(1, 2))
+		var want [][]byte
+		for i := 0; i < 400; i++ {
+			b := valueBatch(t, 1+rng.IntN(5), 10+rng.IntN(200), int64(1000+i), i)
+			appendAll(t, l, b)
+			want = append(want, bytes.Clone(b))
+		}
+		if n := len(l.segments); n < 10 {
+			t.Fatalf("%d segments; want many (segment.bytes %d)", n, cfg.SegmentBytes)
+		}
+		check := func(l *Log) {
+			t.Helper()
+			got := readAll(t, l)
+			if len(got) != len(want) {
+				t.Fatalf("read %d batches; want %d", len(got), len(want))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i][batch.HeaderSize:], want[i][batch.HeaderSize:]) {
+					t.Fatalf("batch %d differs", i)
+				}
+			}
+			for i := 0; i < 200; i++ { // random point reads use the sparse index
+				off := rng.Int64N(l.EndOffset())
+				b, err := l.Read(nil, off, 1)
+				h, _ := batch.ParseHeader(b)
+				if err != nil || off < h.BaseOffset || off > h.LastOffset() {
+					t.Fatalf("Read(%d) = batch [%d, %d], %v; want the batch holding it", off, h.BaseOffset, h.LastOffset(), err)
+				}
+			}
+			for ts := int64(995); ts < 1405; ts += 7 {
+				off, got, ok, err := l.OffsetForTimestamp(ts)
+				wantTs := max(ts, 1000)
+				if wantTs > 1399 {
+					if ok || err != nil {
+						t.Errorf("OffsetForTimestamp(%d) = %d, ok; want none", ts, off)
+					}
+					continue
+				}
+				b, _ := l.Read(nil, off, 1)
+				h, _ := batch.ParseHeader(b)
+				if !ok || err != nil || got != wantTs || h.BaseOffset != off || h.MaxTimestamp != wantTs {
+					t.Errorf("OffsetForTimestamp(%d) = %d, ts %d, %v, %v; want the first batch at ts %d", ts, off, got, ok, err, wantTs)
+				}
+			}
+		}
+		check(l)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l = e.open(cfg) // sealed segments load their index files
+		check(l)
+		l.Close()
+		for _, base := range []int64{0, l.segments[1].base} { // lose or corrupt index files: rebuilt
+			_ = e.fs.Remove(segmentName(e.dir, base, indexSuffix))
+		}
+		f, _ := e.fs.OpenReadWrite(segmentName(e.dir, l.segments[2].base, timeIndexSuffix))
+		f.WriteAt([]byte("garbage"), 20)
+		f.Close()
+		l = e.open(cfg)
+		check(l)
+		l.Close()
+	})
+}
+
+func TestSegmentMsRolls(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	cfg := testConfig()
+	cfg.SegmentMs = time.Hour
+	l := e.open(cfg)
+	defer l.Close()
+	appendAll(t, l, valueBatch(t, 1, 10, 1, 1), valueBatch(t, 1, 10, 1, 2))
+	e.clock.advance(time.Hour)
+	appendAll(t, l, valueBatch(t, 1, 10, 1, 3))
+	if n := len(l.segments); n != 2 || l.segments[1].base != 2 {
+		t.Errorf("after segment.ms: %d segments, last base %d; want 2, 2", n, l.segments[len(l.segments)-1].base)
+	}
+}
+
+func TestGroupCommitSharesFsyncs(t *testing.T) {
+	e := newEnv(t, vfs.Default, t.TempDir())
+	const logs, writers, perWriter = 4, 4, 50
+	var ls []*Log
+	for i := 0; i < logs; i++ {
+		e.dir = t.TempDir()
+		ls = append(ls, e.open(testConfig()))
+	}
+	errs := make(chan error, logs*writers)
+	for _, l := range ls {
+		for w := 0; w < writers; w++ {
+			go func() {
+				for i := 0; i < perWriter; i++ {
+					_, last, err := l.Append(valueBatch(t, 1, 100, 1, i), 0)
+					if err == nil {
+						err = l.WaitDurable(context.Background(), last+1)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+	}
+	for i := 0; i < logs*writers; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := int64(logs * writers * perWriter)
+	if syncs := e.flusher.Syncs.Load(); syncs >= total {
+		t.Errorf("%d fsyncs for %d durable appends; want fewer (group commit)", syncs, total)
+	}
+	for _, l := range ls {
+		if l.DurableOffset() != l.EndOffset() {
+			t.Errorf("DurableOffset() = %d; want %d", l.DurableOffset(), l.EndOffset())
+		}
+		l.Close()
+	}
+}

@@ -1,0 +1,231 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// EnforceRetention applies the delete policy: it removes the oldest segments while their newest
+// record is older than retention.ms or the log is larger than retention.bytes without them, and
+// every segment wholly below the log start offset. As in Kafka, an expired active segment is
+// rolled first so it can go too. It returns how many segments it removed.
+func (l *Log) EnforceRetention() (int, error) {
+	l.maintMu.Lock()
+	defer l.maintMu.Unlock()
+	cfg := l.Config()
+	nowMs := l.now().UnixMilli()
+	expired := func(s *segment) bool {
+		return cfg.Delete && cfg.RetentionMs >= 0 && s.maxTimestamp < nowMs-cfg.RetentionMs.Milliseconds()
+	}
+	l.appendMu.Lock()
+	l.mu.RLock()
+	act, perr := l.active(), l.err
+	allExpired := act.size > 0 && expired(act)
+	for _, s := range l.segments {
+		allExpired = allExpired && expired(s)
+	}
+	l.mu.RUnlock()
+	if allExpired && perr == nil {
+		if _, err := l.roll(act); err != nil {
+			l.appendMu.Unlock()
+			return 0, err
+		}
+	}
+	l.appendMu.Unlock()
+
+	l.mu.Lock()
+	var total int64
+	for _, s := range l.segments {
+		total += s.size
+	}
+	n := 0
+	for ; n < len(l.segments)-1; n++ {
+		s := l.segments[n]
+		overSize := cfg.Delete && cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes
+		if s.next > l.logStart && !expired(s) && !overSize {
+			break
+		}
+		total -= s.size
+	}
+	victims := append([]*segment(nil), l.segments[:n]...)
+	l.segments = append([]*segment(nil), l.segments[n:]...)
+	moved := l.logStart < l.segments[0].base
+	l.logStart = max(l.logStart, l.segments[0].base)
+	l.firstDirty = max(l.firstDirty, l.logStart)
+	cp := checkpoint{logStart: l.logStart, firstDirty: l.firstDirty}
+	l.mu.Unlock()
+	return n, l.dropSegments(victims, moved, cp)
+}
+
+// dropSegments unlinks segments already taken out of the list, and rewrites the checkpoint if
+// the log start moved. Readers holding them keep their files until they release them.
+func (l *Log) dropSegments(victims []*segment, writeCP bool, cp checkpoint) error {
+	var errs []error
+	for _, s := range victims {
+		errs = append(errs, removeSegmentFiles(l.fs, l.dir, s.base))
+		s.release()
+	}
+	if writeCP {
+		errs = append(errs, writeCheckpoint(l.fs, l.dir, cp))
+	}
+	return errors.Join(errs...)
+}
+
+// AdvanceStartOffset moves the log start offset forward to offset (DeleteRecords). It is durable
+// when AdvanceStartOffset returns; reads below it fail with ErrOffsetOutOfRange from then on, and
+// segments wholly below it are removed. offset may not pass the log end.
+func (l *Log) AdvanceStartOffset(offset int64) error {
+	l.maintMu.Lock()
+	defer l.maintMu.Unlock()
+	l.mu.RLock()
+	start, end, firstDirty := l.logStart, l.endOffsetLocked(), l.firstDirty
+	l.mu.RUnlock()
+	switch {
+	case offset > end:
+		return fmt.Errorf("%w: start offset %d past the log end %d", ErrOffsetOutOfRange, offset, end)
+	case offset <= start:
+		return nil
+	}
+	cp := checkpoint{logStart: offset, firstDirty: max(firstDirty, offset)}
+	if err := writeCheckpoint(l.fs, l.dir, cp); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.logStart, l.firstDirty = cp.logStart, cp.firstDirty
+	n := 0
+	for n < len(l.segments)-1 && l.segments[n].next <= offset {
+		n++
+	}
+	victims := append([]*segment(nil), l.segments[:n]...)
+	l.segments = append([]*segment(nil), l.segments[n:]...)
+	l.mu.Unlock()
+	return l.dropSegments(victims, false, cp)
+}
+
+// Truncate drops every batch at or after offset, which must be a batch boundary (the base offset
+// of a batch, the log end, or an offset compaction removed), so the log ends at offset. The
+// truncation is durable when Truncate returns. Truncating at or below the log start empties the
+// log and restarts it at offset. It returns the new log end offset.
+func (l *Log) Truncate(offset int64) (int64, error) {
+	l.maintMu.Lock()
+	defer l.maintMu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.RLock()
+	end, start, perr, closed := l.endOffsetLocked(), l.logStart, l.err, l.closed
+	l.mu.RUnlock()
+	switch {
+	case closed:
+		return 0, ErrClosed
+	case perr != nil:
+		return 0, perr
+	case offset >= end:
+		return end, nil
+	case offset <= start:
+		return offset, l.truncateFully(offset)
+	}
+	v, from, ok, err := l.viewFor(offset)
+	if err != nil || !ok {
+		return 0, fmt.Errorf("logstore: truncate to %d: no segment holds it: %v", offset, err)
+	}
+	defer v.seg.release()
+	pos, err := v.findBatch(from)
+	if err != nil {
+		return 0, err
+	}
+	if base, ok := v.batchBaseAt(pos); ok && base < offset {
+		return 0, fmt.Errorf("%w: %d is inside the batch at %d", ErrNotBatchBoundary, offset, base)
+	}
+	if err := l.cutAt(v.seg, pos); err != nil {
+		return 0, l.poison("truncate", err)
+	}
+	return l.EndOffset(), nil
+}
+
+// batchBaseAt reads the base offset of the batch at pos, if there is one.
+func (v *view) batchBaseAt(pos int64) (int64, bool) {
+	var base int64
+	found := false
+	_ = v.walk(pos, func(_ int64, _ int, b, _ int64) bool { base, found = b, true; return false })
+	return base, found
+}
+
+// cutAt truncates segment s's file at pos, removes every later segment, and makes s active.
+// Callers hold maintMu and appendMu.
+func (l *Log) cutAt(s *segment, pos int64) error {
+	l.mu.Lock()
+	i := 0
+	for l.segments[i] != s {
+		i++
+	}
+	later := append([]*segment(nil), l.segments[i+1:]...)
+	l.segments = l.segments[:i+1 : i+1]
+	l.truncGen++
+	l.mu.Unlock()
+	for _, v := range later {
+		if err := removeSegmentFiles(l.fs, l.dir, v.base); err != nil {
+			return err
+		}
+		v.release()
+	}
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if err := l.fs.Remove(segmentName(l.dir, s.base, suffix)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+			return err
+		}
+	}
+	if err := s.f.Truncate(pos); err != nil {
+		return err
+	}
+	if err := s.f.Sync(); err != nil {
+		return err
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	res, err := s.scan(math.MaxInt64, l.cfg.IndexIntervalBytes)
+	if err == nil && res.reason != nil {
+		err = fmt.Errorf("logstore: segment %d after truncation: %w", s.base, res.reason)
+	}
+	s.created = l.now()
+	l.durable = s.next
+	l.firstDirty = min(l.firstDirty, s.next)
+	return err
+}
+
+// truncateFully removes every segment and restarts the log empty at offset. Callers hold
+// maintMu and appendMu.
+func (l *Log) truncateFully(offset int64) error {
+	l.mu.RLock()
+	victims := l.segments
+	l.mu.RUnlock()
+	for _, s := range victims { // readers keep reading the unlinked files until the swap below
+		if err := removeSegmentFiles(l.fs, l.dir, s.base); err != nil {
+			return l.poison("truncate", err)
+		}
+	}
+	f, err := l.fs.Create(segmentName(l.dir, offset, logSuffix))
+	if err != nil {
+		return l.poison("truncate", err)
+	}
+	ns := newSegment(f, offset)
+	ns.created = l.now()
+	cp := checkpoint{logStart: offset, firstDirty: offset}
+	if err := writeCheckpoint(l.fs, l.dir, cp); err != nil { // also syncs the directory
+		ns.release()
+		return l.poison("truncate", err)
+	}
+	l.mu.Lock()
+	l.segments = []*segment{ns}
+	l.truncGen++
+	l.logStart, l.firstDirty, l.durable = offset, offset, offset
+	l.mu.Unlock()
+	for _, s := range victims {
+		s.release()
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package logstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// Slice is a byte range of a segment file that holds whole batches, for serving a fetch with
+// sendfile. The file stays open until Release, even if retention or compaction removes the
+// segment meanwhile. An empty Slice (Size 0) holds nothing and needs no Release, but allows it.
+type Slice struct {
+	File     vfs.File
+	Position int64 // where the range starts in File
+	Size     int   // bytes
+	seg      *segment
+}
+
+// Release gives the slice's file reference back. The slice must not be used afterwards.
+func (s *Slice) Release() {
+	if s.seg != nil {
+		s.seg.release()
+		s.seg = nil
+	}
+}
+
+// view is a consistent snapshot of one segment for a reader, taken under Log.mu.RLock. The index
+// slices are append-only while shared (truncation copies), so reading them unlocked is safe.
+type view struct {
+	seg  *segment
+	size int64
+	idx  segmentIndex
+}
+
+// viewFor returns a referenced view of the segment holding the first batch that contains an
+// offset >= from, and from clamped to that segment, or ok=false at the log end. It checks the
+// bounds of from against the log.
+func (l *Log) viewFor(from int64) (view, int64, bool, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return view{}, 0, false, ErrClosed
+	}
+	end := l.endOffsetLocked()
+	if from < l.logStart || from > end {
+		return view{}, 0, false, fmt.Errorf("%w: %d is outside [%d, %d]", ErrOffsetOutOfRange, from, l.logStart, end)
+	}
+	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].base > from }) - 1
+	for i = max(i, 0); i < len(l.segments); i++ {
+		s := l.segments[i]
+		if from < s.next { // compaction can leave gaps: skip segments that end before from
+			s.acquire()
+			return view{seg: s, size: s.size, idx: s.idx}, max(from, s.base), true, nil
+		}
+	}
+	return view{}, 0, false, nil
+}
+
+// ReadSlice returns the range of whole batches starting with the batch that contains from (or
+// the first batch after it, where compaction removed from), ending before maxBytes is exceeded
+// but always holding at least one batch. Reads stay within one segment, as in Kafka. At the log
+// end the slice is empty. The caller must Release the slice.
+func (l *Log) ReadSlice(from int64, maxBytes int) (Slice, error) {
+	v, from, ok, err := l.viewFor(from)
+	if err != nil || !ok {
+		return Slice{}, err
+	}
+	start, err := v.findBatch(from)
+	if err == nil && start < v.size {
+		var end int64
+		if end, err = v.rangeEnd(start, maxBytes); err == nil {
+			return Slice{File: v.seg.f, Position: start, Size: int(end - start), seg: v.seg}, nil
+		}
+	}
+	v.seg.release()
+	return Slice{}, err
+}
+
+// Read appends to dst the batches ReadSlice(from, maxBytes) describes and returns the result.
+// The bytes are a copy the caller owns.
+func (l *Log) Read(dst []byte, from int64, maxBytes int) ([]byte, error) {
+	s, err := l.ReadSlice(from, maxBytes)
+	if err != nil || s.Size == 0 {
+		return dst, err
+	}
+	defer s.Release()
+	n := len(dst)
+	dst = append(dst, make([]byte, s.Size)...)
+	if _, err := readFull(s.File, dst[n:], s.Position, s.Position+int64(s.Size)); err != nil {
+		return dst[:n], err
+	}
+	return dst, nil
+}
+
+// headerPrefix is how much of a batch header the offset walks need: base offset, length,
+// and lastOffsetDelta (bytes 23..26).
+const headerPrefix = 27
+
+// walk reads batch header prefixes from pos up to v.size, calling fn with each batch's position,
+// size, base offset and last offset until fn returns false.
+func (v *view) walk(pos int64, fn func(pos int64, size int, base, last int64) bool) error {
+	buf := make([]byte, 8<<10)
+	var bufPos, bufLen int64
+	for pos < v.size {
+		if pos+headerPrefix > bufPos+bufLen {
+			n, err := readFull(v.seg.f, buf, pos, v.size)
+			if err != nil {
+				return err
+			}
+			bufPos, bufLen = pos, n
+		}
+		h := buf[pos-bufPos:]
+		size := batch.LengthFieldEnd + int(int32(binary.BigEndian.Uint32(h[8:])))
+		if size < batch.HeaderSize || pos+int64(size) > v.size {
+			return fmt.Errorf("logstore: segment %d: bad batch at position %d", v.seg.base, pos)
+		}
+		base := int64(binary.BigEndian.Uint64(h))
+		last := base + int64(int32(binary.BigEndian.Uint32(h[23:])))
+		if !fn(pos, size, base, last) {
+			return nil
+		}
+		pos += int64(size)
+	}
+	return nil
+}
+
+// findBatch returns the position of the first batch whose last offset is >= from, or v.size.
+func (v *view) findBatch(from int64) (int64, error) {
+	found := v.size
+	err := v.walk(int64(v.idx.floorByOffset(uint32(from-v.seg.base))), func(pos int64, _ int, _, last int64) bool {
+		if last >= from {
+			found = pos
+			return false
+		}
+		return true
+	})
+	return found, err
+}
+
+// rangeEnd returns the end of the longest run of whole batches from start within maxBytes, or
+// of the first batch if even it is larger.
+func (v *view) rangeEnd(start int64, maxBytes int) (int64, error) {
+	limit := start + int64(maxBytes)
+	if limit >= v.size || maxBytes < 0 {
+		return v.size, nil
+	}
+	end := int64(-1)
+	err := v.walk(max(start, int64(v.idx.floorByPosition(uint32(limit)))), func(pos int64, size int, _, _ int64) bool {
+		if pos+int64(size) > limit {
+			if end < 0 {
+				end = pos + int64(size) // the first batch, whatever its size
+				if pos > start {
+					end = pos
+				}
+			}
+			return false
+		}
+		end = pos + int64(size)
+		return true
+	})
+	return end, err
+}
+
+// OffsetForTimestamp returns the offset and timestamp of the first record whose timestamp is
+// >= ts (Kafka's ListOffsets by timestamp), or ok=false if there is none.
+func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool, err error) {
+	l.mu.RLock()
+	var v view
+	logStart := l.logStart
+	for _, s := range l.segments {
+		if s.maxTimestamp >= ts && s.next > logStart {
+			s.acquire()
+			v = view{seg: s, size: s.size, idx: s.idx}
+			break
+		}
+	}
+	l.mu.RUnlock()
+	if v.seg == nil {
+		return 0, 0, false, nil
+	}
+	defer v.seg.release()
+	from := max(logStart, v.seg.base+int64(v.idx.floorByTime(ts)))
+	start, err := v.findBatch(from)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	var buf []byte
+	err = v.walk(start, func(pos int64, size int, _, _ int64) bool {
+		buf = append(buf[:0], make([]byte, size)...)
+		if _, err = readFull(v.seg.f, buf, pos, pos+int64(size)); err != nil {
+			return false
+		}
+		offset, timestamp, ok, err = firstAtOrAfter(buf, ts, logStart)
+		return err == nil && !ok
+	})
+	return offset, timestamp, ok, err
+}
+
+// firstAtOrAfter finds the first record of batch b at or after offset min with a timestamp >= ts.
+func firstAtOrAfter(b []byte, ts, min int64) (int64, int64, bool, error) {
+	h, err := batch.ValidateStored(b)
+	if err != nil || h.MaxTimestamp < ts {
+		return 0, 0, false, err
+	}
+	if h.Attributes&batch.AttrLogAppendTime != 0 {
+		return max(h.BaseOffset, min), h.MaxTimestamp, h.LastOffset() >= min, nil
+	}
+	recs, err := batch.Records(&h, b)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	r := batch.NewRecordReader(recs)
+	var rec batch.Record
+	for r.Next(&rec) {
+		off, t := h.BaseOffset+int64(rec.OffsetDelta), h.BaseTimestamp+rec.TimestampDelta
+		if t >= ts && off >= min {
+			return off, t, true, nil
+		}
+	}
+	return 0, 0, false, r.Err()
+}

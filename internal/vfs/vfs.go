@@ -1,0 +1,126 @@
+// Package vfs is the small file-system interface the storage layers are written against.
+//
+// Three implementations share one test suite:
+//
+//   - Default, the operating system;
+//   - NewMem, an in-memory file system that can crash: a crash keeps only what was synced
+//     (file contents by File.Sync, directory entries by FS.SyncDir) and can tear the last
+//     unsynced write of each file;
+//   - NewErrorFS, a wrapper that injects errors (failed writes, failed fsyncs, ENOSPC) into
+//     any other implementation.
+//
+// Names are slash-separated paths. Every method is safe for concurrent use; a File may be
+// read (ReadAt) concurrently with writes to other ranges of it.
+//
+// Durability model (the contract the storage layers rely on, and the one NewMem enforces):
+// bytes written to a file are durable once File.Sync returns nil; a created, renamed or
+// removed directory entry is durable once SyncDir of its parent directory returns nil.
+// Directories made by MkdirAll are durable when MkdirAll returns.
+package vfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// FS is a file system.
+type FS interface {
+	// Create creates the named file, or truncates it if it exists, open for reading and
+	// writing.
+	Create(name string) (File, error)
+	// OpenReadWrite opens an existing file for reading and writing, without truncating it.
+	OpenReadWrite(name string) (File, error)
+	// Open opens an existing file for reading only.
+	Open(name string) (File, error)
+	// Remove removes the named file or empty directory.
+	Remove(name string) error
+	// Rename renames oldname to newname, replacing newname if it exists.
+	Rename(oldname, newname string) error
+	// MkdirAll creates a directory and any missing parents.
+	MkdirAll(dir string, perm os.FileMode) error
+	// List returns the names (not paths) of the entries of dir, sorted.
+	List(dir string) ([]string, error)
+	// Stat describes the named file.
+	Stat(name string) (os.FileInfo, error)
+	// SyncDir makes the entries of dir (creations, renames, removals) durable.
+	SyncDir(dir string) error
+}
+
+// File is an open file. Offsets are absolute; a File has no current position.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Sync makes every byte written so far durable.
+	Sync() error
+	// Truncate changes the size of the file.
+	Truncate(size int64) error
+	// Stat describes the file; Size() is its current size.
+	Stat() (os.FileInfo, error)
+	// Name is the path the file was opened with.
+	Name() string
+}
+
+// ErrNotExist is returned (wrapped) for a missing file; test with errors.Is(err, fs.ErrNotExist).
+var ErrNotExist = fs.ErrNotExist
+
+// Default is the operating system's file system.
+var Default FS = osFS{}
+
+type osFS struct{}
+
+func (osFS) Create(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) OpenReadWrite(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Open(name string) (File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Remove(name string) error                    { return os.Remove(name) }
+func (osFS) Rename(oldname, newname string) error        { return os.Rename(oldname, newname) }
+func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+func (osFS) Stat(name string) (os.FileInfo, error)       { return os.Stat(name) }
+
+func (osFS) List(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(filepath.Clean(dir))
+	if err != nil {
+		return err
+	}
+	serr := d.Sync()
+	cerr := d.Close()
+	return errors.Join(serr, cerr)
+}
