@@ -162,7 +162,7 @@ func (l *Log) cutAt(s *segment, pos int64) error {
 		i++
 	}
 	later := append([]*segment(nil), l.segments[i+1:]...)
-	l.segments = l.segments[:i+1 : i+1]
+	l.segments = l.segments[: i+1 : i+1]
 	l.truncGen++
 	l.mu.Unlock()
 	for _, v := range later {
