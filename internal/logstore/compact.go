@@ -222,16 +222,12 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 		return err
 	}
 	ns := newSegment(f, base)
-	ns.cleanedAt = nowMs
-	for _, s := range group {
-		if s.cleanedAt != 0 {
-			ns.cleanedAt = max(ns.cleanedAt, s.cleanedAt)
-		}
-	}
-	for _, s := range group {
+	for _, s := range group { // a never-compacted segment (re)starts the tombstone clock
 		if s.cleanedAt == 0 {
-			ns.cleanedAt = nowMs // a never-compacted segment restarts the tombstone clock
+			ns.cleanedAt = nowMs
+			break
 		}
+		ns.cleanedAt = max(ns.cleanedAt, s.cleanedAt)
 	}
 	l.mu.RLock()
 	interval := l.cfg.IndexIntervalBytes

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -82,7 +84,7 @@ func newEnv(t testing.TB, fs vfs.FS, dir string) *env {
 
 func (e *env) open(cfg Config) *Log {
 	e.t.Helper()
-	l, err := Open(Options{FS: e.fs, Dir: e.dir, Config: cfg, Flusher: e.flusher, Now: e.clock.now})
+	l, err := Open(Options{FS: e.fs, Dir: e.dir, Config: cfg, Flusher: e.flusher, Now: e.clock.now, Logger: quiet})
 	if err != nil {
 		e.t.Fatalf("Open = %v", err)
 	}
@@ -157,3 +159,6 @@ func keyValues(t testing.TB, l *Log) map[int64]string {
 	}
 	return m
 }
+
+// quiet discards the logs' own log lines in tests.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -64,19 +64,24 @@ func (l *Log) viewFor(from int64) (view, int64, bool, error) {
 // but always holding at least one batch. Reads stay within one segment, as in Kafka. At the log
 // end the slice is empty. The caller must Release the slice.
 func (l *Log) ReadSlice(from int64, maxBytes int) (Slice, error) {
-	v, from, ok, err := l.viewFor(from)
-	if err != nil || !ok {
-		return Slice{}, err
-	}
-	start, err := v.findBatch(from)
-	if err == nil && start < v.size {
-		var end int64
-		if end, err = v.rangeEnd(start, maxBytes); err == nil {
-			return Slice{File: v.seg.f, Position: start, Size: int(end - start), seg: v.seg}, nil
+	for {
+		v, start, ok, err := l.viewFor(from)
+		if err != nil || !ok {
+			return Slice{}, err
 		}
+		pos, err := v.findBatch(start)
+		if err == nil && pos < v.size {
+			var end int64
+			if end, err = v.rangeEnd(pos, maxBytes); err == nil {
+				return Slice{File: v.seg.f, Position: pos, Size: int(end - pos), seg: v.seg}, nil
+			}
+		}
+		v.seg.release()
+		if err != nil || v.seg.next <= from {
+			return Slice{}, err
+		}
+		from = v.seg.next // compaction left nothing at or after from here: go on to the next segment
 	}
-	v.seg.release()
-	return Slice{}, err
 }
 
 // Read appends to dst the batches ReadSlice(from, maxBytes) describes and returns the result.

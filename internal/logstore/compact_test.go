@@ -1,0 +1,287 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+func compactConfig() Config {
+	c := testConfig()
+	c.SegmentBytes = 2 << 10
+	c.Compact, c.Delete = true, false
+	c.MinCleanableDirtyRatio = 0
+	c.DeleteRetentionMs = time.Hour
+	return c
+}
+
+func kv(k, v string) rec {
+	r := rec{key: []byte(k), ts: 1000}
+	if v != "" {
+		r.value = []byte(v)
+	}
+	return r
+}
+
+// rollActive makes every batch so far part of a sealed segment, as compaction ignores the
+// active one.
+func rollActive(t *testing.T, l *Log) {
+	t.Helper()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if _, err := l.roll(l.active()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// latest returns, for a map offset -> "k=v", the last value per key.
+func latest(m map[int64]string) map[string]int64 {
+	out := map[string]int64{}
+	for off, s := range m {
+		k := s[:indexOf(s, '=')]
+		if cur, ok := out[k]; !ok || off > cur {
+			out[k] = off
+		}
+	}
+	return out
+}
+
+func indexOf(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return len(s)
+}
+
+func TestCompactionKeepsLatestPerKeyAtOriginalOffsets(t *testing.T) {
+	forEachFS(t, func(t *testing.T, e *env) {
+		l := e.open(compactConfig())
+		rng := rand.New(rand.NewPCG(3, 4))
+		codecs := []batch.Codec{batch.CodecNone, batch.CodecGzip, batch.CodecSnappy, batch.CodecLz4, batch.CodecZstd}
+		for i := 0; i < 300; i++ {
+			var recs []rec
+			for j := 0; j < 1+rng.IntN(4); j++ {
+				recs = append(recs, kv(fmt.Sprintf("key%d", rng.IntN(20)), fmt.Sprintf("v%d-%d-%s", i, j, make([]byte, rng.IntN(100)))))
+			}
+			appendAll(t, l, makeBatch(t, codecs[rng.IntN(len(codecs))], recs...))
+		}
+		rollActive(t, l)
+		before := keyValues(t, l)
+		want := latest(before)
+		st, err := NewCompactor(0).Compact(context.Background(), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := keyValues(t, l)
+		if st.RecordsRemoved == 0 || len(after) != len(want) {
+			t.Fatalf("compaction removed %d records, left %d; want exactly the %d latest", st.RecordsRemoved, len(after), len(want))
+		}
+		for k, off := range want {
+			if after[off] != before[off] {
+				t.Errorf("latest %s at %d = %q after compaction; want %q", k, off, after[off], before[off])
+			}
+		}
+		// The next pass groups the now small cleaned segments into fewer files.
+		appendAll(t, l, makeBatch(t, batch.CodecNone, kv("key1", "again")))
+		rollActive(t, l)
+		segs := len(l.segments)
+		if _, err := NewCompactor(0).Compact(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.segments) >= segs/2 {
+			t.Errorf("second pass left %d segments of %d; want small segments merged", len(l.segments), segs)
+		}
+		delete(after, want["key1"])
+		after[l.EndOffset()-1] = "key1=again"
+		if got := keyValues(t, l); len(got) != len(after) || got[l.EndOffset()-1] != "key1=again" {
+			t.Errorf("after second pass: %v; want %v", got, after)
+		}
+		// Reopen: the cleaned segments load, and offsets keep going.
+		end := l.EndOffset()
+		l.Close()
+		l = e.open(compactConfig())
+		if got := keyValues(t, l); len(got) != len(after) || l.EndOffset() != end {
+			t.Errorf("after reopen: %d records, end %d; want %d, %d", len(got), l.EndOffset(), len(after), end)
+		}
+		if first := appendAll(t, l, makeBatch(t, batch.CodecNone, kv("key1", "new")))[0]; first != end {
+			t.Errorf("append after compaction got %d; want %d", first, end)
+		}
+		l.Close()
+	})
+}
+
+func TestCompactionTombstonesExpireAfterDeleteRetention(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	l := e.open(compactConfig())
+	defer l.Close()
+	appendAll(t, l,
+		makeBatch(t, batch.CodecNone, kv("a", "1"), kv("b", "1")),
+		makeBatch(t, batch.CodecNone, kv("a", "")), // tombstone for a
+		makeBatch(t, batch.CodecNone, kv("c", "1")),
+	)
+	rollActive(t, l)
+	c := NewCompactor(0)
+	compact := func() map[int64]string {
+		t.Helper()
+		if _, err := c.Compact(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+		return keyValues(t, l)
+	}
+	if got := compact(); got[2] != "a=<nil>" || len(got) != 3 {
+		t.Errorf("first compaction = %v; want the tombstone for a kept at 2, b and c", got)
+	}
+	e.clock.advance(30 * time.Minute)
+	l.mu.Lock()
+	l.firstDirty = 0 // force a full pass
+	l.mu.Unlock()
+	if got := compact(); got[2] != "a=<nil>" {
+		t.Errorf("compaction within delete.retention.ms = %v; want the tombstone kept", got)
+	}
+	e.clock.advance(31 * time.Minute)
+	l.mu.Lock()
+	l.firstDirty = 0
+	l.mu.Unlock()
+	if got := compact(); len(got) != 2 || got[1] != "b=1" || got[3] != "c=1" {
+		t.Errorf("compaction after delete.retention.ms = %v; want only b and c", got)
+	}
+}
+
+func TestCompactionLeavesTransactionalAndControlBatches(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	l := e.open(compactConfig())
+	defer l.Close()
+	txn := makeBatch(t, batch.CodecNone, kv("a", "txn"))
+	h, _ := batch.ParseHeader(txn)
+	h.Attributes |= batch.AttrTransactional
+	h.ProducerID, h.ProducerEpoch, h.BaseSequence = 5, 0, 0
+	txn = batch.AppendBatch(nil, h, txn[batch.HeaderSize:])
+	idem := makeBatch(t, batch.CodecNone, kv("a", "idem"))
+	h, _ = batch.ParseHeader(idem)
+	h.ProducerID, h.ProducerEpoch, h.BaseSequence = 6, 0, 0
+	idem = batch.AppendBatch(nil, h, idem[batch.HeaderSize:])
+	appendAll(t, l, txn, idem,
+		makeBatch(t, batch.CodecNone, rec{value: []byte("keyless"), ts: 1}),
+		makeBatch(t, batch.CodecNone, kv("a", "last")))
+	rollActive(t, l)
+	if _, err := NewCompactor(0).Compact(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	got := keyValues(t, l)
+	if len(got) != 2 || got[0] != "a=txn" || got[3] != "a=last" {
+		t.Errorf("after compaction = %v; want the transactional a=txn at 0 and a=last at 3", got)
+	}
+	batches := readAll(t, l)
+	if len(batches) != 3 {
+		t.Fatalf("%d batches; want 3 (txn, empty idempotent, last)", len(batches))
+	}
+	eh, _ := batch.ValidateStored(batches[1])
+	if eh.ProducerID != 6 || eh.RecordCount != 0 || eh.BaseOffset != 1 || eh.LastOffsetDelta != 0 {
+		t.Errorf("idempotent batch = pid %d count %d base %d; want an empty batch of pid 6 at 1", eh.ProducerID, eh.RecordCount, eh.BaseOffset)
+	}
+}
+
+func TestCompactionRespectsDirtyRatioAndPolicy(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	cfg := compactConfig()
+	cfg.Compact, cfg.Delete = false, true
+	l := e.open(cfg)
+	defer l.Close()
+	appendAll(t, l, makeBatch(t, batch.CodecNone, kv("a", "1")), makeBatch(t, batch.CodecNone, kv("a", "2")))
+	rollActive(t, l)
+	c := NewCompactor(0)
+	if st, _ := c.Compact(context.Background(), l); st.RecordsRemoved != 0 {
+		t.Errorf("cleanup.policy=delete: compaction removed %d records; want 0", st.RecordsRemoved)
+	}
+	cfg.Compact = true
+	l.SetConfig(cfg)
+	if st, _ := c.Compact(context.Background(), l); st.RecordsRemoved != 1 {
+		t.Errorf("compact,delete: removed %d; want 1", st.RecordsRemoved)
+	}
+	cfg.MinCleanableDirtyRatio = 0.9
+	l.SetConfig(cfg)
+	appendAll(t, l, makeBatch(t, batch.CodecNone, kv("a", "3")))
+	rollActive(t, l)
+	if st, _ := c.Compact(context.Background(), l); st.SegmentsIn != 0 {
+		t.Errorf("dirty ratio below min.cleanable.dirty.ratio: compacted %d segments; want none", st.SegmentsIn)
+	}
+}
+
+func TestCompactionStaysWithinIOBudget(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	l := e.open(compactConfig())
+	defer l.Close()
+	for i := 0; i < 200; i++ {
+		appendAll(t, l, makeBatch(t, batch.CodecNone, kv(fmt.Sprint(i%10), string(make([]byte, 1000)))))
+	}
+	rollActive(t, l)
+	// 200 KB at 1 KB/s cannot finish in 50 ms: the budget must make it wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	c := NewCompactor(1024)
+	c.limiter.SetBurst(4096)
+	if _, err := c.Compact(ctx, l); !errors.Is(err, context.DeadlineExceeded) && err == nil {
+		t.Errorf("Compact under a 1 KB/s budget = %v; want it to be throttled past the deadline", err)
+	}
+	if got := len(keyValues(t, l)); got != 200 {
+		t.Errorf("%d records after an interrupted compaction; want all 200", got)
+	}
+}
+
+// TestCompactionCrashAtEveryStep fails every file operation from step n on during a compaction
+// pass, loses power, and reopens: the log must hold the latest value of every key at its
+// offset, every record must be one that was appended there, and the log must take appends.
+func TestCompactionCrashAtEveryStep(t *testing.T) {
+	for n := 1; ; n++ {
+		mem := vfs.NewMem()
+		var ops atomic.Int64
+		var armed atomic.Bool
+		dead := vfs.InjectorFunc(func(vfs.Op, string) error {
+			if armed.Load() && ops.Add(1) >= int64(n) {
+				return vfs.ErrInjected
+			}
+			return nil
+		})
+		e := newEnv(t, vfs.NewErrorFS(mem, dead), "/p")
+		l := e.open(compactConfig())
+		rng := rand.New(rand.NewPCG(uint64(n), 9))
+		for i := 0; i < 60; i++ {
+			appendAll(t, l, makeBatch(t, batch.CodecNone, kv(fmt.Sprint(rng.IntN(8)), fmt.Sprintf("v%d%s", i, make([]byte, 100)))))
+		}
+		rollActive(t, l)
+		syncAll(t, l)
+		before := keyValues(t, l)
+		armed.Store(true)
+		_, err := NewCompactor(0).Compact(context.Background(), l)
+		if err == nil {
+			if n < 3 {
+				t.Fatalf("compaction survived step %d; the injector is not reached", n)
+			}
+			return // passed the last step
+		}
+		e.fs = mem.Crash(vfs.CrashOptions{Tear: true, Rand: rng})
+		l2 := e.open(compactConfig())
+		after := keyValues(t, l2)
+		for off, s := range after {
+			if before[off] != s {
+				t.Fatalf("step %d: record at %d = %q; it was %q", n, off, s, before[off])
+			}
+		}
+		for k, off := range latest(before) {
+			if after[off] == "" {
+				t.Fatalf("step %d: latest value of %s at %d lost", n, k, off)
+			}
+		}
+		appendAll(t, l2, makeBatch(t, batch.CodecNone, kv("x", "y")))
+		l2.Close()
+	}
+}

@@ -1,0 +1,165 @@
+package logstore
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// fill appends n one-record batches of ~size bytes stamped ts and returns the log.
+func fill(t *testing.T, l *Log, n, size int, ts int64) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		appendAll(t, l, valueBatch(t, 1, size, ts, i))
+	}
+}
+
+func TestRetentionByTime(t *testing.T) {
+	forEachFS(t, func(t *testing.T, e *env) {
+		cfg := testConfig()
+		cfg.SegmentBytes = 2 << 10
+		cfg.RetentionMs = time.Hour
+		l := e.open(cfg)
+		defer l.Close()
+		now := e.clock.now().UnixMilli()
+		fill(t, l, 20, 500, now-2*time.Hour.Milliseconds()) // expired
+		fill(t, l, 20, 500, now)                            // fresh
+		n, err := l.EnforceRetention()
+		if err != nil || n == 0 {
+			t.Fatalf("EnforceRetention() = %d, %v; want some segments removed", n, err)
+		}
+		start := l.StartOffset()
+		if start == 0 || start > 20 {
+			t.Errorf("StartOffset() = %d; want within (0, 20]", start)
+		}
+		if _, err := l.Read(nil, start-1, 100); !errors.Is(err, ErrOffsetOutOfRange) {
+			t.Errorf("Read(start-1) = %v; want ErrOffsetOutOfRange", err)
+		}
+		for _, b := range readAll(t, l) { // every fresh batch survives
+			h, _ := batch.ParseHeader(b)
+			if h.MaxTimestamp < now && h.BaseOffset >= 20 {
+				t.Errorf("batch %d is fresh but was treated as expired", h.BaseOffset)
+			}
+		}
+		if got := keyValues(t, l); len(got) < 20 {
+			t.Errorf("%d records left; want at least the 20 fresh ones", len(got))
+		}
+		// Everything expires: the active segment is rolled and removed too.
+		e.clock.advance(3 * time.Hour)
+		if _, err := l.EnforceRetention(); err != nil {
+			t.Fatal(err)
+		}
+		if l.StartOffset() != 40 || l.EndOffset() != 40 || len(l.segments) != 1 {
+			t.Errorf("after full expiry: start %d end %d segments %d; want 40 40 1", l.StartOffset(), l.EndOffset(), len(l.segments))
+		}
+		appendAll(t, l, valueBatch(t, 1, 10, now, 1))
+	})
+}
+
+func TestRetentionByBytes(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	cfg := testConfig()
+	cfg.SegmentBytes = 2 << 10
+	cfg.RetentionBytes = 5 << 10
+	cfg.RetentionMs = -1
+	l := e.open(cfg)
+	defer l.Close()
+	fill(t, l, 60, 300, e.clock.now().UnixMilli())
+	before := l.Size()
+	if _, err := l.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	// As in Kafka, a segment goes only if the log stays at or above retention.bytes without it.
+	if got := l.Size(); got < cfg.RetentionBytes || got >= cfg.RetentionBytes+cfg.SegmentBytes {
+		t.Errorf("Size() = %d after retention (was %d); want within [%d, %d)", got, before, cfg.RetentionBytes, cfg.RetentionBytes+cfg.SegmentBytes)
+	}
+}
+
+func TestAdvanceStartOffsetSurvivesRestart(t *testing.T) {
+	forEachFS(t, func(t *testing.T, e *env) {
+		cfg := testConfig()
+		cfg.SegmentBytes = 2 << 10
+		l := e.open(cfg)
+		fill(t, l, 30, 300, 1)
+		if err := l.AdvanceStartOffset(17); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.AdvanceStartOffset(31); !errors.Is(err, ErrOffsetOutOfRange) {
+			t.Errorf("AdvanceStartOffset(past end) = %v; want ErrOffsetOutOfRange", err)
+		}
+		if l.segments[0].base > 17 || l.segments[0].next <= 17 {
+			t.Errorf("first segment [%d, %d) should hold offset 17", l.segments[0].base, l.segments[0].next)
+		}
+		l.Close()
+		l = e.open(cfg)
+		defer l.Close()
+		if got := l.StartOffset(); got != 17 {
+			t.Errorf("StartOffset() after restart = %d; want 17", got)
+		}
+		if _, err := l.Read(nil, 16, 1); !errors.Is(err, ErrOffsetOutOfRange) {
+			t.Errorf("Read(16) = %v; want ErrOffsetOutOfRange", err)
+		}
+		if b, err := l.Read(nil, 17, 1); err != nil || len(b) == 0 {
+			t.Errorf("Read(17) = %d bytes, %v; want the batch", len(b), err)
+		}
+	})
+}
+
+func TestTruncate(t *testing.T) {
+	forEachFS(t, func(t *testing.T, e *env) {
+		cfg := testConfig()
+		cfg.SegmentBytes = 2 << 10
+		l := e.open(cfg)
+		for i := 0; i < 30; i++ {
+			appendAll(t, l, valueBatch(t, 2, 300, 1, i)) // offsets 2i, 2i+1
+		}
+		if _, err := l.Truncate(41); !errors.Is(err, ErrNotBatchBoundary) {
+			t.Errorf("Truncate(41) = %v; want ErrNotBatchBoundary", err)
+		}
+		end, err := l.Truncate(20)
+		if err != nil || end != 20 || l.EndOffset() != 20 {
+			t.Fatalf("Truncate(20) = %d, %v; EndOffset() %d; want 20", end, err, l.EndOffset())
+		}
+		first := appendAll(t, l, valueBatch(t, 2, 300, 1, 99))[0]
+		if first != 20 {
+			t.Errorf("append after truncate got offset %d; want 20", first)
+		}
+		syncAll(t, l)
+		if got := len(readAll(t, l)); got != 11 {
+			t.Errorf("%d batches after truncate and append; want 11", got)
+		}
+		l.Close()
+		l = e.open(cfg)
+		if got := l.EndOffset(); got != 22 {
+			t.Errorf("EndOffset() after reopen = %d; want 22", got)
+		}
+		if end, err := l.Truncate(0); err != nil || end != 0 || l.EndOffset() != 0 || l.StartOffset() != 0 {
+			t.Errorf("Truncate(0) = %d, %v; start %d end %d; want an empty log at 0", end, err, l.StartOffset(), l.EndOffset())
+		}
+		appendAll(t, l, valueBatch(t, 1, 10, 1, 1))
+		l.Close()
+	})
+}
+
+func TestTruncateIsDurable(t *testing.T) {
+	mem := vfs.NewMem()
+	e := newEnv(t, mem, "/p")
+	cfg := testConfig()
+	cfg.SegmentBytes = 2 << 10
+	l := e.open(cfg)
+	for i := 0; i < 20; i++ {
+		appendAll(t, l, valueBatch(t, 1, 300, 1, i))
+	}
+	syncAll(t, l)
+	if _, err := l.Truncate(7); err != nil {
+		t.Fatal(err)
+	}
+	e.fs = mem.Crash(vfs.CrashOptions{})
+	l = e.open(cfg)
+	if got := l.EndOffset(); got != 7 {
+		t.Errorf("EndOffset() after truncate and crash = %d; want 7 (the truncation is durable)", got)
+	}
+}
