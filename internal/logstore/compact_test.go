@@ -285,3 +285,31 @@ func TestCompactionCrashAtEveryStep(t *testing.T) {
 		l2.Close()
 	}
 }
+
+func TestMaintainerCompactsAndRetainsInTheBackground(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	cfg := compactConfig()
+	cfg.Delete = true
+	cfg.RetentionBytes = 8 << 10
+	cfg.RetentionMs = -1 // the records are stamped 1970
+	l := e.open(cfg)
+	defer l.Close()
+	for i := 0; i < 100; i++ {
+		appendAll(t, l, makeBatch(t, batch.CodecNone, kv(fmt.Sprint(i%5), fmt.Sprintf("%d%s", i, make([]byte, 200)))))
+	}
+	rollActive(t, l)
+	m := NewMaintainer(NewCompactor(0), time.Millisecond, time.Millisecond, quiet)
+	m.Add(l)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(keyValues(t, l)) > 5 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := keyValues(t, l); len(got) != 5 {
+		t.Errorf("background maintenance left %d records; want the 5 latest", len(got))
+	}
+}

@@ -56,14 +56,6 @@ func (x *segmentIndex) floorByTime(ts int64) uint32 {
 	return x.times[i-1].relOffset
 }
 
-// truncate drops entries at or past position pos / relative offset rel.
-func (x *segmentIndex) truncate(pos uint32, rel uint32) {
-	i := sort.Search(len(x.offsets), func(i int) bool { return x.offsets[i].position >= pos })
-	x.offsets = x.offsets[:i]
-	j := sort.Search(len(x.times), func(j int) bool { return x.times[j].relOffset >= rel })
-	x.times = x.times[:j]
-}
-
 // Index files. Both open with the same 56-byte header, then their entries:
 //
 //	offset size field
