@@ -97,10 +97,38 @@ func (osFS) Open(name string) (File, error) {
 	return f, nil
 }
 
-func (osFS) Remove(name string) error                    { return os.Remove(name) }
-func (osFS) Rename(oldname, newname string) error        { return os.Rename(oldname, newname) }
-func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
-func (osFS) Stat(name string) (os.FileInfo, error)       { return os.Stat(name) }
+func (osFS) Remove(name string) error              { return os.Remove(name) }
+func (osFS) Rename(oldname, newname string) error  { return os.Rename(oldname, newname) }
+func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
+
+// MkdirAll creates dir and any missing parents, then syncs every directory it created and the
+// parent of each, deepest first, so the new entries survive a crash.
+func (fsys osFS) MkdirAll(dir string, perm os.FileMode) error {
+	var missing []string // deepest first
+	for d := filepath.Clean(dir); ; {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		missing = append(missing, d)
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		if err := fsys.SyncDir(d); err != nil {
+			return err
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fsys.SyncDir(filepath.Dir(missing[len(missing)-1]))
+}
 
 func (osFS) List(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)

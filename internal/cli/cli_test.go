@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// TestFlagEnvDefault checks the precedence: a flag given wins over the environment, which wins
+// over the default.
+func TestFlagEnvDefault(t *testing.T) {
+	t.Setenv("RUNNEL_DATA_DIR", "/from/env")
+	t.Setenv("RUNNEL_KAFKA_ADDR", "10.0.0.1:9092")
+	t.Setenv("RUNNEL_NODE_ID", "7")
+
+	var f serveFlags
+	flags := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(flags)
+	if err := flags.Parse([]string{"--kafka-addr", "10.0.0.2:9092"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyEnv(flags); err != nil {
+		t.Fatalf("applyEnv = %v", err)
+	}
+	got := []string{f.dataDir, f.kafkaAddr, f.adminAddr}
+	want := []string{"/from/env", "10.0.0.2:9092", "127.0.0.1:9644"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("flag %d = %q; want %q", i, got[i], want[i])
+		}
+	}
+	if f.nodeID != 7 {
+		t.Errorf("node id = %d; want 7 (from RUNNEL_NODE_ID)", f.nodeID)
+	}
+}
+
+func TestInvalidEnvIsAnError(t *testing.T) {
+	t.Setenv("RUNNEL_NODE_ID", "seven")
+	var f serveFlags
+	flags := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(flags)
+	if err := applyEnv(flags); err == nil || !strings.Contains(err.Error(), "RUNNEL_NODE_ID") {
+		t.Errorf("applyEnv = %v; want an error naming RUNNEL_NODE_ID", err)
+	}
+}
+
+func TestServeConfigRejectsBadLogSettings(t *testing.T) {
+	for _, f := range []serveFlags{
+		{dataDir: "d", kafkaAddr: "h:1", adminAddr: "h:2", logLevel: "loud", logFormat: "text"},
+		{dataDir: "d", kafkaAddr: "h:1", adminAddr: "h:2", logLevel: "info", logFormat: "xml"},
+	} {
+		if _, err := f.config(io.Discard, io.Discard); err == nil {
+			t.Errorf("config(level %q, format %q) = nil error; want one", f.logLevel, f.logFormat)
+		}
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	root := NewRoot("v1.2.3")
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"version"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("version = %v", err)
+	}
+	if !strings.HasPrefix(out.String(), "runnel v1.2.3 ") {
+		t.Errorf("version printed %q; want it to start with %q", out.String(), "runnel v1.2.3 ")
+	}
+}

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/runnel-dev/runnel/internal/server"
+)
+
+// serveFlags are the flags of `runnel serve`.
+type serveFlags struct {
+	dataDir             string
+	kafkaAddr           string
+	advertisedKafkaAddr string
+	nodeID              int32
+	adminAddr           string
+	logLevel            string
+	logFormat           string
+}
+
+func (f *serveFlags) register(flags *pflag.FlagSet) {
+	flags.StringVar(&f.dataDir, "data-dir", "./runnel-data", "directory holding this node's data")
+	flags.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "host:port the Kafka listener binds")
+	flags.StringVar(&f.advertisedKafkaAddr, "advertised-kafka-addr", "", "host:port clients are told to connect to (default: --kafka-addr)")
+	flags.Int32Var(&f.nodeID, "node-id", 0, "this node's broker id")
+	flags.StringVar(&f.adminAddr, "admin-addr", "127.0.0.1:9644", "host:port of the admin HTTP server (metrics, health)")
+	flags.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	flags.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	withEnvUsage(flags)
+}
+
+// config turns the flags into a server configuration; logs go to logOut, notices to console.
+func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
+	logger, err := newLogger(logOut, f.logLevel, f.logFormat)
+	if err != nil {
+		return server.Config{}, err
+	}
+	cfg := server.Config{
+		DataDir: f.dataDir, KafkaAddr: f.kafkaAddr, AdvertisedKafkaAddr: f.advertisedKafkaAddr,
+		NodeID: f.nodeID, AdminAddr: f.adminAddr, Logger: logger, Console: console,
+	}
+	return cfg, cfg.Validate()
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("invalid log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("invalid log format %q: want text or json", format)
+}
+
+func newServeCommand() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a Runnel node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config(cmd.ErrOrStderr(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(cfg.Logger)
+			return serve(cmd.Context(), cfg)
+		},
+	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// serve runs a server until SIGINT or SIGTERM, then closes it. A second signal during the
+// shutdown kills the process.
+func serve(ctx context.Context, cfg server.Config) error {
+	s, err := server.Open(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	runErr := s.Run(ctx)
+	stop()
+	cfg.Logger.Info("shutting down")
+	if err := s.Close(); err != nil {
+		return err
+	}
+	return runErr
+}
