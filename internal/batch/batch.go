@@ -171,20 +171,19 @@ func ParseHeader(b []byte) (Header, error) {
 
 // Validate checks b as a batch sent by a producer: b must hold exactly one batch, with magic 2,
 // a consistent length, a correct CRC, a known codec, at least one record, and
-// lastOffsetDelta == recordCount-1. The records of an uncompressed batch are walked: their
-// count, offset deltas 0..n-1 and lengths must match the header exactly. (Compressed records are
-// checked where they are decompressed.) The error names the failed check.
+// lastOffsetDelta == recordCount-1. The records are walked (decompressed first, as Kafka does):
+// their count, offset deltas 0..n-1 and lengths must match the header exactly. The error names
+// the failed check.
 func Validate(b []byte) (Header, error) {
 	h, err := check(b, true)
 	if err != nil {
 		return h, err
 	}
-	if h.Codec() == CodecNone && !h.IsControl() {
-		if err := checkRecords(b[HeaderSize:], h.RecordCount); err != nil {
-			return h, err
-		}
+	recs, err := Records(&h, b)
+	if err != nil {
+		return h, err
 	}
-	return h, nil
+	return h, checkRecords(recs, h.RecordCount)
 }
 
 // ValidateStored checks b as a batch read back from a log: the same as Validate, except that

@@ -68,6 +68,17 @@ func TestValidate(t *testing.T) {
 			binary.BigEndian.PutUint32(b[lastDeltaOffset:], 7)
 			return recrc(b)
 		}), "last offset delta"},
+		{"compressed records do not decompress", func() []byte {
+			b := build(t, 3, CodecZstd)
+			b[len(b)-2] ^= 0xff
+			return recrc(b)
+		}(), "compression"},
+		{"compressed count above records", func() []byte {
+			b := build(t, 3, CodecLz4)
+			binary.BigEndian.PutUint32(b[recordCountOffset:], 4)
+			binary.BigEndian.PutUint32(b[lastDeltaOffset:], 3)
+			return recrc(b)
+		}(), "record count"},
 		{"base offset and epoch are outside the crc", edit(func(b []byte) []byte {
 			SetBaseOffset(b, 99)
 			SetLeaderEpoch(b, 7)
