@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
 // Compaction (cleanup.policy=compact) keeps the latest record of every key, at its original
@@ -75,6 +76,10 @@ func (c *Compactor) Compact(ctx context.Context, l *Log) (CompactStats, error) {
 	l.maintMu.Lock()
 	defer l.maintMu.Unlock()
 	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return CompactStats{}, ErrClosed
+	}
 	cfg, firstDirty := l.cfg, l.firstDirty
 	sealed := append([]*segment(nil), l.segments[:len(l.segments)-1]...)
 	for _, s := range sealed {
@@ -358,6 +363,13 @@ func (l *Log) placeSwap(base int64, replaced []*segment, ns *segment) error {
 			return err
 		}
 	}
+	// The old indexes of base must go before the new log takes its name: an index is trusted
+	// when its recorded log size matches, and the new log could have the old size by chance.
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if err := l.fs.Remove(segmentName(l.dir, base, suffix)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+			return err
+		}
+	}
 	if err := l.fs.Rename(segmentName(l.dir, base, swapSuffix), segmentName(l.dir, base, logSuffix)); err != nil {
 		return err
 	}
@@ -367,10 +379,6 @@ func (l *Log) placeSwap(base int64, replaced []*segment, ns *segment) error {
 		l.mu.RUnlock()
 		if err != nil {
 			return err
-		}
-	} else {
-		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-			_ = l.fs.Remove(segmentName(l.dir, base, suffix))
 		}
 	}
 	return l.fs.SyncDir(l.dir)

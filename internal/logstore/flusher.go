@@ -97,6 +97,7 @@ func (l *Log) syncOnce() bool {
 		return false
 	}
 	l.dirDirty = false
+	l.unsynced = 0
 	act.acquire()
 	l.mu.Unlock()
 

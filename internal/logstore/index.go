@@ -27,14 +27,14 @@ type segmentIndex struct {
 	times   []timeEntry
 }
 
-// floorByOffset returns the position of the last indexed batch whose base offset is <= rel, or
-// 0 when there is none.
-func (x *segmentIndex) floorByOffset(rel uint32) uint32 {
+// floorByOffset returns the position of the last indexed batch whose base offset is <= rel (0
+// when there is none), and whether that batch starts exactly at rel.
+func (x *segmentIndex) floorByOffset(rel uint32) (uint32, bool) {
 	i := sort.Search(len(x.offsets), func(i int) bool { return x.offsets[i].relOffset > rel })
 	if i == 0 {
-		return 0
+		return 0, false
 	}
-	return x.offsets[i-1].position
+	return x.offsets[i-1].position, x.offsets[i-1].relOffset == rel
 }
 
 // floorByPosition returns the last indexed batch position that is <= pos, or 0.

@@ -61,7 +61,14 @@ type Log struct {
 	durableCh  chan struct{} // closed (and replaced) when durable moves or err is set
 	syncQueued bool          // the log waits in the flusher's queue
 	dirDirty   bool          // a segment file was created since the directory was last synced
+	unsynced   int64         // bytes appended since the last sync started
 }
+
+// writebackBytes is how much unsynced data a log accumulates before it asks the flusher for a
+// sync on its own, with nobody waiting. It bounds the fsync a roll has to do under appendMu (a
+// roll syncs the sealed segment), which would otherwise stall every appender for as long as
+// writing out a whole segment takes.
+const writebackBytes = 32 << 20
 
 // Open opens or creates the log in opts.Dir and recovers it: interrupted compactions are
 // finished or discarded, stale or missing indexes are rebuilt, and a torn or corrupt tail is
@@ -283,6 +290,11 @@ func (l *Log) Append(b []byte, leaderEpoch int32) (first, last int64, err error)
 	}
 	l.mu.Lock()
 	act.track(&h, act.size, cfg.IndexIntervalBytes)
+	l.unsynced += int64(len(b))
+	if l.unsynced >= writebackBytes && !l.syncQueued {
+		l.syncQueued = true
+		l.flusher.enqueue(l)
+	}
 	l.mu.Unlock()
 	return first, last, nil
 }

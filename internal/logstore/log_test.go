@@ -278,3 +278,23 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 		l.Close()
 	}
 }
+
+func TestBackgroundWritebackWithoutWaiters(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	cfg := testConfig()
+	cfg.SegmentBytes = 1 << 30
+	l := e.open(cfg)
+	defer l.Close()
+	b := valueBatch(t, 16, 1024, 1, 1)
+	for n := 0; n < writebackBytes+len(b); n += len(b) {
+		appendAll(t, l, b)
+	}
+	// Nobody waits, yet past writebackBytes the log asks for a sync on its own.
+	deadline := time.Now().Add(10 * time.Second)
+	for l.DurableOffset() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if l.DurableOffset() == 0 {
+		t.Errorf("DurableOffset() = 0 after %d unsynced bytes; want a background sync", writebackBytes)
+	}
+}

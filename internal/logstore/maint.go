@@ -22,6 +22,11 @@ func (l *Log) EnforceRetention() (int, error) {
 	}
 	l.appendMu.Lock()
 	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		l.appendMu.Unlock()
+		return 0, ErrClosed
+	}
 	act, perr := l.active(), l.err
 	allExpired := act.size > 0 && expired(act)
 	for _, s := range l.segments {
@@ -81,9 +86,11 @@ func (l *Log) AdvanceStartOffset(offset int64) error {
 	l.maintMu.Lock()
 	defer l.maintMu.Unlock()
 	l.mu.RLock()
-	start, end, firstDirty := l.logStart, l.endOffsetLocked(), l.firstDirty
+	start, end, firstDirty, closed := l.logStart, l.endOffsetLocked(), l.firstDirty, l.closed
 	l.mu.RUnlock()
 	switch {
+	case closed:
+		return ErrClosed
 	case offset > end:
 		return fmt.Errorf("%w: start offset %d past the log end %d", ErrOffsetOutOfRange, offset, end)
 	case offset <= start:

@@ -3,7 +3,9 @@ package logstore
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
 
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/vfs"
@@ -93,12 +95,18 @@ func (l *Log) Read(dst []byte, from int64, maxBytes int) ([]byte, error) {
 	}
 	defer s.Release()
 	n := len(dst)
-	dst = append(dst, make([]byte, s.Size)...)
+	dst = slices.Grow(dst, s.Size)[:n+s.Size] // no zeroing: the read overwrites it all
 	if _, err := readFull(s.File, dst[n:], s.Position, s.Position+int64(s.Size)); err != nil {
 		return dst[:n], err
 	}
 	return dst, nil
 }
+
+// walkBufferSize is the read size of a header walk: a few headers of small batches, and not much
+// more than one header's worth of waste for large ones.
+const walkBufferSize = 512
+
+var walkBuffers = sync.Pool{New: func() any { return new([walkBufferSize]byte) }}
 
 // headerPrefix is how much of a batch header the offset walks need: base offset, length,
 // and lastOffsetDelta (bytes 23..26).
@@ -107,7 +115,9 @@ const headerPrefix = 27
 // walk reads batch header prefixes from pos up to v.size, calling fn with each batch's position,
 // size, base offset and last offset until fn returns false.
 func (v *view) walk(pos int64, fn func(pos int64, size int, base, last int64) bool) error {
-	buf := make([]byte, 8<<10)
+	bp := walkBuffers.Get().(*[walkBufferSize]byte)
+	defer walkBuffers.Put(bp)
+	buf := bp[:]
 	var bufPos, bufLen int64
 	for pos < v.size {
 		if pos+headerPrefix > bufPos+bufLen {
@@ -134,8 +144,12 @@ func (v *view) walk(pos int64, fn func(pos int64, size int, base, last int64) bo
 
 // findBatch returns the position of the first batch whose last offset is >= from, or v.size.
 func (v *view) findBatch(from int64) (int64, error) {
+	floor, exact := v.idx.floorByOffset(uint32(from - v.seg.base))
+	if exact { // sequential consumers ask for batch starts, and most batches are indexed
+		return int64(floor), nil
+	}
 	found := v.size
-	err := v.walk(int64(v.idx.floorByOffset(uint32(from-v.seg.base))), func(pos int64, _ int, _, last int64) bool {
+	err := v.walk(int64(floor), func(pos int64, _ int, _, last int64) bool {
 		if last >= from {
 			found = pos
 			return false
@@ -173,6 +187,10 @@ func (v *view) rangeEnd(start int64, maxBytes int) (int64, error) {
 // >= ts (Kafka's ListOffsets by timestamp), or ok=false if there is none.
 func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool, err error) {
 	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return 0, 0, false, ErrClosed
+	}
 	var v view
 	logStart := l.logStart
 	for _, s := range l.segments {
