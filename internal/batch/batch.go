@@ -268,3 +268,13 @@ func Split(b []byte) (int, error) {
 	}
 	return LengthFieldEnd + n, nil
 }
+
+// SetLogAppendTime stamps a batch with the broker's append time (message.timestamp.type
+// LogAppendTime): it sets the timestamp-type attribute and maxTimestamp, and rewrites the CRC,
+// which covers both.
+func SetLogAppendTime(b []byte, ms int64) {
+	be := binary.BigEndian
+	be.PutUint16(b[attributesOffset:], be.Uint16(b[attributesOffset:])|AttrLogAppendTime)
+	be.PutUint64(b[35:], uint64(ms))
+	be.PutUint32(b[crcOffset:], crc32.Checksum(b[attributesOffset:], castagnoli))
+}

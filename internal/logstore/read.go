@@ -245,3 +245,20 @@ func firstAtOrAfter(b []byte, ts, min int64) (int64, int64, bool, error) {
 	}
 	return 0, 0, false, r.Err()
 }
+
+// MaxTimestamp returns the largest record timestamp in the log and the offset of the first
+// record that has it (Kafka's ListOffsets MAX_TIMESTAMP), or ok=false for an empty log.
+func (l *Log) MaxTimestamp() (offset, timestamp int64, ok bool, err error) {
+	l.mu.RLock()
+	maxTs := int64(-1)
+	for _, s := range l.segments {
+		if s.next > l.logStart {
+			maxTs = max(maxTs, s.maxTimestamp)
+		}
+	}
+	l.mu.RUnlock()
+	if maxTs < 0 {
+		return 0, 0, false, nil
+	}
+	return l.OffsetForTimestamp(maxTs)
+}

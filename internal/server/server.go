@@ -4,14 +4,17 @@
 //
 //	<data-dir>/
 //	  LOCK                          flock'ed by the running server; holds its process id
-//	  topics/<topic>/<partition>/   one logstore.Log per partition (partition: decimal, from 0)
+//	  cluster.id                    the cluster id, made at first start
+//	  topics/                       topic metadata and partition logs (package topics)
 //
-// Today a Server locks the data directory, recovers every partition log in it and waits; the
-// Kafka listener, the admin HTTP server and the controller will be started by Run.
+// A Server locks the data directory, recovers every topic and partition log in it, and serves
+// Kafka. The admin HTTP server and the controller will be started by Run too.
 package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -19,11 +22,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"time"
 
+	"github.com/runnel-dev/runnel/internal/broker"
 	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -74,21 +78,17 @@ type PartitionState struct {
 	SizeBytes   int64
 }
 
-type partition struct {
-	topic string
-	index int32
-	log   *logstore.Log
-}
-
 // Server is one node. Open it, Run it until its context ends, then Close it.
 type Server struct {
-	cfg     Config
-	logger  *slog.Logger
-	lock    *dirLock
-	flusher *logstore.Flusher
-	maint   *logstore.Maintainer // retention and compaction, started by Run
-	parts   []partition          // sorted by topic, then partition
-	closed  bool
+	cfg       Config
+	logger    *slog.Logger
+	lock      *dirLock
+	flusher   *logstore.Flusher
+	maint     *logstore.Maintainer // retention and compaction, started by Run
+	topics    *topics.Registry
+	broker    *broker.Broker
+	clusterID string
+	closed    bool
 }
 
 // Open validates cfg, creates and locks the data directory, and opens (recovering) every
@@ -116,110 +116,99 @@ func Open(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0),
 		// Kafka's defaults: log.retention.check.interval.ms 5 min, log.cleaner.backoff.ms 15 s.
 		maint: logstore.NewMaintainer(logstore.NewCompactor(0), 5*time.Minute, 15*time.Second, cfg.Logger)}
-	if err := s.openPartitions(); err != nil {
+	if s.clusterID, err = loadClusterID(cfg.DataDir); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
-	s.logger.Info("data dir open", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "partitions", len(s.parts))
+	if s.topics, err = topics.Open(cfg.DataDir, s.flusher, s.maint, s.logger); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	host, portStr, _ := net.SplitHostPort(cfg.AdvertisedKafkaAddr)
+	port, _ := strconv.Atoi(portStr)
+	s.broker = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
+		ClusterID: s.clusterID, AutoCreateTopics: true, Logger: s.logger}, s.topics)
+	for _, p := range s.Partitions() {
+		s.logger.Info("recovered partition", "topic", p.Topic, "partition", p.Partition,
+			"start_offset", p.StartOffset, "end_offset", p.EndOffset, "size_bytes", p.SizeBytes)
+	}
+	s.logger.Info("data dir open", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "cluster_id", s.clusterID, "topics", len(s.topics.List()))
 	return s, nil
 }
 
-// openPartitions opens every <data-dir>/topics/<topic>/<partition> directory as a log.
-func (s *Server) openPartitions() error {
-	topicsDir := filepath.Join(s.cfg.DataDir, "topics")
-	topics, err := listDirs(topicsDir)
-	if errors.Is(err, vfs.ErrNotExist) {
-		return nil
+// loadClusterID reads the cluster id from <data-dir>/cluster.id, creating it on first start.
+func loadClusterID(dataDir string) (string, error) {
+	name := filepath.Join(dataDir, "cluster.id")
+	if b, err := os.ReadFile(name); err == nil && len(b) > 0 {
+		return string(b), nil
 	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	id := base64.RawURLEncoding.EncodeToString(raw[:])
+	f, err := vfs.Default.Create(name)
 	if err != nil {
-		return fmt.Errorf("server: listing topics: %w", err)
+		return "", err
 	}
-	for _, topic := range topics {
-		indexes, err := s.partitionIndexes(filepath.Join(topicsDir, topic))
-		if err != nil {
-			return err
-		}
-		for _, index := range indexes {
-			dir := filepath.Join(topicsDir, topic, strconv.Itoa(int(index)))
-			l, err := logstore.Open(logstore.Options{
-				Dir: dir, Config: logstore.DefaultConfig(), Flusher: s.flusher, Logger: s.logger,
-			})
-			if err != nil {
-				return fmt.Errorf("server: opening %s/%d: %w", topic, index, err)
-			}
-			s.parts = append(s.parts, partition{topic: topic, index: index, log: l})
-			s.maint.Add(l)
-			s.logger.Info("recovered partition", "topic", topic, "partition", index,
-				"start_offset", l.StartOffset(), "end_offset", l.EndOffset(), "size_bytes", l.Size())
-		}
+	_, err = f.WriteAt([]byte(id), 0)
+	if err == nil {
+		err = f.Sync()
 	}
-	return nil
+	if err = errors.Join(err, f.Close()); err != nil {
+		return "", err
+	}
+	return id, vfs.Default.SyncDir(dataDir)
 }
 
-// partitionIndexes returns the partition numbers found in a topic directory, ascending. Entries
-// that are not canonical decimal partition numbers are logged and skipped.
-func (s *Server) partitionIndexes(topicDir string) ([]int32, error) {
-	names, err := listDirs(topicDir)
-	if err != nil {
-		return nil, fmt.Errorf("server: listing partitions: %w", err)
-	}
-	var indexes []int32
-	for _, name := range names {
-		n, err := strconv.ParseInt(name, 10, 32)
-		if err != nil || n < 0 || strconv.FormatInt(n, 10) != name {
-			s.logger.Warn("skipping a directory that is not a partition", "dir", filepath.Join(topicDir, name))
-			continue
-		}
-		indexes = append(indexes, int32(n))
-	}
-	sort.Slice(indexes, func(i, j int) bool { return indexes[i] < indexes[j] })
-	return indexes, nil
-}
-
-// listDirs returns the names of the subdirectories of dir, sorted.
-func listDirs(dir string) ([]string, error) {
-	names, err := vfs.Default.List(dir)
-	if err != nil {
-		return nil, err
-	}
-	var dirs []string
-	for _, name := range names {
-		fi, err := vfs.Default.Stat(filepath.Join(dir, name))
-		if err != nil {
-			return nil, err
-		}
-		if fi.IsDir() {
-			dirs = append(dirs, name)
-		}
-	}
-	return dirs, nil
-}
+// Topics is the node's topic registry.
+func (s *Server) Topics() *topics.Registry { return s.topics }
 
 // Partitions describes the open partition logs, sorted by topic and partition. The caller owns
 // the returned slice.
 func (s *Server) Partitions() []PartitionState {
-	states := make([]PartitionState, len(s.parts))
-	for i, p := range s.parts {
-		states[i] = PartitionState{
-			Topic: p.topic, Partition: p.index,
-			StartOffset: p.log.StartOffset(), EndOffset: p.log.EndOffset(), SizeBytes: p.log.Size(),
+	var states []PartitionState
+	for _, t := range s.topics.List() {
+		for _, p := range t.Partitions {
+			states = append(states, PartitionState{Topic: t.Name, Partition: p.Index,
+				StartOffset: p.Log.StartOffset(), EndOffset: p.Log.EndOffset(), SizeBytes: p.Log.Size()})
 		}
 	}
 	return states
 }
 
-// NotImplementedNotice is the line Run prints while Runnel has no Kafka listener.
-const NotImplementedNotice = "runnel: Kafka listener not implemented yet; data dir open and recovered"
-
-// Run serves until ctx ends, then returns nil. It does not close the server.
+// Run serves Kafka on the configured address until ctx ends, then shuts the listener down
+// gracefully: it stops accepting, lets in-flight requests finish (up to ShutdownTimeout), and
+// returns. It does not close the server.
 func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.KafkaAddr)
+	if err != nil {
+		return fmt.Errorf("server: kafka listener: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// ShutdownTimeout bounds how long Run waits for in-flight requests at shutdown.
+const ShutdownTimeout = 10 * time.Second
+
+// Serve is Run on a listener the caller made (tests listen on port 0).
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	maintDone := make(chan struct{})
 	go func() { s.maint.Run(ctx); close(maintDone) }()
 	defer func() { <-maintDone }()
-	fmt.Fprintln(s.cfg.Console, NotImplementedNotice)
-	s.logger.Info("waiting for a signal to stop", "kafka_addr", s.cfg.KafkaAddr,
-		"advertised_kafka_addr", s.cfg.AdvertisedKafkaAddr, "admin_addr", s.cfg.AdminAddr)
-	<-ctx.Done()
-	return nil
+	served := make(chan error, 1)
+	go func() { served <- s.broker.Serve(ln) }()
+	fmt.Fprintf(s.cfg.Console, "runnel: serving Kafka on %s (advertised %s), data in %s\n", ln.Addr(), s.cfg.AdvertisedKafkaAddr, s.cfg.DataDir)
+	s.logger.Info("serving", "kafka_addr", ln.Addr().String(), "advertised_kafka_addr", s.cfg.AdvertisedKafkaAddr, "admin_addr", s.cfg.AdminAddr)
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if err := s.broker.Shutdown(sctx); err != nil {
+		s.logger.Warn("shutdown: in-flight requests did not finish in time", "err", err)
+	}
+	return <-served
 }
 
 // Close syncs and closes every partition log, stops the flusher and releases the data
@@ -230,16 +219,11 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	var errs []error
-	for _, p := range s.parts {
-		s.maint.Remove(p.log)
-		if err := p.log.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("server: closing %s/%d: %w", p.topic, p.index, err))
-		}
+	if s.topics != nil {
+		errs = append(errs, s.topics.Close())
 	}
 	s.flusher.Close()
-	if err := s.lock.release(); err != nil {
-		errs = append(errs, err)
-	}
-	s.logger.Info("data dir closed", "data_dir", s.cfg.DataDir, "partitions", len(s.parts))
+	errs = append(errs, s.lock.release())
+	s.logger.Info("data dir closed", "data_dir", s.cfg.DataDir)
 	return errors.Join(errs...)
 }

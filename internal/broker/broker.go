@@ -1,0 +1,157 @@
+// Package broker is Runnel's Kafka listener: it accepts connections, decodes requests with
+// franz-go's kmsg, dispatches them to one handler per API (one file each), and encodes the
+// responses. See conn.go for the connection model.
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/runnel-dev/runnel/internal/topics"
+)
+
+// Config configures a Broker.
+type Config struct {
+	NodeID         int32
+	AdvertisedHost string // host clients are told to connect to
+	AdvertisedPort int32
+	ClusterID      string
+
+	AutoCreateTopics  bool  // auto.create.topics.enable
+	DefaultPartitions int32 // num.partitions, for auto-created topics
+
+	MaxRequestBytes      int32 // socket.request.max.bytes: larger frames close the connection
+	MaxInflightRequests  int   // per connection, queued between the read and write loops
+	MaxConnInflightBytes int64 // request bytes in flight per connection
+	MaxInflightBytes     int64 // request bytes in flight for the whole broker
+
+	Logger *slog.Logger
+}
+
+// DefaultLimits fills zero limits with their defaults.
+func (c *Config) DefaultLimits() {
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = 100 << 20
+	}
+	if c.MaxInflightRequests == 0 {
+		c.MaxInflightRequests = 100
+	}
+	if c.MaxConnInflightBytes == 0 {
+		c.MaxConnInflightBytes = 128 << 20
+	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = 512 << 20
+	}
+	if c.DefaultPartitions == 0 {
+		c.DefaultPartitions = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Broker serves the Kafka protocol for the topics of a registry.
+type Broker struct {
+	cfg           Config
+	topics        *topics.Registry
+	logger        *slog.Logger
+	mem           *semaphore.Weighted // in-flight request bytes, all connections
+	fetchSessions *fetchSessions
+
+	ctx    context.Context // ends when the broker stops: cancels waits in handlers
+	cancel context.CancelFunc
+
+	stopping atomic.Bool // Shutdown has begun: Serve returns nil when its listener closes
+
+	mu    sync.Mutex
+	lns   []net.Listener
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// New returns a broker serving reg.
+func New(cfg Config, reg *topics.Registry) *Broker {
+	cfg.DefaultLimits()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Broker{
+		cfg: cfg, topics: reg, logger: cfg.Logger, mem: semaphore.NewWeighted(cfg.MaxInflightBytes),
+		fetchSessions: newFetchSessions(1000), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
+	}
+}
+
+// Serve accepts connections on ln until Shutdown. It returns nil after Shutdown.
+func (b *Broker) Serve(ln net.Listener) error {
+	b.mu.Lock()
+	if b.stopping.Load() {
+		b.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	b.lns = append(b.lns, ln)
+	b.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if b.stopping.Load() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		b.mu.Lock()
+		if b.stopping.Load() {
+			b.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		b.conns[nc] = struct{}{}
+		b.wg.Add(1)
+		b.mu.Unlock()
+		go func() {
+			defer b.wg.Done()
+			b.serveConn(nc)
+			b.mu.Lock()
+			delete(b.conns, nc)
+			b.mu.Unlock()
+		}()
+	}
+}
+
+// Shutdown stops accepting, stops reading new requests, lets in-flight requests finish and
+// their responses go out (until ctx ends), and closes every connection.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	b.stopping.Store(true)
+	b.mu.Lock()
+	for _, ln := range b.lns {
+		ln.Close()
+	}
+	for nc := range b.conns {
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.CloseRead() // the read loop ends; queued responses are still written
+		}
+	}
+	b.mu.Unlock()
+	done := make(chan struct{})
+	go func() { b.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	b.cancel() // abandon waits still running
+	b.mu.Lock()
+	for nc := range b.conns {
+		nc.Close()
+	}
+	b.mu.Unlock()
+	<-done
+	return ctx.Err()
+}

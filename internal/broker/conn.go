@@ -1,0 +1,226 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/semaphore"
+)
+
+// A Kafka connection carries size-prefixed frames. A request frame:
+//
+//	int32 size | int16 apiKey | int16 apiVersion | int32 correlationId | nullable string clientId
+//	| tagged fields (flexible versions only) | body
+//
+// A response frame: int32 size | int32 correlationId | tagged fields (flexible, except
+// ApiVersions) | body.
+//
+// The read loop parses requests and calls their handlers one at a time, in order, so effects
+// (appends above all) happen in request order. A handler may leave work that waits (for an fsync,
+// for fetch data) to run off the loop; the write loop sends responses strictly in request order,
+// as Kafka requires of pipelined requests.
+
+// request is one decoded request.
+type request struct {
+	conn     *conn
+	key      int16
+	version  int16
+	corrID   int32
+	clientID string
+	req      kmsg.Request
+}
+
+// reply is a handler's answer. resp nil means no response (produce with acks=0). If wait is set,
+// it runs off the read loop and resp is complete only once it returns.
+type reply struct {
+	resp kmsg.Response
+	wait func()
+}
+
+// inflight is a request between the read and write loops.
+type inflight struct {
+	r     *request
+	reply reply
+	size  int64         // bytes charged to the memory budgets
+	done  chan struct{} // closed when reply.wait returned (nil if there was no wait)
+}
+
+type conn struct {
+	b      *Broker
+	mem    *semaphore.Weighted // this connection's in-flight request bytes
+	nc     net.Conn
+	remote string
+	out    chan *inflight // bounded: the write loop's queue
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (b *Broker) serveConn(nc net.Conn) {
+	ctx, cancel := context.WithCancel(b.ctx)
+	c := &conn{b: b, mem: semaphore.NewWeighted(b.cfg.MaxConnInflightBytes), nc: nc, remote: nc.RemoteAddr().String(), out: make(chan *inflight, b.cfg.MaxInflightRequests), ctx: ctx, cancel: cancel}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); c.writeLoop() }()
+	err := c.readLoop()
+	close(c.out) // the write loop drains what is in flight, then exits
+	wg.Wait()
+	cancel()
+	nc.Close()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		b.logger.Info("broker: closing connection", "remote", c.remote, "reason", err)
+	}
+}
+
+// errCloseConn closes the connection without a response, as Kafka does for requests it cannot
+// parse.
+var errCloseConn = errors.New("broker: close connection")
+
+func (c *conn) readLoop() error {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var sizeBuf [4]byte
+	for {
+		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+			return err
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || size > c.b.cfg.MaxRequestBytes {
+			return fmt.Errorf("request frame of %d bytes is outside [8, %d] (socket.request.max.bytes)", size, c.b.cfg.MaxRequestBytes)
+		}
+		if err := c.acquire(int64(size)); err != nil {
+			return err
+		}
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			c.release(int64(size))
+			return err
+		}
+		f := &inflight{size: int64(size)}
+		err := c.handleFrame(buf, f)
+		if err != nil {
+			c.release(f.size)
+			return err
+		}
+		if f.reply.resp == nil && f.reply.wait == nil {
+			c.release(f.size)
+			continue
+		}
+		if f.reply.wait != nil {
+			f.done = make(chan struct{})
+			go func() { f.reply.wait(); close(f.done) }()
+		}
+		select {
+		case c.out <- f:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+}
+
+// handleFrame parses one request and runs its handler.
+func (c *conn) handleFrame(buf []byte, f *inflight) error {
+	rd := kbin.Reader{Src: buf}
+	r := &request{conn: c, key: rd.Int16(), version: rd.Int16(), corrID: rd.Int32()}
+	if id := rd.NullableString(); id != nil {
+		r.clientID = *id
+	}
+	if !rd.Ok() {
+		return fmt.Errorf("malformed request header")
+	}
+	f.r = r
+	api, ok := apis[r.key]
+	if !ok {
+		return fmt.Errorf("unknown API key %d", r.key)
+	}
+	if r.version < api.min || r.version > api.max {
+		if r.key == kmsg.ApiVersions.Int16() {
+			f.reply = reply{resp: unsupportedApiVersions(r)}
+			return nil
+		}
+		return fmt.Errorf("%s v%d is not supported (v%d-v%d)", kmsg.NameForKey(r.key), r.version, api.min, api.max)
+	}
+	req := kmsg.RequestForKey(r.key)
+	req.SetVersion(r.version)
+	if req.IsFlexible() {
+		kmsg.SkipTags(&rd)
+	}
+	if !rd.Ok() {
+		return fmt.Errorf("malformed %s v%d request header", kmsg.NameForKey(r.key), r.version)
+	}
+	if err := req.ReadFrom(rd.Src); err != nil {
+		return fmt.Errorf("malformed %s v%d request: %w", kmsg.NameForKey(r.key), r.version, err)
+	}
+	r.req = req
+	f.reply = api.handle(c.ctx, r)
+	if f.reply.resp != nil {
+		f.reply.resp.SetVersion(r.version)
+	}
+	return nil
+}
+
+func (c *conn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	var buf []byte
+	broken := false
+	for f := range c.out {
+		if f.done != nil {
+			<-f.done
+		}
+		if !broken && f.reply.resp != nil {
+			buf = appendResponse(buf[:0], f.r, f.reply.resp)
+			if _, err := bw.Write(buf); err != nil {
+				broken = true
+			} else if len(c.out) == 0 { // flush when nothing else is ready to go
+				broken = bw.Flush() != nil
+			}
+			if broken {
+				c.cancel()
+				c.nc.Close() // unblock the read loop
+			}
+		}
+		c.release(f.size)
+	}
+	if !broken {
+		bw.Flush()
+	}
+}
+
+// appendResponse encodes a response frame.
+func appendResponse(dst []byte, r *request, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(r.corrID))
+	if resp.IsFlexible() && r.key != kmsg.ApiVersions.Int16() {
+		dst = append(dst, 0) // empty tagged fields
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
+
+// acquire charges n request bytes to the connection's and the broker's in-flight budgets,
+// waiting while either is spent: past the bound, a client is slowed down (its socket is not
+// read), not answered with an out-of-memory failure. A request larger than a whole budget is
+// charged the whole budget.
+func (c *conn) acquire(n int64) error {
+	if err := c.mem.Acquire(c.ctx, min(n, c.b.cfg.MaxConnInflightBytes)); err != nil {
+		return err
+	}
+	if err := c.b.mem.Acquire(c.ctx, min(n, c.b.cfg.MaxInflightBytes)); err != nil {
+		c.mem.Release(min(n, c.b.cfg.MaxConnInflightBytes))
+		return err
+	}
+	return nil
+}
+
+func (c *conn) release(n int64) {
+	c.b.mem.Release(min(n, c.b.cfg.MaxInflightBytes))
+	c.mem.Release(min(n, c.b.cfg.MaxConnInflightBytes))
+}

@@ -1,0 +1,51 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// api is one Kafka API the broker serves: the versions that work, and its handler.
+type api struct {
+	min, max int16
+	handle   func(ctx context.Context, r *request) reply
+}
+
+// apis is every API served. ApiVersions advertises exactly these ranges.
+var apis map[int16]api
+
+func init() { register(kmsg.ApiVersions, 0, 3, handleApiVersions) }
+
+// register adds an API; each handler file calls it from init.
+func register(key kmsg.Key, min, max int16, handle func(ctx context.Context, r *request) reply) {
+	if apis == nil {
+		apis = map[int16]api{}
+	}
+	apis[key.Int16()] = api{min, max, handle}
+}
+
+func handleApiVersions(_ context.Context, r *request) reply {
+	resp := r.req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	resp.ApiKeys = apiVersionKeys()
+	return reply{resp: resp}
+}
+
+// unsupportedApiVersions is Kafka's answer to an ApiVersions request of a version it does not
+// know: UNSUPPORTED_VERSION in a v0 response listing what is supported, so the client can retry.
+func unsupportedApiVersions(r *request) kmsg.Response {
+	r.version = 0
+	resp := &kmsg.ApiVersionsResponse{Version: 0, ErrorCode: kerr.UnsupportedVersion.Code, ApiKeys: apiVersionKeys()}
+	return resp
+}
+
+func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
+	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
+	for k := int16(0); k < 100; k++ {
+		if a, ok := apis[k]; ok {
+			keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
+		}
+	}
+	return keys
+}

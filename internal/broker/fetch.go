@@ -1,0 +1,262 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/topics"
+)
+
+func init() { register(kmsg.Fetch, 4, 13, handleFetch) }
+
+// handleFetch serves a fetch off the read loop: it reads what there is and, while that is less
+// than MinBytes, waits for appends to any fetched partition (woken by them, not by polling)
+// until MaxWaitMillis.
+func handleFetch(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	return reply{resp: resp, wait: func() { r.conn.b.fetch(ctx, req, resp) }}
+}
+
+func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
+	parts, sess, err := b.fetchPartitions(req)
+	if err != nil {
+		resp.ErrorCode = errorCode(err)
+		return
+	}
+	if sess != nil {
+		resp.SessionID = sess.id
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+	}
+	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	for {
+		var wake []<-chan struct{}
+		for _, sp := range parts { // subscribe before reading, so no append is missed
+			if p := b.partition(sp); p != nil {
+				wake = append(wake, p.Changed())
+			}
+		}
+		resp.Topics = resp.Topics[:0]
+		total := b.fillFetch(req, resp, parts, sess != nil && req.SessionEpoch > 0)
+		if total >= int(req.MinBytes) || !time.Now().Before(deadline) || len(wake) == 0 {
+			break
+		}
+		if !waitAny(ctx, wake, time.Until(deadline)) {
+			resp.Topics = resp.Topics[:0]
+			b.fillFetch(req, resp, parts, sess != nil && req.SessionEpoch > 0)
+			break
+		}
+	}
+}
+
+// fetchPartitions resolves the partitions a fetch covers: the request's, or, with a session,
+// the session's after applying the request's changes.
+func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *fetchSession, error) {
+	var parts []*sessionPartition
+	for _, rt := range req.Topics {
+		name := rt.Topic
+		if req.Version >= 13 {
+			if t, ok := b.topics.GetByID(rt.TopicID); ok {
+				name = t.Name
+			}
+		}
+		for _, rp := range rt.Partitions {
+			parts = append(parts, &sessionPartition{topic: name, topicID: rt.TopicID, partition: rp.Partition,
+				offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, sentHW: -1, sentLSO: -1, sentStart: -1})
+		}
+	}
+	switch {
+	case req.Version < 7 || (req.SessionID == 0 && req.SessionEpoch == -1):
+		return parts, nil, nil // sessionless full fetch
+	case req.SessionEpoch == -1: // close the session, then a sessionless full fetch
+		b.fetchSessions.remove(req.SessionID)
+		return parts, nil, nil
+	case req.SessionEpoch == 0: // a new session (closing the named one, if any)
+		if req.SessionID != 0 {
+			b.fetchSessions.remove(req.SessionID)
+		}
+		s := b.fetchSessions.create()
+		for _, p := range parts {
+			s.put(p)
+		}
+		s.epoch = 1
+		return s.list(), s, nil
+	}
+	s, err := b.fetchSessions.get(req.SessionID, req.SessionEpoch)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if req.SessionEpoch != s.epoch {
+		return nil, nil, kerr.InvalidFetchSessionEpoch
+	}
+	s.epoch++
+	for _, p := range parts {
+		s.put(p)
+	}
+	for _, ft := range req.ForgottenTopics {
+		name := ft.Topic
+		if req.Version >= 13 {
+			if t, ok := b.topics.GetByID(ft.TopicID); ok {
+				name = t.Name
+			}
+		}
+		for _, idx := range ft.Partitions {
+			s.forget(partKey{name, idx})
+		}
+	}
+	return s.list(), s, nil
+}
+
+func (s *fetchSession) put(p *sessionPartition) {
+	k := partKey{p.topic, p.partition}
+	if old, ok := s.parts[k]; ok {
+		old.offset, old.maxBytes = p.offset, p.maxBytes
+		return
+	}
+	s.parts[k] = p
+	s.order = append(s.order, k)
+}
+
+func (s *fetchSession) forget(k partKey) {
+	if _, ok := s.parts[k]; !ok {
+		return
+	}
+	delete(s.parts, k)
+	for i, o := range s.order {
+		if o == k {
+			s.order = append(s.order[:i:i], s.order[i+1:]...)
+			break
+		}
+	}
+}
+
+func (s *fetchSession) list() []*sessionPartition {
+	out := make([]*sessionPartition, len(s.order))
+	for i, k := range s.order {
+		out[i] = s.parts[k]
+	}
+	return out
+}
+
+func (b *Broker) partition(sp *sessionPartition) *topics.Partition {
+	t, ok := b.topics.Get(sp.topic)
+	if !ok || sp.partition < 0 || int(sp.partition) >= len(t.Partitions) {
+		return nil
+	}
+	return t.Partitions[sp.partition]
+}
+
+// fillFetch reads every partition into resp and returns the record bytes gathered. In an
+// incremental response only partitions with news are listed.
+func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool) int {
+	total := 0
+	budget := int(req.MaxBytes)
+	if req.Version < 3 || budget <= 0 {
+		budget = 1<<31 - 1
+	}
+	for _, sp := range parts {
+		fp := kmsg.NewFetchResponseTopicPartition()
+		fp.Partition, fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = sp.partition, -1, -1, -1
+		fp.PreferredReadReplica = -1
+		p := b.partition(sp)
+		switch {
+		case p == nil && req.Version >= 13:
+			fp.ErrorCode = kerr.UnknownTopicID.Code
+		case p == nil:
+			fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		default:
+			n, err := readPartition(p, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0)
+			if err != nil {
+				fp.ErrorCode = errorCode(err)
+			}
+			total += n
+		}
+		news := fp.ErrorCode != 0 || len(fp.RecordBatches) > 0 || fp.HighWatermark != sp.sentHW ||
+			fp.LastStableOffset != sp.sentLSO || fp.LogStartOffset != sp.sentStart
+		if incremental && !news {
+			continue
+		}
+		sp.sentHW, sp.sentLSO, sp.sentStart = fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset
+		addFetchPartition(resp, sp, fp)
+	}
+	return total
+}
+
+// readPartition reads one partition's batches into fp. The first partition with data may exceed
+// maxBytes by its first batch (Kafka's KIP-74 rule); later ones may not.
+func readPartition(p *topics.Partition, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first bool) (int, error) {
+	fp.HighWatermark = p.Log.EndOffset()
+	fp.LastStableOffset = fp.HighWatermark
+	fp.LogStartOffset = p.Log.StartOffset()
+	if sp.offset == fp.HighWatermark {
+		return 0, nil
+	}
+	if maxBytes <= 0 && !first {
+		return 0, nil
+	}
+	s, err := p.Log.ReadSlice(sp.offset, max(maxBytes, 0))
+	if err != nil {
+		if errors.Is(err, logstore.ErrOffsetOutOfRange) {
+			return 0, kerr.OffsetOutOfRange
+		}
+		return 0, err
+	}
+	defer s.Release()
+	if s.Size == 0 || (s.Size > maxBytes && !first) {
+		return 0, nil
+	}
+	buf := make([]byte, s.Size)
+	if _, err := s.File.ReadAt(buf, s.Position); err != nil {
+		return 0, err
+	}
+	fp.RecordBatches = buf
+	return len(buf), nil
+}
+
+func addFetchPartition(resp *kmsg.FetchResponse, sp *sessionPartition, fp kmsg.FetchResponseTopicPartition) {
+	if n := len(resp.Topics); n > 0 && resp.Topics[n-1].Topic == sp.topic {
+		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, fp)
+		return
+	}
+	ft := kmsg.NewFetchResponseTopic()
+	ft.Topic, ft.TopicID = sp.topic, sp.topicID
+	ft.Partitions = []kmsg.FetchResponseTopicPartition{fp}
+	resp.Topics = append(resp.Topics, ft)
+}
+
+// waitAny waits until one of chans is closed (true), or d passes or ctx ends (false).
+func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	woke := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, ch := range chans {
+		go func() {
+			select {
+			case <-ch:
+				select {
+				case woke <- struct{}{}:
+				default:
+				}
+			case <-stop:
+			}
+		}()
+	}
+	select {
+	case <-woke:
+		return true
+	case <-timer.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}

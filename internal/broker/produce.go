@@ -1,0 +1,157 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/topics"
+)
+
+func init() { register(kmsg.Produce, 3, 11, handleProduce) }
+
+// handleProduce appends each partition's batch in request order on the read loop, then, for
+// acks=all, waits for durability off the loop (group-committed with every other waiter).
+func handleProduce(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	b := r.conn.b
+	type durable struct {
+		p   *kmsg.ProduceResponseTopicPartition
+		log *logstore.Log
+		end int64
+	}
+	var waits []durable
+	for _, rt := range req.Topics {
+		t, known := b.topics.Get(rt.Topic)
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for i, rp := range rt.Partitions {
+			sp := &st.Partitions[i]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = rp.Partition, -1, -1, -1
+			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			p := t.Partitions[rp.Partition]
+			end, err := produceOne(t, p, rp.Records, sp)
+			if err != nil {
+				setProduceError(sp, err)
+				continue
+			}
+			if req.Acks == -1 && !writeCaching(t) {
+				waits = append(waits, durable{sp, p.Log, end})
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Acks == 0 {
+		return reply{} // no response, as Kafka
+	}
+	if len(waits) == 0 {
+		return reply{resp: resp}
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	return reply{resp: resp, wait: func() {
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		for _, w := range waits {
+			if err := w.log.WaitDurable(wctx, w.end); err != nil {
+				if errors.Is(err, context.DeadlineExceeded) {
+					err = kerr.RequestTimedOut
+				}
+				setProduceError(w.p, err)
+			}
+		}
+	}}
+}
+
+// produceOne checks and appends one partition's records and fills in the offsets. It returns the
+// offset just past the appended batch.
+func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.ProduceResponseTopicPartition) (int64, error) {
+	n, err := batch.Split(records)
+	if err != nil {
+		return 0, err
+	}
+	if n != len(records) {
+		return 0, fmt.Errorf("%w: a produce request must hold exactly one record batch per partition", kerr.InvalidRecord)
+	}
+	maxBytes, _ := topics.Effective(t.Configs, "max.message.bytes")
+	if limit, _ := strconv.Atoi(maxBytes); len(records) > limit {
+		return 0, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), limit)
+	}
+	h, err := batch.ParseHeader(records)
+	if err != nil {
+		return 0, err
+	}
+	if h.ProducerID >= 0 {
+		return 0, fmt.Errorf("%w: idempotent and transactional produce are not supported yet", kerr.UnsupportedForMessageFormat)
+	}
+	if tsType, _ := topics.Effective(t.Configs, "message.timestamp.type"); tsType == "LogAppendTime" {
+		if _, err := batch.Validate(records); err != nil { // check before the CRC is rewritten
+			return 0, err
+		}
+		sp.LogAppendTime = time.Now().UnixMilli()
+		batch.SetLogAppendTime(records, sp.LogAppendTime)
+	}
+	first, last, err := p.Log.Append(records, 0)
+	if err != nil {
+		return 0, err
+	}
+	p.NotifyAppend()
+	sp.BaseOffset, sp.LogStartOffset = first, p.Log.StartOffset()
+	return last + 1, nil
+}
+
+func writeCaching(t *topics.Topic) bool {
+	v, _ := topics.Effective(t.Configs, "write.caching")
+	return v == "true"
+}
+
+// setProduceError maps an append failure to Kafka's error code for the partition.
+func setProduceError(sp *kmsg.ProduceResponseTopicPartition, err error) {
+	sp.ErrorCode = errorCode(err)
+	sp.BaseOffset = -1
+	msg := err.Error()
+	sp.ErrorMessage = &msg
+}
+
+// errorCode maps Runnel errors to Kafka error codes.
+func errorCode(err error) int16 {
+	var ke *kerr.Error
+	var ce *batch.CorruptError
+	var cfgErr *topics.ConfigError
+	switch {
+	case errors.As(err, &ke):
+		return ke.Code
+	case errors.As(err, &ce):
+		if ce.Check == "crc" || ce.Check == "length" {
+			return kerr.CorruptMessage.Code
+		}
+		return kerr.InvalidRecord.Code
+	case errors.As(err, &cfgErr):
+		return kerr.InvalidConfig.Code
+	case errors.Is(err, logstore.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, logstore.ErrClosed), errors.Is(err, topics.ErrUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, topics.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, topics.ErrInvalidTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, topics.ErrInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	}
+	return kerr.KafkaStorageError.Code // the log is poisoned or the disk failed
+}

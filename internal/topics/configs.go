@@ -1,0 +1,172 @@
+package topics
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/logstore"
+)
+
+// ConfigType is a config value's type, as DescribeConfigs v3+ reports it.
+type ConfigType int8
+
+// Kafka's config types (DescribeConfigsResponse ConfigType).
+const (
+	TypeBoolean ConfigType = 1
+	TypeString  ConfigType = 2
+	TypeInt     ConfigType = 3
+	TypeLong    ConfigType = 5
+	TypeDouble  ConfigType = 6
+	TypeList    ConfigType = 7
+)
+
+// ConfigDef describes one topic config.
+type ConfigDef struct {
+	Name       string
+	Type       ConfigType
+	Default    string
+	BrokerName string // the broker-level config that sets the default, as in Kafka
+	Doc        string
+	Allowed    []string // for strings and lists: the values accepted
+	Min, Max   float64  // for numbers
+}
+
+// defs lists every topic config Runnel accepts, with Kafka's names and defaults. Configs that
+// belong to later features accept only the values that work today.
+var defs = []ConfigDef{
+	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Allowed: []string{"delete", "compact"}, Doc: "delete old segments, compact by key, or both"},
+	{Name: "retention.ms", Type: TypeLong, Default: "604800000", BrokerName: "log.retention.ms", Min: -1, Max: math.MaxInt64, Doc: "delete segments whose newest record is older; -1 keeps all"},
+	{Name: "retention.bytes", Type: TypeLong, Default: "-1", BrokerName: "log.retention.bytes", Min: -1, Max: math.MaxInt64, Doc: "delete oldest segments while the partition stays at or above this size without them; -1: no limit"},
+	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", BrokerName: "log.segment.bytes", Min: 14, Max: math.MaxInt32, Doc: "segment file size before a roll"},
+	{Name: "segment.ms", Type: TypeLong, Default: "604800000", BrokerName: "log.roll.ms", Min: 1, Max: math.MaxInt64, Doc: "segment age before a roll"},
+	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", BrokerName: "log.index.interval.bytes", Min: 0, Max: math.MaxInt32, Doc: "log bytes between offset index entries"},
+	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", BrokerName: "log.cleaner.delete.retention.ms", Min: 0, Max: math.MaxInt64, Doc: "how long tombstones survive compaction"},
+	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", BrokerName: "log.cleaner.min.cleanable.ratio", Min: 0, Max: 1, Doc: "compact when this share of the log is dirty"},
+	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", BrokerName: "message.max.bytes", Min: 0, Max: math.MaxInt32, Doc: "largest record batch accepted"},
+	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", BrokerName: "log.message.timestamp.type", Allowed: []string{"CreateTime", "LogAppendTime"}, Doc: "use the producer's timestamps or the broker's append time"},
+	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32, Doc: "replicas that must have a record for acks=all"},
+	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Allowed: []string{"producer"}, Doc: "keep the producer's compression (recompression is not supported yet)"},
+	{Name: "write.caching", Type: TypeBoolean, Default: "false", BrokerName: "write_caching_default", Doc: "acks=all waits for the page cache (true) or an fsync (false)"},
+	{Name: "flush.ms", Type: TypeLong, Default: "100", BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64, Doc: "with write caching, sync at least this often"},
+	{Name: "flush.bytes", Type: TypeLong, Default: "262144", BrokerName: "flush.bytes", Min: 0, Max: math.MaxInt64, Doc: "with write caching, sync after this many bytes"},
+	{Name: "flush.messages", Type: TypeLong, Default: "9223372036854775807", BrokerName: "log.flush.interval.messages", Min: 1, Max: math.MaxInt64, Doc: "with write caching, sync after this many records"},
+	{Name: "runnel.storage", Type: TypeString, Default: "local", Allowed: []string{"local"}, Doc: "local segment logs (object storage: not yet)"},
+	{Name: "runnel.sequencing", Type: TypeString, Default: "eager", Allowed: []string{"eager"}, Doc: "offsets known at ack (lazy: not yet)"},
+	{Name: "runnel.ordering", Type: TypeString, Default: "partition", Allowed: []string{"partition"}, Doc: "per-partition order (total: not yet)"},
+}
+
+var defsByName = func() map[string]*ConfigDef {
+	m := map[string]*ConfigDef{}
+	for i := range defs {
+		m[defs[i].Name] = &defs[i]
+	}
+	return m
+}()
+
+// Defs returns every topic config definition, sorted by name. The caller must not modify them.
+func Defs() []ConfigDef {
+	out := append([]ConfigDef(nil), defs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// LookupDef returns the definition of a topic config.
+func LookupDef(name string) (*ConfigDef, bool) {
+	d, ok := defsByName[name]
+	return d, ok
+}
+
+// ConfigError is an invalid config name or value (Kafka's INVALID_CONFIG).
+type ConfigError struct{ Msg string }
+
+func (e *ConfigError) Error() string { return e.Msg }
+
+func configErr(format string, args ...any) error {
+	return &ConfigError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// CheckConfig validates one topic config value.
+func CheckConfig(name, value string) error {
+	d, ok := defsByName[name]
+	if !ok {
+		return configErr("unknown topic config %q", name)
+	}
+	switch d.Type {
+	case TypeBoolean:
+		if value != "true" && value != "false" {
+			return configErr("%s: %q is not true or false", name, value)
+		}
+	case TypeInt, TypeLong, TypeDouble:
+		v, err := strconv.ParseFloat(value, 64)
+		if d.Type != TypeDouble {
+			var n int64
+			n, err = strconv.ParseInt(value, 10, 64)
+			v = float64(n)
+		}
+		if err != nil {
+			return configErr("%s: %q is not a valid number", name, value)
+		}
+		if v < d.Min || v > d.Max {
+			return configErr("%s: %s is outside [%v, %v]", name, value, d.Min, d.Max)
+		}
+	case TypeString:
+		if !contains(d.Allowed, value) {
+			return configErr("%s: %q is not one of %s", name, value, strings.Join(d.Allowed, ", "))
+		}
+	case TypeList:
+		items := strings.Split(value, ",")
+		for _, it := range items {
+			if !contains(d.Allowed, strings.TrimSpace(it)) {
+				return configErr("%s: %q is not one of %s", name, it, strings.Join(d.Allowed, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Effective returns a config's value for a topic: its own if set, else the default.
+func Effective(set map[string]string, name string) (value string, isDefault bool) {
+	if v, ok := set[name]; ok {
+		return v, false
+	}
+	return defsByName[name].Default, true
+}
+
+func num(set map[string]string, name string) int64 {
+	v, _ := Effective(set, name)
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
+}
+
+// LogConfig turns topic configs into the log store's configuration.
+func LogConfig(set map[string]string) logstore.Config {
+	c := logstore.DefaultConfig()
+	c.SegmentBytes = num(set, "segment.bytes")
+	c.SegmentMs = time.Duration(num(set, "segment.ms")) * time.Millisecond
+	c.IndexIntervalBytes = int(num(set, "index.interval.bytes"))
+	c.RetentionMs = time.Duration(num(set, "retention.ms")) * time.Millisecond
+	if num(set, "retention.ms") < 0 {
+		c.RetentionMs = -1
+	}
+	c.RetentionBytes = num(set, "retention.bytes")
+	policy, _ := Effective(set, "cleanup.policy")
+	c.Delete = strings.Contains(policy, "delete")
+	c.Compact = strings.Contains(policy, "compact")
+	c.DeleteRetentionMs = time.Duration(num(set, "delete.retention.ms")) * time.Millisecond
+	ratio, _ := Effective(set, "min.cleanable.dirty.ratio")
+	c.MinCleanableDirtyRatio, _ = strconv.ParseFloat(ratio, 64)
+	return c
+}
