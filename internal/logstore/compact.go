@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"golang.org/x/time/rate"
@@ -105,13 +106,18 @@ func (c *Compactor) Compact(ctx context.Context, l *Log) (CompactStats, error) {
 	if dirty == 0 || float64(dirty) < cfg.MinCleanableDirtyRatio*float64(total) {
 		return st, nil
 	}
-	keys, mappedEnd, err := c.buildMap(ctx, sealed, firstDirty, &st)
+	keys, mappedEnd, err := c.buildMap(ctx, l, sealed, firstDirty, &st)
+	if errors.Is(err, errYield) {
+		return st, nil
+	}
 	if err != nil {
 		return st, err
 	}
 	nowMs := l.now().UnixMilli()
 	for _, group := range groupSegments(sealed, mappedEnd, cfg.SegmentBytes) {
-		if err := c.cleanGroup(ctx, l, group, keys, nowMs, &st); err != nil {
+		if err := c.cleanGroup(ctx, l, group, keys, nowMs, &st); errors.Is(err, errYield) {
+			return st, nil // groups cleaned so far stand; firstDirty stays, so the next pass redoes the rest
+		} else if err != nil {
 			return st, err
 		}
 	}
@@ -124,9 +130,13 @@ func (c *Compactor) Compact(ctx context.Context, l *Log) (CompactStats, error) {
 
 type keyHash [md5.Size]byte
 
+// errYield stops a compaction pass because truncation, retention, a start-offset move or Close
+// is waiting for the log: a pass can take long within its I/O budget, and they must not wait.
+var errYield = errors.New("logstore: compaction yields to other maintenance")
+
 // buildMap maps the keys of the dirty segments to their last offsets and returns the offset up
 // to which it mapped.
-func (c *Compactor) buildMap(ctx context.Context, sealed []*segment, firstDirty int64, st *CompactStats) (map[keyHash]int64, int64, error) {
+func (c *Compactor) buildMap(ctx context.Context, l *Log, sealed []*segment, firstDirty int64, st *CompactStats) (map[keyHash]int64, int64, error) {
 	keys := make(map[keyHash]int64)
 	mappedEnd := firstDirty
 	for _, s := range sealed {
@@ -136,7 +146,7 @@ func (c *Compactor) buildMap(ctx context.Context, sealed []*segment, firstDirty 
 		if len(keys) >= c.MaxKeys && mappedEnd > firstDirty {
 			break
 		}
-		err := c.eachBatch(ctx, s, st, func(h *batch.Header, b []byte) error {
+		err := c.eachBatch(ctx, l, s, st, func(h *batch.Header, b []byte) error {
 			if h.IsControl() || h.IsTransactional() || h.LastOffset() < firstDirty {
 				return nil
 			}
@@ -178,7 +188,7 @@ func groupSegments(sealed []*segment, end int64, segmentBytes int64) [][]*segmen
 
 // eachBatch calls fn with every batch of s, checked again on the way in (the pair of the check
 // made on append).
-func (c *Compactor) eachBatch(ctx context.Context, s *segment, st *CompactStats, fn func(*batch.Header, []byte) error) error {
+func (c *Compactor) eachBatch(ctx context.Context, l *Log, s *segment, st *CompactStats, fn func(*batch.Header, []byte) error) error {
 	var spendErr error
 	it := batchIter{f: s.f, end: s.size, onRead: func(n int) {
 		st.BytesRead += int64(n)
@@ -193,6 +203,9 @@ func (c *Compactor) eachBatch(ctx context.Context, s *segment, st *CompactStats,
 		}
 		if !ok {
 			return errors.Join(it.err, it.bad)
+		}
+		if l.maintWait.Load() > 0 {
+			return errYield
 		}
 		h, err := batch.ValidateStored(b)
 		if err != nil {
@@ -221,7 +234,7 @@ func eachRecord(h *batch.Header, b []byte, fn func(*batch.Record, int64)) error 
 // cleanGroup rewrites a group of segments into one and swaps it in.
 func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, keys map[keyHash]int64, nowMs int64, st *CompactStats) error {
 	base := group[0].base
-	cleanedName := segmentName(l.dir, base, cleanedSuffix)
+	cleanedName := compactionName(l.dir, base, group[len(group)-1].next, cleanedSuffix)
 	f, err := l.fs.Create(cleanedName)
 	if err != nil {
 		return err
@@ -249,7 +262,7 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 			}
 			return rec.Value != nil || !dropTombstones
 		}
-		err := c.eachBatch(ctx, s, st, func(h *batch.Header, b []byte) error {
+		err := c.eachBatch(ctx, l, s, st, func(h *batch.Header, b []byte) error {
 			out, removed, err := filterBatch(h, b, keep)
 			if err != nil || out == nil {
 				st.RecordsRemoved += int64(removed)
@@ -323,21 +336,42 @@ func filterBatch(h *batch.Header, b []byte, keep func(*batch.Record, int64) bool
 	return batch.AppendBatch(nil, nh, recs), removed, nil
 }
 
-// swapIn commits a cleaned segment in place of the group it replaces.
+// Compaction output files are named by the offset range of the group they replace, so that a
+// recovery that finds a committed swap knows exactly which segments it replaces:
+// "<base>-<end>.log.cleaned" while written, "<base>-<end>.log.swap" once committed, where end is
+// the next offset of the group (the base of the segment after it).
+func compactionName(dir string, base, end int64, suffix string) string {
+	return fmt.Sprintf("%s/%020d-%020d%s", dir, base, end, suffix)
+}
+
+func parseCompactionName(name, suffix string) (base, end int64, ok bool) {
+	stem, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(stem) != 41 || stem[20] != '-' {
+		return 0, 0, false
+	}
+	base, err1 := strconv.ParseInt(stem[:20], 10, 64)
+	end, err2 := strconv.ParseInt(stem[21:], 10, 64)
+	return base, end, err1 == nil && err2 == nil && base >= 0 && end >= base
+}
+
+// swapIn commits a cleaned segment in place of the group it replaces. Any failure after the
+// commit point poisons the log: only a reopen (whose recovery finishes the swap) may touch it.
 func (l *Log) swapIn(group []*segment, ns *segment) error {
-	base := ns.base
+	base, end := ns.base, ns.next
+	cleaned, swap := compactionName(l.dir, base, end, cleanedSuffix), compactionName(l.dir, base, end, swapSuffix)
 	if err := ns.f.Sync(); err != nil {
 		ns.release()
+		_ = l.fs.Remove(cleaned)
 		return err
 	}
-	swapName := segmentName(l.dir, base, swapSuffix)
-	if err := l.fs.Rename(segmentName(l.dir, base, cleanedSuffix), swapName); err != nil {
+	if err := l.fs.Rename(cleaned, swap); err != nil {
 		ns.release()
+		_ = l.fs.Remove(cleaned)
 		return err
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil { // the commit point
 		ns.release()
-		return err
+		return l.poison("compaction commit", err)
 	}
 	l.mu.Lock()
 	i := 0
@@ -351,67 +385,54 @@ func (l *Log) swapIn(group []*segment, ns *segment) error {
 	for _, s := range group {
 		s.release() // the list's reference; the compactor still holds its own
 	}
-	return l.placeSwap(base, group[1:], ns)
+	if err := l.placeSwap(swap, base, end, ns); err != nil {
+		return l.poison("compaction swap", err)
+	}
+	return nil
 }
 
-// placeSwap moves a committed swap file into place: it unlinks the replaced segments, renames
-// the swap file over the first one and writes the new indexes. Recovery runs it again if a crash
-// interrupts it; every step is idempotent.
-func (l *Log) placeSwap(base int64, replaced []*segment, ns *segment) error {
-	for _, s := range replaced {
-		if err := removeSegmentFiles(l.fs, l.dir, s.base); err != nil {
-			return err
+// placeSwap moves a committed swap file into place: it unlinks the segments in (base, end),
+// renames the swap file over the segment at base, and writes the new indexes (ns nil: recovery
+// rebuilds them). Recovery runs it again if a crash interrupts it; every step is idempotent.
+func (l *Log) placeSwap(swap string, base, end int64, ns *segment) error {
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if b, ok := parseSegmentName(n, logSuffix); ok && b > base && b < end {
+			if err := removeSegmentFiles(l.fs, l.dir, b); err != nil {
+				return err
+			}
 		}
 	}
-	// The old indexes of base must go before the new log takes its name: an index is trusted
-	// when its recorded log size matches, and the new log could have the old size by chance.
+	// The old indexes of base must be gone, durably, before the new log takes its name: an index
+	// is trusted when its recorded log size matches, and the new log could have the old size.
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
 		if err := l.fs.Remove(segmentName(l.dir, base, suffix)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
 			return err
 		}
 	}
-	if err := l.fs.Rename(segmentName(l.dir, base, swapSuffix), segmentName(l.dir, base, logSuffix)); err != nil {
+	if err := l.fs.SyncDir(l.dir); err != nil {
 		return err
 	}
-	if ns != nil {
-		l.mu.RLock()
-		err := ns.writeIndexes(l.fs, l.dir)
-		l.mu.RUnlock()
-		if err != nil {
+	if err := l.fs.Rename(swap, segmentName(l.dir, base, logSuffix)); err != nil {
+		return err
+	}
+	if ns != nil { // ns is published and sealed: its fields no longer change
+		if err := ns.writeIndexes(l.fs, l.dir); err != nil {
 			return err
 		}
 	}
 	return l.fs.SyncDir(l.dir)
 }
 
-// finishSwap completes, at recovery, a compaction that committed its swap file: segments whose
-// base lies in [base, last offset of the swap file] are the ones it replaced.
+// finishSwap completes, at recovery, a compaction that committed its swap file.
 func (l *Log) finishSwap(name string) error {
-	base, ok := parseSegmentName(strings.TrimSuffix(name, swapSuffix)+logSuffix, logSuffix)
+	base, end, ok := parseCompactionName(name, swapSuffix)
 	if !ok {
 		return nil
 	}
-	f, err := l.fs.OpenReadWrite(l.dir + "/" + name)
-	if err != nil {
-		return err
-	}
-	s := newSegment(f, base)
-	_, err = s.scan(math.MaxInt64, l.cfg.IndexIntervalBytes)
-	last := s.next - 1
-	s.release()
-	if err != nil {
-		return err
-	}
-	names, err := l.fs.List(l.dir)
-	if err != nil {
-		return err
-	}
-	var replaced []*segment
-	for _, n := range names {
-		if b, ok := parseSegmentName(n, logSuffix); ok && b > base && b <= last {
-			replaced = append(replaced, &segment{base: b})
-		}
-	}
-	l.logger.Info("logstore: finishing an interrupted compaction", "segment", base, "replaced", len(replaced)+1)
-	return l.placeSwap(base, replaced, nil)
+	l.logger.Info("logstore: finishing an interrupted compaction", "segment", base, "end", end)
+	return l.placeSwap(l.dir+"/"+name, base, end, nil)
 }

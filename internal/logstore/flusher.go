@@ -113,8 +113,10 @@ func (l *Log) syncOnce() bool {
 		l.poisonLocked("sync", err)
 		return true
 	}
-	if gen == l.truncGen && target > l.durable {
-		l.durable = target
+	// Claim the target only if no truncation happened meanwhile and the synced file is still
+	// the active one holding it; a round that lost a race claims nothing (the waiter retries).
+	if gen == l.truncGen && act == l.active() && target > l.durable {
+		l.durable = min(target, l.endOffsetLocked())
 		close(l.durableCh)
 		l.durableCh = make(chan struct{})
 	}
@@ -125,9 +127,19 @@ func (l *Log) syncOnce() bool {
 // Append), sharing the fsync with every other waiter of the same round. It returns the error that
 // poisoned the log if a write or sync failed, and never reports durability that a failed sync
 // put in doubt.
+//
+// Durability is of offsets: if a Truncate below end overtakes the wait, WaitDurable returns
+// ErrTruncated, since the batch the caller appended is gone.
 func (l *Log) WaitDurable(ctx context.Context, end int64) error {
+	l.mu.Lock()
+	gen := l.truncGen
+	l.mu.Unlock()
 	for {
 		l.mu.Lock()
+		if low, cut := l.truncatedSinceLocked(gen); cut && end > low {
+			l.mu.Unlock()
+			return fmt.Errorf("%w: offsets below %d were cut at %d while waiting", ErrTruncated, end, low)
+		}
 		switch {
 		case l.err != nil:
 			err := l.err

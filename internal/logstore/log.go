@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/batch"
@@ -20,6 +21,7 @@ var (
 	ErrOffsetOutOfRange = errors.New("logstore: offset out of range")
 	ErrClosed           = errors.New("logstore: log is closed")
 	ErrNotBatchBoundary = errors.New("logstore: offset is not a batch boundary")
+	ErrTruncated        = errors.New("logstore: truncated while waiting for durability")
 )
 
 // Options configure Open.
@@ -55,13 +57,60 @@ type Log struct {
 	firstDirty int64 // compaction has cleaned every offset below
 	err        error // the first write or sync failure; the log is poisoned
 	closed     bool
-	truncGen   uint64 // bumped by Truncate so a sync that started before it claims nothing
+	truncGen   uint64       // bumped by Truncate so a sync that started before it claims nothing
+	truncs     []truncation // recent truncations, for waiters that a truncation overtook
+	maintWait  atomic.Int32 // operations waiting for maintMu: a compaction pass yields to them
 
 	durable    int64         // every offset below is durable
 	durableCh  chan struct{} // closed (and replaced) when durable moves or err is set
 	syncQueued bool          // the log waits in the flusher's queue
 	dirDirty   bool          // a segment file was created since the directory was last synced
 	unsynced   int64         // bytes appended since the last sync started
+}
+
+// truncation records that the log was cut back to offset at generation gen.
+type truncation struct {
+	gen    uint64
+	offset int64
+}
+
+// maxTruncHistory bounds Log.truncs; a waiter older than the history assumes the worst.
+const maxTruncHistory = 16
+
+// noteTruncationLocked bumps the generation, records the cut, and wakes durability waiters so
+// they can tell that their offsets are gone. Callers hold mu.
+func (l *Log) noteTruncationLocked(offset int64) {
+	l.truncGen++
+	l.truncs = append(l.truncs, truncation{l.truncGen, offset})
+	if len(l.truncs) > maxTruncHistory {
+		l.truncs = l.truncs[len(l.truncs)-maxTruncHistory:]
+	}
+	close(l.durableCh)
+	l.durableCh = make(chan struct{})
+}
+
+// truncatedSinceLocked returns the lowest offset cut since generation gen, or ok=false if none.
+func (l *Log) truncatedSinceLocked(gen uint64) (int64, bool) {
+	if gen == l.truncGen {
+		return 0, false
+	}
+	if len(l.truncs) == 0 || l.truncs[0].gen > gen+1 {
+		return 0, true // older than the history: assume everything was cut
+	}
+	low, found := int64(math.MaxInt64), false
+	for _, t := range l.truncs {
+		if t.gen > gen {
+			low, found = min(low, t.offset), true
+		}
+	}
+	return low, found
+}
+
+// lockMaint takes maintMu, first telling a running compaction pass to yield.
+func (l *Log) lockMaint() {
+	l.maintWait.Add(1)
+	l.maintMu.Lock()
+	l.maintWait.Add(-1)
 }
 
 // writebackBytes is how much unsynced data a log accumulates before it asks the flusher for a
@@ -148,7 +197,7 @@ func (l *Log) recover() error {
 	if l.logStart > l.endOffsetLocked() {
 		l.logStart = l.endOffsetLocked()
 	}
-	l.firstDirty = max(cp.firstDirty, l.logStart)
+	l.firstDirty = min(max(cp.firstDirty, l.logStart), l.endOffsetLocked())
 	// The recovered tail may sit in the page cache only: make it durable before claiming it is.
 	if err := l.active().f.Sync(); err != nil {
 		return err
@@ -166,10 +215,15 @@ func (l *Log) recover() error {
 func (l *Log) cutAfter(s *segment, res scanResult, later []int64) error {
 	l.logger.Warn("logstore: truncating a torn or corrupt tail", "segment", s.base, "position", res.end,
 		"reason", res.reason, "later_segments_removed", len(later))
+	// Later segments go first, durably: a crash in between must not leave them behind a cut
+	// segment, which would be a hole in the offsets.
 	for _, base := range later {
 		if err := removeSegmentFiles(l.fs, l.dir, base); err != nil {
 			return err
 		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return err
 	}
 	if err := s.f.Truncate(res.end); err != nil {
 		return err
@@ -305,10 +359,8 @@ func (l *Log) roll(act *segment) (*segment, error) {
 	if err := act.f.Sync(); err != nil {
 		return nil, l.poison("sync at roll", err)
 	}
-	l.mu.RLock()
-	err := act.writeIndexes(l.fs, l.dir)
-	l.mu.RUnlock()
-	if err != nil {
+	// No lock needed: act's fields change only under appendMu, which the caller holds.
+	if err := act.writeIndexes(l.fs, l.dir); err != nil {
 		return nil, l.poison("index write at roll", err)
 	}
 	if err := l.createSegment(act.next); err != nil {
@@ -397,7 +449,7 @@ func (l *Log) Config() Config {
 // Close syncs the log and closes its files. Readers holding slices keep their files open until
 // they release them.
 func (l *Log) Close() error {
-	l.maintMu.Lock()
+	l.lockMaint()
 	defer l.maintMu.Unlock()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -407,12 +459,15 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	l.closed = true
-	segs, perr := l.segments, l.err
+	segs, perr, dirDirty := l.segments, l.err, l.dirDirty
 	act := l.active()
 	l.mu.Unlock()
 	var err error
 	if perr == nil {
 		err = act.f.Sync()
+		if err == nil && dirDirty {
+			err = l.fs.SyncDir(l.dir) // a segment created since the last sync must survive too
+		}
 	}
 	for _, s := range segs {
 		s.release()

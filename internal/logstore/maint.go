@@ -13,7 +13,7 @@ import (
 // every segment wholly below the log start offset. As in Kafka, an expired active segment is
 // rolled first so it can go too. It returns how many segments it removed.
 func (l *Log) EnforceRetention() (int, error) {
-	l.maintMu.Lock()
+	l.lockMaint()
 	defer l.maintMu.Unlock()
 	cfg := l.Config()
 	nowMs := l.now().UnixMilli()
@@ -83,7 +83,7 @@ func (l *Log) dropSegments(victims []*segment, writeCP bool, cp checkpoint) erro
 // when AdvanceStartOffset returns; reads below it fail with ErrOffsetOutOfRange from then on, and
 // segments wholly below it are removed. offset may not pass the log end.
 func (l *Log) AdvanceStartOffset(offset int64) error {
-	l.maintMu.Lock()
+	l.lockMaint()
 	defer l.maintMu.Unlock()
 	l.mu.RLock()
 	start, end, firstDirty, closed := l.logStart, l.endOffsetLocked(), l.firstDirty, l.closed
@@ -113,11 +113,13 @@ func (l *Log) AdvanceStartOffset(offset int64) error {
 }
 
 // Truncate drops every batch at or after offset, which must be a batch boundary (the base offset
-// of a batch, the log end, or an offset compaction removed), so the log ends at offset. The
+// of a batch, the log end, or an offset compaction removed), so the log ends at offset — or, for
+// an offset inside a gap compaction left, at the end of the last batch below it, the end a
+// restart would recover. The
 // truncation is durable when Truncate returns. Truncating at or below the log start empties the
 // log and restarts it at offset. It returns the new log end offset.
 func (l *Log) Truncate(offset int64) (int64, error) {
-	l.maintMu.Lock()
+	l.lockMaint()
 	defer l.maintMu.Unlock()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -146,7 +148,7 @@ func (l *Log) Truncate(offset int64) (int64, error) {
 	if base, ok := v.batchBaseAt(pos); ok && base < offset {
 		return 0, fmt.Errorf("%w: %d is inside the batch at %d", ErrNotBatchBoundary, offset, base)
 	}
-	if err := l.cutAt(v.seg, pos); err != nil {
+	if err := l.cutAt(v.seg, pos, offset); err != nil {
 		return 0, l.poison("truncate", err)
 	}
 	return l.EndOffset(), nil
@@ -160,9 +162,19 @@ func (v *view) batchBaseAt(pos int64) (int64, bool) {
 	return base, found
 }
 
-// cutAt truncates segment s's file at pos, removes every later segment, and makes s active.
-// Callers hold maintMu and appendMu.
-func (l *Log) cutAt(s *segment, pos int64) error {
+// cutAt truncates segment s's file at pos (where offset's batch, or the first batch after
+// offset, starts), removes every later segment, and makes s active. Callers hold maintMu and
+// appendMu. Order matters for crashes: the lowered compaction point is persisted first (records
+// appended after the cut must be compacted again), later segments are removed durably before s
+// is cut (else a crash could leave them behind a hole), and s is synced before anything claims
+// durability again.
+func (l *Log) cutAt(s *segment, pos, offset int64) error {
+	l.mu.RLock()
+	cp := checkpoint{logStart: l.logStart, firstDirty: min(l.firstDirty, offset)}
+	l.mu.RUnlock()
+	if err := writeCheckpoint(l.fs, l.dir, cp); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	i := 0
 	for l.segments[i] != s {
@@ -170,7 +182,9 @@ func (l *Log) cutAt(s *segment, pos int64) error {
 	}
 	later := append([]*segment(nil), l.segments[i+1:]...)
 	l.segments = l.segments[: i+1 : i+1]
-	l.truncGen++
+	l.firstDirty = cp.firstDirty
+	s.size, s.next, s.idx = min(s.size, pos), min(s.next, offset), segmentIndex{} // readers see the cut now
+	l.noteTruncationLocked(offset)
 	l.mu.Unlock()
 	for _, v := range later {
 		if err := removeSegmentFiles(l.fs, l.dir, v.base); err != nil {
@@ -178,10 +192,8 @@ func (l *Log) cutAt(s *segment, pos int64) error {
 		}
 		v.release()
 	}
-	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-		if err := l.fs.Remove(segmentName(l.dir, s.base, suffix)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
-			return err
-		}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return err
 	}
 	if err := s.f.Truncate(pos); err != nil {
 		return err
@@ -189,19 +201,29 @@ func (l *Log) cutAt(s *segment, pos int64) error {
 	if err := s.f.Sync(); err != nil {
 		return err
 	}
-	if err := l.fs.SyncDir(l.dir); err != nil {
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} { // s is active again
+		if err := l.fs.Remove(segmentName(l.dir, s.base, suffix)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+			return err
+		}
+	}
+	l.mu.RLock()
+	interval := l.cfg.IndexIntervalBytes
+	l.mu.RUnlock()
+	fresh := newSegment(s.f, s.base) // rebuilt unlocked; s's own reference keeps the file open
+	res, err := fresh.scan(math.MaxInt64, interval)
+	if err == nil && res.reason != nil {
+		err = fmt.Errorf("logstore: segment %d after truncation: %w", s.base, res.reason)
+	}
+	if err != nil {
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	res, err := s.scan(math.MaxInt64, l.cfg.IndexIntervalBytes)
-	if err == nil && res.reason != nil {
-		err = fmt.Errorf("logstore: segment %d after truncation: %w", s.base, res.reason)
-	}
-	s.created = l.now()
+	s.size, s.next, s.maxTimestamp, s.maxTsRel = fresh.size, fresh.next, fresh.maxTimestamp, fresh.maxTsRel
+	s.idx, s.bytesSinceIndex, s.created = fresh.idx, fresh.bytesSinceIndex, l.now()
 	l.durable = s.next
-	l.firstDirty = min(l.firstDirty, s.next)
-	return err
+	l.noteTruncationLocked(s.next) // a sync round that started during the cut claims nothing
+	return nil
 }
 
 // truncateFully removes every segment and restarts the log empty at offset. Callers hold
@@ -228,7 +250,7 @@ func (l *Log) truncateFully(offset int64) error {
 	}
 	l.mu.Lock()
 	l.segments = []*segment{ns}
-	l.truncGen++
+	l.noteTruncationLocked(offset)
 	l.logStart, l.firstDirty, l.durable = offset, offset, offset
 	l.mu.Unlock()
 	for _, s := range victims {

@@ -34,6 +34,7 @@ func (s *Slice) Release() {
 type view struct {
 	seg  *segment
 	size int64
+	next int64
 	idx  segmentIndex
 }
 
@@ -55,7 +56,7 @@ func (l *Log) viewFor(from int64) (view, int64, bool, error) {
 		s := l.segments[i]
 		if from < s.next { // compaction can leave gaps: skip segments that end before from
 			s.acquire()
-			return view{seg: s, size: s.size, idx: s.idx}, max(from, s.base), true, nil
+			return view{seg: s, size: s.size, next: s.next, idx: s.idx}, max(from, s.base), true, nil
 		}
 	}
 	return view{}, 0, false, nil
@@ -79,10 +80,10 @@ func (l *Log) ReadSlice(from int64, maxBytes int) (Slice, error) {
 			}
 		}
 		v.seg.release()
-		if err != nil || v.seg.next <= from {
+		if err != nil || v.next <= from {
 			return Slice{}, err
 		}
-		from = v.seg.next // compaction left nothing at or after from here: go on to the next segment
+		from = v.next // compaction left nothing at or after from here: go on to the next segment
 	}
 }
 
@@ -162,10 +163,10 @@ func (v *view) findBatch(from int64) (int64, error) {
 // rangeEnd returns the end of the longest run of whole batches from start within maxBytes, or
 // of the first batch if even it is larger.
 func (v *view) rangeEnd(start int64, maxBytes int) (int64, error) {
-	limit := start + int64(maxBytes)
-	if limit >= v.size || maxBytes < 0 {
+	if maxBytes < 0 || int64(maxBytes) >= v.size-start {
 		return v.size, nil
 	}
+	limit := start + int64(maxBytes)
 	end := int64(-1)
 	err := v.walk(max(start, int64(v.idx.floorByPosition(uint32(limit)))), func(pos int64, size int, _, _ int64) bool {
 		if pos+int64(size) > limit {
@@ -186,27 +187,38 @@ func (v *view) rangeEnd(start int64, maxBytes int) (int64, error) {
 // OffsetForTimestamp returns the offset and timestamp of the first record whose timestamp is
 // >= ts (Kafka's ListOffsets by timestamp), or ok=false if there is none.
 func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool, err error) {
-	l.mu.RLock()
-	if l.closed {
-		l.mu.RUnlock()
-		return 0, 0, false, ErrClosed
-	}
-	var v view
-	logStart := l.logStart
-	for _, s := range l.segments {
-		if s.maxTimestamp >= ts && s.next > logStart {
-			s.acquire()
-			v = view{seg: s, size: s.size, idx: s.idx}
-			break
+	for from := int64(0); ; {
+		l.mu.RLock()
+		if l.closed {
+			l.mu.RUnlock()
+			return 0, 0, false, ErrClosed
 		}
+		var v view
+		logStart := l.logStart
+		for _, s := range l.segments { // the first segment past from that may hold ts
+			if s.next > max(from, logStart) && s.maxTimestamp >= ts {
+				s.acquire()
+				v = view{seg: s, size: s.size, next: s.next, idx: s.idx}
+				break
+			}
+		}
+		l.mu.RUnlock()
+		if v.seg == nil {
+			return 0, 0, false, nil
+		}
+		offset, timestamp, ok, err = v.firstAtOrAfter(ts, max(from, logStart))
+		v.seg.release()
+		if ok || err != nil {
+			return offset, timestamp, ok, err
+		}
+		from = v.next // the segment's max timestamp is below logStart or stale: look further
 	}
-	l.mu.RUnlock()
-	if v.seg == nil {
-		return 0, 0, false, nil
-	}
-	defer v.seg.release()
-	from := max(logStart, v.seg.base+int64(v.idx.floorByTime(ts)))
-	start, err := v.findBatch(from)
+}
+
+// firstAtOrAfter searches the view for the first record at or after offset min with a
+// timestamp >= ts.
+func (v *view) firstAtOrAfter(ts, minOffset int64) (offset, timestamp int64, ok bool, err error) {
+	start, err := v.findBatch(max(minOffset, v.seg.base+int64(v.idx.floorByTime(ts))))
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -216,14 +228,14 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool, er
 		if _, err = readFull(v.seg.f, buf, pos, pos+int64(size)); err != nil {
 			return false
 		}
-		offset, timestamp, ok, err = firstAtOrAfter(buf, ts, logStart)
+		offset, timestamp, ok, err = firstInBatch(buf, ts, minOffset)
 		return err == nil && !ok
 	})
 	return offset, timestamp, ok, err
 }
 
-// firstAtOrAfter finds the first record of batch b at or after offset min with a timestamp >= ts.
-func firstAtOrAfter(b []byte, ts, min int64) (int64, int64, bool, error) {
+// firstInBatch finds the first record of batch b at or after offset min with a timestamp >= ts.
+func firstInBatch(b []byte, ts, min int64) (int64, int64, bool, error) {
 	h, err := batch.ValidateStored(b)
 	if err != nil || h.MaxTimestamp < ts {
 		return 0, 0, false, err
