@@ -166,6 +166,7 @@ func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 		fp := kmsg.NewFetchResponseTopicPartition()
 		fp.Partition, fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = sp.partition, -1, -1, -1
 		fp.PreferredReadReplica = -1
+		fp.RecordBatches = []byte{} // empty, not null: librdkafka rejects a null record set
 		p := b.partition(sp)
 		switch {
 		case p == nil && req.Version >= 13:

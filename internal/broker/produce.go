@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -29,6 +30,19 @@ func handleProduce(ctx context.Context, r *request) reply {
 		end int64
 	}
 	var waits []durable
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, kerr.InvalidRequiredAcks.Code, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return reply{resp: resp}
+	}
 	for _, rt := range req.Topics {
 		t, known := b.topics.Get(rt.Topic)
 		st := kmsg.NewProduceResponseTopic()
@@ -93,6 +107,14 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 	if err != nil {
 		return 0, err
 	}
+	if h.IsControl() {
+		return 0, fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord)
+	}
+	if policy, _ := topics.Effective(t.Configs, "cleanup.policy"); strings.Contains(policy, "compact") {
+		if err := requireKeys(&h, records); err != nil {
+			return 0, err
+		}
+	}
 	if h.ProducerID >= 0 {
 		return 0, fmt.Errorf("%w: idempotent and transactional produce are not supported yet", kerr.UnsupportedForMessageFormat)
 	}
@@ -154,4 +176,20 @@ func errorCode(err error) int16 {
 		return kerr.RequestTimedOut.Code
 	}
 	return kerr.KafkaStorageError.Code // the log is poisoned or the disk failed
+}
+
+// requireKeys rejects a batch with a keyless record, as Kafka does for compacted topics.
+func requireKeys(h *batch.Header, records []byte) error {
+	recs, err := batch.Records(h, records)
+	if err != nil {
+		return err
+	}
+	rd := batch.NewRecordReader(recs)
+	var rec batch.Record
+	for rd.Next(&rec) {
+		if rec.Key == nil {
+			return fmt.Errorf("%w: compacted topic cannot accept a record without a key", kerr.InvalidRecord)
+		}
+	}
+	return rd.Err()
 }

@@ -394,3 +394,6 @@ func cloneMap(m map[string]string) map[string]string {
 	}
 	return out
 }
+
+// Dir returns the directory holding the topics (<data-dir>/topics): the node's one log dir.
+func (r *Registry) Dir() string { return r.dir }

@@ -1,0 +1,119 @@
+package broker
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.AlterConfigs, 0, 2, handleAlterConfigs) }
+
+// configMu serializes config changes, so an incremental change is applied to the configs it
+// read (the registry replaces a topic's configs as a whole).
+var configMu sync.Mutex
+
+type configResource struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// duplicateResources returns the resources named more than once in a request: Kafka answers
+// each once, with INVALID_REQUEST.
+func duplicateResources(rs []configResource) map[configResource]bool {
+	seen, dup := map[configResource]bool{}, map[configResource]bool{}
+	for _, r := range rs {
+		if seen[r] {
+			dup[r] = true
+		}
+		seen[r] = true
+	}
+	return dup
+}
+
+// checkDuplicateKeys rejects a resource that names a config more than once.
+func checkDuplicateKeys(names []string) *adminError {
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			return adminErr(kerr.InvalidRequest, "Error due to duplicate config keys")
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// alterBrokerConfigs answers a change to a BROKER resource: every broker config is static
+// (read-only) in Runnel, so only an empty change succeeds.
+func (b *Broker) alterBrokerConfigs(name string, keys []string) *adminError {
+	if _, aerr := b.checkBrokerResource(name); aerr != nil {
+		return aerr
+	}
+	if len(keys) > 0 {
+		return adminErr(kerr.InvalidRequest, "Cannot update these configs dynamically: %s (broker configs are read-only in this version)", strings.Join(keys, ", "))
+	}
+	return nil
+}
+
+// handleAlterConfigs is the legacy AlterConfigs: a topic's explicitly set configs are replaced
+// by exactly the given ones.
+func handleAlterConfigs(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	b := r.conn.b
+	var rs []configResource
+	for _, rr := range req.Resources {
+		rs = append(rs, configResource{rr.ResourceType, rr.ResourceName})
+	}
+	dup, answered := duplicateResources(rs), map[configResource]bool{}
+	configMu.Lock()
+	defer configMu.Unlock()
+	for i, rr := range req.Resources {
+		if answered[rs[i]] {
+			continue
+		}
+		answered[rs[i]] = true
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var keys []string
+		for _, c := range rr.Configs {
+			keys = append(keys, c.Name)
+		}
+		var aerr *adminError
+		if dup[rs[i]] {
+			aerr = adminErr(kerr.InvalidRequest, "Each resource must appear at most once.")
+		} else if aerr = checkDuplicateKeys(keys); aerr == nil {
+			aerr = b.alterConfigs(rr, keys, req.ValidateOnly)
+		}
+		if aerr != nil {
+			sr.ErrorCode, sr.ErrorMessage = aerr.code.Code, &aerr.msg
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return reply{resp: resp}
+}
+
+func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string, validateOnly bool) *adminError {
+	switch rr.ResourceType {
+	case kmsg.ConfigResourceTypeTopic:
+		if _, aerr := b.lookupTopicResource(rr.ResourceName); aerr != nil {
+			return aerr
+		}
+		configs := map[string]string{}
+		for _, c := range rr.Configs {
+			if c.Value == nil {
+				return adminErr(kerr.InvalidRequest, "Null value not supported for : %s", c.Name)
+			}
+			configs[c.Name] = *c.Value
+		}
+		if err := b.topics.SetConfigs(rr.ResourceName, configs, validateOnly); err != nil {
+			return toAdminError(err)
+		}
+		return nil
+	case kmsg.ConfigResourceTypeBroker:
+		return b.alterBrokerConfigs(rr.ResourceName, keys)
+	}
+	return adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
+}

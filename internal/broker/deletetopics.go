@@ -1,0 +1,111 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.DeleteTopics, 0, 6, handleDeleteTopics) }
+
+// handleDeleteTopics deletes topics by name (v0+) or id (v6+), with Kafka's checks: a topic
+// named by both name and id, or named twice, is an INVALID_REQUEST.
+func handleDeleteTopics(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	b := r.conn.b
+	reqTopics := req.Topics
+	if req.Version < 6 {
+		reqTopics = nil
+		for _, name := range req.TopicNames {
+			reqTopics = append(reqTopics, kmsg.DeleteTopicsRequestTopic{Topic: strp(name)})
+		}
+	}
+	add := func(name *string, id [16]byte, code *kerr.Error, msg string) {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID = name, id
+		if code != nil {
+			st.ErrorCode, st.ErrorMessage = code.Code, &msg
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	var zero [16]byte
+	nameCount, idCount := map[string]int{}, map[[16]byte]int{}
+	for _, rt := range reqTopics {
+		switch {
+		case rt.Topic != nil && rt.TopicID == zero:
+			nameCount[*rt.Topic]++
+		case rt.Topic == nil && rt.TopicID != zero:
+			idCount[rt.TopicID]++
+		}
+	}
+	// Resolve every well-formed entry to a topic name first.
+	type target struct {
+		name   string
+		id     [16]byte
+		byName bool
+	}
+	var targets []target
+	idsGiven := map[[16]byte]bool{}
+	dupName, dupID := map[string]bool{}, map[[16]byte]bool{}
+	for _, rt := range reqTopics {
+		switch {
+		case rt.Topic == nil && rt.TopicID == zero:
+			add(nil, zero, kerr.InvalidRequest, "Neither topic name nor id were specified.")
+		case rt.Topic != nil && rt.TopicID != zero:
+			add(rt.Topic, rt.TopicID, kerr.InvalidRequest, "You may not specify both topic name and topic id.")
+		case rt.Topic != nil:
+			if nameCount[*rt.Topic] > 1 {
+				if !dupName[*rt.Topic] {
+					dupName[*rt.Topic] = true
+					add(rt.Topic, zero, kerr.InvalidRequest, "Duplicate topic name.")
+				}
+				continue
+			}
+			tg := target{name: *rt.Topic, byName: true}
+			if t, ok := b.topics.Get(tg.name); ok {
+				tg.id = t.ID
+			}
+			targets = append(targets, tg)
+		default:
+			if idCount[rt.TopicID] > 1 {
+				if !dupID[rt.TopicID] {
+					dupID[rt.TopicID] = true
+					add(nil, rt.TopicID, kerr.InvalidRequest, "Duplicate topic id.")
+				}
+				continue
+			}
+			t, ok := b.topics.GetByID(rt.TopicID)
+			if !ok {
+				add(nil, rt.TopicID, kerr.UnknownTopicID, "This server does not host this topic ID.")
+				continue
+			}
+			idsGiven[t.ID] = true
+			targets = append(targets, target{name: t.Name, id: t.ID})
+		}
+	}
+	for _, tg := range targets {
+		name := tg.name
+		if tg.byName && tg.id != zero && idsGiven[tg.id] {
+			add(&name, tg.id, kerr.InvalidRequest, "The provided topic name maps to an ID that was already supplied.")
+			continue
+		}
+		t, ok := b.topics.Get(name)
+		if !ok || (tg.id != zero && t.ID != tg.id) {
+			if tg.byName {
+				add(&name, zero, kerr.UnknownTopicOrPartition, "This server does not host this topic-partition.")
+			} else {
+				add(nil, tg.id, kerr.UnknownTopicID, "This server does not host this topic ID.")
+			}
+			continue
+		}
+		if err := b.topics.Delete(name); err != nil {
+			ae := toAdminError(err)
+			add(&name, t.ID, ae.code, ae.msg)
+			continue
+		}
+		add(&name, t.ID, nil, "")
+	}
+	return reply{resp: resp}
+}

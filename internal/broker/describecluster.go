@@ -1,0 +1,50 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.DescribeCluster, 0, 1, handleDescribeCluster) }
+
+// DescribeCluster endpoint types (v1+, KIP-919).
+const endpointTypeBrokers = 1
+
+// clusterOperations are the ACL operations on the CLUSTER resource (CREATE, ALTER, DESCRIBE,
+// CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE) as a bit field: without an
+// authorizer, Kafka reports every supported operation as allowed.
+const clusterOperations = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
+
+func handleDescribeCluster(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.DescribeClusterRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	b := r.conn.b
+	resp.EndpointType = endpointTypeBrokers
+	resp.ClusterAuthorizedOperations = notRequested
+	if req.Version >= 1 && req.EndpointType != endpointTypeBrokers {
+		// As Kafka: a broker listener serves only the brokers endpoint type.
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		resp.ErrorMessage = strp("The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type " + endpointTypeName(req.EndpointType))
+		resp.ControllerID = -1
+		return reply{resp: resp}
+	}
+	resp.ClusterID = b.cfg.ClusterID
+	resp.ControllerID = b.cfg.NodeID
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.cfg.NodeID, Host: b.cfg.AdvertisedHost, Port: b.cfg.AdvertisedPort}}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterOperations
+	}
+	return reply{resp: resp}
+}
+
+func endpointTypeName(t int8) string {
+	switch t {
+	case 1:
+		return "BROKER"
+	case 2:
+		return "CONTROLLER"
+	}
+	return "UNKNOWN"
+}

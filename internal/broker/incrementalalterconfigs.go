@@ -1,0 +1,125 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/topics"
+)
+
+func init() { register(kmsg.IncrementalAlterConfigs, 0, 1, handleIncrementalAlterConfigs) }
+
+// handleIncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT operations to a topic's
+// explicitly set configs (KIP-339).
+func handleIncrementalAlterConfigs(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	b := r.conn.b
+	var rs []configResource
+	for _, rr := range req.Resources {
+		rs = append(rs, configResource{rr.ResourceType, rr.ResourceName})
+	}
+	dup, answered := duplicateResources(rs), map[configResource]bool{}
+	configMu.Lock()
+	defer configMu.Unlock()
+	for i, rr := range req.Resources {
+		if answered[rs[i]] {
+			continue
+		}
+		answered[rs[i]] = true
+		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var keys []string
+		for _, c := range rr.Configs {
+			keys = append(keys, c.Name)
+		}
+		var aerr *adminError
+		if dup[rs[i]] {
+			aerr = adminErr(kerr.InvalidRequest, "Each resource must appear at most once.")
+		} else if aerr = checkDuplicateKeys(keys); aerr == nil {
+			aerr = b.incrementalAlterConfigs(rr, keys, req.ValidateOnly)
+		}
+		if aerr != nil {
+			sr.ErrorCode, sr.ErrorMessage = aerr.code.Code, &aerr.msg
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return reply{resp: resp}
+}
+
+func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestResource, keys []string, validateOnly bool) *adminError {
+	for _, c := range rr.Configs {
+		if c.Op < kmsg.IncrementalAlterConfigOpSet || c.Op > kmsg.IncrementalAlterConfigOpSubtract {
+			return adminErr(kerr.InvalidRequest, "Unknown alter config operation type %d for %s", int8(c.Op), c.Name)
+		}
+	}
+	switch rr.ResourceType {
+	case kmsg.ConfigResourceTypeTopic:
+	case kmsg.ConfigResourceTypeBroker:
+		return b.alterBrokerConfigs(rr.ResourceName, keys)
+	default:
+		return adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
+	}
+	t, aerr := b.lookupTopicResource(rr.ResourceName)
+	if aerr != nil {
+		return aerr
+	}
+	configs := make(map[string]string, len(t.Configs))
+	for k, v := range t.Configs {
+		configs[k] = v
+	}
+	for _, c := range rr.Configs {
+		switch c.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			if c.Value == nil { // as KRaft: setting null removes the override
+				delete(configs, c.Name)
+			} else {
+				configs[c.Name] = *c.Value
+			}
+		case kmsg.IncrementalAlterConfigOpDelete:
+			delete(configs, c.Name)
+		default: // APPEND, SUBTRACT
+			d, ok := topics.LookupDef(c.Name)
+			if !ok {
+				return adminErr(kerr.InvalidConfig, "Unknown topic config name: %s", c.Name)
+			}
+			if d.Type != topics.TypeList {
+				return adminErr(kerr.InvalidConfig, "Can't %s to key %s because its type is not LIST.", c.Op, c.Name)
+			}
+			if c.Value == nil {
+				return adminErr(kerr.InvalidRequest, "Null value not supported for : %s", c.Name)
+			}
+			cur, _ := topics.Effective(configs, c.Name)
+			list := splitList(cur)
+			for _, v := range splitList(*c.Value) {
+				if c.Op == kmsg.IncrementalAlterConfigOpAppend {
+					if !slices.Contains(list, v) {
+						list = append(list, v)
+					}
+				} else {
+					list = slices.DeleteFunc(list, func(x string) bool { return x == v })
+				}
+			}
+			configs[c.Name] = strings.Join(list, ",")
+		}
+	}
+	if err := b.topics.SetConfigs(rr.ResourceName, configs, validateOnly); err != nil {
+		return toAdminError(err)
+	}
+	return nil
+}
+
+// splitList splits a list config value into its trimmed, non-empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, it := range strings.Split(v, ",") {
+		if it = strings.TrimSpace(it); it != "" {
+			out = append(out, it)
+		}
+	}
+	return out
+}
