@@ -38,7 +38,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 	for {
 		var wake []<-chan struct{}
 		for _, sp := range parts { // subscribe before reading, so no append is missed
-			if p := b.partition(sp); p != nil {
+			if p, err := b.partition(sp); err == nil {
 				wake = append(wake, p.Changed())
 			}
 		}
@@ -67,7 +67,8 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *
 			}
 		}
 		for _, rp := range rt.Partitions {
-			parts = append(parts, &sessionPartition{topic: name, topicID: rt.TopicID, partition: rp.Partition,
+			parts = append(parts, &sessionPartition{topic: name, topicID: rt.TopicID, byID: req.Version >= 13,
+				partition: rp.Partition, leaderEpoch: rp.CurrentLeaderEpoch,
 				offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, sentHW: -1, sentLSO: -1, sentStart: -1})
 		}
 	}
@@ -146,12 +147,22 @@ func (s *fetchSession) list() []*sessionPartition {
 	return out
 }
 
-func (b *Broker) partition(sp *sessionPartition) *topics.Partition {
-	t, ok := b.topics.Get(sp.topic)
-	if !ok || sp.partition < 0 || int(sp.partition) >= len(t.Partitions) {
-		return nil
+// partition resolves a fetched partition: by topic id from v13 on (so a topic deleted and
+// created again under the same name is not mistaken for the one the session named), else by name.
+func (b *Broker) partition(sp *sessionPartition) (*topics.Partition, error) {
+	var t *topics.Topic
+	var ok bool
+	if sp.byID {
+		if t, ok = b.topics.GetByID(sp.topicID); !ok {
+			return nil, kerr.UnknownTopicID
+		}
+	} else if t, ok = b.topics.Get(sp.topic); !ok {
+		return nil, kerr.UnknownTopicOrPartition
 	}
-	return t.Partitions[sp.partition]
+	if sp.partition < 0 || int(sp.partition) >= len(t.Partitions) {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	return t.Partitions[sp.partition], nil
 }
 
 // fillFetch reads every partition into resp and returns the record bytes gathered. In an
@@ -167,12 +178,12 @@ func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 		fp.Partition, fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = sp.partition, -1, -1, -1
 		fp.PreferredReadReplica = -1
 		fp.RecordBatches = []byte{} // empty, not null: librdkafka rejects a null record set
-		p := b.partition(sp)
+		p, perr := b.partition(sp)
 		switch {
-		case p == nil && req.Version >= 13:
-			fp.ErrorCode = kerr.UnknownTopicID.Code
-		case p == nil:
-			fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		case perr != nil:
+			fp.ErrorCode = errorCode(perr)
+		case sp.leaderEpoch > 0: // the only leader epoch of a single node is 0
+			fp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 		default:
 			n, err := readPartition(p, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0)
 			if err != nil {

@@ -14,11 +14,13 @@ import (
 
 // sessionPartition is what a session remembers of one partition.
 type sessionPartition struct {
-	topic     string
-	topicID   [16]byte
-	partition int32
-	offset    int64 // the fetch offset the client last asked for
-	maxBytes  int32
+	topic       string
+	topicID     [16]byte
+	byID        bool // resolve by topicID (fetch v13+)
+	partition   int32
+	leaderEpoch int32 // the client's current leader epoch (-1: unknown)
+	offset      int64 // the fetch offset the client last asked for
+	maxBytes    int32
 
 	// What the last response told the client, to decide what is news.
 	sentHW, sentLSO, sentStart int64

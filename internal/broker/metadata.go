@@ -49,7 +49,9 @@ func handleMetadata(_ context.Context, r *request) reply {
 		mt := kmsg.NewMetadataResponseTopic()
 		mt.Topic, mt.TopicID, mt.AuthorizedOperations = rt.Topic, rt.TopicID, notRequested
 		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
-		if rt.Topic != nil {
+		if rt.Topic == nil {
+			mt.ErrorCode = kerr.UnknownTopicID.Code
+		} else {
 			if err := topics.ValidateName(*rt.Topic); err != nil {
 				mt.ErrorCode = kerr.InvalidTopicException.Code
 			} else if autoCreate && b.cfg.AutoCreateTopics {

@@ -174,8 +174,10 @@ func errorCode(err error) int16 {
 		return kerr.InvalidPartitions.Code
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
+	case errors.Is(err, logstore.ErrPoisoned):
+		return kerr.KafkaStorageError.Code
 	}
-	return kerr.KafkaStorageError.Code // the log is poisoned or the disk failed
+	return kerr.UnknownServerError.Code
 }
 
 // requireKeys rejects a batch with a keyless record, as Kafka does for compacted topics.

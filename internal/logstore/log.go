@@ -22,6 +22,7 @@ var (
 	ErrClosed           = errors.New("logstore: log is closed")
 	ErrNotBatchBoundary = errors.New("logstore: offset is not a batch boundary")
 	ErrTruncated        = errors.New("logstore: truncated while waiting for durability")
+	ErrPoisoned         = errors.New("logstore: log poisoned by a failed write or sync")
 )
 
 // Options configure Open.
@@ -381,7 +382,7 @@ func (l *Log) poison(op string, err error) error {
 
 func (l *Log) poisonLocked(op string, err error) error {
 	if l.err == nil {
-		l.err = fmt.Errorf("logstore: %s failed; the log is read-only until reopened: %w", op, err)
+		l.err = fmt.Errorf("%w: %s failed; the log is read-only until reopened: %w", ErrPoisoned, op, err)
 		l.logger.Error("logstore: log poisoned", "op", op, "err", err)
 		close(l.durableCh)
 		l.durableCh = make(chan struct{})
