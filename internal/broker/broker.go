@@ -27,6 +27,7 @@ type Config struct {
 	DefaultPartitions int32 // num.partitions, for auto-created topics
 
 	MaxRequestBytes      int32 // socket.request.max.bytes: larger frames close the connection
+	DisableSendfile      bool  // copy fetch data instead of sending it from the files
 	MaxInflightRequests  int   // per connection, queued between the read and write loops
 	MaxConnInflightBytes int64 // request bytes in flight per connection
 	MaxInflightBytes     int64 // request bytes in flight for the whole broker

@@ -41,8 +41,9 @@ type request struct {
 // reply is a handler's answer. resp nil means no response (produce with acks=0). If wait is set,
 // it runs off the read loop and resp is complete only once it returns.
 type reply struct {
-	resp kmsg.Response
-	wait func()
+	resp  kmsg.Response
+	wait  func()
+	files *fileRanges // fetch record data to send from segment files (sendfile.go)
 }
 
 // inflight is a request between the read and write loops.
@@ -54,18 +55,20 @@ type inflight struct {
 }
 
 type conn struct {
-	b      *Broker
-	mem    *semaphore.Weighted // this connection's in-flight request bytes
-	nc     net.Conn
-	remote string
-	out    chan *inflight // bounded: the write loop's queue
-	ctx    context.Context
-	cancel context.CancelFunc
+	b        *Broker
+	mem      *semaphore.Weighted // this connection's in-flight request bytes
+	nc       net.Conn
+	remote   string
+	out      chan *inflight // bounded: the write loop's queue
+	zeroCopy bool           // plain TCP: fetches may use sendfile
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 func (b *Broker) serveConn(nc net.Conn) {
 	ctx, cancel := context.WithCancel(b.ctx)
-	c := &conn{b: b, mem: semaphore.NewWeighted(b.cfg.MaxConnInflightBytes), nc: nc, remote: nc.RemoteAddr().String(), out: make(chan *inflight, b.cfg.MaxInflightRequests), ctx: ctx, cancel: cancel}
+	_, isTCP := nc.(*net.TCPConn)
+	c := &conn{b: b, mem: semaphore.NewWeighted(b.cfg.MaxConnInflightBytes), nc: nc, zeroCopy: isTCP && !b.cfg.DisableSendfile, remote: nc.RemoteAddr().String(), out: make(chan *inflight, b.cfg.MaxInflightRequests), ctx: ctx, cancel: cancel}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); c.writeLoop() }()
@@ -175,7 +178,8 @@ func (c *conn) writeLoop() {
 		}
 		if !broken && f.reply.resp != nil {
 			buf = appendResponse(buf[:0], f.r, f.reply.resp)
-			if _, err := bw.Write(buf); err != nil {
+			if err := c.writeFrame(bw, buf, f.reply); err != nil {
+				c.b.logger.Info("broker: writing a response failed", "remote", c.remote, "err", err)
 				broken = true
 			} else if len(c.out) == 0 { // flush when nothing else is ready to go
 				broken = bw.Flush() != nil
@@ -185,11 +189,25 @@ func (c *conn) writeLoop() {
 				c.nc.Close() // unblock the read loop
 			}
 		}
+		f.reply.files.release()
 		c.release(f.size)
 	}
 	if !broken {
 		bw.Flush()
 	}
+}
+
+// writeFrame writes one encoded response, splicing in file ranges if it has any.
+func (c *conn) writeFrame(bw *bufio.Writer, frame []byte, rep reply) error {
+	if rep.files == nil || len(rep.files.ranges) == 0 {
+		_, err := bw.Write(frame)
+		return err
+	}
+	pieces, err := spliceFrame(frame, rep.files.ranges, rep.resp.IsFlexible())
+	if err != nil {
+		return err
+	}
+	return writeSpliced(c.nc, bw, pieces)
 }
 
 // appendResponse encodes a response frame.

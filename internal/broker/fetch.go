@@ -20,10 +20,12 @@ func init() { register(kmsg.Fetch, 4, 13, handleFetch) }
 func handleFetch(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	return reply{resp: resp, wait: func() { r.conn.b.fetch(ctx, req, resp) }}
+	rep := reply{resp: resp, files: &fileRanges{zeroCopy: r.conn.zeroCopy}}
+	rep.wait = func() { r.conn.b.fetch(ctx, req, resp, rep.files) }
+	return rep
 }
 
-func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
+func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, files *fileRanges) {
 	parts, sess, err := b.fetchPartitions(req)
 	if err != nil {
 		resp.ErrorCode = errorCode(err)
@@ -43,16 +45,29 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 			}
 		}
 		resp.Topics = resp.Topics[:0]
-		total := b.fillFetch(req, resp, parts, sess != nil && req.SessionEpoch > 0)
-		if total >= int(req.MinBytes) || !time.Now().Before(deadline) || len(wake) == 0 {
-			break
+		files.release() // what an earlier, too small read gathered
+		incremental := sess != nil && req.SessionEpoch > 0
+		sent, total := b.fillFetch(req, resp, parts, incremental, files)
+		done := total >= int(req.MinBytes) || !time.Now().Before(deadline) || len(wake) == 0
+		if !done && waitAny(ctx, wake, time.Until(deadline)) {
+			continue // an append: read again
 		}
-		if !waitAny(ctx, wake, time.Until(deadline)) {
+		if !done { // the wait timed out (or the broker stops): answer with what there is now
 			resp.Topics = resp.Topics[:0]
-			b.fillFetch(req, resp, parts, sess != nil && req.SessionEpoch > 0)
-			break
+			files.release()
+			sent, _ = b.fillFetch(req, resp, parts, incremental, files)
 		}
+		for _, sv := range sent { // only the response that goes out counts as sent
+			sv.sp.sentHW, sv.sp.sentLSO, sv.sp.sentStart = sv.hw, sv.lso, sv.start
+		}
+		return
 	}
+}
+
+// sentValues is what a response tells the client of a session partition.
+type sentValues struct {
+	sp             *sessionPartition
+	hw, lso, start int64
 }
 
 // fetchPartitions resolves the partitions a fetch covers: the request's, or, with a session,
@@ -167,7 +182,8 @@ func (b *Broker) partition(sp *sessionPartition) (*topics.Partition, error) {
 
 // fillFetch reads every partition into resp and returns the record bytes gathered. In an
 // incremental response only partitions with news are listed.
-func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool) int {
+func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool, files *fileRanges) ([]sentValues, int) {
+	var sent []sentValues
 	total := 0
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
@@ -185,7 +201,7 @@ func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 		case sp.leaderEpoch > 0: // the only leader epoch of a single node is 0
 			fp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 		default:
-			n, err := readPartition(p, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0)
+			n, err := readPartition(p, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, files)
 			if err != nil {
 				fp.ErrorCode = errorCode(err)
 			}
@@ -196,15 +212,15 @@ func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 		if incremental && !news {
 			continue
 		}
-		sp.sentHW, sp.sentLSO, sp.sentStart = fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset
+		sent = append(sent, sentValues{sp, fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset})
 		addFetchPartition(resp, sp, fp)
 	}
-	return total
+	return sent, total
 }
 
 // readPartition reads one partition's batches into fp. The first partition with data may exceed
 // maxBytes by its first batch (Kafka's KIP-74 rule); later ones may not.
-func readPartition(p *topics.Partition, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first bool) (int, error) {
+func readPartition(p *topics.Partition, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first bool, files *fileRanges) (int, error) {
 	fp.HighWatermark = p.Log.EndOffset()
 	fp.LastStableOffset = fp.HighWatermark
 	fp.LogStartOffset = p.Log.StartOffset()
@@ -221,10 +237,15 @@ func readPartition(p *topics.Partition, sp *sessionPartition, fp *kmsg.FetchResp
 		}
 		return 0, err
 	}
-	defer s.Release()
 	if s.Size == 0 || (s.Size > maxBytes && !first) {
+		s.Release()
 		return 0, nil
 	}
+	if marker, ok := files.add(s); ok { // sent with sendfile by the write loop, which releases s
+		fp.RecordBatches = marker
+		return s.Size, nil
+	}
+	defer s.Release()
 	buf := make([]byte, s.Size)
 	if _, err := s.File.ReadAt(buf, s.Position); err != nil {
 		return 0, err

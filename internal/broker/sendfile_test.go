@@ -1,0 +1,74 @@
+package broker
+
+import (
+	"bytes"
+	"fmt"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/logstore"
+)
+
+// TestSpliceFrameMatchesCopiedEncoding: a response spliced around file ranges is byte for byte
+// the response kmsg encodes with the data copied in, for flexible and non-flexible versions.
+func TestSpliceFrameMatchesCopiedEncoding(t *testing.T) {
+	data := [][]byte{bytes.Repeat([]byte("a"), 300), []byte("bb"), bytes.Repeat([]byte("c"), 70000)}
+	dir := t.TempDir()
+	for _, version := range []int16{4, 11, 12, 13} {
+		copied, marked := kmsg.NewPtrFetchResponse(), kmsg.NewPtrFetchResponse()
+		copied.Version, marked.Version = version, version
+		files := &fileRanges{zeroCopy: true}
+		for i, d := range data {
+			name := filepath.Join(dir, fmt.Sprintf("f%d-%d", version, i))
+			if err := os.WriteFile(name, append([]byte("xyz"), d...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			marker, ok := files.add(logstore.Slice{File: f, Position: 3, Size: len(d)})
+			if !ok {
+				t.Fatal("add refused an *os.File")
+			}
+			for _, r := range []*kmsg.FetchResponse{copied, marked} {
+				ft := kmsg.NewFetchResponseTopic()
+				ft.Topic = "t"
+				fp := kmsg.NewFetchResponseTopicPartition()
+				fp.Partition, fp.RecordBatches = int32(i), d
+				if r == marked {
+					fp.RecordBatches = marker
+				}
+				ft.Partitions = append(ft.Partitions, fp)
+				r.Topics = append(r.Topics, ft)
+			}
+		}
+		frame := func(r *kmsg.FetchResponse) []byte {
+			b := r.AppendTo([]byte{0, 0, 0, 0})
+			binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+			return b
+		}
+		pieces, err := spliceFrame(frame(marked), files.ranges, marked.IsFlexible())
+		if err != nil {
+			t.Fatalf("v%d: spliceFrame = %v", version, err)
+		}
+		var got []byte
+		for _, p := range pieces {
+			if p.file == nil {
+				got = append(got, p.bytes...)
+				continue
+			}
+			b := make([]byte, p.file.slice.Size)
+			p.file.slice.File.ReadAt(b, p.file.slice.Position)
+			got = append(got, b...)
+		}
+		if want := frame(copied); !bytes.Equal(got, want) {
+			t.Errorf("v%d: spliced frame (%d bytes) differs from the copied encoding (%d bytes)", version, len(got), len(want))
+		}
+	}
+}
