@@ -41,7 +41,7 @@ func NewRoot(version string) *cobra.Command {
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetVersionTemplate("runnel {{.Version}}\n")
-	root.AddCommand(newServeCommand(), newVersionCommand(version))
+	root.AddCommand(newServeCommand(), newTopicCommand(), newVersionCommand(version))
 	return root
 }
 
