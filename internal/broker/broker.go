@@ -68,7 +68,8 @@ type Broker struct {
 	ctx    context.Context // ends when the broker stops: cancels waits in handlers
 	cancel context.CancelFunc
 
-	stopping atomic.Bool // Shutdown has begun: Serve returns nil when its listener closes
+	stopping atomic.Bool   // Shutdown has begun: Serve returns nil when its listener closes
+	stopped  chan struct{} // closed by Shutdown: long polls answer at once
 
 	mu    sync.Mutex
 	lns   []net.Listener
@@ -83,6 +84,7 @@ func New(cfg Config, reg *topics.Registry) *Broker {
 	return &Broker{
 		cfg: cfg, topics: reg, logger: cfg.Logger, mem: semaphore.NewWeighted(cfg.MaxInflightBytes),
 		fetchSessions: newFetchSessions(1000), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
+		stopped: make(chan struct{}),
 	}
 }
 
@@ -127,10 +129,13 @@ func (b *Broker) Serve(ln net.Listener) error {
 	}
 }
 
-// Shutdown stops accepting, stops reading new requests, lets in-flight requests finish and
-// their responses go out (until ctx ends), and closes every connection.
+// Shutdown stops accepting, stops reading new requests, answers long-poll fetches at once with
+// what they have, lets other in-flight requests finish and their responses go out (until ctx
+// ends), and closes every connection.
 func (b *Broker) Shutdown(ctx context.Context) error {
-	b.stopping.Store(true)
+	if !b.stopping.Swap(true) {
+		close(b.stopped)
+	}
 	b.mu.Lock()
 	for _, ln := range b.lns {
 		ln.Close()

@@ -121,7 +121,12 @@ func (c *conn) readLoop() error {
 		}
 		select {
 		case c.out <- f:
-		case <-c.ctx.Done():
+		case <-c.ctx.Done(): // the write loop gave up: this request never reaches it
+			if f.done != nil {
+				<-f.done
+			}
+			f.reply.files.release()
+			c.release(f.size)
 			return c.ctx.Err()
 		}
 	}
@@ -152,7 +157,7 @@ func (c *conn) handleFrame(buf []byte, f *inflight) error {
 	req := kmsg.RequestForKey(r.key)
 	req.SetVersion(r.version)
 	if req.IsFlexible() {
-		kmsg.SkipTags(&rd)
+		skipTags(&rd)
 	}
 	if !rd.Ok() {
 		return fmt.Errorf("malformed %s v%d request header", kmsg.NameForKey(r.key), r.version)
@@ -241,4 +246,13 @@ func (c *conn) acquire(n int64) error {
 func (c *conn) release(n int64) {
 	c.b.mem.Release(min(n, c.b.cfg.MaxInflightBytes))
 	c.mem.Release(min(n, c.b.cfg.MaxConnInflightBytes))
+}
+
+// skipTags skips a tagged-field section like kmsg.SkipTags, but stops as soon as the reader is
+// exhausted: a forged count of 2^32-1 tags must not spin the read loop.
+func skipTags(rd *kbin.Reader) {
+	for n := rd.Uvarint(); n > 0 && rd.Ok(); n-- {
+		rd.Uvarint()
+		rd.Span(int(rd.Uvarint()))
+	}
 }

@@ -49,7 +49,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		incremental := sess != nil && req.SessionEpoch > 0
 		sent, total := b.fillFetch(req, resp, parts, incremental, files)
 		done := total >= int(req.MinBytes) || !time.Now().Before(deadline) || len(wake) == 0
-		if !done && waitAny(ctx, wake, time.Until(deadline)) {
+		if !done && waitAny(ctx, b.stopped, wake, time.Until(deadline)) {
 			continue // an append: read again
 		}
 		if !done { // the wait timed out (or the broker stops): answer with what there is now
@@ -265,8 +265,8 @@ func addFetchPartition(resp *kmsg.FetchResponse, sp *sessionPartition, fp kmsg.F
 	resp.Topics = append(resp.Topics, ft)
 }
 
-// waitAny waits until one of chans is closed (true), or d passes or ctx ends (false).
-func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool {
+// waitAny waits until one of chans is closed (true), or d passes, ctx ends or stop closes (false).
+func waitAny(ctx context.Context, stopping <-chan struct{}, chans []<-chan struct{}, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	woke := make(chan struct{}, 1)
@@ -290,6 +290,8 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 	case <-timer.C:
 		return false
 	case <-ctx.Done():
+		return false
+	case <-stopping:
 		return false
 	}
 }
