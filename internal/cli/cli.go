@@ -37,7 +37,12 @@ func NewRoot(version string) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Every command reads its unset flags from the environment before it runs.
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return applyEnv(cmd.Flags()) },
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			return applyConfigFile(cmd.Flags())
+		},
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetVersionTemplate("runnel {{.Version}}\n")
@@ -88,4 +93,43 @@ func withEnvUsage(flags *pflag.FlagSet) {
 	flags.VisitAll(func(f *pflag.Flag) {
 		f.Usage += fmt.Sprintf(" (env %s)", envName(f.Name))
 	})
+}
+
+// applyConfigFile sets every flag given neither on the command line nor in the environment from
+// the file named by --config, if the command has that flag and it is set. The file holds one
+// "flag-name: value" (or "flag-name = value") per line; blank lines and lines starting with #
+// are ignored. So a flag wins over the environment, which wins over the file, which wins over
+// the default.
+func applyConfigFile(flags *pflag.FlagSet) error {
+	cf := flags.Lookup("config")
+	if cf == nil || cf.Value.String() == "" {
+		return nil
+	}
+	name := cf.Value.String()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, value, ok := strings.Cut(line, ":")
+		if eq, v2, ok2 := strings.Cut(line, "="); ok2 && (!ok || len(eq) < len(key)) {
+			key, value, ok = eq, v2, true
+		}
+		key, value = strings.TrimSpace(key), strings.Trim(strings.TrimSpace(value), `"'`)
+		f := flags.Lookup(key)
+		if !ok || f == nil || key == "config" || key == "help" {
+			return fmt.Errorf("%s:%d: %q is not a setting of this command", name, i+1, line)
+		}
+		if f.Changed {
+			continue
+		}
+		if err := flags.Set(key, value); err != nil {
+			return fmt.Errorf("%s:%d: invalid %s %q: %w", name, i+1, key, value, err)
+		}
+	}
+	return nil
 }

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -68,5 +71,38 @@ func TestVersionCommand(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "runnel v1.2.3 ") {
 		t.Errorf("version printed %q; want it to start with %q", out.String(), "runnel v1.2.3 ")
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "runnel.conf")
+	os.WriteFile(file, []byte("# a node\ndata-dir: /from/file\nnode-id = 7\nlog-format: \"json\"\nkafka-addr: 127.0.0.1:1\n"), 0o644)
+	t.Setenv("RUNNEL_KAFKA_ADDR", "127.0.0.1:2")
+	var f serveFlags
+	flags := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(flags)
+	if err := flags.Parse([]string{"--config", file, "--log-format", "text"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyEnv(flags); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyConfigFile(flags); err != nil {
+		t.Fatalf("applyConfigFile = %v", err)
+	}
+	got := []string{f.dataDir, fmt.Sprint(f.nodeID), f.logFormat, f.kafkaAddr}
+	want := []string{"/from/file", "7", "text", "127.0.0.1:2"} // file < env < flag
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("setting %d = %q; want %q (flag > env > file > default)", i, got[i], want[i])
+		}
+	}
+	os.WriteFile(file, []byte("no-such-flag: 1\n"), 0o644)
+	flags = pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(flags)
+	flags.Parse([]string{"--config", file})
+	if err := applyConfigFile(flags); err == nil || !strings.Contains(err.Error(), "no-such-flag") {
+		t.Errorf("applyConfigFile(unknown key) = %v; want an error naming it", err)
 	}
 }

@@ -35,6 +35,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.adminAddr, "admin-addr", "127.0.0.1:9644", "host:port of the admin HTTP server (metrics, health)")
 	flags.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	flags.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	flags.String("config", "", `file of "flag-name: value" lines; flags and environment variables win over it`)
 	withEnvUsage(flags)
 }
 
