@@ -95,6 +95,9 @@ func withEnvUsage(flags *pflag.FlagSet) {
 	})
 }
 
+// configFileAnnotation marks a --config flag that names a settings file.
+const configFileAnnotation = "runnel-config-file"
+
 // applyConfigFile sets every flag given neither on the command line nor in the environment from
 // the file named by --config, if the command has that flag and it is set. The file holds one
 // "flag-name: value" (or "flag-name = value") per line; blank lines and lines starting with #
@@ -102,8 +105,8 @@ func withEnvUsage(flags *pflag.FlagSet) {
 // the default.
 func applyConfigFile(flags *pflag.FlagSet) error {
 	cf := flags.Lookup("config")
-	if cf == nil || cf.Value.String() == "" {
-		return nil
+	if cf == nil || cf.Value.String() == "" || cf.Annotations[configFileAnnotation] == nil {
+		return nil // (topic create has its own --config k=v)
 	}
 	name := cf.Value.String()
 	b, err := os.ReadFile(name)

@@ -36,6 +36,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	flags.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	flags.String("config", "", `file of "flag-name: value" lines; flags and environment variables win over it`)
+	flags.SetAnnotation("config", configFileAnnotation, []string{"true"})
 	withEnvUsage(flags)
 }
 
