@@ -230,7 +230,7 @@ func TestCreateTopics(t *testing.T) {
 			t.Errorf("CreateTopics(%s) returned %d configs; want %d", st.Topic, len(st.Configs), len(topics.Defs()))
 		}
 		for _, c := range st.Configs {
-			v, isDefault := topics.Effective(topic.Configs, c.Name)
+			v, isDefault := topic.Effective(c.Name)
 			wantSource := int8(5)
 			if !isDefault {
 				wantSource = 1
@@ -519,24 +519,25 @@ func TestDescribeConfigs(t *testing.T) {
 	for _, tc := range []struct {
 		name, value string
 		source      kmsg.ConfigSource
+		readOnly    bool
 	}{
-		{"broker.id", "1", kmsg.ConfigSourceStaticBrokerConfig},
-		{"auto.create.topics.enable", "true", kmsg.ConfigSourceStaticBrokerConfig},
-		{"num.partitions", "1", kmsg.ConfigSourceStaticBrokerConfig},
-		{"socket.request.max.bytes", "104857600", kmsg.ConfigSourceStaticBrokerConfig},
-		{"message.max.bytes", "1048588", kmsg.ConfigSourceDefaultConfig},
-		{"log.retention.ms", "604800000", kmsg.ConfigSourceDefaultConfig},
-		{"log.segment.bytes", "1073741824", kmsg.ConfigSourceDefaultConfig},
-		{"log.cleanup.policy", "delete", kmsg.ConfigSourceDefaultConfig},
-		{"write_caching_default", "false", kmsg.ConfigSourceDefaultConfig},
+		{"broker.id", "1", kmsg.ConfigSourceStaticBrokerConfig, true},
+		{"auto.create.topics.enable", "true", kmsg.ConfigSourceStaticBrokerConfig, true},
+		{"num.partitions", "1", kmsg.ConfigSourceStaticBrokerConfig, true},
+		{"socket.request.max.bytes", "104857600", kmsg.ConfigSourceStaticBrokerConfig, true},
+		{"message.max.bytes", "1048588", kmsg.ConfigSourceDefaultConfig, false}, // dynamic: topic defaults
+		{"log.retention.ms", "604800000", kmsg.ConfigSourceDefaultConfig, false},
+		{"log.segment.bytes", "1073741824", kmsg.ConfigSourceDefaultConfig, false},
+		{"log.cleanup.policy", "delete", kmsg.ConfigSourceDefaultConfig, false},
+		{"write_caching_default", "false", kmsg.ConfigSourceDefaultConfig, false},
 	} {
 		c, ok := brk[tc.name]
-		if !ok || c.Value == nil || *c.Value != tc.value || c.Source != tc.source || !c.ReadOnly {
-			t.Errorf("DescribeConfigs(broker 1)[%s] = %v source %v readOnly %v; want %q source %v read-only", tc.name, c.Value, c.Source, c.ReadOnly, tc.value, tc.source)
+		if !ok || c.Value == nil || *c.Value != tc.value || c.Source != tc.source || c.ReadOnly != tc.readOnly {
+			t.Errorf("DescribeConfigs(broker 1)[%s] = %v source %v readOnly %v; want %q source %v readOnly %v", tc.name, c.Value, c.Source, c.ReadOnly, tc.value, tc.source, tc.readOnly)
 		}
 	}
-	if len(brk) != 9 {
-		t.Errorf("DescribeConfigs(broker 1) has %d configs; want 9", len(brk))
+	if want := 4 + len(dynamicBrokerConfigNames()); len(brk) != want {
+		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (4 static + every dynamic one)", len(brk), want)
 	}
 	if r := resp.Resources[4]; r.ErrorCode != 0 || len(r.Configs) != 0 {
 		t.Errorf("DescribeConfigs(broker \"\") = %s, %d configs; want no error and no dynamic defaults", errName(r.ErrorCode), len(r.Configs))
@@ -982,5 +983,81 @@ func TestDescribeLogDirs(t *testing.T) {
 	if len(resp.Dirs) != 1 || len(resp.Dirs[0].Topics) != 1 || resp.Dirs[0].Topics[0].Topic != "ld" ||
 		len(resp.Dirs[0].Topics[0].Partitions) != 1 || resp.Dirs[0].Topics[0].Partitions[0].Partition != 1 {
 		t.Errorf("DescribeLogDirs v0(ld [1 9], missing [0]) = %+v; want only ld/1", resp.Dirs)
+	}
+}
+
+func dynamicBrokerConfigNames() []string {
+	var out []string
+	for _, d := range topics.Defs() {
+		if d.BrokerName != "" {
+			out = append(out, d.BrokerName)
+		}
+	}
+	return out
+}
+
+// TestDynamicBrokerConfigs: the cluster-wide default (entity "") and this broker's own dynamic
+// configs become the defaults of topic configs, in Kafka's precedence (topic > broker > cluster
+// default > static), reach the logs, and survive a restart.
+func TestDynamicBrokerConfigs(t *testing.T) {
+	addr, reg := testBroker(t)
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": strp("100000")}, "dyn"); err != nil {
+		t.Fatal(err)
+	}
+	alter := func(entity string, ops ...kadm.AlterConfig) error {
+		var brokers []int32 // none: the cluster-wide default entity
+		if entity != "" {
+			brokers = append(brokers, 1)
+		}
+		resps, err := adm.AlterBrokerConfigs(ctx, ops, brokers...)
+		if err != nil {
+			return err
+		}
+		return resps[0].Err
+	}
+	if err := alter("", kadm.AlterConfig{Name: "log.retention.ms", Value: strp("3600000")},
+		kadm.AlterConfig{Name: "log.segment.bytes", Value: strp("200000")}); err != nil {
+		t.Fatalf("alter cluster default = %v", err)
+	}
+	if err := alter("1", kadm.AlterConfig{Name: "log.retention.ms", Value: strp("7200000")}); err != nil {
+		t.Fatalf("alter broker 1 = %v", err)
+	}
+	tp, _ := reg.Get("dyn")
+	for _, tc := range []struct {
+		name, value string
+		src         topics.Source
+	}{
+		{"retention.ms", "7200000", topics.SourceDynamicBroker}, // broker beats cluster default
+		{"segment.bytes", "100000", topics.SourceTopic},         // topic beats both
+		{"max.message.bytes", "1048588", topics.SourceDefault},  // nothing set
+	} {
+		if v, src := tp.EffectiveSource(tc.name); v != tc.value || src != tc.src {
+			t.Errorf("Effective(%s) = %q, %v; want %q, %v", tc.name, v, src, tc.value, tc.src)
+		}
+	}
+	if got := tp.Partitions[0].Log.Config().RetentionMs; got != 2*time.Hour {
+		t.Errorf("log retention = %v; want the broker's dynamic 2h", got)
+	}
+	if err := alter("1", kadm.AlterConfig{Name: "broker.id", Value: strp("5")}); err == nil {
+		t.Errorf("altering static broker.id = nil; want an error")
+	}
+	if err := alter("", kadm.AlterConfig{Name: "log.retention.ms", Value: strp("-7")}); err == nil {
+		t.Errorf("invalid log.retention.ms = nil; want an error")
+	}
+	// Restart: a new registry on the same data dir has the same dynamic configs.
+	reg2, err := topics.Open(filepath.Dir(reg.Dir()), logstore.NewFlusher(0), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg2.Close()
+	if got := reg2.BrokerConfigs(false)["log.segment.bytes"]; got != "200000" {
+		t.Errorf("cluster default after reopening = %q; want 200000", got)
 	}
 }

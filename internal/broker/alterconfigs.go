@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/topics"
 )
 
 func init() { register(kmsg.AlterConfigs, 0, 2, handleAlterConfigs) }
@@ -45,14 +47,17 @@ func checkDuplicateKeys(names []string) *adminError {
 	return nil
 }
 
-// alterBrokerConfigs answers a change to a BROKER resource: every broker config is static
-// (read-only) in Runnel, so only an empty change succeeds.
-func (b *Broker) alterBrokerConfigs(name string, keys []string) *adminError {
-	if _, aerr := b.checkBrokerResource(name); aerr != nil {
-		return aerr
+// checkDynamicBrokerKeys refuses broker configs that cannot change at run time, with Kafka's
+// answer. The dynamic ones are the broker-level defaults of topic configs (log.retention.ms, ...).
+func checkDynamicBrokerKeys(keys []string) *adminError {
+	var static []string
+	for _, k := range keys {
+		if _, ok := topics.LookupBrokerDef(k); !ok {
+			static = append(static, k)
+		}
 	}
-	if len(keys) > 0 {
-		return adminErr(kerr.InvalidRequest, "Cannot update these configs dynamically: %s (broker configs are read-only in this version)", strings.Join(keys, ", "))
+	if len(static) > 0 {
+		return adminErr(kerr.InvalidRequest, "Cannot update these configs dynamically: %s", strings.Join(static, ", "))
 	}
 	return nil
 }
@@ -112,8 +117,25 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string
 			return toAdminError(err)
 		}
 		return nil
-	case kmsg.ConfigResourceTypeBroker:
-		return b.alterBrokerConfigs(rr.ResourceName, keys)
+	case kmsg.ConfigResourceTypeBroker: // replaces the scope's dynamic configs, as for topics
+		perBroker, aerr := b.checkBrokerResource(rr.ResourceName)
+		if aerr != nil {
+			return aerr
+		}
+		if aerr := checkDynamicBrokerKeys(keys); aerr != nil {
+			return aerr
+		}
+		configs := map[string]string{}
+		for _, c := range rr.Configs {
+			if c.Value == nil {
+				return adminErr(kerr.InvalidRequest, "Null value not supported for : %s", c.Name)
+			}
+			configs[c.Name] = *c.Value
+		}
+		if err := b.topics.SetBrokerConfigs(perBroker, configs, validateOnly); err != nil {
+			return toAdminError(err)
+		}
+		return nil
 	}
 	return adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
 }

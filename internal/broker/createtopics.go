@@ -106,9 +106,9 @@ func handleCreateTopics(_ context.Context, r *request) reply {
 		}
 		st.NumPartitions, st.ReplicationFactor = partitions, rf
 		for _, d := range topics.Defs() {
-			v, isDefault := topics.Effective(t.Configs, d.Name)
+			v, src := t.EffectiveSource(d.Name)
 			c := kmsg.NewCreateTopicsResponseTopicConfig()
-			c.Name, c.Value, c.Source = d.Name, strp(v), int8(topicConfigSource(isDefault))
+			c.Name, c.Value, c.Source = d.Name, strp(v), int8(src)
 			st.Configs = append(st.Configs, c)
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -170,7 +170,7 @@ func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 		}
 		configs[c.Name] = *c.Value
 	}
-	if err := topics.ValidateConfigs(configs); err != nil {
+	if err := b.topics.ValidateConfigs(configs); err != nil {
 		return nil, 0, 0, adminErr(kerr.InvalidConfig, "%v", err)
 	}
 	t, err := b.topics.Create(rt.Topic, partitions, configs, validateOnly)

@@ -6,8 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/runnel-dev/runnel/internal/topics"
 )
 
 func init() { register(kmsg.DeleteRecords, 0, 2, handleDeleteRecords) }
@@ -30,7 +28,7 @@ func handleDeleteRecords(_ context.Context, r *request) reply {
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
 			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if policy, _ := topics.Effective(t.Configs, "cleanup.policy"); !strings.Contains(policy, "delete") {
+			} else if policy, _ := t.Effective("cleanup.policy"); !strings.Contains(policy, "delete") {
 				sp.ErrorCode = kerr.PolicyViolation.Code // as Kafka: records of a compact-only topic cannot be deleted
 			} else {
 				l := t.Partitions[rp.Partition].Log

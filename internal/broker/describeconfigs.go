@@ -2,7 +2,10 @@ package broker
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,40 +15,71 @@ import (
 
 func init() { register(kmsg.DescribeConfigs, 0, 4, handleDescribeConfigs) }
 
-// topicConfigSource is a topic config's source: set on the topic, or the default.
-func topicConfigSource(isDefault bool) kmsg.ConfigSource {
-	if isDefault {
-		return kmsg.ConfigSourceDefaultConfig
-	}
-	return kmsg.ConfigSourceDynamicTopicConfig
-}
-
-// brokerConfig is one (read-only) broker config, as DescribeConfigs shows it.
+// brokerConfig is one broker config, as DescribeConfigs shows it.
 type brokerConfig struct {
 	name, value string
 	typ         topics.ConfigType
 	source      kmsg.ConfigSource
+	readOnly    bool
 	doc         string
 }
 
-// brokerConfigs is the fixed set of broker configs Runnel exposes: from the broker's
-// configuration where it has them, else the defaults behind the topic configs.
-func (b *Broker) brokerConfigs() []brokerConfig {
+// brokerConfigs lists the broker configs: for this node (perBroker), the static ones from its
+// configuration and every dynamic one (the broker-level defaults of topic configs) with its
+// effective value; for the cluster-wide entity (""), the dynamic defaults that are set.
+func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
+	cluster, own := b.topics.BrokerConfigs(false), b.topics.BrokerConfigs(true)
+	if !perBroker {
+		var out []brokerConfig
+		for _, name := range slices.Sorted(maps.Keys(cluster)) {
+			d, _ := topics.LookupBrokerDef(name)
+			out = append(out, brokerConfig{name, cluster[name], d.Type, kmsg.ConfigSourceDynamicDefaultBrokerConfig, false, "the default of the topic config " + d.Name + ": " + d.Doc})
+		}
+		return out
+	}
 	static := kmsg.ConfigSourceStaticBrokerConfig
 	out := []brokerConfig{
-		{"broker.id", strconv.Itoa(int(b.cfg.NodeID)), topics.TypeInt, static, "the node id of this broker"},
-		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), topics.TypeBoolean, static, "create a topic when metadata asks for an unknown one"},
-		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), topics.TypeInt, static, "the default number of partitions of a new topic"},
-		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), topics.TypeInt, static, "the largest request accepted; larger ones close the connection"},
+		{"broker.id", strconv.Itoa(int(b.cfg.NodeID)), topics.TypeInt, static, true, "the node id of this broker"},
+		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), topics.TypeBoolean, static, true, "create a topic when metadata asks for an unknown one"},
+		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), topics.TypeInt, static, true, "the default number of partitions of a new topic"},
+		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), topics.TypeInt, static, true, "the largest request accepted; larger ones close the connection"},
 	}
-	for _, name := range []string{"message.max.bytes", "log.retention.ms", "log.segment.bytes", "log.cleanup.policy", "write_caching_default"} {
-		for _, d := range topics.Defs() {
-			if d.BrokerName == name {
-				out = append(out, brokerConfig{name, d.Default, d.Type, kmsg.ConfigSourceDefaultConfig, "the default of the topic config " + d.Name + ": " + d.Doc})
-			}
+	for _, d := range topics.Defs() {
+		if d.BrokerName == "" {
+			continue
 		}
+		value, source := d.Default, kmsg.ConfigSourceDefaultConfig
+		if v, ok := cluster[d.BrokerName]; ok {
+			value, source = v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
+		}
+		if v, ok := own[d.BrokerName]; ok {
+			value, source = v, kmsg.ConfigSourceDynamicBrokerConfig
+		}
+		out = append(out, brokerConfig{d.BrokerName, value, d.Type, source, false, "the default of the topic config " + d.Name + ": " + d.Doc})
 	}
+	slices.SortFunc(out, func(x, y brokerConfig) int { return strings.Compare(x.name, y.name) })
 	return out
+}
+
+// configSynonyms lists where a topic config's value can come from, highest precedence first:
+// the topic (if set in topicSet), this broker's dynamic config, the cluster-wide dynamic
+// default, the static default.
+func (b *Broker) configSynonyms(d *topics.ConfigDef, topicSet map[string]string) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	type syn = kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+	var out []syn
+	if v, ok := topicSet[d.Name]; ok {
+		out = append(out, syn{Name: d.Name, Value: strp(v), Source: kmsg.ConfigSourceDynamicTopicConfig})
+	}
+	if d.BrokerName == "" {
+		return out
+	}
+	if v, ok := b.topics.BrokerConfigs(true)[d.BrokerName]; ok {
+		out = append(out, syn{Name: d.BrokerName, Value: strp(v), Source: kmsg.ConfigSourceDynamicBrokerConfig})
+	}
+	if v, ok := b.topics.BrokerConfigs(false)[d.BrokerName]; ok {
+		out = append(out, syn{Name: d.BrokerName, Value: strp(v), Source: kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+	}
+	return append(out, syn{Name: d.BrokerName, Value: strp(d.Default), Source: kmsg.ConfigSourceDefaultConfig})
 }
 
 // checkBrokerResource checks a BROKER config resource's name: "" (the cluster-wide dynamic
@@ -118,33 +152,29 @@ func handleDescribeConfigs(_ context.Context, r *request) reply {
 				if !wanted(d.Name) {
 					continue
 				}
-				v, isDefault := topics.Effective(t.Configs, d.Name)
-				c := entry(d.Name, v, d.Type, topicConfigSource(isDefault), false, d.Doc)
-				if !synonyms {
-					continue
-				}
-				if !isDefault {
-					c.ConfigSynonyms = append(c.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
-						Name: d.Name, Value: strp(v), Source: kmsg.ConfigSourceDynamicTopicConfig})
-				}
-				if d.BrokerName != "" {
-					c.ConfigSynonyms = append(c.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
-						Name: d.BrokerName, Value: strp(d.Default), Source: kmsg.ConfigSourceDefaultConfig})
+				v, src := t.EffectiveSource(d.Name)
+				c := entry(d.Name, v, d.Type, kmsg.ConfigSource(src), false, d.Doc)
+				if synonyms { // in precedence order, as Kafka lists them
+					c.ConfigSynonyms = b.configSynonyms(&d, t.Configs)
 				}
 			}
 		case kmsg.ConfigResourceTypeBroker:
 			var perBroker bool
-			if perBroker, aerr = b.checkBrokerResource(rr.ResourceName); aerr != nil || !perBroker {
-				break // "" describes the dynamic cluster-wide defaults, of which there are none
+			if perBroker, aerr = b.checkBrokerResource(rr.ResourceName); aerr != nil {
+				break
 			}
-			for _, bc := range b.brokerConfigs() {
+			for _, bc := range b.brokerConfigs(perBroker) {
 				if !wanted(bc.name) {
 					continue
 				}
-				c := entry(bc.name, bc.value, bc.typ, bc.source, true, bc.doc)
+				c := entry(bc.name, bc.value, bc.typ, bc.source, bc.readOnly, bc.doc)
 				if synonyms {
-					c.ConfigSynonyms = append(c.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
-						Name: bc.name, Value: strp(bc.value), Source: bc.source})
+					if d, ok := topics.LookupBrokerDef(bc.name); ok && perBroker {
+						c.ConfigSynonyms = b.configSynonyms(d, nil)
+					} else {
+						c.ConfigSynonyms = append(c.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
+							Name: bc.name, Value: strp(bc.value), Source: bc.source})
+					}
 				}
 			}
 		default:

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 
@@ -59,20 +60,54 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 	}
 	switch rr.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
+		t, aerr := b.lookupTopicResource(rr.ResourceName)
+		if aerr != nil {
+			return aerr
+		}
+		configs := maps.Clone(t.Configs)
+		if configs == nil {
+			configs = map[string]string{}
+		}
+		current := func(name string) string { v, _ := t.EffectiveIn(configs, name); return v }
+		if aerr := applyIncremental(configs, rr.Configs, topics.LookupDef, current); aerr != nil {
+			return aerr
+		}
+		if err := b.topics.SetConfigs(rr.ResourceName, configs, validateOnly); err != nil {
+			return toAdminError(err)
+		}
+		return nil
 	case kmsg.ConfigResourceTypeBroker:
-		return b.alterBrokerConfigs(rr.ResourceName, keys)
-	default:
-		return adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
+		perBroker, aerr := b.checkBrokerResource(rr.ResourceName)
+		if aerr != nil {
+			return aerr
+		}
+		if aerr := checkDynamicBrokerKeys(keys); aerr != nil {
+			return aerr
+		}
+		configs := b.topics.BrokerConfigs(perBroker)
+		current := func(name string) string {
+			if v, ok := configs[name]; ok {
+				return v
+			}
+			d, _ := topics.LookupBrokerDef(name)
+			return d.Default
+		}
+		if aerr := applyIncremental(configs, rr.Configs, topics.LookupBrokerDef, current); aerr != nil {
+			return aerr
+		}
+		if err := b.topics.SetBrokerConfigs(perBroker, configs, validateOnly); err != nil {
+			return toAdminError(err)
+		}
+		return nil
 	}
-	t, aerr := b.lookupTopicResource(rr.ResourceName)
-	if aerr != nil {
-		return aerr
-	}
-	configs := make(map[string]string, len(t.Configs))
-	for k, v := range t.Configs {
-		configs[k] = v
-	}
-	for _, c := range rr.Configs {
+	return adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
+}
+
+// applyIncremental applies SET, DELETE, APPEND and SUBTRACT to configs. lookup finds a config's
+// definition (APPEND and SUBTRACT need a list); current is a config's value before the change.
+func applyIncremental(configs map[string]string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig,
+	lookup func(string) (*topics.ConfigDef, bool), current func(string) string) *adminError {
+	for _, c := range ops {
 		switch c.Op {
 		case kmsg.IncrementalAlterConfigOpSet:
 			if c.Value == nil { // as KRaft: setting null removes the override
@@ -83,9 +118,9 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 		case kmsg.IncrementalAlterConfigOpDelete:
 			delete(configs, c.Name)
 		default: // APPEND, SUBTRACT
-			d, ok := topics.LookupDef(c.Name)
+			d, ok := lookup(c.Name)
 			if !ok {
-				return adminErr(kerr.InvalidConfig, "Unknown topic config name: %s", c.Name)
+				return adminErr(kerr.InvalidConfig, "Unknown config name: %s", c.Name)
 			}
 			if d.Type != topics.TypeList {
 				return adminErr(kerr.InvalidConfig, "Can't %s to key %s because its type is not LIST.", c.Op, c.Name)
@@ -93,8 +128,7 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 			if c.Value == nil {
 				return adminErr(kerr.InvalidRequest, "Null value not supported for : %s", c.Name)
 			}
-			cur, _ := topics.Effective(configs, c.Name)
-			list := splitList(cur)
+			list := splitList(current(c.Name))
 			for _, v := range splitList(*c.Value) {
 				if c.Op == kmsg.IncrementalAlterConfigOpAppend {
 					if !slices.Contains(list, v) {
@@ -106,9 +140,6 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 			}
 			configs[c.Name] = strings.Join(list, ",")
 		}
-	}
-	if err := b.topics.SetConfigs(rr.ResourceName, configs, validateOnly); err != nil {
-		return toAdminError(err)
 	}
 	return nil
 }

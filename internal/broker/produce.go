@@ -99,7 +99,7 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 	if n != len(records) {
 		return 0, fmt.Errorf("%w: a produce request must hold exactly one record batch per partition", kerr.InvalidRecord)
 	}
-	maxBytes, _ := topics.Effective(t.Configs, "max.message.bytes")
+	maxBytes, _ := t.Effective("max.message.bytes")
 	if limit, _ := strconv.Atoi(maxBytes); len(records) > limit {
 		return 0, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), limit)
 	}
@@ -110,7 +110,7 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 	if h.IsControl() {
 		return 0, fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord)
 	}
-	if policy, _ := topics.Effective(t.Configs, "cleanup.policy"); strings.Contains(policy, "compact") {
+	if policy, _ := t.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
 		if err := requireKeys(&h, records); err != nil {
 			return 0, err
 		}
@@ -118,7 +118,7 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 	if h.ProducerID >= 0 {
 		return 0, fmt.Errorf("%w: idempotent and transactional produce are not supported yet", kerr.UnsupportedForMessageFormat)
 	}
-	if tsType, _ := topics.Effective(t.Configs, "message.timestamp.type"); tsType == "LogAppendTime" {
+	if tsType, _ := t.Effective("message.timestamp.type"); tsType == "LogAppendTime" {
 		if _, err := batch.Validate(records); err != nil { // check before the CRC is rewritten
 			return 0, err
 		}
@@ -135,7 +135,7 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 }
 
 func writeCaching(t *topics.Topic) bool {
-	v, _ := topics.Effective(t.Configs, "write.caching")
+	v, _ := t.Effective("write.caching")
 	return v == "true"
 }
 

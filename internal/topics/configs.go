@@ -137,36 +137,57 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// Effective returns a config's value for a topic: its own if set, else the default.
-func Effective(set map[string]string, name string) (value string, isDefault bool) {
-	if v, ok := set[name]; ok {
-		return v, false
-	}
-	return defsByName[name].Default, true
+// Effective returns a config's value for the topic: its own if set, else the dynamic broker
+// default, else the static default; isDefault is true unless the topic sets it.
+func (t *Topic) Effective(name string) (value string, isDefault bool) {
+	v, src := t.EffectiveSource(name)
+	return v, src != SourceTopic
 }
 
-func num(set map[string]string, name string) int64 {
-	v, _ := Effective(set, name)
+// EffectiveSource is Effective with the value's source.
+func (t *Topic) EffectiveSource(name string) (string, Source) {
+	return effectiveIn(t.Configs, name, t.defaults)
+}
+
+// EffectiveIn is Effective for a candidate set of topic configs (an update being checked).
+func (t *Topic) EffectiveIn(set map[string]string, name string) (string, bool) {
+	v, src := effectiveIn(set, name, t.defaults)
+	return v, src != SourceTopic
+}
+
+func effectiveIn(set map[string]string, name string, d *defaults) (string, Source) {
+	if v, ok := set[name]; ok {
+		return v, SourceTopic
+	}
+	def := defsByName[name]
+	if d == nil {
+		return def.Default, SourceDefault
+	}
+	return d.lookup(def)
+}
+
+func num(set map[string]string, name string, d *defaults) int64 {
+	v, _ := effectiveIn(set, name, d)
 	n, _ := strconv.ParseInt(v, 10, 64)
 	return n
 }
 
-// LogConfig turns topic configs into the log store's configuration.
-func LogConfig(set map[string]string) logstore.Config {
+// logConfig turns topic configs, over the given defaults, into the log store's configuration.
+func logConfig(set map[string]string, d *defaults) logstore.Config {
 	c := logstore.DefaultConfig()
-	c.SegmentBytes = num(set, "segment.bytes")
-	c.SegmentMs = time.Duration(num(set, "segment.ms")) * time.Millisecond
-	c.IndexIntervalBytes = int(num(set, "index.interval.bytes"))
-	c.RetentionMs = time.Duration(num(set, "retention.ms")) * time.Millisecond
-	if num(set, "retention.ms") < 0 {
+	c.SegmentBytes = num(set, "segment.bytes", d)
+	c.SegmentMs = time.Duration(num(set, "segment.ms", d)) * time.Millisecond
+	c.IndexIntervalBytes = int(num(set, "index.interval.bytes", d))
+	c.RetentionMs = time.Duration(num(set, "retention.ms", d)) * time.Millisecond
+	if num(set, "retention.ms", d) < 0 {
 		c.RetentionMs = -1
 	}
-	c.RetentionBytes = num(set, "retention.bytes")
-	policy, _ := Effective(set, "cleanup.policy")
+	c.RetentionBytes = num(set, "retention.bytes", d)
+	policy, _ := effectiveIn(set, "cleanup.policy", d)
 	c.Delete = strings.Contains(policy, "delete")
 	c.Compact = strings.Contains(policy, "compact")
-	c.DeleteRetentionMs = time.Duration(num(set, "delete.retention.ms")) * time.Millisecond
-	ratio, _ := Effective(set, "min.cleanable.dirty.ratio")
+	c.DeleteRetentionMs = time.Duration(num(set, "delete.retention.ms", d)) * time.Millisecond
+	ratio, _ := effectiveIn(set, "min.cleanable.dirty.ratio", d)
 	c.MinCleanableDirtyRatio, _ = strconv.ParseFloat(ratio, 64)
 	return c
 }

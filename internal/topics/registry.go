@@ -71,6 +71,8 @@ type Topic struct {
 	ID         [16]byte
 	Configs    map[string]string // explicitly set configs; the caller must not modify it
 	Partitions []*Partition
+
+	defaults *defaults // the registry's dynamic broker configs
 }
 
 type topicFile struct {
@@ -81,10 +83,11 @@ type topicFile struct {
 
 // Registry is the set of topics of a node.
 type Registry struct {
-	dir     string // <data-dir>/topics
-	flusher *logstore.Flusher
-	maint   *logstore.Maintainer
-	logger  *slog.Logger
+	dir      string // <data-dir>/topics
+	flusher  *logstore.Flusher
+	maint    *logstore.Maintainer
+	logger   *slog.Logger
+	defaults *defaults
 
 	mu     sync.RWMutex
 	byName map[string]*Topic
@@ -98,6 +101,11 @@ func Open(dataDir string, flusher *logstore.Flusher, maint *logstore.Maintainer,
 	if err := vfs.Default.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, err
 	}
+	d, err := loadDefaults(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	r.defaults = d
 	names, err := vfs.Default.List(r.dir)
 	if err != nil {
 		return nil, err
@@ -138,7 +146,7 @@ func (r *Registry) load(name string) (*Topic, error) {
 	if err != nil || len(idb) != 16 {
 		return nil, fmt.Errorf("bad topic id %q", tf.ID)
 	}
-	t := &Topic{Name: name, Configs: tf.Configs}
+	t := &Topic{Name: name, Configs: tf.Configs, defaults: r.defaults}
 	copy(t.ID[:], idb)
 	if t.Configs == nil {
 		t.Configs = map[string]string{}
@@ -151,7 +159,7 @@ func (r *Registry) load(name string) (*Topic, error) {
 
 // openPartitions opens (creating) partitions [from, to) of t, appending them to t.Partitions.
 func (r *Registry) openPartitions(t *Topic, from, to int32) error {
-	cfg := LogConfig(t.Configs)
+	cfg := logConfig(t.Configs, r.defaults)
 	for i := from; i < to; i++ {
 		l, err := logstore.Open(logstore.Options{Dir: filepath.Join(r.dir, t.Name, strconv.Itoa(int(i))),
 			Config: cfg, Flusher: r.flusher, Logger: r.logger})
@@ -182,14 +190,14 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// ValidateConfigs checks a set of topic configs.
-func ValidateConfigs(configs map[string]string) error {
+// ValidateConfigs checks a set of topic configs, over the current broker defaults.
+func (r *Registry) ValidateConfigs(configs map[string]string) error {
 	for k, v := range configs {
 		if err := CheckConfig(k, v); err != nil {
 			return err
 		}
 	}
-	return LogConfig(configs).Validate()
+	return logConfig(configs, r.defaults).Validate()
 }
 
 // Create creates a topic. With validateOnly it checks everything and changes nothing.
@@ -200,7 +208,7 @@ func (r *Registry) Create(name string, partitions int32, configs map[string]stri
 	if partitions < 1 || partitions > MaxPartitions {
 		return nil, fmt.Errorf("%w: %d is outside [1, %d]", ErrInvalidPartitions, partitions, MaxPartitions)
 	}
-	if err := ValidateConfigs(configs); err != nil {
+	if err := r.ValidateConfigs(configs); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -209,9 +217,9 @@ func (r *Registry) Create(name string, partitions int32, configs map[string]stri
 		return nil, fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}
 	if validateOnly {
-		return &Topic{Name: name, Configs: configs}, nil
+		return &Topic{Name: name, Configs: configs, defaults: r.defaults}, nil
 	}
-	t := &Topic{Name: name, Configs: cloneMap(configs)}
+	t := &Topic{Name: name, Configs: cloneMap(configs), defaults: r.defaults}
 	if _, err := rand.Read(t.ID[:]); err != nil {
 		return nil, err
 	}
@@ -306,7 +314,7 @@ func (r *Registry) CreatePartitions(name string, total int32, validateOnly bool)
 
 // SetConfigs replaces a topic's explicitly set configs.
 func (r *Registry) SetConfigs(name string, configs map[string]string, validateOnly bool) error {
-	if err := ValidateConfigs(configs); err != nil {
+	if err := r.ValidateConfigs(configs); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -323,7 +331,7 @@ func (r *Registry) SetConfigs(name string, configs map[string]string, validateOn
 	if err := r.persist(&nt); err != nil {
 		return err
 	}
-	cfg := LogConfig(nt.Configs)
+	cfg := logConfig(nt.Configs, r.defaults)
 	for _, p := range nt.Partitions {
 		if err := p.Log.SetConfig(cfg); err != nil {
 			return err
