@@ -62,42 +62,57 @@ func checkDynamicBrokerKeys(keys []string) *adminError {
 	return nil
 }
 
-// handleAlterConfigs is the legacy AlterConfigs: a topic's explicitly set configs are replaced
-// by exactly the given ones.
+// handleAlterConfigs is the legacy AlterConfigs: a resource's explicitly set configs are
+// replaced by exactly the given ones.
 func handleAlterConfigs(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-	b := r.conn.b
-	var rs []configResource
-	for _, rr := range req.Resources {
-		rs = append(rs, configResource{rr.ResourceType, rr.ResourceName})
+	alterEach(req.Resources,
+		func(rr kmsg.AlterConfigsRequestResource) (configResource, []string) {
+			keys := make([]string, 0, len(rr.Configs))
+			for _, c := range rr.Configs {
+				keys = append(keys, c.Name)
+			}
+			return configResource{rr.ResourceType, rr.ResourceName}, keys
+		},
+		func(rr kmsg.AlterConfigsRequestResource, keys []string) *adminError {
+			return r.conn.b.alterConfigs(rr, keys, req.ValidateOnly)
+		},
+		func(rr kmsg.AlterConfigsRequestResource, aerr *adminError) {
+			sr := kmsg.NewAlterConfigsResponseResource()
+			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+			if aerr != nil {
+				sr.ErrorCode, sr.ErrorMessage = aerr.code.Code, &aerr.msg
+			}
+			resp.Resources = append(resp.Resources, sr)
+		})
+	return reply{resp: resp}
+}
+
+// alterEach applies an alter request's resources one by one under configMu, answering each
+// resource once: a resource named twice, or one naming a config twice, gets INVALID_REQUEST.
+func alterEach[R any](resources []R, describe func(R) (configResource, []string), apply func(R, []string) *adminError, answer func(R, *adminError)) {
+	rs := make([]configResource, len(resources))
+	keys := make([][]string, len(resources))
+	for i, rr := range resources {
+		rs[i], keys[i] = describe(rr)
 	}
 	dup, answered := duplicateResources(rs), map[configResource]bool{}
 	configMu.Lock()
 	defer configMu.Unlock()
-	for i, rr := range req.Resources {
+	for i, rr := range resources {
 		if answered[rs[i]] {
 			continue
 		}
 		answered[rs[i]] = true
-		sr := kmsg.NewAlterConfigsResponseResource()
-		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		var keys []string
-		for _, c := range rr.Configs {
-			keys = append(keys, c.Name)
-		}
 		var aerr *adminError
 		if dup[rs[i]] {
 			aerr = adminErr(kerr.InvalidRequest, "Each resource must appear at most once.")
-		} else if aerr = checkDuplicateKeys(keys); aerr == nil {
-			aerr = b.alterConfigs(rr, keys, req.ValidateOnly)
+		} else if aerr = checkDuplicateKeys(keys[i]); aerr == nil {
+			aerr = apply(rr, keys[i])
 		}
-		if aerr != nil {
-			sr.ErrorCode, sr.ErrorMessage = aerr.code.Code, &aerr.msg
-		}
-		resp.Resources = append(resp.Resources, sr)
+		answer(rr, aerr)
 	}
-	return reply{resp: resp}
 }
 
 func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string, validateOnly bool) *adminError {

@@ -19,36 +19,25 @@ func init() { register(kmsg.IncrementalAlterConfigs, 0, 1, handleIncrementalAlte
 func handleIncrementalAlterConfigs(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	b := r.conn.b
-	var rs []configResource
-	for _, rr := range req.Resources {
-		rs = append(rs, configResource{rr.ResourceType, rr.ResourceName})
-	}
-	dup, answered := duplicateResources(rs), map[configResource]bool{}
-	configMu.Lock()
-	defer configMu.Unlock()
-	for i, rr := range req.Resources {
-		if answered[rs[i]] {
-			continue
-		}
-		answered[rs[i]] = true
-		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		var keys []string
-		for _, c := range rr.Configs {
-			keys = append(keys, c.Name)
-		}
-		var aerr *adminError
-		if dup[rs[i]] {
-			aerr = adminErr(kerr.InvalidRequest, "Each resource must appear at most once.")
-		} else if aerr = checkDuplicateKeys(keys); aerr == nil {
-			aerr = b.incrementalAlterConfigs(rr, keys, req.ValidateOnly)
-		}
-		if aerr != nil {
-			sr.ErrorCode, sr.ErrorMessage = aerr.code.Code, &aerr.msg
-		}
-		resp.Resources = append(resp.Resources, sr)
-	}
+	alterEach(req.Resources,
+		func(rr kmsg.IncrementalAlterConfigsRequestResource) (configResource, []string) {
+			keys := make([]string, 0, len(rr.Configs))
+			for _, c := range rr.Configs {
+				keys = append(keys, c.Name)
+			}
+			return configResource{rr.ResourceType, rr.ResourceName}, keys
+		},
+		func(rr kmsg.IncrementalAlterConfigsRequestResource, keys []string) *adminError {
+			return r.conn.b.incrementalAlterConfigs(rr, keys, req.ValidateOnly)
+		},
+		func(rr kmsg.IncrementalAlterConfigsRequestResource, aerr *adminError) {
+			sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+			if aerr != nil {
+				sr.ErrorCode, sr.ErrorMessage = aerr.code.Code, &aerr.msg
+			}
+			resp.Resources = append(resp.Resources, sr)
+		})
 	return reply{resp: resp}
 }
 

@@ -244,23 +244,7 @@ func (r *Registry) persist(t *Topic) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(r.dir, t.Name)
-	tmp := filepath.Join(dir, "topic.json.tmp")
-	f, err := vfs.Default.Create(tmp)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(b, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err != nil {
-		return err
-	}
-	if err := vfs.Default.Rename(tmp, filepath.Join(dir, "topic.json")); err != nil {
-		return err
-	}
-	return vfs.Default.SyncDir(dir)
+	return writeAtomic(filepath.Join(r.dir, t.Name), "topic.json", b)
 }
 
 // Delete removes a topic and its data.
