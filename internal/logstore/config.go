@@ -18,9 +18,15 @@ type Config struct {
 	Compact                bool          // cleanup.policy has "compact"
 	DeleteRetentionMs      time.Duration // delete.retention.ms: how long tombstones outlive their first compaction
 	MinCleanableDirtyRatio float64       // min.cleanable.dirty.ratio: compact once dirty/total reaches this
+
+	// The flush policy: unsynced data is synced in the background, with nobody waiting, once any
+	// limit is reached (what bounds the loss of write-cached acks in a power failure).
+	FlushInterval time.Duration // flush.ms: sync data that has been unsynced this long; <= 0: off
+	FlushBytes    int64         // flush.bytes: sync once this many bytes are unsynced; <= 0: off
+	FlushMessages int64         // flush.messages: sync once this many records are unsynced; <= 0: off
 }
 
-// DefaultConfig is Kafka's default topic configuration.
+// DefaultConfig is Kafka's default topic configuration, with Redpanda's flush policy.
 func DefaultConfig() Config {
 	return Config{
 		SegmentBytes:           1 << 30,
@@ -31,6 +37,8 @@ func DefaultConfig() Config {
 		Delete:                 true,
 		DeleteRetentionMs:      24 * time.Hour,
 		MinCleanableDirtyRatio: 0.5,
+		FlushInterval:          100 * time.Millisecond,
+		FlushBytes:             256 << 10,
 	}
 }
 

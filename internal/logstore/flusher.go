@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Flusher group-commits fsyncs for many logs. A waiter queues its log and sleeps; the flusher's
@@ -14,7 +15,8 @@ import (
 type Flusher struct {
 	mu     sync.Mutex
 	queue  []*Log
-	wake   chan struct{} // buffered 1: "the queue is not empty"
+	logs   map[*Log]struct{} // every open log, for the flush.ms check
+	wake   chan struct{}     // buffered 1: "the queue is not empty"
 	done   chan struct{}
 	exited chan struct{}
 
@@ -30,9 +32,56 @@ func NewFlusher(maxParallel int) *Flusher {
 	if maxParallel <= 0 {
 		maxParallel = 16
 	}
-	f := &Flusher{wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{}), maxParallel: maxParallel}
+	f := &Flusher{wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{}),
+		maxParallel: maxParallel, logs: map[*Log]struct{}{}}
 	go f.run()
+	go f.tick()
 	return f
+}
+
+// flushTick is how often the flusher looks for data unsynced longer than its log's flush.ms.
+const flushTick = 5 * time.Millisecond
+
+func (f *Flusher) register(l *Log) {
+	f.mu.Lock()
+	f.logs[l] = struct{}{}
+	f.mu.Unlock()
+}
+
+func (f *Flusher) unregister(l *Log) {
+	f.mu.Lock()
+	delete(f.logs, l)
+	f.mu.Unlock()
+}
+
+// tick queues every log whose oldest unsynced append is older than its flush.ms.
+func (f *Flusher) tick() {
+	t := time.NewTicker(flushTick)
+	defer t.Stop()
+	var logs []*Log
+	for {
+		select {
+		case <-f.done:
+			return
+		case <-t.C:
+		}
+		f.mu.Lock()
+		logs = logs[:0]
+		for l := range f.logs {
+			logs = append(logs, l)
+		}
+		f.mu.Unlock()
+		for _, l := range logs { // l.mu before f.mu (enqueue): the lock order
+			l.mu.Lock()
+			due := !l.syncQueued && !l.unsyncedSince.IsZero() && l.cfg.FlushInterval > 0 &&
+				l.now().Sub(l.unsyncedSince) >= l.cfg.FlushInterval
+			if due {
+				l.syncQueued = true
+				l.flusher.enqueue(l)
+			}
+			l.mu.Unlock()
+		}
+	}
 }
 
 // Close stops the flusher after its current round. Logs must not wait on it afterwards.
@@ -97,7 +146,7 @@ func (l *Log) syncOnce() bool {
 		return false
 	}
 	l.dirDirty = false
-	l.unsynced = 0
+	l.unsynced, l.unsyncedMsgs, l.unsyncedSince = 0, 0, time.Time{}
 	act.acquire()
 	l.mu.Unlock()
 

@@ -62,11 +62,13 @@ type Log struct {
 	truncs     []truncation // recent truncations, for waiters that a truncation overtook
 	maintWait  atomic.Int32 // operations waiting for maintMu: a compaction pass yields to them
 
-	durable    int64         // every offset below is durable
-	durableCh  chan struct{} // closed (and replaced) when durable moves or err is set
-	syncQueued bool          // the log waits in the flusher's queue
-	dirDirty   bool          // a segment file was created since the directory was last synced
-	unsynced   int64         // bytes appended since the last sync started
+	durable       int64         // every offset below is durable
+	durableCh     chan struct{} // closed (and replaced) when durable moves or err is set
+	syncQueued    bool          // the log waits in the flusher's queue
+	dirDirty      bool          // a segment file was created since the directory was last synced
+	unsynced      int64         // bytes appended since the last sync started
+	unsyncedMsgs  int64         // records appended since the last sync started
+	unsyncedSince time.Time     // when the oldest unsynced append happened (zero: none)
 }
 
 // truncation records that the log was cut back to offset at generation gen.
@@ -153,6 +155,7 @@ func Open(opts Options) (*Log, error) {
 		}
 		return nil, fmt.Errorf("logstore: recovering %s: %w", l.dir, err)
 	}
+	l.flusher.register(l)
 	return l, nil
 }
 
@@ -346,7 +349,12 @@ func (l *Log) Append(b []byte, leaderEpoch int32) (first, last int64, err error)
 	l.mu.Lock()
 	act.track(&h, act.size, cfg.IndexIntervalBytes)
 	l.unsynced += int64(len(b))
-	if l.unsynced >= writebackBytes && !l.syncQueued {
+	l.unsyncedMsgs += int64(h.RecordCount)
+	if l.unsyncedSince.IsZero() {
+		l.unsyncedSince = l.now()
+	}
+	if !l.syncQueued && (l.unsynced >= writebackBytes || (cfg.FlushBytes > 0 && l.unsynced >= cfg.FlushBytes) ||
+		(cfg.FlushMessages > 0 && l.unsyncedMsgs >= cfg.FlushMessages)) {
 		l.syncQueued = true
 		l.flusher.enqueue(l)
 	}
@@ -460,6 +468,7 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	l.closed = true
+	l.flusher.unregister(l)
 	segs, perr, dirDirty := l.segments, l.err, l.dirDirty
 	act := l.active()
 	l.mu.Unlock()

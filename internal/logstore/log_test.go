@@ -298,3 +298,54 @@ func TestBackgroundWritebackWithoutWaiters(t *testing.T) {
 		t.Errorf("DurableOffset() = 0 after %d unsynced bytes; want a background sync", writebackBytes)
 	}
 }
+
+// TestFlushPolicy: with nobody waiting, unsynced data is synced once flush.bytes or
+// flush.messages is reached, or once it is older than flush.ms.
+func TestFlushPolicy(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*Config)
+	}{
+		{"flush.bytes", func(c *Config) { c.FlushBytes = 1000 }},
+		{"flush.messages", func(c *Config) { c.FlushMessages = 3 }},
+		{"flush.ms", func(c *Config) { c.FlushInterval = 20 * time.Millisecond }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, vfs.NewMem(), "/p")
+			e.clock = nil // real time: flush.ms is checked by the flusher's ticker
+			cfg := testConfig()
+			cfg.FlushInterval, cfg.FlushBytes, cfg.FlushMessages = 0, 0, 0
+			tt.modify(&cfg)
+			l, err := Open(Options{FS: e.fs, Dir: e.dir, Config: cfg, Flusher: e.flusher, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for i := 0; i < 4; i++ {
+				appendAll(t, l, valueBatch(t, 1, 300, 1, i))
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for l.DurableOffset() < 3 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if got := l.DurableOffset(); got < 3 {
+				t.Errorf("DurableOffset() = %d with nobody waiting; want the flush policy to have synced", got)
+			}
+		})
+	}
+	// With every limit off, nothing is synced without a waiter.
+	e := newEnv(t, vfs.NewMem(), "/q")
+	cfg := testConfig()
+	cfg.FlushInterval, cfg.FlushBytes, cfg.FlushMessages = 0, 0, 0
+	l, err := Open(Options{FS: e.fs, Dir: e.dir, Config: cfg, Flusher: e.flusher, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	appendAll(t, l, valueBatch(t, 5, 300, 1, 1))
+	time.Sleep(50 * time.Millisecond)
+	if got := l.DurableOffset(); got != 0 {
+		t.Errorf("DurableOffset() = %d with the flush policy off; want 0", got)
+	}
+}

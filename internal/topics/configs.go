@@ -51,9 +51,9 @@ var defs = []ConfigDef{
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32, Doc: "replicas that must have a record for acks=all"},
 	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Allowed: []string{"producer"}, Doc: "keep the producer's compression (recompression is not supported yet)"},
 	{Name: "write.caching", Type: TypeBoolean, Default: "false", BrokerName: "write_caching_default", Doc: "acks=all waits for the page cache (true) or an fsync (false)"},
-	{Name: "flush.ms", Type: TypeLong, Default: "100", BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64, Doc: "with write caching, sync at least this often"},
-	{Name: "flush.bytes", Type: TypeLong, Default: "262144", BrokerName: "flush.bytes", Min: 0, Max: math.MaxInt64, Doc: "with write caching, sync after this many bytes"},
-	{Name: "flush.messages", Type: TypeLong, Default: "9223372036854775807", BrokerName: "log.flush.interval.messages", Min: 1, Max: math.MaxInt64, Doc: "with write caching, sync after this many records"},
+	{Name: "flush.ms", Type: TypeLong, Default: "100", BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64, Doc: "sync unsynced data at least this often (bounds what write caching can lose)"},
+	{Name: "flush.bytes", Type: TypeLong, Default: "262144", BrokerName: "flush.bytes", Min: 0, Max: math.MaxInt64, Doc: "sync once this many bytes are unsynced"},
+	{Name: "flush.messages", Type: TypeLong, Default: "9223372036854775807", BrokerName: "log.flush.interval.messages", Min: 1, Max: math.MaxInt64, Doc: "sync once this many records are unsynced"},
 	{Name: "runnel.storage", Type: TypeString, Default: "local", Allowed: []string{"local"}, Doc: "local segment logs (object storage: not yet)"},
 	{Name: "runnel.sequencing", Type: TypeString, Default: "eager", Allowed: []string{"eager"}, Doc: "offsets known at ack (lazy: not yet)"},
 	{Name: "runnel.ordering", Type: TypeString, Default: "partition", Allowed: []string{"partition"}, Doc: "per-partition order (total: not yet)"},
@@ -189,5 +189,8 @@ func logConfig(set map[string]string, d *defaults) logstore.Config {
 	c.DeleteRetentionMs = time.Duration(num(set, "delete.retention.ms", d)) * time.Millisecond
 	ratio, _ := effectiveIn(set, "min.cleanable.dirty.ratio", d)
 	c.MinCleanableDirtyRatio, _ = strconv.ParseFloat(ratio, 64)
+	c.FlushInterval = time.Duration(num(set, "flush.ms", d)) * time.Millisecond
+	c.FlushBytes = num(set, "flush.bytes", d)
+	c.FlushMessages = num(set, "flush.messages", d)
 	return c
 }
