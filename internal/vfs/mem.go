@@ -312,9 +312,11 @@ func (m *MemFS) Crash(opts CrashOptions) *MemFS {
 		if c := copies[n]; c != nil {
 			return c
 		}
-		c := &memNode{dir: n.dir, perm: n.perm, modTime: n.modTime}
+		c := &memNode{dir: n.dir, perm: n.perm}
 		copies[n] = c
-		if !n.dir {
+		if n.dir {
+			c.modTime = n.modTime // a file's modTime is guarded by its own lock: crashData reads it
+		} else {
 			c.data, c.modTime = n.crashData(opts, r)
 			return c
 		}
