@@ -32,7 +32,7 @@ func TestPowerLossUnderLoad(t *testing.T) {
 			f := NewFlusher(0)
 			defer f.Close()
 			cfg := DefaultConfig()
-			cfg.SegmentBytes = 1 << 30 // no rolls: a roll syncs, and would bound the loss by itself
+			cfg.SegmentBytes = 1 << 30                     // no rolls: a roll syncs, and would bound the loss by itself
 			cfg.FlushInterval, cfg.FlushBytes = flushMs, 0 // only the time bound, to test it
 			l, err := Open(Options{FS: mem, Dir: "/p", Config: cfg, Flusher: f, Logger: quiet})
 			if err != nil {
@@ -70,7 +70,7 @@ func TestPowerLossUnderLoad(t *testing.T) {
 				}()
 			}
 			time.Sleep(time.Duration(1200+rand.IntN(600)) * time.Millisecond) // well past the window
-			mu.Lock() // no ack is recorded between the crash and this snapshot
+			mu.Lock()                                                         // no ack is recorded between the crash and this snapshot
 			crashed := mem.Crash(vfs.CrashOptions{Tear: true})
 			crashAt := time.Now()
 			acked := append([]ack(nil), acks...)
