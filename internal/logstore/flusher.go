@@ -162,13 +162,14 @@ func (l *Log) syncOnce() bool {
 		l.poisonLocked("sync", err)
 		return true
 	}
-	// Claim the target only if no truncation happened meanwhile and the synced file is still
-	// the active one holding it; a round that lost a race claims nothing (the waiter retries).
-	if gen == l.truncGen && act == l.active() && target > l.durable {
+	// Claim the target only if no truncation happened meanwhile. (A roll meanwhile is fine: it
+	// synced the segment it sealed.) Either way wake the waiters: a round that lost a race to a
+	// truncation claims nothing, and its waiters must queue the log again, not sleep forever.
+	if gen == l.truncGen && target > l.durable {
 		l.durable = min(target, l.endOffsetLocked())
-		close(l.durableCh)
-		l.durableCh = make(chan struct{})
 	}
+	close(l.durableCh)
+	l.durableCh = make(chan struct{})
 	return true
 }
 
