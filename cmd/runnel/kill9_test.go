@@ -17,8 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// startServe runs `runnel serve` on a fixed loopback port and waits until it serves Kafka.
-func startServe(t *testing.T, bin, dataDir, addr string) *exec.Cmd {
+// startServe runs `runnel serve` on a fixed loopback port and waits until it serves Kafka. The
+// channel closes when the process has exited (startServe owns cmd.Wait).
+func startServe(t *testing.T, bin, dataDir, addr string) (*exec.Cmd, <-chan struct{}) {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--kafka-addr", addr, "--log-level", "warn")
 	pr, pw := io.Pipe()
@@ -26,7 +27,8 @@ func startServe(t *testing.T, bin, dataDir, addr string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { cmd.Wait(); pw.Close() }()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); pw.Close(); close(exited) }()
 	ready := make(chan struct{})
 	go func() {
 		s := bufio.NewScanner(pr)
@@ -42,7 +44,7 @@ func startServe(t *testing.T, bin, dataDir, addr string) *exec.Cmd {
 		cmd.Process.Kill()
 		t.Fatal("runnel serve did not start within 30s")
 	}
-	return cmd
+	return cmd, exited
 }
 
 func freeAddr(t *testing.T) string {
@@ -67,7 +69,7 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	dataDir, addr := filepath.Join(t.TempDir(), "data"), freeAddr(t)
-	srv := startServe(t, bin, dataDir, addr)
+	srv, exited := startServe(t, bin, dataDir, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	admin, err := kgo.NewClient(kgo.SeedBrokers(addr))
@@ -118,15 +120,15 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond)
 	srv.Process.Kill() // SIGKILL: no shutdown, no final sync
-	srv.Wait()
+	<-exited
 	close(stop)
 	wg.Wait()
 	prod.Close() // fails what was in flight; acknowledged records are in acked
 	mu.Lock()
 	defer mu.Unlock()
 
-	srv = startServe(t, bin, dataDir, addr)
-	defer func() { srv.Process.Kill(); srv.Wait() }()
+	srv, exited = startServe(t, bin, dataDir, addr)
+	defer func() { srv.Process.Kill(); <-exited }()
 	for topic, want := range acked {
 		if len(want) < 50 {
 			t.Fatalf("%s: only %d records acknowledged before the kill; the load did not run", topic, len(want))
