@@ -44,14 +44,7 @@ func decodeCheckpoint(b []byte) (checkpoint, error) {
 }
 
 func writeCheckpoint(fs vfs.FS, dir string, c checkpoint) error {
-	tmp := dir + "/" + checkpointName + ".tmp"
-	if err := writeFileSync(fs, tmp, c.encode()); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, dir+"/"+checkpointName); err != nil {
-		return err
-	}
-	return fs.SyncDir(dir)
+	return vfs.WriteFileAtomic(fs, dir, checkpointName, c.encode())
 }
 
 // readCheckpoint returns the checkpoint, or ok=false if it is missing or invalid.

@@ -145,18 +145,7 @@ func loadClusterID(dataDir string) (string, error) {
 		return "", err
 	}
 	id := base64.RawURLEncoding.EncodeToString(raw[:])
-	f, err := vfs.Default.Create(name)
-	if err != nil {
-		return "", err
-	}
-	_, err = f.WriteAt([]byte(id), 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err != nil {
-		return "", err
-	}
-	return id, vfs.Default.SyncDir(dataDir)
+	return id, vfs.WriteFileAtomic(vfs.Default, dataDir, "cluster.id", []byte(id))
 }
 
 // Topics is the node's topic registry.

@@ -139,7 +139,7 @@ func (r *Registry) SetBrokerConfigs(perBroker bool, configs map[string]string, v
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(r.dir, ".."), "broker-configs.json", b); err != nil {
+	if err := vfs.WriteFileAtomic(vfs.Default, filepath.Dir(r.dir), "broker-configs.json", b); err != nil {
 		return err
 	}
 	r.defaults.p.Store(next)
@@ -152,24 +152,4 @@ func (r *Registry) SetBrokerConfigs(perBroker bool, configs map[string]string, v
 		}
 	}
 	return nil
-}
-
-// writeAtomic replaces dir/name with b: temporary file, fsync, rename, directory fsync.
-func writeAtomic(dir, name string, b []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := vfs.Default.Create(tmp)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(b, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err != nil {
-		return err
-	}
-	if err := vfs.Default.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return vfs.Default.SyncDir(dir)
 }

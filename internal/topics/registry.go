@@ -244,7 +244,7 @@ func (r *Registry) persist(t *Topic) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(r.dir, t.Name), "topic.json", b)
+	return vfs.WriteFileAtomic(vfs.Default, filepath.Join(r.dir, t.Name), "topic.json", b)
 }
 
 // Delete removes a topic and its data.

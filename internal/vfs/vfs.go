@@ -152,3 +152,25 @@ func (osFS) SyncDir(dir string) error {
 	cerr := d.Close()
 	return errors.Join(serr, cerr)
 }
+
+// WriteFileAtomic replaces dir/name with b durably: it writes and syncs dir/name.tmp, renames it
+// over dir/name, and syncs dir. A crash leaves either the old file or the new one (and perhaps
+// a stale name.tmp, which the next call overwrites).
+func WriteFileAtomic(fs FS, dir, name string, b []byte) error {
+	tmp := dir + "/" + name + ".tmp"
+	f, err := fs.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(b, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, dir+"/"+name); err != nil {
+		return err
+	}
+	return fs.SyncDir(dir)
+}
