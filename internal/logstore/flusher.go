@@ -25,6 +25,10 @@ type Flusher struct {
 	// Counters, for metrics and tests.
 	Rounds atomic.Int64 // sync rounds run
 	Syncs  atomic.Int64 // log syncs performed (file fsyncs, not counting directory syncs)
+
+	syncSeconds    *Histogram
+	batchesPerSync *Histogram
+	logsPerRound   *Histogram
 }
 
 // NewFlusher starts a flusher. maxParallel bounds the fsyncs in flight at once (<= 0: 16).
@@ -33,7 +37,9 @@ func NewFlusher(maxParallel int) *Flusher {
 		maxParallel = 16
 	}
 	f := &Flusher{wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{}),
-		maxParallel: maxParallel, logs: map[*Log]struct{}{}}
+		maxParallel: maxParallel, logs: map[*Log]struct{}{},
+		syncSeconds: NewHistogram(syncLatencyBounds), batchesPerSync: NewHistogram(countBounds),
+		logsPerRound: NewHistogram(countBounds)}
 	go f.run()
 	go f.tick()
 	return f
@@ -118,6 +124,7 @@ func (f *Flusher) run() {
 			continue
 		}
 		f.Rounds.Add(1)
+		f.logsPerRound.Observe(float64(len(logs)))
 		for _, l := range logs {
 			sem <- struct{}{}
 			wg.Add(1)
@@ -146,18 +153,24 @@ func (l *Log) syncOnce() bool {
 		return false
 	}
 	l.dirDirty = false
-	l.unsynced, l.unsyncedMsgs, l.unsyncedSince = 0, 0, time.Time{}
+	batches := l.unsyncedBatch
+	l.syncing, l.syncingMsgs, l.syncingSince = l.unsynced, l.unsyncedMsgs, l.unsyncedSince
+	l.unsynced, l.unsyncedMsgs, l.unsyncedSince, l.unsyncedBatch = 0, 0, time.Time{}, 0
 	act.acquire()
 	l.mu.Unlock()
 
+	start := time.Now()
 	err := act.f.Sync()
 	if err == nil && dirDirty {
 		err = l.fs.SyncDir(l.dir)
 	}
+	l.flusher.syncSeconds.Observe(time.Since(start).Seconds())
+	l.flusher.batchesPerSync.Observe(float64(batches))
 	act.release()
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.syncing, l.syncingMsgs, l.syncingSince = 0, 0, time.Time{}
 	if err != nil {
 		l.poisonLocked("sync", err)
 		return true

@@ -69,6 +69,11 @@ type Log struct {
 	unsynced      int64         // bytes appended since the last sync started
 	unsyncedMsgs  int64         // records appended since the last sync started
 	unsyncedSince time.Time     // when the oldest unsynced append happened (zero: none)
+	unsyncedBatch int64         // batches appended since the last sync started
+	// What the sync in flight covers (zero when none runs), for FlushLag.
+	syncing      int64
+	syncingMsgs  int64
+	syncingSince time.Time
 }
 
 // truncation records that the log was cut back to offset at generation gen.
@@ -350,6 +355,7 @@ func (l *Log) Append(b []byte, leaderEpoch int32) (first, last int64, err error)
 	act.track(&h, act.size, cfg.IndexIntervalBytes)
 	l.unsynced += int64(len(b))
 	l.unsyncedMsgs += int64(h.RecordCount)
+	l.unsyncedBatch++
 	if l.unsyncedSince.IsZero() {
 		l.unsyncedSince = l.now()
 	}

@@ -33,6 +33,9 @@ type ConfigDef struct {
 	Doc        string
 	Allowed    []string // for strings and lists: the values accepted
 	Min, Max   float64  // for numbers
+	// Overrides are values the broker-level config may take beyond the topic config's own: a
+	// broker default set to one of them overrides every topic's value with the mapped value.
+	Overrides map[string]string
 }
 
 // defs lists every topic config Runnel accepts, with Kafka's names and defaults. Configs that
@@ -50,7 +53,8 @@ var defs = []ConfigDef{
 	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", BrokerName: "log.message.timestamp.type", Allowed: []string{"CreateTime", "LogAppendTime"}, Doc: "use the producer's timestamps or the broker's append time"},
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32, Doc: "replicas that must have a record for acks=all"},
 	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Allowed: []string{"producer"}, Doc: "keep the producer's compression (recompression is not supported yet)"},
-	{Name: "write.caching", Type: TypeBoolean, Default: "false", BrokerName: "write_caching_default", Doc: "acks=all waits for the page cache (true) or an fsync (false)"},
+	{Name: "write.caching", Type: TypeBoolean, Default: "false", BrokerName: "write_caching_default", Doc: "acks=all waits for the page cache (true) or an fsync (false); write_caching_default=disabled forces false on every topic",
+		Overrides: map[string]string{"disabled": "false"}},
 	{Name: "flush.ms", Type: TypeLong, Default: "100", BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64, Doc: "sync unsynced data at least this often (bounds what write caching can lose)"},
 	{Name: "flush.bytes", Type: TypeLong, Default: "262144", BrokerName: "flush.bytes", Min: 0, Max: math.MaxInt64, Doc: "sync once this many bytes are unsynced"},
 	{Name: "flush.messages", Type: TypeLong, Default: "9223372036854775807", BrokerName: "log.flush.interval.messages", Min: 1, Max: math.MaxInt64, Doc: "sync once this many records are unsynced"},
@@ -156,10 +160,17 @@ func (t *Topic) EffectiveIn(set map[string]string, name string) (string, bool) {
 }
 
 func effectiveIn(set map[string]string, name string, d *defaults) (string, Source) {
+	def := defsByName[name]
+	if d != nil && def.Overrides != nil { // a broker-level override beats the topic's value
+		if v, src := d.lookup(def); src != SourceDefault {
+			if o, ok := def.Overrides[v]; ok {
+				return o, src
+			}
+		}
+	}
 	if v, ok := set[name]; ok {
 		return v, SourceTopic
 	}
-	def := defsByName[name]
 	if d == nil {
 		return def.Default, SourceDefault
 	}

@@ -112,6 +112,9 @@ func (r *Registry) SetBrokerConfigs(perBroker bool, configs map[string]string, v
 		if !ok {
 			return configErr("%s is not a dynamic broker config", k)
 		}
+		if _, ok := d.Overrides[configs[k]]; ok {
+			continue
+		}
 		if err := CheckConfig(d.Name, configs[k]); err != nil {
 			return configErr("%s: %v", k, err)
 		}

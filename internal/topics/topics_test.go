@@ -128,3 +128,55 @@ func TestRegistryPersistsTopicsAndPrecedence(t *testing.T) {
 		t.Errorf("Delete(missing) = %v; want ErrUnknownTopic", err)
 	}
 }
+
+// TestWriteCachingDefault checks write_caching_default: true and false are defaults a topic's
+// write.caching overrides; disabled turns write caching off on every topic, whatever it says.
+func TestWriteCachingDefault(t *testing.T) {
+	f := logstore.NewFlusher(0)
+	defer f.Close()
+	r, err := Open(t.TempDir(), f, nil, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	on, err := r.Create("on", 1, map[string]string{"write.caching": "true"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unset, err := r.Create("unset", 1, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Create("bad", 1, map[string]string{"write.caching": "disabled"}, false); err == nil {
+		t.Errorf("topic write.caching=disabled accepted; want an error (only the broker default takes it)")
+	}
+	for _, tc := range []struct {
+		brokerDefault   string // "" leaves it unset
+		wantOn, wantOff string // effective write.caching of the two topics
+		wantSrc         Source // of the topic that sets it
+	}{
+		{"", "true", "false", SourceTopic},
+		{"true", "true", "true", SourceTopic},
+		{"false", "true", "false", SourceTopic},
+		{"disabled", "false", "false", SourceDynamicDefaultBroker},
+	} {
+		configs := map[string]string{}
+		if tc.brokerDefault != "" {
+			configs["write_caching_default"] = tc.brokerDefault
+		}
+		if err := r.SetBrokerConfigs(false, configs, false); err != nil {
+			t.Fatalf("write_caching_default=%q: %v", tc.brokerDefault, err)
+		}
+		v, src := on.EffectiveSource("write.caching")
+		if v != tc.wantOn || src != tc.wantSrc {
+			t.Errorf("write_caching_default=%q: topic with write.caching=true is %q (source %v); want %q (%v)",
+				tc.brokerDefault, v, src, tc.wantOn, tc.wantSrc)
+		}
+		if v, _ := unset.Effective("write.caching"); v != tc.wantOff {
+			t.Errorf("write_caching_default=%q: topic without write.caching is %q; want %q", tc.brokerDefault, v, tc.wantOff)
+		}
+	}
+	if err := r.SetBrokerConfigs(false, map[string]string{"write_caching_default": "maybe"}, false); err == nil {
+		t.Errorf("write_caching_default=maybe accepted")
+	}
+}
