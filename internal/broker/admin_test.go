@@ -578,7 +578,7 @@ func reopenConfigs(t *testing.T, reg *topics.Registry, topic string) map[string]
 	}
 	flusher := logstore.NewFlusher(0)
 	defer flusher.Close()
-	r2, err := topics.Open(dataDir, flusher, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r2, err := topics.Open(topics.Options{DataDir: dataDir, Flusher: flusher, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1052,7 +1052,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 		t.Errorf("invalid log.retention.ms = nil; want an error")
 	}
 	// Restart: a new registry on the same data dir has the same dynamic configs.
-	reg2, err := topics.Open(filepath.Dir(reg.Dir()), logstore.NewFlusher(0), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	reg2, err := topics.Open(topics.Options{DataDir: filepath.Dir(reg.Dir()), Flusher: logstore.NewFlusher(0), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func testBroker(t *testing.T) (string, *topics.Registry) {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	flusher := logstore.NewFlusher(0)
-	reg, err := topics.Open(t.TempDir(), flusher, nil, quiet)
+	reg, err := topics.Open(topics.Options{DataDir: t.TempDir(), Flusher: flusher, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func ctBroker(tb testing.TB, mod func(*Config)) (*Broker, string, *topics.Regist
 	tb.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	flusher := logstore.NewFlusher(0)
-	reg, err := topics.Open(tb.TempDir(), flusher, nil, quiet)
+	reg, err := topics.Open(topics.Options{DataDir: tb.TempDir(), Flusher: flusher, Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -46,6 +46,9 @@ func lockDir(dir string) (*dirLock, error) {
 
 // release drops the lock by closing the file.
 func (l *dirLock) release() error {
+	if l == nil { // not locked: the data dir is not on the OS file system
+		return nil
+	}
 	if err := l.f.Close(); err != nil {
 		return fmt.Errorf("server: releasing data dir lock: %w", err)
 	}

@@ -41,6 +41,11 @@ type Config struct {
 
 	Logger  *slog.Logger // defaults to slog.Default()
 	Console io.Writer    // plain-text notices for the operator; defaults to os.Stderr
+
+	// FS is the file system the data dir is on; nil means the operating system's. Tests put a
+	// server on a crashable file system to cut its power. The data-dir lock (an OS file lock)
+	// is taken only on the operating system's file system.
+	FS vfs.FS
 }
 
 // Validate reports the first setting that is missing or malformed.
@@ -106,20 +111,29 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.Console == nil {
 		cfg.Console = os.Stderr
 	}
-	if err := vfs.Default.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	onOS := cfg.FS == nil
+	if onOS {
+		cfg.FS = vfs.Default
+	}
+	if err := cfg.FS.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: creating data dir: %w", err)
 	}
-	lock, err := lockDir(cfg.DataDir)
-	if err != nil {
-		return nil, err
+	var lock *dirLock
+	if onOS {
+		var err error
+		if lock, err = lockDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
 	}
+	var err error
 	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0),
 		// Kafka's defaults: log.retention.check.interval.ms 5 min, log.cleaner.backoff.ms 15 s.
 		maint: logstore.NewMaintainer(logstore.NewCompactor(0), 5*time.Minute, 15*time.Second, cfg.Logger)}
-	if s.clusterID, err = loadClusterID(cfg.DataDir); err != nil {
+	if s.clusterID, err = loadClusterID(cfg.FS, cfg.DataDir); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
-	if s.topics, err = topics.Open(cfg.DataDir, s.flusher, s.maint, s.logger); err != nil {
+	if s.topics, err = topics.Open(topics.Options{FS: cfg.FS, DataDir: cfg.DataDir, Flusher: s.flusher,
+		Maintainer: s.maint, Logger: s.logger}); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
 	host, portStr, _ := net.SplitHostPort(cfg.AdvertisedKafkaAddr)
@@ -135,9 +149,9 @@ func Open(cfg Config) (*Server, error) {
 }
 
 // loadClusterID reads the cluster id from <data-dir>/cluster.id, creating it on first start.
-func loadClusterID(dataDir string) (string, error) {
+func loadClusterID(fsys vfs.FS, dataDir string) (string, error) {
 	name := filepath.Join(dataDir, "cluster.id")
-	if b, err := os.ReadFile(name); err == nil && len(b) > 0 {
+	if b, err := vfs.ReadFile(fsys, name); err == nil && len(b) > 0 {
 		return string(b), nil
 	}
 	var raw [16]byte
@@ -145,7 +159,7 @@ func loadClusterID(dataDir string) (string, error) {
 		return "", err
 	}
 	id := base64.RawURLEncoding.EncodeToString(raw[:])
-	return id, vfs.WriteFileAtomic(vfs.Default, dataDir, "cluster.id", []byte(id))
+	return id, vfs.WriteFileAtomic(fsys, dataDir, "cluster.id", []byte(id))
 }
 
 // Topics is the node's topic registry.

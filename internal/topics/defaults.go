@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync/atomic"
@@ -68,15 +67,15 @@ func (d *defaults) lookup(def *ConfigDef) (string, Source) {
 	return def.Default, SourceDefault
 }
 
-func loadDefaults(dataDir string) (*defaults, error) {
+func loadDefaults(fsys vfs.FS, dataDir string) (*defaults, error) {
 	d := &defaults{}
 	dc := &dynamicConfigs{Cluster: map[string]string{}, Broker: map[string]string{}}
-	b, err := os.ReadFile(filepath.Join(dataDir, "broker-configs.json"))
+	b, err := vfs.ReadFile(fsys, filepath.Join(dataDir, "broker-configs.json"))
 	if err == nil {
 		if err := json.Unmarshal(b, dc); err != nil {
 			return nil, fmt.Errorf("topics: broker-configs.json: %w", err)
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	} else if !errors.Is(err, vfs.ErrNotExist) {
 		return nil, err
 	}
 	if dc.Cluster == nil {
@@ -142,7 +141,7 @@ func (r *Registry) SetBrokerConfigs(perBroker bool, configs map[string]string, v
 	if err != nil {
 		return err
 	}
-	if err := vfs.WriteFileAtomic(vfs.Default, filepath.Dir(r.dir), "broker-configs.json", b); err != nil {
+	if err := vfs.WriteFileAtomic(r.fs, filepath.Dir(r.dir), "broker-configs.json", b); err != nil {
 		return err
 	}
 	r.defaults.p.Store(next)

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -83,6 +82,7 @@ type topicFile struct {
 
 // Registry is the set of topics of a node.
 type Registry struct {
+	fs       vfs.FS
 	dir      string // <data-dir>/topics
 	flusher  *logstore.Flusher
 	maint    *logstore.Maintainer
@@ -94,25 +94,40 @@ type Registry struct {
 	byID   map[[16]byte]*Topic
 }
 
+// Options configure a Registry.
+type Options struct {
+	FS         vfs.FS               // nil: the operating system's
+	DataDir    string               // topics live in DataDir/topics
+	Flusher    *logstore.Flusher    // required
+	Maintainer *logstore.Maintainer // runs retention and compaction; nil: none
+	Logger     *slog.Logger         // nil: slog.Default()
+}
+
 // Open loads every topic under dataDir/topics, opening (and recovering) its partition logs.
-func Open(dataDir string, flusher *logstore.Flusher, maint *logstore.Maintainer, logger *slog.Logger) (*Registry, error) {
-	r := &Registry{dir: filepath.Join(dataDir, "topics"), flusher: flusher, maint: maint, logger: logger,
-		byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}}
-	if err := vfs.Default.MkdirAll(r.dir, 0o755); err != nil {
+func Open(opts Options) (*Registry, error) {
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Registry{fs: opts.FS, dir: filepath.Join(opts.DataDir, "topics"), flusher: opts.Flusher, maint: opts.Maintainer,
+		logger: opts.Logger, byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}}
+	if err := r.fs.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, err
 	}
-	d, err := loadDefaults(dataDir)
+	d, err := loadDefaults(r.fs, opts.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	r.defaults = d
-	names, err := vfs.Default.List(r.dir)
+	names, err := r.fs.List(r.dir)
 	if err != nil {
 		return nil, err
 	}
 	for _, name := range names {
 		if strings.HasSuffix(name, ".deleted") {
-			if err := os.RemoveAll(filepath.Join(r.dir, name)); err != nil {
+			if err := vfs.RemoveAll(r.fs, filepath.Join(r.dir, name)); err != nil {
 				return nil, err
 			}
 			continue
@@ -130,8 +145,8 @@ func Open(dataDir string, flusher *logstore.Flusher, maint *logstore.Maintainer,
 }
 
 func (r *Registry) load(name string) (*Topic, error) {
-	b, err := os.ReadFile(filepath.Join(r.dir, name, "topic.json"))
-	if errors.Is(err, os.ErrNotExist) {
+	b, err := vfs.ReadFile(r.fs, filepath.Join(r.dir, name, "topic.json"))
+	if errors.Is(err, vfs.ErrNotExist) {
 		r.logger.Warn("topics: skipping a directory without topic.json", "dir", filepath.Join(r.dir, name))
 		return nil, nil
 	}
@@ -161,7 +176,7 @@ func (r *Registry) load(name string) (*Topic, error) {
 func (r *Registry) openPartitions(t *Topic, from, to int32) error {
 	cfg := logConfig(t.Configs, r.defaults)
 	for i := from; i < to; i++ {
-		l, err := logstore.Open(logstore.Options{Dir: filepath.Join(r.dir, t.Name, strconv.Itoa(int(i))),
+		l, err := logstore.Open(logstore.Options{FS: r.fs, Dir: filepath.Join(r.dir, t.Name, strconv.Itoa(int(i))),
 			Config: cfg, Flusher: r.flusher, Logger: r.logger})
 		if err != nil {
 			return err
@@ -223,7 +238,7 @@ func (r *Registry) Create(name string, partitions int32, configs map[string]stri
 	if _, err := rand.Read(t.ID[:]); err != nil {
 		return nil, err
 	}
-	if err := vfs.Default.MkdirAll(filepath.Join(r.dir, name), 0o755); err != nil {
+	if err := r.fs.MkdirAll(filepath.Join(r.dir, name), 0o755); err != nil {
 		return nil, err
 	}
 	if err := r.openPartitions(t, 0, partitions); err != nil {
@@ -244,7 +259,7 @@ func (r *Registry) persist(t *Topic) error {
 	if err != nil {
 		return err
 	}
-	return vfs.WriteFileAtomic(vfs.Default, filepath.Join(r.dir, t.Name), "topic.json", b)
+	return vfs.WriteFileAtomic(r.fs, filepath.Join(r.dir, t.Name), "topic.json", b)
 }
 
 // Delete removes a topic and its data.
@@ -260,13 +275,13 @@ func (r *Registry) Delete(name string) error {
 	r.mu.Unlock()
 	r.closeTopic(t)
 	gone := filepath.Join(r.dir, fmt.Sprintf("%s.%x.deleted", name, t.ID))
-	if err := vfs.Default.Rename(filepath.Join(r.dir, name), gone); err != nil {
+	if err := r.fs.Rename(filepath.Join(r.dir, name), gone); err != nil {
 		return err
 	}
-	if err := vfs.Default.SyncDir(r.dir); err != nil {
+	if err := r.fs.SyncDir(r.dir); err != nil {
 		return err
 	}
-	return os.RemoveAll(gone)
+	return vfs.RemoveAll(r.fs, gone)
 }
 
 // CreatePartitions grows a topic to total partitions.

@@ -57,7 +57,7 @@ func TestRegistryPersistsTopicsAndPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	f := logstore.NewFlusher(0)
 	defer f.Close()
-	r, err := Open(dir, f, nil, quiet)
+	r, err := Open(Options{DataDir: dir, Flusher: f, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestRegistryPersistsTopicsAndPrecedence(t *testing.T) {
 	}
 	r.Close()
 
-	r, err = Open(dir, f, nil, quiet)
+	r, err = Open(Options{DataDir: dir, Flusher: f, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestRegistryPersistsTopicsAndPrecedence(t *testing.T) {
 func TestWriteCachingDefault(t *testing.T) {
 	f := logstore.NewFlusher(0)
 	defer f.Close()
-	r, err := Open(t.TempDir(), f, nil, quiet)
+	r, err := Open(Options{DataDir: t.TempDir(), Flusher: f, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,3 +174,46 @@ func WriteFileAtomic(fs FS, dir, name string, b []byte) error {
 	}
 	return fs.SyncDir(dir)
 }
+
+// ReadFile returns the contents of the named file.
+func ReadFile(fs FS, name string) ([]byte, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, fi.Size())
+	n, err := f.ReadAt(b, 0)
+	if err == io.EOF && n == len(b) {
+		err = nil
+	}
+	return b[:n], err
+}
+
+// RemoveAll removes dir and everything in it; a missing dir is not an error. The removal is
+// not durable until the caller syncs dir's parent.
+func RemoveAll(fs FS, dir string) error {
+	fi, err := fs.Stat(dir)
+	if errors.Is(err, ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		names, err := fs.List(dir)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if err := RemoveAll(fs, dir+"/"+name); err != nil {
+				return err
+			}
+		}
+	}
+	return fs.Remove(dir)
+}

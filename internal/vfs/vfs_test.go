@@ -41,6 +41,33 @@ func TestErrorFSNoRules(t *testing.T) {
 // runSuite checks the behaviour every FS shares. newFS returns an FS and an existing,
 // empty directory of it to work in.
 func runSuite(t *testing.T, newFS func(t *testing.T) (FS, string)) {
+	t.Run("ReadFileRemoveAll", func(t *testing.T) {
+		fsys, root := newFS(t)
+		dir := path.Join(root, "d")
+		if err := fsys.MkdirAll(path.Join(dir, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		create(t, fsys, path.Join(dir, "a"), "alpha").Close()
+		create(t, fsys, path.Join(dir, "sub", "b"), "").Close()
+		if b, err := ReadFile(fsys, path.Join(dir, "a")); string(b) != "alpha" || err != nil {
+			t.Errorf("ReadFile(a) = %q, %v; want alpha", b, err)
+		}
+		if b, err := ReadFile(fsys, path.Join(dir, "sub", "b")); len(b) != 0 || err != nil {
+			t.Errorf("ReadFile(empty) = %q, %v; want empty", b, err)
+		}
+		if _, err := ReadFile(fsys, path.Join(dir, "missing")); !errors.Is(err, ErrNotExist) {
+			t.Errorf("ReadFile(missing) = %v; want ErrNotExist", err)
+		}
+		if err := RemoveAll(fsys, dir); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fsys.Stat(dir); !errors.Is(err, ErrNotExist) {
+			t.Errorf("Stat after RemoveAll = %v; want ErrNotExist", err)
+		}
+		if err := RemoveAll(fsys, dir); err != nil {
+			t.Errorf("RemoveAll(missing) = %v; want nil", err)
+		}
+	})
 	t.Run("WriteRead", func(t *testing.T) {
 		fsys, root := newFS(t)
 		name := path.Join(root, "f")
