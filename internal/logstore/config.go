@@ -24,6 +24,10 @@ type Config struct {
 	FlushInterval time.Duration // flush.ms: sync data that has been unsynced this long; <= 0: off
 	FlushBytes    int64         // flush.bytes: sync once this many bytes are unsynced; <= 0: off
 	FlushMessages int64         // flush.messages: sync once this many records are unsynced; <= 0: off
+
+	// ProducerIDExpiration is producer.id.expiration.ms: an idempotent producer whose last batch
+	// is older is forgotten by ExpireProducers; <= 0: never.
+	ProducerIDExpiration time.Duration
 }
 
 // DefaultConfig is Kafka's default topic configuration, with Redpanda's flush policy.
@@ -39,6 +43,7 @@ func DefaultConfig() Config {
 		MinCleanableDirtyRatio: 0.5,
 		FlushInterval:          100 * time.Millisecond,
 		FlushBytes:             256 << 10,
+		ProducerIDExpiration:   24 * time.Hour,
 	}
 }
 

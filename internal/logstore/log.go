@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/txn"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -61,6 +62,8 @@ type Log struct {
 	truncGen   uint64       // bumped by Truncate so a sync that started before it claims nothing
 	truncs     []truncation // recent truncations, for waiters that a truncation overtook
 	maintWait  atomic.Int32 // operations waiting for maintMu: a compaction pass yields to them
+
+	producers *txn.Partition // idempotent producer state; guarded by appendMu
 
 	durable       int64         // every offset below is durable
 	durableCh     chan struct{} // closed (and replaced) when durable moves or err is set
@@ -216,7 +219,7 @@ func (l *Log) recover() error {
 	}
 	l.durable = l.endOffsetLocked()
 	l.active().created = l.now()
-	return nil
+	return l.loadProducers()
 }
 
 // cutAfter truncates segment s where its scan stopped and removes every later segment: nothing
@@ -323,12 +326,45 @@ func (l *Log) createSegment(base int64) error {
 //
 // Append writes the two fields into b; the caller keeps ownership of b.
 func (l *Log) Append(b []byte, leaderEpoch int32) (first, last int64, err error) {
+	r, err := l.AppendBatch(b, leaderEpoch)
+	return r.First, r.Last, err
+}
+
+// AppendBatch is Append for producer batches: a batch of an idempotent producer is checked
+// against the partition's producer state first (package txn). A duplicate of one of the
+// producer's last batches is not written; the result names the original. A batch that breaks
+// the sequence rules is refused with Kafka's error (OUT_OF_ORDER_SEQUENCE_NUMBER,
+// INVALID_PRODUCER_EPOCH), and nothing is written.
+func (l *Log) AppendBatch(b []byte, leaderEpoch int32) (AppendResult, error) {
 	h, err := batch.Validate(b)
 	if err != nil {
-		return 0, 0, err
+		return AppendResult{}, err
 	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	pb := producerBatch(&h)
+	if h.ProducerID >= 0 {
+		dup, err := l.producers.Check(pb)
+		if err != nil {
+			return AppendResult{}, err
+		}
+		if dup != nil {
+			return AppendResult{First: dup.FirstOffset, Last: dup.LastOffset, Duplicate: true, MaxTimestamp: dup.MaxTimestamp}, nil
+		}
+	}
+	first, last, err := l.appendLocked(b, &h, leaderEpoch)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if h.ProducerID >= 0 {
+		l.producers.Apply(pb, first, h.MaxTimestamp)
+	}
+	return AppendResult{First: first, Last: last}, nil
+}
+
+// appendLocked writes the validated batch b; the caller holds appendMu.
+func (l *Log) appendLocked(b []byte, hp *batch.Header, leaderEpoch int32) (first, last int64, err error) {
+	h := *hp
 	l.mu.RLock()
 	err, closed, act, cfg := l.err, l.closed, l.active(), l.cfg
 	l.mu.RUnlock()
@@ -377,6 +413,11 @@ func (l *Log) roll(act *segment) (*segment, error) {
 	// No lock needed: act's fields change only under appendMu, which the caller holds.
 	if err := act.writeIndexes(l.fs, l.dir); err != nil {
 		return nil, l.poison("index write at roll", err)
+	}
+	// The producer state as of the roll: everything below act.next, which is synced now. Losing
+	// it costs only a longer replay at recovery, so a failure is not fatal.
+	if err := l.writeSnapshot(act.next); err != nil {
+		l.logger.Warn("logstore: writing the producer state snapshot", "offset", act.next, "err", err)
 	}
 	if err := l.createSegment(act.next); err != nil {
 		return nil, l.poison("segment create", err)
@@ -475,14 +516,23 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	l.flusher.unregister(l)
-	segs, perr, dirDirty := l.segments, l.err, l.dirDirty
-	act := l.active()
+	segs, perr := l.segments, l.err
+	act, end := l.active(), l.endOffsetLocked()
 	l.mu.Unlock()
 	var err error
 	if perr == nil {
 		err = act.f.Sync()
+		// A snapshot at the (now durable) end spares the next Open a replay.
+		if err == nil {
+			if serr := l.writeSnapshot(end); serr != nil {
+				l.logger.Warn("logstore: writing the producer state snapshot", "offset", end, "err", serr)
+			}
+		}
+		l.mu.RLock()
+		dirDirty := l.dirDirty
+		l.mu.RUnlock()
 		if err == nil && dirDirty {
-			err = l.fs.SyncDir(l.dir) // a segment created since the last sync must survive too
+			err = l.fs.SyncDir(l.dir) // a segment or snapshot created since the last sync must survive too
 		}
 	}
 	for _, s := range segs {

@@ -134,7 +134,10 @@ func (l *Log) Truncate(offset int64) (int64, error) {
 	case offset >= end:
 		return end, nil
 	case offset <= start:
-		return offset, l.truncateFully(offset)
+		if err := l.truncateFully(offset); err != nil {
+			return 0, err
+		}
+		return offset, l.dropProducers()
 	}
 	v, from, ok, err := l.viewFor(offset)
 	if err != nil || !ok {
@@ -150,6 +153,11 @@ func (l *Log) Truncate(offset int64) (int64, error) {
 	}
 	if err := l.cutAt(v.seg, pos, offset); err != nil {
 		return 0, l.poison("truncate", err)
+	}
+	// The producer state must forget the batches cut off: rebuild it from a snapshot below the
+	// cut (those above are removed) and the log.
+	if err := l.loadProducers(); err != nil {
+		return 0, l.poison("producer state rebuild after truncate", err)
 	}
 	return l.EndOffset(), nil
 }
