@@ -157,7 +157,7 @@ func TestProducerStateSurvives(t *testing.T) {
 		if _, err := l.Truncate(30); err != nil { // cuts batches 15..19 (offsets 30..39)
 			t.Fatal(err)
 		}
-		appendIdem(t, l, idemBatch(t, 1, 0, 28, 2), 28, true) // batch 14 is still there
+		appendIdem(t, l, idemBatch(t, 1, 0, 28, 2), 28, true)  // batch 14 is still there
 		appendIdem(t, l, idemBatch(t, 1, 0, 30, 2), 30, false) // batch 15 was cut: written again
 	})
 }
