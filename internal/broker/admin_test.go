@@ -988,10 +988,8 @@ func TestDescribeLogDirs(t *testing.T) {
 
 func dynamicBrokerConfigNames() []string {
 	var out []string
-	for _, d := range topics.Defs() {
-		if d.BrokerName != "" {
-			out = append(out, d.BrokerName)
-		}
+	for _, d := range topics.BrokerDefs() {
+		out = append(out, d.BrokerName)
 	}
 	return out
 }

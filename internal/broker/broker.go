@@ -13,7 +13,10 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/runnel-dev/runnel/internal/topics"
+	"github.com/runnel-dev/runnel/internal/txn"
 )
 
 // Config configures a Broker.
@@ -32,7 +35,20 @@ type Config struct {
 	MaxConnInflightBytes int64 // request bytes in flight per connection
 	MaxInflightBytes     int64 // request bytes in flight for the whole broker
 
+	// ProducerIDs hands out idempotent producer ids. It must persist what it hands out; nil
+	// gives a volatile allocator, for tests only (ids would be reused after a restart).
+	ProducerIDs *txn.IDAllocator
+
+	Hooks  Hooks
 	Logger *slog.Logger
+}
+
+// Hooks let tests intercept what the broker does; production leaves them nil.
+type Hooks struct {
+	// DropResponse is asked before each response is written. If it returns true, the
+	// connection is closed instead: the request was carried out, its answer is lost, as when
+	// the network fails at that moment.
+	DropResponse func(key int16, resp kmsg.Response) bool
 }
 
 // DefaultLimits fills zero limits with their defaults.
@@ -54,6 +70,9 @@ func (c *Config) DefaultLimits() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.ProducerIDs == nil {
+		c.ProducerIDs = txn.NewIDAllocator(0, func(int64) error { return nil })
 	}
 }
 

@@ -181,6 +181,11 @@ func (c *conn) writeLoop() {
 		if f.done != nil {
 			<-f.done
 		}
+		if !broken && f.reply.resp != nil && c.b.cfg.Hooks.DropResponse != nil && c.b.cfg.Hooks.DropResponse(f.r.key, f.reply.resp) {
+			broken = true
+			c.cancel()
+			c.nc.Close()
+		}
 		if !broken && f.reply.resp != nil {
 			buf = appendResponse(buf[:0], f.r, f.reply.resp)
 			if err := c.writeFrame(bw, buf, f.reply); err != nil {

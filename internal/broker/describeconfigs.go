@@ -44,10 +44,7 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), topics.TypeInt, static, true, "the default number of partitions of a new topic"},
 		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), topics.TypeInt, static, true, "the largest request accepted; larger ones close the connection"},
 	}
-	for _, d := range topics.Defs() {
-		if d.BrokerName == "" {
-			continue
-		}
+	for _, d := range topics.BrokerDefs() {
 		value, source := d.Default, kmsg.ConfigSourceDefaultConfig
 		if v, ok := cluster[d.BrokerName]; ok {
 			value, source = v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
@@ -55,7 +52,11 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		if v, ok := own[d.BrokerName]; ok {
 			value, source = v, kmsg.ConfigSourceDynamicBrokerConfig
 		}
-		out = append(out, brokerConfig{d.BrokerName, value, d.Type, source, false, "the default of the topic config " + d.Name + ": " + d.Doc})
+		doc := "the default of the topic config " + d.Name + ": " + d.Doc
+		if d.BrokerOnly {
+			doc = d.Doc
+		}
+		out = append(out, brokerConfig{d.BrokerName, value, d.Type, source, false, doc})
 	}
 	slices.SortFunc(out, func(x, y brokerConfig) int { return strings.Compare(x.name, y.name) })
 	return out

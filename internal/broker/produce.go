@@ -115,23 +115,33 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 			return 0, err
 		}
 	}
-	if h.ProducerID >= 0 {
-		return 0, fmt.Errorf("%w: idempotent and transactional produce are not supported yet", kerr.UnsupportedForMessageFormat)
+	if h.IsTransactional() {
+		return 0, fmt.Errorf("%w: transactions are not supported yet", kerr.InvalidTxnState)
 	}
+	logAppendTime := false
 	if tsType, _ := t.Effective("message.timestamp.type"); tsType == "LogAppendTime" {
 		if _, err := batch.Validate(records); err != nil { // check before the CRC is rewritten
 			return 0, err
 		}
+		logAppendTime = true
 		sp.LogAppendTime = time.Now().UnixMilli()
 		batch.SetLogAppendTime(records, sp.LogAppendTime)
 	}
-	first, last, err := p.Log.Append(records, 0)
+	res, err := p.Log.AppendBatch(records, 0)
 	if err != nil {
 		return 0, err
 	}
-	p.NotifyAppend()
-	sp.BaseOffset, sp.LogStartOffset = first, p.Log.StartOffset()
-	return last + 1, nil
+	if res.Duplicate { // a retry: answer as the original was answered
+		if logAppendTime {
+			sp.LogAppendTime = res.MaxTimestamp
+		}
+	} else {
+		p.NotifyAppend()
+	}
+	sp.BaseOffset, sp.LogStartOffset = res.First, p.Log.StartOffset()
+	// For acks=all the caller waits for durability up to here: for a duplicate, the original's
+	// end, which may not be durable yet.
+	return res.Last + 1, nil
 }
 
 func writeCaching(t *topics.Topic) bool {

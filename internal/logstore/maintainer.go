@@ -69,6 +69,9 @@ func (m *Maintainer) Run(ctx context.Context) {
 				} else if n > 0 {
 					m.logger.Info("logstore: retention removed segments", "dir", l.dir, "segments", n, "log_start_offset", l.StartOffset())
 				}
+				if n := l.ExpireProducers(time.Now().UnixMilli()); n > 0 {
+					m.logger.Info("logstore: expired idempotent producers", "dir", l.dir, "producers", n)
+				}
 			}
 		case <-compaction.C:
 			for _, l := range m.snapshot() {

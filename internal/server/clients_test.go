@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/broker"
 	"github.com/runnel-dev/runnel/internal/cli"
 	"github.com/runnel-dev/runnel/internal/server"
 )
@@ -37,10 +38,17 @@ type testBroker struct {
 	s       *server.Server
 	cancel  context.CancelFunc
 	served  chan error
+	hooks   broker.Hooks
 }
 
 // startBroker opens a Server on dataDir and serves it on addr ("127.0.0.1:0" for any port).
 func startBroker(t *testing.T, dataDir, addr string) *testBroker {
+	t.Helper()
+	return startBrokerHooks(t, dataDir, addr, broker.Hooks{})
+}
+
+// startBrokerHooks is startBroker with test hooks in the broker; restart keeps them.
+func startBrokerHooks(t *testing.T, dataDir, addr string, hooks broker.Hooks) *testBroker {
 	t.Helper()
 	var ln net.Listener
 	var err error
@@ -55,7 +63,7 @@ func startBroker(t *testing.T, dataDir, addr string) *testBroker {
 	}
 	s, err := server.Open(server.Config{
 		DataDir: dataDir, KafkaAddr: ln.Addr().String(), AdvertisedKafkaAddr: ln.Addr().String(),
-		AdminAddr: "127.0.0.1:0", Console: &bytes.Buffer{},
+		AdminAddr: "127.0.0.1:0", Console: &bytes.Buffer{}, Hooks: hooks,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -63,7 +71,7 @@ func startBroker(t *testing.T, dataDir, addr string) *testBroker {
 		t.Fatalf("Open = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &testBroker{t: t, dataDir: dataDir, addr: ln.Addr().String(), s: s, cancel: cancel, served: make(chan error, 1)}
+	b := &testBroker{t: t, dataDir: dataDir, addr: ln.Addr().String(), s: s, cancel: cancel, served: make(chan error, 1), hooks: hooks}
 	go func() { b.served <- s.Serve(ctx, ln) }()
 	t.Cleanup(b.stop)
 	return b
@@ -87,7 +95,7 @@ func (b *testBroker) stop() {
 // restart stops the broker and serves the same data dir on the same address again.
 func (b *testBroker) restart() *testBroker {
 	b.stop()
-	return startBroker(b.t, b.dataDir, b.addr)
+	return startBrokerHooks(b.t, b.dataDir, b.addr, b.hooks)
 }
 
 func (b *testBroker) createTopic(name string, partitions int32) {

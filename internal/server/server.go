@@ -23,11 +23,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/broker"
 	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/topics"
+	"github.com/runnel-dev/runnel/internal/txn"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -46,6 +48,9 @@ type Config struct {
 	// server on a crashable file system to cut its power. The data-dir lock (an OS file lock)
 	// is taken only on the operating system's file system.
 	FS vfs.FS
+
+	// Hooks let tests intercept the broker's work (see broker.Hooks).
+	Hooks broker.Hooks
 }
 
 // Validate reports the first setting that is missing or malformed.
@@ -136,10 +141,14 @@ func Open(cfg Config) (*Server, error) {
 		Maintainer: s.maint, Logger: s.logger}); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
+	ids, err := openProducerIDs(cfg.FS, cfg.DataDir)
+	if err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
 	host, portStr, _ := net.SplitHostPort(cfg.AdvertisedKafkaAddr)
 	port, _ := strconv.Atoi(portStr)
 	s.broker = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
-		ClusterID: s.clusterID, AutoCreateTopics: true, Logger: s.logger}, s.topics)
+		ClusterID: s.clusterID, AutoCreateTopics: true, ProducerIDs: ids, Hooks: cfg.Hooks, Logger: s.logger}, s.topics)
 	for _, p := range s.Partitions() {
 		s.logger.Info("recovered partition", "topic", p.Topic, "partition", p.Partition,
 			"start_offset", p.StartOffset, "end_offset", p.EndOffset, "size_bytes", p.SizeBytes)
@@ -160,6 +169,25 @@ func loadClusterID(fsys vfs.FS, dataDir string) (string, error) {
 	}
 	id := base64.RawURLEncoding.EncodeToString(raw[:])
 	return id, vfs.WriteFileAtomic(fsys, dataDir, "cluster.id", []byte(id))
+}
+
+// openProducerIDs returns the producer id allocator, which keeps in <data-dir>/producer-ids the
+// end of the block of ids it may hand out (a decimal number): ids below it may have been used.
+func openProducerIDs(fsys vfs.FS, dataDir string) (*txn.IDAllocator, error) {
+	const name = "producer-ids"
+	var start int64
+	b, err := vfs.ReadFile(fsys, filepath.Join(dataDir, name))
+	switch {
+	case err == nil:
+		if start, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil || start < 0 {
+			return nil, fmt.Errorf("server: %s holds %q, not a producer id", name, b)
+		}
+	case !errors.Is(err, vfs.ErrNotExist):
+		return nil, err
+	}
+	return txn.NewIDAllocator(start, func(limit int64) error {
+		return vfs.WriteFileAtomic(fsys, dataDir, name, []byte(strconv.FormatInt(limit, 10)+"\n"))
+	}), nil
 }
 
 // Topics is the node's topic registry.

@@ -36,6 +36,9 @@ type ConfigDef struct {
 	// Overrides are values the broker-level config may take beyond the topic config's own: a
 	// broker default set to one of them overrides every topic's value with the mapped value.
 	Overrides map[string]string
+	// BrokerOnly marks a broker config that has no topic config (it is listed here to share the
+	// dynamic broker config machinery); Name equals BrokerName.
+	BrokerOnly bool
 }
 
 // defs lists every topic config Runnel accepts, with Kafka's names and defaults. Configs that
@@ -58,6 +61,8 @@ var defs = []ConfigDef{
 	{Name: "flush.ms", Type: TypeLong, Default: "100", BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64, Doc: "sync unsynced data at least this often (bounds what write caching can lose)"},
 	{Name: "flush.bytes", Type: TypeLong, Default: "262144", BrokerName: "flush.bytes", Min: 0, Max: math.MaxInt64, Doc: "sync once this many bytes are unsynced"},
 	{Name: "flush.messages", Type: TypeLong, Default: "9223372036854775807", BrokerName: "log.flush.interval.messages", Min: 1, Max: math.MaxInt64, Doc: "sync once this many records are unsynced"},
+	{Name: "producer.id.expiration.ms", BrokerName: "producer.id.expiration.ms", BrokerOnly: true, Type: TypeInt, Default: "86400000", Min: 1, Max: math.MaxInt32,
+		Doc: "forget an idempotent producer this long after its last batch"},
 	{Name: "runnel.storage", Type: TypeString, Default: "local", Allowed: []string{"local"}, Doc: "local segment logs (object storage: not yet)"},
 	{Name: "runnel.sequencing", Type: TypeString, Default: "eager", Allowed: []string{"eager"}, Doc: "offsets known at ack (lazy: not yet)"},
 	{Name: "runnel.ordering", Type: TypeString, Default: "partition", Allowed: []string{"partition"}, Doc: "per-partition order (total: not yet)"},
@@ -66,15 +71,35 @@ var defs = []ConfigDef{
 var defsByName = func() map[string]*ConfigDef {
 	m := map[string]*ConfigDef{}
 	for i := range defs {
-		m[defs[i].Name] = &defs[i]
+		if !defs[i].BrokerOnly {
+			m[defs[i].Name] = &defs[i]
+		}
 	}
 	return m
 }()
 
 // Defs returns every topic config definition, sorted by name. The caller must not modify them.
 func Defs() []ConfigDef {
-	out := append([]ConfigDef(nil), defs...)
+	var out []ConfigDef
+	for _, d := range defs {
+		if !d.BrokerOnly {
+			out = append(out, d)
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// BrokerDefs returns the definition of every dynamic broker config (those that set a topic
+// config's default and the broker-only ones), sorted by broker config name.
+func BrokerDefs() []ConfigDef {
+	var out []ConfigDef
+	for _, d := range defs {
+		if d.BrokerName != "" {
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].BrokerName < out[j].BrokerName })
 	return out
 }
 
@@ -99,6 +124,11 @@ func CheckConfig(name, value string) error {
 	if !ok {
 		return configErr("unknown topic config %q", name)
 	}
+	return checkValue(d, value)
+}
+
+func checkValue(d *ConfigDef, value string) error {
+	name := d.Name
 	switch d.Type {
 	case TypeBoolean:
 		if value != "true" && value != "false" {
@@ -203,5 +233,10 @@ func logConfig(set map[string]string, d *defaults) logstore.Config {
 	c.FlushInterval = time.Duration(num(set, "flush.ms", d)) * time.Millisecond
 	c.FlushBytes = num(set, "flush.bytes", d)
 	c.FlushMessages = num(set, "flush.messages", d)
+	if d != nil {
+		v, _ := d.lookup(defsByBrokerName["producer.id.expiration.ms"])
+		ms, _ := strconv.ParseInt(v, 10, 64)
+		c.ProducerIDExpiration = time.Duration(ms) * time.Millisecond
+	}
 	return c
 }

@@ -114,7 +114,7 @@ func (r *Registry) SetBrokerConfigs(perBroker bool, configs map[string]string, v
 		if _, ok := d.Overrides[configs[k]]; ok {
 			continue
 		}
-		if err := CheckConfig(d.Name, configs[k]); err != nil {
+		if err := checkValue(d, configs[k]); err != nil {
 			return configErr("%s: %v", k, err)
 		}
 	}

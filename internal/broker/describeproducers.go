@@ -1,0 +1,40 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.DescribeProducers, 0, 0, handleDescribeProducers) }
+
+// handleDescribeProducers lists the idempotent producers each partition remembers (KIP-664).
+func handleDescribeProducers(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.DescribeProducersRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewDescribeProducersResponseTopic()
+		st.Topic = rt.Topic
+		t, known := r.conn.b.topics.Get(rt.Topic)
+		for _, index := range rt.Partitions {
+			sp := kmsg.NewDescribeProducersResponseTopicPartition()
+			sp.Partition = index
+			if !known || index < 0 || int(index) >= len(t.Partitions) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			for _, p := range t.Partitions[index].Log.Producers() {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID, ap.ProducerEpoch = p.ID, int32(p.Epoch)
+				ap.LastSequence, ap.LastTimestamp = p.LastSeq(), p.LastTimestamp
+				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+				sp.ActiveProducers = append(sp.ActiveProducers, ap)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{resp: resp}
+}

@@ -1,0 +1,34 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.InitProducerID, 0, 5, handleInitProducerID) }
+
+// handleInitProducerID gives an idempotent producer a new producer id at epoch 0. As in Kafka,
+// a request without a transactional id always gets a fresh id, even when it names its current
+// id and epoch (KIP-360): an idempotent producer bumps its epoch itself and asks for a new id
+// only when the epoch would overflow. Transactional ids are refused until transactions exist.
+func handleInitProducerID(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.InitProducerIDRequest)
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil {
+		// No transaction coordinator yet; FindCoordinator(TRANSACTION) is not served either, so
+		// well-behaved clients never get here.
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return reply{resp: resp}
+	}
+	id, err := r.conn.b.cfg.ProducerIDs.Next()
+	if err != nil {
+		r.conn.b.logger.Error("allocating a producer id", "err", err)
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return reply{resp: resp}
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return reply{resp: resp}
+}
