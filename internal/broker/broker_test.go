@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/topics"
@@ -80,5 +82,78 @@ func TestProduceConsumeRoundTrip(t *testing.T) {
 			}
 			seen++
 		})
+	}
+}
+
+// TestHighWatermarkFollowsDurability: without write caching, consumers see only durable records
+// (the high watermark is the durable offset), so a power failure can never take back a record
+// someone read; with write caching they see everything appended, as in Redpanda.
+func TestHighWatermarkFollowsDurability(t *testing.T) {
+	addr, reg := testBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	noFlush := map[string]string{"flush.ms": "1000000", "flush.bytes": "1000000000"}
+	fsyncTopic, err := reg.Create("durable", 1, noFlush, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := map[string]string{"write.caching": "true"}
+	for k, v := range noFlush {
+		cached[k] = v
+	}
+	cachedTopic, err := reg.Create("cached", 1, cached, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range []*topics.Topic{fsyncTopic, cachedTopic} { // appended, not synced
+		if _, _, err := tp.Partitions[0].Log.Append(ctBatch(3, 10), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	latest := func(topic string) int64 {
+		ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := ends.Lookup(topic, 0)
+		return o.Offset
+	}
+	ids := map[string][16]byte{"durable": fsyncTopic.ID, "cached": cachedTopic.ID}
+	fetch := func(topic string) (hw int64, records int) {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 1, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = topic, ids[topic]
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes = 1 << 20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := cl.Broker(1).Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		if p.ErrorCode != 0 {
+			t.Fatalf("fetch %s: error %d", topic, p.ErrorCode)
+		}
+		recs, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: topic}, &p, kgo.DefaultDecompressor(), nil)
+		return p.HighWatermark, len(recs.Records)
+	}
+	if hw, n := fetch("durable"); hw != 0 || n != 0 || latest("durable") != 0 {
+		t.Errorf("fsync topic before the sync: high watermark %d, %d records, latest %d; want 0, 0, 0", hw, n, latest("durable"))
+	}
+	if hw, n := fetch("cached"); hw != 3 || n != 3 || latest("cached") != 3 {
+		t.Errorf("write-caching topic: high watermark %d, %d records, latest %d; want 3, 3, 3", hw, n, latest("cached"))
+	}
+	if err := fsyncTopic.Partitions[0].Log.WaitDurable(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if hw, n := fetch("durable"); hw != 3 || n != 3 || latest("durable") != 3 {
+		t.Errorf("fsync topic after the sync: high watermark %d, %d records, latest %d; want 3, 3, 3", hw, n, latest("durable"))
 	}
 }

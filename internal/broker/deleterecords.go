@@ -34,9 +34,9 @@ func handleDeleteRecords(_ context.Context, r *request) reply {
 				l := t.Partitions[rp.Partition].Log
 				off := rp.Offset
 				if off == deleteToHighWatermark {
-					off = l.EndOffset()
+					off = l.HighWatermark()
 				}
-				if off < 0 || off > l.EndOffset() {
+				if off < 0 || off > l.HighWatermark() {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
 				} else if err := l.AdvanceStartOffset(off); err != nil {
 					sp.ErrorCode = errorCode(err)

@@ -42,6 +42,9 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		for _, sp := range parts { // subscribe before reading, so no append is missed
 			if p, err := b.partition(sp); err == nil {
 				wake = append(wake, p.Changed())
+				if !p.Log.Config().WriteCaching { // the high watermark moves with fsyncs
+					wake = append(wake, p.Log.DurableChanged())
+				}
 			}
 		}
 		resp.Topics = resp.Topics[:0]
@@ -221,7 +224,7 @@ func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 // readPartition reads one partition's batches into fp. The first partition with data may exceed
 // maxBytes by its first batch (Kafka's KIP-74 rule); later ones may not.
 func readPartition(p *topics.Partition, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first bool, files *fileRanges) (int, error) {
-	fp.HighWatermark = p.Log.EndOffset()
+	fp.HighWatermark = p.Log.HighWatermark()
 	fp.LastStableOffset = fp.HighWatermark
 	fp.LogStartOffset = p.Log.StartOffset()
 	if sp.offset == fp.HighWatermark {
@@ -230,7 +233,9 @@ func readPartition(p *topics.Partition, sp *sessionPartition, fp *kmsg.FetchResp
 	if maxBytes <= 0 && !first {
 		return 0, nil
 	}
-	s, err := p.Log.ReadSlice(sp.offset, max(maxBytes, 0))
+	// Between the high watermark and the log end the answer is empty, as in Kafka; past the
+	// log end it is OFFSET_OUT_OF_RANGE.
+	s, err := p.Log.ReadSliceBelow(sp.offset, max(maxBytes, 0), fp.HighWatermark)
 	if err != nil {
 		if errors.Is(err, logstore.ErrOffsetOutOfRange) {
 			return 0, kerr.OffsetOutOfRange

@@ -36,7 +36,7 @@ func handleListOffsets(_ context.Context, r *request) reply {
 				l := t.Partitions[rp.Partition].Log
 				switch rp.Timestamp {
 				case listLatest:
-					sp.Offset = l.EndOffset()
+					sp.Offset = l.HighWatermark()
 				case listEarliest:
 					sp.Offset = l.StartOffset()
 				case listMaxTimestamp:

@@ -62,8 +62,12 @@ func handleProduce(ctx context.Context, r *request) reply {
 				setProduceError(sp, err)
 				continue
 			}
-			if req.Acks == -1 && !writeCaching(t) {
-				waits = append(waits, durable{sp, p.Log, end})
+			if !p.Log.Config().WriteCaching {
+				if req.Acks == -1 {
+					waits = append(waits, durable{sp, p.Log, end})
+				} else { // no one waits, but consumers see only durable records: sync now
+					p.Log.SyncSoon()
+				}
 			}
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -142,11 +146,6 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 	// For acks=all the caller waits for durability up to here: for a duplicate, the original's
 	// end, which may not be durable yet.
 	return res.Last + 1, nil
-}
-
-func writeCaching(t *topics.Topic) bool {
-	v, _ := t.Effective("write.caching")
-	return v == "true"
 }
 
 // setProduceError maps an append failure to Kafka's error code for the partition.

@@ -25,6 +25,11 @@ type Config struct {
 	FlushBytes    int64         // flush.bytes: sync once this many bytes are unsynced; <= 0: off
 	FlushMessages int64         // flush.messages: sync once this many records are unsynced; <= 0: off
 
+	// WriteCaching is write.caching: readers may see what is appended but not yet durable
+	// (HighWatermark is the log end), as in Redpanda. Without it they see only what is durable,
+	// so a consumer never reads a record that a power failure could take back.
+	WriteCaching bool
+
 	// ProducerIDExpiration is producer.id.expiration.ms: an idempotent producer whose last batch
 	// is older is forgotten by ExpireProducers; <= 0: never.
 	ProducerIDExpiration time.Duration

@@ -186,6 +186,18 @@ func (l *Log) syncOnce() bool {
 	return true
 }
 
+// SyncSoon queues the log for the flusher's next round without waiting for it: what is
+// appended now becomes durable (and, without write caching, visible to readers) within about
+// one fsync, sharing it with every other log of the round.
+func (l *Log) SyncSoon() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.syncQueued && !l.closed && l.err == nil && l.durable < l.endOffsetLocked() {
+		l.syncQueued = true
+		l.flusher.enqueue(l)
+	}
+}
+
 // WaitDurable waits until every offset below end is durable (end is typically last+1 from
 // Append), sharing the fsync with every other waiter of the same round. It returns the error that
 // poisoned the log if a write or sync failed, and never reports durability that a failed sync

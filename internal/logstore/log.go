@@ -466,6 +466,25 @@ func (l *Log) EndOffset() int64 {
 	return l.endOffsetLocked()
 }
 
+// HighWatermark is the offset below which readers may read: the log end with WriteCaching,
+// else the durable offset. (On one node; replication will lower it to what a quorum has.)
+func (l *Log) HighWatermark() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.cfg.WriteCaching {
+		return l.endOffsetLocked()
+	}
+	return l.durable
+}
+
+// DurableChanged returns a channel closed the next time the durable offset moves (or the log is
+// poisoned or closed), for readers waiting on the high watermark.
+func (l *Log) DurableChanged() <-chan struct{} {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.durableCh
+}
+
 // DurableOffset is the offset below which every record is durable.
 func (l *Log) DurableOffset() int64 {
 	l.mu.RLock()

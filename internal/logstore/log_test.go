@@ -349,3 +349,76 @@ func TestFlushPolicy(t *testing.T) {
 		t.Errorf("DurableOffset() = %d with the flush policy off; want 0", got)
 	}
 }
+
+// TestReadSliceBelowAndHighWatermark: reads stop at the high watermark, which is the log end
+// with write caching and the durable offset without it.
+func TestReadSliceBelowAndHighWatermark(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	cfg := testConfig()
+	cfg.SegmentBytes = 2000 // several segments
+	cfg.FlushInterval, cfg.FlushBytes, cfg.FlushMessages = 0, 0, 0
+	l := e.open(cfg)
+	defer l.Close()
+	var firsts []int64
+	for i := range 12 {
+		firsts = append(firsts, appendAll(t, l, valueBatch(t, 2, 200, 1, i))...)
+	}
+	end := l.EndOffset()
+	if hw := l.HighWatermark(); hw != 0 {
+		t.Fatalf("HighWatermark() before any sync = %d; want 0 (nothing durable)", hw)
+	}
+	changed := l.DurableChanged()
+	if err := l.WaitDurable(t.Context(), firsts[7]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Errorf("DurableChanged() not closed after the durable offset moved")
+	}
+	if hw := l.HighWatermark(); hw < firsts[7] {
+		t.Errorf("HighWatermark() = %d after WaitDurable(%d)", hw, firsts[7])
+	}
+	for _, tc := range []struct {
+		from, below int64
+		wantFirst   int64 // first offset of the slice, -1 for an empty one
+	}{
+		{0, firsts[3], 0},
+		{firsts[2], firsts[3], firsts[2]},
+		{firsts[3], firsts[3], -1},
+		{firsts[5], firsts[4], -1},
+		{firsts[10], end, firsts[10]},
+	} {
+		s, err := l.ReadSliceBelow(tc.from, 1<<20, tc.below)
+		if err != nil {
+			t.Fatalf("ReadSliceBelow(%d, below %d) = %v", tc.from, tc.below, err)
+		}
+		b := make([]byte, s.Size)
+		if s.Size > 0 {
+			s.File.ReadAt(b, s.Position)
+		}
+		s.Release()
+		var offsets []int64
+		for len(b) > 0 {
+			h, err := batch.ParseHeader(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			offsets = append(offsets, h.BaseOffset, h.LastOffset())
+			b = b[h.Size():]
+		}
+		switch {
+		case tc.wantFirst < 0 && len(offsets) > 0:
+			t.Errorf("ReadSliceBelow(%d, below %d) read offsets %v; want nothing", tc.from, tc.below, offsets)
+		case tc.wantFirst >= 0 && (len(offsets) == 0 || offsets[0] != tc.wantFirst || offsets[len(offsets)-1] >= tc.below):
+			t.Errorf("ReadSliceBelow(%d, below %d) read offsets %v; want from %d, all below %d", tc.from, tc.below, offsets, tc.wantFirst, tc.below)
+		}
+	}
+	cfg.WriteCaching = true
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if hw := l.HighWatermark(); hw != end {
+		t.Errorf("HighWatermark() with write caching = %d; want the log end %d", hw, end)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -160,4 +161,22 @@ func TestProducerStateSurvives(t *testing.T) {
 		appendIdem(t, l, idemBatch(t, 1, 0, 28, 2), 28, true)  // batch 14 is still there
 		appendIdem(t, l, idemBatch(t, 1, 0, 30, 2), 30, false) // batch 15 was cut: written again
 	})
+}
+
+// TestExpireProducers: a producer is forgotten producer.id.expiration.ms after its last batch's
+// timestamp; afterwards it is unknown and any sequence is accepted again.
+func TestExpireProducers(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	cfg := testConfig()
+	cfg.ProducerIDExpiration = time.Hour
+	l := e.open(cfg)
+	defer l.Close()
+	appendIdem(t, l, idemBatch(t, 3, 0, 0, 1), 0, false) // timestamp 1000
+	if n := l.ExpireProducers(1000 + time.Hour.Milliseconds() - 1); n != 0 {
+		t.Errorf("ExpireProducers just before the hour = %d; want 0", n)
+	}
+	if n := l.ExpireProducers(1000 + time.Hour.Milliseconds()); n != 1 || len(l.Producers()) != 0 {
+		t.Errorf("ExpireProducers at the hour = %d, leaving %d; want 1, leaving none", n, len(l.Producers()))
+	}
+	appendIdem(t, l, idemBatch(t, 3, 0, 7, 1), 1, false) // unknown again: sequence 7 is fine
 }

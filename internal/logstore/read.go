@@ -3,6 +3,7 @@ package logstore
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -67,10 +68,27 @@ func (l *Log) viewFor(from int64) (view, int64, bool, error) {
 // but always holding at least one batch. Reads stay within one segment, as in Kafka. At the log
 // end the slice is empty. The caller must Release the slice.
 func (l *Log) ReadSlice(from int64, maxBytes int) (Slice, error) {
+	return l.ReadSliceBelow(from, maxBytes, math.MaxInt64)
+}
+
+// ReadSliceBelow is ReadSlice limited to the batches below end, which must be a batch boundary
+// (the high watermark): the slice is empty when from >= end.
+func (l *Log) ReadSliceBelow(from int64, maxBytes int, end int64) (Slice, error) {
 	for {
 		v, start, ok, err := l.viewFor(from)
-		if err != nil || !ok {
+		if err != nil || !ok || from >= end {
+			if ok {
+				v.seg.release()
+			}
 			return Slice{}, err
+		}
+		if end < v.next { // cut the view at the batch that starts at end
+			endPos, err := v.findBatch(end)
+			if err != nil {
+				v.seg.release()
+				return Slice{}, err
+			}
+			v.size, v.next = endPos, end
 		}
 		pos, err := v.findBatch(start)
 		if err == nil && pos < v.size {

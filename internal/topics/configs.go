@@ -233,6 +233,8 @@ func logConfig(set map[string]string, d *defaults) logstore.Config {
 	c.FlushInterval = time.Duration(num(set, "flush.ms", d)) * time.Millisecond
 	c.FlushBytes = num(set, "flush.bytes", d)
 	c.FlushMessages = num(set, "flush.messages", d)
+	caching, _ := effectiveIn(set, "write.caching", d)
+	c.WriteCaching = caching == "true"
 	if d != nil {
 		v, _ := d.lookup(defsByBrokerName["producer.id.expiration.ms"])
 		ms, _ := strconv.ParseInt(v, 10, 64)
