@@ -1,0 +1,635 @@
+package group
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// JoinGroup handles a JoinGroup request. The reply may come now or in the Output of a later
+// call (when the rebalance completes).
+func (c *Coordinator) JoinGroup(now time.Time, id RequestID, req *kmsg.JoinGroupRequest, clientID, clientHost string) Output {
+	var out Output
+	fail := func(err *kerr.Error, memberID string) Output {
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode, resp.MemberID, resp.Generation = err.Code, memberID, -1
+		out.reply(id, resp)
+		return out
+	}
+	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
+	rebalance := time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	if req.Version == 0 {
+		rebalance = session
+	}
+	switch {
+	case req.Group == "":
+		return fail(kerr.InvalidGroupID, req.MemberID)
+	case session < c.cfg.MinSessionTimeout || session > c.cfg.MaxSessionTimeout:
+		return fail(kerr.InvalidSessionTimeout, req.MemberID)
+	}
+	protocols := make([]Protocol, len(req.Protocols))
+	for i, p := range req.Protocols {
+		protocols[i] = Protocol{Name: p.Name, Metadata: p.Metadata}
+	}
+	g := c.groups[req.Group]
+	if g == nil {
+		if req.MemberID != "" {
+			return fail(kerr.UnknownMemberID, req.MemberID)
+		}
+		g = newGroup(req.Group, now)
+		c.groups[req.Group] = g
+	}
+	if !g.supports(req.ProtocolType, protocols) {
+		return fail(kerr.InconsistentGroupProtocol, req.MemberID)
+	}
+	m := &Member{ClientID: clientID, ClientHost: clientHost, SessionTimeout: session, RebalanceTimeout: rebalance,
+		Protocols: protocols, awaitingJoin: true, joinID: id, joinVersion: req.Version}
+	if req.InstanceID != nil {
+		m.InstanceID = *req.InstanceID
+	}
+	if req.MemberID == "" {
+		return c.joinNew(now, g, m, req.ProtocolType, &out)
+	}
+	return c.joinKnown(now, g, req.MemberID, m, req.ProtocolType, &out)
+}
+
+// supports reports whether a member with these protocols may join: the group's protocol type,
+// and at least one protocol every member supports.
+func (g *Group) supports(protocolType string, ps []Protocol) bool {
+	if protocolType == "" || len(ps) == 0 {
+		return false
+	}
+	if len(g.members) == 0 {
+		return g.ProtocolType == "" || g.ProtocolType == protocolType || g.State == Empty
+	}
+	if protocolType != g.ProtocolType {
+		return false
+	}
+	for _, name := range g.candidates() {
+		for _, p := range ps {
+			if p.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// candidates are the protocols every member supports, in the first member's order.
+func (g *Group) candidates() []string {
+	var out []string
+	for i, id := range g.order {
+		m := g.members[id]
+		if i == 0 {
+			for _, p := range m.Protocols {
+				out = append(out, p.Name)
+			}
+			continue
+		}
+		kept := out[:0]
+		for _, name := range out {
+			if hasProtocol(m, name) {
+				kept = append(kept, name)
+			}
+		}
+		out = kept
+	}
+	return out
+}
+
+func hasProtocol(m *Member, name string) bool {
+	for _, p := range m.Protocols {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// joinNew handles a join without a member id.
+func (c *Coordinator) joinNew(now time.Time, g *Group, m *Member, protocolType string, out *Output) Output {
+	if m.InstanceID != "" {
+		if oldID, ok := g.static[m.InstanceID]; ok {
+			return c.rejoinStatic(now, g, oldID, m, out)
+		}
+		m.ID = newMemberID(m.InstanceID)
+	} else {
+		m.ID = newMemberID(m.ClientID)
+		if m.joinVersion >= 4 { // KIP-394: the client must rejoin with the id it is given
+			g.pending[m.ID] = now.Add(m.SessionTimeout)
+			resp := joinResponse(m.joinVersion)
+			resp.ErrorCode, resp.MemberID, resp.Generation = kerr.MemberIDRequired.Code, m.ID, -1
+			out.reply(m.joinID, resp)
+			return *out
+		}
+	}
+	if c.cfg.MaxGroupSize > 0 && len(g.members) >= c.cfg.MaxGroupSize {
+		resp := joinResponse(m.joinVersion)
+		resp.ErrorCode, resp.MemberID, resp.Generation = kerr.GroupMaxSizeReached.Code, m.ID, -1
+		out.reply(m.joinID, resp)
+		return *out
+	}
+	c.addMember(now, g, m, protocolType, out)
+	return *out
+}
+
+// joinKnown handles a join with a member id.
+func (c *Coordinator) joinKnown(now time.Time, g *Group, memberID string, m *Member, protocolType string, out *Output) Output {
+	fail := func(err *kerr.Error) Output {
+		resp := joinResponse(m.joinVersion)
+		resp.ErrorCode, resp.MemberID, resp.Generation = err.Code, memberID, -1
+		out.reply(m.joinID, resp)
+		return *out
+	}
+	if _, ok := g.pending[memberID]; ok {
+		delete(g.pending, memberID)
+		m.ID = memberID
+		c.addMember(now, g, m, protocolType, out)
+		return *out
+	}
+	cur := g.members[memberID]
+	var inst *string
+	if m.InstanceID != "" {
+		inst = &m.InstanceID
+	}
+	switch {
+	case g.fenced(inst, memberID):
+		return fail(kerr.FencedInstanceID)
+	case cur == nil:
+		return fail(kerr.UnknownMemberID)
+	case m.InstanceID != cur.InstanceID:
+		return fail(kerr.FencedInstanceID)
+	}
+	switch g.State {
+	case PreparingRebalance:
+		c.updateMember(cur, m, out)
+		c.tryCompleteJoin(now, g, out)
+	case CompletingRebalance, Stable:
+		if cur.sameProtocols(m.Protocols) && (g.State == CompletingRebalance || memberID != g.Leader) {
+			// Nothing changed: answer with the current generation (a lost response, a retry).
+			cur.deadline = now.Add(cur.SessionTimeout)
+			out.reply(m.joinID, g.joinResponseFor(cur, m.joinVersion))
+			return *out
+		}
+		c.updateMember(cur, m, out)
+		c.prepareRebalance(now, g, out)
+	default:
+		return fail(kerr.UnknownMemberID)
+	}
+	return *out
+}
+
+// rejoinStatic handles a static member that joins again without its member id (it restarted):
+// it gets a new member id and the old one is fenced.
+func (c *Coordinator) rejoinStatic(now time.Time, g *Group, oldID string, m *Member, out *Output) Output {
+	old := g.members[oldID]
+	m.ID = newMemberID(m.InstanceID)
+	m.Assignment = old.Assignment
+	if old.awaitingJoin {
+		resp := joinResponse(old.joinVersion)
+		resp.ErrorCode, resp.MemberID, resp.Generation = kerr.FencedInstanceID.Code, oldID, -1
+		out.reply(old.joinID, resp)
+	}
+	if old.awaitingSync {
+		resp := syncResponse(old.syncVersion)
+		resp.ErrorCode = kerr.FencedInstanceID.Code
+		out.reply(old.syncID, resp)
+	}
+	g.members[m.ID] = m
+	delete(g.members, oldID)
+	for i, id := range g.order {
+		if id == oldID {
+			g.order[i] = m.ID
+		}
+	}
+	g.static[m.InstanceID] = m.ID
+	wasLeader := g.Leader == oldID
+	if wasLeader {
+		g.Leader = m.ID
+	}
+	switch {
+	case g.State == Stable && !wasLeader && old.sameProtocols(m.Protocols):
+		// KIP-345: a static member that comes back unchanged does not cause a rebalance.
+		m.awaitingJoin = false
+		m.deadline = now.Add(m.SessionTimeout)
+		out.Records = append(out.Records, g.metadataRecord())
+		out.reply(m.joinID, g.joinResponseFor(m, m.joinVersion))
+	case g.State == PreparingRebalance:
+		c.tryCompleteJoin(now, g, out)
+	default:
+		c.prepareRebalance(now, g, out)
+	}
+	return *out
+}
+
+// addMember adds a new member, which waits for the rebalance it starts (or joins).
+func (c *Coordinator) addMember(now time.Time, g *Group, m *Member, protocolType string, out *Output) {
+	if len(g.members) == 0 {
+		g.ProtocolType = protocolType
+	}
+	g.members[m.ID] = m
+	g.order = append(g.order, m.ID)
+	if m.InstanceID != "" {
+		g.static[m.InstanceID] = m.ID
+	}
+	if g.State == PreparingRebalance {
+		if g.initialDelay { // new members extend the initial delay, up to the rebalance timeout
+			g.joinDeadline = minTime(now.Add(c.cfg.InitialRebalanceDelay), g.rebalanceDeadline)
+		}
+		c.tryCompleteJoin(now, g, out)
+		return
+	}
+	c.prepareRebalance(now, g, out)
+}
+
+// updateMember takes a member's new join: its protocols, timeouts and pending request.
+func (c *Coordinator) updateMember(cur, m *Member, out *Output) {
+	if cur.awaitingJoin { // a second join while one waits: the older one is superseded
+		resp := joinResponse(cur.joinVersion)
+		resp.ErrorCode, resp.MemberID, resp.Generation = kerr.RebalanceInProgress.Code, cur.ID, -1
+		out.reply(cur.joinID, resp)
+	}
+	cur.Protocols, cur.SessionTimeout, cur.RebalanceTimeout = m.Protocols, m.SessionTimeout, m.RebalanceTimeout
+	cur.ClientID, cur.ClientHost = m.ClientID, m.ClientHost
+	cur.awaitingJoin, cur.joinID, cur.joinVersion = true, m.joinID, m.joinVersion
+}
+
+// prepareRebalance starts a rebalance: every member must join again.
+func (c *Coordinator) prepareRebalance(now time.Time, g *Group, out *Output) {
+	if g.State == CompletingRebalance { // the assignment being computed is void
+		for _, m := range g.members {
+			if m.awaitingSync {
+				resp := syncResponse(m.syncVersion)
+				resp.ErrorCode = kerr.RebalanceInProgress.Code
+				out.reply(m.syncID, resp)
+				m.awaitingSync = false
+			}
+		}
+	}
+	var timeout time.Duration
+	for _, m := range g.members {
+		timeout = max(timeout, m.RebalanceTimeout)
+	}
+	g.rebalanceDeadline = now.Add(timeout)
+	g.joinDeadline = g.rebalanceDeadline
+	g.initialDelay = g.State == Empty && c.cfg.InitialRebalanceDelay > 0
+	if g.initialDelay {
+		g.joinDeadline = minTime(now.Add(c.cfg.InitialRebalanceDelay), g.rebalanceDeadline)
+	}
+	g.transition(PreparingRebalance, now)
+	c.tryCompleteJoin(now, g, out)
+}
+
+// tryCompleteJoin completes the join phase once every member has joined (and any initial delay
+// passed), or at the deadline, removing the members that did not join.
+func (c *Coordinator) tryCompleteJoin(now time.Time, g *Group, out *Output) {
+	if g.State != PreparingRebalance {
+		return
+	}
+	all := len(g.pending) == 0
+	for _, m := range g.members {
+		all = all && m.awaitingJoin
+	}
+	due := !now.Before(g.joinDeadline)
+	if !due && (!all || g.initialDelay) {
+		return
+	}
+	if due {
+		for _, id := range append([]string(nil), g.order...) {
+			if m := g.members[id]; !m.awaitingJoin {
+				c.removeMember(g, m, kerr.UnknownMemberID, out)
+			}
+		}
+		clear(g.pending)
+	}
+	g.initialDelay = false
+	g.Generation++
+	if len(g.members) == 0 {
+		g.Protocol, g.Leader = "", ""
+		g.transition(Empty, now)
+		out.Records = append(out.Records, g.metadataRecord())
+		return
+	}
+	g.Protocol = g.selectProtocol()
+	if _, ok := g.members[g.Leader]; !ok {
+		g.Leader = g.order[0]
+	}
+	g.transition(CompletingRebalance, now)
+	g.syncDeadline = now.Add(g.maxRebalanceTimeout())
+	for _, id := range g.order {
+		m := g.members[id]
+		m.awaitingJoin = false
+		m.deadline = now.Add(m.SessionTimeout)
+		out.reply(m.joinID, g.joinResponseFor(m, m.joinVersion))
+	}
+}
+
+func (g *Group) maxRebalanceTimeout() time.Duration {
+	var d time.Duration
+	for _, m := range g.members {
+		d = max(d, m.RebalanceTimeout)
+	}
+	return d
+}
+
+// selectProtocol picks the protocol the most members prefer among those all support, as Kafka
+// does (each member votes for its first supported candidate); ties go to the earlier candidate.
+func (g *Group) selectProtocol() string {
+	cands := g.candidates()
+	votes := map[string]int{}
+	for _, m := range g.members {
+		for _, p := range m.Protocols {
+			if contains(cands, p.Name) {
+				votes[p.Name]++
+				break
+			}
+		}
+	}
+	best := ""
+	for _, name := range cands {
+		if best == "" || votes[name] > votes[best] {
+			best = name
+		}
+	}
+	return best
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// joinResponseFor is the successful JoinGroup answer for m: the leader gets every member's
+// metadata for the selected protocol.
+func (g *Group) joinResponseFor(m *Member, version int16) *kmsg.JoinGroupResponse {
+	resp := joinResponse(version)
+	resp.Generation, resp.Protocol, resp.LeaderID, resp.MemberID = g.Generation, &g.Protocol, g.Leader, m.ID
+	pt := g.ProtocolType
+	resp.ProtocolType = &pt
+	if m.ID == g.Leader {
+		for _, id := range g.order {
+			o := g.members[id]
+			jm := kmsg.NewJoinGroupResponseMember()
+			jm.MemberID, jm.ProtocolMetadata = o.ID, o.metadata(g.Protocol)
+			if o.InstanceID != "" {
+				inst := o.InstanceID
+				jm.InstanceID = &inst
+			}
+			resp.Members = append(resp.Members, jm)
+		}
+	}
+	return resp
+}
+
+func joinResponse(version int16) *kmsg.JoinGroupResponse {
+	resp := kmsg.NewPtrJoinGroupResponse()
+	resp.Version = version
+	return resp
+}
+
+func syncResponse(version int16) *kmsg.SyncGroupResponse {
+	resp := kmsg.NewPtrSyncGroupResponse()
+	resp.Version = version
+	return resp
+}
+
+// removeMember takes m out of g; a request it has pending is answered with err.
+func (c *Coordinator) removeMember(g *Group, m *Member, err *kerr.Error, out *Output) {
+	if m.awaitingJoin {
+		resp := joinResponse(m.joinVersion)
+		resp.ErrorCode, resp.MemberID, resp.Generation = err.Code, m.ID, -1
+		out.reply(m.joinID, resp)
+	}
+	if m.awaitingSync {
+		resp := syncResponse(m.syncVersion)
+		resp.ErrorCode = err.Code
+		out.reply(m.syncID, resp)
+	}
+	delete(g.members, m.ID)
+	for i, id := range g.order {
+		if id == m.ID {
+			g.order = append(g.order[:i:i], g.order[i+1:]...)
+			break
+		}
+	}
+	if m.InstanceID != "" && g.static[m.InstanceID] == m.ID {
+		delete(g.static, m.InstanceID)
+	}
+	if g.Leader == m.ID {
+		g.Leader = ""
+	}
+}
+
+// memberLeft reacts to a member leaving or expiring.
+func (c *Coordinator) memberLeft(now time.Time, g *Group, out *Output) {
+	switch g.State {
+	case Stable, CompletingRebalance:
+		c.prepareRebalance(now, g, out)
+	case PreparingRebalance:
+		c.tryCompleteJoin(now, g, out)
+	}
+}
+
+// SyncGroup handles a SyncGroup request; a follower's reply waits for the leader's.
+func (c *Coordinator) SyncGroup(now time.Time, id RequestID, req *kmsg.SyncGroupRequest) Output {
+	var out Output
+	fail := func(err *kerr.Error) Output {
+		resp := syncResponse(req.Version)
+		resp.ErrorCode = err.Code
+		out.reply(id, resp)
+		return out
+	}
+	g := c.groups[req.Group]
+	if g == nil {
+		return fail(kerr.UnknownMemberID)
+	}
+	m := g.members[req.MemberID]
+	switch {
+	case g.fenced(req.InstanceID, req.MemberID):
+		return fail(kerr.FencedInstanceID)
+	case m == nil:
+		return fail(kerr.UnknownMemberID)
+	case req.Generation != g.Generation:
+		return fail(kerr.IllegalGeneration)
+	case (req.ProtocolType != nil && *req.ProtocolType != g.ProtocolType) || (req.Protocol != nil && *req.Protocol != g.Protocol):
+		return fail(kerr.InconsistentGroupProtocol)
+	}
+	switch g.State {
+	case PreparingRebalance:
+		return fail(kerr.RebalanceInProgress)
+	case Stable:
+		m.deadline = now.Add(m.SessionTimeout)
+		resp := syncResponse(req.Version)
+		resp.MemberAssignment = m.Assignment
+		resp.ProtocolType, resp.Protocol = &g.ProtocolType, &g.Protocol
+		out.reply(id, resp)
+		return out
+	case CompletingRebalance:
+	default:
+		return fail(kerr.UnknownMemberID)
+	}
+	m.awaitingSync, m.syncID, m.syncVersion = true, id, req.Version
+	m.deadline = now.Add(m.SessionTimeout)
+	if req.MemberID != g.Leader {
+		return out
+	}
+	assigned := map[string][]byte{}
+	for _, a := range req.GroupAssignment {
+		assigned[a.MemberID] = a.MemberAssignment
+	}
+	for _, o := range g.members {
+		o.Assignment = assigned[o.ID] // members the leader left out get an empty assignment
+	}
+	g.transition(Stable, now)
+	out.Records = append(out.Records, g.metadataRecord())
+	for _, id := range g.order {
+		o := g.members[id]
+		if o.awaitingSync {
+			resp := syncResponse(o.syncVersion)
+			resp.MemberAssignment = o.Assignment
+			resp.ProtocolType, resp.Protocol = &g.ProtocolType, &g.Protocol
+			out.reply(o.syncID, resp)
+			o.awaitingSync = false
+		}
+	}
+	return out
+}
+
+// Heartbeat handles a Heartbeat request; it is answered at once.
+func (c *Coordinator) Heartbeat(now time.Time, req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	g := c.groups[req.Group]
+	if g == nil {
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp
+	}
+	m := g.members[req.MemberID]
+	switch {
+	case g.fenced(req.InstanceID, req.MemberID):
+		resp.ErrorCode = kerr.FencedInstanceID.Code
+	case m == nil:
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+	case g.State == Empty:
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+	case req.Generation != g.Generation:
+		resp.ErrorCode = kerr.IllegalGeneration.Code
+	case g.State == PreparingRebalance:
+		m.deadline = now.Add(m.SessionTimeout)
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
+	default: // CompletingRebalance (a member may heartbeat before its sync) or Stable
+		m.deadline = now.Add(m.SessionTimeout)
+	}
+	return resp
+}
+
+// LeaveGroup handles a LeaveGroup request (one member before v3, a batch from v3).
+func (c *Coordinator) LeaveGroup(now time.Time, req *kmsg.LeaveGroupRequest) (*kmsg.LeaveGroupResponse, Output) {
+	var out Output
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	leaving := req.Members
+	if req.Version < 3 {
+		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
+	}
+	g := c.groups[req.Group]
+	left := false
+	for _, lm := range leaving {
+		rm := kmsg.NewLeaveGroupResponseMember()
+		rm.MemberID, rm.InstanceID = lm.MemberID, lm.InstanceID
+		rm.ErrorCode = c.leaveOne(g, lm, &out, &left)
+		resp.Members = append(resp.Members, rm)
+	}
+	if req.Version < 3 {
+		resp.ErrorCode, resp.Members = resp.Members[0].ErrorCode, nil
+	}
+	if left {
+		c.memberLeft(now, g, &out)
+	}
+	return resp, out
+}
+
+func (c *Coordinator) leaveOne(g *Group, lm kmsg.LeaveGroupRequestMember, out *Output, left *bool) int16 {
+	if g == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	id := lm.MemberID
+	if lm.InstanceID != nil {
+		cur, ok := g.static[*lm.InstanceID]
+		switch {
+		case !ok:
+			return kerr.UnknownMemberID.Code
+		case id != "" && id != cur:
+			return kerr.FencedInstanceID.Code
+		}
+		id = cur
+	}
+	if _, ok := g.pending[id]; ok {
+		delete(g.pending, id)
+		*left = true
+		return 0
+	}
+	m := g.members[id]
+	if m == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	c.removeMember(g, m, kerr.UnknownMemberID, out)
+	*left = true
+	return 0
+}
+
+// Tick applies the timeouts that passed by now: expired sessions, pending member ids that never
+// rejoined, the join and sync deadlines.
+func (c *Coordinator) Tick(now time.Time) Output {
+	var out Output
+	for _, g := range c.Groups() {
+		left := false
+		for id, deadline := range g.pending {
+			if !now.Before(deadline) {
+				delete(g.pending, id)
+				left = true
+			}
+		}
+		for _, m := range g.Members() {
+			if !m.awaitingJoin && !m.awaitingSync && !now.Before(m.deadline) {
+				c.removeMember(g, m, kerr.UnknownMemberID, &out)
+				left = true
+			}
+		}
+		if g.State == CompletingRebalance && !now.Before(g.syncDeadline) {
+			for _, m := range g.Members() { // they got the join answer but never synced
+				if !m.awaitingSync {
+					c.removeMember(g, m, kerr.UnknownMemberID, &out)
+					left = true
+				}
+			}
+		}
+		switch {
+		case left:
+			c.memberLeft(now, g, &out)
+		case g.State == PreparingRebalance:
+			c.tryCompleteJoin(now, g, &out)
+		}
+	}
+	return out
+}
+
+// fenced reports whether instance names a static member that now has another member id
+// (KIP-345): requests from the old id get FENCED_INSTANCE_ID.
+func (g *Group) fenced(instance *string, memberID string) bool {
+	if instance == nil {
+		return false
+	}
+	cur, ok := g.static[*instance]
+	return ok && cur != memberID
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,237 @@
+// Package group is the consumer group coordinator of the classic group protocol (JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup) and the committed offsets of every group, as an I/O-free
+// state machine (STYLE §6): requests and clock ticks go in, responses and records come out.
+//
+// The driver (internal/broker) owns the Coordinator behind one mutex. For each call it appends
+// the returned Records to the internal compacted topic __consumer_offsets, waits until they are
+// durable, and only then delivers the returned Replies. Some replies answer requests made
+// earlier: a JoinGroup waits until the rebalance completes and a follower's SyncGroup until the
+// leader's; each such request carries a RequestID the driver chose, and its Reply names it.
+// Timeouts (session, rebalance, initial rebalance delay, sync) are checked by Tick, which the
+// driver calls often with the current time. Tests call everything with a fake clock.
+//
+// Group state follows Kafka's GroupCoordinator: Empty → PreparingRebalance (members join; it
+// completes when every known member has rejoined, or at the rebalance timeout, or — for a group
+// that was Empty — after group.initial.rebalance.delay.ms, extended while members keep coming) →
+// CompletingRebalance (the leader computes the assignment in the client and sends it with its
+// SyncGroup) → Stable. Static members (group.instance.id, KIP-345) keep their identity across
+// restarts: a rejoin with the same instance id replaces the old member id (fencing it with
+// FENCED_INSTANCE_ID) without a rebalance when nothing changed.
+//
+// The records are Kafka's own (kmsg.OffsetCommitKey/Value, kmsg.GroupMetadataKey/Value), so the
+// topic reads like Kafka's; Load replays them at startup.
+package group
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// State is a classic group's state.
+type State int8
+
+// Group states, as Kafka names them.
+const (
+	Empty State = iota
+	PreparingRebalance
+	CompletingRebalance
+	Stable
+	Dead
+)
+
+var stateNames = [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}
+
+func (s State) String() string { return stateNames[s] }
+
+// Config holds the coordinator's settings, Kafka's broker configs of the same meaning.
+type Config struct {
+	MinSessionTimeout     time.Duration // group.min.session.timeout.ms (6 s)
+	MaxSessionTimeout     time.Duration // group.max.session.timeout.ms (30 min)
+	InitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms (3 s)
+	OffsetsRetention      time.Duration // offsets.retention.minutes (7 days)
+	MaxMetadataBytes      int           // offset.metadata.max.bytes (4096)
+	MaxGroupSize          int           // group.max.size (0: no limit)
+}
+
+// DefaultConfig is Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,
+		InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour, MaxMetadataBytes: 4096}
+}
+
+// RequestID names a request whose reply may come in a later Output.
+type RequestID uint64
+
+// Reply is the response to request ID.
+type Reply struct {
+	ID   RequestID
+	Resp kmsg.Response
+}
+
+// Record is a record for __consumer_offsets, in the partition of Group. A nil Value is a
+// tombstone. The caller owns the slices.
+type Record struct {
+	Group      string
+	Key, Value []byte
+}
+
+// Output is what a call produces: records to make durable, then replies to send.
+type Output struct {
+	Records []Record
+	Replies []Reply
+}
+
+func (o *Output) reply(id RequestID, resp kmsg.Response) {
+	o.Replies = append(o.Replies, Reply{ID: id, Resp: resp})
+}
+
+// Protocol is one assignment protocol a member supports, with its metadata.
+type Protocol struct {
+	Name     string
+	Metadata []byte
+}
+
+// Member is a member of a classic group.
+type Member struct {
+	ID               string
+	InstanceID       string // "" for a dynamic member
+	ClientID         string
+	ClientHost       string
+	SessionTimeout   time.Duration
+	RebalanceTimeout time.Duration
+	Protocols        []Protocol // in the member's order of preference
+	Assignment       []byte
+	deadline         time.Time // the session expires here (unless a join or sync is pending)
+	awaitingJoin     bool
+	joinID           RequestID
+	joinVersion      int16
+	awaitingSync     bool
+	syncID           RequestID
+	syncVersion      int16
+}
+
+func (m *Member) metadata(protocol string) []byte {
+	for _, p := range m.Protocols {
+		if p.Name == protocol {
+			return p.Metadata
+		}
+	}
+	return nil
+}
+
+func (m *Member) sameProtocols(ps []Protocol) bool {
+	return slices.EqualFunc(m.Protocols, ps, func(a, b Protocol) bool { return a.Name == b.Name && string(a.Metadata) == string(b.Metadata) })
+}
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Offset is a committed offset.
+type Offset struct {
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+	CommitTime  int64 // unix ms
+}
+
+// Group is one consumer group: its members (classic protocol) and committed offsets.
+type Group struct {
+	ID           string
+	State        State
+	ProtocolType string // "" for a group that only stores offsets
+	Protocol     string // selected in the last rebalance
+	Generation   int32
+	Leader       string
+	StateSince   time.Time
+
+	members map[string]*Member
+	order   []string          // member ids in join order
+	static  map[string]string // instance id → member id
+	pending map[string]time.Time
+
+	joinDeadline      time.Time // PreparingRebalance: complete the join here at the latest
+	rebalanceDeadline time.Time // the hard limit for an initial delay's extensions
+	initialDelay      bool      // the join waits for joinDeadline even if everyone joined
+	syncDeadline      time.Time // CompletingRebalance: members that have not synced by then are removed
+
+	offsets map[TopicPartition]Offset
+}
+
+func newGroup(id string, now time.Time) *Group {
+	return &Group{ID: id, StateSince: now, members: map[string]*Member{}, static: map[string]string{},
+		pending: map[string]time.Time{}, offsets: map[TopicPartition]Offset{}}
+}
+
+// Members returns the group's members in join order. The caller must not modify them.
+func (g *Group) Members() []*Member {
+	out := make([]*Member, 0, len(g.order))
+	for _, id := range g.order {
+		out = append(out, g.members[id])
+	}
+	return out
+}
+
+// Offsets returns a copy of the group's committed offsets.
+func (g *Group) Offsets() map[TopicPartition]Offset {
+	out := make(map[TopicPartition]Offset, len(g.offsets))
+	for k, v := range g.offsets {
+		out[k] = v
+	}
+	return out
+}
+
+func (g *Group) transition(s State, now time.Time) {
+	g.State, g.StateSince = s, now
+}
+
+func newMemberID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%s", prefix, hex.EncodeToString(b[:]))
+}
+
+// Coordinator is the state of every group. It is not safe for concurrent use.
+type Coordinator struct {
+	cfg    Config
+	groups map[string]*Group
+	// PartitionExists reports whether a topic partition exists (OffsetCommit refuses unknown
+	// ones, as Kafka does). Nil accepts every partition.
+	PartitionExists func(topic string, partition int32) bool
+}
+
+// New returns an empty coordinator.
+func New(cfg Config) *Coordinator {
+	return &Coordinator{cfg: cfg, groups: map[string]*Group{}}
+}
+
+// Group returns a group, if it exists. The caller must not modify it.
+func (c *Coordinator) Group(id string) (*Group, bool) {
+	g, ok := c.groups[id]
+	return g, ok
+}
+
+// Groups returns every group, sorted by id. The caller must not modify them.
+func (c *Coordinator) Groups() []*Group {
+	out := make([]*Group, 0, len(c.groups))
+	for _, g := range c.groups {
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b *Group) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}

@@ -1,0 +1,505 @@
+package group
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetCommit handles an OffsetCommit request. The response goes out once Output.Records are
+// durable (the caller sends it then; it is not among the Output's replies).
+func (c *Coordinator) OffsetCommit(now time.Time, req *kmsg.OffsetCommitRequest) (*kmsg.OffsetCommitResponse, Output) {
+	var out Output
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	code := c.checkCommit(now, req)
+	g := c.groups[req.Group]
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			switch {
+			case code != 0:
+			case c.PartitionExists != nil && !c.PartitionExists(rt.Topic, rp.Partition):
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.Metadata != nil && len(*rp.Metadata) > c.cfg.MaxMetadataBytes:
+				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			default:
+				o := Offset{Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch, CommitTime: now.UnixMilli()}
+				if rp.Metadata != nil {
+					o.Metadata = *rp.Metadata
+				}
+				tp := TopicPartition{rt.Topic, rp.Partition}
+				g.offsets[tp] = o
+				out.Records = append(out.Records, offsetRecord(g.ID, tp, &o))
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, out
+}
+
+// checkCommit decides whether a commit may go ahead (0) or which error every partition gets. A
+// commit with generation -1 and no member id stores offsets for a group that has no members
+// (a standalone consumer, an admin reset), creating it if need be.
+func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest) int16 {
+	if req.Group == "" {
+		return kerr.InvalidGroupID.Code
+	}
+	g := c.groups[req.Group]
+	if req.Generation < 0 && req.MemberID == "" {
+		if g == nil {
+			g = newGroup(req.Group, now)
+			c.groups[req.Group] = g
+		}
+		if len(g.members) > 0 {
+			return kerr.UnknownMemberID.Code
+		}
+		return 0
+	}
+	if g == nil {
+		return kerr.IllegalGeneration.Code
+	}
+	m := g.members[req.MemberID]
+	switch {
+	case g.fenced(req.InstanceID, req.MemberID):
+		return kerr.FencedInstanceID.Code
+	case m == nil:
+		return kerr.UnknownMemberID.Code
+	case req.Generation != g.Generation:
+		return kerr.IllegalGeneration.Code
+	case g.State == CompletingRebalance:
+		return kerr.RebalanceInProgress.Code
+	}
+	m.deadline = now.Add(m.SessionTimeout) // a commit shows the member is alive
+	return 0
+}
+
+// OffsetFetch handles an OffsetFetch request (one group before v8, several from v8).
+func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version < 8 {
+		topics := make([]kmsg.OffsetFetchRequestGroupTopic, len(req.Topics))
+		for i, t := range req.Topics {
+			topics[i] = kmsg.OffsetFetchRequestGroupTopic{Topic: t.Topic, Partitions: t.Partitions}
+		}
+		if req.Topics == nil {
+			topics = nil
+		}
+		rg := c.fetchGroup(req.Group, topics)
+		resp.ErrorCode = rg.ErrorCode
+		for _, t := range rg.Topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	for _, g := range req.Groups {
+		resp.Groups = append(resp.Groups, c.fetchGroup(g.Group, g.Topics))
+	}
+	return resp
+}
+
+// fetchGroup answers one group's offsets: those asked for (nil: all), -1 where none is committed.
+func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestGroupTopic) kmsg.OffsetFetchResponseGroup {
+	rg := kmsg.NewOffsetFetchResponseGroup()
+	rg.Group = id
+	if id == "" {
+		rg.ErrorCode = kerr.InvalidGroupID.Code
+		return rg
+	}
+	g := c.groups[id]
+	part := func(tp TopicPartition) kmsg.OffsetFetchResponseGroupTopicPartition {
+		p := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+		p.Partition, p.Offset, p.LeaderEpoch = tp.Partition, -1, -1
+		empty := ""
+		p.Metadata = &empty
+		if g != nil {
+			if o, ok := g.offsets[tp]; ok {
+				md := o.Metadata
+				p.Offset, p.LeaderEpoch, p.Metadata = o.Offset, o.LeaderEpoch, &md
+			}
+		}
+		return p
+	}
+	if topics == nil { // every committed offset
+		if g == nil {
+			return rg
+		}
+		byTopic := map[string]int{}
+		for _, tp := range sortedPartitions(g.offsets) {
+			i, ok := byTopic[tp.Topic]
+			if !ok {
+				i = len(rg.Topics)
+				byTopic[tp.Topic] = i
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = tp.Topic
+				rg.Topics = append(rg.Topics, rt)
+			}
+			rg.Topics[i].Partitions = append(rg.Topics[i].Partitions, part(tp))
+		}
+		return rg
+	}
+	for _, t := range topics {
+		rt := kmsg.NewOffsetFetchResponseGroupTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, part(TopicPartition{t.Topic, p}))
+		}
+		rg.Topics = append(rg.Topics, rt)
+	}
+	return rg
+}
+
+// OffsetDelete handles an OffsetDelete request: offsets of topics the group's members are
+// subscribed to cannot be deleted (GROUP_SUBSCRIBED_TO_TOPIC).
+func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetDeleteResponse, Output) {
+	var out Output
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	g := c.groups[req.Group]
+	switch {
+	case req.Group == "":
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp, out
+	case g == nil:
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
+		return resp, out
+	}
+	subscribed := g.subscribedTopics()
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetDeleteResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			sp.Partition = rp.Partition
+			tp := TopicPartition{rt.Topic, rp.Partition}
+			if subscribed[rt.Topic] {
+				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
+			} else if _, ok := g.offsets[tp]; ok {
+				delete(g.offsets, tp)
+				out.Records = append(out.Records, offsetRecord(g.ID, tp, nil))
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, out
+}
+
+// subscribedTopics are the topics the members subscribe to, read from their consumer protocol
+// metadata (for groups of protocol type "consumer"; others subscribe to nothing known).
+func (g *Group) subscribedTopics() map[string]bool {
+	out := map[string]bool{}
+	if g.ProtocolType != "consumer" || g.State == Empty {
+		return out
+	}
+	for _, m := range g.members {
+		var md kmsg.ConsumerMemberMetadata
+		if err := md.ReadFrom(m.metadata(g.Protocol)); err != nil {
+			continue
+		}
+		for _, t := range md.Topics {
+			out[t] = true
+		}
+	}
+	return out
+}
+
+// ExpireOffsets removes offsets past offsets.retention.minutes, as Kafka does since KIP-211: for
+// a group with a protocol type, all of them once the group has been Empty that long; for a
+// group that only stores offsets, each one that long after its commit. A group left Empty with
+// no offsets is deleted.
+func (c *Coordinator) ExpireOffsets(now time.Time) Output {
+	var out Output
+	retention := c.cfg.OffsetsRetention
+	if retention <= 0 {
+		return out
+	}
+	for _, g := range c.Groups() {
+		if g.State != Empty {
+			continue
+		}
+		for _, tp := range sortedPartitions(g.offsets) {
+			o := g.offsets[tp]
+			since := g.StateSince
+			if g.ProtocolType == "" {
+				since = time.UnixMilli(o.CommitTime)
+			}
+			if now.Sub(since) >= retention {
+				delete(g.offsets, tp)
+				out.Records = append(out.Records, offsetRecord(g.ID, tp, nil))
+			}
+		}
+		if len(g.offsets) == 0 && len(g.members) == 0 {
+			delete(c.groups, g.ID)
+			out.Records = append(out.Records, Record{Group: g.ID, Key: groupKey(g.ID)})
+		}
+	}
+	return out
+}
+
+// DescribeGroups handles a DescribeGroups request.
+func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, id := range req.Groups {
+		dg := kmsg.NewDescribeGroupsResponseGroup()
+		dg.Group, dg.State = id, Dead.String()
+		g := c.groups[id]
+		switch {
+		case id == "":
+			dg.ErrorCode = kerr.InvalidGroupID.Code
+		case g == nil:
+			if req.Version >= 6 {
+				dg.ErrorCode = kerr.GroupIDNotFound.Code
+			}
+		default:
+			dg.State, dg.ProtocolType = g.State.String(), g.ProtocolType
+			if g.State == Stable {
+				dg.Protocol = g.Protocol
+			}
+			for _, m := range g.Members() {
+				dm := kmsg.NewDescribeGroupsResponseGroupMember()
+				dm.MemberID, dm.ClientID, dm.ClientHost = m.ID, m.ClientID, m.ClientHost
+				if m.InstanceID != "" {
+					inst := m.InstanceID
+					dm.InstanceID = &inst
+				}
+				if g.State == Stable {
+					dm.ProtocolMetadata, dm.MemberAssignment = m.metadata(g.Protocol), m.Assignment
+				}
+				dg.Members = append(dg.Members, dm)
+			}
+		}
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return resp
+}
+
+// ListGroups handles a ListGroups request, with the v4 state and v5 type filters.
+func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	for _, g := range c.Groups() {
+		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, g.State.String()) {
+			continue
+		}
+		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, "classic") {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.ID, g.ProtocolType, g.State.String(), "classic"
+		resp.Groups = append(resp.Groups, lg)
+	}
+	return resp
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if len(x) == len(s) && equalFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func equalFold(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		x, y := a[i]|0x20, b[i]|0x20
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// DeleteGroups handles a DeleteGroups request: only groups without members can be deleted.
+func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteGroupsResponse, Output) {
+	var out Output
+	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	for _, id := range req.Groups {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group = id
+		g := c.groups[id]
+		switch {
+		case id == "":
+			rg.ErrorCode = kerr.InvalidGroupID.Code
+		case g == nil:
+			rg.ErrorCode = kerr.GroupIDNotFound.Code
+		case g.State != Empty || len(g.members) > 0:
+			rg.ErrorCode = kerr.NonEmptyGroup.Code
+		default:
+			for _, tp := range sortedPartitions(g.offsets) {
+				out.Records = append(out.Records, offsetRecord(id, tp, nil))
+			}
+			out.Records = append(out.Records, Record{Group: id, Key: groupKey(id)})
+			delete(c.groups, id)
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, out
+}
+
+// --- records ---------------------------------------------------------------------------------
+
+// Record key versions in __consumer_offsets, as in Kafka.
+const (
+	offsetKeyVersion = 1
+	groupKeyVersion  = 2
+)
+
+func offsetRecord(group string, tp TopicPartition, o *Offset) Record {
+	key := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: tp.Topic, Partition: tp.Partition}
+	r := Record{Group: group, Key: key.AppendTo(nil)}
+	if o != nil {
+		v := kmsg.OffsetCommitValue{Version: 3, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimestamp: o.CommitTime}
+		r.Value = v.AppendTo(nil)
+	}
+	return r
+}
+
+func groupKey(id string) []byte {
+	key := kmsg.GroupMetadataKey{Version: groupKeyVersion, Group: id}
+	return key.AppendTo(nil)
+}
+
+// metadataRecord is the group's membership record: what a restart needs to carry the group on.
+func (g *Group) metadataRecord() Record {
+	v := kmsg.GroupMetadataValue{Version: 3, ProtocolType: g.ProtocolType, Generation: g.Generation,
+		CurrentStateTimestamp: g.StateSince.UnixMilli()}
+	if g.Protocol != "" {
+		p := g.Protocol
+		v.Protocol = &p
+	}
+	if g.Leader != "" {
+		l := g.Leader
+		v.Leader = &l
+	}
+	for _, m := range g.Members() {
+		vm := kmsg.NewGroupMetadataValueMember()
+		vm.MemberID, vm.ClientID, vm.ClientHost = m.ID, m.ClientID, m.ClientHost
+		vm.RebalanceTimeoutMillis, vm.SessionTimeoutMillis = int32(m.RebalanceTimeout.Milliseconds()), int32(m.SessionTimeout.Milliseconds())
+		vm.Subscription, vm.Assignment = m.metadata(g.Protocol), m.Assignment
+		if m.InstanceID != "" {
+			inst := m.InstanceID
+			vm.InstanceID = &inst
+		}
+		v.Members = append(v.Members, vm)
+	}
+	return Record{Group: g.ID, Key: groupKey(g.ID), Value: v.AppendTo(nil)}
+}
+
+// ErrBadRecord is returned by Load for a record it cannot decode.
+var ErrBadRecord = errors.New("group: bad __consumer_offsets record")
+
+// Load replays one record of __consumer_offsets (in log order) into the state, at startup.
+// Members come back with their sessions restarted at now: those that do not heartbeat within
+// their session timeout are removed, as after a coordinator move in Kafka.
+func (c *Coordinator) Load(now time.Time, key, value []byte) error {
+	if len(key) < 2 {
+		return fmt.Errorf("%w: key of %d bytes", ErrBadRecord, len(key))
+	}
+	switch version := int16(binary.BigEndian.Uint16(key)); version {
+	case 0, 1:
+		var k kmsg.OffsetCommitKey
+		if err := k.ReadFrom(key); err != nil {
+			return fmt.Errorf("%w: offset key: %v", ErrBadRecord, err)
+		}
+		g := c.loadGroup(k.Group, now)
+		tp := TopicPartition{k.Topic, k.Partition}
+		if value == nil {
+			delete(g.offsets, tp)
+			return nil
+		}
+		var v kmsg.OffsetCommitValue
+		if err := v.ReadFrom(value); err != nil {
+			return fmt.Errorf("%w: offset value: %v", ErrBadRecord, err)
+		}
+		g.offsets[tp] = Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp}
+	case 2:
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(key); err != nil {
+			return fmt.Errorf("%w: group key: %v", ErrBadRecord, err)
+		}
+		if value == nil {
+			delete(c.groups, k.Group)
+			return nil
+		}
+		var v kmsg.GroupMetadataValue
+		if err := v.ReadFrom(value); err != nil {
+			return fmt.Errorf("%w: group value: %v", ErrBadRecord, err)
+		}
+		c.loadMetadata(now, c.loadGroup(k.Group, now), &v)
+	default:
+		return fmt.Errorf("%w: key version %d", ErrBadRecord, version)
+	}
+	return nil
+}
+
+func (c *Coordinator) loadGroup(id string, now time.Time) *Group {
+	g := c.groups[id]
+	if g == nil {
+		g = newGroup(id, now)
+		c.groups[id] = g
+	}
+	return g
+}
+
+func (c *Coordinator) loadMetadata(now time.Time, g *Group, v *kmsg.GroupMetadataValue) {
+	g.ProtocolType, g.Generation, g.Protocol, g.Leader = v.ProtocolType, v.Generation, "", ""
+	if v.Protocol != nil {
+		g.Protocol = *v.Protocol
+	}
+	if v.Leader != nil {
+		g.Leader = *v.Leader
+	}
+	g.members, g.order, g.static = map[string]*Member{}, nil, map[string]string{}
+	for _, vm := range v.Members {
+		m := &Member{ID: vm.MemberID, ClientID: vm.ClientID, ClientHost: vm.ClientHost,
+			SessionTimeout:   time.Duration(vm.SessionTimeoutMillis) * time.Millisecond,
+			RebalanceTimeout: time.Duration(vm.RebalanceTimeoutMillis) * time.Millisecond,
+			Protocols:        []Protocol{{Name: g.Protocol, Metadata: vm.Subscription}}, Assignment: vm.Assignment}
+		m.deadline = now.Add(m.SessionTimeout)
+		if vm.InstanceID != nil {
+			m.InstanceID = *vm.InstanceID
+			g.static[m.InstanceID] = m.ID
+		}
+		g.members[m.ID] = m
+		g.order = append(g.order, m.ID)
+	}
+	state := Empty
+	if len(g.members) > 0 {
+		state = Stable
+	}
+	g.State, g.StateSince = state, time.UnixMilli(v.CurrentStateTimestamp)
+}
+
+func sortedPartitions(m map[TopicPartition]Offset) []TopicPartition {
+	out := make([]TopicPartition, 0, len(m))
+	for tp := range m {
+		out = append(out, tp)
+	}
+	for i := 1; i < len(out); i++ { // insertion sort: offsets per group are few
+		for j := i; j > 0 && less(out[j], out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func less(a, b TopicPartition) bool {
+	if a.Topic != b.Topic {
+		return a.Topic < b.Topic
+	}
+	return a.Partition < b.Partition
+}
