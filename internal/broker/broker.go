@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/txn"
 )
@@ -38,6 +39,10 @@ type Config struct {
 	// ProducerIDs hands out idempotent producer ids. It must persist what it hands out; nil
 	// gives a volatile allocator, for tests only (ids would be reused after a restart).
 	ProducerIDs *txn.IDAllocator
+
+	// Consumer groups: the coordinator's settings and offsets.topic.num.partitions.
+	Groups                 group.Config
+	OffsetsTopicPartitions int32
 
 	Hooks  Hooks
 	Logger *slog.Logger
@@ -71,6 +76,12 @@ func (c *Config) DefaultLimits() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Groups == (group.Config{}) {
+		c.Groups = group.DefaultConfig()
+	}
+	if c.OffsetsTopicPartitions == 0 {
+		c.OffsetsTopicPartitions = 50
+	}
 	if c.ProducerIDs == nil {
 		c.ProducerIDs = txn.NewIDAllocator(0, func(int64) error { return nil })
 	}
@@ -83,6 +94,7 @@ type Broker struct {
 	logger        *slog.Logger
 	mem           *semaphore.Weighted // in-flight request bytes, all connections
 	fetchSessions *fetchSessions
+	groups        *groups
 
 	ctx    context.Context // ends when the broker stops: cancels waits in handlers
 	cancel context.CancelFunc
@@ -97,14 +109,24 @@ type Broker struct {
 }
 
 // New returns a broker serving reg.
-func New(cfg Config, reg *topics.Registry) *Broker {
+// It loads the consumer groups from __consumer_offsets and starts their timers, which run until
+// Shutdown.
+func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 	cfg.DefaultLimits()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Broker{
+	b := &Broker{
 		cfg: cfg, topics: reg, logger: cfg.Logger, mem: semaphore.NewWeighted(cfg.MaxInflightBytes),
 		fetchSessions: newFetchSessions(1000), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
 		stopped: make(chan struct{}),
 	}
+	gs, err := newGroups(b)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	b.groups = gs
+	go gs.run(ctx)
+	return b, nil
 }
 
 // Serve accepts connections on ln until Shutdown. It returns nil after Shutdown.
@@ -172,6 +194,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	b.cancel() // abandon waits still running
+	<-b.groups.done
 	b.mu.Lock()
 	for nc := range b.conns {
 		nc.Close()

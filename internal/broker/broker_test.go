@@ -31,8 +31,11 @@ func testBroker(t *testing.T) (string, *topics.Registry) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().(*net.TCPAddr)
-	b := New(Config{NodeID: 1, AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(addr.Port), ClusterID: "test",
+	b, err := New(Config{NodeID: 1, AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(addr.Port), ClusterID: "test",
 		AutoCreateTopics: true, Logger: quiet}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	go b.Serve(ln)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -47,7 +47,10 @@ func ctBroker(tb testing.TB, mod func(*Config)) (*Broker, string, *topics.Regist
 	if mod != nil {
 		mod(&cfg)
 	}
-	b := New(cfg, reg)
+	b, err := New(cfg, reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	go b.Serve(ln)
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -74,7 +74,7 @@ func handleMetadata(_ context.Context, r *request) reply {
 func (b *Broker) metadataTopic(t *topics.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
-	mt.Topic, mt.TopicID = &name, t.ID
+	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, t.Name == OffsetsTopic
 	mt.AuthorizedOperations = notRequested
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()

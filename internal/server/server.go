@@ -147,8 +147,11 @@ func Open(cfg Config) (*Server, error) {
 	}
 	host, portStr, _ := net.SplitHostPort(cfg.AdvertisedKafkaAddr)
 	port, _ := strconv.Atoi(portStr)
-	s.broker = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
+	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
 		ClusterID: s.clusterID, AutoCreateTopics: true, ProducerIDs: ids, Hooks: cfg.Hooks, Logger: s.logger}, s.topics)
+	if err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
 	for _, p := range s.Partitions() {
 		s.logger.Info("recovered partition", "topic", p.Topic, "partition", p.Partition,
 			"start_offset", p.StartOffset, "end_offset", p.EndOffset, "size_bytes", p.SizeBytes)
@@ -250,6 +253,11 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	var errs []error
+	if s.broker != nil { // stops the group coordinator's timers if Serve never ran
+		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+		s.broker.Shutdown(ctx)
+		cancel()
+	}
 	if s.topics != nil {
 		errs = append(errs, s.topics.Close())
 	}

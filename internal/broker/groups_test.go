@@ -1,0 +1,216 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/group"
+)
+
+// killableDialer hands out connections that can all be cut at once, after which dialing fails:
+// a consumer process killed without a goodbye (no LeaveGroup, no more heartbeats).
+type killableDialer struct {
+	mu     sync.Mutex
+	conns  []net.Conn
+	killed bool
+}
+
+func (d *killableDialer) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.killed {
+		return nil, errors.New("killed")
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err == nil {
+		d.conns = append(d.conns, c)
+	}
+	return c, err
+}
+
+func (d *killableDialer) kill() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.killed = true
+	for _, c := range d.conns {
+		c.Close()
+	}
+}
+
+// groupConsumer is a franz-go group member that records what it consumed and is assigned, and
+// commits what it processed.
+type groupConsumer struct {
+	name   string
+	cl     *kgo.Client
+	dialer *killableDialer
+
+	mu       sync.Mutex
+	assigned map[int32]bool
+}
+
+func (c *groupConsumer) owned() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.assigned)
+}
+
+// TestGroupConsumersShareAndTakeOver: three franz-go consumers in one group share 12 partitions
+// evenly; one leaves, one is killed and its session times out; the survivor takes every
+// partition over and, because everyone committed what it processed, no record is skipped. Run
+// with an eager (range) and a cooperative (cooperative-sticky) assignor: their logic is in the
+// client, the broker only carries it.
+func TestGroupConsumersShareAndTakeOver(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		balancer kgo.GroupBalancer
+	}{
+		{"range", kgo.RangeBalancer()},
+		{"cooperative-sticky", kgo.CooperativeStickyBalancer()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, addr, reg := ctBroker(t, func(c *Config) {
+				c.Groups = group.DefaultConfig()
+				c.Groups.InitialRebalanceDelay = 100 * time.Millisecond
+				c.OffsetsTopicPartitions = 4
+			})
+			const topic, partitions, perPartition = "orders", 12, 50
+			if _, err := reg.Create(topic, partitions, nil, false); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			produce := func(round int) {
+				p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Close()
+				for part := range int32(partitions) {
+					for i := range perPartition {
+						p.Produce(ctx, &kgo.Record{Topic: topic, Partition: part, Value: fmt.Appendf(nil, "%d/%d/%d", round, part, i)}, nil)
+					}
+				}
+				if err := p.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var seenMu sync.Mutex
+			seen := map[string]bool{}
+			newConsumer := func(name string) *groupConsumer {
+				c := &groupConsumer{name: name, dialer: &killableDialer{}, assigned: map[int32]bool{}}
+				cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
+					kgo.Balancers(tc.balancer), kgo.DisableAutoCommit(), kgo.SessionTimeout(6*time.Second),
+					kgo.HeartbeatInterval(500*time.Millisecond), kgo.Dialer(c.dialer.dial),
+					kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+					kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+						c.mu.Lock()
+						defer c.mu.Unlock()
+						for _, p := range m[topic] {
+							c.assigned[p] = true
+						}
+					}),
+					kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+						cl.CommitUncommittedOffsets(ctx)
+						c.mu.Lock()
+						defer c.mu.Unlock()
+						for _, p := range m[topic] {
+							delete(c.assigned, p)
+						}
+					}),
+					kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+						c.mu.Lock()
+						defer c.mu.Unlock()
+						for _, p := range m[topic] {
+							delete(c.assigned, p)
+						}
+					}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.cl = cl
+				go func() {
+					for {
+						fs := cl.PollFetches(ctx)
+						if fs.IsClientClosed() || ctx.Err() != nil {
+							return
+						}
+						fs.EachRecord(func(r *kgo.Record) {
+							seenMu.Lock()
+							seen[string(r.Value)] = true
+							seenMu.Unlock()
+						})
+						if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, kgo.ErrClientClosed) {
+							t.Logf("%s: commit: %v", name, err)
+						}
+					}
+				}()
+				return c
+			}
+			waitFor := func(what string, cond func() bool) {
+				t.Helper()
+				for !cond() {
+					if ctx.Err() != nil {
+						t.Fatalf("timed out waiting for %s", what)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			consumed := func(rounds int) func() bool {
+				return func() bool {
+					seenMu.Lock()
+					defer seenMu.Unlock()
+					for round := range rounds {
+						for part := range partitions {
+							for i := range perPartition {
+								if !seen[fmt.Sprintf("%d/%d/%d", round, part, i)] {
+									return false
+								}
+							}
+						}
+					}
+					return true
+				}
+			}
+
+			a, b, c := newConsumer("a"), newConsumer("b"), newConsumer("c")
+			defer a.cl.Close()
+			defer c.cl.Close()
+			waitFor("an even 4/4/4 split", func() bool { return a.owned() == 4 && b.owned() == 4 && c.owned() == 4 })
+			produce(0)
+			waitFor("round 0 consumed", consumed(1))
+
+			b.cl.Close() // b leaves (LeaveGroup)
+			waitFor("a 6/6 split after b left", func() bool { return a.owned() == 6 && c.owned() == 6 })
+			produce(1)
+			waitFor("round 1 consumed", consumed(2))
+
+			c.dialer.kill() // c dies: no leave, its session (6 s) must time out
+			produce(2)
+			waitFor("a owns all 12 after c's session expired", func() bool { return a.owned() == 12 })
+			waitFor("round 2 consumed, none skipped", consumed(3))
+
+			// The committed offsets are the log ends: nothing left behind.
+			adm := kadm.NewClient(a.cl)
+			waitFor("committed offsets at the log end", func() bool {
+				offsets, err := adm.FetchOffsets(ctx, "g")
+				if err != nil {
+					return false
+				}
+				ok := true
+				for part := range int32(partitions) {
+					o, found := offsets.Lookup(topic, part)
+					ok = ok && found && o.At == 3*perPartition
+				}
+				return ok
+			})
+		})
+	}
+}
