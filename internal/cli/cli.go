@@ -46,7 +46,7 @@ func NewRoot(version string) *cobra.Command {
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetVersionTemplate("runnel {{.Version}}\n")
-	root.AddCommand(newServeCommand(), newTopicCommand(), newVersionCommand(version))
+	root.AddCommand(newServeCommand(), newTopicCommand(), newGroupCommand(), newVersionCommand(version))
 	return root
 }
 

@@ -1,0 +1,173 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/cli"
+)
+
+// runGroup runs `runnel group args... --brokers addr` in process and fails the test on an error.
+func runGroup(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	root := cli.NewRoot("test")
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(append(append([]string{"group"}, args...), "--brokers="+addr, "--timeout=20s"))
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("runnel group %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errOut.String())
+	}
+	return out.String()
+}
+
+// produceValues produces values prefix/0 .. prefix/n-1 round robin over the topic's partitions.
+func produceValues(t *testing.T, addr, topic, prefix string, n int) {
+	t.Helper()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range n {
+		p.Produce(context.Background(), &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%s/%d", prefix, i)}, nil)
+	}
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// consumeGroup reads n records as a member of group, commits them, leaves, and returns them.
+func consumeGroup(t *testing.T, addr, group, topic string, n int) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var got []string
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("group %s read %d of %d records", group, len(got), n)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A short poll: nothing more must come (each record exactly once).
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancelShort()
+	cl.PollFetches(short).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	return got
+}
+
+type describedGroup struct {
+	State      string `json:"state"`
+	Partitions []struct {
+		Partition int32 `json:"partition"`
+		Committed int64 `json:"committed"`
+		End       int64 `json:"end"`
+		Lag       int64 `json:"lag"`
+	} `json:"partitions"`
+}
+
+func describeGroupJSON(t *testing.T, addr, group string) describedGroup {
+	t.Helper()
+	var d describedGroup
+	out := runGroup(t, addr, "describe", group, "--json")
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatalf("group describe --json: %v\n%s", err, out)
+	}
+	return d
+}
+
+// TestGroupOffsetsSurviveRestart: a franz-go group consumer commits what it read; after a broker
+// restart a new member of the group continues exactly where it stopped. The group commands
+// show the commits and the lag, reset the offsets, and delete the group.
+func TestGroupOffsetsSurviveRestart(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	const topic = "events"
+	b.createTopic(topic, 4)
+	produceValues(t, b.addr, topic, "first", 100)
+	if got := consumeGroup(t, b.addr, "g", topic, 100); len(got) != 100 {
+		t.Fatalf("first member read %d records; want 100", len(got))
+	}
+	d := describeGroupJSON(t, b.addr, "g")
+	if d.State != "Empty" || len(d.Partitions) != 4 {
+		t.Fatalf("group describe after the first member left: %+v; want Empty with 4 partitions", d)
+	}
+	for _, p := range d.Partitions {
+		if p.Committed != 25 || p.Lag != 0 {
+			t.Errorf("partition %d: committed %d lag %d; want 25, 0", p.Partition, p.Committed, p.Lag)
+		}
+	}
+
+	b = b.restart()
+	produceValues(t, b.addr, topic, "second", 40)
+	got := consumeGroup(t, b.addr, "g", topic, 40)
+	sort.Strings(got)
+	if len(got) != 40 || !strings.HasPrefix(got[0], "second/") || !strings.HasPrefix(got[39], "second/") {
+		t.Fatalf("after the restart the group read %d records (%v...); want exactly the 40 new ones", len(got), got[:min(3, len(got))])
+	}
+
+	if out := runGroup(t, b.addr, "list"); !strings.Contains(out, "g ") || !strings.Contains(out, "Empty") {
+		t.Errorf("group list:\n%s\nwant g, Empty", out)
+	}
+	runGroup(t, b.addr, "reset-offsets", "g", "--topic", topic, "--to-earliest")
+	for _, p := range describeGroupJSON(t, b.addr, "g").Partitions {
+		if p.Committed != 0 || p.Lag != 35 {
+			t.Errorf("after reset-offsets --to-earliest partition %d: committed %d lag %d; want 0, 35", p.Partition, p.Committed, p.Lag)
+		}
+	}
+	runGroup(t, b.addr, "delete", "g")
+	if out := runGroup(t, b.addr, "list"); strings.Contains(out, "g ") {
+		t.Errorf("group list after delete:\n%s", out)
+	}
+}
+
+// TestConfluentKafkaGroupConsumer: librdkafka group consumers (confluent-kafka) take turns: the
+// first reads and commits 120 of 200 records and leaves, the second continues from the commits;
+// together they read every record exactly once.
+func TestConfluentKafkaGroupConsumer(t *testing.T) {
+	root := repoRoot(t)
+	python := os.Getenv("RUNNEL_PYTHON")
+	if python == "" {
+		python = filepath.Join(root, ".ci", "venv", "bin", "python")
+		if _, err := os.Stat(python); err != nil {
+			skipOutsideCI(t, "no .ci/venv/bin/python and RUNNEL_PYTHON is unset (.ci/run makes the venv)")
+		}
+	}
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("rdk", 4)
+	produceValues(t, b.addr, "rdk", "v", 200)
+	script := filepath.Join(root, "test", "clients", "confluent_group.py")
+	seen := map[string]int{}
+	for _, want := range []string{"120", "80"} {
+		out := runClient(t, 90*time.Second, "", python, script, "--bootstrap", b.addr, "--topic", "rdk", "--group", "rdk-group", "--want", want)
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(line); len(f) == 3 {
+				seen[f[2]]++
+			}
+		}
+	}
+	for i := range 200 {
+		if n := seen[fmt.Sprintf("v/%d", i)]; n != 1 {
+			t.Errorf("v/%d read %d times; want exactly once", i, n)
+		}
+	}
+}
