@@ -25,6 +25,29 @@ func init() {
 	register(kmsg.ListGroups, 0, 5, handleListGroups)
 	register(kmsg.DeleteGroups, 0, 2, handleDeleteGroups)
 	register(kmsg.OffsetDelete, 0, 0, handleOffsetDelete)
+	register(kmsg.ConsumerGroupHeartbeat, 0, 1, handleConsumerGroupHeartbeat)
+	register(kmsg.ConsumerGroupDescribe, 0, 1, handleConsumerGroupDescribe)
+}
+
+func handleConsumerGroupHeartbeat(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.ConsumerGroupHeartbeatRequest)
+	gs := r.conn.b.groups
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if err := gs.ensureTopicLocked(); err != nil {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return reply{resp: resp}
+	}
+	return reply{resp: gs.c.ConsumerGroupHeartbeat(timeNow(), req, r.clientID, clientHost(r.conn.remote))}
+}
+
+func handleConsumerGroupDescribe(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.ConsumerGroupDescribeRequest)
+	gs := r.conn.b.groups
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return reply{resp: gs.c.ConsumerGroupDescribe(req)}
 }
 
 // handleFindCoordinator names this node as the coordinator of every group (and transactional

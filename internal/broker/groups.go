@@ -53,6 +53,15 @@ func newGroups(b *Broker) (*groups, error) {
 		t, ok := b.topics.Get(topic)
 		return ok && partition >= 0 && int(partition) < len(t.Partitions)
 	}
+	gs.c.Topics = func() map[string]group.TopicMeta {
+		out := map[string]group.TopicMeta{}
+		for _, t := range b.topics.List() {
+			if t.Name != OffsetsTopic {
+				out[t.Name] = group.TopicMeta{ID: t.ID, Partitions: int32(len(t.Partitions))}
+			}
+		}
+		return out
+	}
 	if t, ok := b.topics.Get(OffsetsTopic); ok {
 		gs.topic = t
 		if err := gs.load(t); err != nil {

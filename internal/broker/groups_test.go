@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/group"
 )
@@ -71,14 +72,18 @@ func TestGroupConsumersShareAndTakeOver(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		balancer kgo.GroupBalancer
+		kip848   bool // group.protocol=consumer: the broker assigns (uniform / range)
 	}{
-		{"range", kgo.RangeBalancer()},
-		{"cooperative-sticky", kgo.CooperativeStickyBalancer()},
+		{"classic/range", kgo.RangeBalancer(), false},
+		{"classic/cooperative-sticky", kgo.CooperativeStickyBalancer(), false},
+		{"consumer/uniform", kgo.CooperativeStickyBalancer(), true},
+		{"consumer/range", kgo.RangeBalancer(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, addr, reg := ctBroker(t, func(c *Config) {
 				c.Groups = group.DefaultConfig()
 				c.Groups.InitialRebalanceDelay = 100 * time.Millisecond
+				c.Groups.ConsumerSessionTimeout, c.Groups.ConsumerHeartbeatInterval = 6*time.Second, 500*time.Millisecond
 				c.OffsetsTopicPartitions = 4
 			})
 			const topic, partitions, perPartition = "orders", 12, 50
@@ -106,7 +111,11 @@ func TestGroupConsumersShareAndTakeOver(t *testing.T) {
 			seen := map[string]bool{}
 			newConsumer := func(name string) *groupConsumer {
 				c := &groupConsumer{name: name, dialer: &killableDialer{}, assigned: map[int32]bool{}}
-				cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
+				opts := []kgo.Opt{}
+				if tc.kip848 {
+					opts = append(opts, kgo.ServerSideBalancer())
+				}
+				cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addr), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
 					kgo.Balancers(tc.balancer), kgo.DisableAutoCommit(), kgo.SessionTimeout(6*time.Second),
 					kgo.HeartbeatInterval(500*time.Millisecond), kgo.Dialer(c.dialer.dial),
 					kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -131,7 +140,7 @@ func TestGroupConsumersShareAndTakeOver(t *testing.T) {
 						for _, p := range m[topic] {
 							delete(c.assigned, p)
 						}
-					}))
+					}))...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -184,6 +193,13 @@ func TestGroupConsumersShareAndTakeOver(t *testing.T) {
 			defer a.cl.Close()
 			defer c.cl.Close()
 			waitFor("an even 4/4/4 split", func() bool { return a.owned() == 4 && b.owned() == 4 && c.owned() == 4 })
+			listed, err := kmsg.NewPtrListGroupsRequest().RequestWith(ctx, a.cl)
+			if err != nil || len(listed.Groups) != 1 {
+				t.Fatalf("ListGroups = %v, %v", listed, err)
+			}
+			if want := map[bool]string{false: "classic", true: "consumer"}[tc.kip848]; listed.Groups[0].GroupType != want {
+				t.Fatalf("the group's type is %q; want %q", listed.Groups[0].GroupType, want)
+			}
 			produce(0)
 			waitFor("round 0 consumed", consumed(1))
 

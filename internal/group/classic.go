@@ -40,6 +40,12 @@ func (c *Coordinator) JoinGroup(now time.Time, id RequestID, req *kmsg.JoinGroup
 		g = newGroup(req.Group, now)
 		c.groups[req.Group] = g
 	}
+	if g.consumer != nil { // a consumer (KIP-848) group
+		if len(g.consumer.members) > 0 {
+			return fail(kerr.InconsistentGroupProtocol, req.MemberID)
+		}
+		g.consumer = nil // empty: it becomes a classic group
+	}
 	if !g.supports(req.ProtocolType, protocols) {
 		return fail(kerr.InconsistentGroupProtocol, req.MemberID)
 	}
@@ -586,6 +592,10 @@ func (c *Coordinator) leaveOne(g *Group, lm kmsg.LeaveGroupRequestMember, out *O
 func (c *Coordinator) Tick(now time.Time) Output {
 	var out Output
 	for _, g := range c.Groups() {
+		if g.consumer != nil {
+			c.tickConsumer(now, g)
+			continue
+		}
 		left := false
 		for id, deadline := range g.pending {
 			if !now.Before(deadline) {

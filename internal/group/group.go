@@ -56,12 +56,16 @@ type Config struct {
 	OffsetsRetention      time.Duration // offsets.retention.minutes (7 days)
 	MaxMetadataBytes      int           // offset.metadata.max.bytes (4096)
 	MaxGroupSize          int           // group.max.size (0: no limit)
+
+	ConsumerSessionTimeout    time.Duration // group.consumer.session.timeout.ms (45 s)
+	ConsumerHeartbeatInterval time.Duration // group.consumer.heartbeat.interval.ms (5 s)
 }
 
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,
-		InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour, MaxMetadataBytes: 4096}
+		InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour, MaxMetadataBytes: 4096,
+		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second}
 }
 
 // RequestID names a request whose reply may come in a later Output.
@@ -163,6 +167,16 @@ type Group struct {
 	syncDeadline      time.Time // CompletingRebalance: members that have not synced by then are removed
 
 	offsets map[TopicPartition]Offset
+
+	consumer *consumerState // non-nil for a consumer (KIP-848) group
+}
+
+// Type is the group's protocol: TypeClassic or TypeConsumer.
+func (g *Group) Type() string {
+	if g.consumer != nil {
+		return TypeConsumer
+	}
+	return TypeClassic
 }
 
 func newGroup(id string, now time.Time) *Group {
@@ -205,6 +219,9 @@ type Coordinator struct {
 	// PartitionExists reports whether a topic partition exists (OffsetCommit refuses unknown
 	// ones, as Kafka does). Nil accepts every partition.
 	PartitionExists func(topic string, partition int32) bool
+	// Topics lists every topic with its id and partition count, for the server-side assignors
+	// of consumer groups. The caller owns the map.
+	Topics func() map[string]TopicMeta
 }
 
 // New returns an empty coordinator.

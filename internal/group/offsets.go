@@ -58,13 +58,16 @@ func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest) 
 			g = newGroup(req.Group, now)
 			c.groups[req.Group] = g
 		}
-		if len(g.members) > 0 {
+		if g.memberCount() > 0 {
 			return kerr.UnknownMemberID.Code
 		}
 		return 0
 	}
 	if g == nil {
 		return kerr.IllegalGeneration.Code
+	}
+	if g.consumer != nil {
+		return checkConsumerCommit(g.consumer, req)
 	}
 	m := g.members[req.MemberID]
 	switch {
@@ -79,6 +82,32 @@ func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest) 
 	}
 	m.deadline = now.Add(m.SessionTimeout) // a commit shows the member is alive
 	return 0
+}
+
+// checkConsumerCommit checks a commit to a consumer group: the member must exist and send its
+// current epoch in the generation field (OffsetCommit v9+). The previous epoch is accepted too
+// while every partition committed is still assigned to the member (its heartbeat answer may
+// not have arrived yet), as later Kafka versions allow.
+func checkConsumerCommit(cs *consumerState, req *kmsg.OffsetCommitRequest) int16 {
+	m := cs.members[req.MemberID]
+	switch {
+	case m == nil:
+		return kerr.UnknownMemberID.Code
+	case req.Version < 9:
+		return kerr.UnsupportedVersion.Code
+	case req.Generation == m.epoch:
+		return 0
+	case req.Generation == m.prevEpoch:
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				if !m.assigned.has(t.Topic, p.Partition) {
+					return kerr.StaleMemberEpoch.Code
+				}
+			}
+		}
+		return 0
+	}
+	return kerr.StaleMemberEpoch.Code
 }
 
 // OffsetFetch handles an OffsetFetch request (one group before v8, several from v8).
@@ -106,8 +135,19 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 		}
 		return resp
 	}
-	for _, g := range req.Groups {
-		resp.Groups = append(resp.Groups, c.fetchGroup(g.Group, g.Topics))
+	for _, rg := range req.Groups {
+		if g := c.groups[rg.Group]; g != nil && g.consumer != nil && rg.MemberID != nil { // v9: a member asks
+			if m := g.consumer.members[*rg.MemberID]; m == nil || m.epoch != rg.MemberEpoch {
+				fg := kmsg.NewOffsetFetchResponseGroup()
+				fg.Group, fg.ErrorCode = rg.Group, kerr.StaleMemberEpoch.Code
+				if m == nil {
+					fg.ErrorCode = kerr.UnknownMemberID.Code
+				}
+				resp.Groups = append(resp.Groups, fg)
+				continue
+			}
+		}
+		resp.Groups = append(resp.Groups, c.fetchGroup(rg.Group, rg.Topics))
 	}
 	return resp
 }
@@ -202,6 +242,19 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 // metadata (for groups of protocol type "consumer"; others subscribe to nothing known).
 func (g *Group) subscribedTopics() map[string]bool {
 	out := map[string]bool{}
+	if g.consumer != nil {
+		for _, m := range g.consumer.members {
+			for _, t := range m.topics {
+				out[t] = true
+			}
+			for tp := range g.offsets {
+				if m.subscribes(tp.Topic) {
+					out[tp.Topic] = true
+				}
+			}
+		}
+		return out
+	}
 	if g.ProtocolType != "consumer" || g.State == Empty {
 		return out
 	}
@@ -242,7 +295,7 @@ func (c *Coordinator) ExpireOffsets(now time.Time) Output {
 				out.Records = append(out.Records, offsetRecord(g.ID, tp, nil))
 			}
 		}
-		if len(g.offsets) == 0 && len(g.members) == 0 {
+		if len(g.offsets) == 0 && g.memberCount() == 0 {
 			delete(c.groups, g.ID)
 			out.Records = append(out.Records, Record{Group: g.ID, Key: groupKey(g.ID)})
 		}
@@ -264,6 +317,8 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 			if req.Version >= 6 {
 				dg.ErrorCode = kerr.GroupIDNotFound.Code
 			}
+		case g.consumer != nil: // described by ConsumerGroupDescribe
+			dg.State, dg.ProtocolType = g.consumer.stateName(), g.ProtocolType
 		default:
 			dg.State, dg.ProtocolType = g.State.String(), g.ProtocolType
 			if g.State == Stable {
@@ -291,14 +346,18 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	for _, g := range c.Groups() {
-		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, g.State.String()) {
+		state := g.State.String()
+		if g.consumer != nil {
+			state = g.consumer.stateName()
+		}
+		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, state) {
 			continue
 		}
-		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, "classic") {
+		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, g.Type()) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.ID, g.ProtocolType, g.State.String(), "classic"
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.ID, g.ProtocolType, state, g.Type()
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return resp
@@ -336,7 +395,7 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteG
 			rg.ErrorCode = kerr.InvalidGroupID.Code
 		case g == nil:
 			rg.ErrorCode = kerr.GroupIDNotFound.Code
-		case g.State != Empty || len(g.members) > 0:
+		case g.State != Empty || g.memberCount() > 0:
 			rg.ErrorCode = kerr.NonEmptyGroup.Code
 		default:
 			for _, tp := range sortedPartitions(g.offsets) {

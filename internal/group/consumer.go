@@ -1,0 +1,639 @@
+package group
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The KIP-848 consumer group protocol: members heartbeat (ConsumerGroupHeartbeat) with their
+// subscription and the partitions they own; the coordinator computes the target assignment
+// with a server-side assignor (uniform or range) whenever the group epoch moves (a member joins
+// or leaves, a subscription or a subscribed topic's partition count changes), and moves each
+// member toward its target incrementally: first it revokes what the member must give up (the
+// member keeps its epoch until its heartbeat shows the partitions released), then it grants the
+// target's partitions that no other member still holds, and the member takes the assignment
+// epoch. A member that does not heartbeat within the session timeout, or does not revoke within
+// its rebalance timeout, is removed.
+//
+// A group is of one type at a time, as in Kafka: an empty classic group becomes a consumer
+// group on the first ConsumerGroupHeartbeat and an empty consumer group a classic one on the
+// first JoinGroup; a group with members of the other type refuses (GROUP_ID_NOT_FOUND for the
+// heartbeat, INCONSISTENT_GROUP_PROTOCOL for the join). Online migration of a live group
+// between the protocols is not supported.
+
+// Assignors are the server-side assignors of consumer groups, the default first (Kafka's
+// group.consumer.assignors).
+var Assignors = []string{"uniform", "range"}
+
+// Group types.
+const (
+	TypeClassic  = "classic"
+	TypeConsumer = "consumer"
+)
+
+// TopicMeta is what the assignors need of a topic.
+type TopicMeta struct {
+	ID         [16]byte
+	Partitions int32
+}
+
+// assignment maps a topic name to its partitions, ascending.
+type assignment map[string][]int32
+
+func (a assignment) clone() assignment {
+	out := make(assignment, len(a))
+	for t, ps := range a {
+		out[t] = slices.Clone(ps)
+	}
+	return out
+}
+
+func (a assignment) has(t string, p int32) bool {
+	_, ok := slices.BinarySearch(a[t], p)
+	return ok
+}
+
+func (a assignment) add(t string, p int32) {
+	ps := a[t]
+	if i, ok := slices.BinarySearch(ps, p); !ok {
+		a[t] = slices.Insert(ps, i, p)
+	}
+}
+
+func (a assignment) size() int {
+	n := 0
+	for _, ps := range a {
+		n += len(ps)
+	}
+	return n
+}
+
+// minus returns the partitions of a not in b.
+func (a assignment) minus(b assignment) assignment {
+	out := assignment{}
+	for t, ps := range a {
+		for _, p := range ps {
+			if !b.has(t, p) {
+				out.add(t, p)
+			}
+		}
+	}
+	return out
+}
+
+func (a assignment) signature() string {
+	topics := make([]string, 0, len(a))
+	for t := range a {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	var sb strings.Builder
+	for _, t := range topics {
+		fmt.Fprintf(&sb, "%s:%v;", t, a[t])
+	}
+	return sb.String()
+}
+
+type consumerMember struct {
+	id, instanceID, clientID, clientHost, rackID string
+	epoch, prevEpoch                             int32
+	rebalanceTimeout                             time.Duration
+	topics                                       []string
+	regex                                        *regexp.Regexp
+	assignor                                     string
+	assigned                                     assignment // owned, as far as the coordinator knows
+	revoking                                     assignment // told to give up, not yet confirmed
+	revokeDeadline                               time.Time
+	deadline                                     time.Time // session
+	sent                                         string    // epoch and assignment last sent
+}
+
+// subscribes reports whether m wants topic.
+func (m *consumerMember) subscribes(topic string) bool {
+	if m.regex != nil && m.regex.MatchString(topic) {
+		return true
+	}
+	return slices.Contains(m.topics, topic)
+}
+
+type consumerState struct {
+	epoch, assignmentEpoch int32
+	members                map[string]*consumerMember
+	target                 map[string]assignment
+	metaSig                string // the subscribed topics' metadata the target was computed for
+}
+
+func (g *Group) memberCount() int {
+	if g.consumer != nil {
+		return len(g.consumer.members)
+	}
+	return len(g.members) + len(g.pending)
+}
+
+// ConsumerGroupHeartbeat handles a ConsumerGroupHeartbeat request; it is answered at once.
+func (c *Coordinator) ConsumerGroupHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) *kmsg.ConsumerGroupHeartbeatResponse {
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	fail := func(err *kerr.Error, format string, args ...any) *kmsg.ConsumerGroupHeartbeatResponse {
+		msg := fmt.Sprintf(format, args...)
+		resp.ErrorCode, resp.ErrorMessage = err.Code, &msg
+		return resp
+	}
+	memberID := req.MemberID
+	switch {
+	case req.Group == "":
+		return fail(kerr.InvalidRequest, "the group id is empty")
+	case memberID == "" && (req.Version >= 1 || req.MemberEpoch != 0):
+		return fail(kerr.InvalidRequest, "the member id is empty")
+	case req.MemberEpoch < -2:
+		return fail(kerr.InvalidRequest, "member epoch %d is invalid", req.MemberEpoch)
+	}
+	if memberID == "" { // v0: the coordinator names the member
+		memberID = newMemberID(clientID)
+	}
+	g := c.groups[req.Group]
+	if g == nil {
+		if req.MemberEpoch != 0 {
+			return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
+		}
+		g = newGroup(req.Group, now)
+		c.groups[req.Group] = g
+	}
+	if g.consumer == nil {
+		if g.memberCount() > 0 {
+			return fail(kerr.GroupIDNotFound, "group %s is a classic group with members", req.Group)
+		}
+		g.consumer = &consumerState{members: map[string]*consumerMember{}, target: map[string]assignment{}, epoch: g.Generation}
+		g.ProtocolType = TypeConsumer
+	}
+	cs := g.consumer
+	m := cs.members[memberID]
+	bump := false // the group epoch moves at most once per heartbeat
+	switch req.MemberEpoch {
+	case -1, -2: // leave (-2: a static member leaving for a while; its assignment is not kept)
+		if m == nil {
+			return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
+		}
+		c.removeConsumer(now, g, m)
+		resp.MemberID, resp.MemberEpoch = &memberID, req.MemberEpoch
+		return resp
+	case 0:
+		if req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil {
+			return fail(kerr.InvalidRequest, "a joining member must send its subscription")
+		}
+		if m != nil { // rejoining after being fenced: start over
+			c.removeConsumer(now, g, m)
+		}
+		if req.InstanceID != nil {
+			for _, o := range cs.members {
+				if o.instanceID == *req.InstanceID {
+					return fail(kerr.UnreleasedInstanceID, "instance %s is still used by member %s", *req.InstanceID, o.id)
+				}
+			}
+		}
+		m = &consumerMember{id: memberID, clientID: clientID, clientHost: clientHost, assigned: assignment{},
+			revoking: assignment{}, assignor: Assignors[0]}
+		if req.InstanceID != nil {
+			m.instanceID = *req.InstanceID
+		}
+		cs.members[memberID] = m
+		bump = true
+		if g.State == Empty {
+			g.transition(Stable, now)
+		}
+	default:
+		if m == nil {
+			return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
+		}
+		if req.MemberEpoch > m.epoch || (req.MemberEpoch < m.epoch && req.MemberEpoch != m.prevEpoch) {
+			return fail(kerr.FencedMemberEpoch, "member %s sent epoch %d; its epoch is %d", memberID, req.MemberEpoch, m.epoch)
+		}
+	}
+	changed, err := c.updateConsumer(m, req)
+	if err != nil {
+		if req.MemberEpoch == 0 {
+			delete(cs.members, memberID)
+			if len(cs.members) == 0 {
+				g.transition(Empty, now)
+			}
+		}
+		return fail(err, "%s", err.Message)
+	}
+	bump = bump || changed
+	m.deadline = now.Add(c.cfg.ConsumerSessionTimeout)
+	if req.RebalanceTimeoutMillis > 0 {
+		m.rebalanceTimeout = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	}
+	if req.RackID != nil {
+		m.rackID = *req.RackID
+	}
+	topics := c.topics()
+	if sig := metadataSignature(cs, topics); sig != cs.metaSig { // partitions or topics came or went
+		cs.metaSig = sig
+		bump = true
+	}
+	if bump {
+		cs.epoch++
+	}
+	if cs.epoch > cs.assignmentEpoch {
+		cs.target = computeTarget(cs, topics)
+		cs.assignmentEpoch = cs.epoch
+	}
+	owned := ownedPartitions(req.Topics, topics)
+	c.reconcile(now, cs, m, owned)
+	resp.MemberID, resp.MemberEpoch = &memberID, m.epoch
+	resp.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())
+	full := req.MemberEpoch == 0 || req.Topics != nil
+	if sent := fmt.Sprint(m.epoch, m.assigned.signature()); sent != m.sent || full {
+		m.sent = sent
+		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+		for _, t := range sortedTopics(m.assigned) {
+			at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			at.TopicID, at.Partitions = topics[t].ID, slices.Clone(m.assigned[t])
+			a.Topics = append(a.Topics, at)
+		}
+		resp.Assignment = &a
+	}
+	return resp
+}
+
+// updateConsumer takes a heartbeat's subscription and assignor; a change moves the group epoch.
+func (c *Coordinator) updateConsumer(m *consumerMember, req *kmsg.ConsumerGroupHeartbeatRequest) (bool, *kerr.Error) {
+	changed := false
+	if req.SubscribedTopicNames != nil {
+		topics := slices.Clone(req.SubscribedTopicNames)
+		sort.Strings(topics)
+		topics = slices.Compact(topics)
+		if !slices.Equal(topics, m.topics) {
+			m.topics, changed = topics, true
+		}
+	}
+	if req.SubscribedTopicRegex != nil {
+		expr := *req.SubscribedTopicRegex
+		if m.regex == nil || m.regex.String() != expr {
+			if expr == "" {
+				m.regex = nil
+			} else {
+				re, err := regexp.Compile(expr)
+				if err != nil {
+					return false, kerr.InvalidRegularExpression
+				}
+				m.regex = re
+			}
+			changed = true
+		}
+	}
+	if req.ServerAssignor != nil && *req.ServerAssignor != m.assignor {
+		if !slices.Contains(Assignors, *req.ServerAssignor) {
+			return false, kerr.UnsupportedAssignor
+		}
+		m.assignor, changed = *req.ServerAssignor, true
+	}
+	return changed, nil
+}
+
+func (c *Coordinator) topics() map[string]TopicMeta {
+	if c.Topics == nil {
+		return nil
+	}
+	return c.Topics()
+}
+
+// metadataSignature describes the subscribed topics as the assignors see them.
+func metadataSignature(cs *consumerState, topics map[string]TopicMeta) string {
+	var names []string
+	for t := range topics {
+		for _, m := range cs.members {
+			if m.subscribes(t) {
+				names = append(names, t)
+				break
+			}
+		}
+	}
+	sort.Strings(names)
+	var sb strings.Builder
+	for _, t := range names {
+		fmt.Fprintf(&sb, "%s/%x/%d;", t, topics[t].ID, topics[t].Partitions)
+	}
+	return sb.String()
+}
+
+func ownedPartitions(ts []kmsg.ConsumerGroupHeartbeatRequestTopic, topics map[string]TopicMeta) assignment {
+	if ts == nil {
+		return nil
+	}
+	byID := map[[16]byte]string{}
+	for name, t := range topics {
+		byID[t.ID] = name
+	}
+	out := assignment{}
+	for _, t := range ts {
+		name, ok := byID[t.TopicID]
+		if !ok {
+			continue
+		}
+		for _, p := range t.Partitions {
+			out.add(name, p)
+		}
+	}
+	return out
+}
+
+// reconcile moves m toward its target: revoke first, then grant what nobody else holds.
+func (c *Coordinator) reconcile(now time.Time, cs *consumerState, m *consumerMember, owned assignment) {
+	if m.revoking.size() > 0 {
+		if owned == nil {
+			return // the member has not said what it owns: keep waiting for the revocation
+		}
+		for t, ps := range m.revoking {
+			for _, p := range ps {
+				if owned.has(t, p) {
+					return
+				}
+			}
+		}
+		m.revoking = assignment{}
+	}
+	target := cs.target[m.id]
+	if target == nil {
+		target = assignment{}
+	}
+	if revoke := m.assigned.minus(target); revoke.size() > 0 {
+		m.revoking = revoke
+		m.assigned = m.assigned.minus(revoke)
+		m.revokeDeadline = now.Add(max(m.rebalanceTimeout, time.Second))
+		return
+	}
+	for t, ps := range target.minus(m.assigned) {
+		for _, p := range ps {
+			if !heldByOther(cs, m, t, p) {
+				m.assigned.add(t, p)
+			}
+		}
+	}
+	if m.epoch != cs.assignmentEpoch {
+		m.prevEpoch, m.epoch = m.epoch, cs.assignmentEpoch
+	}
+}
+
+func heldByOther(cs *consumerState, m *consumerMember, t string, p int32) bool {
+	for _, o := range cs.members {
+		if o != m && (o.assigned.has(t, p) || o.revoking.has(t, p)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Coordinator) removeConsumer(now time.Time, g *Group, m *consumerMember) {
+	cs := g.consumer
+	delete(cs.members, m.id)
+	delete(cs.target, m.id)
+	cs.epoch++
+	if len(cs.members) == 0 {
+		g.transition(Empty, now)
+	}
+}
+
+// tickConsumer removes members whose session expired or who did not revoke in time.
+func (c *Coordinator) tickConsumer(now time.Time, g *Group) {
+	for _, m := range sortedMembers(g.consumer) {
+		if !now.Before(m.deadline) || (m.revoking.size() > 0 && !now.Before(m.revokeDeadline)) {
+			c.removeConsumer(now, g, m)
+		}
+	}
+}
+
+func sortedMembers(cs *consumerState) []*consumerMember {
+	out := make([]*consumerMember, 0, len(cs.members))
+	for _, m := range cs.members {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func sortedTopics(a assignment) []string {
+	out := make([]string, 0, len(a))
+	for t, ps := range a {
+		if len(ps) > 0 {
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// computeTarget runs the group's assignor (the one most members ask for; ties: the configured
+// order) over every member's subscription.
+func computeTarget(cs *consumerState, topics map[string]TopicMeta) map[string]assignment {
+	members := sortedMembers(cs)
+	votes := map[string]int{}
+	for _, m := range members {
+		votes[m.assignor]++
+	}
+	assignor := ""
+	for _, m := range members {
+		if assignor == "" || votes[m.assignor] > votes[assignor] {
+			assignor = m.assignor
+		}
+	}
+	if assignor == "range" {
+		return assignRange(members, topics)
+	}
+	return assignUniform(members, topics, cs.target)
+}
+
+// assignRange is Kafka's range assignor, per topic: the subscribed members sorted by id take
+// contiguous ranges, the first ones one partition more when the count does not divide.
+func assignRange(members []*consumerMember, topics map[string]TopicMeta) map[string]assignment {
+	out := map[string]assignment{}
+	for _, m := range members {
+		out[m.id] = assignment{}
+	}
+	for _, t := range sortedTopicNames(topics) {
+		var subs []*consumerMember
+		for _, m := range members {
+			if m.subscribes(t) {
+				subs = append(subs, m)
+			}
+		}
+		if len(subs) == 0 {
+			continue
+		}
+		n := int(topics[t].Partitions)
+		per, extra := n/len(subs), n%len(subs)
+		p := 0
+		for i, m := range subs {
+			count := per
+			if i < extra {
+				count++
+			}
+			for range count {
+				out[m.id].add(t, int32(p))
+				p++
+			}
+		}
+	}
+	return out
+}
+
+// assignUniform spreads every subscribed partition evenly over the members that subscribe to
+// its topic, keeping partitions where the previous target had them as long as that stays
+// balanced (Kafka's uniform assignor aims at the same: balance first, then stickiness).
+func assignUniform(members []*consumerMember, topics map[string]TopicMeta, prev map[string]assignment) map[string]assignment {
+	out := map[string]assignment{}
+	count := map[string]int{}
+	for _, m := range members {
+		out[m.id] = assignment{}
+	}
+	type tp struct {
+		t string
+		p int32
+	}
+	var all []tp
+	subs := map[string][]*consumerMember{}
+	for _, t := range sortedTopicNames(topics) {
+		for _, m := range members {
+			if m.subscribes(t) {
+				subs[t] = append(subs[t], m)
+			}
+		}
+		if len(subs[t]) > 0 {
+			for p := range topics[t].Partitions {
+				all = append(all, tp{t, p})
+			}
+		}
+	}
+	if len(members) == 0 {
+		return out
+	}
+	quota := (len(all) + len(members) - 1) / len(members) // an upper bound per member
+	var rest []tp
+	for _, x := range all { // sticky pass: keep the previous owner while under quota
+		kept := false
+		for id, a := range prev {
+			if m, ok := out[id]; ok && a.has(x.t, x.p) && count[id] < quota && slices.ContainsFunc(subs[x.t], func(s *consumerMember) bool { return s.id == id }) {
+				m.add(x.t, x.p)
+				count[id]++
+				kept = true
+				break
+			}
+		}
+		if !kept {
+			rest = append(rest, x)
+		}
+	}
+	for _, x := range rest { // the rest to the least loaded subscriber
+		var best *consumerMember
+		for _, m := range subs[x.t] {
+			if best == nil || count[m.id] < count[best.id] {
+				best = m
+			}
+		}
+		out[best.id].add(x.t, x.p)
+		count[best.id]++
+	}
+	// Even out: move partitions from the most to the least loaded member that can take them.
+	for moved := true; moved; {
+		moved = false
+		for _, x := range all {
+			owner := ""
+			for id, a := range out {
+				if a.has(x.t, x.p) {
+					owner = id
+					break
+				}
+			}
+			for _, m := range subs[x.t] {
+				if count[owner]-count[m.id] > 1 {
+					out[owner][x.t] = slices.DeleteFunc(out[owner][x.t], func(p int32) bool { return p == x.p })
+					out[m.id].add(x.t, x.p)
+					count[owner]--
+					count[m.id]++
+					moved = true
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+func sortedTopicNames(topics map[string]TopicMeta) []string {
+	out := make([]string, 0, len(topics))
+	for t := range topics {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// consumerState reports a consumer group's state as ConsumerGroupDescribe and ListGroups name it.
+func (cs *consumerState) stateName() string {
+	switch {
+	case len(cs.members) == 0:
+		return "Empty"
+	case cs.epoch > cs.assignmentEpoch:
+		return "Assigning"
+	}
+	for _, m := range cs.members {
+		if m.epoch != cs.assignmentEpoch || m.revoking.size() > 0 {
+			return "Reconciling"
+		}
+	}
+	return "Stable"
+}
+
+// ConsumerGroupDescribe handles a ConsumerGroupDescribe request.
+func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest) *kmsg.ConsumerGroupDescribeResponse {
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+	topics := c.topics()
+	toAssignment := func(a assignment) kmsg.Assignment {
+		var out kmsg.Assignment
+		for _, t := range sortedTopics(a) {
+			out.TopicPartitions = append(out.TopicPartitions, kmsg.AssignmentTopicPartition{TopicID: topics[t].ID, Topic: t, Partitions: slices.Clone(a[t])})
+		}
+		return out
+	}
+	for _, id := range req.Groups {
+		dg := kmsg.NewConsumerGroupDescribeResponseGroup()
+		dg.Group = id
+		g := c.groups[id]
+		if g == nil || g.consumer == nil {
+			msg := fmt.Sprintf("group %s is not a consumer group", id)
+			dg.ErrorCode, dg.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
+		cs := g.consumer
+		dg.State, dg.Epoch, dg.AssignmentEpoch, dg.AssignorName = cs.stateName(), cs.epoch, cs.assignmentEpoch, Assignors[0]
+		for _, m := range sortedMembers(cs) {
+			dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+			dm.MemberID, dm.MemberEpoch, dm.ClientID, dm.ClientHost = m.id, m.epoch, m.clientID, m.clientHost
+			dm.SubscribedTopics = slices.Clone(m.topics)
+			if m.regex != nil {
+				re := m.regex.String()
+				dm.SubscribedTopicRegex = &re
+			}
+			if m.instanceID != "" {
+				inst := m.instanceID
+				dm.InstanceID = &inst
+			}
+			if m.rackID != "" {
+				rack := m.rackID
+				dm.RackID = &rack
+			}
+			dm.Assignment, dm.TargetAssignment = toAssignment(m.assigned), toAssignment(cs.target[m.id])
+			dg.Members = append(dg.Members, dm)
+		}
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return resp
+}

@@ -1,0 +1,133 @@
+package group
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var testTopics = map[string]TopicMeta{"t": {ID: [16]byte{1}, Partitions: 6}, "u": {ID: [16]byte{2}, Partitions: 3}}
+
+func newConsumerHarness(t *testing.T) *harness {
+	h := newHarness(t)
+	h.c.Topics = func() map[string]TopicMeta { return testTopics }
+	return h
+}
+
+// hb sends a ConsumerGroupHeartbeat. owned nil sends no owned partitions; topics nil keeps the
+// subscription.
+func (h *harness) hb(member string, epoch int32, topics []string, owned map[string][]int32, assignor string) *kmsg.ConsumerGroupHeartbeatResponse {
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version, req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = 1, "g", member, epoch, 30000
+	req.SubscribedTopicNames = topics
+	if assignor != "" {
+		req.ServerAssignor = &assignor
+	}
+	if owned != nil {
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		for t, ps := range owned {
+			req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: testTopics[t].ID, Partitions: ps})
+		}
+	}
+	return h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+}
+
+// assigned decodes a heartbeat's assignment into topic → partitions (nil: none sent).
+func assigned(resp *kmsg.ConsumerGroupHeartbeatResponse) map[string][]int32 {
+	if resp.Assignment == nil {
+		return nil
+	}
+	out := map[string][]int32{}
+	for _, at := range resp.Assignment.Topics {
+		for name, m := range testTopics {
+			if m.ID == at.TopicID {
+				out[name] = at.Partitions
+			}
+		}
+	}
+	return out
+}
+
+func TestConsumerProtocolIncrementalRebalance(t *testing.T) {
+	h := newConsumerHarness(t)
+	r1 := h.hb("m1", 0, []string{"t"}, map[string][]int32{}, "")
+	if r1.ErrorCode != 0 || r1.MemberEpoch != 1 || len(assigned(r1)["t"]) != 6 {
+		t.Fatalf("first member: error %d epoch %d assignment %v; want epoch 1 with all 6 partitions", r1.ErrorCode, r1.MemberEpoch, assigned(r1))
+	}
+	r2 := h.hb("m2", 0, []string{"t"}, map[string][]int32{}, "")
+	if r2.MemberEpoch != 2 || len(assigned(r2)["t"]) != 0 {
+		t.Fatalf("second member: epoch %d assignment %v; want epoch 2 and nothing yet (m1 still owns everything)", r2.MemberEpoch, assigned(r2))
+	}
+	// m1 learns it must give up 3 partitions: its epoch stays until it has.
+	r1 = h.hb("m1", 1, nil, map[string][]int32{"t": {0, 1, 2, 3, 4, 5}}, "")
+	kept := assigned(r1)["t"]
+	if r1.MemberEpoch != 1 || len(kept) != 3 {
+		t.Fatalf("m1 during revocation: epoch %d keeps %v; want epoch 1 keeping 3", r1.MemberEpoch, kept)
+	}
+	if got := h.hb("m2", 2, nil, map[string][]int32{}, ""); len(assigned(got)["t"]) != 0 {
+		t.Fatalf("m2 got %v before m1 revoked", assigned(got))
+	}
+	r1 = h.hb("m1", 1, nil, map[string][]int32{"t": kept}, "") // revoked
+	if r1.MemberEpoch != 2 {
+		t.Fatalf("m1 after revoking: epoch %d; want 2", r1.MemberEpoch)
+	}
+	r2 = h.hb("m2", 2, nil, map[string][]int32{}, "")
+	if got := assigned(r2)["t"]; len(got) != 3 {
+		t.Fatalf("m2 after m1 revoked: %v; want the other 3", got)
+	}
+	wantCode(t, "heartbeat from the future", h.hb("m2", 9, nil, nil, "").ErrorCode, kerr.FencedMemberEpoch)
+	wantCode(t, "unknown member", h.hb("m3", 1, nil, nil, "").ErrorCode, kerr.UnknownMemberID)
+
+	// A commit needs the member's epoch.
+	commit := func(member string, epoch int32) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.MemberID, req.Generation = 9, "g", member, epoch
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: kept[0], Offset: 5}}}}
+		resp, _ := h.c.OffsetCommit(h.now, req)
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	wantCode(t, "commit at the member epoch", commit("m1", 2), nil)
+	wantCode(t, "commit at an old epoch", commit("m1", 0), kerr.StaleMemberEpoch)
+
+	// m1 leaves; m2 takes everything.
+	if r := h.hb("m1", -1, nil, nil, ""); r.ErrorCode != 0 || r.MemberEpoch != -1 {
+		t.Fatalf("leave = error %d epoch %d", r.ErrorCode, r.MemberEpoch)
+	}
+	r2 = h.hb("m2", 2, nil, map[string][]int32{"t": assigned(r2)["t"]}, "")
+	if got := assigned(r2)["t"]; len(got) != 6 || r2.MemberEpoch != 3 {
+		t.Fatalf("m2 alone: epoch %d assignment %v; want epoch 3 with all 6", r2.MemberEpoch, got)
+	}
+	// Its session expires without heartbeats.
+	h.advance(46 * time.Second)
+	if g, _ := h.c.Group("g"); len(g.consumer.members) != 0 || g.State != Empty {
+		t.Errorf("after the session timeout: %d members, state %v; want none, Empty", len(g.consumer.members), g.State)
+	}
+}
+
+func TestRangeAssignor(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.hb("a", 0, []string{"t", "u"}, map[string][]int32{}, "range")
+	h.hb("b", 0, []string{"t", "u"}, map[string][]int32{}, "range")
+	g, _ := h.c.Group("g")
+	ta, tb := g.consumer.target["a"], g.consumer.target["b"]
+	if len(ta["t"]) != 3 || len(tb["t"]) != 3 || len(ta["u"]) != 2 || len(tb["u"]) != 1 || ta["t"][0] != 0 || tb["u"][0] != 2 {
+		t.Errorf("range targets a=%v b=%v; want t split 0-2/3-5 and u 0-1/2", ta, tb)
+	}
+	wantCode(t, "unknown assignor", h.hb("c", 0, []string{"t"}, map[string][]int32{}, "magic").ErrorCode, kerr.UnsupportedAssignor)
+}
+
+func TestGroupTypeRules(t *testing.T) {
+	h := newConsumerHarness(t)
+	stableGroup(h) // a classic group with members
+	wantCode(t, "ConsumerGroupHeartbeat to a live classic group", h.hb("m", 0, []string{"t"}, map[string][]int32{}, "").ErrorCode, kerr.GroupIDNotFound)
+
+	h2 := newConsumerHarness(t)
+	h2.hb("m", 0, []string{"t"}, map[string][]int32{}, "")
+	r := h2.joined(h2.join("", ""))
+	wantCode(t, "JoinGroup to a live consumer group", r.ErrorCode, kerr.InconsistentGroupProtocol)
+	h2.hb("m", -1, nil, nil, "")
+	r = h2.joined(h2.join("", ""))
+	wantCode(t, "JoinGroup to an empty consumer group (it becomes classic)", r.ErrorCode, kerr.MemberIDRequired)
+}
