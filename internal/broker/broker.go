@@ -10,12 +10,14 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/group"
+	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/txn"
 )
@@ -46,6 +48,12 @@ type Config struct {
 
 	Hooks  Hooks
 	Logger *slog.Logger
+
+	// Metrics counts requests, connections and each topic's data in and out; nil counts nothing.
+	Metrics *metrics.Kafka
+	// SlowRequestThreshold: a request that takes longer is logged at Warn with where its time
+	// went (observe.go). 0 means DefaultSlowRequestThreshold; negative logs none.
+	SlowRequestThreshold time.Duration
 }
 
 // Hooks let tests intercept what the broker does; production leaves them nil.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -52,6 +53,7 @@ type inflight struct {
 	reply reply
 	size  int64         // bytes charged to the memory budgets
 	done  chan struct{} // closed when reply.wait returned (nil if there was no wait)
+	stamps
 }
 
 type conn struct {
@@ -63,12 +65,15 @@ type conn struct {
 	zeroCopy bool           // plain TCP: fetches may use sendfile
 	ctx      context.Context
 	cancel   context.CancelFunc
+	writeErr error // why the write loop gave up; set before it cancels ctx
 }
 
 func (b *Broker) serveConn(nc net.Conn) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	_, isTCP := nc.(*net.TCPConn)
 	c := &conn{b: b, mem: semaphore.NewWeighted(b.cfg.MaxConnInflightBytes), nc: nc, zeroCopy: isTCP && !b.cfg.DisableSendfile, remote: nc.RemoteAddr().String(), out: make(chan *inflight, b.cfg.MaxInflightRequests), ctx: ctx, cancel: cancel}
+	b.cfg.Metrics.ConnectionOpened()
+	defer b.cfg.Metrics.ConnectionClosed()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); c.writeLoop() }()
@@ -77,14 +82,15 @@ func (b *Broker) serveConn(nc net.Conn) {
 	wg.Wait()
 	cancel()
 	nc.Close()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-		b.logger.Info("broker: closing connection", "remote", c.remote, "reason", err)
-	}
+	c.logClose(err)
 }
 
 // errCloseConn closes the connection without a response, as Kafka does for requests it cannot
 // parse.
 var errCloseConn = errors.New("broker: close connection")
+
+// errDroppedByHook is why a connection closes when a test hook dropped a response.
+var errDroppedByHook = errors.New("broker: a test hook dropped the response")
 
 func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
@@ -93,9 +99,10 @@ func (c *conn) readLoop() error {
 		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
 			return err
 		}
+		readStart := time.Now()
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 8 || size > c.b.cfg.MaxRequestBytes {
-			return fmt.Errorf("request frame of %d bytes is outside [8, %d] (socket.request.max.bytes)", size, c.b.cfg.MaxRequestBytes)
+			return protocolError{fmt.Errorf("request frame of %d bytes is outside [8, %d] (socket.request.max.bytes)", size, c.b.cfg.MaxRequestBytes)}
 		}
 		if err := c.acquire(int64(size)); err != nil {
 			return err
@@ -105,19 +112,22 @@ func (c *conn) readLoop() error {
 			c.release(int64(size))
 			return err
 		}
-		f := &inflight{size: int64(size)}
+		f := &inflight{size: int64(size), stamps: stamps{readStart: readStart, received: time.Now()}}
 		err := c.handleFrame(buf, f)
+		f.handled = time.Now()
 		if err != nil {
 			c.release(f.size)
-			return err
+			return protocolError{err}
 		}
 		if f.reply.resp == nil && f.reply.wait == nil {
 			c.release(f.size)
+			f.writing, f.written = f.handled, f.handled
+			c.observe(f)
 			continue
 		}
 		if f.reply.wait != nil {
 			f.done = make(chan struct{})
-			go func() { f.reply.wait(); close(f.done) }()
+			go func() { f.reply.wait(); f.waited = time.Now(); close(f.done) }()
 		}
 		select {
 		case c.out <- f:
@@ -181,22 +191,27 @@ func (c *conn) writeLoop() {
 		if f.done != nil {
 			<-f.done
 		}
+		f.writing = time.Now()
 		if !broken && f.reply.resp != nil && c.b.cfg.Hooks.DropResponse != nil && c.b.cfg.Hooks.DropResponse(f.r.key, f.reply.resp) {
 			broken = true
+			c.writeErr = errDroppedByHook
 			c.cancel()
 			c.nc.Close()
 		}
 		if !broken && f.reply.resp != nil {
 			buf = appendResponse(buf[:0], f.r, f.reply.resp)
-			if err := c.writeFrame(bw, buf, f.reply); err != nil {
-				c.b.logger.Info("broker: writing a response failed", "remote", c.remote, "err", err)
-				broken = true
-			} else if len(c.out) == 0 { // flush when nothing else is ready to go
-				broken = bw.Flush() != nil
+			err := c.writeFrame(bw, buf, f.reply)
+			if err == nil && len(c.out) == 0 { // flush when nothing else is ready to go
+				err = bw.Flush()
 			}
-			if broken {
+			if err != nil {
+				broken = true
+				c.writeErr = fmt.Errorf("writing a %s response: %w", kmsg.NameForKey(f.r.key), err)
 				c.cancel()
 				c.nc.Close() // unblock the read loop
+			} else {
+				f.written = time.Now()
+				c.observe(f)
 			}
 		}
 		f.reply.files.release()
@@ -238,19 +253,29 @@ func appendResponse(dst []byte, r *request, resp kmsg.Response) []byte {
 // read), not answered with an out-of-memory failure. A request larger than a whole budget is
 // charged the whole budget.
 func (c *conn) acquire(n int64) error {
-	if err := c.mem.Acquire(c.ctx, min(n, c.b.cfg.MaxConnInflightBytes)); err != nil {
-		return err
+	m := c.b.cfg.Metrics
+	connN, brokerN := min(n, c.b.cfg.MaxConnInflightBytes), min(n, c.b.cfg.MaxInflightBytes)
+	if !c.mem.TryAcquire(connN) {
+		m.InflightLimitWait("connection")
+		if err := c.mem.Acquire(c.ctx, connN); err != nil {
+			return err
+		}
 	}
-	if err := c.b.mem.Acquire(c.ctx, min(n, c.b.cfg.MaxInflightBytes)); err != nil {
-		c.mem.Release(min(n, c.b.cfg.MaxConnInflightBytes))
-		return err
+	if !c.b.mem.TryAcquire(brokerN) {
+		m.InflightLimitWait("broker")
+		if err := c.b.mem.Acquire(c.ctx, brokerN); err != nil {
+			c.mem.Release(connN)
+			return err
+		}
 	}
+	m.InflightBytes(n)
 	return nil
 }
 
 func (c *conn) release(n int64) {
 	c.b.mem.Release(min(n, c.b.cfg.MaxInflightBytes))
 	c.mem.Release(min(n, c.b.cfg.MaxConnInflightBytes))
+	c.b.cfg.Metrics.InflightBytes(-n)
 }
 
 // skipTags skips a tagged-field section like kmsg.SkipTags, but stops as soon as the reader is

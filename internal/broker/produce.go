@@ -13,6 +13,7 @@ import (
 
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -57,7 +58,7 @@ func handleProduce(ctx context.Context, r *request) reply {
 				continue
 			}
 			p := t.Partitions[rp.Partition]
-			end, err := produceOne(t, p, rp.Records, sp)
+			end, err := produceOne(t, p, rp.Records, sp, b.cfg.Metrics)
 			if err != nil {
 				setProduceError(sp, err)
 				continue
@@ -93,9 +94,9 @@ func handleProduce(ctx context.Context, r *request) reply {
 	}}
 }
 
-// produceOne checks and appends one partition's records and fills in the offsets. It returns the
-// offset just past the appended batch.
-func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.ProduceResponseTopicPartition) (int64, error) {
+// produceOne checks and appends one partition's records, fills in the offsets and counts the
+// appended data in m. It returns the offset just past the appended batch.
+func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.ProduceResponseTopicPartition, m *metrics.Kafka) (int64, error) {
 	n, err := batch.Split(records)
 	if err != nil {
 		return 0, err
@@ -141,6 +142,7 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 		}
 	} else {
 		p.NotifyAppend()
+		m.Produced(t.Name, len(records), int(res.Last-res.First+1))
 	}
 	sp.BaseOffset, sp.LogStartOffset = res.First, p.Log.StartOffset()
 	// For acks=all the caller waits for durability up to here: for a duplicate, the original's

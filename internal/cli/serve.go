@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -25,6 +26,7 @@ type serveFlags struct {
 	adminAddr           string
 	logLevel            string
 	logFormat           string
+	slowRequest         time.Duration
 }
 
 func (f *serveFlags) register(flags *pflag.FlagSet) {
@@ -35,6 +37,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.adminAddr, "admin-addr", "127.0.0.1:9644", "host:port of the admin HTTP server (metrics, health)")
 	flags.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	flags.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	flags.DurationVar(&f.slowRequest, "slow-request-threshold", 500*time.Millisecond, "log Kafka requests that take longer (0: none)")
 	flags.String("config", "", `file of "flag-name: value" lines; flags and environment variables win over it`)
 	flags.SetAnnotation("config", configFileAnnotation, []string{"true"})
 	withEnvUsage(flags)
@@ -49,6 +52,10 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	cfg := server.Config{
 		DataDir: f.dataDir, KafkaAddr: f.kafkaAddr, AdvertisedKafkaAddr: f.advertisedKafkaAddr,
 		NodeID: f.nodeID, AdminAddr: f.adminAddr, Logger: logger, Console: console,
+		SlowRequestThreshold: f.slowRequest,
+	}
+	if f.slowRequest <= 0 {
+		cfg.SlowRequestThreshold = -1 // the flag's 0 means off; the config's 0 means the default
 	}
 	return cfg, cfg.Validate()
 }

@@ -8,7 +8,8 @@
 //	  topics/                       topic metadata and partition logs (package topics)
 //
 // A Server locks the data directory, recovers every topic and partition log in it, and serves
-// Kafka. The admin HTTP server and the controller will be started by Run too.
+// Kafka. Its admin HTTP server (admin.go: health, readiness, metrics, status) runs from Open to
+// Close. The controller will be started by Run too.
 package server
 
 import (
@@ -39,7 +40,10 @@ type Config struct {
 	KafkaAddr           string // host:port the Kafka listener binds
 	AdvertisedKafkaAddr string // host:port clients are told to connect to; "" means KafkaAddr
 	NodeID              int32  // this node's broker id, >= 0
-	AdminAddr           string // host:port of the admin HTTP server (metrics, health)
+	AdminAddr           string // host:port of the admin HTTP server (metrics, health); port 0 picks one
+	// SlowRequestThreshold: Kafka requests taking longer are logged at Warn. 0 means 500 ms;
+	// negative logs none.
+	SlowRequestThreshold time.Duration
 
 	Logger  *slog.Logger // defaults to slog.Default()
 	Console io.Writer    // plain-text notices for the operator; defaults to os.Stderr
@@ -99,6 +103,7 @@ type Server struct {
 	broker    *broker.Broker
 	clusterID string
 	closed    bool
+	admin     admin // admin HTTP server, metrics registry, readiness (admin.go)
 }
 
 // Open validates cfg, creates and locks the data directory, and opens (recovering) every
@@ -134,6 +139,9 @@ func Open(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0),
 		// Kafka's defaults: log.retention.check.interval.ms 5 min, log.cleaner.backoff.ms 15 s.
 		maint: logstore.NewMaintainer(logstore.NewCompactor(0), 5*time.Minute, 15*time.Second, cfg.Logger)}
+	if err := s.startAdmin(); err != nil { // before recovery: /healthz answers during it
+		return nil, errors.Join(err, s.Close())
+	}
 	if s.clusterID, err = loadClusterID(cfg.FS, cfg.DataDir); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
@@ -148,7 +156,8 @@ func Open(cfg Config) (*Server, error) {
 	host, portStr, _ := net.SplitHostPort(cfg.AdvertisedKafkaAddr)
 	port, _ := strconv.Atoi(portStr)
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
-		ClusterID: s.clusterID, AutoCreateTopics: true, ProducerIDs: ids, Hooks: cfg.Hooks, Logger: s.logger}, s.topics)
+		ClusterID: s.clusterID, AutoCreateTopics: true, ProducerIDs: ids, Hooks: cfg.Hooks, Logger: s.logger,
+		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold}, s.topics)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
@@ -157,6 +166,7 @@ func Open(cfg Config) (*Server, error) {
 			"start_offset", p.StartOffset, "end_offset", p.EndOffset, "size_bytes", p.SizeBytes)
 	}
 	s.logger.Info("data dir open", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "cluster_id", s.clusterID, "topics", len(s.topics.List()))
+	s.setState(stateNotServing)
 	return s, nil
 }
 
@@ -230,13 +240,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer func() { <-maintDone }()
 	served := make(chan error, 1)
 	go func() { served <- s.broker.Serve(ln) }()
-	fmt.Fprintf(s.cfg.Console, "runnel: serving Kafka on %s (advertised %s), data in %s\n", ln.Addr(), s.cfg.AdvertisedKafkaAddr, s.cfg.DataDir)
-	s.logger.Info("serving", "kafka_addr", ln.Addr().String(), "advertised_kafka_addr", s.cfg.AdvertisedKafkaAddr, "admin_addr", s.cfg.AdminAddr)
+	s.admin.kafkaAddr.Store(new(ln.Addr().String()))
+	s.setState(stateServing) // the listener is bound and the logs are recovered: ready
+	defer s.setState(stateNotServing)
+	fmt.Fprintf(s.cfg.Console, "runnel: serving Kafka on %s (advertised %s), data in %s, admin on http://%s\n", ln.Addr(), s.cfg.AdvertisedKafkaAddr, s.cfg.DataDir, s.AdminAddr())
+	s.logger.Info("serving", "kafka_addr", ln.Addr().String(), "advertised_kafka_addr", s.cfg.AdvertisedKafkaAddr, "admin_addr", s.AdminAddr())
 	select {
 	case err := <-served:
 		return err
 	case <-ctx.Done():
 	}
+	s.setState(stateStopping) // not ready from now on
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
 	if err := s.broker.Shutdown(sctx); err != nil {
@@ -252,6 +266,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.stopAdmin()
 	var errs []error
 	if s.broker != nil { // stops the group coordinator's timers if Serve never ran
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)

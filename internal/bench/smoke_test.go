@@ -1,0 +1,132 @@
+// Smoke test: runnel bench against a Runnel server in the test process. It asserts that the
+// bench ran and reported sane, non-zero numbers; never how fast anything was.
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/bench"
+	"github.com/runnel-dev/runnel/internal/cli"
+	"github.com/runnel-dev/runnel/internal/server"
+)
+
+// startRunnel serves a new Runnel node on a free loopback port until the test ends.
+func startRunnel(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.Open(server.Config{
+		DataDir: t.TempDir(), KafkaAddr: ln.Addr().String(), AdminAddr: "127.0.0.1:0", Console: &bytes.Buffer{},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		ln.Close()
+		t.Fatalf("server.Open = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Serve = %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("Close = %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// checkSane fails the test unless res shows records produced and consumed with plausible
+// latencies and throughput.
+func checkSane(t *testing.T, res *bench.Result) {
+	t.Helper()
+	c := res.Records
+	if c.Sent == 0 || c.Acked != c.Sent || c.ProduceErrors != 0 || c.Unsent != 0 {
+		t.Errorf("%s: records sent %d, acked %d, produce errors %d, unsent %d; want all sent records acked",
+			res.Label, c.Sent, c.Acked, c.ProduceErrors, c.Unsent)
+	}
+	if c.Consumed < c.Acked || c.FetchErrors != 0 {
+		t.Errorf("%s: consumed %d of %d acked, %d fetch errors", res.Label, c.Consumed, c.Acked, c.FetchErrors)
+	}
+	for name, s := range map[string]bench.LatencySummary{"produce": res.Produce, "e2e": res.E2E} {
+		if s.Count == 0 || s.P50Ms <= 0 || s.P50Ms > s.P99Ms || s.P99Ms > s.MaxMs || s.MaxMs > 60000 {
+			t.Errorf("%s: %s latency %+v; want count > 0 and 0 < p50 <= p99 <= max <= 60 s", res.Label, name, s)
+		}
+	}
+	tp := res.Throughput
+	if tp.ProduceRecordsPerSec <= 0 || tp.ProduceMBPerSec <= 0 || tp.ConsumeRecordsPerSec <= 0 {
+		t.Errorf("%s: throughput %+v; want > 0", res.Label, tp)
+	}
+	if len(res.Notes) > 0 || len(res.Errors) > 0 {
+		t.Errorf("%s: notes %q, errors %+v; want none", res.Label, res.Notes, res.Errors)
+	}
+}
+
+func TestSmokeBenchRun(t *testing.T) {
+	addr := startRunnel(t)
+	root := cli.NewRoot("test")
+	var out, progress bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&progress)
+	root.SetArgs([]string{"bench", "run", "latency-1kb", "--bootstrap", addr, "--json", "--label", "runnel",
+		"--rate", "500", "--partitions", "2", "--record-size", "256", "--warmup", "500ms",
+		"--duration", "2s", "--topic-config", "write.caching=true", "--drain-timeout", "20s"})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("runnel bench run = %v\nstderr:\n%s", err, progress.String())
+	}
+	var res bench.Result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("bench run --json output does not parse: %v\n%s", err, out.String())
+	}
+	// The flags overrode the workload.
+	w := res.Workload
+	if w.Name != "latency-1kb" || w.Rate != 500 || w.Partitions != 2 || w.RecordSize != 256 ||
+		w.TopicConfigs["write.caching"] != "true" || time.Duration(w.Duration) != 2*time.Second {
+		t.Errorf("workload after flags = %+v; want latency-1kb at 500 rec/s, 2 partitions, 256 B, 2s, write.caching=true", w)
+	}
+	checkSane(t, &res)
+	if len(res.Intervals) == 0 {
+		t.Errorf("no progress intervals in the result; stderr:\n%s", progress.String())
+	}
+}
+
+// Compare runs both fairness pairs; Runnel stands in for Kafka too (it takes flush.messages).
+func TestSmokeCompare(t *testing.T) {
+	addr := startRunnel(t)
+	w, err := bench.LoadWorkload("sparse-feed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Partitions, w.Rate, w.Warmup, w.Duration = 8, 200, 0, bench.Duration(500*time.Millisecond)
+	cmp, err := bench.Compare(context.Background(), w, bench.CompareOptions{
+		Runnel: []string{addr}, Kafka: []string{addr}, Run: bench.Options{DrainTimeout: 20 * time.Second}})
+	if err != nil {
+		t.Fatalf("Compare = %v", err)
+	}
+	if len(cmp.Pairs) != 2 {
+		t.Fatalf("Compare ran %d pairs; want 2", len(cmp.Pairs))
+	}
+	for _, p := range cmp.Pairs {
+		checkSane(t, p.Runnel)
+		checkSane(t, p.Kafka)
+		if got := p.Kafka.Workload.TopicConfigs; p.Pair.Name == "fsync" && got["flush.messages"] != "1" {
+			t.Errorf("pair fsync: kafka topic configs %v; want flush.messages=1", got)
+		}
+	}
+	var buf bytes.Buffer
+	cmp.WriteText(&buf)
+	if !bytes.Contains(buf.Bytes(), []byte("ratio")) {
+		t.Errorf("comparison text has no ratio column:\n%s", buf.String())
+	}
+}

@@ -1,0 +1,408 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/runnel-dev/runnel/internal/bench"
+)
+
+func newBenchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure latency and throughput of any Kafka-compatible cluster, or compare Runnel with Kafka",
+		Long: `Run a workload (a YAML file, or a shipped one by name) with open-loop producers and
+measure produce and end-to-end latency from each record's intended send time.
+See docs/bench.md.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newBenchRunCommand(), newBenchCompareCommand(), newBenchWorkloadsCommand())
+	return cmd
+}
+
+// benchFlags are the flags `bench run` and `bench compare` share: the workload, the fields that
+// override it, and the output.
+type benchFlags struct {
+	workload     string
+	json         bool
+	quiet        bool
+	dryRun       bool
+	keepTopics   bool
+	drainTimeout time.Duration
+
+	// Overrides of workload fields; each applies only if its flag was set.
+	rate, producerRate                                      float64
+	duration, warmup, linger, fetchMaxWait                  time.Duration
+	topics, producers, consumers, subscriptions, recordSize int
+	maxInFlight, maxBuffered                                int
+	partitions, batchMaxBytes                               int32
+	acks, keys, compression                                 string
+	idempotence                                             bool
+	topicConfigs                                            []string
+}
+
+func (f *benchFlags) register(flags *pflag.FlagSet) {
+	flags.StringVar(&f.workload, "workload", "", "workload file, or the name of a shipped one (runnel bench workloads)")
+	flags.BoolVar(&f.json, "json", false, "print the result as JSON instead of a table")
+	flags.BoolVar(&f.quiet, "quiet", false, "no progress line every second")
+	flags.BoolVar(&f.dryRun, "dry-run", false, "print the workload after overrides and exit")
+	flags.BoolVar(&f.keepTopics, "keep-topics", false, "leave the benchmark's topics behind")
+	flags.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "after the run, how long to wait for a backlog, acks and consumers")
+
+	flags.Float64Var(&f.rate, "rate", 0, "target records/s across all producers; 0: maximum rate")
+	flags.Float64Var(&f.producerRate, "producer-rate", 0, "target records/s per producer")
+	flags.DurationVar(&f.duration, "duration", 0, "length of the measured window")
+	flags.DurationVar(&f.warmup, "warmup", 0, "warm-up before the measured window")
+	flags.DurationVar(&f.linger, "linger", 0, "producer linger per partition (kgo.ProducerLinger)")
+	flags.DurationVar(&f.fetchMaxWait, "fetch-max-wait", 0, "consumer fetch max wait")
+	flags.IntVar(&f.topics, "topics", 0, "number of topics")
+	flags.Int32Var(&f.partitions, "partitions", 0, "partitions per topic")
+	flags.IntVar(&f.producers, "producers", 0, "number of producers (one client each)")
+	flags.IntVar(&f.consumers, "consumers", 0, "consumers per subscription; 0: none (no end-to-end latency)")
+	flags.IntVar(&f.subscriptions, "subscriptions", 0, "subscriptions, each receiving every record")
+	flags.IntVar(&f.recordSize, "record-size", 0, "bytes of each record's value (at least 8)")
+	flags.Int32Var(&f.batchMaxBytes, "batch-max-bytes", 0, "largest record batch the producer builds")
+	flags.IntVar(&f.maxInFlight, "max-in-flight", 0, "produce requests in flight per broker (without idempotence)")
+	flags.IntVar(&f.maxBuffered, "max-buffered-records", 0, "records the producer buffers before Produce blocks")
+	flags.StringVar(&f.acks, "acks", "", "all, 1 or 0")
+	flags.StringVar(&f.keys, "keys", "", "none, random or round-robin")
+	flags.StringVar(&f.compression, "compression", "", "none, gzip, snappy, lz4 or zstd")
+	flags.BoolVar(&f.idempotence, "idempotence", false, "idempotent producer (the broker must support InitProducerId)")
+	flags.StringArrayVar(&f.topicConfigs, "topic-config", nil, "topic config key=value for the created topics (repeatable)")
+}
+
+// loadWorkload reads the workload named by the argument or --workload and applies the flags
+// that were set (on the command line or in the environment).
+func (f *benchFlags) loadWorkload(flags *pflag.FlagSet, args []string) (bench.Workload, error) {
+	name := f.workload
+	if len(args) == 1 {
+		if name != "" && name != args[0] {
+			return bench.Workload{}, fmt.Errorf("workload given twice: %q and --workload %q", args[0], name)
+		}
+		name = args[0]
+	}
+	if name == "" {
+		return bench.Workload{}, fmt.Errorf("name a workload file or one of: %s", strings.Join(bench.StandardWorkloads(), ", "))
+	}
+	w, err := bench.LoadWorkload(name)
+	if err != nil {
+		return bench.Workload{}, err
+	}
+	if flags.Changed("rate") && flags.Changed("producer-rate") {
+		return bench.Workload{}, errors.New("give --rate (total) or --producer-rate, not both")
+	}
+	set := func(flag string, apply func()) {
+		if flags.Changed(flag) {
+			apply()
+		}
+	}
+	set("rate", func() { w.Rate, w.ProducerRate = f.rate, 0 })
+	set("producer-rate", func() { w.ProducerRate, w.Rate = f.producerRate, 0 })
+	set("duration", func() { w.Duration = bench.Duration(f.duration) })
+	set("warmup", func() { w.Warmup = bench.Duration(f.warmup) })
+	set("linger", func() { w.Linger = bench.Duration(f.linger) })
+	set("fetch-max-wait", func() { w.FetchMaxWait = bench.Duration(f.fetchMaxWait) })
+	set("topics", func() { w.Topics = f.topics })
+	set("partitions", func() { w.Partitions = f.partitions })
+	set("producers", func() { w.Producers = f.producers })
+	set("consumers", func() { w.Consumers = f.consumers })
+	set("subscriptions", func() { w.Subscriptions = f.subscriptions })
+	set("record-size", func() { w.RecordSize = f.recordSize })
+	set("batch-max-bytes", func() { w.BatchMaxBytes = f.batchMaxBytes })
+	set("max-in-flight", func() { w.MaxInFlight = f.maxInFlight })
+	set("max-buffered-records", func() { w.MaxBuffered = f.maxBuffered })
+	set("acks", func() { w.Acks = f.acks })
+	set("keys", func() { w.Keys = f.keys })
+	set("compression", func() { w.Compression = f.compression })
+	set("idempotence", func() { w.Idempotence = f.idempotence })
+	if w.TopicConfigs, err = withConfigs(w.TopicConfigs, f.topicConfigs); err != nil {
+		return bench.Workload{}, err
+	}
+	return w, w.Validate()
+}
+
+// withConfigs returns base with the key=value pairs kvs set; base is not changed.
+func withConfigs(base map[string]string, kvs []string) (map[string]string, error) {
+	set, err := parseConfigs(kvs)
+	if err != nil || len(set) == 0 && len(base) == 0 {
+		return base, err
+	}
+	out := make(map[string]string, len(base)+len(set))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range set {
+		out[k] = *v
+	}
+	return out, nil
+}
+
+// options are the run options the flags give.
+func (f *benchFlags) options(progress io.Writer) bench.Options {
+	o := bench.Options{KeepTopics: f.keepTopics, DrainTimeout: f.drainTimeout}
+	if !f.quiet {
+		o.Progress = progress
+	}
+	return o
+}
+
+// printDryRun prints the effective workload as YAML.
+func printDryRun(w io.Writer, wl bench.Workload) error {
+	b, err := yaml.Marshal(wl)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// splitAddrs splits a comma-separated address list, dropping empty entries.
+func splitAddrs(flag, s string) ([]string, error) {
+	var addrs []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("--%s is empty", flag)
+	}
+	return addrs, nil
+}
+
+// signalContext ends on SIGINT or SIGTERM, so an interrupted run still reports and cleans up.
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+func newBenchRunCommand() *cobra.Command {
+	var f benchFlags
+	var bootstrap, label string
+	cmd := &cobra.Command{
+		Use:   "run [WORKLOAD]",
+		Short: "Run a workload against one cluster",
+		Example: `  runnel bench run latency-1kb --bootstrap 127.0.0.1:9092
+  runnel bench run workloads/sparse-feed.yaml --duration 20s --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, err := f.loadWorkload(cmd.Flags(), args)
+			if err != nil {
+				return err
+			}
+			if f.dryRun {
+				return printDryRun(cmd.OutOrStdout(), w)
+			}
+			opts := f.options(cmd.ErrOrStderr())
+			if opts.Bootstrap, err = splitAddrs("bootstrap", bootstrap); err != nil {
+				return err
+			}
+			opts.Label = label
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			res, err := bench.Run(ctx, w, opts)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return bench.WriteJSON(cmd.OutOrStdout(), res)
+			}
+			res.WriteText(cmd.OutOrStdout())
+			return nil
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated host:port of the cluster's brokers")
+	cmd.Flags().StringVar(&label, "label", "", "name of the target in the report (e.g. runnel, kafka)")
+	withEnvUsage(cmd.Flags())
+	return cmd
+}
+
+// compareFlags are the flags of `bench compare` beyond benchFlags.
+type compareFlags struct {
+	runnel, kafka             string
+	rounds                    int
+	pairs                     []string
+	runnelConfigs, kafkaConfs []string
+	startRunnel, startKafka   bool
+	runnelBin, runnelDataDir  string
+	kafkaScript               string
+	kafkaProps                []string
+}
+
+func (c *compareFlags) register(flags *pflag.FlagSet) {
+	flags.StringVar(&c.runnel, "runnel-bootstrap", "127.0.0.1:9092", "Runnel's host:port (comma-separated)")
+	flags.StringVar(&c.kafka, "kafka-bootstrap", "127.0.0.1:19092", "Kafka's host:port (comma-separated)")
+	flags.IntVar(&c.rounds, "rounds", 1, "runs per broker and pair, alternating which broker goes first")
+	flags.StringSliceVar(&c.pairs, "pairs", []string{"no-fsync", "fsync"}, "fairness pairs to run: no-fsync, fsync")
+	flags.StringArrayVar(&c.runnelConfigs, "runnel-topic-config", nil, "topic config key=value for Runnel only (repeatable)")
+	flags.StringArrayVar(&c.kafkaConfs, "kafka-topic-config", nil, "topic config key=value for Kafka only (repeatable)")
+	flags.BoolVar(&c.startRunnel, "start-runnel", false, "start `runnel serve` on --runnel-bootstrap for the comparison and stop it after")
+	flags.StringVar(&c.runnelBin, "runnel-bin", "", "runnel binary for --start-runnel (default: this one)")
+	flags.StringVar(&c.runnelDataDir, "runnel-data-dir", "", "data dir for --start-runnel (default: a new temporary dir, deleted after)")
+	flags.BoolVar(&c.startKafka, "start-kafka", false, "install and start Kafka with --kafka-script on --kafka-bootstrap's port, and stop it after")
+	flags.StringVar(&c.kafkaScript, "kafka-script", "scripts/kafka.sh", "the script for --start-kafka")
+	flags.StringArrayVar(&c.kafkaProps, "kafka-broker-property", nil, "extra server.properties key=value for --start-kafka (repeatable)")
+}
+
+// pairs resolves --pairs to the standard pairs.
+func (c *compareFlags) resolvePairs() ([]bench.Pair, error) {
+	var pairs []bench.Pair
+	for _, name := range c.pairs {
+		p, ok := bench.PairNamed(strings.TrimSpace(name))
+		if !ok {
+			return nil, fmt.Errorf("--pairs: no pair %q (want no-fsync or fsync)", name)
+		}
+		pairs = append(pairs, p)
+	}
+	if len(pairs) == 0 {
+		return nil, errors.New("--pairs is empty")
+	}
+	return pairs, nil
+}
+
+func newBenchCompareCommand() *cobra.Command {
+	var f benchFlags
+	var c compareFlags
+	cmd := &cobra.Command{
+		Use:   "compare [WORKLOAD]",
+		Short: "Run a workload against Runnel and Kafka, alternating, and print them side by side",
+		Long: `Run the same workload against Runnel and Kafka, alternating between them, for both
+fairness pairs: Runnel write.caching=true vs Kafka's default (no fsync), and Runnel
+write.caching=false vs Kafka flush.messages=1 (fsync before ack). See docs/bench.md.`,
+		Example: `  scripts/kafka.sh install && scripts/kafka.sh start
+  runnel serve --data-dir /tmp/runnel-bench --kafka-addr 127.0.0.1:9092 &
+  runnel bench compare latency-1kb --duration 30s --rounds 2`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, err := f.loadWorkload(cmd.Flags(), args)
+			if err != nil {
+				return err
+			}
+			if f.dryRun {
+				return printDryRun(cmd.OutOrStdout(), w)
+			}
+			opts := bench.CompareOptions{Rounds: c.rounds, Run: f.options(cmd.ErrOrStderr())}
+			if opts.Runnel, err = splitAddrs("runnel-bootstrap", c.runnel); err != nil {
+				return err
+			}
+			if opts.Kafka, err = splitAddrs("kafka-bootstrap", c.kafka); err != nil {
+				return err
+			}
+			if opts.Pairs, err = c.resolvePairs(); err != nil {
+				return err
+			}
+			if opts.RunnelConfigs, err = withConfigs(nil, c.runnelConfigs); err != nil {
+				return err
+			}
+			if opts.KafkaConfigs, err = withConfigs(nil, c.kafkaConfs); err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			stopBrokers, err := c.startBrokers(ctx, opts.Runnel[0], opts.Kafka[0], cmd.ErrOrStderr())
+			defer func() {
+				if serr := stopBrokers(); serr != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "runnel: %v\n", serr)
+				}
+			}()
+			if err != nil {
+				return err
+			}
+			cmp, err := bench.Compare(ctx, w, opts)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return bench.WriteJSON(cmd.OutOrStdout(), cmp)
+			}
+			cmp.WriteText(cmd.OutOrStdout())
+			return nil
+		},
+	}
+	f.register(cmd.Flags())
+	c.register(cmd.Flags())
+	withEnvUsage(cmd.Flags())
+	return cmd
+}
+
+// startBrokers starts the brokers --start-runnel and --start-kafka ask for. The returned
+// function stops those it started, even after an error.
+func (c *compareFlags) startBrokers(ctx context.Context, runnelAddr, kafkaAddr string, logOut io.Writer) (func() error, error) {
+	var started []*bench.Process
+	var cleanups []func() error
+	stopAll := func() error {
+		var errs []error
+		for _, p := range started {
+			errs = append(errs, p.Stop())
+		}
+		for _, f := range cleanups {
+			errs = append(errs, f())
+		}
+		return errors.Join(errs...)
+	}
+	if c.startRunnel {
+		bin := c.runnelBin
+		if bin == "" {
+			exe, err := os.Executable()
+			if err != nil {
+				return stopAll, fmt.Errorf("--start-runnel: finding this binary: %w", err)
+			}
+			bin = exe
+		}
+		dir := c.runnelDataDir
+		if dir == "" {
+			tmp, err := os.MkdirTemp("", "runnel-bench-")
+			if err != nil {
+				return stopAll, err
+			}
+			dir = tmp
+			cleanups = append(cleanups, func() error { return os.RemoveAll(tmp) })
+		}
+		p, err := bench.StartRunnel(ctx, bin, filepath.Clean(dir), runnelAddr, logOut)
+		if err != nil {
+			return stopAll, err
+		}
+		started = append(started, p)
+	}
+	if c.startKafka {
+		p, err := bench.StartKafka(ctx, c.kafkaScript, kafkaAddr, c.kafkaProps, logOut)
+		if err != nil {
+			return stopAll, err
+		}
+		started = append(started, p)
+	}
+	return stopAll, nil
+}
+
+func newBenchWorkloadsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "workloads",
+		Short: "List the shipped workloads",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tDESCRIPTION")
+			for _, name := range bench.StandardWorkloads() {
+				w, err := bench.LoadWorkload(name)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(tw, "%s\t%s\n", name, w.Description)
+			}
+			return tw.Flush()
+		},
+	}
+}

@@ -1,0 +1,241 @@
+package server
+
+// The admin HTTP server: health, readiness, metrics and status.
+//
+//	GET /healthz    200 while the process is alive (also during recovery)
+//	GET /readyz     200 while the node serves Kafka with its logs recovered; 503 otherwise
+//	GET /metrics    Prometheus text format (docs/metrics.md)
+//	GET /v1/status  JSON: Status
+//
+// Open binds it right after locking the data directory, before recovering the logs, so a
+// liveness probe is answered during a long recovery; /readyz says 503 until Serve accepts Kafka
+// connections and again from the moment shutdown begins. Close stops it.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/runnel-dev/runnel/internal/metrics"
+)
+
+// A server's states, as /readyz and /v1/status report them. Only stateServing is ready.
+const (
+	stateRecovering = iota // Open is recovering the logs
+	stateNotServing        // recovered, Serve not running
+	stateServing           // Serve accepts Kafka connections
+	stateStopping          // Serve is shutting down
+	stateClosed
+)
+
+var stateNames = [...]string{"recovering", "not_serving", "serving", "stopping", "closed"}
+
+// admin is the admin HTTP server and the metrics registry it serves, which the server owns (not
+// Prometheus's global one, so one process can run several servers).
+type admin struct {
+	registry  *prometheus.Registry
+	kafka     *metrics.Kafka // counted by the broker
+	ln        net.Listener
+	srv       *http.Server
+	done      chan struct{} // closed when srv.Serve returned
+	started   time.Time
+	state     atomic.Int32
+	kafkaAddr atomic.Pointer[string] // the Kafka listener's address, once Serve has it
+}
+
+// startAdmin makes the metrics registry and serves the admin endpoints on cfg.AdminAddr.
+func (s *Server) startAdmin() error {
+	a := &s.admin
+	a.started = time.Now()
+	a.kafka = metrics.NewKafka(s.topicExists)
+	a.registry = metrics.NewRegistry()
+	a.registry.MustRegister(a.kafka,
+		metrics.NewStorage(metrics.StorageSource{Partitions: s.partitionStats, Flusher: s.flusher.Stats}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "runnel_ready", Help: "1 while the node serves Kafka with its logs recovered (as /readyz), else 0.",
+		}, func() float64 { return boolFloat(a.state.Load() == stateServing) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "runnel_node_info", Help: "Always 1; the node id as a label.", ConstLabels: prometheus.Labels{"node_id": strconv.Itoa(int(s.cfg.NodeID))},
+		}, func() float64 { return 1 }))
+	ln, err := net.Listen("tcp", s.cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("server: admin listener: %w", err)
+	}
+	a.ln = ln
+	a.srv = &http.Server{
+		Handler:           s.adminHandler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
+	}
+	a.done = make(chan struct{})
+	go func() {
+		defer close(a.done)
+		if err := a.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("admin server stopped", "admin_addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	s.logger.Info("admin server listening", "admin_addr", ln.Addr().String())
+	return nil
+}
+
+// stopAdmin stops the admin server, letting requests in progress finish for a few seconds.
+func (s *Server) stopAdmin() {
+	a := &s.admin
+	a.state.Store(stateClosed)
+	if a.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.srv.Shutdown(ctx); err != nil {
+		a.srv.Close()
+	}
+	<-a.done
+}
+
+// AdminAddr is the address the admin server listens on (with the real port if the configured
+// one was 0).
+func (s *Server) AdminAddr() string {
+	if s.admin.ln != nil {
+		return s.admin.ln.Addr().String()
+	}
+	return s.cfg.AdminAddr
+}
+
+// setState records the server's state for /readyz and /v1/status.
+func (s *Server) setState(state int32) { s.admin.state.Store(state) }
+
+// recovered tells whether Open has recovered the logs (and the server is not closed): only then
+// may the admin endpoints look at the topics and the cluster id.
+func (s *Server) recovered() bool {
+	st := s.admin.state.Load()
+	return st != stateRecovering && st != stateClosed
+}
+
+func (s *Server) topicExists(name string) bool {
+	if !s.recovered() {
+		return true // keep counters until the registry can answer
+	}
+	_, ok := s.topics.Get(name)
+	return ok
+}
+
+// partitionStats appends the state of every partition log to dst, sorted by topic and partition.
+func (s *Server) partitionStats(dst []metrics.Partition) []metrics.Partition {
+	if !s.recovered() {
+		return dst
+	}
+	for _, t := range s.topics.List() {
+		for _, p := range t.Partitions {
+			dst = append(dst, metrics.Partition{Topic: t.Name, Partition: p.Index,
+				StartOffset: p.Log.StartOffset(), EndOffset: p.Log.EndOffset(), HighWatermark: p.Log.HighWatermark(),
+				SizeBytes: p.Log.Size(), FlushLag: p.Log.FlushLag()})
+		}
+	}
+	return dst
+}
+
+func (s *Server) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.admin.registry, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+		MaxRequestsInFlight: 4,
+		Timeout:             30 * time.Second,
+	}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if st := s.admin.state.Load(); st != stateServing {
+			http.Error(w, "not ready: "+stateNames[st], http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(s.Status())
+	})
+	return mux
+}
+
+// Status is what GET /v1/status answers, as JSON.
+type Status struct {
+	NodeID              int32         `json:"node_id"`
+	ClusterID           string        `json:"cluster_id,omitempty"` // known once recovered
+	State               string        `json:"state"`                // recovering, not_serving, serving, stopping
+	Ready               bool          `json:"ready"`                // as /readyz
+	KafkaAddr           string        `json:"kafka_addr"`           // the address the Kafka listener is bound to
+	AdvertisedKafkaAddr string        `json:"advertised_kafka_addr"`
+	AdminAddr           string        `json:"admin_addr"`
+	DataDir             string        `json:"data_dir"`
+	StartedAt           time.Time     `json:"started_at"`
+	UptimeSeconds       float64       `json:"uptime_seconds"`
+	Topics              []TopicStatus `json:"topics"` // sorted by name
+}
+
+// TopicStatus is one topic in a Status.
+type TopicStatus struct {
+	Name       string            `json:"name"`
+	Partitions []PartitionStatus `json:"partitions"`
+}
+
+// PartitionStatus is one partition log in a Status.
+type PartitionStatus struct {
+	Partition       int32 `json:"partition"`
+	StartOffset     int64 `json:"start_offset"`
+	EndOffset       int64 `json:"end_offset"`
+	HighWatermark   int64 `json:"high_watermark"`
+	SizeBytes       int64 `json:"size_bytes"`
+	FlushLagBytes   int64 `json:"flush_lag_bytes"`   // appended, not yet durable
+	FlushLagRecords int64 `json:"flush_lag_records"` // appended, not yet durable
+	FlushLagMillis  int64 `json:"flush_lag_ms"`      // how long the oldest of them has waited
+}
+
+// Status describes the node and its partition logs now. The caller owns the result.
+func (s *Server) Status() Status {
+	a := &s.admin
+	st := a.state.Load()
+	out := Status{NodeID: s.cfg.NodeID, State: stateNames[st], Ready: st == stateServing,
+		KafkaAddr: s.cfg.KafkaAddr, AdvertisedKafkaAddr: s.cfg.AdvertisedKafkaAddr, AdminAddr: s.AdminAddr(),
+		DataDir: s.cfg.DataDir, StartedAt: a.started, UptimeSeconds: time.Since(a.started).Seconds(), Topics: []TopicStatus{}}
+	if addr := a.kafkaAddr.Load(); addr != nil {
+		out.KafkaAddr = *addr
+	}
+	if s.recovered() {
+		out.ClusterID = s.clusterID
+	}
+	for _, p := range s.partitionStats(nil) {
+		if n := len(out.Topics); n == 0 || out.Topics[n-1].Name != p.Topic {
+			out.Topics = append(out.Topics, TopicStatus{Name: p.Topic})
+		}
+		t := &out.Topics[len(out.Topics)-1]
+		t.Partitions = append(t.Partitions, PartitionStatus{Partition: p.Partition, StartOffset: p.StartOffset,
+			EndOffset: p.EndOffset, HighWatermark: p.HighWatermark, SizeBytes: p.SizeBytes,
+			FlushLagBytes: p.FlushLag.Bytes, FlushLagRecords: p.FlushLag.Records, FlushLagMillis: p.FlushLag.Age.Milliseconds()})
+	}
+	return out
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
