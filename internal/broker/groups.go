@@ -310,3 +310,24 @@ func setGroupError(resp kmsg.Response, err *kerr.Error) {
 
 // timeNow is the coordinator's clock.
 var timeNow = time.Now
+
+// GroupOffset is a committed offset of a consumer group.
+type GroupOffset struct {
+	Group, Topic string
+	Partition    int32
+	Offset       int64
+}
+
+// GroupOffsets lists every committed offset of every group, for metrics.
+func (b *Broker) GroupOffsets() []GroupOffset {
+	gs := b.groups
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	var out []GroupOffset
+	for _, g := range gs.c.Groups() {
+		for tp, o := range g.Offsets() {
+			out = append(out, GroupOffset{Group: g.ID, Topic: tp.Topic, Partition: tp.Partition, Offset: o.Offset})
+		}
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +30,7 @@ measure produce and end-to-end latency from each record's intended send time.
 See docs/bench.md.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchRunCommand(), newBenchCompareCommand(), newBenchWorkloadsCommand())
+	cmd.AddCommand(newBenchRunCommand(), newBenchCompareCommand(), newBenchWorkloadsCommand(), newBenchFsyncCommand())
 	return cmd
 }
 
@@ -405,4 +406,34 @@ func newBenchWorkloadsCommand() *cobra.Command {
 			return tw.Flush()
 		},
 	}
+}
+
+func newBenchFsyncCommand() *cobra.Command {
+	var dir string
+	var count, size int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "fsync",
+		Short: "Measure the disk's own fsync latency (append, then fsync), the floor of acks=all without write caching",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := bench.FsyncProbe(dir, count, size)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(s)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "fsync of a %d-byte append in %s, %d times: p50 %.3f ms, p90 %.3f, p99 %.3f, p99.9 %.3f, max %.3f\n",
+				size, dir, s.Count, s.P50Ms, s.P90Ms, s.P99Ms, s.P999Ms, s.MaxMs)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", ".", "directory on the disk to measure (use the data dir's)")
+	cmd.Flags().IntVar(&count, "count", 2000, "fsyncs to time")
+	cmd.Flags().IntVar(&size, "size", 1100, "bytes appended before each fsync (a 1 KiB record's batch)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }

@@ -61,6 +61,7 @@ func (s *Server) startAdmin() error {
 	a.registry = metrics.NewRegistry()
 	a.registry.MustRegister(a.kafka,
 		metrics.NewStorage(metrics.StorageSource{Partitions: s.partitionStats, Flusher: s.flusher.Stats}),
+		metrics.NewGroupLag(s.groupOffsets),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "runnel_ready", Help: "1 while the node serves Kafka with its logs recovered (as /readyz), else 0.",
 		}, func() float64 { return boolFloat(a.state.Load() == stateServing) }),
@@ -135,6 +136,24 @@ func (s *Server) topicExists(name string) bool {
 }
 
 // partitionStats appends the state of every partition log to dst, sorted by topic and partition.
+// groupOffsets is every consumer group's committed offsets with the partitions' high watermarks,
+// for the lag metrics (none before the broker exists).
+func (s *Server) groupOffsets() []metrics.GroupOffset {
+	if s.broker == nil {
+		return nil
+	}
+	var out []metrics.GroupOffset
+	for _, o := range s.broker.GroupOffsets() {
+		t, ok := s.topics.Get(o.Topic)
+		if !ok || int(o.Partition) >= len(t.Partitions) {
+			continue
+		}
+		out = append(out, metrics.GroupOffset{Group: o.Group, Topic: o.Topic, Partition: o.Partition,
+			Committed: o.Offset, HighWatermark: t.Partitions[o.Partition].Log.HighWatermark()})
+	}
+	return out
+}
+
 func (s *Server) partitionStats(dst []metrics.Partition) []metrics.Partition {
 	if !s.recovered() {
 		return dst

@@ -134,6 +134,9 @@ func TestGroupOffsetsSurviveRestart(t *testing.T) {
 			t.Errorf("after reset-offsets --to-earliest partition %d: committed %d lag %d; want 0, 35", p.Partition, p.Committed, p.Lag)
 		}
 	}
+	if lag := sumSeries(scrape(t, b.s.AdminAddr()), "runnel_group_lag_records", `group="g"`); lag != 140 {
+		t.Errorf("runnel_group_lag_records for g sums to %v; want 140 (35 on each of 4 partitions)", lag)
+	}
 	runGroup(t, b.addr, "delete", "g")
 	if out := runGroup(t, b.addr, "list"); strings.Contains(out, "g ") {
 		t.Errorf("group list after delete:\n%s", out)
