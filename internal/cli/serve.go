@@ -102,6 +102,9 @@ func serve(ctx context.Context, cfg server.Config) error {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	// Once the first signal has cancelled ctx, stop catching them: a second one during the
+	// drain gets the default action and ends the process.
+	context.AfterFunc(ctx, stop)
 	runErr := s.Run(ctx)
 	stop()
 	cfg.Logger.Info("shutting down")
