@@ -1,0 +1,99 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// javaClient returns the command line prefix that runs test/clients/java's JavaClient, which
+// .ci/run builds with Maven (target/classes and target/lib).
+func javaClient(t *testing.T) []string {
+	t.Helper()
+	dir := filepath.Join(repoRoot(t), "test", "clients", "java", "target")
+	if _, err := os.Stat(filepath.Join(dir, "classes", "dev", "runnel", "JavaClient.class")); err != nil {
+		skipOutsideCI(t, "the Java test client is not built (mvn -q -B -f test/clients/java/pom.xml package; .ci/run does it)")
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		skipOutsideCI(t, "no java on PATH")
+	}
+	cp := filepath.Join(dir, "classes") + string(os.PathListSeparator) + filepath.Join(dir, "lib", "*")
+	return []string{java, "-cp", cp, "dev.runnel.JavaClient"}
+}
+
+// TestJavaClient: the Apache Kafka Java client (kafka-clients 4.1.1) with its defaults against
+// Runnel: an idempotent producer (enable.idempotence=true, acks=all, 5 in flight), then group
+// consumers of both protocols — KIP-848 (group.protocol=consumer) taking turns, and a classic
+// one — each reading every record exactly once.
+func TestJavaClient(t *testing.T) {
+	java := javaClient(t)
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("java", 4)
+	run := func(args ...string) string {
+		return runClient(t, 120*time.Second, "", java[0], append(append(java[1:], args[0], b.addr), args[1:]...)...)
+	}
+	if out := run("produce", "java", "1000"); !strings.Contains(out, "acked 1000") {
+		t.Fatalf("java produce: %s", out)
+	}
+	if got := endOffsets(b); got != 1000 {
+		t.Fatalf("the topic holds %d records after 1000 idempotent sends; want 1000", got)
+	}
+	exactlyOnceValues := func(name string, outs ...string) {
+		t.Helper()
+		seen := map[string]int{}
+		for _, out := range outs {
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				if f := strings.Fields(line); len(f) == 3 {
+					seen[f[2]]++
+				}
+			}
+		}
+		for i := range 1000 {
+			if n := seen[fmt.Sprintf("j/%d", i)]; n != 1 {
+				t.Fatalf("%s: j/%d read %d times; want exactly once", name, i, n)
+			}
+		}
+	}
+	first := run("consume", "java", "j848", "consumer", "600")
+	second := run("consume", "java", "j848", "consumer", "400")
+	exactlyOnceValues("KIP-848 consumers in turn", first, second)
+	exactlyOnceValues("classic consumer", run("consume", "java", "jclassic", "classic", "1000"))
+
+	// The groups really used the protocols asked for.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	listed, err := kmsg.NewPtrListGroupsRequest().RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]string{}
+	for _, g := range listed.Groups {
+		types[g.Group] = g.GroupType
+	}
+	if types["j848"] != "consumer" || types["jclassic"] != "classic" {
+		t.Errorf("group types %v; want j848 consumer, jclassic classic", types)
+	}
+	// And the producer was idempotent: the partitions remember its producer id.
+	producers, err := kadm.NewClient(cl).DescribeProducers(context.Background(), kadm.TopicsSet{"java": {0: {}, 1: {}, 2: {}, 3: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	producers.EachProducer(func(kadm.DescribedProducer) { n++ })
+	if n != 4 {
+		t.Errorf("DescribeProducers lists %d producers; want the Java producer on each of 4 partitions", n)
+	}
+}
