@@ -1,0 +1,63 @@
+// kafkajs against Runnel: an idempotent producer, then group consumers.
+//
+//   node kafkajs_roundtrip.js produce BOOTSTRAP TOPIC N
+//       an idempotent producer (idempotent: true, acks=-1, maxInFlightRequests 1 as kafkajs
+//       requires) sends values "n/0".."n/N-1" in batches of 100; prints "acked N".
+//   node kafkajs_roundtrip.js consume BOOTSTRAP TOPIC GROUP WANT
+//       a group consumer (kafkajs's classic protocol, round-robin assignor) reads until it has
+//       WANT records or 60 s pass, committing each record it took (autoCommit off, resolving
+//       offsets per message), then disconnects (leaving the group); prints
+//       "PARTITION OFFSET VALUE" per record.
+// Exits 0 on success, 1 with the reason on stderr.
+const { Kafka, logLevel } = require('kafkajs')
+
+function fail (why) {
+  console.error('kafkajs_roundtrip: FAIL: ' + why)
+  process.exit(1)
+}
+
+async function produce (kafka, topic, n) {
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 })
+  await producer.connect()
+  for (let i = 0; i < n; i += 100) {
+    const messages = []
+    for (let j = i; j < Math.min(n, i + 100); j++) messages.push({ key: String(j), value: 'n/' + j })
+    await producer.send({ topic, acks: -1, messages })
+  }
+  await producer.disconnect()
+  console.log('acked ' + n)
+}
+
+async function consume (kafka, topic, group, want) {
+  const consumer = kafka.consumer({ groupId: group, sessionTimeout: 10000 })
+  const got = []
+  await consumer.connect()
+  await consumer.subscribe({ topic, fromBeginning: true })
+  let done
+  const finished = new Promise(resolve => { done = resolve })
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ partition, message }) => {
+      if (got.length >= want) return
+      got.push(partition + ' ' + message.offset + ' ' + message.value.toString())
+      await consumer.commitOffsets([{ topic, partition, offset: (BigInt(message.offset) + 1n).toString() }])
+      if (got.length >= want) done()
+    }
+  })
+  const timer = setTimeout(done, 60000)
+  await finished
+  clearTimeout(timer)
+  await consumer.disconnect()
+  for (const line of got) console.log(line)
+  if (got.length < want) fail('read ' + got.length + ' of ' + want + ' records')
+}
+
+async function main () {
+  const [cmd, bootstrap, topic, ...rest] = process.argv.slice(2)
+  const kafka = new Kafka({ clientId: 'kafkajs-test', brokers: [bootstrap], logLevel: logLevel.ERROR })
+  if (cmd === 'produce') return produce(kafka, topic, Number(rest[0]))
+  if (cmd === 'consume') return consume(kafka, topic, rest[0], Number(rest[1]))
+  fail('usage: produce BOOTSTRAP TOPIC N | consume BOOTSTRAP TOPIC GROUP WANT')
+}
+
+main().then(() => process.exit(0), err => fail(err && err.stack ? err.stack : String(err)))
