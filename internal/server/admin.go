@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -191,6 +192,13 @@ func (s *Server) adminHandler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(s.Status())
 	})
+	// Go's profiler, for "where does the CPU go" under load (go tool pprof
+	// http://ADMIN/debug/pprof/profile?seconds=20). The admin listener is loopback by default.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
 }
 
