@@ -29,17 +29,19 @@ func init() {
 	register(kmsg.ConsumerGroupDescribe, 0, 1, handleConsumerGroupDescribe)
 }
 
-func handleConsumerGroupHeartbeat(_ context.Context, r *request) reply {
+// handleConsumerGroupHeartbeat answers once the group's changed state is durable.
+func handleConsumerGroupHeartbeat(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ConsumerGroupHeartbeatRequest)
 	gs := r.conn.b.groups
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	if err := gs.ensureTopicLocked(); err != nil {
-		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return reply{resp: resp}
-	}
-	return reply{resp: gs.c.ConsumerGroupHeartbeat(timeNow(), req, r.clientID, clientHost(r.conn.remote))}
+	resp, done := gs.immediate(ctx, func() (kmsg.Response, group.Output) {
+		return gs.c.ConsumerGroupHeartbeat(timeNow(), req, r.clientID, clientHost(r.conn.remote))
+	})
+	return reply{resp: resp, wait: func() {
+		if err := done(); err != nil {
+			hb := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+			hb.ErrorCode, hb.Assignment = kerr.CoordinatorNotAvailable.Code, nil
+		}
+	}}
 }
 
 func handleConsumerGroupDescribe(_ context.Context, r *request) reply {

@@ -45,6 +45,7 @@ func (c *Coordinator) JoinGroup(now time.Time, id RequestID, req *kmsg.JoinGroup
 			return fail(kerr.InconsistentGroupProtocol, req.MemberID)
 		}
 		g.consumer = nil // empty: it becomes a classic group
+		out.Records = append(out.Records, Record{Group: g.ID, Key: consumerKey(g.ID)})
 	}
 	if !g.supports(req.ProtocolType, protocols) {
 		return fail(kerr.InconsistentGroupProtocol, req.MemberID)
@@ -593,7 +594,9 @@ func (c *Coordinator) Tick(now time.Time) Output {
 	var out Output
 	for _, g := range c.Groups() {
 		if g.consumer != nil {
+			before := c.consumerStateValue(g.ID)
 			c.tickConsumer(now, g)
+			c.recordConsumerChange(g.ID, before, &out)
 			continue
 		}
 		left := false

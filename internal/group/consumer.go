@@ -137,8 +137,18 @@ func (g *Group) memberCount() int {
 	return len(g.members) + len(g.pending)
 }
 
-// ConsumerGroupHeartbeat handles a ConsumerGroupHeartbeat request; it is answered at once.
-func (c *Coordinator) ConsumerGroupHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) *kmsg.ConsumerGroupHeartbeatResponse {
+// ConsumerGroupHeartbeat handles a ConsumerGroupHeartbeat request. The response goes out once
+// Output.Records are durable: a heartbeat that changed the group (a join, a leave, an epoch, an
+// assignment) records the group's new state.
+func (c *Coordinator) ConsumerGroupHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) (*kmsg.ConsumerGroupHeartbeatResponse, Output) {
+	before := c.consumerStateValue(req.Group)
+	resp := c.consumerHeartbeat(now, req, clientID, clientHost)
+	var out Output
+	c.recordConsumerChange(req.Group, before, &out)
+	return resp, out
+}
+
+func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) *kmsg.ConsumerGroupHeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	fail := func(err *kerr.Error, format string, args ...any) *kmsg.ConsumerGroupHeartbeatResponse {
 		msg := fmt.Sprintf(format, args...)

@@ -31,7 +31,9 @@ func (h *harness) hb(member string, epoch int32, topics []string, owned map[stri
 			req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: testTopics[t].ID, Partitions: ps})
 		}
 	}
-	return h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+	resp, out := h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+	h.apply(out)
+	return resp
 }
 
 // assigned decodes a heartbeat's assignment into topic → partitions (nil: none sent).
@@ -90,6 +92,24 @@ func TestConsumerProtocolIncrementalRebalance(t *testing.T) {
 	}
 	wantCode(t, "commit at the member epoch", commit("m1", 2), nil)
 	wantCode(t, "commit at an old epoch", commit("m1", 0), kerr.StaleMemberEpoch)
+
+	// A coordinator that replays the records (a broker restart) carries the group on: m2 keeps
+	// its id, epoch and partitions, and a plain heartbeat works.
+	c2 := New(DefaultConfig())
+	c2.Topics = h.c.Topics
+	for _, r := range h.records {
+		if err := c2.Load(h.now, r.Key, r.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version, req.Group, req.MemberID, req.MemberEpoch = 1, "g", "m2", 2
+	if r, _ := c2.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1"); r.ErrorCode != 0 || r.MemberEpoch != 2 {
+		t.Fatalf("heartbeat after reload = error %d epoch %d; want epoch 2, no error", r.ErrorCode, r.MemberEpoch)
+	}
+	if g, _ := c2.Group("g"); g.Type() != TypeConsumer || len(g.consumer.members["m2"].assigned["t"]) != 3 {
+		t.Fatalf("after reload: type %s, m2 owns %v; want consumer, 3 partitions", g.Type(), g.consumer.members["m2"].assigned)
+	}
 
 	// m1 leaves; m2 takes everything.
 	if r := h.hb("m1", -1, nil, nil, ""); r.ErrorCode != 0 || r.MemberEpoch != -1 {

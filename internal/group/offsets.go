@@ -297,7 +297,7 @@ func (c *Coordinator) ExpireOffsets(now time.Time) Output {
 		}
 		if len(g.offsets) == 0 && g.memberCount() == 0 {
 			delete(c.groups, g.ID)
-			out.Records = append(out.Records, Record{Group: g.ID, Key: groupKey(g.ID)})
+			out.Records = append(out.Records, Record{Group: g.ID, Key: groupKey(g.ID)}, Record{Group: g.ID, Key: consumerKey(g.ID)})
 		}
 	}
 	return out
@@ -401,7 +401,7 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteG
 			for _, tp := range sortedPartitions(g.offsets) {
 				out.Records = append(out.Records, offsetRecord(id, tp, nil))
 			}
-			out.Records = append(out.Records, Record{Group: id, Key: groupKey(id)})
+			out.Records = append(out.Records, Record{Group: id, Key: groupKey(id)}, Record{Group: id, Key: consumerKey(id)})
 			delete(c.groups, id)
 		}
 		resp.Groups = append(resp.Groups, rg)
@@ -499,6 +499,8 @@ func (c *Coordinator) Load(now time.Time, key, value []byte) error {
 			return fmt.Errorf("%w: group value: %v", ErrBadRecord, err)
 		}
 		c.loadMetadata(now, c.loadGroup(k.Group, now), &v)
+	case consumerKeyVersion:
+		return c.loadConsumer(now, key, value)
 	default:
 		return fmt.Errorf("%w: key version %d", ErrBadRecord, version)
 	}
@@ -515,6 +517,7 @@ func (c *Coordinator) loadGroup(id string, now time.Time) *Group {
 }
 
 func (c *Coordinator) loadMetadata(now time.Time, g *Group, v *kmsg.GroupMetadataValue) {
+	g.consumer = nil // the later record decides the group's type
 	g.ProtocolType, g.Generation, g.Protocol, g.Leader = v.ProtocolType, v.Generation, "", ""
 	if v.Protocol != nil {
 		g.Protocol = *v.Protocol

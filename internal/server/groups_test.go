@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/cli"
 )
@@ -48,10 +49,11 @@ func produceValues(t *testing.T, addr, topic, prefix string, n int) {
 }
 
 // consumeGroup reads n records as a member of group, commits them, leaves, and returns them.
-func consumeGroup(t *testing.T, addr, group, topic string, n int) []string {
+// opts choose the protocol (kgo.ServerSideBalancer for KIP-848).
+func consumeGroup(t *testing.T, addr, group, topic string, n int, opts ...kgo.Opt) []string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,15 +98,27 @@ func describeGroupJSON(t *testing.T, addr, group string) describedGroup {
 	return d
 }
 
-// TestGroupOffsetsSurviveRestart: a franz-go group consumer commits what it read; after a broker
-// restart a new member of the group continues exactly where it stopped. The group commands
-// show the commits and the lag, reset the offsets, and delete the group.
+// TestGroupOffsetsSurviveRestart: a franz-go group consumer (classic, then KIP-848) commits what
+// it read; after a broker restart a new member of the group continues exactly where it stopped.
+// The group commands show the commits and the lag, reset the offsets, and delete the group.
 func TestGroupOffsetsSurviveRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+	}{
+		{"classic", nil},
+		{"consumer", []kgo.Opt{kgo.ServerSideBalancer()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { groupOffsetsSurviveRestart(t, tc.opts...) })
+	}
+}
+
+func groupOffsetsSurviveRestart(t *testing.T, opts ...kgo.Opt) {
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	const topic = "events"
 	b.createTopic(topic, 4)
 	produceValues(t, b.addr, topic, "first", 100)
-	if got := consumeGroup(t, b.addr, "g", topic, 100); len(got) != 100 {
+	if got := consumeGroup(t, b.addr, "g", topic, 100, opts...); len(got) != 100 {
 		t.Fatalf("first member read %d records; want 100", len(got))
 	}
 	d := describeGroupJSON(t, b.addr, "g")
@@ -119,7 +133,7 @@ func TestGroupOffsetsSurviveRestart(t *testing.T) {
 
 	b = b.restart()
 	produceValues(t, b.addr, topic, "second", 40)
-	got := consumeGroup(t, b.addr, "g", topic, 40)
+	got := consumeGroup(t, b.addr, "g", topic, 40, opts...)
 	sort.Strings(got)
 	if len(got) != 40 || !strings.HasPrefix(got[0], "second/") || !strings.HasPrefix(got[39], "second/") {
 		t.Fatalf("after the restart the group read %d records (%v...); want exactly the 40 new ones", len(got), got[:min(3, len(got))])
@@ -172,5 +186,59 @@ func TestConfluentKafkaGroupConsumer(t *testing.T) {
 		if n := seen[fmt.Sprintf("v/%d", i)]; n != 1 {
 			t.Errorf("v/%d read %d times; want exactly once", i, n)
 		}
+	}
+}
+
+// TestConsumerGroupSurvivesRestart: a KIP-848 member (franz-go, ServerSideBalancer) stays the
+// same member across a broker restart: the group's state is in __consumer_offsets, so after the
+// restart its heartbeats are accepted with its id and epoch, and the group epoch does not move
+// (no rebalance).
+func TestConsumerGroupSurvivesRestart(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("live", 4)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumerGroup("live-g"), kgo.ConsumeTopics("live"), kgo.ServerSideBalancer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	describe := func() (groupEpoch int32, member string, memberEpoch int32, owned int) {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{"live-g"}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+			return -1, "", -1, 0
+		}
+		g := resp.Groups[0]
+		if len(g.Members) != 1 {
+			return g.Epoch, "", -1, 0
+		}
+		m := g.Members[0]
+		for _, tp := range m.Assignment.TopicPartitions {
+			owned += len(tp.Partitions)
+		}
+		return g.Epoch, m.MemberID, m.MemberEpoch, owned
+	}
+	var epoch, memberEpoch int32
+	var member string
+	for owned := 0; owned != 4; {
+		if ctx.Err() != nil {
+			t.Fatal("the member never owned the 4 partitions")
+		}
+		time.Sleep(100 * time.Millisecond)
+		epoch, member, memberEpoch, owned = describe()
+	}
+	b = b.restart()
+	time.Sleep(6 * time.Second) // past a heartbeat interval (5 s): the member has heartbeated again
+	e2, m2, me2, owned2 := describe()
+	if e2 != epoch || m2 != member || me2 != memberEpoch || owned2 != 4 {
+		t.Errorf("after the restart: group epoch %d, member %s epoch %d owning %d; before: %d, %s epoch %d owning 4",
+			e2, m2, me2, owned2, epoch, member, memberEpoch)
 	}
 }
