@@ -46,10 +46,7 @@ func handleConsumerGroupHeartbeat(ctx context.Context, r *request) reply {
 
 func handleConsumerGroupDescribe(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.ConsumerGroupDescribeRequest)
-	gs := r.conn.b.groups
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	return reply{resp: gs.c.ConsumerGroupDescribe(req)}
+	return r.conn.b.groups.locked(func(c *group.Coordinator) kmsg.Response { return c.ConsumerGroupDescribe(req) })
 }
 
 // handleFindCoordinator names this node as the coordinator of every group (and transactional
@@ -125,10 +122,7 @@ func handleSyncGroup(ctx context.Context, r *request) reply {
 
 func handleHeartbeat(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.HeartbeatRequest)
-	gs := r.conn.b.groups
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	return reply{resp: gs.c.Heartbeat(timeNow(), req)}
+	return r.conn.b.groups.locked(func(c *group.Coordinator) kmsg.Response { return c.Heartbeat(timeNow(), req) })
 }
 
 func handleLeaveGroup(ctx context.Context, r *request) reply {
@@ -137,7 +131,7 @@ func handleLeaveGroup(ctx context.Context, r *request) reply {
 	resp, done := gs.immediate(ctx, func() (kmsg.Response, group.Output) {
 		return gs.c.LeaveGroup(timeNow(), req)
 	})
-	return reply{resp: resp, wait: func() { _ = done() }}
+	return reply{resp: resp, wait: func() { _ = done() }} // a failed write is logged; the answer stands
 }
 
 func handleOffsetCommit(ctx context.Context, r *request) reply {
@@ -162,26 +156,17 @@ func handleOffsetCommit(ctx context.Context, r *request) reply {
 
 func handleOffsetFetch(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.OffsetFetchRequest)
-	gs := r.conn.b.groups
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	return reply{resp: gs.c.OffsetFetch(req)}
+	return r.conn.b.groups.locked(func(c *group.Coordinator) kmsg.Response { return c.OffsetFetch(req) })
 }
 
 func handleDescribeGroups(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.DescribeGroupsRequest)
-	gs := r.conn.b.groups
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	return reply{resp: gs.c.DescribeGroups(req)}
+	return r.conn.b.groups.locked(func(c *group.Coordinator) kmsg.Response { return c.DescribeGroups(req) })
 }
 
 func handleListGroups(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.ListGroupsRequest)
-	gs := r.conn.b.groups
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	return reply{resp: gs.c.ListGroups(req)}
+	return r.conn.b.groups.locked(func(c *group.Coordinator) kmsg.Response { return c.ListGroups(req) })
 }
 
 func handleDeleteGroups(ctx context.Context, r *request) reply {
@@ -190,7 +175,7 @@ func handleDeleteGroups(ctx context.Context, r *request) reply {
 	resp, done := gs.immediate(ctx, func() (kmsg.Response, group.Output) {
 		return gs.c.DeleteGroups(req)
 	})
-	return reply{resp: resp, wait: func() { _ = done() }}
+	return reply{resp: resp, wait: func() { _ = done() }} // a failed write is logged; the answer stands
 }
 
 func handleOffsetDelete(ctx context.Context, r *request) reply {
@@ -199,5 +184,5 @@ func handleOffsetDelete(ctx context.Context, r *request) reply {
 	resp, done := gs.immediate(ctx, func() (kmsg.Response, group.Output) {
 		return gs.c.OffsetDelete(req)
 	})
-	return reply{resp: resp, wait: func() { _ = done() }}
+	return reply{resp: resp, wait: func() { _ = done() }} // a failed write is logged; the answer stands
 }

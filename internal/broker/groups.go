@@ -288,6 +288,13 @@ func (gs *groups) immediate(ctx context.Context, call func() (kmsg.Response, gro
 	}
 }
 
+// locked answers a request the coordinator answers at once without records.
+func (gs *groups) locked(answer func(*group.Coordinator) kmsg.Response) reply {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return reply{resp: answer(gs.c)}
+}
+
 func copyResponse(dst, src kmsg.Response) {
 	switch d := dst.(type) {
 	case *kmsg.JoinGroupResponse:

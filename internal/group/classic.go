@@ -383,10 +383,7 @@ func (g *Group) joinResponseFor(m *Member, version int16) *kmsg.JoinGroupRespons
 			o := g.members[id]
 			jm := kmsg.NewJoinGroupResponseMember()
 			jm.MemberID, jm.ProtocolMetadata = o.ID, o.metadata(g.Protocol)
-			if o.InstanceID != "" {
-				inst := o.InstanceID
-				jm.InstanceID = &inst
-			}
+			jm.InstanceID = optional(o.InstanceID)
 			resp.Members = append(resp.Members, jm)
 		}
 	}

@@ -632,14 +632,7 @@ func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeReque
 				re := m.regex.String()
 				dm.SubscribedTopicRegex = &re
 			}
-			if m.instanceID != "" {
-				inst := m.instanceID
-				dm.InstanceID = &inst
-			}
-			if m.rackID != "" {
-				rack := m.rackID
-				dm.RackID = &rack
-			}
+			dm.InstanceID, dm.RackID = optional(m.instanceID), optional(m.rackID)
 			dm.Assignment, dm.TargetAssignment = toAssignment(m.assigned), toAssignment(cs.target[m.id])
 			dg.Members = append(dg.Members, dm)
 		}

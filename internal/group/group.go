@@ -206,6 +206,14 @@ func (g *Group) transition(s State, now time.Time) {
 	g.State, g.StateSince = s, now
 }
 
+// optional is s as a nullable Kafka string: nil when empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 func newMemberID(prefix string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])

@@ -327,10 +327,7 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 			for _, m := range g.Members() {
 				dm := kmsg.NewDescribeGroupsResponseGroupMember()
 				dm.MemberID, dm.ClientID, dm.ClientHost = m.ID, m.ClientID, m.ClientHost
-				if m.InstanceID != "" {
-					inst := m.InstanceID
-					dm.InstanceID = &inst
-				}
+				dm.InstanceID = optional(m.InstanceID)
 				if g.State == Stable {
 					dm.ProtocolMetadata, dm.MemberAssignment = m.metadata(g.Protocol), m.Assignment
 				}
@@ -436,23 +433,13 @@ func groupKey(id string) []byte {
 func (g *Group) metadataRecord() Record {
 	v := kmsg.GroupMetadataValue{Version: 3, ProtocolType: g.ProtocolType, Generation: g.Generation,
 		CurrentStateTimestamp: g.StateSince.UnixMilli()}
-	if g.Protocol != "" {
-		p := g.Protocol
-		v.Protocol = &p
-	}
-	if g.Leader != "" {
-		l := g.Leader
-		v.Leader = &l
-	}
+	v.Protocol, v.Leader = optional(g.Protocol), optional(g.Leader)
 	for _, m := range g.Members() {
 		vm := kmsg.NewGroupMetadataValueMember()
 		vm.MemberID, vm.ClientID, vm.ClientHost = m.ID, m.ClientID, m.ClientHost
 		vm.RebalanceTimeoutMillis, vm.SessionTimeoutMillis = int32(m.RebalanceTimeout.Milliseconds()), int32(m.SessionTimeout.Milliseconds())
 		vm.Subscription, vm.Assignment = m.metadata(g.Protocol), m.Assignment
-		if m.InstanceID != "" {
-			inst := m.InstanceID
-			vm.InstanceID = &inst
-		}
+		vm.InstanceID = optional(m.InstanceID)
 		v.Members = append(v.Members, vm)
 	}
 	return Record{Group: g.ID, Key: groupKey(g.ID), Value: v.AppendTo(nil)}

@@ -49,7 +49,7 @@ func writeCheckpoint(fs vfs.FS, dir string, c checkpoint) error {
 
 // readCheckpoint returns the checkpoint, or ok=false if it is missing or invalid.
 func readCheckpoint(fs vfs.FS, dir string) (checkpoint, bool) {
-	b, err := readFile(fs, dir+"/"+checkpointName)
+	b, err := vfs.ReadFile(fs, dir+"/"+checkpointName)
 	if err != nil {
 		return checkpoint{}, false
 	}

@@ -218,8 +218,8 @@ func (s *segment) loadIndexes(fs vfs.FS, dir string) bool {
 	if err != nil {
 		return false
 	}
-	ob, err1 := readFile(fs, segmentName(dir, s.base, indexSuffix))
-	tb, err2 := readFile(fs, segmentName(dir, s.base, timeIndexSuffix))
+	ob, err1 := vfs.ReadFile(fs, segmentName(dir, s.base, indexSuffix))
+	tb, err2 := vfs.ReadFile(fs, segmentName(dir, s.base, timeIndexSuffix))
 	if err1 != nil || err2 != nil {
 		return false
 	}
@@ -240,23 +240,6 @@ func (s *segment) writeIndexes(fs vfs.FS, dir string) error {
 		return err
 	}
 	return writeFileSync(fs, segmentName(dir, s.base, timeIndexSuffix), encodeTimeIndex(m, s.idx.times))
-}
-
-func readFile(fs vfs.FS, name string) ([]byte, error) {
-	f, err := fs.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, info.Size())
-	if _, err := readFull(f, b, 0, info.Size()); err != nil {
-		return nil, err
-	}
-	return b, nil
 }
 
 func writeFileSync(fs vfs.FS, name string, b []byte) error {

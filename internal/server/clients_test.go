@@ -572,13 +572,7 @@ func repoRoot(t *testing.T) string {
 
 func TestConfluentKafkaRoundTrip(t *testing.T) {
 	root := repoRoot(t)
-	python := os.Getenv("RUNNEL_PYTHON")
-	if python == "" {
-		python = filepath.Join(root, ".ci", "venv", "bin", "python")
-		if _, err := os.Stat(python); err != nil {
-			skipOutsideCI(t, "no .ci/venv/bin/python and RUNNEL_PYTHON is unset (.ci/run makes the venv)")
-		}
-	}
+	python := clientPython(t, root)
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	b.createTopic("confluent", 1)
 	count := "500"
@@ -588,6 +582,19 @@ func TestConfluentKafkaRoundTrip(t *testing.T) {
 	out := runClient(t, 60*time.Second, "", python, filepath.Join(root, "test", "clients", "confluent_roundtrip.py"),
 		"--bootstrap", b.addr, "--topic", "confluent", "--count", count, "--timeout", "20")
 	t.Logf("%s", out)
+}
+
+// clientPython is the Python with confluent-kafka: $RUNNEL_PYTHON, else the venv .ci/run makes.
+func clientPython(t *testing.T, root string) string {
+	t.Helper()
+	if python := os.Getenv("RUNNEL_PYTHON"); python != "" {
+		return python
+	}
+	python := filepath.Join(root, ".ci", "venv", "bin", "python")
+	if _, err := os.Stat(python); err != nil {
+		skipOutsideCI(t, "no .ci/venv/bin/python and RUNNEL_PYTHON is unset (.ci/run makes the venv)")
+	}
+	return python
 }
 
 // skipOutsideCI skips a real-client test whose client is not installed, except in CI (CI set),

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -162,13 +161,7 @@ func groupOffsetsSurviveRestart(t *testing.T, opts ...kgo.Opt) {
 // together they read every record exactly once.
 func TestConfluentKafkaGroupConsumer(t *testing.T) {
 	root := repoRoot(t)
-	python := os.Getenv("RUNNEL_PYTHON")
-	if python == "" {
-		python = filepath.Join(root, ".ci", "venv", "bin", "python")
-		if _, err := os.Stat(python); err != nil {
-			skipOutsideCI(t, "no .ci/venv/bin/python and RUNNEL_PYTHON is unset (.ci/run makes the venv)")
-		}
-	}
+	python := clientPython(t, root)
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	b.createTopic("rdk", 4)
 	produceValues(t, b.addr, "rdk", "v", 200)
