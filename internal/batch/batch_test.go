@@ -192,3 +192,42 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+// TestDecompressionBomb: records that would decompress past the limit are refused for every
+// codec, and records within it still decompress.
+func TestDecompressionBomb(t *testing.T) {
+	defer func(old int) { maxDecompressed = old }(maxDecompressed)
+	maxDecompressed = 1 << 20
+	var small, big []byte
+	for i := 0; len(small) < 512<<10; i++ {
+		small = AppendRecord(small, 0, int32(i), nil, make([]byte, 1000), 0, nil)
+	}
+	for i := 0; len(big) < 3<<20; i++ {
+		big = AppendRecord(big, 0, int32(i), nil, make([]byte, 1000), 0, nil)
+	}
+	for _, codec := range []Codec{CodecGzip, CodecSnappy, CodecLz4, CodecZstd} {
+		t.Run(codec.String(), func(t *testing.T) {
+			for _, tc := range []struct {
+				records []byte
+				ok      bool
+			}{{small, true}, {big, false}} {
+				compressed, err := Compress(codec, tc.records)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := AppendBatch(nil, Header{Attributes: int16(codec), RecordCount: 1}, compressed)
+				h, err := ParseHeader(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := Records(&h, b)
+				switch {
+				case tc.ok && (err != nil || !bytes.Equal(out, tc.records)):
+					t.Errorf("%d bytes compressed to %d: Records = %d bytes, %v; want them back", len(tc.records), len(compressed), len(out), err)
+				case !tc.ok && !errors.Is(err, ErrCorrupt):
+					t.Errorf("%d bytes compressed to %d (limit %d): Records = %d bytes, %v; want a corrupt-batch error", len(tc.records), len(compressed), maxDecompressed, len(out), err)
+				}
+			}
+		})
+	}
+}

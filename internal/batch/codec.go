@@ -2,8 +2,15 @@ package batch
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -28,18 +35,122 @@ func init() {
 	}
 }
 
+// MaxDecompressedBytes bounds what one batch's records may decompress to. The broker holds a
+// decompressed batch in memory to check its records, so a small compressed batch that expands
+// without bound (a decompression bomb) would otherwise let one produce request allocate up to
+// franz-go's own limit of 2 GiB. Kafka streams records instead; a legitimate batch is bounded
+// by max.message.bytes compressed and does not come near this.
+const MaxDecompressedBytes = 128 << 20
+
+// maxDecompressed is MaxDecompressedBytes; tests lower it.
+var maxDecompressed = MaxDecompressedBytes
+
+// zstdDecoder decodes zstd with the bound enforced by the decoder itself (it refuses a frame
+// that declares or grows past it). DecodeAll is safe for concurrent use.
+var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(uint64(MaxDecompressedBytes)))
+
 // Records returns the batch's records section, decompressed. For an uncompressed batch it is a
-// sub-slice of b; otherwise a new slice, owned by the caller.
+// sub-slice of b; otherwise a new slice, owned by the caller. Records that would decompress to
+// more than MaxDecompressedBytes are refused before they are.
 func Records(h *Header, b []byte) ([]byte, error) {
 	recs := b[HeaderSize:]
 	if h.Codec() == CodecNone {
 		return recs, nil
 	}
-	out, err := decompressor.Decompress(recs, kgo.CompressionCodecType(h.Codec()))
+	out, err := decompress(h.Codec(), recs, maxDecompressed)
 	if err != nil {
 		return nil, corrupt("compression", "%v records do not decompress: %v", h.Codec(), err)
 	}
 	return out, nil
+}
+
+var errTooLarge = errors.New("they would decompress to more than the broker's limit")
+
+// decompress decompresses src with the libraries franz-go uses, bounded by max bytes of output:
+// gzip and lz4 stream through a limit, zstd's decoder enforces it, and snappy's block headers
+// declare their sizes, which are checked before franz-go decodes them (it handles xerial framing).
+func decompress(codec Codec, src []byte, max int) ([]byte, error) {
+	switch codec {
+	case CodecGzip:
+		r, err := gzip.NewReader(bytes.NewReader(src))
+		if err != nil {
+			return nil, err
+		}
+		return readBounded(r, max)
+	case CodecLz4:
+		return readBounded(lz4.NewReader(bytes.NewReader(src)), max)
+	case CodecZstd:
+		if max == MaxDecompressedBytes {
+			out, err := zstdDecoder.DecodeAll(src, nil)
+			if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+				return nil, errTooLarge
+			}
+			return out, err
+		}
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(max)))
+		if err != nil {
+			return nil, err
+		}
+		defer d.Close()
+		out, err := d.DecodeAll(src, nil)
+		if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+			return nil, errTooLarge
+		}
+		return out, err
+	case CodecSnappy:
+		if err := checkSnappySize(src, max); err != nil {
+			return nil, err
+		}
+		return decompressor.Decompress(src, kgo.CompressionCodecType(codec))
+	}
+	return nil, fmt.Errorf("unknown codec %d", codec)
+}
+
+func readBounded(r io.Reader, max int) ([]byte, error) {
+	var out bytes.Buffer
+	n, err := out.ReadFrom(io.LimitReader(r, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > int64(max) {
+		return nil, errTooLarge
+	}
+	return out.Bytes(), nil
+}
+
+// xerialPrefix starts a snappy stream framed as the Java client frames it: a 16-byte header,
+// then blocks of a big-endian length and a raw snappy block.
+var xerialPrefix = []byte{130, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+// checkSnappySize adds up the decoded sizes snappy's block headers declare.
+func checkSnappySize(src []byte, max int) error {
+	if len(src) <= 16 || !bytes.HasPrefix(src, xerialPrefix) {
+		n, err := s2.DecodedLen(src)
+		if err == nil && n > max {
+			err = errTooLarge
+		}
+		return err
+	}
+	total := 0
+	for pos := 16; pos < len(src); {
+		if pos+4 > len(src) {
+			return errors.New("xerial block length cut off")
+		}
+		size := int(binary.BigEndian.Uint32(src[pos:]))
+		pos += 4
+		if size > len(src)-pos {
+			return errors.New("xerial block cut off")
+		}
+		n, err := s2.DecodedLen(src[pos : pos+size])
+		if err != nil {
+			return err
+		}
+		if total += n; total > max {
+			return errTooLarge
+		}
+		pos += size
+	}
+	return nil
 }
 
 // Compress compresses an encoded records section with codec. The result is a new slice, owned by
