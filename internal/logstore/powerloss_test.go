@@ -2,8 +2,11 @@ package logstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,5 +124,140 @@ func TestPowerLossUnderLoad(t *testing.T) {
 					crashAt.Sub(oldestLost), window, flushMs)
 			}
 		})
+	}
+}
+
+// TestPowerLossManyLogs: eight logs on one file system, each with an appender that waits for
+// durability, so the flusher's rounds sync them together with one SyncFS; the power fails at a
+// random moment; no acknowledged batch of any log is lost.
+func TestPowerLossManyLogs(t *testing.T) {
+	const logs = 8
+	mem := vfs.NewMem()
+	// Syncs take a moment, as on a disk, so waiters pile up and rounds hold many logs.
+	var syncFS atomic.Int64
+	fsys := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op, _ string) error {
+		switch op {
+		case vfs.OpSync, vfs.OpSyncFS:
+			time.Sleep(200 * time.Microsecond)
+			if op == vfs.OpSyncFS {
+				syncFS.Add(1)
+			}
+		}
+		return nil
+	}))
+	f := NewFlusher(0)
+	defer f.Close()
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 256 << 10 // rolls too
+	var ls []*Log
+	for i := range logs {
+		l, err := Open(Options{FS: fsys, Dir: fmt.Sprintf("/p%d", i), Config: cfg, Flusher: f, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	var mu sync.Mutex
+	acked := make([][]int64, logs) // first offsets acknowledged, per log
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				first, last, err := l.Append(valueBatch(t, 1+n%3, 100, 1, i*100000+n), 0)
+				if err == nil {
+					err = l.WaitDurable(context.Background(), last+1)
+				}
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				acked[i] = append(acked[i], first)
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(time.Duration(500+rand.IntN(500)) * time.Millisecond)
+	mu.Lock()
+	crashed := mem.Crash(vfs.CrashOptions{Tear: true, Garbage: true})
+	snapshot := make([][]int64, logs)
+	for i := range acked {
+		snapshot[i] = append([]int64(nil), acked[i]...)
+	}
+	mu.Unlock()
+	close(stop)
+	wg.Wait()
+	for _, l := range ls {
+		l.Close()
+	}
+	if syncFS.Load() == 0 {
+		t.Fatal("no round synced its logs with one SyncFS; the test tested nothing")
+	}
+	total := 0
+	for i := range logs {
+		l, err := Open(Options{FS: crashed, Dir: fmt.Sprintf("/p%d", i), Config: cfg, Flusher: f, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[int64]bool{}
+		for _, b := range readAll(t, l) {
+			h, _ := batch.ParseHeader(b)
+			have[h.BaseOffset] = true
+		}
+		l.Close()
+		for _, first := range snapshot[i] {
+			if !have[first] {
+				t.Errorf("log %d: batch at %d was acknowledged durable and is gone after the power failure", i, first)
+			}
+		}
+		total += len(snapshot[i])
+	}
+	t.Logf("%d batches acknowledged across %d logs; %d sync calls (%d SyncFS) in %d rounds", total, logs, f.Stats().Syncs, syncFS.Load(), f.Stats().Rounds)
+	if total < 100 {
+		t.Fatalf("only %d batches acknowledged; the load did not run", total)
+	}
+}
+
+// TestSyncTogether: one SyncFS makes every log it covers durable; if it fails, every one of
+// them is poisoned (the error does not say which file lost data).
+func TestSyncTogether(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		fsys := vfs.NewErrorFS(vfs.NewMem(), vfs.InjectorFunc(func(op vfs.Op, _ string) error {
+			if fail && op == vfs.OpSyncFS {
+				return vfs.ErrInjected
+			}
+			return nil
+		}))
+		e := newEnv(t, fsys, "/")
+		cfg := testConfig()
+		cfg.FlushInterval, cfg.FlushBytes, cfg.FlushMessages = 0, 0, 0
+		var logs []*Log
+		for i := range 4 {
+			l, err := Open(Options{FS: fsys, Dir: fmt.Sprintf("/l%d", i), Config: cfg, Flusher: e.flusher, Logger: quiet, Now: e.clock.now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			appendAll(t, l, valueBatch(t, 2, 50, 1, i))
+			logs = append(logs, l)
+		}
+		if n := syncTogether(fsys, logs); n != 4 {
+			t.Fatalf("syncTogether synced %d logs; want 4", n)
+		}
+		for i, l := range logs {
+			switch {
+			case !fail && (l.DurableOffset() != 2 || l.Err() != nil):
+				t.Errorf("log %d after a SyncFS: durable %d, err %v; want 2, nil", i, l.DurableOffset(), l.Err())
+			case fail && (!errors.Is(l.Err(), ErrPoisoned) || l.DurableOffset() != 0):
+				t.Errorf("log %d after a failed SyncFS: durable %d, err %v; want 0, ErrPoisoned", i, l.DurableOffset(), l.Err())
+			}
+		}
 	}
 }

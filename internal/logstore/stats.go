@@ -73,7 +73,7 @@ func (h *Histogram) Snapshot() HistogramSnapshot {
 // FlusherStats is what a Flusher has done, for the metrics endpoint.
 type FlusherStats struct {
 	Rounds int64 // sync rounds run
-	Syncs  int64 // log syncs performed
+	Syncs  int64 // sync calls: a log's fsync, or one syncfs covering several logs
 	// SyncSeconds is the latency of each log sync (file fsync plus directory sync if any).
 	SyncSeconds HistogramSnapshot
 	// BatchesPerSync is how many appended batches each log sync made durable: the group-commit

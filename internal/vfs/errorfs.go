@@ -27,10 +27,11 @@ const (
 	OpSync               // File.Sync
 	OpTruncate           // File.Truncate
 	OpClose              // File.Close
+	OpSyncFS             // FSSyncer.SyncFS; the path is the named file's
 )
 
 var opNames = [...]string{"create", "open", "remove", "rename", "mkdir", "list", "stat",
-	"syncdir", "read", "write", "sync", "truncate", "close"}
+	"syncdir", "read", "write", "sync", "truncate", "close", "syncfs"}
 
 func (op Op) String() string {
 	if op >= 0 && int(op) < len(opNames) {
@@ -212,6 +213,21 @@ func (e *ErrorFS) List(dir string) ([]string, error) {
 
 func (e *ErrorFS) Stat(name string) (os.FileInfo, error) {
 	return do(e, OpStat, name, func() (os.FileInfo, error) { return e.inner.Stat(name) })
+}
+
+// SyncFS passes through to the inner file system's SyncFS, if it has one.
+func (e *ErrorFS) SyncFS(f File) error {
+	inner, ok := e.inner.(FSSyncer)
+	if !ok {
+		return fmt.Errorf("vfs: %T cannot syncfs", e.inner)
+	}
+	if ef, ok := f.(*errorFile); ok {
+		f = ef.f
+	}
+	if err := e.maybe(OpSyncFS, f.Name()); err != nil {
+		return err
+	}
+	return inner.SyncFS(f)
 }
 
 func (e *ErrorFS) SyncDir(dir string) error {

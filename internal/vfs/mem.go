@@ -296,6 +296,33 @@ func (m *MemFS) SyncDir(dir string) error {
 	return nil
 }
 
+// SyncFS makes the contents of every file durable, as syncfs(2) does (directory entries are
+// left to SyncDir, the stricter model). f only names the file system.
+func (m *MemFS) SyncFS(f File) error {
+	if mf, ok := f.(*memFile); ok {
+		if err := mf.check("sync", false); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var walk func(n *memNode)
+	walk = func(n *memNode) {
+		if !n.dir {
+			n.mu.Lock()
+			clear(n.undo)
+			n.undo = n.undo[:0]
+			n.mu.Unlock()
+			return
+		}
+		for _, c := range n.entries {
+			walk(c)
+		}
+	}
+	walk(m.root)
+	return nil
+}
+
 // Crash returns a new, independent MemFS holding what a power loss would leave of m: the
 // durable directory entries, and for each file its synced contents, plus, as opts says, part
 // of its unsynced writes. m and its open files keep working on the state before the crash.

@@ -41,6 +41,31 @@ func TestErrorFSNoRules(t *testing.T) {
 // runSuite checks the behaviour every FS shares. newFS returns an FS and an existing,
 // empty directory of it to work in.
 func runSuite(t *testing.T, newFS func(t *testing.T) (FS, string)) {
+	t.Run("SyncFS", func(t *testing.T) {
+		fsys, root := newFS(t)
+		s, ok := fsys.(FSSyncer)
+		if !ok {
+			t.Skipf("%T has no SyncFS", fsys)
+		}
+		a := create(t, fsys, path.Join(root, "a"), "alpha")
+		defer a.Close()
+		b := create(t, fsys, path.Join(root, "b"), "beta")
+		defer b.Close()
+		if err := s.SyncFS(a); err != nil {
+			t.Fatalf("SyncFS = %v", err)
+		}
+		if mem, ok := fsys.(*MemFS); ok { // both files' contents survive a crash
+			if err := fsys.SyncDir(root); err != nil {
+				t.Fatal(err)
+			}
+			crashed := mem.Crash(CrashOptions{})
+			for name, want := range map[string]string{"a": "alpha", "b": "beta"} {
+				if got, err := ReadFile(crashed, path.Join(root, name)); string(got) != want || err != nil {
+					t.Errorf("after SyncFS and a crash %s = %q, %v; want %q", name, got, err, want)
+				}
+			}
+		}
+	})
 	t.Run("ReadFileRemoveAll", func(t *testing.T) {
 		fsys, root := newFS(t)
 		dir := path.Join(root, "d")
