@@ -1059,3 +1059,55 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 		t.Errorf("cluster default after reopening = %q; want 200000", got)
 	}
 }
+
+// TestWriteCachingDisabledOverKafka: write_caching_default=disabled, set cluster-wide with
+// IncrementalAlterConfigs as kafka-configs would, turns write caching off in the log of a topic
+// that asks for it (acks=all then waits for the fsync, consumers see only durable data);
+// removing it turns the topic's own setting back on.
+func TestWriteCachingDisabledOverKafka(t *testing.T) {
+	addr, reg := testBroker(t)
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"write.caching": strp("true")}, "wc"); err != nil {
+		t.Fatal(err)
+	}
+	caching := func() bool {
+		tp, _ := reg.Get("wc")
+		return tp.Partitions[0].Log.Config().WriteCaching
+	}
+	if !caching() {
+		t.Fatal("write.caching=true topic does not cache")
+	}
+	set := func(op kadm.IncrementalOp) {
+		t.Helper()
+		resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "write_caching_default", Value: strp("disabled")}})
+		if err == nil {
+			err = resps[0].Err
+		}
+		if err != nil {
+			t.Fatalf("write_caching_default: %v", err)
+		}
+	}
+	set(kadm.SetConfig)
+	if caching() {
+		t.Error("write_caching_default=disabled left write caching on for a write.caching=true topic")
+	}
+	described, err := adm.DescribeTopicConfigs(ctx, "wc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range described[0].Configs {
+		if c.Key == "write.caching" && (c.Value == nil || *c.Value != "false") {
+			t.Errorf("DescribeConfigs write.caching = %v; want false while disabled", c.MaybeValue())
+		}
+	}
+	set(kadm.DeleteConfig)
+	if !caching() {
+		t.Error("removing write_caching_default did not give the topic its write caching back")
+	}
+}
