@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -96,22 +97,13 @@ func (g *Group) candidates() []string {
 		}
 		kept := out[:0]
 		for _, name := range out {
-			if hasProtocol(m, name) {
+			if slices.ContainsFunc(m.Protocols, func(p Protocol) bool { return p.Name == name }) {
 				kept = append(kept, name)
 			}
 		}
 		out = kept
 	}
 	return out
-}
-
-func hasProtocol(m *Member, name string) bool {
-	for _, p := range m.Protocols {
-		if p.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // joinNew handles a join without a member id.
@@ -347,7 +339,7 @@ func (g *Group) selectProtocol() string {
 	votes := map[string]int{}
 	for _, m := range g.members {
 		for _, p := range m.Protocols {
-			if contains(cands, p.Name) {
+			if slices.Contains(cands, p.Name) {
 				votes[p.Name]++
 				break
 			}
@@ -360,15 +352,6 @@ func (g *Group) selectProtocol() string {
 		}
 	}
 	return best
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // joinResponseFor is the successful JoinGroup answer for m: the leader gets every member's

@@ -27,6 +27,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -249,14 +250,6 @@ func (c *Coordinator) Groups() []*Group {
 	for _, g := range c.groups {
 		out = append(out, g)
 	}
-	slices.SortFunc(out, func(a, b *Group) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *Group) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }

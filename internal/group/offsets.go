@@ -1,9 +1,13 @@
 package group
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -361,22 +365,7 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 }
 
 func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if len(x) == len(s) && equalFold(x, s) {
-			return true
-		}
-	}
-	return false
-}
-
-func equalFold(a, b string) bool {
-	for i := 0; i < len(a); i++ {
-		x, y := a[i]|0x20, b[i]|0x20
-		if x != y {
-			return false
-		}
-	}
-	return true
+	return slices.ContainsFunc(list, func(x string) bool { return strings.EqualFold(x, s) })
 }
 
 // DeleteGroups handles a DeleteGroups request: only groups without members can be deleted.
@@ -534,21 +523,9 @@ func (c *Coordinator) loadMetadata(now time.Time, g *Group, v *kmsg.GroupMetadat
 }
 
 func sortedPartitions(m map[TopicPartition]Offset) []TopicPartition {
-	out := make([]TopicPartition, 0, len(m))
-	for tp := range m {
-		out = append(out, tp)
-	}
-	for i := 1; i < len(out); i++ { // insertion sort: offsets per group are few
-		for j := i; j > 0 && less(out[j], out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	out := slices.Collect(maps.Keys(m))
+	slices.SortFunc(out, func(a, b TopicPartition) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
 	return out
-}
-
-func less(a, b TopicPartition) bool {
-	if a.Topic != b.Topic {
-		return a.Topic < b.Topic
-	}
-	return a.Partition < b.Partition
 }

@@ -19,6 +19,7 @@
 package txn
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -168,15 +169,7 @@ func (s *Partition) Producers() []Producer {
 		cp.Batches = slices.Clone(p.Batches)
 		out = append(out, cp)
 	}
-	slices.SortFunc(out, func(a, b Producer) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Producer) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
