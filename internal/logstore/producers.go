@@ -65,7 +65,7 @@ func (l *Log) ExpireProducers(nowMs int64) int {
 // below offset. The new file's directory entry is made durable by the log's next directory sync.
 func (l *Log) writeSnapshot(offset int64) error {
 	name := segmentName(l.dir, offset, snapshotSuffix)
-	if err := writeFileSync(l.fs, name, l.producers.AppendSnapshot(nil, offset)); err != nil {
+	if err := vfs.WriteFileSync(l.fs, name, l.producers.AppendSnapshot(nil, offset)); err != nil {
 		return err
 	}
 	l.mu.Lock()

@@ -236,22 +236,10 @@ func (s *segment) loadIndexes(fs vfs.FS, dir string) bool {
 // writeIndexes writes and syncs both index files for the segment as it is now.
 func (s *segment) writeIndexes(fs vfs.FS, dir string) error {
 	m := s.meta()
-	if err := writeFileSync(fs, segmentName(dir, s.base, indexSuffix), encodeOffsetIndex(m, s.idx.offsets)); err != nil {
+	if err := vfs.WriteFileSync(fs, segmentName(dir, s.base, indexSuffix), encodeOffsetIndex(m, s.idx.offsets)); err != nil {
 		return err
 	}
-	return writeFileSync(fs, segmentName(dir, s.base, timeIndexSuffix), encodeTimeIndex(m, s.idx.times))
-}
-
-func writeFileSync(fs vfs.FS, name string, b []byte) error {
-	f, err := fs.Create(name)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(b, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	return errors.Join(err, f.Close())
+	return vfs.WriteFileSync(fs, segmentName(dir, s.base, timeIndexSuffix), encodeTimeIndex(m, s.idx.times))
 }
 
 // removeSegmentFiles unlinks a segment's log and index files; missing files are fine.

@@ -166,7 +166,19 @@ func (osFS) SyncDir(dir string) error {
 // a stale name.tmp, which the next call overwrites).
 func WriteFileAtomic(fs FS, dir, name string, b []byte) error {
 	tmp := dir + "/" + name + ".tmp"
-	f, err := fs.Create(tmp)
+	if err := WriteFileSync(fs, tmp, b); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, dir+"/"+name); err != nil {
+		return err
+	}
+	return fs.SyncDir(dir)
+}
+
+// WriteFileSync creates (or truncates) the named file, writes b and syncs it. Its directory
+// entry is durable only once the caller syncs the directory.
+func WriteFileSync(fs FS, name string, b []byte) error {
+	f, err := fs.Create(name)
 	if err != nil {
 		return err
 	}
@@ -174,13 +186,7 @@ func WriteFileAtomic(fs FS, dir, name string, b []byte) error {
 	if err == nil {
 		err = f.Sync()
 	}
-	if err = errors.Join(err, f.Close()); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, dir+"/"+name); err != nil {
-		return err
-	}
-	return fs.SyncDir(dir)
+	return errors.Join(err, f.Close())
 }
 
 // ReadFile returns the contents of the named file.
