@@ -42,7 +42,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		for _, sp := range parts { // subscribe before reading, so no append is missed
 			if p, err := b.partition(sp); err == nil {
 				wake = append(wake, p.Changed())
-				if !p.Log.Config().WriteCaching { // the high watermark moves with fsyncs
+				if !p.Log.WriteCaching() { // the high watermark moves with fsyncs
 					wake = append(wake, p.Log.DurableChanged())
 				}
 			}
@@ -73,17 +73,22 @@ type sentValues struct {
 	hw, lso, start int64
 }
 
+// fetchTopicName is the name a fetch means: from v13 on topics are named by id.
+func (b *Broker) fetchTopicName(version int16, name string, id [16]byte) string {
+	if version >= 13 {
+		if t, ok := b.topics.GetByID(id); ok {
+			return t.Name
+		}
+	}
+	return name
+}
+
 // fetchPartitions resolves the partitions a fetch covers: the request's, or, with a session,
 // the session's after applying the request's changes.
 func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *fetchSession, error) {
 	var parts []*sessionPartition
 	for _, rt := range req.Topics {
-		name := rt.Topic
-		if req.Version >= 13 {
-			if t, ok := b.topics.GetByID(rt.TopicID); ok {
-				name = t.Name
-			}
-		}
+		name := b.fetchTopicName(req.Version, rt.Topic, rt.TopicID)
 		for _, rp := range rt.Partitions {
 			parts = append(parts, &sessionPartition{topic: name, topicID: rt.TopicID, byID: req.Version >= 13,
 				partition: rp.Partition, leaderEpoch: rp.CurrentLeaderEpoch,
@@ -121,12 +126,7 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *
 		s.put(p)
 	}
 	for _, ft := range req.ForgottenTopics {
-		name := ft.Topic
-		if req.Version >= 13 {
-			if t, ok := b.topics.GetByID(ft.TopicID); ok {
-				name = t.Name
-			}
-		}
+		name := b.fetchTopicName(req.Version, ft.Topic, ft.TopicID)
 		for _, idx := range ft.Partitions {
 			s.forget(partKey{name, idx})
 		}

@@ -63,7 +63,7 @@ func handleProduce(ctx context.Context, r *request) reply {
 				setProduceError(sp, err)
 				continue
 			}
-			if !p.Log.Config().WriteCaching {
+			if !p.Log.WriteCaching() {
 				if req.Acks == -1 {
 					waits = append(waits, durable{sp, p.Log, end})
 				} else { // no one waits, but consumers see only durable records: sync now

@@ -477,6 +477,13 @@ func (l *Log) HighWatermark() int64 {
 	return l.durable
 }
 
+// WriteCaching reports the log's WriteCaching setting (cheaper than Config on hot paths).
+func (l *Log) WriteCaching() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cfg.WriteCaching
+}
+
 // DurableChanged returns a channel closed the next time the durable offset moves (or the log is
 // poisoned or closed), for readers waiting on the high watermark.
 func (l *Log) DurableChanged() <-chan struct{} {
