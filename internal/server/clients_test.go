@@ -110,11 +110,16 @@ func (b *testBroker) createTopic(name string, partitions int32) {
 // runTopic runs `runnel topic args... --brokers addr` in process.
 func runTopic(t *testing.T, addr string, args ...string) (string, error) {
 	t.Helper()
+	return runCommand("topic", addr, args...)
+}
+
+// runCommand runs `runnel command args... --brokers addr` in process and returns its output.
+func runCommand(command, addr string, args ...string) (string, error) {
 	root := cli.NewRoot("test")
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)
-	root.SetArgs(append(append([]string{"topic"}, args...), "--brokers="+addr, "--timeout=20s"))
+	root.SetArgs(append(append([]string{command}, args...), "--brokers="+addr, "--timeout=20s"))
 	err := root.ExecuteContext(context.Background())
 	return out.String(), err
 }

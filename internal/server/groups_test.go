@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,22 +12,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/runnel-dev/runnel/internal/cli"
 )
 
 // runGroup runs `runnel group args... --brokers addr` in process and fails the test on an error.
 func runGroup(t *testing.T, addr string, args ...string) string {
 	t.Helper()
-	root := cli.NewRoot("test")
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(append(append([]string{"group"}, args...), "--brokers="+addr, "--timeout=20s"))
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		t.Fatalf("runnel group %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errOut.String())
+	out, err := runCommand("group", addr, args...)
+	if err != nil {
+		t.Fatalf("runnel group %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return out.String()
+	return out
 }
 
 // produceValues produces values prefix/0 .. prefix/n-1 round robin over the topic's partitions.
