@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/runnel-dev/runnel/internal/bench"
+	"github.com/runnel-dev/runnel/internal/gctune"
 )
 
 func newBenchCommand() *cobra.Command {
@@ -189,6 +190,11 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
+// benchGCHeadroom is the heap headroom the harness gives its own garbage collector
+// (internal/gctune), so the client's GC cycles stay out of the latencies it measures; a set GOGC
+// wins. It is the same for every broker under test.
+const benchGCHeadroom = 256 << 20
+
 func newBenchRunCommand() *cobra.Command {
 	var f benchFlags
 	var bootstrap, label string
@@ -211,6 +217,7 @@ func newBenchRunCommand() *cobra.Command {
 				return err
 			}
 			opts.Label = label
+			defer gctune.Start(benchGCHeadroom).Stop()
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			res, err := bench.Run(ctx, w, opts)
@@ -311,6 +318,7 @@ write.caching=false vs Kafka flush.messages=1 (fsync before ack). See docs/bench
 			if opts.KafkaConfigs, err = withConfigs(nil, c.kafkaConfs); err != nil {
 				return err
 			}
+			defer gctune.Start(benchGCHeadroom).Stop()
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			stopBrokers, err := c.startBrokers(ctx, opts.Runnel[0], opts.Kafka[0], cmd.ErrOrStderr())

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/runnel-dev/runnel/internal/gctune"
 	"github.com/runnel-dev/runnel/internal/server"
 )
 
@@ -27,6 +28,7 @@ type serveFlags struct {
 	logLevel            string
 	logFormat           string
 	slowRequest         time.Duration
+	gcHeadroomMiB       uint64
 }
 
 func (f *serveFlags) register(flags *pflag.FlagSet) {
@@ -38,6 +40,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	flags.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	flags.DurationVar(&f.slowRequest, "slow-request-threshold", 500*time.Millisecond, "log Kafka requests that take longer (0: none)")
+	flags.Uint64Var(&f.gcHeadroomMiB, "gc-headroom-mib", 256, "MiB the Go heap may grow past its live size before a GC cycle (0: plain GOGC; a set GOGC wins)")
 	flags.String("config", "", `file of "flag-name: value" lines; flags and environment variables win over it`)
 	flags.SetAnnotation("config", configFileAnnotation, []string{"true"})
 	withEnvUsage(flags)
@@ -87,6 +90,7 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			slog.SetDefault(cfg.Logger)
+			defer gctune.Start(f.gcHeadroomMiB << 20).Stop()
 			return serve(cmd.Context(), cfg)
 		},
 	}
