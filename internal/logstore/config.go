@@ -30,6 +30,10 @@ type Config struct {
 	// so a consumer never reads a record that a power failure could take back.
 	WriteCaching bool
 
+	// Preallocate keeps zero-filled space ahead of the appends of a log without WriteCaching
+	// that is written fast, so its fsyncs need no journal commit (prealloc.go).
+	Preallocate bool
+
 	// ProducerIDExpiration is producer.id.expiration.ms: an idempotent producer whose last batch
 	// is older is forgotten by ExpireProducers; <= 0: never.
 	ProducerIDExpiration time.Duration
@@ -49,6 +53,7 @@ func DefaultConfig() Config {
 		FlushInterval:          100 * time.Millisecond,
 		FlushBytes:             256 << 10,
 		ProducerIDExpiration:   24 * time.Hour,
+		Preallocate:            true,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,11 +62,23 @@ func testConfig() Config {
 	return c
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct{ t time.Time }
+// fakeClock is a settable clock, safe for concurrent use (the flusher's ticker reads it).
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
 
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
 
 func newClock() *fakeClock { return &fakeClock{t: time.UnixMilli(1_700_000_000_000)} }
 

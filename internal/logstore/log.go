@@ -77,6 +77,15 @@ type Log struct {
 	syncing      int64
 	syncingMsgs  int64
 	syncingSince time.Time
+
+	// Preallocation (prealloc.go).
+	fill      *zeroFill       // the zero fill in progress, or nil
+	appended  int64           // bytes ever appended, for the write rate
+	rate      float64         // bytes/s appended, measured over at least rateWindow
+	rateAt    time.Time       // start of the current rate window
+	rateBytes int64           // appended at rateAt
+	fillRetry time.Time       // no fill before this (set after a failed one)
+	spawnFill func(*zeroFill) // runs a fill: in a goroutine (tests may run it otherwise)
 }
 
 // truncation records that the log was cut back to offset at generation gen.
@@ -154,6 +163,7 @@ func Open(opts Options) (*Log, error) {
 		logger: opts.Logger.With("dir", opts.Dir), now: opts.Now, cfg: opts.Config,
 		durableCh: make(chan struct{}),
 	}
+	l.spawnFill = func(f *zeroFill) { go l.runFill(f) }
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -198,6 +208,14 @@ func (l *Log) recover() error {
 				return err
 			}
 			break
+		}
+		if res.fileSize > res.end { // preallocated zeros a crash left behind
+			if err := s.f.Truncate(res.end); err != nil {
+				return err
+			}
+			if err := s.f.Sync(); err != nil {
+				return err
+			}
 		}
 	}
 	if len(l.segments) == 0 {
@@ -384,11 +402,13 @@ func (l *Log) appendLocked(b []byte, hp *batch.Header, leaderEpoch int32) (first
 	batch.SetBaseOffset(b, first)
 	batch.SetLeaderEpoch(b, leaderEpoch)
 	h.BaseOffset, h.LeaderEpoch = first, leaderEpoch
+	l.waitFill(act, act.size+int64(len(b)))
 	if _, err := act.f.WriteAt(b, act.size); err != nil {
 		return 0, 0, l.poison("write", err)
 	}
 	l.mu.Lock()
 	act.track(&h, act.size, cfg.IndexIntervalBytes)
+	fill := l.noteAppendLocked(act, len(b), &cfg)
 	l.unsynced += int64(len(b))
 	l.unsyncedMsgs += int64(h.RecordCount)
 	l.unsyncedBatch++
@@ -401,12 +421,19 @@ func (l *Log) appendLocked(b []byte, hp *batch.Header, leaderEpoch int32) (first
 		l.flusher.enqueue(l)
 	}
 	l.mu.Unlock()
+	if fill != nil {
+		l.spawnFill(fill)
+	}
 	return first, last, nil
 }
 
 // roll seals the active segment (synced, with its index files) and starts a new one. Syncing at
 // roll keeps an invariant recovery relies on: only the last segment can have a torn tail.
 func (l *Log) roll(act *segment) (*segment, error) {
+	l.waitFill(act, math.MaxInt64)
+	if err := l.trimPadding(act); err != nil {
+		return nil, l.poison("trim at roll", err)
+	}
 	if err := act.f.Sync(); err != nil {
 		return nil, l.poison("sync at roll", err)
 	}
@@ -545,8 +572,12 @@ func (l *Log) Close() error {
 	segs, perr := l.segments, l.err
 	act, end := l.active(), l.endOffsetLocked()
 	l.mu.Unlock()
+	l.waitFill(act, math.MaxInt64)
 	var err error
 	if perr == nil {
+		err = l.trimPadding(act)
+	}
+	if perr == nil && err == nil {
 		err = act.f.Sync()
 		// A snapshot at the (now durable) end spares the next Open a replay.
 		if err == nil {

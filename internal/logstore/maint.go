@@ -124,8 +124,9 @@ func (l *Log) Truncate(offset int64) (int64, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	l.mu.RLock()
-	end, start, perr, closed := l.endOffsetLocked(), l.logStart, l.err, l.closed
+	end, start, perr, closed, act := l.endOffsetLocked(), l.logStart, l.err, l.closed, l.active()
 	l.mu.RUnlock()
+	l.waitFill(act, math.MaxInt64) // no zero fill may write past the cut
 	switch {
 	case closed:
 		return 0, ErrClosed
@@ -229,6 +230,7 @@ func (l *Log) cutAt(s *segment, pos, offset int64) error {
 	defer l.mu.Unlock()
 	s.size, s.next, s.maxTimestamp, s.maxTsRel = fresh.size, fresh.next, fresh.maxTimestamp, fresh.maxTsRel
 	s.idx, s.bytesSinceIndex, s.created = fresh.idx, fresh.bytesSinceIndex, l.now()
+	s.alloc, s.padded = pos, false // the file ends at pos now
 	l.durable = s.next
 	l.noteTruncationLocked(s.next) // a sync round that started during the cut claims nothing
 	return nil

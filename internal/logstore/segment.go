@@ -45,6 +45,8 @@ type segment struct {
 	maxTsRel        uint32 // relative offset of the first batch that reached maxTimestamp
 	created         time.Time
 	cleanedAt       int64 // unix ms of the first compaction, 0 if never compacted
+	alloc           int64 // the file is zero-filled and synced up to here (prealloc.go)
+	padded          bool  // a fill was started: the file may be longer than size
 }
 
 func newSegment(f vfs.File, base int64) *segment {
@@ -98,6 +100,9 @@ func (s *segment) fits(lastOffset int64) bool { return lastOffset-s.base <= math
 type scanResult struct {
 	end    int64 // position just past the last valid batch
 	reason error // why the scan stopped before the file's end; nil if it reached it
+	// fileSize is the file's size. It is past end with a nil reason when the rest of the file is
+	// zeros: preallocated space (prealloc.go) a crash left behind, not a torn write.
+	fileSize int64
 }
 
 // scan reads the segment file from the start, validating every batch (CRC included) and its
@@ -116,17 +121,48 @@ func (s *segment) scan(limit int64, indexInterval int) (scanResult, error) {
 			if it.err != nil {
 				return scanResult{}, it.err
 			}
-			return scanResult{end: pos, reason: it.bad}, nil
+			res := scanResult{end: pos, reason: it.bad, fileSize: info.Size()}
+			if res.reason != nil {
+				zero, err := zeroFrom(s.f, pos, info.Size())
+				if err != nil {
+					return scanResult{}, err
+				}
+				if zero {
+					res.reason = nil
+				}
+			}
+			return res, nil
 		}
 		h, err := batch.ValidateStored(b)
 		if err == nil && (h.BaseOffset < s.next || h.NextOffset() > limit || !s.fits(h.LastOffset())) {
 			err = fmt.Errorf("batch offsets [%d, %d] outside [%d, %d)", h.BaseOffset, h.LastOffset(), s.next, limit)
 		}
 		if err != nil {
-			return scanResult{end: pos, reason: fmt.Errorf("at position %d: %w", pos, err)}, nil
+			return scanResult{end: pos, reason: fmt.Errorf("at position %d: %w", pos, err), fileSize: info.Size()}, nil
 		}
 		s.track(&h, pos, indexInterval)
 	}
+}
+
+// zeroFrom reports whether the file holds only zero bytes from pos to size.
+func zeroFrom(f vfs.File, pos, size int64) (bool, error) {
+	buf := make([]byte, min(size-pos, 1<<20))
+	for pos < size {
+		n, err := readFull(f, buf, pos, size)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		pos += n
+		if n == 0 {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // batchIter reads whole batches of a segment file in order, through a buffer.
