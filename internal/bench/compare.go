@@ -161,7 +161,9 @@ func (c *Comparison) WriteText(out io.Writer) {
 			}
 		}
 		lat("produce", r.Produce, k.Produce)
-		lat("e2e", r.E2E, k.E2E)
+		if r.E2E.Count > 0 || k.E2E.Count > 0 { // no consumers: no end-to-end rows of zeros
+			lat("e2e", r.E2E, k.E2E)
+		}
 		rt, kt := r.Throughput, k.Throughput
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", label("produce rec/s"), formatRate(rt.ProduceRecordsPerSec), formatRate(kt.ProduceRecordsPerSec), ratio(rt.ProduceRecordsPerSec, kt.ProduceRecordsPerSec))
 		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%s\t\n", label("produce MB/s"), rt.ProduceMBPerSec, kt.ProduceMBPerSec, ratio(rt.ProduceMBPerSec, kt.ProduceMBPerSec))

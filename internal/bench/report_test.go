@@ -150,6 +150,15 @@ func TestComparisonText(t *testing.T) {
 			t.Errorf("comparison output lacks %q:\n%s", want, out)
 		}
 	}
+	// Without consumers there is no end-to-end latency to show.
+	for _, p := range c.Pairs {
+		p.Runnel.E2E, p.Kafka.E2E = LatencySummary{}, LatencySummary{}
+	}
+	buf.Reset()
+	c.WriteText(&buf)
+	if strings.Contains(buf.String(), "e2e") {
+		t.Errorf("comparison without consumers shows end-to-end rows:\n%s", buf.String())
+	}
 }
 
 // squeeze collapses runs of spaces, so tests do not depend on column widths.
