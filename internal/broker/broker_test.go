@@ -147,16 +147,49 @@ func TestHighWatermarkFollowsDurability(t *testing.T) {
 		recs, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: topic}, &p, kgo.DefaultDecompressor(), nil)
 		return p.HighWatermark, len(recs.Records)
 	}
+	// byTime looks up the first offset at or after timestamp 0, and the offset of the largest
+	// timestamp (KIP-734), as a consumer (replica id -1): neither may name an offset at or above
+	// the high watermark (Kafka answers -1, "none").
+	byTime := func(topic string) (first, maxTs int64) {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for _, ts := range []int64{0, -3} {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Timestamp = ts
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := resp.Topics[0].Partitions
+		if ps[0].ErrorCode != 0 || ps[1].ErrorCode != 0 {
+			t.Fatalf("ListOffsets %s: errors %d, %d", topic, ps[0].ErrorCode, ps[1].ErrorCode)
+		}
+		return ps[0].Offset, ps[1].Offset
+	}
 	if hw, n := fetch("durable"); hw != 0 || n != 0 || latest("durable") != 0 {
 		t.Errorf("fsync topic before the sync: high watermark %d, %d records, latest %d; want 0, 0, 0", hw, n, latest("durable"))
 	}
+	if first, maxTs := byTime("durable"); first != -1 || maxTs != -1 {
+		t.Errorf("fsync topic before the sync: offset for timestamp 0 is %d, for the max timestamp %d; want -1, -1", first, maxTs)
+	}
 	if hw, n := fetch("cached"); hw != 3 || n != 3 || latest("cached") != 3 {
 		t.Errorf("write-caching topic: high watermark %d, %d records, latest %d; want 3, 3, 3", hw, n, latest("cached"))
+	}
+	if first, maxTs := byTime("cached"); first != 0 || maxTs < 0 {
+		t.Errorf("write-caching topic: offset for timestamp 0 is %d, for the max timestamp %d; want 0, >= 0", first, maxTs)
 	}
 	if err := fsyncTopic.Partitions[0].Log.WaitDurable(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
 	if hw, n := fetch("durable"); hw != 3 || n != 3 || latest("durable") != 3 {
 		t.Errorf("fsync topic after the sync: high watermark %d, %d records, latest %d; want 3, 3, 3", hw, n, latest("durable"))
+	}
+	if first, maxTs := byTime("durable"); first != 0 || maxTs < 0 {
+		t.Errorf("fsync topic after the sync: offset for timestamp 0 is %d, for the max timestamp %d; want 0, >= 0", first, maxTs)
 	}
 }

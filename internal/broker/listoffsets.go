@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/logstore"
 )
 
 func init() { register(kmsg.ListOffsets, 1, 7, handleListOffsets) }
@@ -15,6 +17,14 @@ const (
 	listEarliest     = -2
 	listMaxTimestamp = -3 // v7+ (KIP-734)
 )
+
+// fetchable reports whether a consumer may be told about offset: as in Kafka, a lookup by
+// timestamp from a consumer (replica id -1) answers "none" (-1) for an offset at or above the
+// high watermark, which without write caching is the durable offset; a debugging client
+// (replica id -2) sees the whole log.
+func fetchable(replicaID int32, offset int64, l *logstore.Log) bool {
+	return replicaID == -2 || offset < l.HighWatermark()
+}
 
 func handleListOffsets(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.ListOffsetsRequest)
@@ -42,7 +52,7 @@ func handleListOffsets(_ context.Context, r *request) reply {
 				case listMaxTimestamp:
 					if off, ts, ok, err := l.MaxTimestamp(); err != nil {
 						sp.ErrorCode = errorCode(err)
-					} else if ok {
+					} else if ok && fetchable(req.ReplicaID, off, l) {
 						sp.Offset, sp.Timestamp = off, ts
 					}
 				default:
@@ -50,7 +60,7 @@ func handleListOffsets(_ context.Context, r *request) reply {
 						sp.ErrorCode = kerr.InvalidRequest.Code
 					} else if off, ts, ok, err := l.OffsetForTimestamp(rp.Timestamp); err != nil {
 						sp.ErrorCode = errorCode(err)
-					} else if ok {
+					} else if ok && fetchable(req.ReplicaID, off, l) {
 						sp.Offset, sp.Timestamp = off, ts
 					}
 				}
