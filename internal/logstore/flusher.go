@@ -229,7 +229,7 @@ func (l *Log) syncFinish(p syncPrep, err error) {
 	// Claim the target only if no truncation happened meanwhile. (A roll meanwhile is fine: it
 	// synced the segment it sealed.) Either way wake the waiters: a round that lost a race to a
 	// truncation claims nothing, and its waiters must queue the log again, not sleep forever.
-	if p.gen == l.truncGen && p.target > l.durable {
+	if p.gen == l.truncGen && p.target > l.durable && l.err == nil {
 		l.durable = min(p.target, l.endOffsetLocked())
 	}
 	close(l.durableCh)

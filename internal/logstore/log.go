@@ -199,7 +199,7 @@ func (l *Log) recover() error {
 		if !last {
 			limit = bases[i+1]
 		}
-		res, err := s.scan(limit, l.cfg.IndexIntervalBytes)
+		res, err := s.scan(limit, l.cfg.IndexIntervalBytes, last)
 		if err != nil {
 			return err
 		}
@@ -210,6 +210,8 @@ func (l *Log) recover() error {
 			break
 		}
 		if res.fileSize > res.end { // preallocated zeros a crash left behind
+			l.logger.Info("logstore: cutting preallocated zeros after the last batch", "segment", s.base,
+				"position", res.end, "bytes", res.fileSize-res.end)
 			if err := s.f.Truncate(res.end); err != nil {
 				return err
 			}
@@ -430,7 +432,10 @@ func (l *Log) appendLocked(b []byte, hp *batch.Header, leaderEpoch int32) (first
 // roll seals the active segment (synced, with its index files) and starts a new one. Syncing at
 // roll keeps an invariant recovery relies on: only the last segment can have a torn tail.
 func (l *Log) roll(act *segment) (*segment, error) {
-	l.waitFill(act, math.MaxInt64)
+	l.stopFill(act)
+	if err := l.Err(); err != nil { // the fill's fsync may have failed meanwhile
+		return nil, err
+	}
 	if err := l.trimPadding(act); err != nil {
 		return nil, l.poison("trim at roll", err)
 	}
@@ -569,10 +574,11 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	l.flusher.unregister(l)
-	segs, perr := l.segments, l.err
+	segs := l.segments
 	act, end := l.active(), l.endOffsetLocked()
 	l.mu.Unlock()
-	l.waitFill(act, math.MaxInt64)
+	l.stopFill(act)
+	perr := l.Err() // after the fill: its fsync may have failed
 	var err error
 	if perr == nil {
 		err = l.trimPadding(act)

@@ -124,9 +124,12 @@ func (l *Log) Truncate(offset int64) (int64, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	l.mu.RLock()
-	end, start, perr, closed, act := l.endOffsetLocked(), l.logStart, l.err, l.closed, l.active()
+	act := l.active()
 	l.mu.RUnlock()
-	l.waitFill(act, math.MaxInt64) // no zero fill may write past the cut
+	l.stopFill(act) // no zero fill may write past the cut
+	l.mu.RLock()
+	end, start, perr, closed := l.endOffsetLocked(), l.logStart, l.err, l.closed
+	l.mu.RUnlock()
 	switch {
 	case closed:
 		return 0, ErrClosed
@@ -219,7 +222,7 @@ func (l *Log) cutAt(s *segment, pos, offset int64) error {
 	interval := l.cfg.IndexIntervalBytes
 	l.mu.RUnlock()
 	fresh := newSegment(s.f, s.base) // rebuilt unlocked; s's own reference keeps the file open
-	res, err := fresh.scan(math.MaxInt64, interval)
+	res, err := fresh.scan(math.MaxInt64, interval, false)
 	if err == nil && res.reason != nil {
 		err = fmt.Errorf("logstore: segment %d after truncation: %w", s.base, res.reason)
 	}

@@ -2,6 +2,8 @@ package logstore
 
 import (
 	"fmt"
+	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,6 +38,7 @@ type zeroFill struct {
 	seg      *segment
 	from, to int64
 	done     chan struct{}
+	stop     atomic.Bool // the space is about to be cut (roll, Close, Truncate): stop early
 }
 
 // noteAppendLocked updates the write-rate estimate with n appended bytes and returns a fill to
@@ -57,27 +60,33 @@ func (l *Log) noteAppendLocked(act *segment, n int, cfg *Config) *zeroFill {
 	}
 	from := max(act.alloc, act.size+preallocGap)
 	to := min(from+size, cfg.SegmentBytes)
-	if to <= from {
-		return nil
+	if to-from < size/2 {
+		return nil // the segment rolls soon: the roll would only cut the zeros again
 	}
 	f := &zeroFill{seg: act, from: from, to: to, done: make(chan struct{})}
 	l.fill = f
 	act.padded = true
-	act.acquire()
 	return f
 }
 
-// runFill writes zeros over the fill's range and syncs them. A failed write (a full disk) only
-// pauses preallocation; appends then extend the file as they would without it. A failed sync
-// poisons the log: the kernel may have dropped other unsynced pages of the file with it.
+// runFill writes zeros over the fill's range and syncs them, through a file handle of its own:
+// Linux reports a writeback error to one fsync per open file, so a shared handle would let the
+// fill's fsync take an error that the flusher's fsync of appended data must see. A failed write
+// (a full disk) only pauses preallocation; appends then extend the file as they would without
+// it. A failed sync poisons the log.
 func (l *Log) runFill(f *zeroFill) {
-	defer f.seg.release()
 	var werr, serr error
-	for pos := f.from; pos < f.to && werr == nil; pos += zeroPiece {
-		_, werr = f.seg.f.WriteAt(zeroBuf[:min(zeroPiece, f.to-pos)], pos)
-	}
+	h, werr := l.fs.OpenReadWrite(f.seg.f.Name())
 	if werr == nil {
-		serr = f.seg.f.Sync()
+		for pos := f.from; pos < f.to && werr == nil && !f.stop.Load(); pos += zeroPiece {
+			_, werr = h.WriteAt(zeroBuf[:min(zeroPiece, f.to-pos)], pos)
+		}
+		if werr != nil {
+			_ = h.Truncate(f.from) // give back what the zeros took; appends below from are untouched
+		} else if !f.stop.Load() {
+			serr = h.Sync()
+		}
+		_ = h.Close()
 	}
 	if serr != nil {
 		_ = l.poison("sync of preallocated space", serr)
@@ -89,11 +98,23 @@ func (l *Log) runFill(f *zeroFill) {
 		l.fillRetry = l.now().Add(fillRetryAfter)
 		l.logger.Warn("logstore: preallocating segment space failed; appends extend the file meanwhile",
 			"segment", f.seg.base, "err", werr)
-	case serr == nil:
+	case serr == nil && !f.stop.Load():
 		f.seg.alloc = max(f.seg.alloc, f.to)
 	}
 	l.fill = nil
 	close(f.done)
+}
+
+// stopFill waits for the fill of seg, if any, telling it to stop early: the caller is about to
+// cut the space (roll, Close, Truncate). Callers hold appendMu.
+func (l *Log) stopFill(seg *segment) {
+	l.mu.RLock()
+	f := l.fill
+	l.mu.RUnlock()
+	if f != nil {
+		f.stop.Store(true)
+	}
+	l.waitFill(seg, math.MaxInt64)
 }
 
 // waitFill waits until no zero fill of seg overlaps [.., end). Callers hold appendMu, so no new

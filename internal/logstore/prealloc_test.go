@@ -138,10 +138,13 @@ func TestPreallocationOnlyWithoutWriteCachingAndWhenFast(t *testing.T) {
 
 func TestPreallocationTrimmedAtRoll(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.SegmentBytes = 1 << 20
+	cfg.SegmentBytes = 4 << 20
 	mem := vfs.NewMem()
 	e, l := preallocEnv(t, mem, "/p", cfg)
-	appendFast(t, e, l, 4000, 0) // ~4 MiB: 3 rolls
+	for i := range 14_000 { // ~2 MB/s (fills of ~1 MiB, well inside a segment); ~15 MB: 3 rolls
+		appendAll(t, l, valueBatch(t, 1, 1000, 0, i))
+		e.clock.advance(500 * time.Microsecond)
+	}
 	l.mu.RLock()
 	segs := append([]*segment(nil), l.segments...)
 	l.mu.RUnlock()
@@ -406,7 +409,7 @@ func TestScanZeroTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := newSegment(f, 0)
-			res, err := s.scan(math.MaxInt64, 4096)
+			res, err := s.scan(math.MaxInt64, 4096, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -417,5 +420,80 @@ func TestScanZeroTail(t *testing.T) {
 				t.Fatalf("end %d, file %d; want %d, %d", res.end, res.fileSize, len(b1), int64(len(b1))+tc.wantBytes)
 			}
 		})
+	}
+}
+
+// Only the active segment can hold preallocated space (a segment is trimmed and fsynced before
+// the next one is created), so zeros after the batches of an earlier segment are lost data: the
+// log is cut there, with a warning, as for any torn or corrupt segment.
+func TestZeroTailOfSealedSegmentIsCorruption(t *testing.T) {
+	cfg := testConfig()
+	mem := vfs.NewMem()
+	e := newEnv(t, mem, "/p")
+	l := e.open(cfg)
+	for i := range 200 {
+		appendAll(t, l, valueBatch(t, 1, 1000, 0, i))
+	}
+	l.mu.RLock()
+	first := l.segments[0]
+	firstEnd, nsegs := first.next, len(l.segments)
+	l.mu.RUnlock()
+	if nsegs < 3 {
+		t.Fatalf("%d segments, want at least 3", nsegs)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg, err := mem.OpenReadWrite(segmentName("/p", 0, logSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := seg.Stat()
+	if _, err := seg.WriteAt(make([]byte, 8192), info.Size()); err != nil {
+		t.Fatal(err)
+	}
+	seg.Sync()
+	seg.Close()
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} { // force a scan
+		if err := mem.Remove(segmentName("/p", 0, suffix)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs logCapture
+	l2, err := Open(Options{FS: mem, Dir: "/p", Config: cfg, Flusher: e.flusher, Now: e.clock.now,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if l2.EndOffset() != firstEnd {
+		t.Fatalf("end offset %d after zeros in the first of %d segments; want the log cut at %d", l2.EndOffset(), nsegs, firstEnd)
+	}
+	if !strings.Contains(logs.String(), "torn or corrupt") {
+		t.Fatalf("no warning for zeros in a sealed segment:\n%s", logs.String())
+	}
+}
+
+// A fill told to stop (its space is about to be cut) writes nothing more, does not fsync, and
+// does not count its range as preallocated.
+func TestStoppedFill(t *testing.T) {
+	var syncs atomic.Int32
+	inj := vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if op == vfs.OpSync {
+			syncs.Add(1)
+		}
+		return nil
+	})
+	e, l := preallocEnv(t, vfs.NewErrorFS(vfs.NewMem(), inj), "/p", DefaultConfig())
+	defer l.Close()
+	var fills []*zeroFill
+	l.spawnFill = func(f *zeroFill) { fills = append(fills, f) }
+	f := appendUntilFill(t, e, l, &fills)
+	before := syncs.Load()
+	f.stop.Store(true)
+	l.runFill(f)
+	size, alloc, file := segState(t, l)
+	if alloc > size || file > f.from || syncs.Load() != before {
+		t.Fatalf("stopped fill: size %d, preallocated %d, file %d (fill from %d), %d fsyncs", size, alloc, file, f.from, syncs.Load()-before)
 	}
 }

@@ -101,14 +101,16 @@ type scanResult struct {
 	end    int64 // position just past the last valid batch
 	reason error // why the scan stopped before the file's end; nil if it reached it
 	// fileSize is the file's size. It is past end with a nil reason when the rest of the file is
-	// zeros: preallocated space (prealloc.go) a crash left behind, not a torn write.
+	// zeros and the scan allowed that: preallocated space (prealloc.go) a crash left behind.
 	fileSize int64
 }
 
 // scan reads the segment file from the start, validating every batch (CRC included) and its
 // offsets (ascending, within [base, limit)), and rebuilds the indexes from it. It stops at the
-// first bad batch; the caller decides what to do with the bytes after end.
-func (s *segment) scan(limit int64, indexInterval int) (scanResult, error) {
+// first bad batch; the caller decides what to do with the bytes after end. With zeroTail (the
+// active segment, the only one that can hold preallocated space) a rest of the file that is all
+// zeros is not a bad batch: the scan ends there with a nil reason.
+func (s *segment) scan(limit int64, indexInterval int, zeroTail bool) (scanResult, error) {
 	info, err := s.f.Stat()
 	if err != nil {
 		return scanResult{}, err
@@ -122,7 +124,7 @@ func (s *segment) scan(limit int64, indexInterval int) (scanResult, error) {
 				return scanResult{}, it.err
 			}
 			res := scanResult{end: pos, reason: it.bad, fileSize: info.Size()}
-			if res.reason != nil {
+			if res.reason != nil && zeroTail {
 				zero, err := zeroFrom(s.f, pos, info.Size())
 				if err != nil {
 					return scanResult{}, err
