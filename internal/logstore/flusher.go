@@ -29,6 +29,8 @@ type Flusher struct {
 	Rounds atomic.Int64 // sync rounds run
 	Syncs  atomic.Int64 // sync calls made: a log's fsync, or one SyncFS for several logs (directory syncs not counted)
 
+	preallocFills, preallocBytes atomic.Int64 // zero fills of the logs (prealloc.go)
+
 	syncSeconds    *Histogram
 	batchesPerSync *Histogram
 	logsPerRound   *Histogram

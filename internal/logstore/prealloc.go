@@ -100,6 +100,8 @@ func (l *Log) runFill(f *zeroFill) {
 			"segment", f.seg.base, "err", werr)
 	case serr == nil && !f.stop.Load():
 		f.seg.alloc = max(f.seg.alloc, f.to)
+		l.flusher.preallocFills.Add(1)
+		l.flusher.preallocBytes.Add(f.to - f.from)
 	}
 	l.fill = nil
 	close(f.done)

@@ -86,6 +86,9 @@ func TestPreallocationOverwritesZeroedSpace(t *testing.T) {
 	if size2 <= size || size2 > alloc || file2 != alloc2 {
 		t.Fatalf("after 10 more: size %d (was %d), preallocated %d, file %d", size2, size, alloc2, file2)
 	}
+	if st := e.flusher.Stats(); st.PreallocFills < 1 || st.PreallocBytes < alloc-size {
+		t.Fatalf("flusher stats count %d fills of %d bytes; want at least 1 and %d", st.PreallocFills, st.PreallocBytes, alloc-size)
+	}
 	syncAll(t, l)
 	want := readAll(t, l)
 	end := l.EndOffset()

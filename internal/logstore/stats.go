@@ -81,6 +81,9 @@ type FlusherStats struct {
 	BatchesPerSync HistogramSnapshot
 	// LogsPerRound is how many logs each round synced: the group-commit factor across partitions.
 	LogsPerRound HistogramSnapshot
+	// PreallocFills and PreallocBytes count completed zero fills of preallocated segment space
+	// (prealloc.go) and the zero bytes they wrote and fsynced: the extra writes of preallocation.
+	PreallocFills, PreallocBytes int64
 }
 
 var (
@@ -96,6 +99,8 @@ func (f *Flusher) Stats() FlusherStats {
 		SyncSeconds:    f.syncSeconds.Snapshot(),
 		BatchesPerSync: f.batchesPerSync.Snapshot(),
 		LogsPerRound:   f.logsPerRound.Snapshot(),
+		PreallocFills:  f.preallocFills.Load(),
+		PreallocBytes:  f.preallocBytes.Load(),
 	}
 }
 

@@ -152,7 +152,7 @@ func TestStorage(t *testing.T) {
 					FlushLag: logstore.FlushLag{Bytes: 50, Records: 1, Age: 80 * time.Millisecond}})
 		},
 		Flusher: func() logstore.FlusherStats {
-			return logstore.FlusherStats{Rounds: 4, Syncs: 6, SyncSeconds: h.Snapshot(),
+			return logstore.FlusherStats{Rounds: 4, Syncs: 6, SyncSeconds: h.Snapshot(), PreallocFills: 2, PreallocBytes: 1 << 20,
 				BatchesPerSync: logstore.NewHistogram([]float64{1}).Snapshot(), LogsPerRound: logstore.NewHistogram([]float64{1}).Snapshot()}
 		},
 	}
@@ -177,6 +177,8 @@ func TestStorage(t *testing.T) {
 		`runnel_flush_sync_duration_seconds_bucket{le="0.01"}`:        2,
 		`runnel_flush_batches_per_sync_count`:                         0,
 		`runnel_flush_logs_per_round_count`:                           0,
+		`runnel_prealloc_fills_total`:                                 2,
+		`runnel_prealloc_bytes_total`:                                 1 << 20,
 	})
 }
 

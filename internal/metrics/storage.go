@@ -33,10 +33,10 @@ type StorageSource struct {
 type storage struct {
 	src StorageSource
 
-	size, start, end, hw, lagBytes, lagRecords, lagSeconds *prometheus.Desc
-	backlogBytes, backlogAge                               *prometheus.Desc
-	rounds, syncs                                          *prometheus.Desc
-	syncSeconds, batchesPerSync, logsPerRound              *prometheus.Desc
+	size, start, end, hw, lagBytes, lagRecords, lagSeconds      *prometheus.Desc
+	backlogBytes, backlogAge                                    *prometheus.Desc
+	rounds, syncs                                               *prometheus.Desc
+	syncSeconds, batchesPerSync, logsPerRound, fills, fillBytes *prometheus.Desc
 }
 
 // NewStorage returns a collector of partition and flusher metrics read from src.
@@ -58,12 +58,15 @@ func NewStorage(src StorageSource) prometheus.Collector {
 		syncSeconds:    prometheus.NewDesc("runnel_flush_sync_duration_seconds", "Latency of one log sync: file fsync, plus the directory's if needed.", nil, nil),
 		batchesPerSync: prometheus.NewDesc("runnel_flush_batches_per_sync", "Appended batches one log sync made durable: the group-commit factor on a partition.", nil, nil),
 		logsPerRound:   prometheus.NewDesc("runnel_flush_logs_per_round", "Logs one flusher round synced: the group-commit factor across partitions.", nil, nil),
+		fills:          prometheus.NewDesc("runnel_prealloc_fills_total", "Zero fills of preallocated segment space completed (partitions without write caching written fast).", nil, nil),
+		fillBytes:      prometheus.NewDesc("runnel_prealloc_bytes_total", "Zero bytes written and fsynced as preallocated segment space: the extra writes of preallocation.", nil, nil),
 	}
 }
 
 func (s *storage) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{s.size, s.start, s.end, s.hw, s.lagBytes, s.lagRecords, s.lagSeconds,
-		s.backlogBytes, s.backlogAge, s.rounds, s.syncs, s.syncSeconds, s.batchesPerSync, s.logsPerRound}
+		s.backlogBytes, s.backlogAge, s.rounds, s.syncs, s.syncSeconds, s.batchesPerSync, s.logsPerRound,
+		s.fills, s.fillBytes}
 }
 
 // Describe implements prometheus.Collector.
@@ -105,6 +108,8 @@ func (s *storage) Collect(ch chan<- prometheus.Metric) {
 	ch <- constHistogram(s.syncSeconds, st.SyncSeconds)
 	ch <- constHistogram(s.batchesPerSync, st.BatchesPerSync)
 	ch <- constHistogram(s.logsPerRound, st.LogsPerRound)
+	ch <- prometheus.MustNewConstMetric(s.fills, prometheus.CounterValue, float64(st.PreallocFills))
+	ch <- prometheus.MustNewConstMetric(s.fillBytes, prometheus.CounterValue, float64(st.PreallocBytes))
 }
 
 // constHistogram exports a log store histogram snapshot, which has Prometheus's shape already
