@@ -34,10 +34,12 @@ const (
 var zeroBuf [zeroPiece]byte
 
 // zeroFill is a zero fill of [from, to) of a segment in progress; done is closed when it ends.
+// from moves up (under Log.mu) as pieces are done.
 type zeroFill struct {
 	seg      *segment
 	from, to int64
 	done     chan struct{}
+	moved    chan struct{} // closed and replaced (under Log.mu) each time from moves up
 	stop     atomic.Bool // the space is about to be cut (roll, Close, Truncate): stop early
 }
 
@@ -63,28 +65,44 @@ func (l *Log) noteAppendLocked(act *segment, n int, cfg *Config) *zeroFill {
 	if to-from < size/2 {
 		return nil // the segment rolls soon: the roll would only cut the zeros again
 	}
-	f := &zeroFill{seg: act, from: from, to: to, done: make(chan struct{})}
+	f := &zeroFill{seg: act, from: from, to: to, done: make(chan struct{}), moved: make(chan struct{})}
 	l.fill = f
 	act.padded = true
 	return f
 }
 
-// runFill writes zeros over the fill's range and syncs them, through a file handle of its own:
-// Linux reports a writeback error to one fsync per open file, so a shared handle would let the
-// fill's fsync take an error that the flusher's fsync of appended data must see. A failed write
-// (a full disk) only pauses preallocation; appends then extend the file as they would without
-// it. A failed sync poisons the log.
+// runFill writes zeros over the fill's range, a piece at a time, each piece fsynced before the
+// next, so that no fsync of the file ever has more than a piece of zeros to write out: an
+// fsync of appended data that runs meanwhile must wait for the journal commit that carries the
+// file's new size, and with it (ext4's ordered mode) for the zeros' data. Measured: one 2.5 MiB
+// fill with one fsync put 20-180 ms stalls into the produce p99 at 5,000 records/s.
+//
+// The zeros go through a file handle of the fill's own: Linux reports a writeback error to one
+// fsync per open file, so a shared handle would let the fill's fsync take an error that the
+// flusher's fsync of appended data must see. A failed write (a full disk) only pauses
+// preallocation; appends then extend the file as they would without it. A failed sync poisons
+// the log.
 func (l *Log) runFill(f *zeroFill) {
 	var werr, serr error
+	pos := f.from
 	h, werr := l.fs.OpenReadWrite(f.seg.f.Name())
 	if werr == nil {
-		for pos := f.from; pos < f.to && werr == nil && !f.stop.Load(); pos += zeroPiece {
-			_, werr = h.WriteAt(zeroBuf[:min(zeroPiece, f.to-pos)], pos)
-		}
-		if werr != nil {
-			_ = h.Truncate(f.from) // give back what the zeros took; appends below from are untouched
-		} else if !f.stop.Load() {
-			serr = h.Sync()
+		for pos < f.to && !f.stop.Load() {
+			n := min(zeroPiece, f.to-pos)
+			if _, werr = h.WriteAt(zeroBuf[:n], pos); werr != nil {
+				_ = h.Truncate(pos) // give back what the piece took; appends below it are untouched
+				break
+			}
+			if serr = h.Sync(); serr != nil {
+				break
+			}
+			pos += n
+			l.mu.Lock()
+			f.seg.alloc, f.from = max(f.seg.alloc, pos), pos // appends may use the piece now
+			close(f.moved)
+			f.moved = make(chan struct{})
+			l.mu.Unlock()
+			l.flusher.preallocBytes.Add(n)
 		}
 		_ = h.Close()
 	}
@@ -93,15 +111,12 @@ func (l *Log) runFill(f *zeroFill) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case werr != nil:
+	if werr != nil {
 		l.fillRetry = l.now().Add(fillRetryAfter)
 		l.logger.Warn("logstore: preallocating segment space failed; appends extend the file meanwhile",
 			"segment", f.seg.base, "err", werr)
-	case serr == nil && !f.stop.Load():
-		f.seg.alloc = max(f.seg.alloc, f.to)
+	} else if serr == nil && pos == f.to {
 		l.flusher.preallocFills.Add(1)
-		l.flusher.preallocBytes.Add(f.to - f.from)
 	}
 	l.fill = nil
 	close(f.done)
@@ -125,11 +140,19 @@ func (l *Log) waitFill(seg *segment, end int64) {
 	for {
 		l.mu.RLock()
 		f := l.fill
+		clear := f == nil || f.seg != seg || end <= f.from
+		var moved chan struct{}
+		if !clear {
+			moved = f.moved
+		}
 		l.mu.RUnlock()
-		if f == nil || f.seg != seg || end <= f.from {
+		if clear {
 			return
 		}
-		<-f.done
+		select {
+		case <-f.done:
+		case <-moved:
+		}
 	}
 }
 
