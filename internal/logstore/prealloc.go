@@ -40,7 +40,7 @@ type zeroFill struct {
 	from, to int64
 	done     chan struct{}
 	moved    chan struct{} // closed and replaced (under Log.mu) each time from moves up
-	stop     atomic.Bool // the space is about to be cut (roll, Close, Truncate): stop early
+	stop     atomic.Bool   // the space is about to be cut (roll, Close, Truncate): stop early
 }
 
 // noteAppendLocked updates the write-rate estimate with n appended bytes and returns a fill to
