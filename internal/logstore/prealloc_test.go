@@ -500,3 +500,64 @@ func TestStoppedFill(t *testing.T) {
 		t.Fatalf("stopped fill: size %d, preallocated %d, file %d (fill from %d), %d fsyncs", size, alloc, file, f.from, syncs.Load()-before)
 	}
 }
+
+// A fill makes each piece usable as soon as it is synced: appends into a finished piece go on
+// while the fill still writes the next one.
+func TestAppendsUseFinishedPieces(t *testing.T) {
+	var armed atomic.Bool
+	var writes atomic.Int32
+	gate := make(chan struct{})
+	inj := vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if op == vfs.OpWrite && armed.Load() && writes.Add(1) == 2 {
+			<-gate // the fill's second piece
+		}
+		return nil
+	})
+	e, l := preallocEnv(t, vfs.NewErrorFS(vfs.NewMem(), inj), "/p", DefaultConfig())
+	defer l.Close()
+	var fills []*zeroFill
+	l.spawnFill = func(f *zeroFill) { fills = append(fills, f) }
+	f := appendUntilFill(t, e, l, &fills)
+	if f.to-f.from < 2*zeroPiece {
+		t.Fatalf("fill of %d bytes: too small for two pieces", f.to-f.from)
+	}
+	start := f.from
+	armed.Store(true)
+	done := make(chan struct{})
+	go func() { l.runFill(f); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for { // wait for the first piece
+		l.mu.RLock()
+		from := f.from
+		l.mu.RUnlock()
+		if from > start && writes.Load() >= 2 { // piece one done, piece two's write held
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fill's first piece never finished")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	appended := make(chan struct{})
+	go func() {
+		defer close(appended)
+		for {
+			size, _, _ := segState(t, l)
+			if size > start+zeroPiece/2 {
+				return
+			}
+			appendAll(t, l, valueBatch(t, 1, 1000, 0, 7)) // into the first piece, not the second
+		}
+	}()
+	select {
+	case <-appended:
+	case <-time.After(5 * time.Second):
+		close(gate)
+		t.Fatal("appends into a finished piece waited for the rest of the fill")
+	}
+	close(gate)
+	<-done
+	if size, alloc, _ := segState(t, l); alloc != f.to || size > alloc {
+		t.Fatalf("after the fill: size %d, preallocated %d, want %d", size, alloc, f.to)
+	}
+}
