@@ -74,8 +74,8 @@ func (l *Log) noteAppendLocked(act *segment, n int, cfg *Config) *zeroFill {
 // runFill writes zeros over the fill's range, a piece at a time, each piece fsynced before the
 // next, so that no fsync of the file ever has more than a piece of zeros to write out: an
 // fsync of appended data that runs meanwhile must wait for the journal commit that carries the
-// file's new size, and with it (ext4's ordered mode) for the zeros' data. Measured: one 2.5 MiB
-// fill with one fsync put 20-180 ms stalls into the produce p99 at 5,000 records/s.
+// file's new size, and with it (ext4's ordered mode) for the zeros' data, so the pieces bound
+// that wait to one piece's write-out.
 //
 // The zeros go through a file handle of the fill's own: Linux reports a writeback error to one
 // fsync per open file, so a shared handle would let the fill's fsync take an error that the
