@@ -23,7 +23,6 @@ type Flusher struct {
 	exited chan struct{}
 
 	maxParallel int
-	noSyncFS    bool // sync every log with its own fsync (tests, benchmarks)
 
 	// Counters, for metrics and tests.
 	Rounds atomic.Int64 // sync rounds run
@@ -84,11 +83,8 @@ func (f *Flusher) tick() {
 		f.mu.Unlock()
 		for _, l := range logs { // l.mu before f.mu (enqueue): the lock order
 			l.mu.Lock()
-			due := !l.syncQueued && !l.unsyncedSince.IsZero() && l.cfg.FlushInterval > 0 &&
-				l.now().Sub(l.unsyncedSince) >= l.cfg.FlushInterval
-			if due {
-				l.syncQueued = true
-				l.flusher.enqueue(l)
+			if !l.unsyncedSince.IsZero() && l.cfg.FlushInterval > 0 && l.now().Sub(l.unsyncedSince) >= l.cfg.FlushInterval {
+				l.queueSyncLocked()
 			}
 			l.mu.Unlock()
 		}
@@ -103,8 +99,8 @@ const syncFSThreshold = 4
 // bySyncer splits a round's logs into groups that share a file system able to SyncFS (with at
 // least syncFSThreshold logs) and the rest, synced one by one.
 func (f *Flusher) bySyncer(logs []*Log) (map[vfs.FSSyncer][]*Log, []*Log) {
-	if f.noSyncFS {
-		return nil, logs
+	if len(logs) < syncFSThreshold {
+		return nil, logs // the usual round: no group can be big enough
 	}
 	groups := map[vfs.FSSyncer][]*Log{}
 	var single []*Log
@@ -281,7 +277,15 @@ func syncTogether(fsys vfs.FSSyncer, logs []*Log) int {
 func (l *Log) SyncSoon() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.syncQueued && !l.closed && l.err == nil && l.durable < l.endOffsetLocked() {
+	if !l.closed && l.err == nil && l.durable < l.endOffsetLocked() {
+		l.queueSyncLocked()
+	}
+}
+
+// queueSyncLocked puts the log in the flusher's queue unless it is there already. Callers hold
+// mu.
+func (l *Log) queueSyncLocked() {
+	if !l.syncQueued {
 		l.syncQueued = true
 		l.flusher.enqueue(l)
 	}
@@ -321,10 +325,7 @@ func (l *Log) WaitDurable(ctx context.Context, end int64) error {
 			return fmt.Errorf("logstore: wait for durability up to %d past the log end %d: %w", end, next, ErrOffsetOutOfRange)
 		}
 		ch := l.durableCh
-		if !l.syncQueued {
-			l.syncQueued = true
-			l.flusher.enqueue(l)
-		}
+		l.queueSyncLocked()
 		l.mu.Unlock()
 		select {
 		case <-ch:

@@ -80,7 +80,7 @@ type Log struct {
 
 	// Preallocation (prealloc.go).
 	fill      *zeroFill       // the zero fill in progress, or nil
-	appended  int64           // bytes ever appended, for the write rate
+	appended  int64           // bytes appended while preallocation applies, for the write rate
 	rate      float64         // bytes/s appended, measured over at least rateWindow
 	rateAt    time.Time       // start of the current rate window
 	rateBytes int64           // appended at rateAt
@@ -212,10 +212,7 @@ func (l *Log) recover() error {
 		if res.fileSize > res.end { // preallocated zeros a crash left behind
 			l.logger.Info("logstore: cutting preallocated zeros after the last batch", "segment", s.base,
 				"position", res.end, "bytes", res.fileSize-res.end)
-			if err := s.f.Truncate(res.end); err != nil {
-				return err
-			}
-			if err := s.f.Sync(); err != nil {
+			if err := s.f.Truncate(res.end); err != nil { // synced below, with the rest of the tail
 				return err
 			}
 		}
@@ -386,7 +383,7 @@ func (l *Log) AppendBatch(b []byte, leaderEpoch int32) (AppendResult, error) {
 func (l *Log) appendLocked(b []byte, hp *batch.Header, leaderEpoch int32) (first, last int64, err error) {
 	h := *hp
 	l.mu.RLock()
-	err, closed, act, cfg := l.err, l.closed, l.active(), l.cfg
+	err, closed, act, cfg, filling := l.err, l.closed, l.active(), l.cfg, l.fill != nil
 	l.mu.RUnlock()
 	switch {
 	case closed:
@@ -396,7 +393,8 @@ func (l *Log) appendLocked(b []byte, hp *batch.Header, leaderEpoch int32) (first
 	}
 	first = act.next
 	last = first + int64(h.LastOffsetDelta)
-	if act.size > 0 && (act.size+int64(len(b)) > cfg.SegmentBytes || l.now().Sub(act.created) >= cfg.SegmentMs || !act.fits(last)) {
+	now := l.now()
+	if act.size > 0 && (act.size+int64(len(b)) > cfg.SegmentBytes || now.Sub(act.created) >= cfg.SegmentMs || !act.fits(last)) {
 		if act, err = l.roll(act); err != nil {
 			return 0, 0, err
 		}
@@ -404,23 +402,24 @@ func (l *Log) appendLocked(b []byte, hp *batch.Header, leaderEpoch int32) (first
 	batch.SetBaseOffset(b, first)
 	batch.SetLeaderEpoch(b, leaderEpoch)
 	h.BaseOffset, h.LeaderEpoch = first, leaderEpoch
-	l.waitFill(act, act.size+int64(len(b)))
+	if filling { // only a fill that runs now can overlap: new ones start under appendMu
+		l.waitFill(act, act.size+int64(len(b)))
+	}
 	if _, err := act.f.WriteAt(b, act.size); err != nil {
 		return 0, 0, l.poison("write", err)
 	}
 	l.mu.Lock()
 	act.track(&h, act.size, cfg.IndexIntervalBytes)
-	fill := l.noteAppendLocked(act, len(b), &cfg)
+	fill := l.noteAppendLocked(act, len(b), &cfg, now)
 	l.unsynced += int64(len(b))
 	l.unsyncedMsgs += int64(h.RecordCount)
 	l.unsyncedBatch++
 	if l.unsyncedSince.IsZero() {
-		l.unsyncedSince = l.now()
+		l.unsyncedSince = now
 	}
-	if !l.syncQueued && (l.unsynced >= writebackBytes || (cfg.FlushBytes > 0 && l.unsynced >= cfg.FlushBytes) ||
-		(cfg.FlushMessages > 0 && l.unsyncedMsgs >= cfg.FlushMessages)) {
-		l.syncQueued = true
-		l.flusher.enqueue(l)
+	if l.unsynced >= writebackBytes || (cfg.FlushBytes > 0 && l.unsynced >= cfg.FlushBytes) ||
+		(cfg.FlushMessages > 0 && l.unsyncedMsgs >= cfg.FlushMessages) {
+		l.queueSyncLocked()
 	}
 	l.mu.Unlock()
 	if fill != nil {

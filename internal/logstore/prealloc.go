@@ -33,26 +33,28 @@ const (
 
 var zeroBuf [zeroPiece]byte
 
-// zeroFill is a zero fill of [from, to) of a segment in progress; done is closed when it ends.
-// from moves up (under Log.mu) as pieces are done.
+// zeroFill is a zero fill of [from, to) of a segment in progress. from moves up (under Log.mu)
+// as pieces are done.
 type zeroFill struct {
 	seg      *segment
 	from, to int64
-	done     chan struct{}
-	moved    chan struct{} // closed and replaced (under Log.mu) each time from moves up
+	moved    chan struct{} // closed (under Log.mu) when from moves up or the fill ends; replaced while it runs
 	stop     atomic.Bool   // the space is about to be cut (roll, Close, Truncate): stop early
 }
 
-// noteAppendLocked updates the write-rate estimate with n appended bytes and returns a fill to
-// start, or nil. Callers hold appendMu and mu, and start the fill with runFill after unlocking mu.
-func (l *Log) noteAppendLocked(act *segment, n int, cfg *Config) *zeroFill {
+// noteAppendLocked updates the write-rate estimate with n bytes appended at now and returns a
+// fill to start, or nil. Callers hold appendMu and mu, and start the fill with runFill after
+// unlocking mu.
+func (l *Log) noteAppendLocked(act *segment, n int, cfg *Config, now time.Time) *zeroFill {
+	if cfg.WriteCaching || !cfg.Preallocate {
+		return nil // the rate is only for preallocation
+	}
 	l.appended += int64(n)
-	now := l.now()
 	if dt := now.Sub(l.rateAt); dt >= rateWindow {
 		l.rate = float64(l.appended-l.rateBytes) / dt.Seconds()
 		l.rateAt, l.rateBytes = now, l.appended
 	}
-	if cfg.WriteCaching || !cfg.Preallocate || l.fill != nil || l.rate < preallocMinRate || now.Before(l.fillRetry) {
+	if l.fill != nil || l.rate < preallocMinRate || now.Before(l.fillRetry) {
 		return nil
 	}
 	size := int64(l.rate*preallocAhead.Seconds()) &^ (4<<10 - 1)
@@ -65,7 +67,7 @@ func (l *Log) noteAppendLocked(act *segment, n int, cfg *Config) *zeroFill {
 	if to-from < size/2 {
 		return nil // the segment rolls soon: the roll would only cut the zeros again
 	}
-	f := &zeroFill{seg: act, from: from, to: to, done: make(chan struct{}), moved: make(chan struct{})}
+	f := &zeroFill{seg: act, from: from, to: to, moved: make(chan struct{})}
 	l.fill = f
 	act.padded = true
 	return f
@@ -119,7 +121,7 @@ func (l *Log) runFill(f *zeroFill) {
 		l.flusher.preallocFills.Add(1)
 	}
 	l.fill = nil
-	close(f.done)
+	close(f.moved)
 }
 
 // stopFill waits for the fill of seg, if any, telling it to stop early: the caller is about to
@@ -149,10 +151,7 @@ func (l *Log) waitFill(seg *segment, end int64) {
 		if clear {
 			return
 		}
-		select {
-		case <-f.done:
-		case <-moved:
-		}
+		<-moved
 	}
 }
 

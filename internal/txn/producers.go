@@ -172,12 +172,3 @@ func (s *Partition) Producers() []Producer {
 	slices.SortFunc(out, func(a, b Producer) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
-
-// Clone returns an independent copy of the state.
-func (s *Partition) Clone() *Partition {
-	c := NewPartition()
-	for _, p := range s.Producers() {
-		c.producers[p.ID] = &p
-	}
-	return c
-}

@@ -224,10 +224,7 @@ func (e *ErrorFS) SyncFS(f File) error {
 	if ef, ok := f.(*errorFile); ok {
 		f = ef.f
 	}
-	if err := e.maybe(OpSyncFS, f.Name()); err != nil {
-		return err
-	}
-	return inner.SyncFS(f)
+	return do0(e, OpSyncFS, f.Name(), func() error { return inner.SyncFS(f) })
 }
 
 func (e *ErrorFS) SyncDir(dir string) error {

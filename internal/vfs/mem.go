@@ -310,8 +310,7 @@ func (m *MemFS) SyncFS(f File) error {
 	walk = func(n *memNode) {
 		if !n.dir {
 			n.mu.Lock()
-			clear(n.undo)
-			n.undo = n.undo[:0]
+			n.forgetUndo()
 			n.mu.Unlock()
 			return
 		}
@@ -532,9 +531,14 @@ func (f *memFile) Sync() error {
 	}
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
-	clear(f.n.undo)
-	f.n.undo = f.n.undo[:0]
+	f.n.forgetUndo()
 	return nil
+}
+
+// forgetUndo makes the node's contents durable by dropping its undo records. Callers hold n.mu.
+func (n *memNode) forgetUndo() {
+	clear(n.undo)
+	n.undo = n.undo[:0]
 }
 
 func (f *memFile) Stat() (os.FileInfo, error) {
