@@ -41,8 +41,11 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		var wake []<-chan struct{}
 		for _, sp := range parts { // subscribe before reading, so no append is missed
 			if p, err := b.partition(sp); err == nil {
-				wake = append(wake, p.Changed())
-				if !p.Log.WriteCaching() { // the high watermark moves with fsyncs
+				// The high watermark moves with appends under write caching, else with fsyncs
+				// only: an append alone would wake the fetch for nothing.
+				if p.Log.WriteCaching() {
+					wake = append(wake, p.Changed())
+				} else {
 					wake = append(wake, p.Log.DurableChanged())
 				}
 			}

@@ -56,7 +56,7 @@ func handleFindCoordinator(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	b := r.conn.b
-	answer := func(key string) (int16, *string) {
+	answer := func() (int16, *string) {
 		if req.CoordinatorType == 0 {
 			b.groups.mu.Lock()
 			err := b.groups.ensureTopicLocked()
@@ -73,7 +73,7 @@ func handleFindCoordinator(_ context.Context, r *request) reply {
 		return 0, nil
 	}
 	if req.Version < 4 {
-		resp.ErrorCode, resp.ErrorMessage = answer(req.CoordinatorKey)
+		resp.ErrorCode, resp.ErrorMessage = answer()
 		resp.NodeID, resp.Host, resp.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
 		if resp.ErrorCode != 0 {
 			resp.NodeID, resp.Host, resp.Port = -1, "", -1
@@ -83,7 +83,7 @@ func handleFindCoordinator(_ context.Context, r *request) reply {
 	for _, key := range req.CoordinatorKeys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		c.ErrorCode, c.ErrorMessage = answer(key)
+		c.ErrorCode, c.ErrorMessage = answer()
 		c.NodeID, c.Host, c.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
 		if c.ErrorCode != 0 {
 			c.NodeID, c.Host, c.Port = -1, "", -1

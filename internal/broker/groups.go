@@ -221,8 +221,9 @@ func (gs *groups) persistLocked(records []group.Record) ([]durableEnd, error) {
 
 // finish waits for the appended records to be durable, then delivers the replies. A reply whose
 // records could not be made durable is still delivered: the state it reports is the
-// coordinator's, only its survival of a crash is in doubt, which the log says.
-func (gs *groups) finish(ctx context.Context, ends []durableEnd, err error, replies []group.Reply) {
+// coordinator's, only its survival of a crash is in doubt, which the log says. It returns the
+// append or durability error, if any.
+func (gs *groups) finish(ctx context.Context, ends []durableEnd, err error, replies []group.Reply) error {
 	if err == nil {
 		err = waitEnds(ctx, ends)
 	}
@@ -237,6 +238,7 @@ func (gs *groups) finish(ctx context.Context, ends []durableEnd, err error, repl
 			delete(gs.waiting, r.ID)
 		}
 	}
+	return err
 }
 
 func waitEnds(ctx context.Context, ends []durableEnd) error {
@@ -280,11 +282,7 @@ func (gs *groups) immediate(ctx context.Context, call func() (kmsg.Response, gro
 	ends, err := gs.persistLocked(out.Records)
 	gs.mu.Unlock()
 	return resp, func() error {
-		gs.finish(ctx, ends, err, out.Replies)
-		if err != nil {
-			return err
-		}
-		return waitEnds(ctx, ends)
+		return gs.finish(ctx, ends, err, out.Replies)
 	}
 }
 

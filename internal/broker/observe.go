@@ -3,7 +3,6 @@ package broker
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -217,18 +216,18 @@ func (c *conn) countFetched(f *inflight) {
 // countRecords adds up the record counts in the headers of the batches in size bytes of r from
 // pos, stopping at the first incomplete header.
 func countRecords(r io.ReaderAt, pos int64, size int) int {
-	var h [batch.HeaderSize]byte
+	var buf [batch.HeaderSize]byte
 	n := 0
 	for off := 0; off+batch.HeaderSize <= size; {
-		if _, err := r.ReadAt(h[:], pos+int64(off)); err != nil {
+		if _, err := r.ReadAt(buf[:], pos+int64(off)); err != nil {
 			break
 		}
-		length := int(int32(binary.BigEndian.Uint32(h[8:12]))) // batchLength: bytes after this field
-		if length <= 0 {
+		h, err := batch.ParseHeader(buf[:])
+		if err != nil || h.Length <= 0 {
 			break
 		}
-		n += int(int32(binary.BigEndian.Uint32(h[57:61]))) // recordCount
-		off += 12 + length
+		n += int(h.RecordCount)
+		off += h.Size()
 	}
 	return n
 }

@@ -13,9 +13,7 @@ import (
 func (c *Coordinator) JoinGroup(now time.Time, id RequestID, req *kmsg.JoinGroupRequest, clientID, clientHost string) Output {
 	var out Output
 	fail := func(err *kerr.Error, memberID string) Output {
-		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-		resp.ErrorCode, resp.MemberID, resp.Generation = err.Code, memberID, -1
-		out.reply(id, resp)
+		out.joinError(id, req.Version, err, memberID)
 		return out
 	}
 	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
@@ -117,16 +115,12 @@ func (c *Coordinator) joinNew(now time.Time, g *Group, m *Member, protocolType s
 		m.ID = newMemberID(m.ClientID)
 		if m.joinVersion >= 4 { // KIP-394: the client must rejoin with the id it is given
 			g.pending[m.ID] = now.Add(m.SessionTimeout)
-			resp := joinResponse(m.joinVersion)
-			resp.ErrorCode, resp.MemberID, resp.Generation = kerr.MemberIDRequired.Code, m.ID, -1
-			out.reply(m.joinID, resp)
+			out.joinError(m.joinID, m.joinVersion, kerr.MemberIDRequired, m.ID)
 			return *out
 		}
 	}
 	if c.cfg.MaxGroupSize > 0 && len(g.members) >= c.cfg.MaxGroupSize {
-		resp := joinResponse(m.joinVersion)
-		resp.ErrorCode, resp.MemberID, resp.Generation = kerr.GroupMaxSizeReached.Code, m.ID, -1
-		out.reply(m.joinID, resp)
+		out.joinError(m.joinID, m.joinVersion, kerr.GroupMaxSizeReached, m.ID)
 		return *out
 	}
 	c.addMember(now, g, m, protocolType, out)
@@ -136,9 +130,7 @@ func (c *Coordinator) joinNew(now time.Time, g *Group, m *Member, protocolType s
 // joinKnown handles a join with a member id.
 func (c *Coordinator) joinKnown(now time.Time, g *Group, memberID string, m *Member, protocolType string, out *Output) Output {
 	fail := func(err *kerr.Error) Output {
-		resp := joinResponse(m.joinVersion)
-		resp.ErrorCode, resp.MemberID, resp.Generation = err.Code, memberID, -1
-		out.reply(m.joinID, resp)
+		out.joinError(m.joinID, m.joinVersion, err, memberID)
 		return *out
 	}
 	if _, ok := g.pending[memberID]; ok {
@@ -186,14 +178,10 @@ func (c *Coordinator) rejoinStatic(now time.Time, g *Group, oldID string, m *Mem
 	m.ID = newMemberID(m.InstanceID)
 	m.Assignment = old.Assignment
 	if old.awaitingJoin {
-		resp := joinResponse(old.joinVersion)
-		resp.ErrorCode, resp.MemberID, resp.Generation = kerr.FencedInstanceID.Code, oldID, -1
-		out.reply(old.joinID, resp)
+		out.joinError(old.joinID, old.joinVersion, kerr.FencedInstanceID, oldID)
 	}
 	if old.awaitingSync {
-		resp := syncResponse(old.syncVersion)
-		resp.ErrorCode = kerr.FencedInstanceID.Code
-		out.reply(old.syncID, resp)
+		out.syncError(old.syncID, old.syncVersion, kerr.FencedInstanceID)
 	}
 	g.members[m.ID] = m
 	delete(g.members, oldID)
@@ -245,9 +233,7 @@ func (c *Coordinator) addMember(now time.Time, g *Group, m *Member, protocolType
 // updateMember takes a member's new join: its protocols, timeouts and pending request.
 func (c *Coordinator) updateMember(cur, m *Member, out *Output) {
 	if cur.awaitingJoin { // a second join while one waits: the older one is superseded
-		resp := joinResponse(cur.joinVersion)
-		resp.ErrorCode, resp.MemberID, resp.Generation = kerr.RebalanceInProgress.Code, cur.ID, -1
-		out.reply(cur.joinID, resp)
+		out.joinError(cur.joinID, cur.joinVersion, kerr.RebalanceInProgress, cur.ID)
 	}
 	cur.Protocols, cur.SessionTimeout, cur.RebalanceTimeout = m.Protocols, m.SessionTimeout, m.RebalanceTimeout
 	cur.ClientID, cur.ClientHost = m.ClientID, m.ClientHost
@@ -259,18 +245,12 @@ func (c *Coordinator) prepareRebalance(now time.Time, g *Group, out *Output) {
 	if g.State == CompletingRebalance { // the assignment being computed is void
 		for _, m := range g.members {
 			if m.awaitingSync {
-				resp := syncResponse(m.syncVersion)
-				resp.ErrorCode = kerr.RebalanceInProgress.Code
-				out.reply(m.syncID, resp)
+				out.syncError(m.syncID, m.syncVersion, kerr.RebalanceInProgress)
 				m.awaitingSync = false
 			}
 		}
 	}
-	var timeout time.Duration
-	for _, m := range g.members {
-		timeout = max(timeout, m.RebalanceTimeout)
-	}
-	g.rebalanceDeadline = now.Add(timeout)
+	g.rebalanceDeadline = now.Add(g.maxRebalanceTimeout())
 	g.joinDeadline = g.rebalanceDeadline
 	g.initialDelay = g.State == Empty && c.cfg.InitialRebalanceDelay > 0
 	if g.initialDelay {
@@ -385,17 +365,27 @@ func syncResponse(version int16) *kmsg.SyncGroupResponse {
 	return resp
 }
 
+// joinError answers JoinGroup request id with err; a failed join has no generation.
+func (o *Output) joinError(id RequestID, version int16, err *kerr.Error, memberID string) {
+	resp := joinResponse(version)
+	resp.ErrorCode, resp.MemberID, resp.Generation = err.Code, memberID, -1
+	o.reply(id, resp)
+}
+
+// syncError answers SyncGroup request id with err.
+func (o *Output) syncError(id RequestID, version int16, err *kerr.Error) {
+	resp := syncResponse(version)
+	resp.ErrorCode = err.Code
+	o.reply(id, resp)
+}
+
 // removeMember takes m out of g; a request it has pending is answered with err.
 func (c *Coordinator) removeMember(g *Group, m *Member, err *kerr.Error, out *Output) {
 	if m.awaitingJoin {
-		resp := joinResponse(m.joinVersion)
-		resp.ErrorCode, resp.MemberID, resp.Generation = err.Code, m.ID, -1
-		out.reply(m.joinID, resp)
+		out.joinError(m.joinID, m.joinVersion, err, m.ID)
 	}
 	if m.awaitingSync {
-		resp := syncResponse(m.syncVersion)
-		resp.ErrorCode = err.Code
-		out.reply(m.syncID, resp)
+		out.syncError(m.syncID, m.syncVersion, err)
 	}
 	delete(g.members, m.ID)
 	for i, id := range g.order {
@@ -426,9 +416,7 @@ func (c *Coordinator) memberLeft(now time.Time, g *Group, out *Output) {
 func (c *Coordinator) SyncGroup(now time.Time, id RequestID, req *kmsg.SyncGroupRequest) Output {
 	var out Output
 	fail := func(err *kerr.Error) Output {
-		resp := syncResponse(req.Version)
-		resp.ErrorCode = err.Code
-		out.reply(id, resp)
+		out.syncError(id, req.Version, err)
 		return out
 	}
 	g := c.groups[req.Group]
@@ -574,9 +562,10 @@ func (c *Coordinator) Tick(now time.Time) Output {
 	var out Output
 	for _, g := range c.Groups() {
 		if g.consumer != nil {
-			before := c.consumerStateValue(g.ID)
-			c.tickConsumer(now, g)
-			c.recordConsumerChange(g.ID, before, &out)
+			// Only a removal changes the state: encode it then, not on every tick to compare.
+			if c.tickConsumer(now, g) {
+				out.Records = append(out.Records, Record{Group: g.ID, Key: consumerKey(g.ID), Value: c.consumerStateValue(g.ID)})
+			}
 			continue
 		}
 		left := false

@@ -411,13 +411,17 @@ func (c *Coordinator) removeConsumer(now time.Time, g *Group, m *consumerMember)
 	}
 }
 
-// tickConsumer removes members whose session expired or who did not revoke in time.
-func (c *Coordinator) tickConsumer(now time.Time, g *Group) {
+// tickConsumer removes members whose session expired or who did not revoke in time and reports
+// whether it removed any (each removal bumps the group epoch, so the state changed).
+func (c *Coordinator) tickConsumer(now time.Time, g *Group) bool {
+	removed := false
 	for _, m := range sortedMembers(g.consumer) {
 		if !now.Before(m.deadline) || (m.revoking.size() > 0 && !now.Before(m.revokeDeadline)) {
 			c.removeConsumer(now, g, m)
+			removed = true
 		}
 	}
+	return removed
 }
 
 func sortedMembers(cs *consumerState) []*consumerMember {
