@@ -47,12 +47,21 @@ func NewRecorder() *Recorder {
 	return &Recorder{window: NewHistogram(), interval: NewHistogram()}
 }
 
+// histMicros converts a latency to the microseconds a histogram records: negative latencies (a
+// wall clock step) count as 0, and those above 60 s as 60 s, with clamped set.
+func histMicros(d time.Duration) (us int64, clamped bool) {
+	us = max(d.Microseconds(), 0)
+	if us > histHighestMicros {
+		return histHighestMicros, true
+	}
+	return us, false
+}
+
 // Record adds one latency. Negative latencies (a wall clock step) count as 0.
 func (r *Recorder) Record(d time.Duration, measured bool) {
-	us := max(d.Microseconds(), 0)
+	us, clamped := histMicros(d)
 	r.mu.Lock()
-	if us > histHighestMicros {
-		us = histHighestMicros
+	if clamped {
 		r.clamped++
 	}
 	_ = r.interval.RecordValue(us) // in range by construction

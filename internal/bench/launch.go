@@ -14,8 +14,6 @@ import (
 
 // Process is a broker that `runnel bench compare` started; Stop ends exactly that process.
 type Process struct {
-	Name string
-	Addr string
 	stop func() error
 }
 
@@ -51,7 +49,7 @@ func StartRunnel(ctx context.Context, bin, dataDir, addr string, logOut io.Write
 		_ = stop()
 		return nil, fmt.Errorf("bench: runnel serve on %s: %w", addr, err)
 	}
-	return &Process{Name: "runnel", Addr: addr, stop: stop}, nil
+	return &Process{stop: stop}, nil
 }
 
 // StartKafka runs `script start` (scripts/kafka.sh) for a Kafka on addr's port, with extra
@@ -74,7 +72,7 @@ func StartKafka(ctx context.Context, script, addr string, props []string, logOut
 		return nil, fmt.Errorf("bench: %s start: %w", script, err)
 	}
 	stop := func() error { return run(context.Background(), "stop") }
-	return &Process{Name: "kafka", Addr: addr, stop: stop}, nil
+	return &Process{stop: stop}, nil
 }
 
 // waitForPort waits until addr accepts a TCP connection, the process exits, or time runs out.

@@ -96,12 +96,6 @@ type Interval struct {
 	Errors       int64   `json:"errors"` // so far
 }
 
-// Histograms returns the measured produce, end-to-end and send-lag histograms. The caller must
-// not change them.
-func (r *Result) Histograms() (produce, e2e, sendLag *hdrhistogram.Histogram) {
-	return r.produceHist, r.e2eHist, r.lagHist
-}
-
 // summarize fills the summaries and throughput from the histograms and counts.
 func (r *Result) summarize() {
 	r.Produce, r.E2E, r.SendLag = Summarize(r.produceHist), Summarize(r.e2eHist), Summarize(r.lagHist)

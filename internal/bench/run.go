@@ -414,27 +414,17 @@ func (r *run) result(ctx context.Context) *Result {
 	var produceHists, lagHists, e2eHists []*hdrhistogram.Histogram
 	for _, p := range r.producers {
 		h, clamped := p.latency.Window()
-		lag, _ := p.lag.Window()
-		produceHists, lagHists = append(produceHists, h), append(lagHists, lag)
-		c := &res.Records
-		c.Clamped += clamped
-		c.Sent += p.stats.sent.Load()
-		c.Acked += p.stats.acked.Load()
-		c.ProduceErrors += p.stats.failed.Load()
-		c.Unsent += p.unsent
-		c.AckedMeasured += p.stats.ackedMeasured.Load()
-		c.AckedBytesMeasured += p.stats.bytesMeasured.Load()
+		produceHists, lagHists = append(produceHists, h), append(lagHists, p.lag)
+		res.Records.add(Counts{Clamped: clamped, Sent: p.stats.sent.Load(), Acked: p.stats.acked.Load(),
+			ProduceErrors: p.stats.failed.Load(), Unsent: p.unsent, AckedMeasured: p.stats.ackedMeasured.Load(),
+			AckedBytesMeasured: p.stats.bytesMeasured.Load()})
 	}
 	for _, cons := range r.consumers {
 		h, clamped := cons.latency.Window()
 		e2eHists = append(e2eHists, h)
-		c := &res.Records
-		c.Clamped += clamped
-		c.Consumed += cons.stats.consumed.Load()
-		c.FetchErrors += cons.stats.failed.Load()
-		c.Foreign += cons.stats.foreign.Load()
-		c.ConsumedMeasured += cons.stats.consumedMeasured.Load()
-		c.ConsumedBytesMeasured += cons.stats.bytesMeasured.Load()
+		res.Records.add(Counts{Clamped: clamped, Consumed: cons.stats.consumed.Load(), FetchErrors: cons.stats.failed.Load(),
+			Foreign: cons.stats.foreign.Load(), ConsumedMeasured: cons.stats.consumedMeasured.Load(),
+			ConsumedBytesMeasured: cons.stats.bytesMeasured.Load()})
 	}
 	res.produceHist = MergeHistograms(produceHists...)
 	res.lagHist = MergeHistograms(lagHists...)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -171,6 +170,15 @@ func printDryRun(w io.Writer, wl bench.Workload) error {
 	return err
 }
 
+// writeOutput prints v as indented JSON if asJSON, else calls text.
+func writeOutput(w io.Writer, asJSON bool, v any, text func(io.Writer)) error {
+	if asJSON {
+		return bench.WriteJSON(w, v)
+	}
+	text(w)
+	return nil
+}
+
 // splitAddrs splits a comma-separated address list, dropping empty entries.
 func splitAddrs(flag, s string) ([]string, error) {
 	var addrs []string
@@ -224,17 +232,12 @@ func newBenchRunCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if f.json {
-				return bench.WriteJSON(cmd.OutOrStdout(), res)
-			}
-			res.WriteText(cmd.OutOrStdout())
-			return nil
+			return writeOutput(cmd.OutOrStdout(), f.json, res, res.WriteText)
 		},
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated host:port of the cluster's brokers")
 	cmd.Flags().StringVar(&label, "label", "", "name of the target in the report (e.g. runnel, kafka)")
-	withEnvUsage(cmd.Flags())
 	return cmd
 }
 
@@ -334,16 +337,11 @@ write.caching=false vs Kafka flush.messages=1 (fsync before ack). See docs/bench
 			if err != nil {
 				return err
 			}
-			if f.json {
-				return bench.WriteJSON(cmd.OutOrStdout(), cmp)
-			}
-			cmp.WriteText(cmd.OutOrStdout())
-			return nil
+			return writeOutput(cmd.OutOrStdout(), f.json, cmp, cmp.WriteText)
 		},
 	}
 	f.register(cmd.Flags())
 	c.register(cmd.Flags())
-	withEnvUsage(cmd.Flags())
 	return cmd
 }
 
@@ -429,14 +427,10 @@ func newBenchFsyncCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(s)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "fsync of a %d-byte append in %s, %d times: p50 %.3f ms, p90 %.3f, p99 %.3f, p99.9 %.3f, max %.3f\n",
-				size, dir, s.Count, s.P50Ms, s.P90Ms, s.P99Ms, s.P999Ms, s.MaxMs)
-			return nil
+			return writeOutput(cmd.OutOrStdout(), asJSON, s, func(w io.Writer) {
+				fmt.Fprintf(w, "fsync of a %d-byte append in %s, %d times: p50 %.3f ms, p90 %.3f, p99 %.3f, p99.9 %.3f, max %.3f\n",
+					size, dir, s.Count, s.P50Ms, s.P90Ms, s.P99Ms, s.P999Ms, s.MaxMs)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".", "directory on the disk to measure (use the data dir's)")

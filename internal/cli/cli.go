@@ -47,6 +47,7 @@ func NewRoot(version string) *cobra.Command {
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetVersionTemplate("runnel {{.Version}}\n")
 	root.AddCommand(newServeCommand(), newTopicCommand(), newGroupCommand(), newBenchCommand(), newStatusCommand(), newVersionCommand(version))
+	withEnvUsage(root)
 	return root
 }
 
@@ -88,11 +89,25 @@ func applyEnv(flags *pflag.FlagSet) error {
 	return err
 }
 
-// withEnvUsage appends "(env RUNNEL_...)" to the usage of every flag in flags.
-func withEnvUsage(flags *pflag.FlagSet) {
-	flags.VisitAll(func(f *pflag.Flag) {
-		f.Usage += fmt.Sprintf(" (env %s)", envName(f.Name))
-	})
+// withEnvUsage appends "(env RUNNEL_...)" to the usage of every flag of cmd and its subcommands,
+// local and persistent, once each.
+func withEnvUsage(cmd *cobra.Command) {
+	done := map[*pflag.Flag]bool{}
+	add := func(f *pflag.Flag) {
+		if !done[f] && f.Name != "help" && f.Name != "version" {
+			done[f] = true
+			f.Usage += fmt.Sprintf(" (env %s)", envName(f.Name))
+		}
+	}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.PersistentFlags().VisitAll(add)
+		c.Flags().VisitAll(add)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(cmd)
 }
 
 // configFileAnnotation marks a --config flag that names a settings file.

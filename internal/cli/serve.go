@@ -43,7 +43,6 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.Uint64Var(&f.gcHeadroomMiB, "gc-headroom-mib", 256, "MiB the Go heap may grow past its live size before a GC cycle (0: plain GOGC; a set GOGC wins)")
 	flags.String("config", "", `file of "flag-name: value" lines; flags and environment variables win over it`)
 	flags.SetAnnotation("config", configFileAnnotation, []string{"true"})
-	withEnvUsage(flags)
 }
 
 // config turns the flags into a server configuration; logs go to logOut, notices to console.

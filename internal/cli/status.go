@@ -51,7 +51,6 @@ func newStatusCommand() *cobra.Command {
 	flags.StringVar(&addr, "admin-addr", "127.0.0.1:9644", "host:port (or URL) of the node's admin HTTP server")
 	flags.BoolVar(&asJSON, "json", false, "print the status document as the node sends it")
 	flags.DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the node")
-	withEnvUsage(flags)
 	return cmd
 }
 

@@ -36,16 +36,7 @@ func (f *topicFlags) register(flags *pflag.FlagSet) {
 
 // seeds splits --brokers into addresses, dropping empty entries.
 func (f *topicFlags) seeds() ([]string, error) {
-	var seeds []string
-	for _, s := range strings.Split(f.brokers, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			seeds = append(seeds, s)
-		}
-	}
-	if len(seeds) == 0 {
-		return nil, errors.New("--brokers is empty")
-	}
-	return seeds, nil
+	return splitAddrs("brokers", f.brokers)
 }
 
 // admin connects an admin client to the cluster and returns a context bounded by --timeout;
@@ -82,7 +73,6 @@ func newTopicCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	f.register(cmd.PersistentFlags())
-	withEnvUsage(cmd.PersistentFlags())
 	cmd.AddCommand(newTopicCreateCommand(&f), newTopicListCommand(&f), newTopicDescribeCommand(&f),
 		newTopicAlterConfigCommand(&f), newTopicDeleteCommand(&f))
 	return cmd
@@ -151,7 +141,6 @@ func (c *createFlags) register(flags *pflag.FlagSet) {
 	flags.Int16Var(&c.replicationFactor, "replication-factor", -1, "replicas per partition (-1: the broker's default)")
 	flags.StringArrayVar(&c.configs, "config", nil, "topic config key=value (repeatable)")
 	flags.BoolVar(&c.validateOnly, "validate-only", false, "only check that the topic could be created")
-	withEnvUsage(flags)
 }
 
 // createdTopic is one line of `topic create` output.
@@ -296,7 +285,6 @@ func newTopicListCommand(f *topicFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&internal, "internal", false, "include internal topics")
-	withEnvUsage(cmd.Flags())
 	return cmd
 }
 
@@ -627,7 +615,6 @@ func newTopicAlterConfigCommand(f *topicFlags) *cobra.Command {
 	}
 	cmd.Flags().StringArrayVar(&a.set, "set", nil, "config key=value to set (repeatable)")
 	cmd.Flags().StringArrayVar(&a.delete, "delete", nil, "config key to delete, reverting it to the default (repeatable)")
-	withEnvUsage(cmd.Flags())
 	return cmd
 }
 

@@ -84,7 +84,10 @@ func TestAlterOps(t *testing.T) {
 }
 
 func TestTopicFlagsDefaultsAndEnv(t *testing.T) {
-	cmd := newTopicCommand()
+	cmd, _, err := NewRoot("test").Find([]string{"topic"}) // the root adds the "(env ...)" notes
+	if err != nil {
+		t.Fatal(err)
+	}
 	create, _, err := cmd.Find([]string{"create"})
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/runnel-dev/runnel/internal/metrics"
+	"github.com/runnel-dev/runnel/internal/topics"
 )
 
 // A server's states, as /readyz and /v1/status report them. Only stateServing is ready.
@@ -159,13 +160,11 @@ func (s *Server) partitionStats(dst []metrics.Partition) []metrics.Partition {
 	if !s.recovered() {
 		return dst
 	}
-	for _, t := range s.topics.List() {
-		for _, p := range t.Partitions {
-			dst = append(dst, metrics.Partition{Topic: t.Name, Partition: p.Index,
-				StartOffset: p.Log.StartOffset(), EndOffset: p.Log.EndOffset(), HighWatermark: p.Log.HighWatermark(),
-				SizeBytes: p.Log.Size(), FlushLag: p.Log.FlushLag()})
-		}
-	}
+	s.eachPartition(func(topic string, p *topics.Partition) {
+		dst = append(dst, metrics.Partition{Topic: topic, Partition: p.Index,
+			StartOffset: p.Log.StartOffset(), EndOffset: p.Log.EndOffset(), HighWatermark: p.Log.HighWatermark(),
+			SizeBytes: p.Log.Size(), FlushLag: p.Log.FlushLag()})
+	})
 	return dst
 }
 

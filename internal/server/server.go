@@ -210,13 +210,21 @@ func (s *Server) Topics() *topics.Registry { return s.topics }
 // the returned slice.
 func (s *Server) Partitions() []PartitionState {
 	var states []PartitionState
+	s.eachPartition(func(topic string, p *topics.Partition) {
+		states = append(states, PartitionState{Topic: topic, Partition: p.Index,
+			StartOffset: p.Log.StartOffset(), EndOffset: p.Log.EndOffset(), SizeBytes: p.Log.Size()})
+	})
+	return states
+}
+
+// eachPartition calls fn with every open partition log and its topic's name, sorted by topic and
+// partition.
+func (s *Server) eachPartition(fn func(topic string, p *topics.Partition)) {
 	for _, t := range s.topics.List() {
 		for _, p := range t.Partitions {
-			states = append(states, PartitionState{Topic: t.Name, Partition: p.Index,
-				StartOffset: p.Log.StartOffset(), EndOffset: p.Log.EndOffset(), SizeBytes: p.Log.Size()})
+			fn(t.Name, p)
 		}
 	}
-	return states
 }
 
 // Run serves Kafka on the configured address until ctx ends, then shuts the listener down
