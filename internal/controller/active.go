@@ -1,0 +1,411 @@
+package controller
+
+import (
+	"slices"
+	"time"
+)
+
+// Active is the active controller's logic: node sessions, partition elections and leadership
+// transfers. It does no I/O: events go in (an applied image, a heartbeat, a vote, a tick) and
+// Effects come out (commands to propose, requests to send), so its tests are deterministic.
+// Only the Raft leader runs one; a new leader starts a fresh one.
+type Active struct {
+	cfg ActiveConfig
+	img *Image
+
+	sessions  map[int32]*session
+	elections map[PartitionRef]*election
+	transfers map[PartitionRef]*transfer
+	// hints names the replica a transfer wants elected, until the election is done.
+	hints       map[PartitionRef]int32
+	lastBalance time.Time
+}
+
+// ActiveConfig holds the active controller's timings.
+type ActiveConfig struct {
+	// SessionTimeout: a node not heard from for this long is fenced.
+	SessionTimeout time.Duration
+	// VoteGrace: an election with votes from a majority (but not every live replica) waits
+	// this long for the rest, to prefer the preferred replica among equals.
+	VoteGrace time.Duration
+	// VoteRetry: vote requests not answered after this long are sent again.
+	VoteRetry time.Duration
+	// BalanceInterval: how often leaderships are moved back to preferred replicas (0: never).
+	BalanceInterval time.Duration
+	// TransferTimeout bounds a leadership transfer's preparation.
+	TransferTimeout time.Duration
+	// MaxTransfers bounds the transfers in flight.
+	MaxTransfers int
+}
+
+// DefaultActiveConfig returns the defaults.
+func DefaultActiveConfig() ActiveConfig {
+	return ActiveConfig{SessionTimeout: 1500 * time.Millisecond, VoteGrace: 100 * time.Millisecond,
+		VoteRetry: 500 * time.Millisecond, BalanceInterval: 5 * time.Second, TransferTimeout: 2 * time.Second,
+		MaxTransfers: 64}
+}
+
+type session struct {
+	incarnation uint64
+	lastSeen    time.Time
+	fenceAsked  uint64 // incarnation a fence was proposed for (0: none)
+	unfenceAsk  time.Time
+}
+
+type election struct {
+	epoch     int32
+	metaIndex uint64
+	asked     map[int32]time.Time // node → when its vote was requested
+	votes     map[int32]Vote
+	started   time.Time
+	proposed  time.Time // when an elect was proposed (zero: not yet)
+}
+
+type transfer struct {
+	epoch   int32
+	target  int32
+	started time.Time
+	ready   bool // the leader is ready; begin-election proposed
+}
+
+// Vote is a replica's answer to a vote request.
+type Vote struct {
+	PartitionRef
+	Epoch int32 `json:"epoch"`
+	// OK: the replica is in Epoch without a leader and can lead. A replica that is ahead
+	// (already sees a later epoch) or whose log failed answers !OK.
+	OK        bool   `json:"ok"`
+	LastEpoch int32  `json:"last_epoch"`
+	LogEnd    int64  `json:"log_end"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// VoteRequest asks a node for its replicas' votes once its image has reached MetaIndex.
+type VoteRequest struct {
+	MetaIndex uint64     `json:"meta_index"`
+	Items     []EpochRef `json:"items"`
+}
+
+// VoteReply answers a VoteRequest.
+type VoteReply struct {
+	Votes []Vote `json:"votes"`
+}
+
+// TransferRequest asks a partition's leader to stop appending and wait until Target has its
+// whole log, before an election that Target should win.
+type TransferRequest struct {
+	EpochRef
+	Target int32 `json:"target"`
+}
+
+// TransferReply answers a TransferRequest: Ready means the leader stopped appending and Target
+// holds its log.
+type TransferReply struct {
+	Ready bool `json:"ready"`
+}
+
+// Effects are what the active controller wants done.
+type Effects struct {
+	Propose   []*Command
+	Votes     map[int32]*VoteRequest
+	Transfers map[int32][]TransferRequest
+}
+
+func (e *Effects) propose(c *Command) { e.Propose = append(e.Propose, c) }
+
+func (e *Effects) vote(node int32, metaIndex uint64, ref EpochRef) {
+	if e.Votes == nil {
+		e.Votes = map[int32]*VoteRequest{}
+	}
+	r := e.Votes[node]
+	if r == nil {
+		r = &VoteRequest{MetaIndex: metaIndex}
+		e.Votes[node] = r
+	}
+	r.MetaIndex = max(r.MetaIndex, metaIndex)
+	r.Items = append(r.Items, ref)
+}
+
+// Empty reports whether there is nothing to do.
+func (e *Effects) Empty() bool {
+	return len(e.Propose) == 0 && len(e.Votes) == 0 && len(e.Transfers) == 0
+}
+
+// NewActive starts the active controller's logic with the image at the moment this node
+// became the Raft leader. Every unfenced node gets a full session from now.
+func NewActive(cfg ActiveConfig, img *Image, now time.Time) *Active {
+	a := &Active{cfg: cfg, img: img, sessions: map[int32]*session{}, elections: map[PartitionRef]*election{},
+		transfers: map[PartitionRef]*transfer{}, hints: map[PartitionRef]int32{}, lastBalance: now}
+	for id, n := range img.Nodes {
+		a.sessions[id] = &session{incarnation: n.Incarnation, lastSeen: now}
+	}
+	return a
+}
+
+// SetImage takes a newly applied image: elections start for partitions that lost their leader.
+func (a *Active) SetImage(img *Image, now time.Time) Effects {
+	a.img = img
+	for id, n := range img.Nodes {
+		s := a.sessions[id]
+		if s == nil || s.incarnation != n.Incarnation {
+			a.sessions[id] = &session{incarnation: n.Incarnation, lastSeen: now}
+		}
+	}
+	var eff Effects
+	a.electAll(now, &eff)
+	return eff
+}
+
+// Heartbeat records a node's heartbeat. It returns false if the node must register again (its
+// incarnation is not the image's).
+func (a *Active) Heartbeat(node int32, incarnation uint64, now time.Time) (bool, Effects) {
+	var eff Effects
+	n, ok := a.img.Nodes[node]
+	if !ok || n.Incarnation != incarnation {
+		return false, eff
+	}
+	s := a.sessions[node]
+	if s == nil {
+		s = &session{incarnation: incarnation}
+		a.sessions[node] = s
+	}
+	s.lastSeen = now
+	if n.Fenced && now.Sub(s.unfenceAsk) > a.cfg.VoteRetry {
+		s.unfenceAsk = now
+		eff.propose(&Command{Op: OpUnfence, Fence: &Fence{Node: node, Incarnation: incarnation}})
+	}
+	return true, eff
+}
+
+// PeerDown is told that a node's cluster port refused a connection: its process is gone, so it
+// is fenced without waiting for its session to expire.
+func (a *Active) PeerDown(node int32, now time.Time) Effects {
+	var eff Effects
+	a.fence(node, now, &eff)
+	return eff
+}
+
+func (a *Active) fence(node int32, now time.Time, eff *Effects) {
+	n, ok := a.img.Nodes[node]
+	if !ok || n.Fenced {
+		return
+	}
+	s := a.sessions[node]
+	if s == nil {
+		s = &session{incarnation: n.Incarnation, lastSeen: now}
+		a.sessions[node] = s
+	}
+	if s.fenceAsked == n.Incarnation {
+		return
+	}
+	s.fenceAsked = n.Incarnation
+	eff.propose(&Command{Op: OpFence, Fence: &Fence{Node: node, Incarnation: n.Incarnation}})
+}
+
+// Votes takes a node's vote reply.
+func (a *Active) Votes(from int32, reply *VoteReply, now time.Time) Effects {
+	for _, v := range reply.Votes {
+		e := a.elections[v.PartitionRef]
+		if e == nil || e.epoch != v.Epoch {
+			continue
+		}
+		e.votes[from] = v
+	}
+	var eff Effects
+	a.electAll(now, &eff)
+	return eff
+}
+
+// TransferReady takes a leader's answer to a transfer request.
+func (a *Active) TransferReady(ref EpochRef, ready bool, now time.Time) Effects {
+	var eff Effects
+	t := a.transfers[ref.PartitionRef]
+	if t == nil || t.epoch != ref.Epoch || t.ready {
+		return eff
+	}
+	if !ready {
+		delete(a.transfers, ref.PartitionRef)
+		return eff
+	}
+	t.ready = true
+	a.hints[ref.PartitionRef] = t.target
+	eff.propose(&Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{ref}}})
+	return eff
+}
+
+// Transfer starts moving leadership of a partition to target (ElectLeaders, balancing). It
+// returns false if the partition has no leader, target cannot lead it, or it is led by target
+// already.
+func (a *Active) Transfer(ref PartitionRef, target int32, now time.Time) (bool, Effects) {
+	var eff Effects
+	_, p, ok := a.img.Partition(ref.Topic, ref.Partition)
+	if !ok || p.Leader < 0 || p.Leader == target || !a.img.Live(target) || !slices.Contains(p.Hosts(), target) {
+		return false, eff
+	}
+	if t := a.transfers[ref]; t != nil && t.epoch == p.LeaderEpoch {
+		return true, eff
+	}
+	a.transfers[ref] = &transfer{epoch: p.LeaderEpoch, target: target, started: now}
+	if eff.Transfers == nil {
+		eff.Transfers = map[int32][]TransferRequest{}
+	}
+	eff.Transfers[p.Leader] = append(eff.Transfers[p.Leader],
+		TransferRequest{EpochRef: EpochRef{PartitionRef: ref, Epoch: p.LeaderEpoch}, Target: target})
+	return true, eff
+}
+
+// Tick expires sessions, retries votes, times out transfers and balances leadership.
+func (a *Active) Tick(now time.Time) Effects {
+	var eff Effects
+	for id, n := range a.img.Nodes {
+		s := a.sessions[id]
+		if !n.Fenced && s != nil && now.Sub(s.lastSeen) > a.cfg.SessionTimeout {
+			a.fence(id, now, &eff)
+		}
+	}
+	for ref, t := range a.transfers {
+		if now.Sub(t.started) > a.cfg.TransferTimeout {
+			delete(a.transfers, ref)
+		}
+	}
+	a.electAll(now, &eff)
+	if a.cfg.BalanceInterval > 0 && now.Sub(a.lastBalance) >= a.cfg.BalanceInterval {
+		a.lastBalance = now
+		a.balance(now, &eff)
+	}
+	return eff
+}
+
+// balance moves leaderships back to preferred replicas that are live and in sync.
+func (a *Active) balance(now time.Time, eff *Effects) {
+	a.img.EachPartition(func(t *Topic, index int32, p *Partition) {
+		if len(a.transfers) >= a.cfg.MaxTransfers {
+			return
+		}
+		pref := p.Preferred()
+		if p.Leader < 0 || p.Leader == pref || !a.img.Live(pref) || !slices.Contains(p.ISR, pref) {
+			return
+		}
+		ref := PartitionRef{Topic: t.ID, Partition: index}
+		if _, busy := a.transfers[ref]; busy {
+			return
+		}
+		if _, sub := a.Transfer(ref, pref, now); sub.Transfers != nil {
+			if eff.Transfers == nil {
+				eff.Transfers = map[int32][]TransferRequest{}
+			}
+			for n, rs := range sub.Transfers {
+				eff.Transfers[n] = append(eff.Transfers[n], rs...)
+			}
+		}
+	})
+}
+
+// electAll runs the elections of every partition without a leader.
+func (a *Active) electAll(now time.Time, eff *Effects) {
+	var elect []ElectItem
+	seen := map[PartitionRef]bool{}
+	a.img.EachPartition(func(t *Topic, index int32, p *Partition) {
+		ref := PartitionRef{Topic: t.ID, Partition: index}
+		if p.Leader >= 0 {
+			return
+		}
+		seen[ref] = true
+		e := a.elections[ref]
+		if e == nil || e.epoch != p.LeaderEpoch {
+			e = &election{epoch: p.LeaderEpoch, metaIndex: a.img.Index, asked: map[int32]time.Time{},
+				votes: map[int32]Vote{}, started: now}
+			a.elections[ref] = e
+		}
+		if it, ok := a.tally(ref, p, e, now); ok {
+			elect = append(elect, it)
+			e.proposed = now
+			return
+		}
+		for _, n := range p.Hosts() {
+			if _, voted := e.votes[n]; voted || !a.img.Live(n) {
+				continue
+			}
+			if at, asked := e.asked[n]; asked && now.Sub(at) < a.cfg.VoteRetry {
+				continue
+			}
+			e.asked[n] = now
+			eff.vote(n, e.metaIndex, EpochRef{PartitionRef: ref, Epoch: e.epoch})
+		}
+	})
+	for ref := range a.elections {
+		if !seen[ref] {
+			delete(a.elections, ref)
+			delete(a.hints, ref)
+		}
+	}
+	if len(elect) > 0 {
+		eff.propose(&Command{Op: OpElect, Elect: &Elect{Items: elect}})
+	}
+}
+
+// tally decides an election if its votes allow: a majority of every voter set has voted OK,
+// and either every live replica has voted or the grace period has passed.
+func (a *Active) tally(ref PartitionRef, p *Partition, e *election, now time.Time) (ElectItem, bool) {
+	if !e.proposed.IsZero() && now.Sub(e.proposed) < a.cfg.VoteRetry {
+		return ElectItem{}, false // proposed; wait for it to apply
+	}
+	ok := func(n int32) bool { v, has := e.votes[n]; return has && v.OK && a.img.Live(n) }
+	for _, set := range p.VoterSets() {
+		count := 0
+		for _, n := range set {
+			if ok(n) {
+				count++
+			}
+		}
+		if count < len(set)/2+1 {
+			return ElectItem{}, false
+		}
+	}
+	hosts := p.Hosts()
+	all := true
+	for _, n := range hosts {
+		if _, voted := e.votes[n]; !voted && a.img.Live(n) {
+			all = false
+		}
+	}
+	if !all && now.Sub(e.started) < a.cfg.VoteGrace {
+		return ElectItem{}, false
+	}
+	leader := ChooseLeader(hosts, e.votes, a.hints[ref], p.Preferred(), ok)
+	if leader < 0 {
+		return ElectItem{}, false
+	}
+	return ElectItem{PartitionRef: ref, Epoch: e.epoch, Leader: leader}, true
+}
+
+// ChooseLeader picks the voter with the most up-to-date log — the highest (LastEpoch, LogEnd),
+// Raft's rule — preferring hint, then preferred, then the lowest id among equals. eligible
+// says which voters may lead. It returns -1 if none may.
+func ChooseLeader(hosts []int32, votes map[int32]Vote, hint, preferred int32, eligible func(int32) bool) int32 {
+	best := int32(-1)
+	var bv Vote
+	rank := func(n int32) int {
+		switch n {
+		case hint:
+			return 0
+		case preferred:
+			return 1
+		}
+		return 2
+	}
+	for _, n := range hosts {
+		if !eligible(n) {
+			continue
+		}
+		v := votes[n]
+		switch {
+		case best < 0,
+			v.LastEpoch > bv.LastEpoch,
+			v.LastEpoch == bv.LastEpoch && v.LogEnd > bv.LogEnd,
+			v.LastEpoch == bv.LastEpoch && v.LogEnd == bv.LogEnd && (rank(n) < rank(best) || rank(n) == rank(best) && n < best):
+			best, bv = n, v
+		}
+	}
+	return best
+}

@@ -1,0 +1,223 @@
+package controller
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func testActiveConfig() ActiveConfig {
+	cfg := DefaultActiveConfig()
+	cfg.BalanceInterval = 0
+	return cfg
+}
+
+// commit applies the proposed commands to im, as the log would.
+func commit(im *Image, eff Effects) {
+	for _, c := range eff.Propose {
+		Apply(im, im.Index+1, c)
+	}
+}
+
+func TestSessionExpiryFencesAndElects(t *testing.T) {
+	im := cluster3(t)
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	now := t0.Add(time.Second)
+	for _, n := range []int32{1, 3} {
+		a.Heartbeat(n, im.Nodes[n].Incarnation, now)
+	}
+	if eff := a.Tick(now); len(eff.Propose) != 0 {
+		t.Fatalf("fenced before the session expired: %+v", eff.Propose[0])
+	}
+	now = t0.Add(1600 * time.Millisecond)
+	for _, n := range []int32{1, 3} {
+		a.Heartbeat(n, im.Nodes[n].Incarnation, now)
+	}
+	eff := a.Tick(now)
+	if len(eff.Propose) != 1 || eff.Propose[0].Op != OpFence || eff.Propose[0].Fence.Node != 2 {
+		t.Fatalf("after node 2's session expired: %+v; want one fence of node 2", eff.Propose)
+	}
+	if again := a.Tick(now.Add(10 * time.Millisecond)); len(again.Propose) != 0 {
+		t.Fatalf("the fence was proposed twice")
+	}
+	commit(im, eff)
+	eff = a.SetImage(im.Clone(), now)
+	// Partition 1 (led by 2) needs an election: votes asked from 3 and 1 (2 is fenced).
+	if len(eff.Votes) != 2 || eff.Votes[2] != nil {
+		t.Fatalf("vote requests to %v; want nodes 1 and 3", keys(eff.Votes))
+	}
+	ref := PartitionRef{TopicID{1}, 1}
+	a.Votes(3, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LastEpoch: 0, LogEnd: 100}}}, now)
+	eff = a.Votes(1, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LastEpoch: 0, LogEnd: 90}}}, now)
+	if len(eff.Propose) != 1 || eff.Propose[0].Op != OpElect {
+		t.Fatalf("with votes from 1 and 3 (every live replica): %+v; want an elect", eff.Propose)
+	}
+	it := eff.Propose[0].Elect.Items[0]
+	if it.Leader != 3 || it.Epoch != 1 {
+		t.Fatalf("elected %d in epoch %d; want 3 (the longest log) in 1", it.Leader, it.Epoch)
+	}
+	commit(im, eff)
+	if _, p, _ := im.Partition(ref.Topic, 1); p.Leader != 3 {
+		t.Fatalf("leader after the elect applied: %d", p.Leader)
+	}
+}
+
+func keys(m map[int32]*VoteRequest) []int32 {
+	var out []int32
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestRefusedPeerIsFencedAtOnce(t *testing.T) {
+	im := cluster3(t)
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	eff := a.PeerDown(1, t0)
+	if len(eff.Propose) != 1 || eff.Propose[0].Op != OpFence || eff.Propose[0].Fence.Node != 1 {
+		t.Fatalf("PeerDown(1) = %+v; want a fence of 1", eff.Propose)
+	}
+}
+
+func TestElectionNeedsAMajorityAndWaitsForThePreferred(t *testing.T) {
+	im := cluster3(t)
+	ref := PartitionRef{TopicID{1}, 0} // replicas 1,2,3; preferred 1
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	a.SetImage(im.Clone(), t0)
+	if eff := a.Votes(2, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LogEnd: 50}}}, t0); len(eff.Propose) != 0 {
+		t.Fatal("elected with one vote of three")
+	}
+	if eff := a.Votes(3, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LogEnd: 50}}}, t0); len(eff.Propose) != 0 {
+		t.Fatal("elected before the grace period with node 1 still to vote")
+	}
+	eff := a.Votes(1, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LogEnd: 50}}}, t0.Add(time.Millisecond))
+	if len(eff.Propose) != 1 || eff.Propose[0].Elect.Items[0].Leader != 1 {
+		t.Fatalf("with equal logs: %+v; want the preferred replica 1", eff.Propose)
+	}
+}
+
+func TestElectionAfterGraceWithoutTheSlowVoter(t *testing.T) {
+	im := cluster3(t)
+	ref := PartitionRef{TopicID{1}, 0}
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	a.SetImage(im.Clone(), t0)
+	a.Votes(2, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LastEpoch: 0, LogEnd: 10}}}, t0)
+	a.Votes(3, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LastEpoch: 0, LogEnd: 12}}}, t0)
+	eff := a.Tick(t0.Add(150 * time.Millisecond))
+	var elect *Command
+	for _, c := range eff.Propose {
+		if c.Op == OpElect {
+			elect = c
+		}
+	}
+	if elect == nil || elect.Elect.Items[0].Leader != 3 {
+		t.Fatalf("after the grace period: %+v; want 3 elected", eff.Propose)
+	}
+}
+
+func TestStaleAndNotOKVotesDoNotCount(t *testing.T) {
+	im := cluster3(t)
+	ref := PartitionRef{TopicID{1}, 0}
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	a.SetImage(im.Clone(), t0)
+	a.Votes(2, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 0, OK: true, LogEnd: 99}}}, t0) // old epoch
+	a.Votes(3, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: false, Reason: "log failed"}}}, t0)
+	if eff := a.Tick(t0.Add(time.Second)); hasOp(eff, OpElect) {
+		t.Fatal("elected without a majority of OK votes in the epoch")
+	}
+}
+
+func hasOp(eff Effects, op string) bool {
+	for _, c := range eff.Propose {
+		if c.Op == op {
+			return true
+		}
+	}
+	return false
+}
+
+func TestVotesAreAskedAgain(t *testing.T) {
+	im := cluster3(t)
+	ref := PartitionRef{TopicID{1}, 0}
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	if eff := a.SetImage(im.Clone(), t0); len(eff.Votes) != 3 {
+		t.Fatalf("asked %d nodes; want 3", len(eff.Votes))
+	}
+	if eff := a.Tick(t0.Add(100 * time.Millisecond)); len(eff.Votes) != 0 {
+		t.Fatal("asked again before the retry interval")
+	}
+	eff := a.Tick(t0.Add(600 * time.Millisecond))
+	if len(eff.Votes) != 3 || eff.Votes[1].MetaIndex != im.Index {
+		t.Fatalf("retry: %v; want all three asked again at meta index %d", eff.Votes, im.Index)
+	}
+}
+
+func TestTransferThenElectTarget(t *testing.T) {
+	im := cluster3(t)
+	ref := PartitionRef{TopicID{1}, 0} // led by 1
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	ok, eff := a.Transfer(ref, 3, t0)
+	if !ok || len(eff.Transfers[1]) != 1 || eff.Transfers[1][0].Target != 3 {
+		t.Fatalf("Transfer = %v, %+v; want a request to leader 1", ok, eff.Transfers)
+	}
+	eff = a.TransferReady(EpochRef{ref, 0}, true, t0)
+	if !hasOp(eff, OpBeginElection) {
+		t.Fatalf("ready transfer: %+v; want begin-election", eff.Propose)
+	}
+	commit(im, eff)
+	a.SetImage(im.Clone(), t0)
+	for _, n := range []int32{1, 2, 3} {
+		eff = a.Votes(n, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LogEnd: 7}}}, t0)
+	}
+	if !hasOp(eff, OpElect) || eff.Propose[0].Elect.Items[0].Leader != 3 {
+		t.Fatalf("transfer election: %+v; want 3 (the target) among equal logs", eff.Propose)
+	}
+}
+
+func TestBalanceMovesLeadershipBackToPreferred(t *testing.T) {
+	im := cluster3(t)
+	ref := PartitionRef{TopicID{1}, 0} // preferred 1
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
+	Apply(im, im.Index+1, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 1, 2}}}})
+	cfg := testActiveConfig()
+	cfg.BalanceInterval = time.Second
+	a := NewActive(cfg, im.Clone(), t0)
+	if eff := a.Tick(t0.Add(2 * time.Second)); len(eff.Transfers) != 0 {
+		t.Fatal("balanced to node 1 while it is not in the ISR")
+	}
+	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{ref, 1, []int32{2, 1, 3}}}}})
+	a.SetImage(im.Clone(), t0.Add(2*time.Second))
+	for _, n := range []int32{1, 2, 3} {
+		a.Heartbeat(n, im.Nodes[n].Incarnation, t0.Add(3*time.Second))
+	}
+	eff := a.Tick(t0.Add(3 * time.Second))
+	if len(eff.Transfers[2]) != 1 || eff.Transfers[2][0].Target != 1 {
+		t.Fatalf("balance: %+v; want leader 2 asked to transfer to 1", eff.Transfers)
+	}
+}
+
+func TestChooseLeader(t *testing.T) {
+	all := func(int32) bool { return true }
+	for _, tc := range []struct {
+		votes     map[int32]Vote
+		hint, pre int32
+		want      int32
+	}{
+		{map[int32]Vote{1: {LastEpoch: 3, LogEnd: 10}, 2: {LastEpoch: 4, LogEnd: 5}}, -1, 1, 2},
+		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 10}, 2: {LastEpoch: 4, LogEnd: 11}}, -1, 1, 2},
+		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 11}, 2: {LastEpoch: 4, LogEnd: 11}, 3: {LastEpoch: 4, LogEnd: 11}}, -1, 2, 2},
+		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 11}, 2: {LastEpoch: 4, LogEnd: 11}, 3: {LastEpoch: 4, LogEnd: 11}}, 3, 2, 3},
+		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 11}, 3: {LastEpoch: 4, LogEnd: 11}}, -1, 2, 1},
+	} {
+		hosts := []int32{1, 2, 3}
+		got := ChooseLeader(hosts, tc.votes, tc.hint, tc.pre, func(n int32) bool { _, ok := tc.votes[n]; return ok && all(n) })
+		if got != tc.want {
+			t.Errorf("ChooseLeader(%v, hint %d, preferred %d) = %d; want %d", tc.votes, tc.hint, tc.pre, got, tc.want)
+		}
+	}
+}

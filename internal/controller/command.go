@@ -1,0 +1,513 @@
+package controller
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// A Command is one entry of the controller log, JSON-encoded: {"op": "...", ...}. Only the
+// fields of its op are set. ID, when set, lets the node that proposed it find its result.
+type Command struct {
+	Op string `json:"op"`
+	ID uint64 `json:"id,omitempty"` // proposal id: (proposing node << 40) | sequence
+
+	Bootstrap        *Bootstrap        `json:"bootstrap,omitempty"`
+	Register         *Register         `json:"register,omitempty"`
+	Fence            *Fence            `json:"fence,omitempty"`
+	CreateTopic      *CreateTopic      `json:"create_topic,omitempty"`
+	DeleteTopic      *DeleteTopic      `json:"delete_topic,omitempty"`
+	CreatePartitions *CreatePartitions `json:"create_partitions,omitempty"`
+	SetTopicConfigs  *SetTopicConfigs  `json:"set_topic_configs,omitempty"`
+	SetNodeConfigs   *SetNodeConfigs   `json:"set_node_configs,omitempty"`
+	AllocProducerIDs *AllocProducerIDs `json:"alloc_producer_ids,omitempty"`
+	Elect            *Elect            `json:"elect,omitempty"`
+	BeginElection    *BeginElection    `json:"begin_election,omitempty"`
+	SetISR           *SetISR           `json:"set_isr,omitempty"`
+	Reassign         *Reassign         `json:"reassign,omitempty"`
+}
+
+// The ops.
+const (
+	OpBootstrap        = "bootstrap"
+	OpRegister         = "register"
+	OpFence            = "fence"
+	OpUnfence          = "unfence"
+	OpCreateTopic      = "create-topic"
+	OpDeleteTopic      = "delete-topic"
+	OpCreatePartitions = "create-partitions"
+	OpSetTopicConfigs  = "set-topic-configs"
+	OpSetNodeConfigs   = "set-node-configs"
+	OpAllocProducerIDs = "alloc-producer-ids"
+	OpElect            = "elect"
+	OpBeginElection    = "begin-election"
+	OpSetISR           = "set-isr"
+	OpReassign         = "reassign"
+	OpFinishReassign   = "finish-reassign"
+)
+
+// Bootstrap starts the cluster: its id and, when a one-node data dir is upgraded, what that
+// node had.
+type Bootstrap struct {
+	ClusterID      string            `json:"cluster_id"`
+	NextProducerID int64             `json:"next_producer_id,omitempty"`
+	ClusterConfigs map[string]string `json:"cluster_configs,omitempty"`
+	// Imported topics, each led by ImportNode in epoch 0, its only replica.
+	Topics      []ImportedTopic   `json:"topics,omitempty"`
+	ImportNode  int32             `json:"import_node,omitempty"`
+	NodeConfigs map[string]string `json:"node_configs,omitempty"` // ImportNode's
+}
+
+// ImportedTopic is a topic of an upgraded one-node data dir.
+type ImportedTopic struct {
+	Name       string            `json:"name"`
+	ID         TopicID           `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+// Register is a node's (re)registration. Its incarnation is the command's log index.
+type Register struct {
+	Node        int32  `json:"node"`
+	KafkaHost   string `json:"kafka_host"`
+	KafkaPort   int32  `json:"kafka_port"`
+	ClusterAddr string `json:"cluster_addr"`
+	Rack        string `json:"rack,omitempty"`
+}
+
+// Fence fences (op fence) or unfences (op unfence) one incarnation of a node.
+type Fence struct {
+	Node        int32  `json:"node"`
+	Incarnation uint64 `json:"incarnation"`
+}
+
+// CreateTopic creates a topic with explicit replica assignments.
+type CreateTopic struct {
+	Name        string            `json:"name"`
+	ID          TopicID           `json:"id"`
+	Configs     map[string]string `json:"configs,omitempty"`
+	Assignments [][]int32         `json:"assignments"`
+}
+
+// DeleteTopic deletes a topic by id.
+type DeleteTopic struct {
+	ID TopicID `json:"id"`
+}
+
+// CreatePartitions adds partitions (their assignments) to a topic.
+type CreatePartitions struct {
+	ID          TopicID   `json:"id"`
+	Assignments [][]int32 `json:"assignments"`
+}
+
+// SetTopicConfigs replaces a topic's explicitly set configs.
+type SetTopicConfigs struct {
+	ID      TopicID           `json:"id"`
+	Configs map[string]string `json:"configs"`
+}
+
+// SetNodeConfigs replaces the dynamic broker configs of a node, or (Node -1) the cluster's.
+type SetNodeConfigs struct {
+	Node    int32             `json:"node"`
+	Configs map[string]string `json:"configs"`
+}
+
+// AllocProducerIDs reserves Count producer ids; the result is the first.
+type AllocProducerIDs struct {
+	Node  int32 `json:"node"`
+	Count int64 `json:"count"`
+}
+
+// Elect names the leaders of partitions whose elections ran.
+type Elect struct {
+	Items []ElectItem `json:"items"`
+}
+
+// ElectItem is one partition's election result. It applies only if the partition is still in
+// Epoch without a leader.
+type ElectItem struct {
+	PartitionRef
+	Epoch  int32 `json:"epoch"`
+	Leader int32 `json:"leader"`
+}
+
+// BeginElection takes the leader away from partitions that are in the given epochs (a transfer,
+// a preferred election, a leader's failing disk): epoch + 1, no leader.
+type BeginElection struct {
+	Items []EpochRef `json:"items"`
+}
+
+// EpochRef is a partition in a leader epoch.
+type EpochRef struct {
+	PartitionRef
+	Epoch int32 `json:"epoch"`
+}
+
+// SetISR records the in-sync replicas a partition's leader reports for its epoch.
+type SetISR struct {
+	Items []ISRItem `json:"items"`
+}
+
+// ISRItem is one partition's reported ISR.
+type ISRItem struct {
+	PartitionRef
+	Epoch int32   `json:"epoch"`
+	ISR   []int32 `json:"isr"`
+}
+
+// Reassign starts (Target set), cancels (Target nil, op reassign) or finishes (op
+// finish-reassign) a partition's move to a new replica set.
+type Reassign struct {
+	PartitionRef
+	Target []int32 `json:"target"`
+}
+
+// Errors of Apply, returned to whoever proposed the command.
+var (
+	ErrTopicExists       = errors.New("controller: topic already exists")
+	ErrUnknownTopic      = errors.New("controller: unknown topic")
+	ErrUnknownNode       = errors.New("controller: unknown node")
+	ErrBadAssignment     = errors.New("controller: invalid replica assignment")
+	ErrNoReassignment    = errors.New("controller: no reassignment in progress")
+	ErrReassignNotSynced = errors.New("controller: target replicas are not all in sync")
+)
+
+// Encode returns the command's log entry.
+func (c *Command) Encode() []byte {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("controller: encoding a %s command: %v", c.Op, err))
+	}
+	return b
+}
+
+// DecodeCommand parses a log entry.
+func DecodeCommand(b []byte) (*Command, error) {
+	var c Command
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("controller: bad command: %w", err)
+	}
+	if c.Op == "" {
+		return nil, errors.New("controller: command without op")
+	}
+	return &c, nil
+}
+
+// Result is what applying a command produced for its proposer.
+type Result struct {
+	Err   error
+	Value int64 // alloc-producer-ids: the first id; register: the incarnation
+}
+
+// Apply applies the command at log index to im, in place, and returns its result. Every node
+// applies the same commands in the same order and gets the same image. A command that no
+// longer applies (its epoch has passed, its topic is gone) changes nothing.
+func Apply(im *Image, index uint64, c *Command) Result {
+	im.Index = index
+	switch c.Op {
+	case OpBootstrap:
+		if c.Bootstrap != nil && im.ClusterID == "" {
+			applyBootstrap(im, c.Bootstrap)
+		}
+	case OpRegister:
+		if c.Register != nil {
+			return applyRegister(im, index, c.Register)
+		}
+	case OpFence, OpUnfence:
+		if f := c.Fence; f != nil {
+			n, ok := im.Nodes[f.Node]
+			if !ok || n.Incarnation != f.Incarnation {
+				return Result{}
+			}
+			if c.Op == OpUnfence {
+				n.Fenced = false
+				break
+			}
+			if !n.Fenced {
+				n.Fenced = true
+				loseNode(im, f.Node)
+			}
+		}
+	case OpCreateTopic:
+		if c.CreateTopic != nil {
+			return Result{Err: applyCreateTopic(im, c.CreateTopic)}
+		}
+	case OpDeleteTopic:
+		if c.DeleteTopic != nil {
+			t, ok := im.byID[c.DeleteTopic.ID]
+			if !ok {
+				return Result{Err: ErrUnknownTopic}
+			}
+			delete(im.Topics, t.Name)
+			delete(im.byID, t.ID)
+		}
+	case OpCreatePartitions:
+		if c.CreatePartitions != nil {
+			return Result{Err: applyCreatePartitions(im, c.CreatePartitions)}
+		}
+	case OpSetTopicConfigs:
+		if s := c.SetTopicConfigs; s != nil {
+			t, ok := im.byID[s.ID]
+			if !ok {
+				return Result{Err: ErrUnknownTopic}
+			}
+			t.Configs = maps.Clone(s.Configs)
+		}
+	case OpSetNodeConfigs:
+		if s := c.SetNodeConfigs; s != nil {
+			if s.Node < 0 {
+				im.ClusterConfigs = maps.Clone(s.Configs)
+				break
+			}
+			n, ok := im.Nodes[s.Node]
+			if !ok {
+				return Result{Err: ErrUnknownNode}
+			}
+			n.Configs = maps.Clone(s.Configs)
+		}
+	case OpAllocProducerIDs:
+		if a := c.AllocProducerIDs; a != nil && a.Count > 0 {
+			first := im.NextProducerID
+			im.NextProducerID += a.Count
+			return Result{Value: first}
+		}
+	case OpElect:
+		if c.Elect != nil {
+			applyElect(im, c.Elect)
+		}
+	case OpBeginElection:
+		if c.BeginElection != nil {
+			for _, it := range c.BeginElection.Items {
+				if _, p, ok := im.Partition(it.Topic, it.Partition); ok && p.LeaderEpoch == it.Epoch {
+					dropLeader(p)
+				}
+			}
+		}
+	case OpSetISR:
+		if c.SetISR != nil {
+			for _, it := range c.SetISR.Items {
+				_, p, ok := im.Partition(it.Topic, it.Partition)
+				if ok && p.LeaderEpoch == it.Epoch && p.Leader >= 0 && slices.Contains(it.ISR, p.Leader) && !slices.Equal(p.ISR, it.ISR) {
+					p.ISR = slices.Clone(it.ISR)
+					p.PartitionEpoch++
+				}
+			}
+		}
+	case OpReassign:
+		if c.Reassign != nil {
+			return Result{Err: applyReassign(im, c.Reassign)}
+		}
+	case OpFinishReassign:
+		if c.Reassign != nil {
+			return Result{Err: applyFinishReassign(im, c.Reassign)}
+		}
+	default:
+		// An op of a later version: ignored, so an older node does not stop applying.
+	}
+	return Result{}
+}
+
+func applyBootstrap(im *Image, b *Bootstrap) {
+	im.ClusterID = b.ClusterID
+	im.NextProducerID = max(im.NextProducerID, b.NextProducerID)
+	if len(b.ClusterConfigs) > 0 {
+		im.ClusterConfigs = maps.Clone(b.ClusterConfigs)
+	}
+	if len(b.Topics) > 0 {
+		n, ok := im.Nodes[b.ImportNode]
+		if !ok {
+			n = &Node{ID: b.ImportNode, Fenced: true}
+			im.Nodes[b.ImportNode] = n
+		}
+		if len(b.NodeConfigs) > 0 {
+			n.Configs = maps.Clone(b.NodeConfigs)
+		}
+	}
+	for _, it := range b.Topics {
+		if _, ok := im.Topics[it.Name]; ok {
+			continue
+		}
+		t := &Topic{Name: it.Name, ID: it.ID, Configs: maps.Clone(it.Configs)}
+		for range it.Partitions {
+			// Led by the importing node in epoch 0 (every batch of a one-node log is of epoch 0);
+			// if that node is not registered yet, it is elected when it registers.
+			p := &Partition{Replicas: []int32{b.ImportNode}, Leader: -1, LeaderEpoch: 0, ISR: []int32{b.ImportNode}}
+			if im.Live(b.ImportNode) {
+				p.Leader = b.ImportNode
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		im.Topics[t.Name], im.byID[t.ID] = t, t
+	}
+}
+
+func applyRegister(im *Image, index uint64, r *Register) Result {
+	n, ok := im.Nodes[r.Node]
+	if !ok {
+		n = &Node{ID: r.Node}
+		im.Nodes[r.Node] = n
+	}
+	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack
+	n.Incarnation, n.Fenced = index, false
+	// A new incarnation leads nothing: the restarted process lost its replication state (and,
+	// after a power loss, maybe its unsynced tail), so every partition it led gets a new epoch.
+	loseNode(im, r.Node)
+	return Result{Value: int64(index)}
+}
+
+// loseNode takes every leadership and ISR membership away from a node.
+func loseNode(im *Image, node int32) {
+	for _, t := range im.Topics {
+		for _, p := range t.Partitions {
+			if p.Leader == node {
+				dropLeader(p)
+			}
+			if i := slices.Index(p.ISR, node); i >= 0 && len(p.ISR) > 1 {
+				p.ISR = slices.Delete(slices.Clone(p.ISR), i, i+1)
+				p.PartitionEpoch++
+			}
+		}
+	}
+}
+
+// dropLeader starts a new epoch without a leader: an election is due.
+func dropLeader(p *Partition) {
+	p.LeaderEpoch++
+	p.Leader = -1
+	p.PartitionEpoch++
+}
+
+func checkAssignment(im *Image, replicas []int32) error {
+	if len(replicas) == 0 {
+		return fmt.Errorf("%w: empty replica list", ErrBadAssignment)
+	}
+	seen := map[int32]bool{}
+	for _, id := range replicas {
+		if seen[id] {
+			return fmt.Errorf("%w: node %d named twice", ErrBadAssignment, id)
+		}
+		seen[id] = true
+		if _, ok := im.Nodes[id]; !ok {
+			return fmt.Errorf("%w: node %d is not registered", ErrBadAssignment, id)
+		}
+	}
+	return nil
+}
+
+// newPartition is a partition of a new topic or partition: nothing is written yet, so its
+// first live replica leads in epoch 0 without an election.
+func newPartition(im *Image, replicas []int32) *Partition {
+	p := &Partition{Replicas: slices.Clone(replicas), Leader: -1, ISR: slices.Clone(replicas)}
+	for _, id := range replicas {
+		if im.Live(id) {
+			p.Leader = id
+			break
+		}
+	}
+	return p
+}
+
+func applyCreateTopic(im *Image, c *CreateTopic) error {
+	if _, ok := im.Topics[c.Name]; ok {
+		return fmt.Errorf("%w: %s", ErrTopicExists, c.Name)
+	}
+	if _, ok := im.byID[c.ID]; ok {
+		return fmt.Errorf("%w: id %s", ErrTopicExists, c.ID)
+	}
+	if len(c.Assignments) == 0 {
+		return fmt.Errorf("%w: no partitions", ErrBadAssignment)
+	}
+	for _, a := range c.Assignments {
+		if err := checkAssignment(im, a); err != nil {
+			return err
+		}
+	}
+	t := &Topic{Name: c.Name, ID: c.ID, Configs: maps.Clone(c.Configs)}
+	for _, a := range c.Assignments {
+		t.Partitions = append(t.Partitions, newPartition(im, a))
+	}
+	im.Topics[t.Name], im.byID[t.ID] = t, t
+	return nil
+}
+
+func applyCreatePartitions(im *Image, c *CreatePartitions) error {
+	t, ok := im.byID[c.ID]
+	if !ok {
+		return ErrUnknownTopic
+	}
+	for _, a := range c.Assignments {
+		if err := checkAssignment(im, a); err != nil {
+			return err
+		}
+	}
+	for _, a := range c.Assignments {
+		t.Partitions = append(t.Partitions, newPartition(im, a))
+	}
+	return nil
+}
+
+func applyElect(im *Image, e *Elect) {
+	for _, it := range e.Items {
+		_, p, ok := im.Partition(it.Topic, it.Partition)
+		if !ok || p.LeaderEpoch != it.Epoch || p.Leader != -1 || !im.Live(it.Leader) || !slices.Contains(p.Hosts(), it.Leader) {
+			continue
+		}
+		p.Leader = it.Leader
+		p.ISR = []int32{it.Leader} // the leader reports the followers as they catch up
+		p.PartitionEpoch++
+	}
+}
+
+func applyReassign(im *Image, r *Reassign) error {
+	_, p, ok := im.Partition(r.Topic, r.Partition)
+	if !ok {
+		return ErrUnknownTopic
+	}
+	if r.Target == nil { // cancel: back to the old replicas
+		if p.Target == nil {
+			return ErrNoReassignment
+		}
+		lost := p.Leader >= 0 && !slices.Contains(p.Replicas, p.Leader)
+		p.Target = nil
+		p.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(n int32) bool { return !slices.Contains(p.Replicas, n) })
+		p.PartitionEpoch++
+		if lost {
+			dropLeader(p)
+		}
+		return nil
+	}
+	if err := checkAssignment(im, r.Target); err != nil {
+		return err
+	}
+	if slices.Equal(r.Target, p.Replicas) {
+		p.Target = nil
+	} else {
+		p.Target = slices.Clone(r.Target)
+	}
+	p.PartitionEpoch++
+	return nil
+}
+
+func applyFinishReassign(im *Image, r *Reassign) error {
+	_, p, ok := im.Partition(r.Topic, r.Partition)
+	if !ok {
+		return ErrUnknownTopic
+	}
+	if p.Target == nil || !slices.Equal(p.Target, r.Target) {
+		return ErrNoReassignment
+	}
+	for _, n := range p.Target {
+		if !slices.Contains(p.ISR, n) {
+			return fmt.Errorf("%w: %d", ErrReassignNotSynced, n)
+		}
+	}
+	p.Replicas, p.Target = p.Target, nil
+	p.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(n int32) bool { return !slices.Contains(p.Replicas, n) })
+	p.PartitionEpoch++
+	if p.Leader >= 0 && !slices.Contains(p.Replicas, p.Leader) {
+		dropLeader(p)
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package controller
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+// cluster3 returns an image with nodes 1-3 registered (incarnations 1-3) and topic "t" with
+// two partitions replicated on all three, led by 1 and 2.
+func cluster3(t *testing.T) *Image {
+	t.Helper()
+	im := NewImage()
+	idx := uint64(0)
+	apply := func(c *Command) Result {
+		idx++
+		return Apply(im, idx, c)
+	}
+	apply(&Command{Op: OpBootstrap, Bootstrap: &Bootstrap{ClusterID: "c1"}})
+	for n := int32(1); n <= 3; n++ {
+		apply(&Command{Op: OpRegister, Register: &Register{Node: n, KafkaHost: "h", KafkaPort: 9000 + n, ClusterAddr: "a"}})
+	}
+	res := apply(&Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: "t", ID: TopicID{1},
+		Assignments: [][]int32{{1, 2, 3}, {2, 3, 1}}}})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	return im
+}
+
+func TestRegisterGivesIncarnationAndDropsLeaderships(t *testing.T) {
+	im := cluster3(t)
+	_, p0, _ := im.Partition(TopicID{1}, 0)
+	if p0.Leader != 1 || p0.LeaderEpoch != 0 {
+		t.Fatalf("new partition 0: leader %d epoch %d; want 1, 0", p0.Leader, p0.LeaderEpoch)
+	}
+	res := Apply(im, 100, &Command{Op: OpRegister, Register: &Register{Node: 1, ClusterAddr: "a"}})
+	if res.Value != 100 || im.Nodes[1].Incarnation != 100 {
+		t.Fatalf("register at 100: result %d, incarnation %d; want 100", res.Value, im.Nodes[1].Incarnation)
+	}
+	_, p0, _ = im.Partition(TopicID{1}, 0)
+	if p0.Leader != -1 || p0.LeaderEpoch != 1 {
+		t.Fatalf("after node 1 restarts, partition 0: leader %d epoch %d; want -1, 1", p0.Leader, p0.LeaderEpoch)
+	}
+	if slices.Contains(p0.ISR, 1) {
+		t.Errorf("restarted node 1 still in the ISR %v", p0.ISR)
+	}
+	_, p1, _ := im.Partition(TopicID{1}, 1)
+	if p1.Leader != 2 || p1.LeaderEpoch != 0 {
+		t.Errorf("partition 1 (led by 2) changed: leader %d epoch %d", p1.Leader, p1.LeaderEpoch)
+	}
+}
+
+func TestFenceOnlyTheNamedIncarnation(t *testing.T) {
+	im := cluster3(t)
+	inc := im.Nodes[2].Incarnation
+	Apply(im, 50, &Command{Op: OpFence, Fence: &Fence{Node: 2, Incarnation: inc + 1}})
+	if im.Nodes[2].Fenced {
+		t.Fatal("fence of another incarnation fenced node 2")
+	}
+	Apply(im, 51, &Command{Op: OpFence, Fence: &Fence{Node: 2, Incarnation: inc}})
+	if !im.Nodes[2].Fenced || im.Live(2) {
+		t.Fatal("node 2 not fenced")
+	}
+	_, p1, _ := im.Partition(TopicID{1}, 1)
+	if p1.Leader != -1 || p1.LeaderEpoch != 1 {
+		t.Fatalf("partition 1 after its leader is fenced: leader %d epoch %d; want -1, 1", p1.Leader, p1.LeaderEpoch)
+	}
+	Apply(im, 52, &Command{Op: OpUnfence, Fence: &Fence{Node: 2, Incarnation: inc}})
+	if im.Nodes[2].Fenced {
+		t.Fatal("unfence did not unfence")
+	}
+	if _, p1, _ = im.Partition(TopicID{1}, 1); p1.Leader != -1 {
+		t.Fatal("unfence gave the leadership back without an election")
+	}
+}
+
+func TestElectAppliesOnlyInItsEpoch(t *testing.T) {
+	im := cluster3(t)
+	Apply(im, 50, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{PartitionRef{TopicID{1}, 0}, 0}}}})
+	ref := PartitionRef{TopicID{1}, 0}
+	Apply(im, 51, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 0, 3}}}}) // stale epoch
+	if _, p, _ := im.Partition(ref.Topic, 0); p.Leader != -1 {
+		t.Fatalf("an elect for epoch 0 applied in epoch 1: leader %d", p.Leader)
+	}
+	Apply(im, 52, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 1, 3}}}})
+	Apply(im, 53, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 1, 2}}}}) // a second winner
+	if _, p, _ := im.Partition(ref.Topic, 0); p.Leader != 3 || p.LeaderEpoch != 1 {
+		t.Fatalf("leader %d epoch %d; want 3 in epoch 1 (the first elect wins)", p.Leader, p.LeaderEpoch)
+	}
+}
+
+func TestElectRefusesFencedOrForeignNodes(t *testing.T) {
+	im := cluster3(t)
+	Apply(im, 40, &Command{Op: OpRegister, Register: &Register{Node: 4, ClusterAddr: "a"}})
+	ref := PartitionRef{TopicID{1}, 0}
+	Apply(im, 50, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
+	Apply(im, 51, &Command{Op: OpFence, Fence: &Fence{Node: 3, Incarnation: im.Nodes[3].Incarnation}})
+	Apply(im, 52, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 1, 3}, {ref, 1, 4}}}})
+	if _, p, _ := im.Partition(ref.Topic, 0); p.Leader != -1 {
+		t.Fatalf("leader %d; want none (3 is fenced, 4 holds no replica)", p.Leader)
+	}
+}
+
+func TestCreateTopicChecks(t *testing.T) {
+	im := cluster3(t)
+	for _, tc := range []struct {
+		c    CreateTopic
+		want error
+	}{
+		{CreateTopic{Name: "t", ID: TopicID{9}, Assignments: [][]int32{{1}}}, ErrTopicExists},
+		{CreateTopic{Name: "u", ID: TopicID{1}, Assignments: [][]int32{{1}}}, ErrTopicExists},
+		{CreateTopic{Name: "u", ID: TopicID{2}, Assignments: [][]int32{{1, 1}}}, ErrBadAssignment},
+		{CreateTopic{Name: "u", ID: TopicID{2}, Assignments: [][]int32{{7}}}, ErrBadAssignment},
+		{CreateTopic{Name: "u", ID: TopicID{2}}, ErrBadAssignment},
+	} {
+		if res := Apply(im, 60, &Command{Op: OpCreateTopic, CreateTopic: &tc.c}); !errors.Is(res.Err, tc.want) {
+			t.Errorf("create %+v = %v; want %v", tc.c, res.Err, tc.want)
+		}
+	}
+	Apply(im, 61, &Command{Op: OpFence, Fence: &Fence{Node: 1, Incarnation: im.Nodes[1].Incarnation}})
+	Apply(im, 62, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: "v", ID: TopicID{3}, Assignments: [][]int32{{1, 2}}}})
+	if p := im.Topics["v"].Partitions[0]; p.Leader != 2 {
+		t.Errorf("a new partition whose first replica is fenced: leader %d; want 2", p.Leader)
+	}
+}
+
+func TestProducerIDBlocksNeverOverlap(t *testing.T) {
+	im := cluster3(t)
+	Apply(im, 70, &Command{Op: OpBootstrap, Bootstrap: &Bootstrap{ClusterID: "other", NextProducerID: 5000}})
+	if im.ClusterID != "c1" || im.NextProducerID != 0 {
+		t.Fatalf("a second bootstrap applied: cluster %q next id %d", im.ClusterID, im.NextProducerID)
+	}
+	a := Apply(im, 71, &Command{Op: OpAllocProducerIDs, AllocProducerIDs: &AllocProducerIDs{Node: 1, Count: 1000}})
+	b := Apply(im, 72, &Command{Op: OpAllocProducerIDs, AllocProducerIDs: &AllocProducerIDs{Node: 2, Count: 1000}})
+	if a.Value != 0 || b.Value != 1000 || im.NextProducerID != 2000 {
+		t.Fatalf("blocks at %d and %d, next %d; want 0, 1000, 2000", a.Value, b.Value, im.NextProducerID)
+	}
+}
+
+func TestReassignJointThenFinish(t *testing.T) {
+	im := cluster3(t)
+	Apply(im, 40, &Command{Op: OpRegister, Register: &Register{Node: 4, ClusterAddr: "a"}})
+	ref := PartitionRef{TopicID{1}, 0}
+	Apply(im, 41, &Command{Op: OpReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 2, 3}}})
+	_, p, _ := im.Partition(ref.Topic, 0)
+	if got := p.Hosts(); !slices.Equal(got, []int32{1, 2, 3, 4}) {
+		t.Fatalf("hosts during the reassignment = %v; want [1 2 3 4]", got)
+	}
+	if len(p.VoterSets()) != 2 {
+		t.Fatalf("voter sets = %v; want old and new", p.VoterSets())
+	}
+	if res := Apply(im, 42, &Command{Op: OpFinishReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 2, 3}}}); !errors.Is(res.Err, ErrReassignNotSynced) {
+		t.Fatalf("finish with 4 out of sync = %v; want ErrReassignNotSynced", res.Err)
+	}
+	Apply(im, 43, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{ref, 0, []int32{1, 2, 3, 4}}}}})
+	if res := Apply(im, 44, &Command{Op: OpFinishReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 2, 3}}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	_, p, _ = im.Partition(ref.Topic, 0)
+	if !slices.Equal(p.Replicas, []int32{4, 2, 3}) || p.Target != nil || p.Leader != -1 || p.LeaderEpoch != 1 {
+		t.Fatalf("after finishing: replicas %v target %v leader %d epoch %d; want [4 2 3], none, -1 (1 left), 1",
+			p.Replicas, p.Target, p.Leader, p.LeaderEpoch)
+	}
+}
+
+func TestImageJSONRoundTrip(t *testing.T) {
+	im := cluster3(t)
+	back, err := decodeImage(encodeImage(im))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, p, ok := back.Partition(TopicID{1}, 1); !ok || p.Leader != 2 {
+		t.Fatalf("decoded image lost partition 1 or its leader")
+	}
+	if back.Nodes[3].KafkaPort != 9003 || back.ClusterID != "c1" {
+		t.Fatalf("decoded image: %+v", back.Nodes[3])
+	}
+}
+
+func FuzzDecodeCommand(f *testing.F) {
+	f.Add([]byte(`{"op":"elect","elect":{"items":[{"topic":"01000000000000000000000000000000","partition":0,"epoch":1,"leader":3}]}}`))
+	f.Add([]byte(`{"op":"create-topic","create_topic":{"name":"x","id":"01000000000000000000000000000000","assignments":[[1,2]]}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := DecodeCommand(b)
+		if err != nil {
+			return
+		}
+		im := cluster3(t)
+		Apply(im, 99, c) // never panics, whatever the command says
+		if _, err := DecodeCommand(c.Encode()); err != nil {
+			t.Fatalf("re-encoded command does not decode: %v", err)
+		}
+	})
+}
+
+var _ = time.Second

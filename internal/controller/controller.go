@@ -1,0 +1,535 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// Errors of the controller.
+var (
+	ErrNotLeader = errors.New("controller: this node is not the active controller")
+	ErrStopped   = errors.New("controller: stopped")
+)
+
+// Config configures a Controller.
+type Config struct {
+	NodeID int32
+	// Voters are the controller quorum's node ids (the default is NodeID alone). A node that is
+	// not a voter is a learner: it receives the log once the active controller adds it.
+	Voters []int32
+	FS     vfs.FS
+	Dir    string // <data-dir>/controller
+	// Send delivers a Raft message to a node (over the transport). body is the encoded
+	// message; Send copies it.
+	Send   func(to int32, body []byte)
+	Logger *slog.Logger
+
+	TickInterval  time.Duration // default 100 ms
+	ElectionTicks int           // default 10
+	SnapshotEvery uint64        // entries between snapshots; default 10,000
+
+	// Bootstrap returns the command a new cluster's first leader proposes (cluster id, and
+	// what an upgraded one-node data dir had). Called on the loop goroutine.
+	Bootstrap func() *Bootstrap
+	// OnApply is called on the loop goroutine after each batch of commands is applied, with
+	// the new image. It must not block for long.
+	OnApply func(img *Image)
+	// OnLeader is called on the loop goroutine when the Raft leader changes (-1: none known).
+	OnLeader func(leader int32)
+}
+
+// Controller runs this node's member of the controller's Raft group: it persists the log,
+// exchanges Raft messages, applies committed commands to the image and lets the active
+// controller propose.
+type Controller struct {
+	cfg    Config
+	logger *slog.Logger
+	rn     *raft.RawNode
+	store  *storage
+
+	recvc chan *pb.Message
+	propc chan proposal
+	stop  chan struct{}
+	done  chan struct{}
+
+	image  atomic.Pointer[Image]
+	leader atomic.Int32
+	term   atomic.Uint64
+
+	// Owned by the loop goroutine.
+	work         *Image // the image commands are applied to; published as a clone
+	confState    *pb.ConfState
+	applied      uint64
+	pendingConf  bool // a configuration change is proposed and not yet applied
+	bootProposed time.Time
+
+	mu        sync.Mutex
+	seq       uint64
+	waiters   map[uint64]chan applied
+	appliedCh chan struct{} // closed and replaced when the image moves
+}
+
+type proposal struct {
+	data []byte
+	cc   *pb.ConfChange
+	err  chan error
+}
+
+type applied struct {
+	res   Result
+	index uint64
+}
+
+func raftID(node int32) uint64  { return uint64(node) + 1 }
+func nodeID(raftID uint64) int32 { return int32(raftID - 1) }
+
+// Open loads the controller's Raft state from cfg.Dir (creating it: a voter's first start
+// bootstraps the voter configuration) and returns a controller ready to Start.
+func Open(cfg Config) (*Controller, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default
+	}
+	if len(cfg.Voters) == 0 {
+		cfg.Voters = []int32{cfg.NodeID}
+	}
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = 100 * time.Millisecond
+	}
+	if cfg.ElectionTicks <= 0 {
+		cfg.ElectionTicks = 10
+	}
+	if cfg.SnapshotEvery == 0 {
+		cfg.SnapshotEvery = 10000
+	}
+	var boot *pb.ConfState
+	if slices.Contains(cfg.Voters, cfg.NodeID) {
+		boot = &pb.ConfState{}
+		for _, v := range cfg.Voters {
+			boot.Voters = append(boot.Voters, raftID(v))
+		}
+	}
+	st, img, err := openStorage(cfg.FS, cfg.Dir, boot)
+	if err != nil {
+		return nil, err
+	}
+	snap, _ := st.Snapshot()
+	c := &Controller{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096),
+		propc: make(chan proposal, 256), stop: make(chan struct{}), done: make(chan struct{}),
+		work: img, confState: pb.EnsureConfState(snap.GetMetadata().GetConfState()),
+		applied: snap.GetMetadata().GetIndex(), waiters: map[uint64]chan applied{}, appliedCh: make(chan struct{})}
+	c.work.Index = c.applied
+	c.image.Store(c.work.Clone())
+	c.leader.Store(-1)
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID: raftID(cfg.NodeID), ElectionTick: cfg.ElectionTicks, HeartbeatTick: 1, Storage: st,
+		Applied: c.applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 64 << 20,
+		CheckQuorum: true, PreVote: true, Logger: raftLogger{cfg.Logger}, StepDownOnRemoval: true,
+	})
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	c.rn = rn
+	if boot != nil && !sameVoters(c.confState, boot) && len(c.confState.GetVoters()) > 0 {
+		c.logger.Warn("controller: the persisted voters differ from --controller-voters; keeping the persisted ones",
+			"persisted", describeVoters(c.confState), "flag", cfg.Voters)
+	}
+	return c, nil
+}
+
+func sameVoters(a, b *pb.ConfState) bool {
+	x, y := slices.Clone(a.GetVoters()), slices.Clone(b.GetVoters())
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+func describeVoters(cs *pb.ConfState) []int32 {
+	var out []int32
+	for _, v := range cs.GetVoters() {
+		out = append(out, nodeID(v))
+	}
+	return out
+}
+
+// Start runs the controller's loop until Stop. The first image (from the snapshot and the
+// replayed log) is applied before Start returns.
+func (c *Controller) Start() {
+	go c.run()
+}
+
+// Stop ends the loop and closes the log. Waiting proposals fail with ErrStopped.
+func (c *Controller) Stop() {
+	select {
+	case <-c.stop:
+		return
+	default:
+	}
+	close(c.stop)
+	<-c.done
+	c.store.close()
+	c.mu.Lock()
+	for id, w := range c.waiters {
+		close(w)
+		delete(c.waiters, id)
+	}
+	c.mu.Unlock()
+}
+
+// Step hands a Raft message received from a peer to the loop. body is the encoded message; a
+// message that does not decode is dropped (and logged).
+func (c *Controller) Step(from int32, body []byte) {
+	m := &pb.Message{}
+	if err := proto.Unmarshal(body, m); err != nil {
+		c.logger.Warn("controller: dropping a malformed raft message", "from", from, "err", err)
+		return
+	}
+	if m.GetFrom() != raftID(from) {
+		c.logger.Warn("controller: dropping a raft message whose sender is not its connection's node", "from", from, "claims", nodeID(m.GetFrom()))
+		return
+	}
+	select {
+	case c.recvc <- m:
+	default: // raft recovers from lost messages
+	}
+}
+
+// Image returns the current image. It must not be modified.
+func (c *Controller) Image() *Image { return c.image.Load() }
+
+// Leader returns the active controller's node id, or -1 if none is known.
+func (c *Controller) Leader() int32 { return c.leader.Load() }
+
+// IsLeader reports whether this node is the active controller.
+func (c *Controller) IsLeader() bool { return c.leader.Load() == c.cfg.NodeID }
+
+// NodeID is this node's id.
+func (c *Controller) NodeID() int32 { return c.cfg.NodeID }
+
+// Voters returns the controller quorum's voters, as the applied configuration has them.
+func (c *Controller) Voters() []int32 { return slices.Clone(c.cfg.Voters) }
+
+// Applied returns a channel closed the next time the image moves.
+func (c *Controller) Applied() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.appliedCh
+}
+
+// WaitApplied waits until the image has reached index.
+func (c *Controller) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		ch := c.Applied()
+		if c.Image().Index >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.stop:
+			return ErrStopped
+		}
+	}
+}
+
+// Propose appends cmd to the log and waits until it is applied here, returning its result and
+// log index. Only the active controller proposes; elsewhere it fails with ErrNotLeader. If ctx
+// ends first the command may still be applied later.
+func (c *Controller) Propose(ctx context.Context, cmd *Command) (Result, uint64, error) {
+	if !c.IsLeader() {
+		return Result{}, 0, ErrNotLeader
+	}
+	c.mu.Lock()
+	c.seq++
+	cmd.ID = uint64(c.cfg.NodeID)<<40 | c.seq
+	ch := make(chan applied, 1)
+	c.waiters[cmd.ID] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiters, cmd.ID)
+		c.mu.Unlock()
+	}()
+	p := proposal{data: cmd.Encode(), err: make(chan error, 1)}
+	select {
+	case c.propc <- p:
+	case <-ctx.Done():
+		return Result{}, 0, ctx.Err()
+	case <-c.stop:
+		return Result{}, 0, ErrStopped
+	}
+	select {
+	case err := <-p.err:
+		if err != nil {
+			return Result{}, 0, err
+		}
+	case <-c.stop:
+		return Result{}, 0, ErrStopped
+	}
+	select {
+	case a, ok := <-ch:
+		if !ok {
+			return Result{}, 0, ErrNotLeader
+		}
+		return a.res, a.index, nil
+	case <-ctx.Done():
+		return Result{}, 0, ctx.Err()
+	case <-c.stop:
+		return Result{}, 0, ErrStopped
+	}
+}
+
+func (c *Controller) run() {
+	defer close(c.done)
+	ticker := time.NewTicker(c.cfg.TickInterval)
+	defer ticker.Stop()
+	if len(c.cfg.Voters) == 1 && c.cfg.Voters[0] == c.cfg.NodeID && len(c.confState.GetVoters()) == 1 {
+		c.rn.Campaign() // a quorum of one need not wait an election timeout
+	}
+	c.handleReady()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-ticker.C:
+			c.rn.Tick()
+			c.maybeBootstrap()
+		case m := <-c.recvc:
+			if err := c.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+				c.logger.Debug("controller: step", "err", err)
+			}
+		drain:
+			for range 256 { // take what else has arrived before the next Ready
+				select {
+				case m := <-c.recvc:
+					c.rn.Step(m)
+				default:
+					break drain
+				}
+			}
+		case p := <-c.propc:
+			var err error
+			if p.cc != nil {
+				err = c.rn.ProposeConfChange(p.cc)
+			} else {
+				err = c.rn.Propose(p.data)
+			}
+			if errors.Is(err, raft.ErrProposalDropped) {
+				err = ErrNotLeader
+			}
+			p.err <- err
+		}
+		if err := c.handleReady(); err != nil {
+			// The log could not be made durable: this node must not go on acknowledging Raft
+			// messages as if it were. Crash (STYLE §8): a restart recovers from the WAL.
+			panic(fmt.Sprintf("controller: persisting the raft log: %v", err))
+		}
+	}
+}
+
+// handleReady persists, sends and applies everything raft has ready, in Raft's order:
+// snapshot, entries and hard state made durable, then messages sent, then committed entries
+// applied.
+func (c *Controller) handleReady() error {
+	for c.rn.HasReady() {
+		rd := c.rn.Ready()
+		if rd.SoftState != nil {
+			c.setLeader(rd.SoftState.Lead)
+		}
+		if rd.HardState != nil {
+			c.term.Store(rd.HardState.GetTerm())
+		}
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			if err := c.installSnapshot(rd.Snapshot); err != nil {
+				return err
+			}
+		}
+		if err := c.store.save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
+			return err
+		}
+		for _, m := range rd.Messages {
+			body, err := proto.Marshal(m)
+			if err != nil {
+				return err
+			}
+			c.cfg.Send(nodeID(m.GetTo()), body)
+		}
+		if err := c.apply(rd.CommittedEntries); err != nil {
+			return err
+		}
+		c.rn.Advance(rd)
+	}
+	return nil
+}
+
+func (c *Controller) setLeader(lead uint64) {
+	l := int32(-1)
+	if lead != raft.None {
+		l = nodeID(lead)
+	}
+	if old := c.leader.Swap(l); old != l {
+		c.logger.Info("controller: leader changed", "leader", l, "this_node", c.cfg.NodeID)
+		if old == c.cfg.NodeID { // proposals in flight may or may not commit: their waiters cannot know
+			c.mu.Lock()
+			for id, w := range c.waiters {
+				close(w)
+				delete(c.waiters, id)
+			}
+			c.mu.Unlock()
+			c.pendingConf = false
+		}
+		if c.cfg.OnLeader != nil {
+			c.cfg.OnLeader(l)
+		}
+	}
+}
+
+func (c *Controller) installSnapshot(snap *pb.Snapshot) error {
+	img, err := decodeImage(snap.GetData())
+	if err != nil {
+		return err
+	}
+	if err := c.store.installSnapshot(snap); err != nil {
+		return err
+	}
+	c.work = img
+	c.applied = snap.GetMetadata().GetIndex()
+	c.work.Index = c.applied
+	c.confState = pb.EnsureConfState(snap.GetMetadata().GetConfState())
+	c.publish()
+	return nil
+}
+
+func (c *Controller) apply(ents []*pb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	confChanged := false
+	for _, e := range ents {
+		switch e.GetType() {
+		case pb.EntryType_EntryNormal:
+			if len(e.GetData()) == 0 { // a new leader's empty entry
+				c.work.Index = e.GetIndex()
+				break
+			}
+			cmd, err := DecodeCommand(e.GetData())
+			if err != nil {
+				c.logger.Error("controller: skipping an undecodable command", "index", e.GetIndex(), "err", err)
+				c.work.Index = e.GetIndex()
+				break
+			}
+			res := Apply(c.work, e.GetIndex(), cmd)
+			if cmd.ID != 0 {
+				c.mu.Lock()
+				if w, ok := c.waiters[cmd.ID]; ok {
+					w <- applied{res, e.GetIndex()}
+					delete(c.waiters, cmd.ID)
+				}
+				c.mu.Unlock()
+			}
+		case pb.EntryType_EntryConfChange, pb.EntryType_EntryConfChangeV2:
+			var cc pb.ConfChange
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				return err
+			}
+			c.confState = c.rn.ApplyConfChange(&cc)
+			c.pendingConf = false
+			confChanged = true
+			c.work.Index = e.GetIndex()
+		}
+		c.applied = e.GetIndex()
+	}
+	// A learner can only take a snapshot that names it: after a membership change, snapshot at
+	// once, so the leader never offers a new learner an older snapshot it would refuse.
+	if confChanged || c.applied-c.store.snapIndex >= c.cfg.SnapshotEvery {
+		if err := c.store.compact(c.applied, c.confState, c.work); err != nil {
+			return err
+		}
+	}
+	c.publish()
+	c.maybeAddLearner()
+	return nil
+}
+
+func (c *Controller) publish() {
+	img := c.work.Clone()
+	c.image.Store(img)
+	c.mu.Lock()
+	close(c.appliedCh)
+	c.appliedCh = make(chan struct{})
+	c.mu.Unlock()
+	if c.cfg.OnApply != nil {
+		c.cfg.OnApply(img)
+	}
+}
+
+// maybeAddLearner, on the leader, adds one registered node that is not yet a member of the
+// Raft group as a learner (one configuration change at a time, as raft requires).
+func (c *Controller) maybeAddLearner() {
+	if !c.IsLeader() || c.pendingConf {
+		return
+	}
+	members := map[uint64]bool{}
+	for _, set := range [][]uint64{c.confState.GetVoters(), c.confState.GetLearners(), c.confState.GetVotersOutgoing(), c.confState.GetLearnersNext()} {
+		for _, id := range set {
+			members[id] = true
+		}
+	}
+	for _, id := range c.work.NodeIDs() {
+		if members[raftID(id)] || c.work.Nodes[id].ClusterAddr == "" {
+			continue
+		}
+		cc := &pb.ConfChange{Type: pb.ConfChangeType_ConfChangeAddLearnerNode.Enum(), NodeId: new(raftID(id))}
+		if err := c.rn.ProposeConfChange(cc); err == nil {
+			c.pendingConf = true
+			c.logger.Info("controller: adding a learner", "node", id)
+		}
+		return
+	}
+}
+
+// maybeBootstrap, on the leader of a cluster without an id, proposes the bootstrap command.
+func (c *Controller) maybeBootstrap() {
+	if !c.IsLeader() || c.work.ClusterID != "" || c.cfg.Bootstrap == nil || time.Since(c.bootProposed) < time.Second {
+		return
+	}
+	c.bootProposed = time.Now()
+	b := c.cfg.Bootstrap()
+	if err := c.rn.Propose((&Command{Op: OpBootstrap, Bootstrap: b}).Encode()); err != nil {
+		c.logger.Warn("controller: proposing the bootstrap", "err", err)
+	}
+}
+
+// raftLogger sends etcd raft's log lines to slog.
+type raftLogger struct{ l *slog.Logger }
+
+func (r raftLogger) Debug(v ...any)                 { r.l.Debug(fmt.Sprint(v...)) }
+func (r raftLogger) Debugf(format string, v ...any) { r.l.Debug(fmt.Sprintf(format, v...)) }
+func (r raftLogger) Info(v ...any)                  { r.l.Debug(fmt.Sprint(v...)) }
+func (r raftLogger) Infof(format string, v ...any)  { r.l.Debug(fmt.Sprintf(format, v...)) }
+func (r raftLogger) Warning(v ...any)               { r.l.Warn(fmt.Sprint(v...)) }
+func (r raftLogger) Warningf(format string, v ...any) {
+	r.l.Warn(fmt.Sprintf(format, v...))
+}
+func (r raftLogger) Error(v ...any)                 { r.l.Error(fmt.Sprint(v...)) }
+func (r raftLogger) Errorf(format string, v ...any) { r.l.Error(fmt.Sprintf(format, v...)) }
+func (r raftLogger) Fatal(v ...any)                 { panic(fmt.Sprint(v...)) }
+func (r raftLogger) Fatalf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }
+func (r raftLogger) Panic(v ...any)                 { panic(fmt.Sprint(v...)) }
+func (r raftLogger) Panicf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }

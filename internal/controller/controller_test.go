@@ -1,0 +1,208 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// testNet connects in-process controllers: Send hands the message to the target's Step.
+type testNet struct {
+	mu    sync.Mutex
+	nodes map[int32]*Controller
+	down  map[int32]bool
+}
+
+func (n *testNet) send(from int32) func(to int32, body []byte) {
+	return func(to int32, body []byte) {
+		n.mu.Lock()
+		c := n.nodes[to]
+		drop := n.down[to] || n.down[from]
+		n.mu.Unlock()
+		if c != nil && !drop {
+			c.Step(from, append([]byte(nil), body...))
+		}
+	}
+}
+
+func startNode(t *testing.T, n *testNet, fsys vfs.FS, id int32, voters []int32) *Controller {
+	t.Helper()
+	c, err := Open(Config{NodeID: id, Voters: voters, FS: fsys, Dir: fmt.Sprintf("/n%d/controller", id),
+		Send: n.send(id), TickInterval: 10 * time.Millisecond, SnapshotEvery: 20,
+		Bootstrap: func() *Bootstrap { return &Bootstrap{ClusterID: "test-cluster"} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.nodes[id] = c
+	n.mu.Unlock()
+	c.Start()
+	return c
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func leaderOf(n *testNet) *Controller {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id, c := range n.nodes {
+		if c.IsLeader() && !n.down[id] {
+			return c
+		}
+	}
+	return nil
+}
+
+func propose(t *testing.T, n *testNet, cmd *Command) (Result, uint64) {
+	t.Helper()
+	for range 50 {
+		c := leaderOf(n)
+		if c == nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		res, idx, err := c.Propose(ctx, cmd)
+		cancel()
+		if err == nil {
+			return res, idx
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("could not propose %s", cmd.Op)
+	return Result{}, 0
+}
+
+func TestSingleVoterBootstrapsAndSurvivesRestart(t *testing.T) {
+	fsys := vfs.NewMem()
+	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}}
+	c := startNode(t, n, fsys, 0, nil)
+	waitFor(t, "bootstrap", func() bool { return c.Image().ClusterID == "test-cluster" })
+	propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: 0, ClusterAddr: "x"}})
+	for i := range 30 { // past SnapshotEvery: the restart loads a snapshot and replays the rest
+		propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: fmt.Sprintf("t%d", i), ID: TopicID{byte(i + 1)}, Assignments: [][]int32{{0}}}})
+	}
+	res, _ := propose(t, n, &Command{Op: OpAllocProducerIDs, AllocProducerIDs: &AllocProducerIDs{Node: 0, Count: 1000}})
+	if res.Value != 0 {
+		t.Fatalf("first producer id block at %d", res.Value)
+	}
+	before := c.Image()
+	c.Stop()
+	c = startNode(t, n, fsys, 0, nil)
+	defer c.Stop()
+	waitFor(t, "replay", func() bool { return c.Image().Index >= before.Index })
+	after := c.Image()
+	if len(after.Topics) != 30 || after.NextProducerID != 1000 || after.ClusterID != "test-cluster" {
+		t.Fatalf("after restart: %d topics, next id %d, cluster %q", len(after.Topics), after.NextProducerID, after.ClusterID)
+	}
+	res, _ = propose(t, n, &Command{Op: OpAllocProducerIDs, AllocProducerIDs: &AllocProducerIDs{Node: 0, Count: 1000}})
+	if res.Value != 1000 {
+		t.Fatalf("block after restart at %d; want 1000 (never reused)", res.Value)
+	}
+}
+
+func TestThreeVotersSurviveALeaderLoss(t *testing.T) {
+	fsys := vfs.NewMem()
+	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}}
+	voters := []int32{1, 2, 3}
+	cs := map[int32]*Controller{}
+	for _, id := range voters {
+		cs[id] = startNode(t, n, fsys, id, voters)
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Stop()
+		}
+	}()
+	waitFor(t, "a leader and the bootstrap", func() bool { l := leaderOf(n); return l != nil && l.Image().ClusterID != "" })
+	propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: "x", ID: TopicID{1}, Assignments: [][]int32{}}})
+	for _, id := range voters {
+		propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: id, ClusterAddr: "a"}})
+	}
+	_, idx := propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: "a", ID: TopicID{2}, Assignments: [][]int32{{1, 2, 3}}}})
+	for _, c := range cs {
+		waitFor(t, "every voter applied", func() bool { return c.Image().Index >= idx })
+		if _, ok := c.Image().Topics["a"]; !ok {
+			t.Fatal("topic a missing on a voter")
+		}
+	}
+	old := leaderOf(n)
+	n.mu.Lock()
+	n.down[old.NodeID()] = true
+	n.mu.Unlock()
+	waitFor(t, "a new leader", func() bool { l := leaderOf(n); return l != nil && l != old })
+	_, idx = propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: "b", ID: TopicID{3}, Assignments: [][]int32{{1, 2, 3}}}})
+	n.mu.Lock()
+	n.down[old.NodeID()] = false
+	n.mu.Unlock()
+	waitFor(t, "the old leader caught up", func() bool { return old.Image().Index >= idx })
+	if _, ok := old.Image().Topics["b"]; !ok {
+		t.Fatal("topic b missing on the returned voter")
+	}
+}
+
+func TestLearnerJoinsAndGetsTheLog(t *testing.T) {
+	fsys := vfs.NewMem()
+	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}}
+	voters := []int32{1, 2, 3}
+	var cs []*Controller
+	for _, id := range voters {
+		cs = append(cs, startNode(t, n, fsys, id, voters))
+	}
+	waitFor(t, "a leader", func() bool { return leaderOf(n) != nil })
+	for i := range 40 { // compacted past: the learner needs a snapshot
+		propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: fmt.Sprintf("t%d", i), ID: TopicID{byte(i + 10)}, Assignments: [][]int32{}}})
+	}
+	learner := startNode(t, n, fsys, 7, voters)
+	cs = append(cs, learner)
+	defer func() {
+		for _, c := range cs {
+			c.Stop()
+		}
+	}()
+	_, idx := propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: 7, ClusterAddr: "l"}})
+	waitFor(t, "the learner caught up", func() bool { return learner.Image().Index >= idx })
+	if learner.Image().Nodes[7] == nil || learner.Leader() < 1 {
+		t.Fatalf("learner image lacks its registration or knows no leader (%d)", learner.Leader())
+	}
+	if learner.IsLeader() {
+		t.Fatal("a learner became leader")
+	}
+}
+
+func TestWALTornTailIsCut(t *testing.T) {
+	fsys := vfs.NewMem()
+	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}}
+	c := startNode(t, n, fsys, 0, nil)
+	waitFor(t, "bootstrap", func() bool { return c.Image().ClusterID != "" })
+	propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: 0, ClusterAddr: "x"}})
+	idx := c.Image().Index
+	c.Stop()
+	f, err := fsys.OpenReadWrite("/n0/controller/wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stat()
+	f.WriteAt([]byte{0, 0, 1, 0, 9, 9, 9, 9, 1, 2, 3}, st.Size()) // a torn record
+	f.Close()
+	c = startNode(t, n, fsys, 0, nil)
+	defer c.Stop()
+	waitFor(t, "replay", func() bool { return c.Image().Index >= idx })
+	res, _ := propose(t, n, &Command{Op: OpAllocProducerIDs, AllocProducerIDs: &AllocProducerIDs{Node: 0, Count: 5}})
+	if res.Value != 0 {
+		t.Fatalf("alloc after a torn tail = %d", res.Value)
+	}
+}

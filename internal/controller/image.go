@@ -1,0 +1,237 @@
+// Package controller is the cluster's metadata quorum: a Raft group (go.etcd.io/raft/v3) whose
+// log holds commands (command.go) that every node applies, in the same order, to the same
+// metadata image (this file). The Raft leader is the active controller (active.go): it tracks
+// node sessions and runs partition elections. Design: docs/cluster.md.
+//
+// The image and Apply do no I/O: Apply(image, command) is a pure function of its inputs, so a
+// log gives the same image on every node, and tests drive it directly.
+package controller
+
+import (
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+)
+
+// TopicID is a topic's 16-byte id (hex in JSON).
+type TopicID [16]byte
+
+// MarshalText encodes the id as 32 hex digits.
+func (id TopicID) MarshalText() ([]byte, error) { return []byte(hex.EncodeToString(id[:])), nil }
+
+// UnmarshalText decodes 32 hex digits.
+func (id *TopicID) UnmarshalText(b []byte) error {
+	if len(b) != 32 {
+		return fmt.Errorf("controller: topic id %q is not 32 hex digits", b)
+	}
+	_, err := hex.Decode(id[:], b)
+	return err
+}
+
+func (id TopicID) String() string { return hex.EncodeToString(id[:]) }
+
+// Image is the cluster metadata at one point of the controller log. An Image handed out by the
+// controller is never modified: readers use it without locks.
+type Image struct {
+	Index     uint64 `json:"index"` // the last applied log index
+	ClusterID string `json:"cluster_id"`
+	// NextProducerID: every producer id below it may have been handed out.
+	NextProducerID int64 `json:"next_producer_id"`
+	// ClusterConfigs are the cluster-wide dynamic broker configs (defaults of topic configs,
+	// keyed by their broker config name, as kafka-configs --entity-default sets them).
+	ClusterConfigs map[string]string `json:"cluster_configs,omitempty"`
+	Nodes          map[int32]*Node   `json:"nodes"`
+	Topics         map[string]*Topic `json:"topics"`
+
+	byID map[TopicID]*Topic // derived
+}
+
+// Node is a registered node.
+type Node struct {
+	ID          int32  `json:"id"`
+	KafkaHost   string `json:"kafka_host"`
+	KafkaPort   int32  `json:"kafka_port"`
+	ClusterAddr string `json:"cluster_addr"`
+	Rack        string `json:"rack,omitempty"`
+	// Incarnation is the log index of the node's latest registration: a restarted node is a
+	// new incarnation.
+	Incarnation uint64 `json:"incarnation"`
+	// Fenced: the node missed its session or its process is gone; it leads nothing and is not
+	// elected until it heartbeats again.
+	Fenced bool `json:"fenced"`
+	// Configs are this node's dynamic broker configs (kafka-configs --entity-name <id>).
+	Configs map[string]string `json:"configs,omitempty"`
+}
+
+// Topic is a topic's metadata.
+type Topic struct {
+	Name       string            `json:"name"`
+	ID         TopicID           `json:"id"`
+	Configs    map[string]string `json:"configs,omitempty"`
+	Partitions []*Partition      `json:"partitions"`
+}
+
+// Partition is one partition's replicas and leadership.
+type Partition struct {
+	// Replicas, the preferred leader first.
+	Replicas []int32 `json:"replicas"`
+	// Target is the replica set a reassignment moves to (nil: none). While set, the partition
+	// is hosted by Replicas ∪ Target and needs a quorum of both (joint consensus).
+	Target []int32 `json:"target,omitempty"`
+	Leader int32   `json:"leader"` // -1: no leader (an election is due)
+	// LeaderEpoch is bumped by every command that takes the leader away; the elected leader
+	// leads in the epoch its election was for.
+	LeaderEpoch int32   `json:"leader_epoch"`
+	ISR         []int32 `json:"isr"`
+	// PartitionEpoch is bumped by every change of the partition's replicas, ISR or leader.
+	PartitionEpoch int32 `json:"partition_epoch"`
+}
+
+// Hosts returns the nodes that hold a replica: Replicas, plus Target during a reassignment.
+// The caller owns the result.
+func (p *Partition) Hosts() []int32 {
+	out := slices.Clone(p.Replicas)
+	for _, n := range p.Target {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// VoterSets returns the replica sets whose majorities an election and a commit need: Replicas,
+// and Target during a reassignment.
+func (p *Partition) VoterSets() [][]int32 {
+	if p.Target == nil {
+		return [][]int32{p.Replicas}
+	}
+	return [][]int32{p.Replicas, p.Target}
+}
+
+// Preferred is the preferred leader: the first of Replicas (of Target during a reassignment).
+func (p *Partition) Preferred() int32 {
+	if len(p.Target) > 0 {
+		return p.Target[0]
+	}
+	if len(p.Replicas) > 0 {
+		return p.Replicas[0]
+	}
+	return -1
+}
+
+func (p *Partition) clone() *Partition {
+	c := *p
+	c.Replicas, c.Target, c.ISR = slices.Clone(p.Replicas), slices.Clone(p.Target), slices.Clone(p.ISR)
+	return &c
+}
+
+// NewImage returns the empty image.
+func NewImage() *Image {
+	return &Image{Nodes: map[int32]*Node{}, Topics: map[string]*Topic{}, byID: map[TopicID]*Topic{}}
+}
+
+// Clone returns a deep copy.
+func (im *Image) Clone() *Image {
+	c := *im
+	c.ClusterConfigs = maps.Clone(im.ClusterConfigs)
+	c.Nodes = make(map[int32]*Node, len(im.Nodes))
+	for id, n := range im.Nodes {
+		nc := *n
+		nc.Configs = maps.Clone(n.Configs)
+		c.Nodes[id] = &nc
+	}
+	c.Topics = make(map[string]*Topic, len(im.Topics))
+	c.byID = make(map[TopicID]*Topic, len(im.Topics))
+	for name, t := range im.Topics {
+		tc := *t
+		tc.Configs = maps.Clone(t.Configs)
+		tc.Partitions = make([]*Partition, len(t.Partitions))
+		for i, p := range t.Partitions {
+			tc.Partitions[i] = p.clone()
+		}
+		c.Topics[name] = &tc
+		c.byID[tc.ID] = &tc
+	}
+	return &c
+}
+
+// reindex rebuilds the derived indexes (after decoding a snapshot).
+func (im *Image) reindex() {
+	if im.Nodes == nil {
+		im.Nodes = map[int32]*Node{}
+	}
+	if im.Topics == nil {
+		im.Topics = map[string]*Topic{}
+	}
+	im.byID = make(map[TopicID]*Topic, len(im.Topics))
+	for _, t := range im.Topics {
+		im.byID[t.ID] = t
+	}
+}
+
+// TopicByID returns a topic by id.
+func (im *Image) TopicByID(id TopicID) (*Topic, bool) {
+	t, ok := im.byID[id]
+	return t, ok
+}
+
+// Partition returns a partition by topic id and index.
+func (im *Image) Partition(id TopicID, index int32) (*Topic, *Partition, bool) {
+	t, ok := im.byID[id]
+	if !ok || index < 0 || int(index) >= len(t.Partitions) {
+		return nil, nil, false
+	}
+	return t, t.Partitions[index], true
+}
+
+// Live reports whether a node is registered and not fenced.
+func (im *Image) Live(id int32) bool {
+	n, ok := im.Nodes[id]
+	return ok && !n.Fenced
+}
+
+// LiveNodes returns the ids of the registered, unfenced nodes, ascending.
+func (im *Image) LiveNodes() []int32 {
+	var out []int32
+	for id, n := range im.Nodes {
+		if !n.Fenced {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// NodeIDs returns every registered node's id, ascending.
+func (im *Image) NodeIDs() []int32 {
+	out := slices.Collect(maps.Keys(im.Nodes))
+	slices.Sort(out)
+	return out
+}
+
+// TopicNames returns the topic names, sorted.
+func (im *Image) TopicNames() []string {
+	out := slices.Collect(maps.Keys(im.Topics))
+	sort.Strings(out)
+	return out
+}
+
+// PartitionRef names a partition by topic id.
+type PartitionRef struct {
+	Topic     TopicID `json:"topic"`
+	Partition int32   `json:"partition"`
+}
+
+func (r PartitionRef) String() string { return fmt.Sprintf("%s[%d]", r.Topic, r.Partition) }
+
+// EachPartition calls fn for every partition, in topic name order.
+func (im *Image) EachPartition(fn func(t *Topic, index int32, p *Partition)) {
+	for _, name := range im.TopicNames() {
+		t := im.Topics[name]
+		for i, p := range t.Partitions {
+			fn(t, int32(i), p)
+		}
+	}
+}

@@ -1,0 +1,537 @@
+// Package transport carries messages between the nodes of a cluster: the controller's Raft
+// messages, partition replication and controller RPCs. Every node listens on its cluster
+// address; a node sends everything it has for a peer on one outbound TCP connection that it
+// dials itself, so a pair of nodes uses two connections, one per direction. Messages queued
+// for a peer while a write is under way go out together in the next write: the heartbeats and
+// appends of every partition between two nodes are coalesced into the same syscalls.
+//
+// A connection carries frames:
+//
+//	u32 length (of what follows) | u8 kind | body
+//
+// The first frame on a connection is a hello (kind 0):
+//
+//	"RNL1" | i32 from node | i32 to node | string cluster id (i16 length, may be empty)
+//
+// The receiver checks that it is the node the dialer meant and, when both know it, that the
+// cluster ids match; otherwise it closes the connection. Kinds 1-255 belong to the users of the
+// transport. Delivery is at most once and in order per connection: a frame is lost when its
+// connection breaks, and senders (Raft, replication acks, RPC retries) recover from loss.
+package transport
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+)
+
+// Kind is a frame's kind. 0 is the hello; the rest are the users'.
+type Kind uint8
+
+const kindHello Kind = 0
+
+const helloMagic = "RNL1"
+
+// Handler receives a frame from node from. body is valid only during the call: the handler
+// copies what it keeps. Frames of one peer arrive in order, on one goroutine per connection.
+type Handler func(from int32, kind Kind, body []byte)
+
+// Config configures a Transport.
+type Config struct {
+	NodeID int32
+	// Listener accepts the peers' connections; the transport closes it on Close.
+	Listener net.Listener
+	// Resolve returns a node's cluster address, or "" if it is not known (yet).
+	Resolve func(node int32) string
+	Handler Handler
+	// PeerDown is told when a connection to node breaks or cannot be made. refused means the
+	// node's address refused the connection: nothing listens there, its process is gone.
+	PeerDown func(node int32, refused bool)
+	Logger   *slog.Logger
+
+	MaxQueueBytes int           // frames waiting for one peer; more are dropped (default 64 MiB)
+	MaxFrameBytes int           // larger inbound frames close the connection (default 64 MiB)
+	DialTimeout   time.Duration // default 1 s
+	WriteTimeout  time.Duration // a write stuck this long breaks the connection (default 5 s)
+}
+
+// Transport is one node's end of the cluster network.
+type Transport struct {
+	cfg       Config
+	logger    *slog.Logger
+	clusterID atomic.Pointer[string]
+
+	mu       sync.Mutex
+	peers    map[int32]*peer
+	inbound  map[net.Conn]int32 // accepted connections and their peer (-1 before the hello)
+	isolated map[int32]bool // fault injection: frames to and from these peers are dropped
+	filter   func(from, to int32, kind Kind) bool
+
+	closed chan struct{}
+	ctx    context.Context // ends at Close: cancels dials
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// Counters, for metrics and tests.
+	SentFrames, SentBytes, Dropped, Writes atomic.Int64
+}
+
+// New starts accepting on cfg.Listener.
+func New(cfg Config) *Transport {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxQueueBytes <= 0 {
+		cfg.MaxQueueBytes = 64 << 20
+	}
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = 64 << 20
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 5 * time.Second
+	}
+	t := &Transport{cfg: cfg, logger: cfg.Logger, peers: map[int32]*peer{}, inbound: map[net.Conn]int32{},
+		isolated: map[int32]bool{}, closed: make(chan struct{})}
+	t.clusterID.Store(new(""))
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.wg.Add(1)
+	go t.accept()
+	return t
+}
+
+// Addr is the address the transport listens on.
+func (t *Transport) Addr() string { return t.cfg.Listener.Addr().String() }
+
+// SetClusterID sets the cluster id checked in hellos once it is known.
+func (t *Transport) SetClusterID(id string) { t.clusterID.Store(&id) }
+
+// Send queues a frame for node to. It never blocks: if the peer's queue is full the frame is
+// dropped (and counted). The transport copies body.
+func (t *Transport) Send(to int32, kind Kind, body []byte) {
+	if to == t.cfg.NodeID {
+		panic(fmt.Sprintf("transport: node %d sends to itself", to))
+	}
+	if t.dropOut(to, kind) {
+		t.Dropped.Add(1)
+		return
+	}
+	p := t.peer(to)
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if len(p.queue)+5+len(body) > t.cfg.MaxQueueBytes {
+		p.mu.Unlock()
+		t.Dropped.Add(1)
+		return
+	}
+	p.queue = binary.BigEndian.AppendUint32(p.queue, uint32(1+len(body)))
+	p.queue = append(p.queue, byte(kind))
+	p.queue = append(p.queue, body...)
+	p.mu.Unlock()
+	t.SentFrames.Add(1)
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Isolate drops every frame to and from the given peers (fault injection: a network partition
+// around this node). Connections stay up, as in a real partition, so nobody sees a refusal.
+func (t *Transport) Isolate(peers ...int32) {
+	t.mu.Lock()
+	for _, p := range peers {
+		t.isolated[p] = true
+	}
+	t.mu.Unlock()
+}
+
+// Heal ends every isolation.
+func (t *Transport) Heal() {
+	t.mu.Lock()
+	t.isolated = map[int32]bool{}
+	t.mu.Unlock()
+}
+
+// Isolated lists the isolated peers.
+func (t *Transport) Isolated() []int32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []int32
+	for p := range t.isolated {
+		out = append(out, p)
+	}
+	return out
+}
+
+// SetFilter installs a fault-injection filter: a frame for which it returns true is dropped,
+// on its way out (to = the peer) and on its way in (from = the peer). nil removes it.
+func (t *Transport) SetFilter(f func(from, to int32, kind Kind) bool) {
+	t.mu.Lock()
+	t.filter = f
+	t.mu.Unlock()
+}
+
+func (t *Transport) dropOut(to int32, kind Kind) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.isolated[to] || (t.filter != nil && t.filter(t.cfg.NodeID, to, kind))
+}
+
+func (t *Transport) dropIn(from int32, kind Kind) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.isolated[from] || (t.filter != nil && t.filter(from, t.cfg.NodeID, kind))
+}
+
+// CutConnections closes every connection to and from peer (fault injection: a connection reset).
+func (t *Transport) CutConnections(peer int32) {
+	t.mu.Lock()
+	p := t.peers[peer]
+	var in []net.Conn
+	for c, from := range t.inbound {
+		if from == peer {
+			in = append(in, c)
+		}
+	}
+	t.mu.Unlock()
+	if p != nil {
+		p.breakConn()
+	}
+	for _, c := range in {
+		c.Close()
+	}
+}
+
+// Close stops the transport: the listener and every connection are closed.
+func (t *Transport) Close() error {
+	select {
+	case <-t.closed:
+		return nil
+	default:
+	}
+	close(t.closed)
+	t.cancel()
+	err := t.cfg.Listener.Close()
+	t.mu.Lock()
+	for c := range t.inbound {
+		c.Close()
+	}
+	for _, p := range t.peers {
+		p.breakConn()
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+	return err
+}
+
+func (t *Transport) peer(id int32) *peer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.closed:
+		return nil
+	default:
+	}
+	p := t.peers[id]
+	if p == nil {
+		p = &peer{t: t, id: id, wake: make(chan struct{}, 1)}
+		t.peers[id] = p
+		t.wg.Add(1)
+		go p.run()
+	}
+	return p
+}
+
+// peer is the outbound side towards one node: a queue of frames and the goroutine writing them.
+type peer struct {
+	t    *Transport
+	id   int32
+	wake chan struct{}
+
+	mu    sync.Mutex
+	queue []byte
+	conn  net.Conn
+}
+
+func (p *peer) breakConn() {
+	p.mu.Lock()
+	c := p.conn
+	p.conn = nil
+	p.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// run writes queued frames until the transport closes, dialing as needed. Frames queued while
+// there is no connection are dropped when a dial fails: they would be stale by the next try.
+func (p *peer) run() {
+	defer p.t.wg.Done()
+	var spare []byte
+	backoff := 20 * time.Millisecond
+	for {
+		select {
+		case <-p.t.closed:
+			return
+		case <-p.wake:
+		}
+		c, err := p.connect()
+		if err != nil {
+			p.mu.Lock()
+			dropped := len(p.queue) > 0
+			p.queue = p.queue[:0]
+			p.mu.Unlock()
+			if dropped {
+				p.t.Dropped.Add(1)
+			}
+			p.reportDown(err)
+			select {
+			case <-p.t.closed:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 20 * time.Millisecond
+		p.mu.Lock()
+		out := p.queue
+		p.queue = spare[:0]
+		p.mu.Unlock()
+		if len(out) == 0 {
+			spare = out
+			continue
+		}
+		c.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout))
+		_, err = c.Write(out)
+		p.t.Writes.Add(1)
+		p.t.SentBytes.Add(int64(len(out)))
+		spare = out
+		if err != nil {
+			p.t.Dropped.Add(1)
+			p.breakConn()
+			p.reportDown(err)
+		}
+		p.mu.Lock()
+		more := len(p.queue) > 0
+		p.mu.Unlock()
+		if more {
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (p *peer) reportDown(err error) {
+	if p.t.cfg.PeerDown != nil {
+		p.t.cfg.PeerDown(p.id, errors.Is(err, syscall.ECONNREFUSED))
+	}
+}
+
+// connect returns the current connection, dialing one (and sending the hello) if there is none.
+func (p *peer) connect() (net.Conn, error) {
+	p.mu.Lock()
+	c := p.conn
+	p.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	addr := ""
+	if p.t.cfg.Resolve != nil {
+		addr = p.t.cfg.Resolve(p.id)
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("transport: no address for node %d", p.id)
+	}
+	d := net.Dialer{Timeout: p.t.cfg.DialTimeout}
+	c, err := d.DialContext(p.t.ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	hello := []byte(helloMagic)
+	hello = kbin.AppendInt32(hello, p.t.cfg.NodeID)
+	hello = kbin.AppendInt32(hello, p.id)
+	hello = kbin.AppendString(hello, *p.t.clusterID.Load())
+	frame := binary.BigEndian.AppendUint32(nil, uint32(1+len(hello)))
+	frame = append(frame, byte(kindHello))
+	frame = append(frame, hello...)
+	c.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout))
+	if _, err := c.Write(frame); err != nil {
+		c.Close()
+		return nil, err
+	}
+	p.mu.Lock()
+	p.conn = c
+	p.mu.Unlock()
+	// The peer never writes on this connection; a read returns only when it closes (its
+	// process died, or it dropped us): then break the connection at once, and try to dial
+	// again, so a dead peer is reported as refused without waiting for the next frame.
+	p.t.wg.Add(1)
+	go func() {
+		defer p.t.wg.Done()
+		var b [1]byte
+		_, err := c.Read(b[:])
+		p.mu.Lock()
+		current := p.conn == c
+		if current {
+			p.conn = nil
+		}
+		p.mu.Unlock()
+		c.Close()
+		if current {
+			p.reportDown(err)
+			select {
+			case p.wake <- struct{}{}: // redial now (a refusal is reported by run)
+			default:
+			}
+		}
+	}()
+	return c, nil
+}
+
+func (t *Transport) accept() {
+	defer t.wg.Done()
+	for {
+		c, err := t.cfg.Listener.Accept()
+		if err != nil {
+			select {
+			case <-t.closed:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			t.logger.Warn("transport: accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		t.mu.Lock()
+		select {
+		case <-t.closed:
+			t.mu.Unlock()
+			c.Close()
+			return
+		default:
+		}
+		t.inbound[c] = -1
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go func() {
+			defer t.wg.Done()
+			err := t.serve(c)
+			if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				t.logger.Debug("transport: inbound connection closed", "remote", c.RemoteAddr().String(), "err", err)
+			}
+			t.mu.Lock()
+			delete(t.inbound, c)
+			t.mu.Unlock()
+			c.Close()
+		}()
+	}
+}
+
+// ErrBadHello is returned for a connection whose first frame is not an acceptable hello.
+var ErrBadHello = errors.New("transport: bad hello")
+
+// serve reads one inbound connection's frames and hands them to the handler.
+func (t *Transport) serve(c net.Conn) error {
+	r := bufio.NewReaderSize(c, 256<<10)
+	var buf []byte
+	read := func() (Kind, []byte, error) {
+		var hdr [5]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return 0, nil, err
+		}
+		n := int(binary.BigEndian.Uint32(hdr[:4]))
+		if n < 1 || n > t.cfg.MaxFrameBytes {
+			return 0, nil, fmt.Errorf("transport: frame of %d bytes (limit %d)", n, t.cfg.MaxFrameBytes)
+		}
+		if cap(buf) < n-1 {
+			buf = make([]byte, n-1)
+		}
+		body := buf[:n-1]
+		if _, err := io.ReadFull(r, body); err != nil {
+			return 0, nil, err
+		}
+		return Kind(hdr[4]), body, nil
+	}
+	kind, body, err := read()
+	if err != nil {
+		return err
+	}
+	from, err := t.checkHello(kind, body)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.inbound[c] = from
+	t.mu.Unlock()
+	for {
+		kind, body, err := read()
+		if err != nil {
+			return err
+		}
+		if kind == kindHello {
+			return fmt.Errorf("%w: a second hello", ErrBadHello)
+		}
+		if t.dropIn(from, kind) {
+			continue
+		}
+		t.cfg.Handler(from, kind, body)
+		if cap(buf) > 4<<20 { // do not keep a huge buffer for small frames
+			buf = nil
+		}
+	}
+}
+
+// ParseHello decodes a hello body.
+func ParseHello(body []byte) (from, to int32, clusterID string, err error) {
+	if len(body) < len(helloMagic) || string(body[:len(helloMagic)]) != helloMagic {
+		return 0, 0, "", fmt.Errorf("%w: no magic", ErrBadHello)
+	}
+	r := kbin.Reader{Src: body[len(helloMagic):]}
+	from, to, clusterID = r.Int32(), r.Int32(), r.String()
+	if err := r.Complete(); err != nil {
+		return 0, 0, "", fmt.Errorf("%w: %v", ErrBadHello, err)
+	}
+	return from, to, clusterID, nil
+}
+
+func (t *Transport) checkHello(kind Kind, body []byte) (int32, error) {
+	if kind != kindHello {
+		return 0, fmt.Errorf("%w: first frame is kind %d", ErrBadHello, kind)
+	}
+	from, to, cid, err := ParseHello(body)
+	if err != nil {
+		return 0, err
+	}
+	if to != t.cfg.NodeID {
+		return 0, fmt.Errorf("%w: node %d dialed node %d, this is node %d", ErrBadHello, from, to, t.cfg.NodeID)
+	}
+	if mine := *t.clusterID.Load(); mine != "" && cid != "" && mine != cid {
+		return 0, fmt.Errorf("%w: node %d is of cluster %q, this node of %q", ErrBadHello, from, cid, mine)
+	}
+	return from, nil
+}
