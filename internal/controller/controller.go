@@ -92,7 +92,7 @@ type applied struct {
 	index uint64
 }
 
-func raftID(node int32) uint64  { return uint64(node) + 1 }
+func raftID(node int32) uint64   { return uint64(node) + 1 }
 func nodeID(raftID uint64) int32 { return int32(raftID - 1) }
 
 // Open loads the controller's Raft state from cfg.Dir (creating it: a voter's first start

@@ -75,7 +75,7 @@ type Transport struct {
 	mu       sync.Mutex
 	peers    map[int32]*peer
 	inbound  map[net.Conn]int32 // accepted connections and their peer (-1 before the hello)
-	isolated map[int32]bool // fault injection: frames to and from these peers are dropped
+	isolated map[int32]bool     // fault injection: frames to and from these peers are dropped
 	filter   func(from, to int32, kind Kind) bool
 
 	closed chan struct{}
