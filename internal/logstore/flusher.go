@@ -218,20 +218,42 @@ func (l *Log) syncFinish(p syncPrep, err error) {
 	p.act.release()
 
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.syncing, l.syncingMsgs, l.syncingSince = 0, 0, time.Time{}
 	if err != nil {
 		l.poisonLocked("sync", err)
+		hook := l.onDurable
+		l.mu.Unlock()
+		if hook != nil {
+			hook()
+		}
 		return
 	}
 	// Claim the target only if no truncation happened meanwhile. (A roll meanwhile is fine: it
 	// synced the segment it sealed.) Either way wake the waiters: a round that lost a race to a
 	// truncation claims nothing, and its waiters must queue the log again, not sleep forever.
+	moved := false
 	if p.gen == l.truncGen && p.target > l.durable && l.err == nil {
 		l.durable = min(p.target, l.endOffsetLocked())
+		moved = true
+	}
+	hook := l.onDurable
+	if moved && hook != nil { // before the waiters wake: they see what the hook did
+		l.mu.Unlock()
+		hook()
+		l.mu.Lock()
 	}
 	close(l.durableCh)
 	l.durableCh = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// SetDurableHook installs fn, called (without the log's locks held) each time the durable offset
+// moves and when the log is poisoned by a failed sync. Replication uses it to acknowledge
+// fsynced data. fn must not block.
+func (l *Log) SetDurableHook(fn func()) {
+	l.mu.Lock()
+	l.onDurable = fn
+	l.mu.Unlock()
 }
 
 // syncOnce makes everything appended so far durable with an fsync of the active segment and

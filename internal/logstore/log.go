@@ -66,6 +66,7 @@ type Log struct {
 	producers *txn.Partition // idempotent producer state; guarded by appendMu
 
 	durable       int64         // every offset below is durable
+	onDurable     func()        // called when durable moves (SetDurableHook)
 	durableCh     chan struct{} // closed (and replaced) when durable moves or err is set
 	syncQueued    bool          // the log waits in the flusher's queue
 	dirDirty      bool          // a segment file was created since the directory was last synced
@@ -369,7 +370,7 @@ func (l *Log) AppendBatch(b []byte, leaderEpoch int32) (AppendResult, error) {
 			return AppendResult{First: dup.FirstOffset, Last: dup.LastOffset, Duplicate: true, MaxTimestamp: dup.MaxTimestamp}, nil
 		}
 	}
-	first, last, err := l.appendLocked(b, &h, leaderEpoch)
+	first, last, err := l.appendLocked(b, &h, -1, leaderEpoch)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -379,8 +380,38 @@ func (l *Log) AppendBatch(b []byte, leaderEpoch int32) (AppendResult, error) {
 	return AppendResult{First: first, Last: last}, nil
 }
 
-// appendLocked writes the validated batch b; the caller holds appendMu.
-func (l *Log) appendLocked(b []byte, hp *batch.Header, leaderEpoch int32) (first, last int64, err error) {
+// ErrNotAtEnd is returned by AppendReplica for a batch that does not start at or after the log
+// end: the follower's log and the leader's disagree.
+var ErrNotAtEnd = errors.New("logstore: replicated batch does not start at the log end")
+
+// AppendReplica appends a batch exactly as the partition's leader wrote it: its base offset and
+// partitionLeaderEpoch are kept. The base offset must be at or past the log end (past it only
+// where the leader's compaction left a gap). Only the stored form is checked (length, magic,
+// CRC): the leader validated the records. The batch is applied to the producer state without
+// the sequence checks, so a follower that becomes leader deduplicates as the old leader did.
+func (l *Log) AppendReplica(b []byte) (first, last int64, err error) {
+	h, err := batch.ValidateStored(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if end := l.EndOffset(); h.BaseOffset < end {
+		return 0, 0, fmt.Errorf("%w: batch at %d, log end %d", ErrNotAtEnd, h.BaseOffset, end)
+	}
+	first, last, err = l.appendLocked(b, &h, h.BaseOffset, h.LeaderEpoch)
+	if err != nil {
+		return 0, 0, err
+	}
+	if h.ProducerID >= 0 && !h.IsControl() {
+		l.producers.Apply(producerBatch(&h), first, h.MaxTimestamp)
+	}
+	return first, last, nil
+}
+
+// appendLocked writes the validated batch b at base (-1: at the log end, stamping the base
+// offset and leaderEpoch into b); the caller holds appendMu.
+func (l *Log) appendLocked(b []byte, hp *batch.Header, base int64, leaderEpoch int32) (first, last int64, err error) {
 	h := *hp
 	l.mu.RLock()
 	err, closed, act, cfg, filling := l.err, l.closed, l.active(), l.cfg, l.fill != nil
@@ -392,6 +423,9 @@ func (l *Log) appendLocked(b []byte, hp *batch.Header, leaderEpoch int32) (first
 		return 0, 0, err
 	}
 	first = act.next
+	if base >= 0 {
+		first = base
+	}
 	last = first + int64(h.LastOffsetDelta)
 	now := l.now()
 	if act.size > 0 && (act.size+int64(len(b)) > cfg.SegmentBytes || now.Sub(act.created) >= cfg.SegmentMs || !act.fits(last)) {
@@ -399,9 +433,11 @@ func (l *Log) appendLocked(b []byte, hp *batch.Header, leaderEpoch int32) (first
 			return 0, 0, err
 		}
 	}
-	batch.SetBaseOffset(b, first)
-	batch.SetLeaderEpoch(b, leaderEpoch)
-	h.BaseOffset, h.LeaderEpoch = first, leaderEpoch
+	if base < 0 {
+		batch.SetBaseOffset(b, first)
+		batch.SetLeaderEpoch(b, leaderEpoch)
+		h.BaseOffset, h.LeaderEpoch = first, leaderEpoch
+	}
 	if filling { // only a fill that runs now can overlap: new ones start under appendMu
 		l.waitFill(act, act.size+int64(len(b)))
 	}

@@ -166,6 +166,32 @@ func (l *Log) Truncate(offset int64) (int64, error) {
 	return l.EndOffset(), nil
 }
 
+// ResetTo empties the log and restarts it at offset, durably, forgetting every producer: a
+// replica whose log ends before its leader's log start starts over from there.
+func (l *Log) ResetTo(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("logstore: reset to negative offset %d", offset)
+	}
+	l.lockMaint()
+	defer l.maintMu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.RLock()
+	act, perr, closed := l.active(), l.err, l.closed
+	l.mu.RUnlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case perr != nil:
+		return perr
+	}
+	l.stopFill(act)
+	if err := l.truncateFully(offset); err != nil {
+		return err
+	}
+	return l.dropProducers()
+}
+
 // batchBaseAt reads the base offset of the batch at pos, if there is one.
 func (v *view) batchBaseAt(pos int64) (int64, bool) {
 	var base int64

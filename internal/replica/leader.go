@@ -1,0 +1,280 @@
+package replica
+
+import (
+	"slices"
+	"time"
+)
+
+// Leader is a partition leader's view of its replicas in one epoch: what each has appended and
+// fsynced, and the high watermark that follows from it. It does no I/O.
+//
+// The commit offset of a replica set S is the Q-th highest of the counted replicas' ends, with
+// Q = max(majority of S, min.insync.replicas) (capped at |S|); the ends are the fsynced ones,
+// or with write caching the appended ones. The leader counts itself once its epoch marker is
+// durable, and a follower once it acknowledged an end at or past epochStart (it writes the marker
+// on reaching it). During a reassignment both replica sets must commit (joint consensus). The high
+// watermark moves to the commit offset only once that is at least epochStart, and never back.
+type Leader struct {
+	Self         int32
+	Epoch        int32
+	EpochStart   int64
+	WriteCaching bool
+	MinISR       int
+	LagMax       time.Duration // replica.lag.time.max.ms: a follower behind longer leaves the ISR
+
+	sets      [][]int32
+	followers map[int32]*Progress
+	selfEnd   int64
+	selfDur   int64
+	selfReady bool // the leader's own epoch marker is durable
+	hw        int64
+	started   time.Time
+}
+
+// Progress is what the leader knows of one follower in its epoch.
+type Progress struct {
+	Node int32
+	// Streaming: the follower joined the epoch (Follow answered) and is sent batches from Next.
+	Streaming bool
+	Gen       uint64 // bumped by every join, so a send of an older join is not mistaken for one
+	JoinNext  int64  // where the follower's log ends after the join's truncation
+	JoinSeq   int32  // the sequence number of the follower's Follow this join answered
+	Next      int64  // next offset to send
+	// Appended and Durable are the ends the follower last acknowledged in this join (-1: none).
+	Appended, Durable int64
+	Connected         bool
+	LastCaughtUp      time.Time // last time Appended reached the leader's log end
+	Inflight          []inflight
+}
+
+type inflight struct {
+	end   int64
+	bytes int
+}
+
+// InflightBytes is what was sent and not yet acknowledged.
+func (p *Progress) InflightBytes() int {
+	n := 0
+	for _, f := range p.Inflight {
+		n += f.bytes
+	}
+	return n
+}
+
+// NewLeader starts an epoch: the leader's log ends at epochStart, and hw is the high watermark
+// it knew before (it only grows from there). sets are the replica sets (two during a
+// reassignment); every member other than self is a follower.
+func NewLeader(self, epoch int32, epochStart, hw int64, sets [][]int32, writeCaching bool, minISR int, lagMax time.Duration, now time.Time) *Leader {
+	l := &Leader{Self: self, Epoch: epoch, EpochStart: epochStart, WriteCaching: writeCaching, MinISR: minISR,
+		LagMax: lagMax, followers: map[int32]*Progress{}, selfEnd: epochStart, hw: min(hw, epochStart), started: now}
+	l.SetSets(sets, now)
+	return l
+}
+
+// SetSets changes the replica sets (a reassignment began or ended).
+func (l *Leader) SetSets(sets [][]int32, now time.Time) {
+	l.sets = nil
+	for _, s := range sets {
+		l.sets = append(l.sets, slices.Clone(s))
+	}
+	keep := map[int32]bool{}
+	for _, s := range sets {
+		for _, n := range s {
+			if n == l.Self {
+				continue
+			}
+			keep[n] = true
+			if l.followers[n] == nil {
+				l.followers[n] = &Progress{Node: n, Appended: -1, Durable: -1, Connected: true, LastCaughtUp: now}
+			}
+		}
+	}
+	for n := range l.followers {
+		if !keep[n] {
+			delete(l.followers, n)
+		}
+	}
+}
+
+// Follower returns a follower's progress (nil if n is not one).
+func (l *Leader) Follower(n int32) *Progress { return l.followers[n] }
+
+// Followers lists the followers' ids, ascending.
+func (l *Leader) Followers() []int32 {
+	out := make([]int32, 0, len(l.followers))
+	for n := range l.followers {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// HW is the high watermark.
+func (l *Leader) HW() int64 { return l.hw }
+
+// Ready reports whether the high watermark has reached the epoch's start: every batch the
+// leader had when elected is committed, and the high watermark can be shown to readers.
+func (l *Leader) Ready() bool { return l.hw >= l.EpochStart }
+
+// SetLocal records the leader's own log end and durable end; selfReady says its epoch marker is
+// durable. It reports whether the high watermark moved.
+func (l *Leader) SetLocal(end, durable int64, selfReady bool) bool {
+	l.selfEnd, l.selfDur, l.selfReady = end, durable, selfReady
+	return l.advance()
+}
+
+// Join starts streaming to a follower from next (where its log will end after truncating);
+// what it acknowledged before no longer counts.
+func (l *Leader) Join(n int32, next int64) *Progress {
+	p := l.followers[n]
+	if p == nil {
+		return nil
+	}
+	p.Streaming, p.Gen, p.Next, p.JoinNext = true, p.Gen+1, next, next
+	p.Appended, p.Durable, p.Inflight, p.Connected = -1, -1, nil, true
+	return p
+}
+
+// Stop stops streaming to a follower until it joins again (a mismatch, a lost connection).
+func (l *Leader) Stop(n int32, disconnected bool) {
+	if p := l.followers[n]; p != nil {
+		p.Streaming, p.Inflight = false, nil
+		if disconnected {
+			p.Connected = false
+		}
+	}
+}
+
+// Rewind makes the next send start again after what the follower last acknowledged (a send or
+// its acknowledgement was lost). If the follower has it already, it answers with a mismatch and
+// joins again.
+func (l *Leader) Rewind(n int32) {
+	if p := l.followers[n]; p != nil && p.Streaming {
+		p.Next, p.Inflight = p.JoinNext, nil
+		if p.Appended >= 0 {
+			p.Next = p.Appended
+		}
+	}
+}
+
+// Sent records that batches up to end (bytes of them) went to a follower of join gen. It
+// returns false if the follower rejoined meanwhile (the send is void).
+func (l *Leader) Sent(n int32, gen uint64, end int64, bytes int) bool {
+	p := l.followers[n]
+	if p == nil || !p.Streaming || p.Gen != gen {
+		return false
+	}
+	p.Next = end
+	p.Inflight = append(p.Inflight, inflight{end, bytes})
+	return true
+}
+
+// Ack records a follower's acknowledgement; it reports whether the high watermark moved.
+func (l *Leader) Ack(n int32, appended, durable int64, now time.Time) bool {
+	p := l.followers[n]
+	if p == nil || !p.Streaming {
+		return false
+	}
+	p.Appended, p.Durable, p.Connected = appended, durable, true
+	i := 0
+	for i < len(p.Inflight) && p.Inflight[i].end <= appended {
+		i++
+	}
+	p.Inflight = p.Inflight[i:]
+	if appended >= l.selfEnd {
+		p.LastCaughtUp = now
+	}
+	return l.advance()
+}
+
+func (l *Leader) end(n int32) int64 {
+	if n == l.Self {
+		if !l.selfReady {
+			return -1
+		}
+		if l.WriteCaching {
+			return l.selfEnd
+		}
+		return l.selfDur
+	}
+	p := l.followers[n]
+	if p == nil || !p.Streaming || p.Appended < l.EpochStart {
+		return -1
+	}
+	if l.WriteCaching {
+		return p.Appended
+	}
+	return p.Durable
+}
+
+// Quorum is how many replicas of a set of size n must hold a batch: a majority, or
+// min.insync.replicas if that is more, but never more than n.
+func Quorum(n, minISR int) int {
+	return min(max(n/2+1, minISR), n)
+}
+
+// Commit is the offset below which every batch is held by a quorum of every replica set.
+func (l *Leader) Commit() int64 {
+	commit := int64(-1)
+	for i, s := range l.sets {
+		ends := make([]int64, 0, len(s))
+		for _, n := range s {
+			ends = append(ends, l.end(n))
+		}
+		slices.SortFunc(ends, func(a, b int64) int { return int(min(max(b-a, -1), 1)) })
+		c := ends[Quorum(len(s), l.MinISR)-1]
+		if i == 0 || c < commit {
+			commit = c
+		}
+	}
+	return commit
+}
+
+func (l *Leader) advance() bool {
+	c := l.Commit()
+	if c >= l.EpochStart && c > l.hw {
+		l.hw = c
+		return true
+	}
+	return false
+}
+
+// InSync lists the replicas in sync (Kafka's ISR): the leader, and every follower that joined
+// the epoch, is connected, and caught up with the leader's log end within LagMax. Ascending.
+func (l *Leader) InSync(now time.Time) []int32 {
+	out := []int32{l.Self}
+	for n, p := range l.followers {
+		if p.Streaming && p.Connected && p.Appended >= l.EpochStart && now.Sub(p.LastCaughtUp) <= l.LagMax {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Live counts the replicas that can take part in a commit now: the leader, followers in sync,
+// and, during the first grace of the epoch, followers still joining (so that a new leader does
+// not refuse produce while its followers handshake).
+func (l *Leader) Live(now time.Time, grace time.Duration) int {
+	n := len(l.InSync(now))
+	if now.Sub(l.started) < grace {
+		for _, p := range l.followers {
+			if p.Connected && (!p.Streaming || p.Appended < l.EpochStart) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// NeedForAcks is how many live replicas acks=all needs: the quorum of the largest set.
+func (l *Leader) NeedForAcks() int {
+	need := 0
+	for _, s := range l.sets {
+		need = max(need, Quorum(len(s), l.MinISR))
+	}
+	if l.MinISR > need { // min.insync.replicas above the replication factor: never enough
+		need = l.MinISR
+	}
+	return need
+}

@@ -1,0 +1,262 @@
+package replica
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+func TestDivergence(t *testing.T) {
+	e := func(pairs ...int64) []EpochEntry {
+		var out []EpochEntry
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, EpochEntry{int32(pairs[i]), pairs[i+1]})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name         string
+		l            []EpochEntry
+		lEnd, lStart int64
+		f            []EpochEntry
+		fEnd         int64
+		to           int64
+		common       int32
+		reset        bool
+	}{
+		{"follower behind in the same epoch", e(0, 0, 2, 50), 100, 0, e(0, 0, 2, 50), 70, 70, 2, false},
+		{"follower ahead in an epoch the leader ended", e(0, 0, 2, 50, 4, 80), 100, 0, e(0, 0, 2, 50), 90, 80, 2, false},
+		{"follower's newer epoch diverged", e(0, 0, 2, 50, 5, 80), 100, 0, e(0, 0, 2, 50, 3, 60), 90, 60, 2, false},
+		{"follower marker of an epoch the leader never saw", e(0, 0, 2, 50), 60, 0, e(0, 0, 2, 50, 3, 60), 60, 60, 2, false},
+		{"follower has only an unknown epoch", e(1, 0), 10, 0, e(0, 0), 5, 0, -1, true},
+		{"empty follower, empty leader", nil, 0, 0, nil, 0, 0, -1, false},
+		{"empty follower, leader trimmed by retention", e(3, 500), 900, 500, nil, 0, 500, -1, true},
+		{"follower ends before the leader's log start", e(0, 1000, 2, 5000), 6000, 1000, e(0, 0), 100, 1000, -1, true},
+		{"identical logs", e(0, 0, 1, 10), 20, 0, e(0, 0, 1, 10), 20, 20, 1, false},
+		{"follower with the current epoch, longer", e(0, 0, 6, 40), 45, 0, e(0, 0, 6, 40), 60, 45, 6, false},
+	} {
+		to, common, reset := Divergence(tc.l, tc.lEnd, tc.lStart, tc.f, tc.fEnd)
+		if to != tc.to || common != tc.common || reset != tc.reset {
+			t.Errorf("%s: Divergence = %d, %d, %v; want %d, %d, %v", tc.name, to, common, reset, tc.to, tc.common, tc.reset)
+		}
+	}
+}
+
+func TestEpochCachePersistsAndTruncates(t *testing.T) {
+	fsys := vfs.NewMem()
+	fsys.MkdirAll("/p", 0o755)
+	c, err := LoadEpochCache(fsys, "/p", 0, 0)
+	if err != nil || len(c.Entries()) != 0 {
+		t.Fatalf("new empty log: %v, %v", c.Entries(), err)
+	}
+	for _, en := range []EpochEntry{{1, 0}, {3, 40}, {4, 40}, {7, 90}} {
+		if err := c.Add(en.Epoch, en.Start); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Add(2, 100); err == nil {
+		t.Fatal("an older epoch was accepted after epoch 7")
+	}
+	if ep, end := c.EndOffsetFor(3, 120); ep != 3 || end != 40 {
+		t.Errorf("EndOffsetFor(3) = %d, %d; want 3, 40 (epoch 4 starts there)", ep, end)
+	}
+	if ep, end := c.EndOffsetFor(5, 120); ep != 4 || end != 90 {
+		t.Errorf("EndOffsetFor(5) = %d, %d; want 4, 90", ep, end)
+	}
+	if ep, end := c.EndOffsetFor(9, 120); ep != 7 || end != 120 {
+		t.Errorf("EndOffsetFor(9) = %d, %d; want 7, 120", ep, end)
+	}
+	if ep, end := c.EndOffsetFor(0, 120); ep != -1 || end != -1 {
+		t.Errorf("EndOffsetFor(0) = %d, %d; want -1, -1", ep, end)
+	}
+	// A crash cut the log to 60: the entry at 90 is dropped on load.
+	c2, err := LoadEpochCache(fsys.Crash(vfs.CrashOptions{}), "/p", 0, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []EpochEntry{{1, 0}, {3, 40}, {4, 40}}; !slices.Equal(c2.Entries(), want) {
+		t.Fatalf("after a crash to 60: %v; want %v", c2.Entries(), want)
+	}
+	if err := c2.Truncate(40, 3); err != nil {
+		t.Fatal(err)
+	}
+	if want := []EpochEntry{{1, 0}, {3, 40}}; !slices.Equal(c2.Entries(), want) {
+		t.Fatalf("truncated to 40 keeping epoch 3: %v; want %v", c2.Entries(), want)
+	}
+	if err := c2.TrimStart(50); err != nil {
+		t.Fatal(err)
+	}
+	if want := []EpochEntry{{3, 50}}; !slices.Equal(c2.Entries(), want) {
+		t.Fatalf("trimmed to 50: %v; want %v", c2.Entries(), want)
+	}
+}
+
+func TestEpochCacheUpgradedLog(t *testing.T) {
+	fsys := vfs.NewMem()
+	c, err := LoadEpochCache(fsys, "/none", 10, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []EpochEntry{{0, 10}}; !slices.Equal(c.Entries(), want) {
+		t.Fatalf("a one-node log without the file: %v; want %v", c.Entries(), want)
+	}
+}
+
+func TestBadEpochFile(t *testing.T) {
+	fsys := vfs.NewMem()
+	fsys.MkdirAll("/p", 0o755)
+	b := encodeEpochs([]EpochEntry{{1, 0}, {2, 5}})
+	b[10] ^= 1
+	vfs.WriteFileAtomic(fsys, "/p", epochsFile, b)
+	if _, err := LoadEpochCache(fsys, "/p", 0, 10); err == nil {
+		t.Fatal("a corrupt leader-epochs file loaded")
+	}
+}
+
+var now0 = time.Unix(1_700_000_000, 0)
+
+func TestLeaderCommitFsyncQuorum(t *testing.T) {
+	l := NewLeader(1, 3, 100, 90, [][]int32{{1, 2, 3}}, false, 1, 10*time.Second, now0)
+	l.SetLocal(150, 120, true)
+	if l.HW() != 90 {
+		t.Fatalf("HW before any follower joined = %d; want 90 (the known one)", l.HW())
+	}
+	l.Join(2, 100)
+	l.Ack(2, 150, 99, now0) // appended past the epoch start, fsynced below it
+	if l.HW() != 90 {
+		t.Fatalf("HW with the follower's durable end 99 < epoch start = %d; want 90", l.HW())
+	}
+	l.Ack(2, 150, 140, now0)
+	if l.HW() != 120 {
+		t.Fatalf("HW = %d; want 120 (the 2nd highest durable end of {120, 140, -})", l.HW())
+	}
+	l.Join(3, 100)
+	l.Ack(3, 150, 150, now0)
+	if l.HW() != 140 {
+		t.Fatalf("HW = %d; want 140: the leader's own slow fsync (120) is not waited for", l.HW())
+	}
+	l.Ack(2, 150, 130, now0) // an end that went down (it rejoined elsewhere): HW never goes back
+	if l.HW() != 140 {
+		t.Fatalf("HW went back to %d", l.HW())
+	}
+}
+
+func TestLeaderCommitWriteCaching(t *testing.T) {
+	l := NewLeader(1, 3, 100, 100, [][]int32{{1, 2, 3}}, true, 1, 10*time.Second, now0)
+	l.SetLocal(160, 0, true)
+	l.Join(2, 100)
+	l.Ack(2, 150, 0, now0)
+	if l.HW() != 150 {
+		t.Fatalf("write caching HW = %d; want 150 (appended by two of three)", l.HW())
+	}
+}
+
+func TestLeaderMinISRRaisesTheQuorum(t *testing.T) {
+	l := NewLeader(1, 0, 0, 0, [][]int32{{1, 2, 3}}, true, 3, 10*time.Second, now0)
+	l.SetLocal(10, 10, true)
+	l.Join(2, 0)
+	l.Ack(2, 10, 10, now0)
+	if l.HW() != 0 {
+		t.Fatalf("min.insync.replicas=3 and two replicas hold it: HW = %d; want 0", l.HW())
+	}
+	if need := l.NeedForAcks(); need != 3 {
+		t.Fatalf("NeedForAcks = %d; want 3", need)
+	}
+	l.Join(3, 0)
+	l.Ack(3, 10, 10, now0)
+	if l.HW() != 10 {
+		t.Fatalf("HW = %d; want 10", l.HW())
+	}
+}
+
+func TestLeaderJointConsensus(t *testing.T) {
+	l := NewLeader(1, 0, 0, 0, [][]int32{{1, 2, 3}, {1, 4, 5}}, true, 1, 10*time.Second, now0)
+	l.SetLocal(10, 10, true)
+	l.Join(2, 0)
+	l.Ack(2, 10, 10, now0)
+	if l.HW() != 0 {
+		t.Fatalf("HW = %d with the new set {1,4,5} holding it only on 1; want 0", l.HW())
+	}
+	l.Join(4, 0)
+	l.Ack(4, 10, 10, now0)
+	if l.HW() != 10 {
+		t.Fatalf("HW = %d; want 10 (a majority of both sets)", l.HW())
+	}
+}
+
+func TestLeaderInSyncAndLive(t *testing.T) {
+	l := NewLeader(1, 0, 0, 0, [][]int32{{1, 2, 3}}, true, 1, 10*time.Second, now0)
+	if live := l.Live(now0, time.Second); live != 3 {
+		t.Fatalf("live at the epoch's start = %d; want 3 (joining followers count during the grace)", live)
+	}
+	if live := l.Live(now0.Add(2*time.Second), time.Second); live != 1 {
+		t.Fatalf("live after the grace with no follower joined = %d; want 1", live)
+	}
+	l.SetLocal(10, 10, true)
+	l.Join(2, 0)
+	l.Ack(2, 10, 10, now0.Add(time.Second))
+	if isr := l.InSync(now0.Add(2 * time.Second)); !slices.Equal(isr, []int32{1, 2}) {
+		t.Fatalf("ISR = %v; want [1 2]", isr)
+	}
+	l.Stop(2, true)
+	if isr := l.InSync(now0.Add(2 * time.Second)); !slices.Equal(isr, []int32{1}) {
+		t.Fatalf("ISR after 2 disconnected = %v; want [1]", isr)
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	ref := controller.PartitionRef{Topic: controller.TopicID{7}, Partition: 3}
+	as := []Append{{ref, 4, 100, 90, 5, 80, []byte("batches")}, {ref, 4, 1, 2, 3, 4, nil}}
+	got, err := ParseAppends(AppendAppends(nil, as))
+	if err != nil || len(got) != 2 || got[0].PrevEnd != 100 || !bytes.Equal(got[0].Batches, []byte("batches")) || got[1].EpochStart != 4 {
+		t.Fatalf("appends round trip: %+v, %v", got, err)
+	}
+	acks := []AppendAck{{ref, 4, StatusMismatch, 10, 9}}
+	if back, err := ParseAcks(AppendAcks(nil, acks)); err != nil || !slices.Equal(back, acks) {
+		t.Fatalf("acks round trip: %+v, %v", back, err)
+	}
+	f := &Follow{ref, 4, 2, 10, 0, []EpochEntry{{0, 0}, {4, 9}}}
+	if back, err := ParseFollow(AppendFollow(nil, f)); err != nil || back.LogEnd != 10 || !slices.Equal(back.Epochs, f.Epochs) {
+		t.Fatalf("follow round trip: %+v, %v", back, err)
+	}
+	fr := &FollowReply{ref, 4, 2, StatusOK, 9, 0, true, 9, 3}
+	if back, err := ParseFollowReply(AppendFollowReply(nil, fr)); err != nil || *back != *fr {
+		t.Fatalf("follow reply round trip: %+v, %v", back, err)
+	}
+}
+
+// FuzzFrames feeds arbitrary bytes to every replication decoder: none may panic, and what
+// decodes re-encodes to a frame that decodes the same.
+func FuzzFrames(f *testing.F) {
+	ref := controller.PartitionRef{Topic: controller.TopicID{1}, Partition: 0}
+	f.Add(AppendAppends(nil, []Append{{ref, 1, 2, 3, 4, 5, []byte("x")}}))
+	f.Add(AppendAcks(nil, []AppendAck{{ref, 1, 0, 2, 3}}))
+	f.Add(AppendFollow(nil, &Follow{ref, 1, 1, 2, 0, []EpochEntry{{1, 2}}}))
+	f.Add(AppendFollowReply(nil, &FollowReply{ref, 1, 1, 0, 2, 1, false, 2, 0}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if as, err := ParseAppends(b); err == nil {
+			if again, err := ParseAppends(AppendAppends(nil, as)); err != nil || len(again) != len(as) {
+				t.Fatalf("appends re-encode: %v", err)
+			}
+		}
+		if acks, err := ParseAcks(b); err == nil {
+			if again, err := ParseAcks(AppendAcks(nil, acks)); err != nil || !slices.Equal(again, acks) {
+				t.Fatalf("acks re-encode: %v", err)
+			}
+		}
+		if fl, err := ParseFollow(b); err == nil {
+			if again, err := ParseFollow(AppendFollow(nil, fl)); err != nil || !slices.Equal(again.Epochs, fl.Epochs) {
+				t.Fatalf("follow re-encode: %v", err)
+			}
+		}
+		if fr, err := ParseFollowReply(b); err == nil {
+			if again, err := ParseFollowReply(AppendFollowReply(nil, fr)); err != nil || *again != *fr {
+				t.Fatalf("follow reply re-encode: %v", err)
+			}
+		}
+	})
+}

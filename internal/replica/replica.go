@@ -1,0 +1,701 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/logstore"
+)
+
+// Role is a replica's part in its partition's current epoch.
+type Role int8
+
+// Roles.
+const (
+	RoleNone     Role = iota // no leader in this epoch yet (an election is running)
+	RoleLeader               // this node leads
+	RoleFollower             // another node leads
+)
+
+func (r Role) String() string { return [...]string{"none", "leader", "follower"}[r] }
+
+// Assignment is what the metadata image says of a partition hosted here.
+type Assignment struct {
+	Role         Role
+	Epoch        int32
+	Leader       int32
+	Sets         [][]int32 // replica sets: one, or two during a reassignment
+	ISR          []int32   // as the image has it
+	WriteCaching bool
+	MinISR       int
+}
+
+// Replica is this node's copy of one partition, leader or follower. Its methods are safe for
+// concurrent use; mu serialises everything (the log's own locks are taken inside it).
+type Replica struct {
+	m      *Manager
+	Ref    controller.PartitionRef
+	Topic  string
+	Log    *logstore.Log
+	epochs *EpochCache
+
+	mu         sync.Mutex
+	a          Assignment
+	leader     *Leader // while leading
+	frozen     bool    // a leadership transfer is prepared: no appends
+	frozenAt   time.Time
+	joined     bool // follower: the leader answered Follow in this epoch
+	joinSent   time.Time
+	joinSeq    int32 // follower: the number of its latest Follow
+	epochStart int64 // follower: the leader's epoch start
+	knownHW    int64 // the last high watermark known here (own, or the leader's)
+	failed     error // the log failed: this replica neither leads nor follows until reopened
+	hwCh       chan struct{}
+	reported   []int32 // leader: the ISR last reported
+	reportedAt time.Time
+	lastAck    map[int32]time.Time // leader: when each follower last acknowledged
+}
+
+// Errors of replica operations, as Kafka errors for clients.
+var (
+	ErrNotLeader         = kerr.NotLeaderForPartition
+	ErrNotEnoughReplicas = kerr.NotEnoughReplicas
+	ErrOffsetNotReady    = kerr.OffsetNotAvailable
+)
+
+func (r *Replica) notifyLocked() {
+	close(r.hwCh)
+	r.hwCh = make(chan struct{})
+}
+
+// Assignment returns the replica's current assignment.
+func (r *Replica) Assignment() Assignment {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.a
+}
+
+// Leading reports whether this replica leads, in which epoch, and whether its high watermark
+// has reached the epoch's start (until then reads and offset lookups must wait).
+func (r *Replica) Leading() (epoch int32, ready, leading bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil {
+		return r.a.Epoch, false, false
+	}
+	return r.a.Epoch, r.leader.Ready(), true
+}
+
+// State describes the replica for status pages.
+type State struct {
+	Role         Role
+	Epoch        int32
+	Leader       int32
+	HW           int64
+	LogStart     int64
+	LogEnd       int64
+	Durable      int64
+	InSync       []int32
+	Joined       bool
+	Failed       string
+	FollowerLags map[int32]int64 // leader: log end minus each follower's acknowledged end
+}
+
+// State returns a snapshot of the replica's state.
+func (r *Replica) State() State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := State{Role: r.a.Role, Epoch: r.a.Epoch, Leader: r.a.Leader, HW: r.knownHW, LogStart: r.Log.StartOffset(),
+		LogEnd: r.Log.EndOffset(), Durable: r.Log.DurableOffset(), Joined: r.joined}
+	if r.failed != nil {
+		s.Failed = r.failed.Error()
+	}
+	if r.leader != nil {
+		s.HW = r.leader.HW()
+		s.InSync = r.leader.InSync(r.m.now())
+		s.FollowerLags = map[int32]int64{}
+		for _, n := range r.leader.Followers() {
+			s.FollowerLags[n] = s.LogEnd - max(r.leader.Follower(n).Appended, 0)
+		}
+	}
+	return s
+}
+
+// HighWatermark is the offset below which readers may read (the leader's). A follower returns
+// the last one its leader sent.
+func (r *Replica) HighWatermark() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader != nil {
+		return r.leader.HW()
+	}
+	return r.knownHW
+}
+
+// Changed returns a channel closed the next time the high watermark, the role or the epoch
+// changes (for fetch long polls).
+func (r *Replica) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hwCh
+}
+
+// CheckEpoch checks a client's CurrentLeaderEpoch (-1: none) against the leader's, as Kafka
+// does: older gets FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; a replica that does not
+// lead gets NOT_LEADER_OR_FOLLOWER.
+func (r *Replica) CheckEpoch(clientEpoch int32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.checkEpochLocked(clientEpoch)
+}
+
+func (r *Replica) checkEpochLocked(clientEpoch int32) error {
+	switch {
+	case clientEpoch >= 0 && clientEpoch < r.a.Epoch:
+		return kerr.FencedLeaderEpoch
+	case clientEpoch > r.a.Epoch:
+		return kerr.UnknownLeaderEpoch
+	case r.leader == nil:
+		return ErrNotLeader
+	}
+	return nil
+}
+
+// CheckAcksAll refuses acks=all produce when fewer replicas are in sync than the ack quorum
+// needs (NOT_ENOUGH_REPLICAS): nothing is appended, rather than waiting for a quorum that is
+// not there.
+func (r *Replica) CheckAcksAll() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil {
+		return ErrNotLeader
+	}
+	if live, need := r.leader.Live(r.m.now(), r.m.cfg.JoinGrace), r.leader.NeedForAcks(); live < need {
+		return fmt.Errorf("%w: %d of the %d replicas an acknowledgement needs are in sync", ErrNotEnoughReplicas, live, need)
+	}
+	return nil
+}
+
+// Append appends a producer batch as leader, stamping the epoch, and starts replicating it. It
+// returns the epoch it was appended in, for WaitCommitted.
+func (r *Replica) Append(b []byte) (logstore.AppendResult, int32, error) {
+	r.mu.Lock()
+	if r.leader == nil || r.frozen {
+		r.mu.Unlock()
+		return logstore.AppendResult{}, 0, ErrNotLeader
+	}
+	epoch := r.a.Epoch
+	res, err := r.Log.AppendBatch(b, epoch)
+	if err != nil {
+		if errors.Is(err, logstore.ErrPoisoned) {
+			r.failLocked(err)
+		}
+		r.mu.Unlock()
+		return res, epoch, err
+	}
+	if !res.Duplicate && r.leader.SetLocal(r.Log.EndOffset(), r.Log.DurableOffset(), true) {
+		r.knownHW = r.leader.HW()
+		r.notifyLocked()
+	}
+	if !res.Duplicate {
+		for _, n := range r.leader.Followers() {
+			r.sendAppendLocked(n) // on the caller's goroutine: no hand-off on the produce path
+		}
+	}
+	r.mu.Unlock()
+	return res, epoch, nil
+}
+
+// WaitCommitted waits until the high watermark of epoch reaches end. It fails with
+// NOT_LEADER_OR_FOLLOWER if the replica stops leading that epoch first: whether the batch
+// survives is then up to the next leader (an idempotent producer's retry finds out).
+func (r *Replica) WaitCommitted(ctx context.Context, epoch int32, end int64) error {
+	for {
+		r.mu.Lock()
+		switch {
+		case r.failed != nil:
+			err := r.failed
+			r.mu.Unlock()
+			return err
+		case r.leader == nil || r.a.Epoch != epoch:
+			r.mu.Unlock()
+			return ErrNotLeader
+		case r.leader.HW() >= end:
+			r.mu.Unlock()
+			return nil
+		}
+		ch := r.hwCh
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// EndOffsetFor answers OffsetForLeaderEpoch.
+func (r *Replica) EndOffsetFor(epoch int32) (int32, int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epochs.EndOffsetFor(epoch, r.Log.EndOffset())
+}
+
+// LastEpoch is the newest epoch of the replica's log.
+func (r *Replica) LastEpoch() int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epochs.Last()
+}
+
+// Vote is the replica's answer to the controller's vote request for epoch.
+func (r *Replica) Vote(epoch int32) controller.Vote {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := controller.Vote{PartitionRef: r.Ref, Epoch: epoch, LastEpoch: r.epochs.Last(), LogEnd: r.Log.EndOffset()}
+	switch {
+	case r.failed != nil:
+		v.Reason = "log failed: " + r.failed.Error()
+	case r.a.Epoch != epoch:
+		v.Reason = fmt.Sprintf("replica is in epoch %d", r.a.Epoch)
+	case r.a.Role != RoleNone:
+		v.Reason = fmt.Sprintf("replica already has role %s", r.a.Role)
+	default:
+		v.OK = true
+	}
+	return v
+}
+
+// setAssignment applies what the image says (Manager.Assign).
+func (r *Replica) setAssignment(a Assignment) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	same := r.a.Role == a.Role && r.a.Epoch == a.Epoch && r.a.Leader == a.Leader
+	r.a = a
+	if same {
+		if r.leader != nil {
+			r.leader.WriteCaching, r.leader.MinISR = a.WriteCaching, a.MinISR
+			r.leader.SetSets(a.Sets, r.m.now())
+			if r.leader.SetLocal(r.Log.EndOffset(), r.Log.DurableOffset(), true) {
+				r.knownHW = r.leader.HW()
+				r.notifyLocked()
+			}
+		}
+		return
+	}
+	if r.leader != nil {
+		r.knownHW = max(r.knownHW, r.leader.HW())
+		r.leader = nil
+	}
+	r.frozen, r.joined, r.reported, r.lastAck = false, false, nil, nil
+	defer r.notifyLocked()
+	if r.failed != nil {
+		return
+	}
+	switch a.Role {
+	case RoleLeader:
+		start := r.Log.EndOffset()
+		// The epoch marker: this log, as it is now, is where epoch a.Epoch starts. Durable before
+		// the first append of the epoch and before this replica counts for the high watermark.
+		if err := r.epochs.Add(a.Epoch, start); err != nil {
+			r.failLocked(fmt.Errorf("replica: recording epoch %d as leader: %w", a.Epoch, err))
+			return
+		}
+		now := r.m.now()
+		r.leader = NewLeader(r.m.cfg.NodeID, a.Epoch, start, r.knownHW, a.Sets, a.WriteCaching, a.MinISR, r.m.cfg.LagMax, now)
+		r.lastAck = map[int32]time.Time{}
+		r.leader.SetLocal(start, r.Log.DurableOffset(), true)
+		r.knownHW = r.leader.HW()
+		r.m.cfg.Logger.Info("replica: leading", "topic", r.Topic, "partition", r.Ref.Partition, "epoch", a.Epoch,
+			"epoch_start", start, "hw", r.knownHW)
+	case RoleFollower:
+		r.sendFollowLocked()
+	}
+}
+
+func (r *Replica) failLocked(err error) {
+	if r.failed != nil {
+		return
+	}
+	r.failed = err
+	r.m.cfg.Logger.Error("replica: log failed; the replica stops", "topic", r.Topic, "partition", r.Ref.Partition, "err", err)
+	if r.leader != nil && r.m.cfg.ReportFailed != nil {
+		ref := controller.EpochRef{PartitionRef: r.Ref, Epoch: r.a.Epoch}
+		go r.m.cfg.ReportFailed(ref)
+	}
+	r.leader = nil
+	r.notifyLocked()
+}
+
+func (r *Replica) sendFollowLocked() {
+	r.joinSeq++
+	r.joined = false
+	f := Follow{Ref: r.Ref, Epoch: r.a.Epoch, Seq: r.joinSeq, LogEnd: r.Log.EndOffset(), LogStart: r.Log.StartOffset(), Epochs: r.epochs.Entries()}
+	r.joinSent = r.m.now()
+	r.m.cfg.Send(r.a.Leader, KindFollow, AppendFollow(nil, &f))
+}
+
+// onFollow answers a follower joining this leader's epoch.
+func (r *Replica) onFollow(from int32, f *Follow) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reply := FollowReply{Ref: r.Ref, Epoch: f.Epoch, Seq: f.Seq, Status: StatusStale}
+	var p *Progress
+	if r.leader != nil && f.Epoch == r.a.Epoch && r.leader.Follower(from) != nil {
+		end, start := r.Log.EndOffset(), r.Log.StartOffset()
+		to, common, reset := Divergence(r.epochs.Entries(), end, start, f.Epochs, f.LogEnd)
+		reply = FollowReply{Ref: r.Ref, Epoch: f.Epoch, Seq: f.Seq, Status: StatusOK, TruncateTo: to, CommonEpoch: common, Reset: reset,
+			EpochStart: r.leader.EpochStart, LeaderLogStart: start}
+		p = r.leader.Join(from, to)
+		p.JoinSeq = f.Seq
+	}
+	r.m.cfg.Send(from, KindFollowReply, AppendFollowReply(nil, &reply))
+	if p != nil {
+		r.sendAppendLocked(from)
+	}
+}
+
+// onFollowReply makes this follower's log agree with its leader's, then acknowledges.
+func (r *Replica) onFollowReply(from int32, fr *FollowReply) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.a.Role != RoleFollower || fr.Epoch != r.a.Epoch || from != r.a.Leader || r.failed != nil || fr.Seq != r.joinSeq {
+		return // not the answer to this follower's latest Follow
+	}
+	if fr.Status != StatusOK {
+		r.joined = false // asked again by the ticker
+		return
+	}
+	if err := r.truncateLocked(fr); err != nil {
+		r.failLocked(err)
+		r.ackLocked(StatusFailed)
+		return
+	}
+	r.joined, r.epochStart = true, fr.EpochStart
+	if err := r.markLocked(); err != nil {
+		r.failLocked(err)
+		r.ackLocked(StatusFailed)
+		return
+	}
+	r.ackLocked(StatusOK)
+}
+
+func (r *Replica) truncateLocked(fr *FollowReply) error {
+	if fr.Reset {
+		r.m.cfg.Logger.Info("replica: restarting the log at the leader's log start", "topic", r.Topic,
+			"partition", r.Ref.Partition, "offset", fr.LeaderLogStart, "log_end", r.Log.EndOffset())
+		if err := r.Log.ResetTo(fr.LeaderLogStart); err != nil {
+			return err
+		}
+		return r.epochs.Reset()
+	}
+	if end := r.Log.EndOffset(); fr.TruncateTo < end {
+		r.m.cfg.Logger.Info("replica: truncating a suffix the leader does not have", "topic", r.Topic,
+			"partition", r.Ref.Partition, "from", fr.TruncateTo, "log_end", end, "epoch", r.a.Epoch)
+		if _, err := r.Log.Truncate(fr.TruncateTo); err != nil {
+			return err
+		}
+	}
+	return r.epochs.Truncate(r.Log.EndOffset(), fr.CommonEpoch)
+}
+
+// markLocked writes the follower's epoch marker once its log reaches the leader's epoch start.
+func (r *Replica) markLocked() error {
+	if r.Log.EndOffset() >= r.epochStart && r.epochs.Last() < r.a.Epoch {
+		return r.epochs.Add(r.a.Epoch, r.epochStart)
+	}
+	return nil
+}
+
+// ackLocked sends the follower's acknowledgement to its leader.
+func (r *Replica) ackLocked(status int8) {
+	ack := AppendAck{Ref: r.Ref, Epoch: r.a.Epoch, Status: status, Appended: r.Log.EndOffset(), Durable: r.Log.DurableOffset()}
+	r.m.cfg.Send(r.a.Leader, KindAppendAck, AppendAcks(nil, []AppendAck{ack}))
+}
+
+// onAppend appends what the leader sent and returns the acknowledgement.
+func (r *Replica) onAppend(from int32, a *Append) AppendAck {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ack := AppendAck{Ref: r.Ref, Epoch: a.Epoch, Status: StatusStale}
+	switch {
+	case r.a.Role != RoleFollower || a.Epoch != r.a.Epoch || from != r.a.Leader:
+		return ack
+	case r.failed != nil:
+		ack.Status = StatusFailed
+		return ack
+	case !r.joined:
+		ack.Status = StatusMismatch
+		return ack
+	}
+	if end := r.Log.EndOffset(); a.PrevEnd != end {
+		r.joined = false
+		r.sendFollowLocked()
+		ack.Status = StatusMismatch
+		return ack
+	}
+	r.epochStart = a.EpochStart
+	for data := a.Batches; len(data) > 0; {
+		h, err := batch.ParseHeader(data)
+		if err != nil || h.Size() > len(data) {
+			r.joined = false
+			r.sendFollowLocked()
+			ack.Status = StatusMismatch
+			return ack
+		}
+		b := data[:h.Size()]
+		data = data[h.Size():]
+		if h.LeaderEpoch > r.epochs.Last() {
+			if err := r.epochs.Add(h.LeaderEpoch, h.BaseOffset); err != nil {
+				r.failLocked(err)
+				ack.Status = StatusFailed
+				return ack
+			}
+		}
+		if _, _, err := r.Log.AppendReplica(b); err != nil {
+			if errors.Is(err, logstore.ErrNotAtEnd) || errors.Is(err, batch.ErrCorrupt) {
+				r.joined = false
+				r.sendFollowLocked()
+				ack.Status = StatusMismatch
+				return ack
+			}
+			r.failLocked(err)
+			ack.Status = StatusFailed
+			return ack
+		}
+		if err := r.markLocked(); err != nil {
+			r.failLocked(err)
+			ack.Status = StatusFailed
+			return ack
+		}
+	}
+	if err := r.markLocked(); err != nil {
+		r.failLocked(err)
+		ack.Status = StatusFailed
+		return ack
+	}
+	if a.HW > r.knownHW {
+		r.knownHW = a.HW
+		r.notifyLocked()
+	}
+	if a.LogStart > r.Log.StartOffset() {
+		r.m.advanceStart(r, min(a.LogStart, r.Log.EndOffset()))
+	}
+	ack.Status, ack.Appended, ack.Durable = StatusOK, r.Log.EndOffset(), r.Log.DurableOffset()
+	if !r.a.WriteCaching && ack.Durable < ack.Appended {
+		r.Log.SyncSoon() // the durable end is acknowledged again from onDurable
+	}
+	return ack
+}
+
+// onAck takes a follower's acknowledgement.
+func (r *Replica) onAck(from int32, ack *AppendAck) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil || ack.Epoch != r.a.Epoch || r.leader.Follower(from) == nil {
+		return
+	}
+	switch ack.Status {
+	case StatusOK:
+	case StatusMismatch: // the follower sent Follow before this ack: its join decides
+		return
+	default:
+		r.leader.Stop(from, false)
+		return
+	}
+	now := r.m.now()
+	r.lastAck[from] = now
+	if r.leader.Ack(from, ack.Appended, ack.Durable, now) {
+		r.knownHW = r.leader.HW()
+		r.notifyLocked()
+	}
+	r.sendAppendLocked(from)
+}
+
+// onDurable runs when the log's durable end moves.
+func (r *Replica) onDurable() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.Log.Err(); err != nil {
+		r.failLocked(err)
+		return
+	}
+	switch {
+	case r.leader != nil:
+		if r.leader.SetLocal(r.Log.EndOffset(), r.Log.DurableOffset(), true) {
+			r.knownHW = r.leader.HW()
+			r.notifyLocked()
+		}
+	case r.a.Role == RoleFollower && r.joined:
+		r.ackLocked(StatusOK)
+	}
+}
+
+// maxAppendBytes bounds one Append of one partition; maxInflightBytes what a follower may have
+// unacknowledged.
+const (
+	maxAppendBytes   = 1 << 20
+	maxInflightBytes = 4 << 20
+)
+
+// sendAppendLocked sends a follower what it lacks, within the flow-control window. It is
+// called with mu held, so an Append is never sent after a FollowReply that voids it.
+func (r *Replica) sendAppendLocked(to int32) bool {
+	if r.leader == nil {
+		return false
+	}
+	p := r.leader.Follower(to)
+	if p == nil || !p.Streaming || p.InflightBytes() >= maxInflightBytes {
+		return false
+	}
+	end := r.Log.EndOffset()
+	if p.Next >= end {
+		return false
+	}
+	data, err := r.Log.Read(nil, p.Next, maxAppendBytes)
+	if errors.Is(err, logstore.ErrOffsetOutOfRange) && p.Next < r.Log.StartOffset() {
+		// The follower needs what retention deleted: it restarts at the log start.
+		start := r.Log.StartOffset()
+		reply := FollowReply{Ref: r.Ref, Epoch: r.a.Epoch, Seq: p.JoinSeq, Status: StatusOK, TruncateTo: start, CommonEpoch: -1,
+			Reset: true, EpochStart: r.leader.EpochStart, LeaderLogStart: start}
+		seq := p.JoinSeq
+		r.leader.Join(to, start).JoinSeq = seq
+		r.m.cfg.Send(to, KindFollowReply, AppendFollowReply(nil, &reply))
+		return r.sendAppendLocked(to)
+	}
+	if err != nil || len(data) == 0 {
+		if err != nil {
+			r.m.cfg.Logger.Warn("replica: reading for a follower", "topic", r.Topic, "partition", r.Ref.Partition, "offset", p.Next, "err", err)
+		}
+		return false
+	}
+	newEnd := lastNext(data)
+	a := Append{Ref: r.Ref, Epoch: r.a.Epoch, PrevEnd: p.Next, HW: r.leader.HW(), LogStart: r.Log.StartOffset(),
+		EpochStart: r.leader.EpochStart, Batches: data}
+	r.leader.Sent(to, p.Gen, newEnd, len(data))
+	r.m.cfg.Send(to, KindAppend, AppendAppends(nil, []Append{a}))
+	return newEnd < end
+}
+
+// lastNext returns the offset after the last whole batch in data.
+func lastNext(data []byte) int64 {
+	var next int64
+	for len(data) > 0 {
+		h, err := batch.ParseHeader(data)
+		if err != nil || h.Size() > len(data) {
+			break
+		}
+		next = h.NextOffset()
+		data = data[h.Size():]
+	}
+	return next
+}
+
+// PrepareTransfer stops appends (clients get NOT_LEADER_OR_FOLLOWER) and waits until target has
+// acknowledged the whole log, so that it wins the election that follows. It reports whether
+// target caught up in time; if not, appends resume.
+func (r *Replica) PrepareTransfer(ctx context.Context, epoch, target int32) bool {
+	r.mu.Lock()
+	if r.leader == nil || r.a.Epoch != epoch || r.leader.Follower(target) == nil {
+		r.mu.Unlock()
+		return false
+	}
+	r.frozen, r.frozenAt = true, r.m.now()
+	r.mu.Unlock()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r.mu.Lock()
+		if r.leader == nil || r.a.Epoch != epoch {
+			r.mu.Unlock()
+			return false
+		}
+		p := r.leader.Follower(target)
+		if p != nil && p.Streaming && p.Appended >= r.Log.EndOffset() {
+			r.mu.Unlock()
+			return true
+		}
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			r.mu.Lock()
+			if r.a.Epoch == epoch {
+				r.frozen = false
+			}
+			r.mu.Unlock()
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+// tick does a replica's periodic work: a follower asks to join again, a leader resends what
+// was not acknowledged in time, ends a transfer that never came, and reports a changed ISR.
+func (r *Replica) tick(now time.Time) *controller.ISRItem {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failed != nil {
+		return nil
+	}
+	if r.a.Role == RoleFollower && !r.joined && now.Sub(r.joinSent) >= r.m.cfg.JoinRetry {
+		r.sendFollowLocked()
+	}
+	if r.leader == nil {
+		return nil
+	}
+	if r.frozen && now.Sub(r.frozenAt) > 3*time.Second {
+		r.frozen = false
+	}
+	end := r.Log.EndOffset()
+	for _, n := range r.leader.Followers() {
+		p := r.leader.Follower(n)
+		if !p.Streaming {
+			continue
+		}
+		stale := now.Sub(r.lastAck[n]) > r.m.cfg.ResendAfter
+		switch {
+		case stale && len(p.Inflight) > 0: // a send or its acknowledgement was lost
+			r.leader.Rewind(n)
+			r.lastAck[n] = now
+			r.sendAppendLocked(n)
+		case p.Next < end:
+			r.sendAppendLocked(n)
+		case stale && (p.Appended < end || !r.a.WriteCaching && p.Durable < end):
+			// Nothing to send, but the follower's acknowledgement is missing: probe with an
+			// empty append, which it answers with its ends.
+			r.lastAck[n] = now
+			a := Append{Ref: r.Ref, Epoch: r.a.Epoch, PrevEnd: p.Next, HW: r.leader.HW(), LogStart: r.Log.StartOffset(),
+				EpochStart: r.leader.EpochStart}
+			r.m.cfg.Send(n, KindAppend, AppendAppends(nil, []Append{a}))
+		}
+	}
+	isr := r.leader.InSync(now)
+	if slices.Equal(isr, r.a.ISR) || (slices.Equal(isr, r.reported) && now.Sub(r.reportedAt) < time.Second) {
+		return nil
+	}
+	r.reported, r.reportedAt = isr, now
+	return &controller.ISRItem{PartitionRef: r.Ref, Epoch: r.a.Epoch, ISR: isr}
+}
+
+// peerDown is told that the connection to node broke.
+func (r *Replica) peerDown(node int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader != nil {
+		if p := r.leader.Follower(node); p != nil {
+			p.Connected = false
+			r.leader.Rewind(node)
+		}
+	}
+	if r.a.Role == RoleFollower && r.a.Leader == node {
+		r.joined = false
+	}
+}
