@@ -583,11 +583,11 @@ func reopenConfigs(t *testing.T, reg *topics.Registry, topic string) map[string]
 		t.Fatal(err)
 	}
 	defer r2.Close()
-	tp, ok := r2.Get(topic)
-	if !ok {
-		t.Fatalf("reopened registry lacks %s", topic)
+	local, err := r2.LocalTopics()
+	if err != nil || len(local) != 1 {
+		t.Fatalf("reopened registry: %v, %v; want topic %s", local, err, topic)
 	}
-	return maps.Clone(tp.Configs)
+	return maps.Clone(local[0].Configs)
 }
 
 func TestAlterConfigsReplaces(t *testing.T) {
@@ -789,8 +789,8 @@ func TestDescribeCluster(t *testing.T) {
 			continue
 		}
 		want := []kmsg.DescribeClusterResponseBroker{{NodeID: 1, Host: "127.0.0.1", Port: int32(atoi(t, port))}}
-		if resp.ClusterID != "test" || resp.ControllerID != 1 || !reflect.DeepEqual(resp.Brokers, want) {
-			t.Errorf("DescribeCluster v%d = cluster %q, controller %d, brokers %+v; want test, 1, %+v", tc.version, resp.ClusterID, resp.ControllerID, resp.Brokers, want)
+		if len(resp.ClusterID) != 22 || resp.ControllerID != 1 || !reflect.DeepEqual(resp.Brokers, want) {
+			t.Errorf("DescribeCluster v%d = cluster %q, controller %d, brokers %+v; want a 22-character id, 1, %+v", tc.version, resp.ClusterID, resp.ControllerID, resp.Brokers, want)
 		}
 	}
 }
@@ -1049,14 +1049,10 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	if err := alter("", kadm.AlterConfig{Name: "log.retention.ms", Value: strp("-7")}); err == nil {
 		t.Errorf("invalid log.retention.ms = nil; want an error")
 	}
-	// Restart: a new registry on the same data dir has the same dynamic configs.
-	reg2, err := topics.Open(topics.Options{DataDir: filepath.Dir(reg.Dir()), Flusher: logstore.NewFlusher(0), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg2.Close()
-	if got := reg2.BrokerConfigs(false)["log.segment.bytes"]; got != "200000" {
-		t.Errorf("cluster default after reopening = %q; want 200000", got)
+	// The dynamic configs live in the controller's log, which survives restarts.
+	b, _ := testBrokers.Load(reg)
+	if got := b.(*Broker).cl.Image().ClusterConfigs["log.segment.bytes"]; got != "200000" {
+		t.Errorf("cluster default in the controller's image = %q; want 200000", got)
 	}
 }
 

@@ -128,10 +128,7 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string
 			}
 			configs[c.Name] = *c.Value
 		}
-		if err := b.topics.SetConfigs(rr.ResourceName, configs, validateOnly); err != nil {
-			return toAdminError(err)
-		}
-		return nil
+		return b.setTopicConfigs(rr.ResourceName, configs, validateOnly)
 	case kmsg.ConfigResourceTypeBroker: // replaces the scope's dynamic configs, as for topics
 		perBroker, aerr := b.checkBrokerResource(rr.ResourceName)
 		if aerr != nil {
@@ -147,10 +144,7 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string
 			}
 			configs[c.Name] = *c.Value
 		}
-		if err := b.topics.SetBrokerConfigs(perBroker, configs, validateOnly); err != nil {
-			return toAdminError(err)
-		}
-		return nil
+		return b.setBrokerConfigs(perBroker, configs, validateOnly)
 	}
 	return adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
 }

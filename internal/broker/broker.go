@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/cluster"
 	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/topics"
@@ -27,7 +28,10 @@ type Config struct {
 	NodeID         int32
 	AdvertisedHost string // host clients are told to connect to
 	AdvertisedPort int32
-	ClusterID      string
+
+	// Cluster is this node's member of the cluster: the metadata image, the controller that
+	// admin requests go to, and the replicas of the partitions hosted here. Required.
+	Cluster *cluster.Node
 
 	AutoCreateTopics  bool  // auto.create.topics.enable
 	DefaultPartitions int32 // num.partitions, for auto-created topics
@@ -38,8 +42,7 @@ type Config struct {
 	MaxConnInflightBytes int64 // request bytes in flight per connection
 	MaxInflightBytes     int64 // request bytes in flight for the whole broker
 
-	// ProducerIDs hands out idempotent producer ids. It must persist what it hands out; nil
-	// gives a volatile allocator, for tests only (ids would be reused after a restart).
+	// ProducerIDs hands out idempotent producer ids; nil: blocks of ids from the controller.
 	ProducerIDs *txn.IDAllocator
 
 	// Consumer groups: the coordinator's settings and offsets.topic.num.partitions.
@@ -90,14 +93,12 @@ func (c *Config) DefaultLimits() {
 	if c.OffsetsTopicPartitions == 0 {
 		c.OffsetsTopicPartitions = 50
 	}
-	if c.ProducerIDs == nil {
-		c.ProducerIDs = txn.NewIDAllocator(0, func(int64) error { return nil })
-	}
 }
 
 // Broker serves the Kafka protocol for the topics of a registry.
 type Broker struct {
 	cfg           Config
+	cl            *cluster.Node
 	topics        *topics.Registry
 	logger        *slog.Logger
 	mem           *semaphore.Weighted // in-flight request bytes, all connections
@@ -121,19 +122,20 @@ type Broker struct {
 // Shutdown.
 func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 	cfg.DefaultLimits()
+	if cfg.Cluster == nil {
+		return nil, errors.New("broker: Config.Cluster is required")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
-		cfg: cfg, topics: reg, logger: cfg.Logger, mem: semaphore.NewWeighted(cfg.MaxInflightBytes),
+		cfg: cfg, cl: cfg.Cluster, topics: reg, logger: cfg.Logger, mem: semaphore.NewWeighted(cfg.MaxInflightBytes),
 		fetchSessions: newFetchSessions(1000), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
 		stopped: make(chan struct{}),
 	}
-	gs, err := newGroups(b)
-	if err != nil {
-		cancel()
-		return nil, err
+	if b.cfg.ProducerIDs == nil {
+		b.cfg.ProducerIDs = txn.NewBlockAllocator(b.producerIDBlock)
 	}
-	b.groups = gs
-	go gs.run(ctx)
+	b.groups = newGroups(b)
+	go b.groups.run(ctx)
 	return b, nil
 }
 

@@ -3,9 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -13,38 +10,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
-// testBroker serves a fresh registry on a loopback port and returns its address.
+// testBroker serves a fresh registry on a loopback port (node 1 of a one-node cluster) and
+// returns its address.
 func testBroker(t *testing.T) (string, *topics.Registry) {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	flusher := logstore.NewFlusher(0)
-	reg, err := topics.Open(topics.Options{DataDir: t.TempDir(), Flusher: flusher, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().(*net.TCPAddr)
-	b, err := New(Config{NodeID: 1, AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(addr.Port), ClusterID: "test",
-		AutoCreateTopics: true, Logger: quiet}, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go b.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		b.Shutdown(ctx)
-		reg.Close()
-		flusher.Close()
-	})
-	return addr.String(), reg
+	_, addr, reg := ctBroker(t, nil)
+	return addr, reg
 }
 
 func TestProduceConsumeRoundTrip(t *testing.T) {
@@ -96,7 +70,7 @@ func TestHighWatermarkFollowsDurability(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	noFlush := map[string]string{"flush.ms": "1000000", "flush.bytes": "1000000000"}
-	fsyncTopic, err := reg.Create("durable", 1, noFlush, false)
+	fsyncTopic, err := ctCreate(t, reg, "durable", 1, noFlush), error(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,12 +78,12 @@ func TestHighWatermarkFollowsDurability(t *testing.T) {
 	for k, v := range noFlush {
 		cached[k] = v
 	}
-	cachedTopic, err := reg.Create("cached", 1, cached, false)
+	cachedTopic, err := ctCreate(t, reg, "cached", 1, cached), error(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tp := range []*topics.Topic{fsyncTopic, cachedTopic} { // appended, not synced
-		if _, _, err := tp.Partitions[0].Log.Append(ctBatch(3, 10), 0); err != nil {
+		if _, _, err := tp.Partitions[0].Replica.Append(ctBatch(3, 10)); err != nil {
 			t.Fatal(err)
 		}
 	}

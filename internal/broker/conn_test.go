@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/cluster"
 	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
@@ -27,13 +28,14 @@ import (
 
 const ctClientID = "conn-test"
 
-// ctBroker serves a fresh registry on a loopback port, like testBroker, with mod applied to
-// the config, and returns the broker too.
+// ctBroker serves a fresh registry on a loopback port, as node 1 of a one-node cluster, like
+// testBroker, with mod applied to the config, and returns the broker too.
 func ctBroker(tb testing.TB, mod func(*Config)) (*Broker, string, *topics.Registry) {
 	tb.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	flusher := logstore.NewFlusher(0)
-	reg, err := topics.Open(topics.Options{DataDir: tb.TempDir(), Flusher: flusher, Logger: quiet})
+	dir := tb.TempDir()
+	reg, err := topics.Open(topics.Options{DataDir: dir, Flusher: flusher, Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -41,8 +43,22 @@ func ctBroker(tb testing.TB, mod func(*Config)) (*Broker, string, *topics.Regist
 	if err != nil {
 		tb.Fatal(err)
 	}
+	cln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
 	addr := ln.Addr().(*net.TCPAddr)
-	cfg := Config{NodeID: 1, AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(addr.Port), ClusterID: "test",
+	node, err := cluster.Start(cluster.Config{NodeID: 1, Listener: cln, KafkaHost: "127.0.0.1", KafkaPort: int32(addr.Port),
+		DataDir: dir, Registry: reg, Logger: quiet})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer wcancel()
+	if err := node.WaitReady(wctx); err != nil {
+		tb.Fatal(err)
+	}
+	cfg := Config{NodeID: 1, AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(addr.Port), Cluster: node,
 		AutoCreateTopics: true, Logger: quiet}
 	if mod != nil {
 		mod(&cfg)
@@ -51,16 +67,22 @@ func ctBroker(tb testing.TB, mod func(*Config)) (*Broker, string, *topics.Regist
 	if err != nil {
 		tb.Fatal(err)
 	}
+	testBrokers.Store(reg, b)
 	go b.Serve(ln)
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		b.Shutdown(ctx)
+		node.Close()
 		reg.Close()
 		flusher.Close()
+		testBrokers.Delete(reg)
 	})
 	return b, addr.String(), reg
 }
+
+// testBrokers maps a test's registry to its broker, for helpers that create topics.
+var testBrokers sync.Map
 
 // ctFrame frames a request by hand: size, key, version, correlation id, client id, the empty
 // header tags of flexible versions, body.
@@ -283,11 +305,24 @@ func ctEnds(reg *topics.Registry) map[string]int64 {
 	return ends
 }
 
-func ctCreate(t testing.TB, reg *topics.Registry, name string, parts int32, configs map[string]string) {
+// ctCreate creates a topic through the controller of the test broker serving reg, and returns
+// it as the registry has it.
+func ctCreate(t testing.TB, reg *topics.Registry, name string, parts int32, configs map[string]string) *topics.Topic {
 	t.Helper()
-	if _, err := reg.Create(name, parts, configs, false); err != nil {
-		t.Fatal(err)
+	v, ok := testBrokers.Load(reg)
+	if !ok {
+		t.Fatal("ctCreate: no test broker serves this registry")
 	}
+	b := v.(*Broker)
+	assignments, aerr := b.assignReplicas(0, parts, 1)
+	if aerr != nil {
+		t.Fatal(aerr.msg)
+	}
+	tp, aerr := b.createTopicNow(context.Background(), name, configs, assignments)
+	if aerr != nil {
+		t.Fatalf("creating %s: %s", name, aerr.msg)
+	}
+	return tp
 }
 
 func ctSameEnds(t *testing.T, what string, before, after map[string]int64) {

@@ -5,11 +5,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/topics"
 )
 
 func init() { register(kmsg.CreatePartitions, 0, 3, handleCreatePartitions) }
 
-func handleCreatePartitions(_ context.Context, r *request) reply {
+func handleCreatePartitions(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	b := r.conn.b
@@ -29,7 +32,7 @@ func handleCreatePartitions(_ context.Context, r *request) reply {
 			}
 			continue
 		}
-		if aerr := b.createPartitions(&rt, req.ValidateOnly); aerr != nil {
+		if aerr := b.createPartitions(ctx, &rt, req.ValidateOnly); aerr != nil {
 			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -38,7 +41,7 @@ func handleCreatePartitions(_ context.Context, r *request) reply {
 }
 
 // createPartitions grows one topic, with Kafka's checks and messages.
-func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) *adminError {
+func (b *Broker) createPartitions(ctx context.Context, rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) *adminError {
 	t, ok := b.topics.Get(rt.Topic)
 	if !ok {
 		return adminErr(kerr.UnknownTopicOrPartition, "This server does not host this topic-partition.")
@@ -49,19 +52,34 @@ func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 		return adminErr(kerr.InvalidPartitions, "Topic already has %d partition(s).", have)
 	case rt.Count < have:
 		return adminErr(kerr.InvalidPartitions, "The topic %s currently has %d partition(s); %d would not be an increase.", rt.Topic, have, rt.Count)
+	case rt.Count > topics.MaxPartitions:
+		return adminErr(kerr.InvalidPartitions, "Number of partitions %d is above the limit of %d.", rt.Count, topics.MaxPartitions)
 	}
+	var assignments [][]int32
 	if rt.Assignment != nil {
 		if add := rt.Count - have; int32(len(rt.Assignment)) != add {
 			return adminErr(kerr.InvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(rt.Assignment))
 		}
 		for _, a := range rt.Assignment {
-			if aerr := checkReplicas(a.Replicas, b.cfg.NodeID); aerr != nil {
+			if aerr := b.checkReplicas(a.Replicas); aerr != nil {
 				return aerr
 			}
+			assignments = append(assignments, a.Replicas)
+		}
+	} else {
+		rf := int16(1)
+		if p := b.imagePartition(t.ID, 0); p != nil {
+			rf = int16(len(p.Replicas))
+		}
+		var aerr *adminError
+		if assignments, aerr = b.assignReplicas(have, rt.Count-have, rf); aerr != nil {
+			return aerr
 		}
 	}
-	if err := b.topics.CreatePartitions(rt.Topic, rt.Count, validateOnly); err != nil {
-		return toAdminError(err)
+	if validateOnly {
+		return nil
 	}
-	return nil
+	_, aerr := b.propose(ctx, &controller.Command{Op: controller.OpCreatePartitions,
+		CreatePartitions: &controller.CreatePartitions{ID: t.ID, Assignments: assignments}})
+	return aerr
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -41,24 +42,6 @@ func toAdminError(err error) *adminError {
 
 func strp(s string) *string { return &s }
 
-// checkReplicas checks one partition's explicit replica list: on one node it can only be [nodeID].
-func checkReplicas(replicas []int32, nodeID int32) *adminError {
-	if len(replicas) == 0 {
-		return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
-	}
-	seen := map[int32]bool{}
-	for _, id := range replicas {
-		if seen[id] {
-			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes the broker %d more than once.", id)
-		}
-		seen[id] = true
-		if id != nodeID {
-			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no such broker is registered.", id)
-		}
-	}
-	return nil
-}
-
 // collides reports an existing topic whose name equals name once '.' and '_' are identified:
 // Kafka forbids such pairs, as their metric names collide.
 func collides(reg *topics.Registry, name string) (string, bool) {
@@ -74,7 +57,7 @@ func collides(reg *topics.Registry, name string) (string, bool) {
 	return "", false
 }
 
-func handleCreateTopics(_ context.Context, r *request) reply {
+func handleCreateTopics(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	b := r.conn.b
@@ -95,7 +78,7 @@ func handleCreateTopics(_ context.Context, r *request) reply {
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		t, partitions, rf, aerr := b.createTopic(&rt, req.ValidateOnly)
+		t, partitions, rf, aerr := b.createTopic(ctx, &rt, req.ValidateOnly)
 		if aerr != nil {
 			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
 			resp.Topics = append(resp.Topics, st)
@@ -117,7 +100,7 @@ func handleCreateTopics(_ context.Context, r *request) reply {
 }
 
 // createTopic validates and (unless validateOnly) creates one topic, in Kafka's order of checks.
-func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) (*topics.Topic, int32, int16, *adminError) {
+func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) (*topics.Topic, int32, int16, *adminError) {
 	if err := topics.ValidateName(rt.Topic); err != nil {
 		return nil, 0, 0, adminErr(kerr.InvalidTopicException, "%v", err)
 	}
@@ -128,6 +111,7 @@ func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 		return nil, 0, 0, adminErr(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", rt.Topic, other)
 	}
 	partitions, rf := rt.NumPartitions, rt.ReplicationFactor
+	var assignments [][]int32
 	if len(rt.ReplicaAssignment) > 0 {
 		if partitions != -1 {
 			return nil, 0, 0, adminErr(kerr.InvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1.")
@@ -135,32 +119,35 @@ func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 		if rf != -1 {
 			return nil, 0, 0, adminErr(kerr.InvalidRequest, "A manual partition assignment was specified, but replicationFactor was not set to -1.")
 		}
-		seen := make([]bool, len(rt.ReplicaAssignment))
+		assignments = make([][]int32, len(rt.ReplicaAssignment))
 		for _, a := range rt.ReplicaAssignment {
-			if a.Partition < 0 || int(a.Partition) >= len(seen) || seen[a.Partition] {
-				return nil, 0, 0, adminErr(kerr.InvalidReplicaAssignment, "Partitions in a manual assignment must be numbered 0 to %d, each once; got partition %d.", len(seen)-1, a.Partition)
+			if a.Partition < 0 || int(a.Partition) >= len(assignments) || assignments[a.Partition] != nil {
+				return nil, 0, 0, adminErr(kerr.InvalidReplicaAssignment, "Partitions in a manual assignment must be numbered 0 to %d, each once; got partition %d.", len(assignments)-1, a.Partition)
 			}
-			seen[a.Partition] = true
-			if aerr := checkReplicas(a.Replicas, b.cfg.NodeID); aerr != nil {
+			if aerr := b.checkReplicas(a.Replicas); aerr != nil {
 				return nil, 0, 0, aerr
 			}
+			assignments[a.Partition] = a.Replicas
 		}
-		partitions, rf = int32(len(rt.ReplicaAssignment)), 1
+		partitions, rf = int32(len(assignments)), int16(len(assignments[0]))
 	} else {
 		switch {
 		case rf < -1 || rf == 0:
 			return nil, 0, 0, adminErr(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value.")
 		case partitions < -1 || partitions == 0:
 			return nil, 0, 0, adminErr(kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value.")
+		case partitions > topics.MaxPartitions:
+			return nil, 0, 0, adminErr(kerr.InvalidPartitions, "Number of partitions %d is above the limit of %d.", partitions, topics.MaxPartitions)
 		}
 		if partitions == -1 {
 			partitions = b.cfg.DefaultPartitions
 		}
 		if rf == -1 {
-			rf = 1
+			rf = b.defaultReplicationFactor()
 		}
-		if rf > 1 {
-			return nil, 0, 0, adminErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.", rf, rf)
+		var aerr *adminError
+		if assignments, aerr = b.assignReplicas(0, partitions, rf); aerr != nil {
+			return nil, 0, 0, aerr
 		}
 	}
 	configs := make(map[string]string, len(rt.Configs))
@@ -173,9 +160,22 @@ func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 	if err := b.topics.ValidateConfigs(configs); err != nil {
 		return nil, 0, 0, adminErr(kerr.InvalidConfig, "%v", err)
 	}
-	t, err := b.topics.Create(rt.Topic, partitions, configs, validateOnly)
-	if err != nil {
-		return nil, 0, 0, toAdminError(err)
+	if validateOnly {
+		return b.topics.Preview(rt.Topic, configs), partitions, rf, nil
 	}
-	return t, partitions, rf, nil
+	t, aerr := b.createTopicNow(ctx, rt.Topic, configs, assignments)
+	return t, partitions, rf, aerr
+}
+
+// createTopicNow has the controller create a topic and returns it as this node's registry has it.
+func (b *Broker) createTopicNow(ctx context.Context, name string, configs map[string]string, assignments [][]int32) (*topics.Topic, *adminError) {
+	if _, aerr := b.propose(ctx, &controller.Command{Op: controller.OpCreateTopic, CreateTopic: &controller.CreateTopic{
+		Name: name, ID: newTopicID(), Configs: configs, Assignments: assignments}}); aerr != nil {
+		return nil, aerr
+	}
+	t, ok := b.topics.Get(name)
+	if !ok {
+		return nil, adminErr(kerr.UnknownServerError, "Topic %s was created but is not known here.", name)
+	}
+	return t, nil
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/topics"
 )
 
 func init() { register(kmsg.DeleteRecords, 0, 2, handleDeleteRecords) }
@@ -13,7 +15,8 @@ func init() { register(kmsg.DeleteRecords, 0, 2, handleDeleteRecords) }
 // deleteToHighWatermark is DeleteRecords' offset meaning "up to the high watermark".
 const deleteToHighWatermark = -1
 
-// handleDeleteRecords advances partitions' log start offsets. It runs on the read loop, so a
+// handleDeleteRecords advances partitions' log start offsets on their leaders (followers follow
+// from the log start the leader sends them). It runs on the read loop, so a
 // request that follows on the connection sees the new start offsets.
 func handleDeleteRecords(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.DeleteRecordsRequest)
@@ -26,17 +29,24 @@ func handleDeleteRecords(_ context.Context, r *request) reply {
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
-			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			var p *topics.Partition
+			var err error
+			if !known {
+				err = kerr.UnknownTopicOrPartition
+			} else {
+				p, err = b.leader(t, rp.Partition, -1)
+			}
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
 			} else if policy, _ := t.Effective("cleanup.policy"); !strings.Contains(policy, "delete") {
 				sp.ErrorCode = kerr.PolicyViolation.Code // as Kafka: records of a compact-only topic cannot be deleted
 			} else {
-				l := t.Partitions[rp.Partition].Log
+				l, hw := p.Log, p.Replica.HighWatermark()
 				off := rp.Offset
 				if off == deleteToHighWatermark {
-					off = l.HighWatermark()
+					off = hw
 				}
-				if off < 0 || off > l.HighWatermark() {
+				if off < 0 || off > hw {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
 				} else if err := l.AdvanceStartOffset(off); err != nil {
 					sp.ErrorCode = errorCode(err)

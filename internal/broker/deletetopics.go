@@ -5,13 +5,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/controller"
 )
 
 func init() { register(kmsg.DeleteTopics, 0, 6, handleDeleteTopics) }
 
 // handleDeleteTopics deletes topics by name (v0+) or id (v6+), with Kafka's checks: a topic
 // named by both name and id, or named twice, is an INVALID_REQUEST.
-func handleDeleteTopics(_ context.Context, r *request) reply {
+func handleDeleteTopics(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	b := r.conn.b
@@ -100,9 +102,8 @@ func handleDeleteTopics(_ context.Context, r *request) reply {
 			}
 			continue
 		}
-		if err := b.topics.Delete(name); err != nil {
-			ae := toAdminError(err)
-			add(&name, t.ID, ae.code, ae.msg)
+		if _, aerr := b.propose(ctx, &controller.Command{Op: controller.OpDeleteTopic, DeleteTopic: &controller.DeleteTopic{ID: t.ID}}); aerr != nil {
+			add(&name, t.ID, aerr.code, aerr.msg)
 			continue
 		}
 		add(&name, t.ID, nil, "")

@@ -30,9 +30,18 @@ func handleDescribeCluster(_ context.Context, r *request) reply {
 		resp.ControllerID = -1
 		return reply{resp: resp}
 	}
-	resp.ClusterID = b.cfg.ClusterID
-	resp.ControllerID = b.cfg.NodeID
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.cfg.NodeID, Host: b.cfg.AdvertisedHost, Port: b.cfg.AdvertisedPort}}
+	img := b.cl.Image()
+	resp.ClusterID = img.ClusterID
+	resp.ControllerID = b.cl.ControllerID()
+	for _, id := range img.LiveNodes() {
+		n := img.Nodes[id]
+		br := kmsg.NewDescribeClusterResponseBroker()
+		br.NodeID, br.Host, br.Port = n.ID, n.KafkaHost, n.KafkaPort
+		if n.Rack != "" {
+			br.Rack = &n.Rack
+		}
+		resp.Brokers = append(resp.Brokers, br)
+	}
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations
 	}

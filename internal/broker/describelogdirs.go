@@ -33,6 +33,9 @@ func handleDescribeLogDirs(_ context.Context, r *request) reply {
 		dt := kmsg.NewDescribeLogDirsResponseDirTopic()
 		dt.Topic = t.Name
 		add := func(p *topics.Partition) {
+			if !p.Hosted() {
+				return
+			}
 			dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 			dp.Partition, dp.Size = p.Index, p.Log.Size()
 			dt.Partitions = append(dt.Partitions, dp)

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/topics"
 )
 
 func init() { register(kmsg.DescribeProducers, 0, 0, handleDescribeProducers) }
@@ -20,12 +22,17 @@ func handleDescribeProducers(_ context.Context, r *request) reply {
 		for _, index := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = index
-			if !known || index < 0 || int(index) >= len(t.Partitions) {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			var part *topics.Partition
+			err := error(kerr.UnknownTopicOrPartition)
+			if known {
+				part, err = r.conn.b.leader(t, index, -1)
+			}
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			for _, p := range t.Partitions[index].Log.Producers() {
+			for _, p := range part.Log.Producers() {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID, ap.ProducerEpoch = p.ID, int32(p.Epoch)
 				ap.LastSequence, ap.LastTimestamp = p.LastSeq(), p.LastTimestamp

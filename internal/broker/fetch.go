@@ -12,7 +12,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
-func init() { register(kmsg.Fetch, 4, 13, handleFetch) }
+func init() { register(kmsg.Fetch, 4, 16, handleFetch) }
 
 // handleFetch serves a fetch off the read loop: it reads what there is and, while that is less
 // than MinBytes, waits for appends to any fetched partition (woken by them, not by polling)
@@ -37,17 +37,19 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		defer sess.mu.Unlock()
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	// A partition whose new leader has not yet committed its epoch's start would show a high
+	// watermark that may be below what the old leader showed: wait for it (briefly), else
+	// answer OFFSET_NOT_AVAILABLE for it.
+	for _, sp := range parts {
+		if p, err := b.partition(sp); err == nil {
+			waitReady(ctx, p.Replica, min(time.Until(deadline), time.Second))
+		}
+	}
 	for {
 		var wake []<-chan struct{}
-		for _, sp := range parts { // subscribe before reading, so no append is missed
+		for _, sp := range parts { // subscribe before reading, so no commit is missed
 			if p, err := b.partition(sp); err == nil {
-				// The high watermark moves with appends under write caching, else with fsyncs
-				// only: an append alone would wake the fetch for nothing.
-				if p.Log.WriteCaching() {
-					wake = append(wake, p.Changed())
-				} else {
-					wake = append(wake, p.Log.DurableChanged())
-				}
+				wake = append(wake, p.Replica.Changed()) // the high watermark moved
 			}
 		}
 		resp.Topics = resp.Topics[:0]
@@ -168,9 +170,18 @@ func (s *fetchSession) list() []*sessionPartition {
 	return out
 }
 
-// partition resolves a fetched partition: by topic id from v13 on (so a topic deleted and
-// created again under the same name is not mistaken for the one the session named), else by name.
+// partition resolves a fetched partition, which this node must lead in the epoch the client
+// names: by topic id from v13 on (so a topic deleted and created again under the same name is
+// not mistaken for the one the session named), else by name.
 func (b *Broker) partition(sp *sessionPartition) (*topics.Partition, error) {
+	t, err := b.fetchTopic(sp)
+	if err != nil {
+		return nil, err
+	}
+	return b.leader(t, sp.partition, sp.leaderEpoch)
+}
+
+func (b *Broker) fetchTopic(sp *sessionPartition) (*topics.Topic, error) {
 	var t *topics.Topic
 	var ok bool
 	if sp.byID {
@@ -183,7 +194,7 @@ func (b *Broker) partition(sp *sessionPartition) (*topics.Partition, error) {
 	if sp.partition < 0 || int(sp.partition) >= len(t.Partitions) {
 		return nil, kerr.UnknownTopicOrPartition
 	}
-	return t.Partitions[sp.partition], nil
+	return t, nil
 }
 
 // fillFetch reads every partition into resp and returns the record bytes gathered. In an
@@ -204,8 +215,15 @@ func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 		switch {
 		case perr != nil:
 			fp.ErrorCode = errorCode(perr)
-		case sp.leaderEpoch > 0: // the only leader epoch of a single node is 0
-			fp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			if isNotLeader(perr) && req.Version >= 12 {
+				if t, err := b.fetchTopic(sp); err == nil {
+					leader, epoch, node := b.leaderHint(t.ID, sp.partition)
+					fp.CurrentLeader.LeaderID, fp.CurrentLeader.LeaderEpoch = leader, epoch
+					if req.Version >= 16 {
+						fetchEndpoint(resp, node)
+					}
+				}
+			}
 		default:
 			n, err := readPartition(p, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, files)
 			if err != nil {
@@ -227,7 +245,10 @@ func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 // readPartition reads one partition's batches into fp. The first partition with data may exceed
 // maxBytes by its first batch (Kafka's KIP-74 rule); later ones may not.
 func readPartition(p *topics.Partition, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first bool, files *fileRanges) (int, error) {
-	fp.HighWatermark = p.Log.HighWatermark()
+	if _, ready, _ := p.Replica.Leading(); !ready {
+		return 0, kerr.OffsetNotAvailable
+	}
+	fp.HighWatermark = p.Replica.HighWatermark()
 	fp.LastStableOffset = fp.HighWatermark
 	fp.LogStartOffset = p.Log.StartOffset()
 	if sp.offset == fp.HighWatermark {

@@ -10,8 +10,11 @@ import (
 	"github.com/runnel-dev/runnel/internal/group"
 )
 
-// The consumer group APIs (classic protocol) and the coordinator lookup. Each hands the request
-// to the group coordinator through its driver (groups.go).
+// The consumer group APIs and the coordinator lookup. Each hands the request to the shard of
+// the group coordinator that owns the group (groups.go); a group this node does not coordinate
+// gets NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads), and the client asks
+// FindCoordinator again. Requests naming several groups are split by shard and answered
+// together.
 
 func init() {
 	register(kmsg.FindCoordinator, 0, 6, handleFindCoordinator)
@@ -29,12 +32,16 @@ func init() {
 	register(kmsg.ConsumerGroupDescribe, 0, 1, handleConsumerGroupDescribe)
 }
 
-// handleConsumerGroupHeartbeat answers once the group's changed state is durable.
+// handleConsumerGroupHeartbeat answers once the group's changed state is committed.
 func handleConsumerGroupHeartbeat(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ConsumerGroupHeartbeatRequest)
 	gs := r.conn.b.groups
-	resp, done := gs.immediate(ctx, func() (kmsg.Response, group.Output) {
-		return gs.c.ConsumerGroupHeartbeat(timeNow(), req, r.clientID, clientHost(r.conn.remote))
+	resp, done := gs.immediate(ctx, req.Group, func(c *group.Coordinator) (kmsg.Response, group.Output) {
+		return c.ConsumerGroupHeartbeat(timeNow(), req, r.clientID, clientHost(r.conn.remote))
+	}, func(code *kerr.Error) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode = code.Code
+		return resp
 	})
 	return reply{resp: resp, wait: func() {
 		if err := done(); err != nil {
@@ -46,48 +53,60 @@ func handleConsumerGroupHeartbeat(ctx context.Context, r *request) reply {
 
 func handleConsumerGroupDescribe(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.ConsumerGroupDescribeRequest)
-	return r.conn.b.groups.locked(func(c *group.Coordinator) kmsg.Response { return c.ConsumerGroupDescribe(req) })
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+	gs := r.conn.b.groups
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	in, missing := gs.byShardLocked(req.Groups)
+	for sh, ids := range in {
+		sub := *req
+		sub.Groups = ids
+		resp.Groups = append(resp.Groups, sh.c.ConsumerGroupDescribe(&sub).Groups...)
+	}
+	for _, id := range req.Groups {
+		if code, ok := missing[id]; ok {
+			g := kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode = id, code.Code
+			resp.Groups = append(resp.Groups, g)
+		}
+	}
+	return reply{resp: resp}
 }
 
-// handleFindCoordinator names this node as the coordinator of every group (and transactional
-// id: InitProducerId then refuses it until transactions exist), creating __consumer_offsets on
-// the first group lookup as Kafka does.
-func handleFindCoordinator(_ context.Context, r *request) reply {
+// handleFindCoordinator names the leader of a group's __consumer_offsets partition, creating
+// the topic on the first group lookup as Kafka does. A transactional id is answered with this
+// node (InitProducerId then refuses it until transactions exist).
+func handleFindCoordinator(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	b := r.conn.b
-	answer := func() (int16, *string) {
-		if req.CoordinatorType == 0 {
-			b.groups.mu.Lock()
-			err := b.groups.ensureTopicLocked()
-			b.groups.mu.Unlock()
-			if err != nil {
-				b.logger.Error("broker: finding a coordinator", "err", err)
-				msg := err.Error()
-				return kerr.CoordinatorNotAvailable.Code, &msg
+	answer := func(key string) (int16, *string, int32, string, int32) {
+		switch req.CoordinatorType {
+		case 0:
+			if aerr := b.groups.ensureTopic(ctx); aerr != nil {
+				b.logger.Warn("broker: finding a coordinator", "err", aerr.msg)
+				return kerr.CoordinatorNotAvailable.Code, &aerr.msg, -1, "", -1
 			}
-		} else if req.CoordinatorType != 1 {
-			msg := "unknown coordinator type"
-			return kerr.InvalidRequest.Code, &msg
+			n := b.groups.coordinatorNode(key)
+			if n == nil {
+				msg := "The coordinator's partition has no leader now."
+				return kerr.CoordinatorNotAvailable.Code, &msg, -1, "", -1
+			}
+			return 0, nil, n.ID, n.KafkaHost, n.KafkaPort
+		case 1:
+			return 0, nil, b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
 		}
-		return 0, nil
+		msg := "unknown coordinator type"
+		return kerr.InvalidRequest.Code, &msg, -1, "", -1
 	}
 	if req.Version < 4 {
-		resp.ErrorCode, resp.ErrorMessage = answer()
-		resp.NodeID, resp.Host, resp.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
-		if resp.ErrorCode != 0 {
-			resp.NodeID, resp.Host, resp.Port = -1, "", -1
-		}
+		resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = answer(req.CoordinatorKey)
 		return reply{resp: resp}
 	}
 	for _, key := range req.CoordinatorKeys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		c.ErrorCode, c.ErrorMessage = answer()
-		c.NodeID, c.Host, c.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
-		if c.ErrorCode != 0 {
-			c.NodeID, c.Host, c.Port = -1, "", -1
-		}
+		c.ErrorCode, c.ErrorMessage, c.NodeID, c.Host, c.Port = answer(key)
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return reply{resp: resp}
@@ -105,40 +124,61 @@ func clientHost(remote string) string {
 func handleJoinGroup(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.JoinGroupRequest)
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-	gs := r.conn.b.groups
-	return gs.delayed(ctx, resp, func(id group.RequestID) group.Output {
-		return gs.c.JoinGroup(timeNow(), id, req, r.clientID, clientHost(r.conn.remote))
+	return r.conn.b.groups.delayed(ctx, resp, req.Group, func(c *group.Coordinator, id group.RequestID) group.Output {
+		return c.JoinGroup(timeNow(), id, req, r.clientID, clientHost(r.conn.remote))
 	})
 }
 
 func handleSyncGroup(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.SyncGroupRequest)
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-	gs := r.conn.b.groups
-	return gs.delayed(ctx, resp, func(id group.RequestID) group.Output {
-		return gs.c.SyncGroup(timeNow(), id, req)
+	return r.conn.b.groups.delayed(ctx, resp, req.Group, func(c *group.Coordinator, id group.RequestID) group.Output {
+		return c.SyncGroup(timeNow(), id, req)
 	})
 }
 
 func handleHeartbeat(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.HeartbeatRequest)
-	return r.conn.b.groups.locked(func(c *group.Coordinator) kmsg.Response { return c.Heartbeat(timeNow(), req) })
+	return r.conn.b.groups.locked(req.Group, func(c *group.Coordinator) kmsg.Response { return c.Heartbeat(timeNow(), req) },
+		func(code *kerr.Error) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+			resp.ErrorCode = code.Code
+			return resp
+		})
 }
 
 func handleLeaveGroup(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.LeaveGroupRequest)
-	gs := r.conn.b.groups
-	resp, done := gs.immediate(ctx, func() (kmsg.Response, group.Output) {
-		return gs.c.LeaveGroup(timeNow(), req)
+	resp, done := r.conn.b.groups.immediate(ctx, req.Group, func(c *group.Coordinator) (kmsg.Response, group.Output) {
+		return c.LeaveGroup(timeNow(), req)
+	}, func(code *kerr.Error) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+		resp.ErrorCode = code.Code
+		return resp
 	})
 	return reply{resp: resp, wait: func() { _ = done() }} // a failed write is logged; the answer stands
 }
 
 func handleOffsetCommit(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.OffsetCommitRequest)
-	gs := r.conn.b.groups
-	resp, done := gs.immediate(ctx, func() (kmsg.Response, group.Output) {
-		return gs.c.OffsetCommit(timeNow(), req)
+	every := func(resp *kmsg.OffsetCommitResponse, code int16) {
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+	}
+	resp, done := r.conn.b.groups.immediate(ctx, req.Group, func(c *group.Coordinator) (kmsg.Response, group.Output) {
+		return c.OffsetCommit(timeNow(), req)
+	}, func(code *kerr.Error) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		every(resp, code.Code)
+		return resp
 	})
 	return reply{resp: resp, wait: func() {
 		if err := done(); err != nil { // the commit is not durable: the client must retry
@@ -156,33 +196,151 @@ func handleOffsetCommit(ctx context.Context, r *request) reply {
 
 func handleOffsetFetch(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.OffsetFetchRequest)
-	return r.conn.b.groups.locked(func(c *group.Coordinator) kmsg.Response { return c.OffsetFetch(req) })
+	gs := r.conn.b.groups
+	if req.Version < 8 {
+		return gs.locked(req.Group, func(c *group.Coordinator) kmsg.Response { return c.OffsetFetch(req) },
+			func(code *kerr.Error) kmsg.Response {
+				resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+				resp.ErrorCode = code.Code
+				for _, rt := range req.Topics { // v0-1 carry the error per partition
+					st := kmsg.NewOffsetFetchResponseTopic()
+					st.Topic = rt.Topic
+					for _, p := range rt.Partitions {
+						sp := kmsg.NewOffsetFetchResponseTopicPartition()
+						sp.Partition, sp.Offset, sp.ErrorCode = p, -1, code.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp
+			})
+	}
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	ids := make([]string, len(req.Groups))
+	for i, g := range req.Groups {
+		ids[i] = g.Group
+	}
+	in, missing := gs.byShardLocked(ids)
+	answers := map[string]kmsg.OffsetFetchResponseGroup{}
+	for sh := range in {
+		sub := *req
+		sub.Groups = nil
+		for _, g := range req.Groups {
+			if gs.partitionFor(g.Group) == sh.index {
+				sub.Groups = append(sub.Groups, g)
+			}
+		}
+		for _, g := range sh.c.OffsetFetch(&sub).Groups {
+			answers[g.Group] = g
+		}
+	}
+	for _, g := range req.Groups { // in the request's order
+		if code, ok := missing[g.Group]; ok {
+			fg := kmsg.NewOffsetFetchResponseGroup()
+			fg.Group, fg.ErrorCode = g.Group, code.Code
+			resp.Groups = append(resp.Groups, fg)
+		} else {
+			resp.Groups = append(resp.Groups, answers[g.Group])
+		}
+	}
+	return reply{resp: resp}
 }
 
 func handleDescribeGroups(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.DescribeGroupsRequest)
-	return r.conn.b.groups.locked(func(c *group.Coordinator) kmsg.Response { return c.DescribeGroups(req) })
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	gs := r.conn.b.groups
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	in, missing := gs.byShardLocked(req.Groups)
+	answers := map[string]kmsg.DescribeGroupsResponseGroup{}
+	for sh, ids := range in {
+		sub := *req
+		sub.Groups = ids
+		for _, g := range sh.c.DescribeGroups(&sub).Groups {
+			answers[g.Group] = g
+		}
+	}
+	for _, id := range req.Groups {
+		if code, ok := missing[id]; ok {
+			g := kmsg.NewDescribeGroupsResponseGroup()
+			g.Group, g.ErrorCode, g.AuthorizedOperations = id, code.Code, notRequested
+			resp.Groups = append(resp.Groups, g)
+		} else {
+			resp.Groups = append(resp.Groups, answers[id])
+		}
+	}
+	return reply{resp: resp}
 }
 
+// handleListGroups lists the groups this node coordinates, as a Kafka broker does: admin
+// clients ask every broker and merge.
 func handleListGroups(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.ListGroupsRequest)
-	return r.conn.b.groups.locked(func(c *group.Coordinator) kmsg.Response { return c.ListGroups(req) })
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	gs := r.conn.b.groups
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	for _, sh := range gs.shards {
+		sub := sh.c.ListGroups(req)
+		if sub.ErrorCode != 0 {
+			resp.ErrorCode = sub.ErrorCode
+		}
+		resp.Groups = append(resp.Groups, sub.Groups...)
+	}
+	return reply{resp: resp}
 }
 
 func handleDeleteGroups(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.DeleteGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	gs := r.conn.b.groups
-	resp, done := gs.immediate(ctx, func() (kmsg.Response, group.Output) {
-		return gs.c.DeleteGroups(req)
-	})
-	return reply{resp: resp, wait: func() { _ = done() }} // a failed write is logged; the answer stands
+	gs.mu.Lock()
+	in, missing := gs.byShardLocked(req.Groups)
+	type pending struct {
+		w   commitWait
+		err error
+		out []group.Reply
+	}
+	var todo []pending
+	answers := map[string]kmsg.DeleteGroupsResponseGroup{}
+	for sh, ids := range in {
+		sub := *req
+		sub.Groups = ids
+		sr, out := sh.c.DeleteGroups(&sub)
+		for _, g := range sr.Groups {
+			answers[g.Group] = g
+		}
+		w, err := gs.persistLocked(sh, out.Records)
+		todo = append(todo, pending{w, err, out.Replies})
+	}
+	gs.mu.Unlock()
+	for _, id := range req.Groups {
+		if code, ok := missing[id]; ok {
+			g := kmsg.NewDeleteGroupsResponseGroup()
+			g.Group, g.ErrorCode = id, code.Code
+			resp.Groups = append(resp.Groups, g)
+		} else {
+			resp.Groups = append(resp.Groups, answers[id])
+		}
+	}
+	return reply{resp: resp, wait: func() {
+		for _, p := range todo {
+			_ = gs.finish(ctx, p.w, p.err, p.out) // a failed write is logged; the answer stands
+		}
+	}}
 }
 
 func handleOffsetDelete(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.OffsetDeleteRequest)
-	gs := r.conn.b.groups
-	resp, done := gs.immediate(ctx, func() (kmsg.Response, group.Output) {
-		return gs.c.OffsetDelete(req)
+	resp, done := r.conn.b.groups.immediate(ctx, req.Group, func(c *group.Coordinator) (kmsg.Response, group.Output) {
+		return c.OffsetDelete(req)
+	}, func(code *kerr.Error) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = code.Code
+		return resp
 	})
 	return reply{resp: resp, wait: func() { _ = done() }} // a failed write is logged; the answer stands
 }

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,113 +10,126 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/group"
-	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
 // OffsetsTopic is the internal compacted topic holding committed offsets and group metadata.
 const OffsetsTopic = "__consumer_offsets"
 
-// groupTick is how often the coordinator's timeouts are checked; offset expiry runs every
-// offsetsExpiryInterval (Kafka's offsets.retention.check.interval.ms is 10 minutes).
+// groupTick is how often the coordinators' timeouts are checked (and leadership of the offsets
+// partitions looked at); offset expiry runs every offsetsExpiryInterval (Kafka's
+// offsets.retention.check.interval.ms is 10 minutes).
 const (
 	groupTick             = 100 * time.Millisecond
 	offsetsExpiryInterval = time.Minute
 )
 
-// groups drives the group coordinator (package group, which does no I/O): it owns it behind
-// one mutex, feeds it requests and clock ticks, appends the records it returns to
-// __consumer_offsets, waits until they are durable, and then delivers its replies, some of
-// which answer requests that have been waiting (JoinGroup, SyncGroup).
+// groups drives the group coordinators (package group, which does no I/O). A group belongs to
+// the __consumer_offsets partition Kafka computes from its id, and this node coordinates the
+// groups of the partitions it leads: for each, a shard holds a Coordinator loaded from the
+// partition's log once the partition's new leader has committed its epoch's start. The driver
+// feeds shards requests and clock ticks, appends the records they return to their partition,
+// waits until the partition commits them, and then delivers the replies, some of which answer
+// requests that have been waiting (JoinGroup, SyncGroup). A shard is dropped when this node
+// stops leading its partition; requests for its groups get NOT_COORDINATOR.
 //
-// Lock order: groups.mu → a partition log's append lock. Appends happen under mu so the log
-// keeps the order of the state changes; waiting for durability happens outside it.
+// Lock order: groups.mu → a replica's lock (appends happen under mu so the log keeps the order
+// of the state changes; waiting for the commit happens outside it).
 type groups struct {
 	b          *Broker
 	partitions int32 // of __consumer_offsets: offsets.topic.num.partitions
 
 	mu      sync.Mutex
-	c       *group.Coordinator
+	shards  map[int32]*shard
 	nextID  group.RequestID
-	waiting map[group.RequestID]chan kmsg.Response
-	topic   *topics.Topic // nil until the first group request creates it
+	waiting map[group.RequestID]waiter
 
 	done chan struct{} // closed when run returns
 }
 
-func newGroups(b *Broker) (*groups, error) {
-	gs := &groups{b: b, partitions: b.cfg.OffsetsTopicPartitions, c: group.New(b.cfg.Groups),
-		waiting: map[group.RequestID]chan kmsg.Response{}, done: make(chan struct{})}
-	gs.c.PartitionExists = func(topic string, partition int32) bool {
-		t, ok := b.topics.Get(topic)
+type shard struct {
+	index int32
+	p     *topics.Partition
+	epoch int32
+	c     *group.Coordinator
+}
+
+type waiter struct {
+	ch    chan kmsg.Response
+	shard int32
+}
+
+func newGroups(b *Broker) *groups {
+	return &groups{b: b, partitions: b.cfg.OffsetsTopicPartitions, shards: map[int32]*shard{},
+		waiting: map[group.RequestID]waiter{}, done: make(chan struct{})}
+}
+
+func (gs *groups) newCoordinator() *group.Coordinator {
+	c := group.New(gs.b.cfg.Groups)
+	c.PartitionExists = func(topic string, partition int32) bool {
+		t, ok := gs.b.topics.Get(topic)
 		return ok && partition >= 0 && int(partition) < len(t.Partitions)
 	}
-	gs.c.Topics = func() map[string]group.TopicMeta {
+	c.Topics = func() map[string]group.TopicMeta {
 		out := map[string]group.TopicMeta{}
-		for _, t := range b.topics.List() {
+		for _, t := range gs.b.topics.List() {
 			if t.Name != OffsetsTopic {
 				out[t.Name] = group.TopicMeta{ID: t.ID, Partitions: int32(len(t.Partitions))}
 			}
 		}
 		return out
 	}
-	if t, ok := b.topics.Get(OffsetsTopic); ok {
-		gs.topic = t
-		if err := gs.load(t); err != nil {
-			return nil, err
-		}
-	}
-	return gs, nil
+	return c
 }
 
-// load replays __consumer_offsets into the coordinator.
-func (gs *groups) load(t *topics.Topic) error {
+// load replays one __consumer_offsets partition into a new coordinator.
+func (gs *groups) load(p *topics.Partition) (*group.Coordinator, error) {
+	c := gs.newCoordinator()
 	now := time.Now()
 	n := 0
-	for _, p := range t.Partitions {
-		for off := p.Log.StartOffset(); off < p.Log.EndOffset(); {
-			data, err := p.Log.Read(nil, off, 1<<20)
+	for off := p.Log.StartOffset(); off < p.Log.EndOffset(); {
+		data, err := p.Log.Read(nil, off, 1<<20)
+		if err != nil {
+			return nil, fmt.Errorf("broker: loading %s[%d] at %d: %w", OffsetsTopic, p.Index, off, err)
+		}
+		if len(data) == 0 {
+			break
+		}
+		for len(data) > 0 {
+			h, err := batch.ParseHeader(data)
 			if err != nil {
-				return fmt.Errorf("broker: loading %s[%d] at %d: %w", OffsetsTopic, p.Index, off, err)
+				return nil, err
 			}
-			if len(data) == 0 {
-				break
+			b := data[:h.Size()]
+			data = data[h.Size():]
+			off = h.NextOffset()
+			if h.IsControl() {
+				continue
 			}
-			for len(data) > 0 {
-				h, err := batch.ParseHeader(data)
-				if err != nil {
-					return err
+			recs, err := batch.Records(&h, b)
+			if err != nil {
+				return nil, err
+			}
+			rd := batch.NewRecordReader(recs)
+			var rec batch.Record
+			for rd.Next(&rec) {
+				if err := c.Load(now, rec.Key, rec.Value); err != nil {
+					gs.b.logger.Warn("broker: skipping a bad __consumer_offsets record", "partition", p.Index, "err", err)
 				}
-				b := data[:h.Size()]
-				data = data[h.Size():]
-				off = h.NextOffset()
-				if h.IsControl() {
-					continue
-				}
-				recs, err := batch.Records(&h, b)
-				if err != nil {
-					return err
-				}
-				rd := batch.NewRecordReader(recs)
-				var rec batch.Record
-				for rd.Next(&rec) {
-					if err := gs.c.Load(now, rec.Key, rec.Value); err != nil {
-						gs.b.logger.Warn("broker: skipping a bad __consumer_offsets record", "partition", p.Index, "err", err)
-					}
-					n++
-				}
-				if err := rd.Err(); err != nil {
-					return err
-				}
+				n++
+			}
+			if err := rd.Err(); err != nil {
+				return nil, err
 			}
 		}
 	}
-	gs.b.logger.Info("loaded consumer groups", "groups", len(gs.c.Groups()), "records", n)
-	return nil
+	gs.b.logger.Info("loaded consumer groups", "partition", p.Index, "groups", len(c.Groups()), "records", n)
+	return c, nil
 }
 
-// run checks timeouts until the broker stops.
+// run follows leadership of the offsets partitions and checks timeouts until the broker stops.
 func (gs *groups) run(ctx context.Context) {
 	defer close(gs.done)
 	tick := time.NewTicker(groupTick)
@@ -128,36 +140,113 @@ func (gs *groups) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			gs.mu.Lock()
-			out := gs.c.Tick(now)
-			if now.Sub(lastExpiry) >= offsetsExpiryInterval {
+			gs.refresh()
+			expire := now.Sub(lastExpiry) >= offsetsExpiryInterval
+			if expire {
 				lastExpiry = now
-				exp := gs.c.ExpireOffsets(now)
-				out.Records = append(out.Records, exp.Records...)
 			}
-			end, err := gs.persistLocked(out.Records)
+			gs.mu.Lock()
+			shards := make([]*shard, 0, len(gs.shards))
+			for _, sh := range gs.shards {
+				shards = append(shards, sh)
+			}
+			type pending struct {
+				w   commitWait
+				err error
+				out []group.Reply
+			}
+			var todo []pending
+			for _, sh := range shards {
+				out := sh.c.Tick(now)
+				if expire {
+					exp := sh.c.ExpireOffsets(now)
+					out.Records = append(out.Records, exp.Records...)
+				}
+				w, err := gs.persistLocked(sh, out.Records)
+				todo = append(todo, pending{w, err, out.Replies})
+			}
 			gs.mu.Unlock()
-			gs.finish(ctx, end, err, out.Replies)
+			for _, p := range todo {
+				gs.finish(ctx, p.w, p.err, p.out)
+			}
 		}
 	}
 }
 
-// ensureTopic creates __consumer_offsets if it does not exist yet. Callers hold mu.
-func (gs *groups) ensureTopicLocked() error {
-	if gs.topic != nil {
+// refresh loads a shard for every offsets partition this node leads (once the leader's epoch
+// start is committed) and drops those it no longer leads.
+func (gs *groups) refresh() {
+	t, ok := gs.b.topics.Get(OffsetsTopic)
+	led := map[int32]bool{}
+	if ok {
+		for _, p := range t.Partitions {
+			if p.Replica == nil {
+				continue
+			}
+			epoch, ready, leading := p.Replica.Leading()
+			if !leading || !ready {
+				continue
+			}
+			led[p.Index] = true
+			gs.mu.Lock()
+			sh := gs.shards[p.Index]
+			gs.mu.Unlock()
+			if sh != nil && sh.p == p && sh.epoch == epoch {
+				continue
+			}
+			c, err := gs.load(p)
+			if err != nil {
+				gs.b.logger.Error("broker: loading consumer groups", "partition", p.Index, "err", err)
+				continue
+			}
+			gs.mu.Lock()
+			if e, _, still := p.Replica.Leading(); still && e == epoch {
+				gs.dropLocked(p.Index)
+				gs.shards[p.Index] = &shard{index: p.Index, p: p, epoch: epoch, c: c}
+			}
+			gs.mu.Unlock()
+		}
+	}
+	gs.mu.Lock()
+	for idx := range gs.shards {
+		if !led[idx] {
+			gs.dropLocked(idx)
+		}
+	}
+	gs.mu.Unlock()
+}
+
+// dropLocked forgets a shard; its waiting requests get NOT_COORDINATOR.
+func (gs *groups) dropLocked(idx int32) {
+	if _, ok := gs.shards[idx]; !ok {
+		return
+	}
+	delete(gs.shards, idx)
+	for id, w := range gs.waiting {
+		if w.shard == idx {
+			close(w.ch)
+			delete(gs.waiting, id)
+		}
+	}
+}
+
+// ensureTopic creates __consumer_offsets if it does not exist yet, as Kafka does on the first
+// group lookup.
+func (gs *groups) ensureTopic(ctx context.Context) *adminError {
+	if _, ok := gs.b.topics.Get(OffsetsTopic); ok {
 		return nil
 	}
-	t, err := gs.b.topics.Create(OffsetsTopic, gs.partitions, map[string]string{
-		"cleanup.policy": "compact", "segment.bytes": "104857600", "write.caching": "false"}, false)
-	if errors.Is(err, topics.ErrTopicExists) {
-		t, _ = gs.b.topics.Get(OffsetsTopic)
-		err = nil
+	b := gs.b
+	assignments, aerr := b.assignReplicas(0, gs.partitions, b.defaultReplicationFactor())
+	if aerr != nil {
+		return aerr
 	}
-	if err != nil {
-		return fmt.Errorf("broker: creating %s: %w", OffsetsTopic, err)
+	_, aerr = b.createTopicNow(ctx, OffsetsTopic, map[string]string{
+		"cleanup.policy": "compact", "segment.bytes": "104857600", "write.caching": "false"}, assignments)
+	if aerr != nil && aerr.code == kerr.TopicAlreadyExists {
+		return nil
 	}
-	gs.topic = t
-	return nil
+	return aerr
 }
 
 // partitionFor is the __consumer_offsets partition of a group, as Kafka computes it.
@@ -175,96 +264,99 @@ func (gs *groups) partitionFor(groupID string) int32 {
 	return h % gs.partitions
 }
 
-// durableEnd is where a write to one partition ends, to wait on.
-type durableEnd struct {
-	log *logstore.Log
-	end int64
+// shardForLocked returns the shard of a group, or the error for a client asking a node that
+// does not coordinate it: COORDINATOR_LOAD_IN_PROGRESS while this node's new leadership is
+// loading, else NOT_COORDINATOR. Callers hold mu.
+func (gs *groups) shardForLocked(groupID string) (*shard, *kerr.Error) {
+	idx := gs.partitionFor(groupID)
+	if sh := gs.shards[idx]; sh != nil {
+		return sh, nil
+	}
+	if t, ok := gs.b.topics.Get(OffsetsTopic); ok && int(idx) < len(t.Partitions) {
+		if r := t.Partitions[idx].Replica; r != nil {
+			if _, _, leading := r.Leading(); leading {
+				return nil, kerr.CoordinatorLoadInProgress
+			}
+		}
+	}
+	return nil, kerr.NotCoordinator
 }
 
-// persistLocked appends records, one batch per partition, and returns what to wait for.
-func (gs *groups) persistLocked(records []group.Record) ([]durableEnd, error) {
+// commitWait is what a persisted change waits for: its partition's commit up to end.
+type commitWait struct {
+	sh    *shard
+	epoch int32
+	end   int64
+}
+
+// persistLocked appends a shard's records as one batch and returns what to wait for.
+func (gs *groups) persistLocked(sh *shard, records []group.Record) (commitWait, error) {
 	if len(records) == 0 {
-		return nil, nil
+		return commitWait{}, nil
 	}
-	if err := gs.ensureTopicLocked(); err != nil {
-		return nil, err
-	}
-	byPart := map[int32][]group.Record{}
-	var order []int32
-	for _, r := range records {
-		p := gs.partitionFor(r.Group)
-		if _, ok := byPart[p]; !ok {
-			order = append(order, p)
-		}
-		byPart[p] = append(byPart[p], r)
-	}
-	var ends []durableEnd
 	now := time.Now().UnixMilli()
-	for _, p := range order {
-		var body []byte
-		recs := byPart[p]
-		for i, r := range recs {
-			body = batch.AppendRecord(body, 0, int32(i), r.Key, r.Value, 0, nil)
-		}
-		b := batch.AppendBatch(nil, batch.Header{LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: now, MaxTimestamp: now,
-			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: int32(len(recs))}, body)
-		part := gs.topic.Partitions[p]
-		_, last, err := part.Log.Append(b, 0)
-		if err != nil {
-			return ends, err
-		}
-		part.NotifyAppend()
-		ends = append(ends, durableEnd{part.Log, last + 1})
+	var body []byte
+	for i, r := range records {
+		body = batch.AppendRecord(body, 0, int32(i), r.Key, r.Value, 0, nil)
 	}
-	return ends, nil
+	b := batch.AppendBatch(nil, batch.Header{LastOffsetDelta: int32(len(records) - 1), BaseTimestamp: now, MaxTimestamp: now,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: int32(len(records))}, body)
+	res, epoch, err := sh.p.Replica.Append(b)
+	if err != nil {
+		return commitWait{}, err
+	}
+	sh.p.NotifyAppend()
+	sh.p.Log.SyncSoon()
+	return commitWait{sh, epoch, res.Last + 1}, nil
 }
 
-// finish waits for the appended records to be durable, then delivers the replies. A reply whose
-// records could not be made durable is still delivered: the state it reports is the
-// coordinator's, only its survival of a crash is in doubt, which the log says. It returns the
-// append or durability error, if any.
-func (gs *groups) finish(ctx context.Context, ends []durableEnd, err error, replies []group.Reply) error {
-	if err == nil {
-		err = waitEnds(ctx, ends)
+// finish waits for the appended records to be committed, then delivers the replies. A reply
+// whose records could not be committed is still delivered: the state it reports is the
+// coordinator's, only its survival of a failure is in doubt, which the log says. It returns the
+// append or commit error, if any.
+func (gs *groups) finish(ctx context.Context, w commitWait, err error, replies []group.Reply) error {
+	if err == nil && w.sh != nil {
+		err = w.sh.p.Replica.WaitCommitted(ctx, w.epoch, w.end)
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
+	if err != nil && ctx.Err() == nil {
 		gs.b.logger.Error("broker: writing consumer group state", "err", err)
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	for _, r := range replies {
-		if ch, ok := gs.waiting[r.ID]; ok {
-			ch <- r.Resp
+		if w, ok := gs.waiting[r.ID]; ok {
+			w.ch <- r.Resp
 			delete(gs.waiting, r.ID)
 		}
 	}
 	return err
 }
 
-func waitEnds(ctx context.Context, ends []durableEnd) error {
-	for _, e := range ends {
-		if err := e.log.WaitDurable(ctx, e.end); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // delayed runs a request whose answer the coordinator may give later (JoinGroup, SyncGroup):
 // call gets a request id under the lock; the reply's wait part delivers the answer into resp.
-func (gs *groups) delayed(ctx context.Context, resp kmsg.Response, call func(id group.RequestID) group.Output) reply {
+func (gs *groups) delayed(ctx context.Context, resp kmsg.Response, groupID string, call func(c *group.Coordinator, id group.RequestID) group.Output) reply {
 	gs.mu.Lock()
+	sh, kerrCode := gs.shardForLocked(groupID)
+	if sh == nil {
+		gs.mu.Unlock()
+		setGroupError(resp, kerrCode)
+		return reply{resp: resp}
+	}
 	gs.nextID++
 	id := gs.nextID
 	ch := make(chan kmsg.Response, 1)
-	gs.waiting[id] = ch
-	out := call(id)
-	ends, err := gs.persistLocked(out.Records)
+	gs.waiting[id] = waiter{ch, sh.index}
+	out := call(sh.c, id)
+	w, err := gs.persistLocked(sh, out.Records)
 	gs.mu.Unlock()
-	go gs.finish(ctx, ends, err, out.Replies) // off the read loop: it may wait for an fsync
+	go gs.finish(ctx, w, err, out.Replies) // off the read loop: it waits for the commit
 	return reply{resp: resp, wait: func() {
 		select {
-		case got := <-ch:
+		case got, ok := <-ch:
+			if !ok { // the shard moved away
+				setGroupError(resp, kerr.NotCoordinator)
+				return
+			}
 			copyResponse(resp, got)
 		case <-ctx.Done(): // the connection or the broker is going away
 			gs.mu.Lock()
@@ -275,22 +367,46 @@ func (gs *groups) delayed(ctx context.Context, resp kmsg.Response, call func(id 
 	}}
 }
 
-// immediate runs a request answered now, after its records are durable.
-func (gs *groups) immediate(ctx context.Context, call func() (kmsg.Response, group.Output)) (kmsg.Response, func() error) {
+// immediate runs a request of one group that is answered now, after its records are committed.
+// If this node does not coordinate the group, miss builds the error answer.
+func (gs *groups) immediate(ctx context.Context, groupID string, call func(c *group.Coordinator) (kmsg.Response, group.Output), miss func(*kerr.Error) kmsg.Response) (kmsg.Response, func() error) {
 	gs.mu.Lock()
-	resp, out := call()
-	ends, err := gs.persistLocked(out.Records)
+	sh, code := gs.shardForLocked(groupID)
+	if sh == nil {
+		gs.mu.Unlock()
+		return miss(code), func() error { return nil }
+	}
+	resp, out := call(sh.c)
+	w, err := gs.persistLocked(sh, out.Records)
 	gs.mu.Unlock()
 	return resp, func() error {
-		return gs.finish(ctx, ends, err, out.Replies)
+		return gs.finish(ctx, w, err, out.Replies)
 	}
 }
 
-// locked answers a request the coordinator answers at once without records.
-func (gs *groups) locked(answer func(*group.Coordinator) kmsg.Response) reply {
+// locked answers a request of one group that the coordinator answers at once without records.
+func (gs *groups) locked(groupID string, answer func(*group.Coordinator) kmsg.Response, miss func(*kerr.Error) kmsg.Response) reply {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	return reply{resp: answer(gs.c)}
+	sh, code := gs.shardForLocked(groupID)
+	if sh == nil {
+		return reply{resp: miss(code)}
+	}
+	return reply{resp: answer(sh.c)}
+}
+
+// byShard splits group ids by the shard that coordinates them; ids of groups this node does
+// not coordinate are returned with their error. Callers hold mu.
+func (gs *groups) byShardLocked(ids []string) (map[*shard][]string, map[string]*kerr.Error) {
+	in, out := map[*shard][]string{}, map[string]*kerr.Error{}
+	for _, id := range ids {
+		if sh, code := gs.shardForLocked(id); sh != nil {
+			in[sh] = append(in[sh], id)
+		} else {
+			out[id] = code
+		}
+	}
+	return in, out
 }
 
 func copyResponse(dst, src kmsg.Response) {
@@ -323,16 +439,32 @@ type GroupOffset struct {
 	Offset       int64
 }
 
-// GroupOffsets lists every committed offset of every group, for metrics.
+// GroupOffsets lists every committed offset of every group this node coordinates, for metrics.
 func (b *Broker) GroupOffsets() []GroupOffset {
 	gs := b.groups
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	var out []GroupOffset
-	for _, g := range gs.c.Groups() {
-		for tp, o := range g.Offsets() {
-			out = append(out, GroupOffset{Group: g.ID, Topic: tp.Topic, Partition: tp.Partition, Offset: o.Offset})
+	for _, sh := range gs.shards {
+		for _, g := range sh.c.Groups() {
+			for tp, o := range g.Offsets() {
+				out = append(out, GroupOffset{Group: g.ID, Topic: tp.Topic, Partition: tp.Partition, Offset: o.Offset})
+			}
 		}
 	}
 	return out
+}
+
+// coordinatorNode is the node that coordinates a group: the leader of its offsets partition
+// (-1 if there is none now).
+func (gs *groups) coordinatorNode(groupID string) *controller.Node {
+	t, ok := gs.b.topics.Get(OffsetsTopic)
+	if !ok {
+		return nil
+	}
+	p := gs.b.imagePartition(t.ID, gs.partitionFor(groupID))
+	if p == nil || p.Leader < 0 {
+		return nil
+	}
+	return gs.b.cl.Image().Nodes[p.Leader]
 }

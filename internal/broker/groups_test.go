@@ -87,9 +87,7 @@ func TestGroupConsumersShareAndTakeOver(t *testing.T) {
 				c.OffsetsTopicPartitions = 4
 			})
 			const topic, partitions, perPartition = "orders", 12, 50
-			if _, err := reg.Create(topic, partitions, nil, false); err != nil {
-				t.Fatal(err)
-			}
+			ctCreate(t, reg, topic, partitions, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			produce := func(round int) {

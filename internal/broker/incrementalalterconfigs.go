@@ -61,10 +61,7 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 		if aerr := applyIncremental(configs, rr.Configs, topics.LookupDef, current); aerr != nil {
 			return aerr
 		}
-		if err := b.topics.SetConfigs(rr.ResourceName, configs, validateOnly); err != nil {
-			return toAdminError(err)
-		}
-		return nil
+		return b.setTopicConfigs(rr.ResourceName, configs, validateOnly)
 	case kmsg.ConfigResourceTypeBroker:
 		perBroker, aerr := b.checkBrokerResource(rr.ResourceName)
 		if aerr != nil {
@@ -84,10 +81,7 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 		if aerr := applyIncremental(configs, rr.Configs, topics.LookupBrokerDef, current); aerr != nil {
 			return aerr
 		}
-		if err := b.topics.SetBrokerConfigs(perBroker, configs, validateOnly); err != nil {
-			return toAdminError(err)
-		}
-		return nil
+		return b.setBrokerConfigs(perBroker, configs, validateOnly)
 	}
 	return adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
 }

@@ -2,11 +2,12 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/topics"
 )
 
 func init() { register(kmsg.ListOffsets, 1, 7, handleListOffsets) }
@@ -20,13 +21,12 @@ const (
 
 // fetchable reports whether a consumer may be told about offset: as in Kafka, a lookup by
 // timestamp from a consumer (replica id -1) answers "none" (-1) for an offset at or above the
-// high watermark, which without write caching is the durable offset; a debugging client
-// (replica id -2) sees the whole log.
-func fetchable(replicaID int32, offset int64, l *logstore.Log) bool {
-	return replicaID == -2 || offset < l.HighWatermark()
+// high watermark; a debugging client (replica id -2) sees the whole log.
+func fetchable(replicaID int32, offset, hw int64) bool {
+	return replicaID == -2 || offset < hw
 }
 
-func handleListOffsets(_ context.Context, r *request) reply {
+func handleListOffsets(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	b := r.conn.b
@@ -36,23 +36,29 @@ func handleListOffsets(_ context.Context, r *request) reply {
 		t, known := b.topics.Get(rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
-			sp.Partition, sp.Timestamp, sp.Offset, sp.LeaderEpoch = rp.Partition, -1, -1, 0
-			switch {
-			case !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case rp.CurrentLeaderEpoch > 0:
-				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code // the only epoch on one node is 0
-			default:
-				l := t.Partitions[rp.Partition].Log
+			sp.Partition, sp.Timestamp, sp.Offset, sp.LeaderEpoch = rp.Partition, -1, -1, -1
+			var p *topics.Partition
+			var err error
+			if !known {
+				err = kerr.UnknownTopicOrPartition
+			} else if p, err = b.leader(t, rp.Partition, rp.CurrentLeaderEpoch); err == nil && !waitReady(ctx, p.Replica, time.Second) {
+				err = kerr.OffsetNotAvailable // a new leader: its high watermark is not known yet
+			}
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+			} else {
+				l := p.Log
+				hw := p.Replica.HighWatermark()
+				sp.LeaderEpoch, _, _ = p.Replica.Leading()
 				switch rp.Timestamp {
 				case listLatest:
-					sp.Offset = l.HighWatermark()
+					sp.Offset = hw
 				case listEarliest:
 					sp.Offset = l.StartOffset()
 				case listMaxTimestamp:
 					if off, ts, ok, err := l.MaxTimestamp(); err != nil {
 						sp.ErrorCode = errorCode(err)
-					} else if ok && fetchable(req.ReplicaID, off, l) {
+					} else if ok && fetchable(req.ReplicaID, off, hw) {
 						sp.Offset, sp.Timestamp = off, ts
 					}
 				default:
@@ -60,7 +66,7 @@ func handleListOffsets(_ context.Context, r *request) reply {
 						sp.ErrorCode = kerr.InvalidRequest.Code
 					} else if off, ts, ok, err := l.OffsetForTimestamp(rp.Timestamp); err != nil {
 						sp.ErrorCode = errorCode(err)
-					} else if ok && fetchable(req.ReplicaID, off, l) {
+					} else if ok && fetchable(req.ReplicaID, off, hw) {
 						sp.Offset, sp.Timestamp = off, ts
 					}
 				}

@@ -2,12 +2,13 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"math"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -16,20 +17,28 @@ func init() { register(kmsg.Metadata, 0, 12, handleMetadata) }
 // notRequested is Kafka's authorized-operations value when the client did not ask for them.
 const notRequested = math.MinInt32
 
-func handleMetadata(_ context.Context, r *request) reply {
+func handleMetadata(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	b := r.conn.b
-	host := b.cfg.AdvertisedHost
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: b.cfg.AdvertisedPort}}
-	resp.ClusterID = &b.cfg.ClusterID
-	resp.ControllerID = b.cfg.NodeID
+	img := b.cl.Image()
+	for _, id := range img.LiveNodes() {
+		n := img.Nodes[id]
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = n.ID, n.KafkaHost, n.KafkaPort
+		if n.Rack != "" {
+			mb.Rack = &n.Rack
+		}
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	resp.ClusterID = &img.ClusterID
+	resp.ControllerID = b.cl.ControllerID()
 	resp.AuthorizedOperations = notRequested
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range b.topics.List() {
-			resp.Topics = append(resp.Topics, b.metadataTopic(t, req))
+			resp.Topics = append(resp.Topics, b.metadataTopic(img, t))
 		}
 		return reply{resp: resp}
 	}
@@ -43,7 +52,7 @@ func handleMetadata(_ context.Context, r *request) reply {
 			t, ok = b.topics.GetByID(rt.TopicID)
 		}
 		if ok {
-			resp.Topics = append(resp.Topics, b.metadataTopic(t, req))
+			resp.Topics = append(resp.Topics, b.metadataTopic(img, t))
 			continue
 		}
 		mt := kmsg.NewMetadataResponseTopic()
@@ -55,15 +64,11 @@ func handleMetadata(_ context.Context, r *request) reply {
 			if err := topics.ValidateName(*rt.Topic); err != nil {
 				mt.ErrorCode = kerr.InvalidTopicException.Code
 			} else if autoCreate && b.cfg.AutoCreateTopics {
-				t, err := b.topics.Create(*rt.Topic, b.cfg.DefaultPartitions, nil, false)
-				if err == nil || errors.Is(err, topics.ErrTopicExists) {
-					if t, ok = b.topics.Get(*rt.Topic); ok {
-						resp.Topics = append(resp.Topics, b.metadataTopic(t, req))
-						continue
-					}
+				if t, ok = b.autoCreate(ctx, *rt.Topic); ok {
+					resp.Topics = append(resp.Topics, b.metadataTopic(b.cl.Image(), t))
+					continue
 				}
-				b.logger.Warn("broker: auto-creating a topic failed", "topic", *rt.Topic, "err", err)
-				mt.ErrorCode = kerr.UnknownServerError.Code
+				mt.ErrorCode = kerr.LeaderNotAvailable.Code // retriable: the client asks again
 			}
 		}
 		resp.Topics = append(resp.Topics, mt)
@@ -71,15 +76,43 @@ func handleMetadata(_ context.Context, r *request) reply {
 	return reply{resp: resp}
 }
 
-func (b *Broker) metadataTopic(t *topics.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+// autoCreate creates a topic a client asked for (auto.create.topics.enable), with the default
+// partitions and replication factor.
+func (b *Broker) autoCreate(ctx context.Context, name string) (*topics.Topic, bool) {
+	assignments, aerr := b.assignReplicas(0, b.cfg.DefaultPartitions, b.defaultReplicationFactor())
+	if aerr == nil {
+		_, aerr = b.createTopicNow(ctx, name, nil, assignments)
+	}
+	if aerr != nil && aerr.code != kerr.TopicAlreadyExists {
+		b.logger.Warn("broker: auto-creating a topic failed", "topic", name, "err", aerr.msg)
+	}
+	return b.topics.Get(name)
+}
+
+func (b *Broker) metadataTopic(img *controller.Image, t *topics.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, t.Name == OffsetsTopic
 	mt.AuthorizedOperations = notRequested
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
-		mp.Partition, mp.Leader, mp.LeaderEpoch = p.Index, b.cfg.NodeID, 0
-		mp.Replicas, mp.ISR = []int32{b.cfg.NodeID}, []int32{b.cfg.NodeID}
+		mp.Partition, mp.Leader, mp.LeaderEpoch = p.Index, -1, -1
+		_, ip, ok := img.Partition(t.ID, p.Index)
+		if !ok {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			mt.Partitions = append(mt.Partitions, mp)
+			continue
+		}
+		mp.Leader, mp.LeaderEpoch = ip.Leader, ip.LeaderEpoch
+		mp.Replicas, mp.ISR = ip.Hosts(), slices.Clone(ip.ISR)
+		for _, n := range mp.Replicas {
+			if !img.Live(n) {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, n)
+			}
+		}
+		if ip.Leader < 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt

@@ -9,9 +9,9 @@ import (
 
 func init() { register(kmsg.OffsetForLeaderEpoch, 0, 4, handleOffsetForLeaderEpoch) }
 
-// handleOffsetForLeaderEpoch answers from the epoch history of a single node: every batch is
-// written in leader epoch 0, which starts at the log start offset and is the latest epoch. The
-// answer follows Kafka's LeaderEpochFileCache.endOffsetFor.
+// handleOffsetForLeaderEpoch answers from the partition leader's epoch cache (KIP-101,
+// KIP-320): the largest epoch not above the one asked for, and where it ends — the next epoch's
+// start, or the log end for the current epoch — as Kafka's LeaderEpochFileCache.endOffsetFor.
 func handleOffsetForLeaderEpoch(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
@@ -27,23 +27,12 @@ func handleOffsetForLeaderEpoch(_ context.Context, r *request) reply {
 			if req.Version >= 2 {
 				current = rp.CurrentLeaderEpoch
 			}
-			switch {
-			case !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
+			if !known {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case current > 0:
-				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code // newer than ours
-			case current < -1:
-				sp.ErrorCode = kerr.FencedLeaderEpoch.Code // older than ours
-			default:
-				l := t.Partitions[rp.Partition].Log
-				switch {
-				case rp.LeaderEpoch == -1 || rp.LeaderEpoch > 0:
-					// undefined, or newer than the latest epoch: UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-				case rp.LeaderEpoch == 0: // the latest epoch: it ends at the log end
-					sp.LeaderEpoch, sp.EndOffset = 0, l.EndOffset()
-				default: // older than the first epoch: it ends where epoch 0 starts
-					sp.LeaderEpoch, sp.EndOffset = rp.LeaderEpoch, l.StartOffset()
-				}
+			} else if p, err := b.leader(t, rp.Partition, current); err != nil {
+				sp.ErrorCode = errorCode(err)
+			} else if rp.LeaderEpoch >= 0 {
+				sp.LeaderEpoch, sp.EndOffset = p.Replica.EndOffsetFor(rp.LeaderEpoch)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

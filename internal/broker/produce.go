@@ -19,18 +19,20 @@ import (
 
 func init() { register(kmsg.Produce, 3, 11, handleProduce) }
 
-// handleProduce appends each partition's batch in request order on the read loop, then, for
-// acks=all, waits for durability off the loop (group-committed with every other waiter).
+// handleProduce appends each partition's batch as its leader, in request order on the read loop,
+// then, for acks=all, waits off the loop for the partition's commit: a quorum of its replicas
+// holding the batch (fsynced, or in memory with write caching).
 func handleProduce(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	b := r.conn.b
-	type durable struct {
-		p   *kmsg.ProduceResponseTopicPartition
-		log *logstore.Log
-		end int64
+	type commit struct {
+		p     *kmsg.ProduceResponseTopicPartition
+		part  *topics.Partition
+		epoch int32
+		end   int64
 	}
-	var waits []durable
+	var waits []commit
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		for _, rt := range req.Topics {
 			st := kmsg.NewProduceResponseTopic()
@@ -57,18 +59,27 @@ func handleProduce(ctx context.Context, r *request) reply {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
-			p := t.Partitions[rp.Partition]
-			end, err := produceOne(t, p, rp.Records, sp, b.cfg.Metrics)
+			p, err := b.leader(t, rp.Partition, -1)
+			if err == nil && req.Acks == -1 {
+				err = p.Replica.CheckAcksAll()
+			}
+			var epoch int32
+			var end int64
+			if err == nil {
+				epoch, end, err = produceOne(t, p, rp.Records, sp, b.cfg.Metrics)
+			}
 			if err != nil {
 				setProduceError(sp, err)
+				if isNotLeader(err) && req.Version >= 10 {
+					b.produceLeaderHint(resp, sp, t.ID)
+				}
 				continue
 			}
 			if !p.Log.WriteCaching() {
-				if req.Acks == -1 {
-					waits = append(waits, durable{sp, p.Log, end})
-				} else { // no one waits, but consumers see only durable records: sync now
-					p.Log.SyncSoon()
-				}
+				p.Log.SyncSoon() // consumers and acks=all wait for the quorum's fsyncs, this one among them
+			}
+			if req.Acks == -1 {
+				waits = append(waits, commit{sp, p, epoch, end})
 			}
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -83,13 +94,8 @@ func handleProduce(ctx context.Context, r *request) reply {
 	return reply{resp: resp, wait: func() {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		// Queue every partition's sync before waiting for any, so that they share one flusher
-		// round (and one syncfs) instead of one round each, one after the other.
 		for _, w := range waits {
-			w.log.SyncSoon()
-		}
-		for _, w := range waits {
-			if err := w.log.WaitDurable(wctx, w.end); err != nil {
+			if err := w.part.Replica.WaitCommitted(wctx, w.epoch, w.end); err != nil {
 				if errors.Is(err, context.DeadlineExceeded) {
 					err = kerr.RequestTimedOut
 				}
@@ -99,47 +105,56 @@ func handleProduce(ctx context.Context, r *request) reply {
 	}}
 }
 
-// produceOne checks and appends one partition's records, fills in the offsets and counts the
-// appended data in m. It returns the offset just past the appended batch.
-func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.ProduceResponseTopicPartition, m *metrics.Kafka) (int64, error) {
+// produceLeaderHint fills in KIP-951's CurrentLeader and NodeEndpoints for a partition whose
+// produce went to a replica that does not lead it.
+func (b *Broker) produceLeaderHint(resp *kmsg.ProduceResponse, sp *kmsg.ProduceResponseTopicPartition, id [16]byte) {
+	leader, epoch, node := b.leaderHint(id, sp.Partition)
+	sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, epoch
+	produceEndpoint(resp, node)
+}
+
+// produceOne checks and appends one partition's records as its leader, fills in the offsets
+// and counts the appended data in m. It returns the epoch it appended in and the offset just
+// past the batch.
+func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.ProduceResponseTopicPartition, m *metrics.Kafka) (int32, int64, error) {
 	n, err := batch.Split(records)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if n != len(records) {
-		return 0, fmt.Errorf("%w: a produce request must hold exactly one record batch per partition", kerr.InvalidRecord)
+		return 0, 0, fmt.Errorf("%w: a produce request must hold exactly one record batch per partition", kerr.InvalidRecord)
 	}
 	maxBytes, _ := t.Effective("max.message.bytes")
 	if limit, _ := strconv.Atoi(maxBytes); len(records) > limit {
-		return 0, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), limit)
+		return 0, 0, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), limit)
 	}
 	h, err := batch.ParseHeader(records)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if h.IsControl() {
-		return 0, fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord)
+		return 0, 0, fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord)
 	}
 	if policy, _ := t.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
 		if err := requireKeys(&h, records); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	if h.IsTransactional() {
-		return 0, fmt.Errorf("%w: transactions are not supported yet", kerr.InvalidTxnState)
+		return 0, 0, fmt.Errorf("%w: transactions are not supported yet", kerr.InvalidTxnState)
 	}
 	logAppendTime := false
 	if tsType, _ := t.Effective("message.timestamp.type"); tsType == "LogAppendTime" {
 		if _, err := batch.Validate(records); err != nil { // check before the CRC is rewritten
-			return 0, err
+			return 0, 0, err
 		}
 		logAppendTime = true
 		sp.LogAppendTime = time.Now().UnixMilli()
 		batch.SetLogAppendTime(records, sp.LogAppendTime)
 	}
-	res, err := p.Log.AppendBatch(records, 0)
+	res, epoch, err := p.Replica.Append(records)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if res.Duplicate { // a retry: answer as the original was answered
 		if logAppendTime {
@@ -150,9 +165,9 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 		m.Produced(t.Name, len(records), int(res.Last-res.First+1))
 	}
 	sp.BaseOffset, sp.LogStartOffset = res.First, p.Log.StartOffset()
-	// For acks=all the caller waits for durability up to here: for a duplicate, the original's
-	// end, which may not be durable yet.
-	return res.Last + 1, nil
+	// For acks=all the caller waits for the commit up to here: for a duplicate, the original's
+	// end, which may not be committed yet.
+	return epoch, res.Last + 1, nil
 }
 
 // setProduceError maps an append failure to Kafka's error code for the partition.
@@ -192,6 +207,8 @@ func errorCode(err error) int16 {
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, logstore.ErrPoisoned):
 		return kerr.KafkaStorageError.Code
+	case errors.Is(err, logstore.ErrTruncated):
+		return kerr.NotLeaderForPartition.Code
 	}
 	return kerr.UnknownServerError.Code
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,6 +30,11 @@ type serveFlags struct {
 	logFormat           string
 	slowRequest         time.Duration
 	gcHeadroomMiB       uint64
+	clusterAddr         string
+	voters              string
+	rack                string
+	sessionTimeout      time.Duration
+	faultInjection      bool
 }
 
 func (f *serveFlags) register(flags *pflag.FlagSet) {
@@ -36,6 +42,11 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "host:port the Kafka listener binds")
 	flags.StringVar(&f.advertisedKafkaAddr, "advertised-kafka-addr", "", "host:port clients are told to connect to (default: --kafka-addr)")
 	flags.Int32Var(&f.nodeID, "node-id", 0, "this node's broker id")
+	flags.StringVar(&f.clusterAddr, "cluster-addr", "127.0.0.1:9093", "host:port of the node's internal listener (controller Raft, replication)")
+	flags.StringVar(&f.voters, "controller-voters", "", "the controller quorum as ID@HOST:PORT,... by node id and cluster address (default: this node alone)")
+	flags.StringVar(&f.rack, "rack", "", "the node's rack, shown to clients in Metadata")
+	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
+	flags.DurationVar(&f.sessionTimeout, "session-timeout", 1500*time.Millisecond, "a node not heard from this long is fenced and its partitions get new leaders")
 	flags.StringVar(&f.adminAddr, "admin-addr", "127.0.0.1:9644", "host:port of the admin HTTP server (metrics, health)")
 	flags.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	flags.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -51,15 +62,40 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	if err != nil {
 		return server.Config{}, err
 	}
+	voters, err := ParseVoters(f.voters)
+	if err != nil {
+		return server.Config{}, err
+	}
 	cfg := server.Config{
 		DataDir: f.dataDir, KafkaAddr: f.kafkaAddr, AdvertisedKafkaAddr: f.advertisedKafkaAddr,
 		NodeID: f.nodeID, AdminAddr: f.adminAddr, Logger: logger, Console: console,
-		SlowRequestThreshold: f.slowRequest,
+		SlowRequestThreshold: f.slowRequest, ClusterAddr: f.clusterAddr, ControllerVoters: voters,
+		Rack: f.rack, SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
 	}
 	if f.slowRequest <= 0 {
 		cfg.SlowRequestThreshold = -1 // the flag's 0 means off; the config's 0 means the default
 	}
 	return cfg, cfg.Validate()
+}
+
+// ParseVoters parses --controller-voters: ID@HOST:PORT,... ("" means none).
+func ParseVoters(s string) (map[int32]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[int32]string{}
+	for _, v := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(v), "@")
+		n, err := strconv.ParseInt(id, 10, 32)
+		if !ok || err != nil || n < 0 {
+			return nil, fmt.Errorf("invalid --controller-voters entry %q: want ID@HOST:PORT", v)
+		}
+		if _, dup := out[int32(n)]; dup {
+			return nil, fmt.Errorf("--controller-voters names node %d twice", n)
+		}
+		out[int32(n)] = addr
+	}
+	return out, nil
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

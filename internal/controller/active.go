@@ -48,7 +48,7 @@ func DefaultActiveConfig() ActiveConfig {
 type session struct {
 	incarnation uint64
 	lastSeen    time.Time
-	fenceAsked  uint64 // incarnation a fence was proposed for (0: none)
+	fenceAsked  time.Time // when a fence of the incarnation was last proposed
 	unfenceAsk  time.Time
 }
 
@@ -195,10 +195,10 @@ func (a *Active) fence(node int32, now time.Time, eff *Effects) {
 		s = &session{incarnation: n.Incarnation, lastSeen: now}
 		a.sessions[node] = s
 	}
-	if s.fenceAsked == n.Incarnation {
-		return
+	if now.Sub(s.fenceAsked) < a.cfg.VoteRetry {
+		return // proposed; if the proposal was lost, or the node unfenced since, ask again later
 	}
-	s.fenceAsked = n.Incarnation
+	s.fenceAsked = now
 	eff.propose(&Command{Op: OpFence, Fence: &Fence{Node: node, Incarnation: n.Incarnation}})
 }
 

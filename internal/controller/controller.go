@@ -36,8 +36,8 @@ type Config struct {
 	Send   func(to int32, body []byte)
 	Logger *slog.Logger
 
-	TickInterval  time.Duration // default 100 ms
-	ElectionTicks int           // default 10
+	TickInterval  time.Duration // default 50 ms
+	ElectionTicks int           // default 10: an election after 0.5-1 s without a leader
 	SnapshotEvery uint64        // entries between snapshots; default 10,000
 
 	// Bootstrap returns the command a new cluster's first leader proposes (cluster id, and
@@ -108,7 +108,7 @@ func Open(cfg Config) (*Controller, error) {
 		cfg.Voters = []int32{cfg.NodeID}
 	}
 	if cfg.TickInterval <= 0 {
-		cfg.TickInterval = 100 * time.Millisecond
+		cfg.TickInterval = 50 * time.Millisecond
 	}
 	if cfg.ElectionTicks <= 0 {
 		cfg.ElectionTicks = 10
@@ -309,7 +309,6 @@ func (c *Controller) run() {
 			return
 		case <-ticker.C:
 			c.rn.Tick()
-			c.maybeBootstrap()
 		case m := <-c.recvc:
 			if err := c.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 				c.logger.Debug("controller: step", "err", err)
@@ -335,6 +334,7 @@ func (c *Controller) run() {
 			}
 			p.err <- err
 		}
+		c.maybeBootstrap()
 		if err := c.handleReady(); err != nil {
 			// The log could not be made durable: this node must not go on acknowledging Raft
 			// messages as if it were. Crash (STYLE §8): a restart recovers from the WAL.
@@ -506,7 +506,7 @@ func (c *Controller) maybeAddLearner() {
 
 // maybeBootstrap, on the leader of a cluster without an id, proposes the bootstrap command.
 func (c *Controller) maybeBootstrap() {
-	if !c.IsLeader() || c.work.ClusterID != "" || c.cfg.Bootstrap == nil || time.Since(c.bootProposed) < time.Second {
+	if c.work.ClusterID != "" || c.cfg.Bootstrap == nil || !c.IsLeader() || time.Since(c.bootProposed) < time.Second {
 		return
 	}
 	c.bootProposed = time.Now()

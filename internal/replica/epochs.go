@@ -190,14 +190,23 @@ func (c *EpochCache) TrimStart(logStart int64) error {
 	return c.persist()
 }
 
-// EndOffsetFor answers OffsetForLeaderEpoch: the largest epoch not above epoch, and the offset
-// where it ends (the next epoch's start, or logEnd for the newest). An epoch older than every
-// entry gives (-1, -1), as Kafka answers for an epoch it does not know.
+// EndOffsetFor answers OffsetForLeaderEpoch as Kafka's LeaderEpochFileCache.endOffsetFor does:
+// for the latest epoch, the log end; for an epoch above every entry, (-1, -1) (undefined); for
+// one below every entry, that epoch and the first entry's start; else the largest epoch not
+// above it and the start of the next one.
 func (c *EpochCache) EndOffsetFor(epoch int32, logEnd int64) (int32, int64) {
 	return endOffsetFor(c.entries, epoch, logEnd)
 }
 
 func endOffsetFor(entries []EpochEntry, epoch int32, logEnd int64) (int32, int64) {
+	if epoch < 0 || len(entries) == 0 {
+		return -1, -1
+	}
+	if last := entries[len(entries)-1]; epoch == last.Epoch {
+		return epoch, logEnd
+	} else if epoch > last.Epoch {
+		return -1, -1
+	}
 	i := -1
 	for j, e := range entries {
 		if e.Epoch <= epoch {
@@ -205,12 +214,9 @@ func endOffsetFor(entries []EpochEntry, epoch int32, logEnd int64) (int32, int64
 		}
 	}
 	if i < 0 {
-		return -1, -1
+		return epoch, entries[0].Start
 	}
-	if i+1 < len(entries) {
-		return entries[i].Epoch, entries[i+1].Start
-	}
-	return entries[i].Epoch, logEnd
+	return entries[i].Epoch, entries[i+1].Start
 }
 
 // Divergence is the leader's answer to a follower joining its epoch: where the follower's log

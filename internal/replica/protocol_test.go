@@ -67,11 +67,14 @@ func TestEpochCachePersistsAndTruncates(t *testing.T) {
 	if ep, end := c.EndOffsetFor(5, 120); ep != 4 || end != 90 {
 		t.Errorf("EndOffsetFor(5) = %d, %d; want 4, 90", ep, end)
 	}
-	if ep, end := c.EndOffsetFor(9, 120); ep != 7 || end != 120 {
-		t.Errorf("EndOffsetFor(9) = %d, %d; want 7, 120", ep, end)
+	if ep, end := c.EndOffsetFor(7, 120); ep != 7 || end != 120 {
+		t.Errorf("EndOffsetFor(7) = %d, %d; want 7, 120 (the latest epoch ends at the log end)", ep, end)
 	}
-	if ep, end := c.EndOffsetFor(0, 120); ep != -1 || end != -1 {
-		t.Errorf("EndOffsetFor(0) = %d, %d; want -1, -1", ep, end)
+	if ep, end := c.EndOffsetFor(9, 120); ep != -1 || end != -1 {
+		t.Errorf("EndOffsetFor(9) = %d, %d; want -1, -1 (above every epoch)", ep, end)
+	}
+	if ep, end := c.EndOffsetFor(0, 120); ep != 0 || end != 0 {
+		t.Errorf("EndOffsetFor(0) = %d, %d; want 0, 0 (below every epoch: where the first starts)", ep, end)
 	}
 	// A crash cut the log to 60: the entry at 90 is dropped on load.
 	c2, err := LoadEpochCache(fsys.Crash(vfs.CrashOptions{}), "/p", 0, 60)

@@ -159,7 +159,7 @@ func (r *Replica) CheckEpoch(clientEpoch int32) error {
 
 func (r *Replica) checkEpochLocked(clientEpoch int32) error {
 	switch {
-	case clientEpoch >= 0 && clientEpoch < r.a.Epoch:
+	case clientEpoch != -1 && clientEpoch < r.a.Epoch:
 		return kerr.FencedLeaderEpoch
 	case clientEpoch > r.a.Epoch:
 		return kerr.UnknownLeaderEpoch

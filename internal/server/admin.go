@@ -17,12 +17,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -150,8 +153,12 @@ func (s *Server) groupOffsets() []metrics.GroupOffset {
 		if !ok || int(o.Partition) >= len(t.Partitions) {
 			continue
 		}
+		p := t.Partitions[o.Partition]
+		if p.Replica == nil {
+			continue // led elsewhere: that node reports the lag
+		}
 		out = append(out, metrics.GroupOffset{Group: o.Group, Topic: o.Topic, Partition: o.Partition,
-			Committed: o.Offset, HighWatermark: t.Partitions[o.Partition].Log.HighWatermark()})
+			Committed: o.Offset, HighWatermark: p.Replica.HighWatermark()})
 	}
 	return out
 }
@@ -161,8 +168,11 @@ func (s *Server) partitionStats(dst []metrics.Partition) []metrics.Partition {
 		return dst
 	}
 	s.eachPartition(func(topic string, p *topics.Partition) {
+		if !p.Hosted() {
+			return
+		}
 		dst = append(dst, metrics.Partition{Topic: topic, Partition: p.Index,
-			StartOffset: p.Log.StartOffset(), EndOffset: p.Log.EndOffset(), HighWatermark: p.Log.HighWatermark(),
+			StartOffset: p.Log.StartOffset(), EndOffset: p.Log.EndOffset(), HighWatermark: p.Replica.HighWatermark(),
 			SizeBytes: p.Log.Size(), FlushLag: p.Log.FlushLag()})
 	})
 	return dst
@@ -191,6 +201,9 @@ func (s *Server) adminHandler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(s.Status())
 	})
+	if s.cfg.FaultInjection {
+		mux.HandleFunc("POST /v1/debug/faults", s.handleFaults)
+	}
 	// Go's profiler, for "where does the CPU go" under load (go tool pprof
 	// http://ADMIN/debug/pprof/profile?seconds=20). The admin listener is loopback by default.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -245,7 +258,7 @@ func (s *Server) Status() Status {
 		out.KafkaAddr = *addr
 	}
 	if s.recovered() {
-		out.ClusterID = s.clusterID
+		out.ClusterID = s.ClusterID()
 	}
 	for _, p := range s.partitionStats(nil) {
 		if n := len(out.Topics); n == 0 || out.Topics[n-1].Name != p.Topic {
@@ -257,6 +270,48 @@ func (s *Server) Status() Status {
 			FlushLagBytes: p.FlushLag.Bytes, FlushLagRecords: p.FlushLag.Records, FlushLagMillis: p.FlushLag.Age.Milliseconds()})
 	}
 	return out
+}
+
+// faultRequest is the body of POST /v1/debug/faults (fault injection, for tests): isolate the
+// node from peers (their cluster traffic is dropped both ways, connections stay up), heal every
+// isolation, cut the connections to peers, or drop a share of Kafka responses (the request is
+// carried out, the connection is closed instead of answered).
+type faultRequest struct {
+	Isolate          []int32 `json:"isolate,omitempty"`
+	Heal             bool    `json:"heal,omitempty"`
+	Cut              []int32 `json:"cut,omitempty"`
+	DropResponsesPer *uint64 `json:"drop_responses_per_mille,omitempty"`
+}
+
+func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
+	var req faultRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	tr := s.node.Transport()
+	if req.Heal {
+		tr.Heal()
+	}
+	if len(req.Isolate) > 0 {
+		tr.Isolate(req.Isolate...)
+	}
+	for _, p := range req.Cut {
+		tr.CutConnections(p)
+	}
+	if req.DropResponsesPer != nil {
+		s.dropRate.Store(min(*req.DropResponsesPer, 1000))
+	}
+	s.logger.Warn("fault injection", "isolate", req.Isolate, "heal", req.Heal, "cut", req.Cut, "isolated_now", tr.Isolated(),
+		"drop_responses_per_mille", s.dropRate.Load())
+	fmt.Fprintln(w, "ok")
+}
+
+// dropResponse is the broker hook of fault injection: it drops the configured share of
+// responses to produce requests (the request was carried out; the client never hears).
+func (s *Server) dropResponse(key int16, _ kmsg.Response) bool {
+	rate := s.dropRate.Load()
+	return rate > 0 && key == 0 && mrand.Uint64N(1000) < rate
 }
 
 func boolFloat(b bool) float64 {

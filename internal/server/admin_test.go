@@ -141,9 +141,7 @@ func TestMetricsDuringProduceConsume(t *testing.T) {
 	const topic, records = "metered", 300
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	admin := b.s.AdminAddr()
-	if _, err := b.s.Topics().Create(topic, 3, map[string]string{"write.caching": "false"}, false); err != nil {
-		t.Fatal(err)
-	}
+	server.CreateTopicT(t, b.s, topic, 3, map[string]string{"write.caching": "false"})
 	in := `runnel_topic_records_in_total{topic="metered"}`
 	before := scrape(t, admin)
 	if before[in] != 0 {
@@ -253,7 +251,7 @@ func TestStatusEndpointAndCommand(t *testing.T) {
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	b.createTopic("orders", 2)
 	p := b.s.Topics().List()[0].Partitions[1]
-	if _, _, err := p.Log.Append(threeRecordBatch(), 0); err != nil {
+	if _, _, err := p.Replica.Append(threeRecordBatch()); err != nil {
 		t.Fatal(err)
 	}
 	admin := b.s.AdminAddr()

@@ -100,9 +100,7 @@ func (b *testBroker) restart() *testBroker {
 
 func (b *testBroker) createTopic(name string, partitions int32) {
 	b.t.Helper()
-	if _, err := b.s.Topics().Create(name, partitions, nil, false); err != nil {
-		b.t.Fatalf("creating topic %s: %v", name, err)
-	}
+	server.CreateTopicT(b.t, b.s, name, partitions, nil)
 }
 
 // --- runnel topic ---------------------------------------------------------------------------

@@ -1,21 +1,22 @@
 // Package server is one Runnel node: it owns the data directory and everything opened from it.
 //
-// Data directory layout (only the parts that exist today):
+// Data directory layout:
 //
 //	<data-dir>/
 //	  LOCK                          flock'ed by the running server; holds its process id
-//	  cluster.id                    the cluster id, made at first start
+//	  cluster.id                    the cluster id (a mirror of the controller's)
+//	  controller/                   the controller quorum's Raft log (package controller)
 //	  topics/                       topic metadata and partition logs (package topics)
 //
-// A Server locks the data directory, recovers every topic and partition log in it, and serves
-// Kafka. Its admin HTTP server (admin.go: health, readiness, metrics, status) runs from Open to
-// Close. The controller will be started by Run too.
+// A Server locks the data directory, starts its cluster node (transport, controller member,
+// replicas: package cluster), and once the node has joined the cluster serves Kafka. Its admin
+// HTTP server (admin.go: health, readiness, metrics, status) runs from Open to Close. An older
+// one-node data dir (topics/*/topic.json, producer-ids, broker-configs.json, cluster.id) is
+// imported by the first start of its new controller.
 package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -25,12 +26,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/broker"
+	"github.com/runnel-dev/runnel/internal/cluster"
+	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/topics"
-	"github.com/runnel-dev/runnel/internal/txn"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -41,6 +44,18 @@ type Config struct {
 	AdvertisedKafkaAddr string // host:port clients are told to connect to; "" means KafkaAddr
 	NodeID              int32  // this node's broker id, >= 0
 	AdminAddr           string // host:port of the admin HTTP server (metrics, health); port 0 picks one
+	// ClusterAddr is the node's internal listener (Raft, replication); port 0 picks one.
+	ClusterAddr string
+	// ControllerVoters maps the controller quorum's node ids to their cluster addresses; empty
+	// means this node alone (a one-node cluster).
+	ControllerVoters map[int32]string
+	Rack             string
+	// SessionTimeout: a node not heard from this long is fenced and its partitions get new
+	// leaders (0: 1.5 s).
+	SessionTimeout time.Duration
+	// FaultInjection serves POST /v1/debug/faults on the admin listener (tests only: it can
+	// isolate the node from its peers and drop Kafka responses).
+	FaultInjection bool
 	// SlowRequestThreshold: Kafka requests taking longer are logged at Warn. 0 means 500 ms;
 	// negative logs none.
 	SlowRequestThreshold time.Duration
@@ -73,6 +88,19 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if c.ClusterAddr != "" {
+		if err := checkAddr("cluster addr", c.ClusterAddr); err != nil {
+			return err
+		}
+	}
+	for id, addr := range c.ControllerVoters {
+		if id < 0 {
+			return fmt.Errorf("server: controller voter id %d is negative", id)
+		}
+		if err := checkAddr(fmt.Sprintf("controller voter %d", id), addr); err != nil {
+			return err
+		}
+	}
 	return checkAddr("admin addr", c.AdminAddr)
 }
 
@@ -94,16 +122,18 @@ type PartitionState struct {
 
 // Server is one node. Open it, Run it until its context ends, then Close it.
 type Server struct {
-	cfg       Config
-	logger    *slog.Logger
-	lock      *dirLock
-	flusher   *logstore.Flusher
-	maint     *logstore.Maintainer // retention and compaction, started by Run
-	topics    *topics.Registry
-	broker    *broker.Broker
-	clusterID string
-	closed    bool
-	admin     admin // admin HTTP server, metrics registry, readiness (admin.go)
+	cfg     Config
+	logger  *slog.Logger
+	lock    *dirLock
+	flusher *logstore.Flusher
+	maint   *logstore.Maintainer // retention and compaction, started by Run
+	topics  *topics.Registry
+	node    *cluster.Node
+	broker  *broker.Broker
+	closed  bool
+	admin   admin // admin HTTP server, metrics registry, readiness (admin.go)
+	// dropRate is fault injection: the per-mille of produce responses dropped.
+	dropRate atomic.Uint64
 }
 
 // Open validates cfg, creates and locks the data directory, and opens (recovering) every
@@ -135,72 +165,105 @@ func Open(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	var err error
 	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0),
 		// Kafka's defaults: log.retention.check.interval.ms 5 min, log.cleaner.backoff.ms 15 s.
 		maint: logstore.NewMaintainer(logstore.NewCompactor(0), 5*time.Minute, 15*time.Second, cfg.Logger)}
 	if err := s.startAdmin(); err != nil { // before recovery: /healthz answers during it
 		return nil, errors.Join(err, s.Close())
 	}
-	if s.clusterID, err = loadClusterID(cfg.FS, cfg.DataDir); err != nil {
-		return nil, errors.Join(err, s.Close())
-	}
+	var err error
 	if s.topics, err = topics.Open(topics.Options{FS: cfg.FS, DataDir: cfg.DataDir, Flusher: s.flusher,
 		Maintainer: s.maint, Logger: s.logger}); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
-	ids, err := openProducerIDs(cfg.FS, cfg.DataDir)
+	clusterAddr := cfg.ClusterAddr
+	if clusterAddr == "" {
+		clusterAddr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", clusterAddr)
 	if err != nil {
-		return nil, errors.Join(err, s.Close())
+		return nil, errors.Join(fmt.Errorf("server: cluster listener: %w", err), s.Close())
 	}
 	host, portStr, _ := net.SplitHostPort(cfg.AdvertisedKafkaAddr)
 	port, _ := strconv.Atoi(portStr)
+	legacyID, _ := vfs.ReadFile(cfg.FS, filepath.Join(cfg.DataDir, "cluster.id"))
+	active := controller.DefaultActiveConfig()
+	if cfg.SessionTimeout > 0 {
+		active.SessionTimeout = cfg.SessionTimeout
+	}
+	s.node, err = cluster.Start(cluster.Config{NodeID: cfg.NodeID, Listener: ln, Voters: cfg.ControllerVoters,
+		KafkaHost: host, KafkaPort: int32(port), Rack: cfg.Rack, FS: cfg.FS, DataDir: cfg.DataDir, Registry: s.topics,
+		Logger: s.logger, ClusterID: string(legacyID), Import: s.importLegacy, Active: active})
+	if err != nil {
+		ln.Close()
+		return nil, errors.Join(err, s.Close())
+	}
+	hooks := cfg.Hooks
+	if cfg.FaultInjection && hooks.DropResponse == nil {
+		hooks.DropResponse = s.dropResponse
+	}
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
-		ClusterID: s.clusterID, AutoCreateTopics: true, ProducerIDs: ids, Hooks: cfg.Hooks, Logger: s.logger,
+		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold}, s.topics)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
-	for _, p := range s.Partitions() {
-		s.logger.Info("recovered partition", "topic", p.Topic, "partition", p.Partition,
-			"start_offset", p.StartOffset, "end_offset", p.EndOffset, "size_bytes", p.SizeBytes)
-	}
-	s.logger.Info("data dir open", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "cluster_id", s.clusterID, "topics", len(s.topics.List()))
+	s.logger.Info("data dir open", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "cluster_addr", ln.Addr().String())
 	s.setState(stateNotServing)
 	return s, nil
 }
 
-// loadClusterID reads the cluster id from <data-dir>/cluster.id, creating it on first start.
-func loadClusterID(fsys vfs.FS, dataDir string) (string, error) {
-	name := filepath.Join(dataDir, "cluster.id")
-	if b, err := vfs.ReadFile(fsys, name); err == nil && len(b) > 0 {
-		return string(b), nil
+// importLegacy is what the first start of a one-node cluster's controller imports from a data
+// dir written before clusters existed: its topics, dynamic configs and producer-id mark.
+func (s *Server) importLegacy() *controller.Bootstrap {
+	b := &controller.Bootstrap{ImportNode: s.cfg.NodeID}
+	local, err := s.topics.LocalTopics()
+	if err != nil {
+		s.logger.Error("server: reading the topics of the data dir to import", "err", err)
 	}
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
+	for _, t := range local {
+		b.Topics = append(b.Topics, controller.ImportedTopic{Name: t.Name, ID: t.ID, Partitions: t.Partitions, Configs: t.Configs})
 	}
-	id := base64.RawURLEncoding.EncodeToString(raw[:])
-	return id, vfs.WriteFileAtomic(fsys, dataDir, "cluster.id", []byte(id))
+	if b.ClusterConfigs, b.NodeConfigs, err = topics.LegacyBrokerConfigs(s.cfg.FS, s.cfg.DataDir); err != nil {
+		s.logger.Error("server: reading broker-configs.json to import", "err", err)
+	}
+	if ids, err := readProducerIDMark(s.cfg.FS, s.cfg.DataDir); err != nil {
+		s.logger.Error("server: reading producer-ids to import", "err", err)
+	} else {
+		b.NextProducerID = ids
+	}
+	if len(b.Topics) > 0 {
+		s.logger.Info("server: importing the topics of a one-node data dir into the new controller", "topics", len(b.Topics))
+	}
+	return b
 }
 
-// openProducerIDs returns the producer id allocator, which keeps in <data-dir>/producer-ids the
-// end of the block of ids it may hand out (a decimal number): ids below it may have been used.
-func openProducerIDs(fsys vfs.FS, dataDir string) (*txn.IDAllocator, error) {
-	const name = "producer-ids"
-	var start int64
-	b, err := vfs.ReadFile(fsys, filepath.Join(dataDir, name))
-	switch {
-	case err == nil:
-		if start, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil || start < 0 {
-			return nil, fmt.Errorf("server: %s holds %q, not a producer id", name, b)
-		}
-	case !errors.Is(err, vfs.ErrNotExist):
-		return nil, err
+// ClusterID is the cluster's id ("" until the node has joined).
+func (s *Server) ClusterID() string {
+	if s.node == nil {
+		return ""
 	}
-	return txn.NewIDAllocator(start, func(limit int64) error {
-		return vfs.WriteFileAtomic(fsys, dataDir, name, []byte(strconv.FormatInt(limit, 10)+"\n"))
-	}), nil
+	return s.node.Image().ClusterID
+}
+
+// Node is the server's cluster node.
+func (s *Server) Node() *cluster.Node { return s.node }
+
+// readProducerIDMark reads <data-dir>/producer-ids, which a one-node data dir of an older
+// version kept: every producer id below the number in it may have been handed out.
+func readProducerIDMark(fsys vfs.FS, dataDir string) (int64, error) {
+	b, err := vfs.ReadFile(fsys, filepath.Join(dataDir, "producer-ids"))
+	if errors.Is(err, vfs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("server: producer-ids holds %q, not a producer id", b)
+	}
+	return n, nil
 }
 
 // Topics is the node's topic registry.
@@ -211,6 +274,9 @@ func (s *Server) Topics() *topics.Registry { return s.topics }
 func (s *Server) Partitions() []PartitionState {
 	var states []PartitionState
 	s.eachPartition(func(topic string, p *topics.Partition) {
+		if !p.Hosted() {
+			return
+		}
 		states = append(states, PartitionState{Topic: topic, Partition: p.Index,
 			StartOffset: p.Log.StartOffset(), EndOffset: p.Log.EndOffset(), SizeBytes: p.Log.Size()})
 	})
@@ -243,6 +309,31 @@ const ShutdownTimeout = 10 * time.Second
 
 // Serve is Run on a listener the caller made (tests listen on port 0).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// Join the cluster first: until then this node knows no topics it may serve.
+	select {
+	case <-s.node.Ready():
+	default:
+		select {
+		case <-s.node.Ready():
+		case <-ctx.Done():
+			ln.Close()
+			return nil
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := s.node.WaitLeaders(lctx); err != nil && ctx.Err() == nil {
+		s.logger.Warn("server: serving before every partition has a leader", "err", err)
+	}
+	cancel()
+	if id := s.ClusterID(); id != "" {
+		if err := vfs.WriteFileAtomic(s.cfg.FS, s.cfg.DataDir, "cluster.id", []byte(id)); err != nil {
+			s.logger.Warn("server: writing cluster.id", "err", err)
+		}
+	}
+	for _, p := range s.Partitions() {
+		s.logger.Info("recovered partition", "topic", p.Topic, "partition", p.Partition,
+			"start_offset", p.StartOffset, "end_offset", p.EndOffset, "size_bytes", p.SizeBytes)
+	}
 	maintDone := make(chan struct{})
 	go func() { s.maint.Run(ctx); close(maintDone) }()
 	defer func() { <-maintDone }()
@@ -280,6 +371,9 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		s.broker.Shutdown(ctx)
 		cancel()
+	}
+	if s.node != nil {
+		s.node.Close()
 	}
 	if s.topics != nil {
 		errs = append(errs, s.topics.Close())

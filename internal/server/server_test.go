@@ -40,14 +40,11 @@ func TestOpenRecoversLocksAndCloses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open = %v", err)
 	}
-	topic, err := s.Topics().Create("orders", 3, map[string]string{"retention.ms": "-1"}, false)
-	if err != nil {
-		t.Fatalf("Create = %v", err)
-	}
+	topic := createTopic(t, s, "orders", 3, map[string]string{"retention.ms": "-1"})
 	for i, n := range []int{1, 0, 2} {
-		l := topic.Partitions[i].Log
+		r := topic.Partitions[i].Replica
 		for range n {
-			if _, _, err := l.Append(threeRecords(), 0); err != nil {
+			if _, _, err := r.Append(threeRecords()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -63,6 +60,7 @@ func TestOpenRecoversLocksAndCloses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open = %v", err)
 	}
+	waitJoined(t, s)
 	got := s.Partitions()
 	for i := range got {
 		got[i].SizeBytes = 0 // depends on the batch encoding; not what this test is about
@@ -88,7 +86,7 @@ func TestOpenRecoversLocksAndCloses(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := s.Run(ctx); err != nil {
+	if err := s.Run(ctx); err != nil { // joined already: serves, then stops at once
 		t.Errorf("Run = %v", err)
 	}
 	if !strings.Contains(console.String(), "serving Kafka on") {
@@ -106,6 +104,7 @@ func TestOpenEmptyDataDir(t *testing.T) {
 		t.Fatalf("Open = %v", err)
 	}
 	defer s.Close()
+	waitJoined(t, s)
 	if got := s.Partitions(); len(got) != 0 {
 		t.Errorf("Partitions() = %+v; want none", got)
 	}

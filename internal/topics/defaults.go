@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sort"
 	"sync/atomic"
@@ -15,7 +16,8 @@ import (
 // not set on the topic takes this broker's dynamic value (kafka-configs --entity-name <id>), else
 // the cluster-wide dynamic default (--entity-default), else the static default. They are keyed by
 // the broker config name (log.retention.ms for retention.ms, ...) and persisted in
-// <data-dir>/broker-configs.json: {"cluster": {...}, "broker": {...}}, replaced atomically.
+// the controller's image (ClusterConfigs and the node's Configs); a one-node data dir of an
+// older version kept them in <data-dir>/broker-configs.json, which the controller imports.
 
 // Source is where a config's value comes from (Kafka's DescribeConfigs ConfigSource).
 type Source int8
@@ -67,25 +69,44 @@ func (d *defaults) lookup(def *ConfigDef) (string, Source) {
 	return def.Default, SourceDefault
 }
 
-func loadDefaults(fsys vfs.FS, dataDir string) (*defaults, error) {
+func newDefaults() *defaults {
 	d := &defaults{}
-	dc := &dynamicConfigs{Cluster: map[string]string{}, Broker: map[string]string{}}
+	d.p.Store(&dynamicConfigs{Cluster: map[string]string{}, Broker: map[string]string{}})
+	return d
+}
+
+// set replaces the dynamic configs and reports whether they changed.
+func (d *defaults) set(cluster, node map[string]string) bool {
+	old := d.p.Load()
+	if maps.Equal(old.Cluster, cluster) && maps.Equal(old.Broker, node) {
+		return false
+	}
+	next := &dynamicConfigs{Cluster: maps.Clone(cluster), Broker: maps.Clone(node)}
+	if next.Cluster == nil {
+		next.Cluster = map[string]string{}
+	}
+	if next.Broker == nil {
+		next.Broker = map[string]string{}
+	}
+	d.p.Store(next)
+	return true
+}
+
+// LegacyBrokerConfigs reads the dynamic broker configs a one-node data dir kept in
+// <data-dir>/broker-configs.json before they moved to the controller (for its import).
+func LegacyBrokerConfigs(fsys vfs.FS, dataDir string) (cluster, node map[string]string, err error) {
+	dc := &dynamicConfigs{}
 	b, err := vfs.ReadFile(fsys, filepath.Join(dataDir, "broker-configs.json"))
-	if err == nil {
-		if err := json.Unmarshal(b, dc); err != nil {
-			return nil, fmt.Errorf("topics: broker-configs.json: %w", err)
-		}
-	} else if !errors.Is(err, vfs.ErrNotExist) {
-		return nil, err
+	if errors.Is(err, vfs.ErrNotExist) {
+		return nil, nil, nil
 	}
-	if dc.Cluster == nil {
-		dc.Cluster = map[string]string{}
+	if err != nil {
+		return nil, nil, err
 	}
-	if dc.Broker == nil {
-		dc.Broker = map[string]string{}
+	if err := json.Unmarshal(b, dc); err != nil {
+		return nil, nil, fmt.Errorf("topics: broker-configs.json: %w", err)
 	}
-	d.p.Store(dc)
-	return d, nil
+	return dc.Cluster, dc.Broker, nil
 }
 
 // BrokerConfigs returns the dynamic broker configs set per broker (perBroker) or cluster-wide.
@@ -98,9 +119,9 @@ func (r *Registry) BrokerConfigs(perBroker bool) map[string]string {
 	return cloneMap(dc.Cluster)
 }
 
-// SetBrokerConfigs replaces the dynamic broker configs of one scope, validating each as the
-// topic config it is the default of, persists them, and applies the new defaults to every log.
-func (r *Registry) SetBrokerConfigs(perBroker bool, configs map[string]string, validateOnly bool) error {
+// CheckBrokerConfigs validates a new set of dynamic broker configs of one scope: each as the
+// topic config it is the default of, and every topic's resulting log config.
+func (r *Registry) CheckBrokerConfigs(perBroker bool, configs map[string]string) error {
 	keys := make([]string, 0, len(configs))
 	for k := range configs {
 		keys = append(keys, k)
@@ -118,40 +139,27 @@ func (r *Registry) SetBrokerConfigs(perBroker bool, configs map[string]string, v
 			return configErr("%s: %v", k, err)
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	old := r.defaults.p.Load()
 	next := &dynamicConfigs{Cluster: old.Cluster, Broker: old.Broker}
 	if perBroker {
-		next.Broker = cloneMap(configs)
+		next.Broker = configs
 	} else {
-		next.Cluster = cloneMap(configs)
+		next.Cluster = configs
 	}
 	trial := &defaults{}
 	trial.p.Store(next)
-	for _, t := range r.byName { // every topic's resulting log config must be valid
+	for _, t := range r.List() { // every topic's resulting log config must be valid
 		if err := logConfig(t.Configs, trial).Validate(); err != nil {
 			return configErr("topic %s: %v", t.Name, err)
 		}
 	}
-	if validateOnly {
-		return nil
-	}
-	b, err := json.Marshal(next)
-	if err != nil {
-		return err
-	}
-	if err := vfs.WriteFileAtomic(r.fs, filepath.Dir(r.dir), "broker-configs.json", b); err != nil {
-		return err
-	}
-	r.defaults.p.Store(next)
-	for _, t := range r.byName {
-		cfg := logConfig(t.Configs, r.defaults)
-		for _, p := range t.Partitions {
-			if err := p.Log.SetConfig(cfg); err != nil {
-				return err
-			}
-		}
-	}
 	return nil
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }

@@ -1,29 +1,33 @@
-// Package topics holds the topic metadata of a node — names, ids, partitions, configs — and
-// the partition logs, persisted in the data directory:
+// Package topics is a node's view of its topics — names, ids, partitions, configs, as the
+// controller's metadata image has them — and the logs of the partitions hosted here:
 //
 //	<data-dir>/topics/<topic>/topic.json     {"id": "<32 hex>", "partitions": N, "configs": {...}}
-//	<data-dir>/topics/<topic>/<partition>/   the partition's log (package logstore)
+//	<data-dir>/topics/<topic>/<partition>/   a hosted partition's log (package logstore)
 //
-// topic.json is replaced atomically (temporary file, fsync, rename, directory fsync). A deleted
-// topic's directory is first renamed to "<topic>.<id>.deleted" (atomic), then removed; a leftover
-// one is removed on open. In a cluster this state will move to the controller's Raft log; the
-// Registry's methods are the operations the controller will replicate.
+// The image is the authority; Sync makes the registry and the directory match it. topic.json
+// mirrors the image's topic (a node that starts before it has the image can tell which topic a
+// directory holds, and an upgraded one-node data dir is imported from it), replaced atomically.
+// A directory of a topic the image no longer has, or of a partition no longer hosted here, is
+// removed: a topic's directory is first renamed to "<topic>.<id>.deleted" (atomic), then removed;
+// a leftover one is removed on open.
 package topics
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/replica"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -35,20 +39,26 @@ var (
 	ErrInvalidPartitions = errors.New("topics: invalid number of partitions")
 )
 
-// MaxPartitions bounds a topic's partitions on one node.
+// MaxPartitions bounds a topic's partitions.
 const MaxPartitions = 10000
 
-// Partition is one partition of a topic and its log.
+// Partition is one partition of a topic. Log and Replica are set if the partition is hosted
+// here, nil otherwise. A Partition never changes once published: a partition that becomes
+// hosted (or stops being) is a new Partition.
 type Partition struct {
-	Topic string
-	Index int32
-	Log   *logstore.Log
+	Topic   string
+	Index   int32
+	Log     *logstore.Log
+	Replica *replica.Replica
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every append
 }
 
-// Changed returns a channel closed at the next append (for fetch long polls).
+// Hosted reports whether this node holds a replica of the partition.
+func (p *Partition) Hosted() bool { return p.Log != nil }
+
+// Changed returns a channel closed at the next append.
 func (p *Partition) Changed() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -89,6 +99,8 @@ type Registry struct {
 	logger   *slog.Logger
 	defaults *defaults
 
+	syncMu sync.Mutex // one Sync at a time
+
 	mu     sync.RWMutex
 	byName map[string]*Topic
 	byID   map[[16]byte]*Topic
@@ -103,7 +115,8 @@ type Options struct {
 	Logger     *slog.Logger         // nil: slog.Default()
 }
 
-// Open loads every topic under dataDir/topics, opening (and recovering) its partition logs.
+// Open opens the registry of dataDir, empty until the first Sync. It removes the leftovers of
+// interrupted topic deletions.
 func Open(opts Options) (*Registry, error) {
 	if opts.FS == nil {
 		opts.FS = vfs.Default
@@ -112,15 +125,10 @@ func Open(opts Options) (*Registry, error) {
 		opts.Logger = slog.Default()
 	}
 	r := &Registry{fs: opts.FS, dir: filepath.Join(opts.DataDir, "topics"), flusher: opts.Flusher, maint: opts.Maintainer,
-		logger: opts.Logger, byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}}
+		logger: opts.Logger, byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}, defaults: newDefaults()}
 	if err := r.fs.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, err
 	}
-	d, err := loadDefaults(r.fs, opts.DataDir)
-	if err != nil {
-		return nil, err
-	}
-	r.defaults = d
 	names, err := r.fs.List(r.dir)
 	if err != nil {
 		return nil, err
@@ -130,63 +138,284 @@ func Open(opts Options) (*Registry, error) {
 			if err := vfs.RemoveAll(r.fs, filepath.Join(r.dir, name)); err != nil {
 				return nil, err
 			}
-			continue
-		}
-		t, err := r.load(name)
-		if err != nil {
-			r.Close()
-			return nil, fmt.Errorf("topics: loading %s: %w", name, err)
-		}
-		if t != nil {
-			r.byName[t.Name], r.byID[t.ID] = t, t
 		}
 	}
 	return r, nil
 }
 
-func (r *Registry) load(name string) (*Topic, error) {
-	b, err := vfs.ReadFile(r.fs, filepath.Join(r.dir, name, "topic.json"))
-	if errors.Is(err, vfs.ErrNotExist) {
-		r.logger.Warn("topics: skipping a directory without topic.json", "dir", filepath.Join(r.dir, name))
-		return nil, nil
-	}
+// LocalTopic is a topic directory found on disk, as its topic.json describes it.
+type LocalTopic struct {
+	Name       string
+	ID         [16]byte
+	Partitions int32
+	Configs    map[string]string
+}
+
+// LocalTopics lists the topic directories of the data dir (for the upgrade of a one-node data
+// dir, whose topics the new controller imports).
+func (r *Registry) LocalTopics() ([]LocalTopic, error) {
+	names, err := r.fs.List(r.dir)
 	if err != nil {
 		return nil, err
 	}
-	var tf topicFile
-	if err := json.Unmarshal(b, &tf); err != nil {
-		return nil, err
+	var out []LocalTopic
+	for _, name := range names {
+		if strings.HasSuffix(name, ".deleted") {
+			continue
+		}
+		tf, ok, err := r.readTopicFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("topics: %s: %w", name, err)
+		}
+		if ok {
+			out = append(out, LocalTopic{Name: name, ID: tf.id, Partitions: tf.Partitions, Configs: tf.Configs})
+		}
+	}
+	return out, nil
+}
+
+type parsedTopicFile struct {
+	topicFile
+	id [16]byte
+}
+
+func (r *Registry) readTopicFile(name string) (parsedTopicFile, bool, error) {
+	var tf parsedTopicFile
+	b, err := vfs.ReadFile(r.fs, filepath.Join(r.dir, name, "topic.json"))
+	if errors.Is(err, vfs.ErrNotExist) {
+		return tf, false, nil
+	}
+	if err != nil {
+		return tf, false, err
+	}
+	if err := json.Unmarshal(b, &tf.topicFile); err != nil {
+		return tf, false, err
 	}
 	idb, err := hex.DecodeString(tf.ID)
 	if err != nil || len(idb) != 16 {
-		return nil, fmt.Errorf("bad topic id %q", tf.ID)
+		return tf, false, fmt.Errorf("bad topic id %q", tf.ID)
 	}
-	t := &Topic{Name: name, Configs: tf.Configs, defaults: r.defaults}
-	copy(t.ID[:], idb)
+	copy(tf.id[:], idb)
+	return tf, true, nil
+}
+
+// TopicSpec is a topic as the metadata image has it, and which of its partitions this node
+// hosts.
+type TopicSpec struct {
+	Name       string
+	ID         [16]byte
+	Configs    map[string]string
+	Partitions int32
+	Hosted     func(index int32) bool
+}
+
+// Hooks connect hosted partitions to replication.
+type Hooks struct {
+	// Opened is called with a partition whose log was just opened, before the partition is
+	// published; its result becomes the partition's Replica.
+	Opened func(t *Topic, p *Partition, dir string) (*replica.Replica, error)
+	// Closing is called before a hosted partition's log is closed.
+	Closing func(t *Topic, p *Partition)
+}
+
+// Sync makes the registry and the data directory match the image: specs are every topic, and
+// cluster and node are the dynamic broker configs (cluster-wide and this node's). Logs of newly
+// hosted partitions are opened (created if missing), and those no longer hosted closed and
+// removed; topics that are gone are deleted. A failure leaves the rest of the sync undone and is
+// returned: the next Sync tries again.
+func (r *Registry) Sync(specs []TopicSpec, cluster, node map[string]string, hooks Hooks) error {
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	defaultsChanged := r.defaults.set(cluster, node)
+	want := map[string]bool{}
+	var errs []error
+	for _, spec := range specs {
+		want[spec.Name] = true
+		if err := r.syncTopic(spec, defaultsChanged, hooks); err != nil {
+			errs = append(errs, fmt.Errorf("topics: %s: %w", spec.Name, err))
+		}
+	}
+	for _, t := range r.List() {
+		if !want[t.Name] {
+			errs = append(errs, r.deleteTopic(t, hooks))
+		}
+	}
+	errs = append(errs, r.removeOrphans(want))
+	return errors.Join(errs...)
+}
+
+// syncTopic brings one topic in line with its spec.
+func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) error {
+	old, _ := r.Get(spec.Name)
+	if old != nil && old.ID != spec.ID { // deleted and created again under the same name
+		if err := r.deleteTopic(old, hooks); err != nil {
+			return err
+		}
+		old = nil
+	}
+	if old == nil {
+		if tf, ok, err := r.readTopicFile(spec.Name); err != nil || (ok && tf.id != spec.ID) {
+			// A directory left by an older topic of this name (deleted while this node was down).
+			if err := r.removeTopicDir(spec.Name, tf.id); err != nil {
+				return err
+			}
+		}
+		if err := r.fs.MkdirAll(filepath.Join(r.dir, spec.Name), 0o755); err != nil {
+			return err
+		}
+	}
+	t := &Topic{Name: spec.Name, ID: spec.ID, Configs: maps.Clone(spec.Configs), defaults: r.defaults}
 	if t.Configs == nil {
 		t.Configs = map[string]string{}
 	}
-	if err := r.openPartitions(t, 0, tf.Partitions); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
-// openPartitions opens (creating) partitions [from, to) of t, appending them to t.Partitions.
-func (r *Registry) openPartitions(t *Topic, from, to int32) error {
+	configChanged := old == nil || !maps.Equal(old.Configs, t.Configs) || defaultsChanged
 	cfg := logConfig(t.Configs, r.defaults)
-	for i := from; i < to; i++ {
-		l, err := logstore.Open(logstore.Options{FS: r.fs, Dir: filepath.Join(r.dir, t.Name, strconv.Itoa(int(i))),
-			Config: cfg, Flusher: r.flusher, Logger: r.logger})
-		if err != nil {
+	changed := old == nil || configChanged || int32(len(old.Partitions)) != spec.Partitions
+	var opened []*Partition
+	for i := range spec.Partitions {
+		var cur *Partition
+		if old != nil && int(i) < len(old.Partitions) {
+			cur = old.Partitions[i]
+		}
+		hosted := spec.Hosted(i)
+		switch {
+		case cur != nil && cur.Hosted() == hosted:
+			if hosted && configChanged {
+				if err := cur.Log.SetConfig(cfg); err != nil {
+					r.logger.Warn("topics: applying configs", "topic", t.Name, "partition", i, "err", err)
+				}
+			}
+			t.Partitions = append(t.Partitions, cur)
+		case hosted:
+			p, err := r.openPartition(t, i, cfg, hooks)
+			if err != nil {
+				for _, o := range opened {
+					r.closePartition(t, o, hooks, false)
+				}
+				return err
+			}
+			opened = append(opened, p)
+			t.Partitions = append(t.Partitions, p)
+			changed = true
+		default: // cur != nil, hosted here no more (reassigned away): close and remove
+			if cur != nil && cur.Hosted() {
+				r.closePartition(t, cur, hooks, true)
+			}
+			t.Partitions = append(t.Partitions, &Partition{Topic: t.Name, Index: i, changed: make(chan struct{})})
+			changed = true
+		}
+	}
+	if changed {
+		if err := r.persist(t); err != nil {
 			return err
 		}
-		t.Partitions = append(t.Partitions, &Partition{Topic: t.Name, Index: i, Log: l, changed: make(chan struct{})})
-		if r.maint != nil {
-			r.maint.Add(l)
+	}
+	r.mu.Lock()
+	r.byName[t.Name], r.byID[t.ID] = t, t
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Registry) openPartition(t *Topic, i int32, cfg logstore.Config, hooks Hooks) (*Partition, error) {
+	dir := filepath.Join(r.dir, t.Name, strconv.Itoa(int(i)))
+	l, err := logstore.Open(logstore.Options{FS: r.fs, Dir: dir, Config: cfg, Flusher: r.flusher, Logger: r.logger})
+	if err != nil {
+		return nil, err
+	}
+	p := &Partition{Topic: t.Name, Index: i, Log: l, changed: make(chan struct{})}
+	if hooks.Opened != nil {
+		rep, err := hooks.Opened(t, p, dir)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		p.Replica = rep
+	}
+	if r.maint != nil {
+		r.maint.Add(l)
+	}
+	r.logger.Debug("topics: partition opened", "topic", t.Name, "partition", i, "start_offset", l.StartOffset(), "end_offset", l.EndOffset())
+	return p, nil
+}
+
+// closePartition closes a hosted partition's log; with remove, its directory is deleted too.
+func (r *Registry) closePartition(t *Topic, p *Partition, hooks Hooks, remove bool) error {
+	if hooks.Closing != nil {
+		hooks.Closing(t, p)
+	}
+	if r.maint != nil {
+		r.maint.Remove(p.Log)
+	}
+	err := p.Log.Close()
+	if errors.Is(err, logstore.ErrClosed) {
+		err = nil
+	}
+	if remove {
+		err = errors.Join(err, vfs.RemoveAll(r.fs, filepath.Join(r.dir, t.Name, strconv.Itoa(int(p.Index)))))
+	}
+	return err
+}
+
+// persist writes topic.json atomically.
+func (r *Registry) persist(t *Topic) error {
+	b, err := json.Marshal(topicFile{ID: hex.EncodeToString(t.ID[:]), Partitions: int32(len(t.Partitions)), Configs: t.Configs})
+	if err != nil {
+		return err
+	}
+	return vfs.WriteFileAtomic(r.fs, filepath.Join(r.dir, t.Name), "topic.json", b)
+}
+
+// deleteTopic closes a topic's logs and removes its directory.
+func (r *Registry) deleteTopic(t *Topic, hooks Hooks) error {
+	r.mu.Lock()
+	if r.byName[t.Name] == t {
+		delete(r.byName, t.Name)
+	}
+	if r.byID[t.ID] == t {
+		delete(r.byID, t.ID)
+	}
+	r.mu.Unlock()
+	var errs []error
+	for _, p := range t.Partitions {
+		if p.Hosted() {
+			errs = append(errs, r.closePartition(t, p, hooks, false))
 		}
 	}
-	return nil
+	errs = append(errs, r.removeTopicDir(t.Name, t.ID))
+	return errors.Join(errs...)
+}
+
+func (r *Registry) removeTopicDir(name string, id [16]byte) error {
+	src := filepath.Join(r.dir, name)
+	if _, err := r.fs.Stat(src); errors.Is(err, vfs.ErrNotExist) {
+		return nil
+	}
+	gone := filepath.Join(r.dir, fmt.Sprintf("%s.%x.deleted", name, id))
+	if err := r.fs.Rename(src, gone); err != nil {
+		return err
+	}
+	if err := r.fs.SyncDir(r.dir); err != nil {
+		return err
+	}
+	return vfs.RemoveAll(r.fs, gone)
+}
+
+// removeOrphans removes topic directories the image does not have.
+func (r *Registry) removeOrphans(want map[string]bool) error {
+	names, err := r.fs.List(r.dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range names {
+		if want[name] || strings.HasSuffix(name, ".deleted") || strings.HasSuffix(name, ".tmp") {
+			continue
+		}
+		tf, _, _ := r.readTopicFile(name)
+		r.logger.Info("topics: removing the directory of a topic the cluster does not have", "topic", name)
+		errs = append(errs, r.removeTopicDir(name, tf.id))
+	}
+	return errors.Join(errs...)
 }
 
 // ValidateName checks a topic name as Kafka does.
@@ -205,6 +434,12 @@ func ValidateName(name string) error {
 	return nil
 }
 
+// Preview returns a topic that is not in the registry, with configs over the registry's
+// defaults (the answer to a validate-only CreateTopics).
+func (r *Registry) Preview(name string, configs map[string]string) *Topic {
+	return &Topic{Name: name, Configs: configs, defaults: r.defaults}
+}
+
 // ValidateConfigs checks a set of topic configs, over the current broker defaults.
 func (r *Registry) ValidateConfigs(configs map[string]string) error {
 	for k, v := range configs {
@@ -213,131 +448,6 @@ func (r *Registry) ValidateConfigs(configs map[string]string) error {
 		}
 	}
 	return logConfig(configs, r.defaults).Validate()
-}
-
-// Create creates a topic. With validateOnly it checks everything and changes nothing.
-func (r *Registry) Create(name string, partitions int32, configs map[string]string, validateOnly bool) (*Topic, error) {
-	if err := ValidateName(name); err != nil {
-		return nil, err
-	}
-	if partitions < 1 || partitions > MaxPartitions {
-		return nil, fmt.Errorf("%w: %d is outside [1, %d]", ErrInvalidPartitions, partitions, MaxPartitions)
-	}
-	if err := r.ValidateConfigs(configs); err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.byName[name]; ok {
-		return nil, fmt.Errorf("%w: %s", ErrTopicExists, name)
-	}
-	if validateOnly {
-		return &Topic{Name: name, Configs: configs, defaults: r.defaults}, nil
-	}
-	t := &Topic{Name: name, Configs: cloneMap(configs), defaults: r.defaults}
-	if _, err := rand.Read(t.ID[:]); err != nil {
-		return nil, err
-	}
-	if err := r.fs.MkdirAll(filepath.Join(r.dir, name), 0o755); err != nil {
-		return nil, err
-	}
-	if err := r.openPartitions(t, 0, partitions); err != nil {
-		r.closeTopic(t)
-		return nil, err
-	}
-	if err := r.persist(t); err != nil {
-		r.closeTopic(t)
-		return nil, err
-	}
-	r.byName[name], r.byID[t.ID] = t, t
-	return t, nil
-}
-
-// persist writes topic.json atomically.
-func (r *Registry) persist(t *Topic) error {
-	b, err := json.Marshal(topicFile{ID: hex.EncodeToString(t.ID[:]), Partitions: int32(len(t.Partitions)), Configs: t.Configs})
-	if err != nil {
-		return err
-	}
-	return vfs.WriteFileAtomic(r.fs, filepath.Join(r.dir, t.Name), "topic.json", b)
-}
-
-// Delete removes a topic and its data.
-func (r *Registry) Delete(name string) error {
-	r.mu.Lock()
-	t, ok := r.byName[name]
-	if !ok {
-		r.mu.Unlock()
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-	}
-	delete(r.byName, name)
-	delete(r.byID, t.ID)
-	r.mu.Unlock()
-	r.closeTopic(t)
-	gone := filepath.Join(r.dir, fmt.Sprintf("%s.%x.deleted", name, t.ID))
-	if err := r.fs.Rename(filepath.Join(r.dir, name), gone); err != nil {
-		return err
-	}
-	if err := r.fs.SyncDir(r.dir); err != nil {
-		return err
-	}
-	return vfs.RemoveAll(r.fs, gone)
-}
-
-// CreatePartitions grows a topic to total partitions.
-func (r *Registry) CreatePartitions(name string, total int32, validateOnly bool) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t, ok := r.byName[name]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-	}
-	have := int32(len(t.Partitions))
-	if total <= have || total > MaxPartitions {
-		return fmt.Errorf("%w: topic has %d partitions; asked for %d (it can only grow, up to %d)", ErrInvalidPartitions, have, total, MaxPartitions)
-	}
-	if validateOnly {
-		return nil
-	}
-	nt := *t
-	nt.Partitions = append([]*Partition(nil), t.Partitions...)
-	if err := r.openPartitions(&nt, have, total); err != nil {
-		return err
-	}
-	if err := r.persist(&nt); err != nil {
-		return err
-	}
-	r.byName[name], r.byID[t.ID] = &nt, &nt
-	return nil
-}
-
-// SetConfigs replaces a topic's explicitly set configs.
-func (r *Registry) SetConfigs(name string, configs map[string]string, validateOnly bool) error {
-	if err := r.ValidateConfigs(configs); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t, ok := r.byName[name]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-	}
-	if validateOnly {
-		return nil
-	}
-	nt := *t
-	nt.Configs = cloneMap(configs)
-	if err := r.persist(&nt); err != nil {
-		return err
-	}
-	cfg := logConfig(nt.Configs, r.defaults)
-	for _, p := range nt.Partitions {
-		if err := p.Log.SetConfig(cfg); err != nil {
-			return err
-		}
-	}
-	r.byName[name], r.byID[t.ID] = &nt, &nt
-	return nil
 }
 
 // Get returns a topic by name.
@@ -370,36 +480,22 @@ func (r *Registry) List() []*Topic {
 
 // Close closes every partition log.
 func (r *Registry) Close() error {
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
 	r.mu.Lock()
 	ts := r.byName
 	r.byName, r.byID = map[string]*Topic{}, map[[16]byte]*Topic{}
 	r.mu.Unlock()
 	var errs []error
-	for _, t := range ts {
-		errs = append(errs, r.closeTopic(t))
-	}
-	return errors.Join(errs...)
-}
-
-func (r *Registry) closeTopic(t *Topic) error {
-	var errs []error
-	for _, p := range t.Partitions {
-		if r.maint != nil {
-			r.maint.Remove(p.Log)
-		}
-		if err := p.Log.Close(); err != nil && !errors.Is(err, logstore.ErrClosed) {
-			errs = append(errs, err)
+	for _, name := range slices.Sorted(maps.Keys(ts)) {
+		t := ts[name]
+		for _, p := range t.Partitions {
+			if p.Hosted() {
+				errs = append(errs, r.closePartition(t, p, Hooks{}, false))
+			}
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // Dir returns the directory holding the topics (<data-dir>/topics): the node's one log dir.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +55,9 @@ func TestCheckConfig(t *testing.T) {
 	}
 }
 
-func TestRegistryPersistsTopicsAndPrecedence(t *testing.T) {
+func all(int32) bool { return true }
+
+func TestSyncOpensClosesAndPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	f := logstore.NewFlusher(0)
 	defer f.Close()
@@ -61,46 +65,32 @@ func TestRegistryPersistsTopicsAndPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := r.Create("t", 2, map[string]string{"retention.ms": "1000"}, false)
-	if err != nil {
+	id := [16]byte{7}
+	spec := TopicSpec{Name: "t", ID: id, Configs: map[string]string{"retention.ms": "1000"}, Partitions: 2, Hosted: all}
+	cluster := map[string]string{"log.retention.ms": "5000", "log.segment.bytes": "70000"}
+	node := map[string]string{"log.segment.bytes": "80000"}
+	if err := r.Sync([]TopicSpec{spec}, cluster, node, Hooks{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Create("t", 1, nil, false); !errors.Is(err, ErrTopicExists) {
-		t.Errorf("Create(existing) = %v; want ErrTopicExists", err)
+	if err := r.CheckBrokerConfigs(false, map[string]string{"broker.id": "3"}); err == nil {
+		t.Errorf("CheckBrokerConfigs(broker.id) = nil; want an error (not dynamic)")
 	}
-	if _, err := r.Create("v", 1, nil, true); err != nil {
+	// Grow to 3 partitions, of which this node hosts only 0 and 2.
+	spec.Partitions, spec.Hosted = 3, func(i int32) bool { return i != 1 }
+	if err := r.Sync([]TopicSpec{spec}, cluster, node, Hooks{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := r.Get("v"); ok {
-		t.Errorf("validate-only Create made a topic")
-	}
-	if err := r.SetBrokerConfigs(false, map[string]string{"log.retention.ms": "5000", "log.segment.bytes": "70000"}, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.SetBrokerConfigs(true, map[string]string{"log.segment.bytes": "80000"}, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.SetBrokerConfigs(false, map[string]string{"broker.id": "3"}, false); err == nil {
-		t.Errorf("SetBrokerConfigs(broker.id) = nil; want an error (not dynamic)")
-	}
-	if err := r.CreatePartitions("t", 3, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.CreatePartitions("t", 2, false); !errors.Is(err, ErrInvalidPartitions) {
-		t.Errorf("CreatePartitions(shrink) = %v; want ErrInvalidPartitions", err)
-	}
-	r.Close()
-
-	r, err = Open(Options{DataDir: dir, Flusher: f, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	got, ok := r.Get("t")
-	if !ok || got.ID != tp.ID || len(got.Partitions) != 3 {
-		t.Fatalf("after reopening: %+v, %v; want topic t with id %x and 3 partitions", got, ok, tp.ID)
+	if !ok || got.ID != id || len(got.Partitions) != 3 {
+		t.Fatalf("after growing: %+v, %v; want topic t with 3 partitions", got, ok)
 	}
-	if byID, ok := r.GetByID(tp.ID); !ok || byID.Name != "t" {
+	if got.Partitions[1].Hosted() || !got.Partitions[2].Hosted() {
+		t.Errorf("hosted = %v, %v; want partition 1 not hosted, 2 hosted", got.Partitions[1].Hosted(), got.Partitions[2].Hosted())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "topics", "t", "1")); !os.IsNotExist(err) {
+		t.Errorf("the directory of partition 1, no longer hosted, is still there: %v", err)
+	}
+	if byID, ok := r.GetByID(id); !ok || byID.Name != "t" {
 		t.Errorf("GetByID = %v, %v; want t", byID, ok)
 	}
 	for _, tc := range []struct {
@@ -118,14 +108,35 @@ func TestRegistryPersistsTopicsAndPrecedence(t *testing.T) {
 	if cfg := got.Partitions[2].Log.Config(); cfg.RetentionMs != time.Second || cfg.SegmentBytes != 80000 {
 		t.Errorf("log config = retention %v segment %d; want 1s and 80000", cfg.RetentionMs, cfg.SegmentBytes)
 	}
-	if err := r.Delete("t"); err != nil {
+	r.Close()
+
+	// A restart: topic.json tells which topic the directory holds, for an upgrade import.
+	r, err = Open(Options{DataDir: dir, Flusher: f, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	local, err := r.LocalTopics()
+	if err != nil || len(local) != 1 || local[0].ID != id || local[0].Partitions != 3 || local[0].Configs["retention.ms"] != "1000" {
+		t.Fatalf("LocalTopics = %+v, %v", local, err)
+	}
+	// The topic was deleted and created again under the same name while this node was down: the
+	// old directory goes, a new log starts.
+	spec.ID = [16]byte{8}
+	if err := r.Sync([]TopicSpec{spec}, nil, nil, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.Get("t"); got.ID != spec.ID || got.Partitions[0].Log.EndOffset() != 0 {
+		t.Fatalf("recreated topic: id %x", got.ID)
+	}
+	if err := r.Sync(nil, nil, nil, Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := r.Get("t"); ok {
-		t.Errorf("topic still there after Delete")
+		t.Errorf("topic still there after a Sync without it")
 	}
-	if err := r.Delete("t"); !errors.Is(err, ErrUnknownTopic) {
-		t.Errorf("Delete(missing) = %v; want ErrUnknownTopic", err)
+	if _, err := os.Stat(filepath.Join(dir, "topics", "t")); !os.IsNotExist(err) {
+		t.Errorf("the deleted topic's directory is still there: %v", err)
 	}
 }
 
@@ -139,15 +150,11 @@ func TestWriteCachingDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	on, err := r.Create("on", 1, map[string]string{"write.caching": "true"}, false)
-	if err != nil {
-		t.Fatal(err)
+	specs := []TopicSpec{
+		{Name: "on", ID: [16]byte{1}, Configs: map[string]string{"write.caching": "true"}, Partitions: 1, Hosted: all},
+		{Name: "unset", ID: [16]byte{2}, Partitions: 1, Hosted: all},
 	}
-	unset, err := r.Create("unset", 1, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Create("bad", 1, map[string]string{"write.caching": "disabled"}, false); err == nil {
+	if err := r.ValidateConfigs(map[string]string{"write.caching": "disabled"}); err == nil {
 		t.Errorf("topic write.caching=disabled accepted; want an error (only the broker default takes it)")
 	}
 	for _, tc := range []struct {
@@ -164,19 +171,27 @@ func TestWriteCachingDefault(t *testing.T) {
 		if tc.brokerDefault != "" {
 			configs["write_caching_default"] = tc.brokerDefault
 		}
-		if err := r.SetBrokerConfigs(false, configs, false); err != nil {
+		if err := r.CheckBrokerConfigs(false, configs); err != nil {
 			t.Fatalf("write_caching_default=%q: %v", tc.brokerDefault, err)
 		}
+		if err := r.Sync(specs, configs, nil, Hooks{}); err != nil {
+			t.Fatal(err)
+		}
+		on, _ := r.Get("on")
+		unset, _ := r.Get("unset")
 		v, src := on.EffectiveSource("write.caching")
 		if v != tc.wantOn || src != tc.wantSrc {
 			t.Errorf("write_caching_default=%q: topic with write.caching=true is %q (source %v); want %q (%v)",
 				tc.brokerDefault, v, src, tc.wantOn, tc.wantSrc)
 		}
+		if got := on.Partitions[0].Log.WriteCaching(); got != (tc.wantOn == "true") {
+			t.Errorf("write_caching_default=%q: the log's write caching is %v", tc.brokerDefault, got)
+		}
 		if v, _ := unset.Effective("write.caching"); v != tc.wantOff {
 			t.Errorf("write_caching_default=%q: topic without write.caching is %q; want %q", tc.brokerDefault, v, tc.wantOff)
 		}
 	}
-	if err := r.SetBrokerConfigs(false, map[string]string{"write_caching_default": "maybe"}, false); err == nil {
+	if err := r.CheckBrokerConfigs(false, map[string]string{"write_caching_default": "maybe"}); err == nil {
 		t.Errorf("write_caching_default=maybe accepted")
 	}
 }

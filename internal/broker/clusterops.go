@@ -1,0 +1,263 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/replica"
+	"github.com/runnel-dev/runnel/internal/topics"
+	"github.com/runnel-dev/runnel/internal/txn"
+)
+
+// adminTimeout bounds how long an admin request waits for the controller.
+const adminTimeout = 30 * time.Second
+
+// propose has the controller apply cmd and waits until this node's registry reflects it. Errors
+// come back as Kafka errors with a message.
+func (b *Broker) propose(ctx context.Context, cmd *controller.Command) (controller.Result, *adminError) {
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	res, err := b.cl.Propose(ctx, cmd)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return res, adminErr(kerr.RequestTimedOut, "The controller did not apply the change in time: %v", err)
+		}
+		return res, adminErr(kerr.NotController, "The controller could not be reached: %v", err)
+	}
+	if res.Err != nil {
+		switch {
+		case errors.Is(res.Err, controller.ErrTopicExists):
+			return res, adminErr(kerr.TopicAlreadyExists, "%v", res.Err)
+		case errors.Is(res.Err, controller.ErrUnknownTopic):
+			return res, adminErr(kerr.UnknownTopicOrPartition, "%v", res.Err)
+		case errors.Is(res.Err, controller.ErrBadAssignment), errors.Is(res.Err, controller.ErrUnknownNode):
+			return res, adminErr(kerr.InvalidReplicaAssignment, "%v", res.Err)
+		case errors.Is(res.Err, controller.ErrNoReassignment):
+			return res, adminErr(kerr.NoReassignmentInProgress, "%v", res.Err)
+		}
+		return res, adminErr(kerr.UnknownServerError, "%v", res.Err)
+	}
+	return res, nil
+}
+
+// producerIDBlock reserves a block of producer ids from the controller.
+func (b *Broker) producerIDBlock() (int64, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, adminTimeout)
+	defer cancel()
+	res, aerr := b.propose(ctx, &controller.Command{Op: controller.OpAllocProducerIDs,
+		AllocProducerIDs: &controller.AllocProducerIDs{Node: b.cfg.NodeID, Count: txn.IDBlockSize}})
+	if aerr != nil {
+		return 0, aerr
+	}
+	return res.Value, nil
+}
+
+// defaultReplicationFactor is default.replication.factor: 3 when at least three nodes are live,
+// else 1.
+func (b *Broker) defaultReplicationFactor() int16 {
+	if len(b.cl.Image().LiveNodes()) >= 3 {
+		return 3
+	}
+	return 1
+}
+
+// assignReplicas spreads partitions' replicas over the live nodes, as Kafka's rack-unaware
+// assignment does: the preferred leaders (first replicas) go round-robin from a random node, and
+// each partition's followers are the nodes after its leader, shifted once per full round so
+// that pairs of nodes do not always replicate each other. first is the index of the first new
+// partition (for CreatePartitions).
+func (b *Broker) assignReplicas(first, count int32, rf int16) ([][]int32, *adminError) {
+	nodes := b.cl.Image().LiveNodes()
+	if int(rf) > len(nodes) {
+		return nil, adminErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, len(nodes))
+	}
+	r, _ := rand.Int(rand.Reader, big.NewInt(int64(len(nodes))))
+	return assignOver(nodes, first, count, rf, int32(r.Int64())), nil
+}
+
+// assignOver assigns partitions [first, first+count) over nodes from the start index start.
+func assignOver(nodes []int32, first, count int32, rf int16, start int32) [][]int32 {
+	n := int32(len(nodes))
+	out := make([][]int32, 0, count)
+	for i := first; i < first+count; i++ {
+		lead := (start + i) % n
+		replicas := []int32{nodes[lead]}
+		if n > 1 {
+			// Kafka's rule: follower j sits 1 + (shift + j - 1) mod (n-1) after the leader, with a
+			// shift that grows each time the leaders have gone round the nodes once.
+			shift := (start + i/n) % (n - 1)
+			for j := int32(1); j < int32(rf); j++ {
+				replicas = append(replicas, nodes[(lead+1+(shift+j-1)%(n-1))%n])
+			}
+		}
+		out = append(out, replicas)
+	}
+	return out
+}
+
+// checkReplicas checks one partition's explicit replica list against the registered nodes.
+func (b *Broker) checkReplicas(replicas []int32) *adminError {
+	if len(replicas) == 0 {
+		return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
+	}
+	img := b.cl.Image()
+	seen := map[int32]bool{}
+	for _, id := range replicas {
+		if seen[id] {
+			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes the broker %d more than once.", id)
+		}
+		seen[id] = true
+		if _, ok := img.Nodes[id]; !ok {
+			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no such broker is registered.", id)
+		}
+	}
+	return nil
+}
+
+// newTopicID makes a random topic id.
+func newTopicID() controller.TopicID {
+	var id controller.TopicID
+	rand.Read(id[:])
+	return id
+}
+
+// imagePartition returns a partition as the metadata image has it.
+func (b *Broker) imagePartition(id [16]byte, index int32) *controller.Partition {
+	_, p, ok := b.cl.Image().Partition(id, index)
+	if !ok {
+		return nil
+	}
+	return p
+}
+
+// leader resolves a partition a client asked the leader for, checking the client's leader epoch
+// (-1: none): the partition's replica here must lead.
+func (b *Broker) leader(t *topics.Topic, index int32, clientEpoch int32) (*topics.Partition, error) {
+	if index < 0 || int(index) >= len(t.Partitions) {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	p := t.Partitions[index]
+	if p.Replica == nil {
+		if ip := b.imagePartition(t.ID, index); ip != nil && clientEpoch > ip.LeaderEpoch {
+			return nil, kerr.UnknownLeaderEpoch
+		}
+		return nil, replica.ErrNotLeader
+	}
+	if err := p.Replica.CheckEpoch(clientEpoch); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// leaderHint is what KIP-951 tells a client that asked a replica that does not lead: the
+// current leader and epoch (-1 if unknown), and its endpoint.
+func (b *Broker) leaderHint(id [16]byte, index int32) (leader, epoch int32, node *controller.Node) {
+	p := b.imagePartition(id, index)
+	if p == nil || p.Leader < 0 {
+		return -1, -1, nil
+	}
+	return p.Leader, p.LeaderEpoch, b.cl.Image().Nodes[p.Leader]
+}
+
+// isNotLeader reports whether err is one a KIP-951 hint goes with.
+func isNotLeader(err error) bool {
+	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.FencedLeaderEpoch)
+}
+
+// produceEndpoints adds a node to a produce response's NodeEndpoints, once.
+func produceEndpoint(resp *kmsg.ProduceResponse, n *controller.Node) {
+	if n == nil || slices.ContainsFunc(resp.Brokers, func(e kmsg.ProduceResponseBroker) bool { return e.NodeID == n.ID }) {
+		return
+	}
+	e := kmsg.NewProduceResponseBroker()
+	e.NodeID, e.Host, e.Port = n.ID, n.KafkaHost, n.KafkaPort
+	if n.Rack != "" {
+		e.Rack = &n.Rack
+	}
+	resp.Brokers = append(resp.Brokers, e)
+}
+
+// fetchEndpoint adds a node to a fetch response's NodeEndpoints, once.
+func fetchEndpoint(resp *kmsg.FetchResponse, n *controller.Node) {
+	if n == nil || slices.ContainsFunc(resp.Brokers, func(e kmsg.FetchResponseBroker) bool { return e.NodeID == n.ID }) {
+		return
+	}
+	e := kmsg.NewFetchResponseBroker()
+	e.NodeID, e.Host, e.Port = n.ID, n.KafkaHost, n.KafkaPort
+	if n.Rack != "" {
+		e.Rack = &n.Rack
+	}
+	resp.Brokers = append(resp.Brokers, e)
+}
+
+// waitReady waits (up to wait) until a partition's new leader has committed its epoch's
+// start, so that what it tells readers never goes back. It reports whether it did.
+func waitReady(ctx context.Context, r *replica.Replica, wait time.Duration) bool {
+	if _, ready, _ := r.Leading(); ready {
+		return true
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		ch := r.Changed()
+		_, ready, leading := r.Leading()
+		if ready || !leading {
+			return ready
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func errorf(code *kerr.Error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", code, fmt.Sprintf(format, args...))
+}
+
+// setTopicConfigs replaces a topic's explicitly set configs, through the controller.
+func (b *Broker) setTopicConfigs(name string, configs map[string]string, validateOnly bool) *adminError {
+	if err := b.topics.ValidateConfigs(configs); err != nil {
+		return toAdminError(err)
+	}
+	t, ok := b.topics.Get(name)
+	if !ok {
+		return adminErr(kerr.UnknownTopicOrPartition, "Topic %s does not exist.", name)
+	}
+	if validateOnly {
+		return nil
+	}
+	_, aerr := b.propose(b.ctx, &controller.Command{Op: controller.OpSetTopicConfigs,
+		SetTopicConfigs: &controller.SetTopicConfigs{ID: t.ID, Configs: configs}})
+	return aerr
+}
+
+// setBrokerConfigs replaces the dynamic broker configs of this node (perBroker) or of the
+// cluster, through the controller.
+func (b *Broker) setBrokerConfigs(perBroker bool, configs map[string]string, validateOnly bool) *adminError {
+	if err := b.topics.CheckBrokerConfigs(perBroker, configs); err != nil {
+		return toAdminError(err)
+	}
+	if validateOnly {
+		return nil
+	}
+	node := int32(-1)
+	if perBroker {
+		node = b.cfg.NodeID
+	}
+	_, aerr := b.propose(b.ctx, &controller.Command{Op: controller.OpSetNodeConfigs,
+		SetNodeConfigs: &controller.SetNodeConfigs{Node: node, Configs: configs}})
+	return aerr
+}

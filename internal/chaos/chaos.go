@@ -1,0 +1,544 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config configures a chaos run.
+type Config struct {
+	Binary     string // the runnel binary
+	Dir        string // data and logs of the cluster's nodes
+	Nodes      int    // default 3
+	Partitions int32  // default 3
+	Rate       int    // records/s produced; default 2000
+	Rounds     int    // kill-leader rounds; default 5
+	Hold       time.Duration
+	Out        io.Writer // progress lines; nil: none
+}
+
+func (c *Config) defaults() {
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 3
+	}
+	if c.Rate == 0 {
+		c.Rate = 2000
+	}
+	if c.Rounds == 0 {
+		c.Rounds = 5
+	}
+	if c.Hold == 0 {
+		c.Hold = 5 * time.Second
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+}
+
+// Result is what one scenario measured.
+type Result struct {
+	Scenario     string          `json:"scenario"`
+	Acked        int             `json:"acked"`
+	Lost         int             `json:"lost"`           // acknowledged, missing from the log
+	Duplicated   int             `json:"duplicated"`     // a record present more than once
+	Misplaced    int             `json:"misplaced"`      // acknowledged at one offset, found at another
+	Reordered    int             `json:"reordered"`      // a partition's records out of production order
+	Inconsistent int             `json:"inconsistent"`   // readers disagree on an offset
+	HWRegressed  int             `json:"hw_regressions"` // a client saw a high watermark go back
+	Unacked      int             `json:"unacked"`        // produce calls that failed (not acknowledged)
+	Recovery     []time.Duration `json:"recovery_ns"`    // fault → next acknowledgement on the partition
+	Elapsed      time.Duration   `json:"elapsed_ns"`
+	Error        string          `json:"error,omitempty"`
+}
+
+// OK reports whether the scenario found no anomaly.
+func (r *Result) OK() bool {
+	return r.Error == "" && r.Lost == 0 && r.Duplicated == 0 && r.Misplaced == 0 && r.Reordered == 0 &&
+		r.Inconsistent == 0 && r.HWRegressed == 0 && r.Acked > 0
+}
+
+// Scenarios are the fault scenarios, in the issue's order.
+var Scenarios = []string{"kill-leader", "kill-all", "kill-all-write-caching", "isolate-leader", "pause-leader", "drop-responses"}
+
+// Run runs one scenario on a fresh cluster and checks the result.
+func Run(ctx context.Context, cfg Config, scenario string) Result {
+	cfg.defaults()
+	res := Result{Scenario: scenario}
+	start := time.Now()
+	defer func() { res.Elapsed = time.Since(start) }()
+	if !slices.Contains(Scenarios, scenario) {
+		res.Error = "unknown scenario " + scenario
+		return res
+	}
+	dir := fmt.Sprintf("%s/%s", cfg.Dir, scenario)
+	c, err := StartCluster(ctx, cfg.Binary, dir, cfg.Nodes, strings.Fields(os.Getenv("RUNNEL_CHAOS_SERVE_ARGS"))...)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer c.StopAll()
+	fmt.Fprintf(cfg.Out, "%s: cluster of %d up: %s\n", scenario, cfg.Nodes, strings.Join(c.Brokers(), ","))
+	caching := "false"
+	if scenario == "kill-all-write-caching" {
+		caching = "true"
+	}
+	r := &run{cfg: cfg, c: c, topic: "chaos", res: &res}
+	if err := r.setup(ctx, caching); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer r.close()
+	r.startLoad()
+	time.Sleep(2 * time.Second) // steady state first
+	if err := r.scenario(ctx, scenario); err != nil {
+		res.Error = err.Error()
+		c.DumpGoroutines()
+	}
+	time.Sleep(2 * time.Second) // the producer drains its retries
+	r.stopLoad()
+	if err := r.check(ctx); err != nil && res.Error == "" {
+		res.Error = err.Error()
+	}
+	return res
+}
+
+type ack struct {
+	offset int64
+	seq    int64
+}
+
+type run struct {
+	cfg   Config
+	c     *Cluster
+	topic string
+	res   *Result
+
+	prod  *kgo.Client
+	admin *kadm.Client
+
+	mu      sync.Mutex
+	acks    map[int32][]ack
+	lastAck map[int32]time.Time
+	failed  int
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	hwMu sync.Mutex
+	hw   map[int32]int64
+}
+
+func (r *run) setup(ctx context.Context, caching string) error {
+	var err error
+	r.admin = nil
+	ac, err := kgo.NewClient(kgo.SeedBrokers(r.c.Brokers()...))
+	if err != nil {
+		return err
+	}
+	r.admin = kadm.NewClient(ac)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := r.admin.CreateTopic(cctx, r.cfg.Partitions, 3, map[string]*string{"write.caching": &caching, "min.insync.replicas": new("2")}, r.topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("creating the topic: %w", err)
+	}
+	// MetadataMinAge: franz-go waits at least this long (5 s by default) between metadata
+	// refreshes, also after a broker stops answering; the Java client refreshes at once.
+	r.prod, err = kgo.NewClient(kgo.SeedBrokers(r.c.Brokers()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MetadataMinAge(100*time.Millisecond),
+		// A leader that is paused or cut off keeps the connection open: the client notices only
+		// when a request times out (broker-side 3 s, plus 2 s of overhead here).
+		kgo.ProduceRequestTimeout(3*time.Second), kgo.RequestTimeoutOverhead(2*time.Second),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), // idempotent: 5 requests in flight per broker
+		kgo.RecordDeliveryTimeout(2*time.Minute), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+	if err != nil {
+		return err
+	}
+	r.acks, r.lastAck, r.hw, r.stop = map[int32][]ack{}, map[int32]time.Time{}, map[int32]int64{}, make(chan struct{})
+	return nil
+}
+
+func (r *run) close() {
+	if r.prod != nil {
+		r.prod.Close()
+	}
+}
+
+// startLoad produces at the configured rate, round-robin over the partitions, and polls the
+// high watermarks.
+func (r *run) startLoad() {
+	r.wg.Add(2)
+	go func() {
+		defer r.wg.Done()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		start := time.Now()
+		var seq int64
+		for {
+			select {
+			case <-r.stop:
+				return
+			case <-tick.C:
+			}
+			due := int64(time.Since(start).Seconds() * float64(r.cfg.Rate))
+			for ; seq < due; seq++ {
+				part := int32(seq % int64(r.cfg.Partitions))
+				s := seq
+				rec := &kgo.Record{Topic: r.topic, Partition: part, Value: []byte(strconv.FormatInt(s, 10))}
+				r.prod.Produce(context.Background(), rec, func(rec *kgo.Record, err error) {
+					r.mu.Lock()
+					defer r.mu.Unlock()
+					if err != nil {
+						r.failed++
+						return
+					}
+					r.acks[rec.Partition] = append(r.acks[rec.Partition], ack{rec.Offset, s})
+					r.lastAck[rec.Partition] = time.Now()
+				})
+			}
+		}
+	}()
+	go func() {
+		defer r.wg.Done()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.Brokers()...))
+		if err != nil {
+			return
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		for {
+			select {
+			case <-r.stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ends, err := adm.ListEndOffsets(ctx, r.topic)
+			cancel()
+			if err != nil {
+				continue
+			}
+			ends.Each(func(o kadm.ListedOffset) {
+				if o.Err != nil {
+					return
+				}
+				r.hwMu.Lock()
+				if o.Offset < r.hw[o.Partition] {
+					r.res.HWRegressed++
+				}
+				r.hw[o.Partition] = max(r.hw[o.Partition], o.Offset)
+				r.hwMu.Unlock()
+			})
+		}
+	}()
+}
+
+func (r *run) stopLoad() {
+	close(r.stop)
+	r.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r.prod.Flush(ctx)
+}
+
+// leaderOf is partition p's leader as the metadata says.
+func (r *run) leaderOf(ctx context.Context, p int32) (int32, error) {
+	for range 100 {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		md, err := r.admin.Metadata(cctx, r.topic)
+		cancel()
+		if err == nil {
+			if t, ok := md.Topics[r.topic]; ok {
+				if pd, ok := t.Partitions[p]; ok && pd.Leader >= 0 && pd.Err == nil {
+					return pd.Leader, nil
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return -1, errors.New("chaos: no leader found for partition 0")
+}
+
+// recovered waits until partition p gets an acknowledgement after t, and records how long it
+// took.
+func (r *run) recovered(p int32, t time.Time, limit time.Duration) error {
+	deadline := t.Add(limit)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		last := r.lastAck[p]
+		r.mu.Unlock()
+		if last.After(t) {
+			r.res.Recovery = append(r.res.Recovery, last.Sub(t))
+			return nil
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return fmt.Errorf("chaos: partition %d acknowledged nothing for %v after the fault", p, limit)
+}
+
+func (r *run) others(leader int32) []int32 {
+	var out []int32
+	for _, n := range r.c.Nodes() {
+		if n != leader {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (r *run) scenario(ctx context.Context, name string) error {
+	out := r.cfg.Out
+	switch name {
+	case "kill-leader":
+		for round := 1; round <= r.cfg.Rounds; round++ {
+			leader, err := r.leaderOf(ctx, 0)
+			if err != nil {
+				return err
+			}
+			t := time.Now()
+			r.c.Kill(leader)
+			err = r.recovered(0, t, 30*time.Second)
+			fmt.Fprintf(out, "  round %d: killed leader %d; acknowledgements resumed after %v\n", round, leader, time.Since(t).Round(time.Millisecond))
+			if err != nil {
+				return err
+			}
+			time.Sleep(time.Second)
+			if err := r.c.Start(leader); err != nil {
+				return err
+			}
+			if err := r.c.WaitReady(ctx, leader, 60*time.Second); err != nil {
+				return err
+			}
+			time.Sleep(7 * time.Second) // it catches up and gets its preferred leaderships back
+		}
+	case "kill-all", "kill-all-write-caching":
+		for _, n := range r.c.Nodes() {
+			r.c.Kill(n)
+		}
+		t := time.Now()
+		fmt.Fprintf(out, "  killed every node\n")
+		for _, n := range r.c.Nodes() {
+			if err := r.c.Start(n); err != nil {
+				return err
+			}
+		}
+		for _, n := range r.c.Nodes() {
+			if err := r.c.WaitReady(ctx, n, 60*time.Second); err != nil {
+				return err
+			}
+		}
+		if err := r.recovered(0, t, 60*time.Second); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  restarted; acknowledgements resumed after %v\n", r.res.Recovery[0].Round(time.Millisecond))
+		time.Sleep(2 * time.Second)
+	case "isolate-leader":
+		leader, err := r.leaderOf(ctx, 0)
+		if err != nil {
+			return err
+		}
+		t := time.Now()
+		if err := r.c.Fault(leader, map[string]any{"isolate": r.others(leader)}); err != nil {
+			return err
+		}
+		for _, o := range r.others(leader) {
+			if err := r.c.Fault(o, map[string]any{"isolate": []int32{leader}}); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(out, "  isolated leader %d from %v for %v\n", leader, r.others(leader), r.cfg.Hold)
+		rec := make(chan error, 1)
+		go func() { rec <- r.recovered(0, t, 45*time.Second) }()
+		time.Sleep(r.cfg.Hold)
+		for _, n := range r.c.Nodes() {
+			if herr := r.c.Fault(n, map[string]any{"heal": true}); herr != nil && err == nil {
+				err = herr
+			}
+		}
+		fmt.Fprintf(out, "  healed\n")
+		if rerr := <-rec; err == nil {
+			err = rerr
+		}
+		time.Sleep(3 * time.Second)
+		return err
+	case "pause-leader":
+		leader, err := r.leaderOf(ctx, 0)
+		if err != nil {
+			return err
+		}
+		t := time.Now()
+		r.c.Pause(leader)
+		fmt.Fprintf(out, "  paused leader %d for %v\n", leader, r.cfg.Hold)
+		rec := make(chan error, 1)
+		go func() { rec <- r.recovered(0, t, 45*time.Second) }()
+		time.Sleep(r.cfg.Hold)
+		r.c.Resume(leader)
+		err = <-rec
+		fmt.Fprintf(out, "  resumed\n")
+		if os.Getenv("RUNNEL_CHAOS_DUMP") != "" {
+			time.Sleep(2 * time.Second)
+			r.c.DumpGoroutines()
+		}
+		time.Sleep(3 * time.Second)
+		return err
+	case "drop-responses":
+		for _, n := range r.c.Nodes() {
+			if err := r.c.Fault(n, map[string]any{"drop_responses_per_mille": 50}); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(out, "  dropping 5%% of produce responses on every node\n")
+		time.Sleep(2 * time.Second)
+		leader, err := r.leaderOf(ctx, 0)
+		if err != nil {
+			return err
+		}
+		t := time.Now()
+		r.c.Kill(leader)
+		fmt.Fprintf(out, "  killed leader %d\n", leader)
+		err = r.recovered(0, t, 30*time.Second)
+		time.Sleep(2 * time.Second)
+		for _, n := range r.c.Nodes() {
+			if n != leader {
+				r.c.Fault(n, map[string]any{"drop_responses_per_mille": 0})
+			}
+		}
+		if serr := r.c.Start(leader); serr != nil {
+			return serr
+		}
+		if werr := r.c.WaitReady(ctx, leader, 60*time.Second); werr != nil {
+			return werr
+		}
+		time.Sleep(3 * time.Second)
+		return err
+	}
+	return nil
+}
+
+// check reads every partition with two independent readers and compares them with what was
+// acknowledged.
+func (r *run) check(ctx context.Context) error {
+	r.mu.Lock()
+	r.res.Unacked = r.failed
+	acks := r.acks
+	r.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ends, err := r.admin.ListEndOffsets(cctx, r.topic)
+	if err != nil {
+		return fmt.Errorf("chaos: listing end offsets: %w", err)
+	}
+	var readers [2]map[int32]map[int64]int64
+	for i := range readers {
+		if readers[i], err = r.read(cctx, ends); err != nil {
+			return err
+		}
+	}
+	for p, offs := range readers[0] {
+		for off, seq := range offs {
+			if other, ok := readers[1][p][off]; !ok || other != seq {
+				r.res.Inconsistent++
+			}
+		}
+	}
+	seen := map[int64]int{}
+	for p := int32(0); p < r.cfg.Partitions; p++ {
+		offs := readers[0][p]
+		ordered := slices.Sorted(func(yield func(int64) bool) {
+			for o := range offs {
+				if !yield(o) {
+					return
+				}
+			}
+		})
+		last := int64(-1)
+		for _, o := range ordered {
+			seq := offs[o]
+			seen[seq]++
+			if seq <= last {
+				r.res.Reordered++
+			}
+			last = seq
+		}
+		for _, a := range acks[p] {
+			r.res.Acked++
+			got, ok := offs[a.offset]
+			switch {
+			case ok && got == a.seq:
+			case seen[a.seq] > 0:
+				r.res.Misplaced++
+			default:
+				r.res.Lost++
+			}
+		}
+	}
+	for _, n := range seen {
+		if n > 1 {
+			r.res.Duplicated += n - 1
+		}
+	}
+	return nil
+}
+
+// read consumes every partition from its start to the end offsets listed, with a fresh client.
+func (r *run) read(ctx context.Context, ends kadm.ListedOffsets) (map[int32]map[int64]int64, error) {
+	offsets := map[string]map[int32]kgo.Offset{r.topic: {}}
+	want := map[int32]int64{}
+	out := map[int32]map[int64]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		offsets[r.topic][o.Partition] = kgo.NewOffset().AtStart()
+		want[o.Partition] = o.Offset
+		out[o.Partition] = map[int64]int64{}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.Brokers()...), kgo.ConsumePartitions(offsets), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	done := func() bool {
+		for p, end := range want {
+			if int64(len(out[p])) > 0 {
+				// the highest offset read so far
+				maxOff := int64(-1)
+				for o := range out[p] {
+					maxOff = max(maxOff, o)
+				}
+				if maxOff+1 < end {
+					return false
+				}
+			} else if end > 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("chaos: reading the log back: %w", ctx.Err())
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			seq, err := strconv.ParseInt(string(rec.Value), 10, 64)
+			if err == nil {
+				out[rec.Partition][rec.Offset] = seq
+			}
+		})
+	}
+	return out, nil
+}

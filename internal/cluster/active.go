@@ -1,0 +1,308 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+)
+
+// activeDriver runs the active controller's logic (controller.Active, which does no I/O) on the
+// Raft leader: it feeds it images, heartbeats, votes and ticks, and carries out its effects —
+// proposals, vote requests, transfer requests — each on its own goroutine.
+type activeDriver struct {
+	n    *Node
+	mu   sync.Mutex
+	a    *controller.Active
+	last uint64 // index of the last image given to a
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (n *Node) activeDriver() *activeDriver {
+	n.activeMu.Lock()
+	defer n.activeMu.Unlock()
+	return n.active
+}
+
+// onLeader starts the active controller when this node becomes the Raft leader and stops it
+// when it stops being one.
+func (n *Node) onLeader(leader int32) {
+	n.activeMu.Lock()
+	defer n.activeMu.Unlock()
+	if leader == n.cfg.NodeID && n.ctx.Err() == nil {
+		if n.active == nil {
+			img := n.ctrl.Image()
+			d := &activeDriver{n: n, a: controller.NewActive(n.cfg.Active, img, time.Now()), last: img.Index,
+				stop: make(chan struct{}), done: make(chan struct{})}
+			n.active = d
+			go d.run()
+			for _, dead := range n.deadPeers() {
+				go d.peerDown(dead)
+			}
+			n.logger.Info("cluster: this node is the active controller", "node", n.cfg.NodeID)
+		}
+		return
+	}
+	if n.active != nil {
+		close(n.active.stop)
+		n.active = nil
+	}
+}
+
+func (d *activeDriver) run() {
+	defer close(d.done)
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case now := <-t.C:
+			d.mu.Lock()
+			eff := d.a.Tick(now)
+			d.mu.Unlock()
+			d.execute(eff)
+		}
+	}
+}
+
+func (d *activeDriver) stopped() bool {
+	select {
+	case <-d.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (d *activeDriver) setImage(img *controller.Image) {
+	d.mu.Lock()
+	if img.Index <= d.last {
+		d.mu.Unlock()
+		return
+	}
+	d.last = img.Index
+	eff := d.a.SetImage(img, time.Now())
+	d.mu.Unlock()
+	d.execute(eff)
+}
+
+func (d *activeDriver) peerDown(node int32) {
+	d.mu.Lock()
+	eff := d.a.PeerDown(node, time.Now())
+	d.mu.Unlock()
+	d.execute(eff)
+}
+
+func (d *activeDriver) heartbeat(req heartbeatRequest) bool {
+	d.mu.Lock()
+	ok, eff := d.a.Heartbeat(req.Node, req.Incarnation, time.Now())
+	d.mu.Unlock()
+	d.execute(eff)
+	return ok
+}
+
+// execute carries out effects, each on its own goroutine.
+func (d *activeDriver) execute(eff controller.Effects) {
+	if eff.Empty() || d.stopped() {
+		return
+	}
+	n := d.n
+	for _, cmd := range eff.Propose {
+		logProposal(n, cmd)
+		go func() {
+			ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+			defer cancel()
+			if _, _, err := n.ctrl.Propose(ctx, cmd); err != nil {
+				n.logger.Debug("cluster: proposing", "op", cmd.Op, "err", err)
+			}
+		}()
+	}
+	for node, req := range eff.Votes {
+		go func() {
+			var reply controller.VoteReply
+			ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+			err := n.rpc.call(ctx, node, "vote", req, &reply)
+			cancel()
+			if err != nil || d.stopped() {
+				return // asked again after the retry interval
+			}
+			d.mu.Lock()
+			e := d.a.Votes(node, &reply, time.Now())
+			d.mu.Unlock()
+			d.execute(e)
+		}()
+	}
+	for node, reqs := range eff.Transfers {
+		for _, req := range reqs {
+			go func() {
+				var reply controller.TransferReply
+				ctx, cancel := context.WithTimeout(n.ctx, 3*time.Second)
+				err := n.rpc.call(ctx, node, "transfer", req, &reply)
+				cancel()
+				if d.stopped() {
+					return
+				}
+				d.mu.Lock()
+				e := d.a.TransferReady(req.EpochRef, err == nil && reply.Ready, time.Now())
+				d.mu.Unlock()
+				d.execute(e)
+			}()
+		}
+	}
+}
+
+// transfer starts leadership transfers (ElectLeaders, shutdown).
+func (d *activeDriver) transfer(items []transferItem) []bool {
+	out := make([]bool, len(items))
+	var all controller.Effects
+	d.mu.Lock()
+	for i, it := range items {
+		ok, eff := d.a.Transfer(it.PartitionRef, it.Target, time.Now())
+		out[i] = ok
+		for node, rs := range eff.Transfers {
+			if all.Transfers == nil {
+				all.Transfers = map[int32][]controller.TransferRequest{}
+			}
+			all.Transfers[node] = append(all.Transfers[node], rs...)
+		}
+	}
+	d.mu.Unlock()
+	d.execute(all)
+	return out
+}
+
+type transferItem struct {
+	controller.PartitionRef
+	Target int32 `json:"target"`
+}
+
+type transferRequest struct {
+	Items []transferItem `json:"items"`
+}
+
+type transferResponse struct {
+	Started []bool `json:"started"`
+}
+
+// notController is the error an RPC of the active controller gets on another node.
+func (n *Node) notController() error {
+	return &rpcError{codeNotController, strconv.Itoa(int(n.ctrl.Leader()))}
+}
+
+func (n *Node) registerHandlers() {
+	n.rpc.handle("register", func(ctx context.Context, _ int32, payload []byte) (any, error) {
+		var req registerRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		if n.activeDriver() == nil {
+			return nil, n.notController()
+		}
+		if n.ctrl.Image().ClusterID == "" {
+			return nil, errors.New("cluster: the cluster is not bootstrapped yet") // the node asks again
+		}
+		res, index, err := n.ctrl.Propose(ctx, &controller.Command{Op: controller.OpRegister, Register: &req})
+		if err != nil {
+			return nil, n.proposeError(err)
+		}
+		return registerResponse{Incarnation: uint64(res.Value), Index: index}, nil
+	})
+	n.rpc.handle("heartbeat", func(_ context.Context, _ int32, payload []byte) (any, error) {
+		var req heartbeatRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		d := n.activeDriver()
+		if d == nil {
+			return nil, n.notController()
+		}
+		return heartbeatResponse{OK: d.heartbeat(req)}, nil
+	})
+	n.rpc.handle("propose", func(ctx context.Context, _ int32, payload []byte) (any, error) {
+		cmd, err := controller.DecodeCommand(payload)
+		if err != nil {
+			return nil, err
+		}
+		if n.activeDriver() == nil {
+			return nil, n.notController()
+		}
+		res, index, err := n.ctrl.Propose(ctx, cmd)
+		if err != nil {
+			return nil, n.proposeError(err)
+		}
+		code, msg := encodeApplyError(res.Err)
+		return proposeResponse{Index: index, Value: res.Value, Code: code, Msg: msg}, nil
+	})
+	n.rpc.handle("transfer-leaders", func(_ context.Context, _ int32, payload []byte) (any, error) {
+		var req transferRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		d := n.activeDriver()
+		if d == nil {
+			return nil, n.notController()
+		}
+		return transferResponse{Started: d.transfer(req.Items)}, nil
+	})
+	n.rpc.handle("vote", func(ctx context.Context, _ int32, payload []byte) (any, error) {
+		var req controller.VoteRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := n.waitReconciled(wctx, req.MetaIndex); err != nil {
+			return nil, err
+		}
+		return controller.VoteReply{Votes: n.rm.Vote(req.Items)}, nil
+	})
+	n.rpc.handle("transfer", func(ctx context.Context, _ int32, payload []byte) (any, error) {
+		var req controller.TransferRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		tctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer cancel()
+		return controller.TransferReply{Ready: n.rm.PrepareTransfer(tctx, req)}, nil
+	})
+}
+
+// proposeError turns a failed proposal into the RPC answer: not-controller if leadership moved.
+func (n *Node) proposeError(err error) error {
+	if err == controller.ErrNotLeader {
+		return n.notController()
+	}
+	return err
+}
+
+// TransferLeaders asks the active controller to move the leadership of partitions to targets.
+// It returns, per item, whether a transfer started.
+func (n *Node) TransferLeaders(ctx context.Context, items []transferItem) ([]bool, error) {
+	var resp transferResponse
+	if err := n.callController(ctx, "transfer-leaders", transferRequest{Items: items}, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Started, nil
+}
+
+// logProposal logs the active controller's decisions that change leadership.
+func logProposal(n *Node, cmd *controller.Command) {
+	switch cmd.Op {
+	case controller.OpFence, controller.OpUnfence:
+		n.logger.Info("cluster: "+cmd.Op, "node", cmd.Fence.Node, "incarnation", cmd.Fence.Incarnation)
+	case controller.OpElect:
+		for _, it := range cmd.Elect.Items {
+			n.logger.Info("cluster: electing", "partition", it.PartitionRef.String(), "epoch", it.Epoch, "leader", it.Leader)
+		}
+	case controller.OpBeginElection:
+		for _, it := range cmd.BeginElection.Items {
+			n.logger.Info("cluster: starting an election", "partition", it.PartitionRef.String(), "epoch", it.Epoch)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/replica"
+	"github.com/runnel-dev/runnel/internal/topics"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type testNode struct {
+	*Node
+	reg     *topics.Registry
+	flusher *logstore.Flusher
+	dir     string
+}
+
+func (tn *testNode) close() {
+	tn.Node.Close()
+	tn.reg.Close()
+	tn.flusher.Close()
+}
+
+// startNodes starts nodes 1..n, all voters, on loopback.
+func startNodes(t *testing.T, n int) map[int32]*testNode {
+	t.Helper()
+	lns := map[int32]net.Listener{}
+	voters := map[int32]string{}
+	for id := int32(1); id <= int32(n); id++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[id], voters[id] = ln, ln.Addr().String()
+	}
+	nodes := map[int32]*testNode{}
+	for id := int32(1); id <= int32(n); id++ {
+		nodes[id] = startNode(t, id, lns[id], voters, t.TempDir())
+	}
+	t.Cleanup(func() {
+		for _, tn := range nodes {
+			tn.close()
+		}
+	})
+	for _, tn := range nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if err := tn.WaitReady(ctx); err != nil {
+			t.Fatalf("node %d: %v", tn.NodeID(), err)
+		}
+		cancel()
+	}
+	return nodes
+}
+
+func startNode(t *testing.T, id int32, ln net.Listener, voters map[int32]string, dir string) *testNode {
+	t.Helper()
+	flusher := logstore.NewFlusher(0)
+	reg, err := topics.Open(topics.Options{DataDir: dir, Flusher: flusher, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd, err := Start(Config{NodeID: id, Listener: ln, Voters: voters, KafkaHost: "127.0.0.1", KafkaPort: 9000 + id,
+		DataDir: dir, Registry: reg, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testNode{Node: nd, reg: reg, flusher: flusher, dir: dir}
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func oneRecord(val string) []byte {
+	recs := batch.AppendRecord(nil, 0, 0, nil, []byte(val), 0, nil)
+	return batch.AppendBatch(nil, batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 1,
+		BaseTimestamp: 1, MaxTimestamp: 1}, recs)
+}
+
+func leaderReplica(nodes map[int32]*testNode, topic string, part int32) (*testNode, *replica.Replica) {
+	for _, tn := range nodes {
+		t, ok := tn.reg.Get(topic)
+		if !ok || int(part) >= len(t.Partitions) || t.Partitions[part].Replica == nil {
+			continue
+		}
+		if _, ready, leading := t.Partitions[part].Replica.Leading(); leading && ready {
+			return tn, t.Partitions[part].Replica
+		}
+	}
+	return nil, nil
+}
+
+func TestThreeNodesReplicateAndFailOver(t *testing.T) {
+	nodes := startNodes(t, 3)
+	n1 := nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id := controller.TopicID{1, 2, 3}
+	res, err := n1.Propose(ctx, &controller.Command{Op: controller.OpCreateTopic, CreateTopic: &controller.CreateTopic{
+		Name: "orders", ID: id, Configs: map[string]string{"write.caching": "false"}, Assignments: [][]int32{{2, 3, 1}}}})
+	if err != nil || res.Err != nil {
+		t.Fatalf("create: %v %v", err, res.Err)
+	}
+	var lead *testNode
+	var r *replica.Replica
+	waitFor(t, "a ready leader", 10*time.Second, func() bool { lead, r = leaderReplica(nodes, "orders", 0); return r != nil })
+	if lead.NodeID() != 2 {
+		t.Fatalf("leader %d; want 2, the preferred replica", lead.NodeID())
+	}
+	var last int64
+	for i := range 100 {
+		res, epoch, err := r.Append(oneRecord(fmt.Sprintf("v%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Log.SyncSoon()
+		if err := r.WaitCommitted(ctx, epoch, res.Last+1); err != nil {
+			t.Fatal(err)
+		}
+		last = res.Last + 1
+	}
+	for _, tn := range nodes {
+		tp, _ := tn.reg.Get("orders")
+		l := tp.Partitions[0].Log
+		waitFor(t, fmt.Sprintf("node %d's copy", tn.NodeID()), 5*time.Second, func() bool { return l.EndOffset() == last })
+	}
+	// The leader dies: another replica takes over, with everything acknowledged.
+	start := time.Now()
+	lead.close()
+	delete(nodes, lead.NodeID())
+	var r2 *replica.Replica
+	waitFor(t, "a new leader", 10*time.Second, func() bool { _, r2 = leaderReplica(nodes, "orders", 0); return r2 != nil })
+	t.Logf("failover took %v", time.Since(start))
+	if end := r2.Log.EndOffset(); end != last {
+		t.Fatalf("new leader's log ends at %d; want %d", end, last)
+	}
+	res2, epoch, err := r2.Append(oneRecord("after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Log.SyncSoon()
+	if err := r2.WaitCommitted(ctx, epoch, res2.Last+1); err != nil {
+		t.Fatalf("commit with two of three replicas: %v", err)
+	}
+}
+
+func TestSingleNodeRestartKeepsTopics(t *testing.T) {
+	dir := t.TempDir()
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	tn := startNode(t, 0, ln, nil, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tn.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.Propose(ctx, &controller.Command{Op: controller.OpCreateTopic, CreateTopic: &controller.CreateTopic{
+		Name: "a", ID: controller.TopicID{9}, Assignments: [][]int32{{0}, {0}}}}); err != nil {
+		t.Fatal(err)
+	}
+	var r *replica.Replica
+	waitFor(t, "leader", 5*time.Second, func() bool { _, r = leaderReplica(map[int32]*testNode{0: tn}, "a", 1); return r != nil })
+	res, epoch, err := r.Append(oneRecord("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Log.SyncSoon()
+	if err := r.WaitCommitted(ctx, epoch, res.Last+1); err != nil {
+		t.Fatal(err)
+	}
+	tn.close()
+	ln, _ = net.Listen("tcp", "127.0.0.1:0")
+	tn = startNode(t, 0, ln, nil, dir)
+	defer tn.close()
+	if err := tn.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader after restart", 5*time.Second, func() bool { _, r = leaderReplica(map[int32]*testNode{0: tn}, "a", 1); return r != nil })
+	if e, _, _ := r.Leading(); e <= epoch {
+		t.Fatalf("epoch after restart %d; want past %d (a restarted leader gets a new epoch)", e, epoch)
+	}
+	if end := r.Log.EndOffset(); end != 1 {
+		t.Fatalf("log end after restart %d; want 1", end)
+	}
+}

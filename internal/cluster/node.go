@@ -1,0 +1,644 @@
+// Package cluster runs one node of a Runnel cluster: the transport to the other nodes, its member
+// of the controller quorum (voter or learner), the replicas of the partitions it hosts, and the
+// reconciliation of its topic registry with the controller's image. When its controller member
+// is the Raft leader it is the active controller (active.go). The broker asks it for metadata
+// and has it propose admin changes. Design: docs/cluster.md.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/replica"
+	"github.com/runnel-dev/runnel/internal/topics"
+	"github.com/runnel-dev/runnel/internal/transport"
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// Config configures a Node.
+type Config struct {
+	NodeID int32
+	// Listener is the cluster listener (the caller binds --cluster-addr); ClusterAddr is the
+	// address other nodes dial, "" for the listener's.
+	Listener    net.Listener
+	ClusterAddr string
+	// Voters maps the controller quorum's node ids to their cluster addresses. Empty: this node
+	// alone.
+	Voters    map[int32]string
+	KafkaHost string // advertised Kafka address, registered for Metadata
+	KafkaPort int32
+	Rack      string
+
+	FS       vfs.FS
+	DataDir  string
+	Registry *topics.Registry
+	Logger   *slog.Logger
+
+	// ClusterID is the id a new cluster takes (an upgraded one-node data dir keeps its own);
+	// "" makes one up.
+	ClusterID string
+	// Import returns what a new single-voter cluster imports from an older one-node data dir.
+	Import func() *controller.Bootstrap
+
+	HeartbeatInterval time.Duration // default 200 ms
+	Active            controller.ActiveConfig
+	Replica           replica.Config // NodeID, Send and the reports are filled in
+	Controller        controller.Config
+}
+
+// Node is one running cluster node.
+type Node struct {
+	cfg    Config
+	logger *slog.Logger
+	tr     *transport.Transport
+	ctrl   *controller.Controller
+	rm     *replica.Manager
+	rpc    *rpcLayer
+	reg    *topics.Registry
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	incarnation atomic.Uint64
+	joinIndex   atomic.Uint64 // index of this incarnation's registration: reconcile from there
+	ready       chan struct{} // closed once registered and reconciled up to the registration
+
+	recMu      sync.Mutex
+	reconciled uint64
+	recCh      chan struct{} // closed and replaced when reconciled moves
+	recWake    chan struct{}
+
+	activeMu sync.Mutex
+	active   *activeDriver
+
+	isrBusy atomic.Bool
+
+	peersMu   sync.Mutex
+	refusedAt map[int32]time.Time // when a node's cluster port last refused a connection
+	heardAt   sync.Map            // node id → *atomic.Int64: unix ns of its last frame here
+}
+
+// ErrNotReady is returned by operations before the node has joined the cluster.
+var ErrNotReady = errors.New("cluster: node has not joined the cluster yet")
+
+// Start starts the node: transport, controller member, replica manager. It returns at once;
+// WaitReady waits until the node has registered and caught up with the metadata.
+func Start(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default
+	}
+	if cfg.ClusterAddr == "" {
+		cfg.ClusterAddr = cfg.Listener.Addr().String()
+	}
+	if len(cfg.Voters) == 0 {
+		cfg.Voters = map[int32]string{cfg.NodeID: cfg.ClusterAddr}
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 200 * time.Millisecond
+	}
+	if cfg.Active == (controller.ActiveConfig{}) {
+		cfg.Active = controller.DefaultActiveConfig()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{cfg: cfg, logger: cfg.Logger, reg: cfg.Registry, ctx: ctx, cancel: cancel, ready: make(chan struct{}),
+		recCh: make(chan struct{}), recWake: make(chan struct{}, 1), refusedAt: map[int32]time.Time{}}
+	n.tr = transport.New(transport.Config{NodeID: cfg.NodeID, Listener: cfg.Listener, Resolve: n.resolve,
+		Handler: n.receive, PeerDown: n.peerDown, Logger: cfg.Logger})
+	n.rpc = newRPC(ctx, cfg.NodeID, n.tr.Send)
+	rcfg := cfg.Replica
+	rcfg.NodeID, rcfg.Send, rcfg.Logger = cfg.NodeID, n.tr.Send, cfg.Logger
+	rcfg.ReportISR, rcfg.ReportFailed = n.reportISR, n.reportFailed
+	n.rm = replica.NewManager(rcfg)
+	ccfg := cfg.Controller
+	ccfg.NodeID, ccfg.FS, ccfg.Dir, ccfg.Logger = cfg.NodeID, cfg.FS, cfg.DataDir+"/controller", cfg.Logger
+	ccfg.Voters = slices.Sorted(mapsKeys(cfg.Voters))
+	ccfg.Send = func(to int32, body []byte) { n.tr.Send(to, kindRaft, body) }
+	ccfg.Bootstrap = n.bootstrap
+	ccfg.OnApply = func(*controller.Image) { n.wakeReconciler() }
+	ccfg.OnLeader = n.onLeader
+	ctrl, err := controller.Open(ccfg)
+	if err != nil {
+		n.rm.Close()
+		n.tr.Close()
+		cancel()
+		return nil, err
+	}
+	n.ctrl = ctrl
+	if id := ctrl.Image().ClusterID; id != "" {
+		n.tr.SetClusterID(id)
+	}
+	n.registerHandlers()
+	ctrl.Start()
+	n.wg.Add(2)
+	go n.reconciler()
+	go n.join()
+	return n, nil
+}
+
+func mapsKeys(m map[int32]string) func(func(int32) bool) {
+	return func(yield func(int32) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// Close stops the node: heartbeats, the active controller, the controller member, replication
+// and the transport. The registry (and its logs) are the caller's to close afterwards.
+func (n *Node) Close() {
+	n.cancel()
+	n.onLeader(-1)
+	n.wg.Wait()
+	n.ctrl.Stop()
+	n.rm.Close()
+	n.tr.Close()
+}
+
+// NodeID is this node's id.
+func (n *Node) NodeID() int32 { return n.cfg.NodeID }
+
+// Image is the current metadata image. It must not be modified.
+func (n *Node) Image() *controller.Image { return n.ctrl.Image() }
+
+// ControllerID is the active controller's node id (-1: none known).
+func (n *Node) ControllerID() int32 { return n.ctrl.Leader() }
+
+// Voters are the controller quorum's voters.
+func (n *Node) Voters() []int32 { return slices.Sorted(mapsKeys(n.cfg.Voters)) }
+
+// Transport is the node's transport (for fault injection and metrics).
+func (n *Node) Transport() *transport.Transport { return n.tr }
+
+// Replicas is the node's replica manager.
+func (n *Node) Replicas() *replica.Manager { return n.rm }
+
+// Ready returns a channel closed once the node has registered with the controller and its
+// registry reflects the metadata as of its registration.
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// WaitReady waits until Ready.
+func (n *Node) WaitReady(ctx context.Context) error {
+	select {
+	case <-n.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
+	}
+}
+
+func (n *Node) resolve(node int32) string {
+	if a, ok := n.cfg.Voters[node]; ok {
+		return a
+	}
+	if nd, ok := n.ctrl.Image().Nodes[node]; ok {
+		return nd.ClusterAddr
+	}
+	return ""
+}
+
+func (n *Node) receive(from int32, kind transport.Kind, body []byte) {
+	n.heard(from)
+	switch kind {
+	case kindRaft:
+		n.ctrl.Step(from, body)
+	case kindRPCRequest, kindRPCResponse:
+		n.rpc.receive(from, kind, body)
+	case replica.KindAppend, replica.KindAppendAck, replica.KindFollow, replica.KindFollowReply:
+		n.rm.Handle(from, kind, body)
+	}
+}
+
+func (n *Node) peerDown(node int32, refused bool) {
+	n.rm.PeerDown(node)
+	if refused {
+		n.peersMu.Lock()
+		n.refusedAt[node] = time.Now()
+		n.peersMu.Unlock()
+		if d := n.activeDriver(); d != nil {
+			d.peerDown(node)
+		}
+	}
+}
+
+// heard notes that a frame from node arrived.
+func (n *Node) heard(node int32) {
+	v, ok := n.heardAt.Load(node)
+	if !ok {
+		v, _ = n.heardAt.LoadOrStore(node, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Store(time.Now().UnixNano())
+}
+
+// deadPeers lists the nodes whose cluster port refused a connection recently and that have not
+// sent anything since: a new active controller fences them at once instead of waiting for their
+// sessions to expire (their processes are gone).
+func (n *Node) deadPeers() []int32 {
+	n.peersMu.Lock()
+	defer n.peersMu.Unlock()
+	var out []int32
+	for id, at := range n.refusedAt {
+		var heard int64
+		if v, ok := n.heardAt.Load(id); ok {
+			heard = v.(*atomic.Int64).Load()
+		}
+		if time.Since(at) < 10*time.Second && at.UnixNano() > heard {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// bootstrap is the command a new cluster's first leader proposes.
+func (n *Node) bootstrap() *controller.Bootstrap {
+	var b *controller.Bootstrap
+	if n.cfg.Import != nil && len(n.cfg.Voters) == 1 {
+		b = n.cfg.Import()
+	}
+	if b == nil {
+		b = &controller.Bootstrap{}
+	}
+	if b.ClusterID == "" {
+		b.ClusterID = n.cfg.ClusterID
+	}
+	if b.ClusterID == "" {
+		var raw [16]byte
+		rand.Read(raw[:])
+		b.ClusterID = base64.RawURLEncoding.EncodeToString(raw[:])
+	}
+	return b
+}
+
+// join registers the node with the active controller, waits until its registry reflects the
+// metadata as of the registration, and then heartbeats until the node closes.
+func (n *Node) join() {
+	defer n.wg.Done()
+	if err := n.register(); err != nil {
+		return // closing
+	}
+	close(n.ready)
+	n.logger.Info("cluster: joined", "node", n.cfg.NodeID, "incarnation", n.incarnation.Load(), "controller", n.ctrl.Leader())
+	t := time.NewTicker(n.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		var resp heartbeatResponse
+		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.HeartbeatInterval)
+		err := n.callController(ctx, "heartbeat", heartbeatRequest{Node: n.cfg.NodeID, Incarnation: n.incarnation.Load()}, &resp)
+		cancel()
+		if err == nil && !resp.OK {
+			n.logger.Warn("cluster: the controller does not know this incarnation; registering again")
+			if err := n.register(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+type registerRequest = controller.Register
+
+type registerResponse struct {
+	Incarnation uint64 `json:"incarnation"`
+	Index       uint64 `json:"index"`
+}
+
+type heartbeatRequest struct {
+	Node        int32  `json:"node"`
+	Incarnation uint64 `json:"incarnation"`
+}
+
+type heartbeatResponse struct {
+	OK bool `json:"ok"`
+}
+
+// register registers this node's new incarnation and waits until the image has it.
+func (n *Node) register() error {
+	req := registerRequest{Node: n.cfg.NodeID, KafkaHost: n.cfg.KafkaHost, KafkaPort: n.cfg.KafkaPort,
+		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack}
+	backoff := 20 * time.Millisecond
+	for {
+		var resp registerResponse
+		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+		err := n.callController(ctx, "register", req, &resp)
+		if err == nil {
+			n.joinIndex.Store(resp.Index)
+			n.wakeReconciler()
+			err = n.waitReconciled(ctx, resp.Index)
+		}
+		cancel()
+		if err == nil {
+			n.incarnation.Store(resp.Incarnation)
+			return nil
+		}
+		if n.ctx.Err() != nil {
+			return n.ctx.Err()
+		}
+		n.logger.Debug("cluster: registering", "err", err)
+		select {
+		case <-n.ctx.Done():
+			return n.ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// callController calls an RPC of the active controller, following its not-controller answers,
+// until ctx ends.
+func (n *Node) callController(ctx context.Context, method string, req, resp any) error {
+	voters := n.Voters()
+	next := 0
+	backoff := 10 * time.Millisecond
+	for {
+		target := n.ctrl.Leader()
+		if target < 0 {
+			target = voters[next%len(voters)]
+			next++
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := n.rpc.call(cctx, target, method, req, resp)
+		cancel()
+		var re *rpcError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &re) && re.Code == codeNotController:
+			if hint, perr := strconv.Atoi(re.Msg); perr == nil && hint >= 0 && int32(hint) != target {
+				cctx, cancel := context.WithTimeout(ctx, time.Second)
+				err = n.rpc.call(cctx, int32(hint), method, req, resp)
+				cancel()
+				if err == nil {
+					return nil
+				}
+			}
+		case errors.As(err, &re):
+			return err // the controller answered: a real failure
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: %s: no active controller answered: %w (last: %v)", method, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// reconciler applies each new image to the registry and the replicas.
+func (n *Node) reconciler() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.recWake:
+		}
+		img := n.ctrl.Image()
+		if img.ClusterID != "" {
+			n.tr.SetClusterID(img.ClusterID)
+		}
+		if d := n.activeDriver(); d != nil {
+			d.setImage(img)
+		}
+		applied, err := n.reconcile(img)
+		if err != nil {
+			n.logger.Error("cluster: applying the metadata", "index", img.Index, "err", err)
+			select { // try again soon
+			case <-n.ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+				n.wakeReconciler()
+			}
+			continue
+		}
+		if !applied {
+			continue
+		}
+		n.recMu.Lock()
+		n.reconciled = img.Index
+		close(n.recCh)
+		n.recCh = make(chan struct{})
+		n.recMu.Unlock()
+	}
+}
+
+func (n *Node) wakeReconciler() {
+	select {
+	case n.recWake <- struct{}{}:
+	default:
+	}
+}
+
+// waitReconciled waits until the registry and replicas reflect the image at index.
+func (n *Node) waitReconciled(ctx context.Context, index uint64) error {
+	for {
+		n.recMu.Lock()
+		done, ch := n.reconciled >= index, n.recCh
+		n.recMu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// reconcile makes the registry and the replicas match img. Until the image has this node's
+// registration, it may be older than what the node acted on before a restart, so nothing is
+// changed (a stale image could name a topic deleted meanwhile, or miss one created, or say this
+// node still leads what it led): applied is false.
+func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
+	if j := n.joinIndex.Load(); j == 0 || img.Index < j {
+		return false, nil
+	}
+	self := n.cfg.NodeID
+	specs := make([]topics.TopicSpec, 0, len(img.Topics))
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		specs = append(specs, topics.TopicSpec{Name: t.Name, ID: t.ID, Configs: t.Configs, Partitions: int32(len(t.Partitions)),
+			Hosted: func(i int32) bool { return slices.Contains(t.Partitions[i].Hosts(), self) }})
+	}
+	var nodeConfigs map[string]string
+	if nd := img.Nodes[self]; nd != nil {
+		nodeConfigs = nd.Configs
+	}
+	err = n.reg.Sync(specs, img.ClusterConfigs, nodeConfigs, topics.Hooks{
+		Opened: func(t *topics.Topic, p *topics.Partition, dir string) (*replica.Replica, error) {
+			return n.rm.Add(controller.PartitionRef{Topic: t.ID, Partition: p.Index}, t.Name, p.Log, n.cfg.FS, dir)
+		},
+		Closing: func(t *topics.Topic, p *topics.Partition) {
+			n.rm.Remove(controller.PartitionRef{Topic: t.ID, Partition: p.Index})
+		},
+	})
+	for _, rt := range n.reg.List() {
+		it, ok := img.Topics[rt.Name]
+		if !ok || it.ID != rt.ID {
+			continue
+		}
+		minISR, _ := rt.Effective("min.insync.replicas")
+		mi, _ := strconv.Atoi(minISR)
+		for _, p := range rt.Partitions {
+			if !p.Hosted() || int(p.Index) >= len(it.Partitions) {
+				continue
+			}
+			ip := it.Partitions[p.Index]
+			a := replica.Assignment{Epoch: ip.LeaderEpoch, Leader: ip.Leader, Sets: ip.VoterSets(), ISR: ip.ISR,
+				WriteCaching: p.Log.WriteCaching(), MinISR: mi}
+			switch {
+			case ip.Leader == self:
+				a.Role = replica.RoleLeader
+			case ip.Leader >= 0:
+				a.Role = replica.RoleFollower
+			}
+			n.rm.Assign(controller.PartitionRef{Topic: rt.ID, Partition: p.Index}, a)
+		}
+	}
+	return err == nil, err
+}
+
+// Propose has the active controller apply cmd, and waits until this node's registry reflects
+// it. The result's error is the command's (controller.ErrTopicExists, ...).
+func (n *Node) Propose(ctx context.Context, cmd *controller.Command) (controller.Result, error) {
+	var resp proposeResponse
+	if err := n.callController(ctx, "propose", cmd, &resp); err != nil {
+		return controller.Result{}, err
+	}
+	if err := n.waitReconciled(ctx, resp.Index); err != nil {
+		return controller.Result{}, err
+	}
+	return controller.Result{Err: decodeApplyError(resp.Code, resp.Msg), Value: resp.Value}, nil
+}
+
+type proposeResponse struct {
+	Index uint64 `json:"index"`
+	Value int64  `json:"value"`
+	Code  string `json:"code,omitempty"`
+	Msg   string `json:"msg,omitempty"`
+}
+
+var applyErrors = map[string]error{
+	"topic-exists":        controller.ErrTopicExists,
+	"unknown-topic":       controller.ErrUnknownTopic,
+	"unknown-node":        controller.ErrUnknownNode,
+	"bad-assignment":      controller.ErrBadAssignment,
+	"no-reassignment":     controller.ErrNoReassignment,
+	"reassign-not-synced": controller.ErrReassignNotSynced,
+}
+
+func encodeApplyError(err error) (string, string) {
+	if err == nil {
+		return "", ""
+	}
+	for code, e := range applyErrors {
+		if errors.Is(err, e) {
+			return code, err.Error()
+		}
+	}
+	return "failed", err.Error()
+}
+
+func decodeApplyError(code, msg string) error {
+	if code == "" {
+		return nil
+	}
+	if e, ok := applyErrors[code]; ok {
+		return &applyError{e, msg}
+	}
+	return errors.New(msg)
+}
+
+type applyError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *applyError) Error() string { return e.msg }
+func (e *applyError) Unwrap() error { return e.sentinel }
+
+func (n *Node) reportISR(items []controller.ISRItem) {
+	if !n.isrBusy.CompareAndSwap(false, true) {
+		return // one report at a time; the replicas report again if the image still differs
+	}
+	go func() {
+		defer n.isrBusy.Store(false)
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		defer cancel()
+		if _, err := n.Propose(ctx, &controller.Command{Op: controller.OpSetISR, SetISR: &controller.SetISR{Items: items}}); err != nil {
+			n.logger.Debug("cluster: reporting in-sync replicas", "err", err)
+		}
+	}()
+}
+
+func (n *Node) reportFailed(ref controller.EpochRef) {
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	n.logger.Warn("cluster: the log of a partition led here failed; asking for another leader", "partition", ref.PartitionRef.String(), "epoch", ref.Epoch)
+	if _, err := n.Propose(ctx, &controller.Command{Op: controller.OpBeginElection,
+		BeginElection: &controller.BeginElection{Items: []controller.EpochRef{ref}}}); err != nil {
+		n.logger.Error("cluster: asking for another leader", "partition", ref.PartitionRef.String(), "err", err)
+	}
+}
+
+// WaitLeaders waits until every partition hosted here that can have a leader has one: a
+// restarted node's partitions get new leaders (new epochs) once it registers, and clients that
+// come right away should find them. A partition without a live majority of replicas cannot
+// have a leader and is not waited for.
+func (n *Node) WaitLeaders(ctx context.Context) error {
+	for {
+		ch := n.ctrl.Applied()
+		if n.leaderless() == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: %d partitions hosted here still have no leader: %w", n.leaderless(), ctx.Err())
+		}
+	}
+}
+
+func (n *Node) leaderless() int {
+	img := n.ctrl.Image()
+	count := 0
+	img.EachPartition(func(_ *controller.Topic, _ int32, p *controller.Partition) {
+		if p.Leader >= 0 || !slices.Contains(p.Hosts(), n.cfg.NodeID) {
+			return
+		}
+		for _, set := range p.VoterSets() {
+			live := 0
+			for _, id := range set {
+				if img.Live(id) {
+					live++
+				}
+			}
+			if live < len(set)/2+1 {
+				return
+			}
+		}
+		count++
+	})
+	return count
+}

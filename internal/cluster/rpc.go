@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/runnel-dev/runnel/internal/transport"
+)
+
+// Transport frame kinds of the cluster's own messages (replication uses 10-13).
+const (
+	kindRaft        transport.Kind = 1
+	kindRPCRequest  transport.Kind = 2
+	kindRPCResponse transport.Kind = 3
+)
+
+// RPCs between nodes ride the transport as two frames:
+//
+//	request   u64 id | string method | bytes payload (JSON)
+//	response  u64 id | string error code | string error message | bytes payload (JSON)
+//
+// The caller matches a response to its request by id; a request whose response never comes
+// (the connection broke) ends with the caller's context. Handlers run on their own goroutine.
+
+// rpcError is an error that crossed the network: a code the caller can act on, and a message.
+type rpcError struct {
+	Code string
+	Msg  string
+}
+
+func (e *rpcError) Error() string { return e.Msg }
+
+// Error codes of the RPCs.
+const (
+	codeNotController = "not-controller" // Msg names the active controller's node id, or "-1"
+	codeUnknownMethod = "unknown-method"
+	codeFailed        = "failed"
+)
+
+type rpcHandler func(ctx context.Context, from int32, payload []byte) (any, error)
+
+type rpcLayer struct {
+	self int32
+	send func(to int32, kind transport.Kind, body []byte)
+
+	mu       sync.Mutex
+	next     uint64
+	pending  map[uint64]chan rpcResult
+	handlers map[string]rpcHandler
+	ctx      context.Context // ends when the node closes: cancels running handlers
+}
+
+type rpcResult struct {
+	err     error
+	payload []byte
+}
+
+func newRPC(ctx context.Context, self int32, send func(to int32, kind transport.Kind, body []byte)) *rpcLayer {
+	return &rpcLayer{self: self, send: send, pending: map[uint64]chan rpcResult{}, handlers: map[string]rpcHandler{}, ctx: ctx}
+}
+
+func (r *rpcLayer) handle(method string, h rpcHandler) { r.handlers[method] = h }
+
+// call sends a request to node to and decodes the answer into resp. Calling this node runs the
+// handler directly.
+func (r *rpcLayer) call(ctx context.Context, to int32, method string, req, resp any) error {
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	var out []byte
+	if to == r.self {
+		h, ok := r.handlers[method]
+		if !ok {
+			return &rpcError{codeUnknownMethod, "unknown method " + method}
+		}
+		v, err := h(ctx, r.self, payload)
+		if err != nil {
+			return toRPCError(err)
+		}
+		if out, err = json.Marshal(v); err != nil {
+			return err
+		}
+	} else {
+		r.mu.Lock()
+		r.next++
+		id := r.next
+		ch := make(chan rpcResult, 1)
+		r.pending[id] = ch
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			delete(r.pending, id)
+			r.mu.Unlock()
+		}()
+		body := kbin.AppendInt64(nil, int64(id))
+		body = kbin.AppendString(body, method)
+		body = kbin.AppendBytes(body, payload)
+		r.send(to, kindRPCRequest, body)
+		select {
+		case res := <-ch:
+			if res.err != nil {
+				return res.err
+			}
+			out = res.payload
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: %s to node %d: %w", method, to, ctx.Err())
+		}
+	}
+	if resp == nil {
+		return nil
+	}
+	return json.Unmarshal(out, resp)
+}
+
+func toRPCError(err error) *rpcError {
+	var re *rpcError
+	if errors.As(err, &re) {
+		return re
+	}
+	return &rpcError{codeFailed, err.Error()}
+}
+
+// receive takes an RPC frame from the transport.
+func (r *rpcLayer) receive(from int32, kind transport.Kind, body []byte) {
+	rd := kbin.Reader{Src: body}
+	switch kind {
+	case kindRPCRequest:
+		id, method, payload := rd.Int64(), rd.String(), rd.Bytes()
+		if rd.Complete() != nil {
+			return
+		}
+		payload = append([]byte(nil), payload...)
+		go r.serve(from, uint64(id), method, payload)
+	case kindRPCResponse:
+		id, code, msg, payload := rd.Int64(), rd.String(), rd.String(), rd.Bytes()
+		if rd.Complete() != nil {
+			return
+		}
+		res := rpcResult{payload: append([]byte(nil), payload...)}
+		if code != "" {
+			res.err = &rpcError{code, msg}
+		}
+		r.mu.Lock()
+		ch := r.pending[uint64(id)]
+		r.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- res:
+			default:
+			}
+		}
+	}
+}
+
+func (r *rpcLayer) serve(from int32, id uint64, method string, payload []byte) {
+	var code, msg string
+	var out []byte
+	h, ok := r.handlers[method]
+	if !ok {
+		code, msg = codeUnknownMethod, "unknown method "+method
+	} else if v, err := h(r.ctx, from, payload); err != nil {
+		re := toRPCError(err)
+		code, msg = re.Code, re.Msg
+	} else if out, err = json.Marshal(v); err != nil {
+		code, msg = codeFailed, err.Error()
+	}
+	body := kbin.AppendInt64(nil, int64(id))
+	body = kbin.AppendString(body, code)
+	body = kbin.AppendString(body, msg)
+	body = kbin.AppendBytes(body, out)
+	r.send(from, kindRPCResponse, body)
+}
