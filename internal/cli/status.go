@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -92,20 +93,43 @@ func printStatus(w io.Writer, st server.Status) {
 	}
 	fmt.Fprintf(w, ": %s (%s), up %s\n", st.State, ready, uptime)
 	fmt.Fprintf(w, "kafka %s (advertised %s), admin %s, data %s\n", st.KafkaAddr, st.AdvertisedKafkaAddr, st.AdminAddr, st.DataDir)
+	if c := st.Cluster; c != nil {
+		fmt.Fprintf(w, "\ncontroller %d (voters %v); %d partitions, %d offline, %d under-replicated\n", c.ControllerID, c.Voters,
+			c.Partitions, c.Offline, c.UnderReplicated)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE	STATE	KAFKA	CLUSTER	LEADERS	REPLICAS")
+		for _, n := range c.Nodes {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\n", n.ID, n.State, n.KafkaAddr, n.ClusterAddr, n.Leaders, n.Replicas)
+		}
+		tw.Flush()
+	}
 	if len(st.Topics) == 0 {
 		fmt.Fprintln(w, "no topics")
 		return
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tSTART\tEND\tHIGH WATERMARK\tSIZE\tFLUSH LAG")
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tROLE\tEPOCH\tREPLICAS\tISR\tSTART\tEND\tHIGH WATERMARK\tSIZE\tFLUSH LAG")
 	for _, t := range st.Topics {
 		for _, p := range t.Partitions {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", t.Name, p.Partition, p.StartOffset, p.EndOffset,
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", t.Name, p.Partition, p.Role, p.LeaderEpoch,
+				formatIDs(p.Replicas), formatIDs(p.ISR), p.StartOffset, p.EndOffset,
 				p.HighWatermark, formatBytes(p.SizeBytes), formatFlushLag(p))
 		}
 	}
 	tw.Flush()
+}
+
+// formatIDs is a node list as 1,2,3.
+func formatIDs(ids []int32) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(parts, ",")
 }
 
 // formatFlushLag is a partition's not-yet-durable data, or "-" if there is none.

@@ -18,12 +18,20 @@ func testStatus() server.Status {
 		DataDir: "/var/lib/runnel", UptimeSeconds: 3723.4,
 		Topics: []server.TopicStatus{
 			{Name: "orders", Partitions: []server.PartitionStatus{
-				{Partition: 0, StartOffset: 0, EndOffset: 1200, HighWatermark: 1200, SizeBytes: 1536},
-				{Partition: 1, StartOffset: 100, EndOffset: 1300, HighWatermark: 1290, SizeBytes: 3 << 20,
+				{Partition: 0, Role: "leader", LeaderEpoch: 2, Replicas: []int32{3, 1, 2}, ISR: []int32{1, 2, 3},
+					StartOffset: 0, EndOffset: 1200, HighWatermark: 1200, SizeBytes: 1536},
+				{Partition: 1, Role: "follower", LeaderEpoch: 0, Replicas: []int32{1, 3, 2}, ISR: []int32{1, 3},
+					StartOffset: 100, EndOffset: 1300, HighWatermark: 1290, SizeBytes: 3 << 20,
 					FlushLagBytes: 2048, FlushLagRecords: 10, FlushLagMillis: 12},
 			}},
-			{Name: "payments", Partitions: []server.PartitionStatus{{Partition: 0}}},
+			{Name: "payments", Partitions: []server.PartitionStatus{{Partition: 0, Role: "none", LeaderEpoch: -1}}},
 		},
+		Cluster: &server.ClusterStatus{ControllerID: 1, Voters: []int32{1, 2, 3}, Partitions: 3, UnderReplicated: 1,
+			Nodes: []server.NodeStatus{
+				{ID: 1, KafkaAddr: "h1:9092", ClusterAddr: "h1:9093", State: "live", Leaders: 2, Replicas: 3},
+				{ID: 2, KafkaAddr: "h2:9092", ClusterAddr: "h2:9093", State: "fenced", Leaders: 0, Replicas: 3},
+				{ID: 3, KafkaAddr: "h3:9092", ClusterAddr: "h3:9093", State: "live", Leaders: 1, Replicas: 3},
+			}},
 	}
 }
 
@@ -33,10 +41,16 @@ func TestPrintStatus(t *testing.T) {
 	want := `node 3 of cluster c1: serving (ready), up 1h2m3s
 kafka 127.0.0.1:9092 (advertised kafka.example:9092), admin 127.0.0.1:9644, data /var/lib/runnel
 
-TOPIC     PARTITION  START  END   HIGH WATERMARK  SIZE     FLUSH LAG
-orders    0          0      1200  1200            1.5 KiB  -
-orders    1          100    1300  1290            3.0 MiB  10 rec, 2.0 KiB, 12ms
-payments  0          0      0     0               0 B      -
+controller 1 (voters [1 2 3]); 3 partitions, 0 offline, 1 under-replicated
+NODE  STATE   KAFKA    CLUSTER  LEADERS  REPLICAS
+1     live    h1:9092  h1:9093  2        3
+2     fenced  h2:9092  h2:9093  0        3
+3     live    h3:9092  h3:9093  1        3
+
+TOPIC     PARTITION  ROLE      EPOCH  REPLICAS  ISR    START  END   HIGH WATERMARK  SIZE     FLUSH LAG
+orders    0          leader    2      3,1,2     1,2,3  0      1200  1200            1.5 KiB  -
+orders    1          follower  0      1,3,2     1,3    100    1300  1290            3.0 MiB  10 rec, 2.0 KiB, 12ms
+payments  0          none      -1     -         -      0      0     0               0 B      -
 `
 	if out.String() != want {
 		t.Errorf("printStatus =\n%s\nwant\n%s", out.String(), want)

@@ -74,6 +74,7 @@ func newTopicCommand() *cobra.Command {
 	}
 	f.register(cmd.PersistentFlags())
 	cmd.AddCommand(newTopicCreateCommand(&f), newTopicListCommand(&f), newTopicDescribeCommand(&f),
+		newTopicReassignCommand(&f), newTopicElectLeadersCommand(&f),
 		newTopicAlterConfigCommand(&f), newTopicDeleteCommand(&f))
 	return cmd
 }

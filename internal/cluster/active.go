@@ -158,7 +158,7 @@ func (d *activeDriver) execute(eff controller.Effects) {
 }
 
 // transfer starts leadership transfers (ElectLeaders, shutdown).
-func (d *activeDriver) transfer(items []transferItem) []bool {
+func (d *activeDriver) transfer(items []TransferItem) []bool {
 	out := make([]bool, len(items))
 	var all controller.Effects
 	d.mu.Lock()
@@ -177,13 +177,13 @@ func (d *activeDriver) transfer(items []transferItem) []bool {
 	return out
 }
 
-type transferItem struct {
+type TransferItem struct {
 	controller.PartitionRef
 	Target int32 `json:"target"`
 }
 
 type transferRequest struct {
-	Items []transferItem `json:"items"`
+	Items []TransferItem `json:"items"`
 }
 
 type transferResponse struct {
@@ -283,7 +283,7 @@ func (n *Node) proposeError(err error) error {
 
 // TransferLeaders asks the active controller to move the leadership of partitions to targets.
 // It returns, per item, whether a transfer started.
-func (n *Node) TransferLeaders(ctx context.Context, items []transferItem) ([]bool, error) {
+func (n *Node) TransferLeaders(ctx context.Context, items []TransferItem) ([]bool, error) {
 	var resp transferResponse
 	if err := n.callController(ctx, "transfer-leaders", transferRequest{Items: items}, &resp); err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ type Active struct {
 	// hints names the replica a transfer wants elected, until the election is done.
 	hints       map[PartitionRef]int32
 	lastBalance time.Time
+	finishing   map[PartitionRef]time.Time // finish-reassign proposed at
 }
 
 // ActiveConfig holds the active controller's timings.
@@ -135,7 +136,8 @@ func (e *Effects) Empty() bool {
 // became the Raft leader. Every unfenced node gets a full session from now.
 func NewActive(cfg ActiveConfig, img *Image, now time.Time) *Active {
 	a := &Active{cfg: cfg, img: img, sessions: map[int32]*session{}, elections: map[PartitionRef]*election{},
-		transfers: map[PartitionRef]*transfer{}, hints: map[PartitionRef]int32{}, lastBalance: now}
+		transfers: map[PartitionRef]*transfer{}, hints: map[PartitionRef]int32{}, lastBalance: now,
+		finishing: map[PartitionRef]time.Time{}}
 	for id, n := range img.Nodes {
 		a.sessions[id] = &session{incarnation: n.Incarnation, lastSeen: now}
 	}
@@ -269,11 +271,47 @@ func (a *Active) Tick(now time.Time) Effects {
 		}
 	}
 	a.electAll(now, &eff)
+	a.reassign(now, &eff)
 	if a.cfg.BalanceInterval > 0 && now.Sub(a.lastBalance) >= a.cfg.BalanceInterval {
 		a.lastBalance = now
 		a.balance(now, &eff)
 	}
 	return eff
+}
+
+// reassign moves reassignments on: once every target replica is in sync, the partition
+// switches to the target set (finish-reassign), after its leadership moved to a target replica
+// if the leader is not one.
+func (a *Active) reassign(now time.Time, eff *Effects) {
+	a.img.EachPartition(func(t *Topic, index int32, p *Partition) {
+		if p.Target == nil || p.Leader < 0 {
+			return
+		}
+		ref := PartitionRef{Topic: t.ID, Partition: index}
+		for _, n := range p.Target {
+			if !slices.Contains(p.ISR, n) {
+				return // still catching up
+			}
+		}
+		if !slices.Contains(p.Target, p.Leader) {
+			if _, busy := a.transfers[ref]; !busy {
+				if _, sub := a.Transfer(ref, p.Target[0], now); sub.Transfers != nil {
+					if eff.Transfers == nil {
+						eff.Transfers = map[int32][]TransferRequest{}
+					}
+					for n, rs := range sub.Transfers {
+						eff.Transfers[n] = append(eff.Transfers[n], rs...)
+					}
+				}
+			}
+			return
+		}
+		if now.Sub(a.finishing[ref]) < a.cfg.VoteRetry {
+			return
+		}
+		a.finishing[ref] = now
+		eff.propose(&Command{Op: OpFinishReassign, Reassign: &Reassign{PartitionRef: ref, Target: slices.Clone(p.Target)}})
+	})
 }
 
 // balance moves leaderships back to preferred replicas that are live and in sync.

@@ -221,3 +221,33 @@ func TestChooseLeader(t *testing.T) {
 		}
 	}
 }
+
+func TestReassignmentFinishesOnceTargetsAreInSync(t *testing.T) {
+	im := cluster3(t)
+	Apply(im, im.Index+1, &Command{Op: OpRegister, Register: &Register{Node: 4, ClusterAddr: "a"}})
+	ref := PartitionRef{TopicID{1}, 0} // replicas 1,2,3, led by 1
+	Apply(im, im.Index+1, &Command{Op: OpReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 2, 3}}})
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	if eff := a.Tick(t0); len(eff.Propose) != 0 || len(eff.Transfers) != 0 {
+		t.Fatalf("acted before node 4 is in sync: %+v", eff)
+	}
+	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{ref, 0, []int32{1, 2, 3, 4}}}}})
+	a.SetImage(im.Clone(), t0)
+	eff := a.Tick(t0)
+	if len(eff.Transfers[1]) != 1 || eff.Transfers[1][0].Target != 4 {
+		t.Fatalf("with the leader outside the target: %+v; want a transfer to 4", eff)
+	}
+	// Once 4 leads, the reassignment finishes.
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
+	Apply(im, im.Index+1, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 1, 4}}}})
+	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{ref, 1, []int32{1, 2, 3, 4}}}}})
+	a.SetImage(im.Clone(), t0.Add(time.Second))
+	eff = a.Tick(t0.Add(time.Second))
+	if !hasOp(eff, OpFinishReassign) {
+		t.Fatalf("target in sync and leading: %+v; want finish-reassign", eff.Propose)
+	}
+	commit(im, eff)
+	if _, p, _ := im.Partition(ref.Topic, 0); p.Target != nil || p.Leader != 4 {
+		t.Fatalf("after finishing: %+v", p)
+	}
+}

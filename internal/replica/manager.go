@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/controller"
@@ -42,6 +43,9 @@ type Manager struct {
 	starts chan startMove
 	stop   chan struct{}
 	wg     sync.WaitGroup
+
+	// LeadershipsTaken counts the times a replica here became leader.
+	LeadershipsTaken atomic.Int64
 }
 
 type startMove struct {

@@ -314,6 +314,7 @@ func (r *Replica) setAssignment(a Assignment) {
 		r.lastAck = map[int32]time.Time{}
 		r.leader.SetLocal(start, r.Log.DurableOffset(), true)
 		r.knownHW = r.leader.HW()
+		r.m.LeadershipsTaken.Add(1)
 		r.m.cfg.Logger.Info("replica: leading", "topic", r.Topic, "partition", r.Ref.Partition, "epoch", a.Epoch,
 			"epoch_start", start, "hw", r.knownHW)
 	case RoleFollower:

@@ -30,7 +30,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/metrics"
+	"github.com/runnel-dev/runnel/internal/replica"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -67,6 +69,7 @@ func (s *Server) startAdmin() error {
 	a.registry.MustRegister(a.kafka,
 		metrics.NewStorage(metrics.StorageSource{Partitions: s.partitionStats, Flusher: s.flusher.Stats}),
 		metrics.NewGroupLag(s.groupOffsets),
+		metrics.NewCluster(s.clusterState),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "runnel_ready", Help: "1 while the node serves Kafka with its logs recovered (as /readyz), else 0.",
 		}, func() float64 { return boolFloat(a.state.Load() == stateServing) }),
@@ -214,19 +217,83 @@ func (s *Server) adminHandler() http.Handler {
 	return mux
 }
 
+// clusterState is what the cluster metrics read (nothing before the node exists).
+func (s *Server) clusterState() metrics.ClusterState {
+	var st metrics.ClusterState
+	if s.node == nil || !s.recovered() {
+		return st
+	}
+	img := s.node.Image()
+	for _, n := range img.Nodes {
+		if n.Fenced {
+			st.FencedNodes++
+		} else {
+			st.LiveNodes++
+		}
+	}
+	st.ActiveController = s.node.ControllerID() == s.cfg.NodeID
+	img.EachPartition(func(_ *controller.Topic, _ int32, p *controller.Partition) {
+		st.Partitions++
+		if p.Leader < 0 {
+			st.Offline++
+		}
+		if len(p.ISR) < len(p.Hosts()) {
+			st.UnderReplicated++
+		}
+	})
+	for _, r := range s.node.Replicas().Replicas() {
+		rs := r.State()
+		if rs.Role != replica.RoleLeader {
+			continue
+		}
+		st.Leaders++
+		var lag int64
+		for _, l := range rs.FollowerLags {
+			lag = max(lag, l)
+		}
+		st.Lags = append(st.Lags, metrics.ReplicaLag{Topic: r.Topic, Partition: r.Ref.Partition, Records: lag})
+	}
+	st.LeadershipsTaken = s.node.Replicas().LeadershipsTaken.Load()
+	st.TransportSentBytes = s.node.Transport().SentBytes.Load()
+	st.TransportDropped = s.node.Transport().Dropped.Load()
+	return st
+}
+
 // Status is what GET /v1/status answers, as JSON.
 type Status struct {
-	NodeID              int32         `json:"node_id"`
-	ClusterID           string        `json:"cluster_id,omitempty"` // known once recovered
-	State               string        `json:"state"`                // recovering, not_serving, serving, stopping
-	Ready               bool          `json:"ready"`                // as /readyz
-	KafkaAddr           string        `json:"kafka_addr"`           // the address the Kafka listener is bound to
-	AdvertisedKafkaAddr string        `json:"advertised_kafka_addr"`
-	AdminAddr           string        `json:"admin_addr"`
-	DataDir             string        `json:"data_dir"`
-	StartedAt           time.Time     `json:"started_at"`
-	UptimeSeconds       float64       `json:"uptime_seconds"`
-	Topics              []TopicStatus `json:"topics"` // sorted by name
+	NodeID              int32          `json:"node_id"`
+	ClusterID           string         `json:"cluster_id,omitempty"` // known once recovered
+	State               string         `json:"state"`                // recovering, not_serving, serving, stopping
+	Ready               bool           `json:"ready"`                // as /readyz
+	KafkaAddr           string         `json:"kafka_addr"`           // the address the Kafka listener is bound to
+	AdvertisedKafkaAddr string         `json:"advertised_kafka_addr"`
+	AdminAddr           string         `json:"admin_addr"`
+	DataDir             string         `json:"data_dir"`
+	StartedAt           time.Time      `json:"started_at"`
+	UptimeSeconds       float64        `json:"uptime_seconds"`
+	Topics              []TopicStatus  `json:"topics"` // sorted by name
+	Cluster             *ClusterStatus `json:"cluster,omitempty"`
+}
+
+// ClusterStatus is the cluster as this node's metadata has it.
+type ClusterStatus struct {
+	ControllerID    int32        `json:"controller_id"` // the active controller, -1 if none is known
+	Voters          []int32      `json:"voters"`
+	Nodes           []NodeStatus `json:"nodes"`
+	Partitions      int          `json:"partitions"`
+	Offline         int          `json:"offline_partitions"`
+	UnderReplicated int          `json:"under_replicated_partitions"`
+}
+
+// NodeStatus is one node in a ClusterStatus.
+type NodeStatus struct {
+	ID          int32  `json:"id"`
+	KafkaAddr   string `json:"kafka_addr"`
+	ClusterAddr string `json:"cluster_addr"`
+	Rack        string `json:"rack,omitempty"`
+	State       string `json:"state"` // live or fenced
+	Leaders     int    `json:"leaders"`
+	Replicas    int    `json:"replicas"`
 }
 
 // TopicStatus is one topic in a Status.
@@ -237,14 +304,18 @@ type TopicStatus struct {
 
 // PartitionStatus is one partition log in a Status.
 type PartitionStatus struct {
-	Partition       int32 `json:"partition"`
-	StartOffset     int64 `json:"start_offset"`
-	EndOffset       int64 `json:"end_offset"`
-	HighWatermark   int64 `json:"high_watermark"`
-	SizeBytes       int64 `json:"size_bytes"`
-	FlushLagBytes   int64 `json:"flush_lag_bytes"`   // appended, not yet durable
-	FlushLagRecords int64 `json:"flush_lag_records"` // appended, not yet durable
-	FlushLagMillis  int64 `json:"flush_lag_ms"`      // how long the oldest of them has waited
+	Partition       int32   `json:"partition"`
+	Role            string  `json:"role"` // leader, follower, none
+	LeaderEpoch     int32   `json:"leader_epoch"`
+	Replicas        []int32 `json:"replicas"`
+	ISR             []int32 `json:"isr"`
+	StartOffset     int64   `json:"start_offset"`
+	EndOffset       int64   `json:"end_offset"`
+	HighWatermark   int64   `json:"high_watermark"`
+	SizeBytes       int64   `json:"size_bytes"`
+	FlushLagBytes   int64   `json:"flush_lag_bytes"`   // appended, not yet durable
+	FlushLagRecords int64   `json:"flush_lag_records"` // appended, not yet durable
+	FlushLagMillis  int64   `json:"flush_lag_ms"`      // how long the oldest of them has waited
 }
 
 // Status describes the node and its partition logs now. The caller owns the result.
@@ -260,12 +331,17 @@ func (s *Server) Status() Status {
 	if s.recovered() {
 		out.ClusterID = s.ClusterID()
 	}
+	if s.recovered() && s.node != nil {
+		out.Cluster = s.clusterStatus()
+	}
 	for _, p := range s.partitionStats(nil) {
 		if n := len(out.Topics); n == 0 || out.Topics[n-1].Name != p.Topic {
 			out.Topics = append(out.Topics, TopicStatus{Name: p.Topic})
 		}
 		t := &out.Topics[len(out.Topics)-1]
-		t.Partitions = append(t.Partitions, PartitionStatus{Partition: p.Partition, StartOffset: p.StartOffset,
+		role, epoch, replicas, isr := s.replicaStatus(p.Topic, p.Partition)
+		t.Partitions = append(t.Partitions, PartitionStatus{Partition: p.Partition, Role: role, LeaderEpoch: epoch,
+			Replicas: replicas, ISR: isr, StartOffset: p.StartOffset,
 			EndOffset: p.EndOffset, HighWatermark: p.HighWatermark, SizeBytes: p.SizeBytes,
 			FlushLagBytes: p.FlushLag.Bytes, FlushLagRecords: p.FlushLag.Records, FlushLagMillis: p.FlushLag.Age.Milliseconds()})
 	}
@@ -312,6 +388,49 @@ func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
 func (s *Server) dropResponse(key int16, _ kmsg.Response) bool {
 	rate := s.dropRate.Load()
 	return rate > 0 && key == 0 && mrand.Uint64N(1000) < rate
+}
+
+// replicaStatus is a hosted partition's role here and its replicas, from the metadata.
+func (s *Server) replicaStatus(topic string, index int32) (role string, epoch int32, replicas, isr []int32) {
+	t, ok := s.topics.Get(topic)
+	if !ok || int(index) >= len(t.Partitions) || t.Partitions[index].Replica == nil {
+		return "none", -1, nil, nil
+	}
+	a := t.Partitions[index].Replica.Assignment()
+	if _, p, ok := s.node.Image().Partition(t.ID, index); ok {
+		replicas, isr = p.Hosts(), p.ISR
+	}
+	return a.Role.String(), a.Epoch, replicas, isr
+}
+
+func (s *Server) clusterStatus() *ClusterStatus {
+	img := s.node.Image()
+	cs := &ClusterStatus{ControllerID: s.node.ControllerID(), Voters: s.node.Voters()}
+	leaders, replicas := map[int32]int{}, map[int32]int{}
+	img.EachPartition(func(_ *controller.Topic, _ int32, p *controller.Partition) {
+		cs.Partitions++
+		if p.Leader < 0 {
+			cs.Offline++
+		} else {
+			leaders[p.Leader]++
+		}
+		if len(p.ISR) < len(p.Hosts()) {
+			cs.UnderReplicated++
+		}
+		for _, n := range p.Hosts() {
+			replicas[n]++
+		}
+	})
+	for _, id := range img.NodeIDs() {
+		n := img.Nodes[id]
+		state := "live"
+		if n.Fenced {
+			state = "fenced"
+		}
+		cs.Nodes = append(cs.Nodes, NodeStatus{ID: id, KafkaAddr: net.JoinHostPort(n.KafkaHost, strconv.Itoa(int(n.KafkaPort))),
+			ClusterAddr: n.ClusterAddr, Rack: n.Rack, State: state, Leaders: leaders[id], Replicas: replicas[id]})
+	}
+	return cs
 }
 
 func boolFloat(b bool) float64 {

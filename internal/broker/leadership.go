@@ -1,0 +1,207 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/cluster"
+	"github.com/runnel-dev/runnel/internal/controller"
+)
+
+// Leadership and replica-set admin: ElectLeaders (kafka-leader-election), and
+// AlterPartitionReassignments / ListPartitionReassignments (kafka-reassign-partitions).
+
+func init() {
+	register(kmsg.ElectLeaders, 0, 2, handleElectLeaders)
+	register(kmsg.AlterPartitionAssignments, 0, 0, handleAlterPartitionAssignments)
+	register(kmsg.ListPartitionReassignments, 0, 0, handleListPartitionReassignments)
+}
+
+// handleElectLeaders moves each partition's leadership to its preferred replica (the first
+// listed), waiting up to the request's timeout for it to happen. An unclean election (type 1)
+// is never needed where a leader exists and never done where none does: a replica that may lack
+// acknowledged records is not made leader.
+func handleElectLeaders(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.ElectLeadersRequest)
+	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	b := r.conn.b
+	img := b.cl.Image()
+	type target struct {
+		topic string
+		part  int32
+		ref   controller.PartitionRef
+		want  int32
+	}
+	var pending []target
+	answer := map[string]map[int32]*kerr.Error{}
+	set := func(topic string, part int32, err *kerr.Error) {
+		if answer[topic] == nil {
+			answer[topic] = map[int32]*kerr.Error{}
+		}
+		answer[topic][part] = err
+	}
+	topicsAsked := req.Topics
+	if topicsAsked == nil { // every partition
+		for _, name := range img.TopicNames() {
+			t := kmsg.NewElectLeadersRequestTopic()
+			t.Topic = name
+			for i := range img.Topics[name].Partitions {
+				t.Partitions = append(t.Partitions, int32(i))
+			}
+			topicsAsked = append(topicsAsked, t)
+		}
+	}
+	var items []cluster.TransferItem
+	for _, rt := range topicsAsked {
+		t, ok := img.Topics[rt.Topic]
+		for _, part := range rt.Partitions {
+			if !ok || part < 0 || int(part) >= len(t.Partitions) {
+				set(rt.Topic, part, kerr.UnknownTopicOrPartition)
+				continue
+			}
+			p := t.Partitions[part]
+			pref := p.Preferred()
+			switch {
+			case req.ElectionType == 1 && p.Leader >= 0, req.ElectionType == 0 && p.Leader == pref:
+				set(rt.Topic, part, kerr.ElectionNotNeeded)
+			case req.ElectionType == 1:
+				set(rt.Topic, part, kerr.EligibleLeadersNotAvailable)
+			case p.Leader < 0 || !img.Live(pref) || !slices.Contains(p.ISR, pref):
+				set(rt.Topic, part, kerr.PreferredLeaderNotAvailable)
+			default:
+				ref := controller.PartitionRef{Topic: t.ID, Partition: part}
+				items = append(items, cluster.TransferItem{PartitionRef: ref, Target: pref})
+				pending = append(pending, target{rt.Topic, part, ref, pref})
+			}
+		}
+	}
+	timeout := time.Duration(max(req.TimeoutMillis, 1000)) * time.Millisecond
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if len(items) > 0 {
+		started, err := b.cl.TransferLeaders(wctx, items)
+		for i, tg := range pending {
+			if err != nil || !started[i] {
+				set(tg.topic, tg.part, kerr.PreferredLeaderNotAvailable)
+			}
+		}
+	}
+	for _, tg := range pending { // wait for the transfers that started
+		if _, done := answer[tg.topic][tg.part]; done {
+			continue
+		}
+		for {
+			if _, p, ok := b.cl.Image().Partition(tg.ref.Topic, tg.ref.Partition); ok && p.Leader == tg.want {
+				set(tg.topic, tg.part, nil)
+				break
+			}
+			if wctx.Err() != nil {
+				set(tg.topic, tg.part, kerr.RequestTimedOut)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, rt := range topicsAsked {
+		st := kmsg.NewElectLeadersResponseTopic()
+		st.Topic = rt.Topic
+		for _, part := range rt.Partitions {
+			sp := kmsg.NewElectLeadersResponseTopicPartition()
+			sp.Partition = part
+			if err := answer[rt.Topic][part]; err != nil {
+				sp.ErrorCode = err.Code
+				msg := err.Description
+				sp.ErrorMessage = &msg
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{resp: resp}
+}
+
+// handleAlterPartitionAssignments starts (or, with null replicas, cancels) moves of partitions
+// to new replica sets. The move completes in the background: the new replicas catch up, the
+// leadership moves to one of them if the leader is not, and the partition switches to the new
+// set (docs/cluster.md §4.7).
+func handleAlterPartitionAssignments(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.AlterPartitionAssignmentsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	b := r.conn.b
+	for _, rt := range req.Topics {
+		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		st.Topic = rt.Topic
+		t, known := b.topics.Get(rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			var aerr *adminError
+			switch {
+			case !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
+				aerr = adminErr(kerr.UnknownTopicOrPartition, "Partition %s-%d does not exist.", rt.Topic, rp.Partition)
+			case rp.Replicas != nil:
+				aerr = b.checkReplicas(rp.Replicas)
+			}
+			if aerr == nil {
+				cmd := &controller.Command{Op: controller.OpReassign, Reassign: &controller.Reassign{
+					PartitionRef: controller.PartitionRef{Topic: t.ID, Partition: rp.Partition}, Target: rp.Replicas}}
+				_, aerr = b.propose(ctx, cmd)
+			}
+			if aerr != nil {
+				sp.ErrorCode, sp.ErrorMessage = aerr.code.Code, &aerr.msg
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{resp: resp}
+}
+
+// handleListPartitionReassignments lists the moves in progress: each partition's replicas
+// (old and new), and which are being added and removed.
+func handleListPartitionReassignments(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.ListPartitionReassignmentsRequest)
+	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	img := r.conn.b.cl.Image()
+	add := func(name string, index int32, p *controller.Partition) {
+		if p.Target == nil {
+			return
+		}
+		sp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
+		sp.Partition, sp.Replicas = index, p.Hosts()
+		for _, n := range p.Target {
+			if !slices.Contains(p.Replicas, n) {
+				sp.AddingReplicas = append(sp.AddingReplicas, n)
+			}
+		}
+		for _, n := range p.Replicas {
+			if !slices.Contains(p.Target, n) {
+				sp.RemovingReplicas = append(sp.RemovingReplicas, n)
+			}
+		}
+		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != name {
+			st := kmsg.NewListPartitionReassignmentsResponseTopic()
+			st.Topic = name
+			resp.Topics = append(resp.Topics, st)
+		}
+		last := &resp.Topics[len(resp.Topics)-1]
+		last.Partitions = append(last.Partitions, sp)
+	}
+	if req.Topics == nil {
+		img.EachPartition(func(t *controller.Topic, index int32, p *controller.Partition) { add(t.Name, index, p) })
+		return reply{resp: resp}
+	}
+	for _, rt := range req.Topics {
+		t, ok := img.Topics[rt.Topic]
+		for _, part := range rt.Partitions {
+			if ok && part >= 0 && int(part) < len(t.Partitions) {
+				add(rt.Topic, part, t.Partitions[part])
+			}
+		}
+	}
+	return reply{resp: resp}
+}

@@ -1,0 +1,235 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/server"
+)
+
+// testCluster is a cluster of servers in this process, on loopback: nodes 1-3 are the
+// controller voters, any further node is a broker only.
+type testCluster struct {
+	t       *testing.T
+	voters  map[int32]string
+	servers map[int32]*server.Server
+	addrs   map[int32]string
+	cancels map[int32]context.CancelFunc
+	served  map[int32]chan error
+	dirs    map[int32]string
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startCluster(t *testing.T, n int) *testCluster {
+	c := &testCluster{t: t, voters: map[int32]string{}, servers: map[int32]*server.Server{}, addrs: map[int32]string{},
+		cancels: map[int32]context.CancelFunc{}, served: map[int32]chan error{}, dirs: map[int32]string{}}
+	for id := int32(1); id <= 3; id++ {
+		c.voters[id] = freeAddr(t)
+	}
+	for id := int32(1); id <= int32(n); id++ {
+		c.dirs[id] = t.TempDir()
+		c.start(id)
+	}
+	t.Cleanup(func() {
+		for id := range c.servers {
+			c.stop(id)
+		}
+	})
+	return c
+}
+
+func (c *testCluster) start(id int32) {
+	t := c.t
+	cluster := c.voters[id]
+	if cluster == "" {
+		cluster = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if c.addrs[id] != "" {
+		ln, err = net.Listen("tcp", c.addrs[id])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.Open(server.Config{DataDir: c.dirs[id], NodeID: id, KafkaAddr: ln.Addr().String(),
+		AdminAddr: "127.0.0.1:0", ClusterAddr: cluster, ControllerVoters: c.voters, Console: &bytes.Buffer{},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		ln.Close()
+		t.Fatalf("node %d: %v", id, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.servers[id], c.addrs[id], c.cancels[id], c.served[id] = s, ln.Addr().String(), cancel, make(chan error, 1)
+	go func() { c.served[id] <- s.Serve(ctx, ln) }()
+}
+
+func (c *testCluster) stop(id int32) {
+	if c.cancels[id] == nil {
+		return
+	}
+	c.cancels[id]()
+	<-c.served[id]
+	c.servers[id].Close()
+	delete(c.cancels, id)
+	delete(c.servers, id)
+}
+
+func (c *testCluster) brokers() []string {
+	var out []string
+	for id, a := range c.addrs {
+		if c.servers[id] != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (c *testCluster) client(opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.brokers()...), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
+
+func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestClusterProduceReassignElect runs four nodes (three voters and a broker-only node):
+// a topic replicated three times is produced to and read back, a partition is moved to the
+// broker-only node (kafka-reassign-partitions' requests), leadership is moved back to the
+// preferred replica (kafka-leader-election's), and a node is stopped under load.
+func TestClusterProduceReassignElect(t *testing.T) {
+	c := startCluster(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, adm := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var md kadm.Metadata
+	eventually(t, "four brokers in Metadata", 20*time.Second, func() bool {
+		var err error
+		md, err = adm.Metadata(ctx)
+		return err == nil && len(md.Brokers) == 4
+	})
+	if md.Controller < 1 || md.Controller > 3 {
+		t.Errorf("controller %d; want a voter (1-3)", md.Controller)
+	}
+	resp, err := adm.CreateTopic(ctx, 3, 3, nil, "orders")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	produce := func(from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: int32(i % 3), Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+				t.Fatalf("produce %d: %v", i, err)
+			}
+		}
+	}
+	produce(0, 300)
+
+	// Move partition 0 from its first replica to the node that has none.
+	md, _ = adm.Metadata(ctx, "orders")
+	p0 := md.Topics["orders"].Partitions[0]
+	var spare int32
+	for id := int32(1); id <= 4; id++ {
+		if !slices.Contains(p0.Replicas, id) {
+			spare = id
+		}
+	}
+	target := []int32{spare, p0.Replicas[1], p0.Replicas[2]}
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("orders", 0, target)
+	ar, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil || ar.Error() != nil {
+		t.Fatalf("reassign: %v %v", err, ar.Error())
+	}
+	eventually(t, "the reassignment to finish", 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "orders")
+		if err != nil {
+			return false
+		}
+		p := md.Topics["orders"].Partitions[0]
+		return slices.Equal(p.Replicas, target) && p.Leader == spare
+	})
+	lr, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"orders": {0: {}}})
+	if err != nil || len(lr.Sorted()) != 0 {
+		t.Fatalf("reassignments in progress after finishing: %+v, %v", lr.Sorted(), err)
+	}
+	removed := p0.Replicas[0]
+	eventually(t, "the removed replica's copy to go", 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(c.dirs[removed], "topics", "orders", "0"))
+		return os.IsNotExist(err)
+	})
+	produce(300, 30)
+
+	// Move partition 1's leadership away from its preferred replica, then elect it back.
+	md, _ = adm.Metadata(ctx, "orders")
+	p1 := md.Topics["orders"].Partitions[1]
+	pref := p1.Replicas[0]
+	c.stop(pref)
+	eventually(t, "a new leader of partition 1", 15*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "orders")
+		return err == nil && md.Topics["orders"].Partitions[1].Leader != pref && md.Topics["orders"].Partitions[1].Leader >= 0
+	})
+	produce(330, 30) // two of three replicas commit
+	c.start(pref)
+	eventually(t, "the preferred replica back in sync", 20*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "orders")
+		return err == nil && slices.Contains(md.Topics["orders"].Partitions[1].ISR, pref)
+	})
+	er, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"orders": {1: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := er["orders"][1]; r.Err != nil && r.Err.Error() != "ELECTION_NOT_NEEDED: Leader election not needed for topic partition." {
+		t.Fatalf("ElectLeaders: %v %s", r.Err, r.ErrMessage)
+	}
+	eventually(t, "the preferred replica leading again", 15*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "orders")
+		return err == nil && md.Topics["orders"].Partitions[1].Leader == pref
+	})
+
+	// Every record, exactly once.
+	seen := map[string]int{}
+	for len(seen) < 360 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of 360 records", len(seen))
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+	}
+	for v, n := range seen {
+		if n != 1 {
+			t.Errorf("record %s read %d times", v, n)
+		}
+	}
+}
