@@ -1,0 +1,322 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/server"
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// fsCluster is three servers in this process, each on a file system of its own (a crashable
+// in-memory one, maybe behind an error-injecting one).
+type fsCluster struct {
+	t      *testing.T
+	voters map[int32]string
+	fs     map[int32]vfs.FS
+	mem    map[int32]*vfs.MemFS
+	srv    map[int32]*server.Server
+	addr   map[int32]string
+	stop   map[int32]func()
+}
+
+func newFSCluster(t *testing.T) *fsCluster {
+	c := &fsCluster{t: t, voters: map[int32]string{}, fs: map[int32]vfs.FS{}, mem: map[int32]*vfs.MemFS{},
+		srv: map[int32]*server.Server{}, addr: map[int32]string{}, stop: map[int32]func(){}}
+	for id := int32(1); id <= 3; id++ {
+		c.voters[id] = freeAddr(t)
+		c.mem[id] = vfs.NewMem()
+		c.fs[id] = c.mem[id]
+	}
+	t.Cleanup(func() {
+		for _, stop := range c.stop {
+			stop()
+		}
+	})
+	return c
+}
+
+func (c *fsCluster) start(id int32) {
+	t := c.t
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.Open(server.Config{FS: c.fs[id], DataDir: "/data", NodeID: id, KafkaAddr: ln.Addr().String(),
+		AdminAddr: "127.0.0.1:0", ClusterAddr: c.voters[id], ControllerVoters: c.voters, Console: &bytes.Buffer{},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		ln.Close()
+		t.Fatalf("node %d: %v", id, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	var once sync.Once
+	c.srv[id], c.addr[id] = s, ln.Addr().String()
+	c.stop[id] = func() { once.Do(func() { cancel(); <-served; s.Close() }) }
+}
+
+func (c *fsCluster) brokers() []string {
+	var out []string
+	for _, a := range c.addr {
+		out = append(out, a)
+	}
+	return out
+}
+
+// loadResult is what a producer got acknowledged: value → (partition, offset, when).
+type acked struct {
+	partition int32
+	offset    int64
+	at        time.Time
+}
+
+// produceUnderLoad produces idempotent acks=all records to topic until stop closes, and
+// returns what was acknowledged.
+func produceUnderLoad(t *testing.T, brokers []string, topic string, stop <-chan struct{}) func() map[string]acked {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		kgo.DefaultProduceTopic(topic), kgo.MetadataMinAge(100*time.Millisecond), kgo.RecordDeliveryTimeout(5*time.Second),
+		kgo.AllowIdempotentProduceCancellation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := map[string]acked{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v := strconv.Itoa(i)
+			cl.Produce(context.Background(), &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+				if err == nil {
+					mu.Lock()
+					got[v] = acked{r.Partition, r.Offset, time.Now()}
+					mu.Unlock()
+				}
+			})
+			if i%50 == 49 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	return func() map[string]acked {
+		<-done
+		cl.Close() // fails what is still in flight: not acknowledged
+		mu.Lock()
+		defer mu.Unlock()
+		return got
+	}
+}
+
+// readBack reads every record of topic: value → (partition, offset).
+func readBack(t *testing.T, brokers []string, topic string) map[string]acked {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var ends kadm.ListedOffsets
+	for {
+		if ends, err = adm.ListEndOffsets(ctx, topic); err == nil && ends.Error() == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("listing end offsets: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out := map[string]acked{}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { left[o.Partition] = o.Offset })
+	for {
+		done := true
+		for _, end := range left {
+			if end > 0 {
+				done = false
+			}
+		}
+		if done {
+			return out
+		}
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading back: %v (still to read %v)", ctx.Err(), left)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if prev, dup := out[string(r.Value)]; dup {
+				t.Errorf("record %s at %d/%d and again at %d/%d", r.Value, prev.partition, prev.offset, r.Partition, r.Offset)
+			}
+			out[string(r.Value)] = acked{r.Partition, r.Offset, time.Time{}}
+			if r.Offset+1 >= left[r.Partition] {
+				left[r.Partition] = 0
+			}
+		})
+	}
+}
+
+// TestClusterPowerLoss cuts the power of every node of a three-node cluster at once under
+// acks=all idempotent load (only synced bytes and directory entries survive, torn tails
+// included), restarts the cluster from what survived and reads everything back. Without write
+// caching nothing acknowledged before the cut may be missing; with it, only what was
+// acknowledged within the flush window (flush.ms 50) before the cut, which is counted.
+func TestClusterPowerLoss(t *testing.T) {
+	for _, caching := range []string{"false", "true"} {
+		t.Run("write.caching="+caching, func(t *testing.T) {
+			c := newFSCluster(t)
+			for id := int32(1); id <= 3; id++ {
+				c.start(id)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			adm := kadm.NewClient(cl)
+			for {
+				resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"write.caching": &caching, "flush.ms": new("50")}, "cut")
+				if err == nil && resp.Err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("create: %v %v", err, resp.Err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			cl.Close()
+			stop := make(chan struct{})
+			results := produceUnderLoad(t, c.brokers(), "cut", stop)
+			time.Sleep(1500 * time.Millisecond)
+			cut := time.Now()
+			var crashed [4]*vfs.MemFS
+			for id := int32(1); id <= 3; id++ { // the power goes out everywhere
+				crashed[id] = c.mem[id].Crash(vfs.CrashOptions{Tear: true})
+			}
+			close(stop)
+			got := results()
+			for id := int32(1); id <= 3; id++ {
+				c.stop[id]()
+				c.mem[id] = crashed[id]
+				c.fs[id] = crashed[id]
+				delete(c.stop, id)
+				delete(c.addr, id)
+			}
+			for id := int32(1); id <= 3; id++ {
+				c.start(id)
+			}
+			back := readBack(t, c.brokers(), "cut")
+			lost, late := 0, 0
+			window := 50*time.Millisecond + 100*time.Millisecond // flush.ms, and the flusher's tick and an fsync
+			for v, a := range got {
+				if !a.at.Before(cut) {
+					continue // acknowledged as the power went: either way
+				}
+				b, ok := back[v]
+				if ok && (b.partition != a.partition || b.offset != a.offset) {
+					t.Errorf("record %s acknowledged at %d/%d, read at %d/%d", v, a.partition, a.offset, b.partition, b.offset)
+				}
+				if !ok {
+					lost++
+					if cut.Sub(a.at) > window {
+						late++
+					}
+				}
+			}
+			t.Logf("write.caching=%s: %d acknowledged before the cut, %d read back, %d lost", caching, len(got), len(back), lost)
+			if len(got) < 100 {
+				t.Fatalf("only %d records acknowledged: the load did not run", len(got))
+			}
+			if caching == "false" && lost > 0 {
+				t.Errorf("%d acknowledged records lost without write caching", lost)
+			}
+			if late > 0 {
+				t.Errorf("%d records acknowledged more than %v before the cut were lost", late, window)
+			}
+		})
+	}
+}
+
+// TestReplicaDiskFailure makes fsync fail on one node's partition logs under load: that
+// replica stops (its log is poisoned), a leader there hands its leadership over, and the
+// partition stays available on the other two with nothing acknowledged lost.
+func TestReplicaDiskFailure(t *testing.T) {
+	c := newFSCluster(t)
+	var rules vfs.Rules
+	c.fs[2] = vfs.NewErrorFS(c.mem[2], &rules)
+	for id := int32(1); id <= 3; id++ {
+		c.start(id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for { // three partitions over three nodes: node 2 leads one and follows the others
+		resp, err := adm.CreateTopic(ctx, 3, 3, nil, "disk")
+		if err == nil && resp.Err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop := make(chan struct{})
+	results := produceUnderLoad(t, c.brokers(), "disk", stop)
+	time.Sleep(time.Second)
+	rules.Add(vfs.Rule{Op: vfs.OpSync, PathContains: "/topics/disk/"}) // every fsync of node 2's logs fails from now
+	failedAt := time.Now()
+	time.Sleep(3 * time.Second)
+	close(stop)
+	got := results()
+	after := 0
+	for _, a := range got {
+		if a.at.After(failedAt.Add(time.Second)) {
+			after++
+		}
+	}
+	if after == 0 {
+		t.Errorf("nothing acknowledged after the disk failure: the partition did not stay available")
+	}
+	md, err := adm.Metadata(ctx, "disk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range md.Topics["disk"].Partitions {
+		if p.Leader == 2 {
+			t.Errorf("partition %d still led by the node whose disk fails", p.Partition)
+		}
+	}
+	back := readBack(t, []string{c.addr[1], c.addr[3]}, "disk")
+	lost := 0
+	for v := range got {
+		if _, ok := back[v]; !ok {
+			lost++
+		}
+	}
+	t.Logf("%d acknowledged (%d after the failure), %d read back", len(got), after, len(back))
+	if lost > 0 {
+		t.Errorf("%d acknowledged records lost", lost)
+	}
+}
