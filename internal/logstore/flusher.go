@@ -17,7 +17,8 @@ import (
 type Flusher struct {
 	mu     sync.Mutex
 	queue  []*Log
-	logs   map[*Log]struct{} // every open log, for the flush.ms check
+	logs   map[*Log]struct{} // every open log
+	dirty  map[*Log]struct{} // logs that had unsynced data at their last append: the flush.ms check
 	wake   chan struct{}     // buffered 1: "the queue is not empty"
 	done   chan struct{}
 	exited chan struct{}
@@ -41,7 +42,7 @@ func NewFlusher(maxParallel int) *Flusher {
 		maxParallel = 16
 	}
 	f := &Flusher{wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{}),
-		maxParallel: maxParallel, logs: map[*Log]struct{}{},
+		maxParallel: maxParallel, logs: map[*Log]struct{}{}, dirty: map[*Log]struct{}{},
 		syncSeconds: NewHistogram(syncLatencyBounds), batchesPerSync: NewHistogram(countBounds),
 		logsPerRound: NewHistogram(countBounds)}
 	go f.run()
@@ -61,10 +62,29 @@ func (f *Flusher) register(l *Log) {
 func (f *Flusher) unregister(l *Log) {
 	f.mu.Lock()
 	delete(f.logs, l)
+	delete(f.dirty, l)
 	f.mu.Unlock()
 }
 
-// tick queues every log whose oldest unsynced append is older than its flush.ms.
+// markDirty puts l in the set the flush.ms check looks at (at its first unsynced append since
+// a sync), markClean takes it out (when a sync takes everything unsynced). Both are called with
+// l.mu held, so the set always matches unsyncedSince.
+func (f *Flusher) markDirty(l *Log) {
+	f.mu.Lock()
+	if _, open := f.logs[l]; open {
+		f.dirty[l] = struct{}{}
+	}
+	f.mu.Unlock()
+}
+
+func (f *Flusher) markClean(l *Log) {
+	f.mu.Lock()
+	delete(f.dirty, l)
+	f.mu.Unlock()
+}
+
+// tick queues every log whose oldest unsynced append is older than its flush.ms. Only logs
+// with unsynced data are looked at: a thousand idle partitions cost nothing here.
 func (f *Flusher) tick() {
 	t := time.NewTicker(flushTick)
 	defer t.Stop()
@@ -77,7 +97,7 @@ func (f *Flusher) tick() {
 		}
 		f.mu.Lock()
 		logs = logs[:0]
-		for l := range f.logs {
+		for l := range f.dirty {
 			logs = append(logs, l)
 		}
 		f.mu.Unlock()
@@ -204,6 +224,7 @@ func (l *Log) syncPrepare() (syncPrep, bool) {
 	l.dirDirty = false
 	l.syncing, l.syncingMsgs, l.syncingSince = l.unsynced, l.unsyncedMsgs, l.unsyncedSince
 	l.unsynced, l.unsyncedMsgs, l.unsyncedSince, l.unsyncedBatch = 0, 0, time.Time{}, 0
+	l.flusher.markClean(l)
 	p.act.acquire()
 	return p, true
 }

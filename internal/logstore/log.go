@@ -452,6 +452,7 @@ func (l *Log) appendLocked(b []byte, hp *batch.Header, base int64, leaderEpoch i
 	l.unsyncedBatch++
 	if l.unsyncedSince.IsZero() {
 		l.unsyncedSince = now
+		l.flusher.markDirty(l)
 	}
 	if l.unsynced >= writebackBytes || (cfg.FlushBytes > 0 && l.unsynced >= cfg.FlushBytes) ||
 		(cfg.FlushMessages > 0 && l.unsyncedMsgs >= cfg.FlushMessages) {

@@ -240,11 +240,11 @@ func (l *Leader) advance() bool {
 }
 
 // InSync lists the replicas in sync (Kafka's ISR): the leader, and every follower that joined
-// the epoch, is connected, and caught up with the leader's log end within LagMax. Ascending.
+// the epoch, is connected, and has the leader's whole log or had it within LagMax. Ascending.
 func (l *Leader) InSync(now time.Time) []int32 {
 	out := []int32{l.Self}
 	for n, p := range l.followers {
-		if p.Streaming && p.Connected && p.Appended >= l.EpochStart && now.Sub(p.LastCaughtUp) <= l.LagMax {
+		if p.Streaming && p.Connected && p.Appended >= l.EpochStart && (p.Appended >= l.selfEnd || now.Sub(p.LastCaughtUp) <= l.LagMax) {
 			out = append(out, n)
 		}
 	}

@@ -24,7 +24,7 @@ type Config struct {
 	JoinGrace    time.Duration // a new leader counts joining followers as live this long: default 1 s
 	JoinRetry    time.Duration // a follower asks to join again after: default 200 ms
 	ResendAfter  time.Duration // unacknowledged sends are repeated after: default 1 s
-	TickInterval time.Duration // default 50 ms; negative: no ticker (tests call Tick)
+	TickInterval time.Duration // default 100 ms; negative: no ticker (tests call Tick)
 
 	// ReportISR is told of leaders' changed in-sync replica sets (to record in the controller).
 	ReportISR func(items []controller.ISRItem)
@@ -43,6 +43,7 @@ type Manager struct {
 	starts chan startMove
 	stop   chan struct{}
 	wg     sync.WaitGroup
+	ticks  int
 
 	// LeadershipsTaken counts the times a replica here became leader.
 	LeadershipsTaken atomic.Int64
@@ -71,7 +72,7 @@ func NewManager(cfg Config) *Manager {
 		cfg.ResendAfter = time.Second
 	}
 	if cfg.TickInterval == 0 {
-		cfg.TickInterval = 50 * time.Millisecond
+		cfg.TickInterval = 100 * time.Millisecond
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -253,11 +254,14 @@ func (m *Manager) ticker() {
 	}
 }
 
-// Tick does the replicas' periodic work (the ticker calls it).
+// Tick does the replicas' periodic work (the ticker calls it); every fifth tick the leaders
+// check their ISR.
 func (m *Manager) Tick(now time.Time) {
+	m.ticks++
+	checkISR := m.ticks%5 == 0
 	var isr []controller.ISRItem
 	for _, r := range m.Replicas() {
-		if it := r.tick(now); it != nil {
+		if it := r.tick(now, checkISR); it != nil {
 			isr = append(isr, *it)
 		}
 	}

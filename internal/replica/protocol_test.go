@@ -263,3 +263,17 @@ func FuzzFrames(f *testing.F) {
 		}
 	})
 }
+
+func TestIdleFollowerStaysInSync(t *testing.T) {
+	l := NewLeader(1, 0, 0, 0, [][]int32{{1, 2}}, true, 1, 10*time.Second, now0)
+	l.SetLocal(5, 5, true)
+	l.Join(2, 0)
+	l.Ack(2, 5, 5, now0)
+	if isr := l.InSync(now0.Add(time.Hour)); !slices.Equal(isr, []int32{1, 2}) {
+		t.Fatalf("an hour later with nothing new: ISR %v; want [1 2] (the follower has the whole log)", isr)
+	}
+	l.SetLocal(6, 6, true)
+	if isr := l.InSync(now0.Add(time.Hour)); !slices.Equal(isr, []int32{1}) {
+		t.Fatalf("behind for an hour: ISR %v; want [1]", isr)
+	}
+}

@@ -639,8 +639,9 @@ func (r *Replica) PrepareTransfer(ctx context.Context, epoch, target int32) bool
 }
 
 // tick does a replica's periodic work: a follower asks to join again, a leader resends what
-// was not acknowledged in time, ends a transfer that never came, and reports a changed ISR.
-func (r *Replica) tick(now time.Time) *controller.ISRItem {
+// was not acknowledged in time, ends a transfer that never came, and (with checkISR) reports a
+// changed ISR. An idle replica is cheap: a few comparisons under its lock.
+func (r *Replica) tick(now time.Time, checkISR bool) *controller.ISRItem {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.failed != nil {
@@ -656,8 +657,7 @@ func (r *Replica) tick(now time.Time) *controller.ISRItem {
 		r.frozen = false
 	}
 	end := r.Log.EndOffset()
-	for _, n := range r.leader.Followers() {
-		p := r.leader.Follower(n)
+	for n, p := range r.leader.followers {
 		if !p.Streaming {
 			continue
 		}
@@ -677,6 +677,9 @@ func (r *Replica) tick(now time.Time) *controller.ISRItem {
 				EpochStart: r.leader.EpochStart}
 			r.m.cfg.Send(n, KindAppend, AppendAppends(nil, []Append{a}))
 		}
+	}
+	if !checkISR {
+		return nil
 	}
 	isr := r.leader.InSync(now)
 	if slices.Equal(isr, r.a.ISR) || (slices.Equal(isr, r.reported) && now.Sub(r.reportedAt) < time.Second) {
