@@ -9,6 +9,19 @@
 #   scripts/kafka.sh status             print whether it runs, its PID, port and log
 #   scripts/kafka.sh clean              stop, then delete the data directory
 #
+# A cluster of N combined broker+controller nodes (a static KRaft quorum of all N; replication
+# factor 3 and min.insync.replicas 2 by default, as a production cluster would have):
+#
+#   scripts/kafka.sh cluster-start [N] [k=v ...]  format (first time) and start nodes 1..N (default 3)
+#   scripts/kafka.sh cluster-stop [I]             stop node I, or every node
+#   scripts/kafka.sh cluster-kill I               SIGKILL node I
+#   scripts/kafka.sh cluster-restart I            start node I again
+#   scripts/kafka.sh cluster-brokers              the bootstrap list
+#   scripts/kafka.sh cluster-clean                stop every node and delete the cluster's data
+#
+# Cluster node I's client port is RUNNEL_KAFKA_CLUSTER_BASE + 100*I + 2 and its controller port
+# one more (default base 29090: node 1 on 29192, node 2 on 29292, ...).
+#
 # Environment:
 #   RUNNEL_KAFKA_VERSION  Kafka version (default 4.1.1)
 #   RUNNEL_KAFKA_HOME     install dir (default $HOME/.cache/runnel/kafka-$VERSION)
@@ -130,6 +143,11 @@ EOF
 		[[ "$kv" == *=* ]] || die "extra property ${kv}: want key=value"
 		echo "$kv" >>"$PROPS_FILE"
 	done
+	write_log4j
+}
+
+write_log4j() {
+	mkdir -p "$RUN_DIR"
 	cat >"$LOG4J_FILE" <<EOF
 <?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="warn">
@@ -213,11 +231,139 @@ cmd_clean() {
 	log "deleted ${DATA_DIR}"
 }
 
+CLUSTER_BASE=${RUNNEL_KAFKA_CLUSTER_BASE:-29090}
+CLUSTER_DIR=${HOME_DIR}/cluster-${CLUSTER_BASE}
+
+cluster_size() { if [[ -f "$CLUSTER_DIR/size" ]]; then cat "$CLUSTER_DIR/size"; else echo 3; fi; }
+cluster_port() { echo $((CLUSTER_BASE + 100 * $1 + 2)); }
+cluster_pid_file() { echo "$CLUSTER_DIR/node-$1.pid"; }
+cluster_running() {
+	local f pid
+	f=$(cluster_pid_file "$1")
+	[[ -f "$f" ]] || return 1
+	pid=$(cat "$f")
+	kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null | grep -q -- "kafka.Kafka $CLUSTER_DIR/node-$1.properties"
+}
+
+cluster_node_start() {
+	local i=$1 n port cport voters="" cp="${HOME_DIR}/lib/*" props nlog kv
+	n=$(cluster_size)
+	port=$(cluster_port "$i")
+	cport=$((port + 1))
+	for ((k = 1; k <= n; k++)); do voters+="${voters:+,}$k@127.0.0.1:$(($(cluster_port "$k") + 1))"; done
+	cluster_running "$i" && die "cluster node $i already runs"
+	props="$CLUSTER_DIR/node-$i.properties"
+	nlog="$CLUSTER_DIR/node-$i.log"
+	mkdir -p "$CLUSTER_DIR/data-$i"
+	{
+		echo "# written by scripts/kafka.sh: cluster node $i of $n, KRaft broker+controller on loopback"
+		echo "process.roles=broker,controller"
+		echo "node.id=$i"
+		echo "controller.quorum.voters=$voters"
+		echo "listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${cport}"
+		echo "advertised.listeners=PLAINTEXT://127.0.0.1:${port}"
+		echo "controller.listener.names=CONTROLLER"
+		echo "inter.broker.listener.name=PLAINTEXT"
+		echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+		echo "log.dirs=$CLUSTER_DIR/data-$i"
+		echo "num.partitions=1"
+		echo "default.replication.factor=3"
+		echo "min.insync.replicas=2"
+		echo "offsets.topic.replication.factor=3"
+		echo "transaction.state.log.replication.factor=3"
+		echo "transaction.state.log.min.isr=2"
+		echo "share.coordinator.state.topic.replication.factor=3"
+		echo "share.coordinator.state.topic.min.isr=2"
+		echo "group.initial.rebalance.delay.ms=0"
+		for kv in ${RUNNEL_KAFKA_PROPS:-} $(cat "$CLUSTER_DIR/extra-props" 2>/dev/null); do
+			[[ "$kv" == *=* ]] || die "extra property ${kv}: want key=value"
+			echo "$kv"
+		done
+	} >"$props"
+	write_log4j
+	if [[ ! -f "$CLUSTER_DIR/data-$i/meta.properties" ]]; then
+		"$JAVA" -Dlog4j2.configurationFile="$LOG4J_FILE" -cp "$cp" "$(storage_tool_class)" format \
+			-t "$(cat "$CLUSTER_DIR/cluster-id")" -c "$props" --ignore-formatted >>"$nlog" 2>&1 ||
+			die "format of node $i failed; see $nlog"
+	fi
+	# shellcheck disable=SC2086
+	nohup "$JAVA" $HEAP -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
+		-Djava.awt.headless=true -Dlog4j2.configurationFile="$LOG4J_FILE" \
+		-Dkafka.logs.dir="$CLUSTER_DIR" -cp "$cp" kafka.Kafka "$props" >>"$nlog" 2>&1 </dev/null &
+	echo $! >"$(cluster_pid_file "$i")"
+}
+
+cluster_wait() {
+	local i=$1
+	for _ in $(seq 1 120); do
+		cluster_running "$i" || die "cluster node $i exited during startup; see $CLUSTER_DIR/node-$i.log"
+		port_open "$(cluster_port "$i")" && return
+		sleep 0.5
+	done
+	die "cluster node $i did not open its port within 60 s"
+}
+
+cmd_cluster_start() {
+	[[ -f "${HOME_DIR}/lib/.complete" ]] || die "not installed: run $0 install"
+	local n=3
+	if [[ "${1:-}" =~ ^[0-9]+$ ]]; then n=$1; shift; fi
+	mkdir -p "$CLUSTER_DIR" "$RUN_DIR"
+	echo "$n" >"$CLUSTER_DIR/size"
+	printf '%s\n' "$@" >"$CLUSTER_DIR/extra-props"
+	if [[ ! -f "$CLUSTER_DIR/cluster-id" ]]; then
+		"$JAVA" -cp "${HOME_DIR}/lib/*" "$(storage_tool_class)" random-uuid >"$CLUSTER_DIR/cluster-id"
+	fi
+	for ((i = 1; i <= n; i++)); do cluster_node_start "$i"; done
+	for ((i = 1; i <= n; i++)); do cluster_wait "$i"; done
+	log "Kafka ${VERSION} cluster of $n up: $(cmd_cluster_brokers)"
+}
+
+cluster_node_stop() {
+	local i=$1 pid
+	cluster_running "$i" || { rm -f "$(cluster_pid_file "$i")"; return 0; }
+	pid=$(cat "$(cluster_pid_file "$i")")
+	kill -CONT "$pid" 2>/dev/null || true
+	kill -TERM "$pid"
+	for _ in $(seq 1 60); do
+		kill -0 "$pid" 2>/dev/null || { rm -f "$(cluster_pid_file "$i")"; return 0; }
+		sleep 0.5
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	rm -f "$(cluster_pid_file "$i")"
+}
+
+cmd_cluster_stop() {
+	if [[ $# -gt 0 ]]; then cluster_node_stop "$1"; return; fi
+	local n
+	n=$(cluster_size)
+	for ((i = 1; i <= n; i++)); do cluster_node_stop "$i"; done
+}
+
+cmd_cluster_brokers() {
+	local n out=""
+	n=$(cluster_size)
+	for ((i = 1; i <= n; i++)); do out+="${out:+,}127.0.0.1:$(cluster_port "$i")"; done
+	echo "$out"
+}
+
 case "${1:-}" in
+cluster-start) shift; cmd_cluster_start "$@" ;;
+cluster-stop) shift; cmd_cluster_stop "$@" ;;
+cluster-kill)
+	[[ $# -eq 2 ]] || die "usage: cluster-kill I"
+	cluster_running "$2" || die "cluster node $2 is not running"
+	kill -KILL "$(cat "$(cluster_pid_file "$2")")"
+	rm -f "$(cluster_pid_file "$2")"
+	log "cluster node $2 killed"
+	;;
+cluster-restart) [[ $# -eq 2 ]] || die "usage: cluster-restart I"; cluster_node_stop "$2"; cluster_node_start "$2"; cluster_wait "$2" ;;
+cluster-brokers) cmd_cluster_brokers ;;
+cluster-clean) cmd_cluster_stop; rm -rf "$CLUSTER_DIR"; log "deleted $CLUSTER_DIR" ;;
 install) cmd_install ;;
 start) shift; cmd_start "$@" ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
 clean) cmd_clean ;;
-*) die "usage: $0 {install|start [k=v ...]|stop|status|clean}" ;;
+*) die "usage: $0 {install|start [k=v ...]|stop|status|clean|cluster-start [N] [k=v ...]|cluster-stop [I]|cluster-kill I|cluster-restart I|cluster-brokers|cluster-clean}" ;;
 esac

@@ -3,26 +3,23 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/runnel-dev/runnel/internal/bench"
 )
 
 // TestScenariosShort runs a short version of the fault scenarios against real processes: the
 // runnel binary is built from this tree. RUNNEL_CHAOS=full runs every scenario at full length
 // (as `runnel chaos` does).
 func TestScenariosShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts clusters of real processes")
-	}
+	bin := runnelBinary(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "runnel")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/runnel")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	cfg := Config{Binary: bin, Dir: filepath.Join(dir, "clusters"), Rate: 1000, Rounds: 2, Hold: 3 * time.Second}
 	scenarios := []string{"kill-leader", "pause-leader", "isolate-leader"}
 	if os.Getenv("RUNNEL_CHAOS") == "full" {
@@ -49,6 +46,77 @@ func TestScenariosShort(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// runnelBinary builds the runnel binary from this tree once per test process.
+func runnelBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts clusters of real processes")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "runnel-chaos-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "runnel")
+		if out, err := exec.Command("go", "build", "-o", builtBin, "../../cmd/runnel").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}
+
+// TestFailoverBench runs `runnel bench failover`'s measurement against a cluster of real
+// processes: one round must kill the partition's leader, see acknowledgements resume, and
+// restart the node. It checks that the bench measured something sane, not how fast.
+func TestFailoverBench(t *testing.T) {
+	bin := runnelBinary(t)
+	ctx := context.Background()
+	c, err := StartCluster(ctx, bin, filepath.Join(t.TempDir(), "cluster"), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.StopAll()
+	var out bytes.Buffer
+	res, err := bench.Failover(ctx, bench.FailoverOptions{
+		Bootstrap: c.Brokers(), Label: "runnel", Rounds: 1, Rate: 200, Settle: time.Second, Progress: &out,
+		Kill: func(_ context.Context, n int32) error { c.Kill(n); return nil },
+		Restart: func(ctx context.Context, n int32) error {
+			if err := c.Start(n); err != nil {
+				return err
+			}
+			return c.WaitReady(ctx, n, time.Minute)
+		},
+	})
+	t.Logf("%s%+v", out.String(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rounds) != 1 || res.Rounds[0] <= 0 || res.Rounds[0] > 30*time.Second || res.Acked < 200 {
+		t.Fatalf("failover result %+v: want one round, a positive recovery time and acknowledged records", res)
+	}
+	if c.nodes[res.Killed[0]].cmd == nil {
+		t.Errorf("node %d was not restarted", res.Killed[0])
 	}
 }
 

@@ -30,7 +30,7 @@ measure produce and end-to-end latency from each record's intended send time.
 See docs/bench.md.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchRunCommand(), newBenchCompareCommand(), newBenchWorkloadsCommand(), newBenchFsyncCommand())
+	cmd.AddCommand(newBenchRunCommand(), newBenchCompareCommand(), newBenchWorkloadsCommand(), newBenchFsyncCommand(), newBenchFailoverCommand())
 	return cmd
 }
 
@@ -50,6 +50,7 @@ type benchFlags struct {
 	topics, producers, consumers, subscriptions, recordSize int
 	maxInFlight, maxBuffered                                int
 	partitions, batchMaxBytes                               int32
+	replicationFactor                                       int16
 	acks, keys, compression                                 string
 	idempotence                                             bool
 	topicConfigs                                            []string
@@ -71,6 +72,7 @@ func (f *benchFlags) register(flags *pflag.FlagSet) {
 	flags.DurationVar(&f.fetchMaxWait, "fetch-max-wait", 0, "consumer fetch max wait")
 	flags.IntVar(&f.topics, "topics", 0, "number of topics")
 	flags.Int32Var(&f.partitions, "partitions", 0, "partitions per topic")
+	flags.Int16Var(&f.replicationFactor, "replication-factor", 0, "replicas per partition; -1: the cluster's default")
 	flags.IntVar(&f.producers, "producers", 0, "number of producers (one client each)")
 	flags.IntVar(&f.consumers, "consumers", 0, "consumers per subscription; 0: none (no end-to-end latency)")
 	flags.IntVar(&f.subscriptions, "subscriptions", 0, "subscriptions, each receiving every record")
@@ -118,6 +120,7 @@ func (f *benchFlags) loadWorkload(flags *pflag.FlagSet, args []string) (bench.Wo
 	set("fetch-max-wait", func() { w.FetchMaxWait = bench.Duration(f.fetchMaxWait) })
 	set("topics", func() { w.Topics = f.topics })
 	set("partitions", func() { w.Partitions = f.partitions })
+	set("replication-factor", func() { w.ReplicationFactor = f.replicationFactor })
 	set("producers", func() { w.Producers = f.producers })
 	set("consumers", func() { w.Consumers = f.consumers })
 	set("subscriptions", func() { w.Subscriptions = f.subscriptions })
@@ -392,6 +395,58 @@ func (c *compareFlags) startBrokers(ctx context.Context, runnelAddr, kafkaAddr s
 		started = append(started, p)
 	}
 	return stopAll, nil
+}
+
+func newBenchFailoverCommand() *cobra.Command {
+	var o bench.FailoverOptions
+	var bootstrap, killCmd, restartCmd string
+	var configs []string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "failover",
+		Short: "Measure the time from kill -9 of a partition leader to the next acknowledged produce",
+		Example: `  scripts/cluster.sh start 3
+  runnel bench failover --bootstrap $(scripts/cluster.sh brokers) --label runnel \
+    --kill-cmd 'scripts/cluster.sh kill {node}' --restart-cmd 'scripts/cluster.sh restart {node}'
+  scripts/kafka.sh cluster-start 3
+  runnel bench failover --bootstrap $(scripts/kafka.sh cluster-brokers) --label kafka \
+    --kill-cmd 'scripts/kafka.sh cluster-kill {node}' --restart-cmd 'scripts/kafka.sh cluster-restart {node}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Bootstrap, err = splitAddrs("bootstrap", bootstrap); err != nil {
+				return err
+			}
+			if o.TopicConfigs, err = withConfigs(nil, configs); err != nil {
+				return err
+			}
+			if killCmd == "" || restartCmd == "" {
+				return errors.New("bench failover: --kill-cmd and --restart-cmd are required")
+			}
+			o.Progress = cmd.ErrOrStderr()
+			o.Kill, o.Restart = bench.Shell(killCmd, o.Progress), bench.Shell(restartCmd, o.Progress)
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			res, err := bench.Failover(ctx, o)
+			if res != nil && len(res.Rounds) > 0 {
+				if werr := writeOutput(cmd.OutOrStdout(), asJSON, res, res.WriteText); err == nil {
+					err = werr
+				}
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated host:port of the cluster's brokers")
+	fl.StringVar(&o.Label, "label", "cluster", "name of the cluster in the report")
+	fl.StringVar(&killCmd, "kill-cmd", "", "shell command that kills node {node} (kill -9)")
+	fl.StringVar(&restartCmd, "restart-cmd", "", "shell command that starts node {node} again")
+	fl.IntVar(&o.Rounds, "rounds", 3, "how many times the leader is killed")
+	fl.Float64Var(&o.Rate, "rate", 1000, "records/s produced")
+	fl.DurationVar(&o.Settle, "settle", 15*time.Second, "wait after a restart before the next round")
+	fl.StringArrayVar(&configs, "topic-config", nil, "topic config key=value (repeatable)")
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }
 
 func newBenchWorkloadsCommand() *cobra.Command {
