@@ -23,11 +23,11 @@ type FailoverOptions struct {
 	// Kill kills a node with SIGKILL and returns once the process is gone; Restart starts it
 	// again. Shell builds both from command lines.
 	Kill, Restart func(ctx context.Context, node int32) error
-	Rounds              int           // default 3
-	Rate                float64       // records/s; default 1000
-	Settle              time.Duration // after a restart, before the next round; default 15 s
-	TopicConfigs        map[string]string
-	Progress            io.Writer
+	Rounds        int           // default 3
+	Rate          float64       // records/s; default 1000
+	Settle        time.Duration // after a restart, before the next round; default 15 s
+	TopicConfigs  map[string]string
+	Progress      io.Writer
 }
 
 // FailoverResult is what a failover measurement found: per round, the time from the kill of the
