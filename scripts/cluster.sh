@@ -118,6 +118,15 @@ stop_node() {
 	echo "node $i stopped"
 }
 
+kill_node() { # SIGKILL node I and wait until the process is gone
+	local pid
+	pid=$(pid_of "$1")
+	kill -KILL "$pid"
+	for ((k = 0; k < 100; k++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+	rm -f "$(pid_file "$1")"
+	echo "node $1 killed"
+}
+
 cmd_stop() {
 	if [[ $# -gt 0 ]]; then stop_node "$1"; return; fi
 	local n
@@ -148,7 +157,7 @@ cmd_brokers() {
 case "${1:-}" in
 start) shift; cmd_start "$@" ;;
 stop) shift; cmd_stop "$@" ;;
-kill) [[ $# -eq 2 ]] || die "usage: kill I"; kill -KILL "$(pid_of "$2")"; rm -f "$(pid_file "$2")"; echo "node $2 killed" ;;
+kill) [[ $# -eq 2 ]] || die "usage: kill I"; kill_node "$2" ;;
 pause) [[ $# -eq 2 ]] || die "usage: pause I"; kill -STOP "$(pid_of "$2")"; echo "node $2 paused" ;;
 resume) [[ $# -eq 2 ]] || die "usage: resume I"; kill -CONT "$(pid_of "$2")"; echo "node $2 resumed" ;;
 restart) [[ $# -eq 2 ]] || die "usage: restart I"; stop_node "$2" >/dev/null; start_node "$2"; wait_ready "$2" ;;

@@ -353,7 +353,9 @@ cluster-stop) shift; cmd_cluster_stop "$@" ;;
 cluster-kill)
 	[[ $# -eq 2 ]] || die "usage: cluster-kill I"
 	cluster_running "$2" || die "cluster node $2 is not running"
-	kill -KILL "$(cat "$(cluster_pid_file "$2")")"
+	pid=$(cat "$(cluster_pid_file "$2")")
+	kill -KILL "$pid"
+	for ((k = 0; k < 100; k++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
 	rm -f "$(cluster_pid_file "$2")"
 	log "cluster node $2 killed"
 	;;

@@ -246,14 +246,15 @@ func newBenchRunCommand() *cobra.Command {
 
 // compareFlags are the flags of `bench compare` beyond benchFlags.
 type compareFlags struct {
-	runnel, kafka             string
-	rounds                    int
-	pairs                     []string
-	runnelConfigs, kafkaConfs []string
-	startRunnel, startKafka   bool
-	runnelBin, runnelDataDir  string
-	kafkaScript               string
-	kafkaProps                []string
+	runnel, kafka              string
+	rounds                     int
+	pairs                      []string
+	runnelConfigs, kafkaConfs  []string
+	startRunnel, startKafka    bool
+	runnelBin, runnelDataDir   string
+	kafkaScript, clusterScript string
+	kafkaProps                 []string
+	nodes                      int
 }
 
 func (c *compareFlags) register(flags *pflag.FlagSet) {
@@ -269,6 +270,8 @@ func (c *compareFlags) register(flags *pflag.FlagSet) {
 	flags.BoolVar(&c.startKafka, "start-kafka", false, "install and start Kafka with --kafka-script on --kafka-bootstrap's port, and stop it after")
 	flags.StringVar(&c.kafkaScript, "kafka-script", "scripts/kafka.sh", "the script for --start-kafka")
 	flags.StringArrayVar(&c.kafkaProps, "kafka-broker-property", nil, "extra server.properties key=value for --start-kafka (repeatable)")
+	flags.IntVar(&c.nodes, "nodes", 1, "with --start-runnel / --start-kafka: start clusters of this many nodes (scripts/cluster.sh, scripts/kafka.sh cluster-start), node 1 on the bootstrap's port and node I 100*(I-1) above it")
+	flags.StringVar(&c.clusterScript, "cluster-script", "scripts/cluster.sh", "the script that starts a Runnel cluster for --start-runnel --nodes N")
 }
 
 // pairs resolves --pairs to the standard pairs.
@@ -327,7 +330,7 @@ write.caching=false vs Kafka flush.messages=1 (fsync before ack). See docs/bench
 			defer gctune.Start(benchGCHeadroom).Stop()
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
-			stopBrokers, err := c.startBrokers(ctx, opts.Runnel[0], opts.Kafka[0], cmd.ErrOrStderr())
+			stopBrokers, err := c.startBrokers(ctx, &opts, cmd.ErrOrStderr())
 			defer func() {
 				if serr := stopBrokers(); serr != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "runnel: %v\n", serr)
@@ -350,7 +353,8 @@ write.caching=false vs Kafka flush.messages=1 (fsync before ack). See docs/bench
 
 // startBrokers starts the brokers --start-runnel and --start-kafka ask for. The returned
 // function stops those it started, even after an error.
-func (c *compareFlags) startBrokers(ctx context.Context, runnelAddr, kafkaAddr string, logOut io.Writer) (func() error, error) {
+func (c *compareFlags) startBrokers(ctx context.Context, opts *bench.CompareOptions, logOut io.Writer) (func() error, error) {
+	runnelAddr, kafkaAddr := opts.Runnel[0], opts.Kafka[0]
 	var started []*bench.Process
 	var cleanups []func() error
 	stopAll := func() error {
@@ -381,18 +385,34 @@ func (c *compareFlags) startBrokers(ctx context.Context, runnelAddr, kafkaAddr s
 			dir = tmp
 			cleanups = append(cleanups, func() error { return os.RemoveAll(tmp) })
 		}
-		p, err := bench.StartRunnel(ctx, bin, filepath.Clean(dir), runnelAddr, logOut)
-		if err != nil {
-			return stopAll, err
+		if c.nodes > 1 {
+			p, addrs, err := bench.StartRunnelCluster(ctx, c.clusterScript, bin, filepath.Clean(dir), runnelAddr, c.nodes, false, logOut)
+			if err != nil {
+				return stopAll, err
+			}
+			started, opts.Runnel = append(started, p), addrs
+		} else {
+			p, err := bench.StartRunnel(ctx, bin, filepath.Clean(dir), runnelAddr, logOut)
+			if err != nil {
+				return stopAll, err
+			}
+			started = append(started, p)
 		}
-		started = append(started, p)
 	}
 	if c.startKafka {
-		p, err := bench.StartKafka(ctx, c.kafkaScript, kafkaAddr, c.kafkaProps, logOut)
-		if err != nil {
-			return stopAll, err
+		if c.nodes > 1 {
+			p, addrs, err := bench.StartKafkaCluster(ctx, c.kafkaScript, kafkaAddr, c.nodes, c.kafkaProps, logOut)
+			if err != nil {
+				return stopAll, err
+			}
+			started, opts.Kafka = append(started, p), addrs
+		} else {
+			p, err := bench.StartKafka(ctx, c.kafkaScript, kafkaAddr, c.kafkaProps, logOut)
+			if err != nil {
+				return stopAll, err
+			}
+			started = append(started, p)
 		}
-		started = append(started, p)
 	}
 	return stopAll, nil
 }
