@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Config configures a chaos run.
@@ -61,6 +62,10 @@ type Result struct {
 	HWRegressed  int             `json:"hw_regressions"` // a client saw a high watermark go back
 	Unacked      int             `json:"unacked"`        // produce calls that failed (not acknowledged)
 	Recovery     []time.Duration `json:"recovery_ns"`    // fault → next acknowledgement on the partition
+	// Elected is, for the isolate and pause scenarios, fault → a node of the majority names a
+	// new leader of the partition (the cluster's part of Recovery; the rest is the client
+	// giving up on its requests to the old leader).
+	Elected time.Duration `json:"elected_ns,omitempty"`
 	Elapsed      time.Duration   `json:"elapsed_ns"`
 	Error        string          `json:"error,omitempty"`
 }
@@ -292,6 +297,36 @@ func (r *run) recovered(p int32, t time.Time, limit time.Duration) error {
 	return fmt.Errorf("chaos: partition %d acknowledged nothing for %v after the fault", p, limit)
 }
 
+// elected polls node ask's metadata until it names a leader of partition 0 other than old, and
+// returns how long after t that was (0 if it did not within limit).
+func (r *run) elected(ctx context.Context, old, ask int32, t time.Time, limit time.Duration) time.Duration {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.Brokers()...))
+	if err != nil {
+		return 0
+	}
+	defer cl.Close()
+	for time.Since(t) < limit {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(r.topic)
+		req.Topics = append(req.Topics, rt)
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		resp, err := cl.Broker(int(ask)).Request(cctx, req)
+		cancel()
+		if err == nil {
+			for _, mt := range resp.(*kmsg.MetadataResponse).Topics {
+				for _, mp := range mt.Partitions {
+					if mp.Partition == 0 && mp.Leader >= 0 && mp.Leader != old {
+						return time.Since(t)
+					}
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 0
+}
+
 func (r *run) others(leader int32) []int32 {
 	var out []int32
 	for _, n := range r.c.Nodes() {
@@ -365,7 +400,9 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		fmt.Fprintf(out, "  isolated leader %d from %v for %v\n", leader, r.others(leader), r.cfg.Hold)
 		rec := make(chan error, 1)
 		go func() { rec <- r.recovered(0, t, 45*time.Second) }()
-		time.Sleep(r.cfg.Hold)
+		r.res.Elected = r.elected(ctx, leader, r.others(leader)[0], t, r.cfg.Hold)
+		fmt.Fprintf(out, "  node %d names a new leader after %v\n", r.others(leader)[0], r.res.Elected.Round(time.Millisecond))
+		time.Sleep(time.Until(t.Add(r.cfg.Hold)))
 		for _, n := range r.c.Nodes() {
 			if herr := r.c.Fault(n, map[string]any{"heal": true}); herr != nil && err == nil {
 				err = herr
@@ -387,7 +424,9 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		fmt.Fprintf(out, "  paused leader %d for %v\n", leader, r.cfg.Hold)
 		rec := make(chan error, 1)
 		go func() { rec <- r.recovered(0, t, 45*time.Second) }()
-		time.Sleep(r.cfg.Hold)
+		r.res.Elected = r.elected(ctx, leader, r.others(leader)[0], t, r.cfg.Hold)
+		fmt.Fprintf(out, "  node %d names a new leader after %v\n", r.others(leader)[0], r.res.Elected.Round(time.Millisecond))
+		time.Sleep(time.Until(t.Add(r.cfg.Hold)))
 		r.c.Resume(leader)
 		err = <-rec
 		fmt.Fprintf(out, "  resumed\n")

@@ -82,18 +82,22 @@ never go back. Scenarios: ` + strings.Join(chaos.Scenarios, ", ") + `.`,
 
 func printChaos(w io.Writer, results []chaos.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tACKED\tLOST\tDUPLICATED\tMISPLACED\tREORDERED\tINCONSISTENT\tHW BACK\tUNACKED\tRECOVERY\tRESULT")
+	fmt.Fprintln(tw, "SCENARIO\tACKED\tLOST\tDUPLICATED\tMISPLACED\tREORDERED\tINCONSISTENT\tHW BACK\tUNACKED\tNEW LEADER\tRECOVERY\tRESULT")
 	for _, r := range results {
 		var rec []string
 		for _, d := range r.Recovery {
 			rec = append(rec, d.Round(time.Millisecond).String())
 		}
+		elected := "-"
+		if r.Elected > 0 {
+			elected = r.Elected.Round(time.Millisecond).String()
+		}
 		verdict := "ok"
 		if !r.OK() {
 			verdict = "FAIL " + r.Error
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", r.Scenario, r.Acked, r.Lost, r.Duplicated, r.Misplaced,
-			r.Reordered, r.Inconsistent, r.HWRegressed, r.Unacked, strings.Join(rec, " "), verdict)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Scenario, r.Acked, r.Lost, r.Duplicated, r.Misplaced,
+			r.Reordered, r.Inconsistent, r.HWRegressed, r.Unacked, elected, strings.Join(rec, " "), verdict)
 	}
 	tw.Flush()
 }
