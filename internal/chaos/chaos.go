@@ -62,10 +62,7 @@ type Result struct {
 	HWRegressed  int             `json:"hw_regressions"` // a client saw a high watermark go back
 	Unacked      int             `json:"unacked"`        // produce calls that failed (not acknowledged)
 	Recovery     []time.Duration `json:"recovery_ns"`    // fault → next acknowledgement on the partition
-	// Elected is, for the isolate and pause scenarios, fault → a node of the majority names a
-	// new leader of the partition (the cluster's part of Recovery; the rest is the client
-	// giving up on its requests to the old leader).
-	Elected time.Duration `json:"elected_ns,omitempty"`
+	Elected      time.Duration   `json:"elected_ns"`     // isolate, pause: fault → a majority node names a new leader
 	Elapsed      time.Duration   `json:"elapsed_ns"`
 	Error        string          `json:"error,omitempty"`
 }

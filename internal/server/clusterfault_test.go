@@ -227,7 +227,7 @@ func TestClusterPowerLoss(t *testing.T) {
 				time.Sleep(1500 * time.Millisecond) // the others carry on under load
 				c.start(down[0])
 				time.Sleep(1500 * time.Millisecond) // it catches up
-				cut = time.Now()                     // everything acknowledged before now must be there
+				cut = time.Now()                    // everything acknowledged before now must be there
 			}
 			close(stop)
 			got := results()
