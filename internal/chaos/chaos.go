@@ -121,6 +121,13 @@ func Run(ctx context.Context, cfg Config, scenario string) Result {
 type ack struct {
 	offset int64
 	seq    int64
+	at     time.Time // when the client got the acknowledgement
+}
+
+// fault is a fault injected on partition 0 at t, while its leader was in epoch.
+type fault struct {
+	t     time.Time
+	epoch int32
 }
 
 type run struct {
@@ -141,6 +148,10 @@ type run struct {
 	wg   sync.WaitGroup
 	hwMu sync.Mutex
 	hw   map[int32]int64
+
+	faults       []fault                   // in order
+	epochAtFault int32                     // partition 0's leader epoch as leaderOf last saw it
+	epochs       map[int32]map[int64]int32 // partition → offset → leader epoch that wrote it (from the reader)
 }
 
 func (r *run) setup(ctx context.Context, caching string) error {
@@ -210,7 +221,7 @@ func (r *run) startLoad() {
 						r.failed++
 						return
 					}
-					r.acks[rec.Partition] = append(r.acks[rec.Partition], ack{rec.Offset, s})
+					r.acks[rec.Partition] = append(r.acks[rec.Partition], ack{rec.Offset, s, time.Now()})
 					r.lastAck[rec.Partition] = time.Now()
 				})
 			}
@@ -259,7 +270,8 @@ func (r *run) stopLoad() {
 	r.prod.Flush(ctx)
 }
 
-// leaderOf is partition p's leader as the metadata says.
+// leaderOf is partition p's leader as the metadata says, and it remembers the leader's epoch
+// for the fault about to be injected (see fault).
 func (r *run) leaderOf(ctx context.Context, p int32) (int32, error) {
 	for range 100 {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -268,6 +280,7 @@ func (r *run) leaderOf(ctx context.Context, p int32) (int32, error) {
 		if err == nil {
 			if t, ok := md.Topics[r.topic]; ok {
 				if pd, ok := t.Partitions[p]; ok && pd.Leader >= 0 && pd.Err == nil {
+					r.epochAtFault = pd.LeaderEpoch
 					return pd.Leader, nil
 				}
 			}
@@ -277,16 +290,17 @@ func (r *run) leaderOf(ctx context.Context, p int32) (int32, error) {
 	return -1, errors.New("chaos: no leader found for partition 0")
 }
 
-// recovered waits until partition p gets an acknowledgement after t, and records how long it
-// took.
+// recovered records a fault on partition p at t and waits until p gets an acknowledgement after
+// t. (That acknowledgement may still come from the old leader, answered just before the fault:
+// the recovery time reported is computed by check, from the epochs the records were written in.)
 func (r *run) recovered(p int32, t time.Time, limit time.Duration) error {
+	r.faults = append(r.faults, fault{t: t, epoch: r.epochAtFault})
 	deadline := t.Add(limit)
 	for time.Now().Before(deadline) {
 		r.mu.Lock()
 		last := r.lastAck[p]
 		r.mu.Unlock()
 		if last.After(t) {
-			r.res.Recovery = append(r.res.Recovery, last.Sub(t))
 			return nil
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -294,10 +308,28 @@ func (r *run) recovered(p int32, t time.Time, limit time.Duration) error {
 	return fmt.Errorf("chaos: partition %d acknowledged nothing for %v after the fault", p, limit)
 }
 
+// recoveries is, per fault on partition 0, the time from the fault to the first acknowledgement
+// of a record written in a later leader epoch: the first acknowledgement a new leader gave.
+func (r *run) recoveries(acks []ack) []time.Duration {
+	var out []time.Duration
+	for _, f := range r.faults {
+		var first time.Time
+		for _, a := range acks {
+			if e, ok := r.epochs[0][a.offset]; ok && e > f.epoch && a.at.After(f.t) && (first.IsZero() || a.at.Before(first)) {
+				first = a.at
+			}
+		}
+		if !first.IsZero() {
+			out = append(out, first.Sub(f.t))
+		}
+	}
+	return out
+}
+
 // elected polls node ask's metadata until it names a leader of partition 0 other than old, and
 // returns how long after t that was (0 if it did not within limit).
 func (r *run) elected(ctx context.Context, old, ask int32, t time.Time, limit time.Duration) time.Duration {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.Brokers()...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.nodes[ask].kafka)) // never the old leader
 	if err != nil {
 		return 0
 	}
@@ -346,7 +378,7 @@ func (r *run) scenario(ctx context.Context, name string) error {
 			t := time.Now()
 			r.c.Kill(leader)
 			err = r.recovered(0, t, 30*time.Second)
-			fmt.Fprintf(out, "  round %d: killed leader %d; acknowledgements resumed after %v\n", round, leader, time.Since(t).Round(time.Millisecond))
+			fmt.Fprintf(out, "  round %d: killed leader %d; the client saw an acknowledgement again after %v\n", round, leader, time.Since(t).Round(time.Millisecond))
 			if err != nil {
 				return err
 			}
@@ -360,6 +392,9 @@ func (r *run) scenario(ctx context.Context, name string) error {
 			time.Sleep(7 * time.Second) // it catches up and gets its preferred leaderships back
 		}
 	case "kill-all", "kill-all-write-caching":
+		if _, err := r.leaderOf(ctx, 0); err != nil { // the epoch before the fault
+			return err
+		}
 		for _, n := range r.c.Nodes() {
 			r.c.Kill(n)
 		}
@@ -378,7 +413,7 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		if err := r.recovered(0, t, 60*time.Second); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "  restarted; acknowledgements resumed after %v\n", r.res.Recovery[0].Round(time.Millisecond))
+		fmt.Fprintf(out, "  restarted; the client saw an acknowledgement again after %v\n", time.Since(t).Round(time.Millisecond))
 		time.Sleep(2 * time.Second)
 	case "isolate-leader":
 		leader, err := r.leaderOf(ctx, 0)
@@ -482,10 +517,11 @@ func (r *run) check(ctx context.Context) error {
 	}
 	var readers [2]map[int32]map[int64]int64
 	for i := range readers {
-		if readers[i], err = r.read(cctx, ends); err != nil {
+		if readers[i], err = r.read(cctx, ends, i == 0); err != nil {
 			return err
 		}
 	}
+	r.res.Recovery = r.recoveries(acks[0])
 	for p, offs := range readers[0] {
 		for off, seq := range offs {
 			if other, ok := readers[1][p][off]; !ok || other != seq {
@@ -533,7 +569,11 @@ func (r *run) check(ctx context.Context) error {
 }
 
 // read consumes every partition from its start to the end offsets listed, with a fresh client.
-func (r *run) read(ctx context.Context, ends kadm.ListedOffsets) (map[int32]map[int64]int64, error) {
+// With keepEpochs it also records each offset's leader epoch in r.epochs.
+func (r *run) read(ctx context.Context, ends kadm.ListedOffsets, keepEpochs bool) (map[int32]map[int64]int64, error) {
+	if keepEpochs {
+		r.epochs = map[int32]map[int64]int32{}
+	}
 	offsets := map[string]map[int32]kgo.Offset{r.topic: {}}
 	want := map[int32]int64{}
 	out := map[int32]map[int64]int64{}
@@ -541,6 +581,9 @@ func (r *run) read(ctx context.Context, ends kadm.ListedOffsets) (map[int32]map[
 		offsets[r.topic][o.Partition] = kgo.NewOffset().AtStart()
 		want[o.Partition] = o.Offset
 		out[o.Partition] = map[int64]int64{}
+		if keepEpochs {
+			r.epochs[o.Partition] = map[int64]int32{}
+		}
 	})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.Brokers()...), kgo.ConsumePartitions(offsets), kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {
@@ -573,6 +616,9 @@ func (r *run) read(ctx context.Context, ends kadm.ListedOffsets) (map[int32]map[
 			seq, err := strconv.ParseInt(string(rec.Value), 10, 64)
 			if err == nil {
 				out[rec.Partition][rec.Offset] = seq
+				if keepEpochs {
+					r.epochs[rec.Partition][rec.Offset] = rec.LeaderEpoch
+				}
 			}
 		})
 	}

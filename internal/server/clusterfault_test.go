@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -268,10 +269,24 @@ func TestClusterPowerLoss(t *testing.T) {
 	}
 }
 
-// TestReplicaDiskFailure makes fsync fail on one node's partition logs under load: that
-// replica stops (its log is poisoned), a leader there hands its leadership over, and the
-// partition stays available on the other two with nothing acknowledged lost.
+// TestReplicaDiskFailure makes one node's disk fail under load — every fsync of its partition
+// logs fails, or its disk is full (writes fail with ENOSPC after writing part of their data):
+// that replica stops (its log is poisoned), a leader there hands its leadership over, and the
+// partition stays available on the other two with nothing acknowledged lost, every record read
+// back once at the offset it was acknowledged with.
 func TestReplicaDiskFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rule vfs.Rule
+	}{
+		{"fsync-fails", vfs.Rule{Op: vfs.OpSync, PathContains: "/topics/disk/"}},
+		{"disk-full", vfs.Rule{Op: vfs.OpWrite, PathContains: "/topics/disk/", Err: syscall.ENOSPC, PartialWrite: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testReplicaDiskFailure(t, tc.rule) })
+	}
+}
+
+func testReplicaDiskFailure(t *testing.T, rule vfs.Rule) {
 	c := newFSCluster(t)
 	var rules vfs.Rules
 	c.fs[2] = vfs.NewErrorFS(c.mem[2], &rules)
@@ -299,7 +314,7 @@ func TestReplicaDiskFailure(t *testing.T) {
 	stop := make(chan struct{})
 	results := produceUnderLoad(t, c.brokers(), "disk", stop)
 	time.Sleep(time.Second)
-	rules.Add(vfs.Rule{Op: vfs.OpSync, PathContains: "/topics/disk/"}) // every fsync of node 2's logs fails from now
+	rules.Add(rule) // from now on, every such operation on node 2's logs fails
 	failedAt := time.Now()
 	time.Sleep(3 * time.Second)
 	close(stop)
@@ -324,9 +339,12 @@ func TestReplicaDiskFailure(t *testing.T) {
 	}
 	back := readBack(t, []string{c.addr[1], c.addr[3]}, "disk")
 	lost := 0
-	for v := range got {
-		if _, ok := back[v]; !ok {
+	for v, a := range got {
+		b, ok := back[v]
+		if !ok {
 			lost++
+		} else if b.partition != a.partition || b.offset != a.offset {
+			t.Errorf("record %s acknowledged at %d/%d, read at %d/%d", v, a.partition, a.offset, b.partition, b.offset)
 		}
 	}
 	t.Logf("%d acknowledged (%d after the failure), %d read back", len(got), after, len(back))
