@@ -24,7 +24,7 @@ BIN=${RUNNEL_BIN:-$RUNNEL_CLUSTER_DIR/runnel}
 BROKERS=$("$CL" brokers)
 ADMIN2=$((${RUNNEL_CLUSTER_BASE:-19090} + 204))
 # A topic of PARTS partitions with a few records in each (round-robin keys), left behind idle.
-"$BIN" bench run --bootstrap "$BROKERS" --topics 1 --partitions "$PARTS" --replication-factor 3 \
+"$BIN" bench run latency-1kb --bootstrap "$BROKERS" --topics 1 --partitions "$PARTS" --replication-factor 3 \
 	--keys round-robin --rate $((PARTS * 2)) --warmup 0s --duration 3s --consumers 0 --keep-topics >/dev/null
 under() { curl -fs "http://127.0.0.1:$ADMIN2/metrics" | awk '/^runnel_cluster_under_replicated_partitions /{print $2}'; }
 for ((i = 0; i < 600; i++)); do [[ "$(under)" == "0" ]] && break; sleep 0.1; done

@@ -31,7 +31,7 @@ type FailoverOptions struct {
 }
 
 // FailoverResult is what a failover measurement found: per round, the time from the kill of the
-// partition leader to the next acknowledged produce on the partition.
+// partition leader to the first acknowledgement of a record a new leader wrote.
 type FailoverResult struct {
 	Label    string          `json:"label"`
 	Rounds   []time.Duration `json:"rounds_ns"`
@@ -53,8 +53,11 @@ func (r *FailoverResult) WriteText(w io.Writer) {
 }
 
 // Failover produces acks=all (idempotent) records at a fixed rate to a new one-partition topic
-// of the cluster's default replication factor, kills the partition's leader, and measures how
-// long the partition acknowledges nothing; then restarts the node and does it again.
+// of the cluster's default replication factor, kills the partition's leader, and measures the
+// time from the kill to the first acknowledgement of a record written in a later leader epoch
+// (read back from the log at the end: an acknowledgement the dead leader sent just before it died
+// may reach the client after the kill, and does not count); then restarts the node and does it
+// again.
 //
 // The client refreshes metadata at most every 100 ms (kgo.MetadataMinAge; franz-go's default
 // is 5 s, which would measure the client, not the cluster).
@@ -91,8 +94,13 @@ func Failover(ctx context.Context, o FailoverOptions) (*FailoverResult, error) {
 	}
 	defer adm.DeleteTopics(context.Background(), topic)
 	res := &FailoverResult{Label: o.Label}
+	type ackAt struct {
+		offset int64
+		at     time.Time
+	}
 	var mu sync.Mutex
 	var lastAck time.Time
+	var acks []ackAt
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -108,7 +116,7 @@ func Failover(ctx context.Context, o FailoverOptions) (*FailoverResult, error) {
 			case <-tick.C:
 			}
 			for due := int(time.Since(start).Seconds() * o.Rate); sent < due; sent++ {
-				cl.Produce(ctx, &kgo.Record{Value: []byte(strconv.Itoa(sent))}, func(_ *kgo.Record, err error) {
+				cl.Produce(ctx, &kgo.Record{Value: []byte(strconv.Itoa(sent))}, func(r *kgo.Record, err error) {
 					mu.Lock()
 					defer mu.Unlock()
 					if err != nil {
@@ -117,58 +125,122 @@ func Failover(ctx context.Context, o FailoverOptions) (*FailoverResult, error) {
 					}
 					res.Acked++
 					lastAck = time.Now()
+					acks = append(acks, ackAt{r.Offset, lastAck})
 				})
 			}
 		}
 	}()
-	defer func() { close(stop); <-done; cl.Flush(context.Background()) }()
+	stopped := false
+	stopLoad := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			<-done
+			cl.Flush(context.Background())
+		}
+	}
+	defer stopLoad()
+	type kill struct {
+		at    time.Time
+		epoch int32
+	}
+	var kills []kill
 	time.Sleep(3 * time.Second)
 	for round := 0; round < o.Rounds; round++ {
-		leader, err := partitionLeader(ctx, adm, topic)
+		leader, epoch, err := partitionLeader(ctx, adm, topic)
 		if err != nil {
 			return res, err
 		}
+		t := time.Now()
 		if err := o.Kill(ctx, leader); err != nil {
 			return res, err
 		}
-		// From when the kill command returned: the process is gone. (An acknowledgement that
-		// arrives while the command still runs may come from the leader before it died.)
-		t := time.Now()
-		var took time.Duration
-		for took == 0 {
+		kills, res.Killed = append(kills, kill{t, epoch}), append(res.Killed, leader)
+		returned := time.Now()
+		for { // the next acknowledgement, maybe a late one of the old leader: enough to go on
 			mu.Lock()
-			if lastAck.After(t) {
-				took = lastAck.Sub(t)
-			}
+			seen := lastAck.After(returned)
 			mu.Unlock()
+			if seen {
+				break
+			}
 			if time.Since(t) > time.Minute {
 				return res, fmt.Errorf("bench: nothing acknowledged for a minute after killing node %d", leader)
 			}
 			time.Sleep(time.Millisecond)
 		}
-		res.Rounds, res.Killed = append(res.Rounds, took), append(res.Killed, leader)
-		fmt.Fprintf(o.Progress, "%s round %d: killed leader %d; next acknowledgement after %v\n", o.Label, round+1, leader, took.Round(time.Millisecond))
+		fmt.Fprintf(o.Progress, "%s round %d: killed leader %d (epoch %d)\n", o.Label, round+1, leader, epoch)
 		if err := o.Restart(ctx, leader); err != nil {
 			return res, err
 		}
 		time.Sleep(o.Settle) // the node catches up and, maybe, leads again
+	}
+	stopLoad()
+	epochs, err := readEpochs(ctx, o.Bootstrap, topic)
+	if err != nil {
+		return res, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, k := range kills {
+		var first time.Time
+		for _, a := range acks {
+			if e, ok := epochs[a.offset]; ok && e > k.epoch && a.at.After(k.at) && (first.IsZero() || a.at.Before(first)) {
+				first = a.at
+			}
+		}
+		if first.IsZero() {
+			return res, fmt.Errorf("bench: round %d: no record of a later leader epoch than %d was acknowledged", i+1, k.epoch)
+		}
+		res.Rounds = append(res.Rounds, first.Sub(k.at))
 	}
 	sorted := slices.Sorted(slices.Values(res.Rounds))
 	res.Median, res.Max = sorted[len(sorted)/2], sorted[len(sorted)-1]
 	return res, nil
 }
 
-func partitionLeader(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+// partitionLeader is partition 0's leader and leader epoch, as Metadata says.
+func partitionLeader(ctx context.Context, adm *kadm.Client, topic string) (int32, int32, error) {
 	for range 100 {
 		md, err := adm.Metadata(ctx, topic)
 		if err == nil {
 			if p, ok := md.Topics[topic].Partitions[0]; ok && p.Leader >= 0 {
-				return p.Leader, nil
+				return p.Leader, p.LeaderEpoch, nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return -1, fmt.Errorf("bench: %s has no leader", topic)
+	return -1, -1, fmt.Errorf("bench: %s has no leader", topic)
+}
+
+// readEpochs reads partition 0 of topic from its start to its end: offset → the leader epoch of
+// the batch that holds it.
+func readEpochs(ctx context.Context, bootstrap []string, topic string) (map[int64]int32, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("bench: end offset of %s: %w", topic, err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	out := map[int64]int32{}
+	for last := int64(-1); last+1 < end.Offset; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("bench: reading %s back: %w", topic, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out[r.Offset] = r.LeaderEpoch
+			last = max(last, r.Offset)
+		})
+	}
+	return out, nil
 }
 
 // Shell is a kill or restart action that runs cmdline with sh -c, {node} standing for the

@@ -78,8 +78,9 @@ func (c *testCluster) start(id int32) {
 		t.Fatalf("node %d: %v", id, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.servers[id], c.addrs[id], c.cancels[id], c.served[id] = s, ln.Addr().String(), cancel, make(chan error, 1)
-	go func() { c.served[id] <- s.Serve(ctx, ln) }()
+	served := make(chan error, 1)
+	c.servers[id], c.addrs[id], c.cancels[id], c.served[id] = s, ln.Addr().String(), cancel, served
+	go func() { served <- s.Serve(ctx, ln) }()
 }
 
 func (c *testCluster) stop(id int32) {
