@@ -1049,6 +1049,15 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	if err := alter("", kadm.AlterConfig{Name: "log.retention.ms", Value: strp("-7")}); err == nil {
 		t.Errorf("invalid log.retention.ms = nil; want an error")
 	}
+	// Clearing replication throttles (what kafka-reassign-partitions --verify does) is a no-op;
+	// setting one is refused, since Runnel does not throttle replication.
+	if err := alter("1", kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "leader.replication.throttled.rate"},
+		kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.rate"}); err != nil {
+		t.Errorf("deleting replication throttles = %v; want nil", err)
+	}
+	if err := alter("1", kadm.AlterConfig{Name: "leader.replication.throttled.rate", Value: strp("1000")}); err != kerr.InvalidConfig {
+		t.Errorf("setting a replication throttle = %v; want INVALID_CONFIG", err)
+	}
 	// The dynamic configs live in the controller's log, which survives restarts.
 	b, _ := testBrokers.Load(reg)
 	if got := b.(*Broker).cl.Image().ClusterConfigs["log.segment.bytes"]; got != "200000" {

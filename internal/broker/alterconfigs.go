@@ -62,6 +62,34 @@ func checkDynamicBrokerKeys(keys []string) *adminError {
 	return nil
 }
 
+// replicationThrottleKeys are Kafka's dynamic broker configs for replication throttling, which
+// Runnel does not implement. Deleting one is a no-op (it can never be set), so tools that clear
+// throttles after a reassignment (kafka-reassign-partitions --verify) work; setting one is refused
+// with a message that says why.
+var replicationThrottleKeys = map[string]bool{
+	"leader.replication.throttled.rate":              true,
+	"follower.replication.throttled.rate":            true,
+	"replica.alter.log.dirs.io.max.bytes.per.second": true,
+}
+
+// brokerKeysToCheck returns the keys of a broker config change that must be dynamic: a DELETE of
+// a replication throttle is dropped (a no-op), a SET of one is refused.
+func brokerKeysToCheck(ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) ([]string, []kmsg.IncrementalAlterConfigsRequestResourceConfig, *adminError) {
+	var keys []string
+	var kept []kmsg.IncrementalAlterConfigsRequestResourceConfig
+	for _, c := range ops {
+		if replicationThrottleKeys[c.Name] {
+			if c.Op == kmsg.IncrementalAlterConfigOpDelete {
+				continue
+			}
+			return nil, nil, adminErr(kerr.InvalidConfig, "Runnel does not throttle replication: %s cannot be set", c.Name)
+		}
+		keys = append(keys, c.Name)
+		kept = append(kept, c)
+	}
+	return keys, kept, nil
+}
+
 // handleAlterConfigs is the legacy AlterConfigs: a resource's explicitly set configs are
 // replaced by exactly the given ones.
 func handleAlterConfigs(_ context.Context, r *request) reply {

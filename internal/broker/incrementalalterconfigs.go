@@ -67,6 +67,10 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 		if aerr != nil {
 			return aerr
 		}
+		keys, ops, aerr := brokerKeysToCheck(rr.Configs)
+		if aerr != nil {
+			return aerr
+		}
 		if aerr := checkDynamicBrokerKeys(keys); aerr != nil {
 			return aerr
 		}
@@ -78,7 +82,7 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 			d, _ := topics.LookupBrokerDef(name)
 			return d.Default
 		}
-		if aerr := applyIncremental(configs, rr.Configs, topics.LookupBrokerDef, current); aerr != nil {
+		if aerr := applyIncremental(configs, ops, topics.LookupBrokerDef, current); aerr != nil {
 			return aerr
 		}
 		return b.setBrokerConfigs(perBroker, configs, validateOnly)

@@ -1,0 +1,108 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// kafkaTool returns the command line prefix that runs one of Apache Kafka's admin tools (a main
+// class of kafka-tools 4.1.1, which the Java test client's Maven build copies to target/lib).
+func kafkaTool(t *testing.T, class string) []string {
+	t.Helper()
+	java := javaClient(t) // java, -cp, CLASSPATH, dev.runnel.JavaClient
+	return []string{java[0], "-cp", java[2], class}
+}
+
+// TestKafkaToolsOnCluster: Kafka's own tools against a three-node Runnel cluster, as an operator
+// would use them. kafka-topics creates and describes a replicated topic (leader, replicas, ISR),
+// kafka-reassign-partitions moves a partition to another replica set (--execute, then --verify
+// until done), and kafka-leader-election moves leadership to the new preferred replica.
+func TestKafkaToolsOnCluster(t *testing.T) {
+	topics := kafkaTool(t, "org.apache.kafka.tools.TopicCommand")
+	reassign := kafkaTool(t, "org.apache.kafka.tools.reassign.ReassignPartitionsCommand")
+	elect := kafkaTool(t, "org.apache.kafka.tools.LeaderElectionCommand")
+	c := startCluster(t, 3)
+	bootstrap := strings.Join(c.brokers(), ",")
+	run := func(tool []string, args ...string) string {
+		t.Helper()
+		return runClient(t, 120*time.Second, "", tool[0], append(tool[1:], append([]string{"--bootstrap-server", bootstrap}, args...)...)...)
+	}
+
+	run(topics, "--create", "--topic", "tools", "--partitions", "2", "--replication-factor", "2")
+	cl, adm := c.client(kgo.DefaultProduceTopic("tools"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 200 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	described := run(topics, "--describe", "--topic", "tools")
+	for _, want := range []string{"ReplicationFactor: 2", "Partition: 0", "Partition: 1", "Leader:", "Replicas:", "Isr:"} {
+		if !strings.Contains(described, want) {
+			t.Fatalf("kafka-topics --describe lacks %q:\n%s", want, described)
+		}
+	}
+
+	// Move partition 0 onto the node that does not hold it, that node first (preferred).
+	md, err := adm.Metadata(ctx, "tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := md.Topics["tools"].Partitions[0].Replicas
+	var target []int32
+	for _, id := range []int32{1, 2, 3} {
+		if !slices.Contains(old, id) {
+			target = append(target, id)
+		}
+	}
+	target = append(target, old[0])
+	plan, _ := json.Marshal(map[string]any{"version": 1, "partitions": []map[string]any{
+		{"topic": "tools", "partition": 0, "replicas": target}}})
+	file := filepath.Join(t.TempDir(), "reassign.json")
+	if err := os.WriteFile(file, plan, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(reassign, "--reassignment-json-file", file, "--execute"); !strings.Contains(out, "Successfully started partition reassignment") {
+		t.Fatalf("kafka-reassign-partitions --execute:\n%s", out)
+	}
+	eventually(t, "kafka-reassign-partitions --verify to report completion", time.Minute, func() bool {
+		return strings.Contains(run(reassign, "--reassignment-json-file", file, "--verify"), "Reassignment of partition tools-0 is completed")
+	})
+	eventually(t, "the new replica set in metadata", 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "tools")
+		return err == nil && slices.Equal(md.Topics["tools"].Partitions[0].Replicas, target)
+	})
+
+	// The preferred replica leads after a preferred election (it may already: a reassignment
+	// that drops the leader moves leadership to the new set).
+	out := run(elect, "--election-type", "PREFERRED", "--all-topic-partitions")
+	if !strings.Contains(out, "Successfully completed leader election") && !strings.Contains(out, "Valid replica already elected") {
+		t.Fatalf("kafka-leader-election:\n%s", out)
+	}
+	eventually(t, "the preferred replica to lead tools-0", 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "tools")
+		return err == nil && md.Topics["tools"].Partitions[0].Leader == target[0]
+	})
+	described = run(topics, "--describe", "--topic", "tools")
+	t.Logf("after the move:\n%s", described)
+
+	// Every record is still there, in order, read from the new replicas.
+	n := 0
+	rd, _ := c.client(kgo.ConsumeTopics("tools"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for n < 200 {
+		fs := rd.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of 200 records back", n)
+		}
+		n += fs.NumRecords()
+	}
+}
