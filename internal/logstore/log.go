@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/txn"
 	"github.com/runnel-dev/runnel/internal/vfs"
@@ -64,6 +66,9 @@ type Log struct {
 	maintWait  atomic.Int32 // operations waiting for maintMu: a compaction pass yields to them
 
 	producers *txn.Partition // idempotent producer state; guarded by appendMu
+	aborted   *abortedIndex  // the aborted-transaction index (aborted.go)
+	// firstUnstable is producers.FirstUnstable(), published for readers (-1: no open transaction).
+	firstUnstable atomic.Int64
 
 	durable       int64         // every offset below is durable
 	onDurable     func()        // called when durable moves (SetDurableHook)
@@ -172,6 +177,9 @@ func Open(opts Options) (*Log, error) {
 		for _, s := range l.segments {
 			s.release()
 		}
+		if l.aborted != nil {
+			l.aborted.close()
+		}
 		return nil, fmt.Errorf("logstore: recovering %s: %w", l.dir, err)
 	}
 	l.flusher.register(l)
@@ -237,6 +245,9 @@ func (l *Log) recover() error {
 	}
 	l.durable = l.endOffsetLocked()
 	l.active().created = l.now()
+	if l.aborted, err = openAbortedIndex(l.fs, l.dir); err != nil {
+		return err
+	}
 	return l.loadProducers()
 }
 
@@ -299,7 +310,7 @@ func (l *Log) tidyDir() ([]int64, error) {
 		if !isIndex {
 			base, isIndex = parseSegmentName(name, timeIndexSuffix)
 		}
-		if (isIndex && !logs[base]) || strings.HasSuffix(name, cleanedSuffix) || name == checkpointName+".tmp" {
+		if (isIndex && !logs[base]) || strings.HasSuffix(name, cleanedSuffix) || name == checkpointName+".tmp" || name == abortedName+".tmp" {
 			if err := l.fs.Remove(l.dir + "/" + name); err != nil {
 				return nil, err
 			}
@@ -358,6 +369,9 @@ func (l *Log) AppendBatch(b []byte, leaderEpoch int32) (AppendResult, error) {
 	if err != nil {
 		return AppendResult{}, err
 	}
+	if h.IsControl() {
+		return AppendResult{}, fmt.Errorf("%w: a producer may not write control batches", kerr.InvalidRecord)
+	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	pb := producerBatch(&h)
@@ -375,9 +389,83 @@ func (l *Log) AppendBatch(b []byte, leaderEpoch int32) (AppendResult, error) {
 		return AppendResult{}, err
 	}
 	if h.ProducerID >= 0 {
-		l.producers.Apply(pb, first, h.MaxTimestamp)
+		l.producers.Apply(pb, first, h.MaxTimestamp, leaderEpoch)
+		l.firstUnstable.Store(l.producers.FirstUnstable())
 	}
 	return AppendResult{First: first, Last: last}, nil
+}
+
+// AppendMarker writes a transaction marker (a COMMIT or ABORT control batch) for a producer,
+// as the transaction coordinator asks, and closes the producer's open transaction on the
+// partition. A marker from an older producer epoch than the partition knows is refused
+// (INVALID_PRODUCER_EPOCH), as is one from an older coordinator epoch
+// (TRANSACTION_COORDINATOR_FENCED). It returns the marker's offset.
+func (l *Log) AppendMarker(m txn.Marker, leaderEpoch int32, timestampMs int64) (int64, error) {
+	typ := batch.ControlAbort
+	if m.Commit {
+		typ = batch.ControlCommit
+	}
+	b := batch.AppendControl(nil, m.ProducerID, m.Epoch, batch.Control{Type: typ, CoordinatorEpoch: m.CoordinatorEpoch}, timestampMs)
+	h, err := batch.ValidateStored(b)
+	if err != nil {
+		return 0, err
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.producers.CheckMarker(m); err != nil {
+		return 0, err
+	}
+	first, _, err := l.appendLocked(b, &h, -1, leaderEpoch)
+	if err != nil {
+		return 0, err
+	}
+	return first, l.applyMarker(m, first, timestampMs)
+}
+
+// applyMarker applies an appended marker to the producer state and indexes the transaction it
+// aborted. The caller holds appendMu.
+func (l *Log) applyMarker(m txn.Marker, offset, timestampMs int64) error {
+	ab := l.producers.ApplyMarker(m, offset, timestampMs)
+	fu := l.producers.FirstUnstable()
+	l.firstUnstable.Store(fu)
+	if ab == nil {
+		return nil
+	}
+	stable := offset + 1
+	if fu >= 0 {
+		stable = fu
+	}
+	if err := l.aborted.add(abortedEntry{Aborted: *ab, LastStable: stable}); err != nil {
+		return l.poison("aborted-transaction index write", err)
+	}
+	return nil
+}
+
+// markerOf reads the marker in a stored control batch.
+func markerOf(h *batch.Header, b []byte) (txn.Marker, error) {
+	c, err := batch.ParseControl(h, b)
+	if err != nil {
+		return txn.Marker{}, err
+	}
+	return txn.Marker{ProducerID: h.ProducerID, Epoch: h.ProducerEpoch, Commit: c.Type == batch.ControlCommit, CoordinatorEpoch: c.CoordinatorEpoch}, nil
+}
+
+// FirstUnstableOffset is the first offset of the earliest open transaction, or -1 if none is
+// open. A read_committed reader may read below min(high watermark, it): the last stable offset.
+func (l *Log) FirstUnstableOffset() int64 { return l.firstUnstable.Load() }
+
+// LastStable returns the last stable offset for a high watermark hw.
+func (l *Log) LastStable(hw int64) int64 {
+	if fu := l.firstUnstable.Load(); fu >= 0 && fu < hw {
+		return fu
+	}
+	return hw
+}
+
+// AbortedTransactions returns the aborted transactions with records in [from, upto), as a
+// read_committed fetch of that range reports them.
+func (l *Log) AbortedTransactions(from, upto int64) ([]txn.Aborted, error) {
+	return l.aborted.collect(from, upto)
 }
 
 // ErrNotAtEnd is returned by AppendReplica for a batch that does not start at or after the log
@@ -399,14 +487,24 @@ func (l *Log) AppendReplica(b []byte) (first, last int64, err error) {
 	if end := l.EndOffset(); h.BaseOffset < end {
 		return 0, 0, fmt.Errorf("%w: batch at %d, log end %d", ErrNotAtEnd, h.BaseOffset, end)
 	}
+	var m txn.Marker
+	if h.IsControl() { // parsed before the append: a marker the state cannot take is not written
+		if m, err = markerOf(&h, b); err != nil {
+			return 0, 0, err
+		}
+	}
 	first, last, err = l.appendLocked(b, &h, h.BaseOffset, h.LeaderEpoch)
 	if err != nil {
 		return 0, 0, err
 	}
-	if h.ProducerID >= 0 && !h.IsControl() {
-		l.producers.Apply(producerBatch(&h), first, h.MaxTimestamp)
+	switch {
+	case h.IsControl():
+		err = l.applyMarker(m, first, h.MaxTimestamp)
+	case h.ProducerID >= 0:
+		l.producers.Apply(producerBatch(&h), first, h.MaxTimestamp, h.LeaderEpoch)
+		l.firstUnstable.Store(l.producers.FirstUnstable())
 	}
-	return first, last, nil
+	return first, last, err
 }
 
 // appendLocked writes the validated batch b at base (-1: at the log end, stamping the base
@@ -637,6 +735,7 @@ func (l *Log) Close() error {
 	for _, s := range segs {
 		s.release()
 	}
+	err = errors.Join(err, l.aborted.close())
 	l.mu.Lock()
 	close(l.durableCh)
 	l.durableCh = make(chan struct{})

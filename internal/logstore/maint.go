@@ -76,6 +76,7 @@ func (l *Log) dropSegments(victims []*segment, writeCP bool, cp checkpoint) erro
 	if writeCP {
 		errs = append(errs, writeCheckpoint(l.fs, l.dir, cp))
 	}
+	errs = append(errs, l.aborted.trimBelow(l.StartOffset(), l.dir))
 	return errors.Join(errs...)
 }
 

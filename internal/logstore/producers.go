@@ -37,7 +37,8 @@ type AppendResult struct {
 }
 
 func producerBatch(h *batch.Header) txn.Batch {
-	return txn.Batch{ProducerID: h.ProducerID, Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastOffsetDelta: h.LastOffsetDelta}
+	return txn.Batch{ProducerID: h.ProducerID, Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastOffsetDelta: h.LastOffsetDelta,
+		Transactional: h.IsTransactional()}
 }
 
 // Producers returns the state of every producer the partition remembers, by id. The caller owns
@@ -64,6 +65,11 @@ func (l *Log) ExpireProducers(nowMs int64) int {
 // keepSnapshots snapshots. The caller holds appendMu; the state must cover exactly the log
 // below offset. The new file's directory entry is made durable by the log's next directory sync.
 func (l *Log) writeSnapshot(offset int64) error {
+	// Every aborted-transaction entry below offset must be durable before a snapshot says the
+	// state below offset needs no replay.
+	if err := l.aborted.sync(); err != nil {
+		return err
+	}
 	name := segmentName(l.dir, offset, snapshotSuffix)
 	if err := vfs.WriteFileSync(l.fs, name, l.producers.AppendSnapshot(nil, offset)); err != nil {
 		return err
@@ -145,7 +151,14 @@ func (l *Log) loadProducers() error {
 		}
 	}
 	l.producers = state
-	return l.replayProducers(max(from, start), end)
+	from = max(from, start)
+	// The index entries at or after from are derived again by the replay.
+	if err := l.aborted.truncateFrom(from); err != nil {
+		return err
+	}
+	err = l.replayProducers(from, end)
+	l.firstUnstable.Store(l.producers.FirstUnstable())
+	return err
 }
 
 // replayProducers applies the producer batches in [from, end) to the state.
@@ -180,10 +193,20 @@ func (l *Log) replayProducers(from, end int64) error {
 			if err != nil {
 				return fmt.Errorf("logstore: replaying producer state in segment %d: %w", s.base, err)
 			}
-			if h.LastOffset() < from || h.BaseOffset >= end || h.ProducerID < 0 || h.IsControl() {
+			if h.LastOffset() < from || h.BaseOffset >= end || h.ProducerID < 0 {
 				continue
 			}
-			l.producers.Apply(producerBatch(&h), h.BaseOffset, h.MaxTimestamp)
+			if h.IsControl() {
+				m, err := markerOf(&h, b)
+				if err != nil {
+					return fmt.Errorf("logstore: replaying producer state in segment %d: marker at %d: %w", s.base, h.BaseOffset, err)
+				}
+				if err := l.applyMarker(m, h.BaseOffset, h.MaxTimestamp); err != nil {
+					return err
+				}
+				continue
+			}
+			l.producers.Apply(producerBatch(&h), h.BaseOffset, h.MaxTimestamp, h.LeaderEpoch)
 		}
 		if it.err != nil || it.bad != nil {
 			return fmt.Errorf("logstore: replaying producer state in segment %d: %w", s.base, errors.Join(it.err, it.bad))
@@ -205,5 +228,9 @@ func (l *Log) dropProducers() error {
 		}
 	}
 	l.producers = txn.NewPartition()
+	l.firstUnstable.Store(-1)
+	if err := l.aborted.drop(); err != nil {
+		return err
+	}
 	return l.fs.SyncDir(l.dir)
 }

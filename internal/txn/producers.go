@@ -16,6 +16,17 @@
 //   - With the same epoch, the batch must start right after the last one (sequences wrap from
 //     MaxInt32 to 0); anything else is OUT_OF_ORDER_SEQUENCE_NUMBER.
 //   - An unknown producer (new, expired, or whose state was lost) is accepted at any sequence.
+//
+// And for transactions (Kafka's ProducerStateManager again):
+//
+//   - A transactional batch opens the producer's transaction on the partition if none is open:
+//     its first offset bounds the last stable offset until a marker closes it.
+//   - A non-transactional batch from a producer with an open transaction is INVALID_TXN_STATE.
+//   - A marker (COMMIT or ABORT control batch, written by the coordinator) of an older epoch than
+//     the producer's is INVALID_PRODUCER_EPOCH, of an older coordinator epoch
+//     TRANSACTION_COORDINATOR_FENCED. A marker of a newer epoch (transaction version 2 bumps the
+//     epoch at every commit) moves the producer to it. An ABORT that closes a transaction yields
+//     the aborted range for the partition's aborted-transaction index.
 package txn
 
 import (
@@ -46,6 +57,23 @@ type Producer struct {
 	Batches []BatchMeta
 	// LastTimestamp is the max timestamp (ms) of the producer's last batch; expiry counts from it.
 	LastTimestamp int64
+	// TxnFirstOffset is the first offset of the producer's open transaction on the partition, or
+	// -1; TxnLeaderEpoch is the leader epoch that offset was written in.
+	TxnFirstOffset int64
+	TxnLeaderEpoch int32
+	// CoordinatorEpoch is the coordinator epoch of the last marker, or -1.
+	CoordinatorEpoch int32
+}
+
+// Aborted is a transaction an ABORT marker closed: the producer's records in [First, Last] are
+// not to be delivered to read_committed consumers. Last is the marker's offset.
+type Aborted struct {
+	ProducerID  int64
+	First, Last int64
+}
+
+func newProducer(id int64, epoch int16) *Producer {
+	return &Producer{ID: id, Epoch: epoch, TxnFirstOffset: -1, CoordinatorEpoch: -1}
 }
 
 // LastSeq is the last sequence the producer appended, or -1 if none is remembered.
@@ -60,10 +88,13 @@ func (p *Producer) LastSeq() int32 {
 // calls it under its append lock.
 type Partition struct {
 	producers map[int64]*Producer
+	open      map[int64]int64 // producer id -> first offset of its open transaction
 }
 
 // NewPartition returns an empty producer state.
-func NewPartition() *Partition { return &Partition{producers: map[int64]*Producer{}} }
+func NewPartition() *Partition {
+	return &Partition{producers: map[int64]*Producer{}, open: map[int64]int64{}}
+}
 
 // Batch is what the rules need of a produced batch.
 type Batch struct {
@@ -71,6 +102,7 @@ type Batch struct {
 	Epoch           int16
 	FirstSeq        int32
 	LastOffsetDelta int32
+	Transactional   bool
 }
 
 // LastSeq is the sequence of the batch's last record, wrapping past MaxInt32 to 0 as Kafka does.
@@ -89,6 +121,9 @@ func IncrementSequence(seq, n int32) int32 {
 // error for a batch that breaks the rules. A nil, nil answer means append b, then Apply it.
 func (s *Partition) Check(b Batch) (*BatchMeta, error) {
 	if b.ProducerID < 0 {
+		if b.Transactional {
+			return nil, fmt.Errorf("%w: a transactional batch without a producer id", kerr.InvalidRecord)
+		}
 		return nil, nil
 	}
 	if b.Epoch < 0 || b.FirstSeq < 0 {
@@ -110,6 +145,8 @@ func (s *Partition) Check(b Batch) (*BatchMeta, error) {
 	switch {
 	case b.Epoch < p.Epoch:
 		return nil, fmt.Errorf("%w: producer %d epoch %d is older than its current epoch %d", kerr.InvalidProducerEpoch, b.ProducerID, b.Epoch, p.Epoch)
+	case !b.Transactional && p.TxnFirstOffset >= 0:
+		return nil, fmt.Errorf("%w: producer %d wrote a non-transactional batch while its transaction from offset %d is open", kerr.InvalidTxnState, b.ProducerID, p.TxnFirstOffset)
 	case b.Epoch > p.Epoch:
 		if b.FirstSeq != 0 {
 			return nil, fmt.Errorf("%w: producer %d starts new epoch %d at sequence %d, not 0", kerr.OutOfOrderSequenceNumber, b.ProducerID, b.Epoch, b.FirstSeq)
@@ -124,15 +161,19 @@ func (s *Partition) Check(b Batch) (*BatchMeta, error) {
 
 // Apply records an appended batch: one that Check allowed, or one read back from the log when
 // rebuilding the state (which must not be checked: the log is the truth). Batches of a producer
-// must be applied in offset order.
-func (s *Partition) Apply(b Batch, firstOffset, maxTimestamp int64) {
+// must be applied in offset order. leaderEpoch is the epoch the batch was written in.
+func (s *Partition) Apply(b Batch, firstOffset, maxTimestamp int64, leaderEpoch int32) {
 	if b.ProducerID < 0 {
 		return
 	}
 	p := s.producers[b.ProducerID]
 	if p == nil {
-		p = &Producer{ID: b.ProducerID, Epoch: b.Epoch}
+		p = newProducer(b.ProducerID, b.Epoch)
 		s.producers[b.ProducerID] = p
+	}
+	if b.Transactional && p.TxnFirstOffset < 0 {
+		p.TxnFirstOffset, p.TxnLeaderEpoch = firstOffset, leaderEpoch
+		s.open[p.ID] = firstOffset
 	}
 	if b.Epoch != p.Epoch {
 		p.Epoch, p.Batches = b.Epoch, p.Batches[:0]
@@ -145,12 +186,88 @@ func (s *Partition) Apply(b Batch, firstOffset, maxTimestamp int64) {
 	p.LastTimestamp = maxTimestamp
 }
 
+// Marker is what the rules need of a COMMIT or ABORT control batch.
+type Marker struct {
+	ProducerID       int64
+	Epoch            int16
+	Commit           bool
+	CoordinatorEpoch int32
+}
+
+// CheckMarker decides whether a marker may be appended: not from an older producer epoch or an
+// older coordinator epoch than the producer's last marker.
+func (s *Partition) CheckMarker(m Marker) error {
+	if m.ProducerID < 0 || m.Epoch < 0 {
+		return fmt.Errorf("%w: marker for producer %d epoch %d", kerr.InvalidRecord, m.ProducerID, m.Epoch)
+	}
+	p := s.producers[m.ProducerID]
+	if p == nil {
+		return nil
+	}
+	if m.Epoch < p.Epoch {
+		return fmt.Errorf("%w: marker of producer %d epoch %d is older than its epoch %d", kerr.InvalidProducerEpoch, m.ProducerID, m.Epoch, p.Epoch)
+	}
+	if m.CoordinatorEpoch < p.CoordinatorEpoch {
+		return fmt.Errorf("%w: marker of producer %d from coordinator epoch %d after %d", kerr.TransactionCoordinatorFenced, m.ProducerID, m.CoordinatorEpoch, p.CoordinatorEpoch)
+	}
+	return nil
+}
+
+// ApplyMarker records an appended marker at offset and closes the producer's open transaction,
+// returning its range if the marker aborted one. Like Apply, it also takes markers read back
+// from the log unchecked.
+func (s *Partition) ApplyMarker(m Marker, offset, timestamp int64) *Aborted {
+	p := s.producers[m.ProducerID]
+	if p == nil {
+		p = newProducer(m.ProducerID, m.Epoch)
+		s.producers[m.ProducerID] = p
+	}
+	if m.Epoch > p.Epoch {
+		p.Epoch, p.Batches = m.Epoch, p.Batches[:0]
+	}
+	p.CoordinatorEpoch = max(p.CoordinatorEpoch, m.CoordinatorEpoch)
+	p.LastTimestamp = max(p.LastTimestamp, timestamp)
+	if p.TxnFirstOffset < 0 {
+		return nil
+	}
+	var ab *Aborted
+	if !m.Commit {
+		ab = &Aborted{ProducerID: p.ID, First: p.TxnFirstOffset, Last: offset}
+	}
+	p.TxnFirstOffset, p.TxnLeaderEpoch = -1, 0
+	delete(s.open, p.ID)
+	return ab
+}
+
+// FirstUnstable is the first offset of the earliest open transaction, or -1 if none is open:
+// read_committed consumers may read only below it (and below the high watermark).
+func (s *Partition) FirstUnstable() int64 {
+	first := int64(-1)
+	for _, off := range s.open {
+		if first < 0 || off < first {
+			first = off
+		}
+	}
+	return first
+}
+
+// Open returns the producer's open transaction: its first offset and the leader epoch it began
+// in, or ok=false.
+func (s *Partition) Open(producerID int64) (first int64, leaderEpoch int32, epoch int16, ok bool) {
+	p := s.producers[producerID]
+	if p == nil || p.TxnFirstOffset < 0 {
+		return 0, 0, 0, false
+	}
+	return p.TxnFirstOffset, p.TxnLeaderEpoch, p.Epoch, true
+}
+
 // Expire forgets the producers whose last batch is older than expiration at nowMs, as Kafka's
-// producer.id.expiration.ms does, and returns how many it forgot.
+// producer.id.expiration.ms does, and returns how many it forgot. A producer with an open
+// transaction is kept: its marker must still find it.
 func (s *Partition) Expire(nowMs int64, expirationMs int64) int {
 	n := 0
 	for id, p := range s.producers {
-		if nowMs-p.LastTimestamp >= expirationMs {
+		if p.TxnFirstOffset < 0 && nowMs-p.LastTimestamp >= expirationMs {
 			delete(s.producers, id)
 			n++
 		}

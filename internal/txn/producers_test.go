@@ -1,7 +1,9 @@
 package txn
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"math"
 	"testing"
 
@@ -63,7 +65,7 @@ func TestCheck(t *testing.T) {
 					if err != nil || dup != nil {
 						t.Fatalf("step %d: Check(%+v) = %+v, %v; want append", i, b, dup, err)
 					}
-					s.Apply(b, next, 1000+next)
+					s.Apply(b, next, 1000+next, 0)
 					next += int64(st.records)
 				}
 			}
@@ -73,8 +75,8 @@ func TestCheck(t *testing.T) {
 
 func TestExpire(t *testing.T) {
 	s := NewPartition()
-	s.Apply(Batch{ProducerID: 1, FirstSeq: 0}, 0, 1000)
-	s.Apply(Batch{ProducerID: 2, FirstSeq: 0}, 1, 5000)
+	s.Apply(Batch{ProducerID: 1, FirstSeq: 0}, 0, 1000, 0)
+	s.Apply(Batch{ProducerID: 2, FirstSeq: 0}, 1, 5000, 0)
 	if n := s.Expire(6000, 5000); n != 1 || s.Len() != 1 {
 		t.Fatalf("Expire(6000, 5000) = %d leaving %d; want 1 leaving 1", n, s.Len())
 	}
@@ -118,9 +120,9 @@ func TestIDAllocator(t *testing.T) {
 func TestSnapshotRoundTrip(t *testing.T) {
 	s := NewPartition()
 	for i := range int32(8) {
-		s.Apply(Batch{ProducerID: 5, Epoch: 2, FirstSeq: i * 3, LastOffsetDelta: 2}, int64(i)*10, 100+int64(i))
+		s.Apply(Batch{ProducerID: 5, Epoch: 2, FirstSeq: i * 3, LastOffsetDelta: 2}, int64(i)*10, 100+int64(i), 0)
 	}
-	s.Apply(Batch{ProducerID: 9, Epoch: 0, FirstSeq: 0}, 99, 7)
+	s.Apply(Batch{ProducerID: 9, Epoch: 0, FirstSeq: 0}, 99, 7, 0)
 	b := s.AppendSnapshot([]byte("prefix"), 123)
 	off, got, err := ParseSnapshot(b[len("prefix"):])
 	if err != nil || off != 123 {
@@ -138,5 +140,106 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		if _, _, err := ParseSnapshot(c); !errors.Is(err, ErrBadSnapshot) {
 			t.Fatalf("ParseSnapshot with byte %d flipped = %v; want ErrBadSnapshot", i, err)
 		}
+	}
+}
+
+// TestTransactions: the open transaction per producer, the first unstable offset, markers.
+func TestTransactions(t *testing.T) {
+	s := NewPartition()
+	txb := func(pid int64, epoch int16, seq int32) Batch {
+		return Batch{ProducerID: pid, Epoch: epoch, FirstSeq: seq, LastOffsetDelta: 1, Transactional: true}
+	}
+	if got := s.FirstUnstable(); got != -1 {
+		t.Fatalf("FirstUnstable() of an empty state = %d; want -1", got)
+	}
+	s.Apply(Batch{ProducerID: 1, FirstSeq: 0}, 0, 1, 3) // plain idempotent producer
+	s.Apply(txb(2, 0, 0), 10, 1, 3)
+	s.Apply(txb(2, 0, 2), 12, 1, 3)
+	s.Apply(txb(3, 5, 0), 20, 1, 4)
+	if got := s.FirstUnstable(); got != 10 {
+		t.Fatalf("FirstUnstable() = %d; want 10", got)
+	}
+	if first, le, ep, ok := s.Open(2); !ok || first != 10 || le != 3 || ep != 0 {
+		t.Fatalf("Open(2) = %d, %d, %d, %v; want 10, 3, 0, true", first, le, ep, ok)
+	}
+	if _, err := s.Check(Batch{ProducerID: 2, Epoch: 0, FirstSeq: 4}); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Errorf("non-transactional batch during a transaction = %v; want INVALID_TXN_STATE", err)
+	}
+	if _, err := s.Check(Batch{ProducerID: -1, Transactional: true}); !errors.Is(err, kerr.InvalidRecord) {
+		t.Errorf("transactional batch without a producer id = %v; want INVALID_RECORD", err)
+	}
+	// An older epoch's marker is a zombie's; a newer one moves the producer on (TV2).
+	if err := s.CheckMarker(Marker{ProducerID: 3, Epoch: 4}); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Errorf("marker of an older epoch = %v; want INVALID_PRODUCER_EPOCH", err)
+	}
+	if ab := s.ApplyMarker(Marker{ProducerID: 2, Epoch: 0, Commit: true, CoordinatorEpoch: 7}, 14, 2); ab != nil {
+		t.Errorf("COMMIT returned an aborted range %+v", ab)
+	}
+	if err := s.CheckMarker(Marker{ProducerID: 2, Epoch: 0, CoordinatorEpoch: 6}); !errors.Is(err, kerr.TransactionCoordinatorFenced) {
+		t.Errorf("marker of an older coordinator epoch = %v; want TRANSACTION_COORDINATOR_FENCED", err)
+	}
+	if got := s.FirstUnstable(); got != 20 {
+		t.Fatalf("FirstUnstable() after the commit = %d; want 20", got)
+	}
+	ab := s.ApplyMarker(Marker{ProducerID: 3, Epoch: 6}, 30, 2)
+	if ab == nil || *ab != (Aborted{ProducerID: 3, First: 20, Last: 30}) {
+		t.Fatalf("ABORT = %+v; want producer 3 [20, 30]", ab)
+	}
+	if got := s.FirstUnstable(); got != -1 {
+		t.Fatalf("FirstUnstable() with nothing open = %d; want -1", got)
+	}
+	// The marker's newer epoch is the producer's now: its next batch starts a fresh sequence.
+	if _, err := s.Check(txb(3, 5, 2)); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Errorf("batch of the epoch before the marker = %v; want INVALID_PRODUCER_EPOCH", err)
+	}
+	if _, err := s.Check(txb(3, 6, 0)); err != nil {
+		t.Errorf("batch of the marker's epoch = %v; want nil", err)
+	}
+	// A marker with nothing open changes nothing but the epochs.
+	if ab := s.ApplyMarker(Marker{ProducerID: 9, Epoch: 0}, 31, 2); ab != nil {
+		t.Errorf("ABORT with nothing open = %+v; want nil", ab)
+	}
+	// Open transactions survive a snapshot; expiry keeps their producers.
+	s.Apply(txb(4, 0, 0), 40, 1, 5)
+	_, got, err := ParseSnapshot(s.AppendSnapshot(nil, 42))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.FirstUnstable() != 40 {
+		t.Errorf("FirstUnstable() after a snapshot = %d; want 40", got.FirstUnstable())
+	}
+	if all, n := got.Len(), got.Expire(1<<40, 1); n != all-1 {
+		t.Errorf("Expire forgot %d of %d; want all but the open transaction's producer", n, all)
+	}
+	if _, _, _, ok := got.Open(4); !ok {
+		t.Errorf("the open transaction's producer expired")
+	}
+}
+
+// TestSnapshotV1: a snapshot of the version before transactions still loads.
+func TestSnapshotV1(t *testing.T) {
+	var b []byte
+	b = append(b, "RNPS"...)
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint64(b, 50)
+	b = binary.BigEndian.AppendUint32(b, 1)
+	b = binary.BigEndian.AppendUint64(b, 7)  // id
+	b = binary.BigEndian.AppendUint16(b, 2)  // epoch
+	b = binary.BigEndian.AppendUint64(b, 99) // lastTimestamp
+	b = append(b, 1)
+	for _, v := range []uint32{0, 4} {
+		b = binary.BigEndian.AppendUint32(b, v)
+	}
+	for _, v := range []uint64{45, 49, 99} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	off, s, err := ParseSnapshot(b)
+	if err != nil || off != 50 {
+		t.Fatalf("ParseSnapshot(v1) = %d, %v", off, err)
+	}
+	ps := s.Producers()
+	if len(ps) != 1 || ps[0].Epoch != 2 || ps[0].TxnFirstOffset != -1 || ps[0].CoordinatorEpoch != -1 || ps[0].Batches[0].LastOffset != 49 {
+		t.Errorf("v1 producer = %+v", ps)
 	}
 }

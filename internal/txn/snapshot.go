@@ -13,20 +13,23 @@ import (
 // in it, none at or above. All integers are big-endian.
 //
 //	magic      [4]byte  "RNPS"
-//	version    uint8    1
+//	version    uint8    2 (1 is read: it lacks the three transaction fields)
 //	offset     int64    the state covers the log below this offset
 //	count      uint32   producers that follow
 //	count times, by ascending id:
-//	  id            int64
-//	  epoch         int16
-//	  lastTimestamp int64
-//	  batches       uint8   at most MaxBatches, oldest first:
+//	  id               int64
+//	  epoch            int16
+//	  lastTimestamp    int64
+//	  txnFirstOffset   int64   (v2) first offset of the open transaction, -1: none
+//	  txnLeaderEpoch   int32   (v2)
+//	  coordinatorEpoch int32   (v2) of the last marker, -1: none
+//	  batches          uint8   at most MaxBatches, oldest first:
 //	    firstSeq int32 | lastSeq int32 | firstOffset int64 | lastOffset int64 | maxTimestamp int64
 //	crc        uint32   CRC-32C of everything before it
 
 const (
 	snapshotMagic   = "RNPS"
-	snapshotVersion = 1
+	snapshotVersion = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -46,6 +49,9 @@ func (s *Partition) AppendSnapshot(dst []byte, offset int64) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(p.ID))
 		dst = binary.BigEndian.AppendUint16(dst, uint16(p.Epoch))
 		dst = binary.BigEndian.AppendUint64(dst, uint64(p.LastTimestamp))
+		dst = binary.BigEndian.AppendUint64(dst, uint64(p.TxnFirstOffset))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(p.TxnLeaderEpoch))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(p.CoordinatorEpoch))
 		dst = append(dst, byte(len(p.Batches)))
 		for _, m := range p.Batches {
 			dst = binary.BigEndian.AppendUint32(dst, uint32(m.FirstSeq))
@@ -69,18 +75,29 @@ func ParseSnapshot(b []byte) (offset int64, s *Partition, err error) {
 	}
 	r := kbin.Reader{Src: body}
 	magic, version := string(r.Span(len(snapshotMagic))), r.Int8()
-	if magic != snapshotMagic || version != snapshotVersion {
+	if magic != snapshotMagic || version < 1 || version > snapshotVersion {
 		return 0, nil, fmt.Errorf("%w: magic %q version %d", ErrBadSnapshot, magic, version)
 	}
 	offset = r.Int64()
 	count := r.Uint32()
-	if uint64(count) > uint64(len(r.Src))/19 { // each producer takes at least 19 bytes
+	minSize := uint64(19) // each producer takes at least this many bytes
+	if version >= 2 {
+		minSize += 16
+	}
+	if uint64(count) > uint64(len(r.Src))/minSize {
 		return 0, nil, fmt.Errorf("%w: %d producers in %d bytes", ErrBadSnapshot, count, len(r.Src))
 	}
 	s = NewPartition()
 	prev := int64(-1)
 	for range count {
-		p := &Producer{ID: r.Int64(), Epoch: r.Int16(), LastTimestamp: r.Int64()}
+		p := newProducer(r.Int64(), r.Int16())
+		p.LastTimestamp = r.Int64()
+		if version >= 2 {
+			p.TxnFirstOffset, p.TxnLeaderEpoch, p.CoordinatorEpoch = r.Int64(), r.Int32(), r.Int32()
+			if p.TxnFirstOffset < -1 {
+				return 0, nil, fmt.Errorf("%w: producer %d has transaction offset %d", ErrBadSnapshot, p.ID, p.TxnFirstOffset)
+			}
+		}
 		n := int(uint8(r.Int8()))
 		if n > MaxBatches {
 			return 0, nil, fmt.Errorf("%w: producer %d has %d batches", ErrBadSnapshot, p.ID, n)
@@ -94,6 +111,9 @@ func ParseSnapshot(b []byte) (offset int64, s *Partition, err error) {
 		}
 		prev = p.ID
 		s.producers[p.ID] = p
+		if p.TxnFirstOffset >= 0 {
+			s.open[p.ID] = p.TxnFirstOffset
+		}
 	}
 	if err := r.Complete(); err != nil {
 		return 0, nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)

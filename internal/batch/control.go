@@ -1,0 +1,63 @@
+package batch
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Control record types (the key's second field), as Kafka numbers them.
+const (
+	ControlAbort  int16 = 0
+	ControlCommit int16 = 1
+)
+
+// Control is the content of a transaction marker: a control batch of one record whose key is
+// version int16 (0) | type int16, and whose value is version int16 (0) | coordinatorEpoch int32.
+type Control struct {
+	Type             int16
+	CoordinatorEpoch int32
+}
+
+// AppendControl appends a transaction marker batch for a producer (base offset 0: the log assigns
+// it) and returns the result. Markers are uncompressed, transactional and control, with no
+// sequence (-1), as Kafka writes them.
+func AppendControl(dst []byte, producerID int64, epoch int16, c Control, timestampMs int64) []byte {
+	key := binary.BigEndian.AppendUint16(make([]byte, 0, 4), 0)
+	key = binary.BigEndian.AppendUint16(key, uint16(c.Type))
+	value := binary.BigEndian.AppendUint16(make([]byte, 0, 6), 0)
+	value = binary.BigEndian.AppendUint32(value, uint32(c.CoordinatorEpoch))
+	rec := AppendRecord(nil, 0, 0, key, value, 0, nil)
+	return AppendBatch(dst, Header{Attributes: AttrTransactional | AttrControl, BaseTimestamp: timestampMs,
+		MaxTimestamp: timestampMs, ProducerID: producerID, ProducerEpoch: epoch, BaseSequence: -1, RecordCount: 1}, rec)
+}
+
+// ParseControl reads the marker in a control batch b (whose header is h). A control batch whose
+// record is not a marker of a known type is an error: the log writes no other kind.
+func ParseControl(h *Header, b []byte) (Control, error) {
+	if !h.IsControl() {
+		return Control{}, fmt.Errorf("batch: not a control batch")
+	}
+	if h.RecordCount != 1 {
+		return Control{}, corrupt("control", "control batch holds %d records, not 1", h.RecordCount)
+	}
+	recs, err := Records(h, b)
+	if err != nil {
+		return Control{}, err
+	}
+	r := NewRecordReader(recs)
+	var rec Record
+	if !r.Next(&rec) {
+		return Control{}, corrupt("control", "control record unreadable: %v", r.Err())
+	}
+	if len(rec.Key) < 4 || len(rec.Value) < 6 {
+		return Control{}, corrupt("control", "control record key %d bytes, value %d bytes", len(rec.Key), len(rec.Value))
+	}
+	c := Control{Type: int16(binary.BigEndian.Uint16(rec.Key[2:])), CoordinatorEpoch: int32(binary.BigEndian.Uint32(rec.Value[2:]))}
+	if v := int16(binary.BigEndian.Uint16(rec.Key)); v != 0 {
+		return Control{}, corrupt("control", "control record key version %d", v)
+	}
+	if c.Type != ControlAbort && c.Type != ControlCommit {
+		return Control{}, corrupt("control", "control record type %d", c.Type)
+	}
+	return c, nil
+}
