@@ -225,7 +225,7 @@ func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 				}
 			}
 		default:
-			n, err := readPartition(p, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, files)
+			n, err := readPartition(p, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, req.IsolationLevel == 1, files)
 			if err != nil {
 				fp.ErrorCode = errorCode(err)
 			}
@@ -243,23 +243,29 @@ func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 }
 
 // readPartition reads one partition's batches into fp. The first partition with data may exceed
-// maxBytes by its first batch (Kafka's KIP-74 rule); later ones may not.
-func readPartition(p *topics.Partition, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first bool, files *fileRanges) (int, error) {
+// maxBytes by its first batch (Kafka's KIP-74 rule); later ones may not. A read_committed read
+// stops at the last stable offset and reports the aborted transactions of what it read.
+func readPartition(p *topics.Partition, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first, readCommitted bool, files *fileRanges) (int, error) {
 	if _, ready, _ := p.Replica.Leading(); !ready {
 		return 0, kerr.OffsetNotAvailable
 	}
 	fp.HighWatermark = p.Replica.HighWatermark()
-	fp.LastStableOffset = fp.HighWatermark
+	fp.LastStableOffset = p.Log.LastStable(fp.HighWatermark)
 	fp.LogStartOffset = p.Log.StartOffset()
-	if sp.offset == fp.HighWatermark {
+	upper := fp.HighWatermark
+	if readCommitted {
+		upper = fp.LastStableOffset
+		fp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	}
+	if sp.offset == upper {
 		return 0, nil
 	}
 	if maxBytes <= 0 && !first {
 		return 0, nil
 	}
-	// Between the high watermark and the log end the answer is empty, as in Kafka; past the
-	// log end it is OFFSET_OUT_OF_RANGE.
-	s, err := p.Log.ReadSliceBelow(sp.offset, max(maxBytes, 0), fp.HighWatermark)
+	// Between the high watermark (or the last stable offset) and the log end the answer is
+	// empty, as in Kafka; past the log end it is OFFSET_OUT_OF_RANGE.
+	s, err := p.Log.ReadSliceBelow(sp.offset, max(maxBytes, 0), upper)
 	if err != nil {
 		if errors.Is(err, logstore.ErrOffsetOutOfRange) {
 			return 0, kerr.OffsetOutOfRange
@@ -269,6 +275,16 @@ func readPartition(p *topics.Partition, sp *sessionPartition, fp *kmsg.FetchResp
 	if s.Size == 0 || (s.Size > maxBytes && !first) {
 		s.Release()
 		return 0, nil
+	}
+	if readCommitted {
+		aborted, err := p.Log.AbortedTransactions(sp.offset, upper)
+		if err != nil {
+			s.Release()
+			return 0, err
+		}
+		for _, a := range aborted {
+			fp.AbortedTransactions = append(fp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.First})
+		}
 	}
 	if marker, ok := files.add(s); ok { // sent with sendfile by the write loop, which releases s
 		fp.RecordBatches = marker

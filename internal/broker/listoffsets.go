@@ -49,6 +49,9 @@ func handleListOffsets(ctx context.Context, r *request) reply {
 			} else {
 				l := p.Log
 				hw := p.Replica.HighWatermark()
+				if req.IsolationLevel == 1 { // read_committed: nothing at or past the last stable offset
+					hw = l.LastStable(hw)
+				}
 				sp.LeaderEpoch, _, _ = p.Replica.Leading()
 				switch rp.Timestamp {
 				case listLatest:

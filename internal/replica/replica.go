@@ -13,6 +13,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/txn"
 )
 
 // Role is a replica's part in its partition's current epoch.
@@ -201,17 +202,42 @@ func (r *Replica) Append(b []byte) (logstore.AppendResult, int32, error) {
 		r.mu.Unlock()
 		return res, epoch, err
 	}
-	if !res.Duplicate && r.leader.SetLocal(r.Log.EndOffset(), r.Log.DurableOffset(), true) {
-		r.knownHW = r.leader.HW()
-		r.notifyLocked()
-	}
 	if !res.Duplicate {
-		for _, n := range r.leader.Followers() {
-			r.sendAppendLocked(n) // on the caller's goroutine: no hand-off on the produce path
-		}
+		r.appendedLocked()
 	}
 	r.mu.Unlock()
 	return res, epoch, nil
+}
+
+// appendedLocked publishes a leader's append and starts replicating it.
+func (r *Replica) appendedLocked() {
+	if r.leader.SetLocal(r.Log.EndOffset(), r.Log.DurableOffset(), true) {
+		r.knownHW = r.leader.HW()
+		r.notifyLocked()
+	}
+	for _, n := range r.leader.Followers() {
+		r.sendAppendLocked(n) // on the caller's goroutine: no hand-off on the produce path
+	}
+}
+
+// AppendMarker appends a transaction marker as leader (the coordinator's WriteTxnMarkers) and
+// starts replicating it. It returns the marker's offset and the epoch, for WaitCommitted.
+func (r *Replica) AppendMarker(m txn.Marker, timestampMs int64) (int64, int32, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil || r.frozen {
+		return 0, 0, ErrNotLeader
+	}
+	epoch := r.a.Epoch
+	off, err := r.Log.AppendMarker(m, epoch, timestampMs)
+	if err != nil {
+		if errors.Is(err, logstore.ErrPoisoned) {
+			r.failLocked(err)
+		}
+		return 0, epoch, err
+	}
+	r.appendedLocked()
+	return off, epoch, nil
 }
 
 // WaitCommitted waits until the high watermark of epoch reaches end. It fails with
