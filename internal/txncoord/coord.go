@@ -691,9 +691,15 @@ func (c *Coordinator) Tick(nowMs int64) Effects {
 // asks whether to keep waiting (true) or to abort it itself (false): false only when no
 // transaction this coordinator knows, open or deciding, can include the partition.
 func (c *Coordinator) Check(id string, pid int64, epoch int16, tp TP) bool {
+	if c.broken {
+		return true // what is durable is not known until the reload
+	}
 	t, ok := c.txns[id]
 	if !ok || t.ProducerID != pid {
 		return false
+	}
+	if t.op != nil {
+		return true // deciding: the in-memory state is not yet the durable one
 	}
 	if t.Lost && epoch == t.Epoch {
 		return true // it may be open: the coordinator learns it when the transaction ends
