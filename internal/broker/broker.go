@@ -21,6 +21,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/txn"
+	"github.com/runnel-dev/runnel/internal/txncoord"
 )
 
 // Config configures a Broker.
@@ -48,6 +49,9 @@ type Config struct {
 	// Consumer groups: the coordinator's settings and offsets.topic.num.partitions.
 	Groups                 group.Config
 	OffsetsTopicPartitions int32
+	// Transactions: the coordinator's settings and transaction.state.log.num.partitions.
+	Txns               txncoord.Config
+	TxnStatePartitions int32
 
 	Hooks  Hooks
 	Logger *slog.Logger
@@ -93,6 +97,12 @@ func (c *Config) DefaultLimits() {
 	if c.OffsetsTopicPartitions == 0 {
 		c.OffsetsTopicPartitions = 50
 	}
+	if c.Txns == (txncoord.Config{}) {
+		c.Txns = txncoord.DefaultConfig()
+	}
+	if c.TxnStatePartitions == 0 {
+		c.TxnStatePartitions = 50
+	}
 }
 
 // Broker serves the Kafka protocol for the topics of a registry.
@@ -104,6 +114,7 @@ type Broker struct {
 	mem           *semaphore.Weighted // in-flight request bytes, all connections
 	fetchSessions *fetchSessions
 	groups        *groups
+	txns          *txns
 
 	ctx    context.Context // ends when the broker stops: cancels waits in handlers
 	cancel context.CancelFunc
@@ -136,6 +147,8 @@ func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 	}
 	b.groups = newGroups(b)
 	go b.groups.run(ctx)
+	b.txns = newTxns(b)
+	go b.txns.run(ctx)
 	return b, nil
 }
 

@@ -73,9 +73,9 @@ func handleConsumerGroupDescribe(_ context.Context, r *request) reply {
 	return reply{resp: resp}
 }
 
-// handleFindCoordinator names the leader of a group's __consumer_offsets partition, creating
-// the topic on the first group lookup as Kafka does. A transactional id is answered with this
-// node (InitProducerId then refuses it until transactions exist).
+// handleFindCoordinator names the leader of a group's __consumer_offsets partition, or of a
+// transactional id's __transaction_state partition, creating the topic on the first lookup as
+// Kafka does.
 func handleFindCoordinator(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
@@ -94,7 +94,17 @@ func handleFindCoordinator(ctx context.Context, r *request) reply {
 			}
 			return 0, nil, n.ID, n.KafkaHost, n.KafkaPort
 		case 1:
-			return 0, nil, b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
+			if aerr := b.txns.ensureTopic(ctx); aerr != nil {
+				b.logger.Warn("broker: finding a transaction coordinator", "err", aerr.msg)
+				return kerr.CoordinatorNotAvailable.Code, &aerr.msg, -1, "", -1
+			}
+			id := b.txns.coordinatorNode(key)
+			n := b.cl.Image().Nodes[id]
+			if id < 0 || n == nil || n.Fenced {
+				msg := "The coordinator's partition has no leader now."
+				return kerr.CoordinatorNotAvailable.Code, &msg, -1, "", -1
+			}
+			return 0, nil, n.ID, n.KafkaHost, n.KafkaPort
 		}
 		msg := "unknown coordinator type"
 		return kerr.InvalidRequest.Code, &msg, -1, "", -1

@@ -89,41 +89,14 @@ func (gs *groups) load(p *topics.Partition) (*group.Coordinator, error) {
 	c := gs.newCoordinator()
 	now := time.Now()
 	n := 0
-	for off := p.Log.StartOffset(); off < p.Log.EndOffset(); {
-		data, err := p.Log.Read(nil, off, 1<<20)
-		if err != nil {
-			return nil, fmt.Errorf("broker: loading %s[%d] at %d: %w", OffsetsTopic, p.Index, off, err)
+	err := forEachRecord(p, func(key, value []byte) {
+		if err := c.Load(now, key, value); err != nil {
+			gs.b.logger.Warn("broker: skipping a bad __consumer_offsets record", "partition", p.Index, "err", err)
 		}
-		if len(data) == 0 {
-			break
-		}
-		for len(data) > 0 {
-			h, err := batch.ParseHeader(data)
-			if err != nil {
-				return nil, err
-			}
-			b := data[:h.Size()]
-			data = data[h.Size():]
-			off = h.NextOffset()
-			if h.IsControl() {
-				continue
-			}
-			recs, err := batch.Records(&h, b)
-			if err != nil {
-				return nil, err
-			}
-			rd := batch.NewRecordReader(recs)
-			var rec batch.Record
-			for rd.Next(&rec) {
-				if err := c.Load(now, rec.Key, rec.Value); err != nil {
-					gs.b.logger.Warn("broker: skipping a bad __consumer_offsets record", "partition", p.Index, "err", err)
-				}
-				n++
-			}
-			if err := rd.Err(); err != nil {
-				return nil, err
-			}
-		}
+		n++
+	})
+	if err != nil {
+		return nil, err
 	}
 	gs.b.logger.Info("loaded consumer groups", "partition", p.Index, "groups", len(c.Groups()), "records", n)
 	return c, nil
@@ -251,17 +224,7 @@ func (gs *groups) ensureTopic(ctx context.Context) *adminError {
 
 // partitionFor is the __consumer_offsets partition of a group, as Kafka computes it.
 func (gs *groups) partitionFor(groupID string) int32 {
-	var h int32
-	for _, c := range groupID { // Java's String.hashCode (over UTF-16 code units for BMP text)
-		h = 31*h + int32(c)
-	}
-	if h == -2147483648 {
-		return 0
-	}
-	if h < 0 {
-		h = -h
-	}
-	return h % gs.partitions
+	return javaHashPartition(groupID, gs.partitions)
 }
 
 // shardForLocked returns the shard of a group, or the error for a client asking a node that

@@ -12,16 +12,13 @@ func init() { register(kmsg.InitProducerID, 0, 5, handleInitProducerID) }
 // handleInitProducerID gives an idempotent producer a new producer id at epoch 0. As in Kafka,
 // a request without a transactional id always gets a fresh id, even when it names its current
 // id and epoch (KIP-360): an idempotent producer bumps its epoch itself and asks for a new id
-// only when the epoch would overflow. Transactional ids are refused until transactions exist.
-func handleInitProducerID(_ context.Context, r *request) reply {
+// only when the epoch would overflow. A transactional id goes to its coordinator.
+func handleInitProducerID(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		// No transaction coordinator yet; FindCoordinator(TRANSACTION) is not served either, so
-		// well-behaved clients never get here.
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		return reply{resp: resp}
+		return r.conn.b.initTransactional(ctx, req, resp)
 	}
 	id, err := r.conn.b.cfg.ProducerIDs.Next()
 	if err != nil {

@@ -92,7 +92,7 @@ func (b *Broker) autoCreate(ctx context.Context, name string) (*topics.Topic, bo
 func (b *Broker) metadataTopic(img *controller.Image, t *topics.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
-	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, t.Name == OffsetsTopic
+	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, t.Name == OffsetsTopic || t.Name == TxnStateTopic
 	mt.AuthorizedOperations = notRequested
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()

@@ -17,7 +17,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
-func init() { register(kmsg.Produce, 3, 11, handleProduce) }
+func init() { register(kmsg.Produce, 3, 12, handleProduce) }
 
 // handleProduce appends each partition's batch as its leader, in request order on the read loop,
 // then, for acks=all, waits off the loop for the partition's commit: a quorum of its replicas
@@ -66,7 +66,14 @@ func handleProduce(ctx context.Context, r *request) reply {
 			var epoch int32
 			var end int64
 			if err == nil {
-				epoch, end, err = produceOne(t, p, rp.Records, sp, b.cfg.Metrics)
+				inTxn := func(h *batch.Header) error {
+					var id string
+					if req.TransactionID != nil {
+						id = *req.TransactionID
+					}
+					return b.txns.ensureInTransaction(ctx, id, p, h.ProducerID, h.ProducerEpoch, req.Version)
+				}
+				epoch, end, err = produceOne(t, p, rp.Records, sp, b.cfg.Metrics, inTxn)
 			}
 			if err != nil {
 				setProduceError(sp, err)
@@ -114,9 +121,10 @@ func (b *Broker) produceLeaderHint(resp *kmsg.ProduceResponse, sp *kmsg.ProduceR
 }
 
 // produceOne checks and appends one partition's records as its leader, fills in the offsets
-// and counts the appended data in m. It returns the epoch it appended in and the offset just
-// past the batch.
-func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.ProduceResponseTopicPartition, m *metrics.Kafka) (int32, int64, error) {
+// and counts the appended data in m. A transactional batch must pass inTxn first. It returns
+// the epoch it appended in and the offset just past the batch.
+func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.ProduceResponseTopicPartition, m *metrics.Kafka,
+	inTxn func(*batch.Header) error) (int32, int64, error) {
 	n, err := batch.Split(records)
 	if err != nil {
 		return 0, 0, err
@@ -141,7 +149,9 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 		}
 	}
 	if h.IsTransactional() {
-		return 0, 0, fmt.Errorf("%w: transactions are not supported yet", kerr.InvalidTxnState)
+		if err := inTxn(&h); err != nil {
+			return 0, 0, err
+		}
 	}
 	logAppendTime := false
 	if tsType, _ := t.Effective("message.timestamp.type"); tsType == "LogAppendTime" {

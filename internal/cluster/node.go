@@ -363,6 +363,18 @@ func (n *Node) register() error {
 	}
 }
 
+// Handle registers the handler of an RPC method other packages serve between nodes (the
+// transaction coordinator's); the request and the answer travel as JSON.
+func (n *Node) Handle(method string, h func(ctx context.Context, from int32, payload []byte) (any, error)) {
+	n.rpc.handle(method, h)
+}
+
+// Call calls an RPC method on node to (this node's handler directly if to is this node) and
+// decodes the answer into resp. An error the handler returned comes back with its message.
+func (n *Node) Call(ctx context.Context, to int32, method string, req, resp any) error {
+	return n.rpc.call(ctx, to, method, req, resp)
+}
+
 // callController calls an RPC of the active controller, following its not-controller answers,
 // until ctx ends.
 func (n *Node) callController(ctx context.Context, method string, req, resp any) error {

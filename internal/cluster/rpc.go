@@ -64,7 +64,18 @@ func newRPC(ctx context.Context, self int32, send func(to int32, kind transport.
 	return &rpcLayer{self: self, send: send, pending: map[uint64]chan rpcResult{}, handlers: map[string]rpcHandler{}, ctx: ctx}
 }
 
-func (r *rpcLayer) handle(method string, h rpcHandler) { r.handlers[method] = h }
+func (r *rpcLayer) handle(method string, h rpcHandler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handlers[method] = h
+}
+
+func (r *rpcLayer) handler(method string) (rpcHandler, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.handlers[method]
+	return h, ok
+}
 
 // call sends a request to node to and decodes the answer into resp. Calling this node runs the
 // handler directly.
@@ -75,7 +86,7 @@ func (r *rpcLayer) call(ctx context.Context, to int32, method string, req, resp 
 	}
 	var out []byte
 	if to == r.self {
-		h, ok := r.handlers[method]
+		h, ok := r.handler(method)
 		if !ok {
 			return &rpcError{codeUnknownMethod, "unknown method " + method}
 		}
@@ -161,7 +172,7 @@ func (r *rpcLayer) receive(from int32, kind transport.Kind, body []byte) {
 func (r *rpcLayer) serve(from int32, id uint64, method string, payload []byte) {
 	var code, msg string
 	var out []byte
-	h, ok := r.handlers[method]
+	h, ok := r.handler(method)
 	if !ok {
 		code, msg = codeUnknownMethod, "unknown method "+method
 	} else if v, err := h(r.ctx, from, payload); err != nil {

@@ -49,6 +49,27 @@ func (l *Log) Producers() []txn.Producer {
 	return l.producers.Producers()
 }
 
+// OpenTransaction returns the producer's open transaction on the partition: its first offset,
+// the leader epoch it began in and the producer's epoch, or ok=false.
+func (l *Log) OpenTransaction(producerID int64) (first int64, leaderEpoch int32, epoch int16, ok bool) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	return l.producers.Open(producerID)
+}
+
+// OpenTransactions returns the producer ids with an open transaction and its first offset.
+func (l *Log) OpenTransactions() map[int64]int64 {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	out := map[int64]int64{}
+	for _, p := range l.producers.Producers() {
+		if p.TxnFirstOffset >= 0 {
+			out[p.ID] = p.TxnFirstOffset
+		}
+	}
+	return out
+}
+
 // ExpireProducers forgets producers whose last batch is older than the log's
 // ProducerIDExpiration at nowMs, and returns how many it forgot.
 func (l *Log) ExpireProducers(nowMs int64) int {

@@ -170,6 +170,16 @@ func (r *Replica) checkEpochLocked(clientEpoch int32) error {
 	return nil
 }
 
+// LeadingSince is when this replica's current leadership began (zero if it does not lead).
+func (r *Replica) LeadingSince() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil {
+		return time.Time{}
+	}
+	return r.leader.started
+}
+
 // CheckAcksAll refuses acks=all produce when fewer replicas are in sync than the ack quorum
 // needs (NOT_ENOUGH_REPLICAS): nothing is appended, rather than waiting for a quorum that is
 // not there.

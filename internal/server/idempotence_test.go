@@ -182,8 +182,8 @@ func endOffsets(b *testBroker) int {
 }
 
 // TestProducerIDsNeverReused: InitProducerId hands out distinct ids at epoch 0, and a restarted
-// broker never hands out an id it handed out before. A transactional id is refused (no
-// transaction coordinator yet).
+// broker never hands out an id it handed out before, to idempotent and transactional producers
+// alike.
 func TestProducerIDsNeverReused(t *testing.T) {
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	initPID := func(txnID *string) *kmsg.InitProducerIDResponse {
@@ -214,7 +214,28 @@ func TestProducerIDsNeverReused(t *testing.T) {
 		b = b.restart()
 	}
 	txn := "my-txn"
-	if resp := initPID(&txn); resp.ErrorCode == 0 {
-		t.Errorf("InitProducerId(transactional id) succeeded with id %d; want an error until transactions exist", resp.ProducerID)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKeys = 1, []string{txn} // creates __transaction_state
+	if _, err := cl.Broker(0).Request(context.Background(), fc); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp := initPID(&txn)
+		if resp.ErrorCode == 0 {
+			if resp.ProducerEpoch != 0 || seen[resp.ProducerID] {
+				t.Errorf("InitProducerId(transactional id) = id %d epoch %d; want a new id at epoch 0", resp.ProducerID, resp.ProducerEpoch)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("InitProducerId(transactional id) still fails with error %d", resp.ErrorCode)
+		}
+		time.Sleep(50 * time.Millisecond) // the coordinator's partition is being created and loaded
 	}
 }

@@ -195,7 +195,8 @@ type Marker struct {
 }
 
 // CheckMarker decides whether a marker may be appended: not from an older producer epoch or an
-// older coordinator epoch than the producer's last marker.
+// older coordinator epoch than the producer's last marker. Coordinator epoch -1 is a partition
+// aborting a transaction no coordinator can commit: it is not fenced by coordinator epochs.
 func (s *Partition) CheckMarker(m Marker) error {
 	if m.ProducerID < 0 || m.Epoch < 0 {
 		return fmt.Errorf("%w: marker for producer %d epoch %d", kerr.InvalidRecord, m.ProducerID, m.Epoch)
@@ -207,7 +208,7 @@ func (s *Partition) CheckMarker(m Marker) error {
 	if m.Epoch < p.Epoch {
 		return fmt.Errorf("%w: marker of producer %d epoch %d is older than its epoch %d", kerr.InvalidProducerEpoch, m.ProducerID, m.Epoch, p.Epoch)
 	}
-	if m.CoordinatorEpoch < p.CoordinatorEpoch {
+	if m.CoordinatorEpoch >= 0 && m.CoordinatorEpoch < p.CoordinatorEpoch { // -1: the partition's own abort
 		return fmt.Errorf("%w: marker of producer %d from coordinator epoch %d after %d", kerr.TransactionCoordinatorFenced, m.ProducerID, m.CoordinatorEpoch, p.CoordinatorEpoch)
 	}
 	return nil

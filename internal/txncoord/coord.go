@@ -223,6 +223,17 @@ func (c *Coordinator) Txn(id string) (Txn, bool) {
 	return cp, true
 }
 
+// ByProducer returns the transactional id using a producer id (now or as the id before its
+// last rotation).
+func (c *Coordinator) ByProducer(pid int64) (string, bool) {
+	for id, t := range c.txns {
+		if t.ProducerID == pid || t.PrevProducerID == pid {
+			return id, true
+		}
+	}
+	return "", false
+}
+
 // IDs lists the transactional ids, sorted.
 func (c *Coordinator) IDs() []string { return slices.Sorted(maps.Keys(c.txns)) }
 
@@ -546,7 +557,7 @@ func (c *Coordinator) Discovered(id string, tps []TP, err error, nowMs int64) Ef
 	if err != nil {
 		if t.op.commit { // a partition may be missing: the commit cannot be atomic
 			t.op.commit, t.op.fence = false, true
-			t.op.reply.Err = kerr.TransactionAbortable
+			t.op.reply.Err = abortableErr(t.V2)
 		} else {
 			// An abort can go on: a partition missed now aborts its part when it asks (§3.4).
 			t.op.fence = true

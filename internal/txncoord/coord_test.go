@@ -323,8 +323,8 @@ func TestFailover(t *testing.T) {
 	m.run(m.c.Loaded(0))
 	m.discoverErr = errors.New("node 3 did not answer")
 	m.add("lost", pidL, 0, false, tpB)
-	if rep := m.end("lost", pidL, 0, true, false); !errors.Is(rep.Err, kerr.TransactionAbortable) {
-		t.Errorf("commit after an incomplete discovery = %v; want TRANSACTION_ABORTABLE", rep.Err)
+	if rep := m.end("lost", pidL, 0, true, false); !errors.Is(rep.Err, kerr.InvalidProducerEpoch) {
+		t.Errorf("commit (version 1) after an incomplete discovery = %v; want INVALID_PRODUCER_EPOCH", rep.Err)
 	}
 }
 

@@ -1,0 +1,118 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestTransactionsFranzGo: franz-go's transactional producer against one broker: committed
+// transactions are read by read_committed consumers, aborted ones are not, and a second
+// producer with the same transactional id fences the first.
+func TestTransactionsFranzGo(t *testing.T) {
+	addr, _ := testBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	if _, err := kadm.NewClient(admCl).CreateTopic(ctx, 3, 1, nil, "tx"); err != nil {
+		t.Fatal(err)
+	}
+	producer := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("tid"), kgo.DefaultProduceTopic("tx"),
+			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.TransactionTimeout(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	p := producer()
+	defer p.Close()
+	var want []string
+	for i := range 6 {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var batch []string
+		for j := range 5 {
+			v := fmt.Sprintf("t%d-%d", i, j)
+			batch = append(batch, v)
+			if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatalf("produce in transaction %d: %v", i, err)
+			}
+		}
+		commit := i%3 != 1
+		if err := p.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("EndTransaction(%d, commit=%v) = %v", i, commit, err)
+		}
+		if commit {
+			want = append(want, batch...)
+		}
+	}
+	got := consumeAll(t, ctx, addr, "tx", kgo.ReadCommitted(), len(want))
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("read_committed got %d records %v; want the %d committed %v", len(got), got, len(want), want)
+	}
+	if all := consumeAll(t, ctx, addr, "tx", kgo.ReadUncommitted(), 30); len(all) != 30 {
+		t.Errorf("read_uncommitted got %d records; want all 30", len(all))
+	}
+
+	// A second producer with the same id fences the first.
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	q := producer()
+	defer q.Close()
+	if err := q.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ProduceSync(ctx, &kgo.Record{Value: []byte("new")}).FirstErr(); err != nil {
+		t.Fatalf("the new producer's produce: %v", err)
+	}
+	if err := q.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("the new producer's commit: %v", err)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Errorf("the fenced producer's commit succeeded")
+	}
+	got = consumeAll(t, ctx, addr, "tx", kgo.ReadCommitted(), len(want)+1)
+	if slices.Contains(got, "zombie") || !slices.Contains(got, "new") {
+		t.Errorf("after fencing, read_committed = %v; want \"new\" and no \"zombie\"", got)
+	}
+}
+
+// consumeAll reads a topic from the start at an isolation level until it has want records and a
+// little longer (to catch extra ones), or times out.
+func consumeAll(t *testing.T, ctx context.Context, addr, topic string, level kgo.IsolationLevel, want int) []string {
+	t.Helper()
+	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got []string
+	poll := func() {
+		pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer pcancel()
+		c.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && len(got) < want; {
+		poll()
+	}
+	poll()
+	return got
+}

@@ -1,0 +1,900 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/replica"
+	"github.com/runnel-dev/runnel/internal/topics"
+	"github.com/runnel-dev/runnel/internal/txn"
+	"github.com/runnel-dev/runnel/internal/txncoord"
+)
+
+// TxnStateTopic is the internal compacted topic holding the transaction coordinators' state.
+const TxnStateTopic = "__transaction_state"
+
+// Timings of the transaction driver.
+const (
+	txnTick = 100 * time.Millisecond
+	// txnPartitionCheck: a partition asks its coordinator about an open transaction it has held
+	// this long without news, and aborts it if nothing can commit it (docs/transactions.md §3.4).
+	txnPartitionCheck = 10 * time.Second
+	// leadershipSkew is the margin by which a partition's leadership must predate a transaction
+	// for a prepare to vouch for records it no longer holds (clocks of two nodes are compared).
+	leadershipSkew = 2 * time.Second
+)
+
+// txns drives the transaction coordinators (package txncoord, which does no I/O) of the
+// __transaction_state partitions this node leads, as groups does for consumer groups: it loads
+// a shard when it becomes leader, feeds it requests and ticks, and carries out its effects:
+// appends to the partition (waiting for the quorum commit), prepare and discovery rounds over
+// the partition leaders, and marker rounds, retried until written. It also serves the partition
+// side of those rounds for the partitions this node leads.
+//
+// Lock order: txns.mu → a replica's lock.
+type txns struct {
+	b          *Broker
+	partitions int32
+	cfg        txncoord.Config
+
+	mu      sync.Mutex
+	shards  map[int32]*txnShard
+	nextID  txncoord.ReqID
+	waiting map[txncoord.ReqID]txnWaiter
+	// ids remembers the transactional id of producer ids seen in transactional produce, for the
+	// partition's checks with the coordinator.
+	ids map[int64]string
+
+	done chan struct{}
+}
+
+type txnShard struct {
+	index int32
+	p     *topics.Partition
+	epoch int32
+	c     *txncoord.Coordinator
+}
+
+type txnWaiter struct {
+	ch    chan txncoord.Reply
+	shard int32
+}
+
+func newTxns(b *Broker) *txns {
+	d := &txns{b: b, partitions: b.cfg.TxnStatePartitions, cfg: b.cfg.Txns, shards: map[int32]*txnShard{},
+		waiting: map[txncoord.ReqID]txnWaiter{}, ids: map[int64]string{}, done: make(chan struct{})}
+	d.registerRPCs()
+	return d
+}
+
+// partitionFor is the __transaction_state partition of a transactional id, as Kafka computes it.
+func (d *txns) partitionFor(id string) int32 { return javaHashPartition(id, d.partitions) }
+
+// ensureTopic creates __transaction_state if it does not exist yet, as Kafka does on the first
+// transactional FindCoordinator.
+func (d *txns) ensureTopic(ctx context.Context) *adminError {
+	if _, ok := d.b.topics.Get(TxnStateTopic); ok {
+		return nil
+	}
+	b := d.b
+	assignments, aerr := b.assignReplicas(0, d.partitions, b.defaultReplicationFactor())
+	if aerr != nil {
+		return aerr
+	}
+	_, aerr = b.createTopicNow(ctx, TxnStateTopic, map[string]string{
+		"cleanup.policy": "compact", "segment.bytes": "104857600", "write.caching": "false"}, assignments)
+	if aerr != nil && aerr.code == kerr.TopicAlreadyExists {
+		return nil
+	}
+	return aerr
+}
+
+// coordinatorNode is the node leading a transactional id's partition, or -1.
+func (d *txns) coordinatorNode(id string) int32 {
+	t, ok := d.b.topics.Get(TxnStateTopic)
+	if !ok {
+		return -1
+	}
+	p := d.b.imagePartition(t.ID, d.partitionFor(id))
+	if p == nil {
+		return -1
+	}
+	return p.Leader
+}
+
+// load replays one __transaction_state partition into a new coordinator.
+func (d *txns) load(p *topics.Partition, epoch int32) (*txncoord.Coordinator, error) {
+	c := txncoord.New(d.cfg, epoch)
+	n := 0
+	err := forEachRecord(p, func(key, value []byte) {
+		r, err := txncoord.Decode(key, value)
+		if err != nil {
+			d.b.logger.Warn("broker: skipping a bad __transaction_state record", "partition", p.Index, "err", err)
+			return
+		}
+		c.Load(r)
+		n++
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.b.logger.Info("loaded transaction coordinator", "partition", p.Index, "epoch", epoch, "ids", len(c.IDs()), "records", n)
+	return c, nil
+}
+
+// forEachRecord calls f with the key and value of every record of a partition's log (control
+// batches skipped).
+func forEachRecord(p *topics.Partition, f func(key, value []byte)) error {
+	for off := p.Log.StartOffset(); off < p.Log.EndOffset(); {
+		data, err := p.Log.Read(nil, off, 1<<20)
+		if err != nil {
+			return fmt.Errorf("broker: reading %s[%d] at %d: %w", p.Topic, p.Index, off, err)
+		}
+		if len(data) == 0 {
+			break
+		}
+		for len(data) > 0 {
+			h, err := batch.ParseHeader(data)
+			if err != nil {
+				return err
+			}
+			b := data[:h.Size()]
+			data = data[h.Size():]
+			off = h.NextOffset()
+			if h.IsControl() {
+				continue
+			}
+			recs, err := batch.Records(&h, b)
+			if err != nil {
+				return err
+			}
+			rd := batch.NewRecordReader(recs)
+			var rec batch.Record
+			for rd.Next(&rec) {
+				f(rec.Key, rec.Value)
+			}
+			if err := rd.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// run follows leadership of the __transaction_state partitions, ticks the coordinators, and
+// lets led partitions check their stale open transactions, until the broker stops.
+func (d *txns) run(ctx context.Context) {
+	defer close(d.done)
+	tick := time.NewTicker(txnTick)
+	defer tick.Stop()
+	lastCheck := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			d.mu.Lock()
+			for idx := range d.shards {
+				d.dropLocked(idx)
+			}
+			d.mu.Unlock()
+			return
+		case <-tick.C:
+		}
+		d.refresh()
+		now := time.Now().UnixMilli()
+		d.mu.Lock()
+		for _, sh := range d.shards {
+			d.executeLocked(sh, sh.c.Tick(now))
+		}
+		d.mu.Unlock()
+		if time.Since(lastCheck) >= txnPartitionCheck/2 {
+			lastCheck = time.Now()
+			go d.checkOpenTransactions(ctx)
+		}
+	}
+}
+
+func (d *txns) refresh() {
+	t, ok := d.b.topics.Get(TxnStateTopic)
+	led := map[int32]bool{}
+	if ok {
+		for _, p := range t.Partitions {
+			if p.Replica == nil {
+				continue
+			}
+			epoch, ready, leading := p.Replica.Leading()
+			if !leading || !ready {
+				continue
+			}
+			led[p.Index] = true
+			d.mu.Lock()
+			sh := d.shards[p.Index]
+			d.mu.Unlock()
+			if sh != nil && sh.p == p && sh.epoch == epoch && !sh.c.Broken() {
+				continue
+			}
+			c, err := d.load(p, epoch)
+			if err != nil {
+				d.b.logger.Error("broker: loading transaction coordinator", "partition", p.Index, "err", err)
+				continue
+			}
+			d.mu.Lock()
+			if e, _, still := p.Replica.Leading(); still && e == epoch {
+				d.dropLocked(p.Index)
+				sh := &txnShard{index: p.Index, p: p, epoch: epoch, c: c}
+				d.shards[p.Index] = sh
+				d.executeLocked(sh, c.Loaded(time.Now().UnixMilli()))
+			}
+			d.mu.Unlock()
+		}
+	}
+	d.mu.Lock()
+	for idx := range d.shards {
+		if !led[idx] {
+			d.dropLocked(idx)
+		}
+	}
+	d.mu.Unlock()
+}
+
+// dropLocked forgets a shard; its waiting requests get NOT_COORDINATOR.
+func (d *txns) dropLocked(idx int32) {
+	if _, ok := d.shards[idx]; !ok {
+		return
+	}
+	delete(d.shards, idx)
+	for id, w := range d.waiting {
+		if w.shard == idx {
+			close(w.ch)
+			delete(d.waiting, id)
+		}
+	}
+}
+
+// shardForLocked returns the shard of a transactional id, or the error for a client asking a
+// node that does not coordinate it.
+func (d *txns) shardForLocked(id string) (*txnShard, *kerr.Error) {
+	idx := d.partitionFor(id)
+	if sh := d.shards[idx]; sh != nil && !sh.c.Broken() {
+		return sh, nil
+	}
+	if t, ok := d.b.topics.Get(TxnStateTopic); ok && int(idx) < len(t.Partitions) {
+		if r := t.Partitions[idx].Replica; r != nil {
+			if _, _, leading := r.Leading(); leading {
+				return nil, kerr.CoordinatorLoadInProgress
+			}
+		}
+	}
+	return nil, kerr.NotCoordinator
+}
+
+// current reports whether sh is still the shard of its partition (a callback of an older
+// shard's I/O is dropped).
+func (d *txns) currentLocked(sh *txnShard) bool { return d.shards[sh.index] == sh }
+
+// call runs a coordinator request for a transactional id and waits for its reply.
+func (d *txns) call(ctx context.Context, id string, f func(c *txncoord.Coordinator, req txncoord.ReqID, nowMs int64) txncoord.Effects) txncoord.Reply {
+	d.mu.Lock()
+	sh, code := d.shardForLocked(id)
+	if sh == nil {
+		d.mu.Unlock()
+		return txncoord.Reply{Err: code}
+	}
+	d.nextID++
+	req := d.nextID
+	ch := make(chan txncoord.Reply, 1)
+	d.waiting[req] = txnWaiter{ch, sh.index}
+	d.executeLocked(sh, f(sh.c, req, time.Now().UnixMilli()))
+	d.mu.Unlock()
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return txncoord.Reply{Err: kerr.NotCoordinator}
+		}
+		return r
+	case <-ctx.Done():
+		d.mu.Lock()
+		delete(d.waiting, req)
+		d.mu.Unlock()
+		return txncoord.Reply{Err: kerr.RequestTimedOut}
+	}
+}
+
+// executeLocked carries out a shard's effects. Appends happen now, in order, under mu (so the
+// log has them in the order the coordinator decided them); the waits and the rounds run on
+// their own goroutines and report back under mu.
+func (d *txns) executeLocked(sh *txnShard, eff txncoord.Effects) {
+	for _, r := range eff.Replies {
+		if w, ok := d.waiting[r.ID]; ok {
+			w.ch <- r
+			delete(d.waiting, r.ID)
+		}
+	}
+	for _, rec := range eff.Appends {
+		d.appendLocked(sh, rec)
+	}
+	for _, p := range eff.Prepares {
+		go d.prepareRound(sh, p)
+	}
+	for _, q := range eff.Discover {
+		go d.discoverRound(sh, q)
+	}
+	for _, m := range eff.Markers {
+		go d.markerRound(sh, m)
+	}
+}
+
+// appendLocked appends a record to the shard's partition and reports its commit.
+func (d *txns) appendLocked(sh *txnShard, rec txncoord.Record) {
+	key, value := txncoord.Encode(rec)
+	now := time.Now().UnixMilli()
+	body := batch.AppendRecord(nil, 0, 0, key, value, 0, nil)
+	b := batch.AppendBatch(nil, batch.Header{BaseTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1,
+		BaseSequence: -1, RecordCount: 1}, body)
+	res, epoch, err := sh.p.Replica.Append(b)
+	if err != nil {
+		d.executeLocked(sh, sh.c.Appended(rec.ID, err, now))
+		return
+	}
+	sh.p.NotifyAppend()
+	sh.p.Log.SyncSoon()
+	go func() {
+		ctx, cancel := context.WithTimeout(d.b.ctx, 30*time.Second)
+		defer cancel()
+		err := sh.p.Replica.WaitCommitted(ctx, epoch, res.Last+1)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.currentLocked(sh) {
+			d.executeLocked(sh, sh.c.Appended(rec.ID, err, time.Now().UnixMilli()))
+		}
+	}()
+}
+
+// The partition side of the rounds, between nodes (cluster RPCs, JSON).
+
+type txnPrepareReq struct {
+	Topic      string `json:"topic"`
+	Partition  int32  `json:"partition"`
+	ProducerID int64  `json:"producer_id"`
+	Epoch      int16  `json:"epoch"`
+	StartMs    int64  `json:"start_ms"` // when the transaction began at the coordinator
+}
+
+type txnCodeResp struct {
+	Code int16  `json:"code"`
+	Msg  string `json:"msg,omitempty"`
+}
+
+type txnDiscoverReq struct {
+	ProducerID int64 `json:"producer_id"`
+	Epoch      int16 `json:"epoch"`
+}
+
+type txnDiscoverResp struct {
+	Partitions []txncoord.TP `json:"partitions"`
+}
+
+type txnMarkerReq struct {
+	Topic            string `json:"topic"`
+	Partition        int32  `json:"partition"`
+	ProducerID       int64  `json:"producer_id"`
+	Epoch            int16  `json:"epoch"`
+	Commit           bool   `json:"commit"`
+	CoordinatorEpoch int32  `json:"coordinator_epoch"`
+}
+
+type txnAddReq struct {
+	TxnID       string      `json:"txn_id"`
+	ProducerID  int64       `json:"producer_id"`
+	Epoch       int16       `json:"epoch"`
+	TP          txncoord.TP `json:"tp"`
+	VerifyOnly  bool        `json:"verify_only"`
+	V2          bool        `json:"v2"`
+	KnowsFenced bool        `json:"knows_fenced"`
+}
+
+type txnCheckReq struct {
+	TxnID      string      `json:"txn_id"` // "" if the partition does not know it: any coordinator holding the producer id answers
+	ProducerID int64       `json:"producer_id"`
+	Epoch      int16       `json:"epoch"`
+	TP         txncoord.TP `json:"tp"`
+}
+
+type txnCheckResp struct {
+	Known bool `json:"known"` // a coordinator here holds the id (or the producer id)
+	Wait  bool `json:"wait"`  // keep the transaction open
+}
+
+func codeOf(err error) txnCodeResp {
+	if err == nil {
+		return txnCodeResp{}
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return txnCodeResp{Code: ke.Code, Msg: err.Error()}
+	}
+	return txnCodeResp{Code: errorCode(err), Msg: err.Error()}
+}
+
+func (r txnCodeResp) err() error {
+	if r.Code == 0 {
+		return nil
+	}
+	if e := kerr.ErrorForCode(r.Code); e != nil {
+		return fmt.Errorf("%w: %s", e, r.Msg)
+	}
+	return errors.New(r.Msg)
+}
+
+func (d *txns) registerRPCs() {
+	handle := func(method string, h func(ctx context.Context, payload []byte) (any, error)) {
+		d.b.cl.Handle(method, func(ctx context.Context, _ int32, payload []byte) (any, error) { return h(ctx, payload) })
+	}
+	handle("txn.prepare", func(ctx context.Context, payload []byte) (any, error) {
+		var req txnPrepareReq
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return codeOf(d.prepareLocal(ctx, req)), nil
+	})
+	handle("txn.discover", func(_ context.Context, payload []byte) (any, error) {
+		var req txnDiscoverReq
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return txnDiscoverResp{Partitions: d.discoverLocal(req)}, nil
+	})
+	handle("txn.marker", func(ctx context.Context, payload []byte) (any, error) {
+		var req txnMarkerReq
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return codeOf(d.markerLocal(ctx, req)), nil
+	})
+	handle("txn.add", func(ctx context.Context, payload []byte) (any, error) {
+		var req txnAddReq
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return codeOf(d.addLocal(ctx, req)), nil
+	})
+	handle("txn.check", func(_ context.Context, payload []byte) (any, error) {
+		var req txnCheckReq
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return d.checkLocal(req), nil
+	})
+}
+
+// ledPartition returns a partition this node leads, or the error for it.
+func (d *txns) ledPartition(topic string, index int32) (*topics.Partition, error) {
+	t, ok := d.b.topics.Get(topic)
+	if !ok {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	return d.b.leader(t, index, -1)
+}
+
+// prepareLocal makes a transaction's records on a partition this node leads quorum-durable, if
+// it can vouch for all of them (docs/transactions.md §3.3): its open transaction of the producer
+// began in the current leader epoch, or it holds none and has led since before the transaction
+// began (a new leader might have lost records the old one took).
+func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq) error {
+	p, err := d.ledPartition(req.Topic, req.Partition)
+	if err != nil {
+		return err
+	}
+	epoch, ready, leading := p.Replica.Leading()
+	if !leading || !ready {
+		return replica.ErrNotLeader
+	}
+	_, beganIn, producerEpoch, open := p.Log.OpenTransaction(req.ProducerID)
+	switch {
+	case open && producerEpoch != req.Epoch:
+		return fmt.Errorf("%w: the partition's open transaction is of epoch %d, not %d", kerr.InvalidProducerEpoch, producerEpoch, req.Epoch)
+	case open && beganIn != epoch:
+		return fmt.Errorf("%w: the transaction began in leader epoch %d, the partition is now in %d", kerr.NotLeaderForPartition, beganIn, epoch)
+	case !open && p.Replica.LeadingSince().UnixMilli() > req.StartMs-leadershipSkew.Milliseconds():
+		return fmt.Errorf("%w: the partition changed leader since the transaction began", kerr.NotLeaderForPartition)
+	}
+	end := p.Log.EndOffset()
+	p.Log.SyncSoon()
+	return p.Replica.WaitCommitted(ctx, epoch, end)
+}
+
+// discoverLocal lists the partitions this node leads that hold an open transaction of the
+// producer at epoch.
+func (d *txns) discoverLocal(req txnDiscoverReq) []txncoord.TP {
+	var out []txncoord.TP
+	for _, t := range d.b.topics.List() {
+		for _, p := range t.Partitions {
+			if p.Replica == nil {
+				continue
+			}
+			if _, _, leading := p.Replica.Leading(); !leading {
+				continue
+			}
+			if _, _, e, ok := p.Log.OpenTransaction(req.ProducerID); ok && e == req.Epoch {
+				out = append(out, txncoord.TP{Topic: t.Name, Partition: p.Index})
+			}
+		}
+	}
+	return out
+}
+
+// markerLocal writes a marker to a partition this node leads and waits for its commit. A
+// partition whose topic is gone needs no marker.
+func (d *txns) markerLocal(ctx context.Context, req txnMarkerReq) error {
+	p, err := d.ledPartition(req.Topic, req.Partition)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	off, epoch, err := p.Replica.AppendMarker(txn.Marker{ProducerID: req.ProducerID, Epoch: req.Epoch, Commit: req.Commit,
+		CoordinatorEpoch: req.CoordinatorEpoch}, time.Now().UnixMilli())
+	if err != nil {
+		if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.TransactionCoordinatorFenced) {
+			// A newer epoch or coordinator already wrote past this marker: nothing to do here.
+			d.b.logger.Warn("broker: transaction marker refused", "topic", req.Topic, "partition", req.Partition, "err", err)
+			return nil
+		}
+		return err
+	}
+	p.NotifyAppend()
+	p.Log.SyncSoon()
+	return p.Replica.WaitCommitted(ctx, epoch, off+1)
+}
+
+// nodeFor is the leader of a partition per the image, or -1.
+func (d *txns) nodeFor(tp txncoord.TP) int32 {
+	t, ok := d.b.topics.Get(tp.Topic)
+	if !ok {
+		return -1
+	}
+	p := d.b.imagePartition(t.ID, tp.Partition)
+	if p == nil {
+		return -1
+	}
+	return p.Leader
+}
+
+// callPartition calls an RPC on a partition's leader (this node's handler if it leads).
+func (d *txns) callPartition(ctx context.Context, tp txncoord.TP, method string, req, resp any) error {
+	node := d.nodeFor(tp)
+	if node < 0 {
+		if _, ok := d.b.topics.Get(tp.Topic); !ok {
+			return kerr.UnknownTopicOrPartition
+		}
+		return kerr.LeaderNotAvailable
+	}
+	return d.b.cl.Call(ctx, node, method, req, resp)
+}
+
+func (d *txns) prepareRound(sh *txnShard, req txncoord.PrepareReq) {
+	txnState, _ := func() (txncoord.Txn, bool) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return sh.c.Txn(req.ID)
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []txncoord.TP
+	for _, tp := range req.Partitions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(d.b.ctx, 10*time.Second)
+			defer cancel()
+			var resp txnCodeResp
+			err := d.callPartition(ctx, tp, "txn.prepare", txnPrepareReq{Topic: tp.Topic, Partition: tp.Partition,
+				ProducerID: req.ProducerID, Epoch: req.Epoch, StartMs: txnState.StartMs}, &resp)
+			if err == nil {
+				err = resp.err()
+			}
+			if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+				d.b.logger.Warn("broker: transaction prepare failed", "txn", req.ID, "topic", tp.Topic, "partition", tp.Partition, "err", err)
+				mu.Lock()
+				failed = append(failed, tp)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.currentLocked(sh) {
+		d.executeLocked(sh, sh.c.Prepared(req.ID, failed, time.Now().UnixMilli()))
+	}
+}
+
+func (d *txns) discoverRound(sh *txnShard, req txncoord.DiscoverReq) {
+	img := d.b.cl.Image()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var found []txncoord.TP
+	var errs []error
+	for id, n := range img.Nodes {
+		if n.Fenced {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(d.b.ctx, 5*time.Second)
+			defer cancel()
+			var resp txnDiscoverResp
+			err := d.b.cl.Call(ctx, id, "txn.discover", txnDiscoverReq{ProducerID: req.ProducerID, Epoch: req.Epoch}, &resp)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %d: %w", id, err))
+				return
+			}
+			found = append(found, resp.Partitions...)
+		}()
+	}
+	wg.Wait()
+	// A partition with no live leader may hold records of the transaction that nobody reported.
+	for _, t := range img.Topics {
+		for i, p := range t.Partitions {
+			if p.Leader < 0 {
+				errs = append(errs, fmt.Errorf("%s[%d] has no leader", t.Name, i))
+			}
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.currentLocked(sh) {
+		d.executeLocked(sh, sh.c.Discovered(req.ID, found, errors.Join(errs...), time.Now().UnixMilli()))
+	}
+}
+
+// markerRound writes a transaction's markers to every partition, in parallel, each retried
+// until written (or its topic is gone, or the shard is no longer current).
+func (d *txns) markerRound(sh *txnShard, req txncoord.MarkerReq) {
+	var wg sync.WaitGroup
+	for _, tp := range req.Partitions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			backoff := 10 * time.Millisecond
+			for {
+				ctx, cancel := context.WithTimeout(d.b.ctx, 10*time.Second)
+				var resp txnCodeResp
+				err := d.callPartition(ctx, tp, "txn.marker", txnMarkerReq{Topic: tp.Topic, Partition: tp.Partition,
+					ProducerID: req.ProducerID, Epoch: req.Epoch, Commit: req.Commit, CoordinatorEpoch: req.CoordinatorEpoch}, &resp)
+				cancel()
+				if err == nil {
+					err = resp.err()
+				}
+				if err == nil || errors.Is(err, kerr.UnknownTopicOrPartition) {
+					return
+				}
+				d.mu.Lock()
+				current := d.currentLocked(sh)
+				d.mu.Unlock()
+				if !current || d.b.ctx.Err() != nil {
+					return // the next coordinator redoes the round
+				}
+				select {
+				case <-d.b.ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, time.Second)
+			}
+		}()
+	}
+	wg.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.currentLocked(sh) {
+		d.executeLocked(sh, sh.c.MarkersWritten(req.ID, time.Now().UnixMilli()))
+	}
+}
+
+// addLocal is the coordinator side of a partition leader's add or verification.
+func (d *txns) addLocal(ctx context.Context, req txnAddReq) error {
+	r := d.call(ctx, req.TxnID, func(c *txncoord.Coordinator, id txncoord.ReqID, now int64) txncoord.Effects {
+		return c.AddPartitions(txncoord.AddReq{ID: id, TxnID: req.TxnID, ProducerID: req.ProducerID, Epoch: req.Epoch,
+			Partitions: []txncoord.TP{req.TP}, VerifyOnly: req.VerifyOnly, V2: req.V2, KnowsFenced: req.KnowsFenced}, now)
+	})
+	return r.Err
+}
+
+// checkLocal is the coordinator side of a partition's check of an open transaction.
+func (d *txns) checkLocal(req txnCheckReq) txnCheckResp {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if req.TxnID != "" {
+		sh, _ := d.shardForLocked(req.TxnID)
+		if sh == nil {
+			return txnCheckResp{Wait: true} // not coordinated here (now): keep it open
+		}
+		return txnCheckResp{Known: true, Wait: sh.c.Check(req.TxnID, req.ProducerID, req.Epoch, req.TP)}
+	}
+	for _, sh := range d.shards {
+		if sh.c.Broken() {
+			return txnCheckResp{Known: true, Wait: true}
+		}
+		if id, ok := sh.c.ByProducer(req.ProducerID); ok {
+			return txnCheckResp{Known: true, Wait: sh.c.Check(id, req.ProducerID, req.Epoch, req.TP)}
+		}
+	}
+	return txnCheckResp{}
+}
+
+// ensureInTransaction runs before a transactional batch is appended to a partition this node
+// leads: the producer's transaction must include the partition (transaction version 2 adds it
+// here, version 1 verifies the client added it, KIP-890), and an older epoch's transaction still
+// open on the partition must be resolved first.
+func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p *topics.Partition, pid int64, epoch int16, produceVersion int16) error {
+	if txnID == "" {
+		return fmt.Errorf("%w: a transactional batch without a transactional id", kerr.InvalidRecord)
+	}
+	d.mu.Lock()
+	d.ids[pid] = txnID
+	d.mu.Unlock()
+	_, _, openEpoch, open := p.Log.OpenTransaction(pid)
+	if open && openEpoch == epoch {
+		return nil
+	}
+	tp := txncoord.TP{Topic: p.Topic, Partition: p.Index}
+	if open && openEpoch < epoch {
+		if err := d.resolveStale(ctx, txnID, p, pid, openEpoch); err != nil {
+			return err
+		}
+	}
+	node := d.coordinatorNode(txnID)
+	if node < 0 {
+		return kerr.CoordinatorNotAvailable
+	}
+	var resp txnCodeResp
+	if err := d.b.cl.Call(ctx, node, "txn.add", txnAddReq{TxnID: txnID, ProducerID: pid, Epoch: epoch, TP: tp,
+		VerifyOnly: produceVersion < 12, V2: produceVersion >= 12, KnowsFenced: produceVersion >= 12}, &resp); err != nil {
+		return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err) // retriable for every client
+	}
+	err := resp.err()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorLoadInProgress),
+		errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.RequestTimedOut):
+		// Retriable, but not errors a produce may return to every client: Kafka answers
+		// NOT_ENOUGH_REPLICAS for these (KIP-890).
+		return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
+	case errors.Is(err, kerr.InvalidTxnState) && produceVersion < 12:
+		return err
+	}
+	return err
+}
+
+// resolveStale asks the coordinator about a producer's older-epoch transaction still open on p,
+// and aborts it there when nothing can commit it; else the caller must wait.
+func (d *txns) resolveStale(ctx context.Context, txnID string, p *topics.Partition, pid int64, epoch int16) error {
+	tp := txncoord.TP{Topic: p.Topic, Partition: p.Index}
+	wait, err := d.askCheck(ctx, txnCheckReq{TxnID: txnID, ProducerID: pid, Epoch: epoch, TP: tp})
+	if err != nil {
+		return fmt.Errorf("%w: checking the previous transaction: %v", kerr.NotEnoughReplicas, err)
+	}
+	if wait {
+		return fmt.Errorf("%w: the previous transaction of producer %d is still completing", kerr.NotEnoughReplicas, pid)
+	}
+	return d.abortHere(ctx, p, pid, epoch)
+}
+
+// askCheck asks the coordinator whether an open transaction may still commit.
+func (d *txns) askCheck(ctx context.Context, req txnCheckReq) (bool, error) {
+	if req.TxnID != "" {
+		node := d.coordinatorNode(req.TxnID)
+		if node < 0 {
+			return false, kerr.CoordinatorNotAvailable
+		}
+		var resp txnCheckResp
+		if err := d.b.cl.Call(ctx, node, "txn.check", req, &resp); err != nil {
+			return false, err
+		}
+		return resp.Wait, nil
+	}
+	// The transactional id is not known here (the log does not hold it): every coordinator is
+	// asked; the transaction is aborted only if every node answered and none may commit it.
+	for id, n := range d.b.cl.Image().Nodes {
+		if n.Fenced {
+			return true, nil
+		}
+		var resp txnCheckResp
+		if err := d.b.cl.Call(ctx, id, "txn.check", req, &resp); err != nil {
+			return false, err
+		}
+		if resp.Known {
+			return resp.Wait, nil
+		}
+	}
+	return false, nil
+}
+
+// abortHere writes an ABORT marker for the producer's open transaction on p itself (coordinator
+// epoch -1: the partition's own).
+func (d *txns) abortHere(ctx context.Context, p *topics.Partition, pid int64, epoch int16) error {
+	off, le, err := p.Replica.AppendMarker(txn.Marker{ProducerID: pid, Epoch: epoch, CoordinatorEpoch: -1}, time.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	d.b.logger.Info("broker: aborted a transaction no coordinator can commit", "topic", p.Topic, "partition", p.Index, "producer", pid, "epoch", epoch)
+	p.NotifyAppend()
+	p.Log.SyncSoon()
+	return p.Replica.WaitCommitted(ctx, le, off+1)
+}
+
+// checkOpenTransactions lets every partition this node leads check the transactions it has
+// held open longer than txnPartitionCheck.
+func (d *txns) checkOpenTransactions(ctx context.Context) {
+	for _, t := range d.b.topics.List() {
+		for _, p := range t.Partitions {
+			if p.Replica == nil {
+				continue
+			}
+			if _, ready, leading := p.Replica.Leading(); !leading || !ready {
+				continue
+			}
+			for pid := range p.Log.OpenTransactions() {
+				first, _, epoch, ok := p.Log.OpenTransaction(pid)
+				if !ok || !d.staleOpen(p, first) {
+					continue
+				}
+				d.mu.Lock()
+				id := d.ids[pid]
+				d.mu.Unlock()
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				wait, err := d.askCheck(cctx, txnCheckReq{TxnID: id, ProducerID: pid, Epoch: epoch, TP: txncoord.TP{Topic: t.Name, Partition: p.Index}})
+				if err == nil && !wait {
+					err = d.abortHere(cctx, p, pid, epoch)
+				}
+				cancel()
+				if err != nil {
+					d.b.logger.Debug("broker: checking an open transaction", "topic", t.Name, "partition", p.Index, "producer", pid, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// staleOpen reports whether an open transaction starting at first is older than the check
+// interval, by its first batch's timestamp.
+func (d *txns) staleOpen(p *topics.Partition, first int64) bool {
+	data, err := p.Log.Read(nil, first, 1)
+	if err != nil || len(data) < batch.HeaderSize {
+		return false
+	}
+	h, err := batch.ParseHeader(data)
+	if err != nil {
+		return false
+	}
+	return time.Since(time.UnixMilli(h.MaxTimestamp)) > txnPartitionCheck
+}
+
+// javaHashPartition is abs(Java String.hashCode(s)) % n, Kafka's partition of a group or
+// transactional id.
+func javaHashPartition(s string, n int32) int32 {
+	var h int32
+	for _, c := range s {
+		h = 31*h + int32(c)
+	}
+	if h == math.MinInt32 {
+		return 0
+	}
+	if h < 0 {
+		h = -h
+	}
+	return h % n
+}
