@@ -84,22 +84,58 @@ func (gs *groups) newCoordinator() *group.Coordinator {
 	return c
 }
 
-// load replays one __consumer_offsets partition into a new coordinator.
-func (gs *groups) load(p *topics.Partition) (*group.Coordinator, error) {
+// load replays one __consumer_offsets partition into a new coordinator and returns the offset
+// it read up to. Transactional offset commits are pending until their marker.
+func (gs *groups) load(p *topics.Partition) (*group.Coordinator, int64, error) {
 	c := gs.newCoordinator()
-	now := time.Now()
-	n := 0
-	err := forEachRecord(p, func(key, value []byte) {
-		if err := c.Load(now, key, value); err != nil {
-			gs.b.logger.Warn("broker: skipping a bad __consumer_offsets record", "partition", p.Index, "err", err)
-		}
-		n++
-	})
+	end, n, err := gs.replay(c, p, p.Log.StartOffset())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	gs.b.logger.Info("loaded consumer groups", "partition", p.Index, "groups", len(c.Groups()), "records", n)
-	return c, nil
+	return c, end, nil
+}
+
+// replay applies a partition's batches from offset from to a coordinator.
+func (gs *groups) replay(c *group.Coordinator, p *topics.Partition, from int64) (int64, int, error) {
+	now := time.Now()
+	n := 0
+	end, err := forEachBatchFrom(p, from, func(h *batch.Header, b []byte) error {
+		if h.IsControl() {
+			c2, err := batch.ParseControl(h, b)
+			if err != nil {
+				return err
+			}
+			c.CompleteTxn(now, h.ProducerID, c2.Type == batch.ControlCommit)
+			return nil
+		}
+		return eachRecord(h, b, func(rec *batch.Record) {
+			var err error
+			if h.IsTransactional() {
+				err = c.LoadTxn(h.ProducerID, rec.Key, rec.Value)
+			} else {
+				err = c.Load(now, rec.Key, rec.Value)
+			}
+			if err != nil {
+				gs.b.logger.Warn("broker: skipping a bad __consumer_offsets record", "partition", p.Index, "err", err)
+			}
+			n++
+		})
+	})
+	return end, n, err
+}
+
+// onMarker applies a transaction marker just written to a __consumer_offsets partition this
+// node leads: the producer's pending offsets there become committed, or are dropped.
+func (gs *groups) onMarker(p *topics.Partition, pid int64, commit bool) {
+	if p.Topic != OffsetsTopic {
+		return
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if sh := gs.shards[p.Index]; sh != nil && sh.p == p {
+		sh.c.CompleteTxn(time.Now(), pid, commit)
+	}
 }
 
 // run follows leadership of the offsets partitions and checks timeouts until the broker stops.
@@ -167,12 +203,19 @@ func (gs *groups) refresh() {
 			if sh != nil && sh.p == p && sh.epoch == epoch {
 				continue
 			}
-			c, err := gs.load(p)
+			c, end, err := gs.load(p)
 			if err != nil {
 				gs.b.logger.Error("broker: loading consumer groups", "partition", p.Index, "err", err)
 				continue
 			}
 			gs.mu.Lock()
+			// Markers of transactions may have landed since the load read the log (onMarker found
+			// no shard for them): read them now, under mu, so none is missed.
+			if _, _, err := gs.replay(c, p, end); err != nil {
+				gs.mu.Unlock()
+				gs.b.logger.Error("broker: loading consumer groups", "partition", p.Index, "err", err)
+				continue
+			}
 			if e, _, still := p.Replica.Leading(); still && e == epoch {
 				gs.dropLocked(p.Index)
 				gs.shards[p.Index] = &shard{index: p.Index, p: p, epoch: epoch, c: c}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -115,4 +116,93 @@ func consumeAll(t *testing.T, ctx context.Context, addr, topic string, level kgo
 	}
 	poll()
 	return got
+}
+
+// TestTransactionsConsumeTransformProduce: franz-go's GroupTransactSession reads a topic in a
+// group and writes each record, transformed, to another topic, committing the group's offsets
+// in the same transactions, aborting every third one. In the end the output holds every input
+// exactly once (read_committed) and the group's committed offsets are the input's ends.
+func TestTransactionsConsumeTransformProduce(t *testing.T) {
+	addr, _ := testBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	for _, topic := range []string{"in", "out"} {
+		if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 200
+	for i := range n {
+		if err := admCl.ProduceSync(ctx, &kgo.Record{Topic: "in", Partition: int32(i % 2), Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(addr), kgo.TransactionalID("etl"), kgo.ConsumerGroup("etl-group"),
+		kgo.ConsumeTopics("in"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DefaultProduceTopic("out"), kgo.TransactionTimeout(10*time.Second), kgo.RequireStableFetchOffsets())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	round := 0
+	for {
+		ends, err := adm.ListEndOffsets(ctx, "in")
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed, err := adm.FetchOffsets(ctx, "etl-group")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if c, ok := committed.Lookup("in", o.Partition); o.Offset > 0 && (!ok || c.At != o.Offset) {
+				done = false
+			}
+		})
+		if done {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the group did not reach the input's end")
+		}
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := sess.PollRecords(pctx, 15)
+		pcancel()
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Value: []byte("x" + string(r.Value))}, func(_ *kgo.Record, err error) {
+				if err != nil && !errors.Is(err, kgo.ErrAborting) {
+					t.Errorf("produce: %v", err)
+				}
+			})
+		})
+		round++
+		commit := round%3 != 0
+		if _, err := sess.End(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("End(commit=%v) = %v", commit, err)
+		}
+	}
+	got := consumeAll(t, ctx, addr, "out", kgo.ReadCommitted(), n)
+	seen := map[string]int{}
+	for _, v := range got {
+		seen[v]++
+	}
+	for i := range n {
+		if c := seen["x"+fmt.Sprint(i)]; c != 1 {
+			t.Errorf("input %d is in the output %d times; want once", i, c)
+		}
+	}
+	if len(got) != n {
+		t.Errorf("output holds %d committed records; want %d", len(got), n)
+	}
+	t.Logf("%d transactions, every third aborted", round)
 }

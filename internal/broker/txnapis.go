@@ -7,6 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/txncoord"
 )
 
@@ -179,5 +181,93 @@ func handleEndTxn(ctx context.Context, r *request) reply {
 		if rep.Err == nil && req.Version >= 5 {
 			resp.ProducerID, resp.ProducerEpoch = rep.ProducerID, rep.Epoch
 		}
+	}}
+}
+
+func init() { register(kmsg.TxnOffsetCommit, 0, 5, handleTxnOffsetCommit) }
+
+// handleTxnOffsetCommit writes a transaction's offsets to the group's __consumer_offsets
+// partition as the producer's transactional batch; they count once the transaction commits.
+// Version 5 (transaction version 2) adds the partition to the transaction here (KIP-890).
+func handleTxnOffsetCommit(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.TxnOffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	b := r.conn.b
+	fail := func(code int16) {
+		resp.Topics = nil
+		for _, rt := range req.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+	}
+	return reply{resp: resp, wait: func() {
+		gs := b.groups
+		gs.mu.Lock()
+		sh, code := gs.shardForLocked(req.Group)
+		gs.mu.Unlock()
+		if sh == nil {
+			fail(code.Code)
+			return
+		}
+		produceVersion := int16(11) // verify the client added the partition (AddOffsetsToTxn)
+		if req.Version >= 5 {
+			produceVersion = 12 // add it here
+		}
+		if err := b.txns.ensureInTransaction(ctx, req.TransactionalID, sh.p, req.ProducerID, req.ProducerEpoch, produceVersion); err != nil {
+			code := errCode(err)
+			if code == kerr.NotEnoughReplicas.Code { // retriable for the client as a coordinator error
+				code = kerr.CoordinatorLoadInProgress.Code
+			}
+			fail(code)
+			return
+		}
+		gs.mu.Lock()
+		if gs.shards[sh.index] != sh {
+			gs.mu.Unlock()
+			fail(kerr.NotCoordinator.Code)
+			return
+		}
+		out, records := sh.c.TxnOffsetCommit(timeNow(), req)
+		var epoch int32
+		var end int64
+		var err error
+		if len(records) > 0 {
+			now := timeNow().UnixMilli()
+			var body []byte
+			for i, rec := range records {
+				body = batch.AppendRecord(body, 0, int32(i), rec.Key, rec.Value, 0, nil)
+			}
+			bt := batch.AppendBatch(nil, batch.Header{LastOffsetDelta: int32(len(records) - 1), BaseTimestamp: now, MaxTimestamp: now,
+				Attributes: batch.AttrTransactional, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, BaseSequence: -1,
+				RecordCount: int32(len(records))}, body)
+			var res logstore.AppendResult
+			res, epoch, err = sh.p.Replica.AppendCoordinator(bt)
+			if err != nil {
+				sh.c.RemovePending(req.ProducerID, records)
+			} else {
+				end = res.Last + 1
+				sh.p.NotifyAppend()
+				sh.p.Log.SyncSoon()
+			}
+		}
+		gs.mu.Unlock()
+		if err == nil && end > 0 {
+			err = sh.p.Replica.WaitCommitted(ctx, epoch, end)
+		}
+		if err != nil {
+			code := errCode(err)
+			if isNotLeader(err) {
+				code = kerr.NotCoordinator.Code
+			}
+			fail(code)
+			return
+		}
+		*resp = *out
 	}}
 }

@@ -223,8 +223,9 @@ func newMemberID(prefix string) string {
 
 // Coordinator is the state of every group. It is not safe for concurrent use.
 type Coordinator struct {
-	cfg    Config
-	groups map[string]*Group
+	cfg     Config
+	groups  map[string]*Group
+	pending map[int64]pendingOffsets // transactional offset commits by producer id (txnoffsets.go)
 	// PartitionExists reports whether a topic partition exists (OffsetCommit refuses unknown
 	// ones, as Kafka does). Nil accepts every partition.
 	PartitionExists func(topic string, partition int32) bool

@@ -125,7 +125,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 		if req.Topics == nil {
 			topics = nil
 		}
-		rg := c.fetchGroup(req.Group, topics)
+		rg := c.fetchGroup(req.Group, topics, req.RequireStable)
 		resp.ErrorCode = rg.ErrorCode
 		for _, t := range rg.Topics {
 			rt := kmsg.NewOffsetFetchResponseTopic()
@@ -151,13 +151,15 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 				continue
 			}
 		}
-		resp.Groups = append(resp.Groups, c.fetchGroup(rg.Group, rg.Topics))
+		resp.Groups = append(resp.Groups, c.fetchGroup(rg.Group, rg.Topics, req.RequireStable))
 	}
 	return resp
 }
 
 // fetchGroup answers one group's offsets: those asked for (nil: all), -1 where none is committed.
-func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestGroupTopic) kmsg.OffsetFetchResponseGroup {
+// With requireStable, a partition whose transactional commit is pending gets
+// UNSTABLE_OFFSET_COMMIT (the client retries until the transaction ends).
+func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestGroupTopic, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	rg := kmsg.NewOffsetFetchResponseGroup()
 	rg.Group = id
 	if id == "" {
@@ -175,6 +177,9 @@ func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestGrou
 				md := o.Metadata
 				p.Offset, p.LeaderEpoch, p.Metadata = o.Offset, o.LeaderEpoch, &md
 			}
+		}
+		if requireStable && c.hasPending(id, tp) {
+			p.ErrorCode = kerr.UnstableOffsetCommit.Code
 		}
 		return p
 	}

@@ -372,9 +372,31 @@ func (l *Log) AppendBatch(b []byte, leaderEpoch int32) (AppendResult, error) {
 	if h.IsControl() {
 		return AppendResult{}, fmt.Errorf("%w: a producer may not write control batches", kerr.InvalidRecord)
 	}
+	return l.appendProducerBatch(b, &h, leaderEpoch, false)
+}
+
+// AppendCoordinatorBatch appends a transactional batch a coordinator writes on a producer's
+// behalf (TxnOffsetCommit's offsets): no sequence (-1), only the producer's epoch is checked, and
+// it opens the producer's transaction on the partition like any transactional batch.
+func (l *Log) AppendCoordinatorBatch(b []byte, leaderEpoch int32) (AppendResult, error) {
+	h, err := batch.Validate(b)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if !h.IsTransactional() || h.IsControl() || h.ProducerID < 0 || h.BaseSequence >= 0 {
+		return AppendResult{}, fmt.Errorf("%w: a coordinator batch must be transactional, with a producer id and no sequence", kerr.InvalidRecord)
+	}
+	return l.appendProducerBatch(b, &h, leaderEpoch, true)
+}
+
+func (l *Log) appendProducerBatch(b []byte, hp *batch.Header, leaderEpoch int32, coordinator bool) (AppendResult, error) {
+	h := *hp
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	pb := producerBatch(&h)
+	if pb.NoSequence && !coordinator {
+		return AppendResult{}, fmt.Errorf("%w: a transactional batch without a sequence", kerr.InvalidRecord)
+	}
 	if h.ProducerID >= 0 {
 		dup, err := l.producers.Check(pb)
 		if err != nil {

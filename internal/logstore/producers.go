@@ -38,7 +38,7 @@ type AppendResult struct {
 
 func producerBatch(h *batch.Header) txn.Batch {
 	return txn.Batch{ProducerID: h.ProducerID, Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, LastOffsetDelta: h.LastOffsetDelta,
-		Transactional: h.IsTransactional()}
+		Transactional: h.IsTransactional(), NoSequence: h.IsTransactional() && h.BaseSequence < 0}
 }
 
 // Producers returns the state of every producer the partition remembers, by id. The caller owns

@@ -198,13 +198,23 @@ func (r *Replica) CheckAcksAll() error {
 // Append appends a producer batch as leader, stamping the epoch, and starts replicating it. It
 // returns the epoch it was appended in, for WaitCommitted.
 func (r *Replica) Append(b []byte) (logstore.AppendResult, int32, error) {
+	return r.append(b, r.Log.AppendBatch)
+}
+
+// AppendCoordinator appends a transactional batch a coordinator writes for a producer
+// (logstore.Log.AppendCoordinatorBatch) as leader.
+func (r *Replica) AppendCoordinator(b []byte) (logstore.AppendResult, int32, error) {
+	return r.append(b, r.Log.AppendCoordinatorBatch)
+}
+
+func (r *Replica) append(b []byte, appendTo func([]byte, int32) (logstore.AppendResult, error)) (logstore.AppendResult, int32, error) {
 	r.mu.Lock()
 	if r.leader == nil || r.frozen {
 		r.mu.Unlock()
 		return logstore.AppendResult{}, 0, ErrNotLeader
 	}
 	epoch := r.a.Epoch
-	res, err := r.Log.AppendBatch(b, epoch)
+	res, err := appendTo(b, epoch)
 	if err != nil {
 		if errors.Is(err, logstore.ErrPoisoned) {
 			r.failLocked(err)

@@ -103,6 +103,10 @@ type Batch struct {
 	FirstSeq        int32
 	LastOffsetDelta int32
 	Transactional   bool
+	// NoSequence marks a transactional batch a coordinator wrote for the producer (offsets of
+	// TxnOffsetCommit): it carries no sequence, only the producer's epoch is checked, and it is
+	// not remembered for deduplication.
+	NoSequence bool
 }
 
 // LastSeq is the sequence of the batch's last record, wrapping past MaxInt32 to 0 as Kafka does.
@@ -123,6 +127,12 @@ func (s *Partition) Check(b Batch) (*BatchMeta, error) {
 	if b.ProducerID < 0 {
 		if b.Transactional {
 			return nil, fmt.Errorf("%w: a transactional batch without a producer id", kerr.InvalidRecord)
+		}
+		return nil, nil
+	}
+	if b.NoSequence {
+		if p := s.producers[b.ProducerID]; p != nil && b.Epoch < p.Epoch {
+			return nil, fmt.Errorf("%w: producer %d epoch %d is older than its current epoch %d", kerr.InvalidProducerEpoch, b.ProducerID, b.Epoch, p.Epoch)
 		}
 		return nil, nil
 	}
@@ -177,6 +187,10 @@ func (s *Partition) Apply(b Batch, firstOffset, maxTimestamp int64, leaderEpoch 
 	}
 	if b.Epoch != p.Epoch {
 		p.Epoch, p.Batches = b.Epoch, p.Batches[:0]
+	}
+	if b.NoSequence {
+		p.LastTimestamp = maxTimestamp
+		return
 	}
 	if len(p.Batches) == MaxBatches {
 		p.Batches = append(p.Batches[:0], p.Batches[1:]...)
