@@ -29,6 +29,13 @@ func register(key kmsg.Key, min, max int16, handle func(ctx context.Context, r *
 func handleApiVersions(_ context.Context, r *request) reply {
 	resp := r.req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiVersionKeys()
+	if resp.Version >= 3 {
+		// transaction.version 2 (KIP-890): Kafka 4.x clients then bump the epoch at every
+		// EndTxn and let Produce v12 and TxnOffsetCommit v5 add partitions to the transaction.
+		resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{{Name: "transaction.version", MinVersion: 0, MaxVersion: 2}}
+		resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{{Name: "transaction.version", MinVersionLevel: 2, MaxVersionLevel: 2}}
+		resp.FinalizedFeaturesEpoch = 1
+	}
 	return reply{resp: resp}
 }
 

@@ -72,12 +72,12 @@ func (gs *groups) newCoordinator() *group.Coordinator {
 		t, ok := gs.b.topics.Get(topic)
 		return ok && partition >= 0 && int(partition) < len(t.Partitions)
 	}
+	// Every topic, internal ones included: a KIP-848 regex the broker resolves matches
+	// __consumer_offsets and __transaction_state as Kafka's does.
 	c.Topics = func() map[string]group.TopicMeta {
 		out := map[string]group.TopicMeta{}
 		for _, t := range gs.b.topics.List() {
-			if t.Name != OffsetsTopic {
-				out[t.Name] = group.TopicMeta{ID: t.ID, Partitions: int32(len(t.Partitions))}
-			}
+			out[t.Name] = group.TopicMeta{ID: t.ID, Partitions: int32(len(t.Partitions))}
 		}
 		return out
 	}

@@ -776,26 +776,47 @@ func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p *topics.
 			return err
 		}
 	}
-	node := d.coordinatorNode(txnID)
+	// As Kafka's brokers do (add.partitions.to.txn.retry.backoff.ms), CONCURRENT_TRANSACTIONS
+	// (the previous transaction's markers are being written) is retried here, briefly, rather
+	// than sent back to a client that would wait for a metadata refresh.
+	backoff, deadline := 20*time.Millisecond, time.Now().Add(2*time.Second)
+	for {
+		err := d.addToTransaction(ctx, txnAddReq{TxnID: txnID, ProducerID: pid, Epoch: epoch, TP: tp,
+			VerifyOnly: produceVersion < 12, V2: produceVersion >= 12, KnowsFenced: produceVersion >= 12})
+		if !errors.Is(err, kerr.ConcurrentTransactions) || time.Now().After(deadline) {
+			return produceTxnError(err, produceVersion)
+		}
+		select {
+		case <-ctx.Done():
+			return produceTxnError(err, produceVersion)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+}
+
+// addToTransaction asks a transactional id's coordinator to add (or verify) a partition.
+func (d *txns) addToTransaction(ctx context.Context, req txnAddReq) error {
+	node := d.coordinatorNode(req.TxnID)
 	if node < 0 {
 		return kerr.CoordinatorNotAvailable
 	}
 	var resp txnCodeResp
-	if err := d.b.cl.Call(ctx, node, "txn.add", txnAddReq{TxnID: txnID, ProducerID: pid, Epoch: epoch, TP: tp,
-		VerifyOnly: produceVersion < 12, V2: produceVersion >= 12, KnowsFenced: produceVersion >= 12}, &resp); err != nil {
-		return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err) // retriable for every client
+	if err := d.b.cl.Call(ctx, node, "txn.add", req, &resp); err != nil {
+		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
 	}
-	err := resp.err()
+	return resp.err()
+}
+
+// produceTxnError is the produce error for a failed add or verification: retriable coordinator
+// errors become NOT_ENOUGH_REPLICAS, which every client retries (KIP-890 does the same).
+func produceTxnError(err error, produceVersion int16) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorLoadInProgress),
 		errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.RequestTimedOut):
-		// Retriable, but not errors a produce may return to every client: Kafka answers
-		// NOT_ENOUGH_REPLICAS for these (KIP-890).
 		return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
-	case errors.Is(err, kerr.InvalidTxnState) && produceVersion < 12:
-		return err
 	}
 	return err
 }
