@@ -31,6 +31,7 @@ func handleProduce(ctx context.Context, r *request) reply {
 		part  *topics.Partition
 		epoch int32
 		end   int64
+		txn   bool // a transactional batch: a quorum's memory is enough (its commit makes it durable)
 	}
 	var waits []commit
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
@@ -82,11 +83,15 @@ func handleProduce(ctx context.Context, r *request) reply {
 				}
 				continue
 			}
-			if !p.Log.WriteCaching() {
+			// A transactional batch is not fsynced on its own: the transaction's commit makes every
+			// partition of it durable once (docs/transactions.md §3.2).
+			h, _ := batch.ParseHeader(rp.Records) // parsed and checked by produceOne
+			transactional := h.IsTransactional()
+			if !p.Log.WriteCaching() && !transactional {
 				p.Log.SyncSoon() // consumers and acks=all wait for the quorum's fsyncs, this one among them
 			}
 			if req.Acks == -1 {
-				waits = append(waits, commit{sp, p, epoch, end})
+				waits = append(waits, commit{sp, p, epoch, end, transactional})
 			}
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -102,7 +107,11 @@ func handleProduce(ctx context.Context, r *request) reply {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		for _, w := range waits {
-			if err := w.part.Replica.WaitCommitted(wctx, w.epoch, w.end); err != nil {
+			wait := w.part.Replica.WaitCommitted
+			if w.txn {
+				wait = w.part.Replica.WaitReplicated
+			}
+			if err := wait(wctx, w.epoch, w.end); err != nil {
 				if errors.Is(err, context.DeadlineExceeded) {
 					err = kerr.RequestTimedOut
 				}

@@ -75,6 +75,22 @@ func TestTransactionsFranzGo(t *testing.T) {
 	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	// kafka-transactions' view: describe and list.
+	adm := kadm.NewClient(admCl)
+	described, err := adm.DescribeTransactions(ctx, "tid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := described["tid"]; !ok || d.Err != nil || d.State != "Ongoing" || len(d.Topics["tx"]) != 1 || d.TimeoutMillis != 10000 {
+		t.Errorf("DescribeTransactions(tid) = %+v; want Ongoing on one partition of tx, timeout 10s", d)
+	}
+	listed, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := listed["tid"]; !ok || len(listed) != 1 {
+		t.Errorf("ListTransactions(Ongoing) = %v; want tid", listed)
+	}
 	q := producer()
 	defer q.Close()
 	if err := q.BeginTransaction(); err != nil {

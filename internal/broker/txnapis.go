@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"maps"
+	"regexp"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -252,13 +256,12 @@ func handleTxnOffsetCommit(ctx context.Context, r *request) reply {
 				sh.c.RemovePending(req.ProducerID, records)
 			} else {
 				end = res.Last + 1
-				sh.p.NotifyAppend()
-				sh.p.Log.SyncSoon()
+				sh.p.NotifyAppend() // not synced on its own: the transaction's prepare does it
 			}
 		}
 		gs.mu.Unlock()
 		if err == nil && end > 0 {
-			err = sh.p.Replica.WaitCommitted(ctx, epoch, end)
+			err = sh.p.Replica.WaitReplicated(ctx, epoch, end)
 		}
 		if err != nil {
 			code := errCode(err)
@@ -270,4 +273,100 @@ func handleTxnOffsetCommit(ctx context.Context, r *request) reply {
 		}
 		*resp = *out
 	}}
+}
+
+func init() {
+	register(kmsg.DescribeTransactions, 0, 0, handleDescribeTransactions)
+	register(kmsg.ListTransactions, 0, 2, handleListTransactions)
+}
+
+// handleDescribeTransactions describes the transactional ids this node coordinates
+// (kafka-transactions describe); the others get NOT_COORDINATOR.
+func handleDescribeTransactions(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.DescribeTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	d := r.conn.b.txns
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, id := range req.TransactionalIDs {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = id, -1, -1, -1
+		sh, code := d.shardForLocked(id)
+		if sh == nil {
+			st.ErrorCode = code.Code
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
+		t, ok := sh.c.Txn(id)
+		if !ok {
+			st.ErrorCode = kerr.TransactionalIDNotFound.Code
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
+		st.State, st.TimeoutMillis, st.ProducerID, st.ProducerEpoch = t.State.String(), t.TimeoutMs, t.ProducerID, t.Epoch
+		if t.State == txncoord.Ongoing || t.State == txncoord.PrepareCommit || t.State == txncoord.PrepareAbort {
+			st.StartTimestamp = t.StartMs
+		}
+		for _, tp := range sortedTPs(t.Partitions) {
+			if n := len(st.Topics); n == 0 || st.Topics[n-1].Topic != tp.Topic {
+				tt := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+				tt.Topic = tp.Topic
+				st.Topics = append(st.Topics, tt)
+			}
+			st.Topics[len(st.Topics)-1].Partitions = append(st.Topics[len(st.Topics)-1].Partitions, tp.Partition)
+		}
+		resp.TransactionStates = append(resp.TransactionStates, st)
+	}
+	return reply{resp: resp}
+}
+
+func sortedTPs(set map[txncoord.TP]bool) []txncoord.TP {
+	out := make([]txncoord.TP, 0, len(set))
+	for tp := range set {
+		out = append(out, tp)
+	}
+	slices.SortFunc(out, func(a, b txncoord.TP) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return out
+}
+
+// handleListTransactions lists the transactional ids this node coordinates, filtered by state,
+// producer id, running time (v1) and id pattern (v2, a regular expression).
+func handleListTransactions(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.ListTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
+	var pattern *regexp.Regexp
+	if req.TransactionalIDPattern != nil && *req.TransactionalIDPattern != "" {
+		re, err := regexp.Compile(*req.TransactionalIDPattern)
+		if err != nil {
+			resp.ErrorCode = kerr.InvalidRegularExpression.Code
+			return reply{resp: resp}
+		}
+		pattern = re
+	}
+	now := timeNow().UnixMilli()
+	d := r.conn.b.txns
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, idx := range slices.Sorted(maps.Keys(d.shards)) {
+		sh := d.shards[idx]
+		for _, id := range sh.c.IDs() {
+			t, _ := sh.c.Txn(id)
+			switch {
+			case len(req.StateFilters) > 0 && !slices.Contains(req.StateFilters, t.State.String()):
+				continue
+			case len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, t.ProducerID):
+				continue
+			case req.DurationFilterMillis >= 0 && req.Version >= 1 && (t.State != txncoord.Ongoing || now-t.StartMs < req.DurationFilterMillis):
+				continue
+			case pattern != nil && !pattern.MatchString(id):
+				continue
+			}
+			st := kmsg.NewListTransactionsResponseTransactionState()
+			st.TransactionalID, st.ProducerID, st.TransactionState = id, t.ProducerID, t.State.String()
+			resp.TransactionStates = append(resp.TransactionStates, st)
+		}
+	}
+	return reply{resp: resp}
 }

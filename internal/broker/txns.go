@@ -527,7 +527,7 @@ func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq) error {
 	}
 	end := p.Log.EndOffset()
 	p.Log.SyncSoon()
-	return p.Replica.WaitCommitted(ctx, epoch, end)
+	return p.Replica.WaitDurable(ctx, epoch, end)
 }
 
 // discoverLocal lists the partitions this node leads that hold an open transaction of the
@@ -573,7 +573,9 @@ func (d *txns) markerLocal(ctx context.Context, req txnMarkerReq) error {
 	p.NotifyAppend()
 	p.Log.SyncSoon()
 	d.b.groups.onMarker(p, req.ProducerID, req.Commit)
-	return p.Replica.WaitCommitted(ctx, epoch, off+1)
+	// Durable on a quorum whatever the topic's write caching: the coordinator forgets the
+	// transaction's partitions once every marker is written.
+	return p.Replica.WaitDurable(ctx, epoch, off+1)
 }
 
 // nodeFor is the leader of a partition per the image, or -1.
@@ -876,7 +878,7 @@ func (d *txns) abortHere(ctx context.Context, p *topics.Partition, pid int64, ep
 	p.NotifyAppend()
 	p.Log.SyncSoon()
 	d.b.groups.onMarker(p, pid, false)
-	return p.Replica.WaitCommitted(ctx, le, off+1)
+	return p.Replica.WaitDurable(ctx, le, off+1)
 }
 
 // checkOpenTransactions lets every partition this node leads check the transactions it has

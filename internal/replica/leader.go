@@ -187,12 +187,14 @@ func (l *Leader) Ack(n int32, appended, durable int64, now time.Time) bool {
 	return l.advance()
 }
 
-func (l *Leader) end(n int32) int64 {
+// end is what replica n counts for: its appended end if memory (write caching), else its
+// fsynced end; -1 if it does not count yet.
+func (l *Leader) end(n int32, memory bool) int64 {
 	if n == l.Self {
 		if !l.selfReady {
 			return -1
 		}
-		if l.WriteCaching {
+		if memory {
 			return l.selfEnd
 		}
 		return l.selfDur
@@ -201,7 +203,7 @@ func (l *Leader) end(n int32) int64 {
 	if p == nil || !p.Streaming || p.Appended < l.EpochStart {
 		return -1
 	}
-	if l.WriteCaching {
+	if memory {
 		return p.Appended
 	}
 	return p.Durable
@@ -214,12 +216,23 @@ func Quorum(n, minISR int) int {
 }
 
 // Commit is the offset below which every batch is held by a quorum of every replica set.
-func (l *Leader) Commit() int64 {
+func (l *Leader) Commit() int64 { return l.quorumEnd(l.WriteCaching) }
+
+// Replicated is the offset below which every batch is in the memory of a quorum of every
+// replica set, fsynced or not: what a transactional append waits for (its transaction's
+// commit makes it durable).
+func (l *Leader) Replicated() int64 { return l.quorumEnd(true) }
+
+// Durable is the offset below which every batch is fsynced by a quorum of every replica set,
+// whatever the topic's write caching: what a transaction's prepare and markers wait for.
+func (l *Leader) Durable() int64 { return l.quorumEnd(false) }
+
+func (l *Leader) quorumEnd(memory bool) int64 {
 	commit := int64(-1)
 	for i, s := range l.sets {
 		ends := make([]int64, 0, len(s))
 		for _, n := range s {
-			ends = append(ends, l.end(n))
+			ends = append(ends, l.end(n, memory))
 		}
 		slices.SortFunc(ends, func(a, b int64) int { return int(min(max(b-a, -1), 1)) })
 		c := ends[Quorum(len(s), l.MinISR)-1]

@@ -158,6 +158,25 @@ func TestLeaderCommitWriteCaching(t *testing.T) {
 	}
 }
 
+// TestLeaderReplicatedAndDurable: what transactional appends (a quorum's memory) and a
+// transaction's prepare and markers (a quorum's fsync, even with write caching) wait for.
+func TestLeaderReplicatedAndDurable(t *testing.T) {
+	for _, wc := range []bool{false, true} {
+		l := NewLeader(1, 3, 100, 100, [][]int32{{1, 2, 3}}, wc, 1, 10*time.Second, now0)
+		l.SetLocal(160, 110, true)
+		l.Join(2, 100)
+		l.Ack(2, 150, 120, now0)
+		l.Join(3, 100)
+		l.Ack(3, 130, 130, now0)
+		if got := l.Replicated(); got != 150 {
+			t.Errorf("write caching %v: Replicated = %d; want 150 (appended by two of three)", wc, got)
+		}
+		if got := l.Durable(); got != 120 {
+			t.Errorf("write caching %v: Durable = %d; want 120 (fsynced by two of three)", wc, got)
+		}
+	}
+}
+
 func TestLeaderMinISRRaisesTheQuorum(t *testing.T) {
 	l := NewLeader(1, 0, 0, 0, [][]int32{{1, 2, 3}}, true, 3, 10*time.Second, now0)
 	l.SetLocal(10, 10, true)

@@ -60,6 +60,8 @@ type Replica struct {
 	knownHW    int64 // the last high watermark known here (own, or the leader's)
 	failed     error // the log failed: this replica neither leads nor follows until reopened
 	hwCh       chan struct{}
+	replCh     chan struct{} // closed when Leader.Replicated or Durable may have moved, if replWait > 0
+	replWait   int
 	reported   []int32 // leader: the ISR last reported
 	reportedAt time.Time
 	lastAck    map[int32]time.Time // leader: when each follower last acknowledged
@@ -75,6 +77,62 @@ var (
 func (r *Replica) notifyLocked() {
 	close(r.hwCh)
 	r.hwCh = make(chan struct{})
+	r.notifyReplicatedLocked()
+}
+
+func (r *Replica) notifyReplicatedLocked() {
+	if r.replWait > 0 {
+		close(r.replCh)
+		r.replCh = make(chan struct{})
+	}
+}
+
+// WaitReplicated waits until a quorum holds the log of epoch up to end in memory (not
+// necessarily fsynced): what a transactional produce waits for (docs/transactions.md §3.2). It
+// fails with NOT_LEADER_OR_FOLLOWER if the replica stops leading that epoch first.
+func (r *Replica) WaitReplicated(ctx context.Context, epoch int32, end int64) error {
+	return r.waitQuorum(ctx, epoch, end, (*Leader).Replicated)
+}
+
+// WaitDurable waits until a quorum has fsynced the log of epoch up to end, whatever the topic's
+// write caching: what a transaction's prepare and its markers wait for.
+func (r *Replica) WaitDurable(ctx context.Context, epoch int32, end int64) error {
+	return r.waitQuorum(ctx, epoch, end, (*Leader).Durable)
+}
+
+func (r *Replica) waitQuorum(ctx context.Context, epoch int32, end int64, quorumEnd func(*Leader) int64) error {
+	r.mu.Lock()
+	r.replWait++
+	defer func() {
+		r.mu.Lock()
+		r.replWait--
+		r.mu.Unlock()
+	}()
+	for {
+		switch {
+		case r.failed != nil:
+			err := r.failed
+			r.mu.Unlock()
+			return err
+		case r.leader == nil || r.a.Epoch != epoch:
+			r.mu.Unlock()
+			return ErrNotLeader
+		case quorumEnd(r.leader) >= end:
+			r.mu.Unlock()
+			return nil
+		}
+		if r.replCh == nil {
+			r.replCh = make(chan struct{})
+		}
+		ch := r.replCh
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		r.mu.Lock()
+	}
 }
 
 // Assignment returns the replica's current assignment.
@@ -234,6 +292,8 @@ func (r *Replica) appendedLocked() {
 	if r.leader.SetLocal(r.Log.EndOffset(), r.Log.DurableOffset(), true) {
 		r.knownHW = r.leader.HW()
 		r.notifyLocked()
+	} else {
+		r.notifyReplicatedLocked()
 	}
 	for _, n := range r.leader.Followers() {
 		r.sendAppendLocked(n) // on the caller's goroutine: no hand-off on the produce path
@@ -564,6 +624,7 @@ func (r *Replica) onAck(from int32, ack *AppendAck) {
 		r.knownHW = r.leader.HW()
 		r.notifyLocked()
 	}
+	r.notifyReplicatedLocked()
 	r.sendAppendLocked(from)
 }
 
@@ -580,6 +641,8 @@ func (r *Replica) onDurable() {
 		if r.leader.SetLocal(r.Log.EndOffset(), r.Log.DurableOffset(), true) {
 			r.knownHW = r.leader.HW()
 			r.notifyLocked()
+		} else {
+			r.notifyReplicatedLocked()
 		}
 	case r.a.Role == RoleFollower && r.joined:
 		r.ackLocked(StatusOK)
