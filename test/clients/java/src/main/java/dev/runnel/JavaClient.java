@@ -33,6 +33,14 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *     until it has WANT records (or 60 s pass), committing synchronously after each poll exactly
  *     the records it took, then closes (leaving the group); prints "PARTITION OFFSET VALUE" per
  *     record.
+ * txn-etl BOOTSTRAP IN OUT GROUP TXNID WANT ABORT_PERCENT SECONDS
+ *     consume-transform-produce with exactly-once: a read_committed group consumer of IN and a
+ *     transactional producer copying each record to OUT, with the consumer's offsets committed
+ *     in the same transaction (sendOffsetsToTransaction); ABORT_PERCENT of the transactions are
+ *     aborted on purpose (the consumer then goes back to the committed offsets). Errors (a broker
+ *     killed under it) abort the transaction, or recreate producer and consumer when fatal. Runs
+ *     until WANT input records were committed, nothing was left to read for 10 s, or SECONDS pass;
+ *     prints "committed N aborted M failed F" (N counts commits the client saw succeed).
  * </pre>
  *
  * Exits 0 on success, 1 with the reason on stderr otherwise.
@@ -42,7 +50,10 @@ public final class JavaClient {
     switch (args.length > 0 ? args[0] : "") {
       case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]));
       case "consume" -> consume(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]));
-      default -> fail("usage: produce BOOTSTRAP TOPIC N | consume BOOTSTRAP TOPIC GROUP PROTOCOL WANT");
+      case "txn-etl" -> txnEtl(args[1], args[2], args[3], args[4], args[5], Integer.parseInt(args[6]),
+          Integer.parseInt(args[7]), Integer.parseInt(args[8]));
+      default -> fail("usage: produce BOOTSTRAP TOPIC N | consume BOOTSTRAP TOPIC GROUP PROTOCOL WANT"
+          + " | txn-etl BOOTSTRAP IN OUT GROUP TXNID WANT ABORT_PERCENT SECONDS");
     }
   }
 
@@ -99,6 +110,141 @@ public final class JavaClient {
     got.forEach(System.out::println);
     if (got.size() < want) {
       fail("read " + got.size() + " of " + want + " records");
+    }
+  }
+
+  private static KafkaConsumer<String, String> etlConsumer(String bootstrap, String in, String group) {
+    Properties p = new Properties();
+    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+    p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+    p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "40");
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    KafkaConsumer<String, String> c = new KafkaConsumer<>(p);
+    c.subscribe(List.of(in));
+    return c;
+  }
+
+  private static KafkaProducer<String, String> etlProducer(String bootstrap, String txnId) {
+    Properties p = new Properties();
+    p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+    p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "10000");
+    p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
+    p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+    p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+    p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    KafkaProducer<String, String> prod = new KafkaProducer<>(p);
+    prod.initTransactions();
+    return prod;
+  }
+
+  /** rewind moves the consumer back to its group's committed offsets (the start if none). */
+  private static void rewind(KafkaConsumer<String, String> consumer) {
+    var assigned = consumer.assignment();
+    if (assigned.isEmpty()) {
+      return;
+    }
+    Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(assigned);
+    for (TopicPartition tp : assigned) {
+      OffsetAndMetadata o = committed.get(tp);
+      if (o == null) {
+        consumer.seekToBeginning(List.of(tp));
+      } else {
+        consumer.seek(tp, o.offset());
+      }
+    }
+  }
+
+  private static void txnEtl(String bootstrap, String in, String out, String group, String txnId, int want,
+      int abortPercent, int seconds) {
+    long deadline = System.currentTimeMillis() + seconds * 1000L;
+    java.util.Random rnd = new java.util.Random(42);
+    int committed = 0, aborted = 0, failed = 0;
+    long lastRecords = System.currentTimeMillis();
+    KafkaProducer<String, String> producer = null;
+    KafkaConsumer<String, String> consumer = null;
+    while (committed < want && System.currentTimeMillis() < deadline) {
+      try {
+        if (producer == null) {
+          producer = etlProducer(bootstrap, txnId);
+          consumer = etlConsumer(bootstrap, in, group);
+        }
+        var records = consumer.poll(Duration.ofMillis(200));
+        if (records.isEmpty()) {
+          // A commit that failed on the client's side may have succeeded: the count can stay
+          // below WANT with nothing left to read. Idle for 10 s after progress: done.
+          if (committed > 0 && System.currentTimeMillis() - lastRecords > 10_000) {
+            break;
+          }
+          continue;
+        }
+        lastRecords = System.currentTimeMillis();
+        producer.beginTransaction();
+        Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+        for (ConsumerRecord<String, String> r : records) {
+          producer.send(new ProducerRecord<>(out, r.key(), r.value()));
+          next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+        }
+        producer.sendOffsetsToTransaction(next, consumer.groupMetadata());
+        if (rnd.nextInt(100) < abortPercent) {
+          producer.abortTransaction();
+          aborted++;
+          rewind(consumer);
+          continue;
+        }
+        producer.commitTransaction();
+        committed += records.count();
+      } catch (org.apache.kafka.common.errors.ProducerFencedException
+          | org.apache.kafka.common.errors.InvalidProducerEpochException
+          | org.apache.kafka.common.errors.OutOfOrderSequenceException
+          | org.apache.kafka.common.errors.UnsupportedVersionException
+          | org.apache.kafka.common.errors.AuthorizationException
+          | IllegalStateException e) {
+        failed++;
+        System.err.println("JavaClient: fatal, recreating: " + e);
+        closeQuietly(producer, consumer);
+        producer = null;
+        consumer = null;
+      } catch (org.apache.kafka.common.KafkaException e) {
+        failed++;
+        System.err.println("JavaClient: aborting after: " + e);
+        try {
+          producer.abortTransaction();
+          rewind(consumer);
+        } catch (Exception again) {
+          System.err.println("JavaClient: abort failed, recreating: " + again);
+          closeQuietly(producer, consumer);
+          producer = null;
+          consumer = null;
+        }
+      }
+    }
+    closeQuietly(producer, consumer);
+    System.out.println("committed " + committed + " aborted " + aborted + " failed " + failed);
+    if (committed == 0) {
+      fail("nothing committed in " + seconds + " s");
+    }
+  }
+
+  private static void closeQuietly(KafkaProducer<String, String> producer, KafkaConsumer<String, String> consumer) {
+    try {
+      if (producer != null) {
+        producer.close(Duration.ofSeconds(5));
+      }
+    } catch (Exception e) {
+      System.err.println("JavaClient: closing the producer: " + e);
+    }
+    try {
+      if (consumer != null) {
+        consumer.close(Duration.ofSeconds(5));
+      }
+    } catch (Exception e) {
+      System.err.println("JavaClient: closing the consumer: " + e);
     }
   }
 }

@@ -1,0 +1,165 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// javaClient returns the command line that runs test/clients/java's JavaClient (built by .ci/run
+// with Maven), or skips the test outside CI when it is not built.
+func javaClient(t *testing.T) []string {
+	t.Helper()
+	dir, _ := filepath.Abs(filepath.Join("..", "..", "test", "clients", "java", "target"))
+	skip := func(why string) {
+		if os.Getenv("CI") != "" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "classes", "dev", "runnel", "JavaClient.class")); err != nil {
+		skip("the Java test client is not built (mvn -q -B -f test/clients/java/pom.xml package; .ci/run does it)")
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		skip("no java on PATH")
+	}
+	return []string{java, "-cp", filepath.Join(dir, "classes") + string(os.PathListSeparator) + filepath.Join(dir, "lib", "*"), "dev.runnel.JavaClient"}
+}
+
+// TestJavaTransactionsKill: the Java client 4.1.1's consume-transform-produce loop
+// (sendOffsetsToTransaction, 10 % of the transactions aborted on purpose) against a three-node
+// cluster of real processes; while it runs, the node coordinating its transactional id is
+// killed with kill -9 and restarted. A read_committed consumer then finds every input record in
+// the output exactly once: nothing committed is lost, nothing aborted is read, nothing is
+// committed twice.
+func TestJavaTransactionsKill(t *testing.T) {
+	remaining := func(ctx context.Context, adm *kadm.Client, n int64) int64 {
+		var sum int64
+		if offs, err := adm.FetchOffsets(ctx, "etl-group"); err == nil {
+			offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+		}
+		return n - sum
+	}
+	java := javaClient(t)
+	bin := runnelBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c, err := StartCluster(ctx, bin, filepath.Join(t.TempDir(), "cluster"), 3, "--log-level", "warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.StopAll()
+	defer func() {
+		if t.Failed() {
+			for _, n := range []string{"node-1.log", "node-2.log", "node-3.log"} {
+				if b, err := os.ReadFile(filepath.Join(c.dir, n)); err == nil {
+					t.Logf("%s:\n%s", n, tail(b, 3000))
+				}
+			}
+		}
+	}()
+	bootstrap := strings.Join(c.Brokers(), ",")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, topic := range []string{"in", "out"} {
+		if _, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 12000
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: "in", Partition: int32(i % 3), Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.CommandContext(ctx, java[0], append(java[1:], "txn-etl", bootstrap, "in", "out", "etl-group", "etl-txn",
+		fmt.Sprint(n), "10", "150")...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	// Once a tenth of the input is committed, kill -9 the transaction coordinator's node, then
+	// bring it back.
+	var victim int32 = -1
+	for victim < 0 && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		left := remaining(ctx, adm, n)
+		if left > n*9/10 {
+			continue
+		}
+		if left < n/2 {
+			t.Fatalf("half the input was committed before the kill could be aimed: %d left", left)
+		}
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType, req.CoordinatorKeys = 1, []string{"etl-txn"}
+		if resp, err := req.RequestWith(ctx, cl); err == nil && len(resp.Coordinators) == 1 && resp.Coordinators[0].ErrorCode == 0 {
+			victim = resp.Coordinators[0].NodeID
+		}
+	}
+	t.Logf("kill -9 node %d (the transaction coordinator) with %d input records to go", victim, remaining(ctx, adm, n))
+	c.Kill(victim)
+	time.Sleep(3 * time.Second)
+	if err := c.Start(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitReady(ctx, victim, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := <-done; err != nil {
+		t.Fatalf("Java txn-etl: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), tail(stderr.Bytes(), 3000))
+	}
+	t.Logf("Java: %s", strings.TrimSpace(stdout.String()))
+
+	// Every input exactly once in the committed output.
+	rd, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	seen := map[string]int{}
+	total := 0
+	for deadline := time.Now().Add(60 * time.Second); total < n && time.Now().Before(deadline); {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		rd.PollFetches(pctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++; total++ })
+		pcancel()
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second) // anything extra would show now
+	rd.PollFetches(pctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++; total++ })
+	pcancel()
+	var missing, dup int
+	for i := range n {
+		switch c := seen[fmt.Sprintf("v%d", i)]; {
+		case c == 0:
+			missing++
+		case c > 1:
+			dup++
+		}
+	}
+	if missing > 0 || dup > 0 || total != n {
+		t.Fatalf("read_committed output: %d records, %d inputs missing, %d duplicated; want each of %d exactly once", total, missing, dup, n)
+	}
+}
