@@ -130,3 +130,22 @@ func TestSmokeCompare(t *testing.T) {
 		t.Errorf("comparison text has no ratio column:\n%s", buf.String())
 	}
 }
+
+// TestTxnBench runs `runnel bench txn` briefly against one Runnel node: both kinds of stream
+// cycles and both bulk inserts complete and report sane numbers.
+func TestTxnBench(t *testing.T) {
+	addr := startRunnel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := bench.Txn(ctx, bench.TxnOptions{Bootstrap: []string{addr}, Label: "runnel", Cycles: 30, Bulk: 500, BulkRounds: 1,
+		TopicConfigs: map[string]string{"write.caching": "false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Txn.Count != 30 || res.Plain.Count != 30 || res.Txn.Median <= 0 || res.Plain.Median <= 0 || res.RatioMedian <= 0 {
+		t.Errorf("stream results %+v / %+v, ratio %v; want 30 cycles of each with positive latencies", res.Txn, res.Plain, res.RatioMedian)
+	}
+	if res.BulkTxn <= 0 || res.BulkPlain <= 0 {
+		t.Errorf("bulk results %v / %v records/s; want both positive", res.BulkTxn, res.BulkPlain)
+	}
+}

@@ -52,6 +52,9 @@ type txns struct {
 	// ids remembers the transactional id of producer ids seen in transactional produce, for the
 	// partition's checks with the coordinator.
 	ids map[int64]string
+	// progress is closed (and replaced) whenever an operation of a transaction moves on, for
+	// adds waiting out CONCURRENT_TRANSACTIONS.
+	progress chan struct{}
 
 	done chan struct{}
 }
@@ -70,7 +73,7 @@ type txnWaiter struct {
 
 func newTxns(b *Broker) *txns {
 	d := &txns{b: b, partitions: b.cfg.TxnStatePartitions, cfg: b.cfg.Txns, shards: map[int32]*txnShard{},
-		waiting: map[txncoord.ReqID]txnWaiter{}, ids: map[int64]string{}, done: make(chan struct{})}
+		waiting: map[txncoord.ReqID]txnWaiter{}, ids: map[int64]string{}, progress: make(chan struct{}), done: make(chan struct{})}
 	d.registerRPCs()
 	return d
 }
@@ -331,6 +334,8 @@ func (d *txns) call(ctx context.Context, id string, f func(c *txncoord.Coordinat
 // log has them in the order the coordinator decided them); the waits and the rounds run on
 // their own goroutines and report back under mu.
 func (d *txns) executeLocked(sh *txnShard, eff txncoord.Effects) {
+	close(d.progress)
+	d.progress = make(chan struct{})
 	for _, r := range eff.Replies {
 		if w, ok := d.waiting[r.ID]; ok {
 			w.ch <- r
@@ -726,13 +731,31 @@ func (d *txns) markerRound(sh *txnShard, req txncoord.MarkerReq) {
 	}
 }
 
-// addLocal is the coordinator side of a partition leader's add or verification.
+// addLocal is the coordinator side of a partition leader's add or verification. While the
+// transaction's previous operation runs (its markers are being written, typically: a version 2
+// producer begins the next transaction as soon as EndTxn answers), the add waits for it here,
+// up to a second, instead of sending CONCURRENT_TRANSACTIONS back for a client-side backoff.
 func (d *txns) addLocal(ctx context.Context, req txnAddReq) error {
-	r := d.call(ctx, req.TxnID, func(c *txncoord.Coordinator, id txncoord.ReqID, now int64) txncoord.Effects {
-		return c.AddPartitions(txncoord.AddReq{ID: id, TxnID: req.TxnID, ProducerID: req.ProducerID, Epoch: req.Epoch,
-			Partitions: []txncoord.TP{req.TP}, VerifyOnly: req.VerifyOnly, V2: req.V2, KnowsFenced: req.KnowsFenced}, now)
-	})
-	return r.Err
+	deadline := time.After(time.Second)
+	for {
+		d.mu.Lock()
+		progress := d.progress
+		d.mu.Unlock()
+		r := d.call(ctx, req.TxnID, func(c *txncoord.Coordinator, id txncoord.ReqID, now int64) txncoord.Effects {
+			return c.AddPartitions(txncoord.AddReq{ID: id, TxnID: req.TxnID, ProducerID: req.ProducerID, Epoch: req.Epoch,
+				Partitions: []txncoord.TP{req.TP}, VerifyOnly: req.VerifyOnly, V2: req.V2, KnowsFenced: req.KnowsFenced}, now)
+		})
+		if !errors.Is(r.Err, kerr.ConcurrentTransactions) {
+			return r.Err
+		}
+		select {
+		case <-progress:
+		case <-deadline:
+			return r.Err
+		case <-ctx.Done():
+			return r.Err
+		}
+	}
 }
 
 // checkLocal is the coordinator side of a partition's check of an open transaction.

@@ -1,0 +1,332 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TxnOptions configure the transaction benchmarks of seed 004 (Redpanda's "fast transactions"):
+//
+//   - stream: consume-transform-produce, one record at a time, closed loop. The transactional
+//     cycle is begin, produce the record, add the consumer's offset to the transaction
+//     (sendOffsetsToTransaction) and commit; the plain cycle is produce with acks=all, wait for
+//     the acknowledgement, commit the offset synchronously. Reported: the latency of a cycle
+//     (median, p99) of each, and their ratio (Redpanda reported 4.6×, Kafka 6.3×).
+//   - bulk: N records sent in one transaction and committed, against N records sent with
+//     acks=all (idempotent) and all acknowledged; reported: records/s of each.
+type TxnOptions struct {
+	Bootstrap    []string
+	Label        string
+	Cycles       int           // stream: cycles of each kind; default 2000
+	Bulk         int           // bulk: records per round; default 10000
+	BulkRounds   int           // default 3
+	RecordSize   int           // default 100 bytes
+	TopicConfigs map[string]string
+	Progress     io.Writer
+}
+
+// TxnResult is what the transaction benchmarks measured.
+type TxnResult struct {
+	Label        string       `json:"label"`
+	Txn          LatencyStats `json:"txn_cycle"`
+	Plain        LatencyStats `json:"plain_cycle"`
+	RatioMedian  float64      `json:"ratio_median"`
+	RatioP99     float64      `json:"ratio_p99"`
+	BulkTxn      float64      `json:"bulk_txn_records_per_s"`
+	BulkPlain    float64      `json:"bulk_plain_records_per_s"`
+	BulkTxnRuns  []float64    `json:"bulk_txn_rounds"`
+	BulkPlainRns []float64    `json:"bulk_plain_rounds"`
+}
+
+// LatencyStats summarize a histogram in milliseconds.
+type LatencyStats struct {
+	Count  int64   `json:"count"`
+	Median float64 `json:"p50_ms"`
+	P99    float64 `json:"p99_ms"`
+	Max    float64 `json:"max_ms"`
+}
+
+func latencyStats(h *hdrhistogram.Histogram) LatencyStats {
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	return LatencyStats{Count: h.TotalCount(), Median: ms(h.ValueAtQuantile(50)), P99: ms(h.ValueAtQuantile(99)), Max: ms(h.Max())}
+}
+
+// WriteText prints the result.
+func (r *TxnResult) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "transactions on %s\n", r.Label)
+	fmt.Fprintf(w, "  stream cycle, transactional: p50 %.2f ms  p99 %.2f ms  (%d cycles)\n", r.Txn.Median, r.Txn.P99, r.Txn.Count)
+	fmt.Fprintf(w, "  stream cycle, plain:         p50 %.2f ms  p99 %.2f ms  (%d cycles)\n", r.Plain.Median, r.Plain.P99, r.Plain.Count)
+	fmt.Fprintf(w, "  transactional / plain:       p50 %.2f×  p99 %.2f×\n", r.RatioMedian, r.RatioP99)
+	fmt.Fprintf(w, "  bulk, one transaction:       %.0f records/s %v\n", r.BulkTxn, roundAll(r.BulkTxnRuns))
+	fmt.Fprintf(w, "  bulk, acks=all:              %.0f records/s %v\n", r.BulkPlain, roundAll(r.BulkPlainRns))
+}
+
+func roundAll(xs []float64) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(x + 0.5)
+	}
+	return out
+}
+
+// Txn runs both transaction benchmarks against the cluster at opts.Bootstrap, on topics it
+// creates (replication factor: the cluster's default; the topic configs given, e.g.
+// write.caching=false or flush.messages=1) and deletes.
+func Txn(ctx context.Context, opts TxnOptions) (*TxnResult, error) {
+	if opts.Cycles <= 0 {
+		opts.Cycles = 2000
+	}
+	if opts.Bulk <= 0 {
+		opts.Bulk = 10000
+	}
+	if opts.BulkRounds <= 0 {
+		opts.BulkRounds = 3
+	}
+	if opts.RecordSize <= 0 {
+		opts.RecordSize = 100
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(opts.Bootstrap...))
+	if err != nil {
+		return nil, err
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
+	in, out, bulk := "bench-txn-in-"+suffix, "bench-txn-out-"+suffix, "bench-txn-bulk-"+suffix
+	configs := map[string]*string{}
+	for k, v := range opts.TopicConfigs {
+		configs[k] = kadm.StringPtr(v)
+	}
+	for _, t := range []string{in, out, bulk} {
+		resp, err := adm.CreateTopic(ctx, 1, -1, configs, t)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench txn: creating %s: %w", t, err)
+		}
+	}
+	defer adm.DeleteTopics(context.Background(), in, out, bulk)
+	value := []byte(strings.Repeat("x", opts.RecordSize))
+	res := &TxnResult{Label: opts.Label}
+
+	// Input for both stream loops.
+	var recs []*kgo.Record
+	for range 2*opts.Cycles + 10 {
+		recs = append(recs, &kgo.Record{Topic: in, Value: value})
+	}
+	if err := admCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return nil, fmt.Errorf("bench txn: filling %s: %w", in, err)
+	}
+
+	fmt.Fprintf(opts.Progress, "%s: stream, transactional (%d cycles)\n", opts.Label, opts.Cycles)
+	txnHist, err := streamTxn(ctx, opts, in, out, "bench-txn-g1-"+suffix, "bench-txn-"+suffix)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(opts.Progress, "%s: stream, plain (%d cycles)\n", opts.Label, opts.Cycles)
+	plainHist, err := streamPlain(ctx, opts, in, out, "bench-txn-g2-"+suffix)
+	if err != nil {
+		return nil, err
+	}
+	res.Txn, res.Plain = latencyStats(txnHist), latencyStats(plainHist)
+	if res.Plain.Median > 0 && res.Plain.P99 > 0 {
+		res.RatioMedian, res.RatioP99 = res.Txn.Median/res.Plain.Median, res.Txn.P99/res.Plain.P99
+	}
+
+	for round := range opts.BulkRounds {
+		fmt.Fprintf(opts.Progress, "%s: bulk round %d of %d (%d records each way)\n", opts.Label, round+1, opts.BulkRounds, opts.Bulk)
+		r, err := bulkTxn(ctx, opts, bulk, value, "bench-txn-bulk-"+suffix)
+		if err != nil {
+			return nil, err
+		}
+		res.BulkTxnRuns = append(res.BulkTxnRuns, r)
+		if r, err = bulkPlain(ctx, opts, bulk, value); err != nil {
+			return nil, err
+		}
+		res.BulkPlainRns = append(res.BulkPlainRns, r)
+	}
+	res.BulkTxn, res.BulkPlain = mean(res.BulkTxnRuns), mean(res.BulkPlainRns)
+	return res, nil
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// streamTxn: the transactional cycle, with franz-go's GroupTransactSession (the consumer's
+// offsets go into each transaction, as Java's sendOffsetsToTransaction does).
+func streamTxn(ctx context.Context, opts TxnOptions, in, out, group, txnID string) (*hdrhistogram.Histogram, error) {
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(opts.Bootstrap...), kgo.TransactionalID(txnID), kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DefaultProduceTopic(out), kgo.ProducerLinger(0), kgo.RetryBackoffFn(func(int) time.Duration { return time.Millisecond }))
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	h := NewHistogram()
+	for h.TotalCount() < int64(opts.Cycles) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		fs := sess.PollRecords(ctx, 1)
+		if err := fs.Err0(); err != nil && !errors.Is(err, context.Canceled) {
+			return nil, fmt.Errorf("bench txn: poll: %w", err)
+		}
+		recs := fs.Records()
+		if len(recs) == 0 {
+			continue
+		}
+		start := time.Now()
+		if err := sess.Begin(); err != nil {
+			return nil, err
+		}
+		if err := sess.ProduceSync(ctx, &kgo.Record{Value: recs[0].Value}).FirstErr(); err != nil {
+			return nil, fmt.Errorf("bench txn: produce: %w", err)
+		}
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil {
+			return nil, fmt.Errorf("bench txn: commit: %w", err)
+		}
+		if committed {
+			h.RecordValue(time.Since(start).Microseconds())
+		}
+	}
+	return h, nil
+}
+
+// streamPlain: the plain cycle: produce with acks=all and wait, then commit the offset.
+func streamPlain(ctx context.Context, opts TxnOptions, in, out, group string) (*hdrhistogram.Histogram, error) {
+	cons, err := kgo.NewClient(kgo.SeedBrokers(opts.Bootstrap...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if err != nil {
+		return nil, err
+	}
+	defer cons.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(opts.Bootstrap...), kgo.DefaultProduceTopic(out), kgo.ProducerLinger(0),
+		kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		return nil, err
+	}
+	defer prod.Close()
+	h := NewHistogram()
+	for h.TotalCount() < int64(opts.Cycles) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		fs := cons.PollRecords(ctx, 1)
+		recs := fs.Records()
+		if len(recs) == 0 {
+			continue
+		}
+		start := time.Now()
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: recs[0].Value}).FirstErr(); err != nil {
+			return nil, fmt.Errorf("bench txn: produce: %w", err)
+		}
+		if err := cons.CommitRecords(ctx, recs...); err != nil {
+			return nil, fmt.Errorf("bench txn: commit: %w", err)
+		}
+		h.RecordValue(time.Since(start).Microseconds())
+	}
+	return h, nil
+}
+
+// bulkTxn sends n records in one transaction and commits it; records/s.
+func bulkTxn(ctx context.Context, opts TxnOptions, topic string, value []byte, txnID string) (float64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(opts.Bootstrap...), kgo.TransactionalID(txnID), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	// Initialize the producer id outside the measurement.
+	if err := cl.BeginTransaction(); err != nil {
+		return 0, err
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+		return 0, err
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := cl.BeginTransaction(); err != nil {
+		return 0, err
+	}
+	errc := make(chan error, 1)
+	for range opts.Bulk {
+		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errc <- err:
+				default:
+				}
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return 0, err
+	}
+	select {
+	case err := <-errc:
+		return 0, fmt.Errorf("bench txn: bulk produce: %w", err)
+	default:
+	}
+	flushed := time.Now()
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(opts.Progress, "  transactional bulk: sends acknowledged after %v, committed %v later\n",
+		flushed.Sub(start).Round(time.Microsecond), time.Since(flushed).Round(time.Microsecond))
+	return float64(opts.Bulk) / time.Since(start).Seconds(), nil
+}
+
+// bulkPlain sends n records with acks=all (idempotent) and waits for every acknowledgement.
+func bulkPlain(ctx context.Context, opts TxnOptions, topic string, value []byte) (float64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(opts.Bootstrap...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil { // connect and init outside the measurement
+		return 0, err
+	}
+	start := time.Now()
+	errc := make(chan error, 1)
+	for range opts.Bulk {
+		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errc <- err:
+				default:
+				}
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return 0, err
+	}
+	select {
+	case err := <-errc:
+		return 0, fmt.Errorf("bench txn: bulk produce: %w", err)
+	default:
+	}
+	return float64(opts.Bulk) / time.Since(start).Seconds(), nil
+}
