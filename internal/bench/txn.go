@@ -25,10 +25,10 @@ import (
 type TxnOptions struct {
 	Bootstrap    []string
 	Label        string
-	Cycles       int           // stream: cycles of each kind; default 2000
-	Bulk         int           // bulk: records per round; default 10000
-	BulkRounds   int           // default 3
-	RecordSize   int           // default 100 bytes
+	Cycles       int // stream: cycles of each kind; default 2000
+	Bulk         int // bulk: records per round; default 10000
+	BulkRounds   int // default 3
+	RecordSize   int // default 100 bytes
 	TopicConfigs map[string]string
 	Progress     io.Writer
 }
