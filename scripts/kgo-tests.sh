@@ -19,7 +19,7 @@ esac
 
 WORK=$(mktemp -d /tmp/runnel-kgo.XXXXXX)
 export RUNNEL_CLUSTER_DIR="$WORK/cluster"
-export RUNNEL_CLUSTER_BASE=${RUNNEL_CLUSTER_BASE:-29090}
+export RUNNEL_CLUSTER_BASE=${RUNNEL_CLUSTER_BASE:-39090}
 export RUNNEL_SERVE_ARGS="${RUNNEL_SERVE_ARGS:---log-level warn}"
 cleanup() {
 	"$ROOT/scripts/cluster.sh" clean >/dev/null 2>&1 || true

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -188,8 +187,14 @@ func streamTxn(ctx context.Context, opts TxnOptions, in, out, group, txnID strin
 			return nil, ctx.Err()
 		}
 		fs := sess.PollRecords(ctx, 1)
-		if err := fs.Err0(); err != nil && !errors.Is(err, context.Canceled) {
-			return nil, fmt.Errorf("bench txn: poll: %w", err)
+		if err := fs.Err0(); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// Group errors while the consumer joins (NOT_COORDINATOR while the offsets topic is
+			// created) are retried by the client: poll again.
+			fmt.Fprintf(opts.Progress, "  poll: %v (retrying)\n", err)
+			time.Sleep(100 * time.Millisecond)
 		}
 		recs := fs.Records()
 		if len(recs) == 0 {

@@ -796,18 +796,17 @@ func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p *topics.
 		return nil
 	}
 	tp := txncoord.TP{Topic: p.Topic, Partition: p.Index}
-	if open && openEpoch < epoch {
-		if err := d.resolveStale(ctx, txnID, p, pid, openEpoch); err != nil {
-			return err
-		}
-	}
 	// As Kafka's brokers do (add.partitions.to.txn.retry.backoff.ms), CONCURRENT_TRANSACTIONS
 	// (the previous transaction's markers are being written) is retried here, briefly, rather
-	// than sent back to a client that would wait for a metadata refresh.
+	// than sent back to a client that would wait for a metadata refresh. The coordinator itself
+	// holds an add until the previous operation is done, so this loop rarely turns.
 	backoff, deadline := 20*time.Millisecond, time.Now().Add(2*time.Second)
 	for {
 		err := d.addToTransaction(ctx, txnAddReq{TxnID: txnID, ProducerID: pid, Epoch: epoch, TP: tp,
 			VerifyOnly: produceVersion < 12, V2: produceVersion >= 12, KnowsFenced: produceVersion >= 12})
+		if err == nil {
+			break
+		}
 		if !errors.Is(err, kerr.ConcurrentTransactions) || time.Now().After(deadline) {
 			return produceTxnError(err, produceVersion)
 		}
@@ -817,6 +816,24 @@ func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p *topics.
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+	// The add succeeded, so the previous transaction's marker round is over: an older epoch's
+	// transaction still open here was never part of a decided transaction; resolve it (asking
+	// the coordinator) before this epoch's records go in.
+	for {
+		_, _, openEpoch, open := p.Log.OpenTransaction(pid)
+		if !open || openEpoch >= epoch {
+			return nil
+		}
+		err := d.resolveStale(ctx, txnID, p, pid, openEpoch)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 
