@@ -43,6 +43,12 @@ type TxnResult struct {
 	BulkPlain    float64      `json:"bulk_plain_records_per_s"`
 	BulkTxnRuns  []float64    `json:"bulk_txn_rounds"`
 	BulkPlainRns []float64    `json:"bulk_plain_rounds"`
+	// Where a cycle's time goes: the produce (sent to acknowledged), then the rest (the
+	// transactional commit with the offsets, or the plain offset commit).
+	TxnProduce   LatencyStats `json:"txn_produce"`
+	TxnCommit    LatencyStats `json:"txn_commit"`
+	PlainProduce LatencyStats `json:"plain_produce"`
+	PlainCommit  LatencyStats `json:"plain_commit"`
 }
 
 // LatencyStats summarize a histogram in milliseconds.
@@ -64,6 +70,8 @@ func (r *TxnResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  stream cycle, transactional: p50 %.2f ms  p99 %.2f ms  (%d cycles)\n", r.Txn.Median, r.Txn.P99, r.Txn.Count)
 	fmt.Fprintf(w, "  stream cycle, plain:         p50 %.2f ms  p99 %.2f ms  (%d cycles)\n", r.Plain.Median, r.Plain.P99, r.Plain.Count)
 	fmt.Fprintf(w, "  transactional / plain:       p50 %.2f×  p99 %.2f×\n", r.RatioMedian, r.RatioP99)
+	fmt.Fprintf(w, "    transactional: produce p50 %.2f ms, commit with offsets p50 %.2f ms\n", r.TxnProduce.Median, r.TxnCommit.Median)
+	fmt.Fprintf(w, "    plain:         produce p50 %.2f ms, offset commit p50 %.2f ms\n", r.PlainProduce.Median, r.PlainCommit.Median)
 	fmt.Fprintf(w, "  bulk, one transaction:       %.0f records/s %v\n", r.BulkTxn, roundAll(r.BulkTxnRuns))
 	fmt.Fprintf(w, "  bulk, acks=all:              %.0f records/s %v\n", r.BulkPlain, roundAll(r.BulkPlainRns))
 }
@@ -130,16 +138,18 @@ func Txn(ctx context.Context, opts TxnOptions) (*TxnResult, error) {
 	}
 
 	fmt.Fprintf(opts.Progress, "%s: stream, transactional (%d cycles)\n", opts.Label, opts.Cycles)
-	txnHist, err := streamTxn(ctx, opts, in, out, "bench-txn-g1-"+suffix, "bench-txn-"+suffix)
+	txn, err := streamTxn(ctx, opts, in, out, "bench-txn-g1-"+suffix, "bench-txn-"+suffix)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(opts.Progress, "%s: stream, plain (%d cycles)\n", opts.Label, opts.Cycles)
-	plainHist, err := streamPlain(ctx, opts, in, out, "bench-txn-g2-"+suffix)
+	plain, err := streamPlain(ctx, opts, in, out, "bench-txn-g2-"+suffix)
 	if err != nil {
 		return nil, err
 	}
-	res.Txn, res.Plain = latencyStats(txnHist), latencyStats(plainHist)
+	res.Txn, res.Plain = latencyStats(txn.cycle), latencyStats(plain.cycle)
+	res.TxnProduce, res.TxnCommit = latencyStats(txn.produce), latencyStats(txn.commit)
+	res.PlainProduce, res.PlainCommit = latencyStats(plain.produce), latencyStats(plain.commit)
 	if res.Plain.Median > 0 && res.Plain.P99 > 0 {
 		res.RatioMedian, res.RatioP99 = res.Txn.Median/res.Plain.Median, res.Txn.P99/res.Plain.P99
 	}
@@ -171,25 +181,37 @@ func mean(xs []float64) float64 {
 	return s / float64(len(xs))
 }
 
+// cycleHists are a stream loop's latencies: whole cycles and their two parts.
+type cycleHists struct{ cycle, produce, commit *hdrhistogram.Histogram }
+
+func newCycleHists() cycleHists { return cycleHists{NewHistogram(), NewHistogram(), NewHistogram()} }
+
+func (c cycleHists) record(start, produced time.Time) {
+	now := time.Now()
+	c.cycle.RecordValue(now.Sub(start).Microseconds())
+	c.produce.RecordValue(produced.Sub(start).Microseconds())
+	c.commit.RecordValue(now.Sub(produced).Microseconds())
+}
+
 // streamTxn: the transactional cycle, with franz-go's GroupTransactSession (the consumer's
 // offsets go into each transaction, as Java's sendOffsetsToTransaction does).
-func streamTxn(ctx context.Context, opts TxnOptions, in, out, group, txnID string) (*hdrhistogram.Histogram, error) {
+func streamTxn(ctx context.Context, opts TxnOptions, in, out, group, txnID string) (cycleHists, error) {
 	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(opts.Bootstrap...), kgo.TransactionalID(txnID), kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DefaultProduceTopic(out), kgo.ProducerLinger(0), kgo.RetryBackoffFn(func(int) time.Duration { return time.Millisecond }))
+	h := newCycleHists()
 	if err != nil {
-		return nil, err
+		return h, err
 	}
 	defer sess.Close()
-	h := NewHistogram()
-	for h.TotalCount() < int64(opts.Cycles) {
+	for h.cycle.TotalCount() < int64(opts.Cycles) {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return h, ctx.Err()
 		}
 		fs := sess.PollRecords(ctx, 1)
 		if err := fs.Err0(); err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return h, ctx.Err()
 			}
 			// Group errors while the consumer joins (NOT_COORDINATOR while the offsets topic is
 			// created) are retried by the client: poll again.
@@ -202,40 +224,41 @@ func streamTxn(ctx context.Context, opts TxnOptions, in, out, group, txnID strin
 		}
 		start := time.Now()
 		if err := sess.Begin(); err != nil {
-			return nil, err
+			return h, err
 		}
 		if err := sess.ProduceSync(ctx, &kgo.Record{Value: recs[0].Value}).FirstErr(); err != nil {
-			return nil, fmt.Errorf("bench txn: produce: %w", err)
+			return h, fmt.Errorf("bench txn: produce: %w", err)
 		}
+		produced := time.Now()
 		committed, err := sess.End(ctx, kgo.TryCommit)
 		if err != nil {
-			return nil, fmt.Errorf("bench txn: commit: %w", err)
+			return h, fmt.Errorf("bench txn: commit: %w", err)
 		}
 		if committed {
-			h.RecordValue(time.Since(start).Microseconds())
+			h.record(start, produced)
 		}
 	}
 	return h, nil
 }
 
 // streamPlain: the plain cycle: produce with acks=all and wait, then commit the offset.
-func streamPlain(ctx context.Context, opts TxnOptions, in, out, group string) (*hdrhistogram.Histogram, error) {
+func streamPlain(ctx context.Context, opts TxnOptions, in, out, group string) (cycleHists, error) {
+	h := newCycleHists()
 	cons, err := kgo.NewClient(kgo.SeedBrokers(opts.Bootstrap...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
 	if err != nil {
-		return nil, err
+		return h, err
 	}
 	defer cons.Close()
 	prod, err := kgo.NewClient(kgo.SeedBrokers(opts.Bootstrap...), kgo.DefaultProduceTopic(out), kgo.ProducerLinger(0),
 		kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
-		return nil, err
+		return h, err
 	}
 	defer prod.Close()
-	h := NewHistogram()
-	for h.TotalCount() < int64(opts.Cycles) {
+	for h.cycle.TotalCount() < int64(opts.Cycles) {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return h, ctx.Err()
 		}
 		fs := cons.PollRecords(ctx, 1)
 		recs := fs.Records()
@@ -244,12 +267,13 @@ func streamPlain(ctx context.Context, opts TxnOptions, in, out, group string) (*
 		}
 		start := time.Now()
 		if err := prod.ProduceSync(ctx, &kgo.Record{Value: recs[0].Value}).FirstErr(); err != nil {
-			return nil, fmt.Errorf("bench txn: produce: %w", err)
+			return h, fmt.Errorf("bench txn: produce: %w", err)
 		}
+		produced := time.Now()
 		if err := cons.CommitRecords(ctx, recs...); err != nil {
-			return nil, fmt.Errorf("bench txn: commit: %w", err)
+			return h, fmt.Errorf("bench txn: commit: %w", err)
 		}
-		h.RecordValue(time.Since(start).Microseconds())
+		h.record(start, produced)
 	}
 	return h, nil
 }
