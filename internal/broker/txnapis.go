@@ -177,7 +177,10 @@ func handleEndTxn(ctx context.Context, r *request) reply {
 	b := r.conn.b
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	return reply{resp: resp, wait: func() {
-		rep := b.txns.call(ctx, req.TransactionalID, func(c *txncoord.Coordinator, rid txncoord.ReqID, now int64) txncoord.Effects {
+		// The previous transaction may still be completing (a version-2 producer ends its next
+		// one quickly): wait for it here rather than send CONCURRENT_TRANSACTIONS to a client
+		// that backs off for its retry.backoff.ms.
+		rep := b.txns.callWaitingOut(ctx, req.TransactionalID, func(c *txncoord.Coordinator, rid txncoord.ReqID, now int64) txncoord.Effects {
 			return c.EndTxn(txncoord.EndReq{ID: rid, TxnID: req.TransactionalID, ProducerID: req.ProducerID, Epoch: req.ProducerEpoch,
 				Commit: req.Commit, V2: req.Version >= 5, KnowsFenced: req.Version >= 2}, now)
 		})

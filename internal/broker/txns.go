@@ -253,7 +253,7 @@ func (d *txns) refresh() {
 				d.dropLocked(p.Index)
 				sh := &txnShard{index: p.Index, p: p, epoch: epoch, c: c}
 				d.shards[p.Index] = sh
-				d.executeLocked(sh, c.Loaded(time.Now().UnixMilli()))
+				d.reportLocked(sh, c.Loaded(time.Now().UnixMilli()))
 			}
 			d.mu.Unlock()
 		}
@@ -304,29 +304,38 @@ func (d *txns) currentLocked(sh *txnShard) bool { return d.shards[sh.index] == s
 
 // call runs a coordinator request for a transactional id and waits for its reply.
 func (d *txns) call(ctx context.Context, id string, f func(c *txncoord.Coordinator, req txncoord.ReqID, nowMs int64) txncoord.Effects) txncoord.Reply {
+	r, _ := d.callProgress(ctx, id, f)
+	return r
+}
+
+// callProgress is call, also returning the progress channel as it was right after the request
+// ran: it closes at the next change of any transaction's operation.
+func (d *txns) callProgress(ctx context.Context, id string, f func(c *txncoord.Coordinator, req txncoord.ReqID, nowMs int64) txncoord.Effects) (txncoord.Reply, <-chan struct{}) {
 	d.mu.Lock()
 	sh, code := d.shardForLocked(id)
 	if sh == nil {
+		progress := d.progress
 		d.mu.Unlock()
-		return txncoord.Reply{Err: code}
+		return txncoord.Reply{Err: code}, progress
 	}
 	d.nextID++
 	req := d.nextID
 	ch := make(chan txncoord.Reply, 1)
 	d.waiting[req] = txnWaiter{ch, sh.index}
 	d.executeLocked(sh, f(sh.c, req, time.Now().UnixMilli()))
+	progress := d.progress
 	d.mu.Unlock()
 	select {
 	case r, ok := <-ch:
 		if !ok {
-			return txncoord.Reply{Err: kerr.NotCoordinator}
+			return txncoord.Reply{Err: kerr.NotCoordinator}, progress
 		}
-		return r
+		return r, progress
 	case <-ctx.Done():
 		d.mu.Lock()
 		delete(d.waiting, req)
 		d.mu.Unlock()
-		return txncoord.Reply{Err: kerr.RequestTimedOut}
+		return txncoord.Reply{Err: kerr.RequestTimedOut}, progress
 	}
 }
 
@@ -334,8 +343,6 @@ func (d *txns) call(ctx context.Context, id string, f func(c *txncoord.Coordinat
 // log has them in the order the coordinator decided them); the waits and the rounds run on
 // their own goroutines and report back under mu.
 func (d *txns) executeLocked(sh *txnShard, eff txncoord.Effects) {
-	close(d.progress)
-	d.progress = make(chan struct{})
 	for _, r := range eff.Replies {
 		if w, ok := d.waiting[r.ID]; ok {
 			w.ch <- r
@@ -356,6 +363,14 @@ func (d *txns) executeLocked(sh *txnShard, eff txncoord.Effects) {
 	}
 }
 
+// reportLocked feeds the outcome of an operation's I/O back to its shard's coordinator, and
+// wakes the requests waiting out CONCURRENT_TRANSACTIONS (callWaitingOut): an operation moved.
+func (d *txns) reportLocked(sh *txnShard, eff txncoord.Effects) {
+	close(d.progress)
+	d.progress = make(chan struct{})
+	d.executeLocked(sh, eff)
+}
+
 // appendLocked appends a record to the shard's partition and reports its commit.
 func (d *txns) appendLocked(sh *txnShard, rec txncoord.Record) {
 	key, value := txncoord.Encode(rec)
@@ -365,7 +380,7 @@ func (d *txns) appendLocked(sh *txnShard, rec txncoord.Record) {
 		BaseSequence: -1, RecordCount: 1}, body)
 	res, epoch, err := sh.p.Replica.Append(b)
 	if err != nil {
-		d.executeLocked(sh, sh.c.Appended(rec.ID, err, now))
+		d.reportLocked(sh, sh.c.Appended(rec.ID, err, now))
 		return
 	}
 	sh.p.NotifyAppend()
@@ -377,7 +392,7 @@ func (d *txns) appendLocked(sh *txnShard, rec txncoord.Record) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if d.currentLocked(sh) {
-			d.executeLocked(sh, sh.c.Appended(rec.ID, err, time.Now().UnixMilli()))
+			d.reportLocked(sh, sh.c.Appended(rec.ID, err, time.Now().UnixMilli()))
 		}
 	}()
 }
@@ -641,7 +656,7 @@ func (d *txns) prepareRound(sh *txnShard, req txncoord.PrepareReq) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.currentLocked(sh) {
-		d.executeLocked(sh, sh.c.Prepared(req.ID, failed, time.Now().UnixMilli()))
+		d.reportLocked(sh, sh.c.Prepared(req.ID, failed, time.Now().UnixMilli()))
 	}
 }
 
@@ -683,7 +698,7 @@ func (d *txns) discoverRound(sh *txnShard, req txncoord.DiscoverReq) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.currentLocked(sh) {
-		d.executeLocked(sh, sh.c.Discovered(req.ID, found, errors.Join(errs...), time.Now().UnixMilli()))
+		d.reportLocked(sh, sh.c.Discovered(req.ID, found, errors.Join(errs...), time.Now().UnixMilli()))
 	}
 }
 
@@ -727,33 +742,36 @@ func (d *txns) markerRound(sh *txnShard, req txncoord.MarkerReq) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.currentLocked(sh) {
-		d.executeLocked(sh, sh.c.MarkersWritten(req.ID, time.Now().UnixMilli()))
+		d.reportLocked(sh, sh.c.MarkersWritten(req.ID, time.Now().UnixMilli()))
 	}
 }
 
-// addLocal is the coordinator side of a partition leader's add or verification. While the
-// transaction's previous operation runs (its markers are being written, typically: a version 2
-// producer begins the next transaction as soon as EndTxn answers), the add waits for it here,
-// up to a second, instead of sending CONCURRENT_TRANSACTIONS back for a client-side backoff.
+// addLocal is the coordinator side of a partition leader's add or verification.
 func (d *txns) addLocal(ctx context.Context, req txnAddReq) error {
+	r := d.callWaitingOut(ctx, req.TxnID, func(c *txncoord.Coordinator, id txncoord.ReqID, now int64) txncoord.Effects {
+		return c.AddPartitions(txncoord.AddReq{ID: id, TxnID: req.TxnID, ProducerID: req.ProducerID, Epoch: req.Epoch,
+			Partitions: []txncoord.TP{req.TP}, VerifyOnly: req.VerifyOnly, V2: req.V2, KnowsFenced: req.KnowsFenced}, now)
+	})
+	return r.Err
+}
+
+// callWaitingOut is call, but while the transaction's previous operation runs (its markers are
+// being written, typically: a version 2 producer begins the next transaction as soon as EndTxn
+// answers) it waits for it here, up to a second, instead of sending CONCURRENT_TRANSACTIONS
+// back for a client-side backoff.
+func (d *txns) callWaitingOut(ctx context.Context, id string, f func(c *txncoord.Coordinator, req txncoord.ReqID, nowMs int64) txncoord.Effects) txncoord.Reply {
 	deadline := time.After(time.Second)
 	for {
-		d.mu.Lock()
-		progress := d.progress
-		d.mu.Unlock()
-		r := d.call(ctx, req.TxnID, func(c *txncoord.Coordinator, id txncoord.ReqID, now int64) txncoord.Effects {
-			return c.AddPartitions(txncoord.AddReq{ID: id, TxnID: req.TxnID, ProducerID: req.ProducerID, Epoch: req.Epoch,
-				Partitions: []txncoord.TP{req.TP}, VerifyOnly: req.VerifyOnly, V2: req.V2, KnowsFenced: req.KnowsFenced}, now)
-		})
+		r, progress := d.callProgress(ctx, id, f)
 		if !errors.Is(r.Err, kerr.ConcurrentTransactions) {
-			return r.Err
+			return r
 		}
 		select {
 		case <-progress:
 		case <-deadline:
-			return r.Err
+			return r
 		case <-ctx.Done():
-			return r.Err
+			return r
 		}
 	}
 }
@@ -817,9 +835,9 @@ func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p *topics.
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)
 	}
-	// The add succeeded, so the previous transaction's marker round is over: an older epoch's
-	// transaction still open here was never part of a decided transaction; resolve it (asking
-	// the coordinator) before this epoch's records go in.
+	// An older epoch's transaction still open here must be closed before this epoch's records
+	// go in: by its marker, if its transaction was decided (the coordinator says to wait), or by
+	// the partition itself if nothing can commit it.
 	for {
 		_, _, openEpoch, open := p.Log.OpenTransaction(pid)
 		if !open || openEpoch >= epoch {
@@ -829,10 +847,12 @@ func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p *topics.
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
+		// Its marker is on the way (a version-2 producer's next transaction may begin while
+		// the previous one's markers are written): it lands within a replication round.
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(time.Millisecond):
 		}
 	}
 }

@@ -61,6 +61,8 @@ type Producer struct {
 	// -1; TxnLeaderEpoch is the leader epoch that offset was written in.
 	TxnFirstOffset int64
 	TxnLeaderEpoch int32
+	// TxnEpoch is the producer epoch the open transaction's records were written with.
+	TxnEpoch int16
 	// CoordinatorEpoch is the coordinator epoch of the last marker, or -1.
 	CoordinatorEpoch int32
 }
@@ -182,7 +184,7 @@ func (s *Partition) Apply(b Batch, firstOffset, maxTimestamp int64, leaderEpoch 
 		s.producers[b.ProducerID] = p
 	}
 	if b.Transactional && p.TxnFirstOffset < 0 {
-		p.TxnFirstOffset, p.TxnLeaderEpoch = firstOffset, leaderEpoch
+		p.TxnFirstOffset, p.TxnLeaderEpoch, p.TxnEpoch = firstOffset, leaderEpoch, b.Epoch
 		s.open[p.ID] = firstOffset
 	}
 	if b.Epoch != p.Epoch {
@@ -210,13 +212,14 @@ type Marker struct {
 
 // CheckMarker decides whether a marker may be appended: not from an older producer epoch or an
 // older coordinator epoch than the producer's last marker. Coordinator epoch -1 is a partition
-// aborting a transaction no coordinator can commit: it is not fenced by coordinator epochs.
+// aborting its open transaction, which no coordinator can commit: it is not fenced by epochs,
+// and it always closes the open transaction.
 func (s *Partition) CheckMarker(m Marker) error {
 	if m.ProducerID < 0 || m.Epoch < 0 {
 		return fmt.Errorf("%w: marker for producer %d epoch %d", kerr.InvalidRecord, m.ProducerID, m.Epoch)
 	}
 	p := s.producers[m.ProducerID]
-	if p == nil {
+	if p == nil || m.CoordinatorEpoch == -1 { // the partition's own abort of its open transaction
 		return nil
 	}
 	if m.Epoch < p.Epoch {
@@ -242,14 +245,19 @@ func (s *Partition) ApplyMarker(m Marker, offset, timestamp int64) *Aborted {
 	}
 	p.CoordinatorEpoch = max(p.CoordinatorEpoch, m.CoordinatorEpoch)
 	p.LastTimestamp = max(p.LastTimestamp, timestamp)
-	if p.TxnFirstOffset < 0 {
+	// A marker closes the open transaction only if it is that transaction's: written with the
+	// records' epoch (transaction version 1) or the one after (version 2 and fencing aborts bump
+	// it once). A marker of a later transaction of the producer (whose own records could not be
+	// taken here while this one was open) leaves it open for its own marker, or for the
+	// partition's check with the coordinator.
+	if p.TxnFirstOffset < 0 || (m.Epoch > p.TxnEpoch+1 && m.CoordinatorEpoch != -1) {
 		return nil
 	}
 	var ab *Aborted
 	if !m.Commit {
 		ab = &Aborted{ProducerID: p.ID, First: p.TxnFirstOffset, Last: offset}
 	}
-	p.TxnFirstOffset, p.TxnLeaderEpoch = -1, 0
+	p.TxnFirstOffset, p.TxnLeaderEpoch, p.TxnEpoch = -1, 0, 0
 	delete(s.open, p.ID)
 	return ab
 }
@@ -266,14 +274,14 @@ func (s *Partition) FirstUnstable() int64 {
 	return first
 }
 
-// Open returns the producer's open transaction: its first offset and the leader epoch it began
-// in, or ok=false.
+// Open returns the producer's open transaction: its first offset, the leader epoch it began in
+// and the producer epoch of its records, or ok=false.
 func (s *Partition) Open(producerID int64) (first int64, leaderEpoch int32, epoch int16, ok bool) {
 	p := s.producers[producerID]
 	if p == nil || p.TxnFirstOffset < 0 {
 		return 0, 0, 0, false
 	}
-	return p.TxnFirstOffset, p.TxnLeaderEpoch, p.Epoch, true
+	return p.TxnFirstOffset, p.TxnLeaderEpoch, p.TxnEpoch, true
 }
 
 // Expire forgets the producers whose last batch is older than expiration at nowMs, as Kafka's

@@ -243,3 +243,20 @@ func TestSnapshotV1(t *testing.T) {
 		t.Errorf("v1 producer = %+v", ps)
 	}
 }
+
+// TestMarkerOfALaterTransaction: a marker whose epoch is more than one past the open
+// transaction's records belongs to a later transaction and does not close it; the partition's
+// own abort (coordinator epoch -1) always does.
+func TestMarkerOfALaterTransaction(t *testing.T) {
+	s := NewPartition()
+	s.Apply(Batch{ProducerID: 7, Epoch: 5, FirstSeq: 0, Transactional: true}, 10, 1, 0)
+	if ab := s.ApplyMarker(Marker{ProducerID: 7, Epoch: 7, Commit: true, CoordinatorEpoch: 3}, 11, 1); ab != nil || s.FirstUnstable() != 10 {
+		t.Fatalf("a later transaction's COMMIT closed the open one: %+v, first unstable %d", ab, s.FirstUnstable())
+	}
+	if err := s.CheckMarker(Marker{ProducerID: 7, Epoch: 5, CoordinatorEpoch: -1}); err != nil {
+		t.Fatalf("the partition's own abort refused: %v", err)
+	}
+	if ab := s.ApplyMarker(Marker{ProducerID: 7, Epoch: 5, CoordinatorEpoch: -1}, 12, 1); ab == nil || ab.First != 10 || s.FirstUnstable() != -1 {
+		t.Fatalf("the partition's own abort = %+v, first unstable %d; want [10, 12] aborted", ab, s.FirstUnstable())
+	}
+}

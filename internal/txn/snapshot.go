@@ -22,6 +22,7 @@ import (
 //	  lastTimestamp    int64
 //	  txnFirstOffset   int64   (v2) first offset of the open transaction, -1: none
 //	  txnLeaderEpoch   int32   (v2)
+//	  txnEpoch         int16   (v2) the producer epoch of the open transaction's records
 //	  coordinatorEpoch int32   (v2) of the last marker, -1: none
 //	  batches          uint8   at most MaxBatches, oldest first:
 //	    firstSeq int32 | lastSeq int32 | firstOffset int64 | lastOffset int64 | maxTimestamp int64
@@ -51,6 +52,7 @@ func (s *Partition) AppendSnapshot(dst []byte, offset int64) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(p.LastTimestamp))
 		dst = binary.BigEndian.AppendUint64(dst, uint64(p.TxnFirstOffset))
 		dst = binary.BigEndian.AppendUint32(dst, uint32(p.TxnLeaderEpoch))
+		dst = binary.BigEndian.AppendUint16(dst, uint16(p.TxnEpoch))
 		dst = binary.BigEndian.AppendUint32(dst, uint32(p.CoordinatorEpoch))
 		dst = append(dst, byte(len(p.Batches)))
 		for _, m := range p.Batches {
@@ -82,7 +84,7 @@ func ParseSnapshot(b []byte) (offset int64, s *Partition, err error) {
 	count := r.Uint32()
 	minSize := uint64(19) // each producer takes at least this many bytes
 	if version >= 2 {
-		minSize += 16
+		minSize += 18
 	}
 	if uint64(count) > uint64(len(r.Src))/minSize {
 		return 0, nil, fmt.Errorf("%w: %d producers in %d bytes", ErrBadSnapshot, count, len(r.Src))
@@ -93,7 +95,7 @@ func ParseSnapshot(b []byte) (offset int64, s *Partition, err error) {
 		p := newProducer(r.Int64(), r.Int16())
 		p.LastTimestamp = r.Int64()
 		if version >= 2 {
-			p.TxnFirstOffset, p.TxnLeaderEpoch, p.CoordinatorEpoch = r.Int64(), r.Int32(), r.Int32()
+			p.TxnFirstOffset, p.TxnLeaderEpoch, p.TxnEpoch, p.CoordinatorEpoch = r.Int64(), r.Int32(), r.Int16(), r.Int32()
 			if p.TxnFirstOffset < -1 {
 				return 0, nil, fmt.Errorf("%w: producer %d has transaction offset %d", ErrBadSnapshot, p.ID, p.TxnFirstOffset)
 			}

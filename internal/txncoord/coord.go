@@ -89,6 +89,32 @@ type op struct {
 	waiting []ReqID // requests answered when the operation reaches its reply point
 	reply   Reply   // the answer for them
 	then    *Txn    // Append: the state the record holds, installed once it is durable
+	// nextEpoch is the epoch the producer goes on with after a decided transaction (its EndTxn
+	// answer): under transaction version 2 one past the markers' epoch, so the next transaction
+	// may begin while the markers are still being written (early) without a re-sent marker ever
+	// closing it (a marker older than the producer's epoch is refused, and a marker closes only
+	// the transaction whose records are of its epoch or the one before).
+	nextEpoch int16
+	early     []TP
+	earlyMs   int64
+	earlyV2   bool
+}
+
+// nextEpochOf is the epoch a producer continues with after t's decision (t in Prepare*, its
+// epoch the markers'): one more under transaction version 2 while the epoch allows.
+func nextEpochOf(t *Txn) int16 {
+	if t.V2 && t.Epoch < math.MaxInt16-1 {
+		return t.Epoch + 1
+	}
+	return t.Epoch
+}
+
+// earlyOK reports whether a request of epoch may already act for the next transaction: the
+// previous one is decided and only its markers and Complete* record are being written.
+func (t *Txn) earlyOK(pid int64, epoch int16) bool {
+	o := t.op
+	return o != nil && (o.phase == phaseMarkers || o.phase == phaseAppendComplete) && pid == t.ProducerID &&
+		o.nextEpoch > t.Epoch && epoch == o.nextEpoch
 }
 
 type phase int8
@@ -202,6 +228,14 @@ func (c *Coordinator) Loaded(nowMs int64) Effects {
 		t := c.txns[id]
 		switch t.State {
 		case PrepareCommit, PrepareAbort:
+			if nextEpochOf(t) > t.Epoch {
+				// Under transaction version 2 the producer may have begun its next transaction
+				// (early) before the old coordinator finished this one: Lost once it completes.
+				t.Lost, t.LostAtMs, t.lostState = true, nowMs, CompleteAbort
+				if t.State == PrepareCommit {
+					t.lostState = CompleteCommit
+				}
+			}
 			eff.merge(c.writeMarkers(t, nil))
 		case Ongoing, Empty, CompleteCommit, CompleteAbort:
 			// An Ongoing record (written by Kafka) holds partitions; more may have been added.
@@ -361,6 +395,18 @@ func (c *Coordinator) AddPartitions(r AddReq, nowMs int64) Effects {
 		return reply(kerr.NotCoordinator)
 	}
 	t, ok := c.txns[r.TxnID]
+	if ok && t.earlyOK(r.ProducerID, r.Epoch) {
+		if r.VerifyOnly {
+			return reply(kerr.ConcurrentTransactions)
+		}
+		// The next transaction begins while the previous one's markers are written: its
+		// partitions join once the Complete* record is durable.
+		if len(t.op.early) == 0 {
+			t.op.earlyMs, t.op.earlyV2 = nowMs, r.V2
+		}
+		t.op.early = append(t.op.early, r.Partitions...)
+		return reply(nil)
+	}
 	if err := c.checkProducer(t, ok, r.ProducerID, r.Epoch, r.KnowsFenced); err != nil {
 		return reply(err)
 	}
@@ -433,6 +479,9 @@ func (c *Coordinator) EndTxn(r EndReq, nowMs int64) Effects {
 		if t.State == want {
 			return Effects{Replies: []Reply{{ID: r.ID, ProducerID: t.ProducerID, Epoch: t.Epoch}}}
 		}
+	}
+	if ok && t.earlyOK(r.ProducerID, r.Epoch) {
+		return reply(kerr.ConcurrentTransactions) // the previous transaction is still completing
 	}
 	if err := c.checkProducer(t, ok, r.ProducerID, r.Epoch, r.KnowsFenced); err != nil {
 		return reply(err)
@@ -520,7 +569,8 @@ func (c *Coordinator) appendPrepare(t *Txn, nowMs int64) Effects {
 		next.State = PrepareCommit
 	}
 	o.phase, o.then = phaseAppendPrepare, &next
-	o.reply = Reply{Err: o.reply.Err, ProducerID: next.ProducerID, Epoch: next.Epoch}
+	o.nextEpoch = nextEpochOf(&next)
+	o.reply = Reply{Err: o.reply.Err, ProducerID: next.ProducerID, Epoch: o.nextEpoch}
 	return Effects{Appends: []Record{c.snapshot(&next)}}
 }
 
@@ -619,6 +669,10 @@ func (c *Coordinator) Appended(id string, err error, nowMs int64) Effects {
 	case phaseAppendComplete:
 		c.install(t, o.then)
 		t.op = nil
+		if len(o.early) > 0 {
+			t.V2 = o.earlyV2
+			c.add(t, o.early, o.earlyMs)
+		}
 		return c.answer(o.waiting, o.reply)
 	case phaseAppendDelete:
 		delete(c.txns, id)
@@ -645,7 +699,7 @@ func (c *Coordinator) answer(ids []ReqID, r Reply) Effects {
 // writeMarkers starts the marker round of a prepared transaction (o nil: one loaded as prepared).
 func (c *Coordinator) writeMarkers(t *Txn, o *op) Effects {
 	if o == nil {
-		o = &op{commit: t.State == PrepareCommit}
+		o = &op{commit: t.State == PrepareCommit, nextEpoch: nextEpochOf(t)}
 	}
 	o.phase, t.op = phaseMarkers, o
 	if len(t.Partitions) == 0 {
@@ -668,7 +722,9 @@ func (c *Coordinator) MarkersWritten(id string, nowMs int64) Effects {
 	if t.State == PrepareCommit {
 		next.State = CompleteCommit
 	}
-	t.op = &op{phase: phaseAppendComplete, then: &next}
+	o := t.op
+	next.Epoch = max(next.Epoch, o.nextEpoch)
+	t.op = &op{phase: phaseAppendComplete, then: &next, nextEpoch: o.nextEpoch, early: o.early, earlyMs: o.earlyMs, earlyV2: o.earlyV2}
 	return Effects{Appends: []Record{c.snapshot(&next)}}
 }
 

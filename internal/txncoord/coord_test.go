@@ -160,9 +160,9 @@ func TestCommitEconomy(t *testing.T) {
 	}
 }
 
-// TestVersion2BumpsEpoch: every EndTxn of version 2 bumps the epoch (markers carry the new one),
-// a retry of the last EndTxn is answered with the new epoch, and anything else from the old
-// epoch is fenced (KAFKA-17754).
+// TestVersion2BumpsEpoch: under version 2 the markers carry the epoch after the transaction's
+// and the producer goes on with the one after that; a retry of the last EndTxn is answered with
+// it, and anything else from the old epoch is fenced (KAFKA-17754).
 func TestVersion2BumpsEpoch(t *testing.T) {
 	h := newHarness(t)
 	pid := h.init("t2", -1, -1).ProducerID
@@ -170,21 +170,55 @@ func TestVersion2BumpsEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := h.end("t2", pid, 0, true, true)
-	if rep.Err != nil || rep.Epoch != 1 || rep.ProducerID != pid {
-		t.Fatalf("EndTxn v5 = %+v; want epoch 1", rep)
+	if rep.Err != nil || rep.Epoch != 2 || rep.ProducerID != pid {
+		t.Fatalf("EndTxn v5 = %+v; want epoch 2", rep)
 	}
 	if m := h.markers[0]; m.Epoch != 1 {
-		t.Errorf("markers at epoch %d; want the bumped 1", m.Epoch)
+		t.Errorf("markers at epoch %d; want 1 (between the records' 0 and the next transaction's 2)", m.Epoch)
 	}
-	if rep := h.end("t2", pid, 0, true, true); rep.Err != nil || rep.Epoch != 1 {
-		t.Errorf("retried EndTxn v5 = %+v; want success with epoch 1", rep)
+	if rep := h.end("t2", pid, 0, true, true); rep.Err != nil || rep.Epoch != 2 {
+		t.Errorf("retried EndTxn v5 = %+v; want success with epoch 2", rep)
 	}
 	if err := h.add("t2", pid, 0, true, tpB); !errors.Is(err, kerr.ProducerFenced) {
 		t.Errorf("AddPartitions from the old epoch = %v; want PRODUCER_FENCED", err)
 	}
 	// An empty transaction may be aborted (and bumps the epoch).
-	if rep := h.end("t2", pid, 1, false, true); rep.Err != nil || rep.Epoch != 2 {
-		t.Errorf("EndTxn(abort) of an empty transaction = %+v; want epoch 2", rep)
+	if rep := h.end("t2", pid, 2, false, true); rep.Err != nil || rep.Epoch != 3 {
+		t.Errorf("EndTxn(abort) of an empty transaction = %+v; want epoch 3", rep)
+	}
+}
+
+// TestVersion2EarlyNextTransaction: once a version-2 transaction is decided and its markers are
+// being written, the producer's next transaction may add partitions (they join when the
+// Complete* record is durable); its EndTxn waits (CONCURRENT_TRANSACTIONS) until then.
+func TestVersion2EarlyNextTransaction(t *testing.T) {
+	h := newHarness(t)
+	pid := h.init("e", -1, -1).ProducerID
+	h.add("e", pid, 0, true, tpA)
+	c := h.c
+	eff := c.EndTxn(EndReq{ID: 100, TxnID: "e", ProducerID: pid, Epoch: 0, Commit: true, V2: true}, 0)
+	eff = c.Prepared("e", nil, 0)
+	eff = c.Appended("e", nil, 0) // PrepareCommit durable: the answer and the marker round
+	if len(eff.Replies) != 1 || eff.Replies[0].Epoch != 2 || len(eff.Markers) != 1 {
+		t.Fatalf("after PrepareCommit: %+v; want the answer (epoch 2) and a marker round", eff)
+	}
+	add := c.AddPartitions(AddReq{ID: 101, TxnID: "e", ProducerID: pid, Epoch: 2, Partitions: []TP{tpB}, V2: true, KnowsFenced: true}, 5)
+	if len(add.Replies) != 1 || add.Replies[0].Err != nil {
+		t.Fatalf("early AddPartitions = %+v; want accepted", add)
+	}
+	if end := c.EndTxn(EndReq{ID: 102, TxnID: "e", ProducerID: pid, Epoch: 2, Commit: true, V2: true}, 5); !errors.Is(end.Replies[0].Err, kerr.ConcurrentTransactions) {
+		t.Errorf("EndTxn of the next transaction during the markers = %v; want CONCURRENT_TRANSACTIONS", end.Replies[0].Err)
+	}
+	if !c.Check("e", pid, 2, tpB) {
+		t.Errorf("Check of the early transaction = abort; want wait")
+	}
+	eff = c.MarkersWritten("e", 6)
+	if len(eff.Appends) != 1 || eff.Appends[0].Txn.State != CompleteCommit || eff.Appends[0].Txn.Epoch != 2 {
+		t.Fatalf("after the markers: %+v; want CompleteCommit at epoch 2", eff)
+	}
+	c.Appended("e", nil, 7)
+	if s := h.state("e"); s.State != Ongoing || s.Epoch != 2 || !s.Partitions[tpB] || len(s.Partitions) != 1 {
+		t.Errorf("after Complete: %v %v; want the next transaction Ongoing at epoch 2 on b", &s, s.Partitions)
 	}
 }
 
@@ -205,8 +239,12 @@ func TestPrepareFailureAborts(t *testing.T) {
 			t.Errorf("v2=%v: EndTxn(commit) with a failed prepare = %v; want %v", v2, rep.Err, want)
 		}
 		last := h.log[len(h.log)-1].Txn
-		if last.State != CompleteAbort || last.Epoch != 1 {
-			t.Errorf("v2=%v: final record %v; want CompleteAbort at epoch 1", v2, last)
+		wantEpoch := int16(1)
+		if v2 {
+			wantEpoch = 2 // markers at 1, the producer goes on at 2
+		}
+		if last.State != CompleteAbort || last.Epoch != wantEpoch {
+			t.Errorf("v2=%v: final record %v; want CompleteAbort at epoch %d", v2, last, wantEpoch)
 		}
 		if m := h.markers[0]; m.Commit || m.Epoch != 1 || len(m.Partitions) != 2 {
 			t.Errorf("v2=%v: markers %+v; want ABORT at epoch 1 on both partitions", v2, m)

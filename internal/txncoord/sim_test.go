@@ -178,16 +178,19 @@ func cmpTP(a, b TP) int {
 	return int(a.Partition - b.Partition)
 }
 
-// marker applies a marker to a partition as the log's rules do.
-func (s *sim) marker(tp TP, pid int64, epoch int16, commit bool) {
+// marker applies a marker to a partition as the log's rules do (self: the partition's own
+// abort of its open transaction).
+func (s *sim) marker(tp TP, pid int64, epoch int16, commit bool) { s.markerOf(tp, pid, epoch, commit, false) }
+
+func (s *sim) markerOf(tp TP, pid int64, epoch int16, commit, self bool) {
 	p := s.part(tp)
-	if epoch < p.epochs[pid] {
+	if epoch < p.epochs[pid] && !self {
 		return // INVALID_PRODUCER_EPOCH: a stale marker is refused
 	}
-	p.epochs[pid] = epoch
+	p.epochs[pid] = max(p.epochs[pid], epoch)
 	o, ok := p.open[pid]
-	if !ok {
-		return
+	if !ok || epoch > o.epoch+1 && !self {
+		return // a later transaction's marker does not close this one (txn.Partition's rule)
 	}
 	if prev, done := p.outcomes[o.key]; done && prev != commit {
 		s.t.Fatalf("transaction %v got both outcomes on %v", o.key, tp)
@@ -264,7 +267,7 @@ func (s *sim) clientStep(cl *simClient) {
 					return // still deciding: the write is refused, the client retries
 				}
 				s.logf("partition %v aborts stale %v before %v", tp, o.key, key)
-				s.marker(tp, cl.pid, o.epoch, false)
+				s.markerOf(tp, cl.pid, o.epoch, false, true)
 			}
 			p.epochs[cl.pid] = cl.epoch
 			p.open[cl.pid] = simOpen{epoch: cl.epoch, key: key, id: cl.id}
@@ -318,7 +321,7 @@ func (s *sim) sweep() {
 			o := p.open[pid]
 			if !s.c.Check(o.id, pid, o.epoch, tp) {
 				s.logf("sweep aborts %v on %v", o.key, tp)
-				s.marker(tp, pid, o.epoch, false)
+				s.markerOf(tp, pid, o.epoch, false, true)
 			}
 		}
 	}
