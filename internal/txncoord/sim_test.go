@@ -180,7 +180,9 @@ func cmpTP(a, b TP) int {
 
 // marker applies a marker to a partition as the log's rules do (self: the partition's own
 // abort of its open transaction).
-func (s *sim) marker(tp TP, pid int64, epoch int16, commit bool) { s.markerOf(tp, pid, epoch, commit, false) }
+func (s *sim) marker(tp TP, pid int64, epoch int16, commit bool) {
+	s.markerOf(tp, pid, epoch, commit, false)
+}
 
 func (s *sim) markerOf(tp TP, pid int64, epoch int16, commit, self bool) {
 	p := s.part(tp)
