@@ -19,7 +19,8 @@ esac
 
 WORK=$(mktemp -d /tmp/runnel-kgo.XXXXXX)
 export RUNNEL_CLUSTER_DIR="$WORK/cluster"
-export RUNNEL_CLUSTER_BASE=${RUNNEL_CLUSTER_BASE:-39090}
+# Below the ephemeral port range (32768+ on Linux), so no outgoing connection holds a node's port.
+export RUNNEL_CLUSTER_BASE=${RUNNEL_CLUSTER_BASE:-28090}
 export RUNNEL_SERVE_ARGS="${RUNNEL_SERVE_ARGS:---log-level warn}"
 cleanup() {
 	"$ROOT/scripts/cluster.sh" clean >/dev/null 2>&1 || true
@@ -27,7 +28,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$ROOT/scripts/cluster.sh" start "$NODES" >/dev/null
+if ! "$ROOT/scripts/cluster.sh" start "$NODES" >/dev/null; then
+	tail -n 30 "$RUNNEL_CLUSTER_DIR"/node-*.log >&2 || true
+	exit 1
+fi
 SEEDS=$("$ROOT/scripts/cluster.sh" brokers)
 
 # A writable copy of the module's source (the module cache is read-only).
