@@ -106,7 +106,7 @@ func handleAddPartitionsToTxn(ctx context.Context, r *request) reply {
 					codes[tp] = kerr.UnknownTopicOrPartition.Code
 				}
 			} else {
-				rep := b.txns.call(ctx, o.id, func(c *txncoord.Coordinator, rid txncoord.ReqID, now int64) txncoord.Effects {
+				rep := b.txns.callWaitingOut(ctx, o.id, func(c *txncoord.Coordinator, rid txncoord.ReqID, now int64) txncoord.Effects {
 					return c.AddPartitions(txncoord.AddReq{ID: rid, TxnID: o.id, ProducerID: o.pid, Epoch: o.epoch, Partitions: o.tps,
 						VerifyOnly: o.verifyOnly, KnowsFenced: req.Version >= 2}, now)
 				})
@@ -163,7 +163,7 @@ func handleAddOffsetsToTxn(ctx context.Context, r *request) reply {
 			return
 		}
 		tp := txncoord.TP{Topic: OffsetsTopic, Partition: b.groups.partitionFor(req.Group)}
-		rep := b.txns.call(ctx, req.TransactionalID, func(c *txncoord.Coordinator, rid txncoord.ReqID, now int64) txncoord.Effects {
+		rep := b.txns.callWaitingOut(ctx, req.TransactionalID, func(c *txncoord.Coordinator, rid txncoord.ReqID, now int64) txncoord.Effects {
 			return c.AddPartitions(txncoord.AddReq{ID: rid, TxnID: req.TransactionalID, ProducerID: req.ProducerID, Epoch: req.ProducerEpoch,
 				Partitions: []txncoord.TP{tp}, KnowsFenced: req.Version >= 2}, now)
 		})
