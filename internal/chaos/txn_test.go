@@ -60,7 +60,7 @@ func TestJavaTransactionsKill(t *testing.T) {
 	}
 	java := javaClient(t)
 	bin := runnelBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, err := StartCluster(ctx, bin, filepath.Join(t.TempDir(), "cluster"), 3, "--log-level", "warn")
 	if err != nil {
@@ -98,7 +98,7 @@ func TestJavaTransactionsKill(t *testing.T) {
 	}
 
 	cmd := exec.CommandContext(ctx, java[0], append(java[1:], "txn-etl", bootstrap, "in", "out", "etl-group", "etl-txn",
-		fmt.Sprint(n), "10", "150")...)
+		fmt.Sprint(n), "10", "200")...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -139,6 +139,9 @@ func TestJavaTransactionsKill(t *testing.T) {
 		t.Fatalf("Java txn-etl: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), tail(stderr.Bytes(), 3000))
 	}
 	t.Logf("Java: %s", strings.TrimSpace(stdout.String()))
+	if t.Failed() || !strings.Contains(stdout.String(), fmt.Sprintf("committed %d ", n)) {
+		t.Logf("Java stderr:\n%s", tail(stderr.Bytes(), 3000))
+	}
 
 	// Every input exactly once in the committed output.
 	rd, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

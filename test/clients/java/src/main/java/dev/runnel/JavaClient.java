@@ -39,7 +39,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *     in the same transaction (sendOffsetsToTransaction); ABORT_PERCENT of the transactions are
  *     aborted on purpose (the consumer then goes back to the committed offsets). Errors (a broker
  *     killed under it) abort the transaction, or recreate producer and consumer when fatal. Runs
- *     until WANT input records were committed, nothing was left to read for 10 s, or SECONDS pass;
+ *     until WANT input records were committed, nothing was left to read for 60 s, or SECONDS pass;
  *     prints "committed N aborted M failed F" (N counts commits the client saw succeed).
  * </pre>
  *
@@ -177,8 +177,9 @@ public final class JavaClient {
         var records = consumer.poll(Duration.ofMillis(200));
         if (records.isEmpty()) {
           // A commit that failed on the client's side may have succeeded: the count can stay
-          // below WANT with nothing left to read. Idle for 10 s after progress: done.
-          if (committed > 0 && System.currentTimeMillis() - lastRecords > 10_000) {
+          // below WANT with nothing left to read. Idle for 60 s after progress: done (a killed
+          // broker can cost the consumer a group session timeout, 45 s by default).
+          if (committed > 0 && System.currentTimeMillis() - lastRecords > 60_000) {
             break;
           }
           continue;
