@@ -299,24 +299,8 @@ func bulkTxn(ctx context.Context, opts TxnOptions, topic string, value []byte, t
 	if err := cl.BeginTransaction(); err != nil {
 		return 0, err
 	}
-	errc := make(chan error, 1)
-	for range opts.Bulk {
-		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				select {
-				case errc <- err:
-				default:
-				}
-			}
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
+	if err := produceAll(ctx, cl, opts.Bulk, value); err != nil {
 		return 0, err
-	}
-	select {
-	case err := <-errc:
-		return 0, fmt.Errorf("bench txn: bulk produce: %w", err)
-	default:
 	}
 	flushed := time.Now()
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -338,8 +322,17 @@ func bulkPlain(ctx context.Context, opts TxnOptions, topic string, value []byte)
 		return 0, err
 	}
 	start := time.Now()
+	if err := produceAll(ctx, cl, opts.Bulk, value); err != nil {
+		return 0, err
+	}
+	return float64(opts.Bulk) / time.Since(start).Seconds(), nil
+}
+
+// produceAll sends n records of value and waits for every acknowledgement; the first failure,
+// if any, is the error.
+func produceAll(ctx context.Context, cl *kgo.Client, n int, value []byte) error {
 	errc := make(chan error, 1)
-	for range opts.Bulk {
+	for range n {
 		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				select {
@@ -350,12 +343,12 @@ func bulkPlain(ctx context.Context, opts TxnOptions, topic string, value []byte)
 		})
 	}
 	if err := cl.Flush(ctx); err != nil {
-		return 0, err
+		return err
 	}
 	select {
 	case err := <-errc:
-		return 0, fmt.Errorf("bench txn: bulk produce: %w", err)
+		return fmt.Errorf("bench txn: bulk produce: %w", err)
 	default:
+		return nil
 	}
-	return float64(opts.Bulk) / time.Since(start).Seconds(), nil
 }

@@ -249,15 +249,21 @@ func (gs *groups) dropLocked(idx int32) {
 // ensureTopic creates __consumer_offsets if it does not exist yet, as Kafka does on the first
 // group lookup.
 func (gs *groups) ensureTopic(ctx context.Context) *adminError {
-	if _, ok := gs.b.topics.Get(OffsetsTopic); ok {
+	return gs.b.ensureCoordinatorTopic(ctx, OffsetsTopic, gs.partitions)
+}
+
+// ensureCoordinatorTopic creates a coordinators' internal topic (__consumer_offsets,
+// __transaction_state) if it does not exist yet: compacted, 100 MB segments, write caching off,
+// the cluster's default replication factor.
+func (b *Broker) ensureCoordinatorTopic(ctx context.Context, name string, partitions int32) *adminError {
+	if _, ok := b.topics.Get(name); ok {
 		return nil
 	}
-	b := gs.b
-	assignments, aerr := b.assignReplicas(0, gs.partitions, b.defaultReplicationFactor())
+	assignments, aerr := b.assignReplicas(0, partitions, b.defaultReplicationFactor())
 	if aerr != nil {
 		return aerr
 	}
-	_, aerr = b.createTopicNow(ctx, OffsetsTopic, map[string]string{
+	_, aerr = b.createTopicNow(ctx, name, map[string]string{
 		"cleanup.policy": "compact", "segment.bytes": "104857600", "write.caching": "false"}, assignments)
 	if aerr != nil && aerr.code == kerr.TopicAlreadyExists {
 		return nil

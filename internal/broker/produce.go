@@ -66,8 +66,10 @@ func handleProduce(ctx context.Context, r *request) reply {
 			}
 			var epoch int32
 			var end int64
+			transactional := false
 			if err == nil {
-				inTxn := func(h *batch.Header) error {
+				inTxn := func(h *batch.Header) error { // called for transactional batches only
+					transactional = true
 					var id string
 					if req.TransactionID != nil {
 						id = *req.TransactionID
@@ -85,8 +87,6 @@ func handleProduce(ctx context.Context, r *request) reply {
 			}
 			// A transactional batch is not fsynced on its own: the transaction's commit makes every
 			// partition of it durable once (docs/transactions.md §3.2).
-			h, _ := batch.ParseHeader(rp.Records) // parsed and checked by produceOne
-			transactional := h.IsTransactional()
 			if !p.Log.WriteCaching() && !transactional {
 				p.Log.SyncSoon() // consumers and acks=all wait for the quorum's fsyncs, this one among them
 			}

@@ -84,20 +84,7 @@ func (d *txns) partitionFor(id string) int32 { return javaHashPartition(id, d.pa
 // ensureTopic creates __transaction_state if it does not exist yet, as Kafka does on the first
 // transactional FindCoordinator.
 func (d *txns) ensureTopic(ctx context.Context) *adminError {
-	if _, ok := d.b.topics.Get(TxnStateTopic); ok {
-		return nil
-	}
-	b := d.b
-	assignments, aerr := b.assignReplicas(0, d.partitions, b.defaultReplicationFactor())
-	if aerr != nil {
-		return aerr
-	}
-	_, aerr = b.createTopicNow(ctx, TxnStateTopic, map[string]string{
-		"cleanup.policy": "compact", "segment.bytes": "104857600", "write.caching": "false"}, assignments)
-	if aerr != nil && aerr.code == kerr.TopicAlreadyExists {
-		return nil
-	}
-	return aerr
+	return d.b.ensureCoordinatorTopic(ctx, TxnStateTopic, d.partitions)
 }
 
 // coordinatorNode is the node leading a transactional id's partition, or -1.

@@ -27,26 +27,35 @@ func (c *Coordinator) OffsetCommit(now time.Time, req *kmsg.OffsetCommitRequest)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition, sp.ErrorCode = rp.Partition, code
-			switch {
-			case code != 0:
-			case c.PartitionExists != nil && !c.PartitionExists(rt.Topic, rp.Partition):
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case rp.Metadata != nil && len(*rp.Metadata) > c.cfg.MaxMetadataBytes:
-				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-			default:
-				o := Offset{Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch, CommitTime: now.UnixMilli()}
-				if rp.Metadata != nil {
-					o.Metadata = *rp.Metadata
+			if code == 0 {
+				var o Offset
+				if sp.ErrorCode, o = c.partitionCommit(now, rt.Topic, rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata); sp.ErrorCode == 0 {
+					tp := TopicPartition{rt.Topic, rp.Partition}
+					g.offsets[tp] = o
+					out.Records = append(out.Records, offsetRecord(g.ID, tp, &o))
 				}
-				tp := TopicPartition{rt.Topic, rp.Partition}
-				g.offsets[tp] = o
-				out.Records = append(out.Records, offsetRecord(g.ID, tp, &o))
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, out
+}
+
+// partitionCommit checks one partition of a commit (plain or transactional) and returns the
+// offset to store, or the partition's error code.
+func (c *Coordinator) partitionCommit(now time.Time, topic string, partition int32, offset int64, leaderEpoch int32, metadata *string) (int16, Offset) {
+	switch {
+	case c.PartitionExists != nil && !c.PartitionExists(topic, partition):
+		return kerr.UnknownTopicOrPartition.Code, Offset{}
+	case metadata != nil && len(*metadata) > c.cfg.MaxMetadataBytes:
+		return kerr.OffsetMetadataTooLarge.Code, Offset{}
+	}
+	o := Offset{Offset: offset, LeaderEpoch: leaderEpoch, CommitTime: now.UnixMilli()}
+	if metadata != nil {
+		o.Metadata = *metadata
+	}
+	return 0, o
 }
 
 // checkCommit decides whether a commit may go ahead (0) or which error every partition gets. A

@@ -37,20 +37,13 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			sp.Partition, sp.ErrorCode = rp.Partition, code
-			switch {
-			case code != 0:
-			case c.PartitionExists != nil && !c.PartitionExists(rt.Topic, rp.Partition):
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case rp.Metadata != nil && len(*rp.Metadata) > c.cfg.MaxMetadataBytes:
-				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-			default:
-				o := Offset{Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch, CommitTime: now.UnixMilli()}
-				if rp.Metadata != nil {
-					o.Metadata = *rp.Metadata
+			if code == 0 {
+				var o Offset
+				if sp.ErrorCode, o = c.partitionCommit(now, rt.Topic, rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata); sp.ErrorCode == 0 {
+					tp := TopicPartition{rt.Topic, rp.Partition}
+					c.addPending(req.ProducerID, req.Group, tp, o)
+					records = append(records, offsetRecord(req.Group, tp, &o))
 				}
-				tp := TopicPartition{rt.Topic, rp.Partition}
-				c.addPending(req.ProducerID, req.Group, tp, o)
-				records = append(records, offsetRecord(req.Group, tp, &o))
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
