@@ -87,6 +87,7 @@ type Node struct {
 
 	peersMu   sync.Mutex
 	refusedAt map[int32]time.Time // when a node's cluster port last refused a connection
+	nextVoter atomic.Uint32       // the voter a broker asks next for the active controller
 	heardAt   sync.Map            // node id → *atomic.Int64: unix ns of its last frame here
 }
 
@@ -117,7 +118,7 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, logger: cfg.Logger, reg: cfg.Registry, ctx: ctx, cancel: cancel, ready: make(chan struct{}),
 		recCh: make(chan struct{}), recWake: make(chan struct{}, 1), refusedAt: map[int32]time.Time{}}
-	n.tr = transport.New(transport.Config{NodeID: cfg.NodeID, Listener: cfg.Listener, Resolve: n.resolve,
+	n.tr = transport.New(transport.Config{NodeID: cfg.NodeID, Listener: cfg.Listener, Resolve: n.resolve, Addr: cfg.ClusterAddr,
 		Handler: n.receive, PeerDown: n.peerDown, Logger: cfg.Logger})
 	n.rpc = newRPC(ctx, cfg.NodeID, n.tr.Send)
 	rcfg := cfg.Replica
@@ -379,13 +380,13 @@ func (n *Node) Call(ctx context.Context, to int32, method string, req, resp any)
 // until ctx ends.
 func (n *Node) callController(ctx context.Context, method string, req, resp any) error {
 	voters := n.Voters()
-	next := 0
 	backoff := 10 * time.Millisecond
 	for {
 		target := n.ctrl.Leader()
 		if target < 0 {
-			target = voters[next%len(voters)]
-			next++
+			// A broker learns the leader from the voters' answers: ask them in turn, carrying
+			// on from where the last call stopped, so a silent voter is not asked first forever.
+			target = voters[int(n.nextVoter.Add(1))%len(voters)]
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		err := n.rpc.call(cctx, target, method, req, resp)

@@ -30,6 +30,15 @@ type testCluster struct {
 	dirs    map[int32]string
 }
 
+// testLogLevel is the level of the test servers' logs: warnings, or debug with
+// RUNNEL_TEST_LOG=debug when a failure needs the whole story.
+func testLogLevel() slog.Level {
+	if os.Getenv("RUNNEL_TEST_LOG") == "debug" {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}
+
 func freeAddr(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -72,7 +81,7 @@ func (c *testCluster) start(id int32) {
 	}
 	s, err := server.Open(server.Config{DataDir: c.dirs[id], NodeID: id, KafkaAddr: ln.Addr().String(),
 		AdminAddr: "127.0.0.1:0", ClusterAddr: cluster, ControllerVoters: c.voters, Console: &bytes.Buffer{},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: testLogLevel()}))})
 	if err != nil {
 		ln.Close()
 		t.Fatalf("node %d: %v", id, err)

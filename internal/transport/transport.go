@@ -12,9 +12,12 @@
 // The first frame on a connection is a hello (kind 0):
 //
 //	"RNL1" | i32 from node | i32 to node | string cluster id (i16 length, may be empty)
+//	       | string dialer's cluster address (i16 length; absent or empty if not given)
 //
 // The receiver checks that it is the node the dialer meant and, when both know it, that the
-// cluster ids match; otherwise it closes the connection. Kinds 1-255 belong to the users of the
+// cluster ids match; otherwise it closes the connection. It remembers the dialer's address, so
+// it can answer a node that is not in its metadata yet (a broker registering with the
+// controller learns the answer only that way). Kinds 1-255 belong to the users of the
 // transport. Delivery is at most once and in order per connection: a frame is lost when its
 // connection breaks, and senders (Raft, replication acks, RPC retries) recover from loss.
 package transport
@@ -54,6 +57,9 @@ type Config struct {
 	Listener net.Listener
 	// Resolve returns a node's cluster address, or "" if it is not known (yet).
 	Resolve func(node int32) string
+	// Addr is the address peers dial to reach this node, sent in hellos (default: the
+	// listener's address).
+	Addr    string
 	Handler Handler
 	// PeerDown is told when a connection to node breaks or cannot be made. refused means the
 	// node's address refused the connection: nothing listens there, its process is gone.
@@ -77,6 +83,7 @@ type Transport struct {
 	inbound  map[net.Conn]int32 // accepted connections and their peer (-1 before the hello)
 	isolated map[int32]bool     // fault injection: frames to and from these peers are dropped
 	filter   func(from, to int32, kind Kind) bool
+	learned  map[int32]string // addresses peers gave in their hellos
 
 	closed chan struct{}
 	ctx    context.Context // ends at Close: cancels dials
@@ -105,7 +112,10 @@ func New(cfg Config) *Transport {
 		cfg.WriteTimeout = 5 * time.Second
 	}
 	t := &Transport{cfg: cfg, logger: cfg.Logger, peers: map[int32]*peer{}, inbound: map[net.Conn]int32{},
-		isolated: map[int32]bool{}, closed: make(chan struct{})}
+		isolated: map[int32]bool{}, learned: map[int32]string{}, closed: make(chan struct{})}
+	if t.cfg.Addr == "" {
+		t.cfg.Addr = cfg.Listener.Addr().String()
+	}
 	t.clusterID.Store(new(""))
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.wg.Add(1)
@@ -358,6 +368,11 @@ func (p *peer) connect() (net.Conn, error) {
 		addr = p.t.cfg.Resolve(p.id)
 	}
 	if addr == "" {
+		p.t.mu.Lock()
+		addr = p.t.learned[p.id]
+		p.t.mu.Unlock()
+	}
+	if addr == "" {
 		return nil, fmt.Errorf("transport: no address for node %d", p.id)
 	}
 	d := net.Dialer{Timeout: p.t.cfg.DialTimeout}
@@ -372,6 +387,7 @@ func (p *peer) connect() (net.Conn, error) {
 	hello = kbin.AppendInt32(hello, p.t.cfg.NodeID)
 	hello = kbin.AppendInt32(hello, p.id)
 	hello = kbin.AppendString(hello, *p.t.clusterID.Load())
+	hello = kbin.AppendString(hello, p.t.cfg.Addr)
 	frame := binary.BigEndian.AppendUint32(nil, uint32(1+len(hello)))
 	frame = append(frame, byte(kindHello))
 	frame = append(frame, hello...)
@@ -481,12 +497,15 @@ func (t *Transport) serve(c net.Conn) error {
 	if err != nil {
 		return err
 	}
-	from, err := t.checkHello(kind, body)
+	from, addr, err := t.checkHello(kind, body)
 	if err != nil {
 		return err
 	}
 	t.mu.Lock()
 	t.inbound[c] = from
+	if addr != "" {
+		t.learned[from] = addr
+	}
 	t.mu.Unlock()
 	for {
 		kind, body, err := read()
@@ -506,32 +525,42 @@ func (t *Transport) serve(c net.Conn) error {
 	}
 }
 
-// ParseHello decodes a hello body.
-func ParseHello(body []byte) (from, to int32, clusterID string, err error) {
-	if len(body) < len(helloMagic) || string(body[:len(helloMagic)]) != helloMagic {
-		return 0, 0, "", fmt.Errorf("%w: no magic", ErrBadHello)
-	}
-	r := kbin.Reader{Src: body[len(helloMagic):]}
-	from, to, clusterID = r.Int32(), r.Int32(), r.String()
-	if err := r.Complete(); err != nil {
-		return 0, 0, "", fmt.Errorf("%w: %v", ErrBadHello, err)
-	}
-	return from, to, clusterID, nil
+// Hello is a decoded hello.
+type Hello struct {
+	From, To  int32
+	ClusterID string
+	Addr      string // the dialer's cluster address; "" from a node that does not send it
 }
 
-func (t *Transport) checkHello(kind Kind, body []byte) (int32, error) {
+// ParseHello decodes a hello body.
+func ParseHello(body []byte) (Hello, error) {
+	if len(body) < len(helloMagic) || string(body[:len(helloMagic)]) != helloMagic {
+		return Hello{}, fmt.Errorf("%w: no magic", ErrBadHello)
+	}
+	r := kbin.Reader{Src: body[len(helloMagic):]}
+	h := Hello{From: r.Int32(), To: r.Int32(), ClusterID: r.String()}
+	if len(r.Src) > 0 {
+		h.Addr = r.String()
+	}
+	if err := r.Complete(); err != nil {
+		return Hello{}, fmt.Errorf("%w: %v", ErrBadHello, err)
+	}
+	return h, nil
+}
+
+func (t *Transport) checkHello(kind Kind, body []byte) (int32, string, error) {
 	if kind != kindHello {
-		return 0, fmt.Errorf("%w: first frame is kind %d", ErrBadHello, kind)
+		return 0, "", fmt.Errorf("%w: first frame is kind %d", ErrBadHello, kind)
 	}
-	from, to, cid, err := ParseHello(body)
+	h, err := ParseHello(body)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	if to != t.cfg.NodeID {
-		return 0, fmt.Errorf("%w: node %d dialed node %d, this is node %d", ErrBadHello, from, to, t.cfg.NodeID)
+	if h.To != t.cfg.NodeID {
+		return 0, "", fmt.Errorf("%w: node %d dialed node %d, this is node %d", ErrBadHello, h.From, h.To, t.cfg.NodeID)
 	}
-	if mine := *t.clusterID.Load(); mine != "" && cid != "" && mine != cid {
-		return 0, fmt.Errorf("%w: node %d is of cluster %q, this node of %q", ErrBadHello, from, cid, mine)
+	if mine := *t.clusterID.Load(); mine != "" && h.ClusterID != "" && mine != h.ClusterID {
+		return 0, "", fmt.Errorf("%w: node %d is of cluster %q, this node of %q", ErrBadHello, h.From, h.ClusterID, mine)
 	}
-	return from, nil
+	return h.From, h.Addr, nil
 }

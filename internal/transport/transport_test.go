@@ -181,14 +181,37 @@ func TestCutConnectionsReconnects(t *testing.T) {
 
 func FuzzParseHello(f *testing.F) {
 	f.Add([]byte("RNL1\x00\x00\x00\x01\x00\x00\x00\x02\x00\x03abc"))
+	f.Add([]byte("RNL1\x00\x00\x00\x01\x00\x00\x00\x02\x00\x03abc\x00\x0e127.0.0.1:9093"))
 	f.Add([]byte("RNL1"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		from, to, cid, err := ParseHello(b)
+		h, err := ParseHello(b)
 		if err != nil {
 			return
 		}
-		if len(b) < 14+len(cid) {
-			t.Fatalf("parsed %d, %d, %q from %d bytes", from, to, cid, len(b))
+		min := 14 + len(h.ClusterID)
+		if h.Addr != "" {
+			min += 2 + len(h.Addr)
+		}
+		if len(b) < min {
+			t.Fatalf("parsed %+v from %d bytes", h, len(b))
 		}
 	})
+}
+
+// TestAnswerANodeNotInMetadata: a node that knows no address for a peer (a broker that has not
+// registered yet) still answers it, at the address the peer gave in its hello.
+func TestAnswerANodeNotInMetadata(t *testing.T) {
+	addrs, mu := map[int32]string{}, &sync.Mutex{}
+	a, b := newNode(t, 1, addrs, mu), newNode(t, 2, addrs, mu)
+	mu.Lock()
+	delete(addrs, 1) // only node 2's address is known
+	mu.Unlock()
+	a.t.Send(2, 7, []byte("hello"))
+	if r := b.next(t); string(r.body) != "hello" {
+		t.Fatalf("got %q", r.body)
+	}
+	b.t.Send(1, 9, []byte("answer"))
+	if r := a.next(t); r.from != 2 || string(r.body) != "answer" {
+		t.Fatalf("got %q from %d; want the answer from node 2", r.body, r.from)
+	}
 }
