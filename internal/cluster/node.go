@@ -87,6 +87,7 @@ type Node struct {
 
 	peersMu   sync.Mutex
 	refusedAt map[int32]time.Time // when a node's cluster port last refused a connection
+	started   chan struct{}       // closed once Start has built the node
 	nextVoter atomic.Uint32       // the voter a broker asks next for the active controller
 	heardAt   sync.Map            // node id → *atomic.Int64: unix ns of its last frame here
 }
@@ -117,7 +118,8 @@ func Start(cfg Config) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, logger: cfg.Logger, reg: cfg.Registry, ctx: ctx, cancel: cancel, ready: make(chan struct{}),
-		recCh: make(chan struct{}), recWake: make(chan struct{}, 1), refusedAt: map[int32]time.Time{}}
+		recCh: make(chan struct{}), recWake: make(chan struct{}, 1), refusedAt: map[int32]time.Time{},
+		started: make(chan struct{})}
 	n.tr = transport.New(transport.Config{NodeID: cfg.NodeID, Listener: cfg.Listener, Resolve: n.resolve, Addr: cfg.ClusterAddr,
 		Handler: n.receive, PeerDown: n.peerDown, Logger: cfg.Logger})
 	n.rpc = newRPC(ctx, cfg.NodeID, n.tr.Send)
@@ -134,9 +136,9 @@ func Start(cfg Config) (*Node, error) {
 	ccfg.OnLeader = n.onLeader
 	ctrl, err := controller.Open(ccfg)
 	if err != nil {
+		cancel() // first: frames already received stop waiting for started
 		n.rm.Close()
 		n.tr.Close()
-		cancel()
 		return nil, err
 	}
 	n.ctrl = ctrl
@@ -144,6 +146,7 @@ func Start(cfg Config) (*Node, error) {
 		n.tr.SetClusterID(id)
 	}
 	n.registerHandlers()
+	close(n.started)
 	ctrl.Start()
 	n.wg.Add(2)
 	go n.reconciler()
@@ -215,6 +218,11 @@ func (n *Node) resolve(node int32) string {
 }
 
 func (n *Node) receive(from int32, kind transport.Kind, body []byte) {
+	select {
+	case <-n.started: // the transport accepts before the node is built: peers may be quicker
+	case <-n.ctx.Done():
+		return
+	}
 	n.heard(from)
 	switch kind {
 	case kindRaft:
