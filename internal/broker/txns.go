@@ -437,6 +437,10 @@ type txnCheckReq struct {
 type txnCheckResp struct {
 	Known bool `json:"known"` // a coordinator here holds the id (or the producer id)
 	Wait  bool `json:"wait"`  // keep the transaction open
+	// Loaded lists the __transaction_state partitions whose coordinators are loaded here (asked
+	// without a transactional id): a producer no coordinator knows may be aborted only if every
+	// partition's coordinator was asked.
+	Loaded []int32 `json:"loaded,omitempty"`
 }
 
 func codeOf(err error) txnCodeResp {
@@ -774,15 +778,17 @@ func (d *txns) checkLocal(req txnCheckReq) txnCheckResp {
 		}
 		return txnCheckResp{Known: true, Wait: sh.c.Check(req.TxnID, req.ProducerID, req.Epoch, req.TP)}
 	}
-	for _, sh := range d.shards {
+	var resp txnCheckResp
+	for idx, sh := range d.shards {
 		if sh.c.Broken() {
 			return txnCheckResp{Known: true, Wait: true}
 		}
 		if id, ok := sh.c.ByProducer(req.ProducerID); ok {
 			return txnCheckResp{Known: true, Wait: sh.c.Check(id, req.ProducerID, req.Epoch, req.TP)}
 		}
+		resp.Loaded = append(resp.Loaded, idx)
 	}
-	return txnCheckResp{}
+	return resp
 }
 
 // ensureInTransaction runs before a transactional batch is appended to a partition this node
@@ -897,8 +903,12 @@ func (d *txns) askCheck(ctx context.Context, req txnCheckReq) (bool, error) {
 		}
 		return resp.Wait, nil
 	}
-	// The transactional id is not known here (the log does not hold it): every coordinator is
-	// asked; the transaction is aborted only if every node answered and none may commit it.
+	// The transactional id is not known here (the log does not hold it; this node may have
+	// become the leader since): every coordinator is asked; the transaction is aborted only if
+	// every node answered, between them they had every coordinator loaded, and none of those
+	// knows the producer. During a coordinator's failover its partition is loaded nowhere for a
+	// moment, and the transaction may be prepared there: wait.
+	loaded := map[int32]bool{}
 	for id, n := range d.b.cl.Image().Nodes {
 		if n.Fenced {
 			return true, nil
@@ -910,6 +920,12 @@ func (d *txns) askCheck(ctx context.Context, req txnCheckReq) (bool, error) {
 		if resp.Known {
 			return resp.Wait, nil
 		}
+		for _, i := range resp.Loaded {
+			loaded[i] = true
+		}
+	}
+	if t, ok := d.b.topics.Get(TxnStateTopic); ok && len(loaded) < len(t.Partitions) {
+		return true, nil
 	}
 	return false, nil
 }

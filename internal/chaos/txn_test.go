@@ -40,10 +40,9 @@ func javaClient(t *testing.T) []string {
 // TestJavaTransactionsKill: the Java client 4.1.1's consume-transform-produce loop
 // (sendOffsetsToTransaction, 10 % of the transactions aborted on purpose) against a three-node
 // cluster of real processes; while it runs, the node coordinating its transactional id is
-// killed with kill -9 and restarted. A read_committed consumer then finds no input record twice
-// and every record the client committed: nothing committed is lost, nothing aborted is read,
-// nothing is committed twice; and the loop commits after the kill. That it always processes the
-// whole input is a known gap (docs/status.md): it is logged, not asserted.
+// killed with kill -9 and restarted. A read_committed consumer then finds every input record
+// exactly once: nothing committed is lost, nothing aborted is read, nothing is committed twice,
+// and the loop went on to process the whole input after the kill.
 //
 // It starves other tests of CPU (a JVM and three servers) enough to fence their nodes, so it runs
 // on its own: RUNNEL_JAVA_TXN_KILL=1 go test ./internal/chaos -run TestJavaTransactionsKill
@@ -182,9 +181,8 @@ func TestJavaTransactionsKill(t *testing.T) {
 	if committed <= n-int(leftAtKill) {
 		t.Fatalf("nothing committed after the kill: %d committed, %d were done before it", committed, n-int(leftAtKill))
 	}
-	// Completion: a known liveness gap (docs/status.md): after the coordinator's node dies the
-	// loop sometimes stops getting records for over a minute; logged, not failed, until fixed.
+	// Completion: the loop processed every input after the coordinator's node came back.
 	if missing > 0 {
-		t.Logf("KNOWN GAP: %d of %d inputs not processed before the client gave up (exactly-once held)", missing, n)
+		t.Fatalf("%d of %d inputs not processed before the client gave up (it idles out 60 s after its last records)", missing, n)
 	}
 }

@@ -199,3 +199,33 @@ func TestSingleNodeRestartKeepsTopics(t *testing.T) {
 		t.Fatalf("log end after restart %d; want 1", end)
 	}
 }
+
+// TestCallFailsWhenPeerDies: a call waiting for a node that dies ends at once with an error, not
+// at its deadline (a Kafka request waiting on it would time out at the client first).
+func TestCallFailsWhenPeerDies(t *testing.T) {
+	nodes := startNodes(t, 3)
+	release := make(chan struct{})
+	defer close(release)
+	nodes[2].Handle("test.hang", func(context.Context, int32, []byte) (any, error) {
+		<-release // the answer never comes while the node lives
+		return nil, nil
+	})
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done <- nodes[1].Call(ctx, 2, "test.hang", struct{}{}, nil)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	nodes[2].close()
+	delete(nodes, 2)
+	select {
+	case err := <-done:
+		if err == nil || time.Since(start) > 10*time.Second {
+			t.Fatalf("call to a dead node = %v after %v; want an error at once", err, time.Since(start))
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the call to a dead node still waits")
+	}
+}

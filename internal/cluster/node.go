@@ -236,6 +236,7 @@ func (n *Node) receive(from int32, kind transport.Kind, body []byte) {
 
 func (n *Node) peerDown(node int32, refused bool) {
 	n.rm.PeerDown(node)
+	n.rpc.peerDown(node)
 	if refused {
 		n.peersMu.Lock()
 		n.refusedAt[node] = time.Now()

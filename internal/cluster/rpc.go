@@ -25,7 +25,9 @@ const (
 //	response  u64 id | string error code | string error message | bytes payload (JSON)
 //
 // The caller matches a response to its request by id; a request whose response never comes
-// (the connection broke) ends with the caller's context. Handlers run on their own goroutine.
+// ends with the caller's context, or at once with an error when the connection to the node
+// breaks or cannot be made (its process died: the caller need not wait out its deadline).
+// Handlers run on their own goroutine.
 
 // rpcError is an error that crossed the network: a code the caller can act on, and a message.
 type rpcError struct {
@@ -50,9 +52,14 @@ type rpcLayer struct {
 
 	mu       sync.Mutex
 	next     uint64
-	pending  map[uint64]chan rpcResult
+	pending  map[uint64]pendingCall
 	handlers map[string]rpcHandler
 	ctx      context.Context // ends when the node closes: cancels running handlers
+}
+
+type pendingCall struct {
+	to int32
+	ch chan rpcResult
 }
 
 type rpcResult struct {
@@ -61,7 +68,7 @@ type rpcResult struct {
 }
 
 func newRPC(ctx context.Context, self int32, send func(to int32, kind transport.Kind, body []byte)) *rpcLayer {
-	return &rpcLayer{self: self, send: send, pending: map[uint64]chan rpcResult{}, handlers: map[string]rpcHandler{}, ctx: ctx}
+	return &rpcLayer{self: self, send: send, pending: map[uint64]pendingCall{}, handlers: map[string]rpcHandler{}, ctx: ctx}
 }
 
 func (r *rpcLayer) handle(method string, h rpcHandler) {
@@ -102,7 +109,7 @@ func (r *rpcLayer) call(ctx context.Context, to int32, method string, req, resp 
 		r.next++
 		id := r.next
 		ch := make(chan rpcResult, 1)
-		r.pending[id] = ch
+		r.pending[id] = pendingCall{to: to, ch: ch}
 		r.mu.Unlock()
 		defer func() {
 			r.mu.Lock()
@@ -158,11 +165,26 @@ func (r *rpcLayer) receive(from int32, kind transport.Kind, body []byte) {
 			res.err = &rpcError{code, msg}
 		}
 		r.mu.Lock()
-		ch := r.pending[uint64(id)]
+		pc, ok := r.pending[uint64(id)]
 		r.mu.Unlock()
-		if ch != nil {
+		if ok {
 			select {
-			case ch <- res:
+			case pc.ch <- res:
+			default:
+			}
+		}
+	}
+}
+
+// peerDown fails the calls waiting for node's answers: the connection to it broke or could not
+// be made, so a request may be lost (a lost answer is not told apart; callers retry).
+func (r *rpcLayer) peerDown(node int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, pc := range r.pending {
+		if pc.to == node {
+			select {
+			case pc.ch <- rpcResult{err: fmt.Errorf("cluster: the connection to node %d broke", node)}:
 			default:
 			}
 		}

@@ -470,14 +470,9 @@ func (c *Coordinator) EndTxn(r EndReq, nowMs int64) Effects {
 		return reply(kerr.NotCoordinator)
 	}
 	t, ok := c.txns[r.TxnID]
-	if ok && r.ProducerID == t.ProducerID && r.Epoch == t.LastEpoch && t.LastEpoch >= 0 && t.op == nil {
-		// A retry of an EndTxn whose epoch bump already happened (version 2).
-		want := CompleteAbort
-		if r.Commit {
-			want = CompleteCommit
-		}
-		if t.State == want {
-			return Effects{Replies: []Reply{{ID: r.ID, ProducerID: t.ProducerID, Epoch: t.Epoch}}}
+	if ok {
+		if eff, retry := c.endRetry(t, r); retry {
+			return eff
 		}
 	}
 	if ok && t.earlyOK(r.ProducerID, r.Epoch) {
@@ -522,6 +517,54 @@ func (c *Coordinator) EndTxn(r EndReq, nowMs int64) Effects {
 		return Effects{Discover: []DiscoverReq{{ID: t.ID, ProducerID: t.ProducerID, Epoch: t.Epoch}}}
 	}
 	return c.afterDiscovery(t, nowMs)
+}
+
+// endRetry answers a version-2 EndTxn that repeats one whose epoch bump already happened (its
+// answer was lost, or the coordinator failed over): the request carries the epoch before the
+// bump. The Prepare* record holds the bumped epoch and the Complete* record one more (one only
+// for a transaction that wrote nothing), so the retry is recognized from the epochs alone, as
+// Kafka does, and also after a reload. While the markers are written it waits
+// (CONCURRENT_TRANSACTIONS); once complete it gets the outcome, or INVALID_TXN_STATE if it asked
+// for the other one (a transaction aborted after its timeout).
+func (c *Coordinator) endRetry(t *Txn, r EndReq) (Effects, bool) {
+	one := bumpEpoch(r.Epoch)
+	two := bumpEpoch(one)
+	if !r.V2 || !t.V2 || r.ProducerID != t.ProducerID || r.Epoch < 0 || one == r.Epoch {
+		return Effects{}, false
+	}
+	reply := func(err error) (Effects, bool) {
+		rep := Reply{ID: r.ID, Err: err}
+		if err == nil {
+			rep.ProducerID, rep.Epoch = t.ProducerID, t.Epoch
+		}
+		return Effects{Replies: []Reply{rep}}, true
+	}
+	switch t.State {
+	case PrepareCommit, PrepareAbort:
+		if t.Epoch == one {
+			if (t.State == PrepareCommit) != r.Commit {
+				return reply(kerr.InvalidTxnState)
+			}
+			return reply(kerr.ConcurrentTransactions)
+		}
+	case CompleteCommit, CompleteAbort:
+		if t.op == nil && (t.Epoch == two || t.Epoch == one) {
+			if (t.State == CompleteCommit) != r.Commit {
+				return reply(kerr.InvalidTxnState)
+			}
+			return reply(nil)
+		}
+	}
+	return Effects{}, false
+}
+
+// bumpEpoch is the epoch after a bump; an exhausted epoch stays (the producer id rotates at the
+// next InitProducerId).
+func bumpEpoch(e int16) int16 {
+	if e < math.MaxInt16-1 {
+		return e + 1
+	}
+	return e
 }
 
 // endEmpty ends (aborts) a version-2 transaction that wrote nothing: the epoch bumps.

@@ -209,6 +209,9 @@ func TestVersion2EarlyNextTransaction(t *testing.T) {
 	if end := c.EndTxn(EndReq{ID: 102, TxnID: "e", ProducerID: pid, Epoch: 2, Commit: true, V2: true}, 5); !errors.Is(end.Replies[0].Err, kerr.ConcurrentTransactions) {
 		t.Errorf("EndTxn of the next transaction during the markers = %v; want CONCURRENT_TRANSACTIONS", end.Replies[0].Err)
 	}
+	if end := c.EndTxn(EndReq{ID: 103, TxnID: "e", ProducerID: pid, Epoch: 0, Commit: true, V2: true}, 5); !errors.Is(end.Replies[0].Err, kerr.ConcurrentTransactions) {
+		t.Errorf("a retry of the deciding EndTxn during the markers = %v; want CONCURRENT_TRANSACTIONS", end.Replies[0].Err)
+	}
 	if !c.Check("e", pid, 2, tpB) {
 		t.Errorf("Check of the early transaction = abort; want wait")
 	}
@@ -363,6 +366,68 @@ func TestFailover(t *testing.T) {
 	m.add("lost", pidL, 0, false, tpB)
 	if rep := m.end("lost", pidL, 0, true, false); !errors.Is(rep.Err, kerr.InvalidProducerEpoch) {
 		t.Errorf("commit (version 1) after an incomplete discovery = %v; want INVALID_PRODUCER_EPOCH", rep.Err)
+	}
+}
+
+// TestVersion2RetryAfterFailover: the coordinator dies after writing PrepareCommit, before its
+// answer reaches the client; the client retries EndTxn (with the epoch before the bump) at the
+// new coordinator, which knows nothing of the first request. The retry waits while the markers
+// are written, then gets the outcome and the producer's next epoch: it is not fenced. A commit
+// retried after a timeout abort is refused without committing.
+func TestVersion2RetryAfterFailover(t *testing.T) {
+	h := newHarness(t)
+	pid := h.init("r", -1, -1).ProducerID
+	h.add("r", pid, 0, true, tpA, tpOffsets)
+	h.run(h.c.EndTxn(EndReq{ID: h.req(), TxnID: "r", ProducerID: pid, Epoch: 0, Commit: true, V2: true}, h.now))
+	var log []Record
+	for _, r := range h.log {
+		log = append(log, r)
+		if r.Txn != nil && r.Txn.State == PrepareCommit {
+			break
+		}
+	}
+	n := newHarness(t)
+	n.c = New(DefaultConfig(), 2)
+	for _, r := range log {
+		n.c.Load(r)
+	}
+	markers := n.c.Loaded(0)
+	retry := func(commit bool) Reply {
+		id := n.req()
+		eff := n.c.EndTxn(EndReq{ID: id, TxnID: "r", ProducerID: pid, Epoch: 0, Commit: commit, V2: true, KnowsFenced: true}, n.now)
+		if len(eff.Replies) != 1 || len(eff.Appends)+len(eff.Markers)+len(eff.Prepares)+len(eff.Discover) != 0 {
+			t.Fatalf("retried EndTxn: %+v; want an answer and nothing else", eff)
+		}
+		return eff.Replies[0]
+	}
+	if rep := retry(true); !errors.Is(rep.Err, kerr.ConcurrentTransactions) {
+		t.Errorf("retry while the loaded commit's markers are written = %v; want CONCURRENT_TRANSACTIONS", rep.Err)
+	}
+	n.run(markers)
+	if s := n.state("r"); s.State != CompleteCommit || s.Epoch != 2 {
+		t.Fatalf("after the markers: %v; want CompleteCommit at epoch 2", &s)
+	}
+	if rep := retry(true); rep.Err != nil || rep.ProducerID != pid || rep.Epoch != 2 {
+		t.Errorf("retry after the commit completed = %+v; want success at epoch 2", rep)
+	}
+	if rep := retry(false); !errors.Is(rep.Err, kerr.InvalidTxnState) {
+		t.Errorf("an abort claiming to retry the commit = %v; want INVALID_TXN_STATE", rep.Err)
+	}
+	if err := n.add("r", pid, 2, true, tpB); err != nil {
+		t.Errorf("the next transaction at epoch 2 = %v", err)
+	}
+
+	// A transaction aborted after its timeout: the producer's late commit is refused.
+	n.now = 200_000
+	n.run(n.c.Tick(n.now))
+	if s := n.state("r"); s.State != CompleteAbort {
+		t.Fatalf("after the timeout: %v; want CompleteAbort", &s)
+	}
+	if rep := n.end("r", pid, 2, true, true); !errors.Is(rep.Err, kerr.InvalidTxnState) && !errors.Is(rep.Err, kerr.ProducerFenced) {
+		t.Errorf("commit after the timeout abort = %+v; want refused", rep)
+	}
+	if m := n.markers[len(n.markers)-1]; m.Commit {
+		t.Errorf("the timed-out transaction was committed: %+v", m)
 	}
 }
 
