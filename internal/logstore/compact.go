@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/txn"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -27,10 +28,23 @@ import (
 //     recompressed with its codec), one losing none is copied as is, and one losing all is
 //     dropped, except that an idempotent producer's batch stays as an empty batch so its
 //     sequence numbers survive. Records without a key are dropped, as Kafka drops them.
-//     Transactional and control batches are copied untouched and do not count as newer values.
+//     Transactional data is compacted as Kafka's cleaner does it (transactionalCleaning below).
 //  3. Swap: sync the cleaned file and rename it to "<base>.log.swap" (the commit point; recovery
 //     finishes a swap it finds), unlink the replaced segments, rename the swap file over
 //     "<base>.log", write its indexes.
+//
+// Transactions. A pass cleans only below the first unstable offset (the first offset of the
+// earliest open transaction), so every transactional batch it reads is decided: aborted if the
+// aborted-transaction index has a range of its producer around it, committed otherwise.
+//   - Records of committed transactions are ordinary records: they count as newer values and
+//     lose to newer ones.
+//   - Records of aborted transactions are removed and never count as values.
+//   - A transactional batch left with no records is dropped, unless it is one of the batches its
+//     producer's state remembers (kept empty, so that its sequence numbers survive a restart).
+//   - A COMMIT or ABORT marker is removed once no batch of its transaction is left before it,
+//     its segment is past delete.retention.ms (as tombstones), and it is below every producer
+//     state snapshot (the producer state a restart or a truncation rebuilds never replays a
+//     transaction's records without its marker, and keeps the epoch the marker set).
 //
 // Tombstones (null values) are kept while their segment is younger than delete.retention.ms
 // since it was first compacted (the cleanedAt stamp in the index header, stamped "now" on first
@@ -69,6 +83,52 @@ type CompactStats struct {
 	SegmentsIn, SegmentsOut int
 	BytesRead, BytesWritten int64
 	RecordsRemoved          int64
+	MarkersRemoved          int64
+}
+
+// txnCleaning is what a compaction pass knows of the transactions in the range it cleans.
+type txnCleaning struct {
+	aborted  map[int64][]txn.Aborted // by producer id: the aborted transactions' ranges
+	remember map[int64]bool          // first offsets of the batches the producer state remembers
+	floor    int64                   // markers below it may go: the oldest snapshot's offset
+	// retained: the producer's transaction being read has a batch left in the cleaned log.
+	retained map[int64]bool
+}
+
+// transactionalCleaning gathers what a pass cleaning below limit needs about transactions.
+func (l *Log) transactionalCleaning(limit int64) (*txnCleaning, error) {
+	tc := &txnCleaning{aborted: map[int64][]txn.Aborted{}, remember: map[int64]bool{}, retained: map[int64]bool{}, floor: math.MaxInt64}
+	ab, err := l.aborted.collect(l.StartOffset(), limit)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range ab {
+		tc.aborted[a.ProducerID] = append(tc.aborted[a.ProducerID], a)
+	}
+	for _, p := range l.Producers() {
+		for _, b := range p.Batches {
+			tc.remember[b.FirstOffset] = true
+		}
+	}
+	offsets, err := l.snapshotOffsets()
+	if err != nil {
+		return nil, err
+	}
+	if len(offsets) > 0 {
+		tc.floor = offsets[0]
+	}
+	return tc, nil
+}
+
+// isAborted reports whether a transactional batch of producer pid at offset belongs to an
+// aborted transaction.
+func (tc *txnCleaning) isAborted(pid, offset int64) bool {
+	for _, a := range tc.aborted[pid] {
+		if a.First <= offset && offset <= a.Last {
+			return true
+		}
+	}
+	return false
 }
 
 // Compact runs one compaction pass over l if its policy includes compact and its dirty ratio
@@ -96,6 +156,11 @@ func (c *Compactor) Compact(ctx context.Context, l *Log) (CompactStats, error) {
 	if !cfg.Compact || len(sealed) == 0 {
 		return st, nil
 	}
+	// Only below the first unstable offset: an open transaction's outcome is not known.
+	limit := sealed[len(sealed)-1].next
+	if fu := l.firstUnstable.Load(); fu >= 0 {
+		limit = min(limit, fu)
+	}
 	var dirty, total int64
 	for _, s := range sealed {
 		total += s.size
@@ -106,16 +171,23 @@ func (c *Compactor) Compact(ctx context.Context, l *Log) (CompactStats, error) {
 	if dirty == 0 || float64(dirty) < cfg.MinCleanableDirtyRatio*float64(total) {
 		return st, nil
 	}
-	keys, mappedEnd, err := c.buildMap(ctx, l, sealed, firstDirty, &st)
+	tc, err := l.transactionalCleaning(limit)
+	if err != nil {
+		return st, err
+	}
+	keys, mappedEnd, err := c.buildMap(ctx, l, sealed, firstDirty, limit, tc, &st)
 	if errors.Is(err, errYield) {
 		return st, nil
 	}
 	if err != nil {
 		return st, err
 	}
+	if mappedEnd <= firstDirty {
+		return st, nil // the dirty segments hold an open transaction
+	}
 	nowMs := l.now().UnixMilli()
 	for _, group := range groupSegments(sealed, mappedEnd, cfg.SegmentBytes) {
-		if err := c.cleanGroup(ctx, l, group, keys, nowMs, &st); errors.Is(err, errYield) {
+		if err := c.cleanGroup(ctx, l, group, keys, nowMs, tc, &st); errors.Is(err, errYield) {
 			return st, nil // groups cleaned so far stand; firstDirty stays, so the next pass redoes the rest
 		} else if err != nil {
 			return st, err
@@ -136,18 +208,18 @@ var errYield = errors.New("logstore: compaction yields to other maintenance")
 
 // buildMap maps the keys of the dirty segments to their last offsets and returns the offset up
 // to which it mapped.
-func (c *Compactor) buildMap(ctx context.Context, l *Log, sealed []*segment, firstDirty int64, st *CompactStats) (map[keyHash]int64, int64, error) {
+func (c *Compactor) buildMap(ctx context.Context, l *Log, sealed []*segment, firstDirty, limit int64, tc *txnCleaning, st *CompactStats) (map[keyHash]int64, int64, error) {
 	keys := make(map[keyHash]int64)
 	mappedEnd := firstDirty
 	for _, s := range sealed {
 		if s.next <= firstDirty {
 			continue
 		}
-		if len(keys) >= c.MaxKeys && mappedEnd > firstDirty {
+		if s.next > limit || len(keys) >= c.MaxKeys && mappedEnd > firstDirty {
 			break
 		}
 		err := c.eachBatch(ctx, l, s, st, func(h *batch.Header, b []byte) error {
-			if h.IsControl() || h.IsTransactional() || h.LastOffset() < firstDirty {
+			if h.IsControl() || h.IsTransactional() && tc.isAborted(h.ProducerID, h.BaseOffset) || h.LastOffset() < firstDirty {
 				return nil
 			}
 			return eachRecord(h, b, func(rec *batch.Record, offset int64) {
@@ -232,7 +304,7 @@ func eachRecord(h *batch.Header, b []byte, fn func(*batch.Record, int64)) error 
 }
 
 // cleanGroup rewrites a group of segments into one and swaps it in.
-func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, keys map[keyHash]int64, nowMs int64, st *CompactStats) error {
+func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, keys map[keyHash]int64, nowMs int64, tc *txnCleaning, st *CompactStats) error {
 	base := group[0].base
 	cleanedName := compactionName(l.dir, base, group[len(group)-1].next, cleanedSuffix)
 	f, err := l.fs.Create(cleanedName)
@@ -263,7 +335,29 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 			return rec.Value != nil || !dropTombstones
 		}
 		err := c.eachBatch(ctx, l, s, st, func(h *batch.Header, b []byte) error {
-			out, removed, err := filterBatch(h, b, keep)
+			var out []byte
+			var removed int
+			var err error
+			switch {
+			case h.IsControl():
+				if !tc.retained[h.ProducerID] && dropTombstones && h.BaseOffset < tc.floor {
+					st.MarkersRemoved++
+				} else {
+					out = b
+				}
+				delete(tc.retained, h.ProducerID)
+			case h.IsTransactional():
+				k := keep
+				if tc.isAborted(h.ProducerID, h.BaseOffset) {
+					k = func(*batch.Record, int64) bool { return false }
+				}
+				out, removed, err = filterBatch(h, b, k, tc.remember[h.BaseOffset])
+				if out != nil {
+					tc.retained[h.ProducerID] = true
+				}
+			default:
+				out, removed, err = filterBatch(h, b, keep, h.ProducerID >= 0)
+			}
 			if err != nil || out == nil {
 				st.RecordsRemoved += int64(removed)
 				return err
@@ -296,11 +390,9 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 }
 
 // filterBatch returns the batch with only the records keep accepts, b itself if it keeps all,
-// or nil if the batch goes entirely; and how many records it removed.
-func filterBatch(h *batch.Header, b []byte, keep func(*batch.Record, int64) bool) ([]byte, int, error) {
-	if h.IsControl() || h.IsTransactional() {
-		return b, 0, nil
-	}
+// or nil if the batch goes entirely (keepEmpty: it stays as an empty batch instead); and how
+// many records it removed.
+func filterBatch(h *batch.Header, b []byte, keep func(*batch.Record, int64) bool, keepEmpty bool) ([]byte, int, error) {
 	var kept []byte
 	n, removed := int32(0), 0
 	maxTs := int64(-1)
@@ -318,7 +410,7 @@ func filterBatch(h *batch.Header, b []byte, keep func(*batch.Record, int64) bool
 		return nil, 0, err
 	case removed == 0:
 		return b, 0, nil
-	case n == 0 && h.ProducerID < 0:
+	case n == 0 && !keepEmpty:
 		return nil, removed, nil
 	}
 	nh := *h

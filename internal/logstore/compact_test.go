@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/txn"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -156,37 +157,120 @@ func TestCompactionTombstonesExpireAfterDeleteRetention(t *testing.T) {
 	}
 }
 
-func TestCompactionLeavesTransactionalAndControlBatches(t *testing.T) {
+// txnKVBatch is a transactional batch of producer pid at epoch, sequence seq.
+func txnKVBatch(t *testing.T, pid int64, epoch int16, seq int32, recs ...rec) []byte {
+	b := makeBatch(t, batch.CodecNone, recs...)
+	h, _ := batch.ParseHeader(b)
+	h.Attributes |= batch.AttrTransactional
+	h.ProducerID, h.ProducerEpoch, h.BaseSequence = pid, epoch, seq
+	return batch.AppendBatch(nil, h, b[batch.HeaderSize:])
+}
+
+// dataAndMarkers reads the log: the records of data batches ("k=v" by offset) and the markers
+// (producer id by offset).
+func dataAndMarkers(t *testing.T, l *Log) (map[int64]string, map[int64]int64) {
+	t.Helper()
+	data, markers := map[int64]string{}, map[int64]int64{}
+	for _, b := range readAll(t, l) {
+		h, _ := batch.ValidateStored(b)
+		if h.IsControl() {
+			markers[h.BaseOffset] = h.ProducerID
+			continue
+		}
+		if err := eachRecord(&h, b, func(r *batch.Record, off int64) { data[off] = string(r.Key) + "=" + string(r.Value) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return data, markers
+}
+
+// TestCompactionOfTransactions: compaction stops at an open transaction, removes aborted
+// records, lets committed ones supersede and be superseded, and removes a marker only once its
+// transaction has nothing left, its segment is past delete.retention.ms and it is below every
+// producer state snapshot; the state rebuilt after a restart, from a snapshot or from the log
+// alone, has no transaction left open.
+func TestCompactionOfTransactions(t *testing.T) {
 	e := newEnv(t, vfs.NewMem(), "/p")
 	l := e.open(compactConfig())
-	defer l.Close()
-	txn := makeBatch(t, batch.CodecNone, kv("a", "txn"))
-	h, _ := batch.ParseHeader(txn)
-	h.Attributes |= batch.AttrTransactional
-	h.ProducerID, h.ProducerEpoch, h.BaseSequence = 5, 0, 0
-	txn = batch.AppendBatch(nil, h, txn[batch.HeaderSize:])
-	idem := makeBatch(t, batch.CodecNone, kv("a", "idem"))
-	h, _ = batch.ParseHeader(idem)
-	h.ProducerID, h.ProducerEpoch, h.BaseSequence = 6, 0, 0
-	idem = batch.AppendBatch(nil, h, idem[batch.HeaderSize:])
-	appendAll(t, l, txn, idem,
-		makeBatch(t, batch.CodecNone, rec{value: []byte("keyless"), ts: 1}),
-		makeBatch(t, batch.CodecNone, kv("a", "last")))
+	marker := func(pid int64, epoch int16, commit bool) {
+		t.Helper()
+		if _, err := l.AppendMarker(txn.Marker{ProducerID: pid, Epoch: epoch, Commit: commit, CoordinatorEpoch: 0}, 0, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Segment 1: T1 of producer 5 committed (markers one epoch up, as transaction version 2
+	// writes them), T2 of producer 7 aborted, then a plain a=last.
+	appendAll(t, l, txnKVBatch(t, 5, 0, 0, kv("a", "t1"), kv("b", "t1")))
+	marker(5, 1, true)
+	appendAll(t, l, txnKVBatch(t, 7, 0, 0, kv("a", "aborted"), kv("c", "aborted")))
+	marker(7, 1, false)
+	appendAll(t, l, makeBatch(t, batch.CodecNone, kv("a", "last")))
 	rollActive(t, l)
-	if _, err := NewCompactor(0).Compact(context.Background(), l); err != nil {
+	// Segment 2: T3 of producer 5, open, and a plain b=later after it.
+	t3 := appendAll(t, l, txnKVBatch(t, 5, 2, 0, kv("d", "t3")), makeBatch(t, batch.CodecNone, kv("b", "later")))[0]
+	rollActive(t, l)
+
+	c := NewCompactor(0)
+	if _, err := c.Compact(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
-	got := keyValues(t, l)
-	if len(got) != 2 || got[0] != "a=txn" || got[3] != "a=last" {
-		t.Errorf("after compaction = %v; want the transactional a=txn at 0 and a=last at 3", got)
+	data, markers := dataAndMarkers(t, l)
+	want := map[int64]string{1: "b=t1", 6: "a=last", t3: "d=t3", t3 + 1: "b=later"}
+	if fmt.Sprint(data) != fmt.Sprint(want) {
+		t.Errorf("with T3 open: records %v; want %v (aborted ones gone, nothing at or after the open transaction cleaned)", data, want)
 	}
-	batches := readAll(t, l)
-	if len(batches) != 3 {
-		t.Fatalf("%d batches; want 3 (txn, empty idempotent, last)", len(batches))
+	if len(markers) != 2 {
+		t.Errorf("with T3 open: markers %v; want both kept (inside delete.retention.ms)", markers)
 	}
-	eh, _ := batch.ValidateStored(batches[1])
-	if eh.ProducerID != 6 || eh.RecordCount != 0 || eh.BaseOffset != 1 || eh.LastOffsetDelta != 0 {
-		t.Errorf("idempotent batch = pid %d count %d base %d; want an empty batch of pid 6 at 1", eh.ProducerID, eh.RecordCount, eh.BaseOffset)
+
+	// T3 commits; past delete.retention.ms, b=later supersedes T1's last record: T1 has nothing
+	// left, and its marker goes with T2's; T3's stays with its record.
+	marker(5, 3, true)
+	rollActive(t, l)
+	for _, k := range []string{"e", "f"} { // later snapshots: the markers are below every one kept
+		appendAll(t, l, makeBatch(t, batch.CodecNone, kv(k, "1")))
+		rollActive(t, l)
+	}
+	for range 2 {
+		e.clock.advance(61 * time.Minute)
+		l.mu.Lock()
+		l.firstDirty = 0
+		l.mu.Unlock()
+		if _, err := c.Compact(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, markers = dataAndMarkers(t, l)
+	want = map[int64]string{6: "a=last", t3: "d=t3", t3 + 1: "b=later", t3 + 3: "e=1", t3 + 4: "f=1"}
+	if fmt.Sprint(data) != fmt.Sprint(want) {
+		t.Errorf("after T3 committed: records %v; want %v", data, want)
+	}
+	if len(markers) != 1 || markers[t3+2] != 5 {
+		t.Errorf("after T3 committed: markers %v; want only T3's at %d", markers, t3+2)
+	}
+	if fu := l.FirstUnstableOffset(); fu != -1 {
+		t.Errorf("first unstable offset %d; want none", fu)
+	}
+
+	// A restart from the snapshots, then from the log alone: nothing open.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = e.open(compactConfig())
+	if fu := l.FirstUnstableOffset(); fu != -1 {
+		t.Errorf("after a restart: first unstable offset %d; want none", fu)
+	}
+	l.Close()
+	names, _ := e.fs.List("/p")
+	for _, n := range names {
+		if _, ok := parseSegmentName(n, snapshotSuffix); ok {
+			e.fs.Remove("/p/" + n)
+		}
+	}
+	l = e.open(compactConfig())
+	defer l.Close()
+	if fu := l.FirstUnstableOffset(); fu != -1 {
+		t.Errorf("after a replay of the whole log: first unstable offset %d; want none", fu)
 	}
 }
 
