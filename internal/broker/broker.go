@@ -69,6 +69,9 @@ type Hooks struct {
 	// connection is closed instead: the request was carried out, its answer is lost, as when
 	// the network fails at that moment.
 	DropResponse func(key int16, resp kmsg.Response) bool
+	// BeforeMarkers is called when a transaction's decision is durable and its marker round is
+	// about to start (fault injection: a crash between the prepare and the markers).
+	BeforeMarkers func(txnID string, commit bool)
 }
 
 // DefaultLimits fills zero limits with their defaults.

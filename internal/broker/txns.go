@@ -346,6 +346,9 @@ func (d *txns) executeLocked(sh *txnShard, eff txncoord.Effects) {
 		go d.discoverRound(sh, q)
 	}
 	for _, m := range eff.Markers {
+		if h := d.b.cfg.Hooks.BeforeMarkers; h != nil {
+			h(m.ID, m.Commit)
+		}
 		go d.markerRound(sh, m)
 	}
 }

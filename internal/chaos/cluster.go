@@ -166,6 +166,22 @@ func (c *Cluster) Kill(i int32) {
 	p.cmd = nil
 }
 
+// WaitExit waits up to d for node i's process to end by itself (a crash) and reports whether it
+// did; then the node can be started again.
+func (c *Cluster) WaitExit(i int32, d time.Duration) bool {
+	p := c.nodes[i]
+	if p.cmd == nil {
+		return true
+	}
+	select {
+	case <-p.done:
+		p.cmd = nil
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
 // Stop sends SIGTERM (after SIGCONT) and waits.
 func (c *Cluster) Stop(i int32) {
 	p := c.nodes[i]

@@ -21,8 +21,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -357,6 +359,9 @@ type faultRequest struct {
 	Heal             bool    `json:"heal,omitempty"`
 	Cut              []int32 `json:"cut,omitempty"`
 	DropResponsesPer *uint64 `json:"drop_responses_per_mille,omitempty"`
+	// CrashBeforeMarkers makes the process kill itself (SIGKILL) at the next transaction whose
+	// decision is durable, before any of its markers is written.
+	CrashBeforeMarkers bool `json:"crash_before_markers,omitempty"`
 }
 
 func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
@@ -378,9 +383,22 @@ func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
 	if req.DropResponsesPer != nil {
 		s.dropRate.Store(min(*req.DropResponsesPer, 1000))
 	}
+	if req.CrashBeforeMarkers {
+		s.crashBeforeMarkers.Store(true)
+	}
 	s.logger.Warn("fault injection", "isolate", req.Isolate, "heal", req.Heal, "cut", req.Cut, "isolated_now", tr.Isolated(),
 		"drop_responses_per_mille", s.dropRate.Load())
 	fmt.Fprintln(w, "ok")
+}
+
+// beforeMarkers is the broker hook of the crash_before_markers fault: the process dies as kill -9
+// would kill it, with the transaction's Prepare* record durable and no marker written.
+func (s *Server) beforeMarkers(txnID string, commit bool) {
+	if s.crashBeforeMarkers.Load() {
+		s.logger.Warn("fault injection: crashing between a transaction's prepare and its markers", "transactional_id", txnID, "commit", commit)
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way: nothing more may happen here
+	}
 }
 
 // dropResponse is the broker hook of fault injection: it drops the configured share of

@@ -134,6 +134,8 @@ type Server struct {
 	admin   admin // admin HTTP server, metrics registry, readiness (admin.go)
 	// dropRate is fault injection: the per-mille of produce responses dropped.
 	dropRate atomic.Uint64
+	// crashBeforeMarkers is fault injection: die at the next transaction marker round.
+	crashBeforeMarkers atomic.Bool
 }
 
 // Open validates cfg, creates and locks the data directory, and opens (recovering) every
@@ -201,6 +203,9 @@ func Open(cfg Config) (*Server, error) {
 	hooks := cfg.Hooks
 	if cfg.FaultInjection && hooks.DropResponse == nil {
 		hooks.DropResponse = s.dropResponse
+	}
+	if cfg.FaultInjection && hooks.BeforeMarkers == nil {
+		hooks.BeforeMarkers = s.beforeMarkers
 	}
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
 		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
