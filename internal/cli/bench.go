@@ -515,6 +515,7 @@ func newBenchTxnCommand() *cobra.Command {
 	fl.IntVar(&o.Cycles, "cycles", 2000, "stream: cycles of each kind")
 	fl.IntVar(&o.Bulk, "bulk", 10000, "bulk: records per round")
 	fl.IntVar(&o.BulkRounds, "bulk-rounds", 3, "bulk: rounds of each kind")
+	fl.IntVar(&o.BulkBatchBytes, "bulk-batch-bytes", 16384, "bulk: the producers' batch size (the Java client's batch.size default; linger 5 ms and 5 requests in flight, its defaults too)")
 	fl.IntVar(&o.RecordSize, "record-size", 100, "bytes per record")
 	fl.StringArrayVar(&configs, "topic-config", nil, "topic config key=value (repeatable)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
