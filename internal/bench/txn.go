@@ -22,18 +22,18 @@ import (
 //   - bulk: N records sent in one transaction and committed, against N records sent with
 //     acks=all (idempotent) and all acknowledged; reported: records/s of each.
 type TxnOptions struct {
-	Bootstrap    []string
-	Label        string
-	Cycles       int // stream: cycles of each kind; default 2000
-	Bulk         int // bulk: records per round; default 10000
-	BulkRounds   int // default 3
+	Bootstrap  []string
+	Label      string
+	Cycles     int // stream: cycles of each kind; default 2000
+	Bulk       int // bulk: records per round; default 10000
+	BulkRounds int // default 3
 	// BulkBatchBytes is the producers' batch size in the bulk runs (batch.size; default 16384,
 	// the Java client's default, as seed 004's workload ran with it); both runs also use the
 	// Java client's linger.ms (5); both are idempotent, with 5 requests in flight as Java.
 	BulkBatchBytes int
-	RecordSize   int // default 100 bytes
-	TopicConfigs map[string]string
-	Progress     io.Writer
+	RecordSize     int // default 100 bytes
+	TopicConfigs   map[string]string
+	Progress       io.Writer
 }
 
 // TxnResult is what the transaction benchmarks measured.

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestTransactionsFranzGo: franz-go's transactional producer against one broker: committed
@@ -221,4 +223,64 @@ func TestTransactionsConsumeTransformProduce(t *testing.T) {
 		t.Errorf("output holds %d committed records; want %d", len(got), n)
 	}
 	t.Logf("%d transactions, every third aborted", round)
+}
+
+// TestTransactionConfigsAreDynamic: transaction.max.timeout.ms is a dynamic broker config, as in
+// Kafka: lowered at run time, a producer asking for a longer timeout is refused.
+func TestTransactionConfigsAreDynamic(t *testing.T) {
+	addr, _ := testBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	initTimeout := func(ms int32) error {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		id := "dyn"
+		req.TransactionalID, req.TransactionTimeoutMillis = &id, ms
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		for {
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				return err
+			}
+			err = kerr.ErrorForCode(resp.ErrorCode)
+			if !errors.Is(err, kerr.CoordinatorLoadInProgress) && !errors.Is(err, kerr.CoordinatorNotAvailable) && !errors.Is(err, kerr.NotCoordinator) {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if err := initTimeout(60_000); err != nil {
+		t.Fatalf("InitProducerId with a 60 s timeout under the default maximum = %v", err)
+	}
+	v := "30000"
+	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "transaction.max.timeout.ms", Value: &v}})
+	if err == nil {
+		err = resps[0].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := initTimeout(60_000)
+		if errors.Is(err, kerr.InvalidTransactionTimeout) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("InitProducerId with a 60 s timeout after the maximum became 30 s = %v; want INVALID_TRANSACTION_TIMEOUT", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := initTimeout(20_000); err != nil {
+		t.Errorf("InitProducerId with a 20 s timeout = %v", err)
+	}
+	bad := "0"
+	if resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "transactional.id.expiration.ms", Value: &bad}}); err == nil && resps[0].Err == nil {
+		t.Errorf("transactional.id.expiration.ms=0 accepted; want a validation error")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -100,9 +101,26 @@ func (d *txns) coordinatorNode(id string) int32 {
 	return p.Leader
 }
 
+// config is the coordinators' configuration: the broker's, with the dynamic broker configs
+// transaction.max.timeout.ms and transactional.id.expiration.ms where they are set.
+func (d *txns) config() txncoord.Config {
+	cfg := d.cfg
+	if v, src, _ := d.b.topics.BrokerConfig("transaction.max.timeout.ms"); src != topics.SourceDefault {
+		if ms, err := strconv.ParseInt(v, 10, 32); err == nil {
+			cfg.MaxTimeoutMs = int32(ms)
+		}
+	}
+	if v, src, _ := d.b.topics.BrokerConfig("transactional.id.expiration.ms"); src != topics.SourceDefault {
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			cfg.ExpirationMs = ms
+		}
+	}
+	return cfg
+}
+
 // load replays one __transaction_state partition into a new coordinator.
 func (d *txns) load(p *topics.Partition, epoch int32) (*txncoord.Coordinator, error) {
-	c := txncoord.New(d.cfg, epoch)
+	c := txncoord.New(d.config(), epoch)
 	n := 0
 	err := forEachRecord(p, func(key, value []byte) {
 		r, err := txncoord.Decode(key, value)
@@ -199,8 +217,10 @@ func (d *txns) run(ctx context.Context) {
 		}
 		d.refresh()
 		now := time.Now().UnixMilli()
+		cfg := d.config()
 		d.mu.Lock()
 		for _, sh := range d.shards {
+			sh.c.SetConfig(cfg)
 			d.executeLocked(sh, sh.c.Tick(now))
 		}
 		d.mu.Unlock()

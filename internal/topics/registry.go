@@ -500,3 +500,14 @@ func (r *Registry) Close() error {
 
 // Dir returns the directory holding the topics (<data-dir>/topics): the node's one log dir.
 func (r *Registry) Dir() string { return r.dir }
+
+// BrokerConfig returns a broker config's value on this node (dynamic for the node, dynamic for
+// the cluster, or the default) and where it comes from; ok is false for an unknown name.
+func (r *Registry) BrokerConfig(name string) (value string, src Source, ok bool) {
+	def, ok := defsByBrokerName[name]
+	if !ok {
+		return "", SourceDefault, false
+	}
+	value, src = r.defaults.lookup(def)
+	return value, src, true
+}

@@ -200,6 +200,10 @@ type Coordinator struct {
 	broken bool
 }
 
+// SetConfig changes the coordinator's configuration (a dynamic broker config changed); it
+// applies from the next request and tick.
+func (c *Coordinator) SetConfig(cfg Config) { c.cfg = cfg }
+
 // Broken reports that the coordinator must be reloaded from its partition.
 func (c *Coordinator) Broken() bool { return c.broken }
 
