@@ -72,6 +72,21 @@ func (h *harness) run(eff Effects) {
 	}
 }
 
+// failover returns a harness whose new coordinator (coordinator epoch epoch) has loaded h's log
+// up to its first PrepareCommit record: the old coordinator died right after writing it. The
+// caller calls Loaded.
+func (h *harness) failover(epoch int32) *harness {
+	n := newHarness(h.t)
+	n.c = New(DefaultConfig(), epoch)
+	for _, r := range h.log {
+		n.c.Load(r)
+		if r.Txn != nil && r.Txn.State == PrepareCommit {
+			break
+		}
+	}
+	return n
+}
+
 func (h *harness) req() ReqID { h.nextReq++; return h.nextReq }
 
 func (h *harness) init(id string, pid int64, epoch int16) Reply {
@@ -308,19 +323,8 @@ func TestFailover(t *testing.T) {
 	h.add("lost", pidL, 0, false, tpA) // in the old coordinator's memory only
 	// The old coordinator dies right after writing PrepareCommit: cut its log there.
 	h.run(h.c.EndTxn(EndReq{ID: h.req(), TxnID: "prepared", ProducerID: pidP, Epoch: 0, Commit: true}, h.now))
-	var log []Record
-	for _, r := range h.log {
-		log = append(log, r)
-		if r.Txn != nil && r.Txn.State == PrepareCommit {
-			break
-		}
-	}
 
-	n := newHarness(t)
-	n.c = New(DefaultConfig(), 2)
-	for _, r := range log {
-		n.c.Load(r)
-	}
+	n := h.failover(2)
 	n.run(n.c.Loaded(0))
 	if len(n.markers) != 1 || !n.markers[0].Commit || n.markers[0].CoordinatorEpoch != 2 {
 		t.Fatalf("markers after load = %+v; want the prepared commit's, at coordinator epoch 2", n.markers)
@@ -379,18 +383,7 @@ func TestVersion2RetryAfterFailover(t *testing.T) {
 	pid := h.init("r", -1, -1).ProducerID
 	h.add("r", pid, 0, true, tpA, tpOffsets)
 	h.run(h.c.EndTxn(EndReq{ID: h.req(), TxnID: "r", ProducerID: pid, Epoch: 0, Commit: true, V2: true}, h.now))
-	var log []Record
-	for _, r := range h.log {
-		log = append(log, r)
-		if r.Txn != nil && r.Txn.State == PrepareCommit {
-			break
-		}
-	}
-	n := newHarness(t)
-	n.c = New(DefaultConfig(), 2)
-	for _, r := range log {
-		n.c.Load(r)
-	}
+	n := h.failover(2)
 	markers := n.c.Loaded(0)
 	retry := func(commit bool) Reply {
 		id := n.req()
