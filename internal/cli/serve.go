@@ -35,6 +35,7 @@ type serveFlags struct {
 	rack                string
 	sessionTimeout      time.Duration
 	faultInjection      bool
+	objectStore         string
 }
 
 func (f *serveFlags) register(flags *pflag.FlagSet) {
@@ -44,6 +45,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.Int32Var(&f.nodeID, "node-id", 0, "this node's broker id")
 	flags.StringVar(&f.clusterAddr, "cluster-addr", "127.0.0.1:9093", "host:port of the node's internal listener (controller Raft, replication)")
 	flags.StringVar(&f.voters, "controller-voters", "", "the controller quorum as ID@HOST:PORT,... by node id and cluster address (default: this node alone)")
+	flags.StringVar(&f.objectStore, "object-store", "", "object store URL: file:///dir or s3://bucket/prefix?endpoint=URL&region=R, credentials from the AWS environment (default: file://<data-dir>/objects)")
 	flags.StringVar(&f.rack, "rack", "", "the node's rack, shown to clients in Metadata")
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
 	flags.DurationVar(&f.sessionTimeout, "session-timeout", 1500*time.Millisecond, "a node not heard from this long is fenced and its partitions get new leaders")
@@ -71,6 +73,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		NodeID: f.nodeID, AdminAddr: f.adminAddr, Logger: logger, Console: console,
 		SlowRequestThreshold: f.slowRequest, ClusterAddr: f.clusterAddr, ControllerVoters: voters,
 		Rack: f.rack, SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
+		ObjectStore: f.objectStore,
 	}
 	if f.slowRequest <= 0 {
 		cfg.SlowRequestThreshold = -1 // the flag's 0 means off; the config's 0 means the default

@@ -33,6 +33,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/cluster"
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/objstore"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
@@ -70,6 +71,23 @@ type Config struct {
 
 	// Hooks let tests intercept the broker's work (see broker.Hooks).
 	Hooks broker.Hooks
+
+	// ObjectStore is the URL of the object store (objstore.Open: file:///dir or
+	// s3://bucket/prefix?endpoint=URL&region=R); "" means file://<data dir>/objects, or none on
+	// a test file system.
+	ObjectStore string
+}
+
+// probeObjectStore lists one object to find out early whether the object store answers; a store
+// that does not is reported (the node serves local topics without it).
+func (s *Server) probeObjectStore() {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if _, err := s.objects.List(ctx, "", "", 1); err != nil {
+		s.logger.Warn("object store not reachable", "store", s.objects.String(), "err", err)
+		return
+	}
+	s.logger.Info("object store", "store", s.objects.String())
 }
 
 // Validate reports the first setting that is missing or malformed.
@@ -128,6 +146,7 @@ type Server struct {
 	flusher *logstore.Flusher
 	maint   *logstore.Maintainer // retention and compaction, started by Run
 	topics  *topics.Registry
+	objects objstore.Store // nil: none (a test file system without one)
 	node    *cluster.Node
 	broker  *broker.Broker
 	closed  bool
@@ -174,6 +193,20 @@ func Open(cfg Config) (*Server, error) {
 		return nil, errors.Join(err, s.Close())
 	}
 	var err error
+	storeURL := cfg.ObjectStore
+	if storeURL == "" && onOS {
+		abs, aerr := filepath.Abs(filepath.Join(cfg.DataDir, "objects"))
+		if aerr != nil {
+			return nil, errors.Join(aerr, s.Close())
+		}
+		storeURL = "file://" + abs
+	}
+	if storeURL != "" {
+		if s.objects, err = objstore.Open(context.Background(), storeURL); err != nil {
+			return nil, errors.Join(fmt.Errorf("server: --object-store: %w", err), s.Close())
+		}
+		go s.probeObjectStore()
+	}
 	if s.topics, err = topics.Open(topics.Options{FS: cfg.FS, DataDir: cfg.DataDir, Flusher: s.flusher,
 		Maintainer: s.maint, Logger: s.logger}); err != nil {
 		return nil, errors.Join(err, s.Close())
