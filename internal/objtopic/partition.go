@@ -1,0 +1,127 @@
+package objtopic
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/runnel-dev/runnel/internal/txn"
+)
+
+// Partition is what the controller keeps of one object partition (docs/object-topics.md §2.2):
+// its offsets, the extents of files that hold its records, and its idempotent producers. It is
+// an I/O-free state machine: the controller applies committed files to it in log order, so every
+// replica of the controller assigns the same offsets.
+type Partition struct {
+	Start     int64          // log start offset
+	Next      int64          // the offset the next accepted record gets
+	Extents   []Extent       // ascending, non-overlapping, covering [Start-ish, Next)
+	producers *txn.Partition // the last batches of each idempotent producer
+}
+
+// Extent is one file's section of a partition, with the offsets its commit assigned.
+type Extent struct {
+	File         string   // object key
+	Offset       uint64   // of the section in the file
+	Length       uint32   // of the section
+	Base, Last   int64    // offsets of the extent's first and last accepted record
+	MaxTimestamp int64    // of its accepted batches
+	Skip         []uint32 // indexes of the section's batches not accepted (duplicates, refused)
+}
+
+// NewPartition returns an empty object partition.
+func NewPartition() *Partition { return &Partition{producers: txn.NewPartition()} }
+
+// BatchMeta is what a commit carries of each batch of a partition's section, in order.
+type BatchMeta struct {
+	Records       int32 // lastOffsetDelta+1: the offsets the batch takes
+	ProducerID    int64 // -1: not idempotent
+	Epoch         int16
+	FirstSeq      int32
+	Transactional bool
+	MaxTimestamp  int64
+}
+
+// BatchResult is a batch's outcome: its base offset, or the error the producer gets for it. A
+// duplicate of a batch already committed gets that batch's base offset and is not stored again.
+type BatchResult struct {
+	Base      int64
+	Duplicate bool
+	Err       error
+}
+
+// ErrTransactional refuses transactional batches on object topics (not supported yet).
+var ErrTransactional = fmt.Errorf("%w: transactions are not supported on object-storage topics yet", kerr.InvalidTxnState)
+
+// Commit applies one file's section of the partition: every batch is checked against the
+// producer state, the accepted ones get consecutive offsets from Next, and one extent records
+// them (none if no batch was accepted). The cost is one extent per file and partition, whatever
+// the number of batches.
+func (p *Partition) Commit(file string, e IndexEntry, batches []BatchMeta) []BatchResult {
+	results := make([]BatchResult, len(batches))
+	ext := Extent{File: file, Offset: e.Offset, Length: e.Length, Base: p.Next, MaxTimestamp: -1}
+	accepted := 0
+	for i, b := range batches {
+		res := &results[i]
+		if b.Records <= 0 {
+			res.Err = fmt.Errorf("%w: a batch of %d records", kerr.CorruptMessage, b.Records)
+		} else if b.Transactional {
+			res.Err = ErrTransactional
+		}
+		var dup *txn.BatchMeta
+		tb := txn.Batch{ProducerID: b.ProducerID, Epoch: b.Epoch, FirstSeq: b.FirstSeq, LastOffsetDelta: b.Records - 1}
+		if res.Err == nil && b.ProducerID >= 0 {
+			dup, res.Err = p.producers.Check(tb)
+		}
+		switch {
+		case res.Err != nil:
+			ext.Skip = append(ext.Skip, uint32(i))
+			continue
+		case dup != nil:
+			res.Base, res.Duplicate = dup.FirstOffset, true
+			ext.Skip = append(ext.Skip, uint32(i))
+			continue
+		}
+		res.Base = p.Next
+		if b.ProducerID >= 0 {
+			p.producers.Apply(tb, p.Next, b.MaxTimestamp, 0)
+		}
+		p.Next += int64(b.Records)
+		ext.MaxTimestamp = max(ext.MaxTimestamp, b.MaxTimestamp)
+		accepted++
+	}
+	if accepted > 0 {
+		ext.Last = p.Next - 1
+		p.Extents = append(p.Extents, ext)
+	}
+	return results
+}
+
+// Find returns the extents holding offsets at or after offset that are not below the log start,
+// the first one containing offset (or the next one after a gap left by refused batches).
+func (p *Partition) Find(offset int64) []Extent {
+	offset = max(offset, p.Start)
+	i := sort.Search(len(p.Extents), func(i int) bool { return p.Extents[i].Last >= offset })
+	return p.Extents[i:]
+}
+
+// Trim moves the log start to start (retention, DeleteRecords) and drops the extents wholly
+// below it; it returns the files of the dropped extents, which the garbage collector deletes
+// once no extent references them.
+func (p *Partition) Trim(start int64) ([]string, error) {
+	if start > p.Next {
+		return nil, fmt.Errorf("%w: log start %d past the end %d", kerr.OffsetOutOfRange, start, p.Next)
+	}
+	if start <= p.Start {
+		return nil, nil
+	}
+	p.Start = start
+	i := sort.Search(len(p.Extents), func(i int) bool { return p.Extents[i].Last >= start })
+	var dropped []string
+	for _, e := range p.Extents[:i] {
+		dropped = append(dropped, e.File)
+	}
+	p.Extents = append([]Extent(nil), p.Extents[i:]...)
+	return dropped, nil
+}

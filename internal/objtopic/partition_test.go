@@ -1,0 +1,78 @@
+package objtopic
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// TestCommitAssignsOffsets: offsets are consecutive across files; a retried idempotent batch
+// (its first file's answer was lost) gets its original offsets and is not stored again; an
+// out-of-order or transactional batch is refused and skipped; one extent per file.
+func TestCommitAssignsOffsets(t *testing.T) {
+	p := NewPartition()
+	e := IndexEntry{Offset: 100, Length: 300}
+	r := p.Commit("f1", e, []BatchMeta{
+		{Records: 3, ProducerID: -1, MaxTimestamp: 10},
+		{Records: 2, ProducerID: 7, Epoch: 0, FirstSeq: 0, MaxTimestamp: 20},
+	})
+	if r[0].Base != 0 || r[1].Base != 3 || r[0].Err != nil || r[1].Err != nil {
+		t.Fatalf("first file: %+v", r)
+	}
+	r = p.Commit("f2", e, []BatchMeta{
+		{Records: 2, ProducerID: 7, Epoch: 0, FirstSeq: 0, MaxTimestamp: 20}, // the retry
+		{Records: 4, ProducerID: 7, Epoch: 0, FirstSeq: 2, MaxTimestamp: 30},
+		{Records: 1, ProducerID: 7, Epoch: 0, FirstSeq: 9, MaxTimestamp: 31}, // a gap
+		{Records: 1, ProducerID: 8, Epoch: 0, FirstSeq: 0, Transactional: true},
+	})
+	if !r[0].Duplicate || r[0].Base != 3 || r[0].Err != nil {
+		t.Errorf("the retried batch: %+v; want a duplicate at 3", r[0])
+	}
+	if r[1].Base != 5 || r[1].Err != nil {
+		t.Errorf("the next batch: %+v; want base 5", r[1])
+	}
+	if !errors.Is(r[2].Err, kerr.OutOfOrderSequenceNumber) {
+		t.Errorf("a sequence gap: %+v; want OUT_OF_ORDER_SEQUENCE_NUMBER", r[2])
+	}
+	if !errors.Is(r[3].Err, kerr.InvalidTxnState) {
+		t.Errorf("a transactional batch: %+v; want refused", r[3])
+	}
+	if p.Next != 9 || len(p.Extents) != 2 {
+		t.Fatalf("next %d, %d extents; want 9 and 2", p.Next, len(p.Extents))
+	}
+	if x := p.Extents[1]; x.Base != 5 || x.Last != 8 || x.MaxTimestamp != 30 || fmt.Sprint(x.Skip) != "[0 2 3]" {
+		t.Errorf("second extent %+v; want offsets 5-8, skipping batches 0, 2 and 3", x)
+	}
+	// A file whose batches are all refused adds no extent.
+	if r := p.Commit("f3", e, []BatchMeta{{Records: 1, ProducerID: 7, Epoch: 0, FirstSeq: 20}}); r[0].Err == nil || len(p.Extents) != 2 {
+		t.Errorf("an all-refused file: %+v, %d extents", r, len(p.Extents))
+	}
+}
+
+func TestFindAndTrim(t *testing.T) {
+	p := NewPartition()
+	for i := range 4 {
+		p.Commit(fmt.Sprintf("f%d", i), IndexEntry{}, []BatchMeta{{Records: 10, ProducerID: -1}})
+	}
+	if got := p.Find(15); len(got) != 3 || got[0].File != "f1" {
+		t.Errorf("Find(15) = %+v; want f1 onwards", got)
+	}
+	if got := p.Find(40); len(got) != 0 {
+		t.Errorf("Find(40) = %+v; want none (the end)", got)
+	}
+	dropped, err := p.Trim(25)
+	if err != nil || fmt.Sprint(dropped) != "[f0 f1]" || p.Start != 25 {
+		t.Errorf("Trim(25) = %v, %v; start %d", dropped, err, p.Start)
+	}
+	if got := p.Find(0); len(got) != 2 || got[0].File != "f2" {
+		t.Errorf("Find below the start = %+v; want f2 onwards", got)
+	}
+	if _, err := p.Trim(41); !errors.Is(err, kerr.OffsetOutOfRange) {
+		t.Errorf("Trim past the end = %v", err)
+	}
+	if dropped, _ := p.Trim(10); dropped != nil || p.Start != 25 {
+		t.Errorf("Trim backwards moved the start to %d", p.Start)
+	}
+}
