@@ -14,28 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-)
 
-// javaClient returns the command line that runs test/clients/java's JavaClient (built by .ci/run
-// with Maven), or skips the test outside CI when it is not built.
-func javaClient(t *testing.T) []string {
-	t.Helper()
-	dir, _ := filepath.Abs(filepath.Join("..", "..", "test", "clients", "java", "target"))
-	skip := func(why string) {
-		if os.Getenv("CI") != "" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "classes", "dev", "runnel", "JavaClient.class")); err != nil {
-		skip("the Java test client is not built (mvn -q -B -f test/clients/java/pom.xml package; .ci/run does it)")
-	}
-	java, err := exec.LookPath("java")
-	if err != nil {
-		skip("no java on PATH")
-	}
-	return []string{java, "-cp", filepath.Join(dir, "classes") + string(os.PathListSeparator) + filepath.Join(dir, "lib", "*"), "dev.runnel.JavaClient"}
-}
+	"github.com/runnel-dev/runnel/internal/testclients"
+)
 
 // TestJavaTransactionsKill: the Java client 4.1.1's consume-transform-produce loop
 // (sendOffsetsToTransaction, 10 % of the transactions aborted on purpose) against a three-node
@@ -58,7 +39,7 @@ func TestJavaTransactionsKill(t *testing.T) {
 		}
 		return n - sum
 	}
-	java := javaClient(t)
+	java := testclients.Java(t)
 	bin := runnelBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -28,6 +28,8 @@ import (
 	"github.com/runnel-dev/runnel/internal/broker"
 	"github.com/runnel-dev/runnel/internal/cli"
 	"github.com/runnel-dev/runnel/internal/server"
+
+	"github.com/runnel-dev/runnel/internal/testclients"
 )
 
 // testBroker is a Server serving Kafka on a loopback port.
@@ -555,23 +557,7 @@ func TestKcatRoundTrip(t *testing.T) {
 	}
 }
 
-// repoRoot is the module root: the first parent of the working directory with a go.mod.
-func repoRoot(t *testing.T) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
+func repoRoot(t *testing.T) string { return testclients.RepoRoot(t) }
 
 func TestConfluentKafkaRoundTrip(t *testing.T) {
 	root := repoRoot(t)
@@ -613,12 +599,4 @@ func clientPython(t *testing.T, root string) string {
 	return python
 }
 
-// skipOutsideCI skips a real-client test whose client is not installed, except in CI (CI set),
-// where .ci/run installs every client and a missing one is a failure.
-func skipOutsideCI(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
+func skipOutsideCI(t *testing.T, why string) { testclients.SkipOutsideCI(t, why) }

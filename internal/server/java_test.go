@@ -3,9 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,30 +10,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-)
 
-// javaClient returns the command line prefix that runs test/clients/java's JavaClient, which
-// .ci/run builds with Maven (target/classes and target/lib).
-func javaClient(t *testing.T) []string {
-	t.Helper()
-	dir := filepath.Join(repoRoot(t), "test", "clients", "java", "target")
-	if _, err := os.Stat(filepath.Join(dir, "classes", "dev", "runnel", "JavaClient.class")); err != nil {
-		skipOutsideCI(t, "the Java test client is not built (mvn -q -B -f test/clients/java/pom.xml package; .ci/run does it)")
-	}
-	java, err := exec.LookPath("java")
-	if err != nil {
-		skipOutsideCI(t, "no java on PATH")
-	}
-	cp := filepath.Join(dir, "classes") + string(os.PathListSeparator) + filepath.Join(dir, "lib", "*")
-	return []string{java, "-cp", cp, "dev.runnel.JavaClient"}
-}
+	"github.com/runnel-dev/runnel/internal/testclients"
+)
 
 // TestJavaClient: the Apache Kafka Java client (kafka-clients 4.1.1) with its defaults against
 // Runnel: an idempotent producer (enable.idempotence=true, acks=all, 5 in flight), then group
 // consumers of both protocols — KIP-848 (group.protocol=consumer) taking turns, and a classic
 // one — each reading every record exactly once.
 func TestJavaClient(t *testing.T) {
-	java := javaClient(t)
+	java := testclients.Java(t)
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	b.createTopic("java", 4)
 	run := func(args ...string) string {

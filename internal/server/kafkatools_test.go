@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/testclients"
 )
 
 // kafkaTool returns the command line prefix that runs one of Apache Kafka's admin tools (a main
 // class of kafka-tools 4.1.1, which the Java test client's Maven build copies to target/lib).
 func kafkaTool(t *testing.T, class string) []string {
 	t.Helper()
-	java := javaClient(t) // java, -cp, CLASSPATH, dev.runnel.JavaClient
+	java := testclients.Java(t) // java, -cp, CLASSPATH, dev.runnel.JavaClient
 	return []string{java[0], "-cp", java[2], class}
 }
 
