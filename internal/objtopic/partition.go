@@ -1,6 +1,7 @@
 package objtopic
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -124,4 +125,45 @@ func (p *Partition) Trim(start int64) ([]string, error) {
 	}
 	p.Extents = append([]Extent(nil), p.Extents[i:]...)
 	return dropped, nil
+}
+
+// Clone returns a copy for a published image: it shares the extents' backing array (extents are
+// only appended, by the one writer, beyond the copy's length, and Trim copies), and copies the
+// producer state.
+func (p *Partition) Clone() *Partition {
+	c := *p
+	c.Extents = p.Extents[:len(p.Extents):len(p.Extents)]
+	c.producers = p.producers.Clone()
+	return &c
+}
+
+// partitionJSON is a partition's form in the controller's snapshots: the producer state as a
+// producer snapshot (package txn's format) at the partition's next offset.
+type partitionJSON struct {
+	Start     int64    `json:"start"`
+	Next      int64    `json:"next"`
+	Extents   []Extent `json:"extents,omitempty"`
+	Producers []byte   `json:"producers"`
+}
+
+// MarshalJSON encodes the partition.
+func (p *Partition) MarshalJSON() ([]byte, error) {
+	return json.Marshal(partitionJSON{Start: p.Start, Next: p.Next, Extents: p.Extents, Producers: p.producers.AppendSnapshot(nil, p.Next)})
+}
+
+// UnmarshalJSON decodes a partition MarshalJSON encoded.
+func (p *Partition) UnmarshalJSON(b []byte) error {
+	var j partitionJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	off, st, err := txn.ParseSnapshot(j.Producers)
+	if err != nil {
+		return err
+	}
+	if off != j.Next || j.Start > j.Next {
+		return fmt.Errorf("objtopic: partition state with start %d, next %d, producers at %d", j.Start, j.Next, off)
+	}
+	*p = Partition{Start: j.Start, Next: j.Next, Extents: j.Extents, producers: st}
+	return nil
 }

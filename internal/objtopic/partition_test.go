@@ -1,6 +1,7 @@
 package objtopic
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -74,5 +75,37 @@ func TestFindAndTrim(t *testing.T) {
 	}
 	if dropped, _ := p.Trim(10); dropped != nil || p.Start != 25 {
 		t.Errorf("Trim backwards moved the start to %d", p.Start)
+	}
+}
+
+// TestCloneAndJSON: a published copy does not see later commits; the JSON form carries the
+// producer state, so a duplicate is still recognized after a controller snapshot is loaded.
+func TestCloneAndJSON(t *testing.T) {
+	p := NewPartition()
+	p.Commit("f1", IndexEntry{}, []BatchMeta{{Records: 2, ProducerID: 5, Epoch: 1, FirstSeq: 0, MaxTimestamp: 9}})
+	pub := p.Clone()
+	p.Commit("f2", IndexEntry{}, []BatchMeta{{Records: 3, ProducerID: 5, Epoch: 1, FirstSeq: 2}})
+	if pub.Next != 2 || len(pub.Extents) != 1 || len(p.Extents) != 2 {
+		t.Errorf("the copy saw a later commit: next %d, %d extents", pub.Next, len(pub.Extents))
+	}
+	if r := pub.Commit("f3", IndexEntry{}, []BatchMeta{{Records: 3, ProducerID: 5, Epoch: 1, FirstSeq: 2}}); r[0].Err != nil || r[0].Duplicate {
+		t.Errorf("the copy's producer state moved with the original: %+v", r[0])
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q Partition
+	if err := json.Unmarshal(b, &q); err != nil {
+		t.Fatal(err)
+	}
+	if q.Next != 5 || len(q.Extents) != 2 || q.Extents[1].File != "f2" {
+		t.Errorf("decoded %+v", q)
+	}
+	if r := q.Commit("f4", IndexEntry{}, []BatchMeta{{Records: 3, ProducerID: 5, Epoch: 1, FirstSeq: 2}}); !r[0].Duplicate || r[0].Base != 2 {
+		t.Errorf("a retry after the snapshot round trip: %+v; want the duplicate at 2", r[0])
+	}
+	if err := json.Unmarshal([]byte(`{"start":9,"next":2,"producers":""}`), &q); err == nil {
+		t.Error("a start past the end decoded")
 	}
 }

@@ -32,6 +32,7 @@ package txn
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -311,4 +312,15 @@ func (s *Partition) Producers() []Producer {
 	}
 	slices.SortFunc(out, func(a, b Producer) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// Clone returns an independent copy of the state.
+func (s *Partition) Clone() *Partition {
+	c := &Partition{producers: make(map[int64]*Producer, len(s.producers)), open: maps.Clone(s.open)}
+	for id, p := range s.producers {
+		cp := *p
+		cp.Batches = slices.Clone(p.Batches)
+		c.producers[id] = &cp
+	}
+	return c
 }
