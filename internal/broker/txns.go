@@ -872,7 +872,7 @@ func (d *txns) askCheck(ctx context.Context, req txnCheckReq) (bool, error) {
 	// every node answered, between them they had every coordinator loaded, and none of those
 	// knows the producer. During a coordinator's failover its partition is loaded nowhere for a
 	// moment, and the transaction may be prepared there: wait.
-	loaded := map[int32]bool{}
+	var resps []txnCheckResp
 	for id, n := range d.b.cl.Image().Nodes {
 		if n.Fenced {
 			return true, nil
@@ -881,17 +881,31 @@ func (d *txns) askCheck(ctx context.Context, req txnCheckReq) (bool, error) {
 		if err := d.b.cl.Call(ctx, id, "txn.check", req, &resp); err != nil {
 			return false, err
 		}
-		if resp.Known {
-			return resp.Wait, nil
+		resps = append(resps, resp)
+	}
+	partitions := 0
+	if t, ok := d.b.topics.Get(TxnStateTopic); ok {
+		partitions = len(t.Partitions)
+	}
+	return checkVerdict(resps, partitions), nil
+}
+
+// checkVerdict combines every node's answer to a check by producer id (no transactional id):
+// the answer of a coordinator that knows the producer; else wait unless, between them, the nodes
+// had all of the partitions' coordinators loaded (partitions: __transaction_state's count).
+func checkVerdict(resps []txnCheckResp, partitions int) (wait bool) {
+	loaded := map[int32]bool{}
+	for _, r := range resps {
+		if r.Known {
+			return r.Wait
 		}
-		for _, i := range resp.Loaded {
-			loaded[i] = true
+		for _, i := range r.Loaded {
+			if i >= 0 && int(i) < partitions {
+				loaded[i] = true
+			}
 		}
 	}
-	if t, ok := d.b.topics.Get(TxnStateTopic); ok && len(loaded) < len(t.Partitions) {
-		return true, nil
-	}
-	return false, nil
+	return len(loaded) < partitions
 }
 
 // abortHere writes an ABORT marker for the producer's open transaction on p itself (coordinator
