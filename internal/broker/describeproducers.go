@@ -11,7 +11,9 @@ import (
 
 func init() { register(kmsg.DescribeProducers, 0, 0, handleDescribeProducers) }
 
-// handleDescribeProducers lists the idempotent producers each partition remembers (KIP-664).
+// handleDescribeProducers lists the idempotent producers each partition remembers (KIP-664), with
+// the first offset of each one's open transaction and its last marker's coordinator epoch (what
+// kafka-transactions describe-producers and find-hanging show).
 func handleDescribeProducers(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
@@ -36,7 +38,7 @@ func handleDescribeProducers(_ context.Context, r *request) reply {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID, ap.ProducerEpoch = p.ID, int32(p.Epoch)
 				ap.LastSequence, ap.LastTimestamp = p.LastSeq(), p.LastTimestamp
-				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = p.CoordinatorEpoch, p.TxnFirstOffset // -1: none
 				sp.ActiveProducers = append(sp.ActiveProducers, ap)
 			}
 			st.Partitions = append(st.Partitions, sp)

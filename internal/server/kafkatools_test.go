@@ -108,3 +108,53 @@ func TestKafkaToolsOnCluster(t *testing.T) {
 		n += fs.NumRecords()
 	}
 }
+
+// TestKafkaTransactionsTool: Kafka's kafka-transactions tool against an open transaction: list
+// and describe show it Ongoing on its partition, describe-producers shows where it began, and
+// find-hanging does not call it hanging (it is younger than the tool's threshold).
+func TestKafkaTransactionsTool(t *testing.T) {
+	tool := kafkaTool(t, "org.apache.kafka.tools.TransactionsCommand")
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("txtool", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.TransactionalID("tool-txn"), kgo.DefaultProduceTopic("txtool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.ProduceSync(ctx, kgo.StringRecord("before")).FirstErr(); err == nil {
+		t.Fatal("a transactional producer produced outside a transaction")
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, kgo.StringRecord("in")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		return runClient(t, 60*time.Second, "", tool[0], append(append(tool[1:], "--bootstrap-server", b.addr), args...)...)
+	}
+	if out := run("list"); !strings.Contains(out, "tool-txn") || !strings.Contains(out, "Ongoing") {
+		t.Errorf("kafka-transactions list:\n%s", out)
+	}
+	if out := run("describe", "--transactional-id", "tool-txn"); !strings.Contains(out, "Ongoing") || !strings.Contains(out, "txtool-0") {
+		t.Errorf("kafka-transactions describe:\n%s", out)
+	}
+	out := run("describe-producers", "--topic", "txtool", "--partition", "0")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if last := strings.Fields(lines[len(lines)-1]); len(last) < 6 || last[len(last)-1] != "0" {
+		t.Errorf("kafka-transactions describe-producers: want CurrentTransactionStartOffset 0:\n%s", out)
+	}
+	if out := run("find-hanging", "--broker-id", "0"); strings.Contains(out, "txtool") {
+		t.Errorf("kafka-transactions find-hanging calls a fresh transaction hanging:\n%s", out)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	out = run("describe-producers", "--topic", "txtool", "--partition", "0")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); !strings.HasSuffix(strings.TrimSpace(lines[len(lines)-1]), "None") {
+		t.Errorf("describe-producers after the commit: want no open transaction (None):\n%s", out)
+	}
+}
