@@ -10,7 +10,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -41,14 +43,21 @@ type Cluster struct {
 	nodes map[int32]*proc
 }
 
-// freePort asks the kernel for a free loopback port.
+// freePort returns a loopback port that is free now, below the kernel's ephemeral range
+// (32768 and up on Linux): a port the kernel handed out and took back can go to any process's
+// next outgoing connection before the node binds it (CI saw a node exit on that), while ports
+// below the range are never given to outgoing connections.
 func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	for range 200 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+mrand.IntN(12000))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // taken
+		}
+		ln.Close()
+		return addr, nil
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", errors.New("chaos: no free port in 20000-32000")
 }
 
 // StartCluster starts n voters in dir (data and logs), each with extra serve flags args.

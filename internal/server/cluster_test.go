@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -39,13 +40,18 @@ func testLogLevel() slog.Level {
 	return slog.LevelWarn
 }
 
+// freeAddr returns a loopback address free now, below the kernel's ephemeral port range, so
+// that no outgoing connection takes it before the node binds it (see chaos.freePort).
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+mrand.IntN(12000))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port in 20000-32000")
+	return ""
 }
 
 func startCluster(t *testing.T, n int) *testCluster {
