@@ -200,3 +200,18 @@ func AppendBatch(dst []byte, h Header, records []byte) []byte {
 	be.PutUint32(b[crcOffset:], crc32.Checksum(b[attributesOffset:], castagnoli))
 	return dst
 }
+
+// EachRecord calls fn with every record of a stored batch b (decompressed if need be); rec is
+// reused between calls. It returns the first decoding error.
+func EachRecord(h *Header, b []byte, fn func(rec *Record)) error {
+	recs, err := Records(h, b)
+	if err != nil {
+		return err
+	}
+	r := NewRecordReader(recs)
+	var rec Record
+	for r.Next(&rec) {
+		fn(&rec)
+	}
+	return r.Err()
+}

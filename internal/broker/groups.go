@@ -109,7 +109,7 @@ func (gs *groups) replay(c *group.Coordinator, p *topics.Partition, from int64) 
 			c.CompleteTxn(now, h.ProducerID, c2.Type == batch.ControlCommit)
 			return nil
 		}
-		return eachRecord(h, b, func(rec *batch.Record) {
+		return batch.EachRecord(h, b, func(rec *batch.Record) {
 			var err error
 			if h.IsTransactional() {
 				err = c.LoadTxn(h.ProducerID, rec.Key, rec.Value)

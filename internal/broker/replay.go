@@ -16,7 +16,7 @@ func forEachRecord(p *topics.Partition, f func(key, value []byte)) error {
 		if h.IsControl() {
 			return nil
 		}
-		return eachRecord(h, b, func(rec *batch.Record) { f(rec.Key, rec.Value) })
+		return batch.EachRecord(h, b, func(rec *batch.Record) { f(rec.Key, rec.Value) })
 	})
 }
 
@@ -52,18 +52,4 @@ func forEachBatchFrom(p *topics.Partition, from int64, f func(h *batch.Header, b
 		}
 	}
 	return off, nil
-}
-
-// eachRecord calls f with every record of a batch.
-func eachRecord(h *batch.Header, b []byte, f func(*batch.Record)) error {
-	recs, err := batch.Records(h, b)
-	if err != nil {
-		return err
-	}
-	rd := batch.NewRecordReader(recs)
-	var rec batch.Record
-	for rd.Next(&rec) {
-		f(&rec)
-	}
-	return rd.Err()
 }

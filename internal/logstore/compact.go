@@ -291,16 +291,7 @@ func (c *Compactor) eachBatch(ctx context.Context, l *Log, s *segment, st *Compa
 
 // eachRecord calls fn with every record of a batch and its offset.
 func eachRecord(h *batch.Header, b []byte, fn func(*batch.Record, int64)) error {
-	recs, err := batch.Records(h, b)
-	if err != nil {
-		return err
-	}
-	r := batch.NewRecordReader(recs)
-	var rec batch.Record
-	for r.Next(&rec) {
-		fn(&rec, h.BaseOffset+int64(rec.OffsetDelta))
-	}
-	return r.Err()
+	return batch.EachRecord(h, b, func(rec *batch.Record) { fn(rec, h.BaseOffset+int64(rec.OffsetDelta)) })
 }
 
 // cleanGroup rewrites a group of segments into one and swaps it in.

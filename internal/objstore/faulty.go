@@ -86,7 +86,8 @@ func (f *Faulty) draw(op string, write bool) (outcome, time.Duration) {
 	return pass, fs.Latency
 }
 
-// before runs the fault of a call; done is true when the call must not go on (err says why).
+// before counts a call, waits its latency and runs its fault; a non-nil error means the call must
+// not go on (the error is its result).
 func (f *Faulty) before(ctx context.Context, op string, write bool) (outcome, error) {
 	o, lat := f.draw(op, write)
 	if lat > 0 {
