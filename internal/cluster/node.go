@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +72,7 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	run         string // this process run's id (object files' writer)
 	incarnation atomic.Uint64
 	joinIndex   atomic.Uint64 // index of this incarnation's registration: reconcile from there
 	ready       chan struct{} // closed once registered and reconciled up to the registration
@@ -119,7 +121,7 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, logger: cfg.Logger, reg: cfg.Registry, ctx: ctx, cancel: cancel, ready: make(chan struct{}),
 		recCh: make(chan struct{}), recWake: make(chan struct{}, 1), refusedAt: map[int32]time.Time{},
-		started: make(chan struct{})}
+		started: make(chan struct{}), run: newRunID(cfg.NodeID)}
 	n.tr = transport.New(transport.Config{NodeID: cfg.NodeID, Listener: cfg.Listener, Resolve: n.resolve, Addr: cfg.ClusterAddr,
 		Handler: n.receive, PeerDown: n.peerDown, Logger: cfg.Logger})
 	n.rpc = newRPC(ctx, cfg.NodeID, n.tr.Send)
@@ -344,7 +346,7 @@ type heartbeatResponse struct {
 // register registers this node's new incarnation and waits until the image has it.
 func (n *Node) register() error {
 	req := registerRequest{Node: n.cfg.NodeID, KafkaHost: n.cfg.KafkaHost, KafkaPort: n.cfg.KafkaPort,
-		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack}
+		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run}
 	backoff := 20 * time.Millisecond
 	for {
 		var resp registerResponse
@@ -553,11 +555,59 @@ func (n *Node) Propose(ctx context.Context, cmd *controller.Command) (controller
 	return controller.Result{Err: decodeApplyError(resp.Code, resp.Msg), Value: resp.Value}, nil
 }
 
+// Run returns this process run's id: the writer id of the object files it writes.
+func (n *Node) Run() string { return n.run }
+
+func newRunID(node int32) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%d-%s", node, hex.EncodeToString(b[:]))
+}
+
+// CommitFile has the active controller commit an object file and waits until this node's
+// image has the commit (so a fetch here sees what the answer acknowledges). It returns the
+// commit's answer per section and batch meta. On an error the outcome is unknown: the caller
+// retries the same commit, which is idempotent.
+func (n *Node) CommitFile(ctx context.Context, c *controller.CommitFile) ([][]controller.BatchOutcome, error) {
+	var resp proposeResponse
+	cmd := &controller.Command{Op: controller.OpCommitFile, CommitFile: c}
+	if err := n.callController(ctx, "propose", cmd, &resp); err != nil {
+		return nil, err
+	}
+	if err := n.ctrl.WaitApplied(ctx, resp.Index); err != nil {
+		return nil, err
+	}
+	if err := decodeApplyError(resp.Code, resp.Msg); err != nil {
+		return nil, err
+	}
+	if len(resp.Commit) != len(c.Sections) {
+		return nil, fmt.Errorf("cluster: commit of %s answered for %d sections of %d", c.Key, len(resp.Commit), len(c.Sections))
+	}
+	return resp.Commit, nil
+}
+
+// ProposeApplied has the active controller apply cmd and waits until this node's image has it
+// (not its registry: for commands that change no topic or partition set).
+func (n *Node) ProposeApplied(ctx context.Context, cmd *controller.Command) error {
+	var resp proposeResponse
+	if err := n.callController(ctx, "propose", cmd, &resp); err != nil {
+		return err
+	}
+	if err := n.ctrl.WaitApplied(ctx, resp.Index); err != nil {
+		return err
+	}
+	return decodeApplyError(resp.Code, resp.Msg)
+}
+
+// ImageChanged returns a channel closed the next time this node's image moves.
+func (n *Node) ImageChanged() <-chan struct{} { return n.ctrl.Applied() }
+
 type proposeResponse struct {
-	Index uint64 `json:"index"`
-	Value int64  `json:"value"`
-	Code  string `json:"code,omitempty"`
-	Msg   string `json:"msg,omitempty"`
+	Index  uint64                      `json:"index"`
+	Value  int64                       `json:"value"`
+	Code   string                      `json:"code,omitempty"`
+	Msg    string                      `json:"msg,omitempty"`
+	Commit [][]controller.BatchOutcome `json:"commit,omitempty"`
 }
 
 var applyErrors = map[string]error{
@@ -567,6 +617,7 @@ var applyErrors = map[string]error{
 	"bad-assignment":      controller.ErrBadAssignment,
 	"no-reassignment":     controller.ErrNoReassignment,
 	"reassign-not-synced": controller.ErrReassignNotSynced,
+	"commit-forgotten":    controller.ErrCommitForgotten,
 }
 
 func encodeApplyError(err error) (string, string) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/runnel-dev/runnel/internal/objtopic"
 )
 
 // A Command is one entry of the controller log, JSON-encoded: {"op": "...", ...}. Only the
@@ -27,6 +29,8 @@ type Command struct {
 	BeginElection    *BeginElection    `json:"begin_election,omitempty"`
 	SetISR           *SetISR           `json:"set_isr,omitempty"`
 	Reassign         *Reassign         `json:"reassign,omitempty"`
+	CommitFile       *CommitFile       `json:"commit_file,omitempty"`
+	TrimObjects      *TrimObjects      `json:"trim_objects,omitempty"`
 }
 
 // The ops.
@@ -75,6 +79,9 @@ type Register struct {
 	KafkaPort   int32  `json:"kafka_port"`
 	ClusterAddr string `json:"cluster_addr"`
 	Rack        string `json:"rack,omitempty"`
+	// Run is the registering process run's id: object files written by the node's earlier
+	// runs are forgotten.
+	Run string `json:"run,omitempty"`
 }
 
 // Fence fences (op fence) or unfences (op unfence) one incarnation of a node.
@@ -199,6 +206,8 @@ func DecodeCommand(b []byte) (*Command, error) {
 type Result struct {
 	Err   error
 	Value int64 // alloc-producer-ids: the first id; register: the incarnation
+	// Commit is a commit-file's answer: per section, per batch meta.
+	Commit [][]BatchOutcome
 }
 
 // Apply applies the command at log index to im, in place, and returns its result. Every node
@@ -253,7 +262,16 @@ func Apply(im *Image, index uint64, c *Command) Result {
 			if !ok {
 				return Result{Err: ErrUnknownTopic}
 			}
+			storage, had := t.Configs[StorageConfig]
 			t.Configs = maps.Clone(s.Configs)
+			if had { // fixed at creation
+				if t.Configs == nil {
+					t.Configs = map[string]string{}
+				}
+				t.Configs[StorageConfig] = storage
+			} else {
+				delete(t.Configs, StorageConfig)
+			}
 		}
 	case OpSetNodeConfigs:
 		if s := c.SetNodeConfigs; s != nil {
@@ -303,6 +321,14 @@ func Apply(im *Image, index uint64, c *Command) Result {
 		if c.Reassign != nil {
 			return Result{Err: applyFinishReassign(im, c.Reassign)}
 		}
+	case OpCommitFile:
+		if c.CommitFile != nil {
+			return applyCommitFile(im, c.CommitFile)
+		}
+	case OpTrimObjects:
+		if c.TrimObjects != nil {
+			applyTrimObjects(im, c.TrimObjects)
+		}
 	default:
 		// An op of a later version: ignored, so an older node does not stop applying.
 	}
@@ -351,6 +377,7 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 	}
 	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack
 	n.Incarnation, n.Fenced = index, false
+	dropWriters(im, r.Node, r.Run)
 	// A new incarnation leads nothing: the restarted process lost its replication state (and,
 	// after a power loss, maybe its unsynced tail), so every partition it led gets a new epoch.
 	loseNode(im, r.Node)
@@ -420,16 +447,27 @@ func applyCreateTopic(im *Image, c *CreateTopic) error {
 		return fmt.Errorf("%w: no partitions", ErrBadAssignment)
 	}
 	for _, a := range c.Assignments {
-		if err := checkAssignment(im, a); err != nil {
+		if err := checkAssignment(im, a); err != nil && c.Configs[StorageConfig] != StorageObject {
 			return err
 		}
 	}
 	t := &Topic{Name: c.Name, ID: c.ID, Configs: maps.Clone(c.Configs)}
-	for _, a := range c.Assignments {
-		t.Partitions = append(t.Partitions, newPartition(im, a))
-	}
+	addPartitions(im, t, c.Assignments)
 	im.Topics[t.Name], im.byID[t.ID] = t, t
 	return nil
+}
+
+// addPartitions adds partitions to t: replicated ones with their assignments, or object
+// partitions (whose assignments only count them).
+func addPartitions(im *Image, t *Topic, assignments [][]int32) {
+	for _, a := range assignments {
+		if t.IsObject() {
+			t.Partitions = append(t.Partitions, &Partition{Leader: -1})
+			t.Objects = append(t.Objects, objtopic.NewPartition())
+			continue
+		}
+		t.Partitions = append(t.Partitions, newPartition(im, a))
+	}
 }
 
 func applyCreatePartitions(im *Image, c *CreatePartitions) error {
@@ -438,13 +476,11 @@ func applyCreatePartitions(im *Image, c *CreatePartitions) error {
 		return ErrUnknownTopic
 	}
 	for _, a := range c.Assignments {
-		if err := checkAssignment(im, a); err != nil {
+		if err := checkAssignment(im, a); err != nil && !t.IsObject() {
 			return err
 		}
 	}
-	for _, a := range c.Assignments {
-		t.Partitions = append(t.Partitions, newPartition(im, a))
-	}
+	addPartitions(im, t, c.Assignments)
 	return nil
 }
 

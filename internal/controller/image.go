@@ -13,6 +13,8 @@ import (
 	"maps"
 	"slices"
 	"sort"
+
+	"github.com/runnel-dev/runnel/internal/objtopic"
 )
 
 // TopicID is a topic's 16-byte id (hex in JSON).
@@ -44,8 +46,11 @@ type Image struct {
 	ClusterConfigs map[string]string `json:"cluster_configs,omitempty"`
 	Nodes          map[int32]*Node   `json:"nodes"`
 	Topics         map[string]*Topic `json:"topics"`
+	// ObjWriters are the writers of object files, by process run id (objects.go).
+	ObjWriters map[string]*ObjWriter `json:"obj_writers,omitempty"`
 
-	byID map[TopicID]*Topic // derived
+	byID     map[TopicID]*Topic           // derived
+	objOwned map[*objtopic.Partition]bool // object partitions this image may modify in place
 }
 
 // Node is a registered node.
@@ -71,6 +76,9 @@ type Topic struct {
 	ID         TopicID           `json:"id"`
 	Configs    map[string]string `json:"configs,omitempty"`
 	Partitions []*Partition      `json:"partitions"`
+	// Objects is an object-storage topic's partition state, one per partition (nil for a
+	// topic of replicated logs). See objects.go.
+	Objects []*objtopic.Partition `json:"objects,omitempty"`
 }
 
 // Partition is one partition's replicas and leadership.
@@ -132,9 +140,12 @@ func NewImage() *Image {
 	return &Image{Nodes: map[int32]*Node{}, Topics: map[string]*Topic{}, byID: map[TopicID]*Topic{}}
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy, except for object partitions, which both images share from now:
+// the next change of one in im copies it first.
 func (im *Image) Clone() *Image {
 	c := *im
+	im.objOwned, c.objOwned = nil, nil
+	c.ObjWriters = cloneWriters(im.ObjWriters)
 	c.ClusterConfigs = maps.Clone(im.ClusterConfigs)
 	c.Nodes = make(map[int32]*Node, len(im.Nodes))
 	for id, n := range im.Nodes {
@@ -151,6 +162,7 @@ func (im *Image) Clone() *Image {
 		for i, p := range t.Partitions {
 			tc.Partitions[i] = p.clone()
 		}
+		tc.Objects = slices.Clone(t.Objects)
 		c.Topics[name] = &tc
 		c.byID[tc.ID] = &tc
 	}
@@ -226,10 +238,14 @@ type PartitionRef struct {
 
 func (r PartitionRef) String() string { return fmt.Sprintf("%s[%d]", r.Topic, r.Partition) }
 
-// EachPartition calls fn for every partition, in topic name order.
+// EachPartition calls fn for every replicated partition (not those of object topics), in topic
+// name order.
 func (im *Image) EachPartition(fn func(t *Topic, index int32, p *Partition)) {
 	for _, name := range im.TopicNames() {
 		t := im.Topics[name]
+		if t.IsObject() {
+			continue
+		}
 		for i, p := range t.Partitions {
 			fn(t, int32(i), p)
 		}

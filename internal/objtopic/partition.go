@@ -23,25 +23,37 @@ type Partition struct {
 
 // Extent is one file's section of a partition, with the offsets its commit assigned.
 type Extent struct {
-	File         string   // object key
-	Offset       uint64   // of the section in the file
-	Length       uint32   // of the section
-	Base, Last   int64    // offsets of the extent's first and last accepted record
-	MaxTimestamp int64    // of its accepted batches
-	Skip         []uint32 // indexes of the section's batches not accepted (duplicates, refused)
+	File         string   `json:"f"`           // object key
+	Offset       uint64   `json:"o"`           // of the section in the file
+	Length       uint32   `json:"n"`           // of the section
+	Base         int64    `json:"b"`           // offset of the extent's first accepted record
+	Last         int64    `json:"l"`           // offset of its last accepted record
+	MaxTimestamp int64    `json:"t"`           // of its accepted batches
+	Skip         []uint32 `json:"s,omitempty"` // indexes of the section's batches not accepted (duplicates, refused)
 }
 
 // NewPartition returns an empty object partition.
 func NewPartition() *Partition { return &Partition{producers: txn.NewPartition()} }
 
-// BatchMeta is what a commit carries of each batch of a partition's section, in order.
+// BatchMeta is what a commit carries of each batch of a partition's section, in order. A run of
+// consecutive batches without a producer id may be carried as one BatchMeta (Batches > 1): the
+// commit's size then grows with the partitions and idempotent producers in a file, not with
+// its batches.
 type BatchMeta struct {
-	Records       int32 // lastOffsetDelta+1: the offsets the batch takes
-	ProducerID    int64 // -1: not idempotent
-	Epoch         int16
-	FirstSeq      int32
-	Transactional bool
-	MaxTimestamp  int64
+	Records       int32 `json:"r"`           // lastOffsetDelta+1, summed over the run: the offsets it takes
+	Batches       int32 `json:"n,omitempty"` // the section's batches this stands for; 0 means 1
+	ProducerID    int64 `json:"p"`           // -1: not idempotent
+	Epoch         int16 `json:"e,omitempty"`
+	FirstSeq      int32 `json:"s,omitempty"`
+	Transactional bool  `json:"x,omitempty"`
+	MaxTimestamp  int64 `json:"t"`
+}
+
+func (b *BatchMeta) count() int {
+	if b.Batches > 1 {
+		return int(b.Batches)
+	}
+	return 1
 }
 
 // BatchResult is a batch's outcome: its base offset, or the error the producer gets for it. A
@@ -63,12 +75,22 @@ func (p *Partition) Commit(file string, e IndexEntry, batches []BatchMeta) []Bat
 	results := make([]BatchResult, len(batches))
 	ext := Extent{File: file, Offset: e.Offset, Length: e.Length, Base: p.Next, MaxTimestamp: -1}
 	accepted := 0
+	next := uint32(0) // the section index of b's first batch
 	for i, b := range batches {
 		res := &results[i]
+		first := next
+		next += uint32(b.count())
+		skip := func() {
+			for j := first; j < next; j++ {
+				ext.Skip = append(ext.Skip, j)
+			}
+		}
 		if b.Records <= 0 {
 			res.Err = fmt.Errorf("%w: a batch of %d records", kerr.CorruptMessage, b.Records)
 		} else if b.Transactional {
 			res.Err = ErrTransactional
+		} else if b.ProducerID >= 0 && b.count() != 1 {
+			res.Err = fmt.Errorf("%w: an idempotent batch carried as a run of %d", kerr.CorruptMessage, b.count())
 		}
 		var dup *txn.BatchMeta
 		tb := txn.Batch{ProducerID: b.ProducerID, Epoch: b.Epoch, FirstSeq: b.FirstSeq, LastOffsetDelta: b.Records - 1}
@@ -77,11 +99,11 @@ func (p *Partition) Commit(file string, e IndexEntry, batches []BatchMeta) []Bat
 		}
 		switch {
 		case res.Err != nil:
-			ext.Skip = append(ext.Skip, uint32(i))
+			skip()
 			continue
 		case dup != nil:
 			res.Base, res.Duplicate = dup.FirstOffset, true
-			ext.Skip = append(ext.Skip, uint32(i))
+			skip()
 			continue
 		}
 		res.Base = p.Next
@@ -127,12 +149,11 @@ func (p *Partition) Trim(start int64) ([]string, error) {
 	return dropped, nil
 }
 
-// Clone returns a copy for a published image: it shares the extents' backing array (extents are
-// only appended, by the one writer, beyond the copy's length, and Trim copies), and copies the
-// producer state.
+// Clone returns a copy to modify; p must not be modified afterwards (it stays in a published
+// image). The copy shares the extents' backing array: it only appends beyond p's length, which p
+// never reads, and Trim copies. The producer state is copied.
 func (p *Partition) Clone() *Partition {
 	c := *p
-	c.Extents = p.Extents[:len(p.Extents):len(p.Extents)]
 	c.producers = p.producers.Clone()
 	return &c
 }

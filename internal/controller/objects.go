@@ -1,0 +1,201 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/runnel-dev/runnel/internal/objtopic"
+)
+
+// Object-storage topics in the image (docs/object-topics.md §2.2). A topic created with
+// runnel.storage=object has, beside its Partitions (placeholders without replicas, which no
+// election or reassignment touches), one objtopic.Partition per partition in Objects: its
+// offsets, the extents of the files holding its records and its idempotent producers.
+//
+// Publishing the image must not cost the whole history of every object partition, so object
+// partitions are copied on write: Image.Clone shares them, and the first change of one after a
+// Clone replaces it, in the working image only, by a copy (objtopic.Partition.Clone shares the
+// extents' backing array).
+
+// StorageConfig is the topic config that makes a topic an object-storage topic.
+const (
+	StorageConfig = "runnel.storage"
+	StorageObject = "object"
+)
+
+// Ops of object topics.
+const (
+	OpCommitFile  = "commit-file"
+	OpTrimObjects = "trim-objects"
+)
+
+// CommitFile commits one object file that a writer (a node's or agent's process run) has
+// written: every partition section in it gets its offsets at once. Writer and Seq make it
+// idempotent: a commit retried after its answer was lost gets the first one's answer.
+type CommitFile struct {
+	Writer string `json:"writer"` // the writing process run's id
+	Node   int32  `json:"node"`   // the node the writer runs as
+	Seq    uint64 `json:"seq"`    // the file's number in the writer's run, from 1
+	// Floor: the writer holds no commit below it whose answer it still needs; the answers
+	// below it are forgotten.
+	Floor    uint64          `json:"floor"`
+	Key      string          `json:"key"` // object key
+	Size     int64           `json:"size"`
+	Sections []CommitSection `json:"sections"`
+}
+
+// CommitSection is one partition's section of a committed file.
+type CommitSection struct {
+	PartitionRef
+	Offset  uint64               `json:"offset"`
+	Length  uint32               `json:"length"`
+	Batches []objtopic.BatchMeta `json:"batches"`
+}
+
+// BatchOutcome is a committed batch's answer: its base offset, or a Kafka error code.
+type BatchOutcome struct {
+	Base int64  `json:"b"`
+	Code int16  `json:"c,omitempty"`
+	Msg  string `json:"m,omitempty"`
+}
+
+// TrimObjects moves object partitions' log start offsets up (DeleteRecords, retention).
+type TrimObjects struct {
+	Items []TrimItem `json:"items"`
+}
+
+// TrimItem is one partition's new log start offset; one at or below the current start, or
+// past the partition's end, changes nothing.
+type TrimItem struct {
+	PartitionRef
+	Start int64 `json:"start"`
+}
+
+// ObjWriter is what the image keeps of a writer: the answers of its recent commits.
+type ObjWriter struct {
+	Node  int32                       `json:"node"`
+	Floor uint64                      `json:"floor"`
+	Done  map[uint64][][]BatchOutcome `json:"done,omitempty"`
+}
+
+// ErrCommitForgotten answers a commit below its writer's floor: the writer said it no longer
+// needed that answer, so the commit is a bug, not a retry.
+var ErrCommitForgotten = errors.New("controller: a commit below its writer's floor")
+
+// IsObject reports whether the topic keeps its records in object storage.
+// A topic's storage is fixed at creation (set-topic-configs keeps it).
+func (t *Topic) IsObject() bool { return t.Configs[StorageConfig] == StorageObject }
+
+// Object returns an object topic's partition state (nil if the topic is not an object topic or
+// has no such partition). It must not be modified.
+func (t *Topic) Object(index int32) *objtopic.Partition {
+	if index < 0 || int(index) >= len(t.Objects) {
+		return nil
+	}
+	return t.Objects[index]
+}
+
+// objectForWrite returns partition index of t for the working image to modify: the first
+// change after a Clone copies it.
+func (im *Image) objectForWrite(t *Topic, index int32) *objtopic.Partition {
+	p := t.Objects[index]
+	if im.objOwned[p] {
+		return p
+	}
+	c := p.Clone()
+	t.Objects[index] = c
+	if im.objOwned == nil {
+		im.objOwned = map[*objtopic.Partition]bool{}
+	}
+	im.objOwned[c] = true
+	return c
+}
+
+func applyCommitFile(im *Image, c *CommitFile) Result {
+	if im.ObjWriters == nil {
+		im.ObjWriters = map[string]*ObjWriter{}
+	}
+	w := im.ObjWriters[c.Writer]
+	if w == nil {
+		w = &ObjWriter{Node: c.Node}
+		im.ObjWriters[c.Writer] = w
+	}
+	if done, ok := w.Done[c.Seq]; ok {
+		return Result{Commit: done}
+	}
+	if c.Seq < w.Floor {
+		return Result{Err: fmt.Errorf("%w: file %d of %s, floor %d", ErrCommitForgotten, c.Seq, c.Writer, w.Floor)}
+	}
+	out := make([][]BatchOutcome, len(c.Sections))
+	for i, s := range c.Sections {
+		out[i] = make([]BatchOutcome, len(s.Batches))
+		t, ok := im.byID[s.Topic]
+		if !ok || !t.IsObject() || s.Partition < 0 || int(s.Partition) >= len(t.Objects) {
+			for j := range out[i] {
+				out[i][j] = BatchOutcome{Base: -1, Code: kerr.UnknownTopicOrPartition.Code, Msg: "unknown object topic or partition " + s.PartitionRef.String()}
+			}
+			continue
+		}
+		p := im.objectForWrite(t, s.Partition)
+		e := objtopic.IndexEntry{TopicID: s.Topic, Partition: s.Partition, Offset: s.Offset, Length: s.Length}
+		for j, r := range p.Commit(c.Key, e, s.Batches) {
+			o := BatchOutcome{Base: r.Base}
+			if r.Err != nil {
+				o = BatchOutcome{Base: -1, Code: kerr.UnknownServerError.Code, Msg: r.Err.Error()}
+				var ke *kerr.Error
+				if errors.As(r.Err, &ke) {
+					o.Code = ke.Code
+				}
+			}
+			out[i][j] = o
+		}
+	}
+	if w.Done == nil {
+		w.Done = map[uint64][][]BatchOutcome{}
+	}
+	w.Done[c.Seq] = out
+	if c.Floor > w.Floor {
+		w.Floor = c.Floor
+		maps.DeleteFunc(w.Done, func(seq uint64, _ [][]BatchOutcome) bool { return seq < w.Floor })
+	}
+	return Result{Commit: out}
+}
+
+func applyTrimObjects(im *Image, c *TrimObjects) {
+	for _, it := range c.Items {
+		t, ok := im.byID[it.Topic]
+		if !ok || !t.IsObject() || it.Partition < 0 || int(it.Partition) >= len(t.Objects) {
+			continue
+		}
+		if p := t.Objects[it.Partition]; it.Start <= p.Start || it.Start > p.Next {
+			continue
+		}
+		im.objectForWrite(t, it.Partition).Trim(it.Start) //nolint:errcheck // checked above
+	}
+}
+
+// dropWriters forgets the writers of a node's earlier process runs (at its registration: their
+// commits will not be retried).
+func dropWriters(im *Image, node int32, run string) {
+	for id, w := range im.ObjWriters {
+		if w.Node == node && id != run {
+			delete(im.ObjWriters, id)
+		}
+	}
+}
+
+func cloneWriters(ws map[string]*ObjWriter) map[string]*ObjWriter {
+	if ws == nil {
+		return nil
+	}
+	out := make(map[string]*ObjWriter, len(ws))
+	for id, w := range ws {
+		wc := *w
+		wc.Done = maps.Clone(w.Done) // the answers themselves are never modified
+		out[id] = &wc
+	}
+	return out
+}

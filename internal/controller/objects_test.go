@@ -1,0 +1,139 @@
+package controller
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/runnel-dev/runnel/internal/objtopic"
+)
+
+var objTopic = TopicID{9}
+
+// withObjectTopic adds object topic "o" with two partitions to cluster3's image.
+func withObjectTopic(t *testing.T) *Image {
+	t.Helper()
+	im := cluster3(t)
+	res := Apply(im, 10, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: "o", ID: objTopic,
+		Configs: map[string]string{StorageConfig: StorageObject}, Assignments: [][]int32{{}, {}}}})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	return im
+}
+
+func commitCmd(writer string, seq, floor uint64, sections ...CommitSection) *Command {
+	return &Command{Op: OpCommitFile, CommitFile: &CommitFile{Writer: writer, Node: 1, Seq: seq, Floor: floor,
+		Key: "journal/" + writer + "/" + string(rune('0'+seq)), Sections: sections}}
+}
+
+func section(partition int32, batches ...objtopic.BatchMeta) CommitSection {
+	return CommitSection{PartitionRef: PartitionRef{Topic: objTopic, Partition: partition}, Length: 100, Batches: batches}
+}
+
+// TestCommitFileAssignsOffsetsOnce: a file's sections get offsets in every partition at once; a
+// commit retried (its answer lost) gets the first answer and assigns nothing again; answers
+// below the writer's floor are forgotten; an unknown partition's batches get an error.
+func TestCommitFileAssignsOffsetsOnce(t *testing.T) {
+	im := withObjectTopic(t)
+	run := objtopic.BatchMeta{Records: 10, Batches: 3, ProducerID: -1, MaxTimestamp: 5}
+	c1 := commitCmd("w1", 1, 1, section(0, run), section(1, run, run))
+	r := Apply(im, 11, c1)
+	if r.Err != nil || r.Commit[0][0].Base != 0 || r.Commit[1][0].Base != 0 || r.Commit[1][1].Base != 10 {
+		t.Fatalf("first commit: %+v", r)
+	}
+	again := Apply(im, 12, c1)
+	if again.Commit[1][1].Base != 10 || im.Topics["o"].Object(1).Next != 20 {
+		t.Fatalf("retried commit: %+v, partition 1 next %d; want the first answer and nothing assigned", again, im.Topics["o"].Object(1).Next)
+	}
+	r = Apply(im, 13, commitCmd("w1", 2, 2, section(0, run), CommitSection{PartitionRef: PartitionRef{Topic: objTopic, Partition: 7},
+		Batches: []objtopic.BatchMeta{run}}))
+	if r.Commit[0][0].Base != 10 || r.Commit[1][0].Code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("second commit: %+v", r)
+	}
+	if w := im.ObjWriters["w1"]; w.Floor != 2 || len(w.Done) != 1 {
+		t.Fatalf("writer after floor 2: %+v; want only file 2's answer kept", w)
+	}
+	if r := Apply(im, 14, c1); r.Err == nil {
+		t.Fatalf("a commit below the floor: %+v; want an error", r)
+	}
+	// The node's next process run forgets this one.
+	Apply(im, 15, &Command{Op: OpRegister, Register: &Register{Node: 1, ClusterAddr: "a", Run: "w2"}})
+	if _, ok := im.ObjWriters["w1"]; ok {
+		t.Fatal("a restarted node's earlier writer is still remembered")
+	}
+}
+
+// TestObjectPartitionsCopyOnWrite: a published image never sees later commits.
+func TestObjectPartitionsCopyOnWrite(t *testing.T) {
+	im := withObjectTopic(t)
+	b := objtopic.BatchMeta{Records: 1, ProducerID: -1}
+	Apply(im, 11, commitCmd("w", 1, 0, section(0, b)))
+	pub := im.Clone()
+	Apply(im, 12, commitCmd("w", 2, 0, section(0, b)))
+	Apply(im, 13, commitCmd("w", 3, 0, section(0, b)))
+	if got := pub.Topics["o"].Object(0); got.Next != 1 || len(got.Extents) != 1 {
+		t.Fatalf("published image changed: next %d, %d extents", got.Next, len(got.Extents))
+	}
+	if got := im.Topics["o"].Object(0); got.Next != 3 || len(got.Extents) != 3 {
+		t.Fatalf("working image: next %d, %d extents; want 3, 3", got.Next, len(got.Extents))
+	}
+	pub2 := im.Clone()
+	Apply(im, 14, &Command{Op: OpTrimObjects, TrimObjects: &TrimObjects{Items: []TrimItem{{PartitionRef: PartitionRef{Topic: objTopic}, Start: 2}}}})
+	if got := pub2.Topics["o"].Object(0); got.Start != 0 || len(got.Extents) != 3 {
+		t.Fatalf("trim changed a published image: start %d, %d extents", got.Start, len(got.Extents))
+	}
+	if got := im.Topics["o"].Object(0); got.Start != 2 || len(got.Extents) != 1 || got.Extents[0].Base != 2 {
+		t.Fatalf("after trim to 2: %+v", got)
+	}
+	// A trim past the end changes nothing.
+	Apply(im, 15, &Command{Op: OpTrimObjects, TrimObjects: &TrimObjects{Items: []TrimItem{{PartitionRef: PartitionRef{Topic: objTopic}, Start: 9}}}})
+	if got := im.Topics["o"].Object(0); got.Start != 2 {
+		t.Fatalf("trim past the end moved the start to %d", got.Start)
+	}
+}
+
+// TestObjectTopicSnapshotAndElections: object topics survive a snapshot, keep their storage
+// through set-topic-configs, grow with create-partitions, and no election touches them.
+func TestObjectTopicSnapshotAndElections(t *testing.T) {
+	im := withObjectTopic(t)
+	Apply(im, 11, commitCmd("w", 1, 0, section(1, objtopic.BatchMeta{Records: 4, ProducerID: 3, FirstSeq: 0, MaxTimestamp: 7})))
+	Apply(im, 12, &Command{Op: OpSetTopicConfigs, SetTopicConfigs: &SetTopicConfigs{ID: objTopic, Configs: map[string]string{"retention.ms": "5"}}})
+	if !im.Topics["o"].IsObject() {
+		t.Fatal("set-topic-configs made the object topic a local one")
+	}
+	if r := Apply(im, 13, &Command{Op: OpCreatePartitions, CreatePartitions: &CreatePartitions{ID: objTopic, Assignments: [][]int32{{}}}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	b, err := json.Marshal(im)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := decodeImage(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := dec.Topics["o"]
+	if len(o.Objects) != 3 || o.Object(1).Next != 4 || len(o.Object(1).Extents) != 1 {
+		t.Fatalf("decoded object topic: %d partitions, partition 1 %+v", len(o.Objects), o.Object(1))
+	}
+	// The decoded producer state still recognizes the batch as a duplicate.
+	r := Apply(dec, 14, commitCmd("w", 2, 0, section(1, objtopic.BatchMeta{Records: 4, ProducerID: 3, FirstSeq: 0})))
+	if r.Commit[0][0].Base != 0 || dec.Topics["o"].Object(1).Next != 4 {
+		t.Fatalf("duplicate after a snapshot: %+v", r.Commit)
+	}
+	n := 0
+	dec.EachPartition(func(t *Topic, _ int32, _ *Partition) {
+		if t.IsObject() {
+			n++
+		}
+	})
+	if n != 0 {
+		t.Fatalf("EachPartition visited %d object partitions", n)
+	}
+	Apply(dec, 15, &Command{Op: OpFence, Fence: &Fence{Node: 1, Incarnation: dec.Nodes[1].Incarnation}})
+	if p := dec.Topics["o"].Partitions[0]; p.Leader != -1 || p.LeaderEpoch != 0 {
+		t.Fatalf("fencing a node changed an object partition: %+v", p)
+	}
+}
