@@ -49,7 +49,8 @@ type BatchMeta struct {
 	MaxTimestamp  int64 `json:"t"`
 }
 
-func (b *BatchMeta) count() int {
+// Count is the number of section batches b stands for.
+func (b *BatchMeta) Count() int {
 	if b.Batches > 1 {
 		return int(b.Batches)
 	}
@@ -79,7 +80,7 @@ func (p *Partition) Commit(file string, e IndexEntry, batches []BatchMeta) []Bat
 	for i, b := range batches {
 		res := &results[i]
 		first := next
-		next += uint32(b.count())
+		next += uint32(b.Count())
 		skip := func() {
 			for j := first; j < next; j++ {
 				ext.Skip = append(ext.Skip, j)
@@ -89,8 +90,8 @@ func (p *Partition) Commit(file string, e IndexEntry, batches []BatchMeta) []Bat
 			res.Err = fmt.Errorf("%w: a batch of %d records", kerr.CorruptMessage, b.Records)
 		} else if b.Transactional {
 			res.Err = ErrTransactional
-		} else if b.ProducerID >= 0 && b.count() != 1 {
-			res.Err = fmt.Errorf("%w: an idempotent batch carried as a run of %d", kerr.CorruptMessage, b.count())
+		} else if b.ProducerID >= 0 && b.Count() != 1 {
+			res.Err = fmt.Errorf("%w: an idempotent batch carried as a run of %d", kerr.CorruptMessage, b.Count())
 		}
 		var dup *txn.BatchMeta
 		tb := txn.Batch{ProducerID: b.ProducerID, Epoch: b.Epoch, FirstSeq: b.FirstSeq, LastOffsetDelta: b.Records - 1}

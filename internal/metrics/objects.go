@@ -1,0 +1,114 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Objects is what object-storage topics count: where a produce's time goes (waiting in the
+// buffer, the object write, the controller commit), object store requests, and the read cache.
+// A nil *Objects counts nothing. It is a prometheus.Collector.
+type Objects struct {
+	stage    *prometheus.HistogramVec // buffer, put, commit, get
+	requests *prometheus.CounterVec   // op: put, get
+	failures *prometheus.CounterVec   // op: put, get, commit
+	bytes    *prometheus.CounterVec   // dir: written, read
+	cache    *prometheus.CounterVec   // result: hit, miss
+	files    prometheus.Histogram     // bytes per file written
+}
+
+// NewObjects returns the object topics' metrics.
+func NewObjects() *Objects {
+	return &Objects{
+		stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "runnel_object_stage_seconds",
+			Help:    "Time of each stage of object topics' I/O: buffer (a batch waiting for its file's flush), put (writing a file), commit (the controller assigning its offsets), get (a read from the store).",
+			Buckets: RequestDurationBuckets,
+		}, []string{"stage"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_object_requests_total",
+			Help: "Object store requests made by object topics, by operation (put, get).",
+		}, []string{"op"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_object_failures_total",
+			Help: "Failed object store requests and commits (each attempt), by operation (put, get, commit).",
+		}, []string{"op"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_object_bytes_total",
+			Help: "Bytes written to and read from the object store by object topics (dir: written, read).",
+		}, []string{"dir"}),
+		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_object_cache_requests_total",
+			Help: "Read cache lookups of object topics' reads, by result (hit, miss).",
+		}, []string{"result"}),
+		files: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "runnel_object_file_bytes",
+			Help:    "Size of the object files written (one per flush of a node's buffer).",
+			Buckets: prometheus.ExponentialBuckets(1024, 4, 10),
+		}),
+	}
+}
+
+// Stage records the duration of one stage (buffer, put, commit, get).
+func (o *Objects) Stage(stage string, d time.Duration) {
+	if o != nil {
+		o.stage.WithLabelValues(stage).Observe(d.Seconds())
+	}
+}
+
+// Request counts an object store request of op with its bytes, failed or not.
+func (o *Objects) Request(op string, bytes int, err error) {
+	if o == nil {
+		return
+	}
+	o.requests.WithLabelValues(op).Inc()
+	if err != nil {
+		o.failures.WithLabelValues(op).Inc()
+		return
+	}
+	switch op {
+	case "put":
+		o.bytes.WithLabelValues("written").Add(float64(bytes))
+		o.files.Observe(float64(bytes))
+	case "get":
+		o.bytes.WithLabelValues("read").Add(float64(bytes))
+	}
+}
+
+// CommitFailed counts a failed commit attempt.
+func (o *Objects) CommitFailed() {
+	if o != nil {
+		o.failures.WithLabelValues("commit").Inc()
+	}
+}
+
+// Cache counts a read cache lookup.
+func (o *Objects) Cache(hit bool) {
+	if o == nil {
+		return
+	}
+	if hit {
+		o.cache.WithLabelValues("hit").Inc()
+	} else {
+		o.cache.WithLabelValues("miss").Inc()
+	}
+}
+
+func (o *Objects) collectors() []prometheus.Collector {
+	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.files}
+}
+
+// Describe implements prometheus.Collector.
+func (o *Objects) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range o.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (o *Objects) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range o.collectors() {
+		c.Collect(ch)
+	}
+}

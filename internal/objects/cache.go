@@ -1,0 +1,136 @@
+package objects
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/metrics"
+	"github.com/runnel-dev/runnel/internal/objstore"
+)
+
+// DefaultCacheBytes bounds the read cache by default.
+const DefaultCacheBytes = 256 << 20
+
+// Cache is the bounded read cache of object ranges (a partition's section of a file), least
+// recently used out first. Concurrent misses of one range share one GET. The writer adds the
+// sections it writes, so a consumer reading the tail on the writing node costs no GET.
+type Cache struct {
+	store   objstore.Store
+	max     int64
+	metrics *metrics.Objects
+
+	mu       sync.Mutex
+	size     int64
+	lru      *list.List // of *cacheEntry, most recent first
+	entries  map[rangeKey]*list.Element
+	inflight map[rangeKey]*fill
+}
+
+type rangeKey struct {
+	key string
+	off uint64
+}
+
+type cacheEntry struct {
+	k    rangeKey
+	data []byte
+}
+
+type fill struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+// NewCache returns a cache of at most maxBytes over store.
+func NewCache(store objstore.Store, maxBytes int64, m *metrics.Objects) *Cache {
+	if maxBytes <= 0 {
+		maxBytes = DefaultCacheBytes
+	}
+	return &Cache{store: store, max: maxBytes, metrics: m, lru: list.New(), entries: map[rangeKey]*list.Element{},
+		inflight: map[rangeKey]*fill{}}
+}
+
+// Add keeps data as the range of key at off (its bytes must not change afterwards).
+func (c *Cache) Add(key string, off uint64, data []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.addLocked(rangeKey{key, off}, data)
+}
+
+func (c *Cache) addLocked(k rangeKey, data []byte) {
+	if int64(len(data)) > c.max/4 { // one range must not flush the cache
+		return
+	}
+	if el, ok := c.entries[k]; ok {
+		c.lru.MoveToFront(el)
+		return
+	}
+	c.entries[k] = c.lru.PushFront(&cacheEntry{k, data})
+	c.size += int64(len(data))
+	for c.size > c.max {
+		el := c.lru.Back()
+		e := el.Value.(*cacheEntry)
+		c.lru.Remove(el)
+		delete(c.entries, e.k)
+		c.size -= int64(len(e.data))
+	}
+}
+
+// Get returns n bytes of key at off, from the cache or with one ranged GET. The result must
+// not be modified.
+func (c *Cache) Get(ctx context.Context, key string, off uint64, n uint32) ([]byte, error) {
+	k := rangeKey{key, off}
+	c.mu.Lock()
+	if el, ok := c.entries[k]; ok && len(el.Value.(*cacheEntry).data) >= int(n) {
+		c.lru.MoveToFront(el)
+		data := el.Value.(*cacheEntry).data[:n]
+		c.mu.Unlock()
+		c.metrics.Cache(true)
+		return data, nil
+	}
+	c.metrics.Cache(false)
+	f, ok := c.inflight[k]
+	if !ok {
+		f = &fill{done: make(chan struct{})}
+		c.inflight[k] = f
+		go c.fill(k, n, f)
+	}
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	if len(f.data) < int(n) {
+		return c.Get(ctx, key, off, n) // a shorter range was being read: read this one
+	}
+	return f.data[:n], nil
+}
+
+// fill reads a range (not bound to one reader's context: others may wait for it).
+func (c *Cache) fill(k rangeKey, n uint32, f *fill) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	start := time.Now()
+	f.data, f.err = c.store.GetRange(ctx, k.key, int64(k.off), int64(n))
+	cancel()
+	if f.err == nil {
+		f.err = checkSection(k.key, f.data, n)
+	}
+	c.metrics.Request("get", len(f.data), f.err)
+	if f.err == nil {
+		c.metrics.Stage("get", time.Since(start))
+	}
+	c.mu.Lock()
+	delete(c.inflight, k)
+	if f.err == nil && len(f.data) == int(n) {
+		c.addLocked(k, f.data)
+	}
+	c.mu.Unlock()
+	close(f.done)
+}

@@ -1,0 +1,178 @@
+package objects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/objstore"
+)
+
+var topic = controller.TopicID{7}
+
+func testBatch(pid int64, seq int32, values ...string) []byte {
+	var body []byte
+	for i, v := range values {
+		body = batch.AppendRecord(body, int64(i), int32(i), nil, []byte(v), 0, nil)
+	}
+	epoch := int16(-1)
+	if pid >= 0 {
+		epoch = 0
+	}
+	return batch.AppendBatch(nil, batch.Header{LastOffsetDelta: int32(len(values) - 1), BaseTimestamp: 1000,
+		MaxTimestamp: 1000 + int64(len(values)-1), ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, RecordCount: int32(len(values))}, body)
+}
+
+// fakeController applies commits to a real image, as the controller's log would.
+type fakeController struct {
+	mu    sync.Mutex
+	img   *controller.Image
+	index uint64
+	fail  int // the next commits that fail after applying (their answer is lost)
+	calls int
+}
+
+func newFakeController(t *testing.T, partitions int) *fakeController {
+	img := controller.NewImage()
+	r := controller.Apply(img, 1, &controller.Command{Op: controller.OpCreateTopic, CreateTopic: &controller.CreateTopic{
+		Name: "o", ID: topic, Configs: map[string]string{controller.StorageConfig: controller.StorageObject},
+		Assignments: make([][]int32, partitions)}})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	return &fakeController{img: img, index: 1}
+}
+
+func (f *fakeController) commit(_ context.Context, c *controller.CommitFile) ([][]controller.BatchOutcome, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.index++
+	r := controller.Apply(f.img, f.index, &controller.Command{Op: controller.OpCommitFile, CommitFile: c})
+	if f.fail > 0 {
+		f.fail--
+		return nil, errors.New("the answer was lost")
+	}
+	return r.Commit, r.Err
+}
+
+func (f *fakeController) partition(i int32) *controller.Topic {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.img.Clone().Topics["o"]
+}
+
+func newTestWriter(t *testing.T, store objstore.Store, fc *fakeController, cache *Cache) *Writer {
+	w := NewWriter(WriterConfig{Store: store, Commit: fc.commit, Node: 1, Run: "1-test", BatchTimeout: 20 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, Cache: cache})
+	t.Cleanup(func() { w.Close(context.Background()) })
+	return w
+}
+
+// TestWriterOneFilePerFlush: batches of many partitions from many producers go into one file
+// per flush; each batch gets its offsets; every record reads back at its offset.
+func TestWriterOneFilePerFlush(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := objstore.NewFaulty(dir, 1)
+	fc := newFakeController(t, 8)
+	cache := NewCache(store, 1<<20, nil)
+	w := NewWriter(WriterConfig{Store: store, Commit: fc.commit, Node: 1, Run: "1-test", BatchTimeout: time.Hour, Cache: cache})
+	defer w.Close(context.Background())
+	var pend []*Pending
+	var refs []int32
+	for i := range 40 {
+		part := int32(i % 8)
+		b := testBatch(-1, -1, fmt.Sprintf("v%d-a", i), fmt.Sprintf("v%d-b", i))
+		h, _ := batch.ParseHeader(b)
+		pend = append(pend, w.Append(controller.PartitionRef{Topic: topic, Partition: part}, b, h))
+		refs = append(refs, part)
+	}
+	w.Flush()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	next := map[int32]int64{}
+	for i, p := range pend {
+		base, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if base != next[refs[i]] {
+			t.Fatalf("batch %d of partition %d: base %d; want %d", i, refs[i], base, next[refs[i]])
+		}
+		next[refs[i]] += 2
+	}
+	if n := store.Calls("put"); n != 1 {
+		t.Errorf("%d object writes for one flush; want 1", n)
+	}
+	if fc.calls != 1 {
+		t.Errorf("%d commits for one file; want 1", fc.calls)
+	}
+	// Read back through a cold cache (every range a GET) and the warm one.
+	for _, c := range []*Cache{NewCache(store, 1<<20, nil), cache} {
+		tp := fc.partition(0)
+		data, err := c.Read(ctx, tp.Object(3), 4, 1<<20, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		if err := eachRecord(data, func(off, _ int64) bool { got = append(got, fmt.Sprint(off)); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != "[4 5 6 7 8 9]" {
+			t.Errorf("partition 3 from offset 4: offsets %v; want 4-9", got)
+		}
+	}
+}
+
+// TestWriterRetriesAndFailures: a commit whose answer was lost is retried and assigns nothing
+// twice; a file that cannot be written fails its batches with a retriable error and commits
+// nothing; an idempotent retry of a batch gets its original offset.
+func TestWriterRetriesAndFailures(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := objstore.NewFaulty(dir, 1)
+	fc := newFakeController(t, 1)
+	w := newTestWriter(t, store, fc, nil)
+	ref := controller.PartitionRef{Topic: topic}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	produce := func(b []byte) (int64, error) {
+		h, _ := batch.ParseHeader(b)
+		return w.Append(ref, b, h).Wait(ctx)
+	}
+	fc.mu.Lock()
+	fc.fail = 2
+	fc.mu.Unlock()
+	if base, err := produce(testBatch(5, 0, "a", "b")); base != 0 || err != nil {
+		t.Fatalf("first batch: %d, %v", base, err)
+	}
+	if next := fc.partition(0).Object(0).Next; next != 2 {
+		t.Fatalf("after two lost answers the partition's next offset is %d; want 2", next)
+	}
+	store.Set(objstore.Faults{ErrorRate: 1})
+	_, err = produce(testBatch(5, 2, "c"))
+	if !errors.Is(err, kerr.RequestTimedOut) {
+		t.Fatalf("a batch whose file cannot be written: %v; want REQUEST_TIMED_OUT", err)
+	}
+	store.Set(objstore.Faults{})
+	if next := fc.partition(0).Object(0).Next; next != 2 {
+		t.Fatalf("a failed write committed something: next %d", next)
+	}
+	if base, err := produce(testBatch(5, 0, "a", "b")); base != 0 || err != nil {
+		t.Fatalf("an idempotent retry: %d, %v; want the original offset 0", base, err)
+	}
+	if base, err := produce(testBatch(5, 2, "c")); base != 2 || err != nil {
+		t.Fatalf("the next batch: %d, %v; want 2", base, err)
+	}
+}

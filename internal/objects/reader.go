@@ -1,0 +1,152 @@
+package objects
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/objtopic"
+)
+
+// checkSection checks a section read from the store: n bytes of whole batches, each with a
+// good CRC. Nothing corrupt reaches a consumer.
+func checkSection(key string, data []byte, n uint32) error {
+	if len(data) != int(n) {
+		return fmt.Errorf("%w: %s: read %d bytes of a %d-byte section", objtopic.ErrBadFile, key, len(data), n)
+	}
+	for len(data) > 0 {
+		size, err := batch.Split(data)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", objtopic.ErrBadFile, key, err)
+		}
+		if _, err := batch.ValidateStored(data[:size]); err != nil {
+			return fmt.Errorf("%w: %s: %v", objtopic.ErrBadFile, key, err)
+		}
+		data = data[size:]
+	}
+	return nil
+}
+
+// Read returns the batches of partition p from offset on, with their offsets set, up to
+// maxBytes (at least one batch if first). Batches that end below offset are skipped; the
+// first batch returned may start below it, as Kafka's do.
+func (c *Cache) Read(ctx context.Context, p *objtopic.Partition, offset int64, maxBytes int, first bool) ([]byte, error) {
+	var out []byte
+	for _, e := range p.Find(offset) {
+		data, err := c.Get(ctx, e.File, e.Offset, e.Length)
+		if err != nil {
+			return nil, err
+		}
+		next := e.Base
+		for i := 0; len(data) > 0; i++ {
+			size, err := batch.Split(data)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", objtopic.ErrBadFile, e.File, err)
+			}
+			b := data[:size]
+			data = data[size:]
+			if slices.Contains(e.Skip, uint32(i)) {
+				continue
+			}
+			h, err := batch.ParseHeader(b)
+			if err != nil {
+				return nil, err
+			}
+			base := next
+			next += int64(h.LastOffsetDelta) + 1
+			if next <= offset || next <= p.Start {
+				continue
+			}
+			if len(out)+size > maxBytes && (len(out) > 0 || !first) {
+				return out, nil
+			}
+			at := len(out)
+			out = append(out, b...)
+			batch.SetBaseOffset(out[at:], base)
+			batch.SetLeaderEpoch(out[at:], 0)
+		}
+		if next != e.Last+1 {
+			return nil, fmt.Errorf("%w: %s: the section's batches end at offset %d, its commit at %d", objtopic.ErrBadFile, e.File, next-1, e.Last)
+		}
+	}
+	return out, nil
+}
+
+// OffsetForTime returns the offset of the first record of p whose timestamp is at or after ts
+// (-1 if none), and that record's timestamp.
+func (c *Cache) OffsetForTime(ctx context.Context, p *objtopic.Partition, ts int64) (int64, int64, error) {
+	for _, e := range p.Find(p.Start) {
+		if e.MaxTimestamp < ts {
+			continue
+		}
+		data, err := c.Read(ctx, &objtopic.Partition{Start: p.Start, Next: p.Next, Extents: []objtopic.Extent{e}}, max(e.Base, p.Start), int(e.Length), true)
+		if err != nil {
+			return -1, -1, err
+		}
+		found, foundTs := int64(-1), int64(-1)
+		err = eachRecord(data, func(off, t int64) bool {
+			if off >= p.Start && t >= ts {
+				found, foundTs = off, t
+				return false
+			}
+			return true
+		})
+		if err != nil || found >= 0 {
+			return found, foundTs, err
+		}
+	}
+	return -1, -1, nil
+}
+
+// MaxTimestamp returns the offset and timestamp of p's record with the largest timestamp (the
+// first of equals), or -1, -1 for an empty partition.
+func (c *Cache) MaxTimestamp(ctx context.Context, p *objtopic.Partition) (int64, int64, error) {
+	exts := p.Find(p.Start)
+	if len(exts) == 0 {
+		return -1, -1, nil
+	}
+	e := exts[0]
+	for _, x := range exts[1:] {
+		if x.MaxTimestamp > e.MaxTimestamp {
+			e = x
+		}
+	}
+	data, err := c.Read(ctx, &objtopic.Partition{Start: p.Start, Next: p.Next, Extents: []objtopic.Extent{e}}, max(e.Base, p.Start), int(e.Length), true)
+	if err != nil {
+		return -1, -1, err
+	}
+	found, foundTs := int64(-1), int64(-1)
+	err = eachRecord(data, func(off, t int64) bool {
+		if off >= p.Start && t > foundTs {
+			found, foundTs = off, t
+		}
+		return true
+	})
+	return found, foundTs, err
+}
+
+// eachRecord calls fn with each record's offset and timestamp until it returns false.
+func eachRecord(data []byte, fn func(offset, ts int64) bool) error {
+	for len(data) > 0 {
+		size, err := batch.Split(data)
+		if err != nil {
+			return err
+		}
+		h, err := batch.ParseHeader(data[:size])
+		if err != nil {
+			return err
+		}
+		stop := false
+		err = batch.EachRecord(&h, data[:size], func(r *batch.Record) {
+			if !stop && !fn(h.BaseOffset+int64(r.OffsetDelta), h.BaseTimestamp+r.TimestampDelta) {
+				stop = true
+			}
+		})
+		if err != nil || stop {
+			return err
+		}
+		data = data[size:]
+	}
+	return nil
+}
