@@ -19,6 +19,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/cluster"
 	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/metrics"
+	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/txn"
 	"github.com/runnel-dev/runnel/internal/txncoord"
@@ -42,6 +43,11 @@ type Config struct {
 	MaxInflightRequests  int   // per connection, queued between the read and write loops
 	MaxConnInflightBytes int64 // request bytes in flight per connection
 	MaxInflightBytes     int64 // request bytes in flight for the whole broker
+
+	// ObjectWriter and ObjectCache serve object-storage topics; nil: this node has no object
+	// store, and object topics cannot be created through it.
+	ObjectWriter *objects.Writer
+	ObjectCache  *objects.Cache
 
 	// ProducerIDs hands out idempotent producer ids; nil: blocks of ids from the controller.
 	ProducerIDs *txn.IDAllocator

@@ -236,6 +236,9 @@ func (b *Broker) setTopicConfigs(name string, configs map[string]string, validat
 	if !ok {
 		return adminErr(kerr.UnknownTopicOrPartition, "Topic %s does not exist.", name)
 	}
+	if aerr := checkObjectConfigs(t, configs); aerr != nil {
+		return aerr
+	}
 	if validateOnly {
 		return nil
 	}

@@ -56,7 +56,9 @@ func (b *Broker) createPartitions(ctx context.Context, rt *kmsg.CreatePartitions
 		return adminErr(kerr.InvalidPartitions, "Number of partitions %d is above the limit of %d.", rt.Count, topics.MaxPartitions)
 	}
 	var assignments [][]int32
-	if rt.Assignment != nil {
+	if isObjectTopic(t) { // no replicas: the assignments only count the new partitions
+		assignments = make([][]int32, rt.Count-have)
+	} else if rt.Assignment != nil {
 		if add := rt.Count - have; int32(len(rt.Assignment)) != add {
 			return adminErr(kerr.InvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(rt.Assignment))
 		}

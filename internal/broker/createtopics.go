@@ -169,6 +169,10 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 
 // createTopicNow has the controller create a topic and returns it as this node's registry has it.
 func (b *Broker) createTopicNow(ctx context.Context, name string, configs map[string]string, assignments [][]int32) (*topics.Topic, *adminError) {
+	configs, assignments, aerr := b.resolveStorage(name, configs, assignments)
+	if aerr != nil {
+		return nil, aerr
+	}
 	if _, aerr := b.propose(ctx, &controller.Command{Op: controller.OpCreateTopic, CreateTopic: &controller.CreateTopic{
 		Name: name, ID: newTopicID(), Configs: configs, Assignments: assignments}}); aerr != nil {
 		return nil, aerr

@@ -18,7 +18,7 @@ const deleteToHighWatermark = -1
 // handleDeleteRecords advances partitions' log start offsets on their leaders (followers follow
 // from the log start the leader sends them). It runs on the read loop, so a
 // request that follows on the connection sees the new start offsets.
-func handleDeleteRecords(_ context.Context, r *request) reply {
+func handleDeleteRecords(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	b := r.conn.b
@@ -31,6 +31,13 @@ func handleDeleteRecords(_ context.Context, r *request) reply {
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
 			var p *topics.Partition
 			var err error
+			if known && isObjectTopic(t) {
+				if sp.LowWatermark, err = b.deleteObjectRecords(ctx, t, rp.Partition, rp.Offset); err != nil {
+					sp.ErrorCode = errorCode(err)
+				}
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			if !known {
 				err = kerr.UnknownTopicOrPartition
 			} else {

@@ -47,15 +47,21 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 	}
 	for {
 		var wake []<-chan struct{}
+		objects := false
 		for _, sp := range parts { // subscribe before reading, so no commit is missed
-			if p, err := b.partition(sp); err == nil {
+			if t, err := b.fetchTopic(sp); err == nil && isObjectTopic(t) {
+				objects = true
+			} else if p, err := b.partition(sp); err == nil {
 				wake = append(wake, p.Replica.Changed()) // the high watermark moved
 			}
+		}
+		if objects { // object partitions move with the image: a commit-file wakes the fetch
+			wake = append(wake, b.cl.ImageChanged())
 		}
 		resp.Topics = resp.Topics[:0]
 		files.release() // what an earlier, too small read gathered
 		incremental := sess != nil && req.SessionEpoch > 0
-		sent, total := b.fillFetch(req, resp, parts, incremental, files)
+		sent, total := b.fillFetch(ctx, req, resp, parts, incremental, files)
 		done := total >= int(req.MinBytes) || !time.Now().Before(deadline) || len(wake) == 0
 		if !done && waitAny(ctx, b.stopped, wake, time.Until(deadline)) {
 			continue // an append: read again
@@ -63,7 +69,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		if !done { // the wait timed out (or the broker stops): answer with what there is now
 			resp.Topics = resp.Topics[:0]
 			files.release()
-			sent, _ = b.fillFetch(req, resp, parts, incremental, files)
+			sent, _ = b.fillFetch(ctx, req, resp, parts, incremental, files)
 		}
 		for _, sv := range sent { // only the response that goes out counts as sent
 			sv.sp.sentHW, sv.sp.sentLSO, sv.sp.sentStart = sv.hw, sv.lso, sv.start
@@ -199,7 +205,7 @@ func (b *Broker) fetchTopic(sp *sessionPartition) (*topics.Topic, error) {
 
 // fillFetch reads every partition into resp and returns the record bytes gathered. In an
 // incremental response only partitions with news are listed.
-func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool, files *fileRanges) ([]sentValues, int) {
+func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool, files *fileRanges) ([]sentValues, int) {
 	var sent []sentValues
 	total := 0
 	budget := int(req.MaxBytes)
@@ -211,6 +217,20 @@ func (b *Broker) fillFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 		fp.Partition, fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = sp.partition, -1, -1, -1
 		fp.PreferredReadReplica = -1
 		fp.RecordBatches = []byte{} // empty, not null: librdkafka rejects a null record set
+		if t, err := b.fetchTopic(sp); err == nil && isObjectTopic(t) {
+			n, err := b.readObject(ctx, t, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, req.IsolationLevel == 1)
+			if err != nil {
+				fp.ErrorCode = errorCode(err)
+			}
+			total += n
+			if news := fp.ErrorCode != 0 || len(fp.RecordBatches) > 0 || fp.HighWatermark != sp.sentHW ||
+				fp.LastStableOffset != sp.sentLSO || fp.LogStartOffset != sp.sentStart; incremental && !news {
+				continue
+			}
+			sent = append(sent, sentValues{sp, fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset})
+			addFetchPartition(resp, sp, fp)
+			continue
+		}
 		p, perr := b.partition(sp)
 		switch {
 		case perr != nil:

@@ -39,6 +39,13 @@ func handleListOffsets(ctx context.Context, r *request) reply {
 			sp.Partition, sp.Timestamp, sp.Offset, sp.LeaderEpoch = rp.Partition, -1, -1, -1
 			var p *topics.Partition
 			var err error
+			if known && isObjectTopic(t) {
+				if err := b.listObjectOffset(ctx, t, req.ReplicaID, &rp, &sp); err != nil {
+					sp.ErrorCode = errorCode(err)
+				}
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			if !known {
 				err = kerr.UnknownTopicOrPartition
 			} else if p, err = b.leader(t, rp.Partition, rp.CurrentLeaderEpoch); err == nil && !waitReady(ctx, p.Replica, time.Second) {

@@ -94,7 +94,19 @@ func (b *Broker) metadataTopic(img *controller.Image, t *topics.Topic) kmsg.Meta
 	name := t.Name
 	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, t.Name == OffsetsTopic || t.Name == TxnStateTopic
 	mt.AuthorizedOperations = notRequested
+	object := isObjectTopic(t)
 	for _, p := range t.Partitions {
+		if object {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition, mp.Leader, mp.LeaderEpoch = p.Index, objectLeader(img, t.ID, p.Index), 0
+			if mp.Leader < 0 {
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			} else {
+				mp.Replicas, mp.ISR = []int32{mp.Leader}, []int32{mp.Leader}
+			}
+			mt.Partitions = append(mt.Partitions, mp)
+			continue
+		}
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition, mp.Leader, mp.LeaderEpoch = p.Index, -1, -1
 		_, ip, ok := img.Partition(t.ID, p.Index)

@@ -14,6 +14,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/metrics"
+	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -34,6 +35,14 @@ func handleProduce(ctx context.Context, r *request) reply {
 		txn   bool // a transactional batch: a quorum's memory is enough (its commit makes it durable)
 	}
 	var waits []commit
+	type objectWait struct {
+		sp             *kmsg.ProduceResponseTopicPartition
+		t              *topics.Topic
+		index          int32
+		bytes, records int
+		w              *objects.Pending
+	}
+	var objWaits []objectWait
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		for _, rt := range req.Topics {
 			st := kmsg.NewProduceResponseTopic()
@@ -58,6 +67,13 @@ func handleProduce(ctx context.Context, r *request) reply {
 			sp.Partition, sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = rp.Partition, -1, -1, -1
 			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			if isObjectTopic(t) {
+				if w := b.produceObject(t, rp.Partition, rp.Records, sp); w != nil && req.Acks != 0 {
+					h, _ := batch.ParseHeader(rp.Records)
+					objWaits = append(objWaits, objectWait{sp, t, rp.Partition, len(rp.Records), int(h.RecordCount), w})
+				}
 				continue
 			}
 			p, err := b.leader(t, rp.Partition, -1)
@@ -99,13 +115,18 @@ func handleProduce(ctx context.Context, r *request) reply {
 	if req.Acks == 0 {
 		return reply{} // no response, as Kafka
 	}
-	if len(waits) == 0 {
+	if len(waits) == 0 && len(objWaits) == 0 {
 		return reply{resp: resp}
 	}
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	return reply{resp: resp, wait: func() {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
+		// An object topic's batch is acknowledged once its file is committed, whatever the
+		// acks: the commit is the durability point (docs/object-topics.md §2).
+		for _, w := range objWaits {
+			b.waitObject(wctx, w.t, w.index, w.bytes, w.records, w.w, w.sp)
+		}
 		for _, w := range waits {
 			wait := w.part.Replica.WaitCommitted
 			if w.txn {

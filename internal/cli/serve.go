@@ -36,6 +36,9 @@ type serveFlags struct {
 	sessionTimeout      time.Duration
 	faultInjection      bool
 	objectStore         string
+	objectBatchTimeout  time.Duration
+	objectBatchBytes    int
+	objectCacheMiB      int64
 }
 
 func (f *serveFlags) register(flags *pflag.FlagSet) {
@@ -46,6 +49,9 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.clusterAddr, "cluster-addr", "127.0.0.1:9093", "host:port of the node's internal listener (controller Raft, replication)")
 	flags.StringVar(&f.voters, "controller-voters", "", "the controller quorum as ID@HOST:PORT,... by node id and cluster address (default: this node alone)")
 	flags.StringVar(&f.objectStore, "object-store", "", "object store URL: file:///dir or s3://bucket/prefix?endpoint=URL&region=R, credentials from the AWS environment (default: file://<data-dir>/objects)")
+	flags.DurationVar(&f.objectBatchTimeout, "object-batch-timeout", 250*time.Millisecond, "object topics: write the node's buffer as one file this long after its first batch")
+	flags.IntVar(&f.objectBatchBytes, "object-batch-bytes", 4<<20, "object topics: write the node's buffer as one file once it holds this many bytes")
+	flags.Int64Var(&f.objectCacheMiB, "object-cache-mib", 256, "object topics: MiB of the read cache")
 	flags.StringVar(&f.rack, "rack", "", "the node's rack, shown to clients in Metadata")
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
 	flags.DurationVar(&f.sessionTimeout, "session-timeout", 1500*time.Millisecond, "a node not heard from this long is fenced and its partitions get new leaders")
@@ -73,7 +79,8 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		NodeID: f.nodeID, AdminAddr: f.adminAddr, Logger: logger, Console: console,
 		SlowRequestThreshold: f.slowRequest, ClusterAddr: f.clusterAddr, ControllerVoters: voters,
 		Rack: f.rack, SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
-		ObjectStore: f.objectStore,
+		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
+		ObjectCacheBytes: f.objectCacheMiB << 20,
 	}
 	if f.slowRequest <= 0 {
 		cfg.SlowRequestThreshold = -1 // the flag's 0 means off; the config's 0 means the default

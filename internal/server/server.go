@@ -33,6 +33,8 @@ import (
 	"github.com/runnel-dev/runnel/internal/cluster"
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/metrics"
+	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/objstore"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/vfs"
@@ -76,6 +78,12 @@ type Config struct {
 	// s3://bucket/prefix?endpoint=URL&region=R); "" means file://<data dir>/objects, or none on
 	// a test file system.
 	ObjectStore string
+	// ObjectBatchTimeout and ObjectBatchBytes: the node's buffer of object topics' batches is
+	// written as one file this long after its first batch or once it holds this many bytes
+	// (defaults 250 ms, 4 MiB). ObjectCacheBytes bounds the read cache (default 256 MiB).
+	ObjectBatchTimeout time.Duration
+	ObjectBatchBytes   int
+	ObjectCacheBytes   int64
 }
 
 // probeObjectStore lists one object to find out early whether the object store answers; a store
@@ -147,6 +155,7 @@ type Server struct {
 	maint   *logstore.Maintainer // retention and compaction, started by Run
 	topics  *topics.Registry
 	objects objstore.Store // nil: none (a test file system without one)
+	objw    *objects.Writer
 	node    *cluster.Node
 	broker  *broker.Broker
 	closed  bool
@@ -240,9 +249,18 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.FaultInjection && hooks.BeforeMarkers == nil {
 		hooks.BeforeMarkers = s.beforeMarkers
 	}
+	var objCache *objects.Cache
+	if s.objects != nil {
+		m := metrics.NewObjects()
+		s.admin.registry.MustRegister(m)
+		objCache = objects.NewCache(s.objects, cfg.ObjectCacheBytes, m)
+		s.objw = objects.NewWriter(objects.WriterConfig{Store: s.objects, Commit: s.node.CommitFile, Node: cfg.NodeID, Run: s.node.Run(),
+			BatchTimeout: cfg.ObjectBatchTimeout, BatchBytes: cfg.ObjectBatchBytes, Cache: objCache, Metrics: m, Logger: s.logger})
+	}
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
 		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
-		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold}, s.topics)
+		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
+		ObjectWriter: s.objw, ObjectCache: objCache}, s.topics)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
@@ -408,6 +426,11 @@ func (s *Server) Close() error {
 	if s.broker != nil { // stops the group coordinator's timers if Serve never ran
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		s.broker.Shutdown(ctx)
+		cancel()
+	}
+	if s.objw != nil { // commits what is written while the controller is still reachable
+		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+		s.objw.Close(ctx)
 		cancel()
 	}
 	if s.node != nil {

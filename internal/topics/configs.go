@@ -67,7 +67,10 @@ var defs = []ConfigDef{
 		Doc: "the longest transaction.timeout.ms a producer may ask for (InitProducerId answers INVALID_TRANSACTION_TIMEOUT beyond it)"},
 	{Name: "transactional.id.expiration.ms", BrokerName: "transactional.id.expiration.ms", BrokerOnly: true, Type: TypeInt, Default: "604800000", Min: 1, Max: math.MaxInt32,
 		Doc: "forget a transactional id this long after its last transaction completed"},
-	{Name: "runnel.storage", Type: TypeString, Default: "local", Allowed: []string{"local"}, Doc: "local segment logs (object storage: not yet)"},
+	{Name: "runnel.default.storage", BrokerName: "runnel.default.storage", BrokerOnly: true, Type: TypeString, Default: "local", Allowed: []string{"local", "object"},
+		Doc: "the runnel.storage of topics created without one (it does not move existing topics)"},
+	{Name: "runnel.storage", Type: TypeString, Default: "local", Allowed: []string{"local", "object"},
+		Doc: "local: replicated segment logs on the nodes; object: files in the object store, any node serves any partition (fixed when the topic is created)"},
 	{Name: "runnel.sequencing", Type: TypeString, Default: "eager", Allowed: []string{"eager"}, Doc: "offsets known at ack (lazy: not yet)"},
 	{Name: "runnel.ordering", Type: TypeString, Default: "partition", Allowed: []string{"partition"}, Doc: "per-partition order (total: not yet)"},
 }

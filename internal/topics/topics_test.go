@@ -43,7 +43,7 @@ func TestCheckConfig(t *testing.T) {
 		{"cleanup.policy", "compact,delete", true}, {"cleanup.policy", "compact, delete", true}, {"cleanup.policy", "gone", false},
 		{"message.timestamp.type", "LogAppendTime", true}, {"message.timestamp.type", "logappendtime", false},
 		{"write.caching", "true", true}, {"write.caching", "yes", false},
-		{"runnel.storage", "local", true}, {"runnel.storage", "object", false},
+		{"runnel.storage", "local", true}, {"runnel.storage", "object", true}, {"runnel.storage", "s3", false},
 		{"no.such.config", "1", false},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,240 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/objects"
+	"github.com/runnel-dev/runnel/internal/objtopic"
+	"github.com/runnel-dev/runnel/internal/topics"
+)
+
+// Object-storage topics (docs/object-topics.md): any node serves any partition. Produce goes
+// through the node's object writer (one file per flush, offsets from the controller's commit);
+// fetch reads the extents the image lists through the read cache; offsets and the log start
+// come from the image.
+
+// isObjectTopic reports whether a registry topic keeps its records in object storage (its
+// storage is set explicitly at creation).
+func isObjectTopic(t *topics.Topic) bool {
+	return t.Configs[controller.StorageConfig] == controller.StorageObject
+}
+
+// resolveStorage fixes a new topic's storage: the effective runnel.storage (its config, else
+// the cluster default) is written into its configs, so a later change of the default does not
+// move it. Internal topics are always local. An object topic's assignments only count its
+// partitions; what object topics do not support yet is refused.
+func (b *Broker) resolveStorage(name string, configs map[string]string, assignments [][]int32) (map[string]string, [][]int32, *adminError) {
+	if name == OffsetsTopic || name == TxnStateTopic {
+		return configs, assignments, nil
+	}
+	storage, ok := configs[controller.StorageConfig]
+	if !ok {
+		storage, _, _ = b.topics.BrokerConfig("runnel.default.storage")
+	}
+	if storage != controller.StorageObject {
+		return configs, assignments, nil
+	}
+	preview := b.topics.Preview(name, configs)
+	if b.cfg.ObjectWriter == nil {
+		return nil, nil, adminErr(kerr.InvalidConfig, "runnel.storage=object: this node has no object store")
+	}
+	if policy, _ := preview.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
+		return nil, nil, adminErr(kerr.InvalidConfig, "cleanup.policy=%s is not supported on object-storage topics (runnel.storage=object) yet", policy)
+	}
+	out := make(map[string]string, len(configs)+1)
+	for k, v := range configs {
+		out[k] = v
+	}
+	out[controller.StorageConfig] = controller.StorageObject
+	return out, make([][]int32, len(assignments)), nil
+}
+
+// checkObjectConfigs refuses a config change of a topic that its storage does not allow:
+// runnel.storage is fixed at creation, and object topics cannot be compacted yet.
+func checkObjectConfigs(t *topics.Topic, set map[string]string) *adminError {
+	storage := t.Configs[controller.StorageConfig]
+	if v, ok := set[controller.StorageConfig]; ok && v != storage && !(storage == "" && v == "local") {
+		return adminErr(kerr.InvalidConfig, "runnel.storage is fixed when a topic is created (topic %s: %q)", t.Name, storage)
+	}
+	if storage == controller.StorageObject && strings.Contains(set["cleanup.policy"], "compact") {
+		return adminErr(kerr.InvalidConfig, "cleanup.policy=compact is not supported on object-storage topics (runnel.storage=object) yet")
+	}
+	return nil
+}
+
+// objectPartition returns the image's state of an object topic's partition.
+func (b *Broker) objectPartition(id [16]byte, index int32) (*objtopic.Partition, error) {
+	it, ok := b.cl.Image().TopicByID(id)
+	if !ok {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	p := it.Object(index)
+	if p == nil {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	return p, nil
+}
+
+// objectLeader is the node Metadata names as an object partition's leader: the live node the
+// partition hashes highest with (rendezvous hashing, so a node joining or leaving moves only
+// its share of partitions). Any node accepts any partition; this only spreads clients' load.
+func objectLeader(img *controller.Image, id [16]byte, index int32) int32 {
+	best, bestH := int32(-1), uint64(0)
+	for _, n := range img.LiveNodes() {
+		h := fnv.New64a()
+		h.Write(id[:])
+		fmt.Fprintf(h, "/%d/%d", index, n)
+		if v := h.Sum64(); best < 0 || v > bestH {
+			best, bestH = n, v
+		}
+	}
+	return best
+}
+
+// produceObject checks one partition's batch and hands it to the object writer. It returns the
+// answer to wait for (nil if the batch was refused: sp has the error).
+func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) *objects.Pending {
+	fail := func(err error) *objects.Pending {
+		setProduceError(sp, err)
+		return nil
+	}
+	n, err := batch.Split(records)
+	if err != nil {
+		return fail(err)
+	}
+	if n != len(records) {
+		return fail(fmt.Errorf("%w: a produce request must hold exactly one record batch per partition", kerr.InvalidRecord))
+	}
+	maxBytes, _ := t.Effective("max.message.bytes")
+	if limit, _ := strconv.Atoi(maxBytes); len(records) > limit {
+		return fail(fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), limit))
+	}
+	h, err := batch.Validate(records)
+	if err != nil {
+		return fail(err)
+	}
+	switch {
+	case h.IsControl():
+		return fail(fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord))
+	case h.IsTransactional():
+		return fail(objtopic.ErrTransactional)
+	}
+	own := append([]byte(nil), records...) // the request's buffer is not ours once we answer
+	if tsType, _ := t.Effective("message.timestamp.type"); tsType == "LogAppendTime" {
+		sp.LogAppendTime = time.Now().UnixMilli()
+		batch.SetLogAppendTime(own, sp.LogAppendTime)
+		h.MaxTimestamp = sp.LogAppendTime
+	}
+	return b.cfg.ObjectWriter.Append(controller.PartitionRef{Topic: t.ID, Partition: index}, own, h)
+}
+
+// waitObject waits for a buffered batch's commit and fills in its answer.
+func (b *Broker) waitObject(ctx context.Context, t *topics.Topic, index int32, bytes, records int, w *objects.Pending, sp *kmsg.ProduceResponseTopicPartition) {
+	base, err := w.Wait(ctx)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = kerr.RequestTimedOut
+		}
+		setProduceError(sp, err)
+		return
+	}
+	sp.BaseOffset = base
+	if p, err := b.objectPartition(t.ID, index); err == nil {
+		sp.LogStartOffset = p.Start
+	}
+	b.cfg.Metrics.Produced(t.Name, bytes, records)
+}
+
+// readObject reads an object partition for a fetch into fp.
+func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first, readCommitted bool) (int, error) {
+	p, err := b.objectPartition(t.ID, sp.partition)
+	if err != nil {
+		return 0, err
+	}
+	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = p.Next, p.Next, p.Start
+	if readCommitted {
+		fp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	}
+	switch {
+	case sp.offset == p.Next:
+		return 0, nil
+	case sp.offset < p.Start || sp.offset > p.Next:
+		return 0, kerr.OffsetOutOfRange
+	case maxBytes <= 0 && !first:
+		return 0, nil
+	}
+	data, err := b.cfg.ObjectCache.Read(ctx, p, sp.offset, max(maxBytes, 0), first)
+	if err != nil {
+		b.logger.Warn("broker: reading an object partition", "topic", t.Name, "partition", sp.partition, "offset", sp.offset, "err", err)
+		return 0, fmt.Errorf("%w: reading from the object store: %v", kerr.KafkaStorageError, err)
+	}
+	fp.RecordBatches = data
+	return len(data), nil
+}
+
+// listObjectOffset answers one ListOffsets partition of an object topic.
+func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaID int32, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) error {
+	p, err := b.objectPartition(t.ID, rp.Partition)
+	if err != nil {
+		return err
+	}
+	sp.LeaderEpoch = 0
+	var off, ts int64 = -1, -1
+	switch rp.Timestamp {
+	case listLatest:
+		off = p.Next
+	case listEarliest:
+		off = p.Start
+	case listMaxTimestamp:
+		off, ts, err = b.cfg.ObjectCache.MaxTimestamp(ctx, p)
+	default:
+		if rp.Timestamp < 0 {
+			return kerr.InvalidRequest
+		}
+		off, ts, err = b.cfg.ObjectCache.OffsetForTime(ctx, p, rp.Timestamp)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: reading from the object store: %v", kerr.KafkaStorageError, err)
+	}
+	if off >= 0 && (rp.Timestamp == listLatest || rp.Timestamp == listEarliest || fetchable(replicaID, off, p.Next)) {
+		sp.Offset, sp.Timestamp = off, ts
+	}
+	return nil
+}
+
+// deleteObjectRecords moves an object partition's log start (DeleteRecords) and returns the new
+// low watermark.
+func (b *Broker) deleteObjectRecords(ctx context.Context, t *topics.Topic, index int32, offset int64) (int64, error) {
+	p, err := b.objectPartition(t.ID, index)
+	if err != nil {
+		return -1, err
+	}
+	if offset == deleteToHighWatermark {
+		offset = p.Next
+	}
+	if offset < 0 || offset > p.Next {
+		return -1, kerr.OffsetOutOfRange
+	}
+	if offset > p.Start {
+		cmd := &controller.Command{Op: controller.OpTrimObjects, TrimObjects: &controller.TrimObjects{Items: []controller.TrimItem{
+			{PartitionRef: controller.PartitionRef{Topic: t.ID, Partition: index}, Start: offset}}}}
+		if err := b.cl.ProposeApplied(ctx, cmd); err != nil {
+			return -1, fmt.Errorf("%w: %v", kerr.RequestTimedOut, err)
+		}
+	}
+	if p, err = b.objectPartition(t.ID, index); err != nil {
+		return -1, err
+	}
+	return p.Start, nil
+}

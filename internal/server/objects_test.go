@@ -1,0 +1,165 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func createObjectTopic(t *testing.T, addr, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if configs == nil {
+		configs = map[string]*string{}
+	}
+	configs["runnel.storage"] = kadm.StringPtr("object")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("creating object topic %s: %v", topic, err)
+	}
+}
+
+// TestObjectTopicSingleNode: an object topic on the embedded default store (the data dir's
+// objects directory) takes an idempotent stream exactly once, serves consumers and groups,
+// lists offsets by time, deletes records, refuses what it does not support, and keeps
+// everything across a restart.
+func TestObjectTopicSingleNode(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	const topic, partitions, n = "objects", 4, 1200
+	start := time.Now()
+	createObjectTopic(t, b.addr, topic, partitions, nil)
+	p := idempotentProducer(t, b.addr)
+	if err := produceSeq(p, topic, partitions, 0, n); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, b.addr, topic, partitions, n)
+
+	t.Logf("produced and consumed: %v", time.Since(start))
+	adm := kadm.NewClient(p)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// Unsupported configs are refused at create and alter time; the storage is fixed.
+	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"runnel.storage": kadm.StringPtr("object"),
+		"cleanup.policy": kadm.StringPtr("compact")}, "objects-compacted")
+	if err == nil {
+		err = resp.Err
+	}
+	if !errors.Is(err, kerr.InvalidConfig) {
+		t.Errorf("creating a compacted object topic: %v; want INVALID_CONFIG", err)
+	}
+	for _, c := range []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact")}, {Name: "runnel.storage", Value: kadm.StringPtr("local")}} {
+		ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{c}, topic)
+		if err == nil {
+			var r kadm.AlterConfigsResponse
+			if r, err = ar.On(topic, nil); err == nil {
+				err = r.Err
+			}
+		}
+		if !errors.Is(err, kerr.InvalidConfig) {
+			t.Errorf("setting %s=%s on the object topic: %v; want INVALID_CONFIG", c.Name, *c.Value, err)
+		}
+	}
+
+	// ListOffsets by time: every record was produced after start.
+	byTime, err := adm.ListOffsetsAfterMilli(ctx, start.UnixMilli(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTime.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil || o.Offset != 0 {
+			t.Errorf("offset after the start time of partition %d: %d, %v; want 0", o.Partition, o.Offset, o.Err)
+		}
+	})
+
+	// A consumer group commits and resumes.
+	g, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumeTopics(topic), kgo.ConsumerGroup("og"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for got < n {
+		fs := g.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("the group read %d of %d", got, n)
+		}
+		got += fs.NumRecords()
+	}
+	if err := g.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	committed, err := adm.FetchOffsets(ctx, "og")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total := func() (s int64) {
+		committed.Each(func(o kadm.OffsetResponse) { s += o.At })
+		return s
+	}(); total != n {
+		t.Errorf("the group committed offsets summing to %d; want %d", total, n)
+	}
+
+	// DeleteRecords moves the log start; a consumer from the start begins there.
+	dr, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {At: 100}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := dr.Lookup(topic, 0); r.Err != nil || r.LowWatermark != 100 {
+		t.Fatalf("DeleteRecords to 100: %+v", r)
+	}
+	checkFirst := func(addr string) {
+		t.Helper()
+		c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fs := c.PollRecords(ctx, 1)
+		if err := fs.Err0(); err != nil || fs.NumRecords() == 0 {
+			t.Fatalf("consuming partition 0 from the start: %v", err)
+		}
+		if r := fs.Records()[0]; r.Offset != 100 || string(r.Value) != fmt.Sprint(100*partitions) {
+			t.Fatalf("the first record from the start is offset %d (%s); want 100 (%d)", r.Offset, r.Value, 100*partitions)
+		}
+	}
+	checkFirst(b.addr)
+	t.Logf("before restart: %v", time.Since(start))
+
+	// Everything is still there after a restart.
+	b = b.restart()
+	checkFirst(b.addr)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := idempotentProducer(t, b.addr)
+	if err := produceSeq(p2, topic, partitions, n, n+400); err != nil { // 100 more per partition
+		t.Fatal(err)
+	}
+	after, err := kadm.NewClient(p2).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after.Each(func(o kadm.ListedOffset) {
+		if before, _ := ends.Lookup(topic, o.Partition); o.Offset != before.Offset+100 {
+			t.Errorf("partition %d ends at %d after 100 more records; want %d", o.Partition, o.Offset, before.Offset+100)
+		}
+	})
+}
