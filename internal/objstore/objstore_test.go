@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/runnel-dev/runnel/internal/testclients"
 )
 
 // conformance checks what every Store promises.
@@ -270,43 +270,10 @@ func TestFaulty(t *testing.T) {
 // TestS3 runs the conformance checks against a real S3-compatible server: versitygw, started
 // here with scripts/s3server.sh (built once by `scripts/s3server.sh install`, which .ci/run runs).
 func TestS3(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an S3 server")
-	}
-	script, _ := filepath.Abs(filepath.Join("..", "..", "scripts", "s3server.sh"))
-	tools := os.Getenv("RUNNEL_TOOLS_DIR")
-	if tools == "" {
-		home, _ := os.UserHomeDir()
-		tools = filepath.Join(home, ".cache", "runnel-tools")
-	}
-	if m, _ := filepath.Glob(filepath.Join(tools, "bin", "versitygw-*")); len(m) == 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("versitygw is not installed (scripts/s3server.sh install; .ci/run does it)")
-		}
-		t.Skip("versitygw is not installed: scripts/s3server.sh install")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir := filepath.Join(t.TempDir(), "s3")
-	out, err := exec.Command("bash", script, "start", dir, fmt.Sprint(port)).Output()
-	if err != nil {
-		t.Fatalf("s3server.sh start: %v", err)
-	}
-	t.Cleanup(func() { exec.Command("bash", script, "stop", dir).Run() })
-	endpoint := strings.TrimSpace(string(out))
-	t.Setenv("AWS_ACCESS_KEY_ID", "runnel-test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "runnel-test-secret")
-	t.Setenv("AWS_REGION", "us-east-1")
+	endpoint := testclients.S3(t)
 	ctx := context.Background()
 	admin := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider("runnel-test", "runnel-test-secret", "")})
-	if _, err := admin.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("runnel")}); err != nil {
-		t.Fatal(err)
-	}
 	s, err := Open(ctx, "s3://runnel/cluster-1?endpoint="+endpoint)
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,10 @@ type testCluster struct {
 	cancels map[int32]context.CancelFunc
 	served  map[int32]chan error
 	dirs    map[int32]string
+	// objectStore is the store every node shares ("": each node's own default).
+	objectStore string
+	// batchTimeout: the nodes' --object-batch-timeout (0: the default).
+	batchTimeout time.Duration
 }
 
 // testLogLevel is the level of the test servers' logs: warnings, or debug with
@@ -55,8 +59,14 @@ func freeAddr(t *testing.T) string {
 }
 
 func startCluster(t *testing.T, n int) *testCluster {
+	return startClusterWith(t, n, func(*testCluster) {})
+}
+
+// startClusterWith starts a cluster after setup has set its options.
+func startClusterWith(t *testing.T, n int, setup func(*testCluster)) *testCluster {
 	c := &testCluster{t: t, voters: map[int32]string{}, servers: map[int32]*server.Server{}, addrs: map[int32]string{},
 		cancels: map[int32]context.CancelFunc{}, served: map[int32]chan error{}, dirs: map[int32]string{}}
+	setup(c)
 	for id := int32(1); id <= 3; id++ {
 		c.voters[id] = freeAddr(t)
 	}
@@ -87,6 +97,7 @@ func (c *testCluster) start(id int32) {
 	}
 	s, err := server.Open(server.Config{DataDir: c.dirs[id], NodeID: id, KafkaAddr: ln.Addr().String(),
 		AdminAddr: "127.0.0.1:0", ClusterAddr: cluster, ControllerVoters: c.voters, Console: &bytes.Buffer{},
+		ObjectStore: c.objectStore, ObjectBatchTimeout: c.batchTimeout,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: testLogLevel()}))})
 	if err != nil {
 		ln.Close()

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/testclients"
 )
 
 func createObjectTopic(t *testing.T, addr, topic string, partitions int32, configs map[string]*string) {
@@ -162,4 +164,80 @@ func TestObjectTopicSingleNode(t *testing.T) {
 			t.Errorf("partition %d ends at %d after 100 more records; want %d", o.Partition, o.Offset, before.Offset+100)
 		}
 	})
+}
+
+// TestObjectTopicClusterS3: three nodes share an S3-compatible store (versitygw). Producers
+// write through every node (Metadata spreads the partitions' "leaders"), consumers read through
+// every node, and a topic created without runnel.storage takes the cluster default
+// runnel.default.storage. A node stops in the middle: its partitions move to the others and
+// the stream goes on exactly once.
+func TestObjectTopicClusterS3(t *testing.T) {
+	endpoint := testclients.S3(t)
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.objectStore = "s3://runnel/cluster?endpoint=" + endpoint
+		c.batchTimeout = 50 * time.Millisecond
+	})
+	cl, adm := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	alter, err := adm.AlterBrokerConfigsState(ctx, []kadm.AlterConfig{{Name: "runnel.default.storage", Value: kadm.StringPtr("object")}})
+	if err == nil {
+		_, err = alter.On("", nil)
+	}
+	if err != nil {
+		t.Fatalf("setting runnel.default.storage: %v", err)
+	}
+	const topic, partitions, n = "spread", 6, 3000
+	if _, err := adm.CreateTopic(ctx, partitions, -1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	for { // every node knows the topic soon
+		rc, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := rc.On(topic, nil)
+		if err == nil && errors.Is(v.Err, kerr.UnknownTopicOrPartition) && ctx.Err() == nil {
+			continue
+		}
+		if err != nil || !hasConfig(v.Configs, "runnel.storage", "object") {
+			t.Fatalf("a topic created under runnel.default.storage=object: %+v, %v", v, err)
+		}
+		break
+	}
+	var md kadm.Metadata
+	for len(md.Topics[topic].Partitions) < partitions { // every node knows the topic soon
+		if md, err = adm.Metadata(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaders := map[int32]bool{}
+	for _, p := range md.Topics[topic].Partitions {
+		leaders[p.Leader] = true
+	}
+	if len(leaders) < 2 {
+		t.Errorf("Metadata names %d distinct leaders for %d partitions over 3 nodes; want them spread", len(leaders), partitions)
+	}
+	cl.Close()
+
+	p := idempotentProducer(t, c.brokers()[0])
+	if err := produceSeq(p, topic, partitions, 0, n/2); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(2)
+	if err := produceSeq(p, topic, partitions, n/2, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range c.brokers() {
+		exactlyOnce(t, addr, topic, partitions, n)
+	}
+}
+
+func hasConfig(cs []kadm.Config, name, value string) bool {
+	for _, c := range cs {
+		if c.Key == name && c.Value != nil && *c.Value == value {
+			return true
+		}
+	}
+	return false
 }
