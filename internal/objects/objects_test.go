@@ -176,3 +176,90 @@ func TestWriterRetriesAndFailures(t *testing.T) {
 		t.Fatalf("the next batch: %d, %v; want 2", base, err)
 	}
 }
+
+// TestMaintainerRetentionAndGC: retention trims whole extents; garbage collection deletes a
+// file only after it has been unreferenced for the grace period, and an uncommitted file of an
+// unknown writer only once it is old.
+func TestMaintainerRetentionAndGC(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	w := newTestWriter(t, dir, fc, nil)
+	ref := controller.PartitionRef{Topic: topic}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range 3 {
+		b := testBatch(-1, -1, fmt.Sprint(i))
+		h, _ := batch.ParseHeader(b)
+		pw := w.Append(ref, b, h)
+		w.Flush()
+		if _, err := pw.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dir.Put(ctx, "journal/9-gone/00000000000000000001", []byte("an orphan")); err != nil {
+		t.Fatal(err)
+	}
+	retentionBytes := "-1"
+	m := NewMaintainer(MaintainerConfig{Store: dir, Active: func() bool { return true },
+		Image: func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() },
+		Propose: func(_ context.Context, c *controller.Command) error {
+			fc.mu.Lock()
+			defer fc.mu.Unlock()
+			fc.index++
+			return controller.Apply(fc.img, fc.index, c).Err
+		},
+		Config: func(_, name string) string {
+			if name == "retention.bytes" {
+				return retentionBytes
+			}
+			return "-1"
+		}})
+	now := time.Now()
+	if err := m.Retention(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	if start := fc.partition(0).Object(0).Start; start != 0 {
+		t.Fatalf("retention without limits moved the start to %d", start)
+	}
+	size := int64(fc.partition(0).Object(0).Extents[2].Length)
+	retentionBytes = fmt.Sprint(size)
+	if err := m.Retention(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	if start := fc.partition(0).Object(0).Start; start != 2 {
+		t.Fatalf("retention.bytes of one extent: start %d; want 2", start)
+	}
+	count := func() int {
+		objs, err := dir.List(ctx, "journal/", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(objs)
+	}
+	for _, step := range []struct {
+		at      time.Duration
+		deleted int
+		left    int
+	}{
+		{0, 0, 4},                // first sighting: the grace period starts
+		{5 * time.Minute, 0, 4},  // within the grace period
+		{11 * time.Minute, 2, 2}, // the two trimmed files go; the orphan of an unknown writer is young
+		{2 * time.Hour, 1, 1},    // the orphan is old now; the referenced file stays
+	} {
+		n, err := m.GC(ctx, now.Add(step.at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != step.deleted || count() != step.left {
+			t.Fatalf("GC at +%v: deleted %d, %d left; want %d, %d", step.at, n, count(), step.deleted, step.left)
+		}
+	}
+	// The partition still reads from its start.
+	data, err := NewCache(dir, 1<<20, nil).Read(ctx, fc.partition(0).Object(0), 2, 1<<20, true)
+	if err != nil || len(data) == 0 {
+		t.Fatalf("reading after GC: %d bytes, %v", len(data), err)
+	}
+}

@@ -256,7 +256,7 @@ func (d *Dir) List(ctx context.Context, prefix, startAfter string, limit int) ([
 			}
 			return err
 		}
-		out = append(out, Object{Key: key, Size: info.Size()})
+		out = append(out, Object{Key: key, Size: info.Size(), Modified: info.ModTime()})
 		return nil
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Store is an object store.
@@ -39,8 +40,9 @@ type Store interface {
 
 // Object is a listed object.
 type Object struct {
-	Key  string
-	Size int64
+	Key      string
+	Size     int64
+	Modified time.Time // when it was written
 }
 
 // Errors of the stores. Others are failures of the store or of the way to it; a caller may retry

@@ -180,7 +180,7 @@ func (s *S3) List(ctx context.Context, prefix, startAfter string, limit int) ([]
 			if o.Key == nil || (limit > 0 && len(out) >= limit) {
 				continue
 			}
-			out = append(out, Object{Key: strings.TrimPrefix(*o.Key, s.prefix), Size: aws.ToInt64(o.Size)})
+			out = append(out, Object{Key: strings.TrimPrefix(*o.Key, s.prefix), Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
 		}
 	}
 	return out, nil

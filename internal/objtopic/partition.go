@@ -189,3 +189,25 @@ func (p *Partition) UnmarshalJSON(b []byte) error {
 	*p = Partition{Start: j.Start, Next: j.Next, Extents: j.Extents, producers: st}
 	return nil
 }
+
+// RetentionStart returns the log start that retention gives the partition: whole extents are
+// dropped from the oldest on while their newest record is older than retentionMs (-1: no time
+// limit) or while the partition stays at or above retentionBytes without them (-1: no size
+// limit), as Kafka deletes whole segments. It returns Start if nothing is due.
+func (p *Partition) RetentionStart(nowMs, retentionMs, retentionBytes int64) int64 {
+	var size int64
+	for _, e := range p.Extents {
+		size += int64(e.Length)
+	}
+	start := p.Start
+	for _, e := range p.Extents {
+		expired := retentionMs >= 0 && e.MaxTimestamp < nowMs-retentionMs
+		oversize := retentionBytes >= 0 && size-int64(e.Length) >= retentionBytes
+		if !expired && !oversize {
+			break
+		}
+		size -= int64(e.Length)
+		start = max(start, e.Last+1)
+	}
+	return start
+}

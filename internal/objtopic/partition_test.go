@@ -109,3 +109,30 @@ func TestCloneAndJSON(t *testing.T) {
 		t.Error("a start past the end decoded")
 	}
 }
+
+func TestRetentionStart(t *testing.T) {
+	p := NewPartition()
+	for i := range 4 { // extents of 10 records, 100 bytes, newest timestamps 1000, 2000, 3000, 4000
+		p.Commit(fmt.Sprintf("f%d", i), IndexEntry{Length: 100}, []BatchMeta{{Records: 10, ProducerID: -1, MaxTimestamp: int64(1000 * (i + 1))}})
+	}
+	for _, tc := range []struct {
+		now, ms, bytes, want int64
+	}{
+		{5000, -1, -1, 0},     // no limits
+		{5000, 2500, -1, 20},  // extents newer than 2500 stay
+		{5000, 500, -1, 40},   // all expired: the start moves to the end
+		{5000, -1, 250, 10},   // 400 bytes, keep at least 250: drop one (300 stay)
+		{5000, -1, 400, 0},    // exactly at the limit: nothing
+		{5000, 3500, 150, 20}, // time drops one, size a second
+	} {
+		if got := p.RetentionStart(tc.now, tc.ms, tc.bytes); got != tc.want {
+			t.Errorf("RetentionStart(now %d, ms %d, bytes %d) = %d; want %d", tc.now, tc.ms, tc.bytes, got, tc.want)
+		}
+	}
+	if _, err := p.Trim(20); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.RetentionStart(5000, -1, 100); got != 30 {
+		t.Errorf("after trimming to 20, keeping 100 bytes: %d; want 30", got)
+	}
+}

@@ -33,6 +33,8 @@ type testCluster struct {
 	objectStore string
 	// batchTimeout: the nodes' --object-batch-timeout (0: the default).
 	batchTimeout time.Duration
+	// retentionInterval: the nodes' object retention interval (0: the default).
+	retentionInterval time.Duration
 }
 
 // testLogLevel is the level of the test servers' logs: warnings, or debug with
@@ -97,7 +99,7 @@ func (c *testCluster) start(id int32) {
 	}
 	s, err := server.Open(server.Config{DataDir: c.dirs[id], NodeID: id, KafkaAddr: ln.Addr().String(),
 		AdminAddr: "127.0.0.1:0", ClusterAddr: cluster, ControllerVoters: c.voters, Console: &bytes.Buffer{},
-		ObjectStore: c.objectStore, ObjectBatchTimeout: c.batchTimeout,
+		ObjectStore: c.objectStore, ObjectBatchTimeout: c.batchTimeout, ObjectRetentionInterval: c.retentionInterval,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: testLogLevel()}))})
 	if err != nil {
 		ln.Close()

@@ -176,6 +176,7 @@ func TestObjectTopicClusterS3(t *testing.T) {
 	c := startClusterWith(t, 3, func(c *testCluster) {
 		c.objectStore = "s3://runnel/cluster?endpoint=" + endpoint
 		c.batchTimeout = 50 * time.Millisecond
+		c.retentionInterval = 200 * time.Millisecond
 	})
 	cl, adm := c.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -230,6 +231,39 @@ func TestObjectTopicClusterS3(t *testing.T) {
 	}
 	for _, addr := range c.brokers() {
 		exactlyOnce(t, addr, topic, partitions, n)
+	}
+
+	// Retention: with retention.bytes=1 every extent but the newest of each partition goes.
+	_, adm = c.client()
+	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.bytes", Value: kadm.StringPtr("1")}}, topic)
+	if err == nil {
+		_, err = ar.On(topic, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		starts, err := adm.ListStartOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := 0
+		starts.Each(func(o kadm.ListedOffset) {
+			if end, _ := ends.Lookup(topic, o.Partition); o.Offset > 0 && o.Offset < end.Offset {
+				moved++
+			}
+		})
+		if moved == partitions {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("retention.bytes=1 moved the log start of %d of %d partitions", moved, partitions)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

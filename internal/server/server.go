@@ -84,6 +84,9 @@ type Config struct {
 	ObjectBatchTimeout time.Duration
 	ObjectBatchBytes   int
 	ObjectCacheBytes   int64
+	// ObjectRetentionInterval: how often the active controller applies object topics'
+	// retention (default 30 s).
+	ObjectRetentionInterval time.Duration
 }
 
 // probeObjectStore lists one object to find out early whether the object store answers; a store
@@ -156,10 +159,13 @@ type Server struct {
 	topics  *topics.Registry
 	objects objstore.Store // nil: none (a test file system without one)
 	objw    *objects.Writer
-	node    *cluster.Node
-	broker  *broker.Broker
-	closed  bool
-	admin   admin // admin HTTP server, metrics registry, readiness (admin.go)
+	// objmaint runs object topics' retention and garbage collection when this node is the
+	// active controller.
+	objmaint *objects.Maintainer
+	node     *cluster.Node
+	broker   *broker.Broker
+	closed   bool
+	admin    admin // admin HTTP server, metrics registry, readiness (admin.go)
 	// dropRate is fault injection: the per-mille of produce responses dropped.
 	dropRate atomic.Uint64
 	// crashBeforeMarkers is fault injection: die at the next transaction marker round.
@@ -256,6 +262,18 @@ func Open(cfg Config) (*Server, error) {
 		objCache = objects.NewCache(s.objects, cfg.ObjectCacheBytes, m)
 		s.objw = objects.NewWriter(objects.WriterConfig{Store: s.objects, Commit: s.node.CommitFile, Node: cfg.NodeID, Run: s.node.Run(),
 			BatchTimeout: cfg.ObjectBatchTimeout, BatchBytes: cfg.ObjectBatchBytes, Cache: objCache, Metrics: m, Logger: s.logger})
+		s.objmaint = objects.NewMaintainer(objects.MaintainerConfig{Store: s.objects, Image: s.node.Image,
+			Active:  func() bool { return s.node.ControllerID() == cfg.NodeID },
+			Propose: s.node.ProposeApplied,
+			Config: func(topic, name string) string {
+				t, ok := s.topics.Get(topic)
+				if !ok {
+					return "-1"
+				}
+				v, _ := t.Effective(name)
+				return v
+			},
+			RetentionInterval: cfg.ObjectRetentionInterval, Logger: s.logger})
 	}
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
 		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
@@ -393,6 +411,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	maintDone := make(chan struct{})
 	go func() { s.maint.Run(ctx); close(maintDone) }()
 	defer func() { <-maintDone }()
+	if s.objmaint != nil {
+		objDone := make(chan struct{})
+		go func() { s.objmaint.Run(ctx); close(objDone) }()
+		defer func() { <-objDone }()
+	}
 	served := make(chan error, 1)
 	go func() { served <- s.broker.Serve(ln) }()
 	s.admin.kafkaAddr.Store(new(ln.Addr().String()))

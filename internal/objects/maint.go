@@ -1,0 +1,179 @@
+package objects
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/objstore"
+)
+
+// MaintainerConfig configures a Maintainer.
+type MaintainerConfig struct {
+	Store objstore.Store
+	// Image is the node's current metadata image; Active reports whether this node is the
+	// active controller (only it maintains); Propose has the controller apply a command.
+	Image   func() *controller.Image
+	Active  func() bool
+	Propose func(ctx context.Context, cmd *controller.Command) error
+	// Config returns a topic's effective config value.
+	Config func(topic, name string) string
+
+	RetentionInterval time.Duration // default 30 s
+	GCInterval        time.Duration // default 1 min
+	// GCGrace: an object is deleted only after no extent has referenced it for this long, so a
+	// reader in the middle of a GET never loses its file (default 10 min).
+	GCGrace time.Duration
+	// OrphanAge: an unreferenced file whose writer may still commit it (its run is unknown or
+	// has not moved past it) is deleted only once it is this old (default 1 h).
+	OrphanAge time.Duration
+	Logger    *slog.Logger
+}
+
+// Maintainer runs object topics' retention and garbage collection on the active controller.
+type Maintainer struct {
+	cfg        MaintainerConfig
+	unrefSince map[string]time.Time // objects seen unreferenced, since when (this controller's view)
+}
+
+// NewMaintainer returns a maintainer; Run runs it.
+func NewMaintainer(cfg MaintainerConfig) *Maintainer {
+	if cfg.RetentionInterval <= 0 {
+		cfg.RetentionInterval = 30 * time.Second
+	}
+	if cfg.GCInterval <= 0 {
+		cfg.GCInterval = time.Minute
+	}
+	if cfg.GCGrace <= 0 {
+		cfg.GCGrace = 10 * time.Minute
+	}
+	if cfg.OrphanAge <= 0 {
+		cfg.OrphanAge = time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Maintainer{cfg: cfg, unrefSince: map[string]time.Time{}}
+}
+
+// Run maintains until ctx ends.
+func (m *Maintainer) Run(ctx context.Context) {
+	ret := time.NewTicker(m.cfg.RetentionInterval)
+	defer ret.Stop()
+	gc := time.NewTicker(m.cfg.GCInterval)
+	defer gc.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ret.C:
+			if m.cfg.Active() {
+				if err := m.Retention(ctx, time.Now()); err != nil {
+					m.cfg.Logger.Warn("objects: retention", "err", err)
+				}
+			}
+		case <-gc.C:
+			if !m.cfg.Active() {
+				clear(m.unrefSince) // a later term starts its grace periods afresh
+				continue
+			}
+			if n, err := m.GC(ctx, time.Now()); err != nil {
+				m.cfg.Logger.Warn("objects: garbage collection", "err", err)
+			} else if n > 0 {
+				m.cfg.Logger.Info("objects: garbage collected", "objects", n)
+			}
+		}
+	}
+}
+
+// Retention proposes the log starts retention.ms and retention.bytes give object partitions.
+func (m *Maintainer) Retention(ctx context.Context, now time.Time) error {
+	img := m.cfg.Image()
+	var items []controller.TrimItem
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		if !t.IsObject() {
+			continue
+		}
+		ms, _ := strconv.ParseInt(m.cfg.Config(name, "retention.ms"), 10, 64)
+		bytes, _ := strconv.ParseInt(m.cfg.Config(name, "retention.bytes"), 10, 64)
+		if ms < 0 && bytes < 0 {
+			continue
+		}
+		for i, p := range t.Objects {
+			if start := p.RetentionStart(now.UnixMilli(), ms, bytes); start > p.Start {
+				items = append(items, controller.TrimItem{PartitionRef: controller.PartitionRef{Topic: t.ID, Partition: int32(i)}, Start: start})
+			}
+		}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return m.cfg.Propose(ctx, &controller.Command{Op: controller.OpTrimObjects, TrimObjects: &controller.TrimObjects{Items: items}})
+}
+
+// GC deletes the objects no extent references any more, once they have been unreferenced for
+// the grace period and their writer is done with them. It returns how many it deleted.
+func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
+	img := m.cfg.Image()
+	refs := map[string]bool{}
+	for _, t := range img.Topics {
+		for _, p := range t.Objects {
+			for _, e := range p.Extents {
+				refs[e.File] = true
+			}
+		}
+	}
+	objs, err := m.cfg.Store.List(ctx, "journal/", "", 0)
+	if err != nil {
+		return 0, err
+	}
+	listed := make(map[string]bool, len(objs))
+	deleted := 0
+	for _, o := range objs {
+		listed[o.Key] = true
+		if refs[o.Key] {
+			delete(m.unrefSince, o.Key)
+			continue
+		}
+		since, seen := m.unrefSince[o.Key]
+		if !seen {
+			m.unrefSince[o.Key] = now
+			continue
+		}
+		if now.Sub(since) < m.cfg.GCGrace || (!writerDone(img, o.Key) && now.Sub(o.Modified) < m.cfg.OrphanAge) {
+			continue
+		}
+		if err := m.cfg.Store.Delete(ctx, o.Key); err != nil {
+			return deleted, err
+		}
+		delete(m.unrefSince, o.Key)
+		deleted++
+	}
+	for k := range m.unrefSince {
+		if !listed[k] {
+			delete(m.unrefSince, k)
+		}
+	}
+	return deleted, nil
+}
+
+// writerDone reports whether a journal file's writer will not commit it any more: its run has
+// answered every file up to past it.
+func writerDone(img *controller.Image, key string) bool {
+	parts := strings.Split(key, "/") // journal/<run>/<seq>
+	if len(parts) != 3 {
+		return false
+	}
+	seq, err := strconv.ParseUint(parts[2], 10, 64)
+	if err != nil {
+		return false
+	}
+	w := img.ObjWriters[parts[1]]
+	return w != nil && seq < w.Floor
+}
