@@ -64,7 +64,7 @@ func (b *Broker) producerIDBlock() (int64, error) {
 // defaultReplicationFactor is default.replication.factor: 3 when at least three nodes are live,
 // else 1.
 func (b *Broker) defaultReplicationFactor() int16 {
-	if len(b.cl.Image().LiveNodes()) >= 3 {
+	if len(b.cl.Image().StorageNodes()) >= 3 {
 		return 3
 	}
 	return 1
@@ -76,7 +76,7 @@ func (b *Broker) defaultReplicationFactor() int16 {
 // that pairs of nodes do not always replicate each other. first is the index of the first new
 // partition (for CreatePartitions).
 func (b *Broker) assignReplicas(first, count int32, rf int16) ([][]int32, *adminError) {
-	nodes := b.cl.Image().LiveNodes()
+	nodes := b.cl.Image().StorageNodes()
 	if int(rf) > len(nodes) {
 		return nil, adminErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, len(nodes))
 	}
@@ -116,8 +116,10 @@ func (b *Broker) checkReplicas(replicas []int32) *adminError {
 			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes the broker %d more than once.", id)
 		}
 		seen[id] = true
-		if _, ok := img.Nodes[id]; !ok {
+		if n, ok := img.Nodes[id]; !ok {
 			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no such broker is registered.", id)
+		} else if n.Agent {
+			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, a runnel agent, which holds no replicas.", id)
 		}
 	}
 	return nil

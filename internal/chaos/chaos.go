@@ -27,6 +27,10 @@ type Config struct {
 	Rounds     int    // kill-leader rounds; default 5
 	Hold       time.Duration
 	Out        io.Writer // progress lines; nil: none
+	// ObjectStore is the store the object scenarios' nodes and agents share (an
+	// s3://...?endpoint= or file:/// URL); Agents is how many agents they run (default 1).
+	ObjectStore string
+	Agents      int
 }
 
 func (c *Config) defaults() {
@@ -47,6 +51,9 @@ func (c *Config) defaults() {
 	}
 	if c.Out == nil {
 		c.Out = io.Discard
+	}
+	if c.Agents == 0 {
+		c.Agents = 1
 	}
 }
 
@@ -76,29 +83,53 @@ func (r *Result) OK() bool {
 // Scenarios are the fault scenarios, in the order.
 var Scenarios = []string{"kill-leader", "kill-all", "kill-all-write-caching", "isolate-leader", "pause-leader", "drop-responses"}
 
+// ObjectScenarios are the scenarios of object-storage topics (docs/object-topics.md §7): nodes
+// and agents killed between an object file's write and its commit, and between its commit and
+// the producers' answers; object store errors, latency and lost replies; the active controller
+// killed in the middle of commits.
+var ObjectScenarios = []string{"object-kill-after-put", "object-kill-after-commit", "object-store-faults", "object-kill-controller"}
+
 // Run runs one scenario on a fresh cluster and checks the result.
 func Run(ctx context.Context, cfg Config, scenario string) Result {
 	cfg.defaults()
 	res := Result{Scenario: scenario}
 	start := time.Now()
 	defer func() { res.Elapsed = time.Since(start) }()
-	if !slices.Contains(Scenarios, scenario) {
+	object := slices.Contains(ObjectScenarios, scenario)
+	if !slices.Contains(Scenarios, scenario) && !object {
 		res.Error = "unknown scenario " + scenario
 		return res
 	}
+	if object && cfg.ObjectStore == "" {
+		res.Error = scenario + " needs an object store (--object-store)"
+		return res
+	}
 	dir := fmt.Sprintf("%s/%s", cfg.Dir, scenario)
-	c, err := StartCluster(ctx, cfg.Binary, dir, cfg.Nodes, strings.Fields(os.Getenv("RUNNEL_CHAOS_SERVE_ARGS"))...)
+	args := strings.Fields(os.Getenv("RUNNEL_CHAOS_SERVE_ARGS"))
+	objArgs := []string{"--object-store", cfg.ObjectStore, "--object-batch-timeout", "50ms"}
+	if object {
+		args = append(args, objArgs...)
+	}
+	c, err := StartCluster(ctx, cfg.Binary, dir, cfg.Nodes, args...)
 	if err != nil {
 		res.Error = err.Error()
 		return res
 	}
 	defer c.StopAll()
+	if object {
+		for i := range cfg.Agents {
+			if err := c.AddAgent(ctx, int32(101+i), objArgs...); err != nil {
+				res.Error = err.Error()
+				return res
+			}
+		}
+	}
 	fmt.Fprintf(cfg.Out, "%s: cluster of %d up: %s\n", scenario, cfg.Nodes, strings.Join(c.Brokers(), ","))
 	caching := "false"
 	if scenario == "kill-all-write-caching" {
 		caching = "true"
 	}
-	r := &run{cfg: cfg, c: c, topic: "chaos", res: &res}
+	r := &run{cfg: cfg, c: c, topic: "chaos", res: &res, object: object}
 	if err := r.setup(ctx, caching); err != nil {
 		res.Error = err.Error()
 		return res
@@ -131,10 +162,11 @@ type fault struct {
 }
 
 type run struct {
-	cfg   Config
-	c     *Cluster
-	topic string
-	res   *Result
+	cfg    Config
+	c      *Cluster
+	topic  string
+	res    *Result
+	object bool // an object-storage topic
 
 	prod  *kgo.Client
 	admin *kadm.Client
@@ -164,7 +196,11 @@ func (r *run) setup(ctx context.Context, caching string) error {
 	r.admin = kadm.NewClient(ac)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	resp, err := r.admin.CreateTopic(cctx, r.cfg.Partitions, 3, map[string]*string{"write.caching": &caching, "min.insync.replicas": new("2")}, r.topic)
+	configs, rf := map[string]*string{"write.caching": &caching, "min.insync.replicas": new("2")}, int16(3)
+	if r.object {
+		configs, rf = map[string]*string{"runnel.storage": new("object")}, -1
+	}
+	resp, err := r.admin.CreateTopic(cctx, r.cfg.Partitions, rf, configs, r.topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -468,6 +504,68 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		}
 		time.Sleep(3 * time.Second)
 		return err
+	case "object-kill-after-put", "object-kill-after-commit":
+		point := strings.TrimPrefix(name, "object-kill-")
+		point = strings.ReplaceAll(point, "-", "_")
+		targets := append(r.c.Agents(), r.c.Nodes()...)
+		for round := 0; round < r.cfg.Rounds; round++ {
+			target := targets[round%len(targets)]
+			if err := r.c.Fault(target, map[string]any{"object_crash": point}); err != nil {
+				return err
+			}
+			if !r.c.WaitExit(target, 30*time.Second) {
+				return fmt.Errorf("node %d did not reach %s of an object file in 30 s (no produce traffic?)", target, point)
+			}
+			fmt.Fprintf(out, "  round %d: node %d died %s an object file\n", round+1, target, strings.ReplaceAll(point, "_", " "))
+			time.Sleep(500 * time.Millisecond)
+			if err := r.c.Start(target); err != nil {
+				return err
+			}
+			if err := r.c.WaitReady(ctx, target, 60*time.Second); err != nil {
+				return err
+			}
+			time.Sleep(2 * time.Second)
+		}
+	case "object-store-faults":
+		faults := map[string]any{"latency_ms": 30, "error_rate": 0.05, "slowdown_rate": 0.05, "timeout_rate": 0.01, "lost_reply_rate": 0.05}
+		all := append(r.c.Agents(), r.c.Nodes()...)
+		for _, n := range all {
+			if err := r.c.Fault(n, map[string]any{"object_store_faults": faults}); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(out, "  object store faults on every node for %v: %v\n", r.cfg.Hold*2, faults)
+		time.Sleep(r.cfg.Hold * 2)
+		for _, n := range all {
+			if err := r.c.Fault(n, map[string]any{"object_store_faults": map[string]any{}}); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(out, "  healed\n")
+		time.Sleep(3 * time.Second)
+	case "object-kill-controller":
+		for round := 1; round <= r.cfg.Rounds; round++ {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			dc, err := r.admin.BrokerMetadata(cctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+			ctrl := dc.Controller
+			if !slices.Contains(r.c.Nodes(), ctrl) {
+				return fmt.Errorf("DescribeCluster names controller %d", ctrl)
+			}
+			r.c.Kill(ctrl)
+			fmt.Fprintf(out, "  round %d: killed the active controller %d\n", round, ctrl)
+			time.Sleep(time.Second)
+			if err := r.c.Start(ctrl); err != nil {
+				return err
+			}
+			if err := r.c.WaitReady(ctx, ctrl, 60*time.Second); err != nil {
+				return err
+			}
+			time.Sleep(2 * time.Second)
+		}
 	case "drop-responses":
 		for _, n := range r.c.Nodes() {
 			if err := r.c.Fault(n, map[string]any{"drop_responses_per_mille": 50}); err != nil {

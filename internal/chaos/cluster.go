@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,15 +33,17 @@ type proc struct {
 	cmd                   *exec.Cmd
 	done                  chan struct{}
 	paused                bool
+	agent                 []string // a `runnel agent`, with these flags; nil: a serve node
 }
 
 // Cluster is a cluster of runnel processes started by the chaos run. It only ever signals the
 // processes it started.
 type Cluster struct {
-	bin   string
-	dir   string
-	args  []string
-	nodes map[int32]*proc
+	bin    string
+	dir    string
+	args   []string
+	voters string
+	nodes  map[int32]*proc
 }
 
 // freePort returns a loopback port that is free now, below the kernel's ephemeral range
@@ -78,7 +81,8 @@ func StartCluster(ctx context.Context, bin, dir string, n int, args ...string) (
 		c.nodes[i] = p
 		voters = append(voters, fmt.Sprintf("%d@%s", i, p.cluster))
 	}
-	c.args = append(c.args, "--controller-voters", strings.Join(voters, ","))
+	c.voters = strings.Join(voters, ",")
+	c.args = append(c.args, "--controller-voters", c.voters)
 	for i := int32(1); i <= int32(n); i++ {
 		if err := c.Start(i); err != nil {
 			c.StopAll()
@@ -94,22 +98,57 @@ func StartCluster(ctx context.Context, bin, dir string, n int, args ...string) (
 	return c, nil
 }
 
-// Brokers is the bootstrap list.
+// Brokers is the bootstrap list: the serve nodes.
 func (c *Cluster) Brokers() []string {
 	var out []string
-	for i := int32(1); i <= int32(len(c.nodes)); i++ {
+	for _, i := range c.Nodes() {
 		out = append(out, c.nodes[i].kafka)
 	}
 	return out
 }
 
-// Nodes are the node ids.
+// Nodes are the serve nodes' ids, ascending.
 func (c *Cluster) Nodes() []int32 {
 	var out []int32
-	for i := int32(1); i <= int32(len(c.nodes)); i++ {
-		out = append(out, i)
+	for i, p := range c.nodes {
+		if p.agent == nil {
+			out = append(out, i)
+		}
 	}
+	slices.Sort(out)
 	return out
+}
+
+// Agents are the agents' ids, ascending.
+func (c *Cluster) Agents() []int32 {
+	var out []int32
+	for i, p := range c.nodes {
+		if p.agent != nil {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// AddAgent starts a `runnel agent` (known here as i; it picks its own broker id) with the extra agent flags args (its object
+// store at least), and waits until it is ready.
+func (c *Cluster) AddAgent(ctx context.Context, i int32, args ...string) error {
+	if _, ok := c.nodes[i]; ok {
+		return fmt.Errorf("chaos: node %d exists", i)
+	}
+	p := &proc{id: i, agent: append([]string{"--controller-voters", c.voters}, args...)}
+	var err error
+	for _, a := range []*string{&p.kafka, &p.cluster, &p.admin} {
+		if *a, err = freePort(); err != nil {
+			return err
+		}
+	}
+	c.nodes[i] = p
+	if err := c.Start(i); err != nil {
+		return err
+	}
+	return c.WaitReady(ctx, i, 60*time.Second)
 }
 
 // Start starts node i (again).
@@ -118,8 +157,10 @@ func (c *Cluster) Start(i int32) error {
 	if p.cmd != nil {
 		return fmt.Errorf("chaos: node %d already runs", i)
 	}
-	if err := os.MkdirAll(p.dir, 0o755); err != nil {
-		return err
+	if p.agent == nil {
+		if err := os.MkdirAll(p.dir, 0o755); err != nil {
+			return err
+		}
 	}
 	log, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", i)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -127,6 +168,10 @@ func (c *Cluster) Start(i int32) error {
 	}
 	args := append([]string{"serve", "--node-id", strconv.Itoa(int(i)), "--data-dir", p.dir, "--kafka-addr", p.kafka,
 		"--cluster-addr", p.cluster, "--admin-addr", p.admin, "--enable-fault-injection"}, c.args...)
+	if p.agent != nil { // stateless: no data dir
+		args = append([]string{"agent", "--kafka-addr", p.kafka,
+			"--cluster-addr", p.cluster, "--admin-addr", p.admin, "--enable-fault-injection"}, p.agent...)
+	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -224,9 +269,9 @@ func (c *Cluster) Resume(i int32) {
 	}
 }
 
-// StopAll stops every node.
+// StopAll stops every agent, then every node.
 func (c *Cluster) StopAll() {
-	for _, i := range c.Nodes() {
+	for _, i := range append(c.Agents(), c.Nodes()...) {
 		c.Stop(i)
 	}
 }

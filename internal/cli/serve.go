@@ -39,6 +39,7 @@ type serveFlags struct {
 	objectBatchTimeout  time.Duration
 	objectBatchBytes    int
 	objectCacheMiB      int64
+	agent               bool // runnel agent
 }
 
 func (f *serveFlags) register(flags *pflag.FlagSet) {
@@ -80,7 +81,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		SlowRequestThreshold: f.slowRequest, ClusterAddr: f.clusterAddr, ControllerVoters: voters,
 		Rack: f.rack, SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
 		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
-		ObjectCacheBytes: f.objectCacheMiB << 20,
+		ObjectCacheBytes: f.objectCacheMiB << 20, Agent: f.agent,
 	}
 	if f.slowRequest <= 0 {
 		cfg.SlowRequestThreshold = -1 // the flag's 0 means off; the config's 0 means the default

@@ -40,6 +40,8 @@ type Config struct {
 	KafkaHost string // advertised Kafka address, registered for Metadata
 	KafkaPort int32
 	Rack      string
+	// Agent: this node is a `runnel agent` (object topics only; it is never a voter).
+	Agent bool
 
 	FS       vfs.FS
 	DataDir  string
@@ -346,7 +348,7 @@ type heartbeatResponse struct {
 // register registers this node's new incarnation and waits until the image has it.
 func (n *Node) register() error {
 	req := registerRequest{Node: n.cfg.NodeID, KafkaHost: n.cfg.KafkaHost, KafkaPort: n.cfg.KafkaPort,
-		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run}
+		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent}
 	backoff := 20 * time.Millisecond
 	for {
 		var resp registerResponse
@@ -555,6 +557,9 @@ func (n *Node) Propose(ctx context.Context, cmd *controller.Command) (controller
 	return controller.Result{Err: decodeApplyError(resp.Code, resp.Msg), Value: resp.Value}, nil
 }
 
+// Incarnation returns this node's current registration (0 before it registered).
+func (n *Node) Incarnation() uint64 { return n.incarnation.Load() }
+
 // Run returns this process run's id: the writer id of the object files it writes.
 func (n *Node) Run() string { return n.run }
 
@@ -618,6 +623,7 @@ var applyErrors = map[string]error{
 	"no-reassignment":     controller.ErrNoReassignment,
 	"reassign-not-synced": controller.ErrReassignNotSynced,
 	"commit-forgotten":    controller.ErrCommitForgotten,
+	"stale-writer":        controller.ErrStaleWriter,
 }
 
 func encodeApplyError(err error) (string, string) {

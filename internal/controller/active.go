@@ -26,6 +26,9 @@ type Active struct {
 type ActiveConfig struct {
 	// SessionTimeout: a node not heard from for this long is fenced.
 	SessionTimeout time.Duration
+	// AgentExpiry: an agent not heard from for this long is unregistered (and its Raft learner
+	// removed); agents take a new id at every start.
+	AgentExpiry time.Duration
 	// VoteGrace: an election with votes from a majority (but not every live replica) waits
 	// this long for the rest, to prefer the preferred replica among equals.
 	VoteGrace time.Duration
@@ -43,12 +46,13 @@ type ActiveConfig struct {
 func DefaultActiveConfig() ActiveConfig {
 	return ActiveConfig{SessionTimeout: 1500 * time.Millisecond, VoteGrace: 100 * time.Millisecond,
 		VoteRetry: 500 * time.Millisecond, BalanceInterval: 5 * time.Second, TransferTimeout: 2 * time.Second,
-		MaxTransfers: 64}
+		MaxTransfers: 64, AgentExpiry: 30 * time.Second}
 }
 
 type session struct {
 	incarnation uint64
 	lastSeen    time.Time
+	unregAsked  time.Time // when an agent's unregister was last proposed
 	fenceAsked  time.Time // when a fence of the incarnation was last proposed
 	unfenceAsk  time.Time
 }
@@ -263,6 +267,16 @@ func (a *Active) Tick(now time.Time) Effects {
 		s := a.sessions[id]
 		if !n.Fenced && s != nil && now.Sub(s.lastSeen) > a.cfg.SessionTimeout {
 			a.fence(id, now, &eff)
+		}
+		if n.Agent && n.Fenced {
+			if s == nil { // fenced before this controller started: count from now
+				s = &session{incarnation: n.Incarnation, lastSeen: now}
+				a.sessions[id] = s
+			}
+			if now.Sub(s.lastSeen) > a.cfg.AgentExpiry && now.Sub(s.unregAsked) >= a.cfg.VoteRetry {
+				s.unregAsked = now
+				eff.propose(&Command{Op: OpUnregister, Fence: &Fence{Node: id, Incarnation: n.Incarnation}})
+			}
 		}
 	}
 	for ref, t := range a.transfers {

@@ -251,3 +251,41 @@ func TestReassignmentFinishesOnceTargetsAreInSync(t *testing.T) {
 		t.Fatalf("after finishing: %+v", p)
 	}
 }
+
+// TestAgentExpiry: a fenced agent is unregistered once not heard from for AgentExpiry (and only
+// then); a fenced storage node never is.
+func TestAgentExpiry(t *testing.T) {
+	im := cluster3(t)
+	Apply(im, im.Index+1, &Command{Op: OpRegister, Register: &Register{Node: 500, ClusterAddr: "x", Agent: true}})
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	now := t0
+	for now.Before(t0.Add(2 * time.Second)) { // nodes 1-3 keep their sessions, the agent is silent
+		now = now.Add(100 * time.Millisecond)
+		for _, n := range []int32{1, 2, 3} {
+			a.Heartbeat(n, im.Nodes[n].Incarnation, now)
+		}
+		commit(im, a.Tick(now))
+		a.SetImage(im.Clone(), now)
+	}
+	if !im.Nodes[500].Fenced {
+		t.Fatal("the silent agent is not fenced")
+	}
+	now = t0.Add(29 * time.Second)
+	for _, n := range []int32{1, 2, 3} {
+		a.Heartbeat(n, im.Nodes[n].Incarnation, now)
+	}
+	if eff := a.Tick(now); len(eff.Propose) != 0 {
+		t.Fatalf("before the expiry: %+v", eff.Propose)
+	}
+	now = t0.Add(31 * time.Second)
+	for _, n := range []int32{1, 2, 3} {
+		a.Heartbeat(n, im.Nodes[n].Incarnation, now)
+	}
+	commit(im, a.Tick(now))
+	if _, ok := im.Nodes[500]; ok {
+		t.Fatal("the expired agent is still registered")
+	}
+	if len(im.Nodes) != 3 {
+		t.Fatalf("%d nodes left; want the three storage nodes", len(im.Nodes))
+	}
+}

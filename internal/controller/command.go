@@ -50,6 +50,9 @@ const (
 	OpSetISR           = "set-isr"
 	OpReassign         = "reassign"
 	OpFinishReassign   = "finish-reassign"
+	// OpUnregister forgets a fenced agent's incarnation (Fence names it): agents are
+	// stateless and never come back under the same id.
+	OpUnregister = "unregister"
 )
 
 // Bootstrap starts the cluster: its id and, when a one-node data dir is upgraded, what that
@@ -82,6 +85,8 @@ type Register struct {
 	// Run is the registering process run's id: object files written by the node's earlier
 	// runs are forgotten.
 	Run string `json:"run,omitempty"`
+	// Agent registers a `runnel agent` (see Node.Agent).
+	Agent bool `json:"agent,omitempty"`
 }
 
 // Fence fences (op fence) or unfences (op unfence) one incarnation of a node.
@@ -239,6 +244,13 @@ func Apply(im *Image, index uint64, c *Command) Result {
 				loseNode(im, f.Node)
 			}
 		}
+	case OpUnregister:
+		if f := c.Fence; f != nil {
+			if n, ok := im.Nodes[f.Node]; ok && n.Agent && n.Fenced && n.Incarnation == f.Incarnation {
+				delete(im.Nodes, f.Node)
+				dropWriters(im, f.Node, "")
+			}
+		}
 	case OpCreateTopic:
 		if c.CreateTopic != nil {
 			return Result{Err: applyCreateTopic(im, c.CreateTopic)}
@@ -375,7 +387,7 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 		n = &Node{ID: r.Node}
 		im.Nodes[r.Node] = n
 	}
-	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack
+	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack, n.Agent = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack, r.Agent
 	n.Incarnation, n.Fenced = index, false
 	dropWriters(im, r.Node, r.Run)
 	// A new incarnation leads nothing: the restarted process lost its replication state (and,
@@ -416,8 +428,10 @@ func checkAssignment(im *Image, replicas []int32) error {
 			return fmt.Errorf("%w: node %d named twice", ErrBadAssignment, id)
 		}
 		seen[id] = true
-		if _, ok := im.Nodes[id]; !ok {
+		if n, ok := im.Nodes[id]; !ok {
 			return fmt.Errorf("%w: node %d is not registered", ErrBadAssignment, id)
+		} else if n.Agent {
+			return fmt.Errorf("%w: node %d is an agent, which holds no replicas", ErrBadAssignment, id)
 		}
 	}
 	return nil

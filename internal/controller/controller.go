@@ -464,7 +464,27 @@ func (c *Controller) apply(ents []*pb.Entry) error {
 	}
 	c.publish()
 	c.maybeAddLearner()
+	c.maybeRemoveLearner()
 	return nil
+}
+
+// maybeRemoveLearner, on the leader, removes one Raft learner whose node is no longer
+// registered (an unregistered agent), so learners do not pile up as agents come and go.
+func (c *Controller) maybeRemoveLearner() {
+	if !c.IsLeader() || c.pendingConf {
+		return
+	}
+	for _, id := range c.confState.GetLearners() {
+		if _, ok := c.work.Nodes[nodeID(id)]; ok {
+			continue
+		}
+		cc := &pb.ConfChange{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: new(id)}
+		if err := c.rn.ProposeConfChange(cc); err == nil {
+			c.pendingConf = true
+			c.logger.Info("controller: removing the learner of an unregistered node", "node", nodeID(id))
+		}
+		return
+	}
 }
 
 func (c *Controller) publish() {

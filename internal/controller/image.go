@@ -68,6 +68,9 @@ type Node struct {
 	Fenced bool `json:"fenced"`
 	// Configs are this node's dynamic broker configs (kafka-configs --entity-name <id>).
 	Configs map[string]string `json:"configs,omitempty"`
+	// Agent: a stateless `runnel agent` process. It serves object topics only: it holds no
+	// replica of a replicated partition and coordinates no group or transaction.
+	Agent bool `json:"agent,omitempty"`
 }
 
 // Topic is a topic's metadata.
@@ -213,6 +216,17 @@ func (im *Image) LiveNodes() []int32 {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// StorageNodes returns the ids of the live nodes that may hold replicas (not agents), ascending.
+func (im *Image) StorageNodes() []int32 {
+	var out []int32
+	for _, id := range im.LiveNodes() {
+		if !im.Nodes[id].Agent {
+			out = append(out, id)
+		}
+	}
 	return out
 }
 

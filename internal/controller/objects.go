@@ -38,6 +38,10 @@ const (
 type CommitFile struct {
 	Writer string `json:"writer"` // the writing process run's id
 	Node   int32  `json:"node"`   // the node the writer runs as
+	// Incarnation is the node's registration when the file's first commit was tried: a retry
+	// after the node was unregistered or registered again is refused, as its earlier answer may
+	// be forgotten.
+	Incarnation uint64 `json:"incarnation"`
 	Seq    uint64 `json:"seq"`    // the file's number in the writer's run, from 1
 	// Floor: the writer holds no commit below it whose answer it still needs; the answers
 	// below it are forgotten.
@@ -85,6 +89,10 @@ type ObjWriter struct {
 // needed that answer, so the commit is a bug, not a retry.
 var ErrCommitForgotten = errors.New("controller: a commit below its writer's floor")
 
+// ErrStaleWriter answers a commit whose node is no longer registered in the incarnation the
+// commit names: its outcome may have been forgotten, so it is not applied.
+var ErrStaleWriter = errors.New("controller: the committing node's registration changed")
+
 // IsObject reports whether the topic keeps its records in object storage.
 // A topic's storage is fixed at creation (set-topic-configs keeps it).
 func (t *Topic) IsObject() bool { return t.Configs[StorageConfig] == StorageObject }
@@ -125,6 +133,9 @@ func applyCommitFile(im *Image, c *CommitFile) Result {
 	}
 	if done, ok := w.Done[c.Seq]; ok {
 		return Result{Commit: done}
+	}
+	if n, ok := im.Nodes[c.Node]; !ok || n.Incarnation != c.Incarnation {
+		return Result{Err: fmt.Errorf("%w: node %d, incarnation %d", ErrStaleWriter, c.Node, c.Incarnation)}
 	}
 	if c.Seq < w.Floor {
 		return Result{Err: fmt.Errorf("%w: file %d of %s, floor %d", ErrCommitForgotten, c.Seq, c.Writer, w.Floor)}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,7 +25,7 @@ func withObjectTopic(t *testing.T) *Image {
 }
 
 func commitCmd(writer string, seq, floor uint64, sections ...CommitSection) *Command {
-	return &Command{Op: OpCommitFile, CommitFile: &CommitFile{Writer: writer, Node: 1, Seq: seq, Floor: floor,
+	return &Command{Op: OpCommitFile, CommitFile: &CommitFile{Writer: writer, Node: 1, Incarnation: 2, Seq: seq, Floor: floor,
 		Key: "journal/" + writer + "/" + string(rune('0'+seq)), Sections: sections}}
 }
 
@@ -58,10 +59,13 @@ func TestCommitFileAssignsOffsetsOnce(t *testing.T) {
 	if r := Apply(im, 14, c1); r.Err == nil {
 		t.Fatalf("a commit below the floor: %+v; want an error", r)
 	}
-	// The node's next process run forgets this one.
+	// The node's next process run forgets this one, and the old run's commits are refused.
 	Apply(im, 15, &Command{Op: OpRegister, Register: &Register{Node: 1, ClusterAddr: "a", Run: "w2"}})
 	if _, ok := im.ObjWriters["w1"]; ok {
 		t.Fatal("a restarted node's earlier writer is still remembered")
+	}
+	if r := Apply(im, 16, commitCmd("w1", 3, 3, section(0, run))); !errors.Is(r.Err, ErrStaleWriter) {
+		t.Fatalf("a commit of the node's earlier incarnation: %+v; want ErrStaleWriter", r)
 	}
 }
 

@@ -41,6 +41,7 @@ type fakeController struct {
 
 func newFakeController(t *testing.T, partitions int) *fakeController {
 	img := controller.NewImage()
+	controller.Apply(img, 1, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 1, Run: "1-test"}})
 	r := controller.Apply(img, 1, &controller.Command{Op: controller.OpCreateTopic, CreateTopic: &controller.CreateTopic{
 		Name: "o", ID: topic, Configs: map[string]string{controller.StorageConfig: controller.StorageObject},
 		Assignments: make([][]int32, partitions)}})
@@ -70,7 +71,7 @@ func (f *fakeController) partition(i int32) *controller.Topic {
 }
 
 func newTestWriter(t *testing.T, store objstore.Store, fc *fakeController, cache *Cache) *Writer {
-	w := NewWriter(WriterConfig{Store: store, Commit: fc.commit, Node: 1, Run: "1-test", BatchTimeout: 20 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, Cache: cache})
+	w := NewWriter(WriterConfig{Store: store, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 }, BatchTimeout: 20 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, Cache: cache})
 	t.Cleanup(func() { w.Close(context.Background()) })
 	return w
 }
@@ -85,7 +86,7 @@ func TestWriterOneFilePerFlush(t *testing.T) {
 	store := objstore.NewFaulty(dir, 1)
 	fc := newFakeController(t, 8)
 	cache := NewCache(store, 1<<20, nil)
-	w := NewWriter(WriterConfig{Store: store, Commit: fc.commit, Node: 1, Run: "1-test", BatchTimeout: time.Hour, Cache: cache})
+	w := NewWriter(WriterConfig{Store: store, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 }, BatchTimeout: time.Hour, Cache: cache})
 	defer w.Close(context.Background())
 	var pend []*Pending
 	var refs []int32

@@ -41,6 +41,8 @@ type WriterConfig struct {
 	Commit CommitFunc
 	Node   int32
 	Run    string // this process run's id: files are journal/<Run>/<seq>
+	// Incarnation returns the node's current registration, which a file's commit names.
+	Incarnation func() uint64
 	// BatchTimeout and BatchBytes: a buffer is flushed this long after its first batch, or
 	// once it holds this many bytes, whichever comes first.
 	BatchTimeout time.Duration
@@ -51,6 +53,9 @@ type WriterConfig struct {
 	Cache        *Cache // sections written are kept here for reads (nil: none)
 	Metrics      *metrics.Objects
 	Logger       *slog.Logger
+	// AfterPut and AfterCommit, if set, are called with a file's key once it is written, and
+	// once it is committed before its batches are answered (fault injection: a crash there).
+	AfterPut, AfterCommit func(key string)
 }
 
 // ErrWriterClosed fails what is buffered when the writer closes.
@@ -275,6 +280,9 @@ func (w *Writer) commitLoop() {
 			f.fail(f.putErr)
 			continue
 		}
+		if w.cfg.AfterPut != nil {
+			w.cfg.AfterPut(f.key)
+		}
 		w.commit(f)
 	}
 }
@@ -286,7 +294,8 @@ type meta struct {
 }
 
 func (w *Writer) commit(f *file) {
-	cmd := &controller.CommitFile{Writer: w.cfg.Run, Node: w.cfg.Node, Seq: f.seq, Floor: f.seq, Key: f.key, Size: int64(len(f.body))}
+	cmd := &controller.CommitFile{Writer: w.cfg.Run, Node: w.cfg.Node, Incarnation: w.cfg.Incarnation(), Seq: f.seq, Floor: f.seq,
+		Key: f.key, Size: int64(len(f.body))}
 	metas := make([][]meta, len(f.index))
 	for i, e := range f.index {
 		ref := controller.PartitionRef{Topic: e.TopicID, Partition: e.Partition}
@@ -310,7 +319,7 @@ func (w *Writer) commit(f *file) {
 			break
 		}
 		w.cfg.Metrics.CommitFailed()
-		if errors.Is(err, controller.ErrCommitForgotten) || w.ctx.Err() != nil {
+		if errors.Is(err, controller.ErrCommitForgotten) || errors.Is(err, controller.ErrStaleWriter) || w.ctx.Err() != nil {
 			// Stopping: the commit may or may not happen; the producer is told to retry, and
 			// an idempotent producer's retry is recognized if it did.
 			f.fail(fmt.Errorf("%w: committing %s: %v", kerr.RequestTimedOut, f.key, err))
@@ -324,6 +333,9 @@ func (w *Writer) commit(f *file) {
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 	w.cfg.Metrics.Stage("commit", time.Since(start))
+	if w.cfg.AfterCommit != nil {
+		w.cfg.AfterCommit(f.key)
+	}
 	for i, e := range f.index {
 		s := f.sections[controller.PartitionRef{Topic: e.TopicID, Partition: e.Partition}]
 		for j, m := range metas[i] {
@@ -365,6 +377,11 @@ func batchMetas(heads []batch.Header) []meta {
 		}
 	}
 	return out
+}
+
+// SetHooks sets the fault injection hooks (see WriterConfig); call it before the first Append.
+func (w *Writer) SetHooks(afterPut, afterCommit func(key string)) {
+	w.cfg.AfterPut, w.cfg.AfterCommit = afterPut, afterCommit
 }
 
 // Close flushes the buffer, waits up to ctx for the files in flight to be committed, and stops.

@@ -34,6 +34,7 @@ import (
 
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/metrics"
+	"github.com/runnel-dev/runnel/internal/objstore"
 	"github.com/runnel-dev/runnel/internal/replica"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
@@ -362,6 +363,20 @@ type faultRequest struct {
 	// CrashBeforeMarkers makes the process kill itself (SIGKILL) at the next transaction whose
 	// decision is durable, before any of its markers is written.
 	CrashBeforeMarkers bool `json:"crash_before_markers,omitempty"`
+	// ObjectCrash makes the process kill itself at the next object file it writes: "after_put"
+	// (written, not committed) or "after_commit" (committed, its producers not answered).
+	ObjectCrash string `json:"object_crash,omitempty"`
+	// ObjectStoreFaults replaces the faults injected into the object store's calls.
+	ObjectStoreFaults *objectStoreFaults `json:"object_store_faults,omitempty"`
+}
+
+// objectStoreFaults are objstore.Faults in JSON.
+type objectStoreFaults struct {
+	LatencyMs     int     `json:"latency_ms,omitempty"`
+	ErrorRate     float64 `json:"error_rate,omitempty"`
+	SlowDownRate  float64 `json:"slowdown_rate,omitempty"`
+	TimeoutRate   float64 `json:"timeout_rate,omitempty"`
+	LostReplyRate float64 `json:"lost_reply_rate,omitempty"`
 }
 
 func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
@@ -386,6 +401,22 @@ func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
 	if req.CrashBeforeMarkers {
 		s.crashBeforeMarkers.Store(true)
 	}
+	switch req.ObjectCrash {
+	case "":
+	case "after_put", "after_commit":
+		s.objectCrash.Store(&req.ObjectCrash)
+	default:
+		http.Error(w, "object_crash: want after_put or after_commit", http.StatusBadRequest)
+		return
+	}
+	if f := req.ObjectStoreFaults; f != nil {
+		if s.faultyStore == nil {
+			http.Error(w, "this node has no object store", http.StatusBadRequest)
+			return
+		}
+		s.faultyStore.Set(objstore.Faults{Latency: time.Duration(f.LatencyMs) * time.Millisecond, ErrorRate: f.ErrorRate,
+			SlowDownRate: f.SlowDownRate, TimeoutRate: f.TimeoutRate, LostReplyRate: f.LostReplyRate})
+	}
 	s.logger.Warn("fault injection", "isolate", req.Isolate, "heal", req.Heal, "cut", req.Cut, "isolated_now", tr.Isolated(),
 		"drop_responses_per_mille", s.dropRate.Load())
 	fmt.Fprintln(w, "ok")
@@ -398,6 +429,18 @@ func (s *Server) beforeMarkers(txnID string, commit bool) {
 		s.logger.Warn("fault injection: crashing between a transaction's prepare and its markers", "transactional_id", txnID, "commit", commit)
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way: nothing more may happen here
+	}
+}
+
+// objectCrashAt is the object writer's hook of the object_crash fault: the process dies as
+// kill -9 would kill it at the armed point of the next file.
+func (s *Server) objectCrashAt(point string) func(key string) {
+	return func(key string) {
+		if armed := s.objectCrash.Load(); armed != nil && *armed == point {
+			s.logger.Warn("fault injection: crashing at an object file", "point", point, "key", key)
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
 	}
 }
 

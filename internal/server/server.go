@@ -87,6 +87,12 @@ type Config struct {
 	// ObjectRetentionInterval: how often the active controller applies object topics'
 	// retention (default 30 s).
 	ObjectRetentionInterval time.Duration
+
+	// Agent runs a stateless `runnel agent`: it serves object topics only, holds no replica,
+	// and needs the controller voters and a shared object store. Its data dir (a new temporary
+	// directory if DataDir is "") holds only its copy of the metadata log and is removed at
+	// Close.
+	Agent bool
 }
 
 // probeObjectStore lists one object to find out early whether the object store answers; a store
@@ -103,7 +109,18 @@ func (s *Server) probeObjectStore() {
 
 // Validate reports the first setting that is missing or malformed.
 func (c Config) Validate() error {
-	if c.DataDir == "" {
+	if c.Agent {
+		if len(c.ControllerVoters) == 0 {
+			return errors.New("server: an agent needs --controller-voters")
+		}
+		if _, voter := c.ControllerVoters[c.NodeID]; voter {
+			return fmt.Errorf("server: an agent cannot be a controller voter (node %d)", c.NodeID)
+		}
+		if c.ObjectStore == "" {
+			return errors.New("server: an agent needs --object-store, the store the cluster's nodes share")
+		}
+	}
+	if c.DataDir == "" && !c.Agent {
 		return errors.New("server: data dir is empty")
 	}
 	if c.NodeID < 0 {
@@ -159,6 +176,7 @@ type Server struct {
 	topics  *topics.Registry
 	objects objstore.Store // nil: none (a test file system without one)
 	objw    *objects.Writer
+	tempDir string // an agent's own data dir, removed at Close
 	// objmaint runs object topics' retention and garbage collection when this node is the
 	// active controller.
 	objmaint *objects.Maintainer
@@ -170,6 +188,10 @@ type Server struct {
 	dropRate atomic.Uint64
 	// crashBeforeMarkers is fault injection: die at the next transaction marker round.
 	crashBeforeMarkers atomic.Bool
+	// objectCrash is fault injection: die at this point of the next object file.
+	objectCrash atomic.Pointer[string]
+	// faultyStore wraps the object store when fault injection is on.
+	faultyStore *objstore.Faulty
 }
 
 // Open validates cfg, creates and locks the data directory, and opens (recovering) every
@@ -191,6 +213,14 @@ func Open(cfg Config) (*Server, error) {
 	if onOS {
 		cfg.FS = vfs.Default
 	}
+	tempDir := ""
+	if cfg.Agent && cfg.DataDir == "" {
+		dir, err := os.MkdirTemp("", "runnel-agent-")
+		if err != nil {
+			return nil, fmt.Errorf("server: agent data dir: %w", err)
+		}
+		cfg.DataDir, tempDir = dir, dir
+	}
 	if err := cfg.FS.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: creating data dir: %w", err)
 	}
@@ -201,7 +231,7 @@ func Open(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0),
+	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0), tempDir: tempDir,
 		// Kafka's defaults: log.retention.check.interval.ms 5 min, log.cleaner.backoff.ms 15 s.
 		maint: logstore.NewMaintainer(logstore.NewCompactor(0), 5*time.Minute, 15*time.Second, cfg.Logger)}
 	if err := s.startAdmin(); err != nil { // before recovery: /healthz answers during it
@@ -219,6 +249,10 @@ func Open(cfg Config) (*Server, error) {
 	if storeURL != "" {
 		if s.objects, err = objstore.Open(context.Background(), storeURL); err != nil {
 			return nil, errors.Join(fmt.Errorf("server: --object-store: %w", err), s.Close())
+		}
+		if cfg.FaultInjection {
+			s.faultyStore = objstore.NewFaulty(s.objects, uint64(time.Now().UnixNano()))
+			s.objects = s.faultyStore
 		}
 		go s.probeObjectStore()
 	}
@@ -242,7 +276,7 @@ func Open(cfg Config) (*Server, error) {
 		active.SessionTimeout = cfg.SessionTimeout
 	}
 	s.node, err = cluster.Start(cluster.Config{NodeID: cfg.NodeID, Listener: ln, Voters: cfg.ControllerVoters,
-		KafkaHost: host, KafkaPort: int32(port), Rack: cfg.Rack, FS: cfg.FS, DataDir: cfg.DataDir, Registry: s.topics,
+		KafkaHost: host, KafkaPort: int32(port), Rack: cfg.Rack, Agent: cfg.Agent, FS: cfg.FS, DataDir: cfg.DataDir, Registry: s.topics,
 		Logger: s.logger, ClusterID: string(legacyID), Import: s.importLegacy, Active: active})
 	if err != nil {
 		ln.Close()
@@ -260,8 +294,11 @@ func Open(cfg Config) (*Server, error) {
 		m := metrics.NewObjects()
 		s.admin.registry.MustRegister(m)
 		objCache = objects.NewCache(s.objects, cfg.ObjectCacheBytes, m)
-		s.objw = objects.NewWriter(objects.WriterConfig{Store: s.objects, Commit: s.node.CommitFile, Node: cfg.NodeID, Run: s.node.Run(),
+		s.objw = objects.NewWriter(objects.WriterConfig{Store: s.objects, Commit: s.node.CommitFile, Node: cfg.NodeID, Run: s.node.Run(), Incarnation: s.node.Incarnation,
 			BatchTimeout: cfg.ObjectBatchTimeout, BatchBytes: cfg.ObjectBatchBytes, Cache: objCache, Metrics: m, Logger: s.logger})
+		if cfg.FaultInjection {
+			s.objw.SetHooks(s.objectCrashAt("after_put"), s.objectCrashAt("after_commit"))
+		}
 		s.objmaint = objects.NewMaintainer(objects.MaintainerConfig{Store: s.objects, Image: s.node.Image,
 			Active:  func() bool { return s.node.ControllerID() == cfg.NodeID },
 			Propose: s.node.ProposeApplied,
@@ -464,6 +501,9 @@ func (s *Server) Close() error {
 	}
 	s.flusher.Close()
 	errs = append(errs, s.lock.release())
+	if s.tempDir != "" {
+		errs = append(errs, os.RemoveAll(s.tempDir))
+	}
 	s.logger.Info("data dir closed", "data_dir", s.cfg.DataDir)
 	return errors.Join(errs...)
 }
