@@ -25,8 +25,11 @@ func newChaosCommand() *cobra.Command {
 idempotent acks=all producer, injects a fault, and reads everything back with two readers: every
 acknowledged record must be present exactly once at its offset, both readers must agree, each
 partition's records must be in production order, and the high watermark a client polls must
-never go back. Scenarios: ` + strings.Join(chaos.Scenarios, ", ") + `.`,
-		Example: "  runnel chaos --scenarios kill-leader,pause-leader\n  runnel chaos --json > results.json",
+never go back. Scenarios: ` + strings.Join(chaos.Scenarios, ", ") + `.
+With --object-store (a store every process can reach, such as an S3-compatible server) it runs
+object-storage topic scenarios with an agent beside the three nodes: ` + strings.Join(chaos.ObjectScenarios, ", ") + `.`,
+		Example: "  runnel chaos --scenarios kill-leader,pause-leader\n  runnel chaos --json > results.json\n" +
+			"  runnel chaos --object-store 's3://runnel/chaos?endpoint=http://127.0.0.1:7070' --partitions 8",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -49,6 +52,9 @@ never go back. Scenarios: ` + strings.Join(chaos.Scenarios, ", ") + `.`,
 				cfg.Out = cmd.ErrOrStderr()
 			}
 			list := chaos.Scenarios
+			if cfg.ObjectStore != "" {
+				list = chaos.ObjectScenarios
+			}
 			if scenarios != "" {
 				list = strings.Split(scenarios, ",")
 			}
@@ -76,6 +82,8 @@ never go back. Scenarios: ` + strings.Join(chaos.Scenarios, ", ") + `.`,
 	f.Int32Var(&cfg.Partitions, "partitions", 3, "partitions of the test topic (replication factor 3)")
 	f.IntVar(&cfg.Rounds, "rounds", 5, "kill-leader: how many times the leader is killed")
 	f.DurationVar(&cfg.Hold, "hold", 5*time.Second, "isolate-leader, pause-leader: how long the fault lasts")
+	f.StringVar(&cfg.ObjectStore, "object-store", "", "run the object-storage topic scenarios on this shared store")
+	f.IntVar(&cfg.Agents, "agents", 1, "object scenarios: agents beside the three nodes")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	return cmd
 }

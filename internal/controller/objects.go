@@ -42,7 +42,7 @@ type CommitFile struct {
 	// after the node was unregistered or registered again is refused, as its earlier answer may
 	// be forgotten.
 	Incarnation uint64 `json:"incarnation"`
-	Seq    uint64 `json:"seq"`    // the file's number in the writer's run, from 1
+	Seq         uint64 `json:"seq"` // the file's number in the writer's run, from 1
 	// Floor: the writer holds no commit below it whose answer it still needs; the answers
 	// below it are forgotten.
 	Floor    uint64          `json:"floor"`
