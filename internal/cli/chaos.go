@@ -30,7 +30,7 @@ With --object-store (a store every process can reach, such as an S3-compatible s
 object-storage topic scenarios with an agent beside the three nodes: ` + strings.Join(chaos.ObjectScenarios, ", ") + `.`,
 		Example: "  runnel chaos --scenarios kill-leader,pause-leader\n  runnel chaos --json > results.json\n" +
 			"  runnel chaos --object-store 's3://runnel/chaos?endpoint=http://127.0.0.1:7070' --partitions 8",
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
 			if err != nil {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/objtopic"
 	"github.com/runnel-dev/runnel/internal/replica"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/transport"
@@ -624,6 +625,7 @@ var applyErrors = map[string]error{
 	"reassign-not-synced": controller.ErrReassignNotSynced,
 	"commit-forgotten":    controller.ErrCommitForgotten,
 	"stale-writer":        controller.ErrStaleWriter,
+	"merge-stale":         objtopic.ErrMergeStale,
 }
 
 func encodeApplyError(err error) (string, string) {

@@ -31,6 +31,7 @@ type Command struct {
 	Reassign         *Reassign         `json:"reassign,omitempty"`
 	CommitFile       *CommitFile       `json:"commit_file,omitempty"`
 	TrimObjects      *TrimObjects      `json:"trim_objects,omitempty"`
+	ReplaceExtents   *ReplaceExtents   `json:"replace_extents,omitempty"`
 }
 
 // The ops.
@@ -336,6 +337,10 @@ func Apply(im *Image, index uint64, c *Command) Result {
 	case OpCommitFile:
 		if c.CommitFile != nil {
 			return applyCommitFile(im, c.CommitFile)
+		}
+	case OpReplaceExtents:
+		if c.ReplaceExtents != nil {
+			return Result{Err: applyReplaceExtents(im, c.ReplaceExtents)}
 		}
 	case OpTrimObjects:
 		if c.TrimObjects != nil {

@@ -30,7 +30,30 @@ const (
 const (
 	OpCommitFile  = "commit-file"
 	OpTrimObjects = "trim-objects"
+	// OpReplaceExtents puts a merged object in the place of a partition's consecutive extents.
+	OpReplaceExtents = "replace-extents"
 )
+
+// ReplaceExtents replaces the consecutive extents of a partition from First to Last (matched by
+// file, section offset and offsets) by Merged, which holds the same records in one object.
+type ReplaceExtents struct {
+	PartitionRef
+	First  objtopic.Extent `json:"first"`
+	Last   objtopic.Extent `json:"last"`
+	Merged objtopic.Extent `json:"merged"`
+}
+
+func applyReplaceExtents(im *Image, c *ReplaceExtents) error {
+	t, ok := im.byID[c.Topic]
+	if !ok || !t.IsObject() || c.Partition < 0 || int(c.Partition) >= len(t.Objects) {
+		return ErrUnknownTopic
+	}
+	if _, err := t.Objects[c.Partition].Clone().Replace(c.First, c.Last, c.Merged); err != nil { // check first: no copy for a stale merge
+		return err
+	}
+	_, err := im.objectForWrite(t, c.Partition).Replace(c.First, c.Last, c.Merged)
+	return err
+}
 
 // CommitFile commits one object file that a writer (a node's or agent's process run) has
 // written: every partition section in it gets its offsets at once. Writer and Seq make it

@@ -30,7 +30,20 @@ type MaintainerConfig struct {
 	// OrphanAge: an unreferenced file whose writer may still commit it (its run is unknown or
 	// has not moved past it) is deleted only once it is this old (default 1 h).
 	OrphanAge time.Duration
-	Logger    *slog.Logger
+
+	// Merging: every MergeInterval (default 10 s), runs of at least MergeMinRun (default 8)
+	// consecutive extents smaller than MergeSmall (default 1 MiB) each, outside a partition's
+	// MergeKeepNewest newest extents (default 32: the tail consumers read, often from the
+	// writer's cache), are rewritten as one object of up to MergeTarget bytes (default 8 MiB).
+	// Reads for it are throttled to MergeBytesPerSec (default 16 MiB/s).
+	MergeInterval    time.Duration
+	MergeMinRun      int
+	MergeSmall       int64
+	MergeTarget      int64
+	MergeKeepNewest  int
+	MergeBytesPerSec int64
+
+	Logger *slog.Logger
 }
 
 // Maintainer runs object topics' retention and garbage collection on the active controller.
@@ -53,6 +66,24 @@ func NewMaintainer(cfg MaintainerConfig) *Maintainer {
 	if cfg.OrphanAge <= 0 {
 		cfg.OrphanAge = time.Hour
 	}
+	if cfg.MergeInterval <= 0 {
+		cfg.MergeInterval = 10 * time.Second
+	}
+	if cfg.MergeMinRun <= 1 {
+		cfg.MergeMinRun = 8
+	}
+	if cfg.MergeSmall <= 0 {
+		cfg.MergeSmall = 1 << 20
+	}
+	if cfg.MergeTarget <= 0 {
+		cfg.MergeTarget = 8 << 20
+	}
+	if cfg.MergeKeepNewest <= 0 {
+		cfg.MergeKeepNewest = 32
+	}
+	if cfg.MergeBytesPerSec <= 0 {
+		cfg.MergeBytesPerSec = 16 << 20
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -65,10 +96,20 @@ func (m *Maintainer) Run(ctx context.Context) {
 	defer ret.Stop()
 	gc := time.NewTicker(m.cfg.GCInterval)
 	defer gc.Stop()
+	merge := time.NewTicker(m.cfg.MergeInterval)
+	defer merge.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-merge.C:
+			if m.cfg.Active() {
+				if n, err := m.Merge(ctx); err != nil {
+					m.cfg.Logger.Warn("objects: merging", "err", err)
+				} else if n > 0 {
+					m.cfg.Logger.Debug("objects: merged", "extents", n)
+				}
+			}
 		case <-ret.C:
 			if m.cfg.Active() {
 				if err := m.Retention(ctx, time.Now()); err != nil {
@@ -133,6 +174,11 @@ func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	merged, err := m.cfg.Store.List(ctx, "merged/", "", 0)
+	if err != nil {
+		return 0, err
+	}
+	objs = append(objs, merged...)
 	listed := make(map[string]bool, len(objs))
 	deleted := 0
 	for _, o := range objs {
@@ -163,9 +209,13 @@ func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
 	return deleted, nil
 }
 
-// writerDone reports whether a journal file's writer will not commit it any more: its run has
-// answered every file up to past it.
+// writerDone reports whether an object's writer will not commit it any more: a journal file's
+// run has answered every file up to past it; a merged object is proposed within seconds of its
+// write (so one unreferenced for the grace period is garbage).
 func writerDone(img *controller.Image, key string) bool {
+	if strings.HasPrefix(key, "merged/") {
+		return true
+	}
 	parts := strings.Split(key, "/") // journal/<run>/<seq>
 	if len(parts) != 3 {
 		return false

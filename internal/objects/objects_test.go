@@ -13,6 +13,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/objstore"
+	"github.com/runnel-dev/runnel/internal/objtopic"
 )
 
 var topic = controller.TopicID{7}
@@ -262,5 +263,100 @@ func TestMaintainerRetentionAndGC(t *testing.T) {
 	data, err := NewCache(dir, 1<<20, nil).Read(ctx, fc.partition(0).Object(0), 2, 1<<20, true)
 	if err != nil || len(data) == 0 {
 		t.Fatalf("reading after GC: %d bytes, %v", len(data), err)
+	}
+}
+
+// TestMerge: runs of small extents become one object each; every offset reads back the same
+// record (a duplicate skipped in its file stays skipped); the newest extents stay; a merge
+// planned before a trim is refused; GC deletes the merged-away files after the grace period.
+func TestMerge(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	w := newTestWriter(t, dir, fc, nil)
+	ref := controller.PartitionRef{Topic: topic}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	seq := int32(0)
+	for i := range 20 {
+		var pend []*Pending
+		for _, b := range [][]byte{testBatch(3, seq, fmt.Sprint(i, "a"), fmt.Sprint(i, "b")), testBatch(-1, -1, fmt.Sprint(i, "c"))} {
+			h, _ := batch.ParseHeader(b)
+			pend = append(pend, w.Append(ref, b, h))
+		}
+		if i == 5 { // a retried batch: skipped in its file
+			b := testBatch(3, seq, fmt.Sprint(i, "a"), fmt.Sprint(i, "b"))
+			h, _ := batch.ParseHeader(b)
+			pend = append(pend, w.Append(ref, b, h))
+		}
+		w.Flush()
+		for _, p := range pend {
+			if _, err := p.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seq += 2
+	}
+	read := func() []string {
+		data, err := NewCache(dir, 1<<20, nil).Read(ctx, fc.partition(0).Object(0), 0, 1<<20, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for len(data) > 0 {
+			n, _ := batch.Split(data)
+			h, _ := batch.ParseHeader(data[:n])
+			batch.EachRecord(&h, data[:n], func(r *batch.Record) {
+				out = append(out, fmt.Sprintf("%d=%s", h.BaseOffset+int64(r.OffsetDelta), r.Value))
+			})
+			data = data[n:]
+		}
+		return out
+	}
+	before := read()
+	if len(before) != 60 {
+		t.Fatalf("read %d records before merging; want 60", len(before))
+	}
+	propose := func(_ context.Context, c *controller.Command) error {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		fc.index++
+		return controller.Apply(fc.img, fc.index, c).Err
+	}
+	m := NewMaintainer(MaintainerConfig{Store: dir, Active: func() bool { return true },
+		Image:   func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() },
+		Propose: propose, Config: func(_, _ string) string { return "-1" },
+		MergeMinRun: 4, MergeKeepNewest: 4, MergeTarget: 1 << 20})
+	n, err := m.Merge(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exts := fc.partition(0).Object(0).Extents
+	if n != 16 || len(exts) != 5 || exts[0].Base != 0 || exts[0].Last != 47 || len(exts[0].Skip) != 0 {
+		t.Fatalf("merged %d extents; now %d, the first %+v; want 16 merged into one (offsets 0-47), 4 kept", n, len(exts), exts[0])
+	}
+	if after := read(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("records changed by the merge:\n%v\n%v", before, after)
+	}
+	if n, _ := m.Merge(ctx); n != 0 {
+		t.Fatalf("a second merge round merged %d extents; want none (nothing small left outside the newest)", n)
+	}
+	// A merge planned on an image older than a trim is refused.
+	stale := fc.partition(0).Object(0).Clone()
+	if err := propose(ctx, &controller.Command{Op: controller.OpTrimObjects, TrimObjects: &controller.TrimObjects{Items: []controller.TrimItem{{PartitionRef: ref, Start: 50}}}}); err != nil {
+		t.Fatal(err)
+	}
+	err = propose(ctx, &controller.Command{Op: controller.OpReplaceExtents, ReplaceExtents: &controller.ReplaceExtents{PartitionRef: ref,
+		First: stale.Extents[0], Last: stale.Extents[1], Merged: objtopic.Extent{File: "merged/x", Base: stale.Extents[0].Base, Last: stale.Extents[1].Last}}})
+	if !errors.Is(err, objtopic.ErrMergeStale) {
+		t.Fatalf("a merge of trimmed extents: %v; want ErrMergeStale", err)
+	}
+	// The merged-away files and the trimmed merged object go once the grace period is over.
+	now := time.Now()
+	m.GC(ctx, now)
+	if n, err := m.GC(ctx, now.Add(11*time.Minute)); err != nil || n != 17 {
+		t.Fatalf("GC deleted %d, %v; want the 16 merged-away files and the trimmed merged object", n, err)
 	}
 }

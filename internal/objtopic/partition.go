@@ -2,7 +2,9 @@ package objtopic
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -210,4 +212,32 @@ func (p *Partition) RetentionStart(nowMs, retentionMs, retentionBytes int64) int
 		start = max(start, e.Last+1)
 	}
 	return start
+}
+
+// ErrMergeStale refuses a merge whose extents changed since it was planned (trimmed, or
+// merged by another merge).
+var ErrMergeStale = errors.New("objtopic: the merged extents changed")
+
+// Replace puts merged in the place of the consecutive extents of p that start with the extent
+// at (first.File, first.Offset) and end with last's: merged must cover exactly their offsets.
+// The extents are matched by file, section offset and offsets, so a merge planned on an
+// older state is refused (ErrMergeStale) rather than applied to different data. It returns the
+// files of the replaced extents.
+func (p *Partition) Replace(first, last Extent, merged Extent) ([]string, error) {
+	i := slices.IndexFunc(p.Extents, func(e Extent) bool { return e.File == first.File && e.Offset == first.Offset })
+	j := slices.IndexFunc(p.Extents, func(e Extent) bool { return e.File == last.File && e.Offset == last.Offset })
+	if i < 0 || j < i || p.Extents[i].Base != first.Base || p.Extents[j].Last != last.Last ||
+		merged.Base != first.Base || merged.Last != last.Last || len(merged.Skip) != 0 {
+		return nil, ErrMergeStale
+	}
+	var replaced []string
+	for _, e := range p.Extents[i : j+1] {
+		replaced = append(replaced, e.File)
+	}
+	out := make([]Extent, 0, len(p.Extents)-(j-i))
+	out = append(out, p.Extents[:i]...)
+	out = append(out, merged)
+	out = append(out, p.Extents[j+1:]...)
+	p.Extents = out // a new array: published copies keep theirs
+	return replaced, nil
 }
