@@ -33,6 +33,7 @@ type Result struct {
 	Errors     []ErrorCount `json:"errors,omitempty"`
 	Notes      []string     `json:"notes,omitempty"`
 	Intervals  []Interval   `json:"intervals,omitempty"` // one per second; not merged over rounds
+	Server     *ServerStats `json:"server,omitempty"`    // from the brokers' metrics (Options.Metrics); not merged over rounds
 
 	produceHist, e2eHist, lagHist *hdrhistogram.Histogram
 }
@@ -230,6 +231,7 @@ func (r *Result) WriteText(out io.Writer) {
 	fmt.Fprintf(tw, "%s\t%s\t%.2f\t\n", label("produce"), formatRate(t.ProduceRecordsPerSec), t.ProduceMBPerSec)
 	fmt.Fprintf(tw, "%s\t%s\t%.2f\t\n", label("consume"), formatRate(t.ConsumeRecordsPerSec), t.ConsumeMBPerSec)
 	tw.Flush()
+	writeServerStats(out, r.Server)
 	c := r.Records
 	fmt.Fprintf(out, "\nrecords: %d sent, %d acked, %d produce errors, %d unsent, %d consumed, %d fetch errors\n",
 		c.Sent, c.Acked, c.ProduceErrors, c.Unsent, c.Consumed, c.FetchErrors)

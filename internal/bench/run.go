@@ -30,6 +30,10 @@ type Options struct {
 	Progress     io.Writer // a line per second; nil for none
 	// ClientOpts are added to every client the run makes, after the workload's options.
 	ClientOpts []kgo.Opt
+	// Metrics are admin addresses (host:port or URLs) of Runnel brokers whose /metrics are
+	// scraped at the measured window's start and end: the result then has object topics'
+	// stage times and object store request rates (ServerStats).
+	Metrics []string
 }
 
 func (o *Options) withDefaults(w *Workload) error {
@@ -95,6 +99,8 @@ type run struct {
 	errs      errorLog
 	notes     []string
 	intervals []Interval
+	scraped   chan struct{} // closed when scrapeWindow is done
+	server    *ServerStats
 }
 
 // Run creates the workload's topics, runs its producers and consumers, deletes the topics (unless
@@ -270,6 +276,12 @@ func (r *run) execute(ctx context.Context) *Result {
 	for _, c := range r.consumers {
 		consumersDone.Go(func() { c.run(consumeCtx) })
 	}
+	r.scraped = make(chan struct{})
+	if len(r.opts.Metrics) > 0 {
+		go r.scrapeWindow(ctx)
+	} else {
+		close(r.scraped)
+	}
 	progressCtx, stopProgress := context.WithCancel(ctx)
 	progressDone := make(chan struct{})
 	go func() { r.reportProgress(progressCtx); close(progressDone) }()
@@ -304,6 +316,7 @@ func (r *run) execute(ctx context.Context) *Result {
 	<-progressDone
 	stopConsumers()
 	consumersDone.Wait()
+	<-r.scraped
 	return r.result(ctx)
 }
 
@@ -410,7 +423,7 @@ func (r *run) sample(now time.Time, elapsed time.Duration) Interval {
 func (r *run) result(ctx context.Context) *Result {
 	res := &Result{Label: r.opts.Label, Bootstrap: strings.Join(r.opts.Bootstrap, ","), Workload: r.w,
 		Started: r.start, Rounds: 1, MeasuredSeconds: time.Duration(r.w.Duration).Seconds(),
-		TargetRate: r.w.TotalRate(), Intervals: r.intervals, Notes: r.notes, Errors: r.errs.list()}
+		TargetRate: r.w.TotalRate(), Intervals: r.intervals, Notes: r.notes, Errors: r.errs.list(), Server: r.server}
 	var produceHists, lagHists, e2eHists []*hdrhistogram.Histogram
 	for _, p := range r.producers {
 		h, clamped := p.latency.Window()

@@ -209,7 +209,7 @@ const benchGCHeadroom = 256 << 20
 
 func newBenchRunCommand() *cobra.Command {
 	var f benchFlags
-	var bootstrap, label string
+	var bootstrap, label, metricsAddrs string
 	cmd := &cobra.Command{
 		Use:   "run [WORKLOAD]",
 		Short: "Run a workload against one cluster",
@@ -229,6 +229,11 @@ func newBenchRunCommand() *cobra.Command {
 				return err
 			}
 			opts.Label = label
+			if metricsAddrs != "" {
+				if opts.Metrics, err = splitAddrs("metrics", metricsAddrs); err != nil {
+					return err
+				}
+			}
 			defer gctune.Start(benchGCHeadroom).Stop()
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -242,6 +247,7 @@ func newBenchRunCommand() *cobra.Command {
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated host:port of the cluster's brokers")
 	cmd.Flags().StringVar(&label, "label", "", "name of the target in the report (e.g. runnel, kafka)")
+	cmd.Flags().StringVar(&metricsAddrs, "metrics", "", "comma-separated admin host:port of Runnel brokers: report object topics' stage times and object store requests from their /metrics")
 	return cmd
 }
 
