@@ -186,7 +186,6 @@ func writeServerStats(out io.Writer, st *ServerStats) {
 		st.PutsPerSec, st.GetsPerSec, st.WrittenMBPerSec, st.ReadMBPerSec, hit)
 }
 
-
 // scrapeWindow scrapes the metrics at the window's start and end.
 func (r *run) scrapeWindow(ctx context.Context) {
 	defer close(r.scraped)
