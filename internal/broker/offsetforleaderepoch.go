@@ -27,7 +27,16 @@ func handleOffsetForLeaderEpoch(_ context.Context, r *request) reply {
 			if req.Version >= 2 {
 				current = rp.CurrentLeaderEpoch
 			}
-			if !known {
+			if known && isObjectTopic(t) {
+				// One epoch, 0, for the partition's whole life: it ends at the log end.
+				if op, err := b.objectPartition(t.ID, rp.Partition); err != nil {
+					sp.ErrorCode = errorCode(err)
+				} else if current > 0 {
+					sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+				} else if rp.LeaderEpoch >= 0 {
+					sp.LeaderEpoch, sp.EndOffset = 0, op.Next
+				}
+			} else if !known {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else if p, err := b.leader(t, rp.Partition, current); err != nil {
 				sp.ErrorCode = errorCode(err)

@@ -225,7 +225,7 @@ func (w *Writer) write(f *file) {
 	for ref, s := range f.sections {
 		secs = append(secs, objtopic.Section{TopicID: ref.Topic, Partition: ref.Partition, Batches: s.batches})
 	}
-	f.body, f.index, f.putErr = objtopic.Build(w.cfg.Node, 0, time.Now().UnixMilli(), secs)
+	f.body, f.index, f.putErr = objtopic.Build(w.cfg.Node, w.cfg.Incarnation(), time.Now().UnixMilli(), secs)
 	if f.putErr != nil {
 		return
 	}

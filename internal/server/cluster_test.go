@@ -111,6 +111,28 @@ func (c *testCluster) start(id int32) {
 	go func() { served <- s.Serve(ctx, ln) }()
 }
 
+// startAgent starts an agent (server.Config.Agent) in this process as node id, sharing the
+// cluster's object store, and returns its Kafka address.
+func (c *testCluster) startAgent(id int32) string {
+	t := c.t
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.Open(server.Config{Agent: true, NodeID: id, KafkaAddr: ln.Addr().String(), AdminAddr: "127.0.0.1:0",
+		ClusterAddr: "127.0.0.1:0", ControllerVoters: c.voters, Console: &bytes.Buffer{}, ObjectStore: c.objectStore,
+		ObjectBatchTimeout: c.batchTimeout, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: testLogLevel()}))})
+	if err != nil {
+		ln.Close()
+		t.Fatalf("agent %d: %v", id, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	c.servers[id], c.addrs[id], c.cancels[id], c.served[id] = s, ln.Addr().String(), cancel, served
+	go func() { served <- s.Serve(ctx, ln) }()
+	return ln.Addr().String()
+}
+
 func (c *testCluster) stop(id int32) {
 	if c.cancels[id] == nil {
 		return

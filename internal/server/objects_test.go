@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -178,7 +179,7 @@ func TestObjectTopicClusterS3(t *testing.T) {
 		c.batchTimeout = 50 * time.Millisecond
 		c.retentionInterval = 200 * time.Millisecond
 	})
-	cl, adm := c.client()
+	_, adm := c.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	alter, err := adm.AlterBrokerConfigsState(ctx, []kadm.AlterConfig{{Name: "runnel.default.storage", Value: kadm.StringPtr("object")}})
@@ -188,7 +189,7 @@ func TestObjectTopicClusterS3(t *testing.T) {
 	if err != nil {
 		t.Fatalf("setting runnel.default.storage: %v", err)
 	}
-	const topic, partitions, n = "spread", 6, 3000
+	const topic, partitions, n = "spread", 32, 3200
 	if _, err := adm.CreateTopic(ctx, partitions, -1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
@@ -219,9 +220,38 @@ func TestObjectTopicClusterS3(t *testing.T) {
 	if len(leaders) < 2 {
 		t.Errorf("Metadata names %d distinct leaders for %d partitions over 3 nodes; want them spread", len(leaders), partitions)
 	}
-	cl.Close()
 
-	p := idempotentProducer(t, c.brokers()[0])
+	// An agent joins: Metadata lists it and names it as the "leader" of some object
+	// partitions, never of a replicated partition, and never as a coordinator.
+	agent := c.startAgent(1000042)
+	eventually(t, "the agent in Metadata", 20*time.Second, func() bool {
+		m, err := adm.Metadata(ctx, topic, "__consumer_offsets")
+		if err != nil {
+			return false
+		}
+		listed := false
+		for _, b := range m.Brokers {
+			listed = listed || b.NodeID == 1000042
+		}
+		led := false
+		for _, p := range m.Topics[topic].Partitions {
+			led = led || p.Leader == 1000042
+		}
+		for _, p := range m.Topics["__consumer_offsets"].Partitions {
+			if p.Leader == 1000042 || slices.Contains(p.Replicas, 1000042) {
+				t.Fatalf("the agent holds a replica of __consumer_offsets: %+v", p)
+			}
+		}
+		return listed && led
+	})
+	coord := adm.FindGroupCoordinators(ctx, "g1", "g2", "g3", "g4")
+	coord.Each(func(d kadm.FindCoordinatorResponse) {
+		if d.Err != nil || d.NodeID == 1000042 {
+			t.Errorf("FindCoordinator(%s) = node %d, %v; want a serve node", d.Name, d.NodeID, d.Err)
+		}
+	})
+
+	p := idempotentProducer(t, agent) // bootstrapped through the agent
 	if err := produceSeq(p, topic, partitions, 0, n/2); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +259,7 @@ func TestObjectTopicClusterS3(t *testing.T) {
 	if err := produceSeq(p, topic, partitions, n/2, n); err != nil {
 		t.Fatal(err)
 	}
-	for _, addr := range c.brokers() {
+	for _, addr := range c.brokers() { // the serve nodes and the agent
 		exactlyOnce(t, addr, topic, partitions, n)
 	}
 
