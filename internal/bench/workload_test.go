@@ -10,7 +10,7 @@ import (
 
 func TestStandardWorkloadsMatchTheIssue(t *testing.T) {
 	names := StandardWorkloads()
-	if got, want := strings.Join(names, ","), "latency-1kb,many-partitions,sparse-feed,throughput-1kb"; got != want {
+	if got, want := strings.Join(names, ","), "latency-1kb,many-partitions,object-1kb,sparse-feed,throughput-1kb"; got != want {
 		t.Fatalf("StandardWorkloads() = %s; want %s", got, want)
 	}
 	load := func(name string) Workload {
@@ -22,6 +22,9 @@ func TestStandardWorkloadsMatchTheIssue(t *testing.T) {
 			t.Errorf("%s: name %q, idempotence %v; want name %q, idempotence false", name, w.Name, w.Idempotence, name)
 		}
 		return w
+	}
+	if w, err := LoadWorkload("object-1kb"); err != nil || w.TopicConfigs["runnel.storage"] != "object" || !w.Idempotence {
+		t.Errorf("object-1kb: %+v, %v; want runnel.storage=object, idempotent", w, err)
 	}
 	w := load("latency-1kb")
 	if w.Partitions != 1 || w.RecordSize != 1024 || w.TotalRate() != 10000 || w.Acks != "all" || w.Linger != Duration(time.Millisecond) {
