@@ -43,6 +43,9 @@ func (b *Broker) resolveStorage(name string, configs map[string]string, assignme
 		storage, _, _ = b.topics.BrokerConfig("runnel.default.storage")
 	}
 	if storage != controller.StorageObject {
+		if configs[controller.SequencingConfig] == controller.SequencingLazy {
+			return nil, nil, adminErr(kerr.InvalidConfig, "runnel.sequencing=lazy needs runnel.storage=object")
+		}
 		return configs, assignments, nil
 	}
 	preview := b.topics.Preview(name, configs)
@@ -61,9 +64,13 @@ func (b *Broker) resolveStorage(name string, configs map[string]string, assignme
 }
 
 // checkObjectConfigs refuses a config change of a topic that its storage does not allow:
-// runnel.storage is fixed at creation, and object topics cannot be compacted yet.
+// runnel.storage is fixed at creation, object topics cannot be compacted yet, and only object
+// topics can be sequenced lazily.
 func checkObjectConfigs(t *topics.Topic, set map[string]string) *adminError {
 	storage := t.Configs[controller.StorageConfig]
+	if set[controller.SequencingConfig] == controller.SequencingLazy && storage != controller.StorageObject {
+		return adminErr(kerr.InvalidConfig, "runnel.sequencing=lazy needs runnel.storage=object (topic %s is local)", t.Name)
+	}
 	if v, ok := set[controller.StorageConfig]; ok && v != storage && !(storage == "" && v == "local") {
 		return adminErr(kerr.InvalidConfig, "runnel.storage is fixed when a topic is created (topic %s: %q)", t.Name, storage)
 	}
@@ -136,7 +143,8 @@ func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp 
 		batch.SetLogAppendTime(own, sp.LogAppendTime)
 		h.MaxTimestamp = sp.LogAppendTime
 	}
-	return b.cfg.ObjectWriter.Append(controller.PartitionRef{Topic: t.ID, Partition: index}, own, h)
+	seq, _ := t.Effective(controller.SequencingConfig)
+	return b.cfg.ObjectWriter.Append(controller.PartitionRef{Topic: t.ID, Partition: index}, own, h, seq == controller.SequencingLazy)
 }
 
 // waitObject waits for a buffered batch's commit and fills in its answer.

@@ -237,7 +237,7 @@ func (n *Node) registerHandlers() {
 			return nil, n.proposeError(err)
 		}
 		code, msg := encodeApplyError(res.Err)
-		return proposeResponse{Index: index, Value: res.Value, Code: code, Msg: msg, Commit: res.Commit}, nil
+		return proposeResponse{Index: index, Value: res.Value, Code: code, Msg: msg, Commit: res.Commit, AlreadyCommitted: res.AlreadyCommitted}, nil
 	})
 	n.rpc.handle("transfer-leaders", func(_ context.Context, _ int32, payload []byte) (any, error) {
 		var req transferRequest

@@ -572,24 +572,24 @@ func newRunID(node int32) string {
 
 // CommitFile has the active controller commit an object file and waits until this node's
 // image has the commit (so a fetch here sees what the answer acknowledges). It returns the
-// commit's answer per section and batch meta. On an error the outcome is unknown: the caller
-// retries the same commit, which is idempotent.
-func (n *Node) CommitFile(ctx context.Context, c *controller.CommitFile) ([][]controller.BatchOutcome, error) {
+// commit's answer per section and batch meta (Result.Commit), or Result.AlreadyCommitted. On an
+// error the outcome is unknown: the caller retries the same commit, which is idempotent.
+func (n *Node) CommitFile(ctx context.Context, c *controller.CommitFile) (controller.Result, error) {
 	var resp proposeResponse
 	cmd := &controller.Command{Op: controller.OpCommitFile, CommitFile: c}
 	if err := n.callController(ctx, "propose", cmd, &resp); err != nil {
-		return nil, err
+		return controller.Result{}, err
 	}
 	if err := n.ctrl.WaitApplied(ctx, resp.Index); err != nil {
-		return nil, err
+		return controller.Result{}, err
 	}
 	if err := decodeApplyError(resp.Code, resp.Msg); err != nil {
-		return nil, err
+		return controller.Result{}, err
 	}
-	if len(resp.Commit) != len(c.Sections) {
-		return nil, fmt.Errorf("cluster: commit of %s answered for %d sections of %d", c.Key, len(resp.Commit), len(c.Sections))
+	if !resp.AlreadyCommitted && len(resp.Commit) != len(c.Sections) {
+		return controller.Result{}, fmt.Errorf("cluster: commit of %s answered for %d sections of %d", c.Key, len(resp.Commit), len(c.Sections))
 	}
-	return resp.Commit, nil
+	return controller.Result{Commit: resp.Commit, AlreadyCommitted: resp.AlreadyCommitted}, nil
 }
 
 // ProposeApplied has the active controller apply cmd and waits until this node's image has it
@@ -614,6 +614,8 @@ type proposeResponse struct {
 	Code   string                      `json:"code,omitempty"`
 	Msg    string                      `json:"msg,omitempty"`
 	Commit [][]controller.BatchOutcome `json:"commit,omitempty"`
+	// AlreadyCommitted: see controller.Result.
+	AlreadyCommitted bool `json:"already_committed,omitempty"`
 }
 
 var applyErrors = map[string]error{

@@ -32,6 +32,7 @@ type Command struct {
 	CommitFile       *CommitFile       `json:"commit_file,omitempty"`
 	TrimObjects      *TrimObjects      `json:"trim_objects,omitempty"`
 	ReplaceExtents   *ReplaceExtents   `json:"replace_extents,omitempty"`
+	ForgetWriter     *ForgetWriter     `json:"forget_writer,omitempty"`
 }
 
 // The ops.
@@ -214,6 +215,8 @@ type Result struct {
 	Value int64 // alloc-producer-ids: the first id; register: the incarnation
 	// Commit is a commit-file's answer: per section, per batch meta.
 	Commit [][]BatchOutcome
+	// AlreadyCommitted: the commit-file's file was committed before, and its answer is forgotten.
+	AlreadyCommitted bool
 }
 
 // Apply applies the command at log index to im, in place, and returns its result. Every node
@@ -342,6 +345,10 @@ func Apply(im *Image, index uint64, c *Command) Result {
 		if c.ReplaceExtents != nil {
 			return Result{Err: applyReplaceExtents(im, c.ReplaceExtents)}
 		}
+	case OpForgetWriter:
+		if c.ForgetWriter != nil {
+			delete(im.ObjWriters, c.ForgetWriter.Writer)
+		}
 	case OpTrimObjects:
 		if c.TrimObjects != nil {
 			applyTrimObjects(im, c.TrimObjects)
@@ -392,7 +399,7 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 		n = &Node{ID: r.Node}
 		im.Nodes[r.Node] = n
 	}
-	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack, n.Agent = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack, r.Agent
+	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack, n.Agent, n.Run = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack, r.Agent, r.Run
 	n.Incarnation, n.Fenced = index, false
 	dropWriters(im, r.Node, r.Run)
 	// A new incarnation leads nothing: the restarted process lost its replication state (and,

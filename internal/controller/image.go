@@ -71,6 +71,8 @@ type Node struct {
 	// Agent: a stateless `runnel agent` process. It serves object topics only: it holds no
 	// replica of a replicated partition and coordinates no group or transaction.
 	Agent bool `json:"agent,omitempty"`
+	// Run is the registered process run's id (the writer id of its object files).
+	Run string `json:"run,omitempty"`
 }
 
 // Topic is a topic's metadata.

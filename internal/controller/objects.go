@@ -24,6 +24,10 @@ import (
 const (
 	StorageConfig = "runnel.storage"
 	StorageObject = "object"
+	// SequencingConfig lazy: an object topic's produce is acknowledged once its file is
+	// written, before the commit assigns offsets (docs/object-topics.md §9).
+	SequencingConfig = "runnel.sequencing"
+	SequencingLazy   = "lazy"
 )
 
 // Ops of object topics.
@@ -32,7 +36,14 @@ const (
 	OpTrimObjects = "trim-objects"
 	// OpReplaceExtents puts a merged object in the place of a partition's consecutive extents.
 	OpReplaceExtents = "replace-extents"
+	// OpForgetWriter forgets a writer run whose files are all gone (garbage collection).
+	OpForgetWriter = "forget-writer"
 )
+
+// ForgetWriter names a writer run to forget.
+type ForgetWriter struct {
+	Writer string `json:"writer"`
+}
 
 // ReplaceExtents replaces the consecutive extents of a partition from First to Last (matched by
 // file, section offset and offsets) by Merged, which holds the same records in one object.
@@ -72,6 +83,10 @@ type CommitFile struct {
 	Key      string          `json:"key"` // object key
 	Size     int64           `json:"size"`
 	Sections []CommitSection `json:"sections"`
+	// Slow: a commit of the slow path (docs/object-topics.md §9), made for a writer that did
+	// not commit the file itself: only the file's lazy sections, no answer kept, no
+	// incarnation check (the writer's committed set makes it idempotent).
+	Slow bool `json:"slow,omitempty"`
 }
 
 // CommitSection is one partition's section of a committed file.
@@ -80,6 +95,9 @@ type CommitSection struct {
 	Offset  uint64               `json:"offset"`
 	Length  uint32               `json:"length"`
 	Batches []objtopic.BatchMeta `json:"batches"`
+	// Lazy: the section's batches were acknowledged at the file's write: none is refused
+	// (objtopic.Partition.CommitLazy).
+	Lazy bool `json:"lazy,omitempty"`
 }
 
 // BatchOutcome is a committed batch's answer: its base offset, or a Kafka error code.
@@ -101,11 +119,15 @@ type TrimItem struct {
 	Start int64 `json:"start"`
 }
 
-// ObjWriter is what the image keeps of a writer: the answers of its recent commits.
+// ObjWriter is what the image keeps of a writer run: which of its files are committed, and the
+// answers of its recent commits.
 type ObjWriter struct {
 	Node  int32                       `json:"node"`
 	Floor uint64                      `json:"floor"`
 	Done  map[uint64][][]BatchOutcome `json:"done,omitempty"`
+	// Committed are the numbers of the run's committed files (whose answers may be forgotten):
+	// a file is committed at most once, by its writer or by the slow path.
+	Committed objtopic.Ranges `json:"committed,omitempty"`
 }
 
 // ErrCommitForgotten answers a commit below its writer's floor: the writer said it no longer
@@ -154,14 +176,19 @@ func applyCommitFile(im *Image, c *CommitFile) Result {
 		w = &ObjWriter{Node: c.Node}
 		im.ObjWriters[c.Writer] = w
 	}
-	if done, ok := w.Done[c.Seq]; ok {
+	if done, ok := w.Done[c.Seq]; ok && !c.Slow {
 		return Result{Commit: done}
 	}
-	if n, ok := im.Nodes[c.Node]; !ok || n.Incarnation != c.Incarnation {
-		return Result{Err: fmt.Errorf("%w: node %d, incarnation %d", ErrStaleWriter, c.Node, c.Incarnation)}
+	if w.Committed.Covers(int64(c.Seq), int64(c.Seq)) {
+		return Result{AlreadyCommitted: true}
 	}
-	if c.Seq < w.Floor {
-		return Result{Err: fmt.Errorf("%w: file %d of %s, floor %d", ErrCommitForgotten, c.Seq, c.Writer, w.Floor)}
+	if !c.Slow {
+		if n, ok := im.Nodes[c.Node]; !ok || n.Incarnation != c.Incarnation {
+			return Result{Err: fmt.Errorf("%w: node %d, incarnation %d", ErrStaleWriter, c.Node, c.Incarnation)}
+		}
+		if c.Seq < w.Floor {
+			return Result{Err: fmt.Errorf("%w: file %d of %s, floor %d", ErrCommitForgotten, c.Seq, c.Writer, w.Floor)}
+		}
 	}
 	out := make([][]BatchOutcome, len(c.Sections))
 	for i, s := range c.Sections {
@@ -175,7 +202,11 @@ func applyCommitFile(im *Image, c *CommitFile) Result {
 		}
 		p := im.objectForWrite(t, s.Partition)
 		e := objtopic.IndexEntry{TopicID: s.Topic, Partition: s.Partition, Offset: s.Offset, Length: s.Length}
-		for j, r := range p.Commit(c.Key, e, s.Batches) {
+		commit := p.Commit
+		if s.Lazy {
+			commit = p.CommitLazy
+		}
+		for j, r := range commit(c.Key, e, s.Batches) {
 			o := BatchOutcome{Base: r.Base}
 			if r.Err != nil {
 				o = BatchOutcome{Base: -1, Code: kerr.UnknownServerError.Code, Msg: r.Err.Error()}
@@ -186,6 +217,10 @@ func applyCommitFile(im *Image, c *CommitFile) Result {
 			}
 			out[i][j] = o
 		}
+	}
+	w.Committed = w.Committed.Add(int64(c.Seq), int64(c.Seq))
+	if c.Slow {
+		return Result{Commit: out}
 	}
 	if w.Done == nil {
 		w.Done = map[uint64][][]BatchOutcome{}
@@ -211,12 +246,22 @@ func applyTrimObjects(im *Image, c *TrimObjects) {
 	}
 }
 
-// dropWriters forgets the writers of a node's earlier process runs (at its registration: their
-// commits will not be retried).
+// dropWriters forgets the answers of a node's earlier process runs (at its registration, or its
+// unregistration: their commits will not be retried), and records the new run (a run the slow
+// path must know of even if it never committed a file). Which files are committed is kept until
+// garbage collection has deleted the run's files (forget-writer).
 func dropWriters(im *Image, node int32, run string) {
 	for id, w := range im.ObjWriters {
 		if w.Node == node && id != run {
-			delete(im.ObjWriters, id)
+			w.Done, w.Floor = nil, 0
+		}
+	}
+	if run != "" {
+		if im.ObjWriters == nil {
+			im.ObjWriters = map[string]*ObjWriter{}
+		}
+		if _, ok := im.ObjWriters[run]; !ok {
+			im.ObjWriters[run] = &ObjWriter{Node: node}
 		}
 	}
 }

@@ -56,13 +56,17 @@ func TestCommitFileAssignsOffsetsOnce(t *testing.T) {
 	if w := im.ObjWriters["w1"]; w.Floor != 2 || len(w.Done) != 1 {
 		t.Fatalf("writer after floor 2: %+v; want only file 2's answer kept", w)
 	}
-	if r := Apply(im, 14, c1); r.Err == nil {
-		t.Fatalf("a commit below the floor: %+v; want an error", r)
+	if r := Apply(im, 14, c1); r.Err != nil || !r.AlreadyCommitted || im.Topics["o"].Object(1).Next != 20 {
+		t.Fatalf("a commit whose answer is forgotten: %+v; want AlreadyCommitted and nothing assigned", r)
 	}
-	// The node's next process run forgets this one, and the old run's commits are refused.
+	// The node's next process run forgets this one's answers (not which files it committed),
+	// and the old run's commits are refused.
 	Apply(im, 15, &Command{Op: OpRegister, Register: &Register{Node: 1, ClusterAddr: "a", Run: "w2"}})
-	if _, ok := im.ObjWriters["w1"]; ok {
-		t.Fatal("a restarted node's earlier writer is still remembered")
+	if w := im.ObjWriters["w1"]; w == nil || w.Done != nil || !w.Committed.Covers(1, 2) {
+		t.Fatalf("a restarted node's earlier writer: %+v; want no answers, files 1-2 committed", w)
+	}
+	if im.ObjWriters["w2"] == nil {
+		t.Fatal("the new run is not recorded at registration")
 	}
 	if r := Apply(im, 16, commitCmd("w1", 3, 3, section(0, run))); !errors.Is(r.Err, ErrStaleWriter) {
 		t.Fatalf("a commit of the node's earlier incarnation: %+v; want ErrStaleWriter", r)
@@ -139,5 +143,37 @@ func TestObjectTopicSnapshotAndElections(t *testing.T) {
 	Apply(dec, 15, &Command{Op: OpFence, Fence: &Fence{Node: 1, Incarnation: dec.Nodes[1].Incarnation}})
 	if p := dec.Topics["o"].Partitions[0]; p.Leader != -1 || p.LeaderEpoch != 0 {
 		t.Fatalf("fencing a node changed an object partition: %+v", p)
+	}
+}
+
+// TestSlowCommit: the slow path commits a file its writer did not (lazy sections, no
+// incarnation check, no answer kept); the writer's own late commit of it is AlreadyCommitted;
+// forget-writer drops the run.
+func TestSlowCommit(t *testing.T) {
+	im := withObjectTopic(t)
+	lazy := section(0, objtopic.BatchMeta{Records: 3, ProducerID: 8, Epoch: 0, FirstSeq: 0})
+	lazy.Lazy = true
+	slow := commitCmd("dead", 4, 0, lazy)
+	slow.CommitFile.Slow, slow.CommitFile.Incarnation = true, 999 // the writer's registration is long gone
+	if r := Apply(im, 11, slow); r.Err != nil || r.Commit[0][0].Base != 0 {
+		t.Fatalf("slow commit: %+v", r)
+	}
+	if r := Apply(im, 12, slow); !r.AlreadyCommitted {
+		t.Fatalf("the slow commit again: %+v; want AlreadyCommitted", r)
+	}
+	own := commitCmd("dead", 4, 4, lazy)
+	own.CommitFile.Incarnation = 999
+	if r := Apply(im, 13, own); !r.AlreadyCommitted || im.Topics["o"].Object(0).Next != 3 {
+		t.Fatalf("the writer's own late commit: %+v; want AlreadyCommitted, nothing assigned", r)
+	}
+	// The same batch journaled again in another file is a duplicate.
+	again := commitCmd("dead", 5, 0, lazy)
+	again.CommitFile.Slow = true
+	if r := Apply(im, 14, again); r.Commit[0][0].Base != -1 || r.Commit[0][0].Code != 0 || im.Topics["o"].Object(0).Next != 3 {
+		t.Fatalf("a batch journaled twice: %+v, next %d", r, im.Topics["o"].Object(0).Next)
+	}
+	Apply(im, 15, &Command{Op: OpForgetWriter, ForgetWriter: &ForgetWriter{Writer: "dead"}})
+	if _, ok := im.ObjWriters["dead"]; ok {
+		t.Fatal("forget-writer kept the run")
 	}
 }

@@ -16,6 +16,8 @@ type Objects struct {
 	bytes    *prometheus.CounterVec   // dir: written, read
 	cache    *prometheus.CounterVec   // result: hit, miss
 	files    prometheus.Histogram     // bytes per file written
+	slow     prometheus.Counter       // files the slow path committed
+	backlog  prometheus.Gauge         // uncommitted journal files the slow path last saw
 }
 
 // NewObjects returns the object topics' metrics.
@@ -42,6 +44,14 @@ func NewObjects() *Objects {
 			Name: "runnel_object_cache_requests_total",
 			Help: "Read cache lookups of object topics' reads, by result (hit, miss).",
 		}, []string{"result"}),
+		slow: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "runnel_object_slow_path_commits_total",
+			Help: "Journal files the slow path committed because their writers did not (crashed, or could not reach the controller).",
+		}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "runnel_object_journal_backlog_files",
+			Help: "Uncommitted journal files the slow path saw in its last round (on the active controller): acknowledged lazy data not yet visible.",
+		}),
 		files: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "runnel_object_file_bytes",
 			Help:    "Size of the object files written (one per flush of a node's buffer).",
@@ -95,8 +105,22 @@ func (o *Objects) Cache(hit bool) {
 	}
 }
 
+// SlowCommit counts a file the slow path committed.
+func (o *Objects) SlowCommit() {
+	if o != nil {
+		o.slow.Inc()
+	}
+}
+
+// Backlog sets the uncommitted journal files the slow path saw.
+func (o *Objects) Backlog(n int) {
+	if o != nil {
+		o.backlog.Set(float64(n))
+	}
+}
+
 func (o *Objects) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.files}
+	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.files, o.slow, o.backlog}
 }
 
 // Describe implements prometheus.Collector.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objstore"
 )
 
@@ -27,8 +28,8 @@ type MaintainerConfig struct {
 	// GCGrace: an object is deleted only after no extent has referenced it for this long, so a
 	// reader in the middle of a GET never loses its file (default 10 min).
 	GCGrace time.Duration
-	// OrphanAge: an unreferenced file whose writer may still commit it (its run is unknown or
-	// has not moved past it) is deleted only once it is this old (default 1 h).
+	// OrphanAge: a journal file of a run the image does not know is deleted only once it is
+	// this old (default 1 h); other journal files are deleted only once committed.
 	OrphanAge time.Duration
 
 	// Merging: every MergeInterval (default 10 s), runs of at least MergeMinRun (default 8)
@@ -43,7 +44,14 @@ type MaintainerConfig struct {
 	MergeKeepNewest  int
 	MergeBytesPerSec int64
 
-	Logger *slog.Logger
+	// The slow path (docs/object-topics.md §9): every SlowPathInterval (default 1 s) it lists
+	// each writer run's journal from its first uncommitted file and commits every file older
+	// than SlowPathGrace (default 3 s, far above a fast-path commit) that is still uncommitted.
+	SlowPathInterval time.Duration
+	SlowPathGrace    time.Duration
+
+	Metrics *metrics.Objects
+	Logger  *slog.Logger
 }
 
 // Maintainer runs object topics' retention and garbage collection on the active controller.
@@ -84,6 +92,12 @@ func NewMaintainer(cfg MaintainerConfig) *Maintainer {
 	if cfg.MergeBytesPerSec <= 0 {
 		cfg.MergeBytesPerSec = 16 << 20
 	}
+	if cfg.SlowPathInterval <= 0 {
+		cfg.SlowPathInterval = time.Second
+	}
+	if cfg.SlowPathGrace <= 0 {
+		cfg.SlowPathGrace = 3 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -98,10 +112,20 @@ func (m *Maintainer) Run(ctx context.Context) {
 	defer gc.Stop()
 	merge := time.NewTicker(m.cfg.MergeInterval)
 	defer merge.Stop()
+	slow := time.NewTicker(m.cfg.SlowPathInterval)
+	defer slow.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-slow.C:
+			if m.cfg.Active() {
+				if n, err := m.SlowPath(ctx, time.Now()); err != nil {
+					m.cfg.Logger.Warn("objects: slow path", "err", err)
+				} else if n > 0 {
+					m.cfg.Logger.Info("objects: slow path committed files their writers did not", "files", n)
+				}
+			}
 		case <-merge.C:
 			if m.cfg.Active() {
 				if n, err := m.Merge(ctx); err != nil {
@@ -180,9 +204,13 @@ func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
 	}
 	objs = append(objs, merged...)
 	listed := make(map[string]bool, len(objs))
+	runsWithFiles := map[string]bool{}
 	deleted := 0
 	for _, o := range objs {
 		listed[o.Key] = true
+		if run, _, ok := ParseJournalKey(o.Key); ok {
+			runsWithFiles[run] = true
+		}
 		if refs[o.Key] {
 			delete(m.unrefSince, o.Key)
 			continue
@@ -192,7 +220,7 @@ func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
 			m.unrefSince[o.Key] = now
 			continue
 		}
-		if now.Sub(since) < m.cfg.GCGrace || (!writerDone(img, o.Key) && now.Sub(o.Modified) < m.cfg.OrphanAge) {
+		if now.Sub(since) < m.cfg.GCGrace || !writerDone(img, o.Key, now.Sub(o.Modified) >= m.cfg.OrphanAge) {
 			continue
 		}
 		if err := m.cfg.Store.Delete(ctx, o.Key); err != nil {
@@ -206,24 +234,36 @@ func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
 			delete(m.unrefSince, k)
 		}
 	}
+	// A run that is no node's current run and has no file left is forgotten.
+	for run, w := range img.ObjWriters {
+		if n := img.Nodes[w.Node]; (n == nil || n.Run != run) && !runsWithFiles[run] {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := m.cfg.Propose(cctx, &controller.Command{Op: controller.OpForgetWriter, ForgetWriter: &controller.ForgetWriter{Writer: run}})
+			cancel()
+			if err != nil {
+				return deleted, err
+			}
+		}
+	}
 	return deleted, nil
 }
 
-// writerDone reports whether an object's writer will not commit it any more: a journal file's
-// run has answered every file up to past it; a merged object is proposed within seconds of its
-// write (so one unreferenced for the grace period is garbage).
-func writerDone(img *controller.Image, key string) bool {
+// writerDone reports whether an object's writer will not commit it any more: a journal file is
+// committed (by its writer or the slow path, which commits every file it finds); a journal file
+// of a run the image does not know (never registered, or forgotten) once it is old; a merged
+// object is proposed within seconds of its write (so one unreferenced for the grace period is
+// garbage).
+func writerDone(img *controller.Image, key string, old bool) bool {
 	if strings.HasPrefix(key, "merged/") {
 		return true
 	}
-	parts := strings.Split(key, "/") // journal/<run>/<seq>
-	if len(parts) != 3 {
-		return false
+	run, seq, ok := ParseJournalKey(key)
+	if !ok {
+		return old
 	}
-	seq, err := strconv.ParseUint(parts[2], 10, 64)
-	if err != nil {
-		return false
+	w := img.ObjWriters[run]
+	if w == nil {
+		return old
 	}
-	w := img.ObjWriters[parts[1]]
-	return w != nil && seq < w.Floor
+	return w.Committed.Covers(int64(seq), int64(seq))
 }

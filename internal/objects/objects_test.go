@@ -36,8 +36,9 @@ type fakeController struct {
 	mu    sync.Mutex
 	img   *controller.Image
 	index uint64
-	fail  int // the next commits that fail after applying (their answer is lost)
-	calls int
+	fail   int // the next commits that fail after applying (their answer is lost)
+	refuse int // the next commits that fail without applying (the controller is unreachable)
+	calls  int
 }
 
 func newFakeController(t *testing.T, partitions int) *fakeController {
@@ -52,17 +53,21 @@ func newFakeController(t *testing.T, partitions int) *fakeController {
 	return &fakeController{img: img, index: 1}
 }
 
-func (f *fakeController) commit(_ context.Context, c *controller.CommitFile) ([][]controller.BatchOutcome, error) {
+func (f *fakeController) commit(_ context.Context, c *controller.CommitFile) (controller.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	if f.refuse > 0 {
+		f.refuse--
+		return controller.Result{}, errors.New("the controller is unreachable")
+	}
 	f.index++
 	r := controller.Apply(f.img, f.index, &controller.Command{Op: controller.OpCommitFile, CommitFile: c})
 	if f.fail > 0 {
 		f.fail--
-		return nil, errors.New("the answer was lost")
+		return controller.Result{}, errors.New("the answer was lost")
 	}
-	return r.Commit, r.Err
+	return r, r.Err
 }
 
 func (f *fakeController) partition(i int32) *controller.Topic {
@@ -95,7 +100,7 @@ func TestWriterOneFilePerFlush(t *testing.T) {
 		part := int32(i % 8)
 		b := testBatch(-1, -1, fmt.Sprintf("v%d-a", i), fmt.Sprintf("v%d-b", i))
 		h, _ := batch.ParseHeader(b)
-		pend = append(pend, w.Append(controller.PartitionRef{Topic: topic, Partition: part}, b, h))
+		pend = append(pend, w.Append(controller.PartitionRef{Topic: topic, Partition: part}, b, h, false))
 		refs = append(refs, part)
 	}
 	w.Flush()
@@ -151,7 +156,7 @@ func TestWriterRetriesAndFailures(t *testing.T) {
 	defer cancel()
 	produce := func(b []byte) (int64, error) {
 		h, _ := batch.ParseHeader(b)
-		return w.Append(ref, b, h).Wait(ctx)
+		return w.Append(ref, b, h, false).Wait(ctx)
 	}
 	fc.mu.Lock()
 	fc.fail = 2
@@ -195,13 +200,13 @@ func TestMaintainerRetentionAndGC(t *testing.T) {
 	for i := range 3 {
 		b := testBatch(-1, -1, fmt.Sprint(i))
 		h, _ := batch.ParseHeader(b)
-		pw := w.Append(ref, b, h)
+		pw := w.Append(ref, b, h, false)
 		w.Flush()
 		if _, err := pw.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := dir.Put(ctx, "journal/9-gone/00000000000000000001", []byte("an orphan")); err != nil {
+	if err := dir.Put(ctx, "journal/9-gone/000000/00000000000000000001", []byte("an orphan")); err != nil {
 		t.Fatal(err)
 	}
 	retentionBytes := "-1"
@@ -284,12 +289,12 @@ func TestMerge(t *testing.T) {
 		var pend []*Pending
 		for _, b := range [][]byte{testBatch(3, seq, fmt.Sprint(i, "a"), fmt.Sprint(i, "b")), testBatch(-1, -1, fmt.Sprint(i, "c"))} {
 			h, _ := batch.ParseHeader(b)
-			pend = append(pend, w.Append(ref, b, h))
+			pend = append(pend, w.Append(ref, b, h, false))
 		}
 		if i == 5 { // a retried batch: skipped in its file
 			b := testBatch(3, seq, fmt.Sprint(i, "a"), fmt.Sprint(i, "b"))
 			h, _ := batch.ParseHeader(b)
-			pend = append(pend, w.Append(ref, b, h))
+			pend = append(pend, w.Append(ref, b, h, false))
 		}
 		w.Flush()
 		for _, p := range pend {
@@ -358,5 +363,73 @@ func TestMerge(t *testing.T) {
 	m.GC(ctx, now)
 	if n, err := m.GC(ctx, now.Add(11*time.Minute)); err != nil || n != 17 {
 		t.Fatalf("GC deleted %d, %v; want the 16 merged-away files and the trimmed merged object", n, err)
+	}
+}
+
+// TestLazyAndSlowPath: lazy batches are answered (offset -1) once their file is written, before
+// any commit; when the writer cannot commit, the slow path commits the file's lazy section
+// (not its eager one) after the grace period; the writer's own late commit is then
+// AlreadyCommitted and its eager batch fails retriably; every lazy record reads back once.
+func TestLazyAndSlowPath(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 2)
+	fc.refuse = 1 << 30 // the controller is unreachable for the writer
+	w := newTestWriter(t, dir, fc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	lazyB, eagerB := testBatch(6, 0, "l1", "l2"), testBatch(-1, -1, "e1")
+	lh, _ := batch.ParseHeader(lazyB)
+	eh, _ := batch.ParseHeader(eagerB)
+	lp := w.Append(controller.PartitionRef{Topic: topic, Partition: 0}, lazyB, lh, true)
+	ep := w.Append(controller.PartitionRef{Topic: topic, Partition: 1}, eagerB, eh, false)
+	w.Flush()
+	if base, err := lp.Wait(ctx); base != -1 || err != nil {
+		t.Fatalf("a lazy batch: %d, %v; want -1 once written", base, err)
+	}
+	select {
+	case <-ep.done:
+		t.Fatalf("the eager batch was answered before its commit: %d, %v", ep.base, ep.err)
+	default:
+	}
+	propose := func(_ context.Context, c *controller.Command) error {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		fc.index++
+		return controller.Apply(fc.img, fc.index, c).Err
+	}
+	m := NewMaintainer(MaintainerConfig{Store: dir, Active: func() bool { return true }, Propose: propose,
+		Image:  func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() },
+		Config: func(_, _ string) string { return "-1" }})
+	if n, err := m.SlowPath(ctx, time.Now()); err != nil || n != 0 {
+		t.Fatalf("slow path within the grace period: %d, %v; want nothing", n, err)
+	}
+	if n, err := m.SlowPath(ctx, time.Now().Add(5*time.Second)); err != nil || n != 1 {
+		t.Fatalf("slow path after the grace period: %d, %v; want one file", n, err)
+	}
+	if n, _ := m.SlowPath(ctx, time.Now().Add(6*time.Second)); n != 0 {
+		t.Fatalf("a second slow path round committed %d files", n)
+	}
+	tp := fc.partition(0)
+	if tp.Object(0).Next != 2 || tp.Object(1).Next != 0 {
+		t.Fatalf("after the slow path: partition 0 next %d, partition 1 next %d; want 2 and 0 (eager sections are not committed)",
+			tp.Object(0).Next, tp.Object(1).Next)
+	}
+	fc.mu.Lock()
+	fc.refuse = 0 // the controller is back: the writer's retry finds the file committed
+	fc.mu.Unlock()
+	if _, err := ep.Wait(ctx); !errors.Is(err, kerr.RequestTimedOut) {
+		t.Fatalf("the eager batch of a file the slow path committed: %v; want a retriable error", err)
+	}
+	data, err := NewCache(dir, 1<<20, nil).Read(ctx, fc.partition(0).Object(0), 0, 1<<20, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	eachRecord(data, func(off, _ int64) bool { got = append(got, fmt.Sprint(off)); return true })
+	if fmt.Sprint(got) != "[0 1]" {
+		t.Fatalf("lazy records read back at %v; want [0 1]", got)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,9 +33,32 @@ const (
 	maxQueuedFiles = 64
 )
 
-// CommitFunc has the controller commit a file (cluster.Node.CommitFile). An error means the
-// outcome is unknown; the writer retries the same commit.
-type CommitFunc func(ctx context.Context, c *controller.CommitFile) ([][]controller.BatchOutcome, error)
+// CommitFunc has the controller commit a file (cluster.Node.CommitFile): the answer per section
+// and batch meta, or AlreadyCommitted. An error means the outcome is unknown; the writer
+// retries the same commit.
+type CommitFunc func(ctx context.Context, c *controller.CommitFile) (controller.Result, error)
+
+// SequenceFiles is how many files a journal sequence holds: a writer's files are
+// journal/<run>/<sequence>/<file number>, a new sequence every SequenceFiles files.
+const SequenceFiles = 1000
+
+// JournalKey is the object key of a writer run's file seq (from 1).
+func JournalKey(run string, seq uint64) string {
+	return fmt.Sprintf("journal/%s/%06d/%020d", run, (seq-1)/SequenceFiles, seq)
+}
+
+// ParseJournalKey returns the run and file number of a journal key.
+func ParseJournalKey(key string) (run string, seq uint64, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 || parts[0] != "journal" {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseUint(parts[3], 10, 64)
+	if err != nil || seq == 0 || JournalKey(parts[1], seq) != key {
+		return "", 0, false
+	}
+	return parts[1], seq, true
+}
 
 // WriterConfig configures a Writer.
 type WriterConfig struct {
@@ -84,6 +109,9 @@ type section struct {
 	batches [][]byte
 	heads   []batch.Header
 	waits   []*Pending
+	// lazy: answered once the file is written (runnel.sequencing=lazy); one lazy batch makes
+	// the whole section lazy.
+	lazy bool
 }
 
 // file is one flush: its sections, its object write's outcome and its commit.
@@ -142,8 +170,9 @@ func NewWriter(cfg WriterConfig) *Writer {
 }
 
 // Append buffers one validated batch (a whole v2 batch, not transactional, not control) of an
-// object partition. The batch's bytes must not be modified afterwards.
-func (w *Writer) Append(ref controller.PartitionRef, b []byte, h batch.Header) *Pending {
+// object partition. The batch's bytes must not be modified afterwards. A lazy batch is
+// answered (base offset -1) as soon as its file is written; the others once it is committed.
+func (w *Writer) Append(ref controller.PartitionRef, b []byte, h batch.Header, lazy bool) *Pending {
 	p := &Pending{done: make(chan struct{}), added: time.Now()}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -157,6 +186,7 @@ func (w *Writer) Append(ref controller.PartitionRef, b []byte, h batch.Header) *
 		w.buf[ref] = s
 	}
 	s.batches, s.heads, s.waits = append(s.batches, b), append(s.heads, h), append(s.waits, p)
+	s.lazy = s.lazy || lazy
 	if w.bytes == 0 {
 		w.started = p.added
 		w.timer = time.AfterFunc(w.cfg.BatchTimeout, w.flushTimer)
@@ -192,7 +222,7 @@ func (w *Writer) flushLocked() {
 		w.timer = nil
 	}
 	w.seq++
-	f := &file{seq: w.seq, key: fmt.Sprintf("journal/%s/%020d", w.cfg.Run, w.seq), sections: w.buf, put: make(chan struct{})}
+	f := &file{seq: w.seq, key: JournalKey(w.cfg.Run, w.seq), sections: w.buf, put: make(chan struct{})}
 	w.buf, w.bytes = map[controller.PartitionRef]*section{}, 0
 	now := time.Now()
 	for _, s := range f.sections {
@@ -209,8 +239,13 @@ func (w *Writer) flushLocked() {
 	go w.write(f)
 }
 
+// fail answers the file's batches with err: all of them if the file was not written, else the
+// eager ones (lazy ones were answered at the write; the slow path commits them).
 func (f *file) fail(err error) {
 	for _, s := range f.sections {
+		if s.lazy && f.putErr == nil {
+			continue
+		}
 		for _, p := range s.waits {
 			p.finish(-1, err)
 		}
@@ -223,7 +258,7 @@ func (w *Writer) write(f *file) {
 	defer close(f.put)
 	secs := make([]objtopic.Section, 0, len(f.sections))
 	for ref, s := range f.sections {
-		secs = append(secs, objtopic.Section{TopicID: ref.Topic, Partition: ref.Partition, Batches: s.batches})
+		secs = append(secs, objtopic.Section{TopicID: ref.Topic, Partition: ref.Partition, Batches: s.batches, Lazy: s.lazy})
 	}
 	f.body, f.index, f.putErr = objtopic.Build(w.cfg.Node, w.cfg.Incarnation(), time.Now().UnixMilli(), secs)
 	if f.putErr != nil {
@@ -280,6 +315,14 @@ func (w *Writer) commitLoop() {
 			f.fail(f.putErr)
 			continue
 		}
+		// Lazy batches are durable now: answered here, in file order, before the commit.
+		for _, s := range f.sections {
+			if s.lazy {
+				for _, p := range s.waits {
+					p.finish(-1, nil)
+				}
+			}
+		}
 		if w.cfg.AfterPut != nil {
 			w.cfg.AfterPut(f.key)
 		}
@@ -301,7 +344,7 @@ func (w *Writer) commit(f *file) {
 		ref := controller.PartitionRef{Topic: e.TopicID, Partition: e.Partition}
 		s := f.sections[ref]
 		metas[i] = batchMetas(s.heads)
-		cs := controller.CommitSection{PartitionRef: ref, Offset: e.Offset, Length: e.Length}
+		cs := controller.CommitSection{PartitionRef: ref, Offset: e.Offset, Length: e.Length, Lazy: s.lazy}
 		for _, m := range metas[i] {
 			cs.Batches = append(cs.Batches, m.m)
 		}
@@ -309,11 +352,11 @@ func (w *Writer) commit(f *file) {
 	}
 	start := time.Now()
 	backoff := 20 * time.Millisecond
-	var out [][]controller.BatchOutcome
+	var res controller.Result
 	for {
 		ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
 		var err error
-		out, err = w.cfg.Commit(ctx, cmd)
+		res, err = w.cfg.Commit(ctx, cmd)
 		cancel()
 		if err == nil {
 			break
@@ -336,8 +379,16 @@ func (w *Writer) commit(f *file) {
 	if w.cfg.AfterCommit != nil {
 		w.cfg.AfterCommit(f.key)
 	}
+	if res.AlreadyCommitted { // by the slow path, which commits only lazy sections
+		f.fail(fmt.Errorf("%w: %s was committed without this node's eager batches; retry", kerr.RequestTimedOut, f.key))
+		return
+	}
+	out := res.Commit
 	for i, e := range f.index {
 		s := f.sections[controller.PartitionRef{Topic: e.TopicID, Partition: e.Partition}]
+		if s.lazy {
+			continue // answered at the write
+		}
 		for j, m := range metas[i] {
 			o := out[i][j]
 			var err error

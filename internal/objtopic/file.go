@@ -4,14 +4,14 @@
 //
 //	header (32 bytes)
 //	  0   4  magic "RNOF"
-//	  4   1  version 1
+//	  4   1  version 2
 //	  5   1  flags (0)
 //	  6   2  reserved (0)
 //	  8   4  writer node id (i32)
 //	  12  8  writer incarnation (u64)
 //	  20  8  created, unix ms (i64)
 //	  28  4  partition count n (u32)
-//	index (n entries of 56 bytes, ascending by topic id, partition)
+//	index (n entries of 64 bytes, ascending by topic id, partition)
 //	  0   16 topic id
 //	  16  4  partition (i32)
 //	  20  8  section offset in the file (u64)
@@ -20,6 +20,9 @@
 //	  36  4  record count (u32)
 //	  40  8  min timestamp (i64, of the batches' base timestamps)
 //	  48  8  max timestamp (i64, of the batches' max timestamps)
+//	  56  4  flags (u32): bit 0 lazy (the section's batches were acknowledged once the file
+//	         was written, before their commit; the slow path must commit it); others 0
+//	  60  4  reserved (0)
 //	crc32c (4 bytes, big-endian) of header and index
 //	sections: each partition's Kafka v2 record batches, in the index's order, back to back
 //
@@ -41,9 +44,9 @@ import (
 
 const (
 	fileMagic   = "RNOF"
-	fileVersion = 1
+	fileVersion = 2 // version 1 (56-byte entries without flags) was never released
 	headerSize  = 32
-	entrySize   = 56
+	entrySize   = 64
 	crcSize     = 4
 	// MaxPartitionsPerFile bounds a file's index (a reader allocates for it).
 	MaxPartitionsPerFile = 1 << 20
@@ -76,13 +79,19 @@ type IndexEntry struct {
 	Records      uint32
 	MinTimestamp int64
 	MaxTimestamp int64
+	Flags        uint32 // SectionLazy
 }
+
+// SectionLazy marks a section whose batches were acknowledged once the file was written, before
+// the file's commit: it must be committed (by the writer, or else by the slow path).
+const SectionLazy uint32 = 1
 
 // Section is one partition's batches, for Build.
 type Section struct {
 	TopicID   [16]byte
 	Partition int32
 	Batches   [][]byte // whole v2 batches, each already validated
+	Lazy      bool     // acknowledged at the file's write (SectionLazy)
 }
 
 func compareTP(aID [16]byte, aP int32, bID [16]byte, bP int32) int {
@@ -110,6 +119,9 @@ func Build(writer int32, incarnation uint64, createdMs int64, sections []Section
 			return nil, nil, fmt.Errorf("objtopic: partition %x/%d has no batches", s.TopicID, s.Partition)
 		}
 		e := IndexEntry{TopicID: s.TopicID, Partition: s.Partition, Offset: off, MinTimestamp: math.MaxInt64, MaxTimestamp: math.MinInt64}
+		if s.Lazy {
+			e.Flags = SectionLazy
+		}
 		var length uint64
 		for _, b := range s.Batches {
 			h, err := batch.ParseHeader(b)
@@ -159,6 +171,8 @@ func appendHeader(dst []byte, writer int32, incarnation uint64, createdMs int64,
 		dst = be.AppendUint32(dst, e.Records)
 		dst = be.AppendUint64(dst, uint64(e.MinTimestamp))
 		dst = be.AppendUint64(dst, uint64(e.MaxTimestamp))
+		dst = be.AppendUint32(dst, e.Flags)
+		dst = be.AppendUint32(dst, 0)
 	}
 	return be.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
@@ -211,7 +225,10 @@ func ParseHeader(b []byte, fileSize int64) (FileHeader, error) {
 		e.Offset, e.Length = be.Uint64(p[20:]), be.Uint32(p[28:])
 		e.Batches, e.Records = be.Uint32(p[32:]), be.Uint32(p[36:])
 		e.MinTimestamp, e.MaxTimestamp = int64(be.Uint64(p[40:])), int64(be.Uint64(p[48:]))
+		e.Flags = be.Uint32(p[56:])
 		switch {
+		case e.Flags&^SectionLazy != 0 || be.Uint32(p[60:]) != 0:
+			return FileHeader{}, bad("section %d: flags %#x, reserved %#x", i, e.Flags, be.Uint32(p[60:]))
 		case i > 0 && compareTP(h.Index[i-1].TopicID, h.Index[i-1].Partition, e.TopicID, e.Partition) >= 0:
 			return FileHeader{}, bad("index entry %d is not after entry %d", i, i-1)
 		case e.Offset != next:

@@ -2,7 +2,9 @@ package objtopic
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"testing"
 
 	"github.com/runnel-dev/runnel/internal/batch"
@@ -81,10 +83,15 @@ func TestFileRefusesDamage(t *testing.T) {
 	hl, _ := HeaderLen(file)
 	damage := map[string]func([]byte) []byte{
 		"magic":         func(b []byte) []byte { b[0] = 'X'; return b },
-		"version":       func(b []byte) []byte { b[4] = 2; return b },
+		"version":       func(b []byte) []byte { b[4] = 1; return b },
 		"checksum":      func(b []byte) []byte { b[40]++; return b },
 		"no partitions": func(b []byte) []byte { b[28], b[29], b[30], b[31] = 0, 0, 0, 0; return b },
 		"truncated":     func(b []byte) []byte { return b[:hl-1] },
+		"unknown flag": func(b []byte) []byte { // checksummed again: only the flag is wrong
+			b[headerSize+56+3] = 2
+			binary.BigEndian.PutUint32(b[hl-crcSize:], crc32.Checksum(b[:hl-crcSize], castagnoli))
+			return b
+		},
 	}
 	for name, f := range damage {
 		b := f(bytes.Clone(file))
@@ -142,7 +149,7 @@ func FuzzParseHeader(f *testing.F) {
 			if err != nil {
 				return
 			}
-			sections = append(sections, Section{TopicID: e.TopicID, Partition: e.Partition, Batches: bs})
+			sections = append(sections, Section{TopicID: e.TopicID, Partition: e.Partition, Batches: bs, Lazy: e.Flags&SectionLazy != 0})
 		}
 		again, _, err := Build(h.Writer, h.Incarnation, h.CreatedMs, sections)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -21,6 +22,7 @@ type Partition struct {
 	Next      int64          // the offset the next accepted record gets
 	Extents   []Extent       // ascending, non-overlapping, covering [Start-ish, Next)
 	producers *txn.Partition // the last batches of each idempotent producer
+	lazy      map[int64]*lazyProducer
 }
 
 // Extent is one file's section of a partition, with the offsets its commit assigned.
@@ -75,6 +77,53 @@ var ErrTransactional = fmt.Errorf("%w: transactions are not supported on object-
 // them (none if no batch was accepted). The cost is one extent per file and partition, whatever
 // the number of batches.
 func (p *Partition) Commit(file string, e IndexEntry, batches []BatchMeta) []BatchResult {
+	return p.commit(file, e, batches, false)
+}
+
+// CommitLazy applies a lazy section (docs/object-topics.md §9): its batches were acknowledged
+// when the file was written, so none is refused for its sequence or epoch. An idempotent batch
+// whose sequence range this partition has already committed (a retry journaled twice) is
+// skipped, so each record is stored once; others are accepted in commit order, gaps and
+// reorderings included (the documented price of lazy sequencing).
+func (p *Partition) CommitLazy(file string, e IndexEntry, batches []BatchMeta) []BatchResult {
+	return p.commit(file, e, batches, true)
+}
+
+// lazyProducer is what a lazy partition keeps of an idempotent producer: the sequence numbers
+// committed in its current epoch.
+type lazyProducer struct {
+	Epoch int16  `json:"e"`
+	Seqs  Ranges `json:"s"`
+}
+
+// maxLazyRanges bounds a producer's committed sequence ranges: beyond it the lowest go (a batch
+// that old, still uncommitted, is no longer recognized as a duplicate).
+const maxLazyRanges = 64
+
+// checkLazy reports whether a lazy idempotent batch is a duplicate, and records it if not.
+func (p *Partition) checkLazy(b BatchMeta) (duplicate bool) {
+	lp := p.lazy[b.ProducerID]
+	switch {
+	case lp == nil || b.Epoch > lp.Epoch:
+		lp = &lazyProducer{Epoch: b.Epoch}
+	case b.Epoch < lp.Epoch:
+		return false // a fenced producer's batch, acknowledged anyway: kept, not tracked
+	default:
+		lp = &lazyProducer{Epoch: lp.Epoch, Seqs: lp.Seqs} // copy on write: lp may be shared with a published copy
+	}
+	from, to := int64(b.FirstSeq), int64(b.FirstSeq)+int64(b.Records)-1
+	if lp.Seqs.Covers(from, to) {
+		return true
+	}
+	lp.Seqs = lp.Seqs.Add(from, to).DropBelow(maxLazyRanges)
+	if p.lazy == nil {
+		p.lazy = map[int64]*lazyProducer{}
+	}
+	p.lazy[b.ProducerID] = lp
+	return false
+}
+
+func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy bool) []BatchResult {
 	results := make([]BatchResult, len(batches))
 	ext := Extent{File: file, Offset: e.Offset, Length: e.Length, Base: p.Next, MaxTimestamp: -1}
 	accepted := 0
@@ -97,7 +146,13 @@ func (p *Partition) Commit(file string, e IndexEntry, batches []BatchMeta) []Bat
 		}
 		var dup *txn.BatchMeta
 		tb := txn.Batch{ProducerID: b.ProducerID, Epoch: b.Epoch, FirstSeq: b.FirstSeq, LastOffsetDelta: b.Records - 1}
-		if res.Err == nil && b.ProducerID >= 0 {
+		if res.Err == nil && b.ProducerID >= 0 && lazy {
+			if p.checkLazy(b) {
+				res.Base, res.Duplicate = -1, true
+				skip()
+				continue
+			}
+		} else if res.Err == nil && b.ProducerID >= 0 {
 			dup, res.Err = p.producers.Check(tb)
 		}
 		switch {
@@ -110,7 +165,7 @@ func (p *Partition) Commit(file string, e IndexEntry, batches []BatchMeta) []Bat
 			continue
 		}
 		res.Base = p.Next
-		if b.ProducerID >= 0 {
+		if b.ProducerID >= 0 && !lazy {
 			p.producers.Apply(tb, p.Next, b.MaxTimestamp, 0)
 		}
 		p.Next += int64(b.Records)
@@ -158,21 +213,23 @@ func (p *Partition) Trim(start int64) ([]string, error) {
 func (p *Partition) Clone() *Partition {
 	c := *p
 	c.producers = p.producers.Clone()
+	c.lazy = maps.Clone(p.lazy) // the entries are replaced, never modified
 	return &c
 }
 
 // partitionJSON is a partition's form in the controller's snapshots: the producer state as a
 // producer snapshot (package txn's format) at the partition's next offset.
 type partitionJSON struct {
-	Start     int64    `json:"start"`
-	Next      int64    `json:"next"`
-	Extents   []Extent `json:"extents,omitempty"`
-	Producers []byte   `json:"producers"`
+	Start     int64                   `json:"start"`
+	Next      int64                   `json:"next"`
+	Extents   []Extent                `json:"extents,omitempty"`
+	Producers []byte                  `json:"producers"`
+	Lazy      map[int64]*lazyProducer `json:"lazy,omitempty"`
 }
 
 // MarshalJSON encodes the partition.
 func (p *Partition) MarshalJSON() ([]byte, error) {
-	return json.Marshal(partitionJSON{Start: p.Start, Next: p.Next, Extents: p.Extents, Producers: p.producers.AppendSnapshot(nil, p.Next)})
+	return json.Marshal(partitionJSON{Start: p.Start, Next: p.Next, Extents: p.Extents, Producers: p.producers.AppendSnapshot(nil, p.Next), Lazy: p.lazy})
 }
 
 // UnmarshalJSON decodes a partition MarshalJSON encoded.
@@ -188,7 +245,7 @@ func (p *Partition) UnmarshalJSON(b []byte) error {
 	if off != j.Next || j.Start > j.Next {
 		return fmt.Errorf("objtopic: partition state with start %d, next %d, producers at %d", j.Start, j.Next, off)
 	}
-	*p = Partition{Start: j.Start, Next: j.Next, Extents: j.Extents, producers: st}
+	*p = Partition{Start: j.Start, Next: j.Next, Extents: j.Extents, producers: st, lazy: j.Lazy}
 	return nil
 }
 

@@ -136,3 +136,39 @@ func TestRetentionStart(t *testing.T) {
 		t.Errorf("after trimming to 20, keeping 100 bytes: %d; want 30", got)
 	}
 }
+
+// TestCommitLazy: lazy sections refuse nothing for sequence or epoch; a batch journaled twice
+// is stored once, whichever copy commits first, even far apart; gaps and reorderings are
+// accepted in commit order.
+func TestCommitLazy(t *testing.T) {
+	p := NewPartition()
+	b := func(seq int32, n int32) BatchMeta { return BatchMeta{Records: n, ProducerID: 4, Epoch: 1, FirstSeq: seq} }
+	r := p.CommitLazy("f1", IndexEntry{}, []BatchMeta{b(0, 2), b(5, 1)}) // a gap: 2-4 are in a file the slow path commits later
+	if r[0].Err != nil || r[1].Err != nil || r[1].Base != 2 {
+		t.Fatalf("first file: %+v", r)
+	}
+	for i := range 10 { // far more than Kafka's five remembered batches
+		p.CommitLazy(fmt.Sprintf("g%d", i), IndexEntry{}, []BatchMeta{b(6+int32(i), 1)})
+	}
+	r = p.CommitLazy("slow", IndexEntry{}, []BatchMeta{b(2, 3), b(0, 2), b(5, 1)}) // the late file, and two retries
+	if r[0].Duplicate || r[0].Base != 13 || !r[1].Duplicate || !r[2].Duplicate {
+		t.Fatalf("late commit: %+v; want 2-4 stored at 13, the retries dropped", r)
+	}
+	if p.Next != 16 {
+		t.Fatalf("next %d; want 16 (2+1+10+3)", p.Next)
+	}
+	// An older epoch is accepted (it was acknowledged), a newer one starts afresh.
+	r = p.CommitLazy("h", IndexEntry{}, []BatchMeta{{Records: 1, ProducerID: 4, Epoch: 0, FirstSeq: 0}, {Records: 1, ProducerID: 4, Epoch: 2, FirstSeq: 0}})
+	if r[0].Err != nil || r[0].Duplicate || r[1].Err != nil || r[1].Duplicate {
+		t.Fatalf("epochs: %+v", r)
+	}
+	// The state survives a snapshot.
+	js, _ := json.Marshal(p)
+	var q Partition
+	if err := json.Unmarshal(js, &q); err != nil {
+		t.Fatal(err)
+	}
+	if r := q.CommitLazy("i", IndexEntry{}, []BatchMeta{{Records: 1, ProducerID: 4, Epoch: 2, FirstSeq: 0}}); !r[0].Duplicate {
+		t.Fatalf("after a snapshot, a duplicate: %+v", r)
+	}
+}

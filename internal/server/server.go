@@ -310,7 +310,7 @@ func Open(cfg Config) (*Server, error) {
 				v, _ := t.Effective(name)
 				return v
 			},
-			RetentionInterval: cfg.ObjectRetentionInterval, Logger: s.logger})
+			RetentionInterval: cfg.ObjectRetentionInterval, Metrics: m, Logger: s.logger})
 	}
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
 		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,

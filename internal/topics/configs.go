@@ -71,7 +71,8 @@ var defs = []ConfigDef{
 		Doc: "the runnel.storage of topics created without one (it does not move existing topics)"},
 	{Name: "runnel.storage", Type: TypeString, Default: "local", Allowed: []string{"local", "object"},
 		Doc: "local: replicated segment logs on the nodes; object: files in the object store, any node serves any partition (fixed when the topic is created)"},
-	{Name: "runnel.sequencing", Type: TypeString, Default: "eager", Allowed: []string{"eager"}, Doc: "offsets known at ack (lazy: not yet)"},
+	{Name: "runnel.sequencing", Type: TypeString, Default: "eager", Allowed: []string{"eager", "lazy"},
+		Doc: "object topics: eager acknowledges a produce with its offsets once committed; lazy acknowledges once the file is written (offset -1), sequencing right after"},
 	{Name: "runnel.ordering", Type: TypeString, Default: "partition", Allowed: []string{"partition"}, Doc: "per-partition order (total: not yet)"},
 }
 

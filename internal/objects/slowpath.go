@@ -1,0 +1,102 @@
+package objects
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/objstore"
+	"github.com/runnel-dev/runnel/internal/objtopic"
+)
+
+// SlowPath commits the journal files their writers did not commit (docs/object-topics.md §9): a
+// writer that died after acknowledging lazy batches, or whose commits kept failing. For each
+// writer run the image knows, it lists the journal from the run's first uncommitted file and
+// commits every uncommitted file older than the grace period: its lazy sections (acknowledged,
+// so they must become visible) and none of its eager ones (never acknowledged). Commits are
+// idempotent by (run, file number), so the slow path and a late fast path race safely. It
+// returns how many files it committed, and sets the journal backlog gauge.
+func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
+	img := m.cfg.Image()
+	runs := make([]string, 0, len(img.ObjWriters))
+	for run := range img.ObjWriters {
+		runs = append(runs, run)
+	}
+	slices.Sort(runs)
+	committed, backlog := 0, 0
+	for _, run := range runs {
+		w := img.ObjWriters[run]
+		startAfter := ""
+		if end := w.Committed.Prefix(1); end >= 1 {
+			startAfter = JournalKey(run, uint64(end))
+		}
+		objs, err := m.cfg.Store.List(ctx, "journal/"+run+"/", startAfter, 1000)
+		if err != nil {
+			return committed, err
+		}
+		for _, o := range objs {
+			_, seq, ok := ParseJournalKey(o.Key)
+			if !ok || w.Committed.Covers(int64(seq), int64(seq)) {
+				continue
+			}
+			backlog++
+			if now.Sub(o.Modified) < m.cfg.SlowPathGrace {
+				continue // its writer is most likely committing it now
+			}
+			cmd, err := m.slowCommit(ctx, run, w.Node, seq, o)
+			if err != nil {
+				m.cfg.Logger.Error("objects: the slow path cannot read a journal file; it will try again", "key", o.Key, "err", err)
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = m.cfg.Propose(cctx, &controller.Command{Op: controller.OpCommitFile, CommitFile: cmd})
+			cancel()
+			if err != nil {
+				return committed, fmt.Errorf("committing %s: %w", o.Key, err)
+			}
+			m.cfg.Metrics.SlowCommit()
+			committed++
+			backlog--
+		}
+	}
+	m.cfg.Metrics.Backlog(backlog)
+	return committed, nil
+}
+
+// slowCommit reads a journal file and builds the commit of its lazy sections.
+func (m *Maintainer) slowCommit(ctx context.Context, run string, node int32, seq uint64, o objstore.Object) (*controller.CommitFile, error) {
+	data, err := m.cfg.Store.Get(ctx, o.Key)
+	if err != nil {
+		return nil, err
+	}
+	h, err := objtopic.ParseHeader(data, int64(len(data)))
+	if err != nil {
+		return nil, err
+	}
+	cmd := &controller.CommitFile{Writer: run, Node: node, Seq: seq, Key: o.Key, Size: int64(len(data)), Slow: true}
+	for _, e := range h.Index {
+		if e.Flags&objtopic.SectionLazy == 0 {
+			continue
+		}
+		bs, err := objtopic.SectionBatches(e, data[e.Offset:e.Offset+uint64(e.Length)])
+		if err != nil {
+			return nil, err
+		}
+		heads := make([]batch.Header, len(bs))
+		for i, b := range bs {
+			if heads[i], err = batch.ParseHeader(b); err != nil {
+				return nil, err
+			}
+		}
+		cs := controller.CommitSection{PartitionRef: controller.PartitionRef{Topic: e.TopicID, Partition: e.Partition},
+			Offset: e.Offset, Length: e.Length, Lazy: true}
+		for _, mt := range batchMetas(heads) {
+			cs.Batches = append(cs.Batches, mt.m)
+		}
+		cmd.Sections = append(cmd.Sections, cs)
+	}
+	return cmd, nil
+}
