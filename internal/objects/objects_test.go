@@ -33,9 +33,9 @@ func testBatch(pid int64, seq int32, values ...string) []byte {
 
 // fakeController applies commits to a real image, as the controller's log would.
 type fakeController struct {
-	mu    sync.Mutex
-	img   *controller.Image
-	index uint64
+	mu     sync.Mutex
+	img    *controller.Image
+	index  uint64
 	fail   int // the next commits that fail after applying (their answer is lost)
 	refuse int // the next commits that fail without applying (the controller is unreachable)
 	calls  int

@@ -142,7 +142,9 @@ func TestRetentionStart(t *testing.T) {
 // accepted in commit order.
 func TestCommitLazy(t *testing.T) {
 	p := NewPartition()
-	b := func(seq int32, n int32) BatchMeta { return BatchMeta{Records: n, ProducerID: 4, Epoch: 1, FirstSeq: seq} }
+	b := func(seq int32, n int32) BatchMeta {
+		return BatchMeta{Records: n, ProducerID: 4, Epoch: 1, FirstSeq: seq}
+	}
 	r := p.CommitLazy("f1", IndexEntry{}, []BatchMeta{b(0, 2), b(5, 1)}) // a gap: 2-4 are in a file the slow path commits later
 	if r[0].Err != nil || r[1].Err != nil || r[1].Base != 2 {
 		t.Fatalf("first file: %+v", r)
