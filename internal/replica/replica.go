@@ -81,7 +81,9 @@ func (r *Replica) notifyLocked() {
 }
 
 func (r *Replica) notifyReplicatedLocked() {
-	if r.replWait > 0 {
+	// replWait counts waiters from their start to their end (after their last check), so
+	// it can be positive while no channel was made yet: a waiter that found its quorum at once.
+	if r.replWait > 0 && r.replCh != nil {
 		close(r.replCh)
 		r.replCh = make(chan struct{})
 	}
