@@ -66,6 +66,8 @@ type conn struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	writeErr error // why the write loop gave up; set before it cancels ctx
+	// software is the client's ClientSoftwareName (ApiVersions v3+, KIP-511); read loop only.
+	software string
 }
 
 func (b *Broker) serveConn(nc net.Conn) {

@@ -29,6 +29,9 @@ func register(key kmsg.Key, min, max int16, handle func(ctx context.Context, r *
 func handleApiVersions(_ context.Context, r *request) reply {
 	resp := r.req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiVersionKeys()
+	if req, ok := r.req.(*kmsg.ApiVersionsRequest); ok && req.Version >= 3 {
+		r.conn.software = req.ClientSoftwareName
+	}
 	if resp.Version >= 3 {
 		// transaction.version 2 (KIP-890): Kafka 4.x clients then bump the epoch at every
 		// EndTxn and let Produce v12 and TxnOffsetCommit v5 add partitions to the transaction.

@@ -147,9 +147,25 @@ func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp 
 	return b.cfg.ObjectWriter.Append(controller.PartitionRef{Topic: t.ID, Partition: index}, own, h, seq == controller.SequencingLazy)
 }
 
-// waitObject waits for a buffered batch's commit and fills in its answer.
-func (b *Broker) waitObject(ctx context.Context, t *topics.Topic, index int32, bytes, records int, w *objects.Pending, sp *kmsg.ProduceResponseTopicPartition) {
+// noOffset is the base offset a lazy topic's produce answer carries (docs/object-topics.md
+// §9.1): Kafka's "no offset", -1, which the Java client, franz-go and kafka-python report as no
+// offset for every record; but librdkafka reports -1, 0, 1, ... for a batch with base -1 and
+// "no offset" for every record only with its own RD_KAFKA_OFFSET_INVALID, -1001, which it gets.
+func noOffset(software string) int64 {
+	s := strings.ToLower(software)
+	if strings.Contains(s, "librdkafka") || strings.Contains(s, "confluent-kafka") {
+		return -1001
+	}
+	return -1
+}
+
+// waitObject waits for a buffered batch's commit (or, lazy, its write) and fills in its answer.
+func (b *Broker) waitObject(ctx context.Context, t *topics.Topic, index int32, bytes, records int, w *objects.Pending,
+	sp *kmsg.ProduceResponseTopicPartition, software string) {
 	base, err := w.Wait(ctx)
+	if err == nil && base < 0 { // lazy: acknowledged before sequencing
+		base = noOffset(software)
+	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = kerr.RequestTimedOut

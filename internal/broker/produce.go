@@ -119,13 +119,14 @@ func handleProduce(ctx context.Context, r *request) reply {
 		return reply{resp: resp}
 	}
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	software := r.conn.software // read on the read loop, which writes it
 	return reply{resp: resp, wait: func() {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		// An object topic's batch is acknowledged once its file is committed, whatever the
 		// acks: the commit is the durability point (docs/object-topics.md §2).
 		for _, w := range objWaits {
-			b.waitObject(wctx, w.t, w.index, w.bytes, w.records, w.w, w.sp)
+			b.waitObject(wctx, w.t, w.index, w.bytes, w.records, w.w, w.sp, software)
 		}
 		for _, w := range waits {
 			wait := w.part.Replica.WaitCommitted

@@ -87,7 +87,14 @@ var Scenarios = []string{"kill-leader", "kill-all", "kill-all-write-caching", "i
 // and agents killed between an object file's write and its commit, and between its commit and
 // the producers' answers; object store errors, latency and lost replies; the active controller
 // killed in the middle of commits.
-var ObjectScenarios = []string{"object-kill-after-put", "object-kill-after-commit", "object-store-faults", "object-kill-controller"}
+var ObjectScenarios = []string{"object-kill-after-put", "object-kill-after-commit", "object-store-faults", "object-kill-controller",
+	"lazy-kill-after-put", "lazy-store-faults"}
+
+// lazyScenarios run on a runnel.sequencing=lazy topic: acknowledgements carry no offset, and
+// records a killed process acknowledged are committed by the slow path later than records
+// acknowledged after them, so the check is every acknowledged record exactly once, in no
+// particular place or order.
+var lazyScenarios = []string{"lazy-kill-after-put", "lazy-store-faults"}
 
 // Run runs one scenario on a fresh cluster and checks the result.
 func Run(ctx context.Context, cfg Config, scenario string) Result {
@@ -129,7 +136,7 @@ func Run(ctx context.Context, cfg Config, scenario string) Result {
 	if scenario == "kill-all-write-caching" {
 		caching = "true"
 	}
-	r := &run{cfg: cfg, c: c, topic: "chaos", res: &res, object: object}
+	r := &run{cfg: cfg, c: c, topic: "chaos", res: &res, object: object, lazy: slices.Contains(lazyScenarios, scenario)}
 	if err := r.setup(ctx, caching); err != nil {
 		res.Error = err.Error()
 		return res
@@ -167,6 +174,7 @@ type run struct {
 	topic  string
 	res    *Result
 	object bool // an object-storage topic
+	lazy   bool // ... sequenced lazily
 
 	prod  *kgo.Client
 	admin *kadm.Client
@@ -199,6 +207,9 @@ func (r *run) setup(ctx context.Context, caching string) error {
 	configs, rf := map[string]*string{"write.caching": &caching, "min.insync.replicas": new("2")}, int16(3)
 	if r.object {
 		configs, rf = map[string]*string{"runnel.storage": new("object")}, -1
+	}
+	if r.lazy {
+		configs["runnel.sequencing"] = new("lazy")
 	}
 	resp, err := r.admin.CreateTopic(cctx, r.cfg.Partitions, rf, configs, r.topic)
 	if err == nil {
@@ -504,8 +515,8 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		}
 		time.Sleep(3 * time.Second)
 		return err
-	case "object-kill-after-put", "object-kill-after-commit":
-		point := strings.TrimPrefix(name, "object-kill-")
+	case "object-kill-after-put", "object-kill-after-commit", "lazy-kill-after-put":
+		point := strings.TrimPrefix(strings.TrimPrefix(name, "object-kill-"), "lazy-kill-")
 		point = strings.ReplaceAll(point, "-", "_")
 		targets := append(r.c.Agents(), r.c.Nodes()...)
 		for round := 0; round < r.cfg.Rounds; round++ {
@@ -526,7 +537,10 @@ func (r *run) scenario(ctx context.Context, name string) error {
 			}
 			time.Sleep(2 * time.Second)
 		}
-	case "object-store-faults":
+		if r.lazy {
+			time.Sleep(6 * time.Second) // the slow path commits what the killed processes acknowledged
+		}
+	case "object-store-faults", "lazy-store-faults":
 		faults := map[string]any{"latency_ms": 30, "error_rate": 0.05, "slowdown_rate": 0.05, "timeout_rate": 0.01, "lost_reply_rate": 0.05}
 		all := append(r.c.Agents(), r.c.Nodes()...)
 		for _, n := range all {
@@ -535,7 +549,29 @@ func (r *run) scenario(ctx context.Context, name string) error {
 			}
 		}
 		fmt.Fprintf(out, "  object store faults on every node for %v: %v\n", r.cfg.Hold*2, faults)
-		time.Sleep(r.cfg.Hold * 2)
+		if r.lazy { // and an agent dies after acknowledging: the slow path works through the faults
+			time.Sleep(r.cfg.Hold)
+			agent := r.c.Agents()[0]
+			if err := r.c.Fault(agent, map[string]any{"object_crash": "after_put"}); err != nil {
+				return err
+			}
+			if !r.c.WaitExit(agent, 30*time.Second) {
+				return fmt.Errorf("agent %d did not reach an object file's write in 30 s", agent)
+			}
+			fmt.Fprintf(out, "  agent %d died after acknowledging lazy writes\n", agent)
+			if err := r.c.Start(agent); err != nil {
+				return err
+			}
+			if err := r.c.WaitReady(ctx, agent, 60*time.Second); err != nil {
+				return err
+			}
+			if err := r.c.Fault(agent, map[string]any{"object_store_faults": faults}); err != nil {
+				return err
+			}
+			time.Sleep(r.cfg.Hold)
+		} else {
+			time.Sleep(r.cfg.Hold * 2)
+		}
 		for _, n := range all {
 			if err := r.c.Fault(n, map[string]any{"object_store_faults": map[string]any{}}); err != nil {
 				return err
@@ -543,6 +579,9 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		}
 		fmt.Fprintf(out, "  healed\n")
 		time.Sleep(3 * time.Second)
+		if r.lazy {
+			time.Sleep(6 * time.Second)
+		}
 	case "object-kill-controller":
 		for round := 1; round <= r.cfg.Rounds; round++ {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -641,7 +680,7 @@ func (r *run) check(ctx context.Context) error {
 		for _, o := range ordered {
 			seq := offs[o]
 			seen[seq]++
-			if seq <= last {
+			if seq <= last && !r.lazy {
 				r.res.Reordered++
 			}
 			last = seq
@@ -650,6 +689,12 @@ func (r *run) check(ctx context.Context) error {
 			r.res.Acked++
 			got, ok := offs[a.offset]
 			switch {
+			case r.lazy && a.offset != -1:
+				r.res.Misplaced++ // a lazy acknowledgement must not carry an offset
+			case r.lazy:
+				if seen[a.seq] == 0 {
+					r.res.Lost++
+				}
 			case ok && got == a.seq:
 			case seen[a.seq] > 0:
 				r.res.Misplaced++

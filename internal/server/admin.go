@@ -438,6 +438,9 @@ func (s *Server) objectCrashAt(point string) func(key string) {
 	return func(key string) {
 		if armed := s.objectCrash.Load(); armed != nil && *armed == point {
 			s.logger.Warn("fault injection: crashing at an object file", "point", point, "key", key)
+			if point == "after_put" {
+				time.Sleep(100 * time.Millisecond) // lazy answers, given at the write, go out first
+			}
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +27,7 @@ func createObjectTopic(t *testing.T, addr, topic string, partitions int32, confi
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	configs = maps.Clone(configs)
 	if configs == nil {
 		configs = map[string]*string{}
 	}
@@ -354,4 +358,91 @@ func TestObjectTopicOtherClients(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLazyObjectTopic: a runnel.sequencing=lazy topic acknowledges without offsets (base offset
+// -1) and every client family reports that as "no offset" or a negative one, never a real
+// offset; every record is then read back exactly once, in order (one healthy node). Lazy
+// sequencing is refused on a local topic.
+func TestLazyObjectTopic(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	lazy := map[string]*string{"runnel.sequencing": kadm.StringPtr("lazy")}
+	createObjectTopic(t, b.addr, "lazy", 4, lazy)
+	p := idempotentProducer(t, b.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 800
+	results := p.ProduceSync(ctx, func() []*kgo.Record {
+		var rs []*kgo.Record
+		for seq := range n {
+			rs = append(rs, &kgo.Record{Topic: "lazy", Partition: int32(seq % 4), Value: []byte(fmt.Sprint(seq))})
+		}
+		return rs
+	}()...)
+	for _, r := range results {
+		if r.Err != nil || r.Record.Offset != -1 {
+			t.Fatalf("franz-go lazy ack: offset %d, %v; want -1 (no offset)", r.Record.Offset, r.Err)
+		}
+	}
+	// Acknowledged before they are sequenced: they become visible right after.
+	adm := kadm.NewClient(p)
+	eventually(t, "the lazy records sequenced", 20*time.Second, func() bool {
+		ends, err := adm.ListEndOffsets(ctx, "lazy")
+		total := int64(0)
+		ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+		return err == nil && total == n
+	})
+	exactlyOnce(t, b.addr, "lazy", 4, n)
+
+	resp, err := adm.CreateTopic(ctx, 1, -1, lazy, "lazy-local")
+	if err == nil {
+		err = resp.Err
+	}
+	if !errors.Is(err, kerr.InvalidConfig) {
+		t.Errorf("a local topic with runnel.sequencing=lazy: %v; want INVALID_CONFIG", err)
+	}
+
+	// The other client families, each on its own topic.
+	root := repoRoot(t)
+	check := func(t *testing.T, out string) {
+		t.Helper()
+		var acked, withOffset int
+		var lo, hi int64
+		if _, err := fmt.Sscanf(strings.TrimSpace(out), "acked %d with-offset %d min %d max %d", &acked, &withOffset, &lo, &hi); err == nil {
+			if withOffset != 0 {
+				t.Errorf("%d acknowledgements with an offset (hasOffset): %s", withOffset, out)
+			}
+		} else if _, err := fmt.Sscanf(strings.TrimSpace(out), "acked %d min %d max %d", &acked, &lo, &hi); err != nil {
+			t.Fatalf("unexpected client output %q", out)
+		}
+		t.Logf("%s: offsets reported %d to %d", strings.TrimSpace(out), lo, hi)
+		if acked == 0 || hi >= 0 {
+			t.Errorf("a client reported offset %d for a lazy acknowledgement; want none at or above 0", hi)
+		}
+	}
+	t.Run("java", func(t *testing.T) {
+		java := testclients.Java(t)
+		createObjectTopic(t, b.addr, "lazy-java", 2, lazy)
+		check(t, runClient(t, 120*time.Second, "", java[0], append(java[1:], "produce", b.addr, "lazy-java", "500")...))
+	})
+	t.Run("kafkajs", func(t *testing.T) {
+		node, err := exec.LookPath("node")
+		if err != nil {
+			skipOutsideCI(t, "node is not on PATH")
+		}
+		script := filepath.Join(root, "test", "clients", "node", "kafkajs_roundtrip.js")
+		if _, err := os.Stat(filepath.Join(root, "test", "clients", "node", "node_modules", "kafkajs")); err != nil {
+			skipOutsideCI(t, "kafkajs is not installed (.ci/run runs npm install)")
+		}
+		createObjectTopic(t, b.addr, "lazy-js", 2, lazy)
+		check(t, runClient(t, 120*time.Second, "", node, script, "produce", b.addr, "lazy-js", "500"))
+	})
+	for _, client := range []string{"confluent", "kafka-python"} {
+		t.Run(client, func(t *testing.T) {
+			python := clientPython(t, root)
+			createObjectTopic(t, b.addr, "lazy-"+client, 2, lazy)
+			check(t, runClient(t, 120*time.Second, "", python, filepath.Join(root, "test", "clients", "lazy_offsets.py"),
+				"--client", client, "--bootstrap", b.addr, "--topic", "lazy-"+client, "--count", "300"))
+		})
+	}
 }

@@ -2,7 +2,8 @@
 //
 //   node kafkajs_roundtrip.js produce BOOTSTRAP TOPIC N
 //       an idempotent producer (idempotent: true, acks=-1, maxInFlightRequests 1 as kafkajs
-//       requires) sends values "n/0".."n/N-1" in batches of 100; prints "acked N".
+//       requires) sends values "n/0".."n/N-1" in batches of 100; prints "acked N min A max B",
+//       the smallest and largest base offset the acknowledgements carried.
 //   node kafkajs_roundtrip.js consume BOOTSTRAP TOPIC GROUP WANT
 //       a group consumer (kafkajs's classic protocol, round-robin assignor) reads until it has
 //       WANT records or 60 s pass, committing each record it took (autoCommit off, resolving
@@ -19,13 +20,18 @@ function fail (why) {
 async function produce (kafka, topic, n) {
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 })
   await producer.connect()
+  let min = Infinity
+  let max = -Infinity
   for (let i = 0; i < n; i += 100) {
     const messages = []
     for (let j = i; j < Math.min(n, i + 100); j++) messages.push({ key: String(j), value: 'n/' + j })
-    await producer.send({ topic, acks: -1, messages })
+    for (const md of await producer.send({ topic, acks: -1, messages })) {
+      min = Math.min(min, Number(md.baseOffset))
+      max = Math.max(max, Number(md.baseOffset))
+    }
   }
   await producer.disconnect()
-  console.log('acked ' + n)
+  console.log('acked ' + n + ' min ' + min + ' max ' + max)
 }
 
 async function consume (kafka, topic, group, want) {

@@ -27,7 +27,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * produce BOOTSTRAP TOPIC N
  *     an idempotent producer (the default since Kafka 3.0: enable.idempotence=true, acks=all,
  *     5 requests in flight) sends values "j/0".."j/N-1" keyed by their number and waits for
- *     every ack; prints "acked N".
+ *     every ack; prints "acked N with-offset K min A max B": how many acks had an offset
+ *     (RecordMetadata.hasOffset()), and the smallest and largest offset reported.
  * consume BOOTSTRAP TOPIC GROUP PROTOCOL WANT
  *     a group consumer (group.protocol=classic or consumer, i.e. KIP-848) subscribes, reads
  *     until it has WANT records (or 60 s pass), committing synchronously after each poll exactly
@@ -72,11 +73,18 @@ public final class JavaClient {
       for (int i = 0; i < n; i++) {
         acks.add(producer.send(new ProducerRecord<>(topic, Integer.toString(i), "j/" + i)));
       }
+      int withOffset = 0;
+      long min = Long.MAX_VALUE, max = Long.MIN_VALUE;
       for (Future<RecordMetadata> f : acks) {
-        f.get();
+        RecordMetadata md = f.get();
+        if (md.hasOffset()) {
+          withOffset++;
+        }
+        min = Math.min(min, md.offset());
+        max = Math.max(max, md.offset());
       }
+      System.out.println("acked " + n + " with-offset " + withOffset + " min " + min + " max " + max);
     }
-    System.out.println("acked " + n);
   }
 
   private static void consume(String bootstrap, String topic, String group, String protocol, int want) {
