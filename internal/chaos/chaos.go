@@ -71,6 +71,9 @@ type Result struct {
 	Recovery     []time.Duration `json:"recovery_ns"`    // fault → next acknowledgement on the partition
 	Elected      time.Duration   `json:"elected_ns"`     // isolate, pause: fault → a majority node names a new leader
 	Elapsed      time.Duration   `json:"elapsed_ns"`
+	// SlowPathCommits: lazy scenarios: files the slow path committed (summed over the running
+	// nodes' metrics at the end): the scenario must have needed it.
+	SlowPathCommits int    `json:"slow_path_commits,omitempty"`
 	Error        string          `json:"error,omitempty"`
 }
 
@@ -152,6 +155,12 @@ func Run(ctx context.Context, cfg Config, scenario string) Result {
 	r.stopLoad()
 	if err := r.check(ctx); err != nil && res.Error == "" {
 		res.Error = err.Error()
+	}
+	if r.lazy {
+		res.SlowPathCommits = c.sumMetric("runnel_object_slow_path_commits_total")
+		if res.SlowPathCommits == 0 && res.Error == "" {
+			res.Error = "the slow path committed nothing: the scenario did not exercise it"
+		}
 	}
 	return res
 }

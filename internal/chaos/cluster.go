@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -295,6 +296,30 @@ func (c *Cluster) DumpGoroutines() {
 		}
 		resp.Body.Close()
 	}
+}
+
+// sumMetric sums a counter's value over the running serve nodes' /metrics (0 where absent).
+func (c *Cluster) sumMetric(name string) int {
+	total := 0.0
+	for _, i := range c.Nodes() {
+		p := c.nodes[i]
+		if p.cmd == nil || p.paused {
+			continue
+		}
+		resp, err := http.Get("http://" + p.admin + "/metrics")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+				v, _ := strconv.ParseFloat(f[1], 64)
+				total += v
+			}
+		}
+	}
+	return int(total)
 }
 
 // Fault posts a fault-injection request to node i's admin endpoint.
