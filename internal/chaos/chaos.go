@@ -74,7 +74,7 @@ type Result struct {
 	// SlowPathCommits: lazy scenarios: files the slow path committed (summed over the running
 	// nodes' metrics at the end): the scenario must have needed it.
 	SlowPathCommits int    `json:"slow_path_commits,omitempty"`
-	Error        string          `json:"error,omitempty"`
+	Error           string `json:"error,omitempty"`
 }
 
 // OK reports whether the scenario found no anomaly.
