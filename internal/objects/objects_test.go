@@ -78,7 +78,11 @@ func (f *fakeController) partition(i int32) *controller.Topic {
 
 func newTestWriter(t *testing.T, store objstore.Store, fc *fakeController, cache *Cache) *Writer {
 	w := NewWriter(WriterConfig{Store: store, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 }, BatchTimeout: 20 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, Cache: cache})
-	t.Cleanup(func() { w.Close(context.Background()) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		w.Close(ctx)
+	})
 	return w
 }
 
@@ -431,5 +435,47 @@ func TestLazyAndSlowPath(t *testing.T) {
 	eachRecord(data, func(off, _ int64) bool { got = append(got, fmt.Sprint(off)); return true })
 	if fmt.Sprint(got) != "[0 1]" {
 		t.Fatalf("lazy records read back at %v; want [0 1]", got)
+	}
+}
+
+// TestLazyAnswersDoNotWaitForCommits: with the controller unreachable, a lazy topic's files are
+// answered one after another as they are written; the slow path commits all of them later.
+func TestLazyAnswersDoNotWaitForCommits(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	fc.refuse = 1 << 30
+	w := newTestWriter(t, dir, fc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	for i := range 10 {
+		b := testBatch(-1, -1, fmt.Sprint(i))
+		h, _ := batch.ParseHeader(b)
+		p := w.Append(controller.PartitionRef{Topic: topic}, b, h, true)
+		w.Flush()
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatalf("file %d of a lazy topic, controller unreachable: %v", i, err)
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("10 lazy files took %v to be answered; their answers waited for commits", d)
+	}
+	propose := func(_ context.Context, c *controller.Command) error {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		fc.index++
+		return controller.Apply(fc.img, fc.index, c).Err
+	}
+	m := NewMaintainer(MaintainerConfig{Store: dir, Active: func() bool { return true }, Propose: propose,
+		Image:  func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() },
+		Config: func(_, _ string) string { return "-1" }})
+	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); err != nil || n != 10 {
+		t.Fatalf("slow path: %d files, %v; want 10", n, err)
+	}
+	if next := fc.partition(0).Object(0).Next; next != 10 {
+		t.Fatalf("after the slow path the partition ends at %d; want 10", next)
 	}
 }

@@ -31,6 +31,9 @@ const (
 	// maxQueuedFiles bounds the files written but not yet committed: beyond it a flush fails
 	// its batches at once (retriable) instead of holding more memory.
 	maxQueuedFiles = 64
+	// lazyCommitPatience: how long a file of lazy sections only is retried before its commit is
+	// left to the slow path.
+	lazyCommitPatience = 2 * time.Second
 )
 
 // CommitFunc has the controller commit a file (cluster.Node.CommitFile): the answer per section
@@ -90,7 +93,8 @@ var ErrWriterClosed = fmt.Errorf("%w: the node is shutting down", kerr.NotLeader
 type Writer struct {
 	cfg    WriterConfig
 	logger *slog.Logger
-	queue  chan *file // flushed files, in sequence order, to commit
+	queue   chan *file // flushed files, in sequence order, waiting for their write
+	commits chan *file // written files, in sequence order, to commit
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -163,8 +167,9 @@ func NewWriter(cfg WriterConfig) *Writer {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Writer{cfg: cfg, logger: cfg.Logger, queue: make(chan *file, maxQueuedFiles), ctx: ctx, cancel: cancel,
+	w := &Writer{cfg: cfg, logger: cfg.Logger, queue: make(chan *file, maxQueuedFiles), commits: make(chan *file, maxQueuedFiles), ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), buf: map[controller.PartitionRef]*section{}}
+	go w.writtenLoop()
 	go w.commitLoop()
 	return w
 }
@@ -301,10 +306,12 @@ func (w *Writer) write(f *file) {
 	}
 }
 
-// commitLoop commits the written files one at a time, in sequence order, so that a batch
-// acknowledged after another of its partition has a higher offset.
-func (w *Writer) commitLoop() {
-	defer close(w.done)
+// writtenLoop takes the files in sequence order as their writes finish: it answers lazy
+// batches (durable now; before, and independently of, any commit) and hands the files to
+// commitLoop. A file of lazy sections only that finds the commit queue full (the controller
+// is slow or unreachable) is left to the slow path rather than holding up later answers.
+func (w *Writer) writtenLoop() {
+	defer close(w.commits)
 	for f := range w.queue {
 		select {
 		case <-f.put:
@@ -315,7 +322,6 @@ func (w *Writer) commitLoop() {
 			f.fail(f.putErr)
 			continue
 		}
-		// Lazy batches are durable now: answered here, in file order, before the commit.
 		for _, s := range f.sections {
 			if s.lazy {
 				for _, p := range s.waits {
@@ -326,8 +332,34 @@ func (w *Writer) commitLoop() {
 		if w.cfg.AfterPut != nil {
 			w.cfg.AfterPut(f.key)
 		}
+		if f.allLazy() {
+			select {
+			case w.commits <- f:
+			default:
+				w.logger.Debug("objects: commit queue full; leaving a lazy file to the slow path", "key", f.key)
+			}
+			continue
+		}
+		w.commits <- f
+	}
+}
+
+// commitLoop commits the written files one at a time, in sequence order, so that a batch
+// acknowledged after another of its partition has a higher offset.
+func (w *Writer) commitLoop() {
+	defer close(w.done)
+	for f := range w.commits {
 		w.commit(f)
 	}
+}
+
+func (f *file) allLazy() bool {
+	for _, s := range f.sections {
+		if !s.lazy {
+			return false
+		}
+	}
+	return true
 }
 
 // meta is one BatchMeta of a commit and the buffered batches it stands for.
@@ -353,8 +385,12 @@ func (w *Writer) commit(f *file) {
 	start := time.Now()
 	backoff := 20 * time.Millisecond
 	var res controller.Result
+	attempt := 5 * time.Second
+	if f.allLazy() {
+		attempt = lazyCommitPatience
+	}
 	for {
-		ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(w.ctx, attempt)
 		var err error
 		res, err = w.cfg.Commit(ctx, cmd)
 		cancel()
@@ -362,6 +398,11 @@ func (w *Writer) commit(f *file) {
 			break
 		}
 		w.cfg.Metrics.CommitFailed()
+		if f.allLazy() && time.Since(start) > lazyCommitPatience {
+			// Every batch is answered; the slow path commits the file when it can.
+			w.logger.Debug("objects: leaving a lazy file's commit to the slow path", "key", f.key, "err", err)
+			return
+		}
 		if errors.Is(err, controller.ErrCommitForgotten) || errors.Is(err, controller.ErrStaleWriter) || w.ctx.Err() != nil {
 			// Stopping: the commit may or may not happen; the producer is told to retry, and
 			// an idempotent producer's retry is recognized if it did.

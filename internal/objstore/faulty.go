@@ -13,6 +13,7 @@ import (
 // calls, from 0 to 1, drawn independently per call.
 type Faults struct {
 	Latency      time.Duration // added before every call
+	Jitter       time.Duration // and up to this much more, uniformly (S3 Express-like 10-20 ms: 10 ms + 10 ms)
 	ErrorRate    float64       // the call fails at once with an error (nothing happens)
 	SlowDownRate float64       // the call fails at once with ErrUnavailable (S3's 503 SlowDown)
 	TimeoutRate  float64       // the call hangs until its context ends (nothing happens)
@@ -72,6 +73,9 @@ func (f *Faulty) draw(op string, write bool) (outcome, time.Duration) {
 	defer f.mu.Unlock()
 	f.calls[op]++
 	fs := f.faults
+	if fs.Jitter > 0 {
+		fs.Latency += time.Duration(f.rnd.Int64N(int64(fs.Jitter) + 1))
+	}
 	x := f.rnd.Float64()
 	switch {
 	case x < fs.ErrorRate:

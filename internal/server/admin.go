@@ -373,6 +373,7 @@ type faultRequest struct {
 // objectStoreFaults are objstore.Faults in JSON.
 type objectStoreFaults struct {
 	LatencyMs     int     `json:"latency_ms,omitempty"`
+	JitterMs      int     `json:"jitter_ms,omitempty"`
 	ErrorRate     float64 `json:"error_rate,omitempty"`
 	SlowDownRate  float64 `json:"slowdown_rate,omitempty"`
 	TimeoutRate   float64 `json:"timeout_rate,omitempty"`
@@ -414,7 +415,8 @@ func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "this node has no object store", http.StatusBadRequest)
 			return
 		}
-		s.faultyStore.Set(objstore.Faults{Latency: time.Duration(f.LatencyMs) * time.Millisecond, ErrorRate: f.ErrorRate,
+		s.faultyStore.Set(objstore.Faults{Latency: time.Duration(f.LatencyMs) * time.Millisecond,
+			Jitter: time.Duration(f.JitterMs) * time.Millisecond, ErrorRate: f.ErrorRate,
 			SlowDownRate: f.SlowDownRate, TimeoutRate: f.TimeoutRate, LostReplyRate: f.LostReplyRate})
 	}
 	s.logger.Warn("fault injection", "isolate", req.Isolate, "heal", req.Heal, "cut", req.Cut, "isolated_now", tr.Isolated(),
