@@ -91,13 +91,13 @@ var ErrWriterClosed = fmt.Errorf("%w: the node is shutting down", kerr.NotLeader
 
 // Writer buffers batches for object files. Safe for concurrent use.
 type Writer struct {
-	cfg    WriterConfig
-	logger *slog.Logger
+	cfg     WriterConfig
+	logger  *slog.Logger
 	queue   chan *file // flushed files, in sequence order, waiting for their write
 	commits chan *file // written files, in sequence order, to commit
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
 
 	mu      sync.Mutex
 	buf     map[controller.PartitionRef]*section
