@@ -182,12 +182,18 @@ func TestImageJSONRoundTrip(t *testing.T) {
 func FuzzDecodeCommand(f *testing.F) {
 	f.Add([]byte(`{"op":"elect","elect":{"items":[{"topic":"01000000000000000000000000000000","partition":0,"epoch":1,"leader":3}]}}`))
 	f.Add([]byte(`{"op":"create-topic","create_topic":{"name":"x","id":"01000000000000000000000000000000","assignments":[[1,2]]}}`))
+	// Object topics' commands, against topic "o" (id 09...) of withObjectTopic.
+	f.Add([]byte(`{"op":"commit-file","commit_file":{"writer":"w","node":1,"incarnation":2,"seq":1,"floor":1,"key":"k","sections":[{"topic":"09000000000000000000000000000000","partition":0,"length":10,"batches":[{"r":3,"p":-1,"t":5},{"r":2,"p":7,"s":0,"t":6}],"lazy":true}]}}`))
+	f.Add([]byte(`{"op":"commit-file","commit_file":{"writer":"w","node":1,"seq":4,"slow":true,"key":"k","sections":[{"topic":"09000000000000000000000000000000","partition":1,"batches":[{"r":1,"n":3,"p":-1}]}]}}`))
+	f.Add([]byte(`{"op":"trim-objects","trim_objects":{"items":[{"topic":"09000000000000000000000000000000","partition":0,"start":2}]}}`))
+	f.Add([]byte(`{"op":"replace-extents","replace_extents":{"topic":"09000000000000000000000000000000","partition":0,"first":{"f":"a","b":0,"l":1},"last":{"f":"a","b":0,"l":1},"merged":{"f":"m","b":0,"l":1}}}`))
+	f.Add([]byte(`{"op":"forget-writer","forget_writer":{"writer":"w"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
 		if err != nil {
 			return
 		}
-		im := cluster3(t)
+		im := withObjectTopic(t)
 		Apply(im, 99, c) // never panics, whatever the command says
 		if _, err := DecodeCommand(c.Encode()); err != nil {
 			t.Fatalf("re-encoded command does not decode: %v", err)
