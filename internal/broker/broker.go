@@ -48,6 +48,10 @@ type Config struct {
 	// store, and object topics cannot be created through it.
 	ObjectWriter *objects.Writer
 	ObjectCache  *objects.Cache
+	// Ripcord: while the controller is unreachable, object topics are sequenced lazily (produce
+	// goes on) and Metadata names this process as every object partition's leader
+	// (docs/object-topics.md §9.5).
+	Ripcord bool
 
 	// ProducerIDs hands out idempotent producer ids; nil: blocks of ids from the controller.
 	ProducerIDs *txn.IDAllocator

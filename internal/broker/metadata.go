@@ -95,10 +95,14 @@ func (b *Broker) metadataTopic(img *controller.Image, t *topics.Topic) kmsg.Meta
 	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, t.Name == OffsetsTopic || t.Name == TxnStateTopic
 	mt.AuthorizedOperations = notRequested
 	object := isObjectTopic(t)
+	ripcord := object && b.ripcording()
 	for _, p := range t.Partitions {
 		if object {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition, mp.Leader, mp.LeaderEpoch = p.Index, objectLeader(img, t.ID, p.Index), 0
+			if ripcord { // the image may name processes that are gone: this one takes every partition
+				mp.Leader = b.cfg.NodeID
+			}
 			if mp.Leader < 0 {
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			} else {

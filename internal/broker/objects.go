@@ -93,6 +93,16 @@ func (b *Broker) objectPartition(id [16]byte, index int32) (*objtopic.Partition,
 	return p, nil
 }
 
+// ripcordAfter: how long without an answer from the active controller puts a --ripcord process
+// in Ripcord mode (five heartbeats).
+const ripcordAfter = time.Second
+
+// ripcording reports whether this process is in Ripcord mode now: --ripcord, and the
+// controller has not answered a heartbeat for ripcordAfter.
+func (b *Broker) ripcording() bool {
+	return b.cfg.Ripcord && !b.cl.ControllerReachable(ripcordAfter)
+}
+
 // objectLeader is the node Metadata names as an object partition's leader: the live node the
 // partition hashes highest with (rendezvous hashing, so a node joining or leaving moves only
 // its share of partitions). Any node accepts any partition; this only spreads clients' load.
@@ -144,7 +154,8 @@ func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp 
 		h.MaxTimestamp = sp.LogAppendTime
 	}
 	seq, _ := t.Effective(controller.SequencingConfig)
-	return b.cfg.ObjectWriter.Append(controller.PartitionRef{Topic: t.ID, Partition: index}, own, h, seq == controller.SequencingLazy)
+	lazy := seq == controller.SequencingLazy || b.ripcording()
+	return b.cfg.ObjectWriter.Append(controller.PartitionRef{Topic: t.ID, Partition: index}, own, h, lazy)
 }
 
 // noOffset is the base offset a lazy topic's produce answer carries (docs/object-topics.md

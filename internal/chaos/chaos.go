@@ -91,13 +91,13 @@ var Scenarios = []string{"kill-leader", "kill-all", "kill-all-write-caching", "i
 // the producers' answers; object store errors, latency and lost replies; the active controller
 // killed in the middle of commits.
 var ObjectScenarios = []string{"object-kill-after-put", "object-kill-after-commit", "object-store-faults", "object-kill-controller",
-	"lazy-kill-after-put", "lazy-store-faults"}
+	"lazy-kill-after-put", "lazy-store-faults", "ripcord-pause-controllers"}
 
 // lazyScenarios run on a runnel.sequencing=lazy topic: acknowledgements carry no offset, and
 // records a killed process acknowledged are committed by the slow path later than records
 // acknowledged after them, so the check is every acknowledged record exactly once, in no
 // particular place or order.
-var lazyScenarios = []string{"lazy-kill-after-put", "lazy-store-faults"}
+var lazyScenarios = []string{"lazy-kill-after-put", "lazy-store-faults", "ripcord-pause-controllers"}
 
 // Run runs one scenario on a fresh cluster and checks the result.
 func Run(ctx context.Context, cfg Config, scenario string) Result {
@@ -127,8 +127,12 @@ func Run(ctx context.Context, cfg Config, scenario string) Result {
 	}
 	defer c.StopAll()
 	if object {
+		agentArgs := objArgs
+		if scenario == "ripcord-pause-controllers" {
+			agentArgs = append(slices.Clone(objArgs), "--ripcord")
+		}
 		for i := range cfg.Agents {
-			if err := c.AddAgent(ctx, int32(101+i), objArgs...); err != nil {
+			if err := c.AddAgent(ctx, int32(101+i), agentArgs...); err != nil {
 				res.Error = err.Error()
 				return res
 			}
@@ -139,7 +143,8 @@ func Run(ctx context.Context, cfg Config, scenario string) Result {
 	if scenario == "kill-all-write-caching" {
 		caching = "true"
 	}
-	r := &run{cfg: cfg, c: c, topic: "chaos", res: &res, object: object, lazy: slices.Contains(lazyScenarios, scenario)}
+	r := &run{cfg: cfg, c: c, topic: "chaos", res: &res, object: object, lazy: slices.Contains(lazyScenarios, scenario),
+		ripcord: scenario == "ripcord-pause-controllers"}
 	if err := r.setup(ctx, caching); err != nil {
 		res.Error = err.Error()
 		return res
@@ -161,6 +166,9 @@ func Run(ctx context.Context, cfg Config, scenario string) Result {
 		if res.SlowPathCommits == 0 && res.Error == "" {
 			res.Error = "the slow path committed nothing: the scenario did not exercise it"
 		}
+	}
+	if r.ripcord && res.Unacked > 0 && res.Error == "" {
+		res.Error = fmt.Sprintf("%d produce errors: Ripcord promises none", res.Unacked)
 	}
 	return res
 }
@@ -184,6 +192,9 @@ type run struct {
 	res    *Result
 	object bool // an object-storage topic
 	lazy   bool // ... sequenced lazily
+	// ripcord: the producer knows only the agents (--ripcord), which keep taking its records
+	// while every serve node is stopped; acknowledgements then carry no offset.
+	ripcord bool
 
 	prod  *kgo.Client
 	admin *kadm.Client
@@ -217,7 +228,7 @@ func (r *run) setup(ctx context.Context, caching string) error {
 	if r.object {
 		configs, rf = map[string]*string{"runnel.storage": new("object")}, -1
 	}
-	if r.lazy {
+	if r.lazy && !r.ripcord { // Ripcord's topic is classic: it is lazy only while the controller is away
 		configs["runnel.sequencing"] = new("lazy")
 	}
 	resp, err := r.admin.CreateTopic(cctx, r.cfg.Partitions, rf, configs, r.topic)
@@ -229,7 +240,11 @@ func (r *run) setup(ctx context.Context, caching string) error {
 	}
 	// MetadataMinAge: franz-go waits at least this long (5 s by default) between metadata
 	// refreshes, also after a broker stops answering; the Java client refreshes at once.
-	r.prod, err = kgo.NewClient(kgo.SeedBrokers(r.c.Brokers()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+	seeds := r.c.Brokers()
+	if r.ripcord {
+		seeds = r.c.AgentBrokers()
+	}
+	r.prod, err = kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.MetadataMinAge(100*time.Millisecond),
 		// A leader that is paused or cut off keeps the connection open: the client notices only
 		// when a request times out (broker-side 3 s, plus 2 s of overhead here).
@@ -614,6 +629,21 @@ func (r *run) scenario(ctx context.Context, name string) error {
 			}
 			time.Sleep(2 * time.Second)
 		}
+	case "ripcord-pause-controllers":
+		hold := 3 * r.cfg.Hold
+		for _, n := range r.c.Nodes() {
+			r.c.Pause(n)
+		}
+		fmt.Fprintf(out, "  paused every serve node (the whole controller quorum) for %v; the ripcord agent takes the load\n", hold)
+		time.Sleep(hold)
+		r.mu.Lock()
+		failed := r.failed
+		r.mu.Unlock()
+		for _, n := range r.c.Nodes() {
+			r.c.Resume(n)
+		}
+		fmt.Fprintf(out, "  resumed; %d produce errors during the outage\n", failed)
+		time.Sleep(10 * time.Second) // a controller again, then the slow path drains the journal
 	case "drop-responses":
 		for _, n := range r.c.Nodes() {
 			if err := r.c.Fault(n, map[string]any{"drop_responses_per_mille": 50}); err != nil {
@@ -698,6 +728,9 @@ func (r *run) check(ctx context.Context) error {
 			r.res.Acked++
 			got, ok := offs[a.offset]
 			switch {
+			case r.ripcord && a.offset >= 0 && ok && got == a.seq: // acknowledged while the controller answered
+			case r.ripcord && a.offset >= 0:
+				r.res.Misplaced++
 			case r.lazy && a.offset != -1:
 				r.res.Misplaced++ // a lazy acknowledgement must not carry an offset
 			case r.lazy:

@@ -120,6 +120,15 @@ func (c *Cluster) Nodes() []int32 {
 	return out
 }
 
+// AgentBrokers are the agents' Kafka addresses.
+func (c *Cluster) AgentBrokers() []string {
+	var out []string
+	for _, i := range c.Agents() {
+		out = append(out, c.nodes[i].kafka)
+	}
+	return out
+}
+
 // Agents are the agents' ids, ascending.
 func (c *Cluster) Agents() []int32 {
 	var out []int32

@@ -40,6 +40,7 @@ type serveFlags struct {
 	objectBatchBytes    int
 	objectCacheMiB      int64
 	agent               bool // runnel agent
+	ripcord             bool
 }
 
 func (f *serveFlags) register(flags *pflag.FlagSet) {
@@ -53,6 +54,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.DurationVar(&f.objectBatchTimeout, "object-batch-timeout", 250*time.Millisecond, "object topics: write the node's buffer as one file this long after its first batch")
 	flags.IntVar(&f.objectBatchBytes, "object-batch-bytes", 4<<20, "object topics: write the node's buffer as one file once it holds this many bytes")
 	flags.Int64Var(&f.objectCacheMiB, "object-cache-mib", 256, "object topics: MiB of the read cache")
+	flags.BoolVar(&f.ripcord, "ripcord", false, "object topics: keep accepting produce while the controller is unreachable (sequenced lazily, committed when it returns)")
 	flags.StringVar(&f.rack, "rack", "", "the node's rack, shown to clients in Metadata")
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
 	flags.DurationVar(&f.sessionTimeout, "session-timeout", 1500*time.Millisecond, "a node not heard from this long is fenced and its partitions get new leaders")
@@ -81,7 +83,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		SlowRequestThreshold: f.slowRequest, ClusterAddr: f.clusterAddr, ControllerVoters: voters,
 		Rack: f.rack, SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
 		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
-		ObjectCacheBytes: f.objectCacheMiB << 20, Agent: f.agent,
+		ObjectCacheBytes: f.objectCacheMiB << 20, Agent: f.agent, Ripcord: f.ripcord,
 	}
 	if f.slowRequest <= 0 {
 		cfg.SlowRequestThreshold = -1 // the flag's 0 means off; the config's 0 means the default

@@ -75,10 +75,12 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	run         string // this process run's id (object files' writer)
-	incarnation atomic.Uint64
-	joinIndex   atomic.Uint64 // index of this incarnation's registration: reconcile from there
-	ready       chan struct{} // closed once registered and reconciled up to the registration
+	run string // this process run's id (object files' writer)
+	// controllerHeard: unix ns of the last heartbeat the active controller answered.
+	controllerHeard atomic.Int64
+	incarnation     atomic.Uint64
+	joinIndex       atomic.Uint64 // index of this incarnation's registration: reconcile from there
+	ready           chan struct{} // closed once registered and reconciled up to the registration
 
 	recMu      sync.Mutex
 	reconciled uint64
@@ -307,6 +309,7 @@ func (n *Node) join() {
 	if err := n.register(); err != nil {
 		return // closing
 	}
+	n.controllerHeard.Store(time.Now().UnixNano())
 	close(n.ready)
 	n.logger.Info("cluster: joined", "node", n.cfg.NodeID, "incarnation", n.incarnation.Load(), "controller", n.ctrl.Leader())
 	t := time.NewTicker(n.cfg.HeartbeatInterval)
@@ -321,6 +324,9 @@ func (n *Node) join() {
 		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.HeartbeatInterval)
 		err := n.callController(ctx, "heartbeat", heartbeatRequest{Node: n.cfg.NodeID, Incarnation: n.incarnation.Load()}, &resp)
 		cancel()
+		if err == nil {
+			n.controllerHeard.Store(time.Now().UnixNano())
+		}
 		if err == nil && !resp.OK {
 			n.logger.Warn("cluster: the controller does not know this incarnation; registering again")
 			if err := n.register(); err != nil {
@@ -556,6 +562,12 @@ func (n *Node) Propose(ctx context.Context, cmd *controller.Command) (controller
 		return controller.Result{}, err
 	}
 	return controller.Result{Err: decodeApplyError(resp.Code, resp.Msg), Value: resp.Value}, nil
+}
+
+// ControllerReachable reports whether the active controller answered a heartbeat of this node
+// within d (and the node has joined).
+func (n *Node) ControllerReachable(d time.Duration) bool {
+	return time.Since(time.Unix(0, n.controllerHeard.Load())) < d
 }
 
 // Incarnation returns this node's current registration (0 before it registered).

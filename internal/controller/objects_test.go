@@ -166,10 +166,10 @@ func TestSlowCommit(t *testing.T) {
 	if r := Apply(im, 13, own); !r.AlreadyCommitted || im.Topics["o"].Object(0).Next != 3 {
 		t.Fatalf("the writer's own late commit: %+v; want AlreadyCommitted, nothing assigned", r)
 	}
-	// The same batch journaled again in another file is a duplicate.
+	// The same batch journaled again in another file is a duplicate (answered with its offset).
 	again := commitCmd("dead", 5, 0, lazy)
 	again.CommitFile.Slow = true
-	if r := Apply(im, 14, again); r.Commit[0][0].Base != -1 || r.Commit[0][0].Code != 0 || im.Topics["o"].Object(0).Next != 3 {
+	if r := Apply(im, 14, again); r.Commit[0][0].Base != 0 || r.Commit[0][0].Code != 0 || im.Topics["o"].Object(0).Next != 3 {
 		t.Fatalf("a batch journaled twice: %+v, next %d", r, im.Topics["o"].Object(0).Next)
 	}
 	Apply(im, 15, &Command{Op: OpForgetWriter, ForgetWriter: &ForgetWriter{Writer: "dead"}})

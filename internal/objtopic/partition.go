@@ -100,27 +100,29 @@ type lazyProducer struct {
 // that old, still uncommitted, is no longer recognized as a duplicate).
 const maxLazyRanges = 64
 
-// checkLazy reports whether a lazy idempotent batch is a duplicate, and records it if not.
-func (p *Partition) checkLazy(b BatchMeta) (duplicate bool) {
+// seqCovered reports whether an idempotent batch's sequence range was committed already in its
+// epoch (by an eager or a lazy commit: a retry journaled twice).
+func (p *Partition) seqCovered(b BatchMeta) bool {
+	lp := p.lazy[b.ProducerID]
+	return lp != nil && lp.Epoch == b.Epoch && lp.Seqs.Covers(int64(b.FirstSeq), int64(b.FirstSeq)+int64(b.Records)-1)
+}
+
+// recordSeq records an accepted idempotent batch's sequence range.
+func (p *Partition) recordSeq(b BatchMeta) {
 	lp := p.lazy[b.ProducerID]
 	switch {
 	case lp == nil || b.Epoch > lp.Epoch:
 		lp = &lazyProducer{Epoch: b.Epoch}
 	case b.Epoch < lp.Epoch:
-		return false // a fenced producer's batch, acknowledged anyway: kept, not tracked
+		return // a fenced producer's batch, acknowledged anyway: kept, not tracked
 	default:
 		lp = &lazyProducer{Epoch: lp.Epoch, Seqs: lp.Seqs} // copy on write: lp may be shared with a published copy
 	}
-	from, to := int64(b.FirstSeq), int64(b.FirstSeq)+int64(b.Records)-1
-	if lp.Seqs.Covers(from, to) {
-		return true
-	}
-	lp.Seqs = lp.Seqs.Add(from, to).DropBelow(maxLazyRanges)
+	lp.Seqs = lp.Seqs.Add(int64(b.FirstSeq), int64(b.FirstSeq)+int64(b.Records)-1).DropBelow(maxLazyRanges)
 	if p.lazy == nil {
 		p.lazy = map[int64]*lazyProducer{}
 	}
 	p.lazy[b.ProducerID] = lp
-	return false
 }
 
 func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy bool) []BatchResult {
@@ -144,29 +146,40 @@ func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy 
 		} else if b.ProducerID >= 0 && b.Count() != 1 {
 			res.Err = fmt.Errorf("%w: an idempotent batch carried as a run of %d", kerr.CorruptMessage, b.Count())
 		}
+		// An idempotent batch is checked by Kafka's rules (the last five batches) and against
+		// every sequence range committed in its epoch, eager or lazy: a batch acknowledged
+		// lazily (Ripcord) and retried eagerly, or the reverse, is stored once. A lazy batch is
+		// never refused (it was acknowledged); one in sequence also moves Kafka's state on, so
+		// an eager stream can follow a lazy one.
 		var dup *txn.BatchMeta
+		var seqErr error
 		tb := txn.Batch{ProducerID: b.ProducerID, Epoch: b.Epoch, FirstSeq: b.FirstSeq, LastOffsetDelta: b.Records - 1}
-		if res.Err == nil && b.ProducerID >= 0 && lazy {
-			if p.checkLazy(b) {
-				res.Base, res.Duplicate = -1, true
-				skip()
-				continue
+		if res.Err == nil && b.ProducerID >= 0 {
+			dup, seqErr = p.producers.Check(tb)
+			if !lazy {
+				res.Err = seqErr
 			}
-		} else if res.Err == nil && b.ProducerID >= 0 {
-			dup, res.Err = p.producers.Check(tb)
 		}
 		switch {
-		case res.Err != nil:
+		case dup != nil:
+			res.Base, res.Duplicate, res.Err = dup.FirstOffset, true, nil
 			skip()
 			continue
-		case dup != nil:
-			res.Base, res.Duplicate = dup.FirstOffset, true
+		case res.Err == nil && b.ProducerID >= 0 && p.seqCovered(b),
+			errors.Is(res.Err, kerr.OutOfOrderSequenceNumber) && p.seqCovered(b):
+			res.Base, res.Duplicate, res.Err = -1, true, nil // committed, its offset no longer known
+			skip()
+			continue
+		case res.Err != nil:
 			skip()
 			continue
 		}
 		res.Base = p.Next
-		if b.ProducerID >= 0 && !lazy {
-			p.producers.Apply(tb, p.Next, b.MaxTimestamp, 0)
+		if b.ProducerID >= 0 {
+			if seqErr == nil {
+				p.producers.Apply(tb, p.Next, b.MaxTimestamp, 0)
+			}
+			p.recordSeq(b)
 		}
 		p.Next += int64(b.Records)
 		ext.MaxTimestamp = max(ext.MaxTimestamp, b.MaxTimestamp)

@@ -204,3 +204,29 @@ func FuzzPartitionJSON(f *testing.F) {
 		q.Commit("h", IndexEntry{}, []BatchMeta{{Records: 1, ProducerID: 5, Epoch: 1, FirstSeq: 8}}) // never panics
 	})
 }
+
+// TestEagerAndLazyCopies: a batch committed eagerly and journaled again lazily (a Ripcord
+// retry), or the reverse, is stored once, however far apart; a lazy stream in sequence moves
+// Kafka's producer state on, so an eager stream can follow it without a sequence error.
+func TestEagerAndLazyCopies(t *testing.T) {
+	p := NewPartition()
+	b := func(seq int32) BatchMeta { return BatchMeta{Records: 1, ProducerID: 9, Epoch: 0, FirstSeq: seq} }
+	p.Commit("e0", IndexEntry{}, []BatchMeta{b(0)})
+	for i := int32(1); i <= 10; i++ {
+		if r := p.CommitLazy(fmt.Sprint("l", i), IndexEntry{}, []BatchMeta{b(i)}); r[0].Duplicate || r[0].Err != nil {
+			t.Fatalf("lazy %d: %+v", i, r)
+		}
+	}
+	if r := p.CommitLazy("late", IndexEntry{}, []BatchMeta{b(0)}); !r[0].Duplicate {
+		t.Fatalf("a lazy copy of an eagerly committed batch, ten batches later: %+v; want a duplicate", r)
+	}
+	if r := p.Commit("e11", IndexEntry{}, []BatchMeta{b(11)}); r[0].Err != nil || r[0].Duplicate {
+		t.Fatalf("an eager batch after a lazy stream: %+v; want it in sequence", r)
+	}
+	if r := p.Commit("e-retry", IndexEntry{}, []BatchMeta{b(3)}); !r[0].Duplicate || r[0].Err != nil {
+		t.Fatalf("an eager retry of a lazily committed batch: %+v; want a duplicate", r)
+	}
+	if p.Next != 12 {
+		t.Fatalf("next %d; want 12 records stored", p.Next)
+	}
+}

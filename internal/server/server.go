@@ -88,6 +88,10 @@ type Config struct {
 	// retention (default 30 s).
 	ObjectRetentionInterval time.Duration
 
+	// Ripcord: while the controller is unreachable, object topics are sequenced lazily so
+	// produce goes on (docs/object-topics.md §9.5).
+	Ripcord bool
+
 	// Agent runs a stateless `runnel agent`: it serves object topics only, holds no replica,
 	// and needs the controller voters and a shared object store. Its data dir (a new temporary
 	// directory if DataDir is "") holds only its copy of the metadata log and is removed at
@@ -315,7 +319,7 @@ func Open(cfg Config) (*Server, error) {
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
 		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
-		ObjectWriter: s.objw, ObjectCache: objCache}, s.topics)
+		ObjectWriter: s.objw, ObjectCache: objCache, Ripcord: cfg.Ripcord}, s.topics)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
