@@ -234,13 +234,32 @@ func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
 			delete(m.unrefSince, k)
 		}
 	}
-	// A run that is no node's current run and has no file left is forgotten.
-	for run, w := range img.ObjWriters {
-		if n := img.Nodes[w.Node]; (n == nil || n.Run != run) && !runsWithFiles[run] {
+	// A run that is no node's current run and has no file left is forgotten, and its marker
+	// deleted (the marker last: a run is found again while it has one).
+	markers, err := m.cfg.Store.List(ctx, "runs/", "", 0)
+	if err != nil {
+		return deleted, err
+	}
+	current := map[string]bool{}
+	for _, n := range img.Nodes {
+		current[n.Run] = true
+	}
+	for run := range img.ObjWriters {
+		if !current[run] && !runsWithFiles[run] {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := m.cfg.Propose(cctx, &controller.Command{Op: controller.OpForgetWriter, ForgetWriter: &controller.ForgetWriter{Writer: run}})
 			cancel()
 			if err != nil {
+				return deleted, err
+			}
+		}
+	}
+	for _, o := range markers {
+		run := strings.TrimPrefix(o.Key, "runs/")
+		// A marker older than the grace period of a run with no file that is no process's
+		// current run: its writer never wrote a file, or its files are all gone.
+		if !current[run] && !runsWithFiles[run] && now.Sub(o.Modified) >= m.cfg.GCGrace {
+			if err := m.cfg.Store.Delete(ctx, o.Key); err != nil {
 				return deleted, err
 			}
 		}

@@ -121,8 +121,8 @@ func TestWriterOneFilePerFlush(t *testing.T) {
 		}
 		next[refs[i]] += 2
 	}
-	if n := store.Calls("put"); n != 1 {
-		t.Errorf("%d object writes for one flush; want 1", n)
+	if n := store.Calls("put"); n != 2 {
+		t.Errorf("%d object writes for one flush; want 2 (the run's marker, once per run, and the file)", n)
 	}
 	if fc.calls != 1 {
 		t.Errorf("%d commits for one file; want 1", fc.calls)
@@ -477,5 +477,48 @@ func TestLazyAnswersDoNotWaitForCommits(t *testing.T) {
 	}
 	if next := fc.partition(0).Object(0).Next; next != 10 {
 		t.Fatalf("after the slow path the partition ends at %d; want 10", next)
+	}
+}
+
+// TestSlowPathFindsUnknownRuns: a writer the controller never heard of (a Ripcord process that
+// started while the controller was away) announced its run in the store; the slow path finds
+// and commits its files from there.
+func TestSlowPathFindsUnknownRuns(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	fc.refuse = 1 << 30
+	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 7, Run: "7-ghost", Incarnation: func() uint64 { return 0 },
+		BatchTimeout: time.Hour})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		w.Close(ctx)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := testBatch(-1, -1, "ghost")
+	h, _ := batch.ParseHeader(b)
+	p := w.Append(controller.PartitionRef{Topic: topic}, b, h, true)
+	w.Flush()
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	propose := func(_ context.Context, c *controller.Command) error {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		fc.index++
+		return controller.Apply(fc.img, fc.index, c).Err
+	}
+	m := NewMaintainer(MaintainerConfig{Store: dir, Active: func() bool { return true }, Propose: propose,
+		Image:  func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() },
+		Config: func(_, _ string) string { return "-1" }})
+	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("slow path: %d files, %v; want the unknown run's one", n, err)
+	}
+	if next := fc.partition(0).Object(0).Next; next != 1 {
+		t.Fatalf("partition ends at %d; want 1", next)
 	}
 }

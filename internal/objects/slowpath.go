@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/batch"
@@ -25,10 +27,24 @@ func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
 	for run := range img.ObjWriters {
 		runs = append(runs, run)
 	}
+	// Runs the image does not know announced themselves in the store (Ripcord: started and
+	// maybe died while the controller was away).
+	announced, err := m.cfg.Store.List(ctx, "runs/", "", 0)
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range announced {
+		if run := strings.TrimPrefix(o.Key, "runs/"); img.ObjWriters[run] == nil && run != "" {
+			runs = append(runs, run)
+		}
+	}
 	slices.Sort(runs)
 	committed, backlog := 0, 0
 	for _, run := range runs {
 		w := img.ObjWriters[run]
+		if w == nil {
+			w = &controller.ObjWriter{Node: runNode(run)}
+		}
 		startAfter := ""
 		if end := w.Committed.Prefix(1); end >= 1 {
 			startAfter = JournalKey(run, uint64(end))
@@ -64,6 +80,16 @@ func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
 	}
 	m.cfg.Metrics.Backlog(backlog)
 	return committed, nil
+}
+
+// runNode is the node id a run id ("<node>-<random>") starts with (-1 if none).
+func runNode(run string) int32 {
+	id, _, ok := strings.Cut(run, "-")
+	n, err := strconv.ParseInt(id, 10, 32)
+	if !ok || err != nil {
+		return -1
+	}
+	return int32(n)
 }
 
 // slowCommit reads a journal file and builds the commit of its lazy sections.

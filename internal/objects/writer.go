@@ -99,6 +99,9 @@ type Writer struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
+	runMu     sync.Mutex
+	announced time.Time // when RunKey was last written
+
 	mu      sync.Mutex
 	buf     map[controller.PartitionRef]*section
 	bytes   int
@@ -269,6 +272,10 @@ func (w *Writer) write(f *file) {
 	if f.putErr != nil {
 		return
 	}
+	if f.putErr = w.announceRun(); f.putErr != nil {
+		f.putErr = fmt.Errorf("%w: %v", kerr.RequestTimedOut, f.putErr)
+		return
+	}
 	start := time.Now()
 	deadline := start.Add(w.cfg.WriteTimeout)
 	backoff := 50 * time.Millisecond
@@ -304,6 +311,30 @@ func (w *Writer) write(f *file) {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// RunKey is the object that announces a writer run before its first journal file, so the slow
+// path finds the run's files even if the controller never heard of it (a process that started
+// and died while the controller was away, in Ripcord mode).
+func RunKey(run string) string { return "runs/" + run }
+
+// announceRun writes the run's marker before the run's first file, and again every five
+// minutes while the run writes (garbage collection deletes a marker only once it is ten
+// minutes old, the run has no file left and no process runs it).
+func (w *Writer) announceRun() error {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	if !w.announced.IsZero() && time.Since(w.announced) < 5*time.Minute {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.WriteTimeout)
+	defer cancel()
+	body := fmt.Appendf(nil, "node %d\n", w.cfg.Node)
+	if err := w.cfg.Store.Put(ctx, RunKey(w.cfg.Run), body); err != nil {
+		return fmt.Errorf("announcing writer run %s: %w", w.cfg.Run, err)
+	}
+	w.announced = time.Now()
+	return nil
 }
 
 // writtenLoop takes the files in sequence order as their writes finish: it answers lazy
