@@ -31,6 +31,11 @@ func handleMetadata(ctx context.Context, r *request) reply {
 		}
 		resp.Brokers = append(resp.Brokers, mb)
 	}
+	if b.ripcording() && !img.Live(b.cfg.NodeID) { // started from a snapshot: not registered yet
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
+		resp.Brokers = append(resp.Brokers, mb)
+	}
 	resp.ClusterID = &img.ClusterID
 	resp.ControllerID = b.cl.ControllerID()
 	resp.AuthorizedOperations = notRequested

@@ -630,12 +630,26 @@ func (r *run) scenario(ctx context.Context, name string) error {
 			time.Sleep(2 * time.Second)
 		}
 	case "ripcord-pause-controllers":
-		hold := 3 * r.cfg.Hold
+		hold := max(3*r.cfg.Hold, 15*time.Second)
+		paused := time.Now()
 		for _, n := range r.c.Nodes() {
 			r.c.Pause(n)
 		}
 		fmt.Fprintf(out, "  paused every serve node (the whole controller quorum) for %v; the ripcord agent takes the load\n", hold)
-		time.Sleep(hold)
+		// A new ripcord agent starts during the outage, from the metadata snapshot in the
+		// store, and takes writes of its own (a plain producer: idempotent ones need producer
+		// ids from the controller).
+		time.Sleep(time.Second)
+		if err := r.c.AddAgent(ctx, 102, "--object-store", r.cfg.ObjectStore, "--object-batch-timeout", "50ms", "--ripcord"); err != nil {
+			return fmt.Errorf("starting a ripcord agent during the outage: %w", err)
+		}
+		fmt.Fprintf(out, "  a new ripcord agent started %v into the outage\n", time.Since(paused).Round(time.Millisecond))
+		late, err := r.produceLate(ctx, r.c.AgentBrokers()[1:], 300)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  it acknowledged %d records\n", late)
+		time.Sleep(time.Until(paused.Add(hold)))
 		r.mu.Lock()
 		failed := r.failed
 		r.mu.Unlock()
@@ -644,6 +658,9 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		}
 		fmt.Fprintf(out, "  resumed; %d produce errors during the outage\n", failed)
 		time.Sleep(10 * time.Second) // a controller again, then the slow path drains the journal
+		if err := r.checkLate(ctx, 300); err != nil {
+			return err
+		}
 	case "drop-responses":
 		for _, n := range r.c.Nodes() {
 			if err := r.c.Fault(n, map[string]any{"drop_responses_per_mille": 50}); err != nil {
@@ -674,6 +691,83 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		}
 		time.Sleep(3 * time.Second)
 		return err
+	}
+	return nil
+}
+
+// produceLate produces n records "late/i" through seeds with a plain acks=all producer and
+// returns how many were acknowledged; any failure is an error (Ripcord promises none).
+func (r *run) produceLate(ctx context.Context, seeds []string, n int) (int, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: r.topic, Partition: int32(i) % r.cfg.Partitions, Value: fmt.Appendf(nil, "late/%d", i)})
+	}
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	acked := 0
+	for _, res := range cl.ProduceSync(pctx, recs...) {
+		if res.Err != nil {
+			return acked, fmt.Errorf("the ripcord agent started during the outage refused a record: %w", res.Err)
+		}
+		acked++
+	}
+	return acked, nil
+}
+
+// checkLate reads the topic and checks that the n "late/i" records are each there once.
+func (r *run) checkLate(ctx context.Context, n int) error {
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ends, err := r.admin.ListEndOffsets(cctx, r.topic)
+	if err != nil {
+		return err
+	}
+	offsets := map[string]map[int32]kgo.Offset{r.topic: {}}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		offsets[r.topic][o.Partition] = kgo.NewOffset().AtStart()
+		want[o.Partition] = o.Offset
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.Brokers()...), kgo.ConsumePartitions(offsets), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	seen := map[string]int{}
+	next := map[int32]int64{}
+	for p, end := range want {
+		if end == 0 {
+			delete(want, p)
+		}
+	}
+	for len(want) > 0 {
+		fs := cl.PollFetches(cctx)
+		if cctx.Err() != nil {
+			return fmt.Errorf("reading the late records back: %w", cctx.Err())
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			if strings.HasPrefix(string(rec.Value), "late/") {
+				seen[string(rec.Value)]++
+			}
+			next[rec.Partition] = rec.Offset + 1
+			if next[rec.Partition] >= want[rec.Partition] {
+				delete(want, rec.Partition)
+			}
+		})
+	}
+	for i := range n {
+		switch c := seen[fmt.Sprintf("late/%d", i)]; {
+		case c == 0:
+			r.res.Lost++
+		case c > 1:
+			r.res.Duplicated += c - 1
+		}
 	}
 	return nil
 }

@@ -147,7 +147,7 @@ func TestObjectScenarios(t *testing.T) {
 			res := Run(context.Background(), cfg, s)
 			t.Logf("%s\n%+v", out.String(), res)
 			if !res.OK() {
-				for _, n := range []string{"node-1.log", "node-2.log", "node-3.log", "node-101.log"} {
+				for _, n := range []string{"node-1.log", "node-2.log", "node-3.log", "node-101.log", "node-102.log"} {
 					if b, err := os.ReadFile(filepath.Join(cfg.Dir, s, n)); err == nil {
 						t.Logf("%s:\n%s", n, tail(b, 4000))
 					}

@@ -78,6 +78,7 @@ type Node struct {
 	run string // this process run's id (object files' writer)
 	// controllerHeard: unix ns of the last heartbeat the active controller answered.
 	controllerHeard atomic.Int64
+	seed            atomic.Pointer[controller.Image] // StartFromSnapshot's image
 	incarnation     atomic.Uint64
 	joinIndex       atomic.Uint64 // index of this incarnation's registration: reconcile from there
 	ready           chan struct{} // closed once registered and reconciled up to the registration
@@ -186,7 +187,32 @@ func (n *Node) Close() {
 func (n *Node) NodeID() int32 { return n.cfg.NodeID }
 
 // Image is the current metadata image. It must not be modified.
-func (n *Node) Image() *controller.Image { return n.ctrl.Image() }
+//
+// Before the node has joined, a Ripcord process started from a metadata snapshot
+// (StartFromSnapshot) gets that snapshot.
+func (n *Node) Image() *controller.Image {
+	if n.joinIndex.Load() == 0 {
+		if s := n.seed.Load(); s != nil {
+			return s
+		}
+	}
+	return n.ctrl.Image()
+}
+
+// StartFromSnapshot lets a node that cannot join (the controller is away) serve from a metadata
+// snapshot (the one the active controller keeps in the object store): Image returns it and the
+// registry knows its topics, hosting none of their partitions, until the node joins. Only for
+// a node that hosts no replicas (an agent).
+func (n *Node) StartFromSnapshot(img *controller.Image) error {
+	n.seed.Store(img)
+	specs := make([]topics.TopicSpec, 0, len(img.Topics))
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		specs = append(specs, topics.TopicSpec{Name: t.Name, ID: t.ID, Configs: t.Configs, Partitions: int32(len(t.Partitions)),
+			Hosted: func(int32) bool { return false }})
+	}
+	return n.reg.Sync(specs, img.ClusterConfigs, nil, topics.Hooks{})
+}
 
 // ControllerID is the active controller's node id (-1: none known).
 func (n *Node) ControllerID() int32 { return n.ctrl.Leader() }

@@ -330,6 +330,12 @@ func encodeImage(img *Image) []byte {
 	return b
 }
 
+// EncodeImage returns an image's snapshot form (JSON), as the Raft snapshots hold it.
+func EncodeImage(img *Image) []byte { return encodeImage(img) }
+
+// DecodeImage reads an image EncodeImage wrote.
+func DecodeImage(b []byte) (*Image, error) { return decodeImage(b) }
+
 func decodeImage(b []byte) (*Image, error) {
 	img := NewImage()
 	if len(b) > 0 {

@@ -54,10 +54,30 @@ type MaintainerConfig struct {
 	Logger  *slog.Logger
 }
 
+// MetadataSnapshotKey is where the active controller keeps a copy of the metadata image (written
+// every 2 s when it moved), from which a Ripcord process can start while the controller is away.
+const MetadataSnapshotKey = "metadata/image.json"
+
 // Maintainer runs object topics' retention and garbage collection on the active controller.
 type Maintainer struct {
 	cfg        MaintainerConfig
 	unrefSince map[string]time.Time // objects seen unreferenced, since when (this controller's view)
+	snapshotAt uint64               // the image index last written to MetadataSnapshotKey
+}
+
+// WriteSnapshot writes the image to MetadataSnapshotKey if it moved since the last write.
+func (m *Maintainer) WriteSnapshot(ctx context.Context) error {
+	img := m.cfg.Image()
+	if img.Index == m.snapshotAt {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := m.cfg.Store.Put(ctx, MetadataSnapshotKey, controller.EncodeImage(img)); err != nil {
+		return err
+	}
+	m.snapshotAt = img.Index
+	return nil
 }
 
 // NewMaintainer returns a maintainer; Run runs it.
@@ -114,10 +134,18 @@ func (m *Maintainer) Run(ctx context.Context) {
 	defer merge.Stop()
 	slow := time.NewTicker(m.cfg.SlowPathInterval)
 	defer slow.Stop()
+	snap := time.NewTicker(2 * time.Second)
+	defer snap.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-snap.C:
+			if m.cfg.Active() {
+				if err := m.WriteSnapshot(ctx); err != nil {
+					m.cfg.Logger.Warn("objects: writing the metadata snapshot to the object store", "err", err)
+				}
+			}
 		case <-slow.C:
 			if m.cfg.Active() {
 				if n, err := m.SlowPath(ctx, time.Now()); err != nil {

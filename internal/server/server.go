@@ -419,27 +419,69 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
+// ripcordStartWait: how long a Ripcord agent waits to join before it starts from the metadata
+// snapshot in the object store.
+const ripcordStartWait = 5 * time.Second
+
+// startFromSnapshot loads the metadata snapshot the active controller keeps in the object store
+// and has the node serve from it until it joins.
+func (s *Server) startFromSnapshot(ctx context.Context) error {
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	b, err := s.objects.Get(gctx, objects.MetadataSnapshotKey)
+	if err != nil {
+		return err
+	}
+	img, err := controller.DecodeImage(b)
+	if err != nil {
+		return fmt.Errorf("the metadata snapshot in the object store: %w", err)
+	}
+	if err := s.node.StartFromSnapshot(img); err != nil {
+		return err
+	}
+	s.logger.Warn("server: Ripcord: the controller is unreachable; serving from the object store's metadata snapshot until it is back",
+		"snapshot_index", img.Index, "cluster_id", img.ClusterID, "topics", len(img.Topics))
+	return nil
+}
+
 // ShutdownTimeout bounds how long Run waits for in-flight requests at shutdown.
 const ShutdownTimeout = 10 * time.Second
 
 // Serve is Run on a listener the caller made (tests listen on port 0).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	// Join the cluster first: until then this node knows no topics it may serve.
-	select {
-	case <-s.node.Ready():
-	default:
+	// Join the cluster first: until then this node knows no topics it may serve. A Ripcord
+	// agent that cannot reach the controller starts from the metadata snapshot in the object
+	// store instead, and joins when the controller is back.
+	var ripcordWait <-chan time.Time
+	if s.cfg.Ripcord && s.cfg.Agent && s.objects != nil {
+		ripcordWait = time.After(ripcordStartWait)
+	}
+	joined := true
+wait:
+	for {
 		select {
 		case <-s.node.Ready():
+			break wait
+		case <-ripcordWait:
+			err := s.startFromSnapshot(ctx)
+			if err == nil {
+				joined = false
+				break wait
+			}
+			s.logger.Warn("server: no controller, and no metadata snapshot to start from yet", "err", err)
+			ripcordWait = time.After(2 * time.Second)
 		case <-ctx.Done():
 			ln.Close()
 			return nil
 		}
 	}
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	if err := s.node.WaitLeaders(lctx); err != nil && ctx.Err() == nil {
-		s.logger.Warn("server: serving before every partition has a leader", "err", err)
+	if joined {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := s.node.WaitLeaders(lctx); err != nil && ctx.Err() == nil {
+			s.logger.Warn("server: serving before every partition has a leader", "err", err)
+		}
+		cancel()
 	}
-	cancel()
 	if id := s.ClusterID(); id != "" {
 		if err := vfs.WriteFileAtomic(s.cfg.FS, s.cfg.DataDir, "cluster.id", []byte(id)); err != nil {
 			s.logger.Warn("server: writing cluster.id", "err", err)
