@@ -91,13 +91,13 @@ var Scenarios = []string{"kill-leader", "kill-all", "kill-all-write-caching", "i
 // the producers' answers; object store errors, latency and lost replies; the active controller
 // killed in the middle of commits.
 var ObjectScenarios = []string{"object-kill-after-put", "object-kill-after-commit", "object-store-faults", "object-kill-controller",
-	"lazy-kill-after-put", "lazy-store-faults", "ripcord-pause-controllers"}
+	"lazy-kill-after-put", "lazy-store-faults", "ripcord-pause-controllers", "ripcord-kill-controllers"}
 
 // lazyScenarios run on a runnel.sequencing=lazy topic: acknowledgements carry no offset, and
 // records a killed process acknowledged are committed by the slow path later than records
 // acknowledged after them, so the check is every acknowledged record exactly once, in no
 // particular place or order.
-var lazyScenarios = []string{"lazy-kill-after-put", "lazy-store-faults", "ripcord-pause-controllers"}
+var lazyScenarios = []string{"lazy-kill-after-put", "lazy-store-faults", "ripcord-pause-controllers", "ripcord-kill-controllers"}
 
 // Run runs one scenario on a fresh cluster and checks the result.
 func Run(ctx context.Context, cfg Config, scenario string) Result {
@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config, scenario string) Result {
 	defer c.StopAll()
 	if object {
 		agentArgs := objArgs
-		if scenario == "ripcord-pause-controllers" {
+		if strings.HasPrefix(scenario, "ripcord-") {
 			agentArgs = append(slices.Clone(objArgs), "--ripcord")
 		}
 		for i := range cfg.Agents {
@@ -144,7 +144,7 @@ func Run(ctx context.Context, cfg Config, scenario string) Result {
 		caching = "true"
 	}
 	r := &run{cfg: cfg, c: c, topic: "chaos", res: &res, object: object, lazy: slices.Contains(lazyScenarios, scenario),
-		ripcord: scenario == "ripcord-pause-controllers"}
+		ripcord: strings.HasPrefix(scenario, "ripcord-")}
 	if err := r.setup(ctx, caching); err != nil {
 		res.Error = err.Error()
 		return res
@@ -629,13 +629,22 @@ func (r *run) scenario(ctx context.Context, name string) error {
 			}
 			time.Sleep(2 * time.Second)
 		}
-	case "ripcord-pause-controllers":
+	case "ripcord-pause-controllers", "ripcord-kill-controllers":
 		hold := max(3*r.cfg.Hold, 15*time.Second)
 		paused := time.Now()
+		kill := name == "ripcord-kill-controllers"
 		for _, n := range r.c.Nodes() {
-			r.c.Pause(n)
+			if kill {
+				r.c.Kill(n)
+			} else {
+				r.c.Pause(n)
+			}
 		}
-		fmt.Fprintf(out, "  paused every serve node (the whole controller quorum) for %v; the ripcord agent takes the load\n", hold)
+		how := "paused (SIGSTOP)"
+		if kill {
+			how = "killed (SIGKILL)"
+		}
+		fmt.Fprintf(out, "  %s every serve node (the whole controller quorum) for %v; the ripcord agent takes the load\n", how, hold)
 		// A new ripcord agent starts during the outage, from the metadata snapshot in the
 		// store, and takes writes of its own (a plain producer: idempotent ones need producer
 		// ids from the controller).
@@ -654,9 +663,22 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		failed := r.failed
 		r.mu.Unlock()
 		for _, n := range r.c.Nodes() {
-			r.c.Resume(n)
+			if kill {
+				if err := r.c.Start(n); err != nil {
+					return err
+				}
+			} else {
+				r.c.Resume(n)
+			}
 		}
-		fmt.Fprintf(out, "  resumed; %d produce errors during the outage\n", failed)
+		if kill {
+			for _, n := range r.c.Nodes() {
+				if err := r.c.WaitReady(ctx, n, 60*time.Second); err != nil {
+					return err
+				}
+			}
+		}
+		fmt.Fprintf(out, "  back; %d produce errors during the outage\n", failed)
 		time.Sleep(10 * time.Second) // a controller again, then the slow path drains the journal
 		if err := r.checkLate(ctx, 300); err != nil {
 			return err
