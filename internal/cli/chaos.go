@@ -17,7 +17,9 @@ import (
 func newChaosCommand() *cobra.Command {
 	var cfg chaos.Config
 	var scenarios string
-	var asJSON, keep bool
+	var asJSON, keep, outageKill bool
+	var outage time.Duration
+	var plotFile string
 	cmd := &cobra.Command{
 		Use:   "chaos",
 		Short: "Run fault scenarios against a three-node cluster of this binary and check nothing acknowledged is lost",
@@ -50,6 +52,28 @@ object-storage topic scenarios with an agent beside the three nodes: ` + strings
 			}
 			if !asJSON {
 				cfg.Out = cmd.ErrOrStderr()
+			}
+			if outage > 0 {
+				if cfg.ObjectStore == "" {
+					return fmt.Errorf("--outage needs --object-store")
+				}
+				res, err := chaos.Outage(cmd.Context(), chaos.OutageConfig{Binary: cfg.Binary, Dir: filepath.Join(cfg.Dir, "outage"),
+					ObjectStore: cfg.ObjectStore, Rate: cfg.Rate, Partitions: cfg.Partitions, Outage: outage, Kill: outageKill, Out: cfg.Out})
+				if err != nil {
+					return err
+				}
+				if plotFile != "" {
+					if err := res.WritePNG(plotFile); err != nil {
+						return err
+					}
+				}
+				if err := writeOutput(cmd.OutOrStdout(), asJSON, res, res.WriteText); err != nil {
+					return err
+				}
+				if !res.Check.OK() || res.Check.Unacked > 0 {
+					return fmt.Errorf("the outage run found anomalies")
+				}
+				return nil
 			}
 			list := chaos.Scenarios
 			if cfg.ObjectStore != "" {
@@ -84,6 +108,9 @@ object-storage topic scenarios with an agent beside the three nodes: ` + strings
 	f.DurationVar(&cfg.Hold, "hold", 5*time.Second, "isolate-leader, pause-leader: how long the fault lasts")
 	f.StringVar(&cfg.ObjectStore, "object-store", "", "run the object-storage topic scenarios on this shared store")
 	f.IntVar(&cfg.Agents, "agents", 1, "object scenarios: agents beside the three nodes")
+	f.DurationVar(&outage, "outage", 0, "with --object-store: instead of the scenarios, stop every serve node this long while a ripcord agent takes --rate records/s, and record what clients see each second")
+	f.BoolVar(&outageKill, "outage-kill", false, "--outage: SIGKILL the nodes (and restart them) instead of SIGSTOP")
+	f.StringVar(&plotFile, "plot", "", "--outage: write a PNG plot of the run here")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	return cmd
 }

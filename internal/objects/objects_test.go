@@ -410,10 +410,13 @@ func TestLazyAndSlowPath(t *testing.T) {
 	if n, err := m.SlowPath(ctx, time.Now()); err != nil || n != 0 {
 		t.Fatalf("slow path within the grace period: %d, %v; want nothing", n, err)
 	}
-	if n, err := m.SlowPath(ctx, time.Now().Add(5*time.Second)); err != nil || n != 1 {
-		t.Fatalf("slow path after the grace period: %d, %v; want one file", n, err)
+	if n, err := m.SlowPath(ctx, time.Now().Add(5*time.Second)); err != nil || n != 0 {
+		t.Fatalf("slow path 5 s after the write of a live writer: %d, %v; want none (the writer commits its files)", n, err)
 	}
-	if n, _ := m.SlowPath(ctx, time.Now().Add(6*time.Second)); n != 0 {
+	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("slow path once the file is long overdue: %d, %v; want one file", n, err)
+	}
+	if n, _ := m.SlowPath(ctx, time.Now().Add(2*time.Minute)); n != 0 {
 		t.Fatalf("a second slow path round committed %d files", n)
 	}
 	tp := fc.partition(0)
@@ -439,7 +442,8 @@ func TestLazyAndSlowPath(t *testing.T) {
 }
 
 // TestLazyAnswersDoNotWaitForCommits: with the controller unreachable, a lazy topic's files are
-// answered one after another as they are written; the slow path commits all of them later.
+// answered one after another as they are written; when it answers again, the writer commits
+// them itself (the slow path finds nothing left).
 func TestLazyAnswersDoNotWaitForCommits(t *testing.T) {
 	dir, err := objstore.OpenDir(t.TempDir())
 	if err != nil {
@@ -447,8 +451,14 @@ func TestLazyAnswersDoNotWaitForCommits(t *testing.T) {
 	}
 	fc := newFakeController(t, 1)
 	fc.refuse = 1 << 30
-	w := newTestWriter(t, dir, fc, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 },
+		BatchTimeout: time.Hour, LazyCommitPatience: 50 * time.Millisecond})
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		w.Close(cctx)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	start := time.Now()
 	for i := range 10 {
@@ -472,11 +482,31 @@ func TestLazyAnswersDoNotWaitForCommits(t *testing.T) {
 	m := NewMaintainer(MaintainerConfig{Store: dir, Active: func() bool { return true }, Propose: propose,
 		Image:  func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() },
 		Config: func(_, _ string) string { return "-1" }})
-	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); err != nil || n != 10 {
-		t.Fatalf("slow path: %d files, %v; want 10", n, err)
+	// Every commit is deferred, then the controller answers again: the writer commits its
+	// deferred files itself, in order.
+	for {
+		w.lateMu.Lock()
+		n := len(w.late)
+		w.lateMu.Unlock()
+		if n == 10 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d of 10 commits deferred", n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if next := fc.partition(0).Object(0).Next; next != 10 {
-		t.Fatalf("after the slow path the partition ends at %d; want 10", next)
+	fc.mu.Lock()
+	fc.refuse = 0
+	fc.mu.Unlock()
+	for fc.partition(0).Object(0).Next != 10 {
+		if ctx.Err() != nil {
+			t.Fatalf("the writer caught up to %d of 10 records", fc.partition(0).Object(0).Next)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); err != nil || n != 0 {
+		t.Fatalf("slow path after the writer caught up: %d files, %v; want none left", n, err)
 	}
 }
 

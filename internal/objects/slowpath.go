@@ -1,6 +1,7 @@
 package objects
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -40,6 +41,7 @@ func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
 	}
 	slices.Sort(runs)
 	committed, backlog := 0, 0
+	var firstErr error
 	for _, run := range runs {
 		w := img.ObjWriters[run]
 		if w == nil {
@@ -51,7 +53,8 @@ func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
 		}
 		objs, err := m.cfg.Store.List(ctx, "journal/"+run+"/", startAfter, 1000)
 		if err != nil {
-			return committed, err
+			firstErr = cmp.Or(firstErr, err) // the other runs go on: one run's trouble must not starve them
+			continue
 		}
 		for _, o := range objs {
 			_, seq, ok := ParseJournalKey(o.Key)
@@ -59,8 +62,15 @@ func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
 				continue
 			}
 			backlog++
-			if now.Sub(o.Modified) < m.cfg.SlowPathGrace {
+			age := now.Sub(o.Modified)
+			if age < m.cfg.SlowPathGrace {
 				continue // its writer is most likely committing it now
+			}
+			// A live writer commits its own files (deferred ones too, once the controller
+			// answers it again): the slow path takes them only when long overdue, so it does
+			// not fail a slow commit's eager batches, nor race a writer draining its backlog.
+			if writerLive(img, run) && age < liveWriterGrace {
+				continue
 			}
 			cmd, err := m.slowCommit(ctx, run, w.Node, seq, o)
 			if err != nil {
@@ -71,7 +81,8 @@ func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
 			err = m.cfg.Propose(cctx, &controller.Command{Op: controller.OpCommitFile, CommitFile: cmd})
 			cancel()
 			if err != nil {
-				return committed, fmt.Errorf("committing %s: %w", o.Key, err)
+				firstErr = cmp.Or(firstErr, fmt.Errorf("committing %s: %w", o.Key, err))
+				break // this run's later files wait for the next round
 			}
 			m.cfg.Metrics.SlowCommit()
 			committed++
@@ -79,7 +90,17 @@ func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
 		}
 	}
 	m.cfg.Metrics.Backlog(backlog)
-	return committed, nil
+	return committed, firstErr
+}
+
+// liveWriterGrace: how overdue a live writer's file with eager sections must be before the
+// slow path commits it anyway.
+const liveWriterGrace = 30 * time.Second
+
+// writerLive reports whether a run is the current run of a registered, unfenced node.
+func writerLive(img *controller.Image, run string) bool {
+	n := img.Nodes[runNode(run)]
+	return n != nil && !n.Fenced && n.Run == run
 }
 
 // runNode is the node id a run id ("<node>-<random>") starts with (-1 if none).

@@ -31,9 +31,9 @@ const (
 	// maxQueuedFiles bounds the files written but not yet committed: beyond it a flush fails
 	// its batches at once (retriable) instead of holding more memory.
 	maxQueuedFiles = 64
-	// lazyCommitPatience: how long a file of lazy sections only is retried before its commit is
-	// left to the slow path.
-	lazyCommitPatience = 2 * time.Second
+	// DefaultLazyCommitPatience: how long a file of lazy sections only is retried before its
+	// commit is deferred (catchUp).
+	DefaultLazyCommitPatience = 2 * time.Second
 )
 
 // CommitFunc has the controller commit a file (cluster.Node.CommitFile): the answer per section
@@ -78,9 +78,12 @@ type WriterConfig struct {
 	// WriteTimeout bounds the attempts at writing one file (default 10 s); its batches then
 	// fail with a retriable error.
 	WriteTimeout time.Duration
-	Cache        *Cache // sections written are kept here for reads (nil: none)
-	Metrics      *metrics.Objects
-	Logger       *slog.Logger
+	// LazyCommitPatience: how long a file of lazy sections only is retried before its commit
+	// is deferred until the controller answers again (default 2 s).
+	LazyCommitPatience time.Duration
+	Cache              *Cache // sections written are kept here for reads (nil: none)
+	Metrics            *metrics.Objects
+	Logger             *slog.Logger
 	// AfterPut and AfterCommit, if set, are called with a file's key once it is written, and
 	// once it is committed before its batches are answered (fault injection: a crash there).
 	AfterPut, AfterCommit func(key string)
@@ -98,6 +101,9 @@ type Writer struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
+
+	lateMu sync.Mutex
+	late   []*controller.CommitFile // deferred commits of answered lazy files, in order
 
 	runMu     sync.Mutex
 	announced time.Time // when RunKey was last written
@@ -166,6 +172,9 @@ func NewWriter(cfg WriterConfig) *Writer {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
 	}
+	if cfg.LazyCommitPatience <= 0 {
+		cfg.LazyCommitPatience = DefaultLazyCommitPatience
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -174,6 +183,7 @@ func NewWriter(cfg WriterConfig) *Writer {
 		done: make(chan struct{}), buf: map[controller.PartitionRef]*section{}}
 	go w.writtenLoop()
 	go w.commitLoop()
+	go w.catchUp()
 	return w
 }
 
@@ -367,7 +377,9 @@ func (w *Writer) writtenLoop() {
 			select {
 			case w.commits <- f:
 			default:
-				w.logger.Debug("objects: commit queue full; leaving a lazy file to the slow path", "key", f.key)
+				w.logger.Debug("objects: commit queue full; deferring a lazy file's commit", "key", f.key)
+				cmd, _ := w.commitCmd(f)
+				w.deferCommit(cmd)
 			}
 			continue
 		}
@@ -399,7 +411,8 @@ type meta struct {
 	first int // index of its first batch in the section
 }
 
-func (w *Writer) commit(f *file) {
+// commitCmd builds a file's commit, and the metas of each section.
+func (w *Writer) commitCmd(f *file) (*controller.CommitFile, [][]meta) {
 	cmd := &controller.CommitFile{Writer: w.cfg.Run, Node: w.cfg.Node, Incarnation: w.cfg.Incarnation(), Seq: f.seq, Floor: f.seq,
 		Key: f.key, Size: int64(len(f.body))}
 	metas := make([][]meta, len(f.index))
@@ -413,12 +426,67 @@ func (w *Writer) commit(f *file) {
 		}
 		cmd.Sections = append(cmd.Sections, cs)
 	}
+	return cmd, metas
+}
+
+// maxDeferred bounds the commits of lazy files the writer keeps to retry itself (a few hundred
+// bytes each); beyond it they are left to the slow path alone.
+const maxDeferred = 100000
+
+// deferCommit keeps an answered lazy file's commit to retry once the controller answers again
+// (catchUp), as a commit of the slow path's kind: no floor, no incarnation (this process may
+// have registered since, or never), idempotent by the run's committed files.
+func (w *Writer) deferCommit(cmd *controller.CommitFile) {
+	c := *cmd
+	c.Slow = true
+	w.lateMu.Lock()
+	if len(w.late) < maxDeferred {
+		w.late = append(w.late, &c)
+	}
+	w.lateMu.Unlock()
+}
+
+// catchUp commits the deferred lazy files, in order, whenever the controller answers: after an
+// outage the writer drains its own backlog quickly, and the slow path is left the files of
+// processes that died.
+func (w *Writer) catchUp() {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-t.C:
+		}
+		for {
+			w.lateMu.Lock()
+			if len(w.late) == 0 {
+				w.lateMu.Unlock()
+				break
+			}
+			cmd := w.late[0]
+			w.lateMu.Unlock()
+			ctx, cancel := context.WithTimeout(w.ctx, w.cfg.LazyCommitPatience)
+			_, err := w.cfg.Commit(ctx, cmd)
+			cancel()
+			if err != nil {
+				break // not yet: next tick
+			}
+			w.lateMu.Lock()
+			w.late = w.late[1:]
+			w.lateMu.Unlock()
+		}
+	}
+}
+
+func (w *Writer) commit(f *file) {
+	cmd, metas := w.commitCmd(f)
 	start := time.Now()
 	backoff := 20 * time.Millisecond
 	var res controller.Result
 	attempt := 5 * time.Second
 	if f.allLazy() {
-		attempt = lazyCommitPatience
+		attempt = w.cfg.LazyCommitPatience
 	}
 	for {
 		ctx, cancel := context.WithTimeout(w.ctx, attempt)
@@ -429,9 +497,10 @@ func (w *Writer) commit(f *file) {
 			break
 		}
 		w.cfg.Metrics.CommitFailed()
-		if f.allLazy() && time.Since(start) > lazyCommitPatience {
-			// Every batch is answered; the slow path commits the file when it can.
-			w.logger.Debug("objects: leaving a lazy file's commit to the slow path", "key", f.key, "err", err)
+		if f.allLazy() && (time.Since(start) > w.cfg.LazyCommitPatience || errors.Is(err, controller.ErrStaleWriter)) {
+			// Every batch is answered: commit it later, when the controller answers again.
+			w.logger.Debug("objects: deferring a lazy file's commit", "key", f.key, "err", err)
+			w.deferCommit(cmd)
 			return
 		}
 		if errors.Is(err, controller.ErrCommitForgotten) || errors.Is(err, controller.ErrStaleWriter) || w.ctx.Err() != nil {
