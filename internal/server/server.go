@@ -419,6 +419,15 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // ripcordStartWait: how long a Ripcord agent waits to join before it starts from the metadata
 // snapshot in the object store.
 const ripcordStartWait = 5 * time.Second
@@ -457,22 +466,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ripcordWait = time.After(ripcordStartWait)
 	}
 	joined := true
-wait:
-	for {
-		select {
-		case <-s.node.Ready():
-			break wait
-		case <-ripcordWait:
-			err := s.startFromSnapshot(ctx)
-			if err == nil {
-				joined = false
+	if !isClosed(s.node.Ready()) { // joined already: serve, whatever ctx says
+	wait:
+		for {
+			select {
+			case <-s.node.Ready():
 				break wait
+			case <-ripcordWait: // nil (never) unless a Ripcord agent
+				err := s.startFromSnapshot(ctx)
+				if err == nil {
+					joined = false
+					break wait
+				}
+				s.logger.Warn("server: no controller, and no metadata snapshot to start from yet", "err", err)
+				ripcordWait = time.After(2 * time.Second)
+			case <-ctx.Done():
+				ln.Close()
+				return nil
 			}
-			s.logger.Warn("server: no controller, and no metadata snapshot to start from yet", "err", err)
-			ripcordWait = time.After(2 * time.Second)
-		case <-ctx.Done():
-			ln.Close()
-			return nil
 		}
 	}
 	if joined {
