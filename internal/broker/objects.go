@@ -120,11 +120,11 @@ func objectLeader(img *controller.Image, id [16]byte, index int32) int32 {
 }
 
 // produceObject checks one partition's batch and hands it to the object writer. It returns the
-// answer to wait for (nil if the batch was refused: sp has the error).
-func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) *objects.Pending {
-	fail := func(err error) *objects.Pending {
+// answer to wait for (nil if the batch was refused: sp has the error) and the batch's records.
+func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) (*objects.Pending, int) {
+	fail := func(err error) (*objects.Pending, int) {
 		setProduceError(sp, err)
-		return nil
+		return nil, 0
 	}
 	n, err := batch.Split(records)
 	if err != nil {
@@ -155,7 +155,7 @@ func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp 
 	}
 	seq, _ := t.Effective(controller.SequencingConfig)
 	lazy := seq == controller.SequencingLazy || b.ripcording()
-	return b.cfg.ObjectWriter.Append(controller.PartitionRef{Topic: t.ID, Partition: index}, own, h, lazy)
+	return b.cfg.ObjectWriter.Append(controller.PartitionRef{Topic: t.ID, Partition: index}, own, h, lazy), int(h.RecordCount)
 }
 
 // noOffset is the base offset a lazy topic's produce answer carries (docs/object-topics.md

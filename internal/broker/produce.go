@@ -70,9 +70,8 @@ func handleProduce(ctx context.Context, r *request) reply {
 				continue
 			}
 			if isObjectTopic(t) {
-				if w := b.produceObject(t, rp.Partition, rp.Records, sp); w != nil && req.Acks != 0 {
-					h, _ := batch.ParseHeader(rp.Records)
-					objWaits = append(objWaits, objectWait{sp, t, rp.Partition, len(rp.Records), int(h.RecordCount), w})
+				if w, n := b.produceObject(t, rp.Partition, rp.Records, sp); w != nil && req.Acks != 0 {
+					objWaits = append(objWaits, objectWait{sp, t, rp.Partition, len(rp.Records), n, w})
 				}
 				continue
 			}

@@ -76,6 +76,26 @@ func (f *fakeController) partition(i int32) *controller.Topic {
 	return f.img.Clone().Topics["o"]
 }
 
+// propose applies a command to the image, as the controller's log would.
+func (f *fakeController) propose(_ context.Context, c *controller.Command) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.index++
+	return controller.Apply(f.img, f.index, c).Err
+}
+
+// newTestMaintainer is a maintainer that is always active, on fc's image, with cfg's other
+// settings (a topic config of "-1" unless cfg.Config says otherwise).
+func newTestMaintainer(store objstore.Store, fc *fakeController, cfg MaintainerConfig) *Maintainer {
+	cfg.Store, cfg.Propose = store, fc.propose
+	cfg.Active = func() bool { return true }
+	cfg.Image = func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() }
+	if cfg.Config == nil {
+		cfg.Config = func(_, _ string) string { return "-1" }
+	}
+	return NewMaintainer(cfg)
+}
+
 func newTestWriter(t *testing.T, store objstore.Store, fc *fakeController, cache *Cache) *Writer {
 	w := NewWriter(WriterConfig{Store: store, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 }, BatchTimeout: 20 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, Cache: cache})
 	t.Cleanup(func() {
@@ -214,14 +234,7 @@ func TestMaintainerRetentionAndGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	retentionBytes := "-1"
-	m := NewMaintainer(MaintainerConfig{Store: dir, Active: func() bool { return true },
-		Image: func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() },
-		Propose: func(_ context.Context, c *controller.Command) error {
-			fc.mu.Lock()
-			defer fc.mu.Unlock()
-			fc.index++
-			return controller.Apply(fc.img, fc.index, c).Err
-		},
+	m := newTestMaintainer(dir, fc, MaintainerConfig{
 		Config: func(_, name string) string {
 			if name == "retention.bytes" {
 				return retentionBytes
@@ -328,15 +341,7 @@ func TestMerge(t *testing.T) {
 	if len(before) != 60 {
 		t.Fatalf("read %d records before merging; want 60", len(before))
 	}
-	propose := func(_ context.Context, c *controller.Command) error {
-		fc.mu.Lock()
-		defer fc.mu.Unlock()
-		fc.index++
-		return controller.Apply(fc.img, fc.index, c).Err
-	}
-	m := NewMaintainer(MaintainerConfig{Store: dir, Active: func() bool { return true },
-		Image:   func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() },
-		Propose: propose, Config: func(_, _ string) string { return "-1" },
+	m := newTestMaintainer(dir, fc, MaintainerConfig{
 		MergeMinRun: 4, MergeKeepNewest: 4, MergeTarget: 1 << 20})
 	n, err := m.Merge(ctx)
 	if err != nil {
@@ -354,10 +359,10 @@ func TestMerge(t *testing.T) {
 	}
 	// A merge planned on an image older than a trim is refused.
 	stale := fc.partition(0).Object(0).Clone()
-	if err := propose(ctx, &controller.Command{Op: controller.OpTrimObjects, TrimObjects: &controller.TrimObjects{Items: []controller.TrimItem{{PartitionRef: ref, Start: 50}}}}); err != nil {
+	if err := fc.propose(ctx, &controller.Command{Op: controller.OpTrimObjects, TrimObjects: &controller.TrimObjects{Items: []controller.TrimItem{{PartitionRef: ref, Start: 50}}}}); err != nil {
 		t.Fatal(err)
 	}
-	err = propose(ctx, &controller.Command{Op: controller.OpReplaceExtents, ReplaceExtents: &controller.ReplaceExtents{PartitionRef: ref,
+	err = fc.propose(ctx, &controller.Command{Op: controller.OpReplaceExtents, ReplaceExtents: &controller.ReplaceExtents{PartitionRef: ref,
 		First: stale.Extents[0], Last: stale.Extents[1], Merged: objtopic.Extent{File: "merged/x", Base: stale.Extents[0].Base, Last: stale.Extents[1].Last}}})
 	if !errors.Is(err, objtopic.ErrMergeStale) {
 		t.Fatalf("a merge of trimmed extents: %v; want ErrMergeStale", err)
@@ -398,15 +403,7 @@ func TestLazyAndSlowPath(t *testing.T) {
 		t.Fatalf("the eager batch was answered before its commit: %d, %v", ep.base, ep.err)
 	default:
 	}
-	propose := func(_ context.Context, c *controller.Command) error {
-		fc.mu.Lock()
-		defer fc.mu.Unlock()
-		fc.index++
-		return controller.Apply(fc.img, fc.index, c).Err
-	}
-	m := NewMaintainer(MaintainerConfig{Store: dir, Active: func() bool { return true }, Propose: propose,
-		Image:  func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() },
-		Config: func(_, _ string) string { return "-1" }})
+	m := newTestMaintainer(dir, fc, MaintainerConfig{})
 	if n, err := m.SlowPath(ctx, time.Now()); err != nil || n != 0 {
 		t.Fatalf("slow path within the grace period: %d, %v; want nothing", n, err)
 	}
@@ -473,15 +470,7 @@ func TestLazyAnswersDoNotWaitForCommits(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("10 lazy files took %v to be answered; their answers waited for commits", d)
 	}
-	propose := func(_ context.Context, c *controller.Command) error {
-		fc.mu.Lock()
-		defer fc.mu.Unlock()
-		fc.index++
-		return controller.Apply(fc.img, fc.index, c).Err
-	}
-	m := NewMaintainer(MaintainerConfig{Store: dir, Active: func() bool { return true }, Propose: propose,
-		Image:  func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() },
-		Config: func(_, _ string) string { return "-1" }})
+	m := newTestMaintainer(dir, fc, MaintainerConfig{})
 	// Every commit is deferred, then the controller answers again: the writer commits its
 	// deferred files itself, in order.
 	for {
@@ -536,15 +525,7 @@ func TestSlowPathFindsUnknownRuns(t *testing.T) {
 	if _, err := p.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	propose := func(_ context.Context, c *controller.Command) error {
-		fc.mu.Lock()
-		defer fc.mu.Unlock()
-		fc.index++
-		return controller.Apply(fc.img, fc.index, c).Err
-	}
-	m := NewMaintainer(MaintainerConfig{Store: dir, Active: func() bool { return true }, Propose: propose,
-		Image:  func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() },
-		Config: func(_, _ string) string { return "-1" }})
+	m := newTestMaintainer(dir, fc, MaintainerConfig{})
 	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
 		t.Fatalf("slow path: %d files, %v; want the unknown run's one", n, err)
 	}
