@@ -49,9 +49,12 @@ type Config struct {
 	ObjectWriter *objects.Writer
 	ObjectCache  *objects.Cache
 	// Ripcord: while the controller is unreachable, object topics are sequenced lazily (produce
-	// goes on) and Metadata names this process as every object partition's leader
-	// (docs/object-topics.md §9.5).
+	// goes on) and Metadata names the processes in Ripcord mode announced in the object store
+	// (Members) as the brokers and object partitions' leaders (docs/object-topics.md §9.5).
 	Ripcord bool
+	// Members lists the processes in Ripcord mode announced in the object store moments ago,
+	// this one included; nil: this process only.
+	Members func() []objects.Member
 
 	// ProducerIDs hands out idempotent producer ids; nil: blocks of ids from the controller.
 	ProducerIDs *txn.IDAllocator

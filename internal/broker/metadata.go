@@ -22,19 +22,27 @@ func handleMetadata(ctx context.Context, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	b := r.conn.b
 	img := b.cl.Image()
-	for _, id := range img.LiveNodes() {
-		n := img.Nodes[id]
-		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = n.ID, n.KafkaHost, n.KafkaPort
-		if n.Rack != "" {
-			mb.Rack = &n.Rack
+	var rv *ripcordView
+	if b.ripcording() {
+		rv = b.ripcordView()
+		for _, m := range rv.brokers {
+			mb := kmsg.NewMetadataResponseBroker()
+			mb.NodeID, mb.Host, mb.Port = m.Node, m.Host, m.Port
+			if m.Rack != "" {
+				mb.Rack = &m.Rack
+			}
+			resp.Brokers = append(resp.Brokers, mb)
 		}
-		resp.Brokers = append(resp.Brokers, mb)
-	}
-	if b.ripcording() && !img.Live(b.cfg.NodeID) { // started from a snapshot: not registered yet
-		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
-		resp.Brokers = append(resp.Brokers, mb)
+	} else {
+		for _, id := range img.LiveNodes() {
+			n := img.Nodes[id]
+			mb := kmsg.NewMetadataResponseBroker()
+			mb.NodeID, mb.Host, mb.Port = n.ID, n.KafkaHost, n.KafkaPort
+			if n.Rack != "" {
+				mb.Rack = &n.Rack
+			}
+			resp.Brokers = append(resp.Brokers, mb)
+		}
 	}
 	resp.ClusterID = &img.ClusterID
 	resp.ControllerID = b.cl.ControllerID()
@@ -43,7 +51,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range b.topics.List() {
-			resp.Topics = append(resp.Topics, b.metadataTopic(img, t))
+			resp.Topics = append(resp.Topics, b.metadataTopic(img, rv, t))
 		}
 		return reply{resp: resp}
 	}
@@ -57,7 +65,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 			t, ok = b.topics.GetByID(rt.TopicID)
 		}
 		if ok {
-			resp.Topics = append(resp.Topics, b.metadataTopic(img, t))
+			resp.Topics = append(resp.Topics, b.metadataTopic(img, rv, t))
 			continue
 		}
 		mt := kmsg.NewMetadataResponseTopic()
@@ -70,7 +78,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 				mt.ErrorCode = kerr.InvalidTopicException.Code
 			} else if autoCreate && b.cfg.AutoCreateTopics {
 				if t, ok = b.autoCreate(ctx, *rt.Topic); ok {
-					resp.Topics = append(resp.Topics, b.metadataTopic(b.cl.Image(), t))
+					resp.Topics = append(resp.Topics, b.metadataTopic(b.cl.Image(), rv, t))
 					continue
 				}
 				mt.ErrorCode = kerr.LeaderNotAvailable.Code // retriable: the client asks again
@@ -94,20 +102,21 @@ func (b *Broker) autoCreate(ctx context.Context, name string) (*topics.Topic, bo
 	return b.topics.Get(name)
 }
 
-func (b *Broker) metadataTopic(img *controller.Image, t *topics.Topic) kmsg.MetadataResponseTopic {
+// metadataTopic describes a topic; rv is the Ripcord view (nil: the image's).
+func (b *Broker) metadataTopic(img *controller.Image, rv *ripcordView, t *topics.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, t.Name == OffsetsTopic || t.Name == TxnStateTopic
 	mt.AuthorizedOperations = notRequested
 	object := isObjectTopic(t)
-	ripcord := object && b.ripcording()
+	candidates := img.LiveNodes()
+	if rv != nil {
+		candidates = rv.nodes
+	}
 	for _, p := range t.Partitions {
 		if object {
 			mp := kmsg.NewMetadataResponseTopicPartition()
-			mp.Partition, mp.Leader, mp.LeaderEpoch = p.Index, objectLeader(img, t.ID, p.Index), 0
-			if ripcord { // the image may name processes that are gone: this one takes every partition
-				mp.Leader = b.cfg.NodeID
-			}
+			mp.Partition, mp.Leader, mp.LeaderEpoch = p.Index, objectLeader(candidates, t.ID, p.Index), 0
 			if mp.Leader < 0 {
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			} else {
@@ -126,12 +135,16 @@ func (b *Broker) metadataTopic(img *controller.Image, t *topics.Topic) kmsg.Meta
 		}
 		mp.Leader, mp.LeaderEpoch = ip.Leader, ip.LeaderEpoch
 		mp.Replicas, mp.ISR = ip.Hosts(), slices.Clone(ip.ISR)
+		live := img.Live
+		if rv != nil {
+			live = func(n int32) bool { return rv.live[n] }
+		}
 		for _, n := range mp.Replicas {
-			if !img.Live(n) {
+			if !live(n) {
 				mp.OfflineReplicas = append(mp.OfflineReplicas, n)
 			}
 		}
-		if ip.Leader < 0 {
+		if ip.Leader < 0 || rv != nil && !live(ip.Leader) { // Ripcord: a leader that stopped announcing is gone
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
 		mt.Partitions = append(mt.Partitions, mp)

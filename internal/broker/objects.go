@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -93,30 +92,50 @@ func (b *Broker) objectPartition(id [16]byte, index int32) (*objtopic.Partition,
 	return p, nil
 }
 
-// ripcordAfter: how long without an answer from the active controller puts a --ripcord process
+// RipcordAfter: how long without an answer from the active controller puts a --ripcord process
 // in Ripcord mode (five heartbeats).
-const ripcordAfter = time.Second
+const RipcordAfter = time.Second
 
 // ripcording reports whether this process is in Ripcord mode now: --ripcord, and the
-// controller has not answered a heartbeat for ripcordAfter.
+// controller has not answered a heartbeat for RipcordAfter.
 func (b *Broker) ripcording() bool {
-	return b.cfg.Ripcord && !b.cl.ControllerReachable(ripcordAfter)
+	return b.cfg.Ripcord && !b.cl.ControllerReachable(RipcordAfter)
 }
 
-// objectLeader is the node Metadata names as an object partition's leader: the live node the
-// partition hashes highest with (rendezvous hashing, so a node joining or leaving moves only
-// its share of partitions). Any node accepts any partition; this only spreads clients' load.
-func objectLeader(img *controller.Image, id [16]byte, index int32) int32 {
-	best, bestH := int32(-1), uint64(0)
-	for _, n := range img.LiveNodes() {
-		h := fnv.New64a()
-		h.Write(id[:])
-		fmt.Fprintf(h, "/%d/%d", index, n)
-		if v := h.Sum64(); best < 0 || v > bestH {
-			best, bestH = n, v
-		}
+// objectLeader is the node Metadata names as an object partition's leader: of the candidates
+// (the live nodes), the one the partition hashes highest with, so a node joining or leaving
+// moves only its share of partitions. Any node accepts any partition; this only spreads
+// clients' load.
+func objectLeader(candidates []int32, id [16]byte, index int32) int32 {
+	return objects.Rendezvous(fmt.Sprintf("%x/%d", id, index), candidates)
+}
+
+// ripcordView is what Metadata says while this process is in Ripcord mode: the processes in
+// Ripcord mode that announced themselves in the object store moments ago are the brokers and
+// share the object partitions (the image's live nodes may be the very ones that are down).
+type ripcordView struct {
+	brokers []objects.Member
+	live    map[int32]bool
+	nodes   []int32
+}
+
+func (b *Broker) ripcordView() *ripcordView {
+	self := objects.Member{Node: b.cfg.NodeID, Host: b.cfg.AdvertisedHost, Port: b.cfg.AdvertisedPort}
+	v := &ripcordView{brokers: []objects.Member{self}}
+	if b.cfg.Members != nil {
+		v.brokers = b.cfg.Members()
 	}
-	return best
+	v.live = make(map[int32]bool, len(v.brokers)+1)
+	for _, m := range v.brokers {
+		v.live[m.Node] = true
+	}
+	if !v.live[self.Node] { // this process answers, whatever the listing says
+		v.brokers, v.live[self.Node] = append(v.brokers, self), true
+	}
+	for _, m := range v.brokers {
+		v.nodes = append(v.nodes, m.Node)
+	}
+	return v
 }
 
 // produceObject checks one partition's batch and hands it to the object writer. It returns the
@@ -191,8 +210,20 @@ func (b *Broker) waitObject(ctx context.Context, t *topics.Topic, index int32, b
 	b.cfg.Metrics.Produced(t.Name, bytes, records)
 }
 
+// fromSnapshot reports whether this process serves from the object store's metadata snapshot
+// (a Ripcord process that started while the controller was away and has not joined yet): it
+// knows object partitions' ends only as of the snapshot, older than what clients may have seen
+// elsewhere, so it answers reads with OFFSET_NOT_AVAILABLE (retriable: KIP-207, KIP-392) rather
+// than ends that go back.
+func (b *Broker) fromSnapshot() bool {
+	return b.ripcording() && !b.cl.Image().Live(b.cfg.NodeID)
+}
+
 // readObject reads an object partition for a fetch into fp.
 func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first, readCommitted bool) (int, error) {
+	if b.fromSnapshot() {
+		return 0, kerr.OffsetNotAvailable
+	}
 	p, err := b.objectPartition(t.ID, sp.partition)
 	if err != nil {
 		return 0, err
@@ -204,6 +235,10 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 	switch {
 	case sp.offset == p.Next:
 		return 0, nil
+	case sp.offset > p.Next && b.ripcording():
+		// Past the end this process knows, with no controller to tell whether the offset is
+		// bogus or the image is behind: retriable, never a reset of the consumer's position.
+		return 0, kerr.OffsetNotAvailable
 	case sp.offset < p.Start || sp.offset > p.Next:
 		return 0, kerr.OffsetOutOfRange
 	case maxBytes <= 0 && !first:
@@ -220,6 +255,9 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 
 // listObjectOffset answers one ListOffsets partition of an object topic.
 func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaID int32, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) error {
+	if b.fromSnapshot() {
+		return kerr.OffsetNotAvailable
+	}
 	p, err := b.objectPartition(t.ID, rp.Partition)
 	if err != nil {
 		return err

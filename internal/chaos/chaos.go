@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"path"
@@ -660,6 +661,18 @@ func (r *run) scenario(ctx context.Context, name string) error {
 				r.c.Pause(n)
 			}
 		}
+		back := false
+		defer func() { // an early error must not leave the quorum stopped: the check reads through it
+			if !back {
+				for _, n := range r.c.Nodes() {
+					if kill {
+						r.c.Start(n)
+					} else {
+						r.c.Resume(n)
+					}
+				}
+			}
+		}()
 		how := "paused (SIGSTOP)"
 		if kill {
 			how = "killed (SIGKILL)"
@@ -673,6 +686,10 @@ func (r *run) scenario(ctx context.Context, name string) error {
 			return fmt.Errorf("starting a ripcord agent during the outage: %w", err)
 		}
 		fmt.Fprintf(out, "  a new ripcord agent started %v into the outage\n", time.Since(paused).Round(time.Millisecond))
+		if err := r.waitDiscovered(ctx, r.c.AgentBrokers()); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  each agent names the other in Metadata (discovery through the object store)\n")
 		late, err := r.produceLate(ctx, r.c.AgentBrokers()[1:], 300)
 		if err != nil {
 			return err
@@ -685,6 +702,7 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		r.mu.Lock()
 		failed := r.failed
 		r.mu.Unlock()
+		back = true
 		for _, n := range r.c.Nodes() {
 			if kill {
 				if err := r.c.Start(n); err != nil {
@@ -765,6 +783,43 @@ func (r *run) waitVisible(ctx context.Context, d time.Duration) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// waitDiscovered waits until Metadata from each of the seeds names every one of them as a
+// broker: with the controller away, processes find each other through the object store.
+func (r *run) waitDiscovered(ctx context.Context, seeds []string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for _, seed := range seeds {
+		for {
+			named, err := brokersNamedBy(ctx, seed)
+			if err == nil && len(named) == len(seeds) && !slices.ContainsFunc(seeds, func(s string) bool { return !slices.Contains(named, s) }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("during the outage, Metadata from %s names brokers %v (err %v); want the ripcord agents %v", seed, named, err, seeds)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// brokersNamedBy asks seed for Metadata with a new client (a client's own metadata cache would
+// answer from an earlier response) and returns the brokers' addresses.
+func brokersNamedBy(ctx context.Context, seed string) ([]string, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seed))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(cl).BrokerMetadata(mctx)
+	var named []string
+	for _, b := range md.Brokers {
+		named = append(named, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+	}
+	return named, err
 }
 
 // produceLate produces n records "late/i" through seeds with a plain acks=all producer and

@@ -16,9 +16,13 @@ import (
 type MaintainerConfig struct {
 	Store objstore.Store
 	// Image is the node's current metadata image; Active reports whether this node is the
-	// active controller (only it maintains); Propose has the controller apply a command.
+	// active controller (it alone merges, collects garbage, applies retention and writes the
+	// metadata snapshot); Propose has the controller apply a command. Node is this process's
+	// id: every live process runs the slow path for the writer runs the image assigns it
+	// (SlowPathOwner).
 	Image   func() *controller.Image
 	Active  func() bool
+	Node    int32
 	Propose func(ctx context.Context, cmd *controller.Command) error
 	// Config returns a topic's effective config value.
 	Config func(topic, name string) string
@@ -49,6 +53,11 @@ type MaintainerConfig struct {
 	// than SlowPathGrace (default 3 s, far above a fast-path commit) that is still uncommitted.
 	SlowPathInterval time.Duration
 	SlowPathGrace    time.Duration
+	// CallTimeout bounds each store call of the slow path and the snapshot (default 10 s);
+	// merges and GC, which move more bytes per call, get six times as long. A call that takes
+	// longer fails and its task tries again next round: a store that never answers a call must
+	// not stall maintenance (the slow path's bound depends on it).
+	CallTimeout time.Duration
 
 	Metrics *metrics.Objects
 	Logger  *slog.Logger
@@ -61,8 +70,15 @@ const MetadataSnapshotKey = "metadata/image.json"
 // Maintainer runs object topics' retention and garbage collection on the active controller.
 type Maintainer struct {
 	cfg        MaintainerConfig
+	store      objstore.Store       // cfg.Store, every call bounded by 6 × cfg.CallTimeout
+	quick      objstore.Store       // cfg.Store, every call bounded by cfg.CallTimeout (slow path, snapshot)
 	unrefSince map[string]time.Time // objects seen unreferenced, since when (this controller's view)
 	snapshotAt uint64               // the image index last written to MetadataSnapshotKey
+
+	// The slow path's schedule (its goroutine only): per run, and of the announced runs.
+	sched       map[string]runSchedule
+	announced   []string
+	markersNext time.Time
 }
 
 // WriteSnapshot writes the image to MetadataSnapshotKey if it moved since the last write.
@@ -73,7 +89,7 @@ func (m *Maintainer) WriteSnapshot(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := m.cfg.Store.Put(ctx, MetadataSnapshotKey, controller.EncodeImage(img)); err != nil {
+	if err := m.quick.Put(ctx, MetadataSnapshotKey, controller.EncodeImage(img)); err != nil {
 		return err
 	}
 	m.snapshotAt = img.Index
@@ -121,17 +137,23 @@ func NewMaintainer(cfg MaintainerConfig) *Maintainer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Maintainer{cfg: cfg, unrefSince: map[string]time.Time{}}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 10 * time.Second
+	}
+	return &Maintainer{cfg: cfg, store: objstore.WithTimeout(cfg.Store, 6*cfg.CallTimeout),
+		quick: objstore.WithTimeout(cfg.Store, cfg.CallTimeout), unrefSince: map[string]time.Time{}, sched: map[string]runSchedule{}}
 }
 
-// Run maintains until ctx ends.
+// Run maintains until ctx ends. The slow path and the metadata snapshot run apart from merging,
+// retention and GC, so a long merge never holds back a dead writer's records.
 func (m *Maintainer) Run(ctx context.Context) {
-	ret := time.NewTicker(m.cfg.RetentionInterval)
-	defer ret.Stop()
-	gc := time.NewTicker(m.cfg.GCInterval)
-	defer gc.Stop()
-	merge := time.NewTicker(m.cfg.MergeInterval)
-	defer merge.Stop()
+	done := make(chan struct{})
+	go func() { m.runQuick(ctx); close(done) }()
+	m.runBulk(ctx)
+	<-done
+}
+
+func (m *Maintainer) runQuick(ctx context.Context) {
 	slow := time.NewTicker(m.cfg.SlowPathInterval)
 	defer slow.Stop()
 	snap := time.NewTicker(2 * time.Second)
@@ -146,14 +168,27 @@ func (m *Maintainer) Run(ctx context.Context) {
 					m.cfg.Logger.Warn("objects: writing the metadata snapshot to the object store", "err", err)
 				}
 			}
-		case <-slow.C:
-			if m.cfg.Active() {
-				if n, err := m.SlowPath(ctx, time.Now()); err != nil {
-					m.cfg.Logger.Warn("objects: slow path", "err", err)
-				} else if n > 0 {
-					m.cfg.Logger.Info("objects: slow path committed files their writers did not", "files", n)
-				}
+		case <-slow.C: // on every process, for the runs assigned to it
+			if n, err := m.SlowPath(ctx, time.Now()); err != nil {
+				m.cfg.Logger.Warn("objects: slow path", "err", err)
+			} else if n > 0 {
+				m.cfg.Logger.Info("objects: slow path committed files their writers did not", "files", n)
 			}
+		}
+	}
+}
+
+func (m *Maintainer) runBulk(ctx context.Context) {
+	ret := time.NewTicker(m.cfg.RetentionInterval)
+	defer ret.Stop()
+	gc := time.NewTicker(m.cfg.GCInterval)
+	defer gc.Stop()
+	merge := time.NewTicker(m.cfg.MergeInterval)
+	defer merge.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
 		case <-merge.C:
 			if m.cfg.Active() {
 				if n, err := m.Merge(ctx); err != nil {
@@ -222,11 +257,11 @@ func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
 			}
 		}
 	}
-	objs, err := m.cfg.Store.List(ctx, "journal/", "", 0)
+	objs, err := m.store.List(ctx, "journal/", "", 0)
 	if err != nil {
 		return 0, err
 	}
-	merged, err := m.cfg.Store.List(ctx, "merged/", "", 0)
+	merged, err := m.store.List(ctx, "merged/", "", 0)
 	if err != nil {
 		return 0, err
 	}
@@ -251,7 +286,7 @@ func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
 		if now.Sub(since) < m.cfg.GCGrace || !writerDone(img, o.Key, now.Sub(o.Modified) >= m.cfg.OrphanAge) {
 			continue
 		}
-		if err := m.cfg.Store.Delete(ctx, o.Key); err != nil {
+		if err := m.store.Delete(ctx, o.Key); err != nil {
 			return deleted, err
 		}
 		delete(m.unrefSince, o.Key)
@@ -264,7 +299,7 @@ func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
 	}
 	// A run that is no node's current run and has no file left is forgotten, and its marker
 	// deleted (the marker last: a run is found again while it has one).
-	markers, err := m.cfg.Store.List(ctx, "runs/", "", 0)
+	markers, err := m.store.List(ctx, "runs/", "", 0)
 	if err != nil {
 		return deleted, err
 	}
@@ -287,7 +322,19 @@ func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
 		// A marker older than the grace period of a run with no file that is no process's
 		// current run: its writer never wrote a file, or its files are all gone.
 		if !current[run] && !runsWithFiles[run] && now.Sub(o.Modified) >= m.cfg.GCGrace {
-			if err := m.cfg.Store.Delete(ctx, o.Key); err != nil {
+			if err := m.store.Delete(ctx, o.Key); err != nil {
+				return deleted, err
+			}
+		}
+	}
+	// Announcements of processes gone for long (a crash leaves its announcement behind).
+	members, err := m.store.List(ctx, MemberPrefix, "", 0)
+	if err != nil {
+		return deleted, err
+	}
+	for _, o := range members {
+		if now.Sub(o.Modified) >= MemberForget {
+			if err := m.store.Delete(ctx, o.Key); err != nil {
 				return deleted, err
 			}
 		}

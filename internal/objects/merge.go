@@ -75,7 +75,7 @@ func (m *Maintainer) mergeOne(ctx context.Context, ref controller.PartitionRef, 
 	next := run[0].Base
 	for _, e := range run {
 		start := time.Now()
-		data, err := m.cfg.Store.GetRange(ctx, e.File, int64(e.Offset), int64(e.Length))
+		data, err := m.store.GetRange(ctx, e.File, int64(e.Offset), int64(e.Length))
 		if err == nil {
 			err = checkSection(e.File, data, e.Length)
 		}
@@ -120,7 +120,7 @@ func (m *Maintainer) mergeOne(ctx context.Context, ref controller.PartitionRef, 
 	rand.Read(rnd[:])
 	first, last := run[0], run[len(run)-1]
 	key := fmt.Sprintf("merged/%s/%d/%020d-%020d-%s", ref.Topic, ref.Partition, first.Base, last.Last, hex.EncodeToString(rnd[:]))
-	if err := m.cfg.Store.PutIfAbsent(ctx, key, body); err != nil {
+	if err := m.store.PutIfAbsent(ctx, key, body); err != nil {
 		return err
 	}
 	merged := objtopic.Extent{File: key, Offset: index[0].Offset, Length: index[0].Length, Base: first.Base, Last: last.Last, MaxTimestamp: maxTs}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,6 +90,7 @@ func (f *fakeController) propose(_ context.Context, c *controller.Command) error
 func newTestMaintainer(store objstore.Store, fc *fakeController, cfg MaintainerConfig) *Maintainer {
 	cfg.Store, cfg.Propose = store, fc.propose
 	cfg.Active = func() bool { return true }
+	cfg.Node = 1 // the image's one live node
 	cfg.Image = func() *controller.Image { fc.mu.Lock(); defer fc.mu.Unlock(); return fc.img.Clone() }
 	if cfg.Config == nil {
 		cfg.Config = func(_, _ string) string { return "-1" }
@@ -471,17 +473,15 @@ func TestLazyAnswersDoNotWaitForCommits(t *testing.T) {
 		t.Fatalf("10 lazy files took %v to be answered; their answers waited for commits", d)
 	}
 	m := newTestMaintainer(dir, fc, MaintainerConfig{})
-	// Every commit is deferred, then the controller answers again: the writer commits its
-	// deferred files itself, in order.
+	// Every commit waits (the head is retried), then the controller answers again: the writer
+	// commits its files itself, in order.
 	for {
-		w.lateMu.Lock()
-		n := len(w.late)
-		w.lateMu.Unlock()
-		if n == 10 {
+		n := w.PendingCommits()
+		if n >= 9 {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%d of 10 commits deferred", n)
+			t.Fatalf("%d of 10 commits waiting", n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -503,33 +503,245 @@ func TestLazyAnswersDoNotWaitForCommits(t *testing.T) {
 // started while the controller was away) announced its run in the store; the slow path finds
 // and commits its files from there.
 func TestSlowPathFindsUnknownRuns(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fc := newFakeController(t, 1)
-	fc.refuse = 1 << 30
-	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 7, Run: "7-ghost", Incarnation: func() uint64 { return 0 },
-		BatchTimeout: time.Hour})
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		w.Close(ctx)
-	}()
+	dir, fc := ghostSetup(t)
+	w := ghostWriter(t, dir, fc, "7-ghost")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b := testBatch(-1, -1, "ghost")
-	h, _ := batch.ParseHeader(b)
-	p := w.Append(controller.PartitionRef{Topic: topic}, b, h, true)
-	w.Flush()
-	if _, err := p.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeLazy(t, ctx, w, "ghost")
 	m := newTestMaintainer(dir, fc, MaintainerConfig{})
 	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
 		t.Fatalf("slow path: %d files, %v; want the unknown run's one", n, err)
 	}
 	if next := fc.partition(0).Object(0).Next; next != 1 {
 		t.Fatalf("partition ends at %d; want 1", next)
+	}
+}
+
+// TestSlowPathPagesPastAHole: a run's first file cannot be read (so the committed prefix never
+// moves), and the run has more files than one listing page: the slow path pages on and commits
+// every other file, and counts the unreadable one in the backlog.
+func TestSlowPathPagesPastAHole(t *testing.T) {
+	defer func(p int) { slowPathPage = p }(slowPathPage)
+	slowPathPage = 2
+	dir, fc := ghostSetup(t)
+	w := ghostWriter(t, dir, fc, "7-ghost")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 7 {
+		writeLazy(t, ctx, w, fmt.Sprint(i))
+	}
+	if err := dir.Put(ctx, JournalKey("7-ghost", 1), []byte("not an object file")); err != nil {
+		t.Fatal(err)
+	}
+	m := newTestMaintainer(dir, fc, MaintainerConfig{})
+	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); err != nil || n != 6 {
+		t.Fatalf("slow path: %d files, %v; want the 6 readable ones", n, err)
+	}
+	if next := fc.partition(0).Object(0).Next; next != 6 {
+		t.Fatalf("partition ends at %d; want 6", next)
+	}
+	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); err != nil || n != 0 {
+		t.Fatalf("second round: %d files, %v; want none (the unreadable file stays in the backlog)", n, err)
+	}
+}
+
+// TestSlowPathSurvivesAHungStore: every store call hangs; the slow path returns an error after
+// its call timeout instead of stalling for good, and commits once the store answers again.
+func TestSlowPathSurvivesAHungStore(t *testing.T) {
+	dir, fc := ghostSetup(t)
+	w := ghostWriter(t, dir, fc, "7-ghost")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	writeLazy(t, ctx, w, "x")
+	faulty := objstore.NewFaulty(dir, 1)
+	faulty.Set(objstore.Faults{TimeoutRate: 1})
+	m := newTestMaintainer(faulty, fc, MaintainerConfig{CallTimeout: 100 * time.Millisecond})
+	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); !errors.Is(err, context.DeadlineExceeded) || n != 0 {
+		t.Fatalf("slow path on a hung store: %d files, %v; want a deadline error", n, err)
+	}
+	faulty.Set(objstore.Faults{})
+	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("slow path once the store answers: %d files, %v; want 1", n, err)
+	}
+}
+
+// TestSlowPathShared: the live processes share the slow path's runs: each commits the files of
+// the runs SlowPathOwner gives it, and together they commit every run's.
+func TestSlowPathShared(t *testing.T) {
+	dir, fc := ghostSetup(t)
+	fc.propose(context.Background(), &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 2, Run: "2-test"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	runs := []string{"7-a", "8-b", "9-c", "10-d", "11-e", "12-f"}
+	owned := map[int32]int{}
+	for _, run := range runs {
+		writeLazy(t, ctx, ghostWriter(t, dir, fc, run), run)
+		owned[SlowPathOwner(run, []int32{1, 2})]++
+	}
+	if owned[1] == 0 || owned[2] == 0 {
+		t.Fatalf("runs per owner: %v; want both processes to get some (pick other run names)", owned)
+	}
+	total := 0
+	for _, node := range []int32{1, 2} {
+		m := newTestMaintainer(dir, fc, MaintainerConfig{})
+		m.cfg.Node = node
+		n, err := m.SlowPath(ctx, time.Now().Add(time.Minute))
+		if err != nil || n != owned[node] {
+			t.Fatalf("node %d's slow path: %d files, %v; want the %d of its runs", node, n, err, owned[node])
+		}
+		total += n
+	}
+	if next := fc.partition(0).Object(0).Next; next != int64(len(runs)) || total != len(runs) {
+		t.Fatalf("partition ends at %d after %d slow commits; want %d", next, total, len(runs))
+	}
+}
+
+// TestCommitsStayInOrderAfterAnOutage: an idempotent producer's lazy batches wait for their
+// commits while the controller is away; when it answers again, the same producer's next batch,
+// eager now, is committed after them (not refused as out of sequence, which would make the
+// producer bump its epoch and store a retried record twice), and every record is at its place.
+func TestCommitsStayInOrderAfterAnOutage(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	fc.refuse = 1 << 30
+	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 },
+		BatchTimeout: time.Hour, LazyCommitPatience: 50 * time.Millisecond})
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		w.Close(cctx)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ref := controller.PartitionRef{Topic: topic}
+	for i := range 5 {
+		b := testBatch(6, int32(i), fmt.Sprint(i))
+		h, _ := batch.ParseHeader(b)
+		p := w.Append(ref, b, h, true)
+		w.Flush()
+		if base, err := p.Wait(ctx); base != -1 || err != nil {
+			t.Fatalf("lazy batch %d: %d, %v", i, base, err)
+		}
+	}
+	for w.PendingCommits() < 4 {
+		if ctx.Err() != nil {
+			t.Fatalf("%d commits waiting", w.PendingCommits())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fc.mu.Lock()
+	fc.refuse = 0
+	fc.mu.Unlock()
+	b := testBatch(6, 5, "5")
+	h, _ := batch.ParseHeader(b)
+	p := w.Append(ref, b, h, false)
+	w.Flush()
+	if base, err := p.Wait(ctx); base != 5 || err != nil {
+		t.Fatalf("the eager batch after the outage: base %d, %v; want 5", base, err)
+	}
+	data, err := NewCache(dir, 1<<20, nil).Read(ctx, fc.partition(0).Object(0), 0, 1<<20, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	eachRecord(data, func(off, _ int64) bool { got = append(got, fmt.Sprint(off)); return true })
+	if fmt.Sprint(got) != "[0 1 2 3 4 5]" {
+		t.Fatalf("records at %v; want [0 1 2 3 4 5]", got)
+	}
+}
+
+// ghostSetup is a store and a controller that refuses every commit, for slow path tests.
+func ghostSetup(t *testing.T) (*objstore.Dir, *fakeController) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	fc.refuse = 1 << 30
+	return dir, fc
+}
+
+// ghostWriter is a writer of run (node: the run's prefix) whose files are flushed only on
+// demand; it is closed at the test's end, without waiting for its (refused) commits.
+func ghostWriter(t *testing.T, dir objstore.Store, fc *fakeController, run string) *Writer {
+	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: runNode(run), Run: run, Incarnation: func() uint64 { return 0 },
+		BatchTimeout: time.Hour})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		w.Close(ctx)
+	})
+	return w
+}
+
+// writeLazy writes one file holding a plain lazy batch of value to partition 0, and waits for
+// its answer.
+func writeLazy(t *testing.T, ctx context.Context, w *Writer, value string) {
+	t.Helper()
+	b := testBatch(-1, -1, value)
+	h, _ := batch.ParseHeader(b)
+	p := w.Append(controller.PartitionRef{Topic: topic}, b, h, true)
+	w.Flush()
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRipcordGivesUpEagerSections: a file with an eager and a lazy section waits for its
+// commit when the process enters Ripcord mode: the eager batch fails at once (retriable; its
+// retry will be lazy), and when the controller answers again the file is committed with its
+// lazy section only, so the eager batch is never stored.
+func TestRipcordGivesUpEagerSections(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 2)
+	fc.refuse = 1 << 30
+	var ripcord atomic.Bool
+	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 },
+		BatchTimeout: time.Hour, Ripcording: ripcord.Load})
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		w.Close(cctx)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	eagerB, lazyB := testBatch(5, 0, "e"), testBatch(6, 0, "l")
+	eh, _ := batch.ParseHeader(eagerB)
+	lh, _ := batch.ParseHeader(lazyB)
+	ep := w.Append(controller.PartitionRef{Topic: topic, Partition: 0}, eagerB, eh, false)
+	lp := w.Append(controller.PartitionRef{Topic: topic, Partition: 1}, lazyB, lh, true)
+	w.Flush()
+	if base, err := lp.Wait(ctx); base != -1 || err != nil {
+		t.Fatalf("lazy batch: %d, %v", base, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-ep.done:
+		t.Fatalf("the eager batch was answered with the controller away and no Ripcord: %d, %v", ep.base, ep.err)
+	default:
+	}
+	ripcord.Store(true)
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer wcancel()
+	if _, err := ep.Wait(wctx); !errors.Is(err, kerr.RequestTimedOut) {
+		t.Fatalf("the eager batch in Ripcord mode: %v; want a prompt retriable error", err)
+	}
+	fc.mu.Lock()
+	fc.refuse = 0
+	fc.mu.Unlock()
+	for w.PendingCommits() > 0 || fc.partition(0).Object(1).Next == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("the file was not committed: %d waiting", w.PendingCommits())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p0, p1 := fc.partition(0).Object(0).Next, fc.partition(0).Object(1).Next; p0 != 0 || p1 != 1 {
+		t.Fatalf("after the commit: the eager partition ends at %d, the lazy one at %d; want 0 and 1", p0, p1)
 	}
 }

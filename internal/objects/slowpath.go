@@ -17,11 +17,14 @@ import (
 
 // SlowPath commits the journal files their writers did not commit (docs/object-topics.md §9): a
 // writer that died after acknowledging lazy batches, or whose commits kept failing. For each
-// writer run the image knows, it lists the journal from the run's first uncommitted file and
-// commits every uncommitted file older than the grace period: its lazy sections (acknowledged,
-// so they must become visible) and none of its eager ones (never acknowledged). Commits are
-// idempotent by (run, file number), so the slow path and a late fast path race safely. It
-// returns how many files it committed, and sets the journal backlog gauge.
+// writer run the image assigns to this process (SlowPathOwner), it lists the journal after the
+// run's committed prefix and commits every uncommitted file older than the grace period: its
+// lazy sections (acknowledged, so they must become visible) and none of its eager ones (never
+// acknowledged). Commits are idempotent by (run, file number), so the slow path and a late
+// fast path race safely. A run is listed again next round while it has a backlog or as soon as
+// its writer stops being live, and otherwise every few seconds (listing every run every second
+// would cost more requests than the writes). It returns how many files it committed, and sets
+// the journal backlog gauge (of the runs this process looks after).
 func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
 	img := m.cfg.Image()
 	runs := make([]string, 0, len(img.ObjWriters))
@@ -30,31 +33,92 @@ func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
 	}
 	// Runs the image does not know announced themselves in the store (Ripcord: started and
 	// maybe died while the controller was away).
-	announced, err := m.cfg.Store.List(ctx, "runs/", "", 0)
-	if err != nil {
-		return 0, err
+	if !now.Before(m.markersNext) {
+		announced, err := m.quick.List(ctx, "runs/", "", 0)
+		if err != nil {
+			return 0, err
+		}
+		m.announced = m.announced[:0]
+		for _, o := range announced {
+			if run := strings.TrimPrefix(o.Key, "runs/"); run != "" {
+				m.announced = append(m.announced, run)
+			}
+		}
+		m.markersNext = now.Add(slowPathQuiet)
 	}
-	for _, o := range announced {
-		if run := strings.TrimPrefix(o.Key, "runs/"); img.ObjWriters[run] == nil && run != "" {
+	for _, run := range m.announced {
+		if img.ObjWriters[run] == nil {
 			runs = append(runs, run)
 		}
 	}
 	slices.Sort(runs)
+	live := img.LiveNodes()
+	runs = slices.DeleteFunc(runs, func(run string) bool { return SlowPathOwner(run, live) != m.cfg.Node })
 	committed, backlog := 0, 0
 	var firstErr error
+	seen := make(map[string]bool, len(runs))
 	for _, run := range runs {
-		w := img.ObjWriters[run]
-		if w == nil {
-			w = &controller.ObjWriter{Node: runNode(run)}
-		}
-		startAfter := ""
-		if end := w.Committed.Prefix(1); end >= 1 {
-			startAfter = JournalKey(run, uint64(end))
-		}
-		objs, err := m.cfg.Store.List(ctx, "journal/"+run+"/", startAfter, 1000)
-		if err != nil {
-			firstErr = cmp.Or(firstErr, err) // the other runs go on: one run's trouble must not starve them
+		seen[run] = true
+		st, alive := m.sched[run], writerLive(img, run)
+		if now.Before(st.next) && st.live == alive {
+			backlog += st.backlog
 			continue
+		}
+		c, b, err := m.slowPathRun(ctx, img, run, now)
+		committed, backlog = committed+c, backlog+b
+		firstErr = cmp.Or(firstErr, err) // the other runs go on: one run's trouble must not starve them
+		st = runSchedule{next: now.Add(slowPathQuiet), live: alive, backlog: b}
+		if b > 0 || err != nil {
+			st.next = now // next round
+		} else if alive {
+			st.next = now.Add(liveWriterGrace / 2)
+		}
+		m.sched[run] = st
+	}
+	for run := range m.sched {
+		if !seen[run] {
+			delete(m.sched, run)
+		}
+	}
+	m.cfg.Metrics.Backlog(backlog)
+	return committed, firstErr
+}
+
+// runSchedule is when the slow path lists a run's journal next.
+type runSchedule struct {
+	next    time.Time
+	live    bool // its writer was live at the last listing: a change lists it at once
+	backlog int  // uncommitted files at the last listing
+}
+
+// slowPathQuiet: how often the slow path lists a dead writer's journal that had nothing left
+// to commit (a writer cut off from the controller may write on, in Ripcord mode), and the
+// announced runs.
+const slowPathQuiet = 5 * time.Second
+
+// slowPathPage and slowPathPages: the slow path lists a run's journal this many keys at a time,
+// and at most this many pages per round (a run's backlog beyond them waits for the next round).
+var (
+	slowPathPage  = 1000 // a variable for tests
+	slowPathPages = 100
+)
+
+// slowPathRun commits what it may of one run's uncommitted journal files. It pages through
+// the whole journal after the run's committed prefix, so a file that never got committed (its
+// writer failed and moved on) hides none behind it.
+func (m *Maintainer) slowPathRun(ctx context.Context, img *controller.Image, run string, now time.Time) (committed, backlog int, err error) {
+	w := img.ObjWriters[run]
+	if w == nil {
+		w = &controller.ObjWriter{Node: runNode(run)}
+	}
+	startAfter := ""
+	if end := w.Committed.Prefix(1); end >= 1 {
+		startAfter = JournalKey(run, uint64(end))
+	}
+	for range slowPathPages {
+		objs, err := m.quick.List(ctx, "journal/"+run+"/", startAfter, slowPathPage)
+		if err != nil {
+			return committed, backlog, err
 		}
 		for _, o := range objs {
 			_, seq, ok := ParseJournalKey(o.Key)
@@ -81,17 +145,26 @@ func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
 			err = m.cfg.Propose(cctx, &controller.Command{Op: controller.OpCommitFile, CommitFile: cmd})
 			cancel()
 			if err != nil {
-				firstErr = cmp.Or(firstErr, fmt.Errorf("committing %s: %w", o.Key, err))
-				break // this run's later files wait for the next round
+				return committed, backlog, fmt.Errorf("committing %s: %w", o.Key, err) // later files wait for the next round
 			}
 			m.cfg.Metrics.SlowCommit()
 			committed++
 			backlog--
 		}
+		if len(objs) < slowPathPage {
+			break
+		}
+		startAfter = objs[len(objs)-1].Key
 	}
-	m.cfg.Metrics.Backlog(backlog)
-	return committed, firstErr
+	return committed, backlog, nil
 }
+
+// SlowPathOwner is the process that runs the slow path for a writer run: the controller's
+// schedule is its image, whose live processes (nodes and agents) share the runs by rendezvous
+// hashing. A process that joins or leaves moves only its share; every process computes the same
+// owner from the same image, and for a moment around an image change two may both work on a
+// run, which is harmless (commits are idempotent by file).
+func SlowPathOwner(run string, live []int32) int32 { return Rendezvous("slow-path/"+run, live) }
 
 // liveWriterGrace: how overdue a live writer's file with eager sections must be before the
 // slow path commits it anyway.
@@ -115,7 +188,7 @@ func runNode(run string) int32 {
 
 // slowCommit reads a journal file and builds the commit of its lazy sections.
 func (m *Maintainer) slowCommit(ctx context.Context, run string, node int32, seq uint64, o objstore.Object) (*controller.CommitFile, error) {
-	data, err := m.cfg.Store.Get(ctx, o.Key)
+	data, err := m.quick.Get(ctx, o.Key)
 	if err != nil {
 		return nil, err
 	}

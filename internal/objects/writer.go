@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,11 +29,14 @@ import (
 const (
 	DefaultBatchTimeout = 250 * time.Millisecond
 	DefaultBatchBytes   = 4 << 20
-	// maxQueuedFiles bounds the files written but not yet committed: beyond it a flush fails
-	// its batches at once (retriable) instead of holding more memory.
+	// maxQueuedFiles bounds the files with eager sections flushed but not yet committed:
+	// beyond it a flush with eager sections fails them at once (retriable) instead of holding
+	// more memory. Files of lazy sections only (answered at the write) wait for their commit
+	// up to maxDeferred, a few hundred bytes each.
 	maxQueuedFiles = 64
-	// DefaultLazyCommitPatience: how long a file of lazy sections only is retried before its
-	// commit is deferred (catchUp).
+	// DefaultLazyCommitPatience: how long one attempt at committing a file of lazy sections
+	// only may take before it is tried again in the slow path's form (no floor, no
+	// incarnation).
 	DefaultLazyCommitPatience = 2 * time.Second
 )
 
@@ -78,12 +82,17 @@ type WriterConfig struct {
 	// WriteTimeout bounds the attempts at writing one file (default 10 s); its batches then
 	// fail with a retriable error.
 	WriteTimeout time.Duration
-	// LazyCommitPatience: how long a file of lazy sections only is retried before its commit
-	// is deferred until the controller answers again (default 2 s).
+	// LazyCommitPatience: how long one attempt at committing a file of lazy sections only may
+	// take (default 2 s).
 	LazyCommitPatience time.Duration
 	Cache              *Cache // sections written are kept here for reads (nil: none)
-	Metrics            *metrics.Objects
-	Logger             *slog.Logger
+	// Ripcording reports whether the process is in Ripcord mode (nil: never). A file waiting
+	// for its commit then gives up its eager sections: their batches fail (retriable, and the
+	// producers' retries are sequenced lazily) and the file is committed in the slow path's
+	// form, so a controller outage does not hold eager batches until their requests time out.
+	Ripcording func() bool
+	Metrics    *metrics.Objects
+	Logger     *slog.Logger
 	// AfterPut and AfterCommit, if set, are called with a file's key once it is written, and
 	// once it is committed before its batches are answered (fault injection: a crash there).
 	AfterPut, AfterCommit func(key string)
@@ -94,16 +103,22 @@ var ErrWriterClosed = fmt.Errorf("%w: the node is shutting down", kerr.NotLeader
 
 // Writer buffers batches for object files. Safe for concurrent use.
 type Writer struct {
-	cfg     WriterConfig
-	logger  *slog.Logger
-	queue   chan *file // flushed files, in sequence order, waiting for their write
-	commits chan *file // written files, in sequence order, to commit
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
+	cfg    WriterConfig
+	logger *slog.Logger
+	queue  chan *file // flushed files, in sequence order, waiting for their write
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
 
-	lateMu sync.Mutex
-	late   []*controller.CommitFile // deferred commits of answered lazy files, in order
+	// The written files, in sequence order, waiting for their commit. Unbounded (files of
+	// lazy sections only are answered already and keep little): answering lazy batches never
+	// waits for commits, and files are committed strictly in order.
+	cqMu     sync.Mutex
+	cq       []*file
+	cqWake   chan struct{} // a send (capacity 1) when cq grows or closes
+	cqClosed bool
+	eager    atomic.Int64 // files with eager sections flushed and not yet committed
+	lazy     atomic.Int64 // files of lazy sections only flushed and not yet committed
 
 	runMu     sync.Mutex
 	announced time.Time // when RunKey was last written
@@ -132,7 +147,8 @@ type file struct {
 	seq      uint64
 	key      string
 	sections map[controller.PartitionRef]*section
-	body     []byte
+	body     []byte // until written (then the read cache keeps its sections)
+	size     int64
 	index    []objtopic.IndexEntry
 	put      chan struct{} // closed when the write is done
 	putErr   error
@@ -179,11 +195,10 @@ func NewWriter(cfg WriterConfig) *Writer {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Writer{cfg: cfg, logger: cfg.Logger, queue: make(chan *file, maxQueuedFiles), commits: make(chan *file, maxQueuedFiles), ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), buf: map[controller.PartitionRef]*section{}}
+	w := &Writer{cfg: cfg, logger: cfg.Logger, queue: make(chan *file, maxQueuedFiles+maxDeferred), cqWake: make(chan struct{}, 1),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), buf: map[controller.PartitionRef]*section{}}
 	go w.writtenLoop()
 	go w.commitLoop()
-	go w.catchUp()
 	return w
 }
 
@@ -248,12 +263,17 @@ func (w *Writer) flushLocked() {
 			w.cfg.Metrics.Stage("buffer", now.Sub(p.added))
 		}
 	}
-	select {
-	case w.queue <- f:
-	default:
-		f.fail(fmt.Errorf("%w: %d object files are waiting for their commit", kerr.RequestTimedOut, maxQueuedFiles))
+	count := &w.lazy
+	if !f.allLazy() {
+		count = &w.eager
+	}
+	if (count == &w.eager && count.Load() >= maxQueuedFiles) || (count == &w.lazy && count.Load() >= maxDeferred) {
+		f.putErr = fmt.Errorf("%w: %d object files are waiting for their commit", kerr.RequestTimedOut, count.Load())
+		f.fail(f.putErr) // not written: lazy batches fail too
 		return
 	}
+	count.Add(1)
+	w.queue <- f // has room: every file in it is counted
 	go w.write(f)
 }
 
@@ -307,6 +327,12 @@ func (w *Writer) write(f *file) {
 					w.cfg.Cache.Add(f.key, e.Offset, f.body[e.Offset:e.Offset+uint64(e.Length)])
 				}
 			}
+			// The commit needs only the index and the batch headers: a file waiting long
+			// for it (the controller away) keeps little.
+			f.size, f.body = int64(len(f.body)), nil
+			for _, s := range f.sections {
+				s.batches = nil
+			}
 			return
 		}
 		if w.ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
@@ -348,11 +374,15 @@ func (w *Writer) announceRun() error {
 }
 
 // writtenLoop takes the files in sequence order as their writes finish: it answers lazy
-// batches (durable now; before, and independently of, any commit) and hands the files to
-// commitLoop. A file of lazy sections only that finds the commit queue full (the controller
-// is slow or unreachable) is left to the slow path rather than holding up later answers.
+// batches (durable now; before, and independently of, any commit) and queues the files for
+// commitLoop, which never makes it wait.
 func (w *Writer) writtenLoop() {
-	defer close(w.commits)
+	defer func() {
+		w.cqMu.Lock()
+		w.cqClosed = true
+		w.cqMu.Unlock()
+		w.wakeCommits()
+	}()
 	for f := range w.queue {
 		select {
 		case <-f.put:
@@ -361,6 +391,7 @@ func (w *Writer) writtenLoop() {
 		}
 		if f.putErr != nil {
 			f.fail(f.putErr)
+			w.committed(f)
 			continue
 		}
 		for _, s := range f.sections {
@@ -373,27 +404,61 @@ func (w *Writer) writtenLoop() {
 		if w.cfg.AfterPut != nil {
 			w.cfg.AfterPut(f.key)
 		}
-		if f.allLazy() {
-			select {
-			case w.commits <- f:
-			default:
-				w.logger.Debug("objects: commit queue full; deferring a lazy file's commit", "key", f.key)
-				cmd, _ := w.commitCmd(f)
-				w.deferCommit(cmd)
-			}
-			continue
-		}
-		w.commits <- f
+		w.cqMu.Lock()
+		w.cq = append(w.cq, f)
+		w.cqMu.Unlock()
+		w.wakeCommits()
 	}
 }
 
-// commitLoop commits the written files one at a time, in sequence order, so that a batch
-// acknowledged after another of its partition has a higher offset.
+func (w *Writer) wakeCommits() {
+	select {
+	case w.cqWake <- struct{}{}:
+	default:
+	}
+}
+
+// committed counts a file out of the queue.
+func (w *Writer) committed(f *file) {
+	if f.allLazy() {
+		w.lazy.Add(-1)
+	} else {
+		w.eager.Add(-1)
+	}
+}
+
+// commitLoop commits the written files one at a time, strictly in sequence order, so that a
+// batch acknowledged after another of its partition has a higher offset, and an idempotent
+// producer's batches reach the controller in its order (after an outage, its newer batches do
+// not overtake the older ones still waiting, which the controller would refuse as out of
+// sequence).
 func (w *Writer) commitLoop() {
 	defer close(w.done)
-	for f := range w.commits {
+	for {
+		w.cqMu.Lock()
+		if len(w.cq) == 0 {
+			closed := w.cqClosed
+			w.cqMu.Unlock()
+			if closed {
+				return
+			}
+			<-w.cqWake
+			continue
+		}
+		f := w.cq[0]
+		w.cq[0] = nil
+		w.cq = w.cq[1:]
+		w.cqMu.Unlock()
 		w.commit(f)
+		w.committed(f)
 	}
+}
+
+// PendingCommits is how many written files wait for their commit.
+func (w *Writer) PendingCommits() int {
+	w.cqMu.Lock()
+	defer w.cqMu.Unlock()
+	return len(w.cq)
 }
 
 func (f *file) allLazy() bool {
@@ -414,7 +479,7 @@ type meta struct {
 // commitCmd builds a file's commit, and the metas of each section.
 func (w *Writer) commitCmd(f *file) (*controller.CommitFile, [][]meta) {
 	cmd := &controller.CommitFile{Writer: w.cfg.Run, Node: w.cfg.Node, Incarnation: w.cfg.Incarnation(), Seq: f.seq, Floor: f.seq,
-		Key: f.key, Size: int64(len(f.body))}
+		Key: f.key, Size: f.size}
 	metas := make([][]meta, len(f.index))
 	for i, e := range f.index {
 		ref := controller.PartitionRef{Topic: e.TopicID, Partition: e.Partition}
@@ -429,66 +494,43 @@ func (w *Writer) commitCmd(f *file) (*controller.CommitFile, [][]meta) {
 	return cmd, metas
 }
 
-// maxDeferred bounds the commits of lazy files the writer keeps to retry itself (a few hundred
-// bytes each); beyond it they are left to the slow path alone.
+// slowForm is cmd as the slow path commits it: the lazy sections only, with no floor and no
+// incarnation (idempotent by the run's committed files).
+func slowForm(cmd *controller.CommitFile) *controller.CommitFile {
+	c := *cmd
+	c.Slow, c.Floor, c.Incarnation, c.Sections = true, 0, 0, nil
+	for _, s := range cmd.Sections {
+		if s.Lazy {
+			c.Sections = append(c.Sections, s)
+		}
+	}
+	return &c
+}
+
+// maxDeferred bounds the files of lazy sections only waiting for their commit (the controller
+// away: Ripcord); beyond it their batches fail (retriable).
 const maxDeferred = 100000
 
-// deferCommit keeps an answered lazy file's commit to retry once the controller answers again
-// (catchUp), as a commit of the slow path's kind: no floor, no incarnation (this process may
-// have registered since, or never), idempotent by the run's committed files.
-func (w *Writer) deferCommit(cmd *controller.CommitFile) {
-	c := *cmd
-	c.Slow = true
-	w.lateMu.Lock()
-	if len(w.late) < maxDeferred {
-		w.late = append(w.late, &c)
-	}
-	w.lateMu.Unlock()
-}
-
-// catchUp commits the deferred lazy files, in order, whenever the controller answers: after an
-// outage the writer drains its own backlog quickly, and the slow path is left the files of
-// processes that died.
-func (w *Writer) catchUp() {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-t.C:
-		}
-		for {
-			w.lateMu.Lock()
-			if len(w.late) == 0 {
-				w.lateMu.Unlock()
-				break
-			}
-			cmd := w.late[0]
-			w.lateMu.Unlock()
-			ctx, cancel := context.WithTimeout(w.ctx, w.cfg.LazyCommitPatience)
-			_, err := w.cfg.Commit(ctx, cmd)
-			cancel()
-			if err != nil {
-				break // not yet: next tick
-			}
-			w.lateMu.Lock()
-			w.late = w.late[1:]
-			w.lateMu.Unlock()
-		}
-	}
-}
-
+// commit commits a written file, retrying until the controller answers. A file of lazy
+// sections only (answered already) is retried until it is committed or the writer stops
+// (then the slow path commits it), after its first failure in the slow path's form: no floor
+// and no incarnation, as this process may have registered again since, or never.
 func (w *Writer) commit(f *file) {
 	cmd, metas := w.commitCmd(f)
 	start := time.Now()
 	backoff := 20 * time.Millisecond
 	var res controller.Result
 	attempt := 5 * time.Second
-	if f.allLazy() {
+	lazy := f.allLazy()
+	if lazy {
 		attempt = w.cfg.LazyCommitPatience
 	}
 	for {
+		if w.ctx.Err() != nil {
+			// Stopping: a lazy file is left to the slow path; an eager one's producers retry.
+			f.fail(fmt.Errorf("%w: the writer is stopping before committing %s", kerr.RequestTimedOut, f.key))
+			return
+		}
 		ctx, cancel := context.WithTimeout(w.ctx, attempt)
 		var err error
 		res, err = w.cfg.Commit(ctx, cmd)
@@ -497,15 +539,19 @@ func (w *Writer) commit(f *file) {
 			break
 		}
 		w.cfg.Metrics.CommitFailed()
-		if f.allLazy() && (time.Since(start) > w.cfg.LazyCommitPatience || errors.Is(err, controller.ErrStaleWriter)) {
-			// Every batch is answered: commit it later, when the controller answers again.
-			w.logger.Debug("objects: deferring a lazy file's commit", "key", f.key, "err", err)
-			w.deferCommit(cmd)
-			return
-		}
-		if errors.Is(err, controller.ErrCommitForgotten) || errors.Is(err, controller.ErrStaleWriter) || w.ctx.Err() != nil {
-			// Stopping: the commit may or may not happen; the producer is told to retry, and
-			// an idempotent producer's retry is recognized if it did.
+		switch {
+		case lazy && errors.Is(err, controller.ErrCommitForgotten):
+			return // below this run's floor: committed long ago
+		case lazy && !cmd.Slow:
+			cmd = slowForm(cmd)
+		case !lazy && w.cfg.Ripcording != nil && w.cfg.Ripcording():
+			// Its eager sections are never committed now (the slow path's form leaves them
+			// out), so failing their batches cannot store anything twice.
+			f.fail(fmt.Errorf("%w: the controller is unreachable (Ripcord): retry, the retry is sequenced lazily", kerr.RequestTimedOut))
+			lazy, cmd = true, slowForm(cmd)
+		case errors.Is(err, controller.ErrCommitForgotten) || errors.Is(err, controller.ErrStaleWriter):
+			// The commit may or may not have happened; the producer is told to retry, and an
+			// idempotent producer's retry is recognized if it did.
 			f.fail(fmt.Errorf("%w: committing %s: %v", kerr.RequestTimedOut, f.key, err))
 			return
 		}
@@ -520,9 +566,12 @@ func (w *Writer) commit(f *file) {
 	if w.cfg.AfterCommit != nil {
 		w.cfg.AfterCommit(f.key)
 	}
-	if res.AlreadyCommitted { // by the slow path, which commits only lazy sections
+	if res.AlreadyCommitted && !lazy { // by the slow path, which commits only lazy sections
 		f.fail(fmt.Errorf("%w: %s was committed without this node's eager batches; retry", kerr.RequestTimedOut, f.key))
 		return
+	}
+	if lazy {
+		return // answered at the write
 	}
 	out := res.Commit
 	for i, e := range f.index {

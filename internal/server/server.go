@@ -184,6 +184,7 @@ type Server struct {
 	// objmaint runs object topics' retention and garbage collection when this node is the
 	// active controller.
 	objmaint *objects.Maintainer
+	dir      *objects.Directory // this process's announcement in the object store
 	node     *cluster.Node
 	broker   *broker.Broker
 	closed   bool
@@ -294,17 +295,22 @@ func Open(cfg Config) (*Server, error) {
 		hooks.BeforeMarkers = s.beforeMarkers
 	}
 	var objCache *objects.Cache
+	var ripcording func() bool // nil unless --ripcord
+	if cfg.Ripcord {
+		ripcording = func() bool { return !s.node.ControllerReachable(broker.RipcordAfter) }
+	}
 	if s.objects != nil {
 		m := metrics.NewObjects()
 		s.admin.registry.MustRegister(m)
 		objCache = objects.NewCache(s.objects, cfg.ObjectCacheBytes, m)
 		s.objw = objects.NewWriter(objects.WriterConfig{Store: s.objects, Commit: s.node.CommitFile, Node: cfg.NodeID, Run: s.node.Run(), Incarnation: s.node.Incarnation,
-			BatchTimeout: cfg.ObjectBatchTimeout, BatchBytes: cfg.ObjectBatchBytes, Cache: objCache, Metrics: m, Logger: s.logger})
+			BatchTimeout: cfg.ObjectBatchTimeout, BatchBytes: cfg.ObjectBatchBytes, Cache: objCache, Ripcording: ripcording, Metrics: m, Logger: s.logger})
 		if cfg.FaultInjection {
 			s.objw.SetHooks(s.objectCrashAt("after_put"), s.objectCrashAt("after_commit"))
 		}
 		s.objmaint = objects.NewMaintainer(objects.MaintainerConfig{Store: s.objects, Image: s.node.Image,
 			Active:  func() bool { return s.node.ControllerID() == cfg.NodeID },
+			Node:    cfg.NodeID,
 			Propose: s.node.ProposeApplied,
 			Config: func(topic, name string) string {
 				t, ok := s.topics.Get(topic)
@@ -316,10 +322,16 @@ func Open(cfg Config) (*Server, error) {
 			},
 			RetentionInterval: cfg.ObjectRetentionInterval, Metrics: m, Logger: s.logger})
 	}
+	var members func() []objects.Member
+	if s.objects != nil {
+		s.dir = objects.NewDirectory(s.objects, objects.Member{Node: cfg.NodeID, Host: host, Port: int32(port), Rack: cfg.Rack,
+			Agent: cfg.Agent}, ripcording, s.logger)
+		members = s.dir.Members
+	}
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
 		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
-		ObjectWriter: s.objw, ObjectCache: objCache, Ripcord: cfg.Ripcord}, s.topics)
+		ObjectWriter: s.objw, ObjectCache: objCache, Ripcord: cfg.Ripcord, Members: members}, s.topics)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
@@ -509,6 +521,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		objDone := make(chan struct{})
 		go func() { s.objmaint.Run(ctx); close(objDone) }()
 		defer func() { <-objDone }()
+	}
+	if s.dir != nil {
+		dirDone := make(chan struct{})
+		go func() { s.dir.Run(ctx); close(dirDone) }()
+		defer func() { <-dirDone }()
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.broker.Serve(ln) }()

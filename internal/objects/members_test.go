@@ -1,0 +1,112 @@
+package objects
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/objstore"
+)
+
+func TestMemberKeyRoundTrip(t *testing.T) {
+	for _, m := range []Member{
+		{Node: 1, Host: "127.0.0.1", Port: 9092},
+		{Node: 1234567, Host: "::1", Port: 19092, Rack: "rack/a b", Agent: true, Ripcording: true},
+	} {
+		got, ok := ParseMemberKey(MemberKey(m))
+		if !ok || got != m {
+			t.Errorf("ParseMemberKey(MemberKey(%+v)) = %+v, %v", m, got, ok)
+		}
+		if err := objstore.CheckKey(MemberKey(m)); err != nil {
+			t.Errorf("MemberKey(%+v) is no valid key: %v", m, err)
+		}
+	}
+	for _, k := range []string{"", "members/", "members/1", "members/1/", "members/1/!!", "runs/1/e30", "members/1/e30",
+		"members/2/" + strings.TrimPrefix(MemberKey(Member{Node: 1, Host: "h", Port: 1}), "members/1/")} {
+		if m, ok := ParseMemberKey(k); ok {
+			t.Errorf("ParseMemberKey(%q) = %+v; want refused", k, m)
+		}
+	}
+}
+
+func FuzzParseMemberKey(f *testing.F) {
+	f.Add(MemberKey(Member{Node: 3, Host: "127.0.0.1", Port: 9092, Ripcording: true}))
+	f.Add("members/1/e30")
+	f.Fuzz(func(t *testing.T, key string) {
+		m, ok := ParseMemberKey(key)
+		if ok && MemberKey(m) != key {
+			t.Fatalf("accepted %q, which is not the key of %+v", key, m)
+		}
+	})
+}
+
+func TestRipcordMembers(t *testing.T) {
+	now := time.Unix(1000, 0)
+	self := Member{Node: 5, Host: "h5", Port: 5}
+	obj := func(m Member, age time.Duration) objstore.Object {
+		return objstore.Object{Key: MemberKey(m), Modified: now.Add(-age)}
+	}
+	objs := []objstore.Object{
+		obj(Member{Node: 9, Host: "h9", Port: 9, Ripcording: true}, time.Second),    // live, in Ripcord mode
+		obj(Member{Node: 2, Host: "h2", Port: 2, Ripcording: true}, 2*RipcordTTL),   // stopped announcing
+		obj(Member{Node: 3, Host: "h3", Port: 3}, 0),                                // up, but not in Ripcord mode
+		obj(Member{Node: 5, Host: "old", Port: 1, Ripcording: true}, 0),             // self: our own answer wins
+		obj(Member{Node: 1, Host: "h1", Port: 1, Agent: true, Ripcording: true}, 0), // live agent
+		{Key: "members/7/garbage", Modified: now},
+	}
+	got := RipcordMembers(objs, self, now)
+	want := []Member{{Node: 1, Host: "h1", Port: 1, Agent: true, Ripcording: true}, self, {Node: 9, Host: "h9", Port: 9, Ripcording: true}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("RipcordMembers = %+v; want %+v", got, want)
+	}
+}
+
+// TestDirectory: two processes announce themselves in one store; while both are in Ripcord
+// mode each lists the other; out of it, the announcement changes and the list is dropped; a
+// clean stop withdraws the announcement.
+func TestDirectory(t *testing.T) {
+	store, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ripcord atomic.Bool
+	ripcord.Store(true)
+	a := NewDirectory(store, Member{Node: 1, Host: "a", Port: 1}, ripcord.Load, nil)
+	b := NewDirectory(store, Member{Node: 2, Host: "b", Port: 2, Agent: true}, ripcord.Load, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { a.Run(ctx); done <- struct{}{} }()
+	go func() { b.Run(ctx); done <- struct{}{} }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(a.Members()) != 2 || len(b.Members()) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("members in Ripcord mode: a sees %+v, b sees %+v; want both", a.Members(), b.Members())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ripcord.Store(false)
+	for len(a.Members()) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("out of Ripcord mode, a still lists %+v", a.Members())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	objs, err := store.List(context.Background(), MemberPrefix, "", 0)
+	if err != nil || len(objs) != 2 {
+		t.Fatalf("announcements: %v, %v; want one per process", objs, err)
+	}
+	for _, o := range objs {
+		if m, ok := ParseMemberKey(o.Key); !ok || m.Ripcording {
+			t.Errorf("announcement %s out of Ripcord mode: %+v, %v", o.Key, m, ok)
+		}
+	}
+	cancel()
+	<-done
+	<-done
+	if objs, err := store.List(context.Background(), MemberPrefix, "", 0); err != nil || len(objs) != 0 {
+		t.Fatalf("after a clean stop: %v, %v; want no announcement", objs, err)
+	}
+}
