@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -129,36 +130,48 @@ func tail(b []byte, n int) []byte {
 }
 
 // TestObjectScenarios runs the object-storage topics' fault scenarios against real processes
-// (three serve nodes and an agent) sharing a real S3-compatible server (versitygw): every
-// acknowledged record is read back exactly once (at its acknowledged offset, in order, where an
-// offset is acknowledged). 32 partitions: a process's share of partition "leaders" comes from
-// hashing its (random, for an agent) node id, and a scenario that kills the agent at its next
-// file needs it to have traffic; with 8 partitions over 4 processes it had none one time in ten.
-// The short version (CI) runs every scenario at a lower rate, with fewer rounds and shorter
-// faults; RUNNEL_CHAOS=full runs the longer ones.
+// (three serve nodes and an agent) sharing a real S3-compatible server (versitygw), and the lazy
+// and Ripcord ones on a shared local directory too: every acknowledged record is read back
+// exactly once (at its acknowledged offset, in order, where an offset is acknowledged). 32
+// partitions: a process's share of partition "leaders" comes from hashing its (random, for an
+// agent) node id, and a scenario that kills the agent at its next file needs it to have
+// traffic; with 8 partitions over 4 processes it had none one time in ten. The short version
+// (CI) runs every scenario on S3 and two on the directory, at a lower rate, with fewer rounds
+// and shorter faults; RUNNEL_CHAOS=full runs the longer ones, and every lazy one on both.
 func TestObjectScenarios(t *testing.T) {
 	bin := runnelBinary(t)
 	endpoint := testclients.S3(t)
 	dir := t.TempDir()
-	cfg := Config{Binary: bin, Dir: filepath.Join(dir, "clusters"), Partitions: 32, Rate: 1000, Rounds: 2, Hold: 3 * time.Second,
-		ObjectStore: "s3://runnel/chaos?endpoint=" + endpoint}
+	cfg := Config{Binary: bin, Partitions: 32, Rate: 1000, Rounds: 2, Hold: 3 * time.Second}
+	onDir := []string{"lazy-kill-after-put", "ripcord-kill-controllers"}
 	if os.Getenv("RUNNEL_CHAOS") == "full" {
 		cfg.Rate, cfg.Rounds, cfg.Hold = 2000, 4, 5*time.Second
+		onDir = lazyScenarios
 	}
-	for _, s := range ObjectScenarios {
-		t.Run(s, func(t *testing.T) {
-			var out bytes.Buffer
-			cfg.Out = &out
-			res := Run(context.Background(), cfg, s)
-			t.Logf("%s\n%+v", out.String(), res)
-			if !res.OK() {
-				for _, n := range []string{"node-1.log", "node-2.log", "node-3.log", "node-101.log", "node-102.log"} {
-					if b, err := os.ReadFile(filepath.Join(cfg.Dir, s, n)); err == nil {
-						t.Logf("%s:\n%s", n, tail(b, 4000))
-					}
-				}
-				t.Fatalf("%s: %+v", s, res)
+	for _, store := range []struct{ name, url string }{
+		{"s3", "s3://runnel/chaos?endpoint=" + endpoint},
+		{"dir", "file://" + filepath.Join(dir, "store")},
+	} {
+		for _, s := range ObjectScenarios {
+			if store.name == "dir" && !slices.Contains(onDir, s) {
+				continue
 			}
-		})
+			t.Run(store.name+"/"+s, func(t *testing.T) {
+				cfg := cfg
+				cfg.Dir, cfg.ObjectStore = filepath.Join(dir, store.name), store.url
+				var out bytes.Buffer
+				cfg.Out = &out
+				res := Run(context.Background(), cfg, s)
+				t.Logf("%s\n%+v", out.String(), res)
+				if !res.OK() {
+					for _, n := range []string{"node-1.log", "node-2.log", "node-3.log", "node-101.log", "node-102.log"} {
+						if b, err := os.ReadFile(filepath.Join(cfg.Dir, s, n)); err == nil {
+							t.Logf("%s:\n%s", n, tail(b, 4000))
+						}
+					}
+					t.Fatalf("%s: %+v", s, res)
+				}
+			})
+		}
 	}
 }

@@ -307,10 +307,10 @@ func (c *Cluster) DumpGoroutines() {
 	}
 }
 
-// sumMetric sums a counter's value over the running serve nodes' /metrics (0 where absent).
+// sumMetric sums a counter's value over the running processes' /metrics, nodes and agents (0 where absent).
 func (c *Cluster) sumMetric(name string) int {
 	total := 0.0
-	for _, i := range c.Nodes() {
+	for _, i := range append(c.Nodes(), c.Agents()...) {
 		p := c.nodes[i]
 		if p.cmd == nil || p.paused {
 			continue
