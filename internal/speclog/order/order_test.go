@@ -1,0 +1,305 @@
+package order
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func firstTable(shards int, quota int64) *Table {
+	t := &Table{}
+	for s := range shards {
+		t.Shards = append(t.Shards, int32(s))
+		t.Quotas = append(t.Quotas, quota)
+		t.SlotBase = append(t.SlotBase, 0)
+	}
+	return t
+}
+
+// TestPositionsAreDense: in a window, Position and Owner are inverse, and the shards' slots
+// cover the window's positions exactly once.
+func TestPositionsAreDense(t *testing.T) {
+	tb := &Table{Window: 3, Start: 1000, Shards: []int32{2, 5, 9}, Quotas: []int64{3, 1, 2}, SlotBase: []int64{40, 7, 0}}
+	const w = 4
+	seen := map[uint64]bool{}
+	for i, s := range tb.Shards {
+		for slot := tb.SlotBase[i]; slot < tb.SlotBase[i]+w*tb.Quotas[i]; slot++ {
+			p, ok := tb.Position(w, s, slot)
+			if !ok || seen[p] || p < tb.Start || p >= tb.End(w) {
+				t.Fatalf("shard %d slot %d: position %d, %v (seen %v)", s, slot, p, ok, seen[p])
+			}
+			seen[p] = true
+			if os, oslot, _, ok := tb.Owner(w, p); !ok || os != s || oslot != slot {
+				t.Fatalf("Owner(%d) = %d/%d; want %d/%d", p, os, oslot, s, slot)
+			}
+		}
+		if _, ok := tb.Position(w, s, tb.SlotBase[i]+w*tb.Quotas[i]); ok {
+			t.Fatalf("shard %d: a slot past the window has a position", s)
+		}
+	}
+	if len(seen) != int(tb.End(w)-tb.Start) {
+		t.Fatalf("%d positions of %d covered", len(seen), tb.End(w)-tb.Start)
+	}
+}
+
+// sim is a deterministic simulation of one total-order topic: shards, the sequencer's state
+// (its Raft log stands as an ordered entry list) and a leader that can crash, over a network
+// that delays, reorders and loses reports and signals, and delivers the log's entries to each
+// shard in order after a random delay.
+type sim struct {
+	t      *testing.T
+	rnd    *rand.Rand
+	cfg    Config
+	now    time.Time
+	st     *State
+	leader *Leader
+	log    []Entry
+	shards []*Shard
+	dead   map[int32]bool
+	// per shard: log entries applied, slots appended but not yet durable, events in flight
+	applied []int
+	pending []struct {
+		at time.Time
+		n  int64
+	}
+	net []msg
+	// what subscribers would have seen: position -> (shard, slot) per view, and confirmed
+	spec      map[specKey]owner // per view
+	confirmed map[uint64]owner
+	prefix    uint64           // the highest confirmed prefix a shard announced
+	seen      map[int32]uint64 // per shard, the confirmed prefix it announced
+	failed    []uint64
+	loss      float64
+}
+
+type specKey struct {
+	view uint64
+	pos  uint64
+}
+
+type owner struct {
+	shard int32
+	slot  int64
+}
+
+type msg struct {
+	at     time.Time
+	report *Report
+	signal *Signal
+	to     int32
+}
+
+func newSim(t *testing.T, seed uint64, shards int, loss float64) *sim {
+	cfg := Config{W: 10, TOrd: time.Millisecond, InitialQuota: 2, DecideAt: 5, Band: 0.05, LagFix: 3, FailAfter: 20 * time.Millisecond}
+	s := &sim{t: t, rnd: rand.New(rand.NewPCG(seed, seed^0x5eed)), cfg: cfg, now: time.Unix(0, 0), dead: map[int32]bool{},
+		spec: map[specKey]owner{}, confirmed: map[uint64]owner{}, seen: map[int32]uint64{}, loss: loss}
+	first := firstTable(shards, cfg.InitialQuota)
+	var err error
+	if s.st, err = NewState(cfg, first); err != nil {
+		t.Fatal(err)
+	}
+	s.leader = NewLeader(s.st)
+	for i := range shards {
+		sh, err := NewShard(cfg, int32(i), firstTable(shards, cfg.InitialQuota), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.shards = append(s.shards, sh)
+	}
+	s.applied = make([]int, shards)
+	s.pending = make([]struct {
+		at time.Time
+		n  int64
+	}, shards)
+	return s
+}
+
+func (s *sim) handle(id int32, o Out) {
+	sh := s.shards[id]
+	for _, d := range o.Deliver {
+		for k := range d.N {
+			pos, own := d.Position+uint64(k), owner{id, d.Slot + k}
+			if prev, ok := s.confirmed[pos]; ok && prev != own {
+				s.t.Fatalf("position %d confirmed as %v, delivered again as %v", pos, prev, own)
+			}
+			k := specKey{d.View, pos}
+			if prev, ok := s.spec[k]; ok && prev != own && prev.shard != id {
+				s.t.Fatalf("view %d: position %d delivered to shard %d slot %d and to shard %d slot %d", d.View, pos, prev.shard, prev.slot, id, own.slot)
+			}
+			s.spec[k] = own
+		}
+	}
+	if o.Confirm > 0 {
+		if o.Confirm < s.prefix && s.dead[id] == false && o.Confirm < sh.confirmed {
+			s.t.Fatalf("confirmed prefix went back to %d", o.Confirm)
+		}
+		for p := s.seen[id]; p < o.Confirm; p++ {
+			if own, ok := s.spec[specKey{sh.st.View, p}]; ok && own.shard == id {
+				if prev, ok := s.confirmed[p]; ok && prev != own {
+					s.t.Fatalf("confirmed position %d changed from %v to %v", p, prev, own)
+				}
+				s.confirmed[p] = own
+			}
+		}
+		s.seen[id] = max(s.seen[id], o.Confirm)
+		s.prefix = max(s.prefix, o.Confirm)
+	}
+	if o.Fail != nil {
+		if *o.Fail != sh.confirmed {
+			s.t.Fatalf("shard %d failed speculation after %d; its confirmed prefix is %d", id, *o.Fail, sh.confirmed)
+		}
+		s.failed = append(s.failed, *o.Fail)
+		for k, own := range s.spec { // everything after the confirmed prefix is rolled back
+			if k.pos >= *o.Fail && own.shard == id {
+				delete(s.spec, k)
+			}
+		}
+	}
+	if o.Truncate != nil { // this shard was failed: its speculation after its committed slots is gone
+		for k, own := range s.spec {
+			if own.shard == id && own.slot >= *o.Truncate {
+				delete(s.spec, k)
+			}
+		}
+	}
+	if o.NoOp > 0 {
+		s.pending[id].n += o.NoOp
+		s.pending[id].at = s.now.Add(time.Duration(s.rnd.IntN(300)) * time.Microsecond)
+	}
+	if o.Report != nil && s.rnd.Float64() >= s.loss {
+		s.net = append(s.net, msg{at: s.now.Add(time.Duration(50+s.rnd.IntN(400)) * time.Microsecond), report: o.Report})
+	}
+}
+
+// step advances the simulation by 100 µs.
+func (s *sim) step(appendRate float64, crashLeader float64) {
+	s.now = s.now.Add(100 * time.Microsecond)
+	for i, sh := range s.shards {
+		id := int32(i)
+		if s.dead[id] {
+			continue
+		}
+		if s.rnd.Float64() < appendRate { // a record appended, durable a little later
+			s.pending[i].n++
+			if s.pending[i].at.IsZero() {
+				s.pending[i].at = s.now.Add(time.Duration(s.rnd.IntN(300)) * time.Microsecond)
+			}
+		}
+		if p := &s.pending[i]; p.n > 0 && !s.now.Before(p.at) {
+			n := p.n
+			p.n, p.at = 0, time.Time{}
+			s.handle(id, sh.Durable(n, s.now))
+		}
+		for s.applied[i] < len(s.log) && s.rnd.IntN(3) > 0 { // the log reaches shards in order, late
+			o, err := sh.Apply(s.log[s.applied[i]], s.now)
+			if err != nil {
+				s.t.Fatalf("shard %d applying entry %d: %v", i, s.applied[i], err)
+			}
+			s.applied[i]++
+			s.handle(id, o)
+		}
+		s.handle(id, sh.Tick(s.now))
+	}
+	keep := s.net[:0]
+	for _, m := range s.net {
+		if s.now.Before(m.at) {
+			keep = append(keep, m)
+			continue
+		}
+		switch {
+		case m.report != nil:
+			s.leader.Report(*m.report, s.now)
+		case m.signal != nil && !s.dead[m.to]:
+			s.handle(m.to, s.shards[m.to].Signal(m.signal.Through, s.now))
+		}
+	}
+	s.net = keep
+	if s.rnd.Float64() < crashLeader { // the sequencer's leader fails over: its soft state is gone
+		s.leader = NewLeader(s.st)
+	}
+	entries, signals := s.leader.Tick(s.now)
+	for _, e := range entries {
+		if err := s.st.Apply(e); err != nil {
+			s.t.Fatalf("the sequencer applying %+v: %v", e, err)
+		}
+		s.log = append(s.log, e)
+	}
+	for _, sg := range signals {
+		if s.rnd.Float64() >= s.loss {
+			s.net = append(s.net, msg{at: s.now.Add(time.Duration(50+s.rnd.IntN(400)) * time.Microsecond), signal: &sg, to: sg.Shard})
+		}
+	}
+}
+
+// seeds is how many random schedules each simulation test runs (RUNNEL_SIM_SEEDS, default 8).
+func seeds() uint64 {
+	if n, err := strconv.ParseUint(os.Getenv("RUNNEL_SIM_SEEDS"), 10, 64); err == nil && n > 0 {
+		return n
+	}
+	return 8
+}
+
+// TestSimulationNoFailure: over random schedules, message loss and leader crashes, with every
+// shard alive, positions are assigned once, confirmed positions never change, every
+// speculation is confirmed, and the log keeps moving.
+func TestSimulationNoFailure(t *testing.T) {
+	for seed := uint64(1); seed <= seeds(); seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			s := newSim(t, seed, 3, 0.05)
+			for range 10000 { // 1 s
+				s.step(0.6, 0.001)
+			}
+			t.Logf("confirmed prefix %d, %d entries in the sequencer's log, view %d", s.prefix, len(s.log), s.st.View)
+			if len(s.failed) > 0 {
+				t.Fatalf("speculation failed %d times with no shard failure", len(s.failed))
+			}
+			if s.prefix < 1000 {
+				t.Fatalf("only %d positions confirmed in 1 s", s.prefix)
+			}
+			for i, sh := range s.shards {
+				if sh.delivered < sh.acked {
+					t.Fatalf("shard %d delivered %d slots, %d acknowledged", i, sh.delivered, sh.acked)
+				}
+			}
+			for k, own := range s.spec {
+				if k.pos < s.seen[own.shard] {
+					if c, ok := s.confirmed[k.pos]; !ok || c != own {
+						t.Fatalf("position %d speculated as %v, confirmed as %v (%v)", k.pos, own, c, ok)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSimulationShardFailure: a whole shard stops; the sequencer signals it, declares it
+// failed, and the others fail exactly the speculation after their confirmed prefix, then go on
+// without it; no confirmed position changes.
+func TestSimulationShardFailure(t *testing.T) {
+	for seed := uint64(1); seed <= seeds(); seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			s := newSim(t, seed, 3, 0.02)
+			for range 3000 {
+				s.step(0.6, 0.001)
+			}
+			s.dead[2] = true
+			before := s.prefix
+			for range 7000 {
+				s.step(0.6, 0.001)
+			}
+			t.Logf("confirmed prefix %d before the failure, %d after; %d failure notices at %v", before, s.prefix, len(s.failed), s.failed)
+			if len(s.failed) == 0 {
+				t.Fatalf("no failure notice after shard 2 stopped")
+			}
+			if _, out := s.st.Out[2]; !out {
+				t.Fatalf("shard 2 is not out: %+v", s.st.Out)
+			}
+			if s.prefix < before+500 {
+				t.Fatalf("the confirmed prefix moved from %d to %d after the failure", before, s.prefix)
+			}
+		})
+	}
+}

@@ -1,0 +1,358 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// CutID names a cut: cut Cut (0 ≤ Cut < W) of window Window. The zero CutID with Cut -1 means
+// "before the first cut".
+type CutID struct {
+	Window uint64 `json:"window"`
+	Cut    int    `json:"cut"`
+}
+
+// Less orders cut ids.
+func (c CutID) Less(d CutID) bool {
+	return c.Window < d.Window || c.Window == d.Window && c.Cut < d.Cut
+}
+
+// next is the cut after c in windows of w cuts.
+func (c CutID) next(w int) CutID {
+	if c.Cut+1 >= w {
+		return CutID{Window: c.Window + 1, Cut: 0}
+	}
+	return CutID{Window: c.Window, Cut: c.Cut + 1}
+}
+
+// Entry is one decision of the sequencer, replicated (the sequencer's Raft log) and applied by
+// every replica in order. Exactly one field is set.
+type Entry struct {
+	Cut   *CutID     `json:"cut,omitempty"`   // the next cut is committed
+	Table *Table     `json:"table,omitempty"` // the next window's table (replacing an earlier decision)
+	Fail  *FailEntry `json:"fail,omitempty"`  // a whole shard failed
+	Join  *JoinEntry `json:"join,omitempty"`  // a shard asks to take part from the next decided table
+}
+
+// FailEntry declares a shard failed: its slots after cut After of the current window are no-ops,
+// the view goes up, and it takes no part in later tables until it joins again.
+type FailEntry struct {
+	Shard int32 `json:"shard"`
+	After CutID `json:"after"` // its last committed cut (Cut -1: none in the window)
+}
+
+// JoinEntry adds a shard (a new partition, or a failed shard that is back) to the next table.
+type JoinEntry struct {
+	Shard int32 `json:"shard"`
+}
+
+// Errors of Apply: an entry that does not follow from the state (a bug or a stale leader).
+var (
+	ErrOutOfOrder = errors.New("order: entry out of order")
+	ErrNoTable    = errors.New("order: no table for the next window")
+)
+
+// State is the sequencer's replicated state: what its log's entries add up to.
+type State struct {
+	cfg    Config
+	Tables map[uint64]*Table `json:"tables"` // the current window's and, once decided, the next's
+	Last   CutID             `json:"last"`   // the last committed cut (Cut -1 before the first)
+	View   uint64            `json:"view"`
+	// Failed: shards failed in the current window, and since when (their slots after it are
+	// no-ops); Out: shards taking no part until they join; Joining: asked to join.
+	Failed  map[int32]CutID `json:"failed"`
+	Out     map[int32]bool  `json:"out"`
+	Joining map[int32]bool  `json:"joining"`
+	// Slots: per shard, how many of its slots committed cuts cover (a rejoining shard goes on
+	// from there; its later slots were never acknowledged).
+	Slots map[int32]int64 `json:"slots"`
+}
+
+// NewState starts a topic's sequencer with its first window's table.
+func NewState(cfg Config, first *Table) (*State, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	s := &State{cfg: cfg, Tables: map[uint64]*Table{first.Window: first}, Last: CutID{Window: first.Window, Cut: -1},
+		View: first.View, Failed: map[int32]CutID{}, Out: map[int32]bool{}, Joining: map[int32]bool{}, Slots: map[int32]int64{}}
+	for i, sh := range first.Shards {
+		s.Slots[sh] = first.SlotBase[i]
+	}
+	return s, nil
+}
+
+// Current is the table of the window being cut.
+func (s *State) Current() *Table { return s.Tables[s.Last.next(s.cfg.W).Window] }
+
+// Committed is the global position prefix the committed cuts cover.
+func (s *State) Committed() uint64 {
+	t := s.Tables[s.Last.Window]
+	if t == nil { // the window has just turned
+		return s.Current().Start
+	}
+	return t.Start + uint64(s.Last.Cut+1)*t.CutSize()
+}
+
+// Active reports whether a shard must report cut c for it to commit (a quota in c's window,
+// and not failed at or before c).
+func (s *State) Active(shard int32, c CutID) bool {
+	t := s.Tables[c.Window]
+	if t == nil {
+		return false
+	}
+	i := t.Index(shard)
+	if i < 0 || t.Quotas[i] == 0 {
+		return false
+	}
+	if f, failed := s.Failed[shard]; failed && f.Less(c) {
+		return false
+	}
+	return true
+}
+
+// Apply applies one entry.
+func (s *State) Apply(e Entry) error {
+	switch {
+	case e.Cut != nil:
+		want := s.Last.next(s.cfg.W)
+		if *e.Cut != want {
+			return fmt.Errorf("%w: cut %+v, expected %+v", ErrOutOfOrder, *e.Cut, want)
+		}
+		t := s.Tables[want.Window]
+		if t == nil {
+			return fmt.Errorf("%w: window %d", ErrNoTable, want.Window)
+		}
+		if want.Cut == s.cfg.W-1 && s.Tables[want.Window+1] == nil {
+			return fmt.Errorf("%w: window %d ends with cut %d", ErrNoTable, want.Window+1, want.Cut)
+		}
+		for i, sh := range t.Shards {
+			if s.Active(sh, want) {
+				s.Slots[sh] = t.SlotBase[i] + int64(want.Cut+1)*t.Quotas[i]
+			}
+		}
+		s.Last = want
+		if want.Cut == s.cfg.W-1 { // the window is over: failures of it are settled
+			delete(s.Tables, want.Window)
+			clear(s.Failed)
+		}
+		delete(s.Tables, want.Window-1)
+	case e.Table != nil:
+		cur := s.Last.next(s.cfg.W).Window
+		if e.Table.Window != cur+1 || e.Table.View < s.View {
+			return fmt.Errorf("%w: table of window %d (view %d) while cutting window %d (view %d)", ErrOutOfOrder, e.Table.Window, e.Table.View, cur, s.View)
+		}
+		s.Tables[e.Table.Window] = e.Table
+		for _, sh := range e.Table.Shards {
+			delete(s.Joining, sh)
+			delete(s.Out, sh)
+		}
+	case e.Fail != nil:
+		f := e.Fail
+		if _, already := s.Failed[f.Shard]; already || s.Out[f.Shard] {
+			return nil // failed already: the same decision twice
+		}
+		s.Failed[f.Shard] = f.After
+		s.Out[f.Shard] = true
+		s.View++
+		if n := s.Tables[s.Last.next(s.cfg.W).Window+1]; n != nil && n.Index(f.Shard) >= 0 {
+			delete(s.Tables, n.Window) // decided with the failed shard: the leader decides again
+		}
+	case e.Join != nil:
+		s.Joining[e.Join.Shard] = true
+	default:
+		return fmt.Errorf("%w: an empty entry", ErrOutOfOrder)
+	}
+	return nil
+}
+
+// Report is a shard's message to the sequencer: its slots through cut Through are durable.
+type Report struct {
+	Shard   int32 `json:"shard"`
+	View    uint64
+	Through CutID `json:"through"`
+}
+
+// Signal tells a lagging shard to report through a cut at once (lag-fix).
+type Signal struct {
+	Shard   int32
+	Through CutID
+}
+
+// Leader is the sequencer leader's decision logic over the applied state: it takes reports and
+// time, and proposes entries (which count only once applied) and signals. A new leader starts
+// afresh from the applied state; shards re-send their reports.
+type Leader struct {
+	st       *State
+	reported map[int32]CutID
+	arrivals map[int32][]time.Time // recent report times, for rates
+	signaled map[int32]time.Time   // first signal of the current lag
+	resent   map[int32]time.Time   // last signal (a lost signal is sent again)
+	proposed CutID                 // the last cut proposed (not necessarily applied yet)
+	decided  uint64
+}
+
+// NewLeader starts the leader logic on the applied state st (which the caller keeps applying
+// entries to).
+func NewLeader(st *State) *Leader {
+	return &Leader{st: st, reported: map[int32]CutID{}, arrivals: map[int32][]time.Time{}, signaled: map[int32]time.Time{}, resent: map[int32]time.Time{}, proposed: st.Last}
+}
+
+// Report takes a shard's report.
+func (l *Leader) Report(r Report, now time.Time) {
+	if r.View != l.st.View || l.st.Out[r.Shard] {
+		return // from before a view change, or from a failed shard: fenced
+	}
+	if prev, ok := l.reported[r.Shard]; ok && !prev.Less(r.Through) {
+		return
+	}
+	l.reported[r.Shard] = r.Through
+	a := append(l.arrivals[r.Shard], now)
+	if len(a) > 16 {
+		a = a[len(a)-16:]
+	}
+	l.arrivals[r.Shard] = a
+	delete(l.signaled, r.Shard)
+}
+
+// Tick decides: the cuts every active shard has reported, the next window's table at cut
+// DecideAt, lag signals and failures.
+func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
+	st, w := l.st, l.st.cfg.W
+	if l.proposed.Less(st.Last) {
+		l.proposed = st.Last
+	}
+	var out []Entry
+	// The next window's table, once its decision point is proposed (or sooner if needed).
+	cur := st.Last.next(w).Window
+	if st.Tables[cur+1] == nil && l.decided <= cur && (l.proposed.Window > cur || l.proposed.Window == cur && l.proposed.Cut+1 >= st.cfg.DecideAt) {
+		out = append(out, Entry{Table: l.nextTable(now)})
+		l.decided = cur + 1
+	}
+	if st.Tables[cur+1] == nil && l.decided > cur && len(out) == 0 && l.proposed == st.Last {
+		l.decided = cur // a decision that was dropped (a failure replaced it): decide again
+	}
+	// Cuts.
+	for {
+		c := l.proposed.next(w)
+		if st.Tables[c.Window] == nil || (c.Cut == w-1 && st.Tables[c.Window+1] == nil) {
+			break // the next table is not applied yet
+		}
+		if !l.allReported(c) {
+			break
+		}
+		out = append(out, Entry{Cut: &c})
+		l.proposed = c
+	}
+	// Lag-fix and failures.
+	var most CutID
+	for _, r := range l.reported {
+		if most.Less(r) {
+			most = r
+		}
+	}
+	var signals []Signal
+	t := st.Current()
+	for _, sh := range t.Shards {
+		c := st.Last.next(w)
+		if !st.Active(sh, c) {
+			continue
+		}
+		r, ok := l.reported[sh]
+		if !ok {
+			r = CutID{Window: st.Last.Window, Cut: -1}
+		}
+		if lag := cutsBetween(r, most, w); lag < st.cfg.LagFix {
+			continue
+		}
+		since, signaled := l.signaled[sh]
+		switch {
+		case !signaled:
+			l.signaled[sh], l.resent[sh] = now, now
+			signals = append(signals, Signal{Shard: sh, Through: most})
+		case now.Sub(since) < st.cfg.FailAfter && now.Sub(l.resent[sh]) >= 2*st.cfg.TOrd:
+			l.resent[sh] = now // the signal or the answer may have been lost
+			signals = append(signals, Signal{Shard: sh, Through: most})
+		case now.Sub(since) >= st.cfg.FailAfter:
+			after := st.Last
+			if after.Window != c.Window {
+				after = CutID{Window: c.Window, Cut: -1}
+			}
+			if r.Window == c.Window && after.Less(r) {
+				after = r // its reported cuts stay its: they are durable
+			}
+			out = append(out, Entry{Fail: &FailEntry{Shard: sh, After: after}})
+			delete(l.signaled, sh)
+		}
+	}
+	return out, signals
+}
+
+// allReported reports whether every shard that must report cut c has (a cut with no active
+// shard left, all failed, commits at once: its slots are no-ops).
+func (l *Leader) allReported(c CutID) bool {
+	for _, sh := range l.st.Tables[c.Window].Shards {
+		if !l.st.Active(sh, c) {
+			continue
+		}
+		if r, ok := l.reported[sh]; !ok || r.Less(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// cutsBetween is how many cuts b is ahead of a.
+func cutsBetween(a, b CutID, w int) int {
+	if !a.Less(b) {
+		return 0
+	}
+	return int(b.Window-a.Window)*w + b.Cut - a.Cut
+}
+
+// nextTable decides the next window's table: the current shards that are not out, with quotas
+// from their measured report rates (the paper's rule: change only outside the ±Band band around
+// one report per T_ord; new quota = ceil(q · T_ord / interval), at least 1), and the joining
+// shards with the initial quota.
+func (l *Leader) nextTable(now time.Time) *Table {
+	st := l.st
+	t := st.Current()
+	quotas, base := map[int32]int64{}, map[int32]int64{}
+	for i, sh := range t.Shards {
+		if st.Out[sh] {
+			continue
+		}
+		q := t.Quotas[i]
+		if a := l.arrivals[sh]; len(a) >= 4 && q > 0 {
+			interval := a[len(a)-1].Sub(a[0]) / time.Duration(len(a)-1)
+			ratio := float64(st.cfg.TOrd) / float64(max(interval, time.Microsecond))
+			if math.Abs(ratio-1) > st.cfg.Band {
+				q = max(1, int64(math.Ceil(float64(q)*ratio)))
+			}
+		}
+		quotas[sh] = max(q, 1)
+	}
+	for sh := range st.Joining {
+		if _, ok := quotas[sh]; !ok {
+			quotas[sh] = st.cfg.InitialQuota
+			base[sh] = st.Slots[sh]
+		}
+	}
+	for sh := range st.Out {
+		if !st.Joining[sh] {
+			delete(quotas, sh)
+		}
+	}
+	n := t.Next(st.cfg.W, st.View, quotas, base)
+	for i, sh := range n.Shards { // a shard that was failed goes on from its committed slots
+		if _, failed := st.Failed[sh]; failed || st.Joining[sh] {
+			n.SlotBase[i] = st.Slots[sh]
+		}
+	}
+	if len(n.Shards) == 0 {
+		n.Shards, n.Quotas, n.SlotBase = slices.Clone(t.Shards), make([]int64, len(t.Shards)), make([]int64, len(t.Shards))
+	}
+	return n
+}

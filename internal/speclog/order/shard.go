@@ -1,0 +1,204 @@
+package order
+
+import "time"
+
+// Delivery is a run of a shard's slots at consecutive global positions, delivered with view
+// View: speculatively (before their cut commits) or after a failure, again.
+type Delivery struct {
+	Slot     int64
+	Position uint64
+	N        int64
+	View     uint64
+}
+
+// Out is what a shard's state machine asks its caller to do. Zero fields ask nothing.
+type Out struct {
+	Deliver  []Delivery
+	Report   *Report
+	NoOp     int64   // append one coalesced no-op entry of this many slots
+	Confirm  uint64  // positions below are confirmed (0: no news)
+	Acked    int64   // the appends of slots below are acknowledged (0: no news)
+	Fail     *uint64 // every speculation at or after this position failed (a view change)
+	Truncate *int64  // this shard was failed: its slots from here on were never acknowledged
+}
+
+// Shard is one shard's state machine: it turns durable slots into speculative deliveries and
+// reports of exactly its quota, fills deficits with coalesced no-ops, and turns the sequencer's
+// entries (which it applies to its own copy of the sequencer state, in log order) into
+// confirmations, acknowledgements and failure notices.
+type Shard struct {
+	id         int32
+	cfg        Config
+	st         *State
+	durable    int64 // slots durable, from the shard's beginning
+	delivered  int64 // slots delivered in the current view
+	reported   CutID // the last cut reported
+	lastReport time.Time
+	noopUntil  int64 // a no-op was asked for to reach this many slots
+	confirmed  uint64
+	acked      int64
+	out        bool // failed: waits to join again
+}
+
+// NewShard starts a shard on the sequencer's first table (as NewState), with durable slots
+// already in its log.
+func NewShard(cfg Config, id int32, first *Table, durable int64) (*Shard, error) {
+	st, err := NewState(cfg, first)
+	if err != nil {
+		return nil, err
+	}
+	sh := &Shard{id: id, cfg: cfg, st: st, durable: durable, reported: CutID{Window: first.Window, Cut: -1}}
+	if i := first.Index(id); i >= 0 {
+		sh.delivered, sh.acked = first.SlotBase[i], first.SlotBase[i]
+	}
+	return sh, nil
+}
+
+// State is the shard's copy of the sequencer state (read only).
+func (sh *Shard) State() *State { return sh.st }
+
+// Durable takes n more durable slots (records, or a no-op entry's slots).
+func (sh *Shard) Durable(n int64, now time.Time) Out {
+	sh.durable += n
+	var o Out
+	sh.deliver(&o)
+	sh.report(&o, now)
+	return o
+}
+
+// Tick fills a deficit with a no-op when no report went out for 1.5·T_ord, and re-sends the
+// last report (it may have been lost, or the sequencer's leader changed).
+func (sh *Shard) Tick(now time.Time) Out {
+	var o Out
+	if sh.out || now.Sub(sh.lastReport) < sh.cfg.TOrd*3/2 {
+		return o
+	}
+	c := sh.reported.next(sh.cfg.W)
+	if t := sh.st.Tables[c.Window]; t != nil && sh.st.Active(sh.id, c) {
+		if need := t.SlotsThrough(sh.id, c.Cut); need > sh.durable && need > sh.noopUntil {
+			o.NoOp, sh.noopUntil = need-sh.durable, need
+		}
+	}
+	if sh.reported.Cut >= 0 || sh.reported.Window > 0 {
+		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported}
+	}
+	sh.lastReport = now
+	return o
+}
+
+// Signal is the sequencer's lag-fix: report through cut c at once, filling with one no-op.
+func (sh *Shard) Signal(c CutID, now time.Time) Out {
+	var o Out
+	if sh.out {
+		return o
+	}
+	need := int64(0)
+	for d := sh.reported.next(sh.cfg.W); !c.Less(d); d = d.next(sh.cfg.W) {
+		t := sh.st.Tables[d.Window]
+		if t == nil {
+			break
+		}
+		if sh.st.Active(sh.id, d) {
+			need = t.SlotsThrough(sh.id, d.Cut)
+		}
+	}
+	if need > sh.durable && need > sh.noopUntil {
+		o.NoOp, sh.noopUntil = need-sh.durable, need
+	}
+	sh.report(&o, now)
+	return o
+}
+
+// Apply applies the sequencer's next entry (in log order).
+func (sh *Shard) Apply(e Entry, now time.Time) (Out, error) {
+	var o Out
+	if err := sh.st.Apply(e); err != nil {
+		return o, err
+	}
+	switch {
+	case e.Cut != nil:
+		if c := sh.st.Committed(); c > sh.confirmed {
+			sh.confirmed, o.Confirm = c, c
+		}
+		if a := sh.st.Slots[sh.id]; a > sh.acked {
+			sh.acked, o.Acked = a, a
+		}
+	case e.Fail != nil && e.Fail.Shard == sh.id:
+		keep := sh.st.Slots[sh.id]
+		sh.out, sh.durable, sh.delivered, sh.noopUntil = true, keep, keep, 0
+		o.Truncate = &keep
+		return o, nil
+	case e.Fail != nil:
+		at := sh.confirmed
+		o.Fail = &at
+		sh.delivered = sh.st.Slots[sh.id] // deliver again from the confirmed prefix, in the new view
+	case e.Table != nil && e.Table.Index(sh.id) >= 0 && sh.out:
+		sh.out = false // joined again
+		sh.reported = CutID{Window: e.Table.Window - 1, Cut: sh.cfg.W - 1}
+	}
+	sh.deliver(&o)
+	sh.report(&o, now)
+	return o, nil
+}
+
+// deliver delivers the durable slots not delivered yet whose positions the known tables fix.
+func (sh *Shard) deliver(o *Out) {
+	if sh.out {
+		return
+	}
+	for sh.delivered < sh.durable {
+		pos, t, ok := sh.position(sh.delivered)
+		if !ok {
+			return // past the known tables: the lease holds delivery until the next table
+		}
+		i := t.Index(sh.id)
+		inCut := (sh.delivered - t.SlotBase[i]) % t.Quotas[i]
+		n := min(sh.durable-sh.delivered, t.Quotas[i]-inCut)
+		o.Deliver = append(o.Deliver, Delivery{Slot: sh.delivered, Position: pos, N: n, View: sh.st.View})
+		sh.delivered += n
+	}
+}
+
+// position is a slot's global position by the known tables.
+func (sh *Shard) position(slot int64) (uint64, *Table, bool) {
+	for _, t := range sh.st.Tables {
+		if p, ok := t.Position(sh.cfg.W, sh.id, slot); ok {
+			if c := sh.cutOf(t, slot); !sh.st.Active(sh.id, CutID{Window: t.Window, Cut: c}) {
+				return 0, nil, false // a slot of a cut after this shard failed: a no-op now
+			}
+			return p, t, true
+		}
+	}
+	return 0, nil, false
+}
+
+func (sh *Shard) cutOf(t *Table, slot int64) int {
+	i := t.Index(sh.id)
+	return int((slot - t.SlotBase[i]) / t.Quotas[i])
+}
+
+// report reports through the last cut whose slots are all durable.
+func (sh *Shard) report(o *Out, now time.Time) {
+	if sh.out {
+		return
+	}
+	moved := false
+	for {
+		c := sh.reported.next(sh.cfg.W)
+		t := sh.st.Tables[c.Window]
+		if t == nil {
+			break
+		}
+		if sh.st.Active(sh.id, c) && t.SlotsThrough(sh.id, c.Cut) > sh.durable {
+			break
+		}
+		if !sh.st.Active(sh.id, c) && (sh.st.Out[sh.id] || t.Index(sh.id) < 0) {
+			break
+		}
+		sh.reported, moved = c, true
+	}
+	if moved {
+		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported}
+		sh.lastReport = now
+	}
+}
