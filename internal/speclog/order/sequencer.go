@@ -69,6 +69,8 @@ type State struct {
 	// Slots: per shard, how many of its slots committed cuts cover (a rejoining shard goes on
 	// from there; its later slots were never acknowledged).
 	Slots map[int32]int64 `json:"slots"`
+	// Benched: stragglers, and the first window of their quota 0 (straggler mitigation).
+	Benched map[int32]uint64 `json:"benched"`
 }
 
 // NewState starts a topic's sequencer with its first window's table.
@@ -77,7 +79,7 @@ func NewState(cfg Config, first *Table) (*State, error) {
 		return nil, err
 	}
 	s := &State{cfg: cfg, Tables: map[uint64]*Table{first.Window: first}, Last: CutID{Window: first.Window, Cut: -1},
-		View: first.View, Failed: map[int32]CutID{}, Out: map[int32]bool{}, Joining: map[int32]bool{}, Slots: map[int32]int64{}}
+		View: first.View, Failed: map[int32]CutID{}, Out: map[int32]bool{}, Joining: map[int32]bool{}, Slots: map[int32]int64{}, Benched: map[int32]uint64{}}
 	for i, sh := range first.Shards {
 		s.Slots[sh] = first.SlotBase[i]
 	}
@@ -145,9 +147,14 @@ func (s *State) Apply(e Entry) error {
 			return fmt.Errorf("%w: table of window %d (view %d) while cutting window %d (view %d)", ErrOutOfOrder, e.Table.Window, e.Table.View, cur, s.View)
 		}
 		s.Tables[e.Table.Window] = e.Table
-		for _, sh := range e.Table.Shards {
+		for i, sh := range e.Table.Shards {
 			delete(s.Joining, sh)
 			delete(s.Out, sh)
+			if _, benched := s.Benched[sh]; e.Table.Quotas[i] == 0 && !benched {
+				s.Benched[sh] = e.Table.Window
+			} else if e.Table.Quotas[i] > 0 {
+				delete(s.Benched, sh)
+			}
 		}
 	case e.Fail != nil:
 		f := e.Fail
@@ -170,9 +177,13 @@ func (s *State) Apply(e Entry) error {
 
 // Report is a shard's message to the sequencer: its slots through cut Through are durable.
 type Report struct {
-	Shard   int32 `json:"shard"`
-	View    uint64
-	Through CutID `json:"through"`
+	Shard   int32  `json:"shard"`
+	View    uint64 `json:"view"`
+	Through CutID  `json:"through"`
+	Slots   int64  `json:"slots"` // the shard's slots through that cut (its rate, for quotas)
+	// LagFix: sent because the sequencer signalled a lag (not at the shard's own pace: it does
+	// not count for the shard's rate).
+	LagFix bool `json:"lag_fix,omitempty"`
 }
 
 // Signal tells a lagging shard to report through a cut at once (lag-fix).
@@ -187,17 +198,23 @@ type Signal struct {
 type Leader struct {
 	st       *State
 	reported map[int32]CutID
-	arrivals map[int32][]time.Time // recent report times, for rates
-	signaled map[int32]time.Time   // first signal of the current lag
-	resent   map[int32]time.Time   // last signal (a lost signal is sent again)
-	proposed CutID                 // the last cut proposed (not necessarily applied yet)
-	decided  uint64
+	arrivals map[int32][]arrival // recent reports, for rates
+	paced    map[int32]int64     // slots reported at the shard's own pace (not lag-fixed), in total
+	slots    map[int32]int64     // slots through each shard's last report
+	signaled map[int32]time.Time // first signal of the current lag
+	resent   map[int32]time.Time // last signal (a lost signal is sent again)
+	lagFixes map[int32]int       // lags signalled since the last table decision
+	proposed CutID               // the last cut proposed (not necessarily applied yet)
+	// decided: the window whose table was last proposed, in view decidedView (a failure
+	// drops a table decided before it, and the window's table is decided again)
+	decided     uint64
+	decidedView uint64
 }
 
 // NewLeader starts the leader logic on the applied state st (which the caller keeps applying
 // entries to).
 func NewLeader(st *State) *Leader {
-	return &Leader{st: st, reported: map[int32]CutID{}, arrivals: map[int32][]time.Time{}, signaled: map[int32]time.Time{}, resent: map[int32]time.Time{}, proposed: st.Last}
+	return &Leader{st: st, reported: map[int32]CutID{}, arrivals: map[int32][]arrival{}, paced: map[int32]int64{}, slots: map[int32]int64{}, signaled: map[int32]time.Time{}, resent: map[int32]time.Time{}, lagFixes: map[int32]int{}, proposed: st.Last}
 }
 
 // Report takes a shard's report.
@@ -209,12 +226,18 @@ func (l *Leader) Report(r Report, now time.Time) {
 		return
 	}
 	l.reported[r.Shard] = r.Through
-	a := append(l.arrivals[r.Shard], now)
+	delete(l.signaled, r.Shard)
+	prevSlots, had := l.slots[r.Shard]
+	l.slots[r.Shard] = r.Slots
+	if r.LagFix || !had {
+		return // slots filled at the sequencer's request are not the shard's pace
+	}
+	l.paced[r.Shard] += max(r.Slots-prevSlots, 0)
+	a := append(l.arrivals[r.Shard], arrival{at: now, slots: l.paced[r.Shard]})
 	if len(a) > 16 {
 		a = a[len(a)-16:]
 	}
 	l.arrivals[r.Shard] = a
-	delete(l.signaled, r.Shard)
 }
 
 // Tick decides: the cuts every active shard has reported, the next window's table at cut
@@ -227,12 +250,11 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 	var out []Entry
 	// The next window's table, once its decision point is proposed (or sooner if needed).
 	cur := st.Last.next(w).Window
-	if st.Tables[cur+1] == nil && l.decided <= cur && (l.proposed.Window > cur || l.proposed.Window == cur && l.proposed.Cut+1 >= st.cfg.DecideAt) {
+	due := l.proposed.Window > cur || l.proposed.Window == cur && l.proposed.Cut+1 >= st.cfg.DecideAt
+	if st.Tables[cur+1] == nil && due && (l.decided <= cur || l.decidedView != st.View) {
 		out = append(out, Entry{Table: l.nextTable(now)})
-		l.decided = cur + 1
-	}
-	if st.Tables[cur+1] == nil && l.decided > cur && len(out) == 0 && l.proposed == st.Last {
-		l.decided = cur // a decision that was dropped (a failure replaced it): decide again
+		l.decided, l.decidedView = cur+1, st.View
+		clear(l.lagFixes)
 	}
 	// Cuts.
 	for {
@@ -271,6 +293,7 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 		switch {
 		case !signaled:
 			l.signaled[sh], l.resent[sh] = now, now
+			l.lagFixes[sh]++
 			signals = append(signals, Signal{Shard: sh, Through: most})
 		case now.Sub(since) < st.cfg.FailAfter && now.Sub(l.resent[sh]) >= 2*st.cfg.TOrd:
 			l.resent[sh] = now // the signal or the answer may have been lost
@@ -289,6 +312,25 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 	}
 	return out, signals
 }
+
+// arrival is a report the leader took: when, and how many slots the shard had reported at its
+// own pace by then.
+type arrival struct {
+	at    time.Time
+	slots int64
+}
+
+// reportGap is the mean time between a shard's reports.
+func reportGap(a []arrival) time.Duration {
+	return a[len(a)-1].at.Sub(a[0].at) / time.Duration(len(a)-1)
+}
+
+// A quota changes by at most maxQuotaStep times per window, and stays at most MaxQuota
+// positions per cut: a burst measured over a few reports must not blow a window up.
+const (
+	maxQuotaStep = 4.0
+	MaxQuota     = 1 << 16
+)
 
 // allReported reports whether every shard that must report cut c has (a cut with no active
 // shard left, all failed, commits at once: its slots are no-ops).
@@ -320,16 +362,58 @@ func (l *Leader) nextTable(now time.Time) *Table {
 	st := l.st
 	t := st.Current()
 	quotas, base := map[int32]int64{}, map[int32]int64{}
+	// A shard is slow only next to the others: when every shard's reports were held up (a
+	// lease waiting for its table, a view change), none is a straggler.
+	intervals := map[int32]time.Duration{}
+	for _, sh := range t.Shards {
+		if a := l.arrivals[sh]; len(a) >= 2 {
+			intervals[sh] = reportGap(a)
+		}
+	}
+	others := func(sh int32) time.Duration { // the median interval of the other shards
+		var o []time.Duration
+		for s, d := range intervals {
+			if s != sh {
+				o = append(o, d)
+			}
+		}
+		if len(o) == 0 {
+			return 0
+		}
+		slices.Sort(o)
+		return o[len(o)/2]
+	}
 	for i, sh := range t.Shards {
 		if st.Out[sh] {
 			continue
 		}
 		q := t.Quotas[i]
-		if a := l.arrivals[sh]; len(a) >= 4 && q > 0 {
-			interval := a[len(a)-1].Sub(a[0]) / time.Duration(len(a)-1)
-			ratio := float64(st.cfg.TOrd) / float64(max(interval, time.Microsecond))
-			if math.Abs(ratio-1) > st.cfg.Band {
-				q = max(1, int64(math.Ceil(float64(q)*ratio)))
+		if since, benched := st.Benched[sh]; benched {
+			if t.Window+1-since >= uint64(st.cfg.StragglerWindows) {
+				q = 1 // back on probation: the rate rule grows it if it keeps up
+				delete(l.arrivals, sh)
+			}
+			quotas[sh] = q
+			continue
+		}
+		a := l.arrivals[sh]
+		if len(a) >= 2 && q > 0 {
+			interval := reportGap(a)
+			// A straggler: its reports come far apart, or it kept the others waiting until
+			// signalled, time after time.
+			slow := len(a) > st.cfg.StragglerReports && interval > st.cfg.StragglerGap && interval > 2*others(sh)
+			if st.cfg.StragglerGap > 0 && (slow || l.lagFixes[sh] > st.cfg.StragglerReports) {
+				quotas[sh] = 0 // a straggler: the others go on without waiting for it
+				delete(l.arrivals, sh)
+				continue
+			}
+			// The paper's rule, q·T_ord/interval, is the shard's slots per T_ord: measured
+			// in slots, as a report may cover several cuts (a burst made them durable at once).
+			elapsed := a[len(a)-1].at.Sub(a[0].at)
+			perTOrd := float64(a[len(a)-1].slots-a[0].slots) * float64(st.cfg.TOrd) / float64(max(elapsed, time.Microsecond))
+			ratio := min(max(perTOrd/float64(q), 1.0/maxQuotaStep), maxQuotaStep)
+			if len(a) >= 4 && math.Abs(ratio-1) > st.cfg.Band {
+				q = min(max(1, int64(math.Ceil(float64(q)*ratio))), MaxQuota)
 			}
 		}
 		quotas[sh] = max(q, 1)
@@ -351,8 +435,10 @@ func (l *Leader) nextTable(now time.Time) *Table {
 			n.SlotBase[i] = st.Slots[sh]
 		}
 	}
-	if len(n.Shards) == 0 {
-		n.Shards, n.Quotas, n.SlotBase = slices.Clone(t.Shards), make([]int64, len(t.Shards)), make([]int64, len(t.Shards))
+	if len(n.Shards) > 0 && n.CutSize() == 0 { // every shard benched: the log must go on
+		for i := range n.Quotas {
+			n.Quotas[i] = 1
+		}
 	}
 	return n
 }

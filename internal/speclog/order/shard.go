@@ -38,6 +38,7 @@ type Shard struct {
 	confirmed  uint64
 	acked      int64
 	out        bool // failed: waits to join again
+	lagFix     bool // reporting because of a lag signal
 }
 
 // NewShard starts a shard on the sequencer's first table (as NewState), with durable slots
@@ -80,7 +81,7 @@ func (sh *Shard) Tick(now time.Time) Out {
 		}
 	}
 	if sh.reported.Cut >= 0 || sh.reported.Window > 0 {
-		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported}
+		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots()}
 	}
 	sh.lastReport = now
 	return o
@@ -105,6 +106,7 @@ func (sh *Shard) Signal(c CutID, now time.Time) Out {
 	if need > sh.durable && need > sh.noopUntil {
 		o.NoOp, sh.noopUntil = need-sh.durable, need
 	}
+	sh.lagFix = true // the reports until it is fixed are the sequencer's pace, not this shard's
 	sh.report(&o, now)
 	return o
 }
@@ -177,6 +179,14 @@ func (sh *Shard) cutOf(t *Table, slot int64) int {
 	return int((slot - t.SlotBase[i]) / t.Quotas[i])
 }
 
+// reportedSlots is the shard's slots through its last reported cut.
+func (sh *Shard) reportedSlots() int64 {
+	if t := sh.st.Tables[sh.reported.Window]; t != nil && t.Index(sh.id) >= 0 {
+		return t.SlotsThrough(sh.id, sh.reported.Cut)
+	}
+	return sh.st.Slots[sh.id]
+}
+
 // report reports through the last cut whose slots are all durable.
 func (sh *Shard) report(o *Out, now time.Time) {
 	if sh.out {
@@ -198,7 +208,7 @@ func (sh *Shard) report(o *Out, now time.Time) {
 		sh.reported, moved = c, true
 	}
 	if moved {
-		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported}
-		sh.lastReport = now
+		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), LagFix: sh.lagFix}
+		sh.lastReport, sh.lagFix = now, false
 	}
 }

@@ -19,12 +19,21 @@ type Config struct {
 	Band         float64       // a quota changes only if the rate is more than this far off target
 	LagFix       int           // cuts behind the most advanced shard that get a shard signalled
 	FailAfter    time.Duration // a signalled shard that has not caught up by then is failed
+	// Straggler mitigation: a shard whose reports come more than StragglerGap apart on average
+	// (over more than StragglerReports reports), or that needed lag-fix more than
+	// StragglerReports times in a window, gets quota 0 for StragglerWindows windows, then
+	// quota 1, and its quota grows again from its rate.
+	StragglerGap     time.Duration
+	StragglerReports int
+	StragglerWindows int
 }
 
 // DefaultConfig is the paper's configuration: T_ord 1 ms, W 100, initial quota 10, the next
-// table decided at cut 50, a ±5% band, lag-fix at 3 cuts, a shard failed after 50 ms.
+// table decided at cut 50, a ±5% band, lag-fix at 3 cuts, a shard failed after 50 ms, a
+// straggler (reports 4·T_ord apart over 3 reports) benched for 5 windows.
 func DefaultConfig() Config {
-	return Config{W: 100, TOrd: time.Millisecond, InitialQuota: 10, DecideAt: 50, Band: 0.05, LagFix: 3, FailAfter: 50 * time.Millisecond}
+	return Config{W: 100, TOrd: time.Millisecond, InitialQuota: 10, DecideAt: 50, Band: 0.05, LagFix: 3, FailAfter: 50 * time.Millisecond,
+		StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5}
 }
 
 // Check reports a configuration that cannot work.

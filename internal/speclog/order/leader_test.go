@@ -1,0 +1,214 @@
+package order
+
+import (
+	"testing"
+	"time"
+)
+
+// drive runs a sequencer leader over whole cuts: before each cut, every shard in gaps (its
+// interval between reports) whose turn it is reports the cut; the leader ticks every 100 µs and
+// its entries are applied. It returns the state and the signals seen.
+type driver struct {
+	t      *testing.T
+	cfg    Config
+	st     *State
+	l      *Leader
+	now    time.Time
+	next   map[int32]time.Time // when each shard reports next
+	thru   map[int32]CutID
+	sigs   []Signal
+	silent map[int32]bool
+}
+
+func newDriver(t *testing.T, cfg Config, shards int) *driver {
+	st, err := NewState(cfg, firstTable(shards, cfg.InitialQuota))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &driver{t: t, cfg: cfg, st: st, l: NewLeader(st), now: time.Unix(0, 0), next: map[int32]time.Time{}, thru: map[int32]CutID{}, silent: map[int32]bool{}}
+	for s := range shards {
+		d.thru[int32(s)] = CutID{Cut: -1}
+	}
+	return d
+}
+
+// run advances time by dur; shard s reports its next cut every gaps[s] (if it has a table).
+func (d *driver) run(dur time.Duration, gaps map[int32]time.Duration) {
+	end := d.now.Add(dur)
+	for d.now.Before(end) {
+		d.now = d.now.Add(100 * time.Microsecond)
+		for s, gap := range gaps {
+			if d.silent[s] || d.now.Before(d.next[s]) {
+				continue
+			}
+			c := d.thru[s].next(d.cfg.W)
+			if d.st.Tables[c.Window] == nil {
+				continue
+			}
+			if !d.st.Active(s, c) { // quota 0 or failed in this cut: nothing to report
+				d.thru[s] = c
+				continue
+			}
+			d.thru[s] = c
+			d.next[s] = d.now.Add(gap)
+			d.l.Report(Report{Shard: s, View: d.st.View, Through: c, Slots: d.st.Tables[c.Window].SlotsThrough(s, c.Cut)}, d.now)
+		}
+		entries, sigs := d.l.Tick(d.now)
+		d.sigs = append(d.sigs, sigs...)
+		for _, sg := range sigs { // lag-fix: a live shard reports through the cut at once (no-ops fill)
+			if !d.silent[sg.Shard] && d.thru[sg.Shard].Less(sg.Through) {
+				d.thru[sg.Shard] = sg.Through
+				slots := int64(0)
+				if tb := d.st.Tables[sg.Through.Window]; tb != nil {
+					slots = tb.SlotsThrough(sg.Shard, sg.Through.Cut)
+				}
+				d.l.Report(Report{Shard: sg.Shard, View: d.st.View, Through: sg.Through, Slots: slots, LagFix: true}, d.now)
+			}
+		}
+		for _, e := range entries {
+			if err := d.st.Apply(e); err != nil {
+				d.t.Fatalf("applying %+v: %v", e, err)
+			}
+		}
+	}
+}
+
+func testConfig() Config {
+	c := DefaultConfig()
+	c.W, c.DecideAt, c.InitialQuota = 10, 5, 4
+	return c
+}
+
+// TestQuotaFollowsRate: a shard reporting twice per T_ord gets twice the quota in the next
+// window; one reporting once per T_ord keeps its quota.
+func TestQuotaFollowsRate(t *testing.T) {
+	d := newDriver(t, testConfig(), 2)
+	d.run(8*time.Millisecond, map[int32]time.Duration{0: 500 * time.Microsecond, 1: time.Millisecond})
+	n := d.st.Tables[1]
+	if n == nil {
+		t.Fatalf("no table for window 1 after 8 ms")
+	}
+	if n.Quotas[0] != 8 || n.Quotas[1] != 4 {
+		t.Fatalf("window 1 quotas %v; want [8 4]", n.Quotas)
+	}
+	if n.Start != 10*8 || n.SlotBase[0] != 40 || n.SlotBase[1] != 40 {
+		t.Fatalf("window 1 starts at %d with slot bases %v; want 80, [40 40]", n.Start, n.SlotBase)
+	}
+}
+
+// TestStragglerBenched: a shard whose reports come 5·T_ord apart gets quota 0 (the other shard's
+// cuts stop waiting for it), and quota 1 again after StragglerWindows windows.
+func TestStragglerBenched(t *testing.T) {
+	cfg := testConfig()
+	d := newDriver(t, cfg, 2)
+	gaps := map[int32]time.Duration{0: time.Millisecond, 1: 5 * time.Millisecond}
+	d.run(60*time.Millisecond, gaps)
+	benchedAt, ok := d.st.Benched[1]
+	if !ok {
+		t.Fatalf("shard 1 is not benched; tables %+v", d.st.Tables)
+	}
+	// While benched, cuts move at shard 0's pace: about one per T_ord.
+	before := d.st.Last
+	d.run(20*time.Millisecond, map[int32]time.Duration{0: time.Millisecond, 1: time.Millisecond})
+	if moved := cutsBetween(before, d.st.Last, cfg.W); moved < 15 {
+		t.Fatalf("%d cuts in 20 ms with the straggler benched; want about 20", moved)
+	}
+	d.run(time.Duration(cfg.StragglerWindows*cfg.W)*time.Millisecond, map[int32]time.Duration{0: time.Millisecond, 1: time.Millisecond})
+	if _, still := d.st.Benched[1]; still {
+		t.Fatalf("shard 1 still benched at window %d (since %d)", d.st.Last.Window, benchedAt)
+	}
+	if q := d.st.Current().Quotas[1]; q < 1 {
+		t.Fatalf("shard 1's quota after its bench: %d", q)
+	}
+}
+
+// TestLagFixThenFailure: a shard that stops reporting is signalled once it lags LagFix cuts,
+// signalled again while it does not answer, and failed after FailAfter: the view goes up, the
+// cuts go on without it, the next table leaves it out; when it joins again it continues from
+// the slots committed cuts gave it.
+func TestLagFixThenFailure(t *testing.T) {
+	cfg := testConfig()
+	d := newDriver(t, cfg, 3)
+	all := map[int32]time.Duration{0: time.Millisecond, 1: time.Millisecond, 2: time.Millisecond}
+	d.run(3*time.Millisecond, all)
+	d.silent[2] = true
+	d.run(cfg.FailAfter/2, all)
+	if len(d.sigs) < 2 || d.sigs[0].Shard != 2 {
+		t.Fatalf("signals %+v; want shard 2 signalled, and again", d.sigs)
+	}
+	d.run(cfg.FailAfter, all)
+	if _, failed := d.st.Failed[2]; !failed && !d.st.Out[2] {
+		t.Fatalf("shard 2 not failed after %v: %+v", cfg.FailAfter, d.st)
+	}
+	if d.st.View != 1 {
+		t.Fatalf("view %d after a failure; want 1", d.st.View)
+	}
+	slots := d.st.Slots[2]
+	before := d.st.Last
+	d.run(30*time.Millisecond, all)
+	if cutsBetween(before, d.st.Last, cfg.W) < 20 {
+		t.Fatalf("cuts stalled after the failure: %+v → %+v", before, d.st.Last)
+	}
+	if t2 := d.st.Current(); t2.Index(2) >= 0 {
+		t.Fatalf("window %d still has the failed shard: %+v", t2.Window, t2)
+	}
+	if err := d.st.Apply(Entry{Join: &JoinEntry{Shard: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	d.silent[2] = false
+	d.thru[2] = d.st.Last
+	d.run(30*time.Millisecond, all)
+	t3 := d.st.Current()
+	i := t3.Index(2)
+	if i < 0 {
+		t.Fatalf("shard 2 did not join again: %+v", t3)
+	}
+	if t3.View != 1 {
+		t.Fatalf("the rejoined table's view %d; want 1", t3.View)
+	}
+	if d.st.Slots[2] < slots {
+		t.Fatalf("shard 2's committed slots went back from %d to %d", slots, d.st.Slots[2])
+	}
+}
+
+// TestShardReportsExactlyItsQuota: a shard reports whole quotas only (extra records wait for
+// the next report, but are delivered at once, their positions being known); with nothing to
+// report for 1.5·T_ord it asks for one coalesced no-op entry filling the deficit; a committed
+// cut confirms and acknowledges.
+func TestShardReportsExactlyItsQuota(t *testing.T) {
+	cfg := testConfig() // quota 4
+	first := firstTable(2, cfg.InitialQuota)
+	sh, err := NewShard(cfg, 1, first, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(0, 0)
+	o := sh.Durable(6, now)
+	if o.Report == nil || o.Report.Through != (CutID{Window: 0, Cut: 0}) || o.Report.Slots != 4 {
+		t.Fatalf("6 durable slots with quota 4: report %+v; want through cut 0 (4 slots)", o.Report)
+	}
+	if len(o.Deliver) != 2 || o.Deliver[0] != (Delivery{Slot: 0, Position: 4, N: 4}) || o.Deliver[1] != (Delivery{Slot: 4, Position: 12, N: 2}) {
+		t.Fatalf("deliveries %+v; want slots 0-3 at 4-7 and 4-5 at 12-13", o.Deliver)
+	}
+	if o := sh.Tick(now.Add(cfg.TOrd)); o.NoOp != 0 {
+		t.Fatalf("a no-op before 1.5·T_ord: %+v", o)
+	}
+	o = sh.Tick(now.Add(2 * cfg.TOrd))
+	if o.NoOp != 2 {
+		t.Fatalf("after 2·T_ord with 2 of 4 slots: no-op of %d; want one entry of 2", o.NoOp)
+	}
+	if o := sh.Tick(now.Add(4 * cfg.TOrd)); o.NoOp != 0 {
+		t.Fatalf("the same deficit filled twice: %+v", o)
+	}
+	o = sh.Durable(2, now.Add(4*cfg.TOrd))
+	if o.Report == nil || o.Report.Through != (CutID{Window: 0, Cut: 1}) {
+		t.Fatalf("the no-op made durable: report %+v; want through cut 1", o.Report)
+	}
+	o, err = sh.Apply(Entry{Cut: &CutID{Window: 0, Cut: 0}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Confirm != 8 || o.Acked != 4 {
+		t.Fatalf("cut 0 committed: confirm %d, acked %d; want 8 and 4", o.Confirm, o.Acked)
+	}
+}
