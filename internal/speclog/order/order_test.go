@@ -22,8 +22,17 @@ func firstTable(shards int, quota int64) *Table {
 // TestPositionsAreDense: in a window, Position and Owner are inverse, and the shards' slots
 // cover the window's positions exactly once.
 func TestPositionsAreDense(t *testing.T) {
-	tb := &Table{Window: 3, Start: 1000, Shards: []int32{2, 5, 9}, Quotas: []int64{3, 1, 2}, SlotBase: []int64{40, 7, 0}}
-	const w = 4
+	for _, tb := range []*Table{
+		{Window: 3, Start: 1000, Shards: []int32{2, 5, 9}, Quotas: []int64{3, 1, 2}, SlotBase: []int64{40, 7, 0}},
+		{Window: 3, Start: 1000, Shards: []int32{1, 2, 3, 4, 5, 6, 7}, Quotas: []int64{3, 1, 2, 0, 5, 1, 1}, SlotBase: []int64{40, 7, 0, 3, 9, 9, 1}, Groups: 2},
+		{Window: 0, Start: 0, Shards: []int32{0, 1, 2, 3, 4, 5}, Quotas: []int64{1, 1, 1, 1, 1, 1}, SlotBase: make([]int64, 6), Groups: 3},
+	} {
+		checkDense(t, tb)
+	}
+}
+
+func checkDense(t *testing.T, tb *Table) {
+	const w = 6
 	seen := map[uint64]bool{}
 	for i, s := range tb.Shards {
 		for slot := tb.SlotBase[i]; slot < tb.SlotBase[i]+w*tb.Quotas[i]; slot++ {
@@ -32,8 +41,15 @@ func TestPositionsAreDense(t *testing.T) {
 				t.Fatalf("shard %d slot %d: position %d, %v (seen %v)", s, slot, p, ok, seen[p])
 			}
 			seen[p] = true
-			if os, oslot, _, ok := tb.Owner(w, p); !ok || os != s || oslot != slot {
-				t.Fatalf("Owner(%d) = %d/%d; want %d/%d", p, os, oslot, s, slot)
+			os, oslot, cut, ok := tb.Owner(w, p)
+			if !ok || os != s || oslot != slot {
+				t.Fatalf("groups %d: Owner(%d) = %d/%d; want %d/%d", tb.Groups, p, os, oslot, s, slot)
+			}
+			if !tb.InCut(i, cut) || tb.SlotsThrough(s, cut) <= slot || (cut > 0 && tb.SlotsThrough(s, cut-1) > slot) {
+				t.Fatalf("groups %d: shard %d slot %d in cut %d, which covers its slots through %d", tb.Groups, s, slot, cut, tb.SlotsThrough(s, cut))
+			}
+			if p < tb.Prefix(cut-1) || p >= tb.Prefix(cut) {
+				t.Fatalf("groups %d: position %d in cut %d, which spans [%d, %d)", tb.Groups, p, cut, tb.Prefix(cut-1), tb.Prefix(cut))
 			}
 		}
 		if _, ok := tb.Position(w, s, tb.SlotBase[i]+w*tb.Quotas[i]); ok {
@@ -72,6 +88,7 @@ type sim struct {
 	prefix    uint64           // the highest confirmed prefix a shard announced
 	seen      map[int32]uint64 // per shard, the confirmed prefix it announced
 	failed    []uint64
+	noops     int64 // no-op slots asked for
 	loss      float64
 }
 
@@ -94,7 +111,7 @@ type msg struct {
 
 func newSim(t *testing.T, seed uint64, shards int, loss float64) *sim {
 	cfg := Config{W: 10, TOrd: time.Millisecond, InitialQuota: 2, DecideAt: 5, Band: 0.05, LagFix: 3, FailAfter: 20 * time.Millisecond,
-		StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5}
+		StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2}
 	s := &sim{t: t, rnd: rand.New(rand.NewPCG(seed, seed^0x5eed)), cfg: cfg, now: time.Unix(0, 0), dead: map[int32]bool{},
 		spec: map[specKey]owner{}, confirmed: map[uint64]owner{}, seen: map[int32]uint64{}, loss: loss}
 	first := firstTable(shards, cfg.InitialQuota)
@@ -167,6 +184,7 @@ func (s *sim) handle(id int32, o Out) {
 		}
 	}
 	if o.NoOp > 0 {
+		s.noops += o.NoOp
 		s.pending[id].n += o.NoOp
 		s.pending[id].at = s.now.Add(time.Duration(s.rnd.IntN(300)) * time.Microsecond)
 	}
@@ -249,11 +267,15 @@ func seeds() uint64 {
 func TestSimulationNoFailure(t *testing.T) {
 	for seed := uint64(1); seed <= seeds(); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			s := newSim(t, seed, 3, 0.05)
+			shards := 3
+			if seed%2 == 0 {
+				shards = 6 // staggered cuts from the second window on
+			}
+			s := newSim(t, seed, shards, 0.05)
 			for range 10000 { // 1 s
 				s.step(0.6, 0.001)
 			}
-			t.Logf("confirmed prefix %d, %d entries in the sequencer's log, view %d", s.prefix, len(s.log), s.st.View)
+			t.Logf("%d shards: confirmed prefix %d, %d entries in the sequencer's log, view %d, %d no-op slots", len(s.shards), s.prefix, len(s.log), s.st.View, s.noops)
 			if len(s.failed) > 0 {
 				t.Fatalf("speculation failed %d times with no shard failure", len(s.failed))
 			}
@@ -282,7 +304,11 @@ func TestSimulationNoFailure(t *testing.T) {
 func TestSimulationShardFailure(t *testing.T) {
 	for seed := uint64(1); seed <= seeds(); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			s := newSim(t, seed, 3, 0.02)
+			shards := 3
+			if seed%2 == 0 {
+				shards = 6
+			}
+			s := newSim(t, seed, shards, 0.02)
 			for range 3000 {
 				s.step(0.6, 0.001)
 			}

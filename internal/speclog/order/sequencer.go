@@ -95,7 +95,7 @@ func (s *State) Committed() uint64 {
 	if t == nil { // the window has just turned
 		return s.Current().Start
 	}
-	return t.Start + uint64(s.Last.Cut+1)*t.CutSize()
+	return t.Prefix(s.Last.Cut)
 }
 
 // Active reports whether a shard must report cut c for it to commit (a quota in c's window,
@@ -106,7 +106,7 @@ func (s *State) Active(shard int32, c CutID) bool {
 		return false
 	}
 	i := t.Index(shard)
-	if i < 0 || t.Quotas[i] == 0 {
+	if i < 0 || !t.InCut(i, c.Cut) {
 		return false
 	}
 	if f, failed := s.Failed[shard]; failed && f.Less(c) {
@@ -130,9 +130,9 @@ func (s *State) Apply(e Entry) error {
 		if want.Cut == s.cfg.W-1 && s.Tables[want.Window+1] == nil {
 			return fmt.Errorf("%w: window %d ends with cut %d", ErrNoTable, want.Window+1, want.Cut)
 		}
-		for i, sh := range t.Shards {
+		for _, sh := range t.Shards {
 			if s.Active(sh, want) {
-				s.Slots[sh] = t.SlotBase[i] + int64(want.Cut+1)*t.Quotas[i]
+				s.Slots[sh] = t.SlotsThrough(sh, want.Cut)
 			}
 		}
 		s.Last = want
@@ -180,7 +180,8 @@ type Report struct {
 	Shard   int32  `json:"shard"`
 	View    uint64 `json:"view"`
 	Through CutID  `json:"through"`
-	Slots   int64  `json:"slots"` // the shard's slots through that cut (its rate, for quotas)
+	Slots   int64  `json:"slots"`  // the shard's slots through that cut
+	NoOps   int64  `json:"no_ops"` // of all its slots so far, the no-ops (Slots − NoOps: its records, whose rate sets its quota)
 	// LagFix: sent because the sequencer signalled a lag (not at the shard's own pace: it does
 	// not count for the shard's rate).
 	LagFix bool `json:"lag_fix,omitempty"`
@@ -199,8 +200,8 @@ type Leader struct {
 	st       *State
 	reported map[int32]CutID
 	arrivals map[int32][]arrival // recent reports, for rates
-	paced    map[int32]int64     // slots reported at the shard's own pace (not lag-fixed), in total
-	slots    map[int32]int64     // slots through each shard's last report
+	paced    map[int32]int64     // records reported at the shard's own pace (not lag-fixed), in total
+	records  map[int32]int64     // records (slots that are not no-ops) as of each shard's last report
 	signaled map[int32]time.Time // first signal of the current lag
 	resent   map[int32]time.Time // last signal (a lost signal is sent again)
 	lagFixes map[int32]int       // lags signalled since the last table decision
@@ -214,7 +215,7 @@ type Leader struct {
 // NewLeader starts the leader logic on the applied state st (which the caller keeps applying
 // entries to).
 func NewLeader(st *State) *Leader {
-	return &Leader{st: st, reported: map[int32]CutID{}, arrivals: map[int32][]arrival{}, paced: map[int32]int64{}, slots: map[int32]int64{}, signaled: map[int32]time.Time{}, resent: map[int32]time.Time{}, lagFixes: map[int32]int{}, proposed: st.Last}
+	return &Leader{st: st, reported: map[int32]CutID{}, arrivals: map[int32][]arrival{}, paced: map[int32]int64{}, records: map[int32]int64{}, signaled: map[int32]time.Time{}, resent: map[int32]time.Time{}, lagFixes: map[int32]int{}, proposed: st.Last}
 }
 
 // Report takes a shard's report.
@@ -227,12 +228,12 @@ func (l *Leader) Report(r Report, now time.Time) {
 	}
 	l.reported[r.Shard] = r.Through
 	delete(l.signaled, r.Shard)
-	prevSlots, had := l.slots[r.Shard]
-	l.slots[r.Shard] = r.Slots
+	prevRecords, had := l.records[r.Shard]
+	l.records[r.Shard] = r.Slots - r.NoOps
 	if r.LagFix || !had {
-		return // slots filled at the sequencer's request are not the shard's pace
+		return // reports made at the sequencer's request are not the shard's pace
 	}
-	l.paced[r.Shard] += max(r.Slots-prevSlots, 0)
+	l.paced[r.Shard] += max(r.Slots-r.NoOps-prevRecords, 0)
 	a := append(l.arrivals[r.Shard], arrival{at: now, slots: l.paced[r.Shard]})
 	if len(a) > 16 {
 		a = a[len(a)-16:]
@@ -407,8 +408,9 @@ func (l *Leader) nextTable(now time.Time) *Table {
 				delete(l.arrivals, sh)
 				continue
 			}
-			// The paper's rule, q·T_ord/interval, is the shard's slots per T_ord: measured
-			// in slots, as a report may cover several cuts (a burst made them durable at once).
+			// The paper's rule, q·T_ord/interval, is the shard's records per T_ord: measured in
+			// records, as a report may cover several cuts (a burst made them durable at once)
+			// and its no-ops are not demand (counting them would keep a padded quota padded).
 			elapsed := a[len(a)-1].at.Sub(a[0].at)
 			perTOrd := float64(a[len(a)-1].slots-a[0].slots) * float64(st.cfg.TOrd) / float64(max(elapsed, time.Microsecond))
 			ratio := min(max(perTOrd/float64(q), 1.0/maxQuotaStep), maxQuotaStep)
@@ -434,6 +436,10 @@ func (l *Leader) nextTable(now time.Time) *Table {
 		if _, failed := st.Failed[sh]; failed || st.Joining[sh] {
 			n.SlotBase[i] = st.Slots[sh]
 		}
+	}
+	n.Groups = 1
+	if g := st.cfg.StaggerGroups; g > 1 && st.cfg.StaggerFrom > 0 && len(n.Shards) >= st.cfg.StaggerFrom {
+		n.Groups = g
 	}
 	if len(n.Shards) > 0 && n.CutSize() == 0 { // every shard benched: the log must go on
 		for i := range n.Quotas {

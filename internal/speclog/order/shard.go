@@ -37,8 +37,9 @@ type Shard struct {
 	noopUntil  int64 // a no-op was asked for to reach this many slots
 	confirmed  uint64
 	acked      int64
-	out        bool // failed: waits to join again
-	lagFix     bool // reporting because of a lag signal
+	out        bool  // failed: waits to join again
+	lagFix     bool  // reporting because of a lag signal
+	noops      int64 // no-op slots asked for, in total
 }
 
 // NewShard starts a shard on the sequencer's first table (as NewState), with durable slots
@@ -67,21 +68,27 @@ func (sh *Shard) Durable(n int64, now time.Time) Out {
 	return o
 }
 
-// Tick fills a deficit with a no-op when no report went out for 1.5·T_ord, and re-sends the
-// last report (it may have been lost, or the sequencer's leader changed).
+// Tick fills a deficit with a no-op when no report went out for 1.5·T_ord (1.5·g·T_ord with
+// g staggered groups: the shard is in every g-th cut), and re-sends the last report (it may
+// have been lost, or the sequencer's leader changed).
 func (sh *Shard) Tick(now time.Time) Out {
 	var o Out
-	if sh.out || now.Sub(sh.lastReport) < sh.cfg.TOrd*3/2 {
+	g := 1
+	if t := sh.st.Current(); t != nil {
+		g = t.groups()
+	}
+	if sh.out || now.Sub(sh.lastReport) < sh.cfg.TOrd*3/2*time.Duration(g) {
 		return o
 	}
 	c := sh.reported.next(sh.cfg.W)
 	if t := sh.st.Tables[c.Window]; t != nil && sh.st.Active(sh.id, c) {
 		if need := t.SlotsThrough(sh.id, c.Cut); need > sh.durable && need > sh.noopUntil {
 			o.NoOp, sh.noopUntil = need-sh.durable, need
+			sh.noops += o.NoOp
 		}
 	}
 	if sh.reported.Cut >= 0 || sh.reported.Window > 0 {
-		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots()}
+		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops}
 	}
 	sh.lastReport = now
 	return o
@@ -105,6 +112,7 @@ func (sh *Shard) Signal(c CutID, now time.Time) Out {
 	}
 	if need > sh.durable && need > sh.noopUntil {
 		o.NoOp, sh.noopUntil = need-sh.durable, need
+		sh.noops += o.NoOp
 	}
 	sh.lagFix = true // the reports until it is fixed are the sequencer's pace, not this shard's
 	sh.report(&o, now)
@@ -149,34 +157,28 @@ func (sh *Shard) deliver(o *Out) {
 		return
 	}
 	for sh.delivered < sh.durable {
-		pos, t, ok := sh.position(sh.delivered)
+		pos, span, ok := sh.position(sh.delivered)
 		if !ok {
 			return // past the known tables: the lease holds delivery until the next table
 		}
-		i := t.Index(sh.id)
-		inCut := (sh.delivered - t.SlotBase[i]) % t.Quotas[i]
-		n := min(sh.durable-sh.delivered, t.Quotas[i]-inCut)
+		n := min(sh.durable-sh.delivered, span)
 		o.Deliver = append(o.Deliver, Delivery{Slot: sh.delivered, Position: pos, N: n, View: sh.st.View})
 		sh.delivered += n
 	}
 }
 
-// position is a slot's global position by the known tables.
-func (sh *Shard) position(slot int64) (uint64, *Table, bool) {
+// position is a slot's global position by the known tables, and how many slots from it lie at
+// consecutive positions.
+func (sh *Shard) position(slot int64) (uint64, int64, bool) {
 	for _, t := range sh.st.Tables {
-		if p, ok := t.Position(sh.cfg.W, sh.id, slot); ok {
-			if c := sh.cutOf(t, slot); !sh.st.Active(sh.id, CutID{Window: t.Window, Cut: c}) {
-				return 0, nil, false // a slot of a cut after this shard failed: a no-op now
+		if p, n, c, ok := t.Span(sh.cfg.W, sh.id, slot); ok {
+			if !sh.st.Active(sh.id, CutID{Window: t.Window, Cut: c}) {
+				return 0, 0, false // a slot of a cut after this shard failed: a no-op now
 			}
-			return p, t, true
+			return p, n, true
 		}
 	}
-	return 0, nil, false
-}
-
-func (sh *Shard) cutOf(t *Table, slot int64) int {
-	i := t.Index(sh.id)
-	return int((slot - t.SlotBase[i]) / t.Quotas[i])
+	return 0, 0, false
 }
 
 // reportedSlots is the shard's slots through its last reported cut.
@@ -208,7 +210,7 @@ func (sh *Shard) report(o *Out, now time.Time) {
 		sh.reported, moved = c, true
 	}
 	if moved {
-		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), LagFix: sh.lagFix}
+		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops, LagFix: sh.lagFix}
 		sh.lastReport, sh.lagFix = now, false
 	}
 }

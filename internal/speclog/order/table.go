@@ -26,6 +26,10 @@ type Config struct {
 	StragglerGap     time.Duration
 	StragglerReports int
 	StragglerWindows int
+	// Staggered cuts: from StaggerFrom shards on, tables split the shards into StaggerGroups
+	// groups, and each cut waits for one group only (0: never).
+	StaggerFrom   int
+	StaggerGroups int
 }
 
 // DefaultConfig is the paper's configuration: T_ord 1 ms, W 100, initial quota 10, the next
@@ -33,7 +37,7 @@ type Config struct {
 // straggler (reports 4·T_ord apart over 3 reports) benched for 5 windows.
 func DefaultConfig() Config {
 	return Config{W: 100, TOrd: time.Millisecond, InitialQuota: 10, DecideAt: 50, Band: 0.05, LagFix: 3, FailAfter: 50 * time.Millisecond,
-		StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5}
+		StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2}
 }
 
 // Check reports a configuration that cannot work.
@@ -49,6 +53,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("order: deciding the next table at cut %d of a %d-cut window", c.DecideAt, c.W)
 	case c.LagFix < 1:
 		return fmt.Errorf("order: lag-fix at %d cuts", c.LagFix)
+	case c.StaggerGroups > 1 && c.W%c.StaggerGroups != 0:
+		return fmt.Errorf("order: %d staggered groups do not divide a %d-cut window", c.StaggerGroups, c.W)
 	}
 	return nil
 }
@@ -56,16 +62,27 @@ func (c Config) Check() error {
 // Table is one window's fixed layout: which shards take part with how many positions per cut,
 // and where the window starts, both in global positions and in each shard's own sequence of
 // slots (records and no-ops, counted from the shard's beginning).
+//
+// With Groups g > 1 the cuts are staggered: shard index i belongs to group i mod g, and cut k
+// holds only group k mod g's shards, each with g·quota positions; a cut then waits for a g-th
+// of the shards, and every shard still gets its quota per cut on average. W is a multiple of g.
 type Table struct {
 	Window   uint64  `json:"window"`
 	View     uint64  `json:"view"`
-	Start    uint64  `json:"start"`     // the window's first global position
-	Shards   []int32 `json:"shards"`    // ascending
-	Quotas   []int64 `json:"quotas"`    // per shard; 0: takes no part in this window
-	SlotBase []int64 `json:"slot_base"` // per shard: its slots before this window
+	Start    uint64  `json:"start"`            // the window's first global position
+	Shards   []int32 `json:"shards"`           // ascending
+	Quotas   []int64 `json:"quotas"`           // per shard; 0: takes no part in this window
+	SlotBase []int64 `json:"slot_base"`        // per shard: its slots before this window
+	Groups   int     `json:"groups,omitempty"` // staggering (0 or 1: every shard in every cut)
 }
 
-// CutSize is the positions of one cut: the sum of the quotas.
+func (t *Table) groups() int { return max(t.Groups, 1) }
+
+// group is shard index i's group.
+func (t *Table) group(i int) int { return i % t.groups() }
+
+// CutSize is the positions of g consecutive cuts divided by g: the sum of the quotas (every
+// cut's size without staggering).
 func (t *Table) CutSize() uint64 {
 	var q uint64
 	for _, x := range t.Quotas {
@@ -74,8 +91,30 @@ func (t *Table) CutSize() uint64 {
 	return q
 }
 
+// groupSize is the positions of a cut of group j.
+func (t *Table) groupSize(j int) uint64 {
+	var q uint64
+	for i, x := range t.Quotas {
+		if t.group(i) == j {
+			q += uint64(x)
+		}
+	}
+	return q * uint64(t.groups())
+}
+
 // End is the first position after the window.
 func (t *Table) End(w int) uint64 { return t.Start + uint64(w)*t.CutSize() }
+
+// Prefix is the first position after cut k (-1: the window's start).
+func (t *Table) Prefix(k int) uint64 {
+	g := t.groups()
+	n := k + 1 // cuts covered
+	p := t.Start + uint64(n/g)*uint64(g)*t.CutSize()
+	for j := range n % g {
+		p += t.groupSize(j)
+	}
+	return p
+}
 
 // Index is a shard's index in the table (-1 if absent).
 func (t *Table) Index(shard int32) int {
@@ -87,60 +126,88 @@ func (t *Table) Index(shard int32) int {
 	return -1
 }
 
-// offset is the first position of shard index i within a cut.
+// InCut reports whether shard index i has positions in cut k.
+func (t *Table) InCut(i, k int) bool { return t.Quotas[i] > 0 && k%t.groups() == t.group(i) }
+
+// offset is the first position of shard index i within its group's cut.
 func (t *Table) offset(i int) uint64 {
 	var o uint64
-	for _, q := range t.Quotas[:i] {
-		o += uint64(q)
+	for j, q := range t.Quotas[:i] {
+		if t.group(j) == t.group(i) {
+			o += uint64(q)
+		}
 	}
-	return o
+	return o * uint64(t.groups())
+}
+
+// Span is where a shard's slot lies in this window: its position, how many of the shard's
+// slots from it lie at consecutive positions (to the end of its cut), and the cut.
+func (t *Table) Span(w int, shard int32, slot int64) (pos uint64, n int64, cut int, ok bool) {
+	i := t.Index(shard)
+	if i < 0 || t.Quotas[i] == 0 {
+		return 0, 0, 0, false
+	}
+	g := t.groups()
+	per := t.Quotas[i] * int64(g) // its slots per cut it is in
+	j := slot - t.SlotBase[i]
+	if j < 0 || j >= int64(w)*t.Quotas[i] {
+		return 0, 0, 0, false
+	}
+	round, in := int(j/per), j%per
+	cut = round*g + t.group(i)
+	return t.Prefix(cut-1) + t.offset(i) + uint64(in), per - in, cut, true
 }
 
 // Position is the global position of a shard's slot (counted from the shard's beginning), and
 // whether the slot lies in this window.
 func (t *Table) Position(w int, shard int32, slot int64) (uint64, bool) {
-	i := t.Index(shard)
-	if i < 0 || t.Quotas[i] == 0 {
-		return 0, false
-	}
-	j := slot - t.SlotBase[i]
-	if j < 0 || j >= int64(w)*t.Quotas[i] {
-		return 0, false
-	}
-	q := t.Quotas[i]
-	return t.Start + uint64(j/q)*t.CutSize() + t.offset(i) + uint64(j%q), true
+	p, _, _, ok := t.Span(w, shard, slot)
+	return p, ok
 }
 
 // Owner is the shard, slot and cut of a global position in this window.
 func (t *Table) Owner(w int, pos uint64) (shard int32, slot int64, cut int, ok bool) {
-	Q := t.CutSize()
-	if Q == 0 || pos < t.Start || pos >= t.End(w) {
+	if t.CutSize() == 0 || pos < t.Start || pos >= t.End(w) {
 		return 0, 0, 0, false
 	}
-	rel := pos - t.Start
-	cut, in := int(rel/Q), rel%Q
+	g := t.groups()
+	round := int((pos - t.Start) / (uint64(g) * t.CutSize()))
+	cut = round * g
+	for ; t.Prefix(cut) <= pos; cut++ {
+	}
+	in := pos - t.Prefix(cut-1)
 	for i, q := range t.Quotas {
-		if in < uint64(q) {
-			return t.Shards[i], t.SlotBase[i] + int64(cut)*q + int64(in), cut, true
+		if !t.InCut(i, cut) {
+			continue
 		}
-		in -= uint64(q)
+		size := uint64(q) * uint64(g)
+		if in < size {
+			return t.Shards[i], t.SlotBase[i] + int64(round)*int64(size) + int64(in), cut, true
+		}
+		in -= size
 	}
 	panic("unreachable")
 }
 
-// SlotsThrough is how many of a shard's slots (from its beginning) cut k of this window covers.
+// SlotsThrough is how many of a shard's slots (from its beginning) cuts 0..k of this window
+// cover.
 func (t *Table) SlotsThrough(shard int32, k int) int64 {
 	i := t.Index(shard)
 	if i < 0 {
 		return 0
 	}
-	return t.SlotBase[i] + int64(k+1)*t.Quotas[i]
+	g := t.groups()
+	if k < t.group(i) {
+		return t.SlotBase[i]
+	}
+	cuts := (k-t.group(i))/g + 1 // the cuts it is in, through k
+	return t.SlotBase[i] + int64(cuts)*int64(g)*t.Quotas[i]
 }
 
 // Next is the table of the following window with the given quotas per shard (shards absent
 // from quotas leave), view and slot bases continuing from this window.
 func (t *Table) Next(w int, view uint64, quotas map[int32]int64, base map[int32]int64) *Table {
-	n := &Table{Window: t.Window + 1, View: view, Start: t.End(w)}
+	n := &Table{Window: t.Window + 1, View: view, Start: t.End(w), Groups: t.Groups}
 	for s := range quotas {
 		n.Shards = append(n.Shards, s)
 	}
