@@ -61,3 +61,59 @@ func ParseControl(h *Header, b []byte) (Control, error) {
 	}
 	return c, nil
 }
+
+// ControlNoOp is the control type of a total-order topic's no-op entry (docs/speclog.md): far
+// from Kafka's own types, so every Kafka consumer skips it as a control batch it does not know.
+const ControlNoOp int16 = 0x5250
+
+// NoOp is a no-op entry: Slots consecutive no-op slots of a total-order shard, written in view
+// View, stored and replicated as one batch of one record however many slots it stands for.
+type NoOp struct {
+	Slots int64
+	View  uint64
+}
+
+// AppendNoOp appends a no-op entry: a control batch (not transactional, producer id -1) of one
+// record, key = version int16 0 | type int16 ControlNoOp, value = version int16 0 | slots int64
+// | view uint64.
+func AppendNoOp(dst []byte, n NoOp, timestampMs int64) []byte {
+	key := binary.BigEndian.AppendUint16(make([]byte, 0, 4), 0)
+	key = binary.BigEndian.AppendUint16(key, uint16(ControlNoOp))
+	value := binary.BigEndian.AppendUint16(make([]byte, 0, 18), 0)
+	value = binary.BigEndian.AppendUint64(value, uint64(n.Slots))
+	value = binary.BigEndian.AppendUint64(value, n.View)
+	rec := AppendRecord(nil, 0, 0, key, value, 0, nil)
+	return AppendBatch(dst, Header{Attributes: AttrControl, BaseTimestamp: timestampMs, MaxTimestamp: timestampMs,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 1}, rec)
+}
+
+// ParseNoOp reads the no-op entry in batch b (whose header is h); an error if b is not one, or
+// a malformed one.
+func ParseNoOp(h *Header, b []byte) (NoOp, error) {
+	if !h.IsControl() || h.IsTransactional() {
+		return NoOp{}, fmt.Errorf("batch: not a no-op entry (attributes %#x)", h.Attributes)
+	}
+	if h.RecordCount != 1 {
+		return NoOp{}, corrupt("no-op", "no-op batch holds %d records, not 1", h.RecordCount)
+	}
+	recs, err := Records(h, b)
+	if err != nil {
+		return NoOp{}, err
+	}
+	r := NewRecordReader(recs)
+	var rec Record
+	if !r.Next(&rec) {
+		return NoOp{}, corrupt("no-op", "no-op record unreadable: %v", r.Err())
+	}
+	if len(rec.Key) != 4 || binary.BigEndian.Uint16(rec.Key) != 0 || int16(binary.BigEndian.Uint16(rec.Key[2:])) != ControlNoOp {
+		return NoOp{}, corrupt("no-op", "not a no-op record key: %x", rec.Key)
+	}
+	if len(rec.Value) != 18 || binary.BigEndian.Uint16(rec.Value) != 0 {
+		return NoOp{}, corrupt("no-op", "no-op record value of %d bytes", len(rec.Value))
+	}
+	n := NoOp{Slots: int64(binary.BigEndian.Uint64(rec.Value[2:])), View: binary.BigEndian.Uint64(rec.Value[10:])}
+	if n.Slots <= 0 {
+		return NoOp{}, corrupt("no-op", "a no-op entry of %d slots", n.Slots)
+	}
+	return n, nil
+}

@@ -110,8 +110,11 @@ type msg struct {
 }
 
 func newSim(t *testing.T, seed uint64, shards int, loss float64) *sim {
-	cfg := Config{W: 10, TOrd: time.Millisecond, InitialQuota: 2, DecideAt: 5, Band: 0.05, LagFix: 3, FailAfter: 20 * time.Millisecond,
-		StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2}
+	return newSimCfg(t, seed, shards, loss, Config{W: 10, TOrd: time.Millisecond, InitialQuota: 2, DecideAt: 5, Band: 0.05, LagFix: 3,
+		FailAfter: 20 * time.Millisecond, StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2})
+}
+
+func newSimCfg(t *testing.T, seed uint64, shards int, loss float64, cfg Config) *sim {
 	s := &sim{t: t, rnd: rand.New(rand.NewPCG(seed, seed^0x5eed)), cfg: cfg, now: time.Unix(0, 0), dead: map[int32]bool{},
 		spec: map[specKey]owner{}, confirmed: map[uint64]owner{}, seen: map[int32]uint64{}, loss: loss}
 	first := firstTable(shards, cfg.InitialQuota)
