@@ -14,6 +14,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/runnel-dev/runnel/internal/raftlog"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -57,7 +58,7 @@ type Controller struct {
 	cfg    Config
 	logger *slog.Logger
 	rn     *raft.RawNode
-	store  *storage
+	store  *raftlog.Storage
 
 	recvc chan *pb.Message
 	propc chan proposal
@@ -123,9 +124,14 @@ func Open(cfg Config) (*Controller, error) {
 			boot.Voters = append(boot.Voters, raftID(v))
 		}
 	}
-	st, img, err := openStorage(cfg.FS, cfg.Dir, boot)
+	st, data, err := raftlog.Open(cfg.FS, cfg.Dir, boot, encodeImage(NewImage()))
 	if err != nil {
 		return nil, err
+	}
+	img, err := decodeImage(data)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("controller: snapshot image: %w", err)
 	}
 	snap, _ := st.Snapshot()
 	c := &Controller{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096),
@@ -141,7 +147,7 @@ func Open(cfg Config) (*Controller, error) {
 		CheckQuorum: true, PreVote: true, Logger: raftLogger{cfg.Logger}, StepDownOnRemoval: true,
 	})
 	if err != nil {
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	c.rn = rn
@@ -182,7 +188,7 @@ func (c *Controller) Stop() {
 	}
 	close(c.stop)
 	<-c.done
-	c.store.close()
+	c.store.Close()
 	c.mu.Lock()
 	for id, w := range c.waiters {
 		close(w)
@@ -360,7 +366,7 @@ func (c *Controller) handleReady() error {
 				return err
 			}
 		}
-		if err := c.store.save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
+		if err := c.store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 			return err
 		}
 		for _, m := range rd.Messages {
@@ -405,7 +411,7 @@ func (c *Controller) installSnapshot(snap *pb.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	if err := c.store.installSnapshot(snap); err != nil {
+	if err := c.store.InstallSnapshot(snap); err != nil {
 		return err
 	}
 	c.work = img
@@ -457,8 +463,8 @@ func (c *Controller) apply(ents []*pb.Entry) error {
 	}
 	// A learner can only take a snapshot that names it: after a membership change, snapshot at
 	// once, so the leader never offers a new learner an older snapshot it would refuse.
-	if confChanged || c.applied-c.store.snapIndex >= c.cfg.SnapshotEvery {
-		if err := c.store.compact(c.applied, c.confState, c.work); err != nil {
+	if confChanged || c.applied-c.store.SnapIndex() >= c.cfg.SnapshotEvery {
+		if err := c.store.SaveSnapshot(c.applied, c.confState, encodeImage(c.work)); err != nil {
 			return err
 		}
 	}

@@ -1,8 +1,11 @@
-package controller
+// Package raftlog keeps a Raft group's log durable: a raft.MemoryStorage (what raft reads)
+// backed by a write-ahead log and a snapshot file in one directory. The controller's metadata
+// group uses it; any other group (the total-order sequencer) can, with its own directory and
+// its own snapshot data.
+package raftlog
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -15,12 +18,13 @@ import (
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
-// The controller's Raft state lives in <data-dir>/controller/:
+// A group's Raft state lives in one directory (the controller's: <data-dir>/controller/):
 //
 //	wal       records, appended:  u32 length | u32 crc32c(type, payload) | u8 type | payload
 //	            type 1: a raftpb.Entry (protobuf); type 2: a raftpb.HardState (protobuf)
 //	            length counts the type byte and the payload
-//	snapshot  a raftpb.Snapshot (protobuf; its data is the image as JSON) | u32 crc32c
+//	snapshot  a raftpb.Snapshot (protobuf; its data is the group's state machine, as the
+//	          group encodes it: the controller's metadata image as JSON) | u32 crc32c
 //
 // The WAL holds the entries after the snapshot's index. Replaying it in order rebuilds the
 // log: an entry at an index already seen replaces the tail from there, as Raft overwrote it.
@@ -37,9 +41,9 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// storage is the Raft log of the controller: a raft.MemoryStorage (what raft reads) kept
-// durable by the WAL and the snapshot file. It is used by the controller's loop goroutine only.
-type storage struct {
+// Storage is a group's Raft log: a raft.MemoryStorage (what raft reads) kept durable by the WAL
+// and the snapshot file. It is used by the group's loop goroutine only.
+type Storage struct {
 	*raft.MemoryStorage
 	fs      vfs.FS
 	dir     string
@@ -50,22 +54,21 @@ type storage struct {
 	snapIndex uint64 // index of the latest snapshot
 }
 
-// openStorage loads the controller's Raft state from dir. A new directory gets bootstrap as its
-// initial state: a snapshot at index 1 holding the voters' configuration and the empty image,
-// the same on every voter, so that they can elect a leader. A learner starts with bootstrap nil
-// and receives the log (or a snapshot) from the leader. It returns the image of the snapshot.
-func openStorage(fsys vfs.FS, dir string, bootstrap *pb.ConfState) (*storage, *Image, error) {
+// Open loads a group's Raft state from dir and returns it with its snapshot's data. A new
+// directory gets bootstrap as its initial state: a snapshot at index 1 holding the voters'
+// configuration and initial as its data, the same on every voter, so that they can elect a
+// leader. A learner starts with bootstrap nil and receives the log (or a snapshot) from the
+// leader; its data is nil until then.
+func Open(fsys vfs.FS, dir string, bootstrap *pb.ConfState, initial []byte) (*Storage, []byte, error) {
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	s := &storage{MemoryStorage: raft.NewMemoryStorage(), fs: fsys, dir: dir}
-	img := NewImage()
+	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), fs: fsys, dir: dir}
+	var data []byte
 	snap, err := readSnapshot(fsys, filepath.Join(dir, snapshotName))
 	switch {
 	case err == nil:
-		if img, err = decodeImage(snap.GetData()); err != nil {
-			return nil, nil, fmt.Errorf("controller: snapshot image: %w", err)
-		}
+		data = snap.GetData()
 		if err := s.ApplySnapshot(snap); err != nil {
 			return nil, nil, err
 		}
@@ -73,14 +76,14 @@ func openStorage(fsys vfs.FS, dir string, bootstrap *pb.ConfState) (*storage, *I
 	case errors.Is(err, vfs.ErrNotExist):
 		if bootstrap != nil {
 			snap = &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(1)), Term: new(uint64(1)), ConfState: bootstrap},
-				Data: encodeImage(img)}
+				Data: initial}
 			if err := s.writeSnapshot(snap); err != nil {
 				return nil, nil, err
 			}
 			if err := s.ApplySnapshot(snap); err != nil {
 				return nil, nil, err
 			}
-			s.snapIndex = 1
+			s.snapIndex, data = 1, initial
 		}
 	default:
 		return nil, nil, err
@@ -88,11 +91,11 @@ func openStorage(fsys vfs.FS, dir string, bootstrap *pb.ConfState) (*storage, *I
 	if err := s.replay(); err != nil {
 		return nil, nil, err
 	}
-	return s, img, nil
+	return s, data, nil
 }
 
 // replay reads the WAL into the memory storage and opens it for appending.
-func (s *storage) replay() error {
+func (s *Storage) replay() error {
 	name := filepath.Join(s.dir, walName)
 	f, err := s.fs.OpenReadWrite(name)
 	if errors.Is(err, vfs.ErrNotExist) {
@@ -121,7 +124,7 @@ func (s *storage) replay() error {
 			break
 		}
 		if err := s.replayRecord(typ, payload); err != nil {
-			return fmt.Errorf("controller: wal record at %d: %w", pos, err)
+			return fmt.Errorf("raftlog: wal record at %d: %w", pos, err)
 		}
 		pos += n
 	}
@@ -137,7 +140,7 @@ func (s *storage) replay() error {
 	return nil
 }
 
-func (s *storage) replayRecord(typ byte, payload []byte) error {
+func (s *Storage) replayRecord(typ byte, payload []byte) error {
 	switch typ {
 	case recEntry:
 		var e pb.Entry
@@ -183,7 +186,7 @@ func appendRecord(dst []byte, typ byte, m proto.Message) []byte {
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0, typ)
 	dst, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
 	if err != nil {
-		panic(fmt.Sprintf("controller: encoding a raft record: %v", err))
+		panic(fmt.Sprintf("raftlog: encoding a raft record: %v", err))
 	}
 	body := dst[start+8:]
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(body)))
@@ -191,9 +194,9 @@ func appendRecord(dst []byte, typ byte, m proto.Message) []byte {
 	return dst
 }
 
-// save makes a Ready's hard state and entries durable (with sync) and puts them in the memory
+// Save makes a Ready's hard state and entries durable (with sync) and puts them in the memory
 // storage, where raft reads them.
-func (s *storage) save(hs *pb.HardState, ents []*pb.Entry, sync bool) error {
+func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, sync bool) error {
 	s.buf = s.buf[:0]
 	for _, e := range ents {
 		s.buf = appendRecord(s.buf, recEntry, e)
@@ -223,9 +226,9 @@ func (s *storage) save(hs *pb.HardState, ents []*pb.Entry, sync bool) error {
 	return nil
 }
 
-// installSnapshot makes a snapshot received from the leader durable and replaces the log with
+// InstallSnapshot makes a snapshot received from the leader durable and replaces the log with
 // it.
-func (s *storage) installSnapshot(snap *pb.Snapshot) error {
+func (s *Storage) InstallSnapshot(snap *pb.Snapshot) error {
 	if err := s.writeSnapshot(snap); err != nil {
 		return err
 	}
@@ -236,10 +239,10 @@ func (s *storage) installSnapshot(snap *pb.Snapshot) error {
 	return s.rewriteWAL()
 }
 
-// compact snapshots the image at index (applied, with configuration cs) and drops the log up
-// to it, from memory and from the WAL.
-func (s *storage) compact(index uint64, cs *pb.ConfState, img *Image) error {
-	snap, err := s.CreateSnapshot(index, cs, encodeImage(img))
+// SaveSnapshot snapshots the state machine's data at index (applied, with configuration cs)
+// and drops the log up to it, from memory and from the WAL.
+func (s *Storage) SaveSnapshot(index uint64, cs *pb.ConfState, data []byte) error {
+	snap, err := s.CreateSnapshot(index, cs, data)
 	if err != nil {
 		return err
 	}
@@ -254,7 +257,7 @@ func (s *storage) compact(index uint64, cs *pb.ConfState, img *Image) error {
 }
 
 // rewriteWAL replaces the WAL with the entries and hard state the memory storage holds.
-func (s *storage) rewriteWAL() error {
+func (s *Storage) rewriteWAL() error {
 	first, _ := s.FirstIndex()
 	last, _ := s.LastIndex()
 	var buf []byte
@@ -291,7 +294,7 @@ func (s *storage) rewriteWAL() error {
 	return nil
 }
 
-func (s *storage) writeSnapshot(snap *pb.Snapshot) error {
+func (s *Storage) writeSnapshot(snap *pb.Snapshot) error {
 	b, err := proto.Marshal(snap)
 	if err != nil {
 		return err
@@ -306,43 +309,22 @@ func readSnapshot(fsys vfs.FS, name string) (*pb.Snapshot, error) {
 		return nil, err
 	}
 	if len(b) < 4 || crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
-		return nil, fmt.Errorf("controller: %s: checksum mismatch", name)
+		return nil, fmt.Errorf("raftlog: %s: checksum mismatch", name)
 	}
 	var snap pb.Snapshot
 	if err := proto.Unmarshal(b[:len(b)-4], &snap); err != nil {
-		return nil, fmt.Errorf("controller: %s: %w", name, err)
+		return nil, fmt.Errorf("raftlog: %s: %w", name, err)
 	}
 	return &snap, nil
 }
 
-func (s *storage) close() error {
+// SnapIndex is the index of the latest snapshot.
+func (s *Storage) SnapIndex() uint64 { return s.snapIndex }
+
+// Close closes the WAL.
+func (s *Storage) Close() error {
 	if s.wal == nil {
 		return nil
 	}
 	return s.wal.Close()
-}
-
-func encodeImage(img *Image) []byte {
-	b, err := json.Marshal(img)
-	if err != nil {
-		panic(fmt.Sprintf("controller: encoding the image: %v", err))
-	}
-	return b
-}
-
-// EncodeImage returns an image's snapshot form (JSON), as the Raft snapshots hold it.
-func EncodeImage(img *Image) []byte { return encodeImage(img) }
-
-// DecodeImage reads an image EncodeImage wrote.
-func DecodeImage(b []byte) (*Image, error) { return decodeImage(b) }
-
-func decodeImage(b []byte) (*Image, error) {
-	img := NewImage()
-	if len(b) > 0 {
-		if err := json.Unmarshal(b, img); err != nil {
-			return nil, err
-		}
-	}
-	img.reindex()
-	return img, nil
 }
