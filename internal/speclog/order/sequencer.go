@@ -142,6 +142,12 @@ func (s *State) Apply(e Entry) error {
 		}
 		delete(s.Tables, want.Window-1)
 	case e.Table != nil:
+		if err := e.Table.check(); err != nil {
+			return err
+		}
+		if g := e.Table.groups(); s.cfg.W%g != 0 {
+			return fmt.Errorf("%w: %d staggered groups in a %d-cut window", ErrBadEntry, g, s.cfg.W)
+		}
 		cur := s.Last.next(s.cfg.W).Window
 		if e.Table.Window != cur+1 || e.Table.View < s.View {
 			return fmt.Errorf("%w: table of window %d (view %d) while cutting window %d (view %d)", ErrOutOfOrder, e.Table.Window, e.Table.View, cur, s.View)
