@@ -296,6 +296,7 @@ func TestSimulationNoFailure(t *testing.T) {
 			if s.prefix < 1000 {
 				t.Fatalf("only %d positions confirmed in 1 s", s.prefix)
 			}
+			s.checkHistory(t)
 			for i, sh := range s.shards {
 				if sh.delivered < sh.acked {
 					t.Fatalf("shard %d delivered %d slots, %d acknowledged", i, sh.delivered, sh.acked)
@@ -338,6 +339,7 @@ func TestSimulationShardFailure(t *testing.T) {
 			if _, out := s.st.Out[2]; !out {
 				t.Fatalf("shard 2 is not out: %+v", s.st.Out)
 			}
+			s.checkHistory(t)
 			if s.prefix < before+500 {
 				t.Fatalf("the confirmed prefix moved from %d to %d after the failure", before, s.prefix)
 			}
@@ -362,5 +364,43 @@ func TestSimulationSmoothLoad(t *testing.T) {
 		if frac >= 0.05 || s.st.View != 0 || len(s.st.Benched) > 0 {
 			t.Fatalf("%d shards: %.1f%% no-ops, view %d, benched %v", shards, 100*frac, s.st.View, s.st.Benched)
 		}
+	}
+}
+
+// checkHistory: the sequencer's history maps every confirmed position to the shard and slot
+// that was confirmed there, and back.
+func (s *sim) checkHistory(t *testing.T) {
+	t.Helper()
+	h := &s.st.History
+	for pos, own := range s.confirmed {
+		shard, slot, noOp, ok := h.Owner(s.cfg.W, pos)
+		if !ok || noOp || shard != own.shard || slot != own.slot {
+			t.Fatalf("history: position %d owned by %d/%d (no-op %v, %v); confirmed as %v", pos, shard, slot, noOp, ok, own)
+		}
+		if p, ok := h.Position(s.cfg.W, own.shard, own.slot); !ok || p != pos {
+			t.Fatalf("history: shard %d slot %d at %d (%v); confirmed at %d", own.shard, own.slot, p, ok, pos)
+		}
+	}
+}
+
+// TestHistoryRuns: under a steady load the history stays a few runs long, however many windows
+// pass; trimming drops the runs before a position.
+func TestHistoryRuns(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newSimCfg(t, 1, 2, 0, cfg)
+	s.smooth = true
+	for range 20000 {
+		s.step(1.0, 0)
+	}
+	s.checkHistory(t)
+	h := &s.st.History
+	windows := s.st.Last.Window
+	if len(h.Runs) > 5 || windows < 15 {
+		t.Fatalf("%d runs for %d windows; want a handful", len(h.Runs), windows)
+	}
+	last := h.Runs[len(h.Runs)-1]
+	h.TrimBefore(cfg.W, last.Start)
+	if len(h.Runs) != 1 || h.Runs[0].First != last.First {
+		t.Fatalf("after trimming before the last run: %d runs", len(h.Runs))
 	}
 }

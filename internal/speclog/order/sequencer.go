@@ -71,6 +71,8 @@ type State struct {
 	Slots map[int32]int64 `json:"slots"`
 	// Benched: stragglers, and the first window of their quota 0 (straggler mitigation).
 	Benched map[int32]uint64 `json:"benched"`
+	// History: every window's layout since the trim point (positions of the past).
+	History History `json:"history"`
 }
 
 // NewState starts a topic's sequencer with its first window's table.
@@ -83,6 +85,7 @@ func NewState(cfg Config, first *Table) (*State, error) {
 	for i, sh := range first.Shards {
 		s.Slots[sh] = first.SlotBase[i]
 	}
+	s.History.Add(cfg.W, first)
 	return s, nil
 }
 
@@ -136,7 +139,8 @@ func (s *State) Apply(e Entry) error {
 			}
 		}
 		s.Last = want
-		if want.Cut == s.cfg.W-1 { // the window is over: failures of it are settled
+		if want.Cut == s.cfg.W-1 { // the window is over: failures of it are settled, the next is fixed
+			s.History.Add(s.cfg.W, s.Tables[want.Window+1])
 			delete(s.Tables, want.Window)
 			clear(s.Failed)
 		}
@@ -169,6 +173,12 @@ func (s *State) Apply(e Entry) error {
 		}
 		s.Failed[f.Shard] = f.After
 		s.Out[f.Shard] = true
+		cur := s.Last.next(s.cfg.W).Window
+		after := -1
+		if f.After.Window == cur {
+			after = f.After.Cut
+		}
+		s.History.Fail(Failure{Window: cur, Shard: f.Shard, After: after})
 		s.View++
 		if n := s.Tables[s.Last.next(s.cfg.W).Window+1]; n != nil && n.Index(f.Shard) >= 0 {
 			delete(s.Tables, n.Window) // decided with the failed shard: the leader decides again
