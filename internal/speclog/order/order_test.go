@@ -88,8 +88,10 @@ type sim struct {
 	prefix    uint64           // the highest confirmed prefix a shard announced
 	seen      map[int32]uint64 // per shard, the confirmed prefix it announced
 	failed    []uint64
-	noops     int64 // no-op slots asked for
-	smooth    bool  // appenders at fixed rates (the paper's workload), durable after 100 µs
+	noops     int64   // no-op slots asked for
+	smooth    bool    // appenders at fixed rates (the paper's workload), durable after 100 µs
+	merger    *Merger // a subscriber to every shard, fed what the shards deliver
+	events    []Event
 	credit    []float64
 	loss      float64
 }
@@ -143,6 +145,19 @@ func newSimCfg(t *testing.T, seed uint64, shards int, loss float64, cfg Config) 
 
 func (s *sim) handle(id int32, o Out) {
 	sh := s.shards[id]
+	if s.merger != nil {
+		for _, d := range o.Deliver {
+			for k := range d.N {
+				s.events = append(s.events, s.merger.Deliver(d.Position+uint64(k), id, owner{id, d.Slot + k}, d.View)...)
+			}
+		}
+		if o.Confirm > 0 {
+			s.events = append(s.events, s.merger.Confirm(o.Confirm)...)
+		}
+		if o.Fail != nil {
+			s.events = append(s.events, s.merger.Fail(*o.Fail, sh.st.View)...)
+		}
+	}
 	for _, d := range o.Deliver {
 		for k := range d.N {
 			pos, own := d.Position+uint64(k), owner{id, d.Slot + k}
@@ -402,5 +417,107 @@ func TestHistoryRuns(t *testing.T) {
 	h.TrimBefore(cfg.W, last.Start)
 	if len(h.Runs) != 1 || h.Runs[0].First != last.First {
 		t.Fatalf("after trimming before the last run: %d runs", len(h.Runs))
+	}
+}
+
+// subscribe attaches a subscriber to every shard, reading positions from the sequencer's state.
+func (s *sim) subscribe() {
+	s.merger = NewMerger(0, func(pos uint64) (int32, bool, bool) {
+		if shard, _, noOp, ok := s.st.History.Owner(s.cfg.W, pos); ok {
+			return shard, noOp, true
+		}
+		for _, t := range s.st.Tables {
+			if shard, _, _, ok := t.Owner(s.cfg.W, pos); ok {
+				return shard, false, true
+			}
+		}
+		return 0, false, false
+	}, nil)
+}
+
+// checkEvents: records come in position order (again from a fail notice's position after one),
+// confirmations only grow, and every record given as confirmed is the one the log confirmed.
+func (s *sim) checkEvents(t *testing.T) (records, fails int) {
+	t.Helper()
+	var next, told uint64
+	final := map[uint64]owner{}  // given as confirmed
+	latest := map[uint64]owner{} // the last record given at each position
+	for _, e := range s.events {
+		switch e.Kind {
+		case EventRecord:
+			if e.Position < next {
+				t.Fatalf("record at %d after one at %d with no fail notice between", e.Position, next-1)
+			}
+			next = e.Position + 1
+			records++
+			if prev, ok := final[e.Position]; ok && prev != e.Record.(owner) {
+				t.Fatalf("position %d given as confirmed %v, later as %v", e.Position, prev, e.Record)
+			}
+			if !e.Speculative {
+				final[e.Position] = e.Record.(owner)
+			}
+			latest[e.Position] = e.Record.(owner)
+		case EventConfirm:
+			if e.UpTo < told {
+				t.Fatalf("confirmation went back from %d to %d", told, e.UpTo)
+			}
+			told = e.UpTo
+		case EventFail:
+			if e.After < told {
+				t.Fatalf("fail notice after %d below the confirmation %d", e.After, told)
+			}
+			next = e.After
+			fails++
+			for p := range latest { // void: given again after the notice
+				if p >= e.After {
+					delete(latest, p)
+				}
+			}
+		}
+	}
+	h := &s.st.History
+	for pos, own := range final {
+		if c, ok := s.confirmed[pos]; ok && c != own {
+			t.Fatalf("position %d given as confirmed %v; the log confirmed %v", pos, own, c)
+		}
+		shard, slot, noOp, ok := h.Owner(s.cfg.W, pos)
+		if !ok || noOp || shard != own.shard || slot != own.slot || pos >= s.st.Committed() {
+			t.Fatalf("position %d given as confirmed %v; the log has %d/%d (no-op %v, %v), committed %d", pos, own, shard, slot, noOp, ok, s.st.Committed())
+		}
+	}
+	for pos := range min(s.merger.Next(), s.st.Committed()) { // no gap: every record below was given
+		shard, slot, noOp, ok := h.Owner(s.cfg.W, pos)
+		if !ok || noOp {
+			continue
+		}
+		if got, given := latest[pos]; !given || got != (owner{shard, slot}) {
+			t.Fatalf("position %d (%d/%d in the log) given as %v (%v)", pos, shard, slot, got, given)
+		}
+	}
+	return records, fails
+}
+
+// TestSubscriberOrder: a subscriber to every shard sees the total order: with no failure it
+// keeps up with the confirmed prefix and gets no fail notice; with a whole-shard failure it
+// gets fail notices and the log goes on.
+func TestSubscriberOrder(t *testing.T) {
+	for seed := uint64(1); seed <= seeds(); seed++ {
+		s := newSim(t, seed, 3+3*int(seed%2), 0.02)
+		s.subscribe()
+		for range 5000 {
+			s.step(0.6, 0.001)
+		}
+		records, fails := s.checkEvents(t)
+		if fails != 0 || records == 0 || s.merger.Next()+2000 < s.st.Committed() {
+			t.Fatalf("seed %d, no failure: %d records, %d fail notices, next %d, committed %d", seed, records, fails, s.merger.Next(), s.st.Committed())
+		}
+		s.dead[1] = true
+		for range 5000 {
+			s.step(0.6, 0.001)
+		}
+		records2, fails := s.checkEvents(t)
+		if fails == 0 || records2 <= records {
+			t.Fatalf("seed %d, shard 1 failed: %d fail notices, %d → %d records", seed, fails, records, records2)
+		}
 	}
 }
