@@ -33,12 +33,15 @@ func handleDescribeCluster(_ context.Context, r *request) reply {
 	img := b.cl.Image()
 	resp.ClusterID = img.ClusterID
 	resp.ControllerID = b.cl.ControllerID()
-	for _, id := range img.LiveNodes() {
-		n := img.Nodes[id]
+	var rv *ripcordView
+	if b.ripcording() {
+		rv = b.ripcordView()
+	}
+	for _, m := range b.brokerList(img, rv) {
 		br := kmsg.NewDescribeClusterResponseBroker()
-		br.NodeID, br.Host, br.Port = n.ID, n.KafkaHost, n.KafkaPort
-		if n.Rack != "" {
-			br.Rack = &n.Rack
+		br.NodeID, br.Host, br.Port = m.Node, m.Host, m.Port
+		if m.Rack != "" {
+			br.Rack = &m.Rack
 		}
 		resp.Brokers = append(resp.Brokers, br)
 	}

@@ -25,24 +25,14 @@ func handleMetadata(ctx context.Context, r *request) reply {
 	var rv *ripcordView
 	if b.ripcording() {
 		rv = b.ripcordView()
-		for _, m := range rv.brokers {
-			mb := kmsg.NewMetadataResponseBroker()
-			mb.NodeID, mb.Host, mb.Port = m.Node, m.Host, m.Port
-			if m.Rack != "" {
-				mb.Rack = &m.Rack
-			}
-			resp.Brokers = append(resp.Brokers, mb)
+	}
+	for _, m := range b.brokerList(img, rv) {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = m.Node, m.Host, m.Port
+		if m.Rack != "" {
+			mb.Rack = &m.Rack
 		}
-	} else {
-		for _, id := range img.LiveNodes() {
-			n := img.Nodes[id]
-			mb := kmsg.NewMetadataResponseBroker()
-			mb.NodeID, mb.Host, mb.Port = n.ID, n.KafkaHost, n.KafkaPort
-			if n.Rack != "" {
-				mb.Rack = &n.Rack
-			}
-			resp.Brokers = append(resp.Brokers, mb)
-		}
+		resp.Brokers = append(resp.Brokers, mb)
 	}
 	resp.ClusterID = &img.ClusterID
 	resp.ControllerID = b.cl.ControllerID()

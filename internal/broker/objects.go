@@ -110,6 +110,21 @@ func objectLeader(candidates []int32, id [16]byte, index int32) int32 {
 	return objects.Rendezvous(fmt.Sprintf("%x/%d", id, index), candidates)
 }
 
+// brokerList is the brokers Metadata and DescribeCluster name: the image's live nodes, or in
+// Ripcord mode (rv not nil) the processes the object store's announcements show.
+func (b *Broker) brokerList(img *controller.Image, rv *ripcordView) []objects.Member {
+	if rv != nil {
+		return rv.brokers
+	}
+	live := img.LiveNodes()
+	out := make([]objects.Member, 0, len(live))
+	for _, id := range live {
+		n := img.Nodes[id]
+		out = append(out, objects.Member{Node: n.ID, Host: n.KafkaHost, Port: n.KafkaPort, Rack: n.Rack})
+	}
+	return out
+}
+
 // ripcordView is what Metadata says while this process is in Ripcord mode: the processes in
 // Ripcord mode that announced themselves in the object store moments ago are the brokers and
 // share the object partitions (the image's live nodes may be the very ones that are down).
