@@ -80,7 +80,7 @@ func (c *Cache) OffsetForTime(ctx context.Context, p *objtopic.Partition, ts int
 		if e.MaxTimestamp < ts {
 			continue
 		}
-		data, err := c.Read(ctx, &objtopic.Partition{Start: p.Start, Next: p.Next, Extents: []objtopic.Extent{e}}, max(e.Base, p.Start), int(e.Length), true)
+		data, err := c.readExtent(ctx, p, e)
 		if err != nil {
 			return -1, -1, err
 		}
@@ -112,7 +112,7 @@ func (c *Cache) MaxTimestamp(ctx context.Context, p *objtopic.Partition) (int64,
 			e = x
 		}
 	}
-	data, err := c.Read(ctx, &objtopic.Partition{Start: p.Start, Next: p.Next, Extents: []objtopic.Extent{e}}, max(e.Base, p.Start), int(e.Length), true)
+	data, err := c.readExtent(ctx, p, e)
 	if err != nil {
 		return -1, -1, err
 	}
@@ -124,6 +124,11 @@ func (c *Cache) MaxTimestamp(ctx context.Context, p *objtopic.Partition) (int64,
 		return true
 	})
 	return found, foundTs, err
+}
+
+// readExtent reads the batches of one of p's extents (from the log start, if it lies inside).
+func (c *Cache) readExtent(ctx context.Context, p *objtopic.Partition, e objtopic.Extent) ([]byte, error) {
+	return c.Read(ctx, &objtopic.Partition{Start: p.Start, Next: p.Next, Extents: []objtopic.Extent{e}}, max(e.Base, p.Start), int(e.Length), true)
 }
 
 // eachRecord calls fn with each record's offset and timestamp until it returns false.
