@@ -48,10 +48,11 @@ type Config struct {
 	// store, and object topics cannot be created through it.
 	ObjectWriter *objects.Writer
 	ObjectCache  *objects.Cache
-	// Ripcord: while the controller is unreachable, object topics are sequenced lazily (produce
-	// goes on) and Metadata names the processes in Ripcord mode announced in the object store
-	// (Members) as the brokers and object partitions' leaders (docs/object-topics.md §9.5).
-	Ripcord bool
+	// Ripcording reports whether the process is in Ripcord mode now (--ripcord, and the
+	// controller unreachable): object topics are then sequenced lazily (produce goes on) and
+	// Metadata names the processes in Ripcord mode announced in the object store (Members) as
+	// the brokers and object partitions' leaders (docs/object-topics.md §9.5). nil: never.
+	Ripcording func() bool
 	// Members lists the processes in Ripcord mode announced in the object store moments ago,
 	// this one included; nil: this process only.
 	Members func() []objects.Member

@@ -92,14 +92,9 @@ func (b *Broker) objectPartition(id [16]byte, index int32) (*objtopic.Partition,
 	return p, nil
 }
 
-// RipcordAfter: how long without an answer from the active controller puts a --ripcord process
-// in Ripcord mode (five heartbeats).
-const RipcordAfter = time.Second
-
-// ripcording reports whether this process is in Ripcord mode now: --ripcord, and the
-// controller has not answered a heartbeat for RipcordAfter.
+// ripcording reports whether this process is in Ripcord mode now (Config.Ripcording).
 func (b *Broker) ripcording() bool {
-	return b.cfg.Ripcord && !b.cl.ControllerReachable(RipcordAfter)
+	return b.cfg.Ripcording != nil && b.cfg.Ripcording()
 }
 
 // objectLeader is the node Metadata names as an object partition's leader: of the candidates
@@ -107,7 +102,8 @@ func (b *Broker) ripcording() bool {
 // moves only its share of partitions. Any node accepts any partition; this only spreads
 // clients' load.
 func objectLeader(candidates []int32, id [16]byte, index int32) int32 {
-	return objects.Rendezvous(fmt.Sprintf("%x/%d", id, index), candidates)
+	var key [32]byte
+	return objects.Rendezvous(strconv.AppendInt(append(append(key[:0], id[:]...), '/'), int64(index), 10), candidates)
 }
 
 // brokerList is the brokers Metadata and DescribeCluster name: the image's live nodes, or in
@@ -140,14 +136,9 @@ func (b *Broker) ripcordView() *ripcordView {
 	if b.cfg.Members != nil {
 		v.brokers = b.cfg.Members()
 	}
-	v.live = make(map[int32]bool, len(v.brokers)+1)
-	for _, m := range v.brokers {
+	v.live = make(map[int32]bool, len(v.brokers))
+	for _, m := range v.brokers { // Members always holds this process, whatever the listing says
 		v.live[m.Node] = true
-	}
-	if !v.live[self.Node] { // this process answers, whatever the listing says
-		v.brokers, v.live[self.Node] = append(v.brokers, self), true
-	}
-	for _, m := range v.brokers {
 		v.nodes = append(v.nodes, m.Node)
 	}
 	return v

@@ -654,23 +654,11 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		hold := max(3*r.cfg.Hold, 15*time.Second)
 		paused := time.Now()
 		kill := name == "ripcord-kill-controllers"
-		for _, n := range r.c.Nodes() {
-			if kill {
-				r.c.Kill(n)
-			} else {
-				r.c.Pause(n)
-			}
-		}
+		r.c.StopNodes(kill)
 		back := false
 		defer func() { // an early error must not leave the quorum stopped: the check reads through it
 			if !back {
-				for _, n := range r.c.Nodes() {
-					if kill {
-						r.c.Start(n)
-					} else {
-						r.c.Resume(n)
-					}
-				}
+				r.c.RestartNodes(kill)
 			}
 		}()
 		how := "paused (SIGSTOP)"
@@ -703,14 +691,8 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		failed := r.failed
 		r.mu.Unlock()
 		back = true
-		for _, n := range r.c.Nodes() {
-			if kill {
-				if err := r.c.Start(n); err != nil {
-					return err
-				}
-			} else {
-				r.c.Resume(n)
-			}
+		if err := r.c.RestartNodes(kill); err != nil {
+			return err
 		}
 		if kill {
 			for _, n := range r.c.Nodes() {

@@ -279,6 +279,30 @@ func (c *Cluster) Resume(i int32) {
 	}
 }
 
+// StopNodes stops every serve node (the whole controller quorum): SIGKILL, or SIGSTOP.
+func (c *Cluster) StopNodes(kill bool) {
+	for _, n := range c.Nodes() {
+		if kill {
+			c.Kill(n)
+		} else {
+			c.Pause(n)
+		}
+	}
+}
+
+// RestartNodes undoes StopNodes: starts the killed nodes again from their data dirs, or
+// resumes the paused ones.
+func (c *Cluster) RestartNodes(kill bool) error {
+	for _, n := range c.Nodes() {
+		if !kill {
+			c.Resume(n)
+		} else if err := c.Start(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // StopAll stops every agent, then every node.
 func (c *Cluster) StopAll() {
 	for _, i := range append(c.Agents(), c.Nodes()...) {

@@ -161,23 +161,11 @@ func Outage(ctx context.Context, cfg OutageConfig) (*OutageResult, error) {
 	}
 	phase(cfg.Before)
 	res.OutageStart = time.Since(start).Seconds()
-	for _, n := range c.Nodes() {
-		if cfg.Kill {
-			c.Kill(n)
-		} else {
-			c.Pause(n)
-		}
-	}
+	c.StopNodes(cfg.Kill)
 	fmt.Fprintf(cfg.Out, "outage: every serve node stopped at %.0f s for %v\n", res.OutageStart, cfg.Outage)
 	phase(cfg.Outage)
-	for _, n := range c.Nodes() {
-		if cfg.Kill {
-			if err := c.Start(n); err != nil {
-				return nil, err
-			}
-		} else {
-			c.Resume(n)
-		}
+	if err := c.RestartNodes(cfg.Kill); err != nil {
+		return nil, err
 	}
 	res.OutageEnd = time.Since(start).Seconds()
 	fmt.Fprintf(cfg.Out, "outage: serve nodes back at %.0f s\n", res.OutageEnd)

@@ -110,3 +110,33 @@ func TestDirectory(t *testing.T) {
 		t.Fatalf("after a clean stop: %v, %v; want no announcement", objs, err)
 	}
 }
+
+// TestRendezvous: every key goes to one of the candidates; a candidate that leaves moves only
+// the keys it had; a lookup allocates nothing.
+func TestRendezvous(t *testing.T) {
+	all, without := []int32{1, 2, 3, 4}, []int32{1, 2, 4}
+	moved := 0
+	for k := range 1000 {
+		key := []byte(fmt.Sprint("key-", k))
+		a, b := Rendezvous(key, all), Rendezvous(key, without)
+		if a < 1 || a > 4 || b == 3 {
+			t.Fatalf("key %d: %d of %v, %d of %v", k, a, all, b, without)
+		}
+		if a != b {
+			if a != 3 {
+				t.Fatalf("key %d moved from %d to %d when node 3 left", k, a, b)
+			}
+			moved++
+		}
+	}
+	if moved < 150 || moved > 350 {
+		t.Fatalf("%d of 1000 keys were node 3's; want about a quarter", moved)
+	}
+	if Rendezvous([]byte("x"), nil) != -1 {
+		t.Fatalf("no candidate: want -1")
+	}
+	key := []byte("topic/7")
+	if n := testing.AllocsPerRun(100, func() { Rendezvous(key, all) }); n != 0 {
+		t.Fatalf("Rendezvous allocates %v times", n)
+	}
+}

@@ -164,7 +164,7 @@ func (m *Maintainer) slowPathRun(ctx context.Context, img *controller.Image, run
 // hashing. A process that joins or leaves moves only its share; every process computes the same
 // owner from the same image, and for a moment around an image change two may both work on a
 // run, which is harmless (commits are idempotent by file).
-func SlowPathOwner(run string, live []int32) int32 { return Rendezvous("slow-path/"+run, live) }
+func SlowPathOwner(run string, live []int32) int32 { return Rendezvous([]byte("slow-path/"+run), live) }
 
 // liveWriterGrace: how overdue a live writer's file with eager sections must be before the
 // slow path commits it anyway.

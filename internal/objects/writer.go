@@ -263,12 +263,12 @@ func (w *Writer) flushLocked() {
 			w.cfg.Metrics.Stage("buffer", now.Sub(p.added))
 		}
 	}
-	count := &w.lazy
+	count, limit := &w.lazy, int64(maxDeferred)
 	if !f.allLazy() {
-		count = &w.eager
+		count, limit = &w.eager, maxQueuedFiles
 	}
-	if (count == &w.eager && count.Load() >= maxQueuedFiles) || (count == &w.lazy && count.Load() >= maxDeferred) {
-		f.putErr = fmt.Errorf("%w: %d object files are waiting for their commit", kerr.RequestTimedOut, count.Load())
+	if n := count.Load(); n >= limit {
+		f.putErr = fmt.Errorf("%w: %d object files are waiting for their commit", kerr.RequestTimedOut, n)
 		f.fail(f.putErr) // not written: lazy batches fail too
 		return
 	}

@@ -295,10 +295,11 @@ func Open(cfg Config) (*Server, error) {
 		hooks.BeforeMarkers = s.beforeMarkers
 	}
 	var objCache *objects.Cache
-	var ripcording func() bool // nil unless --ripcord
+	var ripcording func() bool // Ripcord mode now: nil unless --ripcord
 	if cfg.Ripcord {
-		ripcording = func() bool { return !s.node.ControllerReachable(broker.RipcordAfter) }
+		ripcording = func() bool { return !s.node.ControllerReachable(ripcordAfter) }
 	}
+	var members func() []objects.Member
 	if s.objects != nil {
 		m := metrics.NewObjects()
 		s.admin.registry.MustRegister(m)
@@ -321,9 +322,6 @@ func Open(cfg Config) (*Server, error) {
 				return v
 			},
 			RetentionInterval: cfg.ObjectRetentionInterval, Metrics: m, Logger: s.logger})
-	}
-	var members func() []objects.Member
-	if s.objects != nil {
 		s.dir = objects.NewDirectory(s.objects, objects.Member{Node: cfg.NodeID, Host: host, Port: int32(port), Rack: cfg.Rack,
 			Agent: cfg.Agent}, ripcording, s.logger)
 		members = s.dir.Members
@@ -331,7 +329,7 @@ func Open(cfg Config) (*Server, error) {
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
 		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
-		ObjectWriter: s.objw, ObjectCache: objCache, Ripcord: cfg.Ripcord, Members: members}, s.topics)
+		ObjectWriter: s.objw, ObjectCache: objCache, Ripcording: ripcording, Members: members}, s.topics)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
@@ -439,6 +437,10 @@ func isClosed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// ripcordAfter: how long without an answer from the active controller puts a --ripcord process
+// in Ripcord mode (five heartbeats).
+const ripcordAfter = time.Second
 
 // ripcordStartWait: how long a Ripcord agent waits to join before it starts from the metadata
 // snapshot in the object store.
