@@ -3,6 +3,7 @@ package batch
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // Control record types (the key's second field), as Kafka numbers them.
@@ -67,7 +68,9 @@ func ParseControl(h *Header, b []byte) (Control, error) {
 const ControlNoOp int16 = 0x5250
 
 // NoOp is a no-op entry: Slots consecutive no-op slots of a total-order shard, written in view
-// View, stored and replicated as one batch of one record however many slots it stands for.
+// View, stored and replicated as one batch of one record however many slots it stands for. The
+// batch spans Slots offsets (last offset delta Slots − 1, as a compacted batch spans the offsets
+// of its removed records), so a shard's slots are its partition's offsets.
 type NoOp struct {
 	Slots int64
 	View  uint64
@@ -83,8 +86,11 @@ func AppendNoOp(dst []byte, n NoOp, timestampMs int64) []byte {
 	value = binary.BigEndian.AppendUint64(value, uint64(n.Slots))
 	value = binary.BigEndian.AppendUint64(value, n.View)
 	rec := AppendRecord(nil, 0, 0, key, value, 0, nil)
+	if n.Slots < 1 || n.Slots > math.MaxInt32 {
+		panic(fmt.Sprintf("batch: a no-op entry of %d slots", n.Slots))
+	}
 	return AppendBatch(dst, Header{Attributes: AttrControl, BaseTimestamp: timestampMs, MaxTimestamp: timestampMs,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 1}, rec)
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 1, LastOffsetDelta: int32(n.Slots - 1)}, rec)
 }
 
 // ParseNoOp reads the no-op entry in batch b (whose header is h); an error if b is not one, or
@@ -112,8 +118,8 @@ func ParseNoOp(h *Header, b []byte) (NoOp, error) {
 		return NoOp{}, corrupt("no-op", "no-op record value of %d bytes", len(rec.Value))
 	}
 	n := NoOp{Slots: int64(binary.BigEndian.Uint64(rec.Value[2:])), View: binary.BigEndian.Uint64(rec.Value[10:])}
-	if n.Slots <= 0 {
-		return NoOp{}, corrupt("no-op", "a no-op entry of %d slots", n.Slots)
+	if n.Slots <= 0 || n.Slots-1 != int64(h.LastOffsetDelta) {
+		return NoOp{}, corrupt("no-op", "a no-op entry of %d slots spanning %d offsets", n.Slots, int64(h.LastOffsetDelta)+1)
 	}
 	return n, nil
 }

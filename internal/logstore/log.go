@@ -444,6 +444,19 @@ func (l *Log) AppendMarker(m txn.Marker, leaderEpoch int32, timestampMs int64) (
 	return first, l.applyMarker(m, first, timestampMs)
 }
 
+// AppendNoOp writes a total-order shard's no-op entry (batch.NoOp: one control batch spanning
+// n.Slots offsets) as leader, and returns its first and last offset.
+func (l *Log) AppendNoOp(n batch.NoOp, leaderEpoch int32, timestampMs int64) (first, last int64, err error) {
+	b := batch.AppendNoOp(nil, n, timestampMs)
+	h, err := batch.ValidateStored(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	return l.appendLocked(b, &h, -1, leaderEpoch)
+}
+
 // applyMarker applies an appended marker to the producer state and indexes the transaction it
 // aborted. The caller holds appendMu.
 func (l *Log) applyMarker(m txn.Marker, offset, timestampMs int64) error {
@@ -510,7 +523,13 @@ func (l *Log) AppendReplica(b []byte) (first, last int64, err error) {
 		return 0, 0, fmt.Errorf("%w: batch at %d, log end %d", ErrNotAtEnd, h.BaseOffset, end)
 	}
 	var m txn.Marker
-	if h.IsControl() { // parsed before the append: a marker the state cannot take is not written
+	marker := h.IsControl() && h.IsTransactional() // not a total-order no-op entry
+	if h.IsControl() && !marker {
+		if _, err := batch.ParseNoOp(&h, b); err != nil {
+			return 0, 0, err
+		}
+	}
+	if marker { // parsed before the append: a marker the state cannot take is not written
 		if m, err = markerOf(&h, b); err != nil {
 			return 0, 0, err
 		}
@@ -520,8 +539,9 @@ func (l *Log) AppendReplica(b []byte) (first, last int64, err error) {
 		return 0, 0, err
 	}
 	switch {
-	case h.IsControl():
+	case marker:
 		err = l.applyMarker(m, first, h.MaxTimestamp)
+	case h.IsControl(): // a no-op entry: no producer state
 	case h.ProducerID >= 0:
 		l.producers.Apply(producerBatch(&h), first, h.MaxTimestamp, h.LeaderEpoch)
 		l.firstUnstable.Store(l.producers.FirstUnstable())

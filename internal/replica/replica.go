@@ -267,6 +267,15 @@ func (r *Replica) AppendCoordinator(b []byte) (logstore.AppendResult, int32, err
 	return r.append(b, r.Log.AppendCoordinatorBatch)
 }
 
+// AppendNoOp appends a total-order shard's no-op entry as leader (logstore.Log.AppendNoOp) and
+// starts replicating it.
+func (r *Replica) AppendNoOp(n batch.NoOp) (logstore.AppendResult, int32, error) {
+	return r.append(nil, func(_ []byte, epoch int32) (logstore.AppendResult, error) {
+		first, last, err := r.Log.AppendNoOp(n, epoch, time.Now().UnixMilli())
+		return logstore.AppendResult{First: first, Last: last}, err
+	})
+}
+
 func (r *Replica) append(b []byte, appendTo func([]byte, int32) (logstore.AppendResult, error)) (logstore.AppendResult, int32, error) {
 	r.mu.Lock()
 	if r.leader == nil || r.frozen {

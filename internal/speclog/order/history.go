@@ -111,6 +111,13 @@ func (h *History) Owner(w int, pos uint64) (shard int32, slot int64, noOp, ok bo
 
 // Position is the global position of a shard's slot.
 func (h *History) Position(w int, shard int32, slot int64) (uint64, bool) {
+	p, _, ok := h.Span(w, shard, slot)
+	return p, ok
+}
+
+// Span is the global position of a shard's slot, and how many of its slots from it lie at
+// consecutive positions.
+func (h *History) Span(w int, shard int32, slot int64) (uint64, int64, bool) {
 	for ri := len(h.Runs) - 1; ri >= 0; ri-- {
 		r := &h.Runs[ri]
 		i := slices.Index(r.Shards, shard)
@@ -120,16 +127,16 @@ func (h *History) Position(w int, shard int32, slot int64) (uint64, bool) {
 		perWindow := int64(w) * r.Quotas[i]
 		k := (slot - r.SlotBase[i]) / perWindow
 		if uint64(k) >= r.Count {
-			return 0, false // past the run: not laid out yet
+			return 0, 0, false // past the run: not laid out yet
 		}
 		t := r.table(w, r.First+uint64(k))
-		p, _, cut, ok := t.Span(w, shard, slot)
+		p, n, cut, ok := t.Span(w, shard, slot)
 		if !ok || h.failedAt(t.Window, shard, cut) {
-			return 0, false // a slot the shard lost with its failure
+			return 0, 0, false // a slot the shard lost with its failure
 		}
-		return p, true
+		return p, n, true
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // TrimBefore drops the runs wholly before pos.

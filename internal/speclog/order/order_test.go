@@ -94,6 +94,10 @@ type sim struct {
 	events    []Event
 	credit    []float64
 	loss      float64
+	// failover: the chance per step that a shard's partition changes leader (the new leader
+	// resumes from its copy of the sequencer state and its durable slots)
+	failover  float64
+	failovers int
 }
 
 type specKey struct {
@@ -265,6 +269,14 @@ func (s *sim) step(appendRate float64, crashLeader float64) {
 		}
 	}
 	s.net = keep
+	if s.rnd.Float64() < s.failover {
+		i := s.rnd.IntN(len(s.shards))
+		if old := s.shards[i]; !s.dead[int32(i)] {
+			s.shards[i] = ResumeShard(s.cfg, int32(i), old.st.Clone(), old.durable, old.noops)
+			s.failovers++
+			s.handle(int32(i), s.shards[i].Durable(0, s.now))
+		}
+	}
 	if s.rnd.Float64() < crashLeader { // the sequencer's leader fails over: its soft state is gone
 		s.leader = NewLeader(s.st)
 	}
@@ -301,10 +313,11 @@ func TestSimulationNoFailure(t *testing.T) {
 				shards = 6 // staggered cuts from the second window on
 			}
 			s := newSim(t, seed, shards, 0.05)
+			s.failover = 0.0005
 			for range 10000 { // 1 s
 				s.step(0.6, 0.001)
 			}
-			t.Logf("%d shards: confirmed prefix %d, %d entries in the sequencer's log, view %d, %d no-op slots", len(s.shards), s.prefix, len(s.log), s.st.View, s.noops)
+			t.Logf("%d shards: confirmed prefix %d, %d entries in the sequencer's log, view %d, %d no-op slots, %d shard leader changes", len(s.shards), s.prefix, len(s.log), s.st.View, s.noops, s.failovers)
 			if len(s.failed) > 0 {
 				t.Fatalf("speculation failed %d times with no shard failure", len(s.failed))
 			}

@@ -1,6 +1,9 @@
 package order
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Delivery is a run of a shard's slots at consecutive global positions, delivered with view
 // View: speculatively (before their cut commits) or after a failure, again.
@@ -54,6 +57,38 @@ func NewShard(cfg Config, id int32, first *Table, durable int64) (*Shard, error)
 		sh.delivered, sh.acked = first.SlotBase[i], first.SlotBase[i]
 	}
 	return sh, nil
+}
+
+// ResumeShard starts a shard from a copy of the sequencer's applied state (a partition's new
+// leader; the entries after st follow through Apply), with durable slots in its log of which
+// noOps were no-ops. Its reports go on from the last committed cut, and it delivers again from
+// its committed slots: speculations the previous leader made are made again, at the same
+// positions (they are durable, and the tables fix where they go). Durable(0, now) gives the
+// first deliveries and report.
+func ResumeShard(cfg Config, id int32, st *State, durable, noOps int64) *Shard {
+	st.cfg = cfg
+	committed := st.Slots[id]
+	sh := &Shard{id: id, cfg: cfg, st: st, durable: durable, delivered: committed, acked: committed,
+		reported: st.Last, confirmed: st.Committed(), out: st.Out[id], noops: noOps}
+	if t := st.Tables[st.Last.Window]; t == nil || t.Index(id) < 0 {
+		// the window just turned, or the shard joins with the next table: report from there
+		if c := st.Current(); c != nil && c.Index(id) >= 0 {
+			sh.reported = CutID{Window: c.Window - 1, Cut: cfg.W - 1}
+			if c.Window == 0 {
+				sh.reported = CutID{Window: 0, Cut: -1}
+			}
+		}
+	}
+	return sh
+}
+
+// Clone is a deep copy of the state (a shard's own copy, a snapshot being written).
+func (s *State) Clone() *State {
+	c, err := DecodeState(s.cfg, s.Encode())
+	if err != nil {
+		panic(fmt.Sprintf("order: cloning the sequencer state: %v", err))
+	}
+	return c
 }
 
 // State is the shard's copy of the sequencer state (read only).
@@ -178,6 +213,9 @@ func (sh *Shard) position(slot int64) (uint64, int64, bool) {
 			return p, n, true
 		}
 	}
+	if slot < sh.st.Slots[sh.id] { // committed in a window whose table is gone (a resumed shard)
+		return sh.st.History.Span(sh.cfg.W, sh.id, slot)
+	}
 	return 0, 0, false
 }
 
@@ -195,6 +233,11 @@ func (sh *Shard) report(o *Out, now time.Time) {
 		return
 	}
 	moved := false
+	if sh.reported.Less(sh.st.Last) {
+		// committed without this shard's report: an earlier leader of its partition reported
+		// them (their slots are durable), and their tables may be gone from the state
+		sh.reported = sh.st.Last
+	}
 	for {
 		c := sh.reported.next(sh.cfg.W)
 		t := sh.st.Tables[c.Window]
