@@ -144,7 +144,7 @@ func Open(cfg Config) (*Controller, error) {
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: raftID(cfg.NodeID), ElectionTick: cfg.ElectionTicks, HeartbeatTick: 1, Storage: st,
 		Applied: c.applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 64 << 20,
-		CheckQuorum: true, PreVote: true, Logger: raftLogger{cfg.Logger}, StepDownOnRemoval: true,
+		CheckQuorum: true, PreVote: true, Logger: raftlog.Logger(cfg.Logger), StepDownOnRemoval: true,
 	})
 	if err != nil {
 		st.Close()
@@ -541,21 +541,3 @@ func (c *Controller) maybeBootstrap() {
 		c.logger.Warn("controller: proposing the bootstrap", "err", err)
 	}
 }
-
-// raftLogger sends etcd raft's log lines to slog.
-type raftLogger struct{ l *slog.Logger }
-
-func (r raftLogger) Debug(v ...any)                 { r.l.Debug(fmt.Sprint(v...)) }
-func (r raftLogger) Debugf(format string, v ...any) { r.l.Debug(fmt.Sprintf(format, v...)) }
-func (r raftLogger) Info(v ...any)                  { r.l.Debug(fmt.Sprint(v...)) }
-func (r raftLogger) Infof(format string, v ...any)  { r.l.Debug(fmt.Sprintf(format, v...)) }
-func (r raftLogger) Warning(v ...any)               { r.l.Warn(fmt.Sprint(v...)) }
-func (r raftLogger) Warningf(format string, v ...any) {
-	r.l.Warn(fmt.Sprintf(format, v...))
-}
-func (r raftLogger) Error(v ...any)                 { r.l.Error(fmt.Sprint(v...)) }
-func (r raftLogger) Errorf(format string, v ...any) { r.l.Error(fmt.Sprintf(format, v...)) }
-func (r raftLogger) Fatal(v ...any)                 { panic(fmt.Sprint(v...)) }
-func (r raftLogger) Fatalf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }
-func (r raftLogger) Panic(v ...any)                 { panic(fmt.Sprint(v...)) }
-func (r raftLogger) Panicf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }

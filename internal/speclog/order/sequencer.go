@@ -118,6 +118,19 @@ func (s *State) Active(shard int32, c CutID) bool {
 	return true
 }
 
+// Known reports whether a shard is part of the topic: in a table, failed, or asked to join.
+func (s *State) Known(shard int32) bool {
+	if _, ok := s.Slots[shard]; ok || s.Out[shard] || s.Joining[shard] {
+		return true
+	}
+	for _, t := range s.Tables {
+		if t.Index(shard) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Apply applies one entry.
 func (s *State) Apply(e Entry) error {
 	switch {

@@ -1,0 +1,616 @@
+package sequencer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/runnel-dev/runnel/internal/raftlog"
+	"github.com/runnel-dev/runnel/internal/speclog/order"
+	"github.com/runnel-dev/runnel/internal/transport"
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// Transport kinds of the sequencer group's frames on the cluster transport.
+const (
+	KindRaft   transport.Kind = 20 // a raftpb.Message of the sequencer group
+	KindReport transport.Kind = 21 // a shard's report, to the group's leader (JSON wire)
+	KindSignal transport.Kind = 22 // a lag-fix signal, to a shard's node (JSON wire)
+	KindJoin   transport.Kind = 23 // a shard asks to take part again (JSON wire)
+)
+
+// wire is the body of KindReport, KindSignal and KindJoin frames.
+type wire struct {
+	Topic  string        `json:"topic"`
+	Report *order.Report `json:"report,omitempty"`
+	Signal *order.Signal `json:"signal,omitempty"`
+	Shard  int32         `json:"shard,omitempty"` // KindJoin
+}
+
+// Spec is a total-order topic as the metadata has it: what the group's leader keeps its
+// state in line with.
+type Spec struct {
+	ID     string
+	Name   string
+	Shards int32
+	Config order.Config
+}
+
+// Config configures a Group.
+type Config struct {
+	NodeID int32
+	Voters []int32 // the controller quorum's voters (this node must be one)
+	FS     vfs.FS
+	Dir    string // <data-dir>/sequencer
+	// Send sends a frame to a node (the cluster transport's Send); body is the callee's.
+	Send   func(to int32, kind transport.Kind, body []byte)
+	Logger *slog.Logger
+	// Topics lists the total-order topics the metadata holds (called by the leader, on its
+	// loop, every ReconcileInterval).
+	Topics func() []Spec
+	// OnSignal delivers a lag-fix signal for a shard led on this node.
+	OnSignal func(topic string, s order.Signal)
+
+	TickInterval      time.Duration // Raft ticks; default 50 ms
+	ElectionTicks     int           // default 10
+	OrderInterval     time.Duration // the leader logic's clock; default 500 µs (half the default T_ord)
+	ReconcileInterval time.Duration // default 100 ms
+	SnapshotEvery     uint64        // entries between snapshots; default 10,000
+}
+
+// Group is this node's member of the sequencer group.
+type Group struct {
+	cfg    Config
+	logger *slog.Logger
+	rn     *raft.RawNode
+	store  *raftlog.Storage
+
+	recvc   chan *pb.Message
+	reportc chan inReport
+	joinc   chan wire
+	trimc   chan trimReq
+	stop    chan struct{}
+	done    chan struct{}
+
+	leader atomic.Int32
+
+	mu        sync.Mutex // guards machine (written by the loop) and changed
+	machine   *Machine
+	changed   chan struct{} // closed and replaced when the machine moves
+	confState *pb.ConfState
+	applied   uint64
+
+	// The leader's soft state, owned by the loop.
+	leaders   map[string]*order.Leader
+	shardNode map[string]map[int32]int32 // the node each shard last reported from
+}
+
+type inReport struct {
+	topic string
+	r     order.Report
+	from  int32
+}
+
+type trimReq struct {
+	topic string
+	upTo  uint64
+	err   chan error
+}
+
+// Errors of the group.
+var (
+	ErrNotLeader = errors.New("sequencer: this node does not lead the sequencer group")
+	ErrStopped   = errors.New("sequencer: stopped")
+)
+
+func raftID(node int32) uint64   { return uint64(node) + 1 }
+func nodeID(raftID uint64) int32 { return int32(raftID - 1) }
+
+// Open loads the group's state from cfg.Dir (a voter's first start bootstraps the voter
+// configuration) and returns a group ready to Start.
+func Open(cfg Config) (*Group, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default
+	}
+	if len(cfg.Voters) == 0 {
+		cfg.Voters = []int32{cfg.NodeID}
+	}
+	if !slices.Contains(cfg.Voters, cfg.NodeID) {
+		return nil, fmt.Errorf("sequencer: node %d is not a controller voter %v", cfg.NodeID, cfg.Voters)
+	}
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = 50 * time.Millisecond
+	}
+	if cfg.ElectionTicks <= 0 {
+		cfg.ElectionTicks = 10
+	}
+	if cfg.OrderInterval <= 0 {
+		cfg.OrderInterval = 500 * time.Microsecond
+	}
+	if cfg.ReconcileInterval <= 0 {
+		cfg.ReconcileInterval = 100 * time.Millisecond
+	}
+	if cfg.SnapshotEvery == 0 {
+		cfg.SnapshotEvery = 10000
+	}
+	boot := &pb.ConfState{}
+	for _, v := range cfg.Voters {
+		boot.Voters = append(boot.Voters, raftID(v))
+	}
+	st, data, err := raftlog.Open(cfg.FS, cfg.Dir, boot, NewMachine().Encode())
+	if err != nil {
+		return nil, err
+	}
+	m, err := DecodeMachine(data)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	snap, _ := st.Snapshot()
+	g := &Group{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096), reportc: make(chan inReport, 4096),
+		joinc: make(chan wire, 64), trimc: make(chan trimReq, 16), stop: make(chan struct{}), done: make(chan struct{}),
+		machine: m, changed: make(chan struct{}), confState: pb.EnsureConfState(snap.GetMetadata().GetConfState()),
+		applied: snap.GetMetadata().GetIndex(), leaders: map[string]*order.Leader{}, shardNode: map[string]map[int32]int32{}}
+	g.leader.Store(-1)
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID: raftID(cfg.NodeID), ElectionTick: cfg.ElectionTicks, HeartbeatTick: 1, Storage: st,
+		Applied: g.applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 64 << 20,
+		CheckQuorum: true, PreVote: true, Logger: raftlog.Logger(cfg.Logger), StepDownOnRemoval: true,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	g.rn = rn
+	return g, nil
+}
+
+// Start runs the group's loop until Stop.
+func (g *Group) Start() { go g.run() }
+
+// Stop ends the loop and closes the log.
+func (g *Group) Stop() {
+	select {
+	case <-g.stop:
+		return
+	default:
+	}
+	close(g.stop)
+	<-g.done
+	g.store.Close()
+}
+
+// Leader is the node leading the group, or -1.
+func (g *Group) Leader() int32 { return g.leader.Load() }
+
+// Handle takes a frame of one of the group's kinds from a peer.
+func (g *Group) Handle(from int32, kind transport.Kind, body []byte) {
+	switch kind {
+	case KindRaft:
+		m := &pb.Message{}
+		if err := proto.Unmarshal(body, m); err != nil || m.GetFrom() != raftID(from) {
+			g.logger.Warn("sequencer: dropping a bad raft message", "from", from, "err", err)
+			return
+		}
+		select {
+		case g.recvc <- m:
+		default: // raft recovers from lost messages
+		}
+		return
+	}
+	var w wire
+	if err := json.Unmarshal(body, &w); err != nil {
+		g.logger.Warn("sequencer: dropping a malformed frame", "from", from, "kind", kind, "err", err)
+		return
+	}
+	switch {
+	case kind == KindReport && w.Report != nil:
+		select {
+		case g.reportc <- inReport{w.Topic, *w.Report, from}:
+		default: // the shard re-sends
+		}
+	case kind == KindSignal && w.Signal != nil:
+		if g.cfg.OnSignal != nil {
+			g.cfg.OnSignal(w.Topic, *w.Signal)
+		}
+	case kind == KindJoin:
+		select {
+		case g.joinc <- w:
+		default:
+		}
+	}
+}
+
+// Report sends a shard's report to the group's leader (dropped if none is known: the shard
+// re-sends it).
+func (g *Group) Report(topic string, r order.Report) {
+	switch l := g.leader.Load(); l {
+	case -1:
+	case g.cfg.NodeID:
+		select {
+		case g.reportc <- inReport{topic, r, g.cfg.NodeID}:
+		default:
+		}
+	default:
+		g.send(l, KindReport, wire{Topic: topic, Report: &r})
+	}
+}
+
+// Join asks the leader to take a shard that was failed back into the topic's next table.
+func (g *Group) Join(topic string, shard int32) {
+	switch l := g.leader.Load(); l {
+	case -1:
+	case g.cfg.NodeID:
+		select {
+		case g.joinc <- wire{Topic: topic, Shard: shard}:
+		default:
+		}
+	default:
+		g.send(l, KindJoin, wire{Topic: topic, Shard: shard})
+	}
+}
+
+// Trim proposes trimming a topic's positions below upTo (on the leader).
+func (g *Group) Trim(topic string, upTo uint64) error {
+	if g.leader.Load() != g.cfg.NodeID {
+		return ErrNotLeader
+	}
+	req := trimReq{topic, upTo, make(chan error, 1)}
+	select {
+	case g.trimc <- req:
+	case <-g.stop:
+		return ErrStopped
+	}
+	select {
+	case err := <-req.err:
+		return err
+	case <-g.stop:
+		return ErrStopped
+	}
+}
+
+func (g *Group) send(to int32, kind transport.Kind, w wire) {
+	b, err := json.Marshal(w)
+	if err != nil {
+		panic(err)
+	}
+	g.cfg.Send(to, kind, b)
+}
+
+// Changed returns a channel closed the next time the state moves.
+func (g *Group) Changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.changed
+}
+
+// Snapshot is a copy of a topic's state and the count of its entries it holds; false if the
+// group has no such topic.
+func (g *Group) Snapshot(topic string) (st *order.State, seq uint64, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	tp := g.machine.Topics[topic]
+	if tp == nil {
+		return nil, 0, false
+	}
+	return tp.State.Clone(), tp.Seq, true
+}
+
+// Since returns a copy of a topic's entries from seq on; false if the topic is gone or the
+// entries are no longer kept (start again from Snapshot).
+func (g *Group) Since(topic string, seq uint64) ([]order.Entry, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	tp := g.machine.Topics[topic]
+	if tp == nil {
+		return nil, false
+	}
+	e, ok := tp.Since(seq)
+	return slices.Clone(e), ok
+}
+
+// Read runs f on a topic's state under the group's lock (f must not keep it).
+func (g *Group) Read(topic string, f func(t *Topic)) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	tp := g.machine.Topics[topic]
+	if tp == nil {
+		return false
+	}
+	f(tp)
+	return true
+}
+
+func (g *Group) run() {
+	defer close(g.done)
+	raftTick := time.NewTicker(g.cfg.TickInterval)
+	defer raftTick.Stop()
+	orderTick := time.NewTicker(g.cfg.OrderInterval)
+	defer orderTick.Stop()
+	reconcile := time.NewTicker(g.cfg.ReconcileInterval)
+	defer reconcile.Stop()
+	if len(g.cfg.Voters) == 1 {
+		g.rn.Campaign() // a quorum of one need not wait an election timeout
+	}
+	g.ready()
+	for {
+		drive := false
+		select {
+		case <-g.stop:
+			return
+		case <-raftTick.C:
+			g.rn.Tick()
+		case m := <-g.recvc:
+			g.rn.Step(m)
+		drain:
+			for range 256 {
+				select {
+				case m := <-g.recvc:
+					g.rn.Step(m)
+				default:
+					break drain
+				}
+			}
+		case r := <-g.reportc:
+			g.takeReport(r)
+		drainReports:
+			for range 1024 { // every report that has arrived, then one decision
+				select {
+				case r := <-g.reportc:
+					g.takeReport(r)
+				default:
+					break drainReports
+				}
+			}
+			drive = true
+		case <-orderTick.C:
+			drive = true
+		case w := <-g.joinc:
+			g.join(w)
+		case t := <-g.trimc:
+			t.err <- g.propose(&Command{Topic: t.topic, Trim: &t.upTo})
+		case <-reconcile.C:
+			g.reconcile()
+		}
+		if drive {
+			g.drive(time.Now())
+		}
+		if err := g.ready(); err != nil {
+			panic(fmt.Sprintf("sequencer: persisting the raft log: %v", err)) // STYLE §8: a restart recovers from the WAL
+		}
+	}
+}
+
+func (g *Group) isLeader() bool { return g.leader.Load() == g.cfg.NodeID }
+
+// topicLeader is the leader logic of a topic, started from the applied state when needed.
+func (g *Group) topicLeader(topic string) *order.Leader {
+	l := g.leaders[topic]
+	if l == nil {
+		t := g.machine.Topics[topic]
+		if t == nil {
+			return nil
+		}
+		l = order.NewLeader(t.State)
+		g.leaders[topic] = l
+	}
+	return l
+}
+
+func (g *Group) takeReport(r inReport) {
+	if !g.isLeader() {
+		return
+	}
+	l := g.topicLeader(r.topic)
+	if l == nil {
+		return
+	}
+	l.Report(r.r, time.Now()) // on the loop, the state's only writer: no lock
+	nodes := g.shardNode[r.topic]
+	if nodes == nil {
+		nodes = map[int32]int32{}
+		g.shardNode[r.topic] = nodes
+	}
+	nodes[r.r.Shard] = r.from
+}
+
+// drive runs every topic's leader logic and proposes its decisions.
+func (g *Group) drive(now time.Time) {
+	if !g.isLeader() {
+		return
+	}
+	for _, topic := range slices.Sorted(maps.Keys(g.machine.Topics)) {
+		l := g.topicLeader(topic)
+		entries, signals := l.Tick(now)
+		if len(entries) > 0 {
+			if err := g.propose(&Command{Topic: topic, Entries: entries}); err != nil {
+				delete(g.leaders, topic) // its decisions were dropped: decide again from the applied state
+			}
+		}
+		for _, s := range signals {
+			node, ok := g.shardNode[topic][s.Shard]
+			switch {
+			case !ok:
+			case node == g.cfg.NodeID:
+				if g.cfg.OnSignal != nil {
+					g.cfg.OnSignal(topic, s)
+				}
+			default:
+				g.send(node, KindSignal, wire{Topic: topic, Signal: &s})
+			}
+		}
+	}
+}
+
+func (g *Group) join(w wire) {
+	if !g.isLeader() {
+		return
+	}
+	t := g.machine.Topics[w.Topic]
+	if t == nil || !t.State.Out[w.Shard] || t.State.Joining[w.Shard] {
+		return
+	}
+	g.propose(&Command{Topic: w.Topic, Entries: []order.Entry{{Join: &order.JoinEntry{Shard: w.Shard}}}})
+}
+
+// reconcile, on the leader, creates the metadata's total-order topics the group lacks, drops
+// those it no longer has, and joins partitions added to a topic.
+func (g *Group) reconcile() {
+	if !g.isLeader() || g.cfg.Topics == nil {
+		return
+	}
+	specs := g.cfg.Topics()
+	want := map[string]bool{}
+	for _, s := range specs {
+		want[s.ID] = true
+		t := g.machine.Topics[s.ID]
+		if t == nil {
+			shards := make([]int32, s.Shards)
+			for i := range shards {
+				shards[i] = int32(i)
+			}
+			g.propose(&Command{Topic: s.ID, Create: &Create{Name: s.Name, Shards: shards, Config: s.Config}})
+			continue
+		}
+		for sh := range s.Shards {
+			if !t.State.Known(sh) && !t.State.Joining[sh] {
+				g.propose(&Command{Topic: s.ID, Entries: []order.Entry{{Join: &order.JoinEntry{Shard: sh}}}})
+			}
+		}
+	}
+	for id := range g.machine.Topics {
+		if !want[id] {
+			g.propose(&Command{Topic: id, Drop: true})
+		}
+	}
+}
+
+func (g *Group) propose(c *Command) error {
+	err := g.rn.Propose(EncodeCommand(c))
+	if errors.Is(err, raft.ErrProposalDropped) {
+		return ErrNotLeader
+	}
+	return err
+}
+
+// ready persists, sends and applies what raft has ready, in Raft's order.
+func (g *Group) ready() error {
+	for g.rn.HasReady() {
+		rd := g.rn.Ready()
+		if rd.SoftState != nil {
+			g.setLeader(rd.SoftState.Lead)
+		}
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			m, err := DecodeMachine(rd.Snapshot.GetData())
+			if err != nil {
+				return err
+			}
+			if err := g.store.InstallSnapshot(rd.Snapshot); err != nil {
+				return err
+			}
+			g.mu.Lock()
+			g.machine = m
+			g.mu.Unlock()
+			g.applied = rd.Snapshot.GetMetadata().GetIndex()
+			g.confState = pb.EnsureConfState(rd.Snapshot.GetMetadata().GetConfState())
+			clear(g.leaders)
+			g.publish()
+		}
+		if err := g.store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
+			return err
+		}
+		for _, m := range rd.Messages {
+			body, err := proto.Marshal(m)
+			if err != nil {
+				return err
+			}
+			g.cfg.Send(nodeID(m.GetTo()), KindRaft, body)
+		}
+		if err := g.apply(rd.CommittedEntries); err != nil {
+			return err
+		}
+		g.rn.Advance(rd)
+	}
+	return nil
+}
+
+func (g *Group) setLeader(lead uint64) {
+	l := int32(-1)
+	if lead != raft.None {
+		l = nodeID(lead)
+	}
+	if old := g.leader.Swap(l); old != l {
+		g.logger.Info("sequencer: leader changed", "leader", l, "this_node", g.cfg.NodeID)
+		clear(g.leaders) // a new leader starts from the applied state; shards re-send reports
+		clear(g.shardNode)
+	}
+}
+
+func (g *Group) apply(ents []*pb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	changed := false
+	g.mu.Lock()
+	for _, e := range ents {
+		switch e.GetType() {
+		case pb.EntryType_EntryNormal:
+			if len(e.GetData()) == 0 {
+				break
+			}
+			c, err := DecodeCommand(e.GetData())
+			if err != nil {
+				g.logger.Error("sequencer: skipping an undecodable command", "index", e.GetIndex(), "err", err)
+				break
+			}
+			ch, err := g.machine.Apply(c)
+			if err != nil { // deterministic on every replica; the leader decides again
+				g.logger.Debug("sequencer: skipped a stale decision", "err", err)
+				delete(g.leaders, c.Topic)
+			}
+			changed = changed || ch
+		case pb.EntryType_EntryConfChange, pb.EntryType_EntryConfChangeV2:
+			var cc pb.ConfChange
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				g.mu.Unlock()
+				return err
+			}
+			g.confState = g.rn.ApplyConfChange(&cc)
+		}
+		g.applied = e.GetIndex()
+	}
+	var snap []byte
+	if g.applied-g.store.SnapIndex() >= g.cfg.SnapshotEvery {
+		snap = g.machine.Encode()
+	}
+	g.mu.Unlock()
+	if snap != nil {
+		if err := g.store.SaveSnapshot(g.applied, g.confState, snap); err != nil {
+			return err
+		}
+	}
+	if changed {
+		g.publish()
+	}
+	return nil
+}
+
+func (g *Group) publish() {
+	g.mu.Lock()
+	close(g.changed)
+	g.changed = make(chan struct{})
+	g.mu.Unlock()
+}

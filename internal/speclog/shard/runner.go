@@ -1,0 +1,283 @@
+// Package shard runs the shard side of total-order topics (docs/speclog.md §4) in a partition's
+// leader: it feeds the partition's high watermark (its durable slots: a shard's slots are its
+// partition's offsets) and the sequencer's entries to an order.Shard, appends the no-op entries
+// it asks for, sends its reports, acknowledges appends once their cut commits, and publishes
+// speculative deliveries, confirmations and fail notices to the node's subscribers.
+package shard
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/speclog/order"
+)
+
+// Log is the partition a runner leads.
+type Log interface {
+	// HighWatermark is the offset below which the partition is durable (a quorum has it).
+	HighWatermark() int64
+	// Changed is closed the next time the high watermark or the leadership changes.
+	Changed() <-chan struct{}
+	// Leading reports whether this node still leads the partition.
+	Leading() bool
+	// AppendNoOp appends a no-op entry as leader.
+	AppendNoOp(n batch.NoOp) error
+}
+
+// Feed is the sequencer as seen from this node: its state, its entries in log order, and the
+// way to its leader.
+type Feed interface {
+	Snapshot(topic string) (st *order.State, seq uint64, ok bool)
+	Since(topic string, seq uint64) ([]order.Entry, bool)
+	Changed() <-chan struct{}
+	Report(topic string, r order.Report)
+	Join(topic string, shard int32)
+}
+
+// EventKind says what an Event is.
+type EventKind uint8
+
+const (
+	Deliver EventKind = iota + 1 // slots [Slot, Slot+N) are at positions [Position, Position+N), in View
+	Confirm                      // positions below UpTo are final
+	Fail                         // every speculation at or after After failed; View is the new view
+)
+
+// Event is one thing a shard tells its subscribers, in order.
+type Event struct {
+	Kind     EventKind
+	Slot     int64
+	N        int64
+	Position uint64
+	View     uint64
+	UpTo     uint64
+	After    uint64
+}
+
+// keepEvents is how many events a runner keeps for subscribers that fall behind.
+const keepEvents = 1 << 16
+
+// ErrBehind is a subscriber that fell further behind than the runner keeps events.
+var ErrBehind = errors.New("shard: subscriber fell behind the kept events")
+
+// ErrStopped: the runner stopped (the node no longer leads the partition).
+var ErrStopped = errors.New("shard: not leading this shard any more")
+
+// Runner is one shard's driver, while this node leads its partition.
+type Runner struct {
+	topic   string // the topic's sequencer id
+	id      int32
+	cfg     order.Config
+	log     Log
+	feed    Feed
+	logger  *slog.Logger
+	signals chan order.CutID
+	stop    chan struct{}
+	done    chan struct{}
+
+	mu        sync.Mutex
+	acked     int64  // appends of slots below are acknowledged
+	confirmed uint64 // positions below are confirmed
+	view      uint64
+	events    []Event
+	base      uint64 // the index of events[0]
+	changed   chan struct{}
+	err       error // why the runner stopped
+}
+
+// Start starts a runner for shard id of topic. It returns at once; the runner stops when Stop
+// is called or the node stops leading the partition.
+func Start(topic string, id int32, cfg order.Config, log Log, feed Feed, logger *slog.Logger) *Runner {
+	r := &Runner{topic: topic, id: id, cfg: cfg, log: log, feed: feed, logger: logger, signals: make(chan order.CutID, 16),
+		stop: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+// Stop stops the runner and waits for it.
+func (r *Runner) Stop() {
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	<-r.done
+}
+
+// Done is closed once the runner has stopped.
+func (r *Runner) Done() <-chan struct{} { return r.done }
+
+// Signal hands the runner a lag-fix signal.
+func (r *Runner) Signal(through order.CutID) {
+	select {
+	case r.signals <- through:
+	default: // the sequencer signals again
+	}
+}
+
+// Acked is how many slots' appends are acknowledged (their cuts committed).
+func (r *Runner) Acked() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.acked
+}
+
+// WaitAcked waits until the appends below offset end are acknowledged.
+func (r *Runner) WaitAcked(ctx context.Context, end int64) error {
+	for {
+		r.mu.Lock()
+		acked, ch, err := r.acked, r.changed, r.err
+		r.mu.Unlock()
+		if acked >= end {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Events returns the events from index from on (a copy), the next index, and a channel closed
+// when more arrive. A subscriber starts from Head.
+func (r *Runner) Events(from uint64) ([]Event, uint64, <-chan struct{}, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if from < r.base {
+		return nil, from, nil, ErrBehind
+	}
+	end := r.base + uint64(len(r.events))
+	if from >= end {
+		return nil, end, r.changed, r.err
+	}
+	return append([]Event(nil), r.events[from-r.base:]...), end, r.changed, nil
+}
+
+// Head is the index of the next event, the confirmed prefix and the view.
+func (r *Runner) Head() (next uint64, confirmed uint64, view uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.base + uint64(len(r.events)), r.confirmed, r.view
+}
+
+func (r *Runner) run() {
+	defer close(r.done)
+	err := r.loop()
+	r.mu.Lock()
+	r.err = err
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+func (r *Runner) loop() error {
+	st, seq, ok := r.feed.Snapshot(r.topic)
+	for !ok { // the sequencer has not created the topic yet
+		select {
+		case <-r.stop:
+			return ErrStopped
+		case <-time.After(10 * time.Millisecond):
+		}
+		st, seq, ok = r.feed.Snapshot(r.topic)
+	}
+	fed := r.log.HighWatermark()
+	sh := order.ResumeShard(r.cfg, r.id, st, fed, 0)
+	r.mu.Lock()
+	r.acked, r.confirmed, r.view = st.Slots[r.id], st.Committed(), st.View
+	r.mu.Unlock()
+	r.handle(sh, sh.Durable(0, time.Now()))
+	tick := time.NewTicker(r.cfg.TOrd / 2)
+	defer tick.Stop()
+	for {
+		hwCh, feedCh := r.log.Changed(), r.feed.Changed()
+		now := time.Now()
+		if !r.log.Leading() {
+			return ErrStopped
+		}
+		if hw := r.log.HighWatermark(); hw > fed {
+			r.handle(sh, sh.Durable(hw-fed, now))
+			fed = hw
+		}
+		ents, ok := r.feed.Since(r.topic, seq)
+		if !ok {
+			if st, seq, ok = r.feed.Snapshot(r.topic); !ok {
+				return ErrStopped // the topic is gone
+			}
+			sh = order.ResumeShard(r.cfg, r.id, st, fed, 0)
+			r.handle(sh, sh.Durable(0, now))
+			continue
+		}
+		for _, e := range ents {
+			o, err := sh.Apply(e, now)
+			seq++
+			if err != nil {
+				r.logger.Error("shard: applying the sequencer's entry", "topic", r.topic, "shard", r.id, "err", err)
+				continue
+			}
+			if o.Truncate != nil {
+				// Failed: its slots from *o.Truncate on were never acknowledged. They stay in
+				// the log and are fed again once it joins (they take positions then).
+				fed = *o.Truncate
+				r.feed.Join(r.topic, r.id)
+			}
+			r.handle(sh, o)
+		}
+		select {
+		case <-r.stop:
+			return ErrStopped
+		case <-hwCh:
+		case <-feedCh:
+		case c := <-r.signals:
+			r.handle(sh, sh.Signal(c, time.Now()))
+		case <-tick.C:
+			r.handle(sh, sh.Tick(time.Now()))
+		}
+	}
+}
+
+// handle carries out a state machine's output.
+func (r *Runner) handle(sh *order.Shard, o order.Out) {
+	view := sh.State().View
+	if o.NoOp > 0 {
+		if err := r.log.AppendNoOp(batch.NoOp{Slots: o.NoOp, View: view}); err != nil {
+			// Not leading any more, or the log failed: the loop finds out; a new leader resumes.
+			r.logger.Debug("shard: appending a no-op entry", "topic", r.topic, "shard", r.id, "err", err)
+		}
+	}
+	if o.Report != nil {
+		r.feed.Report(r.topic, *o.Report)
+	}
+	if len(o.Deliver) == 0 && o.Confirm == 0 && o.Acked == 0 && o.Fail == nil {
+		return
+	}
+	r.mu.Lock()
+	r.view = view
+	if o.Fail != nil {
+		r.events = append(r.events, Event{Kind: Fail, After: *o.Fail, View: r.view})
+	}
+	for _, d := range o.Deliver {
+		r.events = append(r.events, Event{Kind: Deliver, Slot: d.Slot, N: d.N, Position: d.Position, View: d.View})
+	}
+	if o.Confirm > r.confirmed {
+		r.confirmed = o.Confirm
+		r.events = append(r.events, Event{Kind: Confirm, UpTo: o.Confirm, View: r.view})
+	}
+	if o.Acked > r.acked {
+		r.acked = o.Acked
+	}
+	if over := len(r.events) - keepEvents; over > keepEvents/4 {
+		r.events = append(r.events[:0:0], r.events[over:]...)
+		r.base += uint64(over)
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
