@@ -34,7 +34,7 @@ serve() { # STORE [flags...]
 	shift
 	rm -rf "$WORK/data"
 	"$BIN" serve --data-dir "$WORK/data" --kafka-addr 127.0.0.1:29092 --cluster-addr 127.0.0.1:29093 \
-		--admin-addr 127.0.0.1:29644 --log-level warn --object-store "$store" --object-batch-timeout "$BATCH_TIMEOUT" \
+		--admin-addr 127.0.0.1:29644 --speclog-addr 127.0.0.1:0 --log-level warn --object-store "$store" --object-batch-timeout "$BATCH_TIMEOUT" \
 		"$@" >>"$WORK/serve.log" 2>&1 &
 	SERVE_PID=$!
 	PIDS+=("$SERVE_PID")

@@ -38,6 +38,7 @@ size() {
 kafka_port() { echo $((BASE + 100 * $1 + 2)); }
 cluster_port() { echo $((BASE + 100 * $1 + 3)); }
 admin_port() { echo $((BASE + 100 * $1 + 4)); }
+speclog_port() { echo $((BASE + 100 * $1 + 6)); }
 pid_file() { echo "$DIR/node-$1.pid"; }
 
 bin() {
@@ -77,7 +78,7 @@ start_node() {
 	# shellcheck disable=SC2086
 	"$b" serve --node-id "$i" --data-dir "$DIR/node-$i" \
 		--kafka-addr "127.0.0.1:$(kafka_port "$i")" --cluster-addr "127.0.0.1:$(cluster_port "$i")" \
-		--admin-addr "127.0.0.1:$(admin_port "$i")" --controller-voters "$(voters)" \
+		--admin-addr "127.0.0.1:$(admin_port "$i")" --speclog-addr "127.0.0.1:$(speclog_port "$i")" --controller-voters "$(voters)" \
 		${RUNNEL_SERVE_ARGS:-} >>"$DIR/node-$i.log" 2>&1 &
 	echo $! >"$(pid_file "$i")"
 	echo "node $i: PID $!, kafka 127.0.0.1:$(kafka_port "$i"), admin http://127.0.0.1:$(admin_port "$i"), log $DIR/node-$i.log"

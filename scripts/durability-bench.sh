@@ -16,7 +16,7 @@ ADMIN="${ADMIN:-29644}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/runnel-durability.XXXXXX")"
 bin="$work/runnel"
 go build -o "$bin" ./cmd/runnel
-"$bin" serve --data-dir "$work/data" --kafka-addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN" --log-level warn >"$work/serve.log" 2>&1 &
+"$bin" serve --data-dir "$work/data" --kafka-addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN" --speclog-addr 127.0.0.1:0 --log-level warn >"$work/serve.log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 100); do

@@ -21,7 +21,7 @@ import (
 // channel closes when the process has exited (startServe owns cmd.Wait).
 func startServe(t *testing.T, bin, dataDir, addr string) (*exec.Cmd, <-chan struct{}) {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--kafka-addr", addr, "--admin-addr", "127.0.0.1:0", "--log-level", "warn")
+	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--kafka-addr", addr, "--admin-addr", "127.0.0.1:0", "--speclog-addr", "127.0.0.1:0", "--log-level", "warn")
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

@@ -24,7 +24,7 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 	}
 
 	dataDir := filepath.Join(t.TempDir(), "data")
-	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--speclog-addr", "127.0.0.1:0")
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
@@ -56,7 +56,7 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 	}
 
 	// A second server must not share the data dir.
-	out, err := exec.Command(bin, "serve", "--data-dir", dataDir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0").CombinedOutput()
+	out, err := exec.Command(bin, "serve", "--data-dir", dataDir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--speclog-addr", "127.0.0.1:0").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "data dir is locked") {
 		t.Errorf("second runnel serve on the same data dir = %v, output %q; want a locked error", err, out)
 	}

@@ -330,3 +330,18 @@ func FuzzParseNoOp(f *testing.F) {
 		}
 	})
 }
+
+func TestEachHeader(t *testing.T) {
+	h := AppendHeader(nil, "a", []byte("1"))
+	h = AppendHeader(h, "b", nil)
+	var got []string
+	if err := EachHeader(h, 2, func(k string, v []byte) { got = append(got, fmt.Sprintf("%s=%q/%v", k, v, v == nil)) }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != `[a="1"/false b=""/true]` {
+		t.Fatalf("headers %v", got)
+	}
+	if err := EachHeader(h[:3], 2, func(string, []byte) {}); err == nil {
+		t.Fatal("a cut header decoded")
+	}
+}

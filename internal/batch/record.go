@@ -215,3 +215,18 @@ func EachRecord(h *Header, b []byte, fn func(rec *Record)) error {
 	}
 	return r.Err()
 }
+
+// EachHeader calls fn with every header of a record's encoded headers (count of them), and
+// returns the first decoding error.
+func EachHeader(headers []byte, count int32, fn func(key string, value []byte)) error {
+	f := fieldReader{b: headers}
+	for range count {
+		k := f.bytes()
+		v := f.bytes()
+		if f.err != nil {
+			return f.err
+		}
+		fn(string(k), v)
+	}
+	return nil
+}

@@ -32,7 +32,7 @@ const startupTimeout = 60 * time.Second
 // to logOut, and waits until addr accepts connections.
 func StartRunnel(ctx context.Context, bin, dataDir, addr string, logOut io.Writer) (*Process, error) {
 	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--kafka-addr", addr,
-		"--admin-addr", "127.0.0.1:0", "--log-level", "warn")
+		"--admin-addr", "127.0.0.1:0", "--speclog-addr", "127.0.0.1:0", "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = logOut, logOut
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: starting runnel serve: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/objtopic"
+	total "github.com/runnel-dev/runnel/internal/speclog/shard"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -40,6 +41,23 @@ func (b *Broker) resolveStorage(name string, configs map[string]string, assignme
 	storage, ok := configs[controller.StorageConfig]
 	if !ok {
 		storage, _, _ = b.topics.BrokerConfig("runnel.default.storage")
+	}
+	if total.Total(configs) {
+		if _, err := total.TopicConfig(configs); err != nil {
+			return nil, nil, adminErr(kerr.InvalidConfig, "%v", err)
+		}
+		if storage == controller.StorageObject {
+			return nil, nil, adminErr(kerr.InvalidConfig, "runnel.ordering=total needs runnel.storage=local")
+		}
+		if policy := configs["cleanup.policy"]; strings.Contains(policy, "compact") {
+			return nil, nil, adminErr(kerr.InvalidConfig, "cleanup.policy=%s: a total-order topic cannot be compacted", policy)
+		}
+		out := make(map[string]string, len(configs)+1)
+		for k, v := range configs {
+			out[k] = v
+		}
+		out[controller.StorageConfig] = "local" // fixed, whatever the default becomes
+		return out, assignments, nil
 	}
 	if storage != controller.StorageObject {
 		if configs[controller.SequencingConfig] == controller.SequencingLazy {
@@ -67,6 +85,14 @@ func (b *Broker) resolveStorage(name string, configs map[string]string, assignme
 // topics can be sequenced lazily.
 func checkObjectConfigs(t *topics.Topic, set map[string]string) *adminError {
 	storage := t.Configs[controller.StorageConfig]
+	for name, v := range set {
+		if total.FixedConfig(name) && v != t.Configs[name] && !(t.Configs[name] == "" && name == total.OrderingConfig && v == "partition") {
+			return adminErr(kerr.InvalidConfig, "%s is fixed when a topic is created (topic %s)", name, t.Name)
+		}
+	}
+	if total.Total(t.Configs) && strings.Contains(set["cleanup.policy"], "compact") {
+		return adminErr(kerr.InvalidConfig, "cleanup.policy=compact: a total-order topic cannot be compacted")
+	}
 	if set[controller.SequencingConfig] == controller.SequencingLazy && storage != controller.StorageObject {
 		return adminErr(kerr.InvalidConfig, "runnel.sequencing=lazy needs runnel.storage=object (topic %s is local)", t.Name)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objects"
+	total "github.com/runnel-dev/runnel/internal/speclog/shard"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -33,6 +34,9 @@ func handleProduce(ctx context.Context, r *request) reply {
 		epoch int32
 		end   int64
 		txn   bool // a transactional batch: a quorum's memory is enough (its commit makes it durable)
+		// total: a total-order topic's partition: acknowledged once the records' positions
+		// are committed by the sequencer (docs/speclog.md §1)
+		total *topics.Topic
 	}
 	var waits []commit
 	type objectWait struct {
@@ -84,6 +88,9 @@ func handleProduce(ctx context.Context, r *request) reply {
 			transactional := false
 			if err == nil {
 				inTxn := func(h *batch.Header) error { // called for transactional batches only
+					if total.Total(t.Configs) {
+						return fmt.Errorf("%w: total-order topic %s takes no transactional batches", kerr.InvalidTxnState, t.Name)
+					}
 					transactional = true
 					var id string
 					if req.TransactionID != nil {
@@ -105,8 +112,11 @@ func handleProduce(ctx context.Context, r *request) reply {
 			if !p.Log.WriteCaching() && !transactional {
 				p.Log.SyncSoon() // consumers and acks=all wait for the quorum's fsyncs, this one among them
 			}
-			if req.Acks == -1 {
-				waits = append(waits, commit{sp, p, epoch, end, transactional})
+			switch {
+			case total.Total(t.Configs): // acks=1 too: an append is answered with its position fixed
+				waits = append(waits, commit{sp, p, epoch, end, false, t})
+			case req.Acks == -1:
+				waits = append(waits, commit{sp, p, epoch, end, transactional, nil})
 			}
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -137,9 +147,36 @@ func handleProduce(ctx context.Context, r *request) reply {
 					err = kerr.RequestTimedOut
 				}
 				setProduceError(w.p, err)
+				continue
+			}
+			if w.total != nil {
+				if err := b.waitSequenced(wctx, w.total, w.p.Partition, w.end); err != nil {
+					setProduceError(w.p, err)
+				}
 			}
 		}
 	}}
+}
+
+// waitSequenced waits until the sequencer has committed the positions of a total-order
+// partition's records below end (the shard runner acknowledges them).
+func (b *Broker) waitSequenced(ctx context.Context, t *topics.Topic, partition int32, end int64) error {
+	m := b.cl.Shards()
+	if m == nil {
+		b.logger.Warn("total order: a partition of a total-order topic is led by a node outside the controller quorum", "topic", t.Name, "partition", partition)
+		return fmt.Errorf("%w: total-order partitions must be led by controller voters", kerr.PolicyViolation)
+	}
+	r, err := m.WaitRunner(ctx, t.ID, partition)
+	if err == nil {
+		err = r.WaitAcked(ctx, end)
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut
+	case errors.Is(err, total.ErrStopped):
+		return kerr.NotLeaderForPartition // the retry goes to the new leader (idempotence dedupes it)
+	}
+	return err
 }
 
 // produceLeaderHint fills in KIP-951's CurrentLeader and NodeEndpoints for a partition whose

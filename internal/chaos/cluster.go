@@ -177,7 +177,7 @@ func (c *Cluster) Start(i int32) error {
 		return err
 	}
 	args := append([]string{"serve", "--node-id", strconv.Itoa(int(i)), "--data-dir", p.dir, "--kafka-addr", p.kafka,
-		"--cluster-addr", p.cluster, "--admin-addr", p.admin, "--enable-fault-injection"}, c.args...)
+		"--cluster-addr", p.cluster, "--admin-addr", p.admin, "--speclog-addr", "127.0.0.1:0", "--enable-fault-injection"}, c.args...)
 	if p.agent != nil { // stateless: no data dir
 		args = append([]string{"agent", "--kafka-addr", p.kafka,
 			"--cluster-addr", p.cluster, "--admin-addr", p.admin, "--enable-fault-injection"}, p.agent...)

@@ -26,6 +26,7 @@ type serveFlags struct {
 	advertisedKafkaAddr string
 	nodeID              int32
 	adminAddr           string
+	speclogAddr         string
 	logLevel            string
 	logFormat           string
 	slowRequest         time.Duration
@@ -59,6 +60,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
 	flags.DurationVar(&f.sessionTimeout, "session-timeout", 1500*time.Millisecond, "a node not heard from this long is fenced and its partitions get new leaders")
 	flags.StringVar(&f.adminAddr, "admin-addr", "127.0.0.1:9644", "host:port of the admin HTTP server (metrics, health)")
+	flags.StringVar(&f.speclogAddr, "speclog-addr", "127.0.0.1:9096", `host:port of the SpecLog gRPC API of total-order topics ("": none)`)
 	flags.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	flags.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	flags.DurationVar(&f.slowRequest, "slow-request-threshold", 500*time.Millisecond, "log Kafka requests that take longer (0: none)")
@@ -84,6 +86,9 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		Rack: f.rack, SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
 		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
 		ObjectCacheBytes: f.objectCacheMiB << 20, Agent: f.agent, Ripcord: f.ripcord,
+	}
+	if !f.agent {
+		cfg.SpecLogAddr = f.speclogAddr
 	}
 	if f.slowRequest <= 0 {
 		cfg.SlowRequestThreshold = -1 // the flag's 0 means off; the config's 0 means the default

@@ -23,6 +23,9 @@ import (
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/objtopic"
 	"github.com/runnel-dev/runnel/internal/replica"
+	"github.com/runnel-dev/runnel/internal/speclog/order"
+	"github.com/runnel-dev/runnel/internal/speclog/sequencer"
+	"github.com/runnel-dev/runnel/internal/speclog/shard"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/transport"
 	"github.com/runnel-dev/runnel/internal/vfs"
@@ -40,7 +43,9 @@ type Config struct {
 	Voters    map[int32]string
 	KafkaHost string // advertised Kafka address, registered for Metadata
 	KafkaPort int32
-	Rack      string
+	// SpecLogAddr is the node's SpecLog gRPC address, registered for Describe ("" none).
+	SpecLogAddr string
+	Rack        string
 	// Agent: this node is a `runnel agent` (object topics only; it is never a voter).
 	Agent bool
 
@@ -70,6 +75,10 @@ type Node struct {
 	rm     *replica.Manager
 	rpc    *rpcLayer
 	reg    *topics.Registry
+	// seq is this node's member of the total-order sequencer group (voters only) and shards
+	// the runners of the total-order partitions it leads (docs/speclog.md); nil elsewhere.
+	seq    *sequencer.Group
+	shards *shard.Manager
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -150,6 +159,19 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.ctrl = ctrl
+	if !cfg.Agent && slices.Contains(ccfg.Voters, cfg.NodeID) {
+		n.seq, err = sequencer.Open(sequencer.Config{NodeID: cfg.NodeID, Voters: ccfg.Voters, FS: cfg.FS, Dir: cfg.DataDir + "/sequencer",
+			Send: n.tr.Send, Logger: cfg.Logger, Topics: n.totalOrderTopics,
+			OnSignal: func(topic string, s order.Signal) { n.shards.Signal(topic, s) }})
+		if err != nil {
+			cancel()
+			ctrl.Stop()
+			n.rm.Close()
+			n.tr.Close()
+			return nil, err
+		}
+		n.shards = shard.NewManager(cfg.Registry, n.seq, cfg.Logger)
+	}
 	if id := ctrl.Image().ClusterID; id != "" {
 		n.tr.SetClusterID(id)
 	}
@@ -159,6 +181,14 @@ func Start(cfg Config) (*Node, error) {
 	n.wg.Add(2)
 	go n.reconciler()
 	go n.join()
+	if n.seq != nil {
+		n.seq.Start()
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.shards.Run(n.ctx)
+		}()
+	}
 	return n, nil
 }
 
@@ -178,6 +208,9 @@ func (n *Node) Close() {
 	n.cancel()
 	n.onLeader(-1)
 	n.wg.Wait()
+	if n.seq != nil {
+		n.seq.Stop()
+	}
 	n.ctrl.Stop()
 	n.rm.Close()
 	n.tr.Close()
@@ -185,6 +218,49 @@ func (n *Node) Close() {
 
 // NodeID is this node's id.
 func (n *Node) NodeID() int32 { return n.cfg.NodeID }
+
+// Sequencer is this node's member of the total-order sequencer group (nil: not a voter).
+func (n *Node) Sequencer() *sequencer.Group { return n.seq }
+
+// Shards runs the total-order partitions this node leads (nil: not a voter, see
+// docs/speclog.md).
+func (n *Node) Shards() *shard.Manager { return n.shards }
+
+// PartitionLeader is the node leading a topic's partition by the metadata (-1: none).
+func (n *Node) PartitionLeader(topic string, partition int32) int32 {
+	t := n.Image().Topics[topic]
+	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
+		return -1
+	}
+	return t.Partitions[partition].Leader
+}
+
+// SpecLogAddr is a node's registered SpecLog address ("" unknown).
+func (n *Node) SpecLogAddr(node int32) string {
+	if nd := n.Image().Nodes[node]; nd != nil {
+		return nd.SpecLogAddr
+	}
+	return ""
+}
+
+// totalOrderTopics lists the metadata's total-order topics for the sequencer group.
+func (n *Node) totalOrderTopics() []sequencer.Spec {
+	img := n.ctrl.Image()
+	var out []sequencer.Spec
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		if !shard.Total(t.Configs) {
+			continue
+		}
+		cfg, err := shard.TopicConfig(t.Configs)
+		if err != nil {
+			n.logger.Error("total order: topic config", "topic", name, "err", err)
+			continue
+		}
+		out = append(out, sequencer.Spec{ID: shard.TopicKey(t.ID), Name: name, Shards: int32(len(t.Partitions)), Config: cfg})
+	}
+	return out
+}
 
 // Image is the current metadata image. It must not be modified.
 //
@@ -264,6 +340,10 @@ func (n *Node) receive(from int32, kind transport.Kind, body []byte) {
 		n.rpc.receive(from, kind, body)
 	case replica.KindAppend, replica.KindAppendAck, replica.KindFollow, replica.KindFollowReply:
 		n.rm.Handle(from, kind, body)
+	case sequencer.KindRaft, sequencer.KindReport, sequencer.KindSignal, sequencer.KindJoin:
+		if n.seq != nil {
+			n.seq.Handle(from, kind, body)
+		}
 	}
 }
 
@@ -381,7 +461,7 @@ type heartbeatResponse struct {
 // register registers this node's new incarnation and waits until the image has it.
 func (n *Node) register() error {
 	req := registerRequest{Node: n.cfg.NodeID, KafkaHost: n.cfg.KafkaHost, KafkaPort: n.cfg.KafkaPort,
-		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent}
+		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent, SpecLogAddr: n.cfg.SpecLogAddr}
 	backoff := 20 * time.Millisecond
 	for {
 		var resp registerResponse

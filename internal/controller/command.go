@@ -89,6 +89,8 @@ type Register struct {
 	Run string `json:"run,omitempty"`
 	// Agent registers a `runnel agent` (see Node.Agent).
 	Agent bool `json:"agent,omitempty"`
+	// SpecLogAddr is the node's SpecLog gRPC address ("" none; docs/speclog.md §6).
+	SpecLogAddr string `json:"speclog_addr,omitempty"`
 }
 
 // Fence fences (op fence) or unfences (op unfence) one incarnation of a node.
@@ -400,6 +402,7 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 		im.Nodes[r.Node] = n
 	}
 	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack, n.Agent, n.Run = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack, r.Agent, r.Run
+	n.SpecLogAddr = r.SpecLogAddr
 	n.Incarnation, n.Fenced = index, false
 	dropWriters(im, r.Node, r.Run)
 	// A new incarnation leads nothing: the restarted process lost its replication state (and,

@@ -60,6 +60,7 @@ type Node struct {
 	KafkaPort   int32  `json:"kafka_port"`
 	ClusterAddr string `json:"cluster_addr"`
 	Rack        string `json:"rack,omitempty"`
+	SpecLogAddr string `json:"speclog_addr,omitempty"` // its SpecLog gRPC address ("" none)
 	// Incarnation is the log index of the node's latest registration: a restarted node is a
 	// new incarnation.
 	Incarnation uint64 `json:"incarnation"`

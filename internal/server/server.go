@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
 	"io"
 	"log/slog"
 	"net"
@@ -36,8 +37,10 @@ import (
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/objstore"
+	"github.com/runnel-dev/runnel/internal/speclog/service"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/vfs"
+	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
 )
 
 // Config is what a Server needs to start. The zero value is not valid; see Validate.
@@ -59,6 +62,9 @@ type Config struct {
 	// FaultInjection serves POST /v1/debug/faults on the admin listener (tests only: it can
 	// isolate the node from its peers and drop Kafka responses).
 	FaultInjection bool
+	// SpecLogAddr is the host:port of the SpecLog gRPC service of total-order topics
+	// (docs/speclog.md §6); "" serves none. Port 0 picks one.
+	SpecLogAddr string
 	// SlowRequestThreshold: Kafka requests taking longer are logged at Warn. 0 means 500 ms;
 	// negative logs none.
 	SlowRequestThreshold time.Duration
@@ -151,6 +157,11 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if c.SpecLogAddr != "" {
+		if err := checkAddr("speclog addr", c.SpecLogAddr); err != nil {
+			return err
+		}
+	}
 	return checkAddr("admin addr", c.AdminAddr)
 }
 
@@ -197,6 +208,9 @@ type Server struct {
 	objectCrash atomic.Pointer[string]
 	// faultyStore wraps the object store when fault injection is on.
 	faultyStore *objstore.Faulty
+	// speclogLn is the SpecLog service's listener (nil: none); Run serves it.
+	speclogLn   net.Listener
+	speclogAddr string
 }
 
 // Open validates cfg, creates and locks the data directory, and opens (recovering) every
@@ -280,9 +294,18 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.SessionTimeout > 0 {
 		active.SessionTimeout = cfg.SessionTimeout
 	}
+	var speclogAddr string
+	if cfg.SpecLogAddr != "" && !cfg.Agent {
+		if s.speclogLn, err = net.Listen("tcp", cfg.SpecLogAddr); err != nil {
+			ln.Close()
+			return nil, errors.Join(fmt.Errorf("server: speclog listener: %w", err), s.Close())
+		}
+		speclogAddr = s.speclogLn.Addr().String()
+		s.speclogAddr = speclogAddr
+	}
 	s.node, err = cluster.Start(cluster.Config{NodeID: cfg.NodeID, Listener: ln, Voters: cfg.ControllerVoters,
 		KafkaHost: host, KafkaPort: int32(port), Rack: cfg.Rack, Agent: cfg.Agent, FS: cfg.FS, DataDir: cfg.DataDir, Registry: s.topics,
-		Logger: s.logger, ClusterID: string(legacyID), Import: s.importLegacy, Active: active})
+		Logger: s.logger, ClusterID: string(legacyID), Import: s.importLegacy, Active: active, SpecLogAddr: speclogAddr})
 	if err != nil {
 		ln.Close()
 		return nil, errors.Join(err, s.Close())
@@ -373,6 +396,9 @@ func (s *Server) ClusterID() string {
 
 // Node is the server's cluster node.
 func (s *Server) Node() *cluster.Node { return s.node }
+
+// SpecLogAddr is the SpecLog service's address ("" none).
+func (s *Server) SpecLogAddr() string { return s.speclogAddr }
 
 // readProducerIDMark reads <data-dir>/producer-ids, which a one-node data dir of an older
 // version kept: every producer id below the number in it may have been handed out.
@@ -529,6 +555,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		go func() { s.dir.Run(ctx); close(dirDone) }()
 		defer func() { <-dirDone }()
 	}
+	if s.speclogLn != nil {
+		gs := grpc.NewServer()
+		pb.RegisterSpecLogServer(gs, service.New(service.Config{Node: s.node, Registry: s.topics, Logger: s.logger, Addr: s.node.SpecLogAddr}))
+		speclogDone := make(chan struct{})
+		sln := s.speclogLn
+		go func() {
+			if err := gs.Serve(sln); err != nil {
+				s.logger.Error("speclog: serving", "err", err)
+			}
+			close(speclogDone)
+		}()
+		s.logger.Info("serving the SpecLog API", "speclog_addr", sln.Addr().String())
+		defer func() { gs.Stop(); <-speclogDone }() // streams are long-lived: no graceful wait
+		s.speclogLn = nil                           // the gRPC server closes it
+	}
 	served := make(chan error, 1)
 	go func() { served <- s.broker.Serve(ln) }()
 	s.admin.kafkaAddr.Store(new(ln.Addr().String()))
@@ -568,6 +609,9 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		s.objw.Close(ctx)
 		cancel()
+	}
+	if s.speclogLn != nil { // never served
+		s.speclogLn.Close()
 	}
 	if s.node != nil {
 		s.node.Close()

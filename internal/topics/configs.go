@@ -73,7 +73,20 @@ var defs = []ConfigDef{
 		Doc: "local: replicated segment logs on the nodes; object: files in the object store, any node serves any partition (fixed when the topic is created)"},
 	{Name: "runnel.sequencing", Type: TypeString, Default: "eager", Allowed: []string{"eager", "lazy"},
 		Doc: "object topics: eager acknowledges a produce with its offsets once committed; lazy acknowledges once the file is written (offset -1), sequencing right after"},
-	{Name: "runnel.ordering", Type: TypeString, Default: "partition", Allowed: []string{"partition"}, Doc: "per-partition order (total: not yet)"},
+	{Name: "runnel.ordering", Type: TypeString, Default: "partition", Allowed: []string{"partition", "total"},
+		Doc: "partition: order within each partition; total: the partitions are the shards of one totally ordered log with speculative delivery (docs/speclog.md; fixed when the topic is created)"},
+	{Name: "runnel.order.window.cuts", Type: TypeInt, Default: "100", Min: 2, Max: 100000,
+		Doc: "total order: cuts per window W, the speculation lease (fixed at creation)"},
+	{Name: "runnel.order.interval.us", Type: TypeInt, Default: "1000", Min: 100, Max: 10000000,
+		Doc: "total order: T_ord, the target interval between a shard's reports, in microseconds (fixed at creation)"},
+	{Name: "runnel.order.initial.quota", Type: TypeInt, Default: "10", Min: 1, Max: 65536,
+		Doc: "total order: a shard's positions per cut in its first window (fixed at creation)"},
+	{Name: "runnel.order.lag.fix.cuts", Type: TypeInt, Default: "3", Min: 1, Max: 100000,
+		Doc: "total order: cuts behind the most advanced shard that get a shard signalled to report at once (fixed at creation)"},
+	{Name: "runnel.order.fail.ms", Type: TypeInt, Default: "50", Min: 1, Max: 3600000,
+		Doc: "total order: a signalled shard that has not caught up after this long is declared failed (fixed at creation)"},
+	{Name: "runnel.order.stagger.from", Type: TypeInt, Default: "6", Min: 0, Max: 1000000,
+		Doc: "total order: staggered cuts (two groups) from this many shards on; 0 never (fixed at creation)"},
 }
 
 var defsByName = func() map[string]*ConfigDef {

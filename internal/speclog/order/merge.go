@@ -56,7 +56,8 @@ func NewMerger(from uint64, owner func(pos uint64) (shard int32, noOp bool, ok b
 	return &Merger{owner: owner, wanted: wanted, next: from, confirmed: from, told: from, pending: map[uint64]Pending{}}
 }
 
-// Deliver takes a record a shard delivered at pos in view, and returns the events it unblocks.
+// Deliver takes a record a shard delivered at pos in view (nil: a no-op slot, which the
+// subscriber does not see), and returns the events it unblocks.
 func (m *Merger) Deliver(pos uint64, shard int32, rec any, view uint64) []Event {
 	if pos < m.next || view < m.view {
 		return nil // emitted already, or from a view a fail notice voided
@@ -111,6 +112,10 @@ func (m *Merger) drain(out []Event) []Event {
 			break
 		}
 		delete(m.pending, m.next)
+		if d.Record == nil { // a no-op slot of the shard's own: nothing to deliver
+			m.next++
+			continue
+		}
 		out = append(out, Event{Kind: EventRecord, Position: m.next, Shard: d.Shard, Record: d.Record, View: d.View,
 			Speculative: m.next >= m.confirmed})
 		m.next++

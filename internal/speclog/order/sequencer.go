@@ -118,6 +118,36 @@ func (s *State) Active(shard int32, c CutID) bool {
 	return true
 }
 
+// Owner is the shard and slot at a global position by the history and the decided tables
+// (noOp: a failed shard's slot; ok false: not laid out yet, or trimmed).
+func (s *State) Owner(pos uint64) (shard int32, slot int64, noOp, ok bool) {
+	if shard, slot, noOp, ok = s.History.Owner(s.cfg.W, pos); ok {
+		return shard, slot, noOp, ok
+	}
+	for _, t := range s.Tables {
+		if sh, sl, cut, ok := t.Owner(s.cfg.W, pos); ok {
+			return sh, sl, !s.Active(sh, CutID{Window: t.Window, Cut: cut}), true
+		}
+	}
+	return 0, 0, false, false
+}
+
+// Position is the global position of a shard's slot, by the history and the decided tables.
+func (s *State) Position(shard int32, slot int64) (uint64, bool) {
+	if p, ok := s.History.Position(s.cfg.W, shard, slot); ok {
+		return p, true
+	}
+	for _, t := range s.Tables {
+		if p, _, c, ok := t.Span(s.cfg.W, shard, slot); ok && s.Active(shard, CutID{Window: t.Window, Cut: c}) {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// Config is the state's protocol configuration.
+func (s *State) Config() Config { return s.cfg }
+
 // Known reports whether a shard is part of the topic: in a table, failed, or asked to join.
 func (s *State) Known(shard int32) bool {
 	if _, ok := s.Slots[shard]; ok || s.Out[shard] || s.Joining[shard] {

@@ -1,0 +1,380 @@
+// Package service is the SpecLog gRPC service of a node (docs/speclog.md §6): appends to the
+// shards this node leads, subscriptions merging the shards' speculative deliveries into the
+// global order (order.Merger), reads of confirmed records, trims and descriptions.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/speclog/order"
+	"github.com/runnel-dev/runnel/internal/speclog/sequencer"
+	"github.com/runnel-dev/runnel/internal/speclog/shard"
+	"github.com/runnel-dev/runnel/internal/topics"
+	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
+)
+
+// Node is what the service needs of the cluster node it runs on.
+type Node interface {
+	NodeID() int32
+	Sequencer() *sequencer.Group // nil: not a controller voter
+	Shards() *shard.Manager
+	// PartitionLeader is the node leading a topic's partition (-1: none).
+	PartitionLeader(topic string, partition int32) int32
+}
+
+// Config configures the service.
+type Config struct {
+	Node     Node
+	Registry *topics.Registry
+	Logger   *slog.Logger
+	// Addr is a node's SpecLog address ("" unknown), for Describe and redirections.
+	Addr func(node int32) string
+}
+
+// Server implements speclogpb.SpecLogServer.
+type Server struct {
+	pb.UnimplementedSpecLogServer
+	cfg Config
+}
+
+// New returns the service.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Addr == nil {
+		cfg.Addr = func(int32) string { return "" }
+	}
+	return &Server{cfg: cfg}
+}
+
+// topicOf finds a total-order topic and the sequencer group that orders it.
+func (s *Server) topicOf(name string) (*topics.Topic, string, *sequencer.Group, error) {
+	t, ok := s.cfg.Registry.Get(name)
+	if !ok {
+		return nil, "", nil, status.Errorf(codes.NotFound, "no topic %q", name)
+	}
+	if !shard.Total(t.Configs) {
+		return nil, "", nil, status.Errorf(codes.InvalidArgument, "topic %q is not a total-order topic (runnel.ordering=total)", name)
+	}
+	g := s.cfg.Node.Sequencer()
+	if g == nil {
+		return nil, "", nil, status.Errorf(codes.Unavailable, "node %d is not a controller voter: it holds no sequencer state", s.cfg.Node.NodeID())
+	}
+	key := shard.TopicKey(t.ID)
+	if !g.Read(key, func(*sequencer.Topic) {}) {
+		return nil, "", nil, status.Errorf(codes.Unavailable, "topic %q is not sequenced yet", name)
+	}
+	return t, key, g, nil
+}
+
+// notLeader is the error of a request for a shard led elsewhere.
+func (s *Server) notLeader(t *topics.Topic, sh int32) error {
+	l := s.cfg.Node.PartitionLeader(t.Name, sh)
+	return status.Errorf(codes.FailedPrecondition, "shard %d of %s is led by node %d (%s)", sh, t.Name, l, s.cfg.Addr(l))
+}
+
+// Append appends records to a shard and answers with their committed positions.
+func (s *Server) Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendResponse, error) {
+	t, key, g, err := s.topicOf(req.GetTopic())
+	if err != nil {
+		return nil, err
+	}
+	sh := req.GetShard()
+	if sh < 0 || int(sh) >= len(t.Partitions) {
+		return nil, status.Errorf(codes.InvalidArgument, "no shard %d in %s (%d shards)", sh, t.Name, len(t.Partitions))
+	}
+	if len(req.GetRecords()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "an append needs records")
+	}
+	p := t.Partitions[sh]
+	if p.Replica == nil {
+		return nil, s.notLeader(t, sh)
+	}
+	b := encodeBatch(req.GetRecords(), time.Now().UnixMilli())
+	maxBytes, _ := t.Effective("max.message.bytes")
+	if limit, _ := strconv.Atoi(maxBytes); len(b) > limit {
+		return nil, status.Errorf(codes.InvalidArgument, "%d bytes of records exceed max.message.bytes %d", len(b), limit)
+	}
+	res, epoch, err := p.Replica.Append(b)
+	if err != nil {
+		if errors.Is(err, shard.ErrStopped) || p.Replica.HighWatermark() < 0 {
+			return nil, s.notLeader(t, sh)
+		}
+		if _, _, leading := p.Replica.Leading(); !leading {
+			return nil, s.notLeader(t, sh)
+		}
+		return nil, status.Errorf(codes.Unavailable, "appending to shard %d: %v", sh, err)
+	}
+	p.NotifyAppend()
+	if !p.Log.WriteCaching() {
+		p.Log.SyncSoon()
+	}
+	end := res.Last + 1
+	if err := p.Replica.WaitCommitted(ctx, epoch, end); err != nil {
+		return nil, waitErr(err, "replicating")
+	}
+	r, err := s.cfg.Node.Shards().WaitRunner(ctx, t.ID, sh)
+	if err == nil {
+		err = r.WaitAcked(ctx, end)
+	}
+	if err != nil {
+		return nil, waitErr(err, "sequencing")
+	}
+	out := &pb.AppendResponse{Offset: res.First}
+	g.Read(key, func(tp *sequencer.Topic) {
+		for slot := res.First; slot < end; slot++ {
+			pos, ok := tp.State.Position(sh, slot)
+			if !ok {
+				err = status.Errorf(codes.Internal, "shard %d slot %d acknowledged without a position", sh, slot)
+				return
+			}
+			out.Positions = append(out.Positions, pos)
+		}
+	})
+	return out, err
+}
+
+func waitErr(err error, what string) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Errorf(codes.DeadlineExceeded, "%s: %v", what, err)
+	case errors.Is(err, context.Canceled):
+		return status.Errorf(codes.Canceled, "%s: %v", what, err)
+	}
+	return status.Errorf(codes.Unavailable, "%s: %v (the append may have been stored; retry)", what, err)
+}
+
+// encodeBatch encodes records as one uncompressed record batch with no producer.
+func encodeBatch(recs []*pb.Record, nowMs int64) []byte {
+	var body []byte
+	base := nowMs
+	if ts := recs[0].GetTimestampMs(); ts > 0 {
+		base = ts
+	}
+	maxTs := base
+	for i, r := range recs {
+		ts := r.GetTimestampMs()
+		if ts <= 0 {
+			ts = nowMs
+		}
+		maxTs = max(maxTs, ts)
+		var hs []byte
+		for _, h := range r.GetHeaders() {
+			hs = batch.AppendHeader(hs, h.GetKey(), h.GetValue())
+		}
+		body = batch.AppendRecord(body, ts-base, int32(i), r.GetKey(), r.GetValue(), int32(len(r.GetHeaders())), hs)
+	}
+	return batch.AppendBatch(nil, batch.Header{LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: base, MaxTimestamp: maxTs,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: int32(len(recs))}, body)
+}
+
+// Describe describes a topic's shards and positions.
+func (s *Server) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb.DescribeResponse, error) {
+	t, key, g, err := s.topicOf(req.GetTopic())
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.DescribeResponse{Topic: t.Name, SequencerLeader: g.Leader()}
+	g.Read(key, func(tp *sequencer.Topic) {
+		st := tp.State
+		cur := st.Current()
+		out.Confirmed, out.View, out.Trimmed, out.Window = st.Committed(), st.View, tp.Trimmed, cur.Window
+		out.WindowCuts, out.IntervalUs = uint32(tp.Config.W), uint64(tp.Config.TOrd/time.Microsecond)
+		for i := range int32(len(t.Partitions)) {
+			info := &pb.ShardInfo{Shard: i, Leader: s.cfg.Node.PartitionLeader(t.Name, i), Failed: st.Out[i]}
+			info.LeaderAddr = s.cfg.Addr(info.Leader)
+			if j := cur.Index(i); j >= 0 {
+				info.Quota = uint64(cur.Quotas[j])
+			}
+			out.Shards = append(out.Shards, info)
+		}
+	})
+	return out, nil
+}
+
+// Trim trims every position below up_to: the sequencer forgets their layout and every shard's
+// partition drops the records below its first slot at or after up_to.
+func (s *Server) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimResponse, error) {
+	t, key, g, err := s.topicOf(req.GetTopic())
+	if err != nil {
+		return nil, err
+	}
+	upTo := req.GetUpTo()
+	var confirmed, trimmed uint64
+	g.Read(key, func(tp *sequencer.Topic) { confirmed, trimmed = tp.State.Committed(), tp.Trimmed })
+	if upTo > confirmed {
+		return nil, status.Errorf(codes.OutOfRange, "trim up to %d: positions are confirmed up to %d", upTo, confirmed)
+	}
+	if upTo <= trimmed {
+		return &pb.TrimResponse{Trimmed: trimmed}, nil
+	}
+	// Each shard's first slot at or after upTo, found before the layout is forgotten.
+	starts := map[int32]int64{}
+	g.Read(key, func(tp *sequencer.Topic) {
+		st := tp.State
+		for pos := upTo; pos < confirmed && len(starts) < len(t.Partitions) && pos-upTo < 1<<22; pos++ {
+			sh, slot, noOp, ok := st.Owner(pos)
+			if _, seen := starts[sh]; ok && !noOp && !seen {
+				starts[sh] = slot
+			}
+		}
+		for i := range int32(len(t.Partitions)) {
+			if _, seen := starts[i]; !seen {
+				starts[i] = st.Slots[i] // every committed slot of it lies below upTo
+			}
+		}
+	})
+	for i, slot := range starts {
+		p := t.Partitions[i]
+		if p.Replica == nil {
+			return nil, s.notLeader(t, i)
+		}
+		if _, _, leading := p.Replica.Leading(); !leading {
+			return nil, s.notLeader(t, i)
+		}
+		if err := p.Log.AdvanceStartOffset(slot); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "trimming shard %d to offset %d: %v", i, slot, err)
+		}
+	}
+	if err := g.Trim(key, upTo); err != nil {
+		if errors.Is(err, sequencer.ErrNotLeader) {
+			return nil, status.Errorf(codes.FailedPrecondition, "the sequencer is led by node %d (%s)", g.Leader(), s.cfg.Addr(g.Leader()))
+		}
+		return nil, status.Errorf(codes.Unavailable, "trim: %v", err)
+	}
+	return &pb.TrimResponse{Trimmed: upTo}, nil
+}
+
+// owner is a position's owner by the sequencer state on this node.
+func owner(g *sequencer.Group, key string) func(pos uint64) (int32, bool, bool) {
+	return func(pos uint64) (sh int32, noOp, ok bool) {
+		g.Read(key, func(tp *sequencer.Topic) {
+			if pos < tp.Trimmed {
+				return
+			}
+			sh, _, noOp, ok = tp.State.Owner(pos)
+		})
+		return sh, noOp, ok
+	}
+}
+
+// Read returns confirmed records from a position.
+func (s *Server) Read(ctx context.Context, req *pb.ReadRequest) (*pb.ReadResponse, error) {
+	t, key, g, err := s.topicOf(req.GetTopic())
+	if err != nil {
+		return nil, err
+	}
+	n := int(req.GetMaxRecords())
+	if n <= 0 || n > 10000 {
+		n = 1000
+	}
+	var st *order.State
+	var trimmed uint64
+	g.Read(key, func(tp *sequencer.Topic) { st, trimmed = tp.State.Clone(), tp.Trimmed })
+	from, confirmed := req.GetFrom(), st.Committed()
+	if from < trimmed {
+		return nil, status.Errorf(codes.OutOfRange, "position %d is trimmed (the log starts at %d)", from, trimmed)
+	}
+	out := &pb.ReadResponse{Confirmed: confirmed}
+	readers := map[int32]*logReader{}
+	pos := from
+	for ; pos < confirmed && len(out.Records) < n; pos++ {
+		sh, slot, noOp, ok := st.Owner(pos)
+		if !ok {
+			break
+		}
+		if noOp {
+			continue
+		}
+		r := readers[sh]
+		if r == nil {
+			r = &logReader{p: t.Partitions[sh]}
+			readers[sh] = r
+		}
+		rec, err := r.get(slot)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "reading shard %d at %d: %v", sh, slot, err)
+		}
+		if rec != nil {
+			out.Records = append(out.Records, &pb.Delivery{Position: pos, View: st.View, Shard: sh, Offset: slot, Record: rec})
+		}
+	}
+	out.Next = pos
+	return out, nil
+}
+
+// logReader reads a partition's records by offset, a chunk at a time.
+type logReader struct {
+	p    *topics.Partition
+	recs map[int64]*pb.Record // the last chunk's records by offset
+	lo   int64                // the chunk's offsets
+	hi   int64
+}
+
+// get is the record at offset (nil: a no-op slot), reading a new chunk when needed.
+func (r *logReader) get(offset int64) (*pb.Record, error) {
+	if r.p == nil || r.p.Log == nil {
+		return nil, fmt.Errorf("the partition is not hosted on this node")
+	}
+	if offset < r.lo || offset >= r.hi {
+		if err := r.load(offset); err != nil {
+			return nil, err
+		}
+	}
+	return r.recs[offset], nil
+}
+
+func (r *logReader) load(from int64) error {
+	data, err := r.p.Log.Read(nil, from, 1<<20)
+	if err != nil {
+		return err
+	}
+	r.recs, r.lo, r.hi = map[int64]*pb.Record{}, from, from
+	for len(data) > 0 {
+		h, err := batch.ParseHeader(data)
+		if err != nil {
+			return err
+		}
+		b := data[:h.Size()]
+		data = data[h.Size():]
+		r.hi = h.NextOffset()
+		if h.IsControl() {
+			continue // no-op entries: their slots have no record
+		}
+		err = batch.EachRecord(&h, b, func(rec *batch.Record) {
+			off := h.BaseOffset + int64(rec.OffsetDelta)
+			if off < from {
+				return
+			}
+			pr := &pb.Record{Key: clone(rec.Key), Value: clone(rec.Value), TimestampMs: h.BaseTimestamp + rec.TimestampDelta}
+			batch.EachHeader(rec.Headers, rec.HeaderCount, func(k string, v []byte) {
+				pr.Headers = append(pr.Headers, &pb.Header{Key: k, Value: clone(v)})
+			})
+			r.recs[off] = pr
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if r.hi <= from {
+		return fmt.Errorf("offset %d is past the log end", from)
+	}
+	return nil
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

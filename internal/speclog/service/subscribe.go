@@ -1,0 +1,275 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/runnel-dev/runnel/internal/speclog/order"
+	"github.com/runnel-dev/runnel/internal/speclog/sequencer"
+	"github.com/runnel-dev/runnel/internal/speclog/shard"
+	"github.com/runnel-dev/runnel/internal/topics"
+	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
+)
+
+// shardEvent is a shard's event with its records read (one per delivered slot; nil for the
+// shard's own no-op slots).
+type shardEvent struct {
+	shard int32
+	ev    shard.Event
+	recs  []*pb.Record
+	err   error
+}
+
+// record is what the merger carries for a delivered record.
+type record struct {
+	shard  int32
+	offset int64
+	rec    *pb.Record
+}
+
+// Subscribe streams the topic in global order from req.From (docs/speclog.md §6).
+func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_SubscribeServer) error {
+	ctx := stream.Context()
+	t, key, g, err := s.topicOf(req.GetTopic())
+	if err != nil {
+		return err
+	}
+	wanted := map[int32]bool{}
+	for _, sh := range req.GetShards() {
+		if sh < 0 || int(sh) >= len(t.Partitions) {
+			return status.Errorf(codes.InvalidArgument, "no shard %d in %s", sh, t.Name)
+		}
+		wanted[sh] = true
+	}
+	if len(wanted) == 0 {
+		for i := range int32(len(t.Partitions)) {
+			wanted[i] = true
+		}
+	}
+	var trimmed uint64
+	g.Read(key, func(tp *sequencer.Topic) { trimmed = tp.Trimmed })
+	if req.GetFrom() < trimmed {
+		return status.Errorf(codes.OutOfRange, "position %d is trimmed (the log starts at %d)", req.GetFrom(), trimmed)
+	}
+	// Every wanted shard must be led here: this node reads their deliveries from its runners.
+	mgr := s.cfg.Node.Shards()
+	runners := map[int32]*shard.Runner{}
+	for sh := range wanted {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		r, err := mgr.WaitRunner(wctx, t.ID, sh)
+		cancel()
+		if err != nil {
+			return s.notLeader(t, sh)
+		}
+		runners[sh] = r
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := make(chan shardEvent, 1024)
+	// The runners' events from now on; what came before is read from the logs below.
+	for sh, r := range runners {
+		next, _, _ := r.Head()
+		go s.follow(ctx, t, sh, r, next, events)
+	}
+	m := order.NewMerger(req.GetFrom(), owner(g, key), func(sh int32) bool { return wanted[sh] })
+	confirmedOnly := req.GetConfirmedOnly()
+	var held []order.Event // confirmed_only: records waiting for their confirmation
+	send := func(evs []order.Event) error {
+		if len(evs) == 0 {
+			return nil
+		}
+		out := &pb.SubscribeResponse{}
+		for _, e := range evs {
+			switch e.Kind {
+			case order.EventRecord:
+				if confirmedOnly {
+					held = append(held, e)
+					continue
+				}
+				out.Events = append(out.Events, recordEvent(e, e.Speculative))
+			case order.EventConfirm:
+				if confirmedOnly {
+					n := 0
+					for _, h := range held {
+						if h.Position >= e.UpTo {
+							break
+						}
+						out.Events = append(out.Events, recordEvent(h, false))
+						n++
+					}
+					held = slices.Delete(held, 0, n)
+				}
+				out.Events = append(out.Events, &pb.Event{Kind: &pb.Event_Confirm{Confirm: &pb.Confirm{UpTo: e.UpTo, View: e.View}}})
+			case order.EventFail:
+				if confirmedOnly {
+					held = slices.DeleteFunc(held, func(h order.Event) bool { return h.Position >= e.After })
+					continue
+				}
+				out.Events = append(out.Events, &pb.Event{Kind: &pb.Event_Fail{Fail: &pb.Fail{After: e.After, View: e.View}}})
+			}
+		}
+		if len(out.Events) == 0 {
+			return nil
+		}
+		return stream.Send(out)
+	}
+	// Catch up from the logs: the confirmed positions from req.From on.
+	if err := s.catchUp(ctx, t, g, key, m, wanted, send); err != nil {
+		return err
+	}
+	changed := g.Changed()
+	var failed *shardEvent // a shard's stream ended: reported after what came before it is sent
+	for failed == nil {
+		var evs []order.Event
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed: // new tables may let the merger place what it holds
+			changed = g.Changed()
+			evs = m.Confirm(0)
+		case e := <-events:
+			if e.err != nil {
+				failed = &e
+				break
+			}
+			evs = s.take(m, e, nil)
+		drain:
+			for range 256 {
+				select {
+				case e := <-events:
+					if e.err != nil {
+						failed = &e
+						break drain
+					}
+					evs = s.take(m, e, evs)
+				default:
+					break drain
+				}
+			}
+		}
+		if err := send(evs); err != nil {
+			return err
+		}
+	}
+	if errors.Is(failed.err, shard.ErrBehind) {
+		return status.Errorf(codes.ResourceExhausted, "shard %d: the subscriber fell behind; subscribe again from its last confirmed position", failed.shard)
+	}
+	return status.Errorf(codes.Unavailable, "shard %d: %v; subscribe again from the last confirmed position", failed.shard, failed.err)
+}
+
+// take feeds a shard event to the merger.
+func (s *Server) take(m *order.Merger, e shardEvent, evs []order.Event) []order.Event {
+	switch e.ev.Kind {
+	case shard.Deliver:
+		for k := range e.ev.N {
+			var rec any
+			if r := e.recs[k]; r != nil {
+				rec = record{e.shard, e.ev.Slot + k, r}
+			}
+			evs = append(evs, m.Deliver(e.ev.Position+uint64(k), e.shard, rec, e.ev.View)...)
+		}
+	case shard.Confirm:
+		evs = append(evs, m.Confirm(e.ev.UpTo)...)
+	case shard.Fail:
+		evs = append(evs, m.Fail(e.ev.After, e.ev.View)...)
+	}
+	return evs
+}
+
+func recordEvent(e order.Event, speculative bool) *pb.Event {
+	r := e.Record.(record)
+	return &pb.Event{Kind: &pb.Event_Record{Record: &pb.Delivery{Position: e.Position, View: e.View, Speculative: speculative,
+		Shard: r.shard, Offset: r.offset, Record: r.rec}}}
+}
+
+// follow reads a runner's events from index next, with their records, into out.
+func (s *Server) follow(ctx context.Context, t *topics.Topic, sh int32, r *shard.Runner, next uint64, out chan<- shardEvent) {
+	lr := &logReader{p: t.Partitions[sh]}
+	emit := func(e shardEvent) bool {
+		select {
+		case out <- e:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		evs, n, ch, err := r.Events(next)
+		if err != nil {
+			emit(shardEvent{shard: sh, err: err})
+			return
+		}
+		next = n
+		for _, ev := range evs {
+			e := shardEvent{shard: sh, ev: ev}
+			if ev.Kind == shard.Deliver {
+				e.recs = make([]*pb.Record, ev.N)
+				for k := range ev.N {
+					if e.recs[k], err = lr.get(ev.Slot + k); err != nil {
+						emit(shardEvent{shard: sh, err: err})
+						return
+					}
+				}
+			}
+			if !emit(e) {
+				return
+			}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// catchUp delivers the confirmed positions from the merger's start on, read from the shards'
+// logs, and confirms them.
+func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Group, key string, m *order.Merger,
+	wanted map[int32]bool, send func([]order.Event) error) error {
+	readers := map[int32]*logReader{}
+	for {
+		var st *order.State
+		g.Read(key, func(tp *sequencer.Topic) { st = tp.State.Clone() })
+		confirmed := st.Committed()
+		if m.Next() >= confirmed || ctx.Err() != nil {
+			return nil
+		}
+		var evs []order.Event
+		for pos := m.Next(); pos < confirmed && len(evs) < 4096; pos++ {
+			sh, slot, noOp, ok := st.Owner(pos)
+			if !ok {
+				break
+			}
+			if noOp || !wanted[sh] {
+				continue
+			}
+			r := readers[sh]
+			if r == nil {
+				r = &logReader{p: t.Partitions[sh]}
+				readers[sh] = r
+			}
+			rec, err := r.get(slot)
+			if err != nil {
+				return status.Errorf(codes.Unavailable, "reading shard %d at %d: %v", sh, slot, err)
+			}
+			var v any
+			if rec != nil {
+				v = record{sh, slot, rec}
+			}
+			evs = append(evs, m.Deliver(pos, sh, v, st.View)...)
+		}
+		evs = append(evs, m.Confirm(confirmed)...)
+		if err := send(evs); err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			return nil // nothing could be placed: the live events take over
+		}
+	}
+}

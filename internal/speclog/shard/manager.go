@@ -1,0 +1,169 @@
+package shard
+
+import (
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/speclog/order"
+	"github.com/runnel-dev/runnel/internal/topics"
+)
+
+// Manager runs a Runner for every partition of a total-order topic this node leads.
+type Manager struct {
+	reg    *topics.Registry
+	feed   Feed
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	runners map[key]*running
+}
+
+type key struct {
+	topic     [16]byte
+	partition int32
+}
+
+type running struct {
+	r *Runner
+	p *topics.Partition
+}
+
+// NewManager returns a manager over the registry's partitions, following the sequencer
+// through feed. Run starts it.
+func NewManager(reg *topics.Registry, feed Feed, logger *slog.Logger) *Manager {
+	return &Manager{reg: reg, feed: feed, logger: logger, runners: map[key]*running{}}
+}
+
+// TopicKey is a topic's id as the sequencer names it.
+func TopicKey(id [16]byte) string { return hex.EncodeToString(id[:]) }
+
+// Run starts and stops runners as leadership moves, until ctx ends (then it stops them all).
+func (m *Manager) Run(ctx context.Context) {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		m.sync()
+		select {
+		case <-ctx.Done():
+			m.mu.Lock()
+			rs := m.runners
+			m.runners = map[key]*running{}
+			m.mu.Unlock()
+			for _, r := range rs {
+				r.r.Stop()
+			}
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Manager) sync() {
+	want := map[key]*topics.Partition{}
+	cfgs := map[[16]byte]order.Config{}
+	for _, t := range m.reg.List() {
+		if !Total(t.Configs) {
+			continue
+		}
+		cfg, err := TopicConfig(t.Configs)
+		if err != nil {
+			m.logger.Error("total order: topic config", "topic", t.Name, "err", err)
+			continue
+		}
+		cfgs[t.ID] = cfg
+		for _, p := range t.Partitions {
+			if p.Replica == nil {
+				continue
+			}
+			if _, ready, leading := p.Replica.Leading(); leading && ready {
+				want[key{t.ID, p.Index}] = p
+			}
+		}
+	}
+	m.mu.Lock()
+	var stop []*Runner
+	for k, r := range m.runners {
+		select {
+		case <-r.r.Done():
+			delete(m.runners, k)
+			continue
+		default:
+		}
+		if want[k] != r.p {
+			stop = append(stop, r.r)
+			delete(m.runners, k)
+		}
+	}
+	for k, p := range want {
+		if _, ok := m.runners[k]; !ok {
+			r := Start(TopicKey(k.topic), k.partition, cfgs[k.topic], partitionLog{p}, m.feed, m.logger)
+			m.runners[k] = &running{r, p}
+		}
+	}
+	m.mu.Unlock()
+	for _, r := range stop {
+		r.Stop()
+	}
+}
+
+// Runner is the runner of a partition led here, or nil.
+func (m *Manager) Runner(topic [16]byte, partition int32) *Runner {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.runners[key{topic, partition}]; r != nil {
+		return r.r
+	}
+	return nil
+}
+
+// WaitRunner waits until this node runs the partition's shard (it has just become its leader),
+// or ctx ends.
+func (m *Manager) WaitRunner(ctx context.Context, topic [16]byte, partition int32) (*Runner, error) {
+	for {
+		if r := m.Runner(topic, partition); r != nil {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// Signal routes the sequencer's lag-fix signal to the shard's runner.
+func (m *Manager) Signal(topic string, s order.Signal) {
+	b, err := hex.DecodeString(topic)
+	if err != nil || len(b) != 16 {
+		return
+	}
+	if r := m.Runner([16]byte(b), s.Shard); r != nil {
+		r.Signal(s.Through)
+	}
+}
+
+// partitionLog is a led partition as a runner sees it.
+type partitionLog struct{ p *topics.Partition }
+
+func (l partitionLog) HighWatermark() int64     { return l.p.Replica.HighWatermark() }
+func (l partitionLog) Changed() <-chan struct{} { return l.p.Replica.Changed() }
+
+func (l partitionLog) Leading() bool {
+	_, ready, leading := l.p.Replica.Leading()
+	return leading && ready
+}
+
+func (l partitionLog) AppendNoOp(n batch.NoOp) error {
+	if _, _, err := l.p.Replica.AppendNoOp(n); err != nil {
+		return err
+	}
+	l.p.NotifyAppend()
+	if !l.p.Log.WriteCaching() {
+		l.p.Log.SyncSoon() // durable like the records around it: the high watermark waits for the quorum's fsyncs
+	}
+	return nil
+}

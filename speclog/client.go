@@ -1,0 +1,256 @@
+// Package speclog is the Go client of Runnel's SpecLog API (docs/speclog.md): a total-order
+// topic is one log ordered across its shards (partitions). Appends return the record's global
+// position; subscribers receive records speculatively, as soon as they are durable, at the
+// position fix-ante ordering predicts, then Confirm events; after a whole-shard failure a Fail
+// event voids what was delivered at or after its position, and the correct records follow.
+//
+//	c, _ := speclog.Dial(ctx, "127.0.0.1:9096")
+//	log := c.Topic("payments")
+//	pos, _ := log.Append(ctx, 0, speclog.Record{Value: []byte("hello")})
+//	sub := log.Subscribe(ctx, 0, speclog.SubscribeOptions{})
+//	for {
+//		ev, err := sub.Next()
+//		...
+//	}
+package speclog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
+)
+
+// Header is a record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is what an append writes and a subscriber reads.
+type Record struct {
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	Timestamp time.Time // zero in an append: the node's clock
+}
+
+// Client talks to the SpecLog service of a Runnel cluster: the node it dialed, and the shards'
+// leaders it learns from Describe.
+type Client struct {
+	addr string
+	opts []grpc.DialOption
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// Dial connects to a node's SpecLog address (runnel serve --speclog-addr). Without options the
+// connection is plaintext, as the node's default listener.
+func Dial(ctx context.Context, addr string, opts ...grpc.DialOption) (*Client, error) {
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	c := &Client{addr: addr, opts: opts, conns: map[string]*grpc.ClientConn{}}
+	if _, err := c.conn(addr); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close closes every connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, cc := range c.conns {
+		errs = append(errs, cc.Close())
+	}
+	clear(c.conns)
+	return errors.Join(errs...)
+}
+
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc := c.conns[addr]; cc != nil {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr, c.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("speclog: connecting to %s: %w", addr, err)
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
+
+func (c *Client) api(addr string) (pb.SpecLogClient, error) {
+	if addr == "" {
+		addr = c.addr
+	}
+	cc, err := c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewSpecLogClient(cc), nil
+}
+
+// Topic is a total-order topic seen through the client.
+func (c *Client) Topic(name string) *Log { return &Log{c: c, name: name, leaders: map[int32]string{}} }
+
+// Log is one total-order topic.
+type Log struct {
+	c    *Client
+	name string
+
+	mu      sync.Mutex
+	leaders map[int32]string // shard → its leader's SpecLog address
+}
+
+// Description is a topic's state as the sequencer has it.
+type Description struct {
+	Shards          []ShardInfo
+	Confirmed       uint64 // positions below are final
+	View            uint64
+	Trimmed         uint64 // positions below are trimmed
+	Window          uint64
+	WindowCuts      int
+	Interval        time.Duration // T_ord
+	SequencerLeader int32
+}
+
+// ShardInfo describes a shard.
+type ShardInfo struct {
+	Shard      int32
+	Leader     int32
+	LeaderAddr string
+	Quota      uint64 // positions per cut in the current window
+	Failed     bool
+}
+
+// Describe describes the topic.
+func (l *Log) Describe(ctx context.Context) (*Description, error) {
+	api, err := l.c.api("")
+	if err != nil {
+		return nil, err
+	}
+	r, err := api.Describe(ctx, &pb.DescribeRequest{Topic: l.name})
+	if err != nil {
+		return nil, err
+	}
+	d := &Description{Confirmed: r.GetConfirmed(), View: r.GetView(), Trimmed: r.GetTrimmed(), Window: r.GetWindow(),
+		WindowCuts: int(r.GetWindowCuts()), Interval: time.Duration(r.GetIntervalUs()) * time.Microsecond, SequencerLeader: r.GetSequencerLeader()}
+	l.mu.Lock()
+	for _, s := range r.GetShards() {
+		d.Shards = append(d.Shards, ShardInfo{Shard: s.GetShard(), Leader: s.GetLeader(), LeaderAddr: s.GetLeaderAddr(), Quota: s.GetQuota(), Failed: s.GetFailed()})
+		l.leaders[s.GetShard()] = s.GetLeaderAddr()
+	}
+	l.mu.Unlock()
+	return d, nil
+}
+
+// Append appends a record to a shard and returns its global position, once committed.
+func (l *Log) Append(ctx context.Context, shard int32, rec Record) (uint64, error) {
+	ps, err := l.AppendBatch(ctx, shard, []Record{rec})
+	if err != nil {
+		return 0, err
+	}
+	return ps[0], nil
+}
+
+// AppendBatch appends records to a shard in one request and returns their global positions.
+// It follows the shard's leader and retries while the shard has none (a retried append may be
+// stored twice: appends are at least once).
+func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]uint64, error) {
+	req := &pb.AppendRequest{Topic: l.name, Shard: shard}
+	for _, r := range recs {
+		req.Records = append(req.Records, toPB(r))
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		l.mu.Lock()
+		addr := l.leaders[shard]
+		l.mu.Unlock()
+		api, err := l.c.api(addr)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := api.Append(ctx, req)
+		if err == nil {
+			return resp.GetPositions(), nil
+		}
+		switch status.Code(err) {
+		case codes.FailedPrecondition, codes.Unavailable:
+			// not the shard's leader, or none yet: learn where it is and try again
+		default:
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("speclog: append to shard %d: %w (last: %v)", shard, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+		if _, derr := l.Describe(ctx); derr != nil {
+			l.mu.Lock()
+			delete(l.leaders, shard) // ask the dialed node next time
+			l.mu.Unlock()
+		}
+	}
+}
+
+// Read returns up to n confirmed records from position from, and the position to read from
+// next.
+func (l *Log) Read(ctx context.Context, from uint64, n int) ([]Event, uint64, error) {
+	api, err := l.c.api("")
+	if err != nil {
+		return nil, 0, err
+	}
+	r, err := api.Read(ctx, &pb.ReadRequest{Topic: l.name, From: from, MaxRecords: int32(n)})
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []Event
+	for _, d := range r.GetRecords() {
+		out = append(out, recordEvent(d))
+	}
+	return out, r.GetNext(), nil
+}
+
+// Trim discards every position below upTo on every shard (their storage is reclaimed). upTo
+// must be confirmed.
+func (l *Log) Trim(ctx context.Context, upTo uint64) error {
+	api, err := l.c.api("")
+	if err != nil {
+		return err
+	}
+	_, err = api.Trim(ctx, &pb.TrimRequest{Topic: l.name, UpTo: upTo})
+	return err
+}
+
+func toPB(r Record) *pb.Record {
+	p := &pb.Record{Key: r.Key, Value: r.Value}
+	if !r.Timestamp.IsZero() {
+		p.TimestampMs = r.Timestamp.UnixMilli()
+	}
+	for _, h := range r.Headers {
+		p.Headers = append(p.Headers, &pb.Header{Key: h.Key, Value: h.Value})
+	}
+	return p
+}
+
+func fromPB(p *pb.Record) Record {
+	r := Record{Key: p.GetKey(), Value: p.GetValue(), Timestamp: time.UnixMilli(p.GetTimestampMs())}
+	for _, h := range p.GetHeaders() {
+		r.Headers = append(r.Headers, Header{Key: h.GetKey(), Value: h.GetValue()})
+	}
+	return r
+}

@@ -1,0 +1,259 @@
+package speclog_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/server"
+	"github.com/runnel-dev/runnel/speclog"
+)
+
+// node is a one-node Runnel (the embedded default) with its Kafka and SpecLog listeners.
+type node struct {
+	s     *server.Server
+	kafka string
+}
+
+func startNode(t *testing.T) *node {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.Open(server.Config{DataDir: t.TempDir(), KafkaAddr: ln.Addr().String(), AdminAddr: "127.0.0.1:0",
+		ClusterAddr: "127.0.0.1:0", SpecLogAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Console: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		s.Close()
+	})
+	return &node{s: s, kafka: ln.Addr().String()}
+}
+
+func (n *node) createTopic(t *testing.T, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, configs, name)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatalf("creating %s: %v", name, err)
+	}
+}
+
+func total() map[string]*string {
+	v := "total"
+	return map[string]*string{"runnel.ordering": &v}
+}
+
+// TestSpecLogEndToEnd: on the one-node default, appends through the SpecLog API and Kafka
+// producers get positions; a subscriber from 0 sees every record once, in position order,
+// speculative first and confirmed after; Read returns the confirmed records in the same order;
+// Kafka consumers read each partition's records (the no-op entries skipped); Trim moves the
+// start of every shard.
+func TestSpecLogEndToEnd(t *testing.T) {
+	n := startNode(t)
+	n.createTopic(t, "orders", 3, total())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := speclog.Dial(ctx, n.s.SpecLogAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	log := c.Topic("orders")
+	var d *speclog.Description
+	for { // the sequencer creates the topic's state shortly after the topic
+		if d, err = log.Describe(ctx); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(d.Shards) != 3 || d.WindowCuts != 100 || d.Interval != time.Millisecond {
+		t.Fatalf("description %+v", d)
+	}
+
+	sub := log.Subscribe(ctx, 0, speclog.SubscribeOptions{})
+	const perShard = 200
+	var mu sync.Mutex
+	appended := map[uint64]string{} // position → value
+	var wg sync.WaitGroup
+	for sh := range int32(3) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perShard {
+				v := fmt.Sprintf("s%d-%d", sh, i)
+				pos, err := log.Append(ctx, sh, speclog.Record{Key: []byte("k"), Value: []byte(v), Headers: []speclog.Header{{Key: "h", Value: []byte(v)}}})
+				if err != nil {
+					t.Errorf("append %s: %v", v, err)
+					return
+				}
+				mu.Lock()
+				if prev, dup := appended[pos]; dup {
+					t.Errorf("position %d given to %s and %s", pos, prev, v)
+				}
+				appended[pos] = v
+				mu.Unlock()
+			}
+		}()
+	}
+	// Kafka producers append to the same shards, unchanged.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.DefaultProduceTopic("orders"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 30 {
+		r := &kgo.Record{Partition: int32(i % 3), Value: []byte(fmt.Sprintf("kafka-%d", i))}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("kafka produce: %v", err)
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	want := len(appended) + 30
+
+	// The subscriber: every record once, positions increasing, confirmed in the end.
+	var got []speclog.Event
+	var confirmed uint64
+	spec := 0
+	for len(got) < want || confirmed <= got[len(got)-1].Position {
+		ev, err := sub.Next()
+		if err != nil {
+			t.Fatalf("after %d of %d records: %v", len(got), want, err)
+		}
+		switch ev.Kind {
+		case speclog.EventRecord:
+			if len(got) > 0 && ev.Position <= got[len(got)-1].Position {
+				t.Fatalf("position %d after %d", ev.Position, got[len(got)-1].Position)
+			}
+			if ev.Speculative {
+				spec++
+			}
+			got = append(got, ev)
+		case speclog.EventConfirm:
+			confirmed = ev.UpTo
+		case speclog.EventFail:
+			t.Fatalf("a fail notice with no failure: %+v", ev)
+		}
+	}
+	kafkaSeen := 0
+	for _, ev := range got {
+		v := string(ev.Record.Value)
+		if w, ok := appended[ev.Position]; ok && w != v {
+			t.Fatalf("position %d holds %q; the append of %q got it", ev.Position, v, w)
+		}
+		if _, ok := appended[ev.Position]; !ok {
+			kafkaSeen++
+		} else if len(ev.Record.Headers) != 1 || string(ev.Record.Headers[0].Value) != v {
+			t.Fatalf("position %d headers %+v", ev.Position, ev.Record.Headers)
+		}
+	}
+	if kafkaSeen != 30 {
+		t.Fatalf("%d records produced through Kafka seen; want 30", kafkaSeen)
+	}
+	t.Logf("%d records, %d delivered speculatively, confirmed up to %d", len(got), spec, confirmed)
+
+	// Read: the confirmed records, in the same order.
+	var read []speclog.Event
+	for from := uint64(0); len(read) < len(got); {
+		evs, next, err := log.Read(ctx, from, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next == from {
+			t.Fatalf("Read stalled at %d with %d of %d records", from, len(read), len(got))
+		}
+		read, from = append(read, evs...), next
+	}
+	for i := range got {
+		if read[i].Position != got[i].Position || string(read[i].Record.Value) != string(got[i].Record.Value) || read[i].Speculative {
+			t.Fatalf("read %d: %d %q; subscribed %d %q", i, read[i].Position, read[i].Record.Value, got[i].Position, got[i].Record.Value)
+		}
+	}
+
+	// Kafka consumers: each partition's records in order, no-op entries skipped.
+	cons, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	perPartition := map[int32][]string{}
+	for seen := 0; seen < want; {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			perPartition[r.Partition] = append(perPartition[r.Partition], string(r.Value))
+			seen++
+		})
+	}
+	for p, vs := range perPartition {
+		var ours []string
+		for _, v := range vs {
+			if v[0] == 's' {
+				ours = append(ours, v)
+			}
+		}
+		for i, v := range ours {
+			if v != fmt.Sprintf("s%d-%d", p, i) {
+				t.Fatalf("partition %d record %d is %q", p, i, v)
+			}
+		}
+	}
+
+	// Trim: positions below the middle go, on every shard.
+	mid := got[len(got)/2].Position
+	if err := log.Trim(ctx, mid); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = log.Describe(ctx); err != nil || d.Trimmed != mid {
+		t.Fatalf("after Trim(%d): %+v, %v", mid, d, err)
+	}
+	if _, _, err := log.Read(ctx, 0, 10); err == nil {
+		t.Fatal("Read from a trimmed position succeeded")
+	}
+	evs, _, err := log.Read(ctx, mid, 1)
+	if err != nil || len(evs) != 1 || evs[0].Position != mid {
+		t.Fatalf("Read(%d) after the trim = %+v, %v", mid, evs, err)
+	}
+	ends, err := kadm.NewClient(cl).ListStartOffsets(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []int64
+	ends.Each(func(o kadm.ListedOffset) { starts = append(starts, o.Offset) })
+	if slices.Contains(starts, 0) {
+		t.Fatalf("log start offsets after the trim: %v", starts)
+	}
+}

@@ -1,0 +1,174 @@
+package speclog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
+)
+
+// EventKind says what an Event is.
+type EventKind int
+
+const (
+	// EventRecord is a record at Position; Speculative until a Confirm covers it.
+	EventRecord EventKind = iota + 1
+	// EventConfirm: every position below UpTo is final.
+	EventConfirm
+	// EventFail: every record delivered at or after After is void (roll back what was computed
+	// from them); the correct records follow, from After on.
+	EventFail
+)
+
+// Event is what a subscriber receives, in order.
+type Event struct {
+	Kind        EventKind
+	Position    uint64
+	View        uint64
+	Speculative bool
+	Shard       int32
+	Offset      int64 // in the shard's partition
+	Record      Record
+	UpTo        uint64 // EventConfirm
+	After       uint64 // EventFail
+}
+
+// SubscribeOptions select what a subscription delivers.
+type SubscribeOptions struct {
+	// Shards to read (nil: all); positions of other shards are skipped.
+	Shards []int32
+	// ConfirmedOnly delivers records only once confirmed: no speculation and no Fail events
+	// (the behaviour of a shared log without speculation, for comparison).
+	ConfirmedOnly bool
+}
+
+// Subscription is a stream of events from a position on. It re-subscribes by itself when its
+// stream breaks (a node restarting, a shard's leader moving): from the last confirmed position,
+// skipping what it had delivered already in the same view, and announcing a Fail if the view
+// changed meanwhile, so the events a caller sees stay one ordered stream.
+type Subscription struct {
+	l    *Log
+	ctx  context.Context
+	opts SubscribeOptions
+
+	stream    pb.SpecLog_SubscribeClient
+	buf       []*pb.Event
+	next      uint64 // the position after the last record delivered (or skipped)
+	confirmed uint64 // the last confirmation delivered
+	view      uint64
+	err       error
+}
+
+// Subscribe subscribes from position from. Events come from Next; cancel ctx to stop.
+func (l *Log) Subscribe(ctx context.Context, from uint64, opts SubscribeOptions) *Subscription {
+	return &Subscription{l: l, ctx: ctx, opts: opts, next: from, confirmed: from}
+}
+
+// Next returns the next event, blocking until there is one. It fails only when the context
+// ends or the server refuses the subscription (a trimmed position, an unknown topic).
+func (s *Subscription) Next() (Event, error) {
+	for {
+		if s.err != nil {
+			return Event{}, s.err
+		}
+		for len(s.buf) > 0 {
+			e := s.buf[0]
+			s.buf = s.buf[1:]
+			if ev, ok := s.take(e); ok {
+				return ev, nil
+			}
+		}
+		if s.stream == nil {
+			if err := s.open(); err != nil {
+				if retriable(err) && s.ctx.Err() == nil {
+					select {
+					case <-time.After(100 * time.Millisecond):
+						continue
+					case <-s.ctx.Done():
+					}
+				}
+				s.err = err
+				if s.ctx.Err() != nil {
+					s.err = s.ctx.Err()
+				}
+				continue
+			}
+		}
+		resp, err := s.stream.Recv()
+		if err != nil {
+			s.stream = nil
+			if s.ctx.Err() != nil {
+				s.err = s.ctx.Err()
+			} else if !retriable(err) {
+				s.err = fmt.Errorf("speclog: subscription: %w", err)
+			}
+			continue
+		}
+		s.buf = resp.GetEvents()
+	}
+}
+
+func retriable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted, codes.FailedPrecondition, codes.Aborted, codes.Internal:
+		return true
+	}
+	return false
+}
+
+// open (re)opens the stream from the confirmed position.
+func (s *Subscription) open() error {
+	api, err := s.l.c.api("")
+	if err != nil {
+		return err
+	}
+	st, err := api.Subscribe(s.ctx, &pb.SubscribeRequest{Topic: s.l.name, From: s.confirmed, Shards: s.opts.Shards, ConfirmedOnly: s.opts.ConfirmedOnly})
+	if err != nil {
+		return err
+	}
+	s.stream = st
+	return nil
+}
+
+// take turns a wire event into the caller's, dropping what a re-subscription repeats.
+func (s *Subscription) take(e *pb.Event) (Event, bool) {
+	switch k := e.GetKind().(type) {
+	case *pb.Event_Record:
+		d := k.Record
+		if d.GetPosition() < s.next {
+			if d.GetView() == s.view {
+				return Event{}, false // delivered before the stream broke: the same record, same view
+			}
+			// The view changed while re-subscribing: what was delivered from here on is void.
+			s.next, s.view = d.GetPosition(), d.GetView()
+			s.buf = append([]*pb.Event{e}, s.buf...)
+			return Event{Kind: EventFail, After: d.GetPosition(), View: d.GetView()}, true
+		}
+		s.next, s.view = d.GetPosition()+1, max(s.view, d.GetView())
+		return recordEvent(d), true
+	case *pb.Event_Confirm:
+		if k.Confirm.GetUpTo() <= s.confirmed {
+			return Event{}, false
+		}
+		s.confirmed = k.Confirm.GetUpTo()
+		return Event{Kind: EventConfirm, UpTo: k.Confirm.GetUpTo(), View: k.Confirm.GetView()}, true
+	case *pb.Event_Fail:
+		f := k.Fail
+		s.view = max(s.view, f.GetView())
+		if f.GetAfter() >= s.next {
+			return Event{}, false // nothing delivered at or after it
+		}
+		s.next = f.GetAfter()
+		return Event{Kind: EventFail, After: f.GetAfter(), View: f.GetView()}, true
+	}
+	return Event{}, false
+}
+
+func recordEvent(d *pb.Delivery) Event {
+	return Event{Kind: EventRecord, Position: d.GetPosition(), View: d.GetView(), Speculative: d.GetSpeculative(),
+		Shard: d.GetShard(), Offset: d.GetOffset(), Record: fromPB(d.GetRecord())}
+}
