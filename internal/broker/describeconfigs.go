@@ -43,6 +43,7 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), topics.TypeBoolean, static, true, "create a topic when metadata asks for an unknown one"},
 		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), topics.TypeInt, static, true, "the default number of partitions of a new topic"},
 		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), topics.TypeInt, static, true, "the largest request accepted; larger ones close the connection"},
+		{"runnel.speclog.addr", b.cl.SpecLogAddr(b.cfg.NodeID), topics.TypeString, static, true, "the node's SpecLog gRPC address for total-order topics (\"\": none)"},
 	}
 	for _, d := range topics.BrokerDefs() {
 		value, source := d.Default, kmsg.ConfigSourceDefaultConfig

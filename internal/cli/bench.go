@@ -31,7 +31,7 @@ See docs/bench.md.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newBenchRunCommand(), newBenchCompareCommand(), newBenchWorkloadsCommand(), newBenchFsyncCommand(), newBenchFailoverCommand(),
-		newBenchTxnCommand())
+		newBenchTxnCommand(), newBenchSpecLogCommand())
 	return cmd
 }
 

@@ -241,9 +241,12 @@ type Report struct {
 	Through CutID  `json:"through"`
 	Slots   int64  `json:"slots"`  // the shard's slots through that cut
 	NoOps   int64  `json:"no_ops"` // of all its slots so far, the no-ops (Slots − NoOps: its records, whose rate sets its quota)
-	// LagFix: sent because the sequencer signalled a lag (not at the shard's own pace: it does
-	// not count for the shard's rate).
+	// LagFix: sent because the sequencer signalled a lag (not at the shard's own pace: its
+	// timing does not count as the shard's report interval).
 	LagFix bool `json:"lag_fix,omitempty"`
+	// Records: the shard's durable records so far (reported or not): their rate, backlog
+	// included, sets its quota.
+	Records int64 `json:"records,omitempty"`
 }
 
 // Signal tells a lagging shard to report through a cut at once (lag-fix).
@@ -259,7 +262,8 @@ type Leader struct {
 	st       *State
 	reported map[int32]CutID
 	arrivals map[int32][]arrival // recent reports, for rates
-	paced    map[int32]int64     // records reported at the shard's own pace (not lag-fixed), in total
+	paced    map[int32]int64     // records made durable, in total (as of the last report)
+	mark     map[int32]arrival   // paced as of the last table decision, for the rate
 	records  map[int32]int64     // records (slots that are not no-ops) as of each shard's last report
 	signaled map[int32]time.Time // first signal of the current lag
 	resent   map[int32]time.Time // last signal (a lost signal is sent again)
@@ -274,7 +278,7 @@ type Leader struct {
 // NewLeader starts the leader logic on the applied state st (which the caller keeps applying
 // entries to).
 func NewLeader(st *State) *Leader {
-	return &Leader{st: st, reported: map[int32]CutID{}, arrivals: map[int32][]arrival{}, paced: map[int32]int64{}, records: map[int32]int64{}, signaled: map[int32]time.Time{}, resent: map[int32]time.Time{}, lagFixes: map[int32]int{}, proposed: st.Last}
+	return &Leader{st: st, reported: map[int32]CutID{}, arrivals: map[int32][]arrival{}, paced: map[int32]int64{}, mark: map[int32]arrival{}, records: map[int32]int64{}, signaled: map[int32]time.Time{}, resent: map[int32]time.Time{}, lagFixes: map[int32]int{}, proposed: st.Last}
 }
 
 // Report takes a shard's report.
@@ -287,12 +291,21 @@ func (l *Leader) Report(r Report, now time.Time) {
 	}
 	l.reported[r.Shard] = r.Through
 	delete(l.signaled, r.Shard)
-	prevRecords, had := l.records[r.Shard]
-	l.records[r.Shard] = r.Slots - r.NoOps
-	if r.LagFix || !had {
-		return // reports made at the sequencer's request are not the shard's pace
+	records := r.Records
+	if records == 0 {
+		records = r.Slots - r.NoOps // a shard that does not say its durable records
 	}
-	l.paced[r.Shard] += max(r.Slots-r.NoOps-prevRecords, 0)
+	// Records dips while a no-op entry the shard asked for is not durable yet (its slots are
+	// counted as no-ops already): only growth past the highest count seen is new demand.
+	prevRecords, had := l.records[r.Shard]
+	l.records[r.Shard] = max(records, prevRecords)
+	if !had {
+		return
+	}
+	l.paced[r.Shard] += max(records-prevRecords, 0)
+	if r.LagFix {
+		return // reports made at the sequencer's request are not the shard's report interval
+	}
 	a := append(l.arrivals[r.Shard], arrival{at: now, slots: l.paced[r.Shard]})
 	if len(a) > 16 {
 		a = a[len(a)-16:]
@@ -470,14 +483,25 @@ func (l *Leader) nextTable(now time.Time) *Table {
 			// The paper's rule, q·T_ord/interval, is the shard's records per T_ord: measured in
 			// records, as a report may cover several cuts (a burst made them durable at once)
 			// and its no-ops are not demand (counting them would keep a padded quota padded).
-			elapsed := a[len(a)-1].at.Sub(a[0].at)
-			perTOrd := float64(a[len(a)-1].slots-a[0].slots) * float64(st.cfg.TOrd) / float64(max(elapsed, time.Microsecond))
+			// Over the time since the last decision (about a window: the paper's moving
+			// average), so durability in clumps does not look like a burst; over the last
+			// reports when that is too short.
+			from, to := a[0], a[len(a)-1]
+			if m, ok := l.mark[sh]; ok && now.Sub(m.at) >= 10*st.cfg.TOrd {
+				from, to = m, arrival{at: now, slots: l.paced[sh]}
+			}
+			elapsed := to.at.Sub(from.at)
+			perTOrd := float64(to.slots-from.slots) * float64(st.cfg.TOrd) / float64(max(elapsed, time.Microsecond))
 			ratio := min(max(perTOrd/float64(q), 1.0/maxQuotaStep), maxQuotaStep)
 			if len(a) >= 4 && math.Abs(ratio-1) > st.cfg.Band {
 				q = min(max(1, int64(math.Ceil(float64(q)*ratio))), MaxQuota)
 			}
 		}
 		quotas[sh] = max(q, 1)
+	}
+	clear(l.mark)
+	for sh, n := range l.paced {
+		l.mark[sh] = arrival{at: now, slots: n}
 	}
 	for sh := range st.Joining {
 		if _, ok := quotas[sh]; !ok {

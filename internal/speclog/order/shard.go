@@ -99,7 +99,7 @@ func (sh *Shard) Durable(n int64, now time.Time) Out {
 	sh.durable += n
 	var o Out
 	sh.deliver(&o)
-	sh.report(&o, now)
+	sh.report(&o, now, true)
 	return o
 }
 
@@ -112,7 +112,16 @@ func (sh *Shard) Tick(now time.Time) Out {
 	if t := sh.st.Current(); t != nil {
 		g = t.groups()
 	}
-	if sh.out || now.Sub(sh.lastReport) < sh.cfg.TOrd*3/2*time.Duration(g) {
+	if sh.out {
+		return o
+	}
+	if now.Sub(sh.lastReport) >= sh.cfg.TOrd {
+		sh.report(&o, now, true) // the next cut, if its records are durable
+		if o.Report != nil {
+			return o
+		}
+	}
+	if now.Sub(sh.lastReport) < sh.cfg.TOrd*3/2*time.Duration(g) {
 		return o
 	}
 	c := sh.reported.next(sh.cfg.W)
@@ -123,7 +132,8 @@ func (sh *Shard) Tick(now time.Time) Out {
 		}
 	}
 	if sh.reported.Cut >= 0 || sh.reported.Window > 0 {
-		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops}
+		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops,
+			Records: sh.durable - sh.noops}
 	}
 	sh.lastReport = now
 	return o
@@ -150,7 +160,7 @@ func (sh *Shard) Signal(c CutID, now time.Time) Out {
 		sh.noops += o.NoOp
 	}
 	sh.lagFix = true // the reports until it is fixed are the sequencer's pace, not this shard's
-	sh.report(&o, now)
+	sh.report(&o, now, false)
 	return o
 }
 
@@ -182,7 +192,7 @@ func (sh *Shard) Apply(e Entry, now time.Time) (Out, error) {
 		sh.reported = CutID{Window: e.Table.Window - 1, Cut: sh.cfg.W - 1}
 	}
 	sh.deliver(&o)
-	sh.report(&o, now)
+	sh.report(&o, now, true)
 	return o, nil
 }
 
@@ -227,10 +237,18 @@ func (sh *Shard) reportedSlots() int64 {
 	return sh.st.Slots[sh.id]
 }
 
-// report reports through the last cut whose slots are all durable.
-func (sh *Shard) report(o *Out, now time.Time) {
+// report reports through the last cut whose slots are all durable: paced, at most one cut of
+// its own per T_ord (records beyond the quota wait for the next report, the paper's rule: a
+// burst made durable at once does not run this shard ahead of the others, which would make
+// them fill the cuts between with no-ops), or every such cut at once for a lag-fix signal.
+func (sh *Shard) report(o *Out, now time.Time, paced bool) {
 	if sh.out {
 		return
+	}
+	// A lag-fix in progress, or a no-op entry asked for to complete a cut, reports at once.
+	paced = paced && !sh.lagFix && sh.noopUntil <= sh.reportedSlots()
+	if paced && now.Sub(sh.lastReport) < sh.cfg.TOrd {
+		return // the next tick reports it
 	}
 	moved := false
 	if sh.reported.Less(sh.st.Last) {
@@ -251,9 +269,16 @@ func (sh *Shard) report(o *Out, now time.Time) {
 			break
 		}
 		sh.reported, moved = c, true
+		// Paced: one cut of its own per report, or more while within LagFix−1 cuts of the last
+		// committed one (a backlog drains, yet the shard never gets so far ahead of the others
+		// that they are signalled to fill the cuts between with no-ops).
+		if paced && sh.st.Active(sh.id, c) && cutsBetween(sh.st.Last, c.next(sh.cfg.W), sh.cfg.W) >= sh.cfg.LagFix {
+			break
+		}
 	}
 	if moved {
-		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops, LagFix: sh.lagFix}
+		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops, LagFix: sh.lagFix,
+			Records: sh.durable - sh.noops}
 		sh.lastReport, sh.lagFix = now, false
 	}
 }

@@ -252,7 +252,19 @@ func (s *Server) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimRespons
 		}
 		return nil, status.Errorf(codes.Unavailable, "trim: %v", err)
 	}
-	return &pb.TrimResponse{Trimmed: upTo}, nil
+	for { // answered once applied: a Describe or Read after it sees the trim
+		ch := g.Changed()
+		done := false
+		g.Read(key, func(tp *sequencer.Topic) { done = tp.Trimmed >= upTo })
+		if done {
+			return &pb.TrimResponse{Trimmed: upTo}, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 }
 
 // owner is a position's owner by the sequencer state on this node.

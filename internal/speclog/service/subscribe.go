@@ -16,6 +16,9 @@ import (
 	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
 )
 
+// maxMessage bounds a subscription message's records (bytes).
+const maxMessage = 1 << 20
+
 // shardEvent is a shard's event with its records read (one per delivered slot; nil for the
 // shard's own no-op slots).
 type shardEvent struct {
@@ -113,10 +116,21 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 				out.Events = append(out.Events, &pb.Event{Kind: &pb.Event_Fail{Fail: &pb.Fail{After: e.After, View: e.View}}})
 			}
 		}
-		if len(out.Events) == 0 {
-			return nil
+		// Messages of at most about maxMessage bytes (gRPC clients refuse more than 4 MiB).
+		for len(out.Events) > 0 {
+			n, size := 0, 0
+			for n < len(out.Events) && (n == 0 || size < maxMessage) {
+				if r := out.Events[n].GetRecord(); r != nil {
+					size += len(r.GetRecord().GetValue()) + len(r.GetRecord().GetKey()) + 64
+				}
+				n++
+			}
+			if err := stream.Send(&pb.SubscribeResponse{Events: out.Events[:n]}); err != nil {
+				return err
+			}
+			out.Events = out.Events[n:]
 		}
-		return stream.Send(out)
+		return nil
 	}
 	// Catch up from the logs: the confirmed positions from req.From on.
 	if err := s.catchUp(ctx, t, g, key, m, wanted, send); err != nil {
@@ -228,48 +242,67 @@ func (s *Server) follow(ctx context.Context, t *topics.Topic, sh int32, r *shard
 	}
 }
 
-// catchUp delivers the confirmed positions from the merger's start on, read from the shards'
-// logs, and confirms them.
+// catchUp delivers, read from the shards' logs, every position from the merger's start whose
+// record is already durable: the confirmed ones and those delivered speculatively before the
+// live events were taken up (the live events repeat some; the merger drops repeats). It stops
+// at the first position of a wanted shard that is not durable yet: the live events deliver it.
 func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Group, key string, m *order.Merger,
 	wanted map[int32]bool, send func([]order.Event) error) error {
 	readers := map[int32]*logReader{}
-	for {
-		var st *order.State
-		g.Read(key, func(tp *sequencer.Topic) { st = tp.State.Clone() })
-		confirmed := st.Committed()
-		if m.Next() >= confirmed || ctx.Err() != nil {
-			return nil
+	hw := map[int32]int64{}
+	for sh := range wanted {
+		if p := t.Partitions[sh]; p.Replica != nil {
+			hw[sh] = p.Replica.HighWatermark()
 		}
+	}
+	type owned struct {
+		pos   uint64
+		shard int32
+		slot  int64
+	}
+	for ctx.Err() == nil {
+		var batch []owned
+		var confirmed, view uint64
+		done := false
+		g.Read(key, func(tp *sequencer.Topic) {
+			st := tp.State
+			confirmed, view = st.Committed(), st.View
+			for pos := m.Next(); len(batch) < 4096 && pos-m.Next() < 1<<16; pos++ {
+				sh, slot, noOp, ok := st.Owner(pos)
+				if !ok || (wanted[sh] && !noOp && slot >= hw[sh]) {
+					done = true
+					return
+				}
+				if !noOp && wanted[sh] {
+					batch = append(batch, owned{pos, sh, slot})
+				}
+			}
+		})
+		start := m.Next()
 		var evs []order.Event
-		for pos := m.Next(); pos < confirmed && len(evs) < 4096; pos++ {
-			sh, slot, noOp, ok := st.Owner(pos)
-			if !ok {
-				break
-			}
-			if noOp || !wanted[sh] {
-				continue
-			}
-			r := readers[sh]
+		for _, o := range batch {
+			r := readers[o.shard]
 			if r == nil {
-				r = &logReader{p: t.Partitions[sh]}
-				readers[sh] = r
+				r = &logReader{p: t.Partitions[o.shard]}
+				readers[o.shard] = r
 			}
-			rec, err := r.get(slot)
+			rec, err := r.get(o.slot)
 			if err != nil {
-				return status.Errorf(codes.Unavailable, "reading shard %d at %d: %v", sh, slot, err)
+				return status.Errorf(codes.Unavailable, "reading shard %d at %d: %v", o.shard, o.slot, err)
 			}
 			var v any
 			if rec != nil {
-				v = record{sh, slot, rec}
+				v = record{o.shard, o.slot, rec}
 			}
-			evs = append(evs, m.Deliver(pos, sh, v, st.View)...)
+			evs = append(evs, m.Deliver(o.pos, o.shard, v, view)...)
 		}
 		evs = append(evs, m.Confirm(confirmed)...)
 		if err := send(evs); err != nil {
 			return err
 		}
-		if len(evs) == 0 {
-			return nil // nothing could be placed: the live events take over
+		if done || m.Next() == start {
+			return nil
 		}
 	}
+	return nil
 }

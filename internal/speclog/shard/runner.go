@@ -6,6 +6,7 @@
 package shard
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
@@ -86,6 +87,7 @@ type Runner struct {
 	events    []Event
 	base      uint64 // the index of events[0]
 	changed   chan struct{}
+	waiters   ackHeap
 	err       error // why the runner stopped
 }
 
@@ -126,23 +128,59 @@ func (r *Runner) Acked() int64 {
 	return r.acked
 }
 
-// WaitAcked waits until the appends below offset end are acknowledged.
+// WaitAcked waits until the appends below offset end are acknowledged. Each waiter is woken
+// once, when the acknowledged prefix passes its end (not at every event of the shard).
 func (r *Runner) WaitAcked(ctx context.Context, end int64) error {
-	for {
-		r.mu.Lock()
-		acked, ch, err := r.acked, r.changed, r.err
+	r.mu.Lock()
+	if r.acked >= end {
 		r.mu.Unlock()
-		if acked >= end {
+		return nil
+	}
+	if r.err != nil {
+		err := r.err
+		r.mu.Unlock()
+		return err
+	}
+	w := &ackWaiter{end: end, ch: make(chan struct{})}
+	heap.Push(&r.waiters, w)
+	r.mu.Unlock()
+	select {
+	case <-w.ch:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.acked >= end {
 			return nil
 		}
-		if err != nil {
-			return err
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err() // the waiter stays in the heap until the prefix passes it: harmless
+	}
+}
+
+// ackWaiter is an append waiting for its acknowledgement.
+type ackWaiter struct {
+	end int64
+	ch  chan struct{}
+}
+
+// ackHeap orders waiters by end (container/heap).
+type ackHeap []*ackWaiter
+
+func (h ackHeap) Len() int           { return len(h) }
+func (h ackHeap) Less(i, j int) bool { return h[i].end < h[j].end }
+func (h ackHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *ackHeap) Push(x any)        { *h = append(*h, x.(*ackWaiter)) }
+func (h *ackHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return w
+}
+
+// wakeLocked wakes the waiters the acknowledged prefix has passed (all of them once stopped).
+func (r *Runner) wakeLocked() {
+	for len(r.waiters) > 0 && (r.waiters[0].end <= r.acked || r.err != nil) {
+		close(heap.Pop(&r.waiters).(*ackWaiter).ch)
 	}
 }
 
@@ -173,6 +211,7 @@ func (r *Runner) run() {
 	err := r.loop()
 	r.mu.Lock()
 	r.err = err
+	r.wakeLocked()
 	close(r.changed)
 	r.changed = make(chan struct{})
 	r.mu.Unlock()
@@ -272,6 +311,7 @@ func (r *Runner) handle(sh *order.Shard, o order.Out) {
 	}
 	if o.Acked > r.acked {
 		r.acked = o.Acked
+		r.wakeLocked()
 	}
 	if over := len(r.events) - keepEvents; over > keepEvents/4 {
 		r.events = append(r.events[:0:0], r.events[over:]...)
