@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -256,4 +257,161 @@ func TestSpecLogEndToEnd(t *testing.T) {
 	if slices.Contains(starts, 0) {
 		t.Fatalf("log start offsets after the trim: %v", starts)
 	}
+}
+
+// TestSpecLogShardFailure: a shard that stops (its runner frozen, as a whole shard failing) is
+// failed by the sequencer after runnel.order.fail.ms: the subscriber gets a fail notice, and
+// what it keeps after rolling back (every record before the notice's position, then what
+// follows) is exactly the confirmed log Read returns; every acknowledged append is in it at the
+// position its append returned; the shard joins again and takes appends.
+func TestSpecLogShardFailure(t *testing.T) {
+	n := startNode(t)
+	n.createTopic(t, "fraud", 3, total())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := speclog.Dial(ctx, n.s.SpecLogAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	log := c.Topic("fraud")
+	for {
+		if _, err := log.Describe(ctx); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sub := log.Subscribe(ctx, 0, speclog.SubscribeOptions{})
+	var kept []speclog.Event // the subscriber's view: rolled back at each fail notice
+	var fails int
+	var confirmed uint64
+	var subMu sync.Mutex
+	subDone := make(chan struct{})
+	go func() {
+		defer close(subDone)
+		for {
+			ev, err := sub.Next()
+			if err != nil {
+				return
+			}
+			subMu.Lock()
+			switch ev.Kind {
+			case speclog.EventRecord:
+				if len(kept) > 0 && ev.Position <= kept[len(kept)-1].Position {
+					t.Errorf("position %d after %d without a fail notice", ev.Position, kept[len(kept)-1].Position)
+				}
+				kept = append(kept, ev)
+			case speclog.EventFail:
+				fails++
+				if ev.After < confirmed {
+					t.Errorf("fail after %d, below the confirmed %d", ev.After, confirmed)
+				}
+				i := sort.Search(len(kept), func(i int) bool { return kept[i].Position >= ev.After })
+				kept = kept[:i]
+			case speclog.EventConfirm:
+				confirmed = ev.UpTo
+			}
+			subMu.Unlock()
+		}
+	}()
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acked := map[uint64]string{}
+	for sh := range int32(3) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v := fmt.Sprintf("s%d-%d", sh, i)
+				pos, err := log.Append(ctx, sh, speclog.Record{Value: []byte(v)})
+				if err != nil {
+					t.Errorf("append %s: %v", v, err)
+					return
+				}
+				mu.Lock()
+				acked[pos] = v
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	tp, _ := n.s.Topics().Get("fraud")
+	n.s.Node().Shards().Runner(tp.ID, 1).Stall(300 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	d, err := log.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.View == 0 || d.Shards[1].Failed {
+		t.Fatalf("after the stall: view %d, shard 1 failed %v (want a view change and shard 1 back)", d.View, d.Shards[1].Failed)
+	}
+	if _, err := log.Append(ctx, 1, speclog.Record{Value: []byte("after")}); err != nil {
+		t.Fatalf("append to the shard that came back: %v", err)
+	}
+	// Everything confirmed: the subscriber's kept records must be the confirmed log.
+	d, _ = log.Describe(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		subMu.Lock()
+		c := confirmed
+		subMu.Unlock()
+		if c >= d.Confirmed || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var read []speclog.Event
+	for from := uint64(0); from < d.Confirmed; {
+		evs, next, err := log.Read(ctx, from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next == from {
+			break
+		}
+		read, from = append(read, evs...), next
+	}
+	byPos := map[uint64]string{}
+	for _, e := range read {
+		byPos[e.Position] = string(e.Record.Value)
+	}
+	mu.Lock()
+	for pos, v := range acked {
+		if byPos[pos] != v {
+			t.Fatalf("acknowledged %q at %d; the log has %q there", v, pos, byPos[pos])
+		}
+	}
+	mu.Unlock()
+	cancel()
+	<-subDone
+	subMu.Lock()
+	defer subMu.Unlock()
+	if fails == 0 {
+		t.Fatal("no fail notice for a failed shard")
+	}
+	var keptConfirmed []speclog.Event
+	for _, e := range kept {
+		if e.Position < d.Confirmed {
+			keptConfirmed = append(keptConfirmed, e)
+		}
+	}
+	if len(keptConfirmed) != len(read) {
+		t.Fatalf("the subscriber kept %d confirmed records; the log has %d", len(keptConfirmed), len(read))
+	}
+	for i := range read {
+		if keptConfirmed[i].Position != read[i].Position || string(keptConfirmed[i].Record.Value) != string(read[i].Record.Value) {
+			t.Fatalf("record %d: kept %d %q, log %d %q", i, keptConfirmed[i].Position, keptConfirmed[i].Record.Value, read[i].Position, read[i].Record.Value)
+		}
+	}
+	t.Logf("view %d, %d fail notices, %d acknowledged appends, %d confirmed records", d.View, fails, len(acked), len(read))
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objstore"
 	"github.com/runnel-dev/runnel/internal/replica"
+	"github.com/runnel-dev/runnel/internal/speclog/shard"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -368,6 +369,15 @@ type faultRequest struct {
 	ObjectCrash string `json:"object_crash,omitempty"`
 	// ObjectStoreFaults replaces the faults injected into the object store's calls.
 	ObjectStoreFaults *objectStoreFaults `json:"object_store_faults,omitempty"`
+	// StallShard freezes the runner of a total-order topic's shard led here for a while (the
+	// sequencer fails the shard; it joins again once it runs).
+	StallShard *stallShard `json:"stall_shard,omitempty"`
+}
+
+type stallShard struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Ms        int    `json:"ms"`
 }
 
 // objectStoreFaults are objstore.Faults in JSON.
@@ -418,6 +428,18 @@ func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
 		s.faultyStore.Set(objstore.Faults{Latency: time.Duration(f.LatencyMs) * time.Millisecond,
 			Jitter: time.Duration(f.JitterMs) * time.Millisecond, ErrorRate: f.ErrorRate,
 			SlowDownRate: f.SlowDownRate, TimeoutRate: f.TimeoutRate, LostReplyRate: f.LostReplyRate})
+	}
+	if st := req.StallShard; st != nil {
+		t, ok := s.topics.Get(st.Topic)
+		var r *shard.Runner
+		if ok && s.node.Shards() != nil {
+			r = s.node.Shards().Runner(t.ID, st.Partition)
+		}
+		if r == nil {
+			http.Error(w, "stall_shard: this node does not lead that shard", http.StatusBadRequest)
+			return
+		}
+		r.Stall(time.Duration(st.Ms) * time.Millisecond)
 	}
 	s.logger.Warn("fault injection", "isolate", req.Isolate, "heal", req.Heal, "cut", req.Cut, "isolated_now", tr.Isolated(),
 		"drop_responses_per_mille", s.dropRate.Load())

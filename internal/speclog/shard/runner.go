@@ -77,6 +77,7 @@ type Runner struct {
 	feed    Feed
 	logger  *slog.Logger
 	signals chan order.CutID
+	stall   chan time.Duration
 	stop    chan struct{}
 	done    chan struct{}
 
@@ -95,7 +96,7 @@ type Runner struct {
 // is called or the node stops leading the partition.
 func Start(topic string, id int32, cfg order.Config, log Log, feed Feed, logger *slog.Logger) *Runner {
 	r := &Runner{topic: topic, id: id, cfg: cfg, log: log, feed: feed, logger: logger, signals: make(chan order.CutID, 16),
-		stop: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{})}
+		stall: make(chan time.Duration, 1), stop: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{})}
 	go r.run()
 	return r
 }
@@ -118,6 +119,15 @@ func (r *Runner) Signal(through order.CutID) {
 	select {
 	case r.signals <- through:
 	default: // the sequencer signals again
+	}
+}
+
+// Stall makes the runner stop for d, as if the shard's process were frozen (fault injection:
+// the sequencer fails the shard after FailAfter, and it joins again once it runs).
+func (r *Runner) Stall(d time.Duration) {
+	select {
+	case r.stall <- d:
+	default:
 	}
 }
 
@@ -276,6 +286,21 @@ func (r *Runner) loop() error {
 		case <-feedCh:
 		case c := <-r.signals:
 			r.handle(sh, sh.Signal(c, time.Now()))
+		case d := <-r.stall:
+			r.logger.Warn("shard: stalled (fault injection)", "topic", r.topic, "shard", r.id, "for", d)
+			select {
+			case <-time.After(d):
+			case <-r.stop:
+				return ErrStopped
+			}
+		drop:
+			for { // what the frozen shard would not have heard
+				select {
+				case <-r.signals:
+				default:
+					break drop
+				}
+			}
 		case <-tick.C:
 			r.handle(sh, sh.Tick(time.Now()))
 		}
