@@ -3,9 +3,6 @@ package speclog_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"slices"
 	"sort"
 	"sync"
@@ -15,60 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/runnel-dev/runnel/internal/server"
+	"github.com/runnel-dev/runnel/internal/speclog/speclogtest"
 	"github.com/runnel-dev/runnel/speclog"
 )
-
-// node is a one-node Runnel (the embedded default) with its Kafka and SpecLog listeners.
-type node struct {
-	s     *server.Server
-	kafka string
-}
-
-func startNode(t *testing.T) *node {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := server.Open(server.Config{DataDir: t.TempDir(), KafkaAddr: ln.Addr().String(), AdminAddr: "127.0.0.1:0",
-		ClusterAddr: "127.0.0.1:0", SpecLogAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Console: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		s.Close()
-	})
-	return &node{s: s, kafka: ln.Addr().String()}
-}
-
-func (n *node) createTopic(t *testing.T, name string, partitions int32, configs map[string]*string) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, configs, name)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		t.Fatalf("creating %s: %v", name, err)
-	}
-}
-
-func total() map[string]*string {
-	v := "total"
-	return map[string]*string{"runnel.ordering": &v}
-}
 
 // TestSpecLogEndToEnd: on the one-node default, appends through the SpecLog API and Kafka
 // producers get positions; a subscriber from 0 sees every record once, in position order,
@@ -76,11 +22,11 @@ func total() map[string]*string {
 // Kafka consumers read each partition's records (the no-op entries skipped); Trim moves the
 // start of every shard.
 func TestSpecLogEndToEnd(t *testing.T) {
-	n := startNode(t)
-	n.createTopic(t, "orders", 3, total())
+	n := speclogtest.Start(t)
+	n.CreateTopic(t, "orders", 3, speclogtest.Total())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := speclog.Dial(ctx, n.s.SpecLogAddr())
+	c, err := speclog.Dial(ctx, n.S.SpecLogAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +72,7 @@ func TestSpecLogEndToEnd(t *testing.T) {
 		}()
 	}
 	// Kafka producers append to the same shards, unchanged.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.DefaultProduceTopic("orders"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Kafka), kgo.DefaultProduceTopic("orders"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +149,7 @@ func TestSpecLogEndToEnd(t *testing.T) {
 	}
 
 	// Kafka consumers: each partition's records in order, no-op entries skipped.
-	cons, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cons, err := kgo.NewClient(kgo.SeedBrokers(n.Kafka), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,11 +211,11 @@ func TestSpecLogEndToEnd(t *testing.T) {
 // follows) is exactly the confirmed log Read returns; every acknowledged append is in it at the
 // position its append returned; the shard joins again and takes appends.
 func TestSpecLogShardFailure(t *testing.T) {
-	n := startNode(t)
-	n.createTopic(t, "fraud", 3, total())
+	n := speclogtest.Start(t)
+	n.CreateTopic(t, "fraud", 3, speclogtest.Total())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := speclog.Dial(ctx, n.s.SpecLogAddr())
+	c, err := speclog.Dial(ctx, n.S.SpecLogAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,8 +289,7 @@ func TestSpecLogShardFailure(t *testing.T) {
 		}()
 	}
 	time.Sleep(300 * time.Millisecond)
-	tp, _ := n.s.Topics().Get("fraud")
-	n.s.Node().Shards().Runner(tp.ID, 1).Stall(300 * time.Millisecond)
+	n.Stall(t, "fraud", 1, 300*time.Millisecond)
 	time.Sleep(1200 * time.Millisecond)
 	close(stop)
 	wg.Wait()

@@ -1,0 +1,86 @@
+// Package speclogtest starts a one-node Runnel (the embedded default, with the SpecLog API) for
+// tests of total-order topics outside package server.
+package speclogtest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/server"
+)
+
+// Node is a running one-node Runnel.
+type Node struct {
+	S     *server.Server
+	Kafka string // its Kafka address
+}
+
+// Start starts a node on loopback ports in a temporary data dir; the test's cleanup stops it.
+func Start(t testing.TB) *Node {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.Open(server.Config{DataDir: t.TempDir(), KafkaAddr: ln.Addr().String(), AdminAddr: "127.0.0.1:0",
+		ClusterAddr: "127.0.0.1:0", SpecLogAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Console: io.Discard})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		s.Close()
+	})
+	return &Node{S: s, Kafka: ln.Addr().String()}
+}
+
+// CreateTopic creates a topic through Kafka's CreateTopics.
+func (n *Node) CreateTopic(t testing.TB, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, configs, name)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatalf("creating %s: %v", name, err)
+	}
+}
+
+// Total is the configs of a total-order topic.
+func Total() map[string]*string {
+	v := "total"
+	return map[string]*string{"runnel.ordering": &v}
+}
+
+// Stall freezes the runner of a topic's shard for d (as a whole shard failing).
+func (n *Node) Stall(t testing.TB, topic string, shard int32, d time.Duration) {
+	t.Helper()
+	tp, ok := n.S.Topics().Get(topic)
+	if !ok {
+		t.Fatalf("no topic %s", topic)
+	}
+	r := n.S.Node().Shards().Runner(tp.ID, shard)
+	if r == nil {
+		t.Fatalf("no runner for %s[%d]", topic, shard)
+	}
+	r.Stall(d)
+}
