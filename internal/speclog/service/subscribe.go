@@ -243,42 +243,49 @@ func (s *Server) follow(ctx context.Context, t *topics.Topic, sh int32, r *shard
 }
 
 // catchUp delivers, read from the shards' logs, every position from the merger's start whose
-// record is already durable: the confirmed ones and those delivered speculatively before the
-// live events were taken up (the live events repeat some; the merger drops repeats). It stops
-// at the first position of a wanted shard that is not durable yet: the live events deliver it.
+// record was durable when the live events were taken up (the confirmed ones, and those
+// delivered speculatively before): a shard's records from the first one not durable then on
+// come with its live events (which repeat some; the merger drops repeats).
 func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Group, key string, m *order.Merger,
 	wanted map[int32]bool, send func([]order.Event) error) error {
 	readers := map[int32]*logReader{}
 	hw := map[int32]int64{}
+	remaining := map[int32]bool{} // shards with durable records still to read
 	for sh := range wanted {
 		if p := t.Partitions[sh]; p.Replica != nil {
 			hw[sh] = p.Replica.HighWatermark()
 		}
+		remaining[sh] = true
 	}
 	type owned struct {
 		pos   uint64
 		shard int32
 		slot  int64
 	}
-	for ctx.Err() == nil {
+	cursor := m.Next()
+	for ctx.Err() == nil && len(remaining) > 0 {
 		var batch []owned
 		var confirmed, view uint64
-		done := false
+		end := false
 		g.Read(key, func(tp *sequencer.Topic) {
 			st := tp.State
 			confirmed, view = st.Committed(), st.View
-			for pos := m.Next(); len(batch) < 4096 && pos-m.Next() < 1<<16; pos++ {
-				sh, slot, noOp, ok := st.Owner(pos)
-				if !ok || (wanted[sh] && !noOp && slot >= hw[sh]) {
-					done = true
+			for scanned := 0; len(batch) < 4096 && scanned < 1<<16 && len(remaining) > 0; scanned++ {
+				sh, slot, noOp, ok := st.Owner(cursor)
+				if !ok {
+					end = true // not laid out yet: the live events deliver it
 					return
 				}
-				if !noOp && wanted[sh] {
-					batch = append(batch, owned{pos, sh, slot})
+				cursor++
+				switch {
+				case noOp || !wanted[sh]:
+				case slot >= hw[sh]:
+					delete(remaining, sh) // its later records come with its live events
+				default:
+					batch = append(batch, owned{cursor - 1, sh, slot})
 				}
 			}
 		})
-		start := m.Next()
 		var evs []order.Event
 		for _, o := range batch {
 			r := readers[o.shard]
@@ -300,7 +307,7 @@ func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Grou
 		if err := send(evs); err != nil {
 			return err
 		}
-		if done || m.Next() == start {
+		if end {
 			return nil
 		}
 	}
