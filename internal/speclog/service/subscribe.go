@@ -67,7 +67,12 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 		r, err := mgr.WaitRunner(wctx, t.ID, sh)
 		cancel()
 		if err != nil {
-			return s.notLeader(t, sh)
+			if l := s.cfg.Node.PartitionLeader(t.Name, sh); l != s.cfg.Node.NodeID() {
+				// Not built yet: node-to-node shard streams (docs/speclog.md §9).
+				return status.Errorf(codes.Unimplemented, "shard %d of %s is led by node %d (%s): a subscription spans the shards led by the node serving it; subscribe there with a shard filter",
+					sh, t.Name, l, s.cfg.Addr(l))
+			}
+			return status.Errorf(codes.Unavailable, "shard %d of %s is not running here yet", sh, t.Name)
 		}
 		runners[sh] = r
 	}
