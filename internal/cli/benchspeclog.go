@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +15,7 @@ import (
 
 func newBenchSpecLogCommand() *cobra.Command {
 	var o bench.SpecLogOptions
-	var brokers, shards, sweep, plot string
+	var brokers, shards, sweep, plot, plotFrom string
 	var configs []string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -31,6 +33,20 @@ compute time is modelled, see docs/speclog.md), and --plot draws it against C.`,
   runnel bench speclog --shards 2,4 --sweep 0.1ms,0.5ms,1ms,1.5ms,2ms,5ms --plot speclog-e2e.png --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if plotFrom != "" { // draw earlier results, run nothing
+				var results []*bench.SpecLogResult
+				for _, f := range strings.Split(plotFrom, ",") {
+					rs, err := readSpecLogResults(f)
+					if err != nil {
+						return err
+					}
+					results = append(results, rs...)
+				}
+				if plot == "" {
+					return fmt.Errorf("--plot-from needs --plot FILE")
+				}
+				return bench.PlotSpecLogSweep(plot, results)
+			}
 			var err error
 			if o.Brokers, err = splitAddrs("brokers", brokers); err != nil {
 				return err
@@ -100,6 +116,24 @@ compute time is modelled, see docs/speclog.md), and --plot draws it against C.`,
 	fl.BoolVar(&o.Spin, "spin", false, "busy-wait the compute time instead of modelling it (burns a core per shard)")
 	fl.StringArrayVar(&configs, "topic-config", nil, "topic config key=value (repeatable), e.g. write.caching=true")
 	fl.StringVar(&plot, "plot", "", "write a PNG of end-to-end latency against the compute time (needs --sweep)")
+	fl.StringVar(&plotFrom, "plot-from", "", "comma-separated JSON outputs of earlier runs to draw with --plot, instead of running")
 	fl.BoolVar(&asJSON, "json", false, "print JSON: one object with a speculative and a baseline member (an array for several --shards)")
 	return cmd
+}
+
+// readSpecLogResults reads a `bench speclog --json` output: one result or an array of them.
+func readSpecLogResults(path string) ([]*bench.SpecLogResult, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var many []*bench.SpecLogResult
+	if err := json.Unmarshal(b, &many); err == nil {
+		return many, nil
+	}
+	var one bench.SpecLogResult
+	if err := json.Unmarshal(b, &one); err != nil {
+		return nil, fmt.Errorf("%s: not a bench speclog --json output: %w", path, err)
+	}
+	return []*bench.SpecLogResult{&one}, nil
 }
