@@ -23,24 +23,12 @@ import (
 // start of every shard.
 func TestSpecLogEndToEnd(t *testing.T) {
 	n := speclogtest.Start(t)
-	n.CreateTopic(t, "orders", 3, speclogtest.Total())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := speclog.Dial(ctx, n.S.SpecLogAddr())
+	log := n.Log(ctx, t, "orders", 3)
+	d, err := log.Describe(ctx)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer c.Close()
-	log := c.Topic("orders")
-	var d *speclog.Description
-	for { // the sequencer creates the topic's state shortly after the topic
-		if d, err = log.Describe(ctx); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if len(d.Shards) != 3 || d.WindowCuts != 100 || d.Interval != time.Millisecond {
 		t.Fatalf("description %+v", d)
@@ -212,21 +200,9 @@ func TestSpecLogEndToEnd(t *testing.T) {
 // position its append returned; the shard joins again and takes appends.
 func TestSpecLogShardFailure(t *testing.T) {
 	n := speclogtest.Start(t)
-	n.CreateTopic(t, "fraud", 3, speclogtest.Total())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := speclog.Dial(ctx, n.S.SpecLogAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	log := c.Topic("fraud")
-	for {
-		if _, err := log.Describe(ctx); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	log := n.Log(ctx, t, "fraud", 3)
 	sub := log.Subscribe(ctx, 0, speclog.SubscribeOptions{})
 	var kept []speclog.Event // the subscriber's view: rolled back at each fail notice
 	var fails int

@@ -19,21 +19,9 @@ import (
 // rolled back at the fail notice.
 func TestFraudMonitor(t *testing.T) {
 	n := speclogtest.Start(t)
-	n.CreateTopic(t, "payments", 3, speclogtest.Total())
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	c, err := speclog.Dial(ctx, n.S.SpecLogAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	log := c.Topic("payments")
-	for {
-		if _, err := log.Describe(ctx); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	log := n.Log(ctx, t, "payments", 3)
 
 	var live []Alert
 	var mu sync.Mutex

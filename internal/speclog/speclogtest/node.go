@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/runnel-dev/runnel/internal/server"
+	"github.com/runnel-dev/runnel/speclog"
 )
 
 // Node is a running one-node Runnel.
@@ -83,4 +84,27 @@ func (n *Node) Stall(t testing.TB, topic string, shard int32, d time.Duration) {
 		t.Fatalf("no runner for %s[%d]", topic, shard)
 	}
 	r.Stall(d)
+}
+
+// Log creates a total-order topic of the given shards, dials the node's SpecLog API and waits
+// until the sequencer has taken the topic up. The client is closed at the test's end.
+func (n *Node) Log(ctx context.Context, t testing.TB, topic string, shards int32) *speclog.Log {
+	t.Helper()
+	n.CreateTopic(t, topic, shards, Total())
+	c, err := speclog.Dial(ctx, n.S.SpecLogAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	log := c.Topic(topic)
+	for {
+		_, err := log.Describe(ctx)
+		if err == nil {
+			return log
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("topic %s not sequenced: %v", topic, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
