@@ -245,6 +245,7 @@ func (r *Runner) loop() error {
 	r.handle(sh, sh.Durable(0, time.Now()))
 	tick := time.NewTicker(r.cfg.TOrd / 2)
 	defer tick.Stop()
+	var lastJoin time.Time
 	for {
 		hwCh, feedCh := r.log.Changed(), r.feed.Changed()
 		now := time.Now()
@@ -276,6 +277,7 @@ func (r *Runner) loop() error {
 				// the log and are fed again once it joins (they take positions then).
 				fed = *o.Truncate
 				r.feed.Join(r.topic, r.id)
+				lastJoin = now
 			}
 			r.handle(sh, o)
 		}
@@ -302,7 +304,14 @@ func (r *Runner) loop() error {
 				}
 			}
 		case <-tick.C:
-			r.handle(sh, sh.Tick(time.Now()))
+			now := time.Now()
+			r.handle(sh, sh.Tick(now))
+			// Failed (seen now or found so when this leader resumed the shard): ask to join
+			// until a table takes it back; a request can be lost with a sequencer leader.
+			if st := sh.State(); st.Out[r.id] && !st.Joining[r.id] && now.Sub(lastJoin) >= 100*time.Millisecond {
+				r.feed.Join(r.topic, r.id)
+				lastJoin = now
+			}
 		}
 	}
 }
