@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"testing"
@@ -85,6 +86,39 @@ func TestTotalOrderSequencerKill(t *testing.T) {
 	}
 	defer cl.Close()
 	log := cl.Topic("tot")
+
+	// A subscriber on a node that stays up, reading every shard (most led by other nodes) in
+	// the global order, rolling back at fail notices.
+	subCtx, stopSub := context.WithCancel(ctx)
+	defer stopSub()
+	var subMu sync.Mutex
+	var kept []speclog.Event
+	var subConfirmed uint64
+	subDone := make(chan error, 1)
+	go func() {
+		sub := log.Subscribe(subCtx, 0, speclog.SubscribeOptions{})
+		for {
+			ev, err := sub.Next()
+			if err != nil {
+				subDone <- err
+				return
+			}
+			subMu.Lock()
+			switch ev.Kind {
+			case speclog.EventRecord:
+				if n := len(kept); n > 0 && ev.Position <= kept[n-1].Position {
+					t.Errorf("subscriber: position %d after %d", ev.Position, kept[n-1].Position)
+				}
+				kept = append(kept, ev)
+			case speclog.EventFail:
+				i := sort.Search(len(kept), func(i int) bool { return kept[i].Position >= ev.After })
+				kept = kept[:i]
+			case speclog.EventConfirm:
+				subConfirmed = ev.UpTo
+			}
+			subMu.Unlock()
+		}
+	}()
 
 	var mu sync.Mutex
 	acked := map[uint64]string{}
@@ -190,5 +224,34 @@ func TestTotalOrderSequencerKill(t *testing.T) {
 	if missing > 0 {
 		t.Fatalf("%d of %d acknowledged appends not at their positions", missing, len(acked))
 	}
-	t.Logf("%d acknowledged appends all at their positions; %d records confirmed; view %d", len(acked), len(got), d.View)
+	// The subscriber, once it has the same confirmed prefix, kept exactly the confirmed log.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		subMu.Lock()
+		c := subConfirmed
+		subMu.Unlock()
+		if c >= d.Confirmed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscriber's confirmed prefix is %d; the log's %d", c, d.Confirmed)
+		}
+	}
+	stopSub()
+	<-subDone
+	subMu.Lock()
+	defer subMu.Unlock()
+	n := 0
+	for _, e := range kept {
+		if e.Position >= d.Confirmed {
+			break
+		}
+		if got[e.Position] != string(e.Record.Value) {
+			t.Fatalf("the subscriber kept %q at %d; the log has %q", e.Record.Value, e.Position, got[e.Position])
+		}
+		n++
+	}
+	if n != len(got) {
+		t.Fatalf("the subscriber kept %d confirmed records; the log has %d", n, len(got))
+	}
+	t.Logf("%d acknowledged appends all at their positions; %d records confirmed, all seen by the subscriber in order; view %d", len(acked), len(got), d.View)
 }

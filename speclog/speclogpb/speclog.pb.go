@@ -1103,6 +1103,218 @@ func (x *DescribeResponse) GetIntervalUs() uint64 {
 	return 0
 }
 
+type SubscribeShardRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Shard         int32                  `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	From          uint64                 `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"` // a global position: the shard's records from there on
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeShardRequest) Reset() {
+	*x = SubscribeShardRequest{}
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeShardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeShardRequest) ProtoMessage() {}
+
+func (x *SubscribeShardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeShardRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeShardRequest) Descriptor() ([]byte, []int) {
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SubscribeShardRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SubscribeShardRequest) GetShard() int32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *SubscribeShardRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+type ShardEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"` // 1 deliver, 2 confirm, 3 fail
+	Slot          int64                  `protobuf:"varint,2,opt,name=slot,proto3" json:"slot,omitempty"` // deliver: slots [slot, slot+n) at positions [position, position+n)
+	N             int64                  `protobuf:"varint,3,opt,name=n,proto3" json:"n,omitempty"`
+	Position      uint64                 `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"`
+	View          uint64                 `protobuf:"varint,5,opt,name=view,proto3" json:"view,omitempty"`
+	UpTo          uint64                 `protobuf:"varint,6,opt,name=up_to,json=upTo,proto3" json:"up_to,omitempty"`        // confirm
+	After         uint64                 `protobuf:"varint,7,opt,name=after,proto3" json:"after,omitempty"`                  // fail
+	Records       []*Record              `protobuf:"bytes,8,rep,name=records,proto3" json:"records,omitempty"`               // deliver: one per slot
+	NoOp          []bool                 `protobuf:"varint,9,rep,packed,name=no_op,json=noOp,proto3" json:"no_op,omitempty"` // deliver: one per slot; true for the shard's own no-op slots
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardEvent) Reset() {
+	*x = ShardEvent{}
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardEvent) ProtoMessage() {}
+
+func (x *ShardEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardEvent.ProtoReflect.Descriptor instead.
+func (*ShardEvent) Descriptor() ([]byte, []int) {
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ShardEvent) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *ShardEvent) GetSlot() int64 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *ShardEvent) GetN() int64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+func (x *ShardEvent) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *ShardEvent) GetView() uint64 {
+	if x != nil {
+		return x.View
+	}
+	return 0
+}
+
+func (x *ShardEvent) GetUpTo() uint64 {
+	if x != nil {
+		return x.UpTo
+	}
+	return 0
+}
+
+func (x *ShardEvent) GetAfter() uint64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+func (x *ShardEvent) GetRecords() []*Record {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *ShardEvent) GetNoOp() []bool {
+	if x != nil {
+		return x.NoOp
+	}
+	return nil
+}
+
+type SubscribeShardResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*ShardEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeShardResponse) Reset() {
+	*x = SubscribeShardResponse{}
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeShardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeShardResponse) ProtoMessage() {}
+
+func (x *SubscribeShardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeShardResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeShardResponse) Descriptor() ([]byte, []int) {
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SubscribeShardResponse) GetEvents() []*ShardEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 var File_speclog_speclogpb_speclog_proto protoreflect.FileDescriptor
 
 const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
@@ -1182,13 +1394,31 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"\vwindow_cuts\x18\b \x01(\rR\n" +
 	"windowCuts\x12\x1f\n" +
 	"\vinterval_us\x18\t \x01(\x04R\n" +
-	"intervalUs2\x99\x03\n" +
+	"intervalUs\"W\n" +
+	"\x15SubscribeShardRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\x05R\x05shard\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\x04R\x04from\"\xe7\x01\n" +
+	"\n" +
+	"ShardEvent\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x12\n" +
+	"\x04slot\x18\x02 \x01(\x03R\x04slot\x12\f\n" +
+	"\x01n\x18\x03 \x01(\x03R\x01n\x12\x1a\n" +
+	"\bposition\x18\x04 \x01(\x04R\bposition\x12\x12\n" +
+	"\x04view\x18\x05 \x01(\x04R\x04view\x12\x13\n" +
+	"\x05up_to\x18\x06 \x01(\x04R\x04upTo\x12\x14\n" +
+	"\x05after\x18\a \x01(\x04R\x05after\x123\n" +
+	"\arecords\x18\b \x03(\v2\x19.runnel.speclog.v1.RecordR\arecords\x12\x13\n" +
+	"\x05no_op\x18\t \x03(\bR\x04noOp\"O\n" +
+	"\x16SubscribeShardResponse\x125\n" +
+	"\x06events\x18\x01 \x03(\v2\x1d.runnel.speclog.v1.ShardEventR\x06events2\x82\x04\n" +
 	"\aSpecLog\x12M\n" +
 	"\x06Append\x12 .runnel.speclog.v1.AppendRequest\x1a!.runnel.speclog.v1.AppendResponse\x12X\n" +
 	"\tSubscribe\x12#.runnel.speclog.v1.SubscribeRequest\x1a$.runnel.speclog.v1.SubscribeResponse0\x01\x12G\n" +
 	"\x04Read\x12\x1e.runnel.speclog.v1.ReadRequest\x1a\x1f.runnel.speclog.v1.ReadResponse\x12G\n" +
 	"\x04Trim\x12\x1e.runnel.speclog.v1.TrimRequest\x1a\x1f.runnel.speclog.v1.TrimResponse\x12S\n" +
-	"\bDescribe\x12\".runnel.speclog.v1.DescribeRequest\x1a#.runnel.speclog.v1.DescribeResponseB0Z.github.com/runnel-dev/runnel/speclog/speclogpbb\x06proto3"
+	"\bDescribe\x12\".runnel.speclog.v1.DescribeRequest\x1a#.runnel.speclog.v1.DescribeResponse\x12g\n" +
+	"\x0eSubscribeShard\x12(.runnel.speclog.v1.SubscribeShardRequest\x1a).runnel.speclog.v1.SubscribeShardResponse0\x01B0Z.github.com/runnel-dev/runnel/speclog/speclogpbb\x06proto3"
 
 var (
 	file_speclog_speclogpb_speclog_proto_rawDescOnce sync.Once
@@ -1202,25 +1432,28 @@ func file_speclog_speclogpb_speclog_proto_rawDescGZIP() []byte {
 	return file_speclog_speclogpb_speclog_proto_rawDescData
 }
 
-var file_speclog_speclogpb_speclog_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_speclog_speclogpb_speclog_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_speclog_speclogpb_speclog_proto_goTypes = []any{
-	(*Header)(nil),            // 0: runnel.speclog.v1.Header
-	(*Record)(nil),            // 1: runnel.speclog.v1.Record
-	(*AppendRequest)(nil),     // 2: runnel.speclog.v1.AppendRequest
-	(*AppendResponse)(nil),    // 3: runnel.speclog.v1.AppendResponse
-	(*SubscribeRequest)(nil),  // 4: runnel.speclog.v1.SubscribeRequest
-	(*Delivery)(nil),          // 5: runnel.speclog.v1.Delivery
-	(*Confirm)(nil),           // 6: runnel.speclog.v1.Confirm
-	(*Fail)(nil),              // 7: runnel.speclog.v1.Fail
-	(*Event)(nil),             // 8: runnel.speclog.v1.Event
-	(*SubscribeResponse)(nil), // 9: runnel.speclog.v1.SubscribeResponse
-	(*ReadRequest)(nil),       // 10: runnel.speclog.v1.ReadRequest
-	(*ReadResponse)(nil),      // 11: runnel.speclog.v1.ReadResponse
-	(*TrimRequest)(nil),       // 12: runnel.speclog.v1.TrimRequest
-	(*TrimResponse)(nil),      // 13: runnel.speclog.v1.TrimResponse
-	(*DescribeRequest)(nil),   // 14: runnel.speclog.v1.DescribeRequest
-	(*ShardInfo)(nil),         // 15: runnel.speclog.v1.ShardInfo
-	(*DescribeResponse)(nil),  // 16: runnel.speclog.v1.DescribeResponse
+	(*Header)(nil),                 // 0: runnel.speclog.v1.Header
+	(*Record)(nil),                 // 1: runnel.speclog.v1.Record
+	(*AppendRequest)(nil),          // 2: runnel.speclog.v1.AppendRequest
+	(*AppendResponse)(nil),         // 3: runnel.speclog.v1.AppendResponse
+	(*SubscribeRequest)(nil),       // 4: runnel.speclog.v1.SubscribeRequest
+	(*Delivery)(nil),               // 5: runnel.speclog.v1.Delivery
+	(*Confirm)(nil),                // 6: runnel.speclog.v1.Confirm
+	(*Fail)(nil),                   // 7: runnel.speclog.v1.Fail
+	(*Event)(nil),                  // 8: runnel.speclog.v1.Event
+	(*SubscribeResponse)(nil),      // 9: runnel.speclog.v1.SubscribeResponse
+	(*ReadRequest)(nil),            // 10: runnel.speclog.v1.ReadRequest
+	(*ReadResponse)(nil),           // 11: runnel.speclog.v1.ReadResponse
+	(*TrimRequest)(nil),            // 12: runnel.speclog.v1.TrimRequest
+	(*TrimResponse)(nil),           // 13: runnel.speclog.v1.TrimResponse
+	(*DescribeRequest)(nil),        // 14: runnel.speclog.v1.DescribeRequest
+	(*ShardInfo)(nil),              // 15: runnel.speclog.v1.ShardInfo
+	(*DescribeResponse)(nil),       // 16: runnel.speclog.v1.DescribeResponse
+	(*SubscribeShardRequest)(nil),  // 17: runnel.speclog.v1.SubscribeShardRequest
+	(*ShardEvent)(nil),             // 18: runnel.speclog.v1.ShardEvent
+	(*SubscribeShardResponse)(nil), // 19: runnel.speclog.v1.SubscribeShardResponse
 }
 var file_speclog_speclogpb_speclog_proto_depIdxs = []int32{
 	0,  // 0: runnel.speclog.v1.Record.headers:type_name -> runnel.speclog.v1.Header
@@ -1232,21 +1465,25 @@ var file_speclog_speclogpb_speclog_proto_depIdxs = []int32{
 	8,  // 6: runnel.speclog.v1.SubscribeResponse.events:type_name -> runnel.speclog.v1.Event
 	5,  // 7: runnel.speclog.v1.ReadResponse.records:type_name -> runnel.speclog.v1.Delivery
 	15, // 8: runnel.speclog.v1.DescribeResponse.shards:type_name -> runnel.speclog.v1.ShardInfo
-	2,  // 9: runnel.speclog.v1.SpecLog.Append:input_type -> runnel.speclog.v1.AppendRequest
-	4,  // 10: runnel.speclog.v1.SpecLog.Subscribe:input_type -> runnel.speclog.v1.SubscribeRequest
-	10, // 11: runnel.speclog.v1.SpecLog.Read:input_type -> runnel.speclog.v1.ReadRequest
-	12, // 12: runnel.speclog.v1.SpecLog.Trim:input_type -> runnel.speclog.v1.TrimRequest
-	14, // 13: runnel.speclog.v1.SpecLog.Describe:input_type -> runnel.speclog.v1.DescribeRequest
-	3,  // 14: runnel.speclog.v1.SpecLog.Append:output_type -> runnel.speclog.v1.AppendResponse
-	9,  // 15: runnel.speclog.v1.SpecLog.Subscribe:output_type -> runnel.speclog.v1.SubscribeResponse
-	11, // 16: runnel.speclog.v1.SpecLog.Read:output_type -> runnel.speclog.v1.ReadResponse
-	13, // 17: runnel.speclog.v1.SpecLog.Trim:output_type -> runnel.speclog.v1.TrimResponse
-	16, // 18: runnel.speclog.v1.SpecLog.Describe:output_type -> runnel.speclog.v1.DescribeResponse
-	14, // [14:19] is the sub-list for method output_type
-	9,  // [9:14] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	1,  // 9: runnel.speclog.v1.ShardEvent.records:type_name -> runnel.speclog.v1.Record
+	18, // 10: runnel.speclog.v1.SubscribeShardResponse.events:type_name -> runnel.speclog.v1.ShardEvent
+	2,  // 11: runnel.speclog.v1.SpecLog.Append:input_type -> runnel.speclog.v1.AppendRequest
+	4,  // 12: runnel.speclog.v1.SpecLog.Subscribe:input_type -> runnel.speclog.v1.SubscribeRequest
+	10, // 13: runnel.speclog.v1.SpecLog.Read:input_type -> runnel.speclog.v1.ReadRequest
+	12, // 14: runnel.speclog.v1.SpecLog.Trim:input_type -> runnel.speclog.v1.TrimRequest
+	14, // 15: runnel.speclog.v1.SpecLog.Describe:input_type -> runnel.speclog.v1.DescribeRequest
+	17, // 16: runnel.speclog.v1.SpecLog.SubscribeShard:input_type -> runnel.speclog.v1.SubscribeShardRequest
+	3,  // 17: runnel.speclog.v1.SpecLog.Append:output_type -> runnel.speclog.v1.AppendResponse
+	9,  // 18: runnel.speclog.v1.SpecLog.Subscribe:output_type -> runnel.speclog.v1.SubscribeResponse
+	11, // 19: runnel.speclog.v1.SpecLog.Read:output_type -> runnel.speclog.v1.ReadResponse
+	13, // 20: runnel.speclog.v1.SpecLog.Trim:output_type -> runnel.speclog.v1.TrimResponse
+	16, // 21: runnel.speclog.v1.SpecLog.Describe:output_type -> runnel.speclog.v1.DescribeResponse
+	19, // 22: runnel.speclog.v1.SpecLog.SubscribeShard:output_type -> runnel.speclog.v1.SubscribeShardResponse
+	17, // [17:23] is the sub-list for method output_type
+	11, // [11:17] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_speclog_speclogpb_speclog_proto_init() }
@@ -1265,7 +1502,7 @@ func file_speclog_speclogpb_speclog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_speclog_speclogpb_speclog_proto_rawDesc), len(file_speclog_speclogpb_speclog_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

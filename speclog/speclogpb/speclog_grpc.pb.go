@@ -26,11 +26,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SpecLog_Append_FullMethodName    = "/runnel.speclog.v1.SpecLog/Append"
-	SpecLog_Subscribe_FullMethodName = "/runnel.speclog.v1.SpecLog/Subscribe"
-	SpecLog_Read_FullMethodName      = "/runnel.speclog.v1.SpecLog/Read"
-	SpecLog_Trim_FullMethodName      = "/runnel.speclog.v1.SpecLog/Trim"
-	SpecLog_Describe_FullMethodName  = "/runnel.speclog.v1.SpecLog/Describe"
+	SpecLog_Append_FullMethodName         = "/runnel.speclog.v1.SpecLog/Append"
+	SpecLog_Subscribe_FullMethodName      = "/runnel.speclog.v1.SpecLog/Subscribe"
+	SpecLog_Read_FullMethodName           = "/runnel.speclog.v1.SpecLog/Read"
+	SpecLog_Trim_FullMethodName           = "/runnel.speclog.v1.SpecLog/Trim"
+	SpecLog_Describe_FullMethodName       = "/runnel.speclog.v1.SpecLog/Describe"
+	SpecLog_SubscribeShard_FullMethodName = "/runnel.speclog.v1.SpecLog/SubscribeShard"
 )
 
 // SpecLogClient is the client API for SpecLog service.
@@ -52,6 +53,10 @@ type SpecLogClient interface {
 	Trim(ctx context.Context, in *TrimRequest, opts ...grpc.CallOption) (*TrimResponse, error)
 	// Describe tells a topic's shards, positions and where to send appends.
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
+	// SubscribeShard streams one shard's events from its leader (node to node: a Subscribe
+	// served by another node merges them): its durable records from a position on, then its
+	// deliveries, confirmations and fail notices as they happen.
+	SubscribeShard(ctx context.Context, in *SubscribeShardRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeShardResponse], error)
 }
 
 type specLogClient struct {
@@ -121,6 +126,25 @@ func (c *specLogClient) Describe(ctx context.Context, in *DescribeRequest, opts 
 	return out, nil
 }
 
+func (c *specLogClient) SubscribeShard(ctx context.Context, in *SubscribeShardRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeShardResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SpecLog_ServiceDesc.Streams[1], SpecLog_SubscribeShard_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubscribeShardRequest, SubscribeShardResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SpecLog_SubscribeShardClient = grpc.ServerStreamingClient[SubscribeShardResponse]
+
 // SpecLogServer is the server API for SpecLog service.
 // All implementations must embed UnimplementedSpecLogServer
 // for forward compatibility.
@@ -140,6 +164,10 @@ type SpecLogServer interface {
 	Trim(context.Context, *TrimRequest) (*TrimResponse, error)
 	// Describe tells a topic's shards, positions and where to send appends.
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
+	// SubscribeShard streams one shard's events from its leader (node to node: a Subscribe
+	// served by another node merges them): its durable records from a position on, then its
+	// deliveries, confirmations and fail notices as they happen.
+	SubscribeShard(*SubscribeShardRequest, grpc.ServerStreamingServer[SubscribeShardResponse]) error
 	mustEmbedUnimplementedSpecLogServer()
 }
 
@@ -164,6 +192,9 @@ func (UnimplementedSpecLogServer) Trim(context.Context, *TrimRequest) (*TrimResp
 }
 func (UnimplementedSpecLogServer) Describe(context.Context, *DescribeRequest) (*DescribeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Describe not implemented")
+}
+func (UnimplementedSpecLogServer) SubscribeShard(*SubscribeShardRequest, grpc.ServerStreamingServer[SubscribeShardResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method SubscribeShard not implemented")
 }
 func (UnimplementedSpecLogServer) mustEmbedUnimplementedSpecLogServer() {}
 func (UnimplementedSpecLogServer) testEmbeddedByValue()                 {}
@@ -269,6 +300,17 @@ func _SpecLog_Describe_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SpecLog_SubscribeShard_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SubscribeShardRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SpecLogServer).SubscribeShard(m, &grpc.GenericServerStream[SubscribeShardRequest, SubscribeShardResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SpecLog_SubscribeShardServer = grpc.ServerStreamingServer[SubscribeShardResponse]
+
 // SpecLog_ServiceDesc is the grpc.ServiceDesc for SpecLog service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -297,6 +339,11 @@ var SpecLog_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Subscribe",
 			Handler:       _SpecLog_Subscribe_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "SubscribeShard",
+			Handler:       _SpecLog_SubscribeShard_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -43,7 +44,8 @@ type Config struct {
 // Server implements speclogpb.SpecLogServer.
 type Server struct {
 	pb.UnimplementedSpecLogServer
-	cfg Config
+	cfg   Config
+	peers sync.Map // address → *grpc.ClientConn: other nodes' SpecLog services
 }
 
 // New returns the service.
@@ -221,17 +223,8 @@ func (s *Server) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimRespons
 	// Each shard's first slot at or after upTo, found before the layout is forgotten.
 	starts := map[int32]int64{}
 	g.Read(key, func(tp *sequencer.Topic) {
-		st := tp.State
-		for pos := upTo; pos < confirmed && len(starts) < len(t.Partitions) && pos-upTo < 1<<22; pos++ {
-			sh, slot, noOp, ok := st.Owner(pos)
-			if _, seen := starts[sh]; ok && !noOp && !seen {
-				starts[sh] = slot
-			}
-		}
 		for i := range int32(len(t.Partitions)) {
-			if _, seen := starts[i]; !seen {
-				starts[i] = st.Slots[i] // every committed slot of it lies below upTo
-			}
+			starts[i] = firstSlot(tp.State, i, upTo)
 		}
 	})
 	for i, slot := range starts {

@@ -59,19 +59,20 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 	if req.GetFrom() < trimmed {
 		return status.Errorf(codes.OutOfRange, "position %d is trimmed (the log starts at %d)", req.GetFrom(), trimmed)
 	}
-	// Every wanted shard must be led here: this node reads their deliveries from its runners.
+	// The shards led here are read from their runners, the others from their leaders
+	// (SubscribeShard, node to node).
 	mgr := s.cfg.Node.Shards()
 	runners := map[int32]*shard.Runner{}
+	var remotes []int32
 	for sh := range wanted {
+		if l := s.cfg.Node.PartitionLeader(t.Name, sh); l != s.cfg.Node.NodeID() && mgr.Runner(t.ID, sh) == nil {
+			remotes = append(remotes, sh)
+			continue
+		}
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		r, err := mgr.WaitRunner(wctx, t.ID, sh)
 		cancel()
 		if err != nil {
-			if l := s.cfg.Node.PartitionLeader(t.Name, sh); l != s.cfg.Node.NodeID() {
-				// Not built yet: node-to-node shard streams (docs/speclog.md §9).
-				return status.Errorf(codes.Unimplemented, "shard %d of %s is led by node %d (%s): a subscription spans the shards led by the node serving it; subscribe there with a shard filter",
-					sh, t.Name, l, s.cfg.Addr(l))
-			}
 			return status.Errorf(codes.Unavailable, "shard %d of %s is not running here yet", sh, t.Name)
 		}
 		runners[sh] = r
@@ -83,6 +84,9 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 	for sh, r := range runners {
 		next, _, _ := r.Head()
 		go s.follow(ctx, t, sh, r, next, events)
+	}
+	for _, sh := range remotes { // the leader catches up from its own log first
+		go s.remote(ctx, t, sh, req.GetFrom(), events)
 	}
 	m := order.NewMerger(req.GetFrom(), owner(g, key), func(sh int32) bool { return wanted[sh] })
 	confirmedOnly := req.GetConfirmedOnly()
@@ -138,7 +142,11 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 		return nil
 	}
 	// Catch up from the logs: the confirmed positions from req.From on.
-	if err := s.catchUp(ctx, t, g, key, m, wanted, send); err != nil {
+	local := map[int32]bool{}
+	for sh := range runners {
+		local[sh] = true
+	}
+	if err := s.catchUp(ctx, t, g, key, m, local, send); err != nil {
 		return err
 	}
 	changed := g.Changed()
@@ -247,8 +255,8 @@ func (s *Server) follow(ctx context.Context, t *topics.Topic, sh int32, r *shard
 	}
 }
 
-// catchUp delivers, read from the shards' logs, every position from the merger's start whose
-// record was durable when the live events were taken up (the confirmed ones, and those
+// catchUp delivers, read from the logs of the shards led here (wanted), every position from the
+// merger's start whose record was durable when the live events were taken up (the confirmed ones, and those
 // delivered speculatively before): a shard's records from the first one not durable then on
 // come with its live events (which repeat some; the merger drops repeats).
 func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Group, key string, m *order.Merger,

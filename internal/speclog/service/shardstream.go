@@ -1,0 +1,222 @@
+package service
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/runnel-dev/runnel/internal/speclog/order"
+	"github.com/runnel-dev/runnel/internal/speclog/sequencer"
+	"github.com/runnel-dev/runnel/internal/speclog/shard"
+	"github.com/runnel-dev/runnel/internal/topics"
+	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
+)
+
+// firstSlot is the shard's first slot at a position at or after pos, by the state st (its
+// committed slots when none of its slots lies between pos and the confirmed prefix: then
+// every one below lies before pos).
+func firstSlot(st *order.State, sh int32, pos uint64) int64 {
+	confirmed := st.Committed()
+	for p := pos; p < confirmed && p-pos < 1<<22; p++ {
+		if owner, slot, noOp, ok := st.Owner(p); ok && !noOp && owner == sh {
+			return slot
+		}
+	}
+	return st.Slots[sh]
+}
+
+// SubscribeShard streams a shard this node leads to another node's subscription: the records
+// durable now from req.From on (with their positions), then the runner's events.
+func (s *Server) SubscribeShard(req *pb.SubscribeShardRequest, stream pb.SpecLog_SubscribeShardServer) error {
+	ctx := stream.Context()
+	t, key, g, err := s.topicOf(req.GetTopic())
+	if err != nil {
+		return err
+	}
+	sh := req.GetShard()
+	if sh < 0 || int(sh) >= len(t.Partitions) {
+		return status.Errorf(codes.InvalidArgument, "no shard %d in %s", sh, t.Name)
+	}
+	r := s.cfg.Node.Shards().Runner(t.ID, sh)
+	if r == nil {
+		return status.Errorf(codes.Unavailable, "shard %d of %s is not led here", sh, t.Name)
+	}
+	next, _, _ := r.Head() // the live events from here; what was durable before is read below
+	p := t.Partitions[sh]
+	hw := p.Replica.HighWatermark()
+	lr := &logReader{p: p}
+	var slots []int64
+	var positions []uint64
+	var view uint64
+	g.Read(key, func(tp *sequencer.Topic) {
+		st := tp.State
+		view = st.View
+		for slot := firstSlot(st, sh, req.GetFrom()); slot < hw && len(slots) < 1<<20; slot++ {
+			if pos, ok := st.Position(sh, slot); ok {
+				slots, positions = append(slots, slot), append(positions, pos)
+			}
+		}
+	})
+	out := &pb.SubscribeShardResponse{}
+	size := 0
+	flush := func() error {
+		if len(out.Events) == 0 {
+			return nil
+		}
+		err := stream.Send(out)
+		out, size = &pb.SubscribeShardResponse{}, 0
+		return err
+	}
+	add := func(e shardEvent) error {
+		out.Events = append(out.Events, toWire(e))
+		for _, rec := range e.recs {
+			if rec != nil {
+				size += len(rec.GetValue()) + len(rec.GetKey()) + 64
+			}
+		}
+		if size >= maxMessage {
+			return flush()
+		}
+		return nil
+	}
+	for i, slot := range slots {
+		rec, err := lr.get(slot)
+		if err != nil {
+			return status.Errorf(codes.Unavailable, "reading shard %d at %d: %v", sh, slot, err)
+		}
+		if err := add(shardEvent{shard: sh, ev: shard.Event{Kind: shard.Deliver, Slot: slot, N: 1, Position: positions[i], View: view},
+			recs: []*pb.Record{rec}}); err != nil {
+			return err
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	events := make(chan shardEvent, 1024)
+	go s.follow(ctx, t, sh, r, next, events)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-events:
+			if e.err != nil {
+				return status.Errorf(codes.Unavailable, "shard %d: %v", sh, e.err)
+			}
+			if err := add(e); err != nil {
+				return err
+			}
+		drain:
+			for range 256 {
+				select {
+				case e := <-events:
+					if e.err != nil {
+						flush()
+						return status.Errorf(codes.Unavailable, "shard %d: %v", sh, e.err)
+					}
+					if err := add(e); err != nil {
+						return err
+					}
+				default:
+					break drain
+				}
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func toWire(e shardEvent) *pb.ShardEvent {
+	w := &pb.ShardEvent{Kind: uint32(e.ev.Kind), Slot: e.ev.Slot, N: e.ev.N, Position: e.ev.Position, View: e.ev.View, UpTo: e.ev.UpTo, After: e.ev.After}
+	for _, r := range e.recs {
+		w.NoOp = append(w.NoOp, r == nil)
+		if r == nil {
+			r = &pb.Record{}
+		}
+		w.Records = append(w.Records, r)
+	}
+	return w
+}
+
+func fromWire(sh int32, w *pb.ShardEvent) (shardEvent, error) {
+	e := shardEvent{shard: sh, ev: shard.Event{Kind: shard.EventKind(w.GetKind()), Slot: w.GetSlot(), N: w.GetN(), Position: w.GetPosition(),
+		View: w.GetView(), UpTo: w.GetUpTo(), After: w.GetAfter()}}
+	if e.ev.Kind == shard.Deliver {
+		if int64(len(w.GetRecords())) != e.ev.N || len(w.GetNoOp()) != len(w.GetRecords()) || e.ev.N <= 0 {
+			return e, status.Errorf(codes.Internal, "a delivery of %d slots with %d records", e.ev.N, len(w.GetRecords()))
+		}
+		for i, r := range w.GetRecords() {
+			if w.GetNoOp()[i] {
+				r = nil
+			}
+			e.recs = append(e.recs, r)
+		}
+	}
+	return e, nil
+}
+
+// remote streams a shard led by another node into out (the same events a local runner gives).
+func (s *Server) remote(ctx context.Context, t *topics.Topic, sh int32, from uint64, out chan<- shardEvent) {
+	emit := func(e shardEvent) bool {
+		select {
+		case out <- e:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	leader := s.cfg.Node.PartitionLeader(t.Name, sh)
+	addr := s.cfg.Addr(leader)
+	if addr == "" {
+		emit(shardEvent{shard: sh, err: status.Errorf(codes.Unavailable, "shard %d has no leader with a SpecLog address (node %d)", sh, leader)})
+		return
+	}
+	cc, err := s.peer(addr)
+	if err != nil {
+		emit(shardEvent{shard: sh, err: err})
+		return
+	}
+	st, err := pb.NewSpecLogClient(cc).SubscribeShard(ctx, &pb.SubscribeShardRequest{Topic: t.Name, Shard: sh, From: from})
+	if err != nil {
+		emit(shardEvent{shard: sh, err: err})
+		return
+	}
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			if ctx.Err() == nil {
+				emit(shardEvent{shard: sh, err: err})
+			}
+			return
+		}
+		for _, w := range resp.GetEvents() {
+			e, err := fromWire(sh, w)
+			if err != nil {
+				e = shardEvent{shard: sh, err: err}
+			}
+			if !emit(e) || e.err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *Server) peer(addr string) (*grpc.ClientConn, error) {
+	if cc, ok := s.peers.Load(addr); ok {
+		return cc.(*grpc.ClientConn), nil
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20)))
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.peers.LoadOrStore(addr, cc); loaded {
+		cc.Close()
+		return prev.(*grpc.ClientConn), nil
+	}
+	return cc, nil
+}
