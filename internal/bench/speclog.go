@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -253,47 +254,94 @@ func (t *specTrace) confirmedAt(pos uint64) time.Time {
 	return t.confirms[i].at
 }
 
-func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api pb.SpecLogClient, baseline bool, acc *modeAcc) error {
-	topic := fmt.Sprintf("runnel-bench-speclog-%d", time.Now().UnixNano())
+// createSpecLogTopic creates a fresh total-order topic for a run and waits until the sequencer
+// has taken it up; drop deletes it.
+func createSpecLogTopic(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api pb.SpecLogClient) (topic string, drop func(), err error) {
+	topic = fmt.Sprintf("runnel-bench-speclog-%d", time.Now().UnixNano())
 	configs := map[string]*string{"runnel.ordering": new("total")}
 	for k, v := range o.TopicConfigs {
 		configs[k] = &v
 	}
 	if _, err := adm.CreateTopic(ctx, int32(o.Shards), -1, configs, topic); err != nil {
-		return fmt.Errorf("creating %s: %w", topic, err)
+		return "", nil, fmt.Errorf("creating %s: %w", topic, err)
 	}
-	defer func() {
+	drop = func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		adm.DeleteTopics(dctx, topic)
-	}()
+	}
 	for { // the sequencer takes the topic up a moment after its creation
 		if _, err := api.Describe(ctx, &pb.DescribeRequest{Topic: topic}); err == nil {
-			break
+			return topic, drop, nil
 		} else if ctx.Err() != nil {
-			return err
+			drop()
+			return "", nil, err
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	sctx, stopSubs := context.WithCancel(ctx)
-	defer stopSubs()
-	traces := make([]*specTrace, o.Shards)
-	var subWG sync.WaitGroup
-	var delivered atomic.Int64
-	subErr := make(chan error, o.Shards)
+}
+
+// subscribers subscribes one trace per shard; errs receives a subscriber's failure; wait
+// waits for them once ctx ends.
+func subscribers(ctx context.Context, o SpecLogOptions, api pb.SpecLogClient, topic string, baseline bool, delivered *atomic.Int64) (traces []*specTrace, errs chan error, wait func(), err error) {
+	traces = make([]*specTrace, o.Shards)
+	var wg sync.WaitGroup
+	errs = make(chan error, o.Shards)
 	for sh := range o.Shards {
 		traces[sh] = &specTrace{}
-		stream, err := api.Subscribe(sctx, &pb.SubscribeRequest{Topic: topic, Shards: []int32{int32(sh)}, ConfirmedOnly: baseline})
+		stream, err := api.Subscribe(ctx, &pb.SubscribeRequest{Topic: topic, Shards: []int32{int32(sh)}, ConfirmedOnly: baseline})
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
-		subWG.Add(1)
+		wg.Add(1)
 		go func() {
-			defer subWG.Done()
-			if err := subscribeTrace(stream, traces[sh], o, baseline, &delivered); err != nil && sctx.Err() == nil {
-				subErr <- err
+			defer wg.Done()
+			if err := subscribeTrace(stream, traces[sh], o, baseline, delivered); err != nil && ctx.Err() == nil {
+				errs <- err
 			}
 		}()
+	}
+	return traces, errs, wg.Wait, nil
+}
+
+// appender appends rate records/s to a shard, open loop, at intended times from start until
+// until; done is called with each append's intended time, latency and error.
+func appender(ctx context.Context, api pb.SpecLogClient, topic string, shard int32, size int, start, until time.Time, rate float64,
+	issued func(), done func(t time.Time, d time.Duration, err error)) {
+	sched := NewSchedule(start, rate)
+	sem := make(chan struct{}, 64)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	for {
+		t := sched.Next()
+		if !t.Before(until) || !waitUntil(ctx, t) {
+			return
+		}
+		sem <- struct{}{}
+		inflight.Add(1)
+		issued()
+		go func() {
+			defer func() { <-sem; inflight.Done() }()
+			v := make([]byte, size)
+			putIntended(v, t)
+			_, err := api.Append(ctx, &pb.AppendRequest{Topic: topic, Shard: shard, Records: []*pb.Record{{Value: v}}})
+			done(t, time.Since(t), err)
+		}()
+	}
+}
+
+func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api pb.SpecLogClient, baseline bool, acc *modeAcc) error {
+	topic, drop, err := createSpecLogTopic(ctx, o, adm, api)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	sctx, stopSubs := context.WithCancel(ctx)
+	defer stopSubs()
+	var delivered atomic.Int64
+	traces, subErr, waitSubs, err := subscribers(sctx, o, api, topic, baseline, &delivered)
+	if err != nil {
+		return err
 	}
 	start := time.Now().Add(100 * time.Millisecond)
 	win := window{start: start.Add(o.Warmup), end: start.Add(o.Warmup + o.Duration)}
@@ -301,43 +349,26 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 	var hmu sync.Mutex
 	var appendErrs, issued, inWindow atomic.Int64
 	var wg sync.WaitGroup
-	value := make([]byte, o.RecordSize)
 	for sh := range o.Shards {
 		for a := range o.Appenders {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				sched := NewSchedule(start.Add(time.Duration(a)*time.Second/time.Duration(o.Rate)/time.Duration(o.Appenders)), o.Rate)
-				sem := make(chan struct{}, 64)
-				var inflight sync.WaitGroup
-				defer inflight.Wait()
-				for {
-					t := sched.Next()
-					if !t.Before(win.end) || !waitUntil(ctx, t) {
-						return
-					}
-					sem <- struct{}{}
-					inflight.Add(1)
-					issued.Add(1)
-					go func() {
-						defer func() { <-sem; inflight.Done() }()
-						v := make([]byte, len(value))
-						putIntended(v, t)
-						_, err := api.Append(ctx, &pb.AppendRequest{Topic: topic, Shard: int32(sh), Records: []*pb.Record{{Value: v}}})
-						done := time.Now()
+				offset := time.Duration(a) * time.Second / time.Duration(o.Rate) / time.Duration(o.Appenders)
+				appender(ctx, api, topic, int32(sh), o.RecordSize, start.Add(offset), win.end, o.Rate, func() { issued.Add(1) },
+					func(t time.Time, d time.Duration, err error) {
 						if err != nil {
 							appendErrs.Add(1)
 							return
 						}
 						if win.contains(t) {
 							inWindow.Add(1)
-							us, _ := histMicros(done.Sub(t))
+							us, _ := histMicros(d)
 							hmu.Lock()
 							appendHist.RecordValue(us)
 							hmu.Unlock()
 						}
-					}()
-				}
+					})
 			}()
 		}
 	}
@@ -375,14 +406,22 @@ wait:
 	}
 	time.Sleep(200 * time.Millisecond) // the last confirmations
 	stopSubs()
-	subWG.Wait()
+	waitSubs()
 	select {
 	case err := <-subErr:
 		return fmt.Errorf("subscriber: %w", err)
 	default:
 	}
 	if got := delivered.Load(); got < want {
-		return fmt.Errorf("the subscribers received %d of %d acknowledged records", got, want)
+		var per []string
+		for sh, tr := range traces {
+			per = append(per, fmt.Sprintf("shard %d: %d records, %d fail notices", sh, len(tr.recs), tr.fails))
+		}
+		view := uint64(0)
+		if d, err := api.Describe(ctx, &pb.DescribeRequest{Topic: topic}); err == nil {
+			view = d.GetView()
+		}
+		return fmt.Errorf("the subscribers received %d of %d acknowledged records (%s; view %d)", got, want, strings.Join(per, ", "), view)
 	}
 	acc.add(o, traces, win, appendHist, appendErrs.Load(), inWindow.Load(), baseline)
 	return nil

@@ -48,3 +48,40 @@ func TestBenchSpecLogSmoke(t *testing.T) {
 		t.Fatalf("plot: %v", err)
 	}
 }
+
+// TestBenchSpecLogTimelineSmoke runs the burst timeline briefly: every bucket gets a time, the
+// burst shows in shard 0's append rate, and the plot is written.
+func TestBenchSpecLogTimelineSmoke(t *testing.T) {
+	n := speclogtest.Start(t)
+	plot := filepath.Join(t.TempDir(), "burst.png")
+	root := cli.NewRoot("test")
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"bench", "speclog", "--brokers", n.Kafka, "--shards", "2", "--appenders", "2", "--rate", "100",
+		"--duration", "6s", "--timeline", "burst", "--plot", plot, "--json"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("bench speclog --timeline: %v", err)
+	}
+	var res bench.TimelineResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("output %q: %v", out.String(), err)
+	}
+	var during, before int
+	for _, p := range res.Points {
+		switch {
+		case p.T >= res.EventAt+0.25 && p.T < res.EventEnd-0.25:
+			during = max(during, p.AppendsPerS[0])
+		case p.T >= 0.5 && p.T < res.EventAt-0.25:
+			before = max(before, p.AppendsPerS[0])
+		}
+	}
+	if before == 0 || during < 3*before {
+		t.Fatalf("shard 0's appends/s: %d before the burst, %d during", before, during)
+	}
+	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
+		t.Fatalf("plot: %v", err)
+	}
+}

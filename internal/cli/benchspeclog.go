@@ -15,7 +15,7 @@ import (
 
 func newBenchSpecLogCommand() *cobra.Command {
 	var o bench.SpecLogOptions
-	var brokers, shards, sweep, plot, plotFrom string
+	var brokers, shards, sweep, plot, plotFrom, timeline, admin string
 	var configs []string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -74,6 +74,19 @@ compute time is modelled, see docs/speclog.md), and --plot draws it against C.`,
 			o.Progress = cmd.ErrOrStderr()
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
+			if timeline != "" {
+				o.Shards = counts[0]
+				res, err := bench.SpecLogTimeline(ctx, o, timeline, admin)
+				if err != nil {
+					return err
+				}
+				if plot != "" {
+					if err := res.WritePNG(plot); err != nil {
+						return err
+					}
+				}
+				return writeOutput(cmd.OutOrStdout(), asJSON, res, res.WriteText)
+			}
 			var results []*bench.SpecLogResult
 			for _, n := range counts {
 				o.Shards = n
@@ -116,6 +129,8 @@ compute time is modelled, see docs/speclog.md), and --plot draws it against C.`,
 	fl.BoolVar(&o.Spin, "spin", false, "busy-wait the compute time instead of modelling it (burns a core per shard)")
 	fl.StringArrayVar(&configs, "topic-config", nil, "topic config key=value (repeatable), e.g. write.caching=true")
 	fl.StringVar(&plot, "plot", "", "write a PNG of end-to-end latency against the compute time (needs --sweep)")
+	fl.StringVar(&timeline, "timeline", "", "instead of the comparison, a run over time (speculative mode) around an event at a third of --duration: burst (shard 0 at 5x for 2 s), rate (shard 0 at 3x from then on), fail (shard 1 frozen for 1 s; needs --admin)")
+	fl.StringVar(&admin, "admin", "", "the node's admin address, for --timeline fail (the node runs with --enable-fault-injection)")
 	fl.StringVar(&plotFrom, "plot-from", "", "comma-separated JSON outputs of earlier runs to draw with --plot, instead of running")
 	fl.BoolVar(&asJSON, "json", false, "print JSON: one object with a speculative and a baseline member (an array for several --shards)")
 	return cmd

@@ -82,8 +82,10 @@ func (m *Merger) Fail(after, view uint64) []Event {
 	}
 	m.view = view
 	var out []Event
-	for p, d := range m.pending {
-		if p >= after || d.View < view {
+	for p := range m.pending {
+		// Only what lies at or after the failure is void: a record below it, still waiting for
+		// an earlier position, is confirmed and is not delivered again.
+		if p >= after {
 			delete(m.pending, p)
 		}
 	}

@@ -224,7 +224,15 @@ func (s *State) Apply(e Entry) error {
 		s.History.Fail(Failure{Window: cur, Shard: f.Shard, After: after})
 		s.View++
 		if n := s.Tables[s.Last.next(s.cfg.W).Window+1]; n != nil && n.Index(f.Shard) >= 0 {
-			delete(s.Tables, n.Window) // decided with the failed shard: the leader decides again
+			// Decided with the failed shard: the leader decides again. The shards that table was
+			// taking back (joined, not in the current window) must be in the new decision too.
+			cur := s.Current()
+			for _, sh := range n.Shards {
+				if sh != f.Shard && cur.Index(sh) < 0 {
+					s.Joining[sh] = true
+				}
+			}
+			delete(s.Tables, n.Window)
 		}
 	case e.Join != nil:
 		s.Joining[e.Join.Shard] = true
@@ -372,12 +380,12 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 			l.resent[sh] = now // the signal or the answer may have been lost
 			signals = append(signals, Signal{Shard: sh, Through: most})
 		case now.Sub(since) >= st.cfg.FailAfter:
-			after := st.Last
-			if after.Window != c.Window {
-				after = CutID{Window: c.Window, Cut: -1}
-			}
-			if r.Window == c.Window && after.Less(r) {
-				after = r // its reported cuts stay its: they are durable
+			// Its slots after the last cut decided (applied, or proposed ahead of this entry)
+			// are no-ops: what it reported beyond is on a shard that no longer runs, and a
+			// confirmed position must be deliverable. The cuts proposed before stay its.
+			after := l.proposed
+			if after.Less(st.Last) {
+				after = st.Last
 			}
 			out = append(out, Entry{Fail: &FailEntry{Shard: sh, After: after}})
 			delete(l.signaled, sh)

@@ -182,6 +182,8 @@ func (sh *Shard) Apply(e Entry, now time.Time) (Out, error) {
 		keep := sh.st.Slots[sh.id]
 		sh.out, sh.durable, sh.delivered, sh.noopUntil = true, keep, keep, 0
 		o.Truncate = &keep
+		at := sh.confirmed // its own speculation after the confirmed prefix is void too
+		o.Fail = &at
 		return o, nil
 	case e.Fail != nil:
 		at := sh.confirmed
