@@ -80,6 +80,9 @@ func NewState(cfg Config, first *Table) (*State, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
+	if err := first.check(); err != nil {
+		return nil, err
+	}
 	s := &State{cfg: cfg, Tables: map[uint64]*Table{first.Window: first}, Last: CutID{Window: first.Window, Cut: -1},
 		View: first.View, Failed: map[int32]CutID{}, Out: map[int32]bool{}, Joining: map[int32]bool{}, Slots: map[int32]int64{}, Benched: map[int32]uint64{}}
 	for i, sh := range first.Shards {

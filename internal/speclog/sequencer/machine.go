@@ -66,7 +66,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		if err := c.Create.Config.Check(); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadCommand, err)
 		}
-		if len(c.Create.Shards) == 0 || !slices.IsSorted(c.Create.Shards) {
+		if len(c.Create.Shards) == 0 || !slices.IsSorted(c.Create.Shards) || len(slices.Compact(slices.Clone(c.Create.Shards))) != len(c.Create.Shards) {
 			return nil, fmt.Errorf("%w: shards %v", ErrBadCommand, c.Create.Shards)
 		}
 	}
