@@ -13,6 +13,7 @@ type Merger struct {
 	confirmed uint64 // positions below are confirmed (as announced by the shards)
 	told      uint64 // the confirmation last emitted
 	view      uint64
+	failAfter uint64             // the After of the last fail notice: confirmed below it
 	pending   map[uint64]Pending // delivered, not emitted yet
 }
 
@@ -59,8 +60,11 @@ func NewMerger(from uint64, owner func(pos uint64) (shard int32, noOp bool, ok b
 // Deliver takes a record a shard delivered at pos in view (nil: a no-op slot, which the
 // subscriber does not see), and returns the events it unblocks.
 func (m *Merger) Deliver(pos uint64, shard int32, rec any, view uint64) []Event {
-	if pos < m.next || view < m.view {
-		return nil // emitted already, or from a view a fail notice voided
+	if pos < m.next || (view < m.view && pos >= m.failAfter) {
+		// emitted already, or from a view a fail notice voided: only positions at or after
+		// its After change; below it they were confirmed (a shard catching up late may still
+		// send them in the older view)
+		return nil
 	}
 	m.pending[pos] = Pending{Shard: shard, Record: rec, View: view}
 	return m.drain(nil)
@@ -80,7 +84,7 @@ func (m *Merger) Fail(after, view uint64) []Event {
 	if view <= m.view {
 		return nil // this view change was handled (several shards announce it)
 	}
-	m.view = view
+	m.view, m.failAfter = view, after
 	var out []Event
 	for p := range m.pending {
 		// Only what lies at or after the failure is void: a record below it, still waiting for
