@@ -156,23 +156,11 @@ func SpecLog(ctx context.Context, o SpecLogOptions) (*SpecLogResult, error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	kc, err := kgo.NewClient(kgo.SeedBrokers(o.Brokers...))
+	adm, api, closeAll, err := connectSpecLog(ctx, &o)
 	if err != nil {
 		return nil, err
 	}
-	defer kc.Close()
-	adm := kadm.NewClient(kc)
-	if o.SpecLogAddr == "" {
-		if o.SpecLogAddr, err = specLogAddr(ctx, adm); err != nil {
-			return nil, err
-		}
-	}
-	cc, err := grpc.NewClient(o.SpecLogAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, err
-	}
-	defer cc.Close()
-	api := pb.NewSpecLogClient(cc)
+	defer closeAll()
 	res := &SpecLogResult{Shards: o.Shards, ComputeUs: float64(o.Compute.Microseconds()), DurationS: o.Duration.Seconds()}
 	if o.Rounds <= 0 {
 		o.Rounds = int((o.Duration + 15*time.Second - 1) / (15 * time.Second))
@@ -200,6 +188,28 @@ func SpecLog(ctx context.Context, o SpecLogOptions) (*SpecLogResult, error) {
 		res.AppendOverhead = math.Round((res.Speculative.Append.Mean/b-1)*1000) / 1000
 	}
 	return res, nil
+}
+
+// connectSpecLog connects to the brokers and to the SpecLog service (finding its address from
+// the brokers when o does not give it); closeAll closes both.
+func connectSpecLog(ctx context.Context, o *SpecLogOptions) (*kadm.Client, pb.SpecLogClient, func(), error) {
+	kc, err := kgo.NewClient(kgo.SeedBrokers(o.Brokers...))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	adm := kadm.NewClient(kc)
+	if o.SpecLogAddr == "" {
+		if o.SpecLogAddr, err = specLogAddr(ctx, adm); err != nil {
+			kc.Close()
+			return nil, nil, nil, err
+		}
+	}
+	cc, err := grpc.NewClient(o.SpecLogAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		kc.Close()
+		return nil, nil, nil, err
+	}
+	return adm, pb.NewSpecLogClient(cc), func() { cc.Close(); kc.Close() }, nil
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }

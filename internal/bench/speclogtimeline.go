@@ -20,11 +20,6 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
 )
 
@@ -62,23 +57,11 @@ func SpecLogTimeline(ctx context.Context, o SpecLogOptions, scenario, admin stri
 	if o.Shards < 2 {
 		o.Shards = 2
 	}
-	kc, err := kgo.NewClient(kgo.SeedBrokers(o.Brokers...))
+	adm, api, closeAll, err := connectSpecLog(ctx, &o)
 	if err != nil {
 		return nil, err
 	}
-	defer kc.Close()
-	adm := kadm.NewClient(kc)
-	if o.SpecLogAddr == "" {
-		if o.SpecLogAddr, err = specLogAddr(ctx, adm); err != nil {
-			return nil, err
-		}
-	}
-	cc, err := grpc.NewClient(o.SpecLogAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, err
-	}
-	defer cc.Close()
-	api := pb.NewSpecLogClient(cc)
+	defer closeAll()
 	topic, drop, err := createSpecLogTopic(ctx, o, adm, api)
 	if err != nil {
 		return nil, err
