@@ -5,7 +5,9 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objects"
+	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/txn"
 	"github.com/runnel-dev/runnel/internal/txncoord"
@@ -67,6 +70,9 @@ type Config struct {
 	Txns               txncoord.Config
 	TxnStatePartitions int32
 
+	// Security: SASL mechanisms, credentials, session lifetime (docs/security.md).
+	Security Security
+
 	Hooks  Hooks
 	Logger *slog.Logger
 
@@ -75,6 +81,28 @@ type Config struct {
 	// SlowRequestThreshold: a request that takes longer is logged at Warn with where its time
 	// went (observe.go). 0 means DefaultSlowRequestThreshold; negative logs none.
 	SlowRequestThreshold time.Duration
+}
+
+// Listener is how a Kafka listener's connections are secured (docs/security.md §1).
+type Listener struct {
+	Name     string            // the listener name clients are told the endpoints of
+	Protocol security.Protocol // PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+	TLS      *tls.Config       // required for SSL and SASL_SSL
+}
+
+// PlaintextListener is the default listener: PLAINTEXT, named PLAINTEXT.
+var PlaintextListener = Listener{Name: string(security.Plaintext), Protocol: security.Plaintext}
+
+// Security configures authentication on SASL listeners.
+type Security struct {
+	// SASLMechanisms are the enabled mechanisms (nil: SCRAM-SHA-256 and SCRAM-SHA-512).
+	SASLMechanisms []string
+	// MaxReauth is connections.max.reauth.ms: an authenticated session lasts this long, then
+	// the client must re-authenticate (KIP-368); 0: sessions do not expire.
+	MaxReauth time.Duration
+	// FailedAuthDelay is connection.failed.authentication.delay.ms, the first failure's delay
+	// (0: 100 ms; negative: none).
+	FailedAuthDelay time.Duration
 }
 
 // Hooks let tests intercept what the broker does; production leaves them nil.
@@ -120,6 +148,12 @@ func (c *Config) DefaultLimits() {
 	if c.TxnStatePartitions == 0 {
 		c.TxnStatePartitions = 50
 	}
+	if c.Security.SASLMechanisms == nil {
+		c.Security.SASLMechanisms = []string{string(security.ScramSHA256), string(security.ScramSHA512)}
+	}
+	if c.Security.FailedAuthDelay == 0 {
+		c.Security.FailedAuthDelay = 100 * time.Millisecond
+	}
 }
 
 // Broker serves the Kafka protocol for the topics of a registry.
@@ -132,6 +166,7 @@ type Broker struct {
 	fetchSessions *fetchSessions
 	groups        *groups
 	txns          *txns
+	authFailures  *security.FailureLimiter
 
 	ctx    context.Context // ends when the broker stops: cancels waits in handlers
 	cancel context.CancelFunc
@@ -157,7 +192,7 @@ func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, cl: cfg.Cluster, topics: reg, logger: cfg.Logger, mem: semaphore.NewWeighted(cfg.MaxInflightBytes),
 		fetchSessions: newFetchSessions(1000), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
-		stopped: make(chan struct{}),
+		stopped: make(chan struct{}), authFailures: security.NewFailureLimiter(max(cfg.Security.FailedAuthDelay, 0), 5*time.Second, time.Minute),
 	}
 	if b.cfg.ProducerIDs == nil {
 		b.cfg.ProducerIDs = txn.NewBlockAllocator(b.producerIDBlock)
@@ -169,8 +204,16 @@ func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 	return b, nil
 }
 
-// Serve accepts connections on ln until Shutdown. It returns nil after Shutdown.
-func (b *Broker) Serve(ln net.Listener) error {
+// Serve accepts PLAINTEXT connections on ln until Shutdown. It returns nil after Shutdown.
+func (b *Broker) Serve(ln net.Listener) error { return b.ServeListener(ln, PlaintextListener) }
+
+// ServeListener accepts connections on ln, secured as l says, until Shutdown. It returns nil
+// after Shutdown.
+func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
+	if l.Protocol.TLS() && l.TLS == nil {
+		ln.Close()
+		return fmt.Errorf("broker: listener %s is %s but has no TLS config", l.Name, l.Protocol)
+	}
 	b.mu.Lock()
 	if b.stopping.Load() {
 		b.mu.Unlock()
@@ -202,7 +245,7 @@ func (b *Broker) Serve(ln net.Listener) error {
 		b.mu.Unlock()
 		go func() {
 			defer b.wg.Done()
-			b.serveConn(nc)
+			b.serveConn(nc, &l)
 			b.mu.Lock()
 			delete(b.conns, nc)
 			b.mu.Unlock()

@@ -176,12 +176,16 @@ func isNotLeader(err error) bool {
 }
 
 // produceEndpoints adds a node to a produce response's NodeEndpoints, once.
-func produceEndpoint(resp *kmsg.ProduceResponse, n *controller.Node) {
+func produceEndpoint(resp *kmsg.ProduceResponse, n *controller.Node, listener string) {
 	if n == nil || slices.ContainsFunc(resp.Brokers, func(e kmsg.ProduceResponseBroker) bool { return e.NodeID == n.ID }) {
 		return
 	}
+	host, port, ok := n.Endpoint(listener)
+	if !ok {
+		return
+	}
 	e := kmsg.NewProduceResponseBroker()
-	e.NodeID, e.Host, e.Port = n.ID, n.KafkaHost, n.KafkaPort
+	e.NodeID, e.Host, e.Port = n.ID, host, port
 	if n.Rack != "" {
 		e.Rack = &n.Rack
 	}
@@ -189,12 +193,16 @@ func produceEndpoint(resp *kmsg.ProduceResponse, n *controller.Node) {
 }
 
 // fetchEndpoint adds a node to a fetch response's NodeEndpoints, once.
-func fetchEndpoint(resp *kmsg.FetchResponse, n *controller.Node) {
+func fetchEndpoint(resp *kmsg.FetchResponse, n *controller.Node, listener string) {
 	if n == nil || slices.ContainsFunc(resp.Brokers, func(e kmsg.FetchResponseBroker) bool { return e.NodeID == n.ID }) {
 		return
 	}
+	host, port, ok := n.Endpoint(listener)
+	if !ok {
+		return
+	}
 	e := kmsg.NewFetchResponseBroker()
-	e.NodeID, e.Host, e.Port = n.ID, n.KafkaHost, n.KafkaPort
+	e.NodeID, e.Host, e.Port = n.ID, host, port
 	if n.Rack != "" {
 		e.Rack = &n.Rack
 	}

@@ -45,6 +45,9 @@ type reply struct {
 	resp  kmsg.Response
 	wait  func()
 	files *fileRanges // fetch record data to send from segment files (sendfile.go)
+	// closeAfter closes the connection once the response is written (a failed
+	// authentication); the error is why.
+	closeAfter error
 }
 
 // inflight is a request between the read and write loops.
@@ -68,14 +71,29 @@ type conn struct {
 	writeErr error // why the write loop gave up; set before it cancels ctx
 	// software is the client's ClientSoftwareName (ApiVersions v3+, KIP-511); read loop only.
 	software string
+
+	// Security state, read loop only (sasl.go). listener is the listener the connection came
+	// in on; principal is who the connection is ("User:ANONYMOUS" until authenticated).
+	listener  *Listener
+	principal string
+	auth      authState
 }
 
-func (b *Broker) serveConn(nc net.Conn) {
+func (b *Broker) serveConn(nc net.Conn, l *Listener) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	_, isTCP := nc.(*net.TCPConn)
-	c := &conn{b: b, mem: semaphore.NewWeighted(b.cfg.MaxConnInflightBytes), nc: nc, zeroCopy: isTCP && !b.cfg.DisableSendfile, remote: nc.RemoteAddr().String(), out: make(chan *inflight, b.cfg.MaxInflightRequests), ctx: ctx, cancel: cancel}
+	c := &conn{b: b, mem: semaphore.NewWeighted(b.cfg.MaxConnInflightBytes), nc: nc, zeroCopy: isTCP && !b.cfg.DisableSendfile, remote: nc.RemoteAddr().String(), out: make(chan *inflight, b.cfg.MaxInflightRequests), ctx: ctx, cancel: cancel,
+		listener: l, principal: anonymous}
 	b.cfg.Metrics.ConnectionOpened()
 	defer b.cfg.Metrics.ConnectionClosed()
+	if l.Protocol.TLS() {
+		if err := c.handshakeTLS(); err != nil {
+			cancel()
+			nc.Close()
+			b.logger.Debug("broker: TLS handshake failed", "remote", c.remote, "listener", l.Name, "err", err)
+			return
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); c.writeLoop() }()
@@ -159,6 +177,9 @@ func (c *conn) handleFrame(buf []byte, f *inflight) error {
 	if !ok {
 		return fmt.Errorf("unknown API key %d", r.key)
 	}
+	if err := c.admit(r.key); err != nil {
+		return err
+	}
 	if r.version < api.min || r.version > api.max {
 		if r.key == kmsg.ApiVersions.Int16() {
 			f.reply = reply{resp: unsupportedApiVersions(r)}
@@ -203,12 +224,18 @@ func (c *conn) writeLoop() {
 		if !broken && f.reply.resp != nil {
 			buf = appendResponse(buf[:0], f.r, f.reply.resp)
 			err := c.writeFrame(bw, buf, f.reply)
-			if err == nil && len(c.out) == 0 { // flush when nothing else is ready to go
+			if err == nil && (len(c.out) == 0 || f.reply.closeAfter != nil) { // flush when nothing else is ready to go
 				err = bw.Flush()
+			}
+			if err == nil && f.reply.closeAfter != nil {
+				err = f.reply.closeAfter
 			}
 			if err != nil {
 				broken = true
 				c.writeErr = fmt.Errorf("writing a %s response: %w", kmsg.NameForKey(f.r.key), err)
+				if f.reply.closeAfter != nil && errors.Is(err, f.reply.closeAfter) {
+					c.writeErr = err
+				}
 				c.cancel()
 				c.nc.Close() // unblock the read loop
 			} else {

@@ -37,7 +37,7 @@ func handleDescribeCluster(_ context.Context, r *request) reply {
 	if b.ripcording() {
 		rv = b.ripcordView()
 	}
-	for _, m := range b.brokerList(img, rv) {
+	for _, m := range b.brokerList(img, rv, r.conn.listener.Name) {
 		br := kmsg.NewDescribeClusterResponseBroker()
 		br.NodeID, br.Host, br.Port = m.Node, m.Host, m.Port
 		if m.Rack != "" {

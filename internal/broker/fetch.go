@@ -21,11 +21,11 @@ func handleFetch(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	rep := reply{resp: resp, files: &fileRanges{zeroCopy: r.conn.zeroCopy}}
-	rep.wait = func() { r.conn.b.fetch(ctx, req, resp, rep.files) }
+	rep.wait = func() { r.conn.b.fetch(ctx, req, resp, rep.files, r.conn.listener.Name) }
 	return rep
 }
 
-func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, files *fileRanges) {
+func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, files *fileRanges, listener string) {
 	parts, sess, err := b.fetchPartitions(req)
 	if err != nil {
 		resp.ErrorCode = errorCode(err)
@@ -61,7 +61,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		resp.Topics = resp.Topics[:0]
 		files.release() // what an earlier, too small read gathered
 		incremental := sess != nil && req.SessionEpoch > 0
-		sent, total := b.fillFetch(ctx, req, resp, parts, incremental, files)
+		sent, total := b.fillFetch(ctx, req, resp, parts, incremental, files, listener)
 		done := total >= int(req.MinBytes) || !time.Now().Before(deadline) || len(wake) == 0
 		if !done && waitAny(ctx, b.stopped, wake, time.Until(deadline)) {
 			continue // an append: read again
@@ -69,7 +69,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		if !done { // the wait timed out (or the broker stops): answer with what there is now
 			resp.Topics = resp.Topics[:0]
 			files.release()
-			sent, _ = b.fillFetch(ctx, req, resp, parts, incremental, files)
+			sent, _ = b.fillFetch(ctx, req, resp, parts, incremental, files, listener)
 		}
 		for _, sv := range sent { // only the response that goes out counts as sent
 			sv.sp.sentHW, sv.sp.sentLSO, sv.sp.sentStart = sv.hw, sv.lso, sv.start
@@ -205,7 +205,7 @@ func (b *Broker) fetchTopic(sp *sessionPartition) (*topics.Topic, error) {
 
 // fillFetch reads every partition into resp and returns the record bytes gathered. In an
 // incremental response only partitions with news are listed.
-func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool, files *fileRanges) ([]sentValues, int) {
+func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool, files *fileRanges, listener string) ([]sentValues, int) {
 	var sent []sentValues
 	total := 0
 	budget := int(req.MaxBytes)
@@ -240,7 +240,7 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 					leader, epoch, node := b.leaderHint(t.ID, sp.partition)
 					fp.CurrentLeader.LeaderID, fp.CurrentLeader.LeaderEpoch = leader, epoch
 					if req.Version >= 16 {
-						fetchEndpoint(resp, node)
+						fetchEndpoint(resp, node, listener)
 					}
 				}
 			}

@@ -2,11 +2,13 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/group"
 )
 
@@ -92,7 +94,7 @@ func handleFindCoordinator(ctx context.Context, r *request) reply {
 				msg := "The coordinator's partition has no leader now."
 				return kerr.CoordinatorNotAvailable.Code, &msg, -1, "", -1
 			}
-			return 0, nil, n.ID, n.KafkaHost, n.KafkaPort
+			return coordinatorEndpoint(n, r.conn.listener.Name)
 		case 1:
 			if aerr := b.txns.ensureTopic(ctx); aerr != nil {
 				b.logger.Warn("broker: finding a transaction coordinator", "err", aerr.msg)
@@ -104,7 +106,7 @@ func handleFindCoordinator(ctx context.Context, r *request) reply {
 				msg := "The coordinator's partition has no leader now."
 				return kerr.CoordinatorNotAvailable.Code, &msg, -1, "", -1
 			}
-			return 0, nil, n.ID, n.KafkaHost, n.KafkaPort
+			return coordinatorEndpoint(n, r.conn.listener.Name)
 		}
 		msg := "unknown coordinator type"
 		return kerr.InvalidRequest.Code, &msg, -1, "", -1
@@ -353,4 +355,14 @@ func handleOffsetDelete(ctx context.Context, r *request) reply {
 		return resp
 	})
 	return reply{resp: resp, wait: func() { _ = done() }} // a failed write is logged; the answer stands
+}
+
+// coordinatorEndpoint is FindCoordinator's answer naming node n on the client's listener.
+func coordinatorEndpoint(n *controller.Node, listener string) (int16, *string, int32, string, int32) {
+	host, port, ok := n.Endpoint(listener)
+	if !ok {
+		msg := fmt.Sprintf("The coordinator (node %d) has no listener %s.", n.ID, listener)
+		return kerr.CoordinatorNotAvailable.Code, &msg, -1, "", -1
+	}
+	return 0, nil, n.ID, host, port
 }

@@ -26,7 +26,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 	if b.ripcording() {
 		rv = b.ripcordView()
 	}
-	for _, m := range b.brokerList(img, rv) {
+	for _, m := range b.brokerList(img, rv, r.conn.listener.Name) {
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = m.Node, m.Host, m.Port
 		if m.Rack != "" {

@@ -134,7 +134,9 @@ func objectLeader(candidates []int32, id [16]byte, index int32) int32 {
 
 // brokerList is the brokers Metadata and DescribeCluster name: the image's live nodes, or in
 // Ripcord mode (rv not nil) the processes the object store's announcements show.
-func (b *Broker) brokerList(img *controller.Image, rv *ripcordView) []objects.Member {
+// Each node is named by its endpoint on the client's listener; nodes without it are left out.
+// (Ripcord announcements carry one address per process: the first listener's.)
+func (b *Broker) brokerList(img *controller.Image, rv *ripcordView, listener string) []objects.Member {
 	if rv != nil {
 		return rv.brokers
 	}
@@ -142,7 +144,9 @@ func (b *Broker) brokerList(img *controller.Image, rv *ripcordView) []objects.Me
 	out := make([]objects.Member, 0, len(live))
 	for _, id := range live {
 		n := img.Nodes[id]
-		out = append(out, objects.Member{Node: n.ID, Host: n.KafkaHost, Port: n.KafkaPort, Rack: n.Rack})
+		if host, port, ok := n.Endpoint(listener); ok {
+			out = append(out, objects.Member{Node: n.ID, Host: host, Port: port, Rack: n.Rack})
+		}
 	}
 	return out
 }

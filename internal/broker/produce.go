@@ -103,7 +103,7 @@ func handleProduce(ctx context.Context, r *request) reply {
 			if err != nil {
 				setProduceError(sp, err)
 				if isNotLeader(err) && req.Version >= 10 {
-					b.produceLeaderHint(resp, sp, t.ID)
+					b.produceLeaderHint(resp, sp, t.ID, r.conn.listener.Name)
 				}
 				continue
 			}
@@ -181,10 +181,10 @@ func (b *Broker) waitSequenced(ctx context.Context, t *topics.Topic, partition i
 
 // produceLeaderHint fills in KIP-951's CurrentLeader and NodeEndpoints for a partition whose
 // produce went to a replica that does not lead it.
-func (b *Broker) produceLeaderHint(resp *kmsg.ProduceResponse, sp *kmsg.ProduceResponseTopicPartition, id [16]byte) {
+func (b *Broker) produceLeaderHint(resp *kmsg.ProduceResponse, sp *kmsg.ProduceResponseTopicPartition, id [16]byte, listener string) {
 	leader, epoch, node := b.leaderHint(id, sp.Partition)
 	sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, epoch
-	produceEndpoint(resp, node)
+	produceEndpoint(resp, node, listener)
 }
 
 // produceOne checks and appends one partition's records as its leader, fills in the offsets

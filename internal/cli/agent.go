@@ -32,6 +32,7 @@ func (f *serveFlags) registerAgent(flags *pflag.FlagSet) {
 	flags.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	flags.DurationVar(&f.slowRequest, "slow-request-threshold", 500*time.Millisecond, "log Kafka requests that take longer (0: none)")
 	flags.Uint64Var(&f.gcHeadroomMiB, "gc-headroom-mib", 256, "MiB the Go heap may grow past its live size before a GC cycle (0: plain GOGC; a set GOGC wins)")
+	f.registerSecurity(flags)
 	flags.String("config", "", `file of "flag-name: value" lines; flags and environment variables win over it`)
 	flags.SetAnnotation("config", configFileAnnotation, []string{"true"})
 	f.sessionTimeout = 1500 * time.Millisecond

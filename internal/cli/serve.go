@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/runnel-dev/runnel/internal/gctune"
+	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/server"
 )
 
@@ -42,6 +43,14 @@ type serveFlags struct {
 	objectCacheMiB      int64
 	agent               bool // runnel agent
 	ripcord             bool
+
+	// Security (docs/security.md).
+	listeners, advertisedListeners, protocolMap string
+	tlsCert, tlsKey, tlsClientCA, tlsClientAuth string
+	clusterTLS, adminTLS                        bool
+	saslMechanisms                              string
+	maxReauth                                   time.Duration
+	bootstrapUser                               string
 }
 
 func (f *serveFlags) register(flags *pflag.FlagSet) {
@@ -65,8 +74,59 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	flags.DurationVar(&f.slowRequest, "slow-request-threshold", 500*time.Millisecond, "log Kafka requests that take longer (0: none)")
 	flags.Uint64Var(&f.gcHeadroomMiB, "gc-headroom-mib", 256, "MiB the Go heap may grow past its live size before a GC cycle (0: plain GOGC; a set GOGC wins)")
+	f.registerSecurity(flags)
 	flags.String("config", "", `file of "flag-name: value" lines; flags and environment variables win over it`)
 	flags.SetAnnotation("config", configFileAnnotation, []string{"true"})
+}
+
+// registerSecurity adds the listener, TLS and SASL flags (docs/security.md).
+func (f *serveFlags) registerSecurity(flags *pflag.FlagSet) {
+	flags.StringVar(&f.listeners, "listeners", "", "Kafka listeners as NAME://host:port,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL or a mapped name); replaces --kafka-addr")
+	flags.StringVar(&f.advertisedListeners, "advertised-listeners", "", "addresses clients are told, as NAME://host:port,... (default: the listeners)")
+	flags.StringVar(&f.protocolMap, "listener-security-protocol-map", "", "security protocols of custom listener names, as NAME:PROTOCOL,...")
+	flags.StringVar(&f.tlsCert, "tls-cert-file", "", "PEM certificate (chain) of TLS listeners, --cluster-tls and --admin-tls; reloaded when it changes")
+	flags.StringVar(&f.tlsKey, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	flags.StringVar(&f.tlsClientCA, "tls-client-ca-file", "", "PEM CA bundle that verifies client certificates (mTLS) and the cluster's nodes")
+	flags.StringVar(&f.tlsClientAuth, "tls-client-auth", "", "none, requested or required: whether TLS listeners ask for client certificates (default: required with --tls-client-ca-file)")
+	flags.BoolVar(&f.clusterTLS, "cluster-tls", false, "node-to-node traffic over TLS; peers present certificates signed by --tls-client-ca-file")
+	flags.BoolVar(&f.adminTLS, "admin-tls", false, "serve the admin endpoint over HTTPS")
+	flags.StringVar(&f.saslMechanisms, "sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN is checked against the SCRAM credentials)")
+	flags.DurationVar(&f.maxReauth, "connections-max-reauth", 0, "connections.max.reauth.ms: SASL sessions last this long, then clients re-authenticate (0: no expiry)")
+	flags.StringVar(&f.bootstrapUser, "bootstrap-user", "", "name:password of a SCRAM user to add if the cluster has none of that name (the first way in)")
+}
+
+// securityConfig fills in cfg's listeners, TLS and SASL settings from the flags.
+func (f *serveFlags) securityConfig(cfg *server.Config) error {
+	if f.listeners != "" {
+		if f.kafkaAddr != "127.0.0.1:9092" || f.advertisedKafkaAddr != "" {
+			return fmt.Errorf("--kafka-addr and --advertised-kafka-addr are the short form of one PLAINTEXT listener: use --listeners and --advertised-listeners instead")
+		}
+		protocols, err := security.ParseProtocolMap(f.protocolMap)
+		if err != nil {
+			return err
+		}
+		ls, err := security.ParseListeners(f.listeners, protocols)
+		if err != nil {
+			return err
+		}
+		if err := security.Advertise(ls, f.advertisedListeners); err != nil {
+			return err
+		}
+		cfg.Listeners = ls
+	} else if f.advertisedListeners != "" || f.protocolMap != "" {
+		return fmt.Errorf("--advertised-listeners and --listener-security-protocol-map need --listeners")
+	}
+	var mechs []string // nil: the default
+	if f.saslMechanisms != "" {
+		var err error
+		if mechs, err = security.ParseMechanisms(f.saslMechanisms); err != nil {
+			return err
+		}
+	}
+	cfg.SASLMechanisms, cfg.MaxReauth, cfg.BootstrapUser = mechs, f.maxReauth, f.bootstrapUser
+	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TLSClientAuth = f.tlsCert, f.tlsKey, f.tlsClientCA, f.tlsClientAuth
+	cfg.ClusterTLS, cfg.AdminTLS = f.clusterTLS, f.adminTLS
+	return nil
 }
 
 // config turns the flags into a server configuration; logs go to logOut, notices to console.
@@ -92,6 +152,9 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	}
 	if f.slowRequest <= 0 {
 		cfg.SlowRequestThreshold = -1 // the flag's 0 means off; the config's 0 means the default
+	}
+	if err := f.securityConfig(&cfg); err != nil {
+		return server.Config{}, err
 	}
 	return cfg, cfg.Validate()
 }

@@ -8,6 +8,7 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/objtopic"
 	"github.com/runnel-dev/runnel/internal/replica"
+	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/speclog/order"
 	"github.com/runnel-dev/runnel/internal/speclog/sequencer"
 	"github.com/runnel-dev/runnel/internal/speclog/shard"
@@ -45,7 +47,11 @@ type Config struct {
 	KafkaPort int32
 	// SpecLogAddr is the node's SpecLog gRPC address, registered for Describe ("" none).
 	SpecLogAddr string
-	Rack        string
+	// Listeners are the node's advertised Kafka listeners, registered for Metadata.
+	Listeners []security.Endpoint
+	// TLS, when set, makes connections to peers TLS (Listener is then a TLS listener).
+	TLS  *tls.Config
+	Rack string
 	// Agent: this node is a `runnel agent` (object topics only; it is never a voter).
 	Agent bool
 
@@ -138,7 +144,7 @@ func Start(cfg Config) (*Node, error) {
 		recCh: make(chan struct{}), recWake: make(chan struct{}, 1), refusedAt: map[int32]time.Time{},
 		started: make(chan struct{}), run: newRunID(cfg.NodeID)}
 	n.tr = transport.New(transport.Config{NodeID: cfg.NodeID, Listener: cfg.Listener, Resolve: n.resolve, Addr: cfg.ClusterAddr,
-		Handler: n.receive, PeerDown: n.peerDown, Logger: cfg.Logger})
+		Handler: n.receive, PeerDown: n.peerDown, Logger: cfg.Logger, TLS: cfg.TLS})
 	n.rpc = newRPC(ctx, cfg.NodeID, n.tr.Send)
 	rcfg := cfg.Replica
 	rcfg.NodeID, rcfg.Send, rcfg.Logger = cfg.NodeID, n.tr.Send, cfg.Logger
@@ -461,7 +467,7 @@ type heartbeatResponse struct {
 // register registers this node's new incarnation and waits until the image has it.
 func (n *Node) register() error {
 	req := registerRequest{Node: n.cfg.NodeID, KafkaHost: n.cfg.KafkaHost, KafkaPort: n.cfg.KafkaPort,
-		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent, SpecLogAddr: n.cfg.SpecLogAddr}
+		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent, SpecLogAddr: n.cfg.SpecLogAddr, Listeners: n.cfg.Listeners}
 	backoff := 20 * time.Millisecond
 	for {
 		var resp registerResponse

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/runnel-dev/runnel/internal/objtopic"
+	"github.com/runnel-dev/runnel/internal/security"
 )
 
 // A Command is one entry of the controller log, JSON-encoded: {"op": "...", ...}. Only the
@@ -33,6 +34,7 @@ type Command struct {
 	TrimObjects      *TrimObjects      `json:"trim_objects,omitempty"`
 	ReplaceExtents   *ReplaceExtents   `json:"replace_extents,omitempty"`
 	ForgetWriter     *ForgetWriter     `json:"forget_writer,omitempty"`
+	AlterScram       *AlterScram       `json:"alter_scram,omitempty"`
 }
 
 // The ops.
@@ -55,6 +57,8 @@ const (
 	// OpUnregister forgets a fenced agent's incarnation (Fence names it): agents are
 	// stateless and never come back under the same id.
 	OpUnregister = "unregister"
+	// OpAlterScram adds, replaces and deletes users' SCRAM credentials (security.go).
+	OpAlterScram = "alter-scram"
 )
 
 // Bootstrap starts the cluster: its id and, when a one-node data dir is upgraded, what that
@@ -91,6 +95,9 @@ type Register struct {
 	Agent bool `json:"agent,omitempty"`
 	// SpecLogAddr is the node's SpecLog gRPC address ("" none; docs/speclog.md §6).
 	SpecLogAddr string `json:"speclog_addr,omitempty"`
+	// Listeners are the node's advertised Kafka listeners, by name (docs/security.md §1);
+	// empty for a registration of an older version: one PLAINTEXT listener at KafkaHost:KafkaPort.
+	Listeners []security.Endpoint `json:"listeners,omitempty"`
 }
 
 // Fence fences (op fence) or unfences (op unfence) one incarnation of a node.
@@ -303,6 +310,10 @@ func Apply(im *Image, index uint64, c *Command) Result {
 			}
 			n.Configs = maps.Clone(s.Configs)
 		}
+	case OpAlterScram:
+		if c.AlterScram != nil {
+			applyAlterScram(im, c.AlterScram)
+		}
 	case OpAllocProducerIDs:
 		if a := c.AllocProducerIDs; a != nil && a.Count > 0 {
 			first := im.NextProducerID
@@ -402,7 +413,7 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 		im.Nodes[r.Node] = n
 	}
 	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack, n.Agent, n.Run = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack, r.Agent, r.Run
-	n.SpecLogAddr = r.SpecLogAddr
+	n.SpecLogAddr, n.Listeners = r.SpecLogAddr, slices.Clone(r.Listeners)
 	n.Incarnation, n.Fenced = index, false
 	dropWriters(im, r.Node, r.Run)
 	// A new incarnation leads nothing: the restarted process lost its replication state (and,

@@ -15,6 +15,7 @@ import (
 	"sort"
 
 	"github.com/runnel-dev/runnel/internal/objtopic"
+	"github.com/runnel-dev/runnel/internal/security"
 )
 
 // TopicID is a topic's 16-byte id (hex in JSON).
@@ -48,6 +49,9 @@ type Image struct {
 	Topics         map[string]*Topic `json:"topics"`
 	// ObjWriters are the writers of object files, by process run id (objects.go).
 	ObjWriters map[string]*ObjWriter `json:"obj_writers,omitempty"`
+	// Users are the SASL users with their SCRAM credentials (security.go). A *User is never
+	// modified once in an image: changes replace it.
+	Users map[string]*User `json:"users,omitempty"`
 
 	byID     map[TopicID]*Topic           // derived
 	objOwned map[*objtopic.Partition]bool // object partitions this image may modify in place
@@ -61,6 +65,9 @@ type Node struct {
 	ClusterAddr string `json:"cluster_addr"`
 	Rack        string `json:"rack,omitempty"`
 	SpecLogAddr string `json:"speclog_addr,omitempty"` // its SpecLog gRPC address ("" none)
+	// Listeners are its advertised Kafka listeners (empty: one PLAINTEXT listener at
+	// KafkaHost:KafkaPort, as registered by older versions).
+	Listeners []security.Endpoint `json:"listeners,omitempty"`
 	// Incarnation is the log index of the node's latest registration: a restarted node is a
 	// new incarnation.
 	Incarnation uint64 `json:"incarnation"`
@@ -153,6 +160,7 @@ func (im *Image) Clone() *Image {
 	im.objOwned, c.objOwned = nil, nil
 	c.ObjWriters = cloneWriters(im.ObjWriters)
 	c.ClusterConfigs = maps.Clone(im.ClusterConfigs)
+	c.Users = maps.Clone(im.Users)
 	c.Nodes = make(map[int32]*Node, len(im.Nodes))
 	for id, n := range im.Nodes {
 		nc := *n

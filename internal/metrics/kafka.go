@@ -21,6 +21,7 @@ type Kafka struct {
 	duration      *prometheus.HistogramVec
 	errors        *prometheus.CounterVec
 	connErrors    *prometheus.CounterVec
+	authFailures  *prometheus.CounterVec
 	limitWaits    *prometheus.CounterVec
 	connsOpen     prometheus.Gauge
 	connsAccepted prometheus.Counter
@@ -70,6 +71,10 @@ func NewKafka(topicExists func(name string) bool) *Kafka {
 			Name: "runnel_kafka_connection_errors_total",
 			Help: "Connections closed by an error, by where it happened: read, write or protocol.",
 		}, []string{"reason"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_kafka_authentication_failures_total",
+			Help: "Failed SASL authentications, by listener.",
+		}, []string{"listener"}),
 		limitWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnel_kafka_inflight_limit_waits_total",
 			Help: "Requests that waited for in-flight request memory, by the budget that was spent: connection or broker.",
@@ -162,6 +167,13 @@ func (m *Kafka) ConnectionError(reason string) {
 	}
 }
 
+// AuthFailed counts a failed SASL authentication on a listener.
+func (m *Kafka) AuthFailed(listener string) {
+	if m != nil {
+		m.authFailures.WithLabelValues(listener).Inc()
+	}
+}
+
 // InflightLimitWait counts a request that had to wait for its in-flight memory budget, limit
 // being "connection" or "broker".
 func (m *Kafka) InflightLimitWait(limit string) {
@@ -205,7 +217,7 @@ func (m *Kafka) topic(name string) *topicCounters {
 }
 
 func (m *Kafka) vecs() []prometheus.Collector {
-	return []prometheus.Collector{m.requests, m.duration, m.errors, m.connErrors, m.limitWaits,
+	return []prometheus.Collector{m.requests, m.duration, m.errors, m.connErrors, m.authFailures, m.limitWaits,
 		m.connsOpen, m.connsAccepted, m.inflightBytes}
 }
 

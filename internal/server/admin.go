@@ -13,6 +13,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,6 +84,9 @@ func (s *Server) startAdmin() error {
 	ln, err := net.Listen("tcp", s.cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("server: admin listener: %w", err)
+	}
+	if s.cfg.AdminTLS {
+		ln = tls.NewListener(ln, s.tls.ServerConfig())
 	}
 	a.ln = ln
 	a.srv = &http.Server{

@@ -37,6 +37,8 @@ type testCluster struct {
 	batchTimeout time.Duration
 	// retentionInterval: the nodes' object retention interval (0: the default).
 	retentionInterval time.Duration
+	// tune, if set, changes each node's configuration before it opens.
+	tune func(id int32, cfg *server.Config)
 }
 
 // testLogLevel is the level of the test servers' logs: warnings, or debug with
@@ -99,10 +101,14 @@ func (c *testCluster) start(id int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.Open(server.Config{DataDir: c.dirs[id], NodeID: id, KafkaAddr: ln.Addr().String(),
+	cfg := server.Config{DataDir: c.dirs[id], NodeID: id, KafkaAddr: ln.Addr().String(),
 		AdminAddr: "127.0.0.1:0", ClusterAddr: cluster, ControllerVoters: c.voters, Console: &bytes.Buffer{},
 		ObjectStore: c.objectStore, ObjectBatchTimeout: c.batchTimeout, ObjectRetentionInterval: c.retentionInterval,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: testLogLevel()}))})
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: testLogLevel()}))}
+	if c.tune != nil {
+		c.tune(id, &cfg)
+	}
+	s, err := server.Open(cfg)
 	if err != nil {
 		ln.Close()
 		t.Fatalf("node %d: %v", id, err)

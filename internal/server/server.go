@@ -17,6 +17,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"google.golang.org/grpc"
@@ -37,6 +38,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/objstore"
+	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/speclog/service"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/vfs"
@@ -65,6 +67,25 @@ type Config struct {
 	// SpecLogAddr is the host:port of the SpecLog gRPC service of total-order topics
 	// (docs/speclog.md §6); "" serves none. Port 0 picks one.
 	SpecLogAddr string
+	// Listeners are the Kafka listeners (docs/security.md §1); nil means one PLAINTEXT
+	// listener at KafkaAddr advertised as AdvertisedKafkaAddr. When set, KafkaAddr and
+	// AdvertisedKafkaAddr are taken from the first.
+	Listeners []security.Listener
+	// TLS material for TLS listeners, --cluster-tls and --admin-tls: PEM files, reloaded when
+	// they change. TLSClientAuth is none, requested or required ("": required with a CA).
+	TLSCertFile, TLSKeyFile, TLSClientCAFile string
+	TLSClientAuth                            string
+	// ClusterTLS makes the node-to-node transport TLS (peers need certificates signed by the
+	// client CA); AdminTLS serves the admin endpoint over HTTPS.
+	ClusterTLS, AdminTLS bool
+	// SASLMechanisms enabled on SASL listeners (nil: SCRAM-SHA-256, SCRAM-SHA-512); MaxReauth is
+	// connections.max.reauth.ms (0: sessions do not expire).
+	SASLMechanisms []string
+	MaxReauth      time.Duration
+	// BootstrapUser "name:password" is added as a SCRAM user (both mechanisms) if the cluster
+	// has no user of that name: the first way in to a cluster with SASL listeners only.
+	BootstrapUser string
+
 	// SlowRequestThreshold: Kafka requests taking longer are logged at Warn. 0 means 500 ms;
 	// negative logs none.
 	SlowRequestThreshold time.Duration
@@ -136,8 +157,29 @@ func (c Config) Validate() error {
 	if c.NodeID < 0 {
 		return fmt.Errorf("server: node id %d is negative", c.NodeID)
 	}
+	if len(c.Listeners) > 0 {
+		c.KafkaAddr = c.Listeners[0].Addr
+	}
 	if err := checkAddr("kafka addr", c.KafkaAddr); err != nil {
 		return err
+	}
+	needTLS := c.ClusterTLS || c.AdminTLS
+	for _, l := range c.Listeners {
+		needTLS = needTLS || l.Protocol.TLS()
+	}
+	if needTLS && (c.TLSCertFile == "" || c.TLSKeyFile == "") {
+		return errors.New("server: a TLS listener, --cluster-tls or --admin-tls needs --tls-cert-file and --tls-key-file")
+	}
+	if c.ClusterTLS && c.TLSClientCAFile == "" {
+		return errors.New("server: --cluster-tls needs --tls-client-ca-file, the CA that signs the nodes' certificates")
+	}
+	if _, err := security.ParseClientAuth(c.TLSClientAuth, c.TLSClientCAFile != ""); err != nil {
+		return err
+	}
+	if c.BootstrapUser != "" {
+		if name, pass, ok := strings.Cut(c.BootstrapUser, ":"); !ok || name == "" || pass == "" {
+			return errors.New("server: the bootstrap user is not name:password")
+		}
 	}
 	if c.AdvertisedKafkaAddr != "" {
 		if err := checkAddr("advertised kafka addr", c.AdvertisedKafkaAddr); err != nil {
@@ -211,6 +253,11 @@ type Server struct {
 	// speclogLn is the SpecLog service's listener (nil: none); Run serves it.
 	speclogLn   net.Listener
 	speclogAddr string
+	// tls serves the TLS listeners' certificates (nil: no TLS configured).
+	tls *security.TLSFiles
+	// kafkaLns are the Kafka listeners after the first, bound at Open (Serve serves them).
+	kafkaLns      []net.Listener
+	listenerAddrs map[string]string
 }
 
 // Open validates cfg, creates and locks the data directory, and opens (recovering) every
@@ -219,14 +266,28 @@ func Open(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if len(cfg.Listeners) > 0 {
+		cfg.KafkaAddr, cfg.AdvertisedKafkaAddr = cfg.Listeners[0].Addr, cfg.Listeners[0].Advertised
+	}
 	if cfg.AdvertisedKafkaAddr == "" {
 		cfg.AdvertisedKafkaAddr = cfg.KafkaAddr
+	}
+	if len(cfg.Listeners) == 0 {
+		cfg.Listeners = []security.Listener{{Name: string(security.Plaintext), Protocol: security.Plaintext, Addr: cfg.KafkaAddr, Advertised: cfg.AdvertisedKafkaAddr}}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Console == nil {
 		cfg.Console = os.Stderr
+	}
+	var tlsFiles *security.TLSFiles
+	if cfg.TLSCertFile != "" {
+		auth, _ := security.ParseClientAuth(cfg.TLSClientAuth, cfg.TLSClientCAFile != "")
+		var err error
+		if tlsFiles, err = security.LoadTLSFiles(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, auth, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
 	}
 	onOS := cfg.FS == nil
 	if onOS {
@@ -250,7 +311,7 @@ func Open(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0), tempDir: tempDir,
+	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0), tempDir: tempDir, tls: tlsFiles,
 		// Kafka's defaults: log.retention.check.interval.ms 5 min, log.cleaner.backoff.ms 15 s.
 		maint: logstore.NewMaintainer(logstore.NewCompactor(0), 5*time.Minute, 15*time.Second, cfg.Logger)}
 	if err := s.startAdmin(); err != nil { // before recovery: /healthz answers during it
@@ -287,8 +348,18 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("server: cluster listener: %w", err), s.Close())
 	}
+	var clusterTLS *tls.Config
+	if cfg.ClusterTLS {
+		ln = tls.NewListener(ln, tlsFiles.ServerConfigRequiringClients())
+		clusterTLS = tlsFiles.ClientConfig()
+	}
 	host, portStr, _ := net.SplitHostPort(cfg.AdvertisedKafkaAddr)
 	port, _ := strconv.Atoi(portStr)
+	endpoints, err := s.bindListeners(host, int32(port))
+	if err != nil {
+		ln.Close()
+		return nil, errors.Join(err, s.Close())
+	}
 	legacyID, _ := vfs.ReadFile(cfg.FS, filepath.Join(cfg.DataDir, "cluster.id"))
 	active := controller.DefaultActiveConfig()
 	if cfg.SessionTimeout > 0 {
@@ -305,7 +376,8 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s.node, err = cluster.Start(cluster.Config{NodeID: cfg.NodeID, Listener: ln, Voters: cfg.ControllerVoters,
 		KafkaHost: host, KafkaPort: int32(port), Rack: cfg.Rack, Agent: cfg.Agent, FS: cfg.FS, DataDir: cfg.DataDir, Registry: s.topics,
-		Logger: s.logger, ClusterID: string(legacyID), Import: s.importLegacy, Active: active, SpecLogAddr: speclogAddr})
+		Logger: s.logger, ClusterID: string(legacyID), Import: s.importLegacy, Active: active, SpecLogAddr: speclogAddr,
+		Listeners: endpoints, TLS: clusterTLS})
 	if err != nil {
 		ln.Close()
 		return nil, errors.Join(err, s.Close())
@@ -352,6 +424,7 @@ func Open(cfg Config) (*Server, error) {
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
 		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
+		Security:     broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth},
 		ObjectWriter: s.objw, ObjectCache: objCache, Ripcording: ripcording, Members: members}, s.topics)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
@@ -522,9 +595,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				ripcordWait = time.After(2 * time.Second)
 			case <-ctx.Done():
 				ln.Close()
+				for _, l := range s.kafkaLns {
+					l.Close()
+				}
 				return nil
 			}
 		}
+	}
+	if joined && s.cfg.BootstrapUser != "" {
+		go s.addBootstrapUser(ctx)
 	}
 	if joined {
 		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -570,8 +649,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer func() { gs.Stop(); <-speclogDone }() // streams are long-lived: no graceful wait
 		s.speclogLn = nil                           // the gRPC server closes it
 	}
-	served := make(chan error, 1)
-	go func() { served <- s.broker.Serve(ln) }()
+	served := make(chan error, 1+len(s.kafkaLns))
+	go func() { served <- s.broker.ServeListener(ln, s.brokerListener(0)) }()
+	bound := []string{ln.Addr().String()}
+	for i, l := range s.kafkaLns {
+		bound = append(bound, l.Addr().String())
+		go func() { served <- s.broker.ServeListener(l, s.brokerListener(i+1)) }()
+		s.logger.Info("serving Kafka listener", "listener", s.cfg.Listeners[i+1].Name, "protocol", s.cfg.Listeners[i+1].Protocol, "addr", l.Addr().String())
+	}
+	s.kafkaLns = nil // the broker closes them
+	s.warnInsecure(bound)
 	s.admin.kafkaAddr.Store(new(ln.Addr().String()))
 	s.setState(stateServing) // the listener is bound and the logs are recovered: ready
 	defer s.setState(stateNotServing)
@@ -609,6 +696,9 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		s.objw.Close(ctx)
 		cancel()
+	}
+	for _, l := range s.kafkaLns { // never served
+		l.Close()
 	}
 	if s.speclogLn != nil { // never served
 		s.speclogLn.Close()

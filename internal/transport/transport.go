@@ -25,6 +25,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -70,6 +71,10 @@ type Config struct {
 	MaxFrameBytes int           // larger inbound frames close the connection (default 64 MiB)
 	DialTimeout   time.Duration // default 1 s
 	WriteTimeout  time.Duration // a write stuck this long breaks the connection (default 5 s)
+
+	// TLS, when set, makes outgoing connections TLS with this client config (the listener is
+	// then a TLS listener too, wrapped by the caller; docs/security.md §2).
+	TLS *tls.Config
 }
 
 // Transport is one node's end of the cluster network.
@@ -382,6 +387,20 @@ func (p *peer) connect() (net.Conn, error) {
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+	}
+	if p.t.cfg.TLS != nil {
+		cfg := p.t.cfg.TLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(c, cfg)
+		tc.SetDeadline(time.Now().Add(p.t.cfg.DialTimeout))
+		if err := tc.HandshakeContext(p.t.ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("transport: TLS handshake with node %d at %s: %w", p.id, addr, err)
+		}
+		tc.SetDeadline(time.Time{})
+		c = tc
 	}
 	hello := []byte(helloMagic)
 	hello = kbin.AppendInt32(hello, p.t.cfg.NodeID)

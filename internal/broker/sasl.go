@@ -1,0 +1,168 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/security"
+)
+
+// Authentication on a connection (docs/security.md §2-3). A TLS listener's connection does its
+// handshake before the first request; on an SSL listener a verified client certificate names
+// the principal. A SASL listener's connection answers only ApiVersions, SaslHandshake and
+// SaslAuthenticate until the exchange succeeds; anything else closes it, untouched.
+
+func init() {
+	register(kmsg.SASLHandshake, 1, 1, handleSaslHandshake)
+	register(kmsg.SASLAuthenticate, 0, 2, handleSaslAuthenticate)
+}
+
+// anonymous is the principal of an unauthenticated connection, as Kafka names it.
+const anonymous = "User:ANONYMOUS"
+
+// tlsHandshakeTimeout bounds a TLS handshake (a silent client holds only its goroutine).
+const tlsHandshakeTimeout = 10 * time.Second
+
+// authState is a connection's SASL state; read loop only.
+type authState struct {
+	session       security.Session // an exchange in progress, after SaslHandshake
+	mechanism     string           // of the session, or of the authenticated one
+	authenticated bool
+	failed        bool      // an exchange failed: the connection is closing
+	sessionEnd    time.Time // zero: the session does not expire
+}
+
+// errAuthFailed closes a connection whose authentication failed, once the answer is written.
+var errAuthFailed = errors.New("broker: authentication failed")
+
+func (c *conn) handshakeTLS() error {
+	tc := tls.Server(c.nc, c.listener.TLS)
+	tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+	if err := tc.HandshakeContext(c.ctx); err != nil {
+		return err
+	}
+	tc.SetDeadline(time.Time{})
+	c.nc, c.zeroCopy = tc, false
+	if c.listener.Protocol == security.SSL {
+		if p := security.Principal(tc.ConnectionState()); p != "" {
+			c.principal = p
+		}
+	}
+	return nil
+}
+
+// admit reports why a request may not be handled now; the connection then closes.
+func (c *conn) admit(key int16) error {
+	switch kmsg.Key(key) {
+	case kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate:
+		return nil
+	}
+	switch {
+	case c.auth.failed:
+		return fmt.Errorf("%s request after a failed authentication", kmsg.NameForKey(key))
+	case !c.listener.Protocol.SASL():
+		return nil
+	case !c.auth.authenticated:
+		return fmt.Errorf("unexpected %s request during SASL authentication on listener %s", kmsg.NameForKey(key), c.listener.Name)
+	case !c.auth.sessionEnd.IsZero() && time.Now().After(c.auth.sessionEnd):
+		return fmt.Errorf("%s request after the SASL session of %s expired (connections.max.reauth.ms) without re-authentication", kmsg.NameForKey(key), c.principal)
+	}
+	return nil
+}
+
+func handleSaslHandshake(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.SASLHandshakeRequest)
+	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	c := r.conn
+	mechs := c.b.cfg.Security.SASLMechanisms
+	resp.SupportedMechanisms = slices.Clone(mechs)
+	switch {
+	case !c.listener.Protocol.SASL():
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		return reply{resp: resp, closeAfter: fmt.Errorf("SaslHandshake on %s listener %s", c.listener.Protocol, c.listener.Name)}
+	case c.auth.session != nil:
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		return reply{resp: resp, closeAfter: errors.New("a second SaslHandshake before SaslAuthenticate")}
+	case !slices.Contains(mechs, req.Mechanism):
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		return reply{resp: resp, closeAfter: fmt.Errorf("SASL mechanism %q is not enabled (%v)", req.Mechanism, mechs)}
+	case c.auth.authenticated && req.Mechanism != c.auth.mechanism:
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		return reply{resp: resp, closeAfter: fmt.Errorf("re-authentication with %s, not the session's %s", req.Mechanism, c.auth.mechanism)}
+	}
+	s, err := security.NewSession(req.Mechanism, c.b.cl.Image().ScramCredential)
+	if err != nil {
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		return reply{resp: resp, closeAfter: err}
+	}
+	c.auth.session, c.auth.mechanism = s, req.Mechanism
+	return reply{resp: resp}
+}
+
+func handleSaslAuthenticate(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.SASLAuthenticateRequest)
+	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+	c := r.conn
+	s := c.auth.session
+	if s == nil {
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		resp.ErrorMessage = strp("SaslAuthenticate without a SaslHandshake naming the mechanism")
+		c.auth.failed = true
+		return reply{resp: resp, closeAfter: errors.New("SaslAuthenticate before SaslHandshake")}
+	}
+	out, done, err := s.Step(req.SASLAuthBytes)
+	if err == nil && done && c.auth.authenticated && "User:"+s.User() != c.principal {
+		err = &security.AuthError{Mechanism: c.auth.mechanism, User: s.User(), Reason: "re-authentication as another principal than " + c.principal}
+	}
+	if err != nil {
+		return c.authFailed(ctx, resp, err)
+	}
+	resp.SASLAuthBytes = out
+	if !done {
+		return reply{resp: resp}
+	}
+	c.auth.session = nil
+	reauth := c.auth.authenticated
+	c.auth.authenticated, c.principal = true, "User:"+s.User()
+	if d := c.b.cfg.Security.MaxReauth; d > 0 {
+		c.auth.sessionEnd = time.Now().Add(d)
+		if req.Version >= 1 {
+			resp.SessionLifetimeMillis = d.Milliseconds()
+		}
+	}
+	c.b.logger.Debug("broker: authenticated", "remote", c.remote, "listener", c.listener.Name, "principal", c.principal, "mechanism", c.auth.mechanism, "reauthentication", reauth)
+	return reply{resp: resp}
+}
+
+// authFailed answers a failed exchange after the host's failure delay and closes the connection.
+func (c *conn) authFailed(ctx context.Context, resp *kmsg.SASLAuthenticateResponse, err error) reply {
+	c.auth.failed, c.auth.session = true, nil
+	var ae *security.AuthError
+	reason, user := err.Error(), ""
+	if errors.As(err, &ae) {
+		reason, user = ae.Reason, ae.User
+	}
+	host, _, _ := net.SplitHostPort(c.remote)
+	delay := c.b.authFailures.Fail(host, time.Now())
+	c.b.cfg.Metrics.AuthFailed(c.listener.Name)
+	c.b.logger.Warn("broker: authentication failed", "remote", c.remote, "listener", c.listener.Name, "mechanism", c.auth.mechanism, "user", user, "reason", reason, "delay", delay)
+	resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+	resp.ErrorMessage = strp(err.Error())
+	wait := func() {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	return reply{resp: resp, wait: wait, closeAfter: errAuthFailed}
+}

@@ -1,0 +1,163 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/security"
+)
+
+// SCRAM credentials (KIP-554): kept in the cluster metadata, salted and hashed by the client
+// (kafka-configs, runnel user); the broker stores StoredKey and ServerKey, never the salted
+// password (docs/security.md §3).
+
+func init() {
+	register(kmsg.DescribeUserSCRAMCredentials, 0, 0, handleDescribeUserScram)
+	register(kmsg.AlterUserSCRAMCredentials, 0, 0, handleAlterUserScram)
+}
+
+func handleDescribeUserScram(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.DescribeUserSCRAMCredentialsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	img := r.conn.b.cl.Image()
+	names := make([]string, 0, len(req.Users))
+	for _, u := range req.Users {
+		names = append(names, u.Name)
+	}
+	all := len(names) == 0
+	if all {
+		for name := range img.Users {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+	}
+	count := map[string]int{}
+	for _, n := range names {
+		count[n]++
+	}
+	done := map[string]bool{}
+	for _, name := range names {
+		if done[name] {
+			continue
+		}
+		done[name] = true
+		res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+		res.User = name
+		u, ok := img.Users[name]
+		switch {
+		case count[name] > 1:
+			res.ErrorCode = kerr.DuplicateResource.Code
+			res.ErrorMessage = strp("Cannot describe SCRAM credentials for the same user twice in a single request: " + name)
+		case !ok:
+			res.ErrorCode = kerr.ResourceNotFound.Code
+			res.ErrorMessage = strp("Attempt to describe a user credential that does not exist: " + name)
+		default:
+			for _, m := range security.Mechanisms {
+				if c, ok := u.Scram[m]; ok {
+					info := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
+					info.Mechanism, info.Iterations = m.Type(), int32(c.Iterations)
+					res.CredentialInfos = append(res.CredentialInfos, info)
+				}
+			}
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	return reply{resp: resp}
+}
+
+func handleAlterUserScram(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.AlterUserSCRAMCredentialsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	b := r.conn.b
+	img := b.cl.Image()
+	type userErr struct {
+		code int16
+		msg  string
+	}
+	errs := map[string]*userErr{}
+	var order []string
+	note := func(user string) {
+		if _, ok := errs[user]; !ok {
+			errs[user] = nil
+			order = append(order, user)
+		}
+	}
+	fail := func(user string, code int16, format string, args ...any) {
+		note(user)
+		if errs[user] == nil {
+			errs[user] = &userErr{code, fmt.Sprintf(format, args...)}
+		}
+	}
+	seen := map[string]bool{} // user + mechanism
+	once := func(user string, mech int8) bool {
+		k := fmt.Sprintf("%s\x00%d", user, mech)
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		return true
+	}
+	cmd := &controller.AlterScram{}
+	for _, d := range req.Deletions {
+		note(d.Name)
+		m, known := security.MechanismByType(d.Mechanism)
+		switch {
+		case d.Name == "":
+			fail(d.Name, kerr.UnacceptableCredential.Code, "Username must not be empty")
+		case !known:
+			fail(d.Name, kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism %d", d.Mechanism)
+		case !once(d.Name, d.Mechanism):
+			fail(d.Name, kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
+		default:
+			if _, ok := img.ScramCredential(d.Name, m); !ok {
+				fail(d.Name, kerr.ResourceNotFound.Code, "Attempt to delete a user credential that does not exist")
+			}
+			cmd.Deletions = append(cmd.Deletions, controller.ScramDeletion{User: d.Name, Mechanism: m})
+		}
+	}
+	for _, u := range req.Upsertions {
+		note(u.Name)
+		m, known := security.MechanismByType(u.Mechanism)
+		switch {
+		case u.Name == "":
+			fail(u.Name, kerr.UnacceptableCredential.Code, "Username must not be empty")
+		case !known:
+			fail(u.Name, kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism %d", u.Mechanism)
+		case !once(u.Name, u.Mechanism):
+			fail(u.Name, kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
+		default:
+			c, err := security.NewCredential(m, u.Salt, u.SaltedPassword, int(u.Iterations))
+			if err != nil {
+				fail(u.Name, kerr.UnacceptableCredential.Code, "%v", err)
+				continue
+			}
+			cmd.Upserts = append(cmd.Upserts, controller.ScramUpsert{User: u.Name, Mechanism: m, Credential: c})
+		}
+	}
+	// A user's changes apply all together or not at all.
+	cmd.Deletions = slices.DeleteFunc(cmd.Deletions, func(d controller.ScramDeletion) bool { return errs[d.User] != nil })
+	cmd.Upserts = slices.DeleteFunc(cmd.Upserts, func(u controller.ScramUpsert) bool { return errs[u.User] != nil })
+	var aerr *adminError
+	if len(cmd.Deletions)+len(cmd.Upserts) > 0 {
+		_, aerr = b.propose(ctx, &controller.Command{Op: controller.OpAlterScram, AlterScram: cmd})
+	}
+	for _, user := range order {
+		res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		res.User = user
+		switch e := errs[user]; {
+		case e != nil:
+			res.ErrorCode, res.ErrorMessage = e.code, strp(e.msg)
+		case aerr != nil:
+			res.ErrorCode, res.ErrorMessage = aerr.code.Code, strp(aerr.msg)
+		default:
+			b.logger.Info("broker: SCRAM credentials altered", "user", user, "by", r.conn.principal)
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	return reply{resp: resp}
+}

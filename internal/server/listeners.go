@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/broker"
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/security"
+)
+
+// bindListeners binds the Kafka listeners after the first (Run or Serve binds the first) and
+// returns every listener's advertised endpoint; an advertised port 0 is the bound port. host and
+// port are the first listener's advertised address.
+func (s *Server) bindListeners(host string, port int32) ([]security.Endpoint, error) {
+	ls := s.cfg.Listeners
+	endpoints := []security.Endpoint{{Name: ls[0].Name, Host: host, Port: port}}
+	for _, l := range ls[1:] {
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("server: kafka listener %s: %w", l.Name, err)
+		}
+		s.kafkaLns = append(s.kafkaLns, ln)
+		if s.listenerAddrs == nil {
+			s.listenerAddrs = map[string]string{}
+		}
+		s.listenerAddrs[l.Name] = ln.Addr().String()
+		h, p, _ := net.SplitHostPort(l.Advertised)
+		pn, _ := strconv.Atoi(p)
+		if pn == 0 {
+			pn = ln.Addr().(*net.TCPAddr).Port
+		}
+		endpoints = append(endpoints, security.Endpoint{Name: l.Name, Host: h, Port: int32(pn)})
+	}
+	return endpoints, nil
+}
+
+// brokerListener is how the broker secures listener i.
+func (s *Server) brokerListener(i int) broker.Listener {
+	l := s.cfg.Listeners[i]
+	bl := broker.Listener{Name: l.Name, Protocol: l.Protocol}
+	if l.Protocol.TLS() {
+		bl.TLS = s.tls.ServerConfig()
+	}
+	return bl
+}
+
+// ListenerAddrs returns the bound addresses of the Kafka listeners after the first, by name.
+func (s *Server) ListenerAddrs() map[string]string { return s.listenerAddrs }
+
+// warnInsecure warns, once per listener, about listeners that bind beyond loopback without
+// authentication, and about SASL listeners beyond loopback without an authorizer.
+func (s *Server) warnInsecure(bound []string) {
+	for i, l := range s.cfg.Listeners {
+		if security.Loopback(bound[i]) {
+			continue
+		}
+		switch {
+		case l.Protocol == security.Plaintext,
+			l.Protocol == security.SSL && (s.cfg.TLSClientCAFile == "" || strings.EqualFold(s.cfg.TLSClientAuth, "none") || strings.EqualFold(s.cfg.TLSClientAuth, "requested")):
+			s.logger.Warn("listener without authentication is reachable beyond loopback: anyone who can connect may read and write every topic",
+				"listener", l.Name, "protocol", l.Protocol, "addr", bound[i])
+			fmt.Fprintf(s.cfg.Console, "runnel: WARNING: listener %s (%s) on %s has no authentication and is reachable beyond loopback\n", l.Name, l.Protocol, bound[i])
+		}
+	}
+}
+
+// addBootstrapUser adds the bootstrap user if the cluster has no user of that name, retrying
+// until the controller applies it or ctx ends.
+func (s *Server) addBootstrapUser(ctx context.Context) {
+	name, pass, _ := strings.Cut(s.cfg.BootstrapUser, ":")
+	for {
+		if _, ok := s.node.Image().Users[name]; ok {
+			return
+		}
+		cmd := &controller.AlterScram{}
+		for _, m := range security.Mechanisms {
+			c, err := security.CredentialFromPassword(m, pass, security.RandomSalt(), 8192)
+			if err != nil {
+				s.logger.Error("server: bootstrap user", "err", err)
+				return
+			}
+			cmd.Upserts = append(cmd.Upserts, controller.ScramUpsert{User: name, Mechanism: m, Credential: c})
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := s.node.Propose(pctx, &controller.Command{Op: controller.OpAlterScram, AlterScram: cmd})
+		cancel()
+		if err == nil {
+			s.logger.Info("server: bootstrap user added", "user", name)
+			return
+		}
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return
+		}
+		s.logger.Warn("server: adding the bootstrap user; retrying", "user", name, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
