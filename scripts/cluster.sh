@@ -10,6 +10,7 @@
 #   scripts/cluster.sh restart I        start node I again (after stop or kill), same data dir
 #   scripts/cluster.sh status           each node's PID, state and addresses
 #   scripts/cluster.sh brokers          the bootstrap list: 127.0.0.1:19192,127.0.0.1:19292,...
+#   scripts/cluster.sh sasl-brokers     the SASL_PLAINTEXT listeners' list (RUNNEL_CLUSTER_SASL=1)
 #   scripts/cluster.sh clean            stop every node and delete the data directories
 #
 # Node I listens for Kafka on 127.0.0.1:$((BASE + 100*I + 2)), for the cluster (Raft and
@@ -22,6 +23,8 @@
 #   RUNNEL_CLUSTER_SIZE  the voters, when `start` is not given N (default 3)
 #   RUNNEL_BIN           the runnel binary (default: built into $RUNNEL_CLUSTER_DIR/runnel)
 #   RUNNEL_SERVE_ARGS    extra `runnel serve` flags for every node
+#   RUNNEL_CLUSTER_SASL  1: every node also serves SASL_PLAINTEXT on port +7 (users: give one with
+#                        RUNNEL_BOOTSTRAP_USER=name:password, which `runnel serve` reads)
 #
 # Only PIDs this script started (recorded in its PID files) are ever signalled.
 set -euo pipefail
@@ -39,6 +42,7 @@ kafka_port() { echo $((BASE + 100 * $1 + 2)); }
 cluster_port() { echo $((BASE + 100 * $1 + 3)); }
 admin_port() { echo $((BASE + 100 * $1 + 4)); }
 speclog_port() { echo $((BASE + 100 * $1 + 6)); }
+sasl_port() { echo $((BASE + 100 * $1 + 7)); }
 pid_file() { echo "$DIR/node-$1.pid"; }
 
 bin() {
@@ -75,9 +79,13 @@ start_node() {
 	b=$(bin)
 	running "$i" && die "node $i already runs (PID $(cat "$(pid_file "$i")"))"
 	mkdir -p "$DIR/node-$i"
+	local kafka=(--kafka-addr "127.0.0.1:$(kafka_port "$i")")
+	if [[ -n "${RUNNEL_CLUSTER_SASL:-}" ]]; then
+		kafka=(--listeners "PLAINTEXT://127.0.0.1:$(kafka_port "$i"),SASL_PLAINTEXT://127.0.0.1:$(sasl_port "$i")")
+	fi
 	# shellcheck disable=SC2086
 	"$b" serve --node-id "$i" --data-dir "$DIR/node-$i" \
-		--kafka-addr "127.0.0.1:$(kafka_port "$i")" --cluster-addr "127.0.0.1:$(cluster_port "$i")" \
+		"${kafka[@]}" --cluster-addr "127.0.0.1:$(cluster_port "$i")" \
 		--admin-addr "127.0.0.1:$(admin_port "$i")" --speclog-addr "127.0.0.1:$(speclog_port "$i")" --controller-voters "$(voters)" \
 		${RUNNEL_SERVE_ARGS:-} >>"$DIR/node-$i.log" 2>&1 &
 	echo $! >"$(pid_file "$i")"
@@ -155,6 +163,13 @@ cmd_brokers() {
 	echo "$out"
 }
 
+cmd_sasl_brokers() {
+	local n out=""
+	n=$(size)
+	for ((i = 1; i <= n; i++)); do out+="${out:+,}127.0.0.1:$(sasl_port "$i")"; done
+	echo "$out"
+}
+
 case "${1:-}" in
 start) shift; cmd_start "$@" ;;
 stop) shift; cmd_stop "$@" ;;
@@ -164,6 +179,7 @@ resume) [[ $# -eq 2 ]] || die "usage: resume I"; kill -CONT "$(pid_of "$2")"; ec
 restart) [[ $# -eq 2 ]] || die "usage: restart I"; stop_node "$2" >/dev/null; start_node "$2"; wait_ready "$2" ;;
 status) cmd_status ;;
 brokers) cmd_brokers ;;
+sasl-brokers) cmd_sasl_brokers ;;
 clean) cmd_stop >/dev/null 2>&1 || true; rm -rf "$DIR"; echo "removed $DIR" ;;
 *) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -22,6 +22,9 @@ export RUNNEL_CLUSTER_DIR="$WORK/cluster"
 # Below the ephemeral port range (32768+ on Linux), so no outgoing connection holds a node's port.
 export RUNNEL_CLUSTER_BASE=${RUNNEL_CLUSTER_BASE:-28090}
 export RUNNEL_SERVE_ARGS="${RUNNEL_SERVE_ARGS:---log-level warn}"
+# Every node also serves SASL_PLAINTEXT with a SCRAM user, for TestSCRAMAuth and
+# TestSCRAMAuthBadCredentials (KGO_TEST_SCRAM_SEEDS, KGO_TEST_SCRAM).
+export RUNNEL_CLUSTER_SASL=1 RUNNEL_BOOTSTRAP_USER=kgo-scram:kgo-scram-secret
 cleanup() {
 	"$ROOT/scripts/cluster.sh" clean >/dev/null 2>&1 || true
 	rm -rf "$WORK"
@@ -33,6 +36,7 @@ if ! "$ROOT/scripts/cluster.sh" start "$NODES" >/dev/null; then
 	exit 1
 fi
 SEEDS=$("$ROOT/scripts/cluster.sh" brokers)
+SCRAM_SEEDS=$("$ROOT/scripts/cluster.sh" sasl-brokers)
 
 # A writable copy of the module's source (the module cache is read-only).
 MOD=$(cd "$ROOT" && go list -m -f '{{.Dir}}' github.com/twmb/franz-go)
@@ -41,4 +45,5 @@ chmod -R u+w "$WORK/franz-go"
 
 echo "kgo-tests: franz-go $(cd "$ROOT" && go list -m -f '{{.Version}}' github.com/twmb/franz-go) pkg/kgo against $NODES Runnel node(s) at $SEEDS"
 cd "$WORK/franz-go"
-KGO_SEEDS="$SEEDS" KGO_TEST_RF="$NODES" KGO_LOG_LEVEL=none go test ./pkg/kgo -count=1 -timeout 20m "$@"
+KGO_SEEDS="$SEEDS" KGO_TEST_SCRAM_SEEDS="$SCRAM_SEEDS" KGO_TEST_SCRAM=kgo-scram:kgo-scram-secret:256 \
+	KGO_TEST_RF="$NODES" KGO_LOG_LEVEL=none go test ./pkg/kgo -count=1 -timeout 20m "$@"

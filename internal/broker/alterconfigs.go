@@ -104,6 +104,9 @@ func handleAlterConfigs(_ context.Context, r *request) reply {
 			return configResource{rr.ResourceType, rr.ResourceName}, keys
 		},
 		func(rr kmsg.AlterConfigsRequestResource, keys []string) *adminError {
+			if aerr := r.configAuthz(rr.ResourceType, rr.ResourceName, kmsg.ACLOperationAlterConfigs); aerr != nil {
+				return aerr
+			}
 			return r.conn.b.alterConfigs(rr, keys, req.ValidateOnly)
 		},
 		func(rr kmsg.AlterConfigsRequestResource, aerr *adminError) {

@@ -103,6 +103,9 @@ type Security struct {
 	// FailedAuthDelay is connection.failed.authentication.delay.ms, the first failure's delay
 	// (0: 100 ms; negative: none).
 	FailedAuthDelay time.Duration
+	// Authorizer checks every request against the ACLs in the metadata; nil allows everything
+	// (--authorizer none).
+	Authorizer *security.Authorizer
 }
 
 // Hooks let tests intercept what the broker does; production leaves them nil.
@@ -167,6 +170,7 @@ type Broker struct {
 	groups        *groups
 	txns          *txns
 	authFailures  *security.FailureLimiter
+	acls          atomic.Pointer[aclCache]
 
 	ctx    context.Context // ends when the broker stops: cancels waits in handlers
 	cancel context.CancelFunc

@@ -76,6 +76,7 @@ type conn struct {
 	// in on; principal is who the connection is ("User:ANONYMOUS" until authenticated).
 	listener  *Listener
 	principal string
+	host      string // the client's IP address, as ACLs name hosts
 	auth      authState
 }
 
@@ -83,7 +84,7 @@ func (b *Broker) serveConn(nc net.Conn, l *Listener) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	_, isTCP := nc.(*net.TCPConn)
 	c := &conn{b: b, mem: semaphore.NewWeighted(b.cfg.MaxConnInflightBytes), nc: nc, zeroCopy: isTCP && !b.cfg.DisableSendfile, remote: nc.RemoteAddr().String(), out: make(chan *inflight, b.cfg.MaxInflightRequests), ctx: ctx, cancel: cancel,
-		listener: l, principal: anonymous}
+		listener: l, principal: anonymous, host: aclHost(nc.RemoteAddr().String())}
 	b.cfg.Metrics.ConnectionOpened()
 	defer b.cfg.Metrics.ConnectionClosed()
 	if l.Protocol.TLS() {
@@ -199,7 +200,7 @@ func (c *conn) handleFrame(buf []byte, f *inflight) error {
 		return fmt.Errorf("malformed %s v%d request: %w", kmsg.NameForKey(r.key), r.version, err)
 	}
 	r.req = req
-	f.reply = api.handle(c.ctx, r)
+	f.reply = authorize(c.ctx, r, api.handle)
 	if f.reply.resp != nil {
 		f.reply.resp.SetVersion(r.version)
 	}

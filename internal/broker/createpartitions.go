@@ -32,7 +32,9 @@ func handleCreatePartitions(ctx context.Context, r *request) reply {
 			}
 			continue
 		}
-		if aerr := b.createPartitions(ctx, &rt, req.ValidateOnly); aerr != nil {
+		if !r.allowedTopic(kmsg.ACLOperationAlter, rt.Topic) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		} else if aerr := b.createPartitions(ctx, &rt, req.ValidateOnly); aerr != nil {
 			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
 		}
 		resp.Topics = append(resp.Topics, st)

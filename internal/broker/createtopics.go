@@ -78,6 +78,11 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if !r.allowedCluster(kmsg.ACLOperationCreate) && !r.allowedTopic(kmsg.ACLOperationCreate, rt.Topic) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		t, partitions, rf, aerr := b.createTopic(ctx, &rt, req.ValidateOnly)
 		if aerr != nil {
 			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
@@ -88,6 +93,11 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 			st.TopicID = t.ID
 		}
 		st.NumPartitions, st.ReplicationFactor = partitions, rf
+		if !r.allowedTopic(kmsg.ACLOperationDescribeConfigs, rt.Topic) { // as Kafka: created, configs withheld
+			st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		for _, d := range topics.Defs() {
 			v, src := t.EffectiveSource(d.Name)
 			c := kmsg.NewCreateTopicsResponseTopicConfig()

@@ -29,6 +29,11 @@ func handleDeleteRecords(ctx context.Context, r *request) reply {
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
+			if !r.allowedTopic(kmsg.ACLOperationDelete, rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			var p *topics.Partition
 			var err error
 			if known && isObjectTopic(t) {

@@ -89,6 +89,14 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 	}
 	for _, tg := range targets {
 		name := tg.name
+		if !r.allowedTopic(kmsg.ACLOperationDelete, name) {
+			if tg.byName {
+				add(&name, zero, kerr.TopicAuthorizationFailed, "")
+			} else { // as Kafka: the name of a topic the principal may not delete is not told
+				add(nil, tg.id, kerr.TopicAuthorizationFailed, "")
+			}
+			continue
+		}
 		if tg.byName && tg.id != zero && idsGiven[tg.id] {
 			add(&name, tg.id, kerr.InvalidRequest, "The provided topic name maps to an ID that was already supplied.")
 			continue

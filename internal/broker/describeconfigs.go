@@ -143,9 +143,10 @@ func handleDescribeConfigs(_ context.Context, r *request) reply {
 			sr.Configs = append(sr.Configs, c)
 			return &sr.Configs[len(sr.Configs)-1]
 		}
-		var aerr *adminError
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		aerr := r.configAuthz(rr.ResourceType, rr.ResourceName, kmsg.ACLOperationDescribeConfigs)
+		switch {
+		case aerr != nil:
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			var t *topics.Topic
 			if t, aerr = b.lookupTopicResource(rr.ResourceName); aerr != nil {
 				break
@@ -160,7 +161,7 @@ func handleDescribeConfigs(_ context.Context, r *request) reply {
 					c.ConfigSynonyms = b.configSynonyms(&d, t.Configs)
 				}
 			}
-		case kmsg.ConfigResourceTypeBroker:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			var perBroker bool
 			if perBroker, aerr = b.checkBrokerResource(rr.ResourceName); aerr != nil {
 				break

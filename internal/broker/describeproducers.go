@@ -26,7 +26,9 @@ func handleDescribeProducers(_ context.Context, r *request) reply {
 			sp.Partition = index
 			var part *topics.Partition
 			err := error(kerr.UnknownTopicOrPartition)
-			if known {
+			if !r.allowedTopic(kmsg.ACLOperationRead, rt.Topic) {
+				err = kerr.TopicAuthorizationFailed
+			} else if known {
 				part, err = r.conn.b.leader(t, index, -1)
 			}
 			if err != nil {

@@ -21,15 +21,36 @@ func handleFetch(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	rep := reply{resp: resp, files: &fileRanges{zeroCopy: r.conn.zeroCopy}}
-	rep.wait = func() { r.conn.b.fetch(ctx, req, resp, rep.files, r.conn.listener.Name) }
+	acc := fetchAccess{listener: r.conn.listener.Name, read: func(topic string) bool { return r.allowedTopic(kmsg.ACLOperationRead, topic) }}
+	rep.wait = func() { r.conn.b.fetch(ctx, req, resp, rep.files, acc) }
 	return rep
 }
 
-func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, files *fileRanges, listener string) {
+// fetchAccess is what a fetch needs of its connection: the listener (for leader hints) and
+// whether its principal may read a topic.
+type fetchAccess struct {
+	listener string
+	read     func(topic string) bool
+	denied   map[*sessionPartition]bool // partitions of topics the principal may not read
+}
+
+func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, files *fileRanges, acc fetchAccess) {
 	parts, sess, err := b.fetchPartitions(req)
 	if err != nil {
 		resp.ErrorCode = errorCode(err)
 		return
+	}
+	if b.cfg.Security.Authorizer != nil {
+		acc.denied = map[*sessionPartition]bool{}
+		for _, sp := range parts {
+			name := sp.topic
+			if t, err := b.fetchTopic(sp); err == nil {
+				name = t.Name
+			}
+			if !acc.read(name) {
+				acc.denied[sp] = true
+			}
+		}
 	}
 	if sess != nil {
 		resp.SessionID = sess.id
@@ -41,6 +62,9 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 	// watermark that may be below what the old leader showed: wait for it (briefly), else
 	// answer OFFSET_NOT_AVAILABLE for it.
 	for _, sp := range parts {
+		if acc.denied[sp] {
+			continue
+		}
 		if p, err := b.partition(sp); err == nil {
 			waitReady(ctx, p.Replica, min(time.Until(deadline), time.Second))
 		}
@@ -49,6 +73,9 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		var wake []<-chan struct{}
 		objects := false
 		for _, sp := range parts { // subscribe before reading, so no commit is missed
+			if acc.denied[sp] {
+				continue
+			}
 			if t, err := b.fetchTopic(sp); err == nil && isObjectTopic(t) {
 				objects = true
 			} else if p, err := b.partition(sp); err == nil {
@@ -61,7 +88,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		resp.Topics = resp.Topics[:0]
 		files.release() // what an earlier, too small read gathered
 		incremental := sess != nil && req.SessionEpoch > 0
-		sent, total := b.fillFetch(ctx, req, resp, parts, incremental, files, listener)
+		sent, total := b.fillFetch(ctx, req, resp, parts, incremental, files, acc)
 		done := total >= int(req.MinBytes) || !time.Now().Before(deadline) || len(wake) == 0
 		if !done && waitAny(ctx, b.stopped, wake, time.Until(deadline)) {
 			continue // an append: read again
@@ -69,7 +96,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		if !done { // the wait timed out (or the broker stops): answer with what there is now
 			resp.Topics = resp.Topics[:0]
 			files.release()
-			sent, _ = b.fillFetch(ctx, req, resp, parts, incremental, files, listener)
+			sent, _ = b.fillFetch(ctx, req, resp, parts, incremental, files, acc)
 		}
 		for _, sv := range sent { // only the response that goes out counts as sent
 			sv.sp.sentHW, sv.sp.sentLSO, sv.sp.sentStart = sv.hw, sv.lso, sv.start
@@ -205,7 +232,7 @@ func (b *Broker) fetchTopic(sp *sessionPartition) (*topics.Topic, error) {
 
 // fillFetch reads every partition into resp and returns the record bytes gathered. In an
 // incremental response only partitions with news are listed.
-func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool, files *fileRanges, listener string) ([]sentValues, int) {
+func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool, files *fileRanges, acc fetchAccess) ([]sentValues, int) {
 	var sent []sentValues
 	total := 0
 	budget := int(req.MaxBytes)
@@ -217,6 +244,11 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 		fp.Partition, fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = sp.partition, -1, -1, -1
 		fp.PreferredReadReplica = -1
 		fp.RecordBatches = []byte{} // empty, not null: librdkafka rejects a null record set
+		if acc.denied[sp] {
+			fp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			addFetchPartition(resp, sp, fp)
+			continue
+		}
 		if t, err := b.fetchTopic(sp); err == nil && isObjectTopic(t) {
 			n, err := b.readObject(ctx, t, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, req.IsolationLevel == 1)
 			if err != nil {
@@ -240,7 +272,7 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 					leader, epoch, node := b.leaderHint(t.ID, sp.partition)
 					fp.CurrentLeader.LeaderID, fp.CurrentLeader.LeaderEpoch = leader, epoch
 					if req.Version >= 16 {
-						fetchEndpoint(resp, node, listener)
+						fetchEndpoint(resp, node, acc.listener)
 					}
 				}
 			}

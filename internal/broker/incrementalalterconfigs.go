@@ -28,6 +28,9 @@ func handleIncrementalAlterConfigs(_ context.Context, r *request) reply {
 			return configResource{rr.ResourceType, rr.ResourceName}, keys
 		},
 		func(rr kmsg.IncrementalAlterConfigsRequestResource, keys []string) *adminError {
+			if aerr := r.configAuthz(rr.ResourceType, rr.ResourceName, kmsg.ACLOperationAlterConfigs); aerr != nil {
+				return aerr
+			}
 			return r.conn.b.incrementalAlterConfigs(rr, keys, req.ValidateOnly)
 		},
 		func(rr kmsg.IncrementalAlterConfigsRequestResource, aerr *adminError) {

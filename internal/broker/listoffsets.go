@@ -34,9 +34,15 @@ func handleListOffsets(ctx context.Context, r *request) reply {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		t, known := b.topics.Get(rt.Topic)
+		allowed := r.allowedTopic(kmsg.ACLOperationDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition, sp.Timestamp, sp.Offset, sp.LeaderEpoch = rp.Partition, -1, -1, -1
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			var p *topics.Partition
 			var err error
 			if known && isObjectTopic(t) {

@@ -41,7 +41,9 @@ func handleMetadata(ctx context.Context, r *request) reply {
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range b.topics.List() {
-			resp.Topics = append(resp.Topics, b.metadataTopic(img, rv, t))
+			if r.allowedTopic(kmsg.ACLOperationDescribe, t.Name) { // the others are not shown
+				resp.Topics = append(resp.Topics, b.metadataTopic(img, rv, t))
+			}
 		}
 		return reply{resp: resp}
 	}
@@ -54,8 +56,21 @@ func handleMetadata(ctx context.Context, r *request) reply {
 		} else {
 			t, ok = b.topics.GetByID(rt.TopicID)
 		}
-		if ok {
+		denied := func() {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID, mt.AuthorizedOperations, mt.ErrorCode = rt.Topic, rt.TopicID, notRequested, kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, mt)
+		}
+		switch {
+		case ok && !r.allowedTopic(kmsg.ACLOperationDescribe, t.Name):
+			denied() // by id: the name is not told
+			continue
+		case ok:
 			resp.Topics = append(resp.Topics, b.metadataTopic(img, rv, t))
+			continue
+		case rt.Topic != nil && !r.allowedTopic(kmsg.ACLOperationDescribe, *rt.Topic),
+			rt.Topic != nil && autoCreate && b.cfg.AutoCreateTopics && !r.allowedCluster(kmsg.ACLOperationCreate) && !r.allowedTopic(kmsg.ACLOperationCreate, *rt.Topic):
+			denied()
 			continue
 		}
 		mt := kmsg.NewMetadataResponseTopic()

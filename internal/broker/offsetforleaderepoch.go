@@ -27,7 +27,9 @@ func handleOffsetForLeaderEpoch(_ context.Context, r *request) reply {
 			if req.Version >= 2 {
 				current = rp.CurrentLeaderEpoch
 			}
-			if known && isObjectTopic(t) {
+			if !r.allowedTopic(kmsg.ACLOperationDescribe, rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if known && isObjectTopic(t) {
 				// One epoch, 0, for the partition's whole life: it ends at the log end.
 				if op, err := b.objectPartition(t.ID, rp.Partition); err != nil {
 					sp.ErrorCode = errorCode(err)

@@ -47,28 +47,39 @@ func handleProduce(ctx context.Context, r *request) reply {
 		w              *objects.Pending
 	}
 	var objWaits []objectWait
-	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+	everyPartition := func(code int16) reply {
 		for _, rt := range req.Topics {
 			st := kmsg.NewProduceResponseTopic()
 			st.Topic = rt.Topic
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, kerr.InvalidRequiredAcks.Code, -1
+				sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, code, -1
 				st.Partitions = append(st.Partitions, sp)
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
 		return reply{resp: resp}
 	}
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		return everyPartition(kerr.InvalidRequiredAcks.Code)
+	}
+	if req.TransactionID != nil && !r.allowedTxnID(kmsg.ACLOperationWrite, *req.TransactionID) {
+		return everyPartition(kerr.TransactionalIDAuthorizationFailed.Code)
+	}
 	for _, rt := range req.Topics {
 		t, known := b.topics.Get(rt.Topic)
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		allowed := r.allowedTopic(kmsg.ACLOperationWrite, rt.Topic)
 		for i, rp := range rt.Partitions {
 			sp := &st.Partitions[i]
 			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition, sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = rp.Partition, -1, -1, -1
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue

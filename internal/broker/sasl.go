@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"time"
 
@@ -150,8 +149,7 @@ func (c *conn) authFailed(ctx context.Context, resp *kmsg.SASLAuthenticateRespon
 	if errors.As(err, &ae) {
 		reason, user = ae.Reason, ae.User
 	}
-	host, _, _ := net.SplitHostPort(c.remote)
-	delay := c.b.authFailures.Fail(host, time.Now())
+	delay := c.b.authFailures.Fail(c.host, time.Now())
 	c.b.cfg.Metrics.AuthFailed(c.listener.Name)
 	c.b.logger.Warn("broker: authentication failed", "remote", c.remote, "listener", c.listener.Name, "mechanism", c.auth.mechanism, "user", user, "reason", reason, "delay", delay)
 	resp.ErrorCode = kerr.SaslAuthenticationFailed.Code

@@ -51,6 +51,8 @@ type serveFlags struct {
 	saslMechanisms                              string
 	maxReauth                                   time.Duration
 	bootstrapUser                               string
+	authorizer, superUsers                      string
+	allowIfNoACL                                bool
 }
 
 func (f *serveFlags) register(flags *pflag.FlagSet) {
@@ -93,6 +95,9 @@ func (f *serveFlags) registerSecurity(flags *pflag.FlagSet) {
 	flags.StringVar(&f.saslMechanisms, "sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN is checked against the SCRAM credentials)")
 	flags.DurationVar(&f.maxReauth, "connections-max-reauth", 0, "connections.max.reauth.ms: SASL sessions last this long, then clients re-authenticate (0: no expiry)")
 	flags.StringVar(&f.bootstrapUser, "bootstrap-user", "", "name:password of a SCRAM user to add if the cluster has none of that name (the first way in)")
+	flags.StringVar(&f.authorizer, "authorizer", "none", "none (every request allowed) or acl (Kafka's ACLs, managed with kafka-acls or runnel acl)")
+	flags.StringVar(&f.superUsers, "super-users", "", "principals allowed everything, as User:a;User:b (super.users)")
+	flags.BoolVar(&f.allowIfNoACL, "allow-everyone-if-no-acl-found", false, "allow a request on a resource no ACL names (allow.everyone.if.no.acl.found)")
 }
 
 // securityConfig fills in cfg's listeners, TLS and SASL settings from the flags.
@@ -126,6 +131,7 @@ func (f *serveFlags) securityConfig(cfg *server.Config) error {
 	cfg.SASLMechanisms, cfg.MaxReauth, cfg.BootstrapUser = mechs, f.maxReauth, f.bootstrapUser
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TLSClientAuth = f.tlsCert, f.tlsKey, f.tlsClientCA, f.tlsClientAuth
 	cfg.ClusterTLS, cfg.AdminTLS = f.clusterTLS, f.adminTLS
+	cfg.Authorizer, cfg.SuperUsers, cfg.AllowEveryoneIfNoACL = f.authorizer, f.superUsers, f.allowIfNoACL
 	return nil
 }
 

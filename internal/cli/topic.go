@@ -26,12 +26,14 @@ type topicFlags struct {
 	brokers string
 	json    bool
 	timeout time.Duration
+	conn    clientSecurity
 }
 
 func (f *topicFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.brokers, "brokers", "127.0.0.1:9092", "comma-separated host:port of Kafka brokers to bootstrap from")
 	flags.BoolVar(&f.json, "json", false, "print JSON instead of tables")
 	flags.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the cluster before giving up")
+	f.conn.register(flags)
 }
 
 // seeds splits --brokers into addresses, dropping empty entries.
@@ -42,16 +44,29 @@ func (f *topicFlags) seeds() ([]string, error) {
 // admin connects an admin client to the cluster and returns a context bounded by --timeout;
 // call the returned function when done.
 func (f *topicFlags) admin(ctx context.Context) (*kadm.Client, context.Context, func(), error) {
+	cl, ctx, done, err := f.client(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return kadm.NewClient(cl), ctx, done, nil
+}
+
+// client is admin's client, for requests kadm does not wrap.
+func (f *topicFlags) client(ctx context.Context) (*kgo.Client, context.Context, func(), error) {
 	seeds, err := f.seeds()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID("runnel-cli"), kgo.RequestRetries(3))
+	opts, err := f.conn.opts()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("runnel-cli"), kgo.RequestRetries(3)}, opts...)...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	return kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }, nil
+	return cl, ctx, func() { cancel(); cl.Close() }, nil
 }
 
 // output prints v as indented JSON if --json was given, else calls text.

@@ -35,6 +35,7 @@ type Command struct {
 	ReplaceExtents   *ReplaceExtents   `json:"replace_extents,omitempty"`
 	ForgetWriter     *ForgetWriter     `json:"forget_writer,omitempty"`
 	AlterScram       *AlterScram       `json:"alter_scram,omitempty"`
+	ACLs             *ACLChange        `json:"acls,omitempty"`
 }
 
 // The ops.
@@ -59,6 +60,9 @@ const (
 	OpUnregister = "unregister"
 	// OpAlterScram adds, replaces and deletes users' SCRAM credentials (security.go).
 	OpAlterScram = "alter-scram"
+	// OpCreateACLs and OpDeleteACLs add and remove ACL bindings (ACLs names them exactly).
+	OpCreateACLs = "create-acls"
+	OpDeleteACLs = "delete-acls"
 )
 
 // Bootstrap starts the cluster: its id and, when a one-node data dir is upgraded, what that
@@ -313,6 +317,10 @@ func Apply(im *Image, index uint64, c *Command) Result {
 	case OpAlterScram:
 		if c.AlterScram != nil {
 			applyAlterScram(im, c.AlterScram)
+		}
+	case OpCreateACLs, OpDeleteACLs:
+		if c.ACLs != nil {
+			applyACLs(im, index, c.Op == OpCreateACLs, c.ACLs.ACLs)
 		}
 	case OpAllocProducerIDs:
 		if a := c.AllocProducerIDs; a != nil && a.Count > 0 {

@@ -52,6 +52,10 @@ type Image struct {
 	// Users are the SASL users with their SCRAM credentials (security.go). A *User is never
 	// modified once in an image: changes replace it.
 	Users map[string]*User `json:"users,omitempty"`
+	// ACLs are the ACL bindings, sorted by security.Compare, without duplicates; the slice is
+	// never modified once in an image. ACLVersion is the log index of their last change.
+	ACLs       []security.ACL `json:"acls,omitempty"`
+	ACLVersion uint64         `json:"acl_version,omitempty"`
 
 	byID     map[TopicID]*Topic           // derived
 	objOwned map[*objtopic.Partition]bool // object partitions this image may modify in place

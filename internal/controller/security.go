@@ -2,6 +2,7 @@ package controller
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/runnel-dev/runnel/internal/security"
 )
@@ -88,4 +89,23 @@ func (n *Node) Endpoint(listener string) (string, int32, bool) {
 		}
 	}
 	return "", 0, false
+}
+
+// ACLChange names ACL bindings to add or remove.
+type ACLChange struct {
+	ACLs []security.ACL `json:"acls"`
+}
+
+func applyACLs(im *Image, index uint64, create bool, acls []security.ACL) {
+	out := slices.Clone(im.ACLs)
+	for _, a := range acls {
+		i, found := slices.BinarySearchFunc(out, a, security.Compare)
+		switch {
+		case create && !found && a.Validate() == nil:
+			out = slices.Insert(out, i, a)
+		case !create && found:
+			out = slices.Delete(out, i, i+1)
+		}
+	}
+	im.ACLs, im.ACLVersion = out, index
 }

@@ -66,6 +66,9 @@ func (s *Server) warnInsecure(bound []string) {
 			s.logger.Warn("listener without authentication is reachable beyond loopback: anyone who can connect may read and write every topic",
 				"listener", l.Name, "protocol", l.Protocol, "addr", bound[i])
 			fmt.Fprintf(s.cfg.Console, "runnel: WARNING: listener %s (%s) on %s has no authentication and is reachable beyond loopback\n", l.Name, l.Protocol, bound[i])
+		case l.Protocol.SASL() && s.cfg.Authorizer != "acl":
+			s.logger.Warn("SASL listener reachable beyond loopback without an authorizer: every authenticated user may do everything (--authorizer acl)",
+				"listener", l.Name, "addr", bound[i])
 		}
 	}
 }
@@ -104,4 +107,13 @@ func (s *Server) addBootstrapUser(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// authorizer is the broker's authorizer (nil: --authorizer none).
+func authorizer(cfg Config) *security.Authorizer {
+	if cfg.Authorizer != "acl" {
+		return nil
+	}
+	super, _ := security.ParseSuperUsers(cfg.SuperUsers) // checked by Validate
+	return &security.Authorizer{SuperUsers: super, AllowIfNoACL: cfg.AllowEveryoneIfNoACL}
 }

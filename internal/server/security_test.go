@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -483,6 +484,7 @@ func TestSecureCluster(t *testing.T) {
 				{Name: "SASL_PLAINTEXT", Protocol: security.SASLPlaintext, Addr: "127.0.0.1:0", Advertised: "127.0.0.1:0"},
 			}
 			cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.ClusterTLS = cert, key, pki.CAFile, true
+			cfg.Authorizer, cfg.SuperUsers = "acl", "User:admin"
 			if id == 1 {
 				cfg.BootstrapUser = "admin:admin-secret"
 			}
@@ -528,6 +530,59 @@ func TestSecureCluster(t *testing.T) {
 			}
 		}
 	}
+	// A user and an ACL created through node 1 work on node 3 within a second.
+	cl1, err := kgo.NewClient(kgo.SeedBrokers(c.servers[1].ListenerAddrs()["SASL_PLAINTEXT"]), kgo.SASL(mech))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl1.Close()
+	adm1 := kadm.NewClient(cl1)
+	if _, err := adm1.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "bob-pw"}}); err != nil {
+		t.Fatal(err)
+	}
+	bob3, err := kgo.NewClient(kgo.SeedBrokers(c.servers[3].ListenerAddrs()["SASL_PLAINTEXT"]), kgo.SASL(scram.Auth{User: "bob", Pass: "bob-pw"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob3.Close()
+	describe := func() ([]int16, error) {
+		r := kmsg.NewPtrDescribeGroupsRequest()
+		r.Groups = []string{"audit"}
+		resp, err := bob3.SeedBrokers()[0].Request(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		return errorCodes(resp), nil
+	}
+	for { // bob's credential reaches node 3
+		codes, err := describe()
+		if err == nil {
+			if !slices.Contains(codes, kerr.GroupAuthorizationFailed.Code) {
+				t.Fatalf("bob described a group before any ACL allowed it: %v", codes)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := adm1.CreateACLs(ctx, kadm.NewACLs().Allow("User:bob").AllowHosts("*").Groups("audit").Operations(kadm.OpDescribe)); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Now()
+	for {
+		codes, err := describe()
+		if err == nil && !slices.Contains(codes, kerr.GroupAuthorizationFailed.Code) {
+			break
+		}
+		if time.Since(created) > time.Second {
+			t.Fatalf("node 3 still denies bob a second after node 1 created the ACL: %v %v", codes, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("an ACL created through node 1 took effect on node 3 within %v", time.Since(created))
+
 	// The cluster listener is TLS and wants a certificate of the cluster's CA.
 	conn, err := tls.Dial("tcp", c.voters[2], &tls.Config{RootCAs: pki.Pool(t), ServerName: "localhost"})
 	if err == nil {

@@ -85,6 +85,12 @@ type Config struct {
 	// BootstrapUser "name:password" is added as a SCRAM user (both mechanisms) if the cluster
 	// has no user of that name: the first way in to a cluster with SASL listeners only.
 	BootstrapUser string
+	// Authorizer is "none" (or "": every request allowed) or "acl" (Kafka's ACLs, kept in the
+	// metadata); SuperUsers is Kafka's super.users ("User:a;User:b"); AllowEveryoneIfNoACL is
+	// allow.everyone.if.no.acl.found.
+	Authorizer           string
+	SuperUsers           string
+	AllowEveryoneIfNoACL bool
 
 	// SlowRequestThreshold: Kafka requests taking longer are logged at Warn. 0 means 500 ms;
 	// negative logs none.
@@ -174,6 +180,14 @@ func (c Config) Validate() error {
 		return errors.New("server: --cluster-tls needs --tls-client-ca-file, the CA that signs the nodes' certificates")
 	}
 	if _, err := security.ParseClientAuth(c.TLSClientAuth, c.TLSClientCAFile != ""); err != nil {
+		return err
+	}
+	switch c.Authorizer {
+	case "", "none", "acl":
+	default:
+		return fmt.Errorf("server: --authorizer %q is not none or acl", c.Authorizer)
+	}
+	if _, err := security.ParseSuperUsers(c.SuperUsers); err != nil {
 		return err
 	}
 	if c.BootstrapUser != "" {
@@ -424,7 +438,7 @@ func Open(cfg Config) (*Server, error) {
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
 		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
-		Security:     broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth},
+		Security:     broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg)},
 		ObjectWriter: s.objw, ObjectCache: objCache, Ripcording: ripcording, Members: members}, s.topics)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
@@ -603,7 +617,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	if joined && s.cfg.BootstrapUser != "" {
-		go s.addBootstrapUser(ctx)
+		added := make(chan struct{})
+		go func() { s.addBootstrapUser(ctx); close(added) }()
+		select { // ready means the first user can log in, unless the controller is slow
+		case <-added:
+		case <-time.After(5 * time.Second):
+		}
 	}
 	if joined {
 		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
