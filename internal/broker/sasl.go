@@ -20,7 +20,9 @@ import (
 // SaslAuthenticate until the exchange succeeds; anything else closes it, untouched.
 
 func init() {
-	register(kmsg.SASLHandshake, 1, 1, handleSaslHandshake)
+	// v0 is advertised as Kafka does (librdkafka's feature check asks for it); a v0 handshake,
+	// after which raw tokens would follow instead of SaslAuthenticate, is refused.
+	register(kmsg.SASLHandshake, 0, 1, handleSaslHandshake)
 	register(kmsg.SASLAuthenticate, 0, 2, handleSaslAuthenticate)
 }
 
@@ -84,6 +86,9 @@ func handleSaslHandshake(_ context.Context, r *request) reply {
 	mechs := c.b.cfg.Security.SASLMechanisms
 	resp.SupportedMechanisms = slices.Clone(mechs)
 	switch {
+	case req.Version == 0:
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		return reply{resp: resp, closeAfter: errors.New("SaslHandshake v0 (raw SASL tokens) is not supported: the client must use SaslAuthenticate")}
 	case !c.listener.Protocol.SASL():
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return reply{resp: resp, closeAfter: fmt.Errorf("SaslHandshake on %s listener %s", c.listener.Protocol, c.listener.Name)}

@@ -209,6 +209,7 @@ const benchGCHeadroom = 256 << 20
 
 func newBenchRunCommand() *cobra.Command {
 	var f benchFlags
+	var sec clientSecurity
 	var bootstrap, label, metricsAddrs string
 	cmd := &cobra.Command{
 		Use:   "run [WORKLOAD]",
@@ -229,6 +230,11 @@ func newBenchRunCommand() *cobra.Command {
 				return err
 			}
 			opts.Label = label
+			secOpts, err := sec.opts()
+			if err != nil {
+				return err
+			}
+			opts.ClientOpts = append(opts.ClientOpts, secOpts...)
 			if metricsAddrs != "" {
 				if opts.Metrics, err = splitAddrs("metrics", metricsAddrs); err != nil {
 					return err
@@ -248,6 +254,7 @@ func newBenchRunCommand() *cobra.Command {
 	cmd.Flags().StringVar(&bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated host:port of the cluster's brokers")
 	cmd.Flags().StringVar(&label, "label", "", "name of the target in the report (e.g. runnel, kafka)")
 	cmd.Flags().StringVar(&metricsAddrs, "metrics", "", "comma-separated admin host:port of Runnel brokers: report object topics' stage times and object store requests from their /metrics")
+	sec.register(cmd.Flags())
 	return cmd
 }
 

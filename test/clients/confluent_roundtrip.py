@@ -2,6 +2,9 @@
 """Produce messages with confluent-kafka (librdkafka) and consume them back, without a group.
 
 Usage: confluent_roundtrip.py --bootstrap HOST:PORT --topic TOPIC [--count N] [--codecs none,gzip,...]
+                              [-X key=value ...]
+
+-X adds a librdkafka property to producer and consumer (security.protocol, sasl.*, ssl.*).
 
 For every codec, a producer (compression.type=codec, acks=all, no idempotence) writes --count
 messages to partition 0 of the topic. Then a Consumer, assigned partition 0 from the beginning
@@ -29,7 +32,9 @@ def main():
     ap.add_argument("--count", type=int, default=1000)
     ap.add_argument("--codecs", default="none,gzip,snappy,lz4,zstd")
     ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("-X", action="append", default=[], help="key=value librdkafka property")
     args = ap.parse_args()
+    extra = dict(kv.split("=", 1) for kv in args.X)
 
     errors = []
 
@@ -53,6 +58,7 @@ def main():
             "enable.idempotence": False,
             "linger.ms": 5,
             "error_cb": on_error,
+            **extra,
         })
         for i in range(args.count):
             key = ("%s-%06d" % (codec, i)).encode()
@@ -77,6 +83,7 @@ def main():
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
         "error_cb": on_error,
+        **extra,
     })
     c.assign([TopicPartition(args.topic, 0, OFFSET_BEGINNING)])
     got = []

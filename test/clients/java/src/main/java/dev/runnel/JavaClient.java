@@ -44,6 +44,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *     prints "committed N aborted M failed F" (N counts commits the client saw succeed).
  * </pre>
  *
+ * If the environment variable RUNNEL_CLIENT_CONFIG names a properties file, its properties
+ * (security.protocol, sasl.*, ssl.*) are added to every client's.
+ *
  * Exits 0 on success, 1 with the reason on stderr otherwise.
  */
 public final class JavaClient {
@@ -58,13 +61,27 @@ public final class JavaClient {
     }
   }
 
+  /** The properties every client starts from: RUNNEL_CLIENT_CONFIG's, if set. */
+  private static Properties base() {
+    Properties p = new Properties();
+    String file = System.getenv("RUNNEL_CLIENT_CONFIG");
+    if (file != null && !file.isEmpty()) {
+      try (java.io.FileReader r = new java.io.FileReader(file)) {
+        p.load(r);
+      } catch (java.io.IOException e) {
+        fail("reading RUNNEL_CLIENT_CONFIG " + file + ": " + e);
+      }
+    }
+    return p;
+  }
+
   private static void fail(String why) {
     System.err.println("JavaClient: FAIL: " + why);
     System.exit(1);
   }
 
   private static void produce(String bootstrap, String topic, int n) throws Exception {
-    Properties p = new Properties();
+    Properties p = base();
     p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
     p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
@@ -88,7 +105,7 @@ public final class JavaClient {
   }
 
   private static void consume(String bootstrap, String topic, String group, String protocol, int want) {
-    Properties p = new Properties();
+    Properties p = base();
     p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
     p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
@@ -122,7 +139,7 @@ public final class JavaClient {
   }
 
   private static KafkaConsumer<String, String> etlConsumer(String bootstrap, String in, String group) {
-    Properties p = new Properties();
+    Properties p = base();
     p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
     p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
@@ -137,7 +154,7 @@ public final class JavaClient {
   }
 
   private static KafkaProducer<String, String> etlProducer(String bootstrap, String txnId) {
-    Properties p = new Properties();
+    Properties p = base();
     p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
     p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "10000");
