@@ -16,6 +16,8 @@ package speclog
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -23,11 +25,35 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
 )
+
+// WithTLS makes the connections TLS (runnel serve --speclog-tls); cfg holds the CA that verifies
+// the nodes and, for mTLS, the client certificate, whose subject is then the principal.
+func WithTLS(cfg *tls.Config) grpc.DialOption {
+	return grpc.WithTransportCredentials(credentials.NewTLS(cfg))
+}
+
+// WithUser authenticates every call as one of the cluster's SASL users (docs/security.md §4):
+// the node checks the password against the user's SCRAM credentials, as SASL PLAIN does. The
+// password travels with each call: use it with WithTLS.
+func WithUser(user, password string) grpc.DialOption {
+	return grpc.WithPerRPCCredentials(basicAuth{"Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))})
+}
+
+type basicAuth struct{ header string }
+
+func (b basicAuth) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": b.header}, nil
+}
+
+// RequireTransportSecurity is false so that a loopback node without TLS can be used; the
+// password is then in clear on the wire, as with SASL PLAIN over SASL_PLAINTEXT.
+func (basicAuth) RequireTransportSecurity() bool { return false }
 
 // Header is a record header.
 type Header struct {
@@ -53,12 +79,11 @@ type Client struct {
 	conns map[string]*grpc.ClientConn
 }
 
-// Dial connects to a node's SpecLog address (runnel serve --speclog-addr). Without options the
-// connection is plaintext, as the node's default listener.
+// Dial connects to a node's SpecLog address (runnel serve --speclog-addr). The connection is
+// plaintext, as the node's default listener, unless the options say otherwise (WithTLS, or any
+// grpc.WithTransportCredentials); WithUser authenticates as one of the cluster's users.
 func Dial(ctx context.Context, addr string, opts ...grpc.DialOption) (*Client, error) {
-	if len(opts) == 0 {
-		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	}
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...) // later options win
 	c := &Client{addr: addr, opts: opts, conns: map[string]*grpc.ClientConn{}}
 	if _, err := c.conn(addr); err != nil {
 		return nil, err

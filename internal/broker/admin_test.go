@@ -771,7 +771,7 @@ func TestDescribeCluster(t *testing.T) {
 		wantOps  int32
 	}{
 		{0, 0, false, 0, notRequested},
-		{0, 0, true, 0, clusterOperations},
+		{0, 0, true, 0, 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12}, // no authorizer: every cluster operation
 		{1, 1, false, 0, notRequested},
 		{1, 2, false, kerr.UnsupportedEndpointType.Code, notRequested},
 	} {

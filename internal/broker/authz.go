@@ -18,21 +18,10 @@ import (
 // error for those it may not, before it touches any data. Without an authorizer every request
 // is allowed.
 
-// aclCache is the ACL index of one version of the bindings.
-type aclCache struct {
-	version uint64
-	index   *security.ACLIndex
-}
-
 // aclIndex returns the index of the bindings in the node's current metadata.
 func (b *Broker) aclIndex() *security.ACLIndex {
 	img := b.cl.Image()
-	if c := b.acls.Load(); c != nil && c.version == img.ACLVersion {
-		return c.index
-	}
-	c := &aclCache{version: img.ACLVersion, index: security.NewACLIndex(img.ACLs)}
-	b.acls.Store(c)
-	return c.index
+	return b.acls.Index(img.ACLVersion, img.ACLs)
 }
 
 // aclHost is a connection's host as ACLs name it: the IP address.
@@ -505,4 +494,25 @@ func (r *request) addPartitionsDenied(req *kmsg.AddPartitionsToTxnRequest) kmsg.
 		return resp
 	}
 	return nil
+}
+
+// The operations each resource type has, as Kafka reports authorized operations (KIP-430).
+var (
+	topicOps = []kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationCreate, kmsg.ACLOperationDelete,
+		kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe, kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs}
+	groupOps   = []kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete}
+	clusterOps = []kmsg.ACLOperation{kmsg.ACLOperationCreate, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe, kmsg.ACLOperationClusterAction,
+		kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs, kmsg.ACLOperationIdempotentWrite}
+)
+
+// authorizedOperations is the bit field (bit i: operation i) of the operations among ops the
+// principal may do on the resource.
+func (r *request) authorizedOperations(rt kmsg.ACLResourceType, name string, ops []kmsg.ACLOperation) int32 {
+	var bits int32
+	for _, op := range ops {
+		if r.allowed(op, rt, name) {
+			bits |= 1 << op
+		}
+	}
+	return bits
 }

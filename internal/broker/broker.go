@@ -170,7 +170,7 @@ type Broker struct {
 	groups        *groups
 	txns          *txns
 	authFailures  *security.FailureLimiter
-	acls          atomic.Pointer[aclCache]
+	acls          security.ACLCache
 
 	ctx    context.Context // ends when the broker stops: cancels waits in handlers
 	cancel context.CancelFunc

@@ -5,17 +5,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/security"
 )
 
 func init() { register(kmsg.DescribeCluster, 0, 1, handleDescribeCluster) }
 
 // DescribeCluster endpoint types (v1+, KIP-919).
 const endpointTypeBrokers = 1
-
-// clusterOperations are the ACL operations on the CLUSTER resource (CREATE, ALTER, DESCRIBE,
-// CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE) as a bit field: without an
-// authorizer, Kafka reports every supported operation as allowed.
-const clusterOperations = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
 
 func handleDescribeCluster(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.DescribeClusterRequest)
@@ -46,7 +43,7 @@ func handleDescribeCluster(_ context.Context, r *request) reply {
 		resp.Brokers = append(resp.Brokers, br)
 	}
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterOperations
+		resp.ClusterAuthorizedOperations = r.authorizedOperations(kmsg.ACLResourceTypeCluster, security.ClusterResource, clusterOps)
 	}
 	return reply{resp: resp}
 }

@@ -284,6 +284,14 @@ func handleDescribeGroups(_ context.Context, r *request) reply {
 			resp.Groups = append(resp.Groups, answers[id])
 		}
 	}
+	for i := range resp.Groups { // KIP-430
+		if g := &resp.Groups[i]; g.ErrorCode == 0 {
+			g.AuthorizedOperations = notRequested
+			if req.Version >= 3 && req.IncludeAuthorizedOperations {
+				g.AuthorizedOperations = r.authorizedOperations(kmsg.ACLResourceTypeGroup, g.Group, groupOps)
+			}
+		}
+	}
 	return reply{resp: resp}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -45,6 +46,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 				resp.Topics = append(resp.Topics, b.metadataTopic(img, rv, t))
 			}
 		}
+		r.metadataOperations(req, resp)
 		return reply{resp: resp}
 	}
 	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
@@ -91,6 +93,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 		}
 		resp.Topics = append(resp.Topics, mt)
 	}
+	r.metadataOperations(req, resp)
 	return reply{resp: resp}
 }
 
@@ -155,4 +158,20 @@ func (b *Broker) metadataTopic(img *controller.Image, rv *ripcordView, t *topics
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// metadataOperations fills in the authorized operations (KIP-430) the request asks for: per
+// topic, and for the cluster (v8-v10).
+func (r *request) metadataOperations(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations { // v11 moved it to DescribeCluster
+		resp.AuthorizedOperations = r.authorizedOperations(kmsg.ACLResourceTypeCluster, security.ClusterResource, clusterOps)
+	}
+	if req.Version < 8 || !req.IncludeTopicAuthorizedOperations {
+		return
+	}
+	for i := range resp.Topics {
+		if t := &resp.Topics[i]; t.ErrorCode == 0 && t.Topic != nil {
+			t.AuthorizedOperations = r.authorizedOperations(kmsg.ACLResourceTypeTopic, *t.Topic, topicOps)
+		}
+	}
 }

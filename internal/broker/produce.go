@@ -64,6 +64,9 @@ func handleProduce(ctx context.Context, r *request) reply {
 		return everyPartition(kerr.InvalidRequiredAcks.Code)
 	}
 	if req.TransactionID != nil && !r.allowedTxnID(kmsg.ACLOperationWrite, *req.TransactionID) {
+		if req.Acks == 0 {
+			return reply{} // no response, as for every acks=0 error
+		}
 		return everyPartition(kerr.TransactionalIDAuthorizationFailed.Code)
 	}
 	for _, rt := range req.Topics {

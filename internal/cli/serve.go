@@ -47,7 +47,7 @@ type serveFlags struct {
 	// Security (docs/security.md).
 	listeners, advertisedListeners, protocolMap string
 	tlsCert, tlsKey, tlsClientCA, tlsClientAuth string
-	clusterTLS, adminTLS                        bool
+	clusterTLS, adminTLS, speclogTLS            bool
 	saslMechanisms                              string
 	maxReauth                                   time.Duration
 	bootstrapUser                               string
@@ -92,6 +92,7 @@ func (f *serveFlags) registerSecurity(flags *pflag.FlagSet) {
 	flags.StringVar(&f.tlsClientAuth, "tls-client-auth", "", "none, requested or required: whether TLS listeners ask for client certificates (default: required with --tls-client-ca-file)")
 	flags.BoolVar(&f.clusterTLS, "cluster-tls", false, "node-to-node traffic over TLS; peers present certificates signed by --tls-client-ca-file")
 	flags.BoolVar(&f.adminTLS, "admin-tls", false, "serve the admin endpoint over HTTPS")
+	flags.BoolVar(&f.speclogTLS, "speclog-tls", false, "serve the SpecLog API (total-order topics) over TLS")
 	flags.StringVar(&f.saslMechanisms, "sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN is checked against the SCRAM credentials)")
 	flags.DurationVar(&f.maxReauth, "connections-max-reauth", 0, "connections.max.reauth.ms: SASL sessions last this long, then clients re-authenticate (0: no expiry)")
 	flags.StringVar(&f.bootstrapUser, "bootstrap-user", "", "name:password of a SCRAM user to add if the cluster has none of that name (the first way in)")
@@ -130,7 +131,7 @@ func (f *serveFlags) securityConfig(cfg *server.Config) error {
 	}
 	cfg.SASLMechanisms, cfg.MaxReauth, cfg.BootstrapUser = mechs, f.maxReauth, f.bootstrapUser
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TLSClientAuth = f.tlsCert, f.tlsKey, f.tlsClientCA, f.tlsClientAuth
-	cfg.ClusterTLS, cfg.AdminTLS = f.clusterTLS, f.adminTLS
+	cfg.ClusterTLS, cfg.AdminTLS, cfg.SpecLogTLS = f.clusterTLS, f.adminTLS, f.speclogTLS
 	cfg.Authorizer, cfg.SuperUsers, cfg.AllowEveryoneIfNoACL = f.authorizer, f.superUsers, f.allowIfNoACL
 	return nil
 }

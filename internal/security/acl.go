@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -283,4 +284,25 @@ func (z *Authorizer) AuthorizeAnyTopic(ix *ACLIndex, principal, host string, op 
 		}
 	}
 	return false
+}
+
+// ACLCache keeps the index of the latest version of the bindings: rebuilt when the version
+// (the metadata log index of their last change) moves.
+type ACLCache struct {
+	cur atomic.Pointer[cachedIndex]
+}
+
+type cachedIndex struct {
+	version uint64
+	index   *ACLIndex
+}
+
+// Index returns the index of acls, which are the bindings at version.
+func (c *ACLCache) Index(version uint64, acls []ACL) *ACLIndex {
+	if ci := c.cur.Load(); ci != nil && ci.version == version {
+		return ci.index
+	}
+	ci := &cachedIndex{version: version, index: NewACLIndex(acls)}
+	c.cur.Store(ci)
+	return ci.index
 }

@@ -538,4 +538,77 @@ func TestUserAndACLCommands(t *testing.T) {
 	if n := len(b.s.Node().Image().ACLs); n != 0 {
 		t.Fatalf("%d ACLs left after kafka-acls --remove", n)
 	}
+
+	// kafka-configs adds a SCRAM user (salted client-side), describes and deletes it.
+	configs := kafkaTool(t, "kafka.admin.ConfigCommand")
+	kafkaConfigs := func(args ...string) string {
+		return runClient(t, 120*time.Second, "", configs[0], append(configs[1:], append([]string{"--bootstrap-server", addr, "--command-config", props}, args...)...)...)
+	}
+	kafkaConfigs("--alter", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=cfg-pw]", "--entity-type", "users", "--entity-name", "cfguser")
+	if out := kafkaConfigs("--describe", "--entity-type", "users", "--entity-name", "cfguser"); !strings.Contains(out, "SCRAM-SHA-256=iterations=8192") {
+		t.Fatalf("kafka-configs --describe:\n%s", out)
+	}
+	cfg := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "cfguser", Pass: "cfg-pw"}.AsSha256Mechanism(), nil)
+	if err := cfg.Ping(ctx); err != nil {
+		t.Fatalf("the user kafka-configs added cannot log in: %v", err)
+	}
+	kafkaConfigs("--alter", "--delete-config", "SCRAM-SHA-256", "--entity-type", "users", "--entity-name", "cfguser")
+	if _, ok := b.s.Node().Image().Users["cfguser"]; ok {
+		t.Fatal("kafka-configs --delete-config left the user")
+	}
+}
+
+// TestAuthorizedOperations: Metadata, DescribeCluster and DescribeGroups report the operations
+// the principal may do (KIP-430), as admin tools show them.
+func TestAuthorizedOperations(t *testing.T) {
+	b := startSecureBroker(t, func(c *server.Config) { c.Authorizer, c.SuperUsers = "acl", "User:admin" })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "reader", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "pw"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:reader").AllowHosts("*").Topics("ops").Groups("gr").Clusters().Operations(kadm.OpRead, kadm.OpDescribe)); err != nil {
+		t.Fatal(err)
+	}
+	reader := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "reader", Pass: "pw"}.AsSha256Mechanism(), nil)
+	md := kmsg.NewPtrMetadataRequest()
+	md.IncludeTopicAuthorizedOperations = true
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("ops")}}
+	resp, err := reader.SeedBrokers()[0].Request(ctx, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr := resp.(*kmsg.MetadataResponse)
+	if want := int32(1<<kmsg.ACLOperationRead | 1<<kmsg.ACLOperationDescribe); mr.Topics[0].AuthorizedOperations != want {
+		t.Fatalf("topic operations %b, want %b (READ, DESCRIBE)", mr.Topics[0].AuthorizedOperations, want)
+	}
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.IncludeClusterAuthorizedOperations = true
+	cresp, err := reader.SeedBrokers()[0].Request(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cresp.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations, int32(1<<kmsg.ACLOperationDescribe); got != want {
+		t.Fatalf("cluster operations %b, want %b (DESCRIBE)", got, want)
+	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups, dg.IncludeAuthorizedOperations = []string{"gr"}, true
+	var g kmsg.DescribeGroupsResponseGroup
+	for { // the first lookup creates the coordinator's partitions
+		dresp, err := reader.Request(ctx, dg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g = dresp.(*kmsg.DescribeGroupsResponse).Groups[0]; g.ErrorCode == 0 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if g.ErrorCode != 0 || g.AuthorizedOperations != 1<<kmsg.ACLOperationRead|1<<kmsg.ACLOperationDescribe {
+		t.Fatalf("group %+v", g)
+	}
 }

@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"net"
 	"strconv"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/broker"
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/security"
+	"github.com/runnel-dev/runnel/internal/speclog/service"
 )
 
 // bindListeners binds the Kafka listeners after the first (Run or Serve binds the first) and
@@ -116,4 +120,27 @@ func authorizer(cfg Config) *security.Authorizer {
 	}
 	super, _ := security.ParseSuperUsers(cfg.SuperUsers) // checked by Validate
 	return &security.Authorizer{SuperUsers: super, AllowIfNoACL: cfg.AllowEveryoneIfNoACL}
+}
+
+// speclogSecurity is the SpecLog API's authentication and authorization (the Kafka listeners'
+// users and ACLs), its server options (TLS with --speclog-tls) and the options of its
+// connections to other nodes.
+func (s *Server) speclogSecurity() (*service.Auth, []grpc.ServerOption, []grpc.DialOption) {
+	node := s.node
+	auth := &service.Auth{Authorizer: authorizer(s.cfg), Logger: s.logger,
+		ACLs: func() *security.ACLIndex {
+			img := node.Image()
+			return s.speclogACLs.Index(img.ACLVersion, img.ACLs)
+		},
+		Credential: func(user string, m security.Mechanism) (security.Credential, bool) {
+			return node.Image().ScramCredential(user, m)
+		},
+		Failures: security.NewFailureLimiter(100*time.Millisecond, 5*time.Second, time.Minute)}
+	opts := []grpc.ServerOption{grpc.UnaryInterceptor(auth.Unary), grpc.StreamInterceptor(auth.Stream)}
+	var dial []grpc.DialOption
+	if s.cfg.SpecLogTLS {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls.ServerConfig())))
+		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(s.tls.ClientConfig())))
+	}
+	return auth, opts, dial
 }

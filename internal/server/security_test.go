@@ -28,11 +28,15 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/security/securitytest"
 	"github.com/runnel-dev/runnel/internal/server"
 	"github.com/runnel-dev/runnel/internal/testclients"
+	"github.com/runnel-dev/runnel/speclog"
 )
 
 // secureBroker is a one-node server with PLAINTEXT, SASL_PLAINTEXT, SASL_SSL and SSL listeners
@@ -741,6 +745,104 @@ func TestAdminOverHTTPS(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
 			t.Fatal("the admin endpoint answered plain HTTP")
+		}
+	}
+}
+
+// TestSpecLogAPISecurity: with --speclog-tls and --authorizer acl, the SpecLog API of
+// total-order topics takes the cluster's users and ACLs: an unknown password is refused, a
+// principal without ACLs is denied, WRITE allows appends and READ reads, and an mTLS client is
+// its certificate's subject.
+func TestSpecLogAPISecurity(t *testing.T) {
+	b := startSecureBroker(t, func(c *server.Config) {
+		c.SpecLogAddr, c.SpecLogTLS, c.Authorizer, c.SuperUsers = "127.0.0.1:0", true, "acl", "User:admin"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil))
+	total := "total"
+	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"runnel.ordering": &total}, "ordered"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-pw"},
+		{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "bob-pw"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("ordered").Operations(kadm.OpWrite, kadm.OpRead)); err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg := &tls.Config{RootCAs: b.pki.Pool(t), ServerName: "localhost"}
+	dial := func(opts ...grpc.DialOption) *speclog.Log {
+		c, err := speclog.Dial(ctx, b.s.SpecLogAddr(), append([]grpc.DialOption{speclog.WithTLS(tlsCfg)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.Topic("ordered")
+	}
+	admin := dial(speclog.WithUser("admin", "admin-secret"))
+	for { // the sequencer takes the topic up
+		if _, err := admin.Describe(ctx); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	code := func(err error) codes.Code { return status.Code(err) }
+	if _, err := dial(speclog.WithUser("alice", "wrong")).Append(ctx, 0, speclog.Record{Value: []byte("x")}); code(err) != codes.Unauthenticated {
+		t.Fatalf("wrong password: %v", err)
+	}
+	bob := dial(speclog.WithUser("bob", "bob-pw"))
+	if _, err := bob.Append(ctx, 0, speclog.Record{Value: []byte("x")}); code(err) != codes.PermissionDenied {
+		t.Fatalf("bob without ACLs appended: %v", err)
+	}
+	if _, _, err := bob.Read(ctx, 0, 10); code(err) != codes.PermissionDenied {
+		t.Fatalf("bob without ACLs read: %v", err)
+	}
+	if _, err := dial().Append(ctx, 0, speclog.Record{Value: []byte("x")}); code(err) != codes.PermissionDenied {
+		t.Fatalf("an anonymous caller appended: %v", err)
+	}
+	alice := dial(speclog.WithUser("alice", "alice-pw"))
+	pos, err := alice.Append(ctx, 1, speclog.Record{Value: []byte("from alice")})
+	if err != nil {
+		t.Fatalf("alice with WRITE: %v", err)
+	}
+	evs, _, err := alice.Read(ctx, pos, 1)
+	if err != nil || len(evs) != 1 || string(evs[0].Record.Value) != "from alice" {
+		t.Fatalf("alice with READ: %v %+v", err, evs)
+	}
+	if err := alice.Trim(ctx, pos); code(err) != codes.PermissionDenied {
+		t.Fatalf("alice without DELETE trimmed: %v", err)
+	}
+	// mTLS: the certificate's subject is the principal.
+	cert, key := b.pki.Issue(t, "speclog-client", pkix.Name{CommonName: "writer"})
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcfg := tlsCfg.Clone()
+	mcfg.Certificates = []tls.Certificate{pair}
+	c, err := speclog.Dial(ctx, b.s.SpecLogAddr(), speclog.WithTLS(mcfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Topic("ordered").Append(ctx, 0, speclog.Record{Value: []byte("x")}); code(err) != codes.PermissionDenied {
+		t.Fatalf("the certificate's principal appended without ACLs: %v", err)
+	}
+	if _, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:CN=writer").AllowHosts("*").Topics("ordered").Operations(kadm.OpWrite)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Topic("ordered").Append(ctx, 0, speclog.Record{Value: []byte("by certificate")}); err != nil {
+		t.Fatalf("User:CN=writer with WRITE: %v", err)
+	}
+	// Plaintext does not reach a TLS SpecLog listener.
+	if _, err := speclog.Dial(ctx, b.s.SpecLogAddr()); err == nil {
+		pc, _ := speclog.Dial(ctx, b.s.SpecLogAddr())
+		defer pc.Close()
+		if _, err := pc.Topic("ordered").Describe(ctx); err == nil {
+			t.Fatal("a plaintext client reached the TLS SpecLog listener")
 		}
 	}
 }

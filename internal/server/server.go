@@ -76,8 +76,9 @@ type Config struct {
 	TLSCertFile, TLSKeyFile, TLSClientCAFile string
 	TLSClientAuth                            string
 	// ClusterTLS makes the node-to-node transport TLS (peers need certificates signed by the
-	// client CA); AdminTLS serves the admin endpoint over HTTPS.
-	ClusterTLS, AdminTLS bool
+	// client CA); AdminTLS serves the admin endpoint over HTTPS; SpecLogTLS serves the SpecLog
+	// API over TLS (and its node-to-node streams).
+	ClusterTLS, AdminTLS, SpecLogTLS bool
 	// SASLMechanisms enabled on SASL listeners (nil: SCRAM-SHA-256, SCRAM-SHA-512); MaxReauth is
 	// connections.max.reauth.ms (0: sessions do not expire).
 	SASLMechanisms []string
@@ -169,12 +170,12 @@ func (c Config) Validate() error {
 	if err := checkAddr("kafka addr", c.KafkaAddr); err != nil {
 		return err
 	}
-	needTLS := c.ClusterTLS || c.AdminTLS
+	needTLS := c.ClusterTLS || c.AdminTLS || c.SpecLogTLS
 	for _, l := range c.Listeners {
 		needTLS = needTLS || l.Protocol.TLS()
 	}
 	if needTLS && (c.TLSCertFile == "" || c.TLSKeyFile == "") {
-		return errors.New("server: a TLS listener, --cluster-tls or --admin-tls needs --tls-cert-file and --tls-key-file")
+		return errors.New("server: a TLS listener, --cluster-tls, --admin-tls or --speclog-tls needs --tls-cert-file and --tls-key-file")
 	}
 	if c.ClusterTLS && c.TLSClientCAFile == "" {
 		return errors.New("server: --cluster-tls needs --tls-client-ca-file, the CA that signs the nodes' certificates")
@@ -272,6 +273,7 @@ type Server struct {
 	// kafkaLns are the Kafka listeners after the first, bound at Open (Serve serves them).
 	kafkaLns      []net.Listener
 	listenerAddrs map[string]string
+	speclogACLs   security.ACLCache
 }
 
 // Open validates cfg, creates and locks the data directory, and opens (recovering) every
@@ -654,8 +656,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer func() { <-dirDone }()
 	}
 	if s.speclogLn != nil {
-		gs := grpc.NewServer()
-		pb.RegisterSpecLogServer(gs, service.New(service.Config{Node: s.node, Registry: s.topics, Logger: s.logger, Addr: s.node.SpecLogAddr}))
+		auth, gopts, peerDial := s.speclogSecurity()
+		gs := grpc.NewServer(gopts...)
+		pb.RegisterSpecLogServer(gs, service.New(service.Config{Node: s.node, Registry: s.topics, Logger: s.logger, Addr: s.node.SpecLogAddr,
+			Auth: auth, PeerDial: peerDial}))
 		speclogDone := make(chan struct{})
 		sln := s.speclogLn
 		go func() {

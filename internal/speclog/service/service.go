@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -39,6 +41,11 @@ type Config struct {
 	Logger   *slog.Logger
 	// Addr is a node's SpecLog address ("" unknown), for Describe and redirections.
 	Addr func(node int32) string
+	// Auth authorizes calls (its interceptors authenticate them); nil allows every call.
+	Auth *Auth
+	// PeerDial are the options of connections to other nodes' SpecLog services (default:
+	// plaintext).
+	PeerDial []grpc.DialOption
 }
 
 // Server implements speclogpb.SpecLogServer.
@@ -87,6 +94,9 @@ func (s *Server) notLeader(t *topics.Topic, sh int32) error {
 
 // Append appends records to a shard and answers with their committed positions.
 func (s *Server) Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendResponse, error) {
+	if err := s.allowTopic(ctx, kmsg.ACLOperationWrite, req.GetTopic()); err != nil {
+		return nil, err
+	}
 	t, key, g, err := s.topicOf(req.GetTopic())
 	if err != nil {
 		return nil, err
@@ -182,6 +192,9 @@ func encodeBatch(recs []*pb.Record, nowMs int64) []byte {
 
 // Describe describes a topic's shards and positions.
 func (s *Server) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb.DescribeResponse, error) {
+	if err := s.allowTopic(ctx, kmsg.ACLOperationDescribe, req.GetTopic()); err != nil {
+		return nil, err
+	}
 	t, key, g, err := s.topicOf(req.GetTopic())
 	if err != nil {
 		return nil, err
@@ -207,6 +220,9 @@ func (s *Server) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb.Des
 // Trim trims every position below up_to: the sequencer forgets their layout and every shard's
 // partition drops the records below its first slot at or after up_to.
 func (s *Server) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimResponse, error) {
+	if err := s.allowTopic(ctx, kmsg.ACLOperationDelete, req.GetTopic()); err != nil {
+		return nil, err
+	}
 	t, key, g, err := s.topicOf(req.GetTopic())
 	if err != nil {
 		return nil, err
@@ -275,6 +291,9 @@ func owner(g *sequencer.Group, key string) func(pos uint64) (int32, bool, bool) 
 
 // Read returns confirmed records from a position.
 func (s *Server) Read(ctx context.Context, req *pb.ReadRequest) (*pb.ReadResponse, error) {
+	if err := s.allowTopic(ctx, kmsg.ACLOperationRead, req.GetTopic()); err != nil {
+		return nil, err
+	}
 	t, key, g, err := s.topicOf(req.GetTopic())
 	if err != nil {
 		return nil, err

@@ -3,11 +3,13 @@ package service
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/speclog/order"
 	"github.com/runnel-dev/runnel/internal/speclog/sequencer"
 	"github.com/runnel-dev/runnel/internal/speclog/shard"
@@ -32,6 +34,9 @@ func firstSlot(st *order.State, sh int32, pos uint64) int64 {
 // durable now from req.From on (with their positions), then the runner's events.
 func (s *Server) SubscribeShard(req *pb.SubscribeShardRequest, stream pb.SpecLog_SubscribeShardServer) error {
 	ctx := stream.Context()
+	if err := s.allow(ctx, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, security.ClusterResource); err != nil {
+		return err
+	}
 	t, key, g, err := s.topicOf(req.GetTopic())
 	if err != nil {
 		return err
@@ -209,8 +214,9 @@ func (s *Server) peer(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := s.peers.Load(addr); ok {
 		return cc.(*grpc.ClientConn), nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20)))
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8 << 20))}, s.cfg.PeerDial...)
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -38,6 +39,9 @@ type record struct {
 // Subscribe streams the topic in global order from req.From (docs/speclog.md §6).
 func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_SubscribeServer) error {
 	ctx := stream.Context()
+	if err := s.allowTopic(ctx, kmsg.ACLOperationRead, req.GetTopic()); err != nil {
+		return err
+	}
 	t, key, g, err := s.topicOf(req.GetTopic())
 	if err != nil {
 		return err

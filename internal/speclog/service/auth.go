@@ -1,0 +1,139 @@
+package service
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/runnel-dev/runnel/internal/security"
+)
+
+// Auth authenticates SpecLog calls and authorizes them with the cluster's ACLs, as the Kafka
+// listeners do (docs/security.md §4, the SpecLog API): a verified TLS client certificate names the principal
+// (User:<subject>); else HTTP Basic credentials in the "authorization" metadata are checked
+// against the user's SCRAM credentials, as SASL PLAIN is; else the caller is User:ANONYMOUS.
+// Append needs WRITE on the topic, Subscribe and Read READ, Trim DELETE, Describe DESCRIBE,
+// and SubscribeShard (between nodes) CLUSTER_ACTION on the cluster.
+type Auth struct {
+	// Authorizer decides; nil allows every call (--authorizer none), after authentication.
+	Authorizer *security.Authorizer
+	// ACLs returns the current bindings' index.
+	ACLs func() *security.ACLIndex
+	// Credential returns a user's stored SCRAM credential.
+	Credential func(user string, m security.Mechanism) (security.Credential, bool)
+	Failures   *security.FailureLimiter
+	Logger     *slog.Logger
+}
+
+type principalKey struct{}
+
+// caller is who made a call: principal and host.
+type caller struct{ principal, host string }
+
+// authenticate finds the caller of ctx, or fails with codes.Unauthenticated.
+func (a *Auth) authenticate(ctx context.Context) (caller, error) {
+	c := caller{principal: "User:ANONYMOUS"}
+	if p, ok := peer.FromContext(ctx); ok {
+		c.host = p.Addr.String()
+		if i := strings.LastIndexByte(c.host, ':'); i > 0 {
+			c.host = strings.Trim(c.host[:i], "[]")
+		}
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			if pr := security.Principal(ti.State); pr != "" {
+				c.principal = pr
+				return c, nil
+			}
+		}
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get("authorization")
+	if len(vals) == 0 {
+		return c, nil
+	}
+	fail := func(user, reason string) (caller, error) {
+		d := a.Failures.Fail(c.host, time.Now())
+		a.Logger.Warn("speclog: authentication failed", "remote", c.host, "user", user, "reason", reason, "delay", d)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return c, status.Error(codes.Unauthenticated, "authentication failed: invalid credentials")
+	}
+	enc, ok := strings.CutPrefix(vals[0], "Basic ")
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if !ok || err != nil {
+		return fail("", "the authorization metadata is not Basic base64(user:password)")
+	}
+	user, pass, ok := strings.Cut(string(raw), ":")
+	if !ok || user == "" {
+		return fail("", "the credentials are not user:password")
+	}
+	for _, m := range security.Mechanisms {
+		if cred, found := a.Credential(user, m); found {
+			if !cred.Matches(m, pass) {
+				return fail(user, "wrong password")
+			}
+			c.principal = "User:" + user
+			return c, nil
+		}
+	}
+	return fail(user, "unknown user")
+}
+
+// Unary authenticates unary calls.
+func (a *Auth) Unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	c, err := a.authenticate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return handler(context.WithValue(ctx, principalKey{}, c), req)
+}
+
+// Stream authenticates streaming calls.
+func (a *Auth) Stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	c, err := a.authenticate(ss.Context())
+	if err != nil {
+		return err
+	}
+	return handler(srv, &authedStream{ss, context.WithValue(ss.Context(), principalKey{}, c)})
+}
+
+type authedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *authedStream) Context() context.Context { return s.ctx }
+
+// allow reports, as a gRPC error, whether the caller of ctx may do op on the resource.
+func (s *Server) allow(ctx context.Context, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) error {
+	a := s.cfg.Auth
+	if a == nil || a.Authorizer == nil {
+		return nil
+	}
+	c, _ := ctx.Value(principalKey{}).(caller)
+	if c.principal == "" {
+		c.principal = "User:ANONYMOUS"
+	}
+	if a.Authorizer.Authorize(a.ACLs(), c.principal, c.host, op, rt, name) {
+		return nil
+	}
+	return status.Error(codes.PermissionDenied, fmt.Sprintf("%s may not %s %s %s", c.principal, op, rt, name))
+}
+
+func (s *Server) allowTopic(ctx context.Context, op kmsg.ACLOperation, topic string) error {
+	return s.allow(ctx, op, kmsg.ACLResourceTypeTopic, topic)
+}
