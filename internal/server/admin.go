@@ -33,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/runnel-dev/runnel/internal/console"
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objstore"
@@ -63,6 +64,7 @@ type admin struct {
 	started   time.Time
 	state     atomic.Int32
 	kafkaAddr atomic.Pointer[string] // the Kafka listener's address, once Serve has it
+	console   *console.Console
 }
 
 // startAdmin makes the metrics registry and serves the admin endpoints on cfg.AdminAddr.
@@ -122,6 +124,9 @@ func (s *Server) stopAdmin() {
 		a.srv.Close()
 	}
 	<-a.done
+	if a.console != nil {
+		a.console.Close()
+	}
 }
 
 // AdminAddr is the address the admin server listens on (with the real port if the configured
@@ -222,6 +227,15 @@ func (s *Server) adminHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	// The web console (docs/console.md) at /.
+	if con, err := console.New(console.Config{Bootstrap: s.consoleBootstrap, Overview: s.consoleOverview, Gatherer: s.admin.registry, Logger: s.logger}); err != nil {
+		s.logger.Error("console: not served", "err", err)
+	} else {
+		s.admin.console = con
+		for _, p := range console.Paths {
+			mux.Handle(p, con.Handler())
+		}
+	}
 	return mux
 }
 

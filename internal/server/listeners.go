@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"runtime/debug"
 
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/broker"
+	"github.com/runnel-dev/runnel/internal/console"
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/speclog/service"
@@ -143,4 +145,44 @@ func (s *Server) speclogSecurity() (*service.Auth, []grpc.ServerOption, []grpc.D
 		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(s.tls.ClientConfig())))
 	}
 	return auth, opts, dial
+}
+
+// consoleBootstrap is the address the console reaches its own node's Kafka API on: the first
+// PLAINTEXT listener ("" if there is none: the console then says so; its login is not built).
+func (s *Server) consoleBootstrap() []string {
+	for i, l := range s.cfg.Listeners {
+		if l.Protocol != security.Plaintext {
+			continue
+		}
+		if i == 0 {
+			if addr := s.admin.kafkaAddr.Load(); addr != nil {
+				return []string{*addr}
+			}
+			return []string{l.Addr}
+		}
+		return []string{s.listenerAddrs[l.Name]}
+	}
+	return []string{"the console needs a PLAINTEXT listener:1"}
+}
+
+// consoleOverview is the overview page's data, from the status.
+func (s *Server) consoleOverview() console.Overview {
+	st := s.Status()
+	o := console.Overview{NodeID: st.NodeID, ClusterID: st.ClusterID, State: st.State, Uptime: time.Duration(st.UptimeSeconds * float64(time.Second)),
+		ControllerID: -1, Version: buildVersion()}
+	if c := st.Cluster; c != nil {
+		o.ControllerID, o.Partitions, o.UnderReplicated, o.Offline = c.ControllerID, c.Partitions, c.UnderReplicated, c.Offline
+		for _, n := range c.Nodes {
+			o.Nodes = append(o.Nodes, console.Node{ID: n.ID, KafkaAddr: n.KafkaAddr, State: n.State, Leaders: n.Leaders, Replicas: n.Replicas})
+		}
+	}
+	return o
+}
+
+// buildVersion is the module version the binary was built from ("dev" for a local build).
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
 }

@@ -1,0 +1,232 @@
+// Package console is Runnel's built-in web console (docs/console.md): server-rendered pages
+// (html/template) on the admin listener, with a little JavaScript for live charts and the
+// message tail (uPlot, vendored). Every Kafka operation goes through the Kafka protocol to the
+// node's own listener (kgo/kadm, and package adminops for what the CLI shares), so the console
+// does exactly what `runnel topic` and `runnel group` do, and nothing the broker does not.
+package console
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+//go:embed templates/*.html static
+var assets embed.FS
+
+// Overview is the node and cluster state the overview page shows.
+type Overview struct {
+	NodeID          int32
+	ClusterID       string
+	Version         string
+	State           string
+	Uptime          time.Duration
+	ControllerID    int32
+	Partitions      int
+	UnderReplicated int
+	Offline         int
+	Nodes           []Node
+}
+
+// Node is one node of the cluster.
+type Node struct {
+	ID        int32
+	KafkaAddr string
+	State     string
+	Leaders   int
+	Replicas  int
+}
+
+// Config configures the console.
+type Config struct {
+	// Bootstrap is the node's own Kafka listener, which the console is a client of.
+	Bootstrap func() []string
+	// ClientOpts reach it (TLS, SASL), if it needs them.
+	ClientOpts []kgo.Opt
+	Overview   func() Overview
+	// Gatherer is the node's metrics registry: the charts sample it.
+	Gatherer prometheus.Gatherer
+	Logger   *slog.Logger
+}
+
+// Console serves the pages.
+type Console struct {
+	cfg   Config
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+
+	mu      sync.Mutex
+	cl      *kgo.Client
+	sampler *sampler
+}
+
+// New returns the console; Close stops it.
+func New(cfg Config) (*Console, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &Console{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
+	funcs := template.FuncMap{
+		"join":     strings.Join,
+		"bytes":    humanBytes,
+		"ms":       func(t time.Time) int64 { return t.UnixMilli() },
+		"time":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },
+		"duration": func(d time.Duration) string { return d.Round(time.Second).String() },
+		"query":    url.QueryEscape,
+		"path":     url.PathEscape,
+		"list":     func(s ...string) []string { return s },
+	}
+	for _, page := range []string{"overview", "topics", "topic", "messages", "groups", "group"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", page, err)
+		}
+		c.pages[page] = t
+	}
+	static, _ := fs.Sub(assets, "static")
+	c.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	c.mux.HandleFunc("GET /{$}", c.overview)
+	c.mux.HandleFunc("GET /topics", c.topics)
+	c.mux.HandleFunc("POST /topics", c.createTopic)
+	c.mux.HandleFunc("GET /topics/{topic}", c.topic)
+	c.mux.HandleFunc("POST /topics/{topic}/configs", c.alterConfig)
+	c.mux.HandleFunc("POST /topics/{topic}/partitions", c.addPartitions)
+	c.mux.HandleFunc("POST /topics/{topic}/delete", c.deleteTopic)
+	c.mux.HandleFunc("GET /topics/{topic}/messages", c.messages)
+	c.mux.HandleFunc("POST /topics/{topic}/messages", c.produce)
+	c.mux.HandleFunc("GET /groups", c.groups)
+	c.mux.HandleFunc("GET /groups/{group}", c.group)
+	c.mux.HandleFunc("POST /groups/{group}/reset", c.resetGroup)
+	c.mux.HandleFunc("POST /groups/{group}/delete", c.deleteGroup)
+	c.mux.HandleFunc("GET /api/v1/metrics", c.metricsAPI)
+	c.mux.HandleFunc("GET /api/v1/topics/{topic}/records", c.recordsAPI)
+	if cfg.Gatherer != nil {
+		c.sampler = newSampler(cfg.Gatherer, 2*time.Second, 150)
+	}
+	return c, nil
+}
+
+// Handler serves the console's paths: /, /topics..., /groups..., /static/, /api/v1/.
+func (c *Console) Handler() http.Handler { return c.mux }
+
+// Paths are the path patterns the console serves, for registering it on a mux.
+var Paths = []string{"/{$}", "/topics", "/topics/", "/groups", "/groups/", "/static/", "/api/v1/"}
+
+// Close stops the sampler and closes the Kafka client.
+func (c *Console) Close() {
+	if c.sampler != nil {
+		c.sampler.stop()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cl != nil {
+		c.cl.Close()
+		c.cl = nil
+	}
+}
+
+// client is the console's Kafka client of the node, made on first use.
+func (c *Console) client() (*kgo.Client, *kadm.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cl == nil {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Bootstrap()...), kgo.ClientID("runnel-console"),
+			kgo.RequestRetries(2), kgo.RetryTimeout(5 * time.Second)}, c.cfg.ClientOpts...)...)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.cl = cl
+	}
+	return c.cl, kadm.NewClient(c.cl), nil
+}
+
+// page is what every page template gets.
+type page struct {
+	Title  string
+	Nav    string
+	Flash  string // a success message (from ?ok=)
+	Error  string // what went wrong (validation messages from the server)
+	Data   any
+	Form   url.Values // the submitted form, re-shown after an error
+	Status int
+}
+
+func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, p page) {
+	if p.Flash == "" {
+		p.Flash = r.URL.Query().Get("ok")
+	}
+	if p.Form == nil {
+		p.Form = url.Values{}
+	}
+	var buf bytes.Buffer // the whole page, or an error: never half a page
+	if err := c.pages[name].Execute(&buf, p); err != nil {
+		c.cfg.Logger.Warn("console: rendering", "page", name, "err", err)
+		http.Error(w, "console: rendering the page failed: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:")
+	if p.Status != 0 {
+		w.WriteHeader(p.Status)
+	}
+	w.Write(buf.Bytes())
+}
+
+// redirect answers a successful form with a redirect carrying its message (post/redirect/get).
+func redirect(w http.ResponseWriter, r *http.Request, to, msg string) {
+	http.Redirect(w, r, to+"?ok="+url.QueryEscape(msg), http.StatusSeeOther)
+}
+
+func ctxTimeout(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), 15*time.Second)
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// errText is an error as the user should read it.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ke interface{ Unwrap() error }
+	if errors.As(err, &ke) {
+		return err.Error()
+	}
+	return err.Error()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,190 @@
+package console
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// sampler reads the node's metrics every interval and keeps the last n samples of the
+// throughput and latency the overview charts show.
+type sampler struct {
+	g        prometheus.Gatherer
+	interval time.Duration
+	n        int
+	done     chan struct{}
+	once     sync.Once
+
+	mu      sync.Mutex
+	samples []sample
+	prev    *snapshot
+}
+
+// sample is one point of the charts.
+type sample struct {
+	T            int64   `json:"t"` // Unix seconds
+	ProduceMBps  float64 `json:"produce_mbps"`
+	FetchMBps    float64 `json:"fetch_mbps"`
+	RecordsIn    float64 `json:"records_in_per_s"`
+	ProduceP99Ms float64 `json:"produce_p99_ms"`
+	FetchP99Ms   float64 `json:"fetch_p99_ms"`
+	topicRates   map[string]float64
+}
+
+// snapshot is the cumulative counters at one time.
+type snapshot struct {
+	at                time.Time
+	bytesIn, bytesOut float64
+	recordsIn         float64
+	topicRecords      map[string]float64
+	latency           map[string][]bucket // by API
+}
+
+type bucket struct{ le, count float64 }
+
+func newSampler(g prometheus.Gatherer, interval time.Duration, n int) *sampler {
+	s := &sampler{g: g, interval: interval, n: n, done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+func (s *sampler) stop() { s.once.Do(func() { close(s.done) }) }
+
+func (s *sampler) run() {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	s.take()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			s.take()
+		}
+	}
+}
+
+func (s *sampler) take() {
+	mfs, err := s.g.Gather()
+	if err != nil && len(mfs) == 0 {
+		return
+	}
+	cur := &snapshot{at: time.Now(), topicRecords: map[string]float64{}, latency: map[string][]bucket{}}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "runnel_topic_bytes_in_total":
+			cur.bytesIn = sum(mf)
+		case "runnel_topic_bytes_out_total":
+			cur.bytesOut = sum(mf)
+		case "runnel_topic_records_in_total":
+			for _, m := range mf.GetMetric() {
+				v := m.GetCounter().GetValue()
+				cur.recordsIn += v
+				cur.topicRecords[label(m, "topic")] = v
+			}
+		case "runnel_kafka_request_duration_seconds":
+			for _, m := range mf.GetMetric() {
+				api := label(m, "api")
+				if api != "Produce" && api != "Fetch" {
+					continue
+				}
+				var bs []bucket
+				for _, b := range m.GetHistogram().GetBucket() {
+					bs = append(bs, bucket{b.GetUpperBound(), float64(b.GetCumulativeCount())})
+				}
+				cur.latency[api] = bs
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.prev; p != nil {
+		dt := cur.at.Sub(p.at).Seconds()
+		sm := sample{T: cur.at.Unix(), ProduceMBps: (cur.bytesIn - p.bytesIn) / dt / 1e6, FetchMBps: (cur.bytesOut - p.bytesOut) / dt / 1e6,
+			RecordsIn: (cur.recordsIn - p.recordsIn) / dt, ProduceP99Ms: p99(p.latency["Produce"], cur.latency["Produce"]),
+			FetchP99Ms: p99(p.latency["Fetch"], cur.latency["Fetch"]), topicRates: map[string]float64{}}
+		for t, v := range cur.topicRecords {
+			sm.topicRates[t] = (v - p.topicRecords[t]) / dt
+		}
+		s.samples = append(s.samples, sm)
+		if len(s.samples) > s.n {
+			s.samples = s.samples[len(s.samples)-s.n:]
+		}
+	}
+	s.prev = cur
+}
+
+func sum(mf *dto.MetricFamily) float64 {
+	var v float64
+	for _, m := range mf.GetMetric() {
+		v += m.GetCounter().GetValue()
+	}
+	return v
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// p99 is the 99th percentile, in ms, of the observations between two cumulative histograms
+// (the upper bound of the bucket it falls in); 0 when there were none.
+func p99(prev, cur []bucket) float64 {
+	if len(cur) == 0 {
+		return 0
+	}
+	total := cur[len(cur)-1].count
+	if len(prev) == len(cur) {
+		total -= prev[len(prev)-1].count
+	}
+	if total <= 0 {
+		return 0
+	}
+	for i, b := range cur {
+		n := b.count
+		if len(prev) == len(cur) {
+			n -= prev[i].count
+		}
+		if n >= 0.99*total {
+			if math.IsInf(b.le, 1) {
+				return cur[max(i-1, 0)].le * 1000
+			}
+			return b.le * 1000
+		}
+	}
+	return cur[len(cur)-1].le * 1000
+}
+
+func (s *sampler) snapshotSamples() []sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]sample(nil), s.samples...)
+}
+
+// topicRates are the topics' records/s in the last sample.
+func (s *sampler) topicRates() map[string]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.samples) == 0 {
+		return nil
+	}
+	return s.samples[len(s.samples)-1].topicRates
+}
+
+func (c *Console) metricsAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	samples := []sample{}
+	if c.sampler != nil {
+		samples = c.sampler.snapshotSamples()
+	}
+	json.NewEncoder(w).Encode(map[string]any{"samples": samples})
+}

@@ -1,0 +1,94 @@
+// Runnel console: live charts on the overview and the live tail of the messages page. Every
+// page works without this file; it only adds what needs updating in place.
+"use strict";
+
+(function () {
+  function el(tag, text) {
+    const e = document.createElement(tag);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  // Overview charts: /api/v1/metrics every 2 s.
+  const charts = [];
+  document.querySelectorAll("[data-chart]").forEach(function (div) {
+    const kind = div.dataset.chart;
+    const series = kind === "throughput"
+      ? [{}, { label: "produce MB/s", stroke: "#0b63c5" }, { label: "fetch MB/s", stroke: "#1f7a3a" }]
+      : [{}, { label: "produce p99 ms", stroke: "#b3261e" }, { label: "fetch p99 ms", stroke: "#8a5a00" }];
+    const width = Math.max(300, div.clientWidth || 480);
+    const fmt = function (u, vals) { return vals.map(function (v) { return v === null ? "" : String(+v.toPrecision(3)); }); };
+    const plot = new uPlot({ width: width, height: 220, series: series, axes: [{}, { values: fmt, size: 60 }] }, [[], [], []], div);
+    charts.push({ kind: kind, plot: plot });
+  });
+  function refreshCharts() {
+    fetch("/api/v1/metrics").then(function (r) { return r.json(); }).then(function (d) {
+      const t = d.samples.map(function (s) { return s.t; });
+      charts.forEach(function (c) {
+        if (c.kind === "throughput") {
+          c.plot.setData([t, d.samples.map(function (s) { return s.produce_mbps; }), d.samples.map(function (s) { return s.fetch_mbps; })]);
+        } else {
+          c.plot.setData([t, d.samples.map(function (s) { return s.produce_p99_ms; }), d.samples.map(function (s) { return s.fetch_p99_ms; })]);
+        }
+      });
+    }).catch(function () {});
+  }
+  if (charts.length) {
+    refreshCharts();
+    setInterval(refreshCharts, 2000);
+  }
+
+  // Live tail: poll for records after the last one shown, per partition.
+  const tail = document.getElementById("tail");
+  if (tail) {
+    const body = document.querySelector("#messages tbody");
+    let next = null; // partition -> next offset
+    let timer = null;
+    function row(m) {
+      const tr = el("tr");
+      tr.appendChild(el("td", String(m.partition)));
+      tr.appendChild(el("td", String(m.offset)));
+      tr.appendChild(el("td", new Date(m.timestamp).toISOString().replace("T", " ").replace("Z", "")));
+      const k = el("td"); k.appendChild(el("pre", m.key)); tr.appendChild(k);
+      const v = el("td"); v.appendChild(el("pre", m.value)); tr.appendChild(v);
+      const h = el("td");
+      Object.keys(m.headers || {}).forEach(function (key) { const d = el("div"); d.appendChild(el("code", key)); d.appendChild(document.createTextNode("=" + m.headers[key])); h.appendChild(d); });
+      tr.appendChild(h);
+      return tr;
+    }
+    function poll() {
+      const q = new URLSearchParams({ decode: tail.dataset.decode, filter: tail.dataset.filter, limit: "200" });
+      if (tail.dataset.partition !== "-1") q.set("partition", tail.dataset.partition);
+      if (next) q.set("next", Object.keys(next).map(function (p) { return p + ":" + next[p]; }).join(","));
+      else q.set("next", "");
+      fetch("/api/v1/topics/" + encodeURIComponent(tail.dataset.topic) + "/records?" + q.toString())
+        .then(function (r) { return r.json(); })
+        .then(function (d) {
+          if (d.error) return;
+          if (!next) { next = {}; Object.keys(d.ends || {}).forEach(function (p) { next[p] = d.ends[p]; }); }
+          (d.records || []).forEach(function (m) {
+            const empty = body.querySelector("tr.empty");
+            if (empty) empty.remove();
+            body.insertBefore(row(m), body.firstChild);
+            next[m.partition] = Math.max(next[m.partition] || 0, m.offset + 1);
+          });
+          while (body.children.length > 1000) body.removeChild(body.lastChild);
+        })
+        .catch(function () {})
+        .finally(function () { if (timer !== null) timer = setTimeout(poll, 1000); });
+    }
+    tail.addEventListener("click", function () {
+      if (timer === null) {
+        tail.setAttribute("aria-pressed", "true");
+        tail.textContent = "Stop tail";
+        timer = 0;
+        poll();
+      } else {
+        clearTimeout(timer);
+        timer = null;
+        tail.setAttribute("aria-pressed", "false");
+        tail.textContent = "Live tail";
+      }
+    });
+  }
+})();
