@@ -63,6 +63,8 @@ type Config struct {
 	// Gatherer is the node's metrics registry: the charts sample it.
 	Gatherer prometheus.Gatherer
 	Logger   *slog.Logger
+	// Login, when set, has users log in with their SASL credentials (login.go).
+	Login *Login
 }
 
 // Console serves the pages.
@@ -71,9 +73,10 @@ type Console struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 
-	mu      sync.Mutex
-	cl      *kgo.Client
-	sampler *sampler
+	mu       sync.Mutex
+	cl       *kgo.Client
+	sampler  *sampler
+	sessions sessions
 }
 
 // New returns the console; Close stops it.
@@ -92,7 +95,7 @@ func New(cfg Config) (*Console, error) {
 		"path":     url.PathEscape,
 		"list":     func(s ...string) []string { return s },
 	}
-	for _, page := range []string{"overview", "topics", "topic", "messages", "groups", "group"} {
+	for _, page := range []string{"overview", "topics", "topic", "messages", "groups", "group", "login"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", page, err)
@@ -102,6 +105,9 @@ func New(cfg Config) (*Console, error) {
 	static, _ := fs.Sub(assets, "static")
 	c.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	c.mux.HandleFunc("GET /{$}", c.overview)
+	c.mux.HandleFunc("GET /login", c.loginPage)
+	c.mux.HandleFunc("POST /login", c.login)
+	c.mux.HandleFunc("POST /logout", c.logout)
 	c.mux.HandleFunc("GET /topics", c.topics)
 	c.mux.HandleFunc("POST /topics", c.createTopic)
 	c.mux.HandleFunc("GET /topics/{topic}", c.topic)
@@ -123,16 +129,17 @@ func New(cfg Config) (*Console, error) {
 }
 
 // Handler serves the console's paths: /, /topics..., /groups..., /static/, /api/v1/.
-func (c *Console) Handler() http.Handler { return c.mux }
+func (c *Console) Handler() http.Handler { return c.guard(c.mux) }
 
 // Paths are the path patterns the console serves, for registering it on a mux.
-var Paths = []string{"/{$}", "/topics", "/topics/", "/groups", "/groups/", "/static/", "/api/v1/"}
+var Paths = []string{"/{$}", "/login", "/logout", "/topics", "/topics/", "/groups", "/groups/", "/static/", "/api/v1/"}
 
 // Close stops the sampler and closes the Kafka client.
 func (c *Console) Close() {
 	if c.sampler != nil {
 		c.sampler.stop()
 	}
+	c.sessions.closeAll()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cl != nil {
@@ -141,8 +148,20 @@ func (c *Console) Close() {
 	}
 }
 
-// client is the console's Kafka client of the node, made on first use.
-func (c *Console) client() (*kgo.Client, *kadm.Client, error) {
+// clientOpts are the options of a client made for the request: its user's, or the console's.
+func (c *Console) clientOpts(r *http.Request) []kgo.Opt {
+	if ss := sessionOf(r.Context()); ss != nil {
+		return append([]kgo.Opt(nil), ss.opts...)
+	}
+	return append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Bootstrap()...), kgo.ClientID("runnel-console")}, c.cfg.ClientOpts...)
+}
+
+// client is the Kafka client for the request: the logged-in user's, or the console's own
+// (made on first use).
+func (c *Console) client(r *http.Request) (*kgo.Client, *kadm.Client, error) {
+	if ss := sessionOf(r.Context()); ss != nil {
+		return ss.cl, kadm.NewClient(ss.cl), nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cl == nil {
@@ -158,6 +177,7 @@ func (c *Console) client() (*kgo.Client, *kadm.Client, error) {
 
 // page is what every page template gets.
 type page struct {
+	User   string // the logged-in user ("" without login)
 	Title  string
 	Nav    string
 	Flash  string // a success message (from ?ok=)
@@ -173,6 +193,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, p 
 	}
 	if p.Form == nil {
 		p.Form = url.Values{}
+	}
+	if ss := sessionOf(r.Context()); ss != nil {
+		p.User = ss.user
 	}
 	var buf bytes.Buffer // the whole page, or an error: never half a page
 	if err := c.pages[name].Execute(&buf, p); err != nil {

@@ -24,7 +24,7 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	var rows []GroupRow
-	_, adm, err := c.client()
+	_, adm, err := c.client(r)
 	if err == nil {
 		var listed kadm.ListedGroups
 		if listed, err = adm.ListGroups(ctx); err == nil {
@@ -60,7 +60,7 @@ func (c *Console) renderGroup(w http.ResponseWriter, r *http.Request, errMsg str
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	gp := GroupPage{Group: adminops.Group{Group: name}}
-	_, adm, err := c.client()
+	_, adm, err := c.client(r)
 	if err == nil {
 		gp.Group, err = adminops.DescribeGroup(ctx, adm, name)
 	}
@@ -115,7 +115,7 @@ func (c *Console) resetGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	_, adm, err := c.client()
+	_, adm, err := c.client(r)
 	var rows []adminops.GroupPartition
 	if err == nil {
 		rows, err = adminops.ResetOffsets(ctx, adm, name, topic, nil, to)
@@ -136,7 +136,7 @@ func (c *Console) deleteGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	_, adm, err := c.client()
+	_, adm, err := c.client(r)
 	if err == nil {
 		var res kadm.DeleteGroupResponses
 		if res, err = adm.DeleteGroups(ctx, name); err == nil {

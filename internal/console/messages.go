@@ -116,8 +116,8 @@ func parseTime(s string) (int64, error) {
 // read reads up to b.Limit records matching the filter, from each chosen partition's starting
 // offset, giving up after wait. It also returns each chosen partition's end offset when it
 // looked.
-func (c *Console) read(ctx context.Context, topic string, b Browse, wait time.Duration) ([]Message, map[int32]int64, error) {
-	_, adm, err := c.client()
+func (c *Console) read(ctx context.Context, r *http.Request, topic string, b Browse, wait time.Duration) ([]Message, map[int32]int64, error) {
+	_, adm, err := c.client(r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -182,8 +182,8 @@ func (c *Console) read(ctx context.Context, topic string, b Browse, wait time.Du
 	if len(offsets) == 0 {
 		return []Message{}, endOf, nil
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Bootstrap()...), kgo.ClientID("runnel-console"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}), kgo.FetchMaxWait(200 * time.Millisecond)}, c.cfg.ClientOpts...)...)
+	cl, err := kgo.NewClient(append(c.clientOpts(r),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}), kgo.FetchMaxWait(200*time.Millisecond))...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -270,7 +270,7 @@ func (c *Console) renderMessages(w http.ResponseWriter, r *http.Request, errMsg 
 	mp.Browse = b
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	if _, adm, cerr := c.client(); cerr == nil {
+	if _, adm, cerr := c.client(r); cerr == nil {
 		if d, derr := adm.ListTopics(ctx, topic); derr == nil {
 			if td, ok := d[topic]; ok && td.Err == nil {
 				for _, p := range td.Partitions.Sorted() {
@@ -282,7 +282,7 @@ func (c *Console) renderMessages(w http.ResponseWriter, r *http.Request, errMsg 
 		}
 	}
 	if err == nil {
-		mp.Messages, _, err = c.read(ctx, topic, b, 3*time.Second)
+		mp.Messages, _, err = c.read(ctx, r, topic, b, 3*time.Second)
 	}
 	if err != nil {
 		errMsg = strings.TrimSpace(errMsg + " " + err.Error())
@@ -313,7 +313,7 @@ func (c *Console) produce(w http.ResponseWriter, r *http.Request) {
 		}
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(c.cfg.Bootstrap()...), kgo.ClientID("runnel-console"), kgo.RecordRetries(3)}
+	opts := append(c.clientOpts(r), kgo.RecordRetries(3))
 	if s := strings.TrimSpace(r.PostForm.Get("partition")); s != "" && s != "any" {
 		p, err := strconv.ParseInt(s, 10, 32)
 		if err != nil || p < 0 {
@@ -323,7 +323,7 @@ func (c *Console) produce(w http.ResponseWriter, r *http.Request) {
 		rec.Partition = int32(p)
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}
-	cl, err := kgo.NewClient(append(opts, c.cfg.ClientOpts...)...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		fail(err.Error())
 		return
@@ -352,7 +352,7 @@ func (c *Console) recordsAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	msgs, ends, err := c.read(ctx, r.PathValue("topic"), b, time.Second)
+	msgs, ends, err := c.read(ctx, r, r.PathValue("topic"), b, time.Second)
 	if err != nil {
 		w.WriteHeader(http.StatusBadGateway)
 		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})

@@ -48,7 +48,7 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 func (c *Console) topicRows(r *http.Request) ([]TopicRow, error) {
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	_, adm, err := c.client()
+	_, adm, err := c.client(r)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (c *Console) createTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	_, adm, err := c.client()
+	_, adm, err := c.client(r)
 	if err == nil {
 		var res kadm.CreateTopicResponse
 		if res, err = adm.CreateTopic(ctx, int32(parts), int16(rf), configs, name); err == nil {
@@ -225,7 +225,7 @@ func (c *Console) topicPage(r *http.Request, name string) (TopicPage, error) {
 	tp := TopicPage{Name: name}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	_, adm, err := c.client()
+	_, adm, err := c.client(r)
 	if err != nil {
 		return tp, err
 	}
@@ -287,7 +287,7 @@ func (c *Console) alterConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	_, adm, err := c.client()
+	_, adm, err := c.client(r)
 	if err == nil {
 		var res kadm.AlterConfigsResponses
 		if res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: key, Value: &value}}, name); err == nil {
@@ -318,7 +318,7 @@ func (c *Console) addPartitions(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	_, adm, err := c.client()
+	_, adm, err := c.client(r)
 	if err == nil {
 		var res kadm.CreatePartitionsResponses
 		if res, err = adm.UpdatePartitions(ctx, n, name); err == nil {
@@ -346,7 +346,7 @@ func (c *Console) deleteTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	_, adm, err := c.client()
+	_, adm, err := c.client(r)
 	if err == nil {
 		var res kadm.DeleteTopicResponses
 		if res, err = adm.DeleteTopics(ctx, name); err == nil {

@@ -160,7 +160,7 @@ func (s *Server) topicExists(name string) bool {
 // groupOffsets is every consumer group's committed offsets with the partitions' high watermarks,
 // for the lag metrics (none before the broker exists).
 func (s *Server) groupOffsets() []metrics.GroupOffset {
-	if s.broker == nil {
+	if !s.recovered() || s.broker == nil { // the state first: Open writes s.broker before it moves
 		return nil
 	}
 	var out []metrics.GroupOffset
@@ -228,7 +228,8 @@ func (s *Server) adminHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	// The web console (docs/console.md) at /.
-	if con, err := console.New(console.Config{Bootstrap: s.consoleBootstrap, Overview: s.consoleOverview, Gatherer: s.admin.registry, Logger: s.logger}); err != nil {
+	if con, err := console.New(console.Config{Bootstrap: s.consoleBootstrap, Overview: s.consoleOverview, Gatherer: s.admin.registry, Logger: s.logger,
+		Login: s.consoleLogin()}); err != nil {
 		s.logger.Error("console: not served", "err", err)
 	} else {
 		s.admin.console = con
@@ -242,7 +243,7 @@ func (s *Server) adminHandler() http.Handler {
 // clusterState is what the cluster metrics read (nothing before the node exists).
 func (s *Server) clusterState() metrics.ClusterState {
 	var st metrics.ClusterState
-	if s.node == nil || !s.recovered() {
+	if !s.recovered() || s.node == nil { // the state first: Open writes s.node before it moves
 		return st
 	}
 	img := s.node.Image()

@@ -16,6 +16,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/runnel-dev/runnel/internal/server"
 )
 
 // chromium finds Debian's headless-capable Chromium.
@@ -234,4 +237,77 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("console errors: %v", unexpected)
 	}
 	t.Logf("screenshots in %s", shots)
+}
+
+// TestConsoleLogin: with a SASL listener the console asks who is using it; the user's ACLs
+// limit what its pages show and do, and logging out ends the session.
+func TestConsoleLogin(t *testing.T) {
+	exe := chromium(t)
+	b := startSecureBroker(t, func(c *server.Config) { c.Authorizer, c.SuperUsers = "acl", "User:admin" })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil))
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "visible", "hidden"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "viewer", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "viewer-pw"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:viewer").AllowHosts("*").Topics("visible").Operations(kadm.OpDescribe, kadm.OpRead, kadm.OpDescribeConfigs)); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + b.s.AdminAddr()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Headless)...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	text := func(sel string) string {
+		var s string
+		if err := chromedp.Run(bctx, chromedp.Text(sel, &s, chromedp.ByQuery)); err != nil {
+			t.Fatalf("reading %s: %v", sel, err)
+		}
+		return s
+	}
+	run := func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		if err := chromedp.Run(bctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	login := func(user, pass string) {
+		run("login "+user, chromedp.WaitVisible("#login", chromedp.ByQuery),
+			chromedp.SetValue(`#login input[name=user]`, user, chromedp.ByQuery),
+			chromedp.SetValue(`#login input[name=password]`, pass, chromedp.ByQuery),
+			chromedp.Submit("#login", chromedp.ByQuery))
+	}
+	run("a page asks for a login", chromedp.Navigate(base+"/topics"))
+	login("viewer", "wrong")
+	run("wrong password", chromedp.WaitVisible(".error", chromedp.ByQuery))
+	if s := text(".error"); !strings.Contains(s, "Login failed") {
+		t.Fatalf("wrong password: %q", s)
+	}
+	login("viewer", "viewer-pw")
+	run("topics as viewer", chromedp.WaitVisible("form.user", chromedp.ByQuery), chromedp.WaitVisible("table", chromedp.ByQuery))
+	if s := text("table"); !strings.Contains(s, "visible") || strings.Contains(s, "hidden") {
+		t.Fatalf("the viewer's topics: %s", s)
+	}
+	run("create denied", chromedp.SetValue(`#create-topic input[name=name]`, "mine", chromedp.ByQuery),
+		chromedp.Submit("#create-topic", chromedp.ByQuery), chromedp.WaitVisible(".error", chromedp.ByQuery))
+	if s := text(".error"); !strings.Contains(s, "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("a create the ACLs do not allow: %q", s)
+	}
+	if _, ok := b.s.Topics().Get("mine"); ok {
+		t.Fatal("the viewer created a topic")
+	}
+	run("logout", chromedp.Submit("form.user", chromedp.ByQuery), chromedp.WaitVisible("#login", chromedp.ByQuery))
+	run("after logout", chromedp.Navigate(base+"/groups"), chromedp.WaitVisible("#login", chromedp.ByQuery))
+	// The JSON API wants a session too.
+	var status int64
+	run("api", chromedp.Evaluate(`fetch("/api/v1/metrics").then(r => r.status)`, &status, func(p *runtime.EvaluateParams) *runtime.EvaluateParams {
+		return p.WithAwaitPromise(true)
+	}))
+	if status != 401 {
+		t.Fatalf("the API without a session: %d", status)
+	}
 }

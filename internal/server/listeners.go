@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"runtime/debug"
+	"slices"
 
 	"errors"
 	"fmt"
@@ -185,4 +186,59 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// consoleLogin is the console's login (docs/console.md): with a SASL listener, users log in with
+// their SASL credentials on it (SASL_PLAINTEXT preferred: the connection stays in the node);
+// nil without one.
+func (s *Server) consoleLogin() *console.Login {
+	pick := -1
+	for i, l := range s.cfg.Listeners {
+		if l.Protocol == security.SASLPlaintext || l.Protocol == security.SASLSSL && pick < 0 {
+			pick = i
+		}
+		if l.Protocol == security.SASLPlaintext {
+			break
+		}
+	}
+	if pick < 0 {
+		return nil
+	}
+	l := s.cfg.Listeners[pick]
+	login := &console.Login{
+		Bootstrap: func() []string {
+			if pick == 0 {
+				if addr := s.admin.kafkaAddr.Load(); addr != nil {
+					return []string{*addr}
+				}
+				return []string{l.Addr}
+			}
+			return []string{s.listenerAddrs[l.Name]}
+		},
+		Mechanisms: func(user string) []string {
+			enabled := s.cfg.SASLMechanisms
+			if enabled == nil {
+				enabled = []string{string(security.ScramSHA256), string(security.ScramSHA512)}
+			}
+			var out []string
+			for _, m := range []security.Mechanism{security.ScramSHA512, security.ScramSHA256} {
+				if s.node == nil {
+					break
+				}
+				if _, ok := s.node.Image().ScramCredential(user, m); ok && slices.Contains(enabled, string(m)) {
+					out = append(out, string(m))
+				}
+			}
+			if len(out) == 0 && len(enabled) > 0 { // an unknown user: the broker refuses (and counts) it
+				out = enabled[:1]
+			}
+			return out
+		},
+	}
+	if l.Protocol.TLS() {
+		cfg := s.tls.ClientConfig()
+		cfg.ServerName, _, _ = net.SplitHostPort(l.Advertised)
+		login.TLS = cfg
+	}
+	return login
 }
