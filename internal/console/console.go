@@ -65,6 +65,9 @@ type Config struct {
 	Logger   *slog.Logger
 	// Login, when set, has users log in with their SASL credentials (login.go).
 	Login *Login
+	// FlushLag is, for a topic's partitions hosted on this node, what write caching has not
+	// flushed yet (nil: not shown).
+	FlushLag func(topic string) map[int32]FlushLag
 }
 
 // Console serves the pages.
@@ -95,7 +98,7 @@ func New(cfg Config) (*Console, error) {
 		"path":     url.PathEscape,
 		"list":     func(s ...string) []string { return s },
 	}
-	for _, page := range []string{"overview", "topics", "topic", "messages", "groups", "group", "login"} {
+	for _, page := range []string{"overview", "topics", "topic", "messages", "groups", "group", "login", "transactions"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", page, err)
@@ -120,6 +123,8 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /groups/{group}", c.group)
 	c.mux.HandleFunc("POST /groups/{group}/reset", c.resetGroup)
 	c.mux.HandleFunc("POST /groups/{group}/delete", c.deleteGroup)
+	c.mux.HandleFunc("GET /transactions", c.transactions)
+	c.mux.HandleFunc("GET /api/v1/groups/{group}/lag", c.lagAPI)
 	c.mux.HandleFunc("GET /api/v1/metrics", c.metricsAPI)
 	c.mux.HandleFunc("GET /api/v1/topics/{topic}/records", c.recordsAPI)
 	if cfg.Gatherer != nil {
@@ -132,7 +137,7 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) Handler() http.Handler { return c.guard(c.mux) }
 
 // Paths are the path patterns the console serves, for registering it on a mux.
-var Paths = []string{"/{$}", "/login", "/logout", "/topics", "/topics/", "/groups", "/groups/", "/static/", "/api/v1/"}
+var Paths = []string{"/{$}", "/login", "/logout", "/topics", "/topics/", "/groups", "/groups/", "/transactions", "/static/", "/api/v1/"}
 
 // Close stops the sampler and closes the Kafka client.
 func (c *Console) Close() {

@@ -197,6 +197,7 @@ type PartitionRow struct {
 	ISR         []int32
 	Start, End  int64
 	Err         string
+	FlushLag    *FlushLag // hosted here with write caching: not yet flushed
 }
 
 // ConfigRow is one config of the topic page.
@@ -241,6 +242,10 @@ func (c *Console) topicPage(r *http.Request, name string) (TopicPage, error) {
 		return tp, fmt.Errorf("no topic %s", name)
 	}
 	tp.ID = d.ID.String()
+	var lags map[int32]FlushLag
+	if c.cfg.FlushLag != nil {
+		lags = c.cfg.FlushLag(name)
+	}
 	starts, _ := adm.ListStartOffsets(ctx, name)
 	ends, _ := adm.ListEndOffsets(ctx, name)
 	for _, p := range d.Partitions.Sorted() {
@@ -253,6 +258,9 @@ func (c *Console) topicPage(r *http.Request, name string) (TopicPage, error) {
 		}
 		if o, ok := ends.Lookup(name, p.Partition); ok && o.Err == nil {
 			row.End = o.Offset
+		}
+		if l, ok := lags[p.Partition]; ok {
+			row.FlushLag = &l
 		}
 		tp.Partitions = append(tp.Partitions, row)
 	}

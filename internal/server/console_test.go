@@ -209,6 +209,32 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("after the reset the offset is %d, want 0", c)
 	}
 
+	run("lag chart", chromedp.Navigate(base+"/groups/billing"), chromedp.WaitVisible("#chart-lag canvas", chromedp.ByQuery))
+
+	// Transactions: an open one comes first.
+	txcl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.TransactionalID("console-tx"), kgo.DefaultProduceTopic("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txcl.Close()
+	if err := txcl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txcl.ProduceSync(ctx, &kgo.Record{Value: []byte("in a transaction")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	run("transactions", chromedp.Navigate(base+"/transactions"), chromedp.WaitVisible("table", chromedp.ByQuery), shot("transactions"))
+	if s := text("table tbody tr"); !strings.Contains(s, "console-tx") || !strings.Contains(s, "Ongoing") || !strings.Contains(s, "orders/") {
+		t.Fatalf("transactions: %s", s)
+	}
+	if err := txcl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	run("flush lag column", chromedp.Navigate(base+"/topics/orders"), chromedp.WaitVisible("table", chromedp.ByQuery))
+	if s := text("table"); !strings.Contains(s, "Unflushed") || !strings.Contains(s, "records") {
+		t.Fatalf("topic page without flush lag: %s", s)
+	}
+
 	// Delete: a wrong confirmation deletes nothing; the right one deletes the topic.
 	run("bad delete", chromedp.Navigate(base+"/topics/browser"), chromedp.WaitVisible("#delete-topic", chromedp.ByQuery),
 		chromedp.SetValue(`#delete-topic input[name=confirm]`, "brows", chromedp.ByQuery),

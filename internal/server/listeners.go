@@ -242,3 +242,15 @@ func (s *Server) consoleLogin() *console.Login {
 	}
 	return login
 }
+
+// consoleFlushLag is, for the console's topic page, what each partition of the topic hosted
+// here has not flushed to disk yet.
+func (s *Server) consoleFlushLag(topic string) map[int32]console.FlushLag {
+	out := map[int32]console.FlushLag{}
+	for _, p := range s.partitionStats(nil) {
+		if p.Topic == topic {
+			out[p.Partition] = console.FlushLag{Bytes: p.FlushLag.Bytes, Records: p.FlushLag.Records, Age: p.FlushLag.Age}
+		}
+	}
+	return out
+}

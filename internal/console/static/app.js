@@ -38,6 +38,25 @@
     setInterval(refreshCharts, 2000);
   }
 
+  // A group's total lag: /api/v1/groups/NAME/lag every 5 s, charted while the page is open.
+  const lagDiv = document.querySelector("[data-lag-group]");
+  if (lagDiv) {
+    const fmt = function (u, vals) { return vals.map(function (v) { return v === null ? "" : String(+v.toPrecision(4)); }); };
+    const lagPlot = new uPlot({ width: Math.max(300, lagDiv.clientWidth || 480), height: 200,
+      series: [{}, { label: "total lag", stroke: "#8a5a00" }], axes: [{}, { values: fmt, size: 60 }] }, [[], []], lagDiv);
+    const ts = [], lags = [];
+    function pollLag() {
+      fetch("/api/v1/groups/" + encodeURIComponent(lagDiv.dataset.lagGroup) + "/lag").then(function (r) { return r.json(); }).then(function (d) {
+        if (d.error) return;
+        ts.push(d.t); lags.push(d.total);
+        if (ts.length > 360) { ts.shift(); lags.shift(); }
+        lagPlot.setData([ts, lags]);
+      }).catch(function () {});
+    }
+    pollLag();
+    setInterval(pollLag, 5000);
+  }
+
   // Live tail: poll for records after the last one shown, per partition.
   const tail = document.getElementById("tail");
   if (tail) {
