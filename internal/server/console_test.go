@@ -32,6 +32,35 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// browser starts headless Chromium for the test (closed at its end).
+func browser(t *testing.T, ctx context.Context, exe string) context.Context {
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Headless, chromedp.WindowSize(1366, 900))...)
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
+	return bctx
+}
+
+// browserSteps are the tests' two verbs: read an element's text, and run actions (failing the
+// test with what was being done).
+func browserSteps(t *testing.T, bctx context.Context) (text func(sel string) string, run func(what string, actions ...chromedp.Action)) {
+	text = func(sel string) string {
+		t.Helper()
+		var s string
+		if err := chromedp.Run(bctx, chromedp.Text(sel, &s, chromedp.ByQuery)); err != nil {
+			t.Fatalf("reading %s: %v", sel, err)
+		}
+		return s
+	}
+	run = func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		if err := chromedp.Run(bctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	return text, run
+}
+
 // TestConsoleInBrowser drives the console in headless Chromium against a real node: every page
 // loads without console errors; creating a topic, producing and browsing a record, resetting a
 // group's offsets and deleting a topic work end to end; bad input gets a clear message and
@@ -73,11 +102,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Headless, chromedp.WindowSize(1366, 900))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
+	bctx := browser(t, ctx, exe)
 	var mu sync.Mutex
 	var consoleErrors []string
 	chromedp.ListenTarget(bctx, func(ev any) {
@@ -108,19 +133,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			return os.WriteFile(filepath.Join(shots, "console-"+name+".png"), png, 0o644)
 		})
 	}
-	text := func(sel string) string {
-		var s string
-		if err := chromedp.Run(bctx, chromedp.Text(sel, &s, chromedp.ByQuery)); err != nil {
-			t.Fatalf("reading %s: %v", sel, err)
-		}
-		return s
-	}
-	run := func(what string, actions ...chromedp.Action) {
-		t.Helper()
-		if err := chromedp.Run(bctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	text, run := browserSteps(t, bctx)
 
 	// Overview: the cards and the charts (uPlot draws a canvas once data arrives).
 	run("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible("#chart-throughput canvas", chromedp.ByQuery), chromedp.Sleep(4500*time.Millisecond), shot("overview"))
@@ -283,24 +296,8 @@ func TestConsoleLogin(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "http://" + b.s.AdminAddr()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Headless)...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	text := func(sel string) string {
-		var s string
-		if err := chromedp.Run(bctx, chromedp.Text(sel, &s, chromedp.ByQuery)); err != nil {
-			t.Fatalf("reading %s: %v", sel, err)
-		}
-		return s
-	}
-	run := func(what string, actions ...chromedp.Action) {
-		t.Helper()
-		if err := chromedp.Run(bctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	bctx := browser(t, ctx, exe)
+	text, run := browserSteps(t, bctx)
 	login := func(user, pass string) {
 		run("login "+user, chromedp.WaitVisible("#login", chromedp.ByQuery),
 			chromedp.SetValue(`#login input[name=user]`, user, chromedp.ByQuery),
