@@ -68,6 +68,8 @@ type Config struct {
 	// FlushLag is, for a topic's partitions hosted on this node, what write caching has not
 	// flushed yet (nil: not shown).
 	FlushLag func(topic string) map[int32]FlushLag
+	// TotalOrder describes a total-order topic's sequencing (nil: not shown).
+	TotalOrder func(ctx context.Context, topic string) (*TotalOrder, error)
 }
 
 // Console serves the pages.

@@ -97,3 +97,22 @@ func (c *Console) lagAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	json.NewEncoder(w).Encode(map[string]any{"t": time.Now().Unix(), "total": g.TotalLag(), "partitions": g.Partitions})
 }
+
+// TotalOrder is a total-order topic's sequencing state (SpecLog Describe).
+type TotalOrder struct {
+	Confirmed       uint64 // positions below are final
+	View            uint64
+	Trimmed         uint64
+	Window          uint64 // the current window's number
+	WindowCuts      int
+	Interval        time.Duration
+	SequencerLeader int32
+	Shards          []TotalOrderShard
+}
+
+// TotalOrderShard is one shard of a TotalOrder.
+type TotalOrderShard struct {
+	Shard, Leader int32
+	Quota         uint64 // positions per cut in the current window
+	Failed        bool
+}

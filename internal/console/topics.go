@@ -186,6 +186,8 @@ type TopicPage struct {
 	Partitions []PartitionRow
 	Configs    []ConfigRow
 	Badges     TopicRow
+	TotalOrder *TotalOrder // a total-order topic's sequencing
+	TotalErr   string
 }
 
 // PartitionRow is one partition of the topic page.
@@ -277,6 +279,11 @@ func (c *Console) topicPage(r *http.Request, name string) (TopicPage, error) {
 		}
 		tp.Badges = TopicRow{Storage: or(m["runnel.storage"], "local"), Sequencing: or(m["runnel.sequencing"], "eager"),
 			Ordering: or(m["runnel.ordering"], "partition"), WriteCaching: m["write.caching"] == "true", Retention: retention(m["retention.ms"])}
+	}
+	if tp.Badges.Ordering == "total" && c.cfg.TotalOrder != nil { // the user may describe the topic: Metadata answered
+		if tp.TotalOrder, err = c.cfg.TotalOrder(ctx, name); err != nil {
+			tp.TotalErr = err.Error()
+		}
 	}
 	return tp, nil
 }

@@ -229,7 +229,7 @@ func (s *Server) adminHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	// The web console (docs/console.md) at /.
 	if con, err := console.New(console.Config{Bootstrap: s.consoleBootstrap, Overview: s.consoleOverview, Gatherer: s.admin.registry, Logger: s.logger,
-		Login: s.consoleLogin(), FlushLag: s.consoleFlushLag}); err != nil {
+		Login: s.consoleLogin(), FlushLag: s.consoleFlushLag, TotalOrder: s.consoleTotalOrder}); err != nil {
 		s.logger.Error("console: not served", "err", err)
 	} else {
 		s.admin.console = con

@@ -243,6 +243,27 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := txcl.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
+	// A total-order topic's page shows its sequencing.
+	total := "total"
+	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"runnel.ordering": &total}, "ordered"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		var n int
+		run("total order", chromedp.Navigate(base+"/topics/ordered"), chromedp.WaitVisible("table", chromedp.ByQuery),
+			chromedp.Evaluate(`document.querySelectorAll("#total-order").length`, &n))
+		if n == 1 {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("no total-order section: %s", text("main"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if s := text("#total-order"); !strings.Contains(s, "Confirmed prefix") || !strings.Contains(s, "sequencer leader node 0") {
+		t.Fatalf("total order: %s", s)
+	}
+	run("total order shot", shot("total-order"))
 	run("flush lag column", chromedp.Navigate(base+"/topics/orders"), chromedp.WaitVisible("table", chromedp.ByQuery))
 	if s := text("table"); !strings.Contains(s, "Unflushed") || !strings.Contains(s, "records") {
 		t.Fatalf("topic page without flush lag: %s", s)

@@ -2,23 +2,24 @@ package server
 
 import (
 	"context"
-	"runtime/debug"
-	"slices"
-
 	"errors"
 	"fmt"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"net"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/runnel-dev/runnel/internal/broker"
 	"github.com/runnel-dev/runnel/internal/console"
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/speclog/service"
+	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
 )
 
 // bindListeners binds the Kafka listeners after the first (Run or Serve binds the first) and
@@ -253,4 +254,24 @@ func (s *Server) consoleFlushLag(topic string) map[int32]console.FlushLag {
 		}
 	}
 	return out
+}
+
+// consoleTotalOrder describes a total-order topic for the console through the SpecLog service's
+// own Describe (without its authentication: the console checked the user may describe the
+// topic through Kafka's Metadata first).
+func (s *Server) consoleTotalOrder(ctx context.Context, topic string) (*console.TotalOrder, error) {
+	if s.node == nil || !s.recovered() {
+		return nil, errors.New("the node is starting")
+	}
+	svc := service.New(service.Config{Node: s.node, Registry: s.topics, Logger: s.logger, Addr: s.node.SpecLogAddr})
+	d, err := svc.Describe(ctx, &pb.DescribeRequest{Topic: topic})
+	if err != nil {
+		return nil, err
+	}
+	out := &console.TotalOrder{Confirmed: d.GetConfirmed(), View: d.GetView(), Trimmed: d.GetTrimmed(), Window: d.GetWindow(),
+		WindowCuts: int(d.GetWindowCuts()), Interval: time.Duration(d.GetIntervalUs()) * time.Microsecond, SequencerLeader: d.GetSequencerLeader()}
+	for _, sh := range d.GetShards() {
+		out.Shards = append(out.Shards, console.TotalOrderShard{Shard: sh.GetShard(), Leader: sh.GetLeader(), Quota: sh.GetQuota(), Failed: sh.GetFailed()})
+	}
+	return out, nil
 }
