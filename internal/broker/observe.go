@@ -48,6 +48,13 @@ func (c *conn) observe(f *inflight) {
 		eachErrorCode(f.reply.resp, func(code int16) { m.ErrorCode(f.r.key, code) })
 		c.countFetched(f)
 	}
+	if f.r.key == kmsg.Produce.Int16() && f.reply.resp != nil {
+		ready, commit := f.handled, time.Duration(0)
+		if !f.waited.IsZero() {
+			ready, commit = f.waited, f.waited.Sub(f.handled)
+		}
+		m.ProduceStages(f.received.Sub(f.readStart), f.handled.Sub(f.received), commit, f.writing.Sub(ready), f.written.Sub(f.writing))
+	}
 	m.Request(f.r.key, total) // last: once a request is counted, all it counts is in
 	c.logIfSlow(f, total)
 }

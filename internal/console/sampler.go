@@ -33,8 +33,13 @@ type sample struct {
 	RecordsIn    float64 `json:"records_in_per_s"`
 	ProduceP99Ms float64 `json:"produce_p99_ms"`
 	FetchP99Ms   float64 `json:"fetch_p99_ms"`
-	topicRates   map[string]float64
+	// Stages is where produce requests' time went in the interval: p50 and p99 ms by stage.
+	Stages     map[string][2]float64 `json:"stages,omitempty"`
+	topicRates map[string]float64
 }
+
+// ProduceStages are the stages of runnel_kafka_produce_stage_seconds, in a request's order.
+var ProduceStages = []string{"read", "handle", "commit", "queue", "write"}
 
 // snapshot is the cumulative counters at one time.
 type snapshot struct {
@@ -43,6 +48,7 @@ type snapshot struct {
 	recordsIn         float64
 	topicRecords      map[string]float64
 	latency           map[string][]bucket // by API
+	stages            map[string][]bucket // produce stages
 }
 
 type bucket struct{ le, count float64 }
@@ -74,7 +80,7 @@ func (s *sampler) take() {
 	if err != nil && len(mfs) == 0 {
 		return
 	}
-	cur := &snapshot{at: time.Now(), topicRecords: map[string]float64{}, latency: map[string][]bucket{}}
+	cur := &snapshot{at: time.Now(), topicRecords: map[string]float64{}, latency: map[string][]bucket{}, stages: map[string][]bucket{}}
 	for _, mf := range mfs {
 		switch mf.GetName() {
 		case "runnel_topic_bytes_in_total":
@@ -87,17 +93,17 @@ func (s *sampler) take() {
 				cur.recordsIn += v
 				cur.topicRecords[label(m, "topic")] = v
 			}
+		case "runnel_kafka_produce_stage_seconds":
+			for _, m := range mf.GetMetric() {
+				cur.stages[label(m, "stage")] = buckets(m)
+			}
 		case "runnel_kafka_request_duration_seconds":
 			for _, m := range mf.GetMetric() {
 				api := label(m, "api")
 				if api != "Produce" && api != "Fetch" {
 					continue
 				}
-				var bs []bucket
-				for _, b := range m.GetHistogram().GetBucket() {
-					bs = append(bs, bucket{b.GetUpperBound(), float64(b.GetCumulativeCount())})
-				}
-				cur.latency[api] = bs
+				cur.latency[api] = buckets(m)
 			}
 		}
 	}
@@ -106,8 +112,16 @@ func (s *sampler) take() {
 	if p := s.prev; p != nil {
 		dt := cur.at.Sub(p.at).Seconds()
 		sm := sample{T: cur.at.Unix(), ProduceMBps: (cur.bytesIn - p.bytesIn) / dt / 1e6, FetchMBps: (cur.bytesOut - p.bytesOut) / dt / 1e6,
-			RecordsIn: (cur.recordsIn - p.recordsIn) / dt, ProduceP99Ms: p99(p.latency["Produce"], cur.latency["Produce"]),
-			FetchP99Ms: p99(p.latency["Fetch"], cur.latency["Fetch"]), topicRates: map[string]float64{}}
+			RecordsIn: (cur.recordsIn - p.recordsIn) / dt, ProduceP99Ms: quantileMs(p.latency["Produce"], cur.latency["Produce"], 0.99),
+			FetchP99Ms: quantileMs(p.latency["Fetch"], cur.latency["Fetch"], 0.99), topicRates: map[string]float64{}}
+		for st, bs := range cur.stages {
+			if q50 := quantileMs(p.stages[st], bs, 0.5); q50 > 0 || quantileMs(p.stages[st], bs, 0.99) > 0 {
+				if sm.Stages == nil {
+					sm.Stages = map[string][2]float64{}
+				}
+				sm.Stages[st] = [2]float64{q50, quantileMs(p.stages[st], bs, 0.99)}
+			}
+		}
 		for t, v := range cur.topicRecords {
 			sm.topicRates[t] = (v - p.topicRecords[t]) / dt
 		}
@@ -136,9 +150,17 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// p99 is the 99th percentile, in ms, of the observations between two cumulative histograms
+func buckets(m *dto.Metric) []bucket {
+	var bs []bucket
+	for _, b := range m.GetHistogram().GetBucket() {
+		bs = append(bs, bucket{b.GetUpperBound(), float64(b.GetCumulativeCount())})
+	}
+	return bs
+}
+
+// quantileMs is the q quantile, in ms, of the observations between two cumulative histograms
 // (the upper bound of the bucket it falls in); 0 when there were none.
-func p99(prev, cur []bucket) float64 {
+func quantileMs(prev, cur []bucket, q float64) float64 {
 	if len(cur) == 0 {
 		return 0
 	}
@@ -154,7 +176,7 @@ func p99(prev, cur []bucket) float64 {
 		if len(prev) == len(cur) {
 			n -= prev[i].count
 		}
-		if n >= 0.99*total {
+		if n >= q*total {
 			if math.IsInf(b.le, 1) {
 				return cur[max(i-1, 0)].le * 1000
 			}

@@ -28,10 +28,29 @@ type TopicRow struct {
 // badges are the configs the topics page shows, with their defaults.
 var badges = []string{"runnel.storage", "runnel.sequencing", "runnel.ordering", "write.caching", "retention.ms"}
 
+// StageRow is one stage of a produce request on the overview: p50 and p99 in the last interval.
+type StageRow struct {
+	Stage    string
+	P50, P99 float64
+}
+
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
-	var o Overview
+	var o struct {
+		Overview
+		Stages []StageRow
+	}
 	if c.cfg.Overview != nil {
-		o = c.cfg.Overview()
+		o.Overview = c.cfg.Overview()
+	}
+	if c.sampler != nil {
+		if ss := c.sampler.snapshotSamples(); len(ss) > 0 {
+			last := ss[len(ss)-1]
+			for _, st := range ProduceStages {
+				if q, ok := last.Stages[st]; ok {
+					o.Stages = append(o.Stages, StageRow{st, q[0], q[1]})
+				}
+			}
+		}
 	}
 	c.render(w, r, "overview", page{Title: "Overview", Nav: "overview", Data: o})
 }

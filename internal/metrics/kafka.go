@@ -22,6 +22,7 @@ type Kafka struct {
 	errors        *prometheus.CounterVec
 	connErrors    *prometheus.CounterVec
 	authFailures  *prometheus.CounterVec
+	produceStages *prometheus.HistogramVec
 	limitWaits    *prometheus.CounterVec
 	connsOpen     prometheus.Gauge
 	connsAccepted prometheus.Counter
@@ -71,6 +72,11 @@ func NewKafka(topicExists func(name string) bool) *Kafka {
 			Name: "runnel_kafka_connection_errors_total",
 			Help: "Connections closed by an error, by where it happened: read, write or protocol.",
 		}, []string{"reason"}),
+		produceStages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "runnel_kafka_produce_stage_seconds",
+			Help:    "Where a produce request's time goes, by stage: read (the body, and waiting for memory), handle (parse and append, on the connection's read loop), commit (until the records are committed: replication, fsync, sequencing), queue (behind earlier responses of the connection), write (the response to the socket).",
+			Buckets: RequestDurationBuckets,
+		}, []string{"stage"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnel_kafka_authentication_failures_total",
 			Help: "Failed SASL authentications, by listener.",
@@ -167,6 +173,19 @@ func (m *Kafka) ConnectionError(reason string) {
 	}
 }
 
+// ProduceStages observes the stages of one produce request (see runnel_kafka_produce_stage_seconds).
+func (m *Kafka) ProduceStages(read, handle, commit, queue, write time.Duration) {
+	if m == nil {
+		return
+	}
+	for _, s := range []struct {
+		name string
+		d    time.Duration
+	}{{"read", read}, {"handle", handle}, {"commit", commit}, {"queue", queue}, {"write", write}} {
+		m.produceStages.WithLabelValues(s.name).Observe(max(s.d, 0).Seconds())
+	}
+}
+
 // AuthFailed counts a failed SASL authentication on a listener.
 func (m *Kafka) AuthFailed(listener string) {
 	if m != nil {
@@ -217,7 +236,7 @@ func (m *Kafka) topic(name string) *topicCounters {
 }
 
 func (m *Kafka) vecs() []prometheus.Collector {
-	return []prometheus.Collector{m.requests, m.duration, m.errors, m.connErrors, m.authFailures, m.limitWaits,
+	return []prometheus.Collector{m.requests, m.duration, m.errors, m.connErrors, m.authFailures, m.produceStages, m.limitWaits,
 		m.connsOpen, m.connsAccepted, m.inflightBytes}
 }
 

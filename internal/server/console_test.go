@@ -136,7 +136,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	text, run := browserSteps(t, bctx)
 
 	// Overview: the cards and the charts (uPlot draws a canvas once data arrives).
-	run("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible("#chart-throughput canvas", chromedp.ByQuery), chromedp.Sleep(4500*time.Millisecond), shot("overview"))
+	run("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible("#chart-throughput canvas", chromedp.ByQuery))
 	if s := text("main"); !strings.Contains(s, "Controller") || !strings.Contains(s, "Nodes") {
 		t.Fatalf("overview: %s", s)
 	}
@@ -190,6 +190,22 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("tail shows it", chromedp.WaitVisible(`//pre[text()="tailed-record"]`, chromedp.BySearch))
+
+	// The overview breaks produce latency down by stage once produces ran in the last interval.
+	for i := 0; ; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("stage")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		run("overview stages", chromedp.Navigate(base+"/"), chromedp.WaitVisible("#stages", chromedp.ByQuery))
+		if s := text("#stages"); strings.Contains(s, "commit") && strings.Contains(s, "write") {
+			break
+		}
+		if i == 40 {
+			t.Fatalf("no produce stages on the overview: %s", text("#stages"))
+		}
+	}
+	run("overview shot", chromedp.Sleep(2500*time.Millisecond), shot("overview"))
 
 	// Groups: lag, a bad reset (nothing changes), then a reset to earliest.
 	run("groups", chromedp.Navigate(base+"/groups"), chromedp.WaitVisible("table", chromedp.ByQuery), shot("groups"))

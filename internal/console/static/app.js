@@ -10,22 +10,31 @@
   }
 
   // Overview charts: /api/v1/metrics every 2 s.
+  const stages = ["read", "handle", "commit", "queue", "write"];
+  const colors = ["#5b6470", "#0b63c5", "#b3261e", "#8a5a00", "#1f7a3a"];
   const charts = [];
   document.querySelectorAll("[data-chart]").forEach(function (div) {
     const kind = div.dataset.chart;
     const series = kind === "throughput"
       ? [{}, { label: "produce MB/s", stroke: "#0b63c5" }, { label: "fetch MB/s", stroke: "#1f7a3a" }]
-      : [{}, { label: "produce p99 ms", stroke: "#b3261e" }, { label: "fetch p99 ms", stroke: "#8a5a00" }];
+      : kind === "stages"
+        ? [{}].concat(stages.map(function (s, i) { return { label: s, stroke: colors[i] }; }))
+        : [{}, { label: "produce p99 ms", stroke: "#b3261e" }, { label: "fetch p99 ms", stroke: "#8a5a00" }];
     const width = Math.max(300, div.clientWidth || 480);
     const fmt = function (u, vals) { return vals.map(function (v) { return v === null ? "" : String(+v.toPrecision(3)); }); };
-    const plot = new uPlot({ width: width, height: 220, series: series, axes: [{}, { values: fmt, size: 60 }] }, [[], [], []], div);
+    const plot = new uPlot({ width: width, height: 220, series: series, axes: [{}, { values: fmt, size: 60 }] },
+      series.map(function () { return []; }), div);
     charts.push({ kind: kind, plot: plot });
   });
   function refreshCharts() {
     fetch("/api/v1/metrics").then(function (r) { return r.json(); }).then(function (d) {
       const t = d.samples.map(function (s) { return s.t; });
       charts.forEach(function (c) {
-        if (c.kind === "throughput") {
+        if (c.kind === "stages") {
+          c.plot.setData([t].concat(stages.map(function (st) {
+            return d.samples.map(function (s) { return s.stages && s.stages[st] ? s.stages[st][1] : null; });
+          })));
+        } else if (c.kind === "throughput") {
           c.plot.setData([t, d.samples.map(function (s) { return s.produce_mbps; }), d.samples.map(function (s) { return s.fetch_mbps; })]);
         } else {
           c.plot.setData([t, d.samples.map(function (s) { return s.produce_p99_ms; }), d.samples.map(function (s) { return s.fetch_p99_ms; })]);
