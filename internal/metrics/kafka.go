@@ -23,6 +23,7 @@ type Kafka struct {
 	connErrors    *prometheus.CounterVec
 	authFailures  *prometheus.CounterVec
 	produceStages *prometheus.HistogramVec
+	stageObs      [5]prometheus.Observer // produceStages' series, resolved once: read, handle, commit, queue, write
 	limitWaits    *prometheus.CounterVec
 	connsOpen     prometheus.Gauge
 	connsAccepted prometheus.Counter
@@ -102,6 +103,9 @@ func NewKafka(topicExists func(name string) bool) *Kafka {
 	for i, name := range []string{"bytes_in", "records_in", "bytes_out", "records_out"} {
 		m.topicDescs[i] = prometheus.NewDesc("runnel_topic_"+name+"_total", topicHelp[i], []string{"topic"}, nil)
 	}
+	for i, stage := range []string{"read", "handle", "commit", "queue", "write"} {
+		m.stageObs[i] = m.produceStages.WithLabelValues(stage)
+	}
 	return m
 }
 
@@ -178,11 +182,8 @@ func (m *Kafka) ProduceStages(read, handle, commit, queue, write time.Duration) 
 	if m == nil {
 		return
 	}
-	for _, s := range []struct {
-		name string
-		d    time.Duration
-	}{{"read", read}, {"handle", handle}, {"commit", commit}, {"queue", queue}, {"write", write}} {
-		m.produceStages.WithLabelValues(s.name).Observe(max(s.d, 0).Seconds())
+	for i, d := range [5]time.Duration{read, handle, commit, queue, write} {
+		m.stageObs[i].Observe(max(d, 0).Seconds())
 	}
 }
 
