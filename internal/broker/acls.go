@@ -25,15 +25,31 @@ func init() {
 // authorizer.
 func (b *Broker) aclsEnabled() bool { return b.cfg.Security.Authorizer != nil }
 
+// aclFilter is a DescribeAcls or DeleteAcls filter (v0 knows only literal patterns).
+func aclFilter(version int16, rt kmsg.ACLResourceType, name *string, pt kmsg.ACLResourcePatternType, principal, host *string,
+	op kmsg.ACLOperation, perm kmsg.ACLPermissionType) security.Filter {
+	if version == 0 {
+		pt = kmsg.ACLResourcePatternTypeLiteral
+	}
+	return security.Filter{ResourceType: rt, ResourceName: name, PatternType: pt, Principal: principal, Host: host, Operation: op, Permission: perm}
+}
+
+// aclAlterRefused is why CreateAcls or DeleteAcls may not change bindings (code 0: they may).
+func (r *request) aclAlterRefused() (int16, string) {
+	switch {
+	case !r.conn.b.aclsEnabled():
+		return kerr.SecurityDisabled.Code, "No authorizer is configured (--authorizer acl)."
+	case !r.allowedCluster(kmsg.ACLOperationAlter):
+		return kerr.ClusterAuthorizationFailed.Code, ""
+	}
+	return 0, ""
+}
+
 func handleDescribeACLs(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.DescribeACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
 	b := r.conn.b
-	f := security.Filter{ResourceType: req.ResourceType, ResourceName: req.ResourceName, PatternType: req.ResourcePatternType,
-		Principal: req.Principal, Host: req.Host, Operation: req.Operation, Permission: req.PermissionType}
-	if req.Version == 0 {
-		f.PatternType = kmsg.ACLResourcePatternTypeLiteral
-	}
+	f := aclFilter(req.Version, req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host, req.Operation, req.PermissionType)
 	switch {
 	case !b.aclsEnabled():
 		resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, strp("No authorizer is configured (--authorizer acl).")
@@ -69,19 +85,13 @@ func handleCreateACLs(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.CreateACLsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
 	b := r.conn.b
-	fail := func(code int16, msg string) reply {
+	if code, msg := r.aclAlterRefused(); code != 0 {
 		for range req.Creations {
 			res := kmsg.NewCreateACLsResponseResult()
 			res.ErrorCode, res.ErrorMessage = code, strp(msg)
 			resp.Results = append(resp.Results, res)
 		}
 		return reply{resp: resp}
-	}
-	switch {
-	case !b.aclsEnabled():
-		return fail(kerr.SecurityDisabled.Code, "No authorizer is configured (--authorizer acl).")
-	case !r.allowedCluster(kmsg.ACLOperationAlter):
-		return fail(kerr.ClusterAuthorizationFailed.Code, "")
 	}
 	var valid []security.ACL
 	errs := make([]error, len(req.Creations))
@@ -119,7 +129,7 @@ func handleDeleteACLs(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.DeleteACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
 	b := r.conn.b
-	fail := func(code int16, msg string) reply {
+	if code, msg := r.aclAlterRefused(); code != 0 {
 		for range req.Filters {
 			res := kmsg.NewDeleteACLsResponseResult()
 			res.ErrorCode, res.ErrorMessage = code, strp(msg)
@@ -127,22 +137,12 @@ func handleDeleteACLs(ctx context.Context, r *request) reply {
 		}
 		return reply{resp: resp}
 	}
-	switch {
-	case !b.aclsEnabled():
-		return fail(kerr.SecurityDisabled.Code, "No authorizer is configured (--authorizer acl).")
-	case !r.allowedCluster(kmsg.ACLOperationAlter):
-		return fail(kerr.ClusterAuthorizationFailed.Code, "")
-	}
 	acls := b.cl.Image().ACLs
 	matched := make([][]security.ACL, len(req.Filters))
 	errs := make([]error, len(req.Filters))
 	var doomed []security.ACL
 	for i, rf := range req.Filters {
-		f := security.Filter{ResourceType: rf.ResourceType, ResourceName: rf.ResourceName, PatternType: rf.ResourcePatternType,
-			Principal: rf.Principal, Host: rf.Host, Operation: rf.Operation, Permission: rf.PermissionType}
-		if req.Version == 0 {
-			f.PatternType = kmsg.ACLResourcePatternTypeLiteral
-		}
+		f := aclFilter(req.Version, rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, rf.Host, rf.Operation, rf.PermissionType)
 		if errs[i] = f.Validate(); errs[i] != nil {
 			continue
 		}

@@ -232,19 +232,7 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 		return after(handle(ctx, r), func(resp kmsg.Response) { answer(resp.(*kmsg.TxnOffsetCommitResponse)) })
 	case *kmsg.OffsetFetchRequest:
 		if req.Version < 8 && !r.allowedGroup(describe, req.Group) {
-			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-			resp.ErrorCode = groupDenied.Code
-			for _, rt := range req.Topics { // v0-1 carry the error per partition
-				st := kmsg.NewOffsetFetchResponseTopic()
-				st.Topic = rt.Topic
-				for _, p := range rt.Partitions {
-					sp := kmsg.NewOffsetFetchResponseTopicPartition()
-					sp.Partition, sp.Offset, sp.ErrorCode = p, -1, groupDenied.Code
-					st.Partitions = append(st.Partitions, sp)
-				}
-				resp.Topics = append(resp.Topics, st)
-			}
-			return reply{resp: resp}
+			return reply{resp: offsetFetchError(req, groupDenied.Code)}
 		}
 		return after(handle(ctx, r), func(resp kmsg.Response) { r.filterOffsetFetch(req, resp.(*kmsg.OffsetFetchResponse)) })
 	case *kmsg.DescribeGroupsRequest:

@@ -211,21 +211,7 @@ func handleOffsetFetch(_ context.Context, r *request) reply {
 	gs := r.conn.b.groups
 	if req.Version < 8 {
 		return gs.locked(req.Group, func(c *group.Coordinator) kmsg.Response { return c.OffsetFetch(req) },
-			func(code *kerr.Error) kmsg.Response {
-				resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-				resp.ErrorCode = code.Code
-				for _, rt := range req.Topics { // v0-1 carry the error per partition
-					st := kmsg.NewOffsetFetchResponseTopic()
-					st.Topic = rt.Topic
-					for _, p := range rt.Partitions {
-						sp := kmsg.NewOffsetFetchResponseTopicPartition()
-						sp.Partition, sp.Offset, sp.ErrorCode = p, -1, code.Code
-						st.Partitions = append(st.Partitions, sp)
-					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp
-			})
+			func(code *kerr.Error) kmsg.Response { return offsetFetchError(req, code.Code) })
 	}
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	gs.mu.Lock()
@@ -363,6 +349,24 @@ func handleOffsetDelete(ctx context.Context, r *request) reply {
 		return resp
 	})
 	return reply{resp: resp, wait: func() { _ = done() }} // a failed write is logged; the answer stands
+}
+
+// offsetFetchError answers a single-group OffsetFetch (v0-7) with one error: top level, and per
+// partition, where v0-1 carry it.
+func offsetFetchError(req *kmsg.OffsetFetchRequest, code int16) *kmsg.OffsetFetchResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	resp.ErrorCode = code
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetFetchResponseTopic()
+		st.Topic = rt.Topic
+		for _, p := range rt.Partitions {
+			sp := kmsg.NewOffsetFetchResponseTopicPartition()
+			sp.Partition, sp.Offset, sp.ErrorCode = p, -1, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
 
 // coordinatorEndpoint is FindCoordinator's answer naming node n on the client's listener.

@@ -102,18 +102,25 @@ func handleAlterUserScram(ctx context.Context, r *request) reply {
 		seen[k] = true
 		return true
 	}
+	// check is what deletions and upsertions share: a name, a known mechanism, once per request.
+	check := func(name string, mech int8) (security.Mechanism, bool) {
+		note(name)
+		m, known := security.MechanismByType(mech)
+		switch {
+		case name == "":
+			fail(name, kerr.UnacceptableCredential.Code, "Username must not be empty")
+		case !known:
+			fail(name, kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism %d", mech)
+		case !once(name, mech):
+			fail(name, kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
+		default:
+			return m, true
+		}
+		return m, false
+	}
 	cmd := &controller.AlterScram{}
 	for _, d := range req.Deletions {
-		note(d.Name)
-		m, known := security.MechanismByType(d.Mechanism)
-		switch {
-		case d.Name == "":
-			fail(d.Name, kerr.UnacceptableCredential.Code, "Username must not be empty")
-		case !known:
-			fail(d.Name, kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism %d", d.Mechanism)
-		case !once(d.Name, d.Mechanism):
-			fail(d.Name, kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
-		default:
+		if m, ok := check(d.Name, d.Mechanism); ok {
 			if _, ok := img.ScramCredential(d.Name, m); !ok {
 				fail(d.Name, kerr.ResourceNotFound.Code, "Attempt to delete a user credential that does not exist")
 			}
@@ -121,16 +128,7 @@ func handleAlterUserScram(ctx context.Context, r *request) reply {
 		}
 	}
 	for _, u := range req.Upsertions {
-		note(u.Name)
-		m, known := security.MechanismByType(u.Mechanism)
-		switch {
-		case u.Name == "":
-			fail(u.Name, kerr.UnacceptableCredential.Code, "Username must not be empty")
-		case !known:
-			fail(u.Name, kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism %d", u.Mechanism)
-		case !once(u.Name, u.Mechanism):
-			fail(u.Name, kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
-		default:
+		if m, ok := check(u.Name, u.Mechanism); ok {
 			c, err := security.NewCredential(m, u.Salt, u.SaltedPassword, int(u.Iterations))
 			if err != nil {
 				fail(u.Name, kerr.UnacceptableCredential.Code, "%v", err)

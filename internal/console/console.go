@@ -9,14 +9,12 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,23 +238,10 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// errText is an error as the user should read it.
+// errText is an error as the page shows it ("" for none).
 func errText(err error) string {
 	if err == nil {
 		return ""
 	}
-	var ke interface{ Unwrap() error }
-	if errors.As(err, &ke) {
-		return err.Error()
-	}
 	return err.Error()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

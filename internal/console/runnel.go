@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,7 +55,7 @@ func (c *Console) transactions(w http.ResponseWriter, r *http.Request) {
 					}
 					for _, tp := range d.Topics.Sorted() {
 						for _, p := range tp.Partitions {
-							row.Partitions = append(row.Partitions, tp.Topic+"/"+itoa(p))
+							row.Partitions = append(row.Partitions, tp.Topic+"/"+strconv.Itoa(int(p)))
 						}
 					}
 					if d.Err != nil {
@@ -72,11 +73,6 @@ func (c *Console) transactions(w http.ResponseWriter, r *http.Request) {
 
 func open(state string) bool {
 	return state == "Ongoing" || strings.HasPrefix(state, "Prepare")
-}
-
-func itoa(n int32) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // lagAPI answers a group's total lag and per-partition lag now: GET /api/v1/groups/{group}/lag

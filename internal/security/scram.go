@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"strings"
 )
 
@@ -142,7 +143,7 @@ func ParseMechanisms(spec string) ([]string, error) {
 		default:
 			return nil, fmt.Errorf("security: SASL mechanism %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s)
 		}
-		if !containsString(out, s) {
+		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
@@ -150,15 +151,6 @@ func ParseMechanisms(spec string) ([]string, error) {
 		return nil, errors.New("security: no SASL mechanism enabled")
 	}
 	return out, nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // RandomSalt returns 16 random bytes, a fresh salt for a new credential.
