@@ -53,7 +53,18 @@ func (c *conn) observe(f *inflight) {
 		if !f.waited.IsZero() {
 			ready, commit = f.waited, f.waited.Sub(f.handled)
 		}
-		m.ProduceStages(f.received.Sub(f.readStart), f.handled.Sub(f.received), commit, f.writing.Sub(ready), f.written.Sub(f.writing))
+		req, _ := f.r.req.(*kmsg.ProduceRequest)
+		m.Produce(metrics.ProduceStages{f.received.Sub(f.readStart), f.handled.Sub(f.received), commit, f.writing.Sub(ready), f.written.Sub(f.writing)},
+			func(yield func(string) bool) {
+				if req == nil {
+					return
+				}
+				for i := range req.Topics {
+					if !yield(req.Topics[i].Topic) {
+						return
+					}
+				}
+			})
 	}
 	m.Request(f.r.key, total) // last: once a request is counted, all it counts is in
 	c.logIfSlow(f, total)

@@ -47,6 +47,8 @@ type Config struct {
 	KafkaPort int32
 	// SpecLogAddr is the node's SpecLog gRPC address, registered for Describe ("" none).
 	SpecLogAddr string
+	// AdminAddr is the node's admin HTTP address, registered for the console ("" none).
+	AdminAddr string
 	// Listeners are the node's advertised Kafka listeners, registered for Metadata.
 	Listeners []security.Endpoint
 	// TLS, when set, makes connections to peers TLS (Listener is then a TLS listener).
@@ -467,7 +469,7 @@ type heartbeatResponse struct {
 // register registers this node's new incarnation and waits until the image has it.
 func (n *Node) register() error {
 	req := registerRequest{Node: n.cfg.NodeID, KafkaHost: n.cfg.KafkaHost, KafkaPort: n.cfg.KafkaPort,
-		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent, SpecLogAddr: n.cfg.SpecLogAddr, Listeners: n.cfg.Listeners}
+		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent, SpecLogAddr: n.cfg.SpecLogAddr, AdminAddr: n.cfg.AdminAddr, Listeners: n.cfg.Listeners}
 	backoff := 20 * time.Millisecond
 	for {
 		var resp registerResponse

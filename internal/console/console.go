@@ -63,11 +63,13 @@ type Config struct {
 	Logger   *slog.Logger
 	// Login, when set, has users log in with their SASL credentials (login.go).
 	Login *Login
-	// FlushLag is, for a topic's partitions hosted on this node, what write caching has not
-	// flushed yet (nil: not shown).
-	FlushLag func(topic string) map[int32]FlushLag
+	// FlushLag is, for each partition of a topic, what each replica's write caching has not
+	// flushed yet, and which nodes could not say (nil: not shown).
+	FlushLag func(ctx context.Context, topic string) (map[int32][]ReplicaFlushLag, []string)
 	// TotalOrder describes a total-order topic's sequencing (nil: not shown).
 	TotalOrder func(ctx context.Context, topic string) (*TotalOrder, error)
+	// Journal lists object topics' journal backlog (nil: no object store).
+	Journal func(ctx context.Context) ([]JournalRun, error)
 }
 
 // Console serves the pages.
@@ -94,11 +96,25 @@ func New(cfg Config) (*Console, error) {
 		"ms":       func(t time.Time) int64 { return t.UnixMilli() },
 		"time":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },
 		"duration": func(d time.Duration) string { return d.Round(time.Second).String() },
-		"query":    url.QueryEscape,
-		"path":     url.PathEscape,
-		"list":     func(s ...string) []string { return s },
+		"ms3":      func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+		"ahead": func(delivered, confirmed uint64) string { // positions delivered above the confirmed prefix
+			if delivered <= confirmed {
+				return "0"
+			}
+			return strconv.FormatUint(delivered-confirmed, 10)
+		},
+		"query": url.QueryEscape,
+		"path":  url.PathEscape,
+		"list":  func(s ...string) []string { return s },
+		"dict": func(kv ...any) map[string]any { // arguments for a nested template
+			m := map[string]any{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				m[kv[i].(string)] = kv[i+1]
+			}
+			return m
+		},
 	}
-	for _, page := range []string{"overview", "topics", "topic", "messages", "groups", "group", "login", "transactions"} {
+	for _, page := range []string{"overview", "topics", "topic", "messages", "groups", "group", "login", "transactions", "objects"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", page, err)
@@ -124,6 +140,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("POST /groups/{group}/reset", c.resetGroup)
 	c.mux.HandleFunc("POST /groups/{group}/delete", c.deleteGroup)
 	c.mux.HandleFunc("GET /transactions", c.transactions)
+	c.mux.HandleFunc("GET /objects", c.objects)
 	c.mux.HandleFunc("GET /api/v1/groups/{group}/lag", c.lagAPI)
 	c.mux.HandleFunc("GET /api/v1/metrics", c.metricsAPI)
 	c.mux.HandleFunc("GET /api/v1/topics/{topic}/records", c.recordsAPI)
@@ -137,7 +154,7 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) Handler() http.Handler { return c.guard(c.mux) }
 
 // Paths are the path patterns the console serves, for registering it on a mux.
-var Paths = []string{"/{$}", "/login", "/logout", "/topics", "/topics/", "/groups", "/groups/", "/transactions", "/static/", "/api/v1/"}
+var Paths = []string{"/{$}", "/login", "/logout", "/topics", "/topics/", "/groups", "/groups/", "/transactions", "/objects", "/static/", "/api/v1/"}
 
 // Close stops the sampler and closes the Kafka client.
 func (c *Console) Close() {

@@ -16,10 +16,16 @@ import (
 // Runnel's own views: transactions, a group's lag over time, and (through Config.FlushLag) what
 // write caching has not flushed yet.
 
-// FlushLag is what a partition hosted on this node has not yet flushed to disk (write caching).
+// FlushLag is what a replica has not yet flushed to disk (write caching).
 type FlushLag struct {
 	Bytes, Records int64
 	Age            time.Duration
+}
+
+// ReplicaFlushLag is one node's FlushLag of a partition.
+type ReplicaFlushLag struct {
+	Node int32
+	FlushLag
 }
 
 // TxnRow is one transactional id of the transactions page.
@@ -111,4 +117,12 @@ type TotalOrderShard struct {
 	Shard, Leader int32
 	Quota         uint64 // positions per cut in the current window
 	Failed        bool
+	Head          *ShardHead // nil: its leader did not say
+}
+
+// ShardHead is how far a shard's speculation runs, as its leader has it.
+type ShardHead struct {
+	Delivered    uint64 // the end of the positions delivered (speculatively above the confirmed prefix)
+	View         uint64
+	DurableSlots int64 // the end of the shard's durable slots (its partition's high watermark)
 }

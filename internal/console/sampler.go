@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/runnel-dev/runnel/internal/metrics"
 )
 
 // sampler reads the node's metrics every interval and keeps the last n samples of the
@@ -34,12 +36,19 @@ type sample struct {
 	ProduceP99Ms float64 `json:"produce_p99_ms"`
 	FetchP99Ms   float64 `json:"fetch_p99_ms"`
 	// Stages is where produce requests' time went in the interval: p50 and p99 ms by stage.
-	Stages     map[string][2]float64 `json:"stages,omitempty"`
-	topicRates map[string]float64
+	Stages map[string][2]float64 `json:"stages,omitempty"`
+	// ObjectStages are object topics' stages in the interval (buffer, put, commit, get).
+	ObjectStages map[string][2]float64 `json:"object_stages,omitempty"`
+	topicRates   map[string]float64
+	topicStages  map[string]map[string][2]float64 // Stages by topic
 }
 
 // ProduceStages are the stages of runnel_kafka_produce_stage_seconds, in a request's order.
-var ProduceStages = []string{"read", "handle", "commit", "queue", "write"}
+var ProduceStages = metrics.ProduceStageNames[:]
+
+// ObjectStages are the stages of runnel_object_stage_seconds: a produce's buffer, put and
+// commit, then reads' get.
+var ObjectStages = []string{"buffer", "put", "commit", "get"}
 
 // snapshot is the cumulative counters at one time.
 type snapshot struct {
@@ -47,8 +56,10 @@ type snapshot struct {
 	bytesIn, bytesOut float64
 	recordsIn         float64
 	topicRecords      map[string]float64
-	latency           map[string][]bucket // by API
-	stages            map[string][]bucket // produce stages
+	latency           map[string][]bucket            // by API
+	stages            map[string][]bucket            // produce stages
+	objectStages      map[string][]bucket            // object topics' stages
+	topicStages       map[string]map[string][]bucket // produce stages by topic
 }
 
 type bucket struct{ le, count float64 }
@@ -80,7 +91,8 @@ func (s *sampler) take() {
 	if err != nil && len(mfs) == 0 {
 		return
 	}
-	cur := &snapshot{at: time.Now(), topicRecords: map[string]float64{}, latency: map[string][]bucket{}, stages: map[string][]bucket{}}
+	cur := &snapshot{at: time.Now(), topicRecords: map[string]float64{}, latency: map[string][]bucket{}, stages: map[string][]bucket{},
+		objectStages: map[string][]bucket{}, topicStages: map[string]map[string][]bucket{}}
 	for _, mf := range mfs {
 		switch mf.GetName() {
 		case "runnel_topic_bytes_in_total":
@@ -96,6 +108,18 @@ func (s *sampler) take() {
 		case "runnel_kafka_produce_stage_seconds":
 			for _, m := range mf.GetMetric() {
 				cur.stages[label(m, "stage")] = buckets(m)
+			}
+		case "runnel_object_stage_seconds":
+			for _, m := range mf.GetMetric() {
+				cur.objectStages[label(m, "stage")] = buckets(m)
+			}
+		case "runnel_topic_produce_stage_seconds":
+			for _, m := range mf.GetMetric() {
+				t := label(m, "topic")
+				if cur.topicStages[t] == nil {
+					cur.topicStages[t] = map[string][]bucket{}
+				}
+				cur.topicStages[t][label(m, "stage")] = buckets(m)
 			}
 		case "runnel_kafka_request_duration_seconds":
 			for _, m := range mf.GetMetric() {
@@ -113,13 +137,14 @@ func (s *sampler) take() {
 		dt := cur.at.Sub(p.at).Seconds()
 		sm := sample{T: cur.at.Unix(), ProduceMBps: (cur.bytesIn - p.bytesIn) / dt / 1e6, FetchMBps: (cur.bytesOut - p.bytesOut) / dt / 1e6,
 			RecordsIn: (cur.recordsIn - p.recordsIn) / dt, ProduceP99Ms: quantileMs(p.latency["Produce"], cur.latency["Produce"], 0.99),
-			FetchP99Ms: quantileMs(p.latency["Fetch"], cur.latency["Fetch"], 0.99), topicRates: map[string]float64{}}
-		for st, bs := range cur.stages {
-			if q50 := quantileMs(p.stages[st], bs, 0.5); q50 > 0 || quantileMs(p.stages[st], bs, 0.99) > 0 {
-				if sm.Stages == nil {
-					sm.Stages = map[string][2]float64{}
+			FetchP99Ms: quantileMs(p.latency["Fetch"], cur.latency["Fetch"], 0.99), topicRates: map[string]float64{},
+			Stages: stageQuantiles(p.stages, cur.stages), ObjectStages: stageQuantiles(p.objectStages, cur.objectStages)}
+		for t, stages := range cur.topicStages {
+			if q := stageQuantiles(p.topicStages[t], stages); q != nil {
+				if sm.topicStages == nil {
+					sm.topicStages = map[string]map[string][2]float64{}
 				}
-				sm.Stages[st] = [2]float64{q50, quantileMs(p.stages[st], bs, 0.99)}
+				sm.topicStages[t] = q
 			}
 		}
 		for t, v := range cur.topicRecords {
@@ -131,6 +156,22 @@ func (s *sampler) take() {
 		}
 	}
 	s.prev = cur
+}
+
+// stageQuantiles are the p50 and p99 ms of each stage with observations between two snapshots
+// (nil if none had any).
+func stageQuantiles(prev, cur map[string][]bucket) map[string][2]float64 {
+	var out map[string][2]float64
+	for st, bs := range cur {
+		q50, q99 := quantileMs(prev[st], bs, 0.5), quantileMs(prev[st], bs, 0.99)
+		if q50 > 0 || q99 > 0 {
+			if out == nil {
+				out = map[string][2]float64{}
+			}
+			out[st] = [2]float64{q50, q99}
+		}
+	}
+	return out
 }
 
 func sum(mf *dto.MetricFamily) float64 {
@@ -192,21 +233,18 @@ func (s *sampler) snapshotSamples() []sample {
 	return append([]sample(nil), s.samples...)
 }
 
-// topicRates are the topics' records/s in the last sample.
-func (s *sampler) topicRates() map[string]float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.samples) == 0 {
-		return nil
-	}
-	return s.samples[len(s.samples)-1].topicRates
-}
-
-func (c *Console) metricsAPI(w http.ResponseWriter, _ *http.Request) {
+// metricsAPI answers the chart samples: GET /api/v1/metrics, or ?topic=NAME for that topic's
+// produce stages in place of the node's.
+func (c *Console) metricsAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	samples := []sample{}
 	if c.sampler != nil {
 		samples = c.sampler.snapshotSamples()
+	}
+	if topic := r.URL.Query().Get("topic"); topic != "" {
+		for i := range samples {
+			samples[i].Stages = samples[i].topicStages[topic]
+		}
 	}
 	json.NewEncoder(w).Encode(map[string]any{"samples": samples})
 }

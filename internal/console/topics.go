@@ -37,22 +37,39 @@ type StageRow struct {
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	var o struct {
 		Overview
-		Stages []StageRow
+		Stages, ObjectStages []StageRow
 	}
 	if c.cfg.Overview != nil {
 		o.Overview = c.cfg.Overview()
 	}
-	if c.sampler != nil {
-		if ss := c.sampler.snapshotSamples(); len(ss) > 0 {
-			last := ss[len(ss)-1]
-			for _, st := range ProduceStages {
-				if q, ok := last.Stages[st]; ok {
-					o.Stages = append(o.Stages, StageRow{st, q[0], q[1]})
-				}
-			}
-		}
+	if last, ok := c.lastSample(); ok {
+		o.Stages, o.ObjectStages = stageRows(ProduceStages, last.Stages), stageRows(ObjectStages, last.ObjectStages)
 	}
 	c.render(w, r, "overview", page{Title: "Overview", Nav: "overview", Data: o})
+}
+
+// lastSample is the sampler's latest sample, if it has one.
+func (c *Console) lastSample() (sample, bool) {
+	if c.sampler == nil {
+		return sample{}, false
+	}
+	c.sampler.mu.Lock()
+	defer c.sampler.mu.Unlock()
+	if len(c.sampler.samples) == 0 {
+		return sample{}, false
+	}
+	return c.sampler.samples[len(c.sampler.samples)-1], true
+}
+
+// stageRows are the stages of q that had observations, in the order of names.
+func stageRows(names []string, q map[string][2]float64) []StageRow {
+	var rows []StageRow
+	for _, st := range names {
+		if v, ok := q[st]; ok {
+			rows = append(rows, StageRow{st, v[0], v[1]})
+		}
+	}
+	return rows
 }
 
 func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
@@ -97,10 +114,8 @@ func (c *Console) topicRows(r *http.Request) ([]TopicRow, error) {
 			d.Topics.Each(func(p kadm.DescribedLogDirPartition) { sizes[p.Topic] += p.Size })
 		})
 	}
-	var rates map[string]float64
-	if c.sampler != nil {
-		rates = c.sampler.topicRates()
-	}
+	last, _ := c.lastSample()
+	rates := last.topicRates
 	var rows []TopicRow
 	for _, name := range names {
 		d := details[name]
@@ -207,6 +222,10 @@ type TopicPage struct {
 	Badges     TopicRow
 	TotalOrder *TotalOrder // a total-order topic's sequencing
 	TotalErr   string
+	FlushErrs  []string // nodes whose flush lag is not known
+	// Stages are where this topic's produces spent their time in the last interval, and
+	// ObjectStages the node's object topics' stages (for an object topic).
+	Stages, ObjectStages []StageRow
 }
 
 // PartitionRow is one partition of the topic page.
@@ -218,7 +237,7 @@ type PartitionRow struct {
 	ISR         []int32
 	Start, End  int64
 	Err         string
-	FlushLag    *FlushLag // hosted here with write caching: not yet flushed
+	FlushLag    []ReplicaFlushLag // each replica's, as far as known
 }
 
 // ConfigRow is one config of the topic page.
@@ -263,9 +282,9 @@ func (c *Console) topicPage(r *http.Request, name string) (TopicPage, error) {
 		return tp, fmt.Errorf("no topic %s", name)
 	}
 	tp.ID = d.ID.String()
-	var lags map[int32]FlushLag
+	var lags map[int32][]ReplicaFlushLag
 	if c.cfg.FlushLag != nil {
-		lags = c.cfg.FlushLag(name)
+		lags, tp.FlushErrs = c.cfg.FlushLag(ctx, name)
 	}
 	starts, _ := adm.ListStartOffsets(ctx, name)
 	ends, _ := adm.ListEndOffsets(ctx, name)
@@ -280,9 +299,7 @@ func (c *Console) topicPage(r *http.Request, name string) (TopicPage, error) {
 		if o, ok := ends.Lookup(name, p.Partition); ok && o.Err == nil {
 			row.End = o.Offset
 		}
-		if l, ok := lags[p.Partition]; ok {
-			row.FlushLag = &l
-		}
+		row.FlushLag = lags[p.Partition]
 		tp.Partitions = append(tp.Partitions, row)
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, name)
@@ -298,6 +315,12 @@ func (c *Console) topicPage(r *http.Request, name string) (TopicPage, error) {
 		}
 		tp.Badges = TopicRow{Storage: or(m["runnel.storage"], "local"), Sequencing: or(m["runnel.sequencing"], "eager"),
 			Ordering: or(m["runnel.ordering"], "partition"), WriteCaching: m["write.caching"] == "true", Retention: retention(m["retention.ms"])}
+	}
+	if last, ok := c.lastSample(); ok {
+		tp.Stages = stageRows(ProduceStages, last.topicStages[name])
+		if tp.Badges.Storage == "object" {
+			tp.ObjectStages = stageRows(ObjectStages, last.ObjectStages)
+		}
 	}
 	if tp.Badges.Ordering == "total" && c.cfg.TotalOrder != nil { // the user may describe the topic: Metadata answered
 		if tp.TotalOrder, err = c.cfg.TotalOrder(ctx, name); err != nil {

@@ -99,6 +99,9 @@ type Register struct {
 	Agent bool `json:"agent,omitempty"`
 	// SpecLogAddr is the node's SpecLog gRPC address ("" none; docs/speclog.md §6).
 	SpecLogAddr string `json:"speclog_addr,omitempty"`
+	// AdminAddr is the node's admin HTTP address ("" none): the console gathers other nodes'
+	// partition state from it.
+	AdminAddr string `json:"admin_addr,omitempty"`
 	// Listeners are the node's advertised Kafka listeners, by name (docs/security.md §1);
 	// empty for a registration of an older version: one PLAINTEXT listener at KafkaHost:KafkaPort.
 	Listeners []security.Endpoint `json:"listeners,omitempty"`
@@ -421,7 +424,7 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 		im.Nodes[r.Node] = n
 	}
 	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack, n.Agent, n.Run = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack, r.Agent, r.Run
-	n.SpecLogAddr, n.Listeners = r.SpecLogAddr, slices.Clone(r.Listeners)
+	n.SpecLogAddr, n.AdminAddr, n.Listeners = r.SpecLogAddr, r.AdminAddr, slices.Clone(r.Listeners)
 	n.Incarnation, n.Fenced = index, false
 	dropWriters(im, r.Node, r.Run)
 	// A new incarnation leads nothing: the restarted process lost its replication state (and,

@@ -69,6 +69,7 @@ type Node struct {
 	ClusterAddr string `json:"cluster_addr"`
 	Rack        string `json:"rack,omitempty"`
 	SpecLogAddr string `json:"speclog_addr,omitempty"` // its SpecLog gRPC address ("" none)
+	AdminAddr   string `json:"admin_addr,omitempty"`   // its admin HTTP address ("" none)
 	// Listeners are its advertised Kafka listeners (empty: one PLAINTEXT listener at
 	// KafkaHost:KafkaPort, as registered by older versions).
 	Listeners []security.Endpoint `json:"listeners,omitempty"`

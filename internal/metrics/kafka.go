@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"iter"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,8 @@ type Kafka struct {
 	connErrors    *prometheus.CounterVec
 	authFailures  *prometheus.CounterVec
 	produceStages *prometheus.HistogramVec
-	stageObs      [5]prometheus.Observer // produceStages' series, resolved once: read, handle, commit, queue, write
+	stageObs      [5]prometheus.Observer   // produceStages' series, resolved once: read, handle, commit, queue, write
+	topicStages   *prometheus.HistogramVec // the same by topic; not on /metrics (TopicStages)
 	limitWaits    *prometheus.CounterVec
 	connsOpen     prometheus.Gauge
 	connsAccepted prometheus.Counter
@@ -45,6 +47,7 @@ type apiSeries struct {
 // topicCounters are one topic's data counters.
 type topicCounters struct {
 	bytesIn, recordsIn, bytesOut, recordsOut atomic.Uint64
+	stages                                   atomic.Pointer[[5]prometheus.Observer] // topicStages' series, made on the first produce
 }
 
 // RequestDurationBuckets are the request latency histogram's bucket upper bounds, in seconds:
@@ -78,6 +81,11 @@ func NewKafka(topicExists func(name string) bool) *Kafka {
 			Help:    "Where a produce request's time goes, by stage: read (the body, and waiting for memory), handle (parse and append, on the connection's read loop), commit (until the records are committed: replication, fsync, sequencing), queue (behind earlier responses of the connection), write (the response to the socket).",
 			Buckets: RequestDurationBuckets,
 		}, []string{"stage"}),
+		topicStages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "runnel_topic_produce_stage_seconds",
+			Help:    "runnel_kafka_produce_stage_seconds by topic: each produce request counts for every topic it carries.",
+			Buckets: RequestDurationBuckets,
+		}, []string{"topic", "stage"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnel_kafka_authentication_failures_total",
 			Help: "Failed SASL authentications, by listener.",
@@ -103,7 +111,7 @@ func NewKafka(topicExists func(name string) bool) *Kafka {
 	for i, name := range []string{"bytes_in", "records_in", "bytes_out", "records_out"} {
 		m.topicDescs[i] = prometheus.NewDesc("runnel_topic_"+name+"_total", topicHelp[i], []string{"topic"}, nil)
 	}
-	for i, stage := range []string{"read", "handle", "commit", "queue", "write"} {
+	for i, stage := range ProduceStageNames {
 		m.stageObs[i] = m.produceStages.WithLabelValues(stage)
 	}
 	return m
@@ -177,15 +185,41 @@ func (m *Kafka) ConnectionError(reason string) {
 	}
 }
 
-// ProduceStages observes the stages of one produce request (see runnel_kafka_produce_stage_seconds).
-func (m *Kafka) ProduceStages(read, handle, commit, queue, write time.Duration) {
+// ProduceStageNames are the stages of a produce request, in its order (ProduceStages).
+var ProduceStageNames = [5]string{"read", "handle", "commit", "queue", "write"}
+
+// ProduceStages is how long one produce request spent in each of ProduceStageNames.
+type ProduceStages [5]time.Duration
+
+// Produce observes the stages of one produce request (see runnel_kafka_produce_stage_seconds),
+// for the node and for each topic it carries.
+func (m *Kafka) Produce(st ProduceStages, topics iter.Seq[string]) {
 	if m == nil {
 		return
 	}
-	for i, d := range [5]time.Duration{read, handle, commit, queue, write} {
+	for i, d := range st {
 		m.stageObs[i].Observe(max(d, 0).Seconds())
 	}
+	for topic := range topics {
+		c := m.topic(topic)
+		obs := c.stages.Load()
+		if obs == nil {
+			obs = new([5]prometheus.Observer)
+			for i, stage := range ProduceStageNames {
+				obs[i] = m.topicStages.WithLabelValues(topic, stage)
+			}
+			c.stages.CompareAndSwap(nil, obs)
+		}
+		for i, d := range st {
+			obs[i].Observe(max(d, 0).Seconds())
+		}
+	}
 }
+
+// TopicStages is runnel_topic_produce_stage_seconds, the produce stages by topic: kept for the
+// console and not exported on /metrics, where its series (five histograms per topic) would
+// outnumber everything else.
+func (m *Kafka) TopicStages() prometheus.Collector { return m.topicStages }
 
 // AuthFailed counts a failed SASL authentication on a listener.
 func (m *Kafka) AuthFailed(listener string) {
@@ -260,6 +294,7 @@ func (m *Kafka) Collect(ch chan<- prometheus.Metric) {
 		name, c := k.(string), v.(*topicCounters)
 		if m.topicExists != nil && !m.topicExists(name) {
 			m.topics.Delete(name) // a racing Produced may be lost with it: the topic is gone
+			m.topicStages.DeletePartialMatch(prometheus.Labels{"topic": name})
 			return true
 		}
 		for i, n := range []uint64{c.bytesIn.Load(), c.recordsIn.Load(), c.bytesOut.Load(), c.recordsOut.Load()} {

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,6 +88,42 @@ func TestNilKafkaCountsNothing(t *testing.T) {
 	m.InflightBytes(10)
 	m.Produced("t", 1, 1)
 	m.Fetched("t", 1, 1)
+	m.Produce(ProduceStages{}, slices.Values([]string{"t"}))
+}
+
+// TestProduceStages: a produce request's stages count for the node and, kept apart from
+// /metrics, for each topic it carries; a deleted topic's stage series go with it.
+func TestProduceStages(t *testing.T) {
+	exists := map[string]bool{"a": true, "b": true}
+	m := NewKafka(func(name string) bool { return exists[name] })
+	reg, stages := prometheus.NewRegistry(), prometheus.NewRegistry()
+	reg.MustRegister(m)
+	stages.MustRegister(m.TopicStages())
+	ms := time.Millisecond
+	m.Produce(ProduceStages{ms, ms, 5 * ms, 0, ms}, slices.Values([]string{"a", "b"}))
+	m.Produce(ProduceStages{ms, ms, 50 * ms, 0, ms}, slices.Values([]string{"a"}))
+	got := gather(t, reg)
+	expect(t, got, map[string]float64{
+		`runnel_kafka_produce_stage_seconds_count{stage="commit"}`:              2,
+		`runnel_kafka_produce_stage_seconds_bucket{le="0.0064",stage="commit"}`: 1,
+	})
+	for k := range got {
+		if strings.HasPrefix(k, "runnel_topic_produce_stage") {
+			t.Fatalf("the topics' stages are on the node's registry: %s", k)
+		}
+	}
+	expect(t, gather(t, stages), map[string]float64{
+		`runnel_topic_produce_stage_seconds_count{stage="commit",topic="a"}`:              2,
+		`runnel_topic_produce_stage_seconds_count{stage="commit",topic="b"}`:              1,
+		`runnel_topic_produce_stage_seconds_bucket{le="0.0064",stage="commit",topic="a"}`: 1,
+	})
+	delete(exists, "b")
+	gather(t, reg) // the node's scrape drops what deleted topics had
+	got = gather(t, stages)
+	if _, ok := got[`runnel_topic_produce_stage_seconds_count{stage="commit",topic="b"}`]; ok {
+		t.Errorf("deleted topic b still has stage series")
+	}
+	expect(t, got, map[string]float64{`runnel_topic_produce_stage_seconds_count{stage="commit",topic="a"}`: 2})
 }
 
 func TestKafka(t *testing.T) {

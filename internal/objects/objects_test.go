@@ -517,6 +517,36 @@ func TestSlowPathFindsUnknownRuns(t *testing.T) {
 	}
 }
 
+// TestBacklog: the journal backlog the console shows lists a run the controller never heard of
+// (announced in the store) with its uncommitted files, and nothing once the slow path committed
+// them.
+func TestBacklog(t *testing.T) {
+	dir, fc := ghostSetup(t)
+	w := ghostWriter(t, dir, fc, "7-ghost")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	before := time.Now()
+	for i := range 3 {
+		writeLazy(t, ctx, w, fmt.Sprint(i))
+	}
+	m := newTestMaintainer(dir, fc, MaintainerConfig{})
+	runs, err := m.Backlog(ctx)
+	// The image's own run (the fake controller's node 1) and the announced one, in order.
+	if err != nil || len(runs) != 2 || runs[0].Run != "1-test" || !runs[0].Live || runs[0].Files != 0 {
+		t.Fatalf("Backlog = %+v, %v; want the live run 1-test without files, then 7-ghost", runs, err)
+	}
+	r := runs[1]
+	if r.Run != "7-ghost" || r.Node != 7 || r.Live || r.Files != 3 || r.Bytes <= 0 || r.Oldest.Before(before.Add(-time.Second)) || r.Incomplete {
+		t.Fatalf("the run's backlog: %+v; want 3 files of node 7, not live", r)
+	}
+	if n, err := m.SlowPath(ctx, time.Now().Add(time.Minute)); err != nil || n != 3 {
+		t.Fatalf("slow path: %d, %v", n, err)
+	}
+	if runs, err = m.Backlog(ctx); err != nil || len(runs) != 2 || runs[1].Files != 0 || runs[1].Bytes != 0 {
+		t.Fatalf("after the slow path: %+v, %v; want no files left", runs, err)
+	}
+}
+
 // TestSlowPathPagesPastAHole: a run's first file cannot be read (so the committed prefix never
 // moves), and the run has more files than one listing page: the slow path pages on and commits
 // every other file, and counts the unreadable one in the backlog.

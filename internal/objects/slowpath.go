@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,56 +108,127 @@ var (
 // the whole journal after the run's committed prefix, so a file that never got committed (its
 // writer failed and moved on) hides none behind it.
 func (m *Maintainer) slowPathRun(ctx context.Context, img *controller.Image, run string, now time.Time) (committed, backlog int, err error) {
-	w := img.ObjWriters[run]
-	if w == nil {
-		w = &controller.ObjWriter{Node: runNode(run)}
+	w := runWriter(img, run)
+	_, err = m.uncommitted(ctx, run, w, slowPathPages, func(seq uint64, o objstore.Object) error {
+		backlog++
+		age := now.Sub(o.Modified)
+		if age < m.cfg.SlowPathGrace {
+			return nil // its writer is most likely committing it now
+		}
+		// A live writer commits its own files (deferred ones too, once the controller answers
+		// it again): the slow path takes them only when long overdue, so it does not fail a
+		// slow commit's eager batches, nor race a writer draining its backlog.
+		if writerLive(img, run) && age < liveWriterGrace {
+			return nil
+		}
+		cmd, err := m.slowCommit(ctx, run, w.Node, seq, o)
+		if err != nil {
+			m.cfg.Logger.Error("objects: the slow path cannot read a journal file; it will try again", "key", o.Key, "err", err)
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = m.cfg.Propose(cctx, &controller.Command{Op: controller.OpCommitFile, CommitFile: cmd})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("committing %s: %w", o.Key, err) // later files wait for the next round
+		}
+		m.cfg.Metrics.SlowCommit()
+		committed++
+		backlog--
+		return nil
+	})
+	return committed, backlog, err
+}
+
+// runWriter is the image's record of a writer run (an empty one for a run it does not know).
+func runWriter(img *controller.Image, run string) *controller.ObjWriter {
+	if w := img.ObjWriters[run]; w != nil {
+		return w
 	}
+	return &controller.ObjWriter{Node: runNode(run)}
+}
+
+// uncommitted calls fn with each journal file of run after w's committed prefix that w has not
+// committed, in order, listing at most pages pages (more: the journal goes on); it stops at
+// fn's first error.
+func (m *Maintainer) uncommitted(ctx context.Context, run string, w *controller.ObjWriter, pages int, fn func(seq uint64, o objstore.Object) error) (more bool, err error) {
 	startAfter := ""
 	if end := w.Committed.Prefix(1); end >= 1 {
 		startAfter = JournalKey(run, uint64(end))
 	}
-	for range slowPathPages {
+	for range pages {
 		objs, err := m.quick.List(ctx, "journal/"+run+"/", startAfter, slowPathPage)
 		if err != nil {
-			return committed, backlog, err
+			return false, err
 		}
 		for _, o := range objs {
 			_, seq, ok := ParseJournalKey(o.Key)
 			if !ok || w.Committed.Covers(int64(seq), int64(seq)) {
 				continue
 			}
-			backlog++
-			age := now.Sub(o.Modified)
-			if age < m.cfg.SlowPathGrace {
-				continue // its writer is most likely committing it now
+			if err := fn(seq, o); err != nil {
+				return false, err
 			}
-			// A live writer commits its own files (deferred ones too, once the controller
-			// answers it again): the slow path takes them only when long overdue, so it does
-			// not fail a slow commit's eager batches, nor race a writer draining its backlog.
-			if writerLive(img, run) && age < liveWriterGrace {
-				continue
-			}
-			cmd, err := m.slowCommit(ctx, run, w.Node, seq, o)
-			if err != nil {
-				m.cfg.Logger.Error("objects: the slow path cannot read a journal file; it will try again", "key", o.Key, "err", err)
-				continue
-			}
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err = m.cfg.Propose(cctx, &controller.Command{Op: controller.OpCommitFile, CommitFile: cmd})
-			cancel()
-			if err != nil {
-				return committed, backlog, fmt.Errorf("committing %s: %w", o.Key, err) // later files wait for the next round
-			}
-			m.cfg.Metrics.SlowCommit()
-			committed++
-			backlog--
 		}
 		if len(objs) < slowPathPage {
-			break
+			return false, nil
 		}
 		startAfter = objs[len(objs)-1].Key
 	}
-	return committed, backlog, nil
+	return true, nil
+}
+
+// RunBacklog is one writer run's journal files not yet committed: acknowledged lazy data that
+// readers do not see yet, and eager batches whose producers still wait.
+type RunBacklog struct {
+	Run        string
+	Node       int32
+	Live       bool  // the run is its node's current, unfenced run (else the slow path commits its files)
+	SlowPath   int32 // the process whose slow path looks after the run
+	Files      int
+	Bytes      int64
+	Oldest     time.Time // the oldest file's write time (zero: none)
+	Incomplete bool      // the listing stopped at its page limit: there are more
+}
+
+// Backlog lists every writer run's uncommitted journal files: the runs the image knows and
+// those that announced themselves in the store (Ripcord). It reads the store (one listing per
+// run at least), for a status page, not a hot path.
+func (m *Maintainer) Backlog(ctx context.Context) ([]RunBacklog, error) {
+	img := m.cfg.Image()
+	runs := map[string]bool{}
+	for run := range img.ObjWriters {
+		runs[run] = true
+	}
+	announced, err := m.quick.List(ctx, "runs/", "", 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range announced {
+		if run := strings.TrimPrefix(o.Key, "runs/"); run != "" {
+			runs[run] = true
+		}
+	}
+	live := img.LiveNodes()
+	var out []RunBacklog
+	for _, run := range slices.Sorted(maps.Keys(runs)) {
+		w := runWriter(img, run)
+		b := RunBacklog{Run: run, Node: w.Node, Live: writerLive(img, run), SlowPath: SlowPathOwner(run, live)}
+		more, err := m.uncommitted(ctx, run, w, 10, func(_ uint64, o objstore.Object) error {
+			b.Files++
+			b.Bytes += o.Size
+			if b.Oldest.IsZero() || o.Modified.Before(b.Oldest) {
+				b.Oldest = o.Modified
+			}
+			return nil
+		})
+		if err != nil {
+			return out, fmt.Errorf("listing the journal of run %s: %w", run, err)
+		}
+		b.Incomplete = more
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 // SlowPathOwner is the process that runs the slow path for a writer run: the controller's

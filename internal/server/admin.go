@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -57,7 +58,8 @@ var stateNames = [...]string{"recovering", "not_serving", "serving", "stopping",
 // Prometheus's global one, so one process can run several servers).
 type admin struct {
 	registry  *prometheus.Registry
-	kafka     *metrics.Kafka // counted by the broker
+	charts    *prometheus.Registry // what the console samples: a few of registry's, and the topics' produce stages
+	kafka     *metrics.Kafka       // counted by the broker
 	ln        net.Listener
 	srv       *http.Server
 	done      chan struct{} // closed when srv.Serve returned
@@ -211,11 +213,15 @@ func (s *Server) adminHandler() http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		st := s.Status()
+		if topic := r.URL.Query().Get("topic"); topic != "" { // one topic's partitions
+			st.Topics = slices.DeleteFunc(st.Topics, func(t TopicStatus) bool { return t.Name != topic })
+		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(s.Status())
+		enc.Encode(st)
 	})
 	if s.cfg.FaultInjection {
 		mux.HandleFunc("POST /v1/debug/faults", s.handleFaults)
@@ -227,13 +233,13 @@ func (s *Server) adminHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	// The web console (docs/console.md) at /. Its charts sample the Kafka listener's metrics
-	// only: gathering the whole registry every 2 s would also walk every partition and every
-	// group's lag, for nobody, most of the time.
-	charts := prometheus.NewRegistry()
-	charts.MustRegister(s.admin.kafka)
-	if con, err := console.New(console.Config{Bootstrap: s.consoleBootstrap, Overview: s.consoleOverview, Gatherer: charts, Logger: s.logger,
-		Login: s.consoleLogin(), FlushLag: s.consoleFlushLag, TotalOrder: s.consoleTotalOrder}); err != nil {
+	// The web console (docs/console.md) at /. Its charts sample the Kafka listener's and the
+	// object topics' metrics only: gathering the whole registry every 2 s would also walk every
+	// partition and every group's lag, for nobody, most of the time.
+	s.admin.charts = prometheus.NewRegistry()
+	s.admin.charts.MustRegister(s.admin.kafka, s.admin.kafka.TopicStages())
+	if con, err := console.New(console.Config{Bootstrap: s.consoleBootstrap, Overview: s.consoleOverview, Gatherer: s.admin.charts, Logger: s.logger,
+		Login: s.consoleLogin(), FlushLag: s.consoleFlushLag, TotalOrder: s.consoleTotalOrder, Journal: s.consoleJournal}); err != nil {
 		s.logger.Error("console: not served", "err", err)
 	} else {
 		s.admin.console = con

@@ -206,6 +206,24 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	run("overview shot", chromedp.Sleep(2500*time.Millisecond), shot("overview"))
+	// The topic's own breakdown, and the object-store journal (this node's run, live).
+	for i := 0; ; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("stage")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		run("topic stages", chromedp.Navigate(base+"/topics/orders"), chromedp.WaitVisible("#topic-stages", chromedp.ByQuery))
+		if s := text("#topic-stages"); strings.Contains(s, "commit") {
+			break
+		}
+		if i == 40 {
+			t.Fatalf("no produce stages on the topic's page: %s", text("#topic-stages"))
+		}
+	}
+	run("journal", chromedp.Navigate(base+"/objects"), chromedp.WaitVisible("#journal", chromedp.ByQuery), shot("objects"))
+	if s := text("#journal"); !strings.Contains(s, "live") {
+		t.Fatalf("the journal: %s", s)
+	}
 
 	// Groups: lag, a bad reset (nothing changes), then a reset to earliest.
 	run("groups", chromedp.Navigate(base+"/groups"), chromedp.WaitVisible("table", chromedp.ByQuery), shot("groups"))

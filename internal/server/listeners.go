@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,11 +13,9 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/runnel-dev/runnel/internal/broker"
-	"github.com/runnel-dev/runnel/internal/console"
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/speclog/service"
-	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
 )
 
 // bindListeners binds the Kafka listeners after the first (Run or Serve binds the first) and
@@ -147,131 +143,4 @@ func (s *Server) speclogSecurity() (*service.Auth, []grpc.ServerOption, []grpc.D
 		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(s.tls.ClientConfig())))
 	}
 	return auth, opts, dial
-}
-
-// consoleBootstrap is the address the console reaches its own node's Kafka API on: the first
-// PLAINTEXT listener ("" if there is none: the console then says so; its login is not built).
-func (s *Server) consoleBootstrap() []string {
-	for i, l := range s.cfg.Listeners {
-		if l.Protocol != security.Plaintext {
-			continue
-		}
-		if i == 0 {
-			if addr := s.admin.kafkaAddr.Load(); addr != nil {
-				return []string{*addr}
-			}
-			return []string{l.Addr}
-		}
-		return []string{s.listenerAddrs[l.Name]}
-	}
-	return []string{"the console needs a PLAINTEXT listener:1"}
-}
-
-// consoleOverview is the overview page's data, from the status.
-func (s *Server) consoleOverview() console.Overview {
-	st := s.Status()
-	o := console.Overview{NodeID: st.NodeID, ClusterID: st.ClusterID, State: st.State, Uptime: time.Duration(st.UptimeSeconds * float64(time.Second)),
-		ControllerID: -1, Version: buildVersion()}
-	if c := st.Cluster; c != nil {
-		o.ControllerID, o.Partitions, o.UnderReplicated, o.Offline = c.ControllerID, c.Partitions, c.UnderReplicated, c.Offline
-		for _, n := range c.Nodes {
-			o.Nodes = append(o.Nodes, console.Node{ID: n.ID, KafkaAddr: n.KafkaAddr, State: n.State, Leaders: n.Leaders, Replicas: n.Replicas})
-		}
-	}
-	return o
-}
-
-// buildVersion is the module version the binary was built from ("dev" for a local build).
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
-
-// consoleLogin is the console's login (docs/console.md): with a SASL listener, users log in with
-// their SASL credentials on it (SASL_PLAINTEXT preferred: the connection stays in the node);
-// nil without one.
-func (s *Server) consoleLogin() *console.Login {
-	pick := -1
-	for i, l := range s.cfg.Listeners {
-		if l.Protocol == security.SASLPlaintext || l.Protocol == security.SASLSSL && pick < 0 {
-			pick = i
-		}
-		if l.Protocol == security.SASLPlaintext {
-			break
-		}
-	}
-	if pick < 0 {
-		return nil
-	}
-	l := s.cfg.Listeners[pick]
-	login := &console.Login{
-		Bootstrap: func() []string {
-			if pick == 0 {
-				if addr := s.admin.kafkaAddr.Load(); addr != nil {
-					return []string{*addr}
-				}
-				return []string{l.Addr}
-			}
-			return []string{s.listenerAddrs[l.Name]}
-		},
-		Mechanisms: func(user string) []string {
-			enabled := s.cfg.SASLMechanisms
-			if enabled == nil {
-				enabled = []string{string(security.ScramSHA256), string(security.ScramSHA512)}
-			}
-			var out []string
-			for _, m := range []security.Mechanism{security.ScramSHA512, security.ScramSHA256} {
-				if s.node == nil {
-					break
-				}
-				if _, ok := s.node.Image().ScramCredential(user, m); ok && slices.Contains(enabled, string(m)) {
-					out = append(out, string(m))
-				}
-			}
-			if len(out) == 0 && len(enabled) > 0 { // an unknown user: the broker refuses (and counts) it
-				out = enabled[:1]
-			}
-			return out
-		},
-	}
-	if l.Protocol.TLS() {
-		cfg := s.tls.ClientConfig()
-		cfg.ServerName, _, _ = net.SplitHostPort(l.Advertised)
-		login.TLS = cfg
-	}
-	return login
-}
-
-// consoleFlushLag is, for the console's topic page, what each partition of the topic hosted
-// here has not flushed to disk yet.
-func (s *Server) consoleFlushLag(topic string) map[int32]console.FlushLag {
-	out := map[int32]console.FlushLag{}
-	for _, p := range s.partitionStats(nil) {
-		if p.Topic == topic {
-			out[p.Partition] = console.FlushLag{Bytes: p.FlushLag.Bytes, Records: p.FlushLag.Records, Age: p.FlushLag.Age}
-		}
-	}
-	return out
-}
-
-// consoleTotalOrder describes a total-order topic for the console through the SpecLog service's
-// own Describe (without its authentication: the console checked the user may describe the
-// topic through Kafka's Metadata first).
-func (s *Server) consoleTotalOrder(ctx context.Context, topic string) (*console.TotalOrder, error) {
-	if s.node == nil || !s.recovered() {
-		return nil, errors.New("the node is starting")
-	}
-	svc := service.New(service.Config{Node: s.node, Registry: s.topics, Logger: s.logger, Addr: s.node.SpecLogAddr})
-	d, err := svc.Describe(ctx, &pb.DescribeRequest{Topic: topic})
-	if err != nil {
-		return nil, err
-	}
-	out := &console.TotalOrder{Confirmed: d.GetConfirmed(), View: d.GetView(), Trimmed: d.GetTrimmed(), Window: d.GetWindow(),
-		WindowCuts: int(d.GetWindowCuts()), Interval: time.Duration(d.GetIntervalUs()) * time.Microsecond, SequencerLeader: d.GetSequencerLeader()}
-	for _, sh := range d.GetShards() {
-		out.Shards = append(out.Shards, console.TotalOrderShard{Shard: sh.GetShard(), Leader: sh.GetLeader(), Quota: sh.GetQuota(), Failed: sh.GetFailed()})
-	}
-	return out, nil
 }

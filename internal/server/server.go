@@ -20,7 +20,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"google.golang.org/grpc"
 	"io"
 	"log/slog"
 	"net"
@@ -28,8 +27,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/runnel-dev/runnel/internal/broker"
 	"github.com/runnel-dev/runnel/internal/cluster"
@@ -268,6 +270,11 @@ type Server struct {
 	// speclogLn is the SpecLog service's listener (nil: none); Run serves it.
 	speclogLn   net.Listener
 	speclogAddr string
+	// consoleSpeclog is the SpecLog service the console describes total-order topics with.
+	consoleSpeclog struct {
+		once sync.Once
+		svc  *service.Server
+	}
 	// tls serves the TLS listeners' certificates (nil: no TLS configured).
 	tls *security.TLSFiles
 	// kafkaLns are the Kafka listeners after the first, bound at Open (Serve serves them).
@@ -393,7 +400,7 @@ func Open(cfg Config) (*Server, error) {
 	s.node, err = cluster.Start(cluster.Config{NodeID: cfg.NodeID, Listener: ln, Voters: cfg.ControllerVoters,
 		KafkaHost: host, KafkaPort: int32(port), Rack: cfg.Rack, Agent: cfg.Agent, FS: cfg.FS, DataDir: cfg.DataDir, Registry: s.topics,
 		Logger: s.logger, ClusterID: string(legacyID), Import: s.importLegacy, Active: active, SpecLogAddr: speclogAddr,
-		Listeners: endpoints, TLS: clusterTLS})
+		AdminAddr: reachable(s.AdminAddr(), host), Listeners: endpoints, TLS: clusterTLS})
 	if err != nil {
 		ln.Close()
 		return nil, errors.Join(err, s.Close())
@@ -414,6 +421,7 @@ func Open(cfg Config) (*Server, error) {
 	if s.objects != nil {
 		m := metrics.NewObjects()
 		s.admin.registry.MustRegister(m)
+		s.admin.charts.MustRegister(m)
 		objCache = objects.NewCache(s.objects, cfg.ObjectCacheBytes, m)
 		s.objw = objects.NewWriter(objects.WriterConfig{Store: s.objects, Commit: s.node.CommitFile, Node: cfg.NodeID, Run: s.node.Run(), Incarnation: s.node.Incarnation,
 			BatchTimeout: cfg.ObjectBatchTimeout, BatchBytes: cfg.ObjectBatchBytes, Cache: objCache, Ripcording: ripcording, Metrics: m, Logger: s.logger})

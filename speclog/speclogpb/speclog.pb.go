@@ -876,8 +876,14 @@ func (x *TrimResponse) GetTrimmed() uint64 {
 }
 
 type DescribeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Node to node: describe only the shards this node leads, with their heads, without asking
+	// other nodes (needs CLUSTER_ACTION on the cluster).
+	LocalShards bool `protobuf:"varint,2,opt,name=local_shards,json=localShards,proto3" json:"local_shards,omitempty"`
+	// Ask the leaders of the shards led elsewhere for their heads (at most a second); without it
+	// only the shards this node leads have one.
+	ShardHeads    bool `protobuf:"varint,3,opt,name=shard_heads,json=shardHeads,proto3" json:"shard_heads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -919,13 +925,33 @@ func (x *DescribeRequest) GetTopic() string {
 	return ""
 }
 
+func (x *DescribeRequest) GetLocalShards() bool {
+	if x != nil {
+		return x.LocalShards
+	}
+	return false
+}
+
+func (x *DescribeRequest) GetShardHeads() bool {
+	if x != nil {
+		return x.ShardHeads
+	}
+	return false
+}
+
 type ShardInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         int32                  `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	Leader        int32                  `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`                          // node id
-	LeaderAddr    string                 `protobuf:"bytes,3,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"` // its SpecLog address ("" if unknown)
-	Quota         uint64                 `protobuf:"varint,4,opt,name=quota,proto3" json:"quota,omitempty"`                            // positions per cut in the current window
-	Failed        bool                   `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Shard      int32                  `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Leader     int32                  `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`                          // node id
+	LeaderAddr string                 `protobuf:"bytes,3,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"` // its SpecLog address ("" if unknown)
+	Quota      uint64                 `protobuf:"varint,4,opt,name=quota,proto3" json:"quota,omitempty"`                            // positions per cut in the current window
+	Failed     bool                   `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
+	// The shard's head as its leader has it, when it answered: the end of the positions it has
+	// delivered to subscribers (speculatively above the confirmed prefix, in the view it names),
+	// and the end of its durable slots (its partition's high watermark).
+	Delivered     *uint64 `protobuf:"varint,6,opt,name=delivered,proto3,oneof" json:"delivered,omitempty"`
+	DeliveredView uint64  `protobuf:"varint,7,opt,name=delivered_view,json=deliveredView,proto3" json:"delivered_view,omitempty"`
+	DurableSlots  int64   `protobuf:"varint,8,opt,name=durable_slots,json=durableSlots,proto3" json:"durable_slots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -993,6 +1019,27 @@ func (x *ShardInfo) GetFailed() bool {
 		return x.Failed
 	}
 	return false
+}
+
+func (x *ShardInfo) GetDelivered() uint64 {
+	if x != nil && x.Delivered != nil {
+		return *x.Delivered
+	}
+	return 0
+}
+
+func (x *ShardInfo) GetDeliveredView() uint64 {
+	if x != nil {
+		return x.DeliveredView
+	}
+	return 0
+}
+
+func (x *ShardInfo) GetDurableSlots() int64 {
+	if x != nil {
+		return x.DurableSlots
+	}
+	return 0
 }
 
 type DescribeResponse struct {
@@ -1373,16 +1420,24 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x13\n" +
 	"\x05up_to\x18\x02 \x01(\x04R\x04upTo\"(\n" +
 	"\fTrimResponse\x12\x18\n" +
-	"\atrimmed\x18\x01 \x01(\x04R\atrimmed\"'\n" +
+	"\atrimmed\x18\x01 \x01(\x04R\atrimmed\"k\n" +
 	"\x0fDescribeRequest\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\"\x88\x01\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
+	"\flocal_shards\x18\x02 \x01(\bR\vlocalShards\x12\x1f\n" +
+	"\vshard_heads\x18\x03 \x01(\bR\n" +
+	"shardHeads\"\x85\x02\n" +
 	"\tShardInfo\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\x05R\x05shard\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12\x1f\n" +
 	"\vleader_addr\x18\x03 \x01(\tR\n" +
 	"leaderAddr\x12\x14\n" +
 	"\x05quota\x18\x04 \x01(\x04R\x05quota\x12\x16\n" +
-	"\x06failed\x18\x05 \x01(\bR\x06failed\"\xaf\x02\n" +
+	"\x06failed\x18\x05 \x01(\bR\x06failed\x12!\n" +
+	"\tdelivered\x18\x06 \x01(\x04H\x00R\tdelivered\x88\x01\x01\x12%\n" +
+	"\x0edelivered_view\x18\a \x01(\x04R\rdeliveredView\x12#\n" +
+	"\rdurable_slots\x18\b \x01(\x03R\fdurableSlotsB\f\n" +
+	"\n" +
+	"_delivered\"\xaf\x02\n" +
 	"\x10DescribeResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x124\n" +
 	"\x06shards\x18\x02 \x03(\v2\x1c.runnel.speclog.v1.ShardInfoR\x06shards\x12\x1c\n" +
@@ -1496,6 +1551,7 @@ func file_speclog_speclogpb_speclog_proto_init() {
 		(*Event_Confirm)(nil),
 		(*Event_Fail)(nil),
 	}
+	file_speclog_speclogpb_speclog_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -9,16 +9,19 @@
     return e;
   }
 
-  // Overview charts: /api/v1/metrics every 2 s.
-  const stages = ["read", "handle", "commit", "queue", "write"];
+  // Charts of the overview and topic pages: /api/v1/metrics every 2 s (?topic=NAME for a
+  // topic's produce stages).
+  const stageNames = { stages: ["read", "handle", "commit", "queue", "write"], object: ["buffer", "put", "commit", "get"] };
   const colors = ["#5b6470", "#0b63c5", "#b3261e", "#8a5a00", "#1f7a3a"];
   const charts = [];
+  let topic = "";
   document.querySelectorAll("[data-chart]").forEach(function (div) {
     const kind = div.dataset.chart;
+    if (div.dataset.topic) topic = div.dataset.topic;
     const series = kind === "throughput"
       ? [{}, { label: "produce MB/s", stroke: "#0b63c5" }, { label: "fetch MB/s", stroke: "#1f7a3a" }]
-      : kind === "stages"
-        ? [{}].concat(stages.map(function (s, i) { return { label: s, stroke: colors[i] }; }))
+      : stageNames[kind]
+        ? [{}].concat(stageNames[kind].map(function (s, i) { return { label: s, stroke: colors[i] }; }))
         : [{}, { label: "produce p99 ms", stroke: "#b3261e" }, { label: "fetch p99 ms", stroke: "#8a5a00" }];
     const width = Math.max(300, div.clientWidth || 480);
     const fmt = function (u, vals) { return vals.map(function (v) { return v === null ? "" : String(+v.toPrecision(3)); }); };
@@ -27,12 +30,13 @@
     charts.push({ kind: kind, plot: plot });
   });
   function refreshCharts() {
-    fetch("/api/v1/metrics").then(function (r) { return r.json(); }).then(function (d) {
+    fetch("/api/v1/metrics" + (topic ? "?topic=" + encodeURIComponent(topic) : "")).then(function (r) { return r.json(); }).then(function (d) {
       const t = d.samples.map(function (s) { return s.t; });
       charts.forEach(function (c) {
-        if (c.kind === "stages") {
-          c.plot.setData([t].concat(stages.map(function (st) {
-            return d.samples.map(function (s) { return s.stages && s.stages[st] ? s.stages[st][1] : null; });
+        if (stageNames[c.kind]) {
+          const field = c.kind === "object" ? "object_stages" : "stages";
+          c.plot.setData([t].concat(stageNames[c.kind].map(function (st) {
+            return d.samples.map(function (s) { return s[field] && s[field][st] ? s[field][st][1] : null; });
           })));
         } else if (c.kind === "throughput") {
           c.plot.setData([t, d.samples.map(function (s) { return s.produce_mbps; }), d.samples.map(function (s) { return s.fetch_mbps; })]);

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/speclog/order"
 	"github.com/runnel-dev/runnel/internal/speclog/sequencer"
 	"github.com/runnel-dev/runnel/internal/speclog/shard"
@@ -190,9 +191,16 @@ func encodeBatch(recs []*pb.Record, nowMs int64) []byte {
 		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: int32(len(recs))}, body)
 }
 
-// Describe describes a topic's shards and positions.
+// Describe describes a topic's shards and positions, with the heads of the shards this node
+// leads; with shard_heads, also the other shards' heads, their leaders asked in parallel for at
+// most a second (a shard whose leader does not answer has none). With local_shards it answers
+// only the shards this node leads.
 func (s *Server) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb.DescribeResponse, error) {
-	if err := s.allowTopic(ctx, kmsg.ACLOperationDescribe, req.GetTopic()); err != nil {
+	if req.GetLocalShards() {
+		if err := s.allow(ctx, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, security.ClusterResource); err != nil {
+			return nil, err
+		}
+	} else if err := s.allowTopic(ctx, kmsg.ACLOperationDescribe, req.GetTopic()); err != nil {
 		return nil, err
 	}
 	t, key, g, err := s.topicOf(req.GetTopic())
@@ -214,7 +222,54 @@ func (s *Server) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb.Des
 			out.Shards = append(out.Shards, info)
 		}
 	})
+	s.shardHeads(ctx, t, out, req.GetLocalShards(), req.GetShardHeads())
 	return out, nil
+}
+
+// shardHeads fills in each shard's head: from this node's runner, else (if ask) from its
+// leader's Describe with local_shards. With local, the shards led elsewhere are left out.
+func (s *Server) shardHeads(ctx context.Context, t *topics.Topic, out *pb.DescribeResponse, local, ask bool) {
+	remote := map[string][]*pb.ShardInfo{} // leader address → its shards
+	kept := out.Shards[:0]
+	for _, info := range out.Shards {
+		if r := s.cfg.Node.Shards().Runner(t.ID, info.Shard); r != nil {
+			delivered, _, view, durable := r.Delivered()
+			info.Delivered, info.DeliveredView, info.DurableSlots = &delivered, view, durable
+		} else if local {
+			continue
+		} else if ask && info.LeaderAddr != "" {
+			remote[info.LeaderAddr] = append(remote[info.LeaderAddr], info)
+		}
+		kept = append(kept, info)
+	}
+	out.Shards = kept
+	if len(remote) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for addr, infos := range remote {
+		wg.Go(func() {
+			cc, err := s.peer(addr)
+			if err != nil {
+				return
+			}
+			d, err := pb.NewSpecLogClient(cc).Describe(ctx, &pb.DescribeRequest{Topic: t.Name, LocalShards: true})
+			if err != nil {
+				s.cfg.Logger.Debug("speclog: a shard leader's head", "addr", addr, "err", err)
+				return
+			}
+			for _, h := range d.GetShards() {
+				for _, info := range infos {
+					if info.Shard == h.GetShard() && h.Delivered != nil {
+						info.Delivered, info.DeliveredView, info.DurableSlots = h.Delivered, h.GetDeliveredView(), h.GetDurableSlots()
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Trim trims every position below up_to: the sequencer forgets their layout and every shard's

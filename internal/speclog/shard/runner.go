@@ -84,6 +84,7 @@ type Runner struct {
 	mu        sync.Mutex
 	acked     int64  // appends of slots below are acknowledged
 	confirmed uint64 // positions below are confirmed
+	delivered uint64 // the end of the positions delivered (speculatively above confirmed) and not failed
 	view      uint64
 	events    []Event
 	base      uint64 // the index of events[0]
@@ -216,6 +217,16 @@ func (r *Runner) Head() (next uint64, confirmed uint64, view uint64) {
 	return r.base + uint64(len(r.events)), r.confirmed, r.view
 }
 
+// Delivered is the end of the positions the shard has delivered (speculatively above the
+// confirmed prefix) and not failed since, the confirmed prefix, the view, and the end of the
+// partition's durable slots: how far this shard's speculation runs ahead.
+func (r *Runner) Delivered() (delivered, confirmed, view uint64, durable int64) {
+	durable = r.log.HighWatermark()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.delivered, r.confirmed, r.view, durable
+}
+
 func (r *Runner) run() {
 	defer close(r.done)
 	err := r.loop()
@@ -335,9 +346,11 @@ func (r *Runner) handle(sh *order.Shard, o order.Out) {
 	r.view = view
 	if o.Fail != nil {
 		r.events = append(r.events, Event{Kind: Fail, After: *o.Fail, View: r.view})
+		r.delivered = min(r.delivered, *o.Fail)
 	}
 	for _, d := range o.Deliver {
 		r.events = append(r.events, Event{Kind: Deliver, Slot: d.Slot, N: d.N, Position: d.Position, View: d.View})
+		r.delivered = max(r.delivered, d.Position+uint64(d.N))
 	}
 	if o.Confirm > r.confirmed {
 		r.confirmed = o.Confirm
