@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -11,188 +12,251 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/speclog"
 )
 
-// TestTotalOrderSequencerKill: on a three-node cluster of real processes, a total-order topic of
-// three shards (replication factor 3) takes appends through the SpecLog API while the node
-// leading the sequencer group is killed with SIGKILL (and the shards it led move) and later
-// restarted. Every acknowledged append must be in the confirmed log at the position its
-// append returned, and appends must go on through the failover.
-func TestTotalOrderSequencerKill(t *testing.T) {
+// Total-order topics on clusters of real processes (docs/speclog.md §8): the sequencer's
+// leader killed, a follower-only replica killed, a whole shard killed. Each run appends through
+// the SpecLog API on every shard and subscribes to the global order; at the end every
+// acknowledged append must be in the confirmed log at the position its append returned, and
+// the subscriber, rolling back at fail notices, must have kept exactly the confirmed log.
+
+// orderRig is a three-node cluster with the SpecLog addresses of its nodes.
+type orderRig struct {
+	t     *testing.T
+	ctx   context.Context
+	c     *Cluster
+	kc    *kgo.Client
+	adm   *kadm.Client
+	addrs map[int32]string
+}
+
+func newOrderRig(t *testing.T, ctx context.Context) *orderRig {
 	bin := runnelBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	c, err := StartCluster(ctx, bin, filepath.Join(t.TempDir(), "cluster"), 3, "--log-level", "warn")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.StopAll()
+	t.Cleanup(c.StopAll)
 	kc, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer kc.Close()
-	adm := kadm.NewClient(kc)
-	total := "total"
-	if r, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"runnel.ordering": &total}, "tot"); err != nil || r.Err != nil {
-		t.Fatalf("create: %v %v", err, r.Err)
-	}
-	addrs := map[int32]string{}
-	rs, err := adm.DescribeBrokerConfigs(ctx, c.Nodes()...)
+	t.Cleanup(kc.Close)
+	r := &orderRig{t: t, ctx: ctx, c: c, kc: kc, adm: kadm.NewClient(kc), addrs: map[int32]string{}}
+	rs, err := r.adm.DescribeBrokerConfigs(ctx, c.Nodes()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range rs {
-		id, _ := strconv.Atoi(r.Name)
-		for _, cf := range r.Configs {
+	for _, res := range rs {
+		id, _ := strconv.Atoi(res.Name)
+		for _, cf := range res.Configs {
 			if cf.Key == "runnel.speclog.addr" && cf.Value != nil {
-				addrs[int32(id)] = *cf.Value
+				r.addrs[int32(id)] = *cf.Value
 			}
 		}
 	}
-	if len(addrs) != 3 {
-		t.Fatalf("SpecLog addresses %v", addrs)
+	if len(r.addrs) != 3 {
+		t.Fatalf("SpecLog addresses %v", r.addrs)
 	}
-	describe := func(node int32) (*speclog.Description, error) {
-		cl, err := speclog.Dial(ctx, addrs[node])
-		if err != nil {
-			return nil, err
-		}
-		defer cl.Close()
-		dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
-		defer dcancel()
-		return cl.Topic("tot").Describe(dctx)
+	return r
+}
+
+// createTopic creates a total-order topic whose shard i has the replicas assignment[i] (the
+// first one leads it).
+func (r *orderRig) createTopic(name string, assignment [][]int32) {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
+	for i, replicas := range assignment {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(i), replicas
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
 	}
-	var d *speclog.Description
-	for d == nil || d.SequencerLeader < 0 {
-		if d, err = describe(1); err != nil || d.SequencerLeader < 0 {
-			if ctx.Err() != nil {
-				t.Fatalf("the topic is not sequenced: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+	cfg.Name, cfg.Value = "runnel.ordering", kmsg.StringPtr("total")
+	rt.Configs = append(rt.Configs, cfg)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(r.ctx, r.kc)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
 	}
-	victim := d.SequencerLeader
-	via := c.Nodes()[0]
-	if via == victim {
-		via = c.Nodes()[1]
-	}
-	cl, err := speclog.Dial(ctx, addrs[via])
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatalf("creating %s: %v", name, err)
+	}
+}
+
+// describe describes topic through node's SpecLog service.
+func (r *orderRig) describe(node int32, topic string) (*speclog.Description, error) {
+	cl, err := speclog.Dial(r.ctx, r.addrs[node])
+	if err != nil {
+		return nil, err
 	}
 	defer cl.Close()
-	log := cl.Topic("tot")
+	ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
+	defer cancel()
+	return cl.Topic(topic).Describe(ctx)
+}
 
-	// A subscriber on a node that stays up, reading every shard (most led by other nodes) in
-	// the global order, rolling back at fail notices.
-	subCtx, stopSub := context.WithCancel(ctx)
-	defer stopSub()
-	var subMu sync.Mutex
-	var kept []speclog.Event
-	var subConfirmed uint64
-	subDone := make(chan error, 1)
+// until describes topic through node until ok accepts the description.
+func (r *orderRig) until(what string, node int32, topic string, d time.Duration, ok func(*speclog.Description) bool) *speclog.Description {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		desc, err := r.describe(node, topic)
+		if err == nil && ok(desc) {
+			return desc
+		}
+		if time.Now().After(deadline) || r.ctx.Err() != nil {
+			r.t.Fatalf("%s: %+v, %v", what, desc, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// dial is a SpecLog client of node, closed at the test's end.
+func (r *orderRig) dial(node int32) *speclog.Client {
+	cl, err := speclog.Dial(r.ctx, r.addrs[node])
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// orderSubscriber reads every shard in the global order, rolling back at fail notices.
+type orderSubscriber struct {
+	t         *testing.T
+	stop      context.CancelFunc
+	done      chan error
+	mu        sync.Mutex
+	kept      []speclog.Event
+	confirmed uint64
+	fails     int
+}
+
+func subscribe(t *testing.T, ctx context.Context, log *speclog.Log) *orderSubscriber {
+	ctx, stop := context.WithCancel(ctx)
+	s := &orderSubscriber{t: t, stop: stop, done: make(chan error, 1)}
+	t.Cleanup(stop)
 	go func() {
-		sub := log.Subscribe(subCtx, 0, speclog.SubscribeOptions{})
+		sub := log.Subscribe(ctx, 0, speclog.SubscribeOptions{})
 		for {
 			ev, err := sub.Next()
 			if err != nil {
-				subDone <- err
+				s.done <- err
 				return
 			}
-			subMu.Lock()
+			s.mu.Lock()
 			switch ev.Kind {
 			case speclog.EventRecord:
-				if n := len(kept); n > 0 && ev.Position <= kept[n-1].Position {
-					t.Errorf("subscriber: position %d after %d", ev.Position, kept[n-1].Position)
+				if n := len(s.kept); n > 0 && ev.Position <= s.kept[n-1].Position {
+					t.Errorf("subscriber: position %d after %d", ev.Position, s.kept[n-1].Position)
 				}
-				kept = append(kept, ev)
+				s.kept = append(s.kept, ev)
 			case speclog.EventFail:
-				i := sort.Search(len(kept), func(i int) bool { return kept[i].Position >= ev.After })
-				kept = kept[:i]
+				i := sort.Search(len(s.kept), func(i int) bool { return s.kept[i].Position >= ev.After })
+				s.kept = s.kept[:i]
+				s.fails++
 			case speclog.EventConfirm:
-				subConfirmed = ev.UpTo
+				s.confirmed = ev.UpTo
 			}
-			subMu.Unlock()
+			s.mu.Unlock()
 		}
 	}()
+	return s
+}
 
-	var mu sync.Mutex
-	acked := map[uint64]string{}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	counts := make([]int, 3)
-	for sh := range int32(3) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+func (s *orderSubscriber) failNotices() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fails
+}
+
+// appenders append to every shard of a topic in a loop until stopped.
+type appenders struct {
+	mu      sync.Mutex
+	acked   map[uint64]string
+	counts  []int // acknowledged, by shard
+	errors  []int // failed, by shard
+	slowest time.Duration
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func startAppenders(t *testing.T, ctx context.Context, log *speclog.Log, shards int, timeout time.Duration) *appenders {
+	a := &appenders{acked: map[uint64]string{}, counts: make([]int, shards), errors: make([]int, shards), stop: make(chan struct{})}
+	for sh := range int32(shards) {
+		a.wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
-				case <-stop:
+				case <-a.stop:
 					return
 				default:
 				}
 				v := fmt.Sprintf("s%d-%d", sh, i)
-				actx, acancel := context.WithTimeout(ctx, 20*time.Second)
+				actx, cancel := context.WithTimeout(ctx, timeout)
+				start := time.Now()
 				pos, err := log.Append(actx, sh, speclog.Record{Value: []byte(v)})
-				acancel()
+				took := time.Since(start)
+				cancel()
+				a.mu.Lock()
 				if err != nil {
-					continue // not acknowledged: it may or may not be in the log
+					a.errors[sh]++ // not acknowledged: it may or may not be in the log
+				} else {
+					if prev, dup := a.acked[pos]; dup {
+						t.Errorf("position %d acknowledged to %s and %s", pos, prev, v)
+					}
+					a.acked[pos] = v
+					a.counts[sh]++
+					a.slowest = max(a.slowest, took)
 				}
-				mu.Lock()
-				if prev, dup := acked[pos]; dup {
-					t.Errorf("position %d acknowledged to %s and %s", pos, prev, v)
+				a.mu.Unlock()
+				if err != nil {
+					time.Sleep(100 * time.Millisecond)
+				} else {
+					time.Sleep(2 * time.Millisecond)
 				}
-				acked[pos] = v
-				counts[sh]++
-				mu.Unlock()
-				time.Sleep(2 * time.Millisecond)
 			}
-		}()
+		})
 	}
-	snapshot := func() []int {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]int(nil), counts...)
-	}
-	time.Sleep(2 * time.Second)
-	before := snapshot()
-	t.Logf("killing node %d (the sequencer's leader); appends so far %v", victim, before)
-	c.Kill(victim)
-	time.Sleep(6 * time.Second)
-	during := snapshot()
-	for sh := range before {
-		if during[sh] <= before[sh] {
-			t.Errorf("shard %d took no append in the 6 s after the sequencer's leader was killed (%d → %d)", sh, before[sh], during[sh])
-		}
-	}
-	if err := c.Start(victim); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitReady(ctx, victim, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
-	after := snapshot()
-	t.Logf("appends acknowledged: %v before the kill, %v 6 s after, %v in the end", before, during, after)
+	return a
+}
 
-	// The confirmed log, read from a node that stayed up, holds every acknowledged append at
-	// its position.
-	rl := cl.Topic("tot")
+// snapshot is the appends acknowledged and failed so far, by shard.
+func (a *appenders) snapshot() (acked, failed []int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.counts), slices.Clone(a.errors)
+}
+
+func (a *appenders) finish() {
+	close(a.stop)
+	a.wg.Wait()
+}
+
+// check reads the confirmed log through log and checks that every acknowledged append is at
+// its position, and that the subscriber, once it has the same confirmed prefix, kept exactly
+// the confirmed records (tolerateGap: only log the positions it lacks; see KNOWN GAP below).
+// It returns the description the log was read at.
+func (r *orderRig) check(log *speclog.Log, a *appenders, sub *orderSubscriber, tolerateGap bool) *speclog.Description {
+	t := r.t
 	var got map[uint64]string
+	var d *speclog.Description
+	var err error
 	for attempt := 0; ; attempt++ {
 		got = map[uint64]string{}
-		d, err = rl.Describe(ctx)
+		d, err = log.Describe(r.ctx)
 		if err == nil {
 			for from := uint64(0); from < d.Confirmed; {
 				var evs []speclog.Event
 				var next uint64
-				evs, next, err = rl.Read(ctx, from, 2000)
+				evs, next, err = log.Read(r.ctx, from, 2000)
 				if err != nil || next == from {
 					break
 				}
@@ -210,10 +274,9 @@ func TestTotalOrderSequencerKill(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading the log: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	a.mu.Lock()
 	missing := 0
-	for pos, v := range acked {
+	for pos, v := range a.acked {
 		if got[pos] != v {
 			missing++
 			if missing < 5 {
@@ -221,14 +284,15 @@ func TestTotalOrderSequencerKill(t *testing.T) {
 			}
 		}
 	}
+	acked := len(a.acked)
+	a.mu.Unlock()
 	if missing > 0 {
-		t.Fatalf("%d of %d acknowledged appends not at their positions", missing, len(acked))
+		t.Fatalf("%d of %d acknowledged appends not at their positions", missing, acked)
 	}
-	// The subscriber, once it has the same confirmed prefix, kept exactly the confirmed log.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		subMu.Lock()
-		c := subConfirmed
-		subMu.Unlock()
+		sub.mu.Lock()
+		c := sub.confirmed
+		sub.mu.Unlock()
 		if c >= d.Confirmed {
 			break
 		}
@@ -236,12 +300,12 @@ func TestTotalOrderSequencerKill(t *testing.T) {
 			t.Fatalf("the subscriber's confirmed prefix is %d; the log's %d", c, d.Confirmed)
 		}
 	}
-	stopSub()
-	<-subDone
-	subMu.Lock()
-	defer subMu.Unlock()
+	sub.stop()
+	<-sub.done
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
 	n := 0
-	for _, e := range kept {
+	for _, e := range sub.kept {
 		if e.Position >= d.Confirmed {
 			break
 		}
@@ -251,11 +315,8 @@ func TestTotalOrderSequencerKill(t *testing.T) {
 		n++
 	}
 	if n != len(got) {
-		// KNOWN GAP (docs/status.md): once in a CI run under the race detector the subscriber,
-		// re-subscribing across the kill, ended one confirmed record short. Logged with the
-		// positions it lacks until understood; a wrong record at a position still fails.
 		seen := map[uint64]bool{}
-		for _, e := range kept {
+		for _, e := range sub.kept {
 			seen[e.Position] = true
 		}
 		var lacks []uint64
@@ -264,8 +325,175 @@ func TestTotalOrderSequencerKill(t *testing.T) {
 				lacks = append(lacks, pos)
 			}
 		}
-		sort.Slice(lacks, func(i, j int) bool { return lacks[i] < lacks[j] })
-		t.Logf("KNOWN GAP: the subscriber kept %d confirmed records; the log has %d; it lacks positions %v", n, len(got), lacks[:min(len(lacks), 20)])
+		slices.Sort(lacks)
+		msg := fmt.Sprintf("the subscriber kept %d confirmed records; the log has %d; it lacks positions %v", n, len(got), lacks[:min(len(lacks), 20)])
+		if !tolerateGap {
+			t.Fatal(msg)
+		}
+		// KNOWN GAP (docs/status.md): once in a CI run under the race detector the subscriber,
+		// re-subscribing across the sequencer leader's kill, ended one confirmed record short.
+		// Logged with the positions it lacks until understood; a wrong record still fails.
+		t.Log("KNOWN GAP: " + msg)
 	}
-	t.Logf("%d acknowledged appends all at their positions; %d records confirmed, all seen by the subscriber in order; view %d", len(acked), len(got), d.View)
+	t.Logf("%d acknowledged appends all at their positions; %d records confirmed, seen by the subscriber in order (%d fail notices); view %d",
+		acked, len(got), sub.fails, d.View)
+	return d
+}
+
+// TestTotalOrderSequencerKill: a total-order topic of three shards (replication factor 3) takes
+// appends while the node leading the sequencer group is killed with SIGKILL (the shards it led
+// move too) and later restarted; appends go on through the failover.
+func TestTotalOrderSequencerKill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newOrderRig(t, ctx)
+	if res, err := r.adm.CreateTopic(ctx, 3, 3, map[string]*string{"runnel.ordering": kadm.StringPtr("total")}, "tot"); err != nil || res.Err != nil {
+		t.Fatalf("create: %v %v", err, res.Err)
+	}
+	d := r.until("the topic is sequenced", 1, "tot", time.Minute, func(d *speclog.Description) bool { return d.SequencerLeader >= 0 })
+	victim := d.SequencerLeader
+	via := r.c.Nodes()[0]
+	if via == victim {
+		via = r.c.Nodes()[1]
+	}
+	log := r.dial(via).Topic("tot")
+	// The subscriber is on a node that stays up, reading every shard (most led by other nodes).
+	sub := subscribe(t, ctx, log)
+	a := startAppenders(t, ctx, log, 3, 20*time.Second)
+	time.Sleep(2 * time.Second)
+	before, _ := a.snapshot()
+	t.Logf("killing node %d (the sequencer's leader); appends so far %v", victim, before)
+	r.c.Kill(victim)
+	time.Sleep(6 * time.Second)
+	during, _ := a.snapshot()
+	for sh := range before {
+		if during[sh] <= before[sh] {
+			t.Errorf("shard %d took no append in the 6 s after the sequencer's leader was killed (%d → %d)", sh, before[sh], during[sh])
+		}
+	}
+	if err := r.c.Start(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.c.WaitReady(ctx, victim, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	a.finish()
+	after, _ := a.snapshot()
+	t.Logf("appends acknowledged: %v before the kill, %v 6 s after, %v in the end", before, during, after)
+	r.check(log, a, sub, true)
+}
+
+// TestTotalOrderReplicaKill: killing a replica that leads nothing (no shard, not the sequencer)
+// changes nothing for clients, as the issue asks: no append fails, no fail notice, the view
+// stays; nor does its restart.
+func TestTotalOrderReplicaKill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newOrderRig(t, ctx)
+	// Both shards led by node 1, replicated on all three.
+	r.createTopic("rep", [][]int32{{1, 2, 3}, {1, 3, 2}})
+	d := r.until("the topic is sequenced with node 1 leading both shards", 1, "rep", time.Minute, func(d *speclog.Description) bool {
+		return d.SequencerLeader >= 0 && len(d.Shards) == 2 && d.Shards[0].Leader == 1 && d.Shards[1].Leader == 1
+	})
+	victim := int32(2)
+	if d.SequencerLeader == 2 {
+		victim = 3
+	}
+	log := r.dial(1).Topic("rep")
+	sub := subscribe(t, ctx, log)
+	a := startAppenders(t, ctx, log, 2, 20*time.Second)
+	time.Sleep(2 * time.Second)
+	view := d.View
+	before, _ := a.snapshot()
+	t.Logf("killing node %d (a follower of both shards; the sequencer is led by node %d); appends so far %v", victim, d.SequencerLeader, before)
+	r.c.Kill(victim)
+	time.Sleep(5 * time.Second) // past the session timeout: the node is fenced, the replica sets shrink
+	during, _ := a.snapshot()
+	if err := r.c.Start(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.c.WaitReady(ctx, victim, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	a.finish()
+	after, failed := a.snapshot()
+	t.Logf("appends acknowledged: %v before the kill, %v 5 s after, %v in the end; slowest %v", before, during, after, a.slowest)
+	for sh := range before {
+		if during[sh] <= before[sh] || after[sh] <= during[sh] {
+			t.Errorf("shard %d: appends stalled (%d before the kill, %d while the replica was down, %d after its restart)", sh, before[sh], during[sh], after[sh])
+		}
+		if failed[sh] > 0 {
+			t.Errorf("shard %d: %d appends failed; a follower's death must not show", sh, failed[sh])
+		}
+	}
+	if n := sub.failNotices(); n > 0 {
+		t.Errorf("the subscriber got %d fail notices; a follower's death must not fail speculation", n)
+	}
+	if d = r.check(log, a, sub, false); d.View != view {
+		t.Errorf("the view moved from %d to %d", view, d.View)
+	}
+}
+
+// TestTotalOrderWholeShardKill: a shard whose only replica is killed fails as a whole: after
+// runnel.order.fail.ms the view changes, speculation after the confirmed prefix fails (the
+// subscriber rolls back and gets the correct records), the other shard's appends go on; when the
+// node is back the shard joins again and takes appends. Nothing acknowledged is lost.
+func TestTotalOrderWholeShardKill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newOrderRig(t, ctx)
+	r.createTopic("whole", [][]int32{{1}, {2}})
+	d := r.until("the topic is sequenced", 3, "whole", time.Minute, func(d *speclog.Description) bool {
+		return d.SequencerLeader >= 0 && len(d.Shards) == 2 && d.Shards[0].Leader == 1 && d.Shards[1].Leader == 2
+	})
+	// The victim shard's node must not lead the sequencer (that is TestTotalOrderSequencerKill).
+	victimShard, victim := int32(0), int32(1)
+	if d.SequencerLeader == 1 {
+		victimShard, victim = 1, 2
+	}
+	alive := 1 - victimShard
+	// Appends and the subscriber through the surviving shard's node: its own shard's records
+	// are delivered there as soon as durable, ahead of their confirmation.
+	log := r.dial(d.Shards[alive].Leader).Topic("whole")
+	sub := subscribe(t, ctx, log)
+	a := startAppenders(t, ctx, log, 2, 3*time.Second)
+	time.Sleep(2 * time.Second)
+	before, _ := a.snapshot()
+	t.Logf("killing node %d, shard %d's only replica (the sequencer is led by node %d); appends so far %v", victim, victimShard, d.SequencerLeader, before)
+	r.c.Kill(victim)
+	failed := r.until("the shard is failed (view change)", 3, "whole", 30*time.Second, func(x *speclog.Description) bool {
+		return x.View > d.View && x.Shards[victimShard].Failed
+	})
+	time.Sleep(3 * time.Second)
+	during, _ := a.snapshot()
+	if during[alive] <= before[alive] {
+		t.Errorf("shard %d took no append while shard %d was down (%d → %d)", alive, victimShard, before[alive], during[alive])
+	}
+	if err := r.c.Start(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.c.WaitReady(ctx, victim, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.until("the shard joins again", 3, "whole", 30*time.Second, func(x *speclog.Description) bool { return !x.Shards[victimShard].Failed })
+	back, _ := a.snapshot()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		now, _ := a.snapshot()
+		if now[victimShard] > back[victimShard] && now[alive] > back[alive] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after shard %d joined again: appends %v (were %v)", victimShard, now, back)
+		}
+	}
+	a.finish()
+	after, errs := a.snapshot()
+	t.Logf("appends acknowledged: %v before the kill, %v with the shard failed (view %d), %v in the end; failed %v",
+		before, during, failed.View, after, errs)
+	r.check(r.dial(3).Topic("whole"), a, sub, false) // node 3 hosts no shard: Read asks both leaders
+	if n := sub.failNotices(); n == 0 {
+		t.Log("the subscriber got no fail notice: nothing was delivered speculatively past the confirmed prefix when the view changed")
+	}
 }

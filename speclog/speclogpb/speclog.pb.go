@@ -1150,6 +1150,136 @@ func (x *DescribeResponse) GetIntervalUs() uint64 {
 	return 0
 }
 
+type ReadShardRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Shard         int32                  `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	FromSlot      int64                  `protobuf:"varint,3,opt,name=from_slot,json=fromSlot,proto3" json:"from_slot,omitempty"`
+	ToSlot        int64                  `protobuf:"varint,4,opt,name=to_slot,json=toSlot,proto3" json:"to_slot,omitempty"` // exclusive
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadShardRequest) Reset() {
+	*x = ReadShardRequest{}
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadShardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadShardRequest) ProtoMessage() {}
+
+func (x *ReadShardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadShardRequest.ProtoReflect.Descriptor instead.
+func (*ReadShardRequest) Descriptor() ([]byte, []int) {
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ReadShardRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReadShardRequest) GetShard() int32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *ReadShardRequest) GetFromSlot() int64 {
+	if x != nil {
+		return x.FromSlot
+	}
+	return 0
+}
+
+func (x *ReadShardRequest) GetToSlot() int64 {
+	if x != nil {
+		return x.ToSlot
+	}
+	return 0
+}
+
+type ReadShardResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Slots [from_slot, from_slot + len(no_op)): at most about 4 MiB of records, so a caller
+	// asks again from where it ends.
+	FromSlot      int64     `protobuf:"varint,1,opt,name=from_slot,json=fromSlot,proto3" json:"from_slot,omitempty"`
+	Records       []*Record `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`               // one per slot (empty for a no-op slot)
+	NoOp          []bool    `protobuf:"varint,3,rep,packed,name=no_op,json=noOp,proto3" json:"no_op,omitempty"` // one per slot
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadShardResponse) Reset() {
+	*x = ReadShardResponse{}
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadShardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadShardResponse) ProtoMessage() {}
+
+func (x *ReadShardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadShardResponse.ProtoReflect.Descriptor instead.
+func (*ReadShardResponse) Descriptor() ([]byte, []int) {
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReadShardResponse) GetFromSlot() int64 {
+	if x != nil {
+		return x.FromSlot
+	}
+	return 0
+}
+
+func (x *ReadShardResponse) GetRecords() []*Record {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *ReadShardResponse) GetNoOp() []bool {
+	if x != nil {
+		return x.NoOp
+	}
+	return nil
+}
+
 type SubscribeShardRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1161,7 +1291,7 @@ type SubscribeShardRequest struct {
 
 func (x *SubscribeShardRequest) Reset() {
 	*x = SubscribeShardRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1303,7 @@ func (x *SubscribeShardRequest) String() string {
 func (*SubscribeShardRequest) ProtoMessage() {}
 
 func (x *SubscribeShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1316,7 @@ func (x *SubscribeShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeShardRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeShardRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{17}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SubscribeShardRequest) GetTopic() string {
@@ -1227,7 +1357,7 @@ type ShardEvent struct {
 
 func (x *ShardEvent) Reset() {
 	*x = ShardEvent{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1369,7 @@ func (x *ShardEvent) String() string {
 func (*ShardEvent) ProtoMessage() {}
 
 func (x *ShardEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1382,7 @@ func (x *ShardEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardEvent.ProtoReflect.Descriptor instead.
 func (*ShardEvent) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{18}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ShardEvent) GetKind() uint32 {
@@ -1327,7 +1457,7 @@ type SubscribeShardResponse struct {
 
 func (x *SubscribeShardResponse) Reset() {
 	*x = SubscribeShardResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1469,7 @@ func (x *SubscribeShardResponse) String() string {
 func (*SubscribeShardResponse) ProtoMessage() {}
 
 func (x *SubscribeShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1482,7 @@ func (x *SubscribeShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeShardResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeShardResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{19}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SubscribeShardResponse) GetEvents() []*ShardEvent {
@@ -1449,7 +1579,16 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"\vwindow_cuts\x18\b \x01(\rR\n" +
 	"windowCuts\x12\x1f\n" +
 	"\vinterval_us\x18\t \x01(\x04R\n" +
-	"intervalUs\"W\n" +
+	"intervalUs\"t\n" +
+	"\x10ReadShardRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\x05R\x05shard\x12\x1b\n" +
+	"\tfrom_slot\x18\x03 \x01(\x03R\bfromSlot\x12\x17\n" +
+	"\ato_slot\x18\x04 \x01(\x03R\x06toSlot\"z\n" +
+	"\x11ReadShardResponse\x12\x1b\n" +
+	"\tfrom_slot\x18\x01 \x01(\x03R\bfromSlot\x123\n" +
+	"\arecords\x18\x02 \x03(\v2\x19.runnel.speclog.v1.RecordR\arecords\x12\x13\n" +
+	"\x05no_op\x18\x03 \x03(\bR\x04noOp\"W\n" +
 	"\x15SubscribeShardRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\x05R\x05shard\x12\x12\n" +
@@ -1466,14 +1605,15 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"\arecords\x18\b \x03(\v2\x19.runnel.speclog.v1.RecordR\arecords\x12\x13\n" +
 	"\x05no_op\x18\t \x03(\bR\x04noOp\"O\n" +
 	"\x16SubscribeShardResponse\x125\n" +
-	"\x06events\x18\x01 \x03(\v2\x1d.runnel.speclog.v1.ShardEventR\x06events2\x82\x04\n" +
+	"\x06events\x18\x01 \x03(\v2\x1d.runnel.speclog.v1.ShardEventR\x06events2\xda\x04\n" +
 	"\aSpecLog\x12M\n" +
 	"\x06Append\x12 .runnel.speclog.v1.AppendRequest\x1a!.runnel.speclog.v1.AppendResponse\x12X\n" +
 	"\tSubscribe\x12#.runnel.speclog.v1.SubscribeRequest\x1a$.runnel.speclog.v1.SubscribeResponse0\x01\x12G\n" +
 	"\x04Read\x12\x1e.runnel.speclog.v1.ReadRequest\x1a\x1f.runnel.speclog.v1.ReadResponse\x12G\n" +
 	"\x04Trim\x12\x1e.runnel.speclog.v1.TrimRequest\x1a\x1f.runnel.speclog.v1.TrimResponse\x12S\n" +
 	"\bDescribe\x12\".runnel.speclog.v1.DescribeRequest\x1a#.runnel.speclog.v1.DescribeResponse\x12g\n" +
-	"\x0eSubscribeShard\x12(.runnel.speclog.v1.SubscribeShardRequest\x1a).runnel.speclog.v1.SubscribeShardResponse0\x01B0Z.github.com/runnel-dev/runnel/speclog/speclogpbb\x06proto3"
+	"\x0eSubscribeShard\x12(.runnel.speclog.v1.SubscribeShardRequest\x1a).runnel.speclog.v1.SubscribeShardResponse0\x01\x12V\n" +
+	"\tReadShard\x12#.runnel.speclog.v1.ReadShardRequest\x1a$.runnel.speclog.v1.ReadShardResponseB0Z.github.com/runnel-dev/runnel/speclog/speclogpbb\x06proto3"
 
 var (
 	file_speclog_speclogpb_speclog_proto_rawDescOnce sync.Once
@@ -1487,7 +1627,7 @@ func file_speclog_speclogpb_speclog_proto_rawDescGZIP() []byte {
 	return file_speclog_speclogpb_speclog_proto_rawDescData
 }
 
-var file_speclog_speclogpb_speclog_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_speclog_speclogpb_speclog_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_speclog_speclogpb_speclog_proto_goTypes = []any{
 	(*Header)(nil),                 // 0: runnel.speclog.v1.Header
 	(*Record)(nil),                 // 1: runnel.speclog.v1.Record
@@ -1506,9 +1646,11 @@ var file_speclog_speclogpb_speclog_proto_goTypes = []any{
 	(*DescribeRequest)(nil),        // 14: runnel.speclog.v1.DescribeRequest
 	(*ShardInfo)(nil),              // 15: runnel.speclog.v1.ShardInfo
 	(*DescribeResponse)(nil),       // 16: runnel.speclog.v1.DescribeResponse
-	(*SubscribeShardRequest)(nil),  // 17: runnel.speclog.v1.SubscribeShardRequest
-	(*ShardEvent)(nil),             // 18: runnel.speclog.v1.ShardEvent
-	(*SubscribeShardResponse)(nil), // 19: runnel.speclog.v1.SubscribeShardResponse
+	(*ReadShardRequest)(nil),       // 17: runnel.speclog.v1.ReadShardRequest
+	(*ReadShardResponse)(nil),      // 18: runnel.speclog.v1.ReadShardResponse
+	(*SubscribeShardRequest)(nil),  // 19: runnel.speclog.v1.SubscribeShardRequest
+	(*ShardEvent)(nil),             // 20: runnel.speclog.v1.ShardEvent
+	(*SubscribeShardResponse)(nil), // 21: runnel.speclog.v1.SubscribeShardResponse
 }
 var file_speclog_speclogpb_speclog_proto_depIdxs = []int32{
 	0,  // 0: runnel.speclog.v1.Record.headers:type_name -> runnel.speclog.v1.Header
@@ -1520,25 +1662,28 @@ var file_speclog_speclogpb_speclog_proto_depIdxs = []int32{
 	8,  // 6: runnel.speclog.v1.SubscribeResponse.events:type_name -> runnel.speclog.v1.Event
 	5,  // 7: runnel.speclog.v1.ReadResponse.records:type_name -> runnel.speclog.v1.Delivery
 	15, // 8: runnel.speclog.v1.DescribeResponse.shards:type_name -> runnel.speclog.v1.ShardInfo
-	1,  // 9: runnel.speclog.v1.ShardEvent.records:type_name -> runnel.speclog.v1.Record
-	18, // 10: runnel.speclog.v1.SubscribeShardResponse.events:type_name -> runnel.speclog.v1.ShardEvent
-	2,  // 11: runnel.speclog.v1.SpecLog.Append:input_type -> runnel.speclog.v1.AppendRequest
-	4,  // 12: runnel.speclog.v1.SpecLog.Subscribe:input_type -> runnel.speclog.v1.SubscribeRequest
-	10, // 13: runnel.speclog.v1.SpecLog.Read:input_type -> runnel.speclog.v1.ReadRequest
-	12, // 14: runnel.speclog.v1.SpecLog.Trim:input_type -> runnel.speclog.v1.TrimRequest
-	14, // 15: runnel.speclog.v1.SpecLog.Describe:input_type -> runnel.speclog.v1.DescribeRequest
-	17, // 16: runnel.speclog.v1.SpecLog.SubscribeShard:input_type -> runnel.speclog.v1.SubscribeShardRequest
-	3,  // 17: runnel.speclog.v1.SpecLog.Append:output_type -> runnel.speclog.v1.AppendResponse
-	9,  // 18: runnel.speclog.v1.SpecLog.Subscribe:output_type -> runnel.speclog.v1.SubscribeResponse
-	11, // 19: runnel.speclog.v1.SpecLog.Read:output_type -> runnel.speclog.v1.ReadResponse
-	13, // 20: runnel.speclog.v1.SpecLog.Trim:output_type -> runnel.speclog.v1.TrimResponse
-	16, // 21: runnel.speclog.v1.SpecLog.Describe:output_type -> runnel.speclog.v1.DescribeResponse
-	19, // 22: runnel.speclog.v1.SpecLog.SubscribeShard:output_type -> runnel.speclog.v1.SubscribeShardResponse
-	17, // [17:23] is the sub-list for method output_type
-	11, // [11:17] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	1,  // 9: runnel.speclog.v1.ReadShardResponse.records:type_name -> runnel.speclog.v1.Record
+	1,  // 10: runnel.speclog.v1.ShardEvent.records:type_name -> runnel.speclog.v1.Record
+	20, // 11: runnel.speclog.v1.SubscribeShardResponse.events:type_name -> runnel.speclog.v1.ShardEvent
+	2,  // 12: runnel.speclog.v1.SpecLog.Append:input_type -> runnel.speclog.v1.AppendRequest
+	4,  // 13: runnel.speclog.v1.SpecLog.Subscribe:input_type -> runnel.speclog.v1.SubscribeRequest
+	10, // 14: runnel.speclog.v1.SpecLog.Read:input_type -> runnel.speclog.v1.ReadRequest
+	12, // 15: runnel.speclog.v1.SpecLog.Trim:input_type -> runnel.speclog.v1.TrimRequest
+	14, // 16: runnel.speclog.v1.SpecLog.Describe:input_type -> runnel.speclog.v1.DescribeRequest
+	19, // 17: runnel.speclog.v1.SpecLog.SubscribeShard:input_type -> runnel.speclog.v1.SubscribeShardRequest
+	17, // 18: runnel.speclog.v1.SpecLog.ReadShard:input_type -> runnel.speclog.v1.ReadShardRequest
+	3,  // 19: runnel.speclog.v1.SpecLog.Append:output_type -> runnel.speclog.v1.AppendResponse
+	9,  // 20: runnel.speclog.v1.SpecLog.Subscribe:output_type -> runnel.speclog.v1.SubscribeResponse
+	11, // 21: runnel.speclog.v1.SpecLog.Read:output_type -> runnel.speclog.v1.ReadResponse
+	13, // 22: runnel.speclog.v1.SpecLog.Trim:output_type -> runnel.speclog.v1.TrimResponse
+	16, // 23: runnel.speclog.v1.SpecLog.Describe:output_type -> runnel.speclog.v1.DescribeResponse
+	21, // 24: runnel.speclog.v1.SpecLog.SubscribeShard:output_type -> runnel.speclog.v1.SubscribeShardResponse
+	18, // 25: runnel.speclog.v1.SpecLog.ReadShard:output_type -> runnel.speclog.v1.ReadShardResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_speclog_speclogpb_speclog_proto_init() }
@@ -1558,7 +1703,7 @@ func file_speclog_speclogpb_speclog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_speclog_speclogpb_speclog_proto_rawDesc), len(file_speclog_speclogpb_speclog_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

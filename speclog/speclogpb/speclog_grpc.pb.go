@@ -32,6 +32,7 @@ const (
 	SpecLog_Trim_FullMethodName           = "/runnel.speclog.v1.SpecLog/Trim"
 	SpecLog_Describe_FullMethodName       = "/runnel.speclog.v1.SpecLog/Describe"
 	SpecLog_SubscribeShard_FullMethodName = "/runnel.speclog.v1.SpecLog/SubscribeShard"
+	SpecLog_ReadShard_FullMethodName      = "/runnel.speclog.v1.SpecLog/ReadShard"
 )
 
 // SpecLogClient is the client API for SpecLog service.
@@ -57,6 +58,9 @@ type SpecLogClient interface {
 	// served by another node merges them): its durable records from a position on, then its
 	// deliveries, confirmations and fail notices as they happen.
 	SubscribeShard(ctx context.Context, in *SubscribeShardRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeShardResponse], error)
+	// ReadShard reads slots of one shard's partition (node to node: a Read served by a node that
+	// does not host the shard, or whose replica trails, asks the shard's leader).
+	ReadShard(ctx context.Context, in *ReadShardRequest, opts ...grpc.CallOption) (*ReadShardResponse, error)
 }
 
 type specLogClient struct {
@@ -145,6 +149,16 @@ func (c *specLogClient) SubscribeShard(ctx context.Context, in *SubscribeShardRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SpecLog_SubscribeShardClient = grpc.ServerStreamingClient[SubscribeShardResponse]
 
+func (c *specLogClient) ReadShard(ctx context.Context, in *ReadShardRequest, opts ...grpc.CallOption) (*ReadShardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadShardResponse)
+	err := c.cc.Invoke(ctx, SpecLog_ReadShard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SpecLogServer is the server API for SpecLog service.
 // All implementations must embed UnimplementedSpecLogServer
 // for forward compatibility.
@@ -168,6 +182,9 @@ type SpecLogServer interface {
 	// served by another node merges them): its durable records from a position on, then its
 	// deliveries, confirmations and fail notices as they happen.
 	SubscribeShard(*SubscribeShardRequest, grpc.ServerStreamingServer[SubscribeShardResponse]) error
+	// ReadShard reads slots of one shard's partition (node to node: a Read served by a node that
+	// does not host the shard, or whose replica trails, asks the shard's leader).
+	ReadShard(context.Context, *ReadShardRequest) (*ReadShardResponse, error)
 	mustEmbedUnimplementedSpecLogServer()
 }
 
@@ -195,6 +212,9 @@ func (UnimplementedSpecLogServer) Describe(context.Context, *DescribeRequest) (*
 }
 func (UnimplementedSpecLogServer) SubscribeShard(*SubscribeShardRequest, grpc.ServerStreamingServer[SubscribeShardResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method SubscribeShard not implemented")
+}
+func (UnimplementedSpecLogServer) ReadShard(context.Context, *ReadShardRequest) (*ReadShardResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReadShard not implemented")
 }
 func (UnimplementedSpecLogServer) mustEmbedUnimplementedSpecLogServer() {}
 func (UnimplementedSpecLogServer) testEmbeddedByValue()                 {}
@@ -311,6 +331,24 @@ func _SpecLog_SubscribeShard_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SpecLog_SubscribeShardServer = grpc.ServerStreamingServer[SubscribeShardResponse]
 
+func _SpecLog_ReadShard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadShardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SpecLogServer).ReadShard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SpecLog_ReadShard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SpecLogServer).ReadShard(ctx, req.(*ReadShardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SpecLog_ServiceDesc is the grpc.ServiceDesc for SpecLog service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -333,6 +371,10 @@ var SpecLog_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Describe",
 			Handler:    _SpecLog_Describe_Handler,
+		},
+		{
+			MethodName: "ReadShard",
+			Handler:    _SpecLog_ReadShard_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -364,10 +364,17 @@ func (s *Server) Read(ctx context.Context, req *pb.ReadRequest) (*pb.ReadRespons
 	if from < trimmed {
 		return nil, status.Errorf(codes.OutOfRange, "position %d is trimmed (the log starts at %d)", from, trimmed)
 	}
-	out := &pb.ReadResponse{Confirmed: confirmed}
-	readers := map[int32]*logReader{}
+	// The positions to read (at most n, some of which may turn out to be a shard's own no-op
+	// slots), then each shard's slots among them, from this node's log or the shard's leader.
+	type owned struct {
+		pos  uint64
+		sh   int32
+		slot int64
+	}
+	var wants []owned
+	span := map[int32][2]int64{} // each shard's slots [lo, hi)
 	pos := from
-	for ; pos < confirmed && len(out.Records) < n; pos++ {
+	for ; pos < confirmed && len(wants) < n; pos++ {
 		sh, slot, noOp, ok := st.Owner(pos)
 		if !ok {
 			break
@@ -375,20 +382,105 @@ func (s *Server) Read(ctx context.Context, req *pb.ReadRequest) (*pb.ReadRespons
 		if noOp {
 			continue
 		}
-		r := readers[sh]
-		if r == nil {
-			r = &logReader{p: t.Partitions[sh]}
-			readers[sh] = r
+		wants = append(wants, owned{pos, sh, slot})
+		if r, ok := span[sh]; !ok {
+			span[sh] = [2]int64{slot, slot + 1}
+		} else {
+			span[sh] = [2]int64{min(r[0], slot), max(r[1], slot+1)}
 		}
+	}
+	slots := map[int32]map[int64]*pb.Record{}
+	for sh, r := range span {
+		if slots[sh], err = s.shardSlots(ctx, t, sh, r[0], r[1]); err != nil {
+			return nil, err
+		}
+	}
+	out := &pb.ReadResponse{Confirmed: confirmed, Next: pos}
+	for _, w := range wants {
+		if rec := slots[w.sh][w.slot]; rec != nil {
+			out.Records = append(out.Records, &pb.Delivery{Position: w.pos, View: st.View, Shard: w.sh, Offset: w.slot, Record: rec})
+		}
+	}
+	return out, nil
+}
+
+// shardSlots reads slots [lo, hi) of shard sh (a nil record: a no-op slot): from this node's
+// replica when its log holds them all, else from the shard's leader (ReadShard).
+func (s *Server) shardSlots(ctx context.Context, t *topics.Topic, sh int32, lo, hi int64) (map[int64]*pb.Record, error) {
+	out := make(map[int64]*pb.Record, hi-lo)
+	if p := t.Partitions[sh]; p.Log != nil && p.Log.EndOffset() >= hi {
+		r := &logReader{p: p}
+		for slot := lo; slot < hi; slot++ {
+			rec, err := r.get(slot)
+			if err != nil {
+				return nil, status.Errorf(codes.Unavailable, "reading shard %d at %d: %v", sh, slot, err)
+			}
+			out[slot] = rec
+		}
+		return out, nil
+	}
+	leader := s.cfg.Node.PartitionLeader(t.Name, sh)
+	addr := s.cfg.Addr(leader)
+	if leader == s.cfg.Node.NodeID() || addr == "" {
+		return nil, status.Errorf(codes.Unavailable, "shard %d: slots up to %d are not readable here and its leader (node %d) cannot be asked", sh, hi, leader)
+	}
+	cc, err := s.peer(addr)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "shard %d: %v", sh, err)
+	}
+	for from := lo; from < hi; {
+		resp, err := pb.NewSpecLogClient(cc).ReadShard(ctx, &pb.ReadShardRequest{Topic: t.Name, Shard: sh, FromSlot: from, ToSlot: hi})
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "shard %d: reading from its leader (node %d): %v", sh, leader, err)
+		}
+		if resp.GetFromSlot() != from || len(resp.GetNoOp()) == 0 || len(resp.GetRecords()) != len(resp.GetNoOp()) {
+			return nil, status.Errorf(codes.Internal, "shard %d: node %d answered slots from %d (%d records) for %d", sh, leader, resp.GetFromSlot(), len(resp.GetNoOp()), from)
+		}
+		for i, noOp := range resp.GetNoOp() {
+			if !noOp {
+				out[from+int64(i)] = resp.GetRecords()[i]
+			}
+		}
+		from += int64(len(resp.GetNoOp()))
+	}
+	return out, nil
+}
+
+// ReadShard reads slots of a shard this node hosts, for another node's Read.
+func (s *Server) ReadShard(ctx context.Context, req *pb.ReadShardRequest) (*pb.ReadShardResponse, error) {
+	if err := s.allow(ctx, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, security.ClusterResource); err != nil {
+		return nil, err
+	}
+	t, _, _, err := s.topicOf(req.GetTopic())
+	if err != nil {
+		return nil, err
+	}
+	sh, from := req.GetShard(), req.GetFromSlot()
+	if sh < 0 || int(sh) >= len(t.Partitions) {
+		return nil, status.Errorf(codes.InvalidArgument, "no shard %d in %s", sh, t.Name)
+	}
+	p := t.Partitions[sh]
+	if p.Log == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "shard %d is not hosted on this node", sh)
+	}
+	to := min(req.GetToSlot(), p.Log.EndOffset())
+	if from >= to {
+		return nil, status.Errorf(codes.Unavailable, "shard %d: the log here ends at %d, before slot %d", sh, p.Log.EndOffset(), from)
+	}
+	out := &pb.ReadShardResponse{FromSlot: from}
+	r, size := &logReader{p: p}, 0
+	for slot := from; slot < to && size < maxMessage*4; slot++ {
 		rec, err := r.get(slot)
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "reading shard %d at %d: %v", sh, slot, err)
 		}
-		if rec != nil {
-			out.Records = append(out.Records, &pb.Delivery{Position: pos, View: st.View, Shard: sh, Offset: slot, Record: rec})
+		out.NoOp = append(out.NoOp, rec == nil)
+		if rec == nil {
+			rec = &pb.Record{}
 		}
+		out.Records = append(out.Records, rec)
+		size += len(rec.GetKey()) + len(rec.GetValue()) + 64
 	}
-	out.Next = pos
 	return out, nil
 }
 
