@@ -1,5 +1,10 @@
 package order
 
+import (
+	"cmp"
+	"slices"
+)
+
 // Merger turns the shards' delivery streams into one subscriber's stream in global position
 // order (docs/speclog.md §6): records as soon as every lower position is known (delivered, a
 // no-op, or owned by a shard the subscriber did not ask for), marked speculative until
@@ -13,8 +18,56 @@ type Merger struct {
 	confirmed uint64 // positions below are confirmed (as announced by the shards)
 	told      uint64 // the confirmation last emitted
 	view      uint64
-	failAfter uint64             // the After of the last fail notice: confirmed below it
-	pending   map[uint64]Pending // delivered, not emitted yet
+	// fails are the view changes seen, in view order, each with its After: a delivery of an
+	// older view at or after the After of a later view is void.
+	fails   []viewFail
+	pending map[uint64]Pending // delivered, not emitted yet
+	// spec are the records emitted and not yet confirmed: a view change voids those of older
+	// views, and gives the others again after its fail notice (a shard whose stream started in
+	// the new view will not deliver them again).
+	spec map[uint64]Pending
+	// viewAfter tells where a view began (State.ViewAfter), so that a delivery or confirmation
+	// of a newer view applies its change at once, whichever stream announces it and when;
+	// learned: every view up to it is applied.
+	viewAfter func(view uint64) (after uint64, ok bool)
+	learned   uint64
+}
+
+// Views has the merger learn view changes from the sequencer's state (State.ViewAfter) as
+// soon as a delivery or confirmation of a newer view arrives, instead of waiting for a shard to
+// announce them: streams that started after a change never announce it, and their
+// confirmations must not confirm records of the older view.
+func (m *Merger) Views(after func(view uint64) (uint64, bool)) { m.viewAfter = after }
+
+// learn applies the view changes up to view that the merger has not applied yet; known is
+// false when one of them is not known yet (the state has not reached it).
+func (m *Merger) learn(view uint64) (out []Event, known bool) {
+	if m.viewAfter == nil {
+		return nil, view <= m.view
+	}
+	for m.learned < view {
+		after, ok := m.viewAfter(m.learned + 1)
+		if !ok {
+			return out, false
+		}
+		out = append(out, m.Fail(after, m.learned+1)...)
+		m.learned++
+	}
+	return out, true
+}
+
+type viewFail struct{ view, after uint64 }
+
+// void reports whether a delivery at pos in view is void: a later view failed speculation at
+// or before pos. The Afters grow with the views (each is the confirmed prefix when its view
+// began), so the first later view decides.
+func (m *Merger) void(pos, view uint64) bool {
+	for _, f := range m.fails {
+		if f.view > view {
+			return pos >= f.after
+		}
+	}
+	return false
 }
 
 // Pending is a record delivered by a shard, not emitted yet.
@@ -54,47 +107,74 @@ func NewMerger(from uint64, owner func(pos uint64) (shard int32, noOp bool, ok b
 	if wanted == nil {
 		wanted = func(int32) bool { return true }
 	}
-	return &Merger{owner: owner, wanted: wanted, next: from, confirmed: from, told: from, pending: map[uint64]Pending{}}
+	return &Merger{owner: owner, wanted: wanted, next: from, confirmed: from, told: from, pending: map[uint64]Pending{}, spec: map[uint64]Pending{}}
 }
 
 // Deliver takes a record a shard delivered at pos in view (nil: a no-op slot, which the
 // subscriber does not see), and returns the events it unblocks.
 func (m *Merger) Deliver(pos uint64, shard int32, rec any, view uint64) []Event {
-	if pos < m.next || (view < m.view && pos >= m.failAfter) {
+	out, _ := m.learn(view)
+	if pos < m.next || m.void(pos, view) {
 		// emitted already, or from a view a fail notice voided: only positions at or after
 		// its After change; below it they were confirmed (a shard catching up late may still
 		// send them in the older view)
-		return nil
+		return out
 	}
 	m.pending[pos] = Pending{Shard: shard, Record: rec, View: view}
-	return m.drain(nil)
+	return m.drain(out)
 }
 
-// Confirm takes a confirmation: positions below upTo are final.
-func (m *Merger) Confirm(upTo uint64) []Event {
-	if upTo > m.confirmed {
+// Confirm takes a confirmation made in view: positions below upTo are final. A confirmation
+// of a view whose change is not known yet is left for a later one (they come every cut).
+func (m *Merger) Confirm(upTo, view uint64) []Event {
+	out, known := m.learn(view)
+	if known && upTo > m.confirmed {
 		m.confirmed = upTo
 	}
-	return m.drain(nil)
+	return m.drain(out)
 }
 
-// Fail takes a view change: every speculation at or after after failed; records delivered in
-// the new view follow.
+// Fail takes a view change: every speculation of an older view at or after after failed;
+// records delivered in the new view follow. Several shards announce the same change, and
+// streams that started at different times announce different ones, in any order across
+// streams: each change is applied once, whenever it comes. Deliveries already in a view at
+// least as new (from a shard whose stream started after the change) are not void: they are
+// kept, or given again after the fail notice.
 func (m *Merger) Fail(after, view uint64) []Event {
-	if view <= m.view {
-		return nil // this view change was handled (several shards announce it)
+	i, known := slices.BinarySearchFunc(m.fails, view, func(f viewFail, v uint64) int { return cmp.Compare(f.view, v) })
+	if known {
+		return nil // this view change was applied (several shards announce it)
 	}
-	m.view, m.failAfter = view, after
-	var out []Event
-	for p := range m.pending {
+	m.fails = slices.Insert(m.fails, i, viewFail{view, after})
+	m.view = max(m.view, view)
+	if m.viewAfter == nil {
+		m.learned = m.view
+	}
+	for p, d := range m.pending {
 		// Only what lies at or after the failure is void: a record below it, still waiting for
 		// an earlier position, is confirmed and is not delivered again.
-		if p >= after {
+		if p >= after && d.View < view {
 			delete(m.pending, p)
 		}
 	}
-	if m.next > after {
-		out = append(out, Event{Kind: EventFail, After: after, View: view})
+	var out []Event
+	void := false
+	for p, d := range m.spec {
+		if p >= after && d.View < view {
+			void = true
+			break
+		}
+	}
+	if void && m.next > after {
+		out = append(out, Event{Kind: EventFail, After: after, View: m.view})
+		for p, d := range m.spec {
+			if p >= after {
+				if !m.void(p, d.View) {
+					m.pending[p] = d // still right: given again after the notice
+				}
+				delete(m.spec, p)
+			}
+		}
 		m.next = after
 	}
 	return m.drain(out)
@@ -124,11 +204,19 @@ func (m *Merger) drain(out []Event) []Event {
 		}
 		out = append(out, Event{Kind: EventRecord, Position: m.next, Shard: d.Shard, Record: d.Record, View: d.View,
 			Speculative: m.next >= m.confirmed})
+		if m.next >= m.confirmed {
+			m.spec[m.next] = d
+		}
 		m.next++
 	}
 	if c := min(m.confirmed, m.next); c > m.told {
 		out = append(out, Event{Kind: EventConfirm, UpTo: c, View: m.view})
 		m.told = c
+		for p := range m.spec {
+			if p < c {
+				delete(m.spec, p) // final
+			}
+		}
 	}
 	return out
 }

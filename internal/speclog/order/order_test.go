@@ -159,7 +159,7 @@ func (s *sim) handle(id int32, o Out) {
 			}
 		}
 		if o.Confirm > 0 {
-			s.events = append(s.events, s.merger.Confirm(o.Confirm)...)
+			s.events = append(s.events, s.merger.Confirm(o.Confirm, sh.st.View)...)
 		}
 	}
 	for _, d := range o.Deliver {
@@ -433,19 +433,14 @@ func TestHistoryRuns(t *testing.T) {
 	}
 }
 
-// subscribe attaches a subscriber to every shard, reading positions from the sequencer's state.
+// subscribe attaches a subscriber to every shard, reading positions from the sequencer's state
+// as the SpecLog service does (State.Owner: a failed shard's slots are no-ops).
 func (s *sim) subscribe() {
 	s.merger = NewMerger(0, func(pos uint64) (int32, bool, bool) {
-		if shard, _, noOp, ok := s.st.History.Owner(s.cfg.W, pos); ok {
-			return shard, noOp, true
-		}
-		for _, t := range s.st.Tables {
-			if shard, _, _, ok := t.Owner(s.cfg.W, pos); ok {
-				return shard, false, true
-			}
-		}
-		return 0, false, false
+		shard, _, noOp, ok := s.st.Owner(pos)
+		return shard, noOp, ok
 	}, nil)
+	s.merger.Views(s.st.ViewAfter)
 }
 
 // checkEvents: records come in position order (again from a fail notice's position after one),
@@ -534,6 +529,179 @@ func TestSubscriberOrder(t *testing.T) {
 		// confirmed prefix when the failure was applied; the log must go on either way.
 		if records2 <= records || s.st.View == 0 {
 			t.Fatalf("seed %d, shard 1 failed: view %d, %d fail notices, %d → %d records", seed, s.st.View, fails, records, records2)
+		}
+	}
+}
+
+// TestMergerKeepsNewViewDeliveries: a subscription merges streams that started at different
+// times; one started after a view change, so it delivers in the new view and never announces
+// the change. When another stream's fail notice arrives, the void records of the old view are
+// failed, and the late stream's records — right in the new view — are kept (pending) or given
+// again after the notice (emitted), not lost: the subscriber would wait for them forever.
+func TestMergerKeepsNewViewDeliveries(t *testing.T) {
+	// Shard 0 owns the even positions, shard 1 the odd ones, in both views.
+	owner := func(pos uint64) (int32, bool, bool) { return int32(pos % 2), false, true }
+	m := NewMerger(0, owner, nil)
+	var got []Event
+	feed := func(evs []Event) { got = append(got, evs...) }
+	feed(m.Deliver(0, 0, "a0", 0))     // shard 0, old view (below the failure: stays valid)
+	feed(m.Deliver(1, 1, "b1", 1))     // shard 1's late stream: new view
+	feed(m.Deliver(2, 0, "a2-old", 0)) // void: shard 0 fails in view 1 after position 2
+	feed(m.Deliver(3, 1, "b3", 1))
+	feed(m.Deliver(5, 1, "b5", 1)) // pending: waits for position 4
+	feed(m.Fail(2, 1))             // shard 0's fail notice
+	feed(m.Deliver(2, 0, "a2", 1)) // shard 0 again, in view 1
+	feed(m.Deliver(4, 0, "a4", 1))
+	var seen []string
+	for _, e := range got {
+		switch e.Kind {
+		case EventRecord:
+			seen = append(seen, fmt.Sprintf("%d:%v", e.Position, e.Record))
+		case EventFail:
+			seen = append(seen, fmt.Sprintf("fail@%d", e.After))
+		}
+	}
+	want := "[0:a0 1:b1 2:a2-old 3:b3 fail@2 2:a2 3:b3 4:a4 5:b5]"
+	if fmt.Sprint(seen) != want {
+		t.Fatalf("events %v; want %s", seen, want)
+	}
+	if m.Next() != 6 {
+		t.Fatalf("next %d; want 6", m.Next())
+	}
+	// A fail notice that voids nothing emitted (everything past it already in the new view)
+	// is not given.
+	m = NewMerger(0, owner, nil)
+	got = nil
+	feed(m.Deliver(0, 0, "a0", 1))
+	feed(m.Deliver(1, 1, "b1", 1))
+	feed(m.Fail(0, 1))
+	if len(got) != 2 || got[0].Kind != EventRecord || got[1].Kind != EventRecord {
+		t.Fatalf("events %+v; want the two records and no fail notice", got)
+	}
+}
+
+// TestMergerVoidsStaleViews: after two view changes, a delivery of the first view below the
+// second's After is right and one of an older view is void, even when it comes last (a shard's
+// stream that started before both); a view change announced after a later one (streams started
+// at different times) still fails what it voids.
+func TestMergerVoidsStaleViews(t *testing.T) {
+	owner := func(pos uint64) (int32, bool, bool) { return int32(pos % 2), false, true }
+	events := func(evs []Event) string {
+		var s []string
+		for _, e := range evs {
+			switch e.Kind {
+			case EventRecord:
+				s = append(s, fmt.Sprintf("%d:%v", e.Position, e.Record))
+			case EventFail:
+				s = append(s, fmt.Sprintf("fail@%d", e.After))
+			}
+		}
+		return fmt.Sprint(s)
+	}
+	m := NewMerger(0, owner, nil)
+	var got []Event
+	got = append(got, m.Fail(2, 1)...)
+	got = append(got, m.Fail(6, 2)...)
+	got = append(got, m.Deliver(0, 0, "a0", 0)...)
+	got = append(got, m.Deliver(1, 1, "b1", 0)...)
+	got = append(got, m.Deliver(2, 0, nil, 0)...) // view 0 at 2: void since view 1 (a no-op there would hide a record)
+	got = append(got, m.Deliver(2, 0, "a2", 1)...)
+	got = append(got, m.Deliver(3, 1, "b3", 1)...)
+	if s := events(got); s != "[0:a0 1:b1 2:a2 3:b3]" {
+		t.Fatalf("two view changes, a stale delivery: %s", s)
+	}
+
+	m, got = NewMerger(0, owner, nil), nil
+	for p, r := range []string{"a0", "b1", "x2", "y3"} {
+		got = append(got, m.Deliver(uint64(p), int32(p%2), r, 0)...)
+	}
+	got = append(got, m.Fail(6, 2)...) // voids nothing given
+	got = append(got, m.Fail(2, 1)...) // announced late: voids 2 and 3
+	got = append(got, m.Deliver(2, 0, "a2", 1)...)
+	got = append(got, m.Deliver(3, 1, "b3", 1)...)
+	if s := events(got); s != "[0:a0 1:b1 2:x2 3:y3 fail@2 2:a2 3:b3]" {
+		t.Fatalf("view changes announced out of order: %s", s)
+	}
+}
+
+// TestRejoinedShardOwnsItsNextWindow: while the window a shard failed in is still being cut,
+// the next window's table, decided after the shard asked to join again, gives it real slots:
+// State.Owner (which subscribers place positions by) must not call them no-ops, or a
+// subscriber skips the records the shard then delivers there.
+func TestRejoinedShardOwnsItsNextWindow(t *testing.T) {
+	s := newSim(t, 1, 3, 0)
+	s.dead[1] = true
+	for s.st.View == 0 {
+		s.step(0.6, 0)
+	}
+	join := Entry{Join: &JoinEntry{Shard: 1}}
+	if err := s.st.Apply(join); err != nil {
+		t.Fatal(err)
+	}
+	s.log = append(s.log, join)
+	cur := s.st.Last.next(s.cfg.W).Window
+	for s.st.Tables[cur+1] == nil || s.st.Tables[cur+1].Index(1) < 0 {
+		if s.st.Last.next(s.cfg.W).Window != cur {
+			t.Fatalf("window %d ended before the next table took shard 1 back", cur)
+		}
+		s.step(0.6, 0)
+	}
+	if _, failed := s.st.Failed[1]; !failed {
+		t.Fatal("shard 1 is no longer failed in its window")
+	}
+	next := s.st.Tables[cur+1]
+	found := 0
+	for pos := next.Start; pos < next.End(s.cfg.W); pos++ {
+		shard, slot, noOp, ok := s.st.Owner(pos)
+		if !ok || shard != 1 {
+			continue
+		}
+		found++
+		if noOp {
+			t.Fatalf("position %d, shard 1's slot %d in window %d: a no-op while window %d is cut", pos, slot, cur+1, cur)
+		}
+		if p, ok := s.st.Position(1, slot); !ok || p != pos {
+			t.Fatalf("shard 1's slot %d: position %d (%v); want %d", slot, p, ok, pos)
+		}
+	}
+	if found == 0 {
+		t.Fatalf("shard 1 has no slot in window %d: %+v", cur+1, next)
+	}
+}
+
+// TestSubscriberAcrossRejoin: a shard fails early in a window and asks to join again; the next
+// window's table takes it back while the failed window is still being cut. Its slots in the
+// next window are real from the start (a failure holds for the rest of its own window only), so
+// the subscriber, which places positions by the sequencer's state, gets every record there
+// instead of skipping the rejoined shard's as no-ops.
+func TestSubscriberAcrossRejoin(t *testing.T) {
+	for seed := uint64(1); seed <= seeds(); seed++ {
+		s := newSim(t, seed, 3, 0)
+		s.subscribe()
+		s.dead[1] = true // from the start: failed in the first window
+		for s.st.View == 0 {
+			s.step(0.6, 0)
+		}
+		window := s.st.Last.next(s.cfg.W).Window
+		// Back at once: it resumes from the sequencer's state and asks to join.
+		s.dead[1] = false
+		old := s.shards[1]
+		s.shards[1] = ResumeShard(s.cfg, 1, s.st.Clone(), old.durable, old.noops)
+		s.applied[1] = len(s.log)
+		join := Entry{Join: &JoinEntry{Shard: 1}}
+		if err := s.st.Apply(join); err != nil {
+			t.Fatal(err)
+		}
+		s.log = append(s.log, join)
+		for range 6000 {
+			s.step(0.6, 0)
+		}
+		if s.st.Last.Window <= window+1 || s.st.Out[1] {
+			t.Fatalf("seed %d: shard 1 did not take part again (window %d → %d, out %v)", seed, window, s.st.Last.Window, s.st.Out[1])
+		}
+		records, _ := s.checkEvents(t) // no gap: every record below the subscriber's position was given
+		if s.merger.Next()+2000 < s.st.Committed() || records == 0 {
+			t.Fatalf("seed %d: the subscriber is at %d, the committed prefix %d (%d records)", seed, s.merger.Next(), s.st.Committed(), records)
 		}
 	}
 }

@@ -73,6 +73,18 @@ type State struct {
 	Benched map[int32]uint64 `json:"benched"`
 	// History: every window's layout since the trim point (positions of the past).
 	History History `json:"history"`
+	// Views: where each view began — the confirmed prefix when its failure voided the
+	// speculation after it (the After of the shards' fail notices).
+	Views map[uint64]uint64 `json:"views,omitempty"`
+}
+
+// ViewAfter is where view v began: the position from which it failed the speculation of older
+// views (0 for the first view). ok is false for a view this state has not reached.
+func (s *State) ViewAfter(v uint64) (after uint64, ok bool) {
+	if v > s.View {
+		return 0, false
+	}
+	return s.Views[v], true
 }
 
 // NewState starts a topic's sequencer with its first window's table.
@@ -105,7 +117,10 @@ func (s *State) Committed() uint64 {
 }
 
 // Active reports whether a shard must report cut c for it to commit (a quota in c's window,
-// and not failed at or before c).
+// and not failed at or before c). A failure holds for the rest of its window only: Failed is
+// cleared when the window turns, and a next window's table that has the shard was decided after
+// it asked to join again, so its slots there are real (marking them no-ops early would tell a
+// subscriber's merger to skip records the shard then delivers).
 func (s *State) Active(shard int32, c CutID) bool {
 	t := s.Tables[c.Window]
 	if t == nil {
@@ -115,7 +130,7 @@ func (s *State) Active(shard int32, c CutID) bool {
 	if i < 0 || !t.InCut(i, c.Cut) {
 		return false
 	}
-	if f, failed := s.Failed[shard]; failed && f.Less(c) {
+	if f, failed := s.Failed[shard]; failed && f.Less(c) && c.Window <= s.Last.next(s.cfg.W).Window {
 		return false
 	}
 	return true
@@ -225,6 +240,10 @@ func (s *State) Apply(e Entry) error {
 			after = f.After.Cut
 		}
 		s.History.Fail(Failure{Window: cur, Shard: f.Shard, After: after})
+		if s.Views == nil {
+			s.Views = map[uint64]uint64{}
+		}
+		s.Views[s.View+1] = s.Committed()
 		s.View++
 		if n := s.Tables[s.Last.next(s.cfg.W).Window+1]; n != nil && n.Index(f.Shard) >= 0 {
 			// Decided with the failed shard: the leader decides again. The shards that table was

@@ -93,6 +93,10 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 		go s.remote(ctx, t, sh, req.GetFrom(), events)
 	}
 	m := order.NewMerger(req.GetFrom(), owner(g, key), func(sh int32) bool { return wanted[sh] })
+	m.Views(func(v uint64) (after uint64, ok bool) {
+		g.Read(key, func(tp *sequencer.Topic) { after, ok = tp.State.ViewAfter(v) })
+		return after, ok
+	})
 	confirmedOnly := req.GetConfirmedOnly()
 	var held []order.Event // confirmed_only: records waiting for their confirmation
 	send := func(evs []order.Event) error {
@@ -162,7 +166,7 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 			return nil
 		case <-changed: // new tables may let the merger place what it holds
 			changed = g.Changed()
-			evs = m.Confirm(0)
+			evs = m.Confirm(0, 0)
 		case e := <-events:
 			if e.err != nil {
 				failed = &e
@@ -205,7 +209,7 @@ func (s *Server) take(m *order.Merger, e shardEvent, evs []order.Event) []order.
 			evs = append(evs, m.Deliver(e.ev.Position+uint64(k), e.shard, rec, e.ev.View)...)
 		}
 	case shard.Confirm:
-		evs = append(evs, m.Confirm(e.ev.UpTo)...)
+		evs = append(evs, m.Confirm(e.ev.UpTo, e.ev.View)...)
 	case shard.Fail:
 		evs = append(evs, m.Fail(e.ev.After, e.ev.View)...)
 	}
@@ -320,7 +324,7 @@ func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Grou
 			}
 			evs = append(evs, m.Deliver(o.pos, o.shard, v, view)...)
 		}
-		evs = append(evs, m.Confirm(confirmed)...)
+		evs = append(evs, m.Confirm(confirmed, view)...)
 		if err := send(evs); err != nil {
 			return err
 		}
