@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/controller"
+	total "github.com/runnel-dev/runnel/internal/speclog/shard"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -120,6 +121,14 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 	if other, ok := collides(b.topics, rt.Topic); ok {
 		return nil, 0, 0, adminErr(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", rt.Topic, other)
 	}
+	configs := make(map[string]string, len(rt.Configs))
+	for _, c := range rt.Configs {
+		if c.Value == nil {
+			return nil, 0, 0, adminErr(kerr.InvalidConfig, "Null value not supported for topic configs: %s", c.Name)
+		}
+		configs[c.Name] = *c.Value
+	}
+	ordered := total.Total(configs) // a total-order topic: its shards go on the controller voters
 	partitions, rf := rt.NumPartitions, rt.ReplicationFactor
 	var assignments [][]int32
 	if len(rt.ReplicaAssignment) > 0 {
@@ -134,7 +143,7 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 			if a.Partition < 0 || int(a.Partition) >= len(assignments) || assignments[a.Partition] != nil {
 				return nil, 0, 0, adminErr(kerr.InvalidReplicaAssignment, "Partitions in a manual assignment must be numbered 0 to %d, each once; got partition %d.", len(assignments)-1, a.Partition)
 			}
-			if aerr := b.checkReplicas(a.Replicas); aerr != nil {
+			if aerr := b.checkReplicas(a.Replicas, ordered); aerr != nil {
 				return nil, 0, 0, aerr
 			}
 			assignments[a.Partition] = a.Replicas
@@ -156,16 +165,9 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 			rf = b.defaultReplicationFactor()
 		}
 		var aerr *adminError
-		if assignments, aerr = b.assignReplicas(0, partitions, rf); aerr != nil {
+		if assignments, aerr = b.assignReplicas(0, partitions, rf, ordered); aerr != nil {
 			return nil, 0, 0, aerr
 		}
-	}
-	configs := make(map[string]string, len(rt.Configs))
-	for _, c := range rt.Configs {
-		if c.Value == nil {
-			return nil, 0, 0, adminErr(kerr.InvalidConfig, "Null value not supported for topic configs: %s", c.Name)
-		}
-		configs[c.Name] = *c.Value
 	}
 	if err := b.topics.ValidateConfigs(configs); err != nil {
 		return nil, 0, 0, adminErr(kerr.InvalidConfig, "%v", err)

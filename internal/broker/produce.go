@@ -172,6 +172,9 @@ func handleProduce(ctx context.Context, r *request) reply {
 	}}
 }
 
+// isTotalOrder reports whether t is a total-order topic (runnel.ordering=total).
+func isTotalOrder(t *topics.Topic) bool { return total.Total(t.Configs) }
+
 // waitSequenced waits until the sequencer has committed the positions of a total-order
 // partition's records below end (the shard runner acknowledges them).
 func (b *Broker) waitSequenced(ctx context.Context, t *topics.Topic, partition int32, end int64) error {
