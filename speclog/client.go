@@ -138,6 +138,16 @@ type Log struct {
 
 	mu      sync.Mutex
 	leaders map[int32]string // shard → its leader's SpecLog address
+	lanes   []*lane          // idempotent producer ids no append holds now
+}
+
+// lane is a producer id of a Log's appends. An append holds its lane alone until answered, so
+// each producer's appends reach a shard one at a time, in sequence order, and a retry repeats
+// the same sequence numbers: the shard stores it once and answers with the first positions.
+type lane struct {
+	id    int64
+	epoch int32
+	seq   map[int32]int32 // per shard: the sequence number of the next record
 }
 
 // Description is a topic's state as the sequencer has it.
@@ -192,34 +202,64 @@ func (l *Log) Append(ctx context.Context, shard int32, rec Record) (uint64, erro
 }
 
 // AppendBatch appends records to a shard in one request and returns their global positions.
-// It follows the shard's leader and retries while the shard has none (a retried append may be
-// stored twice: appends are at least once).
+// It follows the shard's leader and retries while the shard has none. Appends are idempotent,
+// as a Kafka idempotent producer's: each carries a producer id (InitProducer, one per append in
+// flight) and sequence numbers, so a retry of an append that was stored is not stored again.
 func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]uint64, error) {
 	req := &pb.AppendRequest{Topic: l.name, Shard: shard}
 	for _, r := range recs {
 		req.Records = append(req.Records, toPB(r))
 	}
+	var ln *lane
+	defer func() {
+		if ln != nil { // answered, or refused before anything was stored: the lane goes on
+			l.mu.Lock()
+			l.lanes = append(l.lanes, ln)
+			l.mu.Unlock()
+		}
+	}()
 	backoff := 10 * time.Millisecond
 	for {
 		l.mu.Lock()
 		addr := l.leaders[shard]
+		if ln == nil && len(l.lanes) > 0 {
+			ln, l.lanes = l.lanes[len(l.lanes)-1], l.lanes[:len(l.lanes)-1]
+		}
 		l.mu.Unlock()
 		api, err := l.c.api(addr)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := api.Append(ctx, req)
-		if err == nil {
-			return resp.GetPositions(), nil
+		if ln == nil {
+			var p *pb.InitProducerResponse
+			if p, err = api.InitProducer(ctx, &pb.InitProducerRequest{}); err == nil {
+				ln = &lane{id: p.GetProducerId(), epoch: p.GetProducerEpoch(), seq: map[int32]int32{}}
+			}
+		}
+		var resp *pb.AppendResponse
+		if ln != nil {
+			req.ProducerId, req.ProducerEpoch, req.BaseSequence = &ln.id, ln.epoch, ln.seq[shard]
+			if resp, err = api.Append(ctx, req); err == nil {
+				ln.seq[shard] = int32((int64(ln.seq[shard]) + int64(len(recs))) % (1 << 31)) // wraps as Kafka's
+				return resp.GetPositions(), nil
+			}
 		}
 		switch status.Code(err) {
 		case codes.FailedPrecondition, codes.Unavailable:
 			// not the shard's leader, or none yet: learn where it is and try again
+		case codes.Aborted:
+			// the producer's sequence is off (its state expired, or an append it gave up on
+			// was lost): nothing was stored; start again with a new producer id
+			ln = nil
+		case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.NotFound, codes.OutOfRange:
+			return nil, err // refused before anything was stored: the lane is still in sequence
 		default:
+			ln = nil // it may have been stored: the lane's next sequence is not known
 			return nil, err
 		}
 		select {
 		case <-ctx.Done():
+			ln = nil // the last try may have been stored
 			return nil, fmt.Errorf("speclog: append to shard %d: %w (last: %v)", shard, ctx.Err(), err)
 		case <-time.After(backoff):
 		}

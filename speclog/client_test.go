@@ -11,9 +11,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/runnel-dev/runnel/internal/speclog/speclogtest"
 	"github.com/runnel-dev/runnel/speclog"
+	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
 )
 
 // TestSpecLogEndToEnd: on the one-node default, appends through the SpecLog API and Kafka
@@ -335,4 +340,93 @@ func TestSpecLogShardFailure(t *testing.T) {
 		}
 	}
 	t.Logf("view %d, %d fail notices, %d acknowledged appends, %d confirmed records", d.View, fails, len(acked), len(read))
+}
+
+// TestIdempotentAppends: an append carrying a producer id and sequence numbers is stored once
+// however often it is sent (a retry gets the first append's positions); one whose sequence
+// skips ahead is refused (ABORTED) and stores nothing; and the client's appends, concurrent on
+// one shard, are each stored exactly once.
+func TestIdempotentAppends(t *testing.T) {
+	n := speclogtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	log := n.Log(ctx, t, "once", 2)
+	cc, err := grpc.NewClient(n.S.SpecLogAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	api := pb.NewSpecLogClient(cc)
+	p, err := api.InitProducer(ctx, &pb.InitProducerRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := p.GetProducerId()
+	req := &pb.AppendRequest{Topic: "once", Shard: 1, ProducerId: &pid, ProducerEpoch: p.GetProducerEpoch(),
+		Records: []*pb.Record{{Value: []byte("a")}, {Value: []byte("b")}}}
+	first, err := api.Append(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := api.Append(ctx, req) // a retry: the answer of the first was lost
+	if err != nil || !slices.Equal(again.GetPositions(), first.GetPositions()) {
+		t.Fatalf("the retry: %v, %v; want the first append's positions %v", again.GetPositions(), err, first.GetPositions())
+	}
+	skip := &pb.AppendRequest{Topic: "once", Shard: 1, ProducerId: &pid, BaseSequence: 7, Records: []*pb.Record{{Value: []byte("gap")}}}
+	if _, err := api.Append(ctx, skip); status.Code(err) != codes.Aborted {
+		t.Fatalf("an append whose sequence skips ahead: %v; want ABORTED", err)
+	}
+
+	// The client: 8 appenders on shard 0 at once, each append once.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	positions := map[uint64]string{}
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 40 {
+				v := fmt.Sprintf("g%d-%d", g, i)
+				pos, err := log.Append(ctx, 0, speclog.Record{Value: []byte(v)})
+				if err != nil {
+					t.Errorf("append %s: %v", v, err)
+					return
+				}
+				mu.Lock()
+				positions[pos] = v
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	var values []string
+	for from := uint64(0); ; {
+		d, err := log.Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if from >= d.Confirmed {
+			if len(values) >= 2+8*40 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		evs, next, err := log.Read(ctx, from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			values = append(values, string(e.Record.Value))
+			if v, ok := positions[e.Position]; ok && v != string(e.Record.Value) {
+				t.Fatalf("position %d holds %q; its append was %q", e.Position, e.Record.Value, v)
+			}
+		}
+		from = next
+	}
+	slices.Sort(values)
+	if len(values) != 2+8*40 || len(slices.Compact(slices.Clone(values))) != len(values) {
+		t.Fatalf("the log holds %d records (%d distinct); want 2 + 320, each once", len(values), len(slices.Compact(slices.Clone(values))))
+	}
+	if slices.Contains(values, "gap") {
+		t.Fatal("the refused append was stored")
+	}
 }

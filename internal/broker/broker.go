@@ -208,6 +208,10 @@ func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 	return b, nil
 }
 
+// ProducerIDs is the allocator of idempotent producers' ids (the SpecLog API's appenders share
+// it).
+func (b *Broker) ProducerIDs() *txn.IDAllocator { return b.cfg.ProducerIDs }
+
 // Serve accepts PLAINTEXT connections on ln until Shutdown. It returns nil after Shutdown.
 func (b *Broker) Serve(ln net.Listener) error { return b.ServeListener(ln, PlaintextListener) }
 

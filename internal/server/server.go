@@ -667,7 +667,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		auth, gopts, peerDial := s.speclogSecurity()
 		gs := grpc.NewServer(gopts...)
 		pb.RegisterSpecLogServer(gs, service.New(service.Config{Node: s.node, Registry: s.topics, Logger: s.logger, Addr: s.node.SpecLogAddr,
-			Auth: auth, PeerDial: peerDial}))
+			Auth: auth, PeerDial: peerDial, ProducerIDs: s.broker.ProducerIDs()}))
 		speclogDone := make(chan struct{})
 		sln := s.speclogLn
 		go func() {

@@ -149,10 +149,17 @@ func (x *Record) GetTimestampMs() int64 {
 }
 
 type AppendRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Shard         int32                  `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
-	Records       []*Record              `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Topic   string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Shard   int32                  `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	Records []*Record              `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	// Idempotence, as a Kafka idempotent producer's: a producer id from InitProducer, its epoch,
+	// and the sequence number of the first record (per producer and shard, from 0, one per
+	// record). A retry with the same numbers is answered with the first append's positions and
+	// stores nothing again. Without producer_id the append is at least once.
+	ProducerId    *int64 `protobuf:"varint,4,opt,name=producer_id,json=producerId,proto3,oneof" json:"producer_id,omitempty"`
+	ProducerEpoch int32  `protobuf:"varint,5,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	BaseSequence  int32  `protobuf:"varint,6,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -208,6 +215,115 @@ func (x *AppendRequest) GetRecords() []*Record {
 	return nil
 }
 
+func (x *AppendRequest) GetProducerId() int64 {
+	if x != nil && x.ProducerId != nil {
+		return *x.ProducerId
+	}
+	return 0
+}
+
+func (x *AppendRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *AppendRequest) GetBaseSequence() int32 {
+	if x != nil {
+		return x.BaseSequence
+	}
+	return 0
+}
+
+type InitProducerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerRequest) Reset() {
+	*x = InitProducerRequest{}
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerRequest) ProtoMessage() {}
+
+func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerRequest.ProtoReflect.Descriptor instead.
+func (*InitProducerRequest) Descriptor() ([]byte, []int) {
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{3}
+}
+
+type InitProducerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerResponse) Reset() {
+	*x = InitProducerResponse{}
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerResponse) ProtoMessage() {}
+
+func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerResponse.ProtoReflect.Descriptor instead.
+func (*InitProducerResponse) Descriptor() ([]byte, []int) {
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *InitProducerResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitProducerResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
 type AppendResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Positions     []uint64               `protobuf:"varint,1,rep,packed,name=positions,proto3" json:"positions,omitempty"` // one per record, in order
@@ -218,7 +334,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[3]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -230,7 +346,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[3]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -243,7 +359,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{3}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AppendResponse) GetPositions() []uint64 {
@@ -273,7 +389,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[4]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +401,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[4]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +414,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{4}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -343,7 +459,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[5]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -355,7 +471,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[5]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -368,7 +484,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{5}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Delivery) GetPosition() uint64 {
@@ -423,7 +539,7 @@ type Confirm struct {
 
 func (x *Confirm) Reset() {
 	*x = Confirm{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[6]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -435,7 +551,7 @@ func (x *Confirm) String() string {
 func (*Confirm) ProtoMessage() {}
 
 func (x *Confirm) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[6]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -448,7 +564,7 @@ func (x *Confirm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Confirm.ProtoReflect.Descriptor instead.
 func (*Confirm) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{6}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Confirm) GetUpTo() uint64 {
@@ -475,7 +591,7 @@ type Fail struct {
 
 func (x *Fail) Reset() {
 	*x = Fail{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[7]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +603,7 @@ func (x *Fail) String() string {
 func (*Fail) ProtoMessage() {}
 
 func (x *Fail) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[7]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +616,7 @@ func (x *Fail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fail.ProtoReflect.Descriptor instead.
 func (*Fail) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{7}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Fail) GetAfter() uint64 {
@@ -531,7 +647,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[8]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +659,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[8]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +672,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{8}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Event) GetKind() isEvent_Kind {
@@ -624,7 +740,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[9]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +752,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[9]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +765,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{9}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SubscribeResponse) GetEvents() []*Event {
@@ -670,7 +786,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[10]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +798,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[10]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +811,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{10}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReadRequest) GetTopic() string {
@@ -730,7 +846,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[11]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +858,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[11]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +871,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{11}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReadResponse) GetRecords() []*Delivery {
@@ -789,7 +905,7 @@ type TrimRequest struct {
 
 func (x *TrimRequest) Reset() {
 	*x = TrimRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[12]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +917,7 @@ func (x *TrimRequest) String() string {
 func (*TrimRequest) ProtoMessage() {}
 
 func (x *TrimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[12]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +930,7 @@ func (x *TrimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
 func (*TrimRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{12}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TrimRequest) GetTopic() string {
@@ -840,7 +956,7 @@ type TrimResponse struct {
 
 func (x *TrimResponse) Reset() {
 	*x = TrimResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[13]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +968,7 @@ func (x *TrimResponse) String() string {
 func (*TrimResponse) ProtoMessage() {}
 
 func (x *TrimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[13]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +981,7 @@ func (x *TrimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimResponse.ProtoReflect.Descriptor instead.
 func (*TrimResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{13}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TrimResponse) GetTrimmed() uint64 {
@@ -890,7 +1006,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[14]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1018,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[14]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1031,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{14}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DescribeRequest) GetTopic() string {
@@ -958,7 +1074,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[15]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1086,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[15]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1099,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{15}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ShardInfo) GetShard() int32 {
@@ -1059,7 +1175,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[16]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1187,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[16]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1200,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{16}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DescribeResponse) GetTopic() string {
@@ -1162,7 +1278,7 @@ type ReadShardRequest struct {
 
 func (x *ReadShardRequest) Reset() {
 	*x = ReadShardRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1290,7 @@ func (x *ReadShardRequest) String() string {
 func (*ReadShardRequest) ProtoMessage() {}
 
 func (x *ReadShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1303,7 @@ func (x *ReadShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadShardRequest.ProtoReflect.Descriptor instead.
 func (*ReadShardRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{17}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReadShardRequest) GetTopic() string {
@@ -1231,7 +1347,7 @@ type ReadShardResponse struct {
 
 func (x *ReadShardResponse) Reset() {
 	*x = ReadShardResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1359,7 @@ func (x *ReadShardResponse) String() string {
 func (*ReadShardResponse) ProtoMessage() {}
 
 func (x *ReadShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1372,7 @@ func (x *ReadShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadShardResponse.ProtoReflect.Descriptor instead.
 func (*ReadShardResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{18}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReadShardResponse) GetFromSlot() int64 {
@@ -1291,7 +1407,7 @@ type SubscribeShardRequest struct {
 
 func (x *SubscribeShardRequest) Reset() {
 	*x = SubscribeShardRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1419,7 @@ func (x *SubscribeShardRequest) String() string {
 func (*SubscribeShardRequest) ProtoMessage() {}
 
 func (x *SubscribeShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1432,7 @@ func (x *SubscribeShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeShardRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeShardRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{19}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SubscribeShardRequest) GetTopic() string {
@@ -1357,7 +1473,7 @@ type ShardEvent struct {
 
 func (x *ShardEvent) Reset() {
 	*x = ShardEvent{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[20]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1485,7 @@ func (x *ShardEvent) String() string {
 func (*ShardEvent) ProtoMessage() {}
 
 func (x *ShardEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[20]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1498,7 @@ func (x *ShardEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardEvent.ProtoReflect.Descriptor instead.
 func (*ShardEvent) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{20}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ShardEvent) GetKind() uint32 {
@@ -1457,7 +1573,7 @@ type SubscribeShardResponse struct {
 
 func (x *SubscribeShardResponse) Reset() {
 	*x = SubscribeShardResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[21]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1585,7 @@ func (x *SubscribeShardResponse) String() string {
 func (*SubscribeShardResponse) ProtoMessage() {}
 
 func (x *SubscribeShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[21]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1598,7 @@ func (x *SubscribeShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeShardResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeShardResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{21}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubscribeShardResponse) GetEvents() []*ShardEvent {
@@ -1504,11 +1620,21 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x123\n" +
 	"\aheaders\x18\x03 \x03(\v2\x19.runnel.speclog.v1.HeaderR\aheaders\x12!\n" +
-	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\"p\n" +
+	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\"\xf2\x01\n" +
 	"\rAppendRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\x05R\x05shard\x123\n" +
-	"\arecords\x18\x03 \x03(\v2\x19.runnel.speclog.v1.RecordR\arecords\"F\n" +
+	"\arecords\x18\x03 \x03(\v2\x19.runnel.speclog.v1.RecordR\arecords\x12$\n" +
+	"\vproducer_id\x18\x04 \x01(\x03H\x00R\n" +
+	"producerId\x88\x01\x01\x12%\n" +
+	"\x0eproducer_epoch\x18\x05 \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rbase_sequence\x18\x06 \x01(\x05R\fbaseSequenceB\x0e\n" +
+	"\f_producer_id\"\x15\n" +
+	"\x13InitProducerRequest\"^\n" +
+	"\x14InitProducerResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"F\n" +
 	"\x0eAppendResponse\x12\x1c\n" +
 	"\tpositions\x18\x01 \x03(\x04R\tpositions\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\"{\n" +
@@ -1605,9 +1731,10 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"\arecords\x18\b \x03(\v2\x19.runnel.speclog.v1.RecordR\arecords\x12\x13\n" +
 	"\x05no_op\x18\t \x03(\bR\x04noOp\"O\n" +
 	"\x16SubscribeShardResponse\x125\n" +
-	"\x06events\x18\x01 \x03(\v2\x1d.runnel.speclog.v1.ShardEventR\x06events2\xda\x04\n" +
+	"\x06events\x18\x01 \x03(\v2\x1d.runnel.speclog.v1.ShardEventR\x06events2\xbb\x05\n" +
 	"\aSpecLog\x12M\n" +
-	"\x06Append\x12 .runnel.speclog.v1.AppendRequest\x1a!.runnel.speclog.v1.AppendResponse\x12X\n" +
+	"\x06Append\x12 .runnel.speclog.v1.AppendRequest\x1a!.runnel.speclog.v1.AppendResponse\x12_\n" +
+	"\fInitProducer\x12&.runnel.speclog.v1.InitProducerRequest\x1a'.runnel.speclog.v1.InitProducerResponse\x12X\n" +
 	"\tSubscribe\x12#.runnel.speclog.v1.SubscribeRequest\x1a$.runnel.speclog.v1.SubscribeResponse0\x01\x12G\n" +
 	"\x04Read\x12\x1e.runnel.speclog.v1.ReadRequest\x1a\x1f.runnel.speclog.v1.ReadResponse\x12G\n" +
 	"\x04Trim\x12\x1e.runnel.speclog.v1.TrimRequest\x1a\x1f.runnel.speclog.v1.TrimResponse\x12S\n" +
@@ -1627,60 +1754,64 @@ func file_speclog_speclogpb_speclog_proto_rawDescGZIP() []byte {
 	return file_speclog_speclogpb_speclog_proto_rawDescData
 }
 
-var file_speclog_speclogpb_speclog_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_speclog_speclogpb_speclog_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_speclog_speclogpb_speclog_proto_goTypes = []any{
 	(*Header)(nil),                 // 0: runnel.speclog.v1.Header
 	(*Record)(nil),                 // 1: runnel.speclog.v1.Record
 	(*AppendRequest)(nil),          // 2: runnel.speclog.v1.AppendRequest
-	(*AppendResponse)(nil),         // 3: runnel.speclog.v1.AppendResponse
-	(*SubscribeRequest)(nil),       // 4: runnel.speclog.v1.SubscribeRequest
-	(*Delivery)(nil),               // 5: runnel.speclog.v1.Delivery
-	(*Confirm)(nil),                // 6: runnel.speclog.v1.Confirm
-	(*Fail)(nil),                   // 7: runnel.speclog.v1.Fail
-	(*Event)(nil),                  // 8: runnel.speclog.v1.Event
-	(*SubscribeResponse)(nil),      // 9: runnel.speclog.v1.SubscribeResponse
-	(*ReadRequest)(nil),            // 10: runnel.speclog.v1.ReadRequest
-	(*ReadResponse)(nil),           // 11: runnel.speclog.v1.ReadResponse
-	(*TrimRequest)(nil),            // 12: runnel.speclog.v1.TrimRequest
-	(*TrimResponse)(nil),           // 13: runnel.speclog.v1.TrimResponse
-	(*DescribeRequest)(nil),        // 14: runnel.speclog.v1.DescribeRequest
-	(*ShardInfo)(nil),              // 15: runnel.speclog.v1.ShardInfo
-	(*DescribeResponse)(nil),       // 16: runnel.speclog.v1.DescribeResponse
-	(*ReadShardRequest)(nil),       // 17: runnel.speclog.v1.ReadShardRequest
-	(*ReadShardResponse)(nil),      // 18: runnel.speclog.v1.ReadShardResponse
-	(*SubscribeShardRequest)(nil),  // 19: runnel.speclog.v1.SubscribeShardRequest
-	(*ShardEvent)(nil),             // 20: runnel.speclog.v1.ShardEvent
-	(*SubscribeShardResponse)(nil), // 21: runnel.speclog.v1.SubscribeShardResponse
+	(*InitProducerRequest)(nil),    // 3: runnel.speclog.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),   // 4: runnel.speclog.v1.InitProducerResponse
+	(*AppendResponse)(nil),         // 5: runnel.speclog.v1.AppendResponse
+	(*SubscribeRequest)(nil),       // 6: runnel.speclog.v1.SubscribeRequest
+	(*Delivery)(nil),               // 7: runnel.speclog.v1.Delivery
+	(*Confirm)(nil),                // 8: runnel.speclog.v1.Confirm
+	(*Fail)(nil),                   // 9: runnel.speclog.v1.Fail
+	(*Event)(nil),                  // 10: runnel.speclog.v1.Event
+	(*SubscribeResponse)(nil),      // 11: runnel.speclog.v1.SubscribeResponse
+	(*ReadRequest)(nil),            // 12: runnel.speclog.v1.ReadRequest
+	(*ReadResponse)(nil),           // 13: runnel.speclog.v1.ReadResponse
+	(*TrimRequest)(nil),            // 14: runnel.speclog.v1.TrimRequest
+	(*TrimResponse)(nil),           // 15: runnel.speclog.v1.TrimResponse
+	(*DescribeRequest)(nil),        // 16: runnel.speclog.v1.DescribeRequest
+	(*ShardInfo)(nil),              // 17: runnel.speclog.v1.ShardInfo
+	(*DescribeResponse)(nil),       // 18: runnel.speclog.v1.DescribeResponse
+	(*ReadShardRequest)(nil),       // 19: runnel.speclog.v1.ReadShardRequest
+	(*ReadShardResponse)(nil),      // 20: runnel.speclog.v1.ReadShardResponse
+	(*SubscribeShardRequest)(nil),  // 21: runnel.speclog.v1.SubscribeShardRequest
+	(*ShardEvent)(nil),             // 22: runnel.speclog.v1.ShardEvent
+	(*SubscribeShardResponse)(nil), // 23: runnel.speclog.v1.SubscribeShardResponse
 }
 var file_speclog_speclogpb_speclog_proto_depIdxs = []int32{
 	0,  // 0: runnel.speclog.v1.Record.headers:type_name -> runnel.speclog.v1.Header
 	1,  // 1: runnel.speclog.v1.AppendRequest.records:type_name -> runnel.speclog.v1.Record
 	1,  // 2: runnel.speclog.v1.Delivery.record:type_name -> runnel.speclog.v1.Record
-	5,  // 3: runnel.speclog.v1.Event.record:type_name -> runnel.speclog.v1.Delivery
-	6,  // 4: runnel.speclog.v1.Event.confirm:type_name -> runnel.speclog.v1.Confirm
-	7,  // 5: runnel.speclog.v1.Event.fail:type_name -> runnel.speclog.v1.Fail
-	8,  // 6: runnel.speclog.v1.SubscribeResponse.events:type_name -> runnel.speclog.v1.Event
-	5,  // 7: runnel.speclog.v1.ReadResponse.records:type_name -> runnel.speclog.v1.Delivery
-	15, // 8: runnel.speclog.v1.DescribeResponse.shards:type_name -> runnel.speclog.v1.ShardInfo
+	7,  // 3: runnel.speclog.v1.Event.record:type_name -> runnel.speclog.v1.Delivery
+	8,  // 4: runnel.speclog.v1.Event.confirm:type_name -> runnel.speclog.v1.Confirm
+	9,  // 5: runnel.speclog.v1.Event.fail:type_name -> runnel.speclog.v1.Fail
+	10, // 6: runnel.speclog.v1.SubscribeResponse.events:type_name -> runnel.speclog.v1.Event
+	7,  // 7: runnel.speclog.v1.ReadResponse.records:type_name -> runnel.speclog.v1.Delivery
+	17, // 8: runnel.speclog.v1.DescribeResponse.shards:type_name -> runnel.speclog.v1.ShardInfo
 	1,  // 9: runnel.speclog.v1.ReadShardResponse.records:type_name -> runnel.speclog.v1.Record
 	1,  // 10: runnel.speclog.v1.ShardEvent.records:type_name -> runnel.speclog.v1.Record
-	20, // 11: runnel.speclog.v1.SubscribeShardResponse.events:type_name -> runnel.speclog.v1.ShardEvent
+	22, // 11: runnel.speclog.v1.SubscribeShardResponse.events:type_name -> runnel.speclog.v1.ShardEvent
 	2,  // 12: runnel.speclog.v1.SpecLog.Append:input_type -> runnel.speclog.v1.AppendRequest
-	4,  // 13: runnel.speclog.v1.SpecLog.Subscribe:input_type -> runnel.speclog.v1.SubscribeRequest
-	10, // 14: runnel.speclog.v1.SpecLog.Read:input_type -> runnel.speclog.v1.ReadRequest
-	12, // 15: runnel.speclog.v1.SpecLog.Trim:input_type -> runnel.speclog.v1.TrimRequest
-	14, // 16: runnel.speclog.v1.SpecLog.Describe:input_type -> runnel.speclog.v1.DescribeRequest
-	19, // 17: runnel.speclog.v1.SpecLog.SubscribeShard:input_type -> runnel.speclog.v1.SubscribeShardRequest
-	17, // 18: runnel.speclog.v1.SpecLog.ReadShard:input_type -> runnel.speclog.v1.ReadShardRequest
-	3,  // 19: runnel.speclog.v1.SpecLog.Append:output_type -> runnel.speclog.v1.AppendResponse
-	9,  // 20: runnel.speclog.v1.SpecLog.Subscribe:output_type -> runnel.speclog.v1.SubscribeResponse
-	11, // 21: runnel.speclog.v1.SpecLog.Read:output_type -> runnel.speclog.v1.ReadResponse
-	13, // 22: runnel.speclog.v1.SpecLog.Trim:output_type -> runnel.speclog.v1.TrimResponse
-	16, // 23: runnel.speclog.v1.SpecLog.Describe:output_type -> runnel.speclog.v1.DescribeResponse
-	21, // 24: runnel.speclog.v1.SpecLog.SubscribeShard:output_type -> runnel.speclog.v1.SubscribeShardResponse
-	18, // 25: runnel.speclog.v1.SpecLog.ReadShard:output_type -> runnel.speclog.v1.ReadShardResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
+	3,  // 13: runnel.speclog.v1.SpecLog.InitProducer:input_type -> runnel.speclog.v1.InitProducerRequest
+	6,  // 14: runnel.speclog.v1.SpecLog.Subscribe:input_type -> runnel.speclog.v1.SubscribeRequest
+	12, // 15: runnel.speclog.v1.SpecLog.Read:input_type -> runnel.speclog.v1.ReadRequest
+	14, // 16: runnel.speclog.v1.SpecLog.Trim:input_type -> runnel.speclog.v1.TrimRequest
+	16, // 17: runnel.speclog.v1.SpecLog.Describe:input_type -> runnel.speclog.v1.DescribeRequest
+	21, // 18: runnel.speclog.v1.SpecLog.SubscribeShard:input_type -> runnel.speclog.v1.SubscribeShardRequest
+	19, // 19: runnel.speclog.v1.SpecLog.ReadShard:input_type -> runnel.speclog.v1.ReadShardRequest
+	5,  // 20: runnel.speclog.v1.SpecLog.Append:output_type -> runnel.speclog.v1.AppendResponse
+	4,  // 21: runnel.speclog.v1.SpecLog.InitProducer:output_type -> runnel.speclog.v1.InitProducerResponse
+	11, // 22: runnel.speclog.v1.SpecLog.Subscribe:output_type -> runnel.speclog.v1.SubscribeResponse
+	13, // 23: runnel.speclog.v1.SpecLog.Read:output_type -> runnel.speclog.v1.ReadResponse
+	15, // 24: runnel.speclog.v1.SpecLog.Trim:output_type -> runnel.speclog.v1.TrimResponse
+	18, // 25: runnel.speclog.v1.SpecLog.Describe:output_type -> runnel.speclog.v1.DescribeResponse
+	23, // 26: runnel.speclog.v1.SpecLog.SubscribeShard:output_type -> runnel.speclog.v1.SubscribeShardResponse
+	20, // 27: runnel.speclog.v1.SpecLog.ReadShard:output_type -> runnel.speclog.v1.ReadShardResponse
+	20, // [20:28] is the sub-list for method output_type
+	12, // [12:20] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -1691,19 +1822,20 @@ func file_speclog_speclogpb_speclog_proto_init() {
 	if File_speclog_speclogpb_speclog_proto != nil {
 		return
 	}
-	file_speclog_speclogpb_speclog_proto_msgTypes[8].OneofWrappers = []any{
+	file_speclog_speclogpb_speclog_proto_msgTypes[2].OneofWrappers = []any{}
+	file_speclog_speclogpb_speclog_proto_msgTypes[10].OneofWrappers = []any{
 		(*Event_Record)(nil),
 		(*Event_Confirm)(nil),
 		(*Event_Fail)(nil),
 	}
-	file_speclog_speclogpb_speclog_proto_msgTypes[15].OneofWrappers = []any{}
+	file_speclog_speclogpb_speclog_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_speclog_speclogpb_speclog_proto_rawDesc), len(file_speclog_speclogpb_speclog_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	SpecLog_Append_FullMethodName         = "/runnel.speclog.v1.SpecLog/Append"
+	SpecLog_InitProducer_FullMethodName   = "/runnel.speclog.v1.SpecLog/InitProducer"
 	SpecLog_Subscribe_FullMethodName      = "/runnel.speclog.v1.SpecLog/Subscribe"
 	SpecLog_Read_FullMethodName           = "/runnel.speclog.v1.SpecLog/Read"
 	SpecLog_Trim_FullMethodName           = "/runnel.speclog.v1.SpecLog/Trim"
@@ -43,6 +44,8 @@ type SpecLogClient interface {
 	// global positions are committed. It goes to the shard's leader (FAILED_PRECONDITION with
 	// the leader's address otherwise).
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
+	// InitProducer gives an idempotent appender a producer id (Kafka's InitProducerId).
+	InitProducer(ctx context.Context, in *InitProducerRequest, opts ...grpc.CallOption) (*InitProducerResponse, error)
 	// Subscribe streams the topic's records in global order from a position: speculatively as
 	// soon as durable (marked speculative), then Confirm events; after a whole-shard failure a
 	// Fail event voids every record delivered at or after its position, and the correct records
@@ -75,6 +78,16 @@ func (c *specLogClient) Append(ctx context.Context, in *AppendRequest, opts ...g
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AppendResponse)
 	err := c.cc.Invoke(ctx, SpecLog_Append_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *specLogClient) InitProducer(ctx context.Context, in *InitProducerRequest, opts ...grpc.CallOption) (*InitProducerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitProducerResponse)
+	err := c.cc.Invoke(ctx, SpecLog_InitProducer_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +180,8 @@ type SpecLogServer interface {
 	// global positions are committed. It goes to the shard's leader (FAILED_PRECONDITION with
 	// the leader's address otherwise).
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
+	// InitProducer gives an idempotent appender a producer id (Kafka's InitProducerId).
+	InitProducer(context.Context, *InitProducerRequest) (*InitProducerResponse, error)
 	// Subscribe streams the topic's records in global order from a position: speculatively as
 	// soon as durable (marked speculative), then Confirm events; after a whole-shard failure a
 	// Fail event voids every record delivered at or after its position, and the correct records
@@ -197,6 +212,9 @@ type UnimplementedSpecLogServer struct{}
 
 func (UnimplementedSpecLogServer) Append(context.Context, *AppendRequest) (*AppendResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Append not implemented")
+}
+func (UnimplementedSpecLogServer) InitProducer(context.Context, *InitProducerRequest) (*InitProducerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method InitProducer not implemented")
 }
 func (UnimplementedSpecLogServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Subscribe not implemented")
@@ -251,6 +269,24 @@ func _SpecLog_Append_Handler(srv interface{}, ctx context.Context, dec func(inte
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SpecLogServer).Append(ctx, req.(*AppendRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SpecLog_InitProducer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitProducerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SpecLogServer).InitProducer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SpecLog_InitProducer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SpecLogServer).InitProducer(ctx, req.(*InitProducerRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -359,6 +395,10 @@ var SpecLog_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Append",
 			Handler:    _SpecLog_Append_Handler,
+		},
+		{
+			MethodName: "InitProducer",
+			Handler:    _SpecLog_InitProducer_Handler,
 		},
 		{
 			MethodName: "Read",

@@ -134,6 +134,19 @@ func (s *Server) allow(ctx context.Context, op kmsg.ACLOperation, rt kmsg.ACLRes
 	return status.Error(codes.PermissionDenied, fmt.Sprintf("%s may not %s %s %s", c.principal, op, rt, name))
 }
 
+// allowAnyTopic reports whether the caller of ctx may do op on some topic.
+func (s *Server) allowAnyTopic(ctx context.Context, op kmsg.ACLOperation) bool {
+	a := s.cfg.Auth
+	if a == nil || a.Authorizer == nil {
+		return true
+	}
+	c, _ := ctx.Value(principalKey{}).(caller)
+	if c.principal == "" {
+		c.principal = "User:ANONYMOUS"
+	}
+	return a.Authorizer.AuthorizeAnyTopic(a.ACLs(), c.principal, c.host, op)
+}
+
 func (s *Server) allowTopic(ctx context.Context, op kmsg.ACLOperation, topic string) error {
 	return s.allow(ctx, op, kmsg.ACLResourceTypeTopic, topic)
 }

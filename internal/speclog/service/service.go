@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -47,6 +48,9 @@ type Config struct {
 	// PeerDial are the options of connections to other nodes' SpecLog services (default:
 	// plaintext).
 	PeerDial []grpc.DialOption
+	// ProducerIDs hands out idempotent appenders' producer ids (the Kafka listener's
+	// allocator); nil: InitProducer is not served.
+	ProducerIDs interface{ Next() (int64, error) }
 }
 
 // Server implements speclogpb.SpecLogServer.
@@ -113,13 +117,18 @@ func (s *Server) Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendR
 	if p.Replica == nil {
 		return nil, s.notLeader(t, sh)
 	}
-	b := encodeBatch(req.GetRecords(), time.Now().UnixMilli())
+	b := encodeBatch(req.GetRecords(), time.Now().UnixMilli(), req.ProducerId, req.GetProducerEpoch(), req.GetBaseSequence())
 	maxBytes, _ := t.Effective("max.message.bytes")
 	if limit, _ := strconv.Atoi(maxBytes); len(b) > limit {
 		return nil, status.Errorf(codes.InvalidArgument, "%d bytes of records exceed max.message.bytes %d", len(b), limit)
 	}
 	res, epoch, err := p.Replica.Append(b)
 	if err != nil {
+		if errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.UnknownProducerID) {
+			// Nothing stored: the producer's sequence is off (an earlier append of it was lost
+			// or is unknown here); it must start again with a new producer id.
+			return nil, status.Errorf(codes.Aborted, "appending to shard %d: %v", sh, err)
+		}
 		if errors.Is(err, shard.ErrStopped) || p.Replica.HighWatermark() < 0 {
 			return nil, s.notLeader(t, sh)
 		}
@@ -167,8 +176,26 @@ func waitErr(err error, what string) error {
 	return status.Errorf(codes.Unavailable, "%s: %v (the append may have been stored; retry)", what, err)
 }
 
-// encodeBatch encodes records as one uncompressed record batch with no producer.
-func encodeBatch(recs []*pb.Record, nowMs int64) []byte {
+// InitProducer gives an idempotent appender a new producer id at epoch 0, as Kafka's
+// InitProducerId does for an idempotent producer (who may: IDEMPOTENT_WRITE on the cluster, or
+// WRITE on some topic).
+func (s *Server) InitProducer(ctx context.Context, _ *pb.InitProducerRequest) (*pb.InitProducerResponse, error) {
+	if s.allow(ctx, kmsg.ACLOperationIdempotentWrite, kmsg.ACLResourceTypeCluster, security.ClusterResource) != nil && !s.allowAnyTopic(ctx, kmsg.ACLOperationWrite) {
+		return nil, status.Error(codes.PermissionDenied, "an idempotent appender needs IDEMPOTENT_WRITE on the cluster or WRITE on a topic")
+	}
+	if s.cfg.ProducerIDs == nil {
+		return nil, status.Error(codes.Unimplemented, "this node hands out no producer ids")
+	}
+	id, err := s.cfg.ProducerIDs.Next()
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "allocating a producer id: %v", err)
+	}
+	return &pb.InitProducerResponse{ProducerId: id, ProducerEpoch: 0}, nil
+}
+
+// encodeBatch encodes records as one uncompressed record batch, of an idempotent producer when
+// pid is set.
+func encodeBatch(recs []*pb.Record, nowMs int64, pid *int64, epoch, seq int32) []byte {
 	var body []byte
 	base := nowMs
 	if ts := recs[0].GetTimestampMs(); ts > 0 {
@@ -187,8 +214,12 @@ func encodeBatch(recs []*pb.Record, nowMs int64) []byte {
 		}
 		body = batch.AppendRecord(body, ts-base, int32(i), r.GetKey(), r.GetValue(), int32(len(r.GetHeaders())), hs)
 	}
-	return batch.AppendBatch(nil, batch.Header{LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: base, MaxTimestamp: maxTs,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: int32(len(recs))}, body)
+	h := batch.Header{LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: base, MaxTimestamp: maxTs,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: int32(len(recs))}
+	if pid != nil {
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = *pid, int16(epoch), seq
+	}
+	return batch.AppendBatch(nil, h, body)
 }
 
 // Describe describes a topic's shards and positions, with the heads of the shards this node
