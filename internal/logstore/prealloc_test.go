@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -492,6 +493,11 @@ func TestStoppedFill(t *testing.T) {
 	var fills []*zeroFill
 	l.spawnFill = func(f *zeroFill) { fills = append(fills, f) }
 	f := appendUntilFill(t, e, l, &fills)
+	// The appends' own fsync (the flusher's, in the background) must be done before counting:
+	// under load it could land in the middle of the check and pass for the fill's.
+	if err := l.WaitDurable(context.Background(), l.EndOffset()); err != nil {
+		t.Fatal(err)
+	}
 	before := syncs.Load()
 	f.stop.Store(true)
 	l.runFill(f)

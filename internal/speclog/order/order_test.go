@@ -552,18 +552,8 @@ func TestMergerKeepsNewViewDeliveries(t *testing.T) {
 	feed(m.Fail(2, 1))             // shard 0's fail notice
 	feed(m.Deliver(2, 0, "a2", 1)) // shard 0 again, in view 1
 	feed(m.Deliver(4, 0, "a4", 1))
-	var seen []string
-	for _, e := range got {
-		switch e.Kind {
-		case EventRecord:
-			seen = append(seen, fmt.Sprintf("%d:%v", e.Position, e.Record))
-		case EventFail:
-			seen = append(seen, fmt.Sprintf("fail@%d", e.After))
-		}
-	}
-	want := "[0:a0 1:b1 2:a2-old 3:b3 fail@2 2:a2 3:b3 4:a4 5:b5]"
-	if fmt.Sprint(seen) != want {
-		t.Fatalf("events %v; want %s", seen, want)
+	if s, want := recordsAndFails(got), "[0:a0 1:b1 2:a2-old 3:b3 fail@2 2:a2 3:b3 4:a4 5:b5]"; s != want {
+		t.Fatalf("events %s; want %s", s, want)
 	}
 	if m.Next() != 6 {
 		t.Fatalf("next %d; want 6", m.Next())
@@ -586,18 +576,7 @@ func TestMergerKeepsNewViewDeliveries(t *testing.T) {
 // at different times) still fails what it voids.
 func TestMergerVoidsStaleViews(t *testing.T) {
 	owner := func(pos uint64) (int32, bool, bool) { return int32(pos % 2), false, true }
-	events := func(evs []Event) string {
-		var s []string
-		for _, e := range evs {
-			switch e.Kind {
-			case EventRecord:
-				s = append(s, fmt.Sprintf("%d:%v", e.Position, e.Record))
-			case EventFail:
-				s = append(s, fmt.Sprintf("fail@%d", e.After))
-			}
-		}
-		return fmt.Sprint(s)
-	}
+	events := recordsAndFails
 	m := NewMerger(0, owner, nil)
 	var got []Event
 	got = append(got, m.Fail(2, 1)...)
@@ -704,4 +683,18 @@ func TestSubscriberAcrossRejoin(t *testing.T) {
 			t.Fatalf("seed %d: the subscriber is at %d, the committed prefix %d (%d records)", seed, s.merger.Next(), s.st.Committed(), records)
 		}
 	}
+}
+
+// recordsAndFails is a merger's records ("position:record") and fail notices ("fail@after").
+func recordsAndFails(evs []Event) string {
+	var s []string
+	for _, e := range evs {
+		switch e.Kind {
+		case EventRecord:
+			s = append(s, fmt.Sprintf("%d:%v", e.Position, e.Record))
+		case EventFail:
+			s = append(s, fmt.Sprintf("fail@%d", e.After))
+		}
+	}
+	return fmt.Sprint(s)
 }

@@ -124,10 +124,7 @@ func (s *Server) allow(ctx context.Context, op kmsg.ACLOperation, rt kmsg.ACLRes
 	if a == nil || a.Authorizer == nil {
 		return nil
 	}
-	c, _ := ctx.Value(principalKey{}).(caller)
-	if c.principal == "" {
-		c.principal = "User:ANONYMOUS"
-	}
+	c := callerOf(ctx)
 	if a.Authorizer.Authorize(a.ACLs(), c.principal, c.host, op, rt, name) {
 		return nil
 	}
@@ -140,11 +137,17 @@ func (s *Server) allowAnyTopic(ctx context.Context, op kmsg.ACLOperation) bool {
 	if a == nil || a.Authorizer == nil {
 		return true
 	}
+	c := callerOf(ctx)
+	return a.Authorizer.AuthorizeAnyTopic(a.ACLs(), c.principal, c.host, op)
+}
+
+// callerOf is who made the call of ctx (the interceptors authenticated it; ANONYMOUS if no one).
+func callerOf(ctx context.Context) caller {
 	c, _ := ctx.Value(principalKey{}).(caller)
 	if c.principal == "" {
 		c.principal = "User:ANONYMOUS"
 	}
-	return a.Authorizer.AuthorizeAnyTopic(a.ACLs(), c.principal, c.host, op)
+	return c
 }
 
 func (s *Server) allowTopic(ctx context.Context, op kmsg.ACLOperation, topic string) error {
