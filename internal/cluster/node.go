@@ -49,6 +49,9 @@ type Config struct {
 	SpecLogAddr string
 	// AdminAddr is the node's admin HTTP address, registered for the console ("" none).
 	AdminAddr string
+	// OnWALSync, if set, is told the duration of every fsync of a Raft log this node keeps
+	// (group "controller" or "sequencer").
+	OnWALSync func(group string, d time.Duration)
 	// Listeners are the node's advertised Kafka listeners, registered for Metadata.
 	Listeners []security.Endpoint
 	// TLS, when set, makes connections to peers TLS (Listener is then a TLS listener).
@@ -159,6 +162,13 @@ func Start(cfg Config) (*Node, error) {
 	ccfg.Bootstrap = n.bootstrap
 	ccfg.OnApply = func(*controller.Image) { n.wakeReconciler() }
 	ccfg.OnLeader = n.onLeader
+	walSync := func(group string) func(time.Duration) {
+		if cfg.OnWALSync == nil {
+			return nil
+		}
+		return func(d time.Duration) { cfg.OnWALSync(group, d) }
+	}
+	ccfg.OnWALSync = walSync("controller")
 	ctrl, err := controller.Open(ccfg)
 	if err != nil {
 		cancel() // first: frames already received stop waiting for started
@@ -168,7 +178,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.ctrl = ctrl
 	if !cfg.Agent && slices.Contains(ccfg.Voters, cfg.NodeID) {
-		n.seq, err = sequencer.Open(sequencer.Config{NodeID: cfg.NodeID, Voters: ccfg.Voters, FS: cfg.FS, Dir: cfg.DataDir + "/sequencer",
+		n.seq, err = sequencer.Open(sequencer.Config{NodeID: cfg.NodeID, Voters: ccfg.Voters, FS: cfg.FS, Dir: cfg.DataDir + "/sequencer", OnWALSync: walSync("sequencer"),
 			Send: n.tr.Send, Logger: cfg.Logger, Topics: n.totalOrderTopics,
 			OnSignal: func(topic string, s order.Signal) { n.shards.Signal(topic, s) }})
 		if err != nil {

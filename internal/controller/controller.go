@@ -27,6 +27,8 @@ var (
 // Config configures a Controller.
 type Config struct {
 	NodeID int32
+	// OnWALSync, if set, is told the duration of every fsync of the controller's Raft log.
+	OnWALSync func(time.Duration)
 	// Voters are the controller quorum's node ids (the default is NodeID alone). A node that is
 	// not a voter is a learner: it receives the log once the active controller adds it.
 	Voters []int32
@@ -128,6 +130,7 @@ func Open(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.ObserveSyncs(cfg.OnWALSync)
 	img, err := decodeImage(data)
 	if err != nil {
 		st.Close()

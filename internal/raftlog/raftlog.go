@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"path/filepath"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -52,7 +53,12 @@ type Storage struct {
 	buf     []byte
 
 	snapIndex uint64 // index of the latest snapshot
+	onSync    func(time.Duration)
 }
+
+// ObserveSyncs has fn called with the duration of every fsync of the log (for metrics; a
+// group's commit latency is bounded below by it). Call it before the group runs.
+func (s *Storage) ObserveSyncs(fn func(time.Duration)) { s.onSync = fn }
 
 // Open loads a group's Raft state from dir and returns it with its snapshot's data. A new
 // directory gets bootstrap as its initial state: a snapshot at index 1 holding the voters'
@@ -211,8 +217,12 @@ func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, sync bool) error {
 		s.walSize += int64(len(s.buf))
 	}
 	if sync {
+		start := time.Now()
 		if err := s.wal.Sync(); err != nil {
 			return err
+		}
+		if s.onSync != nil {
+			s.onSync(time.Since(start))
 		}
 	}
 	if len(ents) > 0 {

@@ -60,6 +60,7 @@ type admin struct {
 	registry  *prometheus.Registry
 	charts    *prometheus.Registry // what the console samples: a few of registry's, and the topics' produce stages
 	kafka     *metrics.Kafka       // counted by the broker
+	raft      *metrics.Raft        // the Raft groups' log fsyncs
 	ln        net.Listener
 	srv       *http.Server
 	done      chan struct{} // closed when srv.Serve returned
@@ -74,8 +75,9 @@ func (s *Server) startAdmin() error {
 	a := &s.admin
 	a.started = time.Now()
 	a.kafka = metrics.NewKafka(s.topicExists)
+	a.raft = metrics.NewRaft()
 	a.registry = metrics.NewRegistry()
-	a.registry.MustRegister(a.kafka,
+	a.registry.MustRegister(a.kafka, a.raft,
 		metrics.NewStorage(metrics.StorageSource{Partitions: s.partitionStats, Flusher: s.flusher.Stats}),
 		metrics.NewGroupLag(s.groupOffsets),
 		metrics.NewCluster(s.clusterState),

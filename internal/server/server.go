@@ -400,7 +400,7 @@ func Open(cfg Config) (*Server, error) {
 	s.node, err = cluster.Start(cluster.Config{NodeID: cfg.NodeID, Listener: ln, Voters: cfg.ControllerVoters,
 		KafkaHost: host, KafkaPort: int32(port), Rack: cfg.Rack, Agent: cfg.Agent, FS: cfg.FS, DataDir: cfg.DataDir, Registry: s.topics,
 		Logger: s.logger, ClusterID: string(legacyID), Import: s.importLegacy, Active: active, SpecLogAddr: speclogAddr,
-		AdminAddr: reachable(s.AdminAddr(), host), Listeners: endpoints, TLS: clusterTLS})
+		AdminAddr: reachable(s.AdminAddr(), host), Listeners: endpoints, TLS: clusterTLS, OnWALSync: s.admin.raft.WALSync})
 	if err != nil {
 		ln.Close()
 		return nil, errors.Join(err, s.Close())

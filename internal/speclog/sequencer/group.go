@@ -49,9 +49,12 @@ type Spec struct {
 // Config configures a Group.
 type Config struct {
 	NodeID int32
-	Voters []int32 // the controller quorum's voters (this node must be one)
-	FS     vfs.FS
-	Dir    string // <data-dir>/sequencer
+	// OnWALSync, if set, is told the duration of every fsync of the group's Raft log: a cut
+	// commits only after one (the sequencer's share of a confirmation's latency).
+	OnWALSync func(time.Duration)
+	Voters    []int32 // the controller quorum's voters (this node must be one)
+	FS        vfs.FS
+	Dir       string // <data-dir>/sequencer
 	// Send sends a frame to a node (the cluster transport's Send); body is the callee's.
 	Send   func(to int32, kind transport.Kind, body []byte)
 	Logger *slog.Logger
@@ -154,6 +157,7 @@ func Open(cfg Config) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.ObserveSyncs(cfg.OnWALSync)
 	m, err := DecodeMachine(data)
 	if err != nil {
 		st.Close()
