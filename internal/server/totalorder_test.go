@@ -28,12 +28,16 @@ func TestTotalOrderPlacement(t *testing.T) {
 		return err == nil && len(md.Brokers) == 4
 	})
 	total := map[string]*string{"runnel.ordering": kadm.StringPtr("total")}
-	onVoters := func(topic string) {
+	// onVoters checks, once the client's metadata has the topic's partitions, that every
+	// replica is a voter.
+	onVoters := func(topic string, partitions int) {
 		t.Helper()
-		td, err := adm.ListTopics(ctx, topic)
-		if err != nil || td[topic].Err != nil {
-			t.Fatalf("describing %s: %v %v", topic, err, td[topic].Err)
-		}
+		var td kadm.TopicDetails
+		eventually(t, topic+" in the metadata", 10*time.Second, func() bool {
+			var err error
+			td, err = adm.ListTopics(ctx, topic)
+			return err == nil && td[topic].Err == nil && len(td[topic].Partitions) == partitions
+		})
 		for _, p := range td[topic].Partitions {
 			if slices.Contains(p.Replicas, 4) || len(p.Replicas) == 0 {
 				t.Fatalf("%s partition %d has replicas %v; want voters (1-3) only", topic, p.Partition, p.Replicas)
@@ -43,11 +47,11 @@ func TestTotalOrderPlacement(t *testing.T) {
 	if r, err := adm.CreateTopic(ctx, 8, 2, total, "ordered"); err != nil || r.Err != nil {
 		t.Fatalf("create: %v %v", err, r.Err)
 	}
-	onVoters("ordered")
+	onVoters("ordered", 8)
 	if _, err := adm.CreatePartitions(ctx, 4, "ordered"); err != nil {
 		t.Fatal(err)
 	}
-	onVoters("ordered")
+	onVoters("ordered", 12)
 
 	// A plain topic may use node 4; a total-order one may not.
 	if r, err := adm.CreateTopic(ctx, 1, 4, nil, "plain"); err != nil || r.Err != nil {
@@ -90,7 +94,7 @@ func TestTotalOrderPlacement(t *testing.T) {
 	if r := res["ordered"][0]; r.Err != kerr.InvalidReplicaAssignment || !strings.Contains(r.ErrMessage, "not a controller voter") {
 		t.Fatalf("moving a shard to node 4: %v %s", r.Err, r.ErrMessage)
 	}
-	onVoters("ordered")
+	onVoters("ordered", 12)
 
 	// The shards take records through Kafka, acknowledged once sequenced.
 	for p := range int32(12) {
