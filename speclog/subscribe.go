@@ -60,6 +60,7 @@ type Subscription struct {
 	next      uint64 // the position after the last record delivered (or skipped)
 	confirmed uint64 // the last confirmation delivered
 	view      uint64
+	fresh     bool // a re-opened stream whose first event has not come yet
 	err       error
 }
 
@@ -130,12 +131,25 @@ func (s *Subscription) open() error {
 	if err != nil {
 		return err
 	}
-	s.stream = st
+	s.stream, s.fresh = st, true
 	return nil
 }
 
 // take turns a wire event into the caller's, dropping what a re-subscription repeats.
 func (s *Subscription) take(e *pb.Event) (Event, bool) {
+	if s.fresh {
+		// A re-opened stream starts at the confirmed position and gives everything from there
+		// again, in the view of its first event. If the view changed while the stream was
+		// broken, what was delivered past the confirmed position may be void, and the new
+		// stream need not repeat a record below where the old one stopped (its positions may
+		// now be no-ops): fail it all, and take the new stream's from there.
+		s.fresh = false
+		if v := eventView(e); v > s.view && s.next > s.confirmed {
+			s.next, s.view = s.confirmed, v
+			s.buf = append([]*pb.Event{e}, s.buf...)
+			return Event{Kind: EventFail, After: s.confirmed, View: v}, true
+		}
+	}
 	switch k := e.GetKind().(type) {
 	case *pb.Event_Record:
 		d := k.Record
@@ -166,6 +180,19 @@ func (s *Subscription) take(e *pb.Event) (Event, bool) {
 		return Event{Kind: EventFail, After: f.GetAfter(), View: f.GetView()}, true
 	}
 	return Event{}, false
+}
+
+// eventView is the view a wire event carries.
+func eventView(e *pb.Event) uint64 {
+	switch k := e.GetKind().(type) {
+	case *pb.Event_Record:
+		return k.Record.GetView()
+	case *pb.Event_Confirm:
+		return k.Confirm.GetView()
+	case *pb.Event_Fail:
+		return k.Fail.GetView()
+	}
+	return 0
 }
 
 func recordEvent(d *pb.Delivery) Event {
