@@ -74,17 +74,30 @@ type Record struct {
 type Client struct {
 	addr string
 	opts []grpc.DialOption
+	// attempt bounds one try of an append (and the Describe that re-routes it): a node that
+	// stops answering (frozen, cut off) must not hold the append until the caller's deadline
+	// when another replica has taken its shard over. Appends are idempotent, so trying again
+	// elsewhere stores nothing twice.
+	attempt time.Duration
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
+
+// DefaultAppendAttempt is how long one try of an append may take before the client asks where
+// the shard is led and tries again (SetAppendAttemptTimeout changes it).
+const DefaultAppendAttempt = 2 * time.Second
+
+// SetAppendAttemptTimeout sets how long one try of an append may take before it is tried again
+// at the shard's (maybe new) leader; the caller's context still bounds the whole append.
+func (c *Client) SetAppendAttemptTimeout(d time.Duration) { c.attempt = d }
 
 // Dial connects to a node's SpecLog address (runnel serve --speclog-addr). The connection is
 // plaintext, as the node's default listener, unless the options say otherwise (WithTLS, or any
 // grpc.WithTransportCredentials); WithUser authenticates as one of the cluster's users.
 func Dial(ctx context.Context, addr string, opts ...grpc.DialOption) (*Client, error) {
 	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...) // later options win
-	c := &Client{addr: addr, opts: opts, conns: map[string]*grpc.ClientConn{}}
+	c := &Client{addr: addr, opts: opts, attempt: DefaultAppendAttempt, conns: map[string]*grpc.ClientConn{}}
 	if _, err := c.conn(addr); err != nil {
 		return nil, err
 	}
@@ -230,21 +243,28 @@ func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]ui
 		if err != nil {
 			return nil, err
 		}
+		actx, cancel := context.WithTimeout(ctx, l.c.attempt)
 		if ln == nil {
 			var p *pb.InitProducerResponse
-			if p, err = api.InitProducer(ctx, &pb.InitProducerRequest{}); err == nil {
+			if p, err = api.InitProducer(actx, &pb.InitProducerRequest{}); err == nil {
 				ln = &lane{id: p.GetProducerId(), epoch: p.GetProducerEpoch(), seq: map[int32]int32{}}
 			}
 		}
 		var resp *pb.AppendResponse
 		if ln != nil {
 			req.ProducerId, req.ProducerEpoch, req.BaseSequence = &ln.id, ln.epoch, ln.seq[shard]
-			if resp, err = api.Append(ctx, req); err == nil {
+			if resp, err = api.Append(actx, req); err == nil {
+				cancel()
 				ln.seq[shard] = int32((int64(ln.seq[shard]) + int64(len(recs))) % (1 << 31)) // wraps as Kafka's
 				return resp.GetPositions(), nil
 			}
 		}
-		switch status.Code(err) {
+		cancel()
+		code := status.Code(err)
+		if code == codes.DeadlineExceeded && ctx.Err() == nil {
+			code = codes.Unavailable // this try took too long (its node may be frozen): ask again where the shard is
+		}
+		switch code {
 		case codes.FailedPrecondition, codes.Unavailable:
 			// not the shard's leader, or none yet: learn where it is and try again
 		case codes.Aborted:
@@ -264,7 +284,10 @@ func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]ui
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)
-		if _, derr := l.Describe(ctx); derr != nil {
+		dctx, dcancel := context.WithTimeout(ctx, l.c.attempt)
+		_, derr := l.Describe(dctx)
+		dcancel()
+		if derr != nil {
 			l.mu.Lock()
 			delete(l.leaders, shard) // ask the dialed node next time
 			l.mu.Unlock()

@@ -512,3 +512,50 @@ func TestTotalOrderWholeShardKill(t *testing.T) {
 		t.Log("the subscriber got no fail notice: nothing was delivered speculatively past the confirmed prefix when the view changed")
 	}
 }
+
+// TestTotalOrderLeaderPause: the leader of a shard (replication factor 3, not the sequencer's
+// leader) is frozen with SIGSTOP past the session timeout, so another replica takes the shard
+// over, then thawed: the stale leader must not answer appends or deliver anything of its own
+// once it is back. Appends go on through the takeover; every acknowledged append is at its
+// position and the subscriber keeps exactly the confirmed log.
+func TestTotalOrderLeaderPause(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newOrderRig(t, ctx)
+	r.createTopic("paused", [][]int32{{1, 2, 3}, {2, 3, 1}})
+	d := r.until("the topic is sequenced", 3, "paused", time.Minute, func(d *speclog.Description) bool {
+		return d.SequencerLeader >= 0 && len(d.Shards) == 2 && d.Shards[0].Leader == 1 && d.Shards[1].Leader == 2
+	})
+	// Freeze the leader of a shard that does not lead the sequencer; read through the third node.
+	victim, shard := int32(1), 0
+	if d.SequencerLeader == 1 {
+		victim, shard = 2, 1
+	}
+	via := int32(3)
+	if d.SequencerLeader == 3 || via == victim {
+		via = 3 - victim // the other shard's leader
+	}
+	log := r.dial(via).Topic("paused")
+	sub := subscribe(t, ctx, log)
+	a := startAppenders(t, ctx, log, 2, 20*time.Second)
+	time.Sleep(2 * time.Second)
+	before, _ := a.snapshot()
+	t.Logf("freezing node %d (leader of shard %d; the sequencer is led by node %d); appends so far %v", victim, shard, d.SequencerLeader, before)
+	r.c.Pause(victim)
+	r.until("another replica leads the shard", via, "paused", 30*time.Second, func(x *speclog.Description) bool {
+		return x.Shards[shard].Leader >= 0 && x.Shards[shard].Leader != victim
+	})
+	time.Sleep(3 * time.Second)
+	during, _ := a.snapshot()
+	r.c.Resume(victim)
+	time.Sleep(4 * time.Second)
+	a.finish()
+	after, failed := a.snapshot()
+	t.Logf("appends acknowledged: %v before the freeze, %v with node %d frozen, %v in the end; failed %v", before, during, victim, after, failed)
+	for sh := range before {
+		if during[sh] <= before[sh] || after[sh] <= during[sh] {
+			t.Errorf("shard %d: appends stalled (%d before, %d frozen, %d after the thaw)", sh, before[sh], during[sh], after[sh])
+		}
+	}
+	r.check(log, a, sub)
+}
