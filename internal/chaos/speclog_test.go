@@ -559,3 +559,64 @@ func TestTotalOrderLeaderPause(t *testing.T) {
 	}
 	r.check(log, a, sub)
 }
+
+// TestTotalOrderLeaderIsolated: a shard's leader (replication factor 3, not the sequencer's
+// leader) is cut off from the other nodes' cluster traffic (replication, the sequencer, the
+// controller) while its clients can still reach it, then healed. It cannot commit anything
+// alone, so another replica takes the shard over; appends sent to the cut-off node are tried
+// again at the new leader. Every acknowledged append is at its position and the subscriber
+// keeps exactly the confirmed log.
+func TestTotalOrderLeaderIsolated(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newOrderRig(t, ctx)
+	r.createTopic("cutoff", [][]int32{{1, 2, 3}, {2, 3, 1}})
+	d := r.until("the topic is sequenced", 3, "cutoff", time.Minute, func(d *speclog.Description) bool {
+		return d.SequencerLeader >= 0 && len(d.Shards) == 2 && d.Shards[0].Leader == 1 && d.Shards[1].Leader == 2
+	})
+	victim, shard := int32(1), 0
+	if d.SequencerLeader == 1 {
+		victim, shard = 2, 1
+	}
+	via := int32(3) // reads and appends through a node that stays connected
+	log := r.dial(via).Topic("cutoff")
+	sub := subscribe(t, ctx, log)
+	a := startAppenders(t, ctx, log, 2, 20*time.Second)
+	time.Sleep(2 * time.Second)
+	before, _ := a.snapshot()
+	var others []int32
+	for _, n := range r.c.Nodes() {
+		if n != victim {
+			others = append(others, n)
+		}
+	}
+	t.Logf("cutting node %d (leader of shard %d; the sequencer is led by node %d) off from %v; appends so far %v", victim, shard, d.SequencerLeader, others, before)
+	if err := r.c.Fault(victim, map[string]any{"isolate": others}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range others {
+		if err := r.c.Fault(o, map[string]any{"isolate": []int32{victim}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.until("another replica leads the shard", via, "cutoff", 30*time.Second, func(x *speclog.Description) bool {
+		return x.Shards[shard].Leader >= 0 && x.Shards[shard].Leader != victim
+	})
+	time.Sleep(3 * time.Second)
+	during, _ := a.snapshot()
+	for _, n := range r.c.Nodes() {
+		if err := r.c.Fault(n, map[string]any{"heal": true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(4 * time.Second)
+	a.finish()
+	after, failed := a.snapshot()
+	t.Logf("appends acknowledged: %v before the cut, %v with node %d cut off, %v in the end; failed %v", before, during, victim, after, failed)
+	for sh := range before {
+		if during[sh] <= before[sh] || after[sh] <= during[sh] {
+			t.Errorf("shard %d: appends stalled (%d before, %d cut off, %d after healing)", sh, before[sh], during[sh], after[sh])
+		}
+	}
+	r.check(log, a, sub)
+}
