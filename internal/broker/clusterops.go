@@ -126,7 +126,7 @@ func (b *Broker) checkReplicas(replicas []int32, total bool) *adminError {
 	if len(replicas) == 0 {
 		return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
 	}
-	img := b.cl.Image()
+	img, voters := b.cl.Image(), b.cl.Voters()
 	seen := map[int32]bool{}
 	for _, id := range replicas {
 		if seen[id] {
@@ -138,8 +138,8 @@ func (b *Broker) checkReplicas(replicas []int32, total bool) *adminError {
 		} else if n.Agent {
 			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, a runnel agent, which holds no replicas.", id)
 		}
-		if total && !slices.Contains(b.cl.Voters(), id) {
-			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, which is not a controller voter: a total-order topic's shards live on the voters %v.", id, b.cl.Voters())
+		if total && !slices.Contains(voters, id) {
+			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, which is not a controller voter: a total-order topic's shards live on the voters %v.", id, voters)
 		}
 	}
 	return nil

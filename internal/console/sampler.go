@@ -227,6 +227,16 @@ func quantileMs(prev, cur []bucket, q float64) float64 {
 	return cur[len(cur)-1].le * 1000
 }
 
+// last is the latest sample, if there is one.
+func (s *sampler) last() (sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.samples) == 0 {
+		return sample{}, false
+	}
+	return s.samples[len(s.samples)-1], true
+}
+
 func (s *sampler) snapshotSamples() []sample {
 	s.mu.Lock()
 	defer s.mu.Unlock()

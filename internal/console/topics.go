@@ -53,12 +53,7 @@ func (c *Console) lastSample() (sample, bool) {
 	if c.sampler == nil {
 		return sample{}, false
 	}
-	c.sampler.mu.Lock()
-	defer c.sampler.mu.Unlock()
-	if len(c.sampler.samples) == 0 {
-		return sample{}, false
-	}
-	return c.sampler.samples[len(c.sampler.samples)-1], true
+	return c.sampler.last()
 }
 
 // stageRows are the stages of q that had observations, in the order of names.

@@ -138,8 +138,7 @@ func Advertise(ls []Listener, spec string) error {
 		}
 	}
 	for _, l := range ls {
-		host, _, _ := splitHostPort(l.Advertised)
-		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if host, _, _ := splitHostPort(l.Advertised); WildcardHost(host) {
 			return fmt.Errorf("security: listener %s advertises %q: clients cannot connect to a wildcard address; set --advertised-listeners", l.Name, l.Advertised)
 		}
 	}
@@ -156,6 +155,13 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("address %q has a bad port", addr)
 	}
 	return host, port, nil
+}
+
+// WildcardHost reports whether host binds every interface ("", 0.0.0.0, ::): no one can
+// connect to it as an address.
+func WildcardHost(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || ip != nil && ip.IsUnspecified()
 }
 
 // Loopback reports whether addr's host is a loopback address or localhost (an empty host

@@ -187,8 +187,12 @@ func (s *Server) peerStatus(ctx context.Context, addr, topic string) (*Status, e
 	}
 	client, scheme := http.DefaultClient, "http"
 	if s.cfg.AdminTLS {
-		client, scheme = &http.Client{Transport: &http.Transport{TLSClientConfig: s.tls.ClientConfig()}}, "https"
-		defer client.CloseIdleConnections()
+		// One client for every page view: its connections (and TLS sessions) to the peers are
+		// kept; the certificate it presents is read at each handshake.
+		s.consolePeers.once.Do(func() {
+			s.consolePeers.client = &http.Client{Transport: &http.Transport{TLSClientConfig: s.tls.ClientConfig()}}
+		})
+		client, scheme = s.consolePeers.client, "https"
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+addr+"/v1/status?topic="+url.QueryEscape(topic), nil)
 	if err != nil {
@@ -216,7 +220,7 @@ func reachable(addr, host string) string {
 	if err != nil {
 		return addr
 	}
-	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+	if security.WildcardHost(h) {
 		return net.JoinHostPort(host, port)
 	}
 	return addr

@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -274,6 +275,11 @@ type Server struct {
 	consoleSpeclog struct {
 		once sync.Once
 		svc  *service.Server
+	}
+	// consolePeers asks other nodes' admin endpoints over HTTPS (--admin-tls) for the console.
+	consolePeers struct {
+		once   sync.Once
+		client *http.Client
 	}
 	// tls serves the TLS listeners' certificates (nil: no TLS configured).
 	tls *security.TLSFiles
@@ -717,6 +723,9 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	s.stopAdmin()
+	if c := s.consolePeers.client; c != nil {
+		c.CloseIdleConnections()
+	}
 	var errs []error
 	if s.broker != nil { // stops the group coordinator's timers if Serve never ran
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)

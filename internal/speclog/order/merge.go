@@ -3,6 +3,7 @@ package order
 import (
 	"cmp"
 	"slices"
+	"sort"
 )
 
 // Merger turns the shards' delivery streams into one subscriber's stream in global position
@@ -22,10 +23,10 @@ type Merger struct {
 	// older view at or after the After of a later view is void.
 	fails   []viewFail
 	pending map[uint64]Pending // delivered, not emitted yet
-	// spec are the records emitted and not yet confirmed: a view change voids those of older
-	// views, and gives the others again after its fail notice (a shard whose stream started in
-	// the new view will not deliver them again).
-	spec map[uint64]Pending
+	// spec are the records emitted and not yet confirmed, in position order: a view change
+	// voids those of older views, and gives the others again after its fail notice (a shard
+	// whose stream started in the new view will not deliver them again).
+	spec []emitted
 	// viewAfter tells where a view began (State.ViewAfter), so that a delivery or confirmation
 	// of a newer view applies its change at once, whichever stream announces it and when;
 	// learned: every view up to it is applied.
@@ -57,6 +58,12 @@ func (m *Merger) learn(view uint64) (out []Event, known bool) {
 }
 
 type viewFail struct{ view, after uint64 }
+
+// emitted is a record given to the subscriber at pos.
+type emitted struct {
+	pos uint64
+	Pending
+}
 
 // void reports whether a delivery at pos in view is void: a later view failed speculation at
 // or before pos. The Afters grow with the views (each is the confirmed prefix when its view
@@ -107,7 +114,7 @@ func NewMerger(from uint64, owner func(pos uint64) (shard int32, noOp bool, ok b
 	if wanted == nil {
 		wanted = func(int32) bool { return true }
 	}
-	return &Merger{owner: owner, wanted: wanted, next: from, confirmed: from, told: from, pending: map[uint64]Pending{}, spec: map[uint64]Pending{}}
+	return &Merger{owner: owner, wanted: wanted, next: from, confirmed: from, told: from, pending: map[uint64]Pending{}}
 }
 
 // Deliver takes a record a shard delivered at pos in view (nil: a no-op slot, which the
@@ -147,9 +154,6 @@ func (m *Merger) Fail(after, view uint64) []Event {
 	}
 	m.fails = slices.Insert(m.fails, i, viewFail{view, after})
 	m.view = max(m.view, view)
-	if m.viewAfter == nil {
-		m.learned = m.view
-	}
 	for p, d := range m.pending {
 		// Only what lies at or after the failure is void: a record below it, still waiting for
 		// an earlier position, is confirmed and is not delivered again.
@@ -158,23 +162,15 @@ func (m *Merger) Fail(after, view uint64) []Event {
 		}
 	}
 	var out []Event
-	void := false
-	for p, d := range m.spec {
-		if p >= after && d.View < view {
-			void = true
-			break
-		}
-	}
-	if void && m.next > after {
+	from := sort.Search(len(m.spec), func(j int) bool { return m.spec[j].pos >= after })
+	if slices.ContainsFunc(m.spec[from:], func(e emitted) bool { return e.View < view }) {
 		out = append(out, Event{Kind: EventFail, After: after, View: m.view})
-		for p, d := range m.spec {
-			if p >= after {
-				if !m.void(p, d.View) {
-					m.pending[p] = d // still right: given again after the notice
-				}
-				delete(m.spec, p)
+		for _, e := range m.spec[from:] {
+			if !m.void(e.pos, e.View) {
+				m.pending[e.pos] = e.Pending // still right: given again after the notice
 			}
 		}
+		m.spec = m.spec[:from]
 		m.next = after
 	}
 	return m.drain(out)
@@ -205,18 +201,19 @@ func (m *Merger) drain(out []Event) []Event {
 		out = append(out, Event{Kind: EventRecord, Position: m.next, Shard: d.Shard, Record: d.Record, View: d.View,
 			Speculative: m.next >= m.confirmed})
 		if m.next >= m.confirmed {
-			m.spec[m.next] = d
+			m.spec = append(m.spec, emitted{m.next, d})
 		}
 		m.next++
 	}
 	if c := min(m.confirmed, m.next); c > m.told {
 		out = append(out, Event{Kind: EventConfirm, UpTo: c, View: m.view})
 		m.told = c
-		for p := range m.spec {
-			if p < c {
-				delete(m.spec, p) // final
-			}
+		n := 0
+		for n < len(m.spec) && m.spec[n].pos < c {
+			n++
 		}
+		m.spec = m.spec[n:] // final
+
 	}
 	return out
 }
