@@ -171,6 +171,19 @@ func (c *testCluster) client(opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
 	return cl, kadm.NewClient(cl)
 }
 
+// waitNodes waits until the cluster's Metadata names n brokers: a node serves before its
+// registration is applied, and a topic created meanwhile cannot be placed on it.
+func (c *testCluster) waitNodes(n int) {
+	c.t.Helper()
+	_, adm := c.client()
+	eventually(c.t, fmt.Sprintf("%d brokers in Metadata", n), 30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		md, err := adm.Metadata(ctx)
+		return err == nil && len(md.Brokers) == n
+	})
+}
+
 func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)

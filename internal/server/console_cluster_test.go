@@ -54,10 +54,7 @@ func TestConsoleCluster(t *testing.T) {
 		return body
 	}
 
-	eventually(t, "three nodes", 30*time.Second, func() bool {
-		md, err := adm.Metadata(ctx)
-		return err == nil && len(md.Brokers) == 3
-	})
+	c.waitNodes(3)
 
 	// Write caching with a flush far away: every replica holds the records unflushed, and node
 	// 1's page says so for the replicas on nodes 2 and 3 too.

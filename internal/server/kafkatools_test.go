@@ -32,6 +32,7 @@ func TestKafkaToolsOnCluster(t *testing.T) {
 	reassign := kafkaTool(t, "org.apache.kafka.tools.reassign.ReassignPartitionsCommand")
 	elect := kafkaTool(t, "org.apache.kafka.tools.LeaderElectionCommand")
 	c := startCluster(t, 3)
+	c.waitNodes(3) // the tools place replicas on the registered nodes
 	bootstrap := strings.Join(c.brokers(), ",")
 	run := func(tool []string, args ...string) string {
 		t.Helper()

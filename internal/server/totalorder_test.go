@@ -23,10 +23,7 @@ func TestTotalOrderPlacement(t *testing.T) {
 	cl, adm := c.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	eventually(t, "four nodes", 30*time.Second, func() bool {
-		md, err := adm.Metadata(ctx)
-		return err == nil && len(md.Brokers) == 4
-	})
+	c.waitNodes(4)
 	total := map[string]*string{"runnel.ordering": kadm.StringPtr("total")}
 	// onVoters checks, once the client's metadata has the topic's partitions, that every
 	// replica is a voter.
