@@ -93,6 +93,7 @@ func produceUnderLoad(t *testing.T, brokers []string, topic string, stop <-chan 
 	}
 	var mu sync.Mutex
 	got := map[string]acked{}
+	closed := false
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -104,11 +105,11 @@ func produceUnderLoad(t *testing.T, brokers []string, topic string, stop <-chan 
 			}
 			v := strconv.Itoa(i)
 			cl.Produce(context.Background(), &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
-				if err == nil {
-					mu.Lock()
+				mu.Lock()
+				if err == nil && !closed {
 					got[v] = acked{r.Partition, r.Offset, time.Now()}
-					mu.Unlock()
 				}
+				mu.Unlock()
 			})
 			if i%50 == 49 {
 				time.Sleep(time.Millisecond)
@@ -118,8 +119,11 @@ func produceUnderLoad(t *testing.T, brokers []string, topic string, stop <-chan 
 	return func() map[string]acked {
 		<-done
 		cl.Close() // fails what is still in flight: not acknowledged
+		// A promise may still run after Close returns: the map handed back
+		// is the callers' alone from here on.
 		mu.Lock()
 		defer mu.Unlock()
+		closed = true
 		return got
 	}
 }
