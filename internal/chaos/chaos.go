@@ -87,7 +87,12 @@ func (r *Result) OK() bool {
 }
 
 // Scenarios are the fault scenarios, in the order.
-var Scenarios = []string{"kill-leader", "kill-all", "kill-all-write-caching", "isolate-leader", "pause-leader", "drop-responses"}
+var Scenarios = []string{"kill-leader", "kill-all", "kill-all-write-caching", "isolate-leader", "pause-leader", "drop-responses",
+	"net-partition-leader", "net-unplug-leader", "net-bridge"}
+
+// netScenarios run every node in a network namespace of its own (Net; root only) and make
+// their faults in the network, not in the transport.
+func netScenario(s string) bool { return strings.HasPrefix(s, "net-") }
 
 // ObjectScenarios are the scenarios of object-storage topics (docs/object-topics.md §7): nodes
 // and agents killed between an object file's write and its commit, and between its commit and
@@ -134,7 +139,16 @@ func Run(ctx context.Context, cfg Config, scenario string) Result {
 	if object {
 		args = append(args, objArgs...)
 	}
-	c, err := StartCluster(ctx, cfg.Binary, dir, cfg.Nodes, args...)
+	var net *Net
+	if netScenario(scenario) {
+		var err error
+		if net, err = NewNet(); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer net.Close()
+	}
+	c, err := StartClusterOn(ctx, net, cfg.Binary, dir, cfg.Nodes, args...)
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -448,6 +462,36 @@ func (r *run) elected(ctx context.Context, old, ask int32, t time.Time, limit ti
 	return 0
 }
 
+// cutLeader cuts partition 0's leader off with cut (the message names the leader and the
+// others), measures when a majority node names another leader and when the client is
+// acknowledged again, and heals after the hold. The client's wait is bounded by its request
+// timeout: a cut-off leader stays silent.
+func (r *run) cutLeader(ctx context.Context, what string, from func(leader int32) []int32, cut func(leader int32) error, heal func() error) error {
+	leader, err := r.leaderOf(ctx, 0)
+	if err != nil {
+		return err
+	}
+	t := time.Now()
+	if err := cut(leader); err != nil {
+		heal()
+		return err
+	}
+	fmt.Fprintf(r.cfg.Out, "  "+what+" for %v\n", leader, from(leader), r.cfg.Hold)
+	rec := make(chan error, 1)
+	go func() { rec <- r.recovered(0, t, 45*time.Second) }()
+	ask := r.others(leader)[len(r.others(leader))-1] // in a bridge, the node that reaches both
+	r.res.Elected = r.elected(ctx, leader, ask, t, r.cfg.Hold)
+	fmt.Fprintf(r.cfg.Out, "  node %d names a new leader after %v\n", ask, r.res.Elected.Round(time.Millisecond))
+	time.Sleep(time.Until(t.Add(r.cfg.Hold)))
+	err = heal()
+	fmt.Fprintf(r.cfg.Out, "  healed\n")
+	if rerr := <-rec; err == nil {
+		err = rerr
+	}
+	time.Sleep(3 * time.Second)
+	return err
+}
+
 func (r *run) others(leader int32) []int32 {
 	var out []int32
 	for _, n := range r.c.Nodes() {
@@ -508,36 +552,39 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		fmt.Fprintf(out, "  restarted; the client saw an acknowledgement again after %v\n", time.Since(t).Round(time.Millisecond))
 		time.Sleep(2 * time.Second)
 	case "isolate-leader":
-		leader, err := r.leaderOf(ctx, 0)
-		if err != nil {
-			return err
-		}
-		t := time.Now()
-		if err := r.c.Fault(leader, map[string]any{"isolate": r.others(leader)}); err != nil {
-			return err
-		}
-		for _, o := range r.others(leader) {
-			if err := r.c.Fault(o, map[string]any{"isolate": []int32{leader}}); err != nil {
+		return r.cutLeader(ctx, "isolated leader %d from %v", r.others, func(leader int32) error {
+			if err := r.c.Fault(leader, map[string]any{"isolate": r.others(leader)}); err != nil {
 				return err
 			}
-		}
-		fmt.Fprintf(out, "  isolated leader %d from %v for %v\n", leader, r.others(leader), r.cfg.Hold)
-		rec := make(chan error, 1)
-		go func() { rec <- r.recovered(0, t, 45*time.Second) }()
-		r.res.Elected = r.elected(ctx, leader, r.others(leader)[0], t, r.cfg.Hold)
-		fmt.Fprintf(out, "  node %d names a new leader after %v\n", r.others(leader)[0], r.res.Elected.Round(time.Millisecond))
-		time.Sleep(time.Until(t.Add(r.cfg.Hold)))
-		for _, n := range r.c.Nodes() {
-			if herr := r.c.Fault(n, map[string]any{"heal": true}); herr != nil && err == nil {
-				err = herr
+			for _, o := range r.others(leader) {
+				if err := r.c.Fault(o, map[string]any{"isolate": []int32{leader}}); err != nil {
+					return err
+				}
 			}
-		}
-		fmt.Fprintf(out, "  healed\n")
-		if rerr := <-rec; err == nil {
-			err = rerr
-		}
-		time.Sleep(3 * time.Second)
-		return err
+			return nil
+		}, func() error {
+			var errs []error
+			for _, n := range r.c.Nodes() {
+				errs = append(errs, r.c.Fault(n, map[string]any{"heal": true}))
+			}
+			return errors.Join(errs...)
+		})
+	case "net-partition-leader":
+		return r.cutLeader(ctx, "partitioned leader %d from %v (network namespaces; clients reach every node)", r.others, func(leader int32) error {
+			return r.c.net.Partition([]int32{leader}, r.others(leader))
+		}, r.c.net.Heal)
+	case "net-unplug-leader":
+		return r.cutLeader(ctx, "unplugged leader %d from the network (the others %v and clients lose it)", r.others, func(leader int32) error {
+			return r.c.net.Unplug(leader)
+		}, r.c.net.Heal)
+	case "net-bridge":
+		// Not a clean split: the leader loses one peer, which still reaches the third node; the
+		// third node reaches both (Jepsen's "bridge").
+		return r.cutLeader(ctx, "cut leader %d from %v only (network namespaces; the third node reaches both)", func(leader int32) []int32 {
+			return r.others(leader)[:1]
+		}, func(leader int32) error {
+			return r.c.net.Partition([]int32{leader}, r.others(leader)[:1])
+		}, r.c.net.Heal)
 	case "pause-leader":
 		leader, err := r.leaderOf(ctx, 0)
 		if err != nil {

@@ -23,13 +23,16 @@ func TestScenariosShort(t *testing.T) {
 	bin := runnelBinary(t)
 	dir := t.TempDir()
 	cfg := Config{Binary: bin, Dir: filepath.Join(dir, "clusters"), Rate: 1000, Rounds: 2, Hold: 3 * time.Second}
-	scenarios := []string{"kill-leader", "pause-leader", "isolate-leader"}
+	scenarios := []string{"kill-leader", "pause-leader", "isolate-leader", "net-partition-leader", "net-unplug-leader", "net-bridge"}
 	if os.Getenv("RUNNEL_CHAOS") == "full" {
 		cfg = Config{Binary: bin, Dir: filepath.Join(dir, "clusters")}
 		scenarios = Scenarios
 	}
 	for _, s := range scenarios {
 		t.Run(s, func(t *testing.T) {
+			if netScenario(s) {
+				needNetns(t)
+			}
 			var out bytes.Buffer
 			cfg.Out = &out
 			res := Run(context.Background(), cfg, s)
@@ -49,6 +52,21 @@ func TestScenariosShort(t *testing.T) {
 			}
 		})
 	}
+}
+
+// needNetns skips a test that needs network namespaces where none can be made (not root), unless
+// RUNNEL_REQUIRE_NETNS is set (CI sets it: there the test must run).
+func needNetns(t *testing.T) {
+	t.Helper()
+	n, err := NewNet()
+	if err == nil {
+		n.Close()
+		return
+	}
+	if os.Getenv("RUNNEL_REQUIRE_NETNS") != "" {
+		t.Fatalf("RUNNEL_REQUIRE_NETNS is set: %v", err)
+	}
+	t.Skipf("no network namespaces here: %v", err)
 }
 
 var (

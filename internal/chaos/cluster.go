@@ -31,6 +31,7 @@ type proc struct {
 	id                    int32
 	dir                   string
 	kafka, cluster, admin string
+	speclog               string // "": loopback, any port
 	cmd                   *exec.Cmd
 	done                  chan struct{}
 	paused                bool
@@ -45,6 +46,7 @@ type Cluster struct {
 	args   []string
 	voters string
 	nodes  map[int32]*proc
+	net    *Net // nil: every node on loopback
 }
 
 // freePort returns a loopback port that is free now, below the kernel's ephemeral range
@@ -66,18 +68,21 @@ func freePort() (string, error) {
 
 // StartCluster starts n voters in dir (data and logs), each with extra serve flags args.
 func StartCluster(ctx context.Context, bin, dir string, n int, args ...string) (*Cluster, error) {
+	return StartClusterOn(ctx, nil, bin, dir, n, args...)
+}
+
+// StartClusterOn is StartCluster with every node in its own namespace of net (nil: loopback).
+// The Cluster does not close net.
+func StartClusterOn(ctx context.Context, net *Net, bin, dir string, n int, args ...string) (*Cluster, error) {
 	if err := os.RemoveAll(dir); err != nil { // a fresh cluster
 		return nil, err
 	}
-	c := &Cluster{bin: bin, dir: dir, args: args, nodes: map[int32]*proc{}}
+	c := &Cluster{bin: bin, dir: dir, args: args, nodes: map[int32]*proc{}, net: net}
 	var voters []string
 	for i := int32(1); i <= int32(n); i++ {
 		p := &proc{id: i, dir: filepath.Join(dir, fmt.Sprintf("node-%d", i))}
-		var err error
-		for _, a := range []*string{&p.kafka, &p.cluster, &p.admin} {
-			if *a, err = freePort(); err != nil {
-				return nil, err
-			}
+		if err := c.addresses(p); err != nil {
+			return nil, err
 		}
 		c.nodes[i] = p
 		voters = append(voters, fmt.Sprintf("%d@%s", i, p.cluster))
@@ -148,17 +153,34 @@ func (c *Cluster) AddAgent(ctx context.Context, i int32, args ...string) error {
 		return fmt.Errorf("chaos: node %d exists", i)
 	}
 	p := &proc{id: i, agent: append([]string{"--controller-voters", c.voters}, args...)}
-	var err error
-	for _, a := range []*string{&p.kafka, &p.cluster, &p.admin} {
-		if *a, err = freePort(); err != nil {
-			return err
-		}
+	if err := c.addresses(p); err != nil {
+		return err
 	}
 	c.nodes[i] = p
 	if err := c.Start(i); err != nil {
 		return err
 	}
 	return c.WaitReady(ctx, i, 60*time.Second)
+}
+
+// addresses picks p's listeners: free loopback ports, or the node's own address in the Net
+// (whose namespace it makes).
+func (c *Cluster) addresses(p *proc) error {
+	if c.net != nil {
+		if err := c.net.Add(p.id); err != nil {
+			return err
+		}
+		ip := c.net.Addr(p.id)
+		p.kafka, p.cluster, p.admin, p.speclog = ip+":9092", ip+":9093", ip+":9644", ip+":9096"
+		return nil
+	}
+	var err error
+	for _, a := range []*string{&p.kafka, &p.cluster, &p.admin} {
+		if *a, err = freePort(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Start starts node i (again).
@@ -176,13 +198,20 @@ func (c *Cluster) Start(i int32) error {
 	if err != nil {
 		return err
 	}
+	speclogAddr := p.speclog
+	if speclogAddr == "" {
+		speclogAddr = "127.0.0.1:0"
+	}
 	args := append([]string{"serve", "--node-id", strconv.Itoa(int(i)), "--data-dir", p.dir, "--kafka-addr", p.kafka,
-		"--cluster-addr", p.cluster, "--admin-addr", p.admin, "--speclog-addr", "127.0.0.1:0", "--enable-fault-injection"}, c.args...)
+		"--cluster-addr", p.cluster, "--admin-addr", p.admin, "--speclog-addr", speclogAddr, "--enable-fault-injection"}, c.args...)
 	if p.agent != nil { // stateless: no data dir
 		args = append([]string{"agent", "--kafka-addr", p.kafka,
 			"--cluster-addr", p.cluster, "--admin-addr", p.admin, "--enable-fault-injection"}, p.agent...)
 	}
 	cmd := exec.Command(c.bin, args...)
+	if c.net != nil {
+		cmd = c.net.Command(i, c.bin, args...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()

@@ -105,7 +105,7 @@ object-storage topic scenarios with an agent beside the three nodes: ` + strings
 	f.IntVar(&cfg.Rate, "rate", 2000, "records/s produced during each scenario")
 	f.Int32Var(&cfg.Partitions, "partitions", 3, "partitions of the test topic (replication factor 3)")
 	f.IntVar(&cfg.Rounds, "rounds", 5, "kill-leader: how many times the leader is killed")
-	f.DurationVar(&cfg.Hold, "hold", 5*time.Second, "isolate-leader, pause-leader: how long the fault lasts")
+	f.DurationVar(&cfg.Hold, "hold", 5*time.Second, "isolate-leader, pause-leader, net-*: how long the fault lasts")
 	f.StringVar(&cfg.ObjectStore, "object-store", "", "run the object-storage topic scenarios on this shared store")
 	f.IntVar(&cfg.Agents, "agents", 1, "object scenarios: agents beside the three nodes")
 	f.DurationVar(&outage, "outage", 0, "with --object-store: instead of the scenarios, stop every serve node this long while a ripcord agent takes --rate records/s, and record what clients see each second")

@@ -1,0 +1,208 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Net is a private network of Linux network namespaces for a cluster's nodes: a hub namespace
+// holds a bridge; every node gets a namespace of its own, joined to the bridge by a veth pair,
+// with the address 10.213.K.<node id>; and a veth pair from the namespace the test runs in (its
+// end 10.213.K.254) lets clients reach every node. Faults are made with iproute2 alone:
+// blackhole routes in a node's namespace drop what it sends to chosen peers (a network
+// partition, silent as a real one: no refusal, no reset), and taking the node's port on the
+// bridge down cuts it off from everyone, clients included. Only namespaces and links the Net
+// created are touched; Close deletes them (the kernel removes the veths with them).
+type Net struct {
+	tag    string // names' prefix: unique per process and Net
+	hub    string // the hub namespace
+	host   string // our end of the clients' veth pair
+	subnet string // "10.213.K"
+
+	mu      sync.Mutex
+	nodes   map[int32]string // node → its namespace
+	blocked map[[2]int32]bool
+}
+
+// ErrNoNetns: this machine (or user) cannot make network namespaces.
+var ErrNoNetns = errors.New("chaos: network namespaces need root and iproute2")
+
+var netSeq atomic.Int32
+
+// NewNet makes the hub and the clients' link.
+func NewNet() (*Net, error) {
+	if os.Geteuid() != 0 {
+		return nil, ErrNoNetns
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return nil, ErrNoNetns
+	}
+	routes, err := exec.Command("ip", "-4", "route", "show").Output()
+	if err != nil {
+		return nil, fmt.Errorf("chaos: ip route: %w", err)
+	}
+	// A /24 no route of this namespace names yet (another run's Net, or anything else).
+	seq := netSeq.Add(1)
+	k := -1
+	for d := range 256 {
+		c := (os.Getpid() + int(seq)*37 + d) % 256
+		if !strings.Contains(string(routes), fmt.Sprintf("10.213.%d.", c)) {
+			k = c
+			break
+		}
+	}
+	if k < 0 {
+		return nil, errors.New("chaos: no free subnet in 10.213.0.0/16")
+	}
+	n := &Net{tag: fmt.Sprintf("rn%dx%d", os.Getpid(), seq), subnet: fmt.Sprintf("10.213.%d", k),
+		nodes: map[int32]string{}, blocked: map[[2]int32]bool{}}
+	n.hub, n.host = n.tag+"-hub", n.tag+"h"
+	if len(n.host) > 15 { // IFNAMSIZ
+		n.host = fmt.Sprintf("rn%dh", (os.Getpid()*100+int(seq))%1_000_000_000)
+	}
+	steps := [][]string{
+		{"netns", "add", n.hub},
+		{"-n", n.hub, "link", "add", "br0", "type", "bridge"},
+		{"-n", n.hub, "link", "set", "br0", "up"},
+		{"link", "add", n.host, "type", "veth", "peer", "name", "up0", "netns", n.hub},
+		{"-n", n.hub, "link", "set", "up0", "master", "br0", "up"},
+		{"addr", "add", n.subnet + ".254/24", "dev", n.host},
+		{"link", "set", n.host, "up"},
+	}
+	if err := n.ip(steps...); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// ip runs iproute2 commands in order, stopping at the first that fails.
+func (n *Net) ip(steps ...[]string) error {
+	for _, s := range steps {
+		if out, err := exec.Command("ip", s...).CombinedOutput(); err != nil {
+			return fmt.Errorf("chaos: ip %s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// Addr is node i's address in the network.
+func (n *Net) Addr(i int32) string { return fmt.Sprintf("%s.%d", n.subnet, i) }
+
+// Add makes node i's namespace and plugs it into the bridge.
+func (n *Net) Add(i int32) error {
+	if i < 1 || i > 253 {
+		return fmt.Errorf("chaos: node id %d has no address in a Net (1..253)", i)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.nodes[i]; ok {
+		return nil
+	}
+	ns := fmt.Sprintf("%s-%d", n.tag, i)
+	port := fmt.Sprintf("n%d", i)
+	err := n.ip(
+		[]string{"netns", "add", ns},
+		[]string{"-n", ns, "link", "set", "lo", "up"},
+		[]string{"-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", n.hub},
+		[]string{"-n", n.hub, "link", "set", port, "master", "br0", "up"},
+		[]string{"-n", ns, "addr", "add", n.Addr(i) + "/24", "dev", "eth0"},
+		[]string{"-n", ns, "link", "set", "eth0", "up"},
+	)
+	n.nodes[i] = ns // deleted by Close even when half made
+	return err
+}
+
+// Command is bin args run in node i's namespace: `ip netns exec` execs in place, so the
+// process's pid is the command's.
+func (n *Net) Command(i int32, bin string, args ...string) *exec.Cmd {
+	n.mu.Lock()
+	ns := n.nodes[i]
+	n.mu.Unlock()
+	return exec.Command("ip", append([]string{"netns", "exec", ns, bin}, args...)...)
+}
+
+// Block drops everything from sends to to (one way; a TCP connection needs both ways, so
+// connections between them stall, silently).
+func (n *Net) Block(from, to int32) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.blocked[[2]int32{from, to}] {
+		return nil
+	}
+	if err := n.ip([]string{"-n", n.nodes[from], "route", "add", "blackhole", n.Addr(to) + "/32"}); err != nil {
+		return err
+	}
+	n.blocked[[2]int32{from, to}] = true
+	return nil
+}
+
+// Partition blocks every pair across the two sides, both ways. Clients still reach every node.
+func (n *Net) Partition(a, b []int32) error {
+	for _, x := range a {
+		for _, y := range b {
+			if err := n.Block(x, y); err != nil {
+				return err
+			}
+			if err := n.Block(y, x); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Unplug takes node i's port on the bridge down: nothing reaches it or leaves it, clients'
+// traffic included. Plug undoes it.
+func (n *Net) Unplug(i int32) error {
+	return n.ip([]string{"-n", n.hub, "link", "set", fmt.Sprintf("n%d", i), "down"})
+}
+
+// Plug puts node i's port back up.
+func (n *Net) Plug(i int32) error {
+	return n.ip([]string{"-n", n.hub, "link", "set", fmt.Sprintf("n%d", i), "up"})
+}
+
+// Heal removes every block and plugs every node back in.
+func (n *Net) Heal() error {
+	n.mu.Lock()
+	var errs []error
+	for k := range n.blocked {
+		if err := n.ip([]string{"-n", n.nodes[k[0]], "route", "del", "blackhole", n.Addr(k[1]) + "/32"}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(n.blocked, k)
+	}
+	ids := make([]int32, 0, len(n.nodes))
+	for i := range n.nodes {
+		ids = append(ids, i)
+	}
+	n.mu.Unlock()
+	slices.Sort(ids)
+	for _, i := range ids {
+		if err := n.Plug(i); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close deletes the namespaces (and with them every link the Net made). The processes in them
+// must have ended first.
+func (n *Net) Close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, ns := range n.nodes {
+		exec.Command("ip", "netns", "del", ns).Run()
+	}
+	n.nodes = map[int32]string{}
+	exec.Command("ip", "netns", "del", n.hub).Run()
+	exec.Command("ip", "link", "del", n.host).Run() // gone with the hub already, unless the hub was never made
+}
