@@ -37,13 +37,16 @@ type orderRig struct {
 	addrs map[int32]string
 }
 
-func newOrderRig(t *testing.T, ctx context.Context) *orderRig {
+func newOrderRig(t *testing.T, ctx context.Context) *orderRig { return newOrderRigOn(t, ctx, nil) }
+
+// newOrderRigOn is newOrderRig with each node in a network namespace of net (nil: loopback).
+func newOrderRigOn(t *testing.T, ctx context.Context, net *Net) *orderRig {
 	bin := runnelBinary(t)
 	dir := filepath.Join(t.TempDir(), "cluster")
 	if k := os.Getenv("RUNNEL_CHAOS_KEEP"); k != "" { // keep the nodes' logs for a post-mortem
 		dir = filepath.Join(k, fmt.Sprint(time.Now().UnixNano()))
 	}
-	c, err := StartCluster(ctx, bin, dir, 3, "--log-level", "warn")
+	c, err := StartClusterOn(ctx, net, bin, dir, 3, "--log-level", "warn")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,4 +622,90 @@ func TestTotalOrderLeaderIsolated(t *testing.T) {
 		}
 	}
 	r.check(log, a, sub)
+}
+
+// TestTotalOrderNetFaults: faults in a real network, each node in a network namespace of its
+// own (Net). unplug-shard-leader: a shard's leader loses the network altogether (clients, the
+// SpecLog streams between nodes, replication, the sequencer), silently, then comes back; another
+// replica takes the shard and the clients re-route. partition-sequencer-leader: the node leading
+// the sequencer group is partitioned from the other two (clients still reach it): the quorum
+// elects another sequencer leader and every shard goes on. In both, every acknowledged append
+// is at its position and the subscriber keeps exactly the confirmed log.
+func TestTotalOrderNetFaults(t *testing.T) {
+	for _, fault := range []string{"unplug-shard-leader", "partition-sequencer-leader"} {
+		t.Run(fault, func(t *testing.T) {
+			needNetns(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			net, err := NewNet()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(net.Close) // after the rig's cleanups: the processes end first
+			r := newOrderRigOn(t, ctx, net)
+			r.createTopic("netfault", [][]int32{{1, 2, 3}, {2, 3, 1}})
+			d := r.until("the topic is sequenced", 3, "netfault", time.Minute, func(d *speclog.Description) bool {
+				return d.SequencerLeader >= 0 && len(d.Shards) == 2 && d.Shards[0].Leader == 1 && d.Shards[1].Leader == 2
+			})
+			var victim int32
+			shard := -1 // the shard the victim leads, if any
+			if fault == "unplug-shard-leader" {
+				victim, shard = 1, 0 // a shard leader that does not lead the sequencer
+				if d.SequencerLeader == 1 {
+					victim, shard = 2, 1
+				}
+			} else {
+				victim = d.SequencerLeader
+				if victim <= 2 {
+					shard = int(victim) - 1
+				}
+			}
+			var others []int32
+			for _, n := range r.c.Nodes() {
+				if n != victim {
+					others = append(others, n)
+				}
+			}
+			via := others[len(others)-1]
+			log := r.dial(via).Topic("netfault")
+			sub := subscribe(t, ctx, log)
+			a := startAppenders(t, ctx, log, 2, 20*time.Second)
+			time.Sleep(2 * time.Second)
+			before, _ := a.snapshot()
+			t.Logf("%s: node %d (shard %d's leader, -1: none; the sequencer is led by node %d); appends so far %v", fault, victim, shard, d.SequencerLeader, before)
+			if fault == "unplug-shard-leader" {
+				err = net.Unplug(victim)
+			} else {
+				err = net.Partition([]int32{victim}, others)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if shard >= 0 {
+				r.until("another replica leads the shard", via, "netfault", 30*time.Second, func(x *speclog.Description) bool {
+					return x.Shards[shard].Leader >= 0 && x.Shards[shard].Leader != victim
+				})
+			}
+			r.until("another node leads the sequencer", via, "netfault", 30*time.Second, func(x *speclog.Description) bool {
+				return fault == "unplug-shard-leader" || (x.SequencerLeader >= 0 && x.SequencerLeader != victim)
+			})
+			mid, _ := a.snapshot()
+			time.Sleep(4 * time.Second)
+			during, _ := a.snapshot()
+			if err := net.Heal(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(4 * time.Second)
+			a.finish()
+			after, failed := a.snapshot()
+			t.Logf("appends acknowledged: %v before the fault, %v once the cluster moved on, %v 4 s later, %v in the end; failed %v; slowest %v",
+				before, mid, during, after, failed, a.slowest)
+			for sh := range before {
+				if during[sh] <= mid[sh] || after[sh] <= during[sh] {
+					t.Errorf("shard %d: appends stalled (%d before, %d, %d during the fault, %d after healing)", sh, before[sh], mid[sh], during[sh], after[sh])
+				}
+			}
+			r.check(log, a, sub)
+		})
+	}
 }
