@@ -75,16 +75,9 @@ func (b *Broker) defaultReplicationFactor() int16 {
 // each partition's followers are the nodes after its leader, shifted once per full round so
 // that pairs of nodes do not always replicate each other. first is the index of the first new
 // partition (for CreatePartitions).
-// With total, the partitions are a total-order topic's shards and go on the controller voters
-// only (totalOrderNodes).
-func (b *Broker) assignReplicas(first, count int32, rf int16, total bool) ([][]int32, *adminError) {
+// A total-order topic's shards go anywhere too: every serve node follows the sequencer group.
+func (b *Broker) assignReplicas(first, count int32, rf int16) ([][]int32, *adminError) {
 	nodes := b.cl.Image().StorageNodes()
-	if total {
-		nodes = b.totalOrderNodes()
-		if int(rf) > len(nodes) {
-			return nil, adminErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): a total-order topic's shards live on the controller voters, and %d of them are registered (%v).", rf, len(nodes), nodes)
-		}
-	}
 	if int(rf) > len(nodes) {
 		return nil, adminErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, len(nodes))
 	}
@@ -112,21 +105,12 @@ func assignOver(nodes []int32, first, count int32, rf int16, start int32) [][]in
 	return out
 }
 
-// totalOrderNodes are the nodes that may hold a total-order topic's shards: the registered
-// controller voters. A shard runs in its partition's leader and follows the sequencer group,
-// whose members are the voters (docs/speclog.md §9), so its replicas stay there.
-func (b *Broker) totalOrderNodes() []int32 {
-	storage := b.cl.Image().StorageNodes()
-	return slices.DeleteFunc(b.cl.Voters(), func(id int32) bool { return !slices.Contains(storage, id) })
-}
-
-// checkReplicas checks one partition's explicit replica list against the registered nodes
-// (with total, against totalOrderNodes).
-func (b *Broker) checkReplicas(replicas []int32, total bool) *adminError {
+// checkReplicas checks one partition's explicit replica list against the registered nodes.
+func (b *Broker) checkReplicas(replicas []int32) *adminError {
 	if len(replicas) == 0 {
 		return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
 	}
-	img, voters := b.cl.Image(), b.cl.Voters()
+	img := b.cl.Image()
 	seen := map[int32]bool{}
 	for _, id := range replicas {
 		if seen[id] {
@@ -137,9 +121,6 @@ func (b *Broker) checkReplicas(replicas []int32, total bool) *adminError {
 			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no such broker is registered.", id)
 		} else if n.Agent {
 			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, a runnel agent, which holds no replicas.", id)
-		}
-		if total && !slices.Contains(voters, id) {
-			return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, which is not a controller voter: a total-order topic's shards live on the voters %v.", id, voters)
 		}
 	}
 	return nil

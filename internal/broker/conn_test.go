@@ -314,7 +314,7 @@ func ctCreate(t testing.TB, reg *topics.Registry, name string, parts int32, conf
 		t.Fatal("ctCreate: no test broker serves this registry")
 	}
 	b := v.(*Broker)
-	assignments, aerr := b.assignReplicas(0, parts, 1, false)
+	assignments, aerr := b.assignReplicas(0, parts, 1)
 	if aerr != nil {
 		t.Fatal(aerr.msg)
 	}

@@ -65,7 +65,7 @@ func (b *Broker) createPartitions(ctx context.Context, rt *kmsg.CreatePartitions
 			return adminErr(kerr.InvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(rt.Assignment))
 		}
 		for _, a := range rt.Assignment {
-			if aerr := b.checkReplicas(a.Replicas, isTotalOrder(t)); aerr != nil {
+			if aerr := b.checkReplicas(a.Replicas); aerr != nil {
 				return aerr
 			}
 			assignments = append(assignments, a.Replicas)
@@ -76,7 +76,7 @@ func (b *Broker) createPartitions(ctx context.Context, rt *kmsg.CreatePartitions
 			rf = int16(len(p.Replicas))
 		}
 		var aerr *adminError
-		if assignments, aerr = b.assignReplicas(have, rt.Count-have, rf, isTotalOrder(t)); aerr != nil {
+		if assignments, aerr = b.assignReplicas(have, rt.Count-have, rf); aerr != nil {
 			return aerr
 		}
 	}

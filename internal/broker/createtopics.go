@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/controller"
-	total "github.com/runnel-dev/runnel/internal/speclog/shard"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -128,7 +127,6 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 		}
 		configs[c.Name] = *c.Value
 	}
-	ordered := total.Total(configs) // a total-order topic: its shards go on the controller voters
 	partitions, rf := rt.NumPartitions, rt.ReplicationFactor
 	var assignments [][]int32
 	if len(rt.ReplicaAssignment) > 0 {
@@ -143,7 +141,7 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 			if a.Partition < 0 || int(a.Partition) >= len(assignments) || assignments[a.Partition] != nil {
 				return nil, 0, 0, adminErr(kerr.InvalidReplicaAssignment, "Partitions in a manual assignment must be numbered 0 to %d, each once; got partition %d.", len(assignments)-1, a.Partition)
 			}
-			if aerr := b.checkReplicas(a.Replicas, ordered); aerr != nil {
+			if aerr := b.checkReplicas(a.Replicas); aerr != nil {
 				return nil, 0, 0, aerr
 			}
 			assignments[a.Partition] = a.Replicas
@@ -165,7 +163,7 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 			rf = b.defaultReplicationFactor()
 		}
 		var aerr *adminError
-		if assignments, aerr = b.assignReplicas(0, partitions, rf, ordered); aerr != nil {
+		if assignments, aerr = b.assignReplicas(0, partitions, rf); aerr != nil {
 			return nil, 0, 0, aerr
 		}
 	}

@@ -259,7 +259,7 @@ func (b *Broker) ensureCoordinatorTopic(ctx context.Context, name string, partit
 	if _, ok := b.topics.Get(name); ok {
 		return nil
 	}
-	assignments, aerr := b.assignReplicas(0, partitions, b.defaultReplicationFactor(), false)
+	assignments, aerr := b.assignReplicas(0, partitions, b.defaultReplicationFactor())
 	if aerr != nil {
 		return aerr
 	}

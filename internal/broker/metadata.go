@@ -100,7 +100,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 // autoCreate creates a topic a client asked for (auto.create.topics.enable), with the default
 // partitions and replication factor.
 func (b *Broker) autoCreate(ctx context.Context, name string) (*topics.Topic, bool) {
-	assignments, aerr := b.assignReplicas(0, b.cfg.DefaultPartitions, b.defaultReplicationFactor(), false)
+	assignments, aerr := b.assignReplicas(0, b.cfg.DefaultPartitions, b.defaultReplicationFactor())
 	if aerr == nil {
 		_, aerr = b.createTopicNow(ctx, name, nil, assignments)
 	}

@@ -180,8 +180,8 @@ func isTotalOrder(t *topics.Topic) bool { return total.Total(t.Configs) }
 func (b *Broker) waitSequenced(ctx context.Context, t *topics.Topic, partition int32, end int64) error {
 	m := b.cl.Shards()
 	if m == nil {
-		b.logger.Warn("total order: a partition of a total-order topic is led by a node outside the controller quorum", "topic", t.Name, "partition", partition)
-		return fmt.Errorf("%w: total-order partitions must be led by controller voters", kerr.PolicyViolation)
+		// Only an agent has no shard runners, and agents hold no replicas.
+		return fmt.Errorf("%w: this node runs no total-order shards", kerr.NotLeaderForPartition)
 	}
 	r, err := m.WaitRunner(ctx, t.ID, partition)
 	if err == nil {

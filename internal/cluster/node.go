@@ -177,9 +177,9 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.ctrl = ctrl
-	if !cfg.Agent && slices.Contains(ccfg.Voters, cfg.NodeID) {
+	if !cfg.Agent { // voters are the sequencer group's voters; other serve nodes its learners
 		n.seq, err = sequencer.Open(sequencer.Config{NodeID: cfg.NodeID, Voters: ccfg.Voters, FS: cfg.FS, Dir: cfg.DataDir + "/sequencer", OnWALSync: walSync("sequencer"),
-			Send: n.tr.Send, Logger: cfg.Logger, Topics: n.totalOrderTopics,
+			Send: n.tr.Send, Logger: cfg.Logger, Topics: n.totalOrderTopics, Members: n.sequencerMembers,
 			OnSignal: func(topic string, s order.Signal) { n.shards.Signal(topic, s) }})
 		if err != nil {
 			cancel()
@@ -210,6 +210,19 @@ func Start(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// sequencerMembers are the nodes that follow the sequencer group: every registered serve node
+// (agents hold no replicas, so they lead no shard).
+func (n *Node) sequencerMembers() []int32 {
+	img := n.ctrl.Image()
+	var out []int32
+	for _, id := range img.NodeIDs() {
+		if nd := img.Nodes[id]; !nd.Agent && nd.ClusterAddr != "" {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 func mapsKeys(m map[int32]string) func(func(int32) bool) {
 	return func(yield func(int32) bool) {
 		for k := range m {
@@ -237,11 +250,11 @@ func (n *Node) Close() {
 // NodeID is this node's id.
 func (n *Node) NodeID() int32 { return n.cfg.NodeID }
 
-// Sequencer is this node's member of the total-order sequencer group (nil: not a voter).
+// Sequencer is this node's member of the total-order sequencer group: a voter on the
+// controller voters, a learner on other serve nodes (nil on an agent).
 func (n *Node) Sequencer() *sequencer.Group { return n.seq }
 
-// Shards runs the total-order partitions this node leads (nil: not a voter, see
-// docs/speclog.md).
+// Shards runs the total-order partitions this node leads (nil on an agent).
 func (n *Node) Shards() *shard.Manager { return n.shards }
 
 // PartitionLeader is the node leading a topic's partition by the metadata (-1: none).

@@ -52,9 +52,16 @@ type Config struct {
 	// OnWALSync, if set, is told the duration of every fsync of the group's Raft log: a cut
 	// commits only after one (the sequencer's share of a confirmation's latency).
 	OnWALSync func(time.Duration)
-	Voters    []int32 // the controller quorum's voters (this node must be one)
-	FS        vfs.FS
-	Dir       string // <data-dir>/sequencer
+	// Voters are the controller quorum's voters. A node that is not one is a Raft learner of
+	// the group: it receives the committed cuts (and snapshots) without voting, so the
+	// total-order shards it leads follow the sequencer like those on the voters.
+	Voters []int32
+	// Members lists the nodes that should follow the group (every registered serve node; the
+	// leader adds those that are not voters as learners, one at a time, and removes learners
+	// no longer listed). nil: the voters only.
+	Members func() []int32
+	FS      vfs.FS
+	Dir     string // <data-dir>/sequencer
 	// Send sends a frame to a node (the cluster transport's Send); body is the callee's.
 	Send   func(to int32, kind transport.Kind, body []byte)
 	Logger *slog.Logger
@@ -92,6 +99,9 @@ type Group struct {
 	changed   chan struct{} // closed and replaced when the machine moves
 	confState *pb.ConfState
 	applied   uint64
+	// pendingConf: a membership change this node proposed as leader is not applied yet (raft
+	// takes one at a time).
+	pendingConf bool
 
 	// The leader's soft state, owned by the loop.
 	leaders   map[string]*order.Leader
@@ -131,9 +141,6 @@ func Open(cfg Config) (*Group, error) {
 	if len(cfg.Voters) == 0 {
 		cfg.Voters = []int32{cfg.NodeID}
 	}
-	if !slices.Contains(cfg.Voters, cfg.NodeID) {
-		return nil, fmt.Errorf("sequencer: node %d is not a controller voter %v", cfg.NodeID, cfg.Voters)
-	}
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = 50 * time.Millisecond
 	}
@@ -149,9 +156,12 @@ func Open(cfg Config) (*Group, error) {
 	if cfg.SnapshotEvery == 0 {
 		cfg.SnapshotEvery = 10000
 	}
-	boot := &pb.ConfState{}
-	for _, v := range cfg.Voters {
-		boot.Voters = append(boot.Voters, raftID(v))
+	var boot *pb.ConfState // a learner: nil, it starts from the leader's snapshot
+	if slices.Contains(cfg.Voters, cfg.NodeID) {
+		boot = &pb.ConfState{}
+		for _, v := range cfg.Voters {
+			boot.Voters = append(boot.Voters, raftID(v))
+		}
 	}
 	st, data, err := raftlog.Open(cfg.FS, cfg.Dir, boot, NewMachine().Encode())
 	if err != nil {
@@ -346,7 +356,7 @@ func (g *Group) run() {
 	defer orderTick.Stop()
 	reconcile := time.NewTicker(g.cfg.ReconcileInterval)
 	defer reconcile.Stop()
-	if len(g.cfg.Voters) == 1 {
+	if len(g.cfg.Voters) == 1 && g.cfg.Voters[0] == g.cfg.NodeID {
 		g.rn.Campaign() // a quorum of one need not wait an election timeout
 	}
 	g.ready()
@@ -471,9 +481,14 @@ func (g *Group) join(w wire) {
 }
 
 // reconcile, on the leader, creates the metadata's total-order topics the group lacks, drops
-// those it no longer has, and joins partitions added to a topic.
+// those it no longer has, joins partitions added to a topic, and brings the learners in line
+// with Members.
 func (g *Group) reconcile() {
-	if !g.isLeader() || g.cfg.Topics == nil {
+	if !g.isLeader() {
+		return
+	}
+	g.reconcileLearners()
+	if g.cfg.Topics == nil {
 		return
 	}
 	specs := g.cfg.Topics()
@@ -499,6 +514,43 @@ func (g *Group) reconcile() {
 		if !want[id] {
 			g.propose(&Command{Topic: id, Drop: true})
 		}
+	}
+}
+
+// reconcileLearners, on the leader, adds one member that is not in the Raft configuration as
+// a learner, or else removes one learner that is no longer a member.
+func (g *Group) reconcileLearners() {
+	if g.pendingConf || g.cfg.Members == nil {
+		return
+	}
+	want := g.cfg.Members()
+	in := map[uint64]bool{}
+	for _, set := range [][]uint64{g.confState.GetVoters(), g.confState.GetLearners(), g.confState.GetVotersOutgoing(), g.confState.GetLearnersNext()} {
+		for _, id := range set {
+			in[id] = true
+		}
+	}
+	var cc *pb.ConfChange
+	for _, n := range want {
+		if !in[raftID(n)] {
+			cc = &pb.ConfChange{Type: pb.ConfChangeType_ConfChangeAddLearnerNode.Enum(), NodeId: new(raftID(n))}
+			break
+		}
+	}
+	if cc == nil {
+		for _, id := range g.confState.GetLearners() {
+			if !slices.Contains(want, nodeID(id)) {
+				cc = &pb.ConfChange{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: new(id)}
+				break
+			}
+		}
+	}
+	if cc == nil {
+		return
+	}
+	if err := g.rn.ProposeConfChange(cc); err == nil {
+		g.pendingConf = true
+		g.logger.Info("sequencer: membership change", "change", cc.GetType().String(), "node", nodeID(cc.GetNodeId()))
 	}
 }
 
@@ -560,6 +612,7 @@ func (g *Group) setLeader(lead uint64) {
 		g.logger.Info("sequencer: leader changed", "leader", l, "this_node", g.cfg.NodeID)
 		clear(g.leaders) // a new leader starts from the applied state; shards re-send reports
 		clear(g.shardNode)
+		g.pendingConf = false // a change proposed before may have been dropped
 	}
 }
 
@@ -567,7 +620,7 @@ func (g *Group) apply(ents []*pb.Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
-	changed := false
+	changed, confChanged := false, false
 	g.mu.Lock()
 	for _, e := range ents {
 		switch e.GetType() {
@@ -593,11 +646,15 @@ func (g *Group) apply(ents []*pb.Entry) error {
 				return err
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
+			g.pendingConf = false
+			confChanged = true
 		}
 		g.applied = e.GetIndex()
 	}
+	// A learner can only take a snapshot that names it: after a membership change, snapshot at
+	// once, so the leader never offers a new learner an older snapshot it would refuse.
 	var snap []byte
-	if g.applied-g.store.SnapIndex() >= g.cfg.SnapshotEvery {
+	if confChanged || g.applied-g.store.SnapIndex() >= g.cfg.SnapshotEvery {
 		snap = g.machine.Encode()
 	}
 	g.mu.Unlock()

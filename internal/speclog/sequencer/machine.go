@@ -1,5 +1,6 @@
 // Package sequencer runs the sequencing layer of total-order topics (docs/speclog.md §2): a
-// Raft group of its own on the controller voters whose replicated state is every total-order
+// Raft group of its own (the controller voters vote, every other serve node is a learner) whose
+// replicated state is every total-order
 // topic's order.State, whose leader runs order.Leader over the shards' reports, and whose
 // applied entries reach the shards (partition leaders) on the same node, in log order.
 //

@@ -30,7 +30,7 @@ import (
 // Node is what the service needs of the cluster node it runs on.
 type Node interface {
 	NodeID() int32
-	Sequencer() *sequencer.Group // nil: not a controller voter
+	Sequencer() *sequencer.Group // nil on an agent
 	Shards() *shard.Manager
 	// PartitionLeader is the node leading a topic's partition (-1: none).
 	PartitionLeader(topic string, partition int32) int32
@@ -82,7 +82,7 @@ func (s *Server) topicOf(name string) (*topics.Topic, string, *sequencer.Group, 
 	}
 	g := s.cfg.Node.Sequencer()
 	if g == nil {
-		return nil, "", nil, status.Errorf(codes.Unavailable, "node %d is not a controller voter: it holds no sequencer state", s.cfg.Node.NodeID())
+		return nil, "", nil, status.Errorf(codes.Unavailable, "node %d is an agent: it holds no sequencer state", s.cfg.Node.NodeID())
 	}
 	key := shard.TopicKey(t.ID)
 	if !g.Read(key, func(*sequencer.Topic) {}) {

@@ -82,19 +82,24 @@ type frame struct {
 
 const topicID = "00000000000000000000000000000001"
 
-func newCluster(t *testing.T, nodes int, shards int32, cfg order.Config) *cluster {
+// newCluster starts nodes members 0..nodes-1, the first voters of them voters and the rest
+// learners (the leader adds them).
+func newCluster(t *testing.T, nodes, voterCount int, shards int32, cfg order.Config) *cluster {
 	c := &cluster{t: t, groups: map[int32]*sequencer.Group{}, queues: map[int32]chan frame{}, runners: map[int32]*Runner{}, down: map[int32]bool{}}
-	var voters []int32
+	var voters, members []int32
 	for n := range int32(nodes) {
-		voters = append(voters, n)
+		if int(n) < voterCount {
+			voters = append(voters, n)
+		}
+		members = append(members, n)
 	}
 	fs := vfs.NewMem()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	for _, n := range voters {
+	for _, n := range members {
 		q := make(chan frame, 8192)
 		c.queues[n] = q
 		g, err := sequencer.Open(sequencer.Config{NodeID: n, Voters: voters, FS: fs, Dir: fmt.Sprintf("/n%d/sequencer", n), Logger: logger,
-			TickInterval: 10 * time.Millisecond,
+			TickInterval: 10 * time.Millisecond, SnapshotEvery: 500, Members: func() []int32 { return members },
 			Send: func(to int32, kind transport.Kind, body []byte) {
 				c.mu.Lock()
 				dead := c.down[to] || c.down[n]
@@ -167,7 +172,7 @@ func (c *cluster) leader() int32 {
 // delivered once per view, and the surviving members hold the same state.
 func TestShardsOverTheSequencerGroup(t *testing.T) {
 	cfg := order.DefaultConfig()
-	c := newCluster(t, 3, 2, cfg)
+	c := newCluster(t, 3, 3, 2, cfg)
 	lead := c.leader()
 	logs := []*memLog{newMemLog(), newMemLog()}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -315,4 +320,80 @@ func TestShardsOverTheSequencerGroup(t *testing.T) {
 	}
 	t.Logf("confirmed %d before the leader change, %d after; %d no-op slots of %d", before, after,
 		logs[0].noOps()+logs[1].noOps(), logs[0].HighWatermark()+logs[1].HighWatermark())
+}
+
+// TestShardOnALearner: a node outside the voters follows the sequencer group as a Raft learner
+// (added by the leader, started from its snapshot) and leads a shard like a voter does: its
+// reports are taken, its slots are confirmed and acknowledged, and it holds the leader's state.
+func TestShardOnALearner(t *testing.T) {
+	cfg := order.DefaultConfig()
+	c := newCluster(t, 4, 3, 2, cfg) // node 3 is a learner
+	lead := c.leader()
+	logs := []*memLog{newMemLog(), newMemLog()}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	place := map[int32]int32{0: lead, 1: 3}
+	for shard, node := range place {
+		r := Start(topicID, shard, cfg, logs[shard], c.groups[node], logger)
+		c.mu.Lock()
+		c.runners[shard] = r
+		c.mu.Unlock()
+		t.Cleanup(r.Stop)
+	}
+	if c.groups[3].Leader() == 3 {
+		t.Fatal("the learner leads")
+	}
+	var fails atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	for shard := range int32(2) {
+		r := c.runners[shard]
+		go func() {
+			next, _, _ := r.Head()
+			for {
+				evs, n, ch, err := r.Events(next)
+				if err != nil {
+					return
+				}
+				next = n
+				for _, e := range evs {
+					if e.Kind == Fail {
+						fails.Add(1)
+					}
+				}
+				select {
+				case <-ch:
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	for range 2000 { // 2 s of appends on both shards
+		logs[0].add(3, false)
+		logs[1].add(3, false)
+		time.Sleep(time.Millisecond)
+	}
+	for shard, l := range logs {
+		end := l.HighWatermark()
+		deadline := time.Now().Add(10 * time.Second)
+		for c.runners[int32(shard)].Acked() < end && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if a := c.runners[int32(shard)].Acked(); a < end {
+			t.Fatalf("shard %d (on node %d): %d of %d slots acknowledged", shard, place[int32(shard)], a, end)
+		}
+	}
+	if n := fails.Load(); n > 0 {
+		t.Fatalf("%d fail notices with no shard failure", n)
+	}
+	for range 200 {
+		st, seq, _ := c.groups[lead].Snapshot(topicID)
+		st2, seq2, ok := c.groups[3].Snapshot(topicID)
+		if ok && seq == seq2 && string(st.Encode()) == string(st2.Encode()) {
+			t.Logf("the learner holds the leader's state (%d entries); %d + %d slots acknowledged", seq, logs[0].HighWatermark(), logs[1].HighWatermark())
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the learner's state differs from the leader's")
 }
