@@ -3,8 +3,12 @@ package speclog_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +85,12 @@ func TestSpecLogEndToEnd(t *testing.T) {
 		return
 	}
 	want := len(appended) + 30
+	// The node measured every answered append's stages.
+	for _, stage := range []string{"durable", "sequenced"} {
+		if got := appendStageCount(t, n.S.AdminAddr(), stage); got < float64(len(appended)) {
+			t.Errorf("runnel_speclog_append_stage_seconds_count{stage=%q} = %v after %d appends", stage, got, len(appended))
+		}
+	}
 
 	// The subscriber: every record once, positions increasing, confirmed in the end.
 	var got []speclog.Event
@@ -429,4 +439,23 @@ func TestIdempotentAppends(t *testing.T) {
 	if slices.Contains(values, "gap") {
 		t.Fatal("the refused append was stored")
 	}
+}
+
+// appendStageCount scrapes the node's count of appends measured at stage.
+func appendStageCount(t *testing.T, admin, stage string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	prefix := `runnel_speclog_append_stage_seconds_count{stage="` + stage + `"} `
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }

@@ -61,6 +61,7 @@ type admin struct {
 	charts    *prometheus.Registry // what the console samples: a few of registry's, and the topics' produce stages
 	kafka     *metrics.Kafka       // counted by the broker
 	raft      *metrics.Raft        // the Raft groups' log fsyncs
+	speclog   *metrics.SpecLog     // the SpecLog appends' stages
 	ln        net.Listener
 	srv       *http.Server
 	done      chan struct{} // closed when srv.Serve returned
@@ -76,8 +77,9 @@ func (s *Server) startAdmin() error {
 	a.started = time.Now()
 	a.kafka = metrics.NewKafka(s.topicExists)
 	a.raft = metrics.NewRaft()
+	a.speclog = metrics.NewSpecLog()
 	a.registry = metrics.NewRegistry()
-	a.registry.MustRegister(a.kafka, a.raft,
+	a.registry.MustRegister(a.kafka, a.raft, a.speclog,
 		metrics.NewStorage(metrics.StorageSource{Partitions: s.partitionStats, Flusher: s.flusher.Stats}),
 		metrics.NewGroupLag(s.groupOffsets),
 		metrics.NewCluster(s.clusterState),

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -671,9 +672,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if s.speclogLn != nil {
 		auth, gopts, peerDial := s.speclogSecurity()
+		// Stream workers: appends are many small unary calls; a worker pool keeps grown goroutine
+		// stacks instead of growing a new one per call (stack copies were 6% of the node's CPU
+		// at 20,000 appends/s).
+		gopts = append(gopts, grpc.NumStreamWorkers(uint32(max(4, runtime.GOMAXPROCS(0)*2))))
 		gs := grpc.NewServer(gopts...)
 		pb.RegisterSpecLogServer(gs, service.New(service.Config{Node: s.node, Registry: s.topics, Logger: s.logger, Addr: s.node.SpecLogAddr,
-			Auth: auth, PeerDial: peerDial, ProducerIDs: s.broker.ProducerIDs()}))
+			Auth: auth, PeerDial: peerDial, ProducerIDs: s.broker.ProducerIDs(), OnAppend: s.admin.speclog.Append}))
 		speclogDone := make(chan struct{})
 		sln := s.speclogLn
 		go func() {

@@ -51,6 +51,8 @@ type Config struct {
 	// ProducerIDs hands out idempotent appenders' producer ids (the Kafka listener's
 	// allocator); nil: InitProducer is not served.
 	ProducerIDs interface{ Next() (int64, error) }
+	// OnAppend, if set, is told each answered append's time to durable and then to sequenced.
+	OnAppend func(durable, sequenced time.Duration)
 }
 
 // Server implements speclogpb.SpecLogServer.
@@ -99,6 +101,7 @@ func (s *Server) notLeader(t *topics.Topic, sh int32) error {
 
 // Append appends records to a shard and answers with their committed positions.
 func (s *Server) Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendResponse, error) {
+	received := time.Now()
 	if err := s.allowTopic(ctx, kmsg.ACLOperationWrite, req.GetTopic()); err != nil {
 		return nil, err
 	}
@@ -145,12 +148,16 @@ func (s *Server) Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendR
 	if err := p.Replica.WaitCommitted(ctx, epoch, end); err != nil {
 		return nil, waitErr(err, "replicating")
 	}
+	durable := time.Now()
 	r, err := s.cfg.Node.Shards().WaitRunner(ctx, t.ID, sh)
 	if err == nil {
 		err = r.WaitAcked(ctx, end)
 	}
 	if err != nil {
 		return nil, waitErr(err, "sequencing")
+	}
+	if s.cfg.OnAppend != nil {
+		s.cfg.OnAppend(durable.Sub(received), time.Since(durable))
 	}
 	out := &pb.AppendResponse{Offset: res.First}
 	g.Read(key, func(tp *sequencer.Topic) {
