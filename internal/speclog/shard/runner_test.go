@@ -177,6 +177,34 @@ func (c *cluster) leader() int32 {
 	return -1
 }
 
+// waitAcked waits until every slot of logs (log i is shard i) is acknowledged by its runner.
+func (c *cluster) waitAcked(logs []*memLog, what string) {
+	c.t.Helper()
+	for shard, l := range logs {
+		end := l.HighWatermark()
+		deadline := time.Now().Add(10 * time.Second)
+		for c.runners[int32(shard)].Acked() < end && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if a := c.runners[int32(shard)].Acked(); a < end {
+			c.t.Fatalf("%s: shard %d: %d of %d slots acknowledged", what, shard, a, end)
+		}
+	}
+}
+
+// converged waits until members a and b hold the same state of the topic.
+func (c *cluster) converged(a, b int32) bool {
+	for range 500 {
+		st, seq, _ := c.groups[a].Snapshot(topicID)
+		st2, seq2, ok := c.groups[b].Snapshot(topicID)
+		if ok && seq == seq2 && string(st.Encode()) == string(st2.Encode()) {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
 // TestShardsOverTheSequencerGroup runs two shards against a three-member sequencer group with
 // appenders, then stops the group's leader (and the shard led on its node, which another node
 // takes over): the committed prefix keeps growing, no speculation fails, positions are
@@ -296,16 +324,7 @@ func TestShardsOverTheSequencerGroup(t *testing.T) {
 	wg.Wait()
 
 	// Every append is acknowledged in the end, and the surviving members agree.
-	for shard, l := range logs {
-		end := l.HighWatermark()
-		deadline := time.Now().Add(10 * time.Second)
-		for c.runners[int32(shard)].Acked() < end && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if a := c.runners[int32(shard)].Acked(); a < end {
-			t.Fatalf("shard %d: %d of %d slots acknowledged", shard, a, end)
-		}
-	}
+	c.waitAcked(logs, "in the end")
 	var states []string
 	for n, g := range c.groups {
 		if c.down[n] {
@@ -384,29 +403,13 @@ func TestShardOnALearner(t *testing.T) {
 		logs[1].add(3, false)
 		time.Sleep(time.Millisecond)
 	}
-	for shard, l := range logs {
-		end := l.HighWatermark()
-		deadline := time.Now().Add(10 * time.Second)
-		for c.runners[int32(shard)].Acked() < end && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if a := c.runners[int32(shard)].Acked(); a < end {
-			t.Fatalf("shard %d (on node %d): %d of %d slots acknowledged", shard, place[int32(shard)], a, end)
-		}
-	}
+	c.waitAcked(logs, "after 2 s of appends")
 	if n := fails.Load(); n > 0 {
 		t.Fatalf("%d fail notices with no shard failure", n)
 	}
-	for range 200 {
-		st, seq, _ := c.groups[lead].Snapshot(topicID)
-		st2, seq2, ok := c.groups[3].Snapshot(topicID)
-		if ok && seq == seq2 && string(st.Encode()) == string(st2.Encode()) {
-			t.Logf("the learner holds the leader's state (%d entries); %d + %d slots acknowledged", seq, logs[0].HighWatermark(), logs[1].HighWatermark())
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !c.converged(lead, 3) {
+		t.Fatal("the learner's state differs from the leader's")
 	}
-	t.Fatal("the learner's state differs from the leader's")
 }
 
 // TestLearnerRestarts: a learner that stops while the log moves on (compacted past it: it needs
@@ -435,33 +438,14 @@ func TestLearnerRestarts(t *testing.T) {
 			logs[1].add(3, false)
 		}
 	}
-	acked := func(what string) {
-		t.Helper()
-		for shard, l := range logs {
-			end := l.HighWatermark()
-			deadline := time.Now().Add(10 * time.Second)
-			for c.runners[int32(shard)].Acked() < end && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if a := c.runners[int32(shard)].Acked(); a < end {
-				t.Fatalf("%s: shard %d: %d of %d slots acknowledged", what, shard, a, end)
-			}
-		}
-	}
 	converged := func(what string) {
 		t.Helper()
-		for range 500 {
-			st, seq, _ := c.groups[lead].Snapshot(topicID)
-			st2, seq2, ok := c.groups[3].Snapshot(topicID)
-			if ok && seq == seq2 && string(st.Encode()) == string(st2.Encode()) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !c.converged(lead, 3) {
+			t.Fatalf("%s: the learner's state differs from the leader's", what)
 		}
-		t.Fatalf("%s: the learner's state differs from the leader's", what)
 	}
 	appendFor(time.Second)
-	acked("before the restart")
+	c.waitAcked(logs, "before the restart")
 	converged("before the restart")
 
 	c.mu.Lock()
@@ -469,7 +453,7 @@ func TestLearnerRestarts(t *testing.T) {
 	c.mu.Unlock()
 	c.groups[3].Stop()
 	appendFor(1500 * time.Millisecond) // about 1,500 entries: compacted past (snapshots every 500)
-	acked("with the learner down")
+	c.waitAcked(logs, "with the learner down")
 	c.open(3)
 	converged("after the restart")
 
@@ -477,6 +461,6 @@ func TestLearnerRestarts(t *testing.T) {
 	c.runners[1].Stop()
 	start(1, 3)
 	appendFor(time.Second)
-	acked("with shard 1 on the learner")
+	c.waitAcked(logs, "with shard 1 on the learner")
 	converged("with shard 1 on the learner")
 }
