@@ -71,10 +71,13 @@ func micros(h *hdrhistogram.Histogram) Micros {
 
 // SpecLogMode is what one mode measured.
 type SpecLogMode struct {
-	Delivery     Micros  `json:"delivery"`
-	Confirmation Micros  `json:"confirmation"`
-	EndToEnd     Micros  `json:"end_to_end"`
-	Append       Micros  `json:"append"`
+	Delivery     Micros `json:"delivery"`
+	Confirmation Micros `json:"confirmation"`
+	EndToEnd     Micros `json:"end_to_end"`
+	Append       Micros `json:"append"`
+	// SendLag: intended send time → the Append call (the harness's own delay, in every latency
+	// above, as the Kafka benchmark's send lag).
+	SendLag      Micros  `json:"send_lag"`
 	Records      int64   `json:"records"`       // measured records delivered
 	AppendRate   float64 `json:"appends_per_s"` // achieved, over the measured window
 	AppendErrors int64   `json:"append_errors"`
@@ -110,6 +113,8 @@ func (r *SpecLogResult) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %-13s %-26s %-26s %-26s %-26s %.0f  %.2f%%\n", m.name, f(m.m.Delivery), f(m.m.Confirmation), f(m.m.EndToEnd), f(m.m.Append),
 			m.m.AppendRate, 100*m.m.NoOpFraction)
 	}
+	fmt.Fprintf(w, "  send lag (intended send → Append call) mean/p50/p99: %.0f / %.0f / %.0f µs speculative, %.0f / %.0f / %.0f µs baseline\n",
+		r.Speculative.SendLag.Mean, r.Speculative.SendLag.P50, r.Speculative.SendLag.P99, r.Baseline.SendLag.Mean, r.Baseline.SendLag.P50, r.Baseline.SendLag.P99)
 	fmt.Fprintf(w, "  delivery %.2f× earlier, end-to-end %.2f× lower, append overhead %+.1f%%\n", r.DeliveryRatio, r.EndToEndRatio, 100*r.AppendOverhead)
 	if len(r.Speculative.EndToEndSweep) > 0 {
 		fmt.Fprintf(w, "  end-to-end mean by compute time (speculative / baseline):")
@@ -317,7 +322,7 @@ func subscribers(ctx context.Context, o SpecLogOptions, api pb.SpecLogClient, to
 // appender appends rate records/s to a shard, open loop, at intended times from start until
 // until; done is called with each append's intended time, latency and error.
 func appender(ctx context.Context, api pb.SpecLogClient, topic string, shard int32, size int, start, until time.Time, rate float64,
-	issued func(), done func(t time.Time, d time.Duration, err error)) {
+	issued func(), done func(t, called time.Time, d time.Duration, err error)) {
 	sched := NewSchedule(start, rate)
 	sem := make(chan struct{}, 64)
 	var inflight sync.WaitGroup
@@ -334,8 +339,9 @@ func appender(ctx context.Context, api pb.SpecLogClient, topic string, shard int
 			defer func() { <-sem; inflight.Done() }()
 			v := make([]byte, size)
 			putIntended(v, t)
+			called := time.Now()
 			_, err := api.Append(ctx, &pb.AppendRequest{Topic: topic, Shard: shard, Records: []*pb.Record{{Value: v}}})
-			done(t, time.Since(t), err)
+			done(t, called, time.Since(t), err)
 		}()
 	}
 }
@@ -355,7 +361,7 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 	}
 	start := time.Now().Add(100 * time.Millisecond)
 	win := window{start: start.Add(o.Warmup), end: start.Add(o.Warmup + o.Duration)}
-	appendHist := NewHistogram()
+	appendHist, lagHist := NewHistogram(), NewHistogram()
 	var hmu sync.Mutex
 	var appendErrs, issued, inWindow atomic.Int64
 	var wg sync.WaitGroup
@@ -366,7 +372,7 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 				defer wg.Done()
 				offset := time.Duration(a) * time.Second / time.Duration(o.Rate) / time.Duration(o.Appenders)
 				appender(ctx, api, topic, int32(sh), o.RecordSize, start.Add(offset), win.end, o.Rate, func() { issued.Add(1) },
-					func(t time.Time, d time.Duration, err error) {
+					func(t, called time.Time, d time.Duration, err error) {
 						if err != nil {
 							appendErrs.Add(1)
 							return
@@ -374,8 +380,10 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 						if win.contains(t) {
 							inWindow.Add(1)
 							us, _ := histMicros(d)
+							lag, _ := histMicros(called.Sub(t))
 							hmu.Lock()
 							appendHist.RecordValue(us)
+							lagHist.RecordValue(lag)
 							hmu.Unlock()
 						}
 					})
@@ -433,6 +441,7 @@ wait:
 		}
 		return fmt.Errorf("the subscribers received %d of %d acknowledged records (%s; view %d)", got, want, strings.Join(per, ", "), view)
 	}
+	acc.lag.Merge(lagHist)
 	acc.add(o, traces, win, appendHist, appendErrs.Load(), inWindow.Load(), baseline)
 	return nil
 }
@@ -516,16 +525,16 @@ func modelCompute(recs []tracedRecord, c time.Duration) []time.Time {
 
 // modeAcc accumulates one mode's measurements over its rounds.
 type modeAcc struct {
-	deliv, conf, e2e, appends *hdrhistogram.Histogram
-	sweep                     map[time.Duration]*hdrhistogram.Histogram
-	records, appendErrs       int64
-	inWindow                  int64
-	fails                     int
-	positions, spanned        int64 // records' positions, and the positions they span, summed over rounds
+	deliv, conf, e2e, appends, lag *hdrhistogram.Histogram
+	sweep                          map[time.Duration]*hdrhistogram.Histogram
+	records, appendErrs            int64
+	inWindow                       int64
+	fails                          int
+	positions, spanned             int64 // records' positions, and the positions they span, summed over rounds
 }
 
 func newModeAcc(o SpecLogOptions) *modeAcc {
-	a := &modeAcc{deliv: NewHistogram(), conf: NewHistogram(), e2e: NewHistogram(), appends: NewHistogram(), sweep: map[time.Duration]*hdrhistogram.Histogram{}}
+	a := &modeAcc{deliv: NewHistogram(), conf: NewHistogram(), e2e: NewHistogram(), appends: NewHistogram(), lag: NewHistogram(), sweep: map[time.Duration]*hdrhistogram.Histogram{}}
 	if !o.Spin {
 		for _, c := range o.Sweep {
 			a.sweep[c] = NewHistogram()
@@ -586,7 +595,7 @@ func (a *modeAcc) add(o SpecLogOptions, traces []*specTrace, win window, appendH
 // result summarizes the mode.
 func (a *modeAcc) result(o SpecLogOptions) SpecLogMode {
 	m := SpecLogMode{AppendErrors: a.appendErrs, AppendRate: math.Round(float64(a.inWindow) / o.Duration.Seconds()), Records: a.records, Fails: a.fails,
-		Delivery: micros(a.deliv), Confirmation: micros(a.conf), EndToEnd: micros(a.e2e), Append: micros(a.appends)}
+		Delivery: micros(a.deliv), Confirmation: micros(a.conf), EndToEnd: micros(a.e2e), Append: micros(a.appends), SendLag: micros(a.lag)}
 	if a.spanned > 0 {
 		m.NoOpFraction = math.Round((1-float64(a.positions)/float64(a.spanned))*10000) / 10000
 	}

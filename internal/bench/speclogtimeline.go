@@ -90,8 +90,8 @@ func SpecLogTimeline(ctx context.Context, o SpecLogOptions, scenario, admin stri
 		appends[i] = make([]atomic.Int64, nb)
 	}
 	done := make(chan struct{})
-	count := func(sh int) func(time.Time, time.Duration, error) {
-		return func(t time.Time, _ time.Duration, err error) {
+	count := func(sh int) func(time.Time, time.Time, time.Duration, error) {
+		return func(t, _ time.Time, _ time.Duration, err error) {
 			if b := int(t.Sub(start) / bucket); err == nil && b >= 0 && b < nb {
 				appends[sh][b].Add(1)
 			}
