@@ -86,8 +86,9 @@ type Node struct {
 	rm     *replica.Manager
 	rpc    *rpcLayer
 	reg    *topics.Registry
-	// seq is this node's member of the total-order sequencer group (voters only) and shards
-	// the runners of the total-order partitions it leads (docs/speclog.md); nil elsewhere.
+	// seq is this node's member of the total-order sequencer group (a voter on the controller
+	// voters, a learner elsewhere) and shards the runners of the total-order partitions it leads
+	// (docs/speclog.md); both nil on an agent.
 	seq    *sequencer.Group
 	shards *shard.Manager
 
