@@ -479,7 +479,8 @@ func (r *run) cutLeader(ctx context.Context, what string, from func(leader int32
 	fmt.Fprintf(r.cfg.Out, "  "+what+" for %v\n", leader, from(leader), r.cfg.Hold)
 	rec := make(chan error, 1)
 	go func() { rec <- r.recovered(0, t, 45*time.Second) }()
-	ask := r.others(leader)[len(r.others(leader))-1] // in a bridge, the node that reaches both
+	others := r.others(leader)
+	ask := others[len(others)-1] // in a bridge, the node that reaches both
 	r.res.Elected = r.elected(ctx, leader, ask, t, r.cfg.Hold)
 	fmt.Fprintf(r.cfg.Out, "  node %d names a new leader after %v\n", ask, r.res.Elected.Round(time.Millisecond))
 	time.Sleep(time.Until(t.Add(r.cfg.Hold)))

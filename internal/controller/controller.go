@@ -472,28 +472,8 @@ func (c *Controller) apply(ents []*pb.Entry) error {
 		}
 	}
 	c.publish()
-	c.maybeAddLearner()
-	c.maybeRemoveLearner()
+	c.maybeChangeLearners()
 	return nil
-}
-
-// maybeRemoveLearner, on the leader, removes one Raft learner whose node is no longer
-// registered (an unregistered agent), so learners do not pile up as agents come and go.
-func (c *Controller) maybeRemoveLearner() {
-	if !c.IsLeader() || c.pendingConf {
-		return
-	}
-	for _, id := range c.confState.GetLearners() {
-		if _, ok := c.work.Nodes[nodeID(id)]; ok {
-			continue
-		}
-		cc := &pb.ConfChange{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: new(id)}
-		if err := c.rn.ProposeConfChange(cc); err == nil {
-			c.pendingConf = true
-			c.logger.Info("controller: removing the learner of an unregistered node", "node", nodeID(id))
-		}
-		return
-	}
 }
 
 func (c *Controller) publish() {
@@ -508,28 +488,26 @@ func (c *Controller) publish() {
 	}
 }
 
-// maybeAddLearner, on the leader, adds one registered node that is not yet a member of the
-// Raft group as a learner (one configuration change at a time, as raft requires).
-func (c *Controller) maybeAddLearner() {
+// maybeChangeLearners, on the leader, adds one registered node that is not yet a member of the
+// Raft group as a learner, or else removes one learner whose node is no longer registered (an
+// unregistered agent), so learners do not pile up as agents come and go.
+func (c *Controller) maybeChangeLearners() {
 	if !c.IsLeader() || c.pendingConf {
 		return
 	}
-	members := map[uint64]bool{}
-	for _, set := range [][]uint64{c.confState.GetVoters(), c.confState.GetLearners(), c.confState.GetVotersOutgoing(), c.confState.GetLearnersNext()} {
-		for _, id := range set {
-			members[id] = true
+	var add []uint64
+	for _, id := range c.work.NodeIDs() {
+		if c.work.Nodes[id].ClusterAddr != "" {
+			add = append(add, raftID(id))
 		}
 	}
-	for _, id := range c.work.NodeIDs() {
-		if members[raftID(id)] || c.work.Nodes[id].ClusterAddr == "" {
-			continue
-		}
-		cc := &pb.ConfChange{Type: pb.ConfChangeType_ConfChangeAddLearnerNode.Enum(), NodeId: new(raftID(id))}
-		if err := c.rn.ProposeConfChange(cc); err == nil {
-			c.pendingConf = true
-			c.logger.Info("controller: adding a learner", "node", id)
-		}
+	cc := raftlog.LearnerChange(c.confState, add, func(id uint64) bool { _, ok := c.work.Nodes[nodeID(id)]; return ok })
+	if cc == nil {
 		return
+	}
+	if err := c.rn.ProposeConfChange(cc); err == nil {
+		c.pendingConf = true
+		c.logger.Info("controller: membership change", "change", cc.GetType().String(), "node", nodeID(cc.GetNodeId()))
 	}
 }
 

@@ -523,28 +523,11 @@ func (g *Group) reconcileLearners() {
 	if g.pendingConf || g.cfg.Members == nil {
 		return
 	}
-	want := g.cfg.Members()
-	in := map[uint64]bool{}
-	for _, set := range [][]uint64{g.confState.GetVoters(), g.confState.GetLearners(), g.confState.GetVotersOutgoing(), g.confState.GetLearnersNext()} {
-		for _, id := range set {
-			in[id] = true
-		}
+	var want []uint64
+	for _, n := range g.cfg.Members() {
+		want = append(want, raftID(n))
 	}
-	var cc *pb.ConfChange
-	for _, n := range want {
-		if !in[raftID(n)] {
-			cc = &pb.ConfChange{Type: pb.ConfChangeType_ConfChangeAddLearnerNode.Enum(), NodeId: new(raftID(n))}
-			break
-		}
-	}
-	if cc == nil {
-		for _, id := range g.confState.GetLearners() {
-			if !slices.Contains(want, nodeID(id)) {
-				cc = &pb.ConfChange{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: new(id)}
-				break
-			}
-		}
-	}
+	cc := raftlog.LearnerChange(g.confState, want, func(id uint64) bool { return slices.Contains(want, id) })
 	if cc == nil {
 		return
 	}
