@@ -26,14 +26,14 @@ import (
 // on a total-order topic, with speculation on and off (off: records delivered only once
 // confirmed, the Scalog baseline), one after the other on fresh topics.
 //
-// Per shard, Appenders open-loop appenders each append Rate records/s of RecordSize bytes
-// through the SpecLog API, and one subscriber reads the shard's records; it is busy for Compute
+// Per shard, Appenders appenders each append Rate records/s of RecordSize bytes through the
+// SpecLog API (open loop, or closed loop as the paper's clients: see appender), and one subscriber reads the shard's records; it is busy for Compute
 // per delivered batch (one gRPC message of the stream). By default that busy time is modelled,
 // not burnt: a batch's result is ready at max(previous result, arrival) + C, exactly the
 // queueing a busy-waiting subscriber causes, without taking the CPU from the node measured (on a
 // 2-core machine four spinning subscribers would). Spin busy-waits instead.
 //
-// Latencies are from each append's intended send time: delivery (the record reaches its
+// Latencies are from each append's intended send time (closed loop: its hand-over): delivery (the record reaches its
 // subscriber), confirmation (its position is confirmed there), end-to-end (its result is
 // externalized: computed and confirmed) and append (the append is answered).
 type SpecLogOptions struct {
@@ -54,6 +54,7 @@ type SpecLogOptions struct {
 	// of at most 15 s.
 	Rounds       int
 	Spin         bool
+	ClosedLoop   bool // one append at a time per appender, as the paper's clients
 	TopicConfigs map[string]string
 	Progress     io.Writer
 }
@@ -92,6 +93,7 @@ type SpecLogResult struct {
 	Shards      int         `json:"shards"`
 	ComputeUs   float64     `json:"compute_us"`
 	DurationS   float64     `json:"duration_s"`
+	ClosedLoop  bool        `json:"closed_loop,omitempty"` // appenders wait for each answer (see appender)
 	Speculative SpecLogMode `json:"speculative"`
 	Baseline    SpecLogMode `json:"baseline"`
 	// DeliveryRatio and EndToEndRatio: baseline mean over speculative mean (the paper: 3.2-3.5×
@@ -103,7 +105,11 @@ type SpecLogResult struct {
 
 // WriteText prints the result.
 func (r *SpecLogResult) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "speclog: %d shards, C = %.2f ms, %.0f s per mode\n", r.Shards, r.ComputeUs/1000, r.DurationS)
+	loop := "open-loop"
+	if r.ClosedLoop {
+		loop = "closed-loop"
+	}
+	fmt.Fprintf(w, "speclog: %d shards, C = %.2f ms, %.0f s per mode, %s appenders\n", r.Shards, r.ComputeUs/1000, r.DurationS, loop)
 	fmt.Fprintf(w, "  %-13s %-26s %-26s %-26s %-26s %s\n", "mode", "delivery µs mean/p50/p99", "confirmation", "end-to-end", "append", "appends/s  no-ops")
 	for _, m := range []struct {
 		name string
@@ -166,7 +172,7 @@ func SpecLog(ctx context.Context, o SpecLogOptions) (*SpecLogResult, error) {
 		return nil, err
 	}
 	defer closeAll()
-	res := &SpecLogResult{Shards: o.Shards, ComputeUs: float64(o.Compute.Microseconds()), DurationS: o.Duration.Seconds()}
+	res := &SpecLogResult{Shards: o.Shards, ComputeUs: float64(o.Compute.Microseconds()), DurationS: o.Duration.Seconds(), ClosedLoop: o.ClosedLoop}
 	if o.Rounds <= 0 {
 		o.Rounds = int((o.Duration + 15*time.Second - 1) / (15 * time.Second))
 	}
@@ -319,10 +325,35 @@ func subscribers(ctx context.Context, o SpecLogOptions, api pb.SpecLogClient, to
 	return traces, errs, wg.Wait, nil
 }
 
-// appender appends rate records/s to a shard, open loop, at intended times from start until
-// until; done is called with each append's intended time, latency and error.
-func appender(ctx context.Context, api pb.SpecLogClient, topic string, shard int32, size int, start, until time.Time, rate float64,
+// appender appends rate records/s to a shard from start until until; done is called with each
+// append's intended time, the time of the Append call, its latency and error.
+//
+// Open loop (closed false): at the intended times of a Schedule, up to 64 appends in flight, so
+// a backlog is measured as latency (no coordinated omission). Closed loop: one append at a time,
+// the next one handed over 1/rate after the previous one was due or, when that one was answered
+// later, as soon as it is; its intended time is its hand-over, so it has no send lag. That is
+// the paper's appender (the artifact's clients call a blocking AppendOne in a loop and time each
+// call), whose offered load falls when appends are slow: the achieved rate shows how much.
+func appender(ctx context.Context, api pb.SpecLogClient, topic string, shard int32, size int, start, until time.Time, rate float64, closed bool,
 	issued func(), done func(t, called time.Time, d time.Duration, err error)) {
+	call := func(t time.Time) {
+		v := make([]byte, size)
+		putIntended(v, t)
+		called := time.Now()
+		_, err := api.Append(ctx, &pb.AppendRequest{Topic: topic, Shard: shard, Records: []*pb.Record{{Value: v}}})
+		done(t, called, time.Since(t), err)
+	}
+	if closed {
+		period := time.Duration(float64(time.Second) / rate)
+		for next := start; next.Before(until) && waitUntil(ctx, next); {
+			issued()
+			call(time.Now()) // timed from the hand-over, as the paper times it
+			if next = next.Add(period); next.Before(time.Now()) {
+				next = time.Now()
+			}
+		}
+		return
+	}
 	sched := NewSchedule(start, rate)
 	sem := make(chan struct{}, 64)
 	var inflight sync.WaitGroup
@@ -337,11 +368,7 @@ func appender(ctx context.Context, api pb.SpecLogClient, topic string, shard int
 		issued()
 		go func() {
 			defer func() { <-sem; inflight.Done() }()
-			v := make([]byte, size)
-			putIntended(v, t)
-			called := time.Now()
-			_, err := api.Append(ctx, &pb.AppendRequest{Topic: topic, Shard: shard, Records: []*pb.Record{{Value: v}}})
-			done(t, called, time.Since(t), err)
+			call(t)
 		}()
 	}
 }
@@ -371,7 +398,7 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 			go func() {
 				defer wg.Done()
 				offset := time.Duration(a) * time.Second / time.Duration(o.Rate) / time.Duration(o.Appenders)
-				appender(ctx, api, topic, int32(sh), o.RecordSize, start.Add(offset), win.end, o.Rate, func() { issued.Add(1) },
+				appender(ctx, api, topic, int32(sh), o.RecordSize, start.Add(offset), win.end, o.Rate, o.ClosedLoop, func() { issued.Add(1) },
 					func(t, called time.Time, d time.Duration, err error) {
 						if err != nil {
 							appendErrs.Add(1)

@@ -50,6 +50,38 @@ func TestBenchSpecLogSmoke(t *testing.T) {
 	}
 }
 
+// TestBenchSpecLogClosedLoop: with --closed-loop an appender has one append in flight, so by
+// Little's law the achieved rate times the mean append latency (appends in flight on average)
+// is at most the number of appenders, however high --rate asks; and an append is timed from
+// its hand-over.
+func TestBenchSpecLogClosedLoop(t *testing.T) {
+	n := speclogtest.Start(t)
+	root := cli.NewRoot("test")
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"bench", "speclog", "--brokers", n.Kafka, "--shards", "2", "--appenders", "1", "--rate", "100000",
+		"--closed-loop", "--duration", "2s", "--warmup", "500ms", "--rounds", "1", "--json"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("bench speclog: %v", err)
+	}
+	var res bench.SpecLogResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("output %q: %v", out.String(), err)
+	}
+	if !res.ClosedLoop {
+		t.Fatalf("the result does not say closed loop: %s", out.String())
+	}
+	for name, m := range map[string]bench.SpecLogMode{"speculative": res.Speculative, "baseline": res.Baseline} {
+		inFlight := m.AppendRate * m.Append.Mean / 1e6
+		if m.Records == 0 || m.AppendErrors != 0 || inFlight > 2*1.1 || m.SendLag.Mean > m.Append.Mean/2 {
+			t.Fatalf("%s mode: %.2f appends in flight on average (2 appenders): %+v", name, inFlight, m)
+		}
+	}
+}
+
 // TestBenchSpecLogTimelineSmoke runs the burst timeline briefly: every bucket gets a time, the
 // burst shows in shard 0's append rate, and the plot is written.
 func TestBenchSpecLogTimelineSmoke(t *testing.T) {

@@ -101,7 +101,7 @@ func SpecLogTimeline(ctx context.Context, o SpecLogOptions, scenario, admin stri
 		for a := range o.Appenders {
 			offset := time.Duration(a) * time.Second / time.Duration(rate) / time.Duration(o.Appenders)
 			go func() {
-				appender(ctx, api, topic, int32(sh), o.RecordSize, from.Add(offset), until, rate, func() {}, count(sh))
+				appender(ctx, api, topic, int32(sh), o.RecordSize, from.Add(offset), until, rate, false, func() {}, count(sh))
 				done <- struct{}{}
 			}()
 		}
