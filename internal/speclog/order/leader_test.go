@@ -122,6 +122,30 @@ func TestStragglerBenched(t *testing.T) {
 	}
 }
 
+// TestAheadIsNoStraggler: a shard that runs ahead (a backlog lets it report a cut every
+// 250 µs) makes the sequencer signal the others time after time; they report at their pace,
+// so none of them is benched as a straggler, and the fast one's quota grows.
+func TestAheadIsNoStraggler(t *testing.T) {
+	cfg := testConfig()
+	cfg.W, cfg.DecideAt = 100, 50 // windows long enough for many signals each
+	d := newDriver(t, cfg, 3)
+	d.run(100*time.Millisecond, map[int32]time.Duration{0: 250 * time.Microsecond, 1: time.Millisecond, 2: time.Millisecond})
+	signalled := map[int32]int{}
+	for _, s := range d.sigs {
+		signalled[s.Shard]++
+	}
+	if signalled[1] <= cfg.StragglerReports || signalled[2] <= cfg.StragglerReports {
+		t.Fatalf("signals per shard %v: the at-pace shards were not held to lag-fix often enough for this test", signalled)
+	}
+	t.Logf("signals %v, last %v, quotas %v", signalled, d.st.Last, d.st.Current().Quotas)
+	if len(d.st.Benched) != 0 {
+		t.Fatalf("benched %v (signals per shard %v); tables %+v", d.st.Benched, signalled, d.st.Current())
+	}
+	if q := d.st.Current().Quotas; q[0] <= q[1] {
+		t.Fatalf("quotas %v: the shard ahead should have the largest", q)
+	}
+}
+
 // TestLagFixThenFailure: a shard that stops reporting is signalled once it lags LagFix cuts,
 // signalled again while it does not answer, and failed after FailAfter: the view goes up, the
 // cuts go on without it, the next table leaves it out; when it joins again it continues from

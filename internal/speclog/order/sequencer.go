@@ -396,7 +396,12 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 		switch {
 		case !signaled:
 			l.signaled[sh], l.resent[sh] = now, now
-			l.lagFixes[sh]++
+			if a := l.arrivals[sh]; len(a) == 0 || now.Sub(a[len(a)-1].at) > st.cfg.StragglerGap {
+				// It held the others up: no report of its own for long. (A shard that reports
+				// at its pace and lags only because another ran ahead on a backlog is no
+				// straggler.)
+				l.lagFixes[sh]++
+			}
 			signals = append(signals, Signal{Shard: sh, Through: most})
 		case now.Sub(since) < st.cfg.FailAfter && now.Sub(l.resent[sh]) >= 2*st.cfg.TOrd:
 			l.resent[sh] = now // the signal or the answer may have been lost
