@@ -83,6 +83,8 @@ var defs = []ConfigDef{
 		Doc: "total order: a shard's positions per cut in its first window (fixed at creation)"},
 	{Name: "runnel.order.lag.fix.cuts", Type: TypeInt, Default: "3", Min: 1, Max: 100000,
 		Doc: "total order: cuts behind the most advanced shard that get a shard signalled to report at once (fixed at creation)"},
+	{Name: "runnel.order.drain.cuts", Type: TypeInt, Default: "4", Min: 0, Max: 100000,
+		Doc: "total order: a shard whose records waiting for slots exceed this many cuts of its quota reports them all at once (the others fill the cuts between with no-ops); 0 never (fixed at creation)"},
 	{Name: "runnel.order.fail.ms", Type: TypeInt, Default: "50", Min: 1, Max: 3600000,
 		Doc: "total order: a signalled shard that has not caught up after this long is declared failed (fixed at creation)"},
 	{Name: "runnel.order.stagger.from", Type: TypeInt, Default: "6", Min: 0, Max: 1000000,

@@ -236,3 +236,30 @@ func TestShardReportsExactlyItsQuota(t *testing.T) {
 		t.Fatalf("cut 0 committed: confirm %d, acked %d; want 8 and 4", o.Confirm, o.Acked)
 	}
 }
+
+// TestShardDrainsABacklog: a backlog of at most DrainAfter cuts of the quota is reported at the
+// shard's pace (at most LagFix−1 cuts ahead of the last committed cut); a larger one is
+// reported at once, every cut it fills, as the shard's own report (not a lag-fix).
+func TestShardDrainsABacklog(t *testing.T) {
+	for _, drain := range []int{0, 2} {
+		cfg := testConfig() // quota 4, lag-fix at 3 cuts
+		cfg.DrainAfter = drain
+		sh, err := NewShard(cfg, 1, firstTable(2, cfg.InitialQuota), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Unix(0, 0)
+		o := sh.Durable(6, now) // a backlog of 2 after the first cut: paced either way
+		if o.Report == nil || o.Report.Through != (CutID{Window: 0, Cut: 0}) {
+			t.Fatalf("drain %d: 6 durable slots with quota 4: report %+v; want through cut 0", drain, o.Report)
+		}
+		o = sh.Durable(20, now.Add(cfg.TOrd)) // 26 durable, 4 reported: 22 waiting
+		want := CutID{Window: 0, Cut: 1} // paced: the last committed cut is -1, lag-fix at 3
+		if drain > 0 {
+			want = CutID{Window: 0, Cut: 5} // 22 > 2·4: all 6 full cuts
+		}
+		if o.Report == nil || o.Report.Through != want || o.Report.LagFix {
+			t.Fatalf("drain %d: 22 records waiting: report %+v; want through %v, not a lag-fix", drain, o.Report, want)
+		}
+	}
+}

@@ -239,10 +239,29 @@ func (sh *Shard) reportedSlots() int64 {
 	return sh.st.Slots[sh.id]
 }
 
+// backlogged reports whether more durable records wait for slots than DrainAfter cuts of
+// the shard's quota hold.
+func (sh *Shard) backlogged() bool {
+	if sh.cfg.DrainAfter == 0 {
+		return false
+	}
+	c := sh.reported.next(sh.cfg.W)
+	t := sh.st.Tables[c.Window]
+	if t == nil {
+		return false
+	}
+	i := t.Index(sh.id)
+	if i < 0 || t.Quotas[i] == 0 {
+		return false
+	}
+	return sh.durable-sh.reportedSlots() > int64(sh.cfg.DrainAfter)*t.Quotas[i]
+}
+
 // report reports through the last cut whose slots are all durable: paced, at most one cut of
-// its own per T_ord (records beyond the quota wait for the next report, the paper's rule: a
-// burst made durable at once does not run this shard ahead of the others, which would make
-// them fill the cuts between with no-ops), or every such cut at once for a lag-fix signal.
+// its own per T_ord (records beyond the quota wait for the next report: a clump made durable
+// at once does not run this shard ahead of the others, which would make them fill the cuts
+// between with no-ops), or every such cut at once for a lag-fix signal or when the backlog
+// exceeds DrainAfter cuts (the paper's back-to-back reports after a burst).
 func (sh *Shard) report(o *Out, now time.Time, paced bool) {
 	if sh.out {
 		return
@@ -257,6 +276,9 @@ func (sh *Shard) report(o *Out, now time.Time, paced bool) {
 		// committed without this shard's report: an earlier leader of its partition reported
 		// them (their slots are durable), and their tables may be gone from the state
 		sh.reported = sh.st.Last
+	}
+	if paced && sh.backlogged() {
+		paced = false // drain: every cut the backlog fills, now
 	}
 	for {
 		c := sh.reported.next(sh.cfg.W)

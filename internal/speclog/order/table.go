@@ -18,6 +18,12 @@ type Config struct {
 	DecideAt     int           // the cut of a window at which the next window's table is decided
 	Band         float64       // a quota changes only if the rate is more than this far off target
 	LagFix       int           // cuts behind the most advanced shard that get a shard signalled
+	// DrainAfter: a shard whose durable records waiting for slots exceed DrainAfter cuts of its
+	// quota reports every cut they fill at once (the paper's back-to-back reports after a
+	// burst: the others are signalled and fill the cuts between with no-ops), instead of one
+	// cut per T_ord; 0: never. Below it, reports stay paced, so a clump of records made
+	// durable together (an fsync) costs the others no no-ops.
+	DrainAfter int
 	FailAfter    time.Duration // a signalled shard that has not caught up by then is failed
 	// Straggler mitigation: a shard whose reports come more than StragglerGap apart on average
 	// (over more than StragglerReports reports), or that needed lag-fix more than
@@ -36,7 +42,7 @@ type Config struct {
 // table decided at cut 50, a ±5% band, lag-fix at 3 cuts, a shard failed after 50 ms, a
 // straggler (reports 4·T_ord apart over 3 reports) benched for 5 windows.
 func DefaultConfig() Config {
-	return Config{W: 100, TOrd: time.Millisecond, InitialQuota: 10, DecideAt: 50, Band: 0.05, LagFix: 3, FailAfter: 50 * time.Millisecond,
+	return Config{W: 100, TOrd: time.Millisecond, InitialQuota: 10, DecideAt: 50, Band: 0.05, LagFix: 3, DrainAfter: 4, FailAfter: 50 * time.Millisecond,
 		StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2}
 }
 
@@ -53,6 +59,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("order: deciding the next table at cut %d of a %d-cut window", c.DecideAt, c.W)
 	case c.LagFix < 1:
 		return fmt.Errorf("order: lag-fix at %d cuts", c.LagFix)
+	case c.DrainAfter < 0:
+		return fmt.Errorf("order: draining a backlog after %d cuts", c.DrainAfter)
 	case c.StaggerGroups > 1 && c.W%c.StaggerGroups != 0:
 		return fmt.Errorf("order: %d staggered groups do not divide a %d-cut window", c.StaggerGroups, c.W)
 	}

@@ -39,6 +39,7 @@ func TopicConfig(configs map[string]string) (order.Config, error) {
 		}},
 		{"runnel.order.initial.quota", func(v int64) { cfg.InitialQuota = v }},
 		{"runnel.order.lag.fix.cuts", func(v int64) { cfg.LagFix = int(v) }},
+		{"runnel.order.drain.cuts", func(v int64) { cfg.DrainAfter = int(v) }},
 		{"runnel.order.fail.ms", func(v int64) { cfg.FailAfter = time.Duration(v) * time.Millisecond }},
 		{"runnel.order.stagger.from", func(v int64) { cfg.StaggerFrom = int(v) }},
 	} {
