@@ -254,7 +254,7 @@ func TestShardDrainsABacklog(t *testing.T) {
 			t.Fatalf("drain %d: 6 durable slots with quota 4: report %+v; want through cut 0", drain, o.Report)
 		}
 		o = sh.Durable(20, now.Add(cfg.TOrd)) // 26 durable, 4 reported: 22 waiting
-		want := CutID{Window: 0, Cut: 1} // paced: the last committed cut is -1, lag-fix at 3
+		want := CutID{Window: 0, Cut: 1}      // paced: the last committed cut is -1, lag-fix at 3
 		if drain > 0 {
 			want = CutID{Window: 0, Cut: 5} // 22 > 2·4: all 6 full cuts
 		}

@@ -24,7 +24,7 @@ type Config struct {
 	// cut per T_ord; 0: never. Below it, reports stay paced, so a clump of records made
 	// durable together (an fsync) costs the others no no-ops.
 	DrainAfter int
-	FailAfter    time.Duration // a signalled shard that has not caught up by then is failed
+	FailAfter  time.Duration // a signalled shard that has not caught up by then is failed
 	// Straggler mitigation: a shard whose reports come more than StragglerGap apart on average
 	// (over more than StragglerReports reports), or that needed lag-fix more than
 	// StragglerReports times in a window, gets quota 0 for StragglerWindows windows, then
