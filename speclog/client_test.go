@@ -441,6 +441,65 @@ func TestIdempotentAppends(t *testing.T) {
 	}
 }
 
+// TestBacklogDrainedAtOnce: a batch far larger than runnel.order.drain.cuts quotas on one
+// shard is reported at once (a drain), the other shard is signalled to catch up (a lag-fix
+// answer, with a no-op entry); with drain.cuts=0 the same batch is reported at the shard's
+// pace. The node's metrics say so, with the quotas and the view.
+func TestBacklogDrainedAtOnce(t *testing.T) {
+	n := speclogtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		topic, drain string
+		drains       bool
+	}{{"drained", "4", true}, {"paced", "0", false}} {
+		log := n.Log(ctx, t, c.topic, 2, "runnel.order.drain.cuts", c.drain)
+		recs := make([]speclog.Record, 400) // 40 cuts of the initial quota 10
+		for i := range recs {
+			recs[i].Value = []byte(strconv.Itoa(i))
+		}
+		// Ten bursts: one made durable while the shard answers a lag-fix or waits for a no-op
+		// entry is reported at once on that account, not as a drain.
+		for range 10 {
+			ps, err := log.AppendBatch(ctx, 0, recs)
+			if err != nil || len(ps) != len(recs) {
+				t.Fatalf("%s: appending %d records: %d positions, %v", c.topic, len(recs), len(ps), err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		m := scrape(t, n.S.AdminAddr())
+		label := func(name string, shard int) float64 {
+			return m[fmt.Sprintf(`%s{shard="%d",topic="%s"}`, name, shard, c.topic)]
+		}
+		drains, lagFixes := label("runnel_speclog_shard_backlog_drains_total", 0), label("runnel_speclog_shard_lag_fix_reports_total", 1)
+		if c.drains != (drains > 0) || c.drains && lagFixes == 0 {
+			t.Errorf("%s: %v drains on shard 0, %v lag-fix answers on shard 1", c.topic, drains, lagFixes)
+		}
+		if label("runnel_speclog_shard_reports_total", 0) == 0 || label("runnel_speclog_shard_quota", 1) < 1 ||
+			label("runnel_speclog_shard_noop_slots_total", 1) == 0 || m[`runnel_speclog_view{topic="`+c.topic+`"}`] != 0 {
+			t.Errorf("%s: metrics %v", c.topic, m)
+		}
+	}
+}
+
+// scrape reads the node's metrics: series (name and labels as exposed) → value.
+func scrape(t *testing.T, admin string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.LastIndexByte(line, ' '); i > 0 && !strings.HasPrefix(line, "#") {
+			out[line[:i]], _ = strconv.ParseFloat(line[i+1:], 64)
+		}
+	}
+	return out
+}
+
 // appendStageCount scrapes the node's count of appends measured at stage.
 func appendStageCount(t *testing.T, admin, stage string) float64 {
 	t.Helper()

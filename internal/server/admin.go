@@ -39,6 +39,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objstore"
 	"github.com/runnel-dev/runnel/internal/replica"
+	"github.com/runnel-dev/runnel/internal/speclog/sequencer"
 	"github.com/runnel-dev/runnel/internal/speclog/shard"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
@@ -83,6 +84,7 @@ func (s *Server) startAdmin() error {
 		metrics.NewStorage(metrics.StorageSource{Partitions: s.partitionStats, Flusher: s.flusher.Stats}),
 		metrics.NewGroupLag(s.groupOffsets),
 		metrics.NewCluster(s.clusterState),
+		metrics.NewTotalOrder(s.totalOrderState),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "runnel_ready", Help: "1 while the node serves Kafka with its logs recovered (as /readyz), else 0.",
 		}, func() float64 { return boolFloat(a.state.Load() == stateServing) }),
@@ -252,6 +254,50 @@ func (s *Server) adminHandler() http.Handler {
 		}
 	}
 	return mux
+}
+
+// totalOrderState is what the total-order metrics read: every total-order topic this node's
+// sequencer replica has applied, with the counts of the shards it runs.
+func (s *Server) totalOrderState() []metrics.TotalOrderTopic {
+	if !s.recovered() || s.node == nil {
+		return nil
+	}
+	g := s.node.Sequencer()
+	if g == nil { // an agent
+		return nil
+	}
+	var out []metrics.TotalOrderTopic
+	for _, t := range s.topics.List() {
+		if !shard.Total(t.Configs) {
+			continue
+		}
+		tp := metrics.TotalOrderTopic{Topic: t.Name}
+		if !g.Read(shard.TopicKey(t.ID), func(sq *sequencer.Topic) {
+			st := sq.State
+			cur := st.Current()
+			tp.View, tp.Window, tp.Confirmed = st.View, cur.Window, st.Committed()
+			for i := range int32(len(t.Partitions)) {
+				sh := metrics.TotalOrderShard{Shard: i, Failed: st.Out[i]}
+				_, sh.Benched = st.Benched[i]
+				if j := cur.Index(i); j >= 0 {
+					sh.Quota = cur.Quotas[j]
+				}
+				tp.Shards = append(tp.Shards, sh)
+			}
+		}) {
+			continue // not sequenced yet
+		}
+		for i := range tp.Shards {
+			if r := s.node.Shards().Runner(t.ID, tp.Shards[i].Shard); r != nil {
+				c, sh := r.Counts(), &tp.Shards[i]
+				sh.Local = true
+				sh.Reports, sh.LagFixReports, sh.Drains = c.Reports.Load(), c.LagFixReports.Load(), c.Drains.Load()
+				sh.NoOpEntries, sh.NoOpSlots = c.NoOpEntries.Load(), c.NoOpSlots.Load()
+			}
+		}
+		out = append(out, tp)
+	}
+	return out
 }
 
 // clusterState is what the cluster metrics read (nothing before the node exists).

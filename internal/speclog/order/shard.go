@@ -23,6 +23,7 @@ type Out struct {
 	Acked    int64   // the appends of slots below are acknowledged (0: no news)
 	Fail     *uint64 // every speculation at or after this position failed (a view change)
 	Truncate *int64  // this shard was failed: its slots from here on were never acknowledged
+	Drain    bool    // Report drains a backlog past DrainAfter cuts at once
 }
 
 // Shard is one shard's state machine: it turns durable slots into speculative deliveries and
@@ -277,8 +278,9 @@ func (sh *Shard) report(o *Out, now time.Time, paced bool) {
 		// them (their slots are durable), and their tables may be gone from the state
 		sh.reported = sh.st.Last
 	}
-	if paced && sh.backlogged() {
-		paced = false // drain: every cut the backlog fills, now
+	drain := paced && sh.backlogged()
+	if drain {
+		paced = false // every cut the backlog fills, now
 	}
 	for {
 		c := sh.reported.next(sh.cfg.W)
@@ -304,5 +306,6 @@ func (sh *Shard) report(o *Out, now time.Time, paced bool) {
 		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops, LagFix: sh.lagFix,
 			Records: sh.durable - sh.noops}
 		sh.lastReport, sh.lagFix = now, false
+		o.Drain = drain
 	}
 }

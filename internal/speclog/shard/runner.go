@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/batch"
@@ -80,6 +81,8 @@ type Runner struct {
 	stall   chan time.Duration
 	stop    chan struct{}
 	done    chan struct{}
+
+	counts Counts // the protocol's actions, for metrics
 
 	mu        sync.Mutex
 	acked     int64  // appends of slots below are acknowledged
@@ -328,15 +331,34 @@ func (r *Runner) loop() error {
 }
 
 // handle carries out a state machine's output.
+// Counts are what a runner did of the protocol since it started: reports sent (of which
+// answers to a lag-fix signal, and backlogs drained at once) and coalesced no-op entries
+// appended (and the slots they fill).
+type Counts struct {
+	Reports, LagFixReports, Drains, NoOpEntries, NoOpSlots atomic.Uint64
+}
+
+// Counts returns the runner's counters.
+func (r *Runner) Counts() *Counts { return &r.counts }
+
 func (r *Runner) handle(sh *order.Shard, o order.Out) {
 	view := sh.State().View
 	if o.NoOp > 0 {
+		r.counts.NoOpEntries.Add(1)
+		r.counts.NoOpSlots.Add(uint64(o.NoOp))
 		if err := r.log.AppendNoOp(batch.NoOp{Slots: o.NoOp, View: view}); err != nil {
 			// Not leading any more, or the log failed: the loop finds out; a new leader resumes.
 			r.logger.Debug("shard: appending a no-op entry", "topic", r.topic, "shard", r.id, "err", err)
 		}
 	}
 	if o.Report != nil {
+		r.counts.Reports.Add(1)
+		if o.Report.LagFix {
+			r.counts.LagFixReports.Add(1)
+		}
+		if o.Drain {
+			r.counts.Drains.Add(1)
+		}
 		r.feed.Report(r.topic, *o.Report)
 	}
 	if len(o.Deliver) == 0 && o.Confirm == 0 && o.Acked == 0 && o.Fail == nil {

@@ -87,10 +87,15 @@ func (n *Node) Stall(t testing.TB, topic string, shard int32, d time.Duration) {
 }
 
 // Log creates a total-order topic of the given shards, dials the node's SpecLog API and waits
-// until the sequencer has taken the topic up. The client is closed at the test's end.
-func (n *Node) Log(ctx context.Context, t testing.TB, topic string, shards int32) *speclog.Log {
+// until the sequencer has taken the topic up. The client is closed at the test's end. configs
+// are more topic configs, name, value, name, value...
+func (n *Node) Log(ctx context.Context, t testing.TB, topic string, shards int32, configs ...string) *speclog.Log {
 	t.Helper()
-	n.CreateTopic(t, topic, shards, Total())
+	all := Total()
+	for i := 0; i+1 < len(configs); i += 2 {
+		all[configs[i]] = &configs[i+1]
+	}
+	n.CreateTopic(t, topic, shards, all)
 	c, err := speclog.Dial(ctx, n.S.SpecLogAddr())
 	if err != nil {
 		t.Fatal(err)
