@@ -503,18 +503,5 @@ func scrape(t *testing.T, admin string) map[string]float64 {
 // appendStageCount scrapes the node's count of appends measured at stage.
 func appendStageCount(t *testing.T, admin, stage string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	prefix := `runnel_speclog_append_stage_seconds_count{stage="` + stage + `"} `
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
+	return scrape(t, admin)[`runnel_speclog_append_stage_seconds_count{stage="`+stage+`"}`]
 }

@@ -20,21 +20,8 @@ import (
 func TestBenchSpecLogSmoke(t *testing.T) {
 	n := speclogtest.Start(t)
 	plot := filepath.Join(t.TempDir(), "e2e.png")
-	root := cli.NewRoot("test")
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&bytes.Buffer{})
-	root.SetArgs([]string{"bench", "speclog", "--brokers", n.Kafka, "--shards", "2", "--appenders", "2", "--rate", "100",
-		"--duration", "2s", "--warmup", "500ms", "--rounds", "2", "--sweep", "0.5ms,5ms", "--plot", plot, "--json"})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := root.ExecuteContext(ctx); err != nil {
-		t.Fatalf("bench speclog: %v", err)
-	}
-	var res bench.SpecLogResult
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("output %q: %v", out.String(), err)
-	}
+	res := benchSpecLog(t, "--brokers", n.Kafka, "--shards", "2", "--appenders", "2", "--rate", "100",
+		"--duration", "2s", "--warmup", "500ms", "--rounds", "2", "--sweep", "0.5ms,5ms", "--plot", plot)
 	for name, m := range map[string]bench.SpecLogMode{"speculative": res.Speculative, "baseline": res.Baseline} {
 		if m.Records == 0 || m.Delivery.Mean <= 0 || m.Confirmation.Mean < m.Delivery.Mean || m.EndToEnd.Mean < m.Delivery.Mean ||
 			m.Append.Mean <= 0 || len(m.EndToEndSweep) != 2 || m.AppendErrors != 0 ||
@@ -56,12 +43,27 @@ func TestBenchSpecLogSmoke(t *testing.T) {
 // its hand-over.
 func TestBenchSpecLogClosedLoop(t *testing.T) {
 	n := speclogtest.Start(t)
+	res := benchSpecLog(t, "--brokers", n.Kafka, "--shards", "2", "--appenders", "1", "--rate", "100000",
+		"--closed-loop", "--duration", "2s", "--warmup", "500ms", "--rounds", "1")
+	if !res.ClosedLoop {
+		t.Fatalf("the result does not say closed loop: %+v", res)
+	}
+	for name, m := range map[string]bench.SpecLogMode{"speculative": res.Speculative, "baseline": res.Baseline} {
+		inFlight := m.AppendRate * m.Append.Mean / 1e6
+		if m.Records == 0 || m.AppendErrors != 0 || inFlight > 2*1.1 || m.SendLag.Mean > m.Append.Mean/2 {
+			t.Fatalf("%s mode: %.2f appends in flight on average (2 appenders): %+v", name, inFlight, m)
+		}
+	}
+}
+
+// benchSpecLog runs `runnel bench speclog --json` with args and returns its result.
+func benchSpecLog(t *testing.T, args ...string) *bench.SpecLogResult {
+	t.Helper()
 	root := cli.NewRoot("test")
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&bytes.Buffer{})
-	root.SetArgs([]string{"bench", "speclog", "--brokers", n.Kafka, "--shards", "2", "--appenders", "1", "--rate", "100000",
-		"--closed-loop", "--duration", "2s", "--warmup", "500ms", "--rounds", "1", "--json"})
+	root.SetArgs(append([]string{"bench", "speclog", "--json"}, args...))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := root.ExecuteContext(ctx); err != nil {
@@ -71,15 +73,7 @@ func TestBenchSpecLogClosedLoop(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("output %q: %v", out.String(), err)
 	}
-	if !res.ClosedLoop {
-		t.Fatalf("the result does not say closed loop: %s", out.String())
-	}
-	for name, m := range map[string]bench.SpecLogMode{"speculative": res.Speculative, "baseline": res.Baseline} {
-		inFlight := m.AppendRate * m.Append.Mean / 1e6
-		if m.Records == 0 || m.AppendErrors != 0 || inFlight > 2*1.1 || m.SendLag.Mean > m.Append.Mean/2 {
-			t.Fatalf("%s mode: %.2f appends in flight on average (2 appenders): %+v", name, inFlight, m)
-		}
-	}
+	return &res
 }
 
 // TestBenchSpecLogTimelineSmoke runs the burst timeline briefly: every bucket gets a time, the
