@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -52,19 +53,33 @@ type Cluster struct {
 // freePort returns a loopback port that is free now, below the kernel's ephemeral range
 // (32768 and up on Linux): a port the kernel handed out and took back can go to any process's
 // next outgoing connection before the node binds it (CI saw a node exit on that), while ports
-// below the range are never given to outgoing connections.
+// below the range are never given to outgoing connections. It never returns a port twice in one
+// test process: a port picked for one node is free until that node binds it, so without the
+// memory a second node could be given the same port (CI saw that too).
 func freePort() (string, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	for range 200 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+mrand.IntN(12000))
+		port := 20000 + mrand.IntN(12000)
+		if portsGiven[port] {
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue // taken
 		}
 		ln.Close()
+		portsGiven[port] = true
 		return addr, nil
 	}
 	return "", errors.New("chaos: no free port in 20000-32000")
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{} // ports freePort returned, never returned again
+)
 
 // StartCluster starts n voters in dir (data and logs), each with extra serve flags args.
 func StartCluster(ctx context.Context, bin, dir string, n int, args ...string) (*Cluster, error) {
