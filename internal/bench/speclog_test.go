@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,17 @@ func TestBenchSpecLogTimelineSmoke(t *testing.T) {
 	}
 	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
 		t.Fatalf("plot: %v", err)
+	}
+}
+
+// TestTimelineTextSkipsUndescribedBuckets: the buckets after the last Describe (the run's end)
+// have no view; the summary must not show them as a return to view 0.
+func TestTimelineTextSkipsUndescribedBuckets(t *testing.T) {
+	res := bench.TimelineResult{Scenario: "fail", EventAt: 1, EventEnd: 2, Points: []bench.TimelinePoint{
+		{T: 0, Quotas: []int64{1, 1}}, {T: 1, View: 1, Quotas: []int64{2, 0}}, {T: 2, View: 1, Quotas: []int64{1, 1}}, {T: 3}, {T: 4}}}
+	var out bytes.Buffer
+	res.WriteText(&out)
+	if !strings.Contains(out.String(), "views seen: [0 1]; quotas at the end: [1 1]") {
+		t.Fatalf("summary:\n%s", out.String())
 	}
 }

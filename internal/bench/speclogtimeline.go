@@ -308,10 +308,15 @@ func (r *TimelineResult) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %-7s delivery %.0f µs, confirmation %.0f µs (means of 250 ms buckets)\n", ph.name, d, c)
 	}
 	var views []uint64
+	var quotas []int64
 	for _, p := range r.Points {
+		if len(p.Quotas) == 0 {
+			continue // not described (the run's last buckets): no view to show
+		}
 		if len(views) == 0 || views[len(views)-1] != p.View {
 			views = append(views, p.View)
 		}
+		quotas = p.Quotas
 	}
-	fmt.Fprintf(w, "  views seen: %v; quotas at the end: %v\n", views, r.Points[len(r.Points)-2].Quotas)
+	fmt.Fprintf(w, "  views seen: %v; quotas at the end: %v\n", views, quotas)
 }
