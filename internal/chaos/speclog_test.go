@@ -520,7 +520,9 @@ func TestTotalOrderWholeShardKill(t *testing.T) {
 // leader) is frozen with SIGSTOP past the session timeout, so another replica takes the shard
 // over, then thawed: the stale leader must not answer appends or deliver anything of its own
 // once it is back. Appends go on through the takeover; every acknowledged append is at its
-// position and the subscriber keeps exactly the confirmed log.
+// position and the subscriber keeps exactly the confirmed log. The sequencer waits for the
+// takeover (runnel.order.takeover.ms) instead of failing the shard: the view stays and the
+// subscriber gets no fail notice.
 func TestTotalOrderLeaderPause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -560,7 +562,20 @@ func TestTotalOrderLeaderPause(t *testing.T) {
 			t.Errorf("shard %d: appends stalled (%d before, %d frozen, %d after the thaw)", sh, before[sh], during[sh], after[sh])
 		}
 	}
-	r.check(log, a, sub)
+	noViewChange(t, sub, r.check(log, a, sub), d.View)
+}
+
+// noViewChange fails t if a fault another replica absorbed showed: the sequencer waits for a
+// replica's takeover (runnel.order.takeover.ms) instead of failing the shard, so the view
+// stays and the subscriber gets no fail notice.
+func noViewChange(t *testing.T, sub *orderSubscriber, end *speclog.Description, view uint64) {
+	t.Helper()
+	if n := sub.failNotices(); n > 0 {
+		t.Errorf("the subscriber got %d fail notices; a takeover by a replica must not fail speculation", n)
+	}
+	if end.View != view {
+		t.Errorf("the view moved from %d to %d; a takeover by a replica is no view change", view, end.View)
+	}
 }
 
 // TestTotalOrderLeaderIsolated: a shard's leader (replication factor 3, not the sequencer's
@@ -568,7 +583,7 @@ func TestTotalOrderLeaderPause(t *testing.T) {
 // controller) while its clients can still reach it, then healed. It cannot commit anything
 // alone, so another replica takes the shard over; appends sent to the cut-off node are tried
 // again at the new leader. Every acknowledged append is at its position and the subscriber
-// keeps exactly the confirmed log.
+// keeps exactly the confirmed log; the sequencer waits for the takeover (no view change).
 func TestTotalOrderLeaderIsolated(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -621,7 +636,7 @@ func TestTotalOrderLeaderIsolated(t *testing.T) {
 			t.Errorf("shard %d: appends stalled (%d before, %d cut off, %d after healing)", sh, before[sh], during[sh], after[sh])
 		}
 	}
-	r.check(log, a, sub)
+	noViewChange(t, sub, r.check(log, a, sub), d.View)
 }
 
 // TestTotalOrderNetFaults: faults in a real network, each node in a network namespace of its
@@ -630,7 +645,8 @@ func TestTotalOrderLeaderIsolated(t *testing.T) {
 // replica takes the shard and the clients re-route. partition-sequencer-leader: the node leading
 // the sequencer group is partitioned from the other two (clients still reach it): the quorum
 // elects another sequencer leader and every shard goes on. In both, every acknowledged append
-// is at its position and the subscriber keeps exactly the confirmed log.
+// is at its position and the subscriber keeps exactly the confirmed log; neither fault changes
+// the view.
 func TestTotalOrderNetFaults(t *testing.T) {
 	for _, fault := range []string{"unplug-shard-leader", "partition-sequencer-leader"} {
 		t.Run(fault, func(t *testing.T) {
@@ -705,7 +721,7 @@ func TestTotalOrderNetFaults(t *testing.T) {
 					t.Errorf("shard %d: appends stalled (%d before, %d, %d during the fault, %d after healing)", sh, before[sh], mid[sh], during[sh], after[sh])
 				}
 			}
-			r.check(log, a, sub)
+			noViewChange(t, sub, r.check(log, a, sub), d.View)
 		})
 	}
 }

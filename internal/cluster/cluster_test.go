@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -227,5 +228,35 @@ func TestCallFailsWhenPeerDies(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the call to a dead node still waits")
+	}
+}
+
+// TestCanTakeOver: the sequencer waits for a takeover instead of failing a total-order shard
+// exactly when another replica is live (or already leads it); a shard whose only replica is
+// gone, or whose other replicas are all fenced, is failed as a whole.
+func TestCanTakeOver(t *testing.T) {
+	liveSet := func(ids ...int32) func(int32) bool {
+		return func(id int32) bool { return slices.Contains(ids, id) }
+	}
+	for _, c := range []struct {
+		name string
+		p    controller.Partition
+		ran  int32
+		live func(int32) bool
+		want bool
+	}{
+		{"leader frozen, followers live", controller.Partition{Replicas: []int32{1, 2, 3}, Leader: 1, ISR: []int32{1, 2, 3}}, 1, liveSet(1, 2, 3), true},
+		{"leader fenced, election due", controller.Partition{Replicas: []int32{1, 2, 3}, Leader: -1, ISR: []int32{2, 3}}, 1, liveSet(2, 3), true},
+		{"taken over, its ISR alone", controller.Partition{Replicas: []int32{1, 2, 3}, Leader: 2, ISR: []int32{2}}, 1, liveSet(2, 3), true},
+		{"new leader reporting, followers catching up", controller.Partition{Replicas: []int32{1, 2, 3}, Leader: 2, ISR: []int32{2}}, 2, liveSet(2, 3), true},
+		{"new leader reporting, no follower live", controller.Partition{Replicas: []int32{1, 2}, Leader: 2, ISR: []int32{2}}, 2, liveSet(2), false},
+		{"one replica", controller.Partition{Replicas: []int32{1}, Leader: 1, ISR: []int32{1}}, 1, liveSet(1, 2, 3), false},
+		{"one replica, its node gone", controller.Partition{Replicas: []int32{1}, Leader: -1, ISR: []int32{1}}, 1, liveSet(2, 3), false},
+		{"every other replica fenced", controller.Partition{Replicas: []int32{1, 2, 3}, Leader: 1, ISR: []int32{1}}, 1, liveSet(1), false},
+		{"reporter unknown (new sequencer leader), replicas live", controller.Partition{Replicas: []int32{1, 2}, Leader: 1, ISR: []int32{1, 2}}, -1, liveSet(1, 2), true},
+	} {
+		if got := canTakeOver(&c.p, c.ran, c.live); got != c.want {
+			t.Errorf("%s: canTakeOver = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

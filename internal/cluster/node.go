@@ -181,7 +181,7 @@ func Start(cfg Config) (*Node, error) {
 	if !cfg.Agent { // voters are the sequencer group's voters; other serve nodes its learners
 		n.seq, err = sequencer.Open(sequencer.Config{NodeID: cfg.NodeID, Voters: ccfg.Voters, FS: cfg.FS, Dir: cfg.DataDir + "/sequencer", OnWALSync: walSync("sequencer"),
 			Send: n.tr.Send, Logger: cfg.Logger, Topics: n.totalOrderTopics, Members: n.sequencerMembers,
-			OnSignal: func(topic string, s order.Signal) { n.shards.Signal(topic, s) }})
+			OnSignal: func(topic string, s order.Signal) { n.shards.Signal(topic, s) }, Takeover: n.shardTakeover})
 		if err != nil {
 			cancel()
 			ctrl.Stop()
@@ -292,6 +292,38 @@ func (n *Node) totalOrderTopics() []sequencer.Spec {
 		out = append(out, sequencer.Spec{ID: shard.TopicKey(t.ID), Name: name, Shards: int32(len(t.Partitions)), Config: cfg})
 	}
 	return out
+}
+
+// shardTakeover tells the sequencer whether a lagging total-order shard (the topic by its
+// sequencer key; ran: the node it last reported from, -1 unknown) is replicated on a live node
+// other than its leader, or has been taken over already. Its leader then died or froze (the
+// controller elects an in-sync replica, which has every durable record, once the leader's
+// session ends, and that replica's runner resumes the shard; it reports once its own writes
+// are durable again, when a follower is back in its in-sync set), or is only slow. Either way
+// the sequencer waits for it, up to runnel.order.takeover.ms, rather than change the view.
+func (n *Node) shardTakeover(key string, shard, ran int32) bool {
+	var id controller.TopicID
+	b, err := hex.DecodeString(key)
+	if err != nil || len(b) != len(id) {
+		return false
+	}
+	copy(id[:], b)
+	img := n.ctrl.Image()
+	_, p, ok := img.Partition(id, shard)
+	return ok && canTakeOver(p, ran, img.Live)
+}
+
+// canTakeOver is shardTakeover's rule for partition p, last run on node ran (-1 unknown).
+func canTakeOver(p *controller.Partition, ran int32, live func(int32) bool) bool {
+	if p.Leader >= 0 && p.Leader != ran && ran >= 0 && live(p.Leader) {
+		return true // taken over: the new leader's runner is resuming it
+	}
+	for _, r := range p.Hosts() {
+		if r != p.Leader && live(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // Image is the current metadata image. It must not be modified.

@@ -195,6 +195,62 @@ func TestLagFixThenFailure(t *testing.T) {
 	}
 }
 
+// TestTakeoverWaitsInsteadOfFailing: a lagging shard that another replica can take over is not
+// failed after FailAfter but signalled on until Config.Takeover; when its new leader catches up
+// (a report through the cut it was signalled to) nothing was failed, the view stays and the cuts
+// go on. If no takeover comes it is failed after Takeover; with no replica to take over, after
+// FailAfter as before.
+func TestTakeoverWaitsInsteadOfFailing(t *testing.T) {
+	cfg := testConfig()
+	cfg.Takeover = 20 * cfg.FailAfter
+	all := map[int32]time.Duration{0: time.Millisecond, 1: time.Millisecond, 2: time.Millisecond}
+	failedAt := func(takeover bool, resume time.Duration) (view uint64, signals int, failed bool, lastCut CutID) {
+		d := newDriver(t, cfg, 3)
+		movable := 0
+		d.l.SetTakeover(func(sh int32) bool {
+			movable++
+			return takeover && sh == 2
+		})
+		d.run(3*time.Millisecond, all)
+		d.silent[2] = true
+		d.run(resume, all)
+		n := len(d.sigs)
+		if _, f := d.st.Failed[2]; f || d.st.Out[2] {
+			return d.st.View, n, true, d.st.Last
+		}
+		if takeover && resume > cfg.FailAfter && movable == 0 {
+			t.Fatal("the leader never asked whether shard 2 can be taken over")
+		}
+		d.silent[2] = false // the new leader resumes: signalled, it reports through the cut asked
+		before := d.st.Last
+		d.run(30*time.Millisecond, all)
+		if cutsBetween(before, d.st.Last, cfg.W) < 20 {
+			t.Fatalf("cuts stalled after the takeover: %+v → %+v", before, d.st.Last)
+		}
+		_, f := d.st.Failed[2]
+		return d.st.View, n, f || d.st.Out[2], d.st.Last
+	}
+	// Taken over after 10 × FailAfter: nothing failed, the view stays, signalled all along.
+	view, signals, failed, _ := failedAt(true, 10*cfg.FailAfter)
+	if failed || view != 0 {
+		t.Fatalf("a shard taken over within Takeover was failed (view %d)", view)
+	}
+	if want := int(10 * cfg.FailAfter / (2 * cfg.TOrd) / 2); signals < want {
+		t.Fatalf("%d signals while waiting %v for the takeover; want at least %d (sent again every 2·T_ord)", signals, 10*cfg.FailAfter, want)
+	}
+	// No takeover within Takeover: failed then, not before.
+	if _, _, failed, _ := failedAt(true, cfg.Takeover-cfg.FailAfter); failed {
+		t.Fatalf("failed before Takeover (%v)", cfg.Takeover)
+	}
+	if view, _, failed, _ := failedAt(true, cfg.Takeover+5*time.Millisecond); !failed || view != 1 {
+		t.Fatalf("not failed after Takeover: failed %v, view %d", failed, view)
+	}
+	// Nothing can take it over: failed after FailAfter, as without the hook.
+	if view, _, failed, _ := failedAt(false, cfg.FailAfter+5*time.Millisecond); !failed || view != 1 {
+		t.Fatalf("a shard no replica can take over is not failed after FailAfter: failed %v, view %d", failed, view)
+	}
+}
+
 // TestShardReportsExactlyItsQuota: a shard reports whole quotas only (extra records wait for
 // the next report, but are delivered at once, their positions being known); with nothing to
 // report for 1.5·T_ord it asks for one coalesced no-op entry filling the deficit; a committed

@@ -303,7 +303,15 @@ type Leader struct {
 	// drops a table decided before it, and the window's table is decided again)
 	decided     uint64
 	decidedView uint64
+	takeover    func(shard int32) bool // see SetTakeover
 }
+
+// SetTakeover tells the leader which lagging shards another live in-sync replica can take over
+// (their leader died or froze, and the controller moves the partition to a follower that has
+// every durable record): those are failed only after Config.Takeover, not FailAfter, so the
+// new leader resumes the shard where the sequencer's state left it (the same slots at the same
+// positions) and nothing speculated is failed. f is asked only about a shard past FailAfter.
+func (l *Leader) SetTakeover(f func(shard int32) bool) { l.takeover = f }
 
 // NewLeader starts the leader logic on the applied state st (which the caller keeps applying
 // entries to).
@@ -403,10 +411,12 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 				l.lagFixes[sh]++
 			}
 			signals = append(signals, Signal{Shard: sh, Through: most})
-		case now.Sub(since) < st.cfg.FailAfter && now.Sub(l.resent[sh]) >= 2*st.cfg.TOrd:
-			l.resent[sh] = now // the signal or the answer may have been lost
-			signals = append(signals, Signal{Shard: sh, Through: most})
-		case now.Sub(since) >= st.cfg.FailAfter:
+		case now.Sub(since) < st.cfg.FailAfter || l.awaitTakeover(sh, now.Sub(since)):
+			if now.Sub(l.resent[sh]) >= 2*st.cfg.TOrd {
+				l.resent[sh] = now // the signal or the answer may have been lost
+				signals = append(signals, Signal{Shard: sh, Through: most})
+			}
+		default:
 			// Its slots after the last cut decided (applied, or proposed ahead of this entry)
 			// are no-ops: what it reported beyond is on a shard that no longer runs, and a
 			// confirmed position must be deliverable. The cuts proposed before stay its.
@@ -419,6 +429,12 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 		}
 	}
 	return out, signals
+}
+
+// awaitTakeover: a shard lagging for lag (past FailAfter) waits for another replica to take it
+// over rather than being failed.
+func (l *Leader) awaitTakeover(sh int32, lag time.Duration) bool {
+	return lag < l.st.cfg.Takeover && l.takeover != nil && l.takeover(sh)
 }
 
 // arrival is a report the leader took: when, and how many slots the shard had reported at its

@@ -25,6 +25,11 @@ type Config struct {
 	// durable together (an fsync) costs the others no no-ops.
 	DrainAfter int
 	FailAfter  time.Duration // a signalled shard that has not caught up by then is failed
+	// Takeover: a shard that another live in-sync replica can take over (Leader.SetTakeover
+	// says so: its leader died or froze, and the controller moves the partition) is failed
+	// only after Takeover instead of FailAfter, so the new leader resumes it with nothing
+	// failed; 0: failed after FailAfter like any other.
+	Takeover time.Duration
 	// Straggler mitigation: a shard whose reports come more than StragglerGap apart on average
 	// (over more than StragglerReports reports), or that needed lag-fix more than
 	// StragglerReports times in a window, gets quota 0 for StragglerWindows windows, then
@@ -40,9 +45,10 @@ type Config struct {
 
 // DefaultConfig is the paper's configuration: T_ord 1 ms, W 100, initial quota 10, the next
 // table decided at cut 50, a ±5% band, lag-fix at 3 cuts, a shard failed after 50 ms, a
-// straggler (reports 4·T_ord apart over 3 reports) benched for 5 windows.
+// straggler (reports 4·T_ord apart over 3 reports) benched for 5 windows; beyond the paper, a
+// shard another replica can take over waits 5 s for that before it is failed.
 func DefaultConfig() Config {
-	return Config{W: 100, TOrd: time.Millisecond, InitialQuota: 10, DecideAt: 50, Band: 0.05, LagFix: 3, DrainAfter: 4, FailAfter: 50 * time.Millisecond,
+	return Config{W: 100, TOrd: time.Millisecond, InitialQuota: 10, DecideAt: 50, Band: 0.05, LagFix: 3, DrainAfter: 4, FailAfter: 50 * time.Millisecond, Takeover: 5 * time.Second,
 		StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2}
 }
 
@@ -61,6 +67,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("order: lag-fix at %d cuts", c.LagFix)
 	case c.DrainAfter < 0:
 		return fmt.Errorf("order: draining a backlog after %d cuts", c.DrainAfter)
+	case c.Takeover < 0:
+		return fmt.Errorf("order: waiting %v for a takeover", c.Takeover)
 	case c.StaggerGroups > 1 && c.W%c.StaggerGroups != 0:
 		return fmt.Errorf("order: %d staggered groups do not divide a %d-cut window", c.StaggerGroups, c.W)
 	}

@@ -70,6 +70,11 @@ type Config struct {
 	Topics func() []Spec
 	// OnSignal delivers a lag-fix signal for a shard led on this node.
 	OnSignal func(topic string, s order.Signal)
+	// Takeover tells whether another replica can take a lagging shard over, or has (the topic
+	// by its sequencer key; ran: the node the shard last reported from, -1 none): the leader
+	// then waits Config.Takeover for it instead of failing the shard
+	// (order.Leader.SetTakeover). nil: never.
+	Takeover func(topic string, shard, ran int32) bool
 
 	TickInterval      time.Duration // Raft ticks; default 50 ms
 	ElectionTicks     int           // default 10
@@ -419,6 +424,15 @@ func (g *Group) topicLeader(topic string) *order.Leader {
 			return nil
 		}
 		l = order.NewLeader(t.State)
+		if g.cfg.Takeover != nil {
+			l.SetTakeover(func(sh int32) bool {
+				ran, ok := g.shardNode[topic][sh]
+				if !ok {
+					ran = -1
+				}
+				return g.cfg.Takeover(topic, sh, ran)
+			})
+		}
 		g.leaders[topic] = l
 	}
 	return l

@@ -41,6 +41,7 @@ func TopicConfig(configs map[string]string) (order.Config, error) {
 		{"runnel.order.lag.fix.cuts", func(v int64) { cfg.LagFix = int(v) }},
 		{"runnel.order.drain.cuts", func(v int64) { cfg.DrainAfter = int(v) }},
 		{"runnel.order.fail.ms", func(v int64) { cfg.FailAfter = time.Duration(v) * time.Millisecond }},
+		{"runnel.order.takeover.ms", func(v int64) { cfg.Takeover = time.Duration(v) * time.Millisecond }},
 		{"runnel.order.stagger.from", func(v int64) { cfg.StaggerFrom = int(v) }},
 	} {
 		s, ok := configs[f.name]
