@@ -98,6 +98,7 @@ type sim struct {
 	// resumes from its copy of the sequencer state and its durable slots)
 	failover  float64
 	failovers int
+	takeover  func(shard int32) bool // the leader's SetTakeover hook (also after its crashes)
 }
 
 type specKey struct {
@@ -279,6 +280,7 @@ func (s *sim) step(appendRate float64, crashLeader float64) {
 	}
 	if s.rnd.Float64() < crashLeader { // the sequencer's leader fails over: its soft state is gone
 		s.leader = NewLeader(s.st)
+		s.leader.SetTakeover(s.takeover)
 	}
 	entries, signals := s.leader.Tick(s.now)
 	for _, e := range entries {
@@ -370,6 +372,62 @@ func TestSimulationShardFailure(t *testing.T) {
 			s.checkHistory(t)
 			if s.prefix < before+500 {
 				t.Fatalf("the confirmed prefix moved from %d to %d after the failure", before, s.prefix)
+			}
+		})
+	}
+}
+
+// TestSimulationTakeover: a shard's leader stops for 10 × FailAfter while another replica can
+// take the shard over (the sequencer leader's SetTakeover says so, across its own crashes); the
+// new leader resumes the shard from the durable slots. Nothing is failed, the view stays,
+// positions are assigned once, every speculation is confirmed, and the log moves on.
+func TestSimulationTakeover(t *testing.T) {
+	for seed := uint64(1); seed <= seeds(); seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			shards := 3
+			if seed%2 == 0 {
+				shards = 6
+			}
+			cfg := Config{W: 10, TOrd: time.Millisecond, InitialQuota: 2, DecideAt: 5, Band: 0.05, LagFix: 3, FailAfter: 20 * time.Millisecond,
+				Takeover: 400 * time.Millisecond, StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2}
+			s := newSimCfg(t, seed, shards, 0.02, cfg)
+			asked := 0
+			s.takeover = func(sh int32) bool { asked++; return sh == 2 } // shard 2 is replicated elsewhere
+			s.leader.SetTakeover(s.takeover)
+			for range 3000 {
+				s.step(0.6, 0.001)
+			}
+			s.dead[2] = true // its leader freezes; the controller elects a replica later
+			before := s.prefix
+			for range 2000 { // 200 ms
+				s.step(0.6, 0.001)
+			}
+			old := s.shards[2]
+			s.shards[2] = ResumeShard(cfg, 2, old.st.Clone(), old.durable, old.noops)
+			s.dead[2] = false
+			s.handle(2, s.shards[2].Durable(0, s.now))
+			stalled := s.prefix
+			for range 5000 {
+				s.step(0.6, 0.001)
+			}
+			t.Logf("%d shards: confirmed prefix %d before the freeze, %d at the takeover, %d after; view %d; leader asked %d times",
+				shards, before, stalled, s.prefix, s.st.View, asked)
+			if asked == 0 {
+				t.Fatal("the leader never asked whether shard 2 could be taken over")
+			}
+			if len(s.failed) > 0 || s.st.View != 0 {
+				t.Fatalf("a shard taken over within Takeover was failed: %d failure notices, view %d", len(s.failed), s.st.View)
+			}
+			if s.prefix < stalled+500 {
+				t.Fatalf("the confirmed prefix moved from %d to %d after the takeover", stalled, s.prefix)
+			}
+			s.checkHistory(t)
+			for k, own := range s.spec {
+				if k.pos < s.seen[own.shard] {
+					if c, ok := s.confirmed[k.pos]; !ok || c != own {
+						t.Fatalf("position %d speculated as %v, confirmed as %v (%v)", k.pos, own, c, ok)
+					}
+				}
 			}
 		})
 	}
