@@ -306,11 +306,12 @@ type Leader struct {
 	takeover    func(shard int32) bool // see SetTakeover
 }
 
-// SetTakeover tells the leader which lagging shards another live in-sync replica can take over
-// (their leader died or froze, and the controller moves the partition to a follower that has
-// every durable record): those are failed only after Config.Takeover, not FailAfter, so the
-// new leader resumes the shard where the sequencer's state left it (the same slots at the same
-// positions) and nothing speculated is failed. f is asked only about a shard past FailAfter.
+// SetTakeover tells the leader which lagging shards another replica can take over, or has
+// (their leader died or froze, and the controller moves the partition to an in-sync follower,
+// which has every durable record): those are failed only after Config.Takeover, not FailAfter,
+// so the new leader resumes the shard where the sequencer's state left it (the same slots at
+// the same positions) and nothing speculated is failed. f is asked only about a shard past
+// FailAfter, on every Tick while it lags.
 func (l *Leader) SetTakeover(f func(shard int32) bool) { l.takeover = f }
 
 // NewLeader starts the leader logic on the applied state st (which the caller keeps applying
