@@ -301,15 +301,13 @@ func (n *Node) totalOrderTopics() []sequencer.Spec {
 // session ends, and that replica's runner resumes the shard; it reports once its own writes
 // are durable again, when a follower is back in its in-sync set), or is only slow. Either way
 // the sequencer waits for it, up to runnel.order.takeover.ms, rather than change the view.
-func (n *Node) shardTakeover(key string, shard, ran int32) bool {
-	var id controller.TopicID
-	b, err := hex.DecodeString(key)
-	if err != nil || len(b) != len(id) {
+func (n *Node) shardTakeover(key string, shardIndex, ran int32) bool {
+	id, ok := shard.KeyTopicID(key)
+	if !ok {
 		return false
 	}
-	copy(id[:], b)
 	img := n.ctrl.Image()
-	_, p, ok := img.Partition(id, shard)
+	_, p, ok := img.Partition(id, shardIndex)
 	return ok && canTakeOver(p, ran, img.Live)
 }
 

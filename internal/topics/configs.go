@@ -88,7 +88,7 @@ var defs = []ConfigDef{
 	{Name: "runnel.order.fail.ms", Type: TypeInt, Default: "50", Min: 1, Max: 3600000,
 		Doc: "total order: a signalled shard that has not caught up after this long is declared failed (fixed at creation)"},
 	{Name: "runnel.order.takeover.ms", Type: TypeInt, Default: "5000", Min: 0, Max: 3600000,
-		Doc: "total order: a lagging shard with another live in-sync replica waits this long for that replica to take it over (no view change) before it is declared failed; 0: failed after runnel.order.fail.ms like any other (fixed at creation)"},
+		Doc: "total order: a lagging shard with a replica on another live node waits this long for a replica to take it over (no view change) before it is declared failed; 0: failed after runnel.order.fail.ms like any other (fixed at creation)"},
 	{Name: "runnel.order.stagger.from", Type: TypeInt, Default: "6", Min: 0, Max: 1000000,
 		Doc: "total order: staggered cuts (two groups) from this many shards on; 0 never (fixed at creation)"},
 }

@@ -25,8 +25,8 @@ type Config struct {
 	// durable together (an fsync) costs the others no no-ops.
 	DrainAfter int
 	FailAfter  time.Duration // a signalled shard that has not caught up by then is failed
-	// Takeover: a shard that another live in-sync replica can take over (Leader.SetTakeover
-	// says so: its leader died or froze, and the controller moves the partition) is failed
+	// Takeover: a shard that another replica can take over, or has (Leader.SetTakeover says
+	// so: its leader died or froze, and the controller moves the partition), is failed
 	// only after Takeover instead of FailAfter, so the new leader resumes it with nothing
 	// failed; 0: failed after FailAfter like any other.
 	Takeover time.Duration

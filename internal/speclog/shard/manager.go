@@ -41,6 +41,15 @@ func NewManager(reg *topics.Registry, feed Feed, logger *slog.Logger) *Manager {
 // TopicKey is a topic's id as the sequencer names it.
 func TopicKey(id [16]byte) string { return hex.EncodeToString(id[:]) }
 
+// KeyTopicID is the topic id of a TopicKey; ok is false for a key that is not one.
+func KeyTopicID(key string) (id [16]byte, ok bool) {
+	b, err := hex.DecodeString(key)
+	if err != nil || len(b) != len(id) {
+		return id, false
+	}
+	return [16]byte(b), true
+}
+
 // Run starts and stops runners as leadership moves, until ctx ends (then it stops them all).
 func (m *Manager) Run(ctx context.Context) {
 	t := time.NewTicker(20 * time.Millisecond)
@@ -137,11 +146,11 @@ func (m *Manager) WaitRunner(ctx context.Context, topic [16]byte, partition int3
 
 // Signal routes the sequencer's lag-fix signal to the shard's runner.
 func (m *Manager) Signal(topic string, s order.Signal) {
-	b, err := hex.DecodeString(topic)
-	if err != nil || len(b) != 16 {
+	id, ok := KeyTopicID(topic)
+	if !ok {
 		return
 	}
-	if r := m.Runner([16]byte(b), s.Shard); r != nil {
+	if r := m.Runner(id, s.Shard); r != nil {
 		r.Signal(s.Through)
 	}
 }
