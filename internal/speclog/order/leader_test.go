@@ -204,7 +204,7 @@ func TestTakeoverWaitsInsteadOfFailing(t *testing.T) {
 	cfg := testConfig()
 	cfg.Takeover = 20 * cfg.FailAfter
 	all := map[int32]time.Duration{0: time.Millisecond, 1: time.Millisecond, 2: time.Millisecond}
-	failedAt := func(takeover bool, resume time.Duration) (view uint64, signals int, failed bool, lastCut CutID) {
+	failedAt := func(takeover bool, resume time.Duration) (view uint64, signals int, failed bool) {
 		d := newDriver(t, cfg, 3)
 		movable := 0
 		d.l.SetTakeover(func(sh int32) bool {
@@ -216,7 +216,7 @@ func TestTakeoverWaitsInsteadOfFailing(t *testing.T) {
 		d.run(resume, all)
 		n := len(d.sigs)
 		if _, f := d.st.Failed[2]; f || d.st.Out[2] {
-			return d.st.View, n, true, d.st.Last
+			return d.st.View, n, true
 		}
 		if takeover && resume > cfg.FailAfter && movable == 0 {
 			t.Fatal("the leader never asked whether shard 2 can be taken over")
@@ -228,10 +228,10 @@ func TestTakeoverWaitsInsteadOfFailing(t *testing.T) {
 			t.Fatalf("cuts stalled after the takeover: %+v → %+v", before, d.st.Last)
 		}
 		_, f := d.st.Failed[2]
-		return d.st.View, n, f || d.st.Out[2], d.st.Last
+		return d.st.View, n, f || d.st.Out[2]
 	}
 	// Taken over after 10 × FailAfter: nothing failed, the view stays, signalled all along.
-	view, signals, failed, _ := failedAt(true, 10*cfg.FailAfter)
+	view, signals, failed := failedAt(true, 10*cfg.FailAfter)
 	if failed || view != 0 {
 		t.Fatalf("a shard taken over within Takeover was failed (view %d)", view)
 	}
@@ -239,14 +239,14 @@ func TestTakeoverWaitsInsteadOfFailing(t *testing.T) {
 		t.Fatalf("%d signals while waiting %v for the takeover; want at least %d (sent again every 2·T_ord)", signals, 10*cfg.FailAfter, want)
 	}
 	// No takeover within Takeover: failed then, not before.
-	if _, _, failed, _ := failedAt(true, cfg.Takeover-cfg.FailAfter); failed {
+	if _, _, failed := failedAt(true, cfg.Takeover-cfg.FailAfter); failed {
 		t.Fatalf("failed before Takeover (%v)", cfg.Takeover)
 	}
-	if view, _, failed, _ := failedAt(true, cfg.Takeover+5*time.Millisecond); !failed || view != 1 {
+	if view, _, failed := failedAt(true, cfg.Takeover+5*time.Millisecond); !failed || view != 1 {
 		t.Fatalf("not failed after Takeover: failed %v, view %d", failed, view)
 	}
 	// Nothing can take it over: failed after FailAfter, as without the hook.
-	if view, _, failed, _ := failedAt(false, cfg.FailAfter+5*time.Millisecond); !failed || view != 1 {
+	if view, _, failed := failedAt(false, cfg.FailAfter+5*time.Millisecond); !failed || view != 1 {
 		t.Fatalf("a shard no replica can take over is not failed after FailAfter: failed %v, view %d", failed, view)
 	}
 }

@@ -119,8 +119,14 @@ type msg struct {
 }
 
 func newSim(t *testing.T, seed uint64, shards int, loss float64) *sim {
-	return newSimCfg(t, seed, shards, loss, Config{W: 10, TOrd: time.Millisecond, InitialQuota: 2, DecideAt: 5, Band: 0.05, LagFix: 3,
-		FailAfter: 20 * time.Millisecond, StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2})
+	return newSimCfg(t, seed, shards, loss, simConfig())
+}
+
+// simConfig is the simulations' configuration: short windows and timeouts, so that 1 s of
+// simulated time spans many windows, failures and rejoins.
+func simConfig() Config {
+	return Config{W: 10, TOrd: time.Millisecond, InitialQuota: 2, DecideAt: 5, Band: 0.05, LagFix: 3,
+		FailAfter: 20 * time.Millisecond, StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2}
 }
 
 func newSimCfg(t *testing.T, seed uint64, shards int, loss float64, cfg Config) *sim {
@@ -332,13 +338,7 @@ func TestSimulationNoFailure(t *testing.T) {
 					t.Fatalf("shard %d delivered %d slots, %d acknowledged", i, sh.delivered, sh.acked)
 				}
 			}
-			for k, own := range s.spec {
-				if k.pos < s.seen[own.shard] {
-					if c, ok := s.confirmed[k.pos]; !ok || c != own {
-						t.Fatalf("position %d speculated as %v, confirmed as %v (%v)", k.pos, own, c, ok)
-					}
-				}
-			}
+			s.checkSpeculationConfirmed(t)
 		})
 	}
 }
@@ -388,8 +388,8 @@ func TestSimulationTakeover(t *testing.T) {
 			if seed%2 == 0 {
 				shards = 6
 			}
-			cfg := Config{W: 10, TOrd: time.Millisecond, InitialQuota: 2, DecideAt: 5, Band: 0.05, LagFix: 3, FailAfter: 20 * time.Millisecond,
-				Takeover: 400 * time.Millisecond, StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2}
+			cfg := simConfig()
+			cfg.Takeover = 400 * time.Millisecond
 			s := newSimCfg(t, seed, shards, 0.02, cfg)
 			asked := 0
 			s.takeover = func(sh int32) bool { asked++; return sh == 2 } // shard 2 is replicated elsewhere
@@ -422,13 +422,7 @@ func TestSimulationTakeover(t *testing.T) {
 				t.Fatalf("the confirmed prefix moved from %d to %d after the takeover", stalled, s.prefix)
 			}
 			s.checkHistory(t)
-			for k, own := range s.spec {
-				if k.pos < s.seen[own.shard] {
-					if c, ok := s.confirmed[k.pos]; !ok || c != own {
-						t.Fatalf("position %d speculated as %v, confirmed as %v (%v)", k.pos, own, c, ok)
-					}
-				}
-			}
+			s.checkSpeculationConfirmed(t)
 		})
 	}
 }
@@ -449,6 +443,19 @@ func TestSimulationSmoothLoad(t *testing.T) {
 		t.Logf("%d shards: confirmed prefix %d, no-op slots %d (%.1f%%), quotas %v", shards, s.prefix, s.noops, 100*frac, s.st.Current().Quotas)
 		if frac >= 0.05 || s.st.View != 0 || len(s.st.Benched) > 0 {
 			t.Fatalf("%d shards: %.1f%% no-ops, view %d, benched %v", shards, 100*frac, s.st.View, s.st.Benched)
+		}
+	}
+}
+
+// checkSpeculationConfirmed: every position a shard delivered speculatively, below the confirmed
+// prefix that shard announced, was confirmed with the same shard and slot.
+func (s *sim) checkSpeculationConfirmed(t *testing.T) {
+	t.Helper()
+	for k, own := range s.spec {
+		if k.pos < s.seen[own.shard] {
+			if c, ok := s.confirmed[k.pos]; !ok || c != own {
+				t.Fatalf("position %d speculated as %v, confirmed as %v (%v)", k.pos, own, c, ok)
+			}
 		}
 	}
 }
