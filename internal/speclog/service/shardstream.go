@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/grpc"
@@ -165,6 +166,9 @@ func fromWire(sh int32, w *pb.ShardEvent) (shardEvent, error) {
 }
 
 // remote streams a shard led by another node into out (the same events a local runner gives).
+// leaderCheck is how often a stream from a shard's leader checks that it still leads.
+const leaderCheck = 100 * time.Millisecond
+
 func (s *Server) remote(ctx context.Context, t *topics.Topic, sh int32, from uint64, out chan<- shardEvent) {
 	emit := func(e shardEvent) bool {
 		select {
@@ -185,7 +189,27 @@ func (s *Server) remote(ctx context.Context, t *topics.Topic, sh int32, from uin
 		emit(shardEvent{shard: sh, err: err})
 		return
 	}
-	st, err := pb.NewSpecLogClient(cc).SubscribeShard(ctx, &pb.SubscribeShardRequest{Topic: t.Name, Shard: sh, From: from})
+	// The stream ends once the shard is led elsewhere: a leader that froze or was cut off
+	// holds its stream open without sending, and a replica's takeover is no view change, so
+	// nothing else would make the subscriber move to the new leader.
+	sctx, moved := context.WithCancelCause(ctx)
+	defer moved(nil)
+	go func() {
+		tick := time.NewTicker(leaderCheck)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-tick.C:
+				if now := s.cfg.Node.PartitionLeader(t.Name, sh); now != leader {
+					moved(status.Errorf(codes.Unavailable, "shard %d is now led by node %d, not %d; subscribe again from the last confirmed position", sh, now, leader))
+					return
+				}
+			}
+		}
+	}()
+	st, err := pb.NewSpecLogClient(cc).SubscribeShard(sctx, &pb.SubscribeShardRequest{Topic: t.Name, Shard: sh, From: from})
 	if err != nil {
 		emit(shardEvent{shard: sh, err: err})
 		return
@@ -194,6 +218,9 @@ func (s *Server) remote(ctx context.Context, t *topics.Topic, sh int32, from uin
 		resp, err := st.Recv()
 		if err != nil {
 			if ctx.Err() == nil {
+				if cause := context.Cause(sctx); sctx.Err() != nil && cause != nil {
+					err = cause
+				}
 				emit(shardEvent{shard: sh, err: err})
 			}
 			return
