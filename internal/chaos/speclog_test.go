@@ -35,6 +35,9 @@ type orderRig struct {
 	kc    *kgo.Client
 	adm   *kadm.Client
 	addrs map[int32]string
+
+	mu      sync.Mutex
+	history []string // the topic's leaders and view over time (watch), for a failure's message
 }
 
 func newOrderRig(t *testing.T, ctx context.Context) *orderRig { return newOrderRigOn(t, ctx, nil) }
@@ -125,6 +128,50 @@ func (r *orderRig) until(what string, node int32, topic string, d time.Duration,
 			r.t.Fatalf("%s: %+v, %v", what, desc, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// watch records, until the test ends, every change of topic's shard leaders, sequencer leader,
+// view and failed shards as node describes it (every 100 ms), for a failure's message.
+func (r *orderRig) watch(node int32, topic string) {
+	ctx, stop := context.WithCancel(r.ctx)
+	done := make(chan struct{})
+	r.t.Cleanup(func() { stop(); <-done })
+	start := time.Now()
+	go func() {
+		defer close(done)
+		last := ""
+		for ctx.Err() == nil {
+			if d, err := r.describe(node, topic); err == nil {
+				var b strings.Builder
+				fmt.Fprintf(&b, "sequencer %d view %d shards", d.SequencerLeader, d.View)
+				for _, sh := range d.Shards {
+					fmt.Fprintf(&b, " %d:%d", sh.Shard, sh.Leader)
+					if sh.Failed {
+						b.WriteString("(failed)")
+					}
+				}
+				if now := b.String(); now != last {
+					last = now
+					r.mu.Lock()
+					r.history = append(r.history, fmt.Sprintf("%6.2fs %s (confirmed %d)", time.Since(start).Seconds(), now, d.Confirmed))
+					r.mu.Unlock()
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// logHistory logs what watch recorded.
+func (r *orderRig) logHistory() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.history {
+		r.t.Log("topic: " + h)
 	}
 }
 
@@ -307,6 +354,13 @@ func (r *orderRig) check(log *speclog.Log, a *appenders, sub *orderSubscriber) *
 			break
 		}
 		if time.Now().After(deadline) {
+			// Where it stopped: the topic's leaders over time and the subscriber's last events.
+			r.logHistory()
+			sub.mu.Lock()
+			for _, l := range sub.trace[max(len(sub.trace)-40, 0):] {
+				t.Log("subscriber: " + l)
+			}
+			sub.mu.Unlock()
 			t.Fatalf("the subscriber's confirmed prefix is %d; the log's %d", c, d.Confirmed)
 		}
 	}
@@ -375,6 +429,7 @@ func TestTotalOrderSequencerKill(t *testing.T) {
 		via = r.c.Nodes()[1]
 	}
 	log := r.dial(via).Topic("tot")
+	r.watch(via, "tot")
 	// The subscriber is on a node that stays up, reading every shard (most led by other nodes).
 	sub := subscribe(t, ctx, log)
 	a := startAppenders(t, ctx, log, 3, 20*time.Second)
@@ -419,6 +474,7 @@ func TestTotalOrderReplicaKill(t *testing.T) {
 		victim = 3
 	}
 	log := r.dial(1).Topic("rep")
+	r.watch(1, "rep")
 	sub := subscribe(t, ctx, log)
 	a := startAppenders(t, ctx, log, 2, 20*time.Second)
 	time.Sleep(2 * time.Second)
@@ -475,6 +531,7 @@ func TestTotalOrderWholeShardKill(t *testing.T) {
 	// Appends and the subscriber through the surviving shard's node: its own shard's records
 	// are delivered there as soon as durable, ahead of their confirmation.
 	log := r.dial(d.Shards[alive].Leader).Topic("whole")
+	r.watch(d.Shards[alive].Leader, "whole")
 	sub := subscribe(t, ctx, log)
 	a := startAppenders(t, ctx, log, 2, 3*time.Second)
 	time.Sleep(2 * time.Second)
@@ -541,6 +598,7 @@ func TestTotalOrderLeaderPause(t *testing.T) {
 		via = 3 - victim // the other shard's leader
 	}
 	log := r.dial(via).Topic("paused")
+	r.watch(via, "paused")
 	sub := subscribe(t, ctx, log)
 	a := startAppenders(t, ctx, log, 2, 20*time.Second)
 	time.Sleep(2 * time.Second)
@@ -598,6 +656,7 @@ func TestTotalOrderLeaderIsolated(t *testing.T) {
 	}
 	via := int32(3) // reads and appends through a node that stays connected
 	log := r.dial(via).Topic("cutoff")
+	r.watch(via, "cutoff")
 	sub := subscribe(t, ctx, log)
 	a := startAppenders(t, ctx, log, 2, 20*time.Second)
 	time.Sleep(2 * time.Second)
@@ -684,6 +743,7 @@ func TestTotalOrderNetFaults(t *testing.T) {
 			}
 			via := others[len(others)-1]
 			log := r.dial(via).Topic("netfault")
+			r.watch(via, "netfault")
 			sub := subscribe(t, ctx, log)
 			a := startAppenders(t, ctx, log, 2, 20*time.Second)
 			time.Sleep(2 * time.Second)
