@@ -267,10 +267,14 @@ func (r *Replica) AppendCoordinator(b []byte) (logstore.AppendResult, int32, err
 	return r.append(b, r.Log.AppendCoordinatorBatch)
 }
 
-// AppendNoOp appends a total-order shard's no-op entry as leader (logstore.Log.AppendNoOp) and
-// starts replicating it.
-func (r *Replica) AppendNoOp(n batch.NoOp) (logstore.AppendResult, int32, error) {
-	return r.append(nil, func(_ []byte, epoch int32) (logstore.AppendResult, error) {
+// AppendNoOp appends a total-order shard's no-op entry as leader of epoch (logstore.Log.AppendNoOp)
+// and starts replicating it. It fails with ErrNotLeader in another epoch: the shard's runner
+// that decided the no-op knew the log of its own epoch only.
+func (r *Replica) AppendNoOp(epoch int32, n batch.NoOp) (logstore.AppendResult, int32, error) {
+	return r.append(nil, func(_ []byte, now int32) (logstore.AppendResult, error) {
+		if now != epoch {
+			return logstore.AppendResult{}, ErrNotLeader
+		}
 		first, last, err := r.Log.AppendNoOp(n, epoch, time.Now().UnixMilli())
 		return logstore.AppendResult{First: first, Last: last}, err
 	})

@@ -27,9 +27,12 @@ type key struct {
 	partition int32
 }
 
+// running is a runner of a partition's leadership in one epoch: a runner's state is of the log
+// as it was in that epoch, so a new epoch (another node led in between, and the log may have
+// been truncated to that leader's) gets a new runner, as a new leader does.
 type running struct {
 	r *Runner
-	p *topics.Partition
+	l partitionLog
 }
 
 // NewManager returns a manager over the registry's partitions, following the sequencer
@@ -72,7 +75,7 @@ func (m *Manager) Run(ctx context.Context) {
 }
 
 func (m *Manager) sync() {
-	want := map[key]*topics.Partition{}
+	want := map[key]partitionLog{}
 	cfgs := map[[16]byte]order.Config{}
 	for _, t := range m.reg.List() {
 		if !Total(t.Configs) {
@@ -88,8 +91,8 @@ func (m *Manager) sync() {
 			if p.Replica == nil {
 				continue
 			}
-			if _, ready, leading := p.Replica.Leading(); leading && ready {
-				want[key{t.ID, p.Index}] = p
+			if epoch, ready, leading := p.Replica.Leading(); leading && ready {
+				want[key{t.ID, p.Index}] = partitionLog{p, epoch}
 			}
 		}
 	}
@@ -102,15 +105,15 @@ func (m *Manager) sync() {
 			continue
 		default:
 		}
-		if want[k] != r.p {
+		if want[k] != r.l {
 			stop = append(stop, r.r)
 			delete(m.runners, k)
 		}
 	}
-	for k, p := range want {
+	for k, l := range want {
 		if _, ok := m.runners[k]; !ok {
-			r := Start(TopicKey(k.topic), k.partition, cfgs[k.topic], partitionLog{p}, m.feed, m.logger)
-			m.runners[k] = &running{r, p}
+			r := Start(TopicKey(k.topic), k.partition, cfgs[k.topic], l, m.feed, m.logger)
+			m.runners[k] = &running{r, l}
 		}
 	}
 	m.mu.Unlock()
@@ -155,19 +158,22 @@ func (m *Manager) Signal(topic string, s order.Signal) {
 	}
 }
 
-// partitionLog is a led partition as a runner sees it.
-type partitionLog struct{ p *topics.Partition }
+// partitionLog is a partition led in one epoch, as that epoch's runner sees it.
+type partitionLog struct {
+	p     *topics.Partition
+	epoch int32
+}
 
 func (l partitionLog) HighWatermark() int64     { return l.p.Replica.HighWatermark() }
 func (l partitionLog) Changed() <-chan struct{} { return l.p.Replica.Changed() }
 
 func (l partitionLog) Leading() bool {
-	_, ready, leading := l.p.Replica.Leading()
-	return leading && ready
+	epoch, ready, leading := l.p.Replica.Leading()
+	return leading && ready && epoch == l.epoch
 }
 
 func (l partitionLog) AppendNoOp(n batch.NoOp) error {
-	if _, _, err := l.p.Replica.AppendNoOp(n); err != nil {
+	if _, _, err := l.p.Replica.AppendNoOp(l.epoch, n); err != nil {
 		return err
 	}
 	l.p.NotifyAppend()
