@@ -293,6 +293,44 @@ func TestShardReportsExactlyItsQuota(t *testing.T) {
 	}
 }
 
+// TestRefusedNoOpIsAskedAgain: a no-op entry the log refused (appends stopped for a
+// leadership transfer that did not happen) is asked for again at the next tick; before,
+// the shard waited forever for slots that were not coming, and an idle shard stalled every cut.
+// A no-op asked for and not durable yet counts: the next cut's no-op adds only its own slots.
+func TestRefusedNoOpIsAskedAgain(t *testing.T) {
+	cfg := testConfig() // quota 4
+	sh, err := NewShard(cfg, 1, firstTable(2, cfg.InitialQuota), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(0, 0)
+	o := sh.Tick(now.Add(2 * cfg.TOrd))
+	if o.NoOp != 4 || o.Report != nil {
+		t.Fatalf("idle for 2·T_ord: %+v; want a no-op of 4 slots and no report (nothing reported yet)", o)
+	}
+	sh.NoOpRefused(&o)
+	if o.NoOp != 0 {
+		t.Fatalf("a refused no-op left in its Out: %+v", o)
+	}
+	o = sh.Tick(now.Add(4 * cfg.TOrd))
+	if o.NoOp != 4 {
+		t.Fatalf("after the refusal: %+v; want the no-op of 4 asked again", o)
+	}
+	// Not durable yet: the next cut's deficit is its own 4 slots, not 8.
+	o = sh.Tick(now.Add(6 * cfg.TOrd))
+	if o.NoOp != 0 {
+		t.Fatalf("the same cut's no-op asked twice: %+v", o)
+	}
+	o = sh.Signal(CutID{Window: 0, Cut: 1}, now.Add(6*cfg.TOrd))
+	if o.NoOp != 4 {
+		t.Fatalf("a lag-fix through cut 1 with cut 0's no-op in flight: no-op of %d; want 4", o.NoOp)
+	}
+	o = sh.Durable(8, now.Add(6*cfg.TOrd))
+	if o.Report == nil || o.Report.Through != (CutID{Window: 0, Cut: 1}) || o.Report.NoOps != 8 || o.Report.Records != 0 {
+		t.Fatalf("both no-ops durable: report %+v; want through cut 1, 8 no-op slots, 0 records", o.Report)
+	}
+}
+
 // TestShardDrainsABacklog: a backlog of at most DrainAfter cuts of the quota is reported at the
 // shard's pace (at most LagFix−1 cuts ahead of the last committed cut); a larger one is
 // reported at once, every cut it fills, as the shard's own report (not a lag-fix).

@@ -127,10 +127,7 @@ func (sh *Shard) Tick(now time.Time) Out {
 	}
 	c := sh.reported.next(sh.cfg.W)
 	if t := sh.st.Tables[c.Window]; t != nil && sh.st.Active(sh.id, c) {
-		if need := t.SlotsThrough(sh.id, c.Cut); need > sh.durable && need > sh.noopUntil {
-			o.NoOp, sh.noopUntil = need-sh.durable, need
-			sh.noops += o.NoOp
-		}
+		sh.askNoOp(&o, t.SlotsThrough(sh.id, c.Cut))
 	}
 	if sh.reported.Cut >= 0 || sh.reported.Window > 0 {
 		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops,
@@ -156,13 +153,37 @@ func (sh *Shard) Signal(c CutID, now time.Time) Out {
 			need = t.SlotsThrough(sh.id, d.Cut)
 		}
 	}
-	if need > sh.durable && need > sh.noopUntil {
-		o.NoOp, sh.noopUntil = need-sh.durable, need
-		sh.noops += o.NoOp
-	}
+	sh.askNoOp(&o, need)
 	sh.lagFix = true // the reports until it is fixed are the sequencer's pace, not this shard's
 	sh.report(&o, now, false)
 	return o
+}
+
+// askNoOp asks for a no-op entry that brings the shard's slots to need, counting the slots of
+// a no-op asked for before and not durable yet.
+func (sh *Shard) askNoOp(o *Out, need int64) {
+	if have := max(sh.durable, sh.noopUntil); need > have {
+		o.NoOp, sh.noopUntil = need-have, need
+		sh.noops += o.NoOp
+	}
+}
+
+// NoOpRefused takes back the no-op entry o asked for, which the log refused (appends were
+// stopped for a leadership transfer that then did not happen, say): its slots are not
+// coming, so a later Tick or Signal asks again instead of waiting for them forever (an idle
+// shard would stall every cut). o's report stops counting it.
+func (sh *Shard) NoOpRefused(o *Out) {
+	n := o.NoOp
+	if n <= 0 {
+		return
+	}
+	sh.noops -= n
+	sh.noopUntil -= n
+	if o.Report != nil {
+		o.Report.NoOps -= n
+		o.Report.Records += n
+	}
+	o.NoOp = 0
 }
 
 // Apply applies the sequencer's next entry (in log order).

@@ -344,11 +344,14 @@ func (r *Runner) Counts() *Counts { return &r.counts }
 func (r *Runner) handle(sh *order.Shard, o order.Out) {
 	view := sh.State().View
 	if o.NoOp > 0 {
-		r.counts.NoOpEntries.Add(1)
-		r.counts.NoOpSlots.Add(uint64(o.NoOp))
 		if err := r.log.AppendNoOp(batch.NoOp{Slots: o.NoOp, View: view}); err != nil {
-			// Not leading any more, or the log failed: the loop finds out; a new leader resumes.
+			// Appends stopped for a leadership transfer (asked again once they resume), not
+			// leading any more, or the log failed (the loop finds out; a new leader resumes).
 			r.logger.Debug("shard: appending a no-op entry", "topic", r.topic, "shard", r.id, "err", err)
+			sh.NoOpRefused(&o)
+		} else {
+			r.counts.NoOpEntries.Add(1)
+			r.counts.NoOpSlots.Add(uint64(o.NoOp))
 		}
 	}
 	if o.Report != nil {

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -23,6 +24,7 @@ type memLog struct {
 	noops   int64
 	ch      chan struct{}
 	leading atomic.Bool
+	refuse  atomic.Bool // AppendNoOp fails (appends stopped for a leadership transfer)
 }
 
 func newMemLog() *memLog {
@@ -61,8 +63,14 @@ func (l *memLog) noOps() int64 {
 	return l.noops
 }
 
-func (l *memLog) Leading() bool                 { return l.leading.Load() }
-func (l *memLog) AppendNoOp(n batch.NoOp) error { l.add(n.Slots, true); return nil }
+func (l *memLog) Leading() bool { return l.leading.Load() }
+func (l *memLog) AppendNoOp(n batch.NoOp) error {
+	if l.refuse.Load() {
+		return errors.New("appends are stopped for a leadership transfer")
+	}
+	l.add(n.Slots, true)
+	return nil
+}
 
 // cluster is a sequencer group of in-process members over an in-memory transport.
 type cluster struct {
@@ -463,4 +471,47 @@ func TestLearnerRestarts(t *testing.T) {
 	appendFor(time.Second)
 	c.waitAcked(logs, "with shard 1 on the learner")
 	converged("with shard 1 on the learner")
+}
+
+// TestIdleShardAfterRefusedNoOps: an idle shard fills its cuts with no-ops only; while its log
+// refuses them (appends stopped for a leadership transfer that then does not happen) the cuts
+// wait, and once appends resume the shard fills them again and the confirmed prefix moves on.
+// (Before, a refused no-op was taken as asked for, and the idle shard never asked again.)
+func TestIdleShardAfterRefusedNoOps(t *testing.T) {
+	cfg := order.DefaultConfig()
+	cfg.FailAfter = time.Minute // the refusal is no failure here: only the stall is tested
+	c := newCluster(t, 1, 1, 2, cfg)
+	c.leader()
+	logs := []*memLog{newMemLog(), newMemLog()}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for shard := range int32(2) {
+		r := Start(topicID, shard, cfg, logs[shard], c.groups[0], logger)
+		c.mu.Lock()
+		c.runners[shard] = r
+		c.mu.Unlock()
+		t.Cleanup(r.Stop)
+	}
+	confirmed := func() uint64 { _, conf, _ := c.runners[1].Head(); return conf }
+	grows := func(what string) {
+		t.Helper()
+		from := confirmed()
+		deadline := time.Now().Add(5 * time.Second)
+		for confirmed() < from+1000 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the confirmed prefix stayed at %d (from %d)", what, confirmed(), from)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	grows("idle shards")
+	logs[0].refuse.Store(true)
+	time.Sleep(100 * time.Millisecond)
+	stuck := confirmed()
+	time.Sleep(100 * time.Millisecond)
+	if now := confirmed(); now > stuck+uint64(8*cfg.InitialQuota) { // a cut or two in flight
+
+		t.Fatalf("the confirmed prefix moved from %d to %d while shard 0 could not fill its cuts", stuck, now)
+	}
+	logs[0].refuse.Store(false)
+	grows("after the no-ops are taken again")
 }
