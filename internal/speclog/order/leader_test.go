@@ -331,6 +331,58 @@ func TestRefusedNoOpIsAskedAgain(t *testing.T) {
 	}
 }
 
+// TestRebaseDeliversWhatItOwes: a shard whose copy of the sequencer state fell behind (its
+// member restored a snapshot meanwhile) and is rebased onto the new state delivers every durable
+// slot it had not delivered, including those the new state committed meanwhile, each at its
+// committed position; ResumeShard alone (a new leader, no subscribers yet) starts at the
+// committed slots.
+func TestRebaseDeliversWhatItOwes(t *testing.T) {
+	cfg := testConfig() // W 10, quota 4
+	sh, err := NewShard(cfg, 1, firstTable(2, cfg.InitialQuota), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(0, 0)
+	const durable = 2000
+	o := sh.Durable(durable, now)
+	delivered := int64(0)
+	for _, d := range o.Deliver {
+		delivered += d.N
+	}
+	if delivered != 40 {
+		t.Fatalf("with window 0's table only: %d slots delivered; want its 40", delivered)
+	}
+	// The sequencer goes on (both shards report every 0.5 ms) without this copy hearing it.
+	d := newDriver(t, cfg, 2)
+	d.run(30*time.Millisecond, map[int32]time.Duration{0: 500 * time.Microsecond, 1: 500 * time.Microsecond})
+	st := d.st.Clone()
+	if st.Slots[1] <= 40 {
+		t.Fatalf("the sequencer committed %d of shard 1's slots; the test needs more than 40", st.Slots[1])
+	}
+	sh, o = sh.Rebase(st, now)
+	next := int64(40)
+	for _, dl := range o.Deliver {
+		if dl.Slot != next {
+			t.Fatalf("rebased: delivery %+v; want slots from %d on (deliveries %+v)", dl, next, o.Deliver)
+		}
+		for k := range dl.N {
+			if want, ok := st.Position(1, dl.Slot+k); !ok || want != dl.Position+uint64(k) {
+				t.Fatalf("slot %d delivered at %d; the state has it at %d (%v)", dl.Slot+k, dl.Position+uint64(k), want, ok)
+			}
+		}
+		next += dl.N
+	}
+	if next <= st.Slots[1] {
+		t.Fatalf("rebased: delivered through slot %d; the state committed %d of them", next, st.Slots[1])
+	}
+	if o.Confirm != st.Committed() || o.Acked != st.Slots[1] {
+		t.Fatalf("rebased: confirm %d, acked %d; want %d and %d", o.Confirm, o.Acked, st.Committed(), st.Slots[1])
+	}
+	if o.Fail != nil || o.Truncate != nil {
+		t.Fatalf("rebased in the same view: %+v", o)
+	}
+}
+
 // TestShardDrainsABacklog: a backlog of at most DrainAfter cuts of the quota is reported at the
 // shard's pace (at most LagFix−1 cuts ahead of the last committed cut); a larger one is
 // reported at once, every cut it fills, as the shard's own report (not a lag-fix).

@@ -83,6 +83,39 @@ func ResumeShard(cfg Config, id int32, st *State, durable, noOps int64) *Shard {
 	return sh
 }
 
+// Rebase moves the shard onto a newer copy of the sequencer's state whose entries since its
+// own it cannot apply (its node's member restored a snapshot, or the shard fell further behind
+// than the member keeps entries), as ResumeShard does for a new leader, keeping what it counted
+// (durable slots, no-ops asked for). Unlike a new leader it has subscribers: they read from the
+// log only what was durable with a position when they started, and wait for this shard's
+// deliveries for the rest. So the slots it had not delivered yet are delivered now, at the
+// positions the new state committed them to meanwhile; the new state's confirmations and
+// acknowledgements come at once, and a view change it missed fails its speculation (a failure
+// of this shard itself also truncates it, as Apply does).
+func (sh *Shard) Rebase(st *State, now time.Time) (*Shard, Out) {
+	n := ResumeShard(sh.cfg, sh.id, st, sh.durable, sh.noops)
+	n.noopUntil = sh.noopUntil // a no-op entry asked for is in the log, durable or not
+	var o Out
+	if st.View > sh.st.View {
+		at := sh.confirmed
+		o.Fail = &at
+	}
+	switch {
+	case n.out && !sh.out:
+		keep := st.Slots[sh.id]
+		n.durable, n.delivered, n.noopUntil = keep, keep, 0
+		o.Truncate = &keep
+	case st.View == sh.st.View && sh.delivered < n.delivered:
+		if _, _, ok := n.position(sh.delivered); ok {
+			n.delivered = sh.delivered
+		}
+	}
+	d := n.Durable(0, now)
+	o.Deliver, o.Report = d.Deliver, d.Report
+	o.Confirm, o.Acked = n.confirmed, n.acked
+	return n, o
+}
+
 // Clone is a deep copy of the state (a shard's own copy, a snapshot being written).
 func (s *State) Clone() *State {
 	c, err := DecodeState(s.cfg, s.Encode())

@@ -272,11 +272,18 @@ func (r *Runner) loop() error {
 		}
 		ents, ok := r.feed.Since(r.topic, seq)
 		if !ok {
+			// The member restored a snapshot, or this runner fell behind what it keeps.
 			if st, seq, ok = r.feed.Snapshot(r.topic); !ok {
 				return ErrStopped // the topic is gone
 			}
-			sh = order.ResumeShard(r.cfg, r.id, st, fed, 0)
-			r.handle(sh, sh.Durable(0, now))
+			var o order.Out
+			sh, o = sh.Rebase(st, now)
+			if o.Truncate != nil {
+				fed = *o.Truncate
+				r.feed.Join(r.topic, r.id)
+				lastJoin = now
+			}
+			r.handle(sh, o)
 			continue
 		}
 		for _, e := range ents {
