@@ -381,6 +381,30 @@ func TestRebaseDeliversWhatItOwes(t *testing.T) {
 	if o.Fail != nil || o.Truncate != nil {
 		t.Fatalf("rebased in the same view: %+v", o)
 	}
+
+	// Rebased across a view change (shard 0 failed meanwhile): its speculation fails at its
+	// confirmed prefix, and it delivers again from its confirmed slots, in the new view.
+	confirmed, acked := sh.confirmed, sh.acked
+	d.silent[0] = true
+	d.run(200*time.Millisecond, map[int32]time.Duration{0: 500 * time.Microsecond, 1: 500 * time.Microsecond})
+	st = d.st.Clone()
+	if st.View == 0 {
+		t.Fatal("no view change after shard 0 went silent")
+	}
+	_, o = sh.Rebase(st, now)
+	if o.Fail == nil || *o.Fail != confirmed {
+		t.Fatalf("rebased across a view change: fail %v; want at %d", o.Fail, confirmed)
+	}
+	if len(o.Deliver) == 0 || o.Deliver[0].Slot != acked || o.Deliver[0].View != st.View {
+		t.Fatalf("rebased across a view change: deliveries %+v; want from slot %d in view %d", o.Deliver, acked, st.View)
+	}
+	for _, dl := range o.Deliver {
+		for k := range dl.N {
+			if want, ok := st.Position(1, dl.Slot+k); !ok || want != dl.Position+uint64(k) {
+				t.Fatalf("slot %d delivered at %d; the state has it at %d (%v)", dl.Slot+k, dl.Position+uint64(k), want, ok)
+			}
+		}
+	}
 }
 
 // TestShardDrainsABacklog: a backlog of at most DrainAfter cuts of the quota is reported at the

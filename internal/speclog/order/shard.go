@@ -105,9 +105,13 @@ func (sh *Shard) Rebase(st *State, now time.Time) (*Shard, Out) {
 		keep := st.Slots[sh.id]
 		n.durable, n.delivered, n.noopUntil = keep, keep, 0
 		o.Truncate = &keep
-	case st.View == sh.st.View && sh.delivered < n.delivered:
-		if _, _, ok := n.position(sh.delivered); ok {
-			n.delivered = sh.delivered
+	default:
+		from := sh.delivered
+		if o.Fail != nil {
+			from = sh.acked // its speculation failed: again from its confirmed slots, in the new view
+		}
+		if _, _, ok := n.position(from); ok && from < n.delivered {
+			n.delivered = from
 		}
 	}
 	d := n.Durable(0, now)
