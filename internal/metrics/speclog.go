@@ -59,6 +59,7 @@ type TotalOrderShard struct {
 	Benched, Failed                                        bool
 	Local                                                  bool
 	Reports, LagFixReports, Drains, NoOpEntries, NoOpSlots uint64
+	Rebases                                                uint64
 }
 
 // TotalOrder exposes the total-order topics' sequencing state at scrape time: views, windows,
@@ -69,6 +70,7 @@ type TotalOrder struct {
 	view, window, confirmed                           *prometheus.Desc
 	quota, benched, failed                            *prometheus.Desc
 	reports, lagFixes, drains, noOpEntries, noOpSlots *prometheus.Desc
+	rebases                                           *prometheus.Desc
 }
 
 // NewTotalOrder returns the collector; source is called at each scrape.
@@ -86,12 +88,13 @@ func NewTotalOrder(source func() []TotalOrderTopic) *TotalOrder {
 		drains:      prometheus.NewDesc("runnel_speclog_shard_backlog_drains_total", "Of the reports, backlogs past runnel.order.drain.cuts reported at once.", sh, nil),
 		noOpEntries: prometheus.NewDesc("runnel_speclog_shard_noop_entries_total", "Coalesced no-op entries a shard led on this node appended.", sh, nil),
 		noOpSlots:   prometheus.NewDesc("runnel_speclog_shard_noop_slots_total", "Positions those no-op entries fill.", sh, nil),
+		rebases:     prometheus.NewDesc("runnel_speclog_shard_rebases_total", "Times a shard led on this node moved onto a newer sequencer state it could not follow entry by entry.", sh, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (t *TotalOrder) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{t.view, t.window, t.confirmed, t.quota, t.benched, t.failed, t.reports, t.lagFixes, t.drains, t.noOpEntries, t.noOpSlots} {
+	for _, d := range []*prometheus.Desc{t.view, t.window, t.confirmed, t.quota, t.benched, t.failed, t.reports, t.lagFixes, t.drains, t.noOpEntries, t.noOpSlots, t.rebases} {
 		ch <- d
 	}
 }
@@ -113,7 +116,7 @@ func (t *TotalOrder) Collect(ch chan<- prometheus.Metric) {
 			for _, c := range []struct {
 				d *prometheus.Desc
 				v uint64
-			}{{t.reports, s.Reports}, {t.lagFixes, s.LagFixReports}, {t.drains, s.Drains}, {t.noOpEntries, s.NoOpEntries}, {t.noOpSlots, s.NoOpSlots}} {
+			}{{t.reports, s.Reports}, {t.lagFixes, s.LagFixReports}, {t.drains, s.Drains}, {t.noOpEntries, s.NoOpEntries}, {t.noOpSlots, s.NoOpSlots}, {t.rebases, s.Rebases}} {
 				ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v), tp.Topic, id)
 			}
 		}

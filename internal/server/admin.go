@@ -292,7 +292,7 @@ func (s *Server) totalOrderState() []metrics.TotalOrderTopic {
 				c, sh := r.Counts(), &tp.Shards[i]
 				sh.Local = true
 				sh.Reports, sh.LagFixReports, sh.Drains = c.Reports.Load(), c.LagFixReports.Load(), c.Drains.Load()
-				sh.NoOpEntries, sh.NoOpSlots = c.NoOpEntries.Load(), c.NoOpSlots.Load()
+				sh.NoOpEntries, sh.NoOpSlots, sh.Rebases = c.NoOpEntries.Load(), c.NoOpSlots.Load(), c.Rebases.Load()
 			}
 		}
 		out = append(out, tp)

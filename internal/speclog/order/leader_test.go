@@ -335,76 +335,112 @@ func TestRefusedNoOpIsAskedAgain(t *testing.T) {
 // member restored a snapshot meanwhile) and is rebased onto the new state delivers every durable
 // slot it had not delivered, including those the new state committed meanwhile, each at its
 // committed position; ResumeShard alone (a new leader, no subscribers yet) starts at the
-// committed slots.
+// committed slots. Across a view change it missed, it announces the change where the view
+// began (not at its own stale confirmed prefix) and delivers again from its confirmed slots in
+// the new view; if it was the shard that failed, it delivers its slots committed before the
+// failure and is truncated there.
 func TestRebaseDeliversWhatItOwes(t *testing.T) {
 	cfg := testConfig() // W 10, quota 4
-	sh, err := NewShard(cfg, 1, firstTable(2, cfg.InitialQuota), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	both := map[int32]time.Duration{0: 500 * time.Microsecond, 1: 500 * time.Microsecond}
 	now := time.Unix(0, 0)
-	const durable = 2000
-	o := sh.Durable(durable, now)
-	delivered := int64(0)
-	for _, d := range o.Deliver {
-		delivered += d.N
-	}
-	if delivered != 40 {
-		t.Fatalf("with window 0's table only: %d slots delivered; want its 40", delivered)
-	}
-	// The sequencer goes on (both shards report every 0.5 ms) without this copy hearing it.
-	d := newDriver(t, cfg, 2)
-	d.run(30*time.Millisecond, map[int32]time.Duration{0: 500 * time.Microsecond, 1: 500 * time.Microsecond})
-	st := d.st.Clone()
-	if st.Slots[1] <= 40 {
-		t.Fatalf("the sequencer committed %d of shard 1's slots; the test needs more than 40", st.Slots[1])
-	}
-	sh, o = sh.Rebase(st, now)
-	next := int64(40)
-	for _, dl := range o.Deliver {
-		if dl.Slot != next {
-			t.Fatalf("rebased: delivery %+v; want slots from %d on (deliveries %+v)", dl, next, o.Deliver)
+	// stale is shard 1 with 2,000 durable slots that heard only the first table.
+	stale := func() *Shard {
+		sh, err := NewShard(cfg, 1, firstTable(2, cfg.InitialQuota), 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for k := range dl.N {
-			if want, ok := st.Position(1, dl.Slot+k); !ok || want != dl.Position+uint64(k) {
-				t.Fatalf("slot %d delivered at %d; the state has it at %d (%v)", dl.Slot+k, dl.Position+uint64(k), want, ok)
+		delivered := int64(0)
+		for _, d := range sh.Durable(2000, now).Deliver {
+			delivered += d.N
+		}
+		if delivered != 40 {
+			t.Fatalf("with window 0's table only: %d slots delivered; want its 40", delivered)
+		}
+		return sh
+	}
+	// check: o's deliveries are slots [from, from+n) at st's positions, in st's view.
+	check := func(what string, o Out, st *State, from int64) int64 {
+		t.Helper()
+		next := from
+		for _, dl := range o.Deliver {
+			if dl.Slot != next || dl.View != st.View {
+				t.Fatalf("%s: delivery %+v; want slot %d on in view %d (deliveries %+v)", what, dl, next, st.View, o.Deliver)
 			}
+			for k := range dl.N {
+				if want, ok := st.Position(1, dl.Slot+k); !ok || want != dl.Position+uint64(k) {
+					t.Fatalf("%s: slot %d delivered at %d; the state has it at %d (%v)", what, dl.Slot+k, dl.Position+uint64(k), want, ok)
+				}
+			}
+			next += dl.N
 		}
-		next += dl.N
-	}
-	if next <= st.Slots[1] {
-		t.Fatalf("rebased: delivered through slot %d; the state committed %d of them", next, st.Slots[1])
-	}
-	if o.Confirm != st.Committed() || o.Acked != st.Slots[1] {
-		t.Fatalf("rebased: confirm %d, acked %d; want %d and %d", o.Confirm, o.Acked, st.Committed(), st.Slots[1])
-	}
-	if o.Fail != nil || o.Truncate != nil {
-		t.Fatalf("rebased in the same view: %+v", o)
+		return next
 	}
 
-	// Rebased across a view change (shard 0 failed meanwhile): its speculation fails at its
-	// confirmed prefix, and it delivers again from its confirmed slots, in the new view.
-	confirmed, acked := sh.confirmed, sh.acked
-	d.silent[0] = true
-	d.run(200*time.Millisecond, map[int32]time.Duration{0: 500 * time.Microsecond, 1: 500 * time.Microsecond})
-	st = d.st.Clone()
-	if st.View == 0 {
-		t.Fatal("no view change after shard 0 went silent")
-	}
-	_, o = sh.Rebase(st, now)
-	if o.Fail == nil || *o.Fail != confirmed {
-		t.Fatalf("rebased across a view change: fail %v; want at %d", o.Fail, confirmed)
-	}
-	if len(o.Deliver) == 0 || o.Deliver[0].Slot != acked || o.Deliver[0].View != st.View {
-		t.Fatalf("rebased across a view change: deliveries %+v; want from slot %d in view %d", o.Deliver, acked, st.View)
-	}
-	for _, dl := range o.Deliver {
-		for k := range dl.N {
-			if want, ok := st.Position(1, dl.Slot+k); !ok || want != dl.Position+uint64(k) {
-				t.Fatalf("slot %d delivered at %d; the state has it at %d (%v)", dl.Slot+k, dl.Position+uint64(k), want, ok)
-			}
+	t.Run("same view", func(t *testing.T) {
+		d := newDriver(t, cfg, 2)
+		d.run(30*time.Millisecond, both)
+		st := d.st.Clone()
+		if st.Slots[1] <= 40 {
+			t.Fatalf("the sequencer committed %d of shard 1's slots; the test needs more than 40", st.Slots[1])
 		}
-	}
+		_, o := stale().Rebase(st, now)
+		if next := check("rebased", o, st, 40); next <= st.Slots[1] {
+			t.Fatalf("rebased: delivered through slot %d; the state committed %d of them", next, st.Slots[1])
+		}
+		if o.Confirm != st.Committed() || o.Acked != st.Slots[1] {
+			t.Fatalf("rebased: confirm %d, acked %d; want %d and %d", o.Confirm, o.Acked, st.Committed(), st.Slots[1])
+		}
+		if o.Fail != nil || o.Truncate != nil || len(o.Missed) != 0 {
+			t.Fatalf("rebased in the same view: %+v", o)
+		}
+	})
+
+	t.Run("another shard failed", func(t *testing.T) {
+		d := newDriver(t, cfg, 2)
+		d.run(30*time.Millisecond, both)
+		sh, _ := stale().Rebase(d.st.Clone(), now)
+		confirmed, acked := sh.confirmed, sh.acked
+		d.run(20*time.Millisecond, both) // more commits before the view change
+		d.silent[0] = true
+		d.run(200*time.Millisecond, both)
+		st := d.st.Clone()
+		after, _ := st.ViewAfter(1)
+		if st.View != 1 || after <= confirmed {
+			t.Fatalf("view %d beginning at %d (the shard's confirmed prefix %d): the test needs view 1 after more commits", st.View, after, confirmed)
+		}
+		_, o := sh.Rebase(st, now)
+		if len(o.Missed) != 1 || o.Missed[0] != (ViewChange{After: after, View: 1}) || o.Fail != nil {
+			t.Fatalf("rebased across the view change: missed %+v, fail %v; want view 1 from %d", o.Missed, o.Fail, after)
+		}
+		if len(o.Deliver) == 0 {
+			t.Fatal("rebased across the view change: nothing delivered again")
+		}
+		check("rebased across the view change", o, st, acked)
+	})
+
+	t.Run("this shard failed", func(t *testing.T) {
+		d := newDriver(t, cfg, 2)
+		sh := stale()
+		d.run(30*time.Millisecond, both)
+		d.silent[1] = true
+		d.run(200*time.Millisecond, both)
+		st := d.st.Clone()
+		keep := st.Slots[1]
+		if !st.Out[1] || keep <= 40 {
+			t.Fatalf("shard 1 out %v with %d committed slots: the test needs it failed past 40", st.Out[1], keep)
+		}
+		after, _ := st.ViewAfter(1)
+		_, o := sh.Rebase(st, now)
+		if o.Truncate == nil || *o.Truncate != keep || len(o.Missed) != 1 || o.Missed[0] != (ViewChange{After: after, View: 1}) {
+			t.Fatalf("rebased after its own failure: truncate %v, missed %+v; want %d and view 1 from %d", o.Truncate, o.Missed, keep, after)
+		}
+		if next := check("rebased after its own failure", o, st, 0); next != keep {
+			t.Fatalf("rebased after its own failure: delivered slots 0 to %d; want its %d committed ones", next, keep)
+		}
+		if o.Report != nil {
+			t.Fatalf("a failed shard reports: %+v", o.Report)
+		}
+	})
 }
 
 // TestShardDrainsABacklog: a backlog of at most DrainAfter cuts of the quota is reported at the

@@ -18,13 +18,17 @@ type Delivery struct {
 type Out struct {
 	Deliver  []Delivery
 	Report   *Report
-	NoOp     int64   // append one coalesced no-op entry of this many slots
-	Confirm  uint64  // positions below are confirmed (0: no news)
-	Acked    int64   // the appends of slots below are acknowledged (0: no news)
-	Fail     *uint64 // every speculation at or after this position failed (a view change)
-	Truncate *int64  // this shard was failed: its slots from here on were never acknowledged
-	Drain    bool    // Report drains a backlog past DrainAfter cuts at once
+	NoOp     int64        // append one coalesced no-op entry of this many slots
+	Confirm  uint64       // positions below are confirmed (0: no news)
+	Acked    int64        // the appends of slots below are acknowledged (0: no news)
+	Fail     *uint64      // every speculation at or after this position failed (a view change)
+	Truncate *int64       // this shard was failed: its slots from here on were never acknowledged
+	Drain    bool         // Report drains a backlog past DrainAfter cuts at once
+	Missed   []ViewChange // Rebase: the view changes the shard missed, in order (each a Fail)
 }
+
+// ViewChange is a view change: every speculation at or after After failed when View began.
+type ViewChange struct{ After, View uint64 }
 
 // Shard is one shard's state machine: it turns durable slots into speculative deliveries and
 // reports of exactly its quota, fills deficits with coalesced no-ops, and turns the sequencer's
@@ -90,32 +94,34 @@ func ResumeShard(cfg Config, id int32, st *State, durable, noOps int64) *Shard {
 // log only what was durable with a position when they started, and wait for this shard's
 // deliveries for the rest. So the slots it had not delivered yet are delivered now, at the
 // positions the new state committed them to meanwhile; the new state's confirmations and
-// acknowledgements come at once, and a view change it missed fails its speculation (a failure
-// of this shard itself also truncates it, as Apply does).
+// acknowledgements come at once. Each view change it missed is announced as it happened
+// (Missed: its own speculation from the first one on failed), and it delivers again from its
+// confirmed slots, in the new view; a failure of this shard itself also truncates it, as Apply
+// does, after delivering its slots committed before the failure.
 func (sh *Shard) Rebase(st *State, now time.Time) (*Shard, Out) {
 	n := ResumeShard(sh.cfg, sh.id, st, sh.durable, sh.noops)
 	n.noopUntil = sh.noopUntil // a no-op entry asked for is in the log, durable or not
 	var o Out
-	if st.View > sh.st.View {
-		at := sh.confirmed
-		o.Fail = &at
+	from := sh.delivered
+	for v := sh.st.View + 1; v <= st.View; v++ {
+		after, _ := st.ViewAfter(v)
+		o.Missed = append(o.Missed, ViewChange{After: after, View: v})
+		from = sh.acked // its speculation failed: again from its confirmed slots, in the new view
 	}
-	switch {
-	case n.out && !sh.out:
+	if _, _, ok := n.position(from); !ok || from >= n.delivered {
+		from = n.delivered
+	}
+	if n.out && !sh.out { // failed meanwhile: its slots committed before that, then nothing
 		keep := st.Slots[sh.id]
-		n.durable, n.delivered, n.noopUntil = keep, keep, 0
+		n.out, n.durable, n.delivered = false, keep, from
+		n.deliver(&o)
+		n.out, n.noopUntil = true, 0
 		o.Truncate = &keep
-	default:
-		from := sh.delivered
-		if o.Fail != nil {
-			from = sh.acked // its speculation failed: again from its confirmed slots, in the new view
-		}
-		if _, _, ok := n.position(from); ok && from < n.delivered {
-			n.delivered = from
-		}
+	} else {
+		n.delivered = from
 	}
 	d := n.Durable(0, now)
-	o.Deliver, o.Report = d.Deliver, d.Report
+	o.Deliver, o.Report = append(o.Deliver, d.Deliver...), d.Report
 	o.Confirm, o.Acked = n.confirmed, n.acked
 	return n, o
 }
@@ -207,8 +213,8 @@ func (sh *Shard) askNoOp(o *Out, need int64) {
 
 // NoOpRefused takes back the no-op entry o asked for, which the log refused (appends were
 // stopped for a leadership transfer that then did not happen, say): its slots are not
-// coming, so a later Tick or Signal asks again instead of waiting for them forever (an idle
-// shard would stall every cut). o's report stops counting it.
+// coming, so a later Tick or Signal asks for them again (askNoOp counts a no-op asked for as
+// coming: without this an idle shard would stall every cut). o's report stops counting it.
 func (sh *Shard) NoOpRefused(o *Out) {
 	n := o.NoOp
 	if n <= 0 {

@@ -278,6 +278,7 @@ func (r *Runner) loop() error {
 			}
 			var o order.Out
 			sh, o = sh.Rebase(st, now)
+			r.counts.Rebases.Add(1)
 			if o.Truncate != nil {
 				fed = *o.Truncate
 				r.feed.Join(r.topic, r.id)
@@ -340,9 +341,11 @@ func (r *Runner) loop() error {
 // handle carries out a state machine's output.
 // Counts are what a runner did of the protocol since it started: reports sent (of which
 // answers to a lag-fix signal, and backlogs drained at once) and coalesced no-op entries
-// appended (and the slots they fill).
+// appended (and the slots they fill), and rebases onto a sequencer state it could not follow
+// entry by entry (order.Shard.Rebase).
 type Counts struct {
 	Reports, LagFixReports, Drains, NoOpEntries, NoOpSlots atomic.Uint64
+	Rebases                                                atomic.Uint64
 }
 
 // Counts returns the runner's counters.
@@ -371,11 +374,15 @@ func (r *Runner) handle(sh *order.Shard, o order.Out) {
 		}
 		r.feed.Report(r.topic, *o.Report)
 	}
-	if len(o.Deliver) == 0 && o.Confirm == 0 && o.Acked == 0 && o.Fail == nil {
+	if len(o.Deliver) == 0 && o.Confirm == 0 && o.Acked == 0 && o.Fail == nil && len(o.Missed) == 0 {
 		return
 	}
 	r.mu.Lock()
 	r.view = view
+	for _, m := range o.Missed {
+		r.events = append(r.events, Event{Kind: Fail, After: m.After, View: m.View})
+		r.delivered = min(r.delivered, m.After)
+	}
 	if o.Fail != nil {
 		r.events = append(r.events, Event{Kind: Fail, After: *o.Fail, View: r.view})
 		r.delivered = min(r.delivered, *o.Fail)

@@ -476,7 +476,8 @@ func TestLearnerRestarts(t *testing.T) {
 // TestIdleShardAfterRefusedNoOps: an idle shard fills its cuts with no-ops only; while its log
 // refuses them (appends stopped for a leadership transfer that then does not happen) the cuts
 // wait, and once appends resume the shard fills them again and the confirmed prefix moves on.
-// (Before, a refused no-op was taken as asked for, and the idle shard never asked again.)
+// (A refused no-op still counted as coming would keep both the tick and the lag-fix from
+// asking for those slots again: it fails without Shard.NoOpRefused.)
 func TestIdleShardAfterRefusedNoOps(t *testing.T) {
 	cfg := order.DefaultConfig()
 	cfg.FailAfter = time.Minute // the refusal is no failure here: only the stall is tested
@@ -495,8 +496,8 @@ func TestIdleShardAfterRefusedNoOps(t *testing.T) {
 	grows := func(what string) {
 		t.Helper()
 		from := confirmed()
-		deadline := time.Now().Add(5 * time.Second)
-		for confirmed() < from+1000 {
+		deadline := time.Now().Add(20 * time.Second)
+		for confirmed() < from+200 {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: the confirmed prefix stayed at %d (from %d)", what, confirmed(), from)
 			}
@@ -553,7 +554,18 @@ func TestRunnerOnAStaleMember(t *testing.T) {
 	c.mu.Lock()
 	c.down[3] = true // hears nothing, says nothing
 	c.mu.Unlock()
-	appendFor(1500 * time.Millisecond) // about 1,500 entries: compacted past it (snapshots every 500)
+	// Until the leader has applied 1,500 entries the learner has not (snapshots every 500: the
+	// log is compacted past it, and it catches up by a snapshot).
+	_, cutOff, _ := c.groups[3].Snapshot(topicID)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		appendFor(100 * time.Millisecond)
+		if _, seq, _ := c.groups[lead].Snapshot(topicID); seq >= cutOff+1500 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sequencer did not move 1,500 entries ahead of the cut-off learner in 30 s")
+		}
+	}
 	c.waitAcked(logs, "with the learner cut off")
 
 	// Shard 0 moves to the learner's node, which starts it on its stale state; a subscriber
@@ -608,6 +620,9 @@ func TestRunnerOnAStaleMember(t *testing.T) {
 	c.waitAcked(logs, "with shard 0 on the caught-up learner")
 	close(stop)
 	<-done
+	if n := r.Counts().Rebases.Load(); n == 0 {
+		t.Fatal("the runner never rebased: its member caught up entry by entry, so the test tested nothing")
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	var missing []int64
