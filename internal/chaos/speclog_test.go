@@ -210,7 +210,7 @@ func subscribe(t *testing.T, ctx context.Context, log *speclog.Log) *orderSubscr
 				return
 			}
 			s.mu.Lock()
-			s.trace = append(s.trace, fmt.Sprintf("%d:k%d p%d view%d upto%d after%d spec%v shard%d", len(s.trace), ev.Kind, ev.Position, ev.View, ev.UpTo, ev.After, ev.Speculative, ev.Shard))
+			s.trace = append(s.trace, fmt.Sprintf("%d:k%d p%d view%d upto%d after%d spec%v shard%d %q", len(s.trace), ev.Kind, ev.Position, ev.View, ev.UpTo, ev.After, ev.Speculative, ev.Shard, ev.Record.Value))
 			switch ev.Kind {
 			case speclog.EventRecord:
 				if n := len(s.kept); n > 0 && ev.Position <= s.kept[n-1].Position {
@@ -379,23 +379,35 @@ func (r *orderRig) check(log *speclog.Log, a *appenders, sub *orderSubscriber) *
 		n++
 	}
 	if n != len(got) {
-		seen := map[uint64]bool{}
+		// What differs: confirmed records the subscriber lacks, and positions it kept twice or
+		// that hold no record in the log.
+		seen := map[uint64]int{}
+		var extra []uint64
 		for _, e := range sub.kept {
-			seen[e.Position] = true
+			if e.Position >= d.Confirmed {
+				break
+			}
+			if seen[e.Position]++; seen[e.Position] > 1 {
+				extra = append(extra, e.Position)
+			} else if _, ok := got[e.Position]; !ok {
+				extra = append(extra, e.Position)
+			}
 		}
 		var lacks []uint64
 		for pos := range got {
-			if !seen[pos] {
+			if seen[pos] == 0 {
 				lacks = append(lacks, pos)
 			}
 		}
 		slices.Sort(lacks)
-		// Where it went wrong: the fail notices, and the events around the first lacking position.
+		first := slices.Concat(lacks, extra)
+		slices.Sort(first)
+		// Where it went wrong: the fail notices, and the events around the first such position.
 		cross := -1
 		for i, l := range sub.trace {
 			var k, p int
 			fmt.Sscanf(l[strings.Index(l, ":")+1:], "k%d p%d", &k, &p)
-			if k == int(speclog.EventRecord) && uint64(p) > lacks[0] && cross < 0 {
+			if len(first) > 0 && k == int(speclog.EventRecord) && uint64(p) >= first[0] && cross < 0 {
 				cross = i
 			}
 			if k == int(speclog.EventFail) {
@@ -405,7 +417,9 @@ func (r *orderRig) check(log *speclog.Log, a *appenders, sub *orderSubscriber) *
 		for i := max(cross-15, 0); cross >= 0 && i < min(cross+15, len(sub.trace)); i++ {
 			t.Log(sub.trace[i])
 		}
-		t.Fatalf("the subscriber kept %d confirmed records; the log has %d; it lacks positions %v", n, len(got), lacks[:min(len(lacks), 20)])
+		r.logHistory()
+		t.Fatalf("the subscriber kept %d confirmed records; the log has %d; it lacks positions %v; it kept twice or where the log has no record %v",
+			n, len(got), lacks[:min(len(lacks), 20)], extra[:min(len(extra), 20)])
 	}
 	t.Logf("%d acknowledged appends all at their positions; %d records confirmed, seen by the subscriber in order (%d fail notices); view %d",
 		acked, len(got), sub.fails, d.View)
