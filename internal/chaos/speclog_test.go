@@ -318,7 +318,9 @@ func (r *orderRig) check(log *speclog.Log, a *appenders, sub *orderSubscriber) *
 					break
 				}
 				for _, e := range evs {
-					got[e.Position] = string(e.Record.Value)
+					if e.Position < d.Confirmed { // a read may go on past it: the log confirms more meanwhile
+						got[e.Position] = string(e.Record.Value)
+					}
 				}
 				from = next
 			}
