@@ -157,8 +157,8 @@ func newSimCfg(t *testing.T, seed uint64, shards int, loss float64, cfg Config) 
 func (s *sim) handle(id int32, o Out) {
 	sh := s.shards[id]
 	if s.merger != nil {
-		if o.Fail != nil { // before the deliveries of the new view that come with it (as the runner does)
-			s.events = append(s.events, s.merger.Fail(*o.Fail, sh.st.View)...)
+		for _, f := range o.Fail { // before the deliveries of the new view that come with it (as the runner does)
+			s.events = append(s.events, s.merger.Fail(f.After, f.View)...)
 		}
 		for _, d := range o.Deliver {
 			for k := range d.N {
@@ -197,13 +197,13 @@ func (s *sim) handle(id int32, o Out) {
 		s.seen[id] = max(s.seen[id], o.Confirm)
 		s.prefix = max(s.prefix, o.Confirm)
 	}
-	if o.Fail != nil {
-		if *o.Fail != sh.confirmed {
-			s.t.Fatalf("shard %d failed speculation after %d; its confirmed prefix is %d", id, *o.Fail, sh.confirmed)
+	for _, f := range o.Fail {
+		if f.After != sh.confirmed {
+			s.t.Fatalf("shard %d failed speculation after %d; its confirmed prefix is %d", id, f.After, sh.confirmed)
 		}
-		s.failed = append(s.failed, *o.Fail)
+		s.failed = append(s.failed, f.After)
 		for k, own := range s.spec { // everything after the confirmed prefix is rolled back
-			if k.pos >= *o.Fail && own.shard == id {
+			if k.pos >= f.After && own.shard == id {
 				delete(s.spec, k)
 			}
 		}

@@ -21,10 +21,9 @@ type Out struct {
 	NoOp     int64        // append one coalesced no-op entry of this many slots
 	Confirm  uint64       // positions below are confirmed (0: no news)
 	Acked    int64        // the appends of slots below are acknowledged (0: no news)
-	Fail     *uint64      // every speculation at or after this position failed (a view change)
+	Fail     []ViewChange // view changes, in order (Apply: one; Rebase: each it missed)
 	Truncate *int64       // this shard was failed: its slots from here on were never acknowledged
 	Drain    bool         // Report drains a backlog past DrainAfter cuts at once
-	Missed   []ViewChange // Rebase: the view changes the shard missed, in order (each a Fail)
 }
 
 // ViewChange is a view change: every speculation at or after After failed when View began.
@@ -95,7 +94,7 @@ func ResumeShard(cfg Config, id int32, st *State, durable, noOps int64) *Shard {
 // deliveries for the rest. So the slots it had not delivered yet are delivered now, at the
 // positions the new state committed them to meanwhile; the new state's confirmations and
 // acknowledgements come at once. Each view change it missed is announced as it happened
-// (Missed: its own speculation from the first one on failed), and it delivers again from its
+// (Fail: its own speculation from the first one on failed), and it delivers again from its
 // confirmed slots, in the new view; a failure of this shard itself also truncates it, as Apply
 // does, after delivering its slots committed before the failure.
 func (sh *Shard) Rebase(st *State, now time.Time) (*Shard, Out) {
@@ -105,20 +104,18 @@ func (sh *Shard) Rebase(st *State, now time.Time) (*Shard, Out) {
 	from := sh.delivered
 	for v := sh.st.View + 1; v <= st.View; v++ {
 		after, _ := st.ViewAfter(v)
-		o.Missed = append(o.Missed, ViewChange{After: after, View: v})
+		o.Fail = append(o.Fail, ViewChange{After: after, View: v})
 		from = sh.acked // its speculation failed: again from its confirmed slots, in the new view
 	}
-	if _, _, ok := n.position(from); !ok || from >= n.delivered {
-		from = n.delivered
+	if _, _, ok := n.position(from); ok && from < n.delivered {
+		n.delivered = from
 	}
 	if n.out && !sh.out { // failed meanwhile: its slots committed before that, then nothing
 		keep := st.Slots[sh.id]
-		n.out, n.durable, n.delivered = false, keep, from
+		n.out, n.durable = false, keep
 		n.deliver(&o)
 		n.out, n.noopUntil = true, 0
 		o.Truncate = &keep
-	} else {
-		n.delivered = from
 	}
 	d := n.Durable(0, now)
 	o.Deliver, o.Report = append(o.Deliver, d.Deliver...), d.Report
@@ -247,12 +244,11 @@ func (sh *Shard) Apply(e Entry, now time.Time) (Out, error) {
 		keep := sh.st.Slots[sh.id]
 		sh.out, sh.durable, sh.delivered, sh.noopUntil = true, keep, keep, 0
 		o.Truncate = &keep
-		at := sh.confirmed // its own speculation after the confirmed prefix is void too
-		o.Fail = &at
+		// its own speculation after the confirmed prefix is void too
+		o.Fail = []ViewChange{{After: sh.confirmed, View: sh.st.View}}
 		return o, nil
 	case e.Fail != nil:
-		at := sh.confirmed
-		o.Fail = &at
+		o.Fail = []ViewChange{{After: sh.confirmed, View: sh.st.View}}
 		sh.delivered = sh.st.Slots[sh.id] // deliver again from the confirmed prefix, in the new view
 	case e.Table != nil && e.Table.Index(sh.id) >= 0 && sh.out:
 		sh.out = false // joined again

@@ -374,18 +374,14 @@ func (r *Runner) handle(sh *order.Shard, o order.Out) {
 		}
 		r.feed.Report(r.topic, *o.Report)
 	}
-	if len(o.Deliver) == 0 && o.Confirm == 0 && o.Acked == 0 && o.Fail == nil && len(o.Missed) == 0 {
+	if len(o.Deliver) == 0 && o.Confirm == 0 && o.Acked == 0 && len(o.Fail) == 0 {
 		return
 	}
 	r.mu.Lock()
 	r.view = view
-	for _, m := range o.Missed {
-		r.events = append(r.events, Event{Kind: Fail, After: m.After, View: m.View})
-		r.delivered = min(r.delivered, m.After)
-	}
-	if o.Fail != nil {
-		r.events = append(r.events, Event{Kind: Fail, After: *o.Fail, View: r.view})
-		r.delivered = min(r.delivered, *o.Fail)
+	for _, f := range o.Fail {
+		r.events = append(r.events, Event{Kind: Fail, After: f.After, View: f.View})
+		r.delivered = min(r.delivered, f.After)
 	}
 	for _, d := range o.Deliver {
 		r.events = append(r.events, Event{Kind: Deliver, Slot: d.Slot, N: d.N, Position: d.Position, View: d.View})
