@@ -213,6 +213,17 @@ func (c *cluster) converged(a, b int32) bool {
 	return false
 }
 
+// start runs shard's runner over log l on member node, as the shard's runner from now on,
+// until it is stopped or the test ends.
+func (c *cluster) start(shard, node int32, cfg order.Config, l *memLog) *Runner {
+	r := Start(topicID, shard, cfg, l, c.groups[node], slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	c.mu.Lock()
+	c.runners[shard] = r
+	c.mu.Unlock()
+	c.t.Cleanup(r.Stop)
+	return r
+}
+
 // TestShardsOverTheSequencerGroup runs two shards against a three-member sequencer group with
 // appenders, then stops the group's leader (and the shard led on its node, which another node
 // takes over): the committed prefix keeps growing, no speculation fails, positions are
@@ -222,16 +233,10 @@ func TestShardsOverTheSequencerGroup(t *testing.T) {
 	c := newCluster(t, 3, 3, 2, cfg)
 	lead := c.leader()
 	logs := []*memLog{newMemLog(), newMemLog()}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// shard 0 on the leader's node, shard 1 on another
 	other := (lead + 1) % 3
 	place := map[int32]int32{0: lead, 1: other}
-	start := func(shard int32) {
-		r := Start(topicID, shard, cfg, logs[shard], c.groups[place[shard]], logger)
-		c.mu.Lock()
-		c.runners[shard] = r
-		c.mu.Unlock()
-	}
+	start := func(shard int32) { c.start(shard, place[shard], cfg, logs[shard]) }
 	start(0)
 	start(1)
 	stopAppend := make(chan struct{})
@@ -368,14 +373,9 @@ func TestShardOnALearner(t *testing.T) {
 	c := newCluster(t, 4, 3, 2, cfg) // node 3 is a learner
 	lead := c.leader()
 	logs := []*memLog{newMemLog(), newMemLog()}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	place := map[int32]int32{0: lead, 1: 3}
 	for shard, node := range place {
-		r := Start(topicID, shard, cfg, logs[shard], c.groups[node], logger)
-		c.mu.Lock()
-		c.runners[shard] = r
-		c.mu.Unlock()
-		t.Cleanup(r.Stop)
+		c.start(shard, node, cfg, logs[shard])
 	}
 	if c.groups[3].Leader() == 3 {
 		t.Fatal("the learner leads")
@@ -429,15 +429,8 @@ func TestLearnerRestarts(t *testing.T) {
 	c := newCluster(t, 4, 3, 2, cfg) // node 3 is a learner
 	lead := c.leader()
 	logs := []*memLog{newMemLog(), newMemLog()}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	other := (lead + 1) % 3
-	start := func(shard, node int32) {
-		r := Start(topicID, shard, cfg, logs[shard], c.groups[node], logger)
-		c.mu.Lock()
-		c.runners[shard] = r
-		c.mu.Unlock()
-		t.Cleanup(r.Stop)
-	}
+	start := func(shard, node int32) { c.start(shard, node, cfg, logs[shard]) }
 	start(0, lead)
 	start(1, other)
 	appendFor := func(d time.Duration) {
@@ -484,13 +477,8 @@ func TestIdleShardAfterRefusedNoOps(t *testing.T) {
 	c := newCluster(t, 1, 1, 2, cfg)
 	c.leader()
 	logs := []*memLog{newMemLog(), newMemLog()}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for shard := range int32(2) {
-		r := Start(topicID, shard, cfg, logs[shard], c.groups[0], logger)
-		c.mu.Lock()
-		c.runners[shard] = r
-		c.mu.Unlock()
-		t.Cleanup(r.Stop)
+		c.start(shard, 0, cfg, logs[shard])
 	}
 	confirmed := func() uint64 { _, conf, _ := c.runners[1].Head(); return conf }
 	grows := func(what string) {
@@ -531,15 +519,7 @@ func TestRunnerOnAStaleMember(t *testing.T) {
 	c := newCluster(t, 4, 3, 2, cfg) // node 3 is a learner
 	lead := c.leader()
 	logs := []*memLog{newMemLog(), newMemLog()}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	start := func(shard, node int32) *Runner {
-		r := Start(topicID, shard, cfg, logs[shard], c.groups[node], logger)
-		c.mu.Lock()
-		c.runners[shard] = r
-		c.mu.Unlock()
-		t.Cleanup(r.Stop)
-		return r
-	}
+	start := func(shard, node int32) *Runner { return c.start(shard, node, cfg, logs[shard]) }
 	start(0, lead)
 	start(1, (lead+1)%3)
 	appendFor := func(d time.Duration) {
