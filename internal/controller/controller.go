@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,6 +65,7 @@ type Controller struct {
 
 	recvc chan *pb.Message
 	propc chan proposal
+	readc chan chan uint64 // ReadIndex's requests
 	stop  chan struct{}
 	done  chan struct{}
 
@@ -77,6 +79,9 @@ type Controller struct {
 	applied      uint64
 	pendingConf  bool // a configuration change is proposed and not yet applied
 	bootProposed time.Time
+	reads        map[uint64]pendingRead // the ReadIndex request raft has not answered (at most one), by id
+	readNext     []chan uint64          // ReadIndex callers waiting for the next request
+	readSeq      uint64
 
 	mu        sync.Mutex
 	seq       uint64
@@ -88,6 +93,13 @@ type proposal struct {
 	data []byte
 	cc   *pb.ConfChange
 	err  chan error
+}
+
+// pendingRead is one ReadIndex request raft was asked: every caller that arrived before it was
+// asked waits on it.
+type pendingRead struct {
+	waiters []chan uint64
+	asked   time.Time
 }
 
 type applied struct {
@@ -138,7 +150,7 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	snap, _ := st.Snapshot()
 	c := &Controller{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096),
-		propc: make(chan proposal, 256), stop: make(chan struct{}), done: make(chan struct{}),
+		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), reads: map[uint64]pendingRead{}, stop: make(chan struct{}), done: make(chan struct{}),
 		work: img, confState: pb.EnsureConfState(snap.GetMetadata().GetConfState()),
 		applied: snap.GetMetadata().GetIndex(), waiters: map[uint64]chan applied{}, appliedCh: make(chan struct{})}
 	c.work.Index = c.applied
@@ -257,6 +269,112 @@ func (c *Controller) WaitApplied(ctx context.Context, index uint64) error {
 	}
 }
 
+// ReadIndex returns an index of the controller's log at least as high as every entry committed
+// before the call (Raft's ReadIndex: the leader confirms with a quorum that it still leads). Any
+// member can ask, voter or learner; the answer is for WaitApplied. A request raft drops (no
+// leader known, a lost message) is asked again after lostReadAfter, until ctx ends.
+func (c *Controller) ReadIndex(ctx context.Context) (uint64, error) {
+	for {
+		w := make(chan uint64, 1)
+		select {
+		case c.readc <- w:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-c.stop:
+			return 0, ErrStopped
+		}
+		t := time.NewTimer(lostReadAfter)
+		select {
+		case idx := <-w:
+			t.Stop()
+			return idx, nil
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-c.stop:
+			t.Stop()
+			return 0, ErrStopped
+		}
+	}
+}
+
+// Barrier waits until this member's image has applied everything the controller committed
+// before the call: what any node answered from its image before, this one's image has too (a
+// linearizable read of the image).
+func (c *Controller) Barrier(ctx context.Context) error {
+	idx, err := c.ReadIndex(ctx)
+	if err != nil {
+		return err
+	}
+	return c.WaitApplied(ctx, idx)
+}
+
+// lostReadAfter is how long a ReadIndex request goes unanswered before it is taken as lost
+// (raft neither retries nor reports a dropped one).
+const lostReadAfter = time.Second
+
+// askReadIndex asks raft for a read index for w and every request queued behind it; while one
+// is in flight they wait for the next (one quorum round at a time serves every request that
+// arrives meanwhile). Runs on the loop goroutine.
+func (c *Controller) askReadIndex(w chan uint64) {
+	c.readNext = append(c.readNext, w)
+	for len(c.readNext) < 4096 {
+		select {
+		case w := <-c.readc:
+			c.readNext = append(c.readNext, w)
+			continue
+		default:
+		}
+		break
+	}
+	c.sendReadIndex()
+}
+
+// sendReadIndex asks raft for the requests in readNext unless a request is in flight.
+func (c *Controller) sendReadIndex() {
+	if len(c.reads) > 0 || len(c.readNext) == 0 {
+		return
+	}
+	c.readSeq++
+	c.reads[c.readSeq] = pendingRead{waiters: c.readNext, asked: time.Now()}
+	c.readNext = nil
+	var id [8]byte
+	binary.BigEndian.PutUint64(id[:], c.readSeq)
+	c.rn.ReadIndex(id[:])
+}
+
+// answerReads hands raft's read states to their waiters and asks for the next ones. Runs on
+// the loop goroutine.
+func (c *Controller) answerReads(states []raft.ReadState) {
+	for _, rs := range states {
+		if len(rs.RequestCtx) != 8 {
+			continue
+		}
+		id := binary.BigEndian.Uint64(rs.RequestCtx)
+		p, ok := c.reads[id]
+		if !ok {
+			continue // answered after it was taken as lost: its waiters asked again
+		}
+		delete(c.reads, id)
+		for _, w := range p.waiters {
+			w <- rs.Index // buffered, one answer each
+		}
+	}
+	c.sendReadIndex()
+}
+
+// forgetLostReads drops a request raft has not answered for lostReadAfter (its callers ask
+// again) and asks for the ones waiting behind it. Runs on the loop goroutine.
+func (c *Controller) forgetLostReads() {
+	for id, p := range c.reads {
+		if time.Since(p.asked) > lostReadAfter {
+			delete(c.reads, id)
+		}
+	}
+	c.sendReadIndex()
+}
+
 // Propose appends cmd to the log and waits until it is applied here, returning its result and
 // log index. Only the active controller proposes; elsewhere it fails with ErrNotLeader. If ctx
 // ends first the command may still be applied later.
@@ -318,6 +436,9 @@ func (c *Controller) run() {
 			return
 		case <-ticker.C:
 			c.rn.Tick()
+			c.forgetLostReads()
+		case w := <-c.readc:
+			c.askReadIndex(w)
 		case m := <-c.recvc:
 			if err := c.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 				c.logger.Debug("controller: step", "err", err)
@@ -382,6 +503,7 @@ func (c *Controller) handleReady() error {
 		if err := c.apply(rd.CommittedEntries); err != nil {
 			return err
 		}
+		c.answerReads(rd.ReadStates)
 		c.rn.Advance(rd)
 	}
 	return nil
