@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -30,6 +31,7 @@ func handleListOffsets(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	b := r.conn.b
+	barrier := sync.OnceValue(func() error { return b.objectBarrier(ctx) })
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -46,7 +48,7 @@ func handleListOffsets(ctx context.Context, r *request) reply {
 			var p *topics.Partition
 			var err error
 			if known && isObjectTopic(t) {
-				if err := b.listObjectOffset(ctx, t, req.ReplicaID, &rp, &sp); err != nil {
+				if err := b.listObjectOffset(ctx, t, req.ReplicaID, &rp, &sp, barrier); err != nil {
 					sp.ErrorCode = errorCode(err)
 				}
 				st.Partitions = append(st.Partitions, sp)

@@ -255,6 +255,35 @@ func (b *Broker) fromSnapshot() bool {
 	return b.ripcording() && !b.cl.Image().Live(b.cfg.NodeID)
 }
 
+// objectBarrierTimeout bounds how long a read waits for the controller to confirm this node's
+// image is current (objectBarrier).
+const objectBarrierTimeout = 2 * time.Second
+
+// objectBarrier makes this node's image at least as new as every image any node answered from
+// before (cluster.Node.Barrier: one quorum round of the controller, shared by the reads waiting
+// with it). Any node serves any object partition, and a node that newly serves one (its owner
+// died, a client's metadata moved) may have an image that trails the one the previous node
+// answered from: without it, a partition's end offset could go back, and a consumer at the
+// old node's end would be told its offset is out of range and reset. Kafka answers such a
+// new leader's reads with OFFSET_NOT_AVAILABLE until it has caught up (KIP-207); so does this
+// when the controller cannot confirm in time. In Ripcord mode no controller answers: the
+// image is as new as it can get, and is used.
+func (b *Broker) objectBarrier(ctx context.Context) error {
+	if b.ripcording() {
+		return nil
+	}
+	bctx, cancel := context.WithTimeout(ctx, objectBarrierTimeout)
+	defer cancel()
+	if err := b.cl.Barrier(bctx); err != nil {
+		if b.ripcording() { // the controller went away meanwhile
+			return nil
+		}
+		b.logger.Debug("broker: no controller confirmed the image for an object partition read", "err", err)
+		return kerr.OffsetNotAvailable
+	}
+	return nil
+}
+
 // readObject reads an object partition for a fetch into fp.
 func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first, readCommitted bool) (int, error) {
 	if b.fromSnapshot() {
@@ -263,6 +292,16 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 	p, err := b.objectPartition(t.ID, sp.partition)
 	if err != nil {
 		return 0, err
+	}
+	if sp.offset > p.Next && !b.ripcording() {
+		// Past this node's end: the offset is bogus, or this image trails the one the consumer
+		// read from before. Only a current image can tell it is out of range.
+		if err := b.objectBarrier(ctx); err != nil {
+			return 0, err
+		}
+		if p, err = b.objectPartition(t.ID, sp.partition); err != nil {
+			return 0, err
+		}
 	}
 	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = p.Next, p.Next, p.Start
 	if readCommitted {
@@ -289,10 +328,14 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 	return len(data), nil
 }
 
-// listObjectOffset answers one ListOffsets partition of an object topic.
-func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaID int32, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) error {
+// listObjectOffset answers one ListOffsets partition of an object topic. barrier is the
+// request's objectBarrier (made once, for its first object partition).
+func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaID int32, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition, barrier func() error) error {
 	if b.fromSnapshot() {
 		return kerr.OffsetNotAvailable
+	}
+	if err := barrier(); err != nil {
+		return err
 	}
 	p, err := b.objectPartition(t.ID, rp.Partition)
 	if err != nil {

@@ -785,6 +785,11 @@ func (n *Node) ProposeApplied(ctx context.Context, cmd *controller.Command) erro
 	return decodeApplyError(resp.Code, resp.Msg)
 }
 
+// Barrier waits until this node's image has everything the controller committed before the
+// call (controller.Barrier): an answer given from the image after it is never older than one
+// any node gave before.
+func (n *Node) Barrier(ctx context.Context) error { return n.ctrl.Barrier(ctx) }
+
 // ImageChanged returns a channel closed the next time this node's image moves.
 func (n *Node) ImageChanged() <-chan struct{} { return n.ctrl.Applied() }
 

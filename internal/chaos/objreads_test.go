@@ -1,0 +1,172 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestObjectReadsOnACutOffNode: any node answers reads of any object partition from its image
+// of the controller's log. A node cut off from the controller quorum keeps an old image while
+// the others commit more; asked directly (as a client whose metadata moved to it would), it
+// must not answer an end offset older than the one already acknowledged, nor tell a consumer
+// at an acknowledged offset that its offset is out of range (the consumer would reset): it
+// answers OFFSET_NOT_AVAILABLE, which clients retry, until it is back and current.
+func TestObjectReadsOnACutOffNode(t *testing.T) {
+	needNetns(t)
+	bin := runnelBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	net, err := NewNet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(net.Close) // after the cluster's cleanup: the processes end first
+	dir := t.TempDir()
+	c, err := StartClusterOn(ctx, net, bin, filepath.Join(dir, "cluster"), 3, "--log-level", "warn",
+		"--object-store", "file://"+filepath.Join(dir, "store"), "--object-batch-timeout", "20ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.StopAll)
+	kc, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...), kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("reads"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	if _, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"runnel.storage": new("object")}, "reads"); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(from, to int) {
+		t.Helper()
+		var rs []*kgo.Record
+		for i := from; i < to; i++ {
+			rs = append(rs, &kgo.Record{Value: fmt.Appendf(nil, "%d", i)})
+		}
+		if err := kc.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatalf("producing %d..%d: %v", from, to, err)
+		}
+	}
+	produce(0, 100)
+	md, err := adm.Metadata(ctx, "reads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := md.Topics["reads"].Partitions[0].Leader
+	// The cut-off node: one that does not take the produce, and not the active controller
+	// when another node can be (the quorum then goes on without a leader election).
+	var cut int32 = -1
+	for _, n := range c.Nodes() {
+		if n != owner && (cut < 0 || n != md.Controller) {
+			cut = n
+		}
+	}
+	others := slices.DeleteFunc(c.Nodes(), func(n int32) bool { return n == cut })
+	t.Logf("partition 0 produced through node %d; node %d cut off; controller %d", owner, cut, md.Controller)
+
+	// Asked directly: a client with only the cut-off node as its seed.
+	direct, err := kgo.NewClient(kgo.SeedBrokers(c.nodes[cut].kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	node := direct.SeedBrokers()[0]
+	listEnd := func() (int64, int16, error) {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "reads"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = 0, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		resp, err := node.Request(rctx, req)
+		if err != nil {
+			return 0, 0, err
+		}
+		p := resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		return p.Offset, p.ErrorCode, nil
+	}
+	fetchAt := func(offset int64) (int16, int, error) {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = -1, 0, 1<<20, -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = "reads", md.Topics["reads"].ID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, offset, 1<<20, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		resp, err := node.Request(rctx, req)
+		if err != nil {
+			return 0, 0, err
+		}
+		p := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		return p.ErrorCode, len(p.RecordBatches), nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for { // the node's image has the first 100
+		end, code, err := listEnd()
+		if err == nil && code == 0 && end == 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d never answered the end 100: %d, %v, %v", cut, end, kerr.ErrorForCode(code), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	if err := net.Partition([]int32{cut}, others); err != nil {
+		t.Fatal(err)
+	}
+	produce(100, 200) // acknowledged: the partition ends at 200
+	end, code, err := listEnd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code == 0 && end < 200 || code != 0 && code != kerr.OffsetNotAvailable.Code {
+		t.Fatalf("cut-off node %d: ListOffsets latest = %d, %v; want OFFSET_NOT_AVAILABLE (200 is acknowledged)", cut, end, kerr.ErrorForCode(code))
+	}
+	code, _, err = fetchAt(150)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != kerr.OffsetNotAvailable.Code {
+		t.Fatalf("cut-off node %d: a fetch at the acknowledged offset 150 answered %v; want OFFSET_NOT_AVAILABLE, never OFFSET_OUT_OF_RANGE", cut, kerr.ErrorForCode(code))
+	}
+
+	if err := net.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		end, code, err := listEnd()
+		if err == nil && code == 0 && end == 200 {
+			break
+		}
+		if err == nil && code == 0 && end < 200 {
+			t.Fatalf("node %d answered the end %d after it was back; 200 is acknowledged", cut, end)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d did not answer the end 200 after it was back: %d, %v, %v", cut, end, kerr.ErrorForCode(code), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	code, batches, err := fetchAt(150)
+	if err != nil || code != 0 || batches == 0 {
+		t.Fatalf("node %d back: a fetch at 150 answered %v, %d bytes, %v; want records", cut, kerr.ErrorForCode(code), batches, err)
+	}
+}
