@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,10 +13,11 @@ func init() { register(kmsg.OffsetForLeaderEpoch, 0, 4, handleOffsetForLeaderEpo
 // handleOffsetForLeaderEpoch answers from the partition leader's epoch cache (KIP-101,
 // KIP-320): the largest epoch not above the one asked for, and where it ends — the next epoch's
 // start, or the log end for the current epoch — as Kafka's LeaderEpochFileCache.endOffsetFor.
-func handleOffsetForLeaderEpoch(_ context.Context, r *request) reply {
+func handleOffsetForLeaderEpoch(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	b := r.conn.b
+	barrier := sync.OnceValue(func() error { return b.objectBarrier(ctx) })
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -30,8 +32,13 @@ func handleOffsetForLeaderEpoch(_ context.Context, r *request) reply {
 			if !r.allowedTopic(kmsg.ACLOperationDescribe, rt.Topic) {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			} else if known && isObjectTopic(t) {
-				// One epoch, 0, for the partition's whole life: it ends at the log end.
-				if op, err := b.objectPartition(t.ID, rp.Partition); err != nil {
+				// One epoch, 0, for the partition's whole life: it ends at the log end. A consumer
+				// validates its position with this when the partition's "leader" moves to
+				// another node (KIP-320): an end older than its position would look like a
+				// truncation, so the end comes from a current image (objectBarrier).
+				if err := barrier(); err != nil {
+					sp.ErrorCode = errorCode(err)
+				} else if op, err := b.objectPartition(t.ID, rp.Partition); err != nil {
 					sp.ErrorCode = errorCode(err)
 				} else if current > 0 {
 					sp.ErrorCode = kerr.UnknownLeaderEpoch.Code

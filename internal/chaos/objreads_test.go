@@ -17,8 +17,9 @@ import (
 // TestObjectReadsOnACutOffNode: any node answers reads of any object partition from its image
 // of the controller's log. A node cut off from the controller quorum keeps an old image while
 // the others commit more; asked directly (as a client whose metadata moved to it would), it
-// must not answer an end offset older than the one already acknowledged, nor tell a consumer
-// at an acknowledged offset that its offset is out of range (the consumer would reset): it
+// must not answer an end offset older than the one already acknowledged (ListOffsets, or
+// OffsetForLeaderEpoch, where a consumer checking its position would see a truncation), nor tell
+// a consumer at an acknowledged offset that its offset is out of range (it would reset): it
 // answers OFFSET_NOT_AVAILABLE, which clients retry, until it is back and current.
 func TestObjectReadsOnACutOffNode(t *testing.T) {
 	needNetns(t)
@@ -117,6 +118,24 @@ func TestObjectReadsOnACutOffNode(t *testing.T) {
 		p := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
 		return p.ErrorCode, len(p.RecordBatches), nil
 	}
+	endForEpoch := func() (int64, int16, error) { // a consumer's position check (KIP-320)
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = "reads"
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = 0, 0, 0
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		resp, err := node.Request(rctx, req)
+		if err != nil {
+			return 0, 0, err
+		}
+		p := resp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+		return p.EndOffset, p.ErrorCode, nil
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for { // the node's image has the first 100
 		end, code, err := listEnd()
@@ -139,6 +158,13 @@ func TestObjectReadsOnACutOffNode(t *testing.T) {
 	}
 	if code == 0 && end < 200 || code != 0 && code != kerr.OffsetNotAvailable.Code {
 		t.Fatalf("cut-off node %d: ListOffsets latest = %d, %v; want OFFSET_NOT_AVAILABLE (200 is acknowledged)", cut, end, kerr.ErrorForCode(code))
+	}
+	end, code, err = endForEpoch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code == 0 && end < 200 || code != 0 && code != kerr.OffsetNotAvailable.Code {
+		t.Fatalf("cut-off node %d: OffsetForLeaderEpoch(0) ends at %d, %v; want OFFSET_NOT_AVAILABLE (a consumer at 150 would see a truncation)", cut, end, kerr.ErrorForCode(code))
 	}
 	code, _, err = fetchAt(150)
 	if err != nil {
@@ -164,6 +190,9 @@ func TestObjectReadsOnACutOffNode(t *testing.T) {
 			t.Fatalf("node %d did not answer the end 200 after it was back: %d, %v, %v", cut, end, kerr.ErrorForCode(code), err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if end, code, err := endForEpoch(); err != nil || code != 0 || end != 200 {
+		t.Fatalf("node %d back: OffsetForLeaderEpoch(0) = %d, %v, %v; want 200", cut, end, kerr.ErrorForCode(code), err)
 	}
 	code, batches, err := fetchAt(150)
 	if err != nil || code != 0 || batches == 0 {
