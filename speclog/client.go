@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/runnel-dev/runnel/internal/speclog/appendmux"
 	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
 )
 
@@ -80,8 +81,9 @@ type Client struct {
 	// elsewhere stores nothing twice.
 	attempt time.Duration
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn
+	appends map[string]*appendmux.Mux // per connection: its appends' stream
 }
 
 // DefaultAppendAttempt is how long one try of an append may take before the client asks where
@@ -97,7 +99,7 @@ func (c *Client) SetAppendAttemptTimeout(d time.Duration) { c.attempt = d }
 // grpc.WithTransportCredentials); WithUser authenticates as one of the cluster's users.
 func Dial(ctx context.Context, addr string, opts ...grpc.DialOption) (*Client, error) {
 	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...) // later options win
-	c := &Client{addr: addr, opts: opts, attempt: DefaultAppendAttempt, conns: map[string]*grpc.ClientConn{}}
+	c := &Client{addr: addr, opts: opts, attempt: DefaultAppendAttempt, conns: map[string]*grpc.ClientConn{}, appends: map[string]*appendmux.Mux{}}
 	if _, err := c.conn(addr); err != nil {
 		return nil, err
 	}
@@ -108,6 +110,10 @@ func Dial(ctx context.Context, addr string, opts ...grpc.DialOption) (*Client, e
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, m := range c.appends {
+		m.Close()
+	}
+	clear(c.appends)
 	var errs []error
 	for _, cc := range c.conns {
 		errs = append(errs, cc.Close())
@@ -139,6 +145,25 @@ func (c *Client) api(addr string) (pb.SpecLogClient, error) {
 		return nil, err
 	}
 	return pb.NewSpecLogClient(cc), nil
+}
+
+// appender returns the append stream of addr's connection (the dialed node's for "").
+func (c *Client) appender(addr string) (*appendmux.Mux, error) {
+	if addr == "" {
+		addr = c.addr
+	}
+	api, err := c.api(addr)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.appends[addr]
+	if m == nil {
+		m = appendmux.New(api)
+		c.appends[addr] = m
+	}
+	return m, nil
 }
 
 // Topic is a total-order topic seen through the client.
@@ -243,6 +268,10 @@ func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]ui
 		if err != nil {
 			return nil, err
 		}
+		appends, err := l.c.appender(addr)
+		if err != nil {
+			return nil, err
+		}
 		actx, cancel := context.WithTimeout(ctx, l.c.attempt)
 		if ln == nil {
 			var p *pb.InitProducerResponse
@@ -253,7 +282,7 @@ func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]ui
 		var resp *pb.AppendResponse
 		if ln != nil {
 			req.ProducerId, req.ProducerEpoch, req.BaseSequence = &ln.id, ln.epoch, ln.seq[shard]
-			if resp, err = api.Append(actx, req); err == nil {
+			if resp, err = appends.Append(actx, req); err == nil {
 				cancel()
 				ln.seq[shard] = int32((int64(ln.seq[shard]) + int64(len(recs))) % (1 << 31)) // wraps as Kafka's
 				return resp.GetPositions(), nil

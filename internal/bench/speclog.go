@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/runnel-dev/runnel/internal/speclog/appendmux"
 	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
 )
 
@@ -52,9 +53,12 @@ type SpecLogOptions struct {
 	// Rounds splits each mode's Duration into rounds, alternating the modes (speculative,
 	// baseline, speculative, ...) so that both see the machine's noise alike; default: rounds
 	// of at most 15 s.
-	Rounds       int
-	Spin         bool
-	ClosedLoop   bool // one append at a time per appender, as the paper's clients
+	Rounds     int
+	Spin       bool
+	ClosedLoop bool // one append at a time per appender, as the paper's clients
+	// UnaryAppends sends each append as its own Append call instead of on one AppendStream
+	// (what the Go client library does).
+	UnaryAppends bool
 	TopicConfigs map[string]string
 	Progress     io.Writer
 }
@@ -325,6 +329,26 @@ func subscribers(ctx context.Context, o SpecLogOptions, api pb.SpecLogClient, to
 	return traces, errs, wg.Wait, nil
 }
 
+// appendAPI is how appenders append: an appendmux.Mux (one stream), or the unary call.
+type appendAPI interface {
+	Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendResponse, error)
+}
+
+type unaryAppends struct{ api pb.SpecLogClient }
+
+func (u unaryAppends) Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendResponse, error) {
+	return u.api.Append(ctx, req)
+}
+
+// newAppends returns the appenders' way to append, and what closes it.
+func newAppends(o SpecLogOptions, api pb.SpecLogClient) (appendAPI, func()) {
+	if o.UnaryAppends {
+		return unaryAppends{api}, func() {}
+	}
+	m := appendmux.New(api)
+	return m, m.Close
+}
+
 // appender appends rate records/s to a shard from start until until; done is called with each
 // append's intended time, the time of the Append call, its latency and error.
 //
@@ -334,7 +358,7 @@ func subscribers(ctx context.Context, o SpecLogOptions, api pb.SpecLogClient, to
 // later, as soon as it is; its intended time is its hand-over, so it has no send lag. That is
 // the paper's appender (the artifact's clients call a blocking AppendOne in a loop and time each
 // call), whose offered load falls when appends are slow: the achieved rate shows how much.
-func appender(ctx context.Context, api pb.SpecLogClient, topic string, shard int32, size int, start, until time.Time, rate float64, closed bool,
+func appender(ctx context.Context, api appendAPI, topic string, shard int32, size int, start, until time.Time, rate float64, closed bool,
 	issued func(), done func(t, called time.Time, d time.Duration, err error)) {
 	call := func(t time.Time) {
 		v := make([]byte, size)
@@ -391,6 +415,8 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 	appendHist, lagHist := NewHistogram(), NewHistogram()
 	var hmu sync.Mutex
 	var appendErrs, issued, inWindow atomic.Int64
+	appends, closeAppends := newAppends(o, api)
+	defer closeAppends()
 	var wg sync.WaitGroup
 	for sh := range o.Shards {
 		for a := range o.Appenders {
@@ -398,7 +424,7 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 			go func() {
 				defer wg.Done()
 				offset := time.Duration(a) * time.Second / time.Duration(o.Rate) / time.Duration(o.Appenders)
-				appender(ctx, api, topic, int32(sh), o.RecordSize, start.Add(offset), win.end, o.Rate, o.ClosedLoop, func() { issued.Add(1) },
+				appender(ctx, appends, topic, int32(sh), o.RecordSize, start.Add(offset), win.end, o.Rate, o.ClosedLoop, func() { issued.Add(1) },
 					func(t, called time.Time, d time.Duration, err error) {
 						if err != nil {
 							appendErrs.Add(1)

@@ -97,11 +97,13 @@ func SpecLogTimeline(ctx context.Context, o SpecLogOptions, scenario, admin stri
 			}
 		}
 	}
+	appendVia, closeAppends := newAppends(o, api)
+	defer closeAppends()
 	run := func(sh int, from, until time.Time, rate float64) {
 		for a := range o.Appenders {
 			offset := time.Duration(a) * time.Second / time.Duration(rate) / time.Duration(o.Appenders)
 			go func() {
-				appender(ctx, api, topic, int32(sh), o.RecordSize, from.Add(offset), until, rate, false, func() {}, count(sh))
+				appender(ctx, appendVia, topic, int32(sh), o.RecordSize, from.Add(offset), until, rate, false, func() {}, count(sh))
 				done <- struct{}{}
 			}()
 		}

@@ -236,6 +236,126 @@ func (x *AppendRequest) GetBaseSequence() int32 {
 	return 0
 }
 
+type AppendStreamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"` // the client's, echoed in the answer
+	Append        *AppendRequest         `protobuf:"bytes,2,opt,name=append,proto3" json:"append,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendStreamRequest) Reset() {
+	*x = AppendStreamRequest{}
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendStreamRequest) ProtoMessage() {}
+
+func (x *AppendStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendStreamRequest.ProtoReflect.Descriptor instead.
+func (*AppendStreamRequest) Descriptor() ([]byte, []int) {
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AppendStreamRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AppendStreamRequest) GetAppend() *AppendRequest {
+	if x != nil {
+		return x.Append
+	}
+	return nil
+}
+
+type AppendStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Append        *AppendResponse        `protobuf:"bytes,2,opt,name=append,proto3" json:"append,omitempty"` // unset when code is not 0
+	Code          int32                  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`    // a gRPC status code (google.golang.org/grpc/codes); 0: OK
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendStreamResponse) Reset() {
+	*x = AppendStreamResponse{}
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendStreamResponse) ProtoMessage() {}
+
+func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendStreamResponse.ProtoReflect.Descriptor instead.
+func (*AppendStreamResponse) Descriptor() ([]byte, []int) {
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AppendStreamResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AppendStreamResponse) GetAppend() *AppendResponse {
+	if x != nil {
+		return x.Append
+	}
+	return nil
+}
+
+func (x *AppendStreamResponse) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *AppendStreamResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type InitProducerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -244,7 +364,7 @@ type InitProducerRequest struct {
 
 func (x *InitProducerRequest) Reset() {
 	*x = InitProducerRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[3]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -256,7 +376,7 @@ func (x *InitProducerRequest) String() string {
 func (*InitProducerRequest) ProtoMessage() {}
 
 func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[3]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -269,7 +389,7 @@ func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{3}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{5}
 }
 
 type InitProducerResponse struct {
@@ -282,7 +402,7 @@ type InitProducerResponse struct {
 
 func (x *InitProducerResponse) Reset() {
 	*x = InitProducerResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[4]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +414,7 @@ func (x *InitProducerResponse) String() string {
 func (*InitProducerResponse) ProtoMessage() {}
 
 func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[4]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +427,7 @@ func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{4}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InitProducerResponse) GetProducerId() int64 {
@@ -334,7 +454,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[5]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +466,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[5]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +479,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{5}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AppendResponse) GetPositions() []uint64 {
@@ -389,7 +509,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[6]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +521,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[6]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +534,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{6}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -459,7 +579,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[7]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +591,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[7]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +604,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{7}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Delivery) GetPosition() uint64 {
@@ -539,7 +659,7 @@ type Confirm struct {
 
 func (x *Confirm) Reset() {
 	*x = Confirm{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[8]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +671,7 @@ func (x *Confirm) String() string {
 func (*Confirm) ProtoMessage() {}
 
 func (x *Confirm) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[8]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +684,7 @@ func (x *Confirm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Confirm.ProtoReflect.Descriptor instead.
 func (*Confirm) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{8}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Confirm) GetUpTo() uint64 {
@@ -591,7 +711,7 @@ type Fail struct {
 
 func (x *Fail) Reset() {
 	*x = Fail{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[9]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +723,7 @@ func (x *Fail) String() string {
 func (*Fail) ProtoMessage() {}
 
 func (x *Fail) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[9]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +736,7 @@ func (x *Fail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fail.ProtoReflect.Descriptor instead.
 func (*Fail) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{9}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Fail) GetAfter() uint64 {
@@ -647,7 +767,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[10]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +779,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[10]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +792,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{10}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Event) GetKind() isEvent_Kind {
@@ -740,7 +860,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[11]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +872,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[11]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +885,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{11}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubscribeResponse) GetEvents() []*Event {
@@ -786,7 +906,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[12]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +918,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[12]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +931,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{12}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadRequest) GetTopic() string {
@@ -846,7 +966,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[13]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +978,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[13]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +991,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{13}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadResponse) GetRecords() []*Delivery {
@@ -905,7 +1025,7 @@ type TrimRequest struct {
 
 func (x *TrimRequest) Reset() {
 	*x = TrimRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[14]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1037,7 @@ func (x *TrimRequest) String() string {
 func (*TrimRequest) ProtoMessage() {}
 
 func (x *TrimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[14]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1050,7 @@ func (x *TrimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
 func (*TrimRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{14}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TrimRequest) GetTopic() string {
@@ -956,7 +1076,7 @@ type TrimResponse struct {
 
 func (x *TrimResponse) Reset() {
 	*x = TrimResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[15]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1088,7 @@ func (x *TrimResponse) String() string {
 func (*TrimResponse) ProtoMessage() {}
 
 func (x *TrimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[15]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1101,7 @@ func (x *TrimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimResponse.ProtoReflect.Descriptor instead.
 func (*TrimResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{15}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TrimResponse) GetTrimmed() uint64 {
@@ -1006,7 +1126,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[16]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1138,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[16]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1151,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{16}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DescribeRequest) GetTopic() string {
@@ -1074,7 +1194,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1206,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[17]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1219,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{17}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ShardInfo) GetShard() int32 {
@@ -1175,7 +1295,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1307,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[18]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1320,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{18}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DescribeResponse) GetTopic() string {
@@ -1278,7 +1398,7 @@ type ReadShardRequest struct {
 
 func (x *ReadShardRequest) Reset() {
 	*x = ReadShardRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1410,7 @@ func (x *ReadShardRequest) String() string {
 func (*ReadShardRequest) ProtoMessage() {}
 
 func (x *ReadShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[19]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1423,7 @@ func (x *ReadShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadShardRequest.ProtoReflect.Descriptor instead.
 func (*ReadShardRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{19}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReadShardRequest) GetTopic() string {
@@ -1347,7 +1467,7 @@ type ReadShardResponse struct {
 
 func (x *ReadShardResponse) Reset() {
 	*x = ReadShardResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[20]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1479,7 @@ func (x *ReadShardResponse) String() string {
 func (*ReadShardResponse) ProtoMessage() {}
 
 func (x *ReadShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[20]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1492,7 @@ func (x *ReadShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadShardResponse.ProtoReflect.Descriptor instead.
 func (*ReadShardResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{20}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadShardResponse) GetFromSlot() int64 {
@@ -1407,7 +1527,7 @@ type SubscribeShardRequest struct {
 
 func (x *SubscribeShardRequest) Reset() {
 	*x = SubscribeShardRequest{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[21]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1539,7 @@ func (x *SubscribeShardRequest) String() string {
 func (*SubscribeShardRequest) ProtoMessage() {}
 
 func (x *SubscribeShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[21]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1552,7 @@ func (x *SubscribeShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeShardRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeShardRequest) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{21}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubscribeShardRequest) GetTopic() string {
@@ -1473,7 +1593,7 @@ type ShardEvent struct {
 
 func (x *ShardEvent) Reset() {
 	*x = ShardEvent{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[22]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1605,7 @@ func (x *ShardEvent) String() string {
 func (*ShardEvent) ProtoMessage() {}
 
 func (x *ShardEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[22]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1618,7 @@ func (x *ShardEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardEvent.ProtoReflect.Descriptor instead.
 func (*ShardEvent) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{22}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ShardEvent) GetKind() uint32 {
@@ -1573,7 +1693,7 @@ type SubscribeShardResponse struct {
 
 func (x *SubscribeShardResponse) Reset() {
 	*x = SubscribeShardResponse{}
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[23]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1705,7 @@ func (x *SubscribeShardResponse) String() string {
 func (*SubscribeShardResponse) ProtoMessage() {}
 
 func (x *SubscribeShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[23]
+	mi := &file_speclog_speclogpb_speclog_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1718,7 @@ func (x *SubscribeShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeShardResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeShardResponse) Descriptor() ([]byte, []int) {
-	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{23}
+	return file_speclog_speclogpb_speclog_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubscribeShardResponse) GetEvents() []*ShardEvent {
@@ -1629,7 +1749,15 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"producerId\x88\x01\x01\x12%\n" +
 	"\x0eproducer_epoch\x18\x05 \x01(\x05R\rproducerEpoch\x12#\n" +
 	"\rbase_sequence\x18\x06 \x01(\x05R\fbaseSequenceB\x0e\n" +
-	"\f_producer_id\"\x15\n" +
+	"\f_producer_id\"_\n" +
+	"\x13AppendStreamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x128\n" +
+	"\x06append\x18\x02 \x01(\v2 .runnel.speclog.v1.AppendRequestR\x06append\"\x8f\x01\n" +
+	"\x14AppendStreamResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x129\n" +
+	"\x06append\x18\x02 \x01(\v2!.runnel.speclog.v1.AppendResponseR\x06append\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\x15\n" +
 	"\x13InitProducerRequest\"^\n" +
 	"\x14InitProducerResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
@@ -1731,9 +1859,10 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"\arecords\x18\b \x03(\v2\x19.runnel.speclog.v1.RecordR\arecords\x12\x13\n" +
 	"\x05no_op\x18\t \x03(\bR\x04noOp\"O\n" +
 	"\x16SubscribeShardResponse\x125\n" +
-	"\x06events\x18\x01 \x03(\v2\x1d.runnel.speclog.v1.ShardEventR\x06events2\xbb\x05\n" +
+	"\x06events\x18\x01 \x03(\v2\x1d.runnel.speclog.v1.ShardEventR\x06events2\xa0\x06\n" +
 	"\aSpecLog\x12M\n" +
-	"\x06Append\x12 .runnel.speclog.v1.AppendRequest\x1a!.runnel.speclog.v1.AppendResponse\x12_\n" +
+	"\x06Append\x12 .runnel.speclog.v1.AppendRequest\x1a!.runnel.speclog.v1.AppendResponse\x12c\n" +
+	"\fAppendStream\x12&.runnel.speclog.v1.AppendStreamRequest\x1a'.runnel.speclog.v1.AppendStreamResponse(\x010\x01\x12_\n" +
 	"\fInitProducer\x12&.runnel.speclog.v1.InitProducerRequest\x1a'.runnel.speclog.v1.InitProducerResponse\x12X\n" +
 	"\tSubscribe\x12#.runnel.speclog.v1.SubscribeRequest\x1a$.runnel.speclog.v1.SubscribeResponse0\x01\x12G\n" +
 	"\x04Read\x12\x1e.runnel.speclog.v1.ReadRequest\x1a\x1f.runnel.speclog.v1.ReadResponse\x12G\n" +
@@ -1754,67 +1883,73 @@ func file_speclog_speclogpb_speclog_proto_rawDescGZIP() []byte {
 	return file_speclog_speclogpb_speclog_proto_rawDescData
 }
 
-var file_speclog_speclogpb_speclog_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_speclog_speclogpb_speclog_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_speclog_speclogpb_speclog_proto_goTypes = []any{
 	(*Header)(nil),                 // 0: runnel.speclog.v1.Header
 	(*Record)(nil),                 // 1: runnel.speclog.v1.Record
 	(*AppendRequest)(nil),          // 2: runnel.speclog.v1.AppendRequest
-	(*InitProducerRequest)(nil),    // 3: runnel.speclog.v1.InitProducerRequest
-	(*InitProducerResponse)(nil),   // 4: runnel.speclog.v1.InitProducerResponse
-	(*AppendResponse)(nil),         // 5: runnel.speclog.v1.AppendResponse
-	(*SubscribeRequest)(nil),       // 6: runnel.speclog.v1.SubscribeRequest
-	(*Delivery)(nil),               // 7: runnel.speclog.v1.Delivery
-	(*Confirm)(nil),                // 8: runnel.speclog.v1.Confirm
-	(*Fail)(nil),                   // 9: runnel.speclog.v1.Fail
-	(*Event)(nil),                  // 10: runnel.speclog.v1.Event
-	(*SubscribeResponse)(nil),      // 11: runnel.speclog.v1.SubscribeResponse
-	(*ReadRequest)(nil),            // 12: runnel.speclog.v1.ReadRequest
-	(*ReadResponse)(nil),           // 13: runnel.speclog.v1.ReadResponse
-	(*TrimRequest)(nil),            // 14: runnel.speclog.v1.TrimRequest
-	(*TrimResponse)(nil),           // 15: runnel.speclog.v1.TrimResponse
-	(*DescribeRequest)(nil),        // 16: runnel.speclog.v1.DescribeRequest
-	(*ShardInfo)(nil),              // 17: runnel.speclog.v1.ShardInfo
-	(*DescribeResponse)(nil),       // 18: runnel.speclog.v1.DescribeResponse
-	(*ReadShardRequest)(nil),       // 19: runnel.speclog.v1.ReadShardRequest
-	(*ReadShardResponse)(nil),      // 20: runnel.speclog.v1.ReadShardResponse
-	(*SubscribeShardRequest)(nil),  // 21: runnel.speclog.v1.SubscribeShardRequest
-	(*ShardEvent)(nil),             // 22: runnel.speclog.v1.ShardEvent
-	(*SubscribeShardResponse)(nil), // 23: runnel.speclog.v1.SubscribeShardResponse
+	(*AppendStreamRequest)(nil),    // 3: runnel.speclog.v1.AppendStreamRequest
+	(*AppendStreamResponse)(nil),   // 4: runnel.speclog.v1.AppendStreamResponse
+	(*InitProducerRequest)(nil),    // 5: runnel.speclog.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),   // 6: runnel.speclog.v1.InitProducerResponse
+	(*AppendResponse)(nil),         // 7: runnel.speclog.v1.AppendResponse
+	(*SubscribeRequest)(nil),       // 8: runnel.speclog.v1.SubscribeRequest
+	(*Delivery)(nil),               // 9: runnel.speclog.v1.Delivery
+	(*Confirm)(nil),                // 10: runnel.speclog.v1.Confirm
+	(*Fail)(nil),                   // 11: runnel.speclog.v1.Fail
+	(*Event)(nil),                  // 12: runnel.speclog.v1.Event
+	(*SubscribeResponse)(nil),      // 13: runnel.speclog.v1.SubscribeResponse
+	(*ReadRequest)(nil),            // 14: runnel.speclog.v1.ReadRequest
+	(*ReadResponse)(nil),           // 15: runnel.speclog.v1.ReadResponse
+	(*TrimRequest)(nil),            // 16: runnel.speclog.v1.TrimRequest
+	(*TrimResponse)(nil),           // 17: runnel.speclog.v1.TrimResponse
+	(*DescribeRequest)(nil),        // 18: runnel.speclog.v1.DescribeRequest
+	(*ShardInfo)(nil),              // 19: runnel.speclog.v1.ShardInfo
+	(*DescribeResponse)(nil),       // 20: runnel.speclog.v1.DescribeResponse
+	(*ReadShardRequest)(nil),       // 21: runnel.speclog.v1.ReadShardRequest
+	(*ReadShardResponse)(nil),      // 22: runnel.speclog.v1.ReadShardResponse
+	(*SubscribeShardRequest)(nil),  // 23: runnel.speclog.v1.SubscribeShardRequest
+	(*ShardEvent)(nil),             // 24: runnel.speclog.v1.ShardEvent
+	(*SubscribeShardResponse)(nil), // 25: runnel.speclog.v1.SubscribeShardResponse
 }
 var file_speclog_speclogpb_speclog_proto_depIdxs = []int32{
 	0,  // 0: runnel.speclog.v1.Record.headers:type_name -> runnel.speclog.v1.Header
 	1,  // 1: runnel.speclog.v1.AppendRequest.records:type_name -> runnel.speclog.v1.Record
-	1,  // 2: runnel.speclog.v1.Delivery.record:type_name -> runnel.speclog.v1.Record
-	7,  // 3: runnel.speclog.v1.Event.record:type_name -> runnel.speclog.v1.Delivery
-	8,  // 4: runnel.speclog.v1.Event.confirm:type_name -> runnel.speclog.v1.Confirm
-	9,  // 5: runnel.speclog.v1.Event.fail:type_name -> runnel.speclog.v1.Fail
-	10, // 6: runnel.speclog.v1.SubscribeResponse.events:type_name -> runnel.speclog.v1.Event
-	7,  // 7: runnel.speclog.v1.ReadResponse.records:type_name -> runnel.speclog.v1.Delivery
-	17, // 8: runnel.speclog.v1.DescribeResponse.shards:type_name -> runnel.speclog.v1.ShardInfo
-	1,  // 9: runnel.speclog.v1.ReadShardResponse.records:type_name -> runnel.speclog.v1.Record
-	1,  // 10: runnel.speclog.v1.ShardEvent.records:type_name -> runnel.speclog.v1.Record
-	22, // 11: runnel.speclog.v1.SubscribeShardResponse.events:type_name -> runnel.speclog.v1.ShardEvent
-	2,  // 12: runnel.speclog.v1.SpecLog.Append:input_type -> runnel.speclog.v1.AppendRequest
-	3,  // 13: runnel.speclog.v1.SpecLog.InitProducer:input_type -> runnel.speclog.v1.InitProducerRequest
-	6,  // 14: runnel.speclog.v1.SpecLog.Subscribe:input_type -> runnel.speclog.v1.SubscribeRequest
-	12, // 15: runnel.speclog.v1.SpecLog.Read:input_type -> runnel.speclog.v1.ReadRequest
-	14, // 16: runnel.speclog.v1.SpecLog.Trim:input_type -> runnel.speclog.v1.TrimRequest
-	16, // 17: runnel.speclog.v1.SpecLog.Describe:input_type -> runnel.speclog.v1.DescribeRequest
-	21, // 18: runnel.speclog.v1.SpecLog.SubscribeShard:input_type -> runnel.speclog.v1.SubscribeShardRequest
-	19, // 19: runnel.speclog.v1.SpecLog.ReadShard:input_type -> runnel.speclog.v1.ReadShardRequest
-	5,  // 20: runnel.speclog.v1.SpecLog.Append:output_type -> runnel.speclog.v1.AppendResponse
-	4,  // 21: runnel.speclog.v1.SpecLog.InitProducer:output_type -> runnel.speclog.v1.InitProducerResponse
-	11, // 22: runnel.speclog.v1.SpecLog.Subscribe:output_type -> runnel.speclog.v1.SubscribeResponse
-	13, // 23: runnel.speclog.v1.SpecLog.Read:output_type -> runnel.speclog.v1.ReadResponse
-	15, // 24: runnel.speclog.v1.SpecLog.Trim:output_type -> runnel.speclog.v1.TrimResponse
-	18, // 25: runnel.speclog.v1.SpecLog.Describe:output_type -> runnel.speclog.v1.DescribeResponse
-	23, // 26: runnel.speclog.v1.SpecLog.SubscribeShard:output_type -> runnel.speclog.v1.SubscribeShardResponse
-	20, // 27: runnel.speclog.v1.SpecLog.ReadShard:output_type -> runnel.speclog.v1.ReadShardResponse
-	20, // [20:28] is the sub-list for method output_type
-	12, // [12:20] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	2,  // 2: runnel.speclog.v1.AppendStreamRequest.append:type_name -> runnel.speclog.v1.AppendRequest
+	7,  // 3: runnel.speclog.v1.AppendStreamResponse.append:type_name -> runnel.speclog.v1.AppendResponse
+	1,  // 4: runnel.speclog.v1.Delivery.record:type_name -> runnel.speclog.v1.Record
+	9,  // 5: runnel.speclog.v1.Event.record:type_name -> runnel.speclog.v1.Delivery
+	10, // 6: runnel.speclog.v1.Event.confirm:type_name -> runnel.speclog.v1.Confirm
+	11, // 7: runnel.speclog.v1.Event.fail:type_name -> runnel.speclog.v1.Fail
+	12, // 8: runnel.speclog.v1.SubscribeResponse.events:type_name -> runnel.speclog.v1.Event
+	9,  // 9: runnel.speclog.v1.ReadResponse.records:type_name -> runnel.speclog.v1.Delivery
+	19, // 10: runnel.speclog.v1.DescribeResponse.shards:type_name -> runnel.speclog.v1.ShardInfo
+	1,  // 11: runnel.speclog.v1.ReadShardResponse.records:type_name -> runnel.speclog.v1.Record
+	1,  // 12: runnel.speclog.v1.ShardEvent.records:type_name -> runnel.speclog.v1.Record
+	24, // 13: runnel.speclog.v1.SubscribeShardResponse.events:type_name -> runnel.speclog.v1.ShardEvent
+	2,  // 14: runnel.speclog.v1.SpecLog.Append:input_type -> runnel.speclog.v1.AppendRequest
+	3,  // 15: runnel.speclog.v1.SpecLog.AppendStream:input_type -> runnel.speclog.v1.AppendStreamRequest
+	5,  // 16: runnel.speclog.v1.SpecLog.InitProducer:input_type -> runnel.speclog.v1.InitProducerRequest
+	8,  // 17: runnel.speclog.v1.SpecLog.Subscribe:input_type -> runnel.speclog.v1.SubscribeRequest
+	14, // 18: runnel.speclog.v1.SpecLog.Read:input_type -> runnel.speclog.v1.ReadRequest
+	16, // 19: runnel.speclog.v1.SpecLog.Trim:input_type -> runnel.speclog.v1.TrimRequest
+	18, // 20: runnel.speclog.v1.SpecLog.Describe:input_type -> runnel.speclog.v1.DescribeRequest
+	23, // 21: runnel.speclog.v1.SpecLog.SubscribeShard:input_type -> runnel.speclog.v1.SubscribeShardRequest
+	21, // 22: runnel.speclog.v1.SpecLog.ReadShard:input_type -> runnel.speclog.v1.ReadShardRequest
+	7,  // 23: runnel.speclog.v1.SpecLog.Append:output_type -> runnel.speclog.v1.AppendResponse
+	4,  // 24: runnel.speclog.v1.SpecLog.AppendStream:output_type -> runnel.speclog.v1.AppendStreamResponse
+	6,  // 25: runnel.speclog.v1.SpecLog.InitProducer:output_type -> runnel.speclog.v1.InitProducerResponse
+	13, // 26: runnel.speclog.v1.SpecLog.Subscribe:output_type -> runnel.speclog.v1.SubscribeResponse
+	15, // 27: runnel.speclog.v1.SpecLog.Read:output_type -> runnel.speclog.v1.ReadResponse
+	17, // 28: runnel.speclog.v1.SpecLog.Trim:output_type -> runnel.speclog.v1.TrimResponse
+	20, // 29: runnel.speclog.v1.SpecLog.Describe:output_type -> runnel.speclog.v1.DescribeResponse
+	25, // 30: runnel.speclog.v1.SpecLog.SubscribeShard:output_type -> runnel.speclog.v1.SubscribeShardResponse
+	22, // 31: runnel.speclog.v1.SpecLog.ReadShard:output_type -> runnel.speclog.v1.ReadShardResponse
+	23, // [23:32] is the sub-list for method output_type
+	14, // [14:23] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_speclog_speclogpb_speclog_proto_init() }
@@ -1823,19 +1958,19 @@ func file_speclog_speclogpb_speclog_proto_init() {
 		return
 	}
 	file_speclog_speclogpb_speclog_proto_msgTypes[2].OneofWrappers = []any{}
-	file_speclog_speclogpb_speclog_proto_msgTypes[10].OneofWrappers = []any{
+	file_speclog_speclogpb_speclog_proto_msgTypes[12].OneofWrappers = []any{
 		(*Event_Record)(nil),
 		(*Event_Confirm)(nil),
 		(*Event_Fail)(nil),
 	}
-	file_speclog_speclogpb_speclog_proto_msgTypes[17].OneofWrappers = []any{}
+	file_speclog_speclogpb_speclog_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_speclog_speclogpb_speclog_proto_rawDesc), len(file_speclog_speclogpb_speclog_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

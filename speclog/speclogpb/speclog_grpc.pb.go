@@ -27,6 +27,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	SpecLog_Append_FullMethodName         = "/runnel.speclog.v1.SpecLog/Append"
+	SpecLog_AppendStream_FullMethodName   = "/runnel.speclog.v1.SpecLog/AppendStream"
 	SpecLog_InitProducer_FullMethodName   = "/runnel.speclog.v1.SpecLog/InitProducer"
 	SpecLog_Subscribe_FullMethodName      = "/runnel.speclog.v1.SpecLog/Subscribe"
 	SpecLog_Read_FullMethodName           = "/runnel.speclog.v1.SpecLog/Read"
@@ -44,6 +45,11 @@ type SpecLogClient interface {
 	// global positions are committed. It goes to the shard's leader (FAILED_PRECONDITION with
 	// the leader's address otherwise).
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
+	// AppendStream is Append over one stream: any number of appends in flight, each answered by
+	// its id once committed (in any order) or with its own error, the status Append would have
+	// answered. It costs less per append than a call each (no HTTP/2 stream and headers per
+	// append); the Go client library uses it.
+	AppendStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendStreamRequest, AppendStreamResponse], error)
 	// InitProducer gives an idempotent appender a producer id (Kafka's InitProducerId).
 	InitProducer(ctx context.Context, in *InitProducerRequest, opts ...grpc.CallOption) (*InitProducerResponse, error)
 	// Subscribe streams the topic's records in global order from a position: speculatively as
@@ -84,6 +90,19 @@ func (c *specLogClient) Append(ctx context.Context, in *AppendRequest, opts ...g
 	return out, nil
 }
 
+func (c *specLogClient) AppendStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendStreamRequest, AppendStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SpecLog_ServiceDesc.Streams[0], SpecLog_AppendStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AppendStreamRequest, AppendStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SpecLog_AppendStreamClient = grpc.BidiStreamingClient[AppendStreamRequest, AppendStreamResponse]
+
 func (c *specLogClient) InitProducer(ctx context.Context, in *InitProducerRequest, opts ...grpc.CallOption) (*InitProducerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(InitProducerResponse)
@@ -96,7 +115,7 @@ func (c *specLogClient) InitProducer(ctx context.Context, in *InitProducerReques
 
 func (c *specLogClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &SpecLog_ServiceDesc.Streams[0], SpecLog_Subscribe_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &SpecLog_ServiceDesc.Streams[1], SpecLog_Subscribe_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +164,7 @@ func (c *specLogClient) Describe(ctx context.Context, in *DescribeRequest, opts 
 
 func (c *specLogClient) SubscribeShard(ctx context.Context, in *SubscribeShardRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeShardResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &SpecLog_ServiceDesc.Streams[1], SpecLog_SubscribeShard_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &SpecLog_ServiceDesc.Streams[2], SpecLog_SubscribeShard_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +199,11 @@ type SpecLogServer interface {
 	// global positions are committed. It goes to the shard's leader (FAILED_PRECONDITION with
 	// the leader's address otherwise).
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
+	// AppendStream is Append over one stream: any number of appends in flight, each answered by
+	// its id once committed (in any order) or with its own error, the status Append would have
+	// answered. It costs less per append than a call each (no HTTP/2 stream and headers per
+	// append); the Go client library uses it.
+	AppendStream(grpc.BidiStreamingServer[AppendStreamRequest, AppendStreamResponse]) error
 	// InitProducer gives an idempotent appender a producer id (Kafka's InitProducerId).
 	InitProducer(context.Context, *InitProducerRequest) (*InitProducerResponse, error)
 	// Subscribe streams the topic's records in global order from a position: speculatively as
@@ -212,6 +236,9 @@ type UnimplementedSpecLogServer struct{}
 
 func (UnimplementedSpecLogServer) Append(context.Context, *AppendRequest) (*AppendResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Append not implemented")
+}
+func (UnimplementedSpecLogServer) AppendStream(grpc.BidiStreamingServer[AppendStreamRequest, AppendStreamResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method AppendStream not implemented")
 }
 func (UnimplementedSpecLogServer) InitProducer(context.Context, *InitProducerRequest) (*InitProducerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method InitProducer not implemented")
@@ -272,6 +299,13 @@ func _SpecLog_Append_Handler(srv interface{}, ctx context.Context, dec func(inte
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _SpecLog_AppendStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SpecLogServer).AppendStream(&grpc.GenericServerStream[AppendStreamRequest, AppendStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SpecLog_AppendStreamServer = grpc.BidiStreamingServer[AppendStreamRequest, AppendStreamResponse]
 
 func _SpecLog_InitProducer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(InitProducerRequest)
@@ -418,6 +452,12 @@ var SpecLog_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "AppendStream",
+			Handler:       _SpecLog_AppendStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "Subscribe",
 			Handler:       _SpecLog_Subscribe_Handler,

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -171,6 +172,55 @@ func (s *Server) Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendR
 		}
 	})
 	return out, err
+}
+
+// appendStreamInFlight bounds the appends one AppendStream has in flight: past it the stream's
+// next request is not read until one is answered (HTTP/2 flow control holds the client back).
+const appendStreamInFlight = 1024
+
+// AppendStream serves Append over one stream: each request is appended as Append does, in its
+// own goroutine, and answered by its id once committed, or with the status Append would have
+// answered. The stream ends when the client closes its side and every append is answered.
+func (s *Server) AppendStream(st pb.SpecLog_AppendStreamServer) error {
+	ctx := st.Context()
+	var (
+		wg      sync.WaitGroup
+		sendMu  sync.Mutex
+		sendErr error
+	)
+	defer wg.Wait()
+	sem := make(chan struct{}, appendStreamInFlight)
+	for {
+		req, err := st.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out := &pb.AppendStreamResponse{Id: req.GetId()}
+			resp, err := s.Append(ctx, req.GetAppend())
+			if err != nil {
+				refusal := status.Convert(err)
+				out.Code, out.Message = int32(refusal.Code()), refusal.Message()
+			} else {
+				out.Append = resp
+			}
+			sendMu.Lock()
+			defer sendMu.Unlock()
+			if sendErr == nil {
+				sendErr = st.Send(out) // the stream is gone: ctx ends the others
+			}
+		}()
+	}
 }
 
 func waitErr(err error, what string) error {
