@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -76,7 +77,12 @@ type Result struct {
 	Elapsed      time.Duration   `json:"elapsed_ns"`
 	// SlowPathCommits: lazy scenarios: files the slow path committed (summed over the running
 	// nodes' metrics at the end): the scenario must have needed it.
-	SlowPathCommits int    `json:"slow_path_commits,omitempty"`
+	SlowPathCommits int `json:"slow_path_commits,omitempty"`
+	// LateRetried: ripcord scenarios: the plain (not idempotent) producer's batch retries; a
+	// plain producer's retry may store a batch twice (at least once, as in Kafka), so its
+	// duplicates count as Duplicated only when it never retried (LateAtLeastOnce otherwise).
+	LateRetried     int    `json:"late_retried,omitempty"`
+	LateAtLeastOnce int    `json:"late_at_least_once,omitempty"`
 	Error           string `json:"error,omitempty"`
 }
 
@@ -855,11 +861,17 @@ func brokersNamedBy(ctx context.Context, seed string) ([]string, error) {
 // produceLate produces n records "late/i" through seeds with a plain acks=all producer and
 // returns how many were acknowledged; any failure is an error (Ripcord promises none).
 func (r *run) produceLate(ctx context.Context, seeds []string, n int) (int, error) {
+	retries := &retryCounter{}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond), kgo.WithLogger(retries))
 	if err != nil {
 		return 0, err
 	}
+	defer func() {
+		r.mu.Lock()
+		r.res.LateRetried += int(retries.n.Load())
+		r.mu.Unlock()
+	}()
 	defer cl.Close()
 	var recs []*kgo.Record
 	for i := range n {
@@ -922,11 +934,25 @@ func (r *run) checkLate(ctx context.Context, n int) error {
 		switch c := seen[fmt.Sprintf("late/%d", i)]; {
 		case c == 0:
 			r.res.Lost++
+		case c > 1 && r.res.LateRetried > 0: // a plain producer's retry: at least once
+			r.res.LateAtLeastOnce += c - 1
 		case c > 1:
 			r.res.Duplicated += c - 1
 		}
 	}
 	return nil
+}
+
+// retryCounter is a kgo.Logger that counts the producer's rounds of batch retries (franz-go
+// logs each at debug level) and drops every other message.
+type retryCounter struct{ n atomic.Int64 }
+
+func (c *retryCounter) Level() kgo.LogLevel { return kgo.LogLevelDebug }
+
+func (c *retryCounter) Log(_ kgo.LogLevel, msg string, _ ...any) {
+	if msg == "retry batches processed" {
+		c.n.Add(1)
+	}
 }
 
 // check reads every partition with two independent readers and compares them with what was
