@@ -82,6 +82,11 @@ func TestObjectReadsOnACutOffNode(t *testing.T) {
 	}
 	defer direct.Close()
 	node := direct.SeedBrokers()[0]
+	ask := func(req kmsg.Request) (kmsg.Response, error) {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return node.Request(rctx, req)
+	}
 	listEnd := func() (int64, int16, error) {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.ReplicaID = -1
@@ -91,9 +96,7 @@ func TestObjectReadsOnACutOffNode(t *testing.T) {
 		rp.Partition, rp.Timestamp = 0, -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		resp, err := node.Request(rctx, req)
+		resp, err := ask(req)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -109,9 +112,7 @@ func TestObjectReadsOnACutOffNode(t *testing.T) {
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, offset, 1<<20, -1, -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		resp, err := node.Request(rctx, req)
+		resp, err := ask(req)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -127,9 +128,7 @@ func TestObjectReadsOnACutOffNode(t *testing.T) {
 		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = 0, 0, 0
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		resp, err := node.Request(rctx, req)
+		resp, err := ask(req)
 		if err != nil {
 			return 0, 0, err
 		}

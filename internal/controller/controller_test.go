@@ -44,6 +44,25 @@ func startNode(t *testing.T, n *testNet, fsys vfs.FS, id int32, voters []int32) 
 	return c
 }
 
+// startQuorum starts voters 1, 2 and 3 on a new network, stopped when the test ends, and waits
+// for a leader and the bootstrap.
+func startQuorum(t *testing.T, fsys vfs.FS) (*testNet, map[int32]*Controller) {
+	t.Helper()
+	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}}
+	voters := []int32{1, 2, 3}
+	cs := map[int32]*Controller{}
+	for _, id := range voters {
+		cs[id] = startNode(t, n, fsys, id, voters)
+	}
+	t.Cleanup(func() {
+		for _, c := range cs {
+			c.Stop()
+		}
+	})
+	waitFor(t, "a leader and the bootstrap", func() bool { l := leaderOf(n); return l != nil && l.Image().ClusterID != "" })
+	return n, cs
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -115,19 +134,8 @@ func TestSingleVoterBootstrapsAndSurvivesRestart(t *testing.T) {
 }
 
 func TestThreeVotersSurviveALeaderLoss(t *testing.T) {
-	fsys := vfs.NewMem()
-	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}}
+	n, cs := startQuorum(t, vfs.NewMem())
 	voters := []int32{1, 2, 3}
-	cs := map[int32]*Controller{}
-	for _, id := range voters {
-		cs[id] = startNode(t, n, fsys, id, voters)
-	}
-	defer func() {
-		for _, c := range cs {
-			c.Stop()
-		}
-	}()
-	waitFor(t, "a leader and the bootstrap", func() bool { l := leaderOf(n); return l != nil && l.Image().ClusterID != "" })
 	propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: "x", ID: TopicID{1}, Assignments: [][]int32{}}})
 	for _, id := range voters {
 		propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: id, ClusterAddr: "a"}})

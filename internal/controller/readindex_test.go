@@ -106,19 +106,7 @@ func TestBarrierCoversWhatWasCommitted(t *testing.T) {
 // A leader cut off from the quorum cannot confirm it still leads: its barrier does not return
 // while another leader commits.
 func TestBarrierOnADeposedLeader(t *testing.T) {
-	fsys := vfs.NewMem()
-	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}}
-	voters := []int32{1, 2, 3}
-	cs := map[int32]*Controller{}
-	for _, id := range voters {
-		cs[id] = startNode(t, n, fsys, id, voters)
-	}
-	defer func() {
-		for _, c := range cs {
-			c.Stop()
-		}
-	}()
-	waitFor(t, "a leader and the bootstrap", func() bool { l := leaderOf(n); return l != nil && l.Image().ClusterID != "" })
+	n, _ := startQuorum(t, vfs.NewMem())
 	old := leaderOf(n)
 	n.mu.Lock()
 	n.down[old.NodeID()] = true
