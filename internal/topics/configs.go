@@ -91,6 +91,8 @@ var defs = []ConfigDef{
 		Doc: "total order: a lagging shard with a replica on another live node waits this long for a replica to take it over (no view change) before it is declared failed; 0: failed after runnel.order.fail.ms like any other (fixed at creation)"},
 	{Name: "runnel.order.stagger.from", Type: TypeInt, Default: "6", Min: 0, Max: 1000000,
 		Doc: "total order: staggered cuts (two groups) from this many shards on; 0 never (fixed at creation)"},
+	{Name: "runnel.order.idle.ms", Type: TypeInt, Default: "50", Min: 0, Max: 3600000,
+		Doc: "total order: a shard with no records of its own for twice this long pads a cut only this often, and is signalled as soon as another shard is a cut ahead, so an idle topic costs a cut per this interval instead of one per 1.5 T_ord; 0: the paper's pace always (fixed at creation)"},
 }
 
 var defsByName = func() map[string]*ConfigDef {

@@ -277,6 +277,9 @@ type Report struct {
 	// Records: the shard's durable records so far (reported or not): their rate, backlog
 	// included, sets its quota.
 	Records int64 `json:"records,omitempty"`
+	// Idle: the shard has had no records of its own for a while and pads only every
+	// Config.IdlePace: signal it as soon as another shard is a cut ahead.
+	Idle bool `json:"idle,omitempty"`
 }
 
 // Signal tells a lagging shard to report through a cut at once (lag-fix).
@@ -298,6 +301,7 @@ type Leader struct {
 	signaled map[int32]time.Time // first signal of the current lag
 	resent   map[int32]time.Time // last signal (a lost signal is sent again)
 	lagFixes map[int32]int       // lags signalled since the last table decision
+	idle     map[int32]bool      // the shard's last report said it is idle (Report.Idle)
 	proposed CutID               // the last cut proposed (not necessarily applied yet)
 	// decided: the window whose table was last proposed, in view decidedView (a failure
 	// drops a table decided before it, and the window's table is decided again)
@@ -317,7 +321,7 @@ func (l *Leader) SetTakeover(f func(shard int32) bool) { l.takeover = f }
 // NewLeader starts the leader logic on the applied state st (which the caller keeps applying
 // entries to).
 func NewLeader(st *State) *Leader {
-	return &Leader{st: st, reported: map[int32]CutID{}, arrivals: map[int32][]arrival{}, paced: map[int32]int64{}, mark: map[int32]arrival{}, records: map[int32]int64{}, signaled: map[int32]time.Time{}, resent: map[int32]time.Time{}, lagFixes: map[int32]int{}, proposed: st.Last}
+	return &Leader{st: st, reported: map[int32]CutID{}, arrivals: map[int32][]arrival{}, paced: map[int32]int64{}, mark: map[int32]arrival{}, records: map[int32]int64{}, signaled: map[int32]time.Time{}, resent: map[int32]time.Time{}, lagFixes: map[int32]int{}, idle: map[int32]bool{}, proposed: st.Last}
 }
 
 // Report takes a shard's report.
@@ -329,6 +333,7 @@ func (l *Leader) Report(r Report, now time.Time) {
 		return
 	}
 	l.reported[r.Shard] = r.Through
+	l.idle[r.Shard] = r.Idle
 	delete(l.signaled, r.Shard)
 	records := r.Records
 	if records == 0 {
@@ -398,14 +403,18 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 		if !ok {
 			r = CutID{Window: st.Last.Window, Cut: -1}
 		}
-		if lag := cutsBetween(r, most, w); lag < st.cfg.LagFix {
+		lagFix := st.cfg.LagFix
+		if l.idle[sh] {
+			lagFix = 1 // it pads only when asked
+		}
+		if lag := cutsBetween(r, most, w); lag < lagFix {
 			continue
 		}
 		since, signaled := l.signaled[sh]
 		switch {
 		case !signaled:
 			l.signaled[sh], l.resent[sh] = now, now
-			if a := l.arrivals[sh]; len(a) == 0 || now.Sub(a[len(a)-1].at) > st.cfg.StragglerGap {
+			if a := l.arrivals[sh]; !l.idle[sh] && (len(a) == 0 || now.Sub(a[len(a)-1].at) > st.cfg.StragglerGap) {
 				// It held the others up: no report of its own for long. (A shard that reports
 				// at its pace and lags only because another ran ahead on a backlog is no
 				// straggler.)
@@ -526,7 +535,7 @@ func (l *Leader) nextTable(now time.Time) *Table {
 			interval := reportGap(a)
 			// A straggler: its reports come far apart, or it kept the others waiting until
 			// signalled, time after time.
-			slow := len(a) > st.cfg.StragglerReports && interval > st.cfg.StragglerGap && interval > 2*others(sh)
+			slow := len(a) > st.cfg.StragglerReports && interval > st.cfg.StragglerGap && interval > 2*others(sh) && !l.idle[sh]
 			if st.cfg.StragglerGap > 0 && (slow || l.lagFixes[sh] > st.cfg.StragglerReports) {
 				quotas[sh] = 0 // a straggler: the others go on without waiting for it
 				delete(l.arrivals, sh)

@@ -47,6 +47,8 @@ type Shard struct {
 	out        bool  // failed: waits to join again
 	lagFix     bool  // reporting because of a lag signal
 	noops      int64 // no-op slots asked for, in total
+	records    int64 // the most records of its own seen durable (durable − noops)
+	lastRecord time.Time
 }
 
 // NewShard starts a shard on the sequencer's first table (as NewState), with durable slots
@@ -56,7 +58,7 @@ func NewShard(cfg Config, id int32, first *Table, durable int64) (*Shard, error)
 	if err != nil {
 		return nil, err
 	}
-	sh := &Shard{id: id, cfg: cfg, st: st, durable: durable, reported: CutID{Window: first.Window, Cut: -1}}
+	sh := &Shard{id: id, cfg: cfg, st: st, durable: durable, records: durable, reported: CutID{Window: first.Window, Cut: -1}}
 	if i := first.Index(id); i >= 0 {
 		sh.delivered, sh.acked = first.SlotBase[i], first.SlotBase[i]
 	}
@@ -73,7 +75,7 @@ func ResumeShard(cfg Config, id int32, st *State, durable, noOps int64) *Shard {
 	st.cfg = cfg
 	committed := st.Slots[id]
 	sh := &Shard{id: id, cfg: cfg, st: st, durable: durable, delivered: committed, acked: committed,
-		reported: st.Last, confirmed: st.Committed(), out: st.Out[id], noops: noOps}
+		reported: st.Last, confirmed: st.Committed(), out: st.Out[id], noops: noOps, records: durable - noOps}
 	if t := st.Tables[st.Last.Window]; t == nil || t.Index(id) < 0 {
 		// the window just turned, or the shard joins with the next table: report from there
 		if c := st.Current(); c != nil && c.Index(id) >= 0 {
@@ -100,6 +102,7 @@ func ResumeShard(cfg Config, id int32, st *State, durable, noOps int64) *Shard {
 func (sh *Shard) Rebase(st *State, now time.Time) (*Shard, Out) {
 	n := ResumeShard(sh.cfg, sh.id, st, sh.durable, sh.noops)
 	n.noopUntil = sh.noopUntil // a no-op entry asked for is in the log, durable or not
+	n.records, n.lastRecord = sh.records, sh.lastRecord
 	var o Out
 	from := sh.delivered
 	for v := sh.st.View + 1; v <= st.View; v++ {
@@ -138,6 +141,9 @@ func (sh *Shard) State() *State { return sh.st }
 // Durable takes n more durable slots (records, or a no-op entry's slots).
 func (sh *Shard) Durable(n int64, now time.Time) Out {
 	sh.durable += n
+	if r := sh.durable - sh.noops; r > sh.records {
+		sh.records, sh.lastRecord = r, now
+	}
 	var o Out
 	sh.deliver(&o)
 	sh.report(&o, now, true)
@@ -162,19 +168,42 @@ func (sh *Shard) Tick(now time.Time) Out {
 			return o
 		}
 	}
-	if now.Sub(sh.lastReport) < sh.cfg.TOrd*3/2*time.Duration(g) {
+	pace := sh.cfg.TOrd * 3 / 2 * time.Duration(g)
+	if sh.idle(now) {
+		pace = max(pace, sh.cfg.IdlePace)
+	}
+	if now.Sub(sh.lastReport) < pace {
 		return o
 	}
 	c := sh.reported.next(sh.cfg.W)
 	if t := sh.st.Tables[c.Window]; t != nil && sh.st.Active(sh.id, c) {
 		sh.askNoOp(&o, t.SlotsThrough(sh.id, c.Cut))
 	}
-	if sh.reported.Cut >= 0 || sh.reported.Window > 0 {
-		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops,
-			Records: sh.durable - sh.noops}
-	}
+	o.Report = sh.lastReportAgain(now)
 	sh.lastReport = now
 	return o
+}
+
+// lastReportAgain is the last report, to send again (it may have been lost, or the sequencer's
+// leader changed); nil before the first.
+func (sh *Shard) lastReportAgain(now time.Time) *Report {
+	if sh.reported.Cut < 0 && sh.reported.Window == 0 {
+		return nil
+	}
+	return &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops,
+		Records: sh.durable - sh.noops, Idle: sh.idle(now)}
+}
+
+// idle reports whether none of the shard's own records became durable for 2·IdlePace (the
+// time counts from its first tick when it has had none).
+func (sh *Shard) idle(now time.Time) bool {
+	if sh.cfg.IdlePace <= 0 {
+		return false
+	}
+	if sh.lastRecord.IsZero() {
+		sh.lastRecord = now
+	}
+	return now.Sub(sh.lastRecord) >= 2*sh.cfg.IdlePace
 }
 
 // Signal is the sequencer's lag-fix: report through cut c at once, filling with one no-op.
@@ -196,6 +225,11 @@ func (sh *Shard) Signal(c CutID, now time.Time) Out {
 	sh.askNoOp(&o, need)
 	sh.lagFix = true // the reports until it is fixed are the sequencer's pace, not this shard's
 	sh.report(&o, now, false)
+	if o.Report == nil && !sh.reported.Less(c) {
+		// Reported through c already: the sequencer signals again because that report did
+		// not reach it. An idle shard would only send it again at its idle pace.
+		o.Report = sh.lastReportAgain(now)
+	}
 	return o
 }
 
@@ -364,7 +398,7 @@ func (sh *Shard) report(o *Out, now time.Time, paced bool) {
 	}
 	if moved {
 		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops, LagFix: sh.lagFix,
-			Records: sh.durable - sh.noops}
+			Records: sh.durable - sh.noops, Idle: sh.idle(now)}
 		sh.lastReport, sh.lagFix = now, false
 		o.Drain = drain
 	}

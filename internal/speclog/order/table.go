@@ -41,15 +41,22 @@ type Config struct {
 	// groups, and each cut waits for one group only (0: never).
 	StaggerFrom   int
 	StaggerGroups int
+	// Idle pacing (beyond the paper): a shard none of whose own records became durable for
+	// 2·IdlePace pads a cut only every IdlePace (instead of 1.5·T_ord) and says so in its
+	// reports; the sequencer signals such a shard as soon as another is one cut ahead, so an
+	// idle topic commits a cut per IdlePace instead of per 1.5·T_ord, and a record arriving
+	// anywhere waits one signal. 0: never idle (the paper's pace).
+	IdlePace time.Duration
 }
 
 // DefaultConfig is the paper's configuration: T_ord 1 ms, W 100, initial quota 10, the next
 // table decided at cut 50, a ±5% band, lag-fix at 3 cuts, a shard failed after 50 ms, a
 // straggler (reports 4·T_ord apart over 3 reports) benched for 5 windows; beyond the paper, a
-// shard another replica can take over waits 5 s for that before it is failed.
+// shard another replica can take over waits 5 s for that before it is failed, and an idle
+// shard pads a cut every 50 ms.
 func DefaultConfig() Config {
 	return Config{W: 100, TOrd: time.Millisecond, InitialQuota: 10, DecideAt: 50, Band: 0.05, LagFix: 3, DrainAfter: 4, FailAfter: 50 * time.Millisecond, Takeover: 5 * time.Second,
-		StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2}
+		StragglerGap: 4 * time.Millisecond, StragglerReports: 3, StragglerWindows: 5, StaggerFrom: 6, StaggerGroups: 2, IdlePace: 50 * time.Millisecond}
 }
 
 // Check reports a configuration that cannot work.
@@ -69,6 +76,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("order: draining a backlog after %d cuts", c.DrainAfter)
 	case c.Takeover < 0:
 		return fmt.Errorf("order: waiting %v for a takeover", c.Takeover)
+	case c.IdlePace < 0:
+		return fmt.Errorf("order: an idle pace of %v", c.IdlePace)
 	case c.StaggerGroups > 1 && c.W%c.StaggerGroups != 0:
 		return fmt.Errorf("order: %d staggered groups do not divide a %d-cut window", c.StaggerGroups, c.W)
 	}

@@ -43,6 +43,7 @@ func TopicConfig(configs map[string]string) (order.Config, error) {
 		{"runnel.order.fail.ms", func(v int64) { cfg.FailAfter = time.Duration(v) * time.Millisecond }},
 		{"runnel.order.takeover.ms", func(v int64) { cfg.Takeover = time.Duration(v) * time.Millisecond }},
 		{"runnel.order.stagger.from", func(v int64) { cfg.StaggerFrom = int(v) }},
+		{"runnel.order.idle.ms", func(v int64) { cfg.IdlePace = time.Duration(v) * time.Millisecond }},
 	} {
 		s, ok := configs[f.name]
 		if !ok {
