@@ -56,6 +56,9 @@ type SpecLogOptions struct {
 	Rounds     int
 	Spin       bool
 	ClosedLoop bool // one append at a time per appender, as the paper's clients
+	// IdleShards: the last IdleShards shards get no appenders (a busy shard next to idle ones;
+	// the latencies are the busy shards' records').
+	IdleShards int
 	// UnaryAppends sends each append as its own Append call instead of on one AppendStream
 	// (what the Go client library does).
 	UnaryAppends bool
@@ -98,6 +101,7 @@ type SpecLogResult struct {
 	ComputeUs   float64     `json:"compute_us"`
 	DurationS   float64     `json:"duration_s"`
 	ClosedLoop  bool        `json:"closed_loop,omitempty"` // appenders wait for each answer (see appender)
+	IdleShards  int         `json:"idle_shards,omitempty"` // shards with no appenders
 	Speculative SpecLogMode `json:"speculative"`
 	Baseline    SpecLogMode `json:"baseline"`
 	// DeliveryRatio and EndToEndRatio: baseline mean over speculative mean (the paper: 3.2-3.5×
@@ -168,6 +172,9 @@ func SpecLog(ctx context.Context, o SpecLogOptions) (*SpecLogResult, error) {
 	if o.Warmup <= 0 {
 		o.Warmup = 2 * time.Second
 	}
+	if o.IdleShards < 0 || o.IdleShards >= o.Shards {
+		return nil, fmt.Errorf("speclog bench: %d idle shards of %d: at least one must take appends", o.IdleShards, o.Shards)
+	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
@@ -176,7 +183,7 @@ func SpecLog(ctx context.Context, o SpecLogOptions) (*SpecLogResult, error) {
 		return nil, err
 	}
 	defer closeAll()
-	res := &SpecLogResult{Shards: o.Shards, ComputeUs: float64(o.Compute.Microseconds()), DurationS: o.Duration.Seconds(), ClosedLoop: o.ClosedLoop}
+	res := &SpecLogResult{Shards: o.Shards, ComputeUs: float64(o.Compute.Microseconds()), DurationS: o.Duration.Seconds(), ClosedLoop: o.ClosedLoop, IdleShards: o.IdleShards}
 	if o.Rounds <= 0 {
 		o.Rounds = int((o.Duration + 15*time.Second - 1) / (15 * time.Second))
 	}
@@ -418,7 +425,7 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 	appends, closeAppends := newAppends(o, api)
 	defer closeAppends()
 	var wg sync.WaitGroup
-	for sh := range o.Shards {
+	for sh := range o.Shards - o.IdleShards {
 		for a := range o.Appenders {
 			wg.Add(1)
 			go func() {
