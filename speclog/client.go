@@ -147,14 +147,10 @@ func (c *Client) api(addr string) (pb.SpecLogClient, error) {
 	return pb.NewSpecLogClient(cc), nil
 }
 
-// appender returns the append stream of addr's connection (the dialed node's for "").
-func (c *Client) appender(addr string) (*appendmux.Mux, error) {
+// appender returns the append stream of addr's connection (the dialed node's for ""), api.
+func (c *Client) appender(addr string, api pb.SpecLogClient) *appendmux.Mux {
 	if addr == "" {
 		addr = c.addr
-	}
-	api, err := c.api(addr)
-	if err != nil {
-		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -163,7 +159,7 @@ func (c *Client) appender(addr string) (*appendmux.Mux, error) {
 		m = appendmux.New(api)
 		c.appends[addr] = m
 	}
-	return m, nil
+	return m
 }
 
 // Topic is a total-order topic seen through the client.
@@ -268,10 +264,7 @@ func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]ui
 		if err != nil {
 			return nil, err
 		}
-		appends, err := l.c.appender(addr)
-		if err != nil {
-			return nil, err
-		}
+		appends := l.c.appender(addr, api)
 		actx, cancel := context.WithTimeout(ctx, l.c.attempt)
 		if ln == nil {
 			var p *pb.InitProducerResponse

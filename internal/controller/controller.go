@@ -79,8 +79,8 @@ type Controller struct {
 	applied      uint64
 	pendingConf  bool // a configuration change is proposed and not yet applied
 	bootProposed time.Time
-	reads        map[uint64]pendingRead // the ReadIndex request raft has not answered (at most one), by id
-	readNext     []chan uint64          // ReadIndex callers waiting for the next request
+	reading      *pendingRead  // the ReadIndex request raft has not answered (one at a time)
+	readNext     []chan uint64 // ReadIndex callers waiting for the next request
 	readSeq      uint64
 
 	mu        sync.Mutex
@@ -98,6 +98,7 @@ type proposal struct {
 // pendingRead is one ReadIndex request raft was asked: every caller that arrived before it was
 // asked waits on it.
 type pendingRead struct {
+	id      uint64
 	waiters []chan uint64
 	asked   time.Time
 }
@@ -150,7 +151,7 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	snap, _ := st.Snapshot()
 	c := &Controller{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096),
-		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), reads: map[uint64]pendingRead{}, stop: make(chan struct{}), done: make(chan struct{}),
+		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), stop: make(chan struct{}), done: make(chan struct{}),
 		work: img, confState: pb.EnsureConfState(snap.GetMetadata().GetConfState()),
 		applied: snap.GetMetadata().GetIndex(), waiters: map[uint64]chan applied{}, appliedCh: make(chan struct{})}
 	c.work.Index = c.applied
@@ -333,11 +334,11 @@ func (c *Controller) askReadIndex(w chan uint64) {
 
 // sendReadIndex asks raft for the requests in readNext unless a request is in flight.
 func (c *Controller) sendReadIndex() {
-	if len(c.reads) > 0 || len(c.readNext) == 0 {
+	if c.reading != nil || len(c.readNext) == 0 {
 		return
 	}
 	c.readSeq++
-	c.reads[c.readSeq] = pendingRead{waiters: c.readNext, asked: time.Now()}
+	c.reading = &pendingRead{id: c.readSeq, waiters: c.readNext, asked: time.Now()}
 	c.readNext = nil
 	var id [8]byte
 	binary.BigEndian.PutUint64(id[:], c.readSeq)
@@ -351,12 +352,11 @@ func (c *Controller) answerReads(states []raft.ReadState) {
 		if len(rs.RequestCtx) != 8 {
 			continue
 		}
-		id := binary.BigEndian.Uint64(rs.RequestCtx)
-		p, ok := c.reads[id]
-		if !ok {
+		p := c.reading
+		if p == nil || binary.BigEndian.Uint64(rs.RequestCtx) != p.id {
 			continue // answered after it was taken as lost: its waiters asked again
 		}
-		delete(c.reads, id)
+		c.reading = nil
 		for _, w := range p.waiters {
 			w <- rs.Index // buffered, one answer each
 		}
@@ -367,10 +367,8 @@ func (c *Controller) answerReads(states []raft.ReadState) {
 // forgetLostReads drops a request raft has not answered for lostReadAfter (its callers ask
 // again) and asks for the ones waiting behind it. Runs on the loop goroutine.
 func (c *Controller) forgetLostReads() {
-	for id, p := range c.reads {
-		if time.Since(p.asked) > lostReadAfter {
-			delete(c.reads, id)
-		}
+	if c.reading != nil && time.Since(c.reading.asked) > lostReadAfter {
+		c.reading = nil
 	}
 	c.sendReadIndex()
 }

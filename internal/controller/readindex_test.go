@@ -15,20 +15,10 @@ import (
 // stale image, and answers once it is back.
 func TestBarrierCoversWhatWasCommitted(t *testing.T) {
 	fsys := vfs.NewMem()
-	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}}
-	voters := []int32{1, 2, 3}
-	var cs []*Controller
-	for _, id := range voters {
-		cs = append(cs, startNode(t, n, fsys, id, voters))
-	}
-	learner := startNode(t, n, fsys, 7, voters)
-	cs = append(cs, learner)
-	defer func() {
-		for _, c := range cs {
-			c.Stop()
-		}
-	}()
-	waitFor(t, "a leader and the bootstrap", func() bool { l := leaderOf(n); return l != nil && l.Image().ClusterID != "" })
+	n, quorum := startQuorum(t, fsys)
+	learner := startNode(t, n, fsys, 7, []int32{1, 2, 3})
+	t.Cleanup(learner.Stop)
+	cs := []*Controller{quorum[1], quorum[2], quorum[3], learner}
 	_, idx := propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: 7, ClusterAddr: "l"}})
 	waitFor(t, "the learner caught up", func() bool { return learner.Image().Index >= idx })
 

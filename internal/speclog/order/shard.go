@@ -179,17 +179,16 @@ func (sh *Shard) Tick(now time.Time) Out {
 	if t := sh.st.Tables[c.Window]; t != nil && sh.st.Active(sh.id, c) {
 		sh.askNoOp(&o, t.SlotsThrough(sh.id, c.Cut))
 	}
-	o.Report = sh.lastReportAgain(now)
+	if sh.reported.Cut >= 0 || sh.reported.Window > 0 { // again: it may have been lost, or the sequencer's leader changed
+		o.Report = sh.currentReport(now)
+	}
 	sh.lastReport = now
 	return o
 }
 
-// lastReportAgain is the last report, to send again (it may have been lost, or the sequencer's
-// leader changed); nil before the first.
-func (sh *Shard) lastReportAgain(now time.Time) *Report {
-	if sh.reported.Cut < 0 && sh.reported.Window == 0 {
-		return nil
-	}
+// currentReport is the report of the shard's slots through its last reported cut (a report
+// sent again says nothing of lag-fix: report marks the one that moves).
+func (sh *Shard) currentReport(now time.Time) *Report {
 	return &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops,
 		Records: sh.durable - sh.noops, Idle: sh.idle(now)}
 }
@@ -228,7 +227,7 @@ func (sh *Shard) Signal(c CutID, now time.Time) Out {
 	if o.Report == nil && !sh.reported.Less(c) {
 		// Reported through c already: the sequencer signals again because that report did
 		// not reach it. An idle shard would only send it again at its idle pace.
-		o.Report = sh.lastReportAgain(now)
+		o.Report = sh.currentReport(now)
 	}
 	return o
 }
@@ -397,8 +396,8 @@ func (sh *Shard) report(o *Out, now time.Time, paced bool) {
 		}
 	}
 	if moved {
-		o.Report = &Report{Shard: sh.id, View: sh.st.View, Through: sh.reported, Slots: sh.reportedSlots(), NoOps: sh.noops, LagFix: sh.lagFix,
-			Records: sh.durable - sh.noops, Idle: sh.idle(now)}
+		o.Report = sh.currentReport(now)
+		o.Report.LagFix = sh.lagFix
 		sh.lastReport, sh.lagFix = now, false
 		o.Drain = drain
 	}
