@@ -53,7 +53,7 @@ func New(api pb.SpecLogClient) *Mux { return &Mux{api: api} }
 // holds sends), the stream is closed, failing the other appends on it the same way; if it
 // ends while the answer is awaited, only this append gives up.
 func (m *Mux) Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendResponse, error) {
-	s, id, ch, err := m.register(ctx)
+	s, id, ch, err := m.register()
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func (m *Mux) Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendResp
 
 // register returns the open stream (opening one if needed) with a new id and the channel its
 // answer comes on; a nil stream means unary.
-func (m *Mux) register(ctx context.Context) (*stream, uint64, chan result, error) {
+func (m *Mux) register() (*stream, uint64, chan result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -166,13 +166,13 @@ func (m *Mux) broken(s *stream, err error) {
 	if s.err != nil {
 		return
 	}
-	code := codes.Unavailable
-	if status.Code(err) == codes.Unimplemented {
-		code = codes.Unimplemented
-	}
-	s.err = status.Errorf(code, "speclog: the append stream broke: %v (the append may have been stored; retry)", err)
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case status.Code(err) == codes.Unimplemented: // the node has no AppendStream: nothing was stored
+		s.err = status.Errorf(codes.Unimplemented, "speclog: the append stream broke: %v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		s.err = status.Errorf(codes.Unavailable, "speclog: the append stream was closed: an append on it timed out (this one may have been stored; retry)")
+	default:
+		s.err = status.Errorf(codes.Unavailable, "speclog: the append stream broke: %v (the append may have been stored; retry)", err)
 	}
 	for id, ch := range s.pending {
 		ch <- result{err: s.err}
