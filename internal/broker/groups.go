@@ -106,13 +106,13 @@ func (gs *groups) replay(c *group.Coordinator, p *topics.Partition, from int64) 
 			if err != nil {
 				return err
 			}
-			c.CompleteTxn(now, h.ProducerID, c2.Type == batch.ControlCommit)
+			c.CompleteTxn(now, h.ProducerID, h.ProducerEpoch, c2.Type == batch.ControlCommit)
 			return nil
 		}
 		return batch.EachRecord(h, b, func(rec *batch.Record) {
 			var err error
 			if h.IsTransactional() {
-				err = c.LoadTxn(h.ProducerID, rec.Key, rec.Value)
+				err = c.LoadTxn(h.ProducerID, h.ProducerEpoch, rec.Key, rec.Value)
 			} else {
 				err = c.Load(now, rec.Key, rec.Value)
 			}
@@ -127,14 +127,14 @@ func (gs *groups) replay(c *group.Coordinator, p *topics.Partition, from int64) 
 
 // onMarker applies a transaction marker just written to a __consumer_offsets partition this
 // node leads: the producer's pending offsets there become committed, or are dropped.
-func (gs *groups) onMarker(p *topics.Partition, pid int64, commit bool) {
+func (gs *groups) onMarker(p *topics.Partition, pid int64, epoch int16, commit bool) {
 	if p.Topic != OffsetsTopic {
 		return
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if sh := gs.shards[p.Index]; sh != nil && sh.p == p {
-		sh.c.CompleteTxn(time.Now(), pid, commit)
+		sh.c.CompleteTxn(time.Now(), pid, epoch, commit)
 	}
 }
 

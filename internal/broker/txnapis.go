@@ -256,7 +256,7 @@ func handleTxnOffsetCommit(ctx context.Context, r *request) reply {
 			var res logstore.AppendResult
 			res, epoch, err = sh.p.Replica.AppendCoordinator(bt)
 			if err != nil {
-				sh.c.RemovePending(req.ProducerID, records)
+				sh.c.RemovePending(req.ProducerID, req.ProducerEpoch, records)
 			} else {
 				end = res.Last + 1
 				sh.p.NotifyAppend() // not synced on its own: the transaction's prepare does it

@@ -547,7 +547,7 @@ func (d *txns) markerLocal(ctx context.Context, req txnMarkerReq) error {
 	}
 	p.NotifyAppend()
 	p.Log.SyncSoon()
-	d.b.groups.onMarker(p, req.ProducerID, req.Commit)
+	d.b.groups.onMarker(p, req.ProducerID, req.Epoch, req.Commit)
 	// Durable on a quorum whatever the topic's write caching: the coordinator forgets the
 	// transaction's partitions once every marker is written.
 	return p.Replica.WaitDurable(ctx, epoch, off+1)
@@ -918,7 +918,7 @@ func (d *txns) abortHere(ctx context.Context, p *topics.Partition, pid int64, ep
 	d.b.logger.Info("broker: aborted a transaction no coordinator can commit", "topic", p.Topic, "partition", p.Index, "producer", pid, "epoch", epoch)
 	p.NotifyAppend()
 	p.Log.SyncSoon()
-	d.b.groups.onMarker(p, pid, false)
+	d.b.groups.onMarker(p, pid, epoch, false)
 	return p.Replica.WaitDurable(ctx, le, off+1)
 }
 

@@ -225,7 +225,7 @@ func newMemberID(prefix string) string {
 type Coordinator struct {
 	cfg     Config
 	groups  map[string]*Group
-	pending map[int64]pendingOffsets // transactional offset commits by producer id (txnoffsets.go)
+	pending map[int64]map[int16]pendingOffsets // transactional offset commits by producer id and epoch (txnoffsets.go)
 	// PartitionExists reports whether a topic partition exists (OffsetCommit refuses unknown
 	// ones, as Kafka does). Nil accepts every partition.
 	PartitionExists func(topic string, partition int32) bool

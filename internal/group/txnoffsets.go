@@ -14,8 +14,17 @@ import (
 // transaction's marker lands on that partition: COMMIT makes them the group's committed offsets,
 // ABORT drops them. OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a
 // partition with a pending commit.
+//
+// Pending offsets are kept by producer id and producer epoch, and a marker settles only its own
+// transaction's: the offsets written with the marker's epoch (transaction version 1, and a
+// partition's own abort) or the epoch before it (version 2 and fencing aborts bump the epoch
+// once), as the log closes a transaction (txn.Partition.ApplyMarker). A version-2 producer may
+// begin its next transaction while the previous one's markers are written, and the marker is
+// applied here only after its append: the next transaction's offsets can be pending by then. A
+// marker applied to every pending offset of the producer committed an aborted transaction's
+// offsets with its predecessor's COMMIT, and the consumer skipped that transaction's input.
 
-// pendingOffsets are one producer's pending offsets: group -> partition -> offset.
+// pendingOffsets are one transaction's pending offsets: group -> partition -> offset.
 type pendingOffsets map[string]map[TopicPartition]Offset
 
 // TxnOffsetCommit handles a TxnOffsetCommit request. It returns the response and the offset
@@ -41,7 +50,7 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 				var o Offset
 				if sp.ErrorCode, o = c.partitionCommit(now, rt.Topic, rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata); sp.ErrorCode == 0 {
 					tp := TopicPartition{rt.Topic, rp.Partition}
-					c.addPending(req.ProducerID, req.Group, tp, o)
+					c.addPending(req.ProducerID, req.ProducerEpoch, req.Group, tp, o)
 					records = append(records, offsetRecord(req.Group, tp, &o))
 				}
 			}
@@ -52,14 +61,17 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 	return resp, records
 }
 
-func (c *Coordinator) addPending(pid int64, group string, tp TopicPartition, o Offset) {
+func (c *Coordinator) addPending(pid int64, epoch int16, group string, tp TopicPartition, o Offset) {
 	if c.pending == nil {
-		c.pending = map[int64]pendingOffsets{}
+		c.pending = map[int64]map[int16]pendingOffsets{}
 	}
-	p := c.pending[pid]
+	if c.pending[pid] == nil {
+		c.pending[pid] = map[int16]pendingOffsets{}
+	}
+	p := c.pending[pid][epoch]
 	if p == nil {
 		p = pendingOffsets{}
-		c.pending[pid] = p
+		c.pending[pid][epoch] = p
 	}
 	if p[group] == nil {
 		p[group] = map[TopicPartition]Offset{}
@@ -67,9 +79,10 @@ func (c *Coordinator) addPending(pid int64, group string, tp TopicPartition, o O
 	p[group][tp] = o
 }
 
-// RemovePending drops offsets that were recorded pending but could not be written.
-func (c *Coordinator) RemovePending(pid int64, records []Record) {
-	p := c.pending[pid]
+// RemovePending drops offsets that were recorded pending (by the producer at epoch) but could
+// not be written.
+func (c *Coordinator) RemovePending(pid int64, epoch int16, records []Record) {
+	p := c.pending[pid][epoch]
 	for _, r := range records {
 		var k kmsg.OffsetCommitKey
 		if k.ReadFrom(r.Key) == nil && p != nil {
@@ -78,9 +91,9 @@ func (c *Coordinator) RemovePending(pid int64, records []Record) {
 	}
 }
 
-// LoadTxn applies a transactional offset record read back from the partition: pending until
-// its marker.
-func (c *Coordinator) LoadTxn(pid int64, key, value []byte) error {
+// LoadTxn applies a transactional offset record read back from the partition (written by the
+// producer at epoch): pending until its marker.
+func (c *Coordinator) LoadTxn(pid int64, epoch int16, key, value []byte) error {
 	if len(key) < 2 || int16(binary.BigEndian.Uint16(key)) > 1 {
 		return fmt.Errorf("%w: a transactional record that is not an offset commit", ErrBadRecord)
 	}
@@ -92,32 +105,44 @@ func (c *Coordinator) LoadTxn(pid int64, key, value []byte) error {
 	if err := v.ReadFrom(value); err != nil {
 		return fmt.Errorf("%w: offset value: %v", ErrBadRecord, err)
 	}
-	c.addPending(pid, k.Group, TopicPartition{k.Topic, k.Partition},
+	c.addPending(pid, epoch, k.Group, TopicPartition{k.Topic, k.Partition},
 		Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp})
 	return nil
 }
 
-// CompleteTxn applies a marker of the producer's transaction: COMMIT makes its pending offsets
-// committed, ABORT drops them.
-func (c *Coordinator) CompleteTxn(now time.Time, pid int64, commit bool) {
-	p := c.pending[pid]
-	delete(c.pending, pid)
-	if !commit {
-		return
-	}
-	for group, offsets := range p {
-		g := c.loadGroup(group, now)
-		for tp, o := range offsets {
-			g.offsets[tp] = o
+// CompleteTxn applies a marker of the producer written with epoch: COMMIT makes the pending
+// offsets of the transaction it closes committed, ABORT drops them. Offsets pending from
+// another epoch belong to another transaction and stay pending.
+func (c *Coordinator) CompleteTxn(now time.Time, pid int64, epoch int16, commit bool) {
+	byEpoch := c.pending[pid]
+	for _, e := range []int16{epoch - 1, epoch} { // records' epoch + 1, then the same epoch
+		p, ok := byEpoch[e]
+		if !ok || e < 0 {
+			continue
 		}
+		delete(byEpoch, e)
+		if !commit {
+			continue
+		}
+		for group, offsets := range p {
+			g := c.loadGroup(group, now)
+			for tp, o := range offsets {
+				g.offsets[tp] = o
+			}
+		}
+	}
+	if len(byEpoch) == 0 {
+		delete(c.pending, pid)
 	}
 }
 
 // hasPending reports whether a transactional commit of the group's partition is pending.
 func (c *Coordinator) hasPending(group string, tp TopicPartition) bool {
-	for _, p := range c.pending {
-		if _, ok := p[group][tp]; ok {
-			return true
+	for _, byEpoch := range c.pending {
+		for _, p := range byEpoch {
+			if _, ok := p[group][tp]; ok {
+				return true
+			}
 		}
 	}
 	return false

@@ -1,0 +1,121 @@
+package group
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// txnCommit sends a TxnOffsetCommit (version 3, no member check) of one partition's offset by
+// the producer at epoch and returns the records to append.
+func txnCommit(t *testing.T, c *Coordinator, now time.Time, pid int64, epoch int16, offset int64) []Record {
+	t.Helper()
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = 3, "g", pid, epoch, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "in"
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, offset, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, records := c.TxnOffsetCommit(now, req)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("TxnOffsetCommit: %v", kerr.ErrorForCode(code))
+	}
+	return records
+}
+
+// fetchStable is the group's committed offset of in-0 for a require_stable OffsetFetch, or the
+// error it gets.
+func fetchStable(c *Coordinator) (int64, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Version, req.RequireStable = 8, true
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = "g"
+	rt := kmsg.NewOffsetFetchRequestGroupTopic()
+	rt.Topic, rt.Partitions = "in", []int32{0}
+	rg.Topics = append(rg.Topics, rt)
+	req.Groups = append(req.Groups, rg)
+	p := c.OffsetFetch(req).Groups[0].Topics[0].Partitions[0]
+	return p.Offset, kerr.ErrorForCode(p.ErrorCode)
+}
+
+// TestMarkerSettlesOnlyItsTransaction: a version-2 producer's transaction A (records at epoch
+// 5, markers at 6) commits offset 40; the next transaction B (epoch 7) commits offset 80 while
+// A's marker is still to be applied here, then aborts (marker at 8). A's COMMIT must not commit
+// B's offsets, whichever order the markers are applied in, and a replay of the log agrees.
+func TestMarkerSettlesOnlyItsTransaction(t *testing.T) {
+	const pid = 42
+	now := time.UnixMilli(1_700_000_000_000)
+	for _, order := range []string{"A then B", "B then A"} {
+		t.Run(order, func(t *testing.T) {
+			c := New(DefaultConfig())
+			txnCommit(t, c, now, pid, 5, 40)
+			txnCommit(t, c, now, pid, 7, 80)
+			if _, err := fetchStable(c); err != kerr.UnstableOffsetCommit {
+				t.Fatalf("with both pending: %v, want UNSTABLE_OFFSET_COMMIT", err)
+			}
+			a := func() { c.CompleteTxn(now, pid, 6, true) }
+			b := func() { c.CompleteTxn(now, pid, 8, false) }
+			if order == "A then B" {
+				a()
+				if _, err := fetchStable(c); err != kerr.UnstableOffsetCommit {
+					t.Fatalf("after A's marker, B's offsets must still be pending: %v", err)
+				}
+				b()
+			} else {
+				b()
+				if _, err := fetchStable(c); err != kerr.UnstableOffsetCommit {
+					t.Fatalf("after B's marker, A's offsets must still be pending: %v", err)
+				}
+				a()
+			}
+			if off, err := fetchStable(c); err != nil || off != 40 {
+				t.Fatalf("committed offset %d (%v), want A's 40: B was aborted", off, err)
+			}
+		})
+	}
+
+	// The same history read back from the log: A's offsets, A's marker, B's offsets, B's marker.
+	c := New(DefaultConfig())
+	for _, step := range []struct {
+		epoch  int16
+		offset int64 // -1: a marker
+		commit bool
+	}{{5, 40, false}, {6, -1, true}, {7, 80, false}, {8, -1, false}} {
+		if step.offset < 0 {
+			c.CompleteTxn(now, pid, step.epoch, step.commit)
+			continue
+		}
+		o := Offset{Offset: step.offset, LeaderEpoch: -1}
+		r := offsetRecord("g", TopicPartition{"in", 0}, &o)
+		if err := c.LoadTxn(pid, step.epoch, r.Key, r.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if off, err := fetchStable(c); err != nil || off != 40 {
+		t.Fatalf("replayed: committed offset %d (%v), want 40", off, err)
+	}
+}
+
+// TestMarkerOfTheSameEpoch: transaction version 1 writes its markers with the records' epoch,
+// and a partition's own abort uses the open transaction's epoch: both settle those offsets.
+func TestMarkerOfTheSameEpoch(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	c := New(DefaultConfig())
+	txnCommit(t, c, now, 7, 3, 10)
+	c.CompleteTxn(now, 7, 3, true)
+	if off, err := fetchStable(c); err != nil || off != 10 {
+		t.Fatalf("committed offset %d (%v), want 10", off, err)
+	}
+	txnCommit(t, c, now, 7, 3, 20)
+	c.CompleteTxn(now, 7, 3, false)
+	if off, err := fetchStable(c); err != nil || off != 10 {
+		t.Fatalf("after the abort: committed offset %d (%v), want 10", off, err)
+	}
+	if len(c.pending) != 0 {
+		t.Fatalf("pending offsets left: %v", c.pending)
+	}
+}
