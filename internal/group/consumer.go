@@ -163,6 +163,10 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		return fail(kerr.InvalidRequest, "the member id is empty")
 	case req.MemberEpoch < -2:
 		return fail(kerr.InvalidRequest, "member epoch %d is invalid", req.MemberEpoch)
+	case req.InstanceID != nil && *req.InstanceID == "":
+		return fail(kerr.InvalidRequest, "the instance id is empty")
+	case req.MemberEpoch == -2 && req.InstanceID == nil:
+		return fail(kerr.InvalidRequest, "member epoch -2 (a static member leaving for a while) needs the instance id")
 	}
 	if memberID == "" { // v0: the coordinator names the member
 		memberID = newMemberID(clientID)
@@ -184,9 +188,25 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 	}
 	cs := g.consumer
 	m := cs.members[memberID]
+	var static *consumerMember // the member holding the request's instance id
+	if req.InstanceID != nil {
+		static = cs.staticMember(*req.InstanceID)
+		if req.MemberEpoch != 0 { // only the member holding the instance id may use it
+			if static == nil {
+				return fail(kerr.UnknownMemberID, "group %s has no member with instance id %s", req.Group, *req.InstanceID)
+			}
+			if static.id != memberID {
+				return fail(kerr.FencedInstanceID, "instance id %s is used by member %s, not %s", *req.InstanceID, static.id, memberID)
+			}
+		}
+	}
 	bump := false // the group epoch moves at most once per heartbeat
 	switch req.MemberEpoch {
-	case -1, -2: // leave (-2: a static member leaving for a while; its assignment is not kept)
+	case -2: // a static member leaving for a while: it keeps its assignment for its session
+		static.epoch, static.revoking = -2, assignment{}
+		resp.MemberID, resp.MemberEpoch = &memberID, req.MemberEpoch
+		return resp
+	case -1: // leave
 		if m == nil {
 			return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
 		}
@@ -197,15 +217,17 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		if req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil {
 			return fail(kerr.InvalidRequest, "a joining member must send its subscription")
 		}
-		if m != nil { // rejoining after being fenced: start over
+		if static != nil && static.epoch != -2 {
+			return fail(kerr.UnreleasedInstanceID, "instance %s is still used by member %s", *req.InstanceID, static.id)
+		}
+		if m != nil && m != static { // rejoining after being fenced: start over
 			c.removeConsumer(now, g, m)
 		}
-		if req.InstanceID != nil {
-			for _, o := range cs.members {
-				if o.instanceID == *req.InstanceID {
-					return fail(kerr.UnreleasedInstanceID, "instance %s is still used by member %s", *req.InstanceID, o.id)
-				}
-			}
+		if static != nil {
+			// The static member comes back within its session: this member takes its place,
+			// its assignment and its target, and the group epoch stays (KIP-848).
+			m = c.replaceStatic(cs, static, memberID, clientID, clientHost)
+			break
 		}
 		m = &consumerMember{id: memberID, clientID: clientID, clientHost: clientHost, assigned: assignment{},
 			revoking: assignment{}, assignor: Assignors[0]}
@@ -227,7 +249,10 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 	}
 	changed, err := c.updateConsumer(m, req)
 	if err != nil {
-		if req.MemberEpoch == 0 {
+		switch {
+		case req.MemberEpoch == 0 && static != nil: // the static member it replaced is gone too
+			c.removeConsumer(now, g, m)
+		case req.MemberEpoch == 0:
 			delete(cs.members, memberID)
 			if len(cs.members) == 0 {
 				g.transition(Empty, now)
@@ -390,6 +415,32 @@ func (c *Coordinator) reconcile(now time.Time, cs *consumerState, m *consumerMem
 	if m.epoch != cs.assignmentEpoch {
 		m.prevEpoch, m.epoch = m.epoch, cs.assignmentEpoch
 	}
+}
+
+// staticMember is the member holding instance id, or nil.
+func (cs *consumerState) staticMember(instanceID string) *consumerMember {
+	for _, m := range cs.members {
+		if m.instanceID == instanceID {
+			return m
+		}
+	}
+	return nil
+}
+
+// replaceStatic puts a new member id in the place of a static member that left for a while
+// (epoch -2): the same subscription, assignment and target, epoch 0 until it reconciles.
+func (c *Coordinator) replaceStatic(cs *consumerState, old *consumerMember, memberID, clientID, clientHost string) *consumerMember {
+	m := *old
+	m.id, m.clientID, m.clientHost = memberID, clientID, clientHost
+	m.epoch, m.prevEpoch, m.revoking, m.sent = 0, 0, assignment{}, ""
+	m.assigned = old.assigned.clone()
+	delete(cs.members, old.id)
+	cs.members[memberID] = &m
+	if target, ok := cs.target[old.id]; ok {
+		delete(cs.target, old.id)
+		cs.target[memberID] = target
+	}
+	return &m
 }
 
 func heldByOther(cs *consumerState, m *consumerMember, t string, p int32) bool {

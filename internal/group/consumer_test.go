@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -150,4 +151,107 @@ func TestGroupTypeRules(t *testing.T) {
 	h2.hb("m", -1, nil, nil, "")
 	r = h2.joined(h2.join("", ""))
 	wantCode(t, "JoinGroup to an empty consumer group (it becomes classic)", r.ErrorCode, kerr.MemberIDRequired)
+}
+
+// hbStatic sends a ConsumerGroupHeartbeat of a static member (group.instance.id).
+func (h *harness) hbStatic(member, instance string, epoch int32, topics []string, owned map[string][]int32) *kmsg.ConsumerGroupHeartbeatResponse {
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version, req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = 1, "g", member, epoch, 30000
+	req.SubscribedTopicNames = topics
+	if instance != "" {
+		req.InstanceID = &instance
+	}
+	if owned != nil {
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		for t, ps := range owned {
+			req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: testTopics[t].ID, Partitions: ps})
+		}
+	}
+	resp, out := h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+	h.apply(out)
+	return resp
+}
+
+// TestStaticMemberLeavesForAWhile: KIP-848 static membership. A static member that leaves with
+// epoch -2 keeps its partitions for its session timeout; the instance coming back under a new
+// member id gets them at once, with no group epoch bump and nothing moving for the others; the
+// old member id is fenced; an instance id in use cannot be taken; a -2 member whose session
+// expires is removed like any other.
+func TestStaticMemberLeavesForAWhile(t *testing.T) {
+	h := newConsumerHarness(t)
+	groupEpoch := func() int32 { return h.c.groups["g"].consumer.epoch }
+	code := func(r *kmsg.ConsumerGroupHeartbeatResponse) error { return kerr.ErrorForCode(r.ErrorCode) }
+
+	// Two static members settle on 3 partitions each at group epoch 2.
+	r1 := h.hbStatic("m1", "i1", 0, []string{"t"}, map[string][]int32{})
+	h.hbStatic("m2", "i2", 0, []string{"t"}, map[string][]int32{})
+	r1 = h.hbStatic("m1", "i1", 1, nil, map[string][]int32{"t": assigned(r1)["t"]})
+	kept1 := assigned(r1)["t"]
+	r1 = h.hbStatic("m1", "i1", 1, nil, map[string][]int32{"t": kept1})
+	r2 := h.hbStatic("m2", "i2", 2, nil, map[string][]int32{})
+	kept2 := assigned(r2)["t"]
+	if r1.MemberEpoch != 2 || r2.MemberEpoch != 2 || len(kept1) != 3 || len(kept2) != 3 {
+		t.Fatalf("setup: m1 epoch %d %v, m2 epoch %d %v; want 3 partitions each at epoch 2", r1.MemberEpoch, kept1, r2.MemberEpoch, kept2)
+	}
+
+	if r := h.hbStatic("m1", "", -2, nil, nil); code(r) != kerr.InvalidRequest {
+		t.Fatalf("-2 without an instance id: %v, want INVALID_REQUEST", code(r))
+	}
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version, req.Group, req.MemberID, req.MemberEpoch, req.InstanceID = 1, "g", "m1", 2, kmsg.StringPtr("")
+	if r, _ := h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1"); code(r) != kerr.InvalidRequest {
+		t.Fatalf("an empty instance id: %v, want INVALID_REQUEST", code(r))
+	}
+	if r := h.hbStatic("m1", "i1", -2, nil, nil); code(r) != nil || r.MemberEpoch != -2 {
+		t.Fatalf("static leave: %v epoch %d, want epoch -2", code(r), r.MemberEpoch)
+	}
+	if groupEpoch() != 2 {
+		t.Fatalf("a static member leaving for a while moved the group epoch to %d", groupEpoch())
+	}
+	if r := h.hbStatic("m2", "i2", 2, nil, map[string][]int32{"t": kept2}); code(r) != nil || r.MemberEpoch != 2 || (r.Assignment != nil && len(assigned(r)["t"]) != 3) {
+		t.Fatalf("m2 after m1 left for a while: %v epoch %d %v; want its 3 partitions at epoch 2", code(r), r.MemberEpoch, assigned(r))
+	}
+
+	// Another process may not take an instance id still in use.
+	if r := h.hbStatic("m3", "i2", 0, []string{"t"}, map[string][]int32{}); code(r) != kerr.UnreleasedInstanceID {
+		t.Fatalf("joining with i2 while m2 holds it: %v, want UNRELEASED_INSTANCE_ID", code(r))
+	}
+
+	// The instance comes back under a new member id: m1's partitions at once, same group epoch.
+	h.advance(5 * time.Second)
+	r := h.hbStatic("m1b", "i1", 0, []string{"t"}, map[string][]int32{})
+	if code(r) != nil || r.MemberEpoch != 2 || !slices.Equal(assigned(r)["t"], kept1) {
+		t.Fatalf("the instance back: %v epoch %d %v; want m1's %v at epoch 2", code(r), r.MemberEpoch, assigned(r), kept1)
+	}
+	if groupEpoch() != 2 {
+		t.Fatalf("the static member's return moved the group epoch to %d", groupEpoch())
+	}
+	if r := h.hbStatic("m1", "i1", 2, nil, map[string][]int32{"t": kept1}); code(r) != kerr.FencedInstanceID {
+		t.Fatalf("the replaced member id heartbeating: %v, want FENCED_INSTANCE_ID", code(r))
+	}
+
+	// m2 leaves for a while and does not come back: removed at its session timeout, and m1b
+	// takes everything.
+	if r := h.hbStatic("m2", "i2", -2, nil, nil); code(r) != nil {
+		t.Fatal(code(r))
+	}
+	owned := kept1
+	for range 12 {
+		h.advance(5 * time.Second)
+		r = h.hbStatic("m1b", "i1", r.MemberEpoch, nil, map[string][]int32{"t": owned})
+		if code(r) != nil {
+			t.Fatalf("m1b: %v", code(r))
+		}
+		if r.Assignment != nil {
+			owned = assigned(r)["t"]
+		}
+	}
+	if _, ok := h.c.groups["g"].consumer.members["m2"]; ok || len(owned) != 6 || groupEpoch() != 3 {
+		t.Fatalf("after m2's session: m2 still a member %v, m1b owns %v, group epoch %d; want m2 gone, all 6, epoch 3", ok, owned, groupEpoch())
+	}
+
+	// -1 with the instance id leaves for good.
+	if r := h.hbStatic("m1b", "i1", -1, nil, nil); code(r) != nil || len(h.c.groups["g"].consumer.members) != 0 {
+		t.Fatalf("static member leaving for good: %v, %d members left", code(r), len(h.c.groups["g"].consumer.members))
+	}
 }

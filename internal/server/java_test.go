@@ -80,3 +80,68 @@ func TestJavaClient(t *testing.T) {
 		t.Errorf("DescribeProducers lists %d producers; want the Java producer on each of 4 partitions", n)
 	}
 }
+
+// TestJavaStaticMember: KIP-848 static membership with the Java client (group.protocol=consumer,
+// group.instance.id). A static consumer that closes leaves for a while (member epoch -2): the
+// group keeps it, with its partitions, for its session timeout; the same instance started again
+// takes its place under a new member id, and between them they read every record once.
+func TestJavaStaticMember(t *testing.T) {
+	java := testclients.Java(t)
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("static", 4)
+	run := func(args ...string) string {
+		return runClient(t, 120*time.Second, "", java[0], append(append(java[1:], args[0], b.addr), args[1:]...)...)
+	}
+	if out := run("produce", "static", "1000"); !strings.Contains(out, "acked 1000") {
+		t.Fatalf("java produce: %s", out)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	describe := func() []kmsg.ConsumerGroupDescribeResponseGroupMember {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{"jstatic"}
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+			t.Fatalf("ConsumerGroupDescribe: %v %+v", err, resp)
+		}
+		return resp.Groups[0].Members
+	}
+	partitions := func(m kmsg.ConsumerGroupDescribeResponseGroupMember) int {
+		n := 0
+		for _, tp := range m.Assignment.TopicPartitions {
+			n += len(tp.Partitions)
+		}
+		return n
+	}
+
+	first := run("consume", "static", "jstatic", "consumer", "300", "instance-a")
+	members := describe()
+	if len(members) != 1 || members[0].InstanceID == nil || *members[0].InstanceID != "instance-a" ||
+		members[0].MemberEpoch != -2 || partitions(members[0]) != 4 {
+		t.Fatalf("after the static consumer closed: members %+v; want instance-a kept at epoch -2 with its 4 partitions", members)
+	}
+	left := members[0].MemberID
+
+	second := run("consume", "static", "jstatic", "consumer", "700", "instance-a")
+	members = describe()
+	if len(members) != 1 || *members[0].InstanceID != "instance-a" || members[0].MemberID == left || members[0].MemberEpoch != -2 {
+		t.Fatalf("after the instance came back and closed again: members %+v; want one instance-a member, a new member id, epoch -2", members)
+	}
+	seen := map[string]int{}
+	for _, out := range []string{first, second} {
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(line); len(f) == 3 {
+				seen[f[2]]++
+			}
+		}
+	}
+	for i := range 1000 {
+		if n := seen[fmt.Sprintf("j/%d", i)]; n != 1 {
+			t.Fatalf("j/%d read %d times; want exactly once", i, n)
+		}
+	}
+}
