@@ -235,7 +235,7 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 		resp.ErrorCode = kerr.GroupIDNotFound.Code
 		return resp, out
 	}
-	subscribed := g.subscribedTopics()
+	subscribed, _ := g.subscribedTopics()
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetDeleteResponseTopic()
 		st.Topic = rt.Topic
@@ -257,8 +257,9 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 }
 
 // subscribedTopics are the topics the members subscribe to, read from their consumer protocol
-// metadata (for groups of protocol type "consumer"; others subscribe to nothing known).
-func (g *Group) subscribedTopics() map[string]bool {
+// metadata (for groups of protocol type "consumer"; others subscribe to nothing known). known
+// is false where that cannot be told: another protocol type, or a member's metadata unreadable.
+func (g *Group) subscribedTopics() (topics map[string]bool, known bool) {
 	out := map[string]bool{}
 	if g.consumer != nil {
 		for _, m := range g.consumer.members {
@@ -271,27 +272,34 @@ func (g *Group) subscribedTopics() map[string]bool {
 				}
 			}
 		}
-		return out
+		return out, true
 	}
-	if g.ProtocolType != "consumer" || g.State == Empty {
-		return out
+	if g.ProtocolType != "consumer" {
+		return out, false
 	}
+	if g.State == Empty {
+		return out, true
+	}
+	known = true
 	for _, m := range g.members {
 		var md kmsg.ConsumerMemberMetadata
 		if err := md.ReadFrom(m.metadata(g.Protocol)); err != nil {
+			known = false
 			continue
 		}
 		for _, t := range md.Topics {
 			out[t] = true
 		}
 	}
-	return out
+	return out, known
 }
 
 // ExpireOffsets removes offsets past offsets.retention.minutes, as Kafka does since KIP-211: for
 // a group with a protocol type, all of them once the group has been Empty that long; for a
-// group that only stores offsets, each one that long after its commit. A group left Empty with
-// no offsets is deleted.
+// group that only stores offsets, each one that long after its commit. In a live consumer
+// group (KIP-848, or a Stable classic one of protocol type "consumer" whose members' metadata
+// is readable), the offsets of topics no member subscribes to any more expire that long after
+// their commit (KIP-496). A group left Empty with no offsets is deleted.
 func (c *Coordinator) ExpireOffsets(now time.Time) Output {
 	var out Output
 	retention := c.cfg.OffsetsRetention
@@ -299,13 +307,21 @@ func (c *Coordinator) ExpireOffsets(now time.Time) Output {
 		return out
 	}
 	for _, g := range c.Groups() {
+		var subscribed map[string]bool // live: these topics' offsets stay
 		if g.State != Empty {
-			continue
+			topics, known := g.subscribedTopics()
+			if !known || (g.consumer == nil && g.State != Stable) {
+				continue
+			}
+			subscribed = topics
 		}
 		for _, tp := range sortedPartitions(g.offsets) {
 			o := g.offsets[tp]
+			if subscribed[tp.Topic] {
+				continue
+			}
 			since := g.StateSince
-			if g.ProtocolType == "" {
+			if g.ProtocolType == "" || subscribed != nil {
 				since = time.UnixMilli(o.CommitTime)
 			}
 			if now.Sub(since) >= retention {
