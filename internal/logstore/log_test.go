@@ -222,17 +222,41 @@ func TestSegmentsRollAndIndexLookups(t *testing.T) {
 	})
 }
 
+// TestSegmentMsRolls: as in Kafka, segment.ms counts from the active segment's first batch's
+// timestamp to the new batch's, so a restart does not start the count again; batches without
+// a timestamp count from the segment's creation in this process.
 func TestSegmentMsRolls(t *testing.T) {
+	const t0 = int64(1_700_000_000_000)
+	hour := time.Hour.Milliseconds()
 	e := newEnv(t, vfs.NewMem(), "/p")
 	cfg := testConfig()
 	cfg.SegmentMs = time.Hour
 	l := e.open(cfg)
+	appendAll(t, l, valueBatch(t, 1, 10, t0, 1), valueBatch(t, 1, 10, t0+hour-1, 2))
+	if n := len(l.segments); n != 1 {
+		t.Fatalf("before segment.ms: %d segments; want 1", n)
+	}
+	l.Close()
+	l = e.open(cfg) // the active segment's count goes on from its first batch
 	defer l.Close()
-	appendAll(t, l, valueBatch(t, 1, 10, 1, 1), valueBatch(t, 1, 10, 1, 2))
-	e.clock.advance(time.Hour)
-	appendAll(t, l, valueBatch(t, 1, 10, 1, 3))
+	appendAll(t, l, valueBatch(t, 1, 10, t0+hour, 3))
 	if n := len(l.segments); n != 2 || l.segments[1].base != 2 {
-		t.Errorf("after segment.ms: %d segments, last base %d; want 2, 2", n, l.segments[len(l.segments)-1].base)
+		t.Fatalf("after segment.ms across a restart: %d segments, last base %d; want 2, 2", n, l.segments[len(l.segments)-1].base)
+	}
+	e.clock.advance(2 * time.Hour) // the wall clock does not count when the batches have timestamps
+	appendAll(t, l, valueBatch(t, 1, 10, t0+hour+1, 4))
+	if n := len(l.segments); n != 2 {
+		t.Fatalf("2 h later by the wall clock, 1 ms by the timestamps: %d segments; want 2", n)
+	}
+
+	e2 := newEnv(t, vfs.NewMem(), "/q")
+	l2 := e2.open(cfg)
+	defer l2.Close()
+	appendAll(t, l2, valueBatch(t, 1, 10, -1, 1), valueBatch(t, 1, 10, -1, 2))
+	e2.clock.advance(time.Hour)
+	appendAll(t, l2, valueBatch(t, 1, 10, -1, 3))
+	if n := len(l2.segments); n != 2 {
+		t.Fatalf("no timestamps, segment.ms by the wall clock: %d segments; want 2", n)
 	}
 }
 

@@ -258,7 +258,7 @@ func (l *Log) cutAt(s *segment, pos, offset int64) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s.size, s.next, s.maxTimestamp, s.maxTsRel = fresh.size, fresh.next, fresh.maxTimestamp, fresh.maxTsRel
+	s.size, s.next, s.maxTimestamp, s.maxTsRel, s.firstTs = fresh.size, fresh.next, fresh.maxTimestamp, fresh.maxTsRel, fresh.firstTs
 	s.idx, s.bytesSinceIndex, s.created = fresh.idx, fresh.bytesSinceIndex, l.now()
 	s.alloc, s.padded = pos, false // the file ends at pos now
 	l.durable = s.next

@@ -43,6 +43,7 @@ type segment struct {
 	idx             segmentIndex
 	bytesSinceIndex int
 	maxTsRel        uint32 // relative offset of the first batch that reached maxTimestamp
+	firstTs         int64  // the first batch's max timestamp (segment.ms counts from it); -1: none
 	created         time.Time
 	cleanedAt       int64 // unix ms of the first compaction, 0 if never compacted
 	alloc           int64 // the file is zero-filled and synced up to here (prealloc.go)
@@ -50,7 +51,7 @@ type segment struct {
 }
 
 func newSegment(f vfs.File, base int64) *segment {
-	s := &segment{base: base, f: f, next: base, maxTimestamp: -1}
+	s := &segment{base: base, f: f, next: base, maxTimestamp: -1, firstTs: -1}
 	s.refs.Store(1)
 	return s
 }
@@ -70,11 +71,25 @@ func (s *segment) release() {
 	}
 }
 
+// waitedForRoll is how long the segment has been filling, as Kafka counts it for segment.ms:
+// from its first batch's timestamp to that of the batch about to be appended (ts), when both
+// have one, so that a restart does not start the count again; else since the segment was
+// created in this process.
+func (s *segment) waitedForRoll(ts int64, now time.Time) time.Duration {
+	if s.firstTs >= 0 && ts >= 0 {
+		return time.Duration(ts-s.firstTs) * time.Millisecond
+	}
+	return now.Sub(s.created)
+}
+
 // track records a batch just placed at pos: offsets, timestamps and sparse index entries.
 func (s *segment) track(h *batch.Header, pos int64, indexInterval int) {
 	rel := uint32(h.BaseOffset - s.base)
 	if s.size == 0 && s.created.IsZero() {
 		s.created = time.Now()
+	}
+	if pos == 0 {
+		s.firstTs = h.MaxTimestamp
 	}
 	if h.MaxTimestamp > s.maxTimestamp {
 		s.maxTimestamp = h.MaxTimestamp
