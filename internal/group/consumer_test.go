@@ -20,9 +20,22 @@ func newConsumerHarness(t *testing.T) *harness {
 // hb sends a ConsumerGroupHeartbeat. owned nil sends no owned partitions; topics nil keeps the
 // subscription.
 func (h *harness) hb(member string, epoch int32, topics []string, owned map[string][]int32, assignor string) *kmsg.ConsumerGroupHeartbeatResponse {
+	return h.hbAs(member, "", epoch, topics, owned, assignor)
+}
+
+// hbStatic sends a ConsumerGroupHeartbeat of a static member (group.instance.id).
+func (h *harness) hbStatic(member, instance string, epoch int32, topics []string, owned map[string][]int32) *kmsg.ConsumerGroupHeartbeatResponse {
+	return h.hbAs(member, instance, epoch, topics, owned, "")
+}
+
+// hbAs sends a ConsumerGroupHeartbeat, with an instance id unless it is empty.
+func (h *harness) hbAs(member, instance string, epoch int32, topics []string, owned map[string][]int32, assignor string) *kmsg.ConsumerGroupHeartbeatResponse {
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	req.Version, req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = 1, "g", member, epoch, 30000
 	req.SubscribedTopicNames = topics
+	if instance != "" {
+		req.InstanceID = &instance
+	}
 	if assignor != "" {
 		req.ServerAssignor = &assignor
 	}
@@ -151,25 +164,6 @@ func TestGroupTypeRules(t *testing.T) {
 	h2.hb("m", -1, nil, nil, "")
 	r = h2.joined(h2.join("", ""))
 	wantCode(t, "JoinGroup to an empty consumer group (it becomes classic)", r.ErrorCode, kerr.MemberIDRequired)
-}
-
-// hbStatic sends a ConsumerGroupHeartbeat of a static member (group.instance.id).
-func (h *harness) hbStatic(member, instance string, epoch int32, topics []string, owned map[string][]int32) *kmsg.ConsumerGroupHeartbeatResponse {
-	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-	req.Version, req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = 1, "g", member, epoch, 30000
-	req.SubscribedTopicNames = topics
-	if instance != "" {
-		req.InstanceID = &instance
-	}
-	if owned != nil {
-		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		for t, ps := range owned {
-			req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: testTopics[t].ID, Partitions: ps})
-		}
-	}
-	resp, out := h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
-	h.apply(out)
-	return resp
 }
 
 // TestStaticMemberLeavesForAWhile: KIP-848 static membership. A static member that leaves with

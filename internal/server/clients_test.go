@@ -600,3 +600,22 @@ func clientPython(t *testing.T, root string) string {
 }
 
 func skipOutsideCI(t *testing.T, why string) { testclients.SkipOutsideCI(t, why) }
+
+// valuesOnce checks that the clients' outputs, lines "PARTITION OFFSET VALUE", hold each of the
+// values prefix/0 .. prefix/n-1 exactly once between them.
+func valuesOnce(t *testing.T, name, prefix string, n int, outs ...string) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, out := range outs {
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(line); len(f) == 3 {
+				seen[f[2]]++
+			}
+		}
+	}
+	for i := range n {
+		if c := seen[fmt.Sprintf("%s/%d", prefix, i)]; c != 1 {
+			t.Fatalf("%s: %s/%d read %d times; want exactly once", name, prefix, i, c)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,35 +21,17 @@ func TestJavaClient(t *testing.T) {
 	java := testclients.Java(t)
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	b.createTopic("java", 4)
-	run := func(args ...string) string {
-		return runClient(t, 120*time.Second, "", java[0], append(append(java[1:], args[0], b.addr), args[1:]...)...)
-	}
+	run := javaRunner(t, java, b.addr)
 	if out := run("produce", "java", "1000"); !strings.Contains(out, "acked 1000") {
 		t.Fatalf("java produce: %s", out)
 	}
 	if got := endOffsets(b); got != 1000 {
 		t.Fatalf("the topic holds %d records after 1000 idempotent sends; want 1000", got)
 	}
-	exactlyOnceValues := func(name string, outs ...string) {
-		t.Helper()
-		seen := map[string]int{}
-		for _, out := range outs {
-			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-				if f := strings.Fields(line); len(f) == 3 {
-					seen[f[2]]++
-				}
-			}
-		}
-		for i := range 1000 {
-			if n := seen[fmt.Sprintf("j/%d", i)]; n != 1 {
-				t.Fatalf("%s: j/%d read %d times; want exactly once", name, i, n)
-			}
-		}
-	}
 	first := run("consume", "java", "j848", "consumer", "600")
 	second := run("consume", "java", "j848", "consumer", "400")
-	exactlyOnceValues("KIP-848 consumers in turn", first, second)
-	exactlyOnceValues("classic consumer", run("consume", "java", "jclassic", "classic", "1000"))
+	valuesOnce(t, "KIP-848 consumers in turn", "j", 1000, first, second)
+	valuesOnce(t, "classic consumer", "j", 1000, run("consume", "java", "jclassic", "classic", "1000"))
 
 	// The groups really used the protocols asked for.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
@@ -89,9 +70,7 @@ func TestJavaStaticMember(t *testing.T) {
 	java := testclients.Java(t)
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	b.createTopic("static", 4)
-	run := func(args ...string) string {
-		return runClient(t, 120*time.Second, "", java[0], append(append(java[1:], args[0], b.addr), args[1:]...)...)
-	}
+	run := javaRunner(t, java, b.addr)
 	if out := run("produce", "static", "1000"); !strings.Contains(out, "acked 1000") {
 		t.Fatalf("java produce: %s", out)
 	}
@@ -131,17 +110,12 @@ func TestJavaStaticMember(t *testing.T) {
 	if len(members) != 1 || *members[0].InstanceID != "instance-a" || members[0].MemberID == left || members[0].MemberEpoch != -2 {
 		t.Fatalf("after the instance came back and closed again: members %+v; want one instance-a member, a new member id, epoch -2", members)
 	}
-	seen := map[string]int{}
-	for _, out := range []string{first, second} {
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			if f := strings.Fields(line); len(f) == 3 {
-				seen[f[2]]++
-			}
-		}
-	}
-	for i := range 1000 {
-		if n := seen[fmt.Sprintf("j/%d", i)]; n != 1 {
-			t.Fatalf("j/%d read %d times; want exactly once", i, n)
-		}
+	valuesOnce(t, "a static consumer and its restart", "j", 1000, first, second)
+}
+
+// javaRunner runs the Java test client's commands (JavaClient.java) against addr.
+func javaRunner(t *testing.T, java []string, addr string) func(args ...string) string {
+	return func(args ...string) string {
+		return runClient(t, 120*time.Second, "", java[0], append(append(java[1:], args[0], addr), args[1:]...)...)
 	}
 }

@@ -340,23 +340,11 @@ func TestObjectTopicOtherClients(t *testing.T) {
 	})
 	t.Run("java", func(t *testing.T) {
 		java := testclients.Java(t)
-		run := func(args ...string) string {
-			return runClient(t, 120*time.Second, "", java[0], append(append(java[1:], args[0], b.addr), args[1:]...)...)
-		}
+		run := javaRunner(t, java, b.addr)
 		if out := run("produce", "obj-java", "1000"); !strings.Contains(out, "acked 1000") {
 			t.Fatalf("java produce: %s", out)
 		}
-		seen := map[string]int{}
-		for _, line := range strings.Split(strings.TrimSpace(run("consume", "obj-java", "objgroup", "classic", "1000")), "\n") {
-			if f := strings.Fields(line); len(f) == 3 {
-				seen[f[2]]++
-			}
-		}
-		for i := range 1000 {
-			if n := seen[fmt.Sprintf("j/%d", i)]; n != 1 {
-				t.Fatalf("j/%d read %d times; want exactly once", i, n)
-			}
-		}
+		valuesOnce(t, "java classic consumer", "j", 1000, run("consume", "obj-java", "objgroup", "classic", "1000"))
 	})
 }
 
