@@ -171,6 +171,7 @@ type Broker struct {
 	txns          *txns
 	authFailures  *security.FailureLimiter
 	acls          security.ACLCache
+	quotas        quotaManager
 
 	ctx    context.Context // ends when the broker stops: cancels waits in handlers
 	cancel context.CancelFunc

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -56,6 +57,9 @@ type inflight struct {
 	reply reply
 	size  int64         // bytes charged to the memory budgets
 	done  chan struct{} // closed when reply.wait returned (nil if there was no wait)
+	// throttle is what the client's quotas ask (quotas.go): sent as throttle_time_ms, and the
+	// connection reads nothing more until it has passed after the response.
+	throttle time.Duration
 	stamps
 }
 
@@ -78,6 +82,9 @@ type conn struct {
 	principal string
 	host      string // the client's IP address, as ACLs name hosts
 	auth      authState
+
+	// mutedUntil (unix ns): a throttled client's next request is not handled before then.
+	mutedUntil atomic.Int64
 }
 
 func (b *Broker) serveConn(nc net.Conn, l *Listener) {
@@ -133,6 +140,10 @@ func (c *conn) readLoop() error {
 			c.release(int64(size))
 			return err
 		}
+		if err := c.waitMuted(); err != nil {
+			c.release(int64(size))
+			return err
+		}
 		f := &inflight{size: int64(size), stamps: stamps{readStart: readStart, received: time.Now()}}
 		err := c.handleFrame(buf, f)
 		f.handled = time.Now()
@@ -140,6 +151,10 @@ func (c *conn) readLoop() error {
 			c.release(f.size)
 			return protocolError{err}
 		}
+		// A throttled request holds back the requests after it at once: a client may have
+		// several in flight, and the connection is muted again from its response.
+		c.requestQuotas(f)
+		c.mute(f.throttle)
 		if f.reply.resp == nil && f.reply.wait == nil {
 			c.release(f.size)
 			f.writing, f.written = f.handled, f.handled
@@ -224,6 +239,9 @@ func (c *conn) writeLoop() {
 		}
 		if !broken && f.reply.resp != nil {
 			buf = appendResponse(buf[:0], f.r, f.reply.resp)
+			if c.responseQuotas(f, len(buf)) {
+				buf = appendResponse(buf[:0], f.r, f.reply.resp) // with its throttle time
+			}
 			err := c.writeFrame(bw, buf, f.reply)
 			if err == nil && (len(c.out) == 0 || f.reply.closeAfter != nil) { // flush when nothing else is ready to go
 				err = bw.Flush()
@@ -241,6 +259,7 @@ func (c *conn) writeLoop() {
 				c.nc.Close() // unblock the read loop
 			} else {
 				f.written = time.Now()
+				c.mute(f.throttle)
 				c.observe(f)
 			}
 		}

@@ -17,25 +17,26 @@ type Command struct {
 	Op string `json:"op"`
 	ID uint64 `json:"id,omitempty"` // proposal id: (proposing node << 40) | sequence
 
-	Bootstrap        *Bootstrap        `json:"bootstrap,omitempty"`
-	Register         *Register         `json:"register,omitempty"`
-	Fence            *Fence            `json:"fence,omitempty"`
-	CreateTopic      *CreateTopic      `json:"create_topic,omitempty"`
-	DeleteTopic      *DeleteTopic      `json:"delete_topic,omitempty"`
-	CreatePartitions *CreatePartitions `json:"create_partitions,omitempty"`
-	SetTopicConfigs  *SetTopicConfigs  `json:"set_topic_configs,omitempty"`
-	SetNodeConfigs   *SetNodeConfigs   `json:"set_node_configs,omitempty"`
-	AllocProducerIDs *AllocProducerIDs `json:"alloc_producer_ids,omitempty"`
-	Elect            *Elect            `json:"elect,omitempty"`
-	BeginElection    *BeginElection    `json:"begin_election,omitempty"`
-	SetISR           *SetISR           `json:"set_isr,omitempty"`
-	Reassign         *Reassign         `json:"reassign,omitempty"`
-	CommitFile       *CommitFile       `json:"commit_file,omitempty"`
-	TrimObjects      *TrimObjects      `json:"trim_objects,omitempty"`
-	ReplaceExtents   *ReplaceExtents   `json:"replace_extents,omitempty"`
-	ForgetWriter     *ForgetWriter     `json:"forget_writer,omitempty"`
-	AlterScram       *AlterScram       `json:"alter_scram,omitempty"`
-	ACLs             *ACLChange        `json:"acls,omitempty"`
+	Bootstrap        *Bootstrap         `json:"bootstrap,omitempty"`
+	Register         *Register          `json:"register,omitempty"`
+	Fence            *Fence             `json:"fence,omitempty"`
+	CreateTopic      *CreateTopic       `json:"create_topic,omitempty"`
+	DeleteTopic      *DeleteTopic       `json:"delete_topic,omitempty"`
+	CreatePartitions *CreatePartitions  `json:"create_partitions,omitempty"`
+	SetTopicConfigs  *SetTopicConfigs   `json:"set_topic_configs,omitempty"`
+	SetNodeConfigs   *SetNodeConfigs    `json:"set_node_configs,omitempty"`
+	AllocProducerIDs *AllocProducerIDs  `json:"alloc_producer_ids,omitempty"`
+	Elect            *Elect             `json:"elect,omitempty"`
+	BeginElection    *BeginElection     `json:"begin_election,omitempty"`
+	SetISR           *SetISR            `json:"set_isr,omitempty"`
+	Reassign         *Reassign          `json:"reassign,omitempty"`
+	CommitFile       *CommitFile        `json:"commit_file,omitempty"`
+	TrimObjects      *TrimObjects       `json:"trim_objects,omitempty"`
+	ReplaceExtents   *ReplaceExtents    `json:"replace_extents,omitempty"`
+	ForgetWriter     *ForgetWriter      `json:"forget_writer,omitempty"`
+	AlterScram       *AlterScram        `json:"alter_scram,omitempty"`
+	ACLs             *ACLChange         `json:"acls,omitempty"`
+	ClientQuotas     *AlterClientQuotas `json:"client_quotas,omitempty"`
 }
 
 // The ops.
@@ -63,6 +64,8 @@ const (
 	// OpCreateACLs and OpDeleteACLs add and remove ACL bindings (ACLs names them exactly).
 	OpCreateACLs = "create-acls"
 	OpDeleteACLs = "delete-acls"
+	// OpAlterClientQuotas sets and removes client quota values (quotas.go).
+	OpAlterClientQuotas = "alter-client-quotas"
 )
 
 // Bootstrap starts the cluster: its id and, when a one-node data dir is upgraded, what that
@@ -320,6 +323,10 @@ func Apply(im *Image, index uint64, c *Command) Result {
 	case OpAlterScram:
 		if c.AlterScram != nil {
 			applyAlterScram(im, c.AlterScram)
+		}
+	case OpAlterClientQuotas:
+		if c.ClientQuotas != nil {
+			applyAlterClientQuotas(im, c.ClientQuotas)
 		}
 	case OpCreateACLs, OpDeleteACLs:
 		if c.ACLs != nil {

@@ -56,6 +56,9 @@ type Image struct {
 	// never modified once in an image. ACLVersion is the log index of their last change.
 	ACLs       []security.ACL `json:"acls,omitempty"`
 	ACLVersion uint64         `json:"acl_version,omitempty"`
+	// ClientQuotas are the client quotas, sorted by entity key (quotas.go); the slice is never
+	// modified once in an image.
+	ClientQuotas []*ClientQuota `json:"client_quotas,omitempty"`
 
 	byID     map[TopicID]*Topic           // derived
 	objOwned map[*objtopic.Partition]bool // object partitions this image may modify in place

@@ -23,6 +23,8 @@ type Kafka struct {
 	errors        *prometheus.CounterVec
 	connErrors    *prometheus.CounterVec
 	authFailures  *prometheus.CounterVec
+	throttles     *prometheus.CounterVec
+	throttleTime  *prometheus.CounterVec
 	produceStages *prometheus.HistogramVec
 	stageObs      [5]prometheus.Observer   // produceStages' series, resolved once: read, handle, commit, queue, write
 	topicStages   *prometheus.HistogramVec // the same by topic; not on /metrics (TopicStages)
@@ -90,6 +92,14 @@ func NewKafka(topicExists func(name string) bool) *Kafka {
 			Name: "runnel_kafka_authentication_failures_total",
 			Help: "Failed SASL authentications, by listener.",
 		}, []string{"listener"}),
+		throttles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_kafka_quota_throttled_total",
+			Help: "Responses that throttled their client for a client quota, by the quota it went over (producer_byte_rate, consumer_byte_rate, request_percentage).",
+		}, []string{"quota"}),
+		throttleTime: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_kafka_quota_throttle_seconds_total",
+			Help: "Throttle time given to clients for client quotas, by the quota they went over.",
+		}, []string{"quota"}),
 		limitWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnel_kafka_inflight_limit_waits_total",
 			Help: "Requests that waited for in-flight request memory, by the budget that was spent: connection or broker.",
@@ -228,6 +238,14 @@ func (m *Kafka) AuthFailed(listener string) {
 	}
 }
 
+// Throttled counts a client throttled for d by a client quota.
+func (m *Kafka) Throttled(quota string, d time.Duration) {
+	if m != nil && d > 0 {
+		m.throttles.WithLabelValues(quota).Inc()
+		m.throttleTime.WithLabelValues(quota).Add(d.Seconds())
+	}
+}
+
 // InflightLimitWait counts a request that had to wait for its in-flight memory budget, limit
 // being "connection" or "broker".
 func (m *Kafka) InflightLimitWait(limit string) {
@@ -271,7 +289,7 @@ func (m *Kafka) topic(name string) *topicCounters {
 }
 
 func (m *Kafka) vecs() []prometheus.Collector {
-	return []prometheus.Collector{m.requests, m.duration, m.errors, m.connErrors, m.authFailures, m.produceStages, m.limitWaits,
+	return []prometheus.Collector{m.requests, m.duration, m.errors, m.connErrors, m.authFailures, m.throttles, m.throttleTime, m.produceStages, m.limitWaits,
 		m.connsOpen, m.connsAccepted, m.inflightBytes}
 }
 

@@ -339,6 +339,15 @@ func TestACLMatrix(t *testing.T) {
 			r.Deletions = append(r.Deletions, kmsg.AlterUserSCRAMCredentialsRequestDeletion{Name: "admin", Mechanism: 1})
 			return r
 		}, kerr.ClusterAuthorizationFailed.Code, false},
+		{"DescribeClientQuotas", func() kmsg.Request { return kmsg.NewPtrDescribeClientQuotasRequest() }, kerr.ClusterAuthorizationFailed.Code, false},
+		{"AlterClientQuotas", func() kmsg.Request {
+			r := kmsg.NewPtrAlterClientQuotasRequest()
+			e := kmsg.NewAlterClientQuotasRequestEntry()
+			e.Entity = append(e.Entity, kmsg.AlterClientQuotasRequestEntryEntity{Type: "client-id", Name: kmsg.StringPtr("acl-matrix")})
+			e.Ops = append(e.Ops, kmsg.AlterClientQuotasRequestEntryOp{Key: "producer_byte_rate", Value: 1e9})
+			r.Entries = append(r.Entries, e)
+			return r
+		}, kerr.ClusterAuthorizationFailed.Code, false},
 		// Destructive ones last: the allowed principal's run changes the fixtures.
 		{"DeleteACLs", func() kmsg.Request {
 			r := kmsg.NewPtrDeleteACLsRequest()

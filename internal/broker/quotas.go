@@ -1,0 +1,519 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+)
+
+// Client quotas (KIP-13, KIP-55, KIP-124, KIP-546; docs/kafka-api.md): AlterClientQuotas stores
+// them in the cluster metadata, every broker enforces them on its own traffic as Kafka's do.
+//
+// A request's quota is the first configured entity, in Kafka's order, among (user, client id),
+// (user, default client), (user), (default user, client id), (default user, default client),
+// (default user), (client id), (default client). The entity found decides who shares the rate:
+// the user and client id of the request, the user only, or the client id only. A rate is
+// measured over quotaSamples windows of quotaWindow (Kafka's quota.window.num and
+// quota.window.size.seconds defaults). A request that takes it over the quota is answered with
+// throttle_time_ms = (rate - quota) / quota × the measured window, and the connection reads
+// nothing more from the client until that time has passed after the response (KIP-219). Request
+// quotas are bounded by one window, as Kafka's.
+
+const (
+	quotaSamples = 11
+	quotaWindow  = time.Second
+)
+
+// rate is a sampled rate: values summed per window of quotaWindow, over quotaSamples windows.
+type rate struct {
+	start [quotaSamples]time.Time
+	sum   [quotaSamples]float64
+	cur   int
+}
+
+func (r *rate) record(now time.Time, v float64) {
+	if r.start[r.cur].IsZero() {
+		r.start[r.cur] = now
+	}
+	if now.Sub(r.start[r.cur]) >= quotaWindow {
+		r.cur = (r.cur + 1) % quotaSamples
+		r.start[r.cur], r.sum[r.cur] = now, 0
+	}
+	r.sum[r.cur] += v
+}
+
+// measure returns the rate per second at now and the window it was measured over: from the
+// oldest live sample, and at least quotaSamples-1 windows (Kafka's Rate).
+func (r *rate) measure(now time.Time) (perSecond float64, window time.Duration) {
+	var total float64
+	oldest := now
+	for i := range quotaSamples {
+		if r.start[i].IsZero() || now.Sub(r.start[i]) >= quotaSamples*quotaWindow {
+			continue
+		}
+		total += r.sum[i]
+		if r.start[i].Before(oldest) {
+			oldest = r.start[i]
+		}
+	}
+	window = max(now.Sub(oldest), (quotaSamples-1)*quotaWindow)
+	return total / window.Seconds(), window
+}
+
+// throttle records v and returns how long the client must wait for its rate to come back to
+// bound: 0 if it is within it. With unrecord, a v that goes over is not kept: the caller does
+// not send it (a throttled fetch is answered empty).
+func (r *rate) throttle(now time.Time, v, bound float64, unrecord bool) time.Duration {
+	r.record(now, v)
+	perSecond, window := r.measure(now)
+	if perSecond <= bound {
+		return 0
+	}
+	if unrecord {
+		r.sum[r.cur] -= v
+	}
+	return time.Duration((perSecond - bound) / bound * float64(window))
+}
+
+// quotaIndex is the configured quotas of one metadata image, by entity key.
+type quotaIndex map[string]map[string]float64
+
+func newQuotaIndex(qs []*controller.ClientQuota) quotaIndex {
+	idx := quotaIndex{}
+	for _, q := range qs {
+		idx[q.Entity.Key()] = q.Values
+	}
+	return idx
+}
+
+// resolve finds the quota of key for a request of user and client id, and the sensor it counts
+// against ("" if none applies).
+func (idx quotaIndex) resolve(key, user, clientID string) (bound float64, sensor string) {
+	if len(idx) == 0 {
+		return 0, ""
+	}
+	u, c := &user, &clientID
+	for _, e := range []struct {
+		user, client *string
+		userDef      bool
+		clientDef    bool
+		userPart     bool
+		clientPart   bool
+	}{
+		{user: u, client: c, userPart: true, clientPart: true},
+		{user: u, clientDef: true, userPart: true, clientPart: true},
+		{user: u, userPart: true},
+		{userDef: true, client: c, userPart: true, clientPart: true},
+		{userDef: true, clientDef: true, userPart: true, clientPart: true},
+		{userDef: true, userPart: true},
+		{client: c, clientPart: true},
+		{clientDef: true, clientPart: true},
+	} {
+		ent := controller.QuotaEntity{User: e.user, UserDefault: e.userDef, Client: e.client, ClientDefault: e.clientDef}
+		if v, ok := idx[ent.Key()][key]; ok {
+			tag := key + "\x00"
+			if e.userPart {
+				tag += "u=" + user
+			}
+			tag += "\x00"
+			if e.clientPart {
+				tag += "c=" + clientID
+			}
+			return v, tag
+		}
+	}
+	return 0, ""
+}
+
+// quotaManager is a broker's quota sensors.
+type quotaManager struct {
+	mu      sync.Mutex
+	img     []*controller.ClientQuota // the quotas idx was built from
+	idx     quotaIndex
+	sensors map[string]*sensor
+}
+
+type sensor struct {
+	r    rate
+	last time.Time
+}
+
+// sensorIdle is how long an unused sensor is kept.
+const sensorIdle = time.Hour
+
+// record counts v against the quota of key that applies to (user, client id) and returns how
+// long to throttle the client; 0 when no quota applies or it is kept.
+func (q *quotaManager) record(quotas []*controller.ClientQuota, key, user, clientID string, v float64, now time.Time) time.Duration {
+	if len(quotas) == 0 {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.img) != len(quotas) || (len(quotas) > 0 && &q.img[0] != &quotas[0]) {
+		q.img, q.idx = quotas, newQuotaIndex(quotas)
+	}
+	bound, tag := q.idx.resolve(key, user, clientID)
+	if tag == "" {
+		return 0
+	}
+	if q.sensors == nil {
+		q.sensors = map[string]*sensor{}
+	}
+	s := q.sensors[tag]
+	if s == nil {
+		if len(q.sensors) > 1024 { // forget the sensors of clients long gone
+			for k, o := range q.sensors {
+				if now.Sub(o.last) > sensorIdle {
+					delete(q.sensors, k)
+				}
+			}
+		}
+		s = &sensor{}
+		q.sensors[tag] = s
+	}
+	s.last = now
+	switch key {
+	case controller.QuotaRequestPercentage:
+		bound /= 100 // a percentage of one thread: seconds of handling per second
+		return min(s.r.throttle(now, v, bound, false), quotaWindow)
+	case controller.QuotaConsumerByteRate:
+		return s.r.throttle(now, v, bound, true)
+	}
+	return s.r.throttle(now, v, bound, false)
+}
+
+// quotaUser is the user entity name of a principal ("User:alice" → "alice").
+func quotaUser(principal string) string {
+	_, name, ok := strings.Cut(principal, ":")
+	if !ok {
+		return principal
+	}
+	return name
+}
+
+// quotaExempt are the requests no request quota throttles: a client must always be able to
+// learn the versions and authenticate.
+func quotaExempt(key int16) bool {
+	switch kmsg.Key(key) {
+	case kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate:
+		return true
+	}
+	return false
+}
+
+// requestQuotas counts a handled request against its client's produce and request quotas.
+func (c *conn) requestQuotas(f *inflight) {
+	quotas := c.b.cl.Image().ClientQuotas
+	if len(quotas) == 0 || f.r == nil {
+		return
+	}
+	user := quotaUser(c.principal)
+	if f.r.key == kmsg.Produce.Int16() {
+		c.throttle(f, controller.QuotaProducerByteRate, c.b.quotas.record(quotas, controller.QuotaProducerByteRate, user, f.r.clientID, float64(f.size), f.handled))
+	}
+	if !quotaExempt(f.r.key) {
+		busy := f.handled.Sub(f.received).Seconds()
+		c.throttle(f, controller.QuotaRequestPercentage, c.b.quotas.record(quotas, controller.QuotaRequestPercentage, user, f.r.clientID, busy, f.handled))
+	}
+}
+
+// throttle makes f's throttle time at least d, which quota asked for.
+func (c *conn) throttle(f *inflight, quota string, d time.Duration) {
+	c.b.cfg.Metrics.Throttled(quota, d)
+	f.throttle = max(f.throttle, d)
+}
+
+// responseQuotas counts a fetch response of size bytes (plus its zero-copy ranges) against its
+// client's consumer quota, and sets the response's throttle time if the client is throttled. A
+// throttled fetch is answered without records, as Kafka does: the client fetches them again
+// once the throttle time has passed, and they do not count. It reports whether it changed the
+// response.
+func (c *conn) responseQuotas(f *inflight, size int) bool {
+	quotas := c.b.cl.Image().ClientQuotas
+	emptied := false
+	if fr, ok := f.reply.resp.(*kmsg.FetchResponse); ok && len(quotas) > 0 {
+		if f.reply.files != nil {
+			for _, r := range f.reply.files.ranges {
+				size += r.slice.Size - markerSize
+			}
+		}
+		c.throttle(f, controller.QuotaConsumerByteRate, c.b.quotas.record(quotas, controller.QuotaConsumerByteRate, quotaUser(c.principal), f.r.clientID, float64(size), time.Now()))
+		if f.throttle > 0 {
+			f.reply.files.release()
+			for i := range fr.Topics {
+				for j := range fr.Topics[i].Partitions {
+					p := &fr.Topics[i].Partitions[j]
+					if len(p.RecordBatches) > 0 {
+						p.RecordBatches, p.AbortedTransactions, emptied = []byte{}, nil, true
+					}
+				}
+			}
+		}
+	}
+	t, ok := f.reply.resp.(interface {
+		kmsg.ThrottleResponse
+		kmsg.SetThrottleResponse
+	})
+	if f.throttle <= 0 || !ok {
+		return false
+	}
+	ms := int32(min(f.throttle.Milliseconds()+1, math.MaxInt32))
+	if got, _ := t.Throttle(); got >= ms {
+		return emptied
+	}
+	t.SetThrottle(ms)
+	return true
+}
+
+// mute keeps the connection from handling another request for d from now.
+func (c *conn) mute(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.mutedUntil.Load()
+		if cur >= until || c.mutedUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// waitMuted waits until a throttled connection may go on.
+func (c *conn) waitMuted() error {
+	d := time.Until(time.Unix(0, c.mutedUntil.Load()))
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-c.ctx.Done():
+		return c.ctx.Err()
+	}
+}
+
+func init() {
+	register(kmsg.DescribeClientQuotas, 0, 1, handleDescribeClientQuotas)
+	register(kmsg.AlterClientQuotas, 0, 1, handleAlterClientQuotas)
+}
+
+// quotaEntityOf reads a request's entity: user and client-id parts, each a name or the default
+// (a null name). ip entities are not supported.
+func quotaEntityOf(parts map[string]*string) (controller.QuotaEntity, error) {
+	var e controller.QuotaEntity
+	if len(parts) == 0 {
+		return e, fmt.Errorf("an empty entity")
+	}
+	for typ, name := range parts {
+		switch typ {
+		case "user":
+			if name == nil {
+				e.UserDefault = true
+			} else if *name == "" {
+				return e, fmt.Errorf("an empty user name")
+			} else {
+				e.User = name
+			}
+		case "client-id":
+			if name == nil {
+				e.ClientDefault = true
+			} else {
+				e.Client = name
+			}
+		case "ip":
+			return e, fmt.Errorf("ip quotas (connection_creation_rate) are not supported")
+		default:
+			return e, fmt.Errorf("unknown entity type %s", typ)
+		}
+	}
+	return e, nil
+}
+
+func handleAlterClientQuotas(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.AlterClientQuotasRequest)
+	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	b := r.conn.b
+	allowed := r.allowedCluster(kmsg.ACLOperationAlterConfigs)
+	cmd := &controller.AlterClientQuotas{}
+	codes := make([]int16, len(req.Entries))
+	msgs := make([]*string, len(req.Entries))
+	seen := map[string]bool{}
+	for i, e := range req.Entries {
+		fail := func(code int16, format string, args ...any) {
+			codes[i], msgs[i] = code, strp(fmt.Sprintf(format, args...))
+		}
+		parts := map[string]*string{}
+		dup := false
+		for _, p := range e.Entity {
+			if _, ok := parts[p.Type]; ok {
+				dup = true
+			}
+			parts[p.Type] = p.Name
+		}
+		ent, err := quotaEntityOf(parts)
+		switch {
+		case !allowed:
+			fail(kerr.ClusterAuthorizationFailed.Code, "Cluster authorization failed")
+			continue
+		case dup:
+			fail(kerr.InvalidRequest.Code, "An entity type appears twice in the entity")
+			continue
+		case err != nil:
+			fail(kerr.InvalidRequest.Code, "Invalid quota entity: %v", err)
+			continue
+		case seen[ent.Key()]:
+			fail(kerr.InvalidRequest.Code, "The entity %s appears twice in the request", ent)
+			continue
+		}
+		seen[ent.Key()] = true
+		alt := controller.QuotaAlteration{Entity: ent, Set: map[string]float64{}}
+		for _, op := range e.Ops {
+			switch {
+			case !slices.Contains(controller.QuotaKeys, op.Key):
+				fail(kerr.InvalidRequest.Code, "Invalid configuration key %s (supported: %s)", op.Key, strings.Join(controller.QuotaKeys, ", "))
+			case op.Remove:
+				alt.Remove = append(alt.Remove, op.Key)
+			case math.IsNaN(op.Value) || math.IsInf(op.Value, 0) || op.Value <= 0:
+				fail(kerr.InvalidRequest.Code, "Invalid value %v for %s: it must be positive", op.Value, op.Key)
+			case op.Key == controller.QuotaRequestPercentage && op.Value > math.MaxInt32:
+				fail(kerr.InvalidRequest.Code, "Invalid value %v for %s", op.Value, op.Key)
+			default:
+				alt.Set[op.Key] = op.Value
+			}
+		}
+		if codes[i] == 0 && !req.ValidateOnly {
+			cmd.Entries = append(cmd.Entries, alt)
+		}
+	}
+	var aerr *adminError
+	if len(cmd.Entries) > 0 {
+		_, aerr = b.propose(ctx, &controller.Command{Op: controller.OpAlterClientQuotas, ClientQuotas: cmd})
+	}
+	for i, e := range req.Entries {
+		re := kmsg.NewAlterClientQuotasResponseEntry()
+		for _, p := range e.Entity {
+			ent := kmsg.NewAlterClientQuotasResponseEntryEntity()
+			ent.Type, ent.Name = p.Type, p.Name
+			re.Entity = append(re.Entity, ent)
+		}
+		switch {
+		case codes[i] != 0:
+			re.ErrorCode, re.ErrorMessage = codes[i], msgs[i]
+		case aerr != nil:
+			re.ErrorCode, re.ErrorMessage = aerr.code.Code, strp(aerr.msg)
+		}
+		resp.Entries = append(resp.Entries, re)
+	}
+	if aerr == nil && len(cmd.Entries) > 0 {
+		b.logger.Info("broker: client quotas altered", "entries", len(cmd.Entries), "by", r.conn.principal)
+	}
+	return reply{resp: resp}
+}
+
+func handleDescribeClientQuotas(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.DescribeClientQuotasRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	if !r.allowedCluster(kmsg.ACLOperationDescribeConfigs) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
+	exact := map[string]*string{} // type → name (nil: the default)
+	any := map[string]bool{}
+	for _, c := range req.Components {
+		fail := func(code int16, msg string) reply {
+			resp.ErrorCode, resp.ErrorMessage = code, strp(msg)
+			return reply{resp: resp}
+		}
+		_, inExact := exact[c.EntityType]
+		switch {
+		case c.EntityType != "user" && c.EntityType != "client-id" && c.EntityType != "ip":
+			return fail(kerr.UnsupportedVersion.Code, "Unsupported entity type "+c.EntityType)
+		case inExact || any[c.EntityType]:
+			return fail(kerr.InvalidRequest.Code, "Entity type "+c.EntityType+" cannot appear more than once in the filter")
+		}
+		switch c.MatchType {
+		case kmsg.QuotasMatchTypeExact:
+			if c.Match == nil {
+				return fail(kerr.InvalidRequest.Code, "MATCH_TYPE_EXACT needs a match string")
+			}
+			exact[c.EntityType] = c.Match
+		case kmsg.QuotasMatchTypeDefault:
+			if c.Match != nil {
+				return fail(kerr.InvalidRequest.Code, "MATCH_TYPE_DEFAULT takes no match string")
+			}
+			exact[c.EntityType] = nil
+		case kmsg.QuotasMatchTypeAny:
+			if c.Match != nil {
+				return fail(kerr.InvalidRequest.Code, "MATCH_TYPE_SPECIFIED takes no match string")
+			}
+			any[c.EntityType] = true
+		default:
+			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("Unknown match type %d", c.MatchType))
+		}
+	}
+	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
+	for _, q := range r.conn.b.cl.Image().ClientQuotas {
+		parts := map[string]*string{}
+		if q.Entity.HasUser() {
+			parts["user"] = q.Entity.User
+		}
+		if q.Entity.HasClient() {
+			parts["client-id"] = q.Entity.Client
+		}
+		if !quotaMatches(parts, exact, any, req.Strict) {
+			continue
+		}
+		e := kmsg.NewDescribeClientQuotasResponseEntry()
+		for _, typ := range []string{"user", "client-id"} {
+			if name, ok := parts[typ]; ok {
+				ent := kmsg.NewDescribeClientQuotasResponseEntryEntity()
+				ent.Type, ent.Name = typ, name
+				e.Entity = append(e.Entity, ent)
+			}
+		}
+		keys := make([]string, 0, len(q.Values))
+		for k := range q.Values {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v := kmsg.NewDescribeClientQuotasResponseEntryValue()
+			v.Key, v.Value = k, q.Values[k]
+			e.Values = append(e.Values, v)
+		}
+		resp.Entries = append(resp.Entries, e)
+	}
+	return reply{resp: resp}
+}
+
+// quotaMatches is Kafka's filter: every exact component names the entity's part (nil: its
+// default), every "specified" component's type is a part of it, and with strict nothing else is.
+func quotaMatches(parts, exact map[string]*string, any map[string]bool, strict bool) bool {
+	if strict && len(parts) != len(exact)+len(any) {
+		return false
+	}
+	for typ, name := range exact {
+		got, ok := parts[typ]
+		if !ok || (got == nil) != (name == nil) || (got != nil && *got != *name) {
+			return false
+		}
+	}
+	for typ := range any {
+		if _, ok := parts[typ]; !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,96 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+)
+
+// TestQuotaRate: Kafka's sampled rate over at least 10 windows of 1 s, and its throttle time.
+func TestQuotaRate(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	var r rate
+	if d := r.throttle(t0, 10e6, 1e6, false); d != 0 {
+		t.Fatalf("10 MB at once against 1 MB/s: throttled %v; want none (measured over 10 s)", d)
+	}
+	d := r.throttle(t0.Add(100*time.Millisecond), 1e6, 1e6, false)
+	// 11 MB over the 10 s minimum window: 1.1 MB/s, 10% over: 10% of 10 s.
+	if d < 990*time.Millisecond || d > 1010*time.Millisecond {
+		t.Fatalf("throttle %v; want 1 s", d)
+	}
+	// 20 s later the samples have aged out.
+	if d := r.throttle(t0.Add(20*time.Second), 1e6, 1e6, false); d != 0 {
+		t.Fatalf("after the samples aged out: throttled %v", d)
+	}
+	// A steady 2 MB/s for 15 s against 1 MB/s is throttled about as long again as it ran.
+	var s rate
+	var last time.Duration
+	for i := range 150 {
+		last = s.throttle(t0.Add(time.Duration(i)*100*time.Millisecond), 200e3, 1e6, false)
+	}
+	if last < 9*time.Second || last > 12*time.Second {
+		t.Fatalf("steady 2× the quota: throttle %v; want about the 11 s window", last)
+	}
+	// A value that is not sent (a throttled fetch) does not count.
+	var f rate
+	f.throttle(t0, 10e6, 1e6, true)
+	if d := f.throttle(t0, 5e6, 1e6, true); d == 0 {
+		t.Fatal("15 MB against 10 MB allowed: not throttled")
+	}
+	if d := f.throttle(t0, 0, 1e6, true); d != 0 {
+		t.Fatalf("after an unrecorded value: throttled %v; want the 10 MB only, within the quota", d)
+	}
+}
+
+// TestQuotaResolution: Kafka's precedence of quota entities, and who shares a sensor.
+func TestQuotaResolution(t *testing.T) {
+	s := func(v string) *string { return &v }
+	q := func(e controller.QuotaEntity, v float64) *controller.ClientQuota {
+		return &controller.ClientQuota{Entity: e, Values: map[string]float64{controller.QuotaProducerByteRate: v}}
+	}
+	idx := newQuotaIndex([]*controller.ClientQuota{
+		q(controller.QuotaEntity{User: s("alice"), Client: s("app")}, 1),
+		q(controller.QuotaEntity{User: s("alice"), ClientDefault: true}, 2),
+		q(controller.QuotaEntity{User: s("bob")}, 3),
+		q(controller.QuotaEntity{UserDefault: true}, 6),
+		q(controller.QuotaEntity{Client: s("tool")}, 7),
+		q(controller.QuotaEntity{ClientDefault: true}, 8),
+	})
+	for _, c := range []struct {
+		user, client string
+		want         float64
+		sharedWith   [2]string // another (user, client) on the same sensor, or ""
+	}{
+		{"alice", "app", 1, [2]string{}},
+		{"alice", "other", 2, [2]string{}},
+		{"bob", "x", 3, [2]string{"bob", "y"}}, // a user quota: all of bob's clients share it
+		{"carol", "tool", 6, [2]string{"carol", "other"}},
+	} {
+		bound, tag := idx.resolve(controller.QuotaProducerByteRate, c.user, c.client)
+		if bound != c.want {
+			t.Errorf("(%s, %s): quota %v; want %v", c.user, c.client, bound, c.want)
+		}
+		if c.sharedWith[0] != "" {
+			if _, other := idx.resolve(controller.QuotaProducerByteRate, c.sharedWith[0], c.sharedWith[1]); other != tag {
+				t.Errorf("(%s, %s) and %v do not share a sensor", c.user, c.client, c.sharedWith)
+			}
+		}
+	}
+	if _, a := idx.resolve(controller.QuotaProducerByteRate, "carol", "x"); a == "" {
+		t.Fatal("no quota for carol")
+	} else if _, b := idx.resolve(controller.QuotaProducerByteRate, "dave", "x"); a == b {
+		t.Error("two users share the default user quota's sensor: each must have its own")
+	}
+	// Without user quotas, client quotas apply, per client id.
+	idx = newQuotaIndex([]*controller.ClientQuota{q(controller.QuotaEntity{Client: s("tool")}, 7), q(controller.QuotaEntity{ClientDefault: true}, 8)})
+	if bound, _ := idx.resolve(controller.QuotaProducerByteRate, "carol", "tool"); bound != 7 {
+		t.Errorf("client quota %v; want 7", bound)
+	}
+	if bound, _ := idx.resolve(controller.QuotaProducerByteRate, "carol", "x"); bound != 8 {
+		t.Errorf("default client quota %v; want 8", bound)
+	}
+	if bound, tag := idx.resolve(controller.QuotaConsumerByteRate, "carol", "x"); bound != 0 || tag != "" {
+		t.Errorf("another key: quota %v sensor %q; want none", bound, tag)
+	}
+}

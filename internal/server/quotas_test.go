@@ -1,0 +1,169 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// throttleCounter counts the throttle times brokers report to a franz-go client.
+type throttleCounter struct{ n, total atomic.Int64 }
+
+func (h *throttleCounter) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
+	if d > 0 {
+		h.n.Add(1)
+		h.total.Add(int64(d))
+	}
+}
+
+// TestClientQuotas: client quotas set with AlterClientQuotas are described back with Kafka's
+// filters and enforced: a client id with producer_byte_rate and consumer_byte_rate of 200 KB/s
+// is throttled (throttle_time_ms reported, its rate held near the quota once the first 10 s
+// window's allowance is spent), a client id without a quota is not. Then Kafka's kafka-configs
+// sets and describes quotas too.
+func TestClientQuotas(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("quota", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	name := func(s string) *string { return &s }
+	const quota = 200_000.0
+
+	// Bad entries are refused one by one; the good one applies.
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: name("slow")}},
+			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: quota}, {Key: "consumer_byte_rate", Value: quota}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: name("x")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "no_such_quota", Value: 1}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: name("y")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: -5}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: name("127.0.0.1")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 5}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "user", Name: nil}}, Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 500}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if wantErr := i >= 1 && i <= 3; (r.Err != nil) != wantErr {
+			t.Errorf("entry %d %v: error %v; want an error: %v", i, r.Entity, r.Err, wantErr)
+		}
+	}
+	described := func(strict bool, comps ...kadm.DescribeClientQuotaComponent) []string {
+		t.Helper()
+		d, err := adm.DescribeClientQuotas(ctx, strict, comps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, q := range d {
+			out = append(out, q.Entity.String()+" "+strings.Trim(strings.ReplaceAll(strings.Join(func() []string {
+				var v []string
+				for _, x := range q.Values {
+					v = append(v, x.String())
+				}
+				return v
+			}(), ","), "000000", ""), " "))
+		}
+		return out
+	}
+	if got := described(false, kadm.DescribeClientQuotaComponent{Type: "client-id", MatchName: name("slow"), MatchType: 0}); len(got) != 1 ||
+		!strings.Contains(got[0], "consumer_byte_rate=200000.") || !strings.Contains(got[0], "producer_byte_rate=200000.") {
+		t.Fatalf("describe client-id=slow: %v", got)
+	}
+	if got := described(false, kadm.DescribeClientQuotaComponent{Type: "user", MatchType: 1}); len(got) != 1 || !strings.Contains(got[0], "request_percentage=500.") {
+		t.Fatalf("describe the default user: %v", got)
+	}
+	if got := described(false); len(got) != 2 {
+		t.Fatalf("describe everything: %v; want 2 entities", got)
+	}
+	if got := described(true, kadm.DescribeClientQuotaComponent{Type: "user", MatchType: 2}, kadm.DescribeClientQuotaComponent{Type: "client-id", MatchType: 2}); len(got) != 0 {
+		t.Fatalf("strict user+client-id: %v; want none", got)
+	}
+
+	// Producing as client id "slow" as fast as it can: throttled to about the quota.
+	produce := func(clientID string, d time.Duration, after time.Duration) (bytesAfter int64, throttles int64) {
+		var h throttleCounter
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ClientID(clientID), kgo.WithHooks(&h), kgo.DefaultProduceTopic("quota"),
+			kgo.ProducerLinger(0), kgo.MaxBufferedRecords(64), kgo.ProducerBatchMaxBytes(64<<10),
+			kgo.ProducerBatchCompression(kgo.NoCompression())) // the quotas count bytes on the wire
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		value := make([]byte, 16<<10)
+		var acked atomic.Int64
+		start := time.Now()
+		for time.Since(start) < d {
+			cl.Produce(ctx, &kgo.Record{Value: value}, func(r *kgo.Record, err error) {
+				if err == nil && time.Since(start) >= after {
+					acked.Add(int64(len(r.Value)))
+				}
+			})
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return acked.Load(), h.n.Load()
+	}
+	got, throttles := produce("slow", 9*time.Second, 4*time.Second)
+	t.Logf("client id slow: %d bytes acknowledged in the last 5 s (quota %.0f B/s), %d throttled responses", got, quota, throttles)
+	if throttles == 0 || float64(got) > 2.5*5*quota {
+		t.Fatalf("client id slow: %d bytes in 5 s, %d throttled responses; want throttling to about %.0f B/s", got, throttles, quota)
+	}
+	if got, throttles := produce("fast", 2*time.Second, 0); throttles != 0 || got < 8<<20 {
+		t.Fatalf("client id fast (no quota): %d bytes, %d throttled responses; want no throttling (and 8 MiB in 2 s)", got, throttles)
+	}
+
+	// Consuming as "slow": held to about the quota once the window's allowance is spent.
+	var h throttleCounter
+	cons, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ClientID("slow"), kgo.WithHooks(&h), kgo.ConsumeTopics("quota"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(256<<10), kgo.FetchMaxPartitionBytes(256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var read int64
+	for start := time.Now(); time.Since(start) < 6*time.Second; {
+		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		cons.PollFetches(pctx).EachRecord(func(r *kgo.Record) { read += int64(len(r.Value)) })
+		pcancel()
+	}
+	t.Logf("consumer slow: %d bytes in 6 s, %d throttled responses, %v throttled in all", read, h.n.Load(), time.Duration(h.total.Load()))
+	if h.n.Load() == 0 || float64(read) > quota*(6+11) {
+		t.Fatalf("consumer slow: %d bytes in 6 s, %d throttled responses; want throttling (at most the 11 s window's allowance plus 6 s at %.0f B/s)", read, h.n.Load(), quota)
+	}
+
+	// Removing the values removes the entity.
+	if _, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: name("slow")}},
+			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Remove: true}, {Key: "consumer_byte_rate", Remove: true}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := described(false, kadm.DescribeClientQuotaComponent{Type: "client-id", MatchType: 2}); len(got) != 0 {
+		t.Fatalf("after removing client-id=slow's quotas: %v", got)
+	}
+
+	// Kafka's kafka-configs sets and describes quotas.
+	configs := kafkaTool(t, "kafka.admin.ConfigCommand")
+	kafkaConfigs := func(args ...string) string {
+		return runClient(t, 120*time.Second, "", configs[0], append(configs[1:], append([]string{"--bootstrap-server", b.addr}, args...)...)...)
+	}
+	kafkaConfigs("--alter", "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048", "--entity-type", "users", "--entity-name", "alice",
+		"--entity-type", "clients", "--entity-name", "app")
+	if out := kafkaConfigs("--describe", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-name", "app"); !strings.Contains(out, "producer_byte_rate=1024") || !strings.Contains(out, "consumer_byte_rate=2048") {
+		t.Fatalf("kafka-configs --describe user alice client app:\n%s", out)
+	}
+	if out := kafkaConfigs("--describe", "--entity-type", "users", "--entity-default"); !strings.Contains(out, "request_percentage=500") {
+		t.Fatalf("kafka-configs --describe --entity-default users:\n%s", out)
+	}
+}
