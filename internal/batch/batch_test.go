@@ -345,3 +345,44 @@ func TestEachHeader(t *testing.T) {
 		t.Fatal("a cut header decoded")
 	}
 }
+
+// TestRecompress: every codec to every other keeps the records and every header field but the
+// codec, the length and the CRC, and gives a valid batch.
+func TestRecompress(t *testing.T) {
+	codecs := []Codec{CodecNone, CodecGzip, CodecSnappy, CodecLz4, CodecZstd}
+	for _, from := range codecs {
+		b := build(t, 20, from)
+		h, err := Validate(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Records(&h, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, to := range codecs {
+			out, err := Recompress(b, &h, to)
+			if err != nil {
+				t.Fatalf("%v → %v: %v", from, to, err)
+			}
+			oh, err := Validate(out)
+			if err != nil {
+				t.Fatalf("%v → %v: the new batch is invalid: %v", from, to, err)
+			}
+			got, err := Records(&oh, out)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%v → %v: records differ (%v)", from, to, err)
+			}
+			if oh.Codec() != to {
+				t.Fatalf("%v → %v: codec %v", from, to, oh.Codec())
+			}
+			oh.Attributes, oh.Length, oh.CRC = h.Attributes, h.Length, h.CRC
+			if oh != h {
+				t.Fatalf("%v → %v: header %+v; want %+v apart from codec, length and CRC", from, to, oh, h)
+			}
+		}
+	}
+	if c, ok := CodecByName("producer"); ok {
+		t.Fatalf("CodecByName(producer) = %v; want none", c)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 
 	"github.com/klauspost/compress/gzip"
@@ -169,4 +170,48 @@ func Compress(codec Codec, records []byte) ([]byte, error) {
 		return nil, fmt.Errorf("batch: %v compressor used codec %d", codec, used)
 	}
 	return bytes.Clone(out), nil
+}
+
+// CodecByName is the codec of a compression.type value ("uncompressed", "gzip", "snappy",
+// "lz4", "zstd"); ok is false for "producer" and anything else.
+func CodecByName(name string) (c Codec, ok bool) {
+	switch name {
+	case "uncompressed":
+		return CodecNone, true
+	case "gzip":
+		return CodecGzip, true
+	case "snappy":
+		return CodecSnappy, true
+	case "lz4":
+		return CodecLz4, true
+	case "zstd":
+		return CodecZstd, true
+	}
+	return 0, false
+}
+
+// Recompress returns batch b (one valid producer batch, header h) with its records compressed
+// with codec instead, as a broker does for a topic whose compression.type is not "producer":
+// every header field but the codec, the length and the CRC is kept. If b already uses codec, it
+// is returned as it is.
+func Recompress(b []byte, h *Header, codec Codec) ([]byte, error) {
+	if h.Codec() == codec {
+		return b, nil
+	}
+	recs, err := Records(h, b)
+	if err != nil {
+		return nil, err
+	}
+	packed, err := Compress(codec, recs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, HeaderSize, HeaderSize+len(packed))
+	copy(out, b[:HeaderSize])
+	out = append(out, packed...)
+	be := binary.BigEndian
+	be.PutUint32(out[lengthOffset:], uint32(len(out)-LengthFieldEnd))
+	be.PutUint16(out[attributesOffset:], uint16(h.Attributes&^AttrCompressionMask|int16(codec)))
+	be.PutUint32(out[crcOffset:], crc32.Checksum(out[attributesOffset:], castagnoli))
+	return out, nil
 }

@@ -237,6 +237,11 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 			return 0, 0, err
 		}
 	}
+	if comp, _ := t.Effective("compression.type"); comp != "producer" {
+		if records, err = recompress(records, comp); err != nil {
+			return 0, 0, err
+		}
+	}
 	logAppendTime := false
 	if tsType, _ := t.Effective("message.timestamp.type"); tsType == "LogAppendTime" {
 		if _, err := batch.Validate(records); err != nil { // check before the CRC is rewritten
@@ -262,6 +267,23 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 	// For acks=all the caller waits for the commit up to here: for a duplicate, the original's
 	// end, which may not be committed yet.
 	return epoch, res.Last + 1, nil
+}
+
+// recompress rebuilds a producer's batch with the topic's compression.type (not "producer") if
+// it uses another codec, as Kafka's brokers do; the batch is checked first.
+func recompress(records []byte, compression string) ([]byte, error) {
+	codec, ok := batch.CodecByName(compression)
+	if !ok {
+		return nil, fmt.Errorf("%w: compression.type %q", kerr.InvalidConfig, compression)
+	}
+	h, err := batch.ParseHeader(records)
+	if err != nil || h.Codec() == codec {
+		return records, err
+	}
+	if h, err = batch.Validate(records); err != nil {
+		return nil, err
+	}
+	return batch.Recompress(records, &h, codec)
 }
 
 // setProduceError maps an append failure to Kafka's error code for the partition.

@@ -55,7 +55,7 @@ var defs = []ConfigDef{
 	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", BrokerName: "message.max.bytes", Min: 0, Max: math.MaxInt32, Doc: "largest record batch accepted"},
 	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", BrokerName: "log.message.timestamp.type", Allowed: []string{"CreateTime", "LogAppendTime"}, Doc: "use the producer's timestamps or the broker's append time"},
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32, Doc: "replicas that must have a record for acks=all"},
-	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Allowed: []string{"producer"}, Doc: "keep the producer's compression (recompression is not supported yet)"},
+	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Allowed: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "keep the producer's compression (producer), or store every batch with this codec, recompressing on append"},
 	{Name: "write.caching", Type: TypeBoolean, Default: "false", BrokerName: "write_caching_default", Doc: "acks=all waits for the page cache (true) or an fsync (false); write_caching_default=disabled forces false on every topic",
 		Overrides: map[string]string{"disabled": "false"}},
 	{Name: "flush.ms", Type: TypeLong, Default: "100", BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64, Doc: "sync unsynced data at least this often (bounds what write caching can lose)"},
