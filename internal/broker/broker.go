@@ -30,7 +30,10 @@ import (
 
 // Config configures a Broker.
 type Config struct {
-	NodeID         int32
+	NodeID int32
+	// RackAwareReads sends a consumer that names its rack (client.rack) to an in-sync follower
+	// in that rack (KIP-392; Kafka's replica.selector.class=RackAwareReplicaSelector).
+	RackAwareReads bool
 	AdvertisedHost string // host clients are told to connect to
 	AdvertisedPort int32
 

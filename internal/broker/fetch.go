@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/replica"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -65,7 +66,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		if acc.denied[sp] {
 			continue
 		}
-		if p, err := b.partition(sp); err == nil {
+		if p, follower, err := b.readable(req.Version, sp); err == nil && !follower {
 			waitReady(ctx, p.Replica, min(time.Until(deadline), time.Second))
 		}
 	}
@@ -78,7 +79,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 			}
 			if t, err := b.fetchTopic(sp); err == nil && isObjectTopic(t) {
 				objects = true
-			} else if p, err := b.partition(sp); err == nil {
+			} else if p, _, err := b.readable(req.Version, sp); err == nil {
 				wake = append(wake, p.Replica.Changed()) // the high watermark moved
 			}
 		}
@@ -214,6 +215,59 @@ func (b *Broker) partition(sp *sessionPartition) (*topics.Partition, error) {
 	return b.leader(t, sp.partition, sp.leaderEpoch)
 }
 
+// readable resolves a fetched partition as partition does, or, for a fetch of version 11 or
+// later (KIP-392), one this node follows: a consumer sent here as the preferred read replica
+// reads what this replica knows is committed. Only consumers send Kafka fetches here: replicas
+// follow over the cluster transport.
+func (b *Broker) readable(version int16, sp *sessionPartition) (p *topics.Partition, follower bool, err error) {
+	p, err = b.partition(sp)
+	if err == nil || !errors.Is(err, replica.ErrNotLeader) || version < 11 {
+		return p, false, err
+	}
+	t, terr := b.fetchTopic(sp)
+	if terr != nil {
+		return nil, false, err
+	}
+	fp := t.Partitions[sp.partition]
+	if fp.Replica == nil {
+		return nil, false, err
+	}
+	switch a := fp.Replica.Assignment(); {
+	case a.Role != replica.RoleFollower:
+		return nil, false, err
+	case sp.leaderEpoch != -1 && sp.leaderEpoch < a.Epoch:
+		return nil, false, kerr.FencedLeaderEpoch
+	case sp.leaderEpoch > a.Epoch:
+		return nil, false, kerr.UnknownLeaderEpoch
+	}
+	return fp, true, nil
+}
+
+// preferredReadReplica is KIP-392's rack-aware choice for a consumer in rack reading from
+// offset a partition this node leads: the in-sync follower in that rack that has appended the
+// most (ties: the lowest id), or -1 to read here (this node is in the rack, or no follower there
+// is in sync with the offset, or the selector is off).
+func (b *Broker) preferredReadReplica(p *topics.Partition, offset int64, rack string) int32 {
+	if !b.cfg.RackAwareReads || rack == "" {
+		return -1
+	}
+	img := b.cl.Image()
+	if self := img.Nodes[b.cfg.NodeID]; self == nil || self.Rack == rack {
+		return -1
+	}
+	best, bestEnd := int32(-1), int64(-1)
+	for id, end := range p.Replica.ReadReplicas(offset) {
+		n := img.Nodes[id]
+		if n == nil || n.Fenced || n.Rack != rack {
+			continue
+		}
+		if end > bestEnd || (end == bestEnd && id < best) {
+			best, bestEnd = id, end
+		}
+	}
+	return best
+}
+
 func (b *Broker) fetchTopic(sp *sessionPartition) (*topics.Topic, error) {
 	var t *topics.Topic
 	var ok bool
@@ -263,7 +317,7 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 			addFetchPartition(resp, sp, fp)
 			continue
 		}
-		p, perr := b.partition(sp)
+		p, follower, perr := b.readable(req.Version, sp)
 		switch {
 		case perr != nil:
 			fp.ErrorCode = errorCode(perr)
@@ -276,8 +330,13 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 					}
 				}
 			}
+		case !follower && req.Version >= 11 && b.preferredReadReplica(p, sp.offset, req.Rack) >= 0:
+			// KIP-392: no records; the client reads from the replica in its rack.
+			fp.PreferredReadReplica = b.preferredReadReplica(p, sp.offset, req.Rack)
+			fp.HighWatermark = p.Replica.HighWatermark()
+			fp.LastStableOffset, fp.LogStartOffset = p.Log.LastStable(fp.HighWatermark), p.Log.StartOffset()
 		default:
-			n, err := readPartition(p, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, req.IsolationLevel == 1, files)
+			n, err := readPartition(p, follower, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, req.IsolationLevel == 1, files)
 			if err != nil {
 				fp.ErrorCode = errorCode(err)
 			}
@@ -296,12 +355,21 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 
 // readPartition reads one partition's batches into fp. The first partition with data may exceed
 // maxBytes by its first batch (Kafka's KIP-74 rule); later ones may not. A read_committed read
-// stops at the last stable offset and reports the aborted transactions of what it read.
-func readPartition(p *topics.Partition, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first, readCommitted bool, files *fileRanges) (int, error) {
-	if _, ready, _ := p.Replica.Leading(); !ready {
+// stops at the last stable offset and reports the aborted transactions of what it read. A
+// follower (KIP-392) reads below the high watermark its leader last sent, within its own log;
+// an offset past its log end is OFFSET_NOT_AVAILABLE (it has yet to catch up), not out of range.
+func readPartition(p *topics.Partition, follower bool, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first, readCommitted bool, files *fileRanges) (int, error) {
+	if follower {
+		end := p.Log.EndOffset()
+		if sp.offset > end {
+			return 0, kerr.OffsetNotAvailable
+		}
+		fp.HighWatermark = min(p.Replica.HighWatermark(), end)
+	} else if _, ready, _ := p.Replica.Leading(); !ready {
 		return 0, kerr.OffsetNotAvailable
+	} else {
+		fp.HighWatermark = p.Replica.HighWatermark()
 	}
-	fp.HighWatermark = p.Replica.HighWatermark()
 	fp.LastStableOffset = p.Log.LastStable(fp.HighWatermark)
 	fp.LogStartOffset = p.Log.StartOffset()
 	upper := fp.HighWatermark

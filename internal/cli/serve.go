@@ -35,6 +35,7 @@ type serveFlags struct {
 	clusterAddr         string
 	voters              string
 	rack                string
+	replicaSelector     string
 	sessionTimeout      time.Duration
 	faultInjection      bool
 	objectStore         string
@@ -67,7 +68,8 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.IntVar(&f.objectBatchBytes, "object-batch-bytes", 4<<20, "object topics: write the node's buffer as one file once it holds this many bytes")
 	flags.Int64Var(&f.objectCacheMiB, "object-cache-mib", 256, "object topics: MiB of the read cache")
 	flags.BoolVar(&f.ripcord, "ripcord", false, "object topics: keep accepting produce while the controller is unreachable (sequenced lazily, committed when it returns)")
-	flags.StringVar(&f.rack, "rack", "", "the node's rack, shown to clients in Metadata")
+	flags.StringVar(&f.rack, "rack", "", "the node's rack, shown to clients in Metadata (and matched against client.rack by --replica-selector rack)")
+	flags.StringVar(&f.replicaSelector, "replica-selector", "", `where consumers read: "" (the leader) or "rack" (KIP-392: a consumer with client.rack reads from an in-sync replica in its rack; Kafka's replica.selector.class `+rackSelectorClass+` is accepted too)`)
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
 	flags.DurationVar(&f.sessionTimeout, "session-timeout", 1500*time.Millisecond, "a node not heard from this long is fenced and its partitions get new leaders")
 	flags.StringVar(&f.adminAddr, "admin-addr", "127.0.0.1:9644", "host:port of the admin HTTP server (metrics, health)")
@@ -150,12 +152,18 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		DataDir: f.dataDir, KafkaAddr: f.kafkaAddr, AdvertisedKafkaAddr: f.advertisedKafkaAddr,
 		NodeID: f.nodeID, AdminAddr: f.adminAddr, Logger: logger, Console: console,
 		SlowRequestThreshold: f.slowRequest, ClusterAddr: f.clusterAddr, ControllerVoters: voters,
-		Rack: f.rack, SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
+		Rack: f.rack, RackAwareReads: f.replicaSelector == "rack" || f.replicaSelector == rackSelectorClass,
+		SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
 		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
 		ObjectCacheBytes: f.objectCacheMiB << 20, Agent: f.agent, Ripcord: f.ripcord,
 	}
 	if !f.agent {
 		cfg.SpecLogAddr = f.speclogAddr
+	}
+	switch f.replicaSelector {
+	case "", "leader", "rack", rackSelectorClass:
+	default:
+		return server.Config{}, fmt.Errorf("--replica-selector %q: want \"rack\" or none", f.replicaSelector)
 	}
 	if f.slowRequest <= 0 {
 		cfg.SlowRequestThreshold = -1 // the flag's 0 means off; the config's 0 means the default
@@ -240,3 +248,6 @@ func serve(ctx context.Context, cfg server.Config) error {
 	}
 	return runErr
 }
+
+// rackSelectorClass is Kafka's replica.selector.class for rack-aware reads (KIP-392).
+const rackSelectorClass = "org.apache.kafka.common.replica.RackAwareReplicaSelector"

@@ -230,6 +230,24 @@ func (r *Replica) checkEpochLocked(clientEpoch int32) error {
 	return nil
 }
 
+// ReadReplicas lists the followers a consumer may be sent to for reads from offset (KIP-392's
+// preferred read replica), with how far each has appended: those in sync whose log holds
+// offset. It is empty unless this replica leads.
+func (r *Replica) ReadReplicas(offset int64) map[int32]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil {
+		return nil
+	}
+	out := map[int32]int64{}
+	for _, n := range r.leader.InSync(r.m.now()) {
+		if f := r.leader.Follower(n); n != r.leader.Self && f != nil && f.Appended >= offset {
+			out[n] = f.Appended
+		}
+	}
+	return out
+}
+
 // LeadingSince is when this replica's current leadership began (zero if it does not lead).
 func (r *Replica) LeadingSince() time.Time {
 	r.mu.Lock()

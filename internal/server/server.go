@@ -62,6 +62,9 @@ type Config struct {
 	// means this node alone (a one-node cluster).
 	ControllerVoters map[int32]string
 	Rack             string
+	// RackAwareReads: a consumer naming its rack reads from an in-sync replica in that rack
+	// (KIP-392; --replica-selector).
+	RackAwareReads bool
 	// SessionTimeout: a node not heard from this long is fenced and its partitions get new
 	// leaders (0: 1.5 s).
 	SessionTimeout time.Duration
@@ -452,7 +455,7 @@ func Open(cfg Config) (*Server, error) {
 			Agent: cfg.Agent}, ripcording, s.logger)
 		members = s.dir.Members
 	}
-	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port),
+	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port),
 		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
 		Security:     broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg)},

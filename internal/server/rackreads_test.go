@@ -1,0 +1,141 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/server"
+)
+
+// fetchBytes counts the bytes of Fetch responses a franz-go client reads, by node.
+type fetchBytes struct {
+	mu     sync.Mutex
+	byNode map[int32]int
+}
+
+func (f *fetchBytes) OnBrokerRead(meta kgo.BrokerMetadata, key int16, n int, _, _ time.Duration, err error) {
+	if key == 1 && err == nil {
+		f.mu.Lock()
+		f.byNode[meta.NodeID] += n
+		f.mu.Unlock()
+	}
+}
+
+func (f *fetchBytes) get(node int32) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byNode[node]
+}
+
+// TestRackAwareReads: KIP-392 on a three-node cluster, each node in its own rack, with
+// --replica-selector rack. A consumer naming a follower's rack (client.rack) is sent there by
+// the leader and reads every committed record from the follower, read_committed included (the
+// follower's last stable offset and aborted-transaction index); a consumer in the leader's rack,
+// or in a rack no replica is in, reads from the leader.
+func TestRackAwareReads(t *testing.T) {
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.tune = func(id int32, cfg *server.Config) {
+			cfg.Rack, cfg.RackAwareReads = fmt.Sprintf("rack-%d", id), true
+		}
+	})
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, adm := c.client()
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "racks"); err != nil {
+		t.Fatal(err)
+	}
+	var leader int32 = -1
+	eventually(t, "a leader for racks", 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "racks")
+		if err != nil || md.Topics["racks"].Err != nil || len(md.Topics["racks"].Partitions) != 1 {
+			return false
+		}
+		p := md.Topics["racks"].Partitions[0]
+		leader = p.Leader
+		return p.Leader >= 0 && len(p.ISR) == 3
+	})
+	follower := leader%3 + 1
+
+	// 100 plain records, an aborted transaction of 10, a committed one of 10.
+	var recs []*kgo.Record
+	for i := range 100 {
+		recs = append(recs, &kgo.Record{Topic: "racks", Value: fmt.Appendf(nil, "plain %d", i)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	txn, _ := c.client(kgo.TransactionalID("racks-txn"), kgo.DefaultProduceTopic("racks"))
+	for _, commit := range []bool{false, true} {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			if err := txn.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("txn %v %d", commit, i))).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	read := func(rack string, committed bool) (values []string, counts *fetchBytes) {
+		t.Helper()
+		counts = &fetchBytes{byNode: map[int32]int{}}
+		opts := []kgo.Opt{kgo.ConsumeTopics("racks"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(counts)}
+		if rack != "" {
+			opts = append(opts, kgo.Rack(rack))
+		}
+		if committed {
+			opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		}
+		cons, _ := c.client(opts...)
+		want := 120
+		if committed {
+			want = 110
+		}
+		for len(values) < want && ctx.Err() == nil {
+			pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+			cons.PollFetches(pctx).EachRecord(func(r *kgo.Record) { values = append(values, string(r.Value)) })
+			pcancel()
+		}
+		cons.Close()
+		return values, counts
+	}
+
+	for _, committed := range []bool{false, true} {
+		values, counts := read(fmt.Sprintf("rack-%d", follower), committed)
+		want := 120
+		if committed {
+			want = 110
+		}
+		if len(values) != want || values[0] != "plain 0" || values[want-1] != "txn true 9" {
+			t.Fatalf("read_committed %v from rack-%d: %d values, first %q last %q", committed, follower, len(values), values[0], values[len(values)-1])
+		}
+		for _, v := range values {
+			if committed && len(v) > 9 && v[:9] == "txn false" {
+				t.Fatalf("read_committed from the follower returned an aborted record %q", v)
+			}
+		}
+		// The records came from the follower: the leader only pointed there.
+		if f, l := counts.get(follower), counts.get(leader); f < 2000 || l > f/4 {
+			t.Fatalf("read_committed %v in the follower's rack: %d fetch bytes from the follower (node %d), %d from the leader (node %d)",
+				committed, f, follower, l, leader)
+		}
+	}
+	for _, rack := range []string{fmt.Sprintf("rack-%d", leader), "rack-elsewhere", ""} {
+		values, counts := read(rack, false)
+		if len(values) != 120 {
+			t.Fatalf("rack %q: %d values", rack, len(values))
+		}
+		if f, l := counts.get(follower)+counts.get(6-leader-follower), counts.get(leader); l < 2000 || f > 0 {
+			t.Fatalf("rack %q: %d fetch bytes from the leader (node %d), %d from the followers; want all from the leader", rack, l, leader, f)
+		}
+	}
+}
