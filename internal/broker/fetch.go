@@ -318,6 +318,10 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 			continue
 		}
 		p, follower, perr := b.readable(req.Version, sp)
+		preferred := int32(-1)
+		if perr == nil && !follower && req.Version >= 11 {
+			preferred = b.preferredReadReplica(p, sp.offset, req.Rack)
+		}
 		switch {
 		case perr != nil:
 			fp.ErrorCode = errorCode(perr)
@@ -330,9 +334,9 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 					}
 				}
 			}
-		case !follower && req.Version >= 11 && b.preferredReadReplica(p, sp.offset, req.Rack) >= 0:
+		case preferred >= 0:
 			// KIP-392: no records; the client reads from the replica in its rack.
-			fp.PreferredReadReplica = b.preferredReadReplica(p, sp.offset, req.Rack)
+			fp.PreferredReadReplica = preferred
 			fp.HighWatermark = p.Replica.HighWatermark()
 			fp.LastStableOffset, fp.LogStartOffset = p.Log.LastStable(fp.HighWatermark), p.Log.StartOffset()
 		default:
