@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/runnel-dev/runnel/internal/server"
+	"github.com/runnel-dev/runnel/internal/testclients"
 )
 
 // fetchBytes counts the bytes of Fetch responses a franz-go client reads, by node.
@@ -129,6 +132,31 @@ func TestRackAwareReads(t *testing.T) {
 				committed, f, follower, l, leader)
 		}
 	}
+	// The Java client (client.rack) is sent to the follower too: the follower's node counts the
+	// records' bytes going out, the leader's none more.
+	t.Run("java", func(t *testing.T) {
+		java := testclients.Java(t)
+		bytesOut := func(id int32) float64 {
+			_, body, err := adminGet(t, c.servers[id].AdminAddr(), "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(body, "\n") {
+				if strings.HasPrefix(line, `runnel_topic_bytes_out_total{topic="racks"}`) {
+					v, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+					return v
+				}
+			}
+			return 0
+		}
+		fBefore, lBefore := bytesOut(follower), bytesOut(leader)
+		out := runClient(t, 120*time.Second, "", java[0], append(java[1:], "consume", strings.Join(c.brokers(), ","), "racks", "java-racks", "consumer", "120", "", fmt.Sprintf("rack-%d", follower))...)
+		valuesRead := len(strings.Split(strings.TrimSpace(out), "\n"))
+		if f, l := bytesOut(follower)-fBefore, bytesOut(leader)-lBefore; valuesRead != 120 || f < 2000 || l > 0 {
+			t.Fatalf("Java consumer in rack-%d: %d records; %v record bytes out of the follower, %v of the leader", follower, valuesRead, f, l)
+		}
+	})
+
 	for _, rack := range []string{fmt.Sprintf("rack-%d", leader), "rack-elsewhere", ""} {
 		values, counts := read(rack, false)
 		if len(values) != 120 {

@@ -29,11 +29,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *     5 requests in flight) sends values "j/0".."j/N-1" keyed by their number and waits for
  *     every ack; prints "acked N with-offset K min A max B": how many acks had an offset
  *     (RecordMetadata.hasOffset()), and the smallest and largest offset reported.
- * consume BOOTSTRAP TOPIC GROUP PROTOCOL WANT [INSTANCE_ID]
+ * consume BOOTSTRAP TOPIC GROUP PROTOCOL WANT [INSTANCE_ID [RACK]]
  *     a group consumer (group.protocol=classic or consumer, i.e. KIP-848) subscribes, reads
  *     until it has WANT records (or 60 s pass), committing synchronously after each poll exactly
  *     the records it took, then closes (leaving the group; a static member, with INSTANCE_ID as
- *     group.instance.id, leaves for a while); prints "PARTITION OFFSET VALUE" per record.
+ *     group.instance.id, leaves for a while; "" for none); RACK sets client.rack; prints
+ *     "PARTITION OFFSET VALUE" per record.
  * txn-etl BOOTSTRAP IN OUT GROUP TXNID WANT ABORT_PERCENT SECONDS
  *     consume-transform-produce with exactly-once: a read_committed group consumer of IN and a
  *     transactional producer copying each record to OUT, with the consumer's offsets committed
@@ -54,10 +55,10 @@ public final class JavaClient {
     switch (args.length > 0 ? args[0] : "") {
       case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]));
       case "consume" -> consume(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]),
-          args.length > 6 ? args[6] : null);
+          args.length > 6 && !args[6].isEmpty() ? args[6] : null, args.length > 7 ? args[7] : null);
       case "txn-etl" -> txnEtl(args[1], args[2], args[3], args[4], args[5], Integer.parseInt(args[6]),
           Integer.parseInt(args[7]), Integer.parseInt(args[8]));
-      default -> fail("usage: produce BOOTSTRAP TOPIC N | consume BOOTSTRAP TOPIC GROUP PROTOCOL WANT [INSTANCE_ID]"
+      default -> fail("usage: produce BOOTSTRAP TOPIC N | consume BOOTSTRAP TOPIC GROUP PROTOCOL WANT [INSTANCE_ID [RACK]]"
           + " | txn-etl BOOTSTRAP IN OUT GROUP TXNID WANT ABORT_PERCENT SECONDS");
     }
   }
@@ -106,13 +107,16 @@ public final class JavaClient {
   }
 
   private static void consume(String bootstrap, String topic, String group, String protocol, int want,
-      String instanceId) {
+      String instanceId, String rack) {
     Properties p = base();
     p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
     p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
     if (instanceId != null) {
       p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
+    }
+    if (rack != null) {
+      p.put(ConsumerConfig.CLIENT_RACK_CONFIG, rack);
     }
     p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
     p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
