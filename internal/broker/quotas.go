@@ -84,54 +84,74 @@ func (r *rate) throttle(now time.Time, v, bound float64, unrecord bool) time.Dur
 	return time.Duration((perSecond - bound) / bound * float64(window))
 }
 
-// quotaIndex is the configured quotas of one metadata image, by entity key.
-type quotaIndex map[string]map[string]float64
+// quotaKey is a quota entity as a map key: each part absent (0), the default (1) or a name (2).
+type quotaKey struct {
+	user, client         string
+	userPart, clientPart uint8
+}
+
+func keyOf(e controller.QuotaEntity) quotaKey {
+	var k quotaKey
+	switch {
+	case e.UserDefault:
+		k.userPart = 1
+	case e.User != nil:
+		k.userPart, k.user = 2, *e.User
+	}
+	switch {
+	case e.ClientDefault:
+		k.clientPart = 1
+	case e.Client != nil:
+		k.clientPart, k.client = 2, *e.Client
+	}
+	return k
+}
+
+// quotaIndex is the configured quotas of one metadata image, by entity.
+type quotaIndex map[quotaKey]map[string]float64
 
 func newQuotaIndex(qs []*controller.ClientQuota) quotaIndex {
 	idx := quotaIndex{}
 	for _, q := range qs {
-		idx[q.Entity.Key()] = q.Values
+		idx[keyOf(q.Entity)] = q.Values
 	}
 	return idx
 }
 
+// quotaLevels is Kafka's order of the entities a request may fall under, as the parts of a
+// quotaKey: (user, client id) first, (default client id) last.
+var quotaLevels = [8][2]uint8{{2, 2}, {2, 1}, {2, 0}, {1, 2}, {1, 1}, {1, 0}, {0, 2}, {0, 1}}
+
+// sensorKey names a rate: the quota key and the request's user and client id where the entity
+// found has that part (whoever shares them shares the rate).
+type sensorKey struct {
+	quota, user, client string
+	hasUser, hasClient  bool
+}
+
 // resolve finds the quota of key for a request of user and client id, and the sensor it counts
-// against ("" if none applies).
-func (idx quotaIndex) resolve(key, user, clientID string) (bound float64, sensor string) {
-	if len(idx) == 0 {
-		return 0, ""
-	}
-	u, c := &user, &clientID
-	for _, e := range []struct {
-		user, client *string
-		userDef      bool
-		clientDef    bool
-		userPart     bool
-		clientPart   bool
-	}{
-		{user: u, client: c, userPart: true, clientPart: true},
-		{user: u, clientDef: true, userPart: true, clientPart: true},
-		{user: u, userPart: true},
-		{userDef: true, client: c, userPart: true, clientPart: true},
-		{userDef: true, clientDef: true, userPart: true, clientPart: true},
-		{userDef: true, userPart: true},
-		{client: c, clientPart: true},
-		{clientDef: true, clientPart: true},
-	} {
-		ent := controller.QuotaEntity{User: e.user, UserDefault: e.userDef, Client: e.client, ClientDefault: e.clientDef}
-		if v, ok := idx[ent.Key()][key]; ok {
-			tag := key + "\x00"
-			if e.userPart {
-				tag += "u=" + user
+// against; ok is false if none applies.
+func (idx quotaIndex) resolve(key, user, clientID string) (bound float64, sensor sensorKey, ok bool) {
+	for _, l := range quotaLevels {
+		k := quotaKey{userPart: l[0], clientPart: l[1]}
+		if l[0] == 2 {
+			k.user = user
+		}
+		if l[1] == 2 {
+			k.client = clientID
+		}
+		if v, found := idx[k][key]; found {
+			sensor = sensorKey{quota: key, hasUser: l[0] != 0, hasClient: l[1] != 0}
+			if sensor.hasUser {
+				sensor.user = user
 			}
-			tag += "\x00"
-			if e.clientPart {
-				tag += "c=" + clientID
+			if sensor.hasClient {
+				sensor.client = clientID
 			}
-			return v, tag
+			return v, sensor, true
 		}
 	}
-	return 0, ""
+	return 0, sensorKey{}, false
 }
 
 // quotaManager is a broker's quota sensors.
@@ -139,7 +159,7 @@ type quotaManager struct {
 	mu      sync.Mutex
 	img     []*controller.ClientQuota // the quotas idx was built from
 	idx     quotaIndex
-	sensors map[string]*sensor
+	sensors map[sensorKey]*sensor
 }
 
 type sensor struct {
@@ -161,12 +181,12 @@ func (q *quotaManager) record(quotas []*controller.ClientQuota, key, user, clien
 	if len(q.img) != len(quotas) || (len(quotas) > 0 && &q.img[0] != &quotas[0]) {
 		q.img, q.idx = quotas, newQuotaIndex(quotas)
 	}
-	bound, tag := q.idx.resolve(key, user, clientID)
-	if tag == "" {
+	bound, tag, ok := q.idx.resolve(key, user, clientID)
+	if !ok {
 		return 0
 	}
 	if q.sensors == nil {
-		q.sensors = map[string]*sensor{}
+		q.sensors = map[sensorKey]*sensor{}
 	}
 	s := q.sensors[tag]
 	if s == nil {

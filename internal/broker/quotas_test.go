@@ -67,30 +67,30 @@ func TestQuotaResolution(t *testing.T) {
 		{"bob", "x", 3, [2]string{"bob", "y"}}, // a user quota: all of bob's clients share it
 		{"carol", "tool", 6, [2]string{"carol", "other"}},
 	} {
-		bound, tag := idx.resolve(controller.QuotaProducerByteRate, c.user, c.client)
+		bound, tag, _ := idx.resolve(controller.QuotaProducerByteRate, c.user, c.client)
 		if bound != c.want {
 			t.Errorf("(%s, %s): quota %v; want %v", c.user, c.client, bound, c.want)
 		}
 		if c.sharedWith[0] != "" {
-			if _, other := idx.resolve(controller.QuotaProducerByteRate, c.sharedWith[0], c.sharedWith[1]); other != tag {
+			if _, other, _ := idx.resolve(controller.QuotaProducerByteRate, c.sharedWith[0], c.sharedWith[1]); other != tag {
 				t.Errorf("(%s, %s) and %v do not share a sensor", c.user, c.client, c.sharedWith)
 			}
 		}
 	}
-	if _, a := idx.resolve(controller.QuotaProducerByteRate, "carol", "x"); a == "" {
+	if _, a, ok := idx.resolve(controller.QuotaProducerByteRate, "carol", "x"); !ok {
 		t.Fatal("no quota for carol")
-	} else if _, b := idx.resolve(controller.QuotaProducerByteRate, "dave", "x"); a == b {
+	} else if _, b, _ := idx.resolve(controller.QuotaProducerByteRate, "dave", "x"); a == b {
 		t.Error("two users share the default user quota's sensor: each must have its own")
 	}
 	// Without user quotas, client quotas apply, per client id.
 	idx = newQuotaIndex([]*controller.ClientQuota{q(controller.QuotaEntity{Client: s("tool")}, 7), q(controller.QuotaEntity{ClientDefault: true}, 8)})
-	if bound, _ := idx.resolve(controller.QuotaProducerByteRate, "carol", "tool"); bound != 7 {
+	if bound, _, _ := idx.resolve(controller.QuotaProducerByteRate, "carol", "tool"); bound != 7 {
 		t.Errorf("client quota %v; want 7", bound)
 	}
-	if bound, _ := idx.resolve(controller.QuotaProducerByteRate, "carol", "x"); bound != 8 {
+	if bound, _, _ := idx.resolve(controller.QuotaProducerByteRate, "carol", "x"); bound != 8 {
 		t.Errorf("default client quota %v; want 8", bound)
 	}
-	if bound, tag := idx.resolve(controller.QuotaConsumerByteRate, "carol", "x"); bound != 0 || tag != "" {
-		t.Errorf("another key: quota %v sensor %q; want none", bound, tag)
+	if bound, tag, ok := idx.resolve(controller.QuotaConsumerByteRate, "carol", "x"); bound != 0 || ok {
+		t.Errorf("another key: quota %v sensor %+v; want none", bound, tag)
 	}
 }
