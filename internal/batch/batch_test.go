@@ -361,7 +361,7 @@ func TestRecompress(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, to := range codecs {
-			out, err := Recompress(b, &h, to)
+			out, err := Recompress(b, to)
 			if err != nil {
 				t.Fatalf("%v → %v: %v", from, to, err)
 			}

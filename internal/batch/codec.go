@@ -190,16 +190,23 @@ func CodecByName(name string) (c Codec, ok bool) {
 	return 0, false
 }
 
-// Recompress returns batch b (one valid producer batch, header h) with its records compressed
-// with codec instead, as a broker does for a topic whose compression.type is not "producer":
-// every header field but the codec, the length and the CRC is kept. If b already uses codec, it
-// is returned as it is.
-func Recompress(b []byte, h *Header, codec Codec) ([]byte, error) {
-	if h.Codec() == codec {
-		return b, nil
+// Recompress checks b as Validate does and returns it with its records compressed with codec
+// instead, as a broker does for a topic whose compression.type is not "producer": every header
+// field but the codec, the length and the CRC is kept. If b already uses codec, it is returned
+// as it is, unchecked. The records are decompressed once, for the check and the rewrite.
+func Recompress(b []byte, codec Codec) ([]byte, error) {
+	h, err := ParseHeader(b)
+	if err != nil || h.Codec() == codec {
+		return b, err
 	}
-	recs, err := Records(h, b)
+	if h, err = check(b, true); err != nil {
+		return nil, err
+	}
+	recs, err := Records(&h, b)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkRecords(recs, h.RecordCount); err != nil {
 		return nil, err
 	}
 	packed, err := Compress(codec, recs)

@@ -202,14 +202,17 @@ func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp 
 	case h.IsTransactional():
 		return fail(objtopic.ErrTransactional)
 	}
-	own := append([]byte(nil), records...) // the request's buffer is not ours once we answer
+	own := records
 	if comp, _ := t.Effective("compression.type"); comp != "producer" {
-		if own, err = recompress(own, comp); err != nil {
+		if own, err = recompress(records, comp); err != nil {
 			return fail(err)
 		}
 		if h, err = batch.ParseHeader(own); err != nil { // its length, codec and CRC are new
 			return fail(err)
 		}
+	}
+	if &own[0] == &records[0] {
+		own = append([]byte(nil), records...) // the request's buffer is not ours once we answer
 	}
 	if tsType, _ := t.Effective("message.timestamp.type"); tsType == "LogAppendTime" {
 		sp.LogAppendTime = time.Now().UnixMilli()

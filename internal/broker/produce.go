@@ -270,20 +270,14 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 }
 
 // recompress rebuilds a producer's batch with the topic's compression.type (not "producer") if
-// it uses another codec, as Kafka's brokers do; the batch is checked first.
+// it uses another codec, as Kafka's brokers do; the batch is checked first. A rebuilt batch is
+// a new slice.
 func recompress(records []byte, compression string) ([]byte, error) {
 	codec, ok := batch.CodecByName(compression)
 	if !ok {
 		return nil, fmt.Errorf("%w: compression.type %q", kerr.InvalidConfig, compression)
 	}
-	h, err := batch.ParseHeader(records)
-	if err != nil || h.Codec() == codec {
-		return records, err
-	}
-	if h, err = batch.Validate(records); err != nil {
-		return nil, err
-	}
-	return batch.Recompress(records, &h, codec)
+	return batch.Recompress(records, codec)
 }
 
 // setProduceError maps an append failure to Kafka's error code for the partition.
