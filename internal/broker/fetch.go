@@ -220,13 +220,13 @@ func (b *Broker) partition(sp *sessionPartition) (*topics.Partition, error) {
 // reads what this replica knows is committed. Only consumers send Kafka fetches here: replicas
 // follow over the cluster transport.
 func (b *Broker) readable(version int16, sp *sessionPartition) (p *topics.Partition, follower bool, err error) {
-	p, err = b.partition(sp)
+	t, err := b.fetchTopic(sp)
+	if err != nil {
+		return nil, false, err
+	}
+	p, err = b.leader(t, sp.partition, sp.leaderEpoch)
 	if err == nil || !errors.Is(err, replica.ErrNotLeader) || version < 11 {
 		return p, false, err
-	}
-	t, terr := b.fetchTopic(sp)
-	if terr != nil {
-		return nil, false, err
 	}
 	fp := t.Partitions[sp.partition]
 	if fp.Replica == nil {
