@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,8 +63,11 @@ type SpecLogOptions struct {
 	// UnaryAppends sends each append as its own Append call instead of on one AppendStream
 	// (what the Go client library does).
 	UnaryAppends bool
-	TopicConfigs map[string]string
-	Progress     io.Writer
+	// ReplicationFactor of the topic's partitions (the shards' replicas); 0: the cluster's
+	// default. The paper runs shards of two replicas beside a sequencer of three.
+	ReplicationFactor int
+	TopicConfigs      map[string]string
+	Progress          io.Writer
 }
 
 // Micros summarizes latencies in microseconds.
@@ -100,8 +104,9 @@ type SpecLogResult struct {
 	Shards      int         `json:"shards"`
 	ComputeUs   float64     `json:"compute_us"`
 	DurationS   float64     `json:"duration_s"`
-	ClosedLoop  bool        `json:"closed_loop,omitempty"` // appenders wait for each answer (see appender)
-	IdleShards  int         `json:"idle_shards,omitempty"` // shards with no appenders
+	ClosedLoop  bool        `json:"closed_loop,omitempty"`        // appenders wait for each answer (see appender)
+	IdleShards  int         `json:"idle_shards,omitempty"`        // shards with no appenders
+	Replication int         `json:"replication_factor,omitempty"` // as asked; 0: the cluster's default
 	Speculative SpecLogMode `json:"speculative"`
 	Baseline    SpecLogMode `json:"baseline"`
 	// DeliveryRatio and EndToEndRatio: baseline mean over speculative mean (the paper: 3.2-3.5×
@@ -183,7 +188,7 @@ func SpecLog(ctx context.Context, o SpecLogOptions) (*SpecLogResult, error) {
 		return nil, err
 	}
 	defer closeAll()
-	res := &SpecLogResult{Shards: o.Shards, ComputeUs: float64(o.Compute.Microseconds()), DurationS: o.Duration.Seconds(), ClosedLoop: o.ClosedLoop, IdleShards: o.IdleShards}
+	res := &SpecLogResult{Shards: o.Shards, ComputeUs: float64(o.Compute.Microseconds()), DurationS: o.Duration.Seconds(), ClosedLoop: o.ClosedLoop, IdleShards: o.IdleShards, Replication: o.ReplicationFactor}
 	if o.Rounds <= 0 {
 		o.Rounds = int((o.Duration + 15*time.Second - 1) / (15 * time.Second))
 	}
@@ -294,7 +299,11 @@ func createSpecLogTopic(ctx context.Context, o SpecLogOptions, adm *kadm.Client,
 	for k, v := range o.TopicConfigs {
 		configs[k] = &v
 	}
-	if _, err := adm.CreateTopic(ctx, int32(o.Shards), -1, configs, topic); err != nil {
+	rf := int16(-1)
+	if o.ReplicationFactor > 0 {
+		rf = int16(o.ReplicationFactor)
+	}
+	if _, err := adm.CreateTopic(ctx, int32(o.Shards), rf, configs, topic); err != nil {
 		return "", nil, fmt.Errorf("creating %s: %w", topic, err)
 	}
 	drop = func() {
@@ -313,15 +322,15 @@ func createSpecLogTopic(ctx context.Context, o SpecLogOptions, adm *kadm.Client,
 	}
 }
 
-// subscribers subscribes one trace per shard; errs receives a subscriber's failure; wait
-// waits for them once ctx ends.
-func subscribers(ctx context.Context, o SpecLogOptions, api pb.SpecLogClient, topic string, baseline bool, delivered *atomic.Int64) (traces []*specTrace, errs chan error, wait func(), err error) {
+// subscribers subscribes one trace per shard, at its leader; errs receives a subscriber's
+// failure; wait waits for them once ctx ends.
+func subscribers(ctx context.Context, o SpecLogOptions, routes []shardRoute, topic string, baseline bool, delivered *atomic.Int64) (traces []*specTrace, errs chan error, wait func(), err error) {
 	traces = make([]*specTrace, o.Shards)
 	var wg sync.WaitGroup
 	errs = make(chan error, o.Shards)
 	for sh := range o.Shards {
 		traces[sh] = &specTrace{}
-		stream, err := api.Subscribe(ctx, &pb.SubscribeRequest{Topic: topic, Shards: []int32{int32(sh)}, ConfirmedOnly: baseline})
+		stream, err := routes[sh].api.Subscribe(ctx, &pb.SubscribeRequest{Topic: topic, Shards: []int32{int32(sh)}, ConfirmedOnly: baseline})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -334,6 +343,74 @@ func subscribers(ctx context.Context, o SpecLogOptions, api pb.SpecLogClient, to
 		}()
 	}
 	return traces, errs, wg.Wait, nil
+}
+
+// shardRoute is how the benchmark reaches a shard: its leader's SpecLog service, so that on a
+// cluster appends and subscriptions go where the paper's clients send them (the shard's
+// primary) rather than through another node.
+type shardRoute struct {
+	api     pb.SpecLogClient
+	appends appendAPI
+}
+
+// routeShards waits until every shard of topic has a leader with a SpecLog address and
+// connects to each leader once (the shards a node leads share its connection and its append
+// stream). close closes what it opened.
+func routeShards(ctx context.Context, o SpecLogOptions, api pb.SpecLogClient, topic string) (routes []shardRoute, close func(), err error) {
+	var d *pb.DescribeResponse
+	for {
+		d, err = api.Describe(ctx, &pb.DescribeRequest{Topic: topic})
+		if err == nil && len(d.GetShards()) == o.Shards && !slices.ContainsFunc(d.GetShards(), func(s *pb.ShardInfo) bool { return s.GetLeaderAddr() == "" }) {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("waiting for the leaders of %s's shards: %w", topic, cmp.Or(err, ctx.Err()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	byAddr := map[string]shardRoute{}
+	var closers []func()
+	close = func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	routes = make([]shardRoute, o.Shards)
+	for _, s := range d.GetShards() {
+		addr := s.GetLeaderAddr()
+		r, ok := byAddr[addr]
+		if !ok {
+			r.api = api
+			if addr != o.SpecLogAddr {
+				cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					close()
+					return nil, nil, err
+				}
+				closers = append(closers, func() { cc.Close() })
+				r.api = pb.NewSpecLogClient(cc)
+			}
+			for { // the leader learns of the topic from the sequencer's log, maybe after node 1
+				_, err := r.api.Describe(ctx, &pb.DescribeRequest{Topic: topic})
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					close()
+					return nil, nil, fmt.Errorf("waiting for %s to know %s: %w", addr, topic, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			var closeAppends func()
+			r.appends, closeAppends = newAppends(o, r.api)
+			closers = append(closers, closeAppends)
+			byAddr[addr] = r
+		}
+		if sh := int(s.GetShard()); sh >= 0 && sh < o.Shards {
+			routes[sh] = r
+		}
+	}
+	return routes, close, nil
 }
 
 // appendAPI is how appenders append: an appendmux.Mux (one stream), or the unary call.
@@ -412,8 +489,13 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 	defer drop()
 	sctx, stopSubs := context.WithCancel(ctx)
 	defer stopSubs()
+	routes, closeRoutes, err := routeShards(ctx, o, api, topic)
+	if err != nil {
+		return err
+	}
+	defer closeRoutes()
 	var delivered atomic.Int64
-	traces, subErr, waitSubs, err := subscribers(sctx, o, api, topic, baseline, &delivered)
+	traces, subErr, waitSubs, err := subscribers(sctx, o, routes, topic, baseline, &delivered)
 	if err != nil {
 		return err
 	}
@@ -422,8 +504,6 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 	appendHist, lagHist := NewHistogram(), NewHistogram()
 	var hmu sync.Mutex
 	var appendErrs, issued, inWindow atomic.Int64
-	appends, closeAppends := newAppends(o, api)
-	defer closeAppends()
 	var wg sync.WaitGroup
 	for sh := range o.Shards - o.IdleShards {
 		for a := range o.Appenders {
@@ -431,7 +511,7 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 			go func() {
 				defer wg.Done()
 				offset := time.Duration(a) * time.Second / time.Duration(o.Rate) / time.Duration(o.Appenders)
-				appender(ctx, appends, topic, int32(sh), o.RecordSize, start.Add(offset), win.end, o.Rate, o.ClosedLoop, func() { issued.Add(1) },
+				appender(ctx, routes[sh].appends, topic, int32(sh), o.RecordSize, start.Add(offset), win.end, o.Rate, o.ClosedLoop, func() { issued.Add(1) },
 					func(t, called time.Time, d time.Duration, err error) {
 						if err != nil {
 							appendErrs.Add(1)

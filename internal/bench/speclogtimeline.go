@@ -69,8 +69,13 @@ func SpecLogTimeline(ctx context.Context, o SpecLogOptions, scenario, admin stri
 	defer drop()
 	sctx, stopSubs := context.WithCancel(ctx)
 	defer stopSubs()
+	routes, closeRoutes, err := routeShards(ctx, o, api, topic)
+	if err != nil {
+		return nil, err
+	}
+	defer closeRoutes()
 	var delivered atomic.Int64
-	traces, _, waitSubs, err := subscribers(sctx, o, api, topic, false, &delivered)
+	traces, _, waitSubs, err := subscribers(sctx, o, routes, topic, false, &delivered)
 	if err != nil {
 		return nil, err
 	}
@@ -97,13 +102,11 @@ func SpecLogTimeline(ctx context.Context, o SpecLogOptions, scenario, admin stri
 			}
 		}
 	}
-	appendVia, closeAppends := newAppends(o, api)
-	defer closeAppends()
 	run := func(sh int, from, until time.Time, rate float64) {
 		for a := range o.Appenders {
 			offset := time.Duration(a) * time.Second / time.Duration(rate) / time.Duration(o.Appenders)
 			go func() {
-				appender(ctx, appendVia, topic, int32(sh), o.RecordSize, from.Add(offset), until, rate, false, func() {}, count(sh))
+				appender(ctx, routes[sh].appends, topic, int32(sh), o.RecordSize, from.Add(offset), until, rate, false, func() {}, count(sh))
 				done <- struct{}{}
 			}()
 		}

@@ -127,6 +127,7 @@ compute time is modelled, see docs/speclog.md), and --plot draws it against C.`,
 	fl.Float64Var(&o.Rate, "rate", 1000, "appends/s per appender")
 	fl.IntVar(&o.RecordSize, "record-size", 4096, "bytes per record")
 	fl.IntVar(&o.IdleShards, "idle-shards", 0, "the last this many shards get no appenders (busy shards next to idle ones)")
+	fl.IntVar(&o.ReplicationFactor, "replication-factor", 0, "replicas per shard (0: the cluster's default; the paper's shards have 2)")
 	fl.BoolVar(&o.UnaryAppends, "unary-appends", false, "send each append as its own Append call instead of on one AppendStream per connection (what the Go client library does)")
 	fl.BoolVar(&o.ClosedLoop, "closed-loop", false, "each appender waits for its append's answer before the next (the paper's clients; the offered load falls when appends are slow) instead of sending at fixed times")
 	fl.BoolVar(&o.Spin, "spin", false, "busy-wait the compute time instead of modelling it (burns a core per shard)")

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/bench"
 	"github.com/runnel-dev/runnel/internal/server"
 	"github.com/runnel-dev/runnel/speclog"
 )
@@ -149,5 +150,49 @@ func TestTotalOrderBeyondTheQuorum(t *testing.T) {
 		if !values[fmt.Sprintf("a%d", i)] {
 			t.Fatalf("the subscriber on node 4 did not see append a%d", i)
 		}
+	}
+}
+
+// TestBenchSpecLogOnACluster: `runnel bench speclog` against a cluster whose shards are led by
+// different nodes sends each shard's appends and subscription to its leader (an append that
+// reaches another node is refused), with the asked replication factor.
+func TestBenchSpecLogOnACluster(t *testing.T) {
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.tune = func(_ int32, cfg *server.Config) { cfg.SpecLogAddr = "127.0.0.1:0" }
+	})
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := bench.SpecLog(ctx, bench.SpecLogOptions{Brokers: []string{c.addrs[1]}, Shards: 3, Appenders: 2, Rate: 100,
+		ReplicationFactor: 2, Duration: 2 * time.Second, Warmup: 500 * time.Millisecond, Rounds: 1, Compute: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replication != 2 {
+		t.Errorf("result says replication factor %d", res.Replication)
+	}
+	for name, m := range map[string]bench.SpecLogMode{"speculative": res.Speculative, "baseline": res.Baseline} {
+		if m.Records == 0 || m.AppendErrors != 0 || m.Fails != 0 {
+			t.Errorf("%s mode: %+v", name, m)
+		}
+	}
+	// The benchmark's topics are gone; one made the same way shows the shards' leaders spread.
+	_, adm := c.client()
+	if r, err := adm.CreateTopic(ctx, 3, 2, map[string]*string{"runnel.ordering": kadm.StringPtr("total")}, "spread"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	leaders := map[int32]bool{}
+	eventually(t, "spread's leaders", 10*time.Second, func() bool {
+		td, err := adm.ListTopics(ctx, "spread")
+		if err != nil || len(td["spread"].Partitions) != 3 {
+			return false
+		}
+		for _, p := range td["spread"].Partitions {
+			leaders[p.Leader] = true
+		}
+		return true
+	})
+	if len(leaders) < 2 {
+		t.Fatalf("every shard led by one node (%v): the test would not show routing", leaders)
 	}
 }
