@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
 	"time"
@@ -70,23 +71,87 @@ func (b *Broker) defaultReplicationFactor() int16 {
 	return 1
 }
 
-// assignReplicas spreads partitions' replicas over the live nodes, as Kafka's rack-unaware
-// assignment does: the preferred leaders (first replicas) go round-robin from a random node, and
-// each partition's followers are the nodes after its leader, shifted once per full round so
-// that pairs of nodes do not always replicate each other. first is the index of the first new
-// partition (for CreatePartitions).
+// assignReplicas spreads partitions' replicas over the live nodes as Kafka does: rack-aware
+// when the nodes name two racks or more (--rack), else rack-unaware. first is the index of the
+// first new partition (for CreatePartitions).
 // A total-order topic's shards go anywhere too: every serve node follows the sequencer group.
 func (b *Broker) assignReplicas(first, count int32, rf int16) ([][]int32, *adminError) {
-	nodes := b.cl.Image().StorageNodes()
+	img := b.cl.Image()
+	nodes := img.StorageNodes()
 	if int(rf) > len(nodes) {
 		return nil, adminErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, len(nodes))
 	}
+	racks := make(map[int32]string, len(nodes))
+	for _, id := range nodes {
+		racks[id] = img.Nodes[id].Rack
+	}
 	r, _ := rand.Int(rand.Reader, big.NewInt(int64(len(nodes))))
-	return assignOver(nodes, first, count, rf, int32(r.Int64())), nil
+	return assignOver(nodes, racks, first, count, rf, int32(r.Int64())), nil
 }
 
 // assignOver assigns partitions [first, first+count) over nodes from the start index start.
-func assignOver(nodes []int32, first, count int32, rf int16, start int32) [][]int32 {
+//
+// Rack-unaware (every node in one rack, or none named): the preferred leaders (first replicas)
+// go round-robin over the nodes, and each partition's followers are the nodes after its leader,
+// shifted once per full round so that pairs of nodes do not always replicate each other.
+//
+// Rack-aware (two racks or more; a node without a rack counts as a rack of its own, as in
+// KRaft): the same round-robin over the nodes listed rack by rack in turn (a1, b1, c1, a2, ...),
+// and a follower is taken only from a rack that holds no replica of the partition yet, until
+// every rack holds one; so a partition of replication factor r spans min(r, racks) racks and
+// losing a rack loses at most one replica of each partition whose factor is at most the racks.
+func assignOver(nodes []int32, racks map[int32]string, first, count int32, rf int16, start int32) [][]int32 {
+	byRack := map[string][]int32{}
+	for _, id := range nodes {
+		byRack[racks[id]] = append(byRack[racks[id]], id)
+	}
+	if len(byRack) < 2 {
+		return assignUnaware(nodes, first, count, rf, start)
+	}
+	arranged := rackAlternated(byRack)
+	n, nRacks := int32(len(arranged)), int32(len(byRack))
+	out := make([][]int32, 0, count)
+	for i := first; i < first+count; i++ {
+		lead := (start + i) % n
+		replicas := []int32{arranged[lead]}
+		haveRack := map[string]bool{racks[arranged[lead]]: true}
+		shift := ((start + i/n) % n) * nRacks
+		for k := int32(0); len(replicas) < int(rf) && k < int32(rf)*n; k++ { // every other node comes up each n-1 steps
+			id := arranged[(lead+1+(shift+k)%(n-1))%n]
+			if slices.Contains(replicas, id) || (haveRack[racks[id]] && len(haveRack) < int(nRacks)) {
+				continue
+			}
+			replicas = append(replicas, id)
+			haveRack[racks[id]] = true
+		}
+		out = append(out, replicas)
+	}
+	return out
+}
+
+// rackAlternated lists the nodes one rack after the other in turn, racks and nodes in order.
+func rackAlternated(byRack map[string][]int32) []int32 {
+	names := slices.Sorted(maps.Keys(byRack))
+	for _, r := range names {
+		slices.Sort(byRack[r])
+	}
+	var out []int32
+	for j := 0; ; j++ {
+		added := false
+		for _, r := range names {
+			if ids := byRack[r]; j < len(ids) {
+				out = append(out, ids[j])
+				added = true
+			}
+		}
+		if !added {
+			return out
+		}
+	}
+}
+
+// assignUnaware is Kafka's rack-unaware assignment (see assignOver).
+func assignUnaware(nodes []int32, first, count int32, rf int16, start int32) [][]int32 {
 	n := int32(len(nodes))
 	out := make([][]int32, 0, count)
 	for i := first; i < first+count; i++ {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/runnel-dev/runnel/internal/server"
@@ -164,6 +165,52 @@ func TestRackAwareReads(t *testing.T) {
 		}
 		if f, l := counts.get(follower)+counts.get(6-leader-follower), counts.get(leader); l < 2000 || f > 0 {
 			t.Fatalf("rack %q: %d fetch bytes from the leader (node %d), %d from the followers; want all from the leader", rack, l, leader, f)
+		}
+	}
+}
+
+// TestRackAwarePlacement: on four nodes in two racks, a topic created with replication factor
+// 2, the partitions added to it, and __consumer_offsets (default factor 3) put replicas in both
+// racks for every partition, so losing a rack loses no partition.
+func TestRackAwarePlacement(t *testing.T) {
+	c := startClusterWith(t, 4, func(c *testCluster) {
+		c.tune = func(id int32, cfg *server.Config) { cfg.Rack = fmt.Sprintf("rack-%d", (id+1)%2) } // 1, 3: rack-0; 2, 4: rack-1
+	})
+	c.waitNodes(4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, adm := c.client()
+	if r, err := adm.CreateTopic(ctx, 6, 2, nil, "placed"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	if _, err := adm.CreatePartitions(ctx, 4, "placed"); err != nil {
+		t.Fatal(err)
+	}
+	// A group's commit makes the cluster create __consumer_offsets.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "placed", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CommitOffsets(ctx, "g", kadm.OffsetsFromRecords(kgo.Record{Topic: "placed", Partition: 0, Offset: 0})); err != nil {
+		t.Fatal(err)
+	}
+	rack := func(id int32) int32 { return (id + 1) % 2 }
+	eventually(t, "placed with 10 partitions and __consumer_offsets", 10*time.Second, func() bool {
+		td, err := adm.ListTopics(ctx, "placed", "__consumer_offsets")
+		return err == nil && len(td["placed"].Partitions) == 10 && len(td["__consumer_offsets"].Partitions) > 0
+	})
+	td, err := adm.ListTopics(ctx, "placed", "__consumer_offsets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"placed", "__consumer_offsets"} {
+		for _, p := range td[topic].Partitions.Sorted() {
+			racks := map[int32]bool{}
+			for _, id := range p.Replicas {
+				racks[rack(id)] = true
+			}
+			if len(racks) != 2 {
+				t.Errorf("%s partition %d: replicas %v all in one rack", topic, p.Partition, p.Replicas)
+			}
 		}
 	}
 }
