@@ -988,6 +988,11 @@ func FuzzConnection(f *testing.F) {
 	dc.Version = 4
 	dc.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "fz"}}
 	add(ctEncode(dc, 6))
+	dtp := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	dtp.ResponsePartitionLimit = 1
+	dtp.Topics = []kmsg.DescribeTopicPartitionsRequestTopic{{Topic: "fz"}, {Topic: "nope"}}
+	dtp.Cursor = &kmsg.DescribeTopicPartitionsRequestCursor{Topic: "fz", Partition: 1}
+	add(ctEncode(dtp, 7))
 	// Pipelined, and mutations of the valid frames.
 	add(bytes.Join(seeds[:6], nil))
 	valid := len(seeds)

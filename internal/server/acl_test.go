@@ -312,6 +312,11 @@ func TestACLMatrix(t *testing.T) {
 			r.TransactionalIDs = []string{"tx"}
 			return r
 		}, kerr.TransactionalIDAuthorizationFailed.Code, false},
+		{"DescribeTopicPartitions", func() kmsg.Request {
+			r := kmsg.NewPtrDescribeTopicPartitionsRequest()
+			r.Topics = append(r.Topics, kmsg.DescribeTopicPartitionsRequestTopic{Topic: "t"})
+			return r
+		}, kerr.TopicAuthorizationFailed.Code, false},
 		{"DescribeCluster", func() kmsg.Request { return kmsg.NewPtrDescribeClusterRequest() }, kerr.ClusterAuthorizationFailed.Code, false},
 		{"DescribeLogDirs", func() kmsg.Request { return kmsg.NewPtrDescribeLogDirsRequest() }, kerr.ClusterAuthorizationFailed.Code, false},
 		{"ListPartitionReassignments", func() kmsg.Request { return kmsg.NewPtrListPartitionReassignmentsRequest() }, kerr.ClusterAuthorizationFailed.Code, false},
