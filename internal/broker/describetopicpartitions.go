@@ -116,7 +116,9 @@ func handleDescribeTopicPartitions(_ context.Context, r *request) reply {
 			p.EligibleLeaderReplicas, p.LastKnownELR = []int32{}, []int32{} // empty, not null: Java reads them as lists
 			t.Partitions = append(t.Partitions, p)
 		}
-		slices.SortFunc(t.Partitions, func(a, b kmsg.DescribeTopicPartitionsResponseTopicPartition) int { return int(a.Partition - b.Partition) })
+		slices.SortFunc(t.Partitions, func(a, b kmsg.DescribeTopicPartitionsResponseTopicPartition) int {
+			return int(a.Partition - b.Partition)
+		})
 		resp.Topics = append(resp.Topics, t)
 		remaining -= len(t.Partitions)
 		if upper < n {
