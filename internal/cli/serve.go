@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,12 +17,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/runnel-dev/runnel/internal/gctune"
+	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/server"
 )
 
 // serveFlags are the flags of `runnel serve`.
 type serveFlags struct {
+	groupMigration      string
 	dataDir             string
 	kafkaAddr           string
 	advertisedKafkaAddr string
@@ -69,6 +72,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.Int64Var(&f.objectCacheMiB, "object-cache-mib", 256, "object topics: MiB of the read cache")
 	flags.BoolVar(&f.ripcord, "ripcord", false, "object topics: keep accepting produce while the controller is unreachable (sequenced lazily, committed when it returns)")
 	flags.StringVar(&f.rack, "rack", "", "the node's rack, shown to clients in Metadata (and matched against client.rack by --replica-selector rack)")
+	flags.StringVar(&f.groupMigration, "group-consumer-migration-policy", group.MigrationBidirectional, "which way a live consumer group may switch between the classic and the consumer (KIP-848) protocol as its members are upgraded or downgraded: bidirectional, upgrade, downgrade or disabled (Kafka's group.consumer.migration.policy)")
 	flags.StringVar(&f.replicaSelector, "replica-selector", "", `where consumers read: "" (the leader) or "rack" (KIP-392: a consumer with client.rack reads from an in-sync replica in its rack; Kafka's replica.selector.class `+rackSelectorClass+` is accepted too)`)
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
 	flags.DurationVar(&f.sessionTimeout, "session-timeout", 1500*time.Millisecond, "a node not heard from this long is fenced and its partitions get new leaders")
@@ -152,13 +156,16 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		DataDir: f.dataDir, KafkaAddr: f.kafkaAddr, AdvertisedKafkaAddr: f.advertisedKafkaAddr,
 		NodeID: f.nodeID, AdminAddr: f.adminAddr, Logger: logger, Console: console,
 		SlowRequestThreshold: f.slowRequest, ClusterAddr: f.clusterAddr, ControllerVoters: voters,
-		Rack: f.rack, RackAwareReads: f.replicaSelector == "rack" || f.replicaSelector == rackSelectorClass,
+		Rack: f.rack, RackAwareReads: f.replicaSelector == "rack" || f.replicaSelector == rackSelectorClass, GroupMigrationPolicy: f.groupMigration,
 		SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
 		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
 		ObjectCacheBytes: f.objectCacheMiB << 20, Agent: f.agent, Ripcord: f.ripcord,
 	}
 	if !f.agent {
 		cfg.SpecLogAddr = f.speclogAddr
+	}
+	if !slices.Contains(group.MigrationPolicies, f.groupMigration) {
+		return server.Config{}, fmt.Errorf("--group-consumer-migration-policy %q: want one of %s", f.groupMigration, strings.Join(group.MigrationPolicies, ", "))
 	}
 	switch f.replicaSelector {
 	case "", "leader", "rack", rackSelectorClass:

@@ -40,8 +40,11 @@ func (c *Coordinator) JoinGroup(now time.Time, id RequestID, req *kmsg.JoinGroup
 		c.groups[req.Group] = g
 	}
 	if g.consumer != nil { // a consumer (KIP-848) group
-		if len(g.consumer.members) > 0 {
-			return fail(kerr.InconsistentGroupProtocol, req.MemberID)
+		if len(g.consumer.members) > 0 { // a classic member in it (migrate.go)
+			before := c.consumerStateValue(g.ID)
+			c.joinConsumerGroup(now, id, g, req, protocols, session, rebalance, clientID, clientHost, &out)
+			c.recordConsumerChange(g.ID, before, &out)
+			return out
 		}
 		g.consumer = nil // empty: it becomes a classic group
 		out.Records = append(out.Records, Record{Group: g.ID, Key: consumerKey(g.ID)})
@@ -423,6 +426,10 @@ func (c *Coordinator) SyncGroup(now time.Time, id RequestID, req *kmsg.SyncGroup
 	if g == nil {
 		return fail(kerr.UnknownMemberID)
 	}
+	if g.consumer != nil {
+		c.syncConsumerGroup(now, id, g, req, &out)
+		return out
+	}
 	m := g.members[req.MemberID]
 	switch {
 	case g.fenced(req.InstanceID, req.MemberID):
@@ -483,6 +490,10 @@ func (c *Coordinator) Heartbeat(now time.Time, req *kmsg.HeartbeatRequest) *kmsg
 		resp.ErrorCode = kerr.UnknownMemberID.Code
 		return resp
 	}
+	if g.consumer != nil {
+		resp.ErrorCode = heartbeatConsumerGroup(now, g.consumer, req)
+		return resp
+	}
 	m := g.members[req.MemberID]
 	switch {
 	case g.fenced(req.InstanceID, req.MemberID):
@@ -512,11 +523,22 @@ func (c *Coordinator) LeaveGroup(now time.Time, req *kmsg.LeaveGroupRequest) (*k
 	}
 	g := c.groups[req.Group]
 	left := false
+	var before []byte
+	if g != nil && g.consumer != nil {
+		before = c.consumerStateValue(g.ID)
+	}
 	for _, lm := range leaving {
 		rm := kmsg.NewLeaveGroupResponseMember()
 		rm.MemberID, rm.InstanceID = lm.MemberID, lm.InstanceID
-		rm.ErrorCode = c.leaveOne(g, lm, &out, &left)
+		if g != nil && g.consumer != nil { // classic members of a consumer group (migrate.go)
+			rm.ErrorCode = c.leaveConsumerGroup(now, g, lm, &out)
+		} else {
+			rm.ErrorCode = c.leaveOne(g, lm, &out, &left)
+		}
 		resp.Members = append(resp.Members, rm)
+	}
+	if before != nil {
+		c.recordConsumerChange(g.ID, before, &out)
 	}
 	if req.Version < 3 {
 		resp.ErrorCode, resp.Members = resp.Members[0].ErrorCode, nil
@@ -562,9 +584,14 @@ func (c *Coordinator) Tick(now time.Time) Output {
 	var out Output
 	for _, g := range c.Groups() {
 		if g.consumer != nil {
+			for id, deadline := range g.pending { // classic members given an id (migrate.go)
+				if !now.Before(deadline) {
+					delete(g.pending, id)
+				}
+			}
 			// Only a removal changes the state: encode it then, not on every tick to compare.
-			if c.tickConsumer(now, g) {
-				out.Records = append(out.Records, Record{Group: g.ID, Key: consumerKey(g.ID), Value: c.consumerStateValue(g.ID)})
+			if c.tickConsumer(now, g, &out) {
+				c.recordConsumerState(g.ID, c.consumerStateValue(g.ID), &out)
 			}
 			continue
 		}

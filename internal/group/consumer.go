@@ -24,9 +24,10 @@ import (
 //
 // A group is of one type at a time, as in Kafka: an empty classic group becomes a consumer
 // group on the first ConsumerGroupHeartbeat and an empty consumer group a classic one on the
-// first JoinGroup; a group with members of the other type refuses (GROUP_ID_NOT_FOUND for the
-// heartbeat, INCONSISTENT_GROUP_PROTOCOL for the join). Online migration of a live group
-// between the protocols is not supported.
+// first JoinGroup. A live group migrates online (migrate.go): a classic group of the consumer
+// protocol becomes a consumer group on a member's first ConsumerGroupHeartbeat, its classic
+// members staying in it, and a consumer group whose last consumer-protocol member leaves
+// becomes classic again.
 
 // Assignors are the server-side assignors of consumer groups, the default first (Kafka's
 // group.consumer.assignors).
@@ -111,8 +112,9 @@ type consumerMember struct {
 	assigned                                     assignment // owned, as far as the coordinator knows
 	revoking                                     assignment // told to give up, not yet confirmed
 	revokeDeadline                               time.Time
-	deadline                                     time.Time // session
-	sent                                         string    // epoch and assignment last sent
+	deadline                                     time.Time    // session
+	sent                                         string       // epoch and assignment last sent
+	classic                                      *classicMeta // a classic-protocol member (migrate.go); nil: consumer protocol
 }
 
 // subscribes reports whether m wants topic.
@@ -142,13 +144,13 @@ func (g *Group) memberCount() int {
 // assignment) records the group's new state.
 func (c *Coordinator) ConsumerGroupHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) (*kmsg.ConsumerGroupHeartbeatResponse, Output) {
 	before := c.consumerStateValue(req.Group)
-	resp := c.consumerHeartbeat(now, req, clientID, clientHost)
 	var out Output
+	resp := c.consumerHeartbeat(now, req, clientID, clientHost, &out)
 	c.recordConsumerChange(req.Group, before, &out)
 	return resp, out
 }
 
-func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) *kmsg.ConsumerGroupHeartbeatResponse {
+func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string, out *Output) *kmsg.ConsumerGroupHeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	fail := func(err *kerr.Error, format string, args ...any) *kmsg.ConsumerGroupHeartbeatResponse {
 		msg := fmt.Sprintf(format, args...)
@@ -181,13 +183,22 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 	}
 	if g.consumer == nil {
 		if g.memberCount() > 0 {
-			return fail(kerr.GroupIDNotFound, "group %s is a classic group with members", req.Group)
+			if req.MemberEpoch != 0 {
+				return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
+			}
+			if err := c.upgrade(now, g, out); err != nil { // online migration (migrate.go)
+				return fail(kerr.GroupIDNotFound, "%v", err)
+			}
+		} else {
+			g.consumer = &consumerState{members: map[string]*consumerMember{}, target: map[string]assignment{}, epoch: g.Generation}
+			g.ProtocolType = TypeConsumer
 		}
-		g.consumer = &consumerState{members: map[string]*consumerMember{}, target: map[string]assignment{}, epoch: g.Generation}
-		g.ProtocolType = TypeConsumer
 	}
 	cs := g.consumer
 	m := cs.members[memberID]
+	if m != nil && m.classic != nil {
+		return fail(kerr.UnknownMemberID, "member %s of group %s uses the classic protocol", memberID, req.Group)
+	}
 	var static *consumerMember // the member holding the request's instance id
 	if req.InstanceID != nil {
 		static = cs.staticMember(*req.InstanceID)
@@ -211,6 +222,7 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 			return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
 		}
 		c.removeConsumer(now, g, m)
+		c.maybeDowngrade(now, g, out) // only classic members left: a classic group again
 		resp.MemberID, resp.MemberEpoch = &memberID, req.MemberEpoch
 		return resp
 	case 0:
@@ -268,18 +280,7 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 	if req.RackID != nil {
 		m.rackID = *req.RackID
 	}
-	topics := c.topics()
-	if sig := metadataSignature(cs, topics); sig != cs.metaSig { // partitions or topics came or went
-		cs.metaSig = sig
-		bump = true
-	}
-	if bump {
-		cs.epoch++
-	}
-	if cs.epoch > cs.assignmentEpoch {
-		cs.target = computeTarget(cs, topics)
-		cs.assignmentEpoch = cs.epoch
-	}
+	topics := c.advance(cs, bump) // a new epoch also when partitions or topics came or went
 	owned := ownedPartitions(req.Topics, topics)
 	c.reconcile(now, cs, m, owned)
 	resp.MemberID, resp.MemberEpoch = &memberID, m.epoch
@@ -464,13 +465,16 @@ func (c *Coordinator) removeConsumer(now time.Time, g *Group, m *consumerMember)
 
 // tickConsumer removes members whose session expired or who did not revoke in time and reports
 // whether it removed any (each removal bumps the group epoch, so the state changed).
-func (c *Coordinator) tickConsumer(now time.Time, g *Group) bool {
+func (c *Coordinator) tickConsumer(now time.Time, g *Group, out *Output) bool {
 	removed := false
 	for _, m := range sortedMembers(g.consumer) {
 		if !now.Before(m.deadline) || (m.revoking.size() > 0 && !now.Before(m.revokeDeadline)) {
 			c.removeConsumer(now, g, m)
 			removed = true
 		}
+	}
+	if removed {
+		c.maybeDowngrade(now, g, out)
 	}
 	return removed
 }
@@ -688,6 +692,10 @@ func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeReque
 				dm.SubscribedTopicRegex = &re
 			}
 			dm.InstanceID, dm.RackID = optional(m.instanceID), optional(m.rackID)
+			dm.MemberType = 1 // v1+ (KIP-1099): 1 the consumer protocol, 0 the classic one
+			if m.classic != nil {
+				dm.MemberType = 0
+			}
 			dm.Assignment, dm.TargetAssignment = toAssignment(m.assigned), toAssignment(cs.target[m.id])
 			dg.Members = append(dg.Members, dm)
 		}

@@ -21,12 +21,16 @@ import (
 // unknown:
 //
 //	key:   version int16 = 1000 | group string
-//	value: version int16 = 0 | epoch int32 | assignment epoch int32 | metadata signature string |
+//	value: version int16 = 1 | epoch int32 | assignment epoch int32 | metadata signature string |
 //	       state since (unix ms) int64 | members int32, each:
 //	         id, instance id, client id, client host, rack string | epoch, previous epoch int32 |
 //	         rebalance timeout (ms) int32 | topics (int32 count, strings) | regex string |
-//	         assignor string | assigned, revoking assignment
+//	         assignor string | assigned, revoking assignment |
+//	         classic int8 (1: a classic-protocol member, migrate.go), if 1: session timeout (ms)
+//	         int32 | protocols int32, each: name string, metadata bytes (int32 length)
 //	       | targets int32, each: member id string, assignment
+//
+// Version 0 (before online migration) has no classic field.
 //	assignment: topics int32, each: topic string | partitions int32 count, int32 each
 //
 // Strings are Kafka strings (int16 length). A nil value is a tombstone (the group is gone or
@@ -51,15 +55,22 @@ func (c *Coordinator) consumerStateValue(group string) []byte {
 // recordConsumerChange appends the group's consumer state record to out if it differs from
 // before (a tombstone if the consumer group is gone).
 func (c *Coordinator) recordConsumerChange(group string, before []byte, out *Output) {
-	after := c.consumerStateValue(group)
-	if bytes.Equal(before, after) {
-		return
+	if after := c.consumerStateValue(group); !bytes.Equal(before, after) {
+		c.recordConsumerState(group, after, out)
 	}
-	out.Records = append(out.Records, Record{Group: group, Key: consumerKey(group), Value: after})
+}
+
+// recordConsumerState appends the group's consumer state record (value, or a tombstone); a
+// group that became classic again (migrate.go) also records its classic membership.
+func (c *Coordinator) recordConsumerState(group string, value []byte, out *Output) {
+	out.Records = append(out.Records, Record{Group: group, Key: consumerKey(group), Value: value})
+	if g := c.groups[group]; value == nil && g != nil && len(g.members) > 0 {
+		out.Records = append(out.Records, g.metadataRecord())
+	}
 }
 
 func (cs *consumerState) appendTo(b []byte, since time.Time) []byte {
-	b = kbin.AppendInt16(b, 0)
+	b = kbin.AppendInt16(b, 1)
 	b = kbin.AppendInt32(b, cs.epoch)
 	b = kbin.AppendInt32(b, cs.assignmentEpoch)
 	b = kbin.AppendString(b, cs.metaSig)
@@ -85,6 +96,17 @@ func (cs *consumerState) appendTo(b []byte, since time.Time) []byte {
 		b = kbin.AppendString(b, m.assignor)
 		b = appendAssignment(b, m.assigned)
 		b = appendAssignment(b, m.revoking)
+		if m.classic == nil {
+			b = kbin.AppendInt8(b, 0)
+			continue
+		}
+		b = kbin.AppendInt8(b, 1)
+		b = kbin.AppendInt32(b, int32(m.classic.sessionTimeout.Milliseconds()))
+		b = kbin.AppendInt32(b, int32(len(m.classic.protocols)))
+		for _, p := range m.classic.protocols {
+			b = kbin.AppendString(b, p.Name)
+			b = kbin.AppendBytes(b, p.Metadata)
+		}
 	}
 	ids := make([]string, 0, len(cs.target))
 	for id := range cs.target {
@@ -138,8 +160,9 @@ func (c *Coordinator) loadConsumer(now time.Time, key, value []byte) error {
 		return nil
 	}
 	r = kbin.Reader{Src: value}
-	if v := r.Int16(); v != 0 {
-		return fmt.Errorf("%w: consumer group value version %d", ErrBadRecord, v)
+	version := r.Int16()
+	if version != 0 && version != 1 {
+		return fmt.Errorf("%w: consumer group value version %d", ErrBadRecord, version)
 	}
 	cs := &consumerState{members: map[string]*consumerMember{}, target: map[string]assignment{}}
 	cs.epoch, cs.assignmentEpoch, cs.metaSig = r.Int32(), r.Int32(), r.String()
@@ -161,6 +184,13 @@ func (c *Coordinator) loadConsumer(now time.Time, key, value []byte) error {
 		m.assignor = r.String()
 		m.assigned, m.revoking = readAssignment(&r), readAssignment(&r)
 		m.deadline = now.Add(c.cfg.ConsumerSessionTimeout)
+		if version >= 1 && r.Int8() == 1 {
+			m.classic = &classicMeta{sessionTimeout: time.Duration(r.Int32()) * time.Millisecond}
+			for k := r.Int32(); k > 0 && r.Ok(); k-- {
+				m.classic.protocols = append(m.classic.protocols, Protocol{Name: r.String(), Metadata: bytes.Clone(r.Bytes())})
+			}
+			m.deadline = now.Add(m.classic.sessionTimeout)
+		}
 		if m.revoking.size() > 0 {
 			m.revokeDeadline = now.Add(max(m.rebalanceTimeout, time.Second))
 		}

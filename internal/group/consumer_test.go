@@ -152,15 +152,18 @@ func TestRangeAssignor(t *testing.T) {
 	wantCode(t, "unknown assignor", h.hb("c", 0, []string{"t"}, map[string][]int32{}, "magic").ErrorCode, kerr.UnsupportedAssignor)
 }
 
+// TestGroupTypeRules: an empty group takes either protocol; a live group of the other protocol
+// whose members' metadata is not the consumer protocol's cannot migrate (migrate_test.go has
+// the migrations).
 func TestGroupTypeRules(t *testing.T) {
 	h := newConsumerHarness(t)
-	stableGroup(h) // a classic group with members
+	stableGroup(h) // a classic group with members, of unreadable subscriptions
 	wantCode(t, "ConsumerGroupHeartbeat to a live classic group", h.hb("m", 0, []string{"t"}, map[string][]int32{}, "").ErrorCode, kerr.GroupIDNotFound)
 
 	h2 := newConsumerHarness(t)
 	h2.hb("m", 0, []string{"t"}, map[string][]int32{}, "")
 	r := h2.joined(h2.join("", ""))
-	wantCode(t, "JoinGroup to a live consumer group", r.ErrorCode, kerr.InconsistentGroupProtocol)
+	wantCode(t, "JoinGroup of an unreadable subscription to a live consumer group", r.ErrorCode, kerr.InconsistentGroupProtocol)
 	h2.hb("m", -1, nil, nil, "")
 	r = h2.joined(h2.join("", ""))
 	wantCode(t, "JoinGroup to an empty consumer group (it becomes classic)", r.ErrorCode, kerr.MemberIDRequired)

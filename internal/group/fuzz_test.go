@@ -13,6 +13,10 @@ func FuzzLoad(f *testing.F) {
 	h.hb("m1", 0, []string{"t"}, map[string][]int32{}, "")
 	h.hb("m2", 0, []string{"t", "u"}, map[string][]int32{}, "range")
 	stableGroup(newHarness(&testing.T{}))
+	mixed := newConsumerHarness(&testing.T{}) // classic members in a consumer group
+	classicGroupOnT(mixed)
+	mixed.hb("c", 0, []string{"t"}, map[string][]int32{}, "")
+	h.records = append(h.records, mixed.records...)
 	for _, r := range h.records {
 		f.Add(r.Key, r.Value)
 	}

@@ -60,13 +60,16 @@ type Config struct {
 
 	ConsumerSessionTimeout    time.Duration // group.consumer.session.timeout.ms (45 s)
 	ConsumerHeartbeatInterval time.Duration // group.consumer.heartbeat.interval.ms (5 s)
+	// MigrationPolicy is group.consumer.migration.policy (migrate.go): bidirectional (also
+	// for ""), upgrade, downgrade or disabled.
+	MigrationPolicy string
 }
 
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,
 		InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour, MaxMetadataBytes: 4096,
-		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second}
+		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second, MigrationPolicy: MigrationBidirectional}
 }
 
 // RequestID names a request whose reply may come in a later Output.

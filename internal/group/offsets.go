@@ -106,7 +106,7 @@ func checkConsumerCommit(cs *consumerState, req *kmsg.OffsetCommitRequest) int16
 	switch {
 	case m == nil:
 		return kerr.UnknownMemberID.Code
-	case req.Version < 9:
+	case req.Version < 9 && m.classic == nil: // a classic member (migrate.go) may send any version
 		return kerr.UnsupportedVersion.Code
 	case req.Generation == m.epoch:
 		return 0

@@ -38,6 +38,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/broker"
 	"github.com/runnel-dev/runnel/internal/cluster"
 	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objects"
@@ -65,6 +66,9 @@ type Config struct {
 	// RackAwareReads: a consumer naming its rack reads from an in-sync replica in that rack
 	// (KIP-392; --replica-selector).
 	RackAwareReads bool
+	// GroupMigrationPolicy is Kafka's group.consumer.migration.policy ("": bidirectional):
+	// which way a live group may switch between the classic and the consumer protocol.
+	GroupMigrationPolicy string
 	// SessionTimeout: a node not heard from this long is fenced and its partitions get new
 	// leaders (0: 1.5 s).
 	SessionTimeout time.Duration
@@ -455,7 +459,11 @@ func Open(cfg Config) (*Server, error) {
 			Agent: cfg.Agent}, ripcording, s.logger)
 		members = s.dir.Members
 	}
-	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port),
+	groups := group.DefaultConfig()
+	if cfg.GroupMigrationPolicy != "" {
+		groups.MigrationPolicy = cfg.GroupMigrationPolicy
+	}
+	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups,
 		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
 		Security:     broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg)},

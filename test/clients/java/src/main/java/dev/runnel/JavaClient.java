@@ -35,6 +35,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *     the records it took, then closes (leaving the group; a static member, with INSTANCE_ID as
  *     group.instance.id, leaves for a while; "" for none); RACK sets client.rack; prints
  *     "PARTITION OFFSET VALUE" per record.
+ * member BOOTSTRAP TOPIC GROUP PROTOCOL STOPFILE
+ *     a group consumer (group.protocol=classic, with the default assignors, or consumer) that
+ *     reads until the file STOPFILE exists, committing synchronously after each poll and when
+ *     partitions are revoked, then closes (leaving the group); prints "PARTITION OFFSET VALUE"
+ *     per record and "error ..." for each failed commit.
  * txn-etl BOOTSTRAP IN OUT GROUP TXNID WANT ABORT_PERCENT SECONDS
  *     consume-transform-produce with exactly-once: a read_committed group consumer of IN and a
  *     transactional producer copying each record to OUT, with the consumer's offsets committed
@@ -56,9 +61,11 @@ public final class JavaClient {
       case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]));
       case "consume" -> consume(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]),
           args.length > 6 && !args[6].isEmpty() ? args[6] : null, args.length > 7 ? args[7] : null);
+      case "member" -> member(args[1], args[2], args[3], args[4], args[5]);
       case "txn-etl" -> txnEtl(args[1], args[2], args[3], args[4], args[5], Integer.parseInt(args[6]),
           Integer.parseInt(args[7]), Integer.parseInt(args[8]));
       default -> fail("usage: produce BOOTSTRAP TOPIC N | consume BOOTSTRAP TOPIC GROUP PROTOCOL WANT [INSTANCE_ID [RACK]]"
+          + " | member BOOTSTRAP TOPIC GROUP PROTOCOL STOPFILE"
           + " | txn-etl BOOTSTRAP IN OUT GROUP TXNID WANT ABORT_PERCENT SECONDS");
     }
   }
@@ -145,6 +152,55 @@ public final class JavaClient {
     if (got.size() < want) {
       fail("read " + got.size() + " of " + want + " records");
     }
+  }
+
+  private static void member(String bootstrap, String topic, String group, String protocol, String stopFile) {
+    Properties p = base();
+    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+    p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+    p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "50");
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    if (protocol.equals("classic")) {
+      p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+      p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+    }
+    Map<TopicPartition, OffsetAndMetadata> taken = new HashMap<>();
+    try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
+      consumer.subscribe(List.of(topic), new org.apache.kafka.clients.consumer.ConsumerRebalanceListener() {
+        @Override
+        public void onPartitionsRevoked(java.util.Collection<TopicPartition> partitions) {
+          commit(consumer, taken);
+        }
+
+        @Override
+        public void onPartitionsAssigned(java.util.Collection<TopicPartition> partitions) {}
+      });
+      while (!new java.io.File(stopFile).exists()) {
+        for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+          System.out.println(r.partition() + " " + r.offset() + " " + r.value());
+          taken.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+        }
+        commit(consumer, taken);
+      }
+      commit(consumer, taken);
+    }
+  }
+
+  /** commit commits and forgets the offsets taken; a failure is printed, not thrown. */
+  private static void commit(KafkaConsumer<String, String> consumer, Map<TopicPartition, OffsetAndMetadata> taken) {
+    if (taken.isEmpty()) {
+      return;
+    }
+    try {
+      consumer.commitSync(taken);
+    } catch (Exception e) {
+      System.out.println("error " + e);
+    }
+    taken.clear();
   }
 
   private static KafkaConsumer<String, String> etlConsumer(String bootstrap, String in, String group) {
