@@ -468,7 +468,8 @@ func (c *Coordinator) removeConsumer(now time.Time, g *Group, m *consumerMember)
 func (c *Coordinator) tickConsumer(now time.Time, g *Group, out *Output) bool {
 	removed := false
 	for _, m := range sortedMembers(g.consumer) {
-		if !now.Before(m.deadline) || (m.revoking.size() > 0 && !now.Before(m.revokeDeadline)) {
+		if !now.Before(m.deadline) || (m.revoking.size() > 0 && !now.Before(m.revokeDeadline)) ||
+			(m.classic != nil && !m.classic.rejoinDeadline.IsZero() && !now.Before(m.classic.rejoinDeadline)) {
 			c.removeConsumer(now, g, m)
 			removed = true
 		}

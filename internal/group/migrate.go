@@ -52,6 +52,9 @@ var MigrationPolicies = []string{MigrationBidirectional, MigrationUpgrade, Migra
 type classicMeta struct {
 	protocols      []Protocol // in its order of preference
 	sessionTimeout time.Duration
+	// rejoinDeadline: told to join again (REBALANCE_IN_PROGRESS), the member must do so
+	// within its rebalance timeout or be removed, as Kafka does (zero: not told).
+	rejoinDeadline time.Time
 }
 
 func (c *Coordinator) upgradeAllowed() bool {
@@ -245,7 +248,7 @@ func (c *Coordinator) joinConsumerGroup(now time.Time, id RequestID, g *Group, r
 		fail(kerr.UnknownMemberID, memberID) // a consumer-protocol member
 		return
 	}
-	m.classic = &classicMeta{protocols: protocols, sessionTimeout: session}
+	m.classic = &classicMeta{protocols: protocols, sessionTimeout: session} // the rejoin deadline met
 	m.clientID, m.clientHost, m.rebalanceTimeout = clientID, clientHost, rebalance
 	m.deadline = now.Add(session)
 	if topics := sortedSet(md.Topics); !slices.Equal(topics, m.topics) {
@@ -349,6 +352,9 @@ func heartbeatConsumerGroup(now time.Time, cs *consumerState, req *kmsg.Heartbea
 	}
 	m.deadline = now.Add(m.classic.sessionTimeout)
 	if m.revoking.size() > 0 || m.epoch != cs.assignmentEpoch || m.assigned.signature() != cs.target[m.id].signature() {
+		if m.classic.rejoinDeadline.IsZero() {
+			m.classic.rejoinDeadline = now.Add(max(m.rebalanceTimeout, time.Second))
+		}
 		return kerr.RebalanceInProgress.Code
 	}
 	return 0

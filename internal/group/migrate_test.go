@@ -310,3 +310,28 @@ func (h *harness) commit(member string, gen int32, topic string, p int32, offset
 	h.apply(out)
 	return resp.Topics[0].Partitions[0].ErrorCode
 }
+
+// TestClassicMemberMustRejoin: a classic member of a consumer group told to join again that
+// keeps heartbeating without joining is removed after its rebalance timeout, as Kafka does;
+// one that joins in time is not.
+func TestClassicMemberMustRejoin(t *testing.T) {
+	h := newConsumerHarness(t)
+	a, b, gen := classicGroupOnT(h)
+	h.hb("c", 0, []string{"t"}, map[string][]int32{}, "") // the upgrade
+	g, _ := h.c.Group("g")
+	wantCode(t, "a told to rejoin", h.heartbeat(a, gen), kerr.RebalanceInProgress)
+	wantCode(t, "b told to rejoin", h.heartbeat(b, gen), kerr.RebalanceInProgress)
+	jb := h.joined(h.joinMD(b, []string{"t"}, nil)) // b joins in time
+	for range 7 {                                   // 35 s of heartbeats, past the 30 s rebalance timeout
+		h.advance(5 * time.Second)
+		h.heartbeat(a, gen)
+		h.heartbeat(b, jb.Generation)
+		h.hb("c", g.consumer.members["c"].epoch, nil, nil, "")
+	}
+	if _, ok := g.consumer.members[a]; ok {
+		t.Fatal("a never rejoined and is still a member after its rebalance timeout")
+	}
+	if _, ok := g.consumer.members[b]; !ok {
+		t.Fatal("b rejoined in time and was removed")
+	}
+}
