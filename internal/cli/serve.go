@@ -164,7 +164,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	if !f.agent {
 		cfg.SpecLogAddr = f.speclogAddr
 	}
-	if !slices.Contains(group.MigrationPolicies, f.groupMigration) {
+	if f.groupMigration != "" && !slices.Contains(group.MigrationPolicies, f.groupMigration) { // "": an agent, which has no groups
 		return server.Config{}, fmt.Errorf("--group-consumer-migration-policy %q: want one of %s", f.groupMigration, strings.Join(group.MigrationPolicies, ", "))
 	}
 	switch f.replicaSelector {
