@@ -1049,14 +1049,23 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	if err := alter("", kadm.AlterConfig{Name: "log.retention.ms", Value: strp("-7")}); err == nil {
 		t.Errorf("invalid log.retention.ms = nil; want an error")
 	}
-	// Clearing replication throttles (what kafka-reassign-partitions --verify does) is a no-op;
-	// setting one is refused, since Runnel does not throttle replication.
+	// Replication throttles are dynamic broker configs (what kafka-reassign-partitions
+	// --throttle sets and --verify clears); the log-dir move throttle is refused, its deletion a
+	// no-op.
+	if err := alter("1", kadm.AlterConfig{Name: "leader.replication.throttled.rate", Value: strp("1000")},
+		kadm.AlterConfig{Name: "follower.replication.throttled.rate", Value: strp("2000")}); err != nil {
+		t.Errorf("setting replication throttles = %v; want nil", err)
+	}
+	if err := alter("1", kadm.AlterConfig{Name: "leader.replication.throttled.rate", Value: strp("-1")}); err != kerr.InvalidConfig {
+		t.Errorf("a negative replication throttle = %v; want INVALID_CONFIG", err)
+	}
 	if err := alter("1", kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "leader.replication.throttled.rate"},
-		kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.rate"}); err != nil {
+		kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.rate"},
+		kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "replica.alter.log.dirs.io.max.bytes.per.second"}); err != nil {
 		t.Errorf("deleting replication throttles = %v; want nil", err)
 	}
-	if err := alter("1", kadm.AlterConfig{Name: "leader.replication.throttled.rate", Value: strp("1000")}); err != kerr.InvalidConfig {
-		t.Errorf("setting a replication throttle = %v; want INVALID_CONFIG", err)
+	if err := alter("1", kadm.AlterConfig{Name: "replica.alter.log.dirs.io.max.bytes.per.second", Value: strp("1000")}); err != kerr.InvalidConfig {
+		t.Errorf("setting the log-dir move throttle = %v; want INVALID_CONFIG", err)
 	}
 	// The dynamic configs live in the controller's log, which survives restarts.
 	b, _ := testBrokers.Load(reg)

@@ -62,13 +62,13 @@ func checkDynamicBrokerKeys(keys []string) *adminError {
 	return nil
 }
 
-// replicationThrottleKeys are Kafka's dynamic broker configs for replication throttling, which
-// Runnel does not implement. Deleting one is a no-op (it can never be set), so tools that clear
-// throttles after a reassignment (kafka-reassign-partitions --verify) work; setting one is refused
-// with a message that says why.
+// replicationThrottleKeys are Kafka's dynamic broker configs of throttles Runnel does not
+// implement (moving replicas between a node's log dirs: it has one). Deleting one is a no-op (it
+// can never be set), so tools that clear throttles after a reassignment
+// (kafka-reassign-partitions --verify) work; setting one is refused with a message that says
+// why. The replication throttles themselves (leader/follower.replication.throttled.rate) are
+// dynamic broker configs like the others.
 var replicationThrottleKeys = map[string]bool{
-	"leader.replication.throttled.rate":              true,
-	"follower.replication.throttled.rate":            true,
 	"replica.alter.log.dirs.io.max.bytes.per.second": true,
 }
 
@@ -82,7 +82,7 @@ func brokerKeysToCheck(ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) 
 			if c.Op == kmsg.IncrementalAlterConfigOpDelete {
 				continue
 			}
-			return nil, nil, adminErr(kerr.InvalidConfig, "Runnel does not throttle replication: %s cannot be set", c.Name)
+			return nil, nil, adminErr(kerr.InvalidConfig, "Runnel has one log dir per node and moves no replica between log dirs: %s cannot be set", c.Name)
 		}
 		keys = append(keys, c.Name)
 		kept = append(kept, c)

@@ -155,6 +155,7 @@ func Start(cfg Config) (*Node, error) {
 	rcfg := cfg.Replica
 	rcfg.NodeID, rcfg.Send, rcfg.Logger = cfg.NodeID, n.tr.Send, cfg.Logger
 	rcfg.ReportISR, rcfg.ReportFailed = n.reportISR, n.reportFailed
+	rcfg.Throttle = newReplicationThrottle(cfg.NodeID, n.Image)
 	n.rm = replica.NewManager(rcfg)
 	ccfg := cfg.Controller
 	ccfg.NodeID, ccfg.FS, ccfg.Dir, ccfg.Logger = cfg.NodeID, cfg.FS, cfg.DataDir+"/controller", cfg.Logger

@@ -16,6 +16,7 @@ type ClusterState struct {
 	UnderReplicated        int   // partitions whose ISR is smaller than their replica set
 	Leaders                int   // partitions led here
 	LeadershipsTaken       int64 // times a replica here became leader
+	ThrottledBytes         int64 // bytes sent to followers under a replication quota
 	Lags                   []ReplicaLag
 	TransportSentBytes     int64
 	TransportDropped       int64
@@ -31,7 +32,7 @@ type ReplicaLag struct {
 type clusterCollector struct {
 	src                                                func() ClusterState
 	nodes, active, parts, offline, under, leaders, lag *prometheus.Desc
-	taken, sent, dropped                               *prometheus.Desc
+	taken, sent, dropped, throttled                    *prometheus.Desc
 }
 
 // NewCluster returns a collector of cluster and replication metrics read from src.
@@ -47,11 +48,13 @@ func NewCluster(src func() ClusterState) prometheus.Collector {
 		taken:   prometheus.NewDesc("runnel_leaderships_taken_total", "Times a replica on this node became a partition's leader (elections and transfers won).", nil, nil),
 		sent:    prometheus.NewDesc("runnel_transport_sent_bytes_total", "Bytes sent to other nodes (Raft, replication, RPCs).", nil, nil),
 		dropped: prometheus.NewDesc("runnel_transport_dropped_frames_total", "Frames to other nodes dropped (a full queue, a broken connection).", nil, nil),
+		throttled: prometheus.NewDesc("runnel_replication_throttled_bytes_total",
+			"Bytes this node sent as leader to out-of-sync followers under a replication quota (leader/follower.replication.throttled.rate).", nil, nil),
 	}
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.nodes, c.active, c.parts, c.offline, c.under, c.leaders, c.lag, c.taken, c.sent, c.dropped} {
+	for _, d := range []*prometheus.Desc{c.nodes, c.active, c.parts, c.offline, c.under, c.leaders, c.lag, c.taken, c.sent, c.dropped, c.throttled} {
 		ch <- d
 	}
 }
@@ -78,4 +81,5 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.taken, prometheus.CounterValue, float64(s.LeadershipsTaken))
 	ch <- prometheus.MustNewConstMetric(c.sent, prometheus.CounterValue, float64(s.TransportSentBytes))
 	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(s.TransportDropped))
+	ch <- prometheus.MustNewConstMetric(c.throttled, prometheus.CounterValue, float64(s.ThrottledBytes))
 }

@@ -44,7 +44,11 @@ type Progress struct {
 	Appended, Durable int64
 	Connected         bool
 	LastCaughtUp      time.Time // last time Appended reached the leader's log end
-	Inflight          []inflight
+	// CaughtUp: Appended reached the leader's log end since the follower joined. A replica a
+	// reassignment adds is in sync only once it has (inSync), and replication quotas count on
+	// caught-up followers only (Throttleable).
+	CaughtUp bool
+	Inflight []inflight
 }
 
 type inflight struct {
@@ -131,7 +135,7 @@ func (l *Leader) Join(n int32, next int64) *Progress {
 		return nil
 	}
 	p.Streaming, p.Gen, p.Next, p.JoinNext = true, p.Gen+1, next, next
-	p.Appended, p.Durable, p.Inflight, p.Connected = -1, -1, nil, true
+	p.Appended, p.Durable, p.Inflight, p.Connected, p.CaughtUp = -1, -1, nil, true, false
 	return p
 }
 
@@ -182,7 +186,7 @@ func (l *Leader) Ack(n int32, appended, durable int64, now time.Time) bool {
 	}
 	p.Inflight = p.Inflight[i:]
 	if appended >= l.selfEnd {
-		p.LastCaughtUp = now
+		p.LastCaughtUp, p.CaughtUp = now, true
 	}
 	return l.advance()
 }
@@ -257,12 +261,54 @@ func (l *Leader) advance() bool {
 func (l *Leader) InSync(now time.Time) []int32 {
 	out := []int32{l.Self}
 	for n, p := range l.followers {
-		if p.Streaming && p.Connected && p.Appended >= l.EpochStart && (p.Appended >= l.selfEnd || now.Sub(p.LastCaughtUp) <= l.LagMax) {
+		if l.inSync(p, now) {
 			out = append(out, n)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// solid: in sync, and caught up since it joined (so it keeps up: the quorum can rely on it).
+func (l *Leader) solid(p *Progress, now time.Time) bool { return p.CaughtUp && l.inSync(p, now) }
+
+// inSync: joined the epoch, connected, and has the leader's whole log or had it within LagMax.
+// A replica a reassignment adds (in the target set only) is in sync only once it has caught up,
+// as Kafka's adding replicas join the ISR: until then it lacks the partition's data, and the
+// reassignment must not finish on it.
+func (l *Leader) inSync(p *Progress, now time.Time) bool {
+	if !p.CaughtUp && len(l.sets) > 1 && !slices.Contains(l.sets[0], p.Node) {
+		return false
+	}
+	return p.Streaming && p.Connected && p.Appended >= l.EpochStart && (p.Appended >= l.selfEnd || now.Sub(p.LastCaughtUp) <= l.LagMax)
+}
+
+// Throttleable reports whether sends to follower n may be held back by a replication quota
+// (throttle.go): it is out of sync (or never caught up since it joined), and every replica set
+// it belongs to has a quorum of in-sync members without it, so the high watermark does not
+// wait for it.
+func (l *Leader) Throttleable(n int32, now time.Time) bool {
+	p := l.followers[n]
+	if p == nil || l.solid(p, now) {
+		return false
+	}
+	for _, s := range l.sets {
+		if !slices.Contains(s, n) {
+			continue
+		}
+		in := 0
+		for _, m := range s {
+			if m == l.Self {
+				in++
+			} else if q := l.followers[m]; q != nil && m != n && l.solid(q, now) {
+				in++
+			}
+		}
+		if in < Quorum(len(s), l.MinISR) {
+			return false
+		}
+	}
+	return true
 }
 
 // Live counts the replicas that can take part in a commit now: the leader, followers in sync,

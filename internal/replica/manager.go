@@ -30,7 +30,10 @@ type Config struct {
 	ReportISR func(items []controller.ISRItem)
 	// ReportFailed is told that a leader's log failed (to elect another leader).
 	ReportFailed func(ref controller.EpochRef)
-	Now          func() time.Time
+	// Throttle, if set, holds back sends to out-of-sync followers (replication quotas,
+	// throttle.go).
+	Throttle Throttle
+	Now      func() time.Time
 }
 
 // Manager holds this node's replicas and routes replication frames to them.
@@ -47,6 +50,8 @@ type Manager struct {
 
 	// LeadershipsTaken counts the times a replica here became leader.
 	LeadershipsTaken atomic.Int64
+	// ThrottledBytes counts the bytes sent to followers under a replication quota.
+	ThrottledBytes atomic.Int64
 }
 
 type startMove struct {

@@ -703,6 +703,17 @@ func (r *Replica) sendAppendLocked(to int32) bool {
 	if p.Next >= end {
 		return false
 	}
+	var buckets []*Bucket // replication quotas (throttle.go): the tick tries again
+	if t := r.m.cfg.Throttle; t != nil {
+		if now := r.m.now(); r.leader.Throttleable(to, now) {
+			buckets = t.Buckets(r.Topic, r.Ref.Partition, to)
+			for _, b := range buckets {
+				if !b.Ready(now) {
+					return false
+				}
+			}
+		}
+	}
 	data, err := r.Log.Read(nil, p.Next, maxAppendBytes)
 	if errors.Is(err, logstore.ErrOffsetOutOfRange) && p.Next < r.Log.StartOffset() {
 		// The follower needs what retention deleted: it restarts at the log start.
@@ -725,6 +736,13 @@ func (r *Replica) sendAppendLocked(to int32) bool {
 		EpochStart: r.leader.EpochStart, Batches: data}
 	r.leader.Sent(to, p.Gen, newEnd, len(data))
 	r.m.cfg.Send(to, KindAppend, AppendAppends(nil, []Append{a}))
+	if len(buckets) > 0 {
+		now := r.m.now()
+		for _, b := range buckets {
+			b.Take(len(data), now)
+		}
+		r.m.ThrottledBytes.Add(int64(len(data)))
+	}
 	return newEnd < end
 }
 

@@ -337,6 +337,7 @@ func (s *Server) clusterState() metrics.ClusterState {
 		st.Lags = append(st.Lags, metrics.ReplicaLag{Topic: r.Topic, Partition: r.Ref.Partition, Records: lag})
 	}
 	st.LeadershipsTaken = s.node.Replicas().LeadershipsTaken.Load()
+	st.ThrottledBytes = s.node.Replicas().ThrottledBytes.Load()
 	st.TransportSentBytes = s.node.Transport().SentBytes.Load()
 	st.TransportDropped = s.node.Transport().Dropped.Load()
 	return st

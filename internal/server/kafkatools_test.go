@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/testclients"
 )
@@ -74,11 +75,40 @@ func TestKafkaToolsOnCluster(t *testing.T) {
 	if err := os.WriteFile(file, plan, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out := run(reassign, "--reassignment-json-file", file, "--execute"); !strings.Contains(out, "Successfully started partition reassignment") {
-		t.Fatalf("kafka-reassign-partitions --execute:\n%s", out)
+	// With a replication throttle, as operators run it: --execute sets the rates and throttled
+	// replica lists, --verify clears them once the move is done.
+	if out := run(reassign, "--reassignment-json-file", file, "--execute", "--throttle", "50000000"); !strings.Contains(out, "Successfully started partition reassignment") {
+		t.Fatalf("kafka-reassign-partitions --execute --throttle:\n%s", out)
+	}
+	tc, err := adm.DescribeTopicConfigs(ctx, "tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := map[string]string{}
+	for _, c := range tc[0].Configs {
+		if strings.HasSuffix(c.Key, ".replication.throttled.replicas") && c.Value != nil {
+			lists[c.Key] = *c.Value
+		}
+	}
+	if lists["leader.replication.throttled.replicas"] == "" || lists["follower.replication.throttled.replicas"] == "" {
+		t.Errorf("the throttled replica lists after --execute --throttle: %v", lists)
 	}
 	eventually(t, "kafka-reassign-partitions --verify to report completion", time.Minute, func() bool {
 		return strings.Contains(run(reassign, "--reassignment-json-file", file, "--verify"), "Reassignment of partition tools-0 is completed")
+	})
+	eventually(t, "--verify to clear the throttles", 30*time.Second, func() bool {
+		bc, err := adm.DescribeBrokerConfigs(ctx, target[0])
+		if err != nil {
+			return false
+		}
+		for _, r := range bc {
+			for _, c := range r.Configs {
+				if c.Key == "leader.replication.throttled.rate" && c.Source == kmsg.ConfigSourceDynamicBrokerConfig {
+					return false
+				}
+			}
+		}
+		return true
 	})
 	eventually(t, "the new replica set in metadata", 30*time.Second, func() bool {
 		md, err := adm.Metadata(ctx, "tools")

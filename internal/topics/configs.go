@@ -3,6 +3,7 @@ package topics
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,8 @@ type ConfigDef struct {
 	// BrokerOnly marks a broker config that has no topic config (it is listed here to share the
 	// dynamic broker config machinery); Name equals BrokerName.
 	BrokerOnly bool
+	// Check, if set, validates a value beyond the type (for values of a form of their own).
+	Check func(string) error
 }
 
 // defs lists every topic config Runnel accepts, with Kafka's names and defaults. Configs that
@@ -67,8 +70,16 @@ var defs = []ConfigDef{
 		Doc: "the longest transaction.timeout.ms a producer may ask for (InitProducerId answers INVALID_TRANSACTION_TIMEOUT beyond it)"},
 	{Name: "transactional.id.expiration.ms", BrokerName: "transactional.id.expiration.ms", BrokerOnly: true, Type: TypeInt, Default: "604800000", Min: 1, Max: math.MaxInt32,
 		Doc: "forget a transactional id this long after its last transaction completed"},
+	{Name: "leader.replication.throttled.rate", BrokerName: "leader.replication.throttled.rate", BrokerOnly: true, Type: TypeLong, Default: "9223372036854775807", Min: 0, Max: math.MaxInt64,
+		Doc: "bytes/s this node sends, as leader, to the out-of-sync followers of the replicas listed in leader.replication.throttled.replicas (replication quota)"},
+	{Name: "follower.replication.throttled.rate", BrokerName: "follower.replication.throttled.rate", BrokerOnly: true, Type: TypeLong, Default: "9223372036854775807", Min: 0, Max: math.MaxInt64,
+		Doc: "bytes/s this node receives, as an out-of-sync follower, of the replicas listed in follower.replication.throttled.replicas (each leader holds its sends to it to this rate)"},
 	{Name: "runnel.default.storage", BrokerName: "runnel.default.storage", BrokerOnly: true, Type: TypeString, Default: "local", Allowed: []string{"local", "object"},
 		Doc: "the runnel.storage of topics created without one (it does not move existing topics)"},
+	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "", Check: CheckThrottledReplicas,
+		Doc: "partition:broker pairs (or *) whose leader's sends to out-of-sync followers are held to the leader's leader.replication.throttled.rate"},
+	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: "", Check: CheckThrottledReplicas,
+		Doc: "partition:broker pairs (or *) of followers that, while out of sync, are sent at most their broker's follower.replication.throttled.rate"},
 	{Name: "runnel.storage", Type: TypeString, Default: "local", Allowed: []string{"local", "object"},
 		Doc: "local: replicated segment logs on the nodes; object: files in the object store, any node serves any partition (fixed when the topic is created)"},
 	{Name: "runnel.sequencing", Type: TypeString, Default: "eager", Allowed: []string{"eager", "lazy"},
@@ -179,6 +190,12 @@ func checkValue(d *ConfigDef, value string) error {
 			return configErr("%s: %q is not one of %s", name, value, strings.Join(d.Allowed, ", "))
 		}
 	case TypeList:
+		if d.Check != nil {
+			if err := d.Check(value); err != nil {
+				return configErr("%s: %v", name, err)
+			}
+			return nil
+		}
 		items := strings.Split(value, ",")
 		for _, it := range items {
 			if !contains(d.Allowed, strings.TrimSpace(it)) {
@@ -268,4 +285,46 @@ func logConfig(set map[string]string, d *defaults) logstore.Config {
 		c.ProducerIDExpiration = time.Duration(ms) * time.Millisecond
 	}
 	return c
+}
+
+// ThrottledReplicas is a parsed leader/follower.replication.throttled.replicas value: every
+// replica (All), or partition → the brokers listed for it.
+type ThrottledReplicas struct {
+	All      bool
+	Replicas map[int32][]int32
+}
+
+// Has reports whether the replica of partition on broker is listed.
+func (t ThrottledReplicas) Has(partition, broker int32) bool {
+	return t.All || slices.Contains(t.Replicas[partition], broker)
+}
+
+// ParseThrottledReplicas parses Kafka's throttled replica list: "" (none), "*" (all), or
+// comma-separated partition:broker pairs, blanks around them allowed.
+func ParseThrottledReplicas(value string) (ThrottledReplicas, error) {
+	var t ThrottledReplicas
+	if strings.TrimSpace(value) == "" {
+		return t, nil
+	}
+	if strings.TrimSpace(value) == "*" {
+		t.All = true
+		return t, nil
+	}
+	t.Replicas = map[int32][]int32{}
+	for _, item := range strings.Split(value, ",") {
+		p, b, ok := strings.Cut(strings.TrimSpace(item), ":")
+		pi, err1 := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+		bi, err2 := strconv.ParseInt(strings.TrimSpace(b), 10, 32)
+		if !ok || err1 != nil || err2 != nil || pi < 0 || bi < 0 {
+			return ThrottledReplicas{}, fmt.Errorf("%q is not partition:broker (the list is * or partition:broker pairs separated by commas)", strings.TrimSpace(item))
+		}
+		t.Replicas[int32(pi)] = append(t.Replicas[int32(pi)], int32(bi))
+	}
+	return t, nil
+}
+
+// CheckThrottledReplicas validates a throttled replica list.
+func CheckThrottledReplicas(value string) error {
+	_, err := ParseThrottledReplicas(value)
+	return err
 }

@@ -1,0 +1,134 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestReplicationThrottle: replication quotas as kafka-reassign-partitions --throttle sets them.
+// A partition of 12 MiB on nodes 1 and 2 gets a third replica on node 3: with the topic's
+// leader and follower throttled replica lists and 2 MiB/s rates on the nodes, the new replica
+// catches up at about that rate (at least 4 s, where it takes well under 2 s unthrottled), the
+// leader counts the bytes it sent under the quota, and producing is not held back meanwhile.
+// Invalid lists and negative rates are refused.
+func TestReplicationThrottle(t *testing.T) {
+	c := startCluster(t, 3)
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl, adm := c.client(kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(64<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	value := []byte(strings.Repeat("x", 64<<10))
+	fill := func(topic string) {
+		t.Helper()
+		if r, err := adm.CreateTopic(ctx, 1, -1, nil, topic); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, r.Err)
+		}
+		var req kadm.AlterPartitionAssignmentsReq
+		req.Assign(topic, 0, []int32{1, 2})
+		if r, err := adm.AlterPartitionAssignments(ctx, req); err != nil || r.Error() != nil {
+			t.Fatalf("place %s on 1 and 2: %v %v", topic, err, r.Error())
+		}
+		// Led by node 1, its preferred leader, so that leadership balancing moves nothing later
+		// (a new leader starts with full buckets).
+		eventually(t, topic+" on nodes 1 and 2, led by 1", 30*time.Second, func() bool {
+			md, err := adm.Metadata(ctx, topic)
+			return err == nil && slices.Equal(md.Topics[topic].Partitions[0].Replicas, []int32{1, 2}) && md.Topics[topic].Partitions[0].Leader == 1
+		})
+		for range 192 { // 12 MiB
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					t.Errorf("produce: %v", err)
+				}
+			})
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addThird := func(topic string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		var req kadm.AlterPartitionAssignmentsReq
+		req.Assign(topic, 0, []int32{1, 2, 3})
+		if r, err := adm.AlterPartitionAssignments(ctx, req); err != nil || r.Error() != nil {
+			t.Fatalf("add a replica to %s: %v %v", topic, err, r.Error())
+		}
+		// Producing goes on at full speed meanwhile: the new replica is not needed for commits.
+		done := make(chan struct{})
+		var slowest time.Duration
+		go func() {
+			defer close(done)
+			for i := 0; time.Since(start) < 3*time.Second; i++ {
+				t0 := time.Now()
+				if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+					t.Errorf("produce during the reassignment: %v", err)
+					return
+				}
+				slowest = max(slowest, time.Since(t0))
+			}
+		}()
+		eventually(t, "the reassignment of "+topic, 2*time.Minute, func() bool {
+			md, err := adm.Metadata(ctx, topic)
+			return err == nil && slices.Equal(md.Topics[topic].Partitions[0].Replicas, []int32{1, 2, 3}) &&
+				len(md.Topics[topic].Partitions[0].ISR) == 3
+		})
+		took := time.Since(start)
+		<-done
+		if slowest > time.Second {
+			t.Errorf("a produce to %s took %v during the reassignment", topic, slowest)
+		}
+		return took
+	}
+
+	fill("free")
+	free := addThird("free")
+
+	fill("held")
+	if r, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "leader.replication.throttled.replicas", Value: kadm.StringPtr("not-a-list")}}, "held"); err == nil && r[0].Err == nil {
+		t.Fatal("an invalid throttled replica list was accepted")
+	}
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Name: "leader.replication.throttled.replicas", Value: kadm.StringPtr("0:1,0:2")},
+		{Name: "follower.replication.throttled.replicas", Value: kadm.StringPtr("0:3")}}, "held"); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []int32{1, 2, 3} {
+		r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+			{Name: "leader.replication.throttled.rate", Value: kadm.StringPtr("2097152")},
+			{Name: "follower.replication.throttled.rate", Value: kadm.StringPtr("2097152")}}, node)
+		if err != nil || r[0].Err != nil {
+			t.Fatalf("rates on node %d: %v %v", node, err, r)
+		}
+	}
+	sentBefore := throttledBytes(t, c)
+	held := addThird("held")
+	sent := throttledBytes(t, c) - sentBefore
+	t.Logf("a 12 MiB replica caught up in %v unthrottled, %v at 2 MiB/s (%.1f MiB sent under the quota)", free, held, sent/(1<<20))
+	// 12 MiB at 2 MiB/s, less the 2 MiB a full bucket lets through at once and one send of
+	// 1 MiB past it: at least 4.5 s.
+	if held < 4*time.Second || held < 2*free {
+		t.Errorf("the throttled catch-up took %v (unthrottled %v); want at least 4.5 s at 2 MiB/s for 12 MiB", held, free)
+	}
+	if sent < 8<<20 {
+		t.Errorf("%.0f bytes counted under the quota; want most of the 12 MiB", sent)
+	}
+	if r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "leader.replication.throttled.rate", Value: kadm.StringPtr("-5")}}, 1); err == nil && r[0].Err == nil {
+		t.Fatal("a negative rate was accepted")
+	}
+}
+
+// throttledBytes sums runnel_replication_throttled_bytes_total over the cluster's nodes.
+func throttledBytes(t *testing.T, c *testCluster) float64 {
+	var n float64
+	for _, s := range c.servers {
+		n += scrape(t, s.AdminAddr())["runnel_replication_throttled_bytes_total"]
+	}
+	return n
+}
