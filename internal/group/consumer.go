@@ -241,13 +241,7 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 			m = c.replaceStatic(cs, static, memberID, clientID, clientHost)
 			break
 		}
-		m = &consumerMember{id: memberID, clientID: clientID, clientHost: clientHost, assigned: assignment{},
-			revoking: assignment{}, assignor: Assignors[0]}
-		if req.InstanceID != nil {
-			m.instanceID = *req.InstanceID
-		}
-		cs.members[memberID] = m
-		bump = true
+		m, bump = cs.addMember(memberID, clientID, clientHost, req.InstanceID), true
 		if g.State == Empty {
 			g.transition(Stable, now)
 		}
@@ -416,6 +410,17 @@ func (c *Coordinator) reconcile(now time.Time, cs *consumerState, m *consumerMem
 	if m.epoch != cs.assignmentEpoch {
 		m.prevEpoch, m.epoch = m.epoch, cs.assignmentEpoch
 	}
+}
+
+// addMember adds a new member with nothing assigned (instance: its instance id, or nil).
+func (cs *consumerState) addMember(id, clientID, clientHost string, instance *string) *consumerMember {
+	m := &consumerMember{id: id, clientID: clientID, clientHost: clientHost, assigned: assignment{},
+		revoking: assignment{}, assignor: Assignors[0]}
+	if instance != nil {
+		m.instanceID = *instance
+	}
+	cs.members[id] = m
+	return m
 }
 
 // staticMember is the member holding instance id, or nil.

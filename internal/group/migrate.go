@@ -234,13 +234,7 @@ func (c *Coordinator) joinConsumerGroup(now time.Time, id RequestID, g *Group, r
 			return
 		}
 		delete(g.pending, memberID)
-		m = &consumerMember{id: memberID, clientID: clientID, clientHost: clientHost, assigned: assignment{},
-			revoking: assignment{}, assignor: Assignors[0]}
-		if req.InstanceID != nil {
-			m.instanceID = *req.InstanceID
-		}
-		cs.members[memberID] = m
-		bump = true
+		m, bump = cs.addMember(memberID, clientID, clientHost, req.InstanceID), true
 	case static != nil && static != m, req.InstanceID == nil && m.instanceID != "":
 		fail(kerr.FencedInstanceID, memberID)
 		return
@@ -248,7 +242,7 @@ func (c *Coordinator) joinConsumerGroup(now time.Time, id RequestID, g *Group, r
 		fail(kerr.UnknownMemberID, memberID) // a consumer-protocol member
 		return
 	}
-	m.classic = &classicMeta{protocols: protocols, sessionTimeout: session} // the rejoin deadline met
+	m.classic = &classicMeta{protocols: protocols, sessionTimeout: session} // joined: no rejoin deadline
 	m.clientID, m.clientHost, m.rebalanceTimeout = clientID, clientHost, rebalance
 	m.deadline = now.Add(session)
 	if topics := sortedSet(md.Topics); !slices.Equal(topics, m.topics) {
