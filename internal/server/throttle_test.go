@@ -13,9 +13,9 @@ import (
 )
 
 // TestReplicationThrottle: replication quotas as kafka-reassign-partitions --throttle sets them.
-// A partition of 12 MiB on nodes 1 and 2 gets a third replica on node 3: with the topic's
-// leader and follower throttled replica lists and 2 MiB/s rates on the nodes, the new replica
-// catches up at about that rate (at least 4 s, where it takes well under 2 s unthrottled), the
+// A partition of 6 MiB on nodes 1 and 2 gets a third replica on node 3: with the topic's
+// leader and follower throttled replica lists and 1 MiB/s rates on the nodes, the new replica
+// catches up at about that rate (at least 3 s, where it takes well under 2 s unthrottled), the
 // leader counts the bytes it sent under the quota, and producing is not held back meanwhile.
 // Invalid lists and negative rates are refused.
 func TestReplicationThrottle(t *testing.T) {
@@ -41,7 +41,7 @@ func TestReplicationThrottle(t *testing.T) {
 			md, err := adm.Metadata(ctx, topic)
 			return err == nil && slices.Equal(md.Topics[topic].Partitions[0].Replicas, []int32{1, 2}) && md.Topics[topic].Partitions[0].Leader == 1
 		})
-		for range 192 { // 12 MiB
+		for range 96 { // 6 MiB
 			cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
 				if err != nil {
 					t.Errorf("produce: %v", err)
@@ -101,8 +101,8 @@ func TestReplicationThrottle(t *testing.T) {
 	}
 	for _, node := range []int32{1, 2, 3} {
 		r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
-			{Name: "leader.replication.throttled.rate", Value: kadm.StringPtr("2097152")},
-			{Name: "follower.replication.throttled.rate", Value: kadm.StringPtr("2097152")}}, node)
+			{Name: "leader.replication.throttled.rate", Value: kadm.StringPtr("1048576")},
+			{Name: "follower.replication.throttled.rate", Value: kadm.StringPtr("1048576")}}, node)
 		if err != nil || r[0].Err != nil {
 			t.Fatalf("rates on node %d: %v %v", node, err, r)
 		}
@@ -110,14 +110,14 @@ func TestReplicationThrottle(t *testing.T) {
 	sentBefore := throttledBytes(t, c)
 	held := addThird("held")
 	sent := throttledBytes(t, c) - sentBefore
-	t.Logf("a 12 MiB replica caught up in %v unthrottled, %v at 2 MiB/s (%.1f MiB sent under the quota)", free, held, sent/(1<<20))
-	// 12 MiB at 2 MiB/s, less the 2 MiB a full bucket lets through at once and one send of
-	// 1 MiB past it: at least 4.5 s.
-	if held < 4*time.Second || held < 2*free {
-		t.Errorf("the throttled catch-up took %v (unthrottled %v); want at least 4.5 s at 2 MiB/s for 12 MiB", held, free)
+	t.Logf("a 6 MiB replica caught up in %v unthrottled, %v at 1 MiB/s (%.1f MiB sent under the quota)", free, held, sent/(1<<20))
+	// 6 MiB at 1 MiB/s, less the 1 MiB a full bucket lets through at once and one send of
+	// 1 MiB past it: at least 4 s.
+	if held < 3*time.Second || held < 2*free {
+		t.Errorf("the throttled catch-up took %v (unthrottled %v); want about 4 s at 1 MiB/s for 6 MiB", held, free)
 	}
-	if sent < 8<<20 {
-		t.Errorf("%.0f bytes counted under the quota; want most of the 12 MiB", sent)
+	if sent < 4<<20 {
+		t.Errorf("%.0f bytes counted under the quota; want most of the 6 MiB", sent)
 	}
 	if r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "leader.replication.throttled.rate", Value: kadm.StringPtr("-5")}}, 1); err == nil && r[0].Err == nil {
 		t.Fatal("a negative rate was accepted")
