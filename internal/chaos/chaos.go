@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -81,9 +82,13 @@ type Result struct {
 	// LateRetried: ripcord scenarios: the plain (not idempotent) producer's batch retries; a
 	// plain producer's retry may store a batch twice (at least once, as in Kafka), so its
 	// duplicates count as Duplicated only when it never retried (LateAtLeastOnce otherwise).
-	LateRetried     int    `json:"late_retried,omitempty"`
-	LateAtLeastOnce int    `json:"late_at_least_once,omitempty"`
-	Error           string `json:"error,omitempty"`
+	LateRetried     int `json:"late_retried,omitempty"`
+	LateAtLeastOnce int `json:"late_at_least_once,omitempty"`
+	// Duplicates describe the first duplicated records: where each copy is and the producer id
+	// and epoch of its batch (the same epoch twice is the broker's deduplication failing; a new
+	// epoch, a client that bumped it and sent the batch again).
+	Duplicates []string `json:"duplicates,omitempty"`
+	Error      string   `json:"error,omitempty"`
 }
 
 // OK reports whether the scenario found no anomaly.
@@ -250,9 +255,10 @@ type run struct {
 	hwMu sync.Mutex
 	hw   map[int32]int64
 
-	faults       []fault                   // in order
-	epochAtFault int32                     // partition 0's leader epoch as leaderOf last saw it
-	epochs       map[int32]map[int64]int32 // partition → offset → leader epoch that wrote it (from the reader)
+	faults       []fault                      // in order
+	epochAtFault int32                        // partition 0's leader epoch as leaderOf last saw it
+	epochs       map[int32]map[int64]int32    // partition → offset → leader epoch that wrote it (from the reader)
+	producers    map[int32]map[int64][2]int64 // partition → offset → producer id and epoch of its batch (from the reader)
 }
 
 func (r *run) setup(ctx context.Context, caching string) error {
@@ -1027,7 +1033,30 @@ func (r *run) check(ctx context.Context) error {
 			r.res.Duplicated += n - 1
 		}
 	}
+	r.res.Duplicates = describeDuplicates(readers[0], r.producers, seen, 10)
 	return nil
+}
+
+// describeDuplicates names up to limit records read more than once: each copy's partition,
+// offset, and its batch's producer id and epoch.
+func describeDuplicates(offs map[int32]map[int64]int64, producers map[int32]map[int64][2]int64, seen map[int64]int, limit int) []string {
+	copies := map[int64][]string{}
+	for _, p := range slices.Sorted(maps.Keys(offs)) {
+		for _, o := range slices.Sorted(maps.Keys(offs[p])) {
+			if seq := offs[p][o]; seen[seq] > 1 {
+				pr := producers[p][o]
+				copies[seq] = append(copies[seq], fmt.Sprintf("p%d@%d (producer %d epoch %d)", p, o, pr[0], pr[1]))
+			}
+		}
+	}
+	var out []string
+	for _, seq := range slices.Sorted(maps.Keys(copies)) {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, fmt.Sprintf("record %d: %s", seq, strings.Join(copies[seq], ", ")))
+	}
+	return out
 }
 
 // read consumes every partition from its start to the end offsets listed, with a fresh client.
@@ -1035,6 +1064,7 @@ func (r *run) check(ctx context.Context) error {
 func (r *run) read(ctx context.Context, ends kadm.ListedOffsets, keepEpochs bool) (map[int32]map[int64]int64, error) {
 	if keepEpochs {
 		r.epochs = map[int32]map[int64]int32{}
+		r.producers = map[int32]map[int64][2]int64{}
 	}
 	offsets := map[string]map[int32]kgo.Offset{r.topic: {}}
 	want := map[int32]int64{}
@@ -1045,6 +1075,7 @@ func (r *run) read(ctx context.Context, ends kadm.ListedOffsets, keepEpochs bool
 		out[o.Partition] = map[int64]int64{}
 		if keepEpochs {
 			r.epochs[o.Partition] = map[int64]int32{}
+			r.producers[o.Partition] = map[int64][2]int64{}
 		}
 	})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.Brokers()...), kgo.ConsumePartitions(offsets), kgo.FetchMaxWait(200*time.Millisecond))
@@ -1080,6 +1111,7 @@ func (r *run) read(ctx context.Context, ends kadm.ListedOffsets, keepEpochs bool
 				out[rec.Partition][rec.Offset] = seq
 				if keepEpochs {
 					r.epochs[rec.Partition][rec.Offset] = rec.LeaderEpoch
+					r.producers[rec.Partition][rec.Offset] = [2]int64{rec.ProducerID, int64(rec.ProducerEpoch)}
 				}
 			}
 		})
