@@ -89,6 +89,19 @@ func (a assignment) minus(b assignment) assignment {
 	return out
 }
 
+// equal reports whether a and b hold the same partitions (empty topics count as absent).
+func (a assignment) equal(b assignment) bool {
+	if a.size() != b.size() {
+		return false
+	}
+	for t, ps := range a {
+		if !slices.Equal(ps, b[t]) {
+			return false
+		}
+	}
+	return true
+}
+
 func (a assignment) signature() string {
 	topics := make([]string, 0, len(a))
 	for t := range a {

@@ -345,7 +345,7 @@ func heartbeatConsumerGroup(now time.Time, cs *consumerState, req *kmsg.Heartbea
 		return kerr.IllegalGeneration.Code
 	}
 	m.deadline = now.Add(m.classic.sessionTimeout)
-	if m.revoking.size() > 0 || m.epoch != cs.assignmentEpoch || m.assigned.signature() != cs.target[m.id].signature() {
+	if m.revoking.size() > 0 || m.epoch != cs.assignmentEpoch || !m.assigned.equal(cs.target[m.id]) {
 		if m.classic.rejoinDeadline.IsZero() {
 			m.classic.rejoinDeadline = now.Add(max(m.rebalanceTimeout, time.Second))
 		}

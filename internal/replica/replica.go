@@ -704,8 +704,9 @@ func (r *Replica) sendAppendLocked(to int32) bool {
 		return false
 	}
 	var buckets []*Bucket // replication quotas (throttle.go): the tick tries again
+	var now time.Time
 	if t := r.m.cfg.Throttle; t != nil {
-		if now := r.m.now(); r.leader.Throttleable(to, now) {
+		if now = r.m.now(); r.leader.Throttleable(to, now) {
 			buckets = t.Buckets(r.Topic, r.Ref.Partition, to)
 			for _, b := range buckets {
 				if !b.Ready(now) {
@@ -737,7 +738,6 @@ func (r *Replica) sendAppendLocked(to int32) bool {
 	r.leader.Sent(to, p.Gen, newEnd, len(data))
 	r.m.cfg.Send(to, KindAppend, AppendAppends(nil, []Append{a}))
 	if len(buckets) > 0 {
-		now := r.m.now()
 		for _, b := range buckets {
 			b.Take(len(data), now)
 		}
