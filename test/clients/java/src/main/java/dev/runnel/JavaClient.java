@@ -115,21 +115,13 @@ public final class JavaClient {
 
   private static void consume(String bootstrap, String topic, String group, String protocol, int want,
       String instanceId, String rack) {
-    Properties p = base();
-    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-    p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-    p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+    Properties p = groupConsumer(bootstrap, group, protocol);
     if (instanceId != null) {
       p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
     }
     if (rack != null) {
       p.put(ConsumerConfig.CLIENT_RACK_CONFIG, rack);
     }
-    p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-    p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-    p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "50");
-    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
     List<String> got = new ArrayList<>();
     long deadline = System.currentTimeMillis() + 60_000;
     try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
@@ -154,7 +146,11 @@ public final class JavaClient {
     }
   }
 
-  private static void member(String bootstrap, String topic, String group, String protocol, String stopFile) {
+  /**
+   * The properties of the group consumers of consume and member: manual commits, reading from the
+   * start, 50 records per poll.
+   */
+  private static Properties groupConsumer(String bootstrap, String group, String protocol) {
     Properties p = base();
     p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
@@ -164,6 +160,11 @@ public final class JavaClient {
     p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "50");
     p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
     p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    return p;
+  }
+
+  private static void member(String bootstrap, String topic, String group, String protocol, String stopFile) {
+    Properties p = groupConsumer(bootstrap, group, protocol);
     if (protocol.equals("classic")) {
       p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
       p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
