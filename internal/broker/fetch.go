@@ -293,6 +293,7 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 	if req.Version < 3 || budget <= 0 {
 		budget = 1<<31 - 1
 	}
+	b.prefetchObjects(parts, budget, acc)
 	for _, sp := range parts {
 		fp := kmsg.NewFetchResponseTopicPartition()
 		fp.Partition, fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = sp.partition, -1, -1, -1

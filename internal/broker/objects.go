@@ -295,6 +295,27 @@ func (b *Broker) objectBarrier(ctx context.Context) error {
 	return nil
 }
 
+// prefetchObjects starts reading the first sections of every object partition a fetch asks
+// for, so that readObject, which reads the partitions one after another, finds their GETs
+// under way rather than making one round trip after another.
+func (b *Broker) prefetchObjects(parts []*sessionPartition, budget int, acc fetchAccess) {
+	if b.cfg.ObjectCache == nil || len(parts) < 2 || b.fromSnapshot() {
+		return
+	}
+	for _, sp := range parts {
+		if acc.denied[sp] {
+			continue
+		}
+		t, err := b.fetchTopic(sp)
+		if err != nil || !isObjectTopic(t) {
+			continue
+		}
+		if p, err := b.objectPartition(t.ID, sp.partition); err == nil && sp.offset >= p.Start && sp.offset < p.Next {
+			b.cfg.ObjectCache.Prefetch(p, sp.offset, min(int(sp.maxBytes), budget), true)
+		}
+	}
+}
+
 // readObject reads an object partition for a fetch into fp.
 func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first, readCommitted bool) (int, error) {
 	if b.fromSnapshot() {

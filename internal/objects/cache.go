@@ -13,6 +13,15 @@ import (
 // DefaultCacheBytes bounds the read cache by default.
 const DefaultCacheBytes = 256 << 20
 
+// concurrentGets bounds the GETs the cache has in flight at once, and readAhead how many of a
+// partition's sections a read asks for before it needs them. A consumer catching up over many
+// small files (a Ripcord outage writes one per agent flush) would otherwise pay one GET's
+// round trip per file, in a row, for every partition of its fetch.
+const (
+	concurrentGets = 16
+	readAhead      = 16
+)
+
 // Cache is the bounded read cache of object ranges (a partition's section of a file), least
 // recently used out first. Concurrent misses of one range share one GET. The writer adds the
 // sections it writes, so a consumer reading the tail on the writing node costs no GET.
@@ -26,6 +35,8 @@ type Cache struct {
 	lru      *list.List // of *cacheEntry, most recent first
 	entries  map[rangeKey]*list.Element
 	inflight map[rangeKey]*fill
+
+	gets chan struct{} // a slot per GET in flight
 }
 
 type rangeKey struct {
@@ -50,7 +61,7 @@ func NewCache(store objstore.Store, maxBytes int64, m *metrics.Objects) *Cache {
 		maxBytes = DefaultCacheBytes
 	}
 	return &Cache{store: store, max: maxBytes, metrics: m, lru: list.New(), entries: map[rangeKey]*list.Element{},
-		inflight: map[rangeKey]*fill{}}
+		inflight: map[rangeKey]*fill{}, gets: make(chan struct{}, concurrentGets)}
 }
 
 // Add keeps data as the range of key at off (its bytes must not change afterwards).
@@ -92,12 +103,7 @@ func (c *Cache) Get(ctx context.Context, key string, off uint64, n uint32) ([]by
 		return data, nil
 	}
 	c.metrics.Cache(false)
-	f, ok := c.inflight[k]
-	if !ok {
-		f = &fill{done: make(chan struct{})}
-		c.inflight[k] = f
-		go c.fill(k, n, f)
-	}
+	f := c.startLocked(k, n)
 	c.mu.Unlock()
 	select {
 	case <-f.done:
@@ -113,8 +119,32 @@ func (c *Cache) Get(ctx context.Context, key string, off uint64, n uint32) ([]by
 	return f.data[:n], nil
 }
 
+// startLocked returns the fill of k under way, or starts one.
+func (c *Cache) startLocked(k rangeKey, n uint32) *fill {
+	f, ok := c.inflight[k]
+	if !ok {
+		f = &fill{done: make(chan struct{})}
+		c.inflight[k] = f
+		go c.fill(k, n, f)
+	}
+	return f
+}
+
+// prefetch starts reading the range of key at off, unless it is cached or being read.
+func (c *Cache) prefetch(key string, off uint64, n uint32) {
+	k := rangeKey{key, off}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[k]; ok && len(el.Value.(*cacheEntry).data) >= int(n) {
+		return
+	}
+	c.startLocked(k, n)
+}
+
 // fill reads a range (not bound to one reader's context: others may wait for it).
 func (c *Cache) fill(k rangeKey, n uint32, f *fill) {
+	c.gets <- struct{}{}
+	defer func() { <-c.gets }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	start := time.Now()
 	f.data, f.err = c.store.GetRange(ctx, k.key, int64(k.off), int64(n))

@@ -775,3 +775,88 @@ func TestRipcordGivesUpEagerSections(t *testing.T) {
 		t.Fatalf("after the commit: the eager partition ends at %d, the lazy one at %d; want 0 and 1", p0, p1)
 	}
 }
+
+// gaugedStore counts the GETs in flight at once, each taking delay.
+type gaugedStore struct {
+	objstore.Store
+	delay         time.Duration
+	inflight, max atomic.Int64
+	gets          atomic.Int64
+}
+
+func (g *gaugedStore) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	now := g.inflight.Add(1)
+	defer g.inflight.Add(-1)
+	for {
+		m := g.max.Load()
+		if now <= m || g.max.CompareAndSwap(m, now) {
+			break
+		}
+	}
+	g.gets.Add(1)
+	time.Sleep(g.delay)
+	return g.Store.GetRange(ctx, key, off, n)
+}
+
+// TestReadOverlapsGets: a read over many small files (a partition written during a Ripcord
+// outage) and a fetch of many partitions have their GETs in flight together, within bounds, and
+// still return the batches in order.
+func TestReadOverlapsGets(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &gaugedStore{Store: dir, delay: 20 * time.Millisecond}
+	ctx := context.Background()
+	const files = 3 * readAhead
+	parts := []*objtopic.Partition{{}, {}}
+	for i := range files {
+		key := fmt.Sprintf("f%03d", i)
+		var body []byte
+		for _, p := range parts {
+			b := testBatch(-1, 0, fmt.Sprintf("v%d", i))
+			p.Extents = append(p.Extents, objtopic.Extent{File: key, Offset: uint64(len(body)), Length: uint32(len(b)),
+				Base: int64(i), Last: int64(i)})
+			body = append(body, b...)
+		}
+		if err := dir.Put(ctx, key, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range parts {
+		p.Next = files
+	}
+
+	c := NewCache(store, 0, nil)
+	start := time.Now()
+	data, err := c.Read(ctx, parts[0], 1, 1<<20, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offsets []int64
+	if err := eachRecord(data, func(off, _ int64) bool { offsets = append(offsets, off); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(offsets) != files-1 || offsets[0] != 1 || offsets[len(offsets)-1] != files-1 {
+		t.Fatalf("read offsets %v, want 1..%d", offsets, files-1)
+	}
+	if m := store.max.Load(); m < 2 || m > concurrentGets {
+		t.Fatalf("%d GETs in flight at most, want 2..%d", m, concurrentGets)
+	}
+	if g := store.gets.Load(); g != files-1 {
+		t.Fatalf("%d GETs for %d sections", g, files-1)
+	}
+	t.Logf("%d sections in %v (%d GETs at once at most)", files-1, time.Since(start), store.max.Load())
+
+	// Prefetch of the second partition's first sections overlaps them too; a small read reads
+	// ahead no further than it needs.
+	store.max.Store(0)
+	c.Prefetch(parts[1], 0, 1, true)
+	data, err = c.Read(ctx, parts[1], 0, 1, true)
+	if err != nil || len(data) == 0 {
+		t.Fatalf("read: %d bytes, %v", len(data), err)
+	}
+	if g := store.gets.Load(); g != files {
+		t.Fatalf("a read of one batch made %d GETs", g-(files-1))
+	}
+}

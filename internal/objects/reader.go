@@ -33,7 +33,16 @@ func checkSection(key string, data []byte, n uint32) error {
 // first batch returned may start below it, as Kafka's do.
 func (c *Cache) Read(ctx context.Context, p *objtopic.Partition, offset int64, maxBytes int, first bool) ([]byte, error) {
 	var out []byte
-	for _, e := range p.Find(offset) {
+	exts := p.Find(offset)
+	need := readAheadOf(exts, maxBytes, first)
+	c.prefetchAll(exts[:min(need, readAhead)])
+	for i, e := range exts {
+		if len(out) >= maxBytes && (len(out) > 0 || !first) {
+			return out, nil // no batch of e would fit: do not read it
+		}
+		if j := i + readAhead; j < need { // keep readAhead sections coming
+			c.prefetch(exts[j].File, exts[j].Offset, exts[j].Length)
+		}
 		data, err := c.Get(ctx, e.File, e.Offset, e.Length)
 		if err != nil {
 			return nil, err
@@ -71,6 +80,34 @@ func (c *Cache) Read(ctx context.Context, p *objtopic.Partition, offset int64, m
 		}
 	}
 	return out, nil
+}
+
+// Prefetch starts reading the first sections a Read of p from offset for maxBytes would need,
+// without waiting: a fetch of many partitions reads them one after another, and their GETs
+// then overlap.
+func (c *Cache) Prefetch(p *objtopic.Partition, offset int64, maxBytes int, first bool) {
+	exts := p.Find(offset)
+	c.prefetchAll(exts[:min(readAheadOf(exts, maxBytes, first), readAhead)])
+}
+
+// readAheadOf returns how many of exts a read of maxBytes may need: sections up to maxBytes in
+// all, and the first one anyway if first.
+func readAheadOf(exts []objtopic.Extent, maxBytes int, first bool) int {
+	n, planned := 0, 0
+	for _, e := range exts {
+		if planned >= maxBytes && (n > 0 || !first) {
+			break
+		}
+		planned += int(e.Length)
+		n++
+	}
+	return n
+}
+
+func (c *Cache) prefetchAll(exts []objtopic.Extent) {
+	for _, e := range exts {
+		c.prefetch(e.File, e.Offset, e.Length)
+	}
 }
 
 // OffsetForTime returns the offset of the first record of p whose timestamp is at or after ts
