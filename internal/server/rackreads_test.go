@@ -194,10 +194,18 @@ func TestRackAwarePlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	rack := func(id int32) int32 { return (id + 1) % 2 }
-	eventually(t, "placed with 10 partitions and __consumer_offsets", 10*time.Second, func() bool {
+	var seen string // what the last look found, for a failure
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		td, err := adm.ListTopics(ctx, "placed", "__consumer_offsets")
-		return err == nil && len(td["placed"].Partitions) == 10 && len(td["__consumer_offsets"].Partitions) > 0
-	})
+		if err == nil && len(td["placed"].Partitions) == 10 && len(td["__consumer_offsets"].Partitions) > 0 {
+			break
+		}
+		seen = fmt.Sprintf("err %v; placed: %d partitions (%v); __consumer_offsets: %d partitions (%v)", err,
+			len(td["placed"].Partitions), td["placed"].Err, len(td["__consumer_offsets"].Partitions), td["__consumer_offsets"].Err)
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for placed with 10 partitions and __consumer_offsets: %s", seen)
+		}
+	}
 	td, err := adm.ListTopics(ctx, "placed", "__consumer_offsets")
 	if err != nil {
 		t.Fatal(err)
