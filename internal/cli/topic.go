@@ -61,7 +61,9 @@ func (f *topicFlags) client(ctx context.Context) (*kgo.Client, context.Context, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("runnel-cli"), kgo.RequestRetries(3)}, opts...)...)
+	// Retriable failures (a dial that timed out, a leader moving) are retried within --timeout,
+	// as Kafka's admin tools retry within default.api.timeout.ms.
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("runnel-cli"), kgo.RetryTimeout(f.timeout)}, opts...)...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
