@@ -92,9 +92,10 @@ func brokerKeysToCheck(ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) 
 
 // handleAlterConfigs is the legacy AlterConfigs: a resource's explicitly set configs are
 // replaced by exactly the given ones.
-func handleAlterConfigs(_ context.Context, r *request) reply {
+func handleAlterConfigs(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	r.conn.b.adminBarrier(ctx)
 	alterEach(req.Resources,
 		func(rr kmsg.AlterConfigsRequestResource) (configResource, []string) {
 			keys := make([]string, 0, len(rr.Configs))

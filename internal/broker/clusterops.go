@@ -303,25 +303,51 @@ func errorf(code *kerr.Error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", code, fmt.Sprintf(format, args...))
 }
 
+// adminBarrier makes this node's image at least as new as the controller's before an admin
+// change is checked and computed against it (a topic's existence, its partitions, the configs
+// an incremental change starts from). Kafka forwards these requests to the active controller,
+// which has every change committed; this node's image may trail it, a topic just created
+// through another node then being unknown here, or a config change made there missing from the
+// configs this one would write back. Without a controller in time the change goes on as
+// before: proposing it fails then anyway.
+func (b *Broker) adminBarrier(ctx context.Context) {
+	bctx, cancel := context.WithTimeout(ctx, objectBarrierTimeout)
+	defer cancel()
+	if err := b.cl.BarrierReconciled(bctx); err != nil {
+		b.logger.Debug("broker: no controller confirmed the image for an admin change", "err", err)
+	}
+}
+
 // setTopicConfigs replaces a topic's explicitly set configs, through the controller.
 func (b *Broker) setTopicConfigs(name string, configs map[string]string, validateOnly bool) *adminError {
+	aerr, _ := b.setTopicConfigsFrom(name, configs, nil, validateOnly)
+	return aerr
+}
+
+// setTopicConfigsFrom is setTopicConfigs for configs computed from base (non-nil): they are
+// set only if the topic's configs are still base; changed reports that they were not.
+func (b *Broker) setTopicConfigsFrom(name string, configs, base map[string]string, validateOnly bool) (aerr *adminError, changed bool) {
 	if err := b.topics.ValidateConfigs(configs); err != nil {
-		return toAdminError(err)
+		return toAdminError(err), false
 	}
 	t, ok := b.topics.Get(name)
 	if !ok {
-		return adminErr(kerr.UnknownTopicOrPartition, "Topic %s does not exist.", name)
+		return adminErr(kerr.UnknownTopicOrPartition, "Topic %s does not exist.", name), false
 	}
 	if aerr := checkObjectConfigs(t, configs); aerr != nil {
-		return aerr
+		return aerr, false
 	}
 	if validateOnly {
-		return nil
+		return nil, false
 	}
-	_, aerr := b.propose(b.ctx, &controller.Command{Op: controller.OpSetTopicConfigs,
-		SetTopicConfigs: &controller.SetTopicConfigs{ID: t.ID, Configs: configs}})
-	return aerr
+	res, aerr := b.propose(b.ctx, &controller.Command{Op: controller.OpSetTopicConfigs,
+		SetTopicConfigs: &controller.SetTopicConfigs{ID: t.ID, Configs: configs, Conditional: base != nil, Base: base}})
+	return aerr, errors.Is(res.Err, controller.ErrConfigsChanged)
 }
+
+// configAttempts bounds how often an incremental config change is computed again after the
+// topic's configs changed under it.
+const configAttempts = 5
 
 // setBrokerConfigs replaces the dynamic broker configs of this node (perBroker) or of the
 // cluster, through the controller.

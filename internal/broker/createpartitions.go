@@ -16,6 +16,7 @@ func handleCreatePartitions(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	b := r.conn.b
+	b.adminBarrier(ctx)
 	count := map[string]int{}
 	for _, rt := range req.Topics {
 		count[rt.Topic]++

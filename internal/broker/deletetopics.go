@@ -17,6 +17,7 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	b := r.conn.b
+	b.adminBarrier(ctx)
 	reqTopics := req.Topics
 	if req.Version < 6 {
 		reqTopics = nil

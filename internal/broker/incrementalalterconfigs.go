@@ -16,9 +16,10 @@ func init() { register(kmsg.IncrementalAlterConfigs, 0, 1, handleIncrementalAlte
 
 // handleIncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT operations to a topic's
 // explicitly set configs (KIP-339).
-func handleIncrementalAlterConfigs(_ context.Context, r *request) reply {
+func handleIncrementalAlterConfigs(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	r.conn.b.adminBarrier(ctx)
 	alterEach(req.Resources,
 		func(rr kmsg.IncrementalAlterConfigsRequestResource) (configResource, []string) {
 			keys := make([]string, 0, len(rr.Configs))
@@ -52,19 +53,28 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 	}
 	switch rr.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
-		t, aerr := b.lookupTopicResource(rr.ResourceName)
-		if aerr != nil {
-			return aerr
+		// Computed from this node's view of the topic's configs, and set only if the controller
+		// still has those (another node may have changed them meanwhile): else again.
+		for attempt := 1; ; attempt++ {
+			t, aerr := b.lookupTopicResource(rr.ResourceName)
+			if aerr != nil {
+				return aerr
+			}
+			base := t.Configs
+			if base == nil {
+				base = map[string]string{}
+			}
+			configs := maps.Clone(base)
+			current := func(name string) string { v, _ := t.EffectiveIn(configs, name); return v }
+			if aerr := applyIncremental(configs, rr.Configs, topics.LookupDef, current); aerr != nil {
+				return aerr
+			}
+			aerr, changed := b.setTopicConfigsFrom(rr.ResourceName, configs, base, validateOnly)
+			if !changed || attempt == configAttempts {
+				return aerr
+			}
+			b.adminBarrier(b.ctx)
 		}
-		configs := maps.Clone(t.Configs)
-		if configs == nil {
-			configs = map[string]string{}
-		}
-		current := func(name string) string { v, _ := t.EffectiveIn(configs, name); return v }
-		if aerr := applyIncremental(configs, rr.Configs, topics.LookupDef, current); aerr != nil {
-			return aerr
-		}
-		return b.setTopicConfigs(rr.ResourceName, configs, validateOnly)
 	case kmsg.ConfigResourceTypeBroker:
 		perBroker, aerr := b.checkBrokerResource(rr.ResourceName)
 		if aerr != nil {

@@ -29,6 +29,7 @@ func handleElectLeaders(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 	b := r.conn.b
+	b.adminBarrier(ctx)
 	img := b.cl.Image()
 	type target struct {
 		topic string
@@ -132,6 +133,7 @@ func handleAlterPartitionAssignments(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	b := r.conn.b
+	b.adminBarrier(ctx)
 	for _, rt := range req.Topics {
 		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
 		st.Topic = rt.Topic

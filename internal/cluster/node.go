@@ -791,6 +791,19 @@ func (n *Node) ProposeApplied(ctx context.Context, cmd *controller.Command) erro
 // any node gave before.
 func (n *Node) Barrier(ctx context.Context) error { return n.ctrl.Barrier(ctx) }
 
+// BarrierReconciled is Barrier, and then waits until the registry and replicas reflect the image
+// too (what a topic's lookup by name answers from).
+func (n *Node) BarrierReconciled(ctx context.Context) error {
+	idx, err := n.ctrl.ReadIndex(ctx)
+	if err != nil {
+		return err
+	}
+	if err := n.ctrl.WaitApplied(ctx, idx); err != nil {
+		return err
+	}
+	return n.waitReconciled(ctx, idx)
+}
+
 // ImageChanged returns a channel closed the next time this node's image moves.
 func (n *Node) ImageChanged() <-chan struct{} { return n.ctrl.Applied() }
 
@@ -811,6 +824,7 @@ var applyErrors = map[string]error{
 	"bad-assignment":      controller.ErrBadAssignment,
 	"no-reassignment":     controller.ErrNoReassignment,
 	"reassign-not-synced": controller.ErrReassignNotSynced,
+	"configs-changed":     controller.ErrConfigsChanged,
 	"commit-forgotten":    controller.ErrCommitForgotten,
 	"stale-writer":        controller.ErrStaleWriter,
 	"merge-stale":         objtopic.ErrMergeStale,

@@ -135,10 +135,15 @@ type CreatePartitions struct {
 	Assignments [][]int32 `json:"assignments"`
 }
 
-// SetTopicConfigs replaces a topic's explicitly set configs.
+// SetTopicConfigs replaces a topic's explicitly set configs. A Conditional change applies only
+// if the topic's configs are still Base, those it was computed from (an incremental change
+// made on a node whose image may trail, or raced by another): else ErrConfigsChanged, and the
+// proposer computes it again.
 type SetTopicConfigs struct {
-	ID      TopicID           `json:"id"`
-	Configs map[string]string `json:"configs"`
+	ID          TopicID           `json:"id"`
+	Configs     map[string]string `json:"configs"`
+	Conditional bool              `json:"conditional,omitempty"`
+	Base        map[string]string `json:"base,omitempty"`
 }
 
 // SetNodeConfigs replaces the dynamic broker configs of a node, or (Node -1) the cluster's.
@@ -205,6 +210,7 @@ var (
 	ErrBadAssignment     = errors.New("controller: invalid replica assignment")
 	ErrNoReassignment    = errors.New("controller: no reassignment in progress")
 	ErrReassignNotSynced = errors.New("controller: target replicas are not all in sync")
+	ErrConfigsChanged    = errors.New("controller: the topic's configs changed since the change was computed")
 )
 
 // Encode returns the command's log entry.
@@ -296,6 +302,9 @@ func Apply(im *Image, index uint64, c *Command) Result {
 			t, ok := im.byID[s.ID]
 			if !ok {
 				return Result{Err: ErrUnknownTopic}
+			}
+			if s.Conditional && !maps.Equal(t.Configs, s.Base) {
+				return Result{Err: ErrConfigsChanged}
 			}
 			storage, had := t.Configs[StorageConfig]
 			t.Configs = maps.Clone(s.Configs)

@@ -202,3 +202,31 @@ func FuzzDecodeCommand(f *testing.F) {
 }
 
 var _ = time.Second
+
+// TestConditionalTopicConfigs: a conditional change applies only on the configs it was computed
+// from (nil and empty alike), and leaves them untouched otherwise; an unconditional one always.
+func TestConditionalTopicConfigs(t *testing.T) {
+	im := cluster3(t)
+	set := func(idx uint64, s SetTopicConfigs) error {
+		s.ID = TopicID{1}
+		return Apply(im, idx, &Command{Op: OpSetTopicConfigs, SetTopicConfigs: &s}).Err
+	}
+	if err := set(60, SetTopicConfigs{Configs: map[string]string{"a": "1"}, Conditional: true, Base: map[string]string{}}); err != nil {
+		t.Fatalf("from no configs: %v", err)
+	}
+	if err := set(61, SetTopicConfigs{Configs: map[string]string{"b": "2"}, Conditional: true, Base: map[string]string{}}); !errors.Is(err, ErrConfigsChanged) {
+		t.Fatalf("from a stale base: %v; want ErrConfigsChanged", err)
+	}
+	if got := im.Topics["t"].Configs; len(got) != 1 || got["a"] != "1" {
+		t.Fatalf("configs after a refused change: %v", got)
+	}
+	if err := set(62, SetTopicConfigs{Configs: map[string]string{"a": "1", "b": "2"}, Conditional: true, Base: map[string]string{"a": "1"}}); err != nil {
+		t.Fatalf("from the current base: %v", err)
+	}
+	if err := set(63, SetTopicConfigs{Configs: map[string]string{"c": "3"}}); err != nil {
+		t.Fatalf("unconditional: %v", err)
+	}
+	if got := im.Topics["t"].Configs; len(got) != 1 || got["c"] != "3" {
+		t.Fatalf("configs after an unconditional change: %v", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/server"
 	"github.com/runnel-dev/runnel/internal/testclients"
@@ -183,8 +184,23 @@ func TestRackAwarePlacement(t *testing.T) {
 	if r, err := adm.CreateTopic(ctx, 6, 2, nil, "placed"); err != nil || r.Err != nil {
 		t.Fatalf("create: %v %v", err, r.Err)
 	}
-	if _, err := adm.CreatePartitions(ctx, 4, "placed"); err != nil {
-		t.Fatal(err)
+	// kadm reads the partition count from Metadata first, and the node answering may not have
+	// the new topic yet (metadata reaches brokers after the creation is answered, as in Kafka).
+	eventually(t, "placed in every node's metadata", 30*time.Second, func() bool {
+		for id := range c.servers {
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr("placed")
+			req.Topics = append(req.Topics, rt)
+			resp, err := cl.Broker(int(id)).Request(ctx, req)
+			if err != nil || resp.(*kmsg.MetadataResponse).Topics[0].ErrorCode != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if rs, err := adm.CreatePartitions(ctx, 4, "placed"); err != nil || rs.Error() != nil {
+		t.Fatalf("create partitions: %v %v", err, rs.Error())
 	}
 	// A group's commit makes the cluster create __consumer_offsets.
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "placed", Value: []byte("x")}).FirstErr(); err != nil {
