@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -235,6 +237,114 @@ func TestRackAwarePlacement(t *testing.T) {
 			if len(racks) != 2 {
 				t.Errorf("%s partition %d: replicas %v all in one rack", topic, p.Partition, p.Replicas)
 			}
+		}
+	}
+}
+
+// TestJavaRackAwareAssignment: Kafka's client-side assignors place a classic group's partitions
+// on consumers in their replicas' racks (KIP-881) from the racks Metadata reports, so Runnel's
+// nodes must report theirs. Six partitions alternate between node 1 (rack-a) and node 2
+// (rack-b); two Java consumers, one per rack, each get their rack's three (the plain range
+// assignment would give each three neighbours, across racks). Kafka's server-side (KIP-848)
+// assignors have been rack-unaware since 3.8 (KAFKA-16694), and so are Runnel's.
+func TestJavaRackAwareAssignment(t *testing.T) {
+	java := testclients.Java(t)
+	rackOf := map[int32]string{1: "rack-a", 2: "rack-b", 3: "rack-a"}
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.tune = func(id int32, cfg *server.Config) { cfg.Rack = rackOf[id] }
+	})
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, adm := c.client()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "racked", -1, -1
+	for p := range int32(6) {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = p, []int32{1 + p%2}
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	}
+	req.Topics = append(req.Topics, rt)
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, resp)
+	}
+	eventually(t, "racked in every node's metadata", 30*time.Second, func() bool {
+		for id := range c.servers {
+			mreq := kmsg.NewPtrMetadataRequest()
+			mt := kmsg.NewMetadataRequestTopic()
+			mt.Topic = kmsg.StringPtr("racked")
+			mreq.Topics = append(mreq.Topics, mt)
+			resp, err := cl.Broker(int(id)).Request(ctx, mreq)
+			if err != nil || resp.(*kmsg.MetadataResponse).Topics[0].ErrorCode != 0 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// Both consumers join before anything is produced, so each reads only what it is assigned.
+	type consumer struct {
+		rack string
+		cmd  *exec.Cmd
+		out  bytes.Buffer
+		errs bytes.Buffer
+	}
+	var consumers []*consumer
+	for _, rack := range []string{"rack-a", "rack-b"} {
+		cs := &consumer{rack: rack}
+		cs.cmd = exec.CommandContext(ctx, java[0], append(java[1:], "consume", strings.Join(c.brokers(), ","), "racked", "racked-group", "classic", "30", "", rack)...)
+		cs.cmd.Stdout, cs.cmd.Stderr = &cs.out, &cs.errs
+		if err := cs.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		consumers = append(consumers, cs)
+	}
+	eventually(t, "a stable group of two members owning every partition", 60*time.Second, func() bool {
+		gs, err := adm.DescribeGroups(ctx, "racked-group")
+		if err != nil {
+			return false
+		}
+		g := gs["racked-group"]
+		owned := 0
+		for _, m := range g.Members {
+			if a, ok := m.Assigned.AsConsumer(); ok {
+				for _, tp := range a.Topics {
+					owned += len(tp.Partitions)
+				}
+			}
+		}
+		return g.State == "Stable" && len(g.Members) == 2 && owned == 6
+	})
+	var rs []*kgo.Record
+	for p := range int32(6) {
+		for i := range 10 {
+			rs = append(rs, &kgo.Record{Topic: "racked", Partition: p, Value: fmt.Appendf(nil, "%d-%d", p, i)})
+		}
+	}
+	producer, _ := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := producer.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cs := range consumers {
+		if err := cs.cmd.Wait(); err != nil {
+			t.Fatalf("Java consumer in %s: %v\n%s\n%s", cs.rack, err, tail(cs.out.String(), 300), tail(cs.errs.String(), 1200))
+		}
+		partitions := map[int32]int{}
+		for _, line := range strings.Split(strings.TrimSpace(cs.out.String()), "\n") {
+			p, err := strconv.ParseInt(strings.Fields(line)[0], 10, 32)
+			if err != nil {
+				t.Fatalf("Java consumer in %s printed %q", cs.rack, line)
+			}
+			partitions[int32(p)]++
+		}
+		for p, n := range partitions {
+			if rackOf[1+p%2] != cs.rack || n != 10 {
+				t.Errorf("the consumer in %s read %d records of partition %d, whose replica is in %s", cs.rack, n, p, rackOf[1+p%2])
+			}
+		}
+		if len(partitions) != 3 {
+			t.Errorf("the consumer in %s read partitions %v; want its rack's three", cs.rack, partitions)
 		}
 	}
 }
