@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/server"
 )
@@ -193,6 +194,25 @@ func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// waitTopicEverywhere waits until every node's Metadata knows topic (metadata reaches nodes
+// after a creation is answered, as in Kafka), asking each node directly through cl.
+func (c *testCluster) waitTopicEverywhere(ctx context.Context, cl *kgo.Client, topic string) {
+	c.t.Helper()
+	eventually(c.t, topic+" in every node's metadata", 30*time.Second, func() bool {
+		for id := range c.servers {
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			resp, err := cl.Broker(int(id)).Request(ctx, req)
+			if err != nil || resp.(*kmsg.MetadataResponse).Topics[0].ErrorCode != 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestClusterProduceReassignElect runs four nodes (three voters and a broker-only node):

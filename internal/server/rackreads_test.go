@@ -188,19 +188,7 @@ func TestRackAwarePlacement(t *testing.T) {
 	}
 	// kadm reads the partition count from Metadata first, and the node answering may not have
 	// the new topic yet (metadata reaches brokers after the creation is answered, as in Kafka).
-	eventually(t, "placed in every node's metadata", 30*time.Second, func() bool {
-		for id := range c.servers {
-			req := kmsg.NewPtrMetadataRequest()
-			rt := kmsg.NewMetadataRequestTopic()
-			rt.Topic = kmsg.StringPtr("placed")
-			req.Topics = append(req.Topics, rt)
-			resp, err := cl.Broker(int(id)).Request(ctx, req)
-			if err != nil || resp.(*kmsg.MetadataResponse).Topics[0].ErrorCode != 0 {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitTopicEverywhere(ctx, cl, "placed")
 	if rs, err := adm.CreatePartitions(ctx, 4, "placed"); err != nil || rs.Error() != nil {
 		t.Fatalf("create partitions: %v %v", err, rs.Error())
 	}
@@ -269,19 +257,7 @@ func TestJavaRackAwareAssignment(t *testing.T) {
 	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("create: %v %+v", err, resp)
 	}
-	eventually(t, "racked in every node's metadata", 30*time.Second, func() bool {
-		for id := range c.servers {
-			mreq := kmsg.NewPtrMetadataRequest()
-			mt := kmsg.NewMetadataRequestTopic()
-			mt.Topic = kmsg.StringPtr("racked")
-			mreq.Topics = append(mreq.Topics, mt)
-			resp, err := cl.Broker(int(id)).Request(ctx, mreq)
-			if err != nil || resp.(*kmsg.MetadataResponse).Topics[0].ErrorCode != 0 {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitTopicEverywhere(ctx, cl, "racked")
 
 	// Both consumers join before anything is produced, so each reads only what it is assigned.
 	type consumer struct {
