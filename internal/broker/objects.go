@@ -302,6 +302,7 @@ func (b *Broker) prefetchObjects(parts []*sessionPartition, budget int, acc fetc
 	if b.cfg.ObjectCache == nil || len(parts) < 2 || b.fromSnapshot() {
 		return
 	}
+	var reads []objects.PrefetchRead
 	for _, sp := range parts {
 		if acc.denied[sp] {
 			continue
@@ -311,9 +312,10 @@ func (b *Broker) prefetchObjects(parts []*sessionPartition, budget int, acc fetc
 			continue
 		}
 		if p, err := b.objectPartition(t.ID, sp.partition); err == nil && sp.offset >= p.Start && sp.offset < p.Next {
-			b.cfg.ObjectCache.Prefetch(p, sp.offset, min(int(sp.maxBytes), budget), true)
+			reads = append(reads, objects.PrefetchRead{Partition: p, Offset: sp.offset, MaxBytes: min(int(sp.maxBytes), budget)})
 		}
 	}
+	b.cfg.ObjectCache.Prefetch(reads)
 }
 
 // readObject reads an object partition for a fetch into fp.

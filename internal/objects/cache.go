@@ -1,8 +1,12 @@
 package objects
 
 import (
+	"bytes"
+	"cmp"
 	"container/list"
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,6 +143,105 @@ func (c *Cache) prefetch(key string, off uint64, n uint32) {
 		return
 	}
 	c.startLocked(k, n)
+}
+
+// objRange is a range of an object that the cache reads and keeps as one entry.
+type objRange struct {
+	key string
+	off uint64
+	n   uint32
+}
+
+// coalesceGap and coalesceSpan bound the sections of one object read with one GET: no more
+// than coalesceGap bytes between two of them (read and dropped), and coalesceSpan in all.
+const (
+	coalesceGap  = 256 << 10
+	coalesceSpan = 8 << 20
+)
+
+// prefetchSections starts reading the sections that are neither cached nor being read. Sections
+// of one object close to each other are read with one GET: a file holds its partitions'
+// sections side by side, so a fetch of many partitions written together costs one GET per
+// file rather than one per partition and file.
+func (c *Cache) prefetchSections(secs []objRange) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var todo []objRange
+	for _, s := range secs {
+		k := rangeKey{s.key, s.off}
+		if el, ok := c.entries[k]; ok && len(el.Value.(*cacheEntry).data) >= int(s.n) {
+			continue
+		}
+		if _, ok := c.inflight[k]; ok {
+			continue
+		}
+		todo = append(todo, s)
+	}
+	slices.SortFunc(todo, func(a, b objRange) int {
+		return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.off, b.off), cmp.Compare(b.n, a.n))
+	})
+	todo = slices.CompactFunc(todo, func(a, b objRange) bool { return a.key == b.key && a.off == b.off })
+	for i := 0; i < len(todo); {
+		end := todo[i].off + uint64(todo[i].n)
+		j := i + 1
+		for ; j < len(todo) && todo[j].key == todo[i].key && todo[j].off >= end && todo[j].off-end <= coalesceGap &&
+			todo[j].off+uint64(todo[j].n)-todo[i].off <= coalesceSpan; j++ {
+			end = todo[j].off + uint64(todo[j].n)
+		}
+		if j == i+1 {
+			c.startLocked(rangeKey{todo[i].key, todo[i].off}, todo[i].n)
+		} else {
+			run := slices.Clone(todo[i:j])
+			fills := make([]*fill, len(run))
+			for x, s := range run {
+				fills[x] = &fill{done: make(chan struct{})}
+				c.inflight[rangeKey{s.key, s.off}] = fills[x]
+			}
+			go c.fillRun(run, fills)
+		}
+		i = j
+	}
+}
+
+// fillRun reads sections of one object, in offset order and apart, with one GET.
+func (c *Cache) fillRun(run []objRange, fills []*fill) {
+	c.gets <- struct{}{}
+	defer func() { <-c.gets }()
+	key, from := run[0].key, run[0].off
+	last := run[len(run)-1]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	start := time.Now()
+	data, err := c.store.GetRange(ctx, key, int64(from), int64(last.off+uint64(last.n)-from))
+	cancel()
+	c.metrics.Request("get", len(data), err)
+	if err == nil {
+		c.metrics.Stage("get", time.Since(start))
+	}
+	for x, s := range run {
+		f := fills[x]
+		switch lo, hi := s.off-from, s.off-from+uint64(s.n); {
+		case err != nil:
+			f.err = err
+		case hi > uint64(len(data)):
+			f.data = bytes.Clone(data[min(lo, uint64(len(data))):])
+			f.err = checkSection(key, f.data, s.n)
+		default:
+			f.data = bytes.Clone(data[lo:hi]) // its own: a cache entry must not hold the whole run
+			f.err = checkSection(key, f.data, s.n)
+		}
+	}
+	c.mu.Lock()
+	for x, s := range run {
+		k := rangeKey{s.key, s.off}
+		delete(c.inflight, k)
+		if fills[x].err == nil {
+			c.addLocked(k, fills[x].data)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range fills {
+		close(f.done)
+	}
 }
 
 // fill reads a range (not bound to one reader's context: others may wait for it).

@@ -848,10 +848,7 @@ func TestReadOverlapsGets(t *testing.T) {
 	}
 	t.Logf("%d sections in %v (%d GETs at once at most)", files-1, time.Since(start), store.max.Load())
 
-	// Prefetch of the second partition's first sections overlaps them too; a small read reads
-	// ahead no further than it needs.
-	store.max.Store(0)
-	c.Prefetch(parts[1], 0, 1, true)
+	// A small read reads ahead no further than it needs.
 	data, err = c.Read(ctx, parts[1], 0, 1, true)
 	if err != nil || len(data) == 0 {
 		t.Fatalf("read: %d bytes, %v", len(data), err)
@@ -859,4 +856,43 @@ func TestReadOverlapsGets(t *testing.T) {
 	if g := store.gets.Load(); g != files {
 		t.Fatalf("a read of one batch made %d GETs", g-(files-1))
 	}
+
+	// A fetch's prefetch reads both partitions' sections of a file with one GET, and each
+	// read then finds its own (a fresh cache; partition 0 from offset 2, partition 1 from 1:
+	// their next sections lie side by side in files f002 and after).
+	c = NewCache(store, 0, nil)
+	before := store.gets.Load()
+	c.Prefetch([]PrefetchRead{{parts[0], 2, 1}, {parts[1], 2, 1}, {parts[1], 2, 1}})
+	for i, p := range parts {
+		data, err := c.Read(ctx, p, 2, 1, true)
+		var got []string
+		if err == nil {
+			err = eachRecordValue(data, func(v string) { got = append(got, v) })
+		}
+		if err != nil || len(got) != 1 || got[0] != "v2" {
+			t.Fatalf("partition %d after the prefetch: %v, %v", i, got, err)
+		}
+	}
+	if g := store.gets.Load() - before; g != 1 {
+		t.Fatalf("two partitions' sections of one file: %d GETs, want 1", g)
+	}
+}
+
+// eachRecordValue calls fn with the value of each record of data's batches.
+func eachRecordValue(data []byte, fn func(string)) error {
+	for len(data) > 0 {
+		size, err := batch.Split(data)
+		if err != nil {
+			return err
+		}
+		h, err := batch.ParseHeader(data[:size])
+		if err != nil {
+			return err
+		}
+		if err := batch.EachRecord(&h, data[:size], func(r *batch.Record) { fn(string(r.Value)) }); err != nil {
+			return err
+		}
+		data = data[size:]
+	}
+	return nil
 }

@@ -82,12 +82,25 @@ func (c *Cache) Read(ctx context.Context, p *objtopic.Partition, offset int64, m
 	return out, nil
 }
 
-// Prefetch starts reading the first sections a Read of p from offset for maxBytes would need,
+// PrefetchRead is a Read that Prefetch starts.
+type PrefetchRead struct {
+	Partition *objtopic.Partition
+	Offset    int64
+	MaxBytes  int
+}
+
+// Prefetch starts reading the first sections each Read (first: at least one batch) would need,
 // without waiting: a fetch of many partitions reads them one after another, and their GETs
-// then overlap.
-func (c *Cache) Prefetch(p *objtopic.Partition, offset int64, maxBytes int, first bool) {
-	exts := p.Find(offset)
-	c.prefetchAll(exts[:min(readAheadOf(exts, maxBytes, first), readAhead)])
+// then overlap; the partitions' sections in one file are read with one GET.
+func (c *Cache) Prefetch(reads []PrefetchRead) {
+	var secs []objRange
+	for _, r := range reads {
+		exts := r.Partition.Find(r.Offset)
+		for _, e := range exts[:min(readAheadOf(exts, r.MaxBytes, true), readAhead)] {
+			secs = append(secs, objRange{e.File, e.Offset, e.Length})
+		}
+	}
+	c.prefetchSections(secs)
 }
 
 // readAheadOf returns how many of exts a read of maxBytes may need: sections up to maxBytes in
