@@ -99,7 +99,7 @@ func (c *Cache) addLocked(k rangeKey, data []byte) {
 func (c *Cache) Get(ctx context.Context, key string, off uint64, n uint32) ([]byte, error) {
 	k := rangeKey{key, off}
 	c.mu.Lock()
-	if el, ok := c.entries[k]; ok && len(el.Value.(*cacheEntry).data) >= int(n) {
+	if el, ok := c.cachedLocked(k, n); ok {
 		c.lru.MoveToFront(el)
 		data := el.Value.(*cacheEntry).data[:n]
 		c.mu.Unlock()
@@ -123,13 +123,19 @@ func (c *Cache) Get(ctx context.Context, key string, off uint64, n uint32) ([]by
 	return f.data[:n], nil
 }
 
+// cachedLocked returns the entry of k if it holds at least n bytes.
+func (c *Cache) cachedLocked(k rangeKey, n uint32) (*list.Element, bool) {
+	el, ok := c.entries[k]
+	return el, ok && len(el.Value.(*cacheEntry).data) >= int(n)
+}
+
 // startLocked returns the fill of k under way, or starts one.
 func (c *Cache) startLocked(k rangeKey, n uint32) *fill {
 	f, ok := c.inflight[k]
 	if !ok {
 		f = &fill{done: make(chan struct{})}
 		c.inflight[k] = f
-		go c.fill(k, n, f)
+		go c.fillRun([]objRange{{k.key, k.off, n}}, []*fill{f})
 	}
 	return f
 }
@@ -139,10 +145,9 @@ func (c *Cache) prefetch(key string, off uint64, n uint32) {
 	k := rangeKey{key, off}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.entries[k]; ok && len(el.Value.(*cacheEntry).data) >= int(n) {
-		return
+	if _, ok := c.cachedLocked(k, n); !ok {
+		c.startLocked(k, n)
 	}
-	c.startLocked(k, n)
 }
 
 // objRange is a range of an object that the cache reads and keeps as one entry.
@@ -169,13 +174,11 @@ func (c *Cache) prefetchSections(secs []objRange) {
 	var todo []objRange
 	for _, s := range secs {
 		k := rangeKey{s.key, s.off}
-		if el, ok := c.entries[k]; ok && len(el.Value.(*cacheEntry).data) >= int(s.n) {
-			continue
+		if _, cached := c.cachedLocked(k, s.n); !cached {
+			if _, reading := c.inflight[k]; !reading {
+				todo = append(todo, s)
+			}
 		}
-		if _, ok := c.inflight[k]; ok {
-			continue
-		}
-		todo = append(todo, s)
 	}
 	slices.SortFunc(todo, func(a, b objRange) int {
 		return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.off, b.off), cmp.Compare(b.n, a.n))
@@ -203,7 +206,8 @@ func (c *Cache) prefetchSections(secs []objRange) {
 	}
 }
 
-// fillRun reads sections of one object, in offset order and apart, with one GET.
+// fillRun reads sections of one object, in offset order and apart, with one GET (not bound to
+// one reader's context: others may wait for it).
 func (c *Cache) fillRun(run []objRange, fills []*fill) {
 	c.gets <- struct{}{}
 	defer func() { <-c.gets }()
@@ -213,22 +217,29 @@ func (c *Cache) fillRun(run []objRange, fills []*fill) {
 	start := time.Now()
 	data, err := c.store.GetRange(ctx, key, int64(from), int64(last.off+uint64(last.n)-from))
 	cancel()
-	c.metrics.Request("get", len(data), err)
-	if err == nil {
-		c.metrics.Stage("get", time.Since(start))
-	}
+	took := time.Since(start)
 	for x, s := range run {
 		f := fills[x]
 		switch lo, hi := s.off-from, s.off-from+uint64(s.n); {
 		case err != nil:
 			f.err = err
-		case hi > uint64(len(data)):
-			f.data = bytes.Clone(data[min(lo, uint64(len(data))):])
+		case len(run) == 1:
+			f.data = data
 			f.err = checkSection(key, f.data, s.n)
-		default:
-			f.data = bytes.Clone(data[lo:hi]) // its own: a cache entry must not hold the whole run
+		default: // its own copy: a cache entry must not hold the whole run
+			f.data = bytes.Clone(data[min(lo, uint64(len(data))):min(hi, uint64(len(data)))])
 			f.err = checkSection(key, f.data, s.n)
 		}
+	}
+	for _, f := range fills { // a section that does not check out fails the GET, as counted
+		if err != nil {
+			break
+		}
+		err = f.err
+	}
+	c.metrics.Request("get", len(data), err)
+	if err == nil {
+		c.metrics.Stage("get", took)
 	}
 	c.mu.Lock()
 	for x, s := range run {
@@ -242,28 +253,4 @@ func (c *Cache) fillRun(run []objRange, fills []*fill) {
 	for _, f := range fills {
 		close(f.done)
 	}
-}
-
-// fill reads a range (not bound to one reader's context: others may wait for it).
-func (c *Cache) fill(k rangeKey, n uint32, f *fill) {
-	c.gets <- struct{}{}
-	defer func() { <-c.gets }()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	start := time.Now()
-	f.data, f.err = c.store.GetRange(ctx, k.key, int64(k.off), int64(n))
-	cancel()
-	if f.err == nil {
-		f.err = checkSection(k.key, f.data, n)
-	}
-	c.metrics.Request("get", len(f.data), f.err)
-	if f.err == nil {
-		c.metrics.Stage("get", time.Since(start))
-	}
-	c.mu.Lock()
-	delete(c.inflight, k)
-	if f.err == nil && len(f.data) == int(n) {
-		c.addLocked(k, f.data)
-	}
-	c.mu.Unlock()
-	close(f.done)
 }

@@ -35,7 +35,7 @@ func (c *Cache) Read(ctx context.Context, p *objtopic.Partition, offset int64, m
 	var out []byte
 	exts := p.Find(offset)
 	need := readAheadOf(exts, maxBytes, first)
-	c.prefetchAll(exts[:min(need, readAhead)])
+	c.prefetchSections(rangesOf(exts[:min(need, readAhead)]))
 	for i, e := range exts {
 		if len(out) >= maxBytes && (len(out) > 0 || !first) {
 			return out, nil // no batch of e would fit: do not read it
@@ -96,9 +96,7 @@ func (c *Cache) Prefetch(reads []PrefetchRead) {
 	var secs []objRange
 	for _, r := range reads {
 		exts := r.Partition.Find(r.Offset)
-		for _, e := range exts[:min(readAheadOf(exts, r.MaxBytes, true), readAhead)] {
-			secs = append(secs, objRange{e.File, e.Offset, e.Length})
-		}
+		secs = append(secs, rangesOf(exts[:min(readAheadOf(exts, r.MaxBytes, true), readAhead)])...)
 	}
 	c.prefetchSections(secs)
 }
@@ -117,10 +115,13 @@ func readAheadOf(exts []objtopic.Extent, maxBytes int, first bool) int {
 	return n
 }
 
-func (c *Cache) prefetchAll(exts []objtopic.Extent) {
-	for _, e := range exts {
-		c.prefetch(e.File, e.Offset, e.Length)
+// rangesOf returns the object ranges of exts' sections.
+func rangesOf(exts []objtopic.Extent) []objRange {
+	out := make([]objRange, len(exts))
+	for i, e := range exts {
+		out[i] = objRange{e.File, e.Offset, e.Length}
 	}
+	return out
 }
 
 // OffsetForTime returns the offset of the first record of p whose timestamp is at or after ts
