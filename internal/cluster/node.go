@@ -706,7 +706,7 @@ func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
 				continue
 			}
 			ip := it.Partitions[p.Index]
-			a := replica.Assignment{Epoch: ip.LeaderEpoch, Leader: ip.Leader, Sets: ip.VoterSets(), ISR: ip.ISR,
+			a := replica.Assignment{Epoch: ip.LeaderEpoch, Leader: ip.Leader, Sets: ip.VoterSets(), ISR: ip.ISR, TargetSynced: ip.TargetSynced,
 				WriteCaching: p.Log.WriteCaching(), MinISR: mi}
 			switch {
 			case ip.Leader == self:

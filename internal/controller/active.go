@@ -302,9 +302,12 @@ func (a *Active) reassign(now time.Time, eff *Effects) {
 			return
 		}
 		ref := PartitionRef{Topic: t.ID, Partition: index}
+		if !p.TargetSynced {
+			return // still catching up
+		}
 		for _, n := range p.Target {
 			if !slices.Contains(p.ISR, n) {
-				return // still catching up
+				return
 			}
 		}
 		if !slices.Contains(p.Target, p.Leader) {

@@ -190,7 +190,7 @@ func TestBalanceMovesLeadershipBackToPreferred(t *testing.T) {
 	if eff := a.Tick(t0.Add(2 * time.Second)); len(eff.Transfers) != 0 {
 		t.Fatal("balanced to node 1 while it is not in the ISR")
 	}
-	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{ref, 1, []int32{2, 1, 3}}}}})
+	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: 1, ISR: []int32{2, 1, 3}}}}})
 	a.SetImage(im.Clone(), t0.Add(2*time.Second))
 	for _, n := range []int32{1, 2, 3} {
 		a.Heartbeat(n, im.Nodes[n].Incarnation, t0.Add(3*time.Second))
@@ -231,7 +231,19 @@ func TestReassignmentFinishesOnceTargetsAreInSync(t *testing.T) {
 	if eff := a.Tick(t0); len(eff.Propose) != 0 || len(eff.Transfers) != 0 {
 		t.Fatalf("acted before node 4 is in sync: %+v", eff)
 	}
-	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{ref, 0, []int32{1, 2, 3, 4}}}}})
+	// In the ISR, but the leader has not reported the target set synced.
+	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: 0, ISR: []int32{1, 2, 3, 4}}}}})
+	a.SetImage(im.Clone(), t0)
+	if eff := a.Tick(t0); len(eff.Propose) != 0 || len(eff.Transfers) != 0 {
+		t.Fatalf("acted before the target set is synced: %+v", eff)
+	}
+	// A report for another target does not count.
+	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: 0, ISR: []int32{1, 2, 3, 4}, Target: []int32{4, 3, 2}}}}})
+	a.SetImage(im.Clone(), t0)
+	if eff := a.Tick(t0); len(eff.Propose) != 0 || len(eff.Transfers) != 0 {
+		t.Fatalf("acted on a report synced for another target: %+v", eff)
+	}
+	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: 0, ISR: []int32{1, 2, 3, 4}, Target: []int32{4, 2, 3}}}}})
 	a.SetImage(im.Clone(), t0)
 	eff := a.Tick(t0)
 	if len(eff.Transfers[1]) != 1 || eff.Transfers[1][0].Target != 4 {
@@ -240,7 +252,12 @@ func TestReassignmentFinishesOnceTargetsAreInSync(t *testing.T) {
 	// Once 4 leads, the reassignment finishes.
 	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
 	Apply(im, im.Index+1, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 1, 4}}}})
-	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{ref, 1, []int32{1, 2, 3, 4}}}}})
+	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: 1, ISR: []int32{1, 2, 3, 4}}}}})
+	a.SetImage(im.Clone(), t0.Add(time.Second))
+	if eff := a.Tick(t0.Add(time.Second)); hasOp(eff, OpFinishReassign) {
+		t.Fatal("finished on the previous epoch's synced report")
+	}
+	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: 1, ISR: []int32{1, 2, 3, 4}, Target: []int32{4, 2, 3}}}}})
 	a.SetImage(im.Clone(), t0.Add(time.Second))
 	eff = a.Tick(t0.Add(time.Second))
 	if !hasOp(eff, OpFinishReassign) {

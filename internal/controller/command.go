@@ -188,11 +188,18 @@ type SetISR struct {
 	Items []ISRItem `json:"items"`
 }
 
-// ISRItem is one partition's reported ISR.
+// ISRItem is one partition's reported ISR. During a reassignment, Target is the target set
+// once a quorum of it holds every committed batch and commits along (the move may finish).
 type ISRItem struct {
 	PartitionRef
-	Epoch int32   `json:"epoch"`
-	ISR   []int32 `json:"isr"`
+	Epoch  int32   `json:"epoch"`
+	ISR    []int32 `json:"isr"`
+	Target []int32 `json:"target,omitempty"`
+}
+
+// Equal reports whether two reports say the same.
+func (it ISRItem) Equal(o ISRItem) bool {
+	return it.PartitionRef == o.PartitionRef && it.Epoch == o.Epoch && slices.Equal(it.ISR, o.ISR) && slices.Equal(it.Target, o.Target)
 }
 
 // Reassign starts (Target set), cancels (Target nil, op reassign) or finishes (op
@@ -363,10 +370,14 @@ func Apply(im *Image, index uint64, c *Command) Result {
 		if c.SetISR != nil {
 			for _, it := range c.SetISR.Items {
 				_, p, ok := im.Partition(it.Topic, it.Partition)
-				if ok && p.LeaderEpoch == it.Epoch && p.Leader >= 0 && slices.Contains(it.ISR, p.Leader) && !slices.Equal(p.ISR, it.ISR) {
+				if !ok || p.LeaderEpoch != it.Epoch || p.Leader < 0 || !slices.Contains(it.ISR, p.Leader) {
+					continue
+				}
+				if !slices.Equal(p.ISR, it.ISR) {
 					p.ISR = slices.Clone(it.ISR)
 					p.PartitionEpoch++
 				}
+				p.TargetSynced = p.Target != nil && slices.Equal(it.Target, p.Target)
 			}
 		}
 	case OpReassign:
@@ -468,6 +479,7 @@ func loseNode(im *Image, node int32) {
 func dropLeader(p *Partition) {
 	p.LeaderEpoch++
 	p.Leader = -1
+	p.TargetSynced = false // the next epoch's leader reports it again
 	p.PartitionEpoch++
 }
 
@@ -559,6 +571,7 @@ func applyElect(im *Image, e *Elect) {
 		}
 		p.Leader = it.Leader
 		p.ISR = []int32{it.Leader} // the leader reports the followers as they catch up
+		p.TargetSynced = false
 		p.PartitionEpoch++
 	}
 }
@@ -573,7 +586,7 @@ func applyReassign(im *Image, r *Reassign) error {
 			return ErrNoReassignment
 		}
 		lost := p.Leader >= 0 && !slices.Contains(p.Replicas, p.Leader)
-		p.Target = nil
+		p.Target, p.TargetSynced = nil, false
 		p.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(n int32) bool { return !slices.Contains(p.Replicas, n) })
 		p.PartitionEpoch++
 		if lost {
@@ -584,8 +597,11 @@ func applyReassign(im *Image, r *Reassign) error {
 	if err := checkAssignment(im, r.Target); err != nil {
 		return err
 	}
+	if !slices.Equal(r.Target, p.Target) {
+		p.TargetSynced = false
+	}
 	if slices.Equal(r.Target, p.Replicas) {
-		p.Target = nil
+		p.Target, p.TargetSynced = nil, false
 	} else {
 		p.Target = slices.Clone(r.Target)
 	}
@@ -606,7 +622,10 @@ func applyFinishReassign(im *Image, r *Reassign) error {
 			return fmt.Errorf("%w: %d", ErrReassignNotSynced, n)
 		}
 	}
-	p.Replicas, p.Target = p.Target, nil
+	if !p.TargetSynced {
+		return fmt.Errorf("%w: the target set does not hold every committed batch yet", ErrReassignNotSynced)
+	}
+	p.Replicas, p.Target, p.TargetSynced = p.Target, nil, false
 	p.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(n int32) bool { return !slices.Contains(p.Replicas, n) })
 	p.PartitionEpoch++
 	if p.Leader >= 0 && !slices.Contains(p.Replicas, p.Leader) {

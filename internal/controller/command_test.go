@@ -154,8 +154,15 @@ func TestReassignJointThenFinish(t *testing.T) {
 	if res := Apply(im, 42, &Command{Op: OpFinishReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 2, 3}}}); !errors.Is(res.Err, ErrReassignNotSynced) {
 		t.Fatalf("finish with 4 out of sync = %v; want ErrReassignNotSynced", res.Err)
 	}
-	Apply(im, 43, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{ref, 0, []int32{1, 2, 3, 4}}}}})
-	if res := Apply(im, 44, &Command{Op: OpFinishReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 2, 3}}}); res.Err != nil {
+	Apply(im, 43, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: 0, ISR: []int32{1, 2, 3, 4}}}}})
+	if res := Apply(im, 44, &Command{Op: OpFinishReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 2, 3}}}); !errors.Is(res.Err, ErrReassignNotSynced) {
+		t.Fatalf("finish with 4 in the ISR but the target set not reported synced = %v; want ErrReassignNotSynced", res.Err)
+	}
+	Apply(im, 45, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: 0, ISR: []int32{1, 2, 3, 4}, Target: []int32{4, 2, 3}}}}})
+	if _, p, _ := im.Partition(ref.Topic, 0); !p.TargetSynced {
+		t.Fatal("the synced report did not mark the target synced")
+	}
+	if res := Apply(im, 46, &Command{Op: OpFinishReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 2, 3}}}); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	_, p, _ = im.Partition(ref.Topic, 0)
@@ -188,6 +195,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add([]byte(`{"op":"trim-objects","trim_objects":{"items":[{"topic":"09000000000000000000000000000000","partition":0,"start":2}]}}`))
 	f.Add([]byte(`{"op":"replace-extents","replace_extents":{"topic":"09000000000000000000000000000000","partition":0,"first":{"f":"a","b":0,"l":1},"last":{"f":"a","b":0,"l":1},"merged":{"f":"m","b":0,"l":1}}}`))
 	f.Add([]byte(`{"op":"forget-writer","forget_writer":{"writer":"w"}}`))
+	f.Add([]byte(`{"op":"set-isr","set_isr":{"items":[{"topic":"01000000000000000000000000000000","partition":0,"epoch":1,"isr":[3,1],"target":[1,3]}]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
 		if err != nil {

@@ -107,9 +107,13 @@ type Partition struct {
 	// Replicas, the preferred leader first.
 	Replicas []int32 `json:"replicas"`
 	// Target is the replica set a reassignment moves to (nil: none). While set, the partition
-	// is hosted by Replicas ∪ Target and needs a quorum of both (joint consensus).
+	// is hosted by Replicas ∪ Target; the target set first catches up, then commits along
+	// (joint consensus; docs/cluster.md §4.7).
 	Target []int32 `json:"target,omitempty"`
-	Leader int32   `json:"leader"` // -1: no leader (an election is due)
+	// TargetSynced: the leader of this epoch reported that a quorum of Target holds every
+	// committed batch and commits along, so the move may finish.
+	TargetSynced bool  `json:"target_synced,omitempty"`
+	Leader       int32 `json:"leader"` // -1: no leader (an election is due)
 	// LeaderEpoch is bumped by every command that takes the leader away; the elected leader
 	// leads in the epoch its election was for.
 	LeaderEpoch int32   `json:"leader_epoch"`

@@ -12,8 +12,15 @@ import (
 // Q = max(majority of S, min.insync.replicas) (capped at |S|); the ends are the fsynced ones,
 // or with write caching the appended ones. The leader counts itself once its epoch marker is
 // durable, and a follower once it acknowledged an end at or past epochStart (it writes the marker
-// on reaching it). During a reassignment both replica sets must commit (joint consensus). The high
-// watermark moves to the commit offset only once that is at least epochStart, and never back.
+// on reaching it). The high watermark moves to the commit offset only once that is at least
+// epochStart, and never back.
+//
+// During a reassignment (two sets: the current replicas, then the target) the target set first
+// learns: commits need the current set only, so replicas the move adds catch up without holding
+// the high watermark back (as Kafka's adding replicas stay out of the ISR until they catch up).
+// Once a quorum of the target set has caught up, both sets must commit (joint consensus), and
+// once the target set also holds every batch committed before that (TargetSynced), the move
+// may finish: from then on every committed batch is on a quorum of the target set.
 type Leader struct {
 	Self         int32
 	Epoch        int32
@@ -29,6 +36,10 @@ type Leader struct {
 	selfReady bool // the leader's own epoch marker is durable
 	hw        int64
 	started   time.Time
+	// joint: the target set counts for commits (see the type's comment); jointMark: every
+	// batch committed before it did is below this offset.
+	joint     bool
+	jointMark int64
 }
 
 // Progress is what the leader knows of one follower in its epoch.
@@ -75,8 +86,12 @@ func NewLeader(self, epoch int32, epochStart, hw int64, sets [][]int32, writeCac
 	return l
 }
 
-// SetSets changes the replica sets (a reassignment began or ended).
+// SetSets changes the replica sets (a reassignment began or ended). A new target set learns
+// first.
 func (l *Leader) SetSets(sets [][]int32, now time.Time) {
+	if !slices.EqualFunc(sets, l.sets, slices.Equal) {
+		l.joint = false
+	}
 	l.sets = nil
 	for _, s := range sets {
 		l.sets = append(l.sets, slices.Clone(s))
@@ -231,23 +246,66 @@ func (l *Leader) Replicated() int64 { return l.quorumEnd(true) }
 // whatever the topic's write caching: what a transaction's prepare and markers wait for.
 func (l *Leader) Durable() int64 { return l.quorumEnd(false) }
 
+// commitSets are the sets whose quorums commit: the current one, and the target once it is joint.
+func (l *Leader) commitSets() [][]int32 {
+	if len(l.sets) > 1 && !l.joint {
+		return l.sets[:1]
+	}
+	return l.sets
+}
+
 func (l *Leader) quorumEnd(memory bool) int64 {
 	commit := int64(-1)
-	for i, s := range l.sets {
-		ends := make([]int64, 0, len(s))
-		for _, n := range s {
-			ends = append(ends, l.end(n, memory))
-		}
-		slices.SortFunc(ends, func(a, b int64) int { return int(min(max(b-a, -1), 1)) })
-		c := ends[Quorum(len(s), l.MinISR)-1]
-		if i == 0 || c < commit {
+	for i, s := range l.commitSets() {
+		if c := l.setEnd(s, memory); i == 0 || c < commit {
 			commit = c
 		}
 	}
 	return commit
 }
 
+// setEnd is the offset below which every batch is held by a quorum of set s.
+func (l *Leader) setEnd(s []int32, memory bool) int64 {
+	ends := make([]int64, 0, len(s))
+	for _, n := range s {
+		ends = append(ends, l.end(n, memory))
+	}
+	slices.SortFunc(ends, func(a, b int64) int { return int(min(max(b-a, -1), 1)) })
+	return ends[Quorum(len(s), l.MinISR)-1]
+}
+
+// TargetSynced reports whether a reassignment's target set holds every committed batch on a
+// quorum, and will hold every later one (it commits jointly): the move may finish.
+func (l *Leader) TargetSynced() bool {
+	return len(l.sets) > 1 && l.joint && l.setEnd(l.sets[1], l.WriteCaching) >= l.jointMark
+}
+
+// join makes a learning target set joint once a quorum of it has caught up (the leader, if a
+// member, counts once its epoch marker is durable). Every batch committed so far, by this
+// epoch or an earlier one, is below max(hw, EpochStart): the target set must reach that mark
+// before the move may finish.
+func (l *Leader) join() {
+	if len(l.sets) < 2 || l.joint {
+		return
+	}
+	t := l.sets[1]
+	up := 0
+	for _, n := range t {
+		if n == l.Self {
+			if l.selfReady {
+				up++
+			}
+		} else if p := l.followers[n]; p != nil && p.Streaming && p.CaughtUp {
+			up++
+		}
+	}
+	if up >= Quorum(len(t), l.MinISR) {
+		l.joint, l.jointMark = true, max(l.hw, l.EpochStart)
+	}
+}
+
 func (l *Leader) advance() bool {
+	l.join()
 	c := l.Commit()
 	if c >= l.EpochStart && c > l.hw {
 		l.hw = c
@@ -285,14 +343,14 @@ func (l *Leader) inSync(p *Progress, now time.Time) bool {
 
 // Throttleable reports whether sends to follower n may be held back by a replication quota
 // (throttle.go): it is out of sync (or never caught up since it joined), and every replica set
-// it belongs to has a quorum of in-sync members without it, so the high watermark does not
-// wait for it.
+// it belongs to that commits (a learning target set does not) has a quorum of in-sync members
+// without it, so the high watermark does not wait for it.
 func (l *Leader) Throttleable(n int32, now time.Time) bool {
 	p := l.followers[n]
 	if p == nil || l.solid(p, now) {
 		return false
 	}
-	for _, s := range l.sets {
+	for _, s := range l.commitSets() {
 		if !slices.Contains(s, n) {
 			continue
 		}
@@ -326,10 +384,11 @@ func (l *Leader) Live(now time.Time, grace time.Duration) int {
 	return n
 }
 
-// NeedForAcks is how many live replicas acks=all needs: the quorum of the largest set.
+// NeedForAcks is how many live replicas acks=all needs: the quorum of the largest set that
+// commits.
 func (l *Leader) NeedForAcks() int {
 	need := 0
-	for _, s := range l.sets {
+	for _, s := range l.commitSets() {
 		need = max(need, Quorum(len(s), l.MinISR))
 	}
 	if l.MinISR > need { // min.insync.replicas above the replication factor: never enough

@@ -195,18 +195,71 @@ func TestLeaderMinISRRaisesTheQuorum(t *testing.T) {
 	}
 }
 
+// TestLeaderJointConsensus: a reassignment's target set first learns (commits need the current
+// set only, so new replicas far behind do not hold the high watermark back), turns joint once a
+// quorum of it has caught up, and is synced (the move may finish) once it also holds every batch
+// committed before that.
 func TestLeaderJointConsensus(t *testing.T) {
-	l := NewLeader(1, 0, 0, 0, [][]int32{{1, 2, 3}, {1, 4, 5}}, true, 1, 10*time.Second, now0)
+	// {1,2,3} → {4,5,6}, led by 1, which is not in the target set.
+	l := NewLeader(1, 0, 0, 0, [][]int32{{1, 2, 3}, {4, 5, 6}}, true, 1, 10*time.Second, now0)
 	l.SetLocal(10, 10, true)
-	l.Join(2, 0)
-	l.Ack(2, 10, 10, now0)
-	if l.HW() != 0 {
-		t.Fatalf("HW = %d with the new set {1,4,5} holding it only on 1; want 0", l.HW())
+	for _, n := range []int32{2, 4, 5, 6} {
+		l.Join(n, 0)
 	}
-	l.Join(4, 0)
-	l.Ack(4, 10, 10, now0)
+	l.Ack(2, 10, 10, now0)
 	if l.HW() != 10 {
-		t.Fatalf("HW = %d; want 10 (a majority of both sets)", l.HW())
+		t.Fatalf("HW = %d while the target set learns; want 10 (a quorum of the current set)", l.HW())
+	}
+	if need := l.NeedForAcks(); need != 2 {
+		t.Fatalf("acks=all needs %d replicas while the target set learns; want 2", need)
+	}
+	l.Ack(4, 10, 10, now0) // caught up: one of the target's quorum of 2
+	l.SetLocal(30, 30, true)
+	l.Ack(2, 30, 30, now0)
+	if l.HW() != 30 || l.TargetSynced() {
+		t.Fatalf("HW = %d, synced %v with one target replica caught up; want 30, false", l.HW(), l.TargetSynced())
+	}
+	l.Ack(5, 30, 30, now0) // a quorum of the target caught up: joint from here, every batch below 30 must reach it
+	if l.TargetSynced() {
+		t.Fatal("synced while the target set's quorum holds only up to 10 of the 30 committed")
+	}
+	l.SetLocal(40, 40, true)
+	l.Ack(2, 40, 40, now0)
+	if l.HW() != 30 {
+		t.Fatalf("HW = %d once joint with the target set's quorum at 10; want 30 (it holds)", l.HW())
+	}
+	l.Ack(4, 40, 40, now0)
+	if l.HW() != 30 || !l.TargetSynced() {
+		t.Fatalf("HW = %d, synced %v with the target set's quorum at 30; want 30, true", l.HW(), l.TargetSynced())
+	}
+	l.Ack(5, 40, 40, now0)
+	if l.HW() != 40 {
+		t.Fatalf("HW = %d with both sets' quorums at 40; want 40", l.HW())
+	}
+	// Another target set learns again.
+	l.SetSets([][]int32{{1, 2, 3}, {1, 7, 8}}, now0)
+	l.SetLocal(50, 50, true)
+	l.Ack(2, 50, 50, now0)
+	if l.HW() != 50 || l.TargetSynced() {
+		t.Fatalf("HW = %d, synced %v with a new target set; want 50 (it learns), false", l.HW(), l.TargetSynced())
+	}
+
+	// {1} → {1,2,3,4} with min.insync.replicas 2: the move itself does not make acks=all
+	// possible before the new replicas are in sync (as in Kafka, where they join the ISR then).
+	l2 := NewLeader(1, 0, 0, 0, [][]int32{{1}, {1, 2, 3, 4}}, true, 2, 10*time.Second, now0)
+	l2.SetLocal(10, 10, true)
+	if need, live := l2.NeedForAcks(), l2.Live(now0.Add(time.Minute), time.Second); need != 2 || live != 1 {
+		t.Fatalf("acks=all needs %d, live %d; want 2 (min.insync.replicas), 1", need, live)
+	}
+	if l2.HW() != 10 {
+		t.Fatalf("HW = %d; want 10 (the current set is the leader alone)", l2.HW())
+	}
+	for _, n := range []int32{2, 3} {
+		l2.Join(n, 0)
+		l2.Ack(n, 10, 10, now0)
+	}
+	if !l2.TargetSynced() || l2.NeedForAcks() != 3 {
+		t.Fatalf("synced %v, acks=all needs %d with 3 of 4 target replicas caught up; want true, 3", l2.TargetSynced(), l2.NeedForAcks())
 	}
 }
 

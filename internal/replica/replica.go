@@ -35,6 +35,7 @@ type Assignment struct {
 	Leader       int32
 	Sets         [][]int32 // replica sets: one, or two during a reassignment
 	ISR          []int32   // as the image has it
+	TargetSynced bool      // as the image has it: the leader reported the target set synced
 	WriteCaching bool
 	MinISR       int
 }
@@ -62,7 +63,7 @@ type Replica struct {
 	hwCh       chan struct{}
 	replCh     chan struct{} // closed when Leader.Replicated or Durable may have moved, if replWait > 0
 	replWait   int
-	reported   []int32 // leader: the ISR last reported
+	reported   controller.ISRItem // leader: the ISR (and synced target) last reported
 	reportedAt time.Time
 	lastAck    map[int32]time.Time // leader: when each follower last acknowledged
 }
@@ -434,7 +435,7 @@ func (r *Replica) setAssignment(a Assignment) {
 		r.knownHW = max(r.knownHW, r.leader.HW())
 		r.leader = nil
 	}
-	r.frozen, r.joined, r.reported, r.lastAck = false, false, nil, nil
+	r.frozen, r.joined, r.reported, r.lastAck = false, false, controller.ISRItem{}, nil
 	defer r.notifyLocked()
 	if r.failed != nil {
 		return
@@ -841,12 +842,16 @@ func (r *Replica) tick(now time.Time, checkISR bool) *controller.ISRItem {
 	if !checkISR {
 		return nil
 	}
-	isr := r.leader.InSync(now)
-	if slices.Equal(isr, r.a.ISR) || (slices.Equal(isr, r.reported) && now.Sub(r.reportedAt) < time.Second) {
+	it := controller.ISRItem{PartitionRef: r.Ref, Epoch: r.a.Epoch, ISR: r.leader.InSync(now)}
+	if r.leader.TargetSynced() {
+		it.Target = slices.Clone(r.a.Sets[1])
+	}
+	if slices.Equal(it.ISR, r.a.ISR) && (it.Target != nil) == r.a.TargetSynced ||
+		it.Equal(r.reported) && now.Sub(r.reportedAt) < time.Second {
 		return nil
 	}
-	r.reported, r.reportedAt = isr, now
-	return &controller.ISRItem{PartitionRef: r.Ref, Epoch: r.a.Epoch, ISR: isr}
+	r.reported, r.reportedAt = it, now
+	return &it
 }
 
 // peerDown is told that the connection to node broke.

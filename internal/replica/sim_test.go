@@ -24,25 +24,62 @@ var (
 	simFirst = flag.Int("sim.first", 0, "first seed of the randomized replication simulation")
 )
 
-// The simulation runs three replicas of one partition with real logs on in-memory file
-// systems, a network that loses and delays frames (in order per direction, as TCP is), crashes
-// (a power loss without write caching: everything unsynced is gone; a process kill with it),
-// restarts, isolation of a node (its frames are dropped both ways and it hears no metadata),
-// and elections run as the controller runs them. It checks that every acknowledged batch stays
-// at its offset in every later leader's log, that the current leader's high watermark never
-// goes back, and that all replicas end with the same log.
+// The simulation runs three replicas of one partition on five nodes with real logs on
+// in-memory file systems, a network that loses and delays frames (in order per direction, as
+// TCP is), crashes (a power loss without write caching: everything unsynced is gone; a process
+// kill with it), restarts, isolation of a node (its frames are dropped both ways and it hears no
+// metadata), elections run as the controller runs them, and reassignments to another three of
+// the five nodes, finished as the controller finishes them (on the leader's reports) or
+// cancelled; a node a move removes loses its copy. It checks that every acknowledged batch
+// stays at its offset in every later leader's log, that the current leader's high watermark
+// never goes back, and that all replicas end with the same log.
 func TestSimulation(t *testing.T) {
+	idle := 0
 	for seed := *simFirst; seed < *simFirst+*simSeeds; seed++ {
 		for _, wc := range []bool{false, true} {
 			t.Run(fmt.Sprintf("seed%d/writecaching=%v", seed, wc), func(t *testing.T) {
 				s := newSim(t, uint64(seed), wc)
 				defer s.close()
-				s.run(1500)
+				s.run(1500, mixFaults)
 				s.settle()
 				s.verify()
+				if len(s.committed) == 0 {
+					idle++
+				}
 			})
 		}
 	}
+	checkBusy(t, "acknowledged nothing", idle)
+}
+
+// checkBusy fails a simulation whose runs did nothing too often: faults at random can keep a
+// run from acknowledging anything (or from finishing a move), but not most runs.
+func checkBusy(t *testing.T, what string, idle int) {
+	if runs := 2 * *simSeeds; idle > runs/4 {
+		t.Errorf("%d of %d runs %s", idle, runs, what)
+	}
+}
+
+// TestSimulationMoves is TestSimulation with reassignments one after another and fewer faults:
+// a move's target set learns while the current set commits, then commits jointly, and the move
+// finishes only once the target set holds every committed batch.
+func TestSimulationMoves(t *testing.T) {
+	idle := 0
+	for seed := *simFirst; seed < *simFirst+*simSeeds; seed++ {
+		for _, wc := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed%d/writecaching=%v", seed, wc), func(t *testing.T) {
+				s := newSim(t, uint64(seed), wc)
+				defer s.close()
+				s.run(5000, mixMoves)
+				s.settle()
+				s.verify()
+				if s.moves == 0 || len(s.committed) == 0 {
+					idle++
+				}
+			})
+		}
+	}
+	checkBusy(t, "acknowledged nothing or finished no move", idle)
 }
 
 type simNode struct {
@@ -88,8 +125,14 @@ type sim struct {
 	pending   []pending
 	committed map[int64]string
 	maxHW     int64
-	sets      [][]int32
+	sets      [][]int32 // the replicas, and the target during a reassignment
+	// What the controller's image holds of the current epoch's reports.
+	isr    []int32
+	synced bool
+	moves  int // reassignments finished
 }
+
+const simNodes = 5
 
 const simDir = "/p"
 
@@ -101,7 +144,7 @@ func newSim(t *testing.T, seed uint64, wc bool) *sim {
 	s := &sim{logger: logger, t: t, rng: rand.New(rand.NewPCG(seed, 99)), wc: wc, links: map[[2]int32][]simFrame{},
 		nodes: map[int32]*simNode{}, now: now0, ref: controller.PartitionRef{Topic: controller.TopicID{9}},
 		leader: -1, committed: map[int64]string{}, sets: [][]int32{{1, 2, 3}}}
-	for id := int32(1); id <= 3; id++ {
+	for id := int32(1); id <= simNodes; id++ {
 		n := &simNode{id: id, fs: vfs.NewMem()}
 		s.nodes[id] = n
 		s.start(n)
@@ -112,8 +155,23 @@ func newSim(t *testing.T, seed uint64, wc bool) *sim {
 
 // ordered returns the nodes by id: map order would make runs differ.
 func (s *sim) ordered() []*simNode {
-	return []*simNode{s.nodes[1], s.nodes[2], s.nodes[3]}
+	out := make([]*simNode, 0, simNodes)
+	for id := int32(1); id <= simNodes; id++ {
+		out = append(out, s.nodes[id])
+	}
+	return out
 }
+
+// hosts are the nodes with a replica: the replicas, and the target during a reassignment.
+func (s *sim) hosts() []int32 {
+	p := controller.Partition{Replicas: s.sets[0]}
+	if len(s.sets) > 1 {
+		p.Target = s.sets[1]
+	}
+	return p.Hosts()
+}
+
+func (s *sim) randomNode() *simNode { return s.nodes[int32(1+s.rng.IntN(simNodes))] }
 
 func (s *sim) close() {
 	for _, n := range s.ordered() {
@@ -143,7 +201,8 @@ func (s *sim) start(n *simNode) {
 	gen := n.gen
 	id := n.id
 	n.m = NewManager(Config{NodeID: id, TickInterval: -1, Now: func() time.Time { return s.now }, Logger: s.logger,
-		Send: func(to int32, kind transport.Kind, body []byte) { s.send(id, gen, to, kind, body) }})
+		Send:      func(to int32, kind transport.Kind, body []byte) { s.send(id, gen, to, kind, body) },
+		ReportISR: func(items []controller.ISRItem) { s.report(id, gen, items) }})
 	if _, err := n.m.Add(s.ref, "t", l, n.fs, simDir); err != nil {
 		s.t.Fatalf("node %d: add: %v", n.id, err)
 	}
@@ -166,8 +225,10 @@ func (s *sim) assign(n *simNode) {
 	if !n.up || n.isolated {
 		return
 	}
-	a := Assignment{Role: RoleNone, Epoch: s.epoch, Leader: s.leader, Sets: s.sets, WriteCaching: s.wc, MinISR: 1}
+	a := Assignment{Role: RoleNone, Epoch: s.epoch, Leader: s.leader, Sets: s.sets, ISR: s.isr, TargetSynced: s.synced,
+		WriteCaching: s.wc, MinISR: 1}
 	switch {
+	case !slices.Contains(s.hosts(), n.id):
 	case s.leader == n.id:
 		a.Role = RoleLeader
 	case s.leader >= 0:
@@ -176,31 +237,145 @@ func (s *sim) assign(n *simNode) {
 	n.m.Assign(s.ref, a)
 }
 
-// elect starts a new epoch and elects its leader from the votes of the reachable nodes.
-func (s *sim) elect() {
-	s.epoch++
-	s.leader = -1
+// report records a leader's ISR report as the controller applies set-isr: for the current
+// epoch, from its leader, and the target synced only if it is the current target.
+func (s *sim) report(from int32, gen int, items []controller.ISRItem) {
+	n := s.nodes[from]
+	if !n.up || n.gen != gen || n.isolated {
+		return
+	}
+	for _, it := range items {
+		if it.Epoch != s.epoch || s.leader != from || !slices.Contains(it.ISR, from) {
+			continue
+		}
+		s.isr = slices.Clone(it.ISR)
+		s.synced = len(s.sets) > 1 && slices.Equal(it.Target, s.sets[1])
+		s.tracef("epoch %d: leader %d reports ISR %v, target synced %v", s.epoch, from, s.isr, s.synced)
+	}
+	for _, o := range s.ordered() {
+		s.assign(o)
+	}
+}
+
+// reassign starts a move to three random nodes, or cancels the move under way.
+func (s *sim) reassign() {
+	if len(s.sets) > 1 {
+		s.tracef("cancel the move to %v", s.sets[1])
+		s.setSets([][]int32{s.sets[0]})
+		return
+	}
+	target := s.rng.Perm(simNodes)[:3]
+	t := make([]int32, 3)
+	for i, v := range target {
+		t[i] = int32(v + 1)
+	}
+	if slices.Equal(t, s.sets[0]) {
+		return
+	}
+	s.tracef("move %v to %v", s.sets[0], t)
+	s.setSets([][]int32{s.sets[0], t})
+}
+
+// finish ends a move as the controller does: once the leader reported every target replica in
+// sync and the target set synced; if the leader is not in the target set, leadership moves to
+// a target replica first (an election the target replicas can win).
+func (s *sim) finish() {
+	if len(s.sets) < 2 || s.leader < 0 || !s.synced {
+		return
+	}
+	t := s.sets[1]
+	for _, n := range t {
+		if !slices.Contains(s.isr, n) {
+			return
+		}
+	}
+	if !slices.Contains(t, s.leader) {
+		// The controller's leadership transfer: the leader stops appending until a target
+		// replica has its whole log, which then wins the election as the hint.
+		lead := s.nodes[s.leader]
+		if !lead.up || lead.isolated {
+			return
+		}
+		end := lead.log.EndOffset()
+		for _, n := range t {
+			if o := s.nodes[n]; o.up && !o.isolated && o.log.EndOffset() == end {
+				s.electHint(n)
+				return
+			}
+		}
+		return
+	}
+	s.tracef("finish the move to %v (leader %d, epoch %d)", t, s.leader, s.epoch)
+	s.moves++
+	s.setSets([][]int32{t})
+}
+
+// setSets changes the replica sets; a node that no longer hosts the partition loses its copy
+// (the real node deletes it), and a leader outside the sets loses its leadership.
+func (s *sim) setSets(sets [][]int32) {
+	old := s.hosts()
+	s.sets, s.synced = sets, false
+	for _, id := range old {
+		if !slices.Contains(s.hosts(), id) {
+			s.wipe(s.nodes[id])
+		}
+	}
+	if s.leader >= 0 && !slices.Contains(s.hosts(), s.leader) {
+		s.elect()
+		return
+	}
 	for _, n := range s.ordered() {
 		s.assign(n)
 	}
+}
+
+// wipe deletes a node's copy of the partition.
+func (s *sim) wipe(n *simNode) {
+	s.tracef("node %d deletes its copy", n.id)
+	up := n.up
+	if up {
+		s.crash(n)
+	}
+	n.fs = vfs.NewMem()
+	if up {
+		s.start(n)
+	}
+}
+
+// elect starts a new epoch and elects its leader from the votes of the reachable nodes.
+func (s *sim) elect() { s.electHint(-1) }
+
+// electHint elects, preferring hint among the most up-to-date voters.
+func (s *sim) electHint(hint int32) {
+	s.epoch++
+	s.leader = -1
+	s.isr, s.synced = nil, false
+	for _, n := range s.ordered() {
+		s.assign(n)
+	}
+	hosts := s.hosts()
 	votes := map[int32]controller.Vote{}
 	for _, n := range s.ordered() {
 		id := n.id
-		if n.up && !n.isolated {
+		if n.up && !n.isolated && slices.Contains(hosts, id) {
 			votes[id] = n.m.Vote([]controller.EpochRef{{PartitionRef: s.ref, Epoch: s.epoch}})[0]
 		}
 	}
 	ok := func(id int32) bool { v, has := votes[id]; return has && v.OK }
-	count := 0
-	for id := range votes {
-		if ok(id) {
-			count++
+	for _, set := range s.sets {
+		count := 0
+		for _, id := range set {
+			if ok(id) {
+				count++
+			}
+		}
+		if count < len(set)/2+1 {
+			return // no majority: the partition stays without a leader until one returns
 		}
 	}
-	if count < 2 {
-		return // no majority: the partition stays without a leader until one returns
-	}
-	s.leader = controller.ChooseLeader([]int32{1, 2, 3}, votes, -1, 1, ok)
+	preferred := s.sets[len(s.sets)-1][0]
+	s.leader = controller.ChooseLeader(hosts, votes, hint, preferred, ok)
+	s.isr = []int32{s.leader}
 	for id, v := range votes {
 		s.tracef("epoch %d: node %d votes ok=%v last epoch %d log end %d %s", s.epoch, id, v.OK, v.LastEpoch, v.LogEnd, v.Reason)
 	}
@@ -268,7 +443,10 @@ func (s *sim) deliverOne() {
 }
 
 func (s *sim) produce() {
-	n := s.nodes[int32(1+s.rng.IntN(3))]
+	n := s.randomNode()
+	if s.leader >= 0 && s.rng.IntN(4) > 0 { // clients mostly know the leader
+		n = s.nodes[s.leader]
+	}
 	if !n.up {
 		return
 	}
@@ -372,30 +550,44 @@ func (s *sim) tick() {
 			n.m.Tick(s.now)
 		}
 	}
+	s.finish() // as the controller's tick moves reassignments on
 }
 
-func (s *sim) run(steps int) {
+// simMix is how often, per thousand, the simulation takes each step; the rest of 1000 elects a
+// leader if the partition has none reachable.
+// A move step during a move cancels it one time in cancel.
+type simMix struct{ produce, deliver, tick, crash, restart, isolate, elect, move, fsync, cancel int }
+
+var (
+	mixFaults = simMix{produce: 250, deliver: 500, tick: 100, crash: 20, restart: 40, isolate: 20, elect: 10, move: 20, fsync: 20, cancel: 4}
+	// mixMoves: reassignments one after another, with fewer faults between them.
+	mixMoves = simMix{produce: 150, deliver: 620, tick: 120, crash: 3, restart: 10, elect: 3, move: 30, fsync: 20, cancel: 100}
+)
+
+func (s *sim) run(steps int, mix simMix) {
 	for range steps {
-		switch op := s.rng.IntN(100); {
-		case op < 25:
+		op := s.rng.IntN(1000)
+		next := func(p int) bool { op -= p; return op < 0 }
+		switch {
+		case next(mix.produce):
 			s.produce()
-		case op < 75:
+		case next(mix.deliver):
 			s.deliverOne()
-		case op < 85:
+		case next(mix.tick):
 			s.tick()
-		case op < 87:
-			if n := s.nodes[int32(1+s.rng.IntN(3))]; n.up {
+		case next(mix.crash):
+			if n := s.randomNode(); n.up {
 				s.crash(n)
 			}
-		case op < 91:
+		case next(mix.restart):
 			for _, n := range s.ordered() {
 				if !n.up {
 					s.restart(n)
 					break
 				}
 			}
-		case op < 93:
-			n := s.nodes[int32(1+s.rng.IntN(3))]
+		case next(mix.isolate):
+			n := s.randomNode()
 			s.mu.Lock()
 			n.isolated = !n.isolated
 			s.mu.Unlock()
@@ -403,9 +595,13 @@ func (s *sim) run(steps int) {
 			if !n.isolated {
 				s.assign(n)
 			}
-		case op < 94:
+		case next(mix.elect):
 			s.elect()
-		case op < 97:
+		case next(mix.move):
+			if len(s.sets) == 1 || s.rng.IntN(mix.cancel) == 0 { // starts a move, or now and then cancels one
+				s.reassign()
+			}
+		case next(mix.fsync):
 			for _, n := range s.ordered() { // the fsyncs in flight complete
 				if n.up {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -422,7 +618,8 @@ func (s *sim) run(steps int) {
 	}
 }
 
-// settle heals everything and runs until every replica has the leader's whole log.
+// settle heals everything and runs until a move under way has finished and every replica has
+// the leader's whole log.
 func (s *sim) settle() {
 	for _, n := range s.ordered() {
 		if !n.up {
@@ -444,7 +641,7 @@ func (s *sim) settle() {
 		}
 		s.tick()
 		s.checkCommits()
-		if s.leader >= 0 && s.converged() {
+		if s.leader >= 0 && len(s.sets) == 1 && s.converged() {
 			return
 		}
 		if i > 5000 {
@@ -457,7 +654,8 @@ func (s *sim) settle() {
 					}
 				}
 			}
-			s.t.Fatalf("the replicas did not converge (leader %d, epoch %d)", s.leader, s.epoch)
+			s.t.Fatalf("the replicas did not converge (leader %d, epoch %d, sets %v, reported ISR %v, target synced %v)",
+				s.leader, s.epoch, s.sets, s.isr, s.synced)
 		}
 		time.Sleep(100 * time.Microsecond) // let flushers run
 	}
@@ -475,7 +673,7 @@ func (s *sim) converged() bool {
 	lead.mu.Lock()
 	defer lead.mu.Unlock()
 	for _, n := range s.ordered() {
-		if n.id == s.leader {
+		if n.id == s.leader || !slices.Contains(s.hosts(), n.id) {
 			continue
 		}
 		p := lead.leader.Follower(n.id)
@@ -495,6 +693,9 @@ func (s *sim) verify() {
 	}
 	want := readAll(s.t, lead.log)
 	for _, n := range s.ordered() {
+		if !slices.Contains(s.hosts(), n.id) {
+			continue
+		}
 		if got := readAll(s.t, n.log); !bytes.Equal(got, want) {
 			s.t.Errorf("node %d's log (%d bytes) differs from the leader's (%d bytes)", n.id, len(got), len(want))
 			for off := n.log.StartOffset(); off < n.log.EndOffset(); off++ {
@@ -504,10 +705,7 @@ func (s *sim) verify() {
 			}
 		}
 	}
-	if len(s.committed) == 0 {
-		s.t.Errorf("nothing was acknowledged in the whole run")
-	}
-	s.t.Logf("epochs %d, acknowledged %d, log end %d", s.epoch, len(s.committed), lead.log.EndOffset())
+	s.t.Logf("epochs %d, acknowledged %d, log end %d, moves finished %d, replicas %v", s.epoch, len(s.committed), lead.log.EndOffset(), s.moves, s.sets)
 }
 
 func readAll(t *testing.T, l *logstore.Log) []byte {

@@ -53,12 +53,21 @@ func TestThrottleableFollowers(t *testing.T) {
 		t.Error("a follower the high watermark waits for is throttleable")
 	}
 
-	// A reassignment {1} → {1, 4}... as joint sets {1} and {1, 4}: 4 is needed for the target
-	// set's quorum (2 of 2), so it is not throttled; {1, 2, 3} → {1, 2, 4}: 4 is not needed.
+	// A reassignment {1} → {1, 4}: while the target set learns, the high watermark does not
+	// wait for 4, so it is throttled (as Kafka throttles a moving replica); once it caught up
+	// the sets commit jointly, and 4 is needed for the target set's quorum (2 of 2).
+	// {1, 2, 3} → {1, 2, 4}: 4 is not needed.
 	l2 := NewLeader(1, 1, 100, 100, [][]int32{{1}, {1, 4}}, true, 1, 10*time.Second, now)
+	l2.SetLocal(200, 200, true)
 	l2.Join(4, 0)
-	if l2.Throttleable(4, now) {
-		t.Error("a new replica the target set's quorum needs is throttleable")
+	l2.Ack(4, 50, 50, now)
+	if !l2.Throttleable(4, now) {
+		t.Error("a new replica of a learning target set is not throttleable")
+	}
+	l2.Ack(4, 200, 200, now)
+	l2.Ack(4, 150, 150, now.Add(time.Minute)) // behind again, and out of sync: still needed
+	if l2.Throttleable(4, now.Add(time.Minute)) {
+		t.Error("a new replica the joint target set's quorum needs is throttleable")
 	}
 	l3 := NewLeader(1, 1, 100, 100, [][]int32{{1, 2, 3}, {1, 2, 4}}, true, 1, 10*time.Second, now)
 	l3.SetLocal(200, 200, true)

@@ -17,7 +17,10 @@ import (
 // leader and follower throttled replica lists and 1 MiB/s rates on the nodes, the new replica
 // catches up at about that rate (at least 3 s, where it takes well under 2 s unthrottled), the
 // leader counts the bytes it sent under the quota, and producing is not held back meanwhile.
-// Invalid lists and negative rates are refused.
+// The same for a partition of 6 MiB moved from node 1 alone to node 2 alone: the new replica
+// learns throttled while node 1 alone commits, so producing goes on (before, the target set's
+// quorum of one needed node 2 at once: the move went unthrottled and held the high watermark
+// back until node 2 had caught up). Invalid lists and negative rates are refused.
 func TestReplicationThrottle(t *testing.T) {
 	c := startCluster(t, 3)
 	c.waitNodes(3)
@@ -25,21 +28,21 @@ func TestReplicationThrottle(t *testing.T) {
 	defer cancel()
 	cl, adm := c.client(kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(64<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	value := []byte(strings.Repeat("x", 64<<10))
-	fill := func(topic string) {
+	fill := func(topic string, replicas ...int32) {
 		t.Helper()
 		if r, err := adm.CreateTopic(ctx, 1, -1, nil, topic); err != nil || r.Err != nil {
 			t.Fatalf("create %s: %v %v", topic, err, r.Err)
 		}
 		var req kadm.AlterPartitionAssignmentsReq
-		req.Assign(topic, 0, []int32{1, 2})
+		req.Assign(topic, 0, replicas)
 		if r, err := adm.AlterPartitionAssignments(ctx, req); err != nil || r.Error() != nil {
-			t.Fatalf("place %s on 1 and 2: %v %v", topic, err, r.Error())
+			t.Fatalf("place %s on %v: %v %v", topic, replicas, err, r.Error())
 		}
 		// Led by node 1, its preferred leader, so that leadership balancing moves nothing later
 		// (a new leader starts with full buckets).
-		eventually(t, topic+" on nodes 1 and 2, led by 1", 30*time.Second, func() bool {
+		eventually(t, fmt.Sprintf("%s on nodes %v, led by 1", topic, replicas), 30*time.Second, func() bool {
 			md, err := adm.Metadata(ctx, topic)
-			return err == nil && slices.Equal(md.Topics[topic].Partitions[0].Replicas, []int32{1, 2}) && md.Topics[topic].Partitions[0].Leader == 1
+			return err == nil && slices.Equal(md.Topics[topic].Partitions[0].Replicas, replicas) && md.Topics[topic].Partitions[0].Leader == 1
 		})
 		for range 96 { // 6 MiB
 			cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
@@ -52,13 +55,13 @@ func TestReplicationThrottle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	addThird := func(topic string) time.Duration {
+	move := func(topic string, target ...int32) time.Duration {
 		t.Helper()
 		start := time.Now()
 		var req kadm.AlterPartitionAssignmentsReq
-		req.Assign(topic, 0, []int32{1, 2, 3})
+		req.Assign(topic, 0, target)
 		if r, err := adm.AlterPartitionAssignments(ctx, req); err != nil || r.Error() != nil {
-			t.Fatalf("add a replica to %s: %v %v", topic, err, r.Error())
+			t.Fatalf("move %s to %v: %v %v", topic, target, err, r.Error())
 		}
 		// Producing goes on at full speed meanwhile: the new replica is not needed for commits.
 		done := make(chan struct{})
@@ -76,8 +79,8 @@ func TestReplicationThrottle(t *testing.T) {
 		}()
 		eventually(t, "the reassignment of "+topic, 2*time.Minute, func() bool {
 			md, err := adm.Metadata(ctx, topic)
-			return err == nil && slices.Equal(md.Topics[topic].Partitions[0].Replicas, []int32{1, 2, 3}) &&
-				len(md.Topics[topic].Partitions[0].ISR) == 3
+			return err == nil && slices.Equal(md.Topics[topic].Partitions[0].Replicas, target) &&
+				len(md.Topics[topic].Partitions[0].ISR) == len(target)
 		})
 		took := time.Since(start)
 		<-done
@@ -87,10 +90,10 @@ func TestReplicationThrottle(t *testing.T) {
 		return took
 	}
 
-	fill("free")
-	free := addThird("free")
+	fill("free", 1, 2)
+	free := move("free", 1, 2, 3)
 
-	fill("held")
+	fill("held", 1, 2)
 	if r, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "leader.replication.throttled.replicas", Value: kadm.StringPtr("not-a-list")}}, "held"); err == nil && r[0].Err == nil {
 		t.Fatal("an invalid throttled replica list was accepted")
 	}
@@ -108,7 +111,7 @@ func TestReplicationThrottle(t *testing.T) {
 		}
 	}
 	sentBefore := throttledBytes(t, c)
-	held := addThird("held")
+	held := move("held", 1, 2, 3)
 	sent := throttledBytes(t, c) - sentBefore
 	t.Logf("a 6 MiB replica caught up in %v unthrottled, %v at 1 MiB/s (%.1f MiB sent under the quota)", free, held, sent/(1<<20))
 	// 6 MiB at 1 MiB/s, less the 1 MiB a full bucket lets through at once and one send of
@@ -118,6 +121,21 @@ func TestReplicationThrottle(t *testing.T) {
 	}
 	if sent < 4<<20 {
 		t.Errorf("%.0f bytes counted under the quota; want most of the 6 MiB", sent)
+	}
+
+	// A move to another node: 2's replica learns throttled; then leadership moves to it.
+	fill("moved", 1)
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Name: "leader.replication.throttled.replicas", Value: kadm.StringPtr("0:1")},
+		{Name: "follower.replication.throttled.replicas", Value: kadm.StringPtr("0:2")}}, "moved"); err != nil {
+		t.Fatal(err)
+	}
+	sentBefore = throttledBytes(t, c)
+	moved := move("moved", 2)
+	sent = throttledBytes(t, c) - sentBefore
+	t.Logf("a 6 MiB partition moved from node 1 to node 2 in %v at 1 MiB/s (%.1f MiB sent under the quota)", moved, sent/(1<<20))
+	if moved < 3*time.Second || sent < 4<<20 {
+		t.Errorf("the throttled move took %v with %.0f bytes under the quota; want about 4 s and most of the 6 MiB", moved, sent)
 	}
 	if r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "leader.replication.throttled.rate", Value: kadm.StringPtr("-5")}}, 1); err == nil && r[0].Err == nil {
 		t.Fatal("a negative rate was accepted")
