@@ -706,7 +706,7 @@ func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
 				continue
 			}
 			ip := it.Partitions[p.Index]
-			a := replica.Assignment{Epoch: ip.LeaderEpoch, Leader: ip.Leader, Sets: ip.VoterSets(), ISR: ip.ISR, TargetSynced: ip.TargetSynced,
+			a := replica.Assignment{Epoch: ip.LeaderEpoch, Leader: ip.Leader, Sets: ip.CommitSets(), ISR: ip.ISR, TargetSynced: ip.TargetSynced,
 				WriteCaching: p.Log.WriteCaching(), MinISR: mi}
 			switch {
 			case ip.Leader == self:
@@ -910,18 +910,15 @@ func (n *Node) leaderless() int {
 		if p.Leader >= 0 || !slices.Contains(p.Hosts(), n.cfg.NodeID) {
 			return
 		}
-		for _, set := range p.VoterSets() {
-			live := 0
-			for _, id := range set {
-				if img.Live(id) {
-					live++
-				}
-			}
-			if live < len(set)/2+1 {
-				return
+		live := 0
+		for _, id := range p.Replicas { // an election needs a majority of them (controller.Active.tally)
+			if img.Live(id) {
+				live++
 			}
 		}
-		count++
+		if live >= len(p.Replicas)/2+1 {
+			count++
+		}
 	})
 	return count
 }

@@ -399,23 +399,24 @@ func (a *Active) electAll(now time.Time, eff *Effects) {
 	}
 }
 
-// tally decides an election if its votes allow: a majority of every voter set has voted OK,
-// and either every live replica has voted or the grace period has passed.
+// tally decides an election if its votes allow: a majority of the replicas has voted OK, and
+// either every live replica (of a reassignment's target too) has voted or the grace period has
+// passed. A reassignment's target set is not needed (docs/cluster.md §4.7): every commit needs
+// a quorum of Replicas until the move finishes, so a majority of them holds every committed
+// batch and fences the old epoch, as Kafka elects from the old ISR during a move.
 func (a *Active) tally(ref PartitionRef, p *Partition, e *election, now time.Time) (ElectItem, bool) {
 	if !e.proposed.IsZero() && now.Sub(e.proposed) < a.cfg.VoteRetry {
 		return ElectItem{}, false // proposed; wait for it to apply
 	}
 	ok := func(n int32) bool { v, has := e.votes[n]; return has && v.OK && a.img.Live(n) }
-	for _, set := range p.VoterSets() {
-		count := 0
-		for _, n := range set {
-			if ok(n) {
-				count++
-			}
+	count := 0
+	for _, n := range p.Replicas {
+		if ok(n) {
+			count++
 		}
-		if count < len(set)/2+1 {
-			return ElectItem{}, false
-		}
+	}
+	if count < len(p.Replicas)/2+1 {
+		return ElectItem{}, false
 	}
 	hosts := p.Hosts()
 	all := true

@@ -118,6 +118,37 @@ func TestElectionAfterGraceWithoutTheSlowVoter(t *testing.T) {
 	}
 }
 
+// TestElectionDuringAMoveToDownNodes: a move's target set is not needed to elect (every
+// commit still needs a quorum of the replicas): with the target nodes down, the replicas elect.
+func TestElectionDuringAMoveToDownNodes(t *testing.T) {
+	im := cluster3(t)
+	for n := int32(4); n <= 6; n++ {
+		Apply(im, im.Index+1, &Command{Op: OpRegister, Register: &Register{Node: n, ClusterAddr: "a"}})
+	}
+	ref := PartitionRef{TopicID{1}, 0} // replicas 1,2,3
+	Apply(im, im.Index+1, &Command{Op: OpReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 5, 6}}})
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	a.SetImage(im.Clone(), t0)
+	for _, n := range []int32{1, 2, 3} {
+		a.Heartbeat(n, im.Nodes[n].Incarnation, t0)
+	}
+	a.Votes(2, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LogEnd: 10}}}, t0)
+	if eff := a.Votes(3, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LogEnd: 12}}}, t0); hasOp(eff, OpElect) {
+		t.Fatal("elected before the grace period with the target replicas still to vote")
+	}
+	eff := a.Tick(t0.Add(150 * time.Millisecond))
+	var elect *Command
+	for _, c := range eff.Propose {
+		if c.Op == OpElect {
+			elect = c
+		}
+	}
+	if elect == nil || elect.Elect.Items[0].Leader != 3 {
+		t.Fatalf("with 2 and 3 of the replicas voting and the target set silent: %+v; want 3 elected", eff.Propose)
+	}
+}
+
 func TestStaleAndNotOKVotesDoNotCount(t *testing.T) {
 	im := cluster3(t)
 	ref := PartitionRef{TopicID{1}, 0}

@@ -148,8 +148,8 @@ func TestReassignJointThenFinish(t *testing.T) {
 	if got := p.Hosts(); !slices.Equal(got, []int32{1, 2, 3, 4}) {
 		t.Fatalf("hosts during the reassignment = %v; want [1 2 3 4]", got)
 	}
-	if len(p.VoterSets()) != 2 {
-		t.Fatalf("voter sets = %v; want old and new", p.VoterSets())
+	if len(p.CommitSets()) != 2 {
+		t.Fatalf("commit sets = %v; want old and new", p.CommitSets())
 	}
 	if res := Apply(im, 42, &Command{Op: OpFinishReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 2, 3}}}); !errors.Is(res.Err, ErrReassignNotSynced) {
 		t.Fatalf("finish with 4 out of sync = %v; want ErrReassignNotSynced", res.Err)

@@ -134,9 +134,9 @@ func (p *Partition) Hosts() []int32 {
 	return out
 }
 
-// VoterSets returns the replica sets whose majorities an election and a commit need: Replicas,
-// and Target during a reassignment.
-func (p *Partition) VoterSets() [][]int32 {
+// CommitSets returns the replica sets whose quorums commits need: Replicas, and Target during a
+// reassignment (once it has caught up: docs/cluster.md §4.7).
+func (p *Partition) CommitSets() [][]int32 {
 	if p.Target == nil {
 		return [][]int32{p.Replicas}
 	}

@@ -362,16 +362,14 @@ func (s *sim) electHint(hint int32) {
 		}
 	}
 	ok := func(id int32) bool { v, has := votes[id]; return has && v.OK }
-	for _, set := range s.sets {
-		count := 0
-		for _, id := range set {
-			if ok(id) {
-				count++
-			}
+	count := 0
+	for _, id := range s.sets[0] { // a majority of the replicas; a move's target set is not needed
+		if ok(id) {
+			count++
 		}
-		if count < len(set)/2+1 {
-			return // no majority: the partition stays without a leader until one returns
-		}
+	}
+	if count < len(s.sets[0])/2+1 {
+		return // no majority: the partition stays without a leader until one returns
 	}
 	preferred := s.sets[len(s.sets)-1][0]
 	s.leader = controller.ChooseLeader(hosts, votes, hint, preferred, ok)
