@@ -54,8 +54,10 @@ type Progress struct {
 	// Appended and Durable are the ends the follower last acknowledged in this join (-1: none).
 	Appended, Durable int64
 	Connected         bool
-	LastCaughtUp      time.Time // last time Appended reached the leader's log end
-	// CaughtUp: Appended reached the leader's log end since the follower joined. A replica a
+	// LastCaughtUp: the last time the follower had the leader's whole log (it acknowledged
+	// the log end, or a send that reached the log end as it was then).
+	LastCaughtUp time.Time
+	// CaughtUp: the follower had the leader's whole log since it joined. A replica a
 	// reassignment adds is in sync only once it has (inSync), and replication quotas count on
 	// caught-up followers only (Throttleable).
 	CaughtUp bool
@@ -65,6 +67,11 @@ type Progress struct {
 type inflight struct {
 	end   int64
 	bytes int
+	// whole: the send took the follower to the leader's log end as of at; acknowledged, the
+	// follower was caught up then (as Kafka's lastCaughtUpTime counts a fetch that reached
+	// the log end of the previous one), however much the leader appended meanwhile.
+	whole bool
+	at    time.Time
 }
 
 // InflightBytes is what was sent and not yet acknowledged.
@@ -176,15 +183,16 @@ func (l *Leader) Rewind(n int32) {
 	}
 }
 
-// Sent records that batches up to end (bytes of them) went to a follower of join gen. It
-// returns false if the follower rejoined meanwhile (the send is void).
-func (l *Leader) Sent(n int32, gen uint64, end int64, bytes int) bool {
+// Sent records that batches up to end (bytes of them) went to a follower of join gen at now;
+// whole says end was the leader's log end. It returns false if the follower rejoined
+// meanwhile (the send is void).
+func (l *Leader) Sent(n int32, gen uint64, end int64, bytes int, whole bool, now time.Time) bool {
 	p := l.followers[n]
 	if p == nil || !p.Streaming || p.Gen != gen {
 		return false
 	}
 	p.Next = end
-	p.Inflight = append(p.Inflight, inflight{end, bytes})
+	p.Inflight = append(p.Inflight, inflight{end: end, bytes: bytes, whole: whole, at: now})
 	return true
 }
 
@@ -196,8 +204,13 @@ func (l *Leader) Ack(n int32, appended, durable int64, now time.Time) bool {
 	}
 	p.Appended, p.Durable, p.Connected = appended, durable, true
 	i := 0
-	for i < len(p.Inflight) && p.Inflight[i].end <= appended {
-		i++
+	for ; i < len(p.Inflight) && p.Inflight[i].end <= appended; i++ {
+		if f := p.Inflight[i]; f.whole {
+			p.CaughtUp = true
+			if f.at.After(p.LastCaughtUp) {
+				p.LastCaughtUp = f.at
+			}
+		}
 	}
 	p.Inflight = p.Inflight[i:]
 	if appended >= l.selfEnd {

@@ -263,6 +263,34 @@ func TestLeaderJointConsensus(t *testing.T) {
 	}
 }
 
+// TestCaughtUpUnderSteadyAppends: a follower that acknowledges a send of the leader's whole
+// log is caught up as of that send, even though the leader appended more before the
+// acknowledgement came (under steady load it always has); one that acknowledges a partial send
+// is not.
+func TestCaughtUpUnderSteadyAppends(t *testing.T) {
+	l := NewLeader(1, 0, 0, 0, [][]int32{{1, 2, 3}}, true, 1, 10*time.Second, now0)
+	l.SetLocal(100, 100, true)
+	gen := l.Join(2, 0).Gen
+	l.Join(3, 0)
+	l.Sent(2, gen, 60, 600, false, now0) // a partial send
+	l.SetLocal(120, 120, true)
+	l.Ack(2, 60, 60, now0.Add(time.Millisecond))
+	if l.Follower(2).CaughtUp {
+		t.Fatal("caught up on a partial send")
+	}
+	at := now0.Add(2 * time.Millisecond)
+	l.Sent(2, gen, 120, 600, true, at) // the rest: the whole log as of at
+	l.SetLocal(130, 130, true)         // appended before the acknowledgement
+	l.Ack(2, 120, 120, now0.Add(3*time.Millisecond))
+	if p := l.Follower(2); !p.CaughtUp || !p.LastCaughtUp.Equal(at) {
+		t.Fatalf("after acknowledging the whole log as of a send: caught up %v at %v; want true at %v", p.CaughtUp, p.LastCaughtUp, at)
+	}
+	// In sync from then on within LagMax, though never at the log end when it acknowledges.
+	if isr := l.InSync(at.Add(5 * time.Second)); !slices.Contains(isr, 2) {
+		t.Fatalf("ISR %v 5 s later; want 2 in it", isr)
+	}
+}
+
 func TestLeaderInSyncAndLive(t *testing.T) {
 	l := NewLeader(1, 0, 0, 0, [][]int32{{1, 2, 3}}, true, 1, 10*time.Second, now0)
 	if live := l.Live(now0, time.Second); live != 3 {

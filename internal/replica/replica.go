@@ -705,9 +705,9 @@ func (r *Replica) sendAppendLocked(to int32) bool {
 		return false
 	}
 	var buckets []*Bucket // replication quotas (throttle.go): the tick tries again
-	var now time.Time
+	now := r.m.now()
 	if t := r.m.cfg.Throttle; t != nil {
-		if now = r.m.now(); r.leader.Throttleable(to, now) {
+		if r.leader.Throttleable(to, now) {
 			buckets = t.Buckets(r.Topic, r.Ref.Partition, to)
 			for _, b := range buckets {
 				if !b.Ready(now) {
@@ -736,7 +736,7 @@ func (r *Replica) sendAppendLocked(to int32) bool {
 	newEnd := lastNext(data)
 	a := Append{Ref: r.Ref, Epoch: r.a.Epoch, PrevEnd: p.Next, HW: r.leader.HW(), LogStart: r.Log.StartOffset(),
 		EpochStart: r.leader.EpochStart, Batches: data}
-	r.leader.Sent(to, p.Gen, newEnd, len(data))
+	r.leader.Sent(to, p.Gen, newEnd, len(data), newEnd >= end, now)
 	r.m.cfg.Send(to, KindAppend, AppendAppends(nil, []Append{a}))
 	if len(buckets) > 0 {
 		for _, b := range buckets {
