@@ -106,15 +106,9 @@ func TestElectionAfterGraceWithoutTheSlowVoter(t *testing.T) {
 	a.SetImage(im.Clone(), t0)
 	a.Votes(2, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LastEpoch: 0, LogEnd: 10}}}, t0)
 	a.Votes(3, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LastEpoch: 0, LogEnd: 12}}}, t0)
-	eff := a.Tick(t0.Add(150 * time.Millisecond))
-	var elect *Command
-	for _, c := range eff.Propose {
-		if c.Op == OpElect {
-			elect = c
-		}
-	}
+	elect := proposed(a.Tick(t0.Add(150*time.Millisecond)), OpElect)
 	if elect == nil || elect.Elect.Items[0].Leader != 3 {
-		t.Fatalf("after the grace period: %+v; want 3 elected", eff.Propose)
+		t.Fatalf("after the grace period: %+v; want 3 elected", elect)
 	}
 }
 
@@ -137,15 +131,9 @@ func TestElectionDuringAMoveToDownNodes(t *testing.T) {
 	if eff := a.Votes(3, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: 1, OK: true, LogEnd: 12}}}, t0); hasOp(eff, OpElect) {
 		t.Fatal("elected before the grace period with the target replicas still to vote")
 	}
-	eff := a.Tick(t0.Add(150 * time.Millisecond))
-	var elect *Command
-	for _, c := range eff.Propose {
-		if c.Op == OpElect {
-			elect = c
-		}
-	}
+	elect := proposed(a.Tick(t0.Add(150*time.Millisecond)), OpElect)
 	if elect == nil || elect.Elect.Items[0].Leader != 3 {
-		t.Fatalf("with 2 and 3 of the replicas voting and the target set silent: %+v; want 3 elected", eff.Propose)
+		t.Fatalf("with 2 and 3 of the replicas voting and the target set silent: %+v; want 3 elected", elect)
 	}
 }
 
@@ -162,13 +150,17 @@ func TestStaleAndNotOKVotesDoNotCount(t *testing.T) {
 	}
 }
 
-func hasOp(eff Effects, op string) bool {
+func hasOp(eff Effects, op string) bool { return proposed(eff, op) != nil }
+
+// proposed returns the last command of op the effects propose (nil if none).
+func proposed(eff Effects, op string) *Command {
+	var last *Command
 	for _, c := range eff.Propose {
 		if c.Op == op {
-			return true
+			last = c
 		}
 	}
-	return false
+	return last
 }
 
 func TestVotesAreAskedAgain(t *testing.T) {

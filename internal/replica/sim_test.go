@@ -34,52 +34,40 @@ var (
 // stays at its offset in every later leader's log, that the current leader's high watermark
 // never goes back, and that all replicas end with the same log.
 func TestSimulation(t *testing.T) {
-	idle := 0
-	for seed := *simFirst; seed < *simFirst+*simSeeds; seed++ {
-		for _, wc := range []bool{false, true} {
-			t.Run(fmt.Sprintf("seed%d/writecaching=%v", seed, wc), func(t *testing.T) {
-				s := newSim(t, uint64(seed), wc)
-				defer s.close()
-				s.run(1500, mixFaults)
-				s.settle()
-				s.verify()
-				if len(s.committed) == 0 {
-					idle++
-				}
-			})
-		}
-	}
-	checkBusy(t, "acknowledged nothing", idle)
-}
-
-// checkBusy fails a simulation whose runs did nothing too often: faults at random can keep a
-// run from acknowledging anything (or from finishing a move), but not most runs.
-func checkBusy(t *testing.T, what string, idle int) {
-	if runs := 2 * *simSeeds; idle > runs/4 {
-		t.Errorf("%d of %d runs %s", idle, runs, what)
-	}
+	runSims(t, 1500, mixFaults, "acknowledged nothing", func(s *sim) bool { return len(s.committed) == 0 })
 }
 
 // TestSimulationMoves is TestSimulation with reassignments one after another and fewer faults:
 // a move's target set learns while the current set commits, then commits jointly, and the move
 // finishes only once the target set holds every committed batch.
 func TestSimulationMoves(t *testing.T) {
-	idle := 0
+	runSims(t, 5000, mixMoves, "acknowledged nothing or finished no move", func(s *sim) bool {
+		return s.moves == 0 || len(s.committed) == 0
+	})
+}
+
+// runSims runs the seeds, each with and without write caching, for steps of mix, then heals
+// and verifies. Faults at random can keep a run from doing anything (idle says whether it
+// did), but not a quarter of the runs.
+func runSims(t *testing.T, steps int, mix simMix, idleWhat string, idle func(*sim) bool) {
+	idled := 0
 	for seed := *simFirst; seed < *simFirst+*simSeeds; seed++ {
 		for _, wc := range []bool{false, true} {
 			t.Run(fmt.Sprintf("seed%d/writecaching=%v", seed, wc), func(t *testing.T) {
 				s := newSim(t, uint64(seed), wc)
 				defer s.close()
-				s.run(5000, mixMoves)
+				s.run(steps, mix)
 				s.settle()
 				s.verify()
-				if s.moves == 0 || len(s.committed) == 0 {
-					idle++
+				if idle(s) {
+					idled++
 				}
 			})
 		}
 	}
-	checkBusy(t, "acknowledged nothing or finished no move", idle)
+	if runs := 2 * *simSeeds; idled > runs/4 {
+		t.Errorf("%d of %d runs %s", idled, runs, idleWhat)
+	}
 }
 
 type simNode struct {

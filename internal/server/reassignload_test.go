@@ -25,18 +25,7 @@ func TestReassignUnderSteadyLoad(t *testing.T) {
 	defer cancel()
 	cl, adm := c.client(kgo.MaxBufferedRecords(2000), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 	const topic = "steady"
-	if r, err := adm.CreateTopic(ctx, 1, -1, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create: %v %v", err, r.Err)
-	}
-	var req kadm.AlterPartitionAssignmentsReq
-	req.Assign(topic, 0, []int32{1, 2})
-	if r, err := adm.AlterPartitionAssignments(ctx, req); err != nil || r.Error() != nil {
-		t.Fatalf("place on 1 and 2: %v %v", err, r.Error())
-	}
-	eventually(t, "the topic on nodes 1 and 2", 30*time.Second, func() bool {
-		md, err := adm.Metadata(ctx, topic)
-		return err == nil && slices.Equal(md.Topics[topic].Partitions[0].Replicas, []int32{1, 2}) && len(md.Topics[topic].Partitions[0].ISR) == 2
-	})
+	placeTopic(ctx, t, adm, topic, 1, 2)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -62,7 +51,7 @@ func TestReassignUnderSteadyLoad(t *testing.T) {
 	}()
 	time.Sleep(2 * time.Second) // the load is steady before the move starts
 	start := time.Now()
-	req = kadm.AlterPartitionAssignmentsReq{}
+	var req kadm.AlterPartitionAssignmentsReq
 	req.Assign(topic, 0, []int32{1, 2, 3})
 	if r, err := adm.AlterPartitionAssignments(ctx, req); err != nil || r.Error() != nil {
 		t.Fatalf("add node 3: %v %v", err, r.Error())

@@ -30,20 +30,9 @@ func TestReplicationThrottle(t *testing.T) {
 	value := []byte(strings.Repeat("x", 64<<10))
 	fill := func(topic string, replicas ...int32) {
 		t.Helper()
-		if r, err := adm.CreateTopic(ctx, 1, -1, nil, topic); err != nil || r.Err != nil {
-			t.Fatalf("create %s: %v %v", topic, err, r.Err)
-		}
-		var req kadm.AlterPartitionAssignmentsReq
-		req.Assign(topic, 0, replicas)
-		if r, err := adm.AlterPartitionAssignments(ctx, req); err != nil || r.Error() != nil {
-			t.Fatalf("place %s on %v: %v %v", topic, replicas, err, r.Error())
-		}
 		// Led by node 1, its preferred leader, so that leadership balancing moves nothing later
 		// (a new leader starts with full buckets).
-		eventually(t, fmt.Sprintf("%s on nodes %v, led by 1", topic, replicas), 30*time.Second, func() bool {
-			md, err := adm.Metadata(ctx, topic)
-			return err == nil && slices.Equal(md.Topics[topic].Partitions[0].Replicas, replicas) && md.Topics[topic].Partitions[0].Leader == 1
-		})
+		placeTopic(ctx, t, adm, topic, replicas...)
 		for range 96 { // 6 MiB
 			cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
 				if err != nil {
@@ -140,6 +129,28 @@ func TestReplicationThrottle(t *testing.T) {
 	if r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "leader.replication.throttled.rate", Value: kadm.StringPtr("-5")}}, 1); err == nil && r[0].Err == nil {
 		t.Fatal("a negative rate was accepted")
 	}
+}
+
+// placeTopic creates a topic of one partition on replicas and waits until they all hold it,
+// in sync, led by the first.
+func placeTopic(ctx context.Context, t *testing.T, adm *kadm.Client, topic string, replicas ...int32) {
+	t.Helper()
+	if r, err := adm.CreateTopic(ctx, 1, -1, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s: %v %v", topic, err, r.Err)
+	}
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, 0, replicas)
+	if r, err := adm.AlterPartitionAssignments(ctx, req); err != nil || r.Error() != nil {
+		t.Fatalf("place %s on %v: %v %v", topic, replicas, err, r.Error())
+	}
+	eventually(t, fmt.Sprintf("%s on nodes %v, in sync, led by %d", topic, replicas, replicas[0]), 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return false
+		}
+		p := md.Topics[topic].Partitions[0]
+		return slices.Equal(p.Replicas, replicas) && len(p.ISR) == len(replicas) && p.Leader == replicas[0]
+	})
 }
 
 // throttledBytes sums runnel_replication_throttled_bytes_total over the cluster's nodes.
