@@ -23,8 +23,10 @@ func init() {
 
 // handleElectLeaders moves each partition's leadership to its preferred replica (the first
 // listed), waiting up to the request's timeout for it to happen. An unclean election (type 1)
-// is never needed where a leader exists and never done where none does: a replica that may lack
-// acknowledged records is not made leader.
+// is for a partition that lost a majority of its replicas, which can then neither elect nor
+// commit: its most up-to-date live replica leads, and its live replicas become the replica set,
+// losing what only the lost ones held (docs/cluster.md §4.5). A partition with a majority
+// live needs none (its election, if one is due, runs without help).
 func handleElectLeaders(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
@@ -35,7 +37,8 @@ func handleElectLeaders(ctx context.Context, r *request) reply {
 		topic string
 		part  int32
 		ref   controller.PartitionRef
-		want  int32
+		want  int32 // -1: any leader in an epoch after after
+		after int32
 	}
 	var pending []target
 	answer := map[string]map[int32]*kerr.Error{}
@@ -57,6 +60,7 @@ func handleElectLeaders(ctx context.Context, r *request) reply {
 		}
 	}
 	var items []cluster.TransferItem
+	var unclean []controller.EpochRef
 	for _, rt := range topicsAsked {
 		t, ok := img.Topics[rt.Topic]
 		for _, part := range rt.Partitions {
@@ -66,17 +70,25 @@ func handleElectLeaders(ctx context.Context, r *request) reply {
 			}
 			p := t.Partitions[part]
 			pref := p.Preferred()
+			ref := controller.PartitionRef{Topic: t.ID, Partition: part}
 			switch {
-			case req.ElectionType == 1 && p.Leader >= 0, req.ElectionType == 0 && p.Leader == pref:
+			case req.ElectionType == 1 && (t.IsObject() || img.MajorityLive(p)),
+				req.ElectionType == 0 && p.Leader == pref:
 				set(rt.Topic, part, kerr.ElectionNotNeeded)
-			case req.ElectionType == 1:
+			case req.ElectionType == 1 && !slices.ContainsFunc(p.Hosts(), img.Live):
 				set(rt.Topic, part, kerr.EligibleLeadersNotAvailable)
+			case req.ElectionType == 1:
+				unclean = append(unclean, controller.EpochRef{PartitionRef: ref, Epoch: p.LeaderEpoch})
+				after := p.LeaderEpoch // a leader that cannot commit is replaced in a later epoch
+				if p.Leader < 0 {
+					after-- // a leaderless partition gets its leader in this one
+				}
+				pending = append(pending, target{rt.Topic, part, ref, -1, after})
 			case p.Leader < 0 || !img.Live(pref) || !slices.Contains(p.ISR, pref):
 				set(rt.Topic, part, kerr.PreferredLeaderNotAvailable)
 			default:
-				ref := controller.PartitionRef{Topic: t.ID, Partition: part}
 				items = append(items, cluster.TransferItem{PartitionRef: ref, Target: pref})
-				pending = append(pending, target{rt.Topic, part, ref, pref})
+				pending = append(pending, target{rt.Topic, part, ref, pref, p.LeaderEpoch})
 			}
 		}
 	}
@@ -91,12 +103,23 @@ func handleElectLeaders(ctx context.Context, r *request) reply {
 			}
 		}
 	}
-	for _, tg := range pending { // wait for the transfers that started
+	if len(unclean) > 0 {
+		if _, err := b.cl.Propose(wctx, &controller.Command{Op: controller.OpUncleanElection,
+			UncleanElection: &controller.BeginElection{Items: unclean}}); err != nil {
+			for _, tg := range pending {
+				if tg.want < 0 {
+					set(tg.topic, tg.part, kerr.EligibleLeadersNotAvailable)
+				}
+			}
+		}
+	}
+	for _, tg := range pending { // wait for the transfers that started, and the unclean elections
 		if _, done := answer[tg.topic][tg.part]; done {
 			continue
 		}
 		for {
-			if _, p, ok := b.cl.Image().Partition(tg.ref.Topic, tg.ref.Partition); ok && p.Leader == tg.want {
+			if _, p, ok := b.cl.Image().Partition(tg.ref.Topic, tg.ref.Partition); ok &&
+				(p.Leader == tg.want || tg.want < 0 && p.Leader >= 0 && p.LeaderEpoch > tg.after) {
 				set(tg.topic, tg.part, nil)
 				break
 			}

@@ -403,7 +403,9 @@ func (a *Active) electAll(now time.Time, eff *Effects) {
 // either every live replica (of a reassignment's target too) has voted or the grace period has
 // passed. A reassignment's target set is not needed (docs/cluster.md §4.7): every commit needs
 // a quorum of Replicas until the move finishes, so a majority of them holds every committed
-// batch and fences the old epoch, as Kafka elects from the old ISR during a move.
+// batch and fences the old epoch, as Kafka elects from the old ISR during a move. Without a
+// majority, an unclean election (p.Unclean) elects the most up-to-date live voter all the
+// same, and the live voters become the replicas.
 func (a *Active) tally(ref PartitionRef, p *Partition, e *election, now time.Time) (ElectItem, bool) {
 	if !e.proposed.IsZero() && now.Sub(e.proposed) < a.cfg.VoteRetry {
 		return ElectItem{}, false // proposed; wait for it to apply
@@ -415,7 +417,8 @@ func (a *Active) tally(ref PartitionRef, p *Partition, e *election, now time.Tim
 			count++
 		}
 	}
-	if count < len(p.Replicas)/2+1 {
+	unclean := count < len(p.Replicas)/2+1
+	if unclean && !p.Unclean {
 		return ElectItem{}, false
 	}
 	hosts := p.Hosts()
@@ -432,7 +435,11 @@ func (a *Active) tally(ref PartitionRef, p *Partition, e *election, now time.Tim
 	if leader < 0 {
 		return ElectItem{}, false
 	}
-	return ElectItem{PartitionRef: ref, Epoch: e.epoch, Leader: leader}, true
+	it := ElectItem{PartitionRef: ref, Epoch: e.epoch, Leader: leader}
+	if unclean { // asked for: the live replicas that voted carry on as the replica set
+		it.Replicas = slices.DeleteFunc(hosts, func(n int32) bool { return !ok(n) })
+	}
+	return it, true
 }
 
 // ChooseLeader picks the voter with the most up-to-date log — the highest (LastEpoch, LogEnd),

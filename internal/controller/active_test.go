@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -206,7 +207,7 @@ func TestBalanceMovesLeadershipBackToPreferred(t *testing.T) {
 	im := cluster3(t)
 	ref := PartitionRef{TopicID{1}, 0} // preferred 1
 	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
-	Apply(im, im.Index+1, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 1, 2}}}})
+	Apply(im, im.Index+1, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{PartitionRef: ref, Epoch: 1, Leader: 2}}}})
 	cfg := testActiveConfig()
 	cfg.BalanceInterval = time.Second
 	a := NewActive(cfg, im.Clone(), t0)
@@ -274,7 +275,7 @@ func TestReassignmentFinishesOnceTargetsAreInSync(t *testing.T) {
 	}
 	// Once 4 leads, the reassignment finishes.
 	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
-	Apply(im, im.Index+1, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 1, 4}}}})
+	Apply(im, im.Index+1, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{PartitionRef: ref, Epoch: 1, Leader: 4}}}})
 	Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: 1, ISR: []int32{1, 2, 3, 4}}}}})
 	a.SetImage(im.Clone(), t0.Add(time.Second))
 	if eff := a.Tick(t0.Add(time.Second)); hasOp(eff, OpFinishReassign) {
@@ -327,5 +328,63 @@ func TestAgentExpiry(t *testing.T) {
 	}
 	if len(im.Nodes) != 3 {
 		t.Fatalf("%d nodes left; want the three storage nodes", len(im.Nodes))
+	}
+}
+
+// TestUncleanElection: a partition that lost a majority of its replicas stays leaderless until
+// an unclean election is asked for; then its most up-to-date live replica leads and the live
+// replicas that voted become the replica set. Asked for while a majority is live, it does
+// nothing; an unclean elect nobody asked for is not applied.
+func TestUncleanElection(t *testing.T) {
+	im := cluster3(t)
+	ref := PartitionRef{TopicID{1}, 0} // replicas 1,2,3, led by 1
+	if res := Apply(im, im.Index+1, &Command{Op: OpUncleanElection, UncleanElection: &BeginElection{Items: []EpochRef{{ref, 0}}}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if _, p, _ := im.Partition(ref.Topic, 0); p.Unclean || p.Leader != 1 {
+		t.Fatalf("unclean election asked for with every replica live: unclean %v, leader %d; want no change", p.Unclean, p.Leader)
+	}
+	for _, n := range []int32{1, 2} {
+		Apply(im, im.Index+1, &Command{Op: OpFence, Fence: &Fence{Node: n, Incarnation: im.Nodes[n].Incarnation}})
+	}
+	_, p, _ := im.Partition(ref.Topic, 0)
+	epoch := p.LeaderEpoch
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	a.Heartbeat(3, im.Nodes[3].Incarnation, t0)
+	a.Tick(t0) // asks for votes
+	a.Votes(3, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: epoch, OK: true, LastEpoch: 0, LogEnd: 7}}}, t0)
+	a.Heartbeat(3, im.Nodes[3].Incarnation, t0.Add(time.Second))
+	if eff := a.Tick(t0.Add(time.Second)); hasOp(eff, OpElect) {
+		t.Fatalf("elected with one replica of three and no unclean election asked for: %+v", proposed(eff, OpElect))
+	}
+	// An unclean elect nobody asked for.
+	Apply(im, im.Index+1, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{PartitionRef: ref, Epoch: epoch, Leader: 3, Replicas: []int32{3}}}}})
+	if _, p, _ := im.Partition(ref.Topic, 0); p.Leader != -1 {
+		t.Fatalf("an unclean elect nobody asked for made %d leader", p.Leader)
+	}
+
+	Apply(im, im.Index+1, &Command{Op: OpUncleanElection, UncleanElection: &BeginElection{Items: []EpochRef{{ref, epoch}}}})
+	a.SetImage(im.Clone(), t0.Add(time.Second))
+	a.Heartbeat(3, im.Nodes[3].Incarnation, t0.Add(2*time.Second))
+	elect := proposed(a.Tick(t0.Add(2*time.Second)), OpElect)
+	if elect == nil {
+		t.Fatal("no election after the unclean election was asked for")
+	}
+	var it ElectItem
+	for _, i := range elect.Elect.Items {
+		if i.PartitionRef == ref {
+			it = i
+		}
+	}
+	if it.Leader != 3 || !slices.Equal(it.Replicas, []int32{3}) {
+		t.Fatalf("unclean election: %+v; want 3 leading replicas [3]", it)
+	}
+	Apply(im, im.Index+1, elect)
+	if _, p, _ := im.Partition(ref.Topic, 0); p.Leader != 3 || !slices.Equal(p.Replicas, []int32{3}) || p.Unclean {
+		t.Fatalf("after the unclean election: %+v", p)
+	}
+	// Partition 1 (replicas 2,3,1) was not asked for: it stays leaderless.
+	if _, p, _ := im.Partition(ref.Topic, 1); p.Leader != -1 {
+		t.Fatalf("partition 1 got leader %d without an unclean election", p.Leader)
 	}
 }

@@ -28,6 +28,7 @@ type Command struct {
 	AllocProducerIDs *AllocProducerIDs  `json:"alloc_producer_ids,omitempty"`
 	Elect            *Elect             `json:"elect,omitempty"`
 	BeginElection    *BeginElection     `json:"begin_election,omitempty"`
+	UncleanElection  *BeginElection     `json:"unclean_election,omitempty"`
 	SetISR           *SetISR            `json:"set_isr,omitempty"`
 	Reassign         *Reassign          `json:"reassign,omitempty"`
 	CommitFile       *CommitFile        `json:"commit_file,omitempty"`
@@ -53,9 +54,12 @@ const (
 	OpAllocProducerIDs = "alloc-producer-ids"
 	OpElect            = "elect"
 	OpBeginElection    = "begin-election"
-	OpSetISR           = "set-isr"
-	OpReassign         = "reassign"
-	OpFinishReassign   = "finish-reassign"
+	// OpUncleanElection lets the next elections of partitions that have lost a majority of
+	// their replicas elect without one (UncleanElection names them; docs/cluster.md §4.5).
+	OpUncleanElection = "unclean-election"
+	OpSetISR          = "set-isr"
+	OpReassign        = "reassign"
+	OpFinishReassign  = "finish-reassign"
 	// OpUnregister forgets a fenced agent's incarnation (Fence names it): agents are
 	// stateless and never come back under the same id.
 	OpUnregister = "unregister"
@@ -169,6 +173,9 @@ type ElectItem struct {
 	PartitionRef
 	Epoch  int32 `json:"epoch"`
 	Leader int32 `json:"leader"`
+	// Replicas: an unclean election's new replica set (the live replicas that voted); nil for
+	// a clean one.
+	Replicas []int32 `json:"replicas,omitempty"`
 }
 
 // BeginElection takes the leader away from partitions that are in the given epochs (a transfer,
@@ -363,6 +370,17 @@ func Apply(im *Image, index uint64, c *Command) Result {
 			for _, it := range c.BeginElection.Items {
 				if _, p, ok := im.Partition(it.Topic, it.Partition); ok && p.LeaderEpoch == it.Epoch {
 					dropLeader(p)
+				}
+			}
+		}
+	case OpUncleanElection:
+		if c.UncleanElection != nil {
+			for _, it := range c.UncleanElection.Items {
+				if _, p, ok := im.Partition(it.Topic, it.Partition); ok && p.LeaderEpoch == it.Epoch && !im.MajorityLive(p) {
+					if p.Leader >= 0 {
+						dropLeader(p)
+					}
+					p.Unclean = true
 				}
 			}
 		}
@@ -569,6 +587,15 @@ func applyElect(im *Image, e *Elect) {
 		if !ok || p.LeaderEpoch != it.Epoch || p.Leader != -1 || !im.Live(it.Leader) || !slices.Contains(p.Hosts(), it.Leader) {
 			continue
 		}
+		if it.Replicas != nil { // unclean: the voters become the replicas
+			hosts := p.Hosts()
+			if !p.Unclean || !slices.Contains(it.Replicas, it.Leader) ||
+				slices.ContainsFunc(it.Replicas, func(n int32) bool { return !slices.Contains(hosts, n) || !im.Live(n) }) {
+				continue
+			}
+			p.Replicas, p.Target, p.TargetSynced = slices.Clone(it.Replicas), nil, false
+		}
+		p.Unclean = false
 		p.Leader = it.Leader
 		p.ISR = []int32{it.Leader} // the leader reports the followers as they catch up
 		p.TargetSynced = false

@@ -80,12 +80,12 @@ func TestElectAppliesOnlyInItsEpoch(t *testing.T) {
 	im := cluster3(t)
 	Apply(im, 50, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{PartitionRef{TopicID{1}, 0}, 0}}}})
 	ref := PartitionRef{TopicID{1}, 0}
-	Apply(im, 51, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 0, 3}}}}) // stale epoch
+	Apply(im, 51, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{PartitionRef: ref, Epoch: 0, Leader: 3}}}}) // stale epoch
 	if _, p, _ := im.Partition(ref.Topic, 0); p.Leader != -1 {
 		t.Fatalf("an elect for epoch 0 applied in epoch 1: leader %d", p.Leader)
 	}
-	Apply(im, 52, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 1, 3}}}})
-	Apply(im, 53, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 1, 2}}}}) // a second winner
+	Apply(im, 52, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{PartitionRef: ref, Epoch: 1, Leader: 3}}}})
+	Apply(im, 53, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{PartitionRef: ref, Epoch: 1, Leader: 2}}}}) // a second winner
 	if _, p, _ := im.Partition(ref.Topic, 0); p.Leader != 3 || p.LeaderEpoch != 1 {
 		t.Fatalf("leader %d epoch %d; want 3 in epoch 1 (the first elect wins)", p.Leader, p.LeaderEpoch)
 	}
@@ -97,7 +97,7 @@ func TestElectRefusesFencedOrForeignNodes(t *testing.T) {
 	ref := PartitionRef{TopicID{1}, 0}
 	Apply(im, 50, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
 	Apply(im, 51, &Command{Op: OpFence, Fence: &Fence{Node: 3, Incarnation: im.Nodes[3].Incarnation}})
-	Apply(im, 52, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{ref, 1, 3}, {ref, 1, 4}}}})
+	Apply(im, 52, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{PartitionRef: ref, Epoch: 1, Leader: 3}, {PartitionRef: ref, Epoch: 1, Leader: 4}}}})
 	if _, p, _ := im.Partition(ref.Topic, 0); p.Leader != -1 {
 		t.Fatalf("leader %d; want none (3 is fenced, 4 holds no replica)", p.Leader)
 	}

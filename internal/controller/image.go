@@ -112,8 +112,12 @@ type Partition struct {
 	Target []int32 `json:"target,omitempty"`
 	// TargetSynced: the leader of this epoch reported that a quorum of Target holds every
 	// committed batch and commits along, so the move may finish.
-	TargetSynced bool  `json:"target_synced,omitempty"`
-	Leader       int32 `json:"leader"` // -1: no leader (an election is due)
+	TargetSynced bool `json:"target_synced,omitempty"`
+	// Unclean: an unclean election was asked for (ElectLeaders of type unclean): the next
+	// election may elect without a majority, and the replicas that voted become the replica
+	// set (docs/cluster.md §4.5). Cleared by the next election.
+	Unclean bool  `json:"unclean,omitempty"`
+	Leader  int32 `json:"leader"` // -1: no leader (an election is due)
 	// LeaderEpoch is bumped by every command that takes the leader away; the elected leader
 	// leads in the epoch its election was for.
 	LeaderEpoch int32   `json:"leader_epoch"`
@@ -228,6 +232,18 @@ func (im *Image) Partition(id TopicID, index int32) (*Topic, *Partition, bool) {
 func (im *Image) Live(id int32) bool {
 	n, ok := im.Nodes[id]
 	return ok && !n.Fenced
+}
+
+// MajorityLive reports whether a majority of a partition's replicas are live: enough to elect
+// a leader and commit.
+func (im *Image) MajorityLive(p *Partition) bool {
+	live := 0
+	for _, n := range p.Replicas {
+		if im.Live(n) {
+			live++
+		}
+	}
+	return live >= len(p.Replicas)/2+1
 }
 
 // LiveNodes returns the ids of the registered, unfenced nodes, ascending.

@@ -1,0 +1,130 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestUncleanElection: a partition whose replicas on nodes 4 and 5 are lost for good, leaving
+// only node 3's, can neither elect a leader nor commit (whether node 3 led it then or not). An unclean election (ElectLeaders of
+// type 1, kafka-leader-election --election-type unclean) makes node 3 its leader and its only
+// replica; it keeps the records node 3 has and takes new ones. The nodes that come back
+// delete their copies, and a reassignment restores three replicas. On a healthy partition an
+// unclean election is not needed.
+func TestUncleanElection(t *testing.T) {
+	c := startCluster(t, 5)
+	c.waitNodes(5)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl, adm := c.client(kgo.RecordDeliveryTimeout(10 * time.Second))
+	const topic = "survivor"
+	placeTopic(ctx, t, adm, topic, 4, 5, 3)
+	produce := func(from, n int) error {
+		for i := from; i < from+n; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Every record on all three replicas, so node 3 has them all when it is the last.
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "min.insync.replicas", Value: kadm.StringPtr("3")}}, topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := produce(0, 20); err != nil {
+		t.Fatal(err)
+	}
+	set := kadm.TopicsSet{topic: {0: {}}}
+	res, err := adm.ElectLeaders(ctx, kadm.ElectLiveReplica, set)
+	if err != nil || !errors.Is(res[topic][0].Err, kerr.ElectionNotNeeded) {
+		t.Fatalf("unclean election of a healthy partition: %v %+v; want ELECTION_NOT_NEEDED", err, res[topic][0])
+	}
+
+	c.stop(4)
+	c.stop(5)
+	eventually(t, "nodes 4 and 5 fenced (gone from node 1's Metadata)", 30*time.Second, func() bool {
+		md, err := nodeMetadata(ctx, cl, 1, topic)
+		return err == nil && !slices.ContainsFunc(md.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.NodeID >= 4 })
+	})
+	res, err = adm.ElectLeaders(ctx, kadm.ElectLiveReplica, set)
+	if err != nil || res[topic][0].Err != nil {
+		t.Fatalf("unclean election: %v %+v", err, res[topic][0])
+	}
+	// Metadata reaches the nodes after the election is answered, as in Kafka.
+	eventually(t, "node 3 leading replicas [3] in node 1's Metadata", 10*time.Second, func() bool {
+		md, err := nodeMetadata(ctx, cl, 1, topic)
+		if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 1 {
+			return false
+		}
+		p := md.Topics[0].Partitions[0]
+		return p.Leader == 3 && slices.Equal(p.Replicas, []int32{3})
+	})
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "min.insync.replicas", Value: nil, Op: kadm.DeleteConfig}}, topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := produce(20, 10); err != nil {
+		t.Fatalf("producing after the unclean election: %v", err)
+	}
+	got := consumeValues(ctx, t, c, topic, 30)
+	for i := range 30 {
+		if !slices.Contains(got, fmt.Sprintf("r%d", i)) {
+			t.Fatalf("record r%d missing after the unclean election (read %v)", i, got)
+		}
+	}
+
+	c.start(4)
+	c.start(5)
+	c.waitNodes(5)
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, 0, []int32{3, 4, 5})
+	if r, err := adm.AlterPartitionAssignments(ctx, req); err != nil || r.Error() != nil {
+		t.Fatalf("back to three replicas: %v %v", err, r.Error())
+	}
+	eventually(t, "three replicas again, in sync", time.Minute, func() bool {
+		md, err := adm.Metadata(ctx, topic)
+		return err == nil && slices.Equal(md.Topics[topic].Partitions[0].Replicas, []int32{3, 4, 5}) && len(md.Topics[topic].Partitions[0].ISR) == 3
+	})
+	if err := produce(30, 5); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeMetadata asks one node for its Metadata of topic (kadm answers from the client's cache).
+func nodeMetadata(ctx context.Context, cl *kgo.Client, node int32, topic string) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := cl.Broker(int(node)).Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.MetadataResponse), nil
+}
+
+// consumeValues reads at least n records of topic from the start with a fresh client.
+func consumeValues(ctx context.Context, t *testing.T, c *testCluster, topic string, n int) []string {
+	t.Helper()
+	cl, _ := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer cl.Close()
+	var got []string
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for len(got) < n {
+		fs := cl.PollFetches(rctx)
+		if rctx.Err() != nil {
+			t.Fatalf("read %d of %d records of %s", len(got), n, topic)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	return got
+}
