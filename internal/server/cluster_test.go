@@ -202,17 +202,25 @@ func (c *testCluster) waitTopicEverywhere(ctx context.Context, cl *kgo.Client, t
 	c.t.Helper()
 	eventually(c.t, topic+" in every node's metadata", 30*time.Second, func() bool {
 		for id := range c.servers {
-			req := kmsg.NewPtrMetadataRequest()
-			rt := kmsg.NewMetadataRequestTopic()
-			rt.Topic = kmsg.StringPtr(topic)
-			req.Topics = append(req.Topics, rt)
-			resp, err := cl.Broker(int(id)).Request(ctx, req)
-			if err != nil || resp.(*kmsg.MetadataResponse).Topics[0].ErrorCode != 0 {
+			if md, err := nodeMetadata(ctx, cl, id, topic); err != nil || md.Topics[0].ErrorCode != 0 {
 				return false
 			}
 		}
 		return true
 	})
+}
+
+// nodeMetadata asks one node for its Metadata of topic (kadm answers from the client's cache).
+func nodeMetadata(ctx context.Context, cl *kgo.Client, node int32, topic string) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := cl.Broker(int(node)).Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.MetadataResponse), nil
 }
 
 // TestClusterProduceReassignElect runs four nodes (three voters and a broker-only node):

@@ -98,19 +98,6 @@ func TestUncleanElection(t *testing.T) {
 	}
 }
 
-// nodeMetadata asks one node for its Metadata of topic (kadm answers from the client's cache).
-func nodeMetadata(ctx context.Context, cl *kgo.Client, node int32, topic string) (*kmsg.MetadataResponse, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := cl.Broker(int(node)).Request(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return resp.(*kmsg.MetadataResponse), nil
-}
-
 // consumeValues reads at least n records of topic from the start with a fresh client.
 func consumeValues(ctx context.Context, t *testing.T, c *testCluster, topic string, n int) []string {
 	t.Helper()
