@@ -380,8 +380,9 @@ func TestUncleanElection(t *testing.T) {
 		t.Fatalf("unclean election: %+v; want 3 leading replicas [3]", it)
 	}
 	Apply(im, im.Index+1, elect)
-	if _, p, _ := im.Partition(ref.Topic, 0); p.Leader != 3 || !slices.Equal(p.Replicas, []int32{3}) || p.Unclean {
-		t.Fatalf("after the unclean election: %+v", p)
+	if _, p, _ := im.Partition(ref.Topic, 0); p.Leader != 3 || !slices.Equal(p.Replicas, []int32{3}) || p.Unclean ||
+		!slices.Equal(p.Target, []int32{1, 2, 3}) {
+		t.Fatalf("after the unclean election: %+v; want 3 leading replicas [3], moving back to [1 2 3]", p)
 	}
 	// Partition 1 (replicas 2,3,1) was not asked for: it stays leaderless.
 	if _, p, _ := im.Partition(ref.Topic, 1); p.Leader != -1 {

@@ -593,7 +593,16 @@ func applyElect(im *Image, e *Elect) {
 				slices.ContainsFunc(it.Replicas, func(n int32) bool { return !slices.Contains(hosts, n) || !im.Live(n) }) {
 				continue
 			}
-			p.Replicas, p.Target, p.TargetSynced = slices.Clone(it.Replicas), nil, false
+			// The replica set it had (or was moving to) becomes the target of a move back: the
+			// lost replicas rejoin when they return, truncating what the voters never had.
+			want := p.Target
+			if want == nil {
+				want = p.Replicas
+			}
+			p.Replicas, p.Target, p.TargetSynced = slices.Clone(it.Replicas), slices.Clone(want), false
+			if slices.Equal(p.Target, p.Replicas) {
+				p.Target = nil
+			}
 		}
 		p.Unclean = false
 		p.Leader = it.Leader

@@ -114,8 +114,8 @@ type Partition struct {
 	// committed batch and commits along, so the move may finish.
 	TargetSynced bool `json:"target_synced,omitempty"`
 	// Unclean: an unclean election was asked for (ElectLeaders of type unclean): the next
-	// election may elect without a majority, and the replicas that voted become the replica
-	// set (docs/cluster.md §4.5). Cleared by the next election.
+	// election may elect without a majority; the replicas that voted become the replica set,
+	// moving back to the set it had (docs/cluster.md §4.5). Cleared by the next election.
 	Unclean bool  `json:"unclean,omitempty"`
 	Leader  int32 `json:"leader"` // -1: no leader (an election is due)
 	// LeaderEpoch is bumped by every command that takes the leader away; the elected leader

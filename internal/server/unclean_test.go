@@ -14,11 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestUncleanElection: a partition whose replicas on nodes 4 and 5 are lost for good, leaving
-// only node 3's, can neither elect a leader nor commit (whether node 3 led it then or not). An unclean election (ElectLeaders of
-// type 1, kafka-leader-election --election-type unclean) makes node 3 its leader and its only
-// replica; it keeps the records node 3 has and takes new ones. The nodes that come back
-// delete their copies, and a reassignment restores three replicas. On a healthy partition an
+// TestUncleanElection: a partition whose replicas on nodes 4 and 5 are lost, leaving only node
+// 3's, can neither elect a leader nor commit (whether node 3 led it then or not). An unclean
+// election (ElectLeaders of type 1, kafka-leader-election --election-type unclean) makes node 3
+// its leader and its only replica, moving back to nodes 4, 5 and 3; it keeps the records node 3
+// has and takes new ones. When nodes 4 and 5 come back they rejoin as the move's new replicas,
+// and the partition has its three replicas again with nobody asking. On a healthy partition an
 // unclean election is not needed.
 func TestUncleanElection(t *testing.T) {
 	c := startCluster(t, 5)
@@ -60,14 +61,18 @@ func TestUncleanElection(t *testing.T) {
 		t.Fatalf("unclean election: %v %+v", err, res[topic][0])
 	}
 	// Metadata reaches the nodes after the election is answered, as in Kafka.
-	eventually(t, "node 3 leading replicas [3] in node 1's Metadata", 10*time.Second, func() bool {
+	eventually(t, "node 3 leading, alone in the ISR, in node 1's Metadata", 10*time.Second, func() bool {
 		md, err := nodeMetadata(ctx, cl, 1, topic)
 		if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 1 {
 			return false
 		}
 		p := md.Topics[0].Partitions[0]
-		return p.Leader == 3 && slices.Equal(p.Replicas, []int32{3})
+		return p.Leader == 3 && slices.Equal(p.ISR, []int32{3})
 	})
+	moves, err := adm.ListPartitionReassignments(ctx, set)
+	if m := moves[topic][0]; err != nil || !slices.Equal(m.Replicas, []int32{3, 4, 5}) || !slices.Equal(m.AddingReplicas, []int32{4, 5}) {
+		t.Fatalf("after the unclean election: move %+v %v; want replicas [3] adding 4 and 5", moves[topic][0], err)
+	}
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "min.insync.replicas", Value: nil, Op: kadm.DeleteConfig}}, topic); err != nil {
 		t.Fatal(err)
 	}
@@ -84,17 +89,19 @@ func TestUncleanElection(t *testing.T) {
 	c.start(4)
 	c.start(5)
 	c.waitNodes(5)
-	var req kadm.AlterPartitionAssignmentsReq
-	req.Assign(topic, 0, []int32{3, 4, 5})
-	if r, err := adm.AlterPartitionAssignments(ctx, req); err != nil || r.Error() != nil {
-		t.Fatalf("back to three replicas: %v %v", err, r.Error())
-	}
-	eventually(t, "three replicas again, in sync", time.Minute, func() bool {
-		md, err := adm.Metadata(ctx, topic)
-		return err == nil && slices.Equal(md.Topics[topic].Partitions[0].Replicas, []int32{3, 4, 5}) && len(md.Topics[topic].Partitions[0].ISR) == 3
+	eventually(t, "replicas 4, 5, 3 again, in sync", time.Minute, func() bool {
+		md, err := nodeMetadata(ctx, cl, 1, topic)
+		if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 1 {
+			return false
+		}
+		p := md.Topics[0].Partitions[0]
+		return slices.Equal(p.Replicas, []int32{4, 5, 3}) && len(p.ISR) == 3
 	})
 	if err := produce(30, 5); err != nil {
 		t.Fatal(err)
+	}
+	if got := consumeValues(ctx, t, c, topic, 35); len(got) != 35 {
+		t.Fatalf("read %d records; want the 35 produced, each once", len(got))
 	}
 }
 
