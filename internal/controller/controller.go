@@ -491,18 +491,23 @@ func (c *Controller) handleReady() error {
 		if err := c.store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 			return err
 		}
+		var snapshotsTo []uint64
 		for _, m := range rd.Messages {
 			body, err := proto.Marshal(m)
 			if err != nil {
 				return err
 			}
 			c.cfg.Send(nodeID(m.GetTo()), body)
+			if m.GetType() == pb.MessageType_MsgSnap {
+				snapshotsTo = append(snapshotsTo, m.GetTo())
+			}
 		}
 		if err := c.apply(rd.CommittedEntries); err != nil {
 			return err
 		}
 		c.answerReads(rd.ReadStates)
 		c.rn.Advance(rd)
+		raftlog.ReportSnapshots(c.rn, snapshotsTo)
 	}
 	return nil
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -15,13 +18,22 @@ type testNet struct {
 	mu    sync.Mutex
 	nodes map[int32]*Controller
 	down  map[int32]bool
+	mute  map[int32]bool // messages from these nodes are lost
+	// muteAfterSnap: these nodes are muted once a snapshot is sent to them.
+	muteAfterSnap map[int32]bool
 }
 
 func (n *testNet) send(from int32) func(to int32, body []byte) {
 	return func(to int32, body []byte) {
 		n.mu.Lock()
+		if n.muteAfterSnap[to] {
+			m := &pb.Message{}
+			if proto.Unmarshal(body, m) == nil && m.GetType() == pb.MessageType_MsgSnap {
+				n.mute[to] = true
+			}
+		}
 		c := n.nodes[to]
-		drop := n.down[to] || n.down[from]
+		drop := n.down[to] || n.down[from] || n.mute[from]
 		n.mu.Unlock()
 		if c != nil && !drop {
 			c.Step(from, append([]byte(nil), body...))
@@ -189,6 +201,39 @@ func TestLearnerJoinsAndGetsTheLog(t *testing.T) {
 	if learner.IsLeader() {
 		t.Fatal("a learner became leader")
 	}
+}
+
+// TestLearnerRecoversFromALostSnapshotAck: a learner that needs a snapshot installs it, but
+// what it answers is lost. The leader must not wait for that answer forever (etcd raft keeps a
+// follower it sent a snapshot to paused until the snapshot is reported): the learner catches
+// up once its messages get through again.
+func TestLearnerRecoversFromALostSnapshotAck(t *testing.T) {
+	fsys := vfs.NewMem()
+	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}, mute: map[int32]bool{}, muteAfterSnap: map[int32]bool{7: true}}
+	voters := []int32{1, 2, 3}
+	var cs []*Controller
+	for _, id := range voters {
+		cs = append(cs, startNode(t, n, fsys, id, voters))
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Stop()
+		}
+	}()
+	waitFor(t, "a leader", func() bool { return leaderOf(n) != nil })
+	for i := range 40 { // compacted past: the learner needs a snapshot
+		propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: fmt.Sprintf("t%d", i), ID: TopicID{byte(i + 10)}, Assignments: [][]int32{}}})
+	}
+	learner := startNode(t, n, fsys, 7, voters)
+	cs = append(cs, learner)
+	propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: 7, ClusterAddr: "l"}})
+	waitFor(t, "the learner installed a snapshot", func() bool { return learner.Image().Index > 0 })
+	time.Sleep(100 * time.Millisecond) // its answers, and heartbeat answers, are lost meanwhile
+	n.mu.Lock()
+	n.mute, n.muteAfterSnap = map[int32]bool{}, nil
+	n.mu.Unlock()
+	_, idx := propose(t, n, &Command{Op: OpAllocProducerIDs, AllocProducerIDs: &AllocProducerIDs{Node: 1, Count: 1}})
+	waitFor(t, "the learner caught up past the snapshot", func() bool { return learner.Image().Index >= idx })
 }
 
 func TestWALTornTailIsCut(t *testing.T) {

@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -25,4 +26,16 @@ func LearnerChange(cs *pb.ConfState, add []uint64, keep func(id uint64) bool) *p
 		}
 	}
 	return nil
+}
+
+// ReportSnapshots tells raft that the snapshots its last Ready asked to send to these peers went
+// out; call it after Advance. The transport does not say when a snapshot arrived, and etcd raft
+// keeps a peer it sent a snapshot to paused until the peer answers or the snapshot is reported:
+// an answer lost on the way (a dropped frame, a full receive queue) would leave the peer behind
+// for good. Reported as sent, the peer is probed again once it answers a heartbeat, and sent the
+// snapshot again if it still lacks it.
+func ReportSnapshots(rn *raft.RawNode, to []uint64) {
+	for _, id := range to {
+		rn.ReportSnapshot(id, raft.SnapshotFinish)
+	}
 }

@@ -585,17 +585,22 @@ func (g *Group) ready() error {
 		if err := g.store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 			return err
 		}
+		var snapshotsTo []uint64
 		for _, m := range rd.Messages {
 			body, err := proto.Marshal(m)
 			if err != nil {
 				return err
 			}
 			g.cfg.Send(nodeID(m.GetTo()), KindRaft, body)
+			if m.GetType() == pb.MessageType_MsgSnap {
+				snapshotsTo = append(snapshotsTo, m.GetTo())
+			}
 		}
 		if err := g.apply(rd.CommittedEntries); err != nil {
 			return err
 		}
 		g.rn.Advance(rd)
+		raftlog.ReportSnapshots(g.rn, snapshotsTo)
 	}
 	return nil
 }
