@@ -78,6 +78,7 @@ type Controller struct {
 	confState    *pb.ConfState
 	applied      uint64
 	pendingConf  bool // a configuration change is proposed and not yet applied
+	pendingSince time.Time
 	bootProposed time.Time
 	reading      *pendingRead  // the ReadIndex request raft has not answered (one at a time)
 	readNext     []chan uint64 // ReadIndex callers waiting for the next request
@@ -509,6 +510,11 @@ func (c *Controller) handleReady() error {
 		c.rn.Advance(rd)
 		raftlog.ReportSnapshots(c.rn, snapshotsTo)
 	}
+	// After Advance: raft refuses a membership change while the last one is not applied in its
+	// own view, which Advance updates (a change proposed from within apply, after the previous
+	// one's entry but before Advance, was silently turned into an empty entry, and the learner
+	// it was for never added).
+	c.maybeChangeLearners()
 	return nil
 }
 
@@ -597,7 +603,6 @@ func (c *Controller) apply(ents []*pb.Entry) error {
 		}
 	}
 	c.publish()
-	c.maybeChangeLearners()
 	return nil
 }
 
@@ -617,6 +622,9 @@ func (c *Controller) publish() {
 // Raft group as a learner, or else removes one learner whose node is no longer registered (an
 // unregistered agent), so learners do not pile up as agents come and go.
 func (c *Controller) maybeChangeLearners() {
+	if c.pendingConf && time.Since(c.pendingSince) > 10*time.Second {
+		c.pendingConf = false // raft dropped it (it drops a change it cannot take): propose again
+	}
 	if !c.IsLeader() || c.pendingConf {
 		return
 	}
@@ -631,7 +639,7 @@ func (c *Controller) maybeChangeLearners() {
 		return
 	}
 	if err := c.rn.ProposeConfChange(cc); err == nil {
-		c.pendingConf = true
+		c.pendingConf, c.pendingSince = true, time.Now()
 		c.logger.Info("controller: membership change", "change", cc.GetType().String(), "node", nodeID(cc.GetNodeId()))
 	}
 }
