@@ -188,9 +188,10 @@ func handleAlterPartitionAssignments(ctx context.Context, r *request) reply {
 
 // handleListPartitionReassignments lists the moves in progress: each partition's replicas
 // (old and new), and which are being added and removed.
-func handleListPartitionReassignments(_ context.Context, r *request) reply {
+func handleListPartitionReassignments(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	r.conn.b.adminBarrier(ctx) // Kafka answers from the active controller: a move just started or ended shows
 	img := r.conn.b.cl.Image()
 	add := func(name string, index int32, p *controller.Partition) {
 		if p.Target == nil {
