@@ -104,9 +104,10 @@ type Group struct {
 	changed   chan struct{} // closed and replaced when the machine moves
 	confState *pb.ConfState
 	applied   uint64
-	// pendingConf: a membership change this node proposed as leader is not applied yet (raft
-	// takes one at a time).
-	pendingConf bool
+	// pendingConf: a membership change this node proposed as leader (at pendingSince) is not
+	// applied yet (raft takes one at a time).
+	pendingConf  bool
+	pendingSince time.Time
 
 	// The leader's soft state, owned by the loop.
 	leaders   map[string]*order.Leader
@@ -534,6 +535,9 @@ func (g *Group) reconcile() {
 // reconcileLearners, on the leader, adds one member that is not in the Raft configuration as
 // a learner, or else removes one learner that is no longer a member.
 func (g *Group) reconcileLearners() {
+	if g.pendingConf && time.Since(g.pendingSince) > 10*time.Second {
+		g.pendingConf = false // raft dropped it (it drops a change it cannot take): propose again
+	}
 	if g.pendingConf || g.cfg.Members == nil {
 		return
 	}
@@ -546,7 +550,7 @@ func (g *Group) reconcileLearners() {
 		return
 	}
 	if err := g.rn.ProposeConfChange(cc); err == nil {
-		g.pendingConf = true
+		g.pendingConf, g.pendingSince = true, time.Now()
 		g.logger.Info("sequencer: membership change", "change", cc.GetType().String(), "node", nodeID(cc.GetNodeId()))
 	}
 }
