@@ -107,6 +107,16 @@ func (p *Partition) seqCovered(b BatchMeta) bool {
 	return lp != nil && lp.Epoch == b.Epoch && lp.Seqs.Covers(int64(b.FirstSeq), int64(b.FirstSeq)+int64(b.Records)-1)
 }
 
+// followsCommitted reports whether an idempotent batch's predecessor (the sequence number before
+// its first) was committed in its epoch: it is in sequence, whatever Kafka's state (the last
+// five batches, moved on only by batches committed in order) says. Refusing it as out of order
+// would make the producer bump its epoch (KIP-360) and send its unanswered batches again, some
+// of which may be stored already.
+func (p *Partition) followsCommitted(b BatchMeta) bool {
+	lp := p.lazy[b.ProducerID]
+	return b.FirstSeq > 0 && lp != nil && lp.Epoch == b.Epoch && lp.Seqs.Covers(int64(b.FirstSeq)-1, int64(b.FirstSeq)-1)
+}
+
 // recordSeq records an accepted idempotent batch's sequence range.
 func (p *Partition) recordSeq(b BatchMeta) {
 	lp := p.lazy[b.ProducerID]
@@ -156,6 +166,11 @@ func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy 
 		tb := txn.Batch{ProducerID: b.ProducerID, Epoch: b.Epoch, FirstSeq: b.FirstSeq, LastOffsetDelta: b.Records - 1}
 		if res.Err == nil && b.ProducerID >= 0 {
 			dup, seqErr = p.producers.Check(tb)
+			if errors.Is(seqErr, kerr.OutOfOrderSequenceNumber) && p.followsCommitted(b) {
+				// Its predecessor is stored: committed lazily out of Kafka's order (after one
+				// before it, retried, was committed later), which left Kafka's state behind.
+				seqErr = nil
+			}
 			if !lazy {
 				res.Err = seqErr
 			}

@@ -230,3 +230,32 @@ func TestEagerAndLazyCopies(t *testing.T) {
 		t.Fatalf("next %d; want 12 records stored", p.Next)
 	}
 }
+
+// TestEagerAfterLazyOutOfOrder: lazy batches committed out of order (2 and 3 before 1, which
+// was retried after a lost answer) leave Kafka's state at 1; an eager batch 4 that follows them
+// is in sequence, not refused as out of order (which would make the producer bump its epoch and
+// resend batches already stored). One with a gap before it is still refused.
+func TestEagerAfterLazyOutOfOrder(t *testing.T) {
+	p := NewPartition()
+	b := func(seq int32) BatchMeta { return BatchMeta{Records: 1, ProducerID: 9, Epoch: 0, FirstSeq: seq} }
+	if r := p.Commit("e0", IndexEntry{}, []BatchMeta{b(0)}); r[0].Err != nil {
+		t.Fatal(r[0].Err)
+	}
+	for _, seq := range []int32{2, 3, 1} {
+		if r := p.CommitLazy(fmt.Sprint("l", seq), IndexEntry{}, []BatchMeta{b(seq)}); r[0].Duplicate || r[0].Err != nil {
+			t.Fatalf("lazy %d: %+v", seq, r)
+		}
+	}
+	if r := p.Commit("e4", IndexEntry{}, []BatchMeta{b(4)}); r[0].Err != nil || r[0].Duplicate || r[0].Base != 4 {
+		t.Fatalf("an eager batch following lazy ones committed out of order: %+v; want it stored at 4", r)
+	}
+	if r := p.Commit("e5", IndexEntry{}, []BatchMeta{b(5)}); r[0].Err != nil || r[0].Base != 5 {
+		t.Fatalf("the next eager batch: %+v; want it stored at 5", r)
+	}
+	if r := p.Commit("e7", IndexEntry{}, []BatchMeta{b(7)}); !errors.Is(r[0].Err, kerr.OutOfOrderSequenceNumber) {
+		t.Fatalf("an eager batch after a gap: %+v; want OUT_OF_ORDER_SEQUENCE_NUMBER", r)
+	}
+	if r := p.Commit("e2", IndexEntry{}, []BatchMeta{b(2)}); !r[0].Duplicate {
+		t.Fatalf("an eager retry of a stored batch: %+v; want a duplicate", r)
+	}
+}
