@@ -75,6 +75,15 @@ func startQuorum(t *testing.T, fsys vfs.FS) (*testNet, map[int32]*Controller) {
 	return n, cs
 }
 
+// compactPast commits enough to compact the log past its start (SnapshotEvery is 20): a learner
+// starting afterwards needs a snapshot.
+func compactPast(t *testing.T, n *testNet) {
+	t.Helper()
+	for i := range 40 {
+		propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: fmt.Sprintf("t%d", i), ID: TopicID{byte(i + 10)}, Assignments: [][]int32{}}})
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -183,9 +192,7 @@ func TestLearnerJoinsAndGetsTheLog(t *testing.T) {
 		cs = append(cs, startNode(t, n, fsys, id, voters))
 	}
 	waitFor(t, "a leader", func() bool { return leaderOf(n) != nil })
-	for i := range 40 { // compacted past: the learner needs a snapshot
-		propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: fmt.Sprintf("t%d", i), ID: TopicID{byte(i + 10)}, Assignments: [][]int32{}}})
-	}
+	compactPast(t, n)
 	learner := startNode(t, n, fsys, 7, voters)
 	cs = append(cs, learner)
 	defer func() {
@@ -209,23 +216,13 @@ func TestLearnerJoinsAndGetsTheLog(t *testing.T) {
 // up once its messages get through again.
 func TestLearnerRecoversFromALostSnapshotAck(t *testing.T) {
 	fsys := vfs.NewMem()
-	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}, mute: map[int32]bool{}, muteAfterSnap: map[int32]bool{7: true}}
-	voters := []int32{1, 2, 3}
-	var cs []*Controller
-	for _, id := range voters {
-		cs = append(cs, startNode(t, n, fsys, id, voters))
-	}
-	defer func() {
-		for _, c := range cs {
-			c.Stop()
-		}
-	}()
-	waitFor(t, "a leader", func() bool { return leaderOf(n) != nil })
-	for i := range 40 { // compacted past: the learner needs a snapshot
-		propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: fmt.Sprintf("t%d", i), ID: TopicID{byte(i + 10)}, Assignments: [][]int32{}}})
-	}
-	learner := startNode(t, n, fsys, 7, voters)
-	cs = append(cs, learner)
+	n, _ := startQuorum(t, fsys)
+	n.mu.Lock()
+	n.mute, n.muteAfterSnap = map[int32]bool{}, map[int32]bool{7: true}
+	n.mu.Unlock()
+	compactPast(t, n)
+	learner := startNode(t, n, fsys, 7, []int32{1, 2, 3})
+	t.Cleanup(learner.Stop)
 	propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: 7, ClusterAddr: "l"}})
 	waitFor(t, "the learner installed a snapshot", func() bool { return learner.Image().Index > 0 })
 	time.Sleep(100 * time.Millisecond) // its answers, and heartbeat answers, are lost meanwhile
@@ -241,27 +238,18 @@ func TestLearnerRecoversFromALostSnapshotAck(t *testing.T) {
 // it has seen the previous one applied; each must still be proposed again.
 func TestLearnersRegisteredTogether(t *testing.T) {
 	fsys := vfs.NewMem()
-	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}}
-	voters := []int32{1, 2, 3}
-	var cs []*Controller
-	for _, id := range voters {
-		cs = append(cs, startNode(t, n, fsys, id, voters))
-	}
-	defer func() {
-		for _, c := range cs {
-			c.Stop()
-		}
-	}()
-	waitFor(t, "a leader", func() bool { return leaderOf(n) != nil })
-	learners := []int32{7, 8, 9}
-	for _, id := range learners {
-		cs = append(cs, startNode(t, n, fsys, id, voters))
+	n, _ := startQuorum(t, fsys)
+	var learners []*Controller
+	for _, id := range []int32{7, 8, 9} {
+		l := startNode(t, n, fsys, id, []int32{1, 2, 3})
+		t.Cleanup(l.Stop)
+		learners = append(learners, l)
 	}
 	var last uint64
-	for _, id := range learners {
-		_, last = propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: id, ClusterAddr: "l"}})
+	for _, l := range learners {
+		_, last = propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: l.cfg.NodeID, ClusterAddr: "l"}})
 	}
-	for _, l := range cs[3:] {
+	for _, l := range learners {
 		waitFor(t, fmt.Sprintf("learner %d caught up", l.cfg.NodeID), func() bool { return l.Image().Index >= last })
 	}
 }
