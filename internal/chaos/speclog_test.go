@@ -303,18 +303,33 @@ func (a *appenders) finish() {
 // the confirmed records. It returns the description the log was read at.
 func (r *orderRig) check(log *speclog.Log, a *appenders, sub *orderSubscriber) *speclog.Description {
 	t := r.t
+	// Every acknowledged append is committed, but the node read through learns the commits a
+	// moment after the shard's leader answered: the log is read once its confirmed prefix
+	// covers them all.
+	a.mu.Lock()
+	var need uint64
+	for pos := range a.acked {
+		need = max(need, pos+1)
+	}
+	a.mu.Unlock()
 	var got map[uint64]string
 	var d *speclog.Description
 	var err error
 	for attempt := 0; ; attempt++ {
 		got = map[uint64]string{}
 		d, err = log.Describe(r.ctx)
+		if err == nil && d.Confirmed < need {
+			err = fmt.Errorf("the confirmed prefix is %d; appends were acknowledged up to %d", d.Confirmed, need)
+		}
 		if err == nil {
 			for from := uint64(0); from < d.Confirmed; {
 				var evs []speclog.Event
 				var next uint64
 				evs, next, err = log.Read(r.ctx, from, 2000)
-				if err != nil || next == from {
+				if err == nil && next == from {
+					err = fmt.Errorf("a read from %d answered nothing; the confirmed prefix is %d", from, d.Confirmed)
+				}
+				if err != nil {
 					break
 				}
 				for _, e := range evs {
@@ -328,6 +343,7 @@ func (r *orderRig) check(log *speclog.Log, a *appenders, sub *orderSubscriber) *
 		if err == nil || attempt == 50 {
 			break
 		}
+		t.Logf("reading the log again: %v", err)
 		time.Sleep(100 * time.Millisecond) // a follower's log may trail the confirmed prefix a moment
 	}
 	if err != nil {
@@ -339,7 +355,7 @@ func (r *orderRig) check(log *speclog.Log, a *appenders, sub *orderSubscriber) *
 		if got[pos] != v {
 			missing++
 			if missing < 5 {
-				t.Errorf("acknowledged %q at %d; the log has %q there", v, pos, got[pos])
+				t.Errorf("acknowledged %q at %d; the log has %q there (confirmed prefix %d, view %d)", v, pos, got[pos], d.Confirmed, d.View)
 			}
 		}
 	}
