@@ -31,6 +31,17 @@ func firstSlot(st *order.State, sh int32, pos uint64) int64 {
 	return st.Slots[sh]
 }
 
+// caughtUpTo is where a subscription's catch-up from a shard leader's log ends (the runner's
+// events from its Head on deliver the rest): the partition's high watermark, or the shard's
+// committed slots if more. A runner does not deliver its committed slots again
+// (order.ResumeShard), and a partition's new leader learns the high watermark only once its
+// first commit in its epoch is acknowledged, so for a moment after a leader change the
+// committed slots can lie above it. They are in the leader's log (a committed slot was durable
+// on a quorum, which the new leader is one of).
+func caughtUpTo(hw int64, st *order.State, sh int32) int64 {
+	return max(hw, st.Slots[sh])
+}
+
 // SubscribeShard streams a shard this node leads to another node's subscription: the records
 // durable now from req.From on (with their positions), then the runner's events.
 func (s *Server) SubscribeShard(req *pb.SubscribeShardRequest, stream pb.SpecLog_SubscribeShardServer) error {
@@ -60,7 +71,8 @@ func (s *Server) SubscribeShard(req *pb.SubscribeShardRequest, stream pb.SpecLog
 	g.Read(key, func(tp *sequencer.Topic) {
 		st := tp.State
 		view = st.View
-		for slot := firstSlot(st, sh, req.GetFrom()); slot < hw && len(slots) < 1<<20; slot++ {
+		end := caughtUpTo(hw, st, sh)
+		for slot := firstSlot(st, sh, req.GetFrom()); slot < end && len(slots) < 1<<20; slot++ {
 			if pos, ok := st.Position(sh, slot); ok {
 				slots, positions = append(slots, slot), append(positions, pos)
 			}

@@ -265,8 +265,9 @@ func (s *Server) follow(ctx context.Context, t *topics.Topic, sh int32, r *shard
 
 // catchUp delivers, read from the logs of the shards led here (wanted), every position from the
 // merger's start whose record was durable when the live events were taken up (the confirmed ones, and those
-// delivered speculatively before): a shard's records from the first one not durable then on
-// come with its live events (which repeat some; the merger drops repeats).
+// delivered speculatively before), or is committed (caughtUpTo): a shard's records from the
+// first one not durable then on come with its live events (which repeat some; the merger drops
+// repeats).
 func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Group, key string, m *order.Merger,
 	wanted map[int32]bool, send func([]order.Event) error) error {
 	readers := map[int32]*logReader{}
@@ -291,6 +292,11 @@ func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Grou
 		g.Read(key, func(tp *sequencer.Topic) {
 			st := tp.State
 			confirmed, view = st.Committed(), st.View
+			for sh := range remaining {
+				if h, ok := hw[sh]; ok {
+					hw[sh] = caughtUpTo(h, st, sh)
+				}
+			}
 			for scanned := 0; len(batch) < 4096 && scanned < 1<<16 && len(remaining) > 0; scanned++ {
 				sh, slot, noOp, ok := st.Owner(cursor)
 				if !ok {
