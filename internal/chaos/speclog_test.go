@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,7 +19,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/runnel-dev/runnel/speclog"
+	"github.com/runnel-dev/runnel/speclog/speclogpb"
 )
 
 // Total-order topics on clusters of real processes (docs/speclog.md §8): the sequencer's
@@ -38,6 +43,7 @@ type orderRig struct {
 
 	mu      sync.Mutex
 	history []string // the topic's leaders and view over time (watch), for a failure's message
+	watched string   // the topic watch follows
 }
 
 func newOrderRig(t *testing.T, ctx context.Context) *orderRig { return newOrderRigOn(t, ctx, nil) }
@@ -134,6 +140,9 @@ func (r *orderRig) until(what string, node int32, topic string, d time.Duration,
 // watch records, until the test ends, every change of topic's shard leaders, sequencer leader,
 // view and failed shards as node describes it (every 100 ms), for a failure's message.
 func (r *orderRig) watch(node int32, topic string) {
+	r.mu.Lock()
+	r.watched = topic
+	r.mu.Unlock()
 	ctx, stop := context.WithCancel(r.ctx)
 	done := make(chan struct{})
 	r.t.Cleanup(func() { stop(); <-done })
@@ -166,12 +175,49 @@ func (r *orderRig) watch(node int32, topic string) {
 	}()
 }
 
-// logHistory logs what watch recorded.
+// logHistory logs what watch recorded, and what each node says of the topic now.
 func (r *orderRig) logHistory() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, h := range r.history {
 		r.t.Log("topic: " + h)
+	}
+	r.mu.Unlock()
+	r.logHeads()
+}
+
+// logHeads logs, for a stalled subscriber's message, what each node says of topic: its
+// confirmed prefix and view, and each shard's leader, the end of the positions that leader
+// has delivered, and its durable slots.
+func (r *orderRig) logHeads() {
+	r.mu.Lock()
+	topic := r.watched
+	r.mu.Unlock()
+	if topic == "" {
+		return
+	}
+	for _, n := range r.c.Nodes() {
+		cc, err := grpc.NewClient(r.addrs[n], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, 3*time.Second)
+		d, err := speclogpb.NewSpecLogClient(cc).Describe(ctx, &speclogpb.DescribeRequest{Topic: topic, ShardHeads: true})
+		cancel()
+		cc.Close()
+		if err != nil {
+			r.t.Logf("node %d: describing %s: %v", n, topic, err)
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "node %d: confirmed %d view %d sequencer %d;", n, d.GetConfirmed(), d.GetView(), d.GetSequencerLeader())
+		for _, sh := range d.GetShards() {
+			fmt.Fprintf(&b, " shard %d led by %d", sh.GetShard(), sh.GetLeader())
+			if sh.Delivered != nil {
+				fmt.Fprintf(&b, " delivered to %d (view %d), %d durable slots", sh.GetDelivered(), sh.GetDeliveredView(), sh.GetDurableSlots())
+			}
+			b.WriteString(";")
+		}
+		r.t.Log(b.String())
 	}
 }
 
@@ -536,6 +582,90 @@ func TestTotalOrderReplicaKill(t *testing.T) {
 	}
 	if n := sub.failNotices(); n > 0 {
 		t.Errorf("the subscriber got %d fail notices; a follower's death must not fail speculation", n)
+	}
+	if d = r.check(log, a, sub); d.View != view {
+		t.Errorf("the view moved from %d to %d", view, d.View)
+	}
+}
+
+// TestTotalOrderLeaderMoves: a shard's leadership moves back and forth between two replicas
+// (a replica order changed and the preferred leader elected, as an operator or the controller's
+// balancing does) while appends go on and a subscriber reads through the third node, which
+// leads nothing: each move is a clean transfer, so no append fails for good, no fail notice
+// comes, the view stays, and the subscriber follows the shard to its new leader and keeps up.
+// (A new leader learns the high watermark only with its first commit: a subscription that
+// reached it before then and read its log only up to the high watermark waited for good for
+// the committed slots above it, which the resumed runner does not deliver again.)
+func TestTotalOrderLeaderMoves(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newOrderRig(t, ctx)
+	r.createTopic("moves", [][]int32{{2, 3, 1}, {3, 2, 1}})
+	d := r.until("the topic is sequenced with nodes 2 and 3 leading", 1, "moves", time.Minute, func(d *speclog.Description) bool {
+		return d.SequencerLeader >= 0 && len(d.Shards) == 2 && d.Shards[0].Leader == 2 && d.Shards[1].Leader == 3
+	})
+	view := d.View
+	log := r.dial(1).Topic("moves")
+	r.watch(1, "moves")
+	sub := subscribe(t, ctx, log)
+	a := startAppenders(t, ctx, log, 2, 20*time.Second)
+	time.Sleep(time.Second)
+	replicas := [][]int32{{2, 3, 1}, {3, 2, 1}}
+	for i := range 10 {
+		sh := int32(i % 2)
+		to := []int32{replicas[sh][1], replicas[sh][0], 1} // the other replica leads
+		replicas[sh] = to
+		var req kadm.AlterPartitionAssignmentsReq
+		req.Assign("moves", sh, to)
+		if res, err := r.adm.AlterPartitionAssignments(ctx, req); err != nil || res.Error() != nil {
+			t.Fatalf("move %d: reordering shard %d's replicas to %v: %v %v", i, sh, to, err, res.Error())
+		}
+		// Elect the new first replica (again, until the reordering has reached the controller).
+		start := time.Now()
+		var moved *speclog.Description
+		for moved == nil {
+			res, err := r.adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"moves": {sh: {}}})
+			if err != nil {
+				t.Fatalf("move %d: %v", i, err)
+			}
+			if e := res["moves"][sh]; e.Err != nil && !errors.Is(e.Err, kerr.ElectionNotNeeded) && !errors.Is(e.Err, kerr.PreferredLeaderNotAvailable) {
+				t.Fatalf("move %d: electing node %d for shard %d: %v %s", i, to[0], sh, e.Err, e.ErrMessage)
+			}
+			for deadline := time.Now().Add(time.Second); moved == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if d, err := r.describe(1, "moves"); err == nil && d.Shards[sh].Leader == to[0] {
+					moved = d
+				}
+			}
+			if moved == nil && time.Since(start) > 30*time.Second {
+				t.Fatalf("move %d: node %d does not lead shard %d", i, to[0], sh)
+			}
+		}
+		// The subscriber keeps up: it gets past what was confirmed when the shard had moved.
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			sub.mu.Lock()
+			c := sub.confirmed
+			sub.mu.Unlock()
+			if c > moved.Confirmed {
+				break
+			}
+			if time.Now().After(deadline) {
+				r.logHistory()
+				sub.mu.Lock()
+				for _, l := range sub.trace[max(len(sub.trace)-20, 0):] {
+					t.Log("subscriber: " + l)
+				}
+				sub.mu.Unlock()
+				t.Fatalf("move %d (shard %d to node %d): the subscriber's confirmed prefix stays at %d; the log's was %d after the move", i, sh, to[0], c, moved.Confirmed)
+			}
+		}
+		t.Logf("move %d: shard %d led by node %d (log confirmed to %d then); the subscriber past that %v after the first election request", i, sh, to[0], moved.Confirmed, time.Since(start).Round(time.Millisecond))
+	}
+	time.Sleep(time.Second)
+	a.finish()
+	counts, failed := a.snapshot()
+	t.Logf("appends acknowledged %v, failed %v; slowest %v", counts, failed, a.slowest)
+	if n := sub.failNotices(); n > 0 {
+		t.Errorf("the subscriber got %d fail notices; a leadership transfer must not fail speculation", n)
 	}
 	if d = r.check(log, a, sub); d.View != view {
 		t.Errorf("the view moved from %d to %d", view, d.View)
