@@ -282,6 +282,29 @@ func (s *orderSubscriber) failNotices() int {
 	return s.fails
 }
 
+// awaitSubscriber waits up to within for the subscriber's confirmed prefix to reach upTo and
+// returns it. If it does not, it logs where it stopped (the topic's leaders over time, what each
+// node says of it now, the subscriber's last events) and reports false.
+func (r *orderRig) awaitSubscriber(sub *orderSubscriber, upTo uint64, within time.Duration) (uint64, bool) {
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		sub.mu.Lock()
+		c := sub.confirmed
+		sub.mu.Unlock()
+		if c >= upTo {
+			return c, true
+		}
+		if time.Now().After(deadline) {
+			r.logHistory()
+			sub.mu.Lock()
+			for _, l := range sub.trace[max(len(sub.trace)-40, 0):] {
+				r.t.Log("subscriber: " + l)
+			}
+			sub.mu.Unlock()
+			return c, false
+		}
+	}
+}
+
 // appenders append to every shard of a topic in a loop until stopped.
 type appenders struct {
 	mu      sync.Mutex
@@ -410,23 +433,8 @@ func (r *orderRig) check(log *speclog.Log, a *appenders, sub *orderSubscriber) *
 	if missing > 0 {
 		t.Fatalf("%d of %d acknowledged appends not at their positions", missing, acked)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		sub.mu.Lock()
-		c := sub.confirmed
-		sub.mu.Unlock()
-		if c >= d.Confirmed {
-			break
-		}
-		if time.Now().After(deadline) {
-			// Where it stopped: the topic's leaders over time and the subscriber's last events.
-			r.logHistory()
-			sub.mu.Lock()
-			for _, l := range sub.trace[max(len(sub.trace)-40, 0):] {
-				t.Log("subscriber: " + l)
-			}
-			sub.mu.Unlock()
-			t.Fatalf("the subscriber's confirmed prefix is %d; the log's %d", c, d.Confirmed)
-		}
+	if c, ok := r.awaitSubscriber(sub, d.Confirmed, 30*time.Second); !ok {
+		t.Fatalf("the subscriber's confirmed prefix is %d; the log's %d", c, d.Confirmed)
 	}
 	sub.stop()
 	<-sub.done
@@ -641,22 +649,8 @@ func TestTotalOrderLeaderMoves(t *testing.T) {
 			}
 		}
 		// The subscriber keeps up: it gets past what was confirmed when the shard had moved.
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			sub.mu.Lock()
-			c := sub.confirmed
-			sub.mu.Unlock()
-			if c > moved.Confirmed {
-				break
-			}
-			if time.Now().After(deadline) {
-				r.logHistory()
-				sub.mu.Lock()
-				for _, l := range sub.trace[max(len(sub.trace)-20, 0):] {
-					t.Log("subscriber: " + l)
-				}
-				sub.mu.Unlock()
-				t.Fatalf("move %d (shard %d to node %d): the subscriber's confirmed prefix stays at %d; the log's was %d after the move", i, sh, to[0], c, moved.Confirmed)
-			}
+		if c, ok := r.awaitSubscriber(sub, moved.Confirmed+1, 15*time.Second); !ok {
+			t.Fatalf("move %d (shard %d to node %d): the subscriber's confirmed prefix stays at %d; the log's was %d after the move", i, sh, to[0], c, moved.Confirmed)
 		}
 		t.Logf("move %d: shard %d led by node %d (log confirmed to %d then); the subscriber past that %v after the first election request", i, sh, to[0], moved.Confirmed, time.Since(start).Round(time.Millisecond))
 	}
