@@ -601,9 +601,9 @@ func TestTotalOrderReplicaKill(t *testing.T) {
 // balancing does) while appends go on and a subscriber reads through the third node, which
 // leads nothing: each move is a clean transfer, so no append fails for good, no fail notice
 // comes, the view stays, and the subscriber follows the shard to its new leader and keeps up.
-// (A new leader learns the high watermark only with its first commit: a subscription that
-// reached it before then and read its log only up to the high watermark waited for good for
-// the committed slots above it, which the resumed runner does not deliver again.)
+// It guards the moves as a whole; it did not reproduce the moment a new leader's high
+// watermark lies below its committed slots (docs/speclog.md §5), which passed without that fix
+// too.
 func TestTotalOrderLeaderMoves(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
