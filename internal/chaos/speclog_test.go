@@ -295,6 +295,7 @@ func (r *orderRig) awaitSubscriber(sub *orderSubscriber, upTo uint64, within tim
 		}
 		if time.Now().After(deadline) {
 			r.logHistory()
+			r.c.DumpGoroutines()
 			sub.mu.Lock()
 			for _, l := range sub.trace[max(len(sub.trace)-40, 0):] {
 				r.t.Log("subscriber: " + l)

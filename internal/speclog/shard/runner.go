@@ -199,7 +199,8 @@ func (r *Runner) wakeLocked() {
 }
 
 // Events returns the events from index from on (a copy), the next index, and a channel closed
-// when more arrive. A subscriber starts from Head.
+// when more arrive or the runner stops (then Events from the end returns why). A subscriber
+// starts from Head.
 func (r *Runner) Events(from uint64) ([]Event, uint64, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -236,8 +237,10 @@ func (r *Runner) run() {
 	r.mu.Lock()
 	r.err = err
 	r.wakeLocked()
+	// changed stays closed: nothing comes after this, and a subscriber that still had events
+	// to read takes them with this channel and must then come back to learn that it stopped
+	// (a fresh channel here was never closed, and such a subscriber waited for good).
 	close(r.changed)
-	r.changed = make(chan struct{})
 	r.mu.Unlock()
 }
 

@@ -617,3 +617,45 @@ func TestRunnerOnAStaleMember(t *testing.T) {
 	}
 	t.Logf("%d slots: %d read from the log at the subscriber's start, the rest delivered by the runner", r.Acked(), fromLog)
 }
+
+// TestSubscriberBehindAStoppedRunner: a subscriber that still has events to read when the
+// runner stops (its node no longer leads the partition) reads them, and then learns that the
+// runner stopped, instead of waiting for more. (Before, the stop closed the channel of its last
+// wait and handed out a fresh one that nothing closed: a subscriber behind at that moment took
+// its remaining events with it and waited for good, and a total-order subscription through the
+// shard's old leader stopped moving.)
+func TestSubscriberBehindAStoppedRunner(t *testing.T) {
+	cfg := order.DefaultConfig()
+	c := newCluster(t, 1, 1, 1, cfg)
+	c.leader()
+	l := newMemLog()
+	r := c.start(0, 0, cfg, l)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if next, _, _ := r.Head(); next >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the runner delivered nothing")
+		}
+		l.add(1, false)
+	}
+	l.leading.Store(false)
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner did not stop once its log was no longer led")
+	}
+	// The subscriber is behind: it reads what is left, then waits as a follower does.
+	evs, next, ch, err := r.Events(1)
+	if err != nil || len(evs) == 0 {
+		t.Fatalf("events after the stop: %d events, %v; want the ones left, no error", len(evs), err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the channel handed out with the last events was not closed: a subscriber waits for good")
+	}
+	if evs, _, _, err := r.Events(next); !errors.Is(err, ErrStopped) || len(evs) != 0 {
+		t.Fatalf("events from the end after the stop: %d events, %v; want %v", len(evs), err, ErrStopped)
+	}
+}
