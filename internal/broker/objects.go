@@ -52,6 +52,9 @@ func (b *Broker) resolveStorage(name string, configs map[string]string, assignme
 		if policy := configs["cleanup.policy"]; strings.Contains(policy, "compact") {
 			return nil, nil, adminErr(kerr.InvalidConfig, "cleanup.policy=%s: a total-order topic cannot be compacted", policy)
 		}
+		if configs[controller.UncleanConfig] == "true" {
+			return nil, nil, adminErr(kerr.InvalidConfig, "%s", errUncleanTotal)
+		}
 		out := make(map[string]string, len(configs)+1)
 		for k, v := range configs {
 			out[k] = v
@@ -80,9 +83,14 @@ func (b *Broker) resolveStorage(name string, configs map[string]string, assignme
 	return out, make([][]int32, len(assignments)), nil
 }
 
+// errUncleanTotal refuses automatic unclean elections on a total-order topic: a shard leader
+// elected without the records a majority held could change confirmed positions; a shard that
+// lost its majority is failed by a view change instead (docs/speclog.md).
+const errUncleanTotal = "unclean.leader.election.enable=true is refused on a total-order topic: a shard elected uncleanly could change confirmed positions; a shard that loses a majority of its replicas is failed by a view change"
+
 // checkObjectConfigs refuses a config change of a topic that its storage does not allow:
-// runnel.storage is fixed at creation, object topics cannot be compacted yet, and only object
-// topics can be sequenced lazily.
+// runnel.storage is fixed at creation, object topics cannot be compacted yet, only object
+// topics can be sequenced lazily, and total-order topics are never elected uncleanly.
 func checkObjectConfigs(t *topics.Topic, set map[string]string) *adminError {
 	storage := t.Configs[controller.StorageConfig]
 	for name, v := range set {
@@ -92,6 +100,9 @@ func checkObjectConfigs(t *topics.Topic, set map[string]string) *adminError {
 	}
 	if total.Total(t.Configs) && strings.Contains(set["cleanup.policy"], "compact") {
 		return adminErr(kerr.InvalidConfig, "cleanup.policy=compact: a total-order topic cannot be compacted")
+	}
+	if total.Total(t.Configs) && set[controller.UncleanConfig] == "true" {
+		return adminErr(kerr.InvalidConfig, "%s", errUncleanTotal)
 	}
 	if set[controller.SequencingConfig] == controller.SequencingLazy && storage != controller.StorageObject {
 		return adminErr(kerr.InvalidConfig, "runnel.sequencing=lazy needs runnel.storage=object (topic %s is local)", t.Name)

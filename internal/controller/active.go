@@ -20,6 +20,13 @@ type Active struct {
 	hints       map[PartitionRef]int32
 	lastBalance time.Time
 	finishing   map[PartitionRef]time.Time // finish-reassign proposed at
+	// uncleanAsked: an automatic unclean election proposed for the partition's epoch, and when.
+	uncleanAsked map[PartitionRef]epochAt
+}
+
+type epochAt struct {
+	epoch int32
+	at    time.Time
 }
 
 // ActiveConfig holds the active controller's timings.
@@ -141,7 +148,7 @@ func (e *Effects) Empty() bool {
 func NewActive(cfg ActiveConfig, img *Image, now time.Time) *Active {
 	a := &Active{cfg: cfg, img: img, sessions: map[int32]*session{}, elections: map[PartitionRef]*election{},
 		transfers: map[PartitionRef]*transfer{}, hints: map[PartitionRef]int32{}, lastBalance: now,
-		finishing: map[PartitionRef]time.Time{}}
+		finishing: map[PartitionRef]time.Time{}, uncleanAsked: map[PartitionRef]epochAt{}}
 	for id, n := range img.Nodes {
 		a.sessions[id] = &session{incarnation: n.Incarnation, lastSeen: now}
 	}
@@ -284,6 +291,7 @@ func (a *Active) Tick(now time.Time) Effects {
 			delete(a.transfers, ref)
 		}
 	}
+	a.uncleanAll(now, &eff)
 	a.electAll(now, &eff)
 	a.reassign(now, &eff)
 	if a.cfg.BalanceInterval > 0 && now.Sub(a.lastBalance) >= a.cfg.BalanceInterval {
@@ -354,6 +362,37 @@ func (a *Active) balance(now time.Time, eff *Effects) {
 			}
 		}
 	})
+}
+
+// uncleanAll commits, for every partition of a topic with unclean.leader.election.enable
+// (Image.UncleanEnabled) that has lost a majority of its replicas but still has a live one, the
+// unclean election an operator would ask for (ElectLeaders of type unclean, docs/cluster.md
+// §4.5): Kafka elects an out-of-sync replica as soon as no in-sync one is alive. It is asked
+// again after VoteRetry for as long as the partition's epoch does not move (a proposal lost
+// with a leader change).
+func (a *Active) uncleanAll(now time.Time, eff *Effects) {
+	var items []EpochRef
+	seen := map[PartitionRef]bool{}
+	a.img.EachPartition(func(t *Topic, index int32, p *Partition) {
+		if p.Unclean || !a.img.UncleanEnabled(t) || a.img.MajorityLive(p) || !slices.ContainsFunc(p.Hosts(), a.img.Live) {
+			return
+		}
+		ref := PartitionRef{Topic: t.ID, Partition: index}
+		seen[ref] = true
+		if asked, ok := a.uncleanAsked[ref]; ok && asked.epoch == p.LeaderEpoch && now.Sub(asked.at) < a.cfg.VoteRetry {
+			return
+		}
+		a.uncleanAsked[ref] = epochAt{p.LeaderEpoch, now}
+		items = append(items, EpochRef{PartitionRef: ref, Epoch: p.LeaderEpoch})
+	})
+	for ref := range a.uncleanAsked {
+		if !seen[ref] {
+			delete(a.uncleanAsked, ref)
+		}
+	}
+	if len(items) > 0 {
+		eff.propose(&Command{Op: OpUncleanElection, UncleanElection: &BeginElection{Items: items}})
+	}
 }
 
 // electAll runs the elections of every partition without a leader.

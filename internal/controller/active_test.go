@@ -389,3 +389,124 @@ func TestUncleanElection(t *testing.T) {
 		t.Fatalf("partition 1 got leader %d without an unclean election", p.Leader)
 	}
 }
+
+// TestAutomaticUncleanElection: with unclean.leader.election.enable (the topic's, else the
+// cluster-wide default) the active controller itself commits the unclean election of a
+// partition that lost a majority of its replicas and still has a live one, then elects it as an
+// operator's would; without it, or with a majority live, or with no live replica, or on a
+// total-order topic, it does not.
+func TestAutomaticUncleanElection(t *testing.T) {
+	ref := PartitionRef{TopicID{1}, 0} // replicas 1,2,3, led by 1
+	setTopic := func(im *Image, configs map[string]string) {
+		if res := Apply(im, im.Index+1, &Command{Op: OpSetTopicConfigs, SetTopicConfigs: &SetTopicConfigs{ID: TopicID{1}, Configs: configs}}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	setCluster := func(im *Image, configs map[string]string) {
+		if res := Apply(im, im.Index+1, &Command{Op: OpSetNodeConfigs, SetNodeConfigs: &SetNodeConfigs{Node: -1, Configs: configs}}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	fence := func(im *Image, nodes ...int32) {
+		for _, n := range nodes {
+			Apply(im, im.Index+1, &Command{Op: OpFence, Fence: &Fence{Node: n, Incarnation: im.Nodes[n].Incarnation}})
+		}
+	}
+	// asks returns the partitions an active controller on im asks unclean elections for at its
+	// first tick.
+	asks := func(im *Image) []EpochRef {
+		a := NewActive(testActiveConfig(), im.Clone(), t0)
+		if c := proposed(a.Tick(t0), OpUncleanElection); c != nil {
+			return c.UncleanElection.Items
+		}
+		return nil
+	}
+
+	for _, tc := range []struct {
+		name    string
+		topic   map[string]string
+		cluster map[string]string
+		fenced  []int32
+		want    bool
+	}{
+		{"not enabled", nil, nil, []int32{1, 2}, false},
+		{"topic config", map[string]string{UncleanConfig: "true"}, nil, []int32{1, 2}, true},
+		{"cluster-wide default", nil, map[string]string{UncleanConfig: "true"}, []int32{1, 2}, true},
+		{"topic false over cluster true", map[string]string{UncleanConfig: "false"}, map[string]string{UncleanConfig: "true"}, []int32{1, 2}, false},
+		{"a majority live", map[string]string{UncleanConfig: "true"}, nil, []int32{1}, false},
+		{"no replica live", map[string]string{UncleanConfig: "true"}, nil, []int32{1, 2, 3}, false},
+		{"total-order topic", nil, map[string]string{UncleanConfig: "true"}, []int32{1, 2}, false},
+	} {
+		im := cluster3(t)
+		topic := tc.topic
+		if tc.name == "total-order topic" {
+			topic = map[string]string{"runnel.ordering": "total"}
+		}
+		if topic != nil {
+			setTopic(im, topic)
+		}
+		if tc.cluster != nil {
+			setCluster(im, tc.cluster)
+		}
+		fence(im, tc.fenced...)
+		got := asks(im)
+		if !tc.want {
+			if got != nil {
+				t.Errorf("%s: unclean elections asked for %+v; want none", tc.name, got)
+			}
+			continue
+		}
+		// Both partitions (replicas 1,2,3 and 2,3,1) lost 1 and 2.
+		_, p, _ := im.Partition(ref.Topic, 0)
+		if len(got) != 2 || got[0] != (EpochRef{PartitionRef: ref, Epoch: p.LeaderEpoch}) {
+			t.Errorf("%s: unclean elections asked for %+v; want both partitions, partition 0 in epoch %d", tc.name, got, p.LeaderEpoch)
+		}
+	}
+
+	// The whole way: asked for once per VoteRetry while not applied, then elected like an
+	// operator's, and nothing more asked once elected.
+	im := cluster3(t)
+	setTopic(im, map[string]string{UncleanConfig: "true"})
+	fence(im, 1, 2)
+	cfg := testActiveConfig()
+	a := NewActive(cfg, im.Clone(), t0)
+	a.Heartbeat(3, im.Nodes[3].Incarnation, t0)
+	c := proposed(a.Tick(t0), OpUncleanElection)
+	if c == nil {
+		t.Fatal("no unclean election asked for")
+	}
+	if hasOp(a.Tick(t0.Add(cfg.VoteRetry/2)), OpUncleanElection) {
+		t.Fatal("the unclean election asked for again before VoteRetry")
+	}
+	if !hasOp(a.Tick(t0.Add(cfg.VoteRetry)), OpUncleanElection) {
+		t.Fatal("an unclean election proposed but not applied is not asked for again after VoteRetry")
+	}
+	Apply(im, im.Index+1, c)
+	if _, p, _ := im.Partition(ref.Topic, 0); !p.Unclean || p.Leader != -1 {
+		t.Fatalf("after the automatic unclean election: unclean %v, leader %d; want unclean, no leader", p.Unclean, p.Leader)
+	}
+	now := t0.Add(cfg.VoteRetry + time.Millisecond)
+	a.SetImage(im.Clone(), now)
+	a.Heartbeat(3, im.Nodes[3].Incarnation, now)
+	if hasOp(a.Tick(now), OpUncleanElection) {
+		t.Fatal("unclean election asked for a partition already marked unclean")
+	}
+	_, p, _ := im.Partition(ref.Topic, 0)
+	_, p1, _ := im.Partition(ref.Topic, 1)
+	elect := proposed(a.Votes(3, &VoteReply{Votes: []Vote{{PartitionRef: ref, Epoch: p.LeaderEpoch, OK: true, LogEnd: 7},
+		{PartitionRef: PartitionRef{TopicID{1}, 1}, Epoch: p1.LeaderEpoch, OK: true, LogEnd: 3}}}, now), OpElect)
+	if elect == nil || len(elect.Elect.Items) != 2 {
+		t.Fatalf("elections after the automatic unclean election: %+v; want both partitions", elect)
+	}
+	Apply(im, im.Index+1, elect)
+	for i := range int32(2) {
+		if _, p, _ := im.Partition(ref.Topic, i); p.Leader != 3 || !slices.Equal(p.Replicas, []int32{3}) || p.Unclean || len(p.Target) != 3 {
+			t.Fatalf("partition %d after the automatic unclean election: %+v; want 3 leading replicas [3], moving back to three", i, p)
+		}
+	}
+	a.SetImage(im.Clone(), now.Add(time.Second))
+	a.Heartbeat(3, im.Nodes[3].Incarnation, now.Add(time.Second))
+	if hasOp(a.Tick(now.Add(time.Second)), OpUncleanElection) {
+		t.Fatal("unclean election asked for a partition whose live replicas are its majority again")
+	}
+}

@@ -142,6 +142,27 @@ var ErrStaleWriter = errors.New("controller: the committing node's registration 
 // A topic's storage is fixed at creation (set-topic-configs keeps it).
 func (t *Topic) IsObject() bool { return t.Configs[StorageConfig] == StorageObject }
 
+// UncleanConfig is the topic config, and the cluster-wide dynamic broker config of the same
+// name that sets its default, that lets the active controller elect a replica outside a
+// majority without an operator asking (Kafka's unclean.leader.election.enable).
+const UncleanConfig = "unclean.leader.election.enable"
+
+// UncleanEnabled reports whether the topic's partitions get an unclean election as soon as a
+// majority of their replicas is not live: its unclean.leader.election.enable, else the
+// cluster-wide default, else false. Never for object-storage topics (no leaders) or total-order
+// topics (a shard that lost its majority is failed by a view change; an unclean shard leader
+// could change confirmed positions).
+func (im *Image) UncleanEnabled(t *Topic) bool {
+	if t.IsObject() || t.Configs["runnel.ordering"] == "total" {
+		return false
+	}
+	v, ok := t.Configs[UncleanConfig]
+	if !ok {
+		v = im.ClusterConfigs[UncleanConfig]
+	}
+	return v == "true"
+}
+
 // Object returns an object topic's partition state (nil if the topic is not an object topic or
 // has no such partition). It must not be modified.
 func (t *Topic) Object(index int32) *objtopic.Partition {

@@ -40,6 +40,9 @@ type ConfigDef struct {
 	// BrokerOnly marks a broker config that has no topic config (it is listed here to share the
 	// dynamic broker config machinery); Name equals BrokerName.
 	BrokerOnly bool
+	// ClusterOnly marks a topic config whose broker-level default is cluster-wide only (it is
+	// read by the active controller, whichever node it runs on), not per node.
+	ClusterOnly bool
 	// Check, if set, validates a value beyond the type (for values of a form of their own).
 	Check func(string) error
 }
@@ -58,6 +61,8 @@ var defs = []ConfigDef{
 	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", BrokerName: "message.max.bytes", Min: 0, Max: math.MaxInt32, Doc: "largest record batch accepted"},
 	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", BrokerName: "log.message.timestamp.type", Allowed: []string{"CreateTime", "LogAppendTime"}, Doc: "use the producer's timestamps or the broker's append time"},
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32, Doc: "replicas that must have a record for acks=all"},
+	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", BrokerName: "unclean.leader.election.enable", ClusterOnly: true,
+		Doc: "elect a replica outside the majority once a majority of the replicas is not live (records only the lost replicas held are gone); set per topic or cluster-wide"},
 	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Allowed: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "keep the producer's compression (producer), or store every batch with this codec, recompressing on append"},
 	{Name: "write.caching", Type: TypeBoolean, Default: "false", BrokerName: "write_caching_default", Doc: "acks=all waits for the page cache (true) or an fsync (false); write_caching_default=disabled forces false on every topic",
 		Overrides: map[string]string{"disabled": "false"}},

@@ -132,6 +132,9 @@ func (r *Registry) CheckBrokerConfigs(perBroker bool, configs map[string]string)
 		if !ok {
 			return configErr("%s is not a dynamic broker config", k)
 		}
+		if perBroker && d.ClusterOnly {
+			return configErr("%s can only be set cluster-wide (--entity-default): the active controller reads it, whichever node it runs on", k)
+		}
 		if _, ok := d.Overrides[configs[k]]; ok {
 			continue
 		}
