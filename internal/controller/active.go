@@ -372,12 +372,15 @@ func (a *Active) balance(now time.Time, eff *Effects) {
 // with a leader change).
 func (a *Active) uncleanAll(now time.Time, eff *Effects) {
 	var items []EpochRef
-	seen := map[PartitionRef]bool{}
+	var seen map[PartitionRef]bool
 	a.img.EachPartition(func(t *Topic, index int32, p *Partition) {
 		if p.Unclean || !a.img.UncleanEnabled(t) || a.img.MajorityLive(p) || !slices.ContainsFunc(p.Hosts(), a.img.Live) {
 			return
 		}
 		ref := PartitionRef{Topic: t.ID, Partition: index}
+		if seen == nil {
+			seen = map[PartitionRef]bool{}
+		}
 		seen[ref] = true
 		if asked, ok := a.uncleanAsked[ref]; ok && asked.epoch == p.LeaderEpoch && now.Sub(asked.at) < a.cfg.VoteRetry {
 			return
@@ -385,7 +388,7 @@ func (a *Active) uncleanAll(now time.Time, eff *Effects) {
 		a.uncleanAsked[ref] = epochAt{p.LeaderEpoch, now}
 		items = append(items, EpochRef{PartitionRef: ref, Epoch: p.LeaderEpoch})
 	})
-	for ref := range a.uncleanAsked {
+	for ref := range a.uncleanAsked { // forget the partitions that no longer need one
 		if !seen[ref] {
 			delete(a.uncleanAsked, ref)
 		}
