@@ -49,6 +49,9 @@ type reply struct {
 	// closeAfter closes the connection once the response is written (a failed
 	// authentication); the error is why.
 	closeAfter error
+	// throttle is a quota the handler enforced itself (controller_mutation_rate): sent as
+	// throttle_time_ms, and the connection is muted for it, as for the other quotas.
+	throttle time.Duration
 }
 
 // inflight is a request between the read and write loops.

@@ -17,6 +17,7 @@ func handleCreatePartitions(ctx context.Context, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	b := r.conn.b
 	b.adminBarrier(ctx)
+	quota := r.mutations(3)
 	count := map[string]int{}
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
@@ -35,16 +36,17 @@ func handleCreatePartitions(ctx context.Context, r *request) reply {
 		}
 		if !r.allowedTopic(kmsg.ACLOperationAlter, rt.Topic) {
 			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
-		} else if aerr := b.createPartitions(ctx, &rt, req.ValidateOnly); aerr != nil {
+		} else if aerr := b.createPartitions(ctx, &rt, req.ValidateOnly, quota); aerr != nil {
 			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return reply{resp: resp}
+	return reply{resp: resp, throttle: quota.throttle}
 }
 
-// createPartitions grows one topic, with Kafka's checks and messages.
-func (b *Broker) createPartitions(ctx context.Context, rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) *adminError {
+// createPartitions grows one topic, with Kafka's checks and messages; the new partitions are
+// admitted by quota (controller_mutation_rate) once the change is valid.
+func (b *Broker) createPartitions(ctx context.Context, rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool, quota *mutations) *adminError {
 	t, ok := b.topics.Get(rt.Topic)
 	if !ok {
 		return adminErr(kerr.UnknownTopicOrPartition, "This server does not host this topic-partition.")
@@ -83,6 +85,9 @@ func (b *Broker) createPartitions(ctx context.Context, rt *kmsg.CreatePartitions
 	}
 	if validateOnly {
 		return nil
+	}
+	if aerr := quota.admit(rt.Count - have); aerr != nil {
+		return aerr
 	}
 	_, aerr := b.propose(ctx, &controller.Command{Op: controller.OpCreatePartitions,
 		CreatePartitions: &controller.CreatePartitions{ID: t.ID, Assignments: assignments}})

@@ -61,6 +61,7 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	b := r.conn.b
+	quota := r.mutations(6)
 	count := map[string]int{}
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
@@ -83,7 +84,7 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		t, partitions, rf, aerr := b.createTopic(ctx, &rt, req.ValidateOnly)
+		t, partitions, rf, aerr := b.createTopic(ctx, &rt, req.ValidateOnly, quota)
 		if aerr != nil {
 			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
 			resp.Topics = append(resp.Topics, st)
@@ -106,11 +107,12 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return reply{resp: resp}
+	return reply{resp: resp, throttle: quota.throttle}
 }
 
-// createTopic validates and (unless validateOnly) creates one topic, in Kafka's order of checks.
-func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) (*topics.Topic, int32, int16, *adminError) {
+// createTopic validates and (unless validateOnly) creates one topic, in Kafka's order of checks;
+// its partitions are admitted by quota (controller_mutation_rate) once it is valid.
+func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTopic, validateOnly bool, quota *mutations) (*topics.Topic, int32, int16, *adminError) {
 	if err := topics.ValidateName(rt.Topic); err != nil {
 		return nil, 0, 0, adminErr(kerr.InvalidTopicException, "%v", err)
 	}
@@ -172,6 +174,9 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 	}
 	if validateOnly {
 		return b.topics.Preview(rt.Topic, configs), partitions, rf, nil
+	}
+	if aerr := quota.admit(partitions); aerr != nil {
+		return nil, 0, 0, aerr
 	}
 	t, aerr := b.createTopicNow(ctx, rt.Topic, configs, assignments)
 	return t, partitions, rf, aerr

@@ -18,6 +18,7 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	b := r.conn.b
 	b.adminBarrier(ctx)
+	quota := r.mutations(5)
 	reqTopics := req.Topics
 	if req.Version < 6 {
 		reqTopics = nil
@@ -111,11 +112,15 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 			}
 			continue
 		}
+		if aerr := quota.admit(int32(len(t.Partitions))); aerr != nil {
+			add(&name, t.ID, aerr.code, aerr.msg)
+			continue
+		}
 		if _, aerr := b.propose(ctx, &controller.Command{Op: controller.OpDeleteTopic, DeleteTopic: &controller.DeleteTopic{ID: t.ID}}); aerr != nil {
 			add(&name, t.ID, aerr.code, aerr.msg)
 			continue
 		}
 		add(&name, t.ID, nil, "")
 	}
-	return reply{resp: resp}
+	return reply{resp: resp, throttle: quota.throttle}
 }

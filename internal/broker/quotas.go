@@ -164,7 +164,39 @@ type quotaManager struct {
 
 type sensor struct {
 	r    rate
+	k    bucket // controller_mutation_rate's
 	last time.Time
+}
+
+// bucket is KIP-599's token bucket for controller_mutation_rate. It fills at the quota's rate
+// up to quotaSamples windows of it (Kafka's burst: quota × quota.window.num ×
+// quota.window.size.seconds), starts full, and may go into debt: a topic of any size is admitted
+// whenever the bucket is not in debt, and its client then waits until the debt is paid.
+type bucket struct {
+	tokens float64
+	at     time.Time // of the last refill; zero: never used
+}
+
+// take refills the bucket at rate until now and spends n, unless strict and in debt; it
+// reports whether it spent them and how long until the bucket is out of debt.
+func (k *bucket) take(now time.Time, rate, n float64, strict bool) (bool, time.Duration) {
+	burst := rate * quotaSamples * quotaWindow.Seconds()
+	if k.at.IsZero() {
+		k.tokens = burst
+	} else if elapsed := now.Sub(k.at); elapsed > 0 {
+		k.tokens = min(k.tokens+elapsed.Seconds()*rate, burst)
+	}
+	if now.After(k.at) {
+		k.at = now
+	}
+	admitted := !strict || k.tokens >= 0
+	if admitted {
+		k.tokens -= n
+	}
+	if k.tokens >= 0 {
+		return admitted, 0
+	}
+	return admitted, time.Duration(-k.tokens / rate * float64(time.Second))
 }
 
 // sensorIdle is how long an unused sensor is kept.
@@ -178,12 +210,47 @@ func (q *quotaManager) record(quotas []*controller.ClientQuota, key, user, clien
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	s, bound, ok := q.sensorFor(quotas, key, user, clientID, now)
+	if !ok {
+		return 0
+	}
+	switch key {
+	case controller.QuotaRequestPercentage:
+		bound /= 100 // a percentage of one thread: seconds of handling per second
+		return min(s.r.throttle(now, v, bound, false), quotaWindow)
+	case controller.QuotaConsumerByteRate:
+		return s.r.throttle(now, v, bound, true)
+	}
+	return s.r.throttle(now, v, bound, false)
+}
+
+// mutate takes n partition mutations from the controller_mutation_rate bucket of (user, client
+// id): it reports whether they are admitted and how long the client must wait for the bucket to
+// be out of debt (0: it is not). Strict (the request versions that can be answered
+// THROTTLING_QUOTA_EXCEEDED) refuses them while the bucket is in debt; otherwise they are always
+// taken and only throttle.
+func (q *quotaManager) mutate(quotas []*controller.ClientQuota, user, clientID string, n float64, strict bool, now time.Time) (bool, time.Duration) {
+	if len(quotas) == 0 {
+		return true, 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s, bound, ok := q.sensorFor(quotas, controller.QuotaControllerMutationRate, user, clientID, now)
+	if !ok {
+		return true, 0
+	}
+	return s.k.take(now, bound, n, strict)
+}
+
+// sensorFor returns the sensor of the quota of key that applies to (user, client id), and the
+// quota; ok is false when none applies. q.mu is held.
+func (q *quotaManager) sensorFor(quotas []*controller.ClientQuota, key, user, clientID string, now time.Time) (*sensor, float64, bool) {
 	if len(q.img) != len(quotas) || (len(quotas) > 0 && &q.img[0] != &quotas[0]) {
 		q.img, q.idx = quotas, newQuotaIndex(quotas)
 	}
 	bound, tag, ok := q.idx.resolve(key, user, clientID)
 	if !ok {
-		return 0
+		return nil, 0, false
 	}
 	if q.sensors == nil {
 		q.sensors = map[sensorKey]*sensor{}
@@ -201,14 +268,7 @@ func (q *quotaManager) record(quotas []*controller.ClientQuota, key, user, clien
 		q.sensors[tag] = s
 	}
 	s.last = now
-	switch key {
-	case controller.QuotaRequestPercentage:
-		bound /= 100 // a percentage of one thread: seconds of handling per second
-		return min(s.r.throttle(now, v, bound, false), quotaWindow)
-	case controller.QuotaConsumerByteRate:
-		return s.r.throttle(now, v, bound, true)
-	}
-	return s.r.throttle(now, v, bound, false)
+	return s, bound, true
 }
 
 // quotaUser is the user entity name of a principal ("User:alice" → "alice").
@@ -230,8 +290,37 @@ func quotaExempt(key int16) bool {
 	return false
 }
 
-// requestQuotas counts a handled request against its client's produce and request quotas.
+// mutations is one admin request's use of its client's controller_mutation_rate (KIP-599):
+// each topic's partitions created or deleted are admitted before the change is made.
+type mutations struct {
+	r        *request
+	strict   bool          // the request's version can be answered THROTTLING_QUOTA_EXCEEDED
+	throttle time.Duration // how long the client must wait afterwards
+}
+
+// mutations starts the request's count; versions from strictSince on are refused while the
+// client's bucket is in debt, older ones are only throttled (they have no error to tell it).
+func (r *request) mutations(strictSince int16) *mutations {
+	return &mutations{r: r, strict: r.version >= strictSince}
+}
+
+// admit takes n partition mutations from the client's quota, or refuses them.
+func (m *mutations) admit(n int32) *adminError {
+	c := m.r.conn
+	ok, d := c.b.quotas.mutate(c.b.cl.Image().ClientQuotas, quotaUser(c.principal), m.r.clientID, float64(n), m.strict, time.Now())
+	m.throttle = max(m.throttle, d)
+	if !ok {
+		return adminErr(kerr.ThrottlingQuotaExceeded, "The throttling quota has been exceeded.")
+	}
+	return nil
+}
+
+// requestQuotas counts a handled request against its client's produce and request quotas, and
+// takes the throttle its handler asked for (controller_mutation_rate).
 func (c *conn) requestQuotas(f *inflight) {
+	if f.reply.throttle > 0 {
+		c.throttle(f, controller.QuotaControllerMutationRate, f.reply.throttle)
+	}
 	quotas := c.b.cl.Image().ClientQuotas
 	if len(quotas) == 0 || f.r == nil {
 		return

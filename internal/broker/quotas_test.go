@@ -43,6 +43,46 @@ func TestQuotaRate(t *testing.T) {
 	}
 }
 
+// TestMutationBucket: KIP-599's token bucket. It starts full (11 s of the quota), admits a
+// topic of any size while not in debt, and the client waits out the debt; strict requests are
+// refused while in debt, older versions are admitted and throttled.
+func TestMutationBucket(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	const rate = 5.0 // partitions per second: a burst of 55
+	var k bucket
+	if ok, d := k.take(t0, rate, 55, true); !ok || d != 0 {
+		t.Fatalf("55 partitions from a full bucket of 55: admitted %v, throttle %v; want admitted, none", ok, d)
+	}
+	if ok, d := k.take(t0, rate, 60, true); !ok || d != 12*time.Second {
+		t.Fatalf("60 more from an empty bucket (not in debt): admitted %v, throttle %v; want admitted, 60/5 = 12 s", ok, d)
+	}
+	if ok, d := k.take(t0.Add(2*time.Second), rate, 1, true); ok || d != 10*time.Second {
+		t.Fatalf("strict, 2 s later in debt of 50: admitted %v, throttle %v; want refused, 10 s", ok, d)
+	}
+	if ok, d := k.take(t0.Add(2*time.Second), rate, 10, false); !ok || d != 12*time.Second {
+		t.Fatalf("an old version in debt: admitted %v, throttle %v; want admitted, debt of 60 = 12 s", ok, d)
+	}
+	if ok, d := k.take(t0.Add(14*time.Second), rate, 3, true); !ok || d != 600*time.Millisecond {
+		t.Fatalf("once the debt is paid: admitted %v, throttle %v; want admitted, 3/5 s", ok, d)
+	}
+	// Refilled up to the burst only.
+	if ok, d := k.take(t0.Add(time.Hour), rate, 56, true); !ok || d != 200*time.Millisecond {
+		t.Fatalf("56 after an hour: admitted %v, throttle %v; want admitted, 1/5 s (the burst is 55)", ok, d)
+	}
+	// The manager: a client with a quota, one without.
+	qs := []*controller.ClientQuota{{Entity: controller.QuotaEntity{Client: new("mutator")}, Values: map[string]float64{controller.QuotaControllerMutationRate: rate}}}
+	var q quotaManager
+	if ok, d := q.mutate(qs, "", "mutator", 100, true, t0); !ok || d != 9*time.Second {
+		t.Fatalf("100 partitions for mutator: admitted %v, throttle %v; want admitted, 9 s", ok, d)
+	}
+	if ok, _ := q.mutate(qs, "", "mutator", 1, true, t0.Add(time.Second)); ok {
+		t.Fatal("mutator in debt: admitted; want refused")
+	}
+	if ok, d := q.mutate(qs, "", "other", 1000, true, t0); !ok || d != 0 {
+		t.Fatalf("a client without a quota: admitted %v, throttle %v; want admitted, none", ok, d)
+	}
+}
+
 // TestQuotaResolution: Kafka's precedence of quota entities, and who shares a sensor.
 func TestQuotaResolution(t *testing.T) {
 	s := func(v string) *string { return &v }

@@ -14,10 +14,13 @@ const (
 	QuotaProducerByteRate  = "producer_byte_rate" // bytes/s of produce requests
 	QuotaConsumerByteRate  = "consumer_byte_rate" // bytes/s of fetch responses
 	QuotaRequestPercentage = "request_percentage" // % of one request-handling thread
+	// QuotaControllerMutationRate: partitions created or deleted per second (KIP-599), by
+	// CreateTopics, CreatePartitions and DeleteTopics.
+	QuotaControllerMutationRate = "controller_mutation_rate"
 )
 
 // QuotaKeys are the keys a client quota may set.
-var QuotaKeys = []string{QuotaConsumerByteRate, QuotaProducerByteRate, QuotaRequestPercentage}
+var QuotaKeys = []string{QuotaConsumerByteRate, QuotaControllerMutationRate, QuotaProducerByteRate, QuotaRequestPercentage}
 
 // QuotaEntity names what a quota applies to: a user, a client id, or a user's client id. Each
 // part is absent, the default (Default*: every user or client id without a quota of its own),

@@ -2,13 +2,16 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // throttleCounter counts the throttle times brokers report to a franz-go client.
@@ -165,5 +168,86 @@ func TestClientQuotas(t *testing.T) {
 	}
 	if out := kafkaConfigs("--describe", "--entity-type", "users", "--entity-default"); !strings.Contains(out, "request_percentage=500") {
 		t.Fatalf("kafka-configs --describe --entity-default users:\n%s", out)
+	}
+}
+
+// TestControllerMutationQuota: controller_mutation_rate (KIP-599) holds a client id to its
+// partitions created and deleted per second. A client with a rate of 2 has a burst of 22: a
+// topic of 30 partitions is admitted and puts it 8 in debt (throttled 4 s); while in debt,
+// CreateTopics v6+, CreatePartitions v3+ and DeleteTopics v5+ are refused with
+// THROTTLING_QUOTA_EXCEEDED (nothing changes), older versions are admitted and throttled, other
+// client ids are not held; once the debt is paid the client goes on.
+func TestControllerMutationQuota(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client := func(clientID string, opts ...kgo.Opt) (*kadm.Client, *throttleCounter) {
+		var h throttleCounter
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.addr), kgo.ClientID(clientID), kgo.WithHooks(&h)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return kadm.NewClient(cl), &h
+	}
+	adm, _ := client("admin")
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: new("mutator")}},
+		Ops: []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Value: 2}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("setting controller_mutation_rate: %v %v", err, res)
+	}
+	d, err := adm.DescribeClientQuotas(ctx, false, nil)
+	if err != nil || len(d) != 1 || len(d[0].Values) != 1 || d[0].Values[0].Key != "controller_mutation_rate" || d[0].Values[0].Value != 2 {
+		t.Fatalf("described quotas: %+v %v; want client-id=mutator controller_mutation_rate=2", d, err)
+	}
+	create := func(adm *kadm.Client, topic string, partitions int32) error {
+		r, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+		if err != nil {
+			return err
+		}
+		return r.Err
+	}
+
+	first, throttled := client("mutator")
+	start := time.Now()
+	if err := create(first, "m30", 30); err != nil {
+		t.Fatalf("30 partitions from a full bucket of 22: %v; want created", err)
+	}
+	if got := time.Duration(throttled.total.Load()); got < 3500*time.Millisecond || got > 4100*time.Millisecond {
+		t.Fatalf("throttle after 30 partitions at 2/s with a burst of 22: %v; want about 4 s (a debt of 8)", got)
+	}
+	// Other connections of the same client id (the first one is muted) are refused while in
+	// debt, for every kind of mutation. Each is a new client: a refusal is throttled too, and
+	// franz-go waits that out before its next request to the node.
+	fresh := func() *kadm.Client { adm, _ := client("mutator"); return adm }
+	if err := create(fresh(), "refused", 1); !errors.Is(err, kerr.ThrottlingQuotaExceeded) {
+		t.Errorf("CreateTopics in debt: %v; want THROTTLING_QUOTA_EXCEEDED", err)
+	}
+	if r, err := fresh().CreatePartitions(ctx, 2, "m30"); err == nil && !errors.Is(r["m30"].Err, kerr.ThrottlingQuotaExceeded) {
+		t.Errorf("CreatePartitions in debt: %v; want THROTTLING_QUOTA_EXCEEDED", r["m30"].Err)
+	}
+	if r, err := fresh().DeleteTopics(ctx, "m30"); err == nil && !errors.Is(r["m30"].Err, kerr.ThrottlingQuotaExceeded) {
+		t.Errorf("DeleteTopics in debt: %v; want THROTTLING_QUOTA_EXCEEDED", r["m30"].Err)
+	}
+	if td, err := adm.ListTopics(ctx, "m30", "refused"); err != nil || td.Has("refused") || len(td["m30"].Partitions) != 30 {
+		t.Fatalf("a refused mutation changed the topics: %v %v", td, err)
+	}
+	// CreateTopics v5 (Kafka 2.6) cannot be refused for the quota: admitted, and throttled.
+	old, oldThrottled := client("mutator", kgo.MaxVersions(kversion.V2_6_0()))
+	if err := create(old, "old", 1); err != nil {
+		t.Fatalf("CreateTopics v5 in debt: %v; want created", err)
+	}
+	if oldThrottled.n.Load() == 0 {
+		t.Error("CreateTopics v5 in debt: not throttled")
+	}
+	// Other client ids are not held.
+	other, otherThrottled := client("other")
+	if err := create(other, "other", 50); err != nil || otherThrottled.n.Load() != 0 {
+		t.Fatalf("client id other (no quota): %v, %d throttled responses; want created, none", err, otherThrottled.n.Load())
+	}
+	// The debt (8, then 9 with "old") is paid at 2/s: 4.5 s after the first request.
+	time.Sleep(time.Until(start.Add(5 * time.Second)))
+	if r, err := fresh().DeleteTopics(ctx, "m30"); err != nil || r["m30"].Err != nil {
+		t.Fatalf("DeleteTopics once the debt is paid: %v %v; want deleted", err, r["m30"].Err)
 	}
 }
