@@ -95,6 +95,11 @@ func (b *Broker) serveConn(nc net.Conn, l *Listener) {
 	_, isTCP := nc.(*net.TCPConn)
 	c := &conn{b: b, mem: semaphore.NewWeighted(b.cfg.MaxConnInflightBytes), nc: nc, zeroCopy: isTCP && !b.cfg.DisableSendfile, remote: nc.RemoteAddr().String(), out: make(chan *inflight, b.cfg.MaxInflightRequests), ctx: ctx, cancel: cancel,
 		listener: l, principal: anonymous, host: aclHost(nc.RemoteAddr().String())}
+	if c.overConnectionQuota() {
+		cancel()
+		nc.Close()
+		return
+	}
 	b.cfg.Metrics.ConnectionOpened()
 	defer b.cfg.Metrics.ConnectionClosed()
 	if l.Protocol.TLS() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -86,8 +87,8 @@ func (r *rate) throttle(now time.Time, v, bound float64, unrecord bool) time.Dur
 
 // quotaKey is a quota entity as a map key: each part absent (0), the default (1) or a name (2).
 type quotaKey struct {
-	user, client         string
-	userPart, clientPart uint8
+	user, client, ip             string
+	userPart, clientPart, ipPart uint8
 }
 
 func keyOf(e controller.QuotaEntity) quotaKey {
@@ -103,6 +104,12 @@ func keyOf(e controller.QuotaEntity) quotaKey {
 		k.clientPart = 1
 	case e.Client != nil:
 		k.clientPart, k.client = 2, *e.Client
+	}
+	switch {
+	case e.IPDefault:
+		k.ipPart = 1
+	case e.IP != nil:
+		k.ipPart, k.ip = 2, *e.IP
 	}
 	return k
 }
@@ -123,10 +130,21 @@ func newQuotaIndex(qs []*controller.ClientQuota) quotaIndex {
 var quotaLevels = [8][2]uint8{{2, 2}, {2, 1}, {2, 0}, {1, 2}, {1, 1}, {1, 0}, {0, 2}, {0, 1}}
 
 // sensorKey names a rate: the quota key and the request's user and client id where the entity
-// found has that part (whoever shares them shares the rate).
+// found has that part (whoever shares them shares the rate), or the client's IP.
 type sensorKey struct {
-	quota, user, client string
-	hasUser, hasClient  bool
+	quota, user, client, ip string
+	hasUser, hasClient      bool
+}
+
+// resolveIP finds the connection_creation_rate of a client IP: its own quota, else the default
+// IP's; each IP has its own rate either way (Kafka's).
+func (idx quotaIndex) resolveIP(ip string) (bound float64, sensor sensorKey, ok bool) {
+	for _, k := range []quotaKey{{ipPart: 2, ip: ip}, {ipPart: 1}} {
+		if v, found := idx[k][controller.QuotaConnectionCreationRate]; found {
+			return v, sensorKey{quota: controller.QuotaConnectionCreationRate, ip: ip}, true
+		}
+	}
+	return 0, sensorKey{}, false
 }
 
 // resolve finds the quota of key for a request of user and client id, and the sensor it counts
@@ -210,7 +228,7 @@ func (q *quotaManager) record(quotas []*controller.ClientQuota, key, user, clien
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	s, bound, ok := q.sensorFor(quotas, key, user, clientID, now)
+	s, bound, ok := q.sensorFor(quotas, now, func(idx quotaIndex) (float64, sensorKey, bool) { return idx.resolve(key, user, clientID) })
 	if !ok {
 		return 0
 	}
@@ -235,20 +253,39 @@ func (q *quotaManager) mutate(quotas []*controller.ClientQuota, user, clientID s
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	s, bound, ok := q.sensorFor(quotas, controller.QuotaControllerMutationRate, user, clientID, now)
+	s, bound, ok := q.sensorFor(quotas, now, func(idx quotaIndex) (float64, sensorKey, bool) {
+		return idx.resolve(controller.QuotaControllerMutationRate, user, clientID)
+	})
 	if !ok {
 		return true, 0
 	}
 	return s.k.take(now, bound, n, strict)
 }
 
-// sensorFor returns the sensor of the quota of key that applies to (user, client id), and the
-// quota; ok is false when none applies. q.mu is held.
-func (q *quotaManager) sensorFor(quotas []*controller.ClientQuota, key, user, clientID string, now time.Time) (*sensor, float64, bool) {
+// connection counts a new connection from ip (canonical form) against its
+// connection_creation_rate (KIP-612) and returns 0 to accept it, else how long to hold it
+// before closing it unread: until the rate is back within the quota, at most one window. A
+// refused connection does not count, as in Kafka.
+func (q *quotaManager) connection(quotas []*controller.ClientQuota, ip string, now time.Time) time.Duration {
+	if len(quotas) == 0 {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s, bound, ok := q.sensorFor(quotas, now, func(idx quotaIndex) (float64, sensorKey, bool) { return idx.resolveIP(ip) })
+	if !ok {
+		return 0
+	}
+	return min(s.r.throttle(now, 1, bound, true), quotaWindow)
+}
+
+// sensorFor returns the sensor of the quota resolve finds in the quotas, and the quota; ok is
+// false when none applies. q.mu is held.
+func (q *quotaManager) sensorFor(quotas []*controller.ClientQuota, now time.Time, resolve func(quotaIndex) (float64, sensorKey, bool)) (*sensor, float64, bool) {
 	if len(q.img) != len(quotas) || (len(quotas) > 0 && &q.img[0] != &quotas[0]) {
 		q.img, q.idx = quotas, newQuotaIndex(quotas)
 	}
-	bound, tag, ok := q.idx.resolve(key, user, clientID)
+	bound, tag, ok := resolve(q.idx)
 	if !ok {
 		return nil, 0, false
 	}
@@ -418,8 +455,8 @@ func init() {
 	register(kmsg.AlterClientQuotas, 0, 1, handleAlterClientQuotas)
 }
 
-// quotaEntityOf reads a request's entity: user and client-id parts, each a name or the default
-// (a null name). ip entities are not supported.
+// quotaEntityOf reads a request's entity: user and client-id parts, or an ip part alone, each a
+// name or the default (a null name).
 func quotaEntityOf(parts map[string]*string) (controller.QuotaEntity, error) {
 	var e controller.QuotaEntity
 	if len(parts) == 0 {
@@ -442,10 +479,21 @@ func quotaEntityOf(parts map[string]*string) (controller.QuotaEntity, error) {
 				e.Client = name
 			}
 		case "ip":
-			return e, fmt.Errorf("ip quotas (connection_creation_rate) are not supported")
+			if name == nil {
+				e.IPDefault = true
+				continue
+			}
+			addr, err := netip.ParseAddr(*name)
+			if err != nil {
+				return e, fmt.Errorf("%q is not an IP address", *name)
+			}
+			e.IP = new(addr.Unmap().String())
 		default:
 			return e, fmt.Errorf("unknown entity type %s", typ)
 		}
+	}
+	if e.HasIP() && (e.HasUser() || e.HasClient()) {
+		return e, fmt.Errorf("an ip entity cannot be combined with user or client-id")
 	}
 	return e, nil
 }
@@ -490,14 +538,16 @@ func handleAlterClientQuotas(ctx context.Context, r *request) reply {
 		alt := controller.QuotaAlteration{Entity: ent, Set: map[string]float64{}}
 		for _, op := range e.Ops {
 			switch {
-			case !slices.Contains(controller.QuotaKeys, op.Key):
-				fail(kerr.InvalidRequest.Code, "Invalid configuration key %s (supported: %s)", op.Key, strings.Join(controller.QuotaKeys, ", "))
+			case !slices.Contains(ent.KeysFor(), op.Key):
+				fail(kerr.InvalidRequest.Code, "Invalid configuration key %s for %s (supported: %s)", op.Key, ent, strings.Join(ent.KeysFor(), ", "))
 			case op.Remove:
 				alt.Remove = append(alt.Remove, op.Key)
 			case math.IsNaN(op.Value) || math.IsInf(op.Value, 0) || op.Value <= 0:
 				fail(kerr.InvalidRequest.Code, "Invalid value %v for %s: it must be positive", op.Value, op.Key)
 			case op.Key == controller.QuotaRequestPercentage && op.Value > math.MaxInt32:
 				fail(kerr.InvalidRequest.Code, "Invalid value %v for %s", op.Value, op.Key)
+			case op.Key == controller.QuotaConnectionCreationRate && (op.Value != math.Trunc(op.Value) || op.Value > math.MaxInt32):
+				fail(kerr.InvalidRequest.Code, "Invalid value %v for %s: it must be an integer", op.Value, op.Key)
 			default:
 				alt.Set[op.Key] = op.Value
 			}
@@ -581,11 +631,14 @@ func handleDescribeClientQuotas(_ context.Context, r *request) reply {
 		if q.Entity.HasClient() {
 			parts["client-id"] = q.Entity.Client
 		}
+		if q.Entity.HasIP() {
+			parts["ip"] = q.Entity.IP
+		}
 		if !quotaMatches(parts, exact, any, req.Strict) {
 			continue
 		}
 		e := kmsg.NewDescribeClientQuotasResponseEntry()
-		for _, typ := range []string{"user", "client-id"} {
+		for _, typ := range []string{"user", "client-id", "ip"} {
 			if name, ok := parts[typ]; ok {
 				ent := kmsg.NewDescribeClientQuotasResponseEntryEntity()
 				ent.Type, ent.Name = typ, name
@@ -623,6 +676,33 @@ func quotaMatches(parts, exact map[string]*string, any map[string]bool, strict b
 		if _, ok := parts[typ]; !ok {
 			return false
 		}
+	}
+	return true
+}
+
+// overConnectionQuota applies the client IP's connection_creation_rate to a new connection: one
+// over the quota is held unread until the rate is back within it (at most one window, KIP-612)
+// and then refused, so a client reconnecting in a loop is slowed rather than served.
+func (c *conn) overConnectionQuota() bool {
+	quotas := c.b.cl.Image().ClientQuotas
+	if len(quotas) == 0 {
+		return false
+	}
+	addr, err := netip.ParseAddr(c.host)
+	if err != nil {
+		return false // not an IP connection (a test's pipe)
+	}
+	d := c.b.quotas.connection(quotas, addr.Unmap().String(), time.Now())
+	if d <= 0 {
+		return false
+	}
+	c.b.cfg.Metrics.Throttled(controller.QuotaConnectionCreationRate, d)
+	c.b.logger.Debug("broker: connection over its IP's connection_creation_rate, closed", "remote", c.remote, "after", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.ctx.Done():
 	}
 	return true
 }

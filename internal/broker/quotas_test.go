@@ -83,6 +83,57 @@ func TestMutationBucket(t *testing.T) {
 	}
 }
 
+// TestConnectionQuota: connection_creation_rate per client IP (KIP-612): the IP's own quota,
+// else the default IP's, each IP with its own rate; a connection over it is held at most one
+// window and does not count.
+func TestConnectionQuota(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	qs := []*controller.ClientQuota{
+		{Entity: controller.QuotaEntity{IP: new("10.0.0.1")}, Values: map[string]float64{controller.QuotaConnectionCreationRate: 2}},
+		{Entity: controller.QuotaEntity{IPDefault: true}, Values: map[string]float64{controller.QuotaConnectionCreationRate: 1}},
+	}
+	var q quotaManager
+	// 2/s measured over 10 s: 20 at once are accepted, the 21st is held and refused.
+	for i := range 20 {
+		if d := q.connection(qs, "10.0.0.1", t0); d != 0 {
+			t.Fatalf("connection %d of 10.0.0.1 (2/s): held %v; want accepted", i+1, d)
+		}
+	}
+	d := q.connection(qs, "10.0.0.1", t0)
+	// 21 over 10 s is 2.1/s, 5% over: 5% of 10 s.
+	if d != 500*time.Millisecond {
+		t.Fatalf("connection 21 of 10.0.0.1: held %v; want 500ms", d)
+	}
+	// Refused ones do not count: after five more refusals the next is held as long again
+	// (counted, 26 over 10 s would hold it 3 s, capped at one window).
+	for range 5 {
+		q.connection(qs, "10.0.0.1", t0)
+	}
+	if d := q.connection(qs, "10.0.0.1", t0); d != 500*time.Millisecond {
+		t.Fatalf("after refusals: held %v; want 500ms (refused connections do not count)", d)
+	}
+	// Once the burst's window has aged out (11 s), connections are accepted again.
+	if d := q.connection(qs, "10.0.0.1", t0.Add(11*time.Second)); d != 0 {
+		t.Fatalf("11 s later: held %v; want accepted", d)
+	}
+	// Other IPs fall under the default, each with its own rate; far over it, held one window.
+	for i := range 10 {
+		if d := q.connection(qs, "10.0.0.2", t0); d != 0 {
+			t.Fatalf("connection %d of 10.0.0.2 (default 1/s): held %v; want accepted", i+1, d)
+		}
+		if d := q.connection(qs, "10.0.0.3", t0); d != 0 {
+			t.Fatalf("connection %d of 10.0.0.3 (default 1/s): held %v; want accepted", i+1, d)
+		}
+	}
+	if d := q.connection(qs, "10.0.0.2", t0); d == 0 || d > quotaWindow {
+		t.Fatalf("connection 11 of 10.0.0.2: held %v; want held, at most %v", d, quotaWindow)
+	}
+	// Without an ip quota nothing is held.
+	if d := q.connection(qs[:1], "10.0.0.2", t0); d != 0 {
+		t.Fatalf("no quota for 10.0.0.2: held %v", d)
+	}
+}
+
 // TestQuotaResolution: Kafka's precedence of quota entities, and who shares a sensor.
 func TestQuotaResolution(t *testing.T) {
 	s := func(v string) *string { return &v }

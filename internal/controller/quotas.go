@@ -17,24 +17,49 @@ const (
 	// QuotaControllerMutationRate: partitions created or deleted per second (KIP-599), by
 	// CreateTopics, CreatePartitions and DeleteTopics.
 	QuotaControllerMutationRate = "controller_mutation_rate"
+	// QuotaConnectionCreationRate: connections a client IP may open per second (KIP-612); the
+	// only key of ip entities.
+	QuotaConnectionCreationRate = "connection_creation_rate"
 )
 
-// QuotaKeys are the keys a client quota may set.
+// QuotaKeys are the keys a user or client id quota may set.
 var QuotaKeys = []string{QuotaConsumerByteRate, QuotaControllerMutationRate, QuotaProducerByteRate, QuotaRequestPercentage}
 
-// QuotaEntity names what a quota applies to: a user, a client id, or a user's client id. Each
-// part is absent, the default (Default*: every user or client id without a quota of its own),
-// or a name (which may be empty: Kafka's empty client id).
+// IPQuotaKeys are the keys an ip quota may set.
+var IPQuotaKeys = []string{QuotaConnectionCreationRate}
+
+// KeysFor returns the keys an entity's quota may set.
+func (e QuotaEntity) KeysFor() []string {
+	if e.HasIP() {
+		return IPQuotaKeys
+	}
+	return QuotaKeys
+}
+
+// QuotaEntity names what a quota applies to: a user, a client id, or a user's client id; or,
+// alone, a client IP. Each part is absent, the default (Default*: every user, client id or IP
+// without a quota of its own), or a name (which may be empty: Kafka's empty client id).
 type QuotaEntity struct {
 	User          *string `json:"user,omitempty"`
 	UserDefault   bool    `json:"user_default,omitempty"`
 	Client        *string `json:"client,omitempty"`
 	ClientDefault bool    `json:"client_default,omitempty"`
+	IP            *string `json:"ip,omitempty"` // in netip's canonical form
+	IPDefault     bool    `json:"ip_default,omitempty"`
 }
 
-// HasUser and HasClient report whether the entity has that part (a name or the default).
+// HasUser, HasClient and HasIP report whether the entity has that part (a name or the default).
 func (e QuotaEntity) HasUser() bool   { return e.User != nil || e.UserDefault }
 func (e QuotaEntity) HasClient() bool { return e.Client != nil || e.ClientDefault }
+func (e QuotaEntity) HasIP() bool     { return e.IP != nil || e.IPDefault }
+
+// valid reports whether the entity names something: a user and/or client id, or an IP alone.
+func (e QuotaEntity) valid() bool {
+	if e.HasIP() {
+		return !e.HasUser() && !e.HasClient()
+	}
+	return e.HasUser() || e.HasClient()
+}
 
 // Key is the entity's canonical form, unique per entity.
 func (e QuotaEntity) Key() string {
@@ -47,7 +72,11 @@ func (e QuotaEntity) Key() string {
 		}
 		return "-"
 	}
-	return part(e.User, e.UserDefault) + "\x00" + part(e.Client, e.ClientDefault)
+	key := part(e.User, e.UserDefault) + "\x00" + part(e.Client, e.ClientDefault)
+	if e.HasIP() {
+		key += "\x00" + part(e.IP, e.IPDefault)
+	}
+	return key
 }
 
 // String is the entity as kafka-configs shows it.
@@ -66,6 +95,13 @@ func (e QuotaEntity) String() string {
 			name = *e.Client
 		}
 		parts = append(parts, "client-id="+name)
+	}
+	if e.HasIP() {
+		name := "<default>"
+		if e.IP != nil {
+			name = *e.IP
+		}
+		parts = append(parts, "ip="+name)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -92,7 +128,7 @@ type QuotaAlteration struct {
 
 func applyAlterClientQuotas(im *Image, a *AlterClientQuotas) {
 	for _, alt := range a.Entries {
-		if !alt.Entity.HasUser() && !alt.Entity.HasClient() {
+		if !alt.Entity.valid() {
 			continue
 		}
 		key := alt.Entity.Key()
@@ -107,7 +143,7 @@ func applyAlterClientQuotas(im *Image, a *AlterClientQuotas) {
 			delete(values, k)
 		}
 		for k, v := range alt.Set {
-			if slices.Contains(QuotaKeys, k) && v > 0 {
+			if slices.Contains(alt.Entity.KeysFor(), k) && v > 0 {
 				values[k] = v
 			}
 		}

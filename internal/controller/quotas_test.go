@@ -52,3 +52,31 @@ func TestAlterClientQuotas(t *testing.T) {
 		t.Fatal("entity keys collide: a user's and a user+client's, or the empty client id and the default")
 	}
 }
+
+// TestIPQuotas: an ip entity (a name or the default) takes connection_creation_rate only, and
+// cannot be combined with a user or client id; its key differs from every other entity's.
+func TestIPQuotas(t *testing.T) {
+	im := NewImage()
+	ip, client := "127.0.0.1", "c1"
+	applyAlterClientQuotas(im, &AlterClientQuotas{Entries: []QuotaAlteration{
+		{Entity: QuotaEntity{IP: &ip}, Set: map[string]float64{QuotaConnectionCreationRate: 5, QuotaProducerByteRate: 1}},
+		{Entity: QuotaEntity{IPDefault: true}, Set: map[string]float64{QuotaConnectionCreationRate: 50}},
+		{Entity: QuotaEntity{IP: &ip, Client: &client}, Set: map[string]float64{QuotaConnectionCreationRate: 1}}, // mixed: skipped
+		{Entity: QuotaEntity{Client: &client}, Set: map[string]float64{QuotaConnectionCreationRate: 1}},          // not an ip key for a client
+	}})
+	if n := len(im.ClientQuotas); n != 2 {
+		t.Fatalf("%d quota entities: %v; want the ip's and the default ip's", n, im.ClientQuotas)
+	}
+	for _, q := range im.ClientQuotas {
+		if !q.Entity.HasIP() || len(q.Values) != 1 || q.Values[QuotaConnectionCreationRate] == 0 {
+			t.Errorf("%s: %v; want an ip entity with connection_creation_rate only", q.Entity, q.Values)
+		}
+	}
+	if (QuotaEntity{IPDefault: true}).Key() == (QuotaEntity{}).Key() || (QuotaEntity{IP: &ip}).Key() == (QuotaEntity{Client: &ip}).Key() {
+		t.Fatal("an ip entity's key collides with another entity's")
+	}
+	img, err := decodeImage(encodeImage(im))
+	if err != nil || len(img.ClientQuotas) != 2 || img.ClientQuotas[0].Entity.String() != im.ClientQuotas[0].Entity.String() {
+		t.Fatalf("decoded snapshot quotas %+v (%v)", img.ClientQuotas, err)
+	}
+}

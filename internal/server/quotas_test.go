@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
@@ -49,7 +52,7 @@ func TestClientQuotas(t *testing.T) {
 			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: quota}, {Key: "consumer_byte_rate", Value: quota}}},
 		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: name("x")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "no_such_quota", Value: 1}}},
 		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: name("y")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: -5}}},
-		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: name("127.0.0.1")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 5}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: name("not-an-ip")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 5}}},
 		{Entity: kadm.ClientQuotaEntity{{Type: "user", Name: nil}}, Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 500}}},
 	})
 	if err != nil {
@@ -249,5 +252,74 @@ func TestControllerMutationQuota(t *testing.T) {
 	time.Sleep(time.Until(start.Add(5 * time.Second)))
 	if r, err := fresh().DeleteTopics(ctx, "m30"); err != nil || r["m30"].Err != nil {
 		t.Fatalf("DeleteTopics once the debt is paid: %v %v; want deleted", err, r["m30"].Err)
+	}
+}
+
+// TestConnectionCreationRate: connection_creation_rate for an ip entity (KIP-612). With 2/s for
+// 127.0.0.1 (measured over 10 s), 20 connections opened one after another are served and the
+// next ones are held (about 0.5 s) and closed unanswered; an ip quota takes no other key and
+// describes back.
+func TestConnectionCreationRate(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: new("127.0.0.1")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 2}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "ip"}}, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 2}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: new("127.0.0.2")}, {Type: "client-id", Name: new("c")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 2}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: new("127.0.0.3")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 2.5}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if (r.Err != nil) != (i > 0) {
+			t.Fatalf("entry %d %v: error %v; want an error only for the producer_byte_rate of an ip, an ip with a client id and a fractional rate", i, r.Entity, r.Err)
+		}
+	}
+	d, err := adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "ip", MatchName: new("127.0.0.1")}})
+	if err != nil || len(d) != 1 || len(d[0].Values) != 1 || d[0].Values[0].Key != "connection_creation_rate" || d[0].Values[0].Value != 2 {
+		t.Fatalf("described ip quotas: %+v %v; want ip=127.0.0.1 connection_creation_rate=2", d, err)
+	}
+
+	// One ApiVersions request per new connection: answered, or closed unanswered (held first).
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("conn-rate"))
+	try := func() (answered bool, took time.Duration) {
+		start := time.Now()
+		nc, err := net.Dial("tcp", b.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.SetVersion(0)
+		if _, err := nc.Write(f.AppendRequest(nil, req, 1)); err != nil {
+			return false, time.Since(start)
+		}
+		var size [4]byte
+		_, err = io.ReadFull(nc, size[:])
+		return err == nil, time.Since(start)
+	}
+	var served, refused int
+	for range 25 {
+		ok, took := try()
+		switch {
+		case ok:
+			served++
+		case took < 300*time.Millisecond:
+			t.Fatalf("connection %d closed after %v; want it held about 0.5 s first", served+refused+1, took)
+		default:
+			refused++
+		}
+	}
+	if served != 20 || refused != 5 {
+		t.Fatalf("%d of 25 connections served, %d refused; want 20 (2/s over 10 s) and 5", served, refused)
 	}
 }
