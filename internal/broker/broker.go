@@ -185,6 +185,7 @@ type Broker struct {
 	mu    sync.Mutex
 	lns   []net.Listener
 	conns map[net.Conn]struct{}
+	perIP map[string]int // open connections by client IP (connlimits.go)
 	wg    sync.WaitGroup
 }
 
@@ -199,7 +200,7 @@ func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
 		cfg: cfg, cl: cfg.Cluster, topics: reg, logger: cfg.Logger, mem: semaphore.NewWeighted(cfg.MaxInflightBytes),
-		fetchSessions: newFetchSessions(1000), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
+		fetchSessions: newFetchSessions(1000), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, perIP: map[string]int{},
 		stopped: make(chan struct{}), authFailures: security.NewFailureLimiter(max(cfg.Security.FailedAuthDelay, 0), 5*time.Second, time.Minute),
 	}
 	if b.cfg.ProducerIDs == nil {
@@ -252,6 +253,13 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 			nc.Close()
 			return nil
 		}
+		ip, hasIP := connIP(nc)
+		if hasIP && !b.admitIP(ip) {
+			b.mu.Unlock()
+			b.logger.Debug("broker: connection refused: its IP has max.connections.per.ip open", "remote", nc.RemoteAddr().String(), "limit", b.ipLimit(ip))
+			nc.Close()
+			continue
+		}
 		b.conns[nc] = struct{}{}
 		b.wg.Add(1)
 		b.mu.Unlock()
@@ -260,6 +268,9 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 			b.serveConn(nc, &l)
 			b.mu.Lock()
 			delete(b.conns, nc)
+			if hasIP {
+				b.releaseIP(ip)
+			}
 			b.mu.Unlock()
 		}()
 	}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -260,15 +261,9 @@ func TestControllerMutationQuota(t *testing.T) {
 // next ones are held (about 0.5 s) and closed unanswered; an ip quota takes no other key and
 // describes back.
 func TestConnectionCreationRate(t *testing.T) {
-	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b, adm := oneNodeAdmin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
 		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: new("127.0.0.1")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 2}}},
 		{Entity: kadm.ClientQuotaEntity{{Type: "ip"}}, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 2}}},
@@ -289,7 +284,6 @@ func TestConnectionCreationRate(t *testing.T) {
 	}
 
 	// One ApiVersions request per new connection: answered, or closed unanswered (held first).
-	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("conn-rate"))
 	try := func() (answered bool, took time.Duration) {
 		start := time.Now()
 		nc, err := net.Dial("tcp", b.addr)
@@ -297,15 +291,7 @@ func TestConnectionCreationRate(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		nc.SetDeadline(time.Now().Add(5 * time.Second))
-		req := kmsg.NewPtrApiVersionsRequest()
-		req.SetVersion(0)
-		if _, err := nc.Write(f.AppendRequest(nil, req, 1)); err != nil {
-			return false, time.Since(start)
-		}
-		var size [4]byte
-		_, err = io.ReadFull(nc, size[:])
-		return err == nil, time.Since(start)
+		return answersApiVersions(t, nc), time.Since(start)
 	}
 	var served, refused int
 	for range 25 {
@@ -322,4 +308,85 @@ func TestConnectionCreationRate(t *testing.T) {
 	if served != 20 || refused != 5 {
 		t.Fatalf("%d of 25 connections served, %d refused; want 20 (2/s over 10 s) and 5", served, refused)
 	}
+}
+
+// TestMaxConnectionsPerIP: max.connections.per.ip.overrides (a dynamic broker config) caps the
+// connections one client IP keeps open: with 127.0.0.2 at 2, connections from there beyond two
+// are closed unanswered, one more is served once one of the two closes, and other IPs (the
+// admin client on 127.0.0.1) are not held; malformed overrides are refused.
+func TestMaxConnectionsPerIP(t *testing.T) {
+	b, adm := oneNodeAdmin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil || len(md.Brokers) != 1 {
+		t.Fatalf("metadata: %+v %v", md, err)
+	}
+	node := md.Brokers[0].NodeID
+	if r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "max.connections.per.ip.overrides", Value: new("127.0.0.2:two")}}, node); err != nil || !errors.Is(r[0].Err, kerr.InvalidConfig) {
+		t.Fatalf("a malformed max.connections.per.ip.overrides: %v %v; want INVALID_CONFIG", err, r)
+	}
+	if r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "max.connections.per.ip.overrides", Value: new("127.0.0.2:2, [::1]:5")}}, node); err != nil || r[0].Err != nil {
+		t.Fatalf("setting max.connections.per.ip.overrides: %v %v", err, r)
+	}
+
+	// open dials from 127.0.0.2 and reports whether an ApiVersions request is answered.
+	open := func() (net.Conn, bool) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+		nc, err := d.DialContext(ctx, "tcp", b.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc, answersApiVersions(t, nc)
+	}
+	first, ok1 := open()
+	second, ok2 := open()
+	third, ok3 := open()
+	third.Close()
+	if !ok1 || !ok2 || ok3 {
+		t.Fatalf("three connections from 127.0.0.2 (limit 2): served %v %v %v; want the first two", ok1, ok2, ok3)
+	}
+	if _, err := adm.ListTopics(ctx); err != nil {
+		t.Fatalf("a client on 127.0.0.1 while 127.0.0.2 is at its limit: %v", err)
+	}
+	first.Close()
+	// The broker counts the connection as closed once its read loop sees the close.
+	eventually(t, "a new connection from 127.0.0.2 served after one closed", 5*time.Second, func() bool {
+		nc, ok := open()
+		if !ok {
+			nc.Close()
+		}
+		return ok
+	})
+	second.Close()
+}
+
+// oneNodeAdmin starts a one-node broker and an admin client of it.
+func oneNodeAdmin(t *testing.T) (*testBroker, *kadm.Client) {
+	t.Helper()
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return b, kadm.NewClient(cl)
+}
+
+// answersApiVersions sends an ApiVersions request on a new connection and reports whether the
+// whole answer comes back (false: the connection was closed first).
+func answersApiVersions(t *testing.T, nc net.Conn) bool {
+	t.Helper()
+	nc.SetDeadline(time.Now().Add(5 * time.Second))
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(0)
+	if _, err := nc.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("conn-limits")).AppendRequest(nil, req, 1)); err != nil {
+		return false
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(nc, size[:]); err != nil {
+		return false
+	}
+	_, err := io.CopyN(io.Discard, nc, int64(binary.BigEndian.Uint32(size[:])))
+	return err == nil
 }

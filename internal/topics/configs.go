@@ -3,6 +3,7 @@ package topics
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
@@ -79,6 +80,10 @@ var defs = []ConfigDef{
 		Doc: "bytes/s this node sends, as leader, to the out-of-sync followers of the replicas listed in leader.replication.throttled.replicas (replication quota)"},
 	{Name: "follower.replication.throttled.rate", BrokerName: "follower.replication.throttled.rate", BrokerOnly: true, Type: TypeLong, Default: "9223372036854775807", Min: 0, Max: math.MaxInt64,
 		Doc: "bytes/s this node receives, as an out-of-sync follower, of the replicas listed in follower.replication.throttled.replicas (each leader holds its sends to it to this rate)"},
+	{Name: "max.connections.per.ip", BrokerName: "max.connections.per.ip", BrokerOnly: true, Type: TypeInt, Default: "2147483647", Min: 0, Max: math.MaxInt32,
+		Doc: "Kafka connections this node keeps open from one client IP; one more is closed at once (KIP-402)"},
+	{Name: "max.connections.per.ip.overrides", BrokerName: "max.connections.per.ip.overrides", BrokerOnly: true, Type: TypeString, Default: "", Check: CheckConnectionOverrides,
+		Doc: "per-IP exceptions to max.connections.per.ip: ip:count pairs, comma-separated"},
 	{Name: "runnel.default.storage", BrokerName: "runnel.default.storage", BrokerOnly: true, Type: TypeString, Default: "local", Allowed: []string{"local", "object"},
 		Doc: "the runnel.storage of topics created without one (it does not move existing topics)"},
 	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "", Check: CheckThrottledReplicas,
@@ -191,6 +196,12 @@ func checkValue(d *ConfigDef, value string) error {
 			return configErr("%s: %s is outside [%v, %v]", name, value, d.Min, d.Max)
 		}
 	case TypeString:
+		if d.Check != nil {
+			if err := d.Check(value); err != nil {
+				return configErr("%s: %v", name, err)
+			}
+			return nil
+		}
 		if !contains(d.Allowed, value) {
 			return configErr("%s: %q is not one of %s", name, value, strings.Join(d.Allowed, ", "))
 		}
@@ -331,5 +342,37 @@ func ParseThrottledReplicas(value string) (ThrottledReplicas, error) {
 // CheckThrottledReplicas validates a throttled replica list.
 func CheckThrottledReplicas(value string) error {
 	_, err := ParseThrottledReplicas(value)
+	return err
+}
+
+// ParseConnectionOverrides reads max.connections.per.ip.overrides: comma-separated ip:count
+// pairs (an IPv6 address in brackets or bare, as Kafka takes it), keyed by the canonical IP.
+func ParseConnectionOverrides(value string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, item := range strings.Split(value, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndex(item, ":")
+		if i < 0 {
+			return nil, fmt.Errorf("%q is not ip:count", item)
+		}
+		addr, err := netip.ParseAddr(strings.Trim(item[:i], "[]"))
+		if err != nil {
+			return nil, fmt.Errorf("%q: %q is not an IP address", item, item[:i])
+		}
+		n, err := strconv.Atoi(item[i+1:])
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q: %q is not a count", item, item[i+1:])
+		}
+		out[addr.Unmap().String()] = n
+	}
+	return out, nil
+}
+
+// CheckConnectionOverrides validates max.connections.per.ip.overrides.
+func CheckConnectionOverrides(value string) error {
+	_, err := ParseConnectionOverrides(value)
 	return err
 }

@@ -195,3 +195,24 @@ func TestWriteCachingDefault(t *testing.T) {
 		t.Errorf("write_caching_default=maybe accepted")
 	}
 }
+
+// TestConnectionOverrides: max.connections.per.ip.overrides parses ip:count pairs (IPv6 bare or
+// in brackets, IPv4-mapped folded to IPv4) and refuses anything else.
+func TestConnectionOverrides(t *testing.T) {
+	got, err := ParseConnectionOverrides(" 10.0.0.1:5,[::1]:0, ::ffff:10.0.0.2:7 ,")
+	if err != nil || len(got) != 3 || got["10.0.0.1"] != 5 || got["::1"] != 0 || got["10.0.0.2"] != 7 {
+		t.Fatalf("parsed %v, %v", got, err)
+	}
+	for _, bad := range []string{"10.0.0.1", "10.0.0.1:-1", "host.example:3", "10.0.0.1:x", "10.0.0.300:1"} {
+		if _, err := ParseConnectionOverrides(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	d, _ := LookupBrokerDef("max.connections.per.ip.overrides")
+	if err := checkValue(d, "10.0.0.1:2"); err != nil {
+		t.Errorf("a valid override refused: %v", err)
+	}
+	if err := checkValue(d, "10.0.0.1"); err == nil {
+		t.Error("an override without a count passed the config check")
+	}
+}
