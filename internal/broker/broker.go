@@ -186,7 +186,10 @@ type Broker struct {
 	lns   []net.Listener
 	conns map[net.Conn]struct{}
 	perIP map[string]int // open connections by client IP (connlimits.go)
-	wg    sync.WaitGroup
+
+	acceptMu sync.Mutex
+	accepts  rate // connections accepted, for max.connection.creation.rate
+	wg       sync.WaitGroup
 }
 
 // New returns a broker serving reg.
@@ -236,6 +239,9 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 	b.lns = append(b.lns, ln)
 	b.mu.Unlock()
 	for {
+		if !b.waitConnSlot() {
+			return nil
+		}
 		nc, err := ln.Accept()
 		if err != nil {
 			if b.stopping.Load() {
@@ -273,6 +279,9 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 			}
 			b.mu.Unlock()
 		}()
+		if !b.paceAccepts() {
+			return nil
+		}
 	}
 }
 

@@ -4,14 +4,18 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
-// Connection limits per client IP (Kafka's max.connections.per.ip and
-// max.connections.per.ip.overrides, KIP-402): dynamic broker configs, for this node or the
-// whole cluster. A connection that would take its IP over the limit is closed at once, before
-// anything is read from it, as Kafka does.
+// Connection limits (Kafka's max.connections, max.connections.per.ip and
+// max.connections.per.ip.overrides, KIP-402, and max.connection.creation.rate, KIP-612): dynamic
+// broker configs, for this node or the whole cluster, read at every accept. A connection that
+// would take its IP over its limit is closed at once, before anything is read from it; at
+// max.connections the listeners accept nothing until a connection closes; over the creation
+// rate they wait before accepting the next, as Kafka's acceptors do. (Per-IP creation rates are
+// client quotas: quotas.go.)
 
 // connIP is a connection's client IP in canonical form; ok is false for a connection that has
 // none (a test's pipe).
@@ -32,12 +36,7 @@ func (b *Broker) ipLimit(ip string) int {
 			}
 		}
 	}
-	v, _, _ := b.topics.BrokerConfig("max.connections.per.ip")
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return int(^uint32(0) >> 1)
-	}
-	return n
+	return b.brokerLimit("max.connections.per.ip")
 }
 
 // admitIP counts a new connection against its IP's limit; b.mu is held. It returns false
@@ -54,5 +53,55 @@ func (b *Broker) admitIP(ip string) bool {
 func (b *Broker) releaseIP(ip string) {
 	if b.perIP[ip]--; b.perIP[ip] <= 0 {
 		delete(b.perIP, ip)
+	}
+}
+
+// brokerLimit reads one of the node's connection limits (an int broker config).
+func (b *Broker) brokerLimit(name string) int {
+	v, _, _ := b.topics.BrokerConfig(name)
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return int(^uint32(0) >> 1)
+	}
+	return n
+}
+
+// waitConnSlot waits until the node has fewer open Kafka connections than max.connections. It
+// reports false once the broker is shutting down.
+func (b *Broker) waitConnSlot() bool {
+	for {
+		b.mu.Lock()
+		open := len(b.conns)
+		b.mu.Unlock()
+		if open < b.brokerLimit("max.connections") {
+			return true
+		}
+		select { // a closing connection or a raised limit is seen within 10 ms
+		case <-b.stopped:
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// paceAccepts counts an accepted connection against max.connection.creation.rate and, over it,
+// waits until the node's rate is back within it (at most one quota window) before the next
+// accept. It reports false once the broker is shutting down.
+func (b *Broker) paceAccepts() bool {
+	limit := b.brokerLimit("max.connection.creation.rate")
+	b.acceptMu.Lock()
+	d := b.accepts.throttle(time.Now(), 1, float64(limit), false)
+	b.acceptMu.Unlock()
+	if d <= 0 {
+		return true
+	}
+	b.cfg.Metrics.Throttled("max.connection.creation.rate", min(d, quotaWindow))
+	t := time.NewTimer(min(d, quotaWindow))
+	defer t.Stop()
+	select {
+	case <-b.stopped:
+		return false
+	case <-t.C:
+		return true
 	}
 }

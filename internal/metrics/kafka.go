@@ -94,7 +94,7 @@ func NewKafka(topicExists func(name string) bool) *Kafka {
 		}, []string{"listener"}),
 		throttles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnel_kafka_quota_throttled_total",
-			Help: "Responses that throttled their client for a client quota, by the quota it went over (producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate, connection_creation_rate).",
+			Help: "Responses that throttled their client for a client quota, by the quota it went over (producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate, connection_creation_rate; max.connection.creation.rate: a listener waiting to accept).",
 		}, []string{"quota"}),
 		throttleTime: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnel_kafka_quota_throttle_seconds_total",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -318,16 +319,11 @@ func TestMaxConnectionsPerIP(t *testing.T) {
 	b, adm := oneNodeAdmin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	md, err := adm.BrokerMetadata(ctx)
-	if err != nil || len(md.Brokers) != 1 {
-		t.Fatalf("metadata: %+v %v", md, err)
+	if err := alterNodeConfig(ctx, adm, "max.connections.per.ip.overrides", "127.0.0.2:two"); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("a malformed max.connections.per.ip.overrides: %v; want INVALID_CONFIG", err)
 	}
-	node := md.Brokers[0].NodeID
-	if r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "max.connections.per.ip.overrides", Value: new("127.0.0.2:two")}}, node); err != nil || !errors.Is(r[0].Err, kerr.InvalidConfig) {
-		t.Fatalf("a malformed max.connections.per.ip.overrides: %v %v; want INVALID_CONFIG", err, r)
-	}
-	if r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "max.connections.per.ip.overrides", Value: new("127.0.0.2:2, [::1]:5")}}, node); err != nil || r[0].Err != nil {
-		t.Fatalf("setting max.connections.per.ip.overrides: %v %v", err, r)
+	if err := alterNodeConfig(ctx, adm, "max.connections.per.ip.overrides", "127.0.0.2:2, [::1]:5"); err != nil {
+		t.Fatalf("setting max.connections.per.ip.overrides: %v", err)
 	}
 
 	// open dials from 127.0.0.2 and reports whether an ApiVersions request is answered.
@@ -389,4 +385,86 @@ func answersApiVersions(t *testing.T, nc net.Conn) bool {
 	}
 	_, err := io.CopyN(io.Discard, nc, int64(binary.BigEndian.Uint32(size[:])))
 	return err == nil
+}
+
+// TestMaxConnections: the node-wide limits. With max.connections at 2, a third connection is
+// not served until one of the first two closes; with max.connection.creation.rate at 2 (over
+// 10 s), 25 connections opened one after another are all served, the last ones only after the
+// listener waited (seconds in all, against milliseconds without the limit).
+func TestMaxConnections(t *testing.T) {
+	b, adm := oneNodeAdmin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	set := func(name, value string) {
+		t.Helper()
+		if err := alterNodeConfig(ctx, adm, name, value); err != nil {
+			t.Fatalf("setting %s=%s: %v", name, value, err)
+		}
+	}
+	dial := func() net.Conn {
+		nc, err := net.Dial("tcp", b.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc
+	}
+
+	set("max.connections", "2")
+	adm.Close() // its connections close: the two below fit
+	first, second := dial(), dial()
+	if !answersApiVersions(t, first) || !answersApiVersions(t, second) {
+		t.Fatal("the first two connections under max.connections=2 were not served")
+	}
+	third := dial() // the kernel completes the handshake; the node does not accept it yet
+	defer third.Close()
+	answered := make(chan bool, 1)
+	go func() { answered <- answersApiVersions(t, third) }()
+	select {
+	case <-answered:
+		t.Fatal("a third connection was served under max.connections=2")
+	case <-time.After(time.Second):
+	}
+	first.Close()
+	if !<-answered {
+		t.Fatal("the third connection was not served once the first closed")
+	}
+	second.Close()
+	third.Close()
+
+	// A new admin client sets the rate and lifts the count.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm = kadm.NewClient(cl)
+	set("max.connections", "2147483647")
+	set("max.connection.creation.rate", "2")
+	start := time.Now()
+	for i := range 25 {
+		nc := dial()
+		if !answersApiVersions(t, nc) {
+			t.Fatalf("connection %d under max.connection.creation.rate=2 not served", i+1)
+		}
+		nc.Close()
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("25 connections at 2/s (20 allowed at once) took %v; want the listener to wait seconds", took)
+	}
+}
+
+// alterNodeConfig sets a dynamic broker config of a one-node cluster's node.
+func alterNodeConfig(ctx context.Context, adm *kadm.Client, name, value string) error {
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		return err
+	}
+	if len(md.Brokers) != 1 {
+		return fmt.Errorf("%d brokers; want one", len(md.Brokers))
+	}
+	r, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: name, Value: &value}}, md.Brokers[0].NodeID)
+	if err != nil {
+		return err
+	}
+	return r[0].Err
 }
