@@ -42,7 +42,10 @@ type Config struct {
 	Cluster *cluster.Node
 
 	AutoCreateTopics  bool  // auto.create.topics.enable
-	DefaultPartitions int32 // num.partitions, for auto-created topics
+	DefaultPartitions int32 // num.partitions, for auto-created topics and CreateTopics with -1
+	// DefaultReplicationFactor is default.replication.factor (0: 3 once three storage nodes
+	// are registered, else 1).
+	DefaultReplicationFactor int16
 
 	MaxRequestBytes      int32 // socket.request.max.bytes: larger frames close the connection
 	DisableSendfile      bool  // copy fetch data instead of sending it from the files

@@ -62,9 +62,17 @@ func (b *Broker) producerIDBlock() (int64, error) {
 	return res.Value, nil
 }
 
-// defaultReplicationFactor is default.replication.factor: 3 when at least three nodes are live,
-// else 1.
+// defaultReplicationFactor is the replication factor of a topic created without one:
+// default.replication.factor (--default-replication-factor), else autoReplicationFactor.
 func (b *Broker) defaultReplicationFactor() int16 {
+	if b.cfg.DefaultReplicationFactor > 0 {
+		return b.cfg.DefaultReplicationFactor
+	}
+	return b.autoReplicationFactor()
+}
+
+// autoReplicationFactor is 3 once three storage nodes are registered, else 1.
+func (b *Broker) autoReplicationFactor() int16 {
 	if len(b.cl.Image().StorageNodes()) >= 3 {
 		return 3
 	}

@@ -42,6 +42,7 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		{"broker.id", strconv.Itoa(int(b.cfg.NodeID)), topics.TypeInt, static, true, "the node id of this broker"},
 		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), topics.TypeBoolean, static, true, "create a topic when metadata asks for an unknown one"},
 		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), topics.TypeInt, static, true, "the default number of partitions of a new topic"},
+		{"default.replication.factor", strconv.Itoa(int(b.cfg.DefaultReplicationFactor)), topics.TypeInt, static, true, "the replication factor of a topic created without one (0: 3 once three nodes are registered, else 1)"},
 		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), topics.TypeInt, static, true, "the largest request accepted; larger ones close the connection"},
 		{"runnel.speclog.addr", b.cl.SpecLogAddr(b.cfg.NodeID), topics.TypeString, static, true, "the node's SpecLog gRPC address for total-order topics (\"\": none)"},
 	}

@@ -254,12 +254,14 @@ func (gs *groups) ensureTopic(ctx context.Context) *adminError {
 
 // ensureCoordinatorTopic creates a coordinators' internal topic (__consumer_offsets,
 // __transaction_state) if it does not exist yet: compacted, 100 MB segments, write caching off,
-// the cluster's default replication factor.
+// 3 replicas once three storage nodes are registered, else 1 (not default.replication.factor:
+// Kafka has offsets.topic.replication.factor and transaction.state.log.replication.factor for
+// these, which Runnel fixes at that rule).
 func (b *Broker) ensureCoordinatorTopic(ctx context.Context, name string, partitions int32) *adminError {
 	if _, ok := b.topics.Get(name); ok {
 		return nil
 	}
-	assignments, aerr := b.assignReplicas(0, partitions, b.defaultReplicationFactor())
+	assignments, aerr := b.assignReplicas(0, partitions, b.autoReplicationFactor())
 	if aerr != nil {
 		return aerr
 	}

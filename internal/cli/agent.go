@@ -36,6 +36,7 @@ func (f *serveFlags) registerAgent(flags *pflag.FlagSet) {
 	flags.String("config", "", `file of "flag-name: value" lines; flags and environment variables win over it`)
 	flags.SetAnnotation("config", configFileAnnotation, []string{"true"})
 	f.sessionTimeout = 1500 * time.Millisecond
+	f.autoCreateTopics = true // as before the flag existed: agents create topics as serve nodes do
 	f.agent = true
 }
 

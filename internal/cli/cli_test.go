@@ -61,6 +61,32 @@ func TestServeConfigRejectsBadLogSettings(t *testing.T) {
 	}
 }
 
+// TestServeTopicDefaults: --num-partitions, --default-replication-factor and
+// --auto-create-topics reach the server's config (Kafka's num.partitions,
+// default.replication.factor, auto.create.topics.enable), and bad values are refused.
+func TestServeTopicDefaults(t *testing.T) {
+	cmd := newServeCommand()
+	var got []string
+	for _, name := range []string{"num-partitions", "default-replication-factor", "auto-create-topics"} {
+		got = append(got, cmd.Flags().Lookup(name).DefValue)
+	}
+	if strings.Join(got, " ") != "1 0 true" {
+		t.Fatalf("defaults %v; want 1 partition, the automatic replication factor, auto-creation on", got)
+	}
+	f := serveFlags{dataDir: "d", kafkaAddr: "h:1", adminAddr: "h:2", logLevel: "info", logFormat: "text",
+		numPartitions: 6, defaultRF: 2, autoCreateTopics: false}
+	cfg, err := f.config(io.Discard, io.Discard)
+	if err != nil || cfg.NumPartitions != 6 || cfg.DefaultReplicationFactor != 2 || !cfg.NoAutoCreateTopics {
+		t.Fatalf("config = %+v, %v; want 6 partitions, RF 2, no auto-creation", cfg, err)
+	}
+	for _, bad := range []serveFlags{{numPartitions: 0, defaultRF: 0}, {numPartitions: 1, defaultRF: -1}} {
+		bad.dataDir, bad.kafkaAddr, bad.adminAddr, bad.logLevel, bad.logFormat = "d", "h:1", "h:2", "info", "text"
+		if _, err := bad.config(io.Discard, io.Discard); err == nil {
+			t.Errorf("config(--num-partitions %d --default-replication-factor %d) = nil error; want one", bad.numPartitions, bad.defaultRF)
+		}
+	}
+}
+
 func TestVersionCommand(t *testing.T) {
 	root := NewRoot("v1.2.3")
 	var out bytes.Buffer

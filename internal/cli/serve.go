@@ -25,6 +25,9 @@ import (
 // serveFlags are the flags of `runnel serve`.
 type serveFlags struct {
 	groupMigration      string
+	numPartitions       int32
+	defaultRF           int16
+	autoCreateTopics    bool
 	dataDir             string
 	kafkaAddr           string
 	advertisedKafkaAddr string
@@ -74,6 +77,9 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.rack, "rack", "", "the node's rack, shown to clients in Metadata (and matched against client.rack by --replica-selector rack)")
 	flags.StringVar(&f.groupMigration, "group-consumer-migration-policy", group.MigrationBidirectional, "which way a live consumer group may switch between the classic and the consumer (KIP-848) protocol as its members are upgraded or downgraded: bidirectional, upgrade, downgrade or disabled (Kafka's group.consumer.migration.policy)")
 	flags.StringVar(&f.replicaSelector, "replica-selector", "", `where consumers read: "" (the leader) or "rack" (KIP-392: a consumer with client.rack reads from an in-sync replica in its rack; Kafka's replica.selector.class `+rackSelectorClass+` is accepted too)`)
+	flags.Int32Var(&f.numPartitions, "num-partitions", 1, "partitions of a topic created without a count: auto-created, or CreateTopics with -1 (Kafka's num.partitions)")
+	flags.Int16Var(&f.defaultRF, "default-replication-factor", 0, "replication factor of a topic created without one (Kafka's default.replication.factor; 0: 3 once three nodes are registered, else 1)")
+	flags.BoolVar(&f.autoCreateTopics, "auto-create-topics", true, "create a topic a client asks Metadata for, or produces to, when it does not exist (Kafka's auto.create.topics.enable)")
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
 	flags.DurationVar(&f.sessionTimeout, "session-timeout", 1500*time.Millisecond, "a node not heard from this long is fenced and its partitions get new leaders")
 	flags.StringVar(&f.adminAddr, "admin-addr", "127.0.0.1:9644", "host:port of the admin HTTP server (metrics, health)")
@@ -148,6 +154,12 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	if err != nil {
 		return server.Config{}, err
 	}
+	if f.numPartitions < 1 && !f.agent {
+		return server.Config{}, fmt.Errorf("--num-partitions must be at least 1 (got %d)", f.numPartitions)
+	}
+	if f.defaultRF < 0 {
+		return server.Config{}, fmt.Errorf("--default-replication-factor must be at least 1, or 0 for the automatic choice (got %d)", f.defaultRF)
+	}
 	voters, err := ParseVoters(f.voters)
 	if err != nil {
 		return server.Config{}, err
@@ -157,6 +169,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		NodeID: f.nodeID, AdminAddr: f.adminAddr, Logger: logger, Console: console,
 		SlowRequestThreshold: f.slowRequest, ClusterAddr: f.clusterAddr, ControllerVoters: voters,
 		Rack: f.rack, RackAwareReads: f.replicaSelector == "rack" || f.replicaSelector == rackSelectorClass, GroupMigrationPolicy: f.groupMigration,
+		NumPartitions: f.numPartitions, DefaultReplicationFactor: f.defaultRF, NoAutoCreateTopics: !f.autoCreateTopics,
 		SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
 		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
 		ObjectCacheBytes: f.objectCacheMiB << 20, Agent: f.agent, Ripcord: f.ripcord,

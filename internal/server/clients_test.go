@@ -52,6 +52,13 @@ func startBroker(t *testing.T, dataDir, addr string) *testBroker {
 // startBrokerHooks is startBroker with test hooks in the broker; restart keeps them.
 func startBrokerHooks(t *testing.T, dataDir, addr string, hooks broker.Hooks) *testBroker {
 	t.Helper()
+	return startBrokerConfig(t, dataDir, addr, hooks, nil)
+}
+
+// startBrokerConfig is startBrokerHooks with a change to the server's config (not kept by
+// restart).
+func startBrokerConfig(t *testing.T, dataDir, addr string, hooks broker.Hooks, change func(*server.Config)) *testBroker {
+	t.Helper()
 	var ln net.Listener
 	var err error
 	for range 50 { // rebinding the port of a broker just stopped can take a moment
@@ -63,11 +70,15 @@ func startBrokerHooks(t *testing.T, dataDir, addr string, hooks broker.Hooks) *t
 	if err != nil {
 		t.Fatalf("listen %s: %v", addr, err)
 	}
-	s, err := server.Open(server.Config{
+	cfg := server.Config{
 		DataDir: dataDir, KafkaAddr: ln.Addr().String(), AdvertisedKafkaAddr: ln.Addr().String(),
 		AdminAddr: "127.0.0.1:0", Console: &bytes.Buffer{}, Hooks: hooks,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	s, err := server.Open(cfg)
 	if err != nil {
 		ln.Close()
 		t.Fatalf("Open = %v", err)

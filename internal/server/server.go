@@ -69,6 +69,14 @@ type Config struct {
 	// GroupMigrationPolicy is Kafka's group.consumer.migration.policy ("": bidirectional):
 	// which way a live group may switch between the classic and the consumer protocol.
 	GroupMigrationPolicy string
+	// NumPartitions is Kafka's num.partitions: partitions of a topic created without a count
+	// (auto-created, or CreateTopics with -1); 0: 1.
+	NumPartitions int32
+	// DefaultReplicationFactor is Kafka's default.replication.factor: the replication factor of
+	// a topic created without one; 0: 3 once three storage nodes are registered, else 1.
+	DefaultReplicationFactor int16
+	// NoAutoCreateTopics turns off Kafka's auto.create.topics.enable (on by default, as Kafka's).
+	NoAutoCreateTopics bool
 	// SessionTimeout: a node not heard from this long is fenced and its partitions get new
 	// leaders (0: 1.5 s).
 	SessionTimeout time.Duration
@@ -464,7 +472,8 @@ func Open(cfg Config) (*Server, error) {
 		groups.MigrationPolicy = cfg.GroupMigrationPolicy
 	}
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups,
-		Cluster: s.node, AutoCreateTopics: true, Hooks: hooks, Logger: s.logger,
+		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions,
+		DefaultReplicationFactor: cfg.DefaultReplicationFactor, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
 		Security:     broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg)},
 		ObjectWriter: s.objw, ObjectCache: objCache, Ripcording: ripcording, Members: members}, s.topics)

@@ -1,0 +1,75 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/broker"
+	"github.com/runnel-dev/runnel/internal/server"
+)
+
+// TestTopicDefaults: Kafka's num.partitions, default.replication.factor and
+// auto.create.topics.enable (runnel serve --num-partitions, --default-replication-factor,
+// --auto-create-topics). A topic created without a partition count gets num.partitions, one
+// without a replication factor gets default.replication.factor (refused when the one node
+// cannot hold 2 replicas, as Kafka refuses it) while the internal offsets topic still gets its
+// own; DescribeConfigs shows both. With auto-creation off, a client asking for an unknown topic
+// is told it does not exist and nothing is created.
+func TestTopicDefaults(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) {
+		c.NumPartitions, c.DefaultReplicationFactor = 3, 2
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if r, err := adm.CreateTopic(ctx, -1, 1, nil, "three"); err != nil || r.Err != nil || r.NumPartitions != 3 {
+		t.Fatalf("a topic without a partition count: %+v %v; want 3 partitions", r, err)
+	}
+	if r, err := adm.CreateTopic(ctx, 1, -1, nil, "rf2"); err == nil && !errors.Is(r.Err, kerr.InvalidReplicationFactor) {
+		t.Fatalf("a topic without a replication factor on one node with default.replication.factor=2: %v; want INVALID_REPLICATION_FACTOR", r.Err)
+	}
+	if err := adm.CommitAllOffsets(ctx, "g", kadm.Offsets{"three": {0: {Topic: "three", Partition: 0, At: 1, LeaderEpoch: -1}}}); err != nil {
+		t.Fatalf("committing offsets (the offsets topic keeps its own replication factor): %v", err)
+	}
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := adm.DescribeBrokerConfigs(ctx, md.Brokers[0].NodeID)
+	if err != nil || len(rc) != 1 {
+		t.Fatalf("describing the node's configs: %v %v", rc, err)
+	}
+	found := map[string]string{}
+	for _, c := range rc[0].Configs {
+		if c.Key == "num.partitions" || c.Key == "default.replication.factor" {
+			found[c.Key] = c.MaybeValue()
+		}
+	}
+	if found["num.partitions"] != "3" || found["default.replication.factor"] != "2" {
+		t.Fatalf("described broker configs %v; want num.partitions 3, default.replication.factor 2", found)
+	}
+
+	off := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) { c.NoAutoCreateTopics = true })
+	ocl, err := kgo.NewClient(kgo.SeedBrokers(off.addr), kgo.AllowAutoTopicCreation(), kgo.RecordDeliveryTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ocl.Close()
+	if err := ocl.ProduceSync(ctx, &kgo.Record{Topic: "nope", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("producing to an unknown topic with auto-creation off: %v; want UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+	if td, err := kadm.NewClient(ocl).ListTopics(ctx); err != nil || td.Has("nope") {
+		t.Fatalf("topics after asking for an unknown one with auto-creation off: %v %v; want no nope", td.Names(), err)
+	}
+}
