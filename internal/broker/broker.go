@@ -46,6 +46,8 @@ type Config struct {
 	// DefaultReplicationFactor is default.replication.factor (0: 3 once three storage nodes
 	// are registered, else 1).
 	DefaultReplicationFactor int16
+	// NoTopicDeletion refuses DeleteTopics (delete.topic.enable=false).
+	NoTopicDeletion bool
 
 	MaxRequestBytes      int32 // socket.request.max.bytes: larger frames close the connection
 	DisableSendfile      bool  // copy fetch data instead of sending it from the files

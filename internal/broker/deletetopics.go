@@ -103,6 +103,14 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 			add(&name, tg.id, kerr.InvalidRequest, "The provided topic name maps to an ID that was already supplied.")
 			continue
 		}
+		if b.cfg.NoTopicDeletion { // as Kafka: TOPIC_DELETION_DISABLED from v3, INVALID_REQUEST before
+			code := kerr.TopicDeletionDisabled
+			if req.Version < 3 {
+				code = kerr.InvalidRequest
+			}
+			add(&name, tg.id, code, "Topic deletion is disabled.")
+			continue
+		}
 		t, ok := b.topics.Get(name)
 		if !ok || (tg.id != zero && t.ID != tg.id) {
 			if tg.byName {

@@ -37,6 +37,7 @@ func (f *serveFlags) registerAgent(flags *pflag.FlagSet) {
 	flags.SetAnnotation("config", configFileAnnotation, []string{"true"})
 	f.sessionTimeout = 1500 * time.Millisecond
 	f.autoCreateTopics = true // as before the flag existed: agents create topics as serve nodes do
+	f.autoLeaderRebalance = true
 	f.agent = true
 }
 

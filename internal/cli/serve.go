@@ -24,32 +24,35 @@ import (
 
 // serveFlags are the flags of `runnel serve`.
 type serveFlags struct {
-	groupMigration      string
-	numPartitions       int32
-	defaultRF           int16
-	autoCreateTopics    bool
-	dataDir             string
-	kafkaAddr           string
-	advertisedKafkaAddr string
-	nodeID              int32
-	adminAddr           string
-	speclogAddr         string
-	logLevel            string
-	logFormat           string
-	slowRequest         time.Duration
-	gcHeadroomMiB       uint64
-	clusterAddr         string
-	voters              string
-	rack                string
-	replicaSelector     string
-	sessionTimeout      time.Duration
-	faultInjection      bool
-	objectStore         string
-	objectBatchTimeout  time.Duration
-	objectBatchBytes    int
-	objectCacheMiB      int64
-	agent               bool // runnel agent
-	ripcord             bool
+	groupMigration        string
+	numPartitions         int32
+	defaultRF             int16
+	autoCreateTopics      bool
+	deleteTopics          bool
+	autoLeaderRebalance   bool
+	leaderBalanceInterval time.Duration
+	dataDir               string
+	kafkaAddr             string
+	advertisedKafkaAddr   string
+	nodeID                int32
+	adminAddr             string
+	speclogAddr           string
+	logLevel              string
+	logFormat             string
+	slowRequest           time.Duration
+	gcHeadroomMiB         uint64
+	clusterAddr           string
+	voters                string
+	rack                  string
+	replicaSelector       string
+	sessionTimeout        time.Duration
+	faultInjection        bool
+	objectStore           string
+	objectBatchTimeout    time.Duration
+	objectBatchBytes      int
+	objectCacheMiB        int64
+	agent                 bool // runnel agent
+	ripcord               bool
 
 	// Security (docs/security.md).
 	listeners, advertisedListeners, protocolMap string
@@ -79,6 +82,9 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.replicaSelector, "replica-selector", "", `where consumers read: "" (the leader) or "rack" (KIP-392: a consumer with client.rack reads from an in-sync replica in its rack; Kafka's replica.selector.class `+rackSelectorClass+` is accepted too)`)
 	flags.Int32Var(&f.numPartitions, "num-partitions", 1, "partitions of a topic created without a count: auto-created, or CreateTopics with -1 (Kafka's num.partitions)")
 	flags.Int16Var(&f.defaultRF, "default-replication-factor", 0, "replication factor of a topic created without one (Kafka's default.replication.factor; 0: 3 once three nodes are registered, else 1)")
+	flags.BoolVar(&f.deleteTopics, "delete-topic-enable", true, "let DeleteTopics delete topics (Kafka's delete.topic.enable; off: TOPIC_DELETION_DISABLED)")
+	flags.BoolVar(&f.autoLeaderRebalance, "auto-leader-rebalance", true, "while this node runs the active controller, move leaderships back to preferred replicas (Kafka's auto.leader.rebalance.enable)")
+	flags.DurationVar(&f.leaderBalanceInterval, "leader-imbalance-check-interval", 5*time.Second, "how often leaderships are moved back to preferred replicas (Kafka's leader.imbalance.check.interval.seconds, 300 s there)")
 	flags.BoolVar(&f.autoCreateTopics, "auto-create-topics", true, "create a topic a client asks Metadata for, or produces to, when it does not exist (Kafka's auto.create.topics.enable)")
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
 	flags.DurationVar(&f.sessionTimeout, "session-timeout", 1500*time.Millisecond, "a node not heard from this long is fenced and its partitions get new leaders")
@@ -157,6 +163,11 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	if f.numPartitions < 1 && !f.agent {
 		return server.Config{}, fmt.Errorf("--num-partitions must be at least 1 (got %d)", f.numPartitions)
 	}
+	if !f.autoLeaderRebalance {
+		f.leaderBalanceInterval = -1
+	} else if f.leaderBalanceInterval < 0 {
+		return server.Config{}, fmt.Errorf("--leader-imbalance-check-interval must not be negative (got %v)", f.leaderBalanceInterval)
+	}
 	if f.defaultRF < 0 {
 		return server.Config{}, fmt.Errorf("--default-replication-factor must be at least 1, or 0 for the automatic choice (got %d)", f.defaultRF)
 	}
@@ -170,6 +181,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		SlowRequestThreshold: f.slowRequest, ClusterAddr: f.clusterAddr, ControllerVoters: voters,
 		Rack: f.rack, RackAwareReads: f.replicaSelector == "rack" || f.replicaSelector == rackSelectorClass, GroupMigrationPolicy: f.groupMigration,
 		NumPartitions: f.numPartitions, DefaultReplicationFactor: f.defaultRF, NoAutoCreateTopics: !f.autoCreateTopics,
+		NoTopicDeletion: !f.deleteTopics && !f.agent, LeaderBalanceInterval: f.leaderBalanceInterval,
 		SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
 		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
 		ObjectCacheBytes: f.objectCacheMiB << 20, Agent: f.agent, Ripcord: f.ripcord,

@@ -77,6 +77,12 @@ type Config struct {
 	DefaultReplicationFactor int16
 	// NoAutoCreateTopics turns off Kafka's auto.create.topics.enable (on by default, as Kafka's).
 	NoAutoCreateTopics bool
+	// NoTopicDeletion turns off Kafka's delete.topic.enable (on by default, as Kafka's).
+	NoTopicDeletion bool
+	// LeaderBalanceInterval is how often this node, while it runs the active controller, moves
+	// leaderships back to preferred replicas (Kafka's leader.imbalance.check.interval.seconds);
+	// 0: 5 s; negative: never (auto.leader.rebalance.enable=false).
+	LeaderBalanceInterval time.Duration
 	// SessionTimeout: a node not heard from this long is fenced and its partitions get new
 	// leaders (0: 1.5 s).
 	SessionTimeout time.Duration
@@ -410,6 +416,12 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.SessionTimeout > 0 {
 		active.SessionTimeout = cfg.SessionTimeout
 	}
+	switch {
+	case cfg.LeaderBalanceInterval > 0:
+		active.BalanceInterval = cfg.LeaderBalanceInterval
+	case cfg.LeaderBalanceInterval < 0:
+		active.BalanceInterval = 0
+	}
 	var speclogAddr string
 	if cfg.SpecLogAddr != "" && !cfg.Agent {
 		if s.speclogLn, err = net.Listen("tcp", cfg.SpecLogAddr); err != nil {
@@ -473,7 +485,7 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups,
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions,
-		DefaultReplicationFactor: cfg.DefaultReplicationFactor, Hooks: hooks, Logger: s.logger,
+		DefaultReplicationFactor: cfg.DefaultReplicationFactor, NoTopicDeletion: cfg.NoTopicDeletion, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
 		Security:     broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg)},
 		ObjectWriter: s.objw, ObjectCache: objCache, Ripcording: ripcording, Members: members}, s.topics)

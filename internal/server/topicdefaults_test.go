@@ -20,7 +20,8 @@ import (
 // without a replication factor gets default.replication.factor (refused when the one node
 // cannot hold 2 replicas, as Kafka refuses it) while the internal offsets topic still gets its
 // own; DescribeConfigs shows both. With auto-creation off, a client asking for an unknown topic
-// is told it does not exist and nothing is created.
+// is told it does not exist and nothing is created; with deletion off (delete.topic.enable)
+// DeleteTopics answers TOPIC_DELETION_DISABLED and deletes nothing.
 func TestTopicDefaults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -60,7 +61,7 @@ func TestTopicDefaults(t *testing.T) {
 		t.Fatalf("described broker configs %v; want num.partitions 3, default.replication.factor 2", found)
 	}
 
-	off := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) { c.NoAutoCreateTopics = true })
+	off := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) { c.NoAutoCreateTopics, c.NoTopicDeletion = true, true })
 	ocl, err := kgo.NewClient(kgo.SeedBrokers(off.addr), kgo.AllowAutoTopicCreation(), kgo.RecordDeliveryTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +70,18 @@ func TestTopicDefaults(t *testing.T) {
 	if err := ocl.ProduceSync(ctx, &kgo.Record{Topic: "nope", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		t.Fatalf("producing to an unknown topic with auto-creation off: %v; want UNKNOWN_TOPIC_OR_PARTITION", err)
 	}
-	if td, err := kadm.NewClient(ocl).ListTopics(ctx); err != nil || td.Has("nope") {
+	oadm := kadm.NewClient(ocl)
+	if td, err := oadm.ListTopics(ctx); err != nil || td.Has("nope") {
 		t.Fatalf("topics after asking for an unknown one with auto-creation off: %v %v; want no nope", td.Names(), err)
+	}
+	// With deletion off, DeleteTopics is refused per topic and deletes nothing.
+	if r, err := oadm.CreateTopic(ctx, 1, 1, nil, "kept"); err != nil || r.Err != nil {
+		t.Fatalf("creating a topic: %v %v", err, r.Err)
+	}
+	if r, err := oadm.DeleteTopics(ctx, "kept"); err != nil || !errors.Is(r["kept"].Err, kerr.TopicDeletionDisabled) {
+		t.Fatalf("deleting with delete.topic.enable=false: %v %v; want TOPIC_DELETION_DISABLED", err, r["kept"].Err)
+	}
+	if td, err := oadm.ListTopics(ctx, "kept"); err != nil || !td.Has("kept") {
+		t.Fatalf("the topic after a refused deletion: %v %v; want it kept", td.Names(), err)
 	}
 }
