@@ -276,7 +276,7 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 		b.mu.Unlock()
 		go func() {
 			defer b.wg.Done()
-			b.serveConn(nc, &l)
+			b.serveConn(nc, &l, ip)
 			b.mu.Lock()
 			delete(b.conns, nc)
 			if hasIP {

@@ -90,12 +90,13 @@ type conn struct {
 	mutedUntil atomic.Int64
 }
 
-func (b *Broker) serveConn(nc net.Conn, l *Listener) {
+// serveConn serves one accepted connection; ip is its client IP in canonical form ("": none).
+func (b *Broker) serveConn(nc net.Conn, l *Listener, ip string) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	_, isTCP := nc.(*net.TCPConn)
 	c := &conn{b: b, mem: semaphore.NewWeighted(b.cfg.MaxConnInflightBytes), nc: nc, zeroCopy: isTCP && !b.cfg.DisableSendfile, remote: nc.RemoteAddr().String(), out: make(chan *inflight, b.cfg.MaxInflightRequests), ctx: ctx, cancel: cancel,
 		listener: l, principal: anonymous, host: aclHost(nc.RemoteAddr().String())}
-	if c.overConnectionQuota() {
+	if c.overConnectionQuota(ip) {
 		cancel()
 		nc.Close()
 		return

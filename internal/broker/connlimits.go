@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -17,8 +18,9 @@ import (
 // rate they wait before accepting the next, as Kafka's acceptors do. (Per-IP creation rates are
 // client quotas: quotas.go.)
 
-// connIP is a connection's client IP in canonical form; ok is false for a connection that has
-// none (a test's pipe).
+// connIP is a connection's client IP in canonical form, as ip quota entities and the overrides
+// name it; ok is false for a connection that has none (a test's pipe). The per-IP limits and the
+// per-IP creation rate (quotas.go) both take it from here.
 func connIP(nc net.Conn) (string, bool) {
 	ap, err := netip.ParseAddrPort(nc.RemoteAddr().String())
 	if err != nil {
@@ -61,7 +63,7 @@ func (b *Broker) brokerLimit(name string) int {
 	v, _, _ := b.topics.BrokerConfig(name)
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		return int(^uint32(0) >> 1)
+		return math.MaxInt32 // the configs' default: no limit
 	}
 	return n
 }

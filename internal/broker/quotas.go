@@ -680,19 +680,16 @@ func quotaMatches(parts, exact map[string]*string, any map[string]bool, strict b
 	return true
 }
 
-// overConnectionQuota applies the client IP's connection_creation_rate to a new connection: one
-// over the quota is held unread until the rate is back within it (at most one window, KIP-612)
-// and then refused, so a client reconnecting in a loop is slowed rather than served.
-func (c *conn) overConnectionQuota() bool {
+// overConnectionQuota applies the client IP's connection_creation_rate to a new connection
+// from ip (canonical form; "": none, a test's pipe): one over the quota is held unread until the
+// rate is back within it (at most one window, KIP-612) and then refused, so a client
+// reconnecting in a loop is slowed rather than served.
+func (c *conn) overConnectionQuota(ip string) bool {
 	quotas := c.b.cl.Image().ClientQuotas
-	if len(quotas) == 0 {
+	if len(quotas) == 0 || ip == "" {
 		return false
 	}
-	addr, err := netip.ParseAddr(c.host)
-	if err != nil {
-		return false // not an IP connection (a test's pipe)
-	}
-	d := c.b.quotas.connection(quotas, addr.Unmap().String(), time.Now())
+	d := c.b.quotas.connection(quotas, ip, time.Now())
 	if d <= 0 {
 		return false
 	}
