@@ -386,3 +386,58 @@ func TestRecompress(t *testing.T) {
 		t.Fatalf("CodecByName(producer) = %v; want none", c)
 	}
 }
+
+// TestFilterDeleteHorizon: Filter keeps the records keep accepts at their offsets and
+// timestamps, sets the delete horizon (KIP-534) on a batch keeping a tombstone, re-encoding the
+// timestamp deltas from it, and leaves a batch alone when nothing changes.
+func TestFilterDeleteHorizon(t *testing.T) {
+	for _, codec := range []Codec{CodecNone, CodecLz4} {
+		var body []byte
+		for i, v := range []string{"a", "", "c", "d"} {
+			val := []byte(v)
+			if v == "" {
+				val = nil
+			}
+			body = AppendRecord(body, int64(10*i), int32(i), []byte{byte('k' + i%2)}, val, 1, AppendHeader(nil, "h", []byte{byte(i)}))
+		}
+		recs, err := Compress(codec, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := AppendBatch(nil, Header{BaseOffset: 100, Attributes: int16(codec), LastOffsetDelta: 3, BaseTimestamp: 5000, MaxTimestamp: 5030,
+			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 4}, recs)
+		h, err := Validate(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := func(*Record, int64) bool { return true }
+		if out, n, err := Filter(&h, b, all, false, 0); err != nil || n != 0 || &out[0] != &b[0] {
+			t.Fatalf("keeping everything without a horizon: %d removed, %v; want b itself", n, err)
+		}
+		out, n, err := Filter(&h, b, func(_ *Record, off int64) bool { return off != 100 && off != 103 }, false, 9000)
+		if err != nil || n != 2 {
+			t.Fatalf("filter: %d removed, %v", n, err)
+		}
+		oh, err := ValidateStored(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hz, ok := oh.DeleteHorizon(); !ok || hz != 9000 || oh.BaseOffset != 100 || oh.LastOffsetDelta != 3 || oh.RecordCount != 2 || oh.MaxTimestamp != 5020 || oh.Codec() != codec || oh.FirstTimestamp() != 5020 {
+			t.Fatalf("filtered header %+v; want base 100, last delta 3, 2 records, max timestamp 5020, horizon 9000, codec %v", oh, codec)
+		}
+		var got []string
+		EachRecord(&oh, out, func(r *Record) {
+			got = append(got, fmt.Sprintf("%d@%d:%s=%q", oh.BaseOffset+int64(r.OffsetDelta), oh.BaseTimestamp+r.TimestampDelta, r.Key, r.Value))
+		})
+		if fmt.Sprint(got) != `[101@5010:l="" 102@5020:k="c"]` {
+			t.Fatalf("records %v", got)
+		}
+		// A batch with a horizon keeps it, and is left alone when nothing goes.
+		if again, n, _ := Filter(&oh, out, all, false, 20000); n != 0 || &again[0] != &out[0] {
+			t.Fatal("a batch with a horizon was rewritten with nothing removed")
+		}
+		if none, n, _ := Filter(&oh, out, func(*Record, int64) bool { return false }, false, 0); none != nil || n != 2 {
+			t.Fatalf("removing every record: %d bytes, %d removed; want nil, 2", len(none), n)
+		}
+	}
+}

@@ -36,6 +36,13 @@ func handleDeleteRecords(ctx context.Context, r *request) reply {
 			}
 			var p *topics.Partition
 			var err error
+			if known {
+				if policy, _ := t.Effective("cleanup.policy"); !strings.Contains(policy, "delete") {
+					sp.ErrorCode = kerr.PolicyViolation.Code // as Kafka: records of a compact-only topic cannot be deleted
+					st.Partitions = append(st.Partitions, sp)
+					continue
+				}
+			}
 			if known && isObjectTopic(t) {
 				if sp.LowWatermark, err = b.deleteObjectRecords(ctx, t, rp.Partition, rp.Offset); err != nil {
 					sp.ErrorCode = errorCode(err)
@@ -50,8 +57,6 @@ func handleDeleteRecords(ctx context.Context, r *request) reply {
 			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
-			} else if policy, _ := t.Effective("cleanup.policy"); !strings.Contains(policy, "delete") {
-				sp.ErrorCode = kerr.PolicyViolation.Code // as Kafka: records of a compact-only topic cannot be deleted
 			} else {
 				l, hw := p.Log, p.Replica.HighWatermark()
 				off := rp.Offset

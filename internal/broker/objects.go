@@ -68,12 +68,8 @@ func (b *Broker) resolveStorage(name string, configs map[string]string, assignme
 		}
 		return configs, assignments, nil
 	}
-	preview := b.topics.Preview(name, configs)
 	if b.cfg.ObjectWriter == nil {
 		return nil, nil, adminErr(kerr.InvalidConfig, "runnel.storage=object: this node has no object store")
-	}
-	if policy, _ := preview.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
-		return nil, nil, adminErr(kerr.InvalidConfig, "cleanup.policy=%s is not supported on object-storage topics (runnel.storage=object) yet", policy)
 	}
 	out := make(map[string]string, len(configs)+1)
 	for k, v := range configs {
@@ -89,8 +85,8 @@ func (b *Broker) resolveStorage(name string, configs map[string]string, assignme
 const errUncleanTotal = "unclean.leader.election.enable=true is refused on a total-order topic: a shard elected uncleanly could change confirmed positions; a shard that loses a majority of its replicas is failed by a view change"
 
 // checkObjectConfigs refuses a config change of a topic that its storage does not allow:
-// runnel.storage is fixed at creation, object topics cannot be compacted yet, only object
-// topics can be sequenced lazily, and total-order topics are never elected uncleanly.
+// runnel.storage is fixed at creation, only object topics can be sequenced lazily, and
+// total-order topics are never compacted nor elected uncleanly.
 func checkObjectConfigs(t *topics.Topic, set map[string]string) *adminError {
 	storage := t.Configs[controller.StorageConfig]
 	for name, v := range set {
@@ -109,9 +105,6 @@ func checkObjectConfigs(t *topics.Topic, set map[string]string) *adminError {
 	}
 	if v, ok := set[controller.StorageConfig]; ok && v != storage && !(storage == "" && v == "local") {
 		return adminErr(kerr.InvalidConfig, "runnel.storage is fixed when a topic is created (topic %s: %q)", t.Name, storage)
-	}
-	if storage == controller.StorageObject && strings.Contains(set["cleanup.policy"], "compact") {
-		return adminErr(kerr.InvalidConfig, "cleanup.policy=compact is not supported on object-storage topics (runnel.storage=object) yet")
 	}
 	return nil
 }
@@ -212,6 +205,11 @@ func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp 
 		return fail(fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord))
 	case h.IsTransactional():
 		return fail(objtopic.ErrTransactional)
+	}
+	if policy, _ := t.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
+		if err := requireKeys(&h, records); err != nil {
+			return fail(err)
+		}
 	}
 	own := records
 	if comp, _ := t.Effective("compression.type"); comp != "producer" {

@@ -46,12 +46,13 @@ type ForgetWriter struct {
 }
 
 // ReplaceExtents replaces the consecutive extents of a partition from First to Last (matched by
-// file, section offset and offsets) by Merged, which holds the same records in one object.
+// file, section offset and offsets) by Merged, which holds the same records in one object (a
+// merge) or the records compaction kept of them; nil when it kept none.
 type ReplaceExtents struct {
 	PartitionRef
-	First  objtopic.Extent `json:"first"`
-	Last   objtopic.Extent `json:"last"`
-	Merged objtopic.Extent `json:"merged"`
+	First  objtopic.Extent  `json:"first"`
+	Last   objtopic.Extent  `json:"last"`
+	Merged *objtopic.Extent `json:"merged"`
 }
 
 func applyReplaceExtents(im *Image, c *ReplaceExtents) error {

@@ -342,12 +342,12 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 				if tc.isAborted(h.ProducerID, h.BaseOffset) {
 					k = func(*batch.Record, int64) bool { return false }
 				}
-				out, removed, err = filterBatch(h, b, k, tc.remember[h.BaseOffset])
+				out, removed, err = batch.Filter(h, b, k, tc.remember[h.BaseOffset], 0)
 				if out != nil {
 					tc.retained[h.ProducerID] = true
 				}
 			default:
-				out, removed, err = filterBatch(h, b, keep, h.ProducerID >= 0)
+				out, removed, err = batch.Filter(h, b, keep, h.ProducerID >= 0, 0)
 			}
 			if err != nil || out == nil {
 				st.RecordsRemoved += int64(removed)
@@ -378,45 +378,6 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 	st.SegmentsIn += len(group)
 	st.SegmentsOut++
 	return l.swapIn(group, ns)
-}
-
-// filterBatch returns the batch with only the records keep accepts, b itself if it keeps all,
-// or nil if the batch goes entirely (keepEmpty: it stays as an empty batch instead); and how
-// many records it removed.
-func filterBatch(h *batch.Header, b []byte, keep func(*batch.Record, int64) bool, keepEmpty bool) ([]byte, int, error) {
-	var kept []byte
-	n, removed := int32(0), 0
-	maxTs := int64(-1)
-	err := eachRecord(h, b, func(rec *batch.Record, offset int64) {
-		if !keep(rec, offset) {
-			removed++
-			return
-		}
-		kept = append(kept, rec.Raw...)
-		n++
-		maxTs = max(maxTs, h.BaseTimestamp+rec.TimestampDelta)
-	})
-	switch {
-	case err != nil:
-		return nil, 0, err
-	case removed == 0:
-		return b, 0, nil
-	case n == 0 && !keepEmpty:
-		return nil, removed, nil
-	}
-	nh := *h
-	nh.RecordCount = n
-	if h.Attributes&batch.AttrLogAppendTime == 0 && n > 0 {
-		nh.MaxTimestamp = maxTs
-	}
-	if n == 0 {
-		nh.Attributes &^= batch.AttrCompressionMask
-	}
-	recs, err := batch.Compress(nh.Codec(), kept)
-	if err != nil {
-		return nil, 0, err
-	}
-	return batch.AppendBatch(nil, nh, recs), removed, nil
 }
 
 // Compaction output files are named by the offset range of the group they replace, so that a

@@ -18,6 +18,8 @@ type Objects struct {
 	files    prometheus.Histogram     // bytes per file written
 	slow     prometheus.Counter       // files the slow path committed
 	backlog  prometheus.Gauge         // uncommitted journal files the slow path last saw
+	removed  prometheus.Counter       // records compaction removed
+	cleaned  *prometheus.CounterVec   // dir: read, written by compaction
 }
 
 // NewObjects returns the object topics' metrics.
@@ -52,6 +54,14 @@ func NewObjects() *Objects {
 			Name: "runnel_object_journal_backlog_files",
 			Help: "Uncommitted journal files the slow path saw in its last round (on the active controller): acknowledged lazy data not yet visible.",
 		}),
+		removed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "runnel_object_compaction_records_removed_total",
+			Help: "Records compaction of object topics removed: superseded by a later record of their key, expired tombstones, records without a key.",
+		}),
+		cleaned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_object_compaction_bytes_total",
+			Help: "Bytes compaction of object topics read from and wrote to the object store (dir: read, written).",
+		}, []string{"dir"}),
 		files: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "runnel_object_file_bytes",
 			Help:    "Size of the object files written (one per flush of a node's buffer).",
@@ -119,8 +129,17 @@ func (o *Objects) Backlog(n int) {
 	}
 }
 
+// Compacted counts what a compaction round did.
+func (o *Objects) Compacted(removed, read, written int64) {
+	if o != nil {
+		o.removed.Add(float64(removed))
+		o.cleaned.WithLabelValues("read").Add(float64(read))
+		o.cleaned.WithLabelValues("written").Add(float64(written))
+	}
+}
+
 func (o *Objects) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.files, o.slow, o.backlog}
+	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.files, o.slow, o.backlog, o.removed, o.cleaned}
 }
 
 // Describe implements prometheus.Collector.

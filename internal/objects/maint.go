@@ -48,6 +48,13 @@ type MaintainerConfig struct {
 	MergeKeepNewest  int
 	MergeBytesPerSec int64
 
+	// Compaction of topics with cleanup.policy=compact (compact.go): every CompactInterval
+	// (default 15 s, as the local log store's), with a key map of at most CompactMaxKeys keys
+	// per pass (default 1<<20, about 40 MiB). It reads and writes within MergeBytesPerSec and
+	// leaves the MergeKeepNewest newest extents alone, as merging does.
+	CompactInterval time.Duration
+	CompactMaxKeys  int
+
 	// The slow path (docs/object-topics.md §9): every SlowPathInterval (default 1 s) it lists
 	// each writer run's journal from its first uncommitted file and commits every file older
 	// than SlowPathGrace (default 3 s, far above a fast-path commit) that is still uncommitted.
@@ -128,6 +135,12 @@ func NewMaintainer(cfg MaintainerConfig) *Maintainer {
 	if cfg.MergeBytesPerSec <= 0 {
 		cfg.MergeBytesPerSec = 16 << 20
 	}
+	if cfg.CompactInterval <= 0 {
+		cfg.CompactInterval = 15 * time.Second
+	}
+	if cfg.CompactMaxKeys <= 0 {
+		cfg.CompactMaxKeys = 1 << 20
+	}
 	if cfg.SlowPathInterval <= 0 {
 		cfg.SlowPathInterval = time.Second
 	}
@@ -185,6 +198,8 @@ func (m *Maintainer) runBulk(ctx context.Context) {
 	defer gc.Stop()
 	merge := time.NewTicker(m.cfg.MergeInterval)
 	defer merge.Stop()
+	compact := time.NewTicker(m.cfg.CompactInterval)
+	defer compact.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -196,6 +211,18 @@ func (m *Maintainer) runBulk(ctx context.Context) {
 				} else if n > 0 {
 					m.cfg.Logger.Debug("objects: merged", "extents", n)
 				}
+			}
+		case <-compact.C:
+			if m.cfg.Active() {
+				st, err := m.Compact(ctx, time.Now())
+				if err != nil {
+					m.cfg.Logger.Warn("objects: compaction", "err", err)
+				}
+				if st.Partitions > 0 {
+					m.cfg.Logger.Debug("objects: compacted", "partitions", st.Partitions, "extents_in", st.ExtentsIn,
+						"extents_out", st.ExtentsOut, "records_removed", st.RecordsRemoved, "bytes_read", st.BytesRead, "bytes_written", st.BytesWritten)
+				}
+				m.cfg.Metrics.Compacted(st.RecordsRemoved, st.BytesRead, st.BytesWritten)
 			}
 		case <-ret.C:
 			if m.cfg.Active() {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/batch"
@@ -49,12 +48,15 @@ func (m *Maintainer) mergeRun(p *objtopic.Partition) []objtopic.Extent {
 	var run []objtopic.Extent
 	var size int64
 	for _, e := range exts {
-		if int64(e.Length) >= m.cfg.MergeSmall || size+int64(e.Length) > m.cfg.MergeTarget {
+		// A clean extent (compaction's) is left to compaction, which rewrites the clean ones
+		// together: a merge with dirty extents would make its keys dirty again.
+		big := int64(e.Length) >= m.cfg.MergeSmall || e.Clean
+		if big || size+int64(e.Length) > m.cfg.MergeTarget {
 			if len(run) >= m.cfg.MergeMinRun {
 				return run
 			}
 			run, size = nil, 0
-			if int64(e.Length) >= m.cfg.MergeSmall {
+			if big {
 				continue
 			}
 		}
@@ -67,65 +69,102 @@ func (m *Maintainer) mergeRun(p *objtopic.Partition) []objtopic.Extent {
 	return nil
 }
 
-// mergeOne reads a run's accepted batches, writes them as one object and has the controller
-// put it in the run's place. An object whose replacement is refused is garbage (GC).
+// mergeOne writes a run's accepted batches as one object and has the controller put it in the
+// run's place. An object whose replacement is refused is garbage (GC).
 func (m *Maintainer) mergeOne(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent) error {
+	batches, err := m.collectRun(ctx, run, func(b []byte, _ *batch.Header) ([]byte, error) { return b, nil })
+	if err != nil {
+		return err
+	}
+	merged, err := m.writeRun(ctx, ref, run, batches)
+	if err != nil {
+		return err
+	}
+	return m.replaceRun(ctx, ref, run, merged)
+}
+
+// readSection reads an extent's section and checks it, throttled to MergeBytesPerSec so that
+// merging and compaction do not compete with produce.
+func (m *Maintainer) readSection(ctx context.Context, e objtopic.Extent) ([]byte, error) {
+	start := time.Now()
+	data, err := m.store.GetRange(ctx, e.File, int64(e.Offset), int64(e.Length))
+	if err == nil {
+		err = checkSection(e.File, data, e.Length)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if d := time.Duration(float64(e.Length)/float64(m.cfg.MergeBytesPerSec)*float64(time.Second)) - time.Since(start); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return data, nil
+}
+
+// collectRun reads the sections of a run of consecutive extents and passes each accepted batch,
+// a copy with its base offset set, through edit, which returns the batch to keep (nil: drop it).
+// It returns the batches kept.
+func (m *Maintainer) collectRun(ctx context.Context, run []objtopic.Extent, edit func(b []byte, h *batch.Header) ([]byte, error)) ([][]byte, error) {
 	var batches [][]byte
-	maxTs := int64(-1)
-	next := run[0].Base
 	for _, e := range run {
-		start := time.Now()
-		data, err := m.store.GetRange(ctx, e.File, int64(e.Offset), int64(e.Length))
-		if err == nil {
-			err = checkSection(e.File, data, e.Length)
-		}
+		data, err := m.readSection(ctx, e)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		for i := 0; len(data) > 0; i++ {
-			size, err := batch.Split(data)
-			if err != nil {
+		err = objtopic.EachBatch(e, data, func(b []byte, h *batch.Header, base int64) error {
+			b = append([]byte(nil), b...)
+			batch.SetBaseOffset(b, base)
+			h.BaseOffset = base
+			out, err := edit(b, h)
+			if err != nil || out == nil {
 				return err
 			}
-			b := data[:size]
-			data = data[size:]
-			if slices.Contains(e.Skip, uint32(i)) {
-				continue
+			if _, err := batch.ValidateStored(out); err != nil { // check right before writing
+				return fmt.Errorf("objects: rewriting %s at offset %d built a bad batch: %w", e.File, base, err)
 			}
-			h, err := batch.ParseHeader(b)
-			if err != nil {
-				return err
-			}
-			next += int64(h.LastOffsetDelta) + 1
-			maxTs = max(maxTs, h.MaxTimestamp)
-			batches = append(batches, b)
+			batches = append(batches, out)
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		if next != e.Last+1 {
-			return fmt.Errorf("%w: %s: batches end at %d, the extent at %d", objtopic.ErrBadFile, e.File, next-1, e.Last)
-		}
-		// Throttle: at most MergeBytesPerSec, so merging does not compete with produce.
-		if d := time.Duration(float64(e.Length)/float64(m.cfg.MergeBytesPerSec)*float64(time.Second)) - time.Since(start); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+	}
+	return batches, nil
+}
+
+// writeRun writes the batches (with their base offsets) collected from a run of extents as one
+// object, and returns its extent: Absolute, covering the run's offsets; nil if there is no batch.
+func (m *Maintainer) writeRun(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent, batches [][]byte) (*objtopic.Extent, error) {
+	if len(batches) == 0 {
+		return nil, nil
+	}
+	maxTs := int64(-1)
+	for _, b := range batches {
+		h, _ := batch.ParseHeader(b) // checked by collectRun
+		maxTs = max(maxTs, h.MaxTimestamp)
 	}
 	body, index, err := objtopic.Build(-1, 0, time.Now().UnixMilli(), []objtopic.Section{{TopicID: ref.Topic, Partition: ref.Partition, Batches: batches}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	first, last := run[0], run[len(run)-1]
 	key := fmt.Sprintf("merged/%s/%d/%020d-%020d-%s", ref.Topic, ref.Partition, first.Base, last.Last, hex.EncodeToString(rnd[:]))
 	if err := m.store.PutIfAbsent(ctx, key, body); err != nil {
-		return err
+		return nil, err
 	}
-	merged := objtopic.Extent{File: key, Offset: index[0].Offset, Length: index[0].Length, Base: first.Base, Last: last.Last, MaxTimestamp: maxTs}
+	return &objtopic.Extent{File: key, Offset: index[0].Offset, Length: index[0].Length, Base: first.Base, Last: last.Last,
+		MaxTimestamp: maxTs, Absolute: true}, nil
+}
+
+// replaceRun has the controller put merged (nil: nothing) in the place of a run of extents.
+func (m *Maintainer) replaceRun(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent, merged *objtopic.Extent) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return m.cfg.Propose(cctx, &controller.Command{Op: controller.OpReplaceExtents, ReplaceExtents: &controller.ReplaceExtents{
-		PartitionRef: ref, First: first, Last: last, Merged: merged}})
+		PartitionRef: ref, First: run[0], Last: run[len(run)-1], Merged: merged}})
 }

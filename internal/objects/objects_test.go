@@ -365,7 +365,7 @@ func TestMerge(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = fc.propose(ctx, &controller.Command{Op: controller.OpReplaceExtents, ReplaceExtents: &controller.ReplaceExtents{PartitionRef: ref,
-		First: stale.Extents[0], Last: stale.Extents[1], Merged: objtopic.Extent{File: "merged/x", Base: stale.Extents[0].Base, Last: stale.Extents[1].Last}}})
+		First: stale.Extents[0], Last: stale.Extents[1], Merged: &objtopic.Extent{File: "merged/x", Base: stale.Extents[0].Base, Last: stale.Extents[1].Last}}})
 	if !errors.Is(err, objtopic.ErrMergeStale) {
 		t.Fatalf("a merge of trimmed extents: %v; want ErrMergeStale", err)
 	}

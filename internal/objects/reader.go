@@ -2,8 +2,8 @@ package objects
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/objtopic"
@@ -28,6 +28,9 @@ func checkSection(key string, data []byte, n uint32) error {
 	return nil
 }
 
+// errReadFull stops a Read at the batch that would not fit.
+var errReadFull = errors.New("objects: read is full")
+
 // Read returns the batches of partition p from offset on, with their offsets set, up to
 // maxBytes (at least one batch if first). Batches that end below offset are skipped; the
 // first batch returned may start below it, as Kafka's do.
@@ -47,36 +50,24 @@ func (c *Cache) Read(ctx context.Context, p *objtopic.Partition, offset int64, m
 		if err != nil {
 			return nil, err
 		}
-		next := e.Base
-		for i := 0; len(data) > 0; i++ {
-			size, err := batch.Split(data)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %s: %v", objtopic.ErrBadFile, e.File, err)
+		err = objtopic.EachBatch(e, data, func(b []byte, h *batch.Header, base int64) error {
+			if end := base + int64(h.LastOffsetDelta) + 1; end <= offset || end <= p.Start {
+				return nil
 			}
-			b := data[:size]
-			data = data[size:]
-			if slices.Contains(e.Skip, uint32(i)) {
-				continue
-			}
-			h, err := batch.ParseHeader(b)
-			if err != nil {
-				return nil, err
-			}
-			base := next
-			next += int64(h.LastOffsetDelta) + 1
-			if next <= offset || next <= p.Start {
-				continue
-			}
-			if len(out)+size > maxBytes && (len(out) > 0 || !first) {
-				return out, nil
+			if len(out)+len(b) > maxBytes && (len(out) > 0 || !first) {
+				return errReadFull
 			}
 			at := len(out)
 			out = append(out, b...)
 			batch.SetBaseOffset(out[at:], base)
 			batch.SetLeaderEpoch(out[at:], 0)
+			return nil
+		})
+		if err == errReadFull {
+			return out, nil
 		}
-		if next != e.Last+1 {
-			return nil, fmt.Errorf("%w: %s: the section's batches end at offset %d, its commit at %d", objtopic.ErrBadFile, e.File, next-1, e.Last)
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

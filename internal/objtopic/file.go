@@ -134,7 +134,7 @@ func Build(writer int32, incarnation uint64, createdMs int64, sections []Section
 			length += uint64(len(b))
 			e.Batches++
 			e.Records += uint32(h.RecordCount)
-			e.MinTimestamp, e.MaxTimestamp = min(e.MinTimestamp, h.BaseTimestamp), max(e.MaxTimestamp, h.MaxTimestamp)
+			e.MinTimestamp, e.MaxTimestamp = min(e.MinTimestamp, h.FirstTimestamp()), max(e.MaxTimestamp, h.MaxTimestamp)
 		}
 		if length > math.MaxUint32 {
 			return nil, nil, fmt.Errorf("objtopic: partition %x/%d: %d bytes in one file", s.TopicID, s.Partition, length)
@@ -265,7 +265,7 @@ func SectionBatches(e IndexEntry, section []byte) ([][]byte, error) {
 			return nil, fmt.Errorf("%w: section of %x/%d: %v", ErrBadFile, e.TopicID, e.Partition, err)
 		}
 		records += uint32(h.RecordCount)
-		minTs, maxTs = min(minTs, h.BaseTimestamp), max(maxTs, h.MaxTimestamp)
+		minTs, maxTs = min(minTs, h.FirstTimestamp()), max(maxTs, h.MaxTimestamp)
 		out = append(out, section[:n])
 		section = section[n:]
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/txn"
 )
 
@@ -34,6 +35,56 @@ type Extent struct {
 	Last         int64    `json:"l"`           // offset of its last accepted record
 	MaxTimestamp int64    `json:"t"`           // of its accepted batches
 	Skip         []uint32 `json:"s,omitempty"` // indexes of the section's batches not accepted (duplicates, refused)
+	// Absolute: the section's batches carry their own base offsets (merged and compacted
+	// objects), and compaction may have left gaps between them. Otherwise they are the
+	// producers' batches as sent, numbered from Base in order (skipping Skip).
+	Absolute bool `json:"a,omitempty"`
+	// Clean: compaction wrote it; its keys are unique within the clean extents (§5.1).
+	Clean bool `json:"c,omitempty"`
+	// Horizon: the earliest KIP-534 delete horizon (unix ms) of the tombstones it holds, 0 if
+	// none: compaction drops them once it has passed.
+	Horizon int64 `json:"h,omitempty"`
+}
+
+// EachBatch calls fn with every accepted batch of e's section data and the batch's base offset,
+// in order, and checks that their offsets lie within the extent's (ErrBadFile otherwise). b is
+// data's bytes: it is not to be modified (data is shared by readers), and its own base offset is
+// meaningful only for an Absolute extent. fn returning an error stops the walk with it.
+func EachBatch(e Extent, data []byte, fn func(b []byte, h *batch.Header, base int64) error) error {
+	next := e.Base
+	for i := 0; len(data) > 0; i++ {
+		size, err := batch.Split(data)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrBadFile, e.File, err)
+		}
+		b := data[:size]
+		data = data[size:]
+		if slices.Contains(e.Skip, uint32(i)) {
+			continue
+		}
+		h, err := batch.ParseHeader(b)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrBadFile, e.File, err)
+		}
+		base := next
+		if e.Absolute {
+			if h.BaseOffset < next {
+				return fmt.Errorf("%w: %s: a batch at offset %d after offset %d", ErrBadFile, e.File, h.BaseOffset, next-1)
+			}
+			base = h.BaseOffset
+		}
+		next = base + int64(h.LastOffsetDelta) + 1
+		if next > e.Last+1 {
+			return fmt.Errorf("%w: %s: a batch ends at offset %d, past its extent's %d", ErrBadFile, e.File, next-1, e.Last)
+		}
+		if err := fn(b, &h, base); err != nil {
+			return err
+		}
+	}
+	if !e.Absolute && next != e.Last+1 {
+		return fmt.Errorf("%w: %s: the section's batches end at offset %d, its commit at %d", ErrBadFile, e.File, next-1, e.Last)
+	}
+	return nil
 }
 
 // NewPartition returns an empty object partition.
@@ -304,15 +355,16 @@ func (p *Partition) RetentionStart(nowMs, retentionMs, retentionBytes int64) int
 var ErrMergeStale = errors.New("objtopic: the merged extents changed")
 
 // Replace puts merged in the place of the consecutive extents of p that start with the extent
-// at (first.File, first.Offset) and end with last's: merged must cover exactly their offsets.
+// at (first.File, first.Offset) and end with last's: merged must cover exactly their offsets;
+// nil drops them (compaction kept none of their records; their offsets stay a gap).
 // The extents are matched by file, section offset and offsets, so a merge planned on an
 // older state is refused (ErrMergeStale) rather than applied to different data. It returns the
 // files of the replaced extents.
-func (p *Partition) Replace(first, last Extent, merged Extent) ([]string, error) {
+func (p *Partition) Replace(first, last Extent, merged *Extent) ([]string, error) {
 	i := slices.IndexFunc(p.Extents, func(e Extent) bool { return e.File == first.File && e.Offset == first.Offset })
 	j := slices.IndexFunc(p.Extents, func(e Extent) bool { return e.File == last.File && e.Offset == last.Offset })
 	if i < 0 || j < i || p.Extents[i].Base != first.Base || p.Extents[j].Last != last.Last ||
-		merged.Base != first.Base || merged.Last != last.Last || len(merged.Skip) != 0 {
+		merged != nil && (merged.Base != first.Base || merged.Last != last.Last || len(merged.Skip) != 0) {
 		return nil, ErrMergeStale
 	}
 	var replaced []string
@@ -321,7 +373,9 @@ func (p *Partition) Replace(first, last Extent, merged Extent) ([]string, error)
 	}
 	out := make([]Extent, 0, len(p.Extents)-(j-i))
 	out = append(out, p.Extents[:i]...)
-	out = append(out, merged)
+	if merged != nil {
+		out = append(out, *merged)
+	}
 	out = append(out, p.Extents[j+1:]...)
 	p.Extents = out // a new array: published copies keep theirs
 	return replaced, nil

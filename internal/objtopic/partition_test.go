@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/runnel-dev/runnel/internal/batch"
 )
 
 // TestCommitAssignsOffsets: offsets are consecutive across files; a retried idempotent batch
@@ -258,4 +260,33 @@ func TestEagerAfterLazyOutOfOrder(t *testing.T) {
 	if r := p.Commit("e2", IndexEntry{}, []BatchMeta{b(2)}); !r[0].Duplicate {
 		t.Fatalf("an eager retry of a stored batch: %+v; want a duplicate", r)
 	}
+}
+
+// FuzzEachBatch: walking any section as any extent never panics, and a walk that succeeds
+// hands out batches whose offsets ascend within the extent's.
+func FuzzEachBatch(f *testing.F) {
+	var sec []byte
+	for i := range 3 {
+		body := batch.AppendRecord(nil, 0, 0, []byte("k"), []byte("v"), 0, nil)
+		sec = batch.AppendBatch(sec, batch.Header{BaseOffset: int64(10 * i), RecordCount: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, body)
+	}
+	f.Add(sec, true, int64(0), int64(20), uint32(9))
+	f.Add(sec, false, int64(5), int64(7), uint32(1))
+	f.Fuzz(func(t *testing.T, data []byte, absolute bool, base, last int64, skip uint32) {
+		if base < 0 || last < base-1 || last > 1<<50 {
+			return
+		}
+		e := Extent{File: "f", Base: base, Last: last, Absolute: absolute, Skip: []uint32{skip}}
+		next := base
+		err := EachBatch(e, data, func(b []byte, h *batch.Header, at int64) error {
+			if at < next || at+int64(h.LastOffsetDelta) > last || len(b) != h.Size() {
+				t.Fatalf("batch at %d (next %d, extent %d-%d), %d bytes of %d", at, next, base, last, len(b), h.Size())
+			}
+			next = at + int64(h.LastOffsetDelta) + 1
+			return nil
+		})
+		if err != nil && !errors.Is(err, ErrBadFile) {
+			t.Fatalf("error %v is not ErrBadFile", err)
+		}
+	})
 }

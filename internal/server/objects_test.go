@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/runnel-dev/runnel/internal/broker"
+	"github.com/runnel-dev/runnel/internal/server"
 	"github.com/runnel-dev/runnel/internal/testclients"
 )
 
@@ -63,26 +65,16 @@ func TestObjectTopicSingleNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	// Unsupported configs are refused at create and alter time; the storage is fixed.
-	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"runnel.storage": kadm.StringPtr("object"),
-		"cleanup.policy": kadm.StringPtr("compact")}, "objects-compacted")
+	// The storage is fixed.
+	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "runnel.storage", Value: kadm.StringPtr("local")}}, topic)
 	if err == nil {
-		err = resp.Err
+		var r kadm.AlterConfigsResponse
+		if r, err = ar.On(topic, nil); err == nil {
+			err = r.Err
+		}
 	}
 	if !errors.Is(err, kerr.InvalidConfig) {
-		t.Errorf("creating a compacted object topic: %v; want INVALID_CONFIG", err)
-	}
-	for _, c := range []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact")}, {Name: "runnel.storage", Value: kadm.StringPtr("local")}} {
-		ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{c}, topic)
-		if err == nil {
-			var r kadm.AlterConfigsResponse
-			if r, err = ar.On(topic, nil); err == nil {
-				err = r.Err
-			}
-		}
-		if !errors.Is(err, kerr.InvalidConfig) {
-			t.Errorf("setting %s=%s on the object topic: %v; want INVALID_CONFIG", c.Name, *c.Value, err)
-		}
+		t.Errorf("setting runnel.storage=local on the object topic: %v; want INVALID_CONFIG", err)
 	}
 
 	// ListOffsets by time: every record was produced after start.
@@ -433,4 +425,162 @@ func TestLazyObjectTopic(t *testing.T) {
 				"--client", client, "--bootstrap", b.addr, "--topic", "lazy-"+client, "--count", "300"))
 		})
 	}
+}
+
+// TestObjectTopicCompaction: an object topic with cleanup.policy=compact refuses records without
+// a key, and the active controller compacts it: a consumer from the start reads each record at
+// its original offset, only the latest of each key outside the active extents, tombstones go
+// after delete.retention.ms, every key ends with its latest value, DeleteRecords is refused as
+// on any compact-only topic, and all of it survives a restart.
+func TestObjectTopicCompaction(t *testing.T) {
+	dir := t.TempDir()
+	change := func(c *server.Config) {
+		c.ObjectBatchTimeout = 5 * time.Millisecond
+		c.ObjectCompactionInterval = 200 * time.Millisecond
+	}
+	b := startBrokerConfig(t, dir, "127.0.0.1:0", broker.Hooks{}, change)
+	const topic = "objects-compacted"
+	createObjectTopic(t, b.addr, topic, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact"),
+		"min.cleanable.dirty.ratio": kadm.StringPtr("0.3"), "delete.retention.ms": kadm.StringPtr("0")})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("no key")}).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("a record without a key: %v; want INVALID_RECORD", err)
+	}
+
+	// 80 files of 5 records (one produce each): 10 keys, k0-k4 in even rounds, k5-k9 in odd
+	// ones; k9 deleted in round 41 and never written again (k10 takes its place).
+	produced := map[int64]string{}
+	want := map[string]string{}
+	for round := range 80 {
+		var recs []*kgo.Record
+		for i := range 5 {
+			k := fmt.Sprint("k", (round*5+i)%10)
+			if round > 41 && k == "k9" {
+				k = "k10"
+			}
+			r := &kgo.Record{Key: []byte(k), Value: []byte(fmt.Sprint(k, "@", round))}
+			if round == 41 && k == "k9" {
+				r.Value = nil
+			}
+			recs = append(recs, r)
+		}
+		res := cl.ProduceSync(ctx, recs...)
+		if err := res.FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			produced[r.Record.Offset] = string(r.Record.Key) + "=" + value(r.Record)
+			if r.Record.Value == nil {
+				delete(want, string(r.Record.Key))
+			} else {
+				want[string(r.Record.Key)] = string(r.Record.Value)
+			}
+		}
+	}
+	// Compaction runs until everything outside the 32 newest files is one record per key, and
+	// the tombstone of k9 (delete.retention.ms 0) is gone with k9's values.
+	var got map[int64]string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got = consumeAll(t, ctx, b.addr, topic, 400)
+		k9 := slices.ContainsFunc(slices.Collect(maps.Values(got)), func(r string) bool { return strings.HasPrefix(r, "k9=") })
+		if len(got) <= 32*5+10 && !k9 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	checkCompacted(t, got, produced, want, 400-32*5)
+
+	adm := kadm.NewClient(cl)
+	dr, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dr.Error(); !errors.Is(err, kerr.PolicyViolation) {
+		t.Fatalf("DeleteRecords on a compact-only object topic: %v; want POLICY_VIOLATION", err)
+	}
+	b.stop()
+	b = startBrokerConfig(t, dir, b.addr, broker.Hooks{}, change)
+	after := consumeAll(t, ctx, b.addr, topic, 400)
+	if fmt.Sprint(after) != fmt.Sprint(got) {
+		t.Fatalf("after a restart the topic reads\n%v\nbefore it\n%v", after, got)
+	}
+}
+
+// value is a record's value as the compaction tests print it.
+func value(r *kgo.Record) string {
+	if r.Value == nil {
+		return "<deleted>"
+	}
+	return string(r.Value)
+}
+
+// consumeAll reads topic's partition 0 from the start to offset end and returns its records by
+// offset, as key=value.
+func consumeAll(t *testing.T, ctx context.Context, addr, topic string, end int64) map[int64]string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	out := map[int64]string{}
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		last := int64(-1)
+		fs.EachRecord(func(r *kgo.Record) {
+			out[r.Offset] = string(r.Key) + "=" + value(r)
+			last = r.Offset
+		})
+		if last == end-1 {
+			return out
+		}
+	}
+}
+
+// checkCompacted checks what a consumer read of a compacted topic: each record is the one
+// produced at its offset; below cleanEnd no key appears twice; reading in offset order ends
+// with want.
+func checkCompacted(t *testing.T, got, produced map[int64]string, want map[string]string, cleanEnd int64) {
+	t.Helper()
+	offs := slices.Sorted(maps.Keys(got))
+	seen := map[string]bool{}
+	final := map[string]string{}
+	for _, o := range offs {
+		if got[o] != produced[o] {
+			t.Fatalf("offset %d reads %s; %s was produced there", o, got[o], produced[o])
+		}
+		k, val, _ := strings.Cut(got[o], "=")
+		if o < cleanEnd && seen[k] {
+			t.Fatalf("key %s twice below offset %d (%d records read of %d): not compacted", k, cleanEnd, len(got), len(produced))
+		}
+		seen[k] = true
+		if val == "<deleted>" {
+			delete(final, k)
+		} else {
+			final[k] = val
+		}
+	}
+	if !maps.Equal(final, want) {
+		t.Fatalf("a consumer from the start ends with %v; want %v", final, want)
+	}
+	if seen["k9"] {
+		var k9 []int64
+		for _, o := range offs {
+			if strings.HasPrefix(got[o], "k9=") {
+				k9 = append(k9, o)
+			}
+		}
+		t.Fatalf("k9's tombstone or values are still there, at %v (%d records read)", k9, len(got))
+	}
+	t.Logf("%d records read of %d produced", len(got), len(produced))
 }

@@ -146,6 +146,9 @@ type Config struct {
 	// ObjectRetentionInterval: how often the active controller applies object topics'
 	// retention (default 30 s).
 	ObjectRetentionInterval time.Duration
+	// ObjectCompactionInterval: how often the active controller looks for compacted object
+	// topics' partitions due for compaction (default 15 s).
+	ObjectCompactionInterval time.Duration
 
 	// Ripcord: while the controller is unreachable, object topics are sequenced lazily so
 	// produce goes on (docs/object-topics.md §9.5).
@@ -474,7 +477,7 @@ func Open(cfg Config) (*Server, error) {
 				v, _ := t.Effective(name)
 				return v
 			},
-			RetentionInterval: cfg.ObjectRetentionInterval, Metrics: m, Logger: s.logger})
+			RetentionInterval: cfg.ObjectRetentionInterval, CompactInterval: cfg.ObjectCompactionInterval, Metrics: m, Logger: s.logger})
 		s.dir = objects.NewDirectory(s.objects, objects.Member{Node: cfg.NodeID, Host: host, Port: int32(port), Rack: cfg.Rack,
 			Agent: cfg.Agent}, ripcording, s.logger)
 		members = s.dir.Members

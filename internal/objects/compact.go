@@ -1,0 +1,216 @@
+package objects
+
+import (
+	"context"
+	"crypto/md5"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/objtopic"
+)
+
+// Compaction of object topics (cleanup.policy=compact; docs/object-topics.md §5.1) keeps the
+// latest record of every key at its original offset, as Kafka's log cleaner and the local log
+// store's compaction (internal/logstore/compact.go) do, with extents in place of segments:
+//
+//   - The newest MergeKeepNewest extents of a partition are its active part (consumers read
+//     them, often from the writer's cache) and are never cleaned. The others are clean (written
+//     by compaction: Extent.Clean) or dirty.
+//   - A pass is due when the dirty extents hold at least min.cleanable.dirty.ratio of the
+//     cleanable bytes, or when a clean extent holds a tombstone whose delete horizon passed.
+//   - Map: read the dirty extents, oldest first, and map md5(key) to the key's last offset. The
+//     map is bounded (CompactMaxKeys); when it fills, the pass stops at an extent boundary and
+//     the rest stays dirty for the next pass.
+//   - Rewrite every extent up to the last one mapped, in runs of up to MergeTarget bytes, each
+//     as one object of batches that carry their base offsets (Extent.Absolute): a record
+//     survives if no later offset of its key is mapped; records without a key are dropped, as
+//     Kafka drops them; a batch keeps its base offset and last offset delta, and a batch left
+//     with no record is dropped (an idempotent producer's state is in the controller's image,
+//     not in the log, so no empty batch has to stay). The controller puts each object in its
+//     run's place (replace-extents), or drops the run if nothing is left of it; a run that
+//     changed since it was read (retention, a merge) is refused and its object is garbage.
+//   - Tombstones (null values) are kept until delete.retention.ms after the pass that first
+//     kept them: that pass gives their batch a delete horizon (KIP-534: the base timestamp
+//     becomes the horizon), and the first pass after the horizon drops them. The clock is the
+//     controller's, not the producers'.
+
+// CompactStats counts what a compaction round did.
+type CompactStats struct {
+	Partitions     int   // partitions compacted
+	ExtentsIn      int   // extents rewritten
+	ExtentsOut     int   // objects written in their place
+	RecordsRemoved int64 // superseded records, expired tombstones and records without a key
+	BytesRead      int64
+	BytesWritten   int64
+}
+
+// Compact runs a compaction pass on every object partition of a compacted topic that is due.
+func (m *Maintainer) Compact(ctx context.Context, now time.Time) (CompactStats, error) {
+	img := m.cfg.Image()
+	var st CompactStats
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		if !t.IsObject() || !strings.Contains(m.cfg.Config(name, "cleanup.policy"), "compact") {
+			continue
+		}
+		ratio, err := strconv.ParseFloat(m.cfg.Config(name, "min.cleanable.dirty.ratio"), 64)
+		if err != nil || ratio < 0 {
+			ratio = 0.5
+		}
+		retention, err := strconv.ParseInt(m.cfg.Config(name, "delete.retention.ms"), 10, 64)
+		if err != nil || retention < 0 {
+			retention = 86400000
+		}
+		for i, p := range t.Objects {
+			exts := compactable(p, now.UnixMilli(), m.cfg.MergeKeepNewest, ratio)
+			if exts == nil {
+				continue
+			}
+			ref := controller.PartitionRef{Topic: t.ID, Partition: int32(i)}
+			if err := m.compactOne(ctx, ref, p.Start, exts, now.UnixMilli(), retention, &st); err != nil {
+				return st, fmt.Errorf("compacting %s[%d]: %w", name, i, err)
+			}
+			st.Partitions++
+		}
+	}
+	return st, nil
+}
+
+// compactable returns the extents of p a compaction pass may rewrite (all but the newest
+// keepNewest), or nil if no pass is due.
+func compactable(p *objtopic.Partition, nowMs int64, keepNewest int, ratio float64) []objtopic.Extent {
+	if len(p.Extents) <= keepNewest {
+		return nil
+	}
+	exts := p.Extents[:len(p.Extents)-keepNewest]
+	var clean, dirty int64
+	due := false
+	for _, e := range exts {
+		if e.Clean {
+			clean += int64(e.Length)
+			due = due || e.Horizon > 0 && e.Horizon <= nowMs
+		} else {
+			dirty += int64(e.Length)
+		}
+	}
+	if dirty > 0 && float64(dirty) >= ratio*float64(clean+dirty) {
+		due = true
+	}
+	if !due {
+		return nil
+	}
+	return exts
+}
+
+// compactOne maps the dirty extents of exts and rewrites exts up to the last one mapped.
+func (m *Maintainer) compactOne(ctx context.Context, ref controller.PartitionRef, start int64, exts []objtopic.Extent, nowMs, retention int64, st *CompactStats) error {
+	keys := map[[md5.Size]byte]int64{}
+	end := 0 // exts[:end] are rewritten
+	for i, e := range exts {
+		if e.Clean {
+			end = i + 1
+			continue
+		}
+		if len(keys) >= m.cfg.CompactMaxKeys {
+			break
+		}
+		data, err := m.readSection(ctx, e)
+		if err != nil {
+			return err
+		}
+		st.BytesRead += int64(len(data))
+		err = objtopic.EachBatch(e, data, func(b []byte, h *batch.Header, base int64) error {
+			if h.IsControl() {
+				return nil
+			}
+			return batch.EachRecord(h, b, func(r *batch.Record) {
+				if r.Key != nil {
+					keys[md5.Sum(r.Key)] = base + int64(r.OffsetDelta)
+				}
+			})
+		})
+		if err != nil {
+			return err
+		}
+		end = i + 1
+	}
+	exts = exts[:end]
+	for len(exts) > 0 {
+		n, size := 0, int64(0)
+		for n < len(exts) && (n == 0 || size+int64(exts[n].Length) <= m.cfg.MergeTarget) {
+			size += int64(exts[n].Length)
+			n++
+		}
+		if err := m.cleanRun(ctx, ref, start, exts[:n], keys, nowMs, retention, st); err != nil {
+			return err
+		}
+		exts = exts[n:]
+	}
+	return nil
+}
+
+// cleanRun rewrites a run of extents keeping what keys does not supersede, and has the
+// controller put the result in the run's place. A run of one clean extent that loses nothing
+// is left as it is.
+func (m *Maintainer) cleanRun(ctx context.Context, ref controller.PartitionRef, start int64, run []objtopic.Extent,
+	keys map[[md5.Size]byte]int64, nowMs, retention int64, st *CompactStats) error {
+	changed := len(run) > 1 || !run[0].Clean
+	for _, e := range run {
+		st.BytesRead += int64(e.Length)
+	}
+	horizon := int64(0) // the earliest delete horizon of a kept tombstone
+	batches, err := m.collectRun(ctx, run, func(b []byte, h *batch.Header) ([]byte, error) {
+		if h.IsControl() {
+			return b, nil
+		}
+		hz, hasHorizon := h.DeleteHorizon()
+		tombstones := false
+		out, removed, err := batch.Filter(h, b, func(r *batch.Record, offset int64) bool {
+			if offset < start || r.Key == nil {
+				return false
+			}
+			if last, ok := keys[md5.Sum(r.Key)]; ok && last > offset {
+				return false
+			}
+			if r.Value == nil {
+				if hasHorizon && hz <= nowMs {
+					return false
+				}
+				tombstones = true
+			}
+			return true
+		}, false, nowMs+retention)
+		if err != nil {
+			return nil, err
+		}
+		st.RecordsRemoved += int64(removed)
+		if out == nil || &out[0] != &b[0] {
+			changed = true
+		}
+		if out != nil && tombstones {
+			oh, _ := batch.ParseHeader(out)
+			if hz, ok := oh.DeleteHorizon(); ok && (horizon == 0 || hz < horizon) {
+				horizon = hz
+			}
+		}
+		return out, nil
+	})
+	if err != nil || !changed {
+		return err
+	}
+	merged, err := m.writeRun(ctx, ref, run, batches)
+	if err != nil {
+		return err
+	}
+	if merged != nil {
+		merged.Clean, merged.Horizon = true, horizon
+		st.BytesWritten += int64(merged.Length)
+		st.ExtentsOut++
+	}
+	st.ExtentsIn += len(run)
+	return m.replaceRun(ctx, ref, run, merged)
+}
