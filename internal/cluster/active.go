@@ -239,6 +239,13 @@ func (n *Node) registerHandlers() {
 		code, msg := encodeApplyError(res.Err)
 		return proposeResponse{Index: index, Value: res.Value, Code: code, Msg: msg, Commit: res.Commit, AlreadyCommitted: res.AlreadyCommitted}, nil
 	})
+	n.rpc.handle("describe-quorum", func(ctx context.Context, _ int32, _ []byte) (any, error) {
+		q, err := n.ctrl.Quorum(ctx)
+		if errors.Is(err, controller.ErrNotLeader) {
+			return nil, n.notController()
+		}
+		return q, err
+	})
 	n.rpc.handle("transfer-leaders", func(_ context.Context, _ int32, payload []byte) (any, error) {
 		var req transferRequest
 		if err := json.Unmarshal(payload, &req); err != nil {

@@ -379,6 +379,17 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	}
 }
 
+// DescribeQuorum describes the controller's Raft group, as its leader sees it (asking it if this
+// node does not lead), until ctx ends.
+func (n *Node) DescribeQuorum(ctx context.Context) (controller.Quorum, error) {
+	var q controller.Quorum
+	err := n.callController(ctx, "describe-quorum", struct{}{}, &q)
+	return q, err
+}
+
+// ClusterAddr returns a node's cluster (Raft and replication) address, "" if unknown.
+func (n *Node) ClusterAddr(node int32) string { return n.resolve(node) }
+
 func (n *Node) resolve(node int32) string {
 	if a, ok := n.cfg.Voters[node]; ok {
 		return a

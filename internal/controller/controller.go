@@ -63,11 +63,12 @@ type Controller struct {
 	rn     *raft.RawNode
 	store  *raftlog.Storage
 
-	recvc chan *pb.Message
-	propc chan proposal
-	readc chan chan uint64 // ReadIndex's requests
-	stop  chan struct{}
-	done  chan struct{}
+	recvc   chan *pb.Message
+	propc   chan proposal
+	readc   chan chan uint64       // ReadIndex's requests
+	quorumc chan chan quorumAnswer // Quorum's requests
+	stop    chan struct{}
+	done    chan struct{}
 
 	image  atomic.Pointer[Image]
 	leader atomic.Int32
@@ -83,6 +84,8 @@ type Controller struct {
 	reading      *pendingRead  // the ReadIndex request raft has not answered (one at a time)
 	readNext     []chan uint64 // ReadIndex callers waiting for the next request
 	readSeq      uint64
+	contact      map[uint64]time.Time // the leader's: when each peer was last heard from
+	caughtUp     map[uint64]time.Time // the leader's: when each peer's log was last at its end
 
 	mu        sync.Mutex
 	seq       uint64
@@ -152,9 +155,10 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	snap, _ := st.Snapshot()
 	c := &Controller{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096),
-		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), stop: make(chan struct{}), done: make(chan struct{}),
+		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), quorumc: make(chan chan quorumAnswer), stop: make(chan struct{}), done: make(chan struct{}),
 		work: img, confState: pb.EnsureConfState(snap.GetMetadata().GetConfState()),
-		applied: snap.GetMetadata().GetIndex(), waiters: map[uint64]chan applied{}, appliedCh: make(chan struct{})}
+		applied: snap.GetMetadata().GetIndex(), waiters: map[uint64]chan applied{}, appliedCh: make(chan struct{}),
+		contact: map[uint64]time.Time{}, caughtUp: map[uint64]time.Time{}}
 	c.work.Index = c.applied
 	c.image.Store(c.work.Clone())
 	c.leader.Store(-1)
@@ -436,9 +440,13 @@ func (c *Controller) run() {
 		case <-ticker.C:
 			c.rn.Tick()
 			c.forgetLostReads()
+			c.trackCaughtUp()
 		case w := <-c.readc:
 			c.askReadIndex(w)
+		case ch := <-c.quorumc:
+			ch <- c.quorum()
 		case m := <-c.recvc:
+			c.heardFrom(m)
 			if err := c.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 				c.logger.Debug("controller: step", "err", err)
 			}
@@ -446,6 +454,7 @@ func (c *Controller) run() {
 			for range 256 { // take what else has arrived before the next Ready
 				select {
 				case m := <-c.recvc:
+					c.heardFrom(m)
 					c.rn.Step(m)
 				default:
 					break drain

@@ -3,9 +3,11 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -188,4 +190,56 @@ func TestKafkaTransactionsTool(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); !strings.HasSuffix(strings.TrimSpace(lines[len(lines)-1]), "None") {
 		t.Errorf("describe-producers after the commit: want no open transaction (None):\n%s", out)
 	}
+}
+
+// TestKafkaMetadataQuorumTool: Kafka's kafka-metadata-quorum against a four-node cluster (three
+// controller voters and a node that follows as a Raft learner), through a node that is not the
+// active controller: --status names the active controller as leader, the three voters with
+// their endpoints and the observer; --replication lists every member with its role, caught up.
+func TestKafkaMetadataQuorumTool(t *testing.T) {
+	tool := kafkaTool(t, "org.apache.kafka.tools.MetadataQuorumCommand")
+	c := startCluster(t, 4)
+	c.waitNodes(4)
+	_, adm := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var active int32
+	eventually(t, "an active controller", 30*time.Second, func() bool {
+		d, err := adm.BrokerMetadata(ctx)
+		active = d.Controller
+		return err == nil && active > 0
+	})
+	via := c.addrs[1+active%3] // a voter that is not the leader
+	run := func(args ...string) string {
+		t.Helper()
+		return runClient(t, 60*time.Second, "", tool[0], append(append(tool[1:], "--bootstrap-server", via), args...)...)
+	}
+	status := run("describe", "--status")
+	t.Logf("kafka-metadata-quorum describe --status:\n%s", status)
+	want := []string{fmt.Sprintf("LeaderId:               %d", active), "HighWatermark:", `"id": 1`, `"id": 2`, `"id": 3`,
+		"CONTROLLER://" + c.voters[1], `CurrentObservers:       [{"id": 4`}
+	for _, w := range want {
+		if !strings.Contains(status, w) {
+			t.Fatalf("describe --status lacks %q", w)
+		}
+	}
+	eventually(t, "--replication to show every member caught up", 30*time.Second, func() bool {
+		out := run("describe", "--replication")
+		roles := map[string]int{}
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 7 || f[0] == "NodeId" {
+				continue
+			}
+			if lag, err := strconv.Atoi(f[3]); err != nil || lag != 0 {
+				return false
+			}
+			roles[f[0]+" "+f[len(f)-1]]++
+		}
+		ok := roles[fmt.Sprintf("%d Leader", active)] == 1 && roles["4 Observer"] == 1 && len(roles) == 4
+		if !ok {
+			t.Logf("kafka-metadata-quorum describe --replication:\n%s", out)
+		}
+		return ok
+	})
 }
