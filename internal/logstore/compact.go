@@ -19,6 +19,10 @@ import (
 // Compaction (cleanup.policy=compact) keeps the latest record of every key, at its original
 // offset, as Kafka's log cleaner does:
 //
+//  0. Due: the dirty sealed segments hold min.cleanable.dirty.ratio of the cleanable bytes, or
+//     one holds a record older than max.compaction.lag.ms (compactionDue). Cleanable are the
+//     sealed segments before the first unstable offset and before the first segment with a
+//     record younger than min.compaction.lag.ms.
 //  1. Map: read the dirty sealed segments (offsets >= firstDirty, the active segment excluded)
 //     and map md5(key) to the key's last offset. The map is bounded (Compactor.MaxKeys); when it
 //     fills, the pass stops at a segment boundary and the rest waits for the next pass.
@@ -161,14 +165,16 @@ func (c *Compactor) Compact(ctx context.Context, l *Log) (CompactStats, error) {
 	if fu := l.firstUnstable.Load(); fu >= 0 {
 		limit = min(limit, fu)
 	}
-	var dirty, total int64
-	for _, s := range sealed {
-		total += s.size
-		if s.next > firstDirty {
-			dirty += s.size
+	nowMs := l.now().UnixMilli()
+	if cfg.MinCompactionLagMs > 0 { // only segments whose newest record is old enough
+		for _, s := range sealed {
+			if s.next > firstDirty && s.maxTimestamp > nowMs-cfg.MinCompactionLagMs {
+				limit = min(limit, s.base)
+				break
+			}
 		}
 	}
-	if dirty == 0 || float64(dirty) < cfg.MinCleanableDirtyRatio*float64(total) {
+	if !compactionDue(sealed, firstDirty, limit, nowMs, cfg) {
 		return st, nil
 	}
 	tc, err := l.transactionalCleaning(limit)
@@ -185,7 +191,6 @@ func (c *Compactor) Compact(ctx context.Context, l *Log) (CompactStats, error) {
 	if mappedEnd <= firstDirty {
 		return st, nil // the dirty segments hold an open transaction
 	}
-	nowMs := l.now().UnixMilli()
 	for _, group := range groupSegments(sealed, mappedEnd, cfg.SegmentBytes) {
 		if err := c.cleanGroup(ctx, l, group, keys, nowMs, tc, &st); errors.Is(err, errYield) {
 			return st, nil // groups cleaned so far stand; firstDirty stays, so the next pass redoes the rest
@@ -198,6 +203,33 @@ func (c *Compactor) Compact(ctx context.Context, l *Log) (CompactStats, error) {
 	cp := checkpoint{logStart: l.logStart, firstDirty: l.firstDirty}
 	l.mu.Unlock()
 	return st, writeCheckpoint(l.fs, l.dir, cp)
+}
+
+// compactionDue reports whether a pass is due, as Kafka's cleaner decides: the dirty segments
+// below limit hold at least min.cleanable.dirty.ratio of the bytes below limit, or one of them
+// has a record older than max.compaction.lag.ms (its first batch's timestamp; after a restart,
+// which keeps only the newest, that one).
+func compactionDue(sealed []*segment, firstDirty, limit, nowMs int64, cfg Config) bool {
+	var dirty, total int64
+	earliest := int64(math.MaxInt64)
+	for _, s := range sealed {
+		if s.next > limit {
+			break
+		}
+		total += s.size
+		if s.next > firstDirty {
+			dirty += s.size
+			ts := s.firstTs
+			if ts < 0 {
+				ts = s.maxTimestamp
+			}
+			if ts >= 0 {
+				earliest = min(earliest, ts)
+			}
+		}
+	}
+	overdue := cfg.MaxCompactionLagMs < math.MaxInt64 && earliest < nowMs-cfg.MaxCompactionLagMs
+	return dirty > 0 && (float64(dirty) >= cfg.MinCleanableDirtyRatio*float64(total) || overdue)
 }
 
 type keyHash [md5.Size]byte

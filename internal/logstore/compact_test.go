@@ -397,3 +397,50 @@ func TestMaintainerCompactsAndRetainsInTheBackground(t *testing.T) {
 		t.Errorf("background maintenance left %d records; want the 5 latest", len(got))
 	}
 }
+
+// TestCompactionLags: min.compaction.lag.ms keeps a segment whose newest record is younger out
+// of a pass (its keys are not mapped, so older values survive too); max.compaction.lag.ms
+// compacts a dirty segment with a record older than it whatever the dirty ratio.
+func TestCompactionLags(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	cfg := compactConfig()
+	cfg.MinCompactionLagMs = 60_000
+	l := e.open(cfg)
+	defer l.Close()
+	ctx := context.Background()
+	now := e.clock.now().UnixMilli()
+	at := func(v string, ts int64) []byte {
+		return makeBatch(t, batch.CodecNone, rec{key: []byte("a"), value: []byte(v), ts: ts})
+	}
+	for _, b := range [][]byte{at("1", now-120_000), at("2", now-90_000), at("3", now-30_000)} {
+		appendAll(t, l, b)
+		rollActive(t, l)
+	}
+	c := NewCompactor(0)
+	if st, err := c.Compact(ctx, l); err != nil || st.RecordsRemoved != 1 {
+		t.Fatalf("with a=3 younger than min.compaction.lag.ms: removed %d, %v; want 1 (a=1; a=2 stays)", st.RecordsRemoved, err)
+	}
+	e.clock.advance(31 * time.Second)
+	if st, err := c.Compact(ctx, l); err != nil || st.RecordsRemoved != 1 {
+		t.Fatalf("once a=3 is old enough: removed %d, %v; want 1 (a=2)", st.RecordsRemoved, err)
+	}
+	cfg.MinCompactionLagMs, cfg.MinCleanableDirtyRatio, cfg.MaxCompactionLagMs = 0, 0.99, 3_600_000
+	l.SetConfig(cfg)
+	appendAll(t, l, at("4", e.clock.now().UnixMilli()))
+	rollActive(t, l)
+	if st, err := c.Compact(ctx, l); err != nil || st.RecordsRemoved != 0 {
+		t.Fatalf("below the dirty ratio, within max.compaction.lag.ms: removed %d, %v; want 0", st.RecordsRemoved, err)
+	}
+	e.clock.advance(time.Hour + time.Second)
+	if st, err := c.Compact(ctx, l); err != nil || st.RecordsRemoved != 1 {
+		t.Fatalf("past max.compaction.lag.ms: removed %d, %v; want 1 (a=3)", st.RecordsRemoved, err)
+	}
+	if err := (Config{}).Validate(); err == nil {
+		t.Fatal("a zero config validates")
+	}
+	bad := compactConfig()
+	bad.MinCompactionLagMs, bad.MaxCompactionLagMs = 10, 5
+	if err := bad.Validate(); err == nil {
+		t.Fatal("min.compaction.lag.ms above max.compaction.lag.ms validates")
+	}
+}

@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -18,6 +19,12 @@ type Config struct {
 	Compact                bool          // cleanup.policy has "compact"
 	DeleteRetentionMs      time.Duration // delete.retention.ms: how long tombstones outlive their first compaction
 	MinCleanableDirtyRatio float64       // min.cleanable.dirty.ratio: compact once dirty/total reaches this
+	// min.compaction.lag.ms: a segment is compacted only once its newest record is this old;
+	// max.compaction.lag.ms: a segment whose oldest record is this old is compacted whatever the
+	// dirty ratio (the topic config also caps segment.ms by it, so the active segment rolls).
+	// Unix ms spans; 0 and math.MaxInt64 mean none.
+	MinCompactionLagMs int64
+	MaxCompactionLagMs int64
 
 	// The flush policy: unsynced data is synced in the background, with nobody waiting, once any
 	// limit is reached (what bounds the loss of write-cached acks in a power failure).
@@ -50,6 +57,7 @@ func DefaultConfig() Config {
 		Delete:                 true,
 		DeleteRetentionMs:      24 * time.Hour,
 		MinCleanableDirtyRatio: 0.5,
+		MaxCompactionLagMs:     math.MaxInt64,
 		FlushInterval:          100 * time.Millisecond,
 		FlushBytes:             256 << 10,
 		ProducerIDExpiration:   24 * time.Hour,
@@ -72,6 +80,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("logstore: delete.retention.ms %v is negative", c.DeleteRetentionMs)
 	case c.MinCleanableDirtyRatio < 0 || c.MinCleanableDirtyRatio > 1:
 		return fmt.Errorf("logstore: min.cleanable.dirty.ratio %v is outside [0, 1]", c.MinCleanableDirtyRatio)
+	case c.MinCompactionLagMs < 0 || c.MaxCompactionLagMs < 1:
+		return fmt.Errorf("logstore: min.compaction.lag.ms %d must be at least 0 and max.compaction.lag.ms %d at least 1", c.MinCompactionLagMs, c.MaxCompactionLagMs)
+	case c.MinCompactionLagMs > c.MaxCompactionLagMs:
+		return fmt.Errorf("logstore: min.compaction.lag.ms %d is greater than max.compaction.lag.ms %d", c.MinCompactionLagMs, c.MaxCompactionLagMs)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -18,10 +19,12 @@ import (
 // store's compaction (internal/logstore/compact.go) do, with extents in place of segments:
 //
 //   - The newest MergeKeepNewest extents of a partition are its active part (consumers read
-//     them, often from the writer's cache) and are never cleaned. The others are clean (written
-//     by compaction: Extent.Clean) or dirty.
+//     them, often from the writer's cache) and are not cleaned unless max.compaction.lag.ms
+//     says so; min.compaction.lag.ms leaves out the extents from the first younger one on
+//     (compactable). The others are clean (written by compaction: Extent.Clean) or dirty.
 //   - A pass is due when the dirty extents hold at least min.cleanable.dirty.ratio of the
-//     cleanable bytes, or when a clean extent holds a tombstone whose delete horizon passed.
+//     cleanable bytes, when a dirty one is past max.compaction.lag.ms, or when a clean extent
+//     holds a tombstone whose delete horizon passed.
 //   - Map: read the dirty extents, oldest first, and map md5(key) to the key's last offset. The
 //     map is bounded (CompactMaxKeys); when it fills, the pass stops at an extent boundary and
 //     the rest stays dirty for the next pass.
@@ -65,8 +68,16 @@ func (m *Maintainer) Compact(ctx context.Context, now time.Time) (CompactStats, 
 		if err != nil || retention < 0 {
 			retention = 86400000
 		}
+		minLag, err := strconv.ParseInt(m.cfg.Config(name, "min.compaction.lag.ms"), 10, 64)
+		if err != nil || minLag < 0 {
+			minLag = 0
+		}
+		maxLag, err := strconv.ParseInt(m.cfg.Config(name, "max.compaction.lag.ms"), 10, 64)
+		if err != nil || maxLag < 1 {
+			maxLag = math.MaxInt64
+		}
 		for i, p := range t.Objects {
-			exts := compactable(p, now.UnixMilli(), m.cfg.MergeKeepNewest, ratio)
+			exts := compactable(p, now.UnixMilli(), m.cfg.MergeKeepNewest, ratio, minLag, maxLag)
 			if exts == nil {
 				continue
 			}
@@ -80,13 +91,29 @@ func (m *Maintainer) Compact(ctx context.Context, now time.Time) (CompactStats, 
 	return st, nil
 }
 
-// compactable returns the extents of p a compaction pass may rewrite (all but the newest
-// keepNewest), or nil if no pass is due.
-func compactable(p *objtopic.Partition, nowMs int64, keepNewest int, ratio float64) []objtopic.Extent {
-	if len(p.Extents) <= keepNewest {
-		return nil
+// compactable returns the extents of p a compaction pass may rewrite, or nil if no pass is due.
+// They are all but the newest keepNewest, plus the newest whose records are all older than
+// maxLag (max.compaction.lag.ms; math.MaxInt64: none), up to the first one with a record newer
+// than minLag (min.compaction.lag.ms). A pass is due when the dirty ones hold at least ratio of
+// their bytes, when a dirty one's records are all older than maxLag, or when a clean one holds a
+// tombstone whose delete horizon has passed. An extent's newest timestamp stands for all its
+// records (its oldest is not kept).
+func compactable(p *objtopic.Partition, nowMs int64, keepNewest int, ratio float64, minLag, maxLag int64) []objtopic.Extent {
+	exts := p.Extents
+	n := max(0, len(exts)-keepNewest)
+	overdue := func(e objtopic.Extent) bool { return maxLag < math.MaxInt64 && e.MaxTimestamp < nowMs-maxLag }
+	for n < len(exts) && overdue(exts[n]) {
+		n++
 	}
-	exts := p.Extents[:len(p.Extents)-keepNewest]
+	if minLag > 0 {
+		for i, e := range exts[:n] {
+			if e.MaxTimestamp > nowMs-minLag {
+				n = i
+				break
+			}
+		}
+	}
+	exts = exts[:n]
 	var clean, dirty int64
 	due := false
 	for _, e := range exts {
@@ -95,6 +122,7 @@ func compactable(p *objtopic.Partition, nowMs int64, keepNewest int, ratio float
 			due = due || e.Horizon > 0 && e.Horizon <= nowMs
 		} else {
 			dirty += int64(e.Length)
+			due = due || overdue(e)
 		}
 	}
 	if dirty > 0 && float64(dirty) >= ratio*float64(clean+dirty) {

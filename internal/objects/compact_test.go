@@ -386,3 +386,53 @@ func TestCompactionDeleteHorizon(t *testing.T) {
 		t.Fatalf("log start %d, end %d; want 0 and 10", p.Start, p.Next)
 	}
 }
+
+// TestCompactionLags: min.compaction.lag.ms keeps extents with a younger record (and those after
+// them) out of a pass; max.compaction.lag.ms makes extents whose records are all older than it
+// cleanable even among the newest, and due whatever the dirty ratio.
+func TestCompactionLags(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	w := newTestWriter(t, dir, fc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	configs := map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0", "min.compaction.lag.ms": "2500"}
+	m := newTestMaintainer(dir, fc, MaintainerConfig{MergeKeepNewest: 1, Config: func(_, name string) string { return configs[name] }})
+	ref := controller.PartitionRef{Topic: topic}
+	for i := range 6 { // extent i: a=i at timestamp 1000 × (i+1)
+		b := kvBatch(batch.CodecNone, int64(1000*(i+1)), kv{key: "a", value: fmt.Sprint(i)})
+		h, _ := batch.ParseHeader(b)
+		p := w.Append(ref, b, h, false)
+		w.Flush()
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clean := func() (n int) {
+		for _, e := range fc.partition(0).Object(0).Extents {
+			if e.Clean {
+				n++
+			}
+		}
+		return n
+	}
+	// At 5000 with a 2500 ms minimum: extents 0-1 (timestamps 1000, 2000) only.
+	st, err := m.Compact(ctx, time.UnixMilli(5000))
+	if err != nil || st.RecordsRemoved != 1 || clean() != 1 {
+		t.Fatalf("min lag: %+v, %v, %d clean extents; want a=0 removed and one clean extent (a=1)", st, err, clean())
+	}
+	// Without a minimum and with a ratio nothing reaches: nothing is due until the maximum.
+	configs["min.compaction.lag.ms"], configs["min.cleanable.dirty.ratio"], configs["max.compaction.lag.ms"] = "0", "1", "1500"
+	if st, _ := m.Compact(ctx, time.UnixMilli(2000)); st.Partitions != 0 {
+		t.Fatalf("before any extent is past the max lag: %+v; want no pass", st)
+	}
+	// At 7600 every extent is older than 1500 ms, the newest included: all compacted into a=5.
+	st, err = m.Compact(ctx, time.UnixMilli(7600))
+	exts := fc.partition(0).Object(0).Extents
+	if err != nil || st.RecordsRemoved != 4 || len(exts) != 1 || !exts[0].Clean || exts[0].Last != 5 {
+		t.Fatalf("max lag: %+v, %v, extents %+v; want a=1 to a=4 removed, one clean extent to offset 5", st, err, exts)
+	}
+}

@@ -59,6 +59,8 @@ var defs = []ConfigDef{
 	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", BrokerName: "log.index.interval.bytes", Min: 0, Max: math.MaxInt32, Doc: "log bytes between offset index entries"},
 	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", BrokerName: "log.cleaner.delete.retention.ms", Min: 0, Max: math.MaxInt64, Doc: "how long tombstones survive compaction"},
 	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", BrokerName: "log.cleaner.min.cleanable.ratio", Min: 0, Max: 1, Doc: "compact when this share of the log is dirty"},
+	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", BrokerName: "log.cleaner.min.compaction.lag.ms", Min: 0, Max: math.MaxInt64, Doc: "compact a record only once it is this old (by its segment's or extent's newest timestamp)"},
+	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: "9223372036854775807", BrokerName: "log.cleaner.max.compaction.lag.ms", Min: 1, Max: math.MaxInt64, Doc: "compact a record at the latest once it is this old, whatever the dirty ratio (caps segment.ms on compacted topics)"},
 	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", BrokerName: "message.max.bytes", Min: 0, Max: math.MaxInt32, Doc: "largest record batch accepted"},
 	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", BrokerName: "log.message.timestamp.type", Allowed: []string{"CreateTime", "LogAppendTime"}, Doc: "use the producer's timestamps or the broker's append time"},
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32, Doc: "replicas that must have a record for acks=all"},
@@ -294,6 +296,11 @@ func logConfig(set map[string]string, d *defaults) logstore.Config {
 	c.DeleteRetentionMs = time.Duration(num(set, "delete.retention.ms", d)) * time.Millisecond
 	ratio, _ := effectiveIn(set, "min.cleanable.dirty.ratio", d)
 	c.MinCleanableDirtyRatio, _ = strconv.ParseFloat(ratio, 64)
+	c.MinCompactionLagMs = num(set, "min.compaction.lag.ms", d)
+	c.MaxCompactionLagMs = num(set, "max.compaction.lag.ms", d)
+	if c.Compact && c.MaxCompactionLagMs < c.SegmentMs.Milliseconds() { // as Kafka: the active segment rolls in time
+		c.SegmentMs = time.Duration(c.MaxCompactionLagMs) * time.Millisecond
+	}
 	c.FlushInterval = time.Duration(num(set, "flush.ms", d)) * time.Millisecond
 	c.FlushBytes = num(set, "flush.bytes", d)
 	c.FlushMessages = num(set, "flush.messages", d)

@@ -44,6 +44,8 @@ func TestCheckConfig(t *testing.T) {
 		{"message.timestamp.type", "LogAppendTime", true}, {"message.timestamp.type", "logappendtime", false},
 		{"write.caching", "true", true}, {"write.caching", "yes", false},
 		{"runnel.storage", "local", true}, {"runnel.storage", "object", true}, {"runnel.storage", "s3", false},
+		{"min.compaction.lag.ms", "0", true}, {"min.compaction.lag.ms", "-1", false},
+		{"max.compaction.lag.ms", "1", true}, {"max.compaction.lag.ms", "0", false},
 		{"no.such.config", "1", false},
 	}
 	for _, tt := range tests {
@@ -52,6 +54,28 @@ func TestCheckConfig(t *testing.T) {
 		if (err == nil) != tt.ok || (err != nil && !errors.As(err, &ce)) {
 			t.Errorf("CheckConfig(%s, %q) = %v; want ok=%v (a *ConfigError when not)", tt.name, tt.value, err, tt.ok)
 		}
+	}
+}
+
+// TestCompactionLagConfigs: the lags reach the log store's config, max.compaction.lag.ms caps
+// segment.ms on a compacted topic (as Kafka rolls the active segment in time for it), and a
+// minimum above the maximum is refused.
+func TestCompactionLagConfigs(t *testing.T) {
+	c := logConfig(map[string]string{"cleanup.policy": "compact", "min.compaction.lag.ms": "500", "max.compaction.lag.ms": "60000"}, nil)
+	if c.MinCompactionLagMs != 500 || c.MaxCompactionLagMs != 60000 || c.SegmentMs != time.Minute {
+		t.Fatalf("min %d, max %d, segment.ms %v; want 500, 60000, 1m", c.MinCompactionLagMs, c.MaxCompactionLagMs, c.SegmentMs)
+	}
+	if c := logConfig(map[string]string{"max.compaction.lag.ms": "60000"}, nil); c.SegmentMs != 7*24*time.Hour {
+		t.Fatalf("segment.ms %v on a delete topic; want the default", c.SegmentMs)
+	}
+	f := logstore.NewFlusher(0)
+	defer f.Close()
+	r, err := Open(Options{DataDir: t.TempDir(), Flusher: f, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ValidateConfigs(map[string]string{"min.compaction.lag.ms": "2000", "max.compaction.lag.ms": "1000"}); err == nil {
+		t.Fatal("min.compaction.lag.ms above max.compaction.lag.ms accepted")
 	}
 }
 
