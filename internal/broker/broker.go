@@ -114,6 +114,9 @@ type Security struct {
 	// Authorizer checks every request against the ACLs in the metadata; nil allows everything
 	// (--authorizer none).
 	Authorizer *security.Authorizer
+	// PrincipalMapper is ssl.principal.mapping.rules: the principal of a client certificate on
+	// an SSL listener (nil: DEFAULT, the whole subject).
+	PrincipalMapper *security.PrincipalMapper
 }
 
 // Hooks let tests intercept what the broker does; production leaves them nil.

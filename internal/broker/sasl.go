@@ -53,7 +53,12 @@ func (c *conn) handshakeTLS() error {
 	tc.SetDeadline(time.Time{})
 	c.nc, c.zeroCopy = tc, false
 	if c.listener.Protocol == security.SSL {
-		if p := security.Principal(tc.ConnectionState()); p != "" {
+		p, err := security.Principal(tc.ConnectionState(), c.b.cfg.Security.PrincipalMapper)
+		if err != nil { // logged here: the handshake failures of scanners are only debug
+			c.b.logger.Warn("broker: authentication failed", "remote", c.remote, "listener", c.listener.Name, "err", err)
+			return fmt.Errorf("%w: %v", errAuthFailed, err)
+		}
+		if p != "" {
 			c.principal = p
 		}
 	}

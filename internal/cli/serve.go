@@ -57,6 +57,7 @@ type serveFlags struct {
 	// Security (docs/security.md).
 	listeners, advertisedListeners, protocolMap string
 	tlsCert, tlsKey, tlsClientCA, tlsClientAuth string
+	principalRules                              string
 	clusterTLS, adminTLS, speclogTLS            bool
 	saslMechanisms                              string
 	maxReauth                                   time.Duration
@@ -108,6 +109,7 @@ func (f *serveFlags) registerSecurity(flags *pflag.FlagSet) {
 	flags.StringVar(&f.tlsKey, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	flags.StringVar(&f.tlsClientCA, "tls-client-ca-file", "", "PEM CA bundle that verifies client certificates (mTLS) and the cluster's nodes")
 	flags.StringVar(&f.tlsClientAuth, "tls-client-auth", "", "none, requested or required: whether TLS listeners ask for client certificates (default: required with --tls-client-ca-file)")
+	flags.StringVar(&f.principalRules, "ssl-principal-mapping-rules", "", "Kafka's ssl.principal.mapping.rules: how a client certificate's subject becomes its principal (RULE:pattern/replacement/[LU],...,DEFAULT; default: the whole subject)")
 	flags.BoolVar(&f.clusterTLS, "cluster-tls", false, "node-to-node traffic over TLS; peers present certificates signed by --tls-client-ca-file")
 	flags.BoolVar(&f.adminTLS, "admin-tls", false, "serve the admin endpoint over HTTPS")
 	flags.BoolVar(&f.speclogTLS, "speclog-tls", false, "serve the SpecLog API (total-order topics) over TLS")
@@ -149,6 +151,7 @@ func (f *serveFlags) securityConfig(cfg *server.Config) error {
 	}
 	cfg.SASLMechanisms, cfg.MaxReauth, cfg.BootstrapUser = mechs, f.maxReauth, f.bootstrapUser
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TLSClientAuth = f.tlsCert, f.tlsKey, f.tlsClientCA, f.tlsClientAuth
+	cfg.SSLPrincipalMappingRules = f.principalRules
 	cfg.ClusterTLS, cfg.AdminTLS, cfg.SpecLogTLS = f.clusterTLS, f.adminTLS, f.speclogTLS
 	cfg.Authorizer, cfg.SuperUsers, cfg.AllowEveryoneIfNoACL = f.authorizer, f.superUsers, f.allowIfNoACL
 	return nil

@@ -3,6 +3,8 @@ package security
 import (
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -139,6 +141,14 @@ func TestPrincipalIsTheVerifiedSubject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rules, err := ParsePrincipalMappingRules(`RULE:^CN=([^,]*),OU=(app[^,]*),.*$/$1@$2/U, RULE:^CN=(.*)$/$1/, DEFAULT`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := ParsePrincipalMappingRules(`RULE:^CN=nobody,.*$/x/`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", f.ServerConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +166,11 @@ func TestPrincipalIsTheVerifiedSubject(t *testing.T) {
 			got <- err.Error()
 			return
 		}
-		got <- Principal(c.(*tls.Conn).ConnectionState())
+		st := c.(*tls.Conn).ConnectionState()
+		def, err1 := Principal(st, nil)
+		mapped, err2 := Principal(st, rules)
+		_, err3 := Principal(st, none)
+		got <- fmt.Sprintf("%s %s %v %v %v", def, mapped, err1, err2, errors.Is(err3, ErrNoPrincipalRule))
 	}()
 	pair, _ := tls.LoadX509KeyPair(ccert, ckey)
 	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pki.Pool(t), Certificates: []tls.Certificate{pair}, ServerName: "localhost"})
@@ -164,7 +178,7 @@ func TestPrincipalIsTheVerifiedSubject(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if p := <-got; p != "User:CN=writer,OU=apps,O=Example" {
-		t.Fatalf("principal %q", p)
+	if p := <-got; p != "User:CN=writer,OU=apps,O=Example User:WRITER@APPS <nil> <nil> true" {
+		t.Fatalf("principals (default, mapped, errors, no rule applies): %q", p)
 	}
 }

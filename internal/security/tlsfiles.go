@@ -201,11 +201,17 @@ func (f *TLSFiles) ClientConfig() *tls.Config {
 	}
 }
 
-// Principal is the Kafka principal of a verified client certificate: User:<subject in RFC 2253
-// form>, as Kafka's default principal builder gives; "" when there is none.
-func Principal(state tls.ConnectionState) string {
+// Principal is the Kafka principal of a verified client certificate: User:<name>, the name
+// being what m (ssl.principal.mapping.rules; nil: DEFAULT) makes of the subject in RFC 2253
+// form, as Kafka's default principal builder does; "" when there is none, and an error when no
+// rule applies (the client is not authenticated).
+func Principal(state tls.ConnectionState, m *PrincipalMapper) (string, error) {
 	if len(state.VerifiedChains) == 0 || len(state.PeerCertificates) == 0 {
-		return ""
+		return "", nil
 	}
-	return "User:" + state.PeerCertificates[0].Subject.String()
+	name, err := m.Map(state.PeerCertificates[0].Subject.String())
+	if err != nil {
+		return "", err
+	}
+	return "User:" + name, nil
 }

@@ -846,3 +846,50 @@ func TestSpecLogAPISecurity(t *testing.T) {
 		}
 	}
 }
+
+// TestSSLPrincipalMappingRules: with ssl.principal.mapping.rules, an mTLS client's principal is
+// the name its rules make of the certificate subject, and ACLs are checked against it: CN=Writer
+// in OU apps maps to User:writer (lower case) and may produce and consume what its ACLs allow;
+// CN=reader in OU ops maps to User:reader-ops, which has no ACL and is denied; a subject no rule
+// applies to is not authenticated (there is no DEFAULT rule).
+func TestSSLPrincipalMappingRules(t *testing.T) {
+	b := startSecureBroker(t, func(c *server.Config) {
+		c.Authorizer, c.SuperUsers = "acl", "User:admin"
+		c.SSLPrincipalMappingRules = `RULE:^CN=([^,]*),OU=apps,.*$/$1/L, RULE:^CN=([^,]*),OU=ops(,.*)?$/$1-ops/`
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil)
+	adm := kadm.NewClient(admin)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "mapped"); err != nil {
+		t.Fatal(err)
+	}
+	acl := kadm.NewACLs().Allow("User:writer").AllowHosts("*").Topics("mapped").Operations(kadm.OpWrite, kadm.OpRead, kadm.OpDescribe)
+	if _, err := adm.CreateACLs(ctx, acl); err != nil {
+		t.Fatal(err)
+	}
+	mtls := func(cn, ou string) *kgo.Client {
+		cert, key := b.pki.Issue(t, cn+"-"+ou, pkix.Name{CommonName: cn, OrganizationalUnit: []string{ou}, Organization: []string{"Example"}})
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &tls.Config{RootCAs: b.rootCAs(t), ServerName: "localhost", Certificates: []tls.Certificate{pair}}
+		return b.client(t, "SSL", nil, c, kgo.DefaultProduceTopic("mapped"))
+	}
+	eventually(t, "User:writer (CN=Writer,OU=apps) to produce", 20*time.Second, func() bool {
+		return mtls("Writer", "apps").ProduceSync(ctx, kgo.StringRecord("by writer")).FirstErr() == nil
+	})
+	if err := mtls("reader", "ops").ProduceSync(ctx, kgo.StringRecord("by reader")).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("User:reader-ops (no ACL): %v; want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	err := mtls("stranger", "elsewhere").Ping(pctx)
+	pcancel()
+	if err == nil {
+		t.Fatal("a certificate no rule maps was authenticated")
+	}
+	if logs := b.logs.String(); !strings.Contains(logs, "no ssl.principal.mapping.rules rule applies") {
+		t.Fatalf("the refused certificate is not logged:\n%s", logs)
+	}
+}

@@ -100,6 +100,9 @@ type Config struct {
 	// they change. TLSClientAuth is none, requested or required ("": required with a CA).
 	TLSCertFile, TLSKeyFile, TLSClientCAFile string
 	TLSClientAuth                            string
+	// SSLPrincipalMappingRules is Kafka's ssl.principal.mapping.rules: how a client
+	// certificate's subject becomes its principal's name ("" or DEFAULT: the whole subject).
+	SSLPrincipalMappingRules string
 	// ClusterTLS makes the node-to-node transport TLS (peers need certificates signed by the
 	// client CA); AdminTLS serves the admin endpoint over HTTPS; SpecLogTLS serves the SpecLog
 	// API over TLS (and its node-to-node streams).
@@ -215,6 +218,9 @@ func (c Config) Validate() error {
 	case "", "none", "acl":
 	default:
 		return fmt.Errorf("server: --authorizer %q is not none or acl", c.Authorizer)
+	}
+	if _, err := security.ParsePrincipalMappingRules(c.SSLPrincipalMappingRules); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
 	if _, err := security.ParseSuperUsers(c.SuperUsers); err != nil {
 		return err
@@ -490,7 +496,8 @@ func Open(cfg Config) (*Server, error) {
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, NoTopicDeletion: cfg.NoTopicDeletion, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
-		Security:     broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg)},
+		Security: broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg),
+			PrincipalMapper: principalMapper(cfg)},
 		ObjectWriter: s.objw, ObjectCache: objCache, Ripcording: ripcording, Members: members}, s.topics)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
@@ -796,4 +803,10 @@ func (s *Server) Close() error {
 	}
 	s.logger.Info("data dir closed", "data_dir", s.cfg.DataDir)
 	return errors.Join(errs...)
+}
+
+// principalMapper is the node's ssl.principal.mapping.rules (checked by Validate).
+func principalMapper(cfg Config) *security.PrincipalMapper {
+	m, _ := security.ParsePrincipalMappingRules(cfg.SSLPrincipalMappingRules)
+	return m
 }

@@ -34,6 +34,8 @@ type Auth struct {
 	Credential func(user string, m security.Mechanism) (security.Credential, bool)
 	Failures   *security.FailureLimiter
 	Logger     *slog.Logger
+	// PrincipalMapper is ssl.principal.mapping.rules for client certificates (nil: DEFAULT).
+	PrincipalMapper *security.PrincipalMapper
 }
 
 type principalKey struct{}
@@ -50,7 +52,12 @@ func (a *Auth) authenticate(ctx context.Context) (caller, error) {
 			c.host = strings.Trim(c.host[:i], "[]")
 		}
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			if pr := security.Principal(ti.State); pr != "" {
+			pr, err := security.Principal(ti.State, a.PrincipalMapper)
+			if err != nil {
+				a.Logger.Warn("speclog: authentication failed", "remote", c.host, "err", err)
+				return c, status.Error(codes.Unauthenticated, err.Error())
+			}
+			if pr != "" {
 				c.principal = pr
 				return c, nil
 			}
