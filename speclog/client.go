@@ -46,6 +46,26 @@ func WithUser(user, password string) grpc.DialOption {
 	return grpc.WithPerRPCCredentials(basicAuth{"Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))})
 }
 
+// WithBearerToken authenticates every call with an OAuth bearer token from token (called per
+// call, so it can refresh), checked by the node as OAUTHBEARER tokens are (docs/security.md §3):
+// the principal is User:<the token's sub>. Use it with WithTLS.
+func WithBearerToken(token func(ctx context.Context) (string, error)) grpc.DialOption {
+	return grpc.WithPerRPCCredentials(bearerAuth(token))
+}
+
+type bearerAuth func(ctx context.Context) (string, error)
+
+func (b bearerAuth) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	tok, err := b(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"authorization": "Bearer " + tok}, nil
+}
+
+// RequireTransportSecurity: as basicAuth's.
+func (bearerAuth) RequireTransportSecurity() bool { return false }
+
 type basicAuth struct{ header string }
 
 func (b basicAuth) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {

@@ -114,6 +114,8 @@ type Security struct {
 	// Authorizer checks every request against the ACLs in the metadata; nil allows everything
 	// (--authorizer none).
 	Authorizer *security.Authorizer
+	// OAuth validates OAUTHBEARER tokens (needed when SASLMechanisms has OAUTHBEARER).
+	OAuth *security.OAuthValidator
 	// PrincipalMapper is ssl.principal.mapping.rules: the principal of a client certificate on
 	// an SSL listener (nil: DEFAULT, the whole subject).
 	PrincipalMapper *security.PrincipalMapper

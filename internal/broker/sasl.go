@@ -107,7 +107,13 @@ func handleSaslHandshake(_ context.Context, r *request) reply {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return reply{resp: resp, closeAfter: fmt.Errorf("re-authentication with %s, not the session's %s", req.Mechanism, c.auth.mechanism)}
 	}
-	s, err := security.NewSession(req.Mechanism, c.b.cl.Image().ScramCredential)
+	var s security.Session
+	var err error
+	if req.Mechanism == security.OAuthBearer && c.b.cfg.Security.OAuth != nil {
+		s = security.NewOAuthSession(c.b.cfg.Security.OAuth)
+	} else {
+		s, err = security.NewSession(req.Mechanism, c.b.cl.Image().ScramCredential)
+	}
 	if err != nil {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return reply{resp: resp, closeAfter: err}
@@ -142,9 +148,15 @@ func handleSaslAuthenticate(ctx context.Context, r *request) reply {
 	reauth := c.auth.authenticated
 	c.auth.authenticated, c.principal = true, "User:"+s.User()
 	if d := c.b.cfg.Security.MaxReauth; d > 0 {
-		c.auth.sessionEnd = time.Now().Add(d)
+		// KIP-368: the session ends after connections.max.reauth.ms, or when the credential
+		// (an OAUTHBEARER token) expires, whichever comes first.
+		now := time.Now()
+		c.auth.sessionEnd = now.Add(d)
+		if e, ok := s.(interface{ Expiry() time.Time }); ok && e.Expiry().Before(c.auth.sessionEnd) {
+			c.auth.sessionEnd = e.Expiry()
+		}
 		if req.Version >= 1 {
-			resp.SessionLifetimeMillis = d.Milliseconds()
+			resp.SessionLifetimeMillis = max(c.auth.sessionEnd.Sub(now).Milliseconds(), 1)
 		}
 	}
 	c.b.logger.Debug("broker: authenticated", "remote", c.remote, "listener", c.listener.Name, "principal", c.principal, "mechanism", c.auth.mechanism, "reauthentication", reauth)

@@ -60,6 +60,9 @@ type serveFlags struct {
 	principalRules                              string
 	clusterTLS, adminTLS, speclogTLS            bool
 	saslMechanisms                              string
+	oauthJWKS, oauthAudience, oauthIssuer       string
+	oauthSubClaim                               string
+	oauthClockSkew, oauthRefresh                time.Duration
 	maxReauth                                   time.Duration
 	bootstrapUser                               string
 	authorizer, superUsers                      string
@@ -113,7 +116,13 @@ func (f *serveFlags) registerSecurity(flags *pflag.FlagSet) {
 	flags.BoolVar(&f.clusterTLS, "cluster-tls", false, "node-to-node traffic over TLS; peers present certificates signed by --tls-client-ca-file")
 	flags.BoolVar(&f.adminTLS, "admin-tls", false, "serve the admin endpoint over HTTPS")
 	flags.BoolVar(&f.speclogTLS, "speclog-tls", false, "serve the SpecLog API (total-order topics) over TLS")
-	flags.StringVar(&f.saslMechanisms, "sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN is checked against the SCRAM credentials)")
+	flags.StringVar(&f.saslMechanisms, "sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (PLAIN is checked against the SCRAM credentials; OAUTHBEARER against --sasl-oauthbearer-jwks-endpoint-url)")
+	flags.StringVar(&f.oauthJWKS, "sasl-oauthbearer-jwks-endpoint-url", "", "OAUTHBEARER: the JSON Web Key Set tokens are verified with (http(s) URL or file), Kafka's sasl.oauthbearer.jwks.endpoint.url")
+	flags.StringVar(&f.oauthAudience, "sasl-oauthbearer-expected-audience", "", "OAUTHBEARER: comma-separated audiences, one of which a token's aud must hold (default: not checked)")
+	flags.StringVar(&f.oauthIssuer, "sasl-oauthbearer-expected-issuer", "", "OAUTHBEARER: the iss a token must have (default: not checked)")
+	flags.StringVar(&f.oauthSubClaim, "sasl-oauthbearer-sub-claim-name", "sub", "OAUTHBEARER: the claim naming the principal")
+	flags.DurationVar(&f.oauthClockSkew, "sasl-oauthbearer-clock-skew", 30*time.Second, "OAUTHBEARER: clock skew allowed on exp, nbf and iat")
+	flags.DurationVar(&f.oauthRefresh, "sasl-oauthbearer-jwks-refresh", time.Hour, "OAUTHBEARER: how often the JWKS is fetched again (sooner for an unknown key id)")
 	flags.DurationVar(&f.maxReauth, "connections-max-reauth", 0, "connections.max.reauth.ms: SASL sessions last this long, then clients re-authenticate (0: no expiry)")
 	flags.StringVar(&f.bootstrapUser, "bootstrap-user", "", "name:password of a SCRAM user to add if the cluster has none of that name (the first way in)")
 	flags.StringVar(&f.authorizer, "authorizer", "none", "none (every request allowed) or acl (Kafka's ACLs, managed with kafka-acls or runnel acl)")
@@ -150,6 +159,13 @@ func (f *serveFlags) securityConfig(cfg *server.Config) error {
 		}
 	}
 	cfg.SASLMechanisms, cfg.MaxReauth, cfg.BootstrapUser = mechs, f.maxReauth, f.bootstrapUser
+	cfg.OAuth = security.OAuthConfig{JWKSURL: f.oauthJWKS, ExpectedIssuer: f.oauthIssuer, SubClaim: f.oauthSubClaim,
+		ClockSkew: f.oauthClockSkew, Refresh: f.oauthRefresh}
+	for _, a := range strings.Split(f.oauthAudience, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.OAuth.ExpectedAudience = append(cfg.OAuth.ExpectedAudience, a)
+		}
+	}
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TLSClientAuth = f.tlsCert, f.tlsKey, f.tlsClientCA, f.tlsClientAuth
 	cfg.SSLPrincipalMappingRules = f.principalRules
 	cfg.ClusterTLS, cfg.AdminTLS, cfg.SpecLogTLS = f.clusterTLS, f.adminTLS, f.speclogTLS

@@ -131,7 +131,8 @@ func hmacSum(h func() hash.Hash, key []byte, msg string) []byte {
 	return m.Sum(nil)
 }
 
-// ParseMechanisms parses --sasl-mechanisms: a comma list of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+// ParseMechanisms parses --sasl-mechanisms: a comma list of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+// and OAUTHBEARER.
 func ParseMechanisms(spec string) ([]string, error) {
 	var out []string
 	for _, s := range strings.Split(spec, ",") {
@@ -139,9 +140,9 @@ func ParseMechanisms(spec string) ([]string, error) {
 		switch s {
 		case "":
 			continue
-		case "PLAIN", string(ScramSHA256), string(ScramSHA512):
+		case "PLAIN", string(ScramSHA256), string(ScramSHA512), OAuthBearer:
 		default:
-			return nil, fmt.Errorf("security: SASL mechanism %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s)
+			return nil, fmt.Errorf("security: SASL mechanism %q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", s)
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)

@@ -127,7 +127,7 @@ func authorizer(cfg Config) *security.Authorizer {
 // connections to other nodes.
 func (s *Server) speclogSecurity() (*service.Auth, []grpc.ServerOption, []grpc.DialOption) {
 	node := s.node
-	auth := &service.Auth{Authorizer: authorizer(s.cfg), Logger: s.logger, PrincipalMapper: principalMapper(s.cfg),
+	auth := &service.Auth{Authorizer: authorizer(s.cfg), Logger: s.logger, PrincipalMapper: principalMapper(s.cfg), OAuth: s.oauth,
 		ACLs: func() *security.ACLIndex {
 			img := node.Image()
 			return s.speclogACLs.Index(img.ACLVersion, img.ACLs)

@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"google.golang.org/grpc"
@@ -751,11 +752,15 @@ func TestAdminOverHTTPS(t *testing.T) {
 
 // TestSpecLogAPISecurity: with --speclog-tls and --authorizer acl, the SpecLog API of
 // total-order topics takes the cluster's users and ACLs: an unknown password is refused, a
-// principal without ACLs is denied, WRITE allows appends and READ reads, and an mTLS client is
-// its certificate's subject.
+// principal without ACLs is denied, WRITE allows appends and READ reads, an mTLS client is
+// its certificate's subject, and a bearer token's principal is its sub (an expired one is
+// refused).
 func TestSpecLogAPISecurity(t *testing.T) {
+	is := securitytest.NewIssuer(t)
 	b := startSecureBroker(t, func(c *server.Config) {
 		c.SpecLogAddr, c.SpecLogTLS, c.Authorizer, c.SuperUsers = "127.0.0.1:0", true, "acl", "User:admin"
+		c.SASLMechanisms = append(c.SASLMechanisms, "OAUTHBEARER")
+		c.OAuth = security.OAuthConfig{JWKSURL: is.JWKSURL()}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -814,6 +819,16 @@ func TestSpecLogAPISecurity(t *testing.T) {
 	}
 	if err := alice.Trim(ctx, pos); code(err) != codes.PermissionDenied {
 		t.Fatalf("alice without DELETE trimmed: %v", err)
+	}
+	token := func(ttl time.Duration) grpc.DialOption {
+		tok := is.Token(t, "k1", is.Claims("alice", ttl))
+		return speclog.WithBearerToken(func(context.Context) (string, error) { return tok, nil })
+	}
+	if _, err := dial(token(time.Hour)).Append(ctx, 0, speclog.Record{Value: []byte("by alice's token")}); err != nil {
+		t.Fatalf("a bearer token for alice: %v", err)
+	}
+	if _, err := dial(token(-time.Hour)).Append(ctx, 0, speclog.Record{Value: []byte("x")}); code(err) != codes.Unauthenticated {
+		t.Fatalf("an expired bearer token: %v", err)
 	}
 	// mTLS: the certificate's subject is the principal.
 	cert, key := b.pki.Issue(t, "speclog-client", pkix.Name{CommonName: "writer"})
@@ -892,4 +907,153 @@ func TestSSLPrincipalMappingRules(t *testing.T) {
 	if logs := b.logs.String(); !strings.Contains(logs, "no ssl.principal.mapping.rules rule applies") {
 		t.Fatalf("the refused certificate is not logged:\n%s", logs)
 	}
+}
+
+// TestOAuthBearer: SASL OAUTHBEARER with tokens from an OIDC provider (a test issuer serving
+// a JWKS and a client-credentials token endpoint). franz-go with a token for svc-writer
+// produces and consumes what User:svc-writer's ACLs allow; a valid token for a principal
+// without ACLs is authenticated and then denied; an expired token, one for another audience,
+// one signed by a key the JWKS does not hold and one forged under a key id it holds are
+// refused (and logged with the reason); with connections.max.reauth.ms
+// the session lasts until the token expires, not longer; and confluent-kafka (librdkafka's
+// OIDC login) gets its token from the endpoint and round-trips records.
+func TestOAuthBearer(t *testing.T) {
+	is := securitytest.NewIssuer(t)
+	is.AddKey(t, "unserved", false, false)
+	is.AddClient("svc-writer", "writer-secret")
+	b := startSecureBroker(t, func(c *server.Config) {
+		c.Authorizer, c.SuperUsers = "acl", "User:admin"
+		c.SASLMechanisms = append(c.SASLMechanisms, "OAUTHBEARER")
+		c.OAuth = security.OAuthConfig{JWKSURL: is.JWKSURL(), ExpectedAudience: []string{"kafka"}, ExpectedIssuer: is.URL()}
+		c.MaxReauth = time.Hour
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil)
+	adm := kadm.NewClient(admin)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "oauth"); err != nil {
+		t.Fatal(err)
+	}
+	acl := kadm.NewACLs().Allow("User:svc-writer").AllowHosts("*").Topics("oauth").Groups("*").Operations(kadm.OpWrite, kadm.OpRead, kadm.OpDescribe)
+	if _, err := adm.CreateACLs(ctx, acl); err != nil {
+		t.Fatal(err)
+	}
+	bearer := func(token string, opts ...kgo.Opt) *kgo.Client {
+		return b.client(t, "SASL_PLAINTEXT", oauth.Auth{Token: token}.AsMechanism(), nil, append(opts, kgo.DefaultProduceTopic("oauth"))...)
+	}
+	eventually(t, "User:svc-writer to produce with its token", 20*time.Second, func() bool {
+		return bearer(is.Token(t, "k1", is.Claims("svc-writer", time.Hour))).ProduceSync(ctx, kgo.StringRecord("by token")).FirstErr() == nil
+	})
+	if err := bearer(is.Token(t, "k1", is.Claims("svc-other", time.Hour))).ProduceSync(ctx, kgo.StringRecord("x")).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("User:svc-other (no ACL): %v; want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	web := is.Claims("svc-writer", time.Hour)
+	web["aud"] = []string{"web"}
+	for name, tok := range map[string]string{
+		"expired":          is.Token(t, "k1", is.Claims("svc-writer", -time.Hour)),
+		"another audience": is.Token(t, "k1", web),
+		"an unserved key":  is.Token(t, "unserved", is.Claims("svc-writer", time.Hour)),
+		"forged":           is.TokenAs(t, "unserved", "k1", is.Claims("svc-writer", time.Hour)),
+	} {
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		err := bearer(tok).Ping(pctx)
+		pcancel()
+		if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Fatalf("a token %s: %v; want SASL_AUTHENTICATION_FAILED", name, err)
+		}
+	}
+	for _, reason := range []string{"token is expired", "invalid audience", "no key with id", "does not verify with the JWKS"} {
+		if !strings.Contains(b.logs.String(), reason) {
+			t.Fatalf("the refusal %q is not logged", reason)
+		}
+	}
+
+	// The session ends with the token (KIP-368), well before connections.max.reauth.ms.
+	conn, err := net.Dial("tcp", b.addrs["SASL_PLAINTEXT"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	life := saslLifetime(t, conn, is.Token(t, "k1", is.Claims("svc-writer", 3*time.Second)))
+	if life <= 0 || life > 3000 {
+		t.Fatalf("session lifetime %d ms; want at most the token's 3 s", life)
+	}
+
+	// librdkafka's OIDC login (the confluent-kafka wheel's; Debian's kcat is built without it)
+	// gets its token from the issuer's endpoint by the client-credentials flow.
+	t.Run("confluent-kafka", func(t *testing.T) {
+		root := testclients.RepoRoot(t)
+		python := clientPython(t, root)
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, "oauth-rd"); err != nil {
+			t.Fatal(err)
+		}
+		rd := kadm.NewACLs().Allow("User:svc-writer").AllowHosts("*").Topics("oauth-rd").Operations(kadm.OpWrite, kadm.OpRead, kadm.OpDescribe)
+		if _, err := adm.CreateACLs(ctx, rd); err != nil {
+			t.Fatal(err)
+		}
+		out := runClient(t, 60*time.Second, "", python, filepath.Join(root, "test", "clients", "confluent_roundtrip.py"),
+			"--bootstrap", b.addrs["SASL_PLAINTEXT"], "--topic", "oauth-rd", "--count", "100", "--codecs", "none", "--timeout", "20",
+			"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=OAUTHBEARER", "-X", "sasl.oauthbearer.method=oidc",
+			"-X", "sasl.oauthbearer.client.id=svc-writer", "-X", "sasl.oauthbearer.client.secret=writer-secret",
+			"-X", "sasl.oauthbearer.token.endpoint.url="+is.TokenURL())
+		if !strings.Contains(out, "consumed 100 messages back in order") {
+			t.Fatalf("confluent-kafka with OIDC: %s", out)
+		}
+	})
+}
+
+// saslLifetime authenticates conn with OAUTHBEARER and token (raw Kafka requests, so the
+// answer's SessionLifetimeMillis can be read) and returns the session lifetime.
+func saslLifetime(t *testing.T, conn net.Conn, token string) int64 {
+	t.Helper()
+	roundTripRaw := func(r kmsg.Request, resp kmsg.Response, corr int32) {
+		t.Helper()
+		body := binary.BigEndian.AppendUint32(nil, 0)
+		body = binary.BigEndian.AppendUint16(body, uint16(r.Key()))
+		body = binary.BigEndian.AppendUint16(body, uint16(r.GetVersion()))
+		body = binary.BigEndian.AppendUint32(body, uint32(corr))
+		body = binary.BigEndian.AppendUint16(body, uint16(len("oauth-test")))
+		body = append(body, "oauth-test"...)
+		if r.IsFlexible() {
+			body = append(body, 0) // no tagged fields in the request header
+		}
+		body = r.AppendTo(body)
+		binary.BigEndian.PutUint32(body, uint32(len(body)-4))
+		if _, err := conn.Write(body); err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var size [4]byte
+		if _, err := io.ReadFull(conn, size[:]); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(conn, buf); err != nil {
+			t.Fatal(err)
+		}
+		resp.SetVersion(r.GetVersion())
+		skip := 4 // correlation id
+		if resp.IsFlexible() {
+			skip++ // empty tagged fields of the response header
+		}
+		if err := resp.ReadFrom(buf[skip:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "OAUTHBEARER"
+	hsResp := kmsg.NewPtrSASLHandshakeResponse()
+	roundTripRaw(hs, hsResp, 1)
+	if hsResp.ErrorCode != 0 {
+		t.Fatalf("SaslHandshake: error %d", hsResp.ErrorCode)
+	}
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.Version = 2
+	au.SASLAuthBytes = []byte("n,,\x01auth=Bearer " + token + "\x01\x01")
+	auResp := kmsg.NewPtrSASLAuthenticateResponse()
+	roundTripRaw(au, auResp, 2)
+	if auResp.ErrorCode != 0 {
+		t.Fatalf("SaslAuthenticate: error %d: %v", auResp.ErrorCode, auResp.ErrorMessage)
+	}
+	return auResp.SessionLifetimeMillis
 }

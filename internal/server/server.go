@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,6 +112,9 @@ type Config struct {
 	// connections.max.reauth.ms (0: sessions do not expire).
 	SASLMechanisms []string
 	MaxReauth      time.Duration
+	// OAuth configures OAUTHBEARER (needed when SASLMechanisms has it): Kafka's
+	// sasl.oauthbearer.* broker configs (docs/security.md §3).
+	OAuth security.OAuthConfig
 	// BootstrapUser "name:password" is added as a SCRAM user (both mechanisms) if the cluster
 	// has no user of that name: the first way in to a cluster with SASL listeners only.
 	BootstrapUser string
@@ -219,6 +223,9 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("server: --authorizer %q is not none or acl", c.Authorizer)
 	}
+	if slices.Contains(c.SASLMechanisms, security.OAuthBearer) && c.OAuth.JWKSURL == "" {
+		return errors.New("server: SASL mechanism OAUTHBEARER needs --sasl-oauthbearer-jwks-endpoint-url")
+	}
 	if _, err := security.ParsePrincipalMappingRules(c.SSLPrincipalMappingRules); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -314,6 +321,8 @@ type Server struct {
 	}
 	// tls serves the TLS listeners' certificates (nil: no TLS configured).
 	tls *security.TLSFiles
+	// oauth validates OAUTHBEARER tokens (nil without the mechanism).
+	oauth *security.OAuthValidator
 	// kafkaLns are the Kafka listeners after the first, bound at Open (Serve serves them).
 	kafkaLns      []net.Listener
 	listenerAddrs map[string]string
@@ -488,6 +497,15 @@ func Open(cfg Config) (*Server, error) {
 			Agent: cfg.Agent}, ripcording, s.logger)
 		members = s.dir.Members
 	}
+	var oauth *security.OAuthValidator
+	if slices.Contains(cfg.SASLMechanisms, security.OAuthBearer) {
+		oc := cfg.OAuth
+		oc.Logger = s.logger
+		if oauth, err = security.NewOAuthValidator(oc); err != nil {
+			return nil, errors.Join(err, s.Close())
+		}
+		s.oauth = oauth
+	}
 	groups := group.DefaultConfig()
 	if cfg.GroupMigrationPolicy != "" {
 		groups.MigrationPolicy = cfg.GroupMigrationPolicy
@@ -497,7 +515,7 @@ func Open(cfg Config) (*Server, error) {
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, NoTopicDeletion: cfg.NoTopicDeletion, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
 		Security: broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg),
-			PrincipalMapper: principalMapper(cfg)},
+			PrincipalMapper: principalMapper(cfg), OAuth: oauth},
 		ObjectWriter: s.objw, ObjectCache: objCache, Ripcording: ripcording, Members: members}, s.topics)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())

@@ -21,8 +21,10 @@ import (
 
 // Auth authenticates SpecLog calls and authorizes them with the cluster's ACLs, as the Kafka
 // listeners do (docs/security.md §4, the SpecLog API): a verified TLS client certificate names the principal
-// (User:<subject>); else HTTP Basic credentials in the "authorization" metadata are checked
-// against the user's SCRAM credentials, as SASL PLAIN is; else the caller is User:ANONYMOUS.
+// (User:<subject>, mapped by ssl.principal.mapping.rules); else HTTP Basic credentials in the
+// "authorization" metadata are checked against the user's SCRAM credentials, as SASL PLAIN
+// is, or a Bearer token as OAUTHBEARER's (checked when a call or stream starts); else the
+// caller is User:ANONYMOUS.
 // Append needs WRITE on the topic, Subscribe and Read READ, Trim DELETE, Describe DESCRIBE,
 // and SubscribeShard (between nodes) CLUSTER_ACTION on the cluster.
 type Auth struct {
@@ -36,6 +38,8 @@ type Auth struct {
 	Logger     *slog.Logger
 	// PrincipalMapper is ssl.principal.mapping.rules for client certificates (nil: DEFAULT).
 	PrincipalMapper *security.PrincipalMapper
+	// OAuth validates "Bearer" tokens (nil: refused), as the Kafka listeners' OAUTHBEARER.
+	OAuth *security.OAuthValidator
 }
 
 type principalKey struct{}
@@ -77,6 +81,17 @@ func (a *Auth) authenticate(ctx context.Context) (caller, error) {
 		case <-ctx.Done():
 		}
 		return c, status.Error(codes.Unauthenticated, "authentication failed: invalid credentials")
+	}
+	if tok, ok := strings.CutPrefix(vals[0], "Bearer "); ok {
+		if a.OAuth == nil {
+			return fail("", "a bearer token, and OAUTHBEARER is not enabled")
+		}
+		sub, _, err := a.OAuth.Validate(strings.TrimSpace(tok), time.Now())
+		if err != nil {
+			return fail("", err.Error())
+		}
+		c.principal = "User:" + sub
+		return c, nil
 	}
 	enc, ok := strings.CutPrefix(vals[0], "Basic ")
 	raw, err := base64.StdEncoding.DecodeString(enc)
