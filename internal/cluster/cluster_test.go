@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/replica"
 	"github.com/runnel-dev/runnel/internal/topics"
+	"github.com/runnel-dev/runnel/internal/transport"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -258,5 +261,50 @@ func TestCanTakeOver(t *testing.T) {
 		if got := canTakeOver(&c.p, c.ran, c.live); got != c.want {
 			t.Errorf("%s: canTakeOver = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestProposeRetryIsAppliedOnce: the active controller's answers to a node are lost for a
+// while, so the node's proposal times out and is proposed again; the command is applied once,
+// and the node gets the first attempt's result (the topic its first attempt created is not
+// reported as existing already).
+func TestProposeRetryIsAppliedOnce(t *testing.T) {
+	nodes := startNodes(t, 3)
+	var leader int32
+	waitFor(t, "an active controller", 10*time.Second, func() bool { leader = nodes[1].ControllerID(); return leader > 0 })
+	asker := nodes[1+leader%3]
+	var mu sync.Mutex
+	var until time.Time
+	dropped := 0
+	asker.Transport().SetFilter(func(from, _ int32, kind transport.Kind) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if from == leader && kind == kindRPCResponse && time.Now().Before(until) {
+			dropped++
+			return true
+		}
+		return false
+	})
+	mu.Lock()
+	until = time.Now().Add(1200 * time.Millisecond)
+	mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := asker.Propose(ctx, &controller.Command{Op: controller.OpCreateTopic, CreateTopic: &controller.CreateTopic{
+		Name: "once", ID: controller.TopicID{9}, Assignments: [][]int32{{leader}}}})
+	mu.Lock()
+	n := dropped
+	mu.Unlock()
+	if err != nil || res.Err != nil {
+		t.Fatalf("the proposal after %d lost answers: %v, %v; want the first attempt's success", n, err, res.Err)
+	}
+	if n == 0 {
+		t.Fatal("no answer was lost: the test did not test a retry")
+	}
+	// A new request (not a retry) to create it again is refused.
+	res, err = asker.Propose(ctx, &controller.Command{Op: controller.OpCreateTopic, CreateTopic: &controller.CreateTopic{
+		Name: "once", ID: controller.TopicID{10}, Assignments: [][]int32{{leader}}}})
+	if err != nil || !errors.Is(res.Err, controller.ErrTopicExists) {
+		t.Fatalf("a new request to create the topic again: %v, %v; want ErrTopicExists", err, res.Err)
 	}
 }

@@ -96,7 +96,8 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	run string // this process run's id (object files' writer)
+	run    string        // this process run's id (object files' writer)
+	reqSeq atomic.Uint64 // the sequence of the requests Propose makes
 	// controllerHeard: unix ns of the last heartbeat the active controller answered.
 	controllerHeard atomic.Int64
 	seed            atomic.Pointer[controller.Image] // StartFromSnapshot's image
@@ -734,6 +735,9 @@ func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
 // Propose has the active controller apply cmd, and waits until this node's registry reflects
 // it. The result's error is the command's (controller.ErrTopicExists, ...).
 func (n *Node) Propose(ctx context.Context, cmd *controller.Command) (controller.Result, error) {
+	if cmd.Req == nil { // every attempt below is the same request (controller/requests.go)
+		cmd.Req = &controller.Request{Run: n.run, Seq: n.reqSeq.Add(1)}
+	}
 	var resp proposeResponse
 	if err := n.callController(ctx, "propose", cmd, &resp); err != nil {
 		return controller.Result{}, err

@@ -16,6 +16,10 @@ import (
 type Command struct {
 	Op string `json:"op"`
 	ID uint64 `json:"id,omitempty"` // proposal id: (proposing node << 40) | sequence
+	// Req names the request the command carries out, the same in every attempt to propose it:
+	// an attempt after one whose answer was lost (a timeout, a leader change) is answered
+	// with the first one's result instead of being applied again (requests.go).
+	Req *Request `json:"req,omitempty"`
 
 	Bootstrap        *Bootstrap         `json:"bootstrap,omitempty"`
 	Register         *Register          `json:"register,omitempty"`
@@ -263,6 +267,15 @@ type Result struct {
 // longer applies (its epoch has passed, its topic is gone) changes nothing.
 func Apply(im *Image, index uint64, c *Command) Result {
 	im.Index = index
+	if r, ok := im.appliedRequest(c.Req); ok {
+		return r
+	}
+	res := applyCommand(im, index, c)
+	im.recordRequest(c.Req, res)
+	return res
+}
+
+func applyCommand(im *Image, index uint64, c *Command) Result {
 	switch c.Op {
 	case OpBootstrap:
 		if c.Bootstrap != nil && im.ClusterID == "" {
@@ -468,6 +481,7 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 		n = &Node{ID: r.Node}
 		im.Nodes[r.Node] = n
 	}
+	im.forgetRequests(n.Run, r.Run)
 	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack, n.Agent, n.Run = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack, r.Agent, r.Run
 	n.SpecLogAddr, n.AdminAddr, n.Listeners = r.SpecLogAddr, r.AdminAddr, slices.Clone(r.Listeners)
 	n.Incarnation, n.Fenced = index, false

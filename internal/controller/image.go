@@ -59,6 +59,9 @@ type Image struct {
 	// ClientQuotas are the client quotas, sorted by entity key (quotas.go); the slice is never
 	// modified once in an image.
 	ClientQuotas []*ClientQuota `json:"client_quotas,omitempty"`
+	// Requests are the results of the latest requests of each process run (requests.go); an
+	// entry is never modified once in an image: changes replace it.
+	Requests map[string]*RunRequests `json:"requests,omitempty"`
 
 	byID     map[TopicID]*Topic           // derived
 	objOwned map[*objtopic.Partition]bool // object partitions this image may modify in place
@@ -177,6 +180,7 @@ func (im *Image) Clone() *Image {
 	c.ObjWriters = cloneWriters(im.ObjWriters)
 	c.ClusterConfigs = maps.Clone(im.ClusterConfigs)
 	c.Users = maps.Clone(im.Users)
+	c.Requests = maps.Clone(im.Requests)
 	c.Nodes = make(map[int32]*Node, len(im.Nodes))
 	for id, n := range im.Nodes {
 		nc := *n
