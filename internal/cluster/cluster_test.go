@@ -308,3 +308,22 @@ func TestProposeRetryIsAppliedOnce(t *testing.T) {
 		t.Fatalf("a new request to create the topic again: %v, %v; want ErrTopicExists", err, res.Err)
 	}
 }
+
+// TestLocalCallTimesOutAsARemoteOne: a call to this node's own handler that runs out of time is
+// reported as no answer (a context error), as a remote call is, not as the handler's failure:
+// callController tries it again instead of giving up (it gave up: a node that was itself the
+// active controller answered NOT_CONTROLLER to an admin change whose commit took over 1 s).
+func TestLocalCallTimesOutAsARemoteOne(t *testing.T) {
+	r := newRPC(context.Background(), 1, func(int32, transport.Kind, []byte) {})
+	r.handle("slow", func(ctx context.Context, _ int32, _ []byte) (any, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := r.call(ctx, 1, "slow", struct{}{}, nil)
+	var re *rpcError
+	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &re) {
+		t.Fatalf("a local call past its deadline: %v (%T); want a context error, not an rpcError", err, err)
+	}
+}

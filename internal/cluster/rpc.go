@@ -98,6 +98,11 @@ func (r *rpcLayer) call(ctx context.Context, to int32, method string, req, resp 
 			return &rpcError{codeUnknownMethod, "unknown method " + method}
 		}
 		v, err := h(ctx, r.self, payload)
+		if err != nil && ctx.Err() != nil {
+			// The caller's time ran out, as when a remote node does not answer in time: no
+			// answer, not the handler's failure (callController tries again).
+			return fmt.Errorf("cluster: %s to node %d: %w", method, to, ctx.Err())
+		}
 		if err != nil {
 			return toRPCError(err)
 		}
