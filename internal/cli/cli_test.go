@@ -68,24 +68,31 @@ func TestServeConfigRejectsBadLogSettings(t *testing.T) {
 func TestServeTopicDefaults(t *testing.T) {
 	cmd := newServeCommand()
 	var got []string
-	for _, name := range []string{"num-partitions", "default-replication-factor", "auto-create-topics", "delete-topic-enable", "auto-leader-rebalance", "leader-imbalance-check-interval"} {
+	for _, name := range []string{"num-partitions", "default-replication-factor", "auto-create-topics", "delete-topic-enable", "auto-leader-rebalance", "leader-imbalance-check-interval", "leader-imbalance-per-broker-percentage"} {
 		got = append(got, cmd.Flags().Lookup(name).DefValue)
 	}
-	if strings.Join(got, " ") != "1 0 true true true 5s" {
+	if strings.Join(got, " ") != "1 0 true true true 5s 10" {
 		t.Fatalf("defaults %v; want 1 partition, the automatic replication factor, auto-creation, deletion and rebalancing on every 5 s", got)
 	}
 	f := serveFlags{dataDir: "d", kafkaAddr: "h:1", adminAddr: "h:2", logLevel: "info", logFormat: "text",
-		numPartitions: 6, defaultRF: 2, autoCreateTopics: false, deleteTopics: false, autoLeaderRebalance: true, leaderBalanceInterval: time.Minute}
+		numPartitions: 6, defaultRF: 2, autoCreateTopics: false, deleteTopics: false, autoLeaderRebalance: true, leaderBalanceInterval: time.Minute,
+		leaderImbalancePct: 25}
 	cfg, err := f.config(io.Discard, io.Discard)
-	if err != nil || cfg.NumPartitions != 6 || cfg.DefaultReplicationFactor != 2 || !cfg.NoAutoCreateTopics || !cfg.NoTopicDeletion || cfg.LeaderBalanceInterval != time.Minute {
+	if err != nil || cfg.NumPartitions != 6 || cfg.DefaultReplicationFactor != 2 || !cfg.NoAutoCreateTopics || !cfg.NoTopicDeletion || cfg.LeaderBalanceInterval != time.Minute ||
+		cfg.LeaderImbalancePercent != 25 {
 		t.Fatalf("config = %+v, %v; want 6 partitions, RF 2, no auto-creation, no deletion, rebalancing every minute", cfg, err)
+	}
+	f.leaderImbalancePct = 0
+	if cfg, err := f.config(io.Discard, io.Discard); err != nil || cfg.LeaderImbalancePercent >= 0 {
+		t.Fatalf("--leader-imbalance-per-broker-percentage 0: %d, %v; want negative (any imbalance)", cfg.LeaderImbalancePercent, err)
 	}
 	f.autoLeaderRebalance = false
 	if cfg, err := f.config(io.Discard, io.Discard); err != nil || cfg.LeaderBalanceInterval >= 0 {
 		t.Fatalf("--auto-leader-rebalance=false: interval %v, %v; want negative (never)", cfg.LeaderBalanceInterval, err)
 	}
 	for _, bad := range []serveFlags{{numPartitions: 0, defaultRF: 0, autoLeaderRebalance: true}, {numPartitions: 1, defaultRF: -1, autoLeaderRebalance: true},
-		{numPartitions: 1, autoLeaderRebalance: true, leaderBalanceInterval: -time.Second}} {
+		{numPartitions: 1, autoLeaderRebalance: true, leaderBalanceInterval: -time.Second},
+		{numPartitions: 1, autoLeaderRebalance: true, leaderImbalancePct: 101}} {
 		bad.dataDir, bad.kafkaAddr, bad.adminAddr, bad.logLevel, bad.logFormat = "d", "h:1", "h:2", "info", "text"
 		if _, err := bad.config(io.Discard, io.Discard); err == nil {
 			t.Errorf("config(--num-partitions %d --default-replication-factor %d --leader-imbalance-check-interval %v) = nil error; want one", bad.numPartitions, bad.defaultRF, bad.leaderBalanceInterval)

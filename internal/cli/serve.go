@@ -31,6 +31,7 @@ type serveFlags struct {
 	deleteTopics          bool
 	autoLeaderRebalance   bool
 	leaderBalanceInterval time.Duration
+	leaderImbalancePct    int
 	dataDir               string
 	kafkaAddr             string
 	advertisedKafkaAddr   string
@@ -88,6 +89,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.Int16Var(&f.defaultRF, "default-replication-factor", 0, "replication factor of a topic created without one (Kafka's default.replication.factor; 0: 3 once three nodes are registered, else 1)")
 	flags.BoolVar(&f.deleteTopics, "delete-topic-enable", true, "let DeleteTopics delete topics (Kafka's delete.topic.enable; off: TOPIC_DELETION_DISABLED)")
 	flags.BoolVar(&f.autoLeaderRebalance, "auto-leader-rebalance", true, "while this node runs the active controller, move leaderships back to preferred replicas (Kafka's auto.leader.rebalance.enable)")
+	flags.IntVar(&f.leaderImbalancePct, "leader-imbalance-per-broker-percentage", 10, "leaderships go back to a node's preferred partitions only once more than this percent of them are led elsewhere (Kafka's leader.imbalance.per.broker.percentage; 0: any)")
 	flags.DurationVar(&f.leaderBalanceInterval, "leader-imbalance-check-interval", 5*time.Second, "how often leaderships are moved back to preferred replicas (Kafka's leader.imbalance.check.interval.seconds, 300 s there)")
 	flags.BoolVar(&f.autoCreateTopics, "auto-create-topics", true, "create a topic a client asks Metadata for, or produces to, when it does not exist (Kafka's auto.create.topics.enable)")
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
@@ -187,6 +189,9 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	} else if f.leaderBalanceInterval < 0 {
 		return server.Config{}, fmt.Errorf("--leader-imbalance-check-interval must not be negative (got %v)", f.leaderBalanceInterval)
 	}
+	if f.leaderImbalancePct < 0 || f.leaderImbalancePct > 100 {
+		return server.Config{}, fmt.Errorf("--leader-imbalance-per-broker-percentage must be 0 to 100 (got %d)", f.leaderImbalancePct)
+	}
 	if f.defaultRF < 0 {
 		return server.Config{}, fmt.Errorf("--default-replication-factor must be at least 1, or 0 for the automatic choice (got %d)", f.defaultRF)
 	}
@@ -201,7 +206,8 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		Rack: f.rack, RackAwareReads: f.replicaSelector == "rack" || f.replicaSelector == rackSelectorClass, GroupMigrationPolicy: f.groupMigration,
 		NumPartitions: f.numPartitions, DefaultReplicationFactor: f.defaultRF, NoAutoCreateTopics: !f.autoCreateTopics,
 		NoTopicDeletion: !f.deleteTopics && !f.agent, LeaderBalanceInterval: f.leaderBalanceInterval,
-		SessionTimeout: f.sessionTimeout, FaultInjection: f.faultInjection,
+		LeaderImbalancePercent: imbalancePercent(f.leaderImbalancePct),
+		SessionTimeout:         f.sessionTimeout, FaultInjection: f.faultInjection,
 		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
 		ObjectCacheBytes: f.objectCacheMiB << 20, Agent: f.agent, Ripcord: f.ripcord,
 	}
@@ -302,3 +308,12 @@ func serve(ctx context.Context, cfg server.Config) error {
 
 // rackSelectorClass is Kafka's replica.selector.class for rack-aware reads (KIP-392).
 const rackSelectorClass = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+// imbalancePercent maps --leader-imbalance-per-broker-percentage to the server's config, where
+// 0 means the default and a negative value 0.
+func imbalancePercent(p int) int {
+	if p == 0 {
+		return -1
+	}
+	return p
+}

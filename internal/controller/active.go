@@ -43,6 +43,10 @@ type ActiveConfig struct {
 	VoteRetry time.Duration
 	// BalanceInterval: how often leaderships are moved back to preferred replicas (0: never).
 	BalanceInterval time.Duration
+	// ImbalancePercent is Kafka's leader.imbalance.per.broker.percentage: a node's partitions
+	// (those it is the preferred replica of) are moved back to it only once more than this
+	// share of them is led by another replica (0: any).
+	ImbalancePercent int
 	// TransferTimeout bounds a leadership transfer's preparation.
 	TransferTimeout time.Duration
 	// MaxTransfers bounds the transfers in flight.
@@ -53,7 +57,7 @@ type ActiveConfig struct {
 func DefaultActiveConfig() ActiveConfig {
 	return ActiveConfig{SessionTimeout: 1500 * time.Millisecond, VoteGrace: 100 * time.Millisecond,
 		VoteRetry: 500 * time.Millisecond, BalanceInterval: 5 * time.Second, TransferTimeout: 2 * time.Second,
-		MaxTransfers: 64, AgentExpiry: 30 * time.Second}
+		MaxTransfers: 64, AgentExpiry: 30 * time.Second, ImbalancePercent: 10}
 }
 
 type session struct {
@@ -339,8 +343,27 @@ func (a *Active) reassign(now time.Time, eff *Effects) {
 	})
 }
 
-// balance moves leaderships back to preferred replicas that are live and in sync.
+// balance moves leaderships back to preferred replicas that are live and in sync, for the
+// nodes whose imbalance ratio (the share of the partitions they are the preferred replica of
+// that another replica leads, or none) is above ImbalancePercent, as Kafka's controller does.
 func (a *Active) balance(now time.Time, eff *Effects) {
+	type share struct{ total, off int }
+	shares := map[int32]*share{}
+	a.img.EachPartition(func(_ *Topic, _ int32, p *Partition) {
+		pref := p.Preferred()
+		if pref < 0 {
+			return
+		}
+		sh := shares[pref]
+		if sh == nil {
+			sh = &share{}
+			shares[pref] = sh
+		}
+		sh.total++
+		if p.Leader != pref {
+			sh.off++
+		}
+	})
 	a.img.EachPartition(func(t *Topic, index int32, p *Partition) {
 		if len(a.transfers) >= a.cfg.MaxTransfers {
 			return
@@ -348,6 +371,9 @@ func (a *Active) balance(now time.Time, eff *Effects) {
 		pref := p.Preferred()
 		if p.Leader < 0 || p.Leader == pref || !a.img.Live(pref) || !slices.Contains(p.ISR, pref) {
 			return
+		}
+		if sh := shares[pref]; sh.off*100 <= a.cfg.ImbalancePercent*sh.total {
+			return // within leader.imbalance.per.broker.percentage
 		}
 		ref := PartitionRef{Topic: t.ID, Partition: index}
 		if _, busy := a.transfers[ref]; busy {

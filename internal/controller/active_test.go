@@ -510,3 +510,44 @@ func TestAutomaticUncleanElection(t *testing.T) {
 		t.Fatal("unclean election asked for a partition whose live replicas are its majority again")
 	}
 }
+
+// TestBalanceRespectsImbalancePercentage: leaderships go back to their preferred node only once
+// more than leader.imbalance.per.broker.percentage of that node's partitions are led elsewhere
+// (Kafka's rule), and then all of them; with 0, any one does.
+func TestBalanceRespectsImbalancePercentage(t *testing.T) {
+	im := cluster3(t)
+	assign := make([][]int32, 19)
+	for i := range assign {
+		assign[i] = []int32{1, 2, 3}
+	}
+	if r := Apply(im, im.Index+1, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: "many", ID: TopicID{2}, Assignments: assign}}); r.Err != nil {
+		t.Fatal(r.Err)
+	} // node 1 is now the preferred replica of 20 partitions: t-0 and many-0..18
+	moveTo2 := func(i int32) {
+		ref := PartitionRef{TopicID{2}, i}
+		Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{ref, 0}}}})
+		Apply(im, im.Index+1, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{PartitionRef: ref, Epoch: 1, Leader: 2}}}})
+		Apply(im, im.Index+1, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: 1, ISR: []int32{2, 1, 3}}}}})
+	}
+	transfers := func(percent int) int {
+		cfg := testActiveConfig()
+		cfg.BalanceInterval, cfg.ImbalancePercent = time.Second, percent
+		a := NewActive(cfg, im.Clone(), t0)
+		for _, n := range []int32{1, 2, 3} {
+			a.Heartbeat(n, im.Nodes[n].Incarnation, t0.Add(2*time.Second))
+		}
+		return len(a.Tick(t0.Add(2 * time.Second)).Transfers[2])
+	}
+	moveTo2(0)
+	moveTo2(1)
+	if n := transfers(10); n != 0 {
+		t.Fatalf("2 of 20 (10%%) led elsewhere: %d transfers; want none", n)
+	}
+	if n := transfers(0); n != 2 {
+		t.Fatalf("with 0%%: %d transfers; want 2", n)
+	}
+	moveTo2(2)
+	if n := transfers(10); n != 3 {
+		t.Fatalf("3 of 20 (15%%) led elsewhere: %d transfers; want all 3", n)
+	}
+}

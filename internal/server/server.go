@@ -84,6 +84,9 @@ type Config struct {
 	// leaderships back to preferred replicas (Kafka's leader.imbalance.check.interval.seconds);
 	// 0: 5 s; negative: never (auto.leader.rebalance.enable=false).
 	LeaderBalanceInterval time.Duration
+	// LeaderImbalancePercent is Kafka's leader.imbalance.per.broker.percentage (0: 10; negative:
+	// 0, any imbalance).
+	LeaderImbalancePercent int
 	// SessionTimeout: a node not heard from this long is fenced and its partitions get new
 	// leaders (0: 1.5 s).
 	SessionTimeout time.Duration
@@ -439,6 +442,12 @@ func Open(cfg Config) (*Server, error) {
 		active.BalanceInterval = cfg.LeaderBalanceInterval
 	case cfg.LeaderBalanceInterval < 0:
 		active.BalanceInterval = 0
+	}
+	switch {
+	case cfg.LeaderImbalancePercent > 0:
+		active.ImbalancePercent = cfg.LeaderImbalancePercent
+	case cfg.LeaderImbalancePercent < 0:
+		active.ImbalancePercent = 0
 	}
 	var speclogAddr string
 	if cfg.SpecLogAddr != "" && !cfg.Agent {
