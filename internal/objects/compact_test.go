@@ -106,6 +106,51 @@ func readKV(t *testing.T, ctx context.Context, c *Cache, fc *fakeController, off
 	}
 }
 
+// compactRig is an object store, a fake controller with one partition of an object topic whose
+// configs are configs, a writer and a maintainer.
+type compactRig struct {
+	dir     *objstore.Dir
+	fc      *fakeController
+	w       *Writer
+	m       *Maintainer
+	configs map[string]string
+}
+
+func newCompactRig(t *testing.T, configs map[string]string, cfg MaintainerConfig) *compactRig {
+	t.Helper()
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &compactRig{dir: dir, fc: newFakeController(t, 1), configs: configs}
+	r.w = newTestWriter(t, dir, r.fc, nil)
+	cfg.Config = func(_, name string) string { return r.configs[name] }
+	r.m = newTestMaintainer(dir, r.fc, cfg)
+	return r
+}
+
+// produce appends batches of records to the partition, each batch at the timestamp at its
+// position in stamps, as one file, and returns each batch's base offset.
+func (r *compactRig) produce(t *testing.T, ctx context.Context, batches [][]kv, stamps []int64, codec batch.Codec) []int64 {
+	t.Helper()
+	var pend []*Pending
+	for i, recs := range batches {
+		b := kvBatch(codec, stamps[i], recs...)
+		h, _ := batch.ParseHeader(b)
+		pend = append(pend, r.w.Append(controller.PartitionRef{Topic: topic}, b, h, false))
+	}
+	r.w.Flush()
+	var bases []int64
+	for _, p := range pend {
+		base, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bases = append(bases, base)
+	}
+	return bases
+}
+
 // latestValues is what a consumer reading records in offset order ends with: each key's last
 // value, deleted keys absent.
 func latestValues(offs []int64, recs map[int64]kv) map[string]string {
@@ -137,22 +182,15 @@ func TestCompactionRandomized(t *testing.T) {
 
 func compactionRun(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 99))
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fc := newFakeController(t, 1)
-	w := newTestWriter(t, dir, fc, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const retention = 5000
 	configs := map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": fmt.Sprint([]float64{0, 0.2, 0.5}[rng.IntN(3)]),
 		"delete.retention.ms": fmt.Sprint(retention)}
 	keep := 1 + rng.IntN(4)
-	m := newTestMaintainer(dir, fc, MaintainerConfig{MergeKeepNewest: keep, MergeTarget: int64(500 + rng.IntN(4000)),
-		CompactMaxKeys: 2 + rng.IntN(30), MergeMinRun: 2, MergeSmall: 1 << 20,
-		Config: func(_, name string) string { return configs[name] }})
-	ref := controller.PartitionRef{Topic: topic}
+	r := newCompactRig(t, configs, MaintainerConfig{MergeKeepNewest: keep, MergeTarget: int64(500 + rng.IntN(4000)),
+		CompactMaxKeys: 2 + rng.IntN(30), MergeMinRun: 2, MergeSmall: 1 << 20})
+	dir, fc, m := r.dir, r.fc, r.m
 
 	produced := map[int64]kv{} // by offset
 	ts := map[int64]int64{}
@@ -161,10 +199,9 @@ func compactionRun(t *testing.T, seed uint64) {
 	now := int64(1_000_000)
 	next := int64(0)
 	for step := range 60 {
-		nb := 1 + rng.IntN(3)
-		var pend []*Pending
 		var batches [][]kv
-		for range nb {
+		var stamps []int64
+		for range 1 + rng.IntN(3) {
 			var recs []kv
 			for range 1 + rng.IntN(5) {
 				r := kv{key: fmt.Sprint("k", rng.IntN(12)), value: fmt.Sprint("v", step, "-", rng.IntN(1000))}
@@ -176,22 +213,14 @@ func compactionRun(t *testing.T, seed uint64) {
 				}
 				recs = append(recs, r)
 			}
-			b := kvBatch(batch.Codec(rng.IntN(2)*int(batch.CodecLz4)), now, recs...)
-			h, _ := batch.ParseHeader(b)
-			pend = append(pend, w.Append(ref, b, h, false))
-			batches = append(batches, recs)
+			batches, stamps = append(batches, recs), append(stamps, now)
 		}
-		w.Flush()
-		for i, p := range pend {
-			base, err := p.Wait(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for i, base := range r.produce(t, ctx, batches, stamps, batch.Codec(rng.IntN(2)*int(batch.CodecLz4))) {
 			if base != next {
 				t.Fatalf("base %d; want %d", base, next)
 			}
-			for j, r := range batches[i] {
-				produced[next] = r
+			for j, rec := range batches[i] {
+				produced[next] = rec
 				ts[next] = now + int64(j)
 				order = append(order, next)
 				next++
@@ -293,28 +322,15 @@ func compactionRun(t *testing.T, seed uint64) {
 // the first pass after delete.retention.ms; an extent emptied by compaction is dropped; a
 // consumer's offset inside a gap reads on from the next record.
 func TestCompactionDeleteHorizon(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fc := newFakeController(t, 1)
-	w := newTestWriter(t, dir, fc, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	configs := map[string]string{"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0", "delete.retention.ms": "1000", "retention.ms": "-1"}
 	// MergeTarget 1: each extent is rewritten on its own.
-	m := newTestMaintainer(dir, fc, MaintainerConfig{MergeKeepNewest: 1, MergeTarget: 1, Config: func(_, name string) string { return configs[name] }})
-	ref := controller.PartitionRef{Topic: topic}
+	r := newCompactRig(t, configs, MaintainerConfig{MergeKeepNewest: 1, MergeTarget: 1})
+	dir, fc, m := r.dir, r.fc, r.m
 	ts := map[int64]int64{}
 	produce := func(stamp int64, recs ...kv) {
-		b := kvBatch(batch.CodecNone, stamp, recs...)
-		h, _ := batch.ParseHeader(b)
-		p := w.Append(ref, b, h, false)
-		w.Flush()
-		base, err := p.Wait(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		base := r.produce(t, ctx, [][]kv{recs}, []int64{stamp}, batch.CodecNone)[0]
 		for i := range recs {
 			ts[base+int64(i)] = stamp + int64(i)
 		}
@@ -391,25 +407,13 @@ func TestCompactionDeleteHorizon(t *testing.T) {
 // them) out of a pass; max.compaction.lag.ms makes extents whose records are all older than it
 // cleanable even among the newest, and due whatever the dirty ratio.
 func TestCompactionLags(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fc := newFakeController(t, 1)
-	w := newTestWriter(t, dir, fc, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	configs := map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0", "min.compaction.lag.ms": "2500"}
-	m := newTestMaintainer(dir, fc, MaintainerConfig{MergeKeepNewest: 1, Config: func(_, name string) string { return configs[name] }})
-	ref := controller.PartitionRef{Topic: topic}
+	r := newCompactRig(t, configs, MaintainerConfig{MergeKeepNewest: 1})
+	fc, m := r.fc, r.m
 	for i := range 6 { // extent i: a=i at timestamp 1000 × (i+1)
-		b := kvBatch(batch.CodecNone, int64(1000*(i+1)), kv{key: "a", value: fmt.Sprint(i)})
-		h, _ := batch.ParseHeader(b)
-		p := w.Append(ref, b, h, false)
-		w.Flush()
-		if _, err := p.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
+		r.produce(t, ctx, [][]kv{{{key: "a", value: fmt.Sprint(i)}}}, []int64{int64(1000 * (i + 1))}, batch.CodecNone)
 	}
 	clean := func() (n int) {
 		for _, e := range fc.partition(0).Object(0).Extents {
