@@ -60,6 +60,7 @@ type OAuthValidator struct {
 	keys      *jose.JSONWebKeySet
 	fetchedAt time.Time
 	triedAt   time.Time // the last fetch attempt, successful or not
+	fetching  bool      // a fetch is running
 }
 
 // NewOAuthValidator checks the config and fetches the key set once (an unreachable endpoint is
@@ -138,19 +139,25 @@ func (v *OAuthValidator) fetch() (*jose.JSONWebKeySet, error) {
 }
 
 // keySet returns the key set, fetched again when it is older than Refresh, or when force and
-// the last attempt is 10 s old. A failed refresh keeps the previous set (logged).
+// the last attempt is 10 s old. A failed refresh keeps the previous set (logged). The fetch
+// runs outside the lock: logins meanwhile use the set they have, and one fetch runs at a time.
 func (v *OAuthValidator) keySet(now time.Time, force bool) (*jose.JSONWebKeySet, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	stale := v.keys == nil || now.Sub(v.fetchedAt) >= v.cfg.Refresh
-	if !stale && !(force && now.Sub(v.triedAt) >= 10*time.Second) {
-		return v.keys, nil
+	due := stale || force && now.Sub(v.triedAt) >= 10*time.Second
+	if !due || v.fetching || v.keys != nil && now.Sub(v.triedAt) < time.Second {
+		defer v.mu.Unlock()
+		if v.keys == nil {
+			return nil, errors.New("security: the OAUTHBEARER JWKS is being fetched")
+		}
+		return v.keys, nil // a failing endpoint is not asked once per login either
 	}
-	if v.keys != nil && now.Sub(v.triedAt) < time.Second {
-		return v.keys, nil // a failing endpoint is not asked once per login
-	}
-	v.triedAt = now
+	v.fetching, v.triedAt = true, now
+	v.mu.Unlock()
 	set, err := v.fetch()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.fetching = false
 	if err != nil {
 		if v.keys == nil {
 			return nil, err
