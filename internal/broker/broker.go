@@ -223,6 +223,7 @@ func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 	go b.groups.run(ctx)
 	b.txns = newTxns(b)
 	go b.txns.run(ctx)
+	b.cl.HandleActive(mutationMethod, b.handleMutationQuota)
 	return b, nil
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/netip"
@@ -341,15 +342,58 @@ func (r *request) mutations(strictSince int16) *mutations {
 	return &mutations{r: r, strict: r.version >= strictSince}
 }
 
-// admit takes n partition mutations from the client's quota, or refuses them.
+// admit takes n partition mutations from the client's quota, or refuses them. The quota is the
+// cluster's, as Kafka's controller enforces it: the active controller's node keeps the
+// buckets; while none answers, this node's own count stands in.
 func (m *mutations) admit(n int32) *adminError {
 	c := m.r.conn
-	ok, d := c.b.quotas.mutate(c.b.cl.Image().ClientQuotas, quotaUser(c.principal), m.r.clientID, float64(n), m.strict, time.Now())
-	m.throttle = max(m.throttle, d)
-	if !ok {
+	if len(c.b.cl.Image().ClientQuotas) == 0 {
+		return nil
+	}
+	req := mutationRequest{User: quotaUser(c.principal), Client: m.r.clientID, N: float64(n), Strict: m.strict}
+	var resp mutationResponse
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+	err := c.b.cl.CallController(ctx, mutationMethod, req, &resp)
+	cancel()
+	if err != nil {
+		c.b.logger.Debug("broker: controller_mutation_rate counted on this node: no active controller answered", "err", err)
+		resp = c.b.mutate(req)
+	}
+	m.throttle = max(m.throttle, time.Duration(resp.ThrottleMs)*time.Millisecond)
+	if !resp.OK {
 		return adminErr(kerr.ThrottlingQuotaExceeded, "The throttling quota has been exceeded.")
 	}
 	return nil
+}
+
+// mutationMethod is the active controller's RPC that counts controller_mutation_rate.
+const mutationMethod = "mutation-quota"
+
+type mutationRequest struct {
+	User   string  `json:"user"`
+	Client string  `json:"client"`
+	N      float64 `json:"n"`
+	Strict bool    `json:"strict"`
+}
+
+type mutationResponse struct {
+	OK         bool  `json:"ok"`
+	ThrottleMs int64 `json:"throttle_ms"`
+}
+
+// mutate counts a mutation request against this node's buckets.
+func (b *Broker) mutate(req mutationRequest) mutationResponse {
+	ok, d := b.quotas.mutate(b.cl.Image().ClientQuotas, req.User, req.Client, req.N, req.Strict, time.Now())
+	return mutationResponse{OK: ok, ThrottleMs: d.Milliseconds()}
+}
+
+// handleMutationQuota serves mutationMethod on the active controller's node.
+func (b *Broker) handleMutationQuota(_ context.Context, _ int32, payload []byte) (any, error) {
+	var req mutationRequest
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return nil, err
+	}
+	return b.mutate(req), nil
 }
 
 // requestQuotas counts a handled request against its client's produce and request quotas, and

@@ -577,6 +577,23 @@ func (n *Node) Call(ctx context.Context, to int32, method string, req, resp any)
 	return n.rpc.call(ctx, to, method, req, resp)
 }
 
+// HandleActive registers an RPC handler of the active controller: on another node the call is
+// answered "not the controller", and CallController goes on to the active one.
+func (n *Node) HandleActive(method string, h func(ctx context.Context, from int32, payload []byte) (any, error)) {
+	n.rpc.handle(method, func(ctx context.Context, from int32, payload []byte) (any, error) {
+		if n.activeDriver() == nil {
+			return nil, n.notController()
+		}
+		return h(ctx, from, payload)
+	})
+}
+
+// CallController calls an RPC of the active controller (a HandleActive handler), following its
+// not-controller answers, until ctx ends.
+func (n *Node) CallController(ctx context.Context, method string, req, resp any) error {
+	return n.callController(ctx, method, req, resp)
+}
+
 // callController calls an RPC of the active controller, following its not-controller answers,
 // until ctx ends.
 func (n *Node) callController(ctx context.Context, method string, req, resp any) error {

@@ -468,3 +468,53 @@ func alterNodeConfig(ctx context.Context, adm *kadm.Client, name, value string) 
 	}
 	return r[0].Err
 }
+
+// TestControllerMutationQuotaIsTheClusters: controller_mutation_rate is counted once for the
+// cluster, by the active controller's node, as Kafka's controller counts it: a client that
+// spent its bucket creating a topic through one node is refused (THROTTLING_QUOTA_EXCEEDED)
+// when it asks another node for more, where each node's own count admitted it.
+func TestControllerMutationQuotaIsTheClusters(t *testing.T) {
+	c := startCluster(t, 3)
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, adm := c.client()
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: new("mutator")}},
+		Ops: []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Value: 2}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("setting controller_mutation_rate: %v %v", err, res)
+	}
+	create := func(node int32, topic string, partitions int32) int16 {
+		t.Helper()
+		cl, _ := c.client(kgo.ClientID("mutator"))
+		if err := cl.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 30000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(node)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].ErrorCode
+	}
+	eventually(t, "the quota on every node", 10*time.Second, func() bool {
+		for id := int32(1); id <= 3; id++ {
+			if len(c.servers[id].Node().Image().ClientQuotas) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if code := create(1, "spent", 30); code != 0 {
+		t.Fatalf("30 partitions through node 1: %v; want created", kerr.ErrorForCode(code))
+	}
+	for _, node := range []int32{2, 3} {
+		if code := create(node, fmt.Sprint("more-", node), 1); code != kerr.ThrottlingQuotaExceeded.Code {
+			t.Fatalf("one more partition through node %d: %v; want THROTTLING_QUOTA_EXCEEDED (the bucket is the cluster's)", node, kerr.ErrorForCode(code))
+		}
+	}
+}
