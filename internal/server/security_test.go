@@ -1057,3 +1057,44 @@ func saslLifetime(t *testing.T, conn net.Conn, token string) int64 {
 	}
 	return auResp.SessionLifetimeMillis
 }
+
+// TestJavaClientOAuthBearer: the Kafka Java client's OIDC login (OAuthBearerLoginCallbackHandler,
+// the client-credentials flow against the test issuer's token endpoint) authenticates with
+// OAUTHBEARER as User:java-app (its client id, the token's sub), whose ACLs let it produce and
+// consume in a group.
+func TestJavaClientOAuthBearer(t *testing.T) {
+	java := testclients.Java(t)
+	is := securitytest.NewIssuer(t)
+	is.AddClient("java-app", "java-secret")
+	b := startSecureBroker(t, func(c *server.Config) {
+		c.Authorizer, c.SuperUsers = "acl", "User:admin"
+		c.SASLMechanisms = append(c.SASLMechanisms, "OAUTHBEARER")
+		c.OAuth = security.OAuthConfig{JWKSURL: is.JWKSURL(), ExpectedAudience: []string{"kafka"}, ExpectedIssuer: is.URL()}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "java-oauth"); err != nil {
+		t.Fatal(err)
+	}
+	acl := kadm.NewACLs().Allow("User:java-app").AllowHosts("*").Topics("java-oauth").Groups("joauth").Operations(kadm.OpWrite, kadm.OpRead, kadm.OpDescribe)
+	if _, err := adm.CreateACLs(ctx, acl); err != nil {
+		t.Fatal(err)
+	}
+	props := filepath.Join(t.TempDir(), "client.properties")
+	writeFile(t, props, "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"+
+		"sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n"+
+		"sasl.oauthbearer.token.endpoint.url="+is.TokenURL()+"\n"+
+		"sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=\"java-app\" clientSecret=\"java-secret\";\n")
+	t.Setenv("RUNNEL_CLIENT_CONFIG", props)
+	// Kafka 4's clients fetch tokens only from URLs this property allows.
+	cmd := append([]string{java[0], "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=" + is.TokenURL()}, java[1:]...)
+	addr := b.addrs["SASL_PLAINTEXT"]
+	if out := runClient(t, 120*time.Second, "", cmd[0], append(cmd[1:], "produce", addr, "java-oauth", "200")...); !strings.Contains(out, "acked 200") {
+		t.Fatalf("java produce: %s", out)
+	}
+	out := runClient(t, 120*time.Second, "", cmd[0], append(cmd[1:], "consume", addr, "java-oauth", "joauth", "consumer", "200")...)
+	if n := len(strings.Split(strings.TrimSpace(out), "\n")); n != 200 {
+		t.Fatalf("java consumed %d records over OAUTHBEARER, want 200", n)
+	}
+}
