@@ -28,6 +28,10 @@ const (
 	// written, before the commit assigns offsets (docs/object-topics.md §9).
 	SequencingConfig = "runnel.sequencing"
 	SequencingLazy   = "lazy"
+	// OrderingConfig total makes a topic's partitions the shards of one totally ordered log
+	// (docs/speclog.md; internal/speclog/shard runs them).
+	OrderingConfig = "runnel.ordering"
+	OrderingTotal  = "total"
 )
 
 // Ops of object topics.
@@ -154,7 +158,7 @@ const UncleanConfig = "unclean.leader.election.enable"
 // topics (a shard that lost its majority is failed by a view change; an unclean shard leader
 // could change confirmed positions).
 func (im *Image) UncleanEnabled(t *Topic) bool {
-	if t.IsObject() || t.Configs["runnel.ordering"] == "total" {
+	if t.IsObject() || t.Configs[OrderingConfig] == OrderingTotal {
 		return false
 	}
 	v, ok := t.Configs[UncleanConfig]

@@ -6,13 +6,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/speclog/order"
 )
 
-// Topic configs of total-order topics (internal/topics defines and validates them).
+// Topic configs of total-order topics (internal/topics defines and validates them; the
+// controller, which must not depend on this package, names the first two).
 const (
-	OrderingConfig = "runnel.ordering"
-	OrderingTotal  = "total"
+	OrderingConfig = controller.OrderingConfig
+	OrderingTotal  = controller.OrderingTotal
 	orderPrefix    = "runnel.order."
 )
 
