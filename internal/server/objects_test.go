@@ -584,3 +584,93 @@ func checkCompacted(t *testing.T, got, produced map[int64]string, want map[strin
 	}
 	t.Logf("%d records read of %d produced", len(got), len(produced))
 }
+
+// TestCompactedObjectTopicClients: a tombstone kept by compaction sits in a batch with a
+// KIP-534 delete horizon (its base timestamp is the horizon, the records' timestamp deltas
+// re-encoded); franz-go, kcat (librdkafka) and the Java client read such batches, and each
+// record keeps the timestamp it was produced with.
+func TestCompactedObjectTopicClients(t *testing.T) {
+	b := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) {
+		c.ObjectBatchTimeout = 5 * time.Millisecond
+		c.ObjectCompactionInterval = 200 * time.Millisecond
+	})
+	const topic = "horizon"
+	createObjectTopic(t, b.addr, topic, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact"),
+		"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"), "delete.retention.ms": kadm.StringPtr("3600000")})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// 40 files: "gone" set then deleted, then k0..k2 over and over.
+	stamps := map[int64]int64{}
+	for i := range 40 {
+		r := &kgo.Record{Key: []byte(fmt.Sprint("k", i%3)), Value: []byte(fmt.Sprint(i)), Timestamp: time.UnixMilli(1_700_000_000_000 + int64(i)*1000)}
+		switch i {
+		case 0:
+			r.Key = []byte("gone")
+		case 1:
+			r.Key, r.Value = []byte("gone"), nil
+		}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		stamps[r.Offset] = r.Timestamp.UnixMilli()
+	}
+	var got map[int64]string
+	eventually(t, "compaction to keep the tombstone and drop what it and later values supersede", 60*time.Second, func() bool {
+		got = consumeAll(t, ctx, b.addr, topic, 40)
+		_, tomb := got[1]
+		_, first := got[0]
+		return tomb && !first && len(got) < 40
+	})
+	// franz-go: each record's timestamp is the one it was produced with.
+	rd, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	seen := 0
+	for seen < len(got) {
+		fs := rd.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			seen++
+			if r.Timestamp.UnixMilli() != stamps[r.Offset] {
+				t.Errorf("franz-go: record %d has timestamp %d; it was produced at %d", r.Offset, r.Timestamp.UnixMilli(), stamps[r.Offset])
+			}
+		})
+	}
+	t.Run("kcat", func(t *testing.T) {
+		kcat, err := exec.LookPath("kcat")
+		if err != nil {
+			skipOutsideCI(t, "kcat is not on PATH (.ci/run installs it)")
+		}
+		out := runClient(t, 30*time.Second, "", kcat, "-b", b.addr, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-Z", "-f", "%o %k %T\n")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != len(got) {
+			t.Fatalf("kcat read %d records; franz-go %d:\n%s", len(lines), len(got), out)
+		}
+		for _, l := range lines {
+			var off, ts int64
+			var key string
+			if _, err := fmt.Sscanf(l, "%d %s %d", &off, &key, &ts); err != nil || ts != stamps[off] {
+				t.Fatalf("kcat: %q: timestamp %d; it was produced at %d (%v)", l, ts, stamps[off], err)
+			}
+		}
+	})
+	t.Run("java", func(t *testing.T) {
+		java := testclients.Java(t)
+		out := runClient(t, 120*time.Second, "", java[0], append(java[1:], "consume", b.addr, topic, "horizon-group", "classic", fmt.Sprint(len(got)))...)
+		if n := len(strings.Split(strings.TrimSpace(out), "\n")); n != len(got) {
+			t.Fatalf("java consumed %d records; want %d:\n%s", n, len(got), out)
+		}
+		if !strings.Contains(out, "0 1 null") {
+			t.Fatalf("java did not read the tombstone at offset 1:\n%s", out)
+		}
+	})
+}
