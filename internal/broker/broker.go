@@ -46,6 +46,11 @@ type Config struct {
 	// DefaultReplicationFactor is default.replication.factor (0: 3 once three storage nodes
 	// are registered, else 1).
 	DefaultReplicationFactor int16
+	// OffsetsReplicationFactor and TxnStateReplicationFactor are offsets.topic.replication.factor
+	// and transaction.state.log.replication.factor: the replication factor __consumer_offsets and
+	// __transaction_state are created with (0: 3 once three storage nodes are registered, else 1).
+	OffsetsReplicationFactor  int16
+	TxnStateReplicationFactor int16
 	// NoTopicDeletion refuses DeleteTopics (delete.topic.enable=false).
 	NoTopicDeletion bool
 

@@ -249,19 +249,23 @@ func (gs *groups) dropLocked(idx int32) {
 // ensureTopic creates __consumer_offsets if it does not exist yet, as Kafka does on the first
 // group lookup.
 func (gs *groups) ensureTopic(ctx context.Context) *adminError {
-	return gs.b.ensureCoordinatorTopic(ctx, OffsetsTopic, gs.partitions)
+	return gs.b.ensureCoordinatorTopic(ctx, OffsetsTopic, gs.partitions, gs.b.cfg.OffsetsReplicationFactor)
 }
 
 // ensureCoordinatorTopic creates a coordinators' internal topic (__consumer_offsets,
 // __transaction_state) if it does not exist yet: compacted, 100 MB segments, write caching off,
-// 3 replicas once three storage nodes are registered, else 1 (not default.replication.factor:
-// Kafka has offsets.topic.replication.factor and transaction.state.log.replication.factor for
-// these, which Runnel fixes at that rule).
-func (b *Broker) ensureCoordinatorTopic(ctx context.Context, name string, partitions int32) *adminError {
+// rf replicas (offsets.topic.replication.factor, transaction.state.log.replication.factor; not
+// default.replication.factor), or with rf 0, 3 once three storage nodes are registered, else 1.
+// Fewer live nodes than rf fail it, and FindCoordinator answers COORDINATOR_NOT_AVAILABLE until
+// enough are registered, as Kafka's does.
+func (b *Broker) ensureCoordinatorTopic(ctx context.Context, name string, partitions int32, rf int16) *adminError {
 	if _, ok := b.topics.Get(name); ok {
 		return nil
 	}
-	assignments, aerr := b.assignReplicas(0, partitions, b.autoReplicationFactor())
+	if rf <= 0 {
+		rf = b.autoReplicationFactor()
+	}
+	assignments, aerr := b.assignReplicas(0, partitions, rf)
 	if aerr != nil {
 		return aerr
 	}

@@ -85,7 +85,7 @@ func (d *txns) partitionFor(id string) int32 { return javaHashPartition(id, d.pa
 // ensureTopic creates __transaction_state if it does not exist yet, as Kafka does on the first
 // transactional FindCoordinator.
 func (d *txns) ensureTopic(ctx context.Context) *adminError {
-	return d.b.ensureCoordinatorTopic(ctx, TxnStateTopic, d.partitions)
+	return d.b.ensureCoordinatorTopic(ctx, TxnStateTopic, d.partitions, d.b.cfg.TxnStateReplicationFactor)
 }
 
 // coordinatorNode is the node leading a transactional id's partition, or -1.

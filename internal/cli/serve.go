@@ -27,6 +27,7 @@ type serveFlags struct {
 	groupMigration        string
 	numPartitions         int32
 	defaultRF             int16
+	offsetsRF, txnStateRF int16
 	autoCreateTopics      bool
 	deleteTopics          bool
 	autoLeaderRebalance   bool
@@ -86,6 +87,8 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.groupMigration, "group-consumer-migration-policy", group.MigrationBidirectional, "which way a live consumer group may switch between the classic and the consumer (KIP-848) protocol as its members are upgraded or downgraded: bidirectional, upgrade, downgrade or disabled (Kafka's group.consumer.migration.policy)")
 	flags.StringVar(&f.replicaSelector, "replica-selector", "", `where consumers read: "" (the leader) or "rack" (KIP-392: a consumer with client.rack reads from an in-sync replica in its rack; Kafka's replica.selector.class `+rackSelectorClass+` is accepted too)`)
 	flags.Int32Var(&f.numPartitions, "num-partitions", 1, "partitions of a topic created without a count: auto-created, or CreateTopics with -1 (Kafka's num.partitions)")
+	flags.Int16Var(&f.offsetsRF, "offsets-topic-replication-factor", 0, "replication factor __consumer_offsets is created with (Kafka's offsets.topic.replication.factor; 0: 3 once three nodes are registered, else 1)")
+	flags.Int16Var(&f.txnStateRF, "transaction-state-log-replication-factor", 0, "replication factor __transaction_state is created with (Kafka's transaction.state.log.replication.factor; 0: 3 once three nodes are registered, else 1)")
 	flags.Int16Var(&f.defaultRF, "default-replication-factor", 0, "replication factor of a topic created without one (Kafka's default.replication.factor; 0: 3 once three nodes are registered, else 1)")
 	flags.BoolVar(&f.deleteTopics, "delete-topic-enable", true, "let DeleteTopics delete topics (Kafka's delete.topic.enable; off: TOPIC_DELETION_DISABLED)")
 	flags.BoolVar(&f.autoLeaderRebalance, "auto-leader-rebalance", true, "while this node runs the active controller, move leaderships back to preferred replicas (Kafka's auto.leader.rebalance.enable)")
@@ -192,6 +195,9 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	if f.leaderImbalancePct < 0 || f.leaderImbalancePct > 100 {
 		return server.Config{}, fmt.Errorf("--leader-imbalance-per-broker-percentage must be 0 to 100 (got %d)", f.leaderImbalancePct)
 	}
+	if f.offsetsRF < 0 || f.txnStateRF < 0 {
+		return server.Config{}, fmt.Errorf("--offsets-topic-replication-factor and --transaction-state-log-replication-factor must be at least 1, or 0 for the automatic choice (got %d, %d)", f.offsetsRF, f.txnStateRF)
+	}
 	if f.defaultRF < 0 {
 		return server.Config{}, fmt.Errorf("--default-replication-factor must be at least 1, or 0 for the automatic choice (got %d)", f.defaultRF)
 	}
@@ -204,7 +210,8 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		NodeID: f.nodeID, AdminAddr: f.adminAddr, Logger: logger, Console: console,
 		SlowRequestThreshold: f.slowRequest, ClusterAddr: f.clusterAddr, ControllerVoters: voters,
 		Rack: f.rack, RackAwareReads: f.replicaSelector == "rack" || f.replicaSelector == rackSelectorClass, GroupMigrationPolicy: f.groupMigration,
-		NumPartitions: f.numPartitions, DefaultReplicationFactor: f.defaultRF, NoAutoCreateTopics: !f.autoCreateTopics,
+		NumPartitions: f.numPartitions, DefaultReplicationFactor: f.defaultRF,
+		OffsetsReplicationFactor: f.offsetsRF, TxnStateReplicationFactor: f.txnStateRF, NoAutoCreateTopics: !f.autoCreateTopics,
 		NoTopicDeletion: !f.deleteTopics && !f.agent, LeaderBalanceInterval: f.leaderBalanceInterval,
 		LeaderImbalancePercent: imbalancePercent(f.leaderImbalancePct),
 		SessionTimeout:         f.sessionTimeout, FaultInjection: f.faultInjection,

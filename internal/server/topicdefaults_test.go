@@ -3,12 +3,14 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/broker"
 	"github.com/runnel-dev/runnel/internal/server"
@@ -83,5 +85,79 @@ func TestTopicDefaults(t *testing.T) {
 	}
 	if td, err := oadm.ListTopics(ctx, "kept"); err != nil || !td.Has("kept") {
 		t.Fatalf("the topic after a refused deletion: %v %v; want it kept", td.Names(), err)
+	}
+}
+
+// TestInternalTopicReplicationFactor: offsets.topic.replication.factor and
+// transaction.state.log.replication.factor (runnel serve --offsets-topic-replication-factor,
+// --transaction-state-log-replication-factor) set the internal topics' replication factor: 2
+// on three nodes (where the automatic choice is 3), and 3 on one node, where FindCoordinator
+// answers COORDINATOR_NOT_AVAILABLE (the topic cannot be created yet), as Kafka's does.
+func TestInternalTopicReplicationFactor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.tune = func(_ int32, cfg *server.Config) { cfg.OffsetsReplicationFactor, cfg.TxnStateReplicationFactor = 2, 2 }
+	})
+	c.waitNodes(3)
+	cl, adm := c.client()
+	for typ, key := range map[int8]string{0: "g", 1: "rf-txn"} { // creates the two topics
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.CoordinatorType, fc.CoordinatorKey = typ, key
+		eventually(t, fmt.Sprint("a coordinator of type ", typ), 30*time.Second, func() bool {
+			resp, err := fc.RequestWith(ctx, cl)
+			return err == nil && resp.ErrorCode == 0
+		})
+	}
+	eventually(t, "both internal topics", 30*time.Second, func() bool {
+		td, err := adm.ListTopicsWithInternal(ctx, "__consumer_offsets", "__transaction_state")
+		if err != nil || len(td) != 2 {
+			return false
+		}
+		for _, d := range td {
+			if d.Err != nil || len(d.Partitions) == 0 {
+				return false
+			}
+			for _, p := range d.Partitions {
+				if len(p.Replicas) != 2 {
+					t.Fatalf("%s[%d] has replicas %v; want 2 (the internal topics' replication factor)", d.Topic, p.Partition, p.Replicas)
+				}
+			}
+		}
+		return true
+	})
+
+	one := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) { c.OffsetsReplicationFactor = 3 })
+	ocl, err := kgo.NewClient(kgo.SeedBrokers(one.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ocl.Close()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = "g"
+	resp, err := req.RequestWith(ctx, ocl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("FindCoordinator on one node with offsets.topic.replication.factor=3: %v; want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	oadm := kadm.NewClient(ocl)
+	md, err := oadm.BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := oadm.DescribeBrokerConfigs(ctx, md.Brokers[0].NodeID)
+	if err != nil || len(rc) != 1 {
+		t.Fatalf("describing the node's configs: %v %v", rc, err)
+	}
+	described := ""
+	for _, cfg := range rc[0].Configs {
+		if cfg.Key == "offsets.topic.replication.factor" {
+			described = cfg.MaybeValue()
+		}
+	}
+	if described != "3" {
+		t.Fatalf("offsets.topic.replication.factor described as %q; want 3", described)
 	}
 }
