@@ -151,11 +151,11 @@ func (m *Maintainer) compactOne(ctx context.Context, ref controller.PartitionRef
 			return err
 		}
 		st.BytesRead += int64(len(data))
-		err = objtopic.EachBatch(e, data, func(b []byte, h *batch.Header, base int64) error {
+		err = objtopic.EachBatch(e, data, func(b []byte, h batch.Header, base int64) error {
 			if h.IsControl() {
 				return nil
 			}
-			return batch.EachRecord(h, b, func(r *batch.Record) {
+			return batch.EachRecord(&h, b, func(r *batch.Record) {
 				if r.Key != nil {
 					keys[md5.Sum(r.Key)] = base + int64(r.OffsetDelta)
 				}

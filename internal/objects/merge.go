@@ -114,11 +114,11 @@ func (m *Maintainer) collectRun(ctx context.Context, run []objtopic.Extent, edit
 		if err != nil {
 			return nil, err
 		}
-		err = objtopic.EachBatch(e, data, func(b []byte, h *batch.Header, base int64) error {
+		err = objtopic.EachBatch(e, data, func(b []byte, h batch.Header, base int64) error {
 			b = append([]byte(nil), b...)
 			batch.SetBaseOffset(b, base)
 			h.BaseOffset = base
-			out, err := edit(b, h)
+			out, err := edit(b, &h)
 			if err != nil || out == nil {
 				return err
 			}

@@ -50,7 +50,7 @@ func (c *Cache) Read(ctx context.Context, p *objtopic.Partition, offset int64, m
 		if err != nil {
 			return nil, err
 		}
-		err = objtopic.EachBatch(e, data, func(b []byte, h *batch.Header, base int64) error {
+		err = objtopic.EachBatch(e, data, func(b []byte, h batch.Header, base int64) error {
 			if end := base + int64(h.LastOffsetDelta) + 1; end <= offset || end <= p.Start {
 				return nil
 			}

@@ -50,7 +50,7 @@ type Extent struct {
 // in order, and checks that their offsets lie within the extent's (ErrBadFile otherwise). b is
 // data's bytes: it is not to be modified (data is shared by readers), and its own base offset is
 // meaningful only for an Absolute extent. fn returning an error stops the walk with it.
-func EachBatch(e Extent, data []byte, fn func(b []byte, h *batch.Header, base int64) error) error {
+func EachBatch(e Extent, data []byte, fn func(b []byte, h batch.Header, base int64) error) error {
 	next := e.Base
 	for i := 0; len(data) > 0; i++ {
 		size, err := batch.Split(data)
@@ -77,7 +77,7 @@ func EachBatch(e Extent, data []byte, fn func(b []byte, h *batch.Header, base in
 		if next > e.Last+1 {
 			return fmt.Errorf("%w: %s: a batch ends at offset %d, past its extent's %d", ErrBadFile, e.File, next-1, e.Last)
 		}
-		if err := fn(b, &h, base); err != nil {
+		if err := fn(b, h, base); err != nil {
 			return err
 		}
 	}

@@ -278,7 +278,7 @@ func FuzzEachBatch(f *testing.F) {
 		}
 		e := Extent{File: "f", Base: base, Last: last, Absolute: absolute, Skip: []uint32{skip}}
 		next := base
-		err := EachBatch(e, data, func(b []byte, h *batch.Header, at int64) error {
+		err := EachBatch(e, data, func(b []byte, h batch.Header, at int64) error {
 			if at < next || at+int64(h.LastOffsetDelta) > last || len(b) != h.Size() {
 				t.Fatalf("batch at %d (next %d, extent %d-%d), %d bytes of %d", at, next, base, last, len(b), h.Size())
 			}
