@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/objtopic"
 	"github.com/runnel-dev/runnel/internal/replica"
@@ -860,6 +862,9 @@ var applyErrors = map[string]error{
 	"commit-forgotten":    controller.ErrCommitForgotten,
 	"stale-writer":        controller.ErrStaleWriter,
 	"merge-stale":         objtopic.ErrMergeStale,
+	// A transaction marker the producer state refuses (controller.ObjectMarker).
+	"invalid-producer-epoch": kerr.InvalidProducerEpoch,
+	"coordinator-fenced":     kerr.TransactionCoordinatorFenced,
 }
 
 func encodeApplyError(err error) (string, string) {

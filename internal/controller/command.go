@@ -39,6 +39,7 @@ type Command struct {
 	TrimObjects      *TrimObjects       `json:"trim_objects,omitempty"`
 	ReplaceExtents   *ReplaceExtents    `json:"replace_extents,omitempty"`
 	ForgetWriter     *ForgetWriter      `json:"forget_writer,omitempty"`
+	ObjectMarker     *ObjectMarker      `json:"object_marker,omitempty"`
 	AlterScram       *AlterScram        `json:"alter_scram,omitempty"`
 	ACLs             *ACLChange         `json:"acls,omitempty"`
 	ClientQuotas     *AlterClientQuotas `json:"client_quotas,omitempty"`
@@ -426,6 +427,10 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 	case OpReplaceExtents:
 		if c.ReplaceExtents != nil {
 			return Result{Err: applyReplaceExtents(im, c.ReplaceExtents)}
+		}
+	case OpObjectMarker:
+		if c.ObjectMarker != nil {
+			return applyObjectMarker(im, c.ObjectMarker)
 		}
 	case OpForgetWriter:
 		if c.ForgetWriter != nil {

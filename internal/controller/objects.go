@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/runnel-dev/runnel/internal/objtopic"
+	"github.com/runnel-dev/runnel/internal/txn"
 )
 
 // Object-storage topics in the image (docs/object-topics.md §2.2). A topic created with
@@ -42,7 +43,35 @@ const (
 	OpReplaceExtents = "replace-extents"
 	// OpForgetWriter forgets a writer run whose files are all gone (garbage collection).
 	OpForgetWriter = "forget-writer"
+	// OpObjectMarker writes a transaction marker to an object partition (its offset: the
+	// result's Value).
+	OpObjectMarker = "object-marker"
 )
+
+// ObjectMarker is a transaction marker for an object partition (docs/object-topics.md §10):
+// the transaction coordinator's COMMIT or ABORT, or the partition's own abort (coordinator
+// epoch -1). It is kept in the image as an inline extent until a merge writes it into an object.
+type ObjectMarker struct {
+	PartitionRef
+	ProducerID       int64 `json:"pid"`
+	Epoch            int16 `json:"epoch"`
+	Commit           bool  `json:"commit,omitempty"`
+	CoordinatorEpoch int32 `json:"coordinator_epoch"`
+	Timestamp        int64 `json:"ts"` // ms, the proposer's clock: the marker batch's timestamp
+}
+
+func applyObjectMarker(im *Image, c *ObjectMarker) Result {
+	t, ok := im.byID[c.Topic]
+	if !ok || !t.IsObject() || c.Partition < 0 || int(c.Partition) >= len(t.Objects) {
+		return Result{Err: ErrUnknownTopic}
+	}
+	m := txn.Marker{ProducerID: c.ProducerID, Epoch: c.Epoch, Commit: c.Commit, CoordinatorEpoch: c.CoordinatorEpoch}
+	if err := t.Objects[c.Partition].CheckMarker(m); err != nil { // check first: no copy for a refused marker
+		return Result{Err: err}
+	}
+	off, err := im.objectForWrite(t, c.Partition).AppendMarker(m, c.Timestamp)
+	return Result{Err: err, Value: off}
+}
 
 // ForgetWriter names a writer run to forget.
 type ForgetWriter struct {

@@ -177,3 +177,39 @@ func TestSlowCommit(t *testing.T) {
 		t.Fatal("forget-writer kept the run")
 	}
 }
+
+// TestObjectMarker: a transaction's records committed in a file, then its marker: the marker
+// takes the next offset and closes the transaction, in the working image only (copy on write);
+// a marker the producer state refuses answers its Kafka error and changes nothing; a repeated
+// request is answered with the first offset.
+func TestObjectMarker(t *testing.T) {
+	im := withObjectTopic(t)
+	Apply(im, 11, commitCmd("w", 1, 0, section(0, objtopic.BatchMeta{Records: 2, ProducerID: 5, Epoch: 1, Transactional: true})))
+	published := im.Clone()
+	marker := func(epoch int16, coord int32, req uint64) *Command {
+		return &Command{Op: OpObjectMarker, Req: &Request{Run: "r", Seq: req}, ObjectMarker: &ObjectMarker{PartitionRef: PartitionRef{Topic: objTopic},
+			ProducerID: 5, Epoch: epoch, Commit: true, CoordinatorEpoch: coord, Timestamp: 7}}
+	}
+	r := Apply(im, 12, marker(1, 4, 1))
+	p := im.Topics["o"].Object(0)
+	if r.Err != nil || r.Value != 2 || p.Next != 3 || p.LastStable() != 3 {
+		t.Fatalf("marker: %+v, next %d, last stable %d; want offset 2, 3, 3", r, p.Next, p.LastStable())
+	}
+	if q := published.Topics["o"].Object(0); q.Next != 2 || q.LastStable() != 0 {
+		t.Fatalf("the published image moved: next %d, last stable %d", q.Next, q.LastStable())
+	}
+	if r := Apply(im, 13, marker(1, 4, 1)); r.Value != 2 || im.Topics["o"].Object(0).Next != 3 {
+		t.Fatalf("a repeated request: %+v, next %d; want the first answer", r, im.Topics["o"].Object(0).Next)
+	}
+	if r := Apply(im, 14, marker(0, 4, 2)); !errors.Is(r.Err, kerr.InvalidProducerEpoch) || im.Topics["o"].Object(0).Next != 3 {
+		t.Fatalf("an older epoch's marker: %+v", r)
+	}
+	if r := Apply(im, 15, marker(1, 3, 3)); !errors.Is(r.Err, kerr.TransactionCoordinatorFenced) {
+		t.Fatalf("a fenced coordinator's marker: %+v", r)
+	}
+	bad := marker(1, 4, 4)
+	bad.ObjectMarker.Partition = 9
+	if r := Apply(im, 16, bad); !errors.Is(r.Err, ErrUnknownTopic) {
+		t.Fatalf("an unknown partition's marker: %+v", r)
+	}
+}

@@ -142,6 +142,9 @@ func (c *Cache) startLocked(k rangeKey, n uint32) *fill {
 
 // prefetch starts reading the range of key at off, unless it is cached or being read.
 func (c *Cache) prefetch(key string, off uint64, n uint32) {
+	if key == "" { // an inline section (objtopic.Extent.Inline): nothing to read
+		return
+	}
 	k := rangeKey{key, off}
 	c.mu.Lock()
 	defer c.mu.Unlock()

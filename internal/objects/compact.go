@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -82,7 +83,7 @@ func (m *Maintainer) Compact(ctx context.Context, now time.Time) (CompactStats, 
 				continue
 			}
 			ref := controller.PartitionRef{Topic: t.ID, Partition: int32(i)}
-			if err := m.compactOne(ctx, ref, p.Start, exts, now.UnixMilli(), retention, &st); err != nil {
+			if err := m.compactOne(ctx, ref, p, exts, now.UnixMilli(), retention, &st); err != nil {
 				return st, fmt.Errorf("compacting %s[%d]: %w", name, i, err)
 			}
 			st.Partitions++
@@ -113,6 +114,11 @@ func compactable(p *objtopic.Partition, nowMs int64, keepNewest int, ratio float
 			}
 		}
 	}
+	// Only decided transactions are cleaned: nothing at or past the last stable offset, as
+	// Kafka's cleaner stops at the first unstable offset.
+	if lso := p.LastStable(); lso < p.Next {
+		n = min(n, sort.Search(len(exts), func(i int) bool { return exts[i].Last >= lso }))
+	}
 	exts = exts[:n]
 	var clean, dirty int64
 	due := false
@@ -134,8 +140,35 @@ func compactable(p *objtopic.Partition, nowMs int64, keepNewest int, ratio float
 	return exts
 }
 
+// abortedRanges indexes a partition's aborted transactions by producer for a compaction pass.
+type abortedRanges map[int64][]objtopic.AbortedTxn
+
+func abortedOf(p *objtopic.Partition) abortedRanges {
+	out := abortedRanges{}
+	for _, a := range p.Aborted {
+		out[a.ProducerID] = append(out[a.ProducerID], a)
+	}
+	return out
+}
+
+// holds reports whether b (of header h, at offset base) is a batch of an aborted transaction:
+// below the last stable offset a transactional batch is either that or committed.
+func (ab abortedRanges) holds(h *batch.Header, base int64) bool {
+	if !h.IsTransactional() || h.IsControl() {
+		return false
+	}
+	for _, a := range ab[h.ProducerID] {
+		if a.First <= base && base <= a.Last {
+			return true
+		}
+	}
+	return false
+}
+
 // compactOne maps the dirty extents of exts and rewrites exts up to the last one mapped.
-func (m *Maintainer) compactOne(ctx context.Context, ref controller.PartitionRef, start int64, exts []objtopic.Extent, nowMs, retention int64, st *CompactStats) error {
+// Records of aborted transactions are never values: they are neither mapped nor kept.
+func (m *Maintainer) compactOne(ctx context.Context, ref controller.PartitionRef, p *objtopic.Partition, exts []objtopic.Extent, nowMs, retention int64, st *CompactStats) error {
+	start, aborted := p.Start, abortedOf(p)
 	keys := map[[md5.Size]byte]int64{}
 	end := 0 // exts[:end] are rewritten
 	for i, e := range exts {
@@ -152,7 +185,7 @@ func (m *Maintainer) compactOne(ctx context.Context, ref controller.PartitionRef
 		}
 		st.BytesRead += int64(len(data))
 		err = objtopic.EachBatch(e, data, func(b []byte, h batch.Header, base int64) error {
-			if h.IsControl() {
+			if h.IsControl() || aborted.holds(&h, base) {
 				return nil
 			}
 			return batch.EachRecord(&h, b, func(r *batch.Record) {
@@ -173,7 +206,7 @@ func (m *Maintainer) compactOne(ctx context.Context, ref controller.PartitionRef
 			size += int64(exts[n].Length)
 			n++
 		}
-		if err := m.cleanRun(ctx, ref, start, exts[:n], keys, nowMs, retention, st); err != nil {
+		if err := m.cleanRun(ctx, ref, start, exts[:n], keys, aborted, nowMs, retention, st); err != nil {
 			return err
 		}
 		exts = exts[n:]
@@ -185,7 +218,7 @@ func (m *Maintainer) compactOne(ctx context.Context, ref controller.PartitionRef
 // controller put the result in the run's place. A run of one clean extent that loses nothing
 // is left as it is.
 func (m *Maintainer) cleanRun(ctx context.Context, ref controller.PartitionRef, start int64, run []objtopic.Extent,
-	keys map[[md5.Size]byte]int64, nowMs, retention int64, st *CompactStats) error {
+	keys map[[md5.Size]byte]int64, aborted abortedRanges, nowMs, retention int64, st *CompactStats) error {
 	changed := len(run) > 1 || !run[0].Clean
 	for _, e := range run {
 		st.BytesRead += int64(e.Length)
@@ -193,7 +226,12 @@ func (m *Maintainer) cleanRun(ctx context.Context, ref controller.PartitionRef, 
 	horizon := int64(0) // the earliest delete horizon of a kept tombstone
 	batches, err := m.collectRun(ctx, run, func(b []byte, h *batch.Header) ([]byte, error) {
 		if h.IsControl() {
-			return b, nil
+			return b, nil // transaction markers stay (docs/object-topics.md §10)
+		}
+		if aborted.holds(h, h.BaseOffset) {
+			st.RecordsRemoved += int64(h.RecordCount)
+			changed = true
+			return nil, nil
 		}
 		hz, hasHorizon := h.DeleteHorizon()
 		tombstones := false

@@ -86,6 +86,9 @@ func (m *Maintainer) mergeOne(ctx context.Context, ref controller.PartitionRef, 
 // readSection reads an extent's section and checks it, throttled to MergeBytesPerSec so that
 // merging and compaction do not compete with produce.
 func (m *Maintainer) readSection(ctx context.Context, e objtopic.Extent) ([]byte, error) {
+	if e.File == "" {
+		return e.Inline, nil // a transaction marker, kept in the image
+	}
 	start := time.Now()
 	data, err := m.store.GetRange(ctx, e.File, int64(e.Offset), int64(e.Length))
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/objtopic"
@@ -35,8 +36,17 @@ var errReadFull = errors.New("objects: read is full")
 // maxBytes (at least one batch if first). Batches that end below offset are skipped; the
 // first batch returned may start below it, as Kafka's do.
 func (c *Cache) Read(ctx context.Context, p *objtopic.Partition, offset int64, maxBytes int, first bool) ([]byte, error) {
+	return c.ReadBelow(ctx, p, offset, p.Next, maxBytes, first)
+}
+
+// ReadBelow is Read of the batches that start below upto (a read_committed fetch: the last
+// stable offset, which is always a batch boundary).
+func (c *Cache) ReadBelow(ctx context.Context, p *objtopic.Partition, offset, upto int64, maxBytes int, first bool) ([]byte, error) {
 	var out []byte
 	exts := p.Find(offset)
+	if i := sort.Search(len(exts), func(i int) bool { return exts[i].Base >= upto }); i < len(exts) {
+		exts = exts[:i]
+	}
 	need := readAheadOf(exts, maxBytes, first)
 	c.prefetchSections(rangesOf(exts[:min(need, readAhead)]))
 	for i, e := range exts {
@@ -46,13 +56,16 @@ func (c *Cache) Read(ctx context.Context, p *objtopic.Partition, offset int64, m
 		if j := i + readAhead; j < need { // keep readAhead sections coming
 			c.prefetch(exts[j].File, exts[j].Offset, exts[j].Length)
 		}
-		data, err := c.Get(ctx, e.File, e.Offset, e.Length)
+		data, err := c.section(ctx, e)
 		if err != nil {
 			return nil, err
 		}
 		err = objtopic.EachBatch(e, data, func(b []byte, h batch.Header, base int64) error {
 			if end := base + int64(h.LastOffsetDelta) + 1; end <= offset || end <= p.Start {
 				return nil
+			}
+			if base >= upto {
+				return errReadFull
 			}
 			if len(out)+len(b) > maxBytes && (len(out) > 0 || !first) {
 				return errReadFull
@@ -71,6 +84,15 @@ func (c *Cache) Read(ctx context.Context, p *objtopic.Partition, offset int64, m
 		}
 	}
 	return out, nil
+}
+
+// section returns an extent's section: kept inline in the image (a transaction marker), or
+// read from the store through the cache.
+func (c *Cache) section(ctx context.Context, e objtopic.Extent) ([]byte, error) {
+	if e.File == "" {
+		return e.Inline, nil
+	}
+	return c.Get(ctx, e.File, e.Offset, e.Length)
 }
 
 // PrefetchRead is a Read that Prefetch starts.
@@ -106,11 +128,13 @@ func readAheadOf(exts []objtopic.Extent, maxBytes int, first bool) int {
 	return n
 }
 
-// rangesOf returns the object ranges of exts' sections.
+// rangesOf returns the object ranges of exts' sections (inline sections have none).
 func rangesOf(exts []objtopic.Extent) []objRange {
-	out := make([]objRange, len(exts))
-	for i, e := range exts {
-		out[i] = objRange{e.File, e.Offset, e.Length}
+	out := make([]objRange, 0, len(exts))
+	for _, e := range exts {
+		if e.File != "" {
+			out = append(out, objRange{e.File, e.Offset, e.Length})
+		}
 	}
 	return out
 }

@@ -22,8 +22,21 @@ type Partition struct {
 	Start     int64          // log start offset
 	Next      int64          // the offset the next accepted record gets
 	Extents   []Extent       // ascending, non-overlapping, covering [Start-ish, Next)
-	producers *txn.Partition // the last batches of each idempotent producer
+	producers *txn.Partition // the last batches of each idempotent producer, open transactions
 	lazy      map[int64]*lazyProducer
+	// Aborted is the aborted-transaction index (docs/object-topics.md §10): the transactions an
+	// ABORT marker closed, in marker order. Retention drops the entries below the log start.
+	Aborted []AbortedTxn
+}
+
+// AbortedTxn is an aborted transaction of the partition: its producer's records in [First,
+// Last] (Last: the ABORT marker) are not for read_committed consumers. Stable is the last
+// stable offset right after the marker: every transaction aborted later began at or after it.
+type AbortedTxn struct {
+	ProducerID int64 `json:"p"`
+	First      int64 `json:"f"`
+	Last       int64 `json:"l"`
+	Stable     int64 `json:"s"`
 }
 
 // Extent is one file's section of a partition, with the offsets its commit assigned.
@@ -44,6 +57,9 @@ type Extent struct {
 	// Horizon: the earliest KIP-534 delete horizon (unix ms) of the tombstones it holds, 0 if
 	// none: compaction drops them once it has passed.
 	Horizon int64 `json:"h,omitempty"`
+	// Inline: the section's bytes, kept in the image instead of a file (File is empty): a
+	// transaction marker, one control batch, which a merge later writes into an object.
+	Inline []byte `json:"i,omitempty"`
 }
 
 // EachBatch calls fn with every accepted batch of e's section data and the batch's base offset,
@@ -120,8 +136,14 @@ type BatchResult struct {
 	Err       error
 }
 
-// ErrTransactional refuses transactional batches on object topics (not supported yet).
-var ErrTransactional = fmt.Errorf("%w: transactions are not supported on object-storage topics yet", kerr.InvalidTxnState)
+// ErrTransactional refuses transactional batches on lazily sequenced object topics: a lazy
+// batch is acknowledged before its commit could check it against the producer's transaction.
+var ErrTransactional = fmt.Errorf("%w: transactions are not supported on lazily sequenced object topics (runnel.sequencing=lazy, Ripcord mode)", kerr.InvalidTxnState)
+
+// ErrPreviousTxnOpen refuses a transactional batch of a producer whose transaction of another
+// epoch is still open on the partition: its marker is on the way (the broker waits for it
+// before writing the batch; this only catches a race). Retriable.
+var ErrPreviousTxnOpen = fmt.Errorf("%w: the producer's previous transaction is still open on the partition", kerr.NotEnoughReplicas)
 
 // Commit applies one file's section of the partition: every batch is checked against the
 // producer state, the accepted ones get consecutive offsets from Next, and one extent records
@@ -202,8 +224,10 @@ func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy 
 		}
 		if b.Records <= 0 {
 			res.Err = fmt.Errorf("%w: a batch of %d records", kerr.CorruptMessage, b.Records)
-		} else if b.Transactional {
+		} else if b.Transactional && lazy {
 			res.Err = ErrTransactional
+		} else if _, _, epoch, open := p.producers.Open(b.ProducerID); b.Transactional && open && epoch != b.Epoch {
+			res.Err = ErrPreviousTxnOpen
 		} else if b.ProducerID >= 0 && b.Count() != 1 {
 			res.Err = fmt.Errorf("%w: an idempotent batch carried as a run of %d", kerr.CorruptMessage, b.Count())
 		}
@@ -214,7 +238,7 @@ func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy 
 		// an eager stream can follow a lazy one.
 		var dup *txn.BatchMeta
 		var seqErr error
-		tb := txn.Batch{ProducerID: b.ProducerID, Epoch: b.Epoch, FirstSeq: b.FirstSeq, LastOffsetDelta: b.Records - 1}
+		tb := txn.Batch{ProducerID: b.ProducerID, Epoch: b.Epoch, FirstSeq: b.FirstSeq, LastOffsetDelta: b.Records - 1, Transactional: b.Transactional}
 		if res.Err == nil && b.ProducerID >= 0 {
 			dup, seqErr = p.producers.Check(tb)
 			if errors.Is(seqErr, kerr.OutOfOrderSequenceNumber) && p.followsCommitted(b) {
@@ -258,6 +282,78 @@ func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy 
 	return results
 }
 
+// CheckMarker reports whether AppendMarker would take m.
+func (p *Partition) CheckMarker(m txn.Marker) error { return p.producers.CheckMarker(m) }
+
+// AppendMarker writes a transaction marker (a COMMIT or ABORT control batch, as
+// batch.AppendControl builds it, stamped timestampMs) at the partition's next offset, as an
+// inline extent, and closes the producer's open transaction; an ABORT that closes one adds it
+// to the aborted-transaction index. A marker the producer state refuses (an older producer or
+// coordinator epoch: txn.Partition.CheckMarker) changes nothing. It returns the marker's offset.
+func (p *Partition) AppendMarker(m txn.Marker, timestampMs int64) (int64, error) {
+	if err := p.producers.CheckMarker(m); err != nil {
+		return 0, err
+	}
+	typ := batch.ControlAbort
+	if m.Commit {
+		typ = batch.ControlCommit
+	}
+	b := batch.AppendControl(nil, m.ProducerID, m.Epoch, batch.Control{Type: typ, CoordinatorEpoch: m.CoordinatorEpoch}, timestampMs)
+	off := p.Next
+	p.Extents = append(p.Extents, Extent{Length: uint32(len(b)), Base: off, Last: off, MaxTimestamp: timestampMs, Inline: b})
+	p.Next++
+	if ab := p.producers.ApplyMarker(m, off, timestampMs); ab != nil {
+		p.Aborted = append(p.Aborted, AbortedTxn{ProducerID: ab.ProducerID, First: ab.First, Last: ab.Last, Stable: p.LastStable()})
+	}
+	return off, nil
+}
+
+// LastStable is the last stable offset: the first offset of the earliest open transaction, or
+// the partition's end. read_committed consumers read below it.
+func (p *Partition) LastStable() int64 {
+	if fu := p.producers.FirstUnstable(); fu >= 0 {
+		return fu
+	}
+	return p.Next
+}
+
+// AbortedIn returns the aborted transactions with records in [from, upto) (upto: a last stable
+// offset), oldest first, as a read_committed fetch from offset from returns them.
+func (p *Partition) AbortedIn(from, upto int64) []AbortedTxn {
+	i := sort.Search(len(p.Aborted), func(i int) bool { return p.Aborted[i].Last >= from })
+	var out []AbortedTxn
+	for _, a := range p.Aborted[i:] { // markers in offset order: every Last from here is >= from
+		if a.First < upto {
+			out = append(out, a)
+		}
+		if a.Stable >= upto {
+			break // every transaction aborted later began at or after a.Stable
+		}
+	}
+	return out
+}
+
+// OpenTransaction returns the producer's open transaction on the partition: its first offset and
+// the producer epoch of its records, or ok=false.
+func (p *Partition) OpenTransaction(producerID int64) (first int64, epoch int16, ok bool) {
+	first, _, epoch, ok = p.producers.Open(producerID)
+	return first, epoch, ok
+}
+
+// OpenTransactions returns the producers with an open transaction on the partition.
+func (p *Partition) OpenTransactions() []int64 {
+	var out []int64
+	for _, pr := range p.producers.Producers() {
+		if pr.TxnFirstOffset >= 0 {
+			out = append(out, pr.ID)
+		}
+	}
+	return out
+}
+
+// Producers returns the state of every producer the partition remembers (DescribeProducers).
+func (p *Partition) Producers() []txn.Producer { return p.producers.Producers() }
+
 // Find returns the extents holding offsets at or after offset that are not below the log start,
 // the first one containing offset (or the next one after a gap left by refused batches).
 func (p *Partition) Find(offset int64) []Extent {
@@ -280,15 +376,22 @@ func (p *Partition) Trim(start int64) ([]string, error) {
 	i := sort.Search(len(p.Extents), func(i int) bool { return p.Extents[i].Last >= start })
 	var dropped []string
 	for _, e := range p.Extents[:i] {
-		dropped = append(dropped, e.File)
+		if e.File != "" {
+			dropped = append(dropped, e.File)
+		}
 	}
 	p.Extents = append([]Extent(nil), p.Extents[i:]...)
+	j := sort.Search(len(p.Aborted), func(j int) bool { return p.Aborted[j].Last >= start })
+	p.Aborted = append([]AbortedTxn(nil), p.Aborted[j:]...)
+	if len(p.Aborted) == 0 {
+		p.Aborted = nil
+	}
 	return dropped, nil
 }
 
 // Clone returns a copy to modify; p must not be modified afterwards (it stays in a published
-// image). The copy shares the extents' backing array: it only appends beyond p's length, which p
-// never reads, and Trim copies. The producer state is copied.
+// image). The copy shares the extents' and aborted transactions' backing arrays: it only appends
+// beyond p's lengths, which p never reads, and Trim copies. The producer state is copied.
 func (p *Partition) Clone() *Partition {
 	c := *p
 	c.producers = p.producers.Clone()
@@ -304,11 +407,12 @@ type partitionJSON struct {
 	Extents   []Extent                `json:"extents,omitempty"`
 	Producers []byte                  `json:"producers"`
 	Lazy      map[int64]*lazyProducer `json:"lazy,omitempty"`
+	Aborted   []AbortedTxn            `json:"aborted,omitempty"`
 }
 
 // MarshalJSON encodes the partition.
 func (p *Partition) MarshalJSON() ([]byte, error) {
-	return json.Marshal(partitionJSON{Start: p.Start, Next: p.Next, Extents: p.Extents, Producers: p.producers.AppendSnapshot(nil, p.Next), Lazy: p.lazy})
+	return json.Marshal(partitionJSON{Start: p.Start, Next: p.Next, Extents: p.Extents, Producers: p.producers.AppendSnapshot(nil, p.Next), Lazy: p.lazy, Aborted: p.Aborted})
 }
 
 // UnmarshalJSON decodes a partition MarshalJSON encoded.
@@ -324,7 +428,7 @@ func (p *Partition) UnmarshalJSON(b []byte) error {
 	if off != j.Next || j.Start > j.Next {
 		return fmt.Errorf("objtopic: partition state with start %d, next %d, producers at %d", j.Start, j.Next, off)
 	}
-	*p = Partition{Start: j.Start, Next: j.Next, Extents: j.Extents, producers: st, lazy: j.Lazy}
+	*p = Partition{Start: j.Start, Next: j.Next, Extents: j.Extents, producers: st, lazy: j.Lazy, Aborted: j.Aborted}
 	return nil
 }
 
@@ -369,7 +473,9 @@ func (p *Partition) Replace(first, last Extent, merged *Extent) ([]string, error
 	}
 	var replaced []string
 	for _, e := range p.Extents[i : j+1] {
-		replaced = append(replaced, e.File)
+		if e.File != "" {
+			replaced = append(replaced, e.File)
+		}
 	}
 	out := make([]Extent, 0, len(p.Extents)-(j-i))
 	out = append(out, p.Extents[:i]...)

@@ -13,7 +13,7 @@ import (
 
 // TestCommitAssignsOffsets: offsets are consecutive across files; a retried idempotent batch
 // (its first file's answer was lost) gets its original offsets and is not stored again; an
-// out-of-order or transactional batch is refused and skipped; one extent per file.
+// out-of-order batch is refused and skipped; one extent per file.
 func TestCommitAssignsOffsets(t *testing.T) {
 	p := NewPartition()
 	e := IndexEntry{Offset: 100, Length: 300}
@@ -28,7 +28,7 @@ func TestCommitAssignsOffsets(t *testing.T) {
 		{Records: 2, ProducerID: 7, Epoch: 0, FirstSeq: 0, MaxTimestamp: 20}, // the retry
 		{Records: 4, ProducerID: 7, Epoch: 0, FirstSeq: 2, MaxTimestamp: 30},
 		{Records: 1, ProducerID: 7, Epoch: 0, FirstSeq: 9, MaxTimestamp: 31}, // a gap
-		{Records: 1, ProducerID: 8, Epoch: 0, FirstSeq: 0, Transactional: true},
+		{Records: 1, ProducerID: 7, Epoch: 1, FirstSeq: 3, MaxTimestamp: 31}, // a new epoch not at 0
 	})
 	if !r[0].Duplicate || r[0].Base != 3 || r[0].Err != nil {
 		t.Errorf("the retried batch: %+v; want a duplicate at 3", r[0])
@@ -39,8 +39,8 @@ func TestCommitAssignsOffsets(t *testing.T) {
 	if !errors.Is(r[2].Err, kerr.OutOfOrderSequenceNumber) {
 		t.Errorf("a sequence gap: %+v; want OUT_OF_ORDER_SEQUENCE_NUMBER", r[2])
 	}
-	if !errors.Is(r[3].Err, kerr.InvalidTxnState) {
-		t.Errorf("a transactional batch: %+v; want refused", r[3])
+	if !errors.Is(r[3].Err, kerr.OutOfOrderSequenceNumber) {
+		t.Errorf("a new epoch's batch not at sequence 0: %+v; want refused", r[3])
 	}
 	if p.Next != 9 || len(p.Extents) != 2 {
 		t.Fatalf("next %d, %d extents; want 9 and 2", p.Next, len(p.Extents))
