@@ -6,7 +6,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/objtopic"
 	"github.com/runnel-dev/runnel/internal/topics"
+	"github.com/runnel-dev/runnel/internal/txn"
 )
 
 func init() { register(kmsg.DescribeProducers, 0, 0, handleDescribeProducers) }
@@ -24,19 +26,28 @@ func handleDescribeProducers(_ context.Context, r *request) reply {
 		for _, index := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = index
-			var part *topics.Partition
+			var producers []txn.Producer
 			err := error(kerr.UnknownTopicOrPartition)
-			if !r.allowedTopic(kmsg.ACLOperationRead, rt.Topic) {
+			switch {
+			case !r.allowedTopic(kmsg.ACLOperationRead, rt.Topic):
 				err = kerr.TopicAuthorizationFailed
-			} else if known {
-				part, err = r.conn.b.leader(t, index, -1)
+			case known && isObjectTopic(t): // any node serves it, from the image
+				var op *objtopic.Partition
+				if op, err = r.conn.b.objectPartition(t.ID, index); err == nil {
+					producers = op.Producers()
+				}
+			case known:
+				var part *topics.Partition
+				if part, err = r.conn.b.leader(t, index, -1); err == nil {
+					producers = part.Log.Producers()
+				}
 			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			for _, p := range part.Log.Producers() {
+			for _, p := range producers {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID, ap.ProducerEpoch = p.ID, int32(p.Epoch)
 				ap.LastSequence, ap.LastTimestamp = p.LastSeq(), p.LastTimestamp

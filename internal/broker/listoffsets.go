@@ -48,7 +48,7 @@ func handleListOffsets(ctx context.Context, r *request) reply {
 			var p *topics.Partition
 			var err error
 			if known && isObjectTopic(t) {
-				if err := b.listObjectOffset(ctx, t, req.ReplicaID, &rp, &sp, barrier); err != nil {
+				if err := b.listObjectOffset(ctx, t, req.ReplicaID, req.IsolationLevel == 1, &rp, &sp, barrier); err != nil {
 					sp.ErrorCode = errorCode(err)
 				}
 				st.Partitions = append(st.Partitions, sp)

@@ -180,7 +180,11 @@ func (b *Broker) ripcordView() *ripcordView {
 
 // produceObject checks one partition's batch and hands it to the object writer. It returns the
 // answer to wait for (nil if the batch was refused: sp has the error) and the batch's records.
-func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) (*objects.Pending, int) {
+// A transactional batch joins its producer's transaction first (ensureInTransaction), as on a
+// local partition; a lazily sequenced one is refused (acknowledged before its commit could
+// check it against the transaction).
+func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32, records []byte, txnID *string, version int16,
+	sp *kmsg.ProduceResponseTopicPartition) (*objects.Pending, int) {
 	fail := func(err error) (*objects.Pending, int) {
 		setProduceError(sp, err)
 		return nil, 0
@@ -200,11 +204,25 @@ func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp 
 	if err != nil {
 		return fail(err)
 	}
+	seq, _ := t.Effective(controller.SequencingConfig)
+	lazy := seq == controller.SequencingLazy || b.ripcording()
 	switch {
 	case h.IsControl():
 		return fail(fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord))
-	case h.IsTransactional():
+	case h.IsTransactional() && seq == controller.SequencingLazy:
 		return fail(objtopic.ErrTransactional)
+	case h.IsTransactional() && lazy:
+		// Ripcord: the controller, which sequences transactional batches, is away; the
+		// producer retries until it is back (or its delivery timeout).
+		return fail(fmt.Errorf("%w: in Ripcord mode, transactional batches wait for the controller", kerr.NotEnoughReplicas))
+	case h.IsTransactional():
+		var id string
+		if txnID != nil {
+			id = *txnID
+		}
+		if err := b.txns.ensureInTransaction(ctx, id, objectTxnPartition{b.txns, t, index}, h.ProducerID, h.ProducerEpoch, version); err != nil {
+			return fail(err)
+		}
 	}
 	if policy, _ := t.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
 		if err := requireKeys(&h, records); err != nil {
@@ -228,8 +246,6 @@ func (b *Broker) produceObject(t *topics.Topic, index int32, records []byte, sp 
 		batch.SetLogAppendTime(own, sp.LogAppendTime)
 		h.MaxTimestamp = sp.LogAppendTime
 	}
-	seq, _ := t.Effective(controller.SequencingConfig)
-	lazy := seq == controller.SequencingLazy || b.ripcording()
 	return b.cfg.ObjectWriter.Append(controller.PartitionRef{Topic: t.ID, Partition: index}, own, h, lazy), int(h.RecordCount)
 }
 
@@ -346,9 +362,18 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 			return 0, err
 		}
 	}
-	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = p.Next, p.Next, p.Start
+	lso := p.LastStable()
+	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = p.Next, lso, p.Start
+	upto := p.Next
 	if readCommitted {
+		upto = lso
 		fp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+		if sp.offset < lso {
+			for _, a := range p.AbortedIn(sp.offset, lso) {
+				fp.AbortedTransactions = append(fp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{
+					ProducerID: a.ProducerID, FirstOffset: a.First})
+			}
+		}
 	}
 	switch {
 	case sp.offset == p.Next:
@@ -359,10 +384,10 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 		return 0, kerr.OffsetNotAvailable
 	case sp.offset < p.Start || sp.offset > p.Next:
 		return 0, kerr.OffsetOutOfRange
-	case maxBytes <= 0 && !first:
+	case maxBytes <= 0 && !first, sp.offset >= upto:
 		return 0, nil
 	}
-	data, err := b.cfg.ObjectCache.Read(ctx, p, sp.offset, max(maxBytes, 0), first)
+	data, err := b.cfg.ObjectCache.ReadBelow(ctx, p, sp.offset, upto, max(maxBytes, 0), first)
 	if err != nil {
 		b.logger.Warn("broker: reading an object partition", "topic", t.Name, "partition", sp.partition, "offset", sp.offset, "err", err)
 		return 0, fmt.Errorf("%w: reading from the object store: %v", kerr.KafkaStorageError, err)
@@ -373,7 +398,7 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 
 // listObjectOffset answers one ListOffsets partition of an object topic. barrier is the
 // request's objectBarrier (made once, for its first object partition).
-func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaID int32, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition, barrier func() error) error {
+func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaID int32, readCommitted bool, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition, barrier func() error) error {
 	if b.fromSnapshot() {
 		return kerr.OffsetNotAvailable
 	}
@@ -385,10 +410,14 @@ func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaI
 		return err
 	}
 	sp.LeaderEpoch = 0
+	end := p.Next
+	if readCommitted { // nothing at or past the last stable offset
+		end = p.LastStable()
+	}
 	var off, ts int64 = -1, -1
 	switch rp.Timestamp {
 	case listLatest:
-		off = p.Next
+		off = end
 	case listEarliest:
 		off = p.Start
 	case listMaxTimestamp:
@@ -402,7 +431,7 @@ func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaI
 	if err != nil {
 		return fmt.Errorf("%w: reading from the object store: %v", kerr.KafkaStorageError, err)
 	}
-	if off >= 0 && (rp.Timestamp == listLatest || rp.Timestamp == listEarliest || fetchable(replicaID, off, p.Next)) {
+	if off >= 0 && (rp.Timestamp == listLatest || rp.Timestamp == listEarliest || fetchable(replicaID, off, end)) {
 		sp.Offset, sp.Timestamp = off, ts
 	}
 	return nil

@@ -88,7 +88,7 @@ func handleProduce(ctx context.Context, r *request) reply {
 				continue
 			}
 			if isObjectTopic(t) {
-				if w, n := b.produceObject(t, rp.Partition, rp.Records, sp); w != nil && req.Acks != 0 {
+				if w, n := b.produceObject(ctx, t, rp.Partition, rp.Records, req.TransactionID, req.Version, sp); w != nil && req.Acks != 0 {
 					objWaits = append(objWaits, objectWait{sp, t, rp.Partition, len(rp.Records), n, w})
 				}
 				continue
@@ -110,7 +110,7 @@ func handleProduce(ctx context.Context, r *request) reply {
 					if req.TransactionID != nil {
 						id = *req.TransactionID
 					}
-					return b.txns.ensureInTransaction(ctx, id, p, h.ProducerID, h.ProducerEpoch, req.Version)
+					return b.txns.ensureInTransaction(ctx, id, localTxnPartition{b.txns, p}, h.ProducerID, h.ProducerEpoch, req.Version)
 				}
 				epoch, end, err = produceOne(t, p, rp.Records, sp, b.cfg.Metrics, inTxn)
 			}

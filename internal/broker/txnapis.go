@@ -226,7 +226,7 @@ func handleTxnOffsetCommit(ctx context.Context, r *request) reply {
 		if req.Version >= 5 {
 			produceVersion = 12 // add it here
 		}
-		if err := b.txns.ensureInTransaction(ctx, req.TransactionalID, sh.p, req.ProducerID, req.ProducerEpoch, produceVersion); err != nil {
+		if err := b.txns.ensureInTransaction(ctx, req.TransactionalID, localTxnPartition{b.txns, sh.p}, req.ProducerID, req.ProducerEpoch, produceVersion); err != nil {
 			code := errCode(err)
 			if code == kerr.NotEnoughReplicas.Code { // retriable for the client as a coordinator error
 				code = kerr.CoordinatorLoadInProgress.Code

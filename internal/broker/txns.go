@@ -483,6 +483,9 @@ func (d *txns) ledPartition(topic string, index int32) (*topics.Partition, error
 // began in the current leader epoch, or it holds none and has led since before the transaction
 // began (a new leader might have lost records the old one took).
 func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq) error {
+	if t, ok := d.b.topics.Get(req.Topic); ok && isObjectTopic(t) {
+		return d.prepareObject(t, req)
+	}
 	p, err := d.ledPartition(req.Topic, req.Partition)
 	if err != nil {
 		return err
@@ -528,6 +531,9 @@ func (d *txns) discoverLocal(req txnDiscoverReq) []txncoord.TP {
 // markerLocal writes a marker to a partition this node leads and waits for its commit. A
 // partition whose topic is gone needs no marker.
 func (d *txns) markerLocal(ctx context.Context, req txnMarkerReq) error {
+	if t, ok := d.b.topics.Get(req.Topic); ok && isObjectTopic(t) {
+		return d.markerObject(ctx, t, req)
+	}
 	p, err := d.ledPartition(req.Topic, req.Partition)
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
 		return nil
@@ -553,11 +559,15 @@ func (d *txns) markerLocal(ctx context.Context, req txnMarkerReq) error {
 	return p.Replica.WaitDurable(ctx, epoch, off+1)
 }
 
-// nodeFor is the leader of a partition per the image, or -1.
+// nodeFor is the leader of a partition per the image, or -1; for an object partition, which
+// any node serves, this node.
 func (d *txns) nodeFor(tp txncoord.TP) int32 {
 	t, ok := d.b.topics.Get(tp.Topic)
 	if !ok {
 		return -1
+	}
+	if isObjectTopic(t) {
+		return d.b.cfg.NodeID
 	}
 	p := d.b.imagePartition(t.ID, tp.Partition)
 	if p == nil {
@@ -641,9 +651,25 @@ func (d *txns) discoverRound(sh *txnShard, req txncoord.DiscoverReq) {
 			found = append(found, resp.Partitions...)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctx, cancel := context.WithTimeout(d.b.ctx, 5*time.Second)
+		defer cancel()
+		tps, err := d.discoverObjects(ctx, req.ProducerID, req.Epoch)
+		mu.Lock()
+		defer mu.Unlock()
+		found = append(found, tps...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}()
 	wg.Wait()
 	// A partition with no live leader may hold records of the transaction that nobody reported.
 	for _, t := range img.Topics {
+		if t.IsObject() {
+			continue // no leader: any node serves them (discoverObjects)
+		}
 		for i, p := range t.Partitions {
 			if p.Leader < 0 {
 				errs = append(errs, fmt.Errorf("%s[%d] has no leader", t.Name, i))
@@ -759,18 +785,18 @@ func (d *txns) checkLocal(req txnCheckReq) txnCheckResp {
 // leads: the producer's transaction must include the partition (transaction version 2 adds it
 // here, version 1 verifies the client added it, KIP-890), and an older epoch's transaction still
 // open on the partition must be resolved first.
-func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p *topics.Partition, pid int64, epoch int16, produceVersion int16) error {
+func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p txnPartition, pid int64, epoch int16, produceVersion int16) error {
 	if txnID == "" {
 		return fmt.Errorf("%w: a transactional batch without a transactional id", kerr.InvalidRecord)
 	}
 	d.mu.Lock()
 	d.ids[pid] = txnID
 	d.mu.Unlock()
-	_, _, openEpoch, open := p.Log.OpenTransaction(pid)
+	openEpoch, open := p.openTransaction(pid)
 	if open && openEpoch == epoch {
 		return nil
 	}
-	tp := txncoord.TP{Topic: p.Topic, Partition: p.Index}
+	tp := p.tp()
 	// As Kafka's brokers do (add.partitions.to.txn.retry.backoff.ms), CONCURRENT_TRANSACTIONS
 	// (the previous transaction's markers are being written) is retried here, briefly, rather
 	// than sent back to a client that would wait for a metadata refresh. The coordinator itself
@@ -796,7 +822,7 @@ func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p *topics.
 	// go in: by its marker, if its transaction was decided (the coordinator says to wait), or by
 	// the partition itself if nothing can commit it.
 	for {
-		_, _, openEpoch, open := p.Log.OpenTransaction(pid)
+		openEpoch, open := p.openTransaction(pid)
 		if !open || openEpoch >= epoch {
 			return nil
 		}
@@ -842,16 +868,15 @@ func produceTxnError(err error, produceVersion int16) error {
 
 // resolveStale asks the coordinator about a producer's older-epoch transaction still open on p,
 // and aborts it there when nothing can commit it; else the caller must wait.
-func (d *txns) resolveStale(ctx context.Context, txnID string, p *topics.Partition, pid int64, epoch int16) error {
-	tp := txncoord.TP{Topic: p.Topic, Partition: p.Index}
-	wait, err := d.askCheck(ctx, txnCheckReq{TxnID: txnID, ProducerID: pid, Epoch: epoch, TP: tp})
+func (d *txns) resolveStale(ctx context.Context, txnID string, p txnPartition, pid int64, epoch int16) error {
+	wait, err := d.askCheck(ctx, txnCheckReq{TxnID: txnID, ProducerID: pid, Epoch: epoch, TP: p.tp()})
 	if err != nil {
 		return fmt.Errorf("%w: checking the previous transaction: %v", kerr.NotEnoughReplicas, err)
 	}
 	if wait {
 		return fmt.Errorf("%w: the previous transaction of producer %d is still completing", kerr.NotEnoughReplicas, pid)
 	}
-	return d.abortHere(ctx, p, pid, epoch)
+	return p.abortHere(ctx, pid, epoch)
 }
 
 // askCheck asks the coordinator whether an open transaction may still commit.
@@ -908,6 +933,36 @@ func checkVerdict(resps []txnCheckResp, partitions int) (wait bool) {
 	return len(loaded) < partitions
 }
 
+// txnPartition is what a transactional produce needs of the partition it writes to: a local
+// partition this node leads (localTxnPartition) or an object partition (objectTxnPartition).
+type txnPartition interface {
+	tp() txncoord.TP
+	// openTransaction returns the producer epoch of the producer's open transaction here.
+	openTransaction(pid int64) (epoch int16, ok bool)
+	// abortHere writes an ABORT marker for the producer's open transaction itself (coordinator
+	// epoch -1: the partition's own), once nothing can commit it.
+	abortHere(ctx context.Context, pid int64, epoch int16) error
+}
+
+// localTxnPartition is a local partition this node leads.
+type localTxnPartition struct {
+	d *txns
+	p *topics.Partition
+}
+
+func (l localTxnPartition) tp() txncoord.TP {
+	return txncoord.TP{Topic: l.p.Topic, Partition: l.p.Index}
+}
+
+func (l localTxnPartition) openTransaction(pid int64) (int16, bool) {
+	_, _, epoch, ok := l.p.Log.OpenTransaction(pid)
+	return epoch, ok
+}
+
+func (l localTxnPartition) abortHere(ctx context.Context, pid int64, epoch int16) error {
+	return l.d.abortHere(ctx, l.p, pid, epoch)
+}
+
 // abortHere writes an ABORT marker for the producer's open transaction on p itself (coordinator
 // epoch -1: the partition's own).
 func (d *txns) abortHere(ctx context.Context, p *topics.Partition, pid int64, epoch int16) error {
@@ -925,6 +980,7 @@ func (d *txns) abortHere(ctx context.Context, p *topics.Partition, pid int64, ep
 // checkOpenTransactions lets every partition this node leads check the transactions it has
 // held open longer than txnPartitionCheck.
 func (d *txns) checkOpenTransactions(ctx context.Context) {
+	d.checkObjectTransactions(ctx)
 	for _, t := range d.b.topics.List() {
 		for _, p := range t.Partitions {
 			if p.Replica == nil {

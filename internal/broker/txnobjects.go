@@ -1,0 +1,164 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/topics"
+	"github.com/runnel-dev/runnel/internal/txncoord"
+)
+
+// Transactions on object-storage topics (docs/object-topics.md §10). An object partition has no
+// leader: any node takes its produce, and its producer state, open transactions and markers
+// live in the controller's image. The coordinator's rounds treat it as a partition this node
+// serves:
+//
+//   - prepare: nothing to make durable (a batch is acknowledged once the controller committed
+//     its file: the object is written and the commit is a quorum-fsynced Raft entry); only the
+//     open transaction's epoch is checked;
+//   - marker: a controller command (object-marker) that puts the marker at the partition's
+//     next offset;
+//   - discovery: the open transactions in an image at least as new as the controller's commit
+//     of every acknowledged batch (a barrier);
+//   - the partition's own check of transactions left open: run by the active controller's node.
+
+// objectTxnPartition is an object partition a transactional produce writes to.
+type objectTxnPartition struct {
+	d *txns
+	t *topics.Topic
+	i int32
+}
+
+func (o objectTxnPartition) tp() txncoord.TP { return txncoord.TP{Topic: o.t.Name, Partition: o.i} }
+
+// openTransaction reads this node's image, which may trail the controller's: a marker not seen
+// yet is waited for by ensureInTransaction, and a batch written past an open transaction of
+// another epoch is refused at its commit (objtopic.ErrPreviousTxnOpen, retriable).
+func (o objectTxnPartition) openTransaction(pid int64) (int16, bool) {
+	p, err := o.d.b.objectPartition(o.t.ID, o.i)
+	if err != nil {
+		return 0, false
+	}
+	_, epoch, ok := p.OpenTransaction(pid)
+	return epoch, ok
+}
+
+func (o objectTxnPartition) abortHere(ctx context.Context, pid int64, epoch int16) error {
+	if _, err := o.d.proposeObjectMarker(ctx, o.t, o.i, pid, epoch, false, -1); err != nil {
+		return err
+	}
+	o.d.b.logger.Info("broker: aborted a transaction no coordinator can commit", "topic", o.t.Name, "partition", o.i, "producer", pid, "epoch", epoch)
+	return nil
+}
+
+// proposeObjectMarker has the controller write a marker to an object partition and returns its
+// offset.
+func (d *txns) proposeObjectMarker(ctx context.Context, t *topics.Topic, index int32, pid int64, epoch int16, commit bool, coordinatorEpoch int32) (int64, error) {
+	r, err := d.b.cl.Propose(ctx, &controller.Command{Op: controller.OpObjectMarker, ObjectMarker: &controller.ObjectMarker{
+		PartitionRef: controller.PartitionRef{Topic: t.ID, Partition: index}, ProducerID: pid, Epoch: epoch, Commit: commit,
+		CoordinatorEpoch: coordinatorEpoch, Timestamp: time.Now().UnixMilli()}})
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
+	}
+	if errors.Is(r.Err, controller.ErrUnknownTopic) {
+		return 0, kerr.UnknownTopicOrPartition
+	}
+	return r.Value, r.Err
+}
+
+// prepareObject is prepareLocal for an object partition: its committed records are durable
+// already; an open transaction of another epoch than the one committing means the partition
+// holds records the coordinator does not vouch for.
+func (d *txns) prepareObject(t *topics.Topic, req txnPrepareReq) error {
+	p, err := d.b.objectPartition(t.ID, req.Partition)
+	if err != nil {
+		return err
+	}
+	if _, epoch, open := p.OpenTransaction(req.ProducerID); open && epoch != req.Epoch {
+		return fmt.Errorf("%w: the partition's open transaction is of epoch %d, not %d", kerr.InvalidProducerEpoch, epoch, req.Epoch)
+	}
+	return nil
+}
+
+// markerObject is markerLocal for an object partition.
+func (d *txns) markerObject(ctx context.Context, t *topics.Topic, req txnMarkerReq) error {
+	_, err := d.proposeObjectMarker(ctx, t, req.Partition, req.ProducerID, req.Epoch, req.Commit, req.CoordinatorEpoch)
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return nil // the topic is gone: no marker needed
+	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionCoordinatorFenced):
+		// A newer epoch or coordinator already wrote past this marker: nothing to do here.
+		d.b.logger.Warn("broker: transaction marker refused", "topic", req.Topic, "partition", req.Partition, "err", err)
+		return nil
+	}
+	return err
+}
+
+// discoverObjects lists the object partitions holding an open transaction of the producer at
+// epoch, from an image the controller confirmed current: every batch acknowledged before the
+// call is in it.
+func (d *txns) discoverObjects(ctx context.Context, pid int64, epoch int16) ([]txncoord.TP, error) {
+	img := d.b.cl.Image()
+	hasObjects := false
+	for _, t := range img.Topics {
+		hasObjects = hasObjects || t.IsObject()
+	}
+	if !hasObjects {
+		return nil, nil
+	}
+	if err := d.b.cl.Barrier(ctx); err != nil {
+		return nil, fmt.Errorf("object partitions: no controller confirmed the image: %w", err)
+	}
+	var out []txncoord.TP
+	for name, t := range d.b.cl.Image().Topics {
+		for i, p := range t.Objects {
+			if _, e, ok := p.OpenTransaction(pid); ok && e == epoch {
+				out = append(out, txncoord.TP{Topic: name, Partition: int32(i)})
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkObjectTransactions is checkOpenTransactions for the object partitions, on the active
+// controller's node only (one node checks each): a transaction open longer than
+// txnPartitionCheck, by the newest timestamp of the extent holding its first batch, is asked
+// about and aborted when nothing can commit it.
+func (d *txns) checkObjectTransactions(ctx context.Context) {
+	if d.b.cl.ControllerID() != d.b.cfg.NodeID {
+		return
+	}
+	img := d.b.cl.Image()
+	for name, it := range img.Topics {
+		t, ok := d.b.topics.Get(name)
+		if !ok || !it.IsObject() {
+			continue
+		}
+		for i, p := range it.Objects {
+			for _, pid := range p.OpenTransactions() {
+				first, epoch, ok := p.OpenTransaction(pid)
+				if exts := p.Find(first); !ok || len(exts) == 0 || time.Since(time.UnixMilli(exts[0].MaxTimestamp)) <= txnPartitionCheck {
+					continue
+				}
+				d.mu.Lock()
+				id := d.ids[pid]
+				d.mu.Unlock()
+				op := objectTxnPartition{d, t, int32(i)}
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				wait, err := d.askCheck(cctx, txnCheckReq{TxnID: id, ProducerID: pid, Epoch: epoch, TP: op.tp()})
+				if err == nil && !wait {
+					err = op.abortHere(cctx, pid, epoch)
+				}
+				cancel()
+				if err != nil {
+					d.b.logger.Debug("broker: checking an open transaction", "topic", name, "partition", i, "producer", pid, "err", err)
+				}
+			}
+		}
+	}
+}

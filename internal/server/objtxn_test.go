@@ -1,0 +1,169 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// readTopic reads a topic from the start at an isolation level until it has want values (and
+// a little longer, to catch extra ones) or wait passes.
+func readTopic(t *testing.T, ctx context.Context, addr, topic string, level kgo.IsolationLevel, want int, wait time.Duration) []string {
+	t.Helper()
+	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got []string
+	poll := func() {
+		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		c.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline) && len(got) < want; {
+		poll()
+	}
+	poll()
+	slices.Sort(got)
+	return got
+}
+
+// TestObjectTopicTransactions: franz-go's transactional producer writes to an object topic and
+// a local topic in the same transactions, committing some and aborting others: read_committed
+// consumers of both read exactly the committed records, read_uncommitted ones read all. While
+// a transaction is open, the object partition's last stable offset (ListOffsets
+// read_committed, DescribeProducers) stays at its first record and read_committed consumers
+// wait; after a restart everything reads the same. A lazily sequenced topic refuses
+// transactional batches.
+func TestObjectTopicTransactions(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	const objTopic, localTopic = "otx", "ltx"
+	createObjectTopic(t, b.addr, objTopic, 3, nil)
+	b.createTopic(localTopic, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.TransactionalID("otid"), kgo.TransactionTimeout(20*time.Second),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var wantObj, wantLocal, allObj []string
+	for i := range 9 {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var obj, local []string
+		for j := range 6 {
+			v := fmt.Sprintf("t%d-%d", i, j)
+			obj = append(obj, v)
+			if err := p.ProduceSync(ctx, &kgo.Record{Topic: objTopic, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatalf("produce to the object topic in transaction %d: %v", i, err)
+			}
+		}
+		for j := range 2 {
+			v := fmt.Sprintf("l%d-%d", i, j)
+			local = append(local, v)
+			if err := p.ProduceSync(ctx, &kgo.Record{Topic: localTopic, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatalf("produce to the local topic in transaction %d: %v", i, err)
+			}
+		}
+		commit := i%3 != 1
+		if err := p.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("EndTransaction(%d, commit=%v): %v", i, commit, err)
+		}
+		allObj = append(allObj, obj...)
+		if commit {
+			wantObj, wantLocal = append(wantObj, obj...), append(wantLocal, local...)
+		}
+	}
+	slices.Sort(wantObj)
+	slices.Sort(wantLocal)
+	slices.Sort(allObj)
+	check := func(when string) {
+		t.Helper()
+		if got := readTopic(t, ctx, b.addr, objTopic, kgo.ReadCommitted(), len(wantObj), 15*time.Second); !slices.Equal(got, wantObj) {
+			t.Errorf("%s: read_committed on the object topic read %d records %v; want the %d committed %v", when, len(got), got, len(wantObj), wantObj)
+		}
+		if got := readTopic(t, ctx, b.addr, localTopic, kgo.ReadCommitted(), len(wantLocal), 15*time.Second); !slices.Equal(got, wantLocal) {
+			t.Errorf("%s: read_committed on the local topic read %v; want %v", when, got, wantLocal)
+		}
+		if got := readTopic(t, ctx, b.addr, objTopic, kgo.ReadUncommitted(), len(allObj), 15*time.Second); !slices.Equal(got, allObj) {
+			t.Errorf("%s: read_uncommitted on the object topic read %d records; want all %d", when, len(got), len(allObj))
+		}
+	}
+	check("after the transactions")
+
+	// An open transaction holds the last stable offset at its first record.
+	adm := kadm.NewClient(p)
+	ends, err := adm.ListEndOffsets(ctx, objTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end0, _ := ends.Lookup(objTopic, 0)
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Topic: objTopic, Partition: 0, Value: []byte("pending")}, &kgo.Record{Topic: objTopic, Value: []byte("pending-2")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	committedEnds, err := adm.ListCommittedOffsets(ctx, objTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := committedEnds.Lookup(objTopic, 0); o.Err != nil || o.Offset != end0.Offset {
+		t.Errorf("read_committed end of partition 0 with a transaction open from %d: %d, %v", end0.Offset, o.Offset, o.Err)
+	}
+	producers, err := adm.DescribeProducers(ctx, kadm.TopicsSet{objTopic: {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open []int64
+	producers.EachProducer(func(dp kadm.DescribedProducer) {
+		if dp.CurrentTxnStartOffset >= 0 {
+			open = append(open, dp.CurrentTxnStartOffset)
+		}
+	})
+	if !slices.Equal(open, []int64{end0.Offset}) {
+		t.Errorf("DescribeProducers: open transactions from %v; want from %d", open, end0.Offset)
+	}
+	if got := readTopic(t, ctx, b.addr, objTopic, kgo.ReadCommitted(), len(wantObj)+1, 2*time.Second); len(got) != len(wantObj) {
+		t.Errorf("read_committed during an open transaction read %d records; want the %d committed", len(got), len(wantObj))
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	wantObj = append(wantObj, "pending", "pending-2")
+	allObj = append(allObj, "pending", "pending-2")
+	slices.Sort(wantObj)
+	slices.Sort(allObj)
+	check("after the last commit")
+	p.Close()
+
+	b = b.restart()
+	check("after a restart")
+
+	// A lazily sequenced topic: its batches are acknowledged before any check, so no
+	// transaction can include them.
+	createObjectTopic(t, b.addr, "lazy-tx", 1, map[string]*string{"runnel.sequencing": kadm.StringPtr("lazy")})
+	q, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.TransactionalID("lazy-tid"), kgo.DefaultProduceTopic("lazy-tx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Errorf("a transactional produce to a lazy topic: %v; want INVALID_TXN_STATE", err)
+	}
+}
