@@ -26,6 +26,10 @@ import (
 // no input below the group's committed offsets is missing from the output (offsets committed
 // without their transaction's output), and the loop processed the whole input after the kill.
 //
+// The output topic is a local one, then an object-storage one (the cluster shares a file://
+// store): the kill then leaves the new coordinator to discover the transaction's object
+// partitions from the controller's image (docs/object-topics.md §10).
+//
 // It starves other tests of CPU (a JVM and three servers) enough to fence their nodes, so it runs
 // on its own: RUNNEL_JAVA_TXN_KILL=1 go test ./internal/chaos -run TestJavaTransactionsKill
 // (.ci/run has a step for it).
@@ -33,6 +37,11 @@ func TestJavaTransactionsKill(t *testing.T) {
 	if os.Getenv("RUNNEL_JAVA_TXN_KILL") == "" {
 		t.Skip("runs alone: RUNNEL_JAVA_TXN_KILL=1 go test ./internal/chaos -run TestJavaTransactionsKill")
 	}
+	t.Run("local-output", func(t *testing.T) { javaTransactionsKill(t, false) })
+	t.Run("object-output", func(t *testing.T) { javaTransactionsKill(t, true) })
+}
+
+func javaTransactionsKill(t *testing.T, objectOut bool) {
 	remaining := func(ctx context.Context, adm *kadm.Client, n int64) int64 {
 		var sum int64
 		if offs, err := adm.FetchOffsets(ctx, "etl-group"); err == nil {
@@ -44,7 +53,9 @@ func TestJavaTransactionsKill(t *testing.T) {
 	bin := runnelBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := StartCluster(ctx, bin, filepath.Join(t.TempDir(), "cluster"), 3, "--log-level", "warn")
+	dir := t.TempDir()
+	c, err := StartCluster(ctx, bin, filepath.Join(dir, "cluster"), 3, "--log-level", "warn",
+		"--object-store", "file://"+filepath.Join(dir, "store"), "--object-batch-timeout", "20ms")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +77,11 @@ func TestJavaTransactionsKill(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for _, topic := range []string{"in", "out"} {
-		if _, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic); err != nil {
+		configs := map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}
+		if topic == "out" && objectOut {
+			configs = map[string]*string{"runnel.storage": kadm.StringPtr("object")}
+		}
+		if _, err := adm.CreateTopic(ctx, 3, 3, configs, topic); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -202,8 +202,12 @@ func TestTransactionFaults(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	for _, topic := range []string{"zombie", "killed", "late", "crash"} {
-		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+	for _, topic := range []string{"zombie", "killed", "late", "crash", "killed-object", "crash-object"} {
+		var configs map[string]*string
+		if strings.HasSuffix(topic, "-object") { // the node's embedded object store
+			configs = map[string]*string{"runnel.storage": kadm.StringPtr("object")}
+		}
+		if _, err := adm.CreateTopic(ctx, 1, 1, configs, topic); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -250,33 +254,35 @@ func TestTransactionFaults(t *testing.T) {
 		}
 	})
 
-	t.Run("killed-producer", func(t *testing.T) {
+	killedProducer := func(t *testing.T, topic string) {
 		// A producer killed with kill -9 mid-transaction holds the last stable offset back until
 		// its transaction times out (3 s); then the coordinator aborts it and the LSO moves.
-		p := startProducer(t, brokers[0], "killed", "killed", 3000, 5)
+		p := startProducer(t, brokers[0], topic, topic, 3000, 5)
 		p.cmd.Process.Kill()
 		p.cmd.Wait()
 		// Its records (offsets 0-4) are acknowledged but not yet durable on their own: the high
 		// watermark covers them at the transaction's end (docs/transactions.md §3.2).
-		if lso := stableOffset(t, ctx, cl, "killed"); lso != 0 {
+		if lso := stableOffset(t, ctx, cl, topic); lso != 0 {
 			t.Fatalf("right after the kill: LSO %d; want 0 (the transaction is open)", lso)
 		}
 		start := time.Now()
-		for stableOffset(t, ctx, cl, "killed") < 6 {
+		for stableOffset(t, ctx, cl, topic) < 6 {
 			if time.Since(start) > 30*time.Second {
 				t.Fatal("the LSO did not move past the transaction within 30 s of the kill")
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 		t.Logf("LSO moved %v after the kill (transaction timeout 3 s)", time.Since(start).Round(10*time.Millisecond))
-		if lso, end := stableOffset(t, ctx, cl, "killed"), endOffset(t, ctx, cl, "killed"); lso != end || end != 6 {
+		if lso, end := stableOffset(t, ctx, cl, topic), endOffset(t, ctx, cl, topic); lso != end || end != 6 {
 			t.Errorf("after the abort: LSO %d, end %d; want both 6 (five records and the ABORT marker)", lso, end)
 		}
-		commitValues(txnClient("killed", "killed"), "after")
-		if got := committedValues(t, ctx, brokers, "killed"); strings.Join(got, " ") != "after" {
+		commitValues(txnClient(topic, topic), "after")
+		if got := committedValues(t, ctx, brokers, topic); strings.Join(got, " ") != "after" {
 			t.Errorf("committed records %v; want only the next producer's", got)
 		}
-	})
+	}
+	t.Run("killed-producer", func(t *testing.T) { killedProducer(t, "killed") })
+	t.Run("killed-producer-object", func(t *testing.T) { killedProducer(t, "killed-object") })
 
 	t.Run("late-endtxn", func(t *testing.T) {
 		// Under transaction version 2 each EndTxn bumps the epoch: an EndTxn of the first
@@ -325,13 +331,13 @@ func TestTransactionFaults(t *testing.T) {
 		}
 	})
 
-	t.Run("crash-between-prepare-and-markers", func(t *testing.T) {
+	crashBeforeMarkers := func(t *testing.T, topic string) {
 		// The node dies (SIGKILL) once a commit's PrepareCommit is durable and before any marker
 		// is written; after the restart the coordinator finishes the commit.
 		if err := c.Fault(1, map[string]any{"crash_before_markers": true}); err != nil {
 			t.Fatal(err)
 		}
-		p := txnClient("crash", "crash", kgo.RequestRetries(2))
+		p := txnClient(topic, topic, kgo.RequestRetries(2))
 		if err := p.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +361,7 @@ func TestTransactionFaults(t *testing.T) {
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			lso, end := stableOffset(t, ctx, cl, "crash"), endOffset(t, ctx, cl, "crash")
+			lso, end := stableOffset(t, ctx, cl, topic), endOffset(t, ctx, cl, topic)
 			if lso == end && end > 3 {
 				break
 			}
@@ -364,8 +370,10 @@ func TestTransactionFaults(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		if got := committedValues(t, ctx, brokers, "crash"); strings.Join(got, " ") != "c0 c1 c2" {
+		if got := committedValues(t, ctx, brokers, topic); strings.Join(got, " ") != "c0 c1 c2" {
 			t.Errorf("committed records after the restart %v; want c0 c1 c2 (the prepared commit completed)", got)
 		}
-	})
+	}
+	t.Run("crash-between-prepare-and-markers", func(t *testing.T) { crashBeforeMarkers(t, "crash") })
+	t.Run("crash-between-prepare-and-markers-object", func(t *testing.T) { crashBeforeMarkers(t, "crash-object") })
 }

@@ -167,3 +167,73 @@ func TestObjectTopicTransactions(t *testing.T) {
 		t.Errorf("a transactional produce to a lazy topic: %v; want INVALID_TXN_STATE", err)
 	}
 }
+
+// TestObjectTransactionCoordinatorFailover: a transaction writes to an object topic on a
+// three-node cluster; the node coordinating its transactional id stops before the commit. The
+// new coordinator knows the id only as ongoing, without its partitions (they were in the old
+// one's memory), so the commit discovers them: the object partitions' open transactions are
+// read from the controller's image. Every record is then committed, and stays so once the
+// partitions' own checks of open transactions have run.
+func TestObjectTransactionCoordinatorFailover(t *testing.T) {
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.objectStore = "file://" + t.TempDir()
+		c.batchTimeout = 20 * time.Millisecond
+	})
+	c.waitNodes(3)
+	cl, adm := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 4, -1, map[string]*string{"runnel.storage": kadm.StringPtr("object")}, "ofo"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitTopicEverywhere(ctx, cl, "ofo")
+	p, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...), kgo.TransactionalID("fo-tid"), kgo.TransactionTimeout(60*time.Second),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.DefaultProduceTopic("ofo"), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 12 {
+		v := fmt.Sprintf("fo-%02d", i)
+		want = append(want, v)
+		if err := p.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	coord := adm.FindTxnCoordinators(ctx, "fo-tid")["fo-tid"]
+	if coord.Err != nil {
+		t.Fatal(coord.Err)
+	}
+	victim := coord.NodeID
+	t.Logf("stopping node %d, the coordinator of fo-tid", victim)
+	c.stop(victim)
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("the commit after the coordinator's failover: %v", err)
+	}
+	got := readTopic(t, ctx, c.brokers()[0], "ofo", kgo.ReadCommitted(), len(want), 15*time.Second)
+	if !slices.Equal(got, want) {
+		t.Fatalf("read_committed after the failover: %v; want %v", got, want)
+	}
+	// Past the partitions' check interval (10 s): nothing is left open to abort.
+	time.Sleep(11 * time.Second)
+	ends, err := adm.ListEndOffsets(ctx, "ofo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, "ofo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if s, _ := stable.Lookup("ofo", o.Partition); s.Offset != o.Offset {
+			t.Errorf("partition %d: last stable offset %d, end %d; want no open transaction", o.Partition, s.Offset, o.Offset)
+		}
+	})
+	if got := readTopic(t, ctx, c.brokers()[0], "ofo", kgo.ReadCommitted(), len(want), 15*time.Second); !slices.Equal(got, want) {
+		t.Fatalf("read_committed later: %v; want %v", got, want)
+	}
+}
