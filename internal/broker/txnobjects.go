@@ -140,8 +140,8 @@ func (d *txns) checkObjectTransactions(ctx context.Context) {
 			continue
 		}
 		for i, p := range it.Objects {
-			for _, pid := range p.OpenTransactions() {
-				first, epoch, ok := p.OpenTransaction(pid)
+			for pid, first := range p.OpenTransactions() {
+				_, epoch, ok := p.OpenTransaction(pid)
 				if exts := p.Find(first); !ok || len(exts) == 0 || time.Since(time.UnixMilli(exts[0].MaxTimestamp)) <= txnPartitionCheck {
 					continue
 				}

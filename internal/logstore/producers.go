@@ -61,13 +61,7 @@ func (l *Log) OpenTransaction(producerID int64) (first int64, leaderEpoch int32,
 func (l *Log) OpenTransactions() map[int64]int64 {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	out := map[int64]int64{}
-	for _, p := range l.producers.Producers() {
-		if p.TxnFirstOffset >= 0 {
-			out[p.ID] = p.TxnFirstOffset
-		}
-	}
-	return out
+	return l.producers.OpenTransactions()
 }
 
 // ExpireProducers forgets producers whose last batch is older than the log's

@@ -21,6 +21,96 @@ func TestTransactionsOnObjects(t *testing.T) {
 	defer cancel()
 	configs := map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0", "delete.retention.ms": "1000", "retention.ms": "-1"}
 	r := newCompactRig(t, configs, MaintainerConfig{MergeKeepNewest: 1, MergeTarget: 1})
+	produce, marker, read := txnRig(t, ctx, r)
+
+	produce(-1, kv{key: "a", value: "1"})                          // 0
+	produce(5, kv{key: "a", value: "2"}, kv{key: "b", value: "1"}) // 1-2, aborted
+	if off := marker(5, false); off != 3 {
+		t.Fatalf("abort marker at %d; want 3", off)
+	}
+	produce(6, kv{key: "b", value: "2"})  // 4, committed
+	marker(6, true)                       // 5
+	produce(7, kv{key: "c", value: "1"})  // 6, open
+	produce(-1, kv{key: "d", value: "1"}) // 7
+	p := r.fc.partition(0).Object(0)
+	if p.LastStable() != 6 || len(p.AbortedIn(0, 6)) != 1 {
+		t.Fatalf("last stable %d, aborted %v; want 6 and one", p.LastStable(), p.Aborted)
+	}
+	const committed = "0:a=1 1:a=2 2:b=1 3:ABORT(5) 4:b=2 5:COMMIT(6)"
+	if got := read(6); got != committed {
+		t.Fatalf("read below the last stable offset:\n got %s\nwant %s", got, committed)
+	}
+	if got := read(p.Next); got != committed+" 6:c=1 7:d=1" {
+		t.Fatalf("read to the end: %s", got)
+	}
+
+	// Compaction: only below the open transaction; the aborted records go, a=1 (superseded
+	// only by an aborted a=2) stays, the markers stay.
+	st, err := r.m.Compact(ctx, time.UnixMilli(10_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RecordsRemoved != 2 {
+		t.Errorf("compaction removed %d records; want the 2 aborted ones", st.RecordsRemoved)
+	}
+	const compacted = "0:a=1 3:ABORT(5) 4:b=2 5:COMMIT(6) 6:c=1 7:d=1"
+	if got := read(8); got != compacted {
+		t.Fatalf("after compaction:\n got %s\nwant %s", got, compacted)
+	}
+	for _, e := range r.fc.partition(0).Object(0).Extents {
+		if e.Last < 6 && e.Inline != nil {
+			t.Errorf("marker extent %d still inline after compaction rewrote its run", e.Base)
+		}
+		if e.Base >= 6 && e.Clean {
+			t.Errorf("extent %d at or past the last stable offset compacted", e.Base)
+		}
+	}
+
+	// The transaction commits: the next pass may clean its record too, which c=2 supersedes.
+	marker(7, true)                       // 8
+	produce(-1, kv{key: "c", value: "2"}) // 9
+	produce(-1, kv{key: "e", value: "1"}) // 10: active
+	if _, err := r.m.Compact(ctx, time.UnixMilli(20_000)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := read(11), "0:a=1 3:ABORT(5) 4:b=2 5:COMMIT(6) 7:d=1 8:COMMIT(7) 9:c=2 10:e=1"; got != want {
+		t.Fatalf("after the commit and another pass:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestMergeWritesMarkers: a merge writes inline markers into its object with their neighbours;
+// reads are the same before and after.
+func TestMergeWritesMarkers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r := newCompactRig(t, map[string]string{"cleanup.policy": "delete"}, MaintainerConfig{MergeKeepNewest: 1, MergeMinRun: 2, MergeSmall: 1 << 20, MergeTarget: 1 << 20})
+	produce, marker, read := txnRig(t, ctx, r)
+	produce(5, kv{key: "a", value: "1"})  // 0
+	marker(5, false)                      // 1
+	produce(6, kv{key: "b", value: "1"})  // 2
+	marker(6, true)                       // 3
+	produce(-1, kv{key: "c", value: "1"}) // 4: the newest, left alone
+	const want = "0:a=1 1:ABORT(5) 2:b=1 3:COMMIT(6) 4:c=1"
+	if got := read(5); got != want {
+		t.Fatalf("before the merge: %s", got)
+	}
+	if n, err := r.m.Merge(ctx); err != nil || n != 4 {
+		t.Fatalf("merge: %d extents, %v; want 4", n, err)
+	}
+	exts := r.fc.partition(0).Object(0).Extents
+	if len(exts) != 2 || exts[0].Inline != nil || exts[0].File == "" || exts[0].Last != 3 {
+		t.Fatalf("extents after the merge: %+v; want one object for 0-3 and the newest", exts)
+	}
+	if got := read(5); got != want {
+		t.Fatalf("after the merge:\n got %s\nwant %s", got, want)
+	}
+}
+
+// txnRig returns a compaction rig's helpers for transactions: produce a batch (transactional
+// for producer pid >= 0) as one file and return its base offset; write a marker and return its
+// offset; read what a fetch from 0 below upto holds, as "offset:key=value" per record and
+// "offset:COMMIT/ABORT(pid)" per marker.
+func txnRig(t *testing.T, ctx context.Context, r *compactRig) (func(int64, ...kv) int64, func(int64, bool) int64, func(int64) string) {
 	produce := func(pid int64, recs ...kv) int64 {
 		t.Helper()
 		b := kvBatch(batch.CodecNone, 100, recs...)
@@ -83,58 +173,5 @@ func TestTransactionsOnObjects(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-
-	produce(-1, kv{key: "a", value: "1"})                          // 0
-	produce(5, kv{key: "a", value: "2"}, kv{key: "b", value: "1"}) // 1-2, aborted
-	if off := marker(5, false); off != 3 {
-		t.Fatalf("abort marker at %d; want 3", off)
-	}
-	produce(6, kv{key: "b", value: "2"})  // 4, committed
-	marker(6, true)                       // 5
-	produce(7, kv{key: "c", value: "1"})  // 6, open
-	produce(-1, kv{key: "d", value: "1"}) // 7
-	p := r.fc.partition(0).Object(0)
-	if p.LastStable() != 6 || len(p.AbortedIn(0, 6)) != 1 {
-		t.Fatalf("last stable %d, aborted %v; want 6 and one", p.LastStable(), p.Aborted)
-	}
-	const committed = "0:a=1 1:a=2 2:b=1 3:ABORT(5) 4:b=2 5:COMMIT(6)"
-	if got := read(6); got != committed {
-		t.Fatalf("read below the last stable offset:\n got %s\nwant %s", got, committed)
-	}
-	if got := read(p.Next); got != committed+" 6:c=1 7:d=1" {
-		t.Fatalf("read to the end: %s", got)
-	}
-
-	// Compaction: only below the open transaction; the aborted records go, a=1 (superseded
-	// only by an aborted a=2) stays, the markers stay.
-	st, err := r.m.Compact(ctx, time.UnixMilli(10_000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.RecordsRemoved != 2 {
-		t.Errorf("compaction removed %d records; want the 2 aborted ones", st.RecordsRemoved)
-	}
-	const compacted = "0:a=1 3:ABORT(5) 4:b=2 5:COMMIT(6) 6:c=1 7:d=1"
-	if got := read(8); got != compacted {
-		t.Fatalf("after compaction:\n got %s\nwant %s", got, compacted)
-	}
-	for _, e := range r.fc.partition(0).Object(0).Extents {
-		if e.Last < 6 && e.Inline != nil {
-			t.Errorf("marker extent %d still inline after compaction rewrote its run", e.Base)
-		}
-		if e.Base >= 6 && e.Clean {
-			t.Errorf("extent %d at or past the last stable offset compacted", e.Base)
-		}
-	}
-
-	// The transaction commits: the next pass may clean its record too, which c=2 supersedes.
-	marker(7, true)                       // 8
-	produce(-1, kv{key: "c", value: "2"}) // 9
-	produce(-1, kv{key: "e", value: "1"}) // 10: active
-	if _, err := r.m.Compact(ctx, time.UnixMilli(20_000)); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := read(11), "0:a=1 3:ABORT(5) 4:b=2 5:COMMIT(6) 7:d=1 8:COMMIT(7) 9:c=2 10:e=1"; got != want {
-		t.Fatalf("after the commit and another pass:\n got %s\nwant %s", got, want)
-	}
+	return produce, marker, read
 }

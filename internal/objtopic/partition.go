@@ -340,16 +340,9 @@ func (p *Partition) OpenTransaction(producerID int64) (first int64, epoch int16,
 	return first, epoch, ok
 }
 
-// OpenTransactions returns the producers with an open transaction on the partition.
-func (p *Partition) OpenTransactions() []int64 {
-	var out []int64
-	for _, pr := range p.producers.Producers() {
-		if pr.TxnFirstOffset >= 0 {
-			out = append(out, pr.ID)
-		}
-	}
-	return out
-}
+// OpenTransactions returns the producers with an open transaction on the partition, each with
+// its first offset.
+func (p *Partition) OpenTransactions() map[int64]int64 { return p.producers.OpenTransactions() }
 
 // Producers returns the state of every producer the partition remembers (DescribeProducers).
 func (p *Partition) Producers() []txn.Producer { return p.producers.Producers() }
@@ -458,16 +451,20 @@ func (p *Partition) RetentionStart(nowMs, retentionMs, retentionBytes int64) int
 // merged by another merge).
 var ErrMergeStale = errors.New("objtopic: the merged extents changed")
 
-// Replace puts merged in the place of the consecutive extents of p that start with the extent
-// at (first.File, first.Offset) and end with last's: merged must cover exactly their offsets;
-// nil drops them (compaction kept none of their records; their offsets stay a gap).
-// The extents are matched by file, section offset and offsets, so a merge planned on an
-// older state is refused (ErrMergeStale) rather than applied to different data. It returns the
-// files of the replaced extents.
+// Replace puts merged in the place of the consecutive extents of p from first to last: merged
+// must cover exactly their offsets; nil drops them (compaction kept none of their records;
+// their offsets stay a gap). The extents are matched by file, section offset and offsets, so a
+// merge planned on an older state is refused (ErrMergeStale) rather than applied to different
+// data. It returns the files of the replaced extents.
 func (p *Partition) Replace(first, last Extent, merged *Extent) ([]string, error) {
-	i := slices.IndexFunc(p.Extents, func(e Extent) bool { return e.File == first.File && e.Offset == first.Offset })
-	j := slices.IndexFunc(p.Extents, func(e Extent) bool { return e.File == last.File && e.Offset == last.Offset })
-	if i < 0 || j < i || p.Extents[i].Base != first.Base || p.Extents[j].Last != last.Last ||
+	same := func(x Extent) func(Extent) bool { // inline extents share file "" and offset 0
+		return func(e Extent) bool {
+			return e.File == x.File && e.Offset == x.Offset && e.Base == x.Base && e.Last == x.Last
+		}
+	}
+	i := slices.IndexFunc(p.Extents, same(first))
+	j := slices.IndexFunc(p.Extents, same(last))
+	if i < 0 || j < i ||
 		merged != nil && (merged.Base != first.Base || merged.Last != last.Last || len(merged.Skip) != 0) {
 		return nil, ErrMergeStale
 	}

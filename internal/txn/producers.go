@@ -275,6 +275,10 @@ func (s *Partition) FirstUnstable() int64 {
 	return first
 }
 
+// OpenTransactions returns the producers with an open transaction, each with its first offset.
+// The caller owns the map.
+func (s *Partition) OpenTransactions() map[int64]int64 { return maps.Clone(s.open) }
+
 // Open returns the producer's open transaction: its first offset, the leader epoch it began in
 // and the producer epoch of its records, or ok=false.
 func (s *Partition) Open(producerID int64) (first int64, leaderEpoch int32, epoch int16, ok bool) {
