@@ -586,15 +586,19 @@ func TestConfluentKafkaRoundTrip(t *testing.T) {
 
 // TestConfluentKafkaTransactions: librdkafka's transactional producer (commits and aborts over
 // three partitions) and its read_committed consumer, which must read exactly the committed
-// messages, each once; read_uncommitted sees every one.
+// messages, each once; read_uncommitted sees every one. On a local topic, then on an object
+// topic.
 func TestConfluentKafkaTransactions(t *testing.T) {
 	root := repoRoot(t)
 	python := clientPython(t, root)
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	b.createTopic("confluent-txn", 3)
-	out := runClient(t, 120*time.Second, "", python, filepath.Join(root, "test", "clients", "confluent_txn.py"),
-		"--bootstrap", b.addr, "--topic", "confluent-txn", "--partitions", "3")
-	t.Logf("%s", out)
+	createObjectTopic(t, b.addr, "confluent-txn-object", 3, nil)
+	for _, topic := range []string{"confluent-txn", "confluent-txn-object"} {
+		out := runClient(t, 120*time.Second, "", python, filepath.Join(root, "test", "clients", "confluent_txn.py"),
+			"--bootstrap", b.addr, "--topic", topic, "--partitions", "3")
+		t.Logf("%s: %s", topic, out)
+	}
 }
 
 // clientPython is the Python with confluent-kafka: $RUNNEL_PYTHON, else the venv .ci/run makes.
