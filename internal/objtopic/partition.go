@@ -140,7 +140,7 @@ type BatchResult struct {
 // batch is acknowledged before its commit could check it against the producer's transaction.
 var ErrTransactional = fmt.Errorf("%w: transactions are not supported on lazily sequenced object topics (runnel.sequencing=lazy, Ripcord mode)", kerr.InvalidTxnState)
 
-// ErrPreviousTxnOpen refuses a transactional batch of a producer whose transaction of another
+// ErrPreviousTxnOpen refuses a transactional batch of a producer whose transaction of an older
 // epoch is still open on the partition: its marker is on the way (the broker waits for it
 // before writing the batch; this only catches a race). Retriable.
 var ErrPreviousTxnOpen = fmt.Errorf("%w: the producer's previous transaction is still open on the partition", kerr.NotEnoughReplicas)
@@ -226,7 +226,7 @@ func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy 
 			res.Err = fmt.Errorf("%w: a batch of %d records", kerr.CorruptMessage, b.Records)
 		} else if b.Transactional && lazy {
 			res.Err = ErrTransactional
-		} else if _, _, epoch, open := p.producers.Open(b.ProducerID); b.Transactional && open && epoch != b.Epoch {
+		} else if _, _, epoch, open := p.producers.Open(b.ProducerID); b.Transactional && open && epoch < b.Epoch {
 			res.Err = ErrPreviousTxnOpen
 		} else if b.ProducerID >= 0 && b.Count() != 1 {
 			res.Err = fmt.Errorf("%w: an idempotent batch carried as a run of %d", kerr.CorruptMessage, b.Count())

@@ -37,7 +37,7 @@ func TestTransactions(t *testing.T) {
 	if r := commit("f3", BatchMeta{Records: 1, ProducerID: 7, FirstSeq: 3}); !errors.Is(r[0].Err, kerr.InvalidTxnState) {
 		t.Errorf("a non-transactional batch inside an open transaction: %+v", r)
 	}
-	// A batch of another epoch while this one is open: retriable, the marker is on the way.
+	// A batch of a newer epoch while this one is open: retriable, the marker is on the way.
 	if r := commit("f3", BatchMeta{Records: 1, ProducerID: 7, Epoch: 1, Transactional: true}); !errors.Is(r[0].Err, kerr.NotEnoughReplicas) {
 		t.Errorf("a next-epoch batch before the marker: %+v", r)
 	}
@@ -93,6 +93,10 @@ func TestTransactions(t *testing.T) {
 	commit("f6", BatchMeta{Records: 1, ProducerID: 9, Epoch: 2, Transactional: true}) // 13
 	if _, err := p.AppendMarker(txn.Marker{ProducerID: 9, Epoch: 1, CoordinatorEpoch: 0}, 1004); !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Errorf("an older epoch's marker: %v", err)
+	}
+	// A zombie's batch (an older epoch) while the newer transaction is open: fenced, not retried.
+	if r := commit("f7", BatchMeta{Records: 1, ProducerID: 9, Epoch: 1, FirstSeq: 1, Transactional: true}); !errors.Is(r[0].Err, kerr.InvalidProducerEpoch) {
+		t.Errorf("an older epoch's batch inside a newer open transaction: %+v", r)
 	}
 	next := p.Next
 
