@@ -538,8 +538,8 @@ func TestDescribeConfigs(t *testing.T) {
 			t.Errorf("DescribeConfigs(broker 1)[%s] = %v source %v readOnly %v; want %q source %v readOnly %v", tc.name, c.Value, c.Source, c.ReadOnly, tc.value, tc.source, tc.readOnly)
 		}
 	}
-	if want := 8 + len(dynamicBrokerConfigNames()); len(brk) != want {
-		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (8 static + every dynamic one)", len(brk), want)
+	if want := 10 + len(dynamicBrokerConfigNames()); len(brk) != want {
+		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (10 static + every dynamic one)", len(brk), want)
 	}
 	if r := resp.Resources[4]; r.ErrorCode != 0 || len(r.Configs) != 0 {
 		t.Errorf("DescribeConfigs(broker \"\") = %s, %d configs; want no error and no dynamic defaults", errName(r.ErrorCode), len(r.Configs))

@@ -53,6 +53,10 @@ func (b *Broker) createPartitions(ctx context.Context, rt *kmsg.CreatePartitions
 	}
 	have := int32(len(t.Partitions))
 	switch {
+	case rt.Topic == OffsetsTopic || rt.Topic == TxnStateTopic:
+		// Groups and transactional ids are found by hashing over the count: growing it would
+		// move them away from their state (Kafka's tools refuse it too, KAFKA-7801).
+		return adminErr(kerr.InvalidRequest, "The number of partitions of the internal topic %s cannot be changed: coordinators are found by hashing over it.", rt.Topic)
 	case rt.Count == have:
 		return adminErr(kerr.InvalidPartitions, "Topic already has %d partition(s).", have)
 	case rt.Count < have:

@@ -44,6 +44,8 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), topics.TypeInt, static, true, "the default number of partitions of a new topic"},
 		{"default.replication.factor", strconv.Itoa(int(b.cfg.DefaultReplicationFactor)), topics.TypeInt, static, true, "the replication factor of a topic created without one (0: 3 once three nodes are registered, else 1)"},
 		{"offsets.topic.replication.factor", strconv.Itoa(int(b.cfg.OffsetsReplicationFactor)), topics.TypeInt, static, true, "the replication factor __consumer_offsets is created with (0: 3 once three nodes are registered, else 1)"},
+		{"offsets.topic.num.partitions", strconv.Itoa(int(b.cfg.OffsetsTopicPartitions)), topics.TypeInt, static, true, "the partitions __consumer_offsets is created with (once it exists, groups are mapped over its own count)"},
+		{"transaction.state.log.num.partitions", strconv.Itoa(int(b.cfg.TxnStatePartitions)), topics.TypeInt, static, true, "the partitions __transaction_state is created with (once it exists, transactional ids are mapped over its own count)"},
 		{"transaction.state.log.replication.factor", strconv.Itoa(int(b.cfg.TxnStateReplicationFactor)), topics.TypeInt, static, true, "the replication factor __transaction_state is created with (0: 3 once three nodes are registered, else 1)"},
 		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), topics.TypeInt, static, true, "the largest request accepted; larger ones close the connection"},
 		{"runnel.speclog.addr", b.cl.SpecLogAddr(b.cfg.NodeID), topics.TypeString, static, true, "the node's SpecLog gRPC address for total-order topics (\"\": none)"},

@@ -279,7 +279,18 @@ func (b *Broker) ensureCoordinatorTopic(ctx context.Context, name string, partit
 
 // partitionFor is the __consumer_offsets partition of a group, as Kafka computes it.
 func (gs *groups) partitionFor(groupID string) int32 {
-	return javaHashPartition(groupID, gs.partitions)
+	return javaHashPartition(groupID, gs.b.coordinatorPartitions(OffsetsTopic, gs.partitions))
+}
+
+// coordinatorPartitions is the count a coordinator topic's keys (group and transactional ids)
+// are mapped over: the topic's own once it exists, whatever this node was told to create it
+// with (every node then maps alike, as Redpanda keeps the count a cluster began with), else
+// configured, the count it will be created with.
+func (b *Broker) coordinatorPartitions(topic string, configured int32) int32 {
+	if t, ok := b.topics.Get(topic); ok && len(t.Partitions) > 0 {
+		return int32(len(t.Partitions))
+	}
+	return configured
 }
 
 // shardForLocked returns the shard of a group, or the error for a client asking a node that

@@ -80,7 +80,9 @@ func newTxns(b *Broker) *txns {
 }
 
 // partitionFor is the __transaction_state partition of a transactional id, as Kafka computes it.
-func (d *txns) partitionFor(id string) int32 { return javaHashPartition(id, d.partitions) }
+func (d *txns) partitionFor(id string) int32 {
+	return javaHashPartition(id, d.b.coordinatorPartitions(TxnStateTopic, d.partitions))
+}
 
 // ensureTopic creates __transaction_state if it does not exist yet, as Kafka does on the first
 // transactional FindCoordinator.

@@ -76,10 +76,11 @@ func TestServeTopicDefaults(t *testing.T) {
 	}
 	f := serveFlags{dataDir: "d", kafkaAddr: "h:1", adminAddr: "h:2", logLevel: "info", logFormat: "text",
 		numPartitions: 6, defaultRF: 2, autoCreateTopics: false, deleteTopics: false, autoLeaderRebalance: true, leaderBalanceInterval: time.Minute,
-		leaderImbalancePct: 25, offsetsRF: 2, txnStateRF: 3}
+		leaderImbalancePct: 25, offsetsRF: 2, txnStateRF: 3, offsetsPartitions: 4, txnStatePartitions: 5}
 	cfg, err := f.config(io.Discard, io.Discard)
 	if err != nil || cfg.NumPartitions != 6 || cfg.DefaultReplicationFactor != 2 || !cfg.NoAutoCreateTopics || !cfg.NoTopicDeletion || cfg.LeaderBalanceInterval != time.Minute ||
-		cfg.LeaderImbalancePercent != 25 || cfg.OffsetsReplicationFactor != 2 || cfg.TxnStateReplicationFactor != 3 {
+		cfg.LeaderImbalancePercent != 25 || cfg.OffsetsReplicationFactor != 2 || cfg.TxnStateReplicationFactor != 3 ||
+		cfg.OffsetsPartitions != 4 || cfg.TxnStatePartitions != 5 {
 		t.Fatalf("config = %+v, %v; want 6 partitions, RF 2, no auto-creation, no deletion, rebalancing every minute", cfg, err)
 	}
 	f.leaderImbalancePct = 0
@@ -93,8 +94,12 @@ func TestServeTopicDefaults(t *testing.T) {
 	for _, bad := range []serveFlags{{numPartitions: 0, defaultRF: 0, autoLeaderRebalance: true}, {numPartitions: 1, defaultRF: -1, autoLeaderRebalance: true},
 		{numPartitions: 1, autoLeaderRebalance: true, leaderBalanceInterval: -time.Second},
 		{numPartitions: 1, autoLeaderRebalance: true, leaderImbalancePct: 101},
-		{numPartitions: 1, autoLeaderRebalance: true, offsetsRF: -1}} {
+		{numPartitions: 1, autoLeaderRebalance: true, offsetsRF: -1},
+		{numPartitions: 1, autoLeaderRebalance: true, offsetsPartitions: 0, txnStatePartitions: 50}} {
 		bad.dataDir, bad.kafkaAddr, bad.adminAddr, bad.logLevel, bad.logFormat = "d", "h:1", "h:2", "info", "text"
+		if bad.offsetsPartitions == 0 && bad.txnStatePartitions == 0 { // the flags' defaults, unless under test
+			bad.offsetsPartitions, bad.txnStatePartitions = 50, 50
+		}
 		if _, err := bad.config(io.Discard, io.Discard); err == nil {
 			t.Errorf("config(--num-partitions %d --default-replication-factor %d --leader-imbalance-check-interval %v) = nil error; want one", bad.numPartitions, bad.defaultRF, bad.leaderBalanceInterval)
 		}

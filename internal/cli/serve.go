@@ -28,6 +28,8 @@ type serveFlags struct {
 	numPartitions         int32
 	defaultRF             int16
 	offsetsRF, txnStateRF int16
+	offsetsPartitions     int32
+	txnStatePartitions    int32
 	autoCreateTopics      bool
 	deleteTopics          bool
 	autoLeaderRebalance   bool
@@ -88,6 +90,8 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&f.replicaSelector, "replica-selector", "", `where consumers read: "" (the leader) or "rack" (KIP-392: a consumer with client.rack reads from an in-sync replica in its rack; Kafka's replica.selector.class `+rackSelectorClass+` is accepted too)`)
 	flags.Int32Var(&f.numPartitions, "num-partitions", 1, "partitions of a topic created without a count: auto-created, or CreateTopics with -1 (Kafka's num.partitions)")
 	flags.Int16Var(&f.offsetsRF, "offsets-topic-replication-factor", 0, "replication factor __consumer_offsets is created with (Kafka's offsets.topic.replication.factor; 0: 3 once three nodes are registered, else 1)")
+	flags.Int32Var(&f.offsetsPartitions, "offsets-topic-num-partitions", 50, "partitions __consumer_offsets is created with (Kafka's offsets.topic.num.partitions); once it exists, groups are mapped over its own count")
+	flags.Int32Var(&f.txnStatePartitions, "transaction-state-log-num-partitions", 50, "partitions __transaction_state is created with (Kafka's transaction.state.log.num.partitions); once it exists, transactional ids are mapped over its own count")
 	flags.Int16Var(&f.txnStateRF, "transaction-state-log-replication-factor", 0, "replication factor __transaction_state is created with (Kafka's transaction.state.log.replication.factor; 0: 3 once three nodes are registered, else 1)")
 	flags.Int16Var(&f.defaultRF, "default-replication-factor", 0, "replication factor of a topic created without one (Kafka's default.replication.factor; 0: 3 once three nodes are registered, else 1)")
 	flags.BoolVar(&f.deleteTopics, "delete-topic-enable", true, "let DeleteTopics delete topics (Kafka's delete.topic.enable; off: TOPIC_DELETION_DISABLED)")
@@ -195,6 +199,9 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	if f.leaderImbalancePct < 0 || f.leaderImbalancePct > 100 {
 		return server.Config{}, fmt.Errorf("--leader-imbalance-per-broker-percentage must be 0 to 100 (got %d)", f.leaderImbalancePct)
 	}
+	if f.offsetsPartitions < 1 || f.txnStatePartitions < 1 {
+		return server.Config{}, fmt.Errorf("--offsets-topic-num-partitions and --transaction-state-log-num-partitions must be at least 1 (got %d, %d)", f.offsetsPartitions, f.txnStatePartitions)
+	}
 	if f.offsetsRF < 0 || f.txnStateRF < 0 {
 		return server.Config{}, fmt.Errorf("--offsets-topic-replication-factor and --transaction-state-log-replication-factor must be at least 1, or 0 for the automatic choice (got %d, %d)", f.offsetsRF, f.txnStateRF)
 	}
@@ -212,6 +219,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		Rack: f.rack, RackAwareReads: f.replicaSelector == "rack" || f.replicaSelector == rackSelectorClass, GroupMigrationPolicy: f.groupMigration,
 		NumPartitions: f.numPartitions, DefaultReplicationFactor: f.defaultRF,
 		OffsetsReplicationFactor: f.offsetsRF, TxnStateReplicationFactor: f.txnStateRF, NoAutoCreateTopics: !f.autoCreateTopics,
+		OffsetsPartitions: f.offsetsPartitions, TxnStatePartitions: f.txnStatePartitions,
 		NoTopicDeletion: !f.deleteTopics && !f.agent, LeaderBalanceInterval: f.leaderBalanceInterval,
 		LeaderImbalancePercent: imbalancePercent(f.leaderImbalancePct),
 		SessionTimeout:         f.sessionTimeout, FaultInjection: f.faultInjection,

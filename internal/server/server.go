@@ -80,6 +80,10 @@ type Config struct {
 	// offsets.topic.replication.factor and transaction.state.log.replication.factor (0: 3 once
 	// three storage nodes are registered, else 1).
 	OffsetsReplicationFactor, TxnStateReplicationFactor int16
+	// OffsetsPartitions and TxnStatePartitions are Kafka's offsets.topic.num.partitions and
+	// transaction.state.log.num.partitions (0: 50): the internal topics' partition counts at
+	// creation.
+	OffsetsPartitions, TxnStatePartitions int32
 	// NoAutoCreateTopics turns off Kafka's auto.create.topics.enable (on by default, as Kafka's).
 	NoAutoCreateTopics bool
 	// NoTopicDeletion turns off Kafka's delete.topic.enable (on by default, as Kafka's).
@@ -526,7 +530,8 @@ func Open(cfg Config) (*Server, error) {
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups,
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, OffsetsReplicationFactor: cfg.OffsetsReplicationFactor,
-		TxnStateReplicationFactor: cfg.TxnStateReplicationFactor, NoTopicDeletion: cfg.NoTopicDeletion, Hooks: hooks, Logger: s.logger,
+		TxnStateReplicationFactor: cfg.TxnStateReplicationFactor, OffsetsTopicPartitions: cfg.OffsetsPartitions, TxnStatePartitions: cfg.TxnStatePartitions,
+		NoTopicDeletion: cfg.NoTopicDeletion, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
 		Security: broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg),
 			PrincipalMapper: principalMapper(cfg), OAuth: oauth},

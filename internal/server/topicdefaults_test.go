@@ -161,3 +161,95 @@ func TestInternalTopicReplicationFactor(t *testing.T) {
 		t.Fatalf("offsets.topic.replication.factor described as %q; want 3", described)
 	}
 }
+
+// TestInternalTopicPartitions: offsets.topic.num.partitions and
+// transaction.state.log.num.partitions (runnel serve --offsets-topic-num-partitions,
+// --transaction-state-log-num-partitions) set the internal topics' partition counts at
+// creation; after a restart told other counts, groups and transactional ids are still mapped
+// over the topics' own counts (a group's committed offsets and a transactional id's epoch are
+// found where they are), and CreatePartitions on either topic is refused.
+func TestInternalTopicPartitions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	b := startBrokerConfig(t, dir, "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) { c.OffsetsPartitions, c.TxnStatePartitions = 3, 2 })
+	b.createTopic("ip", 1)
+	commitAndTransact := func(addr string) (at int64, epoch int16) {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("ip-txn"), kgo.DefaultProduceTopic("ip"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		offs, err := adm.FetchOffsets(ctx, "ip-group")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := offs.Lookup("ip", 0)
+		if _, err := adm.CommitOffsets(ctx, "ip-group", kadm.Offsets{"ip": {0: {At: o.At + 7}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, kgo.StringRecord("v")).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+		_, epoch, err = cl.ProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.At + 7, epoch
+	}
+	at, epoch := commitAndTransact(b.addr)
+	counts := func(addr string) map[string]int {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		td, err := kadm.NewClient(cl).ListTopicsWithInternal(ctx, "__consumer_offsets", "__transaction_state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, d := range td {
+			out[d.Topic] = len(d.Partitions)
+		}
+		return out
+	}
+	if got := counts(b.addr); got["__consumer_offsets"] != 3 || got["__transaction_state"] != 2 {
+		t.Fatalf("internal topics' partitions %v; want 3 and 2", got)
+	}
+	b.stop()
+
+	b = startBrokerConfig(t, dir, b.addr, broker.Hooks{}, func(c *server.Config) { c.OffsetsPartitions, c.TxnStatePartitions = 50, 50 })
+	at2, epoch2 := commitAndTransact(b.addr)
+	if at2 != at+7 {
+		t.Errorf("after a restart with 50 partitions configured, the group's offset was %d; want the committed %d (found at its partition of 3)", at2-7, at)
+	}
+	if epoch2 <= epoch {
+		t.Errorf("after the restart the transactional id got epoch %d after %d: its state was not found", epoch2, epoch)
+	}
+	if got := counts(b.addr); got["__consumer_offsets"] != 3 || got["__transaction_state"] != 2 {
+		t.Fatalf("internal topics' partitions after the restart %v; want still 3 and 2", got)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, topic := range []string{"__consumer_offsets", "__transaction_state"} {
+		resp, err := kadm.NewClient(cl).CreatePartitions(ctx, 5, topic)
+		if err == nil {
+			err = resp[topic].Err
+		}
+		if !errors.Is(err, kerr.InvalidRequest) {
+			t.Errorf("CreatePartitions on %s: %v; want INVALID_REQUEST", topic, err)
+		}
+	}
+}
