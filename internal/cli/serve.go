@@ -66,6 +66,7 @@ type serveFlags struct {
 	saslMechanisms                              string
 	oauthJWKS, oauthAudience, oauthIssuer       string
 	oauthSubClaim                               string
+	oauthUnsecured                              bool
 	oauthClockSkew, oauthRefresh                time.Duration
 	maxReauth                                   time.Duration
 	bootstrapUser                               string
@@ -130,6 +131,7 @@ func (f *serveFlags) registerSecurity(flags *pflag.FlagSet) {
 	flags.StringVar(&f.oauthAudience, "sasl-oauthbearer-expected-audience", "", "OAUTHBEARER: comma-separated audiences, one of which a token's aud must hold (default: not checked)")
 	flags.StringVar(&f.oauthIssuer, "sasl-oauthbearer-expected-issuer", "", "OAUTHBEARER: the iss a token must have (default: not checked)")
 	flags.StringVar(&f.oauthSubClaim, "sasl-oauthbearer-sub-claim-name", "sub", "OAUTHBEARER: the claim naming the principal")
+	flags.BoolVar(&f.oauthUnsecured, "sasl-oauthbearer-unsecured", false, "OAUTHBEARER: take unsigned tokens (alg none), as Kafka's unsecured validator, its default without a JWKS: any client can claim any principal, for development only")
 	flags.DurationVar(&f.oauthClockSkew, "sasl-oauthbearer-clock-skew", 30*time.Second, "OAUTHBEARER: clock skew allowed on exp, nbf and iat")
 	flags.DurationVar(&f.oauthRefresh, "sasl-oauthbearer-jwks-refresh", time.Hour, "OAUTHBEARER: how often the JWKS is fetched again (sooner for an unknown key id)")
 	flags.DurationVar(&f.maxReauth, "connections-max-reauth", 0, "connections.max.reauth.ms: SASL sessions last this long, then clients re-authenticate (0: no expiry)")
@@ -168,7 +170,7 @@ func (f *serveFlags) securityConfig(cfg *server.Config) error {
 		}
 	}
 	cfg.SASLMechanisms, cfg.MaxReauth, cfg.BootstrapUser = mechs, f.maxReauth, f.bootstrapUser
-	cfg.OAuth = security.OAuthConfig{JWKSURL: f.oauthJWKS, ExpectedIssuer: f.oauthIssuer, SubClaim: f.oauthSubClaim,
+	cfg.OAuth = security.OAuthConfig{JWKSURL: f.oauthJWKS, Unsecured: f.oauthUnsecured, ExpectedIssuer: f.oauthIssuer, SubClaim: f.oauthSubClaim,
 		ClockSkew: f.oauthClockSkew, Refresh: f.oauthRefresh}
 	for _, a := range strings.Split(f.oauthAudience, ",") {
 		if a = strings.TrimSpace(a); a != "" {

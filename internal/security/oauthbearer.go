@@ -3,6 +3,7 @@ package security
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,9 +22,16 @@ import (
 
 // OAuthConfig configures OAUTHBEARER (RFC 7628) as Kafka's OIDC validator does (KIP-768): a
 // client presents a signed JWT, checked against the keys of a JWKS endpoint; the principal is
-// User:<the token's sub claim>. Kafka's unsecured validator (tokens without a signature) is not
-// offered.
+// User:<the token's sub claim>. Or, with Unsecured, as Kafka's unsecured validator (its default
+// when no JWKS is configured) does: unsigned tokens, for development.
 type OAuthConfig struct {
+	// Unsecured takes unsigned tokens (a JWS with "alg":"none" and no signature, what
+	// librdkafka's enable.sasl.oauthbearer.unsecure.jwt and the Java client's default login
+	// send), as Kafka's OAuthBearerUnsecuredValidatorCallbackHandler: the principal claim
+	// (SubClaim) must be a string, exp is required, iat (if present) may not be in the future,
+	// both with ClockSkew. Anyone can claim any principal: for development only. It excludes
+	// JWKSURL.
+	Unsecured bool
 	// JWKSURL is sasl.oauthbearer.jwks.endpoint.url: an http(s) URL, or a file (file:// URL or
 	// path) holding the JSON Web Key Set the tokens are signed with.
 	JWKSURL string
@@ -66,8 +74,11 @@ type OAuthValidator struct {
 // NewOAuthValidator checks the config and fetches the key set once (an unreachable endpoint is
 // an error at start, as in Kafka).
 func NewOAuthValidator(cfg OAuthConfig) (*OAuthValidator, error) {
-	if cfg.JWKSURL == "" {
-		return nil, errors.New("security: OAUTHBEARER needs a JWKS endpoint (--sasl-oauthbearer-jwks-endpoint-url)")
+	switch {
+	case cfg.Unsecured && cfg.JWKSURL != "":
+		return nil, errors.New("security: OAUTHBEARER takes unsigned tokens (--sasl-oauthbearer-unsecured) or tokens signed by a JWKS's keys (--sasl-oauthbearer-jwks-endpoint-url), not both")
+	case !cfg.Unsecured && cfg.JWKSURL == "":
+		return nil, errors.New("security: OAUTHBEARER needs a JWKS endpoint (--sasl-oauthbearer-jwks-endpoint-url), or --sasl-oauthbearer-unsecured for unsigned development tokens")
 	}
 	if cfg.SubClaim == "" {
 		cfg.SubClaim = "sub"
@@ -85,6 +96,10 @@ func NewOAuthValidator(cfg OAuthConfig) (*OAuthValidator, error) {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
 	v := &OAuthValidator{cfg: cfg}
+	if cfg.Unsecured {
+		cfg.Logger.Warn("security: OAUTHBEARER takes unsigned tokens: any client can claim any principal (for development only)")
+		return v, nil
+	}
 	if _, err := v.keySet(time.Now(), true); err != nil {
 		return nil, err
 	}
@@ -171,6 +186,9 @@ func (v *OAuthValidator) keySet(now time.Time, force bool) (*jose.JSONWebKeySet,
 
 // Validate checks a token at now and returns its principal name (the sub claim) and expiry.
 func (v *OAuthValidator) Validate(token string, now time.Time) (string, time.Time, error) {
+	if v.cfg.Unsecured {
+		return validateUnsecured(token, now, v.cfg.SubClaim, v.cfg.ClockSkew)
+	}
 	tok, err := jwt.ParseSigned(token, oauthAlgorithms)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("malformed token: %v", err)
@@ -222,6 +240,74 @@ func (v *OAuthValidator) Validate(token string, now time.Time) (string, time.Tim
 		return "", time.Time{}, fmt.Errorf("the token has no %s claim naming its principal", v.cfg.SubClaim)
 	}
 	return sub, claims.Expiry.Time(), nil
+}
+
+// validateUnsecured checks an unsigned token as Kafka's unsecured validator does
+// (OAuthBearerUnsecuredJws and OAuthBearerValidationUtils): three base64url parts, the last
+// empty; a header with "alg":"none"; claims with the principal claim a non-empty string, exp a
+// number of seconds not passed (with skew), iat, if present, a number not in the future (with
+// skew) and before exp.
+func validateUnsecured(token string, now time.Time, subClaim string, skew time.Duration) (string, time.Time, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 || parts[2] != "" {
+		return "", time.Time{}, errors.New("malformed unsecured token: not header.claims. (an unsigned JWS)")
+	}
+	decode := func(what, s string) (map[string]any, error) {
+		b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+		if err != nil {
+			return nil, fmt.Errorf("malformed unsecured token %s: %v", what, err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("malformed unsecured token %s: %v", what, err)
+		}
+		return m, nil
+	}
+	header, err := decode("header", parts[0])
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if alg, _ := header["alg"].(string); alg != "none" {
+		return "", time.Time{}, fmt.Errorf("an unsecured token must have alg \"none\", not %q", header["alg"])
+	}
+	claims, err := decode("claims", parts[1])
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	seconds := func(name string) (time.Time, bool, error) {
+		v, ok := claims[name]
+		if !ok {
+			return time.Time{}, false, nil
+		}
+		f, ok := v.(float64)
+		if !ok {
+			return time.Time{}, false, fmt.Errorf("the token's %s claim is not a number", name)
+		}
+		return time.UnixMilli(int64(f * 1000)), true, nil
+	}
+	exp, ok, err := seconds("exp")
+	switch {
+	case err != nil:
+		return "", time.Time{}, err
+	case !ok:
+		return "", time.Time{}, errors.New("the token has no exp claim")
+	case !now.Before(exp.Add(skew)):
+		return "", time.Time{}, fmt.Errorf("the token's claims: token is expired (exp %s)", exp.UTC().Format(time.RFC3339))
+	}
+	iat, ok, err := seconds("iat")
+	switch {
+	case err != nil:
+		return "", time.Time{}, err
+	case ok && iat.After(now.Add(skew)):
+		return "", time.Time{}, fmt.Errorf("the token's claims: issued in the future (iat %s)", iat.UTC().Format(time.RFC3339))
+	case ok && !exp.After(iat):
+		return "", time.Time{}, errors.New("the token's claims: exp is not after iat")
+	}
+	sub, _ := claims[subClaim].(string)
+	if strings.TrimSpace(sub) == "" {
+		return "", time.Time{}, fmt.Errorf("the token has no %s claim naming its principal", subClaim)
+	}
+	return sub, exp, nil
 }
 
 // oauthSession is the server side of RFC 7628. The client's first message is a GS2 header

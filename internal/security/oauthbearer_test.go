@@ -152,3 +152,70 @@ func FuzzOAuthMessage(f *testing.F) {
 		}
 	})
 }
+
+// unsecuredJWS builds a JWS of header and claims, without a signature.
+func unsecuredJWS(header string, claims map[string]any) string {
+	b, _ := json.Marshal(claims)
+	return base64.RawURLEncoding.EncodeToString([]byte(header)) + "." + base64.RawURLEncoding.EncodeToString(b) + "."
+}
+
+// TestOAuthUnsecured: unsigned tokens as Kafka's unsecured validator takes them (alg none, the
+// principal claim, exp required and not passed, iat not in the future and before exp, 30 s of
+// skew), signed tokens refused, and the mode excludes a JWKS.
+func TestOAuthUnsecured(t *testing.T) {
+	if _, err := NewOAuthValidator(OAuthConfig{Unsecured: true, JWKSURL: "file:///x"}); err == nil {
+		t.Fatal("unsecured with a JWKS: no error")
+	}
+	v, err := NewOAuthValidator(OAuthConfig{Unsecured: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	none := `{"alg":"none"}`
+	sec := func(d time.Duration) float64 { return float64(now.Add(d).UnixMilli()) / 1000 }
+	sub, exp, err := v.Validate(unsecuredJWS(none, map[string]any{"sub": "alice", "iat": sec(0), "exp": sec(time.Hour)}), now)
+	if err != nil || sub != "alice" || !exp.Equal(now.Add(time.Hour)) {
+		t.Fatalf("a good token: %q %v %v", sub, exp, err)
+	}
+	// librdkafka's unsecured tokens carry a scope array and fractional times: taken.
+	if sub, _, err := v.Validate(unsecuredJWS(`{"alg":"none"}`, map[string]any{"sub": "bob", "iat": sec(0) + 0.5, "exp": sec(time.Minute) + 0.25, "scope": []string{"a"}}), now); err != nil || sub != "bob" {
+		t.Fatalf("librdkafka's form: %q %v", sub, err)
+	}
+	if _, _, err := v.Validate(unsecuredJWS(none, map[string]any{"sub": "alice", "exp": sec(-10 * time.Second)}), now); err != nil {
+		t.Fatalf("expired 10 s ago, within the skew: %v", err)
+	}
+	for name, tok := range map[string]string{
+		"expired":          unsecuredJWS(none, map[string]any{"sub": "alice", "exp": sec(-time.Minute)}),
+		"no exp":           unsecuredJWS(none, map[string]any{"sub": "alice"}),
+		"exp not a number": unsecuredJWS(none, map[string]any{"sub": "alice", "exp": "soon"}),
+		"issued later":     unsecuredJWS(none, map[string]any{"sub": "alice", "iat": sec(time.Minute), "exp": sec(time.Hour)}),
+		"exp before iat":   unsecuredJWS(none, map[string]any{"sub": "alice", "iat": sec(0), "exp": sec(0)}),
+		"no sub":           unsecuredJWS(none, map[string]any{"exp": sec(time.Hour)}),
+		"signed":           unsecuredJWS(`{"alg":"RS256"}`, map[string]any{"sub": "alice", "exp": sec(time.Hour)}) + "c2ln",
+		"alg RS256":        unsecuredJWS(`{"alg":"RS256"}`, map[string]any{"sub": "alice", "exp": sec(time.Hour)}),
+		"two parts":        "eyJhbGciOiJub25lIn0.e30",
+		"bad base64":       "eyJhbGciOiJub25lIn0.!!!.",
+	} {
+		if _, _, err := v.Validate(tok, now); err == nil {
+			t.Errorf("a token %s: taken", name)
+		}
+	}
+	s := NewOAuthSession(v).(*oauthSession)
+	s.now = func() time.Time { return now }
+	if _, done, err := s.Step(oauthMessage("", unsecuredJWS(none, map[string]any{"sub": "carol", "exp": sec(time.Hour)}))); err != nil || !done || s.User() != "carol" {
+		t.Fatalf("an exchange: %v %v %q", done, err, s.User())
+	}
+}
+
+// FuzzUnsecuredToken: any token validates or fails without panicking; one taken names a
+// principal.
+func FuzzUnsecuredToken(f *testing.F) {
+	f.Add(unsecuredJWS(`{"alg":"none"}`, map[string]any{"sub": "alice", "exp": 1e10}))
+	f.Add("a.b.")
+	f.Fuzz(func(t *testing.T, tok string) {
+		sub, _, err := validateUnsecured(tok, time.Unix(1_800_000_000, 0), "sub", 30*time.Second)
+		if err == nil && sub == "" {
+			t.Fatalf("%q taken without a principal", tok)
+		}
+	})
+}

@@ -6,7 +6,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -1097,4 +1099,82 @@ func TestJavaClientOAuthBearer(t *testing.T) {
 	if n := len(strings.Split(strings.TrimSpace(out), "\n")); n != 200 {
 		t.Fatalf("java consumed %d records over OAUTHBEARER, want 200", n)
 	}
+}
+
+// TestOAuthBearerUnsecured: --sasl-oauthbearer-unsecured takes the unsigned tokens of Kafka's
+// unsecured validator (its default without a JWKS, common in development): franz-go with an
+// alg-none token acts as its sub's principal (its ACLs apply), an expired unsigned token and a
+// signed-looking one are refused; librdkafka's enable.sasl.oauthbearer.unsecure.jwt and the
+// Java client's default OAUTHBEARER login (OAuthBearerUnsecuredLoginCallbackHandler) produce
+// and consume as their principals.
+func TestOAuthBearerUnsecured(t *testing.T) {
+	b := startSecureBroker(t, func(c *server.Config) {
+		c.Authorizer, c.SuperUsers = "acl", "User:admin"
+		c.SASLMechanisms = append(c.SASLMechanisms, "OAUTHBEARER")
+		c.OAuth = security.OAuthConfig{Unsecured: true}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil))
+	for _, topic := range []string{"unsec", "unsec-rd", "unsec-java"} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acls := kadm.NewACLs().Allow("User:dev", "User:dev-rd", "User:dev-java").AllowHosts("*").Topics("unsec", "unsec-rd", "unsec-java").
+		Groups("*").Operations(kadm.OpWrite, kadm.OpRead, kadm.OpDescribe)
+	if _, err := adm.CreateACLs(ctx, acls); err != nil {
+		t.Fatal(err)
+	}
+	unsigned := func(header string, sub string, exp time.Duration) string {
+		claims, _ := json.Marshal(map[string]any{"sub": sub, "iat": time.Now().Unix(), "exp": time.Now().Add(exp).Unix()})
+		return base64.RawURLEncoding.EncodeToString([]byte(header)) + "." + base64.RawURLEncoding.EncodeToString(claims) + "."
+	}
+	bearer := func(token string) *kgo.Client {
+		return b.client(t, "SASL_PLAINTEXT", oauth.Auth{Token: token}.AsMechanism(), nil, kgo.DefaultProduceTopic("unsec"))
+	}
+	eventually(t, "User:dev to produce with an unsigned token", 20*time.Second, func() bool {
+		return bearer(unsigned(`{"alg":"none"}`, "dev", time.Hour)).ProduceSync(ctx, kgo.StringRecord("unsigned")).FirstErr() == nil
+	})
+	if err := bearer(unsigned(`{"alg":"none"}`, "nobody", time.Hour)).ProduceSync(ctx, kgo.StringRecord("x")).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("User:nobody (no ACL): %v; want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	for name, tok := range map[string]string{
+		"expired": unsigned(`{"alg":"none"}`, "dev", -time.Hour),
+		"signed":  unsigned(`{"alg":"RS256"}`, "dev", time.Hour) + "c2lnbmF0dXJl",
+	} {
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		err := bearer(tok).Ping(pctx)
+		pcancel()
+		if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Fatalf("an unsigned token %s: %v; want SASL_AUTHENTICATION_FAILED", name, err)
+		}
+	}
+
+	t.Run("confluent-kafka", func(t *testing.T) {
+		root := testclients.RepoRoot(t)
+		python := clientPython(t, root)
+		out := runClient(t, 60*time.Second, "", python, filepath.Join(root, "test", "clients", "confluent_roundtrip.py"),
+			"--bootstrap", b.addrs["SASL_PLAINTEXT"], "--topic", "unsec-rd", "--count", "100", "--codecs", "none", "--timeout", "20",
+			"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=OAUTHBEARER",
+			"-X", "enable.sasl.oauthbearer.unsecure.jwt=true", "-X", "sasl.oauthbearer.config=principal=dev-rd")
+		if !strings.Contains(out, "consumed 100 messages back in order") {
+			t.Fatalf("confluent-kafka with an unsecured token: %s", out)
+		}
+	})
+	t.Run("java", func(t *testing.T) {
+		java := testclients.Java(t)
+		props := filepath.Join(t.TempDir(), "client.properties")
+		writeFile(t, props, "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"+
+			"sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"dev-java\";\n")
+		t.Setenv("RUNNEL_CLIENT_CONFIG", props)
+		addr := b.addrs["SASL_PLAINTEXT"]
+		if out := runClient(t, 120*time.Second, "", java[0], append(java[1:], "produce", addr, "unsec-java", "50")...); !strings.Contains(out, "acked 50") {
+			t.Fatalf("java produce: %s", out)
+		}
+		out := runClient(t, 120*time.Second, "", java[0], append(java[1:], "consume", addr, "unsec-java", "junsec", "consumer", "50")...)
+		if n := len(strings.Split(strings.TrimSpace(out), "\n")); n != 50 {
+			t.Fatalf("java consumed %d records over an unsecured OAUTHBEARER token, want 50", n)
+		}
+	})
 }

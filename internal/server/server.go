@@ -234,8 +234,8 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("server: --authorizer %q is not none or acl", c.Authorizer)
 	}
-	if slices.Contains(c.SASLMechanisms, security.OAuthBearer) && c.OAuth.JWKSURL == "" {
-		return errors.New("server: SASL mechanism OAUTHBEARER needs --sasl-oauthbearer-jwks-endpoint-url")
+	if slices.Contains(c.SASLMechanisms, security.OAuthBearer) && c.OAuth.JWKSURL == "" && !c.OAuth.Unsecured {
+		return errors.New("server: SASL mechanism OAUTHBEARER needs --sasl-oauthbearer-jwks-endpoint-url (or --sasl-oauthbearer-unsecured for unsigned development tokens)")
 	}
 	if _, err := security.ParsePrincipalMappingRules(c.SSLPrincipalMappingRules); err != nil {
 		return fmt.Errorf("server: %w", err)
