@@ -22,7 +22,7 @@ import (
 //     its file: the object is written and the commit is a quorum-fsynced Raft entry); only the
 //     open transaction's epoch is checked;
 //   - marker: a controller command (object-marker) that puts the marker at the partition's
-//     next offset;
+//     next offset (writeMarker);
 //   - discovery: the open transactions in an image at least as new as the controller's commit
 //     of every acknowledged batch (a barrier);
 //   - the partition's own check of transactions left open: run by the active controller's node.
@@ -83,20 +83,6 @@ func (d *txns) prepareObject(t *topics.Topic, req txnPrepareReq) error {
 		return fmt.Errorf("%w: the partition's open transaction is of epoch %d, not %d", kerr.InvalidProducerEpoch, epoch, req.Epoch)
 	}
 	return nil
-}
-
-// markerObject is markerLocal for an object partition.
-func (d *txns) markerObject(ctx context.Context, t *topics.Topic, req txnMarkerReq) error {
-	_, err := d.proposeObjectMarker(ctx, t, req.Partition, req.ProducerID, req.Epoch, req.Commit, req.CoordinatorEpoch)
-	switch {
-	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return nil // the topic is gone: no marker needed
-	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionCoordinatorFenced):
-		// A newer epoch or coordinator already wrote past this marker: nothing to do here.
-		d.b.logger.Warn("broker: transaction marker refused", "topic", req.Topic, "partition", req.Partition, "err", err)
-		return nil
-	}
-	return err
 }
 
 // discoverObjects lists the object partitions holding an open transaction of the producer at

@@ -530,34 +530,42 @@ func (d *txns) discoverLocal(req txnDiscoverReq) []txncoord.TP {
 	return out
 }
 
-// markerLocal writes a marker to a partition this node leads and waits for its commit. A
-// partition whose topic is gone needs no marker.
+// markerLocal is the partition side of the coordinator's marker round: writeMarker, where a
+// partition whose topic is gone needs no marker, and a marker refused for an older producer or
+// coordinator epoch is done (a newer epoch or coordinator already wrote past it).
 func (d *txns) markerLocal(ctx context.Context, req txnMarkerReq) error {
-	if t, ok := d.b.topics.Get(req.Topic); ok && isObjectTopic(t) {
-		return d.markerObject(ctx, t, req)
-	}
-	p, err := d.ledPartition(req.Topic, req.Partition)
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+	err := d.writeMarker(ctx, req)
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return nil
+	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionCoordinatorFenced):
+		d.b.logger.Warn("broker: transaction marker refused", "topic", req.Topic, "partition", req.Partition, "err", err)
 		return nil
 	}
+	return err
+}
+
+// writeMarker writes a marker to a partition this node leads, or to an object partition (a
+// controller entry: txnobjects.go), and waits until a quorum holds it durably, whatever the
+// topic's write caching: the coordinator forgets the transaction's partitions once every
+// marker is written.
+func (d *txns) writeMarker(ctx context.Context, req txnMarkerReq) error {
+	if t, ok := d.b.topics.Get(req.Topic); ok && isObjectTopic(t) {
+		_, err := d.proposeObjectMarker(ctx, t, req.Partition, req.ProducerID, req.Epoch, req.Commit, req.CoordinatorEpoch)
+		return err
+	}
+	p, err := d.ledPartition(req.Topic, req.Partition)
 	if err != nil {
 		return err
 	}
 	off, epoch, err := p.Replica.AppendMarker(txn.Marker{ProducerID: req.ProducerID, Epoch: req.Epoch, Commit: req.Commit,
 		CoordinatorEpoch: req.CoordinatorEpoch}, time.Now().UnixMilli())
 	if err != nil {
-		if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.TransactionCoordinatorFenced) {
-			// A newer epoch or coordinator already wrote past this marker: nothing to do here.
-			d.b.logger.Warn("broker: transaction marker refused", "topic", req.Topic, "partition", req.Partition, "err", err)
-			return nil
-		}
 		return err
 	}
 	p.NotifyAppend()
 	p.Log.SyncSoon()
 	d.b.groups.onMarker(p, req.ProducerID, req.Epoch, req.Commit)
-	// Durable on a quorum whatever the topic's write caching: the coordinator forgets the
-	// transaction's partitions once every marker is written.
 	return p.Replica.WaitDurable(ctx, epoch, off+1)
 }
 

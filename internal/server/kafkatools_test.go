@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -144,7 +145,10 @@ func TestKafkaToolsOnCluster(t *testing.T) {
 
 // TestKafkaTransactionsTool: Kafka's kafka-transactions tool against an open transaction: list
 // and describe show it Ongoing on its partition, describe-producers shows where it began, and
-// find-hanging does not call it hanging (it is younger than the tool's threshold).
+// find-hanging does not call it hanging (it is younger than the tool's threshold). Then abort
+// (DescribeProducers, then WriteTxnMarkers to the partition) ends an open transaction on a
+// local and on an object partition: its records are never read_committed, the last stable
+// offset moves past the marker.
 func TestKafkaTransactionsTool(t *testing.T) {
 	tool := kafkaTool(t, "org.apache.kafka.tools.TransactionsCommand")
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
@@ -189,6 +193,44 @@ func TestKafkaTransactionsTool(t *testing.T) {
 	out = run("describe-producers", "--topic", "txtool", "--partition", "0")
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); !strings.HasSuffix(strings.TrimSpace(lines[len(lines)-1]), "None") {
 		t.Errorf("describe-producers after the commit: want no open transaction (None):\n%s", out)
+	}
+
+	createObjectTopic(t, b.addr, "txtool-obj", 1, nil)
+	adm := kadm.NewClient(p)
+	for i, topic := range []string{"txtool", "txtool-obj"} {
+		q, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.TransactionalID(fmt.Sprint("hung-", i)), kgo.DefaultProduceTopic(topic),
+			kgo.TransactionTimeout(10*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start, _ := ends.Lookup(topic, 0)
+		if err := q.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.ProduceSync(ctx, kgo.StringRecord("hung")).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		out := run("abort", "--topic", topic, "--partition", "0", "--start-offset", fmt.Sprint(start.Offset))
+		t.Logf("kafka-transactions abort on %s at %d: %s", topic, start.Offset, strings.TrimSpace(out))
+		out = run("describe-producers", "--topic", topic, "--partition", "0")
+		if strings.Contains(out, fmt.Sprintf(" %d\n", start.Offset)) || !strings.Contains(out, "None") {
+			t.Errorf("describe-producers on %s after the abort: want no open transaction:\n%s", topic, out)
+		}
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := stable.Lookup(topic, 0); s.Offset != start.Offset+2 {
+			t.Errorf("%s: last stable offset %d after the abort; want %d (the record and its ABORT marker)", topic, s.Offset, start.Offset+2)
+		}
+		if got := readTopic(t, ctx, b.addr, topic, kgo.ReadCommitted(), 1000, 2*time.Second); slices.Contains(got, "hung") {
+			t.Errorf("%s: read_committed read the aborted record", topic)
+		}
 	}
 }
 
