@@ -140,7 +140,8 @@ func compactable(p *objtopic.Partition, nowMs int64, keepNewest int, ratio float
 	return exts
 }
 
-// abortedRanges indexes a partition's aborted transactions by producer for a compaction pass.
+// abortedRanges indexes a partition's aborted transactions by producer for a compaction pass:
+// a producer's transactions follow one another, so each list ascends in First and in Last.
 type abortedRanges map[int64][]objtopic.AbortedTxn
 
 func abortedOf(p *objtopic.Partition) abortedRanges {
@@ -157,12 +158,9 @@ func (ab abortedRanges) holds(h *batch.Header, base int64) bool {
 	if !h.IsTransactional() || h.IsControl() {
 		return false
 	}
-	for _, a := range ab[h.ProducerID] {
-		if a.First <= base && base <= a.Last {
-			return true
-		}
-	}
-	return false
+	list := ab[h.ProducerID]
+	i := sort.Search(len(list), func(i int) bool { return list[i].Last >= base }) // the first that ends at or after it
+	return i < len(list) && list[i].First <= base
 }
 
 // compactOne maps the dirty extents of exts and rewrites exts up to the last one mapped.
