@@ -14,8 +14,9 @@ func (h *Header) DeleteHorizon() (int64, bool) {
 // empty batch then, uncompressed).
 //
 // horizon > 0 is the delete horizon (unix ms) to give a kept batch with a tombstone (a null
-// value) that has none yet, as Kafka's cleaner does since KIP-534: the base timestamp becomes the
-// horizon, with AttrDeleteHorizon, and the records' timestamp deltas are re-encoded from it.
+// value), or a kept control batch (a transaction marker), that has none yet, as Kafka's cleaner
+// does since KIP-534: the base timestamp becomes the horizon, with AttrDeleteHorizon, and the
+// records' timestamp deltas are re-encoded from it.
 func Filter(h *Header, b []byte, keep func(rec *Record, offset int64) bool, keepEmpty bool, horizon int64) ([]byte, int, error) {
 	var kept []Record // their slices alias b or its decompressed records, which stay unchanged
 	removed, tombstone := 0, false
@@ -31,7 +32,7 @@ func Filter(h *Header, b []byte, keep func(rec *Record, offset int64) bool, keep
 		return nil, 0, err
 	}
 	_, hasHorizon := h.DeleteHorizon()
-	setHorizon := horizon > 0 && tombstone && !hasHorizon
+	setHorizon := horizon > 0 && (tombstone || h.IsControl() && len(kept) > 0) && !hasHorizon
 	switch {
 	case removed == 0 && !setHorizon:
 		return b, 0, nil

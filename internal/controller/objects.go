@@ -86,6 +86,9 @@ type ReplaceExtents struct {
 	First  objtopic.Extent  `json:"first"`
 	Last   objtopic.Extent  `json:"last"`
 	Merged *objtopic.Extent `json:"merged"`
+	// DropAborted: the offsets of ABORT markers compaction dropped with the last records of
+	// their transactions; their aborted-transaction index entries go too.
+	DropAborted []int64 `json:"drop_aborted,omitempty"`
 }
 
 func applyReplaceExtents(im *Image, c *ReplaceExtents) error {
@@ -96,8 +99,12 @@ func applyReplaceExtents(im *Image, c *ReplaceExtents) error {
 	if _, err := t.Objects[c.Partition].Clone().Replace(c.First, c.Last, c.Merged); err != nil { // check first: no copy for a stale merge
 		return err
 	}
-	_, err := im.objectForWrite(t, c.Partition).Replace(c.First, c.Last, c.Merged)
-	return err
+	p := im.objectForWrite(t, c.Partition)
+	if _, err := p.Replace(c.First, c.Last, c.Merged); err != nil {
+		return err
+	}
+	p.DropAborted(c.DropAborted)
+	return nil
 }
 
 // CommitFile commits one object file that a writer (a node's or agent's process run) has

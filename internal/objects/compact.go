@@ -41,6 +41,11 @@ import (
 //     kept them: that pass gives their batch a delete horizon (KIP-534: the base timestamp
 //     becomes the horizon), and the first pass after the horizon drops them. The clock is the
 //     controller's, not the producers'.
+//   - Transactions (docs/object-topics.md §10): only what lies below the last stable offset is
+//     cleanable; records of aborted transactions are dropped and supersede nothing. A COMMIT or
+//     ABORT marker whose transaction has no record left goes the tombstones' way (Kafka's
+//     rule): a delete horizon at the first pass that sees it so, dropped at the first pass
+//     after; a dropped ABORT's entry leaves the aborted-transaction index with it.
 
 // CompactStats counts what a compaction round did.
 type CompactStats struct {
@@ -198,13 +203,14 @@ func (m *Maintainer) compactOne(ctx context.Context, ref controller.PartitionRef
 		end = i + 1
 	}
 	exts = exts[:end]
+	txns := &txnScan{aborted: aborted, live: map[int64]bool{}}
 	for len(exts) > 0 {
 		n, size := 0, int64(0)
 		for n < len(exts) && (n == 0 || size+int64(exts[n].Length) <= m.cfg.MergeTarget) {
 			size += int64(exts[n].Length)
 			n++
 		}
-		if err := m.cleanRun(ctx, ref, start, exts[:n], keys, aborted, nowMs, retention, st); err != nil {
+		if err := m.cleanRun(ctx, ref, start, exts[:n], keys, txns, nowMs, retention, st); err != nil {
 			return err
 		}
 		exts = exts[n:]
@@ -216,17 +222,40 @@ func (m *Maintainer) compactOne(ctx context.Context, ref controller.PartitionRef
 // controller put the result in the run's place. A run of one clean extent that loses nothing
 // is left as it is.
 func (m *Maintainer) cleanRun(ctx context.Context, ref controller.PartitionRef, start int64, run []objtopic.Extent,
-	keys map[[md5.Size]byte]int64, aborted abortedRanges, nowMs, retention int64, st *CompactStats) error {
+	keys map[[md5.Size]byte]int64, txns *txnScan, nowMs, retention int64, st *CompactStats) error {
 	changed := len(run) > 1 || !run[0].Clean
 	for _, e := range run {
 		st.BytesRead += int64(e.Length)
 	}
-	horizon := int64(0) // the earliest delete horizon of a kept tombstone
+	horizon := int64(0) // the earliest delete horizon of a kept tombstone or marker
+	var droppedAborts []int64
 	batches, err := m.collectRun(ctx, run, func(b []byte, h *batch.Header) ([]byte, error) {
 		if h.IsControl() {
-			return b, nil // transaction markers stay (docs/object-topics.md §10)
+			keep, setHorizon := txns.marker(h, nowMs)
+			switch {
+			case !keep:
+				changed = true
+				if c, err := batch.ParseControl(h, b); err == nil && c.Type == batch.ControlAbort {
+					droppedAborts = append(droppedAborts, h.BaseOffset)
+				}
+				return nil, nil
+			case !setHorizon:
+				if hz, ok := h.DeleteHorizon(); ok && (horizon == 0 || hz < horizon) {
+					horizon = hz
+				}
+				return b, nil
+			}
+			out, _, err := batch.Filter(h, b, func(*batch.Record, int64) bool { return true }, false, nowMs+retention)
+			if err != nil {
+				return nil, err
+			}
+			changed = true
+			if horizon == 0 || nowMs+retention < horizon {
+				horizon = nowMs + retention
+			}
+			return out, nil
 		}
-		if aborted.holds(h, h.BaseOffset) {
+		if txns.aborted.holds(h, h.BaseOffset) {
 			st.RecordsRemoved += int64(h.RecordCount)
 			changed = true
 			return nil, nil
@@ -255,6 +284,9 @@ func (m *Maintainer) cleanRun(ctx context.Context, ref controller.PartitionRef, 
 		if out == nil || &out[0] != &b[0] {
 			changed = true
 		}
+		if out != nil && h.IsTransactional() {
+			txns.live[h.ProducerID] = true // its transaction keeps a record: its marker stays
+		}
 		if out != nil && tombstones {
 			oh, _ := batch.ParseHeader(out)
 			if hz, ok := oh.DeleteHorizon(); ok && (horizon == 0 || hz < horizon) {
@@ -276,5 +308,33 @@ func (m *Maintainer) cleanRun(ctx context.Context, ref controller.PartitionRef, 
 		st.ExtentsOut++
 	}
 	st.ExtentsIn += len(run)
-	return m.replaceRun(ctx, ref, run, merged)
+	return m.replaceRun(ctx, ref, run, merged, droppedAborts)
+}
+
+// txnScan follows a compaction pass's walk, in offset order from the log start, through the
+// transactions of the cleanable extents: which producers kept a transactional record since
+// their last marker. Every record of a transaction precedes its marker, so at the marker the
+// walk knows whether any is left.
+type txnScan struct {
+	aborted abortedRanges
+	live    map[int64]bool
+}
+
+// marker decides a COMMIT or ABORT marker's fate, as Kafka's cleaner does: kept as it is while
+// its transaction keeps a record; else kept with a delete horizon set now (setHorizon) if it has
+// none, and dropped by the first pass after its horizon.
+func (s *txnScan) marker(h *batch.Header, nowMs int64) (keep, setHorizon bool) {
+	live := s.live[h.ProducerID]
+	delete(s.live, h.ProducerID)
+	if live || h.ProducerID < 0 {
+		return true, false
+	}
+	hz, ok := h.DeleteHorizon()
+	switch {
+	case !ok:
+		return true, true
+	case hz <= nowMs:
+		return false, false
+	}
+	return true, false
 }

@@ -80,7 +80,7 @@ func (m *Maintainer) mergeOne(ctx context.Context, ref controller.PartitionRef, 
 	if err != nil {
 		return err
 	}
-	return m.replaceRun(ctx, ref, run, merged)
+	return m.replaceRun(ctx, ref, run, merged, nil)
 }
 
 // readSection reads an extent's section and checks it, throttled to MergeBytesPerSec so that
@@ -164,10 +164,12 @@ func (m *Maintainer) writeRun(ctx context.Context, ref controller.PartitionRef, 
 		MaxTimestamp: maxTs, Absolute: true}, nil
 }
 
-// replaceRun has the controller put merged (nil: nothing) in the place of a run of extents.
-func (m *Maintainer) replaceRun(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent, merged *objtopic.Extent) error {
+// replaceRun has the controller put merged (nil: nothing) in the place of a run of extents, and
+// drop the aborted-transaction index entries of the ABORT markers at dropAborted (compaction
+// dropped them).
+func (m *Maintainer) replaceRun(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent, merged *objtopic.Extent, dropAborted []int64) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return m.cfg.Propose(cctx, &controller.Command{Op: controller.OpReplaceExtents, ReplaceExtents: &controller.ReplaceExtents{
-		PartitionRef: ref, First: run[0], Last: run[len(run)-1], Merged: merged}})
+		PartitionRef: ref, First: run[0], Last: run[len(run)-1], Merged: merged, DropAborted: dropAborted}})
 }

@@ -64,6 +64,10 @@ func TestTransactionsOnObjects(t *testing.T) {
 		if e.Base >= 6 && e.Clean {
 			t.Errorf("extent %d at or past the last stable offset compacted", e.Base)
 		}
+		// The ABORT's transaction has no record left: its marker got a delete horizon.
+		if e.Base <= 3 && e.Last >= 3 && e.Horizon != 11_000 {
+			t.Errorf("the extent of the emptied transaction's ABORT has horizon %d; want 11000", e.Horizon)
+		}
 	}
 
 	// The transaction commits: the next pass may clean its record too, which c=2 supersedes.
@@ -73,8 +77,19 @@ func TestTransactionsOnObjects(t *testing.T) {
 	if _, err := r.m.Compact(ctx, time.UnixMilli(20_000)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := read(11), "0:a=1 3:ABORT(5) 4:b=2 5:COMMIT(6) 7:d=1 8:COMMIT(7) 9:c=2 10:e=1"; got != want {
+	// Past the ABORT's horizon it goes, and its index entry with it; the COMMIT of 7 has no
+	// record left now (c=2 superseded it) and gets its horizon.
+	if got, want := read(11), "0:a=1 4:b=2 5:COMMIT(6) 7:d=1 8:COMMIT(7) 9:c=2 10:e=1"; got != want {
 		t.Fatalf("after the commit and another pass:\n got %s\nwant %s", got, want)
+	}
+	if p := r.fc.partition(0).Object(0); len(p.Aborted) != 0 {
+		t.Fatalf("aborted-transaction index %v after its ABORT was dropped; want empty", p.Aborted)
+	}
+	if _, err := r.m.Compact(ctx, time.UnixMilli(21_500)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := read(11), "0:a=1 4:b=2 5:COMMIT(6) 7:d=1 9:c=2 10:e=1"; got != want {
+		t.Fatalf("past the COMMIT's horizon:\n got %s\nwant %s", got, want)
 	}
 }
 

@@ -308,6 +308,25 @@ func (p *Partition) AppendMarker(m txn.Marker, timestampMs int64) (int64, error)
 	return off, nil
 }
 
+// DropAborted removes the aborted-transaction index entries of the ABORT markers at the given
+// offsets (compaction dropped them with the last records of their transactions: nothing is
+// left to skip). The remaining entries keep their order and their Stable bound.
+func (p *Partition) DropAborted(markers []int64) {
+	if len(markers) == 0 {
+		return
+	}
+	out := make([]AbortedTxn, 0, len(p.Aborted)) // a new array: published copies keep theirs
+	for _, a := range p.Aborted {
+		if !slices.Contains(markers, a.Last) {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	p.Aborted = out
+}
+
 // LastStable is the last stable offset: the first offset of the earliest open transaction, or
 // the partition's end. read_committed consumers read below it.
 func (p *Partition) LastStable() int64 {
