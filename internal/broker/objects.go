@@ -215,14 +215,6 @@ func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32
 		// Ripcord: the controller, which sequences transactional batches, is away; the
 		// producer retries until it is back (or its delivery timeout).
 		return fail(fmt.Errorf("%w: in Ripcord mode, transactional batches wait for the controller", kerr.NotEnoughReplicas))
-	case h.IsTransactional():
-		var id string
-		if txnID != nil {
-			id = *txnID
-		}
-		if err := b.txns.ensureInTransaction(ctx, id, objectTxnPartition{b.txns, t, index}, h.ProducerID, h.ProducerEpoch, version); err != nil {
-			return fail(err)
-		}
 	}
 	if policy, _ := t.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
 		if err := requireKeys(&h, records); err != nil {
@@ -245,6 +237,15 @@ func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32
 		sp.LogAppendTime = time.Now().UnixMilli()
 		batch.SetLogAppendTime(own, sp.LogAppendTime)
 		h.MaxTimestamp = sp.LogAppendTime
+	}
+	if h.IsTransactional() { // a valid batch: now into the transaction
+		var id string
+		if txnID != nil {
+			id = *txnID
+		}
+		if err := b.txns.ensureInTransaction(ctx, id, objectTxnPartition{b.txns, t, index}, h.ProducerID, h.ProducerEpoch, version); err != nil {
+			return fail(err)
+		}
 	}
 	return b.cfg.ObjectWriter.Append(controller.PartitionRef{Topic: t.ID, Partition: index}, own, h, lazy), int(h.RecordCount)
 }

@@ -48,8 +48,11 @@ func (o objectTxnPartition) openTransaction(pid int64) (int16, bool) {
 	return epoch, ok
 }
 
+// abortHere has the controller abort the producer's transaction of epoch if it is still open
+// (the image this node decided on may be older: controller.ObjectMarker).
 func (o objectTxnPartition) abortHere(ctx context.Context, pid int64, epoch int16) error {
-	if _, err := o.d.proposeObjectMarker(ctx, o.t, o.i, pid, epoch, false, -1); err != nil {
+	off, err := o.d.proposeObjectMarker(ctx, o.t, o.i, pid, epoch, false, -1)
+	if err != nil || off < 0 {
 		return err
 	}
 	o.d.b.logger.Info("broker: aborted a transaction no coordinator can commit", "topic", o.t.Name, "partition", o.i, "producer", pid, "epoch", epoch)

@@ -50,7 +50,8 @@ const (
 
 // ObjectMarker is a transaction marker for an object partition (docs/object-topics.md §10):
 // the transaction coordinator's COMMIT or ABORT, or the partition's own abort (coordinator
-// epoch -1). It is kept in the image as an inline extent until a merge writes it into an object.
+// epoch -1: written only if the producer's open transaction is still of Epoch). It is kept in
+// the image as an inline extent until a merge or compaction writes it into an object.
 type ObjectMarker struct {
 	PartitionRef
 	ProducerID       int64 `json:"pid"`
@@ -66,6 +67,14 @@ func applyObjectMarker(im *Image, c *ObjectMarker) Result {
 		return Result{Err: ErrUnknownTopic}
 	}
 	m := txn.Marker{ProducerID: c.ProducerID, Epoch: c.Epoch, Commit: c.Commit, CoordinatorEpoch: c.CoordinatorEpoch}
+	if c.CoordinatorEpoch == -1 && !c.Commit {
+		// The partition's own abort of the transaction of epoch c.Epoch, decided on an image
+		// that may be older than this one: if that transaction is closed by now, another may
+		// be open, which is not the one found stale. Nothing is written (Value -1).
+		if _, epoch, open := t.Objects[c.Partition].OpenTransaction(c.ProducerID); !open || epoch != c.Epoch {
+			return Result{Value: -1}
+		}
+	}
 	if err := t.Objects[c.Partition].CheckMarker(m); err != nil { // check first: no copy for a refused marker
 		return Result{Err: err}
 	}

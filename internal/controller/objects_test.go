@@ -207,6 +207,19 @@ func TestObjectMarker(t *testing.T) {
 	if r := Apply(im, 15, marker(1, 3, 3)); !errors.Is(r.Err, kerr.TransactionCoordinatorFenced) {
 		t.Fatalf("a fenced coordinator's marker: %+v", r)
 	}
+	// The partition's own abort of epoch 1's transaction, once that one is closed and epoch 2's
+	// is open: nothing is written, epoch 2's stays open.
+	Apply(im, 17, commitCmd("w", 2, 0, section(0, objtopic.BatchMeta{Records: 1, ProducerID: 5, Epoch: 2, Transactional: true})))
+	own := marker(1, -1, 5)
+	own.ObjectMarker.Commit = false
+	if r := Apply(im, 18, own); r.Err != nil || r.Value != -1 || im.Topics["o"].Object(0).LastStable() != 3 {
+		t.Fatalf("a stale own abort: %+v, last stable %d; want nothing written, 3", r, im.Topics["o"].Object(0).LastStable())
+	}
+	own = marker(2, -1, 6)
+	own.ObjectMarker.Commit = false
+	if r := Apply(im, 19, own); r.Err != nil || r.Value != 4 || im.Topics["o"].Object(0).LastStable() != 5 {
+		t.Fatalf("the own abort of the open transaction: %+v, last stable %d; want offset 4, 5", r, im.Topics["o"].Object(0).LastStable())
+	}
 	bad := marker(1, 4, 4)
 	bad.ObjectMarker.Partition = 9
 	if r := Apply(im, 16, bad); !errors.Is(r.Err, ErrUnknownTopic) {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,9 @@ import (
 )
 
 // TestKafkaJS: kafkajs 2.2 (npm, installed by .ci/run into test/clients/node) produces
-// idempotently and two group consumers take turns, together reading every record exactly once.
+// idempotently and two group consumers take turns, together reading every record exactly once;
+// its transactional producer commits and aborts on a local and on an object topic, and its
+// (read_committed) group consumer reads exactly the committed records.
 func TestKafkaJS(t *testing.T) {
 	dir := filepath.Join(repoRoot(t), "test", "clients", "node")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
@@ -34,4 +37,38 @@ func TestKafkaJS(t *testing.T) {
 		outs = append(outs, runClient(t, 90*time.Second, "", node, script, "consume", b.addr, "js", "jsgroup", want))
 	}
 	valuesOnce(t, "kafkajs group consumers in turn", "n", 600, outs...)
+
+	createObjectTopic(t, b.addr, "js-txn-object", 3, nil)
+	b.createTopic("js-txn", 3)
+	for _, topic := range []string{"js-txn", "js-txn-object"} {
+		if out := runClient(t, 90*time.Second, "", node, script, "txn", b.addr, topic, "9"); !strings.Contains(out, "committed 60 of 90") {
+			t.Fatalf("kafkajs transactions on %s: %s", topic, out)
+		}
+		out := runClient(t, 90*time.Second, "", node, script, "consume", b.addr, topic, topic+"-group", "60")
+		committedOnce(t, "kafkajs read_committed on "+topic, 9, out)
+	}
+}
+
+// committedOnce checks a consumer's output, lines "PARTITION OFFSET VALUE", against a client's
+// txn run of n transactions of 10 values "t/<i>/<j>", every third aborted: each committed value
+// exactly once, no aborted one.
+func committedOnce(t *testing.T, name string, n int, out string) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) == 3 {
+			seen[f[2]]++
+		}
+	}
+	for i := range n {
+		for j := range 10 {
+			v, want := fmt.Sprintf("t/%d/%d", i, j), 1
+			if i%3 == 1 {
+				want = 0
+			}
+			if seen[v] != want {
+				t.Fatalf("%s: %s read %d times; want %d", name, v, seen[v], want)
+			}
+		}
+	}
 }

@@ -1,4 +1,4 @@
-// kafkajs against Runnel: an idempotent producer, then group consumers.
+// kafkajs against Runnel: an idempotent producer, group consumers, transactions.
 //
 //   node kafkajs_roundtrip.js produce BOOTSTRAP TOPIC N
 //       an idempotent producer (idempotent: true, acks=-1, maxInFlightRequests 1 as kafkajs
@@ -8,7 +8,12 @@
 //       a group consumer (kafkajs's classic protocol, round-robin assignor) reads until it has
 //       WANT records or 60 s pass, committing each record it took (autoCommit off, resolving
 //       offsets per message), then disconnects (leaving the group); prints
-//       "PARTITION OFFSET VALUE" per record.
+//       "PARTITION OFFSET VALUE" per record. With a fifth argument "read_uncommitted" it reads
+//       with that isolation level (kafkajs reads committed records only by default).
+//   node kafkajs_roundtrip.js txn BOOTSTRAP TOPIC T
+//       a transactional producer (transactionalId, idempotent) runs T transactions of 10
+//       values "t/<i>/<j>" each, aborting every third (i % 3 == 1) and committing the others;
+//       prints "committed C of N".
 // Exits 0 on success, 1 with the reason on stderr.
 const { Kafka, logLevel } = require('kafkajs')
 
@@ -34,8 +39,33 @@ async function produce (kafka, topic, n) {
   console.log('acked ' + n + ' min ' + min + ' max ' + max)
 }
 
-async function consume (kafka, topic, group, want) {
-  const consumer = kafka.consumer({ groupId: group, sessionTimeout: 10000 })
+async function txn (kafka, topic, transactions) {
+  const producer = kafka.producer({ transactionalId: 'kafkajs-txn-' + topic, idempotent: true, maxInFlightRequests: 1 })
+  await producer.connect()
+  let committed = 0
+  for (let i = 0; i < transactions; i++) {
+    const tx = await producer.transaction()
+    const messages = []
+    for (let j = 0; j < 10; j++) messages.push({ value: 't/' + i + '/' + j })
+    try {
+      await tx.send({ topic, acks: -1, messages })
+    } catch (err) {
+      await tx.abort()
+      throw err
+    }
+    if (i % 3 === 1) {
+      await tx.abort()
+    } else {
+      await tx.commit()
+      committed += messages.length
+    }
+  }
+  await producer.disconnect()
+  console.log('committed ' + committed + ' of ' + transactions * 10)
+}
+
+async function consume (kafka, topic, group, want, isolation) {
+  const consumer = kafka.consumer({ groupId: group, sessionTimeout: 10000, readUncommitted: isolation === 'read_uncommitted' })
   const got = []
   await consumer.connect()
   await consumer.subscribe({ topic, fromBeginning: true })
@@ -62,8 +92,9 @@ async function main () {
   const [cmd, bootstrap, topic, ...rest] = process.argv.slice(2)
   const kafka = new Kafka({ clientId: 'kafkajs-test', brokers: [bootstrap], logLevel: logLevel.ERROR })
   if (cmd === 'produce') return produce(kafka, topic, Number(rest[0]))
-  if (cmd === 'consume') return consume(kafka, topic, rest[0], Number(rest[1]))
-  fail('usage: produce BOOTSTRAP TOPIC N | consume BOOTSTRAP TOPIC GROUP WANT')
+  if (cmd === 'consume') return consume(kafka, topic, rest[0], Number(rest[1]), rest[2])
+  if (cmd === 'txn') return txn(kafka, topic, Number(rest[0]))
+  fail('usage: produce BOOTSTRAP TOPIC N | consume BOOTSTRAP TOPIC GROUP WANT [read_uncommitted] | txn BOOTSTRAP TOPIC T')
 }
 
 main().then(() => process.exit(0), err => fail(err && err.stack ? err.stack : String(err)))
