@@ -284,3 +284,54 @@ func TestTransactionConfigsAreDynamic(t *testing.T) {
 		t.Errorf("transactional.id.expiration.ms=0 accepted; want a validation error")
 	}
 }
+
+// TestTransactionAddsAnEmptyFreshPartition: a transaction adds a partition of a topic created a
+// moment before and writes nothing there (kafka-python adds partitions as records are assigned
+// to them), then commits: the partition's prepare vouches for it on the coordinator's own node
+// (the same clock) instead of asking its leadership to predate the transaction by the
+// two-node clock margin, which refused the commit.
+func TestTransactionAddsAnEmptyFreshPartition(t *testing.T) {
+	addr, _ := testBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("fresh-tid"), kgo.DefaultProduceTopic("fresh"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	pid, epoch, err := p.ProducerID(ctx) // the coordinator is loaded before the topic exists
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(admCl).CreateTopic(ctx, 2, 1, nil, "fresh"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.Version = 3
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "fresh-tid", pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "fresh", []int32{1}
+	add.Topics = append(add.Topics, at)
+	resp, err := add.RequestWith(ctx, admCl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("adding partition 1: %v", kerr.ErrorForCode(code))
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("committing a transaction with an empty partition of a fresh topic: %v", err)
+	}
+}

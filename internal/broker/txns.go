@@ -33,6 +33,14 @@ const (
 	leadershipSkew = 2 * time.Second
 )
 
+// skew is the margin prepareLocal allows between the coordinator's clock and this node's.
+func skew(sameClock bool) time.Duration {
+	if sameClock {
+		return 0
+	}
+	return leadershipSkew
+}
+
 // txns drives the transaction coordinators (package txncoord, which does no I/O) of the
 // __transaction_state partitions this node leads, as groups does for consumer groups: it loads
 // a shard when it becomes leader, feeds it requests and ticks, and carries out its effects:
@@ -434,12 +442,12 @@ func (d *txns) registerRPCs() {
 	handle := func(method string, h func(ctx context.Context, payload []byte) (any, error)) {
 		d.b.cl.Handle(method, func(ctx context.Context, _ int32, payload []byte) (any, error) { return h(ctx, payload) })
 	}
-	handle("txn.prepare", func(ctx context.Context, payload []byte) (any, error) {
+	d.b.cl.Handle("txn.prepare", func(ctx context.Context, from int32, payload []byte) (any, error) {
 		var req txnPrepareReq
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, err
 		}
-		return codeOf(d.prepareLocal(ctx, req)), nil
+		return codeOf(d.prepareLocal(ctx, req, from == d.b.cfg.NodeID)), nil
 	})
 	handle("txn.discover", func(_ context.Context, payload []byte) (any, error) {
 		var req txnDiscoverReq
@@ -483,8 +491,11 @@ func (d *txns) ledPartition(topic string, index int32) (*topics.Partition, error
 // prepareLocal makes a transaction's records on a partition this node leads quorum-durable, if
 // it can vouch for all of them (docs/transactions.md §3.3): its open transaction of the producer
 // began in the current leader epoch, or it holds none and has led since before the transaction
-// began (a new leader might have lost records the old one took).
-func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq) error {
+// began (a new leader might have lost records the old one took). The coordinator's clock set
+// the transaction's start: on another node, the leadership must predate it by leadershipSkew;
+// on this one (sameClock), just predate it, so a transaction that added a partition of a topic
+// created a moment before, and wrote nothing there, still commits.
+func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq, sameClock bool) error {
 	if t, ok := d.b.topics.Get(req.Topic); ok && isObjectTopic(t) {
 		return d.prepareObject(t, req)
 	}
@@ -502,7 +513,7 @@ func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq) error {
 		return fmt.Errorf("%w: the partition's open transaction is of epoch %d, not %d", kerr.InvalidProducerEpoch, producerEpoch, req.Epoch)
 	case open && beganIn != epoch:
 		return fmt.Errorf("%w: the transaction began in leader epoch %d, the partition is now in %d", kerr.NotLeaderForPartition, beganIn, epoch)
-	case !open && p.Replica.LeadingSince().UnixMilli() > req.StartMs-leadershipSkew.Milliseconds():
+	case !open && p.Replica.LeadingSince().UnixMilli() > req.StartMs-skew(sameClock).Milliseconds():
 		return fmt.Errorf("%w: the partition changed leader since the transaction began", kerr.NotLeaderForPartition)
 	}
 	end := p.Log.EndOffset()
