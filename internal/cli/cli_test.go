@@ -95,11 +95,8 @@ func TestServeTopicDefaults(t *testing.T) {
 		{numPartitions: 1, autoLeaderRebalance: true, leaderBalanceInterval: -time.Second},
 		{numPartitions: 1, autoLeaderRebalance: true, leaderImbalancePct: 101},
 		{numPartitions: 1, autoLeaderRebalance: true, offsetsRF: -1},
-		{numPartitions: 1, autoLeaderRebalance: true, offsetsPartitions: 0, txnStatePartitions: 50}} {
+		{numPartitions: 1, autoLeaderRebalance: true, offsetsPartitions: -1, txnStatePartitions: 50}} {
 		bad.dataDir, bad.kafkaAddr, bad.adminAddr, bad.logLevel, bad.logFormat = "d", "h:1", "h:2", "info", "text"
-		if bad.offsetsPartitions == 0 && bad.txnStatePartitions == 0 { // the flags' defaults, unless under test
-			bad.offsetsPartitions, bad.txnStatePartitions = 50, 50
-		}
 		if _, err := bad.config(io.Discard, io.Discard); err == nil {
 			t.Errorf("config(--num-partitions %d --default-replication-factor %d --leader-imbalance-check-interval %v) = nil error; want one", bad.numPartitions, bad.defaultRF, bad.leaderBalanceInterval)
 		}

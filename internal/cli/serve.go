@@ -201,7 +201,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	if f.leaderImbalancePct < 0 || f.leaderImbalancePct > 100 {
 		return server.Config{}, fmt.Errorf("--leader-imbalance-per-broker-percentage must be 0 to 100 (got %d)", f.leaderImbalancePct)
 	}
-	if f.offsetsPartitions < 1 || f.txnStatePartitions < 1 {
+	if f.offsetsPartitions < 0 || f.txnStatePartitions < 0 { // 0 (an agent's, which has no such flags): Kafka's 50
 		return server.Config{}, fmt.Errorf("--offsets-topic-num-partitions and --transaction-state-log-num-partitions must be at least 1 (got %d, %d)", f.offsetsPartitions, f.txnStatePartitions)
 	}
 	if f.offsetsRF < 0 || f.txnStateRF < 0 {
