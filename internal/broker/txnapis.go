@@ -113,6 +113,9 @@ func handleAddPartitionsToTxn(ctx context.Context, r *request) reply {
 				for _, tp := range o.tps {
 					codes[tp] = errCode(rep.Err)
 				}
+				if rep.Err == nil && !o.verifyOnly {
+					b.txns.noteAdded(o.id, o.tps)
+				}
 			}
 			if req.Version < 4 {
 				resp.Topics = addPartitionsResults(o.tps, codes)

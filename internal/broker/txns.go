@@ -61,6 +61,10 @@ type txns struct {
 	// ids remembers the transactional id of producer ids seen in transactional produce, for the
 	// partition's checks with the coordinator.
 	ids map[int64]string
+	// addedEpochs remembers, per transactional id coordinated here, the leadership (per this
+	// node's image) of each partition when the open transaction added it: a prepare compares it
+	// with the partition's current one (prepareLocal). Dropped when the transaction completes.
+	addedEpochs map[string]map[txncoord.TP]leadership
 	// progress is closed (and replaced) whenever an operation of a transaction moves on, for
 	// adds waiting out CONCURRENT_TRANSACTIONS.
 	progress chan struct{}
@@ -82,7 +86,8 @@ type txnWaiter struct {
 
 func newTxns(b *Broker) *txns {
 	d := &txns{b: b, partitions: b.cfg.TxnStatePartitions, cfg: b.cfg.Txns, shards: map[int32]*txnShard{},
-		waiting: map[txncoord.ReqID]txnWaiter{}, ids: map[int64]string{}, progress: make(chan struct{}), done: make(chan struct{})}
+		waiting: map[txncoord.ReqID]txnWaiter{}, ids: map[int64]string{}, addedEpochs: map[string]map[txncoord.TP]leadership{},
+		progress: make(chan struct{}), done: make(chan struct{})}
 	d.registerRPCs()
 	return d
 }
@@ -237,6 +242,46 @@ func (d *txns) dropLocked(idx int32) {
 			delete(d.waiting, id)
 		}
 	}
+	for id := range d.addedEpochs {
+		if d.partitionFor(id) == idx {
+			delete(d.addedEpochs, id)
+		}
+	}
+}
+
+// leadership names a partition's leadership: its leader epoch and the leader's registration
+// (a leader that restarts quickly may keep its epoch, but not its incarnation).
+type leadership struct {
+	Epoch       int32  `json:"epoch"`
+	Incarnation uint64 `json:"incarnation"`
+}
+
+// noteAdded records the leadership, per this node's image, of the local partitions a
+// transaction has just added (those it had not added before). Its records there are all
+// written after the add, so under that leadership or a later one (the image may trail).
+func (d *txns) noteAdded(id string, tps []txncoord.TP) {
+	img := d.b.cl.Image()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.addedEpochs[id]
+	for _, tp := range tps {
+		if _, ok := m[tp]; ok {
+			continue
+		}
+		t, ok := d.b.topics.Get(tp.Topic)
+		if !ok || isObjectTopic(t) {
+			continue
+		}
+		p := d.b.imagePartition(t.ID, tp.Partition)
+		if p == nil || p.Leader < 0 || img.Nodes[p.Leader] == nil {
+			continue
+		}
+		if m == nil {
+			m = map[txncoord.TP]leadership{}
+			d.addedEpochs[id] = m
+		}
+		m[tp] = leadership{Epoch: p.LeaderEpoch, Incarnation: img.Nodes[p.Leader].Incarnation}
+	}
 }
 
 // shardForLocked returns the shard of a transactional id, or the error for a client asking a
@@ -366,6 +411,9 @@ type txnPrepareReq struct {
 	ProducerID int64  `json:"producer_id"`
 	Epoch      int16  `json:"epoch"`
 	StartMs    int64  `json:"start_ms"` // when the transaction began at the coordinator
+	// Added is the partition's leadership when the transaction added it, if the coordinator
+	// knows it (noteAdded).
+	Added *leadership `json:"added,omitempty"`
 }
 
 type txnCodeResp struct {
@@ -490,11 +538,12 @@ func (d *txns) ledPartition(topic string, index int32) (*topics.Partition, error
 
 // prepareLocal makes a transaction's records on a partition this node leads quorum-durable, if
 // it can vouch for all of them (docs/transactions.md §3.3): its open transaction of the producer
-// began in the current leader epoch, or it holds none and has led since before the transaction
-// began (a new leader might have lost records the old one took). The coordinator's clock set
-// the transaction's start: on another node, the leadership must predate it by leadershipSkew;
-// on this one (sameClock), just predate it, so a transaction that added a partition of a topic
-// created a moment before, and wrote nothing there, still commits.
+// began in the current leader epoch, or it holds none and the leadership (epoch and this node's
+// incarnation) is the one the partition had when the transaction added it (every record of the
+// transaction here would be of this leadership), or, when the coordinator does not know that,
+// this node has led since before the transaction began (a new leader might have lost records
+// the old one took). The coordinator's clock set the transaction's start: on another node, the
+// leadership must predate it by leadershipSkew; on this one (sameClock), just predate it.
 func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq, sameClock bool) error {
 	if t, ok := d.b.topics.Get(req.Topic); ok && isObjectTopic(t) {
 		return d.prepareObject(t, req)
@@ -513,7 +562,10 @@ func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq, sameClock bo
 		return fmt.Errorf("%w: the partition's open transaction is of epoch %d, not %d", kerr.InvalidProducerEpoch, producerEpoch, req.Epoch)
 	case open && beganIn != epoch:
 		return fmt.Errorf("%w: the transaction began in leader epoch %d, the partition is now in %d", kerr.NotLeaderForPartition, beganIn, epoch)
-	case !open && p.Replica.LeadingSince().UnixMilli() > req.StartMs-skew(sameClock).Milliseconds():
+	case !open && req.Added != nil && (req.Added.Epoch != epoch || req.Added.Incarnation != d.b.cl.Incarnation()):
+		return fmt.Errorf("%w: the partition was added to the transaction under leader epoch %d of incarnation %d, it is now under %d of %d",
+			kerr.NotLeaderForPartition, req.Added.Epoch, req.Added.Incarnation, epoch, d.b.cl.Incarnation())
+	case !open && req.Added == nil && p.Replica.LeadingSince().UnixMilli() > req.StartMs-skew(sameClock).Milliseconds():
 		return fmt.Errorf("%w: the partition changed leader since the transaction began", kerr.NotLeaderForPartition)
 	}
 	end := p.Log.EndOffset()
@@ -580,6 +632,19 @@ func (d *txns) writeMarker(ctx context.Context, req txnMarkerReq) error {
 	return p.Replica.WaitDurable(ctx, epoch, off+1)
 }
 
+// gone reports whether a partition's answer err means its topic is gone, so that it needs no
+// prepare or marker: UNKNOWN_TOPIC_OR_PARTITION, and this node no longer knows the topic either.
+// A leader that has just restarted answers UNKNOWN_TOPIC_OR_PARTITION until it has loaded its
+// topics: taken for "gone", a commit went on without its prepare, and its marker was skipped
+// (the partition then aborted the committed records).
+func (d *txns) gone(tp txncoord.TP, err error) bool {
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return false
+	}
+	_, known := d.b.topics.Get(tp.Topic)
+	return !known
+}
+
 // nodeFor is the leader of a partition per the image, or -1; for an object partition, which
 // any node serves, this node.
 func (d *txns) nodeFor(tp txncoord.TP) int32 {
@@ -610,11 +675,10 @@ func (d *txns) callPartition(ctx context.Context, tp txncoord.TP, method string,
 }
 
 func (d *txns) prepareRound(sh *txnShard, req txncoord.PrepareReq) {
-	txnState, _ := func() (txncoord.Txn, bool) {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return sh.c.Txn(req.ID)
-	}()
+	d.mu.Lock()
+	txnState, _ := sh.c.Txn(req.ID)
+	added := d.addedEpochs[req.ID]
+	d.mu.Unlock()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed []txncoord.TP
@@ -625,12 +689,15 @@ func (d *txns) prepareRound(sh *txnShard, req txncoord.PrepareReq) {
 			ctx, cancel := context.WithTimeout(d.b.ctx, 10*time.Second)
 			defer cancel()
 			var resp txnCodeResp
-			err := d.callPartition(ctx, tp, "txn.prepare", txnPrepareReq{Topic: tp.Topic, Partition: tp.Partition,
-				ProducerID: req.ProducerID, Epoch: req.Epoch, StartMs: txnState.StartMs}, &resp)
+			preq := txnPrepareReq{Topic: tp.Topic, Partition: tp.Partition, ProducerID: req.ProducerID, Epoch: req.Epoch, StartMs: txnState.StartMs}
+			if l, ok := added[tp]; ok {
+				preq.Added = &l
+			}
+			err := d.callPartition(ctx, tp, "txn.prepare", preq, &resp)
 			if err == nil {
 				err = resp.err()
 			}
-			if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			if err != nil && !d.gone(tp, err) {
 				d.b.logger.Warn("broker: transaction prepare failed", "txn", req.ID, "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				mu.Lock()
 				failed = append(failed, tp)
@@ -722,7 +789,7 @@ func (d *txns) markerRound(sh *txnShard, req txncoord.MarkerReq) {
 				if err == nil {
 					err = resp.err()
 				}
-				if err == nil || errors.Is(err, kerr.UnknownTopicOrPartition) {
+				if err == nil || d.gone(tp, err) {
 					return
 				}
 				d.mu.Lock()
@@ -743,6 +810,7 @@ func (d *txns) markerRound(sh *txnShard, req txncoord.MarkerReq) {
 	wg.Wait()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	delete(d.addedEpochs, req.ID) // the transaction is complete
 	if d.currentLocked(sh) {
 		d.reportLocked(sh, sh.c.MarkersWritten(req.ID, time.Now().UnixMilli()))
 	}
@@ -754,6 +822,9 @@ func (d *txns) addLocal(ctx context.Context, req txnAddReq) error {
 		return c.AddPartitions(txncoord.AddReq{ID: id, TxnID: req.TxnID, ProducerID: req.ProducerID, Epoch: req.Epoch,
 			Partitions: []txncoord.TP{req.TP}, VerifyOnly: req.VerifyOnly, V2: req.V2, KnowsFenced: req.KnowsFenced}, now)
 	})
+	if r.Err == nil && !req.VerifyOnly {
+		d.noteAdded(req.TxnID, []txncoord.TP{req.TP})
+	}
 	return r.Err
 }
 

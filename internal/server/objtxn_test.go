@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // readTopic reads a topic from the start at an isolation level until it has want values (and
@@ -235,5 +236,123 @@ func TestObjectTransactionCoordinatorFailover(t *testing.T) {
 	})
 	if got := readTopic(t, ctx, c.brokers()[0], "ofo", kgo.ReadCommitted(), len(want), 15*time.Second); !slices.Equal(got, want) {
 		t.Fatalf("read_committed later: %v; want %v", got, want)
+	}
+}
+
+// TestTransactionFreshPartitionsOnACluster: on three nodes, a transaction adds every partition
+// of a topic created a moment before (each led by another node) and writes to one of them only,
+// then commits. The prepares of the partitions it wrote nothing to compare their leader epochs
+// with the ones they had when the transaction added them, instead of asking their leaderships
+// to predate the transaction by the two-node clock margin, which aborted the commit. A next
+// transaction adds them again, and the leader of one it wrote nothing to restarts (its epoch
+// moves): that commit is refused, since the restarted leader could have lost records.
+func TestTransactionFreshPartitionsOnACluster(t *testing.T) {
+	c := startCluster(t, 3)
+	c.waitNodes(3)
+	cl, adm := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...), kgo.TransactionalID("fresh-cluster"), kgo.DefaultProduceTopic("fresh3"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	pid, epoch, err := p.ProducerID(ctx) // the coordinator is loaded before the topic exists
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "fresh3"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitTopicEverywhere(ctx, cl, "fresh3")
+	coord := adm.FindTxnCoordinators(ctx, "fresh-cluster")["fresh-cluster"]
+	md, err := adm.Metadata(ctx, "fresh3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := 0
+	for _, pd := range md.Topics["fresh3"].Partitions {
+		if pd.Leader != coord.NodeID {
+			elsewhere++
+		}
+	}
+	if elsewhere == 0 {
+		t.Fatalf("every partition of fresh3 is led by the coordinator's node %d", coord.NodeID)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.Version = 3
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "fresh-cluster", pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "fresh3", []int32{1, 2}
+	add.Topics = append(add.Topics, at)
+	resp, err := add.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range resp.Topics[0].Partitions {
+		if pr.ErrorCode != 0 {
+			t.Fatalf("adding partition %d: %v", pr.Partition, kerr.ErrorForCode(pr.ErrorCode))
+		}
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("committing (%d of 3 partitions led away from the coordinator): %v", elsewhere, err)
+	}
+
+	victim, part := int32(-1), int32(-1)
+	for _, pd := range md.Topics["fresh3"].Partitions {
+		if pd.Partition != 0 && pd.Leader != coord.NodeID && pd.Leader != md.Topics["fresh3"].Partitions[0].Leader {
+			victim, part = pd.Leader, pd.Partition
+		}
+	}
+	if victim < 0 {
+		t.Skip("no partition led apart from the coordinator and partition 0")
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("w")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The producer's epoch moved at the commit (transaction version 2); franz-go's ProducerID
+	// still names the first one. The record "w" just written carries the current one.
+	producers, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"fresh3": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add = kmsg.NewPtrAddPartitionsToTxnRequest() // a new request: kgo fills in the one it sent
+	add.Version = 3
+	add.TransactionalID = "fresh-cluster"
+	add.Topics = append(add.Topics, at)
+	producers.EachProducer(func(dp kadm.DescribedProducer) {
+		if dp.CurrentTxnStartOffset >= 0 {
+			add.ProducerID, add.ProducerEpoch = dp.ProducerID, int16(dp.ProducerEpoch)
+		}
+	})
+	if resp, err = add.RequestWith(ctx, cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("adding again: %v %+v", err, resp)
+	}
+	before := md.Topics["fresh3"].Partitions[part].LeaderEpoch
+	c.stop(victim)
+	c.start(victim)
+	eventually(t, fmt.Sprintf("fresh3[%d] served again by node %d", part, victim), 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "fresh3")
+		if err != nil || md.Topics["fresh3"].Partitions[part].Leader != victim {
+			return false
+		}
+		ends, err := adm.ListEndOffsets(ctx, "fresh3") // answered by the leader itself
+		o, _ := ends.Lookup("fresh3", part)
+		return err == nil && o.Err == nil
+	})
+	md2, _ := adm.Metadata(ctx, "fresh3")
+	t.Logf("leader epoch of fresh3[%d]: %d before the restart, %d after", part, before, md2.Topics["fresh3"].Partitions[part].LeaderEpoch)
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatalf("a commit after fresh3[%d]'s leader restarted (it was added empty): taken", part)
 	}
 }
