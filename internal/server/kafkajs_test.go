@@ -24,28 +24,40 @@ func TestKafkaJS(t *testing.T) {
 		skipOutsideCI(t, "no node on PATH")
 	}
 	script := filepath.Join(dir, "kafkajs_roundtrip.js")
+	scriptClientChecks(t, "kafkajs", func(args ...string) string {
+		return runClient(t, 90*time.Second, "", node, append([]string{script}, args...)...)
+	}, nil) // kafkajs consumers read committed records only by default
+}
+
+// scriptClientChecks runs a client script's commands (test/clients: "produce BOOTSTRAP TOPIC N",
+// "consume BOOTSTRAP TOPIC GROUP WANT [readCommitted...]", "txn BOOTSTRAP TOPIC T") against one
+// broker: an idempotent producer's 600 records read exactly once by two group consumers in
+// turn, then 9 transactions (every third aborted) on a local and on an object topic, read back
+// read_committed by a group consumer.
+func scriptClientChecks(t *testing.T, name string, run func(args ...string) string, readCommitted []string) {
+	t.Helper()
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
-	b.createTopic("js", 3)
-	if out := runClient(t, 90*time.Second, "", node, script, "produce", b.addr, "js", "600"); !strings.Contains(out, "acked 600") {
-		t.Fatalf("kafkajs produce: %s", out)
+	b.createTopic("plain", 3)
+	if out := run("produce", b.addr, "plain", "600"); !strings.Contains(out, "acked 600") {
+		t.Fatalf("%s produce: %s", name, out)
 	}
 	if got := endOffsets(b); got != 600 {
 		t.Fatalf("the topic holds %d records after 600 idempotent sends; want 600", got)
 	}
 	var outs []string
 	for _, want := range []string{"350", "250"} {
-		outs = append(outs, runClient(t, 90*time.Second, "", node, script, "consume", b.addr, "js", "jsgroup", want))
+		outs = append(outs, run("consume", b.addr, "plain", "group", want))
 	}
-	valuesOnce(t, "kafkajs group consumers in turn", "n", 600, outs...)
+	valuesOnce(t, name+" group consumers in turn", "n", 600, outs...)
 
-	createObjectTopic(t, b.addr, "js-txn-object", 3, nil)
-	b.createTopic("js-txn", 3)
-	for _, topic := range []string{"js-txn", "js-txn-object"} {
-		if out := runClient(t, 90*time.Second, "", node, script, "txn", b.addr, topic, "9"); !strings.Contains(out, "committed 60 of 90") {
-			t.Fatalf("kafkajs transactions on %s: %s", topic, out)
+	createObjectTopic(t, b.addr, "txn-object", 3, nil)
+	b.createTopic("txn-local", 3)
+	for _, topic := range []string{"txn-local", "txn-object"} {
+		if out := run("txn", b.addr, topic, "9"); !strings.Contains(out, "committed 60 of 90") {
+			t.Fatalf("%s transactions on %s: %s", name, topic, out)
 		}
-		out := runClient(t, 90*time.Second, "", node, script, "consume", b.addr, topic, topic+"-group", "60")
-		committedOnce(t, "kafkajs read_committed on "+topic, 9, out)
+		out := run(append([]string{"consume", b.addr, topic, topic + "-group", "60"}, readCommitted...)...)
+		committedOnce(t, name+" read_committed on "+topic, 9, out)
 	}
 }
 
