@@ -562,6 +562,10 @@ func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq, sameClock bo
 		return fmt.Errorf("%w: the partition's open transaction is of epoch %d, not %d", kerr.InvalidProducerEpoch, producerEpoch, req.Epoch)
 	case open && beganIn != epoch:
 		return fmt.Errorf("%w: the transaction began in leader epoch %d, the partition is now in %d", kerr.NotLeaderForPartition, beganIn, epoch)
+	case open && req.Added != nil && req.Added.Epoch == epoch && req.Added.Incarnation != d.b.cl.Incarnation():
+		// The leader of the epoch the partition joined in restarted without a new epoch:
+		// unsynced records of the transaction may be gone, though some are there.
+		return fmt.Errorf("%w: the partition's leader restarted since it joined the transaction", kerr.NotLeaderForPartition)
 	case !open && req.Added != nil && (req.Added.Epoch != epoch || req.Added.Incarnation != d.b.cl.Incarnation()):
 		return fmt.Errorf("%w: the partition was added to the transaction under leader epoch %d of incarnation %d, it is now under %d of %d",
 			kerr.NotLeaderForPartition, req.Added.Epoch, req.Added.Incarnation, epoch, d.b.cl.Incarnation())
