@@ -423,11 +423,7 @@ func (l *Log) appendProducerBatch(b []byte, hp *batch.Header, leaderEpoch int32,
 // (INVALID_PRODUCER_EPOCH), as is one from an older coordinator epoch
 // (TRANSACTION_COORDINATOR_FENCED). It returns the marker's offset.
 func (l *Log) AppendMarker(m txn.Marker, leaderEpoch int32, timestampMs int64) (int64, error) {
-	typ := batch.ControlAbort
-	if m.Commit {
-		typ = batch.ControlCommit
-	}
-	b := batch.AppendControl(nil, m.ProducerID, m.Epoch, batch.Control{Type: typ, CoordinatorEpoch: m.CoordinatorEpoch}, timestampMs)
+	b := m.AppendBatch(nil, timestampMs)
 	h, err := batch.ValidateStored(b)
 	if err != nil {
 		return 0, err

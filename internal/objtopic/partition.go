@@ -286,7 +286,7 @@ func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy 
 func (p *Partition) CheckMarker(m txn.Marker) error { return p.producers.CheckMarker(m) }
 
 // AppendMarker writes a transaction marker (a COMMIT or ABORT control batch, as
-// batch.AppendControl builds it, stamped timestampMs) at the partition's next offset, as an
+// txn.Marker.AppendBatch builds it, stamped timestampMs) at the partition's next offset, as an
 // inline extent, and closes the producer's open transaction; an ABORT that closes one adds it
 // to the aborted-transaction index. A marker the producer state refuses (an older producer or
 // coordinator epoch: txn.Partition.CheckMarker) changes nothing. It returns the marker's offset.
@@ -294,11 +294,7 @@ func (p *Partition) AppendMarker(m txn.Marker, timestampMs int64) (int64, error)
 	if err := p.producers.CheckMarker(m); err != nil {
 		return 0, err
 	}
-	typ := batch.ControlAbort
-	if m.Commit {
-		typ = batch.ControlCommit
-	}
-	b := batch.AppendControl(nil, m.ProducerID, m.Epoch, batch.Control{Type: typ, CoordinatorEpoch: m.CoordinatorEpoch}, timestampMs)
+	b := m.AppendBatch(nil, timestampMs)
 	off := p.Next
 	p.Extents = append(p.Extents, Extent{Length: uint32(len(b)), Base: off, Last: off, MaxTimestamp: timestampMs, Inline: b})
 	p.Next++

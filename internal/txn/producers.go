@@ -37,6 +37,8 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/runnel-dev/runnel/internal/batch"
 )
 
 // MaxBatches is how many recent batches a partition remembers per producer: the most a
@@ -209,6 +211,16 @@ type Marker struct {
 	Epoch            int16
 	Commit           bool
 	CoordinatorEpoch int32
+}
+
+// AppendBatch appends the marker's control batch (batch.AppendControl: base offset 0, stamped
+// timestampMs) to dst, as a partition stores it.
+func (m Marker) AppendBatch(dst []byte, timestampMs int64) []byte {
+	typ := batch.ControlAbort
+	if m.Commit {
+		typ = batch.ControlCommit
+	}
+	return batch.AppendControl(dst, m.ProducerID, m.Epoch, batch.Control{Type: typ, CoordinatorEpoch: m.CoordinatorEpoch}, timestampMs)
 }
 
 // CheckMarker decides whether a marker may be appended: not from an older producer epoch or an
