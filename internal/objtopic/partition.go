@@ -226,7 +226,7 @@ func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy 
 			res.Err = fmt.Errorf("%w: a batch of %d records", kerr.CorruptMessage, b.Records)
 		} else if b.Transactional && lazy {
 			res.Err = ErrTransactional
-		} else if _, _, epoch, open := p.producers.Open(b.ProducerID); b.Transactional && open && epoch < b.Epoch {
+		} else if b.Transactional && p.olderTxnOpen(b) {
 			res.Err = ErrPreviousTxnOpen
 		} else if b.ProducerID >= 0 && b.Count() != 1 {
 			res.Err = fmt.Errorf("%w: an idempotent batch carried as a run of %d", kerr.CorruptMessage, b.Count())
@@ -280,6 +280,12 @@ func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy 
 		p.Extents = append(p.Extents, ext)
 	}
 	return results
+}
+
+// olderTxnOpen reports whether b's producer has a transaction of an older epoch open here.
+func (p *Partition) olderTxnOpen(b BatchMeta) bool {
+	_, _, epoch, open := p.producers.Open(b.ProducerID)
+	return open && epoch < b.Epoch
 }
 
 // CheckMarker reports whether AppendMarker would take m.
