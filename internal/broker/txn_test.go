@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/testclients"
 )
 
 // TestTransactionsFranzGo: franz-go's transactional producer against one broker: committed
@@ -117,23 +119,7 @@ func TestTransactionsFranzGo(t *testing.T) {
 // little longer (to catch extra ones), or times out.
 func consumeAll(t *testing.T, ctx context.Context, addr, topic string, level kgo.IsolationLevel, want int) []string {
 	t.Helper()
-	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var got []string
-	poll := func() {
-		pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		defer pcancel()
-		c.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && len(got) < want; {
-		poll()
-	}
-	poll()
-	return got
+	return testclients.ReadValues(t, ctx, []string{addr}, topic, level, want, 10*time.Second)
 }
 
 // TestTransactionsConsumeTransformProduce: franz-go's GroupTransactSession reads a topic in a
@@ -318,18 +304,8 @@ func TestTransactionAddsAnEmptyFreshPartition(t *testing.T) {
 	if err := p.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	add := kmsg.NewPtrAddPartitionsToTxnRequest()
-	add.Version = 3
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "fresh-tid", pid, epoch
-	at := kmsg.NewAddPartitionsToTxnRequestTopic()
-	at.Topic, at.Partitions = "fresh", []int32{1}
-	add.Topics = append(add.Topics, at)
-	resp, err := add.RequestWith(ctx, admCl)
-	if err != nil {
+	if err := testclients.AddPartitionsToTxn(ctx, admCl, "fresh-tid", pid, epoch, "fresh", 1); err != nil {
 		t.Fatal(err)
-	}
-	if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
-		t.Fatalf("adding partition 1: %v", kerr.ErrorForCode(code))
 	}
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("committing a transaction with an empty partition of a fresh topic: %v", err)

@@ -11,29 +11,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/testclients"
 )
 
 // readTopic reads a topic from the start at an isolation level until it has want values (and
-// a little longer, to catch extra ones) or wait passes.
+// a little longer, to catch extra ones) or wait passes; it returns them sorted.
 func readTopic(t *testing.T, ctx context.Context, addr, topic string, level kgo.IsolationLevel, want int, wait time.Duration) []string {
 	t.Helper()
-	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var got []string
-	poll := func() {
-		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		defer cancel()
-		c.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	}
-	for deadline := time.Now().Add(wait); time.Now().Before(deadline) && len(got) < want; {
-		poll()
-	}
-	poll()
+	got := testclients.ReadValues(t, ctx, []string{addr}, topic, level, want, wait)
 	slices.Sort(got)
 	return got
 }
@@ -282,20 +268,8 @@ func TestTransactionFreshPartitionsOnACluster(t *testing.T) {
 	if err := p.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	add := kmsg.NewPtrAddPartitionsToTxnRequest()
-	add.Version = 3
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "fresh-cluster", pid, epoch
-	at := kmsg.NewAddPartitionsToTxnRequestTopic()
-	at.Topic, at.Partitions = "fresh3", []int32{1, 2}
-	add.Topics = append(add.Topics, at)
-	resp, err := add.RequestWith(ctx, cl)
-	if err != nil {
+	if err := testclients.AddPartitionsToTxn(ctx, cl, "fresh-cluster", pid, epoch, "fresh3", 1, 2); err != nil {
 		t.Fatal(err)
-	}
-	for _, pr := range resp.Topics[0].Partitions {
-		if pr.ErrorCode != 0 {
-			t.Fatalf("adding partition %d: %v", pr.Partition, kerr.ErrorForCode(pr.ErrorCode))
-		}
 	}
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("committing (%d of 3 partitions led away from the coordinator): %v", elsewhere, err)
@@ -316,23 +290,21 @@ func TestTransactionFreshPartitionsOnACluster(t *testing.T) {
 	if err := p.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("w")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	// The producer's epoch moved at the commit (transaction version 2); franz-go's ProducerID
-	// still names the first one. The record "w" just written carries the current one.
+	// The producer id and epoch of the open transaction, as the record "w" just written carries
+	// them (what the coordinator holds now, whatever the client's transaction version).
 	producers, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"fresh3": {0: {}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	add = kmsg.NewPtrAddPartitionsToTxnRequest() // a new request: kgo fills in the one it sent
-	add.Version = 3
-	add.TransactionalID = "fresh-cluster"
-	add.Topics = append(add.Topics, at)
+	var pid2 int64
+	var epoch2 int16
 	producers.EachProducer(func(dp kadm.DescribedProducer) {
 		if dp.CurrentTxnStartOffset >= 0 {
-			add.ProducerID, add.ProducerEpoch = dp.ProducerID, int16(dp.ProducerEpoch)
+			pid2, epoch2 = dp.ProducerID, int16(dp.ProducerEpoch)
 		}
 	})
-	if resp, err = add.RequestWith(ctx, cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("adding again: %v %+v", err, resp)
+	if err := testclients.AddPartitionsToTxn(ctx, cl, "fresh-cluster", pid2, epoch2, "fresh3", 1, 2); err != nil {
+		t.Fatalf("adding again: %v", err)
 	}
 	before := md.Topics["fresh3"].Partitions[part].LeaderEpoch
 	c.stop(victim)

@@ -1,12 +1,19 @@
 // Package testclients finds the real Kafka clients the tests drive (installed or built by
-// .ci/run): test code only.
+// .ci/run), and holds franz-go steps several packages' tests share: test code only.
 package testclients
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // RepoRoot is the directory of the repository's go.mod, found upwards from the working
@@ -52,4 +59,52 @@ func Java(t testing.TB) []string {
 	}
 	cp := filepath.Join(dir, "classes") + string(os.PathListSeparator) + filepath.Join(dir, "lib", "*")
 	return []string{java, "-cp", cp, "dev.runnel.JavaClient"}
+}
+
+// ReadValues reads a topic from the start at an isolation level until it has want record
+// values, or wait passes, and then polls once more to catch extra ones; it returns the values in
+// the order read.
+func ReadValues(t testing.TB, ctx context.Context, seeds []string, topic string, level kgo.IsolationLevel, want int, wait time.Duration) []string {
+	t.Helper()
+	c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got []string
+	poll := func() {
+		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		c.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline) && len(got) < want; {
+		poll()
+	}
+	poll()
+	return got
+}
+
+// AddPartitionsToTxn adds partitions of topic to a transaction with a raw AddPartitionsToTxn
+// (version 3, as a transaction-version-1 client sends it; cl routes it to the coordinator),
+// without producing to them. It returns the first partition's error, if any.
+func AddPartitionsToTxn(ctx context.Context, cl *kgo.Client, txnID string, pid int64, epoch int16, topic string, partitions ...int32) error {
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version = 3
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = txnID, pid, epoch
+	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	rt.Topic, rt.Partitions = topic, partitions
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("adding %s[%d]: %w", t.Topic, p.Partition, err)
+			}
+		}
+	}
+	return nil
 }
