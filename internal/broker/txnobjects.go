@@ -134,19 +134,7 @@ func (d *txns) checkObjectTransactions(ctx context.Context) {
 				if exts := p.Find(first); !ok || len(exts) == 0 || time.Since(time.UnixMilli(exts[0].MaxTimestamp)) <= txnPartitionCheck {
 					continue
 				}
-				d.mu.Lock()
-				id := d.ids[pid]
-				d.mu.Unlock()
-				op := objectTxnPartition{d, t, int32(i)}
-				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				wait, err := d.askCheck(cctx, txnCheckReq{TxnID: id, ProducerID: pid, Epoch: epoch, TP: op.tp()})
-				if err == nil && !wait {
-					err = op.abortHere(cctx, pid, epoch)
-				}
-				cancel()
-				if err != nil {
-					d.b.logger.Debug("broker: checking an open transaction", "topic", name, "partition", i, "producer", pid, "err", err)
-				}
+				d.checkStale(ctx, objectTxnPartition{d, t, int32(i)}, pid, epoch)
 			}
 		}
 	}

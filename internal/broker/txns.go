@@ -1090,20 +1090,27 @@ func (d *txns) checkOpenTransactions(ctx context.Context) {
 				if !ok || !d.staleOpen(p, first) {
 					continue
 				}
-				d.mu.Lock()
-				id := d.ids[pid]
-				d.mu.Unlock()
-				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				wait, err := d.askCheck(cctx, txnCheckReq{TxnID: id, ProducerID: pid, Epoch: epoch, TP: txncoord.TP{Topic: t.Name, Partition: p.Index}})
-				if err == nil && !wait {
-					err = d.abortHere(cctx, p, pid, epoch)
-				}
-				cancel()
-				if err != nil {
-					d.b.logger.Debug("broker: checking an open transaction", "topic", t.Name, "partition", p.Index, "producer", pid, "err", err)
-				}
+				d.checkStale(ctx, localTxnPartition{d, p}, pid, epoch)
 			}
 		}
+	}
+}
+
+// checkStale asks the coordinators about a transaction a partition has held open too long, and
+// aborts it there when nothing can commit it.
+func (d *txns) checkStale(ctx context.Context, p txnPartition, pid int64, epoch int16) {
+	d.mu.Lock()
+	id := d.ids[pid]
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tp := p.tp()
+	wait, err := d.askCheck(ctx, txnCheckReq{TxnID: id, ProducerID: pid, Epoch: epoch, TP: tp})
+	if err == nil && !wait {
+		err = p.abortHere(ctx, pid, epoch)
+	}
+	if err != nil {
+		d.b.logger.Debug("broker: checking an open transaction", "topic", tp.Topic, "partition", tp.Partition, "producer", pid, "err", err)
 	}
 }
 
