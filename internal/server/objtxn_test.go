@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -322,5 +324,76 @@ func TestTransactionFreshPartitionsOnACluster(t *testing.T) {
 	t.Logf("leader epoch of fresh3[%d]: %d before the restart, %d after", part, before, md2.Topics["fresh3"].Partitions[part].LeaderEpoch)
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err == nil {
 		t.Fatalf("a commit after fresh3[%d]'s leader restarted (it was added empty): taken", part)
+	}
+}
+
+// TestHangingTransactionsAreAborted: a transaction is left open on a local and an object
+// partition, and its coordinator's state is lost with the transaction state log (the node is
+// stopped and that log's partitions are removed from its data dir, as when that disk is
+// replaced). No coordinator will ever write its markers, so each partition finds the
+// transaction open past the check interval, asks the coordinators, and, since every
+// coordinator partition is loaded and none knows the producer, writes the ABORT itself (the
+// local partition's leader; for the object partition, the active controller's node). The last
+// stable offsets move: read_committed consumers read the records produced after it, and never
+// the transaction's own.
+func TestHangingTransactionsAreAborted(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir, "127.0.0.1:0")
+	const objTopic, localTopic = "hang-o", "hang-l"
+	createObjectTopic(t, b.addr, objTopic, 1, nil)
+	b.createTopic(localTopic, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.TransactionalID("hang-tid"), kgo.TransactionTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{objTopic, localTopic} {
+		if err := p.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("in-txn")}).FirstErr(); err != nil {
+			t.Fatalf("produce to %s: %v", topic, err)
+		}
+	}
+	b.stop()
+	p.Close()
+	parts, err := filepath.Glob(filepath.Join(dir, "topics", "__transaction_state", "[0-9]*"))
+	if err != nil || len(parts) == 0 {
+		t.Fatalf("the transaction state log's partitions in %s: %v (%d)", dir, err, len(parts))
+	}
+	for _, d := range parts {
+		if err := os.RemoveAll(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b = startBroker(t, dir, b.addr)
+
+	plain, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	for _, topic := range []string{objTopic, localTopic} {
+		if err := plain.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("after")}).FirstErr(); err != nil {
+			t.Fatalf("produce to %s after the restart: %v", topic, err)
+		}
+		if got := readTopic(t, ctx, b.addr, topic, kgo.ReadUncommitted(), 2, time.Second); !slices.Equal(got, []string{"after", "in-txn"}) {
+			t.Fatalf("%s read_uncommitted: %v; want the open transaction's record and the later one", topic, got)
+		}
+	}
+	// The check runs every 5 s for transactions open longer than 10 s.
+	deadline := time.Now().Add(45 * time.Second)
+	for _, topic := range []string{objTopic, localTopic} {
+		for {
+			got := readTopic(t, ctx, b.addr, topic, kgo.ReadCommitted(), 1, 500*time.Millisecond)
+			if slices.Equal(got, []string{"after"}) {
+				break
+			}
+			if len(got) != 0 || time.Now().After(deadline) {
+				t.Fatalf("%s read_committed: %v; want [after] once the hanging transaction is aborted", topic, got)
+			}
+			time.Sleep(time.Second)
+		}
 	}
 }
