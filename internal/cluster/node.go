@@ -56,8 +56,9 @@ type Config struct {
 	OnWALSync func(group string, d time.Duration)
 	// Listeners are the node's advertised Kafka listeners, registered for Metadata.
 	Listeners []security.Endpoint
-	// TLS, when set, makes connections to peers TLS (Listener is then a TLS listener).
-	TLS  *tls.Config
+	// TLS, when set, makes connections to peers TLS with the client config it returns for the
+	// peer's host (Listener is then a TLS listener).
+	TLS  func(serverName string) *tls.Config
 	Rack string
 	// Agent: this node is a `runnel agent` (object topics only; it is never a voter).
 	Agent bool

@@ -187,18 +187,46 @@ func (f *TLSFiles) serverConfig(auth ClientAuth) *tls.Config {
 	}
 }
 
-// ClientConfig is a TLS 1.2+ client config for dialing peers of the cluster: it presents this
-// node's certificate and trusts the client CA bundle (the cluster's CA).
-func (f *TLSFiles) ClientConfig() *tls.Config {
-	_, pool := f.current()
+// ClientConfigFor is a TLS 1.2+ client config for dialing serverName (a host name or an IP
+// address), a peer of the cluster: it presents this node's certificate and trusts the client
+// CA bundle (the cluster's CA), both as they are at each handshake, so a CA added to the bundle
+// file (a CA rotation) is trusted from the next connection on, as a replaced certificate is
+// presented. crypto/tls reads a config's RootCAs once, and a handshake's ConnectionState does
+// not name an IP address it was dialled at, so the chain and the name are verified here, with
+// crypto/x509's own checks, against the bundle of the moment.
+func (f *TLSFiles) ClientConfigFor(serverName string) *tls.Config {
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		RootCAs:    pool,
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         serverName,
+		InsecureSkipVerify: true, // VerifyConnection verifies the chain and the name
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return f.verifyPeer(cs, serverName)
+		},
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			cert, _ := f.current()
 			return cert, nil
 		},
 	}
+}
+
+// verifyPeer verifies a peer's certificate chain against the current CA bundle (the system's
+// roots without one) and its name against the one dialled.
+func (f *TLSFiles) verifyPeer(cs tls.ConnectionState, serverName string) error {
+	if serverName == "" {
+		return errors.New("tls: no server name to verify the peer's certificate against")
+	}
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("tls: the peer presented no certificate")
+	}
+	_, pool := f.current()
+	opts := x509.VerifyOptions{Roots: pool, DNSName: serverName, Intermediates: x509.NewCertPool()}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+		return fmt.Errorf("tls: the peer's certificate: %w", err)
+	}
+	return nil
 }
 
 // Principal is the Kafka principal of a verified client certificate: User:<name>, the name

@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -112,9 +113,8 @@ func (s *Server) consoleLogin() *console.Login {
 		},
 	}
 	if l.Protocol.TLS() {
-		cfg := s.tls.ClientConfig()
-		cfg.ServerName, _, _ = net.SplitHostPort(l.Advertised)
-		login.TLS = cfg
+		host, _, _ := net.SplitHostPort(l.Advertised)
+		login.TLS = s.tls.ClientConfigFor(host)
 	}
 	return login
 }
@@ -190,7 +190,7 @@ func (s *Server) peerStatus(ctx context.Context, addr, topic string) (*Status, e
 		// One client for every page view: its connections (and TLS sessions) to the peers are
 		// kept; the certificate it presents is read at each handshake.
 		s.consolePeers.once.Do(func() {
-			s.consolePeers.client = &http.Client{Transport: &http.Transport{TLSClientConfig: s.tls.ClientConfig()}}
+			s.consolePeers.client = &http.Client{Transport: &http.Transport{DialTLSContext: s.dialPeerTLS}}
 		})
 		client, scheme = s.consolePeers.client, "https"
 	}
@@ -268,4 +268,15 @@ func (s *Server) consoleJournal(ctx context.Context) ([]console.JournalRun, erro
 			Bytes: r.Bytes, Oldest: r.Oldest, Incomplete: r.Incomplete})
 	}
 	return out, err
+}
+
+// dialPeerTLS dials a peer's admin listener over TLS, verifying it against the CA bundle of the
+// moment (security.TLSFiles.ClientConfigFor).
+func (s *Server) dialPeerTLS(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	d := tls.Dialer{Config: s.tls.ClientConfigFor(host)}
+	return d.DialContext(ctx, network, addr)
 }

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509/pkix"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/runnel-dev/runnel/internal/security/securitytest"
 	"github.com/runnel-dev/runnel/internal/server"
 )
 
@@ -58,24 +62,9 @@ func TestConsoleCluster(t *testing.T) {
 
 	// Write caching with a flush far away: every replica holds the records unflushed, and node
 	// 1's page says so for the replicas on nodes 2 and 3 too.
-	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"write.caching": new("true"), "flush.ms": new("600000"),
-		"flush.bytes": new("1000000000")}, "cached"); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "cached", Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	unflushed := regexp.MustCompile(`node (\d): (\d+) records`)
+	produceUnflushed(t, ctx, cl, adm, "cached")
 	eventuallyPage("every replica's unflushed records on node 1's page", 1, "/topics/cached", func(body string) bool {
-		seen := map[string]bool{}
-		for _, m := range unflushed.FindAllStringSubmatch(body, -1) {
-			if n, _ := strconv.Atoi(m[2]); n > 0 {
-				seen[m[1]] = true
-			}
-		}
-		return len(seen) == 3
+		return unflushedNodes(body) == 3
 	})
 
 	// A total-order topic: the heads of both shards, whichever nodes lead them.
@@ -148,4 +137,67 @@ func section(body, marker string) string {
 		}
 	}
 	return body
+}
+
+// TestConsolePeersOverTLS: with the admin endpoints on TLS (--admin-tls) and the cluster
+// transport too, node 1's console gathers the other nodes' unflushed data from their admin
+// endpoints over HTTPS, presenting its certificate and verifying theirs against the cluster's
+// CA bundle.
+func TestConsolePeersOverTLS(t *testing.T) {
+	pki := securitytest.NewPKI(t, t.TempDir())
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.tune = func(id int32, cfg *server.Config) {
+			cert, key := pki.Issue(t, "node"+strconv.Itoa(int(id)), pkix.Name{CommonName: "node" + strconv.Itoa(int(id))})
+			cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile = cert, key, pki.CAFile
+			cfg.ClusterTLS, cfg.AdminTLS = true, true
+		}
+	})
+	cl, adm := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c.waitNodes(3)
+	produceUnflushed(t, ctx, cl, adm, "cached")
+	ccert, ckey := pki.Issue(t, "browser", pkix.Name{CommonName: "browser"})
+	pair, err := tls.LoadX509KeyPair(ccert, ckey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool(t), Certificates: []tls.Certificate{pair}}}}
+	eventually(t, "every replica's unflushed records on node 1's page", 30*time.Second, func() bool {
+		resp, err := browser.Get("https://" + c.servers[1].AdminAddr() + "/topics/cached")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && unflushedNodes(string(body)) == 3
+	})
+}
+
+// produceUnflushed creates topic, replicated on three nodes with write caching and a flush far
+// away, and produces records that every replica then holds unflushed.
+func produceUnflushed(t *testing.T, ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string) {
+	t.Helper()
+	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"write.caching": new("true"), "flush.ms": new("600000"),
+		"flush.bytes": new("1000000000")}, topic); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var unflushedRow = regexp.MustCompile(`node (\d): (\d+) records`)
+
+// unflushedNodes is how many nodes a console topic page shows with unflushed records.
+func unflushedNodes(body string) int {
+	seen := map[string]bool{}
+	for _, m := range unflushedRow.FindAllStringSubmatch(body, -1) {
+		if n, _ := strconv.Atoi(m[2]); n > 0 {
+			seen[m[1]] = true
+		}
+	}
+	return len(seen)
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -140,7 +141,32 @@ func (s *Server) speclogSecurity() (*service.Auth, []grpc.ServerOption, []grpc.D
 	var dial []grpc.DialOption
 	if s.cfg.SpecLogTLS {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls.ServerConfig())))
-		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(s.tls.ClientConfig())))
+		dial = append(dial, grpc.WithTransportCredentials(peerCreds{s.tls}))
 	}
 	return auth, opts, dial
 }
+
+// peerCreds are the SpecLog API's credentials for its calls to other nodes: TLS, verified
+// against the CA bundle of the moment (security.TLSFiles.ClientConfigFor), presenting the
+// certificate of the moment.
+type peerCreds struct{ f *security.TLSFiles }
+
+func (c peerCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	host, _, err := net.SplitHostPort(authority)
+	if err != nil {
+		host = authority
+	}
+	return credentials.NewTLS(c.f.ClientConfigFor(host)).ClientHandshake(ctx, authority, conn)
+}
+
+func (c peerCreds) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("speclog: peer credentials are for dialing")
+}
+
+func (c peerCreds) Info() credentials.ProtocolInfo {
+	return credentials.NewTLS(&tls.Config{}).Info()
+}
+
+func (c peerCreds) Clone() credentials.TransportCredentials { return c }
+
+func (c peerCreds) OverrideServerName(string) error { return nil }

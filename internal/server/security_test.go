@@ -495,7 +495,10 @@ func TestSecureCluster(t *testing.T) {
 				{Name: "SASL_PLAINTEXT", Protocol: security.SASLPlaintext, Addr: "127.0.0.1:0", Advertised: "127.0.0.1:0"},
 			}
 			cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.ClusterTLS = cert, key, pki.CAFile, true
-			cfg.Authorizer, cfg.SuperUsers = "acl", "User:admin"
+			cfg.SpecLogAddr, cfg.SpecLogTLS = "127.0.0.1:0", true
+			// The nodes' certificate principals are super users, as Kafka's inter-broker ones
+			// (the SpecLog API's node-to-node shard streams need CLUSTER_ACTION).
+			cfg.Authorizer, cfg.SuperUsers = "acl", "User:admin;User:CN=node1;User:CN=node2;User:CN=node3"
 			if id == 1 {
 				cfg.BootstrapUser = "admin:admin-secret"
 			}
@@ -593,6 +596,61 @@ func TestSecureCluster(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("an ACL created through node 1 took effect on node 3 within %v", time.Since(created))
+
+	// The SpecLog API over TLS: a subscription on node 1 reads the shards other nodes lead from
+	// their SpecLog listeners, node to node over TLS verified against the cluster's CA.
+	total := "total"
+	if _, err := adm1.CreateTopic(ctx, 3, 1, map[string]*string{"runnel.ordering": &total}, "ordered"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm1.CreateACLs(ctx, kadm.NewACLs().Allow("User:CN=speclog-client").AllowHosts("*").Topics("ordered").
+		Operations(kadm.OpDescribe, kadm.OpRead, kadm.OpWrite)); err != nil {
+		t.Fatal(err)
+	}
+	ccert, ckey := pki.Issue(t, "speclog-client", pkix.Name{CommonName: "speclog-client"})
+	pair, err := tls.LoadX509KeyPair(ccert, ckey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := speclog.Dial(ctx, c.servers[1].SpecLogAddr(), speclog.WithTLS(&tls.Config{RootCAs: pki.Pool(t), ServerName: "localhost",
+		Certificates: []tls.Certificate{pair}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	ordered := sc.Topic("ordered")
+	var desc *speclog.Description
+	for { // the sequencer takes the topic up, and every shard has a leader
+		if desc, err = ordered.Describe(ctx); err == nil && !slices.ContainsFunc(desc.Shards, func(s speclog.ShardInfo) bool { return s.Leader < 0 }) {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatalf("describing the total-order topic: %v (%+v)", err, desc)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !slices.ContainsFunc(desc.Shards, func(s speclog.ShardInfo) bool { return s.Leader != 1 }) {
+		t.Fatalf("every shard is led by node 1 (%+v): nothing to read from another node", desc.Shards)
+	}
+	sub := ordered.Subscribe(ctx, 0, speclog.SubscribeOptions{})
+	for sh := range int32(3) {
+		if _, err := ordered.Append(ctx, sh, speclog.Record{Value: []byte("shard " + strconv.Itoa(int(sh)))}); err != nil {
+			t.Fatalf("append to shard %d: %v", sh, err)
+		}
+	}
+	var read []string
+	for len(read) < 3 {
+		e, err := sub.Next()
+		if err != nil {
+			t.Fatalf("subscribing on node 1 (read %v): %v", read, err)
+		}
+		if e.Kind == speclog.EventRecord {
+			read = append(read, string(e.Record.Value))
+		}
+	}
+	slices.Sort(read)
+	if !slices.Equal(read, []string{"shard 0", "shard 1", "shard 2"}) {
+		t.Fatalf("node 1's subscription read %v", read)
+	}
 
 	// The cluster listener is TLS and wants a certificate of the cluster's CA.
 	conn, err := tls.Dial("tcp", c.voters[2], &tls.Config{RootCAs: pki.Pool(t), ServerName: "localhost"})

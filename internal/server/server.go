@@ -428,10 +428,10 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("server: cluster listener: %w", err), s.Close())
 	}
-	var clusterTLS *tls.Config
+	var clusterTLS func(string) *tls.Config
 	if cfg.ClusterTLS {
 		ln = tls.NewListener(ln, tlsFiles.ServerConfigRequiringClients())
-		clusterTLS = tlsFiles.ClientConfig()
+		clusterTLS = tlsFiles.ClientConfigFor
 	}
 	host, portStr, _ := net.SplitHostPort(cfg.AdvertisedKafkaAddr)
 	port, _ := strconv.Atoi(portStr)

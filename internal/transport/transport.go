@@ -72,9 +72,10 @@ type Config struct {
 	DialTimeout   time.Duration // default 1 s
 	WriteTimeout  time.Duration // a write stuck this long breaks the connection (default 5 s)
 
-	// TLS, when set, makes outgoing connections TLS with this client config (the listener is
-	// then a TLS listener too, wrapped by the caller; docs/security.md §2).
-	TLS *tls.Config
+	// TLS, when set, makes outgoing connections TLS with the client config it returns for the
+	// peer's host, asked at each dial (the listener is then a TLS listener too, wrapped by the
+	// caller; docs/security.md §2).
+	TLS func(serverName string) *tls.Config
 }
 
 // Transport is one node's end of the cluster network.
@@ -389,11 +390,8 @@ func (p *peer) connect() (net.Conn, error) {
 		tc.SetNoDelay(true)
 	}
 	if p.t.cfg.TLS != nil {
-		cfg := p.t.cfg.TLS.Clone()
-		if cfg.ServerName == "" {
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		tc := tls.Client(c, cfg)
+		host, _, _ := net.SplitHostPort(addr)
+		tc := tls.Client(c, p.t.cfg.TLS(host))
 		tc.SetDeadline(time.Now().Add(p.t.cfg.DialTimeout))
 		if err := tc.HandshakeContext(p.t.ctx); err != nil {
 			c.Close()

@@ -61,6 +61,9 @@ type Server struct {
 	pb.UnimplementedSpecLogServer
 	cfg   Config
 	peers sync.Map // address → *grpc.ClientConn: other nodes' SpecLog services
+	// refusedAt: address → when a peer last refused this node's shard stream (logged at most
+	// every refusalLogEvery per peer: subscribers retry while it lasts)
+	refusedAt sync.Map
 }
 
 // New returns the service.

@@ -223,12 +223,14 @@ func (s *Server) remote(ctx context.Context, t *topics.Topic, sh int32, from uin
 	}()
 	st, err := pb.NewSpecLogClient(cc).SubscribeShard(sctx, &pb.SubscribeShardRequest{Topic: t.Name, Shard: sh, From: from})
 	if err != nil {
+		s.noteRefusal(addr, leader, err)
 		emit(shardEvent{shard: sh, err: err})
 		return
 	}
 	for {
 		resp, err := st.Recv()
 		if err != nil {
+			s.noteRefusal(addr, leader, err)
 			if ctx.Err() == nil {
 				if cause := context.Cause(sctx); sctx.Err() != nil && cause != nil {
 					err = cause
@@ -264,4 +266,25 @@ func (s *Server) peer(addr string) (*grpc.ClientConn, error) {
 		return prev.(*grpc.ClientConn), nil
 	}
 	return cc, nil
+}
+
+// refusalLogEvery bounds how often a peer's refusal of this node's shard streams is logged.
+const refusalLogEvery = 10 * time.Second
+
+// noteRefusal logs, as an error, a peer refusing this node's shard stream for want of
+// authentication or authorization: a misconfiguration that subscribers of the shard see only as
+// a stream that keeps breaking (they subscribe again), so the node says what to fix.
+func (s *Server) noteRefusal(addr string, node int32, err error) {
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.Unauthenticated:
+	default:
+		return
+	}
+	now := time.Now()
+	if last, ok := s.refusedAt.Load(addr); ok && now.Sub(last.(time.Time)) < refusalLogEvery {
+		return
+	}
+	s.refusedAt.Store(addr, now)
+	s.cfg.Logger.Error("speclog: another node refused this node's shard stream: give this node's principal CLUSTER_ACTION on the cluster, or make it a super user (docs/security.md, The SpecLog API)",
+		"node", node, "addr", addr, "err", err)
 }
