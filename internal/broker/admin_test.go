@@ -1069,6 +1069,18 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	if err := alter("1", kadm.AlterConfig{Name: "replica.alter.log.dirs.io.max.bytes.per.second", Value: strp("1000")}); err != kerr.InvalidConfig {
 		t.Errorf("setting the log-dir move throttle = %v; want INVALID_CONFIG", err)
 	}
+	// The quotas' windows: dynamic here (read-only in Kafka), checked, and read by the node.
+	if err := alter("", kadm.AlterConfig{Name: "quota.window.num", Value: strp("5")},
+		kadm.AlterConfig{Name: "controller.quota.window.size.seconds", Value: strp("2")}); err != nil {
+		t.Errorf("setting the quota windows = %v; want nil", err)
+	}
+	if err := alter("", kadm.AlterConfig{Name: "quota.window.size.seconds", Value: strp("0")}); err != kerr.InvalidConfig {
+		t.Errorf("a quota window of 0 s = %v; want INVALID_CONFIG", err)
+	}
+	br, _ := testBrokers.Load(reg)
+	if w, mw := br.(*Broker).quotaWindows(); w != (windows{n: 5, size: time.Second}) || mw != (windows{n: 11, size: 2 * time.Second}) {
+		t.Errorf("the node's quota windows = %+v, %+v; want 5 × 1s and 11 × 2s", w, mw)
+	}
 	// The dynamic configs live in the controller's log, which survives restarts.
 	b, _ := testBrokers.Load(reg)
 	if got := b.(*Broker).cl.Image().ClusterConfigs["log.segment.bytes"]; got != "200000" {

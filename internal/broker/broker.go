@@ -224,6 +224,7 @@ func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 	if b.cfg.ProducerIDs == nil {
 		b.cfg.ProducerIDs = txn.NewBlockAllocator(b.producerIDBlock)
 	}
+	b.quotas.windows = b.quotaWindows
 	b.groups = newGroups(b)
 	go b.groups.run(ctx)
 	b.txns = newTxns(b)

@@ -58,6 +58,15 @@ func (b *Broker) releaseIP(ip string) {
 	}
 }
 
+// quotaWindows are the windows client quotas (and max.connection.creation.rate) are measured
+// over, and controller_mutation_rate's: the broker configs quota.window.num and
+// quota.window.size.seconds, controller.quota.window.num and
+// controller.quota.window.size.seconds.
+func (b *Broker) quotaWindows() (client, mutation windows) {
+	return windows{n: b.brokerLimit("quota.window.num"), size: time.Duration(b.brokerLimit("quota.window.size.seconds")) * time.Second}.or(defaultWindows),
+		windows{n: b.brokerLimit("controller.quota.window.num"), size: time.Duration(b.brokerLimit("controller.quota.window.size.seconds")) * time.Second}.or(defaultWindows)
+}
+
 // brokerLimit reads one of the node's connection limits (an int broker config).
 func (b *Broker) brokerLimit(name string) int {
 	v, _, _ := b.topics.BrokerConfig(name)
@@ -91,14 +100,18 @@ func (b *Broker) waitConnSlot() bool {
 // accept. It reports false once the broker is shutting down.
 func (b *Broker) paceAccepts() bool {
 	limit := b.brokerLimit("max.connection.creation.rate")
+	w, _ := b.quotaWindows()
 	b.acceptMu.Lock()
-	d := b.accepts.throttle(time.Now(), 1, float64(limit), false)
+	if b.accepts.w != w { // measured afresh over new windows
+		b.accepts = rate{w: w}
+	}
+	d := min(b.accepts.throttle(time.Now(), 1, float64(limit), false), w.size)
 	b.acceptMu.Unlock()
 	if d <= 0 {
 		return true
 	}
-	b.cfg.Metrics.Throttled("max.connection.creation.rate", min(d, quotaWindow))
-	t := time.NewTimer(min(d, quotaWindow))
+	b.cfg.Metrics.Throttled("max.connection.creation.rate", d)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-b.stopped:

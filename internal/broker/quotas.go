@@ -28,38 +28,59 @@ import (
 // quota.window.size.seconds defaults). A request that takes it over the quota is answered with
 // throttle_time_ms = (rate - quota) / quota × the measured window, and the connection reads
 // nothing more from the client until that time has passed after the response (KIP-219). Request
-// quotas are bounded by one window, as Kafka's.
+// quotas are bounded by one window, as Kafka's. The windows are the broker configs
+// quota.window.num and quota.window.size.seconds (controller_mutation_rate's:
+// controller.quota.window.num and controller.quota.window.size.seconds); Kafka's defaults, 11 of
+// 1 s each.
 
-const (
-	quotaSamples = 11
-	quotaWindow  = time.Second
-)
+// windows is how a rate is sampled: n windows of size each.
+type windows struct {
+	n    int
+	size time.Duration
+}
 
-// rate is a sampled rate: values summed per window of quotaWindow, over quotaSamples windows.
+// defaultWindows are Kafka's quota.window.num and quota.window.size.seconds defaults.
+var defaultWindows = windows{n: 11, size: time.Second}
+
+// or is w, or d for the zero windows.
+func (w windows) or(d windows) windows {
+	if w.n <= 0 || w.size <= 0 {
+		return d
+	}
+	return w
+}
+
+// rate is a sampled rate: values summed per window, over the windows of w (the zero rate:
+// defaultWindows), which are fixed when it first records.
 type rate struct {
-	start [quotaSamples]time.Time
-	sum   [quotaSamples]float64
+	w     windows
+	start []time.Time
+	sum   []float64
 	cur   int
 }
 
 func (r *rate) record(now time.Time, v float64) {
+	if r.start == nil {
+		r.w = r.w.or(defaultWindows)
+		r.start, r.sum = make([]time.Time, r.w.n), make([]float64, r.w.n)
+	}
 	if r.start[r.cur].IsZero() {
 		r.start[r.cur] = now
 	}
-	if now.Sub(r.start[r.cur]) >= quotaWindow {
-		r.cur = (r.cur + 1) % quotaSamples
+	if now.Sub(r.start[r.cur]) >= r.w.size {
+		r.cur = (r.cur + 1) % r.w.n
 		r.start[r.cur], r.sum[r.cur] = now, 0
 	}
 	r.sum[r.cur] += v
 }
 
 // measure returns the rate per second at now and the window it was measured over: from the
-// oldest live sample, and at least quotaSamples-1 windows (Kafka's Rate).
+// oldest live sample, and at least n-1 windows (Kafka's Rate).
 func (r *rate) measure(now time.Time) (perSecond float64, window time.Duration) {
 	var total float64
 	oldest := now
-	for i := range quotaSamples {
-		if r.start[i].IsZero() || now.Sub(r.start[i]) >= quotaSamples*quotaWindow {
+	for i := range r.start {
+		if r.start[i].IsZero() || now.Sub(r.start[i]) >= time.Duration(r.w.n)*r.w.size {
 			continue
 		}
 		total += r.sum[i]
@@ -67,7 +88,7 @@ func (r *rate) measure(now time.Time) (perSecond float64, window time.Duration) 
 			oldest = r.start[i]
 		}
 	}
-	window = max(now.Sub(oldest), (quotaSamples-1)*quotaWindow)
+	window = max(now.Sub(oldest), time.Duration(r.w.n-1)*r.w.size)
 	return total / window.Seconds(), window
 }
 
@@ -85,6 +106,9 @@ func (r *rate) throttle(now time.Time, v, bound float64, unrecord bool) time.Dur
 	}
 	return time.Duration((perSecond - bound) / bound * float64(window))
 }
+
+// windowSize is one of r's windows (the longest a request or connection quota holds a client).
+func (r *rate) windowSize() time.Duration { return r.w.or(defaultWindows).size }
 
 // quotaKey is a quota entity as a map key: each part absent (0), the default (1) or a name (2).
 type quotaKey struct {
@@ -179,6 +203,10 @@ type quotaManager struct {
 	img     []*controller.ClientQuota // the quotas idx was built from
 	idx     quotaIndex
 	sensors map[sensorKey]*sensor
+	// windows returns the client quotas' windows and controller_mutation_rate's (nil: the
+	// defaults); sensors made with others start afresh when they change.
+	windows      func() (client, mutation windows)
+	w, mutationW windows
 }
 
 type sensor struct {
@@ -188,10 +216,12 @@ type sensor struct {
 }
 
 // bucket is KIP-599's token bucket for controller_mutation_rate. It fills at the quota's rate
-// up to quotaSamples windows of it (Kafka's burst: quota × quota.window.num ×
-// quota.window.size.seconds), starts full, and may go into debt: a topic of any size is admitted
-// whenever the bucket is not in debt, and its client then waits until the debt is paid.
+// up to its windows' worth of it (Kafka's burst: quota × controller.quota.window.num ×
+// controller.quota.window.size.seconds), starts full, and may go into debt: a topic of any size
+// is admitted whenever the bucket is not in debt, and its client then waits until the debt is
+// paid.
 type bucket struct {
+	w      windows // the zero bucket: defaultWindows
 	tokens float64
 	at     time.Time // of the last refill; zero: never used
 }
@@ -199,7 +229,8 @@ type bucket struct {
 // take refills the bucket at rate until now and spends n, unless strict and in debt; it
 // reports whether it spent them and how long until the bucket is out of debt.
 func (k *bucket) take(now time.Time, rate, n float64, strict bool) (bool, time.Duration) {
-	burst := rate * quotaSamples * quotaWindow.Seconds()
+	w := k.w.or(defaultWindows)
+	burst := rate * float64(w.n) * w.size.Seconds()
 	if k.at.IsZero() {
 		k.tokens = burst
 	} else if elapsed := now.Sub(k.at); elapsed > 0 {
@@ -236,7 +267,7 @@ func (q *quotaManager) record(quotas []*controller.ClientQuota, key, user, clien
 	switch key {
 	case controller.QuotaRequestPercentage:
 		bound /= 100 // a percentage of one thread: seconds of handling per second
-		return min(s.r.throttle(now, v, bound, false), quotaWindow)
+		return min(s.r.throttle(now, v, bound, false), s.r.windowSize())
 	case controller.QuotaConsumerByteRate:
 		return s.r.throttle(now, v, bound, true)
 	}
@@ -277,7 +308,7 @@ func (q *quotaManager) connection(quotas []*controller.ClientQuota, ip string, n
 	if !ok {
 		return 0
 	}
-	return min(s.r.throttle(now, 1, bound, true), quotaWindow)
+	return min(s.r.throttle(now, 1, bound, true), s.r.windowSize())
 }
 
 // sensorFor returns the sensor of the quota resolve finds in the quotas, and the quota; ok is
@@ -289,6 +320,11 @@ func (q *quotaManager) sensorFor(quotas []*controller.ClientQuota, now time.Time
 	bound, tag, ok := resolve(q.idx)
 	if !ok {
 		return nil, 0, false
+	}
+	if q.windows != nil {
+		if w, mw := q.windows(); w != q.w || mw != q.mutationW {
+			q.w, q.mutationW, q.sensors = w, mw, nil // measured afresh over the new windows
+		}
 	}
 	if q.sensors == nil {
 		q.sensors = map[sensorKey]*sensor{}
@@ -302,7 +338,7 @@ func (q *quotaManager) sensorFor(quotas []*controller.ClientQuota, now time.Time
 				}
 			}
 		}
-		s = &sensor{}
+		s = &sensor{r: rate{w: q.w}, k: bucket{w: q.mutationW}}
 		q.sensors[tag] = s
 	}
 	s.last = now

@@ -43,6 +43,49 @@ func TestQuotaRate(t *testing.T) {
 	}
 }
 
+// TestQuotaWindows: quota.window.num and quota.window.size.seconds set how a rate is measured
+// (over at least n-1 windows) and bound how long a request quota holds a client (one window);
+// controller.quota.window.* size controller_mutation_rate's burst. Sensors made under other
+// windows start afresh when they change.
+func TestQuotaWindows(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	// 5 windows of 2 s: the rate is measured over at least 8 s.
+	r := rate{w: windows{n: 5, size: 2 * time.Second}}
+	if d := r.throttle(t0, 8e6, 1e6, false); d != 0 {
+		t.Fatalf("8 MB against 1 MB/s over 8 s: throttled %v", d)
+	}
+	// 8.8 MB over 8 s: 10% over, 10% of 8 s.
+	if d := r.throttle(t0.Add(100*time.Millisecond), 0.8e6, 1e6, false); d < 790*time.Millisecond || d > 810*time.Millisecond {
+		t.Fatalf("throttle %v; want 800ms", d)
+	}
+	// The samples age out after 5 × 2 s.
+	if d := r.throttle(t0.Add(10*time.Second+200*time.Millisecond), 1e6, 1e6, false); d != 0 {
+		t.Fatalf("after 10 s: throttled %v; want the old samples gone", d)
+	}
+
+	cw, mw := windows{n: 3, size: 2 * time.Second}, windows{n: 2, size: 5 * time.Second}
+	q := quotaManager{windows: func() (windows, windows) { return cw, mw }}
+	reqQ := []*controller.ClientQuota{{Entity: controller.QuotaEntity{Client: new("busy")},
+		Values: map[string]float64{controller.QuotaRequestPercentage: 10, controller.QuotaControllerMutationRate: 1}}}
+	// A request quota of 10% of a thread (0.1 s/s) over 4 s: 2 s of handling at once is 5×
+	// over; the hold is capped at one 2 s window.
+	if d := q.record(reqQ, controller.QuotaRequestPercentage, "", "busy", 2, t0); d != 2*time.Second {
+		t.Fatalf("request quota far over: held %v; want one window of 2s", d)
+	}
+	// controller_mutation_rate 1/s with 2 windows of 5 s: a burst of 10 partitions, then debt.
+	if ok, d := q.mutate(reqQ, "", "busy", 10, true, t0); !ok || d != 0 {
+		t.Fatalf("10 partitions against a burst of 10: %v %v", ok, d)
+	}
+	if ok, d := q.mutate(reqQ, "", "busy", 3, false, t0); !ok || d != 3*time.Second {
+		t.Fatalf("3 more: %v, wait %v; want admitted (not strict), 3s of debt", ok, d)
+	}
+	// New windows: the sensors start afresh (a full bucket of the new burst: 11 × 1 s).
+	cw, mw = defaultWindows, defaultWindows
+	if ok, d := q.mutate(reqQ, "", "busy", 11, true, t0); !ok || d != 0 {
+		t.Fatalf("after the windows changed, 11 partitions: %v %v; want a fresh bucket of 11", ok, d)
+	}
+}
+
 // TestMutationBucket: KIP-599's token bucket. It starts full (11 s of the quota), admits a
 // topic of any size while not in debt, and the client waits out the debt; strict requests are
 // refused while in debt, older versions are admitted and throttled.
@@ -125,8 +168,8 @@ func TestConnectionQuota(t *testing.T) {
 			t.Fatalf("connection %d of 10.0.0.3 (default 1/s): held %v; want accepted", i+1, d)
 		}
 	}
-	if d := q.connection(qs, "10.0.0.2", t0); d == 0 || d > quotaWindow {
-		t.Fatalf("connection 11 of 10.0.0.2: held %v; want held, at most %v", d, quotaWindow)
+	if d := q.connection(qs, "10.0.0.2", t0); d == 0 || d > defaultWindows.size {
+		t.Fatalf("connection 11 of 10.0.0.2: held %v; want held, at most %v", d, defaultWindows.size)
 	}
 	// Without an ip quota nothing is held.
 	if d := q.connection(qs[:1], "10.0.0.2", t0); d != 0 {
