@@ -139,10 +139,16 @@ func objectLeader(candidates []int32, id [16]byte, index int32) int32 {
 // brokerList is the brokers Metadata and DescribeCluster name: the image's live nodes, or in
 // Ripcord mode (rv not nil) the processes the object store's announcements show.
 // Each node is named by its endpoint on the client's listener; nodes without it are left out.
-// (Ripcord announcements carry one address per process: the first listener's.)
 func (b *Broker) brokerList(img *controller.Image, rv *ripcordView, listener string) []objects.Member {
 	if rv != nil {
-		return rv.brokers
+		out := make([]objects.Member, 0, len(rv.brokers))
+		for _, m := range rv.brokers {
+			if host, port, ok := m.Endpoint(listener); ok {
+				m.Host, m.Port = host, port
+				out = append(out, m)
+			}
+		}
+		return out
 	}
 	live := img.LiveNodes()
 	out := make([]objects.Member, 0, len(live))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,7 +35,31 @@ type Member struct {
 	Agent bool   `json:"agent,omitempty"`
 	// Ripcording: in Ripcord mode when it announced (takes writes without the controller).
 	Ripcording bool `json:"ripcording,omitempty"`
+	// Listeners are its Kafka listeners' advertised addresses by name ("host:port"); Host and
+	// Port are the first one's. An announcement without them names only Host and Port.
+	Listeners map[string]string `json:"listeners,omitempty"`
 }
+
+// Endpoint is the member's advertised address on the named listener; ok is false when it has
+// no such listener.
+func (m Member) Endpoint(listener string) (host string, port int32, ok bool) {
+	if len(m.Listeners) == 0 {
+		return m.Host, m.Port, true
+	}
+	addr, ok := m.Listeners[listener]
+	if !ok {
+		return "", 0, false
+	}
+	h, p, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(p)
+	if err != nil || perr != nil || n <= 0 || n > 65535 {
+		return "", 0, false
+	}
+	return h, int32(n), true
+}
+
+// maxMemberKey bounds an announcement's key: object stores take keys of up to 1,024 bytes.
+const maxMemberKey = 1000
 
 // Discovery timing: an announcement every AnnounceInterval (RipcordAnnounceInterval in Ripcord
 // mode); a Ripcord announcement older than RipcordTTL is a process that stopped or lost the
@@ -92,6 +117,11 @@ func NewDirectory(store objstore.Store, self Member, ripcording func() bool, log
 	}
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if k := MemberKey(self); len(k) > maxMemberKey {
+		logger.Warn("objects: this process's listeners make its announcement key too long for an object store; announcing the first listener only",
+			"key_bytes", len(k), "listeners", len(self.Listeners))
+		self.Listeners = nil
 	}
 	return &Directory{store: store, self: self, ripcording: ripcording, logger: logger}
 }

@@ -3,6 +3,7 @@ package objects
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,9 +16,10 @@ func TestMemberKeyRoundTrip(t *testing.T) {
 	for _, m := range []Member{
 		{Node: 1, Host: "127.0.0.1", Port: 9092},
 		{Node: 1234567, Host: "::1", Port: 19092, Rack: "rack/a b", Agent: true, Ripcording: true},
+		{Node: 2, Host: "10.0.0.2", Port: 9092, Listeners: map[string]string{"PLAINTEXT": "10.0.0.2:9092", "SASL_SSL": "kafka-2.example:9094", "IPV6": "[::1]:9095"}},
 	} {
 		got, ok := ParseMemberKey(MemberKey(m))
-		if !ok || got != m {
+		if !ok || !reflect.DeepEqual(got, m) {
 			t.Errorf("ParseMemberKey(MemberKey(%+v)) = %+v, %v", m, got, ok)
 		}
 		if err := objstore.CheckKey(MemberKey(m)); err != nil {
@@ -29,6 +31,41 @@ func TestMemberKeyRoundTrip(t *testing.T) {
 		if m, ok := ParseMemberKey(k); ok {
 			t.Errorf("ParseMemberKey(%q) = %+v; want refused", k, m)
 		}
+	}
+}
+
+// TestMemberEndpoint: an announcement names a process on each of its listeners; one without
+// listeners (an older process) names its one address on every listener; an unknown listener or
+// a malformed address is none.
+func TestMemberEndpoint(t *testing.T) {
+	m := Member{Node: 2, Host: "10.0.0.2", Port: 9092, Listeners: map[string]string{"PLAINTEXT": "10.0.0.2:9092",
+		"SASL_SSL": "kafka-2.example:9094", "IPV6": "[::1]:9095", "BROKEN": "nohost"}}
+	for _, c := range []struct {
+		listener string
+		host     string
+		port     int32
+		ok       bool
+	}{
+		{"SASL_SSL", "kafka-2.example", 9094, true},
+		{"IPV6", "::1", 9095, true},
+		{"PLAINTEXT", "10.0.0.2", 9092, true},
+		{"INTERNAL", "", 0, false},
+		{"BROKEN", "", 0, false},
+	} {
+		if h, p, ok := m.Endpoint(c.listener); h != c.host || p != c.port || ok != c.ok {
+			t.Errorf("Endpoint(%s) = %s, %d, %v; want %s, %d, %v", c.listener, h, p, ok, c.host, c.port, c.ok)
+		}
+	}
+	if h, p, ok := (Member{Host: "h", Port: 1}).Endpoint("ANY"); h != "h" || p != 1 || !ok {
+		t.Errorf("an announcement without listeners: %s, %d, %v", h, p, ok)
+	}
+	// Too many listeners for an object store's key: the first one only is announced.
+	many := Member{Node: 1, Host: "h", Port: 1, Listeners: map[string]string{}}
+	for i := range 40 {
+		many.Listeners[fmt.Sprintf("LISTENER_%d", i)] = fmt.Sprintf("kafka-1.example.com:%d", 9000+i)
+	}
+	if d := NewDirectory(nil, many, nil, nil); d.self.Listeners != nil || objstore.CheckKey(MemberKey(d.self)) != nil {
+		t.Errorf("an announcement too long for a key kept its %d listeners", len(d.self.Listeners))
 	}
 }
 

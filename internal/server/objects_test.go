@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +18,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/broker"
+	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/server"
 	"github.com/runnel-dev/runnel/internal/testclients"
 )
@@ -673,4 +677,44 @@ func TestCompactedObjectTopicClients(t *testing.T) {
 			t.Fatalf("java did not read the tombstone at offset 1:\n%s", out)
 		}
 	})
+}
+
+// TestRipcordMetadataOnEachListener: a node with two Kafka listeners, in Ripcord mode (its
+// controllers are gone), names the processes in its Metadata on the listener the client came
+// in on, from the listeners its and the others' announcements in the object store carry.
+func TestRipcordMetadataOnEachListener(t *testing.T) {
+	store := "file://" + t.TempDir()
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.objectStore = store
+		c.tune = func(_ int32, cfg *server.Config) {
+			cfg.Ripcord = true
+			cfg.Listeners = []security.Listener{
+				{Name: "PLAINTEXT", Protocol: security.Plaintext, Addr: cfg.KafkaAddr, Advertised: cfg.KafkaAddr},
+				{Name: "OTHER", Protocol: security.Plaintext, Addr: "127.0.0.1:0", Advertised: "127.0.0.1:0"},
+			}
+		}
+	})
+	c.waitNodes(3)
+	c.stop(2)
+	c.stop(3)
+	other := c.servers[1].ListenerAddrs()["OTHER"]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var brokers []kmsg.MetadataResponseBroker
+	eventually(t, "node 1 alone in its Metadata (Ripcord mode)", 20*time.Second, func() bool {
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+		if err != nil {
+			return false
+		}
+		brokers = resp.Brokers
+		return len(brokers) == 1
+	})
+	if got := net.JoinHostPort(brokers[0].Host, strconv.Itoa(int(brokers[0].Port))); brokers[0].NodeID != 1 || got != other {
+		t.Fatalf("in Ripcord mode, Metadata on the OTHER listener names node %d at %s; want node 1 at %s", brokers[0].NodeID, got, other)
+	}
 }

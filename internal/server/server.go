@@ -510,8 +510,14 @@ func Open(cfg Config) (*Server, error) {
 				return v
 			},
 			RetentionInterval: cfg.ObjectRetentionInterval, CompactInterval: cfg.ObjectCompactionInterval, Metrics: m, Logger: s.logger})
-		s.dir = objects.NewDirectory(s.objects, objects.Member{Node: cfg.NodeID, Host: host, Port: int32(port), Rack: cfg.Rack,
-			Agent: cfg.Agent}, ripcording, s.logger)
+		self := objects.Member{Node: cfg.NodeID, Host: host, Port: int32(port), Rack: cfg.Rack, Agent: cfg.Agent}
+		if len(endpoints) > 1 { // Metadata in Ripcord mode names each process on the client's listener
+			self.Listeners = map[string]string{}
+			for _, e := range endpoints {
+				self.Listeners[e.Name] = net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+			}
+		}
+		s.dir = objects.NewDirectory(s.objects, self, ripcording, s.logger)
 		members = s.dir.Members
 	}
 	var oauth *security.OAuthValidator
