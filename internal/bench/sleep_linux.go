@@ -11,3 +11,11 @@ func preciseSleep(d time.Duration) {
 	ts := syscall.NsecToTimespec(int64(d))
 	_ = syscall.Nanosleep(&ts, nil) // EINTR: the caller's loop waits for the rest
 }
+
+// flushPageCache writes every dirty page of the machine's file systems back (sync(2)) and
+// reports how long that took.
+func flushPageCache() time.Duration {
+	start := time.Now()
+	syscall.Sync()
+	return time.Since(start)
+}
