@@ -35,8 +35,9 @@ type Member struct {
 	Agent bool   `json:"agent,omitempty"`
 	// Ripcording: in Ripcord mode when it announced (takes writes without the controller).
 	Ripcording bool `json:"ripcording,omitempty"`
-	// Listeners are its Kafka listeners' advertised addresses by name ("host:port"); Host and
-	// Port are the first one's. An announcement without them names only Host and Port.
+	// Listeners are its Kafka listeners' advertised addresses by name ("host:port", or ":port"
+	// on Host); Host and Port are the first one's. An announcement without them names only
+	// Host and Port.
 	Listeners map[string]string `json:"listeners,omitempty"`
 }
 
@@ -55,11 +56,15 @@ func (m Member) Endpoint(listener string) (host string, port int32, ok bool) {
 	if err != nil || perr != nil || n <= 0 || n > 65535 {
 		return "", 0, false
 	}
+	if h == "" {
+		h = m.Host
+	}
 	return h, int32(n), true
 }
 
-// maxMemberKey bounds an announcement's key: object stores take keys of up to 1,024 bytes.
-const maxMemberKey = 1000
+// maxMemberSegment bounds the encoded part of an announcement's key: it is one path component
+// in a file:// store, whose file systems take names of up to 255 bytes.
+const maxMemberSegment = 255
 
 // Discovery timing: an announcement every AnnounceInterval (RipcordAnnounceInterval in Ripcord
 // mode); a Ripcord announcement older than RipcordTTL is a process that stopped or lost the
@@ -118,7 +123,17 @@ func NewDirectory(store objstore.Store, self Member, ripcording func() bool, log
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if k := MemberKey(self); len(k) > maxMemberKey {
+	if len(self.Listeners) > 0 {
+		compact := make(map[string]string, len(self.Listeners))
+		for name, addr := range self.Listeners { // ":port" for the listeners on Host
+			if h, p, err := net.SplitHostPort(addr); err == nil && h == self.Host {
+				addr = ":" + p
+			}
+			compact[name] = addr
+		}
+		self.Listeners = compact
+	}
+	if k := MemberKey(self); len(k)-strings.LastIndexByte(k, '/')-1 > maxMemberSegment {
 		logger.Warn("objects: this process's listeners make its announcement key too long for an object store; announcing the first listener only",
 			"key_bytes", len(k), "listeners", len(self.Listeners))
 		self.Listeners = nil

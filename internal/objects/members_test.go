@@ -3,7 +3,9 @@ package objects
 import (
 	"context"
 	"fmt"
+	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,6 +68,28 @@ func TestMemberEndpoint(t *testing.T) {
 	}
 	if d := NewDirectory(nil, many, nil, nil); d.self.Listeners != nil || objstore.CheckKey(MemberKey(d.self)) != nil {
 		t.Errorf("an announcement too long for a key kept its %d listeners", len(d.self.Listeners))
+	}
+	// Listeners on the process's own host are announced by port, so four listeners of a long
+	// host name fit a file store's 255-byte name, and still resolve to that host.
+	long := Member{Node: 1, Host: "kafka-1.production.example.com", Port: 9092, Listeners: map[string]string{
+		"PLAINTEXT": "kafka-1.production.example.com:9092", "SASL_SSL": "kafka-1.production.example.com:9094",
+		"SSL": "kafka-1.production.example.com:9093", "INTERNAL": "10.0.0.1:9095"}}
+	d := NewDirectory(nil, long, nil, nil)
+	if k := MemberKey(d.self); len(k)-strings.LastIndexByte(k, '/')-1 > 255 {
+		t.Errorf("announcement name of %d bytes", len(k)-strings.LastIndexByte(k, '/')-1)
+	}
+	for name, want := range map[string]string{"SASL_SSL": "kafka-1.production.example.com:9094", "INTERNAL": "10.0.0.1:9095"} {
+		if h, p, ok := d.self.Endpoint(name); !ok || net.JoinHostPort(h, strconv.Itoa(int(p))) != want {
+			t.Errorf("Endpoint(%s) = %s, %d, %v; want %s", name, h, p, ok, want)
+		}
+	}
+	// The announcement is written to a file store.
+	store, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(context.Background(), MemberKey(d.self), nil); err != nil {
+		t.Errorf("writing the announcement to a file store: %v", err)
 	}
 }
 
