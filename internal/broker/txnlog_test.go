@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/testclients"
 	"github.com/runnel-dev/runnel/internal/txn"
 )
 
@@ -78,23 +79,7 @@ func TestReadCommittedFetch(t *testing.T) {
 
 	consume := func(level kgo.IsolationLevel, want int) []string {
 		t.Helper()
-		c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"rc": {0: kgo.NewOffset().AtStart()}}),
-			kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(100*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		var got []string
-		poll := func() {
-			pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			defer pcancel()
-			c.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-		}
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(got) < want; {
-			poll()
-		}
-		poll() // anything past want would be a bug: give it a chance to show
-		return got
+		return testclients.ReadValues(t, ctx, []string{addr}, "rc", level, want, 5*time.Second) // "rc" has one partition
 	}
 	if got, want := consume(kgo.ReadCommitted(), 3), []string{"a1", "a2", "p1"}; !slices.Equal(got, want) {
 		t.Errorf("read_committed = %v; want %v (b1 aborted, c1 open, a3 behind c1)", got, want)
