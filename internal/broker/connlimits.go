@@ -67,7 +67,7 @@ func (b *Broker) quotaWindows() (client, mutation windows) {
 		windows{n: b.brokerLimit("controller.quota.window.num"), size: time.Duration(b.brokerLimit("controller.quota.window.size.seconds")) * time.Second}.or(defaultWindows)
 }
 
-// brokerLimit reads one of the node's connection limits (an int broker config).
+// brokerLimit reads an int broker config of the node (a connection limit, a quota window).
 func (b *Broker) brokerLimit(name string) int {
 	v, _, _ := b.topics.BrokerConfig(name)
 	n, err := strconv.Atoi(v)
