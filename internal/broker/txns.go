@@ -556,25 +556,46 @@ func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq, sameClock bo
 	if !leading || !ready {
 		return replica.ErrNotLeader
 	}
-	_, beganIn, producerEpoch, open := p.Log.OpenTransaction(req.ProducerID)
-	switch {
-	case open && producerEpoch != req.Epoch:
-		return fmt.Errorf("%w: the partition's open transaction is of epoch %d, not %d", kerr.InvalidProducerEpoch, producerEpoch, req.Epoch)
-	case open && beganIn != epoch:
-		return fmt.Errorf("%w: the transaction began in leader epoch %d, the partition is now in %d", kerr.NotLeaderForPartition, beganIn, epoch)
-	case open && req.Added != nil && req.Added.Epoch == epoch && req.Added.Incarnation != d.b.cl.Incarnation():
-		// The leader of the epoch the partition joined in restarted without a new epoch:
-		// unsynced records of the transaction may be gone, though some are there.
-		return fmt.Errorf("%w: the partition's leader restarted since it joined the transaction", kerr.NotLeaderForPartition)
-	case !open && req.Added != nil && (req.Added.Epoch != epoch || req.Added.Incarnation != d.b.cl.Incarnation()):
-		return fmt.Errorf("%w: the partition was added to the transaction under leader epoch %d of incarnation %d, it is now under %d of %d",
-			kerr.NotLeaderForPartition, req.Added.Epoch, req.Added.Incarnation, epoch, d.b.cl.Incarnation())
-	case !open && req.Added == nil && p.Replica.LeadingSince().UnixMilli() > req.StartMs-skew(sameClock).Milliseconds():
-		return fmt.Errorf("%w: the partition changed leader since the transaction began", kerr.NotLeaderForPartition)
+	here := prepareState{Epoch: epoch, Incarnation: d.b.cl.Incarnation(), LeadingSinceMs: p.Replica.LeadingSince().UnixMilli()}
+	_, here.BeganIn, here.ProducerEpoch, here.Open = p.Log.OpenTransaction(req.ProducerID)
+	if err := prepareVerdict(req, here, skew(sameClock)); err != nil {
+		return err
 	}
 	end := p.Log.EndOffset()
 	p.Log.SyncSoon()
 	return p.Replica.WaitDurable(ctx, epoch, end)
+}
+
+// prepareState is what prepareVerdict needs to know of a partition this node leads.
+type prepareState struct {
+	Epoch          int32  // the partition's leader epoch now
+	Incarnation    uint64 // this node's registration now
+	LeadingSinceMs int64  // when this node became the partition's leader
+	// The producer's open transaction on the partition, if it has one.
+	Open          bool
+	BeganIn       int32 // the leader epoch its first record was written in
+	ProducerEpoch int16
+}
+
+// prepareVerdict is prepareLocal's decision: nil if this leader can vouch for every record of
+// the transaction on the partition, or why not.
+func prepareVerdict(req txnPrepareReq, s prepareState, skew time.Duration) error {
+	switch {
+	case s.Open && s.ProducerEpoch != req.Epoch:
+		return fmt.Errorf("%w: the partition's open transaction is of epoch %d, not %d", kerr.InvalidProducerEpoch, s.ProducerEpoch, req.Epoch)
+	case s.Open && s.BeganIn != s.Epoch:
+		return fmt.Errorf("%w: the transaction began in leader epoch %d, the partition is now in %d", kerr.NotLeaderForPartition, s.BeganIn, s.Epoch)
+	case s.Open && req.Added != nil && req.Added.Epoch == s.Epoch && req.Added.Incarnation != s.Incarnation:
+		// The leader of the epoch the partition joined in restarted without a new epoch:
+		// unsynced records of the transaction may be gone, though some are there.
+		return fmt.Errorf("%w: the partition's leader restarted since it joined the transaction", kerr.NotLeaderForPartition)
+	case !s.Open && req.Added != nil && (req.Added.Epoch != s.Epoch || req.Added.Incarnation != s.Incarnation):
+		return fmt.Errorf("%w: the partition was added to the transaction under leader epoch %d of incarnation %d, it is now under %d of %d",
+			kerr.NotLeaderForPartition, req.Added.Epoch, req.Added.Incarnation, s.Epoch, s.Incarnation)
+	case !s.Open && req.Added == nil && s.LeadingSinceMs > req.StartMs-skew.Milliseconds():
+		return fmt.Errorf("%w: the partition changed leader since the transaction began", kerr.NotLeaderForPartition)
+	}
+	return nil
 }
 
 // discoverLocal lists the partitions this node leads that hold an open transaction of the
