@@ -2,10 +2,12 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -70,14 +72,29 @@ type PairResult struct {
 // thermal) does not always favour the same one. Before each run the machine's dirty pages are
 // written back (sync(2)): a run that does not fsync leaves hundreds of MB of them, and their
 // writeback would otherwise land in the next run, stalling its fsyncs (a fsync-pair run after
-// a no-fsync one had a p99.9 of 112 ms against 3 ms alone). Each run uses fresh topics. It
-// stops at the first run that could not take place.
-func Compare(ctx context.Context, w Workload, opts CompareOptions) (*Comparison, error) {
+// a no-fsync one had a p99.9 of 112 ms against 3 ms alone). Each run uses fresh topics, and
+// every run's topics are deleted only once the comparison is over (unless opts.Run.KeepTopics):
+// a broker deleting a topic during another's run frees its blocks there, and on a file system
+// that discards freed blocks (ext4 -o discard) the journal commit that carries the discard
+// stalls every fsync behind it (Kafka removing its previous run's 250 MB, ~10 s later,
+// stretched a Runnel fsync-pair run's p99.9 from 8 ms to 82 ms). It stops at the first run
+// that could not take place.
+func Compare(ctx context.Context, w Workload, opts CompareOptions) (_ *Comparison, err error) {
 	if opts.Rounds <= 0 {
 		opts.Rounds = 1
 	}
 	if len(opts.Pairs) == 0 {
 		opts.Pairs = StandardPairs()
+	}
+	var created []*Result // every run's, whose topics are deleted at the end
+	if !opts.Run.KeepTopics {
+		defer func() {
+			for _, res := range created {
+				if derr := DeleteTopics(strings.Split(res.Bootstrap, ","), opts.Run.ClientOpts, res.Topics); derr != nil {
+					err = errors.Join(err, fmt.Errorf("%s: %w", res.Label, derr))
+				}
+			}
+		}()
 	}
 	cmp := &Comparison{Workload: w, Rounds: opts.Rounds}
 	for _, pair := range opts.Pairs {
@@ -91,6 +108,7 @@ func Compare(ctx context.Context, w Workload, opts CompareOptions) (*Comparison,
 				pw := w
 				ro := opts.Run
 				ro.Label = fmt.Sprintf("%s/%s round %d", target, pair.Name, round+1)
+				ro.KeepTopics = true // until the comparison is over
 				if target == "runnel" {
 					ro.Bootstrap = opts.Runnel
 					pw.TopicConfigs = mergeConfigs(w.TopicConfigs, opts.RunnelConfigs, pair.Runnel)
@@ -105,6 +123,7 @@ func Compare(ctx context.Context, w Workload, opts CompareOptions) (*Comparison,
 				if err != nil {
 					return nil, fmt.Errorf("%s, pair %s, round %d: %w", target, pair.Name, round+1, err)
 				}
+				created = append(created, res)
 				res.Label = target
 				if target == "runnel" {
 					runnel = append(runnel, res)

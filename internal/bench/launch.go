@@ -58,7 +58,11 @@ func StartRunnel(ctx context.Context, bin, dataDir, addr string, logOut io.Write
 }
 
 // StartKafka runs `script start` (scripts/kafka.sh) for a Kafka on addr's port, with extra
-// broker properties (k=v), and `script stop` to stop it. The script owns the process.
+// broker properties (k=v), on a fresh data dir as Runnel gets, and `script clean` to stop it
+// and delete its data. The script owns the process. A data dir kept from an earlier run holds
+// the topics that run deleted, whose files a Kafka removes a minute after it starts
+// (file.delete.delay.ms): in the middle of the comparison, where the freed blocks' discards
+// stalled the other broker's fsyncs.
 func StartKafka(ctx context.Context, script, addr string, props []string, logOut io.Writer) (*Process, error) {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -73,10 +77,16 @@ func StartKafka(ctx context.Context, script, addr string, props []string, logOut
 	if err := run(ctx, "install"); err != nil {
 		return nil, fmt.Errorf("bench: %s install: %w", script, err)
 	}
-	if err := run(ctx, append([]string{"start"}, props...)...); err != nil {
-		return nil, fmt.Errorf("bench: %s start: %w", script, err)
+	if run(ctx, "status") == nil {
+		return nil, fmt.Errorf("bench: a Kafka started by %s already runs on port %s (stop it, or compare against it without --start-kafka)", script, port)
 	}
-	stop := func() error { return run(context.Background(), "stop") }
+	if err := run(ctx, "clean"); err != nil {
+		return nil, fmt.Errorf("bench: %s clean: %w", script, err)
+	}
+	stop := func() error { return run(context.Background(), "clean") }
+	if err := run(ctx, append([]string{"start"}, props...)...); err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: %s start: %w", script, err), stop())
+	}
 	return &Process{stop: stop}, nil
 }
 

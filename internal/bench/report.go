@@ -32,6 +32,7 @@ type Result struct {
 	Records    Counts       `json:"records"`
 	Errors     []ErrorCount `json:"errors,omitempty"`
 	Notes      []string     `json:"notes,omitempty"`
+	Topics     []string     `json:"topics,omitempty"`    // the topics of the runs
 	Intervals  []Interval   `json:"intervals,omitempty"` // one per second; not merged over rounds
 	Server     *ServerStats `json:"server,omitempty"`    // from the brokers' metrics (Options.Metrics); not merged over rounds
 
@@ -135,6 +136,7 @@ func MergeResults(rs []*Result) *Result {
 			m.Errors = append(m.Errors, e)
 		}
 		m.Notes = append(m.Notes, r.Notes...)
+		m.Topics = append(m.Topics, r.Topics...)
 	}
 	m.produceHist, m.e2eHist, m.lagHist = MergeHistograms(ph...), MergeHistograms(eh...), MergeHistograms(lh...)
 	m.summarize()

@@ -127,6 +127,7 @@ func Run(ctx context.Context, w Workload, opts Options) (*Result, error) {
 		return nil, errors.Join(err, r.deleteTopics())
 	}
 	res := r.execute(ctx)
+	res.Topics = r.topics
 	closeClients()
 	if err := r.deleteTopics(); err != nil {
 		res.Notes = append(res.Notes, err.Error())
@@ -200,14 +201,22 @@ func (r *run) deleteTopics() error {
 	if r.opts.KeepTopics {
 		return nil
 	}
-	cl, err := r.newClient()
+	return DeleteTopics(r.opts.Bootstrap, r.opts.ClientOpts, r.topics)
+}
+
+// DeleteTopics deletes topics from the cluster at bootstrap.
+func DeleteTopics(bootstrap []string, clientOpts []kgo.Opt, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(bootstrap...), kgo.ClientID("runnel-bench")}, clientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("deleting the topics: %w", err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resps, err := kadm.NewClient(cl).DeleteTopics(ctx, r.topics...)
+	resps, err := kadm.NewClient(cl).DeleteTopics(ctx, topics...)
 	if err == nil {
 		err = resps.Error()
 	}

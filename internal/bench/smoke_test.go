@@ -15,6 +15,8 @@ import (
 	"github.com/runnel-dev/runnel/internal/bench"
 	"github.com/runnel-dev/runnel/internal/cli"
 	"github.com/runnel-dev/runnel/internal/server"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // startRunnel serves a new Runnel node on a free loopback port until the test ends.
@@ -101,18 +103,58 @@ func TestSmokeBenchRun(t *testing.T) {
 	}
 }
 
+// listTopics lists the broker's topics with a new client (a client answers a metadata
+// request from what it learnt within the last MetadataMinAge).
+func listTopics(addr string) ([]string, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx)
+	return topics.Names(), err
+}
+
+// topicsSeen is a progress writer that lists the broker's topics at every progress line and
+// keeps the most it saw at once.
+type topicsSeen struct {
+	t    *testing.T
+	addr string
+	most int
+}
+
+func (s *topicsSeen) Write(p []byte) (int, error) {
+	topics, err := listTopics(s.addr)
+	if err != nil {
+		s.t.Errorf("listing topics during the comparison: %v", err)
+	}
+	s.most = max(s.most, len(topics))
+	return len(p), nil
+}
+
 // Compare runs both fairness pairs; Runnel stands in for Kafka too (it takes flush.messages).
+// Every run's topics stay until the comparison is over (a deletion during another run would
+// land on its fsyncs), and are gone after.
 func TestSmokeCompare(t *testing.T) {
 	addr := startRunnel(t)
 	w, err := bench.LoadWorkload("sparse-feed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Partitions, w.Rate, w.Warmup, w.Duration = 8, 200, 0, bench.Duration(500*time.Millisecond)
+	w.Partitions, w.Rate, w.Warmup, w.Duration = 8, 200, 0, bench.Duration(1200*time.Millisecond)
+	seen := &topicsSeen{t: t, addr: addr}
 	cmp, err := bench.Compare(context.Background(), w, bench.CompareOptions{
-		Runnel: []string{addr}, Kafka: []string{addr}, Run: bench.Options{DrainTimeout: 20 * time.Second}})
+		Runnel: []string{addr}, Kafka: []string{addr}, Run: bench.Options{DrainTimeout: 20 * time.Second, Progress: seen}})
 	if err != nil {
 		t.Fatalf("Compare = %v", err)
+	}
+	if seen.most != 4 {
+		t.Errorf("at most %d topics at once during the comparison's four runs; want 4 (every run's kept to the end)", seen.most)
+	}
+	if left, err := listTopics(addr); err != nil || len(left) != 0 {
+		t.Errorf("topics after the comparison: %v, %v; want none", left, err)
 	}
 	if len(cmp.Pairs) != 2 {
 		t.Fatalf("Compare ran %d pairs; want 2", len(cmp.Pairs))

@@ -281,7 +281,7 @@ func (c *compareFlags) register(flags *pflag.FlagSet) {
 	flags.BoolVar(&c.startRunnel, "start-runnel", false, "start `runnel serve` on --runnel-bootstrap for the comparison and stop it after")
 	flags.StringVar(&c.runnelBin, "runnel-bin", "", "runnel binary for --start-runnel (default: this one)")
 	flags.StringVar(&c.runnelDataDir, "runnel-data-dir", "", "data dir for --start-runnel (default: a new temporary dir, deleted after)")
-	flags.BoolVar(&c.startKafka, "start-kafka", false, "install and start Kafka with --kafka-script on --kafka-bootstrap's port, and stop it after")
+	flags.BoolVar(&c.startKafka, "start-kafka", false, "install and start Kafka with --kafka-script on --kafka-bootstrap's port on a fresh data dir, and stop it and delete the data after")
 	flags.StringVar(&c.kafkaScript, "kafka-script", "scripts/kafka.sh", "the script for --start-kafka")
 	flags.StringArrayVar(&c.kafkaProps, "kafka-broker-property", nil, "extra server.properties key=value for --start-kafka (repeatable)")
 	flags.IntVar(&c.nodes, "nodes", 1, "with --start-runnel / --start-kafka: start clusters of this many nodes (scripts/cluster.sh, scripts/kafka.sh cluster-start), node 1 on the bootstrap's port and node I 100*(I-1) above it")
