@@ -9,7 +9,7 @@ import (
 
 // cluster3 returns an image with nodes 1-3 registered (incarnations 1-3) and topic "t" with
 // two partitions replicated on all three, led by 1 and 2.
-func cluster3(t *testing.T) *Image {
+func cluster3(t testing.TB) *Image {
 	t.Helper()
 	im := NewImage()
 	idx := uint64(0)

@@ -13,7 +13,7 @@ import (
 var objTopic = TopicID{9}
 
 // withObjectTopic adds object topic "o" with two partitions to cluster3's image.
-func withObjectTopic(t *testing.T) *Image {
+func withObjectTopic(t testing.TB) *Image {
 	t.Helper()
 	im := cluster3(t)
 	res := Apply(im, 10, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: "o", ID: objTopic,
