@@ -203,7 +203,7 @@ func checkValue(d *ConfigDef, value string) error {
 			n, err = strconv.ParseInt(value, 10, 64)
 			v = float64(n)
 		}
-		if err != nil {
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 			return configErr("%s: %q is not a valid number", name, value)
 		}
 		if v < d.Min || v > d.Max {

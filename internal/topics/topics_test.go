@@ -4,8 +4,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +42,7 @@ func TestCheckConfig(t *testing.T) {
 		{"retention.ms", "9223372036854775807", true}, {"retention.ms", "x", false},
 		{"segment.bytes", "13", false}, {"segment.bytes", "14", true}, {"segment.bytes", "2147483648", false},
 		{"min.cleanable.dirty.ratio", "0.25", true}, {"min.cleanable.dirty.ratio", "1.5", false},
+		{"min.cleanable.dirty.ratio", "NaN", false}, {"min.cleanable.dirty.ratio", "-Inf", false},
 		{"cleanup.policy", "compact,delete", true}, {"cleanup.policy", "compact, delete", true}, {"cleanup.policy", "gone", false},
 		{"message.timestamp.type", "LogAppendTime", true}, {"message.timestamp.type", "logappendtime", false},
 		{"write.caching", "true", true}, {"write.caching", "yes", false},
@@ -239,4 +242,40 @@ func TestConnectionOverrides(t *testing.T) {
 	if err := checkValue(d, "10.0.0.1"); err == nil {
 		t.Error("an override without a count passed the config check")
 	}
+}
+
+// FuzzCheckConfig: every topic and broker config either refuses a value with a *ConfigError or
+// takes it within its bounds, and a taken topic config turns into a log store configuration.
+func FuzzCheckConfig(f *testing.F) {
+	topicDefs := len(Defs())
+	defs := append(Defs(), BrokerDefs()...)
+	for i, d := range defs {
+		f.Add(uint16(i), d.Default)
+	}
+	f.Add(uint16(0), "NaN")
+	f.Add(uint16(0), "1e400")
+	f.Add(uint16(0), " 1:2 , 3:4")
+	f.Add(uint16(0), "[::1]:5,127.0.0.1:3")
+	f.Fuzz(func(t *testing.T, i uint16, value string) {
+		n := int(i) % len(defs)
+		d := &defs[n]
+		err := checkValue(d, value)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("%s = %q: %v is not a *ConfigError", d.Name, value, err)
+			}
+			return
+		}
+		switch d.Type {
+		case TypeInt, TypeLong, TypeDouble:
+			v, perr := strconv.ParseFloat(value, 64)
+			if perr != nil || math.IsNaN(v) || v < d.Min || v > d.Max {
+				t.Fatalf("%s = %q taken, outside [%v, %v]", d.Name, value, d.Min, d.Max)
+			}
+		}
+		if n < topicDefs {
+			logConfig(map[string]string{d.Name: value}, nil)
+		}
+	})
 }
