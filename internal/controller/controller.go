@@ -68,6 +68,7 @@ type Controller struct {
 	readc   chan chan uint64       // ReadIndex's requests
 	quorumc chan chan quorumAnswer // Quorum's requests
 	stop    chan struct{}
+	running atomic.Bool // Start was called
 	done    chan struct{}
 
 	image  atomic.Pointer[Image]
@@ -197,6 +198,7 @@ func describeVoters(cs *pb.ConfState) []int32 {
 // Start runs the controller's loop until Stop. The first image (from the snapshot and the
 // replayed log) is applied before Start returns.
 func (c *Controller) Start() {
+	c.running.Store(true)
 	go c.run()
 }
 
@@ -208,7 +210,9 @@ func (c *Controller) Stop() {
 	default:
 	}
 	close(c.stop)
-	<-c.done
+	if c.running.Load() { // a controller that never started has no loop to wait for
+		<-c.done
+	}
 	c.store.Close()
 	c.mu.Lock()
 	for id, w := range c.waiters {

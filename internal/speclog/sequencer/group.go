@@ -95,6 +95,7 @@ type Group struct {
 	joinc   chan wire
 	trimc   chan trimReq
 	stop    chan struct{}
+	running atomic.Bool // Start was called
 	done    chan struct{}
 
 	leader atomic.Int32
@@ -199,7 +200,10 @@ func Open(cfg Config) (*Group, error) {
 }
 
 // Start runs the group's loop until Stop.
-func (g *Group) Start() { go g.run() }
+func (g *Group) Start() {
+	g.running.Store(true)
+	go g.run()
+}
 
 // Stop ends the loop and closes the log.
 func (g *Group) Stop() {
@@ -209,7 +213,9 @@ func (g *Group) Stop() {
 	default:
 	}
 	close(g.stop)
-	<-g.done
+	if g.running.Load() { // a group that never started has no loop to wait for
+		<-g.done
+	}
 	g.store.Close()
 }
 
