@@ -373,16 +373,22 @@ func (p *peer) connect() (net.Conn, error) {
 	if p.t.cfg.Resolve != nil {
 		addr = p.t.cfg.Resolve(p.id)
 	}
+	p.t.mu.Lock()
+	learned := p.t.learned[p.id]
+	p.t.mu.Unlock()
 	if addr == "" {
-		p.t.mu.Lock()
-		addr = p.t.learned[p.id]
-		p.t.mu.Unlock()
+		addr = learned
 	}
 	if addr == "" {
 		return nil, fmt.Errorf("transport: no address for node %d", p.id)
 	}
 	d := net.Dialer{Timeout: p.t.cfg.DialTimeout}
 	c, err := d.DialContext(p.t.ctx, "tcp", addr)
+	if err != nil && learned != "" && learned != addr {
+		// The peer restarted on another address than the metadata has (a broker's cluster
+		// port is often chosen anew): its hello gave the new one, before it registered it.
+		c, err = d.DialContext(p.t.ctx, "tcp", learned)
+	}
 	if err != nil {
 		return nil, err
 	}
