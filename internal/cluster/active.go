@@ -204,14 +204,27 @@ func (n *Node) registerHandlers() {
 		if n.activeDriver() == nil {
 			return nil, n.notController()
 		}
-		if n.ctrl.Image().ClusterID == "" {
+		img := n.ctrl.Image()
+		if img.ClusterID == "" {
 			return nil, errors.New("cluster: the cluster is not bootstrapped yet") // the node asks again
 		}
-		res, index, err := n.ctrl.Propose(ctx, &controller.Command{Op: controller.OpRegister, Register: &req})
+		if known := img.Nodes[req.Node]; req.EmptyDataDir && !req.Agent && known != nil && !known.Agent {
+			return nil, &rpcError{codeLostData, lostDataDetail(req.Node, n.cfg.NodeID, img.ClusterID)}
+		}
+		res, index, err := n.ctrl.Propose(ctx, &controller.Command{Op: controller.OpRegister, Register: &req.Register})
 		if err != nil {
 			return nil, n.proposeError(err)
 		}
 		return registerResponse{Incarnation: uint64(res.Value), Index: index}, nil
+	})
+	n.rpc.handle("node-known", func(_ context.Context, _ int32, payload []byte) (any, error) {
+		var req nodeKnownRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		img := n.ctrl.Image()
+		known := img.Nodes[req.Node]
+		return nodeKnownResponse{Known: known != nil && !known.Agent, ClusterID: img.ClusterID}, nil
 	})
 	n.rpc.handle("heartbeat", func(_ context.Context, _ int32, payload []byte) (any, error) {
 		var req heartbeatRequest

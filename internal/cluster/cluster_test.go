@@ -327,3 +327,31 @@ func TestLocalCallTimesOutAsARemoteOne(t *testing.T) {
 		t.Fatalf("a local call past its deadline: %v (%T); want a context error, not an rpcError", err, err)
 	}
 }
+
+// TestRegisterOnEmptyDataDirRefused: the active controller refuses the registration of a node
+// id it knows from a process that started on an empty data dir (the second check, for a node
+// that could not ask the voters before it started), and the same node's registration from its
+// own data is taken.
+func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
+	nodes := startNodes(t, 3)
+	n := nodes[2].Node
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitFor(t, "node 3 registered in node 2's image", 10*time.Second, func() bool { return n.Image().Nodes[3] != nil })
+	known := n.Image().Nodes[3]
+	req := registerRequest{Register: controller.Register{Node: 3, KafkaHost: known.KafkaHost, KafkaPort: known.KafkaPort,
+		ClusterAddr: known.ClusterAddr}, EmptyDataDir: true}
+	var resp registerResponse
+	err := n.callController(ctx, "register", req, &resp)
+	var re *rpcError
+	if !errors.As(err, &re) || re.Code != codeLostData {
+		t.Fatalf("register of known node 3 from an empty data dir = %v; want code %s", err, codeLostData)
+	}
+	if n.Image().Nodes[3].Incarnation != known.Incarnation {
+		t.Fatalf("the refused registration changed node 3's incarnation")
+	}
+	req.EmptyDataDir = false
+	if err := n.callController(ctx, "register", req, &resp); err != nil {
+		t.Fatalf("register of node 3 from its data = %v", err)
+	}
+}

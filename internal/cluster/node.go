@@ -62,6 +62,10 @@ type Config struct {
 	Rack string
 	// Agent: this node is a `runnel agent` (object topics only; it is never a voter).
 	Agent bool
+	// EmptyDataDir: the data dir held nothing when this process started. If the cluster
+	// already knows the node id, the node lost its data: it may not take part in elections
+	// (docs/operating.md), so it refuses to start.
+	EmptyDataDir bool
 
 	FS       vfs.FS
 	DataDir  string
@@ -123,7 +127,16 @@ type Node struct {
 	started   chan struct{}       // closed once Start has built the node
 	nextVoter atomic.Uint32       // the voter a broker asks next for the active controller
 	heardAt   sync.Map            // node id → *atomic.Int64: unix ns of its last frame here
+
+	// emptyDir: registrations say that this process started on an empty data dir, until one
+	// succeeds (later ones re-register the same data).
+	emptyDir atomic.Bool
+	failed   chan struct{} // closed when the node cannot go on (failErr says why)
+	failErr  error
 }
+
+// ErrLostData is the refusal of a node whose data dir is empty while the cluster knows its id.
+var ErrLostData = errors.New("cluster: this node's data dir is empty, but the cluster knows its node id")
 
 // ErrNotReady is returned by operations before the node has joined the cluster.
 var ErrNotReady = errors.New("cluster: node has not joined the cluster yet")
@@ -152,7 +165,8 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, logger: cfg.Logger, reg: cfg.Registry, ctx: ctx, cancel: cancel, ready: make(chan struct{}),
 		recCh: make(chan struct{}), recWake: make(chan struct{}, 1), refusedAt: map[int32]time.Time{},
-		started: make(chan struct{}), run: newRunID(cfg.NodeID)}
+		started: make(chan struct{}), run: newRunID(cfg.NodeID), failed: make(chan struct{})}
+	n.emptyDir.Store(cfg.EmptyDataDir && !cfg.Agent)
 	n.tr = transport.New(transport.Config{NodeID: cfg.NodeID, Listener: cfg.Listener, Resolve: n.resolve, Addr: cfg.ClusterAddr,
 		Handler: n.receive, PeerDown: n.peerDown, Logger: cfg.Logger, TLS: cfg.TLS})
 	n.rpc = newRPC(ctx, cfg.NodeID, n.tr.Send)
@@ -201,6 +215,16 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.registerHandlers()
 	close(n.started)
+	if err := n.checkEmptyDataDir(); err != nil {
+		cancel()
+		if n.seq != nil {
+			n.seq.Stop()
+		}
+		ctrl.Stop()
+		n.rm.Close()
+		n.tr.Close()
+		return nil, err
+	}
 	ctrl.Start()
 	n.wg.Add(2)
 	go n.reconciler()
@@ -486,12 +510,85 @@ func (n *Node) bootstrap() *controller.Bootstrap {
 	return b
 }
 
+// Failed is closed when the node cannot go on; Err says why.
+func (n *Node) Failed() <-chan struct{} { return n.failed }
+
+// Err is why the node failed (nil while it has not).
+func (n *Node) Err() error {
+	select {
+	case <-n.failed:
+		return n.failErr
+	default:
+		return nil
+	}
+}
+
+func (n *Node) fail(err error) {
+	n.failErr = err
+	close(n.failed)
+}
+
+// checkEmptyDataDir: a node that starts on an empty data dir asks the controller voters
+// whether the cluster knows its id, before its Raft members take part in anything. A node that
+// lost its data would vote as if it held what it acknowledged: a voter again in a term it
+// voted in, and with a lagging voter or replica it makes a majority that lacks committed
+// entries (and etcd/raft panics when the leader tells it a commit index beyond its empty log).
+// Voters that cannot be reached within 3 s (a new cluster starting, or the quorum down) do
+// not stop it; registering checks again.
+func (n *Node) checkEmptyDataDir() error {
+	if !n.emptyDir.Load() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 3*time.Second)
+	defer cancel()
+	type answer struct {
+		from int32
+		resp nodeKnownResponse
+		err  error
+	}
+	answers := make(chan answer, len(n.cfg.Voters))
+	asked := 0
+	for id := range n.cfg.Voters {
+		if id == n.cfg.NodeID {
+			continue
+		}
+		asked++
+		go func() {
+			var resp nodeKnownResponse
+			err := n.rpc.call(ctx, id, "node-known", nodeKnownRequest{Node: n.cfg.NodeID}, &resp)
+			answers <- answer{id, resp, err}
+		}()
+	}
+	for range asked {
+		a := <-answers
+		if a.err == nil && a.resp.Known {
+			return lostDataError(n.cfg.NodeID, a.from, a.resp.ClusterID)
+		}
+	}
+	return nil
+}
+
+func lostDataError(node, by int32, clusterID string) error {
+	return fmt.Errorf("%w: %s", ErrLostData, lostDataDetail(node, by, clusterID))
+}
+
+func lostDataDetail(node, by int32, clusterID string) string {
+	return fmt.Sprintf("node %d is a member of cluster %s (node %d says so). A node that lost its data must not vote "+
+		"in its partitions' and the controller's elections as if it held what it acknowledged: restore its data dir "+
+		"(a copy taken while it was stopped), or, for a node that is not a controller voter, start it under a new "+
+		"--node-id and reassign its partitions to it (docs/operating.md)", node, clusterID, by)
+}
+
 // join registers the node with the active controller, waits until its registry reflects the
 // metadata as of the registration, and then heartbeats until the node closes.
 func (n *Node) join() {
 	defer n.wg.Done()
 	if err := n.register(); err != nil {
-		return // closing
+		if errors.Is(err, ErrLostData) {
+			n.logger.Error("cluster: refusing to join", "err", err)
+			n.fail(err)
+		}
+		return // closing, or refused
 	}
 	n.controllerHeard.Store(time.Now().UnixNano())
 	close(n.ready)
@@ -520,7 +617,22 @@ func (n *Node) join() {
 	}
 }
 
-type registerRequest = controller.Register
+// registerRequest is the register RPC: the command, and whether this process started on an
+// empty data dir (the controller refuses it if it knows the node id).
+type registerRequest struct {
+	controller.Register
+	EmptyDataDir bool `json:"empty_data_dir,omitempty"`
+}
+
+type nodeKnownRequest struct {
+	Node int32 `json:"node"`
+}
+
+// nodeKnownResponse: whether the answering node's image has the node registered.
+type nodeKnownResponse struct {
+	Known     bool   `json:"known"`
+	ClusterID string `json:"cluster_id,omitempty"`
+}
 
 type registerResponse struct {
 	Incarnation uint64 `json:"incarnation"`
@@ -538,13 +650,22 @@ type heartbeatResponse struct {
 
 // register registers this node's new incarnation and waits until the image has it.
 func (n *Node) register() error {
-	req := registerRequest{Node: n.cfg.NodeID, KafkaHost: n.cfg.KafkaHost, KafkaPort: n.cfg.KafkaPort,
-		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent, SpecLogAddr: n.cfg.SpecLogAddr, AdminAddr: n.cfg.AdminAddr, Listeners: n.cfg.Listeners}
+	req := registerRequest{Register: controller.Register{Node: n.cfg.NodeID, KafkaHost: n.cfg.KafkaHost, KafkaPort: n.cfg.KafkaPort,
+		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent, SpecLogAddr: n.cfg.SpecLogAddr, AdminAddr: n.cfg.AdminAddr, Listeners: n.cfg.Listeners}}
 	backoff := 20 * time.Millisecond
 	for {
 		var resp registerResponse
+		req.EmptyDataDir = n.emptyDir.Load()
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 		err := n.callController(ctx, "register", req, &resp)
+		var re *rpcError
+		if errors.As(err, &re) && re.Code == codeLostData {
+			cancel()
+			return fmt.Errorf("%w: %s", ErrLostData, re.Msg)
+		}
+		if err == nil {
+			n.emptyDir.Store(false)
+		}
 		if err == nil {
 			n.joinIndex.Store(resp.Index)
 			n.wakeReconciler()

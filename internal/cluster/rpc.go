@@ -42,6 +42,7 @@ const (
 	codeNotController = "not-controller" // Msg names the active controller's node id, or "-1"
 	codeUnknownMethod = "unknown-method"
 	codeFailed        = "failed"
+	codeLostData      = "lost-data" // the register of a node on an empty data dir whose id the cluster knows
 )
 
 type rpcHandler func(ctx context.Context, from int32, payload []byte) (any, error)

@@ -91,6 +91,19 @@ func startClusterWith(t *testing.T, n int, setup func(*testCluster)) *testCluste
 
 func (c *testCluster) start(id int32) {
 	t := c.t
+	s, ln, err := c.open(id)
+	if err != nil {
+		t.Fatalf("node %d: %v", id, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	c.servers[id], c.addrs[id], c.cancels[id], c.served[id] = s, ln.Addr().String(), cancel, served
+	go func() { served <- s.Serve(ctx, ln) }()
+}
+
+// open opens node id's server on its Kafka address (a new one the first time).
+func (c *testCluster) open(id int32) (*server.Server, net.Listener, error) {
+	t := c.t
 	cluster := c.voters[id]
 	if cluster == "" {
 		cluster = "127.0.0.1:0"
@@ -112,12 +125,9 @@ func (c *testCluster) start(id int32) {
 	s, err := server.Open(cfg)
 	if err != nil {
 		ln.Close()
-		t.Fatalf("node %d: %v", id, err)
+		return nil, nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	c.servers[id], c.addrs[id], c.cancels[id], c.served[id] = s, ln.Addr().String(), cancel, served
-	go func() { served <- s.Serve(ctx, ln) }()
+	return s, ln, nil
 }
 
 // startAgent starts an agent (server.Config.Agent) in this process as node id, sharing the

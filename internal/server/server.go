@@ -179,6 +179,21 @@ type Config struct {
 	Agent bool
 }
 
+// dataDirEmpty reports whether dir holds nothing of a node's (it may not exist yet, or hold
+// only the LOCK of a process that stopped before it wrote anything).
+func dataDirEmpty(fsys vfs.FS, dir string) bool {
+	names, err := fsys.List(dir)
+	if err != nil {
+		return errors.Is(err, vfs.ErrNotExist)
+	}
+	for _, name := range names {
+		if name != lockFileName {
+			return false
+		}
+	}
+	return true
+}
+
 // probeObjectStore lists one object to find out early whether the object store answers; a store
 // that does not is reported (the node serves local topics without it).
 func (s *Server) probeObjectStore() {
@@ -381,6 +396,7 @@ func Open(cfg Config) (*Server, error) {
 		}
 		cfg.DataDir, tempDir = dir, dir
 	}
+	emptyDir := dataDirEmpty(cfg.FS, cfg.DataDir)
 	if err := cfg.FS.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: creating data dir: %w", err)
 	}
@@ -469,7 +485,8 @@ func Open(cfg Config) (*Server, error) {
 	s.node, err = cluster.Start(cluster.Config{NodeID: cfg.NodeID, Listener: ln, Voters: cfg.ControllerVoters,
 		KafkaHost: host, KafkaPort: int32(port), Rack: cfg.Rack, Agent: cfg.Agent, FS: cfg.FS, DataDir: cfg.DataDir, Registry: s.topics,
 		Logger: s.logger, ClusterID: string(legacyID), Import: s.importLegacy, Active: active, SpecLogAddr: speclogAddr,
-		AdminAddr: reachable(s.AdminAddr(), host), Listeners: endpoints, TLS: clusterTLS, OnWALSync: s.admin.raft.WALSync})
+		AdminAddr: reachable(s.AdminAddr(), host), Listeners: endpoints, TLS: clusterTLS, OnWALSync: s.admin.raft.WALSync,
+		EmptyDataDir: emptyDir})
 	if err != nil {
 		ln.Close()
 		return nil, errors.Join(err, s.Close())
@@ -701,6 +718,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			select {
 			case <-s.node.Ready():
 				break wait
+			case <-s.node.Failed():
+				ln.Close()
+				for _, l := range s.kafkaLns {
+					l.Close()
+				}
+				return s.node.Err()
 			case <-ripcordWait: // nil (never) unless a Ripcord agent
 				err := s.startFromSnapshot(ctx)
 				if err == nil {

@@ -1,0 +1,56 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/cluster"
+)
+
+// TestLostDataDirRefused: a node that comes back on an empty data dir under an id the cluster
+// knows refuses to start, before its Raft members take part in anything (its votes would count
+// as if it held what it acknowledged; etcd/raft panics on the leader's commit index): a broker
+// and a voter alike. A new node id on an empty data dir joins, and the cluster carries on.
+func TestLostDataDirRefused(t *testing.T) {
+	c := startCluster(t, 4) // voters 1-3, broker 4
+	c.waitNodes(4)
+	for _, id := range []int32{4, 3} {
+		c.stop(id)
+		if err := os.RemoveAll(c.dirs[id]); err != nil {
+			t.Fatal(err)
+		}
+		s, ln, err := c.open(id)
+		if s != nil {
+			s.Close()
+			ln.Close()
+		}
+		if !errors.Is(err, cluster.ErrLostData) {
+			t.Fatalf("node %d on an empty data dir: Open = %v; want %v", id, err, cluster.ErrLostData)
+		}
+		t.Logf("node %d: %v", id, err)
+	}
+
+	// Node 5, new, on an empty data dir: it joins, and takes replicas next to voters 1 and 2.
+	c.dirs[5] = t.TempDir()
+	c.start(5)
+	c.waitNodes(3)
+	cl, adm := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "after"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitTopicEverywhere(ctx, cl, "after")
+	for i := range 30 {
+		r := &kgo.Record{Topic: "after", Partition: int32(i % 3), Value: fmt.Appendf(nil, "%d", i)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+}
