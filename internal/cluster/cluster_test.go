@@ -68,13 +68,21 @@ func startNodes(t *testing.T, n int) map[int32]*testNode {
 
 func startNode(t *testing.T, id int32, ln net.Listener, voters map[int32]string, dir string) *testNode {
 	t.Helper()
+	return startNodeWith(t, id, ln, voters, dir, func(*Config) {})
+}
+
+// startNodeWith starts a node after tune has changed its configuration.
+func startNodeWith(t *testing.T, id int32, ln net.Listener, voters map[int32]string, dir string, tune func(*Config)) *testNode {
+	t.Helper()
 	flusher := logstore.NewFlusher(0)
 	reg, err := topics.Open(topics.Options{DataDir: dir, Flusher: flusher, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	nd, err := Start(Config{NodeID: id, Listener: ln, Voters: voters, KafkaHost: "127.0.0.1", KafkaPort: 9000 + id,
-		DataDir: dir, Registry: reg, Logger: quiet})
+	cfg := Config{NodeID: id, Listener: ln, Voters: voters, KafkaHost: "127.0.0.1", KafkaPort: 9000 + id,
+		DataDir: dir, Registry: reg, Logger: quiet}
+	tune(&cfg)
+	nd, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,5 +361,45 @@ func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
 	req.EmptyDataDir = false
 	if err := n.callController(ctx, "register", req, &resp); err != nil {
 		t.Fatalf("register of node 3 from its data = %v", err)
+	}
+}
+
+// TestBrokerOnEmptyDataDirFailsAtRegistration: a broker on an empty data dir whose id the
+// cluster knows, whose voters could not answer the check before it started (here: voters of an
+// older version, without node-known), is refused when it registers, and the node fails with
+// ErrLostData (runnel serve exits with it) instead of serving.
+func TestBrokerOnEmptyDataDirFailsAtRegistration(t *testing.T) {
+	nodes := startNodes(t, 3)
+	voters := nodes[1].cfg.Voters
+	listen := func() net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln
+	}
+	b := startNode(t, 4, listen(), voters, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := b.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.close()
+	for _, v := range nodes {
+		v.rpc.handle("node-known", func(context.Context, int32, []byte) (any, error) {
+			return nil, &rpcError{codeUnknownMethod, "unknown method node-known"}
+		})
+	}
+	b = startNodeWith(t, 4, listen(), voters, t.TempDir(), func(c *Config) { c.EmptyDataDir = true })
+	defer b.close()
+	select {
+	case <-b.Failed():
+		if !errors.Is(b.Err(), ErrLostData) {
+			t.Fatalf("broker 4 failed with %v; want %v", b.Err(), ErrLostData)
+		}
+	case <-b.Ready():
+		t.Fatal("broker 4 on an empty data dir joined")
+	case <-ctx.Done():
+		t.Fatal("broker 4 on an empty data dir neither joined nor failed in 20 s")
 	}
 }

@@ -131,6 +131,7 @@ type Node struct {
 	// emptyDir: registrations say that this process started on an empty data dir, until one
 	// succeeds (later ones re-register the same data).
 	emptyDir atomic.Bool
+	raftOnce sync.Once
 	failed   chan struct{} // closed when the node cannot go on (failErr says why)
 	failErr  error
 }
@@ -225,12 +226,13 @@ func Start(cfg Config) (*Node, error) {
 		n.tr.Close()
 		return nil, err
 	}
-	ctrl.Start()
+	if _, voter := cfg.Voters[cfg.NodeID]; voter || !n.emptyDir.Load() {
+		n.startRaft()
+	} // else once the controller has taken its registration (register): a known id is refused first
 	n.wg.Add(2)
 	go n.reconciler()
 	go n.join()
 	if n.seq != nil {
-		n.seq.Start()
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -510,6 +512,19 @@ func (n *Node) bootstrap() *controller.Bootstrap {
 	return b
 }
 
+// startRaft starts the node's Raft members (the controller's, the sequencer group's), once.
+// A node that is not a voter and started on an empty data dir starts them only after the
+// controller took its registration: if the cluster knew its id, a leader would tell its empty
+// log a commit index it never had (etcd/raft panics) before the refusal arrived.
+func (n *Node) startRaft() {
+	n.raftOnce.Do(func() {
+		n.ctrl.Start()
+		if n.seq != nil {
+			n.seq.Start()
+		}
+	})
+}
+
 // Failed is closed when the node cannot go on; Err says why.
 func (n *Node) Failed() <-chan struct{} { return n.failed }
 
@@ -665,6 +680,7 @@ func (n *Node) register() error {
 		}
 		if err == nil {
 			n.emptyDir.Store(false)
+			n.startRaft()
 		}
 		if err == nil {
 			n.joinIndex.Store(resp.Index)
