@@ -137,8 +137,14 @@ func Run(ctx context.Context, w Workload, opts Options) (*Result, error) {
 
 // newClient makes a franz-go client for the run.
 func (r *run) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
-	all := append([]kgo.Opt{kgo.SeedBrokers(r.opts.Bootstrap...), kgo.ClientID("runnel-bench")}, opts...)
-	return kgo.NewClient(append(all, r.opts.ClientOpts...)...)
+	return newClient(r.opts.Bootstrap, r.opts.ClientOpts, opts...)
+}
+
+// newClient makes a bench client of the cluster at bootstrap: opts, then clientOpts (the
+// caller's, e.g. TLS and SASL).
+func newClient(bootstrap []string, clientOpts []kgo.Opt, opts ...kgo.Opt) (*kgo.Client, error) {
+	all := append([]kgo.Opt{kgo.SeedBrokers(bootstrap...), kgo.ClientID("runnel-bench")}, opts...)
+	return kgo.NewClient(append(all, clientOpts...)...)
 }
 
 func (r *run) createTopics(ctx context.Context) error {
@@ -209,7 +215,7 @@ func DeleteTopics(bootstrap []string, clientOpts []kgo.Opt, topics []string) err
 	if len(topics) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(bootstrap...), kgo.ClientID("runnel-bench")}, clientOpts...)...)
+	cl, err := newClient(bootstrap, clientOpts)
 	if err != nil {
 		return fmt.Errorf("deleting the topics: %w", err)
 	}

@@ -190,6 +190,13 @@ type transferResponse struct {
 	Started []bool `json:"started"`
 }
 
+// knownNode reports whether img holds a registration of node that kept data (not an agent's):
+// a process with that id on an empty data dir lost it.
+func knownNode(img *controller.Image, node int32) bool {
+	nd := img.Nodes[node]
+	return nd != nil && !nd.Agent
+}
+
 // notController is the error an RPC of the active controller gets on another node.
 func (n *Node) notController() error {
 	return &rpcError{codeNotController, strconv.Itoa(int(n.ctrl.Leader()))}
@@ -208,7 +215,7 @@ func (n *Node) registerHandlers() {
 		if img.ClusterID == "" {
 			return nil, errors.New("cluster: the cluster is not bootstrapped yet") // the node asks again
 		}
-		if known := img.Nodes[req.Node]; req.EmptyDataDir && !req.Agent && known != nil && !known.Agent {
+		if req.EmptyDataDir && knownNode(img, req.Node) {
 			return nil, &rpcError{codeLostData, lostDataDetail(req.Node, n.cfg.NodeID, img.ClusterID)}
 		}
 		res, index, err := n.ctrl.Propose(ctx, &controller.Command{Op: controller.OpRegister, Register: &req.Register})
@@ -223,8 +230,7 @@ func (n *Node) registerHandlers() {
 			return nil, err
 		}
 		img := n.ctrl.Image()
-		known := img.Nodes[req.Node]
-		return nodeKnownResponse{Known: known != nil && !known.Agent, ClusterID: img.ClusterID}, nil
+		return nodeKnownResponse{Known: knownNode(img, req.Node), ClusterID: img.ClusterID}, nil
 	})
 	n.rpc.handle("heartbeat", func(_ context.Context, _ int32, payload []byte) (any, error) {
 		var req heartbeatRequest

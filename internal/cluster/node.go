@@ -681,8 +681,6 @@ func (n *Node) register() error {
 		if err == nil {
 			n.emptyDir.Store(false)
 			n.startRaft()
-		}
-		if err == nil {
 			n.joinIndex.Store(resp.Index)
 			n.wakeReconciler()
 			err = n.waitReconciled(ctx, resp.Index)

@@ -712,6 +712,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ripcordWait = time.After(ripcordStartWait)
 	}
 	joined := true
+	stopWaiting := func(err error) error { // ctx ended, or the node could not join
+		ln.Close()
+		for _, l := range s.kafkaLns {
+			l.Close()
+		}
+		return err
+	}
 	if !isClosed(s.node.Ready()) { // joined already: serve, whatever ctx says
 	wait:
 		for {
@@ -719,11 +726,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			case <-s.node.Ready():
 				break wait
 			case <-s.node.Failed():
-				ln.Close()
-				for _, l := range s.kafkaLns {
-					l.Close()
-				}
-				return s.node.Err()
+				return stopWaiting(s.node.Err())
 			case <-ripcordWait: // nil (never) unless a Ripcord agent
 				err := s.startFromSnapshot(ctx)
 				if err == nil {
@@ -733,11 +736,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				s.logger.Warn("server: no controller, and no metadata snapshot to start from yet", "err", err)
 				ripcordWait = time.After(2 * time.Second)
 			case <-ctx.Done():
-				ln.Close()
-				for _, l := range s.kafkaLns {
-					l.Close()
-				}
-				return nil
+				return stopWaiting(nil)
 			}
 		}
 	}
