@@ -8,8 +8,8 @@
 // mirrors the image's topic (a node that starts before it has the image can tell which topic a
 // directory holds, and an upgraded one-node data dir is imported from it), replaced atomically.
 // A directory of a topic the image no longer has, or of a partition no longer hosted here, is
-// removed: a topic's directory is first renamed to "<topic>.<id>.deleted" (atomic), then removed;
-// a leftover one is removed on open.
+// removed: it is first renamed to "<topic>.<id>~deleted" or "<topic>.<id>.<partition>~deleted"
+// (atomic; no topic name has a '~'), then removed; a leftover one is removed on open.
 package topics
 
 import (
@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -134,13 +135,24 @@ func Open(opts Options) (*Registry, error) {
 		return nil, err
 	}
 	for _, name := range names {
-		if strings.HasSuffix(name, ".deleted") {
+		if removal(name) {
 			if err := vfs.RemoveAll(r.fs, filepath.Join(r.dir, name)); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return r, nil
+}
+
+// removedSuffix ends the name a directory being removed is renamed to. Topic names have no '~'.
+const removedSuffix = "~deleted"
+
+// legacyRemoval is the name earlier builds gave a topic's directory being removed.
+var legacyRemoval = regexp.MustCompile(`\.[0-9a-f]{32}\.deleted$`)
+
+// removal reports whether name (in the topics directory) is a directory being removed.
+func removal(name string) bool {
+	return strings.HasSuffix(name, removedSuffix) || legacyRemoval.MatchString(name)
 }
 
 // LocalTopic is a topic directory found on disk, as its topic.json describes it.
@@ -160,7 +172,7 @@ func (r *Registry) LocalTopics() ([]LocalTopic, error) {
 	}
 	var out []LocalTopic
 	for _, name := range names {
-		if strings.HasSuffix(name, ".deleted") {
+		if removal(name) {
 			continue
 		}
 		tf, ok, err := r.readTopicFile(name)
@@ -297,9 +309,15 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 			opened = append(opened, p)
 			t.Partitions = append(t.Partitions, p)
 			changed = true
-		default: // cur != nil, hosted here no more (reassigned away): close and remove
+		default: // not hosted here (any more): close and remove
 			if cur != nil && cur.Hosted() {
 				r.closePartition(t, cur, hooks, true)
+			} else if cur == nil {
+				// A copy this process never opened, left by a move away from this node
+				// while it was down (or by a crash before its removal).
+				if err := r.removePartitionDir(t, i); err != nil {
+					return err
+				}
 			}
 			t.Partitions = append(t.Partitions, &Partition{Topic: t.Name, Index: i, changed: make(chan struct{})})
 			changed = true
@@ -317,7 +335,7 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 }
 
 func (r *Registry) openPartition(t *Topic, i int32, cfg logstore.Config, hooks Hooks) (*Partition, error) {
-	dir := filepath.Join(r.dir, t.Name, strconv.Itoa(int(i)))
+	dir := r.partitionDir(t.Name, i)
 	l, err := logstore.Open(logstore.Options{FS: r.fs, Dir: dir, Config: cfg, Flusher: r.flusher, Logger: r.logger})
 	if err != nil {
 		return nil, err
@@ -351,9 +369,35 @@ func (r *Registry) closePartition(t *Topic, p *Partition, hooks Hooks, remove bo
 		err = nil
 	}
 	if remove {
-		err = errors.Join(err, vfs.RemoveAll(r.fs, filepath.Join(r.dir, t.Name, strconv.Itoa(int(p.Index)))))
+		err = errors.Join(err, r.removePartitionDir(t, p.Index))
 	}
 	return err
+}
+
+// removePartitionDir removes the directory of a partition this node does not host, if there
+// is one. Like a topic's, it is renamed out of the way first, so a crash midway leaves no half
+// copy to be opened later (Open removes what is left).
+func (r *Registry) removePartitionDir(t *Topic, i int32) error {
+	src := r.partitionDir(t.Name, i)
+	if _, err := r.fs.Stat(src); errors.Is(err, vfs.ErrNotExist) {
+		return nil
+	}
+	r.logger.Info("topics: removing the copy of a partition this node does not host", "topic", t.Name, "partition", i)
+	gone := filepath.Join(r.dir, fmt.Sprintf("%s.%x.%d%s", t.Name, t.ID, i, removedSuffix))
+	if err := r.fs.Rename(src, gone); err != nil {
+		return err
+	}
+	if err := r.fs.SyncDir(filepath.Dir(src)); err != nil {
+		return err
+	}
+	if err := r.fs.SyncDir(r.dir); err != nil {
+		return err
+	}
+	return vfs.RemoveAll(r.fs, gone)
+}
+
+func (r *Registry) partitionDir(topic string, i int32) string {
+	return filepath.Join(r.dir, topic, strconv.Itoa(int(i)))
 }
 
 // persist writes topic.json atomically.
@@ -390,7 +434,7 @@ func (r *Registry) removeTopicDir(name string, id [16]byte) error {
 	if _, err := r.fs.Stat(src); errors.Is(err, vfs.ErrNotExist) {
 		return nil
 	}
-	gone := filepath.Join(r.dir, fmt.Sprintf("%s.%x.deleted", name, id))
+	gone := filepath.Join(r.dir, fmt.Sprintf("%s.%x%s", name, id, removedSuffix))
 	if err := r.fs.Rename(src, gone); err != nil {
 		return err
 	}
@@ -408,7 +452,7 @@ func (r *Registry) removeOrphans(want map[string]bool) error {
 	}
 	var errs []error
 	for _, name := range names {
-		if want[name] || strings.HasSuffix(name, ".deleted") || strings.HasSuffix(name, ".tmp") {
+		if want[name] || removal(name) {
 			continue
 		}
 		tf, _, _ := r.readTopicFile(name)

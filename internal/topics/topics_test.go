@@ -167,6 +167,68 @@ func TestSyncOpensClosesAndPrecedence(t *testing.T) {
 	}
 }
 
+// TestRemovalsAcrossRestarts: a partition moved away from this node while it was down is
+// removed at the first Sync after the restart; a removal a crash interrupted is finished on
+// open; a topic whose name looks like an earlier build's removal name survives a restart.
+func TestRemovalsAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	f := logstore.NewFlusher(0)
+	defer f.Close()
+	open := func() *Registry {
+		t.Helper()
+		r, err := Open(Options{DataDir: dir, Flusher: f, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	exists := func(parts ...string) bool {
+		_, err := os.Stat(filepath.Join(append([]string{dir, "topics"}, parts...)...))
+		return err == nil
+	}
+	moved := TopicSpec{Name: "moved", ID: [16]byte{1}, Partitions: 2, Hosted: all}
+	odd := TopicSpec{Name: "odd.deleted", ID: [16]byte{2}, Partitions: 1, Hosted: all}
+	r := open()
+	if err := r.Sync([]TopicSpec{moved, odd}, nil, nil, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	// A crash left a removal half done.
+	half := filepath.Join(dir, "topics", "gone.0700000000000000000000000000000000.0"+removedSuffix)
+	if err := os.MkdirAll(filepath.Join(half, "00000000000000000000.log"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	r = open()
+	defer r.Close()
+	if _, err := os.Stat(half); !os.IsNotExist(err) {
+		t.Errorf("an interrupted removal is still there after open: %v", err)
+	}
+	if !exists("odd.deleted", "0") {
+		t.Fatal("open removed topic odd.deleted")
+	}
+	// While this node was down, partition 1 of moved was moved to other nodes.
+	moved.Hosted = func(i int32) bool { return i == 0 }
+	if err := r.Sync([]TopicSpec{moved, odd}, nil, nil, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if exists("moved", "1") {
+		t.Error("the copy of a partition moved away while the node was down is still there")
+	}
+	if !exists("moved", "0") || !exists("odd.deleted", "0") {
+		t.Error("a hosted partition's directory is gone")
+	}
+	names, err := os.ReadDir(filepath.Join(dir, "topics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range names {
+		if strings.HasSuffix(e.Name(), removedSuffix) {
+			t.Errorf("%s left behind", e.Name())
+		}
+	}
+}
+
 // TestWriteCachingDefault checks write_caching_default: true and false are defaults a topic's
 // write.caching overrides; disabled turns write caching off on every topic, whatever it says.
 func TestWriteCachingDefault(t *testing.T) {
