@@ -118,13 +118,15 @@ func Run(ctx context.Context, w Workload, opts Options) (*Result, error) {
 	for i := range w.Topics {
 		r.topics = append(r.topics, fmt.Sprintf("%s-%d", opts.TopicPrefix, i))
 	}
-	if err := r.createTopics(ctx); err != nil {
-		return nil, err
+	// A run that does not take place deletes the topics it created, KeepTopics or not (there
+	// is nothing in them to keep), and none that existed before it.
+	if created, err := r.createTopics(ctx); err != nil {
+		return nil, errors.Join(err, DeleteTopics(opts.Bootstrap, opts.ClientOpts, created))
 	}
 	closeClients, err := r.makeClients()
 	if err != nil {
 		closeClients()
-		return nil, errors.Join(err, r.deleteTopics())
+		return nil, errors.Join(err, DeleteTopics(opts.Bootstrap, opts.ClientOpts, r.topics))
 	}
 	res := r.execute(ctx)
 	res.Topics = r.topics
@@ -147,10 +149,12 @@ func newClient(bootstrap []string, clientOpts []kgo.Opt, opts ...kgo.Opt) (*kgo.
 	return kgo.NewClient(append(all, clientOpts...)...)
 }
 
-func (r *run) createTopics(ctx context.Context) error {
+// createTopics creates the run's topics and waits for their leaders. It returns the ones it
+// created, also when it fails.
+func (r *run) createTopics(ctx context.Context) (created []string, _ error) {
 	cl, err := r.newClient()
 	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -162,21 +166,31 @@ func (r *run) createTopics(ctx context.Context) error {
 	}
 	resps, err := adm.CreateTopics(ctx, r.w.Partitions, r.w.ReplicationFactor, configs, r.topics...)
 	if err != nil {
-		return fmt.Errorf("bench: creating topics: %w", err)
+		return nil, fmt.Errorf("bench: creating topics: %w", err)
 	}
+	var failed error
 	for _, t := range r.topics {
-		if resp, ok := resps[t]; !ok || resp.Err != nil {
-			msg := "no answer"
-			if ok {
-				msg = resp.Err.Error()
-				if resp.ErrMessage != "" {
-					msg += ": " + resp.ErrMessage
-				}
-			}
-			return fmt.Errorf("bench: creating topic %s (%d partitions, configs %v): %s", t, r.w.Partitions, r.w.TopicConfigs, msg)
+		resp, ok := resps[t]
+		if ok && resp.Err == nil {
+			created = append(created, t)
+			continue
 		}
+		if failed != nil {
+			continue
+		}
+		msg := "no answer"
+		if ok {
+			msg = resp.Err.Error()
+			if resp.ErrMessage != "" {
+				msg += ": " + resp.ErrMessage
+			}
+		}
+		failed = fmt.Errorf("bench: creating topic %s (%d partitions, configs %v): %s", t, r.w.Partitions, r.w.TopicConfigs, msg)
 	}
-	return waitForLeaders(ctx, adm, r.topics, r.w.Partitions)
+	if failed != nil {
+		return created, failed
+	}
+	return created, waitForLeaders(ctx, adm, r.topics, r.w.Partitions)
 }
 
 // waitForLeaders waits until the metadata shows every partition of topics with a leader.

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,6 +117,36 @@ func listTopics(addr string) ([]string, error) {
 	defer cancel()
 	topics, err := kadm.NewClient(cl).ListTopics(ctx)
 	return topics.Names(), err
+}
+
+// A run that cannot take place deletes the topics it created and only those: here its second
+// topic exists already (someone else's), so the run fails after creating its first.
+func TestFailedRunDeletesItsTopics(t *testing.T) {
+	addr := startRunnel(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if r, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "taken-1"); err != nil || r.Err != nil {
+		t.Fatalf("create taken-1: %v %v", err, r.Err)
+	}
+	w, err := bench.LoadWorkload("sparse-feed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Topics, w.Duration = 2, bench.Duration(time.Second)
+	for _, keep := range []bool{false, true} {
+		_, err := bench.Run(ctx, w, bench.Options{Bootstrap: []string{addr}, TopicPrefix: "taken", KeepTopics: keep})
+		if err == nil || !strings.Contains(err.Error(), "taken-1") {
+			t.Fatalf("KeepTopics %v: Run = %v; want an error naming taken-1", keep, err)
+		}
+		if left, err := listTopics(addr); err != nil || !slices.Equal(left, []string{"taken-1"}) {
+			t.Errorf("KeepTopics %v: topics after the failed run: %v, %v; want only taken-1", keep, left, err)
+		}
+	}
 }
 
 // topicsSeen is a progress writer that lists the broker's topics at every progress line and
