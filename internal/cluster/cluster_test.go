@@ -27,12 +27,16 @@ type testNode struct {
 	reg     *topics.Registry
 	flusher *logstore.Flusher
 	dir     string
+	closed  sync.Once
 }
 
+// close closes the node; again, it does nothing.
 func (tn *testNode) close() {
-	tn.Node.Close()
-	tn.reg.Close()
-	tn.flusher.Close()
+	tn.closed.Do(func() {
+		tn.Node.Close()
+		tn.reg.Close()
+		tn.flusher.Close()
+	})
 }
 
 // startNodes starts nodes 1..n, all voters, on loopback.
@@ -401,5 +405,76 @@ func TestBrokerOnEmptyDataDirFailsAtRegistration(t *testing.T) {
 		t.Fatal("broker 4 on an empty data dir joined")
 	case <-ctx.Done():
 		t.Fatal("broker 4 on an empty data dir neither joined nor failed in 20 s")
+	}
+}
+
+// TestVoterOnEmptyDataDirWaitsForAnAnswer: a controller voter that lost its data dir and
+// starts while the other voters are all away does not start its Raft members on an empty log
+// (where it would give its vote to whichever peer came back first, entries or not); once the
+// others are back, they say the cluster knows it, and it fails with ErrLostData, its Raft
+// members never started.
+func TestVoterOnEmptyDataDirWaitsForAnAnswer(t *testing.T) {
+	nodes := startNodes(t, 3)
+	voters := nodes[1].cfg.Voters
+	waitFor(t, "node 3 registered", 10*time.Second, func() bool { return nodes[1].Image().Nodes[3] != nil })
+	for _, tn := range nodes {
+		tn.close()
+	}
+	listen := func(id int32) net.Listener {
+		ln, err := net.Listen("tcp", voters[id])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln
+	}
+	lost := startNodeWith(t, 3, listen(3), voters, t.TempDir(), func(c *Config) { c.EmptyDataDir = true })
+	defer lost.close()
+	time.Sleep(time.Second) // a few rounds of asking
+	if lost.ctrl.Started() {
+		t.Fatal("voter 3 started its controller member on an empty data dir with no other voter answering")
+	}
+	for _, id := range []int32{1, 2} {
+		back := startNode(t, id, listen(id), voters, nodes[id].dir)
+		defer back.close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	select {
+	case <-lost.Failed():
+		if !errors.Is(lost.Err(), ErrLostData) {
+			t.Fatalf("voter 3 failed with %v; want %v", lost.Err(), ErrLostData)
+		}
+	case <-ctx.Done():
+		t.Fatal("voter 3 on an empty data dir did not fail in 20 s after the other voters came back")
+	}
+	if lost.ctrl.Started() {
+		t.Error("voter 3 started its controller member before it was refused")
+	}
+}
+
+// TestNewVotersOnEmptyDataDirsStart: voters of a new cluster, all on empty data dirs and
+// started one after another, tell each other that they are new, and form the cluster.
+func TestNewVotersOnEmptyDataDirsStart(t *testing.T) {
+	voters := map[int32]string{}
+	lns := map[int32]net.Listener{}
+	for id := int32(1); id <= 3; id++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[id], voters[id] = ln, ln.Addr().String()
+	}
+	var started []*testNode
+	for id := int32(1); id <= 3; id++ {
+		tn := startNodeWith(t, id, lns[id], voters, t.TempDir(), func(c *Config) { c.EmptyDataDir = true })
+		defer tn.close()
+		started = append(started, tn)
+	}
+	for _, tn := range started {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := tn.WaitReady(ctx); err != nil {
+			t.Fatalf("node %d: %v", tn.NodeID(), err)
+		}
+		cancel()
 	}
 }

@@ -134,6 +134,7 @@ type Node struct {
 	raftOnce sync.Once
 	failed   chan struct{} // closed when the node cannot go on (failErr says why)
 	failErr  error
+	failOnce sync.Once
 }
 
 // ErrLostData is the refusal of a node whose data dir is empty while the cluster knows its id.
@@ -216,7 +217,8 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.registerHandlers()
 	close(n.started)
-	if err := n.checkEmptyDataDir(); err != nil {
+	answered, err := n.checkEmptyDataDir()
+	if err != nil {
 		cancel()
 		if n.seq != nil {
 			n.seq.Stop()
@@ -226,7 +228,12 @@ func Start(cfg Config) (*Node, error) {
 		n.tr.Close()
 		return nil, err
 	}
-	if _, voter := cfg.Voters[cfg.NodeID]; voter || !n.emptyDir.Load() {
+	_, voter := cfg.Voters[cfg.NodeID]
+	switch {
+	case voter && !answered:
+		n.wg.Add(1)
+		go n.awaitVoterAnswer()
+	case voter || !n.emptyDir.Load():
 		n.startRaft()
 	} // else once the controller has taken its registration (register): a known id is refused first
 	n.wg.Add(2)
@@ -539,8 +546,10 @@ func (n *Node) Err() error {
 }
 
 func (n *Node) fail(err error) {
-	n.failErr = err
-	close(n.failed)
+	n.failOnce.Do(func() {
+		n.failErr = err
+		close(n.failed)
+	})
 }
 
 // checkEmptyDataDir: a node that starts on an empty data dir asks the controller voters
@@ -548,11 +557,12 @@ func (n *Node) fail(err error) {
 // lost its data would vote as if it held what it acknowledged: a voter again in a term it
 // voted in, and with a lagging voter or replica it makes a majority that lacks committed
 // entries (and etcd/raft panics when the leader tells it a commit index beyond its empty log).
-// Voters that cannot be reached within 3 s (a new cluster starting, or the quorum down) do
-// not stop it; registering checks again.
-func (n *Node) checkEmptyDataDir() error {
+// answered: some voter replied within 3 s (true too when there is nothing to ask). A broker
+// that got no reply starts anyway (a new cluster starting, or the quorum down), as registering
+// checks again before its Raft members start; a voter waits for a reply (awaitVoterAnswer).
+func (n *Node) checkEmptyDataDir() (answered bool, _ error) {
 	if !n.emptyDir.Load() {
-		return nil
+		return true, nil
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, 3*time.Second)
 	defer cancel()
@@ -574,13 +584,46 @@ func (n *Node) checkEmptyDataDir() error {
 			answers <- answer{id, resp, err}
 		}()
 	}
+	answered = asked == 0
 	for range asked {
 		a := <-answers
 		if a.err == nil && a.resp.Known {
-			return lostDataError(n.cfg.NodeID, a.from, a.resp.ClusterID)
+			return true, lostDataError(n.cfg.NodeID, a.from, a.resp.ClusterID)
+		}
+		var re *rpcError // a voter that cannot tell (an older version) still answered
+		answered = answered || a.err == nil || errors.As(a.err, &re)
+	}
+	return answered, nil
+}
+
+// awaitVoterAnswer keeps asking the other voters whether the cluster knows this voter's id,
+// and starts its Raft members once one has replied that it does not, or fails the node if it
+// does. A voter started on an empty data dir whose peers are all away could make no quorum
+// anyway; started at once, it would wait in Raft with an empty log and, should a peer that
+// lacks committed entries come back first, give it the vote that makes it leader.
+func (n *Node) awaitVoterAnswer() {
+	defer n.wg.Done()
+	n.logger.Warn("cluster: this voter's data dir is empty and no other voter answered; its Raft members wait until one confirms that the cluster does not know this node", "node", n.cfg.NodeID)
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		answered, err := n.checkEmptyDataDir()
+		if err != nil {
+			if n.ctx.Err() == nil {
+				n.logger.Error("cluster: refusing to start", "err", err)
+				n.fail(err)
+			}
+			return
+		}
+		if answered {
+			n.logger.Info("cluster: another voter confirmed this node is new; starting its Raft members", "node", n.cfg.NodeID)
+			n.startRaft()
+			return
 		}
 	}
-	return nil
 }
 
 func lostDataError(node, by int32, clusterID string) error {

@@ -202,6 +202,9 @@ func (c *Controller) Start() {
 	go c.run()
 }
 
+// Started reports whether Start was called.
+func (c *Controller) Started() bool { return c.running.Load() }
+
 // Stop ends the loop and closes the log. Waiting proposals fail with ErrStopped.
 func (c *Controller) Stop() {
 	select {
