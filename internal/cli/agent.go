@@ -24,6 +24,7 @@ func (f *serveFlags) registerAgent(flags *pflag.FlagSet) {
 	flags.DurationVar(&f.objectBatchTimeout, "object-batch-timeout", 250*time.Millisecond, "write the agent's buffer as one file this long after its first batch")
 	flags.IntVar(&f.objectBatchBytes, "object-batch-bytes", 4<<20, "write the agent's buffer as one file once it holds this many bytes")
 	flags.Int64Var(&f.objectCacheMiB, "object-cache-mib", 256, "MiB of the read cache")
+	flags.BoolVar(&f.objectPeerReads, "object-peer-reads", true, "read a file another node owns (its writer, or the one of this rack it hashes to) through that node's cache; false: read the object store itself")
 	flags.BoolVar(&f.ripcord, "ripcord", false, "keep accepting produce while the controller is unreachable (sequenced lazily, committed when it returns)")
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
 	flags.StringVar(&f.rack, "rack", "", "the agent's rack, shown to clients in Metadata")

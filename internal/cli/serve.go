@@ -55,6 +55,7 @@ type serveFlags struct {
 	objectBatchTimeout    time.Duration
 	objectBatchBytes      int
 	objectCacheMiB        int64
+	objectPeerReads       bool
 	agent                 bool // runnel agent
 	ripcord               bool
 
@@ -85,6 +86,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.DurationVar(&f.objectBatchTimeout, "object-batch-timeout", 250*time.Millisecond, "object topics: write the node's buffer as one file this long after its first batch")
 	flags.IntVar(&f.objectBatchBytes, "object-batch-bytes", 4<<20, "object topics: write the node's buffer as one file once it holds this many bytes")
 	flags.Int64Var(&f.objectCacheMiB, "object-cache-mib", 256, "object topics: MiB of the read cache")
+	flags.BoolVar(&f.objectPeerReads, "object-peer-reads", true, "object topics: read a file another node owns (its writer, or the one of this rack it hashes to) through that node's cache; false: every node reads the object store itself")
 	flags.BoolVar(&f.ripcord, "ripcord", false, "object topics: keep accepting produce while the controller is unreachable (sequenced lazily, committed when it returns)")
 	flags.StringVar(&f.rack, "rack", "", "the node's rack, shown to clients in Metadata (and matched against client.rack by --replica-selector rack)")
 	flags.StringVar(&f.groupMigration, "group-consumer-migration-policy", group.MigrationBidirectional, "which way a live consumer group may switch between the classic and the consumer (KIP-848) protocol as its members are upgraded or downgraded: bidirectional, upgrade, downgrade or disabled (Kafka's group.consumer.migration.policy)")
@@ -226,7 +228,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		LeaderImbalancePercent: imbalancePercent(f.leaderImbalancePct),
 		SessionTimeout:         f.sessionTimeout, FaultInjection: f.faultInjection,
 		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
-		ObjectCacheBytes: f.objectCacheMiB << 20, Agent: f.agent, Ripcord: f.ripcord,
+		ObjectCacheBytes: f.objectCacheMiB << 20, NoObjectPeerReads: !f.objectPeerReads, Agent: f.agent, Ripcord: f.ripcord,
 	}
 	if !f.agent {
 		cfg.SpecLogAddr = f.speclogAddr

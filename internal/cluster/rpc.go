@@ -22,7 +22,8 @@ const (
 // RPCs between nodes ride the transport as two frames:
 //
 //	request   u64 id | string method | bytes payload (JSON)
-//	response  u64 id | string error code | string error message | bytes payload (JSON)
+//	response  u64 id | string error code | string error message | bytes payload (JSON, or
+//	          the bytes themselves for a handler that returns rawPayload)
 //
 // The caller matches a response to its request by id; a request whose response never comes
 // ends with the caller's context, or at once with an error when the connection to the node
@@ -46,6 +47,18 @@ const (
 )
 
 type rpcHandler func(ctx context.Context, from int32, payload []byte) (any, error)
+
+// rawPayload is a handler's answer sent as it is, not as JSON (bulk bytes); the caller passes
+// a *rawPayload to receive it.
+type rawPayload []byte
+
+// encodeAnswer is a handler's answer on the wire.
+func encodeAnswer(v any) ([]byte, error) {
+	if b, ok := v.(rawPayload); ok {
+		return b, nil
+	}
+	return json.Marshal(v)
+}
 
 type rpcLayer struct {
 	self int32
@@ -107,7 +120,7 @@ func (r *rpcLayer) call(ctx context.Context, to int32, method string, req, resp 
 		if err != nil {
 			return toRPCError(err)
 		}
-		if out, err = json.Marshal(v); err != nil {
+		if out, err = encodeAnswer(v); err != nil {
 			return err
 		}
 	} else {
@@ -135,6 +148,10 @@ func (r *rpcLayer) call(ctx context.Context, to int32, method string, req, resp 
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: %s to node %d: %w", method, to, ctx.Err())
 		}
+	}
+	if raw, ok := resp.(*rawPayload); ok {
+		*raw = out
+		return nil
 	}
 	if resp == nil {
 		return nil
@@ -206,7 +223,7 @@ func (r *rpcLayer) serve(from int32, id uint64, method string, payload []byte) {
 	} else if v, err := h(r.ctx, from, payload); err != nil {
 		re := toRPCError(err)
 		code, msg = re.Code, re.Msg
-	} else if out, err = json.Marshal(v); err != nil {
+	} else if out, err = encodeAnswer(v); err != nil {
 		code, msg = codeFailed, err.Error()
 	}
 	body := kbin.AppendInt64(nil, int64(id))

@@ -15,6 +15,7 @@ type Objects struct {
 	failures *prometheus.CounterVec   // op: put, get, commit
 	bytes    *prometheus.CounterVec   // dir: written, read
 	cache    *prometheus.CounterVec   // result: hit, miss
+	peer     *prometheus.CounterVec   // result: ok, failed
 	files    prometheus.Histogram     // bytes per file written
 	slow     prometheus.Counter       // files the slow path committed
 	backlog  prometheus.Gauge         // uncommitted journal files the slow path last saw
@@ -27,7 +28,7 @@ func NewObjects() *Objects {
 	return &Objects{
 		stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "runnel_object_stage_seconds",
-			Help:    "Time of each stage of object topics' I/O: buffer (a batch waiting for its file's flush), put (writing a file), commit (the controller assigning its offsets), get (a read from the store).",
+			Help:    "Time of each stage of object topics' I/O: buffer (a batch waiting for its file's flush), put (writing a file), commit (the controller assigning its offsets), get (a read from the store), peer (a read from the file's owner node).",
 			Buckets: RequestDurationBuckets,
 		}, []string{"stage"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -40,11 +41,15 @@ func NewObjects() *Objects {
 		}, []string{"op"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnel_object_bytes_total",
-			Help: "Bytes written to and read from the object store by object topics (dir: written, read).",
+			Help: "Bytes written to and read from the object store by object topics (dir: written, read), and read from other nodes' caches (dir: peer).",
 		}, []string{"dir"}),
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnel_object_cache_requests_total",
 			Help: "Read cache lookups of object topics' reads, by result (hit, miss).",
+		}, []string{"result"}),
+		peer: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_object_peer_reads_total",
+			Help: "Reads of object file ranges from the node that serves the file to this node's zone, by result (ok; failed: the node then read the store).",
 		}, []string{"result"}),
 		slow: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "runnel_object_slow_path_commits_total",
@@ -96,6 +101,19 @@ func (o *Objects) Request(op string, bytes int, err error) {
 	}
 }
 
+// PeerRead counts a read from a file's owner node, with its bytes, failed or not.
+func (o *Objects) PeerRead(bytes int, err error) {
+	if o == nil {
+		return
+	}
+	if err != nil {
+		o.peer.WithLabelValues("failed").Inc()
+		return
+	}
+	o.peer.WithLabelValues("ok").Inc()
+	o.bytes.WithLabelValues("peer").Add(float64(bytes))
+}
+
 // CommitFailed counts a failed commit attempt.
 func (o *Objects) CommitFailed() {
 	if o != nil {
@@ -139,7 +157,7 @@ func (o *Objects) Compacted(removed, read, written int64) {
 }
 
 func (o *Objects) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.files, o.slow, o.backlog, o.removed, o.cleaned}
+	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.peer, o.files, o.slow, o.backlog, o.removed, o.cleaned}
 }
 
 // Describe implements prometheus.Collector.

@@ -5,13 +5,17 @@ import (
 	"cmp"
 	"container/list"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objstore"
+	"github.com/runnel-dev/runnel/internal/objtopic"
 )
 
 // DefaultCacheBytes bounds the read cache by default.
@@ -41,11 +45,49 @@ type Cache struct {
 	inflight map[rangeKey]*fill
 
 	gets chan struct{} // a slot per GET in flight
+
+	peers     Peers               // nil: every miss reads the store
+	peerBytes *semaphore.Weighted // bytes asked of peers and not yet answered
+	peerFails map[int32]time.Time // when a read from each peer last failed (under mu)
+}
+
+// Peers routes a node's reads of object files to the node that serves each file to its zone
+// (rack), as WarpStream's agents share one file cache per availability zone: a file consumers
+// on many nodes read is read from the store about once per zone, not once per node
+// (docs/object-topics.md §3).
+type Peers interface {
+	// Owner is the node that serves key to this node's zone; remote is false when it is this
+	// node (or none can), which then reads the store itself.
+	Owner(key string) (node int32, remote bool)
+	// Read asks node for n bytes of key at off, which it answers through its cache (Serve).
+	Read(ctx context.Context, node int32, key string, off uint64, n uint32) ([]byte, error)
+}
+
+// peerTimeout bounds a read from a peer; past it (or on any failure) the node reads the store,
+// and for peerBackoff reads the store rather than ask that peer again (a stopped process is
+// fenced, and so no owner, only once its session has lapsed). peerInFlight bounds the bytes a
+// node has asked of peers and not received: the answers share each peer's connection (and its
+// bounded queue) with Raft and replication.
+const (
+	peerTimeout  = 3 * time.Second
+	peerBackoff  = 10 * time.Second
+	peerInFlight = coalesceSpan
+)
+
+// MaxPeerRead bounds a range read from a peer (and served to one): its answer is one frame on
+// the cluster transport, which takes frames of up to 64 MiB. A larger section is read from the
+// store.
+const MaxPeerRead = 32 << 20
+
+// SetPeers has misses read through their files' owners. Call it before the cache is used.
+func (c *Cache) SetPeers(p Peers) {
+	c.peers, c.peerBytes, c.peerFails = p, semaphore.NewWeighted(peerInFlight), map[int32]time.Time{}
 }
 
 type rangeKey struct {
-	key string
-	off uint64
+	key   string
+	off   uint64
+	chunk bool // an owner's chunk of a file (Serve), not a section run
 }
 
 type cacheEntry struct {
@@ -72,7 +114,7 @@ func NewCache(store objstore.Store, maxBytes int64, m *metrics.Objects) *Cache {
 func (c *Cache) Add(key string, off uint64, data []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.addLocked(rangeKey{key, off}, data)
+	c.addLocked(rangeKey{key: key, off: off}, data)
 }
 
 func (c *Cache) addLocked(k rangeKey, data []byte) {
@@ -86,18 +128,21 @@ func (c *Cache) addLocked(k rangeKey, data []byte) {
 	c.entries[k] = c.lru.PushFront(&cacheEntry{k, data})
 	c.size += int64(len(data))
 	for c.size > c.max {
-		el := c.lru.Back()
-		e := el.Value.(*cacheEntry)
-		c.lru.Remove(el)
-		delete(c.entries, e.k)
-		c.size -= int64(len(e.data))
+		c.removeLocked(c.lru.Back())
 	}
+}
+
+func (c *Cache) removeLocked(el *list.Element) {
+	e := el.Value.(*cacheEntry)
+	c.lru.Remove(el)
+	delete(c.entries, e.k)
+	c.size -= int64(len(e.data))
 }
 
 // Get returns n bytes of key at off, from the cache or with one ranged GET. The result must
 // not be modified.
 func (c *Cache) Get(ctx context.Context, key string, off uint64, n uint32) ([]byte, error) {
-	k := rangeKey{key, off}
+	k := rangeKey{key: key, off: off}
 	c.mu.Lock()
 	if el, ok := c.cachedLocked(k, n); ok {
 		c.lru.MoveToFront(el)
@@ -107,7 +152,7 @@ func (c *Cache) Get(ctx context.Context, key string, off uint64, n uint32) ([]by
 		return data, nil
 	}
 	c.metrics.Cache(false)
-	f := c.startLocked(k, n)
+	f := c.startLocked(k, n, false)
 	c.mu.Unlock()
 	select {
 	case <-f.done:
@@ -129,15 +174,110 @@ func (c *Cache) cachedLocked(k rangeKey, n uint32) (*list.Element, bool) {
 	return el, ok && len(el.Value.(*cacheEntry).data) >= int(n)
 }
 
-// startLocked returns the fill of k under way, or starts one.
-func (c *Cache) startLocked(k rangeKey, n uint32) *fill {
+// startLocked returns the fill of k under way, or starts one (from the store itself if local,
+// else through the file's owner).
+func (c *Cache) startLocked(k rangeKey, n uint32, local bool) *fill {
 	f, ok := c.inflight[k]
 	if !ok {
 		f = &fill{done: make(chan struct{})}
 		c.inflight[k] = f
-		go c.fillRun([]objRange{{k.key, k.off, n}}, []*fill{f})
+		go c.fillRun([]objRange{{k.key, k.off, n, k.chunk}}, []*fill{f}, local)
 	}
 	return f
+}
+
+// Serve returns n bytes of key at off for a peer that takes this node for the file's owner:
+// from the cache, or from consecutive cached sections (the writer's, which a peer asks for in
+// one range), or from the file's chunks of chunkSize bytes, each read with one GET of the store
+// and kept (so the zone's nodes reading different sections of one file cost one GET), never
+// through another peer. The answer is checked as a GET's is.
+func (c *Cache) Serve(ctx context.Context, key string, off uint64, n uint32) ([]byte, error) {
+	if n == 0 || n > MaxPeerRead {
+		return nil, fmt.Errorf("objects: a peer asked for %d bytes of %s (1 to %d)", n, key, MaxPeerRead)
+	}
+	c.mu.Lock()
+	if el, ok := c.cachedLocked(rangeKey{key: key, off: off}, n); ok {
+		c.lru.MoveToFront(el)
+		data := el.Value.(*cacheEntry).data[:n]
+		c.mu.Unlock()
+		c.metrics.Cache(true)
+		return data, nil
+	}
+	if data, ok := c.joinedLocked(key, off, n); ok {
+		c.mu.Unlock()
+		c.metrics.Cache(true)
+		return data, nil
+	}
+	c.mu.Unlock()
+	end := off + uint64(n)
+	out := make([]byte, 0, n)
+	hit := true
+	for at := off / chunkSize * chunkSize; at < end; at += chunkSize {
+		data, cached, err := c.chunk(ctx, key, at)
+		if err != nil {
+			return nil, err
+		}
+		hit = hit && cached
+		lo, hi := max(off, at)-at, min(end, at+chunkSize)-at
+		if hi > uint64(len(data)) {
+			return nil, fmt.Errorf("%w: %s ends at %d, before %d", objtopic.ErrBadFile, key, at+uint64(len(data)), end)
+		}
+		out = append(out, data[lo:hi]...)
+	}
+	c.metrics.Cache(hit)
+	if err := checkSection(key, out, n); err != nil {
+		c.mu.Lock() // read the chunks again next time
+		for at := off / chunkSize * chunkSize; at < end; at += chunkSize {
+			if el, ok := c.entries[rangeKey{key, at, true}]; ok {
+				c.removeLocked(el)
+			}
+		}
+		c.mu.Unlock()
+		return nil, err
+	}
+	return out, nil
+}
+
+// chunkSize is the unit in which an owner reads and keeps the files it serves to peers.
+const chunkSize = 4 << 20
+
+// chunk returns the chunk of key at at (shorter at the file's end), and whether it was cached.
+func (c *Cache) chunk(ctx context.Context, key string, at uint64) ([]byte, bool, error) {
+	k := rangeKey{key, at, true}
+	c.mu.Lock()
+	if el, ok := c.entries[k]; ok {
+		c.lru.MoveToFront(el)
+		c.mu.Unlock()
+		return el.Value.(*cacheEntry).data, true, nil
+	}
+	f := c.startLocked(k, chunkSize, true)
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.data, false, f.err
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+}
+
+// joinedLocked copies n bytes of key at off out of cached ranges that follow one another
+// from off, if they cover it.
+func (c *Cache) joinedLocked(key string, off uint64, n uint32) ([]byte, bool) {
+	var els []*list.Element
+	for at, end := off, off+uint64(n); at < end; {
+		el, ok := c.entries[rangeKey{key: key, off: at}]
+		if !ok {
+			return nil, false
+		}
+		els = append(els, el)
+		at += uint64(len(el.Value.(*cacheEntry).data))
+	}
+	out := make([]byte, 0, n)
+	for _, el := range els {
+		c.lru.MoveToFront(el)
+		out = append(out, el.Value.(*cacheEntry).data...)
+	}
+	return out[:n], true
 }
 
 // prefetch starts reading the range of key at off, unless it is cached or being read.
@@ -145,19 +285,20 @@ func (c *Cache) prefetch(key string, off uint64, n uint32) {
 	if key == "" { // an inline section (objtopic.Extent.Inline): nothing to read
 		return
 	}
-	k := rangeKey{key, off}
+	k := rangeKey{key: key, off: off}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.cachedLocked(k, n); !ok {
-		c.startLocked(k, n)
+		c.startLocked(k, n, false)
 	}
 }
 
 // objRange is a range of an object that the cache reads and keeps as one entry.
 type objRange struct {
-	key string
-	off uint64
-	n   uint32
+	key   string
+	off   uint64
+	n     uint32
+	chunk bool // an owner's chunk: not whole batches, so not checked until served
 }
 
 // coalesceGap and coalesceSpan bound the sections of one object read with one GET: no more
@@ -176,7 +317,7 @@ func (c *Cache) prefetchSections(secs []objRange) {
 	defer c.mu.Unlock()
 	var todo []objRange
 	for _, s := range secs {
-		k := rangeKey{s.key, s.off}
+		k := rangeKey{s.key, s.off, s.chunk}
 		if _, cached := c.cachedLocked(k, s.n); !cached {
 			if _, reading := c.inflight[k]; !reading {
 				todo = append(todo, s)
@@ -195,58 +336,31 @@ func (c *Cache) prefetchSections(secs []objRange) {
 			end = todo[j].off + uint64(todo[j].n)
 		}
 		if j == i+1 {
-			c.startLocked(rangeKey{todo[i].key, todo[i].off}, todo[i].n)
+			c.startLocked(rangeKey{key: todo[i].key, off: todo[i].off}, todo[i].n, false)
 		} else {
 			run := slices.Clone(todo[i:j])
 			fills := make([]*fill, len(run))
 			for x, s := range run {
 				fills[x] = &fill{done: make(chan struct{})}
-				c.inflight[rangeKey{s.key, s.off}] = fills[x]
+				c.inflight[rangeKey{key: s.key, off: s.off}] = fills[x]
 			}
-			go c.fillRun(run, fills)
+			go c.fillRun(run, fills, false)
 		}
 		i = j
 	}
 }
 
-// fillRun reads sections of one object, in offset order and apart, with one GET (not bound to
-// one reader's context: others may wait for it).
-func (c *Cache) fillRun(run []objRange, fills []*fill) {
-	c.gets <- struct{}{}
-	defer func() { <-c.gets }()
-	key, from := run[0].key, run[0].off
-	last := run[len(run)-1]
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	start := time.Now()
-	data, err := c.store.GetRange(ctx, key, int64(from), int64(last.off+uint64(last.n)-from))
-	cancel()
-	took := time.Since(start)
-	for x, s := range run {
-		f := fills[x]
-		switch lo, hi := s.off-from, s.off-from+uint64(s.n); {
-		case err != nil:
-			f.err = err
-		case len(run) == 1:
-			f.data = data
-			f.err = checkSection(key, f.data, s.n)
-		default: // its own copy: a cache entry must not hold the whole run
-			f.data = bytes.Clone(data[min(lo, uint64(len(data))):min(hi, uint64(len(data)))])
-			f.err = checkSection(key, f.data, s.n)
-		}
-	}
-	for _, f := range fills { // a section that does not check out fails the GET, as counted
-		if err != nil {
-			break
-		}
-		err = f.err
-	}
-	c.metrics.Request("get", len(data), err)
-	if err == nil {
-		c.metrics.Stage("get", took)
+// fillRun reads sections of one object, in offset order and apart, with one read of the range
+// they span (not bound to one reader's context: others may wait for it): from the file's
+// owner unless local, and from the store if that fails or the owner is this node.
+func (c *Cache) fillRun(run []objRange, fills []*fill, local bool) {
+	ok := !local && c.peers != nil && c.fillFromPeer(run, fills)
+	if !ok {
+		c.fillFromStore(run, fills)
 	}
 	c.mu.Lock()
 	for x, s := range run {
-		k := rangeKey{s.key, s.off}
+		k := rangeKey{s.key, s.off, s.chunk}
 		delete(c.inflight, k)
 		if fills[x].err == nil {
 			c.addLocked(k, fills[x].data)
@@ -256,4 +370,96 @@ func (c *Cache) fillRun(run []objRange, fills []*fill) {
 	for _, f := range fills {
 		close(f.done)
 	}
+}
+
+// fillFromPeer reads the run from its file's owner, if that is another node, and reports
+// whether every section came and checked out.
+func (c *Cache) fillFromPeer(run []objRange, fills []*fill) bool {
+	key, from, size := spanOf(run)
+	if size > MaxPeerRead {
+		return false
+	}
+	node, remote := c.peers.Owner(key)
+	if !remote {
+		return false
+	}
+	c.mu.Lock()
+	failed, ok := c.peerFails[node]
+	c.mu.Unlock()
+	if ok && time.Since(failed) < peerBackoff {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), peerTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := c.peerBytes.Acquire(ctx, int64(min(size, peerInFlight))); err != nil {
+		c.metrics.PeerRead(0, err)
+		return false
+	}
+	data, err := c.peers.Read(ctx, node, key, from, size)
+	c.peerBytes.Release(int64(min(size, peerInFlight)))
+	if err == nil {
+		err = splitRun(run, fills, data)
+	}
+	c.metrics.PeerRead(len(data), err)
+	if err != nil {
+		c.mu.Lock()
+		c.peerFails[node] = time.Now()
+		c.mu.Unlock()
+		return false
+	}
+	c.metrics.Stage("peer", time.Since(start))
+	return true
+}
+
+// fillFromStore reads the run with one ranged GET.
+func (c *Cache) fillFromStore(run []objRange, fills []*fill) {
+	c.gets <- struct{}{}
+	defer func() { <-c.gets }()
+	key, from, size := spanOf(run)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	start := time.Now()
+	data, err := c.store.GetRange(ctx, key, int64(from), int64(size))
+	cancel()
+	took := time.Since(start)
+	if err != nil {
+		for _, f := range fills {
+			f.data, f.err = nil, err
+		}
+	} else {
+		err = splitRun(run, fills, data) // a section that does not check out fails the GET, as counted
+	}
+	c.metrics.Request("get", len(data), err)
+	if err == nil {
+		c.metrics.Stage("get", took)
+	}
+}
+
+// spanOf is the object and range a run of sections spans.
+func spanOf(run []objRange) (key string, from uint64, size uint32) {
+	last := run[len(run)-1]
+	return run[0].key, run[0].off, uint32(last.off + uint64(last.n) - run[0].off)
+}
+
+// splitRun hands each fill its section of data (the run's span), checked, and returns the
+// first section's error.
+func splitRun(run []objRange, fills []*fill, data []byte) error {
+	from := run[0].off
+	var first error
+	for x, s := range run {
+		f := fills[x]
+		lo, hi := s.off-from, s.off-from+uint64(s.n)
+		if len(run) == 1 {
+			f.data = data
+		} else { // its own copy: a cache entry must not hold the whole run
+			f.data = bytes.Clone(data[min(lo, uint64(len(data))):min(hi, uint64(len(data)))])
+		}
+		if s.chunk { // checked when served
+			continue
+		}
+		if f.err = checkSection(run[0].key, f.data, s.n); f.err != nil && first == nil {
+			first = f.err
+		}
+	}
+	return first
 }

@@ -133,7 +133,7 @@ func rangesOf(exts []objtopic.Extent) []objRange {
 	out := make([]objRange, 0, len(exts))
 	for _, e := range exts {
 		if e.File != "" {
-			out = append(out, objRange{e.File, e.Offset, e.Length})
+			out = append(out, objRange{key: e.File, off: e.Offset, n: e.Length})
 		}
 	}
 	return out

@@ -161,6 +161,9 @@ type Config struct {
 	ObjectBatchTimeout time.Duration
 	ObjectBatchBytes   int
 	ObjectCacheBytes   int64
+	// NoObjectPeerReads: every read cache miss reads the object store, instead of the file's
+	// owner node (docs/object-topics.md §3).
+	NoObjectPeerReads bool
 	// ObjectRetentionInterval: how often the active controller applies object topics'
 	// retention (default 30 s).
 	ObjectRetentionInterval time.Duration
@@ -509,6 +512,10 @@ func Open(cfg Config) (*Server, error) {
 		s.admin.registry.MustRegister(m)
 		s.admin.charts.MustRegister(m)
 		objCache = objects.NewCache(s.objects, cfg.ObjectCacheBytes, m)
+		if !cfg.NoObjectPeerReads {
+			objCache.SetPeers(objectPeers{s.node})
+		}
+		s.node.ServeObjectRanges(objCache.Serve)
 		s.objw = objects.NewWriter(objects.WriterConfig{Store: s.objects, Commit: s.node.CommitFile, Node: cfg.NodeID, Run: s.node.Run(), Incarnation: s.node.Incarnation,
 			BatchTimeout: cfg.ObjectBatchTimeout, BatchBytes: cfg.ObjectBatchBytes, Cache: objCache, Ripcording: ripcording, Metrics: m, Logger: s.logger})
 		if cfg.FaultInjection {
@@ -874,4 +881,15 @@ func (s *Server) Close() error {
 func principalMapper(cfg Config) *security.PrincipalMapper {
 	m, _ := security.ParsePrincipalMappingRules(cfg.SSLPrincipalMappingRules)
 	return m
+}
+
+// objectPeers routes the read cache's misses to each file's owner node (objects.Owner).
+type objectPeers struct{ node *cluster.Node }
+
+func (p objectPeers) Owner(key string) (int32, bool) {
+	return objects.Owner(p.node.Image(), p.node.NodeID(), key)
+}
+
+func (p objectPeers) Read(ctx context.Context, node int32, key string, off uint64, n uint32) ([]byte, error) {
+	return p.node.ReadObjectRange(ctx, node, key, off, n)
 }

@@ -1,0 +1,239 @@
+package objects
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/objstore"
+	"github.com/runnel-dev/runnel/internal/objtopic"
+)
+
+// TestOwner: a file's owner for a zone is its writer while that is live and in the zone, else
+// the zone's live node it hashes to, the same from every node of the zone.
+func TestOwner(t *testing.T) {
+	img := &controller.Image{Nodes: map[int32]*controller.Node{
+		1: {ID: 1, Rack: "a", Run: "1-aa"},
+		2: {ID: 2, Rack: "a", Run: "2-bb"},
+		3: {ID: 3, Rack: "b", Run: "3-cc"},
+		4: {ID: 4, Rack: "a", Run: "4-dd", Fenced: true},
+		5: {ID: 5, Rack: "a", Run: "5-ee", Agent: true},
+	}}
+	type want struct {
+		node   int32
+		remote bool
+	}
+	for _, tc := range []struct {
+		self int32
+		key  string
+		want want
+	}{
+		{1, JournalKey("2-bb", 7), want{2, true}},   // the writer, live, same zone
+		{1, JournalKey("1-aa", 7), want{1, false}},  // this node wrote it
+		{5, JournalKey("2-bb", 7), want{2, true}},   // an agent reads through the writer too
+		{3, JournalKey("3-cc", 1), want{3, false}},  // the only node of its zone
+		{3, JournalKey("1-aa", 1), want{3, false}},  // the writer is in another zone
+		{9, JournalKey("2-bb", 1), want{9, false}},  // not in the image: reads the store
+		{1, JournalKey("9-zz", 1), want{-1, false}}, // a writer that is gone: hashed (below)
+	} {
+		node, remote := Owner(img, tc.self, tc.key)
+		if tc.want.node >= 0 && (node != tc.want.node || remote != tc.want.remote) {
+			t.Errorf("Owner(self %d, %s) = %d, %v; want %d, %v", tc.self, tc.key, node, remote, tc.want.node, tc.want.remote)
+		}
+	}
+	// Files without a live writer in the zone: every node of zone a picks the same live owner
+	// (never fenced node 4, nor node 3 of zone b), and the files spread over the candidates.
+	shares := map[int32]int{}
+	for i := range 3000 {
+		for _, key := range []string{JournalKey("4-dd", uint64(i+1)), fmt.Sprintf("merged/%d", i)} {
+			owner, _ := Owner(img, 1, key)
+			for _, self := range []int32{2, 5} {
+				if o, remote := Owner(img, self, key); o != owner || remote != (o != self) {
+					t.Fatalf("%s: node 1 says owner %d, node %d says %d (remote %v)", key, owner, self, o, remote)
+				}
+			}
+			shares[owner]++
+		}
+	}
+	if shares[3] != 0 || shares[4] != 0 {
+		t.Errorf("owners %v: a fenced node or another zone's owns files", shares)
+	}
+	for _, n := range []int32{1, 2, 5} {
+		if shares[n] < 6000/3*8/10 {
+			t.Errorf("owners %v: node %d owns too few of 6000 files", shares, n)
+		}
+	}
+}
+
+// cachePeers is a Peers whose owner is a fixed node answered by a function.
+type cachePeers struct {
+	owner int32
+	read  func(key string, off uint64, n uint32) ([]byte, error)
+	calls atomic.Int64
+}
+
+func (p *cachePeers) Owner(string) (int32, bool) { return p.owner, true }
+func (p *cachePeers) Read(_ context.Context, _ int32, key string, off uint64, n uint32) ([]byte, error) {
+	p.calls.Add(1)
+	return p.read(key, off, n)
+}
+
+// TestCacheReadsThroughPeers: a miss reads the file's owner, which answers from its cache
+// (joining the writer's sections into one range) or with its own GET, never through a peer;
+// a failed, short or corrupt answer falls back to the store, and the failed peer is left
+// alone for a while.
+func TestCacheReadsThroughPeers(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &gaugedStore{Store: dir}
+	ctx := context.Background()
+	// Two files of two partitions' sections each.
+	parts := []*objtopic.Partition{{}, {}}
+	bodies := map[string][]byte{}
+	for i, key := range []string{JournalKey("1-aa", 1), JournalKey("1-aa", 2)} {
+		var body []byte
+		for _, p := range parts {
+			b := testBatch(-1, 0, fmt.Sprintf("v%d", i))
+			p.Extents = append(p.Extents, objtopic.Extent{File: key, Offset: uint64(len(body)), Length: uint32(len(b)), Base: int64(i), Last: int64(i)})
+			body = append(body, b...)
+		}
+		if err := dir.Put(ctx, key, body); err != nil {
+			t.Fatal(err)
+		}
+		bodies[key] = body
+	}
+	for _, p := range parts {
+		p.Next = 2
+	}
+	values := func(c *Cache, p *objtopic.Partition) []string {
+		t.Helper()
+		data, err := c.Read(ctx, p, 0, 1<<20, true)
+		var got []string
+		if err == nil {
+			err = eachRecordValue(data, func(v string) { got = append(got, v) })
+		}
+		if err != nil || fmt.Sprint(got) != "[v0 v1]" {
+			t.Fatalf("read %v, %v; want [v0 v1]", got, err)
+		}
+		return got
+	}
+
+	// An owner serving a peer never asks a peer itself.
+	noPeers := &cachePeers{owner: 3, read: func(string, uint64, uint32) ([]byte, error) {
+		t.Error("the owner serving a peer asked a peer")
+		return nil, errors.New("no")
+	}}
+	// The writer's cache has what it wrote; the owner serves from it.
+	writer := NewCache(store, 0, nil)
+	writer.SetPeers(noPeers)
+	for _, p := range parts {
+		for _, e := range p.Extents {
+			writer.Add(e.File, e.Offset, bodies[e.File][e.Offset:e.Offset+uint64(e.Length)])
+		}
+	}
+	peers := &cachePeers{owner: 1, read: func(key string, off uint64, n uint32) ([]byte, error) {
+		return writer.Serve(ctx, key, off, n)
+	}}
+	reader := NewCache(store, 0, nil)
+	reader.SetPeers(peers)
+	reader.Prefetch([]PrefetchRead{{parts[0], 0, 1}, {parts[1], 0, 1}}) // each file's two sections in one range
+	values(reader, parts[0])
+	values(reader, parts[1])
+	if g := store.gets.Load(); g != 0 || peers.calls.Load() == 0 {
+		t.Fatalf("%d GETs and %d peer reads; want the writer's cache to serve every read", g, peers.calls.Load())
+	}
+
+	// An owner without the file GETs it once for the zone.
+	owner := NewCache(store, 0, nil)
+	owner.SetPeers(noPeers)
+	peers.read = func(key string, off uint64, n uint32) ([]byte, error) { return owner.Serve(ctx, key, off, n) }
+	for range 2 {
+		values(NewCache(store, 0, nil), parts[0]) // a node without peers: one GET per file
+	}
+	before := store.gets.Load()
+	for range 3 {
+		r := NewCache(store, 0, nil)
+		r.SetPeers(peers)
+		values(r, parts[0])
+	}
+	if g := store.gets.Load() - before; g != 2 {
+		t.Fatalf("three nodes reading two files through their owner: %d GETs, want 2", g)
+	}
+	// Nodes reading different sections of the same files through a fresh owner: it reads each
+	// file once (a chunk holds the whole file), not once per section.
+	owner = NewCache(store, 0, nil)
+	owner.SetPeers(noPeers)
+	before = store.gets.Load()
+	for _, p := range parts {
+		r := NewCache(store, 0, nil)
+		r.SetPeers(peers)
+		values(r, p)
+	}
+	if g := store.gets.Load() - before; g != 2 {
+		t.Fatalf("two nodes reading two partitions' sections of two files through their owner: %d GETs, want 2", g)
+	}
+
+	// Failed, short and corrupt answers: the store serves the read.
+	for name, answer := range map[string]func(key string, off uint64, n uint32) ([]byte, error){
+		"failed": func(string, uint64, uint32) ([]byte, error) { return nil, errors.New("connection refused") },
+		"short": func(key string, off uint64, n uint32) ([]byte, error) {
+			return bodies[key][off : off+uint64(n)-1], nil
+		},
+		"corrupt": func(key string, off uint64, n uint32) ([]byte, error) {
+			b := bytes.Clone(bodies[key][off : off+uint64(n)])
+			b[len(b)-1] ^= 1
+			return b, nil
+		},
+	} {
+		bad := &cachePeers{owner: 2, read: answer}
+		r := NewCache(store, 0, nil)
+		r.SetPeers(bad)
+		before := store.gets.Load()
+		values(r, parts[1]) // its two files' reads may ask the peer at once
+		calls := bad.calls.Load()
+		if g := store.gets.Load() - before; g != 2 || calls == 0 || calls > 2 {
+			t.Errorf("%s answer: %d GETs after %d peer reads; want each file read from the store", name, g, calls)
+		}
+		values(r, parts[0])
+		if bad.calls.Load() != calls {
+			t.Errorf("%s answer: the peer was asked again right after it failed", name)
+		}
+	}
+}
+
+// TestServeDropsABadChunk: an owner whose kept chunk of a file does not check out (corrupted
+// in memory, or read corrupt) answers with an error, drops the chunk, and reads it again for
+// the next request.
+func TestServeDropsABadChunk(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := JournalKey("1-aa", 1)
+	body := append(bytes.Repeat([]byte{0}, 100), testBatch(-1, 0, "v")...) // a section at 100
+	if err := dir.Put(ctx, key, body); err != nil {
+		t.Fatal(err)
+	}
+	store := &gaugedStore{Store: dir}
+	owner := NewCache(store, 0, nil)
+	bad := bytes.Clone(body)
+	bad[len(bad)-1] ^= 1
+	owner.mu.Lock()
+	owner.addLocked(rangeKey{key, 0, true}, bad)
+	owner.mu.Unlock()
+	n := uint32(len(body) - 100)
+	if _, err := owner.Serve(ctx, key, 100, n); err == nil {
+		t.Fatal("Serve answered from a corrupt chunk")
+	}
+	got, err := owner.Serve(ctx, key, 100, n)
+	if err != nil || !bytes.Equal(got, body[100:]) || store.gets.Load() != 1 {
+		t.Fatalf("Serve after dropping the bad chunk: %v, %d GETs; want the section read again", err, store.gets.Load())
+	}
+}

@@ -1,0 +1,183 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/server"
+)
+
+// TestObjectReadsThroughTheFilesOwner: consumers of an object topic on every node of a
+// cluster cost no GET of the object store: each node reads a file it does not have from the
+// node that wrote it (whose cache holds what it wrote). With peer reads off, the other nodes
+// GET it themselves. When the writer is gone, the others still serve every record (from the
+// store, or through the node the file now hashes to).
+func TestObjectReadsThroughTheFilesOwner(t *testing.T) {
+	for _, peers := range []bool{true, false} {
+		t.Run(fmt.Sprintf("peers=%v", peers), func(t *testing.T) { testObjectPeerReads(t, peers) })
+	}
+}
+
+func testObjectPeerReads(t *testing.T, peers bool) {
+	store := "file://" + t.TempDir()
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.objectStore, c.batchTimeout = store, 20*time.Millisecond
+		c.tune = func(_ int32, cfg *server.Config) { cfg.NoObjectPeerReads = !peers }
+	})
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, adm := c.client()
+	const n = 300
+	produce := func(topic string) {
+		t.Helper()
+		createObjectTopic(t, c.addrs[1], topic, 1, nil)
+		for i := range n {
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%s %d", topic, i)}, nil)
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// readFrom reads the whole partition from one node with Fetch requests sent to it alone.
+	readFrom := func(node int32, topic string) {
+		t.Helper()
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for len(got) < n {
+			req := kmsg.NewPtrFetchRequest()
+			req.Version, req.MaxWaitMillis, req.MaxBytes, req.ReplicaID = 12, 100, 10<<20, -1
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = topic, td[topic].ID
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = int64(len(got)), 10<<20, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := cl.Broker(int(node)).Request(ctx, req)
+			if err != nil {
+				t.Fatalf("fetch %s from node %d: %v", topic, node, err)
+			}
+			fr := resp.(*kmsg.FetchResponse)
+			if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 {
+				t.Fatalf("fetch %s from node %d: %+v", topic, node, fr)
+			}
+			p := fr.Topics[0].Partitions[0]
+			if p.ErrorCode != 0 {
+				t.Fatalf("fetch %s from node %d at %d: error %d", topic, node, len(got), p.ErrorCode)
+			}
+			before := len(got)
+			for data := p.RecordBatches; len(data) > 0; {
+				size, err := batch.Split(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, err := batch.Validate(data[:size])
+				if err != nil {
+					t.Fatalf("node %d served an invalid batch: %v", node, err)
+				}
+				recs, err := batch.Records(&h, data[:size])
+				if err != nil {
+					t.Fatal(err)
+				}
+				rd := batch.NewRecordReader(recs)
+				var rec batch.Record
+				for off := h.BaseOffset; rd.Next(&rec); off++ {
+					if off >= int64(len(got)) {
+						got = append(got, string(rec.Value))
+					}
+				}
+				data = data[size:]
+			}
+			if len(got) == before {
+				t.Fatalf("fetch %s from node %d at %d: nothing", topic, node, before)
+			}
+		}
+		for i, v := range got {
+			if want := fmt.Sprintf("%s %d", topic, i); v != want {
+				t.Fatalf("node %d served %q at offset %d; want %q", node, v, i, want)
+			}
+		}
+	}
+	gets := func() (sum float64, peerReads float64) {
+		for id := int32(1); id <= 3; id++ {
+			if s := c.servers[id]; s != nil {
+				m := scrape(t, s.AdminAddr())
+				sum += m[`runnel_object_requests_total{op="get"}`]
+				peerReads += m[`runnel_object_peer_reads_total{result="ok"}`]
+			}
+		}
+		return sum, peerReads
+	}
+
+	produce("tail")
+	for id := int32(1); id <= 3; id++ {
+		readFrom(id, "tail")
+	}
+	got, peerReads := gets()
+	t.Logf("peer reads %v: %v GETs, %v peer reads", peers, got, peerReads)
+	switch {
+	case peers && (got != 0 || peerReads == 0):
+		t.Errorf("with peer reads, three nodes reading the tail made %v GETs and %v peer reads; want 0 GETs (the writer serves the others)", got, peerReads)
+	case !peers && (got == 0 || peerReads != 0):
+		t.Errorf("without peer reads, three nodes reading the tail made %v GETs and %v peer reads; want GETs and no peer reads", got, peerReads)
+	}
+
+	// The writer of a second topic stops before anyone else has read it.
+	before := journalWriters(t, c.objectStore)
+	produce("orphaned")
+	var writers []int32
+	for id, files := range journalWriters(t, c.objectStore) {
+		if files > before[id] {
+			writers = append(writers, id)
+		}
+	}
+	if len(writers) != 1 {
+		t.Fatalf("nodes %v wrote the second topic's files; want one", writers)
+	}
+	c.stop(writers[0])
+	for id := int32(1); id <= 3; id++ {
+		if id != writers[0] {
+			readFrom(id, "orphaned")
+		}
+	}
+}
+
+// journalWriters counts the journal files in a file:// store by the node that wrote them (a
+// run id starts with its node id).
+func journalWriters(t *testing.T, store string) map[int32]int {
+	t.Helper()
+	out := map[int32]int{}
+	root := filepath.Join(strings.TrimPrefix(store, "file://"), "journal")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		run, _, _ := strings.Cut(rel, string(filepath.Separator))
+		node, _, _ := strings.Cut(run, "-")
+		id, err := strconv.Atoi(node)
+		if err != nil {
+			return fmt.Errorf("journal file %s: run %q names no node", rel, run)
+		}
+		out[int32(id)]++
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return out
+}
