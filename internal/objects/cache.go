@@ -56,9 +56,8 @@ type Cache struct {
 // on many nodes read is read from the store about once per zone, not once per node
 // (docs/object-topics.md §3).
 type Peers interface {
-	// Owner is the node that serves key to this node's zone; remote is false when it is this
-	// node (or none can), which then reads the store itself.
-	Owner(key string) (node int32, remote bool)
+	// Owner is the node that serves key to this node's zone, and how this node reads it.
+	Owner(key string) (node int32, route Route)
 	// Read asks node for n bytes of key at off, which it answers through its cache (Serve).
 	Read(ctx context.Context, node int32, key string, off uint64, n uint32) ([]byte, error)
 }
@@ -209,22 +208,25 @@ func (c *Cache) Serve(ctx context.Context, key string, off uint64, n uint32) ([]
 		return data, nil
 	}
 	c.mu.Unlock()
+	c.metrics.Cache(false)
+	return c.fromChunks(ctx, key, off, n)
+}
+
+// fromChunks returns n bytes of key at off out of the file's chunks, checked.
+func (c *Cache) fromChunks(ctx context.Context, key string, off uint64, n uint32) ([]byte, error) {
 	end := off + uint64(n)
 	out := make([]byte, 0, n)
-	hit := true
 	for at := off / chunkSize * chunkSize; at < end; at += chunkSize {
-		data, cached, err := c.chunk(ctx, key, at)
+		data, err := c.chunk(ctx, key, at)
 		if err != nil {
 			return nil, err
 		}
-		hit = hit && cached
 		lo, hi := max(off, at)-at, min(end, at+chunkSize)-at
 		if hi > uint64(len(data)) {
 			return nil, fmt.Errorf("%w: %s ends at %d, before %d", objtopic.ErrBadFile, key, at+uint64(len(data)), end)
 		}
 		out = append(out, data[lo:hi]...)
 	}
-	c.metrics.Cache(hit)
 	if err := checkSection(key, out, n); err != nil {
 		c.mu.Lock() // read the chunks again next time
 		for at := off / chunkSize * chunkSize; at < end; at += chunkSize {
@@ -241,22 +243,22 @@ func (c *Cache) Serve(ctx context.Context, key string, off uint64, n uint32) ([]
 // chunkSize is the unit in which an owner reads and keeps the files it serves to peers.
 const chunkSize = 4 << 20
 
-// chunk returns the chunk of key at at (shorter at the file's end), and whether it was cached.
-func (c *Cache) chunk(ctx context.Context, key string, at uint64) ([]byte, bool, error) {
+// chunk returns the chunk of key at at (shorter at the file's end).
+func (c *Cache) chunk(ctx context.Context, key string, at uint64) ([]byte, error) {
 	k := rangeKey{key, at, true}
 	c.mu.Lock()
 	if el, ok := c.entries[k]; ok {
 		c.lru.MoveToFront(el)
 		c.mu.Unlock()
-		return el.Value.(*cacheEntry).data, true, nil
+		return el.Value.(*cacheEntry).data, nil
 	}
 	f := c.startLocked(k, chunkSize, true)
 	c.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.data, false, f.err
+		return f.data, f.err
 	case <-ctx.Done():
-		return nil, false, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
@@ -354,7 +356,7 @@ func (c *Cache) prefetchSections(secs []objRange) {
 // they span (not bound to one reader's context: others may wait for it): from the file's
 // owner unless local, and from the store if that fails or the owner is this node.
 func (c *Cache) fillRun(run []objRange, fills []*fill, local bool) {
-	ok := !local && c.peers != nil && c.fillFromPeer(run, fills)
+	ok := !local && c.peers != nil && c.fillThroughOwner(run, fills)
 	if !ok {
 		c.fillFromStore(run, fills)
 	}
@@ -372,16 +374,23 @@ func (c *Cache) fillRun(run []objRange, fills []*fill, local bool) {
 	}
 }
 
-// fillFromPeer reads the run from its file's owner, if that is another node, and reports
-// whether every section came and checked out.
-func (c *Cache) fillFromPeer(run []objRange, fills []*fill) bool {
+// fillThroughOwner reads the run through its file's owner: another node, or this one's chunks
+// of the file when it is the owner (so its own reads and its peers' share one GET per chunk).
+// It reports whether every section came and checked out.
+func (c *Cache) fillThroughOwner(run []objRange, fills []*fill) bool {
 	key, from, size := spanOf(run)
 	if size > MaxPeerRead {
 		return false
 	}
-	node, remote := c.peers.Owner(key)
-	if !remote {
+	node, route := c.peers.Owner(key)
+	switch route {
+	case ReadStore:
 		return false
+	case ReadChunks:
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		data, err := c.fromChunks(ctx, key, from, size)
+		return err == nil && splitRun(run, fills, data) == nil
 	}
 	c.mu.Lock()
 	failed, ok := c.peerFails[node]

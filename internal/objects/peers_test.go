@@ -24,25 +24,23 @@ func TestOwner(t *testing.T) {
 		5: {ID: 5, Rack: "a", Run: "5-ee", Agent: true},
 	}}
 	type want struct {
-		node   int32
-		remote bool
+		node  int32
+		route Route
 	}
 	for _, tc := range []struct {
 		self int32
 		key  string
 		want want
 	}{
-		{1, JournalKey("2-bb", 7), want{2, true}},   // the writer, live, same zone
-		{1, JournalKey("1-aa", 7), want{1, false}},  // this node wrote it
-		{5, JournalKey("2-bb", 7), want{2, true}},   // an agent reads through the writer too
-		{3, JournalKey("3-cc", 1), want{3, false}},  // the only node of its zone
-		{3, JournalKey("1-aa", 1), want{3, false}},  // the writer is in another zone
-		{9, JournalKey("2-bb", 1), want{9, false}},  // not in the image: reads the store
-		{1, JournalKey("9-zz", 1), want{-1, false}}, // a writer that is gone: hashed (below)
+		{1, JournalKey("2-bb", 7), want{2, ReadPeer}},   // the writer, live, same zone
+		{1, JournalKey("1-aa", 7), want{1, ReadChunks}}, // this node wrote it: it serves the zone
+		{5, JournalKey("2-bb", 7), want{2, ReadPeer}},   // an agent reads through the writer too
+		{3, JournalKey("3-cc", 1), want{3, ReadStore}},  // the only node of its zone
+		{3, JournalKey("1-aa", 1), want{3, ReadStore}},  // the writer is in another zone
+		{9, JournalKey("2-bb", 1), want{9, ReadStore}},  // not in the image
 	} {
-		node, remote := Owner(img, tc.self, tc.key)
-		if tc.want.node >= 0 && (node != tc.want.node || remote != tc.want.remote) {
-			t.Errorf("Owner(self %d, %s) = %d, %v; want %d, %v", tc.self, tc.key, node, remote, tc.want.node, tc.want.remote)
+		if node, route := Owner(img, tc.self, tc.key); node != tc.want.node || route != tc.want.route {
+			t.Errorf("Owner(self %d, %s) = %d, %v; want %d, %v", tc.self, tc.key, node, route, tc.want.node, tc.want.route)
 		}
 	}
 	// Files without a live writer in the zone: every node of zone a picks the same live owner
@@ -51,9 +49,13 @@ func TestOwner(t *testing.T) {
 	for i := range 3000 {
 		for _, key := range []string{JournalKey("4-dd", uint64(i+1)), fmt.Sprintf("merged/%d", i)} {
 			owner, _ := Owner(img, 1, key)
-			for _, self := range []int32{2, 5} {
-				if o, remote := Owner(img, self, key); o != owner || remote != (o != self) {
-					t.Fatalf("%s: node 1 says owner %d, node %d says %d (remote %v)", key, owner, self, o, remote)
+			for _, self := range []int32{1, 2, 5} {
+				want := ReadPeer
+				if owner == self {
+					want = ReadChunks
+				}
+				if o, route := Owner(img, self, key); o != owner || route != want {
+					t.Fatalf("%s: node 1 says owner %d, node %d says %d (route %v)", key, owner, self, o, route)
 				}
 			}
 			shares[owner]++
@@ -76,7 +78,15 @@ type cachePeers struct {
 	calls atomic.Int64
 }
 
-func (p *cachePeers) Owner(string) (int32, bool) { return p.owner, true }
+func (p *cachePeers) Owner(string) (int32, Route) { return p.owner, ReadPeer }
+
+// chunksPeers makes its cache the owner of every file.
+type chunksPeers struct{}
+
+func (chunksPeers) Owner(string) (int32, Route) { return 1, ReadChunks }
+func (chunksPeers) Read(context.Context, int32, string, uint64, uint32) ([]byte, error) {
+	return nil, errors.New("an owner asked a peer")
+}
 func (p *cachePeers) Read(_ context.Context, _ int32, key string, off uint64, n uint32) ([]byte, error) {
 	p.calls.Add(1)
 	return p.read(key, off, n)
@@ -177,6 +187,19 @@ func TestCacheReadsThroughPeers(t *testing.T) {
 	}
 	if g := store.gets.Load() - before; g != 2 {
 		t.Fatalf("two nodes reading two partitions' sections of two files through their owner: %d GETs, want 2", g)
+	}
+
+	// An owner's own reads go through its chunks too, so its read of one partition and a
+	// peer's of the other share one GET per file.
+	owner = NewCache(store, 0, nil)
+	owner.SetPeers(chunksPeers{})
+	before = store.gets.Load()
+	values(owner, parts[0])
+	r := NewCache(store, 0, nil)
+	r.SetPeers(peers)
+	values(r, parts[1])
+	if g := store.gets.Load() - before; g != 2 {
+		t.Fatalf("an owner and a peer reading two partitions' sections of two files: %d GETs, want 2", g)
 	}
 
 	// Failed, short and corrupt answers: the store serves the read.

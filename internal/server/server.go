@@ -886,7 +886,7 @@ func principalMapper(cfg Config) *security.PrincipalMapper {
 // objectPeers routes the read cache's misses to each file's owner node (objects.Owner).
 type objectPeers struct{ node *cluster.Node }
 
-func (p objectPeers) Owner(key string) (int32, bool) {
+func (p objectPeers) Owner(key string) (int32, objects.Route) {
 	return objects.Owner(p.node.Image(), p.node.NodeID(), key)
 }
 
