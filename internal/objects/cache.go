@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -66,17 +67,22 @@ type Peers interface {
 // and for peerBackoff reads the store rather than ask that peer again (a stopped process is
 // fenced, and so no owner, only once its session has lapsed). peerInFlight bounds the bytes a
 // node has asked of peers and not received: the answers share each peer's connection (and its
-// bounded queue) with Raft and replication.
+// bounded queue, 64 MiB) with Raft and replication.
 const (
 	peerTimeout  = 3 * time.Second
 	peerBackoff  = 10 * time.Second
-	peerInFlight = coalesceSpan
+	peerInFlight = MaxPeerRead
 )
 
 // MaxPeerRead bounds a range read from a peer (and served to one): its answer is one frame on
 // the cluster transport, which takes frames of up to 64 MiB. A larger section is read from the
 // store.
 const MaxPeerRead = 32 << 20
+
+// ErrOwnerRefused is a Peers.Read error for an owner that answered that it could not serve the
+// range (its own read failed, or its connection to this node is full): it is up, so other
+// files may still be read through it.
+var ErrOwnerRefused = errors.New("objects: the owner could not serve the range")
 
 // SetPeers has misses read through their files' owners. Call it before the cache is used.
 func (c *Cache) SetPeers(p Peers) {
@@ -141,6 +147,11 @@ func (c *Cache) removeLocked(el *list.Element) {
 // Get returns n bytes of key at off, from the cache or with one ranged GET. The result must
 // not be modified.
 func (c *Cache) Get(ctx context.Context, key string, off uint64, n uint32) ([]byte, error) {
+	return c.get(ctx, key, off, n, false)
+}
+
+// get is Get; local: the range is read from the store itself, never through its owner.
+func (c *Cache) get(ctx context.Context, key string, off uint64, n uint32, local bool) ([]byte, error) {
 	k := rangeKey{key: key, off: off}
 	c.mu.Lock()
 	if el, ok := c.cachedLocked(k, n); ok {
@@ -151,7 +162,7 @@ func (c *Cache) Get(ctx context.Context, key string, off uint64, n uint32) ([]by
 		return data, nil
 	}
 	c.metrics.Cache(false)
-	f := c.startLocked(k, n, false)
+	f := c.startLocked(k, n, local)
 	c.mu.Unlock()
 	select {
 	case <-f.done:
@@ -162,7 +173,7 @@ func (c *Cache) Get(ctx context.Context, key string, off uint64, n uint32) ([]by
 		return nil, f.err
 	}
 	if len(f.data) < int(n) {
-		return c.Get(ctx, key, off, n) // a shorter range was being read: read this one
+		return c.get(ctx, key, off, n, local) // a shorter range was being read: read this one
 	}
 	return f.data[:n], nil
 }
@@ -208,28 +219,60 @@ func (c *Cache) Serve(ctx context.Context, key string, off uint64, n uint32) ([]
 		return data, nil
 	}
 	c.mu.Unlock()
+	if chunkSize > c.max/4 { // a chunk would not stay in so small a cache: read just the range
+		return c.get(ctx, key, off, n, true)
+	}
 	c.metrics.Cache(false)
 	return c.fromChunks(ctx, key, off, n)
 }
 
-// fromChunks returns n bytes of key at off out of the file's chunks, checked.
+// fromChunks returns n bytes of key at off out of the file's chunks (read at once, each with
+// one GET), checked. Chunks that end too soon or do not check out are dropped, to be read
+// again next time.
 func (c *Cache) fromChunks(ctx context.Context, key string, off uint64, n uint32) ([]byte, error) {
 	end := off + uint64(n)
-	out := make([]byte, 0, n)
-	for at := off / chunkSize * chunkSize; at < end; at += chunkSize {
-		data, err := c.chunk(ctx, key, at)
-		if err != nil {
-			return nil, err
+	first := off / chunkSize * chunkSize
+	var fills []*fill
+	var datas [][]byte
+	c.mu.Lock()
+	for at := first; at < end; at += chunkSize {
+		k := rangeKey{key, at, true}
+		if el, ok := c.entries[k]; ok {
+			c.lru.MoveToFront(el)
+			fills, datas = append(fills, nil), append(datas, el.Value.(*cacheEntry).data)
+		} else {
+			fills, datas = append(fills, c.startLocked(k, chunkSize, true)), append(datas, nil)
 		}
-		lo, hi := max(off, at)-at, min(end, at+chunkSize)-at
-		if hi > uint64(len(data)) {
-			return nil, fmt.Errorf("%w: %s ends at %d, before %d", objtopic.ErrBadFile, key, at+uint64(len(data)), end)
-		}
-		out = append(out, data[lo:hi]...)
 	}
-	if err := checkSection(key, out, n); err != nil {
-		c.mu.Lock() // read the chunks again next time
-		for at := off / chunkSize * chunkSize; at < end; at += chunkSize {
+	c.mu.Unlock()
+	out := make([]byte, 0, n)
+	var err error
+	for i, f := range fills {
+		if f != nil {
+			select {
+			case <-f.done:
+				datas[i], err = f.data, f.err
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		at := first + uint64(i)*chunkSize
+		lo, hi := max(off, at)-at, min(end, at+chunkSize)-at
+		if hi > uint64(len(datas[i])) {
+			err = fmt.Errorf("%w: %s ends at %d, before %d", objtopic.ErrBadFile, key, at+uint64(len(datas[i])), end)
+			break
+		}
+		out = append(out, datas[i][lo:hi]...)
+	}
+	if err == nil {
+		err = checkSection(key, out, n)
+	}
+	if err != nil {
+		c.mu.Lock()
+		for at := first; at < end; at += chunkSize {
 			if el, ok := c.entries[rangeKey{key, at, true}]; ok {
 				c.removeLocked(el)
 			}
@@ -243,32 +286,13 @@ func (c *Cache) fromChunks(ctx context.Context, key string, off uint64, n uint32
 // chunkSize is the unit in which an owner reads and keeps the files it serves to peers.
 const chunkSize = 4 << 20
 
-// chunk returns the chunk of key at at (shorter at the file's end).
-func (c *Cache) chunk(ctx context.Context, key string, at uint64) ([]byte, error) {
-	k := rangeKey{key, at, true}
-	c.mu.Lock()
-	if el, ok := c.entries[k]; ok {
-		c.lru.MoveToFront(el)
-		c.mu.Unlock()
-		return el.Value.(*cacheEntry).data, nil
-	}
-	f := c.startLocked(k, chunkSize, true)
-	c.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.data, f.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // joinedLocked copies n bytes of key at off out of cached ranges that follow one another
 // from off, if they cover it.
 func (c *Cache) joinedLocked(key string, off uint64, n uint32) ([]byte, bool) {
 	var els []*list.Element
 	for at, end := off, off+uint64(n); at < end; {
 		el, ok := c.entries[rangeKey{key: key, off: at}]
-		if !ok {
+		if !ok || len(el.Value.(*cacheEntry).data) == 0 {
 			return nil, false
 		}
 		els = append(els, el)
@@ -383,10 +407,10 @@ func (c *Cache) fillThroughOwner(run []objRange, fills []*fill) bool {
 		return false
 	}
 	node, route := c.peers.Owner(key)
-	switch route {
-	case ReadStore:
+	switch {
+	case route == ReadStore || route == ReadChunks && chunkSize > c.max/4: // chunks would not stay
 		return false
-	case ReadChunks:
+	case route == ReadChunks:
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		data, err := c.fromChunks(ctx, key, from, size)
@@ -398,23 +422,29 @@ func (c *Cache) fillThroughOwner(run []objRange, fills []*fill) bool {
 	if ok && time.Since(failed) < peerBackoff {
 		return false
 	}
+	wait, cancelWait := context.WithTimeout(context.Background(), peerTimeout)
+	err := c.peerBytes.Acquire(wait, int64(size))
+	cancelWait()
+	if err != nil { // this node has too much asked already: no fault of the owner's
+		return false
+	}
+	defer c.peerBytes.Release(int64(size))
 	ctx, cancel := context.WithTimeout(context.Background(), peerTimeout)
 	defer cancel()
 	start := time.Now()
-	if err := c.peerBytes.Acquire(ctx, int64(min(size, peerInFlight))); err != nil {
-		c.metrics.PeerRead(0, err)
-		return false
-	}
 	data, err := c.peers.Read(ctx, node, key, from, size)
-	c.peerBytes.Release(int64(min(size, peerInFlight)))
 	if err == nil {
 		err = splitRun(run, fills, data)
 	}
 	c.metrics.PeerRead(len(data), err)
 	if err != nil {
-		c.mu.Lock()
-		c.peerFails[node] = time.Now()
-		c.mu.Unlock()
+		// An owner that answered that it could not read the range (its store failed, or it
+		// is busy) is not down: only a missing or bad answer keeps the others off it.
+		if !errors.Is(err, ErrOwnerRefused) {
+			c.mu.Lock()
+			c.peerFails[node] = time.Now()
+			c.mu.Unlock()
+		}
 		return false
 	}
 	c.metrics.Stage("peer", time.Since(start))

@@ -781,7 +781,7 @@ type gaugedStore struct {
 	objstore.Store
 	delay         time.Duration
 	inflight, max atomic.Int64
-	gets          atomic.Int64
+	gets, bytes   atomic.Int64
 }
 
 func (g *gaugedStore) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
@@ -795,7 +795,9 @@ func (g *gaugedStore) GetRange(ctx context.Context, key string, off, n int64) ([
 	}
 	g.gets.Add(1)
 	time.Sleep(g.delay)
-	return g.Store.GetRange(ctx, key, off, n)
+	b, err := g.Store.GetRange(ctx, key, off, n)
+	g.bytes.Add(int64(len(b)))
+	return b, err
 }
 
 // TestReadOverlapsGets: a read over many small files (a partition written during a Ripcord

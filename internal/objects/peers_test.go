@@ -228,6 +228,19 @@ func TestCacheReadsThroughPeers(t *testing.T) {
 			t.Errorf("%s answer: the peer was asked again right after it failed", name)
 		}
 	}
+	// An owner that answers that it cannot serve a range (its own GET failed) is still asked
+	// for the next one.
+	refusing := &cachePeers{owner: 2, read: func(string, uint64, uint32) ([]byte, error) {
+		return nil, fmt.Errorf("%w: its store failed", ErrOwnerRefused)
+	}}
+	r = NewCache(store, 0, nil)
+	r.SetPeers(refusing)
+	values(r, parts[1])
+	calls := refusing.calls.Load()
+	values(r, parts[0])
+	if refusing.calls.Load() == calls {
+		t.Error("an owner that refused a range was not asked for the next one")
+	}
 }
 
 // TestServeDropsABadChunk: an owner whose kept chunk of a file does not check out (corrupted
@@ -258,5 +271,36 @@ func TestServeDropsABadChunk(t *testing.T) {
 	got, err := owner.Serve(ctx, key, 100, n)
 	if err != nil || !bytes.Equal(got, body[100:]) || store.gets.Load() != 1 {
 		t.Fatalf("Serve after dropping the bad chunk: %v, %d GETs; want the section read again", err, store.gets.Load())
+	}
+}
+
+// TestSmallCacheReadsRanges: a cache too small to keep a 4 MiB chunk (under 16 MiB) neither
+// reads its own files in chunks nor serves peers from chunks: it reads just the ranges asked.
+func TestSmallCacheReadsRanges(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := JournalKey("1-aa", 1)
+	b := testBatch(-1, 0, "v")
+	body := append(bytes.Repeat([]byte{0}, 100), b...)
+	body = append(body, make([]byte, 5<<20)...) // the rest of a large file
+	if err := dir.Put(ctx, key, body); err != nil {
+		t.Fatal(err)
+	}
+	store := &gaugedStore{Store: dir}
+	c := NewCache(store, 8<<20, nil)
+	c.SetPeers(chunksPeers{})
+	got, err := c.Serve(ctx, key, 100, uint32(len(b)))
+	if err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("Serve = %v; want the section", err)
+	}
+	p := &objtopic.Partition{Next: 1, Extents: []objtopic.Extent{{File: key, Offset: 100, Length: uint32(len(b)), Base: 0, Last: 0}}}
+	if _, err := c.Read(ctx, p, 0, 1<<20, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.bytes.Load(); n > 1<<20 {
+		t.Errorf("a cache of 8 MiB read %d bytes for a %d-byte section, twice", n, len(b))
 	}
 }

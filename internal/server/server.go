@@ -891,5 +891,9 @@ func (p objectPeers) Owner(key string) (int32, objects.Route) {
 }
 
 func (p objectPeers) Read(ctx context.Context, node int32, key string, off uint64, n uint32) ([]byte, error) {
-	return p.node.ReadObjectRange(ctx, node, key, off, n)
+	data, err := p.node.ReadObjectRange(ctx, node, key, off, n)
+	if errors.Is(err, cluster.ErrPeerRefused) {
+		err = fmt.Errorf("%w: %v", objects.ErrOwnerRefused, err)
+	}
+	return data, err
 }

@@ -166,6 +166,19 @@ func (t *Transport) Send(to int32, kind Kind, body []byte) {
 	}
 }
 
+// Queued is how many bytes of frames wait to be written to node to.
+func (t *Transport) Queued(to int32) int {
+	t.mu.Lock()
+	p := t.peers[to]
+	t.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
+}
+
 // Isolate drops every frame to and from the given peers (fault injection: a network partition
 // around this node). Connections stay up, as in a real partition, so nobody sees a refusal.
 func (t *Transport) Isolate(peers ...int32) {
