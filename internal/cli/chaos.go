@@ -31,7 +31,7 @@ never go back. Scenarios: ` + strings.Join(chaos.Scenarios, ", ") + `.
 With --object-store (a store every process can reach, such as an S3-compatible server) it runs
 object-storage topic scenarios with an agent beside the three nodes: ` + strings.Join(chaos.ObjectScenarios, ", ") + `.`,
 		Example: "  runnel chaos --scenarios kill-leader,pause-leader\n  runnel chaos --json > results.json\n" +
-			"  runnel chaos --object-store 's3://runnel/chaos?endpoint=http://127.0.0.1:7070' --partitions 8",
+			"  runnel chaos --object-store 's3://runnel/chaos?endpoint=http://127.0.0.1:7070'",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -39,6 +39,12 @@ object-storage topic scenarios with an agent beside the three nodes: ` + strings
 				return err
 			}
 			cfg.Binary = bin
+			if cfg.ObjectStore != "" && !cmd.Flags().Changed("partitions") {
+				// A process's share of object partitions' Metadata leaders comes from hashing
+				// its node id, and the kill-after scenarios need each target to have traffic:
+				// with 8 partitions over 4 processes one had none a time in ten.
+				cfg.Partitions = objectPartitions
+			}
 			if cfg.Dir == "" {
 				if cfg.Dir, err = os.MkdirTemp("", "runnel-chaos-"); err != nil {
 					return err
@@ -103,7 +109,7 @@ object-storage topic scenarios with an agent beside the three nodes: ` + strings
 	f.StringVar(&cfg.Dir, "dir", "", "where the nodes' data and logs go (default: a temporary directory, removed afterwards)")
 	f.BoolVar(&keep, "keep", false, "keep the temporary directory")
 	f.IntVar(&cfg.Rate, "rate", 2000, "records/s produced during each scenario")
-	f.Int32Var(&cfg.Partitions, "partitions", 3, "partitions of the test topic (replication factor 3)")
+	f.Int32Var(&cfg.Partitions, "partitions", 3, fmt.Sprintf("partitions of the test topic (replication factor 3; %d with --object-store)", objectPartitions))
 	f.IntVar(&cfg.Rounds, "rounds", 5, "kill-leader: how many times the leader is killed")
 	f.DurationVar(&cfg.Hold, "hold", 5*time.Second, "isolate-leader, pause-leader, net-*: how long the fault lasts")
 	f.StringVar(&cfg.ObjectStore, "object-store", "", "run the object-storage topic scenarios on this shared store")
@@ -136,3 +142,6 @@ func printChaos(w io.Writer, results []chaos.Result) {
 	}
 	tw.Flush()
 }
+
+// objectPartitions is the test topic's partitions in object scenarios, unless --partitions.
+const objectPartitions = 32
