@@ -63,16 +63,24 @@ type Peers interface {
 	Read(ctx context.Context, node int32, key string, off uint64, n uint32) ([]byte, error)
 }
 
-// peerTimeout bounds a read from a peer; past it (or on any failure) the node reads the store,
-// and for peerBackoff reads the store rather than ask that peer again (a stopped process is
-// fenced, and so no owner, only once its session has lapsed). peerInFlight bounds the bytes a
-// node has asked of peers and not received: the answers share each peer's connection (and its
-// bounded queue, 64 MiB) with Raft and replication.
+// peerTimeout bounds a read from a peer; a peer that does not answer by then, or answers
+// nothing usable, is not asked again for peerBackoff (a stopped process is fenced, and so no
+// owner, only once its session has lapsed). peerInFlight bounds the bytes a node has asked of
+// peers and not received: the answers share each peer's connection (and its bounded queue,
+// 64 MiB) with Raft and replication.
 const (
 	peerTimeout  = 3 * time.Second
 	peerBackoff  = 10 * time.Second
 	peerInFlight = MaxPeerRead
 )
+
+// peerHedge: a read from a peer that has not answered by then is read from the store as well
+// (the peer's answer, if it comes, is dropped), so a paused owner costs a reader this long, not
+// peerTimeout. It is well above a loopback or in-zone owner's answer, which includes its GET
+// of a 4 MiB chunk.
+const peerHedge = time.Second
+
+var errPeerSlow = errors.New("objects: the owner did not answer in time")
 
 // MaxPeerRead bounds a range read from a peer (and served to one): its answer is one frame on
 // the cluster transport, which takes frames of up to 64 MiB. A larger section is read from the
@@ -428,23 +436,43 @@ func (c *Cache) fillThroughOwner(run []objRange, fills []*fill) bool {
 	if err != nil { // this node has too much asked already: no fault of the owner's
 		return false
 	}
-	defer c.peerBytes.Release(int64(size))
-	ctx, cancel := context.WithTimeout(context.Background(), peerTimeout)
-	defer cancel()
-	start := time.Now()
-	data, err := c.peers.Read(ctx, node, key, from, size)
-	if err == nil {
-		err = splitRun(run, fills, data)
+	type answer struct {
+		data []byte
+		err  error
 	}
-	c.metrics.PeerRead(len(data), err)
-	if err != nil {
-		// An owner that answered that it could not read the range (its store failed, or it
-		// is busy) is not down: only a missing or bad answer keeps the others off it.
-		if !errors.Is(err, ErrOwnerRefused) {
+	answered := make(chan answer, 1)
+	start := time.Now()
+	go func() { // runs to its end even when the fill has gone to the store meanwhile
+		defer c.peerBytes.Release(int64(size))
+		ctx, cancel := context.WithTimeout(context.Background(), peerTimeout)
+		defer cancel()
+		data, err := c.peers.Read(ctx, node, key, from, size)
+		if err != nil && !errors.Is(err, ErrOwnerRefused) {
+			// An owner that answered that it could not read the range (its store failed, or
+			// it is busy) is up: only a missing answer keeps the others off it.
 			c.mu.Lock()
 			c.peerFails[node] = time.Now()
 			c.mu.Unlock()
 		}
+		answered <- answer{data, err}
+	}()
+	var a answer
+	select {
+	case a = <-answered:
+	case <-time.After(peerHedge): // a paused or slow owner: the store now, the answer is dropped
+		c.metrics.PeerRead(0, errPeerSlow)
+		return false
+	}
+	err = a.err
+	if err == nil {
+		if err = splitRun(run, fills, a.data); err != nil {
+			c.mu.Lock() // an answer that does not check out: not an owner to ask for now
+			c.peerFails[node] = time.Now()
+			c.mu.Unlock()
+		}
+	}
+	c.metrics.PeerRead(len(a.data), err)
+	if err != nil {
 		return false
 	}
 	c.metrics.Stage("peer", time.Since(start))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/objstore"
@@ -302,5 +303,61 @@ func TestSmallCacheReadsRanges(t *testing.T) {
 	}
 	if n := store.bytes.Load(); n > 1<<20 {
 		t.Errorf("a cache of 8 MiB read %d bytes for a %d-byte section, twice", n, len(b))
+	}
+}
+
+// TestSlowOwnerHedged: a read whose owner has not answered within peerHedge (a paused process)
+// is read from the store; the owner, which did answer in the end, is asked again next time,
+// and one that never answers within peerTimeout is left alone.
+func TestSlowOwnerHedged(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := JournalKey("1-aa", 1)
+	b := testBatch(-1, 0, "v")
+	if err := dir.Put(ctx, key, b); err != nil {
+		t.Fatal(err)
+	}
+	p := &objtopic.Partition{Next: 1, Extents: []objtopic.Extent{{File: key, Offset: 0, Length: uint32(len(b))}}}
+	for _, tc := range []struct {
+		delay    time.Duration
+		askAgain bool
+	}{{peerHedge + 500*time.Millisecond, true}, {peerTimeout + time.Second, false}} {
+		slow := slowPeer{delay: tc.delay, data: b}
+		c := NewCache(&gaugedStore{Store: dir}, 0, nil)
+		c.SetPeers(slow)
+		start := time.Now()
+		if data, err := c.Read(ctx, p, 0, 1<<20, true); err != nil || !bytes.Equal(data[12:], b[12:]) {
+			t.Fatalf("read through an owner answering after %v: %v", tc.delay, err)
+		}
+		if took := time.Since(start); took > peerHedge+400*time.Millisecond {
+			t.Errorf("a read through an owner answering after %v took %v; want about %v", tc.delay, took, peerHedge)
+		}
+		time.Sleep(tc.delay - time.Since(start) + 200*time.Millisecond) // its answer (or timeout) is in
+		c.mu.Lock()
+		_, skipped := c.peerFails[2]
+		delete(c.entries, rangeKey{key: key})
+		c.mu.Unlock()
+		if skipped == tc.askAgain {
+			t.Errorf("owner answering after %v: left alone %v; want %v", tc.delay, skipped, !tc.askAgain)
+		}
+	}
+}
+
+// slowPeer answers data after delay, or its context's error if that ends first.
+type slowPeer struct {
+	delay time.Duration
+	data  []byte
+}
+
+func (slowPeer) Owner(string) (int32, Route) { return 2, ReadPeer }
+func (p slowPeer) Read(ctx context.Context, _ int32, _ string, _ uint64, _ uint32) ([]byte, error) {
+	select {
+	case <-time.After(p.delay):
+		return p.data, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
