@@ -124,6 +124,13 @@ type Security struct {
 	// PrincipalMapper is ssl.principal.mapping.rules: the principal of a client certificate on
 	// an SSL listener (nil: DEFAULT, the whole subject).
 	PrincipalMapper *security.PrincipalMapper
+	// TokenSecret is delegation.token.secret.key, the same on every node: delegation tokens'
+	// HMACs derive from it; "" turns delegation tokens off (DELEGATION_TOKEN_AUTH_DISABLED).
+	TokenSecret string
+	// TokenMaxLifetime (delegation.token.max.lifetime.ms, default 7 days) bounds a token's
+	// life with renewals; TokenExpiry (delegation.token.expiry.time.ms, default 1 day) is
+	// the life a creation or renewal gives when the request asks for none.
+	TokenMaxLifetime, TokenExpiry time.Duration
 }
 
 // Hooks let tests intercept what the broker does; production leaves them nil.

@@ -44,6 +44,10 @@ func (b *Broker) propose(ctx context.Context, cmd *controller.Command) (controll
 			return res, adminErr(kerr.InvalidReplicaAssignment, "%v", res.Err)
 		case errors.Is(res.Err, controller.ErrNoReassignment):
 			return res, adminErr(kerr.NoReassignmentInProgress, "%v", res.Err)
+		case errors.Is(res.Err, controller.ErrTokenNotFound):
+			return res, adminErr(kerr.DelegationTokenNotFound, "%v", res.Err)
+		case errors.Is(res.Err, controller.ErrTokenExpired):
+			return res, adminErr(kerr.DelegationTokenExpired, "%v", res.Err)
 		}
 		return res, adminErr(kerr.UnknownServerError, "%v", res.Err)
 	}

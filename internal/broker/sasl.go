@@ -37,6 +37,7 @@ type authState struct {
 	session       security.Session // an exchange in progress, after SaslHandshake
 	mechanism     string           // of the session, or of the authenticated one
 	authenticated bool
+	token         bool      // authenticated with a delegation token (which cannot ask for tokens)
 	failed        bool      // an exchange failed: the connection is closing
 	sessionEnd    time.Time // zero: the session does not expire
 }
@@ -112,7 +113,11 @@ func handleSaslHandshake(_ context.Context, r *request) reply {
 	if req.Mechanism == security.OAuthBearer && c.b.cfg.Security.OAuth != nil {
 		s = security.NewOAuthSession(c.b.cfg.Security.OAuth)
 	} else {
-		s, err = security.NewSession(req.Mechanism, c.b.cl.Image().ScramCredential)
+		var tokens security.TokenLookup // nil: delegation tokens are off
+		if c.b.cfg.Security.TokenSecret != "" {
+			tokens = c.b.liveToken
+		}
+		s, err = security.NewSession(req.Mechanism, c.b.cl.Image().ScramCredential, tokens, c.b.cfg.Security.TokenSecret)
 	}
 	if err != nil {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
@@ -134,7 +139,12 @@ func handleSaslAuthenticate(ctx context.Context, r *request) reply {
 		return reply{resp: resp, closeAfter: errors.New("SaslAuthenticate before SaslHandshake")}
 	}
 	out, done, err := s.Step(req.SASLAuthBytes)
-	if err == nil && done && c.auth.authenticated && "User:"+s.User() != c.principal {
+	principal, token := "User:"+s.User(), (*security.TokenAuth)(nil)
+	if ts, ok := s.(interface{ Token() *security.TokenAuth }); ok && done && ts.Token() != nil {
+		token = ts.Token()
+		principal = token.Owner
+	}
+	if err == nil && done && c.auth.authenticated && principal != c.principal {
 		err = &security.AuthError{Mechanism: c.auth.mechanism, User: s.User(), Reason: "re-authentication as another principal than " + c.principal}
 	}
 	if err != nil {
@@ -146,12 +156,16 @@ func handleSaslAuthenticate(ctx context.Context, r *request) reply {
 	}
 	c.auth.session = nil
 	reauth := c.auth.authenticated
-	c.auth.authenticated, c.principal = true, "User:"+s.User()
-	if d := c.b.cfg.Security.MaxReauth; d > 0 {
+	c.auth.authenticated, c.principal, c.auth.token = true, principal, token != nil
+	if d := c.b.cfg.Security.MaxReauth; d > 0 || token != nil {
 		// KIP-368: the session ends after connections.max.reauth.ms, or when the credential
-		// (an OAUTHBEARER token) expires, whichever comes first.
+		// (an OAUTHBEARER token) expires, whichever comes first. A delegation token's session
+		// ends with the token even when sessions do not otherwise expire.
 		now := time.Now()
 		c.auth.sessionEnd = now.Add(d)
+		if d <= 0 {
+			c.auth.sessionEnd = token.Expiry
+		}
 		if e, ok := s.(interface{ Expiry() time.Time }); ok && e.Expiry().Before(c.auth.sessionEnd) {
 			c.auth.sessionEnd = e.Expiry()
 		}

@@ -70,6 +70,8 @@ type serveFlags struct {
 	oauthUnsecured                              bool
 	oauthClockSkew, oauthRefresh                time.Duration
 	maxReauth                                   time.Duration
+	tokenSecret                                 string
+	tokenMaxLifetime, tokenExpiry               time.Duration
 	bootstrapUser                               string
 	authorizer, superUsers                      string
 	allowIfNoACL                                bool
@@ -137,6 +139,9 @@ func (f *serveFlags) registerSecurity(flags *pflag.FlagSet) {
 	flags.DurationVar(&f.oauthClockSkew, "sasl-oauthbearer-clock-skew", 30*time.Second, "OAUTHBEARER: clock skew allowed on exp, nbf and iat")
 	flags.DurationVar(&f.oauthRefresh, "sasl-oauthbearer-jwks-refresh", time.Hour, "OAUTHBEARER: how often the JWKS is fetched again (sooner for an unknown key id)")
 	flags.DurationVar(&f.maxReauth, "connections-max-reauth", 0, "connections.max.reauth.ms: SASL sessions last this long, then clients re-authenticate (0: no expiry)")
+	flags.StringVar(&f.tokenSecret, "delegation-token-secret-key", "", "delegation.token.secret.key: the key delegation tokens' HMACs derive from, the same on every node (better: the RUNNEL_DELEGATION_TOKEN_SECRET_KEY environment variable); empty: no delegation tokens")
+	flags.DurationVar(&f.tokenMaxLifetime, "delegation-token-max-lifetime", 7*24*time.Hour, "delegation.token.max.lifetime.ms: no renewal takes a token past this age")
+	flags.DurationVar(&f.tokenExpiry, "delegation-token-expiry-time", 24*time.Hour, "delegation.token.expiry.time.ms: a token's life from its creation or renewal when the request names none")
 	flags.StringVar(&f.bootstrapUser, "bootstrap-user", "", "name:password of a SCRAM user to add if the cluster has none of that name (the first way in)")
 	flags.StringVar(&f.authorizer, "authorizer", "none", "none (every request allowed) or acl (Kafka's ACLs, managed with kafka-acls or runnel acl)")
 	flags.StringVar(&f.superUsers, "super-users", "", "principals allowed everything, as User:a;User:b (super.users)")
@@ -172,6 +177,7 @@ func (f *serveFlags) securityConfig(cfg *server.Config) error {
 		}
 	}
 	cfg.SASLMechanisms, cfg.MaxReauth, cfg.BootstrapUser = mechs, f.maxReauth, f.bootstrapUser
+	cfg.DelegationTokenSecret, cfg.DelegationTokenMaxLifetime, cfg.DelegationTokenExpiry = f.tokenSecret, f.tokenMaxLifetime, f.tokenExpiry
 	cfg.OAuth = security.OAuthConfig{JWKSURL: f.oauthJWKS, Unsecured: f.oauthUnsecured, ExpectedIssuer: f.oauthIssuer, SubClaim: f.oauthSubClaim,
 		ClockSkew: f.oauthClockSkew, Refresh: f.oauthRefresh}
 	for _, a := range strings.Split(f.oauthAudience, ",") {

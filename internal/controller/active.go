@@ -21,7 +21,31 @@ type Active struct {
 	lastBalance time.Time
 	finishing   map[PartitionRef]time.Time // finish-reassign proposed at
 	// uncleanAsked: an automatic unclean election proposed for the partition's epoch, and when.
-	uncleanAsked map[PartitionRef]epochAt
+	uncleanAsked   map[PartitionRef]epochAt
+	lastTokenSweep time.Time
+}
+
+// tokenSweepInterval is how often the active controller removes expired delegation tokens
+// (Kafka's delegation.token.expiry.check.interval.ms is an hour; every node ignores an
+// expired token anyway, so this only keeps the metadata small).
+const tokenSweepInterval = time.Minute
+
+// sweepTokens proposes the removal of the delegation tokens past their expiry.
+func (a *Active) sweepTokens(now time.Time, eff *Effects) {
+	if now.Sub(a.lastTokenSweep) < tokenSweepInterval {
+		return
+	}
+	a.lastTokenSweep = now
+	var expired []string
+	for id, t := range a.img.Tokens {
+		if t.ExpiryMs < now.UnixMilli() {
+			expired = append(expired, id)
+		}
+	}
+	if len(expired) > 0 {
+		slices.Sort(expired)
+		eff.propose(&Command{Op: OpRemoveTokens, TokenChange: &TokenChange{Remove: expired}})
+	}
 }
 
 type epochAt struct {
@@ -298,6 +322,7 @@ func (a *Active) Tick(now time.Time) Effects {
 	a.uncleanAll(now, &eff)
 	a.electAll(now, &eff)
 	a.reassign(now, &eff)
+	a.sweepTokens(now, &eff)
 	if a.cfg.BalanceInterval > 0 && now.Sub(a.lastBalance) >= a.cfg.BalanceInterval {
 		a.lastBalance = now
 		a.balance(now, &eff)

@@ -43,6 +43,8 @@ type Command struct {
 	AlterScram       *AlterScram        `json:"alter_scram,omitempty"`
 	ACLs             *ACLChange         `json:"acls,omitempty"`
 	ClientQuotas     *AlterClientQuotas `json:"client_quotas,omitempty"`
+	CreateToken      *DelegationToken   `json:"create_token,omitempty"`
+	TokenChange      *TokenChange       `json:"token_change,omitempty"`
 }
 
 // The ops.
@@ -75,6 +77,12 @@ const (
 	OpDeleteACLs = "delete-acls"
 	// OpAlterClientQuotas sets and removes client quota values (quotas.go).
 	OpAlterClientQuotas = "alter-client-quotas"
+	// OpCreateToken, OpRenewToken, OpExpireToken and OpRemoveTokens keep the delegation tokens
+	// (tokens.go).
+	OpCreateToken  = "create-token"
+	OpRenewToken   = "renew-token"
+	OpExpireToken  = "expire-token"
+	OpRemoveTokens = "remove-tokens"
 )
 
 // Bootstrap starts the cluster: its id and, when a one-node data dir is upgraded, what that
@@ -356,6 +364,18 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 				return Result{Err: ErrUnknownNode}
 			}
 			n.Configs = maps.Clone(s.Configs)
+		}
+	case OpCreateToken:
+		if c.CreateToken != nil {
+			return applyCreateToken(im, c.CreateToken)
+		}
+	case OpRenewToken, OpExpireToken:
+		if c.TokenChange != nil {
+			return applyTokenChange(im, c.TokenChange, c.Op == OpExpireToken)
+		}
+	case OpRemoveTokens:
+		if c.TokenChange != nil {
+			applyRemoveTokens(im, c.TokenChange.Remove)
 		}
 	case OpAlterScram:
 		if c.AlterScram != nil {

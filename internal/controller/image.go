@@ -52,6 +52,9 @@ type Image struct {
 	// Users are the SASL users with their SCRAM credentials (security.go). A *User is never
 	// modified once in an image: changes replace it.
 	Users map[string]*User `json:"users,omitempty"`
+	// Tokens are the delegation tokens by id (tokens.go); the map is replaced, never
+	// modified, once in an image.
+	Tokens map[string]*DelegationToken `json:"tokens,omitempty"`
 	// ACLs are the ACL bindings, sorted by security.Compare, without duplicates; the slice is
 	// never modified once in an image. ACLVersion is the log index of their last change.
 	ACLs       []security.ACL `json:"acls,omitempty"`

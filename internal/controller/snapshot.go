@@ -74,6 +74,11 @@ func (im *Image) check() error {
 			return fmt.Errorf("user %q missing", name)
 		}
 	}
+	for id, t := range im.Tokens {
+		if t == nil || t.ID != id {
+			return fmt.Errorf("delegation token %q missing or misfiled", id)
+		}
+	}
 	for run, r := range im.Requests {
 		if r == nil {
 			return fmt.Errorf("requests of run %q missing", run)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/xdg-go/scram"
 )
@@ -34,12 +35,14 @@ type Session interface {
 }
 
 // NewSession starts a server exchange of mechanism mech (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
-func NewSession(mech string, lookup Lookup) (Session, error) {
+// A SCRAM client may authenticate with a delegation token (tokenauth=true) when tokens is not
+// nil: secret is the key its HMACs derive from.
+func NewSession(mech string, lookup Lookup, tokens TokenLookup, secret string) (Session, error) {
 	switch mech {
 	case "PLAIN":
 		return &plainSession{lookup: lookup}, nil
 	case string(ScramSHA256), string(ScramSHA512):
-		return newScramSession(Mechanism(mech), lookup)
+		return newScramSession(Mechanism(mech), lookup, tokens, secret)
 	}
 	return nil, fmt.Errorf("security: SASL mechanism %q is not supported", mech)
 }
@@ -85,16 +88,19 @@ func (s *plainSession) Step(msg []byte) ([]byte, bool, error) {
 
 func (s *plainSession) User() string { return s.user }
 
-// scramSession runs xdg-go/scram's server conversation over the stored credential.
+// scramSession runs xdg-go/scram's server conversation over the stored credential, or a
+// delegation token's.
 type scramSession struct {
-	mech    Mechanism
-	conv    *scram.ServerConversation
-	unknown bool // the client-first message named a user without a credential
-	user    string
-	step    int
+	mech      Mechanism
+	conv      *scram.ServerConversation
+	unknown   bool // the client-first message named a user (or token) without a credential
+	user      string
+	step      int
+	tokenAuth bool       // the client asked for token authentication
+	token     *TokenAuth // the token it named
 }
 
-func newScramSession(m Mechanism, lookup Lookup) (*scramSession, error) {
+func newScramSession(m Mechanism, lookup Lookup, tokens TokenLookup, secret string) (*scramSession, error) {
 	s := &scramSession{mech: m}
 	hg := scram.SHA256
 	if m == ScramSHA512 {
@@ -102,7 +108,18 @@ func newScramSession(m Mechanism, lookup Lookup) (*scramSession, error) {
 	}
 	srv, err := hg.NewServer(func(user string) (scram.StoredCredentials, error) {
 		s.user = user
-		c, ok := lookup(user, m)
+		var c Credential
+		ok := false
+		if s.tokenAuth {
+			var t TokenAuth
+			if tokens != nil {
+				if t, ok = tokens(user); ok {
+					c, s.token = TokenCredential(m, secret, user), &t
+				}
+			}
+		} else {
+			c, ok = lookup(user, m)
+		}
 		if !ok {
 			s.unknown = true
 			return scram.StoredCredentials{}, errors.New("unknown user")
@@ -121,10 +138,15 @@ func (s *scramSession) Step(msg []byte) ([]byte, bool, error) {
 	if s.step > 2 || s.conv.Done() {
 		return nil, false, &AuthError{Mechanism: string(s.mech), User: s.user, Reason: "message after the exchange ended"}
 	}
+	if s.step == 1 {
+		s.tokenAuth = tokenAuthRequested(msg)
+	}
 	resp, err := s.conv.Step(string(msg))
 	if err != nil {
 		reason := "malformed or refused message: " + err.Error()
 		switch {
+		case s.unknown && s.tokenAuth:
+			reason = "unknown or expired delegation token"
 		case s.unknown:
 			reason = "unknown user"
 		case s.step == 2 && resp == scram.ErrInvalidProof:
@@ -145,3 +167,14 @@ func (s *scramSession) Step(msg []byte) ([]byte, bool, error) {
 }
 
 func (s *scramSession) User() string { return s.conv.Username() }
+
+// Token is the delegation token the client authenticated with (nil: a user's credential).
+func (s *scramSession) Token() *TokenAuth { return s.token }
+
+// Expiry is when a token session's token expires (a user's session: never).
+func (s *scramSession) Expiry() time.Time {
+	if s.token == nil {
+		return time.Unix(1<<40, 0)
+	}
+	return s.token.Expiry
+}

@@ -42,7 +42,7 @@ func run(t *testing.T, mech sasl.Mechanism, lookup Lookup) (string, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, err := NewSession(mech.Name(), lookup)
+	ss, err := NewSession(mech.Name(), lookup, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestSCRAMMessagesOutOfOrderAreRefused(t *testing.T) {
 		{"n,,n=alice,r=abc", "c=biws,r=abc,p=AAAA", "more"}, // a third message
 		{""},
 	} {
-		s, _ := NewSession(string(ScramSHA256), u.lookup)
+		s, _ := NewSession(string(ScramSHA256), u.lookup, nil, "")
 		var err error
 		for _, m := range msgs {
 			if _, _, err = s.Step([]byte(m)); err != nil {
@@ -165,11 +165,13 @@ func FuzzSASLMessages(f *testing.F) {
 	f.Add("SCRAM-SHA-512", []byte("n,a=alice,n=alice,r=x"), []byte("c=biws,r=x,p="))
 	f.Add("PLAIN", []byte("\x00alice\x00alice-secret"), []byte(nil))
 	f.Add("PLAIN", []byte("alice\x00alice\x00x"), []byte("\x00"))
+	f.Add("SCRAM-SHA-512", []byte("n,,n=tok1,r=abc,tokenauth=true"), []byte("c=biws,r=abc,p=AAAA"))
 	cred, _ := CredentialFromPassword(ScramSHA256, "alice-secret", []byte("salt"), 4096)
 	cred512, _ := CredentialFromPassword(ScramSHA512, "alice-secret", []byte("salt"), 4096)
 	u := users{"alice": {ScramSHA256: cred, ScramSHA512: cred512}}
+	tokens := func(id string) (TokenAuth, bool) { return TokenAuth{ID: id, Owner: "User:alice"}, id == "tok1" }
 	f.Fuzz(func(t *testing.T, mech string, m1, m2 []byte) {
-		s, err := NewSession(mech, u.lookup)
+		s, err := NewSession(mech, u.lookup, tokens, "secret")
 		if err != nil {
 			return
 		}

@@ -123,6 +123,12 @@ type Config struct {
 	// connections.max.reauth.ms (0: sessions do not expire).
 	SASLMechanisms []string
 	MaxReauth      time.Duration
+	// DelegationTokenSecret is delegation.token.secret.key, the same on every node ("": no
+	// delegation tokens); DelegationTokenMaxLifetime and DelegationTokenExpiry are
+	// delegation.token.max.lifetime.ms and delegation.token.expiry.time.ms (defaults 7 days,
+	// 1 day).
+	DelegationTokenSecret                             string
+	DelegationTokenMaxLifetime, DelegationTokenExpiry time.Duration
 	// OAuth configures OAUTHBEARER (needed when SASLMechanisms has it): Kafka's
 	// sasl.oauthbearer.* broker configs (docs/security.md §3).
 	OAuth security.OAuthConfig
@@ -564,6 +570,7 @@ func Open(cfg Config) (*Server, error) {
 		NoTopicDeletion: cfg.NoTopicDeletion, Hooks: hooks, Logger: s.logger,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
 		Security: broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg),
+			TokenSecret: cfg.DelegationTokenSecret, TokenMaxLifetime: cfg.DelegationTokenMaxLifetime, TokenExpiry: cfg.DelegationTokenExpiry,
 			PrincipalMapper: principalMapper(cfg), OAuth: oauth},
 		ObjectWriter: s.objw, ObjectCache: objCache, Ripcording: ripcording, Members: members}, s.topics)
 	if err != nil {

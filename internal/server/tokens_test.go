@@ -1,0 +1,141 @@
+package server_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/runnel-dev/runnel/internal/server"
+)
+
+// TestDelegationTokens: Kafka's delegation tokens (KIP-48, KIP-373) through franz-go's kadm and
+// SCRAM client. A super user creates a token owned by alice; a client authenticating with it
+// (SCRAM-SHA-512, tokenauth=true) is alice: her ACLs let it produce to her topic and not to
+// another. A connection authenticated with a token, or over PLAINTEXT, may not ask for tokens.
+// Who may see, renew and expire a token is Kafka's: its owner, requester and renewers. An
+// expired token no longer authenticates, and a node without a secret key has tokens off.
+func TestDelegationTokens(t *testing.T) {
+	b := startSecureBroker(t, func(c *server.Config) {
+		c.DelegationTokenSecret = "a secret key shared by the cluster's nodes"
+		c.Authorizer, c.SuperUsers = "acl", "User:admin"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	user := func(name, pw string) *kgo.Client {
+		return b.client(t, "SASL_PLAINTEXT", scram.Auth{User: name, Pass: pw}.AsSha512Mechanism(), nil)
+	}
+	admin := kadm.NewClient(user("admin", "admin-secret"))
+	if _, err := admin.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-pw"},
+		{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "bob-pw"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"alices", "others"} {
+		if _, err := admin.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acl := kadm.NewACLs().Allow("User:alice").Topics("alices").Operations(kadm.OpWrite, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral)
+	if _, err := admin.CreateACLs(ctx, acl); err != nil {
+		t.Fatal(err)
+	}
+
+	tok, err := admin.CreateDelegationToken(ctx, kadm.CreateDelegationToken{Owner: &kadm.Principal{Name: "alice"},
+		Renewers: []kadm.Principal{{Name: "carol"}}, MaxLifetime: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Owner.Name != "alice" || tok.TokenRequesterPrincipal.Name != "admin" || tok.TokenID == "" || len(tok.HMAC) != 64 ||
+		!tok.ExpiryTimestamp.After(time.Now()) || tok.MaxTimestamp.After(time.Now().Add(time.Hour+time.Minute)) {
+		t.Fatalf("created token %+v", tok)
+	}
+	tokenClient := func(tok kadm.DelegationToken) *kgo.Client {
+		return b.client(t, "SASL_PLAINTEXT", scram.Auth{User: tok.TokenID, Pass: base64.StdEncoding.EncodeToString(tok.HMAC), IsToken: true}.AsSha512Mechanism(), nil,
+			kgo.RequestRetries(0))
+	}
+	asAlice := tokenClient(tok)
+	if err := asAlice.ProduceSync(ctx, &kgo.Record{Topic: "alices", Value: []byte("by token")}).FirstErr(); err != nil {
+		t.Fatalf("produce with alice's token to her topic: %v", err)
+	}
+	if err := asAlice.ProduceSync(ctx, &kgo.Record{Topic: "others", Value: []byte("by token")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("produce with alice's token to another topic: %v; want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	if _, err := kadm.NewClient(asAlice).CreateDelegationToken(ctx, kadm.CreateDelegationToken{}); !errors.Is(err, kerr.DelegationTokenRequestNotAllowed) {
+		t.Errorf("a token-authenticated connection creating a token: %v; want DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", err)
+	}
+	plain := kadm.NewClient(b.client(t, "PLAINTEXT", nil, nil))
+	if _, err := plain.CreateDelegationToken(ctx, kadm.CreateDelegationToken{}); !errors.Is(err, kerr.DelegationTokenRequestNotAllowed) {
+		t.Errorf("creating a token over PLAINTEXT: %v; want DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", err)
+	}
+	// A user may create tokens for herself, not for another without CreateTokens on that user.
+	alice, bob := kadm.NewClient(user("alice", "alice-pw")), kadm.NewClient(user("bob", "bob-pw"))
+	if _, err := bob.CreateDelegationToken(ctx, kadm.CreateDelegationToken{Owner: &kadm.Principal{Name: "alice"}}); !errors.Is(err, kerr.DelegationTokenAuthorizationFailed) {
+		t.Errorf("bob creating a token owned by alice: %v; want DELEGATION_TOKEN_AUTHORIZATION_FAILED", err)
+	}
+	bobs, err := bob.CreateDelegationToken(ctx, kadm.CreateDelegationToken{})
+	if err != nil || bobs.Owner.Name != "bob" {
+		t.Fatalf("bob creating his own token: %+v, %v", bobs, err)
+	}
+
+	// Each sees the tokens it owns, asked for, or may renew; the super user sees all.
+	for _, tc := range []struct {
+		who  *kadm.Client
+		name string
+		want int
+	}{{admin, "admin", 2}, {alice, "alice", 1}, {bob, "bob", 1}} {
+		got, err := tc.who.DescribeDelegationTokens(ctx)
+		if err != nil || len(got) != tc.want {
+			t.Errorf("%s describes %d tokens (%v); want %d", tc.name, len(got), err, tc.want)
+		}
+		for _, d := range got {
+			if d.TokenID == tok.TokenID && (len(d.Renewers) != 1 || d.Renewers[0].Name != "carol" || string(d.HMAC) != string(tok.HMAC)) {
+				t.Errorf("%s describes alice's token as %+v", tc.name, d)
+			}
+		}
+	}
+	if got, err := admin.DescribeDelegationTokens(ctx, kadm.Principal{Type: "User", Name: "bob"}); err != nil || len(got) != 1 || got[0].TokenID != bobs.TokenID {
+		t.Errorf("admin describing bob's tokens: %+v, %v", got, err)
+	}
+
+	// Renewal and expiry: the owner may, someone else may not.
+	if _, err := bob.RenewDelegationToken(ctx, tok.HMAC, time.Hour); !errors.Is(err, kerr.DelegationTokenOwnerMismatch) {
+		t.Errorf("bob renewing alice's token: %v; want DELEGATION_TOKEN_OWNER_MISMATCH", err)
+	}
+	expiry, err := alice.RenewDelegationToken(ctx, tok.HMAC, 10*time.Minute)
+	if err != nil || expiry.Before(time.Now().Add(9*time.Minute)) || expiry.After(time.Now().Add(11*time.Minute)) {
+		t.Errorf("alice renewing her token by 10 minutes: expiry %v, %v", expiry, err)
+	}
+	if expiry, err := alice.RenewDelegationToken(ctx, tok.HMAC, 48*time.Hour); err != nil || !expiry.Equal(tok.MaxTimestamp) {
+		t.Errorf("a renewal past the token's max: expiry %v, %v; want its max %v", expiry, err, tok.MaxTimestamp)
+	}
+	if _, err := alice.RenewDelegationToken(ctx, []byte("not a token's hmac"), time.Hour); !errors.Is(err, kerr.DelegationTokenNotFound) {
+		t.Errorf("renewing an unknown HMAC: %v; want DELEGATION_TOKEN_NOT_FOUND", err)
+	}
+	if _, err := admin.ExpireDelegationToken(ctx, tok.HMAC, -time.Millisecond); err != nil {
+		t.Fatalf("the requester expiring alice's token now: %v", err)
+	}
+	if got, _ := alice.DescribeDelegationTokens(ctx); len(got) != 0 {
+		t.Errorf("alice still describes %d tokens after hers expired", len(got))
+	}
+	short, cancelShort := context.WithTimeout(ctx, 10*time.Second)
+	_, err = kadm.NewClient(tokenClient(tok)).ListTopics(short)
+	cancelShort()
+	if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Errorf("a request with an expired token: %v; want SASL_AUTHENTICATION_FAILED", err)
+	}
+
+	// Without a secret key, tokens are off.
+	off := startSecureBroker(t, nil)
+	adminOff := kadm.NewClient(off.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism(), nil))
+	if _, err := adminOff.CreateDelegationToken(ctx, kadm.CreateDelegationToken{}); !errors.Is(err, kerr.DelegationTokenAuthDisabled) {
+		t.Errorf("creating a token without a secret key: %v; want DELEGATION_TOKEN_AUTH_DISABLED", err)
+	}
+}
