@@ -216,7 +216,7 @@ func handleDescribeDelegationToken(_ context.Context, r *request) reply {
 		resp.ErrorCode = e.Code
 		return reply{resp: resp}
 	}
-	if req.Owners != nil && len(req.Owners) == 0 { // an empty filter names no one
+	if req.Owners != nil && len(req.Owners) == 0 { // an empty filter names no one (Kafka's ownersListEmpty)
 		return reply{resp: resp}
 	}
 	now := time.Now().UnixMilli()
@@ -232,7 +232,7 @@ func handleDescribeDelegationToken(_ context.Context, r *request) reply {
 			continue // expired, not yet swept
 		}
 		if req.Owners != nil && !slices.ContainsFunc(req.Owners, func(o kmsg.DescribeDelegationTokenRequestOwner) bool {
-			return o.PrincipalType+":"+o.PrincipalName == t.Owner
+			return ownerOrRenewer(t, o.PrincipalType+":"+o.PrincipalName) // Kafka's filter
 		}) {
 			continue
 		}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +141,73 @@ func TestDelegationTokens(t *testing.T) {
 	adminOff := kadm.NewClient(off.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism(), nil))
 	if _, err := adminOff.CreateDelegationToken(ctx, kadm.CreateDelegationToken{}); !errors.Is(err, kerr.DelegationTokenAuthDisabled) {
 		t.Errorf("creating a token without a secret key: %v; want DELEGATION_TOKEN_AUTH_DISABLED", err)
+	}
+}
+
+// TestKafkaDelegationTokenTool: Kafka 4.1.1's kafka-delegation-tokens creates, describes,
+// renews and expires a token over SASL_SSL, and Kafka's console producer (the Java client's
+// ScramLoginModule with tokenauth=true) produces with it.
+func TestKafkaDelegationTokenTool(t *testing.T) {
+	tool := kafkaTool(t, "org.apache.kafka.tools.DelegationTokenCommand")
+	producer := kafkaTool(t, "org.apache.kafka.tools.ConsoleProducer")
+	b := startSecureBroker(t, func(c *server.Config) { c.DelegationTokenSecret = "tool secret" })
+	addr := b.addrs["SASL_SSL"]
+	dir := t.TempDir()
+	config := func(name, jaas string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"+
+			"sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required %s;\n"+
+			"ssl.truststore.type=PEM\nssl.truststore.location=%s\n", jaas, b.pki.CAFile)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	admin := config("admin.properties", `username="admin" password="admin-secret"`)
+	run := func(args ...string) string {
+		t.Helper()
+		return runClient(t, 120*time.Second, "", tool[0], append(tool[1:], append([]string{"--bootstrap-server", addr, "--command-config", admin}, args...)...)...)
+	}
+	out := run("--create", "--max-life-time-period", "-1", "--renewer-principal", "User:carol")
+	// TOKENID  HMAC  OWNER  REQUESTER  RENEWERS  ISSUEDATE  EXPIRYDATE  MAXDATE
+	var id, mac string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 5 && strings.Contains(line, "User:admin") && strings.Contains(line, "User:carol") {
+			id, mac = f[0], f[1]
+		}
+	}
+	if id == "" {
+		t.Fatalf("kafka-delegation-tokens --create printed no token:\n%s", out)
+	}
+	// Without --owner-principal the tool sends an empty owner list, which Kafka answers with
+	// no tokens (ownersListEmpty), so name the owner.
+	if out := run("--describe", "--owner-principal", "User:admin"); !strings.Contains(out, id) || !strings.Contains(out, "User:carol") {
+		t.Fatalf("kafka-delegation-tokens --describe:\n%s", out)
+	}
+	if out := run("--renew", "--hmac", mac, "--renew-time-period", "3600000"); !strings.Contains(out, "Completed renew operation") {
+		t.Fatalf("kafka-delegation-tokens --renew:\n%s", out)
+	}
+
+	tokenCfg := config("token.properties", fmt.Sprintf(`username="%s" password="%s" tokenauth="true"`, id, mac))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism(), nil))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "by-token"); err != nil {
+		t.Fatal(err)
+	}
+	runClient(t, 120*time.Second, "produced with a token\n", producer[0], append(producer[1:], "--bootstrap-server", addr,
+		"--topic", "by-token", "--producer.config", tokenCfg)...)
+	ends, err := adm.ListEndOffsets(ctx, "by-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup("by-token", 0); o.Offset != 1 {
+		t.Fatalf("by-token ends at %d after the console producer's record; want 1", o.Offset)
+	}
+
+	if out := run("--expire", "--hmac", mac, "--expiry-time-period", "-1"); !strings.Contains(strings.ToLower(out), "expire") {
+		t.Fatalf("kafka-delegation-tokens --expire:\n%s", out)
+	}
+	if out := run("--describe", "--owner-principal", "User:admin"); strings.Contains(out, id) {
+		t.Fatalf("kafka-delegation-tokens --describe after --expire still lists the token:\n%s", out)
 	}
 }
