@@ -42,6 +42,14 @@ func (r *request) allowed(op kmsg.ACLOperation, rt kmsg.ACLResourceType, name st
 	return z.Authorize(r.conn.b.aclIndex(), r.conn.principal, r.conn.host, op, rt, name)
 }
 
+// allowedExplicitly reports whether an ACL (or super.users) lets the request's principal do op
+// on the resource; neither running without an authorizer nor allow.everyone.if.no.acl.found
+// does. For what lets a principal act as, or read the credentials of, another.
+func (r *request) allowedExplicitly(op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	z := r.conn.b.cfg.Security.Authorizer
+	return z != nil && z.AuthorizeExplicitly(r.conn.b.aclIndex(), r.conn.principal, r.conn.host, op, rt, name)
+}
+
 // allowedCluster reports whether the request's principal may do op on the cluster.
 func (r *request) allowedCluster(op kmsg.ACLOperation) bool {
 	return r.allowed(op, kmsg.ACLResourceTypeCluster, security.ClusterResource)

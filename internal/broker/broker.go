@@ -196,7 +196,9 @@ type Broker struct {
 	txns          *txns
 	authFailures  *security.FailureLimiter
 	acls          security.ACLCache
-	quotas        quotaManager
+	// tokenKeyWarned: a delegation token made under another secret key was logged.
+	tokenKeyWarned atomic.Bool
+	quotas         quotaManager
 
 	ctx    context.Context // ends when the broker stops: cancels waits in handlers
 	cancel context.CancelFunc

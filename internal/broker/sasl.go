@@ -37,7 +37,7 @@ type authState struct {
 	session       security.Session // an exchange in progress, after SaslHandshake
 	mechanism     string           // of the session, or of the authenticated one
 	authenticated bool
-	token         bool      // authenticated with a delegation token (which cannot ask for tokens)
+	token         string    // the delegation token authenticated with (it cannot ask for tokens)
 	failed        bool      // an exchange failed: the connection is closing
 	sessionEnd    time.Time // zero: the session does not expire
 }
@@ -81,6 +81,8 @@ func (c *conn) admit(key int16) error {
 		return fmt.Errorf("unexpected %s request during SASL authentication on listener %s", kmsg.NameForKey(key), c.listener.Name)
 	case !c.auth.sessionEnd.IsZero() && time.Now().After(c.auth.sessionEnd):
 		return fmt.Errorf("%s request after the SASL session of %s expired (connections.max.reauth.ms) without re-authentication", kmsg.NameForKey(key), c.principal)
+	case c.auth.token != "" && !c.b.tokenLive(c.auth.token):
+		return fmt.Errorf("%s request on a session of delegation token %s, which has been expired", kmsg.NameForKey(key), c.auth.token)
 	}
 	return nil
 }
@@ -156,7 +158,10 @@ func handleSaslAuthenticate(ctx context.Context, r *request) reply {
 	}
 	c.auth.session = nil
 	reauth := c.auth.authenticated
-	c.auth.authenticated, c.principal, c.auth.token = true, principal, token != nil
+	c.auth.authenticated, c.principal, c.auth.token, c.auth.sessionEnd = true, principal, "", time.Time{}
+	if token != nil {
+		c.auth.token = token.ID
+	}
 	if d := c.b.cfg.Security.MaxReauth; d > 0 || token != nil {
 		// KIP-368: the session ends after connections.max.reauth.ms, or when the credential
 		// (an OAUTHBEARER token) expires, whichever comes first. A delegation token's session

@@ -40,11 +40,11 @@ const (
 // one authenticated with a token, and only where a secret key is set.
 func (c *conn) tokenRefusal() *kerr.Error {
 	switch {
-	case c.b.cfg.Security.TokenSecret == "":
-		return kerr.DelegationTokenAuthDisabled
-	case c.auth.token, c.listener.Protocol == security.Plaintext,
+	case c.auth.token != "", c.listener.Protocol == security.Plaintext,
 		c.listener.Protocol == security.SSL && c.principal == anonymous:
 		return kerr.DelegationTokenRequestNotAllowed
+	case c.b.cfg.Security.TokenSecret == "":
+		return kerr.DelegationTokenAuthDisabled
 	}
 	return nil
 }
@@ -53,16 +53,34 @@ func (c *conn) tokenRefusal() *kerr.Error {
 // sessions' token lookup).
 func (b *Broker) liveToken(id string) (security.TokenAuth, bool) {
 	t, ok := b.cl.Image().Tokens[id]
-	if !ok || t.ExpiryMs <= time.Now().UnixMilli() {
+	if !ok || t.ExpiryMs <= time.Now().UnixMilli() || !b.sameTokenKey(t) {
 		return security.TokenAuth{}, false
 	}
 	return security.TokenAuth{ID: t.ID, Owner: t.Owner, Expiry: time.UnixMilli(t.ExpiryMs)}, true
 }
 
+// sameTokenKey reports whether t was made under this node's secret key, and logs (once) when
+// it was not: the nodes' --delegation-token-secret-key differ.
+func (b *Broker) sameTokenKey(t *controller.DelegationToken) bool {
+	if t.KeyCheck == "" || t.KeyCheck == security.TokenKeyCheck(b.cfg.Security.TokenSecret) {
+		return true
+	}
+	if b.tokenKeyWarned.CompareAndSwap(false, true) {
+		b.logger.Error("broker: delegation token made under another secret key: the nodes' --delegation-token-secret-key differ, and this node refuses tokens made elsewhere", "token", t.ID)
+	}
+	return false
+}
+
+// tokenLive reports whether token id still authenticates (its sessions end when it does not).
+func (b *Broker) tokenLive(id string) bool {
+	_, ok := b.liveToken(id)
+	return ok
+}
+
 // tokenByHMAC finds the token whose HMAC is mac.
 func (b *Broker) tokenByHMAC(mac []byte) (*controller.DelegationToken, bool) {
 	for _, t := range b.cl.Image().Tokens {
-		if hmac.Equal(security.TokenHMAC(b.cfg.Security.TokenSecret, t.ID), mac) {
+		if b.sameTokenKey(t) && hmac.Equal(security.TokenHMAC(b.cfg.Security.TokenSecret, t.ID), mac) {
 			return t, true
 		}
 	}
@@ -86,6 +104,7 @@ func handleCreateDelegationToken(ctx context.Context, r *request) reply {
 	requester := c.principal
 	resp.PrincipalType, resp.PrincipalName = splitPrincipal(requester)
 	resp.TokenRequesterPrincipalType, resp.TokenRequesterPrincipalName = resp.PrincipalType, resp.PrincipalName
+	resp.IssueTimestamp, resp.ExpiryTimestamp, resp.MaxTimestamp = -1, -1, -1 // Kafka's, on an error
 	if e := c.tokenRefusal(); e != nil {
 		resp.ErrorCode = e.Code
 		return reply{resp: resp}
@@ -101,8 +120,10 @@ func handleCreateDelegationToken(ctx context.Context, r *request) reply {
 			return reply{resp: resp}
 		}
 		owner = typ + ":" + *req.OwnerPrincipalName
-		// KIP-373: a token for another user needs CreateTokens on that user.
-		if owner != requester && !r.allowed(kmsg.ACLOperationCreateTokens, kmsg.ACLResourceTypeUser, owner) {
+		// KIP-373: a token for another user needs CreateTokens on that user, granted by an
+		// ACL or super.users (stricter than Kafka, which also lets no authorizer or
+		// allow.everyone.if.no.acl.found grant it: that would let anyone become anyone).
+		if owner != requester && !r.allowedExplicitly(kmsg.ACLOperationCreateTokens, kmsg.ACLResourceTypeUser, owner) {
 			resp.ErrorCode = kerr.DelegationTokenAuthorizationFailed.Code
 			return reply{resp: resp}
 		}
@@ -118,14 +139,15 @@ func handleCreateDelegationToken(ctx context.Context, r *request) reply {
 			renewers = append(renewers, p)
 		}
 	}
-	maxLife := c.b.tokenMaxLifetime()
+	maxLife := c.b.tokenMaxLifetime().Milliseconds()
 	if req.MaxLifetimeMillis > 0 {
-		maxLife = min(maxLife, time.Duration(req.MaxLifetimeMillis)*time.Millisecond)
+		maxLife = min(maxLife, req.MaxLifetimeMillis)
 	}
 	now := time.Now().UnixMilli()
 	t := &controller.DelegationToken{ID: newTokenID(), Owner: owner, Requester: requester, Renewers: renewers, IssueMs: now,
-		MaxMs: now + maxLife.Milliseconds()}
+		MaxMs: now + maxLife}
 	t.ExpiryMs = min(t.MaxMs, now+c.b.tokenExpiry().Milliseconds())
+	t.KeyCheck = security.TokenKeyCheck(c.b.cfg.Security.TokenSecret)
 	if _, aerr := c.b.propose(ctx, &controller.Command{Op: controller.OpCreateToken, CreateToken: t}); aerr != nil {
 		resp.ErrorCode = aerr.code.Code
 		return reply{resp: resp}
@@ -162,33 +184,34 @@ func (b *Broker) tokenExpiry() time.Duration {
 func changeToken(ctx context.Context, r *request, mac []byte, period int64, expire bool) (int64, int16) {
 	c := r.conn
 	if e := c.tokenRefusal(); e != nil {
-		return 0, e.Code
+		return -1, e.Code
 	}
 	t, ok := c.b.tokenByHMAC(mac)
 	now := time.Now().UnixMilli()
 	switch {
 	case !ok:
-		return 0, kerr.DelegationTokenNotFound.Code
+		return -1, kerr.DelegationTokenNotFound.Code
 	case !ownerOrRenewer(t, c.principal):
-		return 0, kerr.DelegationTokenOwnerMismatch.Code
+		return -1, kerr.DelegationTokenOwnerMismatch.Code
 	case t.ExpiryMs < now || t.MaxMs < now:
-		return 0, kerr.DelegationTokenExpired.Code
+		return -1, kerr.DelegationTokenExpired.Code
 	}
 	ch := &controller.TokenChange{ID: t.ID, NowMs: now}
 	op := controller.OpRenewToken
+	if expire {
+		op = controller.OpExpireToken
+	}
 	switch {
 	case expire && period < 0:
-		op, ch.ExpiryMs = controller.OpExpireToken, now
-	case expire:
-		op, ch.ExpiryMs = controller.OpExpireToken, now+period
+		ch.ExpiryMs = now
 	case period < 0:
 		ch.ExpiryMs = now + c.b.tokenExpiry().Milliseconds()
-	default:
-		ch.ExpiryMs = now + period
+	default: // capped at the token's max (the apply caps too); no overflow for huge periods
+		ch.ExpiryMs = now + min(period, max(t.MaxMs-now, 0))
 	}
 	res, aerr := c.b.propose(ctx, &controller.Command{Op: op, TokenChange: ch})
 	if aerr != nil {
-		return 0, aerr.code.Code
+		return -1, aerr.code.Code
 	}
 	c.b.logger.Info("broker: delegation token changed", "token", t.ID, "op", op, "by", c.principal, "expiry", time.UnixMilli(res.Value))
 	return res.Value, 0
@@ -236,8 +259,9 @@ func handleDescribeDelegationToken(_ context.Context, r *request) reply {
 		}) {
 			continue
 		}
-		if !ownerOrRenewer(t, c.principal) && !r.allowed(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeDelegationToken, t.ID) &&
-			!r.allowed(kmsg.ACLOperationDescribeTokens, kmsg.ACLResourceTypeUser, t.Owner) {
+		// Another's token (and its HMAC, a password) only by an ACL or super.users.
+		if !ownerOrRenewer(t, c.principal) && !r.allowedExplicitly(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeDelegationToken, t.ID) &&
+			!r.allowedExplicitly(kmsg.ACLOperationDescribeTokens, kmsg.ACLResourceTypeUser, t.Owner) {
 			continue
 		}
 		d := kmsg.NewDescribeDelegationTokenResponseTokenDetail()

@@ -44,7 +44,7 @@ func (a *Active) sweepTokens(now time.Time, eff *Effects) {
 	}
 	if len(expired) > 0 {
 		slices.Sort(expired)
-		eff.propose(&Command{Op: OpRemoveTokens, TokenChange: &TokenChange{Remove: expired}})
+		eff.propose(&Command{Op: OpRemoveTokens, TokenChange: &TokenChange{Remove: expired, NowMs: now.UnixMilli()}})
 	}
 }
 

@@ -375,7 +375,7 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 		}
 	case OpRemoveTokens:
 		if c.TokenChange != nil {
-			applyRemoveTokens(im, c.TokenChange.Remove)
+			applyRemoveTokens(im, c.TokenChange)
 		}
 	case OpAlterScram:
 		if c.AlterScram != nil {

@@ -17,11 +17,17 @@ type DelegationToken struct {
 	IssueMs   int64    `json:"issue_ms"`
 	ExpiryMs  int64    `json:"expiry_ms"` // it authenticates no one from then on
 	MaxMs     int64    `json:"max_ms"`    // no renewal goes past it
+	// KeyCheck tells the secret key the token was made under (security.TokenKeyCheck), so a
+	// node whose key differs says so instead of refusing its clients as if they had a wrong
+	// password.
+	KeyCheck string `json:"key_check,omitempty"`
 }
 
-// TokenChange renews a token (ExpiryMs, capped by its MaxMs) or expires it (Expire: ExpiryMs,
-// and at or before NowMs it is removed). Remove drops the named tokens (expired ones, by the
-// active controller's sweep).
+// TokenChange renews a token (ExpiryMs, capped by its MaxMs) or expires it (ExpiryMs, and at or
+// before NowMs it is removed). Remove drops the named tokens that are expired as of NowMs (the
+// active controller's sweep: one renewed since the sweep read the image stays). NowMs is the
+// proposer's clock: the nodes' clocks must agree to well within a token's lifetime, as every
+// node also checks expiry with its own when a client authenticates.
 type TokenChange struct {
 	ID       string   `json:"id,omitempty"`
 	ExpiryMs int64    `json:"expiry_ms,omitempty"`
@@ -73,9 +79,11 @@ func applyTokenChange(im *Image, c *TokenChange, expire bool) Result {
 	return Result{Value: n.ExpiryMs}
 }
 
-func applyRemoveTokens(im *Image, ids []string) {
+func applyRemoveTokens(im *Image, c *TokenChange) {
 	im.Tokens = maps.Clone(im.Tokens)
-	for _, id := range ids {
-		delete(im.Tokens, id)
+	for _, id := range c.Remove {
+		if t, ok := im.Tokens[id]; ok && t.ExpiryMs < c.NowMs {
+			delete(im.Tokens, id)
+		}
 	}
 }

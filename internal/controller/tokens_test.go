@@ -61,4 +61,16 @@ func TestTokenCommands(t *testing.T) {
 	if eff := a.Tick(t0.Add(tokenSweepInterval + time.Second)); len(eff.Propose) != 0 {
 		t.Fatalf("a second sweep within the interval: %+v", eff.Propose)
 	}
+	// A token renewed after the sweep read the image, before its removal applied, stays.
+	apply(&Command{Op: OpCreateToken, CreateToken: &DelegationToken{ID: "renewed", Owner: "User:a", ExpiryMs: now + 10, MaxMs: now + 600_000}})
+	a = NewActive(testActiveConfig(), im.Clone(), t0)
+	eff = a.Tick(t0.Add(tokenSweepInterval).Add(20 * time.Millisecond))
+	if len(eff.Propose) != 1 {
+		t.Fatalf("the sweep proposed %+v; want the removal of the expired token", eff.Propose)
+	}
+	apply(&Command{Op: OpRenewToken, TokenChange: &TokenChange{ID: "renewed", NowMs: now + 5, ExpiryMs: now + 300_000}})
+	commit(im, eff)
+	if im.Tokens["renewed"] == nil {
+		t.Fatal("a token renewed before the sweep's removal applied was removed")
+	}
 }

@@ -227,6 +227,16 @@ func implies(granted, op kmsg.ACLOperation) bool {
 // matching DENY wins, then a matching ALLOW, else AllowIfNoACL when no binding covers the
 // resource at all.
 func (z *Authorizer) Authorize(ix *ACLIndex, principal, host string, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	return z.authorize(ix, principal, host, op, rt, name, z.AllowIfNoACL)
+}
+
+// AuthorizeExplicitly is Authorize without AllowIfNoACL: only super.users or an ALLOW binding
+// grant (what lets one principal act as another must be granted, never assumed).
+func (z *Authorizer) AuthorizeExplicitly(ix *ACLIndex, principal, host string, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	return z.authorize(ix, principal, host, op, rt, name, false)
+}
+
+func (z *Authorizer) authorize(ix *ACLIndex, principal, host string, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string, ifNoACL bool) bool {
 	if z.SuperUsers[principal] {
 		return true
 	}
@@ -251,7 +261,7 @@ func (z *Authorizer) Authorize(ix *ACLIndex, principal, host string, op kmsg.ACL
 	case allowed:
 		return true
 	}
-	return !covered && z.AllowIfNoACL
+	return !covered && ifNoACL
 }
 
 // AuthorizeAnyTopic reports whether principal may do op on some topic: it has an ALLOW binding

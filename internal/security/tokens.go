@@ -31,6 +31,11 @@ func TokenHMAC(secret, id string) []byte {
 	return m.Sum(nil)
 }
 
+// TokenKeyCheck names a secret key without giving it away: a short HMAC of a constant under it.
+func TokenKeyCheck(secret string) string {
+	return base64.RawURLEncoding.EncodeToString(TokenHMAC(secret, "runnel delegation token key check")[:9])
+}
+
 // TokenPassword is the SCRAM password of token id: its HMAC in base64, as Kafka's clients send
 // it.
 func TokenPassword(secret, id string) string {
@@ -58,7 +63,7 @@ func tokenAuthRequested(clientFirst []byte) bool {
 		return false
 	}
 	for _, f := range fields[4:] {
-		if f == "tokenauth=true" {
+		if k, v, _ := strings.Cut(f, "="); k == "tokenauth" && strings.EqualFold(v, "true") { // Java's parseBoolean
 			return true
 		}
 	}

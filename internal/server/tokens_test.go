@@ -135,6 +135,32 @@ func TestDelegationTokens(t *testing.T) {
 	if !errors.Is(err, kerr.SaslAuthenticationFailed) {
 		t.Errorf("a request with an expired token: %v; want SASL_AUTHENTICATION_FAILED", err)
 	}
+	// The connection alice's token had opened is closed at its next request, and the client
+	// cannot authenticate again.
+	short, cancelShort = context.WithTimeout(ctx, 10*time.Second)
+	_, err = kadm.NewClient(asAlice).ListTopics(short)
+	cancelShort()
+	if err == nil {
+		t.Error("a session of an expired token still served a request")
+	}
+
+	// Without an authorizer (or with allow.everyone.if.no.acl.found), acting for another
+	// owner or reading another's token still takes an ACL: none can be granted here.
+	open := startSecureBroker(t, func(c *server.Config) { c.DelegationTokenSecret = "another secret" })
+	openAdmin := kadm.NewClient(open.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism(), nil))
+	if _, err := openAdmin.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "bob-pw"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openAdmin.CreateDelegationToken(ctx, kadm.CreateDelegationToken{}); err != nil {
+		t.Fatal(err)
+	}
+	openBob := kadm.NewClient(open.client(t, "SASL_PLAINTEXT", scram.Auth{User: "bob", Pass: "bob-pw"}.AsSha512Mechanism(), nil))
+	if _, err := openBob.CreateDelegationToken(ctx, kadm.CreateDelegationToken{Owner: &kadm.Principal{Name: "admin"}}); !errors.Is(err, kerr.DelegationTokenAuthorizationFailed) {
+		t.Errorf("without an authorizer, bob creating a token owned by admin: %v; want DELEGATION_TOKEN_AUTHORIZATION_FAILED", err)
+	}
+	if got, err := openBob.DescribeDelegationTokens(ctx); err != nil || len(got) != 0 {
+		t.Errorf("without an authorizer, bob describes %d tokens of others (%v); want none", len(got), err)
+	}
 
 	// Without a secret key, tokens are off.
 	off := startSecureBroker(t, nil)
