@@ -95,7 +95,7 @@ func handleDescribeTopicPartitions(_ context.Context, r *request) reply {
 		if req.Cursor != nil && name == req.Cursor.Topic {
 			first = max(req.Cursor.Partition, 0)
 		}
-		mt := b.metadataTopic(img, rv, tp)
+		mt := b.metadataTopic(img, rv, tp, clientZone(r.clientID))
 		t := kmsg.NewDescribeTopicPartitionsResponseTopic()
 		t.Topic, t.TopicID, t.IsInternal = mt.Topic, mt.TopicID, mt.IsInternal
 		t.AuthorizedOperations = r.authorizedOperations(kmsg.ACLResourceTypeTopic, name, topicOps)

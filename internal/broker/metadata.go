@@ -43,7 +43,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 	if all {
 		for _, t := range b.topics.List() {
 			if r.allowedTopic(kmsg.ACLOperationDescribe, t.Name) { // the others are not shown
-				resp.Topics = append(resp.Topics, b.metadataTopic(img, rv, t))
+				resp.Topics = append(resp.Topics, b.metadataTopic(img, rv, t, clientZone(r.clientID)))
 			}
 		}
 		r.metadataOperations(req, resp)
@@ -68,7 +68,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 			denied() // by id: the name is not told
 			continue
 		case ok:
-			resp.Topics = append(resp.Topics, b.metadataTopic(img, rv, t))
+			resp.Topics = append(resp.Topics, b.metadataTopic(img, rv, t, clientZone(r.clientID)))
 			continue
 		case rt.Topic != nil && !r.allowedTopic(kmsg.ACLOperationDescribe, *rt.Topic),
 			rt.Topic != nil && autoCreate && b.cfg.AutoCreateTopics && !r.allowedCluster(kmsg.ACLOperationCreate) && !r.allowedTopic(kmsg.ACLOperationCreate, *rt.Topic):
@@ -85,7 +85,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 				mt.ErrorCode = kerr.InvalidTopicException.Code
 			} else if autoCreate && b.cfg.AutoCreateTopics {
 				if t, ok = b.autoCreate(ctx, *rt.Topic); ok {
-					resp.Topics = append(resp.Topics, b.metadataTopic(b.cl.Image(), rv, t))
+					resp.Topics = append(resp.Topics, b.metadataTopic(b.cl.Image(), rv, t, clientZone(r.clientID)))
 					continue
 				}
 				mt.ErrorCode = kerr.LeaderNotAvailable.Code // retriable: the client asks again
@@ -110,8 +110,9 @@ func (b *Broker) autoCreate(ctx context.Context, name string) (*topics.Topic, bo
 	return b.topics.Get(name)
 }
 
-// metadataTopic describes a topic; rv is the Ripcord view (nil: the image's).
-func (b *Broker) metadataTopic(img *controller.Image, rv *ripcordView, t *topics.Topic) kmsg.MetadataResponseTopic {
+// metadataTopic describes a topic; rv is the Ripcord view (nil: the image's); zone is the
+// client's (clientZone), whose nodes lead an object topic's partitions for it.
+func (b *Broker) metadataTopic(img *controller.Image, rv *ripcordView, t *topics.Topic, zone string) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, t.Name == OffsetsTopic || t.Name == TxnStateTopic
@@ -120,6 +121,9 @@ func (b *Broker) metadataTopic(img *controller.Image, rv *ripcordView, t *topics
 	candidates := img.LiveNodes()
 	if rv != nil {
 		candidates = rv.nodes
+	}
+	if object {
+		candidates = zoneNodes(img, rv, candidates, zone)
 	}
 	for _, p := range t.Partitions {
 		if object {

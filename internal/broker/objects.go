@@ -127,6 +127,50 @@ func (b *Broker) ripcording() bool {
 	return b.cfg.Ripcording != nil && b.cfg.Ripcording()
 }
 
+// clientZone is the zone (rack) a client names in its client.id, as WarpStream's clients do
+// ("app,warpstream_az=us-east-1a"; runnel_rack= works too): "" if none.
+func clientZone(clientID string) string {
+	for _, key := range []string{"warpstream_az=", "runnel_rack="} {
+		if _, v, ok := strings.Cut(clientID, key); ok {
+			v, _, _ = strings.Cut(v, ",")
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// zoneNodes narrows an object partition's leader candidates to the nodes of the client's zone
+// (their --rack), so that it produces and fetches in its zone, whose nodes share one file cache
+// (objects.Owner); all of them if the zone has none, or the client names no zone.
+func zoneNodes(img *controller.Image, rv *ripcordView, candidates []int32, zone string) []int32 {
+	if zone == "" {
+		return candidates
+	}
+	rack := func(id int32) string {
+		if n := img.Nodes[id]; n != nil {
+			return n.Rack
+		}
+		if rv != nil {
+			for _, m := range rv.brokers {
+				if m.Node == id {
+					return m.Rack
+				}
+			}
+		}
+		return ""
+	}
+	var in []int32
+	for _, id := range candidates {
+		if rack(id) == zone {
+			in = append(in, id)
+		}
+	}
+	if len(in) == 0 {
+		return candidates
+	}
+	return in
+}
+
 // objectLeader is the node Metadata names as an object partition's leader: of the candidates
 // (the live nodes), the one the partition hashes highest with, so a node joining or leaving
 // moves only its share of partitions. Any node accepts any partition; this only spreads

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -185,4 +186,79 @@ func journalWriters(t *testing.T, store string) map[int32]int {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestObjectMetadataByClientZone: a client that names its zone in its client.id, as
+// WarpStream's do (warpstream_az=), is given object partition leaders in that zone (the nodes
+// of that --rack), so that its produces and fetches stay there; a zone without nodes, or no
+// zone, spreads the partitions over every node. It produces and consumes through its zone.
+func TestObjectMetadataByClientZone(t *testing.T) {
+	store := "file://" + t.TempDir()
+	racks := map[int32]string{1: "zone-a", 2: "zone-b", 3: "zone-b"}
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.objectStore, c.batchTimeout = store, 20*time.Millisecond
+		c.tune = func(id int32, cfg *server.Config) { cfg.Rack = racks[id] }
+	})
+	c.waitNodes(3)
+	createObjectTopic(t, c.addrs[1], "zoned", 48, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	leaders := func(clientID string) map[int32]int {
+		t.Helper()
+		cl, _ := c.client(kgo.ClientID(clientID))
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("zoned")}}
+		var resp *kmsg.MetadataResponse
+		eventually(t, "every node to know the topic", 20*time.Second, func() bool {
+			var err error
+			resp, err = req.RequestWith(ctx, cl)
+			return err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0 && len(resp.Topics[0].Partitions) == 48
+		})
+		out := map[int32]int{}
+		for _, p := range resp.Topics[0].Partitions {
+			out[p.Leader]++
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		clientID string
+		want     []int32
+	}{
+		{"app,warpstream_az=zone-b", []int32{2, 3}},
+		{"runnel_rack=zone-a,app", []int32{1}},
+		{"app,warpstream_az=zone-z", []int32{1, 2, 3}},
+		{"app", []int32{1, 2, 3}},
+	} {
+		got := leaders(tc.clientID)
+		var nodes []int32
+		for n := range got {
+			nodes = append(nodes, n)
+		}
+		slices.Sort(nodes)
+		if !slices.Equal(nodes, tc.want) {
+			t.Errorf("client %q: partition leaders %v; want nodes %v", tc.clientID, got, tc.want)
+		}
+	}
+	cl, _ := c.client(kgo.ClientID("app,warpstream_az=zone-a"), kgo.ConsumeTopics("zoned"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for i := range 100 {
+		cl.Produce(ctx, &kgo.Record{Topic: "zoned", Value: fmt.Appendf(nil, "%d", i)}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 100; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of 100 records through zone-a", got)
+		}
+		got += fs.NumRecords()
+	}
+	if m := scrape(t, c.servers[1].AdminAddr()); m[`runnel_object_bytes_total{dir="written"}`] == 0 {
+		t.Error("zone-a's node wrote no file for a zone-a client's records")
+	}
+	for _, id := range []int32{2, 3} {
+		if m := scrape(t, c.servers[id].AdminAddr()); m[`runnel_object_bytes_total{dir="written"}`] != 0 {
+			t.Errorf("node %d of zone-b wrote files for a zone-a client", id)
+		}
+	}
 }
