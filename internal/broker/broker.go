@@ -196,7 +196,9 @@ type Broker struct {
 	txns          *txns
 	authFailures  *security.FailureLimiter
 	acls          security.ACLCache
-	// tokenKeyWarned: a delegation token made under another secret key was logged.
+	// tokenKeyCheck is security.TokenKeyCheck of the secret key (once, not per request);
+	// tokenKeyWarned: a delegation token made under another key was logged.
+	tokenKeyCheck  string
 	tokenKeyWarned atomic.Bool
 	quotas         quotaManager
 
@@ -232,6 +234,9 @@ func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 	}
 	if b.cfg.ProducerIDs == nil {
 		b.cfg.ProducerIDs = txn.NewBlockAllocator(b.producerIDBlock)
+	}
+	if cfg.Security.TokenSecret != "" {
+		b.tokenKeyCheck = security.TokenKeyCheck(cfg.Security.TokenSecret)
 	}
 	b.quotas.windows = b.quotaWindows
 	b.groups = newGroups(b)

@@ -62,7 +62,7 @@ func (b *Broker) liveToken(id string) (security.TokenAuth, bool) {
 // sameTokenKey reports whether t was made under this node's secret key, and logs (once) when
 // it was not: the nodes' --delegation-token-secret-key differ.
 func (b *Broker) sameTokenKey(t *controller.DelegationToken) bool {
-	if t.KeyCheck == "" || t.KeyCheck == security.TokenKeyCheck(b.cfg.Security.TokenSecret) {
+	if t.KeyCheck == "" || t.KeyCheck == b.tokenKeyCheck {
 		return true
 	}
 	if b.tokenKeyWarned.CompareAndSwap(false, true) {
@@ -147,7 +147,7 @@ func handleCreateDelegationToken(ctx context.Context, r *request) reply {
 	t := &controller.DelegationToken{ID: newTokenID(), Owner: owner, Requester: requester, Renewers: renewers, IssueMs: now,
 		MaxMs: now + maxLife}
 	t.ExpiryMs = min(t.MaxMs, now+c.b.tokenExpiry().Milliseconds())
-	t.KeyCheck = security.TokenKeyCheck(c.b.cfg.Security.TokenSecret)
+	t.KeyCheck = c.b.tokenKeyCheck
 	if _, aerr := c.b.propose(ctx, &controller.Command{Op: controller.OpCreateToken, CreateToken: t}); aerr != nil {
 		resp.ErrorCode = aerr.code.Code
 		return reply{resp: resp}

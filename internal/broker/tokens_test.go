@@ -1,11 +1,9 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,27 +11,10 @@ import (
 	"github.com/runnel-dev/runnel/internal/security"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestTokenOfAnotherKey: a token made on a node with another secret key (the nodes' keys
 // differ) authenticates no one here, and the node says why in its log, once.
 func TestTokenOfAnotherKey(t *testing.T) {
-	var logs lockedBuffer
+	var logs syncBuffer
 	b, _, _ := ctBroker(t, func(c *Config) {
 		c.Security.TokenSecret = "this node's key"
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))

@@ -162,9 +162,7 @@ func (c *Cache) Get(ctx context.Context, key string, off uint64, n uint32) ([]by
 func (c *Cache) get(ctx context.Context, key string, off uint64, n uint32, local bool) ([]byte, error) {
 	k := rangeKey{key: key, off: off}
 	c.mu.Lock()
-	if el, ok := c.cachedLocked(k, n); ok {
-		c.lru.MoveToFront(el)
-		data := el.Value.(*cacheEntry).data[:n]
+	if data, ok := c.hitLocked(k, n); ok {
 		c.mu.Unlock()
 		c.metrics.Cache(true)
 		return data, nil
@@ -185,6 +183,20 @@ func (c *Cache) get(ctx context.Context, key string, off uint64, n uint32, local
 	}
 	return f.data[:n], nil
 }
+
+// hitLocked returns the first n bytes of k's entry, if it holds them, as the most recently used.
+func (c *Cache) hitLocked(k rangeKey, n uint32) ([]byte, bool) {
+	el, ok := c.cachedLocked(k, n)
+	if !ok {
+		return nil, false
+	}
+	c.lru.MoveToFront(el)
+	return el.Value.(*cacheEntry).data[:n], true
+}
+
+// keepsChunks reports whether the cache is large enough to keep an owner's chunks (one range
+// must not take more than a quarter of it); a smaller one reads and serves plain ranges.
+func (c *Cache) keepsChunks() bool { return chunkSize <= c.max/4 }
 
 // cachedLocked returns the entry of k if it holds at least n bytes.
 func (c *Cache) cachedLocked(k rangeKey, n uint32) (*list.Element, bool) {
@@ -214,20 +226,16 @@ func (c *Cache) Serve(ctx context.Context, key string, off uint64, n uint32) ([]
 		return nil, fmt.Errorf("objects: a peer asked for %d bytes of %s (1 to %d)", n, key, MaxPeerRead)
 	}
 	c.mu.Lock()
-	if el, ok := c.cachedLocked(rangeKey{key: key, off: off}, n); ok {
-		c.lru.MoveToFront(el)
-		data := el.Value.(*cacheEntry).data[:n]
-		c.mu.Unlock()
-		c.metrics.Cache(true)
-		return data, nil
-	}
-	if data, ok := c.joinedLocked(key, off, n); ok {
-		c.mu.Unlock()
-		c.metrics.Cache(true)
-		return data, nil
+	data, ok := c.hitLocked(rangeKey{key: key, off: off}, n)
+	if !ok {
+		data, ok = c.joinedLocked(key, off, n)
 	}
 	c.mu.Unlock()
-	if chunkSize > c.max/4 { // a chunk would not stay in so small a cache: read just the range
+	if ok {
+		c.metrics.Cache(true)
+		return data, nil
+	}
+	if !c.keepsChunks() { // read just the range
 		return c.get(ctx, key, off, n, true)
 	}
 	c.metrics.Cache(false)
@@ -416,7 +424,7 @@ func (c *Cache) fillThroughOwner(run []objRange, fills []*fill) bool {
 	}
 	node, route := c.peers.Owner(key)
 	switch {
-	case route == ReadStore || route == ReadChunks && chunkSize > c.max/4: // chunks would not stay
+	case route == ReadStore || route == ReadChunks && !c.keepsChunks():
 		return false
 	case route == ReadChunks:
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -424,10 +432,7 @@ func (c *Cache) fillThroughOwner(run []objRange, fills []*fill) bool {
 		data, err := c.fromChunks(ctx, key, from, size)
 		return err == nil && splitRun(run, fills, data) == nil
 	}
-	c.mu.Lock()
-	failed, ok := c.peerFails[node]
-	c.mu.Unlock()
-	if ok && time.Since(failed) < peerBackoff {
+	if c.peerSkipped(node) {
 		return false
 	}
 	wait, cancelWait := context.WithTimeout(context.Background(), peerTimeout)
@@ -450,9 +455,7 @@ func (c *Cache) fillThroughOwner(run []objRange, fills []*fill) bool {
 		if err != nil && !errors.Is(err, ErrOwnerRefused) {
 			// An owner that answered that it could not read the range (its store failed, or
 			// it is busy) is up: only a missing answer keeps the others off it.
-			c.mu.Lock()
-			c.peerFails[node] = time.Now()
-			c.mu.Unlock()
+			c.peerFailed(node)
 		}
 		answered <- answer{data, err}
 	}()
@@ -466,9 +469,7 @@ func (c *Cache) fillThroughOwner(run []objRange, fills []*fill) bool {
 	err = a.err
 	if err == nil {
 		if err = splitRun(run, fills, a.data); err != nil {
-			c.mu.Lock() // an answer that does not check out: not an owner to ask for now
-			c.peerFails[node] = time.Now()
-			c.mu.Unlock()
+			c.peerFailed(node) // an answer that does not check out: not an owner to ask for now
 		}
 	}
 	c.metrics.PeerRead(len(a.data), err)
@@ -477,6 +478,21 @@ func (c *Cache) fillThroughOwner(run []objRange, fills []*fill) bool {
 	}
 	c.metrics.Stage("peer", time.Since(start))
 	return true
+}
+
+// peerFailed keeps reads off node for peerBackoff.
+func (c *Cache) peerFailed(node int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.peerFails[node] = time.Now()
+}
+
+// peerSkipped reports whether node failed within peerBackoff.
+func (c *Cache) peerSkipped(node int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	failed, ok := c.peerFails[node]
+	return ok && time.Since(failed) < peerBackoff
 }
 
 // fillFromStore reads the run with one ranged GET.

@@ -248,17 +248,10 @@ func TestCacheReadsThroughPeers(t *testing.T) {
 // in memory, or read corrupt) answers with an error, drops the chunk, and reads it again for
 // the next request.
 func TestServeDropsABadChunk(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	key := JournalKey("1-aa", 1)
 	body := append(bytes.Repeat([]byte{0}, 100), testBatch(-1, 0, "v")...) // a section at 100
-	if err := dir.Put(ctx, key, body); err != nil {
-		t.Fatal(err)
-	}
-	store := &gaugedStore{Store: dir}
+	store := &gaugedStore{Store: storeWith(t, key, body)}
 	owner := NewCache(store, 0, nil)
 	bad := bytes.Clone(body)
 	bad[len(bad)-1] ^= 1
@@ -278,19 +271,12 @@ func TestServeDropsABadChunk(t *testing.T) {
 // TestSmallCacheReadsRanges: a cache too small to keep a 4 MiB chunk (under 16 MiB) neither
 // reads its own files in chunks nor serves peers from chunks: it reads just the ranges asked.
 func TestSmallCacheReadsRanges(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	key := JournalKey("1-aa", 1)
 	b := testBatch(-1, 0, "v")
 	body := append(bytes.Repeat([]byte{0}, 100), b...)
 	body = append(body, make([]byte, 5<<20)...) // the rest of a large file
-	if err := dir.Put(ctx, key, body); err != nil {
-		t.Fatal(err)
-	}
-	store := &gaugedStore{Store: dir}
+	store := &gaugedStore{Store: storeWith(t, key, body)}
 	c := NewCache(store, 8<<20, nil)
 	c.SetPeers(chunksPeers{})
 	got, err := c.Serve(ctx, key, 100, uint32(len(b)))
@@ -310,16 +296,10 @@ func TestSmallCacheReadsRanges(t *testing.T) {
 // is read from the store; the owner, which did answer in the end, is asked again next time,
 // and one that never answers within peerTimeout is left alone.
 func TestSlowOwnerHedged(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	key := JournalKey("1-aa", 1)
 	b := testBatch(-1, 0, "v")
-	if err := dir.Put(ctx, key, b); err != nil {
-		t.Fatal(err)
-	}
+	dir := storeWith(t, key, b)
 	p := &objtopic.Partition{Next: 1, Extents: []objtopic.Extent{{File: key, Offset: 0, Length: uint32(len(b))}}}
 	for _, tc := range []struct {
 		delay    time.Duration
@@ -360,4 +340,17 @@ func (p slowPeer) Read(ctx context.Context, _ int32, _ string, _ uint64, _ uint3
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// storeWith opens a directory store holding key with body.
+func storeWith(t *testing.T, key string, body []byte) *objstore.Dir {
+	t.Helper()
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.Put(context.Background(), key, body); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -375,20 +375,27 @@ func (r *Registry) closePartition(t *Topic, p *Partition, hooks Hooks, remove bo
 }
 
 // removePartitionDir removes the directory of a partition this node does not host, if there
-// is one. Like a topic's, it is renamed out of the way first, so a crash midway leaves no half
-// copy to be opened later (Open removes what is left).
+// is one, as removeDir does.
 func (r *Registry) removePartitionDir(t *Topic, i int32) error {
 	src := r.partitionDir(t.Name, i)
 	if _, err := r.fs.Stat(src); errors.Is(err, vfs.ErrNotExist) {
 		return nil
 	}
 	r.logger.Info("topics: removing the copy of a partition this node does not host", "topic", t.Name, "partition", i)
-	gone := filepath.Join(r.dir, fmt.Sprintf("%s.%x.%d%s", t.Name, t.ID, i, removedSuffix))
+	return r.removeDir(src, fmt.Sprintf("%s.%x.%d%s", t.Name, t.ID, i, removedSuffix))
+}
+
+// removeDir renames src to gone in the topics directory (atomic: a crash midway leaves no half
+// copy to be opened later, and Open removes what is left), then removes it.
+func (r *Registry) removeDir(src, gone string) error {
+	gone = filepath.Join(r.dir, gone)
 	if err := r.fs.Rename(src, gone); err != nil {
 		return err
 	}
-	if err := r.fs.SyncDir(filepath.Dir(src)); err != nil {
-		return err
+	if parent := filepath.Dir(src); parent != r.dir {
+		if err := r.fs.SyncDir(parent); err != nil {
+			return err
+		}
 	}
 	if err := r.fs.SyncDir(r.dir); err != nil {
 		return err
@@ -434,14 +441,7 @@ func (r *Registry) removeTopicDir(name string, id [16]byte) error {
 	if _, err := r.fs.Stat(src); errors.Is(err, vfs.ErrNotExist) {
 		return nil
 	}
-	gone := filepath.Join(r.dir, fmt.Sprintf("%s.%x%s", name, id, removedSuffix))
-	if err := r.fs.Rename(src, gone); err != nil {
-		return err
-	}
-	if err := r.fs.SyncDir(r.dir); err != nil {
-		return err
-	}
-	return vfs.RemoveAll(r.fs, gone)
+	return r.removeDir(src, fmt.Sprintf("%s.%x%s", name, id, removedSuffix))
 }
 
 // removeOrphans removes topic directories the image does not have.
