@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -39,10 +40,16 @@ func TestLostDataDirRefused(t *testing.T) {
 	// Node 5, new, on an empty data dir: it joins, and takes replicas next to voters 1 and 2.
 	c.dirs[5] = t.TempDir()
 	c.start(5)
-	c.waitNodes(3)
 	cl, adm := c.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// Three brokers in Metadata is not enough: nodes 3 and 4 may not be fenced yet.
+	eventually(t, "Metadata to name nodes 1, 2 and 5", 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx)
+		ids := md.Brokers.NodeIDs()
+		slices.Sort(ids)
+		return err == nil && slices.Equal(ids, []int32{1, 2, 5})
+	})
 	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "after"); err != nil {
 		t.Fatal(err)
 	}
