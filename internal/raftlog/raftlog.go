@@ -97,6 +97,17 @@ func Open(fsys vfs.FS, dir string, bootstrap *pb.ConfState, initial []byte) (*St
 	if err := s.replay(); err != nil {
 		return nil, nil, err
 	}
+	// A snapshot holds committed entries only, but the hard state saying so may not be durable:
+	// raft asks for no fsync of a Ready that installs a snapshot without entries or a change of
+	// term or vote, and the WAL rewritten with the snapshot holds the hard state from before it.
+	// etcd/raft refuses to start on a commit index below the snapshot.
+	if hs, _, _ := s.InitialState(); !raft.IsEmptyHardState(hs) && hs.GetCommit() < s.snapIndex {
+		hs = proto.Clone(hs).(*pb.HardState)
+		hs.Commit = new(s.snapIndex)
+		if err := s.SetHardState(hs); err != nil {
+			return nil, nil, err
+		}
+	}
 	return s, data, nil
 }
 
