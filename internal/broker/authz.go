@@ -117,7 +117,7 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 		if !r.allowedCluster(describe) {
 			return deny(clusterDenied)
 		}
-	case *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ElectLeadersRequest:
+	case *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ElectLeadersRequest, *kmsg.AddRaftVoterRequest, *kmsg.RemoveRaftVoterRequest:
 		if !r.allowedCluster(alter) {
 			return deny(clusterDenied)
 		}

@@ -167,15 +167,38 @@ func (c *Cluster) AddAgent(ctx context.Context, i int32, args ...string) error {
 	if _, ok := c.nodes[i]; ok {
 		return fmt.Errorf("chaos: node %d exists", i)
 	}
-	p := &proc{id: i, agent: append([]string{"--controller-voters", c.voters}, args...)}
+	return c.add(ctx, &proc{id: i, agent: append([]string{"--controller-voters", c.voters}, args...)})
+}
+
+// add picks p's addresses, starts it and waits until it is ready.
+func (c *Cluster) add(ctx context.Context, p *proc) error {
 	if err := c.addresses(p); err != nil {
 		return err
 	}
-	c.nodes[i] = p
-	if err := c.Start(i); err != nil {
+	c.nodes[p.id] = p
+	if err := c.Start(p.id); err != nil {
 		return err
 	}
-	return c.WaitReady(ctx, i, 60*time.Second)
+	return c.WaitReady(ctx, p.id, 60*time.Second)
+}
+
+// AddNode starts serve node i with the cluster's flags: it joins as a broker and follows the
+// controller's log as a Raft learner (the controller voters are --controller-voters). It waits
+// until the node is ready.
+func (c *Cluster) AddNode(ctx context.Context, i int32) error {
+	if _, ok := c.nodes[i]; ok {
+		return fmt.Errorf("chaos: node %d exists", i)
+	}
+	return c.add(ctx, &proc{id: i, dir: filepath.Join(c.dir, fmt.Sprintf("node-%d", i))})
+}
+
+// WipeData deletes stopped node i's data dir: its disk is lost.
+func (c *Cluster) WipeData(i int32) error {
+	p := c.nodes[i]
+	if p.cmd != nil {
+		return fmt.Errorf("chaos: node %d runs", i)
+	}
+	return os.RemoveAll(p.dir)
 }
 
 // addresses picks p's listeners: free loopback ports, or the node's own address in the Net

@@ -46,7 +46,7 @@ func NewRoot(version string) *cobra.Command {
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetVersionTemplate("runnel {{.Version}}\n")
-	root.AddCommand(newServeCommand(), newAgentCommand(), newTopicCommand(), newGroupCommand(), newUserCommand(), newACLCommand(), newBenchCommand(), newChaosCommand(), newStatusCommand(), newVersionCommand(version))
+	root.AddCommand(newServeCommand(), newAgentCommand(), newTopicCommand(), newControllerCommand(), newGroupCommand(), newUserCommand(), newACLCommand(), newBenchCommand(), newChaosCommand(), newStatusCommand(), newVersionCommand(version))
 	withEnvUsage(root)
 	return root
 }

@@ -201,7 +201,7 @@ func Start(cfg Config) (*Node, error) {
 	n.ctrl = ctrl
 	if !cfg.Agent { // voters are the sequencer group's voters; other serve nodes its learners
 		n.seq, err = sequencer.Open(sequencer.Config{NodeID: cfg.NodeID, Voters: ccfg.Voters, FS: cfg.FS, Dir: cfg.DataDir + "/sequencer", OnWALSync: walSync("sequencer"),
-			Send: n.tr.Send, Logger: cfg.Logger, Topics: n.totalOrderTopics, Members: n.sequencerMembers,
+			Send: n.tr.Send, Logger: cfg.Logger, Topics: n.totalOrderTopics, Members: n.sequencerMembers, TargetVoters: ctrl.Voters,
 			OnSignal: func(topic string, s order.Signal) { n.shards.Signal(topic, s) }, Takeover: n.shardTakeover})
 		if err != nil {
 			cancel()
@@ -392,9 +392,6 @@ func (n *Node) StartFromSnapshot(img *controller.Image) error {
 
 // ControllerID is the active controller's node id (-1: none known).
 func (n *Node) ControllerID() int32 { return n.ctrl.Leader() }
-
-// Voters are the controller quorum's voters.
-func (n *Node) Voters() []int32 { return slices.Sorted(mapsKeys(n.cfg.Voters)) }
 
 // Transport is the node's transport (for fault injection and metrics).
 func (n *Node) Transport() *transport.Transport { return n.tr }
@@ -778,7 +775,7 @@ func (n *Node) CallController(ctx context.Context, method string, req, resp any)
 // callController calls an RPC of the active controller, following its not-controller answers,
 // until ctx ends.
 func (n *Node) callController(ctx context.Context, method string, req, resp any) error {
-	voters := n.Voters()
+	voters := n.askVoters()
 	backoff := 10 * time.Millisecond
 	for {
 		target := n.ctrl.Leader()

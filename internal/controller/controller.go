@@ -67,11 +67,13 @@ type Controller struct {
 	propc   chan proposal
 	readc   chan chan uint64       // ReadIndex's requests
 	quorumc chan chan quorumAnswer // Quorum's requests
+	voterc  chan voterChange       // AddVoter's and RemoveVoter's requests
 	stop    chan struct{}
 	running atomic.Bool // Start was called
 	done    chan struct{}
 
 	image  atomic.Pointer[Image]
+	voters atomic.Pointer[[]int32] // the applied configuration's voters, sorted
 	leader atomic.Int32
 	term   atomic.Uint64
 
@@ -81,6 +83,9 @@ type Controller struct {
 	applied      uint64
 	pendingConf  bool // a configuration change is proposed and not yet applied
 	pendingSince time.Time
+	pendingVoter *pendingVoter // the voter change proposed and not yet applied
+	leaderSince  time.Time     // when this node last became the leader
+	voterSeq     uint64
 	bootProposed time.Time
 	reading      *pendingRead  // the ReadIndex request raft has not answered (one at a time)
 	readNext     []chan uint64 // ReadIndex callers waiting for the next request
@@ -156,12 +161,13 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	snap, _ := st.Snapshot()
 	c := &Controller{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096),
-		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), quorumc: make(chan chan quorumAnswer), stop: make(chan struct{}), done: make(chan struct{}),
+		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), quorumc: make(chan chan quorumAnswer), voterc: make(chan voterChange), stop: make(chan struct{}), done: make(chan struct{}),
 		work: img, confState: pb.EnsureConfState(snap.GetMetadata().GetConfState()),
 		applied: snap.GetMetadata().GetIndex(), waiters: map[uint64]chan applied{}, appliedCh: make(chan struct{}),
 		contact: map[uint64]time.Time{}, caughtUp: map[uint64]time.Time{}}
 	c.work.Index = c.applied
 	c.image.Store(c.work.Clone())
+	c.setVoters()
 	c.leader.Store(-1)
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: raftID(cfg.NodeID), ElectionTick: cfg.ElectionTicks, HeartbeatTick: 1, Storage: st,
@@ -187,13 +193,7 @@ func sameVoters(a, b *pb.ConfState) bool {
 	return slices.Equal(x, y)
 }
 
-func describeVoters(cs *pb.ConfState) []int32 {
-	var out []int32
-	for _, v := range cs.GetVoters() {
-		out = append(out, nodeID(v))
-	}
-	return out
-}
+func describeVoters(cs *pb.ConfState) []int32 { return describe(cs.GetVoters()) }
 
 // Start runs the controller's loop until Stop. The first image (from the snapshot and the
 // replayed log) is applied before Start returns.
@@ -255,8 +255,9 @@ func (c *Controller) IsLeader() bool { return c.leader.Load() == c.cfg.NodeID }
 // NodeID is this node's id.
 func (c *Controller) NodeID() int32 { return c.cfg.NodeID }
 
-// Voters returns the controller quorum's voters, as the applied configuration has them.
-func (c *Controller) Voters() []int32 { return slices.Clone(c.cfg.Voters) }
+// Voters returns the controller quorum's voters, as the applied configuration has them (sorted;
+// empty on a learner that has not received the configuration yet).
+func (c *Controller) Voters() []int32 { return slices.Clone(*c.voters.Load()) }
 
 // Applied returns a channel closed the next time the image moves.
 func (c *Controller) Applied() <-chan struct{} {
@@ -452,6 +453,8 @@ func (c *Controller) run() {
 			c.askReadIndex(w)
 		case ch := <-c.quorumc:
 			ch <- c.quorum()
+		case vc := <-c.voterc:
+			vc.ans <- c.proposeVoterChange(vc)
 		case m := <-c.recvc:
 			c.heardFrom(m)
 			if err := c.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
@@ -541,6 +544,9 @@ func (c *Controller) setLeader(lead uint64) {
 	}
 	if old := c.leader.Swap(l); old != l {
 		c.logger.Info("controller: leader changed", "leader", l, "this_node", c.cfg.NodeID)
+		if l == c.cfg.NodeID {
+			c.leaderSince = time.Now()
+		}
 		if old == c.cfg.NodeID { // proposals in flight may or may not commit: their waiters cannot know
 			c.mu.Lock()
 			for id, w := range c.waiters {
@@ -549,6 +555,7 @@ func (c *Controller) setLeader(lead uint64) {
 			}
 			c.mu.Unlock()
 			c.pendingConf = false
+			c.failPendingVoter()
 		}
 		if c.cfg.OnLeader != nil {
 			c.cfg.OnLeader(l)
@@ -568,6 +575,7 @@ func (c *Controller) installSnapshot(snap *pb.Snapshot) error {
 	c.applied = snap.GetMetadata().GetIndex()
 	c.work.Index = c.applied
 	c.confState = pb.EnsureConfState(snap.GetMetadata().GetConfState())
+	c.setVoters()
 	c.publish()
 	return nil
 }
@@ -580,6 +588,7 @@ func (c *Controller) apply(ents []*pb.Entry) error {
 	for _, e := range ents {
 		switch e.GetType() {
 		case pb.EntryType_EntryNormal:
+			c.voterApplied(e.GetIndex(), nil)
 			if len(e.GetData()) == 0 { // a new leader's empty entry
 				c.work.Index = e.GetIndex()
 				break
@@ -608,6 +617,8 @@ func (c *Controller) apply(ents []*pb.Entry) error {
 			c.pendingConf = false
 			confChanged = true
 			c.work.Index = e.GetIndex()
+			c.setVoters()
+			c.voterApplied(e.GetIndex(), &cc)
 		}
 		c.applied = e.GetIndex()
 	}

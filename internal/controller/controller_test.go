@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,9 @@ type testNet struct {
 	mute  map[int32]bool // messages from these nodes are lost
 	// muteAfterSnap: these nodes are muted once a snapshot is sent to them.
 	muteAfterSnap map[int32]bool
+	// loss, with rnd, drops that fraction of the messages.
+	loss float64
+	rnd  *rand.Rand
 }
 
 func (n *testNet) send(from int32) func(to int32, body []byte) {
@@ -33,7 +37,7 @@ func (n *testNet) send(from int32) func(to int32, body []byte) {
 			}
 		}
 		c := n.nodes[to]
-		drop := n.down[to] || n.down[from] || n.mute[from]
+		drop := n.down[to] || n.down[from] || n.mute[from] || (n.loss > 0 && n.rnd.Float64() < n.loss)
 		n.mu.Unlock()
 		if c != nil && !drop {
 			c.Step(from, append([]byte(nil), body...))

@@ -285,3 +285,60 @@ func TestKafkaMetadataQuorumTool(t *testing.T) {
 		return ok
 	})
 }
+
+// TestKafkaMetadataQuorumVoterChanges: Kafka's kafka-metadata-quorum changes the controller
+// voters of a four-node cluster (voters 1, 2, 3; node 4 an observer) through a node that does
+// not lead: add-controller makes node 4 a voter (from a controller config file and the
+// meta.properties of its metadata dir, as Kafka's tool requires: Runnel ignores the directory
+// id and the listener, the node's cluster address serves Raft), remove-controller drops voter 3
+// (zero directory id, as DescribeQuorum reports), and describe shows voters 1, 2, 4.
+func TestKafkaMetadataQuorumVoterChanges(t *testing.T) {
+	tool := kafkaTool(t, "org.apache.kafka.tools.MetadataQuorumCommand")
+	c := startCluster(t, 4)
+	c.waitNodes(4)
+	_, adm := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var active int32
+	var clusterID string
+	eventually(t, "an active controller", 30*time.Second, func() bool {
+		d, err := adm.BrokerMetadata(ctx)
+		active, clusterID = d.Controller, d.Cluster
+		return err == nil && active > 0
+	})
+	via := c.addrs[1+active%3]
+	run := func(args ...string) string {
+		t.Helper()
+		return runClient(t, 90*time.Second, "", tool[0], append(append(tool[1:], "--bootstrap-server", via), args...)...)
+	}
+	dir := t.TempDir()
+	meta := fmt.Sprintf("version=1\ncluster.id=%s\nnode.id=4\ndirectory.id=%s\n", clusterID, "x0AGfHbVTuKsHcrTX3g2dQ")
+	if err := os.WriteFile(filepath.Join(dir, "meta.properties"), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	props := filepath.Join(t.TempDir(), "controller.properties")
+	conf := fmt.Sprintf("node.id=4\nprocess.roles=controller\ncontroller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:9093\nmetadata.log.dir=%s\n", dir)
+	if err := os.WriteFile(props, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := run("--command-config", props, "add-controller")
+	t.Logf("add-controller: %s", out)
+	out = run("remove-controller", "--controller-id", "3", "--controller-directory-id", "AAAAAAAAAAAAAAAAAAAAAA")
+	t.Logf("remove-controller: %s", out)
+	status := run("describe", "--status")
+	t.Logf("describe --status:\n%s", status)
+	var voters string
+	for _, line := range strings.Split(status, "\n") {
+		if strings.HasPrefix(line, "CurrentVoters:") {
+			voters = line
+		}
+	}
+	for _, want := range []string{`"id": 1`, `"id": 2`, `"id": 4`} {
+		if !strings.Contains(voters, want) {
+			t.Fatalf("voters %q lack %s", voters, want)
+		}
+	}
+	if strings.Contains(voters, `"id": 3`) {
+		t.Fatalf("voters %q still hold node 3", voters)
+	}
+}

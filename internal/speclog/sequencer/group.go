@@ -13,6 +13,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/runnel-dev/runnel/internal/raftlog"
@@ -60,8 +61,12 @@ type Config struct {
 	// leader adds those that are not voters as learners, one at a time, and removes learners
 	// no longer listed). nil: the voters only.
 	Members func() []int32
-	FS      vfs.FS
-	Dir     string // <data-dir>/sequencer
+	// TargetVoters lists the voters the group should have: the controller's voters as they
+	// change (KIP-853's AddRaftVoter and RemoveRaftVoter). The leader promotes a learner of it
+	// once its log has caught up, then removes a voter not in it. nil or empty: the voters stay.
+	TargetVoters func() []int32
+	FS           vfs.FS
+	Dir          string // <data-dir>/sequencer
 	// Send sends a frame to a node (the cluster transport's Send); body is the callee's.
 	Send   func(to int32, kind transport.Kind, body []byte)
 	Logger *slog.Logger
@@ -99,6 +104,7 @@ type Group struct {
 	done    chan struct{}
 
 	leader atomic.Int32
+	voters atomic.Pointer[[]int32] // the applied configuration's voters, sorted
 
 	mu        sync.Mutex // guards machine (written by the loop) and changed
 	machine   *Machine
@@ -186,6 +192,7 @@ func Open(cfg Config) (*Group, error) {
 		machine: m, changed: make(chan struct{}), confState: pb.EnsureConfState(snap.GetMetadata().GetConfState()),
 		applied: snap.GetMetadata().GetIndex(), leaders: map[string]*order.Leader{}, shardNode: map[string]map[int32]int32{}}
 	g.leader.Store(-1)
+	g.setVoters()
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: raftID(cfg.NodeID), ElectionTick: cfg.ElectionTicks, HeartbeatTick: 1, Storage: st,
 		Applied: g.applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 64 << 20,
@@ -221,6 +228,19 @@ func (g *Group) Stop() {
 
 // Leader is the node leading the group, or -1.
 func (g *Group) Leader() int32 { return g.leader.Load() }
+
+// Voters returns the group's voters as its applied configuration has them (sorted).
+func (g *Group) Voters() []int32 { return slices.Clone(*g.voters.Load()) }
+
+// setVoters publishes the applied configuration's voters (the loop owns confState).
+func (g *Group) setVoters() {
+	var v []int32
+	for _, id := range g.confState.GetVoters() {
+		v = append(v, nodeID(id))
+	}
+	slices.Sort(v)
+	g.voters.Store(&v)
+}
 
 // Handle takes a frame of one of the group's kinds from a peer.
 func (g *Group) Handle(from int32, kind transport.Kind, body []byte) {
@@ -368,7 +388,7 @@ func (g *Group) run() {
 	defer orderTick.Stop()
 	reconcile := time.NewTicker(g.cfg.ReconcileInterval)
 	defer reconcile.Stop()
-	if len(g.cfg.Voters) == 1 && g.cfg.Voters[0] == g.cfg.NodeID {
+	if len(g.cfg.Voters) == 1 && g.cfg.Voters[0] == g.cfg.NodeID && len(g.confState.GetVoters()) == 1 {
 		g.rn.Campaign() // a quorum of one need not wait an election timeout
 	}
 	g.ready()
@@ -538,8 +558,13 @@ func (g *Group) reconcile() {
 	}
 }
 
-// reconcileLearners, on the leader, adds one member that is not in the Raft configuration as
-// a learner, or else removes one learner that is no longer a member.
+// promoteLag is how far behind the commit index a learner's log may be for the sequencer's
+// leader to make it a voter (cuts commit every millisecond: a follower's acknowledged index
+// trails by the appends in flight).
+const promoteLag = 256
+
+// reconcileLearners, on the leader, makes one membership change towards Members and
+// TargetVoters (raftlog.MembershipChange).
 func (g *Group) reconcileLearners() {
 	if g.pendingConf && time.Since(g.pendingSince) > 10*time.Second {
 		g.pendingConf = false // raft dropped it (it drops a change it cannot take): propose again
@@ -547,13 +572,42 @@ func (g *Group) reconcileLearners() {
 	if g.pendingConf || g.cfg.Members == nil {
 		return
 	}
-	var want []uint64
+	var want, voters []uint64
 	for _, n := range g.cfg.Members() {
 		want = append(want, raftID(n))
 	}
-	cc := raftlog.LearnerChange(g.confState, want, func(id uint64) bool { return slices.Contains(want, id) })
+	if g.cfg.TargetVoters != nil {
+		for _, n := range g.cfg.TargetVoters() {
+			voters = append(voters, raftID(n))
+		}
+	}
+	st := g.rn.Status()
+	caughtUp := func(id uint64) bool {
+		pr, ok := st.Progress[id]
+		return ok && pr.RecentActive && pr.State == tracker.StateReplicate && pr.Match+promoteLag >= st.HardState.GetCommit()
+	}
+	cc := raftlog.MembershipChange(g.confState, want, voters, func(id uint64) bool { return slices.Contains(want, id) }, caughtUp)
 	if cc == nil {
 		return
+	}
+	// A voter change must leave voters of which a majority is live; else wait.
+	var next []uint64
+	switch id := cc.GetNodeId(); {
+	case cc.GetType() == pb.ConfChangeType_ConfChangeAddNode:
+		next = append(slices.Clone(g.confState.GetVoters()), id)
+	case cc.GetType() == pb.ConfChangeType_ConfChangeRemoveNode && slices.Contains(g.confState.GetVoters(), id):
+		next = slices.DeleteFunc(slices.Clone(g.confState.GetVoters()), func(v uint64) bool { return v == id })
+	}
+	if next != nil {
+		live := 0
+		for _, v := range next {
+			if v == st.ID || st.Progress[v].RecentActive {
+				live++
+			}
+		}
+		if live <= len(next)/2 {
+			return
+		}
 	}
 	if err := g.rn.ProposeConfChange(cc); err == nil {
 		g.pendingConf, g.pendingSince = true, time.Now()
@@ -589,6 +643,7 @@ func (g *Group) ready() error {
 			g.mu.Unlock()
 			g.applied = rd.Snapshot.GetMetadata().GetIndex()
 			g.confState = pb.EnsureConfState(rd.Snapshot.GetMetadata().GetConfState())
+			g.setVoters()
 			clear(g.leaders)
 			g.publish()
 		}
@@ -658,6 +713,7 @@ func (g *Group) apply(ents []*pb.Entry) error {
 				return err
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
+			g.setVoters()
 			g.pendingConf = false
 			confChanged = true
 		}
