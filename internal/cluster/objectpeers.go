@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/objtopic"
 )
 
 // ErrPeerRefused is ReadObjectRange's error when the node answered that it could not serve the
@@ -63,4 +67,71 @@ func (n *Node) ReadObjectRange(ctx context.Context, node int32, key string, off 
 		return nil, fmt.Errorf("cluster: node %d answered %d bytes of %s at %d; asked for %d", node, len(out), key, off, size)
 	}
 	return out, nil
+}
+
+// Merges of object extents on other nodes (docs/object-topics.md §5): the active controller
+// plans a merge and asks a node (object-merge) to write the merged object; it commits the
+// replacement itself.
+
+type objectMergeRequest struct {
+	Ref controller.PartitionRef `json:"ref"`
+	Run []objtopic.Extent       `json:"run"`
+}
+
+type objectMergeResponse struct {
+	Merged *objtopic.Extent `json:"merged"`
+}
+
+// mergeTimeout bounds a merge asked of another node: a run is at most 8 MiB, read at 16 MiB/s.
+const mergeTimeout = time.Minute
+
+// ServeObjectMerges has this node write the merged objects the active controller asks of it
+// with merge (the object maintainer's MergeRun).
+func (n *Node) ServeObjectMerges(merge func(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent) (*objtopic.Extent, error)) {
+	n.rpc.handle("object-merge", func(ctx context.Context, _ int32, payload []byte) (any, error) {
+		var req objectMergeRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, mergeTimeout)
+		defer cancel()
+		merged, err := merge(ctx, req.Ref, req.Run)
+		if err != nil {
+			return nil, err
+		}
+		return objectMergeResponse{Merged: merged}, nil
+	})
+}
+
+// MergeObjectsOn asks node to write a run's merged object and returns its extent.
+func (n *Node) MergeObjectsOn(ctx context.Context, node int32, ref controller.PartitionRef, run []objtopic.Extent) (*objtopic.Extent, error) {
+	ctx, cancel := context.WithTimeout(ctx, mergeTimeout+5*time.Second)
+	defer cancel()
+	var resp objectMergeResponse
+	if err := n.rpc.call(ctx, node, "object-merge", objectMergeRequest{ref, run}, &resp); err != nil {
+		return nil, fmt.Errorf("node %d: %w", node, err)
+	}
+	return resp.Merged, nil
+}
+
+// MergeWorker picks the node to write a partition's merged objects: an agent if any is live
+// (agents, like WarpStream's, do the object store's bulk work), else a live serve node other
+// than this one; the same node for the same partition while the members stay (rendezvous
+// hashing). ok is false if there is none.
+func (n *Node) MergeWorker(ref controller.PartitionRef) (node int32, ok bool) {
+	img := n.ctrl.Image()
+	best, bestAgent, bestScore := int32(-1), false, uint64(0)
+	for _, id := range img.NodeIDs() {
+		nd := img.Nodes[id]
+		if id == n.cfg.NodeID || nd.Fenced || nd.ClusterAddr == "" {
+			continue
+		}
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%s/%d/%d", ref.Topic, ref.Partition, id)
+		score := h.Sum64()
+		if best < 0 || nd.Agent && !bestAgent || nd.Agent == bestAgent && score > bestScore {
+			best, bestAgent, bestScore = id, nd.Agent, score
+		}
+	}
+	return best, best >= 0
 }

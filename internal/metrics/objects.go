@@ -21,6 +21,7 @@ type Objects struct {
 	backlog  prometheus.Gauge         // uncommitted journal files the slow path last saw
 	removed  prometheus.Counter       // records compaction removed
 	cleaned  *prometheus.CounterVec   // dir: read, written by compaction
+	merges   *prometheus.CounterVec   // how: local, delegated, delegation_failed, for_controller
 }
 
 // NewObjects returns the object topics' metrics.
@@ -67,6 +68,10 @@ func NewObjects() *Objects {
 			Name: "runnel_object_compaction_bytes_total",
 			Help: "Bytes compaction of object topics read from and wrote to the object store (dir: read, written).",
 		}, []string{"dir"}),
+		merges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_object_merges_total",
+			Help: "Runs of small object extents merged into one object: on the active controller by how (local: it wrote the object; delegated: another node did; delegation_failed: the node it asked failed, it wrote the object itself), on the node it asked (for_controller).",
+		}, []string{"how"}),
 		files: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "runnel_object_file_bytes",
 			Help:    "Size of the object files written (one per flush of a node's buffer).",
@@ -156,8 +161,15 @@ func (o *Objects) Compacted(removed, read, written int64) {
 	}
 }
 
+// Merged counts a merged run of extents, by how it was written.
+func (o *Objects) Merged(how string) {
+	if o != nil {
+		o.merges.WithLabelValues(how).Inc()
+	}
+}
+
 func (o *Objects) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.peer, o.files, o.slow, o.backlog, o.removed, o.cleaned}
+	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.peer, o.files, o.slow, o.backlog, o.removed, o.cleaned, o.merges}
 }
 
 // Describe implements prometheus.Collector.

@@ -10,6 +10,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objstore"
+	"github.com/runnel-dev/runnel/internal/objtopic"
 )
 
 // MaintainerConfig configures a Maintainer.
@@ -47,6 +48,11 @@ type MaintainerConfig struct {
 	MergeTarget      int64
 	MergeKeepNewest  int
 	MergeBytesPerSec int64
+	// MergeWorker, if set, has another node write a run's merged object (MergeRun there) and
+	// returns its extent, so that the active controller only plans and commits merges, as
+	// WarpStream's agents, not its control plane, compact. ErrNoMergeWorker: merge here; any
+	// other error: that node failed, merge here.
+	MergeWorker func(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent) (*objtopic.Extent, error)
 
 	// Compaction of topics with cleanup.policy=compact (compact.go): every CompactInterval
 	// (default 15 s, as the local log store's), with a key map of at most CompactMaxKeys keys

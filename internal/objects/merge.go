@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -69,18 +70,59 @@ func (m *Maintainer) mergeRun(p *objtopic.Partition) []objtopic.Extent {
 	return nil
 }
 
-// mergeOne writes a run's accepted batches as one object and has the controller put it in the
-// run's place. An object whose replacement is refused is garbage (GC).
+// mergeOne has a run's accepted batches written as one object, by another node if a
+// MergeWorker takes it (else, or if that node fails, here), and has the controller put it in
+// the run's place. An object whose replacement is refused is garbage (GC).
 func (m *Maintainer) mergeOne(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent) error {
+	var merged *objtopic.Extent
+	var err error
+	how := "local"
+	if m.cfg.MergeWorker != nil {
+		how = "delegated"
+		merged, err = m.cfg.MergeWorker(ctx, ref, run)
+		if errors.Is(err, ErrNoMergeWorker) {
+			how, err = "local", nil
+		} else if err != nil {
+			m.cfg.Logger.Warn("objects: the node asked to merge a run failed; merging here", "topic", ref.Topic, "partition", ref.Partition, "err", err)
+			how, err = "delegation_failed", nil
+		} else if merged == nil {
+			// A run with no batch left (all skipped) is replaced by nothing; the worker said so.
+			return m.replaceRunCounted(ctx, ref, run, nil, how)
+		}
+	}
+	if merged == nil {
+		if merged, err = m.MergeRun(ctx, ref, run); err != nil {
+			return err
+		}
+	}
+	return m.replaceRunCounted(ctx, ref, run, merged, how)
+}
+
+func (m *Maintainer) replaceRunCounted(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent, merged *objtopic.Extent, how string) error {
+	if err := m.replaceRun(ctx, ref, run, merged, nil); err != nil {
+		return err
+	}
+	m.cfg.Metrics.Merged(how)
+	return nil
+}
+
+// ErrNoMergeWorker is a MergeWorker's answer when no other node can take the run: the active
+// controller merges it itself.
+var ErrNoMergeWorker = errors.New("objects: no other node to merge on")
+
+// MergeRun reads a run of consecutive extents of a partition and writes their accepted batches
+// as one object, returning its extent (nil if no batch is left). It changes no metadata: the
+// active controller runs it, or asks another node to (docs/object-topics.md §5), and proposes
+// the replacement itself.
+func (m *Maintainer) MergeRun(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent) (*objtopic.Extent, error) {
+	if len(run) == 0 {
+		return nil, errors.New("objects: an empty run to merge")
+	}
 	batches, err := m.collectRun(ctx, run, func(b []byte, _ *batch.Header) ([]byte, error) { return b, nil })
 	if err != nil {
-		return err
+		return nil, err
 	}
-	merged, err := m.writeRun(ctx, ref, run, batches)
-	if err != nil {
-		return err
-	}
-	return m.replaceRun(ctx, ref, run, merged, nil)
+	return m.writeRun(ctx, ref, run, batches)
 }
 
 // readSection reads an extent's section and checks it, throttled to MergeBytesPerSec so that

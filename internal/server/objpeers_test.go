@@ -262,3 +262,50 @@ func TestObjectMetadataByClientZone(t *testing.T) {
 		}
 	}
 }
+
+// TestObjectMergesOnAnAgent: the active controller of three serve nodes and an agent has the
+// agent write the merged objects of an object topic's small files (as WarpStream's agents
+// compact), commits them, and every record reads back in order afterwards.
+func TestObjectMergesOnAnAgent(t *testing.T) {
+	c := startClusterWith(t, 3, func(c *testCluster) { c.objectStore, c.batchTimeout = "file://"+t.TempDir(), 5*time.Millisecond })
+	c.waitNodes(3)
+	agent := c.startAgent(9)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	createObjectTopic(t, c.addrs[1], "merging", 1, nil)
+	cl, _ := c.client(kgo.DefaultProduceTopic("merging"))
+	const n = 60 // one file each: 28 past the 32 newest, merged in runs of at least 8
+	for i := range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "a merge written by the agent", 40*time.Second, func() bool {
+		return scrape(t, c.servers[9].AdminAddr())[`runnel_object_merges_total{how="for_controller"}`] > 0
+	})
+	var delegated float64
+	for id := int32(1); id <= 3; id++ {
+		m := scrape(t, c.servers[id].AdminAddr())
+		delegated += m[`runnel_object_merges_total{how="delegated"}`]
+		if m[`runnel_object_merges_total{how="local"}`] > 0 {
+			t.Fatalf("node %d merged locally with an agent live", id)
+		}
+	}
+	if delegated == 0 {
+		t.Fatal("no controller counted a delegated merge")
+	}
+	cons, _ := c.client(kgo.ConsumeTopics("merging"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SeedBrokers(agent))
+	var got []string
+	for len(got) < n {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	for i, v := range got {
+		if v != fmt.Sprintf("r%d", i) {
+			t.Fatalf("offset %d reads %q; want r%d", i, v, i)
+		}
+	}
+}

@@ -44,6 +44,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/objstore"
+	"github.com/runnel-dev/runnel/internal/objtopic"
 	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/speclog/service"
 	"github.com/runnel-dev/runnel/internal/topics"
@@ -539,7 +540,21 @@ func Open(cfg Config) (*Server, error) {
 				v, _ := t.Effective(name)
 				return v
 			},
+			MergeWorker: func(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent) (*objtopic.Extent, error) {
+				node, ok := s.node.MergeWorker(ref)
+				if !ok {
+					return nil, objects.ErrNoMergeWorker
+				}
+				return s.node.MergeObjectsOn(ctx, node, ref, run)
+			},
 			RetentionInterval: cfg.ObjectRetentionInterval, CompactInterval: cfg.ObjectCompactionInterval, Metrics: m, Logger: s.logger})
+		s.node.ServeObjectMerges(func(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent) (*objtopic.Extent, error) {
+			merged, err := s.objmaint.MergeRun(ctx, ref, run)
+			if err == nil {
+				m.Merged("for_controller")
+			}
+			return merged, err
+		})
 		self := objects.Member{Node: cfg.NodeID, Host: host, Port: int32(port), Rack: cfg.Rack, Agent: cfg.Agent}
 		if len(endpoints) > 1 { // Metadata in Ripcord mode names each process on the client's listener
 			self.Listeners = map[string]string{}
