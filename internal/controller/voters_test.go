@@ -275,3 +275,31 @@ func TestVoterChangesUnderLossAndCrashes(t *testing.T) {
 	}
 	t.Logf("%d topics acknowledged; voters %v", len(acked), want)
 }
+
+// TestGrowFromOneVoter: a one-node cluster (the embedded default) grows to three voters by
+// adding two learners, after which it survives the loss of the first node.
+func TestGrowFromOneVoter(t *testing.T) {
+	fsys := vfs.NewMem()
+	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}}
+	cs := map[int32]*Controller{1: startNode(t, n, fsys, 1, nil)}
+	t.Cleanup(func() {
+		for _, c := range cs {
+			c.Stop()
+		}
+	})
+	waitFor(t, "the bootstrap", func() bool { return cs[1].Image().ClusterID != "" })
+	for _, id := range []int32{2, 3} {
+		cs[id] = startNode(t, n, fsys, id, []int32{1})
+		propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: id, ClusterAddr: fmt.Sprint(id)}})
+		if err := changeVoter(t, n, true, id); err != nil {
+			t.Fatalf("adding voter %d: %v", id, err)
+		}
+	}
+	all := []*Controller{cs[1], cs[2], cs[3]}
+	waitFor(t, "voters 1, 2, 3 everywhere", func() bool { return votersAre(all, 1, 2, 3) })
+	n.mu.Lock()
+	n.down[1] = true
+	n.mu.Unlock()
+	waitFor(t, "a leader among 2 and 3", func() bool { l := leaderOf(n); return l != nil && l.NodeID() != 1 })
+	propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: "after", ID: TopicID{7}, Assignments: [][]int32{{2}}}})
+}
