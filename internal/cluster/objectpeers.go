@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/objtopic"
 )
 
@@ -134,4 +135,33 @@ func (n *Node) MergeWorker(ref controller.PartitionRef) (node int32, ok bool) {
 		}
 	}
 	return best, best >= 0
+}
+
+// compactTimeout bounds a compaction pass asked of another node: it reads the partition's dirty
+// extents (up to the key map's bound) and rewrites them, throttled to 16 MiB/s.
+const compactTimeout = 10 * time.Minute
+
+// ServeObjectCompactions has this node run the compaction passes the active controller asks of
+// it with compact (the object maintainer's CompactRun, whose replacements it proposes).
+func (n *Node) ServeObjectCompactions(compact func(ctx context.Context, job objects.CompactJob) (objects.CompactStats, error)) {
+	n.rpc.handle("object-compact", func(ctx context.Context, _ int32, payload []byte) (any, error) {
+		var job objects.CompactJob
+		if err := json.Unmarshal(payload, &job); err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, compactTimeout)
+		defer cancel()
+		return compact(ctx, job)
+	})
+}
+
+// CompactObjectsOn asks node to run a compaction pass and returns what it did.
+func (n *Node) CompactObjectsOn(ctx context.Context, node int32, job objects.CompactJob) (objects.CompactStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, compactTimeout+5*time.Second)
+	defer cancel()
+	var st objects.CompactStats
+	if err := n.rpc.call(ctx, node, "object-compact", job, &st); err != nil {
+		return objects.CompactStats{}, fmt.Errorf("node %d: %w", node, err)
+	}
+	return st, nil
 }

@@ -22,6 +22,7 @@ type Objects struct {
 	removed  prometheus.Counter       // records compaction removed
 	cleaned  *prometheus.CounterVec   // dir: read, written by compaction
 	merges   *prometheus.CounterVec   // how: local, delegated, delegation_failed, for_controller
+	passes   *prometheus.CounterVec   // compaction passes, by the same how
 }
 
 // NewObjects returns the object topics' metrics.
@@ -71,6 +72,10 @@ func NewObjects() *Objects {
 		merges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnel_object_merges_total",
 			Help: "Runs of small object extents merged into one object: on the active controller by how (local: it wrote the object; delegated: another node did; delegation_failed: the node it asked failed, it wrote the object itself), on the node it asked (for_controller).",
+		}, []string{"how"}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_object_compaction_passes_total",
+			Help: "Compaction passes over object partitions: on the active controller by how (local, delegated, delegation_failed), on the node it asked (for_controller).",
 		}, []string{"how"}),
 		files: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "runnel_object_file_bytes",
@@ -168,8 +173,15 @@ func (o *Objects) Merged(how string) {
 	}
 }
 
+// CompactedBy counts a compaction pass over a partition, by how it was run.
+func (o *Objects) CompactedBy(how string) {
+	if o != nil {
+		o.passes.WithLabelValues(how).Inc()
+	}
+}
+
 func (o *Objects) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.peer, o.files, o.slow, o.backlog, o.removed, o.cleaned, o.merges}
+	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.peer, o.files, o.slow, o.backlog, o.removed, o.cleaned, o.merges, o.passes}
 }
 
 // Describe implements prometheus.Collector.

@@ -3,6 +3,7 @@ package objects
 import (
 	"context"
 	"crypto/md5"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -55,6 +56,13 @@ type CompactStats struct {
 	RecordsRemoved int64 // superseded records, expired tombstones and records without a key
 	BytesRead      int64
 	BytesWritten   int64
+	// elsewhere: the part of the counts other nodes did (their metrics count it).
+	elsewhere struct{ removed, read, written int64 }
+}
+
+// Local returns the records removed, bytes read and bytes written by this node.
+func (st CompactStats) Local() (removed, read, written int64) {
+	return st.RecordsRemoved - st.elsewhere.removed, st.BytesRead - st.elsewhere.read, st.BytesWritten - st.elsewhere.written
 }
 
 // Compact runs a compaction pass on every object partition of a compacted topic that is due.
@@ -87,8 +95,9 @@ func (m *Maintainer) Compact(ctx context.Context, now time.Time) (CompactStats, 
 			if exts == nil {
 				continue
 			}
-			ref := controller.PartitionRef{Topic: t.ID, Partition: int32(i)}
-			if err := m.compactOne(ctx, ref, p, exts, now.UnixMilli(), retention, &st); err != nil {
+			job := CompactJob{Ref: controller.PartitionRef{Topic: t.ID, Partition: int32(i)}, Start: p.Start, Aborted: p.Aborted,
+				Extents: exts, NowMs: now.UnixMilli(), Retention: retention}
+			if err := m.compactPartition(ctx, job, &st); err != nil {
 				return st, fmt.Errorf("compacting %s[%d]: %w", name, i, err)
 			}
 			st.Partitions++
@@ -149,9 +158,9 @@ func compactable(p *objtopic.Partition, nowMs int64, keepNewest int, ratio float
 // a producer's transactions follow one another, so each list ascends in First and in Last.
 type abortedRanges map[int64][]objtopic.AbortedTxn
 
-func abortedOf(p *objtopic.Partition) abortedRanges {
+func abortedOf(list []objtopic.AbortedTxn) abortedRanges {
 	out := abortedRanges{}
-	for _, a := range p.Aborted {
+	for _, a := range list {
 		out[a.ProducerID] = append(out[a.ProducerID], a)
 	}
 	return out
@@ -168,10 +177,65 @@ func (ab abortedRanges) holds(h *batch.Header, base int64) bool {
 	return i < len(list) && list[i].First <= base
 }
 
-// compactOne maps the dirty extents of exts and rewrites exts up to the last one mapped.
-// Records of aborted transactions are never values: they are neither mapped nor kept.
-func (m *Maintainer) compactOne(ctx context.Context, ref controller.PartitionRef, p *objtopic.Partition, exts []objtopic.Extent, nowMs, retention int64, st *CompactStats) error {
-	start, aborted := p.Start, abortedOf(p)
+// CompactJob is one compaction pass over a partition, as the active controller plans it: the
+// partition's log start and aborted transactions, the extents the pass may rewrite, the time
+// and the topic's delete.retention.ms.
+type CompactJob struct {
+	Ref       controller.PartitionRef `json:"ref"`
+	Start     int64                   `json:"start"`
+	Aborted   []objtopic.AbortedTxn   `json:"aborted,omitempty"`
+	Extents   []objtopic.Extent       `json:"extents"`
+	NowMs     int64                   `json:"now_ms"`
+	Retention int64                   `json:"retention"`
+}
+
+// compactPartition runs a pass on another node if a CompactWorker takes it (else, or if that
+// node fails, here), and adds what it did to st.
+func (m *Maintainer) compactPartition(ctx context.Context, job CompactJob, st *CompactStats) error {
+	if m.cfg.CompactWorker != nil {
+		got, err := m.cfg.CompactWorker(ctx, job)
+		if err == nil {
+			st.add(got)
+			st.elsewhere.removed += got.RecordsRemoved
+			st.elsewhere.read += got.BytesRead
+			st.elsewhere.written += got.BytesWritten
+			m.cfg.Metrics.CompactedBy("delegated")
+			return nil
+		}
+		if !errors.Is(err, ErrNoWorker) {
+			m.cfg.Logger.Warn("objects: the node asked to compact a partition failed; compacting here", "topic", job.Ref.Topic, "partition", job.Ref.Partition, "err", err)
+			// What it replaced before failing stays replaced; a run planned here on the
+			// extents it changed is refused as stale, and the next pass takes the rest.
+			err := m.CompactRun(ctx, job, st)
+			if err == nil {
+				m.cfg.Metrics.CompactedBy("delegation_failed")
+			}
+			return err
+		}
+	}
+	if err := m.CompactRun(ctx, job, st); err != nil {
+		return err
+	}
+	m.cfg.Metrics.CompactedBy("local")
+	return nil
+}
+
+func (st *CompactStats) add(o CompactStats) {
+	st.ExtentsIn += o.ExtentsIn
+	st.ExtentsOut += o.ExtentsOut
+	st.RecordsRemoved += o.RecordsRemoved
+	st.BytesRead += o.BytesRead
+	st.BytesWritten += o.BytesWritten
+}
+
+// CompactRun runs a compaction pass over a partition: it maps the keys of the dirty extents of
+// job.Extents and rewrites them up to the last one mapped, each run of them replaced through
+// the controller (which refuses a run no longer there). Records of aborted transactions are
+// never values: they are neither mapped nor kept. The active controller runs it, or asks
+// another node to (docs/object-topics.md §5.1).
+func (m *Maintainer) CompactRun(ctx context.Context, job CompactJob, st *CompactStats) error {
+	ref, exts, nowMs, retention := job.Ref, job.Extents, job.NowMs, job.Retention
+	start, aborted := job.Start, abortedOf(job.Aborted)
 	keys := map[[md5.Size]byte]int64{}
 	end := 0 // exts[:end] are rewritten
 	for i, e := range exts {

@@ -50,9 +50,13 @@ type MaintainerConfig struct {
 	MergeBytesPerSec int64
 	// MergeWorker, if set, has another node write a run's merged object (MergeRun there) and
 	// returns its extent, so that the active controller only plans and commits merges, as
-	// WarpStream's agents, not its control plane, compact. ErrNoMergeWorker: merge here; any
+	// WarpStream's agents, not its control plane, compact. ErrNoWorker: merge here; any
 	// other error: that node failed, merge here.
 	MergeWorker func(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent) (*objtopic.Extent, error)
+	// CompactWorker, if set, has another node run a compaction pass over a partition
+	// (CompactRun there, whose replacements that node proposes) and returns what it did.
+	// ErrNoWorker: compact here; any other error: that node failed, compact here.
+	CompactWorker func(ctx context.Context, job CompactJob) (CompactStats, error)
 
 	// Compaction of topics with cleanup.policy=compact (compact.go): every CompactInterval
 	// (default 15 s, as the local log store's), with a key map of at most CompactMaxKeys keys
@@ -228,7 +232,7 @@ func (m *Maintainer) runBulk(ctx context.Context) {
 					m.cfg.Logger.Debug("objects: compacted", "partitions", st.Partitions, "extents_in", st.ExtentsIn,
 						"extents_out", st.ExtentsOut, "records_removed", st.RecordsRemoved, "bytes_read", st.BytesRead, "bytes_written", st.BytesWritten)
 				}
-				m.cfg.Metrics.Compacted(st.RecordsRemoved, st.BytesRead, st.BytesWritten)
+				m.cfg.Metrics.Compacted(st.Local())
 			}
 		case <-ret.C:
 			if m.cfg.Active() {

@@ -80,7 +80,7 @@ func (m *Maintainer) mergeOne(ctx context.Context, ref controller.PartitionRef, 
 	if m.cfg.MergeWorker != nil {
 		how = "delegated"
 		merged, err = m.cfg.MergeWorker(ctx, ref, run)
-		if errors.Is(err, ErrNoMergeWorker) {
+		if errors.Is(err, ErrNoWorker) {
 			how, err = "local", nil
 		} else if err != nil {
 			m.cfg.Logger.Warn("objects: the node asked to merge a run failed; merging here", "topic", ref.Topic, "partition", ref.Partition, "err", err)
@@ -106,9 +106,9 @@ func (m *Maintainer) replaceRunCounted(ctx context.Context, ref controller.Parti
 	return nil
 }
 
-// ErrNoMergeWorker is a MergeWorker's answer when no other node can take the run: the active
-// controller merges it itself.
-var ErrNoMergeWorker = errors.New("objects: no other node to merge on")
+// ErrNoWorker is a MergeWorker's or CompactWorker's answer when no other node can take the
+// job: the active controller does it itself.
+var ErrNoWorker = errors.New("objects: no other node to do it")
 
 // MergeRun reads a run of consecutive extents of a partition and writes their accepted batches
 // as one object, returning its extent (nil if no batch is left). It changes no metadata: the

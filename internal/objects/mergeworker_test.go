@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +28,7 @@ func TestMergeOnAnotherNode(t *testing.T) {
 	}{
 		{"delegated", nil, "worker"},
 		{"worker fails", errors.New("node 2: connection refused"), "controller"},
-		{"no worker", ErrNoMergeWorker, "controller"},
+		{"no worker", ErrNoWorker, "controller"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store, err := objstore.OpenDir(t.TempDir())
@@ -110,4 +112,63 @@ func (c *countingPuts) PutIfAbsent(ctx context.Context, key string, body []byte)
 		c.puts[c.who]++
 	}
 	return c.Store.PutIfAbsent(ctx, key, body)
+}
+
+// TestCompactionOnAnotherNode: a compaction pass planned by the active controller runs on a
+// worker (another node's maintainer on the same store, proposing through the same controller):
+// the worker writes the compacted object and the pass removes what it would here; a failing
+// worker leaves the pass to the controller.
+func TestCompactionOnAnotherNode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer error
+		want   string
+	}{
+		{"delegated", nil, "worker"},
+		{"worker fails", errors.New("node 2: connection refused"), "controller"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			configs := map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}
+			cfg := MaintainerConfig{MergeKeepNewest: 1}
+			r := newCompactRig(t, configs, cfg)
+			for i := range 6 {
+				r.produce(t, ctx, [][]kv{{{key: "a", value: fmt.Sprint(i)}, {key: fmt.Sprint("k", i), value: "v"}}}, []int64{int64(1000 * (i + 1))}, batch.CodecNone)
+			}
+			written := map[string]int{}
+			wcfg := cfg
+			wcfg.Config = func(_, name string) string { return configs[name] }
+			worker := newTestMaintainer(&countingPuts{Store: r.dir, puts: written, who: "worker"}, r.fc, wcfg)
+			asked := 0
+			cfg.Config = wcfg.Config
+			cfg.CompactWorker = func(ctx context.Context, job CompactJob) (CompactStats, error) {
+				asked++
+				if tc.answer != nil {
+					return CompactStats{}, tc.answer
+				}
+				var st CompactStats
+				err := worker.CompactRun(ctx, job, &st)
+				return st, err
+			}
+			m := newTestMaintainer(&countingPuts{Store: r.dir, puts: written, who: "controller"}, r.fc, cfg)
+			st, err := m.Compact(ctx, time.UnixMilli(10000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if asked != 1 || st.Partitions != 1 || st.RecordsRemoved != 4 {
+				t.Fatalf("asked %d, %+v; want one pass removing a=0 to a=3 (a=4 is the last value in the extents it may rewrite; the newest extent, a=5, is left)", asked, st)
+			}
+			if written[tc.want] != 1 || len(written) != 1 {
+				t.Fatalf("compacted objects written by %v; want one by the %s", written, tc.want)
+			}
+			if _, read, _ := st.Local(); (tc.want == "worker") != (read == 0) {
+				t.Fatalf("bytes this node read %d; want none when the worker did the pass", read)
+			}
+			_, recs := readKV(t, ctx, NewCache(r.dir, 1<<20, nil), r.fc, 0, nil)
+			if got := latestValues(slices.Sorted(maps.Keys(recs)), recs); got["a"] != "5" || len(got) != 7 {
+				t.Fatalf("latest values %v; want a=5 and k0..k5", got)
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -264,10 +266,14 @@ func TestObjectMetadataByClientZone(t *testing.T) {
 }
 
 // TestObjectMergesOnAnAgent: the active controller of three serve nodes and an agent has the
-// agent write the merged objects of an object topic's small files (as WarpStream's agents
-// compact), commits them, and every record reads back in order afterwards.
+// agent write the merged objects of an object topic's small files and run the compaction
+// passes of a compacted one (as WarpStream's agents compact), and every record reads back in
+// order afterwards, the compacted topic with only the latest values outside its newest files.
 func TestObjectMergesOnAnAgent(t *testing.T) {
-	c := startClusterWith(t, 3, func(c *testCluster) { c.objectStore, c.batchTimeout = "file://"+t.TempDir(), 5*time.Millisecond })
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.objectStore, c.batchTimeout = "file://"+t.TempDir(), 5*time.Millisecond
+		c.tune = func(_ int32, cfg *server.Config) { cfg.ObjectCompactionInterval = 200 * time.Millisecond }
+	})
 	c.waitNodes(3)
 	agent := c.startAgent(9)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -306,6 +312,36 @@ func TestObjectMergesOnAnAgent(t *testing.T) {
 	for i, v := range got {
 		if v != fmt.Sprintf("r%d", i) {
 			t.Fatalf("offset %d reads %q; want r%d", i, v, i)
+		}
+	}
+
+	createObjectTopic(t, c.addrs[1], "compacting", 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact"),
+		"min.cleanable.dirty.ratio": kadm.StringPtr("0")})
+	const m = 40 // the 8 oldest files are past the 32 newest
+	for i := range m {
+		r := &kgo.Record{Topic: "compacting", Key: []byte("a"), Value: fmt.Appendf(nil, "a%d", i)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "a compaction pass run by the agent", 40*time.Second, func() bool {
+		return scrape(t, c.servers[9].AdminAddr())[`runnel_object_compaction_passes_total{how="for_controller"}`] > 0
+	})
+	cons2, _ := c.client(kgo.ConsumeTopics("compacting"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	offsets := map[int64]string{}
+	for len(offsets) == 0 || !slices.Contains(slices.Collect(maps.Values(offsets)), fmt.Sprintf("a%d", m-1)) {
+		fs := cons2.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { offsets[r.Offset] = string(r.Value) })
+	}
+	if len(offsets) >= m {
+		t.Fatalf("%d records read back; want fewer than %d (compacted)", len(offsets), m)
+	}
+	for off, v := range offsets {
+		if v != fmt.Sprintf("a%d", off) {
+			t.Fatalf("offset %d reads %q; want a%d", off, v, off)
 		}
 	}
 }

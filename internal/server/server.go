@@ -543,9 +543,16 @@ func Open(cfg Config) (*Server, error) {
 			MergeWorker: func(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent) (*objtopic.Extent, error) {
 				node, ok := s.node.MergeWorker(ref)
 				if !ok {
-					return nil, objects.ErrNoMergeWorker
+					return nil, objects.ErrNoWorker
 				}
 				return s.node.MergeObjectsOn(ctx, node, ref, run)
+			},
+			CompactWorker: func(ctx context.Context, job objects.CompactJob) (objects.CompactStats, error) {
+				node, ok := s.node.MergeWorker(job.Ref)
+				if !ok {
+					return objects.CompactStats{}, objects.ErrNoWorker
+				}
+				return s.node.CompactObjectsOn(ctx, node, job)
 			},
 			RetentionInterval: cfg.ObjectRetentionInterval, CompactInterval: cfg.ObjectCompactionInterval, Metrics: m, Logger: s.logger})
 		s.node.ServeObjectMerges(func(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent) (*objtopic.Extent, error) {
@@ -554,6 +561,15 @@ func Open(cfg Config) (*Server, error) {
 				m.Merged("for_controller")
 			}
 			return merged, err
+		})
+		s.node.ServeObjectCompactions(func(ctx context.Context, job objects.CompactJob) (objects.CompactStats, error) {
+			var st objects.CompactStats
+			err := s.objmaint.CompactRun(ctx, job, &st)
+			m.Compacted(st.Local())
+			if err == nil {
+				m.CompactedBy("for_controller")
+			}
+			return st, err
 		})
 		self := objects.Member{Node: cfg.NodeID, Host: host, Port: int32(port), Rack: cfg.Rack, Agent: cfg.Agent}
 		if len(endpoints) > 1 { // Metadata in Ripcord mode names each process on the client's listener
