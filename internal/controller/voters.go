@@ -208,6 +208,7 @@ func (c *Controller) voterApplied(index uint64, cc *pb.ConfChange) {
 		pv.done <- nil
 		return
 	}
+	c.pendingConf = false       // the change it stood for is not coming
 	pv.done <- ErrChangePending // raft dropped it: the caller proposes again
 }
 
