@@ -121,6 +121,8 @@ type Security struct {
 	Authorizer *security.Authorizer
 	// OAuth validates OAUTHBEARER tokens (needed when SASLMechanisms has OAUTHBEARER).
 	OAuth *security.OAuthValidator
+	// Kerberos accepts GSSAPI exchanges (needed when SASLMechanisms has GSSAPI).
+	Kerberos *security.Kerberos
 	// PrincipalMapper is ssl.principal.mapping.rules: the principal of a client certificate on
 	// an SSL listener (nil: DEFAULT, the whole subject).
 	PrincipalMapper *security.PrincipalMapper

@@ -112,9 +112,12 @@ func handleSaslHandshake(_ context.Context, r *request) reply {
 	}
 	var s security.Session
 	var err error
-	if req.Mechanism == security.OAuthBearer && c.b.cfg.Security.OAuth != nil {
+	switch {
+	case req.Mechanism == security.OAuthBearer && c.b.cfg.Security.OAuth != nil:
 		s = security.NewOAuthSession(c.b.cfg.Security.OAuth)
-	} else {
+	case req.Mechanism == security.GSSAPI && c.b.cfg.Security.Kerberos != nil:
+		s = security.NewGSSAPISession(c.b.cfg.Security.Kerberos)
+	default:
 		var tokens security.TokenLookup // nil: delegation tokens are off
 		if c.b.cfg.Security.TokenSecret != "" {
 			tokens = c.b.liveToken

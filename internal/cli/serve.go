@@ -69,6 +69,8 @@ type serveFlags struct {
 	oauthSubClaim                               string
 	oauthUnsecured                              bool
 	oauthClockSkew, oauthRefresh                time.Duration
+	krbKeytab, krbService, krbPrincipal         string
+	krbRules                                    string
 	maxReauth                                   time.Duration
 	tokenSecret                                 string
 	tokenMaxLifetime, tokenExpiry               time.Duration
@@ -130,7 +132,11 @@ func (f *serveFlags) registerSecurity(flags *pflag.FlagSet) {
 	flags.BoolVar(&f.clusterTLS, "cluster-tls", false, "node-to-node traffic over TLS; peers present certificates signed by --tls-client-ca-file")
 	flags.BoolVar(&f.adminTLS, "admin-tls", false, "serve the admin endpoint over HTTPS")
 	flags.BoolVar(&f.speclogTLS, "speclog-tls", false, "serve the SpecLog API (total-order topics) over TLS")
-	flags.StringVar(&f.saslMechanisms, "sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (PLAIN is checked against the SCRAM credentials; OAUTHBEARER against --sasl-oauthbearer-jwks-endpoint-url)")
+	flags.StringVar(&f.saslMechanisms, "sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, GSSAPI (PLAIN is checked against the SCRAM credentials; OAUTHBEARER against --sasl-oauthbearer-jwks-endpoint-url; GSSAPI is Kerberos, with --sasl-kerberos-keytab)")
+	flags.StringVar(&f.krbKeytab, "sasl-kerberos-keytab", "", "GSSAPI: the keytab with this node's Kerberos keys (the keyTab of Kafka's JAAS KafkaServer section)")
+	flags.StringVar(&f.krbService, "sasl-kerberos-service-name", "kafka", "GSSAPI: the first component of the principal clients name this node by (Kafka's sasl.kerberos.service.name)")
+	flags.StringVar(&f.krbPrincipal, "sasl-kerberos-principal", "", "GSSAPI: the one principal clients may name this node by, service/host@REALM (default: any of the keytab's principals of the service name)")
+	flags.StringVar(&f.krbRules, "sasl-kerberos-principal-to-local-rules", "DEFAULT", "GSSAPI: Kafka's sasl.kerberos.principal.to.local.rules, which turn a client's Kerberos principal into its user name (DEFAULT: alice@REALM is User:alice when REALM is the node principal's realm)")
 	flags.StringVar(&f.oauthJWKS, "sasl-oauthbearer-jwks-endpoint-url", "", "OAUTHBEARER: the JSON Web Key Set tokens are verified with (http(s) URL or file), Kafka's sasl.oauthbearer.jwks.endpoint.url")
 	flags.StringVar(&f.oauthAudience, "sasl-oauthbearer-expected-audience", "", "OAUTHBEARER: comma-separated audiences, one of which a token's aud must hold (default: not checked)")
 	flags.StringVar(&f.oauthIssuer, "sasl-oauthbearer-expected-issuer", "", "OAUTHBEARER: the iss a token must have (default: not checked)")
@@ -178,6 +184,7 @@ func (f *serveFlags) securityConfig(cfg *server.Config) error {
 	}
 	cfg.SASLMechanisms, cfg.MaxReauth, cfg.BootstrapUser = mechs, f.maxReauth, f.bootstrapUser
 	cfg.DelegationTokenSecret, cfg.DelegationTokenMaxLifetime, cfg.DelegationTokenExpiry = f.tokenSecret, f.tokenMaxLifetime, f.tokenExpiry
+	cfg.Kerberos = security.KerberosConfig{Keytab: f.krbKeytab, ServiceName: f.krbService, Principal: f.krbPrincipal, Rules: f.krbRules}
 	cfg.OAuth = security.OAuthConfig{JWKSURL: f.oauthJWKS, Unsecured: f.oauthUnsecured, ExpectedIssuer: f.oauthIssuer, SubClaim: f.oauthSubClaim,
 		ClockSkew: f.oauthClockSkew, Refresh: f.oauthRefresh}
 	for _, a := range strings.Split(f.oauthAudience, ",") {

@@ -131,8 +131,8 @@ func hmacSum(h func() hash.Hash, key []byte, msg string) []byte {
 	return m.Sum(nil)
 }
 
-// ParseMechanisms parses --sasl-mechanisms: a comma list of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
-// and OAUTHBEARER.
+// ParseMechanisms parses --sasl-mechanisms: a comma list of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512,
+// OAUTHBEARER and GSSAPI.
 func ParseMechanisms(spec string) ([]string, error) {
 	var out []string
 	for _, s := range strings.Split(spec, ",") {
@@ -140,9 +140,9 @@ func ParseMechanisms(spec string) ([]string, error) {
 		switch s {
 		case "":
 			continue
-		case "PLAIN", string(ScramSHA256), string(ScramSHA512), OAuthBearer:
+		case "PLAIN", string(ScramSHA256), string(ScramSHA512), OAuthBearer, GSSAPI:
 		default:
-			return nil, fmt.Errorf("security: SASL mechanism %q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", s)
+			return nil, fmt.Errorf("security: SASL mechanism %q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI", s)
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)

@@ -133,6 +133,10 @@ type Config struct {
 	// OAuth configures OAUTHBEARER (needed when SASLMechanisms has it): Kafka's
 	// sasl.oauthbearer.* broker configs (docs/security.md §3).
 	OAuth security.OAuthConfig
+	// Kerberos configures GSSAPI (needed when SASLMechanisms has it): the broker's keytab and
+	// principal (Kafka's JAAS KafkaServer section), sasl.kerberos.service.name and
+	// sasl.kerberos.principal.to.local.rules (docs/security.md §3).
+	Kerberos security.KerberosConfig
 	// BootstrapUser "name:password" is added as a SCRAM user (both mechanisms) if the cluster
 	// has no user of that name: the first way in to a cluster with SASL listeners only.
 	BootstrapUser string
@@ -261,6 +265,12 @@ func (c Config) Validate() error {
 	}
 	if slices.Contains(c.SASLMechanisms, security.OAuthBearer) && c.OAuth.JWKSURL == "" && !c.OAuth.Unsecured {
 		return errors.New("server: SASL mechanism OAUTHBEARER needs --sasl-oauthbearer-jwks-endpoint-url (or --sasl-oauthbearer-unsecured for unsigned development tokens)")
+	}
+	if slices.Contains(c.SASLMechanisms, security.GSSAPI) && c.Kerberos.Keytab == "" {
+		return errors.New("server: SASL mechanism GSSAPI needs --sasl-kerberos-keytab")
+	}
+	if _, err := security.ParseKerberosRules(c.Kerberos.Rules); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
 	if _, err := security.ParsePrincipalMappingRules(c.SSLPrincipalMappingRules); err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -590,6 +600,14 @@ func Open(cfg Config) (*Server, error) {
 		}
 		s.oauth = oauth
 	}
+	var kerberos *security.Kerberos
+	if slices.Contains(cfg.SASLMechanisms, security.GSSAPI) {
+		if kerberos, err = security.NewKerberos(cfg.Kerberos); err != nil {
+			return nil, errors.Join(err, s.Close())
+		}
+		s.logger.Info("GSSAPI: Kerberos keytab loaded", "principals", kerberos.Principals(), "default_realm", kerberos.Realm(),
+			"principal_to_local_rules", cfg.Kerberos.Rules)
+	}
 	groups := group.DefaultConfig()
 	if cfg.GroupMigrationPolicy != "" {
 		groups.MigrationPolicy = cfg.GroupMigrationPolicy
@@ -602,7 +620,7 @@ func Open(cfg Config) (*Server, error) {
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
 		Security: broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg),
 			TokenSecret: cfg.DelegationTokenSecret, TokenMaxLifetime: cfg.DelegationTokenMaxLifetime, TokenExpiry: cfg.DelegationTokenExpiry,
-			PrincipalMapper: principalMapper(cfg), OAuth: oauth},
+			PrincipalMapper: principalMapper(cfg), OAuth: oauth, Kerberos: kerberos},
 		ObjectWriter: s.objw, ObjectCache: objCache, Ripcording: ripcording, Members: members}, s.topics)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
