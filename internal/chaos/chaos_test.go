@@ -23,7 +23,8 @@ func TestScenariosShort(t *testing.T) {
 	bin := runnelBinary(t)
 	dir := t.TempDir()
 	cfg := Config{Binary: bin, Dir: filepath.Join(dir, "clusters"), Rate: 1000, Rounds: 2, Hold: 3 * time.Second}
-	scenarios := []string{"kill-leader", "pause-leader", "isolate-leader", "net-partition-leader", "net-unplug-leader", "net-bridge"}
+	scenarios := []string{"kill-leader", "pause-leader", "isolate-leader", "net-partition-leader", "net-unplug-leader", "net-bridge",
+		"net-lossy", "net-lossy-leader"}
 	if os.Getenv("RUNNEL_CHAOS") == "full" {
 		cfg = Config{Binary: bin, Dir: filepath.Join(dir, "clusters")}
 		scenarios = Scenarios

@@ -251,6 +251,11 @@ func (c *Cluster) Start(i int32) error {
 		cmd = c.net.Command(i, c.bin, args...)
 	}
 	cmd.Stdout, cmd.Stderr = log, log
+	// The node dies with us: a test that panics (go test's -timeout) runs no deferred StopAll,
+	// and its nodes would otherwise live on, holding ports and disk. (Linux sends the signal
+	// when the OS thread that started the node exits; Go's threads live as long as the process
+	// unless a goroutine locked to one ends, which nothing here does.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return err

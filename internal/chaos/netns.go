@@ -3,6 +3,7 @@ package chaos
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -17,8 +18,10 @@ import (
 // end 10.213.K.254) lets clients reach every node. Faults are made with iproute2 alone:
 // blackhole routes in a node's namespace drop what it sends to chosen peers (a network
 // partition, silent as a real one: no refusal, no reset), and taking the node's port on the
-// bridge down cuts it off from everyone, clients included. Only namespaces and links the Net
-// created are touched; Close deletes them (the kernel removes the veths with them).
+// bridge down cuts it off from everyone, clients included. Loss short of a cut is made with
+// nftables in the hub namespace (Lossy: the bridge drops a random share of the frames a node's
+// port carries; needs nft). Only namespaces and links the Net created are touched; Close
+// deletes them (the kernel removes the veths and the hub's nftables table with them).
 type Net struct {
 	tag    string // names' prefix: unique per process and Net
 	hub    string // the hub namespace
@@ -28,10 +31,14 @@ type Net struct {
 	mu      sync.Mutex
 	nodes   map[int32]string // node → its namespace
 	blocked map[[2]int32]bool
+	lossy   map[int32]int // node → per mille of its port's frames dropped, each way
 }
 
 // ErrNoNetns: this machine (or user) cannot make network namespaces.
 var ErrNoNetns = errors.New("chaos: network namespaces need root and iproute2")
+
+// ErrNoNft: Lossy needs nftables' command line (Debian: apt-get install nftables).
+var ErrNoNft = errors.New("chaos: packet loss needs nft (apt-get install nftables)")
 
 var netSeq atomic.Int32
 
@@ -61,7 +68,7 @@ func NewNet() (*Net, error) {
 		return nil, errors.New("chaos: no free subnet in 10.213.0.0/16")
 	}
 	n := &Net{tag: fmt.Sprintf("rn%dx%d", os.Getpid(), seq), subnet: fmt.Sprintf("10.213.%d", k),
-		nodes: map[int32]string{}, blocked: map[[2]int32]bool{}}
+		nodes: map[int32]string{}, blocked: map[[2]int32]bool{}, lossy: map[int32]int{}}
 	n.hub, n.host = n.tag+"-hub", n.tag+"h"
 	if len(n.host) > 15 { // IFNAMSIZ
 		n.host = fmt.Sprintf("rn%dh", (os.Getpid()*100+int(seq))%1_000_000_000)
@@ -169,10 +176,78 @@ func (n *Net) Plug(i int32) error {
 	return n.ip([]string{"-n", n.hub, "link", "set", fmt.Sprintf("n%d", i), "up"})
 }
 
-// Heal removes every block and plugs every node back in.
+// lossTable is the hub's nftables table that drops frames (bridge family: it sees every frame
+// the bridge forwards between two ports, node to node and node to clients).
+const lossTable = "runnel_chaos_loss"
+
+// Lossy makes the bridge drop each frame node i's port carries, to the node or from it, with
+// probability perMille/1000 (nftables' numgen random, drawn per frame and rule: a frame between
+// two lossy nodes passes two such rules). The frames vanish in the network, as on a bad link:
+// neither end is told, TCP retransmits. perMille 0 makes the port lossless again.
+func (n *Net) Lossy(i int32, perMille int) error {
+	if perMille < 0 || perMille > 1000 {
+		return fmt.Errorf("chaos: loss of %d per mille", perMille)
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		return ErrNoNft
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.nodes[i]; !ok {
+		return fmt.Errorf("chaos: node %d is not in the network", i)
+	}
+	next := maps.Clone(n.lossy)
+	if perMille == 0 {
+		delete(next, i)
+	} else {
+		next[i] = perMille
+	}
+	if err := n.nft(lossRules(next)); err != nil {
+		return err
+	}
+	n.lossy = next
+	return nil
+}
+
+// lossRules is an nftables script that replaces the loss table by one dropping what lossy says
+// (adding the table first makes deleting it work whether or not it exists, in one transaction).
+func lossRules(lossy map[int32]int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "add table bridge %s\ndelete table bridge %s\n", lossTable, lossTable)
+	if len(lossy) == 0 {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "table bridge %s {\n\tchain forward {\n\t\ttype filter hook forward priority 0; policy accept;\n", lossTable)
+	for _, i := range slices.Sorted(maps.Keys(lossy)) {
+		for _, dir := range []string{"iifname", "oifname"} {
+			fmt.Fprintf(&b, "\t\t%s \"n%d\" numgen random mod 1000 < %d drop\n", dir, i, lossy[i])
+		}
+	}
+	b.WriteString("\t}\n}\n")
+	return b.String()
+}
+
+// nft runs an nftables script in the hub namespace.
+func (n *Net) nft(script string) error {
+	cmd := exec.Command("ip", "netns", "exec", n.hub, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("chaos: nft: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Heal removes every block and every loss and plugs every node back in.
 func (n *Net) Heal() error {
 	n.mu.Lock()
 	var errs []error
+	if len(n.lossy) > 0 {
+		if err := n.nft(lossRules(nil)); err != nil {
+			errs = append(errs, err)
+		} else {
+			n.lossy = map[int32]int{}
+		}
+	}
 	for k := range n.blocked {
 		if err := n.ip([]string{"-n", n.nodes[k[0]], "route", "del", "blackhole", n.Addr(k[1]) + "/32"}); err != nil {
 			errs = append(errs, err)

@@ -123,7 +123,7 @@ object-storage topic scenarios with an agent beside the three nodes: ` + strings
 
 func printChaos(w io.Writer, results []chaos.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tACKED\tLOST\tDUPLICATED\tMISPLACED\tREORDERED\tINCONSISTENT\tHW BACK\tUNACKED\tNEW LEADER\tRECOVERY\tRESULT")
+	fmt.Fprintln(tw, "SCENARIO\tACKED\tLOST\tDUPLICATED\tMISPLACED\tREORDERED\tINCONSISTENT\tHW BACK\tUNACKED\tNEW LEADER\tRECOVERY\tDURING FAULT\tRESULT")
 	for _, r := range results {
 		var rec []string
 		for _, d := range r.Recovery {
@@ -133,12 +133,16 @@ func printChaos(w io.Writer, results []chaos.Result) {
 		if r.Elected > 0 {
 			elected = r.Elected.Round(time.Millisecond).String()
 		}
+		during := "-"
+		if r.FaultAcked > 0 || r.FaultGap > 0 {
+			during = fmt.Sprintf("acked %.0f%%, max wait %v, %d leader changes", 100*r.FaultAcked, r.FaultGap.Round(time.Millisecond), r.LeaderChanges)
+		}
 		verdict := "ok"
 		if !r.OK() {
 			verdict = "FAIL " + r.Error
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Scenario, r.Acked, r.Lost, r.Duplicated, r.Misplaced,
-			r.Reordered, r.Inconsistent, r.HWRegressed, r.Unacked, elected, strings.Join(rec, " "), verdict)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Scenario, r.Acked, r.Lost, r.Duplicated, r.Misplaced,
+			r.Reordered, r.Inconsistent, r.HWRegressed, r.Unacked, elected, strings.Join(rec, " "), during, verdict)
 	}
 	tw.Flush()
 }
