@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"time"
 
@@ -116,7 +117,7 @@ func handleSaslHandshake(_ context.Context, r *request) reply {
 	case req.Mechanism == security.OAuthBearer && c.b.cfg.Security.OAuth != nil:
 		s = security.NewOAuthSession(c.b.cfg.Security.OAuth)
 	case req.Mechanism == security.GSSAPI && c.b.cfg.Security.Kerberos != nil:
-		s = security.NewGSSAPISession(c.b.cfg.Security.Kerberos)
+		s = security.NewGSSAPISession(c.b.cfg.Security.Kerberos, net.ParseIP(c.host))
 	default:
 		var tokens security.TokenLookup // nil: delegation tokens are off
 		if c.b.cfg.Security.TokenSecret != "" {

@@ -70,7 +70,7 @@ type serveFlags struct {
 	oauthUnsecured                              bool
 	oauthClockSkew, oauthRefresh                time.Duration
 	krbKeytab, krbService, krbPrincipal         string
-	krbRules                                    string
+	krbRules, krbRealm                          string
 	maxReauth                                   time.Duration
 	tokenSecret                                 string
 	tokenMaxLifetime, tokenExpiry               time.Duration
@@ -136,7 +136,8 @@ func (f *serveFlags) registerSecurity(flags *pflag.FlagSet) {
 	flags.StringVar(&f.krbKeytab, "sasl-kerberos-keytab", "", "GSSAPI: the keytab with this node's Kerberos keys (the keyTab of Kafka's JAAS KafkaServer section)")
 	flags.StringVar(&f.krbService, "sasl-kerberos-service-name", "kafka", "GSSAPI: the first component of the principal clients name this node by (Kafka's sasl.kerberos.service.name)")
 	flags.StringVar(&f.krbPrincipal, "sasl-kerberos-principal", "", "GSSAPI: the one principal clients may name this node by, service/host@REALM (default: any of the keytab's principals of the service name)")
-	flags.StringVar(&f.krbRules, "sasl-kerberos-principal-to-local-rules", "DEFAULT", "GSSAPI: Kafka's sasl.kerberos.principal.to.local.rules, which turn a client's Kerberos principal into its user name (DEFAULT: alice@REALM is User:alice when REALM is the node principal's realm)")
+	flags.StringVar(&f.krbRules, "sasl-kerberos-principal-to-local-rules", "DEFAULT", "GSSAPI: Kafka's sasl.kerberos.principal.to.local.rules, which turn a client's Kerberos principal into its user name (DEFAULT: alice@REALM is User:alice when REALM is the default realm)")
+	flags.StringVar(&f.krbRealm, "sasl-kerberos-default-realm", "", "GSSAPI: the realm the DEFAULT principal-to-local rule takes as local (default: krb5.conf's default_realm, from $KRB5_CONFIG or /etc/krb5.conf, as Kafka; without one, the node principal's realm)")
 	flags.StringVar(&f.oauthJWKS, "sasl-oauthbearer-jwks-endpoint-url", "", "OAUTHBEARER: the JSON Web Key Set tokens are verified with (http(s) URL or file), Kafka's sasl.oauthbearer.jwks.endpoint.url")
 	flags.StringVar(&f.oauthAudience, "sasl-oauthbearer-expected-audience", "", "OAUTHBEARER: comma-separated audiences, one of which a token's aud must hold (default: not checked)")
 	flags.StringVar(&f.oauthIssuer, "sasl-oauthbearer-expected-issuer", "", "OAUTHBEARER: the iss a token must have (default: not checked)")
@@ -184,7 +185,7 @@ func (f *serveFlags) securityConfig(cfg *server.Config) error {
 	}
 	cfg.SASLMechanisms, cfg.MaxReauth, cfg.BootstrapUser = mechs, f.maxReauth, f.bootstrapUser
 	cfg.DelegationTokenSecret, cfg.DelegationTokenMaxLifetime, cfg.DelegationTokenExpiry = f.tokenSecret, f.tokenMaxLifetime, f.tokenExpiry
-	cfg.Kerberos = security.KerberosConfig{Keytab: f.krbKeytab, ServiceName: f.krbService, Principal: f.krbPrincipal, Rules: f.krbRules}
+	cfg.Kerberos = security.KerberosConfig{Keytab: f.krbKeytab, ServiceName: f.krbService, Principal: f.krbPrincipal, Rules: f.krbRules, DefaultRealm: f.krbRealm}
 	cfg.OAuth = security.OAuthConfig{JWKSURL: f.oauthJWKS, Unsecured: f.oauthUnsecured, ExpectedIssuer: f.oauthIssuer, SubClaim: f.oauthSubClaim,
 		ClockSkew: f.oauthClockSkew, Refresh: f.oauthRefresh}
 	for _, a := range strings.Split(f.oauthAudience, ",") {

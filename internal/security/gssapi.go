@@ -5,13 +5,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jcmturner/gofork/encoding/asn1"
 	"github.com/jcmturner/gokrb5/v8/asn1tools"
+	"github.com/jcmturner/gokrb5/v8/config"
 	"github.com/jcmturner/gokrb5/v8/crypto"
 	"github.com/jcmturner/gokrb5/v8/gssapi"
 	"github.com/jcmturner/gokrb5/v8/iana/asnAppTag"
@@ -20,7 +23,6 @@ import (
 	"github.com/jcmturner/gokrb5/v8/iana/msgtype"
 	"github.com/jcmturner/gokrb5/v8/keytab"
 	"github.com/jcmturner/gokrb5/v8/messages"
-	"github.com/jcmturner/gokrb5/v8/service"
 	"github.com/jcmturner/gokrb5/v8/types"
 )
 
@@ -38,6 +40,10 @@ type KerberosConfig struct {
 	// behind several host names).
 	Principal string
 	Rules     string // sasl.kerberos.principal.to.local.rules ("": DEFAULT)
+	// DefaultRealm is the realm the DEFAULT rule takes as local. Default: krb5.conf's
+	// default_realm ($KRB5_CONFIG, else /etc/krb5.conf), as Kafka; without one, the realm of
+	// Principal, else of the keytab's first service principal.
+	DefaultRealm string
 	// MaxClockSkew bounds the difference between a client's clock and ours (default 5 minutes,
 	// Kerberos' clockskew).
 	MaxClockSkew time.Duration
@@ -52,6 +58,7 @@ type Kerberos struct {
 	rules      *KerberosRules
 	skew       time.Duration
 	principals string // the keytab's principals that may be named (for the log)
+	replays    replayCache
 }
 
 // NewKerberos loads the keytab and checks it holds a key for the broker's principal.
@@ -77,7 +84,7 @@ func NewKerberos(cfg KerberosConfig) (*Kerberos, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kerberos{keytab: kt, service: cfg.ServiceName, rules: rules, skew: cfg.MaxClockSkew}
+	k := &Kerberos{service: cfg.ServiceName, rules: rules, skew: cfg.MaxClockSkew}
 	if cfg.Principal != "" {
 		p, err := ParseKerberosName(cfg.Principal)
 		if err != nil {
@@ -88,8 +95,12 @@ func NewKerberos(cfg KerberosConfig) (*Kerberos, error) {
 		}
 		k.principal, k.realm = &p, p.Realm
 	}
+	// Only the keys of the principals clients may name, of the AES types, are kept: a ticket
+	// for anything else finds no key (and gokrb5's RC4 and DES code is never reached).
 	var found []string
-	for _, e := range kt.Entries {
+	accepted := &keytab.Keytab{}
+	for i := range kt.Entries {
+		e := &kt.Entries[i]
 		if len(e.Principal.Components) == 0 || len(e.Principal.Components) > 2 {
 			continue
 		}
@@ -100,11 +111,21 @@ func NewKerberos(cfg KerberosConfig) (*Kerberos, error) {
 		if n.Service != k.service || (k.principal != nil && n != *k.principal) || !cfxEtype(e.Key.KeyType) {
 			continue
 		}
+		accepted.Entries = append(accepted.Entries, kt.Entries[i])
 		if !slices.Contains(found, n.String()) {
 			found = append(found, n.String())
 		}
 		if k.realm == "" {
 			k.realm = n.Realm
+		}
+	}
+	k.keytab = accepted
+	switch {
+	case cfg.DefaultRealm != "":
+		k.realm = cfg.DefaultRealm
+	default:
+		if r := krb5DefaultRealm(); r != "" {
+			k.realm = r
 		}
 	}
 	k.principals = strings.Join(found, ",")
@@ -118,12 +139,28 @@ func NewKerberos(cfg KerberosConfig) (*Kerberos, error) {
 	return k, nil
 }
 
-// cfxEtype reports whether an encryption type has RFC 4121's token format (the AES types: every
-// Kerberos deployment of this century; DES and RC4 use RFC 1964's older tokens, not built).
+// krb5DefaultRealm is the default_realm of the machine's Kerberos configuration ($KRB5_CONFIG,
+// else /etc/krb5.conf), "" if there is none.
+func krb5DefaultRealm() string {
+	path := os.Getenv("KRB5_CONFIG")
+	if path == "" {
+		path = "/etc/krb5.conf"
+	}
+	path, _, _ = strings.Cut(path, ":") // MIT takes a list; its first file names the default
+	c, err := config.Load(path)
+	if err != nil || c == nil {
+		return ""
+	}
+	return c.LibDefaults.DefaultRealm
+}
+
+// cfxEtype reports whether an encryption type is taken: the AES types, whose tokens are RFC
+// 4121's (every Kerberos deployment of this century; DES and RC4 use RFC 1964's older tokens,
+// not built). Not aes256-cts-hmac-sha384-192 (20): gokrb5 v8.4.4 takes its keys as 24 bytes
+// where RFC 8009 has 32, so a real ticket of that type would not decrypt.
 func cfxEtype(t int32) bool {
 	switch t {
-	case etypeID.AES128_CTS_HMAC_SHA1_96, etypeID.AES256_CTS_HMAC_SHA1_96,
-		etypeID.AES128_CTS_HMAC_SHA256_128, etypeID.AES256_CTS_HMAC_SHA384_192:
+	case etypeID.AES128_CTS_HMAC_SHA1_96, etypeID.AES256_CTS_HMAC_SHA1_96, etypeID.AES128_CTS_HMAC_SHA256_128:
 		return true
 	}
 	return false
@@ -145,8 +182,8 @@ const (
 // brokers use) runs it: the client's AP-REQ is checked against the keytab; with mutual
 // authentication asked for, the server answers an AP-REP and the client replies with an empty
 // message; then the server sends a wrap token offering no security layer (Kafka has none) and
-// the client answers with a wrap token choosing it, and an optional authorization id that
-// must be the authenticated principal.
+// the client answers with a wrap token choosing it (and an authorization id, which Kafka does
+// not use).
 type gssapiSession struct {
 	k     *Kerberos
 	stage int // 0: expecting the AP-REQ; 1: the empty message after an AP-REP; 2: the client's security layer choice
@@ -155,10 +192,14 @@ type gssapiSession struct {
 	acceptorSeq uint64              // the sequence number of our wrap token
 	principal   KerberosName        // authenticated
 	user        string              // its short name
+	client      net.IP              // the connection's peer: a ticket that lists addresses must list it
 }
 
-// NewGSSAPISession starts a server exchange of GSSAPI.
-func NewGSSAPISession(k *Kerberos) Session { return &gssapiSession{k: k} }
+// NewGSSAPISession starts a server exchange of GSSAPI with a client at address client (a
+// ticket that lists client addresses must list it; nil: such tickets are refused).
+func NewGSSAPISession(k *Kerberos, client net.IP) Session {
+	return &gssapiSession{k: k, client: client}
+}
 
 func (s *gssapiSession) User() string { return s.user }
 
@@ -171,7 +212,15 @@ func (s *gssapiSession) fail(reason string, args ...any) ([]byte, bool, error) {
 	return nil, false, &AuthError{Mechanism: GSSAPI, User: user, Reason: fmt.Sprintf(reason, args...)}
 }
 
-func (s *gssapiSession) Step(msg []byte) ([]byte, bool, error) {
+func (s *gssapiSession) Step(msg []byte) (out []byte, done bool, err error) {
+	// Until the ticket decrypts, the client's bytes are hostile input to gokrb5, which is not
+	// built for that (short ciphertexts and empty bit strings index out of range): besides the
+	// checks made first, a panic in it fails the exchange instead of the process.
+	defer func() {
+		if r := recover(); r != nil {
+			out, done, err = s.fail("malformed GSSAPI message (%v)", r)
+		}
+	}()
 	switch s.stage {
 	case 0:
 		return s.accept(msg)
@@ -214,29 +263,56 @@ func (s *gssapiSession) accept(msg []byte) ([]byte, bool, error) {
 	if target.Service != s.k.service || (s.k.principal != nil && target != *s.k.principal) {
 		return s.fail("ticket for %s, not this broker's service (%s)", target, s.k.want())
 	}
-	ok, creds, err := service.VerifyAPREQ(&req, service.NewSettings(s.k.keytab, service.MaxClockSkew(s.k.skew), service.DecodePAC(false)))
-	if err != nil || !ok {
+	for what, ed := range map[string]types.EncryptedData{"ticket": req.Ticket.EncPart, "authenticator": req.EncryptedAuthenticator} {
+		if !cfxEtype(ed.EType) {
+			return s.fail("%s encrypted with type %d: only the AES types are taken (RC4 and DES are not)", what, ed.EType)
+		}
+		if len(ed.Cipher) < 16+checksumLen(types.EncryptionKey{KeyType: ed.EType}) {
+			return s.fail("%s of %d bytes: too short to decrypt", what, len(ed.Cipher))
+		}
+	}
+	if len(req.APOptions.Bytes) == 0 {
+		return s.fail("KRB_AP_REQ without ap-options")
+	}
+	// The ticket decrypted with our key (its times), the authenticator with the ticket's
+	// session key, the authenticator's client the ticket's, its time within the clock skew.
+	var addr types.HostAddress
+	if s.client != nil {
+		addr = types.HostAddressFromNetIP(s.client)
+	}
+	if ok, err := req.Verify(s.k.keytab, s.k.skew, addr, nil); err != nil || !ok {
 		return s.fail("KRB_AP_REQ for %s refused: %v", target, err)
 	}
-	s.principal = KerberosName{Service: creds.CName().NameString[0], Realm: creds.Realm()}
-	if n := creds.CName().NameString; len(n) == 2 {
+	tkt, auth := req.Ticket.DecryptedEncPart, req.Authenticator
+	// The client is who the ticket names (the KDC vouches for the ticket; the authenticator is
+	// the client's own writing, and gokrb5 compares its name, not its realm).
+	if auth.CRealm != tkt.CRealm {
+		return s.fail("the authenticator's realm %q is not the ticket's %q", auth.CRealm, tkt.CRealm)
+	}
+	n := tkt.CName.NameString
+	if len(n) == 0 || len(n) > 2 || tkt.CRealm == "" {
+		return s.fail("client principal %v@%s", n, tkt.CRealm)
+	}
+	s.principal = KerberosName{Service: n[0], Realm: tkt.CRealm}
+	if len(n) == 2 {
 		s.principal.Host = n[1]
-	} else if len(n) != 1 {
-		return s.fail("client principal of %d components", len(n))
+	}
+	if !s.k.replays.add(replayKey{client: s.principal.String(), server: target.String(), ctime: auth.CTime.UnixNano(), cusec: auth.Cusec},
+		auth.CTime.Add(s.k.skew+time.Second), time.Now()) {
+		return s.fail("KRB_AP_REQ of %s replayed", s.principal)
 	}
 	if s.user, err = s.k.rules.ShortName(s.principal, s.k.realm); err != nil {
 		return s.fail("%v", err)
 	}
-	auth := req.Authenticator
 	if auth.Cksum.CksumType != gssChecksumType || len(auth.Cksum.Checksum) < 24 {
 		return s.fail("the authenticator has no GSS-API checksum (type %d)", auth.Cksum.CksumType)
 	}
 	flags := binary.LittleEndian.Uint32(auth.Cksum.Checksum[20:24])
-	s.key = req.Ticket.DecryptedEncPart.Key
+	s.key = tkt.Key
 	if auth.SubKey.KeyType != 0 {
 		s.key = auth.SubKey
 	}
-	if !cfxEtype(s.key.KeyType) {
+	if !cfxEtype(s.key.KeyType) || !cfxEtype(tkt.Key.KeyType) {
 		return s.fail("encryption type %d is not supported (GSSAPI here takes AES keys only)", s.key.KeyType)
 	}
 	mutual := flags&gssMutualFlag != 0 || types.IsFlagSet(&req.APOptions, 2) // ap-options mutual-required
@@ -249,12 +325,49 @@ func (s *gssapiSession) accept(msg []byte) ([]byte, bool, error) {
 	var seq [4]byte
 	rand.Read(seq[:])
 	s.acceptorSeq = uint64(binary.BigEndian.Uint32(seq[:]) & 0x3fffffff)
-	rep, err := apRep(req.Ticket.DecryptedEncPart.Key, auth.CTime, auth.Cusec, int64(s.acceptorSeq))
+	rep, err := apRep(tkt.Key, auth.CTime, auth.Cusec, int64(s.acceptorSeq))
 	if err != nil {
 		return s.fail("building the AP-REP: %v", err)
 	}
 	s.stage = 1
 	return rep, false, nil
+}
+
+// replayCache remembers the authenticators taken while they could still be accepted (their
+// time within the clock skew), so that none is taken twice, by this node. (gokrb5's cache is
+// shared by the process and checks and adds in two steps.)
+type replayCache struct {
+	mu     sync.Mutex
+	seen   map[replayKey]time.Time // → when the authenticator expires
+	pruned time.Time
+}
+
+type replayKey struct {
+	client, server string
+	ctime          int64
+	cusec          int
+}
+
+// add records k until expires; false if it is recorded already.
+func (c *replayCache) add(k replayKey, expires, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[replayKey]time.Time{}
+	}
+	if now.Sub(c.pruned) > time.Second {
+		for k, e := range c.seen {
+			if now.After(e) {
+				delete(c.seen, k)
+			}
+		}
+		c.pruned = now
+	}
+	if _, ok := c.seen[k]; ok {
+		return false
+	}
+	c.seen[k] = expires
+	return true
 }
 
 func (k *Kerberos) want() string {
@@ -312,7 +425,7 @@ func checksumLen(key types.EncryptionKey) int {
 }
 
 // choose reads the client's wrapped answer: the security layer it chose (it must be none),
-// its maximum message size, and an authorization id.
+// its maximum message size, and an authorization id (ignored).
 func (s *gssapiSession) choose(msg []byte) ([]byte, bool, error) {
 	payload, err := unwrap(msg, s.key)
 	if err != nil {
@@ -324,9 +437,9 @@ func (s *gssapiSession) choose(msg []byte) ([]byte, bool, error) {
 	if payload[0] != saslNoSecurityLayer {
 		return s.fail("the client chose security layer %#x; only none (1) is offered", payload[0])
 	}
-	if authz := string(payload[4:]); authz != "" && authz != s.principal.String() && authz != s.user {
-		return s.fail("%s may not act as %q (the authorization id must be the authenticated principal)", s.principal, authz)
-	}
+	// An authorization id is not used: Kafka's callback handler authorizes every one and acts
+	// as the authenticated principal (librdkafka on Windows sends DOMAIN\user, Java its login
+	// name, whose case Active Directory may not keep).
 	s.stage = 3
 	return nil, true, nil
 }

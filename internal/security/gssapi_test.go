@@ -35,7 +35,7 @@ func testKeytab(t *testing.T, principals ...string) (string, *keytab.Keytab) {
 	t.Helper()
 	kt := keytab.New()
 	for _, p := range principals {
-		for _, et := range []int32{etypeID.AES256_CTS_HMAC_SHA1_96, etypeID.AES128_CTS_HMAC_SHA1_96} {
+		for _, et := range []int32{etypeID.AES256_CTS_HMAC_SHA1_96, etypeID.AES128_CTS_HMAC_SHA1_96, etypeID.AES128_CTS_HMAC_SHA256_128} {
 			if err := kt.AddEntry(p, testRealm, p, time.Now(), 1, et); err != nil {
 				t.Fatal(err)
 			}
@@ -64,16 +64,18 @@ type initiator struct {
 }
 
 type ticketOpts struct {
-	client  string // default alice
-	service string // default kafka/broker1.runnel.test
-	mutual  bool
-	noSub   bool          // no subkey in the authenticator: the session key is the context's
-	etype   int32         // default AES256
-	skew    time.Duration // the client's clock against ours
-	end     time.Duration // the ticket's lifetime from now (default 1 h)
+	client    string // default alice
+	service   string // default kafka/broker1.runnel.test
+	mutual    bool
+	authRealm string                // the authenticator's realm, if not the ticket's
+	mutate    func(*messages.APReq) // the AP-REQ as sent
+	noSub     bool                  // no subkey in the authenticator: the session key is the context's
+	etype     int32                 // default AES256
+	skew      time.Duration         // the client's clock against ours
+	end       time.Duration         // the ticket's lifetime from now (default 1 h)
 }
 
-func newInitiator(t *testing.T, kt *keytab.Keytab, o ticketOpts) *initiator {
+func newInitiator(t testing.TB, kt *keytab.Keytab, o ticketOpts) *initiator {
 	t.Helper()
 	if o.client == "" {
 		o.client = "alice"
@@ -101,8 +103,8 @@ func newInitiator(t *testing.T, kt *keytab.Keytab, o ticketOpts) *initiator {
 	}
 	auth.CTime = now.Add(o.skew).Truncate(time.Second)
 	auth.Cusec = int(cusec.Add(1) % 1_000_000) // distinct authenticators: the replay cache keys on the time
-	et, _ := crypto.GetEtype(o.etype)
-	if err := auth.GenerateSeqNumberAndSubKey(o.etype, et.GetKeyByteSize()); err != nil {
+	keySize := map[int32]int{etypeID.AES128_CTS_HMAC_SHA1_96: 16, etypeID.AES256_CTS_HMAC_SHA1_96: 32, etypeID.AES128_CTS_HMAC_SHA256_128: 16}[o.etype]
+	if err := auth.GenerateSeqNumberAndSubKey(o.etype, keySize); err != nil {
 		t.Fatal(err)
 	}
 	in := &initiator{sessionKey: key, subkey: auth.SubKey}
@@ -120,9 +122,15 @@ func newInitiator(t *testing.T, kt *keytab.Keytab, o ticketOpts) *initiator {
 	binary.LittleEndian.PutUint32(cksum[20:], flags)
 	auth.Cksum = types.Checksum{CksumType: gssChecksumType, Checksum: cksum}
 	in.auth = auth
+	if o.authRealm != "" {
+		auth.CRealm = o.authRealm
+	}
 	req, err := messages.NewAPReq(tkt, key, auth)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.mutate != nil {
+		o.mutate(&req)
 	}
 	rb, err := req.Marshal()
 	if err != nil {
@@ -212,6 +220,7 @@ func newTestKerberos(t *testing.T, cfg KerberosConfig, principals ...string) (*K
 	t.Helper()
 	path, kt := testKeytab(t, principals...)
 	cfg.Keytab = path
+	t.Setenv("KRB5_CONFIG", filepath.Join(t.TempDir(), "none")) // the default realm: the broker principal's
 	k, err := NewKerberos(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -222,9 +231,10 @@ func newTestKerberos(t *testing.T, cfg KerberosConfig, principals ...string) (*K
 func TestGSSAPIExchange(t *testing.T) {
 	k, kt := newTestKerberos(t, KerberosConfig{}, "kafka/broker1.runnel.test")
 	for _, o := range []ticketOpts{{mutual: true}, {mutual: false}, {mutual: true, noSub: true}, {etype: etypeID.AES128_CTS_HMAC_SHA1_96, mutual: true},
+		{etype: etypeID.AES128_CTS_HMAC_SHA256_128, mutual: true}, {etype: etypeID.AES128_CTS_HMAC_SHA256_128, noSub: true},
 		{client: "svc/host.runnel.test", mutual: true}} {
 		in := newInitiator(t, kt, o)
-		s := NewGSSAPISession(k)
+		s := NewGSSAPISession(k, nil)
 		out, done, err := s.Step(in.apReq)
 		if err != nil || done {
 			t.Fatalf("%+v: AP-REQ: %v %v", o, done, reason(err))
@@ -254,17 +264,17 @@ func TestGSSAPIExchange(t *testing.T) {
 func TestGSSAPIRefusals(t *testing.T) {
 	k, kt := newTestKerberos(t, KerberosConfig{Principal: "kafka/broker1.runnel.test@" + testRealm}, "kafka/broker1.runnel.test", "kafka/other.runnel.test", "zookeeper/broker1.runnel.test")
 	// stepTo runs an exchange up to the answer; answer builds the client's last message.
-	run := func(o ticketOpts, answer func(in *initiator) []byte) error {
+	run := func(o ticketOpts, answer func(in *initiator) []byte) (string, error) {
 		in := newInitiator(t, kt, o)
-		s := NewGSSAPISession(k)
+		s := NewGSSAPISession(k, nil)
 		out, _, err := s.Step(in.apReq)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if o.mutual {
 			in.readAPRep(t, out)
 			if out, _, err = s.Step(nil); err != nil {
-				return err
+				return "", err
 			}
 		}
 		in.readOffer(t, out)
@@ -272,7 +282,7 @@ func TestGSSAPIRefusals(t *testing.T) {
 		if err == nil && !done {
 			t.Fatal("no error and not done")
 		}
-		return err
+		return s.User(), err
 	}
 	good := func(in *initiator) []byte { return in.answer(t, []byte{1, 0, 0, 0}) }
 	cases := []struct {
@@ -287,7 +297,7 @@ func TestGSSAPIRefusals(t *testing.T) {
 		{"clock skew", ticketOpts{skew: 10 * time.Minute}, good, "refused"},
 		{"integrity layer chosen", ticketOpts{mutual: true}, func(in *initiator) []byte { return in.answer(t, []byte{2, 0, 0x10, 0}) }, "security layer"},
 		{"short answer", ticketOpts{mutual: true}, func(in *initiator) []byte { return in.answer(t, []byte{1, 0}) }, "at least 4"},
-		{"another authorization id", ticketOpts{mutual: true}, func(in *initiator) []byte { return in.answer(t, []byte("\x01\x00\x00\x00bob")) }, "may not act as"},
+		{"the authenticator in another realm", ticketOpts{authRealm: "PARTNER.TEST"}, good, "realm"},
 		{"tampered answer", ticketOpts{}, func(in *initiator) []byte {
 			b := in.answer(t, []byte{1, 0, 0, 0})
 			b[17] ^= 1
@@ -304,36 +314,65 @@ func TestGSSAPIRefusals(t *testing.T) {
 		}, "sealed"},
 	}
 	for _, c := range cases {
-		err := run(c.o, c.answer)
+		_, err := run(c.o, c.answer)
 		var ae *AuthError
 		if !errors.As(err, &ae) || !strings.Contains(ae.Reason, c.want) {
 			t.Errorf("%s: %v (want an AuthError saying %q)", c.name, reason(err), c.want)
 		}
 	}
-	// The authenticated principal itself, or its short name, as the authorization id is fine.
-	for _, authz := range []string{"alice@" + testRealm, "alice"} {
-		if err := run(ticketOpts{mutual: true}, func(in *initiator) []byte { return in.answer(t, append([]byte{1, 0, 0, 0}, authz...)) }); err != nil {
-			t.Errorf("authorization id %q: %v", authz, reason(err))
+	// An authorization id is not used (as in Kafka): whatever it says, the user is the
+	// authenticated one.
+	for _, authz := range []string{"alice@" + testRealm, "alice", "bob", "CORP\\alice\x00"} {
+		user, err := run(ticketOpts{mutual: true}, func(in *initiator) []byte { return in.answer(t, append([]byte{1, 0, 0, 0}, authz...)) })
+		if err != nil || user != "alice" {
+			t.Errorf("authorization id %q: user %q, %v", authz, user, reason(err))
 		}
 	}
 	// A replayed AP-REQ is refused (the replay cache).
 	in := newInitiator(t, kt, ticketOpts{mutual: true})
-	if _, _, err := NewGSSAPISession(k).Step(in.apReq); err != nil {
+	if _, _, err := NewGSSAPISession(k, nil).Step(in.apReq); err != nil {
 		t.Fatal(reason(err))
 	}
-	if _, _, err := NewGSSAPISession(k).Step(in.apReq); err == nil || !strings.Contains(err.(*AuthError).Reason, "replay") {
+	if _, _, err := NewGSSAPISession(k, nil).Step(in.apReq); err == nil || !strings.Contains(err.(*AuthError).Reason, "replay") {
 		t.Errorf("replayed AP-REQ: %v", err)
+	}
+	// AP-REQs that gokrb5 would index out of range on: an AuthError, not a panic.
+	for name, mutate := range map[string]func(*messages.APReq){
+		"short ticket":        func(r *messages.APReq) { r.Ticket.EncPart.Cipher = r.Ticket.EncPart.Cipher[:3] },
+		"short authenticator": func(r *messages.APReq) { r.EncryptedAuthenticator.Cipher = r.EncryptedAuthenticator.Cipher[:20] },
+		"rc4 ticket": func(r *messages.APReq) {
+			r.Ticket.EncPart.EType = etypeID.RC4_HMAC
+			r.Ticket.EncPart.Cipher = r.Ticket.EncPart.Cipher[:5]
+		},
+		"no ap-options": func(r *messages.APReq) { r.APOptions = asn1.BitString{} },
+	} {
+		in := newInitiator(t, kt, ticketOpts{mutate: mutate})
+		var ae *AuthError
+		if _, _, err := NewGSSAPISession(k, nil).Step(in.apReq); !errors.As(err, &ae) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// The same AP-REQ sent twice at once: one is taken.
+	for range 20 {
+		in := newInitiator(t, kt, ticketOpts{})
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { _, _, err := NewGSSAPISession(k, nil).Step(in.apReq); errs <- err }()
+		}
+		if e1, e2 := <-errs, <-errs; (e1 == nil) == (e2 == nil) {
+			t.Fatalf("an AP-REQ sent twice at once: %v, %v", reason(e1), reason(e2))
+		}
 	}
 	// After the AP-REP, only an empty message.
 	in = newInitiator(t, kt, ticketOpts{mutual: true})
-	s := NewGSSAPISession(k)
+	s := NewGSSAPISession(k, nil)
 	s.Step(in.apReq)
 	if _, _, err := s.Step([]byte{1}); err == nil {
 		t.Error("a non-empty message after the AP-REP was taken")
 	}
 	// Garbage, and a SPNEGO or NTLM start, are refused.
 	for _, b := range [][]byte{nil, {0x60, 0x03, 0x06, 0x01, 0x00}, []byte("NTLMSSP\x00"), in.apReq[:len(in.apReq)/2]} {
-		if _, _, err := NewGSSAPISession(k).Step(b); err == nil {
+		if _, _, err := NewGSSAPISession(k, nil).Step(b); err == nil {
 			t.Errorf("initial token %x taken", b)
 		}
 	}
@@ -343,7 +382,7 @@ func TestGSSAPIRefusals(t *testing.T) {
 func TestGSSAPIRotatedAnswer(t *testing.T) {
 	k, kt := newTestKerberos(t, KerberosConfig{}, "kafka/broker1.runnel.test")
 	in := newInitiator(t, kt, ticketOpts{})
-	s := NewGSSAPISession(k)
+	s := NewGSSAPISession(k, nil)
 	out, _, err := s.Step(in.apReq)
 	if err != nil {
 		t.Fatal(reason(err))
@@ -362,6 +401,7 @@ func TestGSSAPIRotatedAnswer(t *testing.T) {
 
 func TestNewKerberos(t *testing.T) {
 	path, _ := testKeytab(t, "kafka/a.runnel.test", "kafka/b.runnel.test")
+	t.Setenv("KRB5_CONFIG", filepath.Join(t.TempDir(), "none"))
 	k, err := NewKerberos(KerberosConfig{Keytab: path})
 	if err != nil || k.Realm() != testRealm || k.Principals() != "kafka/a.runnel.test@RUNNEL.TEST,kafka/b.runnel.test@RUNNEL.TEST" {
 		t.Fatalf("%v %+v", err, k)
@@ -377,6 +417,16 @@ func TestNewKerberos(t *testing.T) {
 		if _, err := NewKerberos(c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+	// The default realm: krb5.conf's default_realm, unless given.
+	conf := filepath.Join(t.TempDir(), "krb5.conf")
+	os.WriteFile(conf, []byte("[libdefaults]\n\tdefault_realm = CORP.EXAMPLE\n"), 0o600)
+	t.Setenv("KRB5_CONFIG", conf)
+	if k, err := NewKerberos(KerberosConfig{Keytab: path}); err != nil || k.Realm() != "CORP.EXAMPLE" {
+		t.Fatalf("with krb5.conf: %v, realm %q", err, k.Realm())
+	}
+	if k, err := NewKerberos(KerberosConfig{Keytab: path, DefaultRealm: "OTHER"}); err != nil || k.Realm() != "OTHER" {
+		t.Fatalf("with a default realm given: %v, realm %q", err, k.Realm())
 	}
 	bad := filepath.Join(t.TempDir(), "bad.keytab")
 	os.WriteFile(bad, []byte("not a keytab"), 0o600)
@@ -404,6 +454,13 @@ func TestKerberosRules(t *testing.T) {
 		{"RULE:[1:$1]s/a/x/", "banana@X", "bxnana", false},
 		{"RULE:[2:$1](nomatch)", "kafka/h@X", "", true},
 		{"RULE:[1:$1],RULE:[2:$2]", "kafka/h@X", "h", false},
+		// Java's replacement syntax: $1_$2 is group 1, _, group 2 (Go alone would read a group
+		// named 1_); a backslash makes a character literal; $12 is group 1 then 2 when there
+		// is no group 12.
+		{"RULE:[2:$1.$2]s/(.*)[.](.*)/$1_$2/", "svc/alice@X", "svc_alice", false},
+		{"RULE:[1:$1]s/(a)/\\$$1x/", "alice@X", "$axlice", false},
+		{"RULE:[1:$1]s/(a)/$12/", "alice@X", "a2lice", false},
+		{"RULE:[0:$0],RULE:[3:$1],DEFAULT", "alice@R", "alice", false}, // 0 and 3 components never apply
 	} {
 		r, err := ParseKerberosRules(c.rules)
 		if err != nil {
@@ -418,7 +475,7 @@ func TestKerberosRules(t *testing.T) {
 			t.Errorf("%q on %s: %q, %v; want %q (error %v)", c.rules, c.principal, got, err, c.want, c.err)
 		}
 	}
-	for _, bad := range []string{"RULE", "RULE:[3:$1]", "RULE:[1:$2]", "RULE:[1:$1](()", "DEFAULT RULE:[1:$1]", "RULE:[1:$1]s/(/x/", "NONE"} {
+	for _, bad := range []string{"RULE", "RULE:[1:$x]", "RULE:[1:$1]s/a/$/", "RULE:[1:$1]s/a/$2/", "RULE:[1:$1]s/a/b\\/", "RULE:[1:$2]", "RULE:[1:$1](()", "DEFAULT RULE:[1:$1]", "RULE:[1:$1]s/(/x/", "NONE"} {
 		if _, err := ParseKerberosRules(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
@@ -461,6 +518,9 @@ func FuzzGSSAPIMessages(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(uint8(0), []byte{0x60, 0x0b, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x12, 0x01, 0x02, 0x02, 0x01, 0x00})
+	// Real AP-REQs (their tickets decrypt with the key), for the fuzzer to mutate.
+	f.Add(uint8(0), newInitiator(f, kt, ticketOpts{mutual: true}).apReq)
+	f.Add(uint8(0), newInitiator(f, kt, ticketOpts{noSub: true}).apReq)
 	f.Add(uint8(2), []byte{5, 4, 0, 0xff, 0, 12, 0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, stage uint8, msg []byte) {
 		s := &gssapiSession{k: k, stage: int(stage % 4)}

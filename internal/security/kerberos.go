@@ -54,10 +54,11 @@ func (n KerberosName) String() string {
 //	                                        the whole of that, it with from replaced by to (once,
 //	                                        or every match with g); /L or /U lower or upper case
 //
-// The (regexp) and the s/from/to/ part are optional. As in Kafka, a result holding / or @ is an
-// error, and a principal no rule applies to fails its authentication. Patterns are Go regular
-// expressions (RE2: Java's syntax without back-references and look-around); in `to`, $1 ...
-// refer to from's groups. A nil KerberosRules is DEFAULT.
+// The (regexp) and the s/from/to/ part are optional; rules are separated by commas. As in Kafka,
+// a result holding / or @ is an error, and a principal no rule applies to fails its
+// authentication. Patterns are Go regular expressions (RE2: Java's syntax without
+// back-references and look-around); `to` is read as Java reads a replacement ($1 ... refer to
+// from's groups, a backslash makes the next character literal). A nil KerberosRules is DEFAULT.
 type KerberosRules struct {
 	rules []kerberosRule
 	text  string
@@ -106,14 +107,21 @@ func ParseKerberosRules(s string) (*KerberosRules, error) {
 		} else {
 			n, _ := group(2)
 			c, err := strconv.Atoi(n)
-			if err != nil || c < 1 || c > 2 {
-				return nil, fmt.Errorf("sasl.kerberos.principal.to.local.rules: a rule's component count must be 1 or 2, not %q", n)
+			if err != nil || c > 1000 {
+				return nil, fmt.Errorf("sasl.kerberos.principal.to.local.rules: a rule's component count %q is not a number", n)
 			}
-			k.components = c
+			k.components = c // (0 or more than 2 never applies, as in Kafka)
 			k.format, _ = group(3)
-			for _, ref := range kerberosParamRE.FindAllStringSubmatch(k.format, -1) {
-				if i, err := strconv.Atoi(ref[1]); err != nil || i > c {
-					return nil, fmt.Errorf("sasl.kerberos.principal.to.local.rules: format %q refers to $%s; a rule of %d components has $0 (the realm) to $%d", k.format, ref[1], c, c)
+			for i := 0; i < len(k.format); i++ {
+				if k.format[i] != '$' {
+					continue
+				}
+				j := i + 1
+				for j < len(k.format) && k.format[j] >= '0' && k.format[j] <= '9' {
+					j++
+				}
+				if ref, err := strconv.Atoi(k.format[i+1 : j]); err != nil || ref > c {
+					return nil, fmt.Errorf("sasl.kerberos.principal.to.local.rules: format %q: $ must be followed by 0 (the realm) to %d (a component)", k.format, c)
 				}
 			}
 			if p, ok := group(4); ok {
@@ -125,7 +133,10 @@ func ParseKerberosRules(s string) (*KerberosRules, error) {
 				if k.from, err = regexp.Compile(from); err != nil {
 					return nil, fmt.Errorf("sasl.kerberos.principal.to.local.rules: pattern %q: %v", from, err)
 				}
-				k.to, _ = group(6)
+				to, _ := group(6)
+				if k.to, err = goReplacement(to, k.from.NumSubexp()); err != nil {
+					return nil, fmt.Errorf("sasl.kerberos.principal.to.local.rules: replacement %q: %v", to, err)
+				}
 				_, k.global = group(7)
 			}
 			cs, _ := group(8)
@@ -148,6 +159,44 @@ func (r *KerberosRules) String() string {
 		return "DEFAULT"
 	}
 	return r.text
+}
+
+// goReplacement turns a replacement in Java's syntax (Matcher.appendReplacement: $n refers to a
+// group, the digits after the first taken while they make a group number there is; a backslash
+// makes the next character literal) into a regexp.Expand template ($$ a literal $, ${n} a
+// group): Go would read "$1_x" as a group named 1_x.
+func goReplacement(to string, groups int) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(to); i++ {
+		switch c := to[i]; c {
+		case '\\':
+			if i+1 == len(to) {
+				return "", errors.New("a backslash at the end")
+			}
+			i++
+			if to[i] == '$' {
+				b.WriteString("$$")
+			} else {
+				b.WriteByte(to[i])
+			}
+		case '$':
+			if i+1 == len(to) || to[i+1] < '0' || to[i+1] > '9' {
+				return "", errors.New("$ not followed by a group number")
+			}
+			n, j := int(to[i+1]-'0'), i+2
+			for j < len(to) && to[j] >= '0' && to[j] <= '9' && n*10+int(to[j]-'0') <= groups {
+				n, j = n*10+int(to[j]-'0'), j+1
+			}
+			if n > groups {
+				return "", fmt.Errorf("no group %d", n)
+			}
+			fmt.Fprintf(&b, "${%d}", n)
+			i = j - 1
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
 }
 
 // ErrNoKerberosRule is the error for a principal no rule applies to.

@@ -27,6 +27,7 @@ import (
 // Kerberos authenticated.
 func TestGSSAPIClients(t *testing.T) {
 	kdc := testclients.StartKDC(t, "kafka/localhost", "alice", "bob")
+	t.Setenv("KRB5_CONFIG", kdc.Conf) // the node's default realm: RUNNEL.TEST, from its krb5.conf, as Kafka's
 	b := startSecureBroker(t, func(c *server.Config) {
 		c.Authorizer, c.SuperUsers = "acl", "User:admin"
 		c.SASLMechanisms = append(c.SASLMechanisms, "GSSAPI")
