@@ -2,6 +2,7 @@ package security
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -297,7 +298,7 @@ func (s *gssapiSession) accept(msg []byte) ([]byte, bool, error) {
 	if len(n) == 2 {
 		s.principal.Host = n[1]
 	}
-	if !s.k.replays.add(replayKey{client: s.principal.String(), server: target.String(), ctime: auth.CTime.UnixNano(), cusec: auth.Cusec},
+	if !s.k.replays.add(sha256.Sum256(req.EncryptedAuthenticator.Cipher),
 		auth.CTime.Add(s.k.skew+time.Second), time.Now()) {
 		return s.fail("KRB_AP_REQ of %s replayed", s.principal)
 	}
@@ -334,19 +335,18 @@ func (s *gssapiSession) accept(msg []byte) ([]byte, bool, error) {
 }
 
 // replayCache remembers the authenticators taken while they could still be accepted (their
-// time within the clock skew), so that none is taken twice, by this node. (gokrb5's cache is
-// shared by the process and checks and adds in two steps.)
+// time within the clock skew), so that none is taken twice, by this node. An authenticator is
+// known by the hash of its ciphertext, as MIT's cache has done since 1.18: two authenticators
+// of one client in the same microsecond (a client opening connections in parallel) differ in
+// their confounder, a replayed one is the same bytes. (gokrb5's cache keys on the time, is
+// shared by the process, and checks and adds in two steps.)
 type replayCache struct {
 	mu     sync.Mutex
 	seen   map[replayKey]time.Time // → when the authenticator expires
 	pruned time.Time
 }
 
-type replayKey struct {
-	client, server string
-	ctime          int64
-	cusec          int
-}
+type replayKey = [sha256.Size]byte
 
 // add records k until expires; false if it is recorded already.
 func (c *replayCache) add(k replayKey, expires, now time.Time) bool {

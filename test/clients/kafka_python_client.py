@@ -12,11 +12,20 @@ Usage:
   kafka_python_client.py txn BOOTSTRAP TOPIC T
       a transactional producer runs T transactions of 10 values "t/<i>/<j>" each, aborting
       every third (i % 3 == 1) and committing the others; prints "committed C of N".
+If the environment variable RUNNEL_CLIENT_CONFIG_JSON holds a JSON object, its members
+(security_protocol, sasl_mechanism, sasl_kerberos_service_name, ...) are added to every
+client's arguments.
 Exits 0 on success, else prints why to stderr and exits 1.
 """
 
+import json
+import os
 import sys
 import time
+
+
+def extra():
+    return json.loads(os.environ.get("RUNNEL_CLIENT_CONFIG_JSON") or "{}")
 
 
 def fail(msg):
@@ -27,7 +36,7 @@ def fail(msg):
 def produce(bootstrap, topic, n):
     from kafka import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=5)
+    p = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=5, **extra())
     futures = [p.send(topic, key=str(i).encode(), value=("n/%d" % i).encode()) for i in range(n)]
     p.flush(60)
     for f in futures:
@@ -41,7 +50,7 @@ def consume(bootstrap, topic, group, want, isolation):
     from kafka.structs import OffsetAndMetadata
 
     c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                      enable_auto_commit=False, isolation_level=isolation, session_timeout_ms=10000)
+                      enable_auto_commit=False, isolation_level=isolation, session_timeout_ms=10000, **extra())
     got = []
     deadline = time.time() + 60
     while len(got) < want and time.time() < deadline:
