@@ -254,13 +254,7 @@ func (k kerberosRule) apply(params []string, defaultRealm string) (string, bool)
 	default:
 		return "", false
 	}
-	switch {
-	case k.lower:
-		out = strings.ToLower(out)
-	case k.upper:
-		out = strings.ToUpper(out)
-	}
-	return out, true
+	return withCase(out, k.lower, k.upper), true
 }
 
 // expandKerberosFormat replaces $0, $1, $2 in a rule's format by the realm and the components

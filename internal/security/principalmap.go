@@ -162,14 +162,18 @@ func (m *PrincipalMapper) Map(subject string) (string, error) {
 		if match == nil {
 			continue
 		}
-		name := string(r.pattern.ExpandString(nil, r.replacement, subject, match))
-		switch {
-		case r.lower:
-			name = strings.ToLower(name)
-		case r.upper:
-			name = strings.ToUpper(name)
-		}
-		return name, nil
+		return withCase(string(r.pattern.ExpandString(nil, r.replacement, subject, match)), r.lower, r.upper), nil
 	}
 	return "", fmt.Errorf("%w: %q", ErrNoPrincipalRule, subject)
+}
+
+// withCase is s in lower or upper case, as a mapping rule's /L or /U says (neither: as it is).
+func withCase(s string, lower, upper bool) string {
+	switch {
+	case lower:
+		return strings.ToLower(s)
+	case upper:
+		return strings.ToUpper(s)
+	}
+	return s
 }
