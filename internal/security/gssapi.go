@@ -52,14 +52,28 @@ type KerberosConfig struct {
 
 // Kerberos accepts GSSAPI exchanges (NewGSSAPISession).
 type Kerberos struct {
+	path      string
+	service   string
+	principal *KerberosName // nil: any of the keytab's service principals
+	realm     string        // the default realm
+	rules     *KerberosRules
+	skew      time.Duration
+	replays   replayCache
+
+	// The keytab is read again when its file changes (a key rotated with ktadd, whose new
+	// version clients' tickets then use), checked at most once a second; a file that cannot be
+	// read or holds no key of ours leaves the keys as they were.
+	mu         sync.Mutex
 	keytab     *keytab.Keytab
-	service    string
-	principal  *KerberosName // nil: any of the keytab's service principals
-	realm      string        // the default realm: the broker principal's
-	rules      *KerberosRules
-	skew       time.Duration
 	principals string // the keytab's principals that may be named (for the log)
-	replays    replayCache
+	stamp      keytabStamp
+	checked    time.Time
+}
+
+// keytabStamp tells whether a keytab file changed.
+type keytabStamp struct {
+	mod  time.Time
+	size int64
 }
 
 // NewKerberos loads the keytab and checks it holds a key for the broker's principal.
@@ -73,19 +87,11 @@ func NewKerberos(cfg KerberosConfig) (*Kerberos, error) {
 	if cfg.Keytab == "" {
 		return nil, errors.New("security: GSSAPI needs a keytab (--sasl-kerberos-keytab)")
 	}
-	b, err := os.ReadFile(cfg.Keytab)
-	if err != nil {
-		return nil, fmt.Errorf("security: GSSAPI keytab: %w", err)
-	}
-	kt := &keytab.Keytab{}
-	if err := kt.Unmarshal(b); err != nil {
-		return nil, fmt.Errorf("security: GSSAPI keytab %s: %w", cfg.Keytab, err)
-	}
 	rules, err := ParseKerberosRules(cfg.Rules)
 	if err != nil {
 		return nil, err
 	}
-	k := &Kerberos{service: cfg.ServiceName, rules: rules, skew: cfg.MaxClockSkew}
+	k := &Kerberos{path: cfg.Keytab, service: cfg.ServiceName, rules: rules, skew: cfg.MaxClockSkew}
 	if cfg.Principal != "" {
 		p, err := ParseKerberosName(cfg.Principal)
 		if err != nil {
@@ -96,8 +102,41 @@ func NewKerberos(cfg KerberosConfig) (*Kerberos, error) {
 		}
 		k.principal, k.realm = &p, p.Realm
 	}
-	// Only the keys of the principals clients may name, of the AES types, are kept: a ticket
-	// for anything else finds no key (and gokrb5's RC4 and DES code is never reached).
+	kt, found, stamp, err := k.load()
+	if err != nil {
+		return nil, err
+	}
+	k.keytab, k.principals, k.stamp, k.checked = kt, strings.Join(found, ","), stamp, time.Now()
+	switch {
+	case cfg.DefaultRealm != "":
+		k.realm = cfg.DefaultRealm
+	case krb5DefaultRealm() != "":
+		k.realm = krb5DefaultRealm()
+	case k.realm == "":
+		p, _ := ParseKerberosName(found[0])
+		k.realm = p.Realm
+	}
+	return k, nil
+}
+
+// load reads the keytab file and keeps only the keys of the principals clients may name, of
+// the AES types: a ticket for anything else finds no key (and gokrb5's RC4 and DES code is
+// never reached).
+func (k *Kerberos) load() (*keytab.Keytab, []string, keytabStamp, error) {
+	var stamp keytabStamp
+	fi, err := os.Stat(k.path)
+	if err != nil {
+		return nil, nil, stamp, fmt.Errorf("security: GSSAPI keytab: %w", err)
+	}
+	stamp = keytabStamp{mod: fi.ModTime(), size: fi.Size()}
+	b, err := os.ReadFile(k.path)
+	if err != nil {
+		return nil, nil, stamp, fmt.Errorf("security: GSSAPI keytab: %w", err)
+	}
+	kt := &keytab.Keytab{}
+	if err := kt.Unmarshal(b); err != nil {
+		return nil, nil, stamp, fmt.Errorf("security: GSSAPI keytab %s: %w", k.path, err)
+	}
 	var found []string
 	accepted := &keytab.Keytab{}
 	for i := range kt.Entries {
@@ -116,28 +155,28 @@ func NewKerberos(cfg KerberosConfig) (*Kerberos, error) {
 		if !slices.Contains(found, n.String()) {
 			found = append(found, n.String())
 		}
-		if k.realm == "" {
-			k.realm = n.Realm
-		}
 	}
-	k.keytab = accepted
-	switch {
-	case cfg.DefaultRealm != "":
-		k.realm = cfg.DefaultRealm
-	default:
-		if r := krb5DefaultRealm(); r != "" {
-			k.realm = r
-		}
-	}
-	k.principals = strings.Join(found, ",")
 	if len(found) == 0 {
-		want := k.service + "/<host>@<REALM>"
-		if k.principal != nil {
-			want = k.principal.String()
-		}
-		return nil, fmt.Errorf("security: GSSAPI keytab %s holds no AES key of %s", cfg.Keytab, want)
+		return nil, nil, stamp, fmt.Errorf("security: GSSAPI keytab %s holds no AES key of %s", k.path, k.want())
 	}
-	return k, nil
+	return accepted, found, stamp, nil
+}
+
+// keys is the current keytab, read again if its file changed.
+func (k *Kerberos) keys(now time.Time) *keytab.Keytab {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if now.Sub(k.checked) < time.Second {
+		return k.keytab
+	}
+	k.checked = now
+	if fi, err := os.Stat(k.path); err != nil || (keytabStamp{mod: fi.ModTime(), size: fi.Size()}) == k.stamp {
+		return k.keytab
+	}
+	if kt, found, stamp, err := k.load(); err == nil {
+		k.keytab, k.principals, k.stamp = kt, strings.Join(found, ","), stamp
+	}
+	return k.keytab
 }
 
 // krb5DefaultRealm is the default_realm of the machine's Kerberos configuration ($KRB5_CONFIG,
@@ -281,7 +320,7 @@ func (s *gssapiSession) accept(msg []byte) ([]byte, bool, error) {
 	if s.client != nil {
 		addr = types.HostAddressFromNetIP(s.client)
 	}
-	if ok, err := req.Verify(s.k.keytab, s.k.skew, addr, nil); err != nil || !ok {
+	if ok, err := req.Verify(s.k.keys(time.Now()), s.k.skew, addr, nil); err != nil || !ok {
 		return s.fail("KRB_AP_REQ for %s refused: %v", target, err)
 	}
 	tkt, auth := req.Ticket.DecryptedEncPart, req.Authenticator
@@ -374,7 +413,7 @@ func (k *Kerberos) want() string {
 	if k.principal != nil {
 		return k.principal.String()
 	}
-	return k.service + "/*"
+	return k.service + "/<host>@<REALM>"
 }
 
 // apRep is the GSS-API token of a KRB_AP_REP (RFC 4120 §5.5.2) for mutual authentication:
@@ -483,4 +522,8 @@ func unwrap(msg []byte, key types.EncryptionKey) ([]byte, error) {
 func (k *Kerberos) Realm() string { return k.realm }
 
 // Principals names the principals clients may name the broker by (a comma list).
-func (k *Kerberos) Principals() string { return k.principals }
+func (k *Kerberos) Principals() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.principals
+}

@@ -67,6 +67,7 @@ type ticketOpts struct {
 	client    string // default alice
 	service   string // default kafka/broker1.runnel.test
 	mutual    bool
+	kvno      int                   // the service key's version (default 1)
 	authRealm string                // the authenticator's realm, if not the ticket's
 	mutate    func(*messages.APReq) // the AP-REQ as sent
 	noSub     bool                  // no subkey in the authenticator: the session key is the context's
@@ -92,7 +93,10 @@ func newInitiator(t testing.TB, kt *keytab.Keytab, o ticketOpts) *initiator {
 	now := time.Now().UTC()
 	cname := types.NewPrincipalName(nametype.KRB_NT_PRINCIPAL, o.client)
 	sname := types.NewPrincipalName(nametype.KRB_NT_SRV_INST, o.service)
-	tkt, key, err := messages.NewTicket(cname, testRealm, sname, testRealm, types.NewKrbFlags(), kt, o.etype, 1,
+	if o.kvno == 0 {
+		o.kvno = 1
+	}
+	tkt, key, err := messages.NewTicket(cname, testRealm, sname, testRealm, types.NewKrbFlags(), kt, o.etype, o.kvno,
 		now, now, now.Add(o.end), now.Add(o.end))
 	if err != nil {
 		t.Fatal(err)
@@ -396,6 +400,52 @@ func TestGSSAPIRotatedAnswer(t *testing.T) {
 	binary.BigEndian.PutUint16(b[6:8], uint16(rrc))
 	if _, done, err := s.Step(b); err != nil || !done {
 		t.Fatalf("rotated answer: %v %v", done, reason(err))
+	}
+}
+
+// TestGSSAPIKeytabRotation: a key rotated into the keytab file (ktadd adds the new version
+// beside the old) is taken without a restart; tickets under the old version still work.
+func TestGSSAPIKeytabRotation(t *testing.T) {
+	k, old := newTestKerberos(t, KerberosConfig{}, "kafka/broker1.runnel.test")
+	rotated := keytab.New()
+	for _, e := range []struct {
+		pass string
+		kvno uint8
+	}{{"kafka/broker1.runnel.test", 1}, {"rotated", 2}} {
+		if err := rotated.AddEntry("kafka/broker1.runnel.test", testRealm, e.pass, time.Now(), e.kvno, etypeID.AES256_CTS_HMAC_SHA1_96); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(kt *keytab.Keytab, kvno int) error {
+		_, _, err := NewGSSAPISession(k, nil).Step(newInitiator(t, kt, ticketOpts{kvno: kvno}).apReq)
+		return err
+	}
+	if err := step(rotated, 2); err == nil {
+		t.Fatal("a ticket under a key version the keytab does not hold was taken")
+	}
+	b, err := rotated.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(k.path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	k.checked = time.Time{} // (the file is looked at once a second at most)
+	k.mu.Unlock()
+	if err := step(rotated, 2); err != nil {
+		t.Fatalf("the rotated key: %v", reason(err))
+	}
+	if err := step(old, 1); err != nil {
+		t.Fatalf("the old key after the rotation: %v", reason(err))
+	}
+	// A file that stops being a keytab leaves the keys as they were.
+	os.WriteFile(k.path, []byte("garbage, longer than before to change the size"), 0o600)
+	k.mu.Lock()
+	k.checked = time.Time{}
+	k.mu.Unlock()
+	if err := step(rotated, 2); err != nil {
+		t.Fatalf("after the keytab was broken: %v", reason(err))
 	}
 }
 
