@@ -529,7 +529,7 @@ const (
 	// are lost several times in a row now and then, and each retransmission waits twice as long
 	// as the one before (0.2, 0.4, 0.8, 1.6, 3.2 s); the client gives up on a request after 5 s
 	// and reconnects, its SYN as lossy. Measured on 2026-12-02 (docs/cluster-faults.md): up to
-	// 1.3 s at 5%, 2.8 to 7.8 s at 20% on the leader.
+	// 1.3 s at 5%, 2.8 to 8.7 s at 20% on the leader.
 	lossyMinAcked     = 0.5
 	lossyMaxGap       = 5 * time.Second
 	lossyLeaderMaxGap = 15 * time.Second
