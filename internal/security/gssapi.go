@@ -66,14 +66,7 @@ type Kerberos struct {
 	mu         sync.Mutex
 	keytab     *keytab.Keytab
 	principals string // the keytab's principals that may be named (for the log)
-	stamp      keytabStamp
-	checked    time.Time
-}
-
-// keytabStamp tells whether a keytab file changed.
-type keytabStamp struct {
-	mod  time.Time
-	size int64
+	watch      *fileWatch
 }
 
 // NewKerberos loads the keytab and checks it holds a key for the broker's principal.
@@ -102,16 +95,20 @@ func NewKerberos(cfg KerberosConfig) (*Kerberos, error) {
 		}
 		k.principal, k.realm = &p, p.Realm
 	}
-	kt, found, stamp, err := k.load()
+	if k.watch, err = newFileWatch(time.Now(), k.path); err != nil {
+		return nil, fmt.Errorf("security: GSSAPI keytab: %w", err)
+	}
+	kt, found, err := k.load()
 	if err != nil {
 		return nil, err
 	}
-	k.keytab, k.principals, k.stamp, k.checked = kt, strings.Join(found, ","), stamp, time.Now()
+	k.keytab, k.principals = kt, strings.Join(found, ",")
+	if cfg.DefaultRealm == "" {
+		cfg.DefaultRealm = krb5DefaultRealm()
+	}
 	switch {
 	case cfg.DefaultRealm != "":
 		k.realm = cfg.DefaultRealm
-	case krb5DefaultRealm() != "":
-		k.realm = krb5DefaultRealm()
 	case k.realm == "":
 		p, _ := ParseKerberosName(found[0])
 		k.realm = p.Realm
@@ -122,20 +119,14 @@ func NewKerberos(cfg KerberosConfig) (*Kerberos, error) {
 // load reads the keytab file and keeps only the keys of the principals clients may name, of
 // the AES types: a ticket for anything else finds no key (and gokrb5's RC4 and DES code is
 // never reached).
-func (k *Kerberos) load() (*keytab.Keytab, []string, keytabStamp, error) {
-	var stamp keytabStamp
-	fi, err := os.Stat(k.path)
-	if err != nil {
-		return nil, nil, stamp, fmt.Errorf("security: GSSAPI keytab: %w", err)
-	}
-	stamp = keytabStamp{mod: fi.ModTime(), size: fi.Size()}
+func (k *Kerberos) load() (*keytab.Keytab, []string, error) {
 	b, err := os.ReadFile(k.path)
 	if err != nil {
-		return nil, nil, stamp, fmt.Errorf("security: GSSAPI keytab: %w", err)
+		return nil, nil, fmt.Errorf("security: GSSAPI keytab: %w", err)
 	}
 	kt := &keytab.Keytab{}
 	if err := kt.Unmarshal(b); err != nil {
-		return nil, nil, stamp, fmt.Errorf("security: GSSAPI keytab %s: %w", k.path, err)
+		return nil, nil, fmt.Errorf("security: GSSAPI keytab %s: %w", k.path, err)
 	}
 	var found []string
 	accepted := &keytab.Keytab{}
@@ -157,24 +148,20 @@ func (k *Kerberos) load() (*keytab.Keytab, []string, keytabStamp, error) {
 		}
 	}
 	if len(found) == 0 {
-		return nil, nil, stamp, fmt.Errorf("security: GSSAPI keytab %s holds no AES key of %s", k.path, k.want())
+		return nil, nil, fmt.Errorf("security: GSSAPI keytab %s holds no AES key of %s", k.path, k.want())
 	}
-	return accepted, found, stamp, nil
+	return accepted, found, nil
 }
 
 // keys is the current keytab, read again if its file changed.
 func (k *Kerberos) keys(now time.Time) *keytab.Keytab {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if now.Sub(k.checked) < time.Second {
+	if changed, _ := k.watch.changed(now); !changed {
 		return k.keytab
 	}
-	k.checked = now
-	if fi, err := os.Stat(k.path); err != nil || (keytabStamp{mod: fi.ModTime(), size: fi.Size()}) == k.stamp {
-		return k.keytab
-	}
-	if kt, found, stamp, err := k.load(); err == nil {
-		k.keytab, k.principals, k.stamp = kt, strings.Join(found, ","), stamp
+	if kt, found, err := k.load(); err == nil {
+		k.keytab, k.principals = kt, strings.Join(found, ",")
 	}
 	return k.keytab
 }
@@ -303,7 +290,11 @@ func (s *gssapiSession) accept(msg []byte) ([]byte, bool, error) {
 	if target.Service != s.k.service || (s.k.principal != nil && target != *s.k.principal) {
 		return s.fail("ticket for %s, not this broker's service (%s)", target, s.k.want())
 	}
-	for what, ed := range map[string]types.EncryptedData{"ticket": req.Ticket.EncPart, "authenticator": req.EncryptedAuthenticator} {
+	for _, part := range []struct {
+		what string
+		ed   types.EncryptedData
+	}{{"ticket", req.Ticket.EncPart}, {"authenticator", req.EncryptedAuthenticator}} {
+		what, ed := part.what, part.ed
 		if !cfxEtype(ed.EType) {
 			return s.fail("%s encrypted with type %d: only the AES types are taken (RC4 and DES are not)", what, ed.EType)
 		}

@@ -431,7 +431,7 @@ func TestGSSAPIKeytabRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.mu.Lock()
-	k.checked = time.Time{} // (the file is looked at once a second at most)
+	k.watch.checked = time.Time{} // (the file is looked at once a second at most)
 	k.mu.Unlock()
 	if err := step(rotated, 2); err != nil {
 		t.Fatalf("the rotated key: %v", reason(err))
@@ -442,7 +442,7 @@ func TestGSSAPIKeytabRotation(t *testing.T) {
 	// A file that stops being a keytab leaves the keys as they were.
 	os.WriteFile(k.path, []byte("garbage, longer than before to change the size"), 0o600)
 	k.mu.Lock()
-	k.checked = time.Time{}
+	k.watch.checked = time.Time{}
 	k.mu.Unlock()
 	if err := step(rotated, 2); err != nil {
 		t.Fatalf("after the keytab was broken: %v", reason(err))

@@ -52,8 +52,7 @@ type TLSFiles struct {
 	now                       func() time.Time
 
 	mu        sync.Mutex
-	checked   time.Time
-	stamp     string // the files' sizes and modification times when last loaded (or refused)
+	watch     *fileWatch // the files as last loaded (or refused)
 	cert      *tls.Certificate
 	pool      *x509.CertPool
 	loadedAt  time.Time
@@ -70,7 +69,7 @@ func LoadTLSFiles(certFile, keyFile, caFile string, auth ClientAuth, logger *slo
 		logger = slog.Default()
 	}
 	f := &TLSFiles{certFile: certFile, keyFile: keyFile, caFile: caFile, clientAuth: auth, logger: logger, now: time.Now}
-	stamp, err := f.fileStamp()
+	watch, err := newFileWatch(f.now(), certFile, keyFile, caFile)
 	if err != nil {
 		return nil, err
 	}
@@ -78,23 +77,8 @@ func LoadTLSFiles(certFile, keyFile, caFile string, auth ClientAuth, logger *slo
 	if err != nil {
 		return nil, err
 	}
-	f.cert, f.pool, f.stamp, f.checked, f.loadedAt, f.loadCount = cert, pool, stamp, f.now(), f.now(), 1
+	f.cert, f.pool, f.watch, f.loadedAt, f.loadCount = cert, pool, watch, f.now(), 1
 	return f, nil
-}
-
-func (f *TLSFiles) fileStamp() (string, error) {
-	var b strings.Builder
-	for _, name := range []string{f.certFile, f.keyFile, f.caFile} {
-		if name == "" {
-			continue
-		}
-		st, err := os.Stat(name)
-		if err != nil {
-			return "", fmt.Errorf("security: %w", err)
-		}
-		fmt.Fprintf(&b, "%d/%d;", st.Size(), st.ModTime().UnixNano())
-	}
-	return b.String(), nil
 }
 
 func (f *TLSFiles) load() (*tls.Certificate, *x509.CertPool, error) {
@@ -126,19 +110,13 @@ func (f *TLSFiles) current() (*tls.Certificate, *x509.CertPool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
-	if now.Sub(f.checked) < time.Second {
+	changed, err := f.watch.changed(now)
+	if err != nil {
+		f.logger.Error("tls: a certificate file is unreadable; keeping the loaded one", "err", err)
+	}
+	if !changed {
 		return f.cert, f.pool
 	}
-	f.checked = now
-	stamp, err := f.fileStamp()
-	if err != nil || stamp == f.stamp {
-		if err != nil && f.stamp != "gone" {
-			f.logger.Error("tls: a certificate file is unreadable; keeping the loaded one", "err", err)
-			f.stamp = "gone"
-		}
-		return f.cert, f.pool
-	}
-	f.stamp = stamp
 	cert, pool, err := f.load()
 	if err != nil {
 		f.logger.Error("tls: the changed certificate files do not load; keeping the loaded ones", "err", err)
