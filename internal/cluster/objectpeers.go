@@ -120,6 +120,14 @@ func (n *Node) MergeObjectsOn(ctx context.Context, node int32, ref controller.Pa
 // than this one; the same node for the same partition while the members stay (rendezvous
 // hashing). ok is false if there is none.
 func (n *Node) MergeWorker(ref controller.PartitionRef) (node int32, ok bool) {
+	return n.Worker(fmt.Sprintf("%s/%d", ref.Topic, ref.Partition))
+}
+
+// Worker picks the node for the object store's bulk work of key (a partition's merges and
+// compaction passes, garbage collection): an agent if any is live, else a live serve node other
+// than this one, the same for the same key while the members stay (rendezvous hashing). ok is
+// false if there is none.
+func (n *Node) Worker(key string) (node int32, ok bool) {
 	img := n.ctrl.Image()
 	best, bestAgent, bestScore := int32(-1), false, uint64(0)
 	for _, id := range img.NodeIDs() {
@@ -128,7 +136,7 @@ func (n *Node) MergeWorker(ref controller.PartitionRef) (node int32, ok bool) {
 			continue
 		}
 		h := fnv.New64a()
-		fmt.Fprintf(h, "%s/%d/%d", ref.Topic, ref.Partition, id)
+		fmt.Fprintf(h, "%s/%d", key, id)
 		score := h.Sum64()
 		if best < 0 || nd.Agent && !bestAgent || nd.Agent == bestAgent && score > bestScore {
 			best, bestAgent, bestScore = id, nd.Agent, score
@@ -164,4 +172,46 @@ func (n *Node) CompactObjectsOn(ctx context.Context, node int32, job objects.Com
 		return objects.CompactStats{}, fmt.Errorf("node %d: %w", node, err)
 	}
 	return st, nil
+}
+
+// Garbage collection on another node (docs/object-topics.md §5): the active controller asks a
+// node (object-gc) to run its GC passes, one after another; that node lists the store, deletes
+// and proposes forgotten writers itself.
+
+// gcTimeout bounds a garbage collection pass asked of another node: a listing of the store's
+// files and a delete per garbage object.
+const gcTimeout = 10 * time.Minute
+
+type objectGCResponse struct {
+	Deleted int `json:"deleted"`
+}
+
+// ServeObjectGC has this node run the garbage collection passes the active controller asks of
+// it with gc (the object maintainer's GCRun).
+func (n *Node) ServeObjectGC(gc func(ctx context.Context, job objects.GCJob) (int, error)) {
+	n.rpc.handle("object-gc", func(ctx context.Context, _ int32, payload []byte) (any, error) {
+		var job objects.GCJob
+		if err := json.Unmarshal(payload, &job); err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, gcTimeout)
+		defer cancel()
+		deleted, err := gc(ctx, job)
+		if err != nil {
+			return nil, err
+		}
+		return objectGCResponse{Deleted: deleted}, nil
+	})
+}
+
+// CollectGarbageOn asks node to run a garbage collection pass and returns how many objects it
+// deleted.
+func (n *Node) CollectGarbageOn(ctx context.Context, node int32, job objects.GCJob) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, gcTimeout+5*time.Second)
+	defer cancel()
+	var resp objectGCResponse
+	if err := n.rpc.call(ctx, node, "object-gc", job, &resp); err != nil {
+		return 0, fmt.Errorf("node %d: %w", node, err)
+	}
+	return resp.Deleted, nil
 }

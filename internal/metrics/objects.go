@@ -23,6 +23,8 @@ type Objects struct {
 	cleaned  *prometheus.CounterVec   // dir: read, written by compaction
 	merges   *prometheus.CounterVec   // how: local, delegated, delegation_failed, for_controller
 	passes   *prometheus.CounterVec   // compaction passes, by the same how
+	gcPasses *prometheus.CounterVec   // garbage collection passes, by the same how
+	garbage  prometheus.Counter       // objects garbage collection deleted (on the node that did)
 }
 
 // NewObjects returns the object topics' metrics.
@@ -77,6 +79,14 @@ func NewObjects() *Objects {
 			Name: "runnel_object_compaction_passes_total",
 			Help: "Compaction passes over object partitions: on the active controller by how (local, delegated, delegation_failed), on the node it asked (for_controller).",
 		}, []string{"how"}),
+		gcPasses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnel_object_gc_passes_total",
+			Help: "Garbage collection passes over the object store: on the active controller by how (local, delegated, delegation_failed), on the node it asked (for_controller).",
+		}, []string{"how"}),
+		garbage: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "runnel_object_gc_deleted_total",
+			Help: "Objects garbage collection deleted from the object store (counted by the node that deleted them): files no extent references, after the grace period.",
+		}),
 		files: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "runnel_object_file_bytes",
 			Help:    "Size of the object files written (one per flush of a node's buffer).",
@@ -180,8 +190,22 @@ func (o *Objects) CompactedBy(how string) {
 	}
 }
 
+// CollectedBy counts a garbage collection pass, by how it was run.
+func (o *Objects) CollectedBy(how string) {
+	if o != nil {
+		o.gcPasses.WithLabelValues(how).Inc()
+	}
+}
+
+// GarbageDeleted counts an object garbage collection deleted.
+func (o *Objects) GarbageDeleted() {
+	if o != nil {
+		o.garbage.Inc()
+	}
+}
+
 func (o *Objects) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.peer, o.files, o.slow, o.backlog, o.removed, o.cleaned, o.merges, o.passes}
+	return []prometheus.Collector{o.stage, o.requests, o.failures, o.bytes, o.cache, o.peer, o.files, o.slow, o.backlog, o.removed, o.cleaned, o.merges, o.passes, o.gcPasses, o.garbage}
 }
 
 // Describe implements prometheus.Collector.

@@ -2,9 +2,13 @@ package objects
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/controller"
@@ -57,6 +61,15 @@ type MaintainerConfig struct {
 	// (CompactRun there, whose replacements that node proposes) and returns what it did.
 	// ErrNoWorker: compact here; any other error: that node failed, compact here.
 	CompactWorker func(ctx context.Context, job CompactJob) (CompactStats, error)
+	// GCWorker, if set, has another node run a garbage collection pass (GCRun there, which
+	// lists and deletes objects and proposes forgotten writers itself) and returns how many
+	// objects it deleted. ErrNoWorker: collect here; any other error: that node failed,
+	// collect here.
+	GCWorker func(ctx context.Context, job GCJob) (int, error)
+	// Barrier, if set, waits until this node's image has everything the controller committed
+	// before the call; GCRun passes it first, so that a pass asked of a node whose image
+	// trails never takes a file the controller's image references for garbage.
+	Barrier func(ctx context.Context) error
 
 	// Compaction of topics with cleanup.policy=compact (compact.go): every CompactInterval
 	// (default 15 s, as the local log store's), with a key map of at most CompactMaxKeys keys
@@ -84,13 +97,25 @@ type MaintainerConfig struct {
 // every 2 s when it moved), from which a Ripcord process can start while the controller is away.
 const MetadataSnapshotKey = "metadata/image.json"
 
-// Maintainer runs object topics' retention and garbage collection on the active controller.
+// Maintainer runs object topics' retention, merging, compaction and garbage collection, planned
+// on the active controller (merges, compaction passes and GC passes may run on another node's
+// Maintainer), and the slow path on every process.
 type Maintainer struct {
 	cfg        MaintainerConfig
-	store      objstore.Store       // cfg.Store, every call bounded by 6 × cfg.CallTimeout
-	quick      objstore.Store       // cfg.Store, every call bounded by cfg.CallTimeout (slow path, snapshot)
-	unrefSince map[string]time.Time // objects seen unreferenced, since when (this controller's view)
-	snapshotAt uint64               // the image index last written to MetadataSnapshotKey
+	store      objstore.Store // cfg.Store, every call bounded by 6 × cfg.CallTimeout
+	quick      objstore.Store // cfg.Store, every call bounded by cfg.CallTimeout (slow path, snapshot)
+	snapshotAt uint64         // the image index last written to MetadataSnapshotKey
+
+	// Garbage collection. id names this maintainer as a planner of GC passes, planPass numbers
+	// its GC ticks (runBulk's goroutine only). The passes this node runs, asked by any planner,
+	// share the state under gcMu: the objects seen unreferenced and since when, kept only while
+	// one planner's passes come here one after another (gcPlanner, gcPass).
+	id         string
+	planPass   uint64
+	gcMu       sync.Mutex
+	gcPlanner  string
+	gcPass     uint64
+	unrefSince map[string]time.Time
 
 	// The slow path's schedule (its goroutine only): per run, and of the announced runs.
 	sched       map[string]runSchedule
@@ -164,7 +189,8 @@ func NewMaintainer(cfg MaintainerConfig) *Maintainer {
 		cfg.CallTimeout = 10 * time.Second
 	}
 	return &Maintainer{cfg: cfg, store: objstore.WithTimeout(cfg.Store, 6*cfg.CallTimeout),
-		quick: objstore.WithTimeout(cfg.Store, cfg.CallTimeout), unrefSince: map[string]time.Time{}, sched: map[string]runSchedule{}}
+		quick: objstore.WithTimeout(cfg.Store, cfg.CallTimeout), id: strconv.Itoa(int(cfg.Node)) + "-" + rand.Text(),
+		unrefSince: map[string]time.Time{}, sched: map[string]runSchedule{}}
 }
 
 // Run maintains until ctx ends. The slow path and the metadata snapshot run apart from merging,
@@ -241,17 +267,76 @@ func (m *Maintainer) runBulk(ctx context.Context) {
 				}
 			}
 		case <-gc.C:
-			if !m.cfg.Active() {
-				clear(m.unrefSince) // a later term starts its grace periods afresh
-				continue
-			}
-			if n, err := m.GC(ctx, time.Now()); err != nil {
-				m.cfg.Logger.Warn("objects: garbage collection", "err", err)
-			} else if n > 0 {
-				m.cfg.Logger.Info("objects: garbage collected", "objects", n)
-			}
+			m.collect(ctx, time.Now())
 		}
 	}
+}
+
+// GCJob is a garbage collection pass the active controller asks of a node: Pass numbers the
+// planner's passes, so that the node keeps its grace periods only over consecutive passes of
+// one planner (docs/object-topics.md §5).
+type GCJob struct {
+	Planner string `json:"planner"`
+	Pass    uint64 `json:"pass"`
+}
+
+// collect runs one GC tick: on the active controller, a pass on the GCWorker's node, else (or
+// if that node fails) here. Every tick numbers a pass, run or not, so a node that did not run
+// the previous one starts its grace periods afresh.
+func (m *Maintainer) collect(ctx context.Context, now time.Time) {
+	m.planPass++
+	if !m.cfg.Active() {
+		return
+	}
+	job := GCJob{Planner: m.id, Pass: m.planPass}
+	how := "local"
+	if m.cfg.GCWorker != nil {
+		n, err := m.cfg.GCWorker(ctx, job)
+		if err == nil {
+			m.cfg.Metrics.CollectedBy("delegated")
+			if n > 0 {
+				m.cfg.Logger.Info("objects: garbage collected by another node", "objects", n)
+			}
+			return
+		}
+		if !errors.Is(err, ErrNoWorker) {
+			m.cfg.Logger.Warn("objects: the node asked to collect garbage failed; collecting here", "err", err)
+			how = "delegation_failed"
+		}
+	}
+	n, err := m.GCRun(ctx, job, now)
+	if err != nil {
+		m.cfg.Logger.Warn("objects: garbage collection", "err", err)
+		return
+	}
+	m.cfg.Metrics.CollectedBy(how)
+	if n > 0 {
+		m.cfg.Logger.Info("objects: garbage collected", "objects", n)
+	}
+}
+
+// GCRun runs a garbage collection pass a planner (the active controller, this node's or
+// another's) asked for: it first passes the Barrier, so this node's image is at least the one
+// the planner had; the objects seen unreferenced so far count towards their grace periods only
+// if this node ran the planner's previous pass (else a file referenced in between, while
+// passes ran elsewhere, could be deleted as soon as it is dropped). It returns how many objects
+// it deleted.
+func (m *Maintainer) GCRun(ctx context.Context, job GCJob, now time.Time) (int, error) {
+	if m.cfg.Barrier != nil {
+		bctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+		err := m.cfg.Barrier(bctx)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("objects: catching up with the controller before collecting garbage: %w", err)
+		}
+	}
+	m.gcMu.Lock()
+	defer m.gcMu.Unlock()
+	if job.Planner != m.gcPlanner || job.Pass != m.gcPass+1 {
+		clear(m.unrefSince)
+	}
+	m.gcPlanner, m.gcPass = job.Planner, job.Pass
+	return m.gc(ctx, now)
 }
 
 // Retention proposes the log starts retention.ms and retention.bytes give object partitions.
@@ -282,9 +367,16 @@ func (m *Maintainer) Retention(ctx context.Context, now time.Time) error {
 	return m.cfg.Propose(ctx, &controller.Command{Op: controller.OpTrimObjects, TrimObjects: &controller.TrimObjects{Items: items}})
 }
 
-// GC deletes the objects no extent references any more, once they have been unreferenced for
-// the grace period and their writer is done with them. It returns how many it deleted.
+// GC runs a garbage collection pass continuing this node's previous one, whoever planned it.
 func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
+	m.gcMu.Lock()
+	defer m.gcMu.Unlock()
+	return m.gc(ctx, now)
+}
+
+// gc deletes the objects no extent references any more, once they have been unreferenced for
+// the grace period and their writer is done with them. It returns how many it deleted.
+func (m *Maintainer) gc(ctx context.Context, now time.Time) (int, error) {
 	img := m.cfg.Image()
 	refs := map[string]bool{}
 	for _, t := range img.Topics {
@@ -327,6 +419,7 @@ func (m *Maintainer) GC(ctx context.Context, now time.Time) (int, error) {
 			return deleted, err
 		}
 		delete(m.unrefSince, o.Key)
+		m.cfg.Metrics.GarbageDeleted()
 		deleted++
 	}
 	for k := range m.unrefSince {

@@ -138,9 +138,13 @@ func (c *testCluster) startAgent(id int32) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.Open(server.Config{Agent: true, NodeID: id, KafkaAddr: ln.Addr().String(), AdminAddr: "127.0.0.1:0",
+	cfg := server.Config{Agent: true, NodeID: id, KafkaAddr: ln.Addr().String(), AdminAddr: "127.0.0.1:0",
 		ClusterAddr: "127.0.0.1:0", ControllerVoters: c.voters, Console: &bytes.Buffer{}, ObjectStore: c.objectStore,
-		ObjectBatchTimeout: c.batchTimeout, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: testLogLevel()}))})
+		ObjectBatchTimeout: c.batchTimeout, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: testLogLevel()}))}
+	if c.tune != nil {
+		c.tune(id, &cfg)
+	}
+	s, err := server.Open(cfg)
 	if err != nil {
 		ln.Close()
 		t.Fatalf("agent %d: %v", id, err)

@@ -274,13 +274,18 @@ func TestObjectMetadataByClientZone(t *testing.T) {
 }
 
 // TestObjectMergesOnAnAgent: the active controller of three serve nodes and an agent has the
-// agent write the merged objects of an object topic's small files and run the compaction
-// passes of a compacted one (as WarpStream's agents compact), and every record reads back in
-// order afterwards, the compacted topic with only the latest values outside its newest files.
+// agent write the merged objects of an object topic's small files, run the compaction
+// passes of a compacted one and collect the garbage they leave (as WarpStream's agents
+// compact and delete), and every record reads back in order afterwards, the compacted topic
+// with only the latest values outside its newest files.
 func TestObjectMergesOnAnAgent(t *testing.T) {
+	dir := t.TempDir()
 	c := startClusterWith(t, 3, func(c *testCluster) {
-		c.objectStore, c.batchTimeout = "file://"+t.TempDir(), 5*time.Millisecond
-		c.tune = func(_ int32, cfg *server.Config) { cfg.ObjectCompactionInterval = 200 * time.Millisecond }
+		c.objectStore, c.batchTimeout = "file://"+dir, 5*time.Millisecond
+		c.tune = func(_ int32, cfg *server.Config) {
+			cfg.ObjectCompactionInterval = 200 * time.Millisecond
+			cfg.ObjectGCInterval, cfg.ObjectGCGrace = 200*time.Millisecond, time.Second
+		}
 	})
 	c.waitNodes(3)
 	agent := c.startAgent(9)
@@ -307,6 +312,17 @@ func TestObjectMergesOnAnAgent(t *testing.T) {
 	}
 	if delegated == 0 {
 		t.Fatal("no controller counted a delegated merge")
+	}
+	// The merged-away files are deleted by the agent, and only by it.
+	eventually(t, "merged-away files deleted by the agent", 40*time.Second, func() bool {
+		m := scrape(t, c.servers[9].AdminAddr())
+		return m[`runnel_object_gc_passes_total{how="for_controller"}`] > 0 && m[`runnel_object_gc_deleted_total`] > 0
+	})
+	for id := int32(1); id <= 3; id++ {
+		m := scrape(t, c.servers[id].AdminAddr())
+		if m[`runnel_object_gc_passes_total{how="local"}`]+m[`runnel_object_gc_passes_total{how="for_controller"}`] > 0 || m[`runnel_object_gc_deleted_total`] > 0 {
+			t.Fatalf("node %d collected garbage with an agent live", id)
+		}
 	}
 	cons, _ := c.client(kgo.ConsumeTopics("merging"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SeedBrokers(agent))
 	var got []string

@@ -181,6 +181,10 @@ type Config struct {
 	// ObjectCompactionInterval: how often the active controller looks for compacted object
 	// topics' partitions due for compaction (default 15 s).
 	ObjectCompactionInterval time.Duration
+	// ObjectGCInterval and ObjectGCGrace: how often the active controller has the object store's
+	// garbage collected (default 1 min), and how long an object stays unreferenced before it is
+	// deleted (default 10 min: longer than any read).
+	ObjectGCInterval, ObjectGCGrace time.Duration
 
 	// Ripcord: while the controller is unreachable, object topics are sequenced lazily so
 	// produce goes on (docs/object-topics.md §9.5).
@@ -564,7 +568,16 @@ func Open(cfg Config) (*Server, error) {
 				}
 				return s.node.CompactObjectsOn(ctx, node, job)
 			},
-			RetentionInterval: cfg.ObjectRetentionInterval, CompactInterval: cfg.ObjectCompactionInterval, Metrics: m, Logger: s.logger})
+			GCWorker: func(ctx context.Context, job objects.GCJob) (int, error) {
+				node, ok := s.node.Worker("gc")
+				if !ok {
+					return 0, objects.ErrNoWorker
+				}
+				return s.node.CollectGarbageOn(ctx, node, job)
+			},
+			Barrier:           s.node.Barrier,
+			RetentionInterval: cfg.ObjectRetentionInterval, CompactInterval: cfg.ObjectCompactionInterval,
+			GCInterval: cfg.ObjectGCInterval, GCGrace: cfg.ObjectGCGrace, Metrics: m, Logger: s.logger})
 		s.node.ServeObjectMerges(func(ctx context.Context, ref controller.PartitionRef, run []objtopic.Extent) (*objtopic.Extent, error) {
 			merged, err := s.objmaint.MergeRun(ctx, ref, run)
 			if err == nil {
@@ -580,6 +593,13 @@ func Open(cfg Config) (*Server, error) {
 				m.CompactedBy("for_controller")
 			}
 			return st, err
+		})
+		s.node.ServeObjectGC(func(ctx context.Context, job objects.GCJob) (int, error) {
+			n, err := s.objmaint.GCRun(ctx, job, time.Now())
+			if err == nil {
+				m.CollectedBy("for_controller")
+			}
+			return n, err
 		})
 		self := objects.Member{Node: cfg.NodeID, Host: host, Port: int32(port), Rack: cfg.Rack, Agent: cfg.Agent}
 		if len(endpoints) > 1 { // Metadata in Ripcord mode names each process on the client's listener
