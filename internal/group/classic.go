@@ -39,6 +39,9 @@ func (c *Coordinator) JoinGroup(now time.Time, id RequestID, req *kmsg.JoinGroup
 		g = newGroup(req.Group, now)
 		c.groups[req.Group] = g
 	}
+	if g.share != nil { // as Kafka: a share group is no classic group, empty or not
+		return fail(kerr.InconsistentGroupProtocol, "")
+	}
 	if g.consumer != nil { // a consumer (KIP-848) group
 		if len(g.consumer.members) > 0 { // a classic member in it (migrate.go)
 			before := c.consumerStateValue(g.ID)
@@ -583,6 +586,12 @@ func (c *Coordinator) leaveOne(g *Group, lm kmsg.LeaveGroupRequestMember, out *O
 func (c *Coordinator) Tick(now time.Time) Output {
 	var out Output
 	for _, g := range c.Groups() {
+		if g.share != nil {
+			if c.tickShare(now, g) {
+				out.Records = append(out.Records, Record{Group: g.ID, Key: shareKey(g.ID), Value: c.shareStateValue(g.ID)})
+			}
+			continue
+		}
 		if g.consumer != nil {
 			for id, deadline := range g.pending { // classic members given an id (migrate.go)
 				if !now.Before(deadline) {

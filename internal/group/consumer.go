@@ -146,8 +146,11 @@ type consumerState struct {
 }
 
 func (g *Group) memberCount() int {
-	if g.consumer != nil {
+	switch {
+	case g.consumer != nil:
 		return len(g.consumer.members)
+	case g.share != nil:
+		return len(g.share.members)
 	}
 	return len(g.members) + len(g.pending)
 }
@@ -193,6 +196,9 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		}
 		g = newGroup(req.Group, now)
 		c.groups[req.Group] = g
+	}
+	if g.share != nil {
+		return fail(kerr.GroupIDNotFound, "Group %s is not a consumer group.", req.Group)
 	}
 	if g.consumer == nil {
 		if g.memberCount() > 0 {

@@ -204,7 +204,7 @@ func (c *Coordinator) loadConsumer(now time.Time, key, value []byte) error {
 		return fmt.Errorf("%w: consumer group %s value: %v (%d bytes left)", ErrBadRecord, group, err, len(r.Src))
 	}
 	g := c.loadGroup(group, now)
-	g.consumer, g.ProtocolType = cs, TypeConsumer
+	g.consumer, g.share, g.ProtocolType = cs, nil, TypeConsumer
 	g.members, g.order, g.static, g.pending = map[string]*Member{}, nil, map[string]string{}, map[string]time.Time{}
 	g.State, g.StateSince = Empty, since
 	if len(cs.members) > 0 {

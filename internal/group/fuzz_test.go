@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// FuzzLoad: no __consumer_offsets record, however mangled, makes Load panic; and a consumer
-// group's state that loads re-encodes canonically (encode, load, encode gives the same bytes).
+// FuzzLoad: no __consumer_offsets record, however mangled, makes Load panic; and a consumer or
+// share group's state that loads re-encodes canonically (encode, load, encode gives the same
+// bytes).
 func FuzzLoad(f *testing.F) {
 	h := newConsumerHarness(&testing.T{})
 	h.hb("m1", 0, []string{"t"}, map[string][]int32{}, "")
@@ -17,6 +18,8 @@ func FuzzLoad(f *testing.F) {
 	classicGroupOnT(mixed)
 	mixed.hb("c", 0, []string{"t"}, map[string][]int32{}, "")
 	h.records = append(h.records, mixed.records...)
+	h.shb("s1", 0, []string{"t", "u"}) // a share group
+	h.shb("s2", 0, []string{"u"})
 	for _, r := range h.records {
 		f.Add(r.Key, r.Value)
 	}
@@ -28,7 +31,22 @@ func FuzzLoad(f *testing.F) {
 		if err := c.Load(now, key, value); err != nil || len(key) < 2 || value == nil {
 			return
 		}
-		if int16(key[0])<<8|int16(key[1]) != consumerKeyVersion {
+		switch int16(key[0])<<8 | int16(key[1]) {
+		case consumerKeyVersion:
+		case shareKeyVersion:
+			for _, g := range c.Groups() {
+				first := g.share.appendTo(nil, g.StateSince)
+				c2 := New(DefaultConfig())
+				if err := c2.Load(now, key, first); err != nil {
+					t.Fatalf("reloading the re-encoded share state: %v", err)
+				}
+				g2, _ := c2.Group(g.ID)
+				if again := g2.share.appendTo(nil, g2.StateSince); !bytes.Equal(again, first) {
+					t.Fatalf("share state re-encodes to %x; then to %x", first, again)
+				}
+			}
+			return
+		default:
 			return
 		}
 		// The encoding is canonical once written: loading what it writes gives the same bytes.

@@ -63,13 +63,18 @@ type Config struct {
 	// MigrationPolicy is group.consumer.migration.policy (migrate.go): bidirectional (also
 	// for ""), upgrade, downgrade or disabled.
 	MigrationPolicy string
+
+	ShareSessionTimeout    time.Duration // group.share.session.timeout.ms (45 s)
+	ShareHeartbeatInterval time.Duration // group.share.heartbeat.interval.ms (5 s)
+	MaxShareGroupSize      int           // group.share.max.size (200; 0: no limit)
 }
 
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,
 		InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour, MaxMetadataBytes: 4096,
-		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second, MigrationPolicy: MigrationBidirectional}
+		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second, MigrationPolicy: MigrationBidirectional,
+		ShareSessionTimeout: 45 * time.Second, ShareHeartbeatInterval: 5 * time.Second, MaxShareGroupSize: 200}
 }
 
 // RequestID names a request whose reply may come in a later Output.
@@ -173,12 +178,16 @@ type Group struct {
 	offsets map[TopicPartition]Offset
 
 	consumer *consumerState // non-nil for a consumer (KIP-848) group
+	share    *shareState    // non-nil for a share (KIP-932) group
 }
 
-// Type is the group's protocol: TypeClassic or TypeConsumer.
+// Type is the group's protocol: TypeClassic, TypeConsumer or TypeShare.
 func (g *Group) Type() string {
-	if g.consumer != nil {
+	switch {
+	case g.consumer != nil:
 		return TypeConsumer
+	case g.share != nil:
+		return TypeShare
 	}
 	return TypeClassic
 }

@@ -66,6 +66,9 @@ func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest) 
 		return kerr.InvalidGroupID.Code
 	}
 	g := c.groups[req.Group]
+	if g != nil && g.share != nil { // as Kafka: a share group commits no offsets
+		return kerr.GroupIDNotFound.Code
+	}
 	if req.Generation < 0 && req.MemberID == "" {
 		if g == nil {
 			g = newGroup(req.Group, now)
@@ -176,6 +179,10 @@ func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestGrou
 		return rg
 	}
 	g := c.groups[id]
+	if g != nil && g.share != nil {
+		rg.ErrorCode = kerr.GroupIDNotFound.Code
+		return rg
+	}
 	part := func(tp TopicPartition) kmsg.OffsetFetchResponseGroupTopicPartition {
 		p := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 		p.Partition, p.Offset, p.LeaderEpoch = tp.Partition, -1, -1
@@ -231,7 +238,7 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 	case req.Group == "":
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp, out
-	case g == nil:
+	case g == nil || g.share != nil:
 		resp.ErrorCode = kerr.GroupIDNotFound.Code
 		return resp, out
 	}
@@ -307,6 +314,9 @@ func (c *Coordinator) ExpireOffsets(now time.Time) Output {
 		return out
 	}
 	for _, g := range c.Groups() {
+		if g.share != nil { // share groups never expire, as Kafka's
+			continue
+		}
 		var subscribed map[string]bool // live: these topics' offsets stay
 		if g.State != Empty {
 			topics, known := g.subscribedTopics()
@@ -353,6 +363,11 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 			}
 		case g.consumer != nil: // described by ConsumerGroupDescribe
 			dg.State, dg.ProtocolType = g.consumer.stateName(), g.ProtocolType
+		case g.share != nil: // described by ShareGroupDescribe; Dead here, as Kafka answers
+			if req.Version >= 6 {
+				msg := fmt.Sprintf("Group %s is not a classic group.", id)
+				dg.ErrorCode, dg.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
+			}
 		default:
 			dg.State, dg.ProtocolType = g.State.String(), g.ProtocolType
 			if g.State == Stable {
@@ -418,6 +433,9 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteG
 				out.Records = append(out.Records, offsetRecord(id, tp, nil))
 			}
 			out.Records = append(out.Records, Record{Group: id, Key: groupKey(id)}, Record{Group: id, Key: consumerKey(id)})
+			if g.share != nil {
+				out.Records = append(out.Records, Record{Group: id, Key: shareKey(id)})
+			}
 			delete(c.groups, id)
 		}
 		resp.Groups = append(resp.Groups, rg)
@@ -507,6 +525,8 @@ func (c *Coordinator) Load(now time.Time, key, value []byte) error {
 		c.loadMetadata(now, c.loadGroup(k.Group, now), &v)
 	case consumerKeyVersion:
 		return c.loadConsumer(now, key, value)
+	case shareKeyVersion:
+		return c.loadShare(now, key, value)
 	default:
 		return fmt.Errorf("%w: key version %d", ErrBadRecord, version)
 	}
@@ -523,7 +543,7 @@ func (c *Coordinator) loadGroup(id string, now time.Time) *Group {
 }
 
 func (c *Coordinator) loadMetadata(now time.Time, g *Group, v *kmsg.GroupMetadataValue) {
-	g.consumer = nil // the later record decides the group's type
+	g.consumer, g.share = nil, nil // the later record decides the group's type
 	g.ProtocolType, g.Generation, g.Protocol, g.Leader = v.ProtocolType, v.Generation, "", ""
 	if v.Protocol != nil {
 		g.Protocol = *v.Protocol

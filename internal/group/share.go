@@ -1,0 +1,486 @@
+package group
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Share groups (KIP-932, docs/share-groups.md §2): members heartbeat (ShareGroupHeartbeat) with
+// the topics they subscribe to; the coordinator assigns the subscribed partitions with Kafka's
+// `simple` share assignor whenever the group epoch moves, and a member takes its target at its
+// next heartbeat, with no revocation step: records are protected by the share-partitions'
+// acquisition locks, not by partition ownership. A member that does not heartbeat within the
+// share session timeout is removed. A group id belongs to one type: a share group is never a
+// classic or consumer group, nor the reverse (GROUP_ID_NOT_FOUND, as Kafka).
+
+// TypeShare is the type of a share group (ListGroups, ConsumerGroupDescribe's "not a consumer
+// group").
+const TypeShare = "share"
+
+// ShareAssignor is the share groups' one server-side assignor, as Kafka's.
+const ShareAssignor = "simple"
+
+type shareMember struct {
+	id, rackID, clientID, clientHost string
+	epoch, prevEpoch                 int32
+	topics                           []string   // sorted
+	assigned                         assignment // the member's target as of its epoch
+	deadline                         time.Time
+	sent                             string // epoch and assignment last sent
+}
+
+type shareState struct {
+	epoch, assignmentEpoch int32
+	// stateEpoch moves when the group's share-partition state is reset (AlterShareGroupOffsets,
+	// DeleteShareGroupOffsets), fencing state written before.
+	stateEpoch int32
+	members    map[string]*shareMember
+	target     map[string]assignment
+	metaSig    string // the subscribed topics' metadata the target was computed for
+}
+
+func (ss *shareState) sortedMembers() []*shareMember {
+	out := make([]*shareMember, 0, len(ss.members))
+	for _, m := range ss.members {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b *shareMember) int { return cmpString(a.id, b.id) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// maxShareMemberID is the longest member id Kafka accepts (a UUID's string form).
+const maxShareMemberID = 36
+
+// ShareGroupHeartbeat handles a ShareGroupHeartbeat request. The response goes out once
+// Output.Records are durable.
+func (c *Coordinator) ShareGroupHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbeatRequest, clientID, clientHost string) (*kmsg.ShareGroupHeartbeatResponse, Output) {
+	before := c.shareStateValue(req.GroupID)
+	var out Output
+	resp := c.shareHeartbeat(now, req, clientID, clientHost)
+	c.recordShareChange(req.GroupID, before, &out)
+	return resp, out
+}
+
+func (c *Coordinator) shareHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbeatRequest, clientID, clientHost string) *kmsg.ShareGroupHeartbeatResponse {
+	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+	fail := func(err *kerr.Error, format string, args ...any) *kmsg.ShareGroupHeartbeatResponse {
+		msg := fmt.Sprintf(format, args...)
+		resp.ErrorCode, resp.ErrorMessage = err.Code, &msg
+		return resp
+	}
+	id := req.MemberID
+	switch {
+	case req.GroupID == "":
+		return fail(kerr.InvalidRequest, "GroupId can't be empty.")
+	case id == "" || len(id) > maxShareMemberID:
+		return fail(kerr.InvalidRequest, "Invalid member id in the request.")
+	case req.RackID != nil && *req.RackID == "":
+		return fail(kerr.InvalidRequest, "RackId can't be empty.")
+	case req.MemberEpoch < -1:
+		return fail(kerr.InvalidRequest, "MemberEpoch is invalid.")
+	case req.MemberEpoch == 0 && len(req.SubscribedTopicNames) == 0:
+		return fail(kerr.InvalidRequest, "SubscribedTopicNames must be set in first request.")
+	}
+	g := c.groups[req.GroupID]
+	switch {
+	case g == nil && req.MemberEpoch != 0:
+		return fail(kerr.GroupIDNotFound, "Share group %s not found.", req.GroupID)
+	case g == nil:
+		g = newGroup(req.GroupID, now)
+		g.share = &shareState{members: map[string]*shareMember{}, target: map[string]assignment{}}
+		g.ProtocolType = TypeShare
+		c.groups[req.GroupID] = g
+	case g.share == nil:
+		return fail(kerr.GroupIDNotFound, "Group %s is not a share group.", req.GroupID)
+	}
+	ss := g.share
+	m := ss.members[id]
+	switch req.MemberEpoch {
+	case -1:
+		if m == nil {
+			return fail(kerr.UnknownMemberID, "Member %s is not a member of group %s.", id, req.GroupID)
+		}
+		c.removeShareMember(now, g, m)
+		resp.MemberID, resp.MemberEpoch = &id, -1
+		return resp
+	case 0:
+		if m == nil {
+			if c.cfg.MaxShareGroupSize > 0 && len(ss.members) >= c.cfg.MaxShareGroupSize {
+				return fail(kerr.GroupMaxSizeReached, "The share group has reached its maximum capacity of %d members.", c.cfg.MaxShareGroupSize)
+			}
+			m = &shareMember{id: id, assigned: assignment{}}
+			ss.members[id] = m
+			if g.State == Empty {
+				g.transition(Stable, now)
+			}
+		}
+		m.sent = "" // a (re)joining member gets its assignment whatever it was told before
+	default:
+		if m == nil {
+			return fail(kerr.UnknownMemberID, "Member %s is not a member of group %s.", id, req.GroupID)
+		}
+		if req.MemberEpoch > m.epoch || (req.MemberEpoch < m.epoch && req.MemberEpoch != m.prevEpoch) {
+			return fail(kerr.FencedMemberEpoch, "The share group member has a smaller member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, m.epoch)
+		}
+	}
+	bump := false
+	if req.SubscribedTopicNames != nil {
+		topics := slices.Clone(req.SubscribedTopicNames)
+		sort.Strings(topics)
+		topics = slices.Compact(topics)
+		if !slices.Equal(topics, m.topics) {
+			m.topics, bump = topics, true
+		}
+	}
+	if req.RackID != nil {
+		m.rackID = *req.RackID
+	}
+	m.clientID, m.clientHost = clientID, clientHost
+	m.deadline = now.Add(c.cfg.ShareSessionTimeout)
+	topics := c.topics()
+	c.advanceShare(ss, topics, bump)
+	if m.epoch != ss.assignmentEpoch {
+		m.prevEpoch, m.epoch = m.epoch, ss.assignmentEpoch
+		m.assigned = ss.target[m.id].clone()
+	}
+	resp.MemberID, resp.MemberEpoch = &id, m.epoch
+	resp.HeartbeatIntervalMillis = int32(c.cfg.ShareHeartbeatInterval.Milliseconds())
+	full := req.MemberEpoch == 0 || req.SubscribedTopicNames != nil
+	if sent := fmt.Sprint(m.epoch, m.assigned.signature()); sent != m.sent || full {
+		m.sent = sent
+		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
+		a.TopicPartitions = []kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{}
+		for _, t := range sortedTopics(m.assigned) {
+			tp := kmsg.NewShareGroupHeartbeatResponseAssignmentTopicPartition()
+			tp.TopicID, tp.Partitions = topics[t].ID, slices.Clone(m.assigned[t])
+			a.TopicPartitions = append(a.TopicPartitions, tp)
+		}
+		resp.Assignment = &a
+	}
+	return resp
+}
+
+// removeShareMember removes a member that left or whose session expired; the group epoch moves.
+func (c *Coordinator) removeShareMember(now time.Time, g *Group, m *shareMember) {
+	ss := g.share
+	delete(ss.members, m.id)
+	delete(ss.target, m.id)
+	ss.epoch++
+	if len(ss.members) == 0 {
+		g.transition(Empty, now)
+	}
+}
+
+// advanceShare moves the group epoch if bump is set or the subscribed topics' metadata changed,
+// and computes the target assignment for a new epoch.
+func (c *Coordinator) advanceShare(ss *shareState, topics map[string]TopicMeta, bump bool) {
+	sig := shareMetadataSignature(ss, topics)
+	if bump || sig != ss.metaSig {
+		ss.epoch++
+		ss.metaSig = sig
+	}
+	if ss.epoch > ss.assignmentEpoch {
+		ss.target = assignShare(ss, topics)
+		ss.assignmentEpoch = ss.epoch
+	}
+}
+
+func shareMetadataSignature(ss *shareState, topics map[string]TopicMeta) string {
+	var names []string
+	for t := range topics {
+		for _, m := range ss.members {
+			if slices.Contains(m.topics, t) {
+				names = append(names, t)
+				break
+			}
+		}
+	}
+	sort.Strings(names)
+	var sb bytes.Buffer
+	for _, t := range names {
+		fmt.Fprintf(&sb, "%s/%x/%d;", t, topics[t].ID, topics[t].Partitions)
+	}
+	return sb.String()
+}
+
+// tickShare removes the members whose session expired; it reports whether any was.
+func (c *Coordinator) tickShare(now time.Time, g *Group) bool {
+	removed := false
+	for _, m := range g.share.sortedMembers() {
+		if !now.Before(m.deadline) {
+			c.removeShareMember(now, g, m)
+			removed = true
+		}
+	}
+	if removed {
+		c.advanceShare(g.share, c.topics(), false)
+	}
+	return removed
+}
+
+// ShareGroupDescribe handles a ShareGroupDescribe request.
+func (c *Coordinator) ShareGroupDescribe(req *kmsg.ShareGroupDescribeRequest) *kmsg.ShareGroupDescribeResponse {
+	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
+	topics := c.topics()
+	names := map[[16]byte]string{}
+	for name, t := range topics {
+		names[t.ID] = name
+	}
+	for _, id := range req.GroupIDs {
+		rg := kmsg.NewShareGroupDescribeResponseGroup()
+		rg.GroupID = id
+		g := c.groups[id]
+		if g == nil || g.share == nil {
+			msg := fmt.Sprintf("Group %s not found.", id)
+			if g != nil {
+				msg = fmt.Sprintf("Group %s is not a share group.", id)
+			}
+			rg.ErrorCode, rg.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
+			rg.GroupState = "Dead"
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
+		ss := g.share
+		rg.GroupState, rg.GroupEpoch, rg.AssignmentEpoch, rg.Assignor = g.State.String(), ss.epoch, ss.assignmentEpoch, ShareAssignor
+		for _, m := range ss.sortedMembers() {
+			rm := kmsg.NewShareGroupDescribeResponseGroupMember()
+			rm.MemberID, rm.MemberEpoch, rm.ClientID, rm.ClientHost = m.id, m.epoch, m.clientID, m.clientHost
+			rm.RackID = optional(m.rackID)
+			rm.SubscribedTopicNames = slices.Clone(m.topics)
+			for _, t := range sortedTopics(m.assigned) {
+				tp := kmsg.NewShareGroupDescribeResponseGroupMemberAssignmentTopicPartition()
+				tp.TopicID, tp.Topic, tp.Partitions = topics[t].ID, t, slices.Clone(m.assigned[t])
+				rm.Assignment.TopicPartitions = append(rm.Assignment.TopicPartitions, tp)
+			}
+			rg.Members = append(rg.Members, rm)
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
+}
+
+// assignShare is Kafka's `simple` share assignor (4.2): with M members and P partitions of the
+// subscribed topics, each partition goes to ⌈M/P⌉ members (one when M ≤ P), members hold
+// numbers of partitions that differ by at most one, and previous assignments are kept where
+// they fit. When subscriptions differ, each topic is assigned on its own among its subscribers.
+func assignShare(ss *shareState, topics map[string]TopicMeta) map[string]assignment {
+	members := ss.sortedMembers()
+	out := make(map[string]assignment, len(members))
+	for _, m := range members {
+		out[m.id] = assignment{}
+	}
+	homogeneous := true
+	for _, m := range members[min(1, len(members)):] {
+		if !slices.Equal(m.topics, members[0].topics) {
+			homogeneous = false
+		}
+	}
+	if homogeneous && len(members) > 0 {
+		assignSharePartitions(members, members[0].topics, topics, ss.target, out)
+		return out
+	}
+	all := map[string]bool{}
+	for _, m := range members {
+		for _, t := range m.topics {
+			all[t] = true
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(all)) {
+		var subs []*shareMember
+		for _, m := range members {
+			if slices.Contains(m.topics, t) {
+				subs = append(subs, m)
+			}
+		}
+		assignSharePartitions(subs, []string{t}, topics, ss.target, out)
+	}
+	return out
+}
+
+// assignSharePartitions assigns the partitions of names among members (sorted by id), keeping
+// what prev gave them where it fits, into out.
+func assignSharePartitions(members []*shareMember, names []string, topics map[string]TopicMeta, prev map[string]assignment, out map[string]assignment) {
+	var parts []TopicPartition
+	for _, t := range names {
+		if meta, ok := topics[t]; ok {
+			for p := range meta.Partitions {
+				parts = append(parts, TopicPartition{t, p})
+			}
+		}
+	}
+	M, P := len(members), len(parts)
+	if M == 0 || P == 0 {
+		return
+	}
+	sharing := (M + P - 1) / P // members per partition
+	total := sharing * P       // assignments to hand out
+	quota := func(i int) int { return ceilDiv(total*(i+1), M) - ceilDiv(total*i, M) }
+	holders := make(map[TopicPartition][]int, P) // member indexes per partition
+	count := make([]int, M)
+	// Keep previous assignments within quotas and the sharing bound.
+	for i, m := range members {
+		a := prev[m.id]
+		for _, tp := range parts {
+			if a.has(tp.Topic, tp.Partition) && count[i] < quota(i) && len(holders[tp]) < sharing {
+				holders[tp] = append(holders[tp], i)
+				count[i]++
+			}
+		}
+	}
+	// Fill each partition up to the sharing bound from the members under their quota, in turn.
+	next := 0
+	for _, tp := range parts {
+		for tries := 0; len(holders[tp]) < sharing && tries < M; tries++ {
+			i := next
+			next = (next + 1) % M
+			if count[i] >= quota(i) || slices.Contains(holders[tp], i) {
+				continue
+			}
+			holders[tp] = append(holders[tp], i)
+			count[i]++
+			tries = -1 // progress: look again from the next member
+			if len(holders[tp]) >= sharing {
+				break
+			}
+		}
+	}
+	for _, tp := range parts {
+		for _, i := range holders[tp] {
+			out[members[i].id].add(tp.Topic, tp.Partition)
+		}
+	}
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// A share group's state is one record in __consumer_offsets (docs/share-groups.md §2), with a
+// key version of Runnel's own that Kafka's tools skip:
+//
+//	key:   version int16 = 1001 | group string
+//	value: version int16 = 0 | group epoch int32 | assignment epoch int32 | state epoch int32 |
+//	       metadata signature string | state since (unix ms) int64 | members int32, each:
+//	         id, rack, client id, client host string | epoch, previous epoch int32 |
+//	         topics (int32 count, strings) | assigned assignment
+//	       | targets int32, each: member id string, assignment
+//
+// A nil value is a tombstone (the group was deleted).
+const shareKeyVersion = 1001
+
+func shareKey(group string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, shareKeyVersion)
+	return kbin.AppendString(b, group)
+}
+
+// shareStateValue is the encoded state of a share group, or nil if there is none.
+func (c *Coordinator) shareStateValue(group string) []byte {
+	g := c.groups[group]
+	if g == nil || g.share == nil {
+		return nil
+	}
+	return g.share.appendTo(nil, g.StateSince)
+}
+
+// recordShareChange appends the group's share state record to out if it differs from before.
+func (c *Coordinator) recordShareChange(group string, before []byte, out *Output) {
+	if after := c.shareStateValue(group); !bytes.Equal(before, after) {
+		out.Records = append(out.Records, Record{Group: group, Key: shareKey(group), Value: after})
+	}
+}
+
+func (ss *shareState) appendTo(b []byte, since time.Time) []byte {
+	b = kbin.AppendInt16(b, 0)
+	b = kbin.AppendInt32(b, ss.epoch)
+	b = kbin.AppendInt32(b, ss.assignmentEpoch)
+	b = kbin.AppendInt32(b, ss.stateEpoch)
+	b = kbin.AppendString(b, ss.metaSig)
+	b = kbin.AppendInt64(b, since.UnixMilli())
+	members := ss.sortedMembers()
+	b = kbin.AppendInt32(b, int32(len(members)))
+	for _, m := range members {
+		for _, s := range []string{m.id, m.rackID, m.clientID, m.clientHost} {
+			b = kbin.AppendString(b, s)
+		}
+		b = kbin.AppendInt32(b, m.epoch)
+		b = kbin.AppendInt32(b, m.prevEpoch)
+		b = kbin.AppendInt32(b, int32(len(m.topics)))
+		for _, t := range m.topics {
+			b = kbin.AppendString(b, t)
+		}
+		b = appendAssignment(b, m.assigned)
+	}
+	ids := make([]string, 0, len(ss.target))
+	for id := range ss.target {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	b = kbin.AppendInt32(b, int32(len(ids)))
+	for _, id := range ids {
+		b = kbin.AppendString(b, id)
+		b = appendAssignment(b, ss.target[id])
+	}
+	return b
+}
+
+// loadShare replays a share group state record; members' sessions restart at now.
+func (c *Coordinator) loadShare(now time.Time, key, value []byte) error {
+	r := kbin.Reader{Src: key[2:]}
+	group := r.String()
+	if err := r.Complete(); err != nil {
+		return fmt.Errorf("%w: share group key: %v", ErrBadRecord, err)
+	}
+	if value == nil {
+		delete(c.groups, group)
+		return nil
+	}
+	r = kbin.Reader{Src: value}
+	if version := r.Int16(); version != 0 {
+		return fmt.Errorf("%w: share group value version %d", ErrBadRecord, version)
+	}
+	ss := &shareState{members: map[string]*shareMember{}, target: map[string]assignment{}}
+	ss.epoch, ss.assignmentEpoch, ss.stateEpoch, ss.metaSig = r.Int32(), r.Int32(), r.Int32(), r.String()
+	since := time.UnixMilli(r.Int64())
+	for n := r.Int32(); n > 0 && r.Ok(); n-- {
+		m := &shareMember{id: r.String(), rackID: r.String(), clientID: r.String(), clientHost: r.String()}
+		m.epoch, m.prevEpoch = r.Int32(), r.Int32()
+		for k := r.Int32(); k > 0 && r.Ok(); k-- {
+			m.topics = append(m.topics, r.String())
+		}
+		m.assigned = readAssignment(&r)
+		m.deadline = now.Add(c.cfg.ShareSessionTimeout)
+		ss.members[m.id] = m
+	}
+	for n := r.Int32(); n > 0 && r.Ok(); n-- {
+		id := r.String()
+		ss.target[id] = readAssignment(&r)
+	}
+	if err := r.Complete(); err != nil || len(r.Src) != 0 {
+		return fmt.Errorf("%w: share group %s value: %v (%d bytes left)", ErrBadRecord, group, err, len(r.Src))
+	}
+	g := c.loadGroup(group, now)
+	g.share, g.consumer, g.ProtocolType = ss, nil, TypeShare
+	g.members, g.order, g.static, g.pending = map[string]*Member{}, nil, map[string]string{}, map[string]time.Time{}
+	g.State, g.StateSince = Empty, since
+	if len(ss.members) > 0 {
+		g.State = Stable
+	}
+	return nil
+}

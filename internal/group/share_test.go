@@ -1,0 +1,300 @@
+package group
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// shb sends a ShareGroupHeartbeat to group "s"; topics nil keeps the subscription.
+func (h *harness) shb(member string, epoch int32, topics []string) *kmsg.ShareGroupHeartbeatResponse {
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.Version, req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = 1, "s", member, epoch, topics
+	resp, out := h.c.ShareGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+	h.apply(out)
+	return resp
+}
+
+// shareAssigned decodes a share heartbeat's assignment (nil: none sent).
+func shareAssigned(resp *kmsg.ShareGroupHeartbeatResponse) map[string][]int32 {
+	if resp.Assignment == nil {
+		return nil
+	}
+	out := map[string][]int32{}
+	for _, tp := range resp.Assignment.TopicPartitions {
+		for name, m := range testTopics {
+			if m.ID == tp.TopicID {
+				out[name] = tp.Partitions
+			}
+		}
+	}
+	return out
+}
+
+// TestShareGroupMembership: members join and get every partition at once (no revocation step:
+// a partition may be shared), the assignment is sent only when it changed, a leave and an expired
+// session move the others' assignments, and epochs are checked as Kafka does.
+func TestShareGroupMembership(t *testing.T) {
+	h := newConsumerHarness(t)
+	r1 := h.shb("m1", 0, []string{"t"})
+	if r1.ErrorCode != 0 || r1.MemberEpoch != 1 || len(shareAssigned(r1)["t"]) != 6 || r1.HeartbeatIntervalMillis != 5000 {
+		t.Fatalf("first member: error %d epoch %d assignment %v interval %d; want epoch 1, all 6 partitions, 5000 ms",
+			r1.ErrorCode, r1.MemberEpoch, shareAssigned(r1), r1.HeartbeatIntervalMillis)
+	}
+	if r := h.shb("m1", 1, nil); r.ErrorCode != 0 || r.Assignment != nil {
+		t.Fatalf("an unchanged heartbeat: error %d assignment %v; want none sent", r.ErrorCode, shareAssigned(r))
+	}
+	r2 := h.shb("m2", 0, []string{"t"})
+	if r2.MemberEpoch != 2 || len(shareAssigned(r2)["t"]) != 3 {
+		t.Fatalf("second member: epoch %d assignment %v; want epoch 2 and 3 partitions at once", r2.MemberEpoch, shareAssigned(r2))
+	}
+	r1 = h.shb("m1", 1, nil)
+	a1, a2 := shareAssigned(r1)["t"], shareAssigned(r2)["t"]
+	if r1.MemberEpoch != 2 || len(a1) != 3 || slices.ContainsFunc(a1, func(p int32) bool { return slices.Contains(a2, p) }) {
+		t.Fatalf("m1 after m2 joined: epoch %d partitions %v (m2 %v); want epoch 2 and the other 3", r1.MemberEpoch, a1, a2)
+	}
+	if !slices.Equal(a1, []int32{0, 1, 2}) {
+		t.Fatalf("m1 kept %v; want its first three partitions (sticky)", a1)
+	}
+	// A lost answer: the previous epoch is still accepted; an older or newer one fences.
+	if r := h.shb("m1", 1, nil); r.ErrorCode != 0 {
+		t.Fatalf("heartbeat at the previous epoch: error %d; want accepted", r.ErrorCode)
+	}
+	for _, epoch := range []int32{5} {
+		if r := h.shb("m1", epoch, nil); r.ErrorCode != kerr.FencedMemberEpoch.Code {
+			t.Fatalf("heartbeat at epoch %d: error %d; want FENCED_MEMBER_EPOCH", epoch, r.ErrorCode)
+		}
+	}
+	if r := h.shb("nobody", 2, nil); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("an unknown member: error %d; want UNKNOWN_MEMBER_ID", r.ErrorCode)
+	}
+	// m2 leaves: m1 gets everything back.
+	if r := h.shb("m2", -1, nil); r.ErrorCode != 0 || r.MemberEpoch != -1 {
+		t.Fatalf("leave: error %d epoch %d; want 0, -1", r.ErrorCode, r.MemberEpoch)
+	}
+	if r := h.shb("m1", 2, nil); r.MemberEpoch != 3 || len(shareAssigned(r)["t"]) != 6 {
+		t.Fatalf("after the leave: epoch %d assignment %v; want epoch 3 with all 6", r.MemberEpoch, shareAssigned(r))
+	}
+	// m1's session expires.
+	h.advance(44 * time.Second)
+	if g, _ := h.c.Group("s"); g.State != Stable {
+		t.Fatalf("state %v before the session timeout; want Stable", g.State)
+	}
+	h.advance(2 * time.Second)
+	if g, _ := h.c.Group("s"); g.State != Empty || g.memberCount() != 0 {
+		t.Fatalf("state %v with %d members after the session timeout; want Empty, none", g.State, g.memberCount())
+	}
+}
+
+// TestShareGroupMoreMembersThanPartitions: with more members than partitions each partition is
+// shared by ⌈M/P⌉ members (7 members, 3 partitions: 3 each), so every member gets one or two
+// (Kafka's simple assignor hands out ⌈M/P⌉·P assignments).
+func TestShareGroupMoreMembersThanPartitions(t *testing.T) {
+	h := newConsumerHarness(t)
+	epochs := map[int]int32{}
+	for i := range 7 {
+		epochs[i] = h.shb(fmt.Sprint("m", i), 0, []string{"u"}).MemberEpoch // 3 partitions
+	}
+	holders := map[int32]int{}
+	for i := range 7 {
+		r := h.shb(fmt.Sprint("m", i), epochs[i], []string{"u"}) // a full request: the assignment is sent
+		ps := shareAssigned(r)["u"]
+		if r.ErrorCode != 0 || len(ps) < 1 || len(ps) > 2 {
+			t.Fatalf("member %d: error %d partitions %v; want one or two", i, r.ErrorCode, ps)
+		}
+		for _, p := range ps {
+			holders[p]++
+		}
+	}
+	for p := range int32(3) {
+		if holders[p] != 3 {
+			t.Fatalf("partition %d held by %d members (%v); want 3 (⌈7/3⌉)", p, holders[p], holders)
+		}
+	}
+}
+
+// TestShareAssignorBalance: over random group shapes, every subscribed partition is assigned,
+// to at most ⌈M/P⌉ members, and member sizes differ by at most one (same subscriptions).
+func TestShareAssignorBalance(t *testing.T) {
+	for members := 1; members <= 12; members++ {
+		for parts := int32(1); parts <= 9; parts++ {
+			topics := map[string]TopicMeta{"a": {ID: [16]byte{1}, Partitions: parts}, "b": {ID: [16]byte{2}, Partitions: parts/2 + 1}}
+			ss := &shareState{members: map[string]*shareMember{}, target: map[string]assignment{}}
+			for i := range members {
+				ss.members[fmt.Sprintf("m%02d", i)] = &shareMember{id: fmt.Sprintf("m%02d", i), topics: []string{"a", "b"}}
+			}
+			target := assignShare(ss, topics)
+			P := int(parts + parts/2 + 1)
+			sharing := (members + P - 1) / P
+			count := map[TopicPartition]int{}
+			lo, hi := 1<<30, 0
+			for _, a := range target {
+				lo, hi = min(lo, a.size()), max(hi, a.size())
+				for t, ps := range a {
+					for _, p := range ps {
+						count[TopicPartition{t, p}]++
+					}
+				}
+			}
+			if len(count) != P || hi-lo > 1 {
+				t.Fatalf("%d members, %d partitions: %d partitions assigned, sizes %d..%d; want all, differing by at most 1", members, P, len(count), lo, hi)
+			}
+			for tp, n := range count {
+				if n > sharing {
+					t.Fatalf("%d members, %d partitions: %v held by %d; want at most %d", members, P, tp, n, sharing)
+				}
+			}
+			// Sticky: computing again from this target changes nothing.
+			ss.target = target
+			if again := assignShare(ss, topics); fmt.Sprint(again) != fmt.Sprint(target) {
+				t.Fatalf("%d members, %d partitions: a second assignment moved partitions:\n%v\n%v", members, P, target, again)
+			}
+		}
+	}
+}
+
+// TestShareGroupTypes: a share group id is no classic or consumer group and the reverse, as in
+// Kafka; admin APIs see it as a share group.
+func TestShareGroupTypes(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.shb("m1", 0, []string{"t"})
+	creq := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	creq.Version, creq.Group, creq.MemberID, creq.SubscribedTopicNames = 1, "s", "c1", []string{"t"}
+	if r, _ := h.c.ConsumerGroupHeartbeat(h.now, creq, "client", "/127.0.0.1"); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("ConsumerGroupHeartbeat to a share group: error %d; want GROUP_ID_NOT_FOUND", r.ErrorCode)
+	}
+	jreq := kmsg.NewPtrJoinGroupRequest()
+	jreq.Version, jreq.Group, jreq.ProtocolType, jreq.SessionTimeoutMillis = 9, "s", "consumer", 10000
+	jreq.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+	h.next++
+	h.apply(h.c.JoinGroup(h.now, h.next, jreq, "client", "/127.0.0.1"))
+	if r := h.replies[h.next].(*kmsg.JoinGroupResponse); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Fatalf("JoinGroup to a share group: error %d; want INCONSISTENT_GROUP_PROTOCOL", r.ErrorCode)
+	}
+	oreq := kmsg.NewPtrOffsetCommitRequest()
+	oreq.Version, oreq.Group, oreq.Generation = 9, "s", -1
+	oreq.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5}}}}
+	if r, _ := h.c.OffsetCommit(h.now, oreq); r.Topics[0].Partitions[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("OffsetCommit to a share group: error %d; want GROUP_ID_NOT_FOUND", r.Topics[0].Partitions[0].ErrorCode)
+	}
+	// A consumer group's id is not a share group's.
+	h.hb("c1", 0, []string{"t"}, map[string][]int32{}, "") // group "g"
+	sreq := kmsg.NewPtrShareGroupHeartbeatRequest()
+	sreq.Version, sreq.GroupID, sreq.MemberID, sreq.SubscribedTopicNames = 1, "g", "m9", []string{"t"}
+	if r, _ := h.c.ShareGroupHeartbeat(h.now, sreq, "client", "/127.0.0.1"); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("ShareGroupHeartbeat to a consumer group: error %d; want GROUP_ID_NOT_FOUND", r.ErrorCode)
+	}
+	lreq := kmsg.NewPtrListGroupsRequest()
+	lreq.Version, lreq.TypesFilter = 5, []string{"share"}
+	if r := h.c.ListGroups(lreq); len(r.Groups) != 1 || r.Groups[0].Group != "s" || r.Groups[0].GroupState != "Stable" || r.Groups[0].ProtocolType != "share" {
+		t.Fatalf("ListGroups(type share) = %+v; want s, Stable, protocol type share", r.Groups)
+	}
+	dreq := kmsg.NewPtrDescribeGroupsRequest()
+	dreq.Version, dreq.Groups = 6, []string{"s"}
+	if r := h.c.DescribeGroups(dreq); r.Groups[0].State != "Dead" || r.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("DescribeGroups of a share group: state %s error %d; want Dead, GROUP_ID_NOT_FOUND", r.Groups[0].State, r.Groups[0].ErrorCode)
+	}
+	sd := kmsg.NewPtrShareGroupDescribeRequest()
+	sd.GroupIDs = []string{"s", "g", "none"}
+	r := h.c.ShareGroupDescribe(sd)
+	if g := r.Groups[0]; g.ErrorCode != 0 || g.GroupState != "Stable" || g.Assignor != "simple" || len(g.Members) != 1 ||
+		len(g.Members[0].Assignment.TopicPartitions) != 1 || g.Members[0].Assignment.TopicPartitions[0].Topic != "t" {
+		t.Fatalf("ShareGroupDescribe(s) = %+v", g)
+	}
+	if r.Groups[1].ErrorCode != kerr.GroupIDNotFound.Code || r.Groups[2].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("ShareGroupDescribe of a consumer group and a missing one: %d, %d; want GROUP_ID_NOT_FOUND", r.Groups[1].ErrorCode, r.Groups[2].ErrorCode)
+	}
+	// Delete: refused with a member, done once empty.
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"s"}
+	if r, _ := h.c.DeleteGroups(del); r.Groups[0].ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("deleting a share group with a member: %d; want NON_EMPTY_GROUP", r.Groups[0].ErrorCode)
+	}
+	h.shb("m1", -1, nil)
+	if r, _ := h.c.DeleteGroups(del); r.Groups[0].ErrorCode != 0 {
+		t.Fatalf("deleting an empty share group: %d", r.Groups[0].ErrorCode)
+	}
+	if _, ok := h.c.Group("s"); ok {
+		t.Fatal("the deleted share group is still there")
+	}
+}
+
+// TestShareGroupValidation: Kafka's checks of a ShareGroupHeartbeat.
+func TestShareGroupValidation(t *testing.T) {
+	long := "0123456789012345678901234567890123456"
+	for _, tc := range []struct {
+		name   string
+		member string
+		epoch  int32
+		topics []string
+		want   *kerr.Error
+	}{
+		{"no member id", "", 0, []string{"t"}, kerr.InvalidRequest},
+		{"member id over 36 characters", long, 0, []string{"t"}, kerr.InvalidRequest},
+		{"join without topics", "m", 0, nil, kerr.InvalidRequest},
+		{"epoch below -1", "m", -2, nil, kerr.InvalidRequest},
+		{"unknown group", "m", 3, nil, kerr.GroupIDNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newConsumerHarness(t)
+			if r := h.shb(tc.member, tc.epoch, tc.topics); r.ErrorCode != tc.want.Code {
+				t.Fatalf("error %d; want %s", r.ErrorCode, tc.want.Message)
+			}
+		})
+	}
+	h := newConsumerHarness(t)
+	h.c.cfg.MaxShareGroupSize = 2
+	h.shb("a", 0, []string{"t"})
+	h.shb("b", 0, []string{"t"})
+	if r := h.shb("c", 0, []string{"t"}); r.ErrorCode != kerr.GroupMaxSizeReached.Code {
+		t.Fatalf("a third member of a group of at most 2: error %d; want GROUP_MAX_SIZE_REACHED", r.ErrorCode)
+	}
+}
+
+// TestShareGroupReload: a coordinator that replays __consumer_offsets has the share group with
+// its members, epochs and assignments; the members keep heartbeating at their epochs.
+func TestShareGroupReload(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.shb("m1", 0, []string{"t", "u"})
+	h.shb("m2", 0, []string{"t"})
+	r1 := h.shb("m1", 1, nil)
+	c2 := New(DefaultConfig())
+	c2.Topics = h.c.Topics
+	for _, rec := range h.records {
+		if err := c2.Load(h.now, rec.Key, rec.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.c = c2
+	// What was last sent is not kept: the assignment is sent again, unchanged.
+	r := h.shb("m1", r1.MemberEpoch, nil)
+	if r.ErrorCode != 0 || r.MemberEpoch != r1.MemberEpoch || fmt.Sprint(shareAssigned(r)) != fmt.Sprint(shareAssigned(r1)) {
+		t.Fatalf("after reload: error %d epoch %d assignment %v; want epoch %d, %v", r.ErrorCode, r.MemberEpoch, shareAssigned(r), r1.MemberEpoch, shareAssigned(r1))
+	}
+	if r := h.shb("m2", 2, nil); r.ErrorCode != 0 {
+		t.Fatalf("m2 after reload: error %d", r.ErrorCode)
+	}
+	// The group's tombstone removes it on replay.
+	h.shb("m1", -1, nil)
+	h.shb("m2", -1, nil)
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"s"}
+	r2, out := h.c.DeleteGroups(del)
+	if r2.Groups[0].ErrorCode != 0 {
+		t.Fatalf("delete: %d", r2.Groups[0].ErrorCode)
+	}
+	h.apply(out)
+	c3 := New(DefaultConfig())
+	for _, rec := range h.records {
+		if err := c3.Load(h.now, rec.Key, rec.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := c3.Group("s"); ok {
+		t.Fatal("the deleted share group came back on replay")
+	}
+}
