@@ -434,6 +434,9 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteG
 			}
 			out.Records = append(out.Records, Record{Group: id, Key: groupKey(id)}, Record{Group: id, Key: consumerKey(id)})
 			if g.share != nil {
+				for _, sp := range g.share.sortedParts() {
+					out.Records = append(out.Records, sharePartRecord(id, sp, nil))
+				}
 				out.Records = append(out.Records, Record{Group: id, Key: shareKey(id)})
 			}
 			delete(c.groups, id)
@@ -527,6 +530,8 @@ func (c *Coordinator) Load(now time.Time, key, value []byte) error {
 		return c.loadConsumer(now, key, value)
 	case shareKeyVersion:
 		return c.loadShare(now, key, value)
+	case sharePartKeyVersion:
+		return c.loadSharePart(now, key, value)
 	default:
 		return fmt.Errorf("%w: key version %d", ErrBadRecord, version)
 	}

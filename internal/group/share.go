@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -12,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/share"
 )
 
 // Share groups (KIP-932, docs/share-groups.md §2): members heartbeat (ShareGroupHeartbeat) with
@@ -46,6 +49,12 @@ type shareState struct {
 	members    map[string]*shareMember
 	target     map[string]assignment
 	metaSig    string // the subscribed topics' metadata the target was computed for
+	// parts is the share-partitions' stored state (records of their own, below).
+	parts map[SharePartition]*storedShare
+}
+
+func newShareState() *shareState {
+	return &shareState{members: map[string]*shareMember{}, target: map[string]assignment{}, parts: map[SharePartition]*storedShare{}}
 }
 
 func (ss *shareState) sortedMembers() []*shareMember {
@@ -106,7 +115,8 @@ func (c *Coordinator) shareHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbea
 		return fail(kerr.GroupIDNotFound, "Share group %s not found.", req.GroupID)
 	case g == nil:
 		g = newGroup(req.GroupID, now)
-		g.share = &shareState{members: map[string]*shareMember{}, target: map[string]assignment{}}
+		g.share = newShareState()
+		g.share.stateEpoch = randomEpoch() // a group created again never takes its predecessor's state
 		g.ProtocolType = TypeShare
 		c.groups[req.GroupID] = g
 	case g.share == nil:
@@ -372,6 +382,13 @@ func assignSharePartitions(members []*shareMember, names []string, topics map[st
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
+// randomEpoch is a new share group's first state epoch.
+func randomEpoch() int32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return int32(binary.BigEndian.Uint32(b[:]) >> 1)
+}
+
 // A share group's state is one record in __consumer_offsets (docs/share-groups.md §2), with a
 // key version of Runnel's own that Kafka's tools skip:
 //
@@ -455,7 +472,10 @@ func (c *Coordinator) loadShare(now time.Time, key, value []byte) error {
 	if version := r.Int16(); version != 0 {
 		return fmt.Errorf("%w: share group value version %d", ErrBadRecord, version)
 	}
-	ss := &shareState{members: map[string]*shareMember{}, target: map[string]assignment{}}
+	ss := newShareState()
+	if g := c.groups[group]; g != nil && g.share != nil {
+		ss.parts = g.share.parts // the group's record is rewritten; its partitions' records stand
+	}
 	ss.epoch, ss.assignmentEpoch, ss.stateEpoch, ss.metaSig = r.Int32(), r.Int32(), r.Int32(), r.String()
 	since := time.UnixMilli(r.Int64())
 	for n := r.Int32(); n > 0 && r.Ok(); n-- {
@@ -483,4 +503,143 @@ func (c *Coordinator) loadShare(now time.Time, key, value []byte) error {
 		g.State = Stable
 	}
 	return nil
+}
+
+// Share-partition state (docs/share-groups.md §5): the group coordinator keeps, for each
+// partition a share group consumes, the snapshot its leader last persisted, one record each:
+//
+//	key:   version int16 = 1002 | group string | topic id [16]byte | partition int32
+//	value: version int16 = 0 | leader epoch int32 | snapshot (share.Snapshot.AppendTo)
+//
+// A tombstone removes it (the group deleted). A leader that reads the state at a leader epoch
+// fences writes from older leaders; a write from a leader of another state epoch (the group's
+// offsets were reset since it read) is fenced too, and that leader reads again.
+const sharePartKeyVersion = 1002
+
+// SharePartition names a share-partition of a group.
+type SharePartition struct {
+	Topic     [16]byte
+	Partition int32
+}
+
+type storedShare struct {
+	leaderEpoch int32
+	snapshot    []byte // share.Snapshot encoding; nil: never written (read only)
+}
+
+func sharePartKey(group string, sp SharePartition) []byte {
+	b := binary.BigEndian.AppendUint16(nil, sharePartKeyVersion)
+	b = kbin.AppendString(b, group)
+	b = append(b, sp.Topic[:]...)
+	return kbin.AppendInt32(b, sp.Partition)
+}
+
+func sharePartRecord(group string, sp SharePartition, st *storedShare) Record {
+	r := Record{Group: group, Key: sharePartKey(group, sp)}
+	if st != nil {
+		v := kbin.AppendInt16(nil, 0)
+		v = kbin.AppendInt32(v, st.leaderEpoch)
+		r.Value = append(v, st.snapshot...)
+	}
+	return r
+}
+
+// ShareState is what a share-partition's leader reads of its state.
+type ShareState struct {
+	StateEpoch int32
+	Snapshot   []byte // nil: none stored yet (share.auto.offset.reset decides the start)
+}
+
+// ReadShareState answers a share-partition's leader at leaderEpoch with its stored state, and
+// from then on fences writes of older leaders (recorded, so a restarted coordinator fences them
+// too). A group that is not a share group: GROUP_ID_NOT_FOUND; an older leader: FENCED_LEADER_EPOCH.
+func (c *Coordinator) ReadShareState(group string, sp SharePartition, leaderEpoch int32) (ShareState, *kerr.Error, Output) {
+	var out Output
+	g := c.groups[group]
+	if g == nil || g.share == nil {
+		return ShareState{}, kerr.GroupIDNotFound, out
+	}
+	st := g.share.parts[sp]
+	switch {
+	case st == nil:
+		st = &storedShare{leaderEpoch: leaderEpoch}
+		g.share.parts[sp] = st
+		out.Records = append(out.Records, sharePartRecord(group, sp, st))
+	case leaderEpoch < st.leaderEpoch:
+		return ShareState{}, kerr.FencedLeaderEpoch, out
+	case leaderEpoch > st.leaderEpoch:
+		st.leaderEpoch = leaderEpoch
+		out.Records = append(out.Records, sharePartRecord(group, sp, st))
+	}
+	return ShareState{StateEpoch: g.share.stateEpoch, Snapshot: bytes.Clone(st.snapshot)}, nil, out
+}
+
+// WriteShareState stores a share-partition's snapshot written by its leader at leaderEpoch, who
+// read the state at stateEpoch. The caller owns snapshot, which must decode.
+func (c *Coordinator) WriteShareState(group string, sp SharePartition, stateEpoch, leaderEpoch int32, snapshot []byte) (*kerr.Error, Output) {
+	var out Output
+	g := c.groups[group]
+	if g == nil || g.share == nil {
+		return kerr.GroupIDNotFound, out
+	}
+	if _, err := share.DecodeSnapshot(snapshot); err != nil {
+		return kerr.InvalidRequest, out
+	}
+	st := g.share.parts[sp]
+	switch {
+	case stateEpoch != g.share.stateEpoch:
+		return kerr.FencedStateEpoch, out
+	case st == nil || leaderEpoch < st.leaderEpoch: // never read at this epoch
+		return kerr.FencedLeaderEpoch, out
+	}
+	st.leaderEpoch, st.snapshot = leaderEpoch, bytes.Clone(snapshot)
+	out.Records = append(out.Records, sharePartRecord(group, sp, st))
+	return nil, out
+}
+
+// loadSharePart replays a share-partition state record.
+func (c *Coordinator) loadSharePart(now time.Time, key, value []byte) error {
+	r := kbin.Reader{Src: key[2:]}
+	group := r.String()
+	var sp SharePartition
+	copy(sp.Topic[:], r.Span(16))
+	sp.Partition = r.Int32()
+	if err := r.Complete(); err != nil || len(r.Src) != 0 {
+		return fmt.Errorf("%w: share-partition key: %v", ErrBadRecord, err)
+	}
+	g := c.groups[group]
+	if value == nil {
+		if g != nil && g.share != nil {
+			delete(g.share.parts, sp)
+		}
+		return nil
+	}
+	r = kbin.Reader{Src: value}
+	version, epoch := r.Int16(), r.Int32()
+	if err := r.Complete(); err != nil || version != 0 {
+		return fmt.Errorf("%w: share-partition value version %d: %v", ErrBadRecord, version, err)
+	}
+	st := &storedShare{leaderEpoch: epoch}
+	if len(r.Src) > 0 {
+		if _, err := share.DecodeSnapshot(r.Src); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadRecord, err)
+		}
+		st.snapshot = bytes.Clone(r.Src)
+	}
+	if g == nil || g.share == nil { // written after the group's record, so it exists
+		return fmt.Errorf("%w: share-partition state of %s, which is not a share group", ErrBadRecord, group)
+	}
+	g.share.parts[sp] = st
+	return nil
+}
+
+func (ss *shareState) sortedParts() []SharePartition {
+	out := slices.Collect(maps.Keys(ss.parts))
+	slices.SortFunc(out, func(a, b SharePartition) int {
+		if c := bytes.Compare(a.Topic[:], b.Topic[:]); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return out
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/share"
 )
 
 // shb sends a ShareGroupHeartbeat to group "s"; topics nil keeps the subscription.
@@ -296,5 +298,78 @@ func TestShareGroupReload(t *testing.T) {
 	}
 	if _, ok := c3.Group("s"); ok {
 		t.Fatal("the deleted share group came back on replay")
+	}
+}
+
+// TestShareStateStore: a share-partition's leader reads its state (none at first), writes
+// snapshots; an older leader is fenced once a newer one read; a write at another state epoch is
+// fenced; the state survives a replay and goes with the group.
+func TestShareStateStore(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.shb("m1", 0, []string{"t"})
+	sp := SharePartition{Topic: testTopics["t"].ID, Partition: 2}
+	st, rerr, out := h.c.ReadShareState("s", sp, 3)
+	h.apply(out)
+	if rerr != nil || st.Snapshot != nil {
+		t.Fatalf("first read: %+v, %v; want no snapshot", st, rerr)
+	}
+	snap := (&share.Snapshot{Start: 10, Batches: []share.Batch{{First: 10, Last: 14, State: share.Acknowledged, Count: 1}}}).AppendTo(nil)
+	if e, out := h.c.WriteShareState("s", sp, st.StateEpoch, 3, snap); e != nil {
+		t.Fatalf("write: %v", e)
+	} else {
+		h.apply(out)
+	}
+	if e, _ := h.c.WriteShareState("s", sp, st.StateEpoch+1, 3, snap); e != kerr.FencedStateEpoch {
+		t.Fatalf("a write at another state epoch: %v; want FENCED_STATE_EPOCH", e)
+	}
+	if e, _ := h.c.WriteShareState("s", sp, st.StateEpoch, 3, []byte{1}); e != kerr.InvalidRequest {
+		t.Fatalf("a write of a bad snapshot: %v; want INVALID_REQUEST", e)
+	}
+	if _, e, out := h.c.ReadShareState("s", sp, 4); e != nil { // a new leader
+		t.Fatal(e)
+	} else {
+		h.apply(out)
+	}
+	if e, _ := h.c.WriteShareState("s", sp, st.StateEpoch, 3, snap); e != kerr.FencedLeaderEpoch {
+		t.Fatalf("the old leader's write: %v; want FENCED_LEADER_EPOCH", e)
+	}
+	if _, e, _ := h.c.ReadShareState("s", sp, 3); e != kerr.FencedLeaderEpoch {
+		t.Fatalf("the old leader's read: %v; want FENCED_LEADER_EPOCH", e)
+	}
+	if _, e, _ := h.c.ReadShareState("g", sp, 3); e != kerr.GroupIDNotFound {
+		t.Fatalf("a read for a group that is not a share group: %v; want GROUP_ID_NOT_FOUND", e)
+	}
+	// Replayed: the snapshot and the fence are there.
+	c2 := New(DefaultConfig())
+	for _, rec := range h.records {
+		if err := c2.Load(h.now, rec.Key, rec.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, e, _ := c2.ReadShareState("s", sp, 4)
+	if e != nil || string(got.Snapshot) != string(snap) || got.StateEpoch != st.StateEpoch {
+		t.Fatalf("after replay: %+v, %v; want the snapshot at state epoch %d", got, e, st.StateEpoch)
+	}
+	if _, e, _ := c2.ReadShareState("s", sp, 3); e != kerr.FencedLeaderEpoch {
+		t.Fatalf("after replay, the old leader's read: %v; want FENCED_LEADER_EPOCH", e)
+	}
+	// Deleting the group removes its share-partitions' records too.
+	h.shb("m1", -1, nil)
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"s"}
+	r, out := h.c.DeleteGroups(del)
+	if r.Groups[0].ErrorCode != 0 {
+		t.Fatal(r.Groups[0].ErrorCode)
+	}
+	h.apply(out)
+	h.shb("m1", 0, []string{"t"}) // a group of the same name, anew
+	c3 := New(DefaultConfig())
+	for _, rec := range h.records {
+		if err := c3.Load(h.now, rec.Key, rec.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, e, _ := c3.ReadShareState("s", sp, 5); e != nil || got.Snapshot != nil || got.StateEpoch == st.StateEpoch {
+		t.Fatalf("the new group's state: %+v, %v; want none, at another state epoch than %d", got, e, st.StateEpoch)
 	}
 }

@@ -31,6 +31,7 @@
 package share
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -620,4 +621,48 @@ func (p *Partition) check() error {
 		return errors.New("start not advanced over a committed terminal span")
 	}
 	return nil
+}
+
+// AppendTo appends the snapshot's encoding to b (docs/share-groups.md §5):
+//
+//	start int64 | batches int32, each: first int64 | last int64 | state int8 | count int16
+func (s *Snapshot) AppendTo(b []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(s.Start))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Batches)))
+	for _, x := range s.Batches {
+		b = binary.BigEndian.AppendUint64(b, uint64(x.First))
+		b = binary.BigEndian.AppendUint64(b, uint64(x.Last))
+		b = append(b, byte(x.State))
+		b = binary.BigEndian.AppendUint16(b, uint16(x.Count))
+	}
+	return b
+}
+
+// snapshotBatchSize is one batch's encoded size.
+const snapshotBatchSize = 8 + 8 + 1 + 2
+
+// DecodeSnapshot decodes what AppendTo wrote, checking that the batches follow each other from
+// the start in persisted states; the snapshot does not alias b.
+func DecodeSnapshot(b []byte) (Snapshot, error) {
+	if len(b) < 12 {
+		return Snapshot{}, fmt.Errorf("share: snapshot of %d bytes", len(b))
+	}
+	s := Snapshot{Start: int64(binary.BigEndian.Uint64(b))}
+	n := int(binary.BigEndian.Uint32(b[8:]))
+	b = b[12:]
+	if n < 0 || len(b) != n*snapshotBatchSize {
+		return Snapshot{}, fmt.Errorf("share: snapshot of %d batches in %d bytes", n, len(b))
+	}
+	next := s.Start
+	for i := 0; i < n; i++ {
+		x := Batch{First: int64(binary.BigEndian.Uint64(b)), Last: int64(binary.BigEndian.Uint64(b[8:])),
+			State: State(b[16]), Count: int16(binary.BigEndian.Uint16(b[17:]))}
+		b = b[snapshotBatchSize:]
+		if x.First < next || x.Last < x.First || x.Count < 0 || (x.State != Available && !x.State.terminal()) {
+			return Snapshot{}, fmt.Errorf("share: snapshot batch %+v after offset %d", x, next)
+		}
+		next = x.Last + 1
+		s.Batches = append(s.Batches, x)
+	}
+	return s, nil
 }
