@@ -302,17 +302,19 @@ func TestObjectMergesOnAnAgent(t *testing.T) {
 	eventually(t, "a merge written by the agent", 40*time.Second, func() bool {
 		return scrape(t, c.servers[9].AdminAddr())[`runnel_object_merges_total{how="for_controller"}`] > 0
 	})
-	var delegated float64
-	for id := int32(1); id <= 3; id++ {
-		m := scrape(t, c.servers[id].AdminAddr())
-		delegated += m[`runnel_object_merges_total{how="delegated"}`]
-		if m[`runnel_object_merges_total{how="local"}`] > 0 {
-			t.Fatalf("node %d merged locally with an agent live", id)
+	// The agent counts its merge when it answers; the controller counts it once it committed the
+	// replacement, a moment later.
+	eventually(t, "a controller counting a delegated merge", 10*time.Second, func() bool {
+		var delegated float64
+		for id := int32(1); id <= 3; id++ {
+			m := scrape(t, c.servers[id].AdminAddr())
+			delegated += m[`runnel_object_merges_total{how="delegated"}`]
+			if m[`runnel_object_merges_total{how="local"}`] > 0 {
+				t.Fatalf("node %d merged locally with an agent live", id)
+			}
 		}
-	}
-	if delegated == 0 {
-		t.Fatal("no controller counted a delegated merge")
-	}
+		return delegated > 0
+	})
 	// The merged-away files are deleted by the agent, and only by it.
 	eventually(t, "merged-away files deleted by the agent", 40*time.Second, func() bool {
 		m := scrape(t, c.servers[9].AdminAddr())
