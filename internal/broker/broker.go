@@ -23,6 +23,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/security"
+	"github.com/runnel-dev/runnel/internal/share"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/txn"
 	"github.com/runnel-dev/runnel/internal/txncoord"
@@ -77,7 +78,9 @@ type Config struct {
 	ProducerIDs *txn.IDAllocator
 
 	// Consumer groups: the coordinator's settings and offsets.topic.num.partitions.
-	Groups                 group.Config
+	Groups group.Config
+	// ShareGroups holds the share-partitions' limits (KIP-932; zero: Kafka's defaults).
+	ShareGroups            share.Config
 	OffsetsTopicPartitions int32
 	// Transactions: the coordinator's settings and transaction.state.log.num.partitions.
 	Txns               txncoord.Config
@@ -169,6 +172,7 @@ func (c *Config) DefaultLimits() {
 	if c.Groups == (group.Config{}) {
 		c.Groups = group.DefaultConfig()
 	}
+	c.ShareGroups = c.ShareGroups.WithDefaults()
 	if c.OffsetsTopicPartitions == 0 {
 		c.OffsetsTopicPartitions = 50
 	}
@@ -195,6 +199,7 @@ type Broker struct {
 	mem           *semaphore.Weighted // in-flight request bytes, all connections
 	fetchSessions *fetchSessions
 	groups        *groups
+	shares        *shares
 	txns          *txns
 	authFailures  *security.FailureLimiter
 	acls          security.ACLCache
@@ -245,6 +250,8 @@ func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 	go b.groups.run(ctx)
 	b.txns = newTxns(b)
 	go b.txns.run(ctx)
+	b.shares = newShares(b)
+	go b.shares.run(ctx)
 	b.cl.HandleActive(mutationMethod, b.handleMutationQuota)
 	return b, nil
 }

@@ -88,6 +88,8 @@ func (c *conn) logIfSlow(f *inflight, total time.Duration) {
 	switch r := f.r.req.(type) { // requests that wait by design do not count their wait
 	case *kmsg.FetchRequest:
 		limit += time.Duration(r.MaxWaitMillis) * time.Millisecond
+	case *kmsg.ShareFetchRequest:
+		limit += time.Duration(r.MaxWaitMillis) * time.Millisecond
 	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest: // until the rebalance completes
 		limit += wait
 	}

@@ -20,11 +20,15 @@ import (
 	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/server"
+	"github.com/runnel-dev/runnel/internal/share"
 )
 
 // serveFlags are the flags of `runnel serve`.
 type serveFlags struct {
 	groupMigration        string
+	shareLock             time.Duration
+	shareDeliveries       int
+	shareRecordLocks      int64
 	numPartitions         int32
 	defaultRF             int16
 	offsetsRF, txnStateRF int16
@@ -94,6 +98,9 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.BoolVar(&f.ripcord, "ripcord", false, "object topics: keep accepting produce while the controller is unreachable (sequenced lazily, committed when it returns)")
 	flags.StringVar(&f.rack, "rack", "", "the node's rack, shown to clients in Metadata (and matched against client.rack by --replica-selector rack)")
 	flags.StringVar(&f.groupMigration, "group-consumer-migration-policy", group.MigrationBidirectional, "which way a live consumer group may switch between the classic and the consumer (KIP-848) protocol as its members are upgraded or downgraded: bidirectional, upgrade, downgrade or disabled (Kafka's group.consumer.migration.policy)")
+	flags.DurationVar(&f.shareLock, "group-share-record-lock-duration", 30*time.Second, "share groups: how long a consumer holds a record it was given before it is offered again (Kafka's group.share.record.lock.duration.ms; 1 s to 1 h)")
+	flags.IntVar(&f.shareDeliveries, "group-share-delivery-count-limit", 5, "share groups: deliveries of a record before it is archived instead of offered again (Kafka's group.share.delivery.count.limit; 2 to 10)")
+	flags.Int64Var(&f.shareRecordLocks, "group-share-partition-max-record-locks", 2000, "share groups: offsets in flight per share-partition, from its start (Kafka's group.share.partition.max.record.locks; 100 to 10000)")
 	flags.StringVar(&f.replicaSelector, "replica-selector", "", `where consumers read: "" (the leader) or "rack" (KIP-392: a consumer with client.rack reads from an in-sync replica in its rack; Kafka's replica.selector.class `+rackSelectorClass+` is accepted too)`)
 	flags.Int32Var(&f.numPartitions, "num-partitions", 1, "partitions of a topic created without a count: auto-created, or CreateTopics with -1 (Kafka's num.partitions)")
 	flags.Int16Var(&f.offsetsRF, "offsets-topic-replication-factor", 0, "replication factor __consumer_offsets is created with (Kafka's offsets.topic.replication.factor; 0: 3 once three nodes are registered, else 1)")
@@ -247,6 +254,9 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	if !f.agent {
 		cfg.SpecLogAddr = f.speclogAddr
 	}
+	if cfg.ShareGroups, err = f.shareConfig(); err != nil {
+		return server.Config{}, err
+	}
 	if f.groupMigration != "" && !slices.Contains(group.MigrationPolicies, f.groupMigration) { // "": an agent, which has no groups
 		return server.Config{}, fmt.Errorf("--group-consumer-migration-policy %q: want one of %s", f.groupMigration, strings.Join(group.MigrationPolicies, ", "))
 	}
@@ -349,4 +359,28 @@ func imbalancePercent(p int) int {
 		return -1
 	}
 	return p
+}
+
+// shareConfig is the share groups' limits the flags set (zero: Kafka's default), in Kafka's
+// ranges.
+func (f *serveFlags) shareConfig() (share.Config, error) {
+	c := share.DefaultConfig()
+	switch {
+	case f.shareLock != 0 && (f.shareLock < time.Second || f.shareLock > time.Hour):
+		return c, fmt.Errorf("--group-share-record-lock-duration %v: want 1s to 1h", f.shareLock)
+	case f.shareDeliveries != 0 && (f.shareDeliveries < 2 || f.shareDeliveries > 10):
+		return c, fmt.Errorf("--group-share-delivery-count-limit %d: want 2 to 10", f.shareDeliveries)
+	case f.shareRecordLocks != 0 && (f.shareRecordLocks < 100 || f.shareRecordLocks > 10000):
+		return c, fmt.Errorf("--group-share-partition-max-record-locks %d: want 100 to 10000", f.shareRecordLocks)
+	}
+	if f.shareLock != 0 {
+		c.LockDuration = f.shareLock
+	}
+	if f.shareDeliveries != 0 {
+		c.DeliveryLimit = int16(f.shareDeliveries)
+	}
+	if f.shareRecordLocks != 0 {
+		c.MaxInFlight = f.shareRecordLocks
+	}
+	return c, nil
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/objstore"
 	"github.com/runnel-dev/runnel/internal/objtopic"
 	"github.com/runnel-dev/runnel/internal/security"
+	"github.com/runnel-dev/runnel/internal/share"
 	"github.com/runnel-dev/runnel/internal/speclog/service"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/vfs"
@@ -71,6 +72,10 @@ type Config struct {
 	// GroupMigrationPolicy is Kafka's group.consumer.migration.policy ("": bidirectional):
 	// which way a live group may switch between the classic and the consumer protocol.
 	GroupMigrationPolicy string
+	// ShareGroups holds Kafka's group.share.record.lock.duration.ms,
+	// group.share.delivery.count.limit and group.share.partition.max.record.locks (zero: their
+	// defaults, 30 s, 5 and 2000).
+	ShareGroups share.Config
 	// NumPartitions is Kafka's num.partitions: partitions of a topic created without a count
 	// (auto-created, or CreateTopics with -1); 0: 1.
 	NumPartitions int32
@@ -632,7 +637,7 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.GroupMigrationPolicy != "" {
 		groups.MigrationPolicy = cfg.GroupMigrationPolicy
 	}
-	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups,
+	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups, ShareGroups: cfg.ShareGroups,
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, OffsetsReplicationFactor: cfg.OffsetsReplicationFactor,
 		TxnStateReplicationFactor: cfg.TxnStateReplicationFactor, OffsetsTopicPartitions: cfg.OffsetsPartitions, TxnStatePartitions: cfg.TxnStatePartitions,

@@ -94,6 +94,21 @@ func DefaultConfig() Config {
 	return Config{LockDuration: 30 * time.Second, DeliveryLimit: 5, MaxInFlight: 2000}
 }
 
+// WithDefaults is c with Kafka's default for each field left zero.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	if c.LockDuration <= 0 {
+		c.LockDuration = d.LockDuration
+	}
+	if c.DeliveryLimit <= 0 {
+		c.DeliveryLimit = d.DeliveryLimit
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = d.MaxInFlight
+	}
+	return c
+}
+
 // Batch is a persisted run of offsets in one state: a snapshot's element.
 type Batch struct {
 	First, Last int64 // inclusive

@@ -8,9 +8,12 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Future;
 
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -48,6 +51,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *     killed under it) abort the transaction, or recreate producer and consumer when fatal. Runs
  *     until WANT input records were committed, nothing was left to read for 60 s, or SECONDS pass;
  *     prints "committed N aborted M failed F" (N counts commits the client saw succeed).
+ * share-member BOOTSTRAP TOPIC GROUP STOPFILE
+ *     a share group consumer (KafkaShareConsumer, KIP-932, share.acknowledgement.mode=explicit)
+ *     that reads until the file STOPFILE exists; it releases every record whose value starts
+ *     with "poison" (so it comes back until its delivery limit archives it) and accepts the
+ *     others, committing the acknowledgements after each poll (commitSync); prints
+ *     "PARTITION OFFSET VALUE DELIVERY_COUNT" per record and "error ..." for a failed commit.
  * </pre>
  *
  * If the environment variable RUNNEL_CLIENT_CONFIG names a properties file, its properties
@@ -62,10 +71,11 @@ public final class JavaClient {
       case "consume" -> consume(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]),
           args.length > 6 && !args[6].isEmpty() ? args[6] : null, args.length > 7 ? args[7] : null);
       case "member" -> member(args[1], args[2], args[3], args[4], args[5]);
+      case "share-member" -> shareMember(args[1], args[2], args[3], args[4]);
       case "txn-etl" -> txnEtl(args[1], args[2], args[3], args[4], args[5], Integer.parseInt(args[6]),
           Integer.parseInt(args[7]), Integer.parseInt(args[8]));
       default -> fail("usage: produce BOOTSTRAP TOPIC N | consume BOOTSTRAP TOPIC GROUP PROTOCOL WANT [INSTANCE_ID [RACK]]"
-          + " | member BOOTSTRAP TOPIC GROUP PROTOCOL STOPFILE"
+          + " | member BOOTSTRAP TOPIC GROUP PROTOCOL STOPFILE | share-member BOOTSTRAP TOPIC GROUP STOPFILE"
           + " | txn-etl BOOTSTRAP IN OUT GROUP TXNID WANT ABORT_PERCENT SECONDS");
     }
   }
@@ -110,6 +120,32 @@ public final class JavaClient {
         max = Math.max(max, md.offset());
       }
       System.out.println("acked " + n + " with-offset " + withOffset + " min " + min + " max " + max);
+    }
+  }
+
+  private static void shareMember(String bootstrap, String topic, String group, String stopFile) {
+    Properties p = base();
+    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+    p.put(ConsumerConfig.SHARE_ACKNOWLEDGEMENT_MODE_CONFIG, "explicit");
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(p)) {
+      consumer.subscribe(List.of(topic));
+      while (!new java.io.File(stopFile).exists()) {
+        ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
+        for (ConsumerRecord<String, String> r : records) {
+          System.out.println(r.partition() + " " + r.offset() + " " + r.value() + " " + r.deliveryCount().orElse((short) -1));
+          consumer.acknowledge(r, r.value().startsWith("poison") ? AcknowledgeType.RELEASE : AcknowledgeType.ACCEPT);
+        }
+        if (!records.isEmpty()) {
+          for (var e : consumer.commitSync().entrySet()) {
+            if (e.getValue().isPresent()) {
+              System.out.println("error " + e.getKey() + " " + e.getValue().get());
+            }
+          }
+        }
+      }
     }
   }
 

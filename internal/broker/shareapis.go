@@ -1,0 +1,589 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/group"
+	"github.com/runnel-dev/runnel/internal/share"
+)
+
+// The share group APIs (KIP-932, docs/share-groups.md): membership goes to the group's
+// coordinator (groups.go) like any group's; ShareFetch and ShareAcknowledge go to the
+// partitions' leaders (shares.go), within share sessions.
+
+func init() {
+	register(kmsg.ShareGroupHeartbeat, 1, 1, handleShareGroupHeartbeat)
+	register(kmsg.ShareGroupDescribe, 1, 1, handleShareGroupDescribe)
+	register(kmsg.ShareFetch, 1, 1, handleShareFetch) // v2 (acquire modes, renew: KIP-1206, KIP-1222) not yet
+	register(kmsg.ShareAcknowledge, 1, 1, handleShareAcknowledge)
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// call runs a coordinator call of one group that returns records, appends them and waits for
+// their commit. If this node does not coordinate the group it returns the error for that.
+func (gs *groups) call(ctx context.Context, groupID string, call func(c *group.Coordinator) group.Output) (*kerr.Error, error) {
+	gs.mu.Lock()
+	sh, code := gs.shardForLocked(groupID)
+	if sh == nil {
+		gs.mu.Unlock()
+		return code, nil
+	}
+	out := call(sh.c)
+	w, err := gs.persistLocked(sh, out.Records)
+	gs.mu.Unlock()
+	return nil, gs.finish(ctx, w, err, out.Replies)
+}
+
+func handleShareGroupHeartbeat(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.ShareGroupHeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+	if !r.allowedGroup(kmsg.ACLOperationRead, req.GroupID) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
+	for _, t := range req.SubscribedTopicNames {
+		if !r.allowedTopic(kmsg.ACLOperationDescribe, t) {
+			resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			return reply{resp: resp}
+		}
+	}
+	gs := r.conn.b.groups
+	got, done := gs.immediate(ctx, req.GroupID, func(c *group.Coordinator) (kmsg.Response, group.Output) {
+		return c.ShareGroupHeartbeat(timeNow(), req, r.clientID, clientHost(r.conn.remote))
+	}, func(code *kerr.Error) kmsg.Response {
+		resp.ErrorCode = code.Code
+		return resp
+	})
+	return reply{resp: got, wait: func() {
+		if err := done(); err != nil {
+			hb := got.(*kmsg.ShareGroupHeartbeatResponse)
+			hb.ErrorCode, hb.Assignment = kerr.CoordinatorNotAvailable.Code, nil
+		}
+	}}
+}
+
+func handleShareGroupDescribe(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.ShareGroupDescribeRequest)
+	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
+	var ids []string
+	for _, id := range req.GroupIDs {
+		if r.allowedGroup(kmsg.ACLOperationDescribe, id) {
+			ids = append(ids, id)
+		}
+	}
+	gs := r.conn.b.groups
+	gs.mu.Lock()
+	in, missing := gs.byShardLocked(ids)
+	described := map[string]kmsg.ShareGroupDescribeResponseGroup{}
+	for sh, group := range in {
+		sub := *req
+		sub.GroupIDs = group
+		for _, g := range sh.c.ShareGroupDescribe(&sub).Groups {
+			described[g.GroupID] = g
+		}
+	}
+	gs.mu.Unlock()
+	for _, id := range req.GroupIDs {
+		g, ok := described[id]
+		if !ok {
+			g = kmsg.NewShareGroupDescribeResponseGroup()
+			g.GroupID, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+			if code, ok := missing[id]; ok {
+				g.ErrorCode = code.Code
+			}
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return reply{resp: resp}
+}
+
+// nextShareEpoch is the session epoch after n (Kafka's ShareRequestMetadata.nextEpoch).
+func nextShareEpoch(n int32) int32 {
+	switch {
+	case n < 0:
+		return -1
+	case n == 1<<31-1:
+		return 1
+	}
+	return n + 1
+}
+
+// shareSessionUpdate applies a ShareFetch's (or, with fetch false, a ShareAcknowledge's) session
+// epoch: it returns the session's partitions to fetch, or the top-level error.
+func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add []group.SharePartition, forget []group.SharePartition, acks, fetch bool) ([]group.SharePartition, error) {
+	k := shareSessionKey{groupID, member}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[k]
+	switch {
+	case epoch == 0 && !fetch:
+		return nil, kerr.InvalidShareSessionEpoch // a ShareAcknowledge never opens a session
+	case epoch == 0:
+		if acks {
+			return nil, kerr.InvalidRequest
+		}
+		if sess == nil && len(s.sessions) >= shareSessionLimit {
+			return nil, kerr.ShareSessionLimitReached
+		}
+		sess = &shareSession{epoch: 1, conn: c}
+		s.sessions[k] = sess
+		go func() { // the session ends with the connection that opened it
+			<-c.ctx.Done()
+			if s.b.stopping.Load() {
+				// This node stops, not the member: its records stay as the last snapshot
+				// has them (the delivery counted), for the next leader.
+				return
+			}
+			s.mu.Lock()
+			ended := s.sessions[k] == sess
+			if ended {
+				delete(s.sessions, k)
+			}
+			s.mu.Unlock()
+			if ended {
+				s.releaseMember(groupID, member)
+			}
+		}()
+	case sess == nil:
+		return nil, kerr.ShareSessionNotFound
+	case epoch == -1:
+		delete(s.sessions, k) // the caller releases the member's records after its acks
+		return nil, nil
+	case epoch != sess.epoch:
+		return nil, kerr.InvalidShareSessionEpoch
+	default:
+		sess.epoch = nextShareEpoch(epoch)
+	}
+	if !fetch {
+		return nil, nil
+	}
+	for _, p := range add {
+		if !slices.Contains(sess.parts, p) {
+			sess.parts = append(sess.parts, p)
+		}
+	}
+	sess.parts = slices.DeleteFunc(sess.parts, func(p group.SharePartition) bool { return slices.Contains(forget, p) })
+	return slices.Clone(sess.parts), nil
+}
+
+// shareAck is one partition's acknowledgements in a request.
+type shareAck struct {
+	part group.SharePartition
+	acks []share.AckBatch
+}
+
+// sharePartResult is what a request did on one partition.
+type sharePartResult struct {
+	err, ackErr error
+	acked       bool
+	records     []byte
+	acquired    []share.AcquiredRecords
+	leader      int32
+	leaderEpoch int32
+	node        *controller.Node
+}
+
+// errShareObjectTopic refuses share groups on object-storage topics (not built yet).
+var errShareObjectTopic = errors.New("share groups do not read object-storage topics yet")
+
+func (s *shares) ackAll(ctx context.Context, r *request, groupID, member string, acks []shareAck, results map[group.SharePartition]*sharePartResult) {
+	for _, a := range acks {
+		res := resultFor(results, a.part)
+		res.acked = true
+		if err := s.checkTopic(r, a.part); err != nil {
+			res.ackErr = err
+			continue
+		}
+		sp, err := s.partFor(ctx, groupID, a.part, res)
+		if err != nil {
+			res.ackErr = err
+			continue
+		}
+		res.ackErr = s.acknowledge(ctx, member, sp, a.acks)
+	}
+}
+
+func resultFor(results map[group.SharePartition]*sharePartResult, p group.SharePartition) *sharePartResult {
+	res := results[p]
+	if res == nil {
+		res = &sharePartResult{leader: -1, leaderEpoch: -1}
+		results[p] = res
+	}
+	return res
+}
+
+// checkTopic checks a share-partition's topic and partition exist, the principal may read it,
+// and it is a local topic.
+func (s *shares) checkTopic(r *request, p group.SharePartition) error {
+	t, ok := s.b.topics.GetByID(p.Topic)
+	switch {
+	case !ok:
+		return kerr.UnknownTopicID
+	case !r.allowedTopic(kmsg.ACLOperationRead, t.Name):
+		return kerr.TopicAuthorizationFailed
+	case p.Partition < 0 || int(p.Partition) >= len(t.Partitions):
+		return kerr.UnknownTopicOrPartition
+	case isObjectTopic(t):
+		return errShareObjectTopic
+	}
+	return nil
+}
+
+// partFor loads a share-partition this node leads; for another leader it fills res's hint.
+func (s *shares) partFor(ctx context.Context, groupID string, p group.SharePartition, res *sharePartResult) (*sharePart, error) {
+	t, _ := s.b.topics.GetByID(p.Topic)
+	tp := t.Partitions[p.Partition]
+	if tp.Replica == nil {
+		res.leader, res.leaderEpoch, res.node = s.b.leaderHint(t.ID, p.Partition)
+		return nil, kerr.NotLeaderForPartition
+	}
+	if _, _, leading := tp.Replica.Leading(); !leading {
+		res.leader, res.leaderEpoch, res.node = s.b.leaderHint(t.ID, p.Partition)
+		return nil, kerr.NotLeaderForPartition
+	}
+	return s.get(ctx, shareKey{groupID, p.Topic, p.Partition}, tp)
+}
+
+func toAckBatches[T any](batches []T, get func(T) (int64, int64, []int8)) []share.AckBatch {
+	out := make([]share.AckBatch, 0, len(batches))
+	for _, b := range batches {
+		first, last, types := get(b)
+		ab := share.AckBatch{First: first, Last: last, Types: make([]share.AckType, len(types))}
+		for i, t := range types {
+			ab.Types[i] = share.AckType(t)
+		}
+		out = append(out, ab)
+	}
+	return out
+}
+
+// validRenew: RENEW (4) only in v2 requests flagged IsRenewAck, as Kafka 4.2.
+func validAckTypes(acks []share.AckBatch, renewOK bool) bool {
+	for _, a := range acks {
+		for _, t := range a.Types {
+			if t == share.Renew && !renewOK {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func handleShareFetch(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.ShareFetchRequest)
+	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+	s := r.conn.b.shares
+	resp.AcquisitionLockTimeoutMillis = int32(s.cfg.LockDuration.Milliseconds())
+	fail := func(err *kerr.Error) reply {
+		resp.ErrorCode = err.Code
+		return reply{resp: resp}
+	}
+	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
+		return fail(kerr.InvalidRequest)
+	}
+	if req.IsRenewAck && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0) {
+		return fail(kerr.InvalidRequest)
+	}
+	groupID, member := *req.GroupID, *req.MemberID
+	if !r.allowedGroup(kmsg.ACLOperationRead, groupID) {
+		return fail(kerr.GroupAuthorizationFailed)
+	}
+	var add, forget []group.SharePartition
+	var acks []shareAck
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			sp := group.SharePartition{Topic: t.TopicID, Partition: p.Partition}
+			add = append(add, sp)
+			if len(p.AcknowledgementBatches) > 0 {
+				batches := toAckBatches(p.AcknowledgementBatches, func(b kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) (int64, int64, []int8) {
+					return b.FirstOffset, b.LastOffset, b.AcknowledgeTypes
+				})
+				acks = append(acks, shareAck{sp, batches})
+			}
+		}
+	}
+	for _, ft := range req.ForgottenTopicsData {
+		for _, p := range ft.Partitions {
+			forget = append(forget, group.SharePartition{Topic: ft.TopicID, Partition: p})
+		}
+	}
+	parts, err := s.sessionUpdate(r.conn, groupID, member, req.ShareSessionEpoch, add, forget, len(acks) > 0, true)
+	if err != nil {
+		var ke *kerr.Error
+		errors.As(err, &ke)
+		return fail(ke)
+	}
+	if req.IsRenewAck {
+		parts = nil // acknowledgements only
+	}
+	return reply{resp: resp, wait: func() {
+		results := map[group.SharePartition]*sharePartResult{}
+		for _, a := range acks {
+			if !validAckTypes(a.acks, req.Version >= 2 && req.IsRenewAck) {
+				resultFor(results, a.part).acked = true
+				resultFor(results, a.part).ackErr = kerr.InvalidRequest
+			}
+		}
+		var valid []shareAck
+		for _, a := range acks {
+			if res := results[a.part]; res == nil || res.ackErr == nil {
+				valid = append(valid, a)
+			}
+		}
+		s.ackAll(ctx, r, groupID, member, valid, results)
+		if req.ShareSessionEpoch == -1 {
+			s.releaseMember(groupID, member)
+		}
+		s.fetchAll(ctx, r, req, groupID, member, parts, results)
+		order := append(slices.Clone(parts), ackOrder(acks, parts)...)
+		for _, p := range order {
+			res := results[p]
+			if res == nil {
+				if req.ShareSessionEpoch != 0 {
+					continue // an incremental answer lists what has news
+				}
+				res = resultFor(results, p)
+			}
+			rp := kmsg.NewShareFetchResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
+			if res.err != nil {
+				rp.ErrorCode = errorCode(res.err)
+				if msg := res.err.Error(); !isKerr(res.err) {
+					rp.ErrorMessage = &msg
+					rp.ErrorCode = kerr.InvalidRequest.Code
+				}
+			}
+			if res.ackErr != nil {
+				rp.AcknowledgeErrorCode = errorCode(res.ackErr)
+			}
+			if errors.Is(res.err, kerr.NotLeaderForPartition) || errors.Is(res.ackErr, kerr.NotLeaderForPartition) {
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = res.leader, res.leaderEpoch
+				shareEndpoint(&resp.NodeEndpoints, res.node, r.conn.listener.Name)
+			}
+			rp.Records = res.records
+			if rp.Records == nil {
+				rp.Records = []byte{} // non-nullable from v1: Java refuses a null record set
+			}
+			for _, a := range res.acquired {
+				ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+				ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = a.First, a.Last, a.Count
+				rp.AcquiredRecords = append(rp.AcquiredRecords, ar)
+			}
+			addShareFetchPartition(resp, p.Topic, rp)
+		}
+	}}
+}
+
+func isKerr(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke)
+}
+
+// ackOrder lists the acknowledged partitions that are not in parts.
+func ackOrder(acks []shareAck, parts []group.SharePartition) []group.SharePartition {
+	var out []group.SharePartition
+	for _, a := range acks {
+		if !slices.Contains(parts, a.part) && !slices.Contains(out, a.part) {
+			out = append(out, a.part)
+		}
+	}
+	return out
+}
+
+func addShareFetchPartition(resp *kmsg.ShareFetchResponse, topic [16]byte, rp kmsg.ShareFetchResponseTopicPartition) {
+	if n := len(resp.Topics); n > 0 && resp.Topics[n-1].TopicID == topic {
+		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, rp)
+		return
+	}
+	rt := kmsg.NewShareFetchResponseTopic()
+	rt.TopicID, rt.Partitions = topic, []kmsg.ShareFetchResponseTopicPartition{rp}
+	resp.Topics = append(resp.Topics, rt)
+}
+
+// shareEndpoint adds a node's endpoint on listener to a share response's NodeEndpoints, once.
+func shareEndpoint[E kmsg.ShareFetchResponseNodeEndpoint | kmsg.ShareAcknowledgeResponseNodeEndpoint](eps *[]E, n *controller.Node, listener string) {
+	if n == nil {
+		return
+	}
+	host, port, ok := n.Endpoint(listener)
+	if !ok {
+		return
+	}
+	var rack *string
+	if n.Rack != "" {
+		rack = &n.Rack
+	}
+	for _, e := range *eps {
+		switch e := any(e).(type) {
+		case kmsg.ShareFetchResponseNodeEndpoint:
+			if e.NodeID == n.ID {
+				return
+			}
+		case kmsg.ShareAcknowledgeResponseNodeEndpoint:
+			if e.NodeID == n.ID {
+				return
+			}
+		}
+	}
+	var e E
+	switch p := any(&e).(type) {
+	case *kmsg.ShareFetchResponseNodeEndpoint:
+		p.NodeID, p.Host, p.Port, p.Rack = n.ID, host, port, rack
+	case *kmsg.ShareAcknowledgeResponseNodeEndpoint:
+		p.NodeID, p.Host, p.Port, p.Rack = n.ID, host, port, rack
+	}
+	*eps = append(*eps, e)
+}
+
+// fetchAll acquires records of the session's partitions for member, waiting up to MaxWait for
+// some when there are none (woken by appends, releases and lock expiry).
+func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchRequest, groupID, member string, parts []group.SharePartition, results map[group.SharePartition]*sharePartResult) {
+	if len(parts) == 0 {
+		return
+	}
+	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	maxRecords := int(req.MaxRecords)
+	if req.Version < 1 || maxRecords <= 0 {
+		maxRecords = 500
+	}
+	for {
+		var wake []<-chan struct{}
+		s.mu.Lock()
+		wake = append(wake, s.wake)
+		s.mu.Unlock()
+		budget := int(req.MaxBytes)
+		if budget <= 0 {
+			budget = 1<<31 - 1
+		}
+		got := 0
+		for i := range parts {
+			p := parts[(i+int(req.ShareSessionEpoch))%len(parts)] // rotate, as Kafka does
+			res := resultFor(results, p)
+			res.err = nil
+			if err := s.checkTopic(r, p); err != nil {
+				res.err = err
+				continue
+			}
+			sp, err := s.partFor(ctx, groupID, p, res)
+			if err != nil {
+				res.err = err
+				continue
+			}
+			t, _ := s.b.topics.GetByID(p.Topic)
+			tp := t.Partitions[p.Partition]
+			wake = append(wake, tp.Replica.Changed())
+			if got >= maxRecords || budget <= 0 {
+				continue
+			}
+			records, acquired, err := s.acquire(sp, tp, member, budget, maxRecords-got)
+			if err != nil {
+				res.err = err
+				continue
+			}
+			res.records, res.acquired = records, acquired
+			budget -= len(records)
+			for _, a := range acquired {
+				got += int(a.Last - a.First + 1)
+			}
+		}
+		failed := false
+		for _, p := range parts {
+			failed = failed || results[p].err != nil
+		}
+		if got > 0 || failed || !time.Now().Before(deadline) || req.MinBytes == 0 && req.MaxWaitMillis == 0 {
+			break // records, or an error to tell, or no more time
+		}
+		if !waitAny(ctx, s.b.stopped, wake, time.Until(deadline)) {
+			break
+		}
+	}
+	// Partitions with nothing to say are left out of an incremental answer.
+	for _, p := range parts {
+		if res := results[p]; res != nil && res.err == nil && !res.acked && len(res.acquired) == 0 && req.ShareSessionEpoch != 0 {
+			delete(results, p)
+		}
+	}
+}
+
+func handleShareAcknowledge(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.ShareAcknowledgeRequest)
+	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+	s := r.conn.b.shares
+	resp.AcquisitionLockTimeoutMillis = int32(s.cfg.LockDuration.Milliseconds())
+	fail := func(err *kerr.Error) reply {
+		resp.ErrorCode = err.Code
+		return reply{resp: resp}
+	}
+	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
+		return fail(kerr.InvalidRequest)
+	}
+	groupID, member := *req.GroupID, *req.MemberID
+	if !r.allowedGroup(kmsg.ACLOperationRead, groupID) {
+		return fail(kerr.GroupAuthorizationFailed)
+	}
+	if _, err := s.sessionUpdate(r.conn, groupID, member, req.ShareSessionEpoch, nil, nil, true, false); err != nil {
+		var ke *kerr.Error
+		errors.As(err, &ke)
+		return fail(ke)
+	}
+	var acks []shareAck
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			batches := toAckBatches(p.AcknowledgementBatches, func(b kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch) (int64, int64, []int8) {
+				return b.FirstOffset, b.LastOffset, b.AcknowledgeTypes
+			})
+			acks = append(acks, shareAck{group.SharePartition{Topic: t.TopicID, Partition: p.Partition}, batches})
+		}
+	}
+	return reply{resp: resp, wait: func() {
+		results := map[group.SharePartition]*sharePartResult{}
+		var valid []shareAck
+		for _, a := range acks {
+			if !validAckTypes(a.acks, req.Version >= 2 && req.IsRenewAck) {
+				res := resultFor(results, a.part)
+				res.acked, res.ackErr = true, kerr.InvalidRequest
+				continue
+			}
+			if len(a.acks) > 0 {
+				valid = append(valid, a)
+			}
+		}
+		s.ackAll(ctx, r, groupID, member, valid, results)
+		if req.ShareSessionEpoch == -1 {
+			s.releaseMember(groupID, member)
+		}
+		for _, a := range acks {
+			res := resultFor(results, a.part)
+			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
+			rp.Partition = a.part.Partition
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
+			if res.ackErr != nil {
+				rp.ErrorCode = errorCode(res.ackErr)
+				if !isKerr(res.ackErr) {
+					rp.ErrorCode = kerr.InvalidRequest.Code
+				}
+			}
+			if errors.Is(res.ackErr, kerr.NotLeaderForPartition) {
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = res.leader, res.leaderEpoch
+				shareEndpoint(&resp.NodeEndpoints, res.node, r.conn.listener.Name)
+			}
+			if n := len(resp.Topics); n > 0 && resp.Topics[n-1].TopicID == a.part.Topic {
+				resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, rp)
+				continue
+			}
+			rt := kmsg.NewShareAcknowledgeResponseTopic()
+			rt.TopicID, rt.Partitions = a.part.Topic, []kmsg.ShareAcknowledgeResponseTopicPartition{rp}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}}
+}

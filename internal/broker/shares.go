@@ -1,0 +1,464 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/group"
+	"github.com/runnel-dev/runnel/internal/share"
+	"github.com/runnel-dev/runnel/internal/topics"
+)
+
+// Share groups on a partition's leader (docs/share-groups.md §4-§5): this node keeps the state
+// of the share-partitions of the partitions it leads (share.Partition, loaded from the group's
+// coordinator on first use and written back there), and the share sessions of the members that
+// fetch from it.
+//
+// Lock order: shares.mu alone; the coordinator is called with it released.
+
+// shareSessionLimit is group.share.max.share.sessions.
+const shareSessionLimit = 2000
+
+type shareKey struct {
+	group     string
+	topic     [16]byte
+	partition int32
+}
+
+type shareSessionKey struct{ group, member string }
+
+type shareSession struct {
+	epoch int32
+	parts []group.SharePartition // in the order the member named them
+	conn  *conn
+}
+
+// sharePart is one share-partition this node leads.
+type sharePart struct {
+	key         shareKey
+	leaderEpoch int32
+	stateEpoch  int32
+	loaded      chan struct{} // closed once p is set or err
+	p           *share.Partition
+	err         error
+	persisting  bool
+	waiters     []ackWaiter
+}
+
+type ackWaiter struct {
+	op uint64
+	ch chan error
+}
+
+type shares struct {
+	b        *Broker
+	cfg      share.Config
+	mu       sync.Mutex
+	parts    map[shareKey]*sharePart
+	sessions map[shareSessionKey]*shareSession
+	wake     chan struct{} // closed (and replaced) when records may have become acquirable
+}
+
+func newShares(b *Broker) *shares {
+	s := &shares{b: b, cfg: b.cfg.ShareGroups, parts: map[shareKey]*sharePart{},
+		sessions: map[shareSessionKey]*shareSession{}, wake: make(chan struct{})}
+	b.cl.Handle("share.read", s.handleRead)
+	b.cl.Handle("share.write", s.handleWrite)
+	return s
+}
+
+// wakeLocked tells waiting fetches that records may be acquirable.
+func (s *shares) wakeLocked() {
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
+// run expires acquisition locks and drops the state of partitions this node no longer leads,
+// until ctx ends.
+func (s *shares) run(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		now := time.Now()
+		for k, sp := range s.parts {
+			if sp.p == nil {
+				continue
+			}
+			if epoch, leading := s.leading(k); !leading || epoch != sp.leaderEpoch {
+				s.dropLocked(sp, kerr.NotLeaderForPartition)
+				continue
+			}
+			if sp.p.ExpireLocks(now) {
+				s.persistLocked(sp)
+				s.wakeLocked()
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// leading reports whether this node leads a share-partition's topic partition, in which epoch.
+func (s *shares) leading(k shareKey) (int32, bool) {
+	t, ok := s.b.topics.GetByID(k.topic)
+	if !ok || int(k.partition) >= len(t.Partitions) || t.Partitions[k.partition].Replica == nil {
+		return 0, false
+	}
+	epoch, _, leading := t.Partitions[k.partition].Replica.Leading()
+	return epoch, leading
+}
+
+// dropLocked forgets a share-partition (a new leader, or a fenced write): acknowledgements
+// waiting for its writes fail with err, and the next use loads it again.
+func (s *shares) dropLocked(sp *sharePart, err error) {
+	if s.parts[sp.key] == sp {
+		delete(s.parts, sp.key)
+	}
+	for _, w := range sp.waiters {
+		w.ch <- err
+	}
+	sp.waiters = nil
+}
+
+// get returns the loaded state of a share-partition of p, which this node must lead.
+func (s *shares) get(ctx context.Context, k shareKey, p *topics.Partition) (*sharePart, error) {
+	epoch, ready, leading := p.Replica.Leading()
+	if !leading {
+		return nil, kerr.NotLeaderForPartition
+	}
+	if !ready && !waitReady(ctx, p.Replica, time.Second) {
+		return nil, kerr.LeaderNotAvailable
+	}
+	s.mu.Lock()
+	sp := s.parts[k]
+	if sp != nil && sp.leaderEpoch != epoch {
+		s.dropLocked(sp, kerr.NotLeaderForPartition)
+		sp = nil
+	}
+	if sp == nil {
+		sp = &sharePart{key: k, leaderEpoch: epoch, loaded: make(chan struct{})}
+		s.parts[k] = sp
+		go s.load(sp, p)
+	}
+	s.mu.Unlock()
+	select {
+	case <-sp.loaded:
+	case <-ctx.Done():
+		return nil, kerr.RequestTimedOut
+	}
+	if sp.err != nil {
+		return nil, sp.err
+	}
+	return sp, nil
+}
+
+// shareReadReq and shareWriteReq are the share-partition leader's calls of the group's
+// coordinator.
+type shareReadReq struct {
+	Group       string               `json:"group"`
+	Part        group.SharePartition `json:"part"`
+	LeaderEpoch int32                `json:"leader_epoch"`
+}
+
+type shareReadResp struct {
+	Code       int16  `json:"code"`
+	StateEpoch int32  `json:"state_epoch"`
+	Snapshot   []byte `json:"snapshot"`
+}
+
+type shareWriteReq struct {
+	Group       string               `json:"group"`
+	Part        group.SharePartition `json:"part"`
+	StateEpoch  int32                `json:"state_epoch"`
+	LeaderEpoch int32                `json:"leader_epoch"`
+	Snapshot    []byte               `json:"snapshot"`
+}
+
+type shareWriteResp struct {
+	Code int16 `json:"code"`
+}
+
+// load reads a share-partition's state from its group's coordinator; none stored: it starts at
+// the high watermark (share.auto.offset.reset=latest, Kafka's default).
+func (s *shares) load(sp *sharePart, p *topics.Partition) {
+	err := func() error {
+		ctx, cancel := context.WithTimeout(s.b.ctx, 10*time.Second)
+		defer cancel()
+		node := s.b.groups.coordinatorNode(sp.key.group)
+		if node == nil {
+			return kerr.CoordinatorNotAvailable
+		}
+		var resp shareReadResp
+		req := shareReadReq{sp.key.group, group.SharePartition{Topic: sp.key.topic, Partition: sp.key.partition}, sp.leaderEpoch}
+		if err := s.b.cl.Call(ctx, node.ID, "share.read", req, &resp); err != nil {
+			return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+		}
+		if resp.Code != 0 {
+			return kerr.ErrorForCode(resp.Code)
+		}
+		var part *share.Partition
+		if resp.Snapshot == nil {
+			part = share.New(s.cfg, p.Replica.HighWatermark())
+		} else {
+			snap, err := share.DecodeSnapshot(resp.Snapshot)
+			if err != nil {
+				return err
+			}
+			if part, err = share.Load(s.cfg, snap); err != nil {
+				return err
+			}
+		}
+		part.TrimTo(p.Log.StartOffset())
+		s.mu.Lock()
+		sp.p, sp.stateEpoch = part, resp.StateEpoch
+		s.persistLocked(sp) // the start it chose
+		s.mu.Unlock()
+		return nil
+	}()
+	if err != nil {
+		s.mu.Lock()
+		sp.err = shareError(err)
+		if s.parts[sp.key] == sp {
+			delete(s.parts, sp.key)
+		}
+		s.mu.Unlock()
+		s.b.logger.Warn("broker: loading share-partition state", "group", sp.key.group, "partition", sp.key.partition, "err", err)
+	}
+	close(sp.loaded)
+}
+
+// shareError is what a client is told of a failure to read or write share-partition state: the
+// coordinator's fencing means another leader (Kafka maps it alike).
+func shareError(err error) error {
+	switch {
+	case errors.Is(err, kerr.FencedLeaderEpoch), errors.Is(err, kerr.FencedStateEpoch):
+		return kerr.NotLeaderForPartition
+	case errors.Is(err, kerr.GroupIDNotFound), errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.CoordinatorNotAvailable):
+		return err
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke
+	}
+	return kerr.UnknownServerError
+}
+
+// persistLocked writes the share-partition's snapshot to the coordinator if it changed and no
+// write is in flight; later changes go in the next write.
+func (s *shares) persistLocked(sp *sharePart) {
+	if sp.persisting || sp.p == nil {
+		return
+	}
+	snap, upTo, ok := sp.p.Snapshot()
+	if !ok {
+		return
+	}
+	sp.persisting = true
+	req := shareWriteReq{sp.key.group, group.SharePartition{Topic: sp.key.topic, Partition: sp.key.partition}, sp.stateEpoch, sp.leaderEpoch, snap.AppendTo(nil)}
+	go func() {
+		err := s.write(req)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		sp.persisting = false
+		sp.p.Persisted(upTo, err)
+		keep := sp.waiters[:0]
+		for _, w := range sp.waiters {
+			if w.op <= upTo {
+				w.ch <- err
+			} else {
+				keep = append(keep, w)
+			}
+		}
+		sp.waiters = keep
+		s.wakeLocked()
+		if errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.GroupIDNotFound) {
+			s.dropLocked(sp, err) // fenced, or the group is gone: load again on next use
+			return
+		}
+		if err != nil {
+			time.AfterFunc(100*time.Millisecond, func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				s.persistLocked(sp)
+			})
+			return
+		}
+		s.persistLocked(sp)
+	}()
+}
+
+func (s *shares) write(req shareWriteReq) error {
+	ctx, cancel := context.WithTimeout(s.b.ctx, 10*time.Second)
+	defer cancel()
+	node := s.b.groups.coordinatorNode(req.Group)
+	if node == nil {
+		return kerr.CoordinatorNotAvailable
+	}
+	var resp shareWriteResp
+	if err := s.b.cl.Call(ctx, node.ID, "share.write", req, &resp); err != nil {
+		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+	}
+	if resp.Code != 0 {
+		return shareError(kerr.ErrorForCode(resp.Code))
+	}
+	return nil
+}
+
+// handleRead and handleWrite are the group coordinator's side.
+func (s *shares) handleRead(ctx context.Context, _ int32, payload []byte) (any, error) {
+	var req shareReadReq
+	if err := jsonUnmarshal(payload, &req); err != nil {
+		return nil, err
+	}
+	var resp shareReadResp
+	code, err := s.b.groups.call(ctx, req.Group, func(c *group.Coordinator) group.Output {
+		st, e, out := c.ReadShareState(req.Group, req.Part, req.LeaderEpoch)
+		if e != nil {
+			resp.Code = e.Code
+		}
+		resp.StateEpoch, resp.Snapshot = st.StateEpoch, st.Snapshot
+		return out
+	})
+	switch {
+	case code != nil:
+		resp.Code = code.Code
+	case err != nil:
+		resp.Code = kerr.CoordinatorNotAvailable.Code
+	}
+	return resp, nil
+}
+
+func (s *shares) handleWrite(ctx context.Context, _ int32, payload []byte) (any, error) {
+	var req shareWriteReq
+	if err := jsonUnmarshal(payload, &req); err != nil {
+		return nil, err
+	}
+	var resp shareWriteResp
+	code, err := s.b.groups.call(ctx, req.Group, func(c *group.Coordinator) group.Output {
+		e, out := c.WriteShareState(req.Group, req.Part, req.StateEpoch, req.LeaderEpoch, req.Snapshot)
+		if e != nil {
+			resp.Code = e.Code
+		}
+		return out
+	})
+	switch {
+	case code != nil:
+		resp.Code = code.Code
+	case err != nil:
+		resp.Code = kerr.CoordinatorNotAvailable.Code
+	}
+	return resp, nil
+}
+
+// acknowledge applies a member's acknowledgements to a share-partition and waits until they are
+// durable.
+func (s *shares) acknowledge(ctx context.Context, member string, sp *sharePart, acks []share.AckBatch) error {
+	s.mu.Lock()
+	if s.parts[sp.key] != sp {
+		s.mu.Unlock()
+		return kerr.NotLeaderForPartition
+	}
+	op, err := sp.p.Acknowledge(member, time.Now(), acks)
+	if err != nil || op == 0 {
+		s.mu.Unlock()
+		return err
+	}
+	ch := make(chan error, 1)
+	sp.waiters = append(sp.waiters, ackWaiter{op, ch})
+	s.persistLocked(sp)
+	s.wakeLocked() // releases may have made records available
+	s.mu.Unlock()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return kerr.RequestTimedOut
+	}
+}
+
+// releaseMember gives back what a member holds in the share-partitions of its group on this
+// node: its share session ended.
+func (s *shares) releaseMember(groupID, member string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, sp := range s.parts {
+		if k.group == groupID && sp.p != nil {
+			sp.p.ReleaseMember(member)
+			s.persistLocked(sp)
+		}
+	}
+	s.wakeLocked()
+}
+
+// acquire reads a share-partition's next records from the log (below the high watermark) and
+// acquires them for member: it returns the log batches that hold the acquired records, and the
+// runs acquired.
+func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, maxBytes, maxRecords int) ([]byte, []share.AcquiredRecords, error) {
+	s.mu.Lock()
+	if start := p.Log.StartOffset(); start > sp.p.Start() {
+		sp.p.TrimTo(start)
+	}
+	from, can := sp.p.FetchOffset(), sp.p.CanAcquire()
+	s.mu.Unlock()
+	hw := p.Replica.HighWatermark()
+	if !can || from >= hw || maxRecords <= 0 {
+		return nil, nil, nil
+	}
+	sl, err := p.Log.ReadSliceBelow(from, max(maxBytes, 1), hw)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer sl.Release()
+	if sl.Size == 0 {
+		return nil, nil, nil
+	}
+	data := make([]byte, sl.Size)
+	if _, err := sl.File.ReadAt(data, sl.Position); err != nil {
+		return nil, nil, err
+	}
+	type logBatch struct {
+		share.LogBatch
+		bytes []byte
+	}
+	var batches []logBatch
+	for rest := data; len(rest) > 0; {
+		h, err := batch.ParseHeader(rest)
+		if err != nil || h.Size() > len(rest) {
+			break // a partial batch at the read's end
+		}
+		batches = append(batches, logBatch{share.LogBatch{First: h.BaseOffset, Last: h.NextOffset() - 1}, rest[:h.Size()]})
+		rest = rest[h.Size():]
+	}
+	lbs := make([]share.LogBatch, len(batches))
+	for i, b := range batches {
+		lbs[i] = b.LogBatch
+	}
+	s.mu.Lock()
+	if s.parts[sp.key] != sp {
+		s.mu.Unlock()
+		return nil, nil, kerr.NotLeaderForPartition
+	}
+	acquired := sp.p.Acquire(member, time.Now(), from, lbs, maxRecords)
+	s.mu.Unlock()
+	var out []byte
+	for _, b := range batches {
+		for _, a := range acquired {
+			if a.First <= b.Last && a.Last >= b.First {
+				out = append(out, b.bytes...)
+				break
+			}
+		}
+	}
+	return out, acquired, nil
+}

@@ -1,0 +1,503 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/broker"
+	"github.com/runnel-dev/runnel/internal/server"
+	"github.com/runnel-dev/runnel/internal/share"
+	"github.com/runnel-dev/runnel/internal/testclients"
+)
+
+// javaShareMember is a Java share consumer (JavaClient share-member) running until its stop file
+// exists; lines collects what it prints, as it prints it.
+type javaShareMember struct {
+	t      *testing.T
+	stopAt string
+	done   chan struct{}
+	mu     sync.Mutex
+	lines  []string
+}
+
+func startJavaShareMember(t *testing.T, java []string, addr, topic, group string) *javaShareMember {
+	t.Helper()
+	m := &javaShareMember{t: t, stopAt: filepath.Join(t.TempDir(), "stop"), done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	cmd := exec.CommandContext(ctx, java[0], append(java[1:], "share-member", addr, topic, group, m.stopAt)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(m.done)
+		defer cancel()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			m.mu.Lock()
+			m.lines = append(m.lines, sc.Text())
+			m.mu.Unlock()
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("java share member: %v\n%s", err, tail(stderr.String(), 1500))
+		}
+	}()
+	return m
+}
+
+func (m *javaShareMember) output() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.lines)
+}
+
+func (m *javaShareMember) stop() []string {
+	if err := os.WriteFile(m.stopAt, nil, 0o644); err != nil {
+		m.t.Fatal(err)
+	}
+	<-m.done
+	return m.output()
+}
+
+// shareDelivery is a record a share member printed: PARTITION OFFSET VALUE DELIVERY_COUNT.
+type shareDelivery struct {
+	partition int32
+	offset    int64
+	value     string
+	count     int
+}
+
+func parseShareDeliveries(t *testing.T, lines []string) []shareDelivery {
+	t.Helper()
+	var out []shareDelivery
+	for _, line := range lines {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if f[0] == "error" {
+			t.Errorf("share member: %s", line)
+			continue
+		}
+		if len(f) != 4 {
+			t.Fatalf("share member printed %q", line)
+		}
+		p, _ := strconv.Atoi(f[0])
+		off, _ := strconv.ParseInt(f[1], 10, 64)
+		count, _ := strconv.Atoi(f[3])
+		out = append(out, shareDelivery{int32(p), off, f[2], count})
+	}
+	return out
+}
+
+// TestJavaShareGroup: two Java share consumers (KIP-932, explicit acknowledgement) read one
+// topic together: each record goes to one of them and is accepted once, except the poison
+// records, which they release every time: each comes back until its fifth delivery (delivery
+// counts 1 to 5), then is archived. The group is described as Kafka would.
+func TestJavaShareGroup(t *testing.T) {
+	java := testclients.Java(t)
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("queue", 3)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("queue"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	m1 := startJavaShareMember(t, java, b.addr, "queue", "jshare")
+	m2 := startJavaShareMember(t, java, b.addr, "queue", "jshare")
+	// A new share group starts at the end of each partition (share.auto.offset.reset=latest):
+	// warm-up records go in until every partition delivered one, then the records checked.
+	for i := 0; ; i++ {
+		started := map[int32]bool{}
+		for _, d := range parseShareDeliveries(t, append(m1.output(), m2.output()...)) {
+			started[d.partition] = true
+		}
+		if len(started) == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("partitions delivering warm-up records: %v; want all 3", started)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "w/%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	const n = 600
+	poison := 0
+	for i := range n {
+		v := fmt.Sprint("v/", i)
+		if i%100 == 50 {
+			v = fmt.Sprint("poison/", i)
+			poison++
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	req := kmsg.NewPtrShareGroupDescribeRequest()
+	req.GroupIDs = []string{"jshare"}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 || resp.Groups[0].GroupState != "Stable" || len(resp.Groups[0].Members) != 2 {
+		t.Fatalf("ShareGroupDescribe: %v %+v; want a Stable group of 2 members", err, resp)
+	}
+	// Until every record was accepted and every poison record delivered five times.
+	want := n - poison + 5*poison
+	count := func() int {
+		k := 0
+		for _, d := range parseShareDeliveries(t, append(m1.output(), m2.output()...)) {
+			if !strings.HasPrefix(d.value, "w/") {
+				k++
+			}
+		}
+		return k
+	}
+	for count() < want && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // a delivery too many would show now
+	d1, d2 := parseShareDeliveries(t, m1.stop()), parseShareDeliveries(t, m2.stop())
+	if len(d1) == 0 || len(d2) == 0 {
+		t.Fatalf("records per member %d, %d; want both to share the work", len(d1), len(d2))
+	}
+	byValue := map[string][]int{}
+	for _, d := range append(d1, d2...) {
+		if !strings.HasPrefix(d.value, "w/") {
+			byValue[d.value] = append(byValue[d.value], d.count)
+		}
+	}
+	for i := range n {
+		v := fmt.Sprint("v/", i)
+		if i%100 == 50 {
+			v = fmt.Sprint("poison/", i)
+			counts := byValue[v]
+			if slices.Sort(counts); !slices.Equal(counts, []int{1, 2, 3, 4, 5}) {
+				t.Errorf("poison record %s delivered with counts %v; want 1 to 5 (released each time, archived at the limit)", v, counts)
+			}
+			continue
+		}
+		if counts := byValue[v]; !slices.Equal(counts, []int{1}) {
+			t.Errorf("record %s delivered with counts %v; want once", v, counts)
+		}
+	}
+	t.Logf("%d records accepted once, %d poison records archived after 5 deliveries; members read %d and %d", n-poison, poison, len(d1), len(d2))
+}
+
+// shareClient speaks the share group protocol with raw requests, as one member.
+type shareClient struct {
+	t      *testing.T
+	cl     *kgo.Client
+	group  string
+	member string
+	topic  [16]byte
+	epoch  int32 // the share session's next epoch
+	// leader, if set, is the node the fetches and acknowledgements go to (the partition's
+	// leader); else any.
+	leader int32
+}
+
+// send sends a request to the partition's leader, if set.
+func (c *shareClient) send(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if c.leader > 0 {
+		return c.cl.Broker(int(c.leader)).Request(ctx, req)
+	}
+	return c.cl.Request(ctx, req)
+}
+
+// heartbeat sends a ShareGroupHeartbeat to the group's coordinator, looked up again while it
+// moves or loads.
+func (c *shareClient) heartbeat(ctx context.Context, epoch int32, topics []string) *kmsg.ShareGroupHeartbeatResponse {
+	c.t.Helper()
+	for {
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.CoordinatorKey, fc.CoordinatorKeys = c.group, []string{c.group}
+		found, err := fc.RequestWith(ctx, c.cl)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		req := kmsg.NewPtrShareGroupHeartbeatRequest()
+		req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = c.group, c.member, epoch, topics
+		var resp *kmsg.ShareGroupHeartbeatResponse
+		if len(found.Coordinators) == 1 && found.Coordinators[0].ErrorCode == 0 {
+			raw, err := c.cl.Broker(int(found.Coordinators[0].NodeID)).Request(ctx, req)
+			if err == nil {
+				resp = raw.(*kmsg.ShareGroupHeartbeatResponse)
+			}
+		}
+		if resp != nil && resp.ErrorCode != kerr.NotCoordinator.Code && resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code &&
+			resp.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+			return resp
+		}
+		if ctx.Err() != nil {
+			c.t.Fatalf("no coordinator answered the heartbeat of %s: %+v", c.member, resp)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// fetch sends a ShareFetch of partition 0 at the session's epoch with acks (first, last, type).
+func (c *shareClient) fetch(ctx context.Context, wait time.Duration, acks ...[3]int64) *kmsg.ShareFetchResponse {
+	c.t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &c.group, &c.member, c.epoch
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = int32(wait.Milliseconds()), 1, 1<<20, 500, 500
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	for _, a := range acks {
+		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: a[0], LastOffset: a[1], AcknowledgeTypes: []int8{int8(a[2])}})
+	}
+	req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: c.topic, Partitions: []kmsg.ShareFetchRequestTopicPartition{rp}}}
+	raw, err := c.send(ctx, req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp := raw.(*kmsg.ShareFetchResponse)
+	if resp.ErrorCode == 0 && c.epoch >= 0 {
+		c.epoch++
+	}
+	return resp
+}
+
+func (c *shareClient) ack(ctx context.Context, epoch int32, acks ...[3]int64) *kmsg.ShareAcknowledgeResponse {
+	c.t.Helper()
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &c.group, &c.member, epoch
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	for _, a := range acks {
+		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: a[0], LastOffset: a[1], AcknowledgeTypes: []int8{int8(a[2])}})
+	}
+	req.Topics = []kmsg.ShareAcknowledgeRequestTopic{{TopicID: c.topic, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{rp}}}
+	raw, err := c.send(ctx, req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp := raw.(*kmsg.ShareAcknowledgeResponse)
+	if resp.ErrorCode == 0 && epoch > 0 {
+		c.epoch++
+	}
+	return resp
+}
+
+// acquired lists a ShareFetch's acquired runs as "first-last/count".
+func acquired(resp *kmsg.ShareFetchResponse) string {
+	var out []string
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			for _, a := range p.AcquiredRecords {
+				out = append(out, fmt.Sprintf("%d-%d/%d", a.FirstOffset, a.LastOffset, a.DeliveryCount))
+			}
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func shareCodes(resp *kmsg.ShareFetchResponse) (code, ack int16) {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			return p.ErrorCode, p.AcknowledgeErrorCode
+		}
+	}
+	return 0, 0
+}
+
+// TestShareFetchProtocol drives share groups with raw requests: sessions and their errors,
+// acquisition and acknowledgement (accept, release, a record another member holds), lock expiry,
+// a session closed (its records given back without counting the delivery), and a restart that
+// keeps what was accepted.
+func TestShareFetchProtocol(t *testing.T) {
+	dir := t.TempDir()
+	b := startBrokerConfig(t, dir, "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) {
+		c.ShareGroups = share.Config{LockDuration: time.Second}
+	})
+	b.createTopic("q", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topicID := topicIDOf(t, ctx, cl, "q")
+	a := &shareClient{t: t, cl: cl, group: "sq", member: "member-a", topic: topicID}
+	bm := &shareClient{t: t, cl: cl, group: "sq", member: "member-b", topic: topicID}
+	if r := a.heartbeat(ctx, 0, []string{"q"}); r.ErrorCode != 0 || r.MemberEpoch != 1 {
+		t.Fatalf("join: %+v", r)
+	}
+	if r := bm.heartbeat(ctx, 0, []string{"q"}); r.ErrorCode != 0 {
+		t.Fatalf("join b: %+v", r)
+	}
+	// Session errors.
+	if r := a.fetch(ctx, 0, [3]int64{0, 0, 1}); r.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("acknowledgements at epoch 0: error %d; want INVALID_REQUEST", r.ErrorCode)
+	}
+	if r := a.ack(ctx, 0); r.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("ShareAcknowledge at epoch 0: error %d; want INVALID_SHARE_SESSION_EPOCH", r.ErrorCode)
+	}
+	c := &shareClient{t: t, cl: cl, group: "sq", member: "nobody", topic: topicID, epoch: 3}
+	if r := c.fetch(ctx, 0); r.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("a fetch in no session: error %d; want SHARE_SESSION_NOT_FOUND", r.ErrorCode)
+	}
+	// A opens its session (the share-partition starts at the end: empty), then records come.
+	if r := a.fetch(ctx, 0); r.ErrorCode != 0 || acquired(r) != "" {
+		t.Fatalf("first fetch: %+v", r)
+	}
+	a.epoch = 7
+	if r := a.fetch(ctx, 0); r.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("a fetch at the wrong epoch: error %d; want INVALID_SHARE_SESSION_EPOCH", r.ErrorCode)
+	}
+	a.epoch = 1
+	for i := range 10 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := a.fetch(ctx, time.Second)
+	if got := acquired(r); got != "0-9/1" || len(r.Topics[0].Partitions[0].Records) == 0 {
+		t.Fatalf("A's fetch acquired %q (%d bytes); want 0-9/1", got, len(r.Topics[0].Partitions[0].Records))
+	}
+	// B holds nothing: its acknowledgement of A's records is refused, and it gets nothing.
+	if r := bm.fetch(ctx, 0); acquired(r) != "" {
+		t.Fatalf("B's first fetch acquired %q; want nothing (A holds 0-9)", acquired(r))
+	}
+	if r := bm.ack(ctx, bm.epoch, [3]int64{0, 4, 1}); r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRecordState.Code {
+		t.Fatalf("B acknowledging A's records: %+v; want INVALID_RECORD_STATE", r.Topics[0].Partitions[0])
+	}
+	// A accepts 0-4 and releases 5-9: B gets 5-9, second delivery.
+	if r := a.ack(ctx, a.epoch, [3]int64{0, 4, 1}, [3]int64{5, 9, 2}); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("A's acknowledgements: %+v", r)
+	}
+	if r := bm.fetch(ctx, time.Second); acquired(r) != "5-9/2" {
+		t.Fatalf("B's fetch after the release acquired %q; want 5-9/2", acquired(r))
+	}
+	// B's lock expires (1 s): A gets them again, third delivery.
+	if r := a.fetch(ctx, 3*time.Second); acquired(r) != "5-9/3" {
+		t.Fatalf("A's fetch after B's lock expired acquired %q; want 5-9/3", acquired(r))
+	}
+	// A closes its session: its records come back without counting that delivery.
+	if r := a.ack(ctx, -1); r.ErrorCode != 0 {
+		t.Fatalf("closing A's session: error %d", r.ErrorCode)
+	}
+	if r := bm.fetch(ctx, time.Second); acquired(r) != "5-9/3" {
+		t.Fatalf("B's fetch after A left acquired %q; want 5-9/3 (the leave gave A's delivery back)", acquired(r))
+	}
+	// B accepts 5-6 through a piggybacked acknowledgement; a restart keeps what was accepted.
+	if r := bm.fetch(ctx, 0, [3]int64{5, 6, 1}); func() int16 { _, ack := shareCodes(r); return ack }() != 0 {
+		t.Fatalf("B's piggybacked acknowledgement: %+v", r)
+	}
+	b = b.restart()
+	cl2, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	d := &shareClient{t: t, cl: cl2, group: "sq", member: "member-d", topic: topicID}
+	if r := d.heartbeat(ctx, 0, []string{"q"}); r.ErrorCode != 0 {
+		t.Fatalf("join after restart: %+v", r)
+	}
+	r = d.fetch(ctx, 2*time.Second)
+	for code, _ := shareCodes(r); code == kerr.NotLeaderForPartition.Code && ctx.Err() == nil; code, _ = shareCodes(r) {
+		time.Sleep(50 * time.Millisecond) // the restarted node takes its leadership back
+		r = d.fetch(ctx, 2*time.Second)
+	}
+	if got := acquired(r); !strings.HasPrefix(got, "7-9/") {
+		t.Fatalf("after a restart the fetch acquired %q (%+v); want 7-9 only (0-6 were accepted)", got, r)
+	}
+}
+
+// topicIDOf looks a topic's id up.
+func topicIDOf(t *testing.T, ctx context.Context, cl *kgo.Client, topic string) [16]byte {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = []kmsg.MetadataRequestTopic{rt}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Topics) != 1 {
+		t.Fatalf("metadata: %v", err)
+	}
+	return resp.Topics[0].TopicID
+}
+
+// TestShareGroupCluster: on three nodes, a share-partition's state is written to the group's
+// coordinator (another node, or the same) and survives its leader's loss: the new leader offers
+// again what was in flight (its delivery counted) and never what was accepted.
+func TestShareGroupCluster(t *testing.T) {
+	c := startClusterWith(t, 3, func(*testCluster) {})
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, adm := c.client(kgo.DefaultProduceTopic("cq"))
+	if r, err := adm.CreateTopic(ctx, 1, 3, nil, "cq"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	c.waitTopicEverywhere(ctx, cl, "cq")
+	topicID := topicIDOf(t, ctx, cl, "cq")
+	leader := leaderOf(t, c.brokers(), "cq", 0)
+	a := &shareClient{t: t, cl: cl, group: "cg", member: "member-a", topic: topicID, leader: leader}
+	if r := a.heartbeat(ctx, 0, []string{"cq"}); r.ErrorCode != 0 {
+		t.Fatalf("join: %+v", r)
+	}
+	if r := a.fetch(ctx, 0); r.ErrorCode != 0 {
+		t.Fatalf("opening the session: %+v", r)
+	}
+	for i := range 10 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := a.fetch(ctx, 2*time.Second); acquired(r) != "0-9/1" {
+		t.Fatalf("fetch from leader %d acquired %q; want 0-9/1", leader, acquired(r))
+	}
+	if r := a.ack(ctx, a.epoch, [3]int64{0, 4, 1}); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("accepting 0-4: %+v", r)
+	}
+	c.stop(leader)
+	var next int32
+	for next = leaderOf(t, c.brokers(), "cq", 0); next == leader; next = leaderOf(t, c.brokers(), "cq", 0) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	b := &shareClient{t: t, cl: cl, group: "cg", member: "member-b", topic: topicID, leader: next}
+	if r := b.heartbeat(ctx, 0, []string{"cq"}); r.ErrorCode != 0 {
+		t.Fatalf("join b: %+v", r)
+	}
+	var got string
+	for got == "" && ctx.Err() == nil {
+		r := b.fetch(ctx, time.Second)
+		if code, _ := shareCodes(r); r.ErrorCode != 0 || code != 0 {
+			if b.epoch == 0 || code == kerr.NotLeaderForPartition.Code || code == kerr.CoordinatorNotAvailable.Code || code == kerr.LeaderNotAvailable.Code {
+				time.Sleep(100 * time.Millisecond) // the new leader or the coordinator settles
+				continue
+			}
+			t.Fatalf("fetch from the new leader %d: %+v", next, r)
+		}
+		got = acquired(r)
+	}
+	if got != "5-9/2" {
+		t.Fatalf("the new leader %d offered %q; want 5-9/2 (in flight at the old leader's loss, counted; 0-4 accepted)", next, got)
+	}
+}
