@@ -134,6 +134,11 @@ func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add
 		if sess == nil && len(s.sessions) >= shareSessionLimit {
 			return nil, kerr.ShareSessionLimitReached
 		}
+		if !s.groupSessionLocked(groupID) {
+			// The group had no member here: what this node holds of its share-partitions
+			// may predate an offsets change (the group was empty then): load it again.
+			s.dropIdleLocked(groupID)
+		}
 		sess = &shareSession{epoch: 1, conn: c}
 		s.sessions[k] = sess
 		go func() { // the session ends with the connection that opened it
@@ -586,4 +591,134 @@ func handleShareAcknowledge(ctx context.Context, r *request) reply {
 			resp.Topics = append(resp.Topics, rt)
 		}
 	}}
+}
+
+func init() {
+	register(kmsg.DescribeShareGroupOffsets, 0, 1, handleDescribeShareGroupOffsets)
+	register(kmsg.AlterShareGroupOffsets, 0, 0, handleAlterShareGroupOffsets)
+	register(kmsg.DeleteShareGroupOffsets, 0, 0, handleDeleteShareGroupOffsets)
+}
+
+// shareHighWatermark is a partition's high watermark if this node leads it (for the lag).
+func (b *Broker) shareHighWatermark(topic [16]byte, partition int32) (int64, bool) {
+	t, ok := b.topics.GetByID(topic)
+	if !ok || partition < 0 || int(partition) >= len(t.Partitions) || t.Partitions[partition].Replica == nil {
+		return 0, false
+	}
+	r := t.Partitions[partition].Replica
+	if _, ready, leading := r.Leading(); !leading || !ready {
+		return 0, false
+	}
+	return r.HighWatermark(), true
+}
+
+func handleDescribeShareGroupOffsets(_ context.Context, r *request) reply {
+	req := r.req.(*kmsg.DescribeShareGroupOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
+	gs := r.conn.b.groups
+	for _, rg := range req.Groups {
+		if !r.allowedGroup(kmsg.ACLOperationDescribe, rg.GroupID) {
+			g := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+			g.GroupID, g.ErrorCode = rg.GroupID, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		sub := *req
+		sub.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{rg}
+		gs.mu.Lock()
+		sh, code := gs.shardForLocked(rg.GroupID)
+		if sh == nil {
+			gs.mu.Unlock()
+			g := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+			g.GroupID, g.ErrorCode = rg.GroupID, code.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		got := sh.c.DescribeShareGroupOffsets(&sub, r.conn.b.shareHighWatermark)
+		gs.mu.Unlock()
+		for _, g := range got.Groups {
+			for i := range g.Topics {
+				if !r.allowedTopic(kmsg.ACLOperationDescribe, g.Topics[i].Topic) {
+					for j := range g.Topics[i].Partitions {
+						p := &g.Topics[i].Partitions[j]
+						p.ErrorCode, p.StartOffset, p.Lag = kerr.TopicAuthorizationFailed.Code, -1, -1
+					}
+				}
+			}
+			resp.Groups = append(resp.Groups, g)
+		}
+	}
+	return reply{resp: resp}
+}
+
+func handleAlterShareGroupOffsets(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.AlterShareGroupOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
+	if !r.allowedGroup(kmsg.ACLOperationRead, req.GroupID) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
+	for _, t := range req.Topics {
+		if !r.allowedTopic(kmsg.ACLOperationRead, t.Topic) {
+			resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			return reply{resp: resp}
+		}
+	}
+	got, done := r.conn.b.groups.immediate(ctx, req.GroupID, func(c *group.Coordinator) (kmsg.Response, group.Output) {
+		return c.AlterShareGroupOffsets(timeNow(), req)
+	}, func(code *kerr.Error) kmsg.Response {
+		resp.ErrorCode = code.Code
+		return resp
+	})
+	return reply{resp: got, wait: func() {
+		if err := done(); err != nil {
+			got.(*kmsg.AlterShareGroupOffsetsResponse).ErrorCode = kerr.CoordinatorNotAvailable.Code
+		}
+	}}
+}
+
+func handleDeleteShareGroupOffsets(ctx context.Context, r *request) reply {
+	req := r.req.(*kmsg.DeleteShareGroupOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
+	if !r.allowedGroup(kmsg.ACLOperationDelete, req.GroupID) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply{resp: resp}
+	}
+	for _, t := range req.Topics {
+		if !r.allowedTopic(kmsg.ACLOperationRead, t.Topic) {
+			resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			return reply{resp: resp}
+		}
+	}
+	got, done := r.conn.b.groups.immediate(ctx, req.GroupID, func(c *group.Coordinator) (kmsg.Response, group.Output) {
+		return c.DeleteShareGroupOffsets(timeNow(), req)
+	}, func(code *kerr.Error) kmsg.Response {
+		resp.ErrorCode = code.Code
+		return resp
+	})
+	return reply{resp: got, wait: func() {
+		if err := done(); err != nil {
+			got.(*kmsg.DeleteShareGroupOffsetsResponse).ErrorCode = kerr.CoordinatorNotAvailable.Code
+		}
+	}}
+}
+
+// groupSessionLocked reports whether a member of the group has a share session here.
+func (s *shares) groupSessionLocked(groupID string) bool {
+	for k := range s.sessions {
+		if k.group == groupID {
+			return true
+		}
+	}
+	return false
+}
+
+// dropIdleLocked forgets the loaded share-partitions of a group that hold nothing in flight on
+// this node (no acquired record, no write pending): the next use reads them again.
+func (s *shares) dropIdleLocked(groupID string) {
+	for k, sp := range s.parts {
+		if k.group == groupID && sp.p != nil && !sp.persisting && len(sp.waiters) == 0 && sp.p.NextDeadline().IsZero() {
+			s.dropLocked(sp, kerr.NotLeaderForPartition)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -642,4 +643,196 @@ func (ss *shareState) sortedParts() []SharePartition {
 		return int(a.Partition - b.Partition)
 	})
 	return out
+}
+
+// DescribeShareGroupOffsets answers each group's share-partition start offsets (SPSO) from the
+// stored snapshots: the requested topics' partitions, or (no topics) every partition the group
+// has state for. A partition without state, or an unknown topic, has start offset -1, as in
+// Kafka. end, if it knows a partition's high watermark, gives the lag (v1): the records from the
+// start to it not yet done with; else the lag is -1.
+func (c *Coordinator) DescribeShareGroupOffsets(req *kmsg.DescribeShareGroupOffsetsRequest, end func(topic [16]byte, partition int32) (int64, bool)) *kmsg.DescribeShareGroupOffsetsResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
+	topics := c.topics()
+	names := map[[16]byte]string{}
+	for name, t := range topics {
+		names[t.ID] = name
+	}
+	for _, rg := range req.Groups {
+		g := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+		g.GroupID = rg.GroupID
+		grp := c.groups[rg.GroupID]
+		if grp != nil && grp.share == nil {
+			msg := fmt.Sprintf("Group %s is not a share group.", rg.GroupID)
+			g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		want := rg.Topics
+		if want == nil && grp != nil { // every partition with state, by topic
+			byTopic := map[string][]int32{}
+			for _, sp := range grp.share.sortedParts() {
+				if name, ok := names[sp.Topic]; ok {
+					byTopic[name] = append(byTopic[name], sp.Partition)
+				}
+			}
+			for _, name := range slices.Sorted(maps.Keys(byTopic)) {
+				want = append(want, kmsg.DescribeShareGroupOffsetsRequestGroupTopic{Topic: name, Partitions: byTopic[name]})
+			}
+		}
+		for _, rt := range want {
+			t := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+			t.Topic = rt.Topic
+			meta, known := topics[rt.Topic]
+			if known {
+				t.TopicID = meta.ID
+			}
+			for _, p := range rt.Partitions {
+				rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+				rp.Partition, rp.StartOffset, rp.LeaderEpoch, rp.Lag = p, -1, 0, -1
+				if known && grp != nil {
+					if st := grp.share.parts[SharePartition{meta.ID, p}]; st != nil && st.snapshot != nil {
+						snap, _ := share.DecodeSnapshot(st.snapshot)
+						rp.StartOffset, rp.LeaderEpoch = snap.Start, st.leaderEpoch
+						if hw, ok := end(meta.ID, p); ok {
+							rp.Lag = max(hw-snap.Start-doneAfterStart(&snap, hw), 0)
+						}
+					}
+				}
+				t.Partitions = append(t.Partitions, rp)
+			}
+			g.Topics = append(g.Topics, t)
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}
+
+// doneAfterStart counts the acknowledged and archived offsets of a snapshot below end.
+func doneAfterStart(s *share.Snapshot, end int64) int64 {
+	var n int64
+	for _, b := range s.Batches {
+		if b.State != share.Available && b.First < end {
+			n += min(b.Last, end-1) - b.First + 1
+		}
+	}
+	return n
+}
+
+// AlterShareGroupOffsets sets the start offsets of an empty share group's partitions (creating
+// the group if there is none, as Kafka does): each gets a snapshot starting there, and the
+// group's state epoch moves, so that leaders holding older state load it again.
+func (c *Coordinator) AlterShareGroupOffsets(now time.Time, req *kmsg.AlterShareGroupOffsetsRequest) (*kmsg.AlterShareGroupOffsetsResponse, Output) {
+	var out Output
+	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
+	before := c.shareStateValue(req.GroupID)
+	g, err := c.emptyShareGroup(now, req.GroupID, true)
+	if err != nil {
+		msg := err.Error()
+		resp.ErrorCode, resp.ErrorMessage = errCode(err), &msg
+		return resp, out
+	}
+	topics := c.topics()
+	var parts []Record
+	for _, rt := range req.Topics {
+		t := kmsg.NewAlterShareGroupOffsetsResponseTopic()
+		t.Topic = rt.Topic
+		meta, known := topics[rt.Topic]
+		t.TopicID = meta.ID
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
+			p.Partition = rp.Partition
+			switch {
+			case !known || rp.Partition < 0 || rp.Partition >= meta.Partitions:
+				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.StartOffset < 0:
+				p.ErrorCode = kerr.InvalidRequest.Code
+			default:
+				sp := SharePartition{meta.ID, rp.Partition}
+				st := g.share.parts[sp]
+				if st == nil {
+					st = &storedShare{}
+					g.share.parts[sp] = st
+				}
+				st.snapshot = (&share.Snapshot{Start: rp.StartOffset}).AppendTo(nil)
+				parts = append(parts, sharePartRecord(g.ID, sp, st))
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	if len(parts) > 0 {
+		g.share.stateEpoch++
+	}
+	c.recordShareChange(req.GroupID, before, &out) // first: a replay needs the group before its partitions
+	out.Records = append(out.Records, parts...)
+	return resp, out
+}
+
+// DeleteShareGroupOffsets forgets an empty share group's state for whole topics; its state epoch
+// moves. A topic the group has no state for: UNKNOWN_TOPIC_OR_PARTITION.
+func (c *Coordinator) DeleteShareGroupOffsets(now time.Time, req *kmsg.DeleteShareGroupOffsetsRequest) (*kmsg.DeleteShareGroupOffsetsResponse, Output) {
+	var out Output
+	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
+	before := c.shareStateValue(req.GroupID)
+	g, err := c.emptyShareGroup(now, req.GroupID, false)
+	if err != nil {
+		msg := err.Error()
+		resp.ErrorCode, resp.ErrorMessage = errCode(err), &msg
+		return resp, out
+	}
+	topics := c.topics()
+	deleted := false
+	for _, rt := range req.Topics {
+		t := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
+		t.Topic = rt.Topic
+		meta, known := topics[rt.Topic]
+		t.TopicID = meta.ID
+		found := false
+		for _, sp := range g.share.sortedParts() {
+			if known && sp.Topic == meta.ID {
+				delete(g.share.parts, sp)
+				out.Records = append(out.Records, sharePartRecord(g.ID, sp, nil))
+				found, deleted = true, true
+			}
+		}
+		if !found {
+			msg := "There is no offset information to delete."
+			t.ErrorCode, t.ErrorMessage = kerr.UnknownTopicOrPartition.Code, &msg
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	if deleted {
+		g.share.stateEpoch++
+	}
+	c.recordShareChange(req.GroupID, before, &out)
+	return resp, out
+}
+
+// emptyShareGroup is the share group an offsets change applies to: it must be a share group
+// without members; create makes a missing one.
+func (c *Coordinator) emptyShareGroup(now time.Time, id string, create bool) (*Group, error) {
+	g := c.groups[id]
+	switch {
+	case g == nil && create:
+		g = newGroup(id, now)
+		g.share = newShareState()
+		g.share.stateEpoch = randomEpoch()
+		g.ProtocolType = TypeShare
+		c.groups[id] = g
+	case g == nil:
+		return nil, fmt.Errorf("%w: Group %s not found.", kerr.GroupIDNotFound, id)
+	case g.share == nil:
+		return nil, fmt.Errorf("%w: Group %s is not a share group.", kerr.GroupIDNotFound, id)
+	case len(g.share.members) > 0:
+		return nil, fmt.Errorf("%w: the group has members", kerr.NonEmptyGroup)
+	}
+	return g, nil
+}
+
+func errCode(err error) int16 {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.UnknownServerError.Code
 }

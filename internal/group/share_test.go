@@ -373,3 +373,77 @@ func TestShareStateStore(t *testing.T) {
 		t.Fatalf("the new group's state: %+v, %v; want none, at another state epoch than %d", got, e, st.StateEpoch)
 	}
 }
+
+// TestShareGroupOffsets: DescribeShareGroupOffsets answers the stored start offsets (and a lag
+// when the end is known); AlterShareGroupOffsets and DeleteShareGroupOffsets work on an empty
+// share group only, move its state epoch (fencing leaders' older state), and replay.
+func TestShareGroupOffsets(t *testing.T) {
+	h := newConsumerHarness(t)
+	alter := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	alter.GroupID = "s"
+	alter.Topics = []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: "t", Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 1, StartOffset: 40}, {Partition: 9, StartOffset: 1}}},
+		{Topic: "nope", Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 1}}}}
+	r, out := h.c.AlterShareGroupOffsets(h.now, alter)
+	h.apply(out)
+	if r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 || r.Topics[0].Partitions[1].ErrorCode != kerr.UnknownTopicOrPartition.Code ||
+		r.Topics[1].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("alter (creating the group): %+v", r)
+	}
+	describe := func(c *Coordinator, topics []kmsg.DescribeShareGroupOffsetsRequestGroupTopic) []kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		req.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: "s", Topics: topics}}
+		resp := c.DescribeShareGroupOffsets(req, func(topic [16]byte, p int32) (int64, bool) { return 100, p == 1 })
+		if resp.Groups[0].ErrorCode != 0 {
+			t.Fatalf("describe: %+v", resp.Groups[0])
+		}
+		return resp.Groups[0].Topics
+	}
+	got := describe(h.c, nil)
+	if len(got) != 1 || got[0].Topic != "t" || len(got[0].Partitions) != 1 || got[0].Partitions[0].StartOffset != 40 || got[0].Partitions[0].Lag != 60 {
+		t.Fatalf("describe all: %+v; want t/1 at 40, lag 60", got)
+	}
+	got = describe(h.c, []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: "t", Partitions: []int32{0, 1}}, {Topic: "nope", Partitions: []int32{0}}})
+	if got[0].Partitions[0].StartOffset != -1 || got[0].Partitions[1].StartOffset != 40 || got[1].Partitions[0].StartOffset != -1 {
+		t.Fatalf("describe t/0, t/1, nope/0: %+v; want -1, 40, -1", got)
+	}
+	g, _ := h.c.Group("s")
+	epoch := g.share.stateEpoch
+	// A leader that read before the change is fenced.
+	sp := SharePartition{Topic: testTopics["t"].ID, Partition: 1}
+	st, _, o := h.c.ReadShareState("s", sp, 1)
+	h.apply(o)
+	if st.StateEpoch != epoch {
+		t.Fatalf("state epoch %d; want %d", st.StateEpoch, epoch)
+	}
+	// A member joins: the offsets cannot change now.
+	h.shb("m1", 0, []string{"t"})
+	if r, _ := h.c.AlterShareGroupOffsets(h.now, alter); r.ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("alter with a member: error %d; want NON_EMPTY_GROUP", r.ErrorCode)
+	}
+	h.shb("m1", -1, nil)
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.GroupID, del.Topics = "s", []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: "t"}, {Topic: "u"}}
+	dr, out := h.c.DeleteShareGroupOffsets(h.now, del)
+	h.apply(out)
+	if dr.ErrorCode != 0 || dr.Topics[0].ErrorCode != 0 || dr.Topics[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("delete: %+v", dr)
+	}
+	snap := (&share.Snapshot{Start: 41}).AppendTo(nil)
+	if e, _ := h.c.WriteShareState("s", sp, st.StateEpoch, 1, snap); e != kerr.FencedStateEpoch {
+		t.Fatalf("a write read before the deletion: %v; want FENCED_STATE_EPOCH", e)
+	}
+	// Replayed, the group has no state left for t.
+	c2 := New(DefaultConfig())
+	c2.Topics = h.c.Topics
+	for _, rec := range h.records {
+		if err := c2.Load(h.now, rec.Key, rec.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := describe(c2, nil); len(got) != 0 {
+		t.Fatalf("after delete and replay: %+v; want no state", got)
+	}
+	if r, _ := h.c.DeleteShareGroupOffsets(h.now, kmsg.NewPtrDeleteShareGroupOffsetsRequest()); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("delete of a group that does not exist: %d; want GROUP_ID_NOT_FOUND", r.ErrorCode)
+	}
+}

@@ -501,3 +501,85 @@ func TestShareGroupCluster(t *testing.T) {
 		t.Fatalf("the new leader %d offered %q; want 5-9/2 (in flight at the old leader's loss, counted; 0-4 accepted)", next, got)
 	}
 }
+
+// TestShareGroupOffsetsAdmin: AlterShareGroupOffsets sets where an empty share group starts,
+// DescribeShareGroupOffsets shows the start and the lag as the group moves, an alteration is
+// refused while a member is in, and once the group is empty again a reset takes effect on the
+// leader that held the older state.
+func TestShareGroupOffsetsAdmin(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("ao", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("ao"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 20 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alter := func(start int64) int16 {
+		req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		req.GroupID = "ag"
+		req.Topics = []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: "ao", Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: start}}}}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode == 0 && resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			return resp.Topics[0].Partitions[0].ErrorCode
+		}
+		return resp.ErrorCode
+	}
+	describe := func() (start, lag int64) {
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		req.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: "ag"}}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 || len(resp.Groups[0].Topics) != 1 {
+			t.Fatalf("DescribeShareGroupOffsets: %v %+v", err, resp)
+		}
+		p := resp.Groups[0].Topics[0].Partitions[0]
+		return p.StartOffset, p.Lag
+	}
+	if code := alter(5); code != 0 {
+		t.Fatalf("alter to 5: error %d", code)
+	}
+	if start, lag := describe(); start != 5 || lag != 15 {
+		t.Fatalf("after the alteration: start %d lag %d; want 5, 15", start, lag)
+	}
+	m := &shareClient{t: t, cl: cl, group: "ag", member: "member-m", topic: topicIDOf(t, ctx, cl, "ao")}
+	if r := m.heartbeat(ctx, 0, []string{"ao"}); r.ErrorCode != 0 {
+		t.Fatalf("join: %+v", r)
+	}
+	if r := m.fetch(ctx, time.Second); acquired(r) != "5-19/1" {
+		t.Fatalf("first fetch acquired %q; want 5-19/1", acquired(r))
+	}
+	if r := m.ack(ctx, m.epoch, [3]int64{5, 9, 1}); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("accept: %+v", r)
+	}
+	if start, lag := describe(); start != 10 || lag != 10 {
+		t.Fatalf("after accepting 5-9: start %d lag %d; want 10, 10", start, lag)
+	}
+	if code := alter(0); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("alter with a member: error %d; want NON_EMPTY_GROUP", code)
+	}
+	if r := m.ack(ctx, -1); r.ErrorCode != 0 {
+		t.Fatalf("closing the session: %d", r.ErrorCode)
+	}
+	if r := m.heartbeat(ctx, -1, nil); r.ErrorCode != 0 {
+		t.Fatalf("leave: %+v", r)
+	}
+	if code := alter(0); code != 0 {
+		t.Fatalf("alter to 0 once empty: error %d", code)
+	}
+	n := &shareClient{t: t, cl: cl, group: "ag", member: "member-n", topic: m.topic}
+	if r := n.heartbeat(ctx, 0, []string{"ao"}); r.ErrorCode != 0 {
+		t.Fatalf("join n: %+v", r)
+	}
+	if r := n.fetch(ctx, time.Second); acquired(r) != "0-19/1" {
+		t.Fatalf("after the reset the fetch acquired %q; want 0-19/1 (the leader loads the new start)", acquired(r))
+	}
+}
