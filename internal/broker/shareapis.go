@@ -13,6 +13,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/share"
+	"github.com/runnel-dev/runnel/internal/topics"
 )
 
 // The share group APIs (KIP-932, docs/share-groups.md): membership goes to the group's
@@ -134,6 +135,10 @@ func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add
 		if sess == nil && len(s.sessions) >= shareSessionLimit {
 			return nil, kerr.ShareSessionLimitReached
 		}
+		if sess != nil && sess.conn == c { // the member opens its session again, on the same connection
+			sess.epoch, sess.parts = 1, nil
+			break
+		}
 		if !s.groupSessionLocked(groupID) {
 			// The group had no member here: what this node holds of its share-partitions
 			// may predate an offsets change (the group was empty then): load it again.
@@ -208,7 +213,7 @@ func (s *shares) ackAll(ctx context.Context, r *request, groupID, member string,
 			res.ackErr = err
 			continue
 		}
-		sp, err := s.partFor(ctx, groupID, a.part, res)
+		sp, _, err := s.partFor(ctx, groupID, a.part, res)
 		if err != nil {
 			res.ackErr = err
 			continue
@@ -244,18 +249,22 @@ func (s *shares) checkTopic(r *request, p group.SharePartition) error {
 }
 
 // partFor loads a share-partition this node leads; for another leader it fills res's hint.
-func (s *shares) partFor(ctx context.Context, groupID string, p group.SharePartition, res *sharePartResult) (*sharePart, error) {
-	t, _ := s.b.topics.GetByID(p.Topic)
+func (s *shares) partFor(ctx context.Context, groupID string, p group.SharePartition, res *sharePartResult) (*sharePart, *topics.Partition, error) {
+	t, ok := s.b.topics.GetByID(p.Topic)
+	if !ok || p.Partition < 0 || int(p.Partition) >= len(t.Partitions) { // deleted meanwhile
+		return nil, nil, kerr.UnknownTopicID
+	}
 	tp := t.Partitions[p.Partition]
 	if tp.Replica == nil {
 		res.leader, res.leaderEpoch, res.node = s.b.leaderHint(t.ID, p.Partition)
-		return nil, kerr.NotLeaderForPartition
+		return nil, nil, kerr.NotLeaderForPartition
 	}
 	if _, _, leading := tp.Replica.Leading(); !leading {
 		res.leader, res.leaderEpoch, res.node = s.b.leaderHint(t.ID, p.Partition)
-		return nil, kerr.NotLeaderForPartition
+		return nil, nil, kerr.NotLeaderForPartition
 	}
-	return s.get(ctx, shareKey{groupID, p.Topic, p.Partition}, tp)
+	sp, err := s.get(ctx, shareKey{groupID, p.Topic, p.Partition}, tp)
+	return sp, tp, err
 }
 
 func toAckBatches[T any](batches []T, get func(T) (int64, int64, []int8)) []share.AckBatch {
@@ -362,10 +371,9 @@ func handleShareFetch(ctx context.Context, r *request) reply {
 			rp.Partition = p.Partition
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
 			if res.err != nil {
-				rp.ErrorCode = errorCode(res.err)
+				rp.ErrorCode = shareFetchErrorCode(res.err)
 				if msg := res.err.Error(); !isKerr(res.err) {
 					rp.ErrorMessage = &msg
-					rp.ErrorCode = kerr.InvalidRequest.Code
 				}
 			}
 			if res.ackErr != nil {
@@ -479,13 +487,14 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 				res.err = err
 				continue
 			}
-			sp, err := s.partFor(ctx, groupID, p, res)
+			sp, tp, err := s.partFor(ctx, groupID, p, res)
+			if transientShareError(err) {
+				continue // no records yet, no error: the client fetches again (Kafka parks it)
+			}
 			if err != nil {
 				res.err = err
 				continue
 			}
-			t, _ := s.b.topics.GetByID(p.Topic)
-			tp := t.Partitions[p.Partition]
 			wake = append(wake, tp.Replica.Changed())
 			if got >= maxRecords || budget <= 0 {
 				continue
@@ -721,4 +730,27 @@ func (s *shares) dropIdleLocked(groupID string) {
 			s.dropLocked(sp, kerr.NotLeaderForPartition)
 		}
 	}
+}
+
+// transientShareError reports a failure to reach a share-partition's state that passes by
+// itself (a leader or coordinator settling): the fetch answers no records for it rather than an
+// error the Java client does not expect (it takes only a few codes: shareFetchErrorCode).
+func transientShareError(err error) bool {
+	return errors.Is(err, kerr.LeaderNotAvailable) || errors.Is(err, kerr.CoordinatorNotAvailable) ||
+		errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorLoadInProgress) || errors.Is(err, kerr.RequestTimedOut)
+}
+
+// shareFetchErrorCode is a ShareFetch partition's error code, among those Kafka's share consumer
+// handles (ShareFetchCollector: not leader, unknown topic, authorization, storage errors,
+// UNKNOWN_SERVER_ERROR); anything else becomes UNKNOWN_SERVER_ERROR.
+func shareFetchErrorCode(err error) int16 {
+	switch code := errorCode(err); code {
+	case kerr.NotLeaderForPartition.Code, kerr.ReplicaNotAvailable.Code, kerr.KafkaStorageError.Code, kerr.FencedLeaderEpoch.Code,
+		kerr.OffsetNotAvailable.Code, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicID.Code, kerr.InconsistentTopicID.Code,
+		kerr.TopicAuthorizationFailed.Code, kerr.UnknownLeaderEpoch.Code, kerr.CorruptMessage.Code:
+		return code
+	case kerr.OffsetOutOfRange.Code: // retention moved the log start under the read: try again
+		return kerr.OffsetNotAvailable.Code
+	}
+	return kerr.UnknownServerError.Code
 }

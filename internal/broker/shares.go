@@ -286,11 +286,16 @@ func (s *shares) persistLocked(sp *sharePart) {
 			s.dropLocked(sp, err) // fenced, or the group is gone: load again on next use
 			return
 		}
+		if s.parts[sp.key] != sp || s.b.ctx.Err() != nil {
+			return // dropped meanwhile, or this node stops: its next leader loads what was written
+		}
 		if err != nil {
 			time.AfterFunc(100*time.Millisecond, func() {
 				s.mu.Lock()
 				defer s.mu.Unlock()
-				s.persistLocked(sp)
+				if s.parts[sp.key] == sp && s.b.ctx.Err() == nil {
+					s.persistLocked(sp)
+				}
 			})
 			return
 		}

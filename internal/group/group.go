@@ -244,6 +244,9 @@ type Coordinator struct {
 	// Topics lists every topic with its id and partition count, for the server-side assignors
 	// of consumer groups. The caller owns the map.
 	Topics func() map[string]TopicMeta
+	// orphanParts holds share-partition records replayed before their group's record (the log
+	// compacted), by group, until that record comes (share.go).
+	orphanParts map[string]map[SharePartition]*storedShare
 }
 
 // New returns an empty coordinator.

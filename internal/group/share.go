@@ -477,6 +477,10 @@ func (c *Coordinator) loadShare(now time.Time, key, value []byte) error {
 	if g := c.groups[group]; g != nil && g.share != nil {
 		ss.parts = g.share.parts // the group's record is rewritten; its partitions' records stand
 	}
+	for sp, st := range c.orphanParts[group] { // replayed before it (a compacted log)
+		ss.parts[sp] = st
+	}
+	delete(c.orphanParts, group)
 	ss.epoch, ss.assignmentEpoch, ss.stateEpoch, ss.metaSig = r.Int32(), r.Int32(), r.Int32(), r.String()
 	since := time.UnixMilli(r.Int64())
 	for n := r.Int32(); n > 0 && r.Ok(); n-- {
@@ -613,6 +617,7 @@ func (c *Coordinator) loadSharePart(now time.Time, key, value []byte) error {
 		if g != nil && g.share != nil {
 			delete(g.share.parts, sp)
 		}
+		delete(c.orphanParts[group], sp)
 		return nil
 	}
 	r = kbin.Reader{Src: value}
@@ -627,8 +632,17 @@ func (c *Coordinator) loadSharePart(now time.Time, key, value []byte) error {
 		}
 		st.snapshot = bytes.Clone(r.Src)
 	}
-	if g == nil || g.share == nil { // written after the group's record, so it exists
-		return fmt.Errorf("%w: share-partition state of %s, which is not a share group", ErrBadRecord, group)
+	if g == nil || g.share == nil {
+		// Compaction keeps the group's newest record, which may follow this one: keep it
+		// until the group's record comes (loadShare adopts it).
+		if c.orphanParts == nil {
+			c.orphanParts = map[string]map[SharePartition]*storedShare{}
+		}
+		if c.orphanParts[group] == nil {
+			c.orphanParts[group] = map[SharePartition]*storedShare{}
+		}
+		c.orphanParts[group][sp] = st
+		return nil
 	}
 	g.share.parts[sp] = st
 	return nil

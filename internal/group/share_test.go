@@ -447,3 +447,41 @@ func TestShareGroupOffsets(t *testing.T) {
 		t.Fatalf("delete of a group that does not exist: %d; want GROUP_ID_NOT_FOUND", r.ErrorCode)
 	}
 }
+
+// TestShareStateAfterCompaction: a compacted __consumer_offsets keeps only each key's newest
+// record, so a share-partition's state may come before its group's record on replay; it is kept
+// all the same.
+func TestShareStateAfterCompaction(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.shb("m1", 0, []string{"t"})
+	sp := SharePartition{Topic: testTopics["t"].ID, Partition: 0}
+	st, e, out := h.c.ReadShareState("s", sp, 1)
+	h.apply(out)
+	if e != nil {
+		t.Fatal(e)
+	}
+	snap := (&share.Snapshot{Start: 7}).AppendTo(nil)
+	if e, out := h.c.WriteShareState("s", sp, st.StateEpoch, 1, snap); e != nil {
+		t.Fatal(e)
+	} else {
+		h.apply(out)
+	}
+	h.shb("m2", 0, []string{"t"}) // the group's record is rewritten after the partition's
+	last := map[string]int{}
+	for i, rec := range h.records {
+		last[string(rec.Key)] = i
+	}
+	c2 := New(DefaultConfig())
+	for i, rec := range h.records {
+		if last[string(rec.Key)] != i {
+			continue // compacted away
+		}
+		if err := c2.Load(h.now, rec.Key, rec.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, e, _ := c2.ReadShareState("s", sp, 1)
+	if e != nil || string(got.Snapshot) != string(snap) {
+		t.Fatalf("after a compacted replay: %+v, %v; want the snapshot starting at 7", got, e)
+	}
+}

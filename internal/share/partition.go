@@ -15,8 +15,8 @@
 //	       timeout (Archived once delivered DeliveryLimit times)
 //
 // Acquiring counts a delivery. A record is delivered at most DeliveryLimit times: the release
-// or lock timeout that follows its last delivery archives it. A member leaving releases what it
-// holds without counting that delivery (it never reached the application), as Kafka 4.1 does.
+// or lock timeout that follows its last delivery archives it, and so does a member leaving
+// (Kafka 4.3's rule; 4.1 did not count the delivery of a member that left).
 // Start moves over the leading Acknowledged and Archived records; End - Start is capped at
 // MaxInFlight, past which nothing new is acquired until Start moves.
 //
@@ -405,7 +405,14 @@ func (p *Partition) validate(member string, acks []AckBatch) error {
 			}
 		}
 	}
+	applied := int64(-1) // the last offset an earlier batch of this request changes
 	for _, a := range acks {
+		if a.First <= applied {
+			// Two batches change one record: Kafka refuses the second change to a record in
+			// the middle of one (and the rollback could not undo both).
+			return fmt.Errorf("%w: acknowledgement batches overlap at offset %d", ErrInvalidRecordState, a.First)
+		}
+		applied = a.Last
 		if a.Last < p.start {
 			continue
 		}
@@ -434,15 +441,17 @@ func (p *Partition) afterDelivery(count int16) State {
 	return Available
 }
 
-// ReleaseMember makes every record member holds Available again, without counting the
-// delivery: the member left (its share session closed) before processing them.
+// ReleaseMember makes every record member holds Available again (Archived if that was its last
+// delivery): the member left, or its share session or connection ended. The delivery counts, as
+// in Kafka 4.3: a record that makes its consumer crash must still reach the limit.
 func (p *Partition) ReleaseMember(member string) {
 	for i := range p.spans {
 		if s := &p.spans[i]; s.state == Acquired && s.member == member && s.op == 0 {
-			s.state, s.count, s.member, s.deadline = Available, max(s.count-1, 0), "", time.Time{}
+			s.state, s.member, s.deadline = p.afterDelivery(s.count), "", time.Time{}
 			p.dirty = true
 		}
 	}
+	p.advance()
 	p.merge()
 }
 

@@ -117,45 +117,67 @@ func TestAcknowledgementValidation(t *testing.T) {
 	}
 }
 
-// TestDeliveryLimit: a record released or timed out after its DeliveryLimit-th delivery is
-// archived; a member leaving does not count the delivery.
+// TestDeliveryLimit: a record released, timed out, or held by a member that leaves after its
+// DeliveryLimit-th delivery is archived; each of those counts the delivery (Kafka 4.3's rule: a
+// record that crashes its consumers reaches the limit too).
 func TestDeliveryLimit(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.DeliveryLimit = 3
 	log := logOf(0, 2, 2)
 	p := New(cfg, 0)
 	now := t0
-	for i := int16(1); i <= 3; i++ {
-		a := fetch(p, "m", now, log, 10)
-		if want := []AcquiredRecords{{0, 1, i}}; !slices.Equal(a, want) {
-			t.Fatalf("delivery %d: %v; want %v", i, a, want)
+	deliver := func(want int16) {
+		t.Helper()
+		if a := fetch(p, "m", now, log, 10); !slices.Equal(a, []AcquiredRecords{{0, 1, want}}) {
+			t.Fatalf("delivery %d: %v", want, a)
 		}
-		if i == 2 { // a leave in between gives this delivery back
-			p.ReleaseMember("m")
-			if a := fetch(p, "m", now, log, 10); !slices.Equal(a, []AcquiredRecords{{0, 1, 2}}) {
-				t.Fatalf("after a leave: %v; want delivery 2 again", a)
-			}
-		}
-		if i%2 == 1 {
-			now = now.Add(cfg.LockDuration)
-			if !p.ExpireLocks(now) {
-				t.Fatalf("delivery %d: no lock expired at its deadline", i)
-			}
-		} else {
-			op, err := p.Acknowledge("m", now, []AckBatch{{0, 1, []AckType{Release}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, upTo, _ := p.Snapshot()
-			if upTo != op {
-				t.Fatalf("snapshot up to %d; want %d", upTo, op)
-			}
-			p.Persisted(upTo, nil)
-		}
-		mustCheck(t, p)
 	}
+	deliver(1)
+	now = now.Add(cfg.LockDuration)
+	if !p.ExpireLocks(now) {
+		t.Fatal("no lock expired at its deadline")
+	}
+	deliver(2)
+	p.ReleaseMember("m") // the consumer died holding them
+	deliver(3)
+	op, err := p.Acknowledge("m", now, []AckBatch{{0, 1, []AckType{Release}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, upTo, _ := p.Snapshot(); upTo != op {
+		t.Fatalf("snapshot up to %d; want %d", upTo, op)
+	} else {
+		p.Persisted(upTo, nil)
+	}
+	mustCheck(t, p)
 	if a := fetch(p, "m", now, log, 10); len(a) != 0 || p.Start() != 2 {
 		t.Fatalf("after the last delivery: acquired %v, start %d; want nothing, start 2 (archived)", a, p.Start())
+	}
+	// A member leaving with records at their last delivery archives them.
+	q := New(cfg, 0)
+	for i := int16(1); i <= 3; i++ {
+		if a := fetch(q, "m", now, log, 10); !slices.Equal(a, []AcquiredRecords{{0, 1, i}}) {
+			t.Fatalf("delivery %d: %v", i, a)
+		}
+		q.ReleaseMember("m")
+	}
+	if q.Start() != 2 {
+		t.Fatalf("start %d after three deliveries ended by leaves; want 2 (archived)", q.Start())
+	}
+}
+
+// TestOverlappingAcknowledgements: two batches of one request that change the same record are
+// refused as a whole (Kafka refuses a second change to a record in the middle of one); so a
+// failed write can always undo a request.
+func TestOverlappingAcknowledgements(t *testing.T) {
+	p := New(DefaultConfig(), 0)
+	fetch(p, "m", t0, logOf(0, 10, 10), 10)
+	before := fmt.Sprint(p.spans)
+	if _, err := p.Acknowledge("m", t0, []AckBatch{{0, 5, []AckType{Accept}}, {5, 9, []AckType{Release}}}); !errors.Is(err, ErrInvalidRecordState) {
+		t.Fatalf("overlapping batches: %v; want INVALID_RECORD_STATE", err)
+	}
+	if fmt.Sprint(p.spans) != before {
+		t.Fatalf("a refused request changed the state:\n%s\n%v", before, p.spans)
 	}
 }
 
@@ -269,8 +291,8 @@ func TestGapsArchived(t *testing.T) {
 	p.ReleaseMember("m")
 	// Compaction removed 5; the read from 5 starts at 6.
 	a = p.Acquire("m", t0, p.FetchOffset(), []LogBatch{{6, 8}}, 100)
-	if !slices.Equal(a, []AcquiredRecords{{6, 8, 1}}) {
-		t.Fatalf("acquired %v; want 6 (again: the leave did not count) to 8", a)
+	if !slices.Equal(a, []AcquiredRecords{{6, 6, 2}, {7, 8, 1}}) {
+		t.Fatalf("acquired %v; want 6 (second delivery: the leave counted) and 7-8", a)
 	}
 	mustCheck(t, p)
 	if p.Start() != 6 {
@@ -287,21 +309,24 @@ func TestGapsArchived(t *testing.T) {
 }
 
 // TestSimulation runs random members against one share-partition: fetches, acknowledgements of
-// every type, leaves, lock expiry, persists that fail, leader changes (the state reloaded from
-// the last persisted snapshot), and checks what a share group promises: a record is held by at
-// most one member at a time, never delivered more than DeliveryLimit times, never delivered
-// again once its acceptance was persisted, and the start never goes back; at the end, with every
-// member accepting, every record is done.
+// every type (several batches a request, whole and per offset), leaves, lock expiry, persists
+// that fail, leader changes (the state reloaded from the last persisted snapshot), and checks
+// what a share group promises against a model of who holds what: a record is never given to a
+// member while another holds it (until its lock expires, its holder releases or leaves, a
+// persisted acknowledgement ends the hold, or a new leader loads), never delivered more than
+// DeliveryLimit times, never delivered again once its acceptance was persisted, and the start
+// never goes back; at the end, with every member accepting, every record is done.
 func TestSimulation(t *testing.T) {
 	for seed := range uint64(300) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { simulate(t, seed) })
 	}
 }
 
-type simRecord struct {
-	holder     string // the member the model thinks holds it
-	deliveries int16
-	accepted   bool // an acceptance was persisted
+// simHold is the model's view of a record held by a member.
+type simHold struct {
+	member   string
+	deadline time.Time
+	op       uint64 // an acknowledgement of it awaiting persistence; 0: none
 }
 
 func simulate(t *testing.T, seed uint64) {
@@ -317,18 +342,12 @@ func simulate(t *testing.T, seed uint64) {
 	}
 	p := New(cfg, 0)
 	durable := Snapshot{Start: 0}
-	recs := map[int64]*simRecord{}
-	rec := func(o int64) *simRecord {
-		if recs[o] == nil {
-			recs[o] = &simRecord{}
-		}
-		return recs[o]
-	}
+	accepted := map[int64]bool{} // acceptance persisted
+	holds := map[int64]*simHold{}
 	members := []string{"a", "b", "c"}
 	held := map[string][]AcquiredRecords{}
 	type pendingAck struct {
 		op      uint64
-		member  string
 		accepts []int64
 	}
 	var pending []pendingAck
@@ -339,52 +358,72 @@ func simulate(t *testing.T, seed uint64) {
 		switch k := rng.IntN(10); {
 		case k < 4: // fetch
 			for _, a := range fetch(p, m, now, log, 1+rng.IntN(12)) {
+				if a.Count > cfg.DeliveryLimit {
+					t.Fatalf("offsets %d-%d delivered %d times; limit %d", a.First, a.Last, a.Count, cfg.DeliveryLimit)
+				}
 				for o := a.First; o <= a.Last; o++ {
-					r := rec(o)
-					if r.accepted {
+					if accepted[o] {
 						t.Fatalf("offset %d delivered to %s after its acceptance was persisted", o, m)
 					}
-					if r.holder != "" && r.holder != m {
-						// The model's holder may be stale (lock expiry, leave): the partition
-						// must no longer consider it held.
-						r.holder = ""
+					if h := holds[o]; h != nil {
+						t.Fatalf("step %d: offset %d given to %s while %s holds it (deadline %v, now %v, ack pending %d)",
+							step, o, m, h.member, h.deadline.Sub(t0), now.Sub(t0), h.op)
 					}
-					r.holder = m
-					r.deliveries = a.Count
-					if a.Count > cfg.DeliveryLimit {
-						t.Fatalf("offset %d delivered %d times; limit %d", o, a.Count, cfg.DeliveryLimit)
-					}
+					holds[o] = &simHold{member: m, deadline: now.Add(cfg.LockDuration)}
 				}
 				held[m] = append(held[m], a)
 			}
-		case k < 7: // acknowledge some of what m holds
+		case k < 7: // acknowledge some of what m holds, in one to three batches
 			if len(held[m]) == 0 {
 				continue
 			}
-			a := held[m][0]
-			held[m] = held[m][1:]
-			types := make([]AckType, 1)
-			if a.Last > a.First && rng.IntN(2) == 0 {
-				types = make([]AckType, a.Last-a.First+1)
+			var acks []AckBatch
+			for n := 1 + rng.IntN(3); n > 0 && len(held[m]) > 0; n-- {
+				a := held[m][0]
+				held[m] = held[m][1:]
+				types := make([]AckType, 1)
+				if a.Last > a.First && rng.IntN(2) == 0 {
+					types = make([]AckType, a.Last-a.First+1)
+				}
+				for i := range types {
+					types[i] = []AckType{Accept, Accept, Accept, Release, Reject, Renew, Gap}[rng.IntN(7)]
+				}
+				acks = append(acks, AckBatch{a.First, a.Last, types})
 			}
-			for i := range types {
-				types[i] = []AckType{Accept, Accept, Accept, Release, Reject, Renew, Gap}[rng.IntN(7)]
+			if rng.IntN(10) == 0 && len(acks) > 1 { // a malformed request: out of order
+				acks[0], acks[1] = acks[1], acks[0]
 			}
-			op, err := p.Acknowledge(m, now, []AckBatch{{a.First, a.Last, types}})
+			op, err := p.Acknowledge(m, now, acks)
 			if err != nil {
 				if !errors.Is(err, ErrInvalidRecordState) && !errors.Is(err, ErrInvalidRequest) {
 					t.Fatal(err)
 				}
-				continue // its lock expired, or it was released, or the leader changed
+				continue // a lock expired, a release, a new leader, or the malformed request
 			}
 			var accepts []int64
-			for i := range a.Last - a.First + 1 {
-				if typ := types[min(int(i), len(types)-1)]; typ == Accept && a.First+i >= p.Start() {
-					accepts = append(accepts, a.First+i)
+			for _, a := range acks {
+				for i := range a.Last - a.First + 1 {
+					o := a.First + i
+					h := holds[o]
+					if o < p.Start() && h == nil {
+						continue // done already
+					}
+					if h == nil || h.member != m {
+						t.Fatalf("step %d: %s acknowledged offset %d, held by %+v", step, m, o, h)
+					}
+					typ := a.Types[min(int(i), len(a.Types)-1)]
+					if typ == Renew {
+						h.deadline = now.Add(cfg.LockDuration)
+						continue
+					}
+					h.op = op
+					if typ == Accept {
+						accepts = append(accepts, o)
+					}
 				}
 			}
 			if op != 0 {
-				pending = append(pending, pendingAck{op, m, accepts})
+				pending = append(pending, pendingAck{op, accepts})
 			}
 		case k == 7: // persist, maybe failing
 			s, upTo, ok := p.Snapshot()
@@ -401,15 +440,22 @@ func simulate(t *testing.T, seed uint64) {
 				durable = s
 			}
 			p.Persisted(upTo, err)
+			for o, h := range holds {
+				if h.op != 0 && h.op <= upTo {
+					if err == nil {
+						delete(holds, o) // acknowledged: held no more
+					} else {
+						h.op = 0 // rolled back: still held, its lock running
+					}
+				}
+			}
 			keep := pending[:0]
 			for _, pa := range pending {
 				if pa.op > upTo {
 					keep = append(keep, pa)
-					continue
-				}
-				if err == nil {
+				} else if err == nil {
 					for _, o := range pa.accepts {
-						rec(o).accepted = true
+						accepted[o] = true
 					}
 				}
 			}
@@ -418,9 +464,19 @@ func simulate(t *testing.T, seed uint64) {
 			if rng.IntN(2) == 0 {
 				now = now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
 				p.ExpireLocks(now)
+				for o, h := range holds {
+					if h.op == 0 && !now.Before(h.deadline) {
+						delete(holds, o)
+					}
+				}
 			} else {
 				p.ReleaseMember(m)
 				held[m] = nil
+				for o, h := range holds {
+					if h.member == m && h.op == 0 {
+						delete(holds, o)
+					}
+				}
 			}
 		default: // rarely, a new leader loads the last persisted snapshot
 			if rng.IntN(4) != 0 {
@@ -430,7 +486,7 @@ func simulate(t *testing.T, seed uint64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, pending, held = q, nil, map[string][]AcquiredRecords{}
+			p, pending, held, holds = q, nil, map[string][]AcquiredRecords{}, map[int64]*simHold{}
 			// What the old leader had moved past without persisting it comes back.
 			lastStart = p.Start()
 		}
