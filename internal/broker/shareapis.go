@@ -662,52 +662,49 @@ func handleDescribeShareGroupOffsets(_ context.Context, r *request) reply {
 
 func handleAlterShareGroupOffsets(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.AlterShareGroupOffsetsRequest)
-	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
-	if !r.allowedGroup(kmsg.ACLOperationRead, req.GroupID) {
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		return reply{resp: resp}
-	}
+	var topics []string
 	for _, t := range req.Topics {
-		if !r.allowedTopic(kmsg.ACLOperationRead, t.Topic) {
-			resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			return reply{resp: resp}
-		}
+		topics = append(topics, t.Topic)
 	}
-	got, done := r.conn.b.groups.immediate(ctx, req.GroupID, func(c *group.Coordinator) (kmsg.Response, group.Output) {
+	return changeShareOffsets(ctx, r, req.GroupID, kmsg.ACLOperationRead, topics, func(c *group.Coordinator) (kmsg.Response, group.Output) {
 		return c.AlterShareGroupOffsets(timeNow(), req)
-	}, func(code *kerr.Error) kmsg.Response {
-		resp.ErrorCode = code.Code
-		return resp
-	})
-	return reply{resp: got, wait: func() {
-		if err := done(); err != nil {
-			got.(*kmsg.AlterShareGroupOffsetsResponse).ErrorCode = kerr.CoordinatorNotAvailable.Code
-		}
-	}}
+	}, func(resp kmsg.Response, code int16) { resp.(*kmsg.AlterShareGroupOffsetsResponse).ErrorCode = code })
 }
 
 func handleDeleteShareGroupOffsets(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.DeleteShareGroupOffsetsRequest)
-	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
-	if !r.allowedGroup(kmsg.ACLOperationDelete, req.GroupID) {
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+	var topics []string
+	for _, t := range req.Topics {
+		topics = append(topics, t.Topic)
+	}
+	return changeShareOffsets(ctx, r, req.GroupID, kmsg.ACLOperationDelete, topics, func(c *group.Coordinator) (kmsg.Response, group.Output) {
+		return c.DeleteShareGroupOffsets(timeNow(), req)
+	}, func(resp kmsg.Response, code int16) { resp.(*kmsg.DeleteShareGroupOffsetsResponse).ErrorCode = code })
+}
+
+// changeShareOffsets runs an alteration or deletion of a share group's offsets: groupOp on the
+// group and READ on its topics are required (Kafka's checks), and the answer goes out once the
+// coordinator's records are committed. setError sets the response's top-level error.
+func changeShareOffsets(ctx context.Context, r *request, groupID string, groupOp kmsg.ACLOperation, topics []string,
+	call func(*group.Coordinator) (kmsg.Response, group.Output), setError func(kmsg.Response, int16)) reply {
+	resp := r.req.ResponseKind()
+	if !r.allowedGroup(groupOp, groupID) {
+		setError(resp, kerr.GroupAuthorizationFailed.Code)
 		return reply{resp: resp}
 	}
-	for _, t := range req.Topics {
-		if !r.allowedTopic(kmsg.ACLOperationRead, t.Topic) {
-			resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+	for _, t := range topics {
+		if !r.allowedTopic(kmsg.ACLOperationRead, t) {
+			setError(resp, kerr.TopicAuthorizationFailed.Code)
 			return reply{resp: resp}
 		}
 	}
-	got, done := r.conn.b.groups.immediate(ctx, req.GroupID, func(c *group.Coordinator) (kmsg.Response, group.Output) {
-		return c.DeleteShareGroupOffsets(timeNow(), req)
-	}, func(code *kerr.Error) kmsg.Response {
-		resp.ErrorCode = code.Code
+	got, done := r.conn.b.groups.immediate(ctx, groupID, call, func(code *kerr.Error) kmsg.Response {
+		setError(resp, code.Code)
 		return resp
 	})
 	return reply{resp: got, wait: func() {
 		if err := done(); err != nil {
-			got.(*kmsg.DeleteShareGroupOffsetsResponse).ErrorCode = kerr.CoordinatorNotAvailable.Code
+			setError(got, kerr.CoordinatorNotAvailable.Code)
 		}
 	}}
 }

@@ -327,20 +327,11 @@ func (s *shares) handleRead(ctx context.Context, _ int32, payload []byte) (any, 
 		return nil, err
 	}
 	var resp shareReadResp
-	code, err := s.b.groups.call(ctx, req.Group, func(c *group.Coordinator) group.Output {
+	resp.Code = s.coordinatorCall(ctx, req.Group, func(c *group.Coordinator) (*kerr.Error, group.Output) {
 		st, e, out := c.ReadShareState(req.Group, req.Part, req.LeaderEpoch)
-		if e != nil {
-			resp.Code = e.Code
-		}
 		resp.StateEpoch, resp.Snapshot = st.StateEpoch, st.Snapshot
-		return out
+		return e, out
 	})
-	switch {
-	case code != nil:
-		resp.Code = code.Code
-	case err != nil:
-		resp.Code = kerr.CoordinatorNotAvailable.Code
-	}
 	return resp, nil
 }
 
@@ -349,21 +340,30 @@ func (s *shares) handleWrite(ctx context.Context, _ int32, payload []byte) (any,
 	if err := jsonUnmarshal(payload, &req); err != nil {
 		return nil, err
 	}
-	var resp shareWriteResp
-	code, err := s.b.groups.call(ctx, req.Group, func(c *group.Coordinator) group.Output {
-		e, out := c.WriteShareState(req.Group, req.Part, req.StateEpoch, req.LeaderEpoch, req.Snapshot)
-		if e != nil {
-			resp.Code = e.Code
-		}
+	code := s.coordinatorCall(ctx, req.Group, func(c *group.Coordinator) (*kerr.Error, group.Output) {
+		return c.WriteShareState(req.Group, req.Part, req.StateEpoch, req.LeaderEpoch, req.Snapshot)
+	})
+	return shareWriteResp{Code: code}, nil
+}
+
+// coordinatorCall runs a share-state call on the group's coordinator shard and waits for its
+// records' commit; it returns the answer's error code (0: none).
+func (s *shares) coordinatorCall(ctx context.Context, groupID string, call func(*group.Coordinator) (*kerr.Error, group.Output)) int16 {
+	var answer *kerr.Error
+	code, err := s.b.groups.call(ctx, groupID, func(c *group.Coordinator) group.Output {
+		e, out := call(c)
+		answer = e
 		return out
 	})
 	switch {
 	case code != nil:
-		resp.Code = code.Code
+		return code.Code
 	case err != nil:
-		resp.Code = kerr.CoordinatorNotAvailable.Code
+		return kerr.CoordinatorNotAvailable.Code
+	case answer != nil:
+		return answer.Code
 	}
-	return resp, nil
+	return 0
 }
 
 // acknowledge applies a member's acknowledgements to a share-partition and waits until they are
