@@ -321,7 +321,7 @@ func handleShareFetch(ctx context.Context, r *request) reply {
 				batches := toAckBatches(p.AcknowledgementBatches, func(b kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) (int64, int64, []int8) {
 					return b.FirstOffset, b.LastOffset, b.AcknowledgeTypes
 				})
-				acks = append(acks, shareAck{sp, batches})
+				acks = addShareAck(acks, sp, batches)
 			}
 		}
 	}
@@ -331,6 +331,16 @@ func handleShareFetch(ctx context.Context, r *request) reply {
 		}
 	}
 	parts, err := s.sessionUpdate(r.conn, groupID, member, req.ShareSessionEpoch, add, forget, len(acks) > 0, true)
+	if errors.Is(err, kerr.ShareSessionLimitReached) {
+		// As Kafka: answered after MaxWait, so that a client does not spin on it.
+		return reply{resp: resp, wait: func() {
+			select {
+			case <-time.After(time.Duration(req.MaxWaitMillis) * time.Millisecond):
+			case <-ctx.Done():
+			}
+			resp.ErrorCode = kerr.ShareSessionLimitReached.Code
+		}}
+	}
 	if err != nil {
 		var ke *kerr.Error
 		errors.As(err, &ke)
@@ -556,7 +566,7 @@ func handleShareAcknowledge(ctx context.Context, r *request) reply {
 			batches := toAckBatches(p.AcknowledgementBatches, func(b kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch) (int64, int64, []int8) {
 				return b.FirstOffset, b.LastOffset, b.AcknowledgeTypes
 			})
-			acks = append(acks, shareAck{group.SharePartition{Topic: t.TopicID, Partition: p.Partition}, batches})
+			acks = addShareAck(acks, group.SharePartition{Topic: t.TopicID, Partition: p.Partition}, batches)
 		}
 	}
 	return reply{resp: resp, wait: func() {
@@ -750,4 +760,17 @@ func shareFetchErrorCode(err error) int16 {
 		return kerr.OffsetNotAvailable.Code
 	}
 	return kerr.UnknownServerError.Code
+}
+
+// addShareAck adds a partition's acknowledgement batches to a request's, merged with an earlier
+// entry for the same partition (a request may name it twice): one result per partition, and
+// the batches validated together.
+func addShareAck(acks []shareAck, p group.SharePartition, batches []share.AckBatch) []shareAck {
+	for i := range acks {
+		if acks[i].part == p {
+			acks[i].acks = append(acks[i].acks, batches...)
+			return acks
+		}
+	}
+	return append(acks, shareAck{p, batches})
 }

@@ -409,6 +409,19 @@ func TestShareFetchProtocol(t *testing.T) {
 	if r := bm.fetch(ctx, 0, [3]int64{5, 6, 1}); func() int16 { _, ack := shareCodes(r); return ack }() != 0 {
 		t.Fatalf("B's piggybacked acknowledgement: %+v", r)
 	}
+	// A request naming the partition twice is one acknowledgement: here overlapping, so refused,
+	// and answered once.
+	dup := kmsg.NewPtrShareAcknowledgeRequest()
+	dup.GroupID, dup.MemberID, dup.ShareSessionEpoch = &bm.group, &bm.member, bm.epoch
+	entry := kmsg.ShareAcknowledgeRequestTopicPartition{Partition: 0, AcknowledgementBatches: []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 7, LastOffset: 7, AcknowledgeTypes: []int8{1}}}}
+	dup.Topics = []kmsg.ShareAcknowledgeRequestTopic{{TopicID: topicID, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{entry, entry}}}
+	if raw, err := bm.send(ctx, dup); err != nil {
+		t.Fatal(err)
+	} else if r := raw.(*kmsg.ShareAcknowledgeResponse); r.ErrorCode != 0 || len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 ||
+		r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRecordState.Code {
+		t.Fatalf("a partition named twice with one offset: %+v; want one INVALID_RECORD_STATE answer", r)
+	}
+	bm.epoch++
 	b = b.restart()
 	cl2, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
 	if err != nil {
