@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
 	"time"
@@ -26,8 +25,6 @@ func init() {
 	register(kmsg.ShareFetch, 1, 1, handleShareFetch) // v2 (acquire modes, renew: KIP-1206, KIP-1222) not yet
 	register(kmsg.ShareAcknowledge, 1, 1, handleShareAcknowledge)
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // call runs a coordinator call of one group that returns records, appends them and waits for
 // their commit. If this node does not coordinate the group it returns the error for that.

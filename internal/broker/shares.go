@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -323,7 +324,7 @@ func (s *shares) write(req shareWriteReq) error {
 // handleRead and handleWrite are the group coordinator's side.
 func (s *shares) handleRead(ctx context.Context, _ int32, payload []byte) (any, error) {
 	var req shareReadReq
-	if err := jsonUnmarshal(payload, &req); err != nil {
+	if err := json.Unmarshal(payload, &req); err != nil {
 		return nil, err
 	}
 	var resp shareReadResp
@@ -337,7 +338,7 @@ func (s *shares) handleRead(ctx context.Context, _ int32, payload []byte) (any, 
 
 func (s *shares) handleWrite(ctx context.Context, _ int32, payload []byte) (any, error) {
 	var req shareWriteReq
-	if err := jsonUnmarshal(payload, &req); err != nil {
+	if err := json.Unmarshal(payload, &req); err != nil {
 		return nil, err
 	}
 	code := s.coordinatorCall(ctx, req.Group, func(c *group.Coordinator) (*kerr.Error, group.Output) {
@@ -456,14 +457,31 @@ func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, maxB
 	}
 	acquired := sp.p.Acquire(member, time.Now(), from, lbs, maxRecords)
 	s.mu.Unlock()
-	var out []byte
-	for _, b := range batches {
+	// The batches that hold acquired records; most often one run of the read, sent as it is.
+	var picked [][]byte
+	contiguous, size := true, 0
+	for i, b := range batches {
 		for _, a := range acquired {
 			if a.First <= b.Last && a.Last >= b.First {
-				out = append(out, b.bytes...)
+				if n := len(picked); n > 0 && &batches[i-1].bytes[0] != &picked[n-1][0] {
+					contiguous = false
+				}
+				picked = append(picked, b.bytes)
+				size += len(b.bytes)
 				break
 			}
 		}
+	}
+	if len(picked) == 0 {
+		return nil, acquired, nil
+	}
+	if contiguous {
+		start := len(data) - cap(picked[0])
+		return data[start : start+size], acquired, nil
+	}
+	out := make([]byte, 0, size)
+	for _, b := range picked {
+		out = append(out, b...)
 	}
 	return out, acquired, nil
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -63,18 +64,8 @@ func (ss *shareState) sortedMembers() []*shareMember {
 	for _, m := range ss.members {
 		out = append(out, m)
 	}
-	slices.SortFunc(out, func(a, b *shareMember) int { return cmpString(a.id, b.id) })
+	slices.SortFunc(out, func(a, b *shareMember) int { return strings.Compare(a.id, b.id) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // maxShareMemberID is the longest member id Kafka accepts (a UUID's string form).
