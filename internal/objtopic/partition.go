@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 
@@ -145,6 +146,19 @@ var ErrTransactional = fmt.Errorf("%w: transactions are not supported on lazily 
 // before writing the batch; this only catches a race). Retriable.
 var ErrPreviousTxnOpen = fmt.Errorf("%w: the producer's previous transaction is still open on the partition", kerr.NotEnoughReplicas)
 
+// ErrSequenceAhead answers an eager idempotent batch whose predecessor is not committed yet
+// (a sequence gap, or a new epoch's batch after sequence 0). On an object topic the missing
+// batch may still come: it waits in another writer's commit queue (the partition's traffic
+// moved between processes), in a file the slow path commits later (Ripcord), or in a request a
+// stopped process has not read yet. Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER would make the
+// producer bump its epoch and send its unanswered batches again under the new one (KIP-360;
+// franz-go does it for any such answer), and the old copies, committed when their file comes,
+// would be stored twice: a dedup works only within an epoch. A retriable answer makes the
+// producer send the same batch again, in sequence once the gap is filled. A gap that can never
+// be filled (the producer gave its batch up) ends on the client's side: it fails the batch's
+// partition and renumbers under a new epoch itself.
+var ErrSequenceAhead = fmt.Errorf("%w: an earlier batch of the producer is not committed yet; retry", kerr.RequestTimedOut)
+
 // Commit applies one file's section of the partition: every batch is checked against the
 // producer state, the accepted ones get consecutive offsets from Next, and one extent records
 // them (none if no batch was accepted). The cost is one extent per file and partition, whatever
@@ -187,7 +201,35 @@ func (p *Partition) seqCovered(b BatchMeta) bool {
 // of which may be stored already.
 func (p *Partition) followsCommitted(b BatchMeta) bool {
 	lp := p.lazy[b.ProducerID]
-	return b.FirstSeq > 0 && lp != nil && lp.Epoch == b.Epoch && lp.Seqs.Covers(int64(b.FirstSeq)-1, int64(b.FirstSeq)-1)
+	first, last := int64(b.FirstSeq), int64(b.FirstSeq)+int64(b.Records)-1
+	return b.FirstSeq > 0 && lp != nil && lp.Epoch == b.Epoch && lp.Seqs.Covers(first-1, first-1) &&
+		!lp.Seqs.Overlaps(first, last) // part of it stored already: an overlap, not a batch in sequence
+}
+
+// seqAhead reports whether an idempotent batch is out of sequence because it is ahead: its
+// epoch's predecessor is not committed (a gap after the last batch, or a new epoch's batch that
+// does not start at sequence 0), rather than behind (an overlap that is not a retry).
+func (p *Partition) seqAhead(b txn.Batch) bool {
+	epoch, last, ok := p.producers.Sequence(b.ProducerID)
+	switch {
+	case !ok:
+		return false
+	case b.Epoch > epoch:
+		return b.FirstSeq != 0
+	case b.Epoch < epoch || last < 0:
+		return false
+	}
+	return seqAfter(b.FirstSeq, txn.IncrementSequence(last, 1))
+}
+
+// seqAfter reports whether sequence a comes after b, sequences wrapping past MaxInt32 to 0
+// (half the space ahead of b counts as after it).
+func seqAfter(a, b int32) bool {
+	d := int64(a) - int64(b)
+	if d < 0 {
+		d += math.MaxInt32 + 1
+	}
+	return d > 0 && d < (math.MaxInt32+1)/2
 }
 
 // recordSeq records an accepted idempotent batch's sequence range.
@@ -248,6 +290,9 @@ func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy 
 			}
 			if !lazy {
 				res.Err = seqErr
+				if errors.Is(seqErr, kerr.OutOfOrderSequenceNumber) && p.seqAhead(tb) {
+					res.Err = ErrSequenceAhead
+				}
 			}
 		}
 		switch {

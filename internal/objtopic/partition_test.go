@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,8 +13,8 @@ import (
 )
 
 // TestCommitAssignsOffsets: offsets are consecutive across files; a retried idempotent batch
-// (its first file's answer was lost) gets its original offsets and is not stored again; an
-// out-of-order batch is refused and skipped; one extent per file.
+// (its first file's answer was lost) gets its original offsets and is not stored again; a
+// batch ahead of its sequence is refused (retriable) and skipped; one extent per file.
 func TestCommitAssignsOffsets(t *testing.T) {
 	p := NewPartition()
 	e := IndexEntry{Offset: 100, Length: 300}
@@ -36,11 +37,11 @@ func TestCommitAssignsOffsets(t *testing.T) {
 	if r[1].Base != 5 || r[1].Err != nil {
 		t.Errorf("the next batch: %+v; want base 5", r[1])
 	}
-	if !errors.Is(r[2].Err, kerr.OutOfOrderSequenceNumber) {
-		t.Errorf("a sequence gap: %+v; want OUT_OF_ORDER_SEQUENCE_NUMBER", r[2])
+	if !errors.Is(r[2].Err, ErrSequenceAhead) || !kerr.IsRetriable(r[2].Err) {
+		t.Errorf("a sequence gap: %+v; want a retriable refusal (its predecessor may still come)", r[2])
 	}
-	if !errors.Is(r[3].Err, kerr.OutOfOrderSequenceNumber) {
-		t.Errorf("a new epoch's batch not at sequence 0: %+v; want refused", r[3])
+	if !errors.Is(r[3].Err, ErrSequenceAhead) {
+		t.Errorf("a new epoch's batch not at sequence 0: %+v; want a retriable refusal", r[3])
 	}
 	if p.Next != 9 || len(p.Extents) != 2 {
 		t.Fatalf("next %d, %d extents; want 9 and 2", p.Next, len(p.Extents))
@@ -254,11 +255,55 @@ func TestEagerAfterLazyOutOfOrder(t *testing.T) {
 	if r := p.Commit("e5", IndexEntry{}, []BatchMeta{b(5)}); r[0].Err != nil || r[0].Base != 5 {
 		t.Fatalf("the next eager batch: %+v; want it stored at 5", r)
 	}
-	if r := p.Commit("e7", IndexEntry{}, []BatchMeta{b(7)}); !errors.Is(r[0].Err, kerr.OutOfOrderSequenceNumber) {
-		t.Fatalf("an eager batch after a gap: %+v; want OUT_OF_ORDER_SEQUENCE_NUMBER", r)
+	if r := p.Commit("e7", IndexEntry{}, []BatchMeta{b(7)}); !errors.Is(r[0].Err, ErrSequenceAhead) {
+		t.Fatalf("an eager batch after a gap: %+v; want a retriable refusal", r)
 	}
 	if r := p.Commit("e2", IndexEntry{}, []BatchMeta{b(2)}); !r[0].Duplicate {
 		t.Fatalf("an eager retry of a stored batch: %+v; want a duplicate", r)
+	}
+}
+
+// TestBatchAheadWaitsForItsPredecessor: a producer's batch 1 waits in one writer's queue while
+// its batch 2, sent to another writer after the partition's traffic moved, commits first. The
+// early batch is refused retriably, not as out of order (an epoch bump would send batch 1 again
+// under the new epoch while its first copy is still on its way); batch 1 then commits, the
+// retried batch 2 follows it, and batch 1's late second copy is a duplicate. Sequences wrap.
+func TestBatchAheadWaitsForItsPredecessor(t *testing.T) {
+	p := NewPartition()
+	b := func(epoch int16, seq int32) BatchMeta {
+		return BatchMeta{Records: 1, ProducerID: 4, Epoch: epoch, FirstSeq: seq}
+	}
+	if r := p.Commit("a0", IndexEntry{}, []BatchMeta{b(0, 0)}); r[0].Err != nil {
+		t.Fatal(r[0].Err)
+	}
+	r := p.Commit("b2", IndexEntry{}, []BatchMeta{b(0, 2)})
+	if !errors.Is(r[0].Err, ErrSequenceAhead) || !kerr.IsRetriable(r[0].Err) || errors.Is(r[0].Err, kerr.OutOfOrderSequenceNumber) {
+		t.Fatalf("a batch ahead of its predecessor: %+v; want a retriable refusal", r)
+	}
+	if r := p.Commit("a1", IndexEntry{}, []BatchMeta{b(0, 1)}); r[0].Err != nil || r[0].Base != 1 {
+		t.Fatalf("the predecessor: %+v; want it at 1", r)
+	}
+	if r := p.Commit("b2'", IndexEntry{}, []BatchMeta{b(0, 2)}); r[0].Err != nil || r[0].Base != 2 {
+		t.Fatalf("the retried batch: %+v; want it at 2", r)
+	}
+	if r := p.Commit("a1'", IndexEntry{}, []BatchMeta{b(0, 1)}); !r[0].Duplicate {
+		t.Fatalf("the predecessor's late copy: %+v; want a duplicate", r)
+	}
+	// Behind (an overlap that is no retry) is still Kafka's out of order; so is an older epoch's
+	// batch refused as fenced, and a new epoch must start at 0.
+	if r := p.Commit("x", IndexEntry{}, []BatchMeta{{Records: 2, ProducerID: 4, FirstSeq: 2}}); !errors.Is(r[0].Err, kerr.OutOfOrderSequenceNumber) {
+		t.Fatalf("an overlapping batch: %+v; want OUT_OF_ORDER_SEQUENCE_NUMBER", r)
+	}
+	if r := p.Commit("e1", IndexEntry{}, []BatchMeta{b(1, 3)}); !errors.Is(r[0].Err, ErrSequenceAhead) {
+		t.Fatalf("a new epoch's batch after sequence 0: %+v; want a retriable refusal", r)
+	}
+	for _, c := range []struct {
+		a, b  int32
+		after bool
+	}{{5, 3, true}, {3, 3, false}, {3, 5, false}, {1, math.MaxInt32, true}, {math.MaxInt32, 1, false}} {
+		if got := seqAfter(c.a, c.b); got != c.after {
+			t.Errorf("seqAfter(%d, %d) = %v; want %v", c.a, c.b, got, c.after)
+		}
 	}
 }
 

@@ -301,6 +301,16 @@ func (s *Partition) Open(producerID int64) (first int64, leaderEpoch int32, epoc
 	return p.TxnFirstOffset, p.TxnLeaderEpoch, p.TxnEpoch, true
 }
 
+// Sequence returns a producer's current epoch and the last sequence number it appended in it
+// (-1 if none), or ok=false for a producer the partition does not know.
+func (s *Partition) Sequence(producerID int64) (epoch int16, last int32, ok bool) {
+	p := s.producers[producerID]
+	if p == nil {
+		return 0, 0, false
+	}
+	return p.Epoch, p.LastSeq(), true
+}
+
 // Expire forgets the producers whose last batch is older than expiration at nowMs, as Kafka's
 // producer.id.expiration.ms does, and returns how many it forgot. A producer with an open
 // transaction is kept: its marker must still find it.
