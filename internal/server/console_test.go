@@ -44,13 +44,22 @@ func browser(t *testing.T, ctx context.Context, exe string) context.Context {
 // browserSteps are the tests' two verbs: read an element's text, and run actions (failing the
 // test with what was being done).
 func browserSteps(t *testing.T, bctx context.Context) (text func(sel string) string, run func(what string, actions ...chromedp.Action)) {
+	// text reads an element's text, again if the page replaced the element in between (a
+	// form's submission still navigating when the element of the page before it was found).
 	text = func(sel string) string {
 		t.Helper()
-		var s string
-		if err := chromedp.Run(bctx, chromedp.Text(sel, &s, chromedp.ByQuery)); err != nil {
-			t.Fatalf("reading %s: %v", sel, err)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var s string
+			err := chromedp.Run(bctx, chromedp.WaitVisible(sel, chromedp.ByQuery), chromedp.Text(sel, &s, chromedp.ByQuery))
+			if err == nil {
+				return s
+			}
+			if time.Now().After(deadline) || bctx.Err() != nil {
+				t.Fatalf("reading %s: %v", sel, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		return s
 	}
 	run = func(what string, actions ...chromedp.Action) {
 		t.Helper()
