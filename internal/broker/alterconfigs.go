@@ -177,6 +177,8 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string
 			configs[c.Name] = *c.Value
 		}
 		return b.setBrokerConfigs(perBroker, configs, validateOnly)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return b.alterGroupConfigs(rr, validateOnly)
 	}
 	return adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
 }

@@ -78,7 +78,8 @@ func (r *request) allowedAnyTopic(op kmsg.ACLOperation) bool {
 }
 
 // configAuthz checks op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config resource: a topic's
-// configs are the topic's, a broker's (and the cluster defaults) the cluster's.
+// configs are the topic's, a group's the group's, a broker's (and the cluster defaults) the
+// cluster's.
 func (r *request) configAuthz(rt kmsg.ConfigResourceType, name string, op kmsg.ACLOperation) *adminError {
 	switch rt {
 	case kmsg.ConfigResourceTypeTopic:
@@ -88,6 +89,10 @@ func (r *request) configAuthz(rt kmsg.ConfigResourceType, name string, op kmsg.A
 	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
 		if !r.allowedCluster(op) {
 			return adminErr(kerr.ClusterAuthorizationFailed, "")
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !r.allowedGroup(op, name) {
+			return adminErr(kerr.GroupAuthorizationFailed, "")
 		}
 	}
 	return nil

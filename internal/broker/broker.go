@@ -169,10 +169,15 @@ func (c *Config) DefaultLimits() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Groups == (group.Config{}) {
+	if c.Groups.MaxSessionTimeout == 0 {
+		overrides := c.Groups.Overrides
 		c.Groups = group.DefaultConfig()
+		c.Groups.Overrides = overrides
 	}
 	c.ShareGroups = c.ShareGroups.WithDefaults()
+	// The defaults of the share.* group configs.
+	c.Groups.ShareRecordLockDuration, c.Groups.ShareDeliveryCountLimit = c.ShareGroups.LockDuration, c.ShareGroups.DeliveryLimit
+	c.Groups.SharePartitionMaxRecordLocks = c.ShareGroups.MaxInFlight
 	if c.OffsetsTopicPartitions == 0 {
 		c.OffsetsTopicPartitions = 50
 	}

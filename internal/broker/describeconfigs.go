@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
 
@@ -183,6 +184,29 @@ func handleDescribeConfigs(_ context.Context, r *request) reply {
 						c.ConfigSynonyms = append(c.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
 							Name: bc.name, Value: strp(bc.value), Source: bc.source})
 					}
+				}
+			}
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			if rr.ResourceName == "" {
+				aerr = adminErr(kerr.InvalidRequest, "Group name must not be empty")
+				break
+			}
+			values := b.cfg.Groups.Values(b.groupConfigs(rr.ResourceName))
+			for _, d := range group.GroupConfigDefs {
+				if !wanted(d.Name) {
+					continue
+				}
+				v, typ, source := values[d.Name], topics.TypeString, kmsg.ConfigSourceDefaultConfig
+				if d.Int {
+					typ = topics.TypeInt
+				}
+				if v.Set {
+					source = kmsg.ConfigSourceGroupConfig
+				}
+				c := entry(d.Name, v.Value, typ, source, false, d.Doc)
+				if synonyms {
+					c.ConfigSynonyms = append(c.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
+						Name: d.Name, Value: strp(v.Value), Source: source})
 				}
 			}
 		default:

@@ -67,7 +67,9 @@ func newGroups(b *Broker) *groups {
 }
 
 func (gs *groups) newCoordinator() *group.Coordinator {
-	c := group.New(gs.b.cfg.Groups)
+	cfg := gs.b.cfg.Groups
+	cfg.Overrides = gs.b.groupConfigs
+	c := group.New(cfg)
 	c.PartitionExists = func(topic string, partition int32) bool {
 		t, ok := gs.b.topics.Get(topic)
 		return ok && partition >= 0 && int(partition) < len(t.Partitions)

@@ -99,6 +99,8 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 			return aerr
 		}
 		return b.setBrokerConfigs(perBroker, configs, validateOnly)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return b.incrementalAlterGroupConfigs(rr, validateOnly)
 	}
 	return adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
 }

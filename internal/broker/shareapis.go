@@ -289,24 +289,33 @@ func validAckTypes(acks []share.AckBatch, renewOK bool) bool {
 	return true
 }
 
+// shareRequester checks the group and member a ShareFetch or ShareAcknowledge names: both
+// given (else INVALID_REQUEST), and the group readable by the requester.
+func shareRequester(r *request, groupID, memberID *string) (group, member string, bad *kerr.Error) {
+	if groupID == nil || *groupID == "" || memberID == nil || *memberID == "" {
+		return "", "", kerr.InvalidRequest
+	}
+	if !r.allowedGroup(kmsg.ACLOperationRead, *groupID) {
+		return "", "", kerr.GroupAuthorizationFailed
+	}
+	return *groupID, *memberID, nil
+}
+
 func handleShareFetch(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ShareFetchRequest)
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	s := r.conn.b.shares
-	resp.AcquisitionLockTimeoutMillis = int32(s.cfg.LockDuration.Milliseconds())
 	fail := func(err *kerr.Error) reply {
 		resp.ErrorCode = err.Code
 		return reply{resp: resp}
 	}
-	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
-		return fail(kerr.InvalidRequest)
+	groupID, member, bad := shareRequester(r, req.GroupID, req.MemberID)
+	resp.AcquisitionLockTimeoutMillis = int32(s.lockDuration(groupID).Milliseconds())
+	if bad == nil && req.IsRenewAck && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0) {
+		bad = kerr.InvalidRequest
 	}
-	if req.IsRenewAck && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0) {
-		return fail(kerr.InvalidRequest)
-	}
-	groupID, member := *req.GroupID, *req.MemberID
-	if !r.allowedGroup(kmsg.ACLOperationRead, groupID) {
-		return fail(kerr.GroupAuthorizationFailed)
+	if bad != nil {
+		return fail(bad)
 	}
 	var add, forget []group.SharePartition
 	var acks []shareAck
@@ -472,6 +481,7 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 		return
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	set := s.b.groupSettings(groupID)
 	maxRecords := int(req.MaxRecords)
 	if req.Version < 1 || maxRecords <= 0 {
 		maxRecords = 500
@@ -506,7 +516,7 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 			if got >= maxRecords || budget <= 0 {
 				continue
 			}
-			records, acquired, err := s.acquire(sp, tp, member, budget, maxRecords-got)
+			records, acquired, err := s.acquire(sp, tp, member, set, budget, maxRecords-got)
 			if err != nil {
 				res.err = err
 				continue
@@ -540,17 +550,14 @@ func handleShareAcknowledge(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ShareAcknowledgeRequest)
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	s := r.conn.b.shares
-	resp.AcquisitionLockTimeoutMillis = int32(s.cfg.LockDuration.Milliseconds())
 	fail := func(err *kerr.Error) reply {
 		resp.ErrorCode = err.Code
 		return reply{resp: resp}
 	}
-	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
-		return fail(kerr.InvalidRequest)
-	}
-	groupID, member := *req.GroupID, *req.MemberID
-	if !r.allowedGroup(kmsg.ACLOperationRead, groupID) {
-		return fail(kerr.GroupAuthorizationFailed)
+	groupID, member, bad := shareRequester(r, req.GroupID, req.MemberID)
+	resp.AcquisitionLockTimeoutMillis = int32(s.lockDuration(groupID).Milliseconds())
+	if bad != nil {
+		return fail(bad)
 	}
 	if _, err := s.sessionUpdate(r.conn, groupID, member, req.ShareSessionEpoch, nil, nil, true, false); err != nil {
 		var ke *kerr.Error

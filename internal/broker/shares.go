@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/share"
 	"github.com/runnel-dev/runnel/internal/topics"
+	"github.com/runnel-dev/runnel/internal/txn"
 )
 
 // Share groups on a partition's leader (docs/share-groups.md §4-§5): this node keeps the state
@@ -59,15 +61,21 @@ type ackWaiter struct {
 
 type shares struct {
 	b        *Broker
-	cfg      share.Config
 	mu       sync.Mutex
 	parts    map[shareKey]*sharePart
 	sessions map[shareSessionKey]*shareSession
-	wake     chan struct{} // closed (and replaced) when records may have become acquirable
+	wake     chan struct{}           // closed (and replaced) when records may have become acquirable
+	counts   map[string]*shareCounts // by group, since the node started
+}
+
+// shareCounts are a share group's records on this node, for metrics.
+type shareCounts struct {
+	delivered int64    // records acquired (each delivery counts)
+	acked     [5]int64 // records acknowledged (persisted), by share.AckType
 }
 
 func newShares(b *Broker) *shares {
-	s := &shares{b: b, cfg: b.cfg.ShareGroups, parts: map[shareKey]*sharePart{},
+	s := &shares{b: b, parts: map[shareKey]*sharePart{}, counts: map[string]*shareCounts{},
 		sessions: map[shareSessionKey]*shareSession{}, wake: make(chan struct{})}
 	b.cl.Handle("share.read", s.handleRead)
 	b.cl.Handle("share.write", s.handleWrite)
@@ -190,8 +198,40 @@ type shareWriteResp struct {
 	Code int16 `json:"code"`
 }
 
-// load reads a share-partition's state from its group's coordinator; none stored: it starts at
-// the high watermark (share.auto.offset.reset=latest, Kafka's default).
+// shareConfig is a group's share-partition limits.
+func shareConfig(set group.Settings) share.Config {
+	return share.Config{LockDuration: set.ShareRecordLockDuration, DeliveryLimit: set.ShareDeliveryCountLimit, MaxInFlight: set.SharePartitionMaxRecordLocks}
+}
+
+// lockDuration is how long a group's acquired records are locked: its
+// share.record.lock.duration.ms, else the node's (--group-share-record-lock-duration).
+func (s *shares) lockDuration(groupID string) time.Duration {
+	return s.b.groupSettings(groupID).ShareRecordLockDuration
+}
+
+// startOffset is where a share-partition with no stored state starts: its group's
+// share.auto.offset.reset (latest, Kafka's default: the high watermark; earliest: the log
+// start; by_duration: the first record at most that old, else the high watermark).
+func (s *shares) startOffset(groupID string, p *topics.Partition) (int64, error) {
+	hw := p.Replica.HighWatermark()
+	reset := s.b.groupSettings(groupID).ShareAutoOffsetReset
+	switch {
+	case reset.Earliest:
+		return p.Log.StartOffset(), nil
+	case reset.By > 0:
+		off, _, ok, err := p.Log.OffsetForTimestamp(time.Now().Add(-reset.By).UnixMilli())
+		if err != nil {
+			return 0, err
+		}
+		if ok && off < hw {
+			return max(off, p.Log.StartOffset()), nil
+		}
+	}
+	return hw, nil
+}
+
+// load reads a share-partition's state from its group's coordinator; none stored: it starts
+// where the group's share.auto.offset.reset says (startOffset).
 func (s *shares) load(sp *sharePart, p *topics.Partition) {
 	err := func() error {
 		ctx, cancel := context.WithTimeout(s.b.ctx, 10*time.Second)
@@ -210,13 +250,17 @@ func (s *shares) load(sp *sharePart, p *topics.Partition) {
 		}
 		var part *share.Partition
 		if resp.Snapshot == nil {
-			part = share.New(s.cfg, p.Replica.HighWatermark())
+			start, err := s.startOffset(sp.key.group, p)
+			if err != nil {
+				return err
+			}
+			part = share.New(shareConfig(s.b.groupSettings(sp.key.group)), start)
 		} else {
 			snap, err := share.DecodeSnapshot(resp.Snapshot)
 			if err != nil {
 				return err
 			}
-			if part, err = share.Load(s.cfg, snap); err != nil {
+			if part, err = share.Load(shareConfig(s.b.groupSettings(sp.key.group)), snap); err != nil {
 				return err
 			}
 		}
@@ -387,9 +431,41 @@ func (s *shares) acknowledge(ctx context.Context, member string, sp *sharePart, 
 	s.mu.Unlock()
 	select {
 	case err := <-ch:
+		if err == nil {
+			s.count(sp.key.group, func(c *shareCounts) { countAcks(&c.acked, acks) })
+		}
 		return err
 	case <-ctx.Done():
 		return kerr.RequestTimedOut
+	}
+}
+
+// count updates a group's counts.
+func (s *shares) count(groupID string, f func(*shareCounts)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counts[groupID]
+	if c == nil {
+		c = &shareCounts{}
+		s.counts[groupID] = c
+	}
+	f(c)
+}
+
+// countAcks adds acknowledgements' records to counts, by type.
+func countAcks(counts *[5]int64, acks []share.AckBatch) {
+	for _, a := range acks {
+		if len(a.Types) == 1 {
+			if t := a.Types[0]; t >= 0 && int(t) < len(counts) {
+				counts[t] += a.Last - a.First + 1
+			}
+			continue
+		}
+		for _, t := range a.Types {
+			if t >= 0 && int(t) < len(counts) {
+				counts[t]++
+			}
+		}
 	}
 }
 
@@ -407,21 +483,25 @@ func (s *shares) releaseMember(groupID, member string) {
 	s.wakeLocked()
 }
 
-// acquire reads a share-partition's next records from the log (below the high watermark) and
-// acquires them for member: it returns the log batches that hold the acquired records, and the
-// runs acquired.
-func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, maxBytes, maxRecords int) ([]byte, []share.AcquiredRecords, error) {
+// acquire reads a share-partition's next records from the log (below the high watermark, or
+// the last stable offset) and acquires them for member, as its group's settings say (limits,
+// isolation): it returns the log batches that hold the acquired records, and the runs acquired.
+func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, set group.Settings, maxBytes, maxRecords int) ([]byte, []share.AcquiredRecords, error) {
 	s.mu.Lock()
+	sp.p.SetConfig(shareConfig(set))
 	if start := p.Log.StartOffset(); start > sp.p.Start() {
 		sp.p.TrimTo(start)
 	}
 	from, can := sp.p.FetchOffset(), sp.p.CanAcquire()
 	s.mu.Unlock()
-	hw := p.Replica.HighWatermark()
-	if !can || from >= hw || maxRecords <= 0 {
+	upper := p.Replica.HighWatermark()
+	if set.ShareReadCommitted {
+		upper = p.Log.LastStable(upper)
+	}
+	if !can || from >= upper || maxRecords <= 0 {
 		return nil, nil, nil
 	}
-	sl, err := p.Log.ReadSliceBelow(from, max(maxBytes, 1), hw)
+	sl, err := p.Log.ReadSliceBelow(from, max(maxBytes, 1), upper)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -435,7 +515,9 @@ func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, maxB
 	}
 	type logBatch struct {
 		share.LogBatch
-		bytes []byte
+		bytes         []byte
+		transactional bool // a transactional batch of records (not a marker)
+		producer      int64
 	}
 	var batches []logBatch
 	for rest := data; len(rest) > 0; {
@@ -443,8 +525,15 @@ func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, maxB
 		if err != nil || h.Size() > len(rest) {
 			break // a partial batch at the read's end
 		}
-		batches = append(batches, logBatch{share.LogBatch{First: h.BaseOffset, Last: h.NextOffset() - 1}, rest[:h.Size()]})
+		batches = append(batches, logBatch{LogBatch: share.LogBatch{First: h.BaseOffset, Last: h.NextOffset() - 1}, bytes: rest[:h.Size()],
+			transactional: h.IsTransactional() && !h.IsControl(), producer: h.ProducerID})
 		rest = rest[h.Size():]
+	}
+	var aborted []txn.Aborted
+	if set.ShareReadCommitted && len(batches) > 0 {
+		if aborted, err = p.Log.AbortedTransactions(from, batches[len(batches)-1].Last+1); err != nil {
+			return nil, nil, err
+		}
 	}
 	lbs := make([]share.LogBatch, len(batches))
 	for i, b := range batches {
@@ -455,8 +544,20 @@ func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, maxB
 		s.mu.Unlock()
 		return nil, nil, kerr.NotLeaderForPartition
 	}
+	for i, b := range batches { // read_committed: an aborted transaction's records are archived
+		lbs[i].Aborted = b.transactional && slices.ContainsFunc(aborted, func(a txn.Aborted) bool {
+			return a.ProducerID == b.producer && a.First <= b.First && b.First <= a.Last
+		})
+	}
 	acquired := sp.p.Acquire(member, time.Now(), from, lbs, maxRecords)
 	s.mu.Unlock()
+	if len(acquired) > 0 {
+		s.count(sp.key.group, func(c *shareCounts) {
+			for _, a := range acquired {
+				c.delivered += a.Last - a.First + 1
+			}
+		})
+	}
 	// The batches that hold acquired records; most often one run of the read, sent as it is.
 	var picked [][]byte
 	contiguous, size := true, 0
@@ -484,4 +585,48 @@ func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, maxB
 		out = append(out, b...)
 	}
 	return out, acquired, nil
+}
+
+// ShareStat is one share-partition this node leads, at a moment (metrics).
+type ShareStat struct {
+	Group, Topic string
+	Partition    int32
+	Start        int64 // the share-partition start offset
+	Lag          int64 // records from the start to the high watermark still to deliver or in flight
+	AcquiredNow  int64 // records locked by consumers
+}
+
+// ShareGroupCount is one share group's counts on this node since it started (metrics).
+type ShareGroupCount struct {
+	Group     string
+	Delivered int64
+	Acked     map[string]int64 // by type: accept, release, reject, gap, renew
+}
+
+// ShareStats returns the share-partitions this node leads and the share groups' counts.
+func (b *Broker) ShareStats() ([]ShareStat, []ShareGroupCount) {
+	s := b.shares
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var parts []ShareStat
+	for k, sp := range s.parts {
+		t, ok := b.topics.GetByID(k.topic)
+		if sp.p == nil || !ok || int(k.partition) >= len(t.Partitions) || t.Partitions[k.partition].Replica == nil {
+			continue
+		}
+		hw := t.Partitions[k.partition].Replica.HighWatermark()
+		st := sp.p.Stats(hw)
+		parts = append(parts, ShareStat{Group: k.group, Topic: t.Name, Partition: k.partition, Start: st.Start,
+			Lag: max(hw-st.Start-st.Done, 0), AcquiredNow: st.Acquired})
+	}
+	names := [...]string{share.Gap: "gap", share.Accept: "accept", share.Release: "release", share.Reject: "reject", share.Renew: "renew"}
+	var groups []ShareGroupCount
+	for g, c := range s.counts {
+		gc := ShareGroupCount{Group: g, Delivered: c.delivered, Acked: map[string]int64{}}
+		for t, n := range c.acked {
+			gc.Acked[names[t]] = n
+		}
+		groups = append(groups, gc)
+	}
+	return parts, groups
 }

@@ -29,6 +29,7 @@ type Command struct {
 	CreatePartitions *CreatePartitions  `json:"create_partitions,omitempty"`
 	SetTopicConfigs  *SetTopicConfigs   `json:"set_topic_configs,omitempty"`
 	SetNodeConfigs   *SetNodeConfigs    `json:"set_node_configs,omitempty"`
+	SetGroupConfigs  *SetGroupConfigs   `json:"set_group_configs,omitempty"`
 	AllocProducerIDs *AllocProducerIDs  `json:"alloc_producer_ids,omitempty"`
 	Elect            *Elect             `json:"elect,omitempty"`
 	BeginElection    *BeginElection     `json:"begin_election,omitempty"`
@@ -58,6 +59,7 @@ const (
 	OpCreatePartitions = "create-partitions"
 	OpSetTopicConfigs  = "set-topic-configs"
 	OpSetNodeConfigs   = "set-node-configs"
+	OpSetGroupConfigs  = "set-group-configs"
 	OpAllocProducerIDs = "alloc-producer-ids"
 	OpElect            = "elect"
 	OpBeginElection    = "begin-election"
@@ -169,6 +171,16 @@ type SetNodeConfigs struct {
 	Configs map[string]string `json:"configs"`
 }
 
+// SetGroupConfigs replaces a group's configs (none: the group has no overrides left). The
+// proposer validated them (group.Config.CheckGroupConfigs). Conditional sets them only if the
+// group's configs are still Base (an incremental change computed from them).
+type SetGroupConfigs struct {
+	Group       string            `json:"group"`
+	Configs     map[string]string `json:"configs,omitempty"`
+	Conditional bool              `json:"conditional,omitempty"`
+	Base        map[string]string `json:"base,omitempty"`
+}
+
 // AllocProducerIDs reserves Count producer ids; the result is the first.
 type AllocProducerIDs struct {
 	Node  int32 `json:"node"`
@@ -237,7 +249,7 @@ var (
 	ErrBadAssignment     = errors.New("controller: invalid replica assignment")
 	ErrNoReassignment    = errors.New("controller: no reassignment in progress")
 	ErrReassignNotSynced = errors.New("controller: target replicas are not all in sync")
-	ErrConfigsChanged    = errors.New("controller: the topic's configs changed since the change was computed")
+	ErrConfigsChanged    = errors.New("controller: the configs changed since the change was computed")
 )
 
 // Encode returns the command's log entry.
@@ -364,6 +376,20 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 				return Result{Err: ErrUnknownNode}
 			}
 			n.Configs = maps.Clone(s.Configs)
+		}
+	case OpSetGroupConfigs:
+		if s := c.SetGroupConfigs; s != nil {
+			if s.Conditional && !maps.Equal(im.GroupConfigs[s.Group], s.Base) {
+				return Result{Err: ErrConfigsChanged}
+			}
+			if len(s.Configs) == 0 {
+				delete(im.GroupConfigs, s.Group)
+				break
+			}
+			if im.GroupConfigs == nil {
+				im.GroupConfigs = map[string]map[string]string{}
+			}
+			im.GroupConfigs[s.Group] = maps.Clone(s.Configs)
 		}
 	case OpCreateToken:
 		if c.CreateToken != nil {

@@ -45,8 +45,11 @@ type Image struct {
 	// ClusterConfigs are the cluster-wide dynamic broker configs (defaults of topic configs,
 	// keyed by their broker config name, as kafka-configs --entity-default sets them).
 	ClusterConfigs map[string]string `json:"cluster_configs,omitempty"`
-	Nodes          map[int32]*Node   `json:"nodes"`
-	Topics         map[string]*Topic `json:"topics"`
+	// GroupConfigs are the groups' configs (Kafka's ConfigResource GROUP: overrides of the
+	// group coordinator's defaults), by group; an entry is never modified once in an image.
+	GroupConfigs map[string]map[string]string `json:"group_configs,omitempty"`
+	Nodes        map[int32]*Node              `json:"nodes"`
+	Topics       map[string]*Topic            `json:"topics"`
 	// ObjWriters are the writers of object files, by process run id (objects.go).
 	ObjWriters map[string]*ObjWriter `json:"obj_writers,omitempty"`
 	// Users are the SASL users with their SCRAM credentials (security.go). A *User is never
@@ -182,6 +185,7 @@ func (im *Image) Clone() *Image {
 	im.objOwned, c.objOwned = nil, nil
 	c.ObjWriters = cloneWriters(im.ObjWriters)
 	c.ClusterConfigs = maps.Clone(im.ClusterConfigs)
+	c.GroupConfigs = maps.Clone(im.GroupConfigs)
 	c.Users = maps.Clone(im.Users)
 	c.Requests = maps.Clone(im.Requests)
 	c.Nodes = make(map[int32]*Node, len(im.Nodes))

@@ -286,7 +286,8 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		return fail(err, "%s", err.Message)
 	}
 	bump = bump || changed
-	m.deadline = now.Add(c.cfg.ConsumerSessionTimeout)
+	set := c.cfg.groupSettings(req.Group)
+	m.deadline = now.Add(set.ConsumerSessionTimeout)
 	if req.RebalanceTimeoutMillis > 0 {
 		m.rebalanceTimeout = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
 	}
@@ -297,7 +298,7 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 	owned := ownedPartitions(req.Topics, topics)
 	c.reconcile(now, cs, m, owned)
 	resp.MemberID, resp.MemberEpoch = &memberID, m.epoch
-	resp.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())
+	resp.HeartbeatIntervalMillis = int32(set.ConsumerHeartbeatInterval.Milliseconds())
 	full := req.MemberEpoch == 0 || req.Topics != nil
 	if sent := fmt.Sprint(m.epoch, m.assigned.signature()); sent != m.sent || full {
 		m.sent = sent

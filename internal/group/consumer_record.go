@@ -183,7 +183,7 @@ func (c *Coordinator) loadConsumer(now time.Time, key, value []byte) error {
 		}
 		m.assignor = r.String()
 		m.assigned, m.revoking = readAssignment(&r), readAssignment(&r)
-		m.deadline = now.Add(c.cfg.ConsumerSessionTimeout)
+		m.deadline = now.Add(c.cfg.groupSettings(group).ConsumerSessionTimeout)
 		if version >= 1 && r.Int8() == 1 {
 			m.classic = &classicMeta{sessionTimeout: time.Duration(r.Int32()) * time.Millisecond}
 			for k := r.Int32(); k > 0 && r.Ok(); k-- {

@@ -67,6 +67,18 @@ type Config struct {
 	ShareSessionTimeout    time.Duration // group.share.session.timeout.ms (45 s)
 	ShareHeartbeatInterval time.Duration // group.share.heartbeat.interval.ms (5 s)
 	MaxShareGroupSize      int           // group.share.max.size (200; 0: no limit)
+	// ShareRecordLockDuration is group.share.record.lock.duration.ms (30 s): the default of
+	// the group config share.record.lock.duration.ms (the shares use it, configs.go).
+	ShareRecordLockDuration time.Duration
+	// ShareDeliveryCountLimit and SharePartitionMaxRecordLocks are
+	// group.share.delivery.count.limit (5) and group.share.partition.max.record.locks (2000),
+	// the defaults of the group configs of those names.
+	ShareDeliveryCountLimit      int16
+	SharePartitionMaxRecordLocks int64
+
+	// Overrides, if set, returns a group's configs (ConfigResource GROUP, configs.go): its
+	// overrides of the defaults above. It must not block.
+	Overrides func(groupID string) map[string]string
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -74,7 +86,8 @@ func DefaultConfig() Config {
 	return Config{MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,
 		InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour, MaxMetadataBytes: 4096,
 		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second, MigrationPolicy: MigrationBidirectional,
-		ShareSessionTimeout: 45 * time.Second, ShareHeartbeatInterval: 5 * time.Second, MaxShareGroupSize: 200}
+		ShareSessionTimeout: 45 * time.Second, ShareHeartbeatInterval: 5 * time.Second, MaxShareGroupSize: 200,
+		ShareRecordLockDuration: 30 * time.Second, ShareDeliveryCountLimit: 5, SharePartitionMaxRecordLocks: 2000}
 }
 
 // RequestID names a request whose reply may come in a later Output.

@@ -157,7 +157,8 @@ func (c *Coordinator) shareHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbea
 		m.rackID = *req.RackID
 	}
 	m.clientID, m.clientHost = clientID, clientHost
-	m.deadline = now.Add(c.cfg.ShareSessionTimeout)
+	set := c.cfg.groupSettings(req.GroupID)
+	m.deadline = now.Add(set.ShareSessionTimeout)
 	topics := c.topics()
 	c.advanceShare(ss, topics, bump)
 	if m.epoch != ss.assignmentEpoch {
@@ -165,7 +166,7 @@ func (c *Coordinator) shareHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbea
 		m.assigned = ss.target[m.id].clone()
 	}
 	resp.MemberID, resp.MemberEpoch = &id, m.epoch
-	resp.HeartbeatIntervalMillis = int32(c.cfg.ShareHeartbeatInterval.Milliseconds())
+	resp.HeartbeatIntervalMillis = int32(set.ShareHeartbeatInterval.Milliseconds())
 	full := req.MemberEpoch == 0 || req.SubscribedTopicNames != nil
 	if sent := fmt.Sprint(m.epoch, m.assigned.signature()); sent != m.sent || full {
 		m.sent = sent
@@ -481,7 +482,7 @@ func (c *Coordinator) loadShare(now time.Time, key, value []byte) error {
 			m.topics = append(m.topics, r.String())
 		}
 		m.assigned = readAssignment(&r)
-		m.deadline = now.Add(c.cfg.ShareSessionTimeout)
+		m.deadline = now.Add(c.cfg.groupSettings(group).ShareSessionTimeout)
 		ss.members[m.id] = m
 	}
 	for n := r.Int32(); n > 0 && r.Ok(); n-- {

@@ -83,6 +83,7 @@ func (s *Server) startAdmin() error {
 	a.registry.MustRegister(a.kafka, a.raft, a.speclog,
 		metrics.NewStorage(metrics.StorageSource{Partitions: s.partitionStats, Flusher: s.flusher.Stats}),
 		metrics.NewGroupLag(s.groupOffsets),
+		metrics.NewShares(s.shareStats),
 		metrics.NewCluster(s.clusterState),
 		metrics.NewTotalOrder(s.totalOrderState),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -185,6 +186,22 @@ func (s *Server) groupOffsets() []metrics.GroupOffset {
 			Committed: o.Offset, HighWatermark: p.Replica.HighWatermark()})
 	}
 	return out
+}
+
+func (s *Server) shareStats() ([]metrics.SharePartition, []metrics.ShareGroup) {
+	if !s.recovered() || s.broker == nil {
+		return nil, nil
+	}
+	parts, groups := s.broker.ShareStats()
+	mp := make([]metrics.SharePartition, len(parts))
+	for i, p := range parts {
+		mp[i] = metrics.SharePartition{Group: p.Group, Topic: p.Topic, Partition: p.Partition, Start: p.Start, Lag: p.Lag, Acquired: p.AcquiredNow}
+	}
+	mg := make([]metrics.ShareGroup, len(groups))
+	for i, g := range groups {
+		mg[i] = metrics.ShareGroup{Group: g.Group, Delivered: g.Delivered, Acked: g.Acked}
+	}
+	return mp, mg
 }
 
 func (s *Server) partitionStats(dst []metrics.Partition) []metrics.Partition {

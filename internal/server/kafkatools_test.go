@@ -342,3 +342,65 @@ func TestKafkaMetadataQuorumVoterChanges(t *testing.T) {
 		t.Fatalf("voters %q still hold node 3", voters)
 	}
 }
+
+// TestKafkaConfigsGroups: Kafka's kafka-configs sets, describes and lists a group's configs
+// (--entity-type groups), and a Java share consumer of that group then reads, from the log's
+// start, the records written before the group existed (share.auto.offset.reset=earliest, the
+// step Kafka's share group quickstart takes).
+func TestKafkaConfigsGroups(t *testing.T) {
+	configs := kafkaTool(t, "kafka.admin.ConfigCommand")
+	java := testclients.Java(t)
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("jq", 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("jq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 20
+	for i := range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "old/%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		return runClient(t, 90*time.Second, "", configs[0], append(configs[1:], append([]string{"--bootstrap-server", b.addr}, args...)...)...)
+	}
+	out := run("--alter", "--entity-type", "groups", "--entity-name", "jg", "--add-config", "share.auto.offset.reset=earliest,share.record.lock.duration.ms=20000")
+	if !strings.Contains(out, "Completed updating config for group jg") {
+		t.Fatalf("kafka-configs --alter: %s", out)
+	}
+	out = run("--describe", "--entity-type", "groups", "--entity-name", "jg")
+	if !strings.Contains(out, "share.auto.offset.reset=earliest") || !strings.Contains(out, "share.record.lock.duration.ms=20000") {
+		t.Fatalf("kafka-configs --describe of group jg:\n%s", out)
+	}
+	if out = run("--describe", "--entity-type", "groups"); !strings.Contains(out, "group jg") {
+		t.Fatalf("kafka-configs --describe of every group:\n%s", out)
+	}
+	if out = run("--describe", "--entity-type", "groups", "--entity-name", "jg", "--all"); !strings.Contains(out, "consumer.session.timeout.ms=45000") {
+		t.Fatalf("kafka-configs --describe --all of group jg:\n%s", out)
+	}
+
+	m := startJavaShareMember(t, java, b.addr, "jq", "jg")
+	old := func(ds []shareDelivery) map[string]int {
+		got := map[string]int{}
+		for _, d := range ds {
+			if strings.HasPrefix(d.value, "old/") {
+				got[d.value]++
+			}
+		}
+		return got
+	}
+	for len(old(parseShareDeliveries(t, m.output()))) < n && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	got := old(parseShareDeliveries(t, m.stop()))
+	for i := range n {
+		if c := got[fmt.Sprint("old/", i)]; c != 1 {
+			t.Errorf("old/%d delivered %d times; want once (the group starts at the earliest offset)", i, c)
+		}
+	}
+}

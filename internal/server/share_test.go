@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ type javaShareMember struct {
 	t      *testing.T
 	stopAt string
 	done   chan struct{}
+	killed atomic.Bool // by the test's cleanup: the test ended before stopping it
 	mu     sync.Mutex
 	lines  []string
 }
@@ -60,10 +62,20 @@ func startJavaShareMember(t *testing.T, java []string, addr, topic, group string
 			m.lines = append(m.lines, sc.Text())
 			m.mu.Unlock()
 		}
-		if err := cmd.Wait(); err != nil {
+		if err := cmd.Wait(); err != nil && !m.killed.Load() {
 			t.Errorf("java share member: %v\n%s", err, tail(stderr.String(), 1500))
 		}
 	}()
+	// A test that fails before stopping its members ends them, not their 3-minute timeout.
+	t.Cleanup(func() {
+		select {
+		case <-m.done:
+		default:
+			m.killed.Store(true)
+			cancel()
+			<-m.done
+		}
+	})
 	return m
 }
 

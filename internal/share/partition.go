@@ -132,7 +132,12 @@ func (s *Snapshot) End() int64 {
 }
 
 // LogBatch is the offsets one batch of the partition's log spans.
-type LogBatch struct{ First, Last int64 }
+type LogBatch struct {
+	First, Last int64
+	// Aborted: records of an aborted transaction, which a read_committed share group
+	// (share.isolation.level) archives instead of delivering.
+	Aborted bool
+}
 
 // AcquiredRecords is a run of offsets acquired by one Acquire, as ShareFetch answers it.
 type AcquiredRecords struct {
@@ -193,6 +198,21 @@ func New(cfg Config, start int64) *Partition {
 	return &Partition{cfg: cfg, start: start, end: start, dirty: true}
 }
 
+// SetConfig replaces the partition's limits from now on (the group's share.* configs, which
+// may change while the partition is loaded); a zero field keeps its limit. Records delivered
+// as often as a lower delivery limit allows are archived when next released.
+func (p *Partition) SetConfig(c Config) {
+	if c.LockDuration > 0 {
+		p.cfg.LockDuration = c.LockDuration
+	}
+	if c.DeliveryLimit > 0 {
+		p.cfg.DeliveryLimit = c.DeliveryLimit
+	}
+	if c.MaxInFlight > 0 {
+		p.cfg.MaxInFlight = c.MaxInFlight
+	}
+}
+
 // Load returns the state a snapshot holds. Its Available runs are offered again, unless they
 // were delivered DeliveryLimit times already (the last delivery was in flight when the snapshot
 // was written: archived); offsets between its runs (a snapshot may leave them out) are
@@ -227,6 +247,29 @@ func (p *Partition) End() int64 { return p.end }
 // InFlight is the number of offsets in the window, End - Start.
 func (p *Partition) InFlight() int64 { return p.end - p.start }
 
+// Stats is what a share-partition holds at one moment, for metrics.
+type Stats struct {
+	Start    int64 // the share-partition start offset (SPSO)
+	Acquired int64 // records locked by consumers
+	// Done is the records of the window below end that need no delivery any more (accepted,
+	// rejected, archived): the lag is end - Start - Done, as DescribeShareGroupOffsets has it.
+	Done int64
+}
+
+// Stats returns the partition's stats for a log ending at end (its high watermark).
+func (p *Partition) Stats(end int64) Stats {
+	st := Stats{Start: p.start}
+	for _, s := range p.spans {
+		switch {
+		case s.state == Acquired:
+			st.Acquired += s.last - s.first + 1
+		case s.state.terminal() && s.first < end:
+			st.Done += min(s.last, end-1) - s.first + 1
+		}
+	}
+	return st
+}
+
 // FetchOffset is where the next fetch reads the log from: the first Available offset in the
 // window, else End.
 func (p *Partition) FetchOffset() int64 {
@@ -248,8 +291,9 @@ func (p *Partition) CanAcquire() bool {
 // read from offset from (the caller read them from FetchOffset, in offset order), and the new
 // records of the batches past End while the window has room. Like Kafka's batch-optimized
 // acquisition it takes whole log batches, stopping after the batch that reaches maxRecords.
-// Offsets the log no longer has (before the first batch, between batches) are archived. The
-// returned runs are in offset order; the caller owns the slice.
+// Offsets the log no longer has (before the first batch, between batches) and the Available
+// records of Aborted batches are archived. The returned runs are in offset order; the caller
+// owns the slice.
 func (p *Partition) Acquire(member string, now time.Time, from int64, batches []LogBatch, maxRecords int) []AcquiredRecords {
 	var out []AcquiredRecords
 	taken := 0
@@ -267,8 +311,11 @@ func (p *Partition) Acquire(member string, now time.Time, from int64, batches []
 		}
 		gapFrom = b.Last + 1
 		if first < p.end {
-			n := p.acquireRange(member, now, first, min(b.Last, p.end-1), &out)
-			taken += n
+			if b.Aborted {
+				p.archiveAvailable(first, min(b.Last, p.end-1))
+			} else {
+				taken += p.acquireRange(member, now, first, min(b.Last, p.end-1), &out)
+			}
 		}
 		if b.Last >= p.end {
 			if p.end-p.start >= p.cfg.MaxInFlight {
@@ -277,6 +324,11 @@ func (p *Partition) Acquire(member string, now time.Time, from int64, batches []
 			if b.First > p.end { // a hole in the log (compaction, retention)
 				p.spans = append(p.spans, span{first: p.end, last: b.First - 1, state: Archived})
 				p.end = b.First
+			}
+			if b.Aborted {
+				p.spans = append(p.spans, span{first: p.end, last: b.Last, state: Archived})
+				p.end, p.dirty = b.Last+1, true
+				continue
 			}
 			p.spans = append(p.spans, span{first: p.end, last: b.Last, state: Acquired, count: 1, member: member, deadline: now.Add(p.cfg.LockDuration)})
 			out = appendAcquired(out, AcquiredRecords{p.end, b.Last, 1})

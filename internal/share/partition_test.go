@@ -15,7 +15,7 @@ var t0 = time.Unix(1_700_000_000, 0)
 func logOf(from, to int64, size int64) []LogBatch {
 	var out []LogBatch
 	for f := from; f < to; f += size {
-		out = append(out, LogBatch{f, min(f+size, to) - 1})
+		out = append(out, LogBatch{First: f, Last: min(f+size, to) - 1})
 	}
 	return out
 }
@@ -103,8 +103,8 @@ func TestAcknowledgementValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := New(DefaultConfig(), 0)
-			p.Acquire("m", t0, 0, []LogBatch{{0, 4}}, 100)
-			p.Acquire("other", t0, 5, []LogBatch{{5, 9}}, 100)
+			p.Acquire("m", t0, 0, []LogBatch{{First: 0, Last: 4}}, 100)
+			p.Acquire("other", t0, 5, []LogBatch{{First: 5, Last: 9}}, 100)
 			before := fmt.Sprint(p.spans)
 			_, err := p.Acknowledge("m", t0, tc.acks)
 			if !errors.Is(err, tc.want) {
@@ -277,7 +277,7 @@ func TestInFlightCap(t *testing.T) {
 // them, before and after the window's end; TrimTo drops what retention removed.
 func TestGapsArchived(t *testing.T) {
 	p := New(DefaultConfig(), 0)
-	a := p.Acquire("m", t0, 0, []LogBatch{{0, 1}, {5, 6}}, 100)
+	a := p.Acquire("m", t0, 0, []LogBatch{{First: 0, Last: 1}, {First: 5, Last: 6}}, 100)
 	if !slices.Equal(a, []AcquiredRecords{{0, 1, 1}, {5, 6, 1}}) {
 		t.Fatalf("acquired %v", a)
 	}
@@ -290,7 +290,7 @@ func TestGapsArchived(t *testing.T) {
 	}
 	p.ReleaseMember("m")
 	// Compaction removed 5; the read from 5 starts at 6.
-	a = p.Acquire("m", t0, p.FetchOffset(), []LogBatch{{6, 8}}, 100)
+	a = p.Acquire("m", t0, p.FetchOffset(), []LogBatch{{First: 6, Last: 8}}, 100)
 	if !slices.Equal(a, []AcquiredRecords{{6, 6, 2}, {7, 8, 1}}) {
 		t.Fatalf("acquired %v; want 6 (second delivery: the leave counted) and 7-8", a)
 	}
@@ -305,6 +305,36 @@ func TestGapsArchived(t *testing.T) {
 	}
 	if op, err := p.Acknowledge("m", t0, []AckBatch{{6, 8, []AckType{Accept}}}); err != nil || op == 0 {
 		t.Fatalf("acknowledging across the trimmed start: %d, %v; want 6-7 skipped, 8 accepted", op, err)
+	}
+}
+
+// TestAbortedArchived: a read_committed group's batches of aborted transactions are archived,
+// never delivered, whether they are new or were Available already (released under
+// read_uncommitted); the start moves over them once what precedes them is done.
+func TestAbortedArchived(t *testing.T) {
+	p := New(DefaultConfig(), 0)
+	a := p.Acquire("m", t0, 0, []LogBatch{{First: 0, Last: 1}, {First: 2, Last: 4, Aborted: true}, {First: 5, Last: 5}}, 100)
+	if !slices.Equal(a, []AcquiredRecords{{0, 1, 1}, {5, 5, 1}}) {
+		t.Fatalf("acquired %v; want 0-1 and 5 (2-4 aborted)", a)
+	}
+	if _, err := p.Acknowledge("m", t0, []AckBatch{{0, 1, []AckType{Accept}}}); err != nil {
+		t.Fatal(err)
+	}
+	persist(t, p)
+	mustCheck(t, p)
+	if p.Start() != 5 {
+		t.Fatalf("start %d; want 5 (0-1 accepted, 2-4 archived)", p.Start())
+	}
+	// Records acquired before (read_uncommitted), released, then read as aborted: archived.
+	q := New(DefaultConfig(), 0)
+	q.Acquire("m", t0, 0, []LogBatch{{First: 0, Last: 2}}, 100)
+	q.ReleaseMember("m")
+	if a := q.Acquire("n", t0, q.FetchOffset(), []LogBatch{{First: 0, Last: 2, Aborted: true}, {First: 3, Last: 3}}, 100); !slices.Equal(a, []AcquiredRecords{{3, 3, 1}}) {
+		t.Fatalf("acquired %v; want only 3", a)
+	}
+	persist(t, q)
+	if q.Start() != 3 {
+		t.Fatalf("start %d; want 3", q.Start())
 	}
 }
 
@@ -336,9 +366,16 @@ func simulate(t *testing.T, seed uint64) {
 	for off := int64(0); off < 300; {
 		n := int64(1 + rng.IntN(6))
 		if rng.IntN(8) > 0 { // else a hole compaction left
-			log = append(log, LogBatch{off, off + n - 1})
+			// One in ten an aborted transaction's (read_committed): never delivered.
+			log = append(log, LogBatch{First: off, Last: off + n - 1, Aborted: rng.IntN(10) == 0})
 		}
 		off += n
+	}
+	aborted := map[int64]bool{}
+	for _, b := range log {
+		for o := b.First; b.Aborted && o <= b.Last; o++ {
+			aborted[o] = true
+		}
 	}
 	p := New(cfg, 0)
 	durable := Snapshot{Start: 0}
@@ -364,6 +401,9 @@ func simulate(t *testing.T, seed uint64) {
 				for o := a.First; o <= a.Last; o++ {
 					if accepted[o] {
 						t.Fatalf("offset %d delivered to %s after its acceptance was persisted", o, m)
+					}
+					if aborted[o] {
+						t.Fatalf("offset %d of an aborted transaction delivered to %s", o, m)
 					}
 					if h := holds[o]; h != nil {
 						t.Fatalf("step %d: offset %d given to %s while %s holds it (deadline %v, now %v, ack pending %d)",
