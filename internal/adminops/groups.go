@@ -6,6 +6,7 @@ package adminops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -51,8 +52,13 @@ type GroupMember struct {
 	Assigned   []string `json:"assigned"` // topic/partition
 }
 
-// DescribeGroup describes a group with its members, assignments and lag per partition.
+// DescribeGroup describes a group with its members, assignments and lag per partition. A share
+// group (KIP-932) is described by its share-partitions: Committed is a partition's start offset
+// (every record before it is done with) and Lag what is left from there (-1 unknown).
 func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (Group, error) {
+	if d, ok, err := describeShareGroup(ctx, adm, group); ok || err != nil {
+		return d, err
+	}
 	lags, err := adm.Lag(ctx, group)
 	if err != nil {
 		return Group{}, err
@@ -90,6 +96,72 @@ func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (Group, 
 	return d, nil
 }
 
+// shareGroup returns group's description if it is a share group (ok); a group of another type,
+// or none, is not ok, without an error.
+func shareGroup(ctx context.Context, adm *kadm.Client, group string) (kadm.DescribedShareGroup, bool, error) {
+	described, err := adm.DescribeShareGroups(ctx, group)
+	if err != nil {
+		var ae *kadm.AuthError
+		if errors.As(err, &ae) {
+			return kadm.DescribedShareGroup{}, false, nil // the describe of other groups may still be allowed
+		}
+		return kadm.DescribedShareGroup{}, false, err
+	}
+	sg, ok := described[group]
+	return sg, ok && sg.Err == nil && sg.GroupState != "Dead", nil
+}
+
+// describeShareGroup describes group if it is a share group (ok).
+func describeShareGroup(ctx context.Context, adm *kadm.Client, group string) (Group, bool, error) {
+	sg, ok, err := shareGroup(ctx, adm, group)
+	if !ok || err != nil {
+		return Group{}, ok, err
+	}
+	d := Group{Group: group, State: sg.GroupState, Protocol: "share", Members: []GroupMember{}, Partitions: []GroupPartition{}}
+	for _, m := range sg.Members {
+		gm := GroupMember{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Assigned: []string{}}
+		for t, ps := range m.Assignment {
+			for p := range ps {
+				gm.Assigned = append(gm.Assigned, fmt.Sprintf("%s/%d", t, p))
+			}
+		}
+		sort.Strings(gm.Assigned)
+		d.Members = append(d.Members, gm)
+	}
+	offsets, err := adm.DescribeShareGroupOffsets(ctx, group)
+	if err != nil {
+		return Group{}, true, err
+	}
+	o := offsets[group]
+	if o.Err != nil {
+		return Group{}, true, fmt.Errorf("share group %s: %w", group, o.Err)
+	}
+	var topics []string
+	for t := range o.Offsets {
+		topics = append(topics, t)
+	}
+	var ends kadm.ListedOffsets
+	if len(topics) > 0 {
+		if ends, err = adm.ListEndOffsets(ctx, topics...); err != nil {
+			return Group{}, true, err
+		}
+	}
+	for t, ps := range o.Offsets {
+		for p, so := range ps {
+			gp := GroupPartition{Topic: t, Partition: p, Committed: so.StartOffset, End: -1, Lag: so.Lag}
+			if e, ok := ends.Lookup(t, p); ok && e.Err == nil {
+				gp.End = e.Offset
+			}
+			d.Partitions = append(d.Partitions, gp)
+		}
+	}
+	sort.Slice(d.Partitions, func(i, j int) bool {
+		a, b := d.Partitions[i], d.Partitions[j]
+		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
+	})
+	return d, true, nil
+}
+
 // ResetTarget is where ResetOffsets moves a group: exactly one of its fields is set.
 type ResetTarget struct {
 	Earliest, Latest bool
@@ -109,12 +181,21 @@ func ResetOffsets(ctx context.Context, adm *kadm.Client, group, topic string, pa
 	if chosen != 1 || topic == "" {
 		return nil, fmt.Errorf("give a topic and exactly one target: earliest, latest, an offset or a timestamp")
 	}
-	described, err := adm.DescribeGroups(ctx, group)
+	sg, isShare, err := shareGroup(ctx, adm, group)
 	if err != nil {
 		return nil, err
 	}
-	if g, ok := described[group]; ok && g.Err == nil && len(g.Members) > 0 {
-		return nil, fmt.Errorf("group %s has %d members (state %s); stop them first, as Kafka requires", group, len(g.Members), g.State)
+	if isShare && len(sg.Members) > 0 {
+		return nil, fmt.Errorf("share group %s has %d members (state %s); stop them first, as Kafka requires", group, len(sg.Members), sg.GroupState)
+	}
+	if !isShare {
+		described, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return nil, err
+		}
+		if g, ok := described[group]; ok && g.Err == nil && len(g.Members) > 0 {
+			return nil, fmt.Errorf("group %s has %d members (state %s); stop them first, as Kafka requires", group, len(g.Members), g.State)
+		}
 	}
 	var listed kadm.ListedOffsets
 	switch {
@@ -148,6 +229,21 @@ func ResetOffsets(ctx context.Context, adm *kadm.Client, group, topic string, pa
 	})
 	if len(offsets) == 0 {
 		return nil, fmt.Errorf("topic %s: no such partitions", topic)
+	}
+	if isShare { // its start offsets (AlterShareGroupOffsets)
+		resp, err := adm.AlterShareGroupOffsets(ctx, group, offsets)
+		if err != nil {
+			return nil, err
+		}
+		if err := resp.Error(); err != nil {
+			return nil, err
+		}
+		var rows []GroupPartition
+		offsets.Each(func(o kadm.Offset) {
+			rows = append(rows, GroupPartition{Topic: o.Topic, Partition: o.Partition, Committed: o.At})
+		})
+		sort.Slice(rows, func(i, j int) bool { return rows[i].Partition < rows[j].Partition })
+		return rows, nil
 	}
 	resp, err := adm.CommitOffsets(ctx, group, offsets)
 	if err != nil {

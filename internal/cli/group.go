@@ -57,7 +57,7 @@ func newGroupListCommand(f *topicFlags) *cobra.Command {
 func newGroupDescribeCommand(f *topicFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe GROUP",
-		Short: "Show a group's members, assignments, committed offsets and lag per partition",
+		Short: "Show a group's members, assignments, committed offsets (a share group's start offsets) and lag per partition",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			adm, ctx, done, err := f.admin(cmd.Context())
@@ -85,7 +85,11 @@ func printGroup(w io.Writer, d adminops.Group) {
 		tw.Flush()
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tMEMBER")
+	committedCol := "COMMITTED"
+	if d.Protocol == "share" {
+		committedCol = "START" // a share group's start offset (every record before it is done with)
+	}
+	fmt.Fprintf(tw, "\nTOPIC\tPARTITION\t%s\tEND\tLAG\tMEMBER\n", committedCol)
 	for _, p := range d.Partitions {
 		committed := fmt.Sprint(p.Committed)
 		if p.Committed < 0 {

@@ -28,11 +28,26 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var listed kadm.ListedGroups
 		if listed, err = adm.ListGroups(ctx); err == nil {
-			names := listed.Groups()
-			lags, lerr := adm.Lag(ctx, names...)
+			var names []string // of the groups kadm.Lag describes: not share groups
+			for _, g := range listed.Sorted() {
+				if g.ProtocolType != "share" {
+					names = append(names, g.Group)
+				}
+			}
+			var lags kadm.DescribedGroupLags
+			var lerr error
+			if len(names) > 0 { // none would describe every group
+				lags, lerr = adm.Lag(ctx, names...)
+			}
 			for _, g := range listed.Sorted() {
 				row := GroupRow{Group: g.Group, State: g.State, Protocol: g.ProtocolType}
-				if l, ok := lags[g.Group]; ok && l.Error() == nil {
+				if g.ProtocolType == "share" { // described by its share-partitions
+					if d, derr := adminops.DescribeGroup(ctx, adm, g.Group); derr != nil {
+						row.Err = derr.Error()
+					} else {
+						row.Members, row.Lag = len(d.Members), d.TotalLag()
+					}
+				} else if l, ok := lags[g.Group]; ok && l.Error() == nil {
 					row.Members, row.Lag = len(l.Members), l.Lag.Total()
 				} else if ok {
 					row.Err = l.Error().Error()

@@ -250,3 +250,69 @@ func asGroupConfigError(err error, target **groupConfigError) bool {
 	}
 	return ok
 }
+
+// TestShareGroupAdminTools: a share group in the console (its list and page, the lag API) and
+// in `runnel group describe`: its members and assignments, its start offsets and lag per
+// partition; a reset of its start offsets (AlterShareGroupOffsets) once it has no members.
+func TestShareGroupAdminTools(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("sq", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("sq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	m := &shareClient{t: t, cl: cl, group: "sg", member: "sm", topic: topicIDOf(t, ctx, cl, "sq")}
+	if r := m.heartbeat(ctx, 0, []string{"sq"}); r.ErrorCode != 0 {
+		t.Fatalf("join: %+v", r)
+	}
+	m.fetch(ctx, 0) // the share-partition starts at the end, 0
+	for i := range 5 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got string
+	for got == "" && ctx.Err() == nil {
+		got = acquired(m.fetch(ctx, 200*time.Millisecond))
+	}
+	if r := m.ack(ctx, m.epoch, [3]int64{0, 1, 1}); r.ErrorCode != 0 { // 0-1 accepted; 2-4 held
+		t.Fatalf("ack: %+v", r)
+	}
+	// The start is 2; three records left.
+	code, body, err := adminGet(t, b.s.AdminAddr(), "/api/v1/groups/sg/lag")
+	if err != nil || code != 200 || !strings.Contains(body, `"total":3`) {
+		t.Fatalf("lag API of the share group: %d %v %s; want a total of 3", code, err, body)
+	}
+	code, body, err = adminGet(t, b.s.AdminAddr(), "/groups")
+	if err != nil || code != 200 || !strings.Contains(body, ">sg</a></td><td>Stable</td><td>share</td><td>1</td><td>3") {
+		t.Fatalf("groups page: %d %v\n%s", code, err, body)
+	}
+	code, body, err = adminGet(t, b.s.AdminAddr(), "/groups/sg")
+	if err != nil || code != 200 || !strings.Contains(body, "Start offset") || !strings.Contains(body, "sq/0") ||
+		!strings.Contains(body, "<td>sq</td><td>0</td><td>2</td><td>5</td>") {
+		t.Fatalf("share group page: %d %v\n%s", code, err, body)
+	}
+	out := runGroup(t, b.addr, "describe", "sg")
+	if !strings.Contains(out, `protocol "share"`) || !strings.Contains(out, "sm") || !strings.Contains(out, "START") {
+		t.Fatalf("runnel group describe of a share group:\n%s", out)
+	}
+	// A reset needs the members gone.
+	if _, err := runCommand("group", b.addr, "reset-offsets", "sg", "--topic", "sq", "--to-earliest"); err == nil {
+		t.Fatal("a reset of a share group with a member succeeded")
+	}
+	m.epoch = -1
+	if r := m.fetch(ctx, 0); r.ErrorCode != 0 {
+		t.Fatalf("closing the session: %+v", r)
+	}
+	if r := m.heartbeat(ctx, -1, nil); r.ErrorCode != 0 {
+		t.Fatalf("leave: %+v", r)
+	}
+	runGroup(t, b.addr, "reset-offsets", "sg", "--topic", "sq", "--to-earliest")
+	code, body, _ = adminGet(t, b.s.AdminAddr(), "/api/v1/groups/sg/lag")
+	if code != 200 || !strings.Contains(body, `"total":5`) {
+		t.Fatalf("lag after a reset to the earliest offset: %d %s; want 5", code, body)
+	}
+}
