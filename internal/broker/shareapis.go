@@ -22,8 +22,8 @@ import (
 func init() {
 	register(kmsg.ShareGroupHeartbeat, 1, 1, handleShareGroupHeartbeat)
 	register(kmsg.ShareGroupDescribe, 1, 1, handleShareGroupDescribe)
-	register(kmsg.ShareFetch, 1, 1, handleShareFetch) // v2 (acquire modes, renew: KIP-1206, KIP-1222) not yet
-	register(kmsg.ShareAcknowledge, 1, 1, handleShareAcknowledge)
+	register(kmsg.ShareFetch, 1, 2, handleShareFetch) // v2: acquire modes (KIP-1206), renew (KIP-1222)
+	register(kmsg.ShareAcknowledge, 1, 2, handleShareAcknowledge)
 }
 
 // call runs a coordinator call of one group that returns records, appends them and waits for
@@ -301,6 +301,13 @@ func shareRequester(r *request, groupID, memberID *string) (group, member string
 	return *groupID, *memberID, nil
 }
 
+// ShareFetch v2's acquire modes (KIP-1206): whole log batches, stopping after the one that
+// reaches MaxRecords (Kafka's default), or exactly MaxRecords records at most.
+const (
+	shareBatchOptimized int8 = 0
+	shareRecordLimit    int8 = 1
+)
+
 func handleShareFetch(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ShareFetchRequest)
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
@@ -312,7 +319,10 @@ func handleShareFetch(ctx context.Context, r *request) reply {
 	groupID, member, bad := shareRequester(r, req.GroupID, req.MemberID)
 	resp.AcquisitionLockTimeoutMillis = int32(s.lockDuration(groupID).Milliseconds())
 	if bad == nil && req.IsRenewAck && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0) {
-		bad = kerr.InvalidRequest
+		bad = kerr.InvalidRequest // KIP-1222: a renewal fetches nothing
+	}
+	if bad == nil && req.Version >= 2 && req.ShareAcquireMode != shareBatchOptimized && req.ShareAcquireMode != shareRecordLimit {
+		bad = kerr.InvalidRequest // KIP-1206's two modes
 	}
 	if bad != nil {
 		return fail(bad)
@@ -516,7 +526,8 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 			if got >= maxRecords || budget <= 0 {
 				continue
 			}
-			records, acquired, err := s.acquire(sp, tp, member, set, budget, maxRecords-got)
+			exact := req.Version >= 2 && req.ShareAcquireMode == shareRecordLimit
+			records, acquired, err := s.acquire(sp, tp, member, set, exact, budget, maxRecords-got)
 			if err != nil {
 				res.err = err
 				continue

@@ -485,8 +485,9 @@ func (s *shares) releaseMember(groupID, member string) {
 
 // acquire reads a share-partition's next records from the log (below the high watermark, or
 // the last stable offset) and acquires them for member, as its group's settings say (limits,
-// isolation): it returns the log batches that hold the acquired records, and the runs acquired.
-func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, set group.Settings, maxBytes, maxRecords int) ([]byte, []share.AcquiredRecords, error) {
+// isolation), at most maxRecords of them if exact (record_limit), else whole log batches: it
+// returns the log batches that hold the acquired records, and the runs acquired.
+func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, set group.Settings, exact bool, maxBytes, maxRecords int) ([]byte, []share.AcquiredRecords, error) {
 	s.mu.Lock()
 	sp.p.SetConfig(shareConfig(set))
 	if start := p.Log.StartOffset(); start > sp.p.Start() {
@@ -549,7 +550,11 @@ func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, set 
 			return a.ProducerID == b.producer && a.First <= b.First && b.First <= a.Last
 		})
 	}
-	acquired := sp.p.Acquire(member, time.Now(), from, lbs, maxRecords)
+	acquire := sp.p.Acquire
+	if exact {
+		acquire = sp.p.AcquireRecords
+	}
+	acquired := acquire(member, time.Now(), from, lbs, maxRecords)
 	s.mu.Unlock()
 	if len(acquired) > 0 {
 		s.count(sp.key.group, func(c *shareCounts) {

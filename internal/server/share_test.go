@@ -641,3 +641,103 @@ func shareStart(t *testing.T, ctx context.Context, cl *kgo.Client, group, topic 
 	}
 	return resp.Groups[0].Topics[0].Partitions[0].StartOffset
 }
+
+// TestShareFetchV2: ShareFetch and ShareAcknowledge v2. record_limit (KIP-1206) acquires
+// exactly MaxRecords records of a larger log batch, the rest at the next fetch; an unknown mode
+// is INVALID_REQUEST. RENEW (KIP-1222) keeps a record locked past its lock duration for its
+// holder; a renewing ShareFetch must ask for nothing, and RENEW outside one is refused.
+func TestShareFetchV2(t *testing.T) {
+	b := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) {
+		c.ShareGroups = share.Config{LockDuration: time.Second}
+	})
+	b.createTopic("v2", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topicID := topicIDOf(t, ctx, cl, "v2")
+	a := &shareClient{t: t, cl: cl, group: "g2", member: "a", topic: topicID}
+	o := &shareClient{t: t, cl: cl, group: "g2", member: "o", topic: topicID}
+	for _, c := range []*shareClient{a, o} {
+		if r := c.heartbeat(ctx, 0, []string{"v2"}); r.ErrorCode != 0 {
+			t.Fatalf("join %s: %+v", c.member, r)
+		}
+		c.fetch(ctx, 0) // opens the session; the share-partition starts at the end
+	}
+	recs := make([]*kgo.Record, 10) // one log batch of 10
+	for i := range recs {
+		recs[i] = &kgo.Record{Value: []byte{byte(i)}}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	v2 := func(c *shareClient, mode int8, maxRecords int32, renew bool, acks ...[3]int64) *kmsg.ShareFetchResponse {
+		t.Helper()
+		req := kmsg.NewPtrShareFetchRequest()
+		req.Version, req.ShareAcquireMode, req.IsRenewAck = 2, mode, renew
+		req.GroupID, req.MemberID, req.ShareSessionEpoch = &c.group, &c.member, c.epoch
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 500, 1, 1<<20, maxRecords, maxRecords
+		if renew { // KIP-1222: a renewal asks for nothing
+			req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords = 0, 0, 0, 0
+		}
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		for _, x := range acks {
+			rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: x[0], LastOffset: x[1], AcknowledgeTypes: []int8{int8(x[2])}})
+		}
+		req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: c.topic, Partitions: []kmsg.ShareFetchRequestTopicPartition{rp}}}
+		if renew && maxRecords > 0 { // a malformed renewal: it asks for records
+			req.MaxRecords = maxRecords
+		}
+		raw, err := cl.Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := raw.(*kmsg.ShareFetchResponse)
+		if resp.ErrorCode == 0 {
+			c.epoch++
+		}
+		return resp
+	}
+	if r := v2(a, 5, 3, false); r.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("an unknown acquire mode: error %d; want INVALID_REQUEST", r.ErrorCode)
+	}
+	var got string
+	for got == "" && ctx.Err() == nil {
+		got = acquired(v2(a, 1, 3, false))
+	}
+	if got != "0-2/1" {
+		t.Fatalf("record_limit of 3 from a batch of 10: %q; want 0-2/1", got)
+	}
+	if got := acquired(v2(o, 1, 4, false)); got != "3-6/1" {
+		t.Fatalf("the next record_limit fetch of 4: %q; want 3-6/1", got)
+	}
+	// A renewing fetch asks for nothing; RENEW (4) is refused outside one.
+	if r := v2(a, 0, 5, true, [3]int64{0, 2, 4}); r.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("a renewing fetch asking for records: error %d; want INVALID_REQUEST", r.ErrorCode)
+	}
+	if r := a.ack(ctx, a.epoch, [3]int64{0, 0, 4}); r.ErrorCode != 0 {
+		t.Fatalf("ShareAcknowledge: %+v", r)
+	} else if code := r.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidRequest.Code {
+		t.Fatalf("RENEW without IsRenewAck: partition error %d; want INVALID_REQUEST", code)
+	}
+	// a renews 0-2 twice over 1.5 s (its lock is 1 s); o, fetching meanwhile, never gets them.
+	for range 3 {
+		time.Sleep(500 * time.Millisecond)
+		r := v2(a, 0, 0, true, [3]int64{0, 2, 4})
+		if r.ErrorCode != 0 || r.Topics[0].Partitions[0].AcknowledgeErrorCode != 0 || acquired(r) != "" {
+			t.Fatalf("renewal: %+v", r)
+		}
+	}
+	if got := acquired(v2(o, 0, 10, false)); strings.Contains(got, "0-") {
+		t.Fatalf("o fetched %q while a renewed 0-2; want them still a's", got)
+	}
+	// Without renewals the lock runs out and the records go to o.
+	time.Sleep(1500 * time.Millisecond)
+	got = ""
+	for !strings.Contains(got, "0-2/2") && ctx.Err() == nil {
+		got += " " + acquired(v2(o, 0, 10, false))
+	}
+}

@@ -295,8 +295,25 @@ func (p *Partition) CanAcquire() bool {
 // records of Aborted batches are archived. The returned runs are in offset order; the caller
 // owns the slice.
 func (p *Partition) Acquire(member string, now time.Time, from int64, batches []LogBatch, maxRecords int) []AcquiredRecords {
+	return p.acquire(member, now, from, batches, maxRecords, false)
+}
+
+// AcquireRecords is Acquire in Kafka's record_limit mode (ShareFetch v2, KIP-1206): it takes at
+// most maxRecords records, the last log batch in part; the rest of that batch stays for a later
+// fetch.
+func (p *Partition) AcquireRecords(member string, now time.Time, from int64, batches []LogBatch, maxRecords int) []AcquiredRecords {
+	return p.acquire(member, now, from, batches, maxRecords, true)
+}
+
+func (p *Partition) acquire(member string, now time.Time, from int64, batches []LogBatch, maxRecords int, exact bool) []AcquiredRecords {
 	var out []AcquiredRecords
 	taken := 0
+	limit := func(last, first int64) int64 { // the last offset to take from first, in exact mode
+		if exact {
+			return min(last, first+int64(maxRecords-taken)-1)
+		}
+		return last
+	}
 	gapFrom := max(from, p.start)
 	for _, b := range batches {
 		if taken >= maxRecords {
@@ -314,11 +331,11 @@ func (p *Partition) Acquire(member string, now time.Time, from int64, batches []
 			if b.Aborted {
 				p.archiveAvailable(first, min(b.Last, p.end-1))
 			} else {
-				taken += p.acquireRange(member, now, first, min(b.Last, p.end-1), &out)
+				taken += p.acquireRange(member, now, first, min(b.Last, p.end-1), exact, maxRecords-taken, &out)
 			}
 		}
 		if b.Last >= p.end {
-			if p.end-p.start >= p.cfg.MaxInFlight {
+			if p.end-p.start >= p.cfg.MaxInFlight || (exact && taken >= maxRecords) {
 				break
 			}
 			if b.First > p.end { // a hole in the log (compaction, retention)
@@ -330,10 +347,11 @@ func (p *Partition) Acquire(member string, now time.Time, from int64, batches []
 				p.end, p.dirty = b.Last+1, true
 				continue
 			}
-			p.spans = append(p.spans, span{first: p.end, last: b.Last, state: Acquired, count: 1, member: member, deadline: now.Add(p.cfg.LockDuration)})
-			out = appendAcquired(out, AcquiredRecords{p.end, b.Last, 1})
-			taken += int(b.Last - p.end + 1)
-			p.end = b.Last + 1
+			last := limit(b.Last, p.end)
+			p.spans = append(p.spans, span{first: p.end, last: last, state: Acquired, count: 1, member: member, deadline: now.Add(p.cfg.LockDuration)})
+			out = appendAcquired(out, AcquiredRecords{p.end, last, 1})
+			taken += int(last - p.end + 1)
+			p.end = last + 1
 		}
 	}
 	if len(out) > 0 {
@@ -345,13 +363,20 @@ func (p *Partition) Acquire(member string, now time.Time, from int64, batches []
 }
 
 // acquireRange acquires the Available records of [first, last] in the window for member and
-// returns how many it took.
-func (p *Partition) acquireRange(member string, now time.Time, first, last int64, out *[]AcquiredRecords) int {
+// returns how many it took: at most max of them if exact.
+func (p *Partition) acquireRange(member string, now time.Time, first, last int64, exact bool, max int, out *[]AcquiredRecords) int {
 	n := 0
 	for i := p.split(first, last); i < len(p.spans) && p.spans[i].first <= last; i++ {
 		s := &p.spans[i]
 		if s.state != Available || s.op != 0 {
 			continue
+		}
+		if exact && n >= max {
+			break
+		}
+		if exact && s.last-s.first+1 > int64(max-n) {
+			p.splitAt(s.first + int64(max-n))
+			s = &p.spans[i]
 		}
 		s.state, s.count, s.member, s.deadline = Acquired, s.count+1, member, now.Add(p.cfg.LockDuration)
 		*out = appendAcquired(*out, AcquiredRecords{s.first, s.last, s.count})

@@ -338,6 +338,33 @@ func TestAbortedArchived(t *testing.T) {
 	}
 }
 
+// TestAcquireRecordLimit: record_limit mode takes exactly as many records as asked, splitting a
+// log batch; its rest is taken by the next fetch; Available runs in the window are split too.
+func TestAcquireRecordLimit(t *testing.T) {
+	p := New(DefaultConfig(), 0)
+	if a := p.AcquireRecords("m", t0, 0, []LogBatch{{First: 0, Last: 9}}, 4); !slices.Equal(a, []AcquiredRecords{{0, 3, 1}}) {
+		t.Fatalf("acquired %v; want 0-3", a)
+	}
+	if p.End() != 4 || p.FetchOffset() != 4 {
+		t.Fatalf("end %d, fetch offset %d; want 4 and 4 (4-9 not in flight yet)", p.End(), p.FetchOffset())
+	}
+	// The next fetch reads the same log batch from 4.
+	if a := p.AcquireRecords("n", t0, 4, []LogBatch{{First: 0, Last: 9}, {First: 10, Last: 11}}, 7); !slices.Equal(a, []AcquiredRecords{{4, 10, 1}}) {
+		t.Fatalf("acquired %v; want 4-10", a)
+	}
+	mustCheck(t, p)
+	p.ReleaseMember("m") // 0-3 Available again
+	if a := p.AcquireRecords("o", t0, p.FetchOffset(), []LogBatch{{First: 0, Last: 9}, {First: 10, Last: 11}}, 3); !slices.Equal(a, []AcquiredRecords{{0, 2, 2}}) {
+		t.Fatalf("acquired %v; want 0-2 (second delivery)", a)
+	}
+	mustCheck(t, p)
+	// Batch-optimized takes whole batches past the limit.
+	q := New(DefaultConfig(), 0)
+	if a := q.Acquire("m", t0, 0, []LogBatch{{First: 0, Last: 9}}, 4); !slices.Equal(a, []AcquiredRecords{{0, 9, 1}}) {
+		t.Fatalf("batch-optimized acquired %v; want the whole batch 0-9", a)
+	}
+}
+
 // TestSimulation runs random members against one share-partition: fetches, acknowledgements of
 // every type (several batches a request, whole and per offset), leaves, lock expiry, persists
 // that fail, leader changes (the state reloaded from the last persisted snapshot), and checks
@@ -393,8 +420,23 @@ func simulate(t *testing.T, seed uint64) {
 	for step := 0; step < 400; step++ {
 		m := members[rng.IntN(len(members))]
 		switch k := rng.IntN(10); {
-		case k < 4: // fetch
-			for _, a := range fetch(p, m, now, log, 1+rng.IntN(12)) {
+		case k < 4: // fetch, batch-optimized or (half the time) record_limit: at most max records
+			max := 1 + rng.IntN(12)
+			from := p.FetchOffset()
+			var got []AcquiredRecords
+			if rng.IntN(2) == 0 {
+				got = p.Acquire(m, now, from, readFrom(log, from), max)
+			} else {
+				got = p.AcquireRecords(m, now, from, readFrom(log, from), max)
+				n := int64(0)
+				for _, a := range got {
+					n += a.Last - a.First + 1
+				}
+				if n > int64(max) {
+					t.Fatalf("step %d: record_limit fetch of at most %d took %d records: %v", step, max, n, got)
+				}
+			}
+			for _, a := range got {
 				if a.Count > cfg.DeliveryLimit {
 					t.Fatalf("offsets %d-%d delivered %d times; limit %d", a.First, a.Last, a.Count, cfg.DeliveryLimit)
 				}
