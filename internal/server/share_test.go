@@ -39,9 +39,19 @@ type javaShareMember struct {
 
 func startJavaShareMember(t *testing.T, java []string, addr, topic, group string) *javaShareMember {
 	t.Helper()
+	return startJavaShareProcess(t, func(stop string) []string {
+		return append(slices.Clone(java), "share-member", addr, topic, group, stop)
+	})
+}
+
+// startJavaShareProcess starts a Java share consumer whose command line argv returns for its
+// stop file.
+func startJavaShareProcess(t *testing.T, argv func(stop string) []string) *javaShareMember {
+	t.Helper()
 	m := &javaShareMember{t: t, stopAt: filepath.Join(t.TempDir(), "stop"), done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	cmd := exec.CommandContext(ctx, java[0], append(java[1:], "share-member", addr, topic, group, m.stopAt)...)
+	args := argv(m.stopAt)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -739,5 +749,86 @@ func TestShareFetchV2(t *testing.T) {
 	got = ""
 	for !strings.Contains(got, "0-2/2") && ctx.Err() == nil {
 		got += " " + acquired(v2(o, 0, 10, false))
+	}
+}
+
+// TestJava43ShareConsumer: Kafka 4.3.1's share consumer over ShareFetch v2: in record_limit mode
+// (share.acquire.mode) no poll returns more than max.poll.records, and AcknowledgeType.RENEW
+// keeps a record it works on for longer than its lock (1 s here: three renewals 400 ms apart)
+// from being delivered again; every record is accepted once, with delivery count 1.
+func TestJava43ShareConsumer(t *testing.T) {
+	java := testclients.Java43(t)
+	b := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) {
+		c.ShareGroups = share.Config{LockDuration: time.Second}
+	})
+	b.createTopic("j43", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("j43"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// The group reads from the start: the records need not wait for its first fetch.
+	cfg := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "j43g"
+	earliest := "earliest"
+	rr.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: &earliest}}
+	cfg.Resources = append(cfg.Resources, rr)
+	if resp, err := cfg.RequestWith(ctx, cl); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("setting share.auto.offset.reset: %v %+v", err, resp)
+	}
+	var recs []*kgo.Record
+	for i := range 10 {
+		recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "v/%d", i)})
+	}
+	recs = append(recs, &kgo.Record{Value: []byte("slow/a")}, &kgo.Record{Value: []byte("slow/b")})
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	m := startJavaShareProcess(t, func(stop string) []string {
+		return append(slices.Clone(java), b.addr, "j43", "j43g", "record_limit", "3", "3", stop)
+	})
+	accepted := func(lines []string) int {
+		n := 0
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) == 6 && f[0] == "rec" && (strings.HasPrefix(f[3], "v/") || f[5] == "3") {
+				n++
+			}
+		}
+		return n
+	}
+	for accepted(m.output()) < 12 && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // a redelivery after a lock ran out would show now
+	lines := m.stop()
+	seen := map[string][]string{}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "poll":
+			if n, _ := strconv.Atoi(f[1]); n > 3 {
+				t.Errorf("a poll of %d records; want at most max.poll.records=3 (record_limit)", n)
+			}
+		case len(f) == 6 && f[0] == "rec":
+			seen[f[3]] = append(seen[f[3]], f[4]+"/"+f[5])
+		case strings.HasPrefix(l, "error"):
+			t.Errorf("Java share consumer: %s", l)
+		}
+	}
+	for i := range 10 {
+		if got := seen[fmt.Sprint("v/", i)]; !slices.Equal(got, []string{"1/0"}) {
+			t.Errorf("v/%d given as %v; want once, delivery 1", i, got)
+		}
+	}
+	for _, v := range []string{"slow/a", "slow/b"} {
+		if got := seen[v]; !slices.Equal(got, []string{"1/0", "1/1", "1/2", "1/3"}) {
+			t.Errorf("%s given as %v (delivery/renewals before); want delivery 1 each time, renewed 3 times, then accepted", v, got)
+		}
+	}
+	if t.Failed() {
+		t.Logf("Java output:\n%s", strings.Join(lines, "\n"))
 	}
 }

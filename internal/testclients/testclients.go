@@ -49,16 +49,30 @@ func SkipOutsideCI(t testing.TB, why string) {
 // Kafka Java client 4.1.1), which .ci/run builds with Maven (target/classes and target/lib).
 func Java(t testing.TB) []string {
 	t.Helper()
-	dir := filepath.Join(RepoRoot(t), "test", "clients", "java", "target")
-	if _, err := os.Stat(filepath.Join(dir, "classes", "dev", "runnel", "JavaClient.class")); err != nil {
-		SkipOutsideCI(t, "the Java test client is not built (mvn -q -B -f test/clients/java/pom.xml package; .ci/run does it)")
+	return javaMain(t, "java", "JavaClient")
+}
+
+// Java43 returns the command line prefix that runs test/clients/java43's ShareClient43 (a
+// share consumer of the Apache Kafka Java client 4.3.1), which .ci/run builds with Maven.
+func Java43(t testing.TB) []string {
+	t.Helper()
+	return javaMain(t, "java43", "ShareClient43")
+}
+
+// javaMain returns the command line prefix that runs class dev.runnel.<class> of the Maven
+// module test/clients/<module>.
+func javaMain(t testing.TB, module, class string) []string {
+	t.Helper()
+	dir := filepath.Join(RepoRoot(t), "test", "clients", module, "target")
+	if _, err := os.Stat(filepath.Join(dir, "classes", "dev", "runnel", class+".class")); err != nil {
+		SkipOutsideCI(t, fmt.Sprintf("the Java test client is not built (mvn -q -B -f test/clients/%s/pom.xml package; .ci/run does it)", module))
 	}
 	java, err := exec.LookPath("java")
 	if err != nil {
 		SkipOutsideCI(t, "no java on PATH")
 	}
 	cp := filepath.Join(dir, "classes") + string(os.PathListSeparator) + filepath.Join(dir, "lib", "*")
-	return []string{java, "-cp", cp, "dev.runnel.JavaClient"}
+	return []string{java, "-cp", cp, "dev.runnel." + class}
 }
 
 // ReadValues reads a topic from the start at an isolation level until it has want record
