@@ -255,6 +255,16 @@ func (s *shares) load(sp *sharePart, p *topics.Partition) {
 				return err
 			}
 			part = share.New(shareConfig(s.b.groupSettings(sp.key.group)), start)
+			// The start is written before anything is delivered from it (Kafka initializes
+			// the share group state first, too): a leader failing after a delivery would
+			// otherwise leave its successor to choose a start of its own, later with latest.
+			if snap, upTo, ok := part.Snapshot(); ok {
+				err := s.write(shareWriteReq{sp.key.group, req.Part, resp.StateEpoch, sp.leaderEpoch, snap.AppendTo(nil)})
+				part.Persisted(upTo, err)
+				if err != nil {
+					return err
+				}
+			}
 		} else {
 			snap, err := share.DecodeSnapshot(resp.Snapshot)
 			if err != nil {
