@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -57,10 +58,7 @@ func (b *Broker) setGroupConfigs(groupID string, configs, base map[string]string
 	}
 	res, aerr := b.propose(b.ctx, &controller.Command{Op: controller.OpSetGroupConfigs,
 		SetGroupConfigs: &controller.SetGroupConfigs{Group: groupID, Configs: configs, Conditional: true, Base: base}})
-	if aerr != nil {
-		return aerr, false
-	}
-	return nil, res.Err != nil
+	return aerr, errors.Is(res.Err, controller.ErrConfigsChanged)
 }
 
 // changeGroupConfigs computes a group's new configs from its current ones and sets them, again
@@ -108,8 +106,8 @@ func (b *Broker) alterGroupConfigs(rr kmsg.AlterConfigsRequestResource, validate
 func init() { register(kmsg.ListConfigResources, 0, 1, handleListConfigResources) }
 
 // handleListConfigResources lists the config resources of the requested types (KIP-1142; v0
-// is KIP-714's ListClientMetricsResources): groups with configs, topics, this node as a
-// broker, and client-metrics subscriptions, of which Runnel has none. BROKER_LOGGER is not a
+// is KIP-714's ListClientMetricsResources): groups with configs, topics, the live brokers, and
+// client-metrics subscriptions, of which Runnel has none. BROKER_LOGGER is not a
 // resource Runnel has: asking for it is UNSUPPORTED_VERSION, Kafka's answer for a type it does
 // not list.
 func handleListConfigResources(_ context.Context, r *request) reply {
@@ -147,7 +145,9 @@ func handleListConfigResources(_ context.Context, r *request) reply {
 		}
 	}
 	if slices.Contains(types, kmsg.ConfigResourceTypeBroker) {
-		add(kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(b.cfg.NodeID)))
+		for _, id := range b.cl.Image().LiveNodes() {
+			add(kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(id)))
+		}
 	}
 	if slices.Contains(types, kmsg.ConfigResourceTypeTopic) {
 		for _, t := range b.topics.List() {

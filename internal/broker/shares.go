@@ -101,6 +101,7 @@ func (s *shares) run(ctx context.Context) {
 		}
 		s.mu.Lock()
 		now := time.Now()
+		configs := map[string]share.Config{} // by group, this round
 		for k, sp := range s.parts {
 			if sp.p == nil {
 				continue
@@ -109,6 +110,12 @@ func (s *shares) run(ctx context.Context) {
 				s.dropLocked(sp, kerr.NotLeaderForPartition)
 				continue
 			}
+			cfg, ok := configs[k.group]
+			if !ok {
+				cfg = shareConfig(s.b.groupSettings(k.group))
+				configs[k.group] = cfg
+			}
+			sp.p.SetConfig(cfg) // the delivery limit an expiry checks is the group's now
 			if sp.p.ExpireLocks(now) {
 				s.persistLocked(sp)
 				s.wakeLocked()
@@ -429,9 +436,13 @@ func (s *shares) acknowledge(ctx context.Context, member string, sp *sharePart, 
 		s.mu.Unlock()
 		return kerr.NotLeaderForPartition
 	}
+	sp.p.SetConfig(shareConfig(s.b.groupSettings(sp.key.group))) // a renewal's lock, a release's limit
 	op, err := sp.p.Acknowledge(member, time.Now(), acks)
 	if err != nil || op == 0 {
 		s.mu.Unlock()
+		if err == nil { // nothing to persist (renewals only): done
+			s.count(sp.key.group, func(c *shareCounts) { countAcks(&c.acked, acks) })
+		}
 		return err
 	}
 	ch := make(chan error, 1)
@@ -484,8 +495,10 @@ func countAcks(counts *[5]int64, acks []share.AckBatch) {
 func (s *shares) releaseMember(groupID, member string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	cfg := shareConfig(s.b.groupSettings(groupID))
 	for k, sp := range s.parts {
 		if k.group == groupID && sp.p != nil {
+			sp.p.SetConfig(cfg)
 			sp.p.ReleaseMember(member)
 			s.persistLocked(sp)
 		}

@@ -238,3 +238,33 @@ func TestConditionalTopicConfigs(t *testing.T) {
 		t.Fatalf("configs after an unconditional change: %v", got)
 	}
 }
+
+// TestSetGroupConfigs: a group's configs are set as a whole, only if still the base a change was
+// computed from; setting none forgets the group; the map in an image is replaced, not changed,
+// and survives a snapshot.
+func TestSetGroupConfigs(t *testing.T) {
+	im := cluster3(t)
+	set := func(idx uint64, group string, configs, base map[string]string) Result {
+		return Apply(im, idx, &Command{Op: OpSetGroupConfigs, SetGroupConfigs: &SetGroupConfigs{Group: group, Configs: configs, Conditional: true, Base: base}})
+	}
+	if res := set(10, "g", map[string]string{"share.auto.offset.reset": "earliest"}, nil); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	first := im.GroupConfigs["g"]
+	if res := set(11, "g", map[string]string{"share.auto.offset.reset": "latest"}, nil); !errors.Is(res.Err, ErrConfigsChanged) {
+		t.Fatalf("a change computed from no configs, after one was set: %v; want ErrConfigsChanged", res.Err)
+	}
+	if res := set(12, "g", map[string]string{"share.auto.offset.reset": "latest", "share.isolation.level": "read_committed"}, first); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if first["share.auto.offset.reset"] != "earliest" || len(im.GroupConfigs["g"]) != 2 {
+		t.Fatalf("the earlier map %v was modified, or the new one %v is wrong", first, im.GroupConfigs["g"])
+	}
+	back, err := DecodeImage(EncodeImage(im))
+	if err != nil || back.GroupConfigs["g"]["share.isolation.level"] != "read_committed" {
+		t.Fatalf("after a snapshot: %v %v", err, back.GroupConfigs)
+	}
+	if res := set(13, "g", nil, im.GroupConfigs["g"]); res.Err != nil || im.GroupConfigs["g"] != nil {
+		t.Fatalf("removing the configs: %v, left %v", res.Err, im.GroupConfigs)
+	}
+}

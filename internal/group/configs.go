@@ -264,22 +264,34 @@ func ParseISODuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not an ISO 8601 duration (PnDTnHnMn.nS)", s)
 	}
 	var total time.Duration
-	for i, unit := range map[int]time.Duration{2: 24 * time.Hour, 4: time.Hour, 5: time.Minute, 6: time.Second} {
-		if m[i] == "" {
+	add := func(d time.Duration) bool { // false on overflow
+		sum := total + d
+		if (d > 0 && sum < total) || (d < 0 && sum > total) {
+			return false
+		}
+		total = sum
+		return true
+	}
+	for _, part := range []struct {
+		i    int
+		unit time.Duration
+	}{{2, 24 * time.Hour}, {4, time.Hour}, {5, time.Minute}, {6, time.Second}} {
+		if m[part.i] == "" {
 			continue
 		}
-		n, err := strconv.ParseInt(m[i], 10, 64)
-		if err != nil || n > int64(1<<62)/int64(unit) || n < -int64(1<<62)/int64(unit) {
+		n, err := strconv.ParseInt(m[part.i], 10, 64)
+		if err != nil || n > int64(1<<62)/int64(part.unit) || n < -int64(1<<62)/int64(part.unit) || !add(time.Duration(n)*part.unit) {
 			return 0, fmt.Errorf("%q: out of range", s)
 		}
-		total += time.Duration(n) * unit
 	}
 	if m[7] != "" {
 		frac, _ := strconv.ParseInt((m[7] + "000000000")[:9], 10, 64)
 		if strings.HasPrefix(m[6], "-") {
 			frac = -frac
 		}
-		total += time.Duration(frac)
+		if !add(time.Duration(frac)) {
+			return 0, fmt.Errorf("%q: out of range", s)
+		}
 	}
 	if m[1] == "-" {
 		total = -total

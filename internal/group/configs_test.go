@@ -93,7 +93,8 @@ func TestParseISODuration(t *testing.T) {
 			t.Errorf("%s: %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "P", "PT", "P1H", "PT1D", "1h", "P1DT", "PT1.5M", "P1Y", "PT99999999999999999999S"} {
+	for _, in := range []string{"", "P", "PT", "P1H", "PT1D", "1h", "P1DT", "PT1.5M", "P1Y", "PT99999999999999999999S",
+		"-P53375DT1281000H76860000M4611686018S", "P53375DT1281000H76860000M4611686018S"} { // parts in range, the sum not
 		if got, err := ParseISODuration(in); err == nil {
 			t.Errorf("%q parsed as %v; want an error", in, got)
 		}
@@ -103,13 +104,19 @@ func TestParseISODuration(t *testing.T) {
 // FuzzParseOffsetReset: any value parses or is refused without a panic, and a parsed
 // by_duration is never negative.
 func FuzzParseOffsetReset(f *testing.F) {
-	for _, s := range []string{"earliest", "latest", "by_duration:PT1H", "by_duration:-P1D", "by_duration:PT1.123456789S", "x"} {
+	for _, s := range []string{"earliest", "latest", "by_duration:PT1H", "by_duration:-P1D", "by_duration:PT1.123456789S", "x",
+		"by_duration:-P53375DT1281000H76860000M4611686018S"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := ParseOffsetReset(s)
 		if err == nil && r.By < 0 {
 			t.Fatalf("%q: negative duration %v", s, r.By)
+		}
+		// A duration's sign is its text's: a leading minus (of the whole or of every part)
+		// never parses as a positive duration.
+		if lv := strings.ToLower(s); err == nil && r.By > 0 && strings.HasPrefix(lv, "by_duration:-") && !strings.Contains(lv[len("by_duration:-"):], "-") {
+			t.Fatalf("%q: a negated duration parsed as %v", s, r.By)
 		}
 	})
 }

@@ -157,7 +157,11 @@ var ErrPreviousTxnOpen = fmt.Errorf("%w: the producer's previous transaction is 
 // producer send the same batch again, in sequence once the gap is filled. A gap that can never
 // be filled (the producer gave its batch up) ends on the client's side: it fails the batch's
 // partition and renumbers under a new epoch itself.
-var ErrSequenceAhead = fmt.Errorf("%w: an earlier batch of the producer is not committed yet; retry", kerr.RequestTimedOut)
+//
+// NOT_ENOUGH_REPLICAS, not REQUEST_TIMED_OUT: the batch was not stored, and clients take a
+// timeout for "maybe stored" (franz-go then retries it past its retry limit and delivery
+// timeout, forever if the gap never fills).
+var ErrSequenceAhead = fmt.Errorf("%w: an earlier batch of the producer is not committed yet; retry", kerr.NotEnoughReplicas)
 
 // Commit applies one file's section of the partition: every batch is checked against the
 // producer state, the accepted ones get consecutive offsets from Next, and one extent records
@@ -290,7 +294,7 @@ func (p *Partition) commit(file string, e IndexEntry, batches []BatchMeta, lazy 
 			}
 			if !lazy {
 				res.Err = seqErr
-				if errors.Is(seqErr, kerr.OutOfOrderSequenceNumber) && p.seqAhead(tb) {
+				if errors.Is(seqErr, kerr.OutOfOrderSequenceNumber) && !p.seqCovered(b) && p.seqAhead(tb) {
 					res.Err = ErrSequenceAhead
 				}
 			}

@@ -261,6 +261,14 @@ func TestEagerAfterLazyOutOfOrder(t *testing.T) {
 	if r := p.Commit("e2", IndexEntry{}, []BatchMeta{b(2)}); !r[0].Duplicate {
 		t.Fatalf("an eager retry of a stored batch: %+v; want a duplicate", r)
 	}
+	// Lazy 9 stored while 8 is still on its way: an eager retry of 9 is a duplicate, not a
+	// batch ahead of its sequence (refused, it would be retried until 8 came).
+	if r := p.CommitLazy("l9", IndexEntry{}, []BatchMeta{b(9)}); r[0].Err != nil {
+		t.Fatal(r[0].Err)
+	}
+	if r := p.Commit("e9", IndexEntry{}, []BatchMeta{b(9)}); !r[0].Duplicate || r[0].Err != nil {
+		t.Fatalf("an eager retry of a lazily stored batch ahead of a gap: %+v; want a duplicate", r)
+	}
 }
 
 // TestBatchAheadWaitsForItsPredecessor: a producer's batch 1 waits in one writer's queue while
