@@ -497,10 +497,7 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 		maxRecords = 500
 	}
 	for {
-		var wake []<-chan struct{}
-		s.mu.Lock()
-		wake = append(wake, s.wake)
-		s.mu.Unlock()
+		var wake []<-chan struct{} // the partitions' appends and their share-partitions' wake-ups
 		budget := int(req.MaxBytes)
 		if budget <= 0 {
 			budget = 1<<31 - 1
@@ -522,7 +519,7 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 				res.err = err
 				continue
 			}
-			wake = append(wake, tp.Replica.Changed())
+			wake = append(wake, tp.Replica.Changed(), s.wakeChan(sp))
 			if got >= maxRecords || budget <= 0 {
 				continue
 			}

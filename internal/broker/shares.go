@@ -52,6 +52,11 @@ type sharePart struct {
 	err         error
 	persisting  bool
 	waiters     []ackWaiter
+	// wake is closed (and replaced) when records of this share-partition may have become
+	// acquirable (released, expired, rolled back) or it is dropped: the fetches waiting on it
+	// look again. Per share-partition, so an acknowledgement wakes only the fetches of its
+	// partition's sessions, not every waiting fetch of the node.
+	wake chan struct{}
 }
 
 type ackWaiter struct {
@@ -64,7 +69,6 @@ type shares struct {
 	mu       sync.Mutex
 	parts    map[shareKey]*sharePart
 	sessions map[shareSessionKey]*shareSession
-	wake     chan struct{}           // closed (and replaced) when records may have become acquirable
 	counts   map[string]*shareCounts // by group, since the node started
 }
 
@@ -76,16 +80,23 @@ type shareCounts struct {
 
 func newShares(b *Broker) *shares {
 	s := &shares{b: b, parts: map[shareKey]*sharePart{}, counts: map[string]*shareCounts{},
-		sessions: map[shareSessionKey]*shareSession{}, wake: make(chan struct{})}
+		sessions: map[shareSessionKey]*shareSession{}}
 	b.cl.Handle("share.read", s.handleRead)
 	b.cl.Handle("share.write", s.handleWrite)
 	return s
 }
 
-// wakeLocked tells waiting fetches that records may be acquirable.
-func (s *shares) wakeLocked() {
-	close(s.wake)
-	s.wake = make(chan struct{})
+// wakeLocked tells the fetches waiting on sp that its records may be acquirable.
+func (s *shares) wakeLocked(sp *sharePart) {
+	close(sp.wake)
+	sp.wake = make(chan struct{})
+}
+
+// wakeChan returns the channel a fetch waits on for sp.
+func (s *shares) wakeChan(sp *sharePart) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sp.wake
 }
 
 // run expires acquisition locks and drops the state of partitions this node no longer leads,
@@ -118,7 +129,7 @@ func (s *shares) run(ctx context.Context) {
 			sp.p.SetConfig(cfg) // the delivery limit an expiry checks is the group's now
 			if sp.p.ExpireLocks(now) {
 				s.persistLocked(sp)
-				s.wakeLocked()
+				s.wakeLocked(sp)
 			}
 		}
 		s.mu.Unlock()
@@ -141,6 +152,7 @@ func (s *shares) dropLocked(sp *sharePart, err error) {
 	if s.parts[sp.key] == sp {
 		delete(s.parts, sp.key)
 	}
+	s.wakeLocked(sp) // its waiting fetches look again, and find it gone
 	for _, w := range sp.waiters {
 		w.ch <- err
 	}
@@ -163,7 +175,7 @@ func (s *shares) get(ctx context.Context, k shareKey, p *topics.Partition) (*sha
 		sp = nil
 	}
 	if sp == nil {
-		sp = &sharePart{key: k, leaderEpoch: epoch, loaded: make(chan struct{})}
+		sp = &sharePart{key: k, leaderEpoch: epoch, loaded: make(chan struct{}), wake: make(chan struct{})}
 		s.parts[k] = sp
 		go s.load(sp, p)
 	}
@@ -343,7 +355,7 @@ func (s *shares) persistLocked(sp *sharePart) {
 			}
 		}
 		sp.waiters = keep
-		s.wakeLocked()
+		s.wakeLocked(sp)
 		if errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.GroupIDNotFound) {
 			s.dropLocked(sp, err) // fenced, or the group is gone: load again on next use
 			return
@@ -448,7 +460,7 @@ func (s *shares) acknowledge(ctx context.Context, member string, sp *sharePart, 
 	ch := make(chan error, 1)
 	sp.waiters = append(sp.waiters, ackWaiter{op, ch})
 	s.persistLocked(sp)
-	s.wakeLocked() // releases may have made records available
+	s.wakeLocked(sp) // releases may have made records available
 	s.mu.Unlock()
 	select {
 	case err := <-ch:
@@ -501,9 +513,9 @@ func (s *shares) releaseMember(groupID, member string) {
 			sp.p.SetConfig(cfg)
 			sp.p.ReleaseMember(member)
 			s.persistLocked(sp)
+			s.wakeLocked(sp)
 		}
 	}
-	s.wakeLocked()
 }
 
 // acquire reads a share-partition's next records from the log (below the high watermark, or

@@ -832,3 +832,58 @@ func TestJava43ShareConsumer(t *testing.T) {
 		t.Logf("Java output:\n%s", strings.Join(lines, "\n"))
 	}
 }
+
+// TestShareFetchWokenByRelease: a fetch waiting for records (MaxWait 10 s) while another member
+// holds them all is answered as soon as that member releases them, not at MaxWait: the release
+// wakes the fetches waiting on its share-partition.
+func TestShareFetchWokenByRelease(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("wq", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("wq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topicID := topicIDOf(t, ctx, cl, "wq")
+	// Two clients: a waiting fetch holds its connection.
+	cl2, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	a := &shareClient{t: t, cl: cl, group: "wg", member: "a", topic: topicID}
+	w := &shareClient{t: t, cl: cl2, group: "wg", member: "w", topic: topicID}
+	for _, c := range []*shareClient{a, w} {
+		if r := c.heartbeat(ctx, 0, []string{"wq"}); r.ErrorCode != 0 {
+			t.Fatalf("join %s: %+v", c.member, r)
+		}
+		c.fetch(ctx, 0)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for got == "" && ctx.Err() == nil {
+		got = acquired(a.fetch(ctx, 200*time.Millisecond))
+	}
+	type answer struct {
+		got  string
+		took time.Duration
+	}
+	done := make(chan answer, 1)
+	go func() {
+		start := time.Now()
+		r := w.fetch(ctx, 10*time.Second)
+		done <- answer{acquired(r), time.Since(start)}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if r := a.ack(ctx, a.epoch, [3]int64{0, 0, 2}); r.ErrorCode != 0 {
+		t.Fatalf("release: %+v", r)
+	}
+	ans := <-done
+	if ans.got != "0-0/2" || ans.took > 5*time.Second {
+		t.Fatalf("the waiting fetch got %q after %v; want 0-0/2 soon after the release, not at MaxWait", ans.got, ans.took)
+	}
+}
