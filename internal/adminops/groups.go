@@ -56,14 +56,18 @@ type GroupMember struct {
 // group (KIP-932) is described by its share-partitions: Committed is a partition's start offset
 // (every record before it is done with) and Lag what is left from there (-1 unknown).
 func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (Group, error) {
-	if d, ok, err := describeShareGroup(ctx, adm, group); ok || err != nil {
-		return d, err
-	}
 	lags, err := adm.Lag(ctx, group)
 	if err != nil {
 		return Group{}, err
 	}
 	l, ok := lags[group]
+	if !ok || l.Error() != nil || l.State == "Dead" {
+		// DescribeGroups knows no share group (Dead, GROUP_ID_NOT_FOUND): asked only then, so
+		// a consumer group costs no extra request.
+		if d, ok, err := describeShareGroup(ctx, adm, group); ok || err != nil {
+			return d, err
+		}
+	}
 	if !ok {
 		return Group{}, fmt.Errorf("group %s: no answer", group)
 	}

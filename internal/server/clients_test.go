@@ -111,6 +111,17 @@ func (b *testBroker) restart() *testBroker {
 	return startBrokerHooks(b.t, b.dataDir, b.addr, b.hooks)
 }
 
+// client returns a client of the broker with opts, closed when the test ends.
+func (b *testBroker) client(opts ...kgo.Opt) *kgo.Client {
+	b.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.addr)}, opts...)...)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(cl.Close)
+	return cl
+}
+
 func (b *testBroker) createTopic(name string, partitions int32) {
 	b.t.Helper()
 	server.CreateTopicT(b.t, b.s, name, partitions, nil)

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,11 +25,7 @@ func TestGroupConfigs(t *testing.T) {
 	b.createTopic("q", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("q"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := b.client(kgo.DefaultProduceTopic("q"))
 	for i := range 10 {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -56,7 +54,7 @@ func TestGroupConfigs(t *testing.T) {
 			if r.ErrorMessage != nil {
 				msg = *r.ErrorMessage
 			}
-			return &groupConfigError{kerr.ErrorForCode(r.ErrorCode).(*kerr.Error), msg}
+			return fmt.Errorf("%w: %s", kerr.ErrorForCode(r.ErrorCode), msg)
 		}
 		return nil
 	}
@@ -89,8 +87,7 @@ func TestGroupConfigs(t *testing.T) {
 		{kadm.AlterConfig{Op: kadm.AppendConfig, Name: "share.isolation.level", Value: new(string)}, kerr.InvalidConfig, "not LIST"},
 	} {
 		err := alter("g1", false, bad.op)
-		var ge *groupConfigError
-		if !asGroupConfigError(err, &ge) || ge.code != bad.code || !strings.Contains(ge.msg, bad.msg) {
+		if !errors.Is(err, bad.code) || !strings.Contains(err.Error(), bad.msg) {
 			t.Errorf("%s=%v: %v; want %v with %q", bad.op.Name, bad.op.Value, err, bad.code, bad.msg)
 		}
 	}
@@ -219,11 +216,7 @@ func TestGroupConfigs(t *testing.T) {
 
 	// Configs are the controller's: kept across a restart; removing the last one forgets the group.
 	b = b.restart()
-	cl2, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl2.Close()
+	cl2 := b.client()
 	cl = cl2
 	if c := describe("g2")["share.isolation.level"]; *c.Value != "read_committed" {
 		t.Fatalf("after a restart: share.isolation.level=%s", *c.Value)
@@ -236,21 +229,6 @@ func TestGroupConfigs(t *testing.T) {
 	}
 }
 
-type groupConfigError struct {
-	code *kerr.Error
-	msg  string
-}
-
-func (e *groupConfigError) Error() string { return e.code.Error() + ": " + e.msg }
-
-func asGroupConfigError(err error, target **groupConfigError) bool {
-	ge, ok := err.(*groupConfigError)
-	if ok {
-		*target = ge
-	}
-	return ok
-}
-
 // TestShareGroupAdminTools: a share group in the console (its list and page, the lag API) and
 // in `runnel group describe`: its members and assignments, its start offsets and lag per
 // partition; a reset of its start offsets (AlterShareGroupOffsets) once it has no members.
@@ -259,11 +237,7 @@ func TestShareGroupAdminTools(t *testing.T) {
 	b.createTopic("sq", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("sq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := b.client(kgo.DefaultProduceTopic("sq"))
 	m := &shareClient{t: t, cl: cl, group: "sg", member: "sm", topic: topicIDOf(t, ctx, cl, "sq")}
 	if r := m.heartbeat(ctx, 0, []string{"sq"}); r.ErrorCode != 0 {
 		t.Fatalf("join: %+v", r)

@@ -155,11 +155,7 @@ func TestKafkaTransactionsTool(t *testing.T) {
 	b.createTopic("txtool", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.TransactionalID("tool-txn"), kgo.DefaultProduceTopic("txtool"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := b.client(kgo.TransactionalID("tool-txn"), kgo.DefaultProduceTopic("txtool"))
 	if err := p.ProduceSync(ctx, kgo.StringRecord("before")).FirstErr(); err == nil {
 		t.Fatal("a transactional producer produced outside a transaction")
 	}
@@ -352,11 +348,7 @@ func TestKafkaConfigsGroups(t *testing.T) {
 	java := testclients.Java(t)
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	b.createTopic("jq", 1)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("jq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := b.client(kgo.DefaultProduceTopic("jq"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n = 20

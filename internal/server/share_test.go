@@ -142,11 +142,7 @@ func TestJavaShareGroup(t *testing.T) {
 	java := testclients.Java(t)
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	b.createTopic("queue", 3)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("queue"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := b.client(kgo.DefaultProduceTopic("queue"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -359,11 +355,7 @@ func TestShareFetchProtocol(t *testing.T) {
 	b.createTopic("q", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("q"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := b.client(kgo.DefaultProduceTopic("q"))
 	topicID := topicIDOf(t, ctx, cl, "q")
 	a := &shareClient{t: t, cl: cl, group: "sq", member: "member-a", topic: topicID}
 	bm := &shareClient{t: t, cl: cl, group: "sq", member: "member-b", topic: topicID}
@@ -445,11 +437,7 @@ func TestShareFetchProtocol(t *testing.T) {
 	}
 	bm.epoch++
 	b = b.restart()
-	cl2, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl2.Close()
+	cl2 := b.client()
 	d := &shareClient{t: t, cl: cl2, group: "sq", member: "member-d", topic: topicID}
 	if r := d.heartbeat(ctx, 0, []string{"q"}); r.ErrorCode != 0 {
 		t.Fatalf("join after restart: %+v", r)
@@ -553,11 +541,7 @@ func TestShareGroupOffsetsAdmin(t *testing.T) {
 	b.createTopic("ao", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("ao"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := b.client(kgo.DefaultProduceTopic("ao"))
 	for i := range 20 {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -663,11 +647,7 @@ func TestShareFetchV2(t *testing.T) {
 	b.createTopic("v2", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("v2"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := b.client(kgo.DefaultProduceTopic("v2"))
 	topicID := topicIDOf(t, ctx, cl, "v2")
 	a := &shareClient{t: t, cl: cl, group: "g2", member: "a", topic: topicID}
 	o := &shareClient{t: t, cl: cl, group: "g2", member: "o", topic: topicID}
@@ -764,11 +744,7 @@ func TestJava43ShareConsumer(t *testing.T) {
 	b.createTopic("j43", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("j43"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := b.client(kgo.DefaultProduceTopic("j43"))
 	// The group reads from the start: the records need not wait for its first fetch.
 	cfg := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
@@ -841,18 +817,10 @@ func TestShareFetchWokenByRelease(t *testing.T) {
 	b.createTopic("wq", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("wq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := b.client(kgo.DefaultProduceTopic("wq"))
 	topicID := topicIDOf(t, ctx, cl, "wq")
 	// Two clients: a waiting fetch holds its connection.
-	cl2, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl2.Close()
+	cl2 := b.client()
 	a := &shareClient{t: t, cl: cl, group: "wg", member: "a", topic: topicID}
 	w := &shareClient{t: t, cl: cl2, group: "wg", member: "w", topic: topicID}
 	for _, c := range []*shareClient{a, w} {
