@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/runnel-dev/runnel/internal/controller"
 )
 
 // TestPrepareVerdict: a partition's leader vouches for a transaction's records there only if no
@@ -24,6 +26,7 @@ func TestPrepareVerdict(t *testing.T) {
 		return s
 	}
 	since := func(s prepareState, ms int64) prepareState { s.LeadingSinceMs = ms; return s }
+	kept := func(s prepareState) prepareState { s.NoReplicaRestarted = true; return s }
 	cases := []struct {
 		name string
 		req  txnPrepareReq
@@ -34,17 +37,22 @@ func TestPrepareVerdict(t *testing.T) {
 		{"open, begun in this epoch, added in it by this incarnation", req(at(5, 9)), open(now, 5, 3), 0, nil},
 		{"open, begun in this epoch, coordinator does not know where it was added", req(nil), open(now, 5, 3), 0, nil},
 		{"open under another producer epoch", req(at(5, 9)), open(now, 5, 2), 0, kerr.InvalidProducerEpoch},
-		{"open, begun under an earlier leader", req(at(4, 9)), open(now, 4, 3), 0, kerr.NotLeaderForPartition},
+		{"open, begun under an earlier leader", req(at(4, 9)), open(now, 4, 3), 0, errCannotVouch},
 		// The leader restarted without a new epoch: the records it had synced are back, the
 		// others may be gone.
-		{"open, added in this epoch by an earlier incarnation", req(at(5, 8)), open(now, 5, 3), 0, kerr.NotLeaderForPartition},
+		{"open, added in this epoch by an earlier incarnation", req(at(5, 8)), open(now, 5, 3), 0, errCannotVouch},
 		{"none open, added in this epoch by this incarnation", req(at(5, 9)), now, 0, nil},
-		{"none open, added under an earlier leader", req(at(4, 9)), now, 0, kerr.NotLeaderForPartition},
-		{"none open, added in this epoch by an earlier incarnation", req(at(5, 8)), now, 0, kerr.NotLeaderForPartition},
+		{"none open, added under an earlier leader", req(at(4, 9)), now, 0, errCannotVouch},
+		{"none open, added in this epoch by an earlier incarnation", req(at(5, 8)), now, 0, errCannotVouch},
+		// Leaders changed, but every replica is the one the partition had at the add, none
+		// restarted: the elected log holds whatever a quorum acknowledged.
+		{"open, begun under an earlier leader, no replica restarted", req(at(4, 9)), kept(open(now, 4, 3)), 0, nil},
+		{"none open, added under an earlier leader, no replica restarted", req(at(4, 7)), kept(now), 0, nil},
+		{"open under another producer epoch, no replica restarted", req(at(4, 9)), kept(open(now, 4, 2)), 0, kerr.InvalidProducerEpoch},
 		{"none open, unknown where added, leading since before the start", req(nil), now, 0, nil},
-		{"none open, unknown where added, leading since after the start", req(nil), since(now, start+1), 0, kerr.NotLeaderForPartition},
+		{"none open, unknown where added, leading since after the start", req(nil), since(now, start+1), 0, errCannotVouch},
 		{"none open, unknown where added, leading since just before the start, same clock", req(nil), since(now, start-1), 0, nil},
-		{"none open, unknown where added, leading since within the skew before the start", req(nil), since(now, start-100), leadershipSkew, kerr.NotLeaderForPartition},
+		{"none open, unknown where added, leading since within the skew before the start", req(nil), since(now, start-100), leadershipSkew, errCannotVouch},
 		{"none open, unknown where added, leading since before the skew", req(nil), since(now, start-leadershipSkew.Milliseconds()-1), leadershipSkew, nil},
 	}
 	for _, c := range cases {
@@ -55,5 +63,44 @@ func TestPrepareVerdict(t *testing.T) {
 		case c.want != nil && !errors.Is(err, c.want):
 			t.Errorf("%s: %v; want %v", c.name, err, c.want)
 		}
+	}
+}
+
+// TestNoReplicaRestarted: a leader change keeps a transaction only while the partition's
+// replicas are those noted when the transaction added it, each in the registration noted.
+func TestNoReplicaRestarted(t *testing.T) {
+	img := &controller.Image{Nodes: map[int32]*controller.Node{1: {ID: 1, Incarnation: 10}, 2: {ID: 2, Incarnation: 20}, 3: {ID: 3, Incarnation: 30}}}
+	p := &controller.Partition{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 4}
+	added := &leadership{Epoch: 4, Incarnation: 10, Replicas: replicaIncarnations(img, p)}
+	if !noReplicaRestarted(img, p, added) {
+		t.Fatal("the same replicas in the same registrations: want kept")
+	}
+	moved := *p
+	moved.Leader, moved.LeaderEpoch = 2, 6
+	if !noReplicaRestarted(img, &moved, added) {
+		t.Fatal("a new leader of the same replicas: want kept")
+	}
+	restarted := &controller.Image{Nodes: map[int32]*controller.Node{1: {ID: 1, Incarnation: 10}, 2: {ID: 2, Incarnation: 25}, 3: {ID: 3, Incarnation: 30}}}
+	if noReplicaRestarted(restarted, &moved, added) {
+		t.Fatal("a replica registered anew (it may have lost unsynced records): want refused")
+	}
+	for name, q := range map[string]controller.Partition{
+		"fewer replicas":   {Replicas: []int32{2, 3}, Leader: 2, LeaderEpoch: 6},
+		"another replica":  {Replicas: []int32{2, 3, 4}, Leader: 2, LeaderEpoch: 6},
+		"being moved":      {Replicas: []int32{1, 2, 3}, Target: []int32{2, 3, 4}, Leader: 2, LeaderEpoch: 6},
+		"unclean election": {Replicas: []int32{1, 2, 3}, Unclean: true, Leader: -1, LeaderEpoch: 6},
+	} {
+		img := &controller.Image{Nodes: map[int32]*controller.Node{1: {ID: 1, Incarnation: 10}, 2: {ID: 2, Incarnation: 20}, 3: {ID: 3, Incarnation: 30}, 4: {ID: 4, Incarnation: 40}}}
+		if noReplicaRestarted(img, &q, added) {
+			t.Errorf("%s: want refused", name)
+		}
+	}
+	if noReplicaRestarted(img, p, &leadership{Epoch: 4, Incarnation: 10}) || noReplicaRestarted(img, p, nil) {
+		t.Error("replicas not noted: want refused")
+	}
+	unclean := *p
+	unclean.Unclean = true
+	if replicaIncarnations(img, &unclean) != nil {
+		t.Error("a partition asked for an unclean election noted its replicas")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/replica"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/txn"
@@ -25,6 +26,8 @@ const TxnStateTopic = "__transaction_state"
 // Timings of the transaction driver.
 const (
 	txnTick = 100 * time.Millisecond
+	// txnPrepareRetry: how soon a prepare that found no leader to answer it asks again.
+	txnPrepareRetry = 100 * time.Millisecond
 	// txnPartitionCheck: a partition asks its coordinator about an open transaction it has held
 	// this long without news, and aborts it if nothing can commit it (docs/transactions.md §3.4).
 	txnPartitionCheck = 10 * time.Second
@@ -250,10 +253,51 @@ func (d *txns) dropLocked(idx int32) {
 }
 
 // leadership names a partition's leadership: its leader epoch and the leader's registration
-// (a leader that restarts quickly may keep its epoch, but not its incarnation).
+// (a leader that restarts quickly may keep its epoch, but not its incarnation), and the
+// registration of each of its replicas.
 type leadership struct {
 	Epoch       int32  `json:"epoch"`
 	Incarnation uint64 `json:"incarnation"`
+	// Replicas maps each replica of the partition to its registration (nil: not noted, or the
+	// partition was being moved or uncleanly elected).
+	Replicas map[int32]uint64 `json:"replicas,omitempty"`
+}
+
+// replicaIncarnations returns the registration of each replica of p in img, or nil if p is
+// being moved, was asked for an unclean election or names a node img does not know.
+func replicaIncarnations(img *controller.Image, p *controller.Partition) map[int32]uint64 {
+	if len(p.Target) > 0 || p.Unclean {
+		return nil
+	}
+	m := make(map[int32]uint64, len(p.Replicas))
+	for _, r := range p.Replicas {
+		n := img.Nodes[r]
+		if n == nil {
+			return nil
+		}
+		m[r] = n.Incarnation
+	}
+	return m
+}
+
+// noReplicaRestarted reports whether p's replicas in img are those of added, each in the
+// registration added noted: then none lost what it held since (a node loses unsynced writes
+// only by crashing, and comes back as a new incarnation), and an election since chose a log
+// holding every record a quorum had acknowledged (docs/transactions.md §3.3).
+func noReplicaRestarted(img *controller.Image, p *controller.Partition, added *leadership) bool {
+	if added == nil || added.Replicas == nil || p == nil {
+		return false
+	}
+	now := replicaIncarnations(img, p)
+	if now == nil || len(now) != len(added.Replicas) {
+		return false
+	}
+	for r, inc := range now {
+		if was, ok := added.Replicas[r]; !ok || was != inc {
+			return false
+		}
+	}
+	return true
 }
 
 // noteAdded records the leadership, per this node's image, of the local partitions a
@@ -280,7 +324,7 @@ func (d *txns) noteAdded(id string, tps []txncoord.TP) {
 			m = map[txncoord.TP]leadership{}
 			d.addedEpochs[id] = m
 		}
-		m[tp] = leadership{Epoch: p.LeaderEpoch, Incarnation: img.Nodes[p.Leader].Incarnation}
+		m[tp] = leadership{Epoch: p.LeaderEpoch, Incarnation: img.Nodes[p.Leader].Incarnation, Replicas: replicaIncarnations(img, p)}
 	}
 }
 
@@ -557,6 +601,9 @@ func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq, sameClock bo
 		return replica.ErrNotLeader
 	}
 	here := prepareState{Epoch: epoch, Incarnation: d.b.cl.Incarnation(), LeadingSinceMs: p.Replica.LeadingSince().UnixMilli()}
+	if t, ok := d.b.topics.Get(req.Topic); ok {
+		here.NoReplicaRestarted = noReplicaRestarted(d.b.cl.Image(), d.b.imagePartition(t.ID, req.Partition), req.Added)
+	}
 	_, here.BeganIn, here.ProducerEpoch, here.Open = p.Log.OpenTransaction(req.ProducerID)
 	if err := prepareVerdict(req, here, skew(sameClock)); err != nil {
 		return err
@@ -575,7 +622,14 @@ type prepareState struct {
 	Open          bool
 	BeganIn       int32 // the leader epoch its first record was written in
 	ProducerEpoch int16
+	// NoReplicaRestarted: the partition's replicas are those it had when the transaction added
+	// it, none registered anew since (noReplicaRestarted).
+	NoReplicaRestarted bool
 }
+
+// errCannotVouch is a partition leader's verdict that it cannot vouch for every record of a
+// transaction on its partition (prepareVerdict): the transaction must be aborted.
+var errCannotVouch = kerr.TransactionAbortable
 
 // prepareVerdict is prepareLocal's decision: nil if this leader can vouch for every record of
 // the transaction on the partition, or why not.
@@ -583,17 +637,22 @@ func prepareVerdict(req txnPrepareReq, s prepareState, skew time.Duration) error
 	switch {
 	case s.Open && s.ProducerEpoch != req.Epoch:
 		return fmt.Errorf("%w: the partition's open transaction is of epoch %d, not %d", kerr.InvalidProducerEpoch, s.ProducerEpoch, req.Epoch)
+	case s.NoReplicaRestarted:
+		// Whatever leaders came and went, no replica lost an acknowledged record, and this
+		// leader's log holds them all: an open transaction is whole, and none open means the
+		// producer wrote nothing here that was acknowledged.
+		return nil
 	case s.Open && s.BeganIn != s.Epoch:
-		return fmt.Errorf("%w: the transaction began in leader epoch %d, the partition is now in %d", kerr.NotLeaderForPartition, s.BeganIn, s.Epoch)
+		return fmt.Errorf("%w: the transaction began in leader epoch %d, the partition is now in %d, and a replica restarted or the replicas changed", errCannotVouch, s.BeganIn, s.Epoch)
 	case s.Open && req.Added != nil && req.Added.Epoch == s.Epoch && req.Added.Incarnation != s.Incarnation:
 		// The leader of the epoch the partition joined in restarted without a new epoch:
 		// unsynced records of the transaction may be gone, though some are there.
-		return fmt.Errorf("%w: the partition's leader restarted since it joined the transaction", kerr.NotLeaderForPartition)
+		return fmt.Errorf("%w: the partition's leader restarted since it joined the transaction", errCannotVouch)
 	case !s.Open && req.Added != nil && (req.Added.Epoch != s.Epoch || req.Added.Incarnation != s.Incarnation):
 		return fmt.Errorf("%w: the partition was added to the transaction under leader epoch %d of incarnation %d, it is now under %d of %d",
-			kerr.NotLeaderForPartition, req.Added.Epoch, req.Added.Incarnation, s.Epoch, s.Incarnation)
+			errCannotVouch, req.Added.Epoch, req.Added.Incarnation, s.Epoch, s.Incarnation)
 	case !s.Open && req.Added == nil && s.LeadingSinceMs > req.StartMs-skew.Milliseconds():
-		return fmt.Errorf("%w: the partition changed leader since the transaction began", kerr.NotLeaderForPartition)
+		return fmt.Errorf("%w: the partition changed leader since the transaction began", errCannotVouch)
 	}
 	return nil
 }
@@ -713,14 +772,29 @@ func (d *txns) prepareRound(sh *txnShard, req txncoord.PrepareReq) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(d.b.ctx, 10*time.Second)
 			defer cancel()
-			var resp txnCodeResp
 			preq := txnPrepareReq{Topic: tp.Topic, Partition: tp.Partition, ProducerID: req.ProducerID, Epoch: req.Epoch, StartMs: txnState.StartMs}
 			if l, ok := added[tp]; ok {
 				preq.Added = &l
 			}
-			err := d.callPartition(ctx, tp, "txn.prepare", preq, &resp)
-			if err == nil {
-				err = resp.err()
+			var err error
+			for {
+				var resp txnCodeResp
+				if err = d.callPartition(ctx, tp, "txn.prepare", preq, &resp); err == nil {
+					err = resp.err()
+				}
+				// A leader's verdict is final; no leader yet, a deposed one or a node that does
+				// not answer is asked again (the image names the next leader) until the round's
+				// time is up.
+				if err == nil || d.gone(tp, err) || errors.Is(err, errCannotVouch) || errors.Is(err, kerr.InvalidProducerEpoch) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(txnPrepareRetry):
+				}
+				if ctx.Err() != nil {
+					break
+				}
 			}
 			if err != nil && !d.gone(tp, err) {
 				d.b.logger.Warn("broker: transaction prepare failed", "txn", req.ID, "topic", tp.Topic, "partition", tp.Partition, "err", err)

@@ -654,7 +654,7 @@ func (c *Coordinator) Discovered(id string, tps []TP, err error, nowMs int64) Ef
 	if err != nil {
 		if t.op.commit { // a partition may be missing: the commit cannot be atomic
 			t.op.commit, t.op.fence = false, true
-			t.op.reply.Err = abortableErr(t.V2)
+			t.op.reply.Err = abortedErr()
 		} else {
 			// An abort can go on: a partition missed now aborts its part when it asks (§3.4).
 			t.op.fence = true
@@ -672,17 +672,19 @@ func (c *Coordinator) Prepared(id string, failed []TP, nowMs int64) Effects {
 	}
 	if len(failed) > 0 {
 		t.op.commit, t.op.fence = false, true
-		t.op.reply.Err = abortableErr(t.V2)
+		t.op.reply.Err = abortedErr()
 	}
 	return c.appendPrepare(t, nowMs)
 }
 
-// abortableErr is what a client is told when its commit turned into an abort: version 2 clients
-// abort and go on (TRANSACTION_ABORTABLE); version 1 clients re-initialize (KIP-360).
-func abortableErr(v2 bool) error {
-	if v2 {
-		return kerr.TransactionAbortable
-	}
+// abortedErr is what a client is told when the coordinator turned its commit into an abort
+// (with an epoch bump): INVALID_PRODUCER_EPOCH, as Kafka's coordinator answers a producer whose
+// transaction it aborted itself. Java producers take it as fenced and Kafka Streams then
+// re-creates its producer and goes on (TaskMigratedException); other clients re-initialize
+// (KIP-360). TRANSACTION_ABORTABLE, which version 2 clients were told before, would let a
+// plain producer abort and go on, but Kafka Streams (4.3) takes it as fatal and its stream
+// thread dies (docs/transactions.md §3.3).
+func abortedErr() error {
 	return kerr.InvalidProducerEpoch
 }
 

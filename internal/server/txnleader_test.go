@@ -1,0 +1,102 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/testclients"
+)
+
+// TestTransactionAcrossALeaderChange: on three nodes, a transaction writes to a partition
+// replicated three times whose leader then stops (its coordinator is elsewhere and stays). The
+// new leader was elected from replicas none of which restarted since the transaction added the
+// partition, so its log holds whatever a quorum acknowledged: the commit goes through, and
+// read_committed consumers see the records (before, any leader change since the transaction's
+// first record there aborted it, and Kafka Streams' stream threads died of the answer). A
+// next transaction whose partition's replica restarts (a new registration: it may have lost
+// unsynced records) while leadership moves is aborted, and the producer is told
+// INVALID_PRODUCER_EPOCH.
+func TestTransactionAcrossALeaderChange(t *testing.T) {
+	c := startCluster(t, 3)
+	c.waitNodes(3)
+	cl, adm := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if r, err := adm.CreateTopic(ctx, 3, 3, nil, "moving"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	c.waitTopicEverywhere(ctx, cl, "moving")
+	p, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...), kgo.TransactionalID("across"), kgo.DefaultProduceTopic("moving"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, _, err := p.ProducerID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	coord := adm.FindTxnCoordinators(ctx, "across")["across"]
+	if coord.Err != nil {
+		t.Fatal(coord.Err)
+	}
+	md, err := adm.Metadata(ctx, "moving")
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, victim := int32(-1), int32(-1)
+	for _, pd := range md.Topics["moving"].Partitions {
+		if pd.Leader != coord.NodeID {
+			part, victim = pd.Partition, pd.Leader
+		}
+	}
+	if part < 0 {
+		t.Skipf("every partition of moving is led by the coordinator's node %d", coord.NodeID)
+	}
+	newLeader := func(old int32) int32 {
+		var now int32
+		eventually(t, fmt.Sprintf("moving[%d] led by another node than %d", part, old), 30*time.Second, func() bool {
+			now = leaderOf(t, c.brokers(), "moving", part)
+			return now >= 0 && now != old
+		})
+		return now
+	}
+
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte("across-1")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(victim)
+	next := newLeader(victim)
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("committing after moving[%d]'s leader %d stopped (node %d leads it now): %v", part, victim, next, err)
+	}
+	got := testclients.ReadValues(t, ctx, c.brokers(), "moving", kgo.ReadCommitted(), 1, 10*time.Second)
+	if len(got) != 1 || got[0] != "across-1" {
+		t.Fatalf("read_committed after the commit: %q; want [across-1]", got)
+	}
+
+	// The stopped node comes back: a new registration of a replica.
+	c.start(victim)
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte("across-2")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The leader restarts (stops, and is back before the commit): its replica is a new
+	// registration, and another node leads.
+	c.stop(next)
+	c.start(next)
+	newLeader(next)
+	err = p.EndTransaction(ctx, kgo.TryCommit)
+	if err == nil {
+		t.Fatalf("a commit after moving[%d]'s leader %d restarted: taken", part, next)
+	}
+	t.Logf("the commit after a replica's restart: %v", err)
+}
