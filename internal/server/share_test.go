@@ -26,30 +26,31 @@ import (
 	"github.com/runnel-dev/runnel/internal/testclients"
 )
 
-// javaShareMember is a Java share consumer (JavaClient share-member) running until its stop file
-// exists; lines collects what it prints, as it prints it.
-type javaShareMember struct {
+// javaProcess is a Java test client (a share consumer, a Kafka Streams application) running
+// until its stop file exists; lines collects what it prints, as it prints it.
+type javaProcess struct {
 	t      *testing.T
 	stopAt string
 	done   chan struct{}
-	killed atomic.Bool // by the test's cleanup: the test ended before stopping it
+	cancel context.CancelFunc // kills it (SIGKILL)
+	killed atomic.Bool        // by the test (kill, or its cleanup): an exit status is no error
 	mu     sync.Mutex
 	lines  []string
 }
 
-func startJavaShareMember(t *testing.T, java []string, addr, topic, group string) *javaShareMember {
+func startJavaShareMember(t *testing.T, java []string, addr, topic, group string) *javaProcess {
 	t.Helper()
-	return startJavaShareProcess(t, func(stop string) []string {
+	return startJavaProcess(t, func(stop string) []string {
 		return append(slices.Clone(java), "share-member", addr, topic, group, stop)
 	})
 }
 
-// startJavaShareProcess starts a Java share consumer whose command line argv returns for its
-// stop file.
-func startJavaShareProcess(t *testing.T, argv func(stop string) []string) *javaShareMember {
+// startJavaProcess starts a Java test client whose command line argv returns for its stop
+// file.
+func startJavaProcess(t *testing.T, argv func(stop string) []string) *javaProcess {
 	t.Helper()
-	m := &javaShareMember{t: t, stopAt: filepath.Join(t.TempDir(), "stop"), done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	m := &javaProcess{t: t, stopAt: filepath.Join(t.TempDir(), "stop"), done: make(chan struct{}), cancel: cancel}
 	args := argv(m.stopAt)
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	var stderr bytes.Buffer
@@ -73,7 +74,13 @@ func startJavaShareProcess(t *testing.T, argv func(stop string) []string) *javaS
 			m.mu.Unlock()
 		}
 		if err := cmd.Wait(); err != nil && !m.killed.Load() {
-			t.Errorf("java share member: %v\n%s", err, tail(stderr.String(), 1500))
+			var errs []string
+			for _, l := range m.output() {
+				if strings.HasPrefix(l, "error ") {
+					errs = append(errs, l)
+				}
+			}
+			t.Errorf("java %s: %v\n%s\n%s", args[3], err, strings.Join(errs, "\n"), tail(stderr.String(), 1500))
 		}
 	}()
 	// A test that fails before stopping its members ends them, not their 3-minute timeout.
@@ -89,13 +96,20 @@ func startJavaShareProcess(t *testing.T, argv func(stop string) []string) *javaS
 	return m
 }
 
-func (m *javaShareMember) output() []string {
+// kill ends the process with SIGKILL, as a crash would, and waits for it to exit.
+func (m *javaProcess) kill() {
+	m.killed.Store(true)
+	m.cancel()
+	<-m.done
+}
+
+func (m *javaProcess) output() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.lines)
 }
 
-func (m *javaShareMember) stop() []string {
+func (m *javaProcess) stop() []string {
 	if err := os.WriteFile(m.stopAt, nil, 0o644); err != nil {
 		m.t.Fatal(err)
 	}
@@ -763,7 +777,7 @@ func TestJava43ShareConsumer(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	m := startJavaShareProcess(t, func(stop string) []string {
+	m := startJavaProcess(t, func(stop string) []string {
 		return append(slices.Clone(java), b.addr, "j43", "j43g", "record_limit", "3", "3", stop)
 	})
 	accepted := func(lines []string) int {

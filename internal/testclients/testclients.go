@@ -59,6 +59,13 @@ func Java43(t testing.TB) []string {
 	return javaMain(t, "java43", "ShareClient43")
 }
 
+// Java43Streams returns the command line prefix that runs test/clients/java43's StreamsApp43 (a
+// Kafka Streams 4.3.1 application: a repartition, a persistent store and its changelog).
+func Java43Streams(t testing.TB) []string {
+	t.Helper()
+	return javaMain(t, "java43", "StreamsApp43")
+}
+
 // javaMain returns the command line prefix that runs class dev.runnel.<class> of the Maven
 // module test/clients/<module>.
 func javaMain(t testing.TB, module, class string) []string {

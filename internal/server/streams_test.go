@@ -1,0 +1,294 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runnel-dev/runnel/internal/testclients"
+)
+
+// Kafka Streams applications (test/clients/java43's StreamsApp43, Kafka Streams 4.3.1) over
+// Runnel: the application re-keys its input (a repartition topic), sums per key in a RocksDB
+// store (a compacted changelog topic) and writes every update as "SUM:COUNT". Under
+// exactly_once_v2 the committed updates of a key count 1, 2, 3, ... with no gap and no repeat
+// however often the application or a node dies: a repeat is a record processed twice, a gap
+// an update lost.
+
+// streamsGroups is how many keys the application's repartition makes (the input's keys are
+// "gN/I" with N below it).
+const streamsGroups = 7
+
+// streamsApp starts StreamsApp43 as application app, reading topic "in" and writing topic
+// "out" of the cluster at bootstrap.
+func startStreamsApp(t *testing.T, bootstrap, app, guarantee, protocol, stateDir string) *javaProcess {
+	t.Helper()
+	java := testclients.Java43Streams(t)
+	return startJavaProcess(t, func(stop string) []string {
+		return append(slices.Clone(java), bootstrap, app, "in", "out", guarantee, protocol, "2", stateDir, stop)
+	})
+}
+
+// waitRunning waits until the application has reached RUNNING n times in all.
+func (m *javaProcess) waitRunning(ctx context.Context, n int) {
+	m.t.Helper()
+	for ctx.Err() == nil {
+		runs := 0
+		for _, l := range m.output() {
+			if l == "state REBALANCING RUNNING" {
+				runs++
+			}
+			if strings.HasPrefix(l, "error ") {
+				m.t.Fatalf("the Streams application failed: %s", l)
+			}
+		}
+		if runs >= n {
+			return
+		}
+		select {
+		case <-m.done:
+			m.t.Fatalf("the Streams application exited before RUNNING:\n%s", strings.Join(m.output(), "\n"))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	m.t.Fatalf("the Streams application is not RUNNING: %v", ctx.Err())
+}
+
+// produceStreamsInput produces records first..last-1 ("gN/I" = I, N = I mod streamsGroups) to
+// topic "in", one synchronous batch of 50 at a time, or of 10 every 10 ms if paced (the
+// application then has work in hand for seconds).
+func produceStreamsInput(t *testing.T, ctx context.Context, cl *kgo.Client, first, last int, paced bool) {
+	t.Helper()
+	batch := 50
+	if paced {
+		batch = 10
+	}
+	for i := first; i < last; {
+		if paced {
+			time.Sleep(10 * time.Millisecond)
+		}
+		var recs []*kgo.Record
+		for ; i < last && len(recs) < batch; i++ {
+			recs = append(recs, &kgo.Record{Topic: "in", Key: fmt.Appendf(nil, "g%d/%d", i%streamsGroups, i), Value: []byte(strconv.Itoa(i))})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("producing the input: %v", err)
+		}
+	}
+}
+
+// checkStreamsOutput reads topic "out" read_committed until every key's last update counts all
+// n input records of its key (records 0..n-1), and fails unless each key's updates count 1, 2,
+// 3, ... in order and its last sum is the sum of its inputs.
+func checkStreamsOutput(t *testing.T, ctx context.Context, seeds []string, n int) {
+	t.Helper()
+	wantCount, wantSum := map[string]int64{}, map[string]int64{}
+	for i := range n {
+		k := fmt.Sprintf("g%d", i%streamsGroups)
+		wantCount[k]++
+		wantSum[k] += int64(i)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	counts, sums := map[string]int64{}, map[string]int64{}
+	var problems []string
+	done := func() bool {
+		for k, c := range wantCount {
+			if counts[k] < c {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() && ctx.Err() == nil && len(problems) < 10 {
+		fs := cl.PollFetches(ctx)
+		fs.EachError(func(topic string, p int32, err error) {
+			if ctx.Err() == nil {
+				problems = append(problems, fmt.Sprintf("fetching %s/%d: %v", topic, p, err))
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			k := string(r.Key)
+			sum, count, ok := strings.Cut(string(r.Value), ":")
+			s, err1 := strconv.ParseInt(sum, 10, 64)
+			c, err2 := strconv.ParseInt(count, 10, 64)
+			if !ok || err1 != nil || err2 != nil {
+				problems = append(problems, fmt.Sprintf("out/%d@%d: bad update %q=%q", r.Partition, r.Offset, k, r.Value))
+				return
+			}
+			if c != counts[k]+1 {
+				problems = append(problems, fmt.Sprintf("out/%d@%d: key %s counts %d after %d (a repeat or a lost update)", r.Partition, r.Offset, k, c, counts[k]))
+			}
+			counts[k], sums[k] = c, s
+		})
+	}
+	if !done() {
+		problems = append(problems, fmt.Sprintf("the output reached counts %v, want %v (%v)", counts, wantCount, ctx.Err()))
+	}
+	for k, c := range counts {
+		if c > wantCount[k] {
+			problems = append(problems, fmt.Sprintf("key %s counts %d inputs, it has %d", k, c, wantCount[k]))
+		}
+	}
+	for k, s := range wantSum {
+		if counts[k] == wantCount[k] && sums[k] != s {
+			problems = append(problems, fmt.Sprintf("key %s sums to %d, want %d", k, sums[k], s))
+		}
+	}
+	if len(problems) > 0 {
+		t.Fatalf("the Streams output is not exactly once:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// checkStreamsCommitted fails unless the application's committed offsets of topic "in" are its
+// end offsets (everything read was committed, through TxnOffsetCommit under exactly_once_v2).
+func checkStreamsCommitted(t *testing.T, ctx context.Context, adm *kadm.Client, app string) {
+	t.Helper()
+	ends, err := adm.ListEndOffsets(ctx, "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets, err := adm.FetchOffsets(ctx, app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(e kadm.ListedOffset) {
+		if o, ok := offsets.Lookup("in", e.Partition); !ok || o.At != e.Offset {
+			t.Errorf("application %s committed in/%d at %d (%v), the end is %d", app, e.Partition, o.At, ok, e.Offset)
+		}
+	})
+}
+
+// TestKafkaStreamsExactlyOnce: a Kafka Streams application under exactly_once_v2 on one node,
+// killed (SIGKILL) while a transaction of it holds records in the log, restarted on the same
+// state directory, gives each update exactly once, and its committed offsets reach the input's
+// end.
+func TestKafkaStreamsExactlyOnce(t *testing.T) {
+	testclients.Java43Streams(t)
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("in", 4)
+	b.createTopic("out", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl := b.client()
+	adm := kadm.NewClient(cl)
+	state := filepath.Join(t.TempDir(), "state")
+	app := startStreamsApp(t, b.addr, "sums", "exactly_once_v2", "classic", state)
+	app.waitRunning(ctx, 1)
+	produceStreamsInput(t, ctx, cl, 0, 2000, false)
+	// While the input comes in paced, the application is killed as soon as one of its
+	// transactions holds records in "out" (its last stable offset trails the end); the next
+	// instance's InitProducerId aborts it, and none of its updates may show read_committed. A
+	// kill that finds the transaction just committed after all is tried again, up to 5 times.
+	next, aborted := 2000, false
+	for try := 0; try < 5 && !aborted; try++ {
+		produced := make(chan struct{})
+		go func(first int) {
+			defer close(produced)
+			produceStreamsInput(t, ctx, cl, first, first+1000, true)
+		}(next)
+		next += 1000
+		for ctx.Err() == nil && !openTransaction(t, ctx, adm, "out") {
+			time.Sleep(5 * time.Millisecond)
+		}
+		app.kill()
+		// A transaction the killed instance was committing is completed by its coordinator
+		// within this second; one still open after it is the dead instance's, left to abort
+		// (its timeout is Streams' 10 s).
+		time.Sleep(time.Second)
+		aborted = openTransaction(t, ctx, adm, "out")
+		<-produced
+		app = startStreamsApp(t, b.addr, "sums", "exactly_once_v2", "classic", state)
+		app.waitRunning(ctx, 1)
+	}
+	if !aborted {
+		t.Fatal("no kill found a transaction open in 5 tries")
+	}
+	produceStreamsInput(t, ctx, cl, next, next+1000, false)
+	next += 1000
+	checkStreamsOutput(t, ctx, []string{b.addr}, next)
+	if out := app.stop(); !slices.Contains(out, "closed") {
+		t.Fatalf("the application did not close:\n%s", strings.Join(out, "\n"))
+	}
+	checkStreamsCommitted(t, ctx, adm, "sums")
+	all := testclients.ReadValues(t, ctx, []string{b.addr}, "out", kgo.ReadUncommitted(), next+1, 5*time.Second)
+	if len(all) <= next {
+		t.Errorf("read_uncommitted finds %d updates, read_committed %d: the aborted transaction's are missing", len(all), next)
+	}
+}
+
+// openTransaction reports whether some partition of topic holds records of a transaction not
+// yet ended (its last stable offset is below its end).
+func openTransaction(t *testing.T, ctx context.Context, adm *kadm.Client, topic string) bool {
+	t.Helper()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return false
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return false
+	}
+	open := false
+	ends.Each(func(e kadm.ListedOffset) {
+		if s, ok := stable.Lookup(topic, e.Partition); ok && e.Err == nil && s.Err == nil && s.Offset < e.Offset {
+			open = true
+		}
+	})
+	return open
+}
+
+// TestKafkaStreamsOnACluster: the same application on a three-node cluster (its internal
+// topics replicated three times), with one node stopped and later restarted while it runs, and
+// a second instance joining: each update exactly once.
+func TestKafkaStreamsOnACluster(t *testing.T) {
+	testclients.Java43Streams(t)
+	c := startCluster(t, 3)
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl, adm := c.client()
+	for topic, n := range map[string]int32{"in": 4, "out": 2} {
+		if r, err := adm.CreateTopic(ctx, n, 3, nil, topic); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, r.Err)
+		}
+		c.waitTopicEverywhere(ctx, cl, topic)
+	}
+	seeds := c.brokers()
+	bootstrap := strings.Join(seeds, ",")
+	a := startStreamsApp(t, bootstrap, "csums", "exactly_once_v2", "classic", filepath.Join(t.TempDir(), "a"))
+	a.waitRunning(ctx, 1)
+	produceStreamsInput(t, ctx, cl, 0, 1500, false)
+	b := startStreamsApp(t, bootstrap, "csums", "exactly_once_v2", "classic", filepath.Join(t.TempDir(), "b"))
+	b.waitRunning(ctx, 1)
+	produceStreamsInput(t, ctx, cl, 1500, 3000, true)
+	// The group's coordinator node goes away (and with it the leaderships it held).
+	coord := adm.FindGroupCoordinators(ctx, "csums")
+	if coord["csums"].Err != nil {
+		t.Fatalf("finding the coordinator: %v", coord["csums"].Err)
+	}
+	gone := coord["csums"].NodeID
+	c.stop(gone)
+	produceStreamsInput(t, ctx, cl, 3000, 4500, true)
+	c.start(gone)
+	produceStreamsInput(t, ctx, cl, 4500, 6000, true)
+	checkStreamsOutput(t, ctx, seeds, 6000)
+	for _, m := range []*javaProcess{a, b} {
+		if out := m.stop(); !slices.Contains(out, "closed") {
+			t.Fatalf("an application instance did not close:\n%s", strings.Join(out, "\n"))
+		}
+	}
+	checkStreamsCommitted(t, ctx, adm, "csums")
+}
