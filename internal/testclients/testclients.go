@@ -66,6 +66,16 @@ func Java43Streams(t testing.TB) []string {
 	return javaMain(t, "java43", "StreamsApp43")
 }
 
+// Java43Connect returns the command line prefix that runs a Kafka Connect 4.3.1 distributed
+// worker (org.apache.kafka.connect.cli.ConnectDistributed, with the FileStream connectors on
+// its class path) from test/clients/java43's dependencies; its argument is the worker's
+// properties file.
+func Java43Connect(t testing.TB) []string {
+	t.Helper()
+	java := javaMain(t, "java43", "StreamsApp43") // the module is built
+	return append(java[:len(java)-1], "org.apache.kafka.connect.cli.ConnectDistributed")
+}
+
 // javaMain returns the command line prefix that runs class dev.runnel.<class> of the Maven
 // module test/clients/<module>.
 func javaMain(t testing.TB, module, class string) []string {
