@@ -63,6 +63,15 @@ func handleProduce(ctx context.Context, r *request) reply {
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		return everyPartition(kerr.InvalidRequiredAcks.Code)
 	}
+	if req.TransactionID != nil && req.Acks != -1 {
+		// A transaction's records are vouched for at its commit on the ground that a quorum
+		// held each one it acknowledged (docs/transactions.md §3.3); every client's
+		// transactional producer sends acks=all (transactions need idempotence, which needs it).
+		if req.Acks == 0 {
+			return reply{}
+		}
+		return everyPartition(kerr.InvalidRequiredAcks.Code)
+	}
 	if req.TransactionID != nil && !r.allowedTxnID(kmsg.ACLOperationWrite, *req.TransactionID) {
 		if req.Acks == 0 {
 			return reply{} // no response, as for every acks=0 error

@@ -2,8 +2,10 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"testing"
 	"time"
@@ -309,5 +311,42 @@ func TestTransactionAddsAnEmptyFreshPartition(t *testing.T) {
 	}
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("committing a transaction with an empty partition of a fresh topic: %v", err)
+	}
+}
+
+// TestTransactionalProduceNeedsAcksAll: a transactional batch with acks=1 is refused with
+// INVALID_REQUIRED_ACKS: a transaction's commit vouches for its records on the ground that a
+// quorum held each one acknowledged (docs/transactions.md §3.3).
+func TestTransactionalProduceNeedsAcksAll(t *testing.T) {
+	addr, _ := testBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// franz-go rewrites a raw Produce request's acks to the client's.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "acks1"); err != nil {
+		t.Fatal(err)
+	}
+	id := "acks1-tid"
+	req := kmsg.NewPtrProduceRequest()
+	req.TransactionID, req.Acks, req.TimeoutMillis = &id, 1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "acks1"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rec := kmsg.Record{Value: []byte("v")}
+	raw := (&kmsg.RecordBatch{Magic: 2, Attributes: 0x10, ProducerID: 1, NumRecords: 1, Records: rec.AppendTo(nil)}).AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[17:21], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	rp.Records = raw
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidRequiredAcks.Code {
+		t.Fatalf("a transactional produce with acks=1: error %d (%s, v%d); want INVALID_REQUIRED_ACKS", code, *resp.Topics[0].Partitions[0].ErrorMessage, req.Version)
 	}
 }

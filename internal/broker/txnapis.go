@@ -179,13 +179,14 @@ func handleEndTxn(ctx context.Context, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	b := r.conn.b
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	fencedOnAbort := javaClient(r.conn.software)
 	return reply{resp: resp, wait: func() {
 		// The previous transaction may still be completing (a version-2 producer ends its next
 		// one quickly): wait for it here rather than send CONCURRENT_TRANSACTIONS to a client
 		// that backs off for its retry.backoff.ms.
 		rep := b.txns.callWaitingOut(ctx, req.TransactionalID, func(c *txncoord.Coordinator, rid txncoord.ReqID, now int64) txncoord.Effects {
 			return c.EndTxn(txncoord.EndReq{ID: rid, TxnID: req.TransactionalID, ProducerID: req.ProducerID, Epoch: req.ProducerEpoch,
-				Commit: req.Commit, V2: req.Version >= 5, KnowsFenced: req.Version >= 2}, now)
+				Commit: req.Commit, V2: req.Version >= 5, KnowsFenced: req.Version >= 2, FencedOnAbort: fencedOnAbort}, now)
 		})
 		resp.ErrorCode = errCode(rep.Err)
 		if rep.Err == nil && req.Version >= 5 {
@@ -375,4 +376,11 @@ func handleListTransactions(_ context.Context, r *request) reply {
 		}
 	}
 	return reply{resp: resp}
+}
+
+// javaClient reports whether a client's ClientSoftwareName (KIP-511) is Apache Kafka's Java
+// client ("apache-kafka-java"), which Kafka Streams and Kafka Connect run on: a commit the
+// coordinator aborted is told to it as fenced (txncoord.EndReq.FencedOnAbort).
+func javaClient(software string) bool {
+	return software == "apache-kafka-java"
 }

@@ -27,6 +27,7 @@ func TestPrepareVerdict(t *testing.T) {
 	}
 	since := func(s prepareState, ms int64) prepareState { s.LeadingSinceMs = ms; return s }
 	kept := func(s prepareState) prepareState { s.NoReplicaRestarted = true; return s }
+	sinceBegan := func(s prepareState) prepareState { s.NoRestartSinceBegan = true; return s }
 	cases := []struct {
 		name string
 		req  txnPrepareReq
@@ -49,6 +50,10 @@ func TestPrepareVerdict(t *testing.T) {
 		{"open, begun under an earlier leader, no replica restarted", req(at(4, 9)), kept(open(now, 4, 3)), 0, nil},
 		{"none open, added under an earlier leader, no replica restarted", req(at(4, 7)), kept(now), 0, nil},
 		{"open under another producer epoch, no replica restarted", req(at(4, 9)), kept(open(now, 4, 2)), 0, kerr.InvalidProducerEpoch},
+		// No note (a coordinator that took over since), but no replica registered anew since
+		// the epoch the transaction began in.
+		{"open, begun under an earlier leader, no restart since that epoch, no note", req(nil), sinceBegan(open(now, 4, 3)), 0, nil},
+		{"none open, no restart since the epoch, no note, leading since after the start", req(nil), sinceBegan(since(now, start+1)), 0, errCannotVouch},
 		{"none open, unknown where added, leading since before the start", req(nil), now, 0, nil},
 		{"none open, unknown where added, leading since after the start", req(nil), since(now, start+1), 0, errCannotVouch},
 		{"none open, unknown where added, leading since just before the start, same clock", req(nil), since(now, start-1), 0, nil},
@@ -70,8 +75,8 @@ func TestPrepareVerdict(t *testing.T) {
 // replicas are those noted when the transaction added it, each in the registration noted.
 func TestNoReplicaRestarted(t *testing.T) {
 	img := &controller.Image{Nodes: map[int32]*controller.Node{1: {ID: 1, Incarnation: 10}, 2: {ID: 2, Incarnation: 20}, 3: {ID: 3, Incarnation: 30}}}
-	p := &controller.Partition{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 4}
-	added := &leadership{Epoch: 4, Incarnation: 10, Replicas: replicaIncarnations(img, p)}
+	p := &controller.Partition{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 4, ReplicasSince: 7}
+	added := &leadership{Epoch: 4, Incarnation: 10, Replicas: replicaIncarnations(img, p), ReplicasSince: p.ReplicasSince}
 	if !noReplicaRestarted(img, p, added) {
 		t.Fatal("the same replicas in the same registrations: want kept")
 	}
@@ -80,15 +85,27 @@ func TestNoReplicaRestarted(t *testing.T) {
 	if !noReplicaRestarted(img, &moved, added) {
 		t.Fatal("a new leader of the same replicas: want kept")
 	}
+	// An unclean election made the voters the replicas, and the move back restored the set:
+	// the same replicas in the same registrations, but the leader may lack acknowledged records.
+	back := moved
+	back.ReplicasSince = 30
+	if noReplicaRestarted(img, &back, added) {
+		t.Fatal("the replicas changed and changed back since the note: want refused")
+	}
+	old := *p
+	old.ReplicasSince = 0
+	if replicaIncarnations(img, &old) != nil {
+		t.Error("a partition without a record of its replicas' last change noted its replicas")
+	}
 	restarted := &controller.Image{Nodes: map[int32]*controller.Node{1: {ID: 1, Incarnation: 10}, 2: {ID: 2, Incarnation: 25}, 3: {ID: 3, Incarnation: 30}}}
 	if noReplicaRestarted(restarted, &moved, added) {
 		t.Fatal("a replica registered anew (it may have lost unsynced records): want refused")
 	}
 	for name, q := range map[string]controller.Partition{
-		"fewer replicas":   {Replicas: []int32{2, 3}, Leader: 2, LeaderEpoch: 6},
-		"another replica":  {Replicas: []int32{2, 3, 4}, Leader: 2, LeaderEpoch: 6},
-		"being moved":      {Replicas: []int32{1, 2, 3}, Target: []int32{2, 3, 4}, Leader: 2, LeaderEpoch: 6},
-		"unclean election": {Replicas: []int32{1, 2, 3}, Unclean: true, Leader: -1, LeaderEpoch: 6},
+		"fewer replicas":   {Replicas: []int32{2, 3}, Leader: 2, LeaderEpoch: 6, ReplicasSince: 7},
+		"another replica":  {Replicas: []int32{2, 3, 4}, Leader: 2, LeaderEpoch: 6, ReplicasSince: 7},
+		"being moved":      {Replicas: []int32{1, 2, 3}, Target: []int32{2, 3, 4}, Leader: 2, LeaderEpoch: 6, ReplicasSince: 7},
+		"unclean election": {Replicas: []int32{1, 2, 3}, Unclean: true, Leader: -1, LeaderEpoch: 6, ReplicasSince: 7},
 	} {
 		img := &controller.Image{Nodes: map[int32]*controller.Node{1: {ID: 1, Incarnation: 10}, 2: {ID: 2, Incarnation: 20}, 3: {ID: 3, Incarnation: 30}, 4: {ID: 4, Incarnation: 40}}}
 		if noReplicaRestarted(img, &q, added) {
@@ -99,8 +116,49 @@ func TestNoReplicaRestarted(t *testing.T) {
 		t.Error("replicas not noted: want refused")
 	}
 	unclean := *p
-	unclean.Unclean = true
+	unclean.Unclean = true // asked for: no note while it is pending
 	if replicaIncarnations(img, &unclean) != nil {
 		t.Error("a partition asked for an unclean election noted its replicas")
+	}
+}
+
+// TestNoRestartSinceEpoch: without a coordinator's note, a transaction that began in an earlier
+// leader epoch is vouched for only if no replica registered anew, and the replicas did not
+// change, since that epoch began.
+func TestNoRestartSinceEpoch(t *testing.T) {
+	nodes := func(incs ...uint64) *controller.Image {
+		img := &controller.Image{Nodes: map[int32]*controller.Node{}}
+		for i, inc := range incs {
+			img.Nodes[int32(i+1)] = &controller.Node{ID: int32(i + 1), Incarnation: inc}
+		}
+		return img
+	}
+	p := &controller.Partition{Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 6, ReplicasSince: 5,
+		EpochStarts: []controller.EpochStart{{Epoch: 0, Index: 5}, {Epoch: 4, Index: 40}, {Epoch: 6, Index: 60}}}
+	if !noRestartSinceEpoch(nodes(1, 2, 3), p, 4) {
+		t.Fatal("replicas registered before epoch 4 began, unchanged since: want vouched")
+	}
+	if noRestartSinceEpoch(nodes(1, 50, 3), p, 4) {
+		t.Fatal("replica 2 registered anew after epoch 4 began: want refused")
+	}
+	if !noRestartSinceEpoch(nodes(1, 50, 3), p, 6) {
+		t.Fatal("replica 2 registered anew before epoch 6 began: want vouched")
+	}
+	if noRestartSinceEpoch(nodes(1, 2, 3), p, 5) {
+		t.Fatal("epoch 5's start not recorded: want refused")
+	}
+	moved := *p
+	moved.ReplicasSince = 45
+	if noRestartSinceEpoch(nodes(1, 2, 3), &moved, 4) {
+		t.Fatal("replicas changed after epoch 4 began: want refused")
+	}
+	for name, q := range map[string]controller.Partition{
+		"being moved":      {Replicas: p.Replicas, Target: []int32{2, 3, 4}, ReplicasSince: 5, EpochStarts: p.EpochStarts},
+		"unclean election": {Replicas: p.Replicas, Unclean: true, ReplicasSince: 5, EpochStarts: p.EpochStarts},
+		"not recorded":     {Replicas: p.Replicas, EpochStarts: p.EpochStarts},
+	} {
+		if noRestartSinceEpoch(nodes(1, 2, 3), &q, 4) {
+			t.Errorf("%s: want refused", name)
+		}
 	}
 }

@@ -26,8 +26,11 @@ const TxnStateTopic = "__transaction_state"
 // Timings of the transaction driver.
 const (
 	txnTick = 100 * time.Millisecond
-	// txnPrepareRetry: how soon a prepare that found no leader to answer it asks again.
-	txnPrepareRetry = 100 * time.Millisecond
+	// txnPrepareRetry: how soon a prepare that found no leader to answer it asks again, and
+	// txnPrepareRetryFor for how long (a partition without a majority aborts the commit after
+	// it, well within clients' request timeouts).
+	txnPrepareRetry    = 100 * time.Millisecond
+	txnPrepareRetryFor = 5 * time.Second
 	// txnPartitionCheck: a partition asks its coordinator about an open transaction it has held
 	// this long without news, and aborts it if nothing can commit it (docs/transactions.md §3.4).
 	txnPartitionCheck = 10 * time.Second
@@ -259,14 +262,19 @@ type leadership struct {
 	Epoch       int32  `json:"epoch"`
 	Incarnation uint64 `json:"incarnation"`
 	// Replicas maps each replica of the partition to its registration (nil: not noted, or the
-	// partition was being moved or uncleanly elected).
-	Replicas map[int32]uint64 `json:"replicas,omitempty"`
+	// partition was being moved or uncleanly elected), and ReplicasSince is the image's index of
+	// the last change of the partition's replicas (an unclean election and the move back after
+	// it end with the same replicas, each in its registration, but a leader that may lack what
+	// the others had acknowledged).
+	Replicas      map[int32]uint64 `json:"replicas,omitempty"`
+	ReplicasSince uint64           `json:"replicas_since,omitempty"`
 }
 
 // replicaIncarnations returns the registration of each replica of p in img, or nil if p is
-// being moved, was asked for an unclean election or names a node img does not know.
+// being moved, was asked for an unclean election, names a node img does not know or does not
+// record when its replicas last changed (an image of an older version).
 func replicaIncarnations(img *controller.Image, p *controller.Partition) map[int32]uint64 {
-	if len(p.Target) > 0 || p.Unclean {
+	if len(p.Target) > 0 || p.Unclean || p.ReplicasSince == 0 {
 		return nil
 	}
 	m := make(map[int32]uint64, len(p.Replicas))
@@ -289,11 +297,33 @@ func noReplicaRestarted(img *controller.Image, p *controller.Partition, added *l
 		return false
 	}
 	now := replicaIncarnations(img, p)
-	if now == nil || len(now) != len(added.Replicas) {
+	if now == nil || len(now) != len(added.Replicas) || p.ReplicasSince != added.ReplicasSince {
 		return false
 	}
 	for r, inc := range now {
 		if was, ok := added.Replicas[r]; !ok || was != inc {
+			return false
+		}
+	}
+	return true
+}
+
+// noRestartSinceEpoch reports whether none of p's replicas in img registered anew since p's
+// leader epoch e began, and p's replicas are those they were then (not being moved, no unclean
+// election since): then none lost what it held of records written in epoch e or later, and
+// every election since chose a log holding every record a quorum had acknowledged
+// (docs/transactions.md §3.3). It needs no note of the coordinator's (one that took over since
+// has none), only the image's record of when each recent epoch began.
+func noRestartSinceEpoch(img *controller.Image, p *controller.Partition, e int32) bool {
+	if p == nil || len(p.Target) > 0 || p.Unclean || p.ReplicasSince == 0 {
+		return false
+	}
+	began, ok := p.EpochStartIndex(e)
+	if !ok || p.ReplicasSince > began {
+		return false
+	}
+	for _, r := range p.Replicas {
+		if n := img.Nodes[r]; n == nil || n.Incarnation >= began {
 			return false
 		}
 	}
@@ -324,7 +354,8 @@ func (d *txns) noteAdded(id string, tps []txncoord.TP) {
 			m = map[txncoord.TP]leadership{}
 			d.addedEpochs[id] = m
 		}
-		m[tp] = leadership{Epoch: p.LeaderEpoch, Incarnation: img.Nodes[p.Leader].Incarnation, Replicas: replicaIncarnations(img, p)}
+		m[tp] = leadership{Epoch: p.LeaderEpoch, Incarnation: img.Nodes[p.Leader].Incarnation,
+			Replicas: replicaIncarnations(img, p), ReplicasSince: p.ReplicasSince}
 	}
 }
 
@@ -605,6 +636,9 @@ func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq, sameClock bo
 		here.NoReplicaRestarted = noReplicaRestarted(d.b.cl.Image(), d.b.imagePartition(t.ID, req.Partition), req.Added)
 	}
 	_, here.BeganIn, here.ProducerEpoch, here.Open = p.Log.OpenTransaction(req.ProducerID)
+	if t, ok := d.b.topics.Get(req.Topic); ok && here.Open {
+		here.NoRestartSinceBegan = noRestartSinceEpoch(d.b.cl.Image(), d.b.imagePartition(t.ID, req.Partition), here.BeganIn)
+	}
 	if err := prepareVerdict(req, here, skew(sameClock)); err != nil {
 		return err
 	}
@@ -625,6 +659,9 @@ type prepareState struct {
 	// NoReplicaRestarted: the partition's replicas are those it had when the transaction added
 	// it, none registered anew since (noReplicaRestarted).
 	NoReplicaRestarted bool
+	// NoRestartSinceBegan: no replica registered anew, and the replicas did not change, since
+	// the leader epoch the open transaction began in (noRestartSinceEpoch).
+	NoRestartSinceBegan bool
 }
 
 // errCannotVouch is a partition leader's verdict that it cannot vouch for every record of a
@@ -637,7 +674,7 @@ func prepareVerdict(req txnPrepareReq, s prepareState, skew time.Duration) error
 	switch {
 	case s.Open && s.ProducerEpoch != req.Epoch:
 		return fmt.Errorf("%w: the partition's open transaction is of epoch %d, not %d", kerr.InvalidProducerEpoch, s.ProducerEpoch, req.Epoch)
-	case s.NoReplicaRestarted:
+	case s.NoReplicaRestarted, s.Open && s.NoRestartSinceBegan:
 		// Whatever leaders came and went, no replica lost an acknowledged record, and this
 		// leader's log holds them all: an open transaction is whole, and none open means the
 		// producer wrote nothing here that was acknowledged.
@@ -777,6 +814,7 @@ func (d *txns) prepareRound(sh *txnShard, req txncoord.PrepareReq) {
 				preq.Added = &l
 			}
 			var err error
+			retryUntil := time.Now().Add(txnPrepareRetryFor)
 			for {
 				var resp txnCodeResp
 				if err = d.callPartition(ctx, tp, "txn.prepare", preq, &resp); err == nil {
@@ -785,7 +823,8 @@ func (d *txns) prepareRound(sh *txnShard, req txncoord.PrepareReq) {
 				// A leader's verdict is final; no leader yet, a deposed one or a node that does
 				// not answer is asked again (the image names the next leader) until the round's
 				// time is up.
-				if err == nil || d.gone(tp, err) || errors.Is(err, errCannotVouch) || errors.Is(err, kerr.InvalidProducerEpoch) {
+				if err == nil || d.gone(tp, err) || errors.Is(err, errCannotVouch) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+					time.Now().After(retryUntil) {
 					break
 				}
 				select {

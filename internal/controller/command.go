@@ -429,7 +429,7 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 		if c.BeginElection != nil {
 			for _, it := range c.BeginElection.Items {
 				if _, p, ok := im.Partition(it.Topic, it.Partition); ok && p.LeaderEpoch == it.Epoch {
-					dropLeader(p)
+					dropLeader(im, p)
 				}
 			}
 		}
@@ -438,9 +438,9 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 			for _, it := range c.UncleanElection.Items {
 				if _, p, ok := im.Partition(it.Topic, it.Partition); ok && p.LeaderEpoch == it.Epoch && !im.MajorityLive(p) {
 					if p.Leader >= 0 {
-						dropLeader(p)
+						dropLeader(im, p)
 					}
-					p.Unclean = true
+					p.Unclean, p.ReplicasSince = true, im.Index
 				}
 			}
 		}
@@ -516,7 +516,8 @@ func applyBootstrap(im *Image, b *Bootstrap) {
 		for range it.Partitions {
 			// Led by the importing node in epoch 0 (every batch of a one-node log is of epoch 0);
 			// if that node is not registered yet, it is elected when it registers.
-			p := &Partition{Replicas: []int32{b.ImportNode}, Leader: -1, LeaderEpoch: 0, ISR: []int32{b.ImportNode}}
+			p := &Partition{Replicas: []int32{b.ImportNode}, Leader: -1, LeaderEpoch: 0, ISR: []int32{b.ImportNode}, ReplicasSince: im.Index}
+			p.noteEpochStart(im.Index)
 			if im.Live(b.ImportNode) {
 				p.Leader = b.ImportNode
 			}
@@ -548,7 +549,7 @@ func loseNode(im *Image, node int32) {
 	for _, t := range im.Topics {
 		for _, p := range t.Partitions {
 			if p.Leader == node {
-				dropLeader(p)
+				dropLeader(im, p)
 			}
 			if i := slices.Index(p.ISR, node); i >= 0 && len(p.ISR) > 1 {
 				p.ISR = slices.Delete(slices.Clone(p.ISR), i, i+1)
@@ -559,8 +560,9 @@ func loseNode(im *Image, node int32) {
 }
 
 // dropLeader starts a new epoch without a leader: an election is due.
-func dropLeader(p *Partition) {
+func dropLeader(im *Image, p *Partition) {
 	p.LeaderEpoch++
+	p.noteEpochStart(im.Index)
 	p.Leader = -1
 	p.TargetSynced = false // the next epoch's leader reports it again
 	p.PartitionEpoch++
@@ -588,7 +590,8 @@ func checkAssignment(im *Image, replicas []int32) error {
 // newPartition is a partition of a new topic or partition: nothing is written yet, so its
 // first live replica leads in epoch 0 without an election.
 func newPartition(im *Image, replicas []int32) *Partition {
-	p := &Partition{Replicas: slices.Clone(replicas), Leader: -1, ISR: slices.Clone(replicas)}
+	p := &Partition{Replicas: slices.Clone(replicas), Leader: -1, ISR: slices.Clone(replicas), ReplicasSince: im.Index}
+	p.noteEpochStart(im.Index)
 	for _, id := range replicas {
 		if im.Live(id) {
 			p.Leader = id
@@ -665,11 +668,14 @@ func applyElect(im *Image, e *Elect) {
 				want = p.Replicas
 			}
 			p.Replicas, p.Target, p.TargetSynced = slices.Clone(it.Replicas), slices.Clone(want), false
+			p.ReplicasSince = im.Index
 			if slices.Equal(p.Target, p.Replicas) {
 				p.Target = nil
 			}
 		}
-		p.Unclean = false
+		if p.Unclean {
+			p.Unclean, p.ReplicasSince = false, im.Index
+		}
 		p.Leader = it.Leader
 		p.ISR = []int32{it.Leader} // the leader reports the followers as they catch up
 		p.TargetSynced = false
@@ -687,11 +693,11 @@ func applyReassign(im *Image, r *Reassign) error {
 			return ErrNoReassignment
 		}
 		lost := p.Leader >= 0 && !slices.Contains(p.Replicas, p.Leader)
-		p.Target, p.TargetSynced = nil, false
+		p.Target, p.TargetSynced, p.ReplicasSince = nil, false, im.Index
 		p.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(n int32) bool { return !slices.Contains(p.Replicas, n) })
 		p.PartitionEpoch++
 		if lost {
-			dropLeader(p)
+			dropLeader(im, p)
 		}
 		return nil
 	}
@@ -706,6 +712,7 @@ func applyReassign(im *Image, r *Reassign) error {
 	} else {
 		p.Target = slices.Clone(r.Target)
 	}
+	p.ReplicasSince = im.Index
 	p.PartitionEpoch++
 	return nil
 }
@@ -727,10 +734,11 @@ func applyFinishReassign(im *Image, r *Reassign) error {
 		return fmt.Errorf("%w: the target set does not hold every committed batch yet", ErrReassignNotSynced)
 	}
 	p.Replicas, p.Target, p.TargetSynced = p.Target, nil, false
+	p.ReplicasSince = im.Index
 	p.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(n int32) bool { return !slices.Contains(p.Replicas, n) })
 	p.PartitionEpoch++
 	if p.Leader >= 0 && !slices.Contains(p.Replicas, p.Leader) {
-		dropLeader(p)
+		dropLeader(im, p)
 	}
 	return nil
 }

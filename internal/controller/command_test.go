@@ -268,3 +268,37 @@ func TestSetGroupConfigs(t *testing.T) {
 		t.Fatalf("removing the configs: %v, left %v", res.Err, im.GroupConfigs)
 	}
 }
+
+// TestEpochStartsAndReplicasSince: the image records the log index of the command that began
+// each recent leader epoch of a partition, and of the last change of its replicas (what a
+// transaction's prepare compares registrations with).
+func TestEpochStartsAndReplicasSince(t *testing.T) {
+	im := cluster3(t) // the topic is created at index 5
+	_, p, _ := im.Partition(TopicID{1}, 0)
+	if at, ok := p.EpochStartIndex(0); !ok || at != 5 || p.ReplicasSince != 5 {
+		t.Fatalf("new partition: epoch 0 began at %d (%v), replicas since %d; want 5, 5", at, ok, p.ReplicasSince)
+	}
+	Apply(im, 20, &Command{Op: OpFence, Fence: &Fence{Node: 1, Incarnation: im.Nodes[1].Incarnation}})
+	_, p, _ = im.Partition(TopicID{1}, 0)
+	if at, ok := p.EpochStartIndex(1); !ok || at != 20 || p.ReplicasSince != 5 {
+		t.Fatalf("after its leader is fenced: epoch 1 began at %d (%v), replicas since %d; want 20, 5", at, ok, p.ReplicasSince)
+	}
+	if at, _ := p.EpochStartIndex(0); at != 5 {
+		t.Fatalf("epoch 0's start lost: %d", at)
+	}
+	for i := uint64(0); i < 2*maxEpochStarts; i++ {
+		Apply(im, 30+i, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{PartitionRef: PartitionRef{TopicID{1}, 0}, Epoch: p.LeaderEpoch}}}})
+		_, p, _ = im.Partition(TopicID{1}, 0)
+	}
+	if len(p.EpochStarts) != maxEpochStarts {
+		t.Fatalf("%d epoch starts kept; want %d", len(p.EpochStarts), maxEpochStarts)
+	}
+	if at, ok := p.EpochStartIndex(p.LeaderEpoch); !ok || at != 30+2*maxEpochStarts-1 {
+		t.Fatalf("the current epoch %d began at %d (%v)", p.LeaderEpoch, at, ok)
+	}
+	Apply(im, 90, &Command{Op: OpRegister, Register: &Register{Node: 4, ClusterAddr: "a"}})
+	Apply(im, 91, &Command{Op: OpReassign, Reassign: &Reassign{PartitionRef: PartitionRef{TopicID{1}, 0}, Target: []int32{4, 2, 3}}})
+	if _, p, _ = im.Partition(TopicID{1}, 0); p.ReplicasSince != 91 {
+		t.Fatalf("after a reassignment began: replicas since %d; want 91", p.ReplicasSince)
+	}
+}

@@ -133,6 +133,43 @@ type Partition struct {
 	ISR         []int32 `json:"isr"`
 	// PartitionEpoch is bumped by every change of the partition's replicas, ISR or leader.
 	PartitionEpoch int32 `json:"partition_epoch"`
+	// EpochStarts holds the log index of the command that began each of the partition's
+	// latest leader epochs (oldest first, at most maxEpochStarts; none recorded by older
+	// versions), and ReplicasSince the index of the command that last set its replicas, target
+	// or unclean flag (0: not recorded). A partition leader vouches for a transaction that began
+	// under an earlier leader when no replica registered anew since its epoch began
+	// (docs/transactions.md §3.3).
+	EpochStarts   []EpochStart `json:"epoch_starts,omitempty"`
+	ReplicasSince uint64       `json:"replicas_since,omitempty"`
+}
+
+// EpochStart is the log index of the command that began a leader epoch.
+type EpochStart struct {
+	Epoch int32  `json:"epoch"`
+	Index uint64 `json:"index"`
+}
+
+// maxEpochStarts bounds Partition.EpochStarts: a transaction lives seconds, not through many
+// leader epochs of one partition.
+const maxEpochStarts = 8
+
+// EpochStartIndex returns the log index of the command that began leader epoch e, if recorded.
+func (p *Partition) EpochStartIndex(e int32) (uint64, bool) {
+	for _, s := range p.EpochStarts {
+		if s.Epoch == e {
+			return s.Index, s.Index > 0
+		}
+	}
+	return 0, false
+}
+
+// noteEpochStart records that the partition's current leader epoch began at index.
+func (p *Partition) noteEpochStart(index uint64) {
+	starts := append(slices.Clone(p.EpochStarts), EpochStart{Epoch: p.LeaderEpoch, Index: index})
+	if len(starts) > maxEpochStarts {
+		starts = starts[len(starts)-maxEpochStarts:]
+	}
+	p.EpochStarts = starts
 }
 
 // Hosts returns the nodes that hold a replica: Replicas, plus Target during a reassignment.

@@ -2,10 +2,13 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/runnel-dev/runnel/internal/testclients"
@@ -18,8 +21,8 @@ import (
 // read_committed consumers see the records (before, any leader change since the transaction's
 // first record there aborted it, and Kafka Streams' stream threads died of the answer). A
 // next transaction whose partition's replica restarts (a new registration: it may have lost
-// unsynced records) while leadership moves is aborted, and the producer is told
-// INVALID_PRODUCER_EPOCH.
+// unsynced records) while leadership moves is aborted; the producer (franz-go) is told so,
+// aborts and goes on with the same client.
 func TestTransactionAcrossALeaderChange(t *testing.T) {
 	c := startCluster(t, 3)
 	c.waitNodes(3)
@@ -81,8 +84,10 @@ func TestTransactionAcrossALeaderChange(t *testing.T) {
 		t.Fatalf("read_committed after the commit: %q; want [across-1]", got)
 	}
 
-	// The stopped node comes back: a new registration of a replica.
+	// The stopped node comes back: a new registration of a replica, before the next
+	// transaction begins.
 	c.start(victim)
+	c.waitNodes(3)
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +100,84 @@ func TestTransactionAcrossALeaderChange(t *testing.T) {
 	c.start(next)
 	newLeader(next)
 	err = p.EndTransaction(ctx, kgo.TryCommit)
-	if err == nil {
-		t.Fatalf("a commit after moving[%d]'s leader %d restarted: taken", part, next)
+	// franz-go runs transaction version 2 once it has seen the cluster's finalized features, 1
+	// before: TRANSACTION_ABORTABLE, or INVALID_PRODUCER_EPOCH (KIP-588).
+	if !errors.Is(err, kerr.TransactionAbortable) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("a commit after moving[%d]'s leader %d restarted: %v; want TRANSACTION_ABORTABLE or INVALID_PRODUCER_EPOCH", part, next, err)
 	}
-	t.Logf("the commit after a replica's restart: %v", err)
+	// The producer aborts and goes on (it re-initializes with the aborted transaction's epoch):
+	// its next transaction commits, and the aborted one's record is never read.
+	if err := p.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatalf("aborting after TRANSACTION_ABORTABLE: %v", err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte("across-3")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("the transaction after the aborted one: %v", err)
+	}
+	got = testclients.ReadValues(t, ctx, c.brokers(), "moving", kgo.ReadCommitted(), 2, 10*time.Second)
+	if !slices.Equal(got, []string{"across-1", "across-3"}) {
+		t.Fatalf("read_committed at the end: %q; want [across-1 across-3]", got)
+	}
+}
+
+// TestTransactionAcrossACoordinatorLoss: the node that coordinates a transaction and leads the
+// partition it wrote to stops. The coordinator that takes over has no note of where the
+// transaction added the partition; the partition's new leader vouches for it still, since no
+// replica registered anew after the leader epoch the transaction began in (the image records
+// when each epoch began), and the commit goes through.
+func TestTransactionAcrossACoordinatorLoss(t *testing.T) {
+	c := startCluster(t, 3)
+	c.waitNodes(3)
+	cl, adm := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if r, err := adm.CreateTopic(ctx, 3, 3, nil, "lost"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	c.waitTopicEverywhere(ctx, cl, "lost")
+	p, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...), kgo.TransactionalID("lost-coord"), kgo.DefaultProduceTopic("lost"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, _, err := p.ProducerID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	coord := adm.FindTxnCoordinators(ctx, "lost-coord")["lost-coord"]
+	if coord.Err != nil {
+		t.Fatal(coord.Err)
+	}
+	md, err := adm.Metadata(ctx, "lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := int32(-1)
+	for _, pd := range md.Topics["lost"].Partitions {
+		if pd.Leader == coord.NodeID {
+			part = pd.Partition
+		}
+	}
+	if part < 0 {
+		t.Skipf("no partition of lost is led by the coordinator's node %d", coord.NodeID)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte("lost-1")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(coord.NodeID)
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("committing after node %d (coordinator, leader of lost[%d]) stopped: %v", coord.NodeID, part, err)
+	}
+	got := testclients.ReadValues(t, ctx, c.brokers(), "lost", kgo.ReadCommitted(), 1, 10*time.Second)
+	if len(got) != 1 || got[0] != "lost-1" {
+		t.Fatalf("read_committed after the commit: %q; want [lost-1]", got)
+	}
 }

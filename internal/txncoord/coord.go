@@ -76,6 +76,11 @@ type Txn struct {
 	Lost      bool
 	LostAtMs  int64 // when Lost was set; the transaction times out from there
 	lostState State // the state Lost was set in, restored if nothing turns out to be open
+	// abortedFrom+1 is the epoch of the version 2 transaction whose commit this coordinator
+	// turned into an abort and answered TRANSACTION_ABORTABLE (0: none): its producer may
+	// re-initialize with that epoch and go on (franz-go does); in memory only, cleared when the
+	// next transaction begins.
+	abortedFrom int32
 
 	op *op
 }
@@ -98,6 +103,9 @@ type op struct {
 	early     []TP
 	earlyMs   int64
 	earlyV2   bool
+	// fencedOnAbort: the EndTxn's client is told of a commit turned into an abort as fenced
+	// (EndReq.FencedOnAbort).
+	fencedOnAbort bool
 }
 
 // nextEpochOf is the epoch a producer continues with after t's decision (t in Prepare*, its
@@ -329,6 +337,8 @@ func (c *Coordinator) InitProducerID(r InitReq, nowMs int64) Effects {
 	}
 	if r.ProducerID >= 0 { // KIP-360: the caller must be the current producer (or a retry of the last bump)
 		current := r.ProducerID == t.ProducerID && r.Epoch == t.Epoch
+		// The producer whose commit was turned into an abort (TRANSACTION_ABORTABLE) goes on.
+		current = current || r.ProducerID == t.ProducerID && t.State == CompleteAbort && t.abortedFrom == int32(r.Epoch)+1
 		retry := r.ProducerID == t.ProducerID && r.Epoch == t.LastEpoch && t.State == Empty
 		retryRotated := r.ProducerID == t.PrevProducerID && t.State == Empty
 		if retry || retryRotated {
@@ -349,7 +359,7 @@ func (c *Coordinator) InitProducerID(r InitReq, nowMs int64) Effects {
 		return fail(kerr.ConcurrentTransactions)
 	}
 	next := *t
-	next.Partitions, next.op = nil, nil
+	next.Partitions, next.op, next.abortedFrom = nil, nil, 0
 	next.LastEpoch = t.Epoch
 	if t.Epoch >= math.MaxInt16-1 {
 		pid, err := r.NewPID()
@@ -445,6 +455,7 @@ func (c *Coordinator) AddPartitions(r AddReq, nowMs int64) Effects {
 
 func (c *Coordinator) add(t *Txn, tps []TP, nowMs int64) {
 	if t.State != Ongoing {
+		t.abortedFrom = 0
 		t.State, t.StartMs, t.Partitions = Ongoing, nowMs, map[TP]bool{}
 		if t.Lost {
 			t.StartMs = t.LostAtMs
@@ -465,6 +476,9 @@ type EndReq struct {
 	Commit      bool
 	V2          bool // EndTxn v5+: the epoch bumps, the reply carries the new one
 	KnowsFenced bool
+	// FencedOnAbort: a commit turned into an abort is answered INVALID_PRODUCER_EPOCH even
+	// under transaction version 2 (abortedErr).
+	FencedOnAbort bool
 }
 
 // EndTxn commits or aborts the open transaction.
@@ -514,7 +528,7 @@ func (c *Coordinator) EndTxn(r EndReq, nowMs int64) Effects {
 		t.State, t.StartMs, t.Partitions = Ongoing, t.LostAtMs, map[TP]bool{}
 	}
 	t.V2 = r.V2
-	o := &op{commit: r.Commit, waiting: []ReqID{r.ID}}
+	o := &op{commit: r.Commit, waiting: []ReqID{r.ID}, fencedOnAbort: r.FencedOnAbort}
 	t.op = o
 	if t.Lost {
 		o.phase = phaseDiscover
@@ -654,7 +668,8 @@ func (c *Coordinator) Discovered(id string, tps []TP, err error, nowMs int64) Ef
 	if err != nil {
 		if t.op.commit { // a partition may be missing: the commit cannot be atomic
 			t.op.commit, t.op.fence = false, true
-			t.op.reply.Err = abortedErr()
+			t.op.reply.Err = abortedErr(t.V2, t.op.fencedOnAbort)
+			t.abortedFrom = int32(t.Epoch) + 1
 		} else {
 			// An abort can go on: a partition missed now aborts its part when it asks (§3.4).
 			t.op.fence = true
@@ -672,19 +687,23 @@ func (c *Coordinator) Prepared(id string, failed []TP, nowMs int64) Effects {
 	}
 	if len(failed) > 0 {
 		t.op.commit, t.op.fence = false, true
-		t.op.reply.Err = abortedErr()
+		t.op.reply.Err = abortedErr(t.V2, t.op.fencedOnAbort)
+		t.abortedFrom = int32(t.Epoch) + 1
 	}
 	return c.appendPrepare(t, nowMs)
 }
 
 // abortedErr is what a client is told when the coordinator turned its commit into an abort
-// (with an epoch bump): INVALID_PRODUCER_EPOCH, as Kafka's coordinator answers a producer whose
-// transaction it aborted itself. Java producers take it as fenced and Kafka Streams then
-// re-creates its producer and goes on (TaskMigratedException); other clients re-initialize
-// (KIP-360). TRANSACTION_ABORTABLE, which version 2 clients were told before, would let a
-// plain producer abort and go on, but Kafka Streams (4.3) takes it as fatal and its stream
-// thread dies (docs/transactions.md §3.3).
-func abortedErr() error {
+// (with an epoch bump): version 2 clients TRANSACTION_ABORTABLE (they abort and go on with the
+// epoch the abort gave them), version 1 clients INVALID_PRODUCER_EPOCH, as are clients that
+// asked for it (fenced): the Java client, since Kafka Streams 4.3 takes a
+// TransactionAbortableException from a commit as fatal (its stream thread dies) but recovers
+// from a ProducerFencedException (it re-creates its producer); a plain Java producer must be
+// re-created after it, as after any fencing (docs/transactions.md §3.3).
+func abortedErr(v2, fenced bool) error {
+	if v2 && !fenced {
+		return kerr.TransactionAbortable
+	}
 	return kerr.InvalidProducerEpoch
 }
 

@@ -240,6 +240,20 @@ func TestVersion2EarlyNextTransaction(t *testing.T) {
 	}
 }
 
+// TestPrepareFailureAbortsFencedForJava: a version 2 client that asked to be told as fenced
+// (the Java client: Kafka Streams dies of TRANSACTION_ABORTABLE) gets INVALID_PRODUCER_EPOCH.
+func TestPrepareFailureAbortsFencedForJava(t *testing.T) {
+	h := newHarness(t)
+	pid := h.init("t", -1, -1).ProducerID
+	h.add("t", pid, 0, true, tpA, tpB)
+	h.failPrepare[tpB] = true
+	r := h.req()
+	h.run(h.c.EndTxn(EndReq{ID: r, TxnID: "t", ProducerID: pid, Epoch: 0, Commit: true, V2: true, KnowsFenced: true, FencedOnAbort: true}, h.now))
+	if rep := h.replies[r]; !errors.Is(rep.Err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("EndTxn(commit) with a failed prepare, fenced on abort = %v; want INVALID_PRODUCER_EPOCH", rep.Err)
+	}
+}
+
 // TestPrepareFailureAborts: a partition that cannot vouch for its records turns the commit into
 // an abort with an epoch bump; the client is told so.
 func TestPrepareFailureAborts(t *testing.T) {
@@ -249,8 +263,10 @@ func TestPrepareFailureAborts(t *testing.T) {
 		h.add("t", pid, 0, v2, tpA, tpB)
 		h.failPrepare[tpB] = true
 		rep := h.end("t", pid, 0, true, v2)
-		// Either version: the client takes it as fenced (Java) or re-initializes (KIP-360).
 		want := kerr.InvalidProducerEpoch
+		if v2 {
+			want = kerr.TransactionAbortable
+		}
 		if !errors.Is(rep.Err, want) {
 			t.Errorf("v2=%v: EndTxn(commit) with a failed prepare = %v; want %v", v2, rep.Err, want)
 		}
@@ -264,6 +280,20 @@ func TestPrepareFailureAborts(t *testing.T) {
 		}
 		if m := h.markers[0]; m.Commit || m.Epoch != 1 || len(m.Partitions) != 2 {
 			t.Errorf("v2=%v: markers %+v; want ABORT at epoch 1 on both partitions", v2, m)
+		}
+		if !v2 {
+			continue
+		}
+		// The version 2 producer told TRANSACTION_ABORTABLE re-initializes with the epoch of the
+		// aborted transaction (franz-go's recovery) and goes on; another epoch is still fenced.
+		if rep := h.init("t", pid, 1); !errors.Is(rep.Err, kerr.ProducerFenced) {
+			t.Errorf("InitProducerId with epoch 1 after the abort = %v; want PRODUCER_FENCED", rep.Err)
+		}
+		if rep := h.init("t", pid, 0); rep.Err != nil || rep.Epoch != 3 {
+			t.Errorf("InitProducerId with the aborted transaction's epoch 0 = %+v; want epoch 3", rep)
+		}
+		if rep := h.init("t", pid, 0); !errors.Is(rep.Err, kerr.ProducerFenced) {
+			t.Errorf("a second InitProducerId with epoch 0 = %v; want PRODUCER_FENCED", rep.Err)
 		}
 	}
 }
