@@ -218,3 +218,64 @@ func TestKafkaConnectExactlyOnceSource(t *testing.T) {
 		t.Errorf("read_uncommitted finds %d records, read_committed %d: the aborted transaction's are missing", len(all), lines)
 	}
 }
+
+// TestKafkaConnectOnACluster: the same exactly-once source on three nodes (its topics and
+// Connect's replicated three times), while the node coordinating the task's transactional id
+// stops and, later, comes back: every line once, in order.
+func TestKafkaConnectOnACluster(t *testing.T) {
+	testclients.Java43Connect(t)
+	c := startCluster(t, 3)
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl, adm := c.client()
+	if r, err := adm.CreateTopic(ctx, 1, 3, nil, "lines"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	c.waitTopicEverywhere(ctx, cl, "lines")
+	seeds := c.brokers()
+	bootstrap := strings.Join(seeds, ",")
+	workers := []*connectWorker{startConnectWorker(t, bootstrap), startConnectWorker(t, bootstrap)}
+	const lines = 200_000
+	var text strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&text, "line-%d\n", i)
+	}
+	file := filepath.Join(t.TempDir(), "source.txt")
+	if err := os.WriteFile(file, []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config := map[string]string{
+		"connector.class":                  "org.apache.kafka.connect.file.FileStreamSourceConnector",
+		"file":                             file,
+		"topic":                            "lines",
+		"tasks.max":                        "1",
+		"batch.size":                       "100",
+		"exactly.once.support":             "required",
+		"transaction.boundary":             "interval",
+		"transaction.boundary.interval.ms": "1000",
+	}
+	eventually(t, "the connector created", 60*time.Second, func() bool {
+		code := connectREST(t, workers[0].rest, http.MethodPut, "/connectors/lines-source/config", config, nil)
+		return code == http.StatusCreated || code == http.StatusOK
+	})
+	eventually(t, "a transaction open in lines", 90*time.Second, func() bool { return openTransaction(t, ctx, adm, "lines") })
+	coord := adm.FindTxnCoordinators(ctx, "connect-runnel-lines-source-0")["connect-runnel-lines-source-0"]
+	if coord.Err != nil {
+		t.Fatalf("finding the task's transaction coordinator: %v", coord.Err)
+	}
+	c.stop(coord.NodeID)
+	time.Sleep(3 * time.Second)
+	c.start(coord.NodeID)
+	got := testclients.ReadValues(t, ctx, seeds, "lines", kgo.ReadCommitted(), lines, 150*time.Second)
+	var problems []string
+	for i, v := range got {
+		if want := fmt.Sprintf("line-%d", i); v != want && len(problems) < 10 {
+			problems = append(problems, fmt.Sprintf("record %d is %q, want %q", i, v, want))
+		}
+	}
+	if len(got) != lines || len(problems) > 0 {
+		t.Fatalf("read_committed holds %d lines, want %d exactly once in order (task on %q):\n%s",
+			len(got), lines, connectTaskWorker(t, workers[0].rest, "lines-source"), strings.Join(problems, "\n"))
+	}
+}
