@@ -637,7 +637,14 @@ func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq, sameClock bo
 	}
 	_, here.BeganIn, here.ProducerEpoch, here.Open = p.Log.OpenTransaction(req.ProducerID)
 	if t, ok := d.b.topics.Get(req.Topic); ok && here.Open {
-		here.NoRestartSinceBegan = noRestartSinceEpoch(d.b.cl.Image(), d.b.imagePartition(t.ID, req.Partition), here.BeganIn)
+		// From the epoch of the transaction's first record still in this log, or the one it
+		// added the partition in if the coordinator noted it: a first record lost with its
+		// holders (and a later one accepted under a new leader) would move the former past it.
+		from := here.BeganIn
+		if req.Added != nil && req.Added.Epoch < from {
+			from = req.Added.Epoch
+		}
+		here.NoRestartSinceBegan = noRestartSinceEpoch(d.b.cl.Image(), d.b.imagePartition(t.ID, req.Partition), from)
 	}
 	if err := prepareVerdict(req, here, skew(sameClock)); err != nil {
 		return err

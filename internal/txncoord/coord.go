@@ -76,10 +76,10 @@ type Txn struct {
 	Lost      bool
 	LostAtMs  int64 // when Lost was set; the transaction times out from there
 	lostState State // the state Lost was set in, restored if nothing turns out to be open
-	// abortedFrom+1 is the epoch of the version 2 transaction whose commit this coordinator
-	// turned into an abort and answered TRANSACTION_ABORTABLE (0: none): its producer may
+	// abortedFrom-1 is the epoch of the transaction whose commit this coordinator turned into
+	// an abort (0: none), whatever the client was told (abortedErr): its producer may
 	// re-initialize with that epoch and go on (franz-go does); in memory only, cleared when the
-	// next transaction begins.
+	// next transaction begins or the producer re-initializes.
 	abortedFrom int32
 
 	op *op
@@ -335,10 +335,12 @@ func (c *Coordinator) InitProducerID(r InitReq, nowMs int64) Effects {
 	if t.op != nil {
 		return fail(kerr.ConcurrentTransactions)
 	}
+	// The producer whose commit this coordinator turned into an abort goes on with the epoch of
+	// that transaction.
+	resumed := r.ProducerID >= 0 && t.abortedFrom != 0 && r.ProducerID == t.ProducerID && t.State == CompleteAbort &&
+		t.abortedFrom == int32(r.Epoch)+1
 	if r.ProducerID >= 0 { // KIP-360: the caller must be the current producer (or a retry of the last bump)
-		current := r.ProducerID == t.ProducerID && r.Epoch == t.Epoch
-		// The producer whose commit was turned into an abort (TRANSACTION_ABORTABLE) goes on.
-		current = current || r.ProducerID == t.ProducerID && t.State == CompleteAbort && t.abortedFrom == int32(r.Epoch)+1
+		current := r.ProducerID == t.ProducerID && r.Epoch == t.Epoch || resumed
 		retry := r.ProducerID == t.ProducerID && r.Epoch == t.LastEpoch && t.State == Empty
 		retryRotated := r.ProducerID == t.PrevProducerID && t.State == Empty
 		if retry || retryRotated {
@@ -361,6 +363,9 @@ func (c *Coordinator) InitProducerID(r InitReq, nowMs int64) Effects {
 	next := *t
 	next.Partitions, next.op, next.abortedFrom = nil, nil, 0
 	next.LastEpoch = t.Epoch
+	if resumed {
+		next.LastEpoch = r.Epoch // a retry of this request (its answer lost) is answered too
+	}
 	if t.Epoch >= math.MaxInt16-1 {
 		pid, err := r.NewPID()
 		if err != nil {

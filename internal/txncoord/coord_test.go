@@ -292,8 +292,11 @@ func TestPrepareFailureAborts(t *testing.T) {
 		if rep := h.init("t", pid, 0); rep.Err != nil || rep.Epoch != 3 {
 			t.Errorf("InitProducerId with the aborted transaction's epoch 0 = %+v; want epoch 3", rep)
 		}
-		if rep := h.init("t", pid, 0); !errors.Is(rep.Err, kerr.ProducerFenced) {
-			t.Errorf("a second InitProducerId with epoch 0 = %v; want PRODUCER_FENCED", rep.Err)
+		if rep := h.init("t", pid, 0); rep.Err != nil || rep.Epoch != 3 {
+			t.Errorf("a retry of that InitProducerId (its answer lost) = %+v; want epoch 3 again", rep)
+		}
+		if rep := h.init("t", pid, -1); !errors.Is(rep.Err, kerr.ProducerFenced) {
+			t.Errorf("InitProducerId with the producer id and epoch -1 = %v; want PRODUCER_FENCED", rep.Err)
 		}
 	}
 }
