@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,36 +71,60 @@ func startCluster(t *testing.T, n int) *testCluster {
 	return startClusterWith(t, n, func(*testCluster) {})
 }
 
-// startClusterWith starts a cluster after setup has set its options.
+// startClusterWith starts a cluster after setup has set its options. The voters' cluster
+// addresses are picked free before the first node starts; if another process takes one before
+// its node binds it, the cluster starts again on new addresses and data directories.
 func startClusterWith(t *testing.T, n int, setup func(*testCluster)) *testCluster {
-	c := &testCluster{t: t, voters: map[int32]string{}, servers: map[int32]*server.Server{}, addrs: map[int32]string{},
-		cancels: map[int32]context.CancelFunc{}, served: map[int32]chan error{}, dirs: map[int32]string{}}
-	setup(c)
-	for id := int32(1); id <= 3; id++ {
-		c.voters[id] = freeAddr(t)
-	}
-	for id := int32(1); id <= int32(n); id++ {
-		c.dirs[id] = t.TempDir()
-		c.start(id)
-	}
-	t.Cleanup(func() {
-		for id := range c.servers {
-			c.stop(id)
+	for attempt := 1; ; attempt++ {
+		c := &testCluster{t: t, voters: map[int32]string{}, servers: map[int32]*server.Server{}, addrs: map[int32]string{},
+			cancels: map[int32]context.CancelFunc{}, served: map[int32]chan error{}, dirs: map[int32]string{}}
+		setup(c)
+		for id := int32(1); id <= 3; id++ {
+			c.voters[id] = freeAddr(t)
 		}
-	})
-	return c
+		var err error
+		for id := int32(1); id <= int32(n) && err == nil; id++ {
+			c.dirs[id] = t.TempDir()
+			if err = c.tryStart(id); err != nil {
+				err = fmt.Errorf("node %d: %w", id, err)
+			}
+		}
+		if err != nil {
+			for id := range c.servers {
+				c.stop(id)
+			}
+			if attempt < 3 && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")) {
+				t.Logf("starting the cluster again on other addresses: %v", err)
+				continue
+			}
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			for id := range c.servers {
+				c.stop(id)
+			}
+		})
+		return c
+	}
 }
 
 func (c *testCluster) start(id int32) {
-	t := c.t
+	if err := c.tryStart(id); err != nil {
+		c.t.Fatalf("node %d: %v", id, err)
+	}
+}
+
+// tryStart is start, returning the error of a node that does not open.
+func (c *testCluster) tryStart(id int32) error {
 	s, ln, err := c.open(id)
 	if err != nil {
-		t.Fatalf("node %d: %v", id, err)
+		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	c.servers[id], c.addrs[id], c.cancels[id], c.served[id] = s, ln.Addr().String(), cancel, served
 	go func() { served <- s.Serve(ctx, ln) }()
+	return nil
 }
 
 // open opens node id's server on its Kafka address (a new one the first time).
