@@ -620,7 +620,8 @@ func (d *txns) ledPartition(topic string, index int32) (*topics.Partition, error
 // the old one took). The coordinator's clock set the transaction's start: on another node, the
 // leadership must predate it by leadershipSkew; on this one (sameClock), just predate it.
 func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq, sameClock bool) error {
-	if t, ok := d.b.topics.Get(req.Topic); ok && isObjectTopic(t) {
+	t, ok := d.b.topics.Get(req.Topic)
+	if ok && isObjectTopic(t) {
 		return d.prepareObject(t, req)
 	}
 	p, err := d.ledPartition(req.Topic, req.Partition)
@@ -632,11 +633,14 @@ func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq, sameClock bo
 		return replica.ErrNotLeader
 	}
 	here := prepareState{Epoch: epoch, Incarnation: d.b.cl.Incarnation(), LeadingSinceMs: p.Replica.LeadingSince().UnixMilli()}
-	if t, ok := d.b.topics.Get(req.Topic); ok {
-		here.NoReplicaRestarted = noReplicaRestarted(d.b.cl.Image(), d.b.imagePartition(t.ID, req.Partition), req.Added)
+	img := d.b.cl.Image()
+	var ip *controller.Partition
+	if ok {
+		_, ip, _ = img.Partition(t.ID, req.Partition)
 	}
+	here.NoReplicaRestarted = noReplicaRestarted(img, ip, req.Added)
 	_, here.BeganIn, here.ProducerEpoch, here.Open = p.Log.OpenTransaction(req.ProducerID)
-	if t, ok := d.b.topics.Get(req.Topic); ok && here.Open {
+	if here.Open {
 		// From the epoch of the transaction's first record still in this log, or the one it
 		// added the partition in if the coordinator noted it: a first record lost with its
 		// holders (and a later one accepted under a new leader) would move the former past it.
@@ -644,7 +648,7 @@ func (d *txns) prepareLocal(ctx context.Context, req txnPrepareReq, sameClock bo
 		if req.Added != nil && req.Added.Epoch < from {
 			from = req.Added.Epoch
 		}
-		here.NoRestartSinceBegan = noRestartSinceEpoch(d.b.cl.Image(), d.b.imagePartition(t.ID, req.Partition), from)
+		here.NoRestartSinceBegan = noRestartSinceEpoch(img, ip, from)
 	}
 	if err := prepareVerdict(req, here, skew(sameClock)); err != nil {
 		return err

@@ -133,6 +133,55 @@ func connectTaskWorker(t *testing.T, rest, connector string) string {
 	return ""
 }
 
+// sourceLines is how many lines the FileStreamSource connector of the tests reads.
+const sourceLines = 200_000
+
+// createLinesSource writes a file of sourceLines lines "line-N" and creates, through worker w,
+// connector "lines-source" reading it into topic "lines" exactly once (exactly.once.support
+// required), in a transaction per second of polls: one is open most of the time, for a kill.
+func createLinesSource(t *testing.T, w *connectWorker) {
+	t.Helper()
+	var text strings.Builder
+	for i := range sourceLines {
+		fmt.Fprintf(&text, "line-%d\n", i)
+	}
+	file := filepath.Join(t.TempDir(), "source.txt")
+	if err := os.WriteFile(file, []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config := map[string]string{
+		"connector.class":                  "org.apache.kafka.connect.file.FileStreamSourceConnector",
+		"file":                             file,
+		"topic":                            "lines",
+		"tasks.max":                        "1",
+		"batch.size":                       "100",
+		"exactly.once.support":             "required",
+		"transaction.boundary":             "interval",
+		"transaction.boundary.interval.ms": "1000",
+	}
+	eventually(t, "the connector created", 60*time.Second, func() bool {
+		code := connectREST(t, w.rest, http.MethodPut, "/connectors/lines-source/config", config, nil)
+		return code == http.StatusCreated || code == http.StatusOK
+	})
+}
+
+// checkLines fails unless topic "lines" holds, read_committed, every line of the source once
+// and in order; w names the worker running the task in the failure.
+func checkLines(t *testing.T, ctx context.Context, seeds []string, w *connectWorker) {
+	t.Helper()
+	got := testclients.ReadValues(t, ctx, seeds, "lines", kgo.ReadCommitted(), sourceLines, 150*time.Second)
+	var problems []string
+	for i, v := range got {
+		if want := fmt.Sprintf("line-%d", i); v != want && len(problems) < 10 {
+			problems = append(problems, fmt.Sprintf("record %d is %q, want %q", i, v, want))
+		}
+	}
+	if len(got) != sourceLines || len(problems) > 0 {
+		t.Fatalf("read_committed holds %d lines, want %d exactly once in order (task on %q):\n%s",
+			len(got), sourceLines, connectTaskWorker(t, w.rest, "lines-source"), strings.Join(problems, "\n"))
+	}
+}
+
 // TestKafkaConnectExactlyOnceSource: two Kafka Connect workers run a FileStreamSource
 // connector with exactly.once.support=required (a transaction per second of polls) over a file
 // of 200,000 lines; the worker running the task is killed (SIGKILL) while one of its
@@ -150,30 +199,7 @@ func TestKafkaConnectExactlyOnceSource(t *testing.T) {
 	cl := b.client()
 	adm := kadm.NewClient(cl)
 	workers := []*connectWorker{startConnectWorker(t, b.addr), startConnectWorker(t, b.addr)}
-	const lines = 200_000
-	var text strings.Builder
-	for i := range lines {
-		fmt.Fprintf(&text, "line-%d\n", i)
-	}
-	file := filepath.Join(t.TempDir(), "source.txt")
-	if err := os.WriteFile(file, []byte(text.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	config := map[string]string{
-		"connector.class":      "org.apache.kafka.connect.file.FileStreamSourceConnector",
-		"file":                 file,
-		"topic":                "lines",
-		"tasks.max":            "1",
-		"batch.size":           "100",
-		"exactly.once.support": "required",
-		// A transaction per second of polls: one is open most of the time, for the kill.
-		"transaction.boundary":             "interval",
-		"transaction.boundary.interval.ms": "1000",
-	}
-	eventually(t, "the connector created", 60*time.Second, func() bool {
-		code := connectREST(t, workers[0].rest, http.MethodPut, "/connectors/lines-source/config", config, nil)
-		return code == http.StatusCreated || code == http.StatusOK
-	})
+	createLinesSource(t, workers[0])
 	var victim *connectWorker
 	eventually(t, "a worker running the source task", 90*time.Second, func() bool {
 		for _, c := range workers {
@@ -202,20 +228,10 @@ func TestKafkaConnectExactlyOnceSource(t *testing.T) {
 			workers[i] = startConnectWorkerAt(t, b.addr, c.rest)
 		}
 	}
-	got := testclients.ReadValues(t, ctx, []string{b.addr}, "lines", kgo.ReadCommitted(), lines, 150*time.Second)
-	var problems []string
-	for i, v := range got {
-		if want := fmt.Sprintf("line-%d", i); v != want && len(problems) < 10 {
-			problems = append(problems, fmt.Sprintf("record %d is %q, want %q", i, v, want))
-		}
-	}
-	if len(got) != lines || len(problems) > 0 {
-		t.Fatalf("read_committed holds %d lines, want %d exactly once in order (task on %q):\n%s",
-			len(got), lines, connectTaskWorker(t, workers[0].rest, "lines-source"), strings.Join(problems, "\n"))
-	}
-	all := testclients.ReadValues(t, ctx, []string{b.addr}, "lines", kgo.ReadUncommitted(), lines+1, 5*time.Second)
-	if len(all) <= lines {
-		t.Errorf("read_uncommitted finds %d records, read_committed %d: the aborted transaction's are missing", len(all), lines)
+	checkLines(t, ctx, []string{b.addr}, workers[0])
+	all := testclients.ReadValues(t, ctx, []string{b.addr}, "lines", kgo.ReadUncommitted(), sourceLines+1, 5*time.Second)
+	if len(all) <= sourceLines {
+		t.Errorf("read_uncommitted finds %d records, read_committed %d: the aborted transaction's are missing", len(all), sourceLines)
 	}
 }
 
@@ -236,29 +252,7 @@ func TestKafkaConnectOnACluster(t *testing.T) {
 	seeds := c.brokers()
 	bootstrap := strings.Join(seeds, ",")
 	workers := []*connectWorker{startConnectWorker(t, bootstrap), startConnectWorker(t, bootstrap)}
-	const lines = 200_000
-	var text strings.Builder
-	for i := range lines {
-		fmt.Fprintf(&text, "line-%d\n", i)
-	}
-	file := filepath.Join(t.TempDir(), "source.txt")
-	if err := os.WriteFile(file, []byte(text.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	config := map[string]string{
-		"connector.class":                  "org.apache.kafka.connect.file.FileStreamSourceConnector",
-		"file":                             file,
-		"topic":                            "lines",
-		"tasks.max":                        "1",
-		"batch.size":                       "100",
-		"exactly.once.support":             "required",
-		"transaction.boundary":             "interval",
-		"transaction.boundary.interval.ms": "1000",
-	}
-	eventually(t, "the connector created", 60*time.Second, func() bool {
-		code := connectREST(t, workers[0].rest, http.MethodPut, "/connectors/lines-source/config", config, nil)
-		return code == http.StatusCreated || code == http.StatusOK
-	})
+	createLinesSource(t, workers[0])
 	eventually(t, "a transaction open in lines", 90*time.Second, func() bool { return openTransaction(t, ctx, adm, "lines") })
 	coord := adm.FindTxnCoordinators(ctx, "connect-runnel-lines-source-0")["connect-runnel-lines-source-0"]
 	if coord.Err != nil {
@@ -267,15 +261,5 @@ func TestKafkaConnectOnACluster(t *testing.T) {
 	c.stop(coord.NodeID)
 	time.Sleep(3 * time.Second)
 	c.start(coord.NodeID)
-	got := testclients.ReadValues(t, ctx, seeds, "lines", kgo.ReadCommitted(), lines, 150*time.Second)
-	var problems []string
-	for i, v := range got {
-		if want := fmt.Sprintf("line-%d", i); v != want && len(problems) < 10 {
-			problems = append(problems, fmt.Sprintf("record %d is %q, want %q", i, v, want))
-		}
-	}
-	if len(got) != lines || len(problems) > 0 {
-		t.Fatalf("read_committed holds %d lines, want %d exactly once in order (task on %q):\n%s",
-			len(got), lines, connectTaskWorker(t, workers[0].rest, "lines-source"), strings.Join(problems, "\n"))
-	}
+	checkLines(t, ctx, seeds, workers[0])
 }

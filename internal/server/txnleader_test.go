@@ -8,11 +8,44 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/runnel-dev/runnel/internal/testclients"
 )
+
+// startTxnCluster starts three nodes, a topic of three partitions replicated three times and a
+// franz-go transactional producer of id txnID writing to it (its producer id initialized); it
+// returns the cluster, the producer, the node coordinating txnID and the topic's metadata.
+func startTxnCluster(t *testing.T, ctx context.Context, topic, txnID string) (*testCluster, *kgo.Client, int32, kadm.Metadata) {
+	t.Helper()
+	c := startCluster(t, 3)
+	c.waitNodes(3)
+	cl, adm := c.client()
+	if r, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	c.waitTopicEverywhere(ctx, cl, topic)
+	p, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...), kgo.TransactionalID(txnID), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	if _, _, err := p.ProducerID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	coord := adm.FindTxnCoordinators(ctx, txnID)[txnID]
+	if coord.Err != nil {
+		t.Fatal(coord.Err)
+	}
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, p, coord.NodeID, md
+}
 
 // TestTransactionAcrossALeaderChange: on three nodes, a transaction writes to a partition
 // replicated three times whose leader then stops (its coordinator is elsewhere and stays). The
@@ -24,40 +57,17 @@ import (
 // unsynced records) while leadership moves is aborted; the producer (franz-go) is told so,
 // aborts and goes on with the same client.
 func TestTransactionAcrossALeaderChange(t *testing.T) {
-	c := startCluster(t, 3)
-	c.waitNodes(3)
-	cl, adm := c.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if r, err := adm.CreateTopic(ctx, 3, 3, nil, "moving"); err != nil || r.Err != nil {
-		t.Fatalf("create: %v %v", err, r.Err)
-	}
-	c.waitTopicEverywhere(ctx, cl, "moving")
-	p, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...), kgo.TransactionalID("across"), kgo.DefaultProduceTopic("moving"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if _, _, err := p.ProducerID(ctx); err != nil {
-		t.Fatal(err)
-	}
-	coord := adm.FindTxnCoordinators(ctx, "across")["across"]
-	if coord.Err != nil {
-		t.Fatal(coord.Err)
-	}
-	md, err := adm.Metadata(ctx, "moving")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, p, coord, md := startTxnCluster(t, ctx, "moving", "across")
 	part, victim := int32(-1), int32(-1)
 	for _, pd := range md.Topics["moving"].Partitions {
-		if pd.Leader != coord.NodeID {
+		if pd.Leader != coord {
 			part, victim = pd.Partition, pd.Leader
 		}
 	}
 	if part < 0 {
-		t.Skipf("every partition of moving is led by the coordinator's node %d", coord.NodeID)
+		t.Skipf("every partition of moving is led by the coordinator's node %d", coord)
 	}
 	newLeader := func(old int32) int32 {
 		var now int32
@@ -99,7 +109,7 @@ func TestTransactionAcrossALeaderChange(t *testing.T) {
 	c.stop(next)
 	c.start(next)
 	newLeader(next)
-	err = p.EndTransaction(ctx, kgo.TryCommit)
+	err := p.EndTransaction(ctx, kgo.TryCommit)
 	// franz-go runs transaction version 2 once it has seen the cluster's finalized features, 1
 	// before: TRANSACTION_ABORTABLE, or INVALID_PRODUCER_EPOCH (KIP-588).
 	if !errors.Is(err, kerr.TransactionAbortable) && !errors.Is(err, kerr.InvalidProducerEpoch) {
@@ -131,40 +141,17 @@ func TestTransactionAcrossALeaderChange(t *testing.T) {
 // replica registered anew after the leader epoch the transaction began in (the image records
 // when each epoch began), and the commit goes through.
 func TestTransactionAcrossACoordinatorLoss(t *testing.T) {
-	c := startCluster(t, 3)
-	c.waitNodes(3)
-	cl, adm := c.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if r, err := adm.CreateTopic(ctx, 3, 3, nil, "lost"); err != nil || r.Err != nil {
-		t.Fatalf("create: %v %v", err, r.Err)
-	}
-	c.waitTopicEverywhere(ctx, cl, "lost")
-	p, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...), kgo.TransactionalID("lost-coord"), kgo.DefaultProduceTopic("lost"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if _, _, err := p.ProducerID(ctx); err != nil {
-		t.Fatal(err)
-	}
-	coord := adm.FindTxnCoordinators(ctx, "lost-coord")["lost-coord"]
-	if coord.Err != nil {
-		t.Fatal(coord.Err)
-	}
-	md, err := adm.Metadata(ctx, "lost")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, p, coord, md := startTxnCluster(t, ctx, "lost", "lost-coord")
 	part := int32(-1)
 	for _, pd := range md.Topics["lost"].Partitions {
-		if pd.Leader == coord.NodeID {
+		if pd.Leader == coord {
 			part = pd.Partition
 		}
 	}
 	if part < 0 {
-		t.Skipf("no partition of lost is led by the coordinator's node %d", coord.NodeID)
+		t.Skipf("no partition of lost is led by the coordinator's node %d", coord)
 	}
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
@@ -172,9 +159,9 @@ func TestTransactionAcrossACoordinatorLoss(t *testing.T) {
 	if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte("lost-1")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	c.stop(coord.NodeID)
+	c.stop(coord)
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		t.Fatalf("committing after node %d (coordinator, leader of lost[%d]) stopped: %v", coord.NodeID, part, err)
+		t.Fatalf("committing after node %d (coordinator, leader of lost[%d]) stopped: %v", coord, part, err)
 	}
 	got := testclients.ReadValues(t, ctx, c.brokers(), "lost", kgo.ReadCommitted(), 1, 10*time.Second)
 	if len(got) != 1 || got[0] != "lost-1" {
