@@ -340,13 +340,19 @@ func (g *Group) selectProtocol() string {
 	return best
 }
 
+// protocolNames are copies of g's protocol type and selected protocol for a response, which the
+// connection's writer encodes while the group's next request may change them.
+func (g *Group) protocolNames() (protocolType, protocol *string) {
+	pt, name := g.ProtocolType, g.Protocol
+	return &pt, &name
+}
+
 // joinResponseFor is the successful JoinGroup answer for m: the leader gets every member's
 // metadata for the selected protocol.
 func (g *Group) joinResponseFor(m *Member, version int16) *kmsg.JoinGroupResponse {
 	resp := joinResponse(version)
-	resp.Generation, resp.Protocol, resp.LeaderID, resp.MemberID = g.Generation, &g.Protocol, g.Leader, m.ID
-	pt := g.ProtocolType
-	resp.ProtocolType = &pt
+	resp.Generation, resp.LeaderID, resp.MemberID = g.Generation, g.Leader, m.ID
+	resp.ProtocolType, resp.Protocol = g.protocolNames()
 	if m.ID == g.Leader {
 		for _, id := range g.order {
 			o := g.members[id]
@@ -451,7 +457,7 @@ func (c *Coordinator) SyncGroup(now time.Time, id RequestID, req *kmsg.SyncGroup
 		m.deadline = now.Add(m.SessionTimeout)
 		resp := syncResponse(req.Version)
 		resp.MemberAssignment = m.Assignment
-		resp.ProtocolType, resp.Protocol = &g.ProtocolType, &g.Protocol
+		resp.ProtocolType, resp.Protocol = g.protocolNames()
 		out.reply(id, resp)
 		return out
 	case CompletingRebalance:
@@ -477,7 +483,7 @@ func (c *Coordinator) SyncGroup(now time.Time, id RequestID, req *kmsg.SyncGroup
 		if o.awaitingSync {
 			resp := syncResponse(o.syncVersion)
 			resp.MemberAssignment = o.Assignment
-			resp.ProtocolType, resp.Protocol = &g.ProtocolType, &g.Protocol
+			resp.ProtocolType, resp.Protocol = g.protocolNames()
 			out.reply(o.syncID, resp)
 			o.awaitingSync = false
 		}

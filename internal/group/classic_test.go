@@ -364,3 +364,40 @@ func TestDeleteGroups(t *testing.T) {
 	wantCode(t, "DeleteGroups(live group)", resp.Groups[0].ErrorCode, kerr.NonEmptyGroup)
 	wantCode(t, "DeleteGroups(unknown)", resp.Groups[1].ErrorCode, kerr.GroupIDNotFound)
 }
+
+// TestAnswersDoNotShareGroupState: a connection encodes its answer after the coordinator has
+// moved on, so an answer must not point into the group: here the group empties (its protocol
+// becomes "") after the answers of its first generation were made.
+func TestAnswersDoNotShareGroupState(t *testing.T) {
+	h := newHarness(t)
+	a, b := stableGroup(h)
+	var answers []*string
+	for _, r := range h.replies {
+		switch r := r.(type) {
+		case *kmsg.JoinGroupResponse:
+			if r.ErrorCode == 0 {
+				answers = append(answers, r.Protocol, r.ProtocolType)
+			}
+		case *kmsg.SyncGroupResponse:
+			answers = append(answers, r.Protocol, r.ProtocolType)
+		}
+	}
+	if len(answers) != 8 {
+		t.Fatalf("%d protocol names in the answers; want 8 (2 joins and 2 syncs)", len(answers))
+	}
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Version, req.Group = 5, "g"
+	req.Members = []kmsg.LeaveGroupRequestMember{{MemberID: a}, {MemberID: b}}
+	_, out := h.c.LeaveGroup(h.now, req)
+	h.apply(out)
+	if g, _ := h.c.Group("g"); g.State != Empty || g.Protocol != "" {
+		t.Fatalf("after both left: state %v, protocol %q; want Empty with none", g.State, g.Protocol)
+	}
+	for i, s := range answers {
+		if want := []string{"range", "consumer"}[i%2]; s == nil {
+			t.Errorf("answer name %d missing; want %q", i, want)
+		} else if *s != want {
+			t.Errorf("answer name %d = %q; want %q", i, *s, want)
+		}
+	}
+}

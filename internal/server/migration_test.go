@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,8 +47,8 @@ func startGroupMember(t *testing.T, addr, group, topic string, seen *sync.Map, o
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			fs.EachRecord(func(r *kgo.Record) {
-				n, _ := seen.LoadOrStore(string(r.Value), new(int))
-				*n.(*int)++
+				n, _ := seen.LoadOrStore(string(r.Value), new(atomic.Int64)) // two members may read one record
+				n.(*atomic.Int64).Add(1)
 				cl.MarkCommitRecords(r)
 			})
 		}
@@ -84,7 +85,7 @@ func TestOnlineGroupMigration(t *testing.T) {
 	}, func() map[string]int {
 		out := map[string]int{}
 		seen.Range(func(k, n any) bool {
-			out[k.(string)] = *n.(*int)
+			out[k.(string)] = int(n.(*atomic.Int64).Load())
 			return true
 		})
 		return out
