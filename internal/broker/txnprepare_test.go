@@ -101,6 +101,16 @@ func TestNoReplicaRestarted(t *testing.T) {
 	if noReplicaRestarted(restarted, &moved, added) {
 		t.Fatal("a replica registered anew (it may have lost unsynced records): want refused")
 	}
+	// The same restart on the same machine boot, its run's writes kept (the boot mark): its
+	// loss index stays the registration noted.
+	kept := &controller.Image{Nodes: map[int32]*controller.Node{1: {ID: 1, Incarnation: 10}, 2: {ID: 2, Incarnation: 25, LossIndex: 20}, 3: {ID: 3, Incarnation: 30}}}
+	if !noReplicaRestarted(kept, &moved, added) {
+		t.Fatal("a replica restarted keeping its writes: want kept")
+	}
+	lost := &controller.Image{Nodes: map[int32]*controller.Node{1: {ID: 1, Incarnation: 10}, 2: {ID: 2, Incarnation: 25, LossIndex: 25}, 3: {ID: 3, Incarnation: 30}}}
+	if noReplicaRestarted(lost, &moved, added) {
+		t.Fatal("a replica restarted after a new boot (loss index moved): want refused")
+	}
 	for name, q := range map[string]controller.Partition{
 		"fewer replicas":   {Replicas: []int32{2, 3}, Leader: 2, LeaderEpoch: 6, ReplicasSince: 7},
 		"another replica":  {Replicas: []int32{2, 3, 4}, Leader: 2, LeaderEpoch: 6, ReplicasSince: 7},
@@ -143,6 +153,15 @@ func TestNoRestartSinceEpoch(t *testing.T) {
 	}
 	if !noRestartSinceEpoch(nodes(1, 50, 3), p, 6) {
 		t.Fatal("replica 2 registered anew before epoch 6 began: want vouched")
+	}
+	kept := nodes(1, 50, 3)
+	kept.Nodes[2].LossIndex = 2
+	if !noRestartSinceEpoch(kept, p, 4) {
+		t.Fatal("replica 2 registered anew after epoch 4 began, keeping its writes: want vouched")
+	}
+	kept.Nodes[2].LossIndex = 45
+	if noRestartSinceEpoch(kept, p, 4) {
+		t.Fatal("replica 2 registered anew after epoch 4 began, after a new boot: want refused")
 	}
 	if noRestartSinceEpoch(nodes(1, 2, 3), p, 5) {
 		t.Fatal("epoch 5's start not recorded: want refused")

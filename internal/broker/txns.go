@@ -256,12 +256,12 @@ func (d *txns) dropLocked(idx int32) {
 }
 
 // leadership names a partition's leadership: its leader epoch and the leader's registration
-// (a leader that restarts quickly may keep its epoch, but not its incarnation), and the
-// registration of each of its replicas.
+// (a leader that restarts quickly may keep its epoch, but not its incarnation), and, for each
+// of its replicas, the registration since which it lost no write (controller.Node.LossSince).
 type leadership struct {
 	Epoch       int32  `json:"epoch"`
 	Incarnation uint64 `json:"incarnation"`
-	// Replicas maps each replica of the partition to its registration (nil: not noted, or the
+	// Replicas maps each replica of the partition to its LossSince (nil: not noted, or the
 	// partition was being moved or uncleanly elected), and ReplicasSince is the image's index of
 	// the last change of the partition's replicas (an unclean election and the move back after
 	// it end with the same replicas, each in its registration, but a leader that may lack what
@@ -270,7 +270,8 @@ type leadership struct {
 	ReplicasSince uint64           `json:"replicas_since,omitempty"`
 }
 
-// replicaIncarnations returns the registration of each replica of p in img, or nil if p is
+// replicaIncarnations returns, for each replica of p in img, the registration since which it
+// lost no write (a restart on the same machine boot loses none), or nil if p is
 // being moved, was asked for an unclean election, names a node img does not know or does not
 // record when its replicas last changed (an image of an older version).
 func replicaIncarnations(img *controller.Image, p *controller.Partition) map[int32]uint64 {
@@ -283,15 +284,16 @@ func replicaIncarnations(img *controller.Image, p *controller.Partition) map[int
 		if n == nil {
 			return nil
 		}
-		m[r] = n.Incarnation
+		m[r] = n.LossSince()
 	}
 	return m
 }
 
-// noReplicaRestarted reports whether p's replicas in img are those of added, each in the
-// registration added noted: then none lost what it held since (a node loses unsynced writes
-// only by crashing, and comes back as a new incarnation), and an election since chose a log
-// holding every record a quorum had acknowledged (docs/transactions.md §3.3).
+// noReplicaRestarted reports whether p's replicas in img are those of added, none registered
+// since added was noted in a way that may have lost writes: then none lost what it held since
+// (a node loses unsynced writes only with its machine's crash or a failed log, and then
+// registers anew without keeping its writes, see cluster's boot mark), and an election since
+// chose a log holding every record a quorum had acknowledged (docs/transactions.md §3.3).
 func noReplicaRestarted(img *controller.Image, p *controller.Partition, added *leadership) bool {
 	if added == nil || added.Replicas == nil || p == nil {
 		return false
@@ -308,8 +310,8 @@ func noReplicaRestarted(img *controller.Image, p *controller.Partition, added *l
 	return true
 }
 
-// noRestartSinceEpoch reports whether none of p's replicas in img registered anew since p's
-// leader epoch e began, and p's replicas are those they were then (not being moved, no unclean
+// noRestartSinceEpoch reports whether none of p's replicas in img registered anew in a way
+// that may have lost writes (controller.Node.LossSince) since p's leader epoch e began, and p's replicas are those they were then (not being moved, no unclean
 // election since): then none lost what it held of records written in epoch e or later, and
 // every election since chose a log holding every record a quorum had acknowledged
 // (docs/transactions.md §3.3). It needs no note of the coordinator's (one that took over since
@@ -323,7 +325,7 @@ func noRestartSinceEpoch(img *controller.Image, p *controller.Partition, e int32
 		return false
 	}
 	for _, r := range p.Replicas {
-		if n := img.Nodes[r]; n == nil || n.Incarnation >= began {
+		if n := img.Nodes[r]; n == nil || n.LossSince() >= began {
 			return false
 		}
 	}
@@ -668,9 +670,10 @@ type prepareState struct {
 	BeganIn       int32 // the leader epoch its first record was written in
 	ProducerEpoch int16
 	// NoReplicaRestarted: the partition's replicas are those it had when the transaction added
-	// it, none registered anew since (noReplicaRestarted).
+	// it, none registered anew since in a way that may have lost writes (noReplicaRestarted).
 	NoReplicaRestarted bool
-	// NoRestartSinceBegan: no replica registered anew, and the replicas did not change, since
+	// NoRestartSinceBegan: no replica registered anew in a way that may have lost writes, and
+	// the replicas did not change, since
 	// the leader epoch the open transaction began in (noRestartSinceEpoch).
 	NoRestartSinceBegan bool
 }

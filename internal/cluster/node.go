@@ -131,6 +131,7 @@ type Node struct {
 	// emptyDir: registrations say that this process started on an empty data dir, until one
 	// succeeds (later ones re-register the same data).
 	emptyDir atomic.Bool
+	marks    *bootMarks // the boot mark: whether registrations say the node lost no write
 	raftOnce sync.Once
 	failed   chan struct{} // closed when the node cannot go on (failErr says why)
 	failErr  error
@@ -169,6 +170,13 @@ func Start(cfg Config) (*Node, error) {
 		recCh: make(chan struct{}), recWake: make(chan struct{}, 1), refusedAt: map[int32]time.Time{},
 		started: make(chan struct{}), run: newRunID(cfg.NodeID), failed: make(chan struct{})}
 	n.emptyDir.Store(cfg.EmptyDataDir && !cfg.Agent)
+	n.marks = &bootMarks{logger: cfg.Logger} // an agent holds no log
+	if !cfg.Agent && cfg.DataDir != "" {
+		n.marks = openBootMark(cfg.FS, cfg.DataDir, n.run, cfg.Logger)
+	}
+	if cfg.Registry != nil {
+		cfg.Registry.OnLogFailure(n.marks.logFailed)
+	}
 	n.tr = transport.New(transport.Config{NodeID: cfg.NodeID, Listener: cfg.Listener, Resolve: n.resolve, Addr: cfg.ClusterAddr,
 		Handler: n.receive, PeerDown: n.peerDown, Logger: cfg.Logger, TLS: cfg.TLS})
 	n.rpc = newRPC(ctx, cfg.NodeID, n.tr.Send)
@@ -711,6 +719,7 @@ func (n *Node) register() error {
 	for {
 		var resp registerResponse
 		req.EmptyDataDir = n.emptyDir.Load()
+		req.KeptFrom = n.marks.keptFrom()
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 		err := n.callController(ctx, "register", req, &resp)
 		var re *rpcError
@@ -720,6 +729,7 @@ func (n *Node) register() error {
 		}
 		if err == nil {
 			n.emptyDir.Store(false)
+			n.marks.registered()
 			n.startRaft()
 			n.joinIndex.Store(resp.Index)
 			n.wakeReconciler()

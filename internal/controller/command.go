@@ -127,6 +127,11 @@ type Register struct {
 	// Listeners are the node's advertised Kafka listeners, by name (docs/security.md §1);
 	// empty for a registration of an older version: one PLAINTEXT listener at KafkaHost:KafkaPort.
 	Listeners []security.Endpoint `json:"listeners,omitempty"`
+	// KeptFrom is the run of the node's previous registration when this process holds every
+	// write that run made to the node's logs (a process restart on the same machine boot, or a
+	// registration again by the same process, with no log failure since; docs/cluster.md
+	// "boot mark"); "" when it may not (a new boot, a failed log, another data dir).
+	KeptFrom string `json:"kept_from,omitempty"`
 }
 
 // Fence fences (op fence) or unfences (op unfence) one incarnation of a node.
@@ -532,6 +537,12 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 	if !ok {
 		n = &Node{ID: r.Node}
 		im.Nodes[r.Node] = n
+	}
+	// The node lost no write since its last registration if this process holds every write of
+	// the run that made it (or is that run); a node the image did not know, or knew from an
+	// older version, may have.
+	if kept := r.KeptFrom != "" && (r.KeptFrom == n.Run || r.Run != "" && r.Run == n.Run); !ok || n.LossIndex == 0 || !kept {
+		n.LossIndex = index
 	}
 	im.forgetRequests(n.Run, r.Run)
 	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack, n.Agent, n.Run = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack, r.Agent, r.Run

@@ -52,6 +52,46 @@ func TestRegisterGivesIncarnationAndDropsLeaderships(t *testing.T) {
 	}
 }
 
+// TestRegisterLossIndex: a registration moves the node's loss index unless its process holds
+// every write of the run the image names (KeptFrom, the boot mark), or is that run.
+func TestRegisterLossIndex(t *testing.T) {
+	im := NewImage()
+	reg := func(index uint64, run, keptFrom string) uint64 {
+		t.Helper()
+		Apply(im, index, &Command{Op: OpRegister, Register: &Register{Node: 1, ClusterAddr: "a", Run: run, KeptFrom: keptFrom}})
+		if n := im.Nodes[1]; n.Incarnation != index || n.Run != run {
+			t.Fatalf("register at %d: incarnation %d, run %q", index, n.Incarnation, n.Run)
+		}
+		return im.Nodes[1].LossSince()
+	}
+	if got := reg(10, "r1", "r0"); got != 10 {
+		t.Fatalf("first registration, naming a run the image never had: loss since %d; want 10", got)
+	}
+	if got := reg(20, "r2", "r1"); got != 10 {
+		t.Errorf("restart keeping r1's writes: loss since %d; want 10", got)
+	}
+	if got := reg(30, "r2", "r2"); got != 10 {
+		t.Errorf("r2 registering again: loss since %d; want 10", got)
+	}
+	if got := reg(40, "r3", ""); got != 40 {
+		t.Errorf("restart without the boot mark: loss since %d; want 40", got)
+	}
+	if got := reg(50, "r4", "r1"); got != 50 {
+		t.Errorf("restart keeping an older run's writes (a restored copy): loss since %d; want 50", got)
+	}
+	if got := reg(60, "r4", ""); got != 60 {
+		t.Errorf("r4 registering again after a failed log: loss since %d; want 60", got)
+	}
+	// An image of an older version has no loss index: the latest registration counts.
+	im.Nodes[1].LossIndex = 0
+	if got := im.Nodes[1].LossSince(); got != 60 {
+		t.Errorf("no loss index: loss since %d; want the incarnation 60", got)
+	}
+	if got := reg(70, "r5", "r4"); got != 70 {
+		t.Errorf("a kept restart on an image without loss index: loss since %d; want 70", got)
+	}
+}
+
 func TestFenceOnlyTheNamedIncarnation(t *testing.T) {
 	im := cluster3(t)
 	inc := im.Nodes[2].Incarnation

@@ -88,6 +88,11 @@ type Node struct {
 	// Incarnation is the log index of the node's latest registration: a restarted node is a
 	// new incarnation.
 	Incarnation uint64 `json:"incarnation"`
+	// LossIndex is the log index of the node's latest registration that may have lost writes
+	// an earlier incarnation made to its logs: one whose process did not hold every write of
+	// the previous registration's run (Register.KeptFrom). 0 in images of older versions: see
+	// LossSince.
+	LossIndex uint64 `json:"loss_index,omitempty"`
 	// Fenced: the node missed its session or its process is gone; it leads nothing and is not
 	// elected until it heartbeats again.
 	Fenced bool `json:"fenced"`
@@ -98,6 +103,15 @@ type Node struct {
 	Agent bool `json:"agent,omitempty"`
 	// Run is the registered process run's id (the writer id of its object files).
 	Run string `json:"run,omitempty"`
+}
+
+// LossSince is the log index since which the node holds every write it made to its logs:
+// LossIndex, or, for a node registered by an older version, its latest registration.
+func (n *Node) LossSince() uint64 {
+	if n.LossIndex == 0 {
+		return n.Incarnation
+	}
+	return n.LossIndex
 }
 
 // Topic is a topic's metadata.

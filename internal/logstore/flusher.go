@@ -25,6 +25,8 @@ type Flusher struct {
 
 	maxParallel int
 
+	onPoison atomic.Pointer[func(error)] // OnPoison's function
+
 	// Counters, for metrics and tests.
 	Rounds atomic.Int64 // sync rounds run
 	Syncs  atomic.Int64 // sync calls made: a log's fsync, or one SyncFS for several logs (directory syncs not counted)
@@ -35,6 +37,10 @@ type Flusher struct {
 	batchesPerSync *Histogram
 	logsPerRound   *Histogram
 }
+
+// OnPoison has fn called, in a goroutine of its own, with the failure of every log of this
+// flusher that a failed write or sync poisons: that log's unsynced writes may be lost.
+func (f *Flusher) OnPoison(fn func(error)) { f.onPoison.Store(&fn) }
 
 // NewFlusher starts a flusher. maxParallel bounds the fsyncs in flight at once (<= 0: 16).
 func NewFlusher(maxParallel int) *Flusher {

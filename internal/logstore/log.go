@@ -643,6 +643,9 @@ func (l *Log) poisonLocked(op string, err error) error {
 	if l.err == nil {
 		l.err = fmt.Errorf("%w: %s failed; the log is read-only until reopened: %w", ErrPoisoned, op, err)
 		l.logger.Error("logstore: log poisoned", "op", op, "err", err)
+		if fn := l.flusher.onPoison.Load(); fn != nil {
+			go (*fn)(l.err)
+		}
 		close(l.durableCh)
 		l.durableCh = make(chan struct{})
 	}

@@ -236,6 +236,8 @@ func TestSyncTogether(t *testing.T) {
 			return nil
 		}))
 		e := newEnv(t, fsys, "/")
+		poisoned := make(chan error, 8)
+		e.flusher.OnPoison(func(err error) { poisoned <- err })
 		cfg := testConfig()
 		cfg.FlushInterval, cfg.FlushBytes, cfg.FlushMessages = 0, 0, 0
 		var logs []*Log
@@ -258,6 +260,16 @@ func TestSyncTogether(t *testing.T) {
 			case fail && (!errors.Is(l.Err(), ErrPoisoned) || l.DurableOffset() != 0):
 				t.Errorf("log %d after a failed SyncFS: durable %d, err %v; want 0, ErrPoisoned", i, l.DurableOffset(), l.Err())
 			}
+		}
+		if fail { // the flusher's OnPoison hears of every poisoned log (the boot mark withdraws)
+			for range logs {
+				if err := <-poisoned; !errors.Is(err, ErrPoisoned) {
+					t.Errorf("OnPoison got %v; want ErrPoisoned", err)
+				}
+			}
+		}
+		if len(poisoned) != 0 {
+			t.Errorf("OnPoison called %d more times; want once per poisoned log", len(poisoned))
 		}
 	}
 }

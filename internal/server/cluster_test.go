@@ -193,6 +193,15 @@ func (c *testCluster) stop(id int32) {
 	delete(c.servers, id)
 }
 
+// forgetBoot makes stopped node id's next start count as one after its machine crashed (a new
+// boot): it removes the boot mark from its data dir, so its registration cannot say it kept the
+// previous run's writes.
+func (c *testCluster) forgetBoot(id int32) {
+	if err := os.Remove(filepath.Join(c.dirs[id], "boot.mark")); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 func (c *testCluster) brokers() []string {
 	var out []string
 	for id, a := range c.addrs {

@@ -228,8 +228,9 @@ func TestObjectTransactionCoordinatorFailover(t *testing.T) {
 // then commits. The prepares of the partitions it wrote nothing to compare their leader epochs
 // with the ones they had when the transaction added them, instead of asking their leaderships
 // to predate the transaction by the two-node clock margin, which aborted the commit. A next
-// transaction adds them again, and the leader of one it wrote nothing to restarts (its epoch
-// moves): that commit is refused, since the restarted leader could have lost records.
+// transaction adds them again, and the leader of one it wrote nothing to restarts after its
+// machine crashed (its epoch moves): that commit is refused, since the restarted leader could
+// have lost records.
 func TestTransactionFreshPartitionsOnACluster(t *testing.T) {
 	c := startCluster(t, 3)
 	c.waitNodes(3)
@@ -310,6 +311,7 @@ func TestTransactionFreshPartitionsOnACluster(t *testing.T) {
 	}
 	before := md.Topics["fresh3"].Partitions[part].LeaderEpoch
 	c.stop(victim)
+	c.forgetBoot(victim) // as after its machine's crash: it may have lost writes
 	c.start(victim)
 	eventually(t, fmt.Sprintf("fresh3[%d] served again by node %d", part, victim), 30*time.Second, func() bool {
 		md, err := adm.Metadata(ctx, "fresh3")
@@ -323,7 +325,7 @@ func TestTransactionFreshPartitionsOnACluster(t *testing.T) {
 	md2, _ := adm.Metadata(ctx, "fresh3")
 	t.Logf("leader epoch of fresh3[%d]: %d before the restart, %d after", part, before, md2.Topics["fresh3"].Partitions[part].LeaderEpoch)
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err == nil {
-		t.Fatalf("a commit after fresh3[%d]'s leader restarted (it was added empty): taken", part)
+		t.Fatalf("a commit after fresh3[%d]'s leader restarted on a new boot (it was added empty): taken", part)
 	}
 }
 

@@ -53,9 +53,11 @@ func startTxnCluster(t *testing.T, ctx context.Context, topic, txnID string) (*t
 // partition, so its log holds whatever a quorum acknowledged: the commit goes through, and
 // read_committed consumers see the records (before, any leader change since the transaction's
 // first record there aborted it, and Kafka Streams' stream threads died of the answer). A
-// next transaction whose partition's replica restarts (a new registration: it may have lost
-// unsynced records) while leadership moves is aborted; the producer (franz-go) is told so,
-// aborts and goes on with the same client.
+// next transaction whose partition's leader restarts, on the same machine boot, commits too:
+// the restarted process holds every write of the one before (the boot mark). A third one whose
+// leader restarts after its machine crashed (here: its boot mark removed, as after a new boot;
+// it may have lost unsynced records) is aborted; the producer (franz-go) is told so, aborts and
+// goes on with the same client.
 func TestTransactionAcrossALeaderChange(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -76,6 +78,30 @@ func TestTransactionAcrossALeaderChange(t *testing.T) {
 			return now >= 0 && now != old
 		})
 		return now
+	}
+	_, adm := c.client()
+	epochOf := func() (leader, epoch int32) {
+		md, err := adm.Metadata(ctx, "moving")
+		if err != nil {
+			return -1, -1
+		}
+		pd := md.Topics["moving"].Partitions[part]
+		return pd.Leader, pd.LeaderEpoch
+	}
+	// restarted stops and starts node id (forgetting its boot if crash), and waits until
+	// moving[part] has a leader again in a later epoch (the restarted node's registration
+	// drops what it led).
+	restart := func(id int32, crash bool) {
+		_, before := epochOf()
+		c.stop(id)
+		if crash {
+			c.forgetBoot(id)
+		}
+		c.start(id)
+		eventually(t, fmt.Sprintf("moving[%d] led again after node %d restarted", part, id), 30*time.Second, func() bool {
+			leader, epoch := epochOf()
+			return leader >= 0 && epoch > before
+		})
 	}
 
 	if err := p.BeginTransaction(); err != nil {
@@ -105,10 +131,21 @@ func TestTransactionAcrossALeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The leader restarts (stops, and is back before the commit): its replica is a new
-	// registration, and another node leads.
-	c.stop(next)
-	c.start(next)
-	newLeader(next)
+	// registration, and the partition a new leader epoch; it kept its writes.
+	restart(next, false)
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("committing after moving[%d]'s leader %d restarted on the same boot: %v", part, next, err)
+	}
+
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte("across-3")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The leader's machine crashes and comes back: a registration that may have lost writes.
+	next, _ = epochOf()
+	restart(next, true)
 	err := p.EndTransaction(ctx, kgo.TryCommit)
 	// franz-go runs transaction version 2 once it has seen the cluster's finalized features, 1
 	// before: TRANSACTION_ABORTABLE, or INVALID_PRODUCER_EPOCH (KIP-588).
@@ -123,15 +160,15 @@ func TestTransactionAcrossALeaderChange(t *testing.T) {
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte("across-3")}).FirstErr(); err != nil {
+	if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte("across-4")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("the transaction after the aborted one: %v", err)
 	}
-	got = testclients.ReadValues(t, ctx, c.brokers(), "moving", kgo.ReadCommitted(), 2, 10*time.Second)
-	if !slices.Equal(got, []string{"across-1", "across-3"}) {
-		t.Fatalf("read_committed at the end: %q; want [across-1 across-3]", got)
+	got = testclients.ReadValues(t, ctx, c.brokers(), "moving", kgo.ReadCommitted(), 3, 10*time.Second)
+	if !slices.Equal(got, []string{"across-1", "across-2", "across-4"}) {
+		t.Fatalf("read_committed at the end: %q; want [across-1 across-2 across-4]", got)
 	}
 }
 

@@ -215,6 +215,15 @@ func (e *ErrorFS) Stat(name string) (os.FileInfo, error) {
 	return do(e, OpStat, name, func() (os.FileInfo, error) { return e.inner.Stat(name) })
 }
 
+// BootID passes through to the inner file system's BootID, if it has one.
+func (e *ErrorFS) BootID() (string, error) {
+	inner, ok := e.inner.(Booter)
+	if !ok {
+		return "", errors.New("vfs: the file system names no boot")
+	}
+	return inner.BootID()
+}
+
 // SyncFS passes through to the inner file system's SyncFS, if it has one.
 func (e *ErrorFS) SyncFS(f File) error {
 	inner, ok := e.inner.(FSSyncer)

@@ -3,6 +3,7 @@ package vfs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"maps"
@@ -31,6 +32,7 @@ var (
 type MemFS struct {
 	mu   sync.Mutex // guards the directory tree (entries, durable, directory modTime)
 	root *memNode
+	boot int // the crashes this file system's contents went through: its BootID
 }
 
 // CrashOptions says how MemFS.Crash treats the unsynced writes of each file.
@@ -322,6 +324,9 @@ func (m *MemFS) SyncFS(f File) error {
 	return nil
 }
 
+// BootID names the machine boot the file system is in: a crash (Crash) is a new boot.
+func (m *MemFS) BootID() (string, error) { return fmt.Sprintf("memfs-boot-%d", m.boot), nil }
+
 // Crash returns a new, independent MemFS holding what a power loss would leave of m: the
 // durable directory entries, and for each file its synced contents, plus, as opts says, part
 // of its unsynced writes. m and its open files keep working on the state before the crash.
@@ -353,7 +358,7 @@ func (m *MemFS) Crash(opts CrashOptions) *MemFS {
 		c.durable = maps.Clone(c.entries)
 		return c
 	}
-	return &MemFS{root: crash(m.root)}
+	return &MemFS{root: crash(m.root), boot: m.boot + 1}
 }
 
 // crashData returns a fresh copy of the contents of file n after a crash.

@@ -2,6 +2,8 @@ package vfs
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,4 +20,13 @@ func (osFS) SyncFS(f File) error {
 		return fmt.Errorf("vfs: syncfs %s: %w", f.Name(), err)
 	}
 	return nil
+}
+
+// BootID is the kernel's id of this boot of the machine.
+func (osFS) BootID() (string, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("vfs: boot id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }

@@ -58,6 +58,14 @@ type FSSyncer interface {
 	SyncFS(f File) error
 }
 
+// Booter is implemented by a file system that can name the machine boot its process runs in.
+// What a process wrote to the file system without syncing outlives the process (it is in the
+// page cache) until the machine's next boot, and no longer, barring a writeback error, which a
+// later SyncFS reports.
+type Booter interface {
+	BootID() (string, error)
+}
+
 // File is an open file. Offsets are absolute; a File has no current position.
 type File interface {
 	io.ReaderAt

@@ -829,3 +829,24 @@ func TestOpString(t *testing.T) {
 		}
 	}
 }
+
+// TestBootID: the operating system names its boot the same way twice; a MemFS crash is a new
+// boot; ErrorFS passes it through.
+func TestBootID(t *testing.T) {
+	a, err := Default.(Booter).BootID()
+	if err != nil || a == "" {
+		t.Fatalf("BootID = %q, %v", a, err)
+	}
+	if b, _ := Default.(Booter).BootID(); b != a {
+		t.Fatalf("BootID changed within a boot: %q, then %q", a, b)
+	}
+	m := NewMem()
+	before, _ := m.BootID()
+	after, _ := m.Crash(CrashOptions{}).BootID()
+	if before == after {
+		t.Fatalf("a crash kept the boot id %q", before)
+	}
+	if e, _ := NewErrorFS(m, InjectorFunc(func(Op, string) error { return nil })).BootID(); e != before {
+		t.Fatalf("ErrorFS BootID = %q; want its inner %q", e, before)
+	}
+}

@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// TestBootMark: a process holds the previous run's writes when it starts on the same boot after
+// a run whose logs did not fail, and the syncfs at start reports no writeback error; a crash (a
+// new boot), a log failure, a failed syncfs or a missing mark each take that away.
+func TestBootMark(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/data", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	open := func(fsys vfs.FS, run string) *bootMarks {
+		m := openBootMark(fsys, "/data", run, quiet)
+		if !m.written {
+			t.Fatalf("run %s left no mark", run)
+		}
+		return m
+	}
+	if got := open(mem, "r1").keptFrom(); got != "" {
+		t.Fatalf("first run on an empty data dir: kept from %q; want none", got)
+	}
+	m2 := open(mem, "r2")
+	if got := m2.keptFrom(); got != "r1" {
+		t.Fatalf("restart on the same boot: kept from %q; want r1", got)
+	}
+	m2.registered()
+	if got := m2.keptFrom(); got != "r2" {
+		t.Fatalf("after its registration: kept from %q; want its own run r2", got)
+	}
+
+	// The power goes out: what is left is on a new boot, and the mark says another.
+	crashed := mem.Crash(vfs.CrashOptions{})
+	if got := open(crashed, "r3").keptFrom(); got != "" {
+		t.Fatalf("restart after a crash (a new boot): kept from %q; want none", got)
+	}
+	if got := open(crashed, "r4").keptFrom(); got != "r3" {
+		t.Fatalf("restart on the crashed machine's new boot: kept from %q; want r3", got)
+	}
+
+	// A log of r5 fails: neither r5 (registering again) nor the next run holds its writes.
+	m5 := open(crashed, "r5")
+	m5.registered()
+	m5.logFailed(errors.New("fsync: input/output error"))
+	if got := m5.keptFrom(); got != "" {
+		t.Fatalf("after a log failure: kept from %q; want none", got)
+	}
+	if got := open(crashed, "r6").keptFrom(); got != "" {
+		t.Fatalf("restart after a log failure: kept from %q; want none", got)
+	}
+
+	// A writeback error the previous run never saw: the syncfs at start reports it.
+	failing := vfs.NewErrorFS(crashed, vfs.InjectorFunc(func(op vfs.Op, _ string) error {
+		if op == vfs.OpSyncFS {
+			return vfs.ErrInjected
+		}
+		return nil
+	}))
+	if got := open(failing, "r7").keptFrom(); got != "" {
+		t.Fatalf("restart whose syncfs fails: kept from %q; want none", got)
+	}
+	if got := open(crashed, "r8").keptFrom(); got != "r7" {
+		t.Fatalf("restart after r7: kept from %q; want r7", got)
+	}
+
+	// A file system that names no boot: nothing is ever kept, and no mark is left.
+	noBoot := struct{ vfs.FS }{crashed}
+	if m := openBootMark(noBoot, "/data", "r9", quiet); m.keptFrom() != "" || m.written {
+		t.Fatalf("no boot id: kept from %q, mark written %v; want none, false", m.keptFrom(), m.written)
+	}
+}
