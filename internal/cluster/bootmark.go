@@ -15,27 +15,31 @@ import (
 //
 // A record is acknowledged once a quorum appended it, in the page cache, fsynced or not (write
 // caching). A process that dies leaves what it wrote in the page cache, and the kernel writes it
-// back; only the machine's crash (a new boot) or a writeback error loses it. So a process that
-// restarts on the same boot, after a run whose logs did not fail, holds every write of that run,
-// and the registration it makes says so (Register.KeptFrom): the transaction rules then need
-// not count the restart as a replica that may have lost what it acknowledged.
+// back; a crash of the machine (a new boot), an unmount, or a writeback error loses it. So a
+// process that restarts on the same boot and mount, after a run whose logs did not fail, holds
+// every write of that run, and the registration it makes says so (Register.KeptFrom): the
+// transaction rules then need not count the restart as a replica that may have lost what it
+// acknowledged.
 //
-// The mark is the data dir's file boot.mark: the boot id and run id of the process that wrote
-// it. A process writes it when it starts, once it has checked the previous one's, and removes it
-// when one of its logs fails. At start the previous run's writes count as kept when:
-//   - the mark names this boot (a power loss or reboot makes a new boot id);
-//   - it is there (no log of that run failed, or the run could not remove it: see the syncfs);
-//   - a syncfs of the data dir's file system succeeds: since Linux 5.8 it reports a writeback
-//     error of any file of the file system that no syncfs has reported yet, so also a failure
-//     the previous process never saw (the kernel's own writeback after it died), and it makes
-//     those writes durable;
+// The mark is the data dir's file boot.mark: the boot and mount ids, the run id of the process
+// that wrote it, and the mark file's own device, inode and birth time. A process writes it when it starts,
+// once it has checked the previous one's, and removes it, before any waiter hears of the
+// failure, when one of its logs fails. At start the previous run's writes count as kept when:
+//   - the mark is there (no log of that run failed) and is that very file, not a copy (a data
+//     dir restored from a copy holds a file born later);
+//   - it names this boot and the mount the data dir is on now;
+//   - the data dir and every topic and partition directory in it are on one file system;
+//   - a syncfs of it succeeds: since Linux 5.8 it reports a writeback error of any of its files
+//     that no syncfs has reported yet, so also a failure the previous process never saw (the
+//     kernel's own writeback after it died), and it makes those writes durable;
 //   - and the controller's image has that run as the node's last registration (checked by the
-//     controller): a data dir restored from a copy holds the mark of an older run.
+//     controller).
 const bootMarkName = "boot.mark"
 
 type bootMark struct {
-	Boot string `json:"boot"`
-	Run  string `json:"run"`
+	Boot string `json:"boot"`           // vfs.Booter's boot and mount id
+	Run  string `json:"run"`            // the run that wrote it
+	File string `json:"file,omitempty"` // its own device, inode and birth time (vfs.FileID)
 }
 
 // bootMarks keeps a node's boot mark and answers whether its process holds every write of the
@@ -56,47 +60,117 @@ func openBootMark(fsys vfs.FS, dir, run string, logger *slog.Logger) *bootMarks 
 	m := &bootMarks{fs: fsys, dir: dir, run: run, logger: logger}
 	booter, ok := fsys.(vfs.Booter)
 	if !ok {
+		m.remove()
 		return m
 	}
-	boot, err := booter.BootID()
+	boot, err := booter.BootID(dir)
 	if err != nil {
-		logger.Warn("cluster: no boot id: a restart of this node counts as one that may have lost writes", "err", err)
+		logger.Warn("cluster: a restart of this node counts as one that may have lost writes", "err", err)
+		m.remove()
 		return m
 	}
-	prev, err := m.read()
-	switch {
-	case err != nil:
-		logger.Warn("cluster: reading the boot mark", "err", err)
-	case prev.Boot == boot && prev.Run != "":
-		if err := m.syncFS(); err != nil {
-			logger.Warn("cluster: a write of the previous run may be lost (syncfs of the data dir failed)", "run", prev.Run, "err", err)
-		} else {
-			m.kept = prev.Run
-		}
+	if prev, why := m.check(boot); why != "" {
+		logger.Info("cluster: this process does not hold every write of the previous run", "run", prev.Run, "why", why)
+	} else {
+		m.kept = prev.Run
 	}
-	b, _ := json.Marshal(bootMark{Boot: boot, Run: run})
-	if err := vfs.WriteFileAtomic(fsys, dir, bootMarkName, b); err != nil {
+	if err := m.write(bootMark{Boot: boot, Run: run}); err != nil {
 		logger.Warn("cluster: writing the boot mark: the next restart counts as one that may have lost writes", "err", err)
+		m.remove()
 		return m
 	}
 	m.written = true
 	return m
 }
 
-// read returns the mark in the data dir (zero if there is none).
-func (m *bootMarks) read() (bootMark, error) {
-	var mark bootMark
-	b, err := vfs.ReadFile(m.fs, m.dir+"/"+bootMarkName)
+// check reads the previous run's mark and says why its writes may not all be here ("" if they
+// are).
+func (m *bootMarks) check(boot string) (bootMark, string) {
+	name := m.dir + "/" + bootMarkName
+	b, err := vfs.ReadFile(m.fs, name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return mark, nil
+		return bootMark{}, "no boot mark (a new data dir, or a log of the previous run failed)"
 	}
 	if err != nil {
-		return mark, err
+		return bootMark{}, fmt.Sprintf("reading the boot mark: %v", err)
 	}
-	if err := json.Unmarshal(b, &mark); err != nil {
-		return bootMark{}, fmt.Errorf("%s: %w", bootMarkName, err)
+	var prev bootMark
+	if err := json.Unmarshal(b, &prev); err != nil || prev.Run == "" {
+		return bootMark{}, fmt.Sprintf("a malformed boot mark (%v)", err)
 	}
-	return mark, nil
+	if prev.Boot != boot {
+		return prev, "the machine booted or the data dir's file system was mounted again since"
+	}
+	if vfs.FileID(m.fs, name) != prev.File {
+		return prev, "the boot mark is a copy: the data dir was restored or copied"
+	}
+	if why := m.oneFileSystem(); why != "" {
+		return prev, why
+	}
+	if err := m.syncFS(); err != nil {
+		return prev, fmt.Sprintf("a write may have failed: syncfs of the data dir: %v", err)
+	}
+	return prev, ""
+}
+
+// oneFileSystem says which directory of the data dir's logs is on another file system than the
+// data dir ("" if none): its syncfs would not cover it.
+func (m *bootMarks) oneFileSystem() string {
+	root, err := m.fs.Stat(m.dir)
+	if err != nil {
+		return err.Error()
+	}
+	dev, ok := vfs.Device(root)
+	if !ok {
+		return ""
+	}
+	var walk func(dir string, depth int) string
+	walk = func(dir string, depth int) string {
+		names, err := m.fs.List(dir)
+		if err != nil {
+			return err.Error()
+		}
+		for _, name := range names {
+			fi, err := m.fs.Stat(dir + "/" + name)
+			if err != nil {
+				return err.Error()
+			}
+			if !fi.IsDir() {
+				continue
+			}
+			if d, _ := vfs.Device(fi); d != dev {
+				return dir + "/" + name + " is on another file system than the data dir"
+			}
+			if depth > 0 {
+				if why := walk(dir+"/"+name, depth-1); why != "" {
+					return why
+				}
+			}
+		}
+		return ""
+	}
+	return walk(m.dir, 2) // the data dir's directories, topics/<topic>/<partition>
+}
+
+// write leaves mark, naming its own file, atomically and durably.
+func (m *bootMarks) write(mark bootMark) error {
+	tmp := m.dir + "/" + bootMarkName + ".tmp"
+	f, err := m.fs.Create(tmp)
+	if err != nil {
+		return err
+	}
+	mark.File = vfs.FileID(m.fs, tmp) // a rename keeps the inode and its birth time
+	b, _ := json.Marshal(mark)
+	if _, err = f.WriteAt(b, 0); err == nil {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	if err := m.fs.Rename(tmp, m.dir+"/"+bootMarkName); err != nil {
+		return err
+	}
+	return m.fs.SyncDir(m.dir)
 }
 
 // syncFS syncs the data dir's file system, reporting a writeback error not reported yet.
@@ -132,7 +206,9 @@ func (m *bootMarks) registered() {
 }
 
 // logFailed withdraws the mark: a log of this process failed a write or a sync, so its unsynced
-// writes may be lost, and neither this process nor the next one may say it holds them.
+// writes may be lost, and neither this process nor the next one may say it holds them. It runs
+// before the failure is reported to anyone waiting on the log (a syncfs that failed has used up
+// the error: the next process's would not see it).
 func (m *bootMarks) logFailed(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -141,14 +217,23 @@ func (m *bootMarks) logFailed(err error) {
 	}
 	m.lost = true
 	m.logger.Warn("cluster: a log failed: this node's next registration counts as one that may have lost writes", "err", err)
-	if !m.written {
+	m.remove()
+}
+
+// remove removes the mark, durably.
+func (m *bootMarks) remove() {
+	if m.fs == nil {
+		return // an agent's: none
+	}
+	err := m.fs.Remove(m.dir + "/" + bootMarkName)
+	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	if rerr := m.fs.Remove(m.dir + "/" + bootMarkName); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-		m.logger.Error("cluster: removing the boot mark after a log failure", "err", rerr)
-		return
+	if err == nil {
+		err = m.fs.SyncDir(m.dir)
 	}
-	if serr := m.fs.SyncDir(m.dir); serr != nil {
-		m.logger.Error("cluster: removing the boot mark after a log failure", "err", serr)
+	if err != nil {
+		m.logger.Error("cluster: removing the boot mark: if this process dies now, the next one on this boot "+
+			"may count writes as kept that a failed write lost; remove "+bootMarkName+" from the data dir by hand", "err", err)
 	}
 }

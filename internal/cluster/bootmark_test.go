@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/runnel-dev/runnel/internal/vfs"
@@ -71,9 +73,71 @@ func TestBootMark(t *testing.T) {
 		t.Fatalf("restart after r7: kept from %q; want r7", got)
 	}
 
-	// A file system that names no boot: nothing is ever kept, and no mark is left.
+	// A file system that names no boot: nothing is ever kept, and the mark is removed.
 	noBoot := struct{ vfs.FS }{crashed}
 	if m := openBootMark(noBoot, "/data", "r9", quiet); m.keptFrom() != "" || m.written {
 		t.Fatalf("no boot id: kept from %q, mark written %v; want none, false", m.keptFrom(), m.written)
 	}
+	if got := open(crashed, "r10").keptFrom(); got != "" {
+		t.Fatalf("restart after a run that could leave no mark: kept from %q; want none", got)
+	}
+}
+
+// TestBootMarkOnDisk: on the operating system's file system, a restart on the same boot keeps
+// the previous run's writes, but not from a data dir that is a copy (restored from a backup), nor
+// from one whose logs are partly on another file system (syncfs would not cover them).
+func TestBootMarkOnDisk(t *testing.T) {
+	if _, err := vfs.Default.(vfs.Booter).BootID(t.TempDir()); err != nil {
+		t.Skip(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "topics", "t-0", "0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	openBootMark(vfs.Default, dir, "r1", quiet)
+	if got := openBootMark(vfs.Default, dir, "r2", quiet).keptFrom(); got != "r1" {
+		t.Fatalf("restart on the same boot: kept from %q; want r1", got)
+	}
+	// The data dir is replaced by a copy of itself (the mark's content is the same).
+	b, err := os.ReadFile(filepath.Join(dir, bootMarkName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, bootMarkName)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, bootMarkName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := openBootMark(vfs.Default, dir, "r3", quiet).keptFrom(); got != "" {
+		t.Fatalf("restart on a copied data dir: kept from %q; want none", got)
+	}
+	if got := openBootMark(vfs.Default, dir, "r4", quiet).keptFrom(); got != "r3" {
+		t.Fatalf("restart after r3: kept from %q; want r3", got)
+	}
+	// A partition directory on another file system (/dev/shm, a tmpfs).
+	other, err := os.MkdirTemp("/dev/shm", "runnel-bootmark")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer os.RemoveAll(other)
+	if a, b := statDev(t, dir), statDev(t, other); a == b {
+		t.Skipf("%s and %s are on one file system", dir, other)
+	}
+	if err := os.Symlink(other, filepath.Join(dir, "topics", "t-0", "1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := openBootMark(vfs.Default, dir, "r5", quiet).keptFrom(); got != "" {
+		t.Fatalf("restart with a partition on another file system: kept from %q; want none", got)
+	}
+}
+
+func statDev(t *testing.T, path string) uint64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, _ := vfs.Device(fi)
+	return dev
 }

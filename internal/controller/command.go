@@ -539,9 +539,13 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 		im.Nodes[r.Node] = n
 	}
 	// The node lost no write since its last registration if this process holds every write of
-	// the run that made it (or is that run); a node the image did not know, or knew from an
-	// older version, may have.
-	if kept := r.KeptFrom != "" && (r.KeptFrom == n.Run || r.Run != "" && r.Run == n.Run); !ok || n.LossIndex == 0 || !kept {
+	// the run that made it (or is that run); a node the image did not know may have. A node
+	// registered by an older version lost writes at its latest registration, as that version
+	// counted (the same whether this image was replayed or loaded from an older snapshot).
+	if ok && n.LossIndex == 0 {
+		n.LossIndex = n.Incarnation
+	}
+	if kept := r.KeptFrom != "" && (r.KeptFrom == n.Run || r.Run != "" && r.Run == n.Run); !ok || !kept {
 		n.LossIndex = index
 	}
 	im.forgetRequests(n.Run, r.Run)

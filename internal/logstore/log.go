@@ -170,6 +170,9 @@ func Open(opts Options) (*Log, error) {
 		durableCh: make(chan struct{}),
 	}
 	l.spawnFill = func(f *zeroFill) { go l.runFill(f) }
+	if err := l.flusher.recoveryFailed(l.dir); err != nil {
+		return nil, err
+	}
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -180,7 +183,11 @@ func Open(opts Options) (*Log, error) {
 		if l.aborted != nil {
 			l.aborted.close()
 		}
-		return nil, fmt.Errorf("logstore: recovering %s: %w", l.dir, err)
+		err = fmt.Errorf("logstore: recovering %s: %w", l.dir, err)
+		// A failed write or sync of the recovery may have lost the log's unsynced tail (the
+		// kernel reports a writeback error once): the log stays failed, as a poisoned one.
+		l.flusher.failRecovery(l.dir, err)
+		return nil, err
 	}
 	l.flusher.register(l)
 	return l, nil
@@ -643,9 +650,7 @@ func (l *Log) poisonLocked(op string, err error) error {
 	if l.err == nil {
 		l.err = fmt.Errorf("%w: %s failed; the log is read-only until reopened: %w", ErrPoisoned, op, err)
 		l.logger.Error("logstore: log poisoned", "op", op, "err", err)
-		if fn := l.flusher.onPoison.Load(); fn != nil {
-			go (*fn)(l.err)
-		}
+		l.flusher.poisoned(l.err) // before any waiter hears of it
 		close(l.durableCh)
 		l.durableCh = make(chan struct{})
 	}

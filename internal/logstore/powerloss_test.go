@@ -273,3 +273,43 @@ func TestSyncTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedRecoveryStaysFailed: a log whose recovery fails a sync (its unsynced tail, left by
+// the process before, may be lost: the kernel reports a writeback error once) is not opened
+// again by the same process, as a poisoned log is not written again, and OnPoison hears of it.
+func TestFailedRecoveryStaysFailed(t *testing.T) {
+	var rules vfs.Rules
+	fsys := vfs.NewErrorFS(vfs.NewMem(), &rules)
+	e := newEnv(t, fsys, "/log")
+	l := e.open(testConfig())
+	appendAll(t, l, valueBatch(t, 3, 10, 0, 1))
+	l.Close()
+
+	poisoned := make(chan error, 4)
+	e.flusher.OnPoison(func(err error) { poisoned <- err })
+	rules.Add(vfs.Rule{Op: vfs.OpSync, Times: 1})
+	if _, err := Open(Options{FS: fsys, Dir: "/log", Config: testConfig(), Flusher: e.flusher, Logger: quiet}); err == nil {
+		t.Fatal("Open whose recovery sync failed: no error")
+	}
+	select {
+	case err := <-poisoned:
+		if !errors.Is(err, vfs.ErrInjected) {
+			t.Errorf("OnPoison got %v; want the injected failure", err)
+		}
+	default:
+		t.Error("OnPoison not called for a failed recovery")
+	}
+	rules.Clear() // the disk works again, but this process does not trust the log
+	if _, err := Open(Options{FS: fsys, Dir: "/log", Config: testConfig(), Flusher: e.flusher, Logger: quiet}); !errors.Is(err, ErrPoisoned) {
+		t.Fatalf("Open again in the same process = %v; want ErrPoisoned", err)
+	}
+	// A new process (a new flusher) recovers it.
+	l2, err := Open(Options{FS: fsys, Dir: "/log", Config: testConfig(), Flusher: newEnv(t, fsys, "/log").flusher, Logger: quiet})
+	if err != nil {
+		t.Fatalf("Open in a new process = %v", err)
+	}
+	if end := l2.EndOffset(); end != 3 {
+		t.Errorf("recovered end %d; want 3", end)
+	}
+	l2.Close()
+}

@@ -216,12 +216,12 @@ func (e *ErrorFS) Stat(name string) (os.FileInfo, error) {
 }
 
 // BootID passes through to the inner file system's BootID, if it has one.
-func (e *ErrorFS) BootID() (string, error) {
+func (e *ErrorFS) BootID(dir string) (string, error) {
 	inner, ok := e.inner.(Booter)
 	if !ok {
 		return "", errors.New("vfs: the file system names no boot")
 	}
-	return inner.BootID()
+	return inner.BootID(dir)
 }
 
 // SyncFS passes through to the inner file system's SyncFS, if it has one.

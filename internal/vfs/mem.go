@@ -325,7 +325,7 @@ func (m *MemFS) SyncFS(f File) error {
 }
 
 // BootID names the machine boot the file system is in: a crash (Crash) is a new boot.
-func (m *MemFS) BootID() (string, error) { return fmt.Sprintf("memfs-boot-%d", m.boot), nil }
+func (m *MemFS) BootID(string) (string, error) { return fmt.Sprintf("memfs-boot-%d", m.boot), nil }
 
 // Crash returns a new, independent MemFS holding what a power loss would leave of m: the
 // durable directory entries, and for each file its synced contents, plus, as opts says, part

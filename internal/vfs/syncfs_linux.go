@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,11 +23,60 @@ func (osFS) SyncFS(f File) error {
 	return nil
 }
 
-// BootID is the kernel's id of this boot of the machine.
-func (osFS) BootID() (string, error) {
+// BootID names this boot of the machine (the kernel's boot id) and the mount dir is on (its
+// mount id, unique for the boot from Linux 6.8, else one the kernel may give again after an
+// unmount). Before Linux 5.8, syncfs(2) does not report writeback errors, so there is none.
+func (osFS) BootID(dir string) (string, error) {
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return "", fmt.Errorf("vfs: boot id: %w", err)
+	}
+	release := unix.ByteSliceToString(uts.Release[:])
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil || major < 5 || major == 5 && minor < 8 {
+		return "", fmt.Errorf("vfs: boot id: Linux %s: syncfs reports writeback errors from 5.8 only", release)
+	}
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return "", fmt.Errorf("vfs: boot id: %w", err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	var stx unix.Statx_t
+	mask := unix.STATX_MNT_ID_UNIQUE
+	if err := unix.Statx(unix.AT_FDCWD, dir, 0, mask, &stx); err != nil || stx.Mask&unix.STATX_MNT_ID_UNIQUE == 0 {
+		mask = unix.STATX_MNT_ID
+		if err := unix.Statx(unix.AT_FDCWD, dir, 0, mask, &stx); err != nil {
+			return "", fmt.Errorf("vfs: boot id: the mount of %s: %w", dir, err)
+		}
+		if stx.Mask&unix.STATX_MNT_ID == 0 {
+			return "", fmt.Errorf("vfs: boot id: the kernel names no mount of %s", dir)
+		}
+	}
+	return fmt.Sprintf("%s/mnt-%d", strings.TrimSpace(string(b)), stx.Mnt_id), nil
+}
+
+// FileID names the named file of the operating system's file system by its device, inode and
+// birth time ("" for another file system's, or if it cannot say): a copy of a file is another
+// file, even one that took an inode number freed by the file it replaced.
+func FileID(fsys FS, name string) string {
+	if _, ok := fsys.(osFS); !ok {
+		return ""
+	}
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, name, 0, unix.STATX_INO|unix.STATX_BTIME, &stx); err != nil {
+		return ""
+	}
+	id := fmt.Sprintf("%d:%d", unix.Mkdev(stx.Dev_major, stx.Dev_minor), stx.Ino)
+	if stx.Mask&unix.STATX_BTIME != 0 { // every common Linux file system has it
+		id += fmt.Sprintf(":%d.%09d", stx.Btime.Sec, stx.Btime.Nsec)
+	}
+	return id
+}
+
+// Device is the device of the file a FileInfo of the operating system's file system describes
+// (false for another file system's).
+func Device(fi os.FileInfo) (uint64, bool) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Dev, true
+	}
+	return 0, false
 }

@@ -58,12 +58,13 @@ type FSSyncer interface {
 	SyncFS(f File) error
 }
 
-// Booter is implemented by a file system that can name the machine boot its process runs in.
-// What a process wrote to the file system without syncing outlives the process (it is in the
-// page cache) until the machine's next boot, and no longer, barring a writeback error, which a
-// later SyncFS reports.
+// Booter is implemented by a file system that can name the machine boot its process runs in
+// and the mount a directory is on. What a process wrote to the file system without syncing
+// outlives the process (it is in the page cache) while the boot and the mount last, barring a
+// writeback error, which a later SyncFS (through a file opened after the error) reports. An
+// implementation that cannot promise that returns an error.
 type Booter interface {
-	BootID() (string, error)
+	BootID(dir string) (string, error)
 }
 
 // File is an open file. Offsets are absolute; a File has no current position.

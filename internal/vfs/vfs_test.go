@@ -830,23 +830,31 @@ func TestOpString(t *testing.T) {
 	}
 }
 
-// TestBootID: the operating system names its boot the same way twice; a MemFS crash is a new
-// boot; ErrorFS passes it through.
+// TestBootID: the operating system names its boot and a directory's mount the same way twice,
+// and another mount otherwise; a MemFS crash is a new boot; ErrorFS passes it through.
 func TestBootID(t *testing.T) {
-	a, err := Default.(Booter).BootID()
+	booter, ok := Default.(Booter)
+	if !ok {
+		t.Skip("the operating system's file system names no boot here")
+	}
+	dir := t.TempDir()
+	a, err := booter.BootID(dir)
 	if err != nil || a == "" {
 		t.Fatalf("BootID = %q, %v", a, err)
 	}
-	if b, _ := Default.(Booter).BootID(); b != a {
+	if b, _ := booter.BootID(dir); b != a {
 		t.Fatalf("BootID changed within a boot: %q, then %q", a, b)
 	}
+	if p, err := booter.BootID("/proc"); err != nil || p == a {
+		t.Errorf("BootID(/proc) = %q, %v; want another mount than %s's %q", p, err, dir, a)
+	}
 	m := NewMem()
-	before, _ := m.BootID()
-	after, _ := m.Crash(CrashOptions{}).BootID()
+	before, _ := m.BootID("/")
+	after, _ := m.Crash(CrashOptions{}).BootID("/")
 	if before == after {
 		t.Fatalf("a crash kept the boot id %q", before)
 	}
-	if e, _ := NewErrorFS(m, InjectorFunc(func(Op, string) error { return nil })).BootID(); e != before {
+	if e, _ := NewErrorFS(m, InjectorFunc(func(Op, string) error { return nil })).BootID("/"); e != before {
 		t.Fatalf("ErrorFS BootID = %q; want its inner %q", e, before)
 	}
 }
