@@ -53,6 +53,9 @@ type bootMarks struct {
 	kept    string // the run whose writes this process holds; "" none
 	lost    bool   // a log of this process failed
 	written bool   // this process's mark is on disk
+	// unsaid: a log failed after a registration of this process said it kept its writes; the
+	// node must register again (saying nothing is kept) before it opens or serves more logs.
+	unsaid bool
 }
 
 // openBootMark checks the mark the previous process left in dir and leaves this run's.
@@ -75,7 +78,9 @@ func openBootMark(fsys vfs.FS, dir, run string, logger *slog.Logger) *bootMarks 
 		m.kept = prev.Run
 	}
 	if err := m.write(bootMark{Boot: boot, Run: run}); err != nil {
-		logger.Warn("cluster: writing the boot mark: the next restart counts as one that may have lost writes", "err", err)
+		// The file system may be failing (read-only after an error): claim nothing.
+		logger.Warn("cluster: writing the boot mark: this start and the next count as ones that may have lost writes", "err", err)
+		m.kept = ""
 		m.remove()
 		return m
 	}
@@ -101,7 +106,7 @@ func (m *bootMarks) check(boot string) (bootMark, string) {
 	if prev.Boot != boot {
 		return prev, "the machine booted or the data dir's file system was mounted again since"
 	}
-	if vfs.FileID(m.fs, name) != prev.File {
+	if id := fileID(m.fs, name); id == "" || id != prev.File {
 		return prev, "the boot mark is a copy: the data dir was restored or copied"
 	}
 	if why := m.oneFileSystem(); why != "" {
@@ -159,7 +164,7 @@ func (m *bootMarks) write(mark bootMark) error {
 	if err != nil {
 		return err
 	}
-	mark.File = vfs.FileID(m.fs, tmp) // a rename keeps the inode and its birth time
+	mark.File = fileID(m.fs, tmp) // a rename keeps the inode and its birth time
 	b, _ := json.Marshal(mark)
 	if _, err = f.WriteAt(b, 0); err == nil {
 		err = f.Sync()
@@ -198,17 +203,34 @@ func (m *bootMarks) keptFrom() string {
 	return m.kept
 }
 
-// registered records that the image now names this process's run.
-func (m *bootMarks) registered() {
+// registered records that the image now holds a registration of this process's run that said
+// keptFrom.
+func (m *bootMarks) registered(keptFrom string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.kept = m.run
+	if keptFrom == "" {
+		m.unsaid = false
+	}
+	if !m.lost {
+		m.kept = m.run
+	}
+}
+
+// lossUnsaid reports whether a log failed after a registration of this process said it kept its
+// writes, and no registration has said otherwise since: until one does, the image may let a
+// transaction be vouched for by a replica that lost part of it, so the node registers again and
+// opens no log meanwhile (a recovery that failed may succeed when retried, the kernel reporting
+// a writeback error once).
+func (m *bootMarks) lossUnsaid() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unsaid
 }
 
 // logFailed withdraws the mark: a log of this process failed a write or a sync, so its unsynced
 // writes may be lost, and neither this process nor the next one may say it holds them. It runs
 // before the failure is reported to anyone waiting on the log (a syncfs that failed has used up
-// the error: the next process's would not see it).
+// the error: the next process's would not see it), with the log's lock held.
 func (m *bootMarks) logFailed(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -216,24 +238,27 @@ func (m *bootMarks) logFailed(err error) {
 		return
 	}
 	m.lost = true
-	m.logger.Warn("cluster: a log failed: this node's next registration counts as one that may have lost writes", "err", err)
+	m.unsaid = m.kept != ""
+	m.logger.Warn("cluster: a log failed: this node's registrations count as ones that may have lost writes", "err", err)
 	m.remove()
 }
 
-// remove removes the mark, durably.
+// remove unlinks the mark. The unlink needs no directory sync: a process on this boot and mount
+// sees it, and a crash makes a new boot, whose mark is refused anyway.
 func (m *bootMarks) remove() {
 	if m.fs == nil {
 		return // an agent's: none
 	}
-	err := m.fs.Remove(m.dir + "/" + bootMarkName)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if err == nil {
-		err = m.fs.SyncDir(m.dir)
-	}
-	if err != nil {
+	if err := m.fs.Remove(m.dir + "/" + bootMarkName); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		m.logger.Error("cluster: removing the boot mark: if this process dies now, the next one on this boot "+
 			"may count writes as kept that a failed write lost; remove "+bootMarkName+" from the data dir by hand", "err", err)
 	}
+}
+
+// fileID is fsys's name for the named file ("" if it has none).
+func fileID(fsys vfs.FS, name string) string {
+	if ider, ok := fsys.(vfs.FileIdentifier); ok {
+		return ider.FileID(name)
+	}
+	return ""
 }

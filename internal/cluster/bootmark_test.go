@@ -34,7 +34,7 @@ func TestBootMark(t *testing.T) {
 	if got := m2.keptFrom(); got != "r1" {
 		t.Fatalf("restart on the same boot: kept from %q; want r1", got)
 	}
-	m2.registered()
+	m2.registered("r1")
 	if got := m2.keptFrom(); got != "r2" {
 		t.Fatalf("after its registration: kept from %q; want its own run r2", got)
 	}
@@ -50,10 +50,20 @@ func TestBootMark(t *testing.T) {
 
 	// A log of r5 fails: neither r5 (registering again) nor the next run holds its writes.
 	m5 := open(crashed, "r5")
-	m5.registered()
+	m5.registered("r4")
+	if m5.lossUnsaid() {
+		t.Fatal("a loss unsaid before any log failed")
+	}
 	m5.logFailed(errors.New("fsync: input/output error"))
 	if got := m5.keptFrom(); got != "" {
 		t.Fatalf("after a log failure: kept from %q; want none", got)
+	}
+	if !m5.lossUnsaid() {
+		t.Fatal("a log failed after a registration that said r4's writes were kept: the loss is not unsaid")
+	}
+	m5.registered("")
+	if m5.lossUnsaid() {
+		t.Fatal("a registration said nothing is kept, and the loss is still unsaid")
 	}
 	if got := open(crashed, "r6").keptFrom(); got != "" {
 		t.Fatalf("restart after a log failure: kept from %q; want none", got)
@@ -115,6 +125,17 @@ func TestBootMarkOnDisk(t *testing.T) {
 	}
 	if got := openBootMark(vfs.Default, dir, "r4", quiet).keptFrom(); got != "r3" {
 		t.Fatalf("restart after r3: kept from %q; want r3", got)
+	}
+	// A copy made with hard links (cp -al) shares the mark's inode: it is not told apart, so a
+	// mark with another link is not trusted.
+	if err := os.Link(filepath.Join(dir, bootMarkName), filepath.Join(t.TempDir(), "linked")); err != nil {
+		t.Fatal(err)
+	}
+	if got := openBootMark(vfs.Default, dir, "r4b", quiet).keptFrom(); got != "" {
+		t.Fatalf("restart with a hard-linked boot mark: kept from %q; want none", got)
+	}
+	if got := openBootMark(vfs.Default, dir, "r4c", quiet).keptFrom(); got != "r4b" {
+		t.Fatalf("restart after r4b: kept from %q; want r4b", got)
 	}
 	// A partition directory on another file system (/dev/shm, a tmpfs).
 	other, err := os.MkdirTemp("/dev/shm", "runnel-bootmark")

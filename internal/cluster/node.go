@@ -676,6 +676,11 @@ func (n *Node) join() {
 			if err := n.register(); err != nil {
 				return
 			}
+		} else if n.marks.lossUnsaid() {
+			n.logger.Warn("cluster: a log failed after this node registered as one that kept its writes; registering again")
+			if err := n.register(); err != nil {
+				return
+			}
 		}
 	}
 }
@@ -729,7 +734,7 @@ func (n *Node) register() error {
 		}
 		if err == nil {
 			n.emptyDir.Store(false)
-			n.marks.registered()
+			n.marks.registered(req.KeptFrom)
 			n.startRaft()
 			n.joinIndex.Store(resp.Index)
 			n.wakeReconciler()
@@ -891,6 +896,10 @@ func (n *Node) waitReconciled(ctx context.Context, index uint64) error {
 func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
 	if j := n.joinIndex.Load(); j == 0 || img.Index < j {
 		return false, nil
+	}
+	if n.marks.lossUnsaid() {
+		return false, errors.New("cluster: a log failed after this node registered as one that kept its writes: " +
+			"no log opens until it has registered again")
 	}
 	self := n.cfg.NodeID
 	specs := make([]topics.TopicSpec, 0, len(img.Topics))

@@ -26,9 +26,6 @@ type Flusher struct {
 	maxParallel int
 
 	onPoison atomic.Pointer[func(error)] // OnPoison's function
-	// recoveries: the directories of logs whose recovery failed (Open), with the failure; they
-	// are not opened again by this process.
-	recoveries map[string]error
 
 	// Counters, for metrics and tests.
 	Rounds atomic.Int64 // sync rounds run
@@ -43,38 +40,14 @@ type Flusher struct {
 
 // OnPoison has fn called with the failure of every log of this flusher that a failed write or
 // sync poisons, or whose recovery fails (Open): that log's unsynced writes may be lost. It is
-// called before the failure is returned to anyone, with the log's lock held: fn must not use the
-// log.
+// called before the failure is returned to anyone, with the log's lock held: fn must be quick
+// and must not use the log.
 func (f *Flusher) OnPoison(fn func(error)) { f.onPoison.Store(&fn) }
 
 func (f *Flusher) poisoned(err error) {
 	if fn := f.onPoison.Load(); fn != nil {
 		(*fn)(err)
 	}
-}
-
-// failRecovery records that the recovery of the log in dir failed: it stays failed until the
-// process restarts, as a poisoned log does (Kafka takes a failed log dir offline until then).
-func (f *Flusher) failRecovery(dir string, err error) {
-	f.mu.Lock()
-	if f.recoveries == nil {
-		f.recoveries = map[string]error{}
-	}
-	if _, ok := f.recoveries[dir]; !ok {
-		f.recoveries[dir] = err
-	}
-	f.mu.Unlock()
-	f.poisoned(err)
-}
-
-// recoveryFailed is the failure of an earlier recovery of the log in dir, if there was one.
-func (f *Flusher) recoveryFailed(dir string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err, ok := f.recoveries[dir]; ok {
-		return fmt.Errorf("%w: an earlier recovery failed; the log opens again only in a new process: %w", ErrPoisoned, err)
-	}
-	return nil
 }
 
 // NewFlusher starts a flusher. maxParallel bounds the fsyncs in flight at once (<= 0: 16).

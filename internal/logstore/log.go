@@ -170,9 +170,6 @@ func Open(opts Options) (*Log, error) {
 		durableCh: make(chan struct{}),
 	}
 	l.spawnFill = func(f *zeroFill) { go l.runFill(f) }
-	if err := l.flusher.recoveryFailed(l.dir); err != nil {
-		return nil, err
-	}
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -184,9 +181,9 @@ func Open(opts Options) (*Log, error) {
 			l.aborted.close()
 		}
 		err = fmt.Errorf("logstore: recovering %s: %w", l.dir, err)
-		// A failed write or sync of the recovery may have lost the log's unsynced tail (the
-		// kernel reports a writeback error once): the log stays failed, as a poisoned one.
-		l.flusher.failRecovery(l.dir, err)
+		// A failed write or sync of the recovery may have lost the log's unsynced tail, and
+		// the kernel reports a writeback error once: a retry may open it.
+		l.flusher.poisoned(err)
 		return nil, err
 	}
 	l.flusher.register(l)

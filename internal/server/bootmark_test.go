@@ -16,11 +16,18 @@ import (
 // TestBootMarkWithdrawnByAFailedSync: a node leaves its boot mark in its data dir (what lets its
 // next start on the same boot say it kept every write, docs/cluster.md §4.9); an fsync that
 // fails under a produce poisons the log, and the mark is gone before the producer hears of the
-// failure, so no later start may say that.
+// failure, so no later start may say that; the node registers again as one that may have lost
+// writes.
 func TestBootMarkWithdrawnByAFailedSync(t *testing.T) {
 	mem := vfs.NewMem()
 	var rules vfs.Rules
-	_, addr, _ := serveOn(t, vfs.NewErrorFS(mem, &rules))
+	s, addr, _ := serveOn(t, vfs.NewErrorFS(mem, &rules))
+	lossSince := func() uint64 {
+		for _, n := range s.Node().Image().Nodes {
+			return n.LossSince()
+		}
+		return 0
+	}
 	if _, err := mem.Stat("/data/boot.mark"); err != nil {
 		t.Fatalf("the node left no boot mark: %v", err)
 	}
@@ -41,6 +48,7 @@ func TestBootMarkWithdrawnByAFailedSync(t *testing.T) {
 	if _, err := mem.Stat("/data/boot.mark"); err != nil {
 		t.Fatalf("the boot mark is gone while every log works: %v", err)
 	}
+	before := lossSince()
 	rules.Add(vfs.Rule{Op: vfs.OpSync, PathContains: "/topics/"})
 	rules.Add(vfs.Rule{Op: vfs.OpSyncFS})
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("failed")}).FirstErr(); err == nil {
@@ -49,4 +57,9 @@ func TestBootMarkWithdrawnByAFailedSync(t *testing.T) {
 	if _, err := mem.Stat("/data/boot.mark"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("after a failed fsync the boot mark is still there (Stat: %v)", err)
 	}
+	// The node's registration said it kept its writes (it is the running process): it
+	// registers again, saying nothing is kept, and the image's loss index moves.
+	eventually(t, "a registration that says the node may have lost writes", 10*time.Second, func() bool {
+		return lossSince() > before
+	})
 }

@@ -155,8 +155,9 @@ func removal(name string) bool {
 	return strings.HasSuffix(name, removedSuffix) || legacyRemoval.MatchString(name)
 }
 
-// OnLogFailure has fn called, in a goroutine of its own, with the failure of every log of the
-// registry that a failed write or sync poisons.
+// OnLogFailure has fn called with the failure of every log of the registry that a failed write
+// or sync poisons, or whose recovery fails, before anyone waiting on the log hears of it (see
+// logstore.Flusher.OnPoison).
 func (r *Registry) OnLogFailure(fn func(error)) { r.flusher.OnPoison(fn) }
 
 // LocalTopic is a topic directory found on disk, as its topic.json describes it.

@@ -224,6 +224,14 @@ func (e *ErrorFS) BootID(dir string) (string, error) {
 	return inner.BootID(dir)
 }
 
+// FileID passes through to the inner file system's FileID, if it has one.
+func (e *ErrorFS) FileID(name string) string {
+	if inner, ok := e.inner.(FileIdentifier); ok {
+		return inner.FileID(name)
+	}
+	return ""
+}
+
 // SyncFS passes through to the inner file system's SyncFS, if it has one.
 func (e *ErrorFS) SyncFS(f File) error {
 	inner, ok := e.inner.(FSSyncer)

@@ -324,6 +324,17 @@ func (m *MemFS) SyncFS(f File) error {
 	return nil
 }
 
+// FileID names the named file by its node: a copy is another node ("" if there is none).
+func (m *MemFS) FileID(name string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, _, n, err := m.find(name)
+	if err != nil || n == nil {
+		return ""
+	}
+	return fmt.Sprintf("memfs-node-%p", n)
+}
+
 // BootID names the machine boot the file system is in: a crash (Crash) is a new boot.
 func (m *MemFS) BootID(string) (string, error) { return fmt.Sprintf("memfs-boot-%d", m.boot), nil }
 

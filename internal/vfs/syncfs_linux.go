@@ -54,22 +54,19 @@ func (osFS) BootID(dir string) (string, error) {
 	return fmt.Sprintf("%s/mnt-%d", strings.TrimSpace(string(b)), stx.Mnt_id), nil
 }
 
-// FileID names the named file of the operating system's file system by its device, inode and
-// birth time ("" for another file system's, or if it cannot say): a copy of a file is another
-// file, even one that took an inode number freed by the file it replaced.
-func FileID(fsys FS, name string) string {
-	if _, ok := fsys.(osFS); !ok {
-		return ""
-	}
+// FileID names the named file by its device, inode and birth time: a copy of a file is another
+// file, even one that took an inode number freed by the file it replaced. "" for a file with
+// other hard links (a copy made with links shares them) or on a file system without birth
+// times.
+func (osFS) FileID(name string) string {
 	var stx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, name, 0, unix.STATX_INO|unix.STATX_BTIME, &stx); err != nil {
+	if err := unix.Statx(unix.AT_FDCWD, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO|unix.STATX_NLINK|unix.STATX_BTIME, &stx); err != nil {
 		return ""
 	}
-	id := fmt.Sprintf("%d:%d", unix.Mkdev(stx.Dev_major, stx.Dev_minor), stx.Ino)
-	if stx.Mask&unix.STATX_BTIME != 0 { // every common Linux file system has it
-		id += fmt.Sprintf(":%d.%09d", stx.Btime.Sec, stx.Btime.Nsec)
+	if stx.Mask&unix.STATX_BTIME == 0 || stx.Mask&unix.STATX_NLINK == 0 || stx.Nlink != 1 {
+		return ""
 	}
-	return id
+	return fmt.Sprintf("%d:%d:%d:%d.%09d", stx.Dev_major, stx.Dev_minor, stx.Ino, stx.Btime.Sec, stx.Btime.Nsec)
 }
 
 // Device is the device of the file a FileInfo of the operating system's file system describes

@@ -67,6 +67,12 @@ type Booter interface {
 	BootID(dir string) (string, error)
 }
 
+// FileIdentifier is implemented by a file system that can tell a file from a copy of it.
+// FileID names the named file ("" if it cannot: then no copy can be told apart).
+type FileIdentifier interface {
+	FileID(name string) string
+}
+
 // File is an open file. Offsets are absolute; a File has no current position.
 type File interface {
 	io.ReaderAt
