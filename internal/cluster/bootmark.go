@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -53,8 +54,11 @@ type bootMarks struct {
 	kept    string // the run whose writes this process holds; "" none
 	lost    bool   // a log of this process failed
 	written bool   // this process's mark is on disk
-	// unsaid: a log failed after a registration of this process said it kept its writes; the
-	// node must register again (saying nothing is kept) before it opens or serves more logs.
+	// claimed: the latest registration of this process in the image said it kept writes.
+	claimed bool
+	// unsaid: a log's recovery failed while the image holds such a claim (a retry may open that
+	// log, which may have lost writes; a poisoned log is never opened again by this process);
+	// the node registers again, saying nothing is kept, before it opens more logs.
 	unsaid bool
 }
 
@@ -208,37 +212,44 @@ func (m *bootMarks) keptFrom() string {
 func (m *bootMarks) registered(keptFrom string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if keptFrom == "" {
+	m.claimed = keptFrom != ""
+	switch {
+	case !m.claimed:
 		m.unsaid = false
+	case m.lost: // said before the failure, applied after it
+		m.unsaid = true
 	}
 	if !m.lost {
 		m.kept = m.run
 	}
 }
 
-// lossUnsaid reports whether a log failed after a registration of this process said it kept its
-// writes, and no registration has said otherwise since: until one does, the image may let a
-// transaction be vouched for by a replica that lost part of it, so the node registers again and
-// opens no log meanwhile (a recovery that failed may succeed when retried, the kernel reporting
-// a writeback error once).
+// lossUnsaid reports whether a log's recovery failed while the image holds a registration of
+// this process that said it kept its writes, and no registration has said otherwise since:
+// until one does, the image may let a transaction be vouched for by a replica that lost part of
+// it, so the node registers again and opens no log meanwhile (a recovery that failed may
+// succeed when retried, the kernel reporting a writeback error once).
 func (m *bootMarks) lossUnsaid() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.unsaid
 }
 
-// logFailed withdraws the mark: a log of this process failed a write or a sync, so its unsynced
-// writes may be lost, and neither this process nor the next one may say it holds them. It runs
-// before the failure is reported to anyone waiting on the log (a syncfs that failed has used up
-// the error: the next process's would not see it), with the log's lock held.
+// logFailed withdraws the mark: a log of this process failed a write or a sync (err wraps
+// logstore.ErrPoisoned) or its recovery, so its unsynced writes may be lost, and neither this
+// process nor the next one may say it holds them. It runs before the failure is reported to
+// anyone waiting on the log (a syncfs that failed has used up the error: the next process's
+// would not see it), with the log's lock held.
 func (m *bootMarks) logFailed(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !errors.Is(err, logstore.ErrPoisoned) && m.claimed {
+		m.unsaid = true
+	}
 	if m.lost {
 		return
 	}
 	m.lost = true
-	m.unsaid = m.kept != ""
 	m.logger.Warn("cluster: a log failed: this node's registrations count as ones that may have lost writes", "err", err)
 	m.remove()
 }

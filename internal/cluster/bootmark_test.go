@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -54,16 +56,24 @@ func TestBootMark(t *testing.T) {
 	if m5.lossUnsaid() {
 		t.Fatal("a loss unsaid before any log failed")
 	}
-	m5.logFailed(errors.New("fsync: input/output error"))
+	m5.logFailed(fmt.Errorf("%w: fsync: input/output error", logstore.ErrPoisoned))
 	if got := m5.keptFrom(); got != "" {
 		t.Fatalf("after a log failure: kept from %q; want none", got)
 	}
+	if m5.lossUnsaid() {
+		t.Fatal("a poisoned log (never opened again by this process) asks for a registration")
+	}
+	m5.logFailed(errors.New("logstore: recovering /data/topics/t/0: fsync: input/output error"))
 	if !m5.lossUnsaid() {
-		t.Fatal("a log failed after a registration that said r4's writes were kept: the loss is not unsaid")
+		t.Fatal("a recovery failed after a registration that said r4's writes were kept: the loss is not unsaid")
 	}
 	m5.registered("")
 	if m5.lossUnsaid() {
 		t.Fatal("a registration said nothing is kept, and the loss is still unsaid")
+	}
+	m5.logFailed(errors.New("logstore: recovering /data/topics/t/1: fsync: input/output error"))
+	if m5.lossUnsaid() {
+		t.Fatal("a recovery failed after the image was told: another registration asked for")
 	}
 	if got := open(crashed, "r6").keptFrom(); got != "" {
 		t.Fatalf("restart after a log failure: kept from %q; want none", got)

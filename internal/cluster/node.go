@@ -734,9 +734,9 @@ func (n *Node) register() error {
 		}
 		if err == nil {
 			n.emptyDir.Store(false)
-			n.marks.registered(req.KeptFrom)
 			n.startRaft()
 			n.joinIndex.Store(resp.Index)
+			n.marks.registered(req.KeptFrom) // after joinIndex: reconcile reads them the other way
 			n.wakeReconciler()
 			err = n.waitReconciled(ctx, resp.Index)
 		}
@@ -894,12 +894,11 @@ func (n *Node) waitReconciled(ctx context.Context, index uint64) error {
 // changed (a stale image could name a topic deleted meanwhile, or miss one created, or say this
 // node still leads what it led): applied is false.
 func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
+	if n.marks.lossUnsaid() {
+		return false, nil // no log opens until the node has registered again (join); register wakes us
+	}
 	if j := n.joinIndex.Load(); j == 0 || img.Index < j {
 		return false, nil
-	}
-	if n.marks.lossUnsaid() {
-		return false, errors.New("cluster: a log failed after this node registered as one that kept its writes: " +
-			"no log opens until it has registered again")
 	}
 	self := n.cfg.NodeID
 	specs := make([]topics.TopicSpec, 0, len(img.Topics))

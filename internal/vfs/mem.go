@@ -33,6 +33,7 @@ type MemFS struct {
 	mu   sync.Mutex // guards the directory tree (entries, durable, directory modTime)
 	root *memNode
 	boot int // the crashes this file system's contents went through: its BootID
+	ids  int // the FileIDs given out (under mu)
 }
 
 // CrashOptions says how MemFS.Crash treats the unsynced writes of each file.
@@ -49,6 +50,7 @@ type CrashOptions struct {
 
 // memNode is a file or a directory.
 type memNode struct {
+	fileID  int // FileID's number for it, given on first use (guarded by the MemFS's mu)
 	dir     bool
 	perm    fs.FileMode
 	modTime time.Time // directories: guarded by MemFS.mu; files: by mu
@@ -332,7 +334,11 @@ func (m *MemFS) FileID(name string) string {
 	if err != nil || n == nil {
 		return ""
 	}
-	return fmt.Sprintf("memfs-node-%p", n)
+	if n.fileID == 0 {
+		m.ids++
+		n.fileID = m.ids
+	}
+	return fmt.Sprintf("memfs-file-%d", n.fileID)
 }
 
 // BootID names the machine boot the file system is in: a crash (Crash) is a new boot.
@@ -354,7 +360,7 @@ func (m *MemFS) Crash(opts CrashOptions) *MemFS {
 		if c := copies[n]; c != nil {
 			return c
 		}
-		c := &memNode{dir: n.dir, perm: n.perm}
+		c := &memNode{dir: n.dir, perm: n.perm, fileID: n.fileID} // the same file on disk
 		copies[n] = c
 		if n.dir {
 			c.modTime = n.modTime // a file's modTime is guarded by its own lock: crashData reads it
@@ -369,7 +375,7 @@ func (m *MemFS) Crash(opts CrashOptions) *MemFS {
 		c.durable = maps.Clone(c.entries)
 		return c
 	}
-	return &MemFS{root: crash(m.root), boot: m.boot + 1}
+	return &MemFS{root: crash(m.root), boot: m.boot + 1, ids: m.ids}
 }
 
 // crashData returns a fresh copy of the contents of file n after a crash.
