@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ type javaProcess struct {
 	done   chan struct{}
 	cancel context.CancelFunc // kills it (SIGKILL)
 	killed atomic.Bool        // by the test (kill, or its cleanup): an exit status is no error
+	proc   *os.Process
 	mu     sync.Mutex
 	lines  []string
 }
@@ -64,6 +66,7 @@ func startJavaProcess(t *testing.T, argv func(stop string) []string) *javaProces
 		cancel()
 		t.Fatal(err)
 	}
+	m.proc = cmd.Process
 	go func() {
 		defer close(m.done)
 		defer cancel()
@@ -101,6 +104,17 @@ func (m *javaProcess) kill() {
 	m.killed.Store(true)
 	m.cancel()
 	<-m.done
+}
+
+// pause stops the process (SIGSTOP) where it is; resume lets it go on (SIGCONT).
+func (m *javaProcess) pause()  { m.signal(syscall.SIGSTOP) }
+func (m *javaProcess) resume() { m.signal(syscall.SIGCONT) }
+
+func (m *javaProcess) signal(sig syscall.Signal) {
+	m.t.Helper()
+	if err := m.proc.Signal(sig); err != nil {
+		m.t.Fatalf("signal %v: %v", sig, err)
+	}
 }
 
 func (m *javaProcess) output() []string {

@@ -172,9 +172,9 @@ func checkStreamsCommitted(t *testing.T, ctx context.Context, adm *kadm.Client, 
 }
 
 // TestKafkaStreamsExactlyOnce: a Kafka Streams application under exactly_once_v2 on one node,
-// killed (SIGKILL) while a transaction of it holds records in the log, restarted on the same
-// state directory, gives each update exactly once, and its committed offsets reach the input's
-// end.
+// killed (SIGKILL) while a transaction of it holds records in the log and has not asked to
+// commit, restarted on the same state directory, gives each update exactly once, and its
+// committed offsets reach the input's end.
 func TestKafkaStreamsExactlyOnce(t *testing.T) {
 	testclients.Java43Streams(t)
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
@@ -188,34 +188,39 @@ func TestKafkaStreamsExactlyOnce(t *testing.T) {
 	app := startStreamsApp(t, b.addr, "sums", "exactly_once_v2", "classic", state)
 	app.waitRunning(ctx, 1)
 	produceStreamsInput(t, ctx, cl, 0, 2000, false)
-	// While the input comes in paced, the application is killed as soon as one of its
-	// transactions holds records in "out" (its last stable offset trails the end); the next
-	// instance's InitProducerId aborts it, and none of its updates may show read_committed. A
-	// kill that finds the transaction just committed after all is tried again, up to 5 times.
+	// While the input comes in paced, the application is stopped (SIGSTOP) as soon as one of
+	// its transactions holds records in "out" (its last stable offset trails the end). A
+	// transaction it had already asked to commit is completed by its coordinator within a
+	// second; one still open after it can only end by an abort, and the application is killed
+	// there (SIGKILL): the next instance's InitProducerId aborts it, and none of its updates
+	// may show read_committed. A stop that finds the transaction committed after all lets the
+	// application go on and tries again.
 	next, aborted := 2000, false
-	for try := 0; try < 5 && !aborted; try++ {
+	for try := 0; try < 20 && !aborted; try++ {
 		produced := make(chan struct{})
 		go func(first int) {
 			defer close(produced)
-			produceStreamsInput(t, ctx, cl, first, first+1000, true)
+			produceStreamsInput(t, ctx, cl, first, first+500, true)
 		}(next)
-		next += 1000
+		next += 500
 		for ctx.Err() == nil && !openTransaction(t, ctx, adm, "out") {
 			time.Sleep(5 * time.Millisecond)
 		}
-		app.kill()
-		// A transaction the killed instance was committing is completed by its coordinator
-		// within this second; one still open after it is the dead instance's, left to abort
-		// (its timeout is Streams' 10 s).
+		app.pause()
 		time.Sleep(time.Second)
-		aborted = openTransaction(t, ctx, adm, "out")
+		if aborted = openTransaction(t, ctx, adm, "out"); aborted {
+			t.Logf("stop %d found a transaction open", try+1)
+			app.kill()
+		} else {
+			app.resume()
+		}
 		<-produced
-		app = startStreamsApp(t, b.addr, "sums", "exactly_once_v2", "classic", state)
-		app.waitRunning(ctx, 1)
 	}
 	if !aborted {
-		t.Fatal("no kill found a transaction open in 5 tries")
+		t.Fatal("no stop found a transaction open in 20 tries")
 	}
+	app = startStreamsApp(t, b.addr, "sums", "exactly_once_v2", "classic", state)
+	app.waitRunning(ctx, 1)
 	produceStreamsInput(t, ctx, cl, next, next+1000, false)
 	next += 1000
 	checkStreamsOutput(t, ctx, []string{b.addr}, next)
