@@ -116,6 +116,11 @@ type Node struct {
 	reconciled uint64
 	recCh      chan struct{} // closed and replaced when reconciled moves
 	recWake    chan struct{}
+	// Of the reconciler goroutine only: the wake-up that opens offline partitions again when
+	// their retry is due, and the epochs whose leadership it gave up for an offline log.
+	retryTimer  *time.Timer
+	offlineLeft map[controller.PartitionRef]int32
+	offlineWas  map[controller.PartitionRef]bool // offline at the last reconcile
 
 	activeMu sync.Mutex
 	active   *activeDriver
@@ -919,6 +924,7 @@ func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
 			n.rm.Remove(controller.PartitionRef{Topic: t.ID, Partition: p.Index})
 		},
 	})
+	n.tendOffline(img)
 	for _, rt := range n.reg.List() {
 		it, ok := img.Topics[rt.Name]
 		if !ok || it.ID != rt.ID {
@@ -943,6 +949,63 @@ func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
 		}
 	}
 	return err == nil, err
+}
+
+// tendOffline looks after the partitions this node should host whose logs failed to open
+// (topics.Partition.Offline): the reconciler wakes when the earliest is due to be opened again,
+// and a leadership img gives this node of one is handed on (an election among the other
+// replicas; this node has no log to vote with), once per leader epoch. An election this node
+// answered "not hosted here" while offline is begun again once its log opens, if it has found
+// no leader yet (with one replica, or the others down, it cannot without this node).
+func (n *Node) tendOffline(img *controller.Image) {
+	if n.retryTimer != nil {
+		n.retryTimer.Stop()
+		n.retryTimer = nil
+	}
+	if at, ok := n.reg.RetryAt(); ok {
+		n.retryTimer = time.AfterFunc(max(time.Until(at), 0), n.wakeReconciler)
+	}
+	left, was := map[controller.PartitionRef]int32{}, map[controller.PartitionRef]bool{}
+	for _, rt := range n.reg.List() {
+		it, ok := img.Topics[rt.Name]
+		if !ok || it.ID != rt.ID {
+			continue
+		}
+		for _, p := range rt.Partitions {
+			if int(p.Index) >= len(it.Partitions) {
+				continue
+			}
+			ref := controller.PartitionRef{Topic: rt.ID, Partition: p.Index}
+			ip := it.Partitions[p.Index]
+			if p.Offline() == nil {
+				if p.Hosted() && n.offlineWas[ref] && ip.Leader < 0 {
+					go n.restartElection(controller.EpochRef{PartitionRef: ref, Epoch: ip.LeaderEpoch})
+				}
+				continue
+			}
+			was[ref] = true
+			if ip.Leader != n.cfg.NodeID {
+				continue
+			}
+			left[ref] = ip.LeaderEpoch
+			if e, ok := n.offlineLeft[ref]; !ok || e != ip.LeaderEpoch {
+				go n.reportFailed(controller.EpochRef{PartitionRef: ref, Epoch: ip.LeaderEpoch})
+			}
+		}
+	}
+	n.offlineLeft, n.offlineWas = left, was
+}
+
+// restartElection begins the election of a leaderless partition again (at the next epoch),
+// so that every replica is asked for its vote anew.
+func (n *Node) restartElection(ref controller.EpochRef) {
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	n.logger.Info("cluster: the log of a partition without a leader opened here; beginning its election again", "partition", ref.PartitionRef.String(), "epoch", ref.Epoch)
+	if _, err := n.Propose(ctx, &controller.Command{Op: controller.OpBeginElection,
+		BeginElection: &controller.BeginElection{Items: []controller.EpochRef{ref}}}); err != nil {
+		n.logger.Error("cluster: beginning an election again", "partition", ref.PartitionRef.String(), "err", err)
+	}
 }
 
 // Propose has the active controller apply cmd, and waits until this node's registry reflects
@@ -1137,13 +1200,17 @@ func (n *Node) WaitLeaders(ctx context.Context) error {
 func (n *Node) leaderless() int {
 	img := n.ctrl.Image()
 	count := 0
-	img.EachPartition(func(_ *controller.Topic, _ int32, p *controller.Partition) {
+	img.EachPartition(func(t *controller.Topic, index int32, p *controller.Partition) {
 		if p.Leader >= 0 || !slices.Contains(p.Hosts(), n.cfg.NodeID) {
 			return
 		}
+		offline := false // here: this node cannot vote
+		if rt, ok := n.reg.GetByID(t.ID); ok && int(index) < len(rt.Partitions) {
+			offline = rt.Partitions[index].Offline() != nil
+		}
 		live := 0
 		for _, id := range p.Replicas { // an election needs a majority of them (controller.Active.tally)
-			if img.Live(id) {
+			if img.Live(id) && !(offline && id == n.cfg.NodeID) {
 				live++
 			}
 		}

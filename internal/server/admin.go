@@ -90,6 +90,9 @@ func (s *Server) startAdmin() error {
 			Name: "runnel_ready", Help: "1 while the node serves Kafka with its logs recovered (as /readyz), else 0.",
 		}, func() float64 { return boolFloat(a.state.Load() == stateServing) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "runnel_offline_replicas", Help: "Partitions this node should host whose log failed to open (offline here, tried again with a backoff; Kafka's OfflineReplicaCount).",
+		}, func() float64 { return float64(s.topics.Offline()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "runnel_node_info", Help: "Always 1; the node id as a label.", ConstLabels: prometheus.Labels{"node_id": strconv.Itoa(int(s.cfg.NodeID))},
 		}, func() float64 { return 1 }))
 	ln, err := net.Listen("tcp", s.cfg.AdminAddr)

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/runnel-dev/runnel/internal/server"
+	"github.com/runnel-dev/runnel/internal/testclients"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -88,4 +91,69 @@ func TestBootMarkThroughFailures(t *testing.T) {
 	eventually(t, "a registration that says the node may have lost writes", 15*time.Second, func() bool {
 		return lossSince(s2) > first
 	})
+}
+
+// TestOfflinePartitionOnOneNode: on the one-node default, a partition whose log fails its
+// recovery is offline (its produces fail, with an error a client retries) while the topic's
+// other partition is served, and once the log reads again it is opened, led, and keeps what it
+// held.
+func TestOfflinePartitionOnOneNode(t *testing.T) {
+	mem := vfs.NewMem()
+	var rules vfs.Rules
+	efs := vfs.NewErrorFS(mem, &rules)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	produce := func(addr string, partition int32, value string) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordRetries(0),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+		defer pcancel()
+		return cl.ProduceSync(pctx, &kgo.Record{Topic: "solo", Partition: partition, Value: []byte(value)}).FirstErr()
+	}
+	_, addr, stop := serveOn(t, efs)
+	adm, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(adm).CreateTopic(ctx, 2, 1, nil, "solo"); err != nil {
+		t.Fatal(err)
+	}
+	adm.Close()
+	for i := range int32(2) {
+		eventually(t, "a first record acknowledged", 10*time.Second, func() bool { return produce(addr, i, "before") == nil })
+	}
+	stop()
+
+	rules.Add(vfs.Rule{Op: vfs.OpList, PathContains: "/topics/solo/0"})
+	s, addr, _ := serveOn(t, efs)
+	eventually(t, "partition 1 served while partition 0 cannot be opened", 15*time.Second, func() bool {
+		return produce(addr, 1, "during") == nil
+	})
+	if err := produce(addr, 0, "lost"); err == nil {
+		t.Fatal("a produce to the partition whose log is not open was acknowledged")
+	} else if !errors.Is(err, kerr.NotLeaderForPartition) && !errors.Is(err, kerr.LeaderNotAvailable) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("producing to the offline partition: %v; want a retriable error", err)
+	}
+	if tp, ok := s.Topics().Get("solo"); !ok || tp.Partitions[0].Offline() == nil {
+		t.Fatal("partition 0 is not offline")
+	}
+	if m := scrape(t, s.AdminAddr())["runnel_offline_replicas"]; m != 1 {
+		t.Fatalf("runnel_offline_replicas = %v; want 1", m)
+	}
+	rules.Clear()
+	eventually(t, "partition 0 served once its log reads again", 20*time.Second, func() bool {
+		return produce(addr, 0, "after") == nil
+	})
+	if m := scrape(t, s.AdminAddr())["runnel_offline_replicas"]; m != 0 {
+		t.Fatalf("runnel_offline_replicas = %v once the log opened; want 0", m)
+	}
+	vals := testclients.ReadValues(t, ctx, []string{addr}, "solo", kgo.ReadUncommitted(), 5, 5*time.Second)
+	slices.Sort(vals)
+	if want := []string{"after", "before", "before", "during"}; !slices.Equal(vals, want) {
+		t.Fatalf("read back %q; want %q", vals, want)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -13,8 +14,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/server"
+	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
@@ -85,6 +88,11 @@ type acked struct {
 // produceUnderLoad produces idempotent acks=all records to topic until stop closes, and
 // returns what was acknowledged.
 func produceUnderLoad(t *testing.T, brokers []string, topic string, stop <-chan struct{}) func() map[string]acked {
+	return produceUnderLoadAs(t, brokers, topic, "", stop)
+}
+
+// produceUnderLoadAs is produceUnderLoad whose record values begin with prefix.
+func produceUnderLoadAs(t *testing.T, brokers []string, topic, prefix string, stop <-chan struct{}) func() map[string]acked {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
 		kgo.DefaultProduceTopic(topic), kgo.MetadataMinAge(100*time.Millisecond), kgo.RecordDeliveryTimeout(5*time.Second),
 		kgo.AllowIdempotentProduceCancellation())
@@ -103,7 +111,7 @@ func produceUnderLoad(t *testing.T, brokers []string, topic string, stop <-chan 
 				return
 			default:
 			}
-			v := strconv.Itoa(i)
+			v := prefix + strconv.Itoa(i)
 			cl.Produce(context.Background(), &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
 				mu.Lock()
 				if err == nil && !closed {
@@ -376,4 +384,128 @@ func leaderOf(t *testing.T, brokers []string, topic string, partition int32) int
 	}
 	t.Fatalf("%s/%d has no leader", topic, partition)
 	return -1
+}
+
+// TestRecoveryFailureTakesOnePartitionOffline: a node restarted with one partition's log
+// unreadable (its recovery fails) joins anyway and serves its other partitions; that partition
+// is offline on it alone (led and written elsewhere meanwhile, nothing acknowledged lost), the
+// node does not keep registering again, and once the log reads again the node opens it and
+// catches up.
+func TestRecoveryFailureTakesOnePartitionOffline(t *testing.T) {
+	c := newFSCluster(t)
+	var rules vfs.Rules
+	c.fs[3] = vfs.NewErrorFS(c.mem[3], &rules)
+	for id := int32(1); id <= 3; id++ {
+		c.start(id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for {
+		resp, err := adm.CreateTopic(ctx, 3, 3, nil, "rec")
+		if err == nil && resp.Err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	load := func(prefix string, d time.Duration) map[string]acked {
+		stop := make(chan struct{})
+		results := produceUnderLoadAs(t, c.brokers(), "rec", prefix, stop)
+		time.Sleep(d)
+		close(stop)
+		return results()
+	}
+	got := load("before-", time.Second)
+
+	c.stop[3]()
+	delete(c.stop, 3)
+	rules.Add(vfs.Rule{Op: vfs.OpList, PathContains: "/topics/rec/0"}) // partition 0's recovery fails
+	c.start(3)
+	partition := func(i int32) *topics.Partition {
+		if tp, ok := c.srv[3].Topics().Get("rec"); ok && int(i) < len(tp.Partitions) {
+			return tp.Partitions[i]
+		}
+		return nil
+	}
+	// The failed recovery may have lost the log's unsynced tail: the node, which registered as
+	// one that kept its writes (a restart on the same boot), registers once more as one that
+	// may have lost some (docs/cluster.md §4.9), and not again.
+	eventually(t, "node 3 joined as a node that may have lost writes, partition 0 offline on it and the others open", 20*time.Second, func() bool {
+		n := c.srv[3].Node()
+		nd := n.Image().Nodes[3]
+		p0, p1, p2 := partition(0), partition(1), partition(2)
+		return n.Incarnation() != 0 && nd != nil && nd.LossSince() == n.Incarnation() &&
+			p0 != nil && p0.Offline() != nil && p1.Hosted() && p2.Hosted()
+	})
+	inc := c.srv[3].Node().Incarnation()
+	if l := leaderOf(t, c.brokers(), "rec", 0); l == 3 {
+		t.Fatal("partition 0 is led by the node that cannot open its log")
+	}
+	for v, a := range load("offline-", 2*time.Second) {
+		got[v] = a
+	}
+	acked0 := 0
+	for _, a := range got {
+		if a.partition == 0 {
+			acked0++
+		}
+	}
+	if acked0 == 0 {
+		t.Fatal("nothing acknowledged on partition 0")
+	}
+	rules.Clear()
+	eventually(t, "node 3 opened partition 0 again", 20*time.Second, func() bool { return partition(0).Hosted() })
+	eventually(t, "node 3 back in partition 0's ISR", 20*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "rec")
+		return err == nil && slices.Contains(md.Topics["rec"].Partitions[0].ISR, 3)
+	})
+	if now := c.srv[3].Node().Incarnation(); now != inc {
+		t.Errorf("node 3 registered again (incarnation %d, then %d) while a partition was offline", inc, now)
+	}
+	back := readBack(t, []string{c.addr[3]}, "rec") // its own copy where it leads, the others' elsewhere
+	for v, a := range got {
+		if b, ok := back[v]; !ok || b.partition != a.partition || b.offset != a.offset {
+			t.Errorf("record %s acknowledged at %d/%d, read back at %+v (%v)", v, a.partition, a.offset, b, ok)
+		}
+	}
+	t.Logf("%d acknowledged, %d on partition 0", len(got), acked0)
+
+	// A new partition whose log node 3 cannot create, with node 3 its first replica (the
+	// leader a new partition gets): node 3 hands the leadership on.
+	rules.Add(vfs.Rule{Op: vfs.OpList, PathContains: "/topics/fresh/"})
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "fresh", -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Replicas = []int32{3, 1, 2}
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("creating fresh: %v %v", err, resp)
+	}
+	eventually(t, "fresh/0 led by a node that has its log", 20*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "fresh")
+		if err != nil {
+			return false
+		}
+		p, ok := md.Topics["fresh"].Partitions[0]
+		return ok && p.Leader >= 0 && p.Leader != 3
+	})
+	p, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...), kgo.DefaultProduceTopic("fresh"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("producing to fresh/0: %v", err)
+	}
 }

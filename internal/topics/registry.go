@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/replica"
@@ -46,18 +47,30 @@ const MaxPartitions = 10000
 // Partition is one partition of a topic. Log and Replica are set if the partition is hosted
 // here, nil otherwise. A Partition never changes once published: a partition that becomes
 // hosted (or stops being) is a new Partition.
+//
+// A partition this node should host whose log failed to open (its recovery failed: an I/O
+// error, a full disk) is offline: Log is nil and Offline returns the failure. The rest of the
+// topic is served; Sync opens it again once its retry is due (see Registry.RetryAt).
 type Partition struct {
 	Topic   string
 	Index   int32
 	Log     *logstore.Log
 	Replica *replica.Replica
 
+	offline error         // why the log of this hosted partition is not open
+	retryAt time.Time     // when Sync next tries to open it
+	backoff time.Duration // the wait before retryAt
+
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every append
 }
 
-// Hosted reports whether this node holds a replica of the partition.
+// Hosted reports whether this node holds a replica of the partition (with an open log).
 func (p *Partition) Hosted() bool { return p.Log != nil }
+
+// Offline returns why this node, which should host the partition, has not opened its log; nil
+// if it has, or does not host it.
+func (p *Partition) Offline() error { return p.offline }
 
 // Changed returns a channel closed at the next append.
 func (p *Partition) Changed() <-chan struct{} {
@@ -98,6 +111,7 @@ type Registry struct {
 	flusher  *logstore.Flusher
 	maint    *logstore.Maintainer
 	logger   *slog.Logger
+	now      func() time.Time
 	defaults *defaults
 
 	syncMu sync.Mutex // one Sync at a time
@@ -114,7 +128,15 @@ type Options struct {
 	Flusher    *logstore.Flusher    // required
 	Maintainer *logstore.Maintainer // runs retention and compaction; nil: none
 	Logger     *slog.Logger         // nil: slog.Default()
+	Now        func() time.Time     // nil: time.Now (when an offline partition is retried)
 }
+
+// The wait before an offline partition's log is opened again: the first, doubled after each
+// failure up to the last.
+const (
+	offlineRetryFirst = time.Second
+	offlineRetryMax   = time.Minute
+)
 
 // Open opens the registry of dataDir, empty until the first Sync. It removes the leftovers of
 // interrupted topic deletions.
@@ -125,8 +147,11 @@ func Open(opts Options) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	r := &Registry{fs: opts.FS, dir: filepath.Join(opts.DataDir, "topics"), flusher: opts.Flusher, maint: opts.Maintainer,
-		logger: opts.Logger, byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}, defaults: newDefaults()}
+		logger: opts.Logger, now: opts.Now, byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}, defaults: newDefaults()}
 	if err := r.fs.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -238,8 +263,9 @@ type Hooks struct {
 // Sync makes the registry and the data directory match the image: specs are every topic, and
 // cluster and node are the dynamic broker configs (cluster-wide and this node's). Logs of newly
 // hosted partitions are opened (created if missing), and those no longer hosted closed and
-// removed; topics that are gone are deleted. A failure leaves the rest of the sync undone and is
-// returned: the next Sync tries again.
+// removed; topics that are gone are deleted. A partition whose log fails to open is offline
+// (Partition.Offline), which fails nothing else; another failure leaves the rest of its topic's
+// sync undone and is returned: the next Sync tries again.
 func (r *Registry) Sync(specs []TopicSpec, cluster, node map[string]string, hooks Hooks) error {
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
@@ -289,6 +315,15 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 	cfg := logConfig(t.Configs, r.defaults)
 	changed := old == nil || configChanged || int32(len(old.Partitions)) != spec.Partitions
 	var opened []*Partition
+	published := false
+	defer func() { // a failure publishes nothing: the next Sync opens these again
+		if !published {
+			for _, o := range opened {
+				r.closePartition(t, o, hooks, false)
+			}
+		}
+	}()
+	now := r.now()
 	for i := range spec.Partitions {
 		var cur *Partition
 		if old != nil && int(i) < len(old.Partitions) {
@@ -296,6 +331,14 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 		}
 		hosted := spec.Hosted(i)
 		switch {
+		case cur != nil && cur.offline != nil && hosted && now.Before(cur.retryAt):
+			t.Partitions = append(t.Partitions, cur) // offline until its retry
+		case cur != nil && cur.offline != nil && !hosted: // moved away while offline
+			if err := r.removePartitionDir(t, i); err != nil {
+				return err
+			}
+			t.Partitions = append(t.Partitions, &Partition{Topic: t.Name, Index: i, changed: make(chan struct{})})
+			changed = true
 		case cur != nil && cur.Hosted() == hosted:
 			if hosted && configChanged {
 				if err := cur.Log.SetConfig(cfg); err != nil {
@@ -306,10 +349,8 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 		case hosted:
 			p, err := r.openPartition(t, i, cfg, hooks)
 			if err != nil {
-				for _, o := range opened {
-					r.closePartition(t, o, hooks, false)
-				}
-				return err
+				t.Partitions = append(t.Partitions, r.offlinePartition(t, i, cur, err, now))
+				continue
 			}
 			opened = append(opened, p)
 			t.Partitions = append(t.Partitions, p)
@@ -336,7 +377,46 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 	r.mu.Lock()
 	r.byName[t.Name], r.byID[t.ID] = t, t
 	r.mu.Unlock()
+	published = true
 	return nil
+}
+
+// offlinePartition is partition i of t, whose log failed to open with err; prev is the
+// partition as published before (nil, not hosted, or offline already).
+func (r *Registry) offlinePartition(t *Topic, i int32, prev *Partition, err error, now time.Time) *Partition {
+	backoff := offlineRetryFirst
+	if prev != nil && prev.offline != nil {
+		backoff = min(2*prev.backoff, offlineRetryMax)
+	}
+	r.logger.Error("topics: the log of a partition hosted here failed to open; the partition is offline on this node, "+
+		"the rest is served", "topic", t.Name, "partition", i, "dir", r.partitionDir(t.Name, i), "retry_in", backoff, "err", err)
+	return &Partition{Topic: t.Name, Index: i, offline: err, retryAt: now.Add(backoff), backoff: backoff, changed: make(chan struct{})}
+}
+
+// Offline returns how many partitions this node should host have no open log (Partition.Offline).
+func (r *Registry) Offline() int {
+	n := 0
+	for _, t := range r.List() {
+		for _, p := range t.Partitions {
+			if p.offline != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// RetryAt returns when the next Sync should run to open an offline partition's log again;
+// ok is false if no partition is offline.
+func (r *Registry) RetryAt() (at time.Time, ok bool) {
+	for _, t := range r.List() {
+		for _, p := range t.Partitions {
+			if p.offline != nil && (!ok || p.retryAt.Before(at)) {
+				at, ok = p.retryAt, true
+			}
+		}
+	}
+	return at, ok
 }
 
 func (r *Registry) openPartition(t *Topic, i int32, cfg logstore.Config, hooks Hooks) (*Partition, error) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/logstore"
+	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -340,4 +341,97 @@ func FuzzCheckConfig(f *testing.F) {
 			logConfig(map[string]string{d.Name: value}, nil)
 		}
 	})
+}
+
+// TestOfflinePartition: a partition whose log fails to open is offline on its own; the rest of
+// its topic opens and is published, the failed one is tried again once its retry is due (the
+// wait doubling while it keeps failing), opens when the failure is gone, and one moved away
+// while offline has its directory removed.
+func TestOfflinePartition(t *testing.T) {
+	mem := vfs.NewMem()
+	var rules vfs.Rules
+	fsys := vfs.NewErrorFS(mem, &rules)
+	f := logstore.NewFlusher(0)
+	defer f.Close()
+	now := time.Unix(1000, 0)
+	r, err := Open(Options{FS: fsys, DataDir: "/data", Flusher: f, Logger: quiet, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	spec := TopicSpec{Name: "t", ID: [16]byte{9}, Partitions: 3, Hosted: all}
+	// Partition 1's directory cannot be listed: its recovery fails.
+	rules.Add(vfs.Rule{Op: vfs.OpList, PathContains: "/topics/t/1"})
+	if err := r.Sync([]TopicSpec{spec}, nil, nil, Hooks{}); err != nil {
+		t.Fatalf("Sync with one partition failing to open: %v; want nil (the partition is offline)", err)
+	}
+	state := func() (offline []bool) {
+		t.Helper()
+		got, ok := r.Get("t")
+		if !ok || len(got.Partitions) != 3 {
+			t.Fatalf("topic t: %v, %v; want it published with 3 partitions", got, ok)
+		}
+		for _, p := range got.Partitions {
+			if p.Offline() != nil && p.Hosted() {
+				t.Fatalf("partition %d is hosted and offline (%v)", p.Index, p.Offline())
+			}
+			offline = append(offline, p.Offline() != nil)
+		}
+		return offline
+	}
+	if got := state(); got[0] || !got[1] || got[2] {
+		t.Fatalf("offline = %v; want only partition 1", got)
+	}
+	if tp, _ := r.Get("t"); !tp.Partitions[0].Hosted() || !tp.Partitions[2].Hosted() {
+		t.Fatal("the topic's other partitions are not open")
+	}
+	if at, ok := r.RetryAt(); !ok || !at.Equal(now.Add(offlineRetryFirst)) {
+		t.Fatalf("RetryAt = %v, %v; want %v", at, ok, now.Add(offlineRetryFirst))
+	}
+	// Before its retry is due, a Sync does not try it.
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+	if at, _ := r.RetryAt(); !at.Equal(now.Add(offlineRetryFirst)) {
+		t.Fatalf("a Sync before the retry was due moved it to %v", at)
+	}
+	// Due, it fails again: the wait doubles.
+	now = now.Add(offlineRetryFirst)
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+	if at, _ := r.RetryAt(); !at.Equal(now.Add(2 * offlineRetryFirst)) {
+		t.Fatalf("after a second failure RetryAt = %v; want %v", at, now.Add(2*offlineRetryFirst))
+	}
+	// The failure is gone: the next due retry opens it.
+	rules.Clear()
+	now = now.Add(2 * offlineRetryFirst)
+	if err := r.Sync([]TopicSpec{spec}, nil, nil, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(); got[0] || got[1] || got[2] {
+		t.Fatalf("offline = %v after the failure ended; want none", got)
+	}
+	if _, ok := r.RetryAt(); ok {
+		t.Fatal("RetryAt with no partition offline")
+	}
+	// Offline, then moved away: its directory goes.
+	away := TopicSpec{Name: "t", ID: spec.ID, Partitions: 3, Hosted: func(i int32) bool { return i != 2 }}
+	if err := r.Sync([]TopicSpec{away}, nil, nil, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	rules.Add(vfs.Rule{Op: vfs.OpList, PathContains: "/topics/t/2"})
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{}) // back, and its new log fails to open
+	if got := state(); !got[2] {
+		t.Fatalf("offline = %v; want partition 2 offline", got)
+	}
+	if _, err := mem.Stat("/data/topics/t/2"); err != nil {
+		t.Fatal(err)
+	}
+	rules.Clear()
+	if err := r.Sync([]TopicSpec{away}, nil, nil, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Stat("/data/topics/t/2"); !errors.Is(err, vfs.ErrNotExist) {
+		t.Fatalf("the directory of an offline partition moved away is still there: %v", err)
+	}
+	if got := state(); got[2] {
+		t.Fatalf("offline = %v; want partition 2 not hosted", got)
+	}
 }
