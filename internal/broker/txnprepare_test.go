@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -179,5 +180,24 @@ func TestNoRestartSinceEpoch(t *testing.T) {
 		if noRestartSinceEpoch(nodes(1, 2, 3), &q, 4) {
 			t.Errorf("%s: want refused", name)
 		}
+	}
+}
+
+// TestTxnCodeRespSaysItOnce: an error carried between nodes keeps its Kafka error for
+// errors.Is and names its description once.
+func TestTxnCodeRespSaysItOnce(t *testing.T) {
+	sent := fmt.Errorf("%w: the transaction began in leader epoch 4", errCannotVouch)
+	got := codeOf(sent).err()
+	if !errors.Is(got, kerr.TransactionAbortable) {
+		t.Fatalf("%v is not TRANSACTION_ABORTABLE", got)
+	}
+	if got.Error() != sent.Error() {
+		t.Fatalf("carried as %q; want %q", got, sent)
+	}
+	if got := codeOf(kerr.InvalidProducerEpoch).err(); got != kerr.InvalidProducerEpoch {
+		t.Fatalf("a bare Kafka error carried as %q", got)
+	}
+	if got := codeOf(errors.New("plain")).err(); got == nil || got.Error() == "" {
+		t.Fatal("a plain error lost")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -558,7 +559,12 @@ func (r txnCodeResp) err() error {
 		return nil
 	}
 	if e := kerr.ErrorForCode(r.Code); e != nil {
-		return fmt.Errorf("%w: %s", e, r.Msg)
+		// Msg is the answering node's error, which begins with e's own text: say it once.
+		msg := strings.TrimPrefix(r.Msg, e.Error())
+		if msg = strings.TrimPrefix(msg, ": "); msg == "" {
+			return e
+		}
+		return fmt.Errorf("%w: %s", e, msg)
 	}
 	return errors.New(r.Msg)
 }
