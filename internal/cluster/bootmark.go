@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/runnel-dev/runnel/internal/logstore"
@@ -33,15 +34,26 @@ import (
 //   - a syncfs of it succeeds: since Linux 5.8 it reports a writeback error of any of its files
 //     that no syncfs has reported yet, so also a failure the previous process never saw (the
 //     kernel's own writeback after it died), and it makes those writes durable;
-//   - and the controller's image has that run as the node's last registration (checked by the
-//     controller).
+//   - and the controller's image has that run as the node's last registration, or one whose
+//     writes that run held when it started (checked by the controller).
+//
+// The last point lets a run that never registered (it died first: the controller quorum was
+// down, or the process was restarted in a loop) pass on what it held: it opened no log, so it
+// wrote nothing the next run could miss, and its mark lists the runs whose writes it kept.
 const bootMarkName = "boot.mark"
 
 type bootMark struct {
 	Boot string `json:"boot"`           // vfs.Booter's boot and mount id
 	Run  string `json:"run"`            // the run that wrote it
 	File string `json:"file,omitempty"` // its own device, inode and birth time (vfs.FileID)
+	// Also: the runs whose writes Run held when it started, the newest first (the previous
+	// mark's run and its Also), at most maxKeptAlso.
+	Also []string `json:"also,omitempty"`
 }
+
+// maxKeptAlso bounds a mark's Also: a chain of runs that never registered longer than this
+// counts as a loss.
+const maxKeptAlso = 16
 
 // bootMarks keeps a node's boot mark and answers whether its process holds every write of the
 // run its last registration names.
@@ -51,9 +63,10 @@ type bootMarks struct {
 	run     string
 	logger  *slog.Logger
 	mu      sync.Mutex
-	kept    string // the run whose writes this process holds; "" none
-	lost    bool   // a log of this process failed
-	written bool   // this process's mark is on disk
+	kept    string   // the run whose writes this process holds; "" none
+	also    []string // runs whose writes kept's run held at its start (bootMark.Also)
+	lost    bool     // a log of this process failed
+	written bool     // this process's mark is on disk
 	// claimed: the latest registration of this process in the image said it kept writes.
 	claimed bool
 	// unsaid: a log's recovery failed while the image holds such a claim (a retry may open that
@@ -79,12 +92,16 @@ func openBootMark(fsys vfs.FS, dir, run string, logger *slog.Logger) *bootMarks 
 	if prev, why := m.check(boot); why != "" {
 		logger.Info("cluster: this process does not hold every write of the previous run", "run", prev.Run, "why", why)
 	} else {
-		m.kept = prev.Run
+		m.kept, m.also = prev.Run, prev.Also
 	}
-	if err := m.write(bootMark{Boot: boot, Run: run}); err != nil {
+	mark := bootMark{Boot: boot, Run: run}
+	if m.kept != "" {
+		mark.Also = append([]string{m.kept}, m.also...)[:min(1+len(m.also), maxKeptAlso)]
+	}
+	if err := m.write(mark); err != nil {
 		// The file system may be failing (read-only after an error): claim nothing.
 		logger.Warn("cluster: writing the boot mark: this start and the next count as ones that may have lost writes", "err", err)
-		m.kept = ""
+		m.kept, m.also = "", nil
 		m.remove()
 		return m
 	}
@@ -207,6 +224,17 @@ func (m *bootMarks) keptFrom() string {
 	return m.kept
 }
 
+// keptAlso is what a registration says besides (Register.KeptAlso): the runs whose writes the
+// run keptFrom names held when it started; nil after this process's first registration.
+func (m *bootMarks) keptAlso() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lost || m.kept == "" {
+		return nil
+	}
+	return slices.Clone(m.also)
+}
+
 // registered records that the image now holds a registration of this process's run that said
 // keptFrom.
 func (m *bootMarks) registered(keptFrom string) {
@@ -220,7 +248,7 @@ func (m *bootMarks) registered(keptFrom string) {
 		m.unsaid = true
 	}
 	if !m.lost {
-		m.kept = m.run
+		m.kept, m.also = m.run, nil
 	}
 }
 

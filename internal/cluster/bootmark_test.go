@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/runnel-dev/runnel/internal/logstore"
@@ -171,4 +172,50 @@ func statDev(t *testing.T, path string) uint64 {
 	}
 	dev, _ := vfs.Device(fi)
 	return dev
+}
+
+// TestBootMarkChain: runs that die before they register pass on the writes they kept (their
+// marks list those runs), up to maxKeptAlso of them; a registration ends the list, and a run
+// that did not keep its predecessor's writes starts none.
+func TestBootMarkChain(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/data", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	open := func(fsys vfs.FS, run string) *bootMarks { return openBootMark(fsys, "/data", run, quiet) }
+	open(mem, "r1").registered("")
+	open(mem, "r2") // dies before it registers
+	m3 := open(mem, "r3")
+	if from, also := m3.keptFrom(), m3.keptAlso(); from != "r2" || !slices.Equal(also, []string{"r1"}) {
+		t.Fatalf("after a run that never registered: kept from %q, also %q; want r2, [r1]", from, also)
+	}
+	m3.registered("r2")
+	if also := m3.keptAlso(); also != nil {
+		t.Fatalf("after its registration: also %q; want none", also)
+	}
+	m4 := open(mem, "r4")
+	if from, also := m4.keptFrom(), m4.keptAlso(); from != "r3" || !slices.Equal(also, []string{"r2", "r1"}) {
+		t.Fatalf("after r3 registered: kept from %q, also %q; want r3, [r2 r1] (r3's mark, written at its start)", from, also)
+	}
+	for i := range maxKeptAlso + 3 { // a restart loop that never registers
+		open(mem, fmt.Sprintf("loop%d", i))
+	}
+	m := open(mem, "last")
+	if also := m.keptAlso(); len(also) != maxKeptAlso || also[0] != fmt.Sprintf("loop%d", maxKeptAlso+1) {
+		t.Fatalf("after a long loop: also %q; want the newest %d runs", also, maxKeptAlso)
+	}
+	// A failed log: nothing is kept, so nothing is passed on either.
+	m.logFailed(fmt.Errorf("%w: fsync", logstore.ErrPoisoned))
+	if from, also := m.keptFrom(), m.keptAlso(); from != "" || also != nil {
+		t.Fatalf("after a failed log: kept from %q, also %q; want none", from, also)
+	}
+	if also := open(mem, "next").keptAlso(); also != nil {
+		t.Fatalf("after a run whose log failed: also %q; want none", also)
+	}
+	// A new boot: the list starts again.
+	crashed := mem.Crash(vfs.CrashOptions{})
+	if m := open(crashed, "booted"); m.keptFrom() != "" || m.keptAlso() != nil {
+		t.Fatalf("after a crash: kept from %q, also %q; want none", m.keptFrom(), m.keptAlso())
+	}
 }

@@ -132,6 +132,9 @@ type Register struct {
 	// registration again by the same process, with no log failure since; docs/cluster.md
 	// "boot mark"); "" when it may not (a new boot, a failed log, another data dir).
 	KeptFrom string `json:"kept_from,omitempty"`
+	// KeptAlso are the runs whose writes KeptFrom's run held when it started: when that run
+	// never registered (it died first), the node's previous registration may be one of them.
+	KeptAlso []string `json:"kept_also,omitempty"`
 }
 
 // Fence fences (op fence) or unfences (op unfence) one incarnation of a node.
@@ -539,13 +542,14 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 		im.Nodes[r.Node] = n
 	}
 	// The node lost no write since its last registration if this process holds every write of
-	// the run that made it (or is that run); a node the image did not know may have. A node
+	// the run that made it (or is that run), directly or through runs that never registered
+	// (KeptAlso: such a run opened no log); a node the image did not know may have. A node
 	// registered by an older version lost writes at its latest registration, as that version
 	// counted (the same whether this image was replayed or loaded from an older snapshot).
 	if ok && n.LossIndex == 0 {
 		n.LossIndex = n.Incarnation
 	}
-	if kept := r.KeptFrom != "" && (r.KeptFrom == n.Run || r.Run != "" && r.Run == n.Run); !ok || !kept {
+	if kept := r.KeptFrom != "" && (r.KeptFrom == n.Run || r.Run != "" && r.Run == n.Run || n.Run != "" && slices.Contains(r.KeptAlso, n.Run)); !ok || !kept {
 		n.LossIndex = index
 	}
 	im.forgetRequests(n.Run, r.Run)

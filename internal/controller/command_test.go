@@ -90,6 +90,21 @@ func TestRegisterLossIndex(t *testing.T) {
 	if got := reg(70, "r5", "r4"); got != 60 {
 		t.Errorf("a kept restart on an image without loss index: loss since %d; want its incarnation 60", got)
 	}
+	// Runs that died before registering: r6 kept r5's writes, r7 kept r6's.
+	regAlso := func(index uint64, run, keptFrom string, also ...string) uint64 {
+		t.Helper()
+		Apply(im, index, &Command{Op: OpRegister, Register: &Register{Node: 1, ClusterAddr: "a", Run: run, KeptFrom: keptFrom, KeptAlso: also}})
+		return im.Nodes[1].LossSince()
+	}
+	if got := regAlso(80, "r7", "r6", "r5"); got != 60 {
+		t.Errorf("restart keeping the writes of a run that kept r5's: loss since %d; want 60", got)
+	}
+	if got := regAlso(90, "r9", "r8", "r5", "r4"); got != 90 {
+		t.Errorf("a chain that misses the last registration (r7): loss since %d; want 90", got)
+	}
+	if got := regAlso(100, "r10", "", "r9"); got != 100 {
+		t.Errorf("a list without a kept run: loss since %d; want 100", got)
+	}
 }
 
 func TestFenceOnlyTheNamedIncarnation(t *testing.T) {

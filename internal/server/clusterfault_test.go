@@ -509,3 +509,44 @@ func TestRecoveryFailureTakesOnePartitionOffline(t *testing.T) {
 		t.Fatalf("producing to fresh/0: %v", err)
 	}
 }
+
+// TestRestartWithoutQuorumKeepsWrites: a node restarted while the controller quorum is down
+// cannot register, and is restarted again (a restart loop, or an operator's); once the quorum
+// is back and it registers, its registration still says it kept every write of its last
+// registered run (the run that never registered passed on what it held), so its loss index
+// stays where it was.
+func TestRestartWithoutQuorumKeepsWrites(t *testing.T) {
+	c := newFSCluster(t)
+	for id := int32(1); id <= 3; id++ {
+		c.start(id)
+	}
+	registered := func(id int32) bool {
+		n := c.srv[id].Node()
+		nd := n.Image().Nodes[id]
+		return n.Incarnation() != 0 && nd != nil && nd.Incarnation == n.Incarnation()
+	}
+	eventually(t, "three nodes registered", 20*time.Second, func() bool { return registered(1) && registered(2) && registered(3) })
+	lossSince := func() uint64 { return c.srv[1].Node().Image().Nodes[3].LossSince() }
+	before := lossSince()
+
+	for _, id := range []int32{3, 1, 2} {
+		c.stop[id]()
+	}
+	c.start(3) // alone: nodes 1, 2 and 3 are the voters, so there is no quorum
+	time.Sleep(time.Second)
+	if c.srv[3].Node().Incarnation() != 0 {
+		t.Fatal("node 3 registered without a controller quorum")
+	}
+	c.stop[3]()
+	for _, id := range []int32{1, 2, 3} {
+		c.start(id)
+	}
+	eventually(t, "node 3 registered again", 30*time.Second, func() bool { return registered(3) })
+	eventually(t, "node 1's image has node 3's registration", 10*time.Second, func() bool {
+		nd := c.srv[1].Node().Image().Nodes[3]
+		return nd != nil && nd.Incarnation == c.srv[3].Node().Incarnation()
+	})
+	if got := lossSince(); got != before {
+		t.Fatalf("node 3's loss index moved from %d to %d: a restart on the same boot counted as a loss", before, got)
+	}
+}
