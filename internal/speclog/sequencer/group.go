@@ -105,6 +105,9 @@ type Group struct {
 
 	leader atomic.Int32
 	voters atomic.Pointer[[]int32] // the applied configuration's voters, sorted
+	// The raft index applied, and the one the log is compacted to (a member behind it catches
+	// up by a snapshot), as the loop last published them.
+	appliedIndex, compactedIndex atomic.Uint64
 
 	mu        sync.Mutex // guards machine (written by the loop) and changed
 	machine   *Machine
@@ -228,6 +231,12 @@ func (g *Group) Stop() {
 
 // Leader is the node leading the group, or -1.
 func (g *Group) Leader() int32 { return g.leader.Load() }
+
+// Indexes returns the raft index this member has applied, and the one its log is compacted to:
+// a member that has applied less than the leader's compacted index catches up by a snapshot.
+func (g *Group) Indexes() (applied, compacted uint64) {
+	return g.appliedIndex.Load(), g.compactedIndex.Load()
+}
 
 // Voters returns the group's voters as its applied configuration has them (sorted).
 func (g *Group) Voters() []int32 { return slices.Clone(*g.voters.Load()) }
@@ -642,6 +651,8 @@ func (g *Group) ready() error {
 			g.machine = m
 			g.mu.Unlock()
 			g.applied = rd.Snapshot.GetMetadata().GetIndex()
+			g.appliedIndex.Store(g.applied)
+			g.compactedIndex.Store(g.applied)
 			g.confState = pb.EnsureConfState(rd.Snapshot.GetMetadata().GetConfState())
 			g.setVoters()
 			clear(g.leaders)
@@ -726,10 +737,12 @@ func (g *Group) apply(ents []*pb.Entry) error {
 		snap = g.machine.Encode()
 	}
 	g.mu.Unlock()
+	g.appliedIndex.Store(g.applied)
 	if snap != nil {
 		if err := g.store.SaveSnapshot(g.applied, g.confState, snap); err != nil {
 			return err
 		}
+		g.compactedIndex.Store(g.applied)
 	}
 	if changed {
 		g.publish()
