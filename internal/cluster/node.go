@@ -118,9 +118,9 @@ type Node struct {
 	recWake    chan struct{}
 	// Of the reconciler goroutine only: the wake-up that opens offline partitions again when
 	// their retry is due, and the epochs whose leadership it gave up for an offline log.
-	retryTimer  *time.Timer
-	offlineLeft map[controller.PartitionRef]int32
-	offlineWas  map[controller.PartitionRef]bool // offline at the last reconcile
+	retryTimer   *time.Timer
+	offlineEpoch map[controller.PartitionRef]int32      // unopened here in that leader epoch
+	offlineAsked map[controller.PartitionRef]offlineAsk // the last request made for it
 
 	activeMu sync.Mutex
 	active   *activeDriver
@@ -951,61 +951,86 @@ func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
 	return err == nil, err
 }
 
-// tendOffline looks after the partitions this node should host whose logs failed to open
-// (topics.Partition.Offline): the reconciler wakes when the earliest is due to be opened again,
-// and a leadership img gives this node of one is handed on (an election among the other
-// replicas; this node has no log to vote with), once per leader epoch. An election this node
-// answered "not hosted here" while offline is begun again once its log opens, if it has found
-// no leader yet (with one replica, or the others down, it cannot without this node).
+// tendOffline looks after the partitions this node should host and has not opened
+// (topics.Registry.Unopened: a log that failed to open, a topic whose sync failed). The
+// reconciler wakes when the registry's next retry is due. A leadership img gives this node of
+// one is handed on (begin-election: the other replicas elect; this node has no log to vote
+// with). Once it opens, an election that has found no leader since it was unopened (with one
+// replica, or the others down, it cannot without this node, whose "not hosted here" the
+// controller does not ask again) is begun again, only while still leaderless. Each request is
+// repeated every offlineAskEvery while the image still needs it (a proposal can fail).
 func (n *Node) tendOffline(img *controller.Image) {
+	self, now := n.cfg.NodeID, time.Now()
+	var handOff, restart []controller.EpochRef
+	seen := map[controller.PartitionRef]int32{}
+	asked := map[controller.PartitionRef]offlineAsk{}
+	var next time.Time
+	ask := func(ref controller.PartitionRef, epoch int32, to *[]controller.EpochRef) {
+		a, ok := n.offlineAsked[ref]
+		if !ok || a.epoch != epoch || now.Sub(a.at) >= offlineAskEvery {
+			a = offlineAsk{epoch: epoch, at: now}
+			*to = append(*to, controller.EpochRef{PartitionRef: ref, Epoch: epoch})
+		}
+		asked[ref] = a
+		if due := a.at.Add(offlineAskEvery); next.IsZero() || due.Before(next) {
+			next = due
+		}
+	}
+	img.EachPartition(func(t *controller.Topic, index int32, p *controller.Partition) {
+		if !slices.Contains(p.Hosts(), self) {
+			return
+		}
+		ref := controller.PartitionRef{Topic: t.ID, Partition: index}
+		if n.reg.Unopened(t.ID, index) {
+			seen[ref] = p.LeaderEpoch
+			if p.Leader == self {
+				ask(ref, p.LeaderEpoch, &handOff)
+			}
+			return
+		}
+		if e, ok := n.offlineEpoch[ref]; ok && p.Leader < 0 && p.LeaderEpoch == e {
+			seen[ref] = e // until that election ends
+			ask(ref, e, &restart)
+		}
+	})
+	n.offlineEpoch, n.offlineAsked = seen, asked
+	for _, req := range []struct {
+		items      []controller.EpochRef
+		leaderless bool
+		what       string
+	}{{handOff, false, "handing on the leadership of partitions whose logs are not open here"},
+		{restart, true, "beginning again the elections of partitions whose logs opened here"}} {
+		if len(req.items) == 0 {
+			continue
+		}
+		n.logger.Warn("cluster: "+req.what, "partitions", len(req.items))
+		go func() {
+			ctx, cancel := context.WithTimeout(n.ctx, offlineAskEvery)
+			defer cancel()
+			if _, err := n.Propose(ctx, &controller.Command{Op: controller.OpBeginElection,
+				BeginElection: &controller.BeginElection{Items: req.items, Leaderless: req.leaderless}}); err != nil {
+				n.logger.Error("cluster: "+req.what+"; asking again", "err", err)
+			}
+		}()
+	}
 	if n.retryTimer != nil {
 		n.retryTimer.Stop()
 		n.retryTimer = nil
 	}
-	if at, ok := n.reg.RetryAt(); ok {
-		n.retryTimer = time.AfterFunc(max(time.Until(at), 0), n.wakeReconciler)
+	if at, ok := n.reg.RetryAt(); ok && (next.IsZero() || at.Before(next)) {
+		next = at
 	}
-	left, was := map[controller.PartitionRef]int32{}, map[controller.PartitionRef]bool{}
-	for _, rt := range n.reg.List() {
-		it, ok := img.Topics[rt.Name]
-		if !ok || it.ID != rt.ID {
-			continue
-		}
-		for _, p := range rt.Partitions {
-			if int(p.Index) >= len(it.Partitions) {
-				continue
-			}
-			ref := controller.PartitionRef{Topic: rt.ID, Partition: p.Index}
-			ip := it.Partitions[p.Index]
-			if p.Offline() == nil {
-				if p.Hosted() && n.offlineWas[ref] && ip.Leader < 0 {
-					go n.restartElection(controller.EpochRef{PartitionRef: ref, Epoch: ip.LeaderEpoch})
-				}
-				continue
-			}
-			was[ref] = true
-			if ip.Leader != n.cfg.NodeID {
-				continue
-			}
-			left[ref] = ip.LeaderEpoch
-			if e, ok := n.offlineLeft[ref]; !ok || e != ip.LeaderEpoch {
-				go n.reportFailed(controller.EpochRef{PartitionRef: ref, Epoch: ip.LeaderEpoch})
-			}
-		}
+	if !next.IsZero() {
+		n.retryTimer = time.AfterFunc(max(time.Until(next), 0), n.wakeReconciler)
 	}
-	n.offlineLeft, n.offlineWas = left, was
 }
 
-// restartElection begins the election of a leaderless partition again (at the next epoch),
-// so that every replica is asked for its vote anew.
-func (n *Node) restartElection(ref controller.EpochRef) {
-	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
-	defer cancel()
-	n.logger.Info("cluster: the log of a partition without a leader opened here; beginning its election again", "partition", ref.PartitionRef.String(), "epoch", ref.Epoch)
-	if _, err := n.Propose(ctx, &controller.Command{Op: controller.OpBeginElection,
-		BeginElection: &controller.BeginElection{Items: []controller.EpochRef{ref}}}); err != nil {
-		n.logger.Error("cluster: beginning an election again", "partition", ref.PartitionRef.String(), "err", err)
-	}
+// offlineAskEvery is how often tendOffline repeats a request the image does not show done.
+const offlineAskEvery = 5 * time.Second
+
+type offlineAsk struct {
+	epoch int32
+	at    time.Time
 }
 
 // Propose has the active controller apply cmd, and waits until this node's registry reflects
@@ -1204,10 +1229,7 @@ func (n *Node) leaderless() int {
 		if p.Leader >= 0 || !slices.Contains(p.Hosts(), n.cfg.NodeID) {
 			return
 		}
-		offline := false // here: this node cannot vote
-		if rt, ok := n.reg.GetByID(t.ID); ok && int(index) < len(rt.Partitions) {
-			offline = rt.Partitions[index].Offline() != nil
-		}
+		offline := n.reg.Unopened(t.ID, index) // here: this node cannot vote
 		live := 0
 		for _, id := range p.Replicas { // an election needs a majority of them (controller.Active.tally)
 			if img.Live(id) && !(offline && id == n.cfg.NodeID) {

@@ -116,6 +116,10 @@ type Registry struct {
 
 	syncMu sync.Mutex // one Sync at a time
 
+	// failed: topics whose last sync failed (an I/O error in their directory, an unreadable
+	// topic.json), tried again when due; under mu, written under syncMu too.
+	failed map[string]*topicFailure
+
 	mu     sync.RWMutex
 	byName map[string]*Topic
 	byID   map[[16]byte]*Topic
@@ -260,12 +264,25 @@ type Hooks struct {
 	Closing func(t *Topic, p *Partition)
 }
 
+// topicFailure is a topic whose sync failed: it stays as it was published (or unpublished)
+// until its retry.
+type topicFailure struct {
+	id      [16]byte
+	err     error
+	retryAt time.Time
+	backoff time.Duration
+	hosted  int    // partitions this node should host and has not opened (the topic is not published)
+	unpub   []bool // which, by index (nil if the topic is published)
+}
+
 // Sync makes the registry and the data directory match the image: specs are every topic, and
 // cluster and node are the dynamic broker configs (cluster-wide and this node's). Logs of newly
 // hosted partitions are opened (created if missing), and those no longer hosted closed and
 // removed; topics that are gone are deleted. A partition whose log fails to open is offline
-// (Partition.Offline), which fails nothing else; another failure leaves the rest of its topic's
-// sync undone and is returned: the next Sync tries again.
+// (Partition.Offline), and a topic whose sync fails otherwise (an I/O error in its directory,
+// an unreadable topic.json) stays as it was; neither fails anything else, and both are tried
+// again after 1 s, the wait doubling to 1 min while they keep failing (RetryAt). The error
+// returned is a failure to delete a topic or a leftover directory: the next Sync tries again.
 func (r *Registry) Sync(specs []TopicSpec, cluster, node map[string]string, hooks Hooks) error {
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
@@ -274,10 +291,31 @@ func (r *Registry) Sync(specs []TopicSpec, cluster, node map[string]string, hook
 	var errs []error
 	for _, spec := range specs {
 		want[spec.Name] = true
-		if err := r.syncTopic(spec, defaultsChanged, hooks); err != nil {
-			errs = append(errs, fmt.Errorf("topics: %s: %w", spec.Name, err))
+		r.mu.RLock()
+		f := r.failed[spec.Name]
+		r.mu.RUnlock()
+		if f != nil && f.id == spec.ID && r.now().Before(f.retryAt) {
+			continue
+		}
+		// A topic that failed may have missed a change of the defaults meanwhile.
+		if err := r.syncTopic(spec, defaultsChanged || f != nil, hooks); err != nil {
+			r.topicFailed(spec, f, err)
+			continue
+		}
+		if f != nil {
+			r.logger.Info("topics: a topic whose sync failed is in sync again", "topic", spec.Name)
+			r.mu.Lock()
+			delete(r.failed, spec.Name)
+			r.mu.Unlock()
 		}
 	}
+	r.mu.Lock()
+	for name := range r.failed {
+		if !want[name] {
+			delete(r.failed, name)
+		}
+	}
+	r.mu.Unlock()
 	for _, t := range r.List() {
 		if !want[t.Name] {
 			errs = append(errs, r.deleteTopic(t, hooks))
@@ -297,7 +335,13 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 		old = nil
 	}
 	if old == nil {
-		if tf, ok, err := r.readTopicFile(spec.Name); err != nil || (ok && tf.id != spec.ID) {
+		tf, ok, err := r.readTopicFile(spec.Name)
+		if err != nil {
+			// Which topic the directory holds is unknown: keep it (it may be this one's).
+			return fmt.Errorf("reading %s: %w (fix or remove the file; the directory is kept)",
+				filepath.Join(r.dir, spec.Name, "topic.json"), err)
+		}
+		if ok && tf.id != spec.ID {
 			// A directory left by an older topic of this name (deleted while this node was down).
 			if err := r.removeTopicDir(spec.Name, tf.id); err != nil {
 				return err
@@ -349,7 +393,7 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 		case hosted:
 			p, err := r.openPartition(t, i, cfg, hooks)
 			if err != nil {
-				t.Partitions = append(t.Partitions, r.offlinePartition(t, i, cur, err, now))
+				t.Partitions = append(t.Partitions, r.offlinePartition(t, i, cur, err))
 				continue
 			}
 			opened = append(opened, p)
@@ -381,19 +425,47 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 	return nil
 }
 
+// topicFailed records that spec's sync failed with err (prev: its earlier failure, if any).
+func (r *Registry) topicFailed(spec TopicSpec, prev *topicFailure, err error) {
+	f := &topicFailure{id: spec.ID, err: err, backoff: offlineRetryFirst}
+	if prev != nil && prev.id == spec.ID {
+		f.backoff = min(2*prev.backoff, offlineRetryMax)
+	}
+	f.retryAt = r.now().Add(f.backoff)
+	if t, ok := r.Get(spec.Name); !ok || t.ID != spec.ID {
+		f.unpub = make([]bool, spec.Partitions)
+		for i := range spec.Partitions {
+			if spec.Hosted(i) {
+				f.hosted++
+				f.unpub[i] = true
+			}
+		}
+	}
+	r.logger.Error("topics: syncing a topic failed; it stays as it was on this node, the rest is served",
+		"topic", spec.Name, "unopened_partitions", f.hosted, "retry_in", f.backoff, "err", err)
+	r.mu.Lock()
+	if r.failed == nil {
+		r.failed = map[string]*topicFailure{}
+	}
+	r.failed[spec.Name] = f
+	r.mu.Unlock()
+}
+
 // offlinePartition is partition i of t, whose log failed to open with err; prev is the
 // partition as published before (nil, not hosted, or offline already).
-func (r *Registry) offlinePartition(t *Topic, i int32, prev *Partition, err error, now time.Time) *Partition {
+func (r *Registry) offlinePartition(t *Topic, i int32, prev *Partition, err error) *Partition {
 	backoff := offlineRetryFirst
 	if prev != nil && prev.offline != nil {
 		backoff = min(2*prev.backoff, offlineRetryMax)
 	}
+	now := r.now() // after the failed open, which may have taken a while
 	r.logger.Error("topics: the log of a partition hosted here failed to open; the partition is offline on this node, "+
 		"the rest is served", "topic", t.Name, "partition", i, "dir", r.partitionDir(t.Name, i), "retry_in", backoff, "err", err)
 	return &Partition{Topic: t.Name, Index: i, offline: err, retryAt: now.Add(backoff), backoff: backoff, changed: make(chan struct{})}
 }
 
-// Offline returns how many partitions this node should host have no open log (Partition.Offline).
+// Offline returns how many partitions this node should host have no open log: offline ones
+// (Partition.Offline), and those of a topic whose sync failed before it was published.
 func (r *Registry) Offline() int {
 	n := 0
 	for _, t := range r.List() {
@@ -403,7 +475,28 @@ func (r *Registry) Offline() int {
 			}
 		}
 	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, f := range r.failed {
+		n += f.hosted
+	}
 	return n
+}
+
+// Unopened reports whether partition i of topic id is one this node should host and has not
+// opened: offline (Partition.Offline), or of a topic whose sync failed before it was published.
+func (r *Registry) Unopened(id [16]byte, i int32) bool {
+	if t, ok := r.GetByID(id); ok {
+		return int(i) < len(t.Partitions) && t.Partitions[i].offline != nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, f := range r.failed {
+		if f.id == id {
+			return int(i) < len(f.unpub) && f.unpub[i]
+		}
+	}
+	return false
 }
 
 // RetryAt returns when the next Sync should run to open an offline partition's log again;
@@ -414,6 +507,13 @@ func (r *Registry) RetryAt() (at time.Time, ok bool) {
 			if p.offline != nil && (!ok || p.retryAt.Before(at)) {
 				at, ok = p.retryAt, true
 			}
+		}
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, f := range r.failed {
+		if !ok || f.retryAt.Before(at) {
+			at, ok = f.retryAt, true
 		}
 	}
 	return at, ok

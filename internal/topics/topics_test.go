@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
@@ -434,4 +435,102 @@ func TestOfflinePartition(t *testing.T) {
 	if got := state(); got[2] {
 		t.Fatalf("offline = %v; want partition 2 not hosted", got)
 	}
+}
+
+// TestTopicSyncFailure: a topic whose topic.json cannot be read (an I/O error, or garbage) is
+// neither deleted nor opened: its partitions count as unopened, it is tried again when due,
+// and once the file reads it opens on the data it had. Other topics are synced meanwhile.
+func TestTopicSyncFailure(t *testing.T) {
+	mem := vfs.NewMem()
+	var rules vfs.Rules
+	fsys := vfs.NewErrorFS(mem, &rules)
+	f := logstore.NewFlusher(0)
+	defer f.Close()
+	now := time.Unix(1000, 0)
+	open := func() *Registry {
+		r, err := Open(Options{FS: fsys, DataDir: "/data", Flusher: f, Logger: quiet, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	u := TopicSpec{Name: "u", ID: [16]byte{5}, Partitions: 2, Hosted: all}
+	v := TopicSpec{Name: "v", ID: [16]byte{6}, Partitions: 1, Hosted: all}
+	r := open()
+	if err := r.Sync([]TopicSpec{u}, nil, nil, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := r.Get("u")
+	if _, _, err := tp.Partitions[1].Log.Append(testBatch(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+
+	for _, bad := range []string{"unreadable", "garbage"} {
+		r := open()
+		switch bad {
+		case "unreadable":
+			rules.Add(vfs.Rule{Op: vfs.OpOpen, PathContains: "/topics/u/topic.json"})
+		case "garbage":
+			if err := vfs.WriteFileAtomic(mem, "/data/topics/u", "topic.json", []byte("{not json")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Sync([]TopicSpec{u, v}, nil, nil, Hooks{}); err != nil {
+			t.Fatalf("%s: Sync = %v; want nil (the topic stays unsynced, the rest is synced)", bad, err)
+		}
+		if _, ok := r.Get("u"); ok {
+			t.Fatalf("%s: topic u published", bad)
+		}
+		if got, ok := r.Get("v"); !ok || !got.Partitions[0].Hosted() {
+			t.Fatalf("%s: topic v not synced", bad)
+		}
+		if _, err := mem.Stat("/data/topics/u/1"); err != nil {
+			t.Fatalf("%s: the directory of topic u is gone: %v", bad, err)
+		}
+		if n := r.Offline(); n != 2 || !r.Unopened(u.ID, 0) || !r.Unopened(u.ID, 1) || r.Unopened(v.ID, 0) {
+			t.Fatalf("%s: Offline = %d, Unopened = %v %v %v; want 2, true true false", bad, n,
+				r.Unopened(u.ID, 0), r.Unopened(u.ID, 1), r.Unopened(v.ID, 0))
+		}
+		at, ok := r.RetryAt()
+		if !ok || !at.Equal(now.Add(offlineRetryFirst)) {
+			t.Fatalf("%s: RetryAt = %v, %v", bad, at, ok)
+		}
+		r.Sync([]TopicSpec{u, v}, nil, nil, Hooks{}) // not due: not tried
+		now = now.Add(offlineRetryFirst)
+		r.Sync([]TopicSpec{u, v}, nil, nil, Hooks{}) // due: fails again, the wait doubles
+		if at, _ := r.RetryAt(); !at.Equal(now.Add(2 * offlineRetryFirst)) {
+			t.Fatalf("%s: RetryAt after a second failure = %v; want %v", bad, at, now.Add(2*offlineRetryFirst))
+		}
+		// Mended: the next due retry opens it on its data.
+		rules.Clear()
+		if bad == "garbage" {
+			if err := vfs.WriteFileAtomic(mem, "/data/topics/u", "topic.json", []byte(`{"id":"05000000000000000000000000000000","partitions":2}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now = now.Add(2 * offlineRetryFirst)
+		if err := r.Sync([]TopicSpec{u, v}, nil, nil, Hooks{}); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := r.Get("u")
+		if !ok || !got.Partitions[1].Hosted() || got.Partitions[1].Log.EndOffset() != 1 {
+			t.Fatalf("%s: after the mend topic u is %v, %v; want it open with its record", bad, got, ok)
+		}
+		if n := r.Offline(); n != 0 {
+			t.Fatalf("%s: Offline = %d after the mend", bad, n)
+		}
+		if _, ok := r.RetryAt(); ok {
+			t.Fatalf("%s: a retry is still due after the mend", bad)
+		}
+		r.Close()
+	}
+}
+
+// testBatch is a producer batch of one record.
+func testBatch(t *testing.T) []byte {
+	t.Helper()
+	body := batch.AppendRecord(nil, 0, 0, []byte("k"), []byte("v"), 0, nil)
+	return batch.AppendBatch(nil, batch.Header{LastOffsetDelta: 0, BaseTimestamp: 1, MaxTimestamp: 1,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 1}, body)
 }
