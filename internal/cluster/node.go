@@ -957,8 +957,13 @@ func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
 // one is handed on (begin-election: the other replicas elect; this node has no log to vote
 // with). Once it opens, an election that has found no leader since it was unopened (with one
 // replica, or the others down, it cannot without this node, whose "not hosted here" the
-// controller does not ask again) is begun again, only while still leaderless. Each request is
-// repeated every offlineAskEvery while the image still needs it (a proposal can fail).
+// controller does not ask again) is begun again. Each request is repeated every
+// offlineAskEvery while the image still needs it (a proposal can fail).
+//
+// The restart is a plain begin-election of the epoch the image shows leaderless: if that
+// election finds its leader just before the restart applies, the restart deposes it and one
+// more election runs. A flag "only while leaderless" would spare it, but voters of an older
+// version would ignore the flag and apply the command differently.
 func (n *Node) tendOffline(img *controller.Image) {
 	self, now := n.cfg.NodeID, time.Now()
 	var handOff, restart []controller.EpochRef
@@ -995,11 +1000,10 @@ func (n *Node) tendOffline(img *controller.Image) {
 	})
 	n.offlineEpoch, n.offlineAsked = seen, asked
 	for _, req := range []struct {
-		items      []controller.EpochRef
-		leaderless bool
-		what       string
-	}{{handOff, false, "handing on the leadership of partitions whose logs are not open here"},
-		{restart, true, "beginning again the elections of partitions whose logs opened here"}} {
+		items []controller.EpochRef
+		what  string
+	}{{handOff, "handing on the leadership of partitions whose logs are not open here"},
+		{restart, "beginning again the elections of partitions whose logs opened here"}} {
 		if len(req.items) == 0 {
 			continue
 		}
@@ -1008,7 +1012,7 @@ func (n *Node) tendOffline(img *controller.Image) {
 			ctx, cancel := context.WithTimeout(n.ctx, offlineAskEvery)
 			defer cancel()
 			if _, err := n.Propose(ctx, &controller.Command{Op: controller.OpBeginElection,
-				BeginElection: &controller.BeginElection{Items: req.items, Leaderless: req.leaderless}}); err != nil {
+				BeginElection: &controller.BeginElection{Items: req.items}}); err != nil {
 				n.logger.Error("cluster: "+req.what+"; asking again", "err", err)
 			}
 		}()

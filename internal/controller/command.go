@@ -215,10 +215,6 @@ type ElectItem struct {
 // a preferred election, a leader's failing disk): epoch + 1, no leader.
 type BeginElection struct {
 	Items []EpochRef `json:"items"`
-	// Leaderless begins the elections again only of partitions still without a leader in the
-	// item's epoch (one whose election a replica could not vote in: it asks every replica anew),
-	// never deposing the leader that election may have found meanwhile.
-	Leaderless bool `json:"leaderless,omitempty"`
 }
 
 // EpochRef is a partition in a leader epoch.
@@ -440,7 +436,7 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 	case OpBeginElection:
 		if c.BeginElection != nil {
 			for _, it := range c.BeginElection.Items {
-				if _, p, ok := im.Partition(it.Topic, it.Partition); ok && p.LeaderEpoch == it.Epoch && (!c.BeginElection.Leaderless || p.Leader < 0) {
+				if _, p, ok := im.Partition(it.Topic, it.Partition); ok && p.LeaderEpoch == it.Epoch {
 					dropLeader(im, p)
 				}
 			}

@@ -357,28 +357,3 @@ func TestEpochStartsAndReplicasSince(t *testing.T) {
 		t.Fatalf("after a reassignment began: replicas since %d; want 91", p.ReplicasSince)
 	}
 }
-
-// TestBeginElectionLeaderless: a begin-election marked leaderless begins again only an
-// election that has not found its leader, and never deposes the one it found.
-func TestBeginElectionLeaderless(t *testing.T) {
-	im := cluster3(t)
-	_, p, _ := im.Partition(TopicID{1}, 1)
-	epoch, leader := p.LeaderEpoch, p.Leader
-	if leader < 0 {
-		t.Fatal("the partition has no leader to start with")
-	}
-	item := EpochRef{PartitionRef: PartitionRef{Topic: TopicID{1}, Partition: 1}, Epoch: epoch}
-	Apply(im, 50, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{item}, Leaderless: true}})
-	if _, p, _ = im.Partition(TopicID{1}, 1); p.Leader != leader || p.LeaderEpoch != epoch {
-		t.Fatalf("a leaderless begin-election deposed leader %d (now %d in epoch %d)", leader, p.Leader, p.LeaderEpoch)
-	}
-	Apply(im, 51, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{item}}})
-	if _, p, _ = im.Partition(TopicID{1}, 1); p.Leader != -1 || p.LeaderEpoch != epoch+1 {
-		t.Fatalf("begin-election: leader %d epoch %d; want -1, %d", p.Leader, p.LeaderEpoch, epoch+1)
-	}
-	item.Epoch = epoch + 1
-	Apply(im, 52, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{item}, Leaderless: true}})
-	if _, p, _ = im.Partition(TopicID{1}, 1); p.Leader != -1 || p.LeaderEpoch != epoch+2 {
-		t.Fatalf("a leaderless begin-election of a leaderless partition: leader %d epoch %d; want -1, %d", p.Leader, p.LeaderEpoch, epoch+2)
-	}
-}

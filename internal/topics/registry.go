@@ -96,6 +96,10 @@ type Topic struct {
 	Partitions []*Partition
 
 	defaults *defaults // the registry's dynamic broker configs
+	// placeholder: published for a topic whose first sync on this node failed (its directory
+	// unchecked): its hosted partitions are offline with that failure, and its next sync starts
+	// afresh.
+	placeholder bool
 }
 
 type topicFile struct {
@@ -264,15 +268,30 @@ type Hooks struct {
 	Closing func(t *Topic, p *Partition)
 }
 
-// topicFailure is a topic whose sync failed: it stays as it was published (or unpublished)
-// until its retry.
+// topicFailure is a topic whose sync failed: it stays as it was published (a placeholder if it
+// was not) until its retry, or until the image changes its partitions here.
 type topicFailure struct {
 	id      [16]byte
 	err     error
 	retryAt time.Time
 	backoff time.Duration
-	hosted  int    // partitions this node should host and has not opened (the topic is not published)
-	unpub   []bool // which, by index (nil if the topic is published)
+	hosted  []bool // the spec's hosted partitions when it failed
+	// unopened: hosted partitions the published form has not opened and does not count
+	// offline (added or moved here by the sync that failed).
+	unopened []bool
+}
+
+// same reports whether spec is the topic f failed on, with the same partitions hosted here.
+func (f *topicFailure) same(spec TopicSpec) bool {
+	if f.id != spec.ID || int32(len(f.hosted)) != spec.Partitions {
+		return false
+	}
+	for i, h := range f.hosted {
+		if spec.Hosted(int32(i)) != h {
+			return false
+		}
+	}
+	return true
 }
 
 // Sync makes the registry and the data directory match the image: specs are every topic, and
@@ -294,7 +313,7 @@ func (r *Registry) Sync(specs []TopicSpec, cluster, node map[string]string, hook
 		r.mu.RLock()
 		f := r.failed[spec.Name]
 		r.mu.RUnlock()
-		if f != nil && f.id == spec.ID && r.now().Before(f.retryAt) {
+		if f != nil && f.same(spec) && r.now().Before(f.retryAt) {
 			continue
 		}
 		// A topic that failed may have missed a change of the defaults meanwhile.
@@ -334,12 +353,27 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 		}
 		old = nil
 	}
+	if old != nil && old.placeholder { // it holds no log: start afresh
+		old = nil
+	}
 	if old == nil {
 		tf, ok, err := r.readTopicFile(spec.Name)
 		if err != nil {
-			// Which topic the directory holds is unknown: keep it (it may be this one's).
-			return fmt.Errorf("reading %s: %w (fix or remove the file; the directory is kept)",
-				filepath.Join(r.dir, spec.Name, "topic.json"), err)
+			hosted := false
+			for i := range spec.Partitions {
+				hosted = hosted || spec.Hosted(i)
+			}
+			if hosted {
+				// Which topic the directory holds is unknown: keep it (it may be this one's).
+				return fmt.Errorf("reading %s: %w (fix or remove the file; the directory is kept)",
+					filepath.Join(r.dir, spec.Name, "topic.json"), err)
+			}
+			// Whichever topic it held, this node hosts none of its partitions now.
+			r.logger.Warn("topics: removing the directory of a topic whose topic.json cannot be read; no partition of it is hosted here",
+				"topic", spec.Name, "err", err)
+			if err := r.removeTopicDir(spec.Name, [16]byte{}); err != nil {
+				return err
+			}
 		}
 		if ok && tf.id != spec.ID {
 			// A directory left by an older topic of this name (deleted while this node was down).
@@ -426,23 +460,51 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 }
 
 // topicFailed records that spec's sync failed with err (prev: its earlier failure, if any).
+// A topic that was not published gets a placeholder, so that this node still knows it (its
+// Metadata answers, its configs), with the partitions it should host offline.
 func (r *Registry) topicFailed(spec TopicSpec, prev *topicFailure, err error) {
-	f := &topicFailure{id: spec.ID, err: err, backoff: offlineRetryFirst}
+	f := &topicFailure{id: spec.ID, err: err, backoff: offlineRetryFirst, hosted: make([]bool, spec.Partitions),
+		unopened: make([]bool, spec.Partitions)}
 	if prev != nil && prev.id == spec.ID {
 		f.backoff = min(2*prev.backoff, offlineRetryMax)
 	}
 	f.retryAt = r.now().Add(f.backoff)
-	if t, ok := r.Get(spec.Name); !ok || t.ID != spec.ID {
-		f.unpub = make([]bool, spec.Partitions)
+	old, ok := r.Get(spec.Name)
+	if ok && old.ID != spec.ID {
+		old, ok = nil, false
+	}
+	if !ok || old.placeholder {
+		t := &Topic{Name: spec.Name, ID: spec.ID, Configs: maps.Clone(spec.Configs), defaults: r.defaults, placeholder: true}
+		if t.Configs == nil {
+			t.Configs = map[string]string{}
+		}
 		for i := range spec.Partitions {
+			p := &Partition{Topic: spec.Name, Index: i, changed: make(chan struct{})}
 			if spec.Hosted(i) {
-				f.hosted++
-				f.unpub[i] = true
+				p.offline, p.retryAt, p.backoff = err, f.retryAt, f.backoff
 			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		r.mu.Lock()
+		if ok { // a placeholder of the topic before
+			delete(r.byID, old.ID)
+		}
+		r.byName[t.Name], r.byID[t.ID] = t, t
+		r.mu.Unlock()
+		old = t
+	}
+	unopened := 0
+	for i := range spec.Partitions {
+		f.hosted[i] = spec.Hosted(i)
+		if f.hosted[i] && (int(i) >= len(old.Partitions) || !old.Partitions[i].Hosted() && old.Partitions[i].offline == nil) {
+			f.unopened[i] = true
+		}
+		if f.hosted[i] && (int(i) >= len(old.Partitions) || !old.Partitions[i].Hosted()) {
+			unopened++
 		}
 	}
 	r.logger.Error("topics: syncing a topic failed; it stays as it was on this node, the rest is served",
-		"topic", spec.Name, "unopened_partitions", f.hosted, "retry_in", f.backoff, "err", err)
+		"topic", spec.Name, "unopened_partitions", unopened, "retry_in", f.backoff, "err", err)
 	r.mu.Lock()
 	if r.failed == nil {
 		r.failed = map[string]*topicFailure{}
@@ -465,7 +527,7 @@ func (r *Registry) offlinePartition(t *Topic, i int32, prev *Partition, err erro
 }
 
 // Offline returns how many partitions this node should host have no open log: offline ones
-// (Partition.Offline), and those of a topic whose sync failed before it was published.
+// (Partition.Offline), and those a topic's failed sync did not open.
 func (r *Registry) Offline() int {
 	n := 0
 	for _, t := range r.List() {
@@ -478,7 +540,11 @@ func (r *Registry) Offline() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, f := range r.failed {
-		n += f.hosted
+		for _, u := range f.unopened {
+			if u {
+				n++
+			}
+		}
 	}
 	return n
 }
@@ -486,14 +552,14 @@ func (r *Registry) Offline() int {
 // Unopened reports whether partition i of topic id is one this node should host and has not
 // opened: offline (Partition.Offline), or of a topic whose sync failed before it was published.
 func (r *Registry) Unopened(id [16]byte, i int32) bool {
-	if t, ok := r.GetByID(id); ok {
-		return int(i) < len(t.Partitions) && t.Partitions[i].offline != nil
+	if t, ok := r.GetByID(id); ok && int(i) < len(t.Partitions) && t.Partitions[i].offline != nil {
+		return true
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, f := range r.failed {
-		if f.id == id {
-			return int(i) < len(f.unpub) && f.unpub[i]
+		if f.id == id && int(i) < len(f.unopened) && f.unopened[i] {
+			return true
 		}
 	}
 	return false

@@ -479,8 +479,8 @@ func TestTopicSyncFailure(t *testing.T) {
 		if err := r.Sync([]TopicSpec{u, v}, nil, nil, Hooks{}); err != nil {
 			t.Fatalf("%s: Sync = %v; want nil (the topic stays unsynced, the rest is synced)", bad, err)
 		}
-		if _, ok := r.Get("u"); ok {
-			t.Fatalf("%s: topic u published", bad)
+		if got, ok := r.Get("u"); !ok || got.Partitions[0].Hosted() || got.Partitions[0].Offline() == nil {
+			t.Fatalf("%s: topic u is %v, %v; want it known with its partitions offline", bad, got, ok)
 		}
 		if got, ok := r.Get("v"); !ok || !got.Partitions[0].Hosted() {
 			t.Fatalf("%s: topic v not synced", bad)
@@ -525,6 +525,22 @@ func TestTopicSyncFailure(t *testing.T) {
 		}
 		r.Close()
 	}
+
+	// A topic none of whose partitions this node hosts: its unreadable directory goes.
+	r = open()
+	defer r.Close()
+	rules.Add(vfs.Rule{Op: vfs.OpOpen, PathContains: "/topics/u/topic.json"})
+	away := TopicSpec{Name: "u", ID: u.ID, Partitions: 2, Hosted: func(int32) bool { return false }}
+	if err := r.Sync([]TopicSpec{away}, nil, nil, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	rules.Clear()
+	if got, ok := r.Get("u"); !ok || got.Partitions[0].Offline() != nil || r.Offline() != 0 {
+		t.Fatalf("a topic not hosted here: %v, %v, Offline %d; want it synced", got, ok, r.Offline())
+	}
+	if _, err := mem.Stat("/data/topics/u/1"); !errors.Is(err, vfs.ErrNotExist) {
+		t.Fatalf("the partition directory of a topic not hosted here is still there: %v", err)
+	}
 }
 
 // testBatch is a producer batch of one record.
@@ -533,4 +549,46 @@ func testBatch(t *testing.T) []byte {
 	body := batch.AppendRecord(nil, 0, 0, []byte("k"), []byte("v"), 0, nil)
 	return batch.AppendBatch(nil, batch.Header{LastOffsetDelta: 0, BaseTimestamp: 1, MaxTimestamp: 1,
 		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 1}, body)
+}
+
+// TestFailedSyncOfAPublishedTopic: a topic whose sync fails after it was published keeps its
+// published form, and a partition that sync added here counts as unopened until a retry opens
+// it.
+func TestFailedSyncOfAPublishedTopic(t *testing.T) {
+	mem := vfs.NewMem()
+	var rules vfs.Rules
+	fsys := vfs.NewErrorFS(mem, &rules)
+	f := logstore.NewFlusher(0)
+	defer f.Close()
+	now := time.Unix(1000, 0)
+	r, err := Open(Options{FS: fsys, DataDir: "/data", Flusher: f, Logger: quiet, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	id := [16]byte{3}
+	one := TopicSpec{Name: "w", ID: id, Partitions: 1, Hosted: all}
+	if err := r.Sync([]TopicSpec{one}, nil, nil, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	rules.Add(vfs.Rule{Op: vfs.OpCreate, PathContains: "/topics/w/topic.json"}) // its topic.json cannot be written
+	two := TopicSpec{Name: "w", ID: id, Partitions: 2, Hosted: all}
+	if err := r.Sync([]TopicSpec{two}, nil, nil, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.Get("w")
+	if len(got.Partitions) != 1 || !got.Partitions[0].Hosted() {
+		t.Fatalf("after the failed sync w has %d partitions; want its published form, 1 open", len(got.Partitions))
+	}
+	if !r.Unopened(id, 1) || r.Unopened(id, 0) || r.Offline() != 1 {
+		t.Fatalf("Unopened = %v %v, Offline = %d; want partition 1 unopened", r.Unopened(id, 0), r.Unopened(id, 1), r.Offline())
+	}
+	rules.Clear()
+	now = now.Add(offlineRetryFirst)
+	if err := r.Sync([]TopicSpec{two}, nil, nil, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.Get("w"); len(got.Partitions) != 2 || !got.Partitions[1].Hosted() || r.Offline() != 0 {
+		t.Fatalf("after the retry: %d partitions, Offline %d; want 2 open, 0", len(got.Partitions), r.Offline())
+	}
 }
