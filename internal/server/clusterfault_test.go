@@ -70,6 +70,34 @@ func (c *fsCluster) start(id int32) {
 	c.stop[id] = func() { once.Do(func() { cancel(); <-served; s.Close() }) }
 }
 
+// startFaultyCluster starts three nodes, node faulty's file system failing as the rules
+// returned say.
+func startFaultyCluster(t *testing.T, faulty int32) (*fsCluster, *vfs.Rules) {
+	c := newFSCluster(t)
+	rules := &vfs.Rules{}
+	c.fs[faulty] = vfs.NewErrorFS(c.mem[faulty], rules)
+	for id := int32(1); id <= 3; id++ {
+		c.start(id)
+	}
+	return c, rules
+}
+
+// createTopicEventually creates topic with three partitions on three replicas, trying again
+// until ctx ends (the cluster may still be forming).
+func createTopicEventually(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, configs map[string]*string) {
+	t.Helper()
+	for {
+		resp, err := adm.CreateTopic(ctx, 3, 3, configs, topic)
+		if err == nil && resp.Err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func (c *fsCluster) brokers() []string {
 	var out []string
 	for _, a := range c.addr {
@@ -207,16 +235,7 @@ func TestClusterPowerLoss(t *testing.T) {
 				t.Fatal(err)
 			}
 			adm := kadm.NewClient(cl)
-			for {
-				resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"write.caching": &caching, "flush.ms": new("50")}, "cut")
-				if err == nil && resp.Err == nil {
-					break
-				}
-				if ctx.Err() != nil {
-					t.Fatalf("create: %v %v", err, resp.Err)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+			createTopicEventually(t, ctx, adm, "cut", map[string]*string{"write.caching": &caching, "flush.ms": new("50")})
 			cl.Close()
 			stop := make(chan struct{})
 			results := produceUnderLoad(t, c.brokers(), "cut", stop)
@@ -299,12 +318,7 @@ func TestReplicaDiskFailure(t *testing.T) {
 }
 
 func testReplicaDiskFailure(t *testing.T, rule vfs.Rule) {
-	c := newFSCluster(t)
-	var rules vfs.Rules
-	c.fs[2] = vfs.NewErrorFS(c.mem[2], &rules)
-	for id := int32(1); id <= 3; id++ {
-		c.start(id)
-	}
+	c, rules := startFaultyCluster(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...))
@@ -313,16 +327,7 @@ func testReplicaDiskFailure(t *testing.T, rule vfs.Rule) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	for { // three partitions over three nodes: node 2 leads one and follows the others
-		resp, err := adm.CreateTopic(ctx, 3, 3, nil, "disk")
-		if err == nil && resp.Err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	createTopicEventually(t, ctx, adm, "disk", nil) // node 2 leads one partition and follows the others
 	stop := make(chan struct{})
 	results := produceUnderLoad(t, c.brokers(), "disk", stop)
 	time.Sleep(time.Second)
@@ -392,12 +397,7 @@ func leaderOf(t *testing.T, brokers []string, topic string, partition int32) int
 // node does not keep registering again, and once the log reads again the node opens it and
 // catches up.
 func TestRecoveryFailureTakesOnePartitionOffline(t *testing.T) {
-	c := newFSCluster(t)
-	var rules vfs.Rules
-	c.fs[3] = vfs.NewErrorFS(c.mem[3], &rules)
-	for id := int32(1); id <= 3; id++ {
-		c.start(id)
-	}
+	c, rules := startFaultyCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...))
@@ -406,16 +406,7 @@ func TestRecoveryFailureTakesOnePartitionOffline(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	for {
-		resp, err := adm.CreateTopic(ctx, 3, 3, nil, "rec")
-		if err == nil && resp.Err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	createTopicEventually(t, ctx, adm, "rec", nil)
 	load := func(prefix string, d time.Duration) map[string]acked {
 		stop := make(chan struct{})
 		results := produceUnderLoadAs(t, c.brokers(), "rec", prefix, stop)

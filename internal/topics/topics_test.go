@@ -349,16 +349,9 @@ func FuzzCheckConfig(f *testing.F) {
 // wait doubling while it keeps failing), opens when the failure is gone, and one moved away
 // while offline has its directory removed.
 func TestOfflinePartition(t *testing.T) {
-	mem := vfs.NewMem()
-	var rules vfs.Rules
-	fsys := vfs.NewErrorFS(mem, &rules)
-	f := logstore.NewFlusher(0)
-	defer f.Close()
+	mem, rules, fsys := faultyFS()
 	now := time.Unix(1000, 0)
-	r, err := Open(Options{FS: fsys, DataDir: "/data", Flusher: f, Logger: quiet, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openAt(t, fsys, &now)
 	defer r.Close()
 	spec := TopicSpec{Name: "t", ID: [16]byte{9}, Partitions: 3, Hosted: all}
 	// Partition 1's directory cannot be listed: its recovery fails.
@@ -441,19 +434,9 @@ func TestOfflinePartition(t *testing.T) {
 // neither deleted nor opened: its partitions count as unopened, it is tried again when due,
 // and once the file reads it opens on the data it had. Other topics are synced meanwhile.
 func TestTopicSyncFailure(t *testing.T) {
-	mem := vfs.NewMem()
-	var rules vfs.Rules
-	fsys := vfs.NewErrorFS(mem, &rules)
-	f := logstore.NewFlusher(0)
-	defer f.Close()
+	mem, rules, fsys := faultyFS()
 	now := time.Unix(1000, 0)
-	open := func() *Registry {
-		r, err := Open(Options{FS: fsys, DataDir: "/data", Flusher: f, Logger: quiet, Now: func() time.Time { return now }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	open := func() *Registry { return openAt(t, fsys, &now) }
 	u := TopicSpec{Name: "u", ID: [16]byte{5}, Partitions: 2, Hosted: all}
 	v := TopicSpec{Name: "v", ID: [16]byte{6}, Partitions: 1, Hosted: all}
 	r := open()
@@ -555,16 +538,9 @@ func testBatch(t *testing.T) []byte {
 // published form, and a partition that sync added here counts as unopened until a retry opens
 // it.
 func TestFailedSyncOfAPublishedTopic(t *testing.T) {
-	mem := vfs.NewMem()
-	var rules vfs.Rules
-	fsys := vfs.NewErrorFS(mem, &rules)
-	f := logstore.NewFlusher(0)
-	defer f.Close()
+	_, rules, fsys := faultyFS()
 	now := time.Unix(1000, 0)
-	r, err := Open(Options{FS: fsys, DataDir: "/data", Flusher: f, Logger: quiet, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openAt(t, fsys, &now)
 	defer r.Close()
 	id := [16]byte{3}
 	one := TopicSpec{Name: "w", ID: id, Partitions: 1, Hosted: all}
@@ -591,4 +567,23 @@ func TestFailedSyncOfAPublishedTopic(t *testing.T) {
 	if got, _ := r.Get("w"); len(got.Partitions) != 2 || !got.Partitions[1].Hosted() || r.Offline() != 0 {
 		t.Fatalf("after the retry: %d partitions, Offline %d; want 2 open, 0", len(got.Partitions), r.Offline())
 	}
+}
+
+// faultyFS is an in-memory file system whose operations fail as rules say.
+func faultyFS() (*vfs.MemFS, *vfs.Rules, vfs.FS) {
+	mem := vfs.NewMem()
+	rules := &vfs.Rules{}
+	return mem, rules, vfs.NewErrorFS(mem, rules)
+}
+
+// openAt opens the registry of /data on fsys, whose clock reads *now.
+func openAt(t *testing.T, fsys vfs.FS, now *time.Time) *Registry {
+	t.Helper()
+	f := logstore.NewFlusher(0)
+	t.Cleanup(func() { f.Close() })
+	r, err := Open(Options{FS: fsys, DataDir: "/data", Flusher: f, Logger: quiet, Now: func() time.Time { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
