@@ -400,7 +400,8 @@ func (n *Node) StartFromSnapshot(img *controller.Image) error {
 		specs = append(specs, topics.TopicSpec{Name: t.Name, ID: t.ID, Configs: t.Configs, Partitions: int32(len(t.Partitions)),
 			Hosted: func(int32) bool { return false }})
 	}
-	return n.reg.Sync(specs, img.ClusterConfigs, nil, topics.Hooks{})
+	n.reg.Sync(specs, img.ClusterConfigs, nil, topics.Hooks{})
+	return nil
 }
 
 // ControllerID is the active controller's node id (-1: none known).
@@ -848,18 +849,7 @@ func (n *Node) reconciler() {
 		if d := n.activeDriver(); d != nil {
 			d.setImage(img)
 		}
-		applied, err := n.reconcile(img)
-		if err != nil {
-			n.logger.Error("cluster: applying the metadata", "index", img.Index, "err", err)
-			select { // try again soon
-			case <-n.ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-				n.wakeReconciler()
-			}
-			continue
-		}
-		if !applied {
+		if !n.reconcile(img) {
 			continue
 		}
 		n.recMu.Lock()
@@ -898,12 +888,12 @@ func (n *Node) waitReconciled(ctx context.Context, index uint64) error {
 // registration, it may be older than what the node acted on before a restart, so nothing is
 // changed (a stale image could name a topic deleted meanwhile, or miss one created, or say this
 // node still leads what it led): applied is false.
-func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
+func (n *Node) reconcile(img *controller.Image) (applied bool) {
 	if n.marks.lossUnsaid() {
-		return false, nil // no log opens until the node has registered again (join); register wakes us
+		return false // no log opens until the node has registered again (join); register wakes us
 	}
 	if j := n.joinIndex.Load(); j == 0 || img.Index < j {
-		return false, nil
+		return false
 	}
 	self := n.cfg.NodeID
 	specs := make([]topics.TopicSpec, 0, len(img.Topics))
@@ -916,7 +906,7 @@ func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
 	if nd := img.Nodes[self]; nd != nil {
 		nodeConfigs = nd.Configs
 	}
-	err = n.reg.Sync(specs, img.ClusterConfigs, nodeConfigs, topics.Hooks{
+	n.reg.Sync(specs, img.ClusterConfigs, nodeConfigs, topics.Hooks{
 		Opened: func(t *topics.Topic, p *topics.Partition, dir string) (*replica.Replica, error) {
 			return n.rm.Add(controller.PartitionRef{Topic: t.ID, Partition: p.Index}, t.Name, p.Log, n.cfg.FS, dir)
 		},
@@ -948,7 +938,7 @@ func (n *Node) reconcile(img *controller.Image) (applied bool, err error) {
 			n.rm.Assign(controller.PartitionRef{Topic: rt.ID, Partition: p.Index}, a)
 		}
 	}
-	return err == nil, err
+	return true
 }
 
 // tendOffline looks after the partitions this node should host and has not opened

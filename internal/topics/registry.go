@@ -123,6 +123,9 @@ type Registry struct {
 	// failed: topics whose last sync failed (an I/O error in their directory, an unreadable
 	// topic.json), tried again when due; under mu, written under syncMu too.
 	failed map[string]*topicFailure
+	// cleanupLogged: when a failed removal of deleted topics' directories was last logged
+	// (under syncMu).
+	cleanupLogged time.Time
 
 	mu     sync.RWMutex
 	byName map[string]*Topic
@@ -300,9 +303,11 @@ func (f *topicFailure) same(spec TopicSpec) bool {
 // removed; topics that are gone are deleted. A partition whose log fails to open is offline
 // (Partition.Offline), and a topic whose sync fails otherwise (an I/O error in its directory,
 // an unreadable topic.json) stays as it was; neither fails anything else, and both are tried
-// again after 1 s, the wait doubling to 1 min while they keep failing (RetryAt). The error
-// returned is a failure to delete a topic or a leftover directory: the next Sync tries again.
-func (r *Registry) Sync(specs []TopicSpec, cluster, node map[string]string, hooks Hooks) error {
+// again after 1 s, the wait doubling to 1 min while they keep failing (RetryAt). A deleted
+// topic leaves the registry even if its directory cannot be removed: a later Sync removes it.
+// Nothing fails the whole Sync: everything waiting for the metadata to be applied here would
+// wait on one topic's disk.
+func (r *Registry) Sync(specs []TopicSpec, cluster, node map[string]string, hooks Hooks) {
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
 	defaultsChanged := r.defaults.set(cluster, node)
@@ -341,7 +346,14 @@ func (r *Registry) Sync(specs []TopicSpec, cluster, node map[string]string, hook
 		}
 	}
 	errs = append(errs, r.removeOrphans(want))
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		// The topics are gone from the registry; what is left of them on disk a later Sync
+		// removes (removeOrphans).
+		if now := r.now(); r.cleanupLogged.IsZero() || now.Sub(r.cleanupLogged) >= offlineRetryMax {
+			r.cleanupLogged = now
+			r.logger.Error("topics: removing the directories of deleted topics failed; a later sync tries again", "err", err)
+		}
+	}
 }
 
 // syncTopic brings one topic in line with its spec.

@@ -98,17 +98,13 @@ func TestSyncOpensClosesAndPrecedence(t *testing.T) {
 	spec := TopicSpec{Name: "t", ID: id, Configs: map[string]string{"retention.ms": "1000"}, Partitions: 2, Hosted: all}
 	cluster := map[string]string{"log.retention.ms": "5000", "log.segment.bytes": "70000"}
 	node := map[string]string{"log.segment.bytes": "80000"}
-	if err := r.Sync([]TopicSpec{spec}, cluster, node, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{spec}, cluster, node, Hooks{})
 	if err := r.CheckBrokerConfigs(false, map[string]string{"broker.id": "3"}); err == nil {
 		t.Errorf("CheckBrokerConfigs(broker.id) = nil; want an error (not dynamic)")
 	}
 	// Grow to 3 partitions, of which this node hosts only 0 and 2.
 	spec.Partitions, spec.Hosted = 3, func(i int32) bool { return i != 1 }
-	if err := r.Sync([]TopicSpec{spec}, cluster, node, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{spec}, cluster, node, Hooks{})
 	got, ok := r.Get("t")
 	if !ok || got.ID != id || len(got.Partitions) != 3 {
 		t.Fatalf("after growing: %+v, %v; want topic t with 3 partitions", got, ok)
@@ -152,15 +148,11 @@ func TestSyncOpensClosesAndPrecedence(t *testing.T) {
 	// The topic was deleted and created again under the same name while this node was down: the
 	// old directory goes, a new log starts.
 	spec.ID = [16]byte{8}
-	if err := r.Sync([]TopicSpec{spec}, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
 	if got, _ := r.Get("t"); got.ID != spec.ID || got.Partitions[0].Log.EndOffset() != 0 {
 		t.Fatalf("recreated topic: id %x", got.ID)
 	}
-	if err := r.Sync(nil, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync(nil, nil, nil, Hooks{})
 	if _, ok := r.Get("t"); ok {
 		t.Errorf("topic still there after a Sync without it")
 	}
@@ -191,9 +183,7 @@ func TestRemovalsAcrossRestarts(t *testing.T) {
 	moved := TopicSpec{Name: "moved", ID: [16]byte{1}, Partitions: 2, Hosted: all}
 	odd := TopicSpec{Name: "odd.deleted", ID: [16]byte{2}, Partitions: 1, Hosted: all}
 	r := open()
-	if err := r.Sync([]TopicSpec{moved, odd}, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{moved, odd}, nil, nil, Hooks{})
 	r.Close()
 	// A crash left a removal half done.
 	half := filepath.Join(dir, "topics", "gone.0700000000000000000000000000000000.0"+removedSuffix)
@@ -211,9 +201,7 @@ func TestRemovalsAcrossRestarts(t *testing.T) {
 	}
 	// While this node was down, partition 1 of moved was moved to other nodes.
 	moved.Hosted = func(i int32) bool { return i == 0 }
-	if err := r.Sync([]TopicSpec{moved, odd}, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{moved, odd}, nil, nil, Hooks{})
 	if exists("moved", "1") {
 		t.Error("the copy of a partition moved away while the node was down is still there")
 	}
@@ -265,9 +253,7 @@ func TestWriteCachingDefault(t *testing.T) {
 		if err := r.CheckBrokerConfigs(false, configs); err != nil {
 			t.Fatalf("write_caching_default=%q: %v", tc.brokerDefault, err)
 		}
-		if err := r.Sync(specs, configs, nil, Hooks{}); err != nil {
-			t.Fatal(err)
-		}
+		r.Sync(specs, configs, nil, Hooks{})
 		on, _ := r.Get("on")
 		unset, _ := r.Get("unset")
 		v, src := on.EffectiveSource("write.caching")
@@ -356,9 +342,7 @@ func TestOfflinePartition(t *testing.T) {
 	spec := TopicSpec{Name: "t", ID: [16]byte{9}, Partitions: 3, Hosted: all}
 	// Partition 1's directory cannot be listed: its recovery fails.
 	rules.Add(vfs.Rule{Op: vfs.OpList, PathContains: "/topics/t/1"})
-	if err := r.Sync([]TopicSpec{spec}, nil, nil, Hooks{}); err != nil {
-		t.Fatalf("Sync with one partition failing to open: %v; want nil (the partition is offline)", err)
-	}
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
 	state := func() (offline []bool) {
 		t.Helper()
 		got, ok := r.Get("t")
@@ -396,9 +380,7 @@ func TestOfflinePartition(t *testing.T) {
 	// The failure is gone: the next due retry opens it.
 	rules.Clear()
 	now = now.Add(2 * offlineRetryFirst)
-	if err := r.Sync([]TopicSpec{spec}, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
 	if got := state(); got[0] || got[1] || got[2] {
 		t.Fatalf("offline = %v after the failure ended; want none", got)
 	}
@@ -407,9 +389,7 @@ func TestOfflinePartition(t *testing.T) {
 	}
 	// Offline, then moved away: its directory goes.
 	away := TopicSpec{Name: "t", ID: spec.ID, Partitions: 3, Hosted: func(i int32) bool { return i != 2 }}
-	if err := r.Sync([]TopicSpec{away}, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{away}, nil, nil, Hooks{})
 	rules.Add(vfs.Rule{Op: vfs.OpList, PathContains: "/topics/t/2"})
 	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{}) // back, and its new log fails to open
 	if got := state(); !got[2] {
@@ -419,9 +399,7 @@ func TestOfflinePartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules.Clear()
-	if err := r.Sync([]TopicSpec{away}, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{away}, nil, nil, Hooks{})
 	if _, err := mem.Stat("/data/topics/t/2"); !errors.Is(err, vfs.ErrNotExist) {
 		t.Fatalf("the directory of an offline partition moved away is still there: %v", err)
 	}
@@ -440,9 +418,7 @@ func TestTopicSyncFailure(t *testing.T) {
 	u := TopicSpec{Name: "u", ID: [16]byte{5}, Partitions: 2, Hosted: all}
 	v := TopicSpec{Name: "v", ID: [16]byte{6}, Partitions: 1, Hosted: all}
 	r := open()
-	if err := r.Sync([]TopicSpec{u}, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{u}, nil, nil, Hooks{})
 	tp, _ := r.Get("u")
 	if _, _, err := tp.Partitions[1].Log.Append(testBatch(t), 0); err != nil {
 		t.Fatal(err)
@@ -459,9 +435,7 @@ func TestTopicSyncFailure(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := r.Sync([]TopicSpec{u, v}, nil, nil, Hooks{}); err != nil {
-			t.Fatalf("%s: Sync = %v; want nil (the topic stays unsynced, the rest is synced)", bad, err)
-		}
+		r.Sync([]TopicSpec{u, v}, nil, nil, Hooks{})
 		if got, ok := r.Get("u"); !ok || got.Partitions[0].Hosted() || got.Partitions[0].Offline() == nil {
 			t.Fatalf("%s: topic u is %v, %v; want it known with its partitions offline", bad, got, ok)
 		}
@@ -493,9 +467,7 @@ func TestTopicSyncFailure(t *testing.T) {
 			}
 		}
 		now = now.Add(2 * offlineRetryFirst)
-		if err := r.Sync([]TopicSpec{u, v}, nil, nil, Hooks{}); err != nil {
-			t.Fatal(err)
-		}
+		r.Sync([]TopicSpec{u, v}, nil, nil, Hooks{})
 		got, ok := r.Get("u")
 		if !ok || !got.Partitions[1].Hosted() || got.Partitions[1].Log.EndOffset() != 1 {
 			t.Fatalf("%s: after the mend topic u is %v, %v; want it open with its record", bad, got, ok)
@@ -514,9 +486,7 @@ func TestTopicSyncFailure(t *testing.T) {
 	defer r.Close()
 	rules.Add(vfs.Rule{Op: vfs.OpOpen, PathContains: "/topics/u/topic.json"})
 	away := TopicSpec{Name: "u", ID: u.ID, Partitions: 2, Hosted: func(int32) bool { return false }}
-	if err := r.Sync([]TopicSpec{away}, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{away}, nil, nil, Hooks{})
 	rules.Clear()
 	if got, ok := r.Get("u"); !ok || got.Partitions[0].Offline() != nil || r.Offline() != 0 {
 		t.Fatalf("a topic not hosted here: %v, %v, Offline %d; want it synced", got, ok, r.Offline())
@@ -544,14 +514,10 @@ func TestFailedSyncOfAPublishedTopic(t *testing.T) {
 	defer r.Close()
 	id := [16]byte{3}
 	one := TopicSpec{Name: "w", ID: id, Partitions: 1, Hosted: all}
-	if err := r.Sync([]TopicSpec{one}, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{one}, nil, nil, Hooks{})
 	rules.Add(vfs.Rule{Op: vfs.OpCreate, PathContains: "/topics/w/topic.json"}) // its topic.json cannot be written
 	two := TopicSpec{Name: "w", ID: id, Partitions: 2, Hosted: all}
-	if err := r.Sync([]TopicSpec{two}, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{two}, nil, nil, Hooks{})
 	got, _ := r.Get("w")
 	if len(got.Partitions) != 1 || !got.Partitions[0].Hosted() {
 		t.Fatalf("after the failed sync w has %d partitions; want its published form, 1 open", len(got.Partitions))
@@ -561,9 +527,7 @@ func TestFailedSyncOfAPublishedTopic(t *testing.T) {
 	}
 	rules.Clear()
 	now = now.Add(offlineRetryFirst)
-	if err := r.Sync([]TopicSpec{two}, nil, nil, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
+	r.Sync([]TopicSpec{two}, nil, nil, Hooks{})
 	if got, _ := r.Get("w"); len(got.Partitions) != 2 || !got.Partitions[1].Hosted() || r.Offline() != 0 {
 		t.Fatalf("after the retry: %d partitions, Offline %d; want 2 open, 0", len(got.Partitions), r.Offline())
 	}
@@ -586,4 +550,28 @@ func openAt(t *testing.T, fsys vfs.FS, now *time.Time) *Registry {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestDeletionThatCannotRemoveItsDirectory: a deleted topic leaves the registry even when its
+// directory cannot be removed, and a later Sync removes what is left.
+func TestDeletionThatCannotRemoveItsDirectory(t *testing.T) {
+	mem, rules, fsys := faultyFS()
+	now := time.Unix(1000, 0)
+	r := openAt(t, fsys, &now)
+	defer r.Close()
+	x := TopicSpec{Name: "x", ID: [16]byte{8}, Partitions: 1, Hosted: all}
+	r.Sync([]TopicSpec{x}, nil, nil, Hooks{})
+	rules.Add(vfs.Rule{Op: vfs.OpRename, PathContains: "/topics/x"})
+	r.Sync(nil, nil, nil, Hooks{})
+	if _, ok := r.Get("x"); ok {
+		t.Fatal("a deleted topic is still in the registry")
+	}
+	if _, err := mem.Stat("/data/topics/x"); err != nil {
+		t.Fatalf("the directory is gone although its removal failed: %v", err)
+	}
+	rules.Clear()
+	r.Sync(nil, nil, nil, Hooks{})
+	if _, err := mem.Stat("/data/topics/x"); !errors.Is(err, vfs.ErrNotExist) {
+		t.Fatalf("a later Sync left the deleted topic's directory: %v", err)
+	}
 }
