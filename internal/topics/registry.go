@@ -124,8 +124,11 @@ type Registry struct {
 	// topic.json), tried again when due; under mu, written under syncMu too.
 	failed map[string]*topicFailure
 	// cleanupLogged: when a failed removal of deleted topics' directories was last logged
-	// (under syncMu).
-	cleanupLogged time.Time
+	// (under syncMu). cleanupRetry: when Sync should run to try it again (zero if none is
+	// due), after cleanupBackoff (under mu).
+	cleanupLogged  time.Time
+	cleanupRetry   time.Time
+	cleanupBackoff time.Duration
 
 	mu     sync.RWMutex
 	byName map[string]*Topic
@@ -173,7 +176,8 @@ func Open(opts Options) (*Registry, error) {
 	for _, name := range names {
 		if removal(name) {
 			if err := vfs.RemoveAll(r.fs, filepath.Join(r.dir, name)); err != nil {
-				return nil, err
+				// Nothing needs it: Sync tries again (removeOrphans).
+				r.logger.Error("topics: removing a directory being removed", "dir", name, "err", err)
 			}
 		}
 	}
@@ -346,13 +350,21 @@ func (r *Registry) Sync(specs []TopicSpec, cluster, node map[string]string, hook
 		}
 	}
 	errs = append(errs, r.removeOrphans(want))
-	if err := errors.Join(errs...); err != nil {
-		// The topics are gone from the registry; what is left of them on disk a later Sync
-		// removes (removeOrphans).
-		if now := r.now(); r.cleanupLogged.IsZero() || now.Sub(r.cleanupLogged) >= offlineRetryMax {
-			r.cleanupLogged = now
-			r.logger.Error("topics: removing the directories of deleted topics failed; a later sync tries again", "err", err)
-		}
+	err := errors.Join(errs...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		r.cleanupRetry, r.cleanupBackoff = time.Time{}, 0
+		return
+	}
+	// The topics are gone from the registry; what is left of them on disk a later Sync
+	// removes (removeOrphans), when RetryAt says.
+	now := r.now()
+	r.cleanupBackoff = min(max(2*r.cleanupBackoff, offlineRetryFirst), offlineRetryMax)
+	r.cleanupRetry = now.Add(r.cleanupBackoff)
+	if r.cleanupLogged.IsZero() || now.Sub(r.cleanupLogged) >= offlineRetryMax {
+		r.cleanupLogged = now
+		r.logger.Error("topics: removing the directories of deleted topics failed; a later sync tries again", "err", err)
 	}
 }
 
@@ -577,8 +589,9 @@ func (r *Registry) Unopened(id [16]byte, i int32) bool {
 	return false
 }
 
-// RetryAt returns when the next Sync should run to open an offline partition's log again;
-// ok is false if no partition is offline.
+// RetryAt returns when the next Sync should run to open an offline partition's log again, to
+// sync a topic whose sync failed, or to remove what a deleted topic left; ok is false if
+// nothing is due.
 func (r *Registry) RetryAt() (at time.Time, ok bool) {
 	for _, t := range r.List() {
 		for _, p := range t.Partitions {
@@ -593,6 +606,9 @@ func (r *Registry) RetryAt() (at time.Time, ok bool) {
 		if !ok || f.retryAt.Before(at) {
 			at, ok = f.retryAt, true
 		}
+	}
+	if c := r.cleanupRetry; !c.IsZero() && (!ok || c.Before(at)) {
+		at, ok = c, true
 	}
 	return at, ok
 }
@@ -715,7 +731,11 @@ func (r *Registry) removeOrphans(want map[string]bool) error {
 	}
 	var errs []error
 	for _, name := range names {
-		if want[name] || removal(name) {
+		if removal(name) { // a removal that failed after its rename
+			errs = append(errs, vfs.RemoveAll(r.fs, filepath.Join(r.dir, name)))
+			continue
+		}
+		if want[name] {
 			continue
 		}
 		tf, _, _ := r.readTopicFile(name)

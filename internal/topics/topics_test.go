@@ -569,9 +569,37 @@ func TestDeletionThatCannotRemoveItsDirectory(t *testing.T) {
 	if _, err := mem.Stat("/data/topics/x"); err != nil {
 		t.Fatalf("the directory is gone although its removal failed: %v", err)
 	}
+	if at, ok := r.RetryAt(); !ok || !at.Equal(now.Add(offlineRetryFirst)) {
+		t.Fatalf("RetryAt = %v, %v; want a retry of the removal in %v", at, ok, offlineRetryFirst)
+	}
+	// The rename works now, the removal after it does not: the renamed leftover stays.
+	rules.Clear()
+	rules.Add(vfs.Rule{Op: vfs.OpRemove, PathContains: removedSuffix})
+	r.Sync(nil, nil, nil, Hooks{})
+	leftovers := func() (n int) {
+		names, _ := mem.List("/data/topics")
+		for _, name := range names {
+			if removal(name) || name == "x" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := leftovers(); n != 1 {
+		t.Fatalf("%d leftovers; want the renamed directory", n)
+	}
+	if _, ok := r.RetryAt(); !ok {
+		t.Fatal("no retry due while a leftover stays")
+	}
+	// A restart does not fail on it.
+	r2 := openAt(t, fsys, &now)
+	r2.Close()
 	rules.Clear()
 	r.Sync(nil, nil, nil, Hooks{})
-	if _, err := mem.Stat("/data/topics/x"); !errors.Is(err, vfs.ErrNotExist) {
-		t.Fatalf("a later Sync left the deleted topic's directory: %v", err)
+	if n := leftovers(); n != 0 {
+		t.Fatalf("a later Sync left %d leftovers of the deleted topic", n)
+	}
+	if _, ok := r.RetryAt(); ok {
+		t.Fatal("a retry is still due once the leftovers are gone")
 	}
 }
