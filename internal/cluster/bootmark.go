@@ -213,27 +213,22 @@ func (m *bootMarks) syncFS() error {
 	return syncer.SyncFS(f)
 }
 
-// keptFrom is what a registration says (Register.KeptFrom): the run whose writes this process
-// holds. After a registration succeeds, that is this process's own run.
-func (m *bootMarks) keptFrom() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lost {
-		return ""
-	}
-	return m.kept
-}
-
-// keptAlso is what a registration says besides (Register.KeptAlso): the runs whose writes the
-// run keptFrom names held when it started; nil after this process's first registration.
-func (m *bootMarks) keptAlso() []string {
+// claim is what a registration says: the run whose writes this process holds
+// (Register.KeptFrom; after a registration succeeds, this process's own run), and the runs
+// whose writes that run held when it started (Register.KeptAlso; nil after this process's first
+// registration). Both are read at once, so a log failure cannot fall between them.
+func (m *bootMarks) claim() (from string, also []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.lost || m.kept == "" {
-		return nil
+		return "", nil
 	}
-	return slices.Clone(m.also)
+	return m.kept, slices.Clone(m.also)
 }
+
+func (m *bootMarks) keptFrom() string { from, _ := m.claim(); return from }
+
+func (m *bootMarks) keptAlso() []string { _, also := m.claim(); return also }
 
 // registered records that the image now holds a registration of this process's run that said
 // keptFrom.

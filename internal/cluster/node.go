@@ -730,7 +730,7 @@ func (n *Node) register() error {
 	for {
 		var resp registerResponse
 		req.EmptyDataDir = n.emptyDir.Load()
-		req.KeptFrom, req.KeptAlso = n.marks.keptFrom(), n.marks.keptAlso()
+		req.KeptFrom, req.KeptAlso = n.marks.claim()
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 		err := n.callController(ctx, "register", req, &resp)
 		var re *rpcError

@@ -57,9 +57,8 @@ type Partition struct {
 	Log     *logstore.Log
 	Replica *replica.Replica
 
-	offline error         // why the log of this hosted partition is not open
-	retryAt time.Time     // when Sync next tries to open it
-	backoff time.Duration // the wait before retryAt
+	offline error // why the log of this hosted partition is not open
+	retry   retry // when Sync next tries to open it
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every append
@@ -123,12 +122,10 @@ type Registry struct {
 	// failed: topics whose last sync failed (an I/O error in their directory, an unreadable
 	// topic.json), tried again when due; under mu, written under syncMu too.
 	failed map[string]*topicFailure
-	// cleanupLogged: when a failed removal of deleted topics' directories was last logged
-	// (under syncMu). cleanupRetry: when Sync should run to try it again (zero if none is
-	// due), after cleanupBackoff (under mu).
-	cleanupLogged  time.Time
-	cleanupRetry   time.Time
-	cleanupBackoff time.Duration
+	// cleanupLogged: when a failed removal of deleted topics' directories was last logged;
+	// cleanup: when Sync should run to try it again (the zero retry if none is due). Under mu.
+	cleanupLogged time.Time
+	cleanup       retry
 
 	mu     sync.RWMutex
 	byName map[string]*Topic
@@ -145,12 +142,26 @@ type Options struct {
 	Now        func() time.Time     // nil: time.Now (when an offline partition is retried)
 }
 
-// The wait before an offline partition's log is opened again: the first, doubled after each
-// failure up to the last.
+// The wait before a step that failed (opening a log, syncing a topic, removing a deleted one's
+// directory) is tried again: the first, doubled after each failure up to the last.
 const (
 	offlineRetryFirst = time.Second
 	offlineRetryMax   = time.Minute
 )
+
+// retry is when a step that failed is tried again, and the wait that led there; the zero
+// retry is none.
+type retry struct {
+	at   time.Time
+	wait time.Duration
+}
+
+// after is the retry of a step that failed at now, following rt (the zero retry for a first
+// failure).
+func (rt retry) after(now time.Time) retry {
+	w := min(max(2*rt.wait, offlineRetryFirst), offlineRetryMax)
+	return retry{at: now.Add(w), wait: w}
+}
 
 // Open opens the registry of dataDir, empty until the first Sync. It removes the leftovers of
 // interrupted topic deletions.
@@ -278,11 +289,10 @@ type Hooks struct {
 // topicFailure is a topic whose sync failed: it stays as it was published (a placeholder if it
 // was not) until its retry, or until the image changes its partitions here.
 type topicFailure struct {
-	id      [16]byte
-	err     error
-	retryAt time.Time
-	backoff time.Duration
-	hosted  []bool // the spec's hosted partitions when it failed
+	id     [16]byte
+	err    error
+	retry  retry
+	hosted []bool // the spec's hosted partitions when it failed
 	// unopened: hosted partitions the published form has not opened and does not count
 	// offline (added or moved here by the sync that failed).
 	unopened []bool
@@ -322,7 +332,7 @@ func (r *Registry) Sync(specs []TopicSpec, cluster, node map[string]string, hook
 		r.mu.RLock()
 		f := r.failed[spec.Name]
 		r.mu.RUnlock()
-		if f != nil && f.same(spec) && r.now().Before(f.retryAt) {
+		if f != nil && f.same(spec) && r.now().Before(f.retry.at) {
 			continue
 		}
 		// A topic that failed may have missed a change of the defaults meanwhile.
@@ -354,14 +364,13 @@ func (r *Registry) Sync(specs []TopicSpec, cluster, node map[string]string, hook
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err == nil {
-		r.cleanupRetry, r.cleanupBackoff = time.Time{}, 0
+		r.cleanup = retry{}
 		return
 	}
 	// The topics are gone from the registry; what is left of them on disk a later Sync
 	// removes (removeOrphans), when RetryAt says.
 	now := r.now()
-	r.cleanupBackoff = min(max(2*r.cleanupBackoff, offlineRetryFirst), offlineRetryMax)
-	r.cleanupRetry = now.Add(r.cleanupBackoff)
+	r.cleanup = r.cleanup.after(now)
 	if r.cleanupLogged.IsZero() || now.Sub(r.cleanupLogged) >= offlineRetryMax {
 		r.cleanupLogged = now
 		r.logger.Error("topics: removing the directories of deleted topics failed; a later sync tries again", "err", err)
@@ -433,7 +442,7 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 		}
 		hosted := spec.Hosted(i)
 		switch {
-		case cur != nil && cur.offline != nil && hosted && now.Before(cur.retryAt):
+		case cur != nil && cur.offline != nil && hosted && now.Before(cur.retry.at):
 			t.Partitions = append(t.Partitions, cur) // offline until its retry
 		case cur != nil && cur.offline != nil && !hosted: // moved away while offline
 			if err := r.removePartitionDir(t, i); err != nil {
@@ -487,12 +496,12 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 // A topic that was not published gets a placeholder, so that this node still knows it (its
 // Metadata answers, its configs), with the partitions it should host offline.
 func (r *Registry) topicFailed(spec TopicSpec, prev *topicFailure, err error) {
-	f := &topicFailure{id: spec.ID, err: err, backoff: offlineRetryFirst, hosted: make([]bool, spec.Partitions),
-		unopened: make([]bool, spec.Partitions)}
+	var last retry
 	if prev != nil && prev.id == spec.ID {
-		f.backoff = min(2*prev.backoff, offlineRetryMax)
+		last = prev.retry
 	}
-	f.retryAt = r.now().Add(f.backoff)
+	f := &topicFailure{id: spec.ID, err: err, retry: last.after(r.now()), hosted: make([]bool, spec.Partitions),
+		unopened: make([]bool, spec.Partitions)}
 	old, ok := r.Get(spec.Name)
 	if ok && old.ID != spec.ID {
 		old, ok = nil, false
@@ -505,7 +514,7 @@ func (r *Registry) topicFailed(spec TopicSpec, prev *topicFailure, err error) {
 		for i := range spec.Partitions {
 			p := &Partition{Topic: spec.Name, Index: i, changed: make(chan struct{})}
 			if spec.Hosted(i) {
-				p.offline, p.retryAt, p.backoff = err, f.retryAt, f.backoff
+				p.offline, p.retry = err, f.retry
 			}
 			t.Partitions = append(t.Partitions, p)
 		}
@@ -528,7 +537,7 @@ func (r *Registry) topicFailed(spec TopicSpec, prev *topicFailure, err error) {
 		}
 	}
 	r.logger.Error("topics: syncing a topic failed; it stays as it was on this node, the rest is served",
-		"topic", spec.Name, "unopened_partitions", unopened, "retry_in", f.backoff, "err", err)
+		"topic", spec.Name, "unopened_partitions", unopened, "retry_in", f.retry.wait, "err", err)
 	r.mu.Lock()
 	if r.failed == nil {
 		r.failed = map[string]*topicFailure{}
@@ -540,14 +549,14 @@ func (r *Registry) topicFailed(spec TopicSpec, prev *topicFailure, err error) {
 // offlinePartition is partition i of t, whose log failed to open with err; prev is the
 // partition as published before (nil, not hosted, or offline already).
 func (r *Registry) offlinePartition(t *Topic, i int32, prev *Partition, err error) *Partition {
-	backoff := offlineRetryFirst
+	var last retry
 	if prev != nil && prev.offline != nil {
-		backoff = min(2*prev.backoff, offlineRetryMax)
+		last = prev.retry
 	}
-	now := r.now() // after the failed open, which may have taken a while
+	rt := last.after(r.now()) // after the failed open, which may have taken a while
 	r.logger.Error("topics: the log of a partition hosted here failed to open; the partition is offline on this node, "+
-		"the rest is served", "topic", t.Name, "partition", i, "dir", r.partitionDir(t.Name, i), "retry_in", backoff, "err", err)
-	return &Partition{Topic: t.Name, Index: i, offline: err, retryAt: now.Add(backoff), backoff: backoff, changed: make(chan struct{})}
+		"the rest is served", "topic", t.Name, "partition", i, "dir", r.partitionDir(t.Name, i), "retry_in", rt.wait, "err", err)
+	return &Partition{Topic: t.Name, Index: i, offline: err, retry: rt, changed: make(chan struct{})}
 }
 
 // Offline returns how many partitions this node should host have no open log: offline ones
@@ -593,23 +602,22 @@ func (r *Registry) Unopened(id [16]byte, i int32) bool {
 // sync a topic whose sync failed, or to remove what a deleted topic left; ok is false if
 // nothing is due.
 func (r *Registry) RetryAt() (at time.Time, ok bool) {
+	earliest := func(rt retry) {
+		if !rt.at.IsZero() && (!ok || rt.at.Before(at)) {
+			at, ok = rt.at, true
+		}
+	}
 	for _, t := range r.List() {
 		for _, p := range t.Partitions {
-			if p.offline != nil && (!ok || p.retryAt.Before(at)) {
-				at, ok = p.retryAt, true
-			}
+			earliest(p.retry)
 		}
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, f := range r.failed {
-		if !ok || f.retryAt.Before(at) {
-			at, ok = f.retryAt, true
-		}
+		earliest(f.retry)
 	}
-	if c := r.cleanupRetry; !c.IsZero() && (!ok || c.Before(at)) {
-		at, ok = c, true
-	}
+	earliest(r.cleanup)
 	return at, ok
 }
 
