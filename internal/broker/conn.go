@@ -76,6 +76,10 @@ type conn struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	writeErr error // why the write loop gave up; set before it cancels ctx
+	// readDone is closed when the read loop ends (the client closed the connection, or sent
+	// what cannot be read): the answers of requests still in flight reach no one, so a long
+	// poll that would take something for its client (share records) stops instead.
+	readDone chan struct{}
 	// software is the client's ClientSoftwareName (ApiVersions v3+, KIP-511); read loop only.
 	software string
 
@@ -95,7 +99,7 @@ func (b *Broker) serveConn(nc net.Conn, l *Listener, ip string) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	_, isTCP := nc.(*net.TCPConn)
 	c := &conn{b: b, mem: semaphore.NewWeighted(b.cfg.MaxConnInflightBytes), nc: nc, zeroCopy: isTCP && !b.cfg.DisableSendfile, remote: nc.RemoteAddr().String(), out: make(chan *inflight, b.cfg.MaxInflightRequests), ctx: ctx, cancel: cancel,
-		listener: l, principal: anonymous, host: aclHost(nc.RemoteAddr().String())}
+		readDone: make(chan struct{}), listener: l, principal: anonymous, host: aclHost(nc.RemoteAddr().String())}
 	if c.overConnectionQuota(ip) {
 		cancel()
 		nc.Close()
@@ -115,6 +119,7 @@ func (b *Broker) serveConn(nc net.Conn, l *Listener, ip string) {
 	wg.Add(1)
 	go func() { defer wg.Done(); c.writeLoop() }()
 	err := c.readLoop()
+	close(c.readDone)
 	close(c.out) // the write loop drains what is in flight, then exits
 	wg.Wait()
 	cancel()

@@ -116,7 +116,8 @@ func nextShareEpoch(n int32) int32 {
 }
 
 // shareSessionUpdate applies a ShareFetch's (or, with fetch false, a ShareAcknowledge's) session
-// epoch: it returns the session's partitions to fetch, or the top-level error.
+// epoch: it returns the session's partitions to fetch, each fetch starting one partition further
+// along (rotated), or the top-level error.
 func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add []group.SharePartition, forget []group.SharePartition, acks, fetch bool) ([]group.SharePartition, error) {
 	k := shareSessionKey{groupID, member}
 	s.mu.Lock()
@@ -179,7 +180,15 @@ func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add
 		}
 	}
 	sess.parts = slices.DeleteFunc(sess.parts, func(p group.SharePartition) bool { return slices.Contains(forget, p) })
-	return slices.Clone(sess.parts), nil
+	if len(sess.parts) == 0 {
+		return nil, nil
+	}
+	// Rotated by a count of the session's own fetches, not by its epoch: a client that
+	// alternates ShareFetch and ShareAcknowledge (both move the epoch) would see every fetch
+	// start with the same partition of two.
+	first := sess.fetches % len(sess.parts)
+	sess.fetches++
+	return slices.Concat(sess.parts[first:], sess.parts[:first]), nil
 }
 
 // shareAck is one partition's acknowledgements in a request.
@@ -423,6 +432,16 @@ func handleShareFetch(ctx context.Context, r *request) reply {
 	}}
 }
 
+// peerGone reports whether c's client can no longer read answers (its read side ended).
+func peerGone(c *conn) bool {
+	select {
+	case <-c.readDone:
+		return true
+	default:
+		return false
+	}
+}
+
 func isKerr(err error) bool {
 	var ke *kerr.Error
 	return errors.As(err, &ke)
@@ -503,8 +522,10 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 			budget = 1<<31 - 1
 		}
 		got := 0
-		for i := range parts {
-			p := parts[(i+int(req.ShareSessionEpoch))%len(parts)] // rotate, as Kafka does
+		if peerGone(r.conn) {
+			break // nobody reads this answer: records acquired for it would sit locked
+		}
+		for _, p := range parts { // rotated per fetch (sessionUpdate)
 			res := resultFor(results, p)
 			res.err = nil
 			if err := s.checkTopic(r, p); err != nil {
@@ -542,7 +563,7 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 		if got > 0 || failed || !time.Now().Before(deadline) || req.MinBytes == 0 && req.MaxWaitMillis == 0 {
 			break // records, or an error to tell, or no more time
 		}
-		if !waitAny(ctx, s.b.stopped, wake, time.Until(deadline)) {
+		if !waitAny(ctx, s.b.stopped, append(wake, r.conn.readDone), time.Until(deadline)) {
 			break
 		}
 	}

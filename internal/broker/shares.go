@@ -40,6 +40,9 @@ type shareSession struct {
 	epoch int32
 	parts []group.SharePartition // in the order the member named them
 	conn  *conn
+	// fetches counts the session's fetches: each starts its partitions one further along, so
+	// that a partition with many records does not always fill the fetch before the others.
+	fetches int
 }
 
 // sharePart is one share-partition this node leads.

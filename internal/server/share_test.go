@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -881,5 +882,132 @@ func TestShareFetchWokenByRelease(t *testing.T) {
 	ans := <-done
 	if ans.got != "0-0/2" || ans.took > 5*time.Second {
 		t.Fatalf("the waiting fetch got %q after %v; want 0-0/2 soon after the release, not at MaxWait", ans.got, ans.took)
+	}
+}
+
+// TestShareFetchAbandonedTakesNothing: a member's fetch waiting for records whose connection
+// closes (a client that gave up on it) acquires nothing when records arrive: nobody would read
+// them, and they would sit locked (Kafka's lock is 30 s) with a delivery counted.
+func TestShareFetchAbandonedTakesNothing(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("gone", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := b.client(kgo.DefaultProduceTopic("gone"))
+	topicID := topicIDOf(t, ctx, cl, "gone")
+	a := &shareClient{t: t, cl: cl, group: "gg", member: "a", topic: topicID}
+	if r := a.heartbeat(ctx, 0, []string{"gone"}); r.ErrorCode != 0 {
+		t.Fatalf("join: %+v", r)
+	}
+	a.fetch(ctx, 0) // the group's start is set: the record below is delivered
+
+	// Member w's fetch, on a connection of its own, waits 20 s for records.
+	nc, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID, req.MemberID = kmsg.StringPtr("gg"), kmsg.StringPtr("w")
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 20000, 1, 1<<20, 500, 500
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: topicID, Partitions: []kmsg.ShareFetchRequestTopicPartition{rp}}}
+	req.SetVersion(1)
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("w")).AppendRequest(nil, req, 1)
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // w's fetch is waiting
+	nc.Close()
+	time.Sleep(300 * time.Millisecond)
+
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for got == "" && ctx.Err() == nil {
+		got = acquired(a.fetch(ctx, 200*time.Millisecond))
+	}
+	if got != "0-0/1" {
+		t.Fatalf("a got %q; want 0-0/1: the record's first delivery, not one after a fetch nobody read", got)
+	}
+}
+
+// TestShareFetchRotatesPartitions: a member whose every fetch fills up from one partition still
+// gets the records of its other partition, though it alternates ShareFetch and
+// ShareAcknowledge (each moves the session's epoch: a rotation by epoch would start every fetch
+// with the same partition).
+func TestShareFetchRotatesPartitions(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("rot", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := b.client(kgo.DefaultProduceTopic("rot"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	topicID := topicIDOf(t, ctx, cl, "rot")
+	m := &shareClient{t: t, cl: cl, group: "rg", member: "m", topic: topicID}
+	if r := m.heartbeat(ctx, 0, []string{"rot"}); r.ErrorCode != 0 {
+		t.Fatalf("join: %+v", r)
+	}
+	fetch := func() map[int32]int64 {
+		req := kmsg.NewPtrShareFetchRequest()
+		req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.member, m.epoch
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 200, 1, 1<<20, 100, 100
+		rt := kmsg.NewShareFetchRequestTopic()
+		rt.TopicID = topicID
+		for p := range int32(2) {
+			rp := kmsg.NewShareFetchRequestTopicPartition()
+			rp.Partition = p
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = []kmsg.ShareFetchRequestTopic{rt}
+		raw, err := m.send(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := raw.(*kmsg.ShareFetchResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch: %+v", resp)
+		}
+		m.epoch++
+		got := map[int32]int64{}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				for _, a := range p.AcquiredRecords {
+					got[p.Partition] += a.LastOffset - a.FirstOffset + 1
+				}
+			}
+		}
+		return got
+	}
+	fetch() // opens the session; the group starts at the log ends (both empty)
+	// Each record its own batch: a fetch takes whole batches up to MaxRecords (100).
+	for i := range 400 {
+		for p := range int32(2) {
+			cl.Produce(ctx, &kgo.Record{Partition: p, Value: []byte(strconv.Itoa(i))}, nil)
+		}
+		if i%50 == 49 {
+			if err := cl.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	seen := map[int32]int64{}
+	for range 4 {
+		for p, n := range fetch() {
+			seen[p] += n
+		}
+		// A ShareAcknowledge between fetches (it acknowledges nothing: an empty batch list).
+		req := kmsg.NewPtrShareAcknowledgeRequest()
+		req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.member, m.epoch
+		raw, err := m.send(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp := raw.(*kmsg.ShareAcknowledgeResponse); resp.ErrorCode != 0 {
+			t.Fatalf("ack: %+v", resp)
+		}
+		m.epoch++
+	}
+	if seen[0] == 0 || seen[1] == 0 {
+		t.Fatalf("four fetches acquired %v by partition: one partition was starved", seen)
 	}
 }
