@@ -78,6 +78,14 @@ start_node() {
 	local i=$1 b
 	b=$(bin)
 	running "$i" && die "node $i already runs (PID $(cat "$(pid_file "$i")"))"
+	# Another process on the node's ports would answer wait_ready in its place (a cluster of
+	# another directory left running): refuse to start instead.
+	local port
+	for port in "$(kafka_port "$i")" "$(admin_port "$i")"; do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			die "port $port of node $i is taken by another process (another cluster left running?)"
+		fi
+	done
 	mkdir -p "$DIR/node-$i"
 	local kafka=(--kafka-addr "127.0.0.1:$(kafka_port "$i")")
 	if [[ -n "${RUNNEL_CLUSTER_SASL:-}" ]]; then
