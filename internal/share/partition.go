@@ -315,6 +315,7 @@ func (p *Partition) acquire(member string, now time.Time, from int64, batches []
 		return last
 	}
 	gapFrom := max(from, p.start)
+	var th throttled
 	for _, b := range batches {
 		if taken >= maxRecords {
 			break
@@ -331,11 +332,15 @@ func (p *Partition) acquire(member string, now time.Time, from int64, batches []
 			if b.Aborted {
 				p.archiveAvailable(first, min(b.Last, p.end-1))
 			} else {
-				taken += p.acquireRange(member, now, first, min(b.Last, p.end-1), exact, maxRecords-taken, &out)
+				n, stop := p.acquireRange(member, now, first, min(b.Last, p.end-1), exact, taken, maxRecords-taken, &th, &out)
+				taken += n
+				if stop {
+					break
+				}
 			}
 		}
 		if b.Last >= p.end {
-			if p.end-p.start >= p.cfg.MaxInFlight || (exact && taken >= maxRecords) {
+			if p.end-p.start >= p.cfg.MaxInFlight || (exact && taken >= maxRecords) || th.on {
 				break
 			}
 			if b.First > p.end { // a hole in the log (compaction, retention)
@@ -363,9 +368,10 @@ func (p *Partition) acquire(member string, now time.Time, from int64, batches []
 }
 
 // acquireRange acquires the Available records of [first, last] in the window for member and
-// returns how many it took: at most max of them if exact.
-func (p *Partition) acquireRange(member string, now time.Time, first, last int64, exact bool, max int, out *[]AcquiredRecords) int {
-	n := 0
+// returns how many it took: at most max of them if exact. before is what the fetch took
+// already. Records near their delivery limit are throttled (throttle, th): stop reports that the
+// fetch must take nothing more.
+func (p *Partition) acquireRange(member string, now time.Time, first, last int64, exact bool, before, max int, th *throttled, out *[]AcquiredRecords) (n int, stop bool) {
 	for i := p.split(first, last); i < len(p.spans) && p.spans[i].first <= last; i++ {
 		s := &p.spans[i]
 		if s.state != Available || s.op != 0 {
@@ -374,15 +380,64 @@ func (p *Partition) acquireRange(member string, now time.Time, first, last int64
 		if exact && n >= max {
 			break
 		}
-		if exact && s.last-s.first+1 > int64(max-n) {
-			p.splitAt(s.first + int64(max-n))
+		limit, throttle := p.throttle(s.count, max+before)
+		switch {
+		case th.on:
+			// Only more records of the same count, up to what is left of the limit.
+			if !throttle || s.count != th.count || th.left <= 0 {
+				return n, true
+			}
+			limit = th.left
+		case throttle:
+			if before+n > 0 {
+				return n, true // isolated: a later fetch delivers them on their own
+			}
+			th.on, th.count = true, s.count
+		default:
+			limit = max - n
+		}
+		if exact {
+			limit = min(limit, max-n)
+		}
+		if (exact || throttle) && s.last-s.first+1 > int64(limit) {
+			p.splitAt(s.first + int64(limit))
 			s = &p.spans[i]
 		}
 		s.state, s.count, s.member, s.deadline = Acquired, s.count+1, member, now.Add(p.cfg.LockDuration)
 		*out = appendAcquired(*out, AcquiredRecords{s.first, s.last, s.count})
-		n += int(s.last - s.first + 1)
+		size := int(s.last - s.first + 1)
+		n += size
+		if th.on {
+			th.left = limit - size
+		}
 	}
-	return n
+	return n, false
+}
+
+// throttled is one fetch's throttled acquisition: the delivery count of the records it takes,
+// and how many more it may take.
+type throttled struct {
+	on    bool
+	count int16
+	left  int
+}
+
+// throttle says how many records delivered count times a fetch of up to maxRecords may take
+// (Kafka's throttled delivery, KAFKA-17541): none of the first half of the deliveries is
+// throttled; from there each delivery takes half as many as the one before, and the last one
+// takes a single record. Such records are acquired alone (no record of a lower count in the
+// same fetch), so that one record that makes its consumers fail does not take a whole batch
+// to the delivery limit with it. A limit of 2 or less is not throttled.
+func (p *Partition) throttle(count int16, maxRecords int) (limit int, throttled bool) {
+	dl := p.cfg.DeliveryLimit
+	from := (dl + 1) / 2 // the deliveries so far from which the next one is throttled
+	if dl <= 2 || count < from {
+		return 0, false
+	}
+	if count >= dl-1 {
+		return 1, true
+	}
+	return max(maxRecords>>(count-from+1), 1), true
 }
 
 func appendAcquired(out []AcquiredRecords, a AcquiredRecords) []AcquiredRecords {

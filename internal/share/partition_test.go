@@ -123,12 +123,12 @@ func TestAcknowledgementValidation(t *testing.T) {
 func TestDeliveryLimit(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.DeliveryLimit = 3
-	log := logOf(0, 2, 2)
+	log := logOf(0, 1, 1) // one record: its last delivery is not throttled away (TestThrottledDelivery)
 	p := New(cfg, 0)
 	now := t0
 	deliver := func(want int16) {
 		t.Helper()
-		if a := fetch(p, "m", now, log, 10); !slices.Equal(a, []AcquiredRecords{{0, 1, want}}) {
+		if a := fetch(p, "m", now, log, 10); !slices.Equal(a, []AcquiredRecords{{0, 0, want}}) {
 			t.Fatalf("delivery %d: %v", want, a)
 		}
 	}
@@ -140,7 +140,7 @@ func TestDeliveryLimit(t *testing.T) {
 	deliver(2)
 	p.ReleaseMember("m") // the consumer died holding them
 	deliver(3)
-	op, err := p.Acknowledge("m", now, []AckBatch{{0, 1, []AckType{Release}}})
+	op, err := p.Acknowledge("m", now, []AckBatch{{0, 0, []AckType{Release}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,19 +150,19 @@ func TestDeliveryLimit(t *testing.T) {
 		p.Persisted(upTo, nil)
 	}
 	mustCheck(t, p)
-	if a := fetch(p, "m", now, log, 10); len(a) != 0 || p.Start() != 2 {
-		t.Fatalf("after the last delivery: acquired %v, start %d; want nothing, start 2 (archived)", a, p.Start())
+	if a := fetch(p, "m", now, log, 10); len(a) != 0 || p.Start() != 1 {
+		t.Fatalf("after the last delivery: acquired %v, start %d; want nothing, start 1 (archived)", a, p.Start())
 	}
 	// A member leaving with records at their last delivery archives them.
 	q := New(cfg, 0)
 	for i := int16(1); i <= 3; i++ {
-		if a := fetch(q, "m", now, log, 10); !slices.Equal(a, []AcquiredRecords{{0, 1, i}}) {
+		if a := fetch(q, "m", now, log, 10); !slices.Equal(a, []AcquiredRecords{{0, 0, i}}) {
 			t.Fatalf("delivery %d: %v", i, a)
 		}
 		q.ReleaseMember("m")
 	}
-	if q.Start() != 2 {
-		t.Fatalf("start %d after three deliveries ended by leaves; want 2 (archived)", q.Start())
+	if q.Start() != 1 {
+		t.Fatalf("start %d after three deliveries ended by leaves; want 1 (archived)", q.Start())
 	}
 }
 
@@ -635,4 +635,76 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			t.Fatalf("a decoded snapshot does not load: %v", err)
 		}
 	})
+}
+
+// TestThrottledDelivery: redeliveries in the second half of the delivery limit take half as many
+// records per fetch each time, and the last one a single record, acquired alone (Kafka's
+// throttled delivery, KAFKA-17541): a record that makes every consumer fail reaches the limit
+// on its own, not with its whole batch. A limit of 2 is not throttled.
+func TestThrottledDelivery(t *testing.T) {
+	cfg := DefaultConfig() // delivery limit 5: deliveries 4 and 5 are throttled
+	log := logOf(0, 8, 8)
+	p := New(cfg, 0)
+	now := t0
+	releaseAll := func() {
+		t.Helper()
+		now = now.Add(cfg.LockDuration)
+		p.ExpireLocks(now)
+	}
+	for want := int16(1); want <= 3; want++ { // whole batch
+		if a := fetch(p, "m", now, log, 8); !slices.Equal(a, []AcquiredRecords{{0, 7, want}}) {
+			t.Fatalf("delivery %d: %v; want the whole batch", want, a)
+		}
+		releaseAll()
+	}
+	// The fourth delivery: half the fetch's 8 records at a time.
+	for _, want := range [][]AcquiredRecords{{{0, 3, 4}}, {{4, 7, 4}}} {
+		if a := fetch(p, "m", now, log, 8); !slices.Equal(a, want) {
+			t.Fatalf("fourth delivery: %v; want %v", a, want)
+		}
+	}
+	releaseAll()
+	// The fifth and last: one record per fetch.
+	for off := int64(0); off < 8; off++ {
+		if a := fetch(p, "m", now, log, 8); !slices.Equal(a, []AcquiredRecords{{off, off, 5}}) {
+			t.Fatalf("last delivery: %v; want offset %d alone", a, off)
+		}
+		if off == 2 { // a record at a lower count comes back: later fetches still isolate
+			if _, err := p.Acknowledge("m", now, []AckBatch{{2, 2, []AckType{Accept}}}); err != nil {
+				t.Fatal(err)
+			}
+			persist(t, p)
+		}
+	}
+	mustCheck(t, p)
+
+	// Throttled records are not acquired with others: a fetch that took records of a lower count
+	// stops before them.
+	q := New(cfg, 0)
+	log = logOf(0, 4, 2)
+	for range 4 { // records 0-1: four deliveries so far
+		fetch(q, "m", now, log[:1], 8)
+		now = now.Add(cfg.LockDuration)
+		q.ExpireLocks(now)
+	}
+	if a := q.Acquire("m", now, 0, log, 8); !slices.Equal(a, []AcquiredRecords{{0, 0, 5}}) {
+		t.Fatalf("acquired %v; want only offset 0 (its last delivery, alone)", a)
+	}
+	if a := q.Acquire("m", now, 1, log[0:], 8); !slices.Equal(a, []AcquiredRecords{{1, 1, 5}}) {
+		t.Fatalf("acquired %v; want only offset 1", a)
+	}
+	if a := q.Acquire("m", now, 2, log[1:], 8); !slices.Equal(a, []AcquiredRecords{{2, 3, 1}}) {
+		t.Fatalf("acquired %v; want the new batch 2-3", a)
+	}
+
+	// A limit of 2: nothing is throttled.
+	cfg.DeliveryLimit = 2
+	r := New(cfg, 0)
+	for want := int16(1); want <= 2; want++ {
+		if a := fetch(r, "m", now, logOf(0, 8, 8), 8); !slices.Equal(a, []AcquiredRecords{{0, 7, want}}) {
+			t.Fatalf("limit 2, delivery %d: %v; want the whole batch", want, a)
+		}
+		now = now.Add(cfg.LockDuration)
+		r.ExpireLocks(now)
+	}
 }
