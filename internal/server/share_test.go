@@ -844,16 +844,24 @@ func TestJava43ShareConsumer(t *testing.T) {
 	}
 }
 
+// shareTopic starts one node with topic (partitions of it) for share group tests: the node, a
+// context ending with the test (at most a minute), a client producing to the topic (with
+// opts), and the topic's id.
+func shareTopic(t *testing.T, topic string, partitions int32, opts ...kgo.Opt) (*testBroker, context.Context, *kgo.Client, [16]byte) {
+	t.Helper()
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic(topic, partitions)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	cl := b.client(append([]kgo.Opt{kgo.DefaultProduceTopic(topic)}, opts...)...)
+	return b, ctx, cl, topicIDOf(t, ctx, cl, topic)
+}
+
 // TestShareFetchWokenByRelease: a fetch waiting for records (MaxWait 10 s) while another member
 // holds them all is answered as soon as that member releases them, not at MaxWait: the release
 // wakes the fetches waiting on its share-partition.
 func TestShareFetchWokenByRelease(t *testing.T) {
-	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
-	b.createTopic("wq", 1)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl := b.client(kgo.DefaultProduceTopic("wq"))
-	topicID := topicIDOf(t, ctx, cl, "wq")
+	b, ctx, cl, topicID := shareTopic(t, "wq", 1)
 	// Two clients: a waiting fetch holds its connection.
 	cl2 := b.client()
 	a := &shareClient{t: t, cl: cl, group: "wg", member: "a", topic: topicID}
@@ -895,12 +903,7 @@ func TestShareFetchWokenByRelease(t *testing.T) {
 // closes (a client that gave up on it) acquires nothing when records arrive: nobody would read
 // them, and they would sit locked (Kafka's lock is 30 s) with a delivery counted.
 func TestShareFetchAbandonedTakesNothing(t *testing.T) {
-	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
-	b.createTopic("gone", 1)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl := b.client(kgo.DefaultProduceTopic("gone"))
-	topicID := topicIDOf(t, ctx, cl, "gone")
+	b, ctx, cl, topicID := shareTopic(t, "gone", 1)
 	a := &shareClient{t: t, cl: cl, group: "gg", member: "a", topic: topicID}
 	if r := a.heartbeat(ctx, 0, []string{"gone"}); r.ErrorCode != 0 {
 		t.Fatalf("join: %+v", r)
@@ -943,12 +946,7 @@ func TestShareFetchAbandonedTakesNothing(t *testing.T) {
 // ShareAcknowledge (each moves the session's epoch: a rotation by epoch would start every fetch
 // with the same partition).
 func TestShareFetchRotatesPartitions(t *testing.T) {
-	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
-	b.createTopic("rot", 2)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl := b.client(kgo.DefaultProduceTopic("rot"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	topicID := topicIDOf(t, ctx, cl, "rot")
+	_, ctx, cl, topicID := shareTopic(t, "rot", 2, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	m := &shareClient{t: t, cl: cl, group: "rg", member: "m", topic: topicID}
 	if r := m.heartbeat(ctx, 0, []string{"rot"}); r.ErrorCode != 0 {
 		t.Fatalf("join: %+v", r)

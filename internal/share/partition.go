@@ -332,7 +332,7 @@ func (p *Partition) acquire(member string, now time.Time, from int64, batches []
 			if b.Aborted {
 				p.archiveAvailable(first, min(b.Last, p.end-1))
 			} else {
-				n, stop := p.acquireRange(member, now, first, min(b.Last, p.end-1), exact, taken, maxRecords-taken, &th, &out)
+				n, stop := p.acquireRange(member, now, first, min(b.Last, p.end-1), exact, maxRecords-taken, &th, &out)
 				taken += n
 				if stop {
 					break
@@ -368,10 +368,10 @@ func (p *Partition) acquire(member string, now time.Time, from int64, batches []
 }
 
 // acquireRange acquires the Available records of [first, last] in the window for member and
-// returns how many it took: at most max of them if exact. before is what the fetch took
-// already. Records near their delivery limit are throttled (throttle, th): stop reports that the
-// fetch must take nothing more.
-func (p *Partition) acquireRange(member string, now time.Time, first, last int64, exact bool, before, max int, th *throttled, out *[]AcquiredRecords) (n int, stop bool) {
+// returns how many it took: at most max of them if exact. out holds what the fetch took so far.
+// Records near their delivery limit are throttled (throttle, th): stop reports that the fetch
+// must take nothing more.
+func (p *Partition) acquireRange(member string, now time.Time, first, last int64, exact bool, max int, th *throttled, out *[]AcquiredRecords) (n int, stop bool) {
 	for i := p.split(first, last); i < len(p.spans) && p.spans[i].first <= last; i++ {
 		s := &p.spans[i]
 		if s.state != Available || s.op != 0 {
@@ -380,7 +380,9 @@ func (p *Partition) acquireRange(member string, now time.Time, first, last int64
 		if exact && n >= max {
 			break
 		}
-		limit, throttle := p.throttle(s.count, max+before)
+		// A throttled acquisition starts only in a fetch that took nothing yet, so max is then
+		// the fetch's whole MaxRecords.
+		limit, throttle := p.throttle(s.count, max-n)
 		switch {
 		case th.on:
 			// Only more records of the same count, up to what is left of the limit.
@@ -389,7 +391,7 @@ func (p *Partition) acquireRange(member string, now time.Time, first, last int64
 			}
 			limit = th.left
 		case throttle:
-			if before+n > 0 {
+			if len(*out) > 0 {
 				return n, true // isolated: a later fetch delivers them on their own
 			}
 			th.on, th.count = true, s.count
