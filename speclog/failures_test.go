@@ -109,3 +109,36 @@ func TestSpecLogRepeatedFailures(t *testing.T) {
 	}
 	t.Logf("%d of %d missing; view %d", missing, len(want), d.View)
 }
+
+// TestSpecLogRejoinOnIdleTopic: on a topic nobody appends to (its shards pad a cut only every
+// idle pace), a shard is frozen until it is failed; once back it asks to join, which it does
+// from the next window. An append to it then waits for the window to end: the idle shard is
+// asked to pad to that end at once, so the append is acknowledged promptly instead of after a
+// whole window at the idle pace (100 cuts × 50 ms). CI found this as an append timing out.
+func TestSpecLogRejoinOnIdleTopic(t *testing.T) {
+	n := speclogtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	log := n.Log(ctx, t, "idle", 2)
+	time.Sleep(300 * time.Millisecond) // both shards turn idle
+	n.Stall(t, "idle", 0, 300*time.Millisecond)
+	for {
+		d, err := log.Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.View > 0 {
+			break // failed (out until a table takes it back)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(400 * time.Millisecond) // back from the stall, it has asked to join
+	start := time.Now()
+	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+	defer acancel()
+	if _, err := log.Append(actx, 0, speclog.Record{Value: []byte("back")}); err != nil {
+		d, _ := log.Describe(context.Background())
+		t.Fatalf("append to the rejoined shard: %v (after %v); %+v", err, time.Since(start), d)
+	}
+	t.Logf("append to the rejoined shard acknowledged after %v", time.Since(start))
+}

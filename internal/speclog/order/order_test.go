@@ -848,3 +848,48 @@ func TestSimulationIdleTopic(t *testing.T) {
 		})
 	}
 }
+
+// TestRejoinOnAnIdleTopic: a shard that was failed asks to join again while every other shard
+// is idle (padding a cut only every IdlePace). It takes part from the next window, so its
+// records are acknowledged only once this window ends: the idle shards are asked to pad to its
+// end at once, instead of the window taking W·IdlePace.
+func TestRejoinOnAnIdleTopic(t *testing.T) {
+	for seed := uint64(1); seed <= seeds(); seed++ {
+		cfg := simConfig()
+		cfg.IdlePace = 50 * time.Millisecond
+		s := newSimCfg(t, seed, 2, 0.05, cfg)
+		s.dead[1] = true
+		for s.st.View == 0 || !s.st.Out[1] {
+			s.step(0.6, 0)
+		}
+		s.rates = []float64{0, 0}
+		for range 3000 { // 0.3 s: shard 0 turns idle
+			s.step(0, 0)
+		}
+		if !s.leader.idle[0] {
+			t.Fatalf("seed %d: shard 0 not idle after 0.3 s without records", seed)
+		}
+		// Shard 1 is back with a record, and asks to join.
+		s.dead[1] = false
+		old := s.shards[1]
+		s.shards[1] = ResumeShard(s.cfg, 1, s.st.Clone(), old.durable, old.noops)
+		s.applied[1] = len(s.log)
+		join := Entry{Join: &JoinEntry{Shard: 1}}
+		if err := s.st.Apply(join); err != nil {
+			t.Fatal(err)
+		}
+		s.log = append(s.log, join)
+		want := s.shards[1].durable + 1
+		s.pending[1].n++
+		s.pending[1].at = s.now
+		start := s.now
+		for s.shards[1].acked < want {
+			if s.now.Sub(start) > 20*cfg.TOrd {
+				t.Fatalf("seed %d: the rejoined shard's record not acknowledged after %v (window %d, cut %d)", seed, s.now.Sub(start), s.st.Last.Window, s.st.Last.Cut)
+			}
+			s.step(0, 0)
+		}
+		t.Logf("seed %d: acknowledged %v after the join", seed, s.now.Sub(start))
+		s.checkHistory(t)
+	}
+}

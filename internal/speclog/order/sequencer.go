@@ -394,6 +394,13 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 	}
 	var signals []Signal
 	t := st.Current()
+	// A shard that takes part again (or for the first time) does so from the next window: an
+	// idle shard, which pads a cut only every IdlePace, is asked to pad to the end of this one,
+	// or the newcomer's records would wait up to W·IdlePace for the window to end.
+	hurry := CutID{Window: t.Window, Cut: w - 1}
+	if !l.joinPending() {
+		hurry = CutID{}
+	}
 	for _, sh := range t.Shards {
 		c := st.Last.next(w)
 		if !st.Active(sh, c) {
@@ -403,9 +410,12 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 		if !ok {
 			r = CutID{Window: st.Last.Window, Cut: -1}
 		}
-		lagFix := st.cfg.LagFix
+		lagFix, most := st.cfg.LagFix, most
 		if l.idle[sh] {
 			lagFix = 1 // it pads only when asked
+			if most.Less(hurry) {
+				most = hurry
+			}
 		}
 		if lag := cutsBetween(r, most, w); lag < lagFix {
 			continue
@@ -439,6 +449,29 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 		}
 	}
 	return out, signals
+}
+
+// joinPending reports whether a shard waits to take part from the next window: it asked to
+// join, or the next window's table has it while the current one does not (or failed it).
+func (l *Leader) joinPending() bool {
+	st := l.st
+	if len(st.Joining) > 0 {
+		return true
+	}
+	cur := st.Current()
+	next := st.Tables[cur.Window+1]
+	if next == nil {
+		return false
+	}
+	for i, sh := range next.Shards {
+		if next.Quotas[i] == 0 {
+			continue
+		}
+		if _, failed := st.Failed[sh]; failed || cur.Index(sh) < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // awaitTakeover: a shard lagging for lag (past FailAfter) waits for another replica to take it
