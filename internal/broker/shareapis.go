@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -211,7 +212,12 @@ type sharePartResult struct {
 // errShareObjectTopic refuses share groups on object-storage topics (not built yet).
 var errShareObjectTopic = errors.New("share groups do not read object-storage topics yet")
 
+// ackAll applies a request's acknowledgements, each partition's at once, and waits until they
+// are durable: the share-state writes of its partitions are under way together (as Kafka's), so
+// the request waits for about one write, not one per partition. acks has one entry per
+// partition (addShareAck), so each goroutine has its result to itself.
 func (s *shares) ackAll(ctx context.Context, r *request, groupID, member string, acks []shareAck, results map[group.SharePartition]*sharePartResult) {
+	var wg sync.WaitGroup
 	for _, a := range acks {
 		res := resultFor(results, a.part)
 		res.acked = true
@@ -219,13 +225,16 @@ func (s *shares) ackAll(ctx context.Context, r *request, groupID, member string,
 			res.ackErr = err
 			continue
 		}
-		sp, _, err := s.partFor(ctx, groupID, a.part, res)
-		if err != nil {
-			res.ackErr = err
-			continue
-		}
-		res.ackErr = s.acknowledge(ctx, member, sp, a.acks)
+		wg.Go(func() {
+			sp, _, err := s.partFor(ctx, groupID, a.part, res)
+			if err != nil {
+				res.ackErr = err
+				return
+			}
+			res.ackErr = s.acknowledge(ctx, member, sp, a.acks)
+		})
 	}
+	wg.Wait()
 }
 
 func resultFor(results map[group.SharePartition]*sharePartResult, p group.SharePartition) *sharePartResult {

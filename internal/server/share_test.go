@@ -26,6 +26,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/server"
 	"github.com/runnel-dev/runnel/internal/share"
 	"github.com/runnel-dev/runnel/internal/testclients"
+	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
 // javaProcess is a Java test client (a share consumer, a Kafka Streams application) running
@@ -849,7 +850,12 @@ func TestJava43ShareConsumer(t *testing.T) {
 // opts), and the topic's id.
 func shareTopic(t *testing.T, topic string, partitions int32, opts ...kgo.Opt) (*testBroker, context.Context, *kgo.Client, [16]byte) {
 	t.Helper()
-	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	return shareTopicOn(t, startBroker(t, t.TempDir(), "127.0.0.1:0"), topic, partitions, opts...)
+}
+
+// shareTopicOn is shareTopic on a node the caller started.
+func shareTopicOn(t *testing.T, b *testBroker, topic string, partitions int32, opts ...kgo.Opt) (*testBroker, context.Context, *kgo.Client, [16]byte) {
+	t.Helper()
 	b.createTopic(topic, partitions)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -1013,5 +1019,119 @@ func TestShareFetchRotatesPartitions(t *testing.T) {
 	}
 	if seen[0] == 0 || seen[1] == 0 {
 		t.Fatalf("four fetches acquired %v by partition: one partition was starved", seen)
+	}
+}
+
+// TestShareAcknowledgeWritesTogether: a ShareAcknowledge of two partitions waits for one
+// share-state write, not two in a row: the second partition's write reaches the group
+// coordinator's log while the first one's fsync is under way. The node's file system holds
+// each fsync of __consumer_offsets until two writes are in its log (up to 5 s); acknowledging
+// the partitions one after another, the second write would only come after the first fsync.
+func TestShareAcknowledgeWritesTogether(t *testing.T) {
+	var armed, late atomic.Bool
+	var writes atomic.Int32
+	inj := vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if !armed.Load() || !strings.Contains(path, broker.OffsetsTopic) {
+			return nil
+		}
+		switch op {
+		case vfs.OpWrite:
+			if strings.HasSuffix(path, ".log") {
+				writes.Add(1)
+			}
+		case vfs.OpSync, vfs.OpSyncFS:
+			for deadline := time.Now().Add(5 * time.Second); writes.Load() < 2 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			if writes.Load() < 2 {
+				late.Store(true)
+			}
+		}
+		return nil
+	})
+	b := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) { c.FS = vfs.NewErrorFS(vfs.Default, inj) })
+	_, ctx, cl, topicID := shareTopicOn(t, b, "pair", 2, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	m := &shareClient{t: t, cl: cl, group: "pg", member: "m", topic: topicID}
+	if r := m.heartbeat(ctx, 0, []string{"pair"}); r.ErrorCode != 0 {
+		t.Fatalf("join: %+v", r)
+	}
+	fetch := func() map[int32]string {
+		req := kmsg.NewPtrShareFetchRequest()
+		req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.member, m.epoch
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 200, 1, 1<<20, 100, 100
+		rt := kmsg.NewShareFetchRequestTopic()
+		rt.TopicID = topicID
+		for p := range int32(2) {
+			rp := kmsg.NewShareFetchRequestTopicPartition()
+			rp.Partition = p
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = []kmsg.ShareFetchRequestTopic{rt}
+		raw, err := m.send(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := raw.(*kmsg.ShareFetchResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch: %+v", resp)
+		}
+		m.epoch++
+		got := map[int32]string{}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				for _, a := range p.AcquiredRecords {
+					got[p.Partition] += fmt.Sprintf("%d-%d/%d", a.FirstOffset, a.LastOffset, a.DeliveryCount)
+				}
+			}
+		}
+		return got
+	}
+	fetch() // opens the session; the group starts at the log ends (both empty)
+	for p := range int32(2) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[int32]string{}
+	for len(got) < 2 && ctx.Err() == nil {
+		for p, a := range fetch() {
+			got[p] += a
+		}
+	}
+	if got[0] != "0-0/1" || got[1] != "0-0/1" {
+		t.Fatalf("acquired %v; want offset 0 of both partitions", got)
+	}
+
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.member, m.epoch
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = topicID
+	for p := range int32(2) {
+		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+		rp.Partition = p
+		rp.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 0, AcknowledgeTypes: []int8{int8(share.Accept)}}}
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = []kmsg.ShareAcknowledgeRequestTopic{rt}
+	armed.Store(true)
+	start := time.Now()
+	raw, err := m.send(ctx, req)
+	armed.Store(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := raw.(*kmsg.ShareAcknowledgeResponse)
+	if resp.ErrorCode != 0 {
+		t.Fatalf("ack: %+v", resp)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 {
+				t.Fatalf("ack of partition %d: %v", rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+			}
+		}
+	}
+	if late.Load() {
+		t.Fatalf("the second partition's share-state write came only after the first one's fsync (the acknowledgement took %v)", time.Since(start))
 	}
 }
