@@ -352,6 +352,39 @@ func (c *shareClient) ack(ctx context.Context, epoch int32, acks ...[3]int64) *k
 }
 
 // acquired lists a ShareFetch's acquired runs as "first-last/count".
+// fetchParts is a ShareFetch (MaxWait 200 ms, at most 100 records) of the session's partitions
+// 0..n-1 of its topic: what it acquired, by partition.
+func (c *shareClient) fetchParts(ctx context.Context, n int32) map[int32][]kmsg.ShareFetchResponseTopicPartitionAcquiredRecord {
+	c.t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &c.group, &c.member, c.epoch
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 200, 1, 1<<20, 100, 100
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = c.topic
+	for p := range n {
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition = p
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = []kmsg.ShareFetchRequestTopic{rt}
+	raw, err := c.send(ctx, req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp := raw.(*kmsg.ShareFetchResponse)
+	if resp.ErrorCode != 0 {
+		c.t.Fatalf("fetch: %+v", resp)
+	}
+	c.epoch++
+	got := map[int32][]kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			got[p.Partition] = append(got[p.Partition], p.AcquiredRecords...)
+		}
+	}
+	return got
+}
+
 func acquired(resp *kmsg.ShareFetchResponse) string {
 	var out []string
 	for _, t := range resp.Topics {
@@ -958,32 +991,10 @@ func TestShareFetchRotatesPartitions(t *testing.T) {
 		t.Fatalf("join: %+v", r)
 	}
 	fetch := func() map[int32]int64 {
-		req := kmsg.NewPtrShareFetchRequest()
-		req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.member, m.epoch
-		req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 200, 1, 1<<20, 100, 100
-		rt := kmsg.NewShareFetchRequestTopic()
-		rt.TopicID = topicID
-		for p := range int32(2) {
-			rp := kmsg.NewShareFetchRequestTopicPartition()
-			rp.Partition = p
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = []kmsg.ShareFetchRequestTopic{rt}
-		raw, err := m.send(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp := raw.(*kmsg.ShareFetchResponse)
-		if resp.ErrorCode != 0 {
-			t.Fatalf("fetch: %+v", resp)
-		}
-		m.epoch++
 		got := map[int32]int64{}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				for _, a := range p.AcquiredRecords {
-					got[p.Partition] += a.LastOffset - a.FirstOffset + 1
-				}
+		for p, runs := range m.fetchParts(ctx, 2) {
+			for _, a := range runs {
+				got[p] += a.LastOffset - a.FirstOffset + 1
 			}
 		}
 		return got
@@ -1056,32 +1067,10 @@ func TestShareAcknowledgeWritesTogether(t *testing.T) {
 		t.Fatalf("join: %+v", r)
 	}
 	fetch := func() map[int32]string {
-		req := kmsg.NewPtrShareFetchRequest()
-		req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.member, m.epoch
-		req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 200, 1, 1<<20, 100, 100
-		rt := kmsg.NewShareFetchRequestTopic()
-		rt.TopicID = topicID
-		for p := range int32(2) {
-			rp := kmsg.NewShareFetchRequestTopicPartition()
-			rp.Partition = p
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = []kmsg.ShareFetchRequestTopic{rt}
-		raw, err := m.send(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp := raw.(*kmsg.ShareFetchResponse)
-		if resp.ErrorCode != 0 {
-			t.Fatalf("fetch: %+v", resp)
-		}
-		m.epoch++
 		got := map[int32]string{}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				for _, a := range p.AcquiredRecords {
-					got[p.Partition] += fmt.Sprintf("%d-%d/%d", a.FirstOffset, a.LastOffset, a.DeliveryCount)
-				}
+		for p, runs := range m.fetchParts(ctx, 2) {
+			for _, a := range runs {
+				got[p] += fmt.Sprintf("%d-%d/%d", a.FirstOffset, a.LastOffset, a.DeliveryCount)
 			}
 		}
 		return got

@@ -742,16 +742,7 @@ func TestSubscriberAcrossRejoin(t *testing.T) {
 			s.step(0.6, 0)
 		}
 		window := s.st.Last.next(s.cfg.W).Window
-		// Back at once: it resumes from the sequencer's state and asks to join.
-		s.dead[1] = false
-		old := s.shards[1]
-		s.shards[1] = ResumeShard(s.cfg, 1, s.st.Clone(), old.durable, old.noops)
-		s.applied[1] = len(s.log)
-		join := Entry{Join: &JoinEntry{Shard: 1}}
-		if err := s.st.Apply(join); err != nil {
-			t.Fatal(err)
-		}
-		s.log = append(s.log, join)
+		s.rejoin(1) // back at once
 		for range 6000 {
 			s.step(0.6, 0)
 		}
@@ -763,6 +754,20 @@ func TestSubscriberAcrossRejoin(t *testing.T) {
 			t.Fatalf("seed %d: the subscriber is at %d, the committed prefix %d (%d records)", seed, s.merger.Next(), s.st.Committed(), records)
 		}
 	}
+}
+
+// rejoin brings a dead shard back: it resumes from the sequencer's state (as a new leader of
+// its partition would) and asks to join, which the sequencer applies.
+func (s *sim) rejoin(id int32) {
+	s.dead[id] = false
+	old := s.shards[id]
+	s.shards[id] = ResumeShard(s.cfg, id, s.st.Clone(), old.durable, old.noops)
+	s.applied[id] = len(s.log)
+	join := Entry{Join: &JoinEntry{Shard: id}}
+	if err := s.st.Apply(join); err != nil {
+		s.t.Fatal(err)
+	}
+	s.log = append(s.log, join)
 }
 
 // recordsAndFails is a merger's records ("position:record") and fail notices ("fail@after").
@@ -869,16 +874,7 @@ func TestRejoinOnAnIdleTopic(t *testing.T) {
 		if !s.leader.idle[0] {
 			t.Fatalf("seed %d: shard 0 not idle after 0.3 s without records", seed)
 		}
-		// Shard 1 is back with a record, and asks to join.
-		s.dead[1] = false
-		old := s.shards[1]
-		s.shards[1] = ResumeShard(s.cfg, 1, s.st.Clone(), old.durable, old.noops)
-		s.applied[1] = len(s.log)
-		join := Entry{Join: &JoinEntry{Shard: 1}}
-		if err := s.st.Apply(join); err != nil {
-			t.Fatal(err)
-		}
-		s.log = append(s.log, join)
+		s.rejoin(1) // back, with a record
 		want := s.shards[1].durable + 1
 		s.pending[1].n++
 		s.pending[1].at = s.now
