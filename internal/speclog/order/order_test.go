@@ -889,3 +889,49 @@ func TestRejoinOnAnIdleTopic(t *testing.T) {
 		s.checkHistory(t)
 	}
 }
+
+// TestRejoinBesideABusyShard: a shard asks to rejoin while one shard of the window is busy and
+// another idle. The busy shard moves the window on at its pace, so the idle one is not hurried
+// to the window's end: that jump would put it cuts ahead of the busy shard, which would be
+// signalled to pad the rest of the window with no-ops (and failed if it could not answer in
+// time).
+func TestRejoinBesideABusyShard(t *testing.T) {
+	for seed := uint64(1); seed <= seeds(); seed++ {
+		cfg := simConfig()
+		cfg.IdlePace = 50 * time.Millisecond
+		s := newSimCfg(t, seed, 3, 0, cfg)
+		s.dead[2] = true
+		for s.st.View == 0 || !s.st.Out[2] {
+			s.step(0.6, 0)
+		}
+		s.rates = []float64{0.6, 0, 0}
+		for range 3000 { // 0.3 s: shard 1 turns idle
+			s.step(0, 0)
+		}
+		if !s.leader.idle[1] || s.leader.idle[0] {
+			t.Fatalf("seed %d: idle %v; want shard 1 idle and shard 0 busy", seed, s.leader.idle)
+		}
+		s.rejoin(2)
+		// Until the next window's table takes shard 2 (once it has, shard 2 reports the rest of
+		// this window as passed, and the others are signalled to its end as after any join).
+		signals := map[*Signal]bool{}
+		cur := s.st.Current().Window
+		for start := s.now; s.st.Tables[cur+1] == nil || s.st.Tables[cur+1].Index(2) < 0; {
+			if s.now.Sub(start) > 100*time.Millisecond {
+				t.Fatalf("seed %d: no table with shard 2 after %v", seed, s.now.Sub(start))
+			}
+			if s.st.Current().Window != cur {
+				cur = s.st.Current().Window // decided without it before it asked: the next one
+			}
+			s.step(0, 0)
+			for _, m := range s.net {
+				if m.signal != nil && m.to == 0 {
+					signals[m.signal] = true
+				}
+			}
+		}
+		if len(signals) > 0 {
+			t.Fatalf("seed %d: the busy shard was signalled %d times while shard 2 waited to join", seed, len(signals))
+		}
+	}
+}

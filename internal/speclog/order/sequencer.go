@@ -394,11 +394,13 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 	}
 	var signals []Signal
 	t := st.Current()
-	// A shard that takes part again (or for the first time) does so from the next window: an
-	// idle shard, which pads a cut only every IdlePace, is asked to pad to the end of this one,
-	// or the newcomer's records would wait up to W·IdlePace for the window to end.
+	// A shard that takes part again (or for the first time) does so from the next window. When
+	// every shard of this one is idle (each pads a cut only every IdlePace), they are asked to
+	// pad to its end, or the newcomer's records would wait up to W·IdlePace for the window to
+	// end. With a busy shard the window passes at its pace (about W·T_ord), and its reports are
+	// not disturbed: the idle shards' jump to the end would have it signalled to pad too.
 	hurry := CutID{Window: t.Window, Cut: w - 1}
-	if !l.joinPending() {
+	if !l.joinPending() || !l.allIdle(t) {
 		hurry = CutID{}
 	}
 	for _, sh := range t.Shards {
@@ -452,7 +454,8 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 }
 
 // joinPending reports whether a shard waits to take part from the next window: it asked to
-// join, or the next window's table has it while the current one does not (or failed it).
+// join, or the next window's table has it while the current one does not (or failed it, or
+// gave it quota 0).
 func (l *Leader) joinPending() bool {
 	st := l.st
 	if len(st.Joining) > 0 {
@@ -467,11 +470,27 @@ func (l *Leader) joinPending() bool {
 		if next.Quotas[i] == 0 {
 			continue
 		}
-		if _, failed := st.Failed[sh]; failed || cur.Index(sh) < 0 {
+		// new, failed in this window, or back from a straggler's quota 0
+		j := cur.Index(sh)
+		if _, failed := st.Failed[sh]; failed || j < 0 || cur.Quotas[j] == 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// allIdle reports whether every shard taking part in window table t (a quota, not failed) last
+// reported itself idle.
+func (l *Leader) allIdle(t *Table) bool {
+	for i, sh := range t.Shards {
+		if _, failed := l.st.Failed[sh]; failed || t.Quotas[i] == 0 {
+			continue
+		}
+		if !l.idle[sh] {
+			return false
+		}
+	}
+	return true
 }
 
 // awaitTakeover: a shard lagging for lag (past FailAfter) waits for another replica to take it
