@@ -1038,6 +1038,8 @@ func TestShareFetchRotatesPartitions(t *testing.T) {
 // coordinator's log while the first one's fsync is under way. The node's file system holds
 // each fsync of __consumer_offsets until two writes are in its log (up to 5 s); acknowledging
 // the partitions one after another, the second write would only come after the first fsync.
+// It counts the log's WriteAt calls, one per append today: a log that merged appends into one
+// write would fail it with the code right.
 func TestShareAcknowledgeWritesTogether(t *testing.T) {
 	var armed, late atomic.Bool
 	var writes atomic.Int32
