@@ -400,7 +400,7 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 	// end. With a busy shard the window passes at its pace (about W·T_ord), and its reports are
 	// not disturbed: the idle shards' jump to the end would have it signalled to pad too.
 	hurry := CutID{Window: t.Window, Cut: w - 1}
-	if !l.joinPending() || !l.allIdle(t) {
+	if !l.allIdle(t) || !l.joinPending(t) {
 		hurry = CutID{}
 	}
 	for _, sh := range t.Shards {
@@ -455,13 +455,12 @@ func (l *Leader) Tick(now time.Time) ([]Entry, []Signal) {
 
 // joinPending reports whether a shard waits to take part from the next window: it asked to
 // join, or the next window's table has it while the current one does not (or failed it, or
-// gave it quota 0).
-func (l *Leader) joinPending() bool {
+// gave it quota 0). cur is the current window's table.
+func (l *Leader) joinPending(cur *Table) bool {
 	st := l.st
 	if len(st.Joining) > 0 {
 		return true
 	}
-	cur := st.Current()
 	next := st.Tables[cur.Window+1]
 	if next == nil {
 		return false
