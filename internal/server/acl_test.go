@@ -562,8 +562,11 @@ func TestUserAndACLCommands(t *testing.T) {
 	if out := kafkaConfigs("--describe", "--entity-type", "users", "--entity-name", "cfguser"); !strings.Contains(out, "SCRAM-SHA-256=iterations=8192") {
 		t.Fatalf("kafka-configs --describe:\n%s", out)
 	}
+	// A context of its own: the JVM tools above can outlast the first one under load.
+	pingCtx, pingCancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer pingCancel()
 	cfg := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "cfguser", Pass: "cfg-pw"}.AsSha256Mechanism(), nil)
-	if err := cfg.Ping(ctx); err != nil {
+	if err := cfg.Ping(pingCtx); err != nil {
 		t.Fatalf("the user kafka-configs added cannot log in: %v", err)
 	}
 	kafkaConfigs("--alter", "--delete-config", "SCRAM-SHA-256", "--entity-type", "users", "--entity-name", "cfguser")
