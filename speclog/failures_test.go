@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/runnel-dev/runnel/internal/speclog/speclogtest"
 	"github.com/runnel-dev/runnel/speclog"
 )
@@ -141,4 +144,34 @@ func TestSpecLogRejoinOnIdleTopic(t *testing.T) {
 		t.Fatalf("append to the rejoined shard: %v (after %v); %+v", err, time.Since(start), d)
 	}
 	t.Logf("append to the rejoined shard acknowledged after %v", time.Since(start))
+}
+
+// TestSpecLogNewShardOnIdleTopic: a partition added to a topic nobody appends to is a shard
+// joining from the next window, as a failed shard coming back is. An append to it waits for the
+// current window to end, so the idle shards are asked to pad to that end at once: the append is
+// acknowledged promptly instead of after up to a whole window at the idle pace (100 cuts × 50
+// ms).
+func TestSpecLogNewShardOnIdleTopic(t *testing.T) {
+	n := speclogtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	log := n.Log(ctx, t, "quiet", 2)
+	time.Sleep(300 * time.Millisecond) // both shards turn idle
+	n.AddPartitions(t, "quiet", 3)
+	start := time.Now()
+	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+	defer acancel()
+	for {
+		_, err := log.Append(actx, 2, speclog.Record{Value: []byte("new")})
+		if err == nil {
+			break
+		}
+		if status.Code(err) == codes.InvalidArgument && actx.Err() == nil {
+			time.Sleep(5 * time.Millisecond) // "no shard 2": the node's topic has not grown yet
+			continue
+		}
+		d, _ := log.Describe(context.Background())
+		t.Fatalf("append to the added shard: %v (after %v); %+v", err, time.Since(start), d)
+	}
+	t.Logf("append to the added shard acknowledged after %v", time.Since(start))
 }

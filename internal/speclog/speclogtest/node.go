@@ -66,6 +66,25 @@ func (n *Node) CreateTopic(t testing.TB, name string, partitions int32, configs 
 	}
 }
 
+// AddPartitions grows a topic to total partitions through Kafka's CreatePartitions.
+func (n *Node) AddPartitions(t testing.TB, name string, total int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(cl).UpdatePartitions(ctx, total, name)
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("growing %s to %d partitions: %v", name, total, err)
+	}
+}
+
 // Total is the configs of a total-order topic.
 func Total() map[string]*string {
 	v := "total"
