@@ -13,6 +13,9 @@ SLOWEST = 8  # tests named per package, those of at least MIN_SECONDS
 MIN_SECONDS = 2
 
 out = {}  # (package, test) -> output lines not yet printed
+passed = {}  # package -> passing tests' lines that are not test2json's framing, kept in case
+# the package fails: test2json gives a line printed outside testing's log (fmt, log, a child
+# process) to the test it last saw named, which may not be the test that printed it
 took = {}  # package -> [(seconds, test)] of top-level tests
 
 
@@ -30,6 +33,8 @@ for line in sys.stdin:
     try:
         ev = json.loads(line)
     except ValueError:
+        ev = None
+    if not isinstance(ev, dict):
         emit(line)  # not an event (the go command's own output): as it came
         continue
     action, pkg, test = ev.get("Action"), ev.get("Package", ""), ev.get("Test")
@@ -39,6 +44,9 @@ for line in sys.stdin:
     elif test is None:
         if action == "output" and text.startswith(("ok ", "FAIL\t")):
             flush(pkg)  # tests that never ended: a timeout's or a crash's panic is theirs
+            kept = passed.pop(pkg, [])
+            if text.startswith("FAIL\t") and kept:
+                emit("    output of passing tests in the failed package:\n" + "".join(kept))
         if action == "output" and text.strip() != "PASS":
             emit(text)
         if action in ("pass", "fail", "skip") and took.get(pkg):
@@ -51,6 +59,9 @@ for line in sys.stdin:
         lines = out.pop((pkg, test), [])
         if action == "fail":
             emit("".join(lines))
+        elif action == "pass":
+            passed.setdefault(pkg, []).extend(
+                ln for ln in lines if not ln.startswith(("=== ", "--- PASS", "    ")) and ln.strip())
         if "/" not in test and action != "skip":
             took.setdefault(pkg, []).append((ev.get("Elapsed", 0.0), test))
 
