@@ -47,8 +47,8 @@ func Start(t testing.TB) *Node {
 	return &Node{S: s, Kafka: ln.Addr().String()}
 }
 
-// CreateTopic creates a topic through Kafka's CreateTopics.
-func (n *Node) CreateTopic(t testing.TB, name string, partitions int32, configs map[string]*string) {
+// admin runs f with an admin client of the node, for up to 20 s.
+func (n *Node) admin(t testing.TB, f func(context.Context, *kadm.Client) error) error {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Kafka))
 	if err != nil {
@@ -57,11 +57,19 @@ func (n *Node) CreateTopic(t testing.TB, name string, partitions int32, configs 
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, configs, name)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
+	return f(ctx, kadm.NewClient(cl))
+}
+
+// CreateTopic creates a topic through Kafka's CreateTopics.
+func (n *Node) CreateTopic(t testing.TB, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	if err := n.admin(t, func(ctx context.Context, adm *kadm.Client) error {
+		res, err := adm.CreateTopic(ctx, partitions, 1, configs, name)
+		if err == nil {
+			err = res.Err
+		}
+		return err
+	}); err != nil {
 		t.Fatalf("creating %s: %v", name, err)
 	}
 }
@@ -69,18 +77,13 @@ func (n *Node) CreateTopic(t testing.TB, name string, partitions int32, configs 
 // AddPartitions grows a topic to total partitions through Kafka's CreatePartitions.
 func (n *Node) AddPartitions(t testing.TB, name string, total int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := kadm.NewClient(cl).UpdatePartitions(ctx, total, name)
-	if err == nil {
-		err = res.Error()
-	}
-	if err != nil {
+	if err := n.admin(t, func(ctx context.Context, adm *kadm.Client) error {
+		res, err := adm.UpdatePartitions(ctx, total, name)
+		if err == nil {
+			err = res.Error()
+		}
+		return err
+	}); err != nil {
 		t.Fatalf("growing %s to %d partitions: %v", name, total, err)
 	}
 }
