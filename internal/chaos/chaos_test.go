@@ -194,3 +194,32 @@ func TestObjectScenarios(t *testing.T) {
 		}
 	}
 }
+
+// TestNewNetSweepsDeadNets: namespaces left by a Net whose process is gone (a test binary
+// killed before its cleanups) are deleted by the next NewNet; a live process's are kept.
+func TestNewNetSweepsDeadNets(t *testing.T) {
+	needNetns(t)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := fmt.Sprintf("rn%dx1-hub", gone.Process.Pid)
+	live := fmt.Sprintf("rn%dx999-2", os.Getppid()) // go test's own process, alive throughout
+	for _, ns := range []string{dead, live} {
+		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+			t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+		}
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	n, err := NewNet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	if _, err := os.Stat("/var/run/netns/" + dead); !os.IsNotExist(err) {
+		t.Errorf("%s (pid %d is gone) was not swept: %v", dead, gone.Process.Pid, err)
+	}
+	if _, err := os.Stat("/var/run/netns/" + live); err != nil {
+		t.Errorf("%s (a live pid) was swept: %v", live, err)
+	}
+}

@@ -6,10 +6,13 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // Net is a private network of Linux network namespaces for a cluster's nodes: a hub namespace
@@ -50,6 +53,7 @@ func NewNet() (*Net, error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, ErrNoNetns
 	}
+	sweepDeadNets()
 	routes, err := exec.Command("ip", "-4", "route", "show").Output()
 	if err != nil {
 		return nil, fmt.Errorf("chaos: ip route: %w", err)
@@ -87,6 +91,31 @@ func NewNet() (*Net, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// deadNet matches the namespaces a Net names (rn<pid>x<seq>-hub, rn<pid>x<seq>-<node>).
+var deadNet = regexp.MustCompile(`^rn([0-9]+)x[0-9]+-(hub|[0-9]+)$`)
+
+// sweepDeadNets deletes the namespaces of Nets whose process is gone: a test binary killed
+// (a timeout's panic skips cleanups, kill -9 everything) leaves them, and with the hub its
+// veth and a route to its subnet. Deleting a hub deletes those with it. A pid reused by
+// another process keeps its namespaces until that process is gone too.
+func sweepDeadNets() {
+	names, err := os.ReadDir("/var/run/netns")
+	if err != nil {
+		return
+	}
+	for _, e := range names {
+		m := deadNet.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		pid, err := strconv.Atoi(m[1])
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		exec.Command("ip", "netns", "del", e.Name()).Run()
+	}
 }
 
 // ip runs iproute2 commands in order, stopping at the first that fails.
