@@ -345,7 +345,9 @@ func (m *Maintainer) Retention(ctx context.Context, now time.Time) error {
 	var items []controller.TrimItem
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
-		if !t.IsObject() {
+		// Compact alone keeps every key's latest record however old: retention applies only
+		// with delete in the policy, as in Kafka and the local log.
+		if !t.IsObject() || !strings.Contains(m.cfg.Config(name, "cleanup.policy"), "delete") {
 			continue
 		}
 		ms, _ := strconv.ParseInt(m.cfg.Config(name, "retention.ms"), 10, 64)

@@ -238,8 +238,11 @@ func TestMaintainerRetentionAndGC(t *testing.T) {
 	retentionBytes := "-1"
 	m := newTestMaintainer(dir, fc, MaintainerConfig{
 		Config: func(_, name string) string {
-			if name == "retention.bytes" {
+			switch name {
+			case "retention.bytes":
 				return retentionBytes
+			case "cleanup.policy":
+				return "delete"
 			}
 			return "-1"
 		}})
@@ -287,6 +290,40 @@ func TestMaintainerRetentionAndGC(t *testing.T) {
 	data, err := NewCache(dir, 1<<20, nil).Read(ctx, fc.partition(0).Object(0), 2, 1<<20, true)
 	if err != nil || len(data) == 0 {
 		t.Fatalf("reading after GC: %d bytes, %v", len(data), err)
+	}
+}
+
+// TestRetentionSparesCompactOnlyTopics: retention.ms and retention.bytes apply only with delete
+// in cleanup.policy; compact alone keeps each key's latest record however old, as in Kafka.
+func TestRetentionSparesCompactOnlyTopics(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	w := newTestWriter(t, dir, fc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := testBatch(-1, 0, "k-latest") // a timestamp in 1970
+	h, _ := batch.ParseHeader(b)
+	p := w.Append(controller.PartitionRef{Topic: topic}, b, h, false)
+	w.Flush()
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		policy string
+		start  int64
+	}{{"compact", 0}, {"compact,delete", 1}} {
+		m := newTestMaintainer(dir, fc, MaintainerConfig{Config: func(_, name string) string {
+			return map[string]string{"cleanup.policy": tc.policy, "retention.ms": "604800000", "retention.bytes": "-1"}[name]
+		}})
+		if err := m.Retention(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if s := fc.partition(0).Object(0).Start; s != tc.start {
+			t.Fatalf("cleanup.policy=%s, a week's retention.ms, a record from 1970: log start %d, want %d", tc.policy, s, tc.start)
+		}
 	}
 }
 
