@@ -935,3 +935,33 @@ func eachRecordValue(data []byte, fn func(string)) error {
 	}
 	return nil
 }
+
+// TestTimesOfALogAppendTimeBatch: a batch stamped with the broker's time (LogAppendTime) keeps
+// its records' create times; ListOffsets by time and MAX_TIMESTAMP go by the broker's time, as
+// the local log does.
+func TestTimesOfALogAppendTimeBatch(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	w := newTestWriter(t, dir, fc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := testBatch(-1, 0, "a", "b") // create times 1000 and 1001
+	batch.SetLogAppendTime(b, 5000)
+	h, _ := batch.ParseHeader(b)
+	p := w.Append(controller.PartitionRef{Topic: topic}, b, h, false)
+	w.Flush()
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	part := fc.partition(0).Object(0)
+	c := NewCache(dir, 1<<20, nil)
+	if off, ts, err := c.OffsetForTime(ctx, part, 3000); off != 0 || ts != 5000 || err != nil {
+		t.Errorf("OffsetForTime(3000) = %d, %d, %v; want 0, 5000 (both records are at 5000)", off, ts, err)
+	}
+	if off, ts, err := c.MaxTimestamp(ctx, part); off != 0 || ts != 5000 || err != nil {
+		t.Errorf("MaxTimestamp = %d, %d, %v; want 0, 5000", off, ts, err)
+	}
+}

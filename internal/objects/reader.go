@@ -197,7 +197,9 @@ func (c *Cache) readExtent(ctx context.Context, p *objtopic.Partition, e objtopi
 	return c.Read(ctx, &objtopic.Partition{Start: p.Start, Next: p.Next, Extents: []objtopic.Extent{e}}, max(e.Base, p.Start), int(e.Length), true)
 }
 
-// eachRecord calls fn with each record's offset and timestamp until it returns false.
+// eachRecord calls fn with each record's offset and timestamp until it returns false. A batch
+// of a LogAppendTime topic keeps its records' create times; the broker's time, its max
+// timestamp, is every record's.
 func eachRecord(data []byte, fn func(offset, ts int64) bool) error {
 	for len(data) > 0 {
 		size, err := batch.Split(data)
@@ -208,9 +210,14 @@ func eachRecord(data []byte, fn func(offset, ts int64) bool) error {
 		if err != nil {
 			return err
 		}
+		appendTime := h.Attributes&batch.AttrLogAppendTime != 0
 		stop := false
 		err = batch.EachRecord(&h, data[:size], func(r *batch.Record) {
-			if !stop && !fn(h.BaseOffset+int64(r.OffsetDelta), h.BaseTimestamp+r.TimestampDelta) {
+			ts := h.BaseTimestamp + r.TimestampDelta
+			if appendTime {
+				ts = h.MaxTimestamp
+			}
+			if !stop && !fn(h.BaseOffset+int64(r.OffsetDelta), ts) {
 				stop = true
 			}
 		})
