@@ -965,3 +965,47 @@ func TestTimesOfALogAppendTimeBatch(t *testing.T) {
 		t.Errorf("MaxTimestamp = %d, %d, %v; want 0, 5000", off, ts, err)
 	}
 }
+
+// TestModeChangeSplitsAPartitionsBatches: a lazy batch arriving while an eager (here
+// transactional) batch of the same partition is buffered goes in a file of its own. In one
+// lazy section the transactional batch was answered at the write and then refused by the lazy
+// commit: acknowledged and never stored.
+func TestModeChangeSplitsAPartitionsBatches(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 }, BatchTimeout: time.Hour})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		w.Close(ctx)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := testBatch(5, 0, "txn")
+	h, _ := batch.ParseHeader(b)
+	body, _ := batch.Records(&h, b)
+	h.Attributes |= batch.AttrTransactional
+	b = batch.AppendBatch(nil, h, body)
+	h, _ = batch.ParseHeader(b)
+	ref := controller.PartitionRef{Topic: topic, Partition: 0}
+	txn := w.Append(ref, b, h, false) // eager: before the process went into Ripcord
+	lb := testBatch(-1, 0, "plain")
+	lh, _ := batch.ParseHeader(lb)
+	lazy := w.Append(ref, lb, lh, true) // lazy: in Ripcord
+	w.Flush()
+	if base, err := txn.Wait(ctx); base != 0 || err != nil {
+		t.Fatalf("the transactional batch: %d, %v; want committed at 0", base, err)
+	}
+	if base, err := lazy.Wait(ctx); base != -1 || err != nil {
+		t.Fatalf("the lazy batch: %d, %v; want answered at the write (-1)", base, err)
+	}
+	for fc.partition(0).Object(0).Next < 2 {
+		if ctx.Err() != nil {
+			t.Fatalf("the lazy batch was not committed after the transactional one: partition ends at %d", fc.partition(0).Object(0).Next)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

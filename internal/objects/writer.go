@@ -202,9 +202,10 @@ func NewWriter(cfg WriterConfig) *Writer {
 	return w
 }
 
-// Append buffers one validated batch (a whole v2 batch, not transactional, not control) of an
-// object partition. The batch's bytes must not be modified afterwards. A lazy batch is
-// answered (base offset -1) as soon as its file is written; the others once it is committed.
+// Append buffers one validated batch (a whole v2 batch, not control; a transactional batch
+// never lazy) of an object partition. The batch's bytes must not be modified afterwards. A lazy
+// batch is answered (base offset -1) as soon as its file is written; the others once it is
+// committed.
 func (w *Writer) Append(ref controller.PartitionRef, b []byte, h batch.Header, lazy bool) *Pending {
 	p := &Pending{done: make(chan struct{}), added: time.Now()}
 	w.mu.Lock()
@@ -214,12 +215,20 @@ func (w *Writer) Append(ref controller.PartitionRef, b []byte, h batch.Header, l
 		return p
 	}
 	s := w.buf[ref]
+	if s != nil && s.lazy != lazy {
+		// A section is committed one way or the other. An eager batch in a lazy section would
+		// be answered before it has an offset and committed without its producer's sequence
+		// checks, and a transactional one not at all (CommitLazy refuses it). Batches of both
+		// kinds meet in a partition only as it changes mode (Ripcord, runnel.sequencing):
+		// what is buffered goes in a file of its own.
+		w.flushLocked()
+		s = nil
+	}
 	if s == nil {
-		s = &section{}
+		s = &section{lazy: lazy}
 		w.buf[ref] = s
 	}
 	s.batches, s.heads, s.waits = append(s.batches, b), append(s.heads, h), append(s.waits, p)
-	s.lazy = s.lazy || lazy
 	if w.bytes == 0 {
 		w.started = p.added
 		w.timer = time.AfterFunc(w.cfg.BatchTimeout, w.flushTimer)
