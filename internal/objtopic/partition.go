@@ -181,10 +181,31 @@ func (p *Partition) CommitLazy(file string, e IndexEntry, batches []BatchMeta) [
 }
 
 // lazyProducer is what a lazy partition keeps of an idempotent producer: the sequence numbers
-// committed in its current epoch.
+// committed in its current epoch, unwrapped: Kafka's sequences wrap past MaxInt32 to 0, and
+// these count on (2^31 + 5 for the sixth sequence after a wrap), so a batch after the wrap is
+// not taken for the one of the same number before it.
 type lazyProducer struct {
 	Epoch int16  `json:"e"`
 	Seqs  Ranges `json:"s"`
+}
+
+// unwrapped returns the sequence range of batch b in lp's unwrapped space: the one congruent to
+// its first sequence modulo 2^31 nearest lp's highest committed sequence (at most 2^30 either
+// way; sequence 0 with nothing committed).
+func (lp *lazyProducer) unwrapped(b BatchMeta) (first, last int64) {
+	const space = math.MaxInt32 + 1
+	first = int64(b.FirstSeq)
+	if lp != nil && len(lp.Seqs) > 0 {
+		hi := lp.Seqs[len(lp.Seqs)-1].To
+		first += hi - ((hi%space)+space)%space // hi's wrap, b's number
+		switch {
+		case first > hi+space/2:
+			first -= space
+		case first < hi-space/2:
+			first += space
+		}
+	}
+	return first, first + int64(b.Records) - 1
 }
 
 // maxLazyRanges bounds a producer's committed sequence ranges: beyond it the lowest go (a batch
@@ -195,7 +216,10 @@ const maxLazyRanges = 64
 // epoch (by an eager or a lazy commit: a retry journaled twice).
 func (p *Partition) seqCovered(b BatchMeta) bool {
 	lp := p.lazy[b.ProducerID]
-	return lp != nil && lp.Epoch == b.Epoch && lp.Seqs.Covers(int64(b.FirstSeq), int64(b.FirstSeq)+int64(b.Records)-1)
+	if lp == nil || lp.Epoch != b.Epoch {
+		return false
+	}
+	return lp.Seqs.Covers(lp.unwrapped(b))
 }
 
 // followsCommitted reports whether an idempotent batch's predecessor (the sequence number before
@@ -205,8 +229,11 @@ func (p *Partition) seqCovered(b BatchMeta) bool {
 // of which may be stored already.
 func (p *Partition) followsCommitted(b BatchMeta) bool {
 	lp := p.lazy[b.ProducerID]
-	first, last := int64(b.FirstSeq), int64(b.FirstSeq)+int64(b.Records)-1
-	return b.FirstSeq > 0 && lp != nil && lp.Epoch == b.Epoch && lp.Seqs.Covers(first-1, first-1) &&
+	if lp == nil || lp.Epoch != b.Epoch {
+		return false
+	}
+	first, last := lp.unwrapped(b)
+	return first > 0 && lp.Seqs.Covers(first-1, first-1) &&
 		!lp.Seqs.Overlaps(first, last) // part of it stored already: an overlap, not a batch in sequence
 }
 
@@ -247,7 +274,7 @@ func (p *Partition) recordSeq(b BatchMeta) {
 	default:
 		lp = &lazyProducer{Epoch: lp.Epoch, Seqs: lp.Seqs} // copy on write: lp may be shared with a published copy
 	}
-	lp.Seqs = lp.Seqs.Add(int64(b.FirstSeq), int64(b.FirstSeq)+int64(b.Records)-1).DropBelow(maxLazyRanges)
+	lp.Seqs = lp.Seqs.Add(lp.unwrapped(b)).DropBelow(maxLazyRanges)
 	if p.lazy == nil {
 		p.lazy = map[int64]*lazyProducer{}
 	}

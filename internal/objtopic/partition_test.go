@@ -343,3 +343,54 @@ func FuzzEachBatch(f *testing.F) {
 		}
 	})
 }
+
+// TestSequenceWrap: a producer's sequence wraps past MaxInt32 to 0 (as Kafka's does). The batch
+// after the wrap is stored, not taken for the batch of the same number committed long before,
+// and a retry on either side of the wrap, eager or lazy, is still a duplicate.
+func TestSequenceWrap(t *testing.T) {
+	const max = math.MaxInt32
+	p := NewPartition()
+	for _, b := range []BatchMeta{
+		{Records: 1, FirstSeq: 0},
+		{Records: max - 11, FirstSeq: 1}, // up to max-11
+		{Records: 2, FirstSeq: max - 10},
+		{Records: 2, FirstSeq: max - 8},
+		{Records: 2, FirstSeq: max - 6},
+		{Records: 2, FirstSeq: max - 4},
+		{Records: 3, FirstSeq: max - 2}, // max-2, max-1, max
+		{Records: 2, FirstSeq: 0},       // wrapped
+		{Records: 2, FirstSeq: 2},
+	} {
+		b.ProducerID = 7
+		before := p.Next
+		r := p.Commit("f", IndexEntry{}, []BatchMeta{b})
+		if r[0].Err != nil || r[0].Duplicate || p.Next != before+int64(b.Records) {
+			t.Fatalf("seq %d (+%d): %+v, stored %d; want stored", b.FirstSeq, b.Records, r[0], p.Next-before)
+		}
+	}
+	next := p.Next
+	for _, b := range []BatchMeta{{Records: 2, FirstSeq: 0}, {Records: 3, FirstSeq: max - 2}} {
+		b.ProducerID = 7
+		if r := p.Commit("retry", IndexEntry{}, []BatchMeta{b}); !r[0].Duplicate || r[0].Err != nil {
+			t.Errorf("an eager retry of seq %d: %+v; want a duplicate", b.FirstSeq, r[0])
+		}
+		if r := p.CommitLazy("retry", IndexEntry{}, []BatchMeta{b}); !r[0].Duplicate || r[0].Err != nil {
+			t.Errorf("a lazy retry of seq %d: %+v; want a duplicate", b.FirstSeq, r[0])
+		}
+	}
+	if p.Next != next {
+		t.Fatalf("retries stored %d records", p.Next-next)
+	}
+	// Lazy batches, one spanning the wrap (max-1, max, 0), and their retries.
+	q := NewPartition()
+	for i, b := range []BatchMeta{{Records: 3, FirstSeq: max - 1}, {Records: 2, FirstSeq: 1}, {Records: 3, FirstSeq: max - 1}, {Records: 2, FirstSeq: 1}} {
+		b.ProducerID, b.Epoch = 8, 1
+		r := q.CommitLazy("f", IndexEntry{}, []BatchMeta{b})
+		if retry := i >= 2; r[0].Duplicate != retry || r[0].Err != nil {
+			t.Errorf("lazy seq %d (+%d), a retry: %v: %+v", b.FirstSeq, b.Records, retry, r[0])
+		}
+	}
+	if q.Next != 5 {
+		t.Errorf("lazy: %d records stored, want 5", q.Next)
+	}
+}
