@@ -1009,3 +1009,31 @@ func TestModeChangeSplitsAPartitionsBatches(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSlowPathSkipsWhatItCommitted: a run whose first file number was never written (its write
+// failed) keeps a committed prefix of 0. Each round of the slow path lists its journal from
+// there, at most slowPathPages pages; it must go on past the files it committed already, or the
+// files beyond the first pages are never committed.
+func TestSlowPathSkipsWhatItCommitted(t *testing.T) {
+	defer func(p, n int) { slowPathPage, slowPathPages = p, n }(slowPathPage, slowPathPages)
+	slowPathPage, slowPathPages = 2, 2
+	dir, fc := ghostSetup(t)
+	w := ghostWriter(t, dir, fc, "7-ghost")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 8 {
+		writeLazy(t, ctx, w, fmt.Sprint(i))
+	}
+	if err := dir.Delete(ctx, JournalKey("7-ghost", 1)); err != nil { // as if its write had failed
+		t.Fatal(err)
+	}
+	m := newTestMaintainer(dir, fc, MaintainerConfig{})
+	for round := range 5 {
+		if _, err := m.SlowPath(ctx, time.Now().Add(time.Duration(round+1)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if next := fc.partition(0).Object(0).Next; next != 7 {
+		t.Fatalf("partition ends at %d; want the 7 acknowledged records of files 2-8", next)
+	}
+}

@@ -150,10 +150,12 @@ func runWriter(img *controller.Image, run string) *controller.ObjWriter {
 
 // uncommitted calls fn with each journal file of run after w's committed prefix that w has not
 // committed, in order, listing at most pages pages (more: the journal goes on); it stops at
-// fn's first error.
+// fn's first error. A listing that reaches a run of committed files goes on after it: the
+// pages are spent on uncommitted files, so a hole (a number never written: a flush refused, a
+// write that failed) does not keep every round listing the same committed files behind it.
 func (m *Maintainer) uncommitted(ctx context.Context, run string, w *controller.ObjWriter, pages int, fn func(seq uint64, o objstore.Object) error) (more bool, err error) {
 	startAfter := ""
-	if end := w.Committed.Prefix(1); end >= 1 {
+	if end := w.Committed.End(1); end >= 1 {
 		startAfter = JournalKey(run, uint64(end))
 	}
 	for range pages {
@@ -174,6 +176,11 @@ func (m *Maintainer) uncommitted(ctx context.Context, run string, w *controller.
 			return false, nil
 		}
 		startAfter = objs[len(objs)-1].Key
+		if _, seq, ok := ParseJournalKey(startAfter); ok {
+			if end := w.Committed.End(int64(seq) + 1); end > int64(seq) {
+				startAfter = JournalKey(run, uint64(end))
+			}
+		}
 	}
 	return true, nil
 }

@@ -48,11 +48,12 @@ func (r Ranges) DropBelow(maxRanges int) Ranges {
 	return append(Ranges(nil), r[len(r)-maxRanges:]...)
 }
 
-// Prefix returns the end of the range that starts at first, or first-1 if first is not in
-// the set: everything from first to the result is in the set.
-func (r Ranges) Prefix(first int64) int64 {
-	if len(r) > 0 && r[0].From <= first && r[0].To >= first {
-		return r[0].To
+// End returns the end of the range holding x, or x-1 if x is not in the set: everything from
+// x to the result is in the set.
+func (r Ranges) End(x int64) int64 {
+	i := sort.Search(len(r), func(i int) bool { return r[i].To >= x })
+	if i < len(r) && r[i].From <= x {
+		return r[i].To
 	}
-	return first - 1
+	return x - 1
 }

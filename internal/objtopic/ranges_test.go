@@ -30,6 +30,13 @@ func TestRangesAgainstAMap(t *testing.T) {
 				}
 			}
 			for q := range 40 {
+				end := int64(q) - 1
+				for model[end+1] {
+					end++
+				}
+				if got := r.End(int64(q)); got != end {
+					t.Fatalf("round %d: %v: End(%d) = %d, want %d", round, r, q, got, end)
+				}
 				a, b := int64(q), int64(q)+rng.Int64N(4)
 				all, any := true, false
 				for x := a; x <= b; x++ {
@@ -42,8 +49,8 @@ func TestRangesAgainstAMap(t *testing.T) {
 		}
 	}
 	r := Ranges{}.Add(1, 5).Add(9, 9)
-	if r.Prefix(1) != 5 || r.Prefix(0) != -1 || r.Prefix(6) != 5 {
-		t.Errorf("Prefix of %v: %d %d %d", r, r.Prefix(1), r.Prefix(0), r.Prefix(6))
+	if r.End(1) != 5 || r.End(0) != -1 || r.End(3) != 5 || r.End(6) != 5 || r.End(9) != 9 || r.End(10) != 9 {
+		t.Errorf("End of %v: %d %d %d %d %d %d", r, r.End(1), r.End(0), r.End(3), r.End(6), r.End(9), r.End(10))
 	}
 	if got := r.DropBelow(1); len(got) != 1 || got[0].From != 9 {
 		t.Errorf("DropBelow(1) of %v = %v", r, got)
