@@ -1037,3 +1037,72 @@ func TestSlowPathSkipsWhatItCommitted(t *testing.T) {
 		t.Fatalf("partition ends at %d; want the 7 acknowledged records of files 2-8", next)
 	}
 }
+
+// TestStaleMixedFileCommitsItsLazySections: a file of eager and lazy sections whose commit is
+// refused as stale (the node registered again between the file's flush and its commit) fails
+// its eager batches, and commits its lazy ones (acknowledged at the write) itself, before the
+// writer's next file: left to the slow path, they came 30 s later and after newer records of
+// the same producer.
+func TestStaleMixedFileCommitsItsLazySections(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 2)
+	var inc atomic.Uint64
+	inc.Store(1)
+	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: inc.Load, BatchTimeout: time.Hour})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		w.Close(ctx)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The node registers again (the same run): a new incarnation in the image, the writer's
+	// still the old one.
+	fc.mu.Lock()
+	fc.index++
+	r := controller.Apply(fc.img, fc.index, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 1, Run: "1-test"}})
+	fc.mu.Unlock()
+	e := testBatch(-1, 0, "eager")
+	eh, _ := batch.ParseHeader(e)
+	l0 := testBatch(9, 0, "lazy-seq0")
+	l0h, _ := batch.ParseHeader(l0)
+	ep := w.Append(controller.PartitionRef{Topic: topic, Partition: 0}, e, eh, false)
+	lp := w.Append(controller.PartitionRef{Topic: topic, Partition: 1}, l0, l0h, true)
+	w.Flush()
+	if _, err := lp.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ep.Wait(ctx); !errors.Is(err, kerr.RequestTimedOut) {
+		t.Fatalf("the eager batch of the stale file: %v; want a retriable timeout", err)
+	}
+	inc.Store(uint64(r.Value))
+	l1 := testBatch(9, 1, "lazy-seq1")
+	l1h, _ := batch.ParseHeader(l1)
+	lp1 := w.Append(controller.PartitionRef{Topic: topic, Partition: 1}, l1, l1h, true)
+	w.Flush()
+	if _, err := lp1.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for w.PendingCommits() > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the writer's files are still waiting for their commits")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p := fc.partition(0).Object(1)
+	data, err := NewCache(dir, 1<<20, nil).Read(ctx, p, 0, 1<<20, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	eachRecordValue(data, func(v string) { got = append(got, v) })
+	if fmt.Sprint(got) != "[lazy-seq0 lazy-seq1]" {
+		t.Fatalf("partition 1 holds %v; want the acknowledged lazy records in the writer's order, [lazy-seq0 lazy-seq1]", got)
+	}
+	if n := fc.partition(0).Object(0).Next; n != 0 {
+		t.Fatalf("partition 0 holds %d records; the stale file's eager batch failed and must not be stored", n)
+	}
+}

@@ -479,6 +479,15 @@ func (f *file) allLazy() bool {
 	return true
 }
 
+func (f *file) anyLazy() bool {
+	for _, s := range f.sections {
+		if s.lazy {
+			return true
+		}
+	}
+	return false
+}
+
 // meta is one BatchMeta of a commit and the buffered batches it stands for.
 type meta struct {
 	m     objtopic.BatchMeta
@@ -562,7 +571,14 @@ func (w *Writer) commit(f *file) {
 			// The commit may or may not have happened; the producer is told to retry, and an
 			// idempotent producer's retry is recognized if it did.
 			f.fail(fmt.Errorf("%w: committing %s: %v", kerr.RequestTimedOut, f.key, err))
-			return
+			if !f.anyLazy() {
+				return
+			}
+			// Its lazy sections were answered at the write: they are committed now, in the
+			// slow path's form (which leaves the eager sections out, and commits a file once),
+			// before this writer's later files, rather than by the slow path once the run has
+			// been quiet for liveWriterGrace, after them.
+			lazy, cmd = true, slowForm(cmd)
 		}
 		w.logger.Debug("objects: retrying a commit", "key", f.key, "err", err)
 		select {
