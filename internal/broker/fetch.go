@@ -90,7 +90,16 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		files.release() // what an earlier, too small read gathered
 		incremental := sess != nil && req.SessionEpoch > 0
 		sent, total := b.fillFetch(ctx, req, resp, parts, incremental, files, acc)
-		done := total >= int(req.MinBytes) || !time.Now().Before(deadline) || len(wake) == 0
+		// As Kafka's fetch, an answer that tells of an error or sends the client to another
+		// replica (KIP-392) goes at once: waiting for bytes would only delay a failover or a
+		// redirect by the client's max wait.
+		urgent := false
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				urgent = urgent || p.ErrorCode != 0 || p.PreferredReadReplica >= 0
+			}
+		}
+		done := total >= int(req.MinBytes) || urgent || !time.Now().Before(deadline) || len(wake) == 0
 		if !done && waitAny(ctx, b.stopped, wake, time.Until(deadline)) {
 			continue // an append: read again
 		}
@@ -101,6 +110,9 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		}
 		for _, sv := range sent { // only the response that goes out counts as sent
 			sv.sp.sentHW, sv.sp.sentLSO, sv.sp.sentStart = sv.hw, sv.lso, sv.start
+		}
+		if incremental {
+			sess.sentLast(sent)
 		}
 		return
 	}
@@ -144,14 +156,16 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *
 		if req.SessionID != 0 {
 			b.fetchSessions.remove(req.SessionID)
 		}
-		s := b.fetchSessions.create()
+		s := b.fetchSessions.create(len(parts), time.Now())
+		if s == nil {
+			return parts, nil, nil // the cache is full of sessions worth more: sessionless
+		}
 		for _, p := range parts {
 			s.put(p)
 		}
-		s.epoch = 1
 		return s.list(), s, nil
 	}
-	s, err := b.fetchSessions.get(req.SessionID, req.SessionEpoch)
+	s, err := b.fetchSessions.get(req.SessionID, time.Now())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -160,27 +174,60 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *
 	if req.SessionEpoch != s.epoch {
 		return nil, nil, kerr.InvalidFetchSessionEpoch
 	}
-	s.epoch++
+	s.epoch = nextEpoch(s.epoch)
 	for _, p := range parts {
 		s.put(p)
 	}
 	for _, ft := range req.ForgottenTopics {
-		name := b.fetchTopicName(req.Version, ft.Topic, ft.TopicID)
 		for _, idx := range ft.Partitions {
-			s.forget(partKey{name, idx})
+			if req.Version >= 13 {
+				s.forget(partKey{id: ft.TopicID, partition: idx})
+			} else {
+				s.forget(partKey{topic: ft.Topic, partition: idx})
+			}
 		}
 	}
 	return s.list(), s, nil
 }
 
+// put adds a partition to the session, or updates what the client now asks of it: its offset,
+// its byte limit and its current leader epoch.
 func (s *fetchSession) put(p *sessionPartition) {
-	k := partKey{p.topic, p.partition}
+	k := p.key()
 	if old, ok := s.parts[k]; ok {
-		old.offset, old.maxBytes = p.offset, p.maxBytes
+		old.offset, old.maxBytes, old.leaderEpoch = p.offset, p.maxBytes, p.leaderEpoch
+		if p.byID {
+			old.topic = p.topic // the name it has now, for the log and ACLs
+		}
 		return
 	}
 	s.parts[k] = p
 	s.order = append(s.order, k)
+}
+
+// sentLast moves the partitions a response of an incremental session listed to the end of the
+// session's order, as Kafka does: the next responses' byte budget goes first to the others,
+// so a consumer with many partitions behind gets all of them in turn, not only the first few.
+func (s *fetchSession) sentLast(sent []sentValues) {
+	if len(sent) == 0 {
+		return
+	}
+	moved := make(map[partKey]bool, len(sent))
+	for _, sv := range sent {
+		moved[sv.sp.key()] = true
+	}
+	order := make([]partKey, 0, len(s.order))
+	for _, k := range s.order {
+		if !moved[k] {
+			order = append(order, k)
+		}
+	}
+	for _, k := range s.order {
+		if moved[k] {
+			order = append(order, k)
+		}
+	}
+	s.order = order
 }
 
 func (s *fetchSession) forget(k partKey) {
@@ -284,15 +331,16 @@ func (b *Broker) fetchTopic(sp *sessionPartition) (*topics.Topic, error) {
 	return t, nil
 }
 
+// fetchMaxBytes caps a fetch response's record bytes whatever the client asks (Kafka's broker
+// setting fetch.max.bytes, at its default), beyond the first batch, which always goes.
+const fetchMaxBytes = 55 << 20
+
 // fillFetch reads every partition into resp and returns the record bytes gathered. In an
 // incremental response only partitions with news are listed.
 func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool, files *fileRanges, acc fetchAccess) ([]sentValues, int) {
 	var sent []sentValues
 	total := 0
-	budget := int(req.MaxBytes)
-	if req.Version < 3 || budget <= 0 {
-		budget = 1<<31 - 1
-	}
+	budget := max(min(int(req.MaxBytes), fetchMaxBytes), 0) // the first batch goes whatever the limit
 	b.prefetchObjects(parts, budget, acc)
 	for _, sp := range parts {
 		fp := kmsg.NewFetchResponseTopicPartition()
@@ -347,7 +395,7 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 			}
 			total += n
 		}
-		news := fp.ErrorCode != 0 || len(fp.RecordBatches) > 0 || fp.HighWatermark != sp.sentHW ||
+		news := fp.ErrorCode != 0 || len(fp.RecordBatches) > 0 || fp.PreferredReadReplica >= 0 || fp.HighWatermark != sp.sentHW ||
 			fp.LastStableOffset != sp.sentLSO || fp.LogStartOffset != sp.sentStart
 		if incremental && !news {
 			continue
@@ -425,7 +473,7 @@ func readPartition(p *topics.Partition, follower bool, sp *sessionPartition, fp 
 }
 
 func addFetchPartition(resp *kmsg.FetchResponse, sp *sessionPartition, fp kmsg.FetchResponseTopicPartition) {
-	if n := len(resp.Topics); n > 0 && resp.Topics[n-1].Topic == sp.topic {
+	if n := len(resp.Topics); n > 0 && resp.Topics[n-1].Topic == sp.topic && resp.Topics[n-1].TopicID == sp.topicID {
 		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, fp)
 		return
 	}

@@ -2,7 +2,10 @@ package broker
 
 import (
 	"container/list"
+	"math"
+	"math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -26,61 +29,104 @@ type sessionPartition struct {
 	sentHW, sentLSO, sentStart int64
 }
 
+// partKey names a session's partition: by topic id in a session of fetch v13+ (a topic deleted
+// and created again under its name is another topic; unknown ids stay apart), else by name.
 type partKey struct {
 	topic     string
+	id        [16]byte
 	partition int32
 }
 
-type fetchSession struct {
-	id    int32
-	epoch int32 // the epoch the next request must carry
-	mu    sync.Mutex
-	parts map[partKey]*sessionPartition
-	order []partKey // the client's partition order
-	elem  *list.Element
+func (p *sessionPartition) key() partKey {
+	if p.byID {
+		return partKey{id: p.topicID, partition: p.partition}
+	}
+	return partKey{topic: p.topic, partition: p.partition}
 }
 
-// fetchSessions is a bounded LRU cache of sessions.
+type fetchSession struct {
+	id       int32
+	epoch    int32 // the epoch the next request must carry
+	created  time.Time
+	mu       sync.Mutex
+	parts    map[partKey]*sessionPartition
+	order    []partKey // the order partitions are read in: the client's, then each sent one moved last
+	elem     *list.Element
+	lastUsed time.Time // under fetchSessions.mu
+}
+
+// nextEpoch is the epoch after e: wrapping from MaxInt32 to 1 (0 opens a session), as Kafka's.
+func nextEpoch(e int32) int32 {
+	if e == math.MaxInt32 {
+		return 1
+	}
+	return e + 1
+}
+
+// sessionEviction is how long a session must be unused before a new one may take its place in
+// a full cache, or have lived before a larger new one may (Kafka's
+// min.incremental.fetch.session.eviction.ms default).
+const sessionEviction = 2 * time.Minute
+
+// fetchSessions is a bounded cache of sessions.
 type fetchSessions struct {
-	mu     sync.Mutex
-	max    int
-	nextID int32
-	byID   map[int32]*fetchSession
-	lru    *list.List // front: most recently used
+	mu   sync.Mutex
+	max  int
+	byID map[int32]*fetchSession
+	lru  *list.List // front: most recently used
 }
 
 func newFetchSessions(max int) *fetchSessions {
-	return &fetchSessions{max: max, nextID: 1, byID: map[int32]*fetchSession{}, lru: list.New()}
+	return &fetchSessions{max: max, byID: map[int32]*fetchSession{}, lru: list.New()}
 }
 
-// create opens a new session, evicting the least recently used one past the bound.
-func (c *fetchSessions) create() *fetchSession {
+// create opens a new session for size partitions, or returns nil when the cache is full of
+// sessions worth more, as Kafka's FetchSessionCache decides: the least recently used session
+// goes if it is stale (unused for sessionEviction); otherwise the smallest session older than
+// sessionEviction goes if it holds no more partitions than the new one would. Without a
+// session the client is answered sessionless (session id 0) and fetches in full.
+func (c *fetchSessions) create(size int, now time.Time) *fetchSession {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for len(c.byID) >= c.max {
-		old := c.lru.Back().Value.(*fetchSession)
-		c.lru.Remove(old.elem)
-		delete(c.byID, old.id)
+	if len(c.byID) >= c.max {
+		var victim *fetchSession
+		if old := c.lru.Back(); old != nil && now.Sub(old.Value.(*fetchSession).lastUsed) > sessionEviction {
+			victim = old.Value.(*fetchSession)
+		} else {
+			for e := c.lru.Front(); e != nil; e = e.Next() {
+				s := e.Value.(*fetchSession)
+				if now.Sub(s.created) > sessionEviction && len(s.parts) <= size && (victim == nil || len(s.parts) < len(victim.parts)) {
+					victim = s
+				}
+			}
+		}
+		if victim == nil {
+			return nil
+		}
+		c.lru.Remove(victim.elem)
+		delete(c.byID, victim.id)
 	}
-	id := c.nextID
-	for c.byID[id] != nil || id <= 0 {
-		id++
+	// Random ids, as Kafka's: a client naming the session it had before this node restarted
+	// (to close it) must not close another client's, nor may one guess another's session.
+	id := rand.Int32N(math.MaxInt32) + 1
+	for c.byID[id] != nil {
+		id = rand.Int32N(math.MaxInt32) + 1
 	}
-	c.nextID = id + 1
-	s := &fetchSession{id: id, epoch: 1, parts: map[partKey]*sessionPartition{}}
+	s := &fetchSession{id: id, epoch: 1, created: now, lastUsed: now, parts: map[partKey]*sessionPartition{}}
 	s.elem = c.lru.PushFront(s)
 	c.byID[id] = s
 	return s
 }
 
-// get returns session id if epoch is the one it expects, or the Kafka error.
-func (c *fetchSessions) get(id, epoch int32) (*fetchSession, error) {
+// get returns session id, or FETCH_SESSION_ID_NOT_FOUND.
+func (c *fetchSessions) get(id int32, now time.Time) (*fetchSession, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.byID[id]
 	if !ok {
 		return nil, kerr.FetchSessionIDNotFound
 	}
+	s.lastUsed = now
 	c.lru.MoveToFront(s.elem)
 	return s, nil
 }
