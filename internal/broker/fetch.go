@@ -90,13 +90,19 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		files.release() // what an earlier, too small read gathered
 		incremental := sess != nil && req.SessionEpoch > 0
 		sent, total := b.fillFetch(ctx, req, resp, parts, incremental, files, acc)
-		// As Kafka's fetch, an answer that tells of an error or sends the client to another
-		// replica (KIP-392) goes at once: waiting for bytes would only delay a failover or a
-		// redirect by the client's max wait.
+		// As Kafka's fetch, an answer that tells of an error reading a partition or sends the
+		// client to another replica (KIP-392) goes at once: waiting for bytes would only delay
+		// a failover or a redirect by the client's max wait. Partitions Kafka refuses before
+		// reading (not authorized, unknown) do not hurry it.
 		urgent := false
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
-				urgent = urgent || p.ErrorCode != 0 || p.PreferredReadReplica >= 0
+				switch p.ErrorCode {
+				case 0, kerr.TopicAuthorizationFailed.Code, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicID.Code:
+				default:
+					urgent = true
+				}
+				urgent = urgent || p.PreferredReadReplica >= 0
 			}
 		}
 		done := total >= int(req.MinBytes) || urgent || !time.Now().Before(deadline) || len(wake) == 0
