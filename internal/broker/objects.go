@@ -469,8 +469,10 @@ func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaI
 	switch rp.Timestamp {
 	case listLatest:
 		off = end
-	case listEarliest:
+	case listEarliest, listEarliestLocal:
 		off = p.Start
+	case listLatestTiered, listEarliestPendingUpload: // no tiered storage (the store is the log)
+		return nil
 	case listMaxTimestamp:
 		off, ts, err = b.cfg.ObjectCache.MaxTimestamp(ctx, p)
 	default:
@@ -482,7 +484,7 @@ func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaI
 	if err != nil {
 		return fmt.Errorf("%w: reading from the object store: %v", kerr.KafkaStorageError, err)
 	}
-	if off >= 0 && (rp.Timestamp == listLatest || rp.Timestamp == listEarliest || fetchable(replicaID, off, end)) {
+	if off >= 0 && (rp.Timestamp == listLatest || rp.Timestamp == listEarliest || rp.Timestamp == listEarliestLocal || fetchable(replicaID, off, end)) {
 		sp.Offset, sp.Timestamp = off, ts
 	}
 	return nil

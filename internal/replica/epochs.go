@@ -9,6 +9,7 @@
 package replica
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -188,6 +189,17 @@ func (c *EpochCache) TrimStart(logStart int64) error {
 		c.entries[0].Start = logStart
 	}
 	return c.persist()
+}
+
+// EpochOf returns the leader epoch of the batch at offset (an offset of the log): the newest
+// entry starting at or before it, or -1 if none does.
+func (c *EpochCache) EpochOf(offset int64) int32 {
+	// i: the first entry starting after offset.
+	i, _ := slices.BinarySearchFunc(c.entries, offset+1, func(e EpochEntry, t int64) int { return cmp.Compare(e.Start, t) })
+	if i == 0 {
+		return -1
+	}
+	return c.entries[i-1].Epoch
 }
 
 // EndOffsetFor answers OffsetForLeaderEpoch as Kafka's LeaderEpochFileCache.endOffsetFor does:

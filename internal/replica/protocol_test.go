@@ -76,6 +76,12 @@ func TestEpochCachePersistsAndTruncates(t *testing.T) {
 	if ep, end := c.EndOffsetFor(0, 120); ep != 0 || end != 0 {
 		t.Errorf("EndOffsetFor(0) = %d, %d; want 0, 0 (below every epoch: where the first starts)", ep, end)
 	}
+	// Epoch 3 is a marker at 40: the batch there is epoch 4's.
+	for off, want := range map[int64]int32{0: 1, 39: 1, 40: 4, 89: 4, 90: 7, 500: 7} {
+		if got := c.EpochOf(off); got != want {
+			t.Errorf("EpochOf(%d) = %d; want %d", off, got, want)
+		}
+	}
 	// A crash cut the log to 60: the entry at 90 is dropped on load.
 	c2, err := LoadEpochCache(fsys.Crash(vfs.CrashOptions{}), "/p", 0, 60)
 	if err != nil {

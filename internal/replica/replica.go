@@ -389,6 +389,13 @@ func (r *Replica) EndOffsetFor(epoch int32) (int32, int64) {
 	return r.epochs.EndOffsetFor(epoch, r.Log.EndOffset())
 }
 
+// EpochOf is the leader epoch of the batch at offset in the replica's log (-1: unknown).
+func (r *Replica) EpochOf(offset int64) int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epochs.EpochOf(offset)
+}
+
 // LastEpoch is the newest epoch of the replica's log.
 func (r *Replica) LastEpoch() int32 {
 	r.mu.Lock()
