@@ -450,7 +450,7 @@ func (m *Maintainer) gc(ctx context.Context, now time.Time) (int, error) {
 		}
 	}
 	for _, o := range markers {
-		run := strings.TrimPrefix(o.Key, "runs/")
+		run := MarkerRun(o.Key)
 		// A marker older than the grace period of a run with no file that is no process's
 		// current run: its writer never wrote a file, or its files are all gone.
 		if !current[run] && !runsWithFiles[run] && now.Sub(o.Modified) >= m.cfg.GCGrace {

@@ -1106,3 +1106,52 @@ func TestStaleMixedFileCommitsItsLazySections(t *testing.T) {
 		t.Fatalf("partition 0 holds %d records; the stale file's eager batch failed and must not be stored", n)
 	}
 }
+
+// afterList is a store that runs a hook once after its first listing of a prefix: what another
+// process does between a garbage collection's listing and its deletes.
+type afterList struct {
+	objstore.Store
+	prefix string
+	hook   func()
+	once   sync.Once
+}
+
+func (s *afterList) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.Object, error) {
+	objs, err := s.Store.List(ctx, prefix, startAfter, limit)
+	if prefix == s.prefix {
+		s.once.Do(s.hook)
+	}
+	return objs, err
+}
+
+// TestGCKeepsAMarkerWrittenAfterItsListing: a run the controller never heard of (Ripcord),
+// idle so long its marker is old and its files are gone, announces itself again and writes a
+// file while a garbage collection runs, after the collection listed the markers. The
+// collection deletes the old marker it listed, not the new one, so the slow path still finds
+// the run and commits the acknowledged file. With one marker key per run, the new announcement
+// replaced the listed object and was deleted with it.
+func TestGCKeepsAMarkerWrittenAfterItsListing(t *testing.T) {
+	dir, fc := ghostSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := dir.Put(ctx, RunKey("7-ghost", time.Now().Add(-time.Hour)), []byte("node 7\n")); err != nil {
+		t.Fatal(err) // the run's marker from long ago
+	}
+	w := ghostWriter(t, dir, fc, "7-ghost")
+	later := time.Now().Add(time.Hour) // the old marker is past the grace period
+	store := &afterList{Store: dir, prefix: "runs/", hook: func() { writeLazy(t, ctx, w, "acknowledged") }}
+	m := newTestMaintainer(store, fc, MaintainerConfig{})
+	if _, err := m.GC(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	markers, err := dir.List(ctx, "runs/", "", 0)
+	if err != nil || len(markers) != 1 || MarkerRun(markers[0].Key) != "7-ghost" {
+		t.Fatalf("markers after the collection: %v, %v; want the run's new one", markers, err)
+	}
+	if n, err := m.SlowPath(ctx, later); err != nil || n != 1 {
+		t.Fatalf("slow path: %d files, %v; want the run's acknowledged file", n, err)
+	}
+	if next := fc.partition(0).Object(0).Next; next != 1 {
+		t.Fatalf("partition ends at %d; want the acknowledged record", next)
+	}
+}

@@ -41,7 +41,7 @@ func (m *Maintainer) SlowPath(ctx context.Context, now time.Time) (int, error) {
 		}
 		m.announced = m.announced[:0]
 		for _, o := range announced {
-			if run := strings.TrimPrefix(o.Key, "runs/"); run != "" {
+			if run := MarkerRun(o.Key); run != "" && !slices.Contains(m.announced, run) {
 				m.announced = append(m.announced, run)
 			}
 		}
@@ -212,7 +212,7 @@ func (m *Maintainer) Backlog(ctx context.Context) ([]RunBacklog, error) {
 		return nil, err
 	}
 	for _, o := range announced {
-		if run := strings.TrimPrefix(o.Key, "runs/"); run != "" {
+		if run := MarkerRun(o.Key); run != "" {
 			runs[run] = true
 		}
 	}

@@ -121,7 +121,8 @@ type Writer struct {
 	lazy     atomic.Int64 // files of lazy sections only flushed and not yet committed
 
 	runMu     sync.Mutex
-	announced time.Time // when RunKey was last written
+	announced time.Time // when the run's marker was last written
+	marker    string    // its key
 
 	mu      sync.Mutex
 	buf     map[controller.PartitionRef]*section
@@ -358,14 +359,25 @@ func (w *Writer) write(f *file) {
 	}
 }
 
-// RunKey is the object that announces a writer run before its first journal file, so the slow
-// path finds the run's files even if the controller never heard of it (a process that started
-// and died while the controller was away, in Ripcord mode).
-func RunKey(run string) string { return "runs/" + run }
+// RunKey is an object that announces a writer run before its journal files, so the slow path
+// finds the run's files even if the controller never heard of it (a process that started and
+// died while the controller was away, in Ripcord mode). Each announcement is an object of its
+// own, named by its time: garbage collection deletes old announcements it listed, and a listing
+// taken before an announcement cannot name it, so a run announcing itself again as garbage
+// collection runs keeps its new marker.
+func RunKey(run string, at time.Time) string { return fmt.Sprintf("runs/%s/%020d", run, at.UnixNano()) }
 
-// announceRun writes the run's marker before the run's first file, and again every five
+// MarkerRun is the run a marker announces (runs/<run>/<time>; runs/<run> before markers had
+// times).
+func MarkerRun(key string) string {
+	run, _, _ := strings.Cut(strings.TrimPrefix(key, "runs/"), "/")
+	return run
+}
+
+// announceRun writes a marker of the run before the run's first file, and again every five
 // minutes while the run writes (garbage collection deletes a marker only once it is ten
-// minutes old, the run has no file left and no process runs it).
+// minutes old, the run has no file left and no process runs it); the run's previous marker is
+// then deleted.
 func (w *Writer) announceRun() error {
 	w.runMu.Lock()
 	defer w.runMu.Unlock()
@@ -375,10 +387,17 @@ func (w *Writer) announceRun() error {
 	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.WriteTimeout)
 	defer cancel()
 	body := fmt.Appendf(nil, "node %d\n", w.cfg.Node)
-	if err := w.cfg.Store.Put(ctx, RunKey(w.cfg.Run), body); err != nil {
+	now := time.Now()
+	key := RunKey(w.cfg.Run, now)
+	if err := w.cfg.Store.Put(ctx, key, body); err != nil {
 		return fmt.Errorf("announcing writer run %s: %w", w.cfg.Run, err)
 	}
-	w.announced = time.Now()
+	if w.marker != "" {
+		if err := w.cfg.Store.Delete(ctx, w.marker); err != nil { // garbage collection deletes it otherwise
+			w.logger.Debug("objects: deleting a run's previous marker", "key", w.marker, "err", err)
+		}
+	}
+	w.announced, w.marker = now, key
 	return nil
 }
 
