@@ -223,3 +223,24 @@ func TestTxnBench(t *testing.T) {
 		t.Errorf("bulk results %v / %v records/s; want both positive", res.BulkTxn, res.BulkPlain)
 	}
 }
+
+// TestShareBench runs `runnel bench share` briefly against one Runnel node: each run reads
+// every record of the topic once and reports its rate and latencies.
+func TestShareBench(t *testing.T) {
+	addr := startRunnel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := bench.Share(ctx, bench.ShareOptions{Bootstrap: []string{addr}, Label: "runnel", Records: 300,
+		MaxRecords: []int{10, 100}, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 4 {
+		t.Fatalf("%d runs, want 4 (two poll sizes, two modes): %+v", len(res.Runs), res.Runs)
+	}
+	for _, r := range res.Runs {
+		if r.Records != 300 || r.PerSecond <= 0 || r.Cycle.Count == 0 || (r.Mode == "sync") != (r.Ack.Count > 0) {
+			t.Errorf("run %+v: want 300 records, a positive rate, cycles, and acknowledgement times for sync only", r)
+		}
+	}
+}

@@ -31,7 +31,7 @@ See docs/bench.md.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newBenchRunCommand(), newBenchCompareCommand(), newBenchWorkloadsCommand(), newBenchFsyncCommand(), newBenchFailoverCommand(),
-		newBenchTxnCommand(), newBenchSpecLogCommand())
+		newBenchTxnCommand(), newBenchShareCommand(), newBenchSpecLogCommand())
 	return cmd
 }
 
@@ -530,6 +530,63 @@ func newBenchTxnCommand() *cobra.Command {
 	fl.IntVar(&o.BulkRounds, "bulk-rounds", 3, "bulk: rounds of each kind")
 	fl.IntVar(&o.BulkBatchBytes, "bulk-batch-bytes", 16384, "bulk: the producers' batch size (the Java client's batch.size default; linger 5 ms and 5 requests in flight, its defaults too)")
 	fl.IntVar(&o.RecordSize, "record-size", 100, "bytes per record")
+	fl.StringArrayVar(&configs, "topic-config", nil, "topic config key=value (repeatable)")
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newBenchShareCommand() *cobra.Command {
+	var o bench.ShareOptions
+	var bootstrap string
+	var configs []string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "share",
+		Short: "Measure one share-group consumer (KIP-932) acknowledging as it polls",
+		Long: `Fills a topic, then reads it all with one share consumer of a new group, once per poll
+size and way of acknowledging:
+
+  sync   each poll's records accepted and flushed (ShareAcknowledge, waited for) before the
+         next poll: Java's explicit mode with commitSync
+  async  each poll's records accepted when the next poll begins, the acknowledgements riding on
+         the next ShareFetch: Java's implicit mode
+
+Fetches are strict (at most the poll's records locked per fetch, KIP-1206), so every
+acknowledgement covers one poll. Reported per run: records/s, a poll cycle's and an
+acknowledgement's p50/p99, and records delivered more than once. Both Kafka and Runnel write the share-partition's state for each
+acknowledgement, so small polls measure that write.`,
+		Example: `  runnel serve &
+  runnel bench share --bootstrap 127.0.0.1:9092 --label runnel
+  RUNNEL_KAFKA_VERSION=4.3.1 scripts/kafka.sh install && RUNNEL_KAFKA_VERSION=4.3.1 scripts/kafka.sh start
+  runnel bench share --bootstrap 127.0.0.1:19092 --label kafka`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Bootstrap, err = splitAddrs("bootstrap", bootstrap); err != nil {
+				return err
+			}
+			if o.TopicConfigs, err = withConfigs(nil, configs); err != nil {
+				return err
+			}
+			o.Progress = cmd.ErrOrStderr()
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			res, err := bench.Share(ctx, o)
+			if err != nil {
+				return err
+			}
+			return writeOutput(cmd.OutOrStdout(), asJSON, res, res.WriteText)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated host:port of the cluster's brokers")
+	fl.StringVar(&o.Label, "label", "cluster", "name of the cluster in the report")
+	fl.IntVar(&o.Records, "records", 20000, "records in the topic, read once per run")
+	fl.IntVar(&o.RecordSize, "record-size", 100, "bytes per record")
+	fl.Int32Var(&o.Partitions, "partitions", 1, "partitions of the topic")
+	fl.IntSliceVar(&o.MaxRecords, "max-records", []int{10, 500}, "records per poll (ShareMaxRecords and PollRecords), one run per value")
+	fl.StringSliceVar(&o.Modes, "modes", bench.ShareModes, "ways of acknowledging: sync, async")
+	fl.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "longest a run may take")
 	fl.StringArrayVar(&configs, "topic-config", nil, "topic config key=value (repeatable)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
