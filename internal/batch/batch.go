@@ -186,6 +186,9 @@ func Validate(b []byte) (Header, error) {
 	return h, checkRecords(recs, h.RecordCount)
 }
 
+// Check is Validate without walking the records: the header, the length and the CRC.
+func Check(b []byte) (Header, error) { return check(b, true) }
+
 // ValidateStored checks b as a batch read back from a log: the same as Validate, except that
 // compaction may have removed records, so recordCount may be below lastOffsetDelta+1 (and 0),
 // and the records are not walked.

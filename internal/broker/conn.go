@@ -47,7 +47,8 @@ type reply struct {
 	wait  func()
 	files *fileRanges // fetch record data to send from segment files (sendfile.go)
 	// closeAfter closes the connection once the response is written (a failed
-	// authentication); the error is why.
+	// authentication), or, with no response (acks=0), once the responses before it are; the
+	// error is why.
 	closeAfter error
 	// throttle is a quota the handler enforced itself (controller_mutation_rate): sent as
 	// throttle_time_ms, and the connection is muted for it, as for the other quotas.
@@ -169,7 +170,7 @@ func (c *conn) readLoop() error {
 		// several in flight, and the connection is muted again from its response.
 		c.requestQuotas(f)
 		c.mute(f.throttle)
-		if f.reply.resp == nil && f.reply.wait == nil {
+		if f.reply.resp == nil && f.reply.wait == nil && f.reply.closeAfter == nil {
 			c.release(f.size)
 			f.writing, f.written = f.handled, f.handled
 			c.observe(f)
@@ -276,6 +277,15 @@ func (c *conn) writeLoop() {
 				c.mute(f.throttle)
 				c.observe(f)
 			}
+		}
+		if !broken && f.reply.resp == nil && f.reply.closeAfter != nil {
+			// No response to send (acks=0): what went before goes out, then the connection
+			// closes, the only way to tell such a client of an error.
+			bw.Flush()
+			broken = true
+			c.writeErr = f.reply.closeAfter
+			c.cancel()
+			c.nc.Close()
 		}
 		f.reply.files.release()
 		c.release(f.size)

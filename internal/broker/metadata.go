@@ -115,7 +115,7 @@ func (b *Broker) autoCreate(ctx context.Context, name string) (*topics.Topic, bo
 func (b *Broker) metadataTopic(img *controller.Image, rv *ripcordView, t *topics.Topic, zone string) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
-	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, t.Name == OffsetsTopic || t.Name == TxnStateTopic
+	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, internalTopic(t.Name)
 	mt.AuthorizedOperations = notRequested
 	object := isObjectTopic(t)
 	candidates := img.LiveNodes()

@@ -63,18 +63,24 @@ func handleProduce(ctx context.Context, r *request) reply {
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		return everyPartition(kerr.InvalidRequiredAcks.Code)
 	}
+	// acks=0 gets no response: a request with an error closes the connection once the
+	// responses before it are written, as Kafka's does, so the client refreshes its metadata
+	// rather than go on sending to the wrong broker.
+	closeOnError := func(why string) reply {
+		return reply{closeAfter: fmt.Errorf("an acks=0 produce failed: %s", why)}
+	}
 	if req.TransactionID != nil && req.Acks != -1 {
 		// A transaction's records are vouched for at its commit on the ground that a quorum
 		// held each one it acknowledged (docs/transactions.md §3.3); every client's
 		// transactional producer sends acks=all (transactions need idempotence, which needs it).
 		if req.Acks == 0 {
-			return reply{}
+			return closeOnError("a transactional produce needs acks=all")
 		}
 		return everyPartition(kerr.InvalidRequiredAcks.Code)
 	}
 	if req.TransactionID != nil && !r.allowedTxnID(kmsg.ACLOperationWrite, *req.TransactionID) {
 		if req.Acks == 0 {
-			return reply{} // no response, as for every acks=0 error
+			return closeOnError("transactional id not authorized")
 		}
 		return everyPartition(kerr.TransactionalIDAuthorizationFailed.Code)
 	}
@@ -94,6 +100,14 @@ func handleProduce(ctx context.Context, r *request) reply {
 			}
 			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			if internalTopic(rt.Topic) && r.clientID != adminClientID {
+				// The coordinators' logs: a record written there is loaded as group or
+				// transaction state. Kafka refuses them to any client but its own admin tools.
+				sp.ErrorCode = kerr.InvalidTopicException.Code
+				msg := "Cannot append to internal topic " + rt.Topic
+				sp.ErrorMessage = &msg
 				continue
 			}
 			if isObjectTopic(t) {
@@ -121,7 +135,7 @@ func handleProduce(ctx context.Context, r *request) reply {
 					}
 					return b.txns.ensureInTransaction(ctx, id, localTxnPartition{b.txns, p}, h.ProducerID, h.ProducerEpoch, req.Version)
 				}
-				epoch, end, err = produceOne(t, p, rp.Records, sp, b.cfg.Metrics, inTxn)
+				epoch, end, err = produceOne(t, p, rp.Records, req.Version, sp, b.cfg.Metrics, inTxn)
 			}
 			if err != nil {
 				setProduceError(sp, err)
@@ -145,6 +159,13 @@ func handleProduce(ctx context.Context, r *request) reply {
 		resp.Topics = append(resp.Topics, st)
 	}
 	if req.Acks == 0 {
+		for _, st := range resp.Topics {
+			for _, sp := range st.Partitions {
+				if sp.ErrorCode != 0 {
+					return closeOnError(fmt.Sprintf("%s[%d]: %s", st.Topic, sp.Partition, kerr.ErrorForCode(sp.ErrorCode)))
+				}
+			}
+		}
 		return reply{} // no response, as Kafka
 	}
 	if len(waits) == 0 && len(objWaits) == 0 {
@@ -182,6 +203,13 @@ func handleProduce(ctx context.Context, r *request) reply {
 }
 
 // isTotalOrder reports whether t is a total-order topic (runnel.ordering=total).
+// adminClientID is the client id of Kafka's own admin tools, which may write to internal
+// topics (as Kafka allows them).
+const adminClientID = "__admin_client"
+
+// internalTopic reports whether a topic is a coordinator's log.
+func internalTopic(name string) bool { return name == OffsetsTopic || name == TxnStateTopic }
+
 func isTotalOrder(t *topics.Topic) bool { return total.Total(t.Configs) }
 
 // waitSequenced waits until the sequencer has committed the positions of a total-order
@@ -216,8 +244,11 @@ func (b *Broker) produceLeaderHint(resp *kmsg.ProduceResponse, sp *kmsg.ProduceR
 // produceOne checks and appends one partition's records as its leader, fills in the offsets
 // and counts the appended data in m. A transactional batch must pass inTxn first. It returns
 // the epoch it appended in and the offset just past the batch.
-func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.ProduceResponseTopicPartition, m *metrics.Kafka,
+func produceOne(t *topics.Topic, p *topics.Partition, records []byte, version int16, sp *kmsg.ProduceResponseTopicPartition, m *metrics.Kafka,
 	inTxn func(*batch.Header) error) (int32, int64, error) {
+	if len(records) == 0 {
+		return 0, 0, fmt.Errorf("%w: a produce request must hold a record batch for each partition", kerr.InvalidRecord)
+	}
 	n, err := batch.Split(records)
 	if err != nil {
 		return 0, 0, err
@@ -229,9 +260,14 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 	if limit, _ := strconv.Atoi(maxBytes); len(records) > limit {
 		return 0, 0, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), limit)
 	}
-	h, err := batch.ParseHeader(records)
+	// The header, length and CRC first (the records are walked as the log appends): a batch
+	// damaged on the way is CORRUPT_MESSAGE, which clients retry, whatever the topic.
+	h, err := batch.Check(records)
 	if err != nil {
 		return 0, 0, err
+	}
+	if h.Codec() == batch.CodecZstd && version < 7 {
+		return 0, 0, fmt.Errorf("%w: zstd needs produce v7 or later", kerr.UnsupportedCompressionType)
 	}
 	if h.IsControl() {
 		return 0, 0, fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord)
@@ -253,10 +289,7 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, sp *kmsg.P
 	}
 	logAppendTime := false
 	if tsType, _ := t.Effective("message.timestamp.type"); tsType == "LogAppendTime" {
-		if _, err := batch.Validate(records); err != nil { // check before the CRC is rewritten
-			return 0, 0, err
-		}
-		logAppendTime = true
+		logAppendTime = true // the CRC is checked (above, or by recompress) before it is rewritten
 		sp.LogAppendTime = time.Now().UnixMilli()
 		batch.SetLogAppendTime(records, sp.LogAppendTime)
 	}
@@ -292,7 +325,7 @@ func recompress(records []byte, compression string) ([]byte, error) {
 // setProduceError maps an append failure to Kafka's error code for the partition.
 func setProduceError(sp *kmsg.ProduceResponseTopicPartition, err error) {
 	sp.ErrorCode = errorCode(err)
-	sp.BaseOffset = -1
+	sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 	msg := err.Error()
 	sp.ErrorMessage = &msg
 }
@@ -345,5 +378,8 @@ func requireKeys(h *batch.Header, records []byte) error {
 			return fmt.Errorf("%w: compacted topic cannot accept a record without a key", kerr.InvalidRecord)
 		}
 	}
-	return rd.Err()
+	if err := rd.Err(); err != nil {
+		return fmt.Errorf("%w: malformed records: %v", kerr.InvalidRecord, err)
+	}
+	return nil
 }

@@ -167,7 +167,13 @@ func (s *Partition) Check(b Batch) (*BatchMeta, error) {
 			return nil, fmt.Errorf("%w: producer %d starts new epoch %d at sequence %d, not 0", kerr.OutOfOrderSequenceNumber, b.ProducerID, b.Epoch, b.FirstSeq)
 		}
 	default:
-		if last := p.LastSeq(); last >= 0 && b.FirstSeq != IncrementSequence(last, 1) {
+		last := p.LastSeq()
+		if last < 0 && b.FirstSeq != 0 {
+			// The epoch came from a marker (transaction version 2 bumps it at each end) or a
+			// coordinator's batch: the producer's sequence starts again at 0 (Kafka's rule).
+			return nil, fmt.Errorf("%w: producer %d epoch %d sent sequence %d as its epoch's first, not 0", kerr.OutOfOrderSequenceNumber, b.ProducerID, b.Epoch, b.FirstSeq)
+		}
+		if last >= 0 && b.FirstSeq != IncrementSequence(last, 1) {
 			return nil, fmt.Errorf("%w: producer %d epoch %d sent sequence %d after %d", kerr.OutOfOrderSequenceNumber, b.ProducerID, b.Epoch, b.FirstSeq, last)
 		}
 	}

@@ -260,3 +260,23 @@ func TestMarkerOfALaterTransaction(t *testing.T) {
 		t.Fatalf("the partition's own abort = %+v, first unstable %d; want [10, 12] aborted", ab, s.FirstUnstable())
 	}
 }
+
+// TestEpochFromAMarkerStartsAtZero: a transaction version 2 marker moves the producer to the
+// next epoch with no batch of it yet; that epoch's first batch must start at sequence 0, as in
+// Kafka (ProducerAppendInfo.checkSequence). Taking any sequence let a pipelined later batch in
+// ahead of a failed first one, leaving a gap.
+func TestEpochFromAMarkerStartsAtZero(t *testing.T) {
+	s := NewPartition()
+	b := Batch{ProducerID: 1, Epoch: 0, FirstSeq: 0, LastOffsetDelta: 4, Transactional: true}
+	if _, err := s.Check(b); err != nil {
+		t.Fatal(err)
+	}
+	s.Apply(b, 0, 1, 0)
+	s.ApplyMarker(Marker{ProducerID: 1, Epoch: 1, Commit: true, CoordinatorEpoch: 0}, 5, 2)
+	if _, err := s.Check(Batch{ProducerID: 1, Epoch: 1, FirstSeq: 5, Transactional: true}); !errors.Is(err, kerr.OutOfOrderSequenceNumber) {
+		t.Errorf("epoch 1's first batch at sequence 5: %v; want OUT_OF_ORDER_SEQUENCE_NUMBER", err)
+	}
+	if _, err := s.Check(Batch{ProducerID: 1, Epoch: 1, FirstSeq: 0, Transactional: true}); err != nil {
+		t.Errorf("epoch 1's first batch at sequence 0: %v", err)
+	}
+}
