@@ -119,6 +119,12 @@ func (c *Coordinator) joinNew(now time.Time, g *Group, m *Member, protocolType s
 		m.ID = newMemberID(m.InstanceID)
 	} else {
 		m.ID = newMemberID(m.ClientID)
+		// Members given an id and yet to rejoin count toward group.max.size (Kafka's isFull):
+		// the id is not handed out past it.
+		if c.cfg.MaxGroupSize > 0 && len(g.members)+len(g.pending) >= c.cfg.MaxGroupSize {
+			out.joinError(m.joinID, m.joinVersion, kerr.GroupMaxSizeReached, m.ID)
+			return *out
+		}
 		if m.joinVersion >= 4 { // KIP-394: the client must rejoin with the id it is given
 			g.pending[m.ID] = now.Add(m.SessionTimeout)
 			out.joinError(m.joinID, m.joinVersion, kerr.MemberIDRequired, m.ID)
@@ -281,8 +287,11 @@ func (c *Coordinator) tryCompleteJoin(now time.Time, g *Group, out *Output) {
 		return
 	}
 	if due {
+		// The dynamic members that did not join are gone. A static member (KIP-345) stays
+		// until its session times out, as in Kafka: it may be restarting, and coming back under
+		// its instance id must not cost another rebalance.
 		for _, id := range append([]string(nil), g.order...) {
-			if m := g.members[id]; !m.awaitingJoin {
+			if m := g.members[id]; !m.awaitingJoin && m.InstanceID == "" {
 				c.removeMember(g, m, kerr.UnknownMemberID, out)
 			}
 		}
@@ -297,13 +306,24 @@ func (c *Coordinator) tryCompleteJoin(now time.Time, g *Group, out *Output) {
 		return
 	}
 	g.Protocol = g.selectProtocol()
-	if _, ok := g.members[g.Leader]; !ok {
+	if l, ok := g.members[g.Leader]; !ok || !l.awaitingJoin {
+		// A leader gone, or a static one away: a member that joined leads (Kafka's
+		// maybeElectNewJoinedLeader), so the assignment is not left to one that will not answer.
 		g.Leader = g.order[0]
+		for _, id := range g.order {
+			if g.members[id].awaitingJoin {
+				g.Leader = id
+				break
+			}
+		}
 	}
 	g.transition(CompletingRebalance, now)
 	g.syncDeadline = now.Add(g.maxRebalanceTimeout())
 	for _, id := range g.order {
 		m := g.members[id]
+		if !m.awaitingJoin {
+			continue // a static member away: its session runs on; it rejoins when it is back
+		}
 		m.awaitingJoin = false
 		m.deadline = now.Add(m.SessionTimeout)
 		out.reply(m.joinID, g.joinResponseFor(m, m.joinVersion))
@@ -552,8 +572,11 @@ func (c *Coordinator) LeaveGroup(now time.Time, req *kmsg.LeaveGroupRequest) (*k
 	if req.Version < 3 {
 		resp.ErrorCode, resp.Members = resp.Members[0].ErrorCode, nil
 	}
-	if left {
+	switch {
+	case left:
 		c.memberLeft(now, g, &out)
+	case g != nil && g.consumer == nil && g.State == PreparingRebalance:
+		c.tryCompleteJoin(now, g, &out)
 	}
 	return resp, out
 }
@@ -574,8 +597,9 @@ func (c *Coordinator) leaveOne(g *Group, lm kmsg.LeaveGroupRequestMember, out *O
 		id = cur
 	}
 	if _, ok := g.pending[id]; ok {
+		// A member that never joined (MEMBER_ID_REQUIRED) leaves nothing to rebalance; a
+		// rebalance that waited for it may complete (Kafka's removePendingMember).
 		delete(g.pending, id)
-		*left = true
 		return 0
 	}
 	m := g.members[id]
@@ -613,8 +637,7 @@ func (c *Coordinator) Tick(now time.Time) Output {
 		left := false
 		for id, deadline := range g.pending {
 			if !now.Before(deadline) {
-				delete(g.pending, id)
-				left = true
+				delete(g.pending, id) // never joined: nothing to rebalance (tryCompleteJoin below)
 			}
 		}
 		for _, m := range g.Members() {

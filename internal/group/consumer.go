@@ -120,7 +120,7 @@ type consumerMember struct {
 	epoch, prevEpoch                             int32
 	rebalanceTimeout                             time.Duration
 	topics                                       []string
-	regex                                        *regexp.Regexp
+	regex                                        *subscriptionRegex
 	assignor                                     string
 	assigned                                     assignment // owned, as far as the coordinator knows
 	revoking                                     assignment // told to give up, not yet confirmed
@@ -129,6 +129,28 @@ type consumerMember struct {
 	sent                                         string       // epoch and assignment last sent
 	classic                                      *classicMeta // a classic-protocol member (migrate.go); nil: consumer protocol
 }
+
+// subscriptionRegex is a member's SubscribedTopicRegex (RE2 syntax, as Kafka's RE2J), matched
+// against whole topic names as Kafka matches it (Matcher.matches): "orders" is orders alone,
+// not orders_dlq.
+type subscriptionRegex struct {
+	expr string
+	re   *regexp.Regexp
+}
+
+func compileSubscription(expr string) (*subscriptionRegex, error) {
+	if _, err := regexp.Compile(expr); err != nil { // alone: the anchors could balance a bad one
+		return nil, err
+	}
+	re, err := regexp.Compile(`^(?:` + expr + `)$`)
+	if err != nil {
+		return nil, err
+	}
+	return &subscriptionRegex{expr, re}, nil
+}
+
+func (r *subscriptionRegex) String() string            { return r.expr }
+func (r *subscriptionRegex) MatchString(s string) bool { return r.re.MatchString(s) }
 
 // subscribes reports whether m wants topic.
 func (m *consumerMember) subscribes(topic string) bool {
@@ -330,7 +352,7 @@ func (c *Coordinator) updateConsumer(m *consumerMember, req *kmsg.ConsumerGroupH
 			if expr == "" {
 				m.regex = nil
 			} else {
-				re, err := regexp.Compile(expr)
+				re, err := compileSubscription(expr)
 				if err != nil {
 					return false, kerr.InvalidRegularExpression
 				}

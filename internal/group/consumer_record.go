@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"regexp"
 	"sort"
 	"time"
 
@@ -175,7 +174,7 @@ func (c *Coordinator) loadConsumer(now time.Time, key, value []byte) error {
 			m.topics = append(m.topics, r.String())
 		}
 		if expr := r.String(); expr != "" {
-			re, err := regexp.Compile(expr)
+			re, err := compileSubscription(expr)
 			if err != nil {
 				return fmt.Errorf("%w: member %s regex: %v", ErrBadRecord, m.id, err)
 			}

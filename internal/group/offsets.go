@@ -113,6 +113,10 @@ func checkConsumerCommit(cs *consumerState, req *kmsg.OffsetCommitRequest) int16
 		return kerr.UnsupportedVersion.Code
 	case req.Generation == m.epoch:
 		return 0
+	case m.classic != nil:
+		// A classic-protocol member commits with its generation, and knows only Kafka's
+		// classic answer to a wrong one (ConsumerGroup.validateOffsetCommit).
+		return kerr.IllegalGeneration.Code
 	case req.Generation == m.prevEpoch:
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
@@ -242,7 +246,13 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 		resp.ErrorCode = kerr.GroupIDNotFound.Code
 		return resp, out
 	}
-	subscribed, _ := g.subscribedTopics()
+	subscribed, known := g.subscribedTopics()
+	if !known && g.consumer == nil && (g.State == Stable || g.State == PreparingRebalance || g.State == CompletingRebalance) {
+		// A live classic group whose subscriptions cannot be read (not the consumer protocol,
+		// as a Connect worker group): its offsets may be in use (Kafka's validateOffsetDelete).
+		resp.ErrorCode = kerr.NonEmptyGroup.Code
+		return resp, out
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetDeleteResponseTopic()
 		st.Topic = rt.Topic

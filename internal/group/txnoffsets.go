@@ -36,6 +36,11 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 		// KIP-447: the producer's consumer must still be a member of the group's generation.
 		code = c.checkCommit(now, &kmsg.OffsetCommitRequest{Version: 9, Group: req.Group, Generation: req.Generation,
 			MemberID: req.MemberID, InstanceID: req.InstanceID})
+		if code == kerr.StaleMemberEpoch.Code {
+			// Kafka's answer to a transactional commit of an old epoch: producers abort the
+			// transaction on it (CommitFailedException), where STALE_MEMBER_EPOCH is fatal.
+			code = kerr.IllegalGeneration.Code
+		}
 	} else if req.Group == "" {
 		code = kerr.InvalidGroupID.Code
 	}

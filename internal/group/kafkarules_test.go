@@ -1,0 +1,189 @@
+package group
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Kafka 4.x group rules an independent review found Runnel broke; each test failed before its fix.
+
+// 1. KIP-848 regex subscriptions: Kafka resolves with Pattern.matcher(topic).matches() (a
+// full match); regex "t" must not match topic "tt"/"xt".
+func TestRegexSubscriptionMatchesWholeNames(t *testing.T) {
+	h := newHarness(t)
+	topics := map[string]TopicMeta{"orders": {ID: [16]byte{1}, Partitions: 1}, "orders_dlq": {ID: [16]byte{2}, Partitions: 1}, "old-orders": {ID: [16]byte{3}, Partitions: 1}}
+	h.c.Topics = func() map[string]TopicMeta { return topics }
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	re := "orders"
+	req.Version, req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = 1, "g", "m1", 0, 30000
+	req.SubscribedTopicRegex = &re
+	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	resp, _ := h.c.ConsumerGroupHeartbeat(h.now, req, "c", "/h")
+	if resp.ErrorCode != 0 {
+		t.Fatalf("join: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	n := 0
+	for _, at := range resp.Assignment.Topics {
+		n += len(at.Partitions)
+	}
+	if n != 1 {
+		t.Errorf("regex %q got %d partitions over %d topics; want only topic orders (a whole-name match, as Kafka), 1 partition", re, n, len(resp.Assignment.Topics))
+	}
+}
+
+func staticOf(h *harness, id string) string {
+	g, _ := h.c.Group("g")
+	return g.members[id].InstanceID
+}
+
+// 2. A static member away at a rebalance's timeout (KIP-345), its session (10 min) longer than
+// the rebalance timeout (30 s), the usual static set-up: Kafka removes only dynamic laggards.
+func TestStaticMemberOutlivesARebalanceTimeout(t *testing.T) {
+	h := newHarness(t)
+	joinS := func(memberID, inst string) RequestID {
+		h.next++
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version, req.Group, req.MemberID, req.ProtocolType = 9, "g", memberID, "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 600000, 30000 // 10 min session
+		req.InstanceID = &inst
+		req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("md")}}
+		h.apply(h.c.JoinGroup(h.now, h.next, req, "client", "/127.0.0.1"))
+		return h.next
+	}
+	ja, jb := joinS("", "a"), joinS("", "b")
+	h.advance(3 * time.Second)
+	ra, rb := h.joined(ja), h.joined(jb)
+	leader, other := ra.LeaderID, rb.MemberID
+	if other == leader {
+		other = ra.MemberID
+	}
+	h.sync(other, ra.Generation, nil)
+	h.sync(leader, ra.Generation, map[string]string{ra.MemberID: "A", rb.MemberID: "B"})
+	// A new member joins: a rebalance. The follower rejoins; the leader is down for a restart.
+	_, jc := h.newMember()
+	jo := joinS(other, staticOf(h, other))
+	h.advance(31 * time.Second) // the rebalance timeout passes
+	g, _ := h.c.Group("g")
+	if _, ok := g.members[leader]; !ok {
+		t.Fatalf("static member %s (session 10 min) removed at the 30 s rebalance timeout; want it kept until its session ends (only dynamic laggards are removed)", leader)
+	}
+	// The member that joined leads the new generation, so the assignment does not wait for
+	// the one away (Kafka's maybeElectNewJoinedLeader).
+	ro, rc := h.joined(jo), h.joined(jc)
+	if ro.ErrorCode != 0 || rc.ErrorCode != 0 || ro.LeaderID == leader || ro.LeaderID != rc.LeaderID {
+		t.Fatalf("the joined members' answers: %v / %v, leader %s; want a leader of theirs, not %s (away)", kerr.ErrorForCode(ro.ErrorCode), kerr.ErrorForCode(rc.ErrorCode), ro.LeaderID, leader)
+	}
+	if n := len(ro.Members) + len(rc.Members); n != 3 {
+		t.Fatalf("the leader was given %d members; want 3 (the static member away included)", n)
+	}
+}
+
+// 3. A pending (MEMBER_ID_REQUIRED) member that never comes back must not rebalance a Stable
+// group (Kafka: removePendingMemberAndUpdateClassicGroup only completes a PreparingRebalance).
+func TestPendingMemberExpiryKeepsGroupStable(t *testing.T) {
+	h := newHarness(t)
+	a, b := stableGroup(h)
+	first := h.joined(h.join("", "")) // MEMBER_ID_REQUIRED, then the client goes away
+	if first.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatal(first.ErrorCode)
+	}
+	for i := 0; i < 3; i++ {
+		h.advance(4 * time.Second)
+		h.heartbeat(a, 1)
+		h.heartbeat(b, 1)
+	}
+	if h.state() != Stable {
+		t.Errorf("state %v after a pending member id expired; want Stable", h.state())
+	}
+}
+
+// 3b. Same for a LeaveGroup of a pending member.
+func TestPendingMemberLeaveKeepsGroupStable(t *testing.T) {
+	h := newHarness(t)
+	stableGroup(h)
+	first := h.joined(h.join("", ""))
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Version, req.Group = 5, "g"
+	req.Members = []kmsg.LeaveGroupRequestMember{{MemberID: first.MemberID}}
+	_, out := h.c.LeaveGroup(h.now, req)
+	h.apply(out)
+	if h.state() != Stable {
+		t.Errorf("state %v after a pending member left; want Stable", h.state())
+	}
+}
+
+// 4. group.max.size counts the members given an id and yet to rejoin: past it a new member
+// gets GROUP_MAX_SIZE_REACHED at once, not an id to join with.
+func TestMaxGroupSizeCountsPendingMembers(t *testing.T) {
+	h := newHarness(t)
+	h.c.cfg.MaxGroupSize = 3
+	stableGroup(h)
+	first := h.joined(h.join("", ""))
+	if first.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("the third member's first join: %v; want MEMBER_ID_REQUIRED", kerr.ErrorForCode(first.ErrorCode))
+	}
+	if r := h.joined(h.join("", "")); r.ErrorCode != kerr.GroupMaxSizeReached.Code {
+		t.Fatalf("a fourth member's first join: %v; want GROUP_MAX_SIZE_REACHED", kerr.ErrorForCode(r.ErrorCode))
+	}
+	h.join(first.MemberID, "")
+	if g, _ := h.c.Group("g"); len(g.members) != 3 {
+		t.Fatalf("%d members after the third rejoined; want 3", len(g.members))
+	}
+}
+
+// 5. OffsetDelete on a non-empty classic group of another protocol type: NON_EMPTY_GROUP.
+func TestOffsetDeleteOnALiveNonConsumerGroup(t *testing.T) {
+	h := newHarness(t)
+	// A "connect" group.
+	joinC := func(memberID string) RequestID {
+		h.next++
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version, req.Group, req.MemberID, req.ProtocolType = 9, "g", memberID, "connect"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 30000
+		req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "sessioned", Metadata: []byte("md")}}
+		h.apply(h.c.JoinGroup(h.now, h.next, req, "client", "/127.0.0.1"))
+		return h.next
+	}
+	first := h.joined(joinC(""))
+	j := joinC(first.MemberID)
+	h.advance(3 * time.Second)
+	r := h.joined(j)
+	h.sync(r.MemberID, r.Generation, map[string]string{r.MemberID: "x"})
+	if h.state() != Stable {
+		t.Fatal(h.state())
+	}
+	h.c.groups["g"].offsets[TopicPartition{"t", 0}] = Offset{Offset: 5}
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = "g"
+	req.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+	resp, _ := h.c.OffsetDelete(req)
+	if resp.ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Errorf("OffsetDelete on a Stable connect group: top-level %v; want NON_EMPTY_GROUP; offset left: %v", kerr.ErrorForCode(resp.ErrorCode), len(h.c.groups["g"].offsets))
+	}
+}
+
+// 6. A classic member of a consumer group committing with a stale generation gets
+// ILLEGAL_GENERATION in Kafka (ConsumerGroup.validateMemberEpoch, useClassicProtocol).
+func TestClassicMemberCommitWithOldGeneration(t *testing.T) {
+	h := newConsumerHarness(t)
+	a, _, gen := classicGroupOnT(h)
+	h.hb("c", 0, []string{"t"}, map[string][]int32{}, "") // upgrade
+	code := h.commit(a, gen-1, "t", 0, 10)
+	wantCode(t, "classic member commit with a stale generation", code, kerr.IllegalGeneration)
+}
+
+// 7. TxnOffsetCommit of a consumer-protocol member with a stale epoch: Kafka maps
+// STALE_MEMBER_EPOCH to ILLEGAL_GENERATION (validateTransactionalOffsetCommit).
+func TestTxnCommitWithOldMemberEpoch(t *testing.T) {
+	h := newConsumerHarness(t)
+	r := h.hb("m", 0, []string{"t"}, map[string][]int32{}, "")
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version, req.Group, req.MemberID, req.Generation = 3, "g", "m", r.MemberEpoch+5
+	req.ProducerID, req.ProducerEpoch = 1, 0
+	req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	resp, _ := h.c.TxnOffsetCommit(h.now, req)
+	wantCode(t, "TxnOffsetCommit with a stale member epoch", resp.Topics[0].Partitions[0].ErrorCode, kerr.IllegalGeneration)
+}
