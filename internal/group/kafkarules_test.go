@@ -187,3 +187,61 @@ func TestTxnCommitWithOldMemberEpoch(t *testing.T) {
 	resp, _ := h.c.TxnOffsetCommit(h.now, req)
 	wantCode(t, "TxnOffsetCommit with a stale member epoch", resp.Topics[0].Partitions[0].ErrorCode, kerr.IllegalGeneration)
 }
+
+// 8. A classic member of a consumer group (online migration) waiting for partitions another
+// member still holds is not told REBALANCE_IN_PROGRESS on every heartbeat: an eager member
+// would give up everything at each rejoin, and nothing new could be assigned (Kafka: only once
+// what it waits for is free, !group.waitingOnUnreleasedPartition(member)).
+func TestClassicMemberWaitsForUnreleasedPartitions(t *testing.T) {
+	h := newConsumerHarness(t)
+	a, b, _ := classicGroupOnT(h)                         // a: t0-2, b: t3-5
+	h.hb("c", 0, []string{"t"}, map[string][]int32{}, "") // upgrade; c's target takes from a and b
+	g, _ := h.c.Group("g")
+	// c is slow: it never heartbeats again (session 45 s). a and b rejoin (eager: own nothing).
+	for _, id := range []string{a, b} {
+		j := h.joined(h.joinMD(id, []string{"t"}, nil))
+		h.syncAssignment(id, j.Generation, nil)
+	}
+	// c heartbeats once to take its target, then the group changes: c leaves its target to others
+	rc := h.hb("c", g.consumer.members["c"].epoch, nil, map[string][]int32{}, "")
+	// d joins and leaves at once: targets go back to a/b/c... instead, c changes subscription to u
+	// so its partitions of t move to a and b while c still holds them.
+	rc = h.hb("c", rc.MemberEpoch, []string{"u"}, map[string][]int32{"t": g.consumer.members["c"].assigned["t"]}, "")
+	// a and b rejoin (eager), getting what is free; what c still holds stays pending.
+	gens := map[string]int32{}
+	for _, id := range []string{a, b} {
+		j := h.joined(h.joinMD(id, []string{"t"}, nil))
+		h.syncAssignment(id, j.Generation, nil)
+		gens[id] = j.Generation
+	}
+	rejoins := 0
+	for i := 0; i < 3; i++ {
+		for _, id := range []string{a, b} {
+			m := g.consumer.members[id]
+			if m.assigned.equal(g.consumer.target[id]) {
+				continue
+			}
+			code := h.heartbeat(id, gens[id])
+			if code == kerr.RebalanceInProgress.Code {
+				rejoins++
+				j := h.joined(h.joinMD(id, []string{"t"}, nil))
+				h.syncAssignment(id, j.Generation, nil)
+				gens[id] = j.Generation
+			}
+		}
+	}
+	if rejoins > 0 {
+		t.Errorf("classic members told to rejoin %d times while the partitions they wait for were still held by c", rejoins)
+	}
+	// Once c gives them up, the next heartbeat asks for a rejoin, to take them.
+	h.hb("c", rc.MemberEpoch, []string{"u"}, map[string][]int32{}, "")
+	asked := 0
+	for _, id := range []string{a, b} {
+		if m := g.consumer.members[id]; !m.assigned.equal(g.consumer.target[id]) && h.heartbeat(id, gens[id]) == kerr.RebalanceInProgress.Code {
+			asked++
+		}
+	}
+	if asked == 0 {
+		t.Errorf("no classic member was asked to rejoin once c released the partitions they wait for")
+	}
+}

@@ -333,7 +333,10 @@ func (c *Coordinator) syncConsumerGroup(now time.Time, id RequestID, g *Group, r
 }
 
 // heartbeatConsumerGroup answers a classic member's Heartbeat in a consumer group; a member
-// that has partitions to give up or to take is asked to join again.
+// that has partitions to give up, or to take that are free now, is asked to join again. One
+// whose missing partitions another member still holds waits (Kafka's
+// waitingOnUnreleasedPartition): each rejoin would make an eager member give up everything
+// again, while nothing new could be assigned.
 func heartbeatConsumerGroup(now time.Time, cs *consumerState, req *kmsg.HeartbeatRequest) int16 {
 	m := cs.members[req.MemberID]
 	switch {
@@ -345,13 +348,25 @@ func heartbeatConsumerGroup(now time.Time, cs *consumerState, req *kmsg.Heartbea
 		return kerr.IllegalGeneration.Code
 	}
 	m.deadline = now.Add(m.classic.sessionTimeout)
-	if m.revoking.size() > 0 || m.epoch != cs.assignmentEpoch || !m.assigned.equal(cs.target[m.id]) {
+	if m.revoking.size() > 0 || m.epoch != cs.assignmentEpoch || canTake(cs, m) || m.assigned.minus(cs.target[m.id]).size() > 0 {
 		if m.classic.rejoinDeadline.IsZero() {
 			m.classic.rejoinDeadline = now.Add(max(m.rebalanceTimeout, time.Second))
 		}
 		return kerr.RebalanceInProgress.Code
 	}
 	return 0
+}
+
+// canTake reports whether a partition of m's target that m lacks is free to take.
+func canTake(cs *consumerState, m *consumerMember) bool {
+	for t, ps := range cs.target[m.id].minus(m.assigned) {
+		for _, p := range ps {
+			if !heldByOther(cs, m, t, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // leaveConsumerGroup removes a classic member leaving a consumer group.
