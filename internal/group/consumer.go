@@ -457,7 +457,7 @@ func (c *Coordinator) reconcile(now time.Time, cs *consumerState, m *consumerMem
 // addMember adds a new member with nothing assigned (instance: its instance id, or nil).
 func (cs *consumerState) addMember(id, clientID, clientHost string, instance *string) *consumerMember {
 	m := &consumerMember{id: id, clientID: clientID, clientHost: clientHost, assigned: assignment{},
-		revoking: assignment{}, assignor: Assignors[0]}
+		revoking: assignment{}} // no assignor named: no vote (computeTarget)
 	if instance != nil {
 		m.instanceID = *instance
 	}
@@ -547,21 +547,28 @@ func sortedTopics(a assignment) []string {
 	return out
 }
 
-// computeTarget runs the group's assignor (the one most members ask for; ties: the configured
-// order) over every member's subscription.
-func computeTarget(cs *consumerState, topics map[string]TopicMeta) map[string]assignment {
-	members := sortedMembers(cs)
+// groupAssignor is the assignor most members name (ties: the configured order); members that
+// name none do not vote, as in Kafka; with no vote, the default (Assignors[0]).
+func groupAssignor(cs *consumerState) string {
 	votes := map[string]int{}
-	for _, m := range members {
-		votes[m.assignor]++
-	}
-	assignor := ""
-	for _, m := range members {
-		if assignor == "" || votes[m.assignor] > votes[assignor] {
-			assignor = m.assignor
+	for _, m := range cs.members {
+		if m.assignor != "" {
+			votes[m.assignor]++
 		}
 	}
-	if assignor == "range" {
+	assignor := Assignors[0]
+	for _, a := range Assignors {
+		if votes[a] > votes[assignor] {
+			assignor = a
+		}
+	}
+	return assignor
+}
+
+// computeTarget runs the group's assignor over every member's subscription.
+func computeTarget(cs *consumerState, topics map[string]TopicMeta) map[string]assignment {
+	members := sortedMembers(cs)
+	if groupAssignor(cs) == "range" {
 		return assignRange(members, topics)
 	}
 	return assignUniform(members, topics, cs.target)
@@ -730,7 +737,7 @@ func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeReque
 			continue
 		}
 		cs := g.consumer
-		dg.State, dg.Epoch, dg.AssignmentEpoch, dg.AssignorName = cs.stateName(), cs.epoch, cs.assignmentEpoch, Assignors[0]
+		dg.State, dg.Epoch, dg.AssignmentEpoch, dg.AssignorName = cs.stateName(), cs.epoch, cs.assignmentEpoch, groupAssignor(cs)
 		for _, m := range sortedMembers(cs) {
 			dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
 			dm.MemberID, dm.MemberEpoch, dm.ClientID, dm.ClientHost = m.id, m.epoch, m.clientID, m.clientHost

@@ -245,3 +245,27 @@ func TestClassicMemberWaitsForUnreleasedPartitions(t *testing.T) {
 		t.Errorf("no classic member was asked to rejoin once c released the partitions they wait for")
 	}
 }
+
+// TestServerAssignorVotes: members that name no server assignor do not vote (Kafka counts only
+// the names given), so one member asking for range among two that ask for nothing gets range,
+// and ConsumerGroupDescribe names the assignor in use.
+func TestServerAssignorVotes(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.hb("a", 0, []string{"t"}, map[string][]int32{}, "range")
+	rb := h.hb("b", 0, []string{"t"}, map[string][]int32{}, "")
+	rc := h.hb("c", 0, []string{"t"}, map[string][]int32{}, "")
+	g, _ := h.c.Group("g")
+	if a := groupAssignor(g.consumer); a != "range" {
+		t.Fatalf("the group's assignor: %s; want range (the only one named)", a)
+	}
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{"g"}
+	if d := h.c.ConsumerGroupDescribe(req); d.Groups[0].AssignorName != "range" {
+		t.Fatalf("ConsumerGroupDescribe names %q; want range", d.Groups[0].AssignorName)
+	}
+	h.hb("b", rb.MemberEpoch, nil, nil, "uniform")
+	h.hb("c", rc.MemberEpoch, nil, nil, "uniform")
+	if a := groupAssignor(g.consumer); a != "uniform" {
+		t.Fatalf("two votes for uniform against one for range: %s", a)
+	}
+}

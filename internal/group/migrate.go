@@ -103,7 +103,7 @@ func (c *Coordinator) upgrade(now time.Time, g *Group, out *Output) error {
 		}
 		cm := &consumerMember{id: m.ID, instanceID: m.InstanceID, clientID: m.ClientID, clientHost: m.ClientHost,
 			epoch: g.Generation, prevEpoch: g.Generation, rebalanceTimeout: m.RebalanceTimeout, topics: sortedSet(md.Topics),
-			assignor: Assignors[0], assigned: assigned, revoking: assignment{}, deadline: now.Add(m.SessionTimeout),
+			assigned: assigned, revoking: assignment{}, deadline: now.Add(m.SessionTimeout),
 			classic: &classicMeta{protocols: slices.Clone(m.Protocols), sessionTimeout: m.SessionTimeout}}
 		cs.members[m.ID] = cm
 		cs.target[m.ID] = assigned.clone()
