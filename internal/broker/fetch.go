@@ -440,6 +440,11 @@ func readPartition(p *topics.Partition, follower bool, sp *sessionPartition, fp 
 		return 0, nil
 	}
 	if maxBytes <= 0 && !first {
+		// The response is full: no data, but an offset out of range is still told now, as
+		// Kafka reads every partition (the client would otherwise learn it a fetch later).
+		if sp.offset < p.Log.StartOffset() || sp.offset > p.Log.EndOffset() {
+			return 0, kerr.OffsetOutOfRange
+		}
 		return 0, nil
 	}
 	// Between the high watermark (or the last stable offset) and the log end the answer is

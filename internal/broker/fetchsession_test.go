@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -216,5 +217,26 @@ func TestSessionCacheEviction(t *testing.T) {
 	}
 	if nextEpoch(math.MaxInt32) != 1 || nextEpoch(7) != 8 {
 		t.Fatal("session epochs wrap from MaxInt32 to 1")
+	}
+}
+
+// TestOutOfRangeAfterTheBudget: a partition whose offset is out of range is told so in the
+// response even when the partitions before it used up the response's bytes.
+func TestOutOfRangeAfterTheBudget(t *testing.T) {
+	_, addr, reg := ctBroker(t, nil)
+	ctCreate(t, reg, "ob", 2, nil)
+	ctRoundTrip(t, addr, ctProduce(9, -1, ctPart{"ob", 0, ctBatch(1, 1000)}))
+	req := ctFetch(12, 0, 0, "ob", 0, 0)
+	req.MaxBytes = 100 // the first partition's batch alone is over it
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, req.Topics[0].Partitions[0])
+	req.Topics[0].Partitions[1].Partition, req.Topics[0].Partitions[1].FetchOffset = 1, 99
+	resp := ctRoundTrip(t, addr, req).(*kmsg.FetchResponse)
+	ps := resp.Topics[0].Partitions
+	if len(ps) != 2 || len(ps[0].RecordBatches) == 0 || ps[1].ErrorCode != kerr.OffsetOutOfRange.Code {
+		var got []string
+		for _, p := range ps {
+			got = append(got, fmt.Sprintf("%d: %v, %d bytes", p.Partition, kerr.ErrorForCode(p.ErrorCode), len(p.RecordBatches)))
+		}
+		t.Fatalf("partitions %v; want partition 0's batch and partition 1 OFFSET_OUT_OF_RANGE", got)
 	}
 }
