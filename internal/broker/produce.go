@@ -286,6 +286,9 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, version in
 		if records, err = recompress(records, comp); err != nil {
 			return 0, 0, err
 		}
+		if limit, _ := strconv.Atoi(maxBytes); len(records) > limit { // as stored, as Kafka checks
+			return 0, 0, fmt.Errorf("%w: batch of %d bytes after compression.type %s exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), comp, limit)
+		}
 	}
 	logAppendTime := false
 	if tsType, _ := t.Effective("message.timestamp.type"); tsType == "LogAppendTime" {
@@ -328,6 +331,10 @@ func setProduceError(sp *kmsg.ProduceResponseTopicPartition, err error) {
 	sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 	msg := err.Error()
 	sp.ErrorMessage = &msg
+	var re *recordError
+	if errors.As(err, &re) {
+		sp.ErrorRecords = append(sp.ErrorRecords, kmsg.ProduceResponseTopicPartitionErrorRecord{RelativeOffset: re.index, ErrorMessage: &re.msg})
+	}
 }
 
 // errorCode maps Runnel errors to Kafka error codes.
@@ -365,6 +372,18 @@ func errorCode(err error) int16 {
 	return kerr.UnknownServerError.Code
 }
 
+// recordError is INVALID_RECORD for one record of a batch, which Produce v8+ names in
+// ErrorRecords (KIP-467), as Kafka does.
+type recordError struct {
+	index int32 // the record's place in its batch
+	msg   string
+}
+
+func (e *recordError) Error() string {
+	return fmt.Sprintf("%v: record %d: %s", kerr.InvalidRecord, e.index, e.msg)
+}
+func (e *recordError) Unwrap() error { return kerr.InvalidRecord }
+
 // requireKeys rejects a batch with a keyless record, as Kafka does for compacted topics.
 func requireKeys(h *batch.Header, records []byte) error {
 	recs, err := batch.Records(h, records)
@@ -373,9 +392,9 @@ func requireKeys(h *batch.Header, records []byte) error {
 	}
 	rd := batch.NewRecordReader(recs)
 	var rec batch.Record
-	for rd.Next(&rec) {
+	for i := int32(0); rd.Next(&rec); i++ {
 		if rec.Key == nil {
-			return fmt.Errorf("%w: compacted topic cannot accept a record without a key", kerr.InvalidRecord)
+			return &recordError{i, "compacted topic cannot accept a record without a key"}
 		}
 	}
 	if err := rd.Err(); err != nil {

@@ -3,9 +3,12 @@ package broker
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/batch"
 )
 
 // TestAcks0ErrorClosesConnection: an acks=0 produce that fails on a partition closes the
@@ -56,5 +59,41 @@ func TestProduceToInternalTopic(t *testing.T) {
 	}
 	if ot, ok := reg.Get(OffsetsTopic); !ok || ot.Partitions[0].Log.EndOffset() != 0 {
 		t.Errorf("%s holds records after the refused produce", OffsetsTopic)
+	}
+}
+
+// TestKeylessRecordNamed: a keyless record in a batch for a compacted topic is INVALID_RECORD,
+// and the response names the record (ErrorRecords, KIP-467), as Kafka's does.
+func TestKeylessRecordNamed(t *testing.T) {
+	_, addr, reg := ctBroker(t, nil)
+	ctCreate(t, reg, "keyed", 1, map[string]string{"cleanup.policy": "compact"})
+	var body []byte
+	body = batch.AppendRecord(body, 0, 0, []byte("k0"), []byte("v"), 0, nil)
+	body = batch.AppendRecord(body, 0, 1, nil, []byte("v"), 0, nil)
+	ts := time.Now().UnixMilli()
+	b := batch.AppendBatch(nil, batch.Header{LastOffsetDelta: 1, BaseTimestamp: ts, MaxTimestamp: ts,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 2}, body)
+	p := ctRoundTrip(t, addr, ctProduce(9, -1, ctPart{"keyed", 0, b})).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != kerr.InvalidRecord.Code || len(p.ErrorRecords) != 1 || p.ErrorRecords[0].RelativeOffset != 1 {
+		t.Fatalf("error %v, error records %+v; want INVALID_RECORD naming record 1", kerr.ErrorForCode(p.ErrorCode), p.ErrorRecords)
+	}
+}
+
+// TestMaxMessageBytesAfterRecompression: a batch within max.message.bytes as sent, but over it
+// once recompressed with the topic's compression.type, is MESSAGE_TOO_LARGE, as Kafka checks
+// the batch as stored.
+func TestMaxMessageBytesAfterRecompression(t *testing.T) {
+	_, addr, reg := ctBroker(t, nil)
+	ctCreate(t, reg, "plain", 1, map[string]string{"compression.type": "uncompressed", "max.message.bytes": "2000"})
+	gz, err := batch.Recompress(ctBatch(10, 500), batch.CodecGzip) // 5,000 bytes of values, compressed small
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gz) > 2000 {
+		t.Fatalf("the gzip batch is %d bytes; the test needs it under the limit", len(gz))
+	}
+	p := ctRoundTrip(t, addr, ctProduce(9, -1, ctPart{"plain", 0, gz})).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != kerr.MessageTooLarge.Code {
+		t.Fatalf("error %v; want MESSAGE_TOO_LARGE (over the limit once stored uncompressed)", kerr.ErrorForCode(p.ErrorCode))
 	}
 }
