@@ -269,3 +269,27 @@ func TestServerAssignorVotes(t *testing.T) {
 		t.Fatalf("two votes for uniform against one for range: %s", a)
 	}
 }
+
+// TestAdminRemovesAStaticConsumerMember: LeaveGroup naming a static member by its instance id
+// alone removes it, consumer-protocol members included (Kafka's administrative removal,
+// Admin.removeMembersFromConsumerGroup); with a member id, only a classic member may leave
+// that way.
+func TestAdminRemovesAStaticConsumerMember(t *testing.T) {
+	h := newConsumerHarness(t)
+	r := h.hbStatic("s1", "inst1", 0, []string{"t"}, map[string][]int32{})
+	h.hb("d", 0, []string{"t"}, map[string][]int32{}, "")
+	leave := func(m kmsg.LeaveGroupRequestMember) int16 {
+		req := kmsg.NewPtrLeaveGroupRequest()
+		req.Version, req.Group, req.Members = 5, "g", []kmsg.LeaveGroupRequestMember{m}
+		resp, out := h.c.LeaveGroup(h.now, req)
+		h.apply(out)
+		return resp.Members[0].ErrorCode
+	}
+	inst := "inst1"
+	wantCode(t, "LeaveGroup of a consumer-protocol static member with its member id", leave(kmsg.LeaveGroupRequestMember{MemberID: *r.MemberID, InstanceID: &inst}), kerr.UnknownMemberID)
+	wantCode(t, "LeaveGroup of a consumer-protocol static member by instance id", leave(kmsg.LeaveGroupRequestMember{InstanceID: &inst}), nil)
+	g, _ := h.c.Group("g")
+	if _, ok := g.consumer.members[*r.MemberID]; ok || len(g.consumer.members) != 1 {
+		t.Fatalf("members %d after the removal; want only d", len(g.consumer.members))
+	}
+}

@@ -369,7 +369,9 @@ func canTake(cs *consumerState, m *consumerMember) bool {
 	return false
 }
 
-// leaveConsumerGroup removes a classic member leaving a consumer group.
+// leaveConsumerGroup removes a classic member leaving a consumer group, or, named by its
+// instance id alone, any static member: the administrative removal Kafka's LeaveGroup allows
+// (Admin.removeMembersFromConsumerGroup), consumer-protocol members included.
 func (c *Coordinator) leaveConsumerGroup(now time.Time, g *Group, lm kmsg.LeaveGroupRequestMember, out *Output) int16 {
 	cs := g.consumer
 	m := cs.members[lm.MemberID]
@@ -387,7 +389,8 @@ func (c *Coordinator) leaveConsumerGroup(now time.Time, g *Group, lm kmsg.LeaveG
 		delete(g.pending, lm.MemberID)
 		return 0
 	}
-	if m == nil || m.classic == nil {
+	admin := lm.InstanceID != nil && lm.MemberID == ""
+	if m == nil || (m.classic == nil && !admin) {
 		return kerr.UnknownMemberID.Code
 	}
 	c.removeConsumer(now, g, m)
