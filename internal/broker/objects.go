@@ -266,6 +266,9 @@ func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32
 		// producer retries until it is back (or its delivery timeout).
 		return fail(fmt.Errorf("%w: in Ripcord mode, transactional batches wait for the controller", kerr.NotEnoughReplicas))
 	}
+	if err := checkTimestamps(t, &h, records, time.Now()); err != nil {
+		return fail(err)
+	}
 	if policy, _ := t.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
 		if err := requireKeys(&h, records); err != nil {
 			return fail(err)

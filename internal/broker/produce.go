@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -272,6 +273,9 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, version in
 	if h.IsControl() {
 		return 0, 0, fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord)
 	}
+	if err := checkTimestamps(t, &h, records, time.Now()); err != nil {
+		return 0, 0, err
+	}
 	if policy, _ := t.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
 		if err := requireKeys(&h, records); err != nil {
 			return 0, 0, err
@@ -332,8 +336,12 @@ func setProduceError(sp *kmsg.ProduceResponseTopicPartition, err error) {
 	msg := err.Error()
 	sp.ErrorMessage = &msg
 	var re *recordError
-	if errors.As(err, &re) {
+	var te *timestampError
+	switch {
+	case errors.As(err, &re):
 		sp.ErrorRecords = append(sp.ErrorRecords, kmsg.ProduceResponseTopicPartitionErrorRecord{RelativeOffset: re.index, ErrorMessage: &re.msg})
+	case errors.As(err, &te):
+		sp.ErrorRecords = append(sp.ErrorRecords, te.records...)
 	}
 }
 
@@ -370,6 +378,63 @@ func errorCode(err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	}
 	return kerr.UnknownServerError.Code
+}
+
+// timestampError is INVALID_TIMESTAMP for the records of a batch out of the topic's bounds,
+// each named in ErrorRecords, as Kafka's LogValidator reports them.
+type timestampError struct {
+	records []kmsg.ProduceResponseTopicPartitionErrorRecord
+	msg     string
+}
+
+func (e *timestampError) Error() string { return fmt.Sprintf("%v: %s", kerr.InvalidTimestamp, e.msg) }
+func (e *timestampError) Unwrap() error { return kerr.InvalidTimestamp }
+
+// checkTimestamps refuses a CreateTime batch with a record whose timestamp lies further before
+// or after now than message.timestamp.before.max.ms / after.max.ms allow (KIP-937). At their
+// defaults (no bound) the records are not walked.
+func checkTimestamps(t *topics.Topic, h *batch.Header, records []byte, now time.Time) error {
+	if tsType, _ := t.Effective("message.timestamp.type"); tsType == "LogAppendTime" {
+		return nil
+	}
+	beforeV, _ := t.Effective("message.timestamp.before.max.ms")
+	afterV, _ := t.Effective("message.timestamp.after.max.ms")
+	before, _ := strconv.ParseInt(beforeV, 10, 64)
+	after, _ := strconv.ParseInt(afterV, 10, 64)
+	if before == math.MaxInt64 && after == math.MaxInt64 {
+		return nil
+	}
+	nowMs := now.UnixMilli()
+	low, high := nowMs-before, nowMs+after
+	if before > nowMs { // no bound below the epoch
+		low = math.MinInt64
+	}
+	if after > math.MaxInt64-nowMs {
+		high = math.MaxInt64
+	}
+	recs, err := batch.Records(h, records)
+	if err != nil {
+		return err
+	}
+	var bad timestampError
+	rd := batch.NewRecordReader(recs)
+	var rec batch.Record
+	for i := int32(0); rd.Next(&rec); i++ {
+		if ts := h.BaseTimestamp + rec.TimestampDelta; ts < low || ts > high {
+			msg := fmt.Sprintf("timestamp %d of record %d is out of range: it should be within [%d, %d]", ts, i, low, high)
+			bad.records = append(bad.records, kmsg.ProduceResponseTopicPartitionErrorRecord{RelativeOffset: i, ErrorMessage: &msg})
+			if bad.msg == "" {
+				bad.msg = msg
+			}
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return fmt.Errorf("%w: malformed records: %v", kerr.InvalidRecord, err)
+	}
+	if len(bad.records) > 0 {
+		return &bad
+	}
+	return nil
 }
 
 // recordError is INVALID_RECORD for one record of a batch, which Produce v8+ names in

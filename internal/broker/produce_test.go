@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -95,5 +96,47 @@ func TestMaxMessageBytesAfterRecompression(t *testing.T) {
 	p := ctRoundTrip(t, addr, ctProduce(9, -1, ctPart{"plain", 0, gz})).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
 	if p.ErrorCode != kerr.MessageTooLarge.Code {
 		t.Fatalf("error %v; want MESSAGE_TOO_LARGE (over the limit once stored uncompressed)", kerr.ErrorForCode(p.ErrorCode))
+	}
+}
+
+// TestTimestampBounds: with message.timestamp.before.max.ms / after.max.ms (KIP-937) a
+// CreateTime batch holding a record too far from the broker's clock is INVALID_TIMESTAMP, the
+// record named in ErrorRecords, and nothing is appended; within the bounds it is taken.
+func TestTimestampBounds(t *testing.T) {
+	_, addr, reg := ctBroker(t, nil)
+	ctCreate(t, reg, "ts", 1, map[string]string{"message.timestamp.before.max.ms": "60000", "message.timestamp.after.max.ms": "60000"})
+	at := func(offsets ...time.Duration) []byte {
+		now := time.Now().UnixMilli()
+		var body []byte
+		for i, d := range offsets {
+			body = batch.AppendRecord(body, d.Milliseconds(), int32(i), []byte("k"), []byte("v"), 0, nil)
+		}
+		return batch.AppendBatch(nil, batch.Header{LastOffsetDelta: int32(len(offsets) - 1), BaseTimestamp: now, MaxTimestamp: now,
+			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: int32(len(offsets))}, body)
+	}
+	for _, tc := range []struct {
+		what    string
+		offsets []time.Duration
+		bad     []int32
+	}{
+		{"an hour ahead", []time.Duration{0, time.Hour}, []int32{1}},
+		{"an hour behind", []time.Duration{-time.Hour, 0, -2 * time.Hour}, []int32{0, 2}},
+		{"within a minute", []time.Duration{0, 30 * time.Second, -30 * time.Second}, nil},
+	} {
+		p := ctRoundTrip(t, addr, ctProduce(9, -1, ctPart{"ts", 0, at(tc.offsets...)})).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+		var bad []int32
+		for _, r := range p.ErrorRecords {
+			bad = append(bad, r.RelativeOffset)
+		}
+		wantCode := int16(0)
+		if tc.bad != nil {
+			wantCode = kerr.InvalidTimestamp.Code
+		}
+		if p.ErrorCode != wantCode || fmt.Sprint(bad) != fmt.Sprint(tc.bad) {
+			t.Errorf("%s: %v, records %v; want %v, records %v", tc.what, kerr.ErrorForCode(p.ErrorCode), bad, kerr.ErrorForCode(wantCode), tc.bad)
+		}
+	}
+	if tp, _ := reg.Get("ts"); tp.Partitions[0].Log.EndOffset() != 3 {
+		t.Errorf("the partition holds %d records; want only the 3 within bounds", tp.Partitions[0].Log.EndOffset())
 	}
 }
