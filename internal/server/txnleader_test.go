@@ -93,6 +93,7 @@ func TestTransactionAcrossALeaderChange(t *testing.T) {
 	// drops what it led).
 	restart := func(id int32, crash bool) {
 		_, before := epochOf()
+		lossBefore := c.servers[coord].Node().Image().Nodes[id].LossIndex
 		c.stop(id)
 		if crash {
 			c.forgetBoot(id)
@@ -102,6 +103,19 @@ func TestTransactionAcrossALeaderChange(t *testing.T) {
 			leader, epoch := epochOf()
 			return leader >= 0 && epoch > before
 		})
+		if crash {
+			// The leadership may have moved at the stop already: the commit must wait for
+			// the registration that says writes may be lost, on every node, or it may be
+			// decided before it (and rightly commit: the record is on a quorum).
+			eventually(t, fmt.Sprintf("node %d registered with a new loss index everywhere", id), 30*time.Second, func() bool {
+				for _, s := range c.servers {
+					if n := s.Node().Image().Nodes[id]; n == nil || n.LossIndex == lossBefore {
+						return false
+					}
+				}
+				return true
+			})
+		}
 	}
 
 	if err := p.BeginTransaction(); err != nil {
