@@ -179,17 +179,21 @@ func TestJavaShareGroup(t *testing.T) {
 	m1 := startJavaShareMember(t, java, b.addr, "queue", "jshare")
 	m2 := startJavaShareMember(t, java, b.addr, "queue", "jshare")
 	// A new share group starts at the end of each partition (share.auto.offset.reset=latest):
-	// warm-up records go in until every partition delivered one, then the records checked.
+	// warm-up records go in until every partition delivered one and each member delivered one
+	// (its assignment has reached it: a member that joins later shares a partition with the
+	// other until the other's next heartbeat moves it, and may get nothing meanwhile), then the
+	// records checked.
 	for i := 0; ; i++ {
 		started := map[int32]bool{}
-		for _, d := range parseShareDeliveries(t, append(m1.output(), m2.output()...)) {
+		d1, d2 := parseShareDeliveries(t, m1.output()), parseShareDeliveries(t, m2.output())
+		for _, d := range append(d1, d2...) {
 			started[d.partition] = true
 		}
-		if len(started) == 3 {
+		if len(started) == 3 && len(d1) > 0 && len(d2) > 0 {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("partitions delivering warm-up records: %v; want all 3", started)
+			t.Fatalf("partitions delivering warm-up records: %v, by the members %d and %d; want all 3, by both", started, len(d1), len(d2))
 		}
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "w/%d", i)}).FirstErr(); err != nil {
 			t.Fatal(err)
