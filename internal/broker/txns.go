@@ -32,6 +32,11 @@ const (
 	// it, well within clients' request timeouts).
 	txnPrepareRetry    = 100 * time.Millisecond
 	txnPrepareRetryFor = 5 * time.Second
+	// txnDiscoverRetryFor: how long a discovery asks again for partitions no leader has
+	// answered for (a node stopped: its session expires in 1.5 s and its partitions elect new
+	// leaders; a node restarting), and txnDiscoverCall the time a node has to answer once.
+	txnDiscoverRetryFor = 10 * time.Second
+	txnDiscoverCall     = 2 * time.Second
 	// txnPartitionCheck: a partition asks its coordinator about an open transaction it has held
 	// this long without news, and aborts it if nothing can commit it (docs/transactions.md §3.4).
 	txnPartitionCheck = 10 * time.Second
@@ -506,6 +511,16 @@ type txnDiscoverReq struct {
 
 type txnDiscoverResp struct {
 	Partitions []txncoord.TP `json:"partitions"`
+	// Led: every partition the node leads, with its leader epoch; it answers for those (the
+	// coordinator takes an answer in the epoch its image names, or a later one).
+	Led []txnLed `json:"led"`
+}
+
+// txnLed is a partition a node leads, in a leader epoch.
+type txnLed struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Epoch     int32  `json:"epoch"`
 }
 
 type txnMarkerReq struct {
@@ -585,7 +600,7 @@ func (d *txns) registerRPCs() {
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, err
 		}
-		return txnDiscoverResp{Partitions: d.discoverLocal(req)}, nil
+		return d.discoverLocal(req), nil
 	})
 	handle("txn.marker", func(ctx context.Context, payload []byte) (any, error) {
 		var req txnMarkerReq
@@ -714,24 +729,27 @@ func prepareVerdict(req txnPrepareReq, s prepareState, skew time.Duration) error
 	return nil
 }
 
-// discoverLocal lists the partitions this node leads that hold an open transaction of the
-// producer at epoch.
-func (d *txns) discoverLocal(req txnDiscoverReq) []txncoord.TP {
-	var out []txncoord.TP
+// discoverLocal lists the partitions this node leads (it answers for them) and, among them,
+// those that hold an open transaction of the producer at epoch. A leader not yet ready holds
+// every record its election found acknowledged: it answers too.
+func (d *txns) discoverLocal(req txnDiscoverReq) txnDiscoverResp {
+	resp := txnDiscoverResp{Led: []txnLed{}}
 	for _, t := range d.b.topics.List() {
 		for _, p := range t.Partitions {
 			if p.Replica == nil {
 				continue
 			}
-			if _, _, leading := p.Replica.Leading(); !leading {
+			epoch, _, leading := p.Replica.Leading()
+			if !leading {
 				continue
 			}
+			resp.Led = append(resp.Led, txnLed{Topic: t.Name, Partition: p.Index, Epoch: epoch})
 			if _, _, e, ok := p.Log.OpenTransaction(req.ProducerID); ok && e == req.Epoch {
-				out = append(out, txncoord.TP{Topic: t.Name, Partition: p.Index})
+				resp.Partitions = append(resp.Partitions, txncoord.TP{Topic: t.Name, Partition: p.Index})
 			}
 		}
 	}
-	return out
+	return resp
 }
 
 // markerLocal is the partition side of the coordinator's marker round: writeMarker, where a
@@ -871,20 +889,70 @@ func (d *txns) prepareRound(sh *txnShard, req txncoord.PrepareReq) {
 	}
 }
 
+// discoverRound lists the partitions holding an open transaction of a Lost id's producer
+// (docs/transactions.md §3.4). Every partition of the image must be answered for by its
+// leader, in the leader epoch the image names or a later one: a node that does not lead a
+// partition yet (its image is behind) or no longer (deposed, or it stopped), and a partition
+// without a leader (an election in progress, its leader's session not yet expired), are asked
+// again every txnPrepareRetry, of whichever node the image then names, for up to
+// txnDiscoverRetryFor; only then does the discovery fail (and a commit become an abort).
+// Before, one round asked every node once: a node stopped a moment before, or a partition
+// between leaders, turned a commit after a coordinator's failover into an abort (a Kafka
+// Connect task fails for good on that), and a partition whose image leader had not yet taken
+// the leadership was skipped without an error.
 func (d *txns) discoverRound(sh *txnShard, req txncoord.DiscoverReq) {
+	found := map[txncoord.TP]bool{}
+	covered := map[txncoord.TP]bool{}
+	objectsDone := false
+	retryUntil := time.Now().Add(txnDiscoverRetryFor)
+	var err error
+	for {
+		err = d.discoverAttempt(req, found, covered, &objectsDone)
+		if err == nil || time.Now().After(retryUntil) || d.b.ctx.Err() != nil {
+			break
+		}
+		d.mu.Lock()
+		current := d.currentLocked(sh)
+		d.mu.Unlock()
+		if !current {
+			return
+		}
+		select {
+		case <-d.b.ctx.Done():
+		case <-time.After(txnPrepareRetry):
+		}
+	}
+	tps := make([]txncoord.TP, 0, len(found))
+	for tp := range found {
+		tps = append(tps, tp)
+	}
+	if err != nil {
+		d.b.logger.Warn("broker: transaction discovery incomplete", "txn", req.ID, "err", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.currentLocked(sh) {
+		d.reportLocked(sh, sh.c.Discovered(req.ID, tps, err, time.Now().UnixMilli()))
+	}
+}
+
+// discoverAttempt asks the leaders of the partitions not yet covered (per the image now), and
+// the object partitions if not yet done; it adds to found and covered, and returns what is
+// still missing (nil: the discovery is complete). A partition answered for once stays
+// answered for: the producer writes nothing while its EndTxn or InitProducerId is in flight,
+// and a later leader holds every record an earlier one acknowledged.
+func (d *txns) discoverAttempt(req txncoord.DiscoverReq, found, covered map[txncoord.TP]bool, objectsDone *bool) error {
 	img := d.b.cl.Image()
+	ask, missing := discoverAsk(img, covered)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var found []txncoord.TP
 	var errs []error
-	for id, n := range img.Nodes {
-		if n.Fenced {
-			continue
-		}
+	answers := map[int32]txnDiscoverResp{}
+	for _, id := range ask {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(d.b.ctx, 5*time.Second)
+			ctx, cancel := context.WithTimeout(d.b.ctx, txnDiscoverCall)
 			defer cancel()
 			var resp txnDiscoverResp
 			err := d.b.cl.Call(ctx, id, "txn.discover", txnDiscoverReq{ProducerID: req.ProducerID, Epoch: req.Epoch}, &resp)
@@ -894,39 +962,85 @@ func (d *txns) discoverRound(sh *txnShard, req txncoord.DiscoverReq) {
 				errs = append(errs, fmt.Errorf("node %d: %w", id, err))
 				return
 			}
-			found = append(found, resp.Partitions...)
+			answers[id] = resp
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		ctx, cancel := context.WithTimeout(d.b.ctx, 5*time.Second)
-		defer cancel()
-		tps, err := d.discoverObjects(ctx, req.ProducerID, req.Epoch)
-		mu.Lock()
-		defer mu.Unlock()
-		found = append(found, tps...)
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}()
+	if !*objectsDone {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(d.b.ctx, txnDiscoverCall)
+			defer cancel()
+			tps, err := d.discoverObjects(ctx, req.ProducerID, req.Epoch)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			*objectsDone = true
+			for _, tp := range tps {
+				found[tp] = true
+			}
+		}()
+	}
 	wg.Wait()
-	// A partition with no live leader may hold records of the transaction that nobody reported.
+	for _, resp := range answers {
+		for _, tp := range resp.Partitions {
+			found[tp] = true
+		}
+	}
+	return errors.Join(append(errs, discoverCover(img, covered, answers, missing)...)...)
+}
+
+// discoverAsk lists the nodes the image names as leaders of partitions (not of object topics)
+// that no answer covers yet, and an error for each such partition without a leader.
+func discoverAsk(img *controller.Image, covered map[txncoord.TP]bool) (ask []int32, missing []error) {
+	seen := map[int32]bool{}
 	for _, t := range img.Topics {
 		if t.IsObject() {
 			continue // no leader: any node serves them (discoverObjects)
 		}
 		for i, p := range t.Partitions {
-			if p.Leader < 0 {
-				errs = append(errs, fmt.Errorf("%s[%d] has no leader", t.Name, i))
+			switch {
+			case covered[txncoord.TP{Topic: t.Name, Partition: int32(i)}]:
+			case p.Leader < 0:
+				missing = append(missing, fmt.Errorf("%s[%d] has no leader", t.Name, i))
+			case !seen[p.Leader]:
+				seen[p.Leader] = true
+				ask = append(ask, p.Leader)
 			}
 		}
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.currentLocked(sh) {
-		d.reportLocked(sh, sh.c.Discovered(req.ID, found, errors.Join(errs...), time.Now().UnixMilli()))
+	return ask, missing
+}
+
+// discoverCover marks covered the partitions the answers' nodes lead in the epoch img names or
+// a later one, and returns an error for each partition of an answering node (per img) it
+// does not cover: that node's image or img is behind, and it is asked again.
+func discoverCover(img *controller.Image, covered map[txncoord.TP]bool, answers map[int32]txnDiscoverResp, errs []error) []error {
+	for _, resp := range answers {
+		for _, l := range resp.Led {
+			t := img.Topics[l.Topic]
+			if t == nil || t.IsObject() || l.Partition < 0 || int(l.Partition) >= len(t.Partitions) {
+				continue
+			}
+			if l.Epoch >= t.Partitions[l.Partition].LeaderEpoch {
+				covered[txncoord.TP{Topic: l.Topic, Partition: l.Partition}] = true
+			}
+		}
 	}
+	for _, t := range img.Topics {
+		if t.IsObject() {
+			continue
+		}
+		for i, p := range t.Partitions {
+			if _, answered := answers[p.Leader]; answered && !covered[txncoord.TP{Topic: t.Name, Partition: int32(i)}] {
+				errs = append(errs, fmt.Errorf("node %d does not lead %s[%d] in epoch %d yet", p.Leader, t.Name, i, p.LeaderEpoch))
+			}
+		}
+	}
+	return errs
 }
 
 // markerRound writes a transaction's markers to every partition, in parallel, each retried

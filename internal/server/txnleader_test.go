@@ -219,3 +219,73 @@ func TestTransactionAcrossACoordinatorLoss(t *testing.T) {
 		t.Fatalf("read_committed after the commit: %q; want [lost-1]", got)
 	}
 }
+
+// TestLostTransactionsCommitThroughARestart: the node coordinating several open transactions
+// stops and comes back. Their coordinator moves away and, once the node is back, back to it
+// with the leaderships it is the preferred replica of (the controller's balancing moves them in
+// one round). The transactions' partition sets were in the first coordinator's memory only, so
+// each commit first discovers them (docs/transactions.md §3.4), while the partitions' leaders
+// move. Every commit must go through: before, a discovery that met a partition between leaders,
+// or a node not yet leading what the image said it led, turned the commit into an abort (and a
+// Kafka Connect task fails for good on that: TestKafkaConnectOnACluster).
+func TestLostTransactionsCommitThroughARestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, first, coord, _ := startTxnCluster(t, ctx, "lostrestart", "lostrestart-0")
+	_, adm := c.client()
+	// Transactional ids coordinated by the same node as the first.
+	ids := []string{"lostrestart-0"}
+	for i := 1; len(ids) < 8 && i < 400; i++ {
+		id := fmt.Sprintf("lostrestart-%d", i)
+		if r := adm.FindTxnCoordinators(ctx, id)[id]; r.Err == nil && r.NodeID == coord {
+			ids = append(ids, id)
+		}
+	}
+	producers := []*kgo.Client{first}
+	for _, id := range ids[1:] {
+		p, err := kgo.NewClient(kgo.SeedBrokers(c.brokers()...), kgo.TransactionalID(id), kgo.DefaultProduceTopic("lostrestart"),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		producers = append(producers, p)
+	}
+	var want []string
+	for i, p := range producers {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for part := int32(0); part < 3; part++ {
+			v := fmt.Sprintf("%s/%d", ids[i], part)
+			if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatalf("%s: %v", ids[i], err)
+			}
+			want = append(want, v)
+		}
+	}
+	c.stop(coord)
+	eventually(t, "the transactions' coordinator moved away from the stopped node", 30*time.Second, func() bool {
+		r := adm.FindTxnCoordinators(ctx, ids[0])[ids[0]]
+		return r.Err == nil && r.NodeID != coord
+	})
+	c.start(coord)
+	c.waitNodes(3)
+	// One commit every 750 ms over the next six seconds, through the balancing round that
+	// brings the coordinator and the leaderships back to the restarted node.
+	for i, p := range producers {
+		if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Errorf("commit of %s, %d ms after node %d came back: %v", ids[i], i*750, coord, err)
+		}
+		time.Sleep(750 * time.Millisecond)
+	}
+	got := testclients.ReadValues(t, ctx, c.brokers(), "lostrestart", kgo.ReadCommitted(), len(want), 10*time.Second)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("read_committed: %d records %q; want %d %q", len(got), got, len(want), want)
+	}
+	if r := adm.FindTxnCoordinators(ctx, ids[0])[ids[0]]; r.Err != nil || r.NodeID != coord {
+		t.Logf("the coordinator is node %d (err %v), not yet back on node %d", r.NodeID, r.Err, coord)
+	}
+}
