@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,6 +23,7 @@ func handleDeleteRecords(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	b := r.conn.b
+	barrier := sync.OnceValue(func() error { return b.objectBarrier(ctx) })
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
@@ -44,7 +46,7 @@ func handleDeleteRecords(ctx context.Context, r *request) reply {
 				}
 			}
 			if known && isObjectTopic(t) {
-				if sp.LowWatermark, err = b.deleteObjectRecords(ctx, t, rp.Partition, rp.Offset); err != nil {
+				if sp.LowWatermark, err = b.deleteObjectRecords(ctx, t, rp.Partition, rp.Offset, barrier); err != nil {
 					sp.ErrorCode = errorCode(err)
 				}
 				st.Partitions = append(st.Partitions, sp)

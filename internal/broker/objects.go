@@ -494,8 +494,14 @@ func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaI
 }
 
 // deleteObjectRecords moves an object partition's log start (DeleteRecords) and returns the new
-// low watermark.
-func (b *Broker) deleteObjectRecords(ctx context.Context, t *topics.Topic, index int32, offset int64) (int64, error) {
+// low watermark. barrier is the request's objectBarrier: the offset is checked against (and -1
+// resolved to) an end no older than any node answered from before; without it a node whose
+// image trailed the controller's refused a valid offset, or trimmed to an older end. A barrier
+// the controller cannot confirm in time is REQUEST_TIMED_OUT (clients retry it).
+func (b *Broker) deleteObjectRecords(ctx context.Context, t *topics.Topic, index int32, offset int64, barrier func() error) (int64, error) {
+	if err := barrier(); err != nil {
+		return -1, fmt.Errorf("%w: this node's view of the partition could not be confirmed current", kerr.RequestTimedOut)
+	}
 	p, err := b.objectPartition(t.ID, index)
 	if err != nil {
 		return -1, err

@@ -20,7 +20,9 @@ import (
 // must not answer an end offset older than the one already acknowledged (ListOffsets, or
 // OffsetForLeaderEpoch, where a consumer checking its position would see a truncation), nor tell
 // a consumer at an acknowledged offset that its offset is out of range (it would reset): it
-// answers OFFSET_NOT_AVAILABLE, which clients retry, until it is back and current.
+// answers OFFSET_NOT_AVAILABLE, which clients retry, until it is back and current. Nor may it
+// refuse DeleteRecords up to an acknowledged offset as out of range (it answers
+// REQUEST_TIMED_OUT, retriable, until it is current).
 func TestObjectReadsOnACutOffNode(t *testing.T) {
 	needNetns(t)
 	bin := runnelBinary(t)
@@ -135,6 +137,22 @@ func TestObjectReadsOnACutOffNode(t *testing.T) {
 		p := resp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
 		return p.EndOffset, p.ErrorCode, nil
 	}
+	deleteTo := func(offset int64) (int64, int16, error) {
+		req := kmsg.NewPtrDeleteRecordsRequest()
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewDeleteRecordsRequestTopic()
+		rt.Topic = "reads"
+		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := ask(req)
+		if err != nil {
+			return 0, 0, err
+		}
+		p := resp.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
+		return p.LowWatermark, p.ErrorCode, nil
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for { // the node's image has the first 100
 		end, code, err := listEnd()
@@ -172,6 +190,11 @@ func TestObjectReadsOnACutOffNode(t *testing.T) {
 	if code != kerr.OffsetNotAvailable.Code {
 		t.Fatalf("cut-off node %d: a fetch at the acknowledged offset 150 answered %v; want OFFSET_NOT_AVAILABLE, never OFFSET_OUT_OF_RANGE", cut, kerr.ErrorForCode(code))
 	}
+	// DeleteRecords up to an acknowledged offset: the node cannot check it against a current
+	// end, so it answers a retriable error, never OFFSET_OUT_OF_RANGE (its image ends at 100).
+	if low, code, err := deleteTo(150); err != nil || code != kerr.RequestTimedOut.Code {
+		t.Fatalf("cut-off node %d: DeleteRecords to the acknowledged offset 150 answered %d, %v, %v; want REQUEST_TIMED_OUT", cut, low, kerr.ErrorForCode(code), err)
+	}
 
 	if err := net.Heal(); err != nil {
 		t.Fatal(err)
@@ -196,5 +219,8 @@ func TestObjectReadsOnACutOffNode(t *testing.T) {
 	code, batches, err := fetchAt(150)
 	if err != nil || code != 0 || batches == 0 {
 		t.Fatalf("node %d back: a fetch at 150 answered %v, %d bytes, %v; want records", cut, kerr.ErrorForCode(code), batches, err)
+	}
+	if low, code, err := deleteTo(150); err != nil || code != 0 || low != 150 {
+		t.Fatalf("node %d back: DeleteRecords to 150 answered %d, %v, %v; want the low watermark 150", cut, low, kerr.ErrorForCode(code), err)
 	}
 }
