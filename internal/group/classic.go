@@ -184,7 +184,15 @@ func (c *Coordinator) joinKnown(now time.Time, g *Group, memberID string, m *Mem
 }
 
 // rejoinStatic handles a static member that joins again without its member id (it restarted):
-// it gets a new member id and the old one is fenced.
+// it gets a new member id and the old one is fenced. In a stable group whose selected protocol
+// the new join does not change, nothing rebalances (KIP-345), whether the member led or not,
+// and whatever else its metadata says (a restarted cooperative consumer owns no partitions any
+// more, so its metadata always differs): as Kafka, the member is given its previous
+// assignment. A leader that knows KIP-814 (JoinGroup v9+) is told it leads, with every
+// member's metadata and SkipAssignment set, so that it watches the group's subscriptions
+// without computing an assignment; an older one is named as follower (the response's leader
+// is its old member id) and takes its assignment from SyncGroup. Mid-sync the assignment being
+// computed names the old member id, so the group rebalances (Kafka's rule).
 func (c *Coordinator) rejoinStatic(now time.Time, g *Group, oldID string, m *Member, out *Output) Output {
 	old := g.members[oldID]
 	m.ID = newMemberID(m.InstanceID)
@@ -208,12 +216,18 @@ func (c *Coordinator) rejoinStatic(now time.Time, g *Group, oldID string, m *Mem
 		g.Leader = m.ID
 	}
 	switch {
-	case g.State == Stable && !wasLeader && old.sameProtocols(m.Protocols):
-		// KIP-345: a static member that comes back unchanged does not cause a rebalance.
+	case g.State == Stable && g.selectProtocol() == g.Protocol:
 		m.awaitingJoin = false
 		m.deadline = now.Add(m.SessionTimeout)
 		out.Records = append(out.Records, g.metadataRecord())
-		out.reply(m.joinID, g.joinResponseFor(m, m.joinVersion))
+		resp := g.joinResponseFor(m, m.joinVersion)
+		switch {
+		case wasLeader && m.joinVersion >= 9:
+			resp.SkipAssignment = true
+		case wasLeader:
+			resp.LeaderID, resp.Members = oldID, nil
+		}
+		out.reply(m.joinID, resp)
 	case g.State == PreparingRebalance:
 		c.tryCompleteJoin(now, g, out)
 	default:

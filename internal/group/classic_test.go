@@ -401,3 +401,75 @@ func TestAnswersDoNotShareGroupState(t *testing.T) {
 		}
 	}
 }
+
+// TestStaticLeaderRestartsWithoutRebalance: a static leader that restarts (joins with its
+// instance id and no member id) does not rebalance a stable group, as in Kafka since KIP-814: a
+// JoinGroup v9+ is told it leads, with every member's metadata and SkipAssignment; an older
+// one is named as follower and takes its assignment from SyncGroup. Its metadata may differ
+// (a cooperative consumer's lists the partitions it owns, none after a restart): only a change
+// of the group's selected protocol rebalances. Before, a restarted static leader, or a static
+// member whose metadata changed, always rebalanced the group.
+func TestStaticLeaderRestartsWithoutRebalance(t *testing.T) {
+	h := newHarness(t)
+	joinAs := func(version int16, instance, metadata string, protocols ...string) *kmsg.JoinGroupResponse {
+		h.next++
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version, req.Group, req.ProtocolType = version, "g", "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis, req.InstanceID = 10000, 30000, &instance
+		for _, p := range protocols {
+			req.Protocols = append(req.Protocols, kmsg.JoinGroupRequestProtocol{Name: p, Metadata: []byte(metadata)})
+		}
+		h.apply(h.c.JoinGroup(h.now, h.next, req, "client", "/127.0.0.1"))
+		r, ok := h.replies[h.next]
+		if !ok {
+			return nil
+		}
+		return r.(*kmsg.JoinGroupResponse)
+	}
+	joinAs(9, "inst-1", "owned A", "cooperative-sticky", "range")
+	joinAs(9, "inst-2", "owned B", "cooperative-sticky", "range")
+	h.advance(3 * time.Second)
+	g, _ := h.c.Group("g")
+	leader, follower := g.Leader, g.static["inst-2"]
+	if leader != g.static["inst-1"] {
+		t.Fatalf("leader %s; want inst-1's member %s", leader, g.static["inst-1"])
+	}
+	h.sync(leader, 1, map[string]string{leader: "A", follower: "B"})
+	h.sync(follower, 1, nil)
+
+	// The leader restarts, its metadata now owning nothing, with JoinGroup v9.
+	r := joinAs(9, "inst-1", "owned nothing", "cooperative-sticky", "range")
+	if r == nil || r.ErrorCode != 0 || h.state() != Stable || r.Generation != 1 {
+		t.Fatalf("the restarted leader's join (v9): %+v, state %v; want an answer at generation 1, still Stable", r, h.state())
+	}
+	if r.LeaderID != r.MemberID || !r.SkipAssignment || len(r.Members) != 2 || r.MemberID == leader {
+		t.Errorf("v9 answer: leader %s, member %s (was %s), skip %v, %d members; want it named leader under its new id, SkipAssignment, 2 members",
+			r.LeaderID, r.MemberID, leader, r.SkipAssignment, len(r.Members))
+	}
+	sr := h.sync(r.MemberID, 1, nil) // a leader that skipped the assignment sends none
+	if got := string(h.replies[sr].(*kmsg.SyncGroupResponse).MemberAssignment); got != "A" {
+		t.Errorf("the restarted leader's assignment %q; want its old one, A", got)
+	}
+	wantCode(t, "Heartbeat(follower) after the leader's restart", h.heartbeat(follower, 1), nil)
+
+	// Again with JoinGroup v8: it is named follower (the leader id is its previous member id).
+	prev := r.MemberID
+	r = joinAs(8, "inst-1", "owned nothing", "cooperative-sticky", "range")
+	if r == nil || r.ErrorCode != 0 || h.state() != Stable || r.Generation != 1 {
+		t.Fatalf("the restarted leader's join (v8): %+v, state %v; want an answer at generation 1, still Stable", r, h.state())
+	}
+	if r.LeaderID != prev || r.MemberID == prev || len(r.Members) != 0 || r.SkipAssignment {
+		t.Errorf("v8 answer: leader %s, member %s, %d members; want the leader named %s (its old id), no members", r.LeaderID, r.MemberID, len(r.Members), prev)
+	}
+	sr = h.sync(r.MemberID, 1, nil)
+	if got := string(h.replies[sr].(*kmsg.SyncGroupResponse).MemberAssignment); got != "A" {
+		t.Errorf("assignment after the v8 restart %q; want A", got)
+	}
+
+	// A restart that changes the selected protocol (the follower now supports only range)
+	// rebalances.
+	r = joinAs(9, "inst-2", "owned nothing", "range")
+	if h.state() != PreparingRebalance || r != nil {
+		t.Errorf("a member restarted supporting only range: state %v, answered %v; want a rebalance, the join waiting", h.state(), r != nil)
+	}
+}

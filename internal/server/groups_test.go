@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,5 +219,81 @@ func TestConsumerGroupSurvivesRestart(t *testing.T) {
 	if e2 != epoch || m2 != member || me2 != memberEpoch || owned2 != 4 {
 		t.Errorf("after the restart: group epoch %d, member %s epoch %d owning %d; before: %d, %s epoch %d owning 4",
 			e2, m2, me2, owned2, epoch, member, memberEpoch)
+	}
+}
+
+// TestStaticMembersRestartWithoutRebalance: two franz-go consumers with instance ids (KIP-345)
+// restart in turn, one of them the group's leader; neither restart rebalances the group (the
+// other member's partitions are never revoked), and each restarted member gets its partitions
+// back. The leader's join (v9) is answered with SkipAssignment (KIP-814). Before, a restarted
+// static leader rebalanced the group.
+func TestStaticMembersRestartWithoutRebalance(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("st", 4)
+	var mu sync.Mutex
+	events := map[string][]string{}
+	owned := map[string][]int32{}
+	consumer := func(instance string) *kgo.Client {
+		note := func(what string) func(context.Context, *kgo.Client, map[string][]int32) {
+			return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				mu.Lock()
+				defer mu.Unlock()
+				events[instance] = append(events[instance], fmt.Sprintf("%s %v", what, m["st"]))
+				if what == "assigned" {
+					owned[instance] = append(owned[instance], m["st"]...)
+				} else {
+					owned[instance] = nil
+				}
+			}
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumerGroup("statics"), kgo.ConsumeTopics("st"),
+			kgo.InstanceID(instance), kgo.Balancers(kgo.RangeBalancer()), kgo.SessionTimeout(30*time.Second),
+			kgo.OnPartitionsAssigned(note("assigned")), kgo.OnPartitionsRevoked(note("revoked")), kgo.OnPartitionsLost(note("lost")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				if f := cl.PollFetches(context.Background()); f.IsClientClosed() {
+					return
+				}
+			}
+		}()
+		return cl
+	}
+	ownedOf := func(instance string) []int32 {
+		mu.Lock()
+		defer mu.Unlock()
+		o := slices.Clone(owned[instance])
+		slices.Sort(o)
+		return o
+	}
+	clients := map[string]*kgo.Client{"a": consumer("a")}
+	eventually(t, "a owns the four partitions", 30*time.Second, func() bool { return len(ownedOf("a")) == 4 })
+	clients["b"] = consumer("b")
+	eventually(t, "a and b own two partitions each", 30*time.Second, func() bool { return len(ownedOf("a")) == 2 && len(ownedOf("b")) == 2 })
+	time.Sleep(time.Second)
+	for _, restarting := range []string{"a", "b"} {
+		other := map[string]string{"a": "b", "b": "a"}[restarting]
+		before, otherBefore := ownedOf(restarting), ownedOf(other)
+		mu.Lock()
+		events[other] = nil
+		mu.Unlock()
+		clients[restarting].Close() // a static member does not leave on close
+		mu.Lock()
+		owned[restarting] = nil
+		mu.Unlock()
+		clients[restarting] = consumer(restarting)
+		eventually(t, restarting+" restarted owns its partitions again", 30*time.Second, func() bool { return slices.Equal(ownedOf(restarting), before) })
+		time.Sleep(3 * time.Second) // a rebalance would revoke the other member's partitions by now
+		mu.Lock()
+		seen := slices.Clone(events[other])
+		mu.Unlock()
+		if len(seen) != 0 || !slices.Equal(ownedOf(other), otherBefore) {
+			t.Errorf("%s restarted: %s saw %q, owns %v (owned %v); want no rebalance", restarting, other, seen, ownedOf(other), otherBefore)
+		}
+	}
+	for _, cl := range clients {
+		cl.Close()
 	}
 }
