@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // GroupPartition is one partition of a group: its commit, end and lag.
@@ -56,6 +57,13 @@ type GroupMember struct {
 // group (KIP-932) is described by its share-partitions: Committed is a partition's start offset
 // (every record before it is done with) and Lag what is left from there (-1 unknown).
 func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (Group, error) {
+	// A consumer group (KIP-848) first, as Kafka's admin client asks: DescribeGroups knows only
+	// classic groups (Dead, GROUP_ID_NOT_FOUND for the others).
+	if cg, ok, err := consumerGroup(ctx, adm, group); err != nil {
+		return Group{}, err
+	} else if ok {
+		return describeConsumerGroup(ctx, adm, cg)
+	}
 	lags, err := adm.Lag(ctx, group)
 	if err != nil {
 		return Group{}, err
@@ -97,6 +105,96 @@ func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (Group, 
 		}
 		d.Partitions = append(d.Partitions, gp)
 	}
+	return d, nil
+}
+
+// consumerGroup returns group's description if it is a consumer group of the KIP-848 protocol
+// (ok); a group of another type, or none, or a cluster that does not know ConsumerGroupDescribe,
+// is not ok, without an error.
+func consumerGroup(ctx context.Context, adm *kadm.Client, group string) (kadm.DescribedConsumerGroup, bool, error) {
+	described, err := adm.DescribeConsumerGroups(ctx, group)
+	if err != nil {
+		var ae *kadm.AuthError
+		if errors.As(err, &ae) || errors.Is(err, kerr.UnsupportedVersion) || errors.Is(err, kerr.GroupIDNotFound) {
+			return kadm.DescribedConsumerGroup{}, false, nil // another type may still be described
+		}
+		var se *kadm.ShardErrors
+		if !errors.As(err, &se) {
+			return kadm.DescribedConsumerGroup{}, false, err
+		}
+	}
+	cg, ok := described[group]
+	return cg, ok && cg.Err == nil && cg.State != "Dead", nil
+}
+
+// describeConsumerGroup describes a consumer group (KIP-848): its members and their
+// assignments, and the lag of every partition it committed to or is assigned.
+func describeConsumerGroup(ctx context.Context, adm *kadm.Client, cg kadm.DescribedConsumerGroup) (Group, error) {
+	d := Group{Group: cg.Group, State: cg.State, Protocol: "consumer", Members: []GroupMember{}, Partitions: []GroupPartition{}}
+	owner := map[string]map[int32]kadm.ConsumerGroupMember{}
+	for _, m := range cg.Members {
+		gm := GroupMember{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Assigned: []string{}}
+		if m.InstanceID != nil {
+			gm.InstanceID = *m.InstanceID
+		}
+		for t, ps := range m.Assignment {
+			for p := range ps {
+				gm.Assigned = append(gm.Assigned, fmt.Sprintf("%s/%d", t, p))
+				if owner[t] == nil {
+					owner[t] = map[int32]kadm.ConsumerGroupMember{}
+				}
+				owner[t][p] = m
+			}
+		}
+		sort.Strings(gm.Assigned)
+		d.Members = append(d.Members, gm)
+	}
+	commits, err := adm.FetchOffsets(ctx, cg.Group)
+	if err != nil {
+		return Group{}, fmt.Errorf("group %s: %w", cg.Group, err)
+	}
+	parts := cg.AssignedPartitions()
+	commits.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil {
+			parts.Add(o.Topic, o.Partition)
+		}
+	})
+	var starts, ends kadm.ListedOffsets
+	if topics := parts.Topics(); len(topics) > 0 {
+		if starts, err = adm.ListStartOffsets(ctx, topics...); err != nil {
+			return Group{}, err
+		}
+		if ends, err = adm.ListEndOffsets(ctx, topics...); err != nil {
+			return Group{}, err
+		}
+	}
+	for t, ps := range parts {
+		for p := range ps {
+			gp := GroupPartition{Topic: t, Partition: p, Committed: -1, End: -1, Lag: -1}
+			if c, ok := commits.Lookup(t, p); ok && c.Err == nil {
+				gp.Committed = c.At
+			}
+			if e, ok := ends.Lookup(t, p); ok && e.Err == nil {
+				gp.End = e.Offset
+				from := gp.Committed
+				if from < 0 { // nothing committed: the lag is all the partition holds
+					from = 0
+					if s, ok := starts.Lookup(t, p); ok && s.Err == nil {
+						from = s.Offset
+					}
+				}
+				gp.Lag = max(gp.End-from, 0)
+			}
+			if m, ok := owner[t][p]; ok {
+				gp.Member, gp.ClientID, gp.Host = m.MemberID, m.ClientID, m.ClientHost
+			}
+			d.Partitions = append(d.Partitions, gp)
+		}
+	}
+	sort.Slice(d.Partitions, func(i, j int) bool {
+		a, b := d.Partitions[i], d.Partitions[j]
+		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
+	})
 	return d, nil
 }
 
@@ -192,7 +290,14 @@ func ResetOffsets(ctx context.Context, adm *kadm.Client, group, topic string, pa
 	if isShare && len(sg.Members) > 0 {
 		return nil, fmt.Errorf("share group %s has %d members (state %s); stop them first, as Kafka requires", group, len(sg.Members), sg.GroupState)
 	}
-	if !isShare {
+	cg, isConsumer, err := consumerGroup(ctx, adm, group)
+	if err != nil {
+		return nil, err
+	}
+	if isConsumer && len(cg.Members) > 0 {
+		return nil, fmt.Errorf("group %s has %d members (state %s); stop them first, as Kafka requires", group, len(cg.Members), cg.State)
+	}
+	if !isShare && !isConsumer {
 		described, err := adm.DescribeGroups(ctx, group)
 		if err != nil {
 			return nil, err

@@ -26,7 +26,7 @@ func init() {
 	register(kmsg.LeaveGroup, 0, 5, handleLeaveGroup)
 	register(kmsg.OffsetCommit, 0, 9, handleOffsetCommit)
 	register(kmsg.OffsetFetch, 0, 9, handleOffsetFetch)
-	register(kmsg.DescribeGroups, 0, 5, handleDescribeGroups)
+	register(kmsg.DescribeGroups, 0, 6, handleDescribeGroups)
 	register(kmsg.ListGroups, 0, 5, handleListGroups)
 	register(kmsg.DeleteGroups, 0, 2, handleDeleteGroups)
 	register(kmsg.OffsetDelete, 0, 0, handleOffsetDelete)

@@ -293,3 +293,31 @@ func TestAdminRemovesAStaticConsumerMember(t *testing.T) {
 		t.Fatalf("members %d after the removal; want only d", len(g.consumer.members))
 	}
 }
+
+// DescribeGroups describes classic groups only: a consumer (KIP-848) group is Dead there, with
+// GROUP_ID_NOT_FOUND from v6 (Kafka's admin client falls back between ConsumerGroupDescribe and
+// DescribeGroups on it); an unknown group the same, with Kafka's message.
+func TestDescribeGroupsOfAConsumerGroup(t *testing.T) {
+	h := newConsumerHarness(t)
+	if r := h.hbAs("m1", "", 0, []string{"t"}, map[string][]int32{}, ""); r.ErrorCode != 0 {
+		t.Fatalf("join: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	for _, v := range []int16{5, 6} {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Version, req.Groups = v, []string{"g", "nobody"}
+		resp := h.c.DescribeGroups(req)
+		for i, g := range resp.Groups {
+			want := int16(0)
+			if v >= 6 {
+				want = kerr.GroupIDNotFound.Code
+			}
+			if g.State != "Dead" || g.ErrorCode != want || len(g.Members) != 0 || g.ProtocolType != "" {
+				t.Errorf("DescribeGroups v%d of %s: state %s, error %v, %d members, protocol type %q; want Dead, %v, none",
+					v, req.Groups[i], g.State, kerr.ErrorForCode(g.ErrorCode), len(g.Members), g.ProtocolType, kerr.ErrorForCode(want))
+			}
+			if v >= 6 && (g.ErrorMessage == nil || *g.ErrorMessage == "") {
+				t.Errorf("DescribeGroups v%d of %s: no error message", v, req.Groups[i])
+			}
+		}
+	}
+}

@@ -369,11 +369,13 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 			dg.ErrorCode = kerr.InvalidGroupID.Code
 		case g == nil:
 			if req.Version >= 6 {
-				dg.ErrorCode = kerr.GroupIDNotFound.Code
+				msg := fmt.Sprintf("Group %s not found.", id)
+				dg.ErrorCode, dg.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
 			}
-		case g.consumer != nil: // described by ConsumerGroupDescribe
-			dg.State, dg.ProtocolType = g.consumer.stateName(), g.ProtocolType
-		case g.share != nil: // described by ShareGroupDescribe; Dead here, as Kafka answers
+		case g.consumer != nil, g.share != nil:
+			// Described by ConsumerGroupDescribe or ShareGroupDescribe (a consumer group with
+			// classic-protocol members too); Dead here, as Kafka answers, and from v6
+			// GROUP_ID_NOT_FOUND, on which Kafka's admin client falls back between the two.
 			if req.Version >= 6 {
 				msg := fmt.Sprintf("Group %s is not a classic group.", id)
 				dg.ErrorCode, dg.ErrorMessage = kerr.GroupIDNotFound.Code, &msg

@@ -73,12 +73,18 @@ func consumeGroup(t *testing.T, addr, group, topic string, n int, opts ...kgo.Op
 }
 
 type describedGroup struct {
-	State      string `json:"state"`
+	State    string `json:"state"`
+	Protocol string `json:"protocol"`
+	Members  []struct {
+		ID       string   `json:"id"`
+		Assigned []string `json:"assigned"`
+	} `json:"members"`
 	Partitions []struct {
-		Partition int32 `json:"partition"`
-		Committed int64 `json:"committed"`
-		End       int64 `json:"end"`
-		Lag       int64 `json:"lag"`
+		Partition int32  `json:"partition"`
+		Committed int64  `json:"committed"`
+		End       int64  `json:"end"`
+		Lag       int64  `json:"lag"`
+		Member    string `json:"member"`
 	} `json:"partitions"`
 }
 
@@ -295,5 +301,38 @@ func TestStaticMembersRestartWithoutRebalance(t *testing.T) {
 	}
 	for _, cl := range clients {
 		cl.Close()
+	}
+}
+
+// TestGroupDescribeOfALiveConsumerGroup: `runnel group describe` of a KIP-848 group with a
+// member shows the member, its partitions and the lag of each, from ConsumerGroupDescribe
+// (DescribeGroups knows only classic groups, as Kafka's).
+func TestGroupDescribeOfALiveConsumerGroup(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("live", 3)
+	produceValues(t, b.addr, "live", "v", 30)
+	cl := b.client(kgo.ConsumerGroup("live-g"), kgo.ConsumeTopics("live"), kgo.ServerSideBalancer(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for n := 0; n < 30; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of 30", n)
+		}
+		n += fs.NumRecords()
+	}
+	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	produceValues(t, b.addr, "live", "more", 6) // 2 more on each partition: lag 2
+	d := describeGroupJSON(t, b.addr, "live-g")
+	if d.State != "Stable" || d.Protocol != "consumer" || len(d.Members) != 1 || len(d.Members[0].Assigned) != 3 || len(d.Partitions) != 3 {
+		t.Fatalf("group describe: %+v; want Stable, consumer, one member with 3 partitions", d)
+	}
+	for _, p := range d.Partitions {
+		if p.Committed != 10 || p.End != 12 || p.Lag != 2 || p.Member != d.Members[0].ID {
+			t.Errorf("partition %d: %+v; want committed 10, end 12, lag 2, member %s", p.Partition, p, d.Members[0].ID)
+		}
 	}
 }

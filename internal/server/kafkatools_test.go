@@ -396,3 +396,61 @@ func TestKafkaConfigsGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaConsumerGroupsTool: kafka-consumer-groups describes, on one node, a live classic group
+// and a live KIP-848 group, each with its member, partitions, commits and lag: Kafka's admin
+// client asks ConsumerGroupDescribe and falls back to DescribeGroups on GROUP_ID_NOT_FOUND, so
+// both must answer as Kafka's do for the other kind of group.
+func TestKafkaConsumerGroupsTool(t *testing.T) {
+	groups := kafkaTool(t, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand")
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("cgt", 2)
+	produceValues(t, b.addr, "cgt", "v", 20)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, g := range []struct {
+		id   string
+		opts []kgo.Opt
+	}{{"cgt-classic", nil}, {"cgt-consumer", []kgo.Opt{kgo.ServerSideBalancer()}}} {
+		cl := b.client(append([]kgo.Opt{kgo.ConsumerGroup(g.id), kgo.ConsumeTopics("cgt"), kgo.ClientID(g.id + "-client"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit()}, g.opts...)...)
+		for n := 0; n < 20; {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("%s read %d of 20", g.id, n)
+			}
+			n += fs.NumRecords()
+		}
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produceValues(t, b.addr, "cgt", "more", 4) // lag 2 on each partition
+	run := func(args ...string) string {
+		t.Helper()
+		return runClient(t, 60*time.Second, "", groups[0], append(groups[1:], append([]string{"--bootstrap-server", b.addr}, args...)...)...)
+	}
+	for _, g := range []string{"cgt-classic", "cgt-consumer"} {
+		out := run("--describe", "--group", g)
+		lines := 0
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			// GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
+			if len(f) >= 9 && f[0] == g && f[1] == "cgt" {
+				lines++
+				if f[3] != "10" || f[4] != "12" || f[5] != "2" || f[8] != g+"-client" {
+					t.Errorf("%s: %q; want current 10, end 12, lag 2, client %s-client", g, l, g)
+				}
+			}
+		}
+		if lines != 2 {
+			t.Errorf("kafka-consumer-groups --describe --group %s: %d partition lines; want 2:\n%s", g, lines, out)
+		}
+		if out := run("--describe", "--members", "--group", g); !strings.Contains(out, g+"-client") {
+			t.Errorf("kafka-consumer-groups --describe --members --group %s lacks its member:\n%s", g, out)
+		}
+		if out := run("--describe", "--state", "--group", g); !strings.Contains(out, "Stable") {
+			t.Errorf("kafka-consumer-groups --describe --state --group %s: not Stable:\n%s", g, out)
+		}
+	}
+}
