@@ -142,6 +142,14 @@ func (h *Header) Codec() Codec { return Codec(h.Attributes & AttrCompressionMask
 // IsTransactional reports whether the batch belongs to a transaction.
 func (h *Header) IsTransactional() bool { return h.Attributes&AttrTransactional != 0 }
 
+// FirstIsTransactional reports whether data starts with a v2 batch marked transactional, read
+// from its header's bytes alone (nothing is checked: a request is scanned before its batches
+// are, as Kafka's ProduceRequest finds its transactional records).
+func FirstIsTransactional(data []byte) bool {
+	return len(data) >= attributesOffset+2 && data[magicOffset] == 2 &&
+		binary.BigEndian.Uint16(data[attributesOffset:])&AttrTransactional != 0
+}
+
 // IsControl reports whether the batch is a control batch (transaction marker).
 func (h *Header) IsControl() bool { return h.Attributes&AttrControl != 0 }
 

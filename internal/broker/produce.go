@@ -85,6 +85,13 @@ func handleProduce(ctx context.Context, r *request) reply {
 		}
 		return everyPartition(kerr.TransactionalIDAuthorizationFailed.Code)
 	}
+	if req.TransactionID == nil && hasTransactionalBatch(req) {
+		// As Kafka: transactional records need a transactional id the client may write with.
+		if req.Acks == 0 {
+			return closeOnError("transactional records without a transactional id")
+		}
+		return everyPartition(kerr.TransactionalIDAuthorizationFailed.Code)
+	}
 	for _, rt := range req.Topics {
 		t, known := b.topics.Get(rt.Topic)
 		st := kmsg.NewProduceResponseTopic()
@@ -466,4 +473,16 @@ func requireKeys(h *batch.Header, records []byte) error {
 		return fmt.Errorf("%w: malformed records: %v", kerr.InvalidRecord, err)
 	}
 	return nil
+}
+
+// hasTransactionalBatch reports whether any partition of req starts with a transactional batch.
+func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if batch.FirstIsTransactional(rp.Records) {
+				return true
+			}
+		}
+	}
+	return false
 }

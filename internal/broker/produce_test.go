@@ -140,3 +140,31 @@ func TestTimestampBounds(t *testing.T) {
 		t.Errorf("the partition holds %d records; want only the 3 within bounds", tp.Partitions[0].Log.EndOffset())
 	}
 }
+
+// TestTransactionalBatchWithoutTransactionalID: a produce carrying a transactional batch but no
+// transactional id is refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's
+// (KafkaApis.handleProduceRequest): nothing is appended, to any partition of the request.
+func TestTransactionalBatchWithoutTransactionalID(t *testing.T) {
+	_, addr, reg := ctBroker(t, nil)
+	ctCreate(t, reg, "tx", 2, nil)
+	var body []byte
+	body = batch.AppendRecord(body, 0, 0, []byte("k"), []byte("v"), 0, nil)
+	ts := time.Now().UnixMilli()
+	txBatch := batch.AppendBatch(nil, batch.Header{Attributes: batch.AttrTransactional, BaseTimestamp: ts, MaxTimestamp: ts,
+		ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0, RecordCount: 1}, body)
+	if !batch.FirstIsTransactional(txBatch) || batch.FirstIsTransactional(ctBatch(1, 10)) {
+		t.Fatal("FirstIsTransactional does not tell the batches apart")
+	}
+	resp := ctRoundTrip(t, addr, ctProduce(9, -1, ctPart{"tx", 0, ctBatch(1, 10)}, ctPart{"tx", 1, txBatch})).(*kmsg.ProduceResponse)
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+			t.Errorf("partition %d: %v; want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", p.Partition, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+	tp, _ := reg.Get("tx")
+	for _, p := range tp.Partitions {
+		if end := p.Log.EndOffset(); end != 0 {
+			t.Errorf("partition %d holds %d records after the refused produce", p.Index, end)
+		}
+	}
+}
