@@ -461,7 +461,10 @@ func readPartition(p *topics.Partition, follower bool, sp *sessionPartition, fp 
 		return 0, nil
 	}
 	if readCommitted {
-		aborted, err := p.Log.AbortedTransactions(sp.offset, upper)
+		// The aborted transactions that begin below the returned batches' end, as Kafka's
+		// (collectAbortedTransactions up to the fetch's upper bound): not every one up to the
+		// last stable offset, which a consumer far behind would be sent with every fetch.
+		aborted, err := p.Log.AbortedTransactions(sp.offset, min(upper, s.Next))
 		if err != nil {
 			s.Release()
 			return 0, err

@@ -422,12 +422,6 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 	if readCommitted {
 		upto = lso
 		fp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
-		if sp.offset < lso {
-			for _, a := range p.AbortedIn(sp.offset, lso) {
-				fp.AbortedTransactions = append(fp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{
-					ProducerID: a.ProducerID, FirstOffset: a.First})
-			}
-		}
 	}
 	switch {
 	case sp.offset == p.Next:
@@ -447,6 +441,14 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 		return 0, fmt.Errorf("%w: reading from the object store: %v", kerr.KafkaStorageError, err)
 	}
 	fp.RecordBatches = data
+	if readCommitted && len(data) > 0 {
+		// The aborted transactions that begin below the returned batches' end (as the local
+		// log's fetch, and Kafka's), not every one up to the last stable offset.
+		for _, a := range p.AbortedIn(sp.offset, min(lso, batchesEnd(data, lso))) {
+			fp.AbortedTransactions = append(fp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{
+				ProducerID: a.ProducerID, FirstOffset: a.First})
+		}
+	}
 	return len(data), nil
 }
 
@@ -523,4 +525,21 @@ func (b *Broker) deleteObjectRecords(ctx context.Context, t *topics.Topic, index
 		return -1, err
 	}
 	return p.Start, nil
+}
+
+// batchesEnd is the offset after the last whole batch in data, or orElse if data holds none
+// that parses.
+func batchesEnd(data []byte, orElse int64) int64 {
+	end := int64(-1)
+	for len(data) > 0 {
+		h, err := batch.ParseHeader(data)
+		if err != nil || h.Size() > len(data) {
+			break
+		}
+		end, data = h.NextOffset(), data[h.Size():]
+	}
+	if end < 0 {
+		return orElse
+	}
+	return end
 }

@@ -438,6 +438,33 @@ func TestReadSliceBelowAndHighWatermark(t *testing.T) {
 			t.Errorf("ReadSliceBelow(%d, below %d) read offsets %v; want from %d, all below %d", tc.from, tc.below, offsets, tc.wantFirst, tc.below)
 		}
 	}
+	// A slice's Next is the offset after its last batch, whether the byte budget, the bound or
+	// the segment's end cut it (a read_committed fetch's aborted transactions stop there).
+	for _, from := range []int64{0, firsts[1], firsts[5]} {
+		for _, maxBytes := range []int{1, 300, 700, 1500, 1 << 20} {
+			for _, below := range []int64{firsts[6], end} {
+				s, err := l.ReadSliceBelow(from, maxBytes, below)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := make([]byte, s.Size)
+				s.File.ReadAt(b, s.Position)
+				s.Release()
+				last := int64(-1)
+				for len(b) > 0 {
+					h, err := batch.ParseHeader(b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					last, b = h.LastOffset(), b[h.Size():]
+				}
+				if last < 0 || s.Next != last+1 {
+					t.Errorf("ReadSliceBelow(%d, %d bytes, below %d): Next %d, last offset read %d; want last+1", from, maxBytes, below, s.Next, last)
+				}
+			}
+		}
+	}
+
 	cfg.WriteCaching = true
 	if err := l.SetConfig(cfg); err != nil {
 		t.Fatal(err)

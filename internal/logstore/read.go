@@ -19,7 +19,10 @@ type Slice struct {
 	File     vfs.File
 	Position int64 // where the range starts in File
 	Size     int   // bytes
-	seg      *segment
+	// Next is the offset after the slice's last batch (its records end below it): a fetch's
+	// aborted transactions are those that begin below it.
+	Next int64
+	seg  *segment
 }
 
 // Release gives the slice's file reference back. The slice must not be used afterwards.
@@ -92,9 +95,9 @@ func (l *Log) ReadSliceBelow(from int64, maxBytes int, end int64) (Slice, error)
 		}
 		pos, err := v.findBatch(start)
 		if err == nil && pos < v.size {
-			var end int64
-			if end, err = v.rangeEnd(pos, maxBytes); err == nil {
-				return Slice{File: v.seg.f, Position: pos, Size: int(end - pos), seg: v.seg}, nil
+			var end, next int64
+			if end, next, err = v.rangeEnd(pos, maxBytes); err == nil {
+				return Slice{File: v.seg.f, Position: pos, Size: int(end - pos), Next: next, seg: v.seg}, nil
 			}
 		}
 		v.seg.release()
@@ -180,26 +183,29 @@ func (v *view) findBatch(from int64) (int64, error) {
 
 // rangeEnd returns the end of the longest run of whole batches from start within maxBytes, or
 // of the first batch if even it is larger.
-func (v *view) rangeEnd(start int64, maxBytes int) (int64, error) {
+func (v *view) rangeEnd(start int64, maxBytes int) (end, next int64, err error) {
 	if maxBytes < 0 || int64(maxBytes) >= v.size-start {
-		return v.size, nil
+		return v.size, v.next, nil
 	}
 	limit := start + int64(maxBytes)
-	end := int64(-1)
-	err := v.walk(max(start, int64(v.idx.floorByPosition(uint32(limit)))), func(pos int64, size int, _, _ int64) bool {
+	end = -1
+	err = v.walk(max(start, int64(v.idx.floorByPosition(uint32(limit)))), func(pos int64, size int, base, last int64) bool {
 		if pos+int64(size) > limit {
 			if end < 0 {
-				end = pos + int64(size) // the first batch, whatever its size
+				end, next = pos+int64(size), last+1 // the first batch, whatever its size
 				if pos > start {
-					end = pos
+					end, next = pos, base // the batches before it, which start below it
 				}
 			}
 			return false
 		}
-		end = pos + int64(size)
+		end, next = pos+int64(size), last+1
 		return true
 	})
-	return end, err
+	if end == v.size {
+		next = v.next // past compaction's gaps at the segment's end
+	}
+	return end, next, err
 }
 
 // OffsetForTimestamp returns the offset and timestamp of the first record whose timestamp is
