@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -67,5 +68,19 @@ func TestDiscoverCoverage(t *testing.T) {
 	}
 	if ask, missing = discoverAsk(img, covered); len(ask) != 0 || len(missing) != 0 {
 		t.Errorf("after every partition was answered for: asks %v, missing %v", ask, missing)
+	}
+
+	// A node of an older version lists no leaderships (no "led" in its answer): it answers for
+	// what the image says it leads, as before.
+	var legacy txnDiscoverResp
+	if err := json.Unmarshal([]byte(`{"partitions":[]}`), &legacy); err != nil {
+		t.Fatal(err)
+	}
+	fresh := map[txncoord.TP]bool{}
+	if errs := discoverCover(img, fresh, map[int32]txnDiscoverResp{1: legacy}, nil); len(errs) != 0 || !fresh[txncoord.TP{Topic: "a", Partition: 0}] || len(fresh) != 1 {
+		t.Errorf("a legacy answer from node 1: covered %v, errors %v; want a[0]", fresh, errs)
+	}
+	if b, _ := json.Marshal(txnDiscoverResp{Led: []txnLed{}}); !strings.Contains(string(b), `"led":[]`) {
+		t.Errorf("an answer leading nothing encodes as %s; want an empty led list (not absent)", b)
 	}
 }

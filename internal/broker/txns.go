@@ -942,6 +942,15 @@ func (d *txns) discoverRound(sh *txnShard, req txncoord.DiscoverReq) {
 // answered for: the producer writes nothing while its EndTxn or InitProducerId is in flight,
 // and a later leader holds every record an earlier one acknowledged.
 func (d *txns) discoverAttempt(req txncoord.DiscoverReq, found, covered map[txncoord.TP]bool, objectsDone *bool) error {
+	// The image must be as new as the controller's: one that trailed it could name a deposed
+	// leader, in the epoch that leader still believes it leads in, while a later leader holds
+	// acknowledged records of the transaction.
+	bctx, cancel := context.WithTimeout(d.b.ctx, txnDiscoverCall)
+	err := d.b.cl.Barrier(bctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("no controller confirmed this node's image: %w", err)
+	}
 	img := d.b.cl.Image()
 	ask, missing := discoverAsk(img, covered)
 	var wg sync.WaitGroup
@@ -1019,7 +1028,19 @@ func discoverAsk(img *controller.Image, covered map[txncoord.TP]bool) (ask []int
 // a later one, and returns an error for each partition of an answering node (per img) it
 // does not cover: that node's image or img is behind, and it is asked again.
 func discoverCover(img *controller.Image, covered map[txncoord.TP]bool, answers map[int32]txnDiscoverResp, errs []error) []error {
-	for _, resp := range answers {
+	for id, resp := range answers {
+		if resp.Led == nil {
+			// A node of an older version lists no leaderships: it answered for what it leads
+			// per img (the rule before; without it a rolling upgrade aborted every such commit).
+			for _, t := range img.Topics {
+				for i, p := range t.Partitions {
+					if !t.IsObject() && p.Leader == id {
+						covered[txncoord.TP{Topic: t.Name, Partition: int32(i)}] = true
+					}
+				}
+			}
+			continue
+		}
 		for _, l := range resp.Led {
 			t := img.Topics[l.Topic]
 			if t == nil || t.IsObject() || l.Partition < 0 || int(l.Partition) >= len(t.Partitions) {
