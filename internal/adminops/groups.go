@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -114,17 +115,38 @@ func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (Group, 
 func consumerGroup(ctx context.Context, adm *kadm.Client, group string) (kadm.DescribedConsumerGroup, bool, error) {
 	described, err := adm.DescribeConsumerGroups(ctx, group)
 	if err != nil {
-		var ae *kadm.AuthError
-		if errors.As(err, &ae) || errors.Is(err, kerr.UnsupportedVersion) || errors.Is(err, kerr.GroupIDNotFound) {
-			return kadm.DescribedConsumerGroup{}, false, nil // another type may still be described
-		}
 		var se *kadm.ShardErrors
-		if !errors.As(err, &se) {
+		if errors.As(err, &se) && !se.AllFailed {
+			err = nil // the group's own shard answered: its entry says how
+		} else if tooOld(err) {
+			return kadm.DescribedConsumerGroup{}, false, nil // a cluster without KIP-848
+		} else {
 			return kadm.DescribedConsumerGroup{}, false, err
 		}
 	}
 	cg, ok := described[group]
-	return cg, ok && cg.Err == nil && cg.State != "Dead", nil
+	switch {
+	case !ok || errors.Is(cg.Err, kerr.GroupIDNotFound) || errors.Is(cg.Err, kerr.UnsupportedVersion):
+		return kadm.DescribedConsumerGroup{}, false, nil // another type of group, or none
+	case cg.Err != nil:
+		return kadm.DescribedConsumerGroup{}, false, fmt.Errorf("group %s: %w", group, cg.Err)
+	}
+	return cg, cg.State != "Dead", nil
+}
+
+// tooOld reports whether err says the cluster does not know a request (every shard, if it is a
+// kadm.ShardErrors): kgo's "broker is too old" or UNSUPPORTED_VERSION.
+func tooOld(err error) bool {
+	var se *kadm.ShardErrors
+	if errors.As(err, &se) {
+		for _, e := range se.Errs {
+			if !tooOld(e.Err) {
+				return false
+			}
+		}
+		return len(se.Errs) > 0
+	}
+	return errors.Is(err, kerr.UnsupportedVersion) || strings.Contains(err.Error(), "broker is too old")
 }
 
 // describeConsumerGroup describes a consumer group (KIP-848): its members and their

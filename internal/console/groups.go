@@ -28,9 +28,18 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var listed kadm.ListedGroups
 		if listed, err = adm.ListGroups(ctx); err == nil {
-			var names []string // of the groups kadm.Lag describes: not share groups
+			// Consumer groups of the KIP-848 protocol are described by ConsumerGroupDescribe
+			// (DescribeGroups, which kadm.Lag asks, knows only classic groups, as Kafka's).
+			consumerType := map[string]bool{}
+			if typed, terr := adm.ListGroupsByType(ctx, []string{"consumer"}); terr == nil {
+				for name := range typed {
+					consumerType[name] = true
+				}
+			}
+			own := func(g kadm.ListedGroup) bool { return g.ProtocolType == "share" || consumerType[g.Group] }
+			var names []string // of the groups kadm.Lag describes: classic groups
 			for _, g := range listed.Sorted() {
-				if g.ProtocolType != "share" {
+				if !own(g) {
 					names = append(names, g.Group)
 				}
 			}
@@ -41,7 +50,7 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 			}
 			for _, g := range listed.Sorted() {
 				row := GroupRow{Group: g.Group, State: g.State, Protocol: g.ProtocolType}
-				if g.ProtocolType == "share" { // described by its share-partitions
+				if own(g) { // a share group by its share-partitions, a consumer group by its members
 					if d, derr := adminops.DescribeGroup(ctx, adm, g.Group); derr != nil {
 						row.Err = derr.Error()
 					} else {
