@@ -533,7 +533,7 @@ func batchesEnd(data []byte, orElse int64) int64 {
 	end := int64(-1)
 	for len(data) > 0 {
 		h, err := batch.ParseHeader(data)
-		if err != nil || h.Size() > len(data) {
+		if err != nil || h.Size() < batch.HeaderSize || h.Size() > len(data) {
 			break
 		}
 		end, data = h.NextOffset(), data[h.Size():]
