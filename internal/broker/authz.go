@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/security"
 )
 
@@ -57,6 +58,21 @@ func (r *request) allowedCluster(op kmsg.ACLOperation) bool {
 
 func (r *request) allowedTopic(op kmsg.ACLOperation, topic string) bool {
 	return r.allowed(op, kmsg.ACLResourceTypeTopic, topic)
+}
+
+// describeFilter is the group coordinator's view of the topics the request's principal may
+// describe, for resolving a regex subscription (nil without an authorizer: every topic). It
+// holds the connection's principal and host, not the request, and reads the ACLs in force
+// when it is asked.
+func (r *request) describeFilter() group.TopicFilter {
+	b, principal, host := r.conn.b, r.conn.principal, r.conn.host
+	z := b.cfg.Security.Authorizer
+	if z == nil {
+		return nil
+	}
+	return func(topic string) bool {
+		return z.Authorize(b.aclIndex(), principal, host, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, topic)
+	}
 }
 
 func (r *request) allowedGroup(op kmsg.ACLOperation, group string) bool {

@@ -39,7 +39,7 @@ func handleConsumerGroupHeartbeat(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ConsumerGroupHeartbeatRequest)
 	gs := r.conn.b.groups
 	resp, done := gs.immediate(ctx, req.Group, func(c *group.Coordinator) (kmsg.Response, group.Output) {
-		return c.ConsumerGroupHeartbeat(timeNow(), req, r.clientID, clientHost(r.conn.remote))
+		return c.ConsumerGroupHeartbeatAs(timeNow(), req, r.clientID, clientHost(r.conn.remote), r.describeFilter())
 	}, func(code *kerr.Error) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 		resp.ErrorCode = code.Code

@@ -128,6 +128,9 @@ type consumerMember struct {
 	deadline                                     time.Time    // session
 	sent                                         string       // epoch and assignment last sent
 	classic                                      *classicMeta // a classic-protocol member (migrate.go); nil: consumer protocol
+	// canDescribe filters the topics its regex matches (its latest heartbeat's principal);
+	// nil: every topic. Not persisted: a reloaded member sees every match until it heartbeats.
+	canDescribe TopicFilter
 }
 
 // subscriptionRegex is a member's SubscribedTopicRegex (RE2 syntax, as Kafka's RE2J), matched
@@ -154,7 +157,7 @@ func (r *subscriptionRegex) MatchString(s string) bool { return r.re.MatchString
 
 // subscribes reports whether m wants topic.
 func (m *consumerMember) subscribes(topic string) bool {
-	if m.regex != nil && m.regex.MatchString(topic) {
+	if m.regex != nil && m.regex.MatchString(topic) && (m.canDescribe == nil || m.canDescribe(topic)) {
 		return true
 	}
 	return slices.Contains(m.topics, topic)
@@ -181,14 +184,44 @@ func (g *Group) memberCount() int {
 // Output.Records are durable: a heartbeat that changed the group (a join, a leave, an epoch, an
 // assignment) records the group's new state.
 func (c *Coordinator) ConsumerGroupHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) (*kmsg.ConsumerGroupHeartbeatResponse, Output) {
+	return c.ConsumerGroupHeartbeatAs(now, req, clientID, clientHost, nil)
+}
+
+// TopicFilter reports whether a member may see a topic (its principal's DESCRIBE on it).
+type TopicFilter func(topic string) bool
+
+// ConsumerGroupHeartbeatAs is ConsumerGroupHeartbeat from a member whose principal may describe
+// the topics canDescribe allows (nil: every topic). A member's regex subscription resolves to
+// the matching topics it may describe, as Kafka's does (GroupMetadataManager's
+// filterTopicDescribeAuthorizedTopics); its latest heartbeat's filter holds until the next,
+// and its answers are kept for that long (an ACL change takes effect at the next heartbeat).
+// Explicit topic names are not filtered, as in Kafka: the consumer learns of a topic it may
+// not read from Metadata and Fetch.
+func (c *Coordinator) ConsumerGroupHeartbeatAs(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string, canDescribe TopicFilter) (*kmsg.ConsumerGroupHeartbeatResponse, Output) {
 	before := c.consumerStateValue(req.Group)
 	var out Output
-	resp := c.consumerHeartbeat(now, req, clientID, clientHost, &out)
+	resp := c.consumerHeartbeat(now, req, clientID, clientHost, cachedFilter(canDescribe), &out)
 	c.recordConsumerChange(req.Group, before, &out)
 	return resp, out
 }
 
-func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string, out *Output) *kmsg.ConsumerGroupHeartbeatResponse {
+// cachedFilter remembers f's answers (it is asked for every topic at every assignment).
+func cachedFilter(f TopicFilter) TopicFilter {
+	if f == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	return func(topic string) bool {
+		ok, asked := seen[topic]
+		if !asked {
+			ok = f(topic)
+			seen[topic] = ok
+		}
+		return ok
+	}
+}
+
+func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string, canDescribe TopicFilter, out *Output) *kmsg.ConsumerGroupHeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	fail := func(err *kerr.Error, format string, args ...any) *kmsg.ConsumerGroupHeartbeatResponse {
 		msg := fmt.Sprintf(format, args...)
@@ -308,6 +341,7 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		return fail(err, "%s", err.Message)
 	}
 	bump = bump || changed
+	m.canDescribe = canDescribe
 	set := c.cfg.groupSettings(req.Group)
 	m.deadline = now.Add(set.ConsumerSessionTimeout)
 	if req.RebalanceTimeoutMillis > 0 {

@@ -321,3 +321,58 @@ func TestDescribeGroupsOfAConsumerGroup(t *testing.T) {
 		}
 	}
 }
+
+// A regex subscription resolves to the matching topics the member's principal may describe,
+// as Kafka's (filterTopicDescribeAuthorizedTopics); explicit topic names are not filtered. Its
+// latest heartbeat's filter holds: an ACL granted later takes effect at the next heartbeat.
+func TestRegexSubscriptionNeedsDescribe(t *testing.T) {
+	h := newHarness(t)
+	topics := map[string]TopicMeta{"orders": {ID: [16]byte{1}, Partitions: 2}, "orders_secret": {ID: [16]byte{2}, Partitions: 2}, "audit": {ID: [16]byte{3}, Partitions: 1}}
+	h.c.Topics = func() map[string]TopicMeta { return topics }
+	allowed := map[string]bool{"orders": true}
+	asked := 0
+	filter := func(topic string) bool { asked++; return allowed[topic] }
+	heartbeat := func(member string, epoch int32, regex *string, names []string) *kmsg.ConsumerGroupHeartbeatResponse {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = 1, "g", member, epoch, 30000
+		req.SubscribedTopicRegex, req.SubscribedTopicNames = regex, names
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		resp, out := h.c.ConsumerGroupHeartbeatAs(h.now, req, "c", "/h", filter)
+		h.apply(out)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat of %s: %v", member, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		return resp
+	}
+	topicsOf := func(resp *kmsg.ConsumerGroupHeartbeatResponse) map[[16]byte]int {
+		out := map[[16]byte]int{}
+		if resp.Assignment != nil {
+			for _, at := range resp.Assignment.Topics {
+				out[at.TopicID] += len(at.Partitions)
+			}
+		}
+		return out
+	}
+	re := "orders.*"
+	r := heartbeat("m1", 0, &re, []string{})
+	if got := topicsOf(r); got[[16]byte{1}] != 2 || got[[16]byte{2}] != 0 {
+		t.Errorf("regex %q with DESCRIBE on orders only: assigned %v; want orders' 2 partitions, none of orders_secret", re, got)
+	}
+	if asked == 0 {
+		t.Error("the filter was never asked")
+	}
+	// Explicit names are not filtered.
+	r2 := heartbeat("m2", 0, nil, []string{"audit"})
+	if got := topicsOf(r2); got[[16]byte{3}] != 1 {
+		t.Errorf("explicit subscription to audit (no DESCRIBE): assigned %v; want its partition", got)
+	}
+	// DESCRIBE on orders_secret granted: m1's next heartbeat resolves it too.
+	allowed["orders_secret"] = true
+	r = heartbeat("m1", r.MemberEpoch, nil, nil)
+	for i := 0; i < 3 && topicsOf(r)[[16]byte{2}] == 0; i++ {
+		r = heartbeat("m1", r.MemberEpoch, nil, nil)
+	}
+	if got := topicsOf(r); got[[16]byte{2}] != 2 {
+		t.Errorf("after DESCRIBE on orders_secret was granted: assigned %v; want its 2 partitions too", got)
+	}
+}

@@ -629,3 +629,66 @@ func TestAuthorizedOperations(t *testing.T) {
 		t.Fatalf("group %+v", g)
 	}
 }
+
+// TestRegexSubscriptionHonoursDescribeACLs: a KIP-848 member subscribing by regex (its
+// heartbeat's SubscribedTopicRegex, as the Java client and franz-go send it) is assigned only
+// the matching topics its principal may describe, as Kafka resolves regexes
+// (filterTopicDescribeAuthorizedTopics); before, it was also assigned a topic it could not
+// see, whose partitions no other member of the group could then take.
+func TestRegexSubscriptionHonoursDescribeACLs(t *testing.T) {
+	b := startSecureBroker(t, func(c *server.Config) { c.Authorizer, c.SuperUsers = "acl", "User:admin" })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil)
+	adm := kadm.NewClient(admin)
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-pw"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"rx-open", "rx-hidden"} {
+		if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md, err := adm.Metadata(ctx, "rx-open", "rx-hidden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acl := kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("rx-open").Groups("rxg").Operations(kadm.OpAll)
+	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+		t.Fatalf("create acl: %v %v", err, res)
+	}
+	alice := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha256Mechanism(), nil)
+	regex := "rx-.*"
+	memberID, epoch := "rx-member-1", int32(0)
+	var got map[string]int
+	for range 20 {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = "rxg", memberID, epoch, 30000
+		req.SubscribedTopicRegex, req.Topics = &regex, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		resp, err := req.RequestWith(ctx, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		epoch = resp.MemberEpoch
+		if resp.Assignment != nil {
+			got = map[string]int{}
+			for _, at := range resp.Assignment.Topics {
+				for name, mt := range md.Topics {
+					if mt.ID == at.TopicID {
+						got[name] += len(at.Partitions)
+					}
+				}
+			}
+			if got["rx-open"] == 2 {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got["rx-open"] != 2 || got["rx-hidden"] != 0 {
+		t.Errorf("alice (DESCRIBE on rx-open only), regex %q: assigned %v; want rx-open's 2 partitions and none of rx-hidden", regex, got)
+	}
+}
