@@ -431,11 +431,39 @@ func (c *compareFlags) startBrokers(ctx context.Context, opts *bench.CompareOpti
 	return stopAll, nil
 }
 
+// clusterFlags are the flags of a benchmark of a running cluster (failover, txn, share): where
+// it is, the configs of the topics it creates, and JSON output.
+type clusterFlags struct {
+	bootstrap string
+	configs   []string
+	asJSON    bool
+}
+
+// addBootstrap registers --bootstrap (listed first in the help).
+func (f *clusterFlags) addBootstrap(fl *pflag.FlagSet) {
+	fl.StringVar(&f.bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated host:port of the cluster's brokers")
+}
+
+// addOutput registers --topic-config and --json (listed last).
+func (f *clusterFlags) addOutput(fl *pflag.FlagSet) {
+	fl.StringArrayVar(&f.configs, "topic-config", nil, "topic config key=value (repeatable)")
+	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
+}
+
+// parse returns the bootstrap addresses and the topic configs.
+func (f *clusterFlags) parse() ([]string, map[string]string, error) {
+	addrs, err := splitAddrs("bootstrap", f.bootstrap)
+	if err != nil {
+		return nil, nil, err
+	}
+	configs, err := withConfigs(nil, f.configs)
+	return addrs, configs, err
+}
+
 func newBenchFailoverCommand() *cobra.Command {
 	var o bench.FailoverOptions
-	var bootstrap, killCmd, restartCmd string
-	var configs []string
-	var asJSON bool
+	var cf clusterFlags
+	var killCmd, restartCmd string
 	cmd := &cobra.Command{
 		Use:   "failover",
 		Short: "Measure the time from kill -9 of a partition leader to the next acknowledged produce",
@@ -448,10 +476,7 @@ func newBenchFailoverCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Bootstrap, err = splitAddrs("bootstrap", bootstrap); err != nil {
-				return err
-			}
-			if o.TopicConfigs, err = withConfigs(nil, configs); err != nil {
+			if o.Bootstrap, o.TopicConfigs, err = cf.parse(); err != nil {
 				return err
 			}
 			if killCmd == "" || restartCmd == "" {
@@ -463,7 +488,7 @@ func newBenchFailoverCommand() *cobra.Command {
 			defer stop()
 			res, err := bench.Failover(ctx, o)
 			if res != nil && len(res.Rounds) > 0 {
-				if werr := writeOutput(cmd.OutOrStdout(), asJSON, res, res.WriteText); err == nil {
+				if werr := writeOutput(cmd.OutOrStdout(), cf.asJSON, res, res.WriteText); err == nil {
 					err = werr
 				}
 			}
@@ -471,23 +496,20 @@ func newBenchFailoverCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated host:port of the cluster's brokers")
+	cf.addBootstrap(fl)
 	fl.StringVar(&o.Label, "label", "cluster", "name of the cluster in the report")
 	fl.StringVar(&killCmd, "kill-cmd", "", "shell command that kills node {node} (kill -9)")
 	fl.StringVar(&restartCmd, "restart-cmd", "", "shell command that starts node {node} again")
 	fl.IntVar(&o.Rounds, "rounds", 3, "how many times the leader is killed")
 	fl.Float64Var(&o.Rate, "rate", 1000, "records/s produced")
 	fl.DurationVar(&o.Settle, "settle", 15*time.Second, "wait after a restart before the next round")
-	fl.StringArrayVar(&configs, "topic-config", nil, "topic config key=value (repeatable)")
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	cf.addOutput(fl)
 	return cmd
 }
 
 func newBenchTxnCommand() *cobra.Command {
 	var o bench.TxnOptions
-	var bootstrap string
-	var configs []string
-	var asJSON bool
+	var cf clusterFlags
 	cmd := &cobra.Command{
 		Use:   "txn",
 		Short: "Measure transactions against plain writes: seed 004's streaming cycle and bulk insert",
@@ -506,10 +528,7 @@ func newBenchTxnCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Bootstrap, err = splitAddrs("bootstrap", bootstrap); err != nil {
-				return err
-			}
-			if o.TopicConfigs, err = withConfigs(nil, configs); err != nil {
+			if o.Bootstrap, o.TopicConfigs, err = cf.parse(); err != nil {
 				return err
 			}
 			o.Progress = cmd.ErrOrStderr()
@@ -519,27 +538,24 @@ func newBenchTxnCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeOutput(cmd.OutOrStdout(), asJSON, res, res.WriteText)
+			return writeOutput(cmd.OutOrStdout(), cf.asJSON, res, res.WriteText)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated host:port of the cluster's brokers")
+	cf.addBootstrap(fl)
 	fl.StringVar(&o.Label, "label", "cluster", "name of the cluster in the report")
 	fl.IntVar(&o.Cycles, "cycles", 2000, "stream: cycles of each kind")
 	fl.IntVar(&o.Bulk, "bulk", 10000, "bulk: records per round")
 	fl.IntVar(&o.BulkRounds, "bulk-rounds", 3, "bulk: rounds of each kind")
 	fl.IntVar(&o.BulkBatchBytes, "bulk-batch-bytes", 16384, "bulk: the producers' batch size (the Java client's batch.size default; linger 5 ms and 5 requests in flight, its defaults too)")
 	fl.IntVar(&o.RecordSize, "record-size", 100, "bytes per record")
-	fl.StringArrayVar(&configs, "topic-config", nil, "topic config key=value (repeatable)")
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	cf.addOutput(fl)
 	return cmd
 }
 
 func newBenchShareCommand() *cobra.Command {
 	var o bench.ShareOptions
-	var bootstrap string
-	var configs []string
-	var asJSON bool
+	var cf clusterFlags
 	cmd := &cobra.Command{
 		Use:   "share",
 		Short: "Measure one share-group consumer (KIP-932) acknowledging as it polls",
@@ -562,10 +578,7 @@ acknowledgement, so small polls measure that write.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Bootstrap, err = splitAddrs("bootstrap", bootstrap); err != nil {
-				return err
-			}
-			if o.TopicConfigs, err = withConfigs(nil, configs); err != nil {
+			if o.Bootstrap, o.TopicConfigs, err = cf.parse(); err != nil {
 				return err
 			}
 			o.Progress = cmd.ErrOrStderr()
@@ -575,11 +588,11 @@ acknowledgement, so small polls measure that write.`,
 			if err != nil {
 				return err
 			}
-			return writeOutput(cmd.OutOrStdout(), asJSON, res, res.WriteText)
+			return writeOutput(cmd.OutOrStdout(), cf.asJSON, res, res.WriteText)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&bootstrap, "bootstrap", "127.0.0.1:9092", "comma-separated host:port of the cluster's brokers")
+	cf.addBootstrap(fl)
 	fl.StringVar(&o.Label, "label", "cluster", "name of the cluster in the report")
 	fl.IntVar(&o.Records, "records", 20000, "records in the topic, read once per run")
 	fl.IntVar(&o.RecordSize, "record-size", 100, "bytes per record")
@@ -587,8 +600,7 @@ acknowledgement, so small polls measure that write.`,
 	fl.IntSliceVar(&o.MaxRecords, "max-records", []int{10, 500}, "records per poll (ShareMaxRecords and PollRecords), one run per value")
 	fl.StringSliceVar(&o.Modes, "modes", bench.ShareModes, "ways of acknowledging: sync, async")
 	fl.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "longest a run may take")
-	fl.StringArrayVar(&configs, "topic-config", nil, "topic config key=value (repeatable)")
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	cf.addOutput(fl)
 	return cmd
 }
 
