@@ -336,3 +336,48 @@ func TestGroupDescribeOfALiveConsumerGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestConfluentKafkaDescribeGroups: librdkafka's AdminClient (confluent-kafka) describes a live
+// classic group and a live KIP-848 group, each with its member and partitions. Like Kafka's
+// admin client it asks ConsumerGroupDescribe and falls back to DescribeGroups on
+// GROUP_ID_NOT_FOUND, which both must answer as Kafka's do for the other kind of group.
+func TestConfluentKafkaDescribeGroups(t *testing.T) {
+	root := repoRoot(t)
+	python := clientPython(t, root)
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	b.createTopic("rdkd", 2)
+	produceValues(t, b.addr, "rdkd", "v", 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, g := range []struct {
+		id   string
+		opts []kgo.Opt
+	}{{"rdkd-classic", nil}, {"rdkd-consumer", []kgo.Opt{kgo.ServerSideBalancer()}}} {
+		cl := b.client(append([]kgo.Opt{kgo.ConsumerGroup(g.id), kgo.ConsumeTopics("rdkd"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, g.opts...)...)
+		for n := 0; n < 10; {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("%s read %d of 10", g.id, n)
+			}
+			n += fs.NumRecords()
+		}
+	}
+	out := runClient(t, 60*time.Second, "", python, filepath.Join(root, "test", "clients", "confluent_describe_groups.py"),
+		"--bootstrap", b.addr, "rdkd-classic", "rdkd-consumer")
+	for _, g := range []string{"rdkd-classic", "rdkd-consumer"} {
+		found := false
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) == 5 && f[0] == g {
+				found = true
+				if f[1] != "STABLE" || f[3] != "1" || f[4] != "2" {
+					t.Errorf("%s described as %q; want STABLE, 1 member, 2 partitions", g, l)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s not described:\n%s", g, out)
+		}
+	}
+	t.Logf("confluent-kafka:\n%s", out)
+}
