@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // HeaderSize is the size of the fixed batch header; records start here.
@@ -181,7 +182,9 @@ func ParseHeader(b []byte) (Header, error) {
 // a consistent length, a correct CRC, a known codec, at least one record, and
 // lastOffsetDelta == recordCount-1. The records are walked (decompressed first, as Kafka does):
 // their count, offset deltas 0..n-1 and lengths must match the header exactly. The error names
-// the failed check.
+// the failed check. A CreateTime batch whose header's maxTimestamp is not its records' latest
+// timestamp (a client's error) is corrected in b, its CRC written again, as Kafka's
+// LogValidator sets it: the time index, retention by time and ListOffsets read it.
 func Validate(b []byte) (Header, error) {
 	h, err := check(b, true)
 	if err != nil {
@@ -191,7 +194,17 @@ func Validate(b []byte) (Header, error) {
 	if err != nil {
 		return h, err
 	}
-	return h, checkRecords(recs, h.RecordCount)
+	maxDelta, err := checkRecords(recs, h.RecordCount)
+	if err != nil {
+		return h, err
+	}
+	if h.Attributes&AttrLogAppendTime == 0 && h.BaseTimestamp+maxDelta != h.MaxTimestamp {
+		h.MaxTimestamp = h.BaseTimestamp + maxDelta
+		binary.BigEndian.PutUint64(b[35:], uint64(h.MaxTimestamp))
+		h.CRC = crc32.Checksum(b[attributesOffset:], castagnoli)
+		binary.BigEndian.PutUint32(b[crcOffset:], h.CRC)
+	}
+	return h, nil
 }
 
 // Check is Validate without walking the records: the header, the length and the CRC.
@@ -235,25 +248,27 @@ func check(b []byte, strict bool) (Header, error) {
 }
 
 // checkRecords walks uncompressed records: exactly count records that fill b, with offset
-// deltas 0, 1, ..., count-1.
-func checkRecords(b []byte, count int32) error {
+// deltas 0, 1, ..., count-1. It returns the largest timestamp delta.
+func checkRecords(b []byte, count int32) (int64, error) {
 	r := RecordReader{b: b}
 	var rec Record
+	maxDelta := int64(math.MinInt64)
 	for i := int32(0); i < count; i++ {
 		if !r.Next(&rec) {
 			if r.Err() != nil {
-				return corrupt("records", "record %d: %v", i, r.Err())
+				return 0, corrupt("records", "record %d: %v", i, r.Err())
 			}
-			return corrupt("record count", "header says %d records, found %d", count, i)
+			return 0, corrupt("record count", "header says %d records, found %d", count, i)
 		}
 		if rec.OffsetDelta != i {
-			return corrupt("records", "record %d has offset delta %d", i, rec.OffsetDelta)
+			return 0, corrupt("records", "record %d has offset delta %d", i, rec.OffsetDelta)
 		}
+		maxDelta = max(maxDelta, rec.TimestampDelta)
 	}
 	if r.Len() != 0 {
-		return corrupt("record count", "%d bytes follow the %d records the header counts", r.Len(), count)
+		return 0, corrupt("record count", "%d bytes follow the %d records the header counts", r.Len(), count)
 	}
-	return nil
+	return maxDelta, nil
 }
 
 // SetBaseOffset writes the base offset into a batch. The field is outside the CRC.

@@ -171,6 +171,7 @@ func FuzzValidate(f *testing.F) {
 	f.Add(build(f, 2, CodecGzip))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		b = bytes.Clone(b) // Validate may correct the header in place
 		h, err := Validate(b)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
@@ -439,5 +440,34 @@ func TestFilterDeleteHorizon(t *testing.T) {
 		if none, n, _ := Filter(&oh, out, func(*Record, int64) bool { return false }, false, 0); none != nil || n != 2 {
 			t.Fatalf("removing every record: %d bytes, %d removed; want nil, 2", len(none), n)
 		}
+	}
+}
+
+// TestValidateSetsMaxTimestamp: a CreateTime batch whose header's maxTimestamp is not its
+// records' latest (record i is at 1000+i) is corrected in place with its CRC, as Kafka's
+// LogValidator sets it; a correct one and a LogAppendTime one are left as they are.
+func TestValidateSetsMaxTimestamp(t *testing.T) {
+	for _, codec := range []Codec{CodecNone, CodecZstd} {
+		for _, claimed := range []int64{0, 1000, 1002, 99999} {
+			b := recrc(func(b []byte) []byte { binary.BigEndian.PutUint64(b[35:], uint64(claimed)); return b }(build(t, 3, codec)))
+			h, err := Validate(b)
+			if err != nil {
+				t.Fatalf("codec %d, claimed %d: %v", codec, claimed, err)
+			}
+			if h.MaxTimestamp != 1002 {
+				t.Errorf("codec %d, claimed %d: max timestamp %d; want 1002", codec, claimed, h.MaxTimestamp)
+			}
+			if stored, err := ParseHeader(b); err != nil || stored.MaxTimestamp != 1002 || stored.CRC != h.CRC {
+				t.Errorf("codec %d, claimed %d: the batch holds max timestamp %d, CRC %#x (returned %#x), %v", codec, claimed, stored.MaxTimestamp, stored.CRC, h.CRC, err)
+			}
+			if _, err := Check(b); err != nil {
+				t.Errorf("codec %d, claimed %d: the corrected batch fails its check: %v", codec, claimed, err)
+			}
+		}
+	}
+	b := build(t, 3, CodecNone)
+	SetLogAppendTime(b, 5000)
+	if h, err := Validate(b); err != nil || h.MaxTimestamp != 5000 {
+		t.Errorf("LogAppendTime batch: max timestamp %d, %v; want the broker's 5000 kept", h.MaxTimestamp, err)
 	}
 }

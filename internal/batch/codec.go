@@ -206,7 +206,7 @@ func Recompress(b []byte, codec Codec) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRecords(recs, h.RecordCount); err != nil {
+	if _, err := checkRecords(recs, h.RecordCount); err != nil {
 		return nil, err
 	}
 	packed, err := Compress(codec, recs)

@@ -168,3 +168,40 @@ func TestTransactionalBatchWithoutTransactionalID(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxTimestampFromTheRecords: a CreateTime batch whose header claims a max timestamp below
+// its records' latest is stored with the records' (as Kafka's LogValidator sets it), so a
+// lookup of the max timestamp (ListOffsets -3) and of a time past the header's claim find the
+// right record.
+func TestMaxTimestampFromTheRecords(t *testing.T) {
+	_, addr, reg := ctBroker(t, nil)
+	ctCreate(t, reg, "mts", 1, nil)
+	base := time.Now().UnixMilli() - 60_000
+	var body []byte
+	for i := range 3 {
+		body = batch.AppendRecord(body, int64(i)*1000, int32(i), []byte("k"), []byte("v"), 0, nil)
+	}
+	b := batch.AppendBatch(nil, batch.Header{LastOffsetDelta: 2, BaseTimestamp: base, MaxTimestamp: base, // wrong: the last record is at base+2000
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 3}, body)
+	resp := ctRoundTrip(t, addr, ctProduce(9, -1, ctPart{"mts", 0, b})).(*kmsg.ProduceResponse)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+	}
+	list := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version, req.ReplicaID = 7, -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "mts"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return ctRoundTrip(t, addr, req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	}
+	if p := list(-3); p.ErrorCode != 0 || p.Offset != 2 || p.Timestamp != base+2000 {
+		t.Errorf("ListOffsets max timestamp: offset %d at %d, %v; want offset 2 at %d", p.Offset, p.Timestamp, kerr.ErrorForCode(p.ErrorCode), base+2000)
+	}
+	if p := list(base + 1500); p.ErrorCode != 0 || p.Offset != 2 {
+		t.Errorf("ListOffsets by time %d: offset %d, %v; want 2", base+1500, p.Offset, kerr.ErrorForCode(p.ErrorCode))
+	}
+}
