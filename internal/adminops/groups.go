@@ -159,16 +159,15 @@ func describeConsumerGroup(ctx context.Context, adm *kadm.Client, cg kadm.Descri
 		if m.InstanceID != nil {
 			gm.InstanceID = *m.InstanceID
 		}
+		gm.Assigned = assignedNames(m.Assignment)
 		for t, ps := range m.Assignment {
 			for p := range ps {
-				gm.Assigned = append(gm.Assigned, fmt.Sprintf("%s/%d", t, p))
 				if owner[t] == nil {
 					owner[t] = map[int32]kadm.ConsumerGroupMember{}
 				}
 				owner[t][p] = m
 			}
 		}
-		sort.Strings(gm.Assigned)
 		d.Members = append(d.Members, gm)
 	}
 	commits, err := adm.FetchOffsets(ctx, cg.Group)
@@ -213,10 +212,7 @@ func describeConsumerGroup(ctx context.Context, adm *kadm.Client, cg kadm.Descri
 			d.Partitions = append(d.Partitions, gp)
 		}
 	}
-	sort.Slice(d.Partitions, func(i, j int) bool {
-		a, b := d.Partitions[i], d.Partitions[j]
-		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
-	})
+	sortPartitions(d.Partitions)
 	return d, nil
 }
 
@@ -243,14 +239,7 @@ func describeShareGroup(ctx context.Context, adm *kadm.Client, group string) (Gr
 	}
 	d := Group{Group: group, State: sg.GroupState, Protocol: "share", Members: []GroupMember{}, Partitions: []GroupPartition{}}
 	for _, m := range sg.Members {
-		gm := GroupMember{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Assigned: []string{}}
-		for t, ps := range m.Assignment {
-			for p := range ps {
-				gm.Assigned = append(gm.Assigned, fmt.Sprintf("%s/%d", t, p))
-			}
-		}
-		sort.Strings(gm.Assigned)
-		d.Members = append(d.Members, gm)
+		d.Members = append(d.Members, GroupMember{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Assigned: assignedNames(m.Assignment)})
 	}
 	offsets, err := adm.DescribeShareGroupOffsets(ctx, group)
 	if err != nil {
@@ -279,10 +268,7 @@ func describeShareGroup(ctx context.Context, adm *kadm.Client, group string) (Gr
 			d.Partitions = append(d.Partitions, gp)
 		}
 	}
-	sort.Slice(d.Partitions, func(i, j int) bool {
-		a, b := d.Partitions[i], d.Partitions[j]
-		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
-	})
+	sortPartitions(d.Partitions)
 	return d, true, nil
 }
 
@@ -389,4 +375,24 @@ func ResetOffsets(ctx context.Context, adm *kadm.Client, group, topic string, pa
 	})
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Partition < rows[j].Partition })
 	return rows, nil
+}
+
+// assignedNames lists an assignment's partitions as topic/partition, sorted.
+func assignedNames(a kadm.TopicsSet) []string {
+	out := []string{}
+	for t, ps := range a {
+		for p := range ps {
+			out = append(out, fmt.Sprintf("%s/%d", t, p))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sortPartitions orders a group's partitions by topic, then partition.
+func sortPartitions(ps []GroupPartition) {
+	sort.Slice(ps, func(i, j int) bool {
+		a, b := ps[i], ps[j]
+		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
+	})
 }

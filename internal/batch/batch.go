@@ -200,9 +200,7 @@ func Validate(b []byte) (Header, error) {
 	}
 	if h.Attributes&AttrLogAppendTime == 0 && h.BaseTimestamp+maxDelta != h.MaxTimestamp {
 		h.MaxTimestamp = h.BaseTimestamp + maxDelta
-		binary.BigEndian.PutUint64(b[35:], uint64(h.MaxTimestamp))
-		h.CRC = crc32.Checksum(b[attributesOffset:], castagnoli)
-		binary.BigEndian.PutUint32(b[crcOffset:], h.CRC)
+		h.CRC = setMaxTimestamp(b, h.MaxTimestamp)
 	}
 	return h, nil
 }
@@ -301,6 +299,14 @@ func Split(b []byte) (int, error) {
 func SetLogAppendTime(b []byte, ms int64) {
 	be := binary.BigEndian
 	be.PutUint16(b[attributesOffset:], be.Uint16(b[attributesOffset:])|AttrLogAppendTime)
-	be.PutUint64(b[35:], uint64(ms))
-	be.PutUint32(b[crcOffset:], crc32.Checksum(b[attributesOffset:], castagnoli))
+	setMaxTimestamp(b, ms)
+}
+
+// setMaxTimestamp writes a batch's maxTimestamp and then its CRC, which covers it; it returns
+// the CRC.
+func setMaxTimestamp(b []byte, ms int64) uint32 {
+	binary.BigEndian.PutUint64(b[35:], uint64(ms))
+	crc := crc32.Checksum(b[attributesOffset:], castagnoli)
+	binary.BigEndian.PutUint32(b[crcOffset:], crc)
+	return crc
 }

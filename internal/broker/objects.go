@@ -532,11 +532,12 @@ func (b *Broker) deleteObjectRecords(ctx context.Context, t *topics.Topic, index
 func batchesEnd(data []byte, orElse int64) int64 {
 	end := int64(-1)
 	for len(data) > 0 {
-		h, err := batch.ParseHeader(data)
-		if err != nil || h.Size() < batch.HeaderSize || h.Size() > len(data) {
+		n, err := batch.Split(data) // the length checked: at least a header, not cut off
+		if err != nil {
 			break
 		}
-		end, data = h.NextOffset(), data[h.Size():]
+		h, _ := batch.ParseHeader(data)
+		end, data = h.NextOffset(), data[n:]
 	}
 	if end < 0 {
 		return orElse

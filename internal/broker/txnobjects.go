@@ -88,30 +88,19 @@ func (d *txns) prepareObject(t *topics.Topic, req txnPrepareReq) error {
 	return nil
 }
 
-// discoverObjects lists the object partitions holding an open transaction of the producer at
-// epoch, from an image the controller confirmed current: every batch acknowledged before the
-// call is in it.
-func (d *txns) discoverObjects(ctx context.Context, pid int64, epoch int16) ([]txncoord.TP, error) {
-	img := d.b.cl.Image()
-	hasObjects := false
-	for _, t := range img.Topics {
-		hasObjects = hasObjects || t.IsObject()
-	}
-	if !hasObjects {
-		return nil, nil
-	}
-	if err := d.b.cl.Barrier(ctx); err != nil {
-		return nil, fmt.Errorf("object partitions: no controller confirmed the image: %w", err)
-	}
+// objectTransactions lists the object partitions holding an open transaction of the producer
+// at epoch in img, which the caller's read barrier made current: every batch acknowledged
+// before it is in it.
+func objectTransactions(img *controller.Image, pid int64, epoch int16) []txncoord.TP {
 	var out []txncoord.TP
-	for name, t := range d.b.cl.Image().Topics {
+	for name, t := range img.Topics {
 		for i, p := range t.Objects {
 			if _, e, ok := p.OpenTransaction(pid); ok && e == epoch {
 				out = append(out, txncoord.TP{Topic: name, Partition: int32(i)})
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // checkObjectTransactions is checkOpenTransactions for the object partitions, on the active

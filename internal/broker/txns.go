@@ -903,11 +903,10 @@ func (d *txns) prepareRound(sh *txnShard, req txncoord.PrepareReq) {
 func (d *txns) discoverRound(sh *txnShard, req txncoord.DiscoverReq) {
 	found := map[txncoord.TP]bool{}
 	covered := map[txncoord.TP]bool{}
-	objectsDone := false
 	retryUntil := time.Now().Add(txnDiscoverRetryFor)
 	var err error
 	for {
-		err = d.discoverAttempt(req, found, covered, &objectsDone)
+		err = d.discoverAttempt(req, found, covered)
 		if err == nil || time.Now().After(retryUntil) || d.b.ctx.Err() != nil {
 			break
 		}
@@ -936,12 +935,12 @@ func (d *txns) discoverRound(sh *txnShard, req txncoord.DiscoverReq) {
 	}
 }
 
-// discoverAttempt asks the leaders of the partitions not yet covered (per the image now), and
-// the object partitions if not yet done; it adds to found and covered, and returns what is
-// still missing (nil: the discovery is complete). A partition answered for once stays
+// discoverAttempt asks the leaders of the partitions not yet covered (per the image now) and
+// reads the object partitions from the image; it adds to found and covered, and returns what
+// is still missing (nil: the discovery is complete). A partition answered for once stays
 // answered for: the producer writes nothing while its EndTxn or InitProducerId is in flight,
 // and a later leader holds every record an earlier one acknowledged.
-func (d *txns) discoverAttempt(req txncoord.DiscoverReq, found, covered map[txncoord.TP]bool, objectsDone *bool) error {
+func (d *txns) discoverAttempt(req txncoord.DiscoverReq, found, covered map[txncoord.TP]bool) error {
 	// The image must be as new as the controller's: one that trailed it could name a deposed
 	// leader, in the epoch that leader still believes it leads in, while a later leader holds
 	// acknowledged records of the transaction.
@@ -952,6 +951,9 @@ func (d *txns) discoverAttempt(req txncoord.DiscoverReq, found, covered map[txnc
 		return fmt.Errorf("no controller confirmed this node's image: %w", err)
 	}
 	img := d.b.cl.Image()
+	for _, tp := range objectTransactions(img, req.ProducerID, req.Epoch) { // no leader: the image holds them
+		found[tp] = true
+	}
 	ask, missing := discoverAsk(img, covered)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -974,25 +976,6 @@ func (d *txns) discoverAttempt(req txncoord.DiscoverReq, found, covered map[txnc
 			answers[id] = resp
 		}()
 	}
-	if !*objectsDone {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(d.b.ctx, txnDiscoverCall)
-			defer cancel()
-			tps, err := d.discoverObjects(ctx, req.ProducerID, req.Epoch)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			*objectsDone = true
-			for _, tp := range tps {
-				found[tp] = true
-			}
-		}()
-	}
 	wg.Wait()
 	for _, resp := range answers {
 		for _, tp := range resp.Partitions {
@@ -1008,7 +991,7 @@ func discoverAsk(img *controller.Image, covered map[txncoord.TP]bool) (ask []int
 	seen := map[int32]bool{}
 	for _, t := range img.Topics {
 		if t.IsObject() {
-			continue // no leader: any node serves them (discoverObjects)
+			continue // no leader: any node serves them (objectTransactions)
 		}
 		for i, p := range t.Partitions {
 			switch {
