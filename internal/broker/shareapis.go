@@ -209,9 +209,6 @@ type sharePartResult struct {
 	node        *controller.Node
 }
 
-// errShareObjectTopic refuses share groups on object-storage topics (not built yet).
-var errShareObjectTopic = errors.New("share groups do not read object-storage topics yet")
-
 // ackAll applies a request's acknowledgements, each partition's at once, and waits until they
 // are durable: the share-state writes of its partitions are under way together (as Kafka's), so
 // the request waits for about one write, not one per partition. acks has one entry per
@@ -257,29 +254,45 @@ func (s *shares) checkTopic(r *request, p group.SharePartition) error {
 		return kerr.TopicAuthorizationFailed
 	case p.Partition < 0 || int(p.Partition) >= len(t.Partitions):
 		return kerr.UnknownTopicOrPartition
-	case isObjectTopic(t):
-		return errShareObjectTopic
 	}
 	return nil
 }
 
-// partFor loads a share-partition this node leads; for another leader it fills res's hint.
-func (s *shares) partFor(ctx context.Context, groupID string, p group.SharePartition, res *sharePartResult) (*sharePart, *topics.Partition, error) {
+// partFor loads a share-partition this node keeps; for another leader (or owner) it fills
+// res's hint.
+func (s *shares) partFor(ctx context.Context, groupID string, p group.SharePartition, res *sharePartResult) (*sharePart, shareLog, error) {
 	t, ok := s.b.topics.GetByID(p.Topic)
 	if !ok || p.Partition < 0 || int(p.Partition) >= len(t.Partitions) { // deleted meanwhile
 		return nil, nil, kerr.UnknownTopicID
 	}
-	tp := t.Partitions[p.Partition]
-	if tp.Replica == nil {
-		res.leader, res.leaderEpoch, res.node = s.b.leaderHint(t.ID, p.Partition)
-		return nil, nil, kerr.NotLeaderForPartition
+	lg, err := s.b.shareLogFor(t, p.Partition)
+	if err == nil {
+		if _, _, leading := lg.owning(); !leading {
+			err = kerr.NotLeaderForPartition
+		}
 	}
-	if _, _, leading := tp.Replica.Leading(); !leading {
-		res.leader, res.leaderEpoch, res.node = s.b.leaderHint(t.ID, p.Partition)
-		return nil, nil, kerr.NotLeaderForPartition
+	if errors.Is(err, kerr.NotLeaderForPartition) {
+		res.leader, res.leaderEpoch, res.node = s.b.shareLeaderHint(t, p.Partition)
 	}
-	sp, err := s.get(ctx, shareKey{groupID, p.Topic, p.Partition}, tp)
-	return sp, tp, err
+	if err != nil {
+		return nil, nil, err
+	}
+	sp, err := s.get(ctx, shareKey{groupID, p.Topic, p.Partition}, lg)
+	return sp, lg, err
+}
+
+// shareLeaderHint is the node a share-partition's requests belong to (KIP-951's hint): a local
+// partition's leader, an object partition's share owner (leader epoch 0, as Metadata says).
+func (b *Broker) shareLeaderHint(t *topics.Topic, index int32) (int32, int32, *controller.Node) {
+	if !isObjectTopic(t) {
+		return b.leaderHint(t.ID, index)
+	}
+	img := b.cl.Image()
+	owner := shareOwner(img, t.ID, index)
+	if owner < 0 {
+		return -1, -1, nil
+	}
+	return owner, 0, img.Nodes[owner]
 }
 
 func toAckBatches[T any](batches []T, get func(T) (int64, int64, []int8)) []share.AckBatch {
@@ -541,7 +554,7 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 				res.err = err
 				continue
 			}
-			sp, tp, err := s.partFor(ctx, groupID, p, res)
+			sp, lg, err := s.partFor(ctx, groupID, p, res)
 			if transientShareError(err) {
 				continue // no records yet, no error: the client fetches again (Kafka parks it)
 			}
@@ -549,12 +562,12 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 				res.err = err
 				continue
 			}
-			wake = append(wake, tp.Replica.Changed(), s.wakeChan(sp))
+			wake = append(wake, lg.changed(), s.wakeChan(sp))
 			if got >= maxRecords || budget <= 0 {
 				continue
 			}
 			exact := req.Version >= 2 && req.ShareAcquireMode == shareRecordLimit
-			records, acquired, err := s.acquire(sp, tp, member, set, exact, budget, maxRecords-got)
+			records, acquired, err := s.acquire(ctx, sp, lg, member, set, exact, budget, maxRecords-got)
 			if err != nil {
 				res.err = err
 				continue
@@ -660,10 +673,21 @@ func init() {
 	register(kmsg.DeleteShareGroupOffsets, 0, 0, handleDeleteShareGroupOffsets)
 }
 
-// shareHighWatermark is a partition's high watermark if this node leads it (for the lag).
+// shareHighWatermark is a partition's high watermark if this node leads it, or the end this
+// node's image has of an object partition (for the lag).
 func (b *Broker) shareHighWatermark(topic [16]byte, partition int32) (int64, bool) {
 	t, ok := b.topics.GetByID(topic)
-	if !ok || partition < 0 || int(partition) >= len(t.Partitions) || t.Partitions[partition].Replica == nil {
+	if !ok || partition < 0 || int(partition) >= len(t.Partitions) {
+		return 0, false
+	}
+	if isObjectTopic(t) {
+		p, err := b.objectPartition(t.ID, partition)
+		if err != nil {
+			return 0, false
+		}
+		return p.Next, true
+	}
+	if t.Partitions[partition].Replica == nil {
 		return 0, false
 	}
 	r := t.Partitions[partition].Replica

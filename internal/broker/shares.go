@@ -14,7 +14,6 @@ import (
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/share"
-	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/txn"
 )
 
@@ -139,13 +138,18 @@ func (s *shares) run(ctx context.Context) {
 	}
 }
 
-// leading reports whether this node leads a share-partition's topic partition, in which epoch.
+// leading reports whether this node keeps a share-partition (leads its local partition, or
+// owns its object partition's share state), in which epoch.
 func (s *shares) leading(k shareKey) (int32, bool) {
 	t, ok := s.b.topics.GetByID(k.topic)
-	if !ok || int(k.partition) >= len(t.Partitions) || t.Partitions[k.partition].Replica == nil {
+	if !ok {
 		return 0, false
 	}
-	epoch, _, leading := t.Partitions[k.partition].Replica.Leading()
+	lg, err := s.b.shareLogFor(t, k.partition)
+	if err != nil {
+		return 0, false
+	}
+	epoch, _, leading := lg.owning()
 	return epoch, leading
 }
 
@@ -162,13 +166,13 @@ func (s *shares) dropLocked(sp *sharePart, err error) {
 	sp.waiters = nil
 }
 
-// get returns the loaded state of a share-partition of p, which this node must lead.
-func (s *shares) get(ctx context.Context, k shareKey, p *topics.Partition) (*sharePart, error) {
-	epoch, ready, leading := p.Replica.Leading()
+// get returns the loaded state of a share-partition of lg, which this node must keep.
+func (s *shares) get(ctx context.Context, k shareKey, lg shareLog) (*sharePart, error) {
+	epoch, ready, leading := lg.owning()
 	if !leading {
 		return nil, kerr.NotLeaderForPartition
 	}
-	if !ready && !waitReady(ctx, p.Replica, time.Second) {
+	if !ready && !lg.waitReady(ctx, time.Second) {
 		return nil, kerr.LeaderNotAvailable
 	}
 	s.mu.Lock()
@@ -180,7 +184,7 @@ func (s *shares) get(ctx context.Context, k shareKey, p *topics.Partition) (*sha
 	if sp == nil {
 		sp = &sharePart{key: k, leaderEpoch: epoch, loaded: make(chan struct{}), wake: make(chan struct{})}
 		s.parts[k] = sp
-		go s.load(sp, p)
+		go s.load(sp, lg)
 	}
 	s.mu.Unlock()
 	select {
@@ -234,19 +238,19 @@ func (s *shares) lockDuration(groupID string) time.Duration {
 // startOffset is where a share-partition with no stored state starts: its group's
 // share.auto.offset.reset (latest, Kafka's default: the high watermark; earliest: the log
 // start; by_duration: the first record at most that old, else the high watermark).
-func (s *shares) startOffset(groupID string, p *topics.Partition) (int64, error) {
-	hw := p.Replica.HighWatermark()
+func (s *shares) startOffset(ctx context.Context, groupID string, lg shareLog) (int64, error) {
+	hw := lg.highWatermark()
 	reset := s.b.groupSettings(groupID).ShareAutoOffsetReset
 	switch {
 	case reset.Earliest:
-		return p.Log.StartOffset(), nil
+		return lg.logStart(), nil
 	case reset.By > 0:
-		off, _, ok, err := p.Log.OffsetForTimestamp(time.Now().Add(-reset.By).UnixMilli())
+		off, ok, err := lg.offsetForTimestamp(ctx, time.Now().Add(-reset.By).UnixMilli())
 		if err != nil {
 			return 0, err
 		}
 		if ok && off < hw {
-			return max(off, p.Log.StartOffset()), nil
+			return max(off, lg.logStart()), nil
 		}
 	}
 	return hw, nil
@@ -254,7 +258,7 @@ func (s *shares) startOffset(groupID string, p *topics.Partition) (int64, error)
 
 // load reads a share-partition's state from its group's coordinator; none stored: it starts
 // where the group's share.auto.offset.reset says (startOffset).
-func (s *shares) load(sp *sharePart, p *topics.Partition) {
+func (s *shares) load(sp *sharePart, lg shareLog) {
 	err := func() error {
 		ctx, cancel := context.WithTimeout(s.b.ctx, 10*time.Second)
 		defer cancel()
@@ -272,7 +276,7 @@ func (s *shares) load(sp *sharePart, p *topics.Partition) {
 		}
 		var part *share.Partition
 		if resp.Snapshot == nil {
-			start, err := s.startOffset(sp.key.group, p)
+			start, err := s.startOffset(ctx, sp.key.group, lg)
 			if err != nil {
 				return err
 			}
@@ -296,7 +300,7 @@ func (s *shares) load(sp *sharePart, p *topics.Partition) {
 				return err
 			}
 		}
-		part.TrimTo(p.Log.StartOffset())
+		part.TrimTo(lg.logStart())
 		s.mu.Lock()
 		sp.p, sp.stateEpoch = part, resp.StateEpoch
 		s.persistLocked(sp) // the start it chose
@@ -525,52 +529,44 @@ func (s *shares) releaseMember(groupID, member string) {
 // the last stable offset) and acquires them for member, as its group's settings say (limits,
 // isolation), at most maxRecords of them if exact (record_limit), else whole log batches: it
 // returns the log batches that hold the acquired records, and the runs acquired.
-func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, set group.Settings, exact bool, maxBytes, maxRecords int) ([]byte, []share.AcquiredRecords, error) {
+func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member string, set group.Settings, exact bool, maxBytes, maxRecords int) ([]byte, []share.AcquiredRecords, error) {
 	s.mu.Lock()
 	sp.p.SetConfig(shareConfig(set))
-	if start := p.Log.StartOffset(); start > sp.p.Start() {
+	if start := lg.logStart(); start > sp.p.Start() {
 		sp.p.TrimTo(start)
 	}
 	from, can := sp.p.FetchOffset(), sp.p.CanAcquire()
 	s.mu.Unlock()
-	upper := p.Replica.HighWatermark()
+	upper := lg.highWatermark()
 	if set.ShareReadCommitted {
-		upper = p.Log.LastStable(upper)
+		upper = lg.lastStable(upper)
 	}
 	if !can || from >= upper || maxRecords <= 0 {
 		return nil, nil, nil
 	}
-	sl, err := p.Log.ReadSliceBelow(from, max(maxBytes, 1), upper)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer sl.Release()
-	if sl.Size == 0 {
-		return nil, nil, nil
-	}
-	data := make([]byte, sl.Size)
-	if _, err := sl.File.ReadAt(data, sl.Position); err != nil {
+	data, err := lg.read(ctx, from, upper, max(maxBytes, 1))
+	if err != nil || len(data) == 0 {
 		return nil, nil, err
 	}
 	type logBatch struct {
 		share.LogBatch
-		bytes         []byte
+		at, size      int  // where in data
 		transactional bool // a transactional batch of records (not a marker)
 		producer      int64
 	}
 	var batches []logBatch
-	for rest := data; len(rest) > 0; {
-		h, err := batch.ParseHeader(rest)
-		if err != nil || h.Size() > len(rest) {
+	for at := 0; at < len(data); {
+		h, err := batch.ParseHeader(data[at:])
+		if err != nil || h.Size() > len(data)-at {
 			break // a partial batch at the read's end
 		}
-		batches = append(batches, logBatch{LogBatch: share.LogBatch{First: h.BaseOffset, Last: h.NextOffset() - 1}, bytes: rest[:h.Size()],
+		batches = append(batches, logBatch{LogBatch: share.LogBatch{First: h.BaseOffset, Last: h.NextOffset() - 1}, at: at, size: h.Size(),
 			transactional: h.IsTransactional() && !h.IsControl(), producer: h.ProducerID})
-		rest = rest[h.Size():]
+		at += h.Size()
 	}
 	var aborted []txn.Aborted
 	if set.ShareReadCommitted && len(batches) > 0 {
-		if aborted, err = p.Log.AbortedTransactions(from, batches[len(batches)-1].Last+1); err != nil {
+		if aborted, err = lg.aborted(from, batches[len(batches)-1].Last+1); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -602,30 +598,26 @@ func (s *shares) acquire(sp *sharePart, p *topics.Partition, member string, set 
 		})
 	}
 	// The batches that hold acquired records; most often one run of the read, sent as it is.
-	var picked [][]byte
+	var picked []logBatch
 	contiguous, size := true, 0
-	for i, b := range batches {
-		for _, a := range acquired {
-			if a.First <= b.Last && a.Last >= b.First {
-				if n := len(picked); n > 0 && &batches[i-1].bytes[0] != &picked[n-1][0] {
-					contiguous = false
-				}
-				picked = append(picked, b.bytes)
-				size += len(b.bytes)
-				break
+	for _, b := range batches {
+		if slices.ContainsFunc(acquired, func(a share.AcquiredRecords) bool { return a.First <= b.Last && a.Last >= b.First }) {
+			if n := len(picked); n > 0 && picked[n-1].at+picked[n-1].size != b.at {
+				contiguous = false
 			}
+			picked = append(picked, b)
+			size += b.size
 		}
 	}
 	if len(picked) == 0 {
 		return nil, acquired, nil
 	}
 	if contiguous {
-		start := len(data) - cap(picked[0])
-		return data[start : start+size], acquired, nil
+		return data[picked[0].at : picked[0].at+size], acquired, nil
 	}
 	out := make([]byte, 0, size)
 	for _, b := range picked {
-		out = append(out, b...)
+		out = append(out, data[b.at:b.at+b.size]...)
 	}
 	return out, acquired, nil
 }
@@ -654,10 +646,14 @@ func (b *Broker) ShareStats() ([]ShareStat, []ShareGroupCount) {
 	var parts []ShareStat
 	for k, sp := range s.parts {
 		t, ok := b.topics.GetByID(k.topic)
-		if sp.p == nil || !ok || int(k.partition) >= len(t.Partitions) || t.Partitions[k.partition].Replica == nil {
+		if sp.p == nil || !ok {
 			continue
 		}
-		hw := t.Partitions[k.partition].Replica.HighWatermark()
+		lg, err := b.shareLogFor(t, k.partition)
+		if err != nil {
+			continue
+		}
+		hw := lg.highWatermark()
 		st := sp.p.Stats(hw)
 		parts = append(parts, ShareStat{Group: k.group, Topic: t.Name, Partition: k.partition, Start: st.Start,
 			Lag: max(hw-st.Start-st.Done, 0), AcquiredNow: st.Acquired})

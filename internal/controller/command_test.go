@@ -131,6 +131,36 @@ func TestFenceOnlyTheNamedIncarnation(t *testing.T) {
 	}
 }
 
+// TestLiveEpoch: the live nodes' epoch moves with every change of who is live (a
+// registration, a fence, an unfence), and only then, so that an object partition's share
+// owner, chosen among the live nodes, is one per epoch.
+func TestLiveEpoch(t *testing.T) {
+	im := cluster3(t)
+	e := im.LiveEpoch
+	step := func(index uint64, c *Command, moves bool) {
+		t.Helper()
+		before := im.LiveEpoch
+		Apply(im, index, c)
+		if got := im.LiveEpoch != before; got != moves {
+			t.Fatalf("%s at %d: live epoch %d -> %d; want it moved: %v", c.Op, index, before, im.LiveEpoch, moves)
+		}
+	}
+	inc := im.Nodes[2].Incarnation
+	step(50, &Command{Op: OpUnfence, Fence: &Fence{Node: 2, Incarnation: inc}}, false)   // live already
+	step(51, &Command{Op: OpFence, Fence: &Fence{Node: 2, Incarnation: inc + 1}}, false) // another incarnation
+	step(52, &Command{Op: OpFence, Fence: &Fence{Node: 2, Incarnation: inc}}, true)
+	step(53, &Command{Op: OpFence, Fence: &Fence{Node: 2, Incarnation: inc}}, false) // fenced already
+	step(54, &Command{Op: OpUnfence, Fence: &Fence{Node: 2, Incarnation: inc}}, true)
+	step(55, &Command{Op: OpRegister, Register: &Register{Node: 2, ClusterAddr: "b", Run: "r2"}}, true) // a new process
+	step(56, &Command{Op: OpRegister, Register: &Register{Node: 4, ClusterAddr: "d", Run: "r4"}}, true)
+	if im.LiveEpoch != e+4 {
+		t.Fatalf("live epoch %d after four changes from %d", im.LiveEpoch, e)
+	}
+	if c := im.Clone(); c.LiveEpoch != im.LiveEpoch {
+		t.Fatalf("a clone's live epoch %d; want %d", c.LiveEpoch, im.LiveEpoch)
+	}
+}
+
 func TestElectAppliesOnlyInItsEpoch(t *testing.T) {
 	im := cluster3(t)
 	Apply(im, 50, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{PartitionRef{TopicID{1}, 0}, 0}}}})

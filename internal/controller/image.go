@@ -49,7 +49,11 @@ type Image struct {
 	// group coordinator's defaults), by group; an entry is never modified once in an image.
 	GroupConfigs map[string]map[string]string `json:"group_configs,omitempty"`
 	Nodes        map[int32]*Node              `json:"nodes"`
-	Topics       map[string]*Topic            `json:"topics"`
+	// LiveEpoch counts the changes of the live nodes: a node's registration (a new process),
+	// fencing and unfencing. Object partitions' share-partitions are kept by a node chosen
+	// among the live ones, in this epoch (broker.shareOwner).
+	LiveEpoch int32             `json:"live_epoch,omitempty"`
+	Topics    map[string]*Topic `json:"topics"`
 	// ObjWriters are the writers of object files, by process run id (objects.go).
 	ObjWriters map[string]*ObjWriter `json:"obj_writers,omitempty"`
 	// Users are the SASL users with their SCRAM credentials (security.go). A *User is never

@@ -172,12 +172,27 @@ func TestJavaShareGroup(t *testing.T) {
 	java := testclients.Java(t)
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	b.createTopic("queue", 3)
-	cl := b.client(kgo.DefaultProduceTopic("queue"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	javaShareGroup(t, java, b, "queue")
+}
+
+// TestJavaShareGroupOnObjectTopic is TestJavaShareGroup on an object-storage topic, whose
+// share-partitions this node owns (docs/share-groups.md §9).
+func TestJavaShareGroupOnObjectTopic(t *testing.T) {
+	java := testclients.Java(t)
+	b := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) {
+		c.ObjectBatchTimeout = 5 * time.Millisecond
+	})
+	createObjectTopic(t, b.addr, "object-queue", 3, nil)
+	javaShareGroup(t, java, b, "object-queue")
+}
+
+func javaShareGroup(t *testing.T, java []string, b *testBroker, topic string) {
+	cl := b.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	m1 := startJavaShareMember(t, java, b.addr, "queue", "jshare")
-	m2 := startJavaShareMember(t, java, b.addr, "queue", "jshare")
+	m1 := startJavaShareMember(t, java, b.addr, topic, "jshare")
+	m2 := startJavaShareMember(t, java, b.addr, topic, "jshare")
 	// A new share group starts at the end of each partition (share.auto.offset.reset=latest):
 	// warm-up records go in until every partition delivered one and each member delivered one
 	// (its assignment has reached it: a member that joins later shares a partition with the
@@ -602,6 +617,105 @@ func TestShareGroupCluster(t *testing.T) {
 	}
 	if got != "5-9/2" {
 		t.Fatalf("the new leader %d offered %q; want 5-9/2 (in flight at the old leader's loss, counted; 0-4 accepted)", next, got)
+	}
+}
+
+// TestShareGroupOnObjectTopicCluster: an object partition's share-partition is kept by the
+// node Metadata names its leader (docs/share-groups.md §9); another node answers
+// NOT_LEADER_OR_FOLLOWER naming it. When that node stops, the next one Metadata names takes
+// the state from the group's coordinator (what was accepted stays accepted, what was in flight
+// comes back with its delivery counted), and when the first one returns and is named again it
+// goes on from its successor's state, not from what it had.
+func TestShareGroupOnObjectTopicCluster(t *testing.T) {
+	dir := t.TempDir()
+	c := startClusterWith(t, 3, func(c *testCluster) { c.objectStore, c.batchTimeout = "file://"+dir, 5*time.Millisecond })
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createObjectTopic(t, c.addrs[1], "oq", 1, nil)
+	cl, _ := c.client(kgo.DefaultProduceTopic("oq"))
+	c.waitTopicEverywhere(ctx, cl, "oq")
+	topicID := topicIDOf(t, ctx, cl, "oq")
+	owner := leaderOf(t, c.brokers(), "oq", 0)
+	other := owner%3 + 1
+
+	a := &shareClient{t: t, cl: cl, group: "og", member: "member-a", topic: topicID, leader: other}
+	if r := a.heartbeat(ctx, 0, []string{"oq"}); r.ErrorCode != 0 {
+		t.Fatalf("join: %+v", r)
+	}
+	r := a.fetch(ctx, 0)
+	if code, _ := shareCodes(r); r.ErrorCode != 0 || code != kerr.NotLeaderForPartition.Code ||
+		r.Topics[0].Partitions[0].CurrentLeader.LeaderID != owner || len(r.NodeEndpoints) != 1 || r.NodeEndpoints[0].NodeID != owner {
+		t.Fatalf("a fetch from node %d, not the owner %d: %+v; want NOT_LEADER_OR_FOLLOWER naming the owner", other, owner, r)
+	}
+
+	a = &shareClient{t: t, cl: cl, group: "og", member: "member-a", topic: topicID, leader: owner}
+	if r := a.fetch(ctx, 0); r.ErrorCode != 0 {
+		t.Fatalf("opening the session: %+v", r)
+	}
+	for shareStart(t, ctx, cl, "og", "oq") < 0 {
+		if r := a.fetch(ctx, 100*time.Millisecond); r.ErrorCode != 0 {
+			t.Fatalf("fetch while the share-partition loads: %+v", r)
+		}
+	}
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(0, 10)
+	if r := a.fetch(ctx, 2*time.Second); acquired(r) != "0-9/1" {
+		t.Fatalf("fetch from owner %d acquired %q; want 0-9/1", owner, acquired(r))
+	}
+	if r := a.ack(ctx, a.epoch, [3]int64{0, 4, 1}); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("accepting 0-4: %+v", r)
+	}
+
+	// fetchFrom fetches as a new session on node until it acquires something.
+	fetchFrom := func(node int32, member string, acks ...[3]int64) (*shareClient, string) {
+		b := &shareClient{t: t, cl: cl, group: "og", member: member, topic: topicID, leader: node}
+		if r := b.heartbeat(ctx, 0, []string{"oq"}); r.ErrorCode != 0 {
+			t.Fatalf("join %s: %+v", member, r)
+		}
+		for ctx.Err() == nil {
+			r := b.fetch(ctx, time.Second)
+			if code, _ := shareCodes(r); r.ErrorCode != 0 || code != 0 {
+				if b.epoch == 0 || code == kerr.NotLeaderForPartition.Code || code == kerr.CoordinatorNotAvailable.Code || code == kerr.LeaderNotAvailable.Code {
+					time.Sleep(100 * time.Millisecond) // the owner or the coordinator settles
+					continue
+				}
+				t.Fatalf("fetch from node %d: %+v", node, r)
+			}
+			if got := acquired(r); got != "" {
+				return b, got
+			}
+		}
+		t.Fatalf("nothing acquired from node %d", node)
+		return nil, ""
+	}
+
+	c.stop(owner)
+	var next int32
+	for next = leaderOf(t, c.brokers(), "oq", 0); next == owner; next = leaderOf(t, c.brokers(), "oq", 0) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, got := fetchFrom(next, "member-b")
+	if got != "5-9/2" {
+		t.Fatalf("the next owner %d offered %q; want 5-9/2 (in flight at the owner's loss, counted; 0-4 accepted)", next, got)
+	}
+	if r := b.ack(ctx, b.epoch, [3]int64{5, 9, 1}); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("accepting 5-9 on node %d: %+v", next, r)
+	}
+	produce(10, 20)
+
+	c.start(owner)
+	for back := int32(0); back != owner; back = leaderOf(t, c.brokers(), "oq", 0) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, got := fetchFrom(owner, "member-c"); got != "10-19/1" {
+		t.Fatalf("the returning owner %d offered %q; want 10-19/1 (0-9 accepted on two owners)", owner, got)
 	}
 }
 
