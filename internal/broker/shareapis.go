@@ -222,6 +222,12 @@ func (s *shares) ackAll(ctx context.Context, r *request, groupID, member string,
 			res.ackErr = err
 			continue
 		}
+		if owner, ok := s.forwardTo(a.part); ok {
+			wg.Go(func() {
+				res.ackErr = s.ackRemote(ctx, owner, shareAckPartReq{groupID, member, a.part, a.acks})
+			})
+			continue
+		}
 		wg.Go(func() {
 			sp, _, err := s.partFor(ctx, groupID, a.part, res)
 			if err != nil {
@@ -525,6 +531,15 @@ func shareEndpoint[E kmsg.ShareFetchResponseNodeEndpoint | kmsg.ShareAcknowledge
 	*eps = append(*eps, e)
 }
 
+// acquiredCount is how many records runs hold.
+func acquiredCount(runs []share.AcquiredRecords) int {
+	n := 0
+	for _, a := range runs {
+		n += int(a.Last - a.First + 1)
+	}
+	return n
+}
+
 // fetchAll acquires records of the session's partitions for member, waiting up to MaxWait for
 // some when there are none (woken by appends, releases and lock expiry).
 func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchRequest, groupID, member string, parts []group.SharePartition, results map[group.SharePartition]*sharePartResult) {
@@ -537,8 +552,10 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 	if req.Version < 1 || maxRecords <= 0 {
 		maxRecords = 500
 	}
+	exact := req.Version >= 2 && req.ShareAcquireMode == shareRecordLimit
 	for {
 		var wake []<-chan struct{} // the partitions' appends and their share-partitions' wake-ups
+		forwarding := false        // some partitions' share state is on other nodes
 		budget := int(req.MaxBytes)
 		if budget <= 0 {
 			budget = 1<<31 - 1
@@ -554,29 +571,45 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 				res.err = err
 				continue
 			}
-			sp, lg, err := s.partFor(ctx, groupID, p, res)
-			if transientShareError(err) {
-				continue // no records yet, no error: the client fetches again (Kafka parks it)
+			var take func(budget, want int) ([]byte, []share.AcquiredRecords, error)
+			if owner, ok := s.forwardTo(p); ok {
+				forwarding = true
+				wake = append(wake, s.b.cl.ImageChanged()) // appends to object partitions
+				take = func(budget, want int) ([]byte, []share.AcquiredRecords, error) {
+					records, acquired, err := s.fetchRemote(ctx, owner, shareFetchPartReq{groupID, member, p, exact, budget, want})
+					if errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicID) {
+						err = nil // the owner's image is behind or ahead of this one: nothing yet
+					}
+					return records, acquired, err
+				}
+			} else {
+				sp, lg, err := s.partFor(ctx, groupID, p, res)
+				if transientShareError(err) {
+					continue // no records yet, no error: the client fetches again (Kafka parks it)
+				}
+				if err != nil {
+					res.err = err
+					continue
+				}
+				wake = append(wake, lg.changed(), s.wakeChan(sp))
+				take = func(budget, want int) ([]byte, []share.AcquiredRecords, error) {
+					return s.acquire(ctx, sp, lg, member, set, exact, budget, want)
+				}
 			}
-			if err != nil {
-				res.err = err
-				continue
-			}
-			wake = append(wake, lg.changed(), s.wakeChan(sp))
 			if got >= maxRecords || budget <= 0 {
 				continue
 			}
-			exact := req.Version >= 2 && req.ShareAcquireMode == shareRecordLimit
-			records, acquired, err := s.acquire(ctx, sp, lg, member, set, exact, budget, maxRecords-got)
+			records, acquired, err := take(budget, maxRecords-got)
+			if transientShareError(err) {
+				continue
+			}
 			if err != nil {
 				res.err = err
 				continue
 			}
 			res.records, res.acquired = records, acquired
 			budget -= len(records)
-			for _, a := range acquired {
-				got += int(a.Last - a.First + 1)
-			}
+			got += acquiredCount(acquired)
 		}
 		failed := false
 		for _, p := range parts {
@@ -585,7 +618,11 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 		if got > 0 || failed || !time.Now().Before(deadline) || req.MinBytes == 0 && req.MaxWaitMillis == 0 {
 			break // records, or an error to tell, or no more time
 		}
-		if !waitAny(ctx, s.b.stopped, append(wake, r.conn.readDone), time.Until(deadline)) {
+		wait := time.Until(deadline)
+		if forwarding {
+			wait = min(wait, shareForwardPoll) // what the owners release or expire is seen by polling
+		}
+		if !waitAny(ctx, s.b.stopped, append(wake, r.conn.readDone), wait) && (!forwarding || ctx.Err() != nil || s.b.stopping.Load()) {
 			break
 		}
 	}

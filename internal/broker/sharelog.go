@@ -2,13 +2,16 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/objtopic"
+	"github.com/runnel-dev/runnel/internal/share"
 	"github.com/runnel-dev/runnel/internal/topics"
 	"github.com/runnel-dev/runnel/internal/txn"
 )
@@ -185,4 +188,174 @@ func (o *objectShareLog) read(ctx context.Context, from, upper int64, maxBytes i
 		return nil, fmt.Errorf("%w: reading from the object store: %v", kerr.KafkaStorageError, err)
 	}
 	return data, nil
+}
+
+// Forwarding (docs/share-groups.md §9): a node asked for an object partition whose share
+// state another node keeps passes the acquisition or the acknowledgement to that node, as
+// any node serves any object partition: a client in a zone is sent to its zone's nodes by
+// Metadata, and during an owner's move two images may name different owners. The owner never
+// forwards further; a request that reaches a node that is not the owner (in its image) is
+// answered NOT_LEADER_OR_FOLLOWER, which the forwarding node takes as "nothing yet".
+
+// shareForwardPoll is how often a fetch waiting for records polls the owners it forwards to
+// (appends wake it at once: they change this node's image; releases and lock expiry at the
+// owner are seen at the next poll).
+const shareForwardPoll = 200 * time.Millisecond
+
+type shareFetchPartReq struct {
+	Group      string               `json:"group"`
+	Member     string               `json:"member"`
+	Part       group.SharePartition `json:"part"`
+	Exact      bool                 `json:"exact,omitempty"`
+	MaxBytes   int                  `json:"max_bytes"`
+	MaxRecords int                  `json:"max_records"`
+}
+
+type shareFetchPartResp struct {
+	Code     int16                   `json:"code"`
+	Message  string                  `json:"message,omitempty"`
+	Records  []byte                  `json:"records,omitempty"`
+	Acquired []share.AcquiredRecords `json:"acquired,omitempty"`
+}
+
+type shareAckPartReq struct {
+	Group  string               `json:"group"`
+	Member string               `json:"member"`
+	Part   group.SharePartition `json:"part"`
+	Acks   []share.AckBatch     `json:"acks"`
+}
+
+type shareAckPartResp struct {
+	Code    int16  `json:"code"`
+	Message string `json:"message,omitempty"`
+}
+
+type shareReleaseReq struct {
+	Group  string `json:"group"`
+	Member string `json:"member"`
+}
+
+// forwardTo returns the node that keeps p's share state if p is an object partition that
+// another node keeps.
+func (s *shares) forwardTo(p group.SharePartition) (int32, bool) {
+	t, ok := s.b.topics.GetByID(p.Topic)
+	if !ok || !isObjectTopic(t) || p.Partition < 0 || int(p.Partition) >= len(t.Partitions) {
+		return 0, false
+	}
+	owner := shareOwner(s.b.cl.Image(), p.Topic, p.Partition)
+	return owner, owner >= 0 && owner != s.b.cfg.NodeID
+}
+
+// forwarded notes that a member's session here forwarded to node, so that its end releases
+// what the member holds there too.
+func (s *shares) forwarded(groupID, member string, node int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := shareSessionKey{groupID, member}
+	if s.remotes[k] == nil {
+		s.remotes[k] = map[int32]bool{}
+	}
+	s.remotes[k][node] = true
+}
+
+// releaseRemote asks the nodes a member's session forwarded to to release what it holds
+// there (its session ended); a node that cannot be reached lets the locks expire.
+func (s *shares) releaseRemote(groupID, member string) {
+	s.mu.Lock()
+	nodes := s.remotes[shareSessionKey{groupID, member}]
+	delete(s.remotes, shareSessionKey{groupID, member})
+	s.mu.Unlock()
+	for node := range nodes {
+		go func() {
+			ctx, cancel := context.WithTimeout(s.b.ctx, 10*time.Second)
+			defer cancel()
+			var resp struct{}
+			if err := s.b.cl.Call(ctx, node, "share.release", shareReleaseReq{groupID, member}, &resp); err != nil {
+				s.b.logger.Debug("broker: releasing a share member's records on their owner", "group", groupID, "node", node, "err", err)
+			}
+		}()
+	}
+}
+
+// fetchRemote acquires records of p for member on its owner node.
+func (s *shares) fetchRemote(ctx context.Context, node int32, req shareFetchPartReq) ([]byte, []share.AcquiredRecords, error) {
+	s.forwarded(req.Group, req.Member, node)
+	var resp shareFetchPartResp
+	if err := s.b.cl.Call(ctx, node, "share.fetch", req, &resp); err != nil {
+		return nil, nil, fmt.Errorf("%w: node %d: %v", kerr.LeaderNotAvailable, node, err)
+	}
+	if resp.Code != 0 {
+		return nil, nil, forwardedError(resp.Code, resp.Message)
+	}
+	return resp.Records, resp.Acquired, nil
+}
+
+// ackRemote applies a member's acknowledgements of p on its owner node, which answers once
+// they are durable.
+func (s *shares) ackRemote(ctx context.Context, node int32, req shareAckPartReq) error {
+	var resp shareAckPartResp
+	if err := s.b.cl.Call(ctx, node, "share.ack", req, &resp); err != nil {
+		return fmt.Errorf("%w: node %d: %v", kerr.RequestTimedOut, node, err)
+	}
+	if resp.Code != 0 {
+		return forwardedError(resp.Code, resp.Message)
+	}
+	return nil
+}
+
+func forwardedError(code int16, msg string) error {
+	err := kerr.ErrorForCode(code)
+	if msg != "" {
+		return fmt.Errorf("%w: %s", err, msg)
+	}
+	return err
+}
+
+// answerError is an error's code and, for one that is not a Kafka error, its text.
+func answerError(err error) (int16, string) {
+	if err == nil {
+		return 0, ""
+	}
+	if isKerr(err) {
+		return errorCode(err), ""
+	}
+	return kerr.UnknownServerError.Code, err.Error()
+}
+
+// handleFetchPart, handleAckPart and handleRelease are the owner's side.
+func (s *shares) handleFetchPart(ctx context.Context, _ int32, payload []byte) (any, error) {
+	var req shareFetchPartReq
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return nil, err
+	}
+	var resp shareFetchPartResp
+	sp, lg, err := s.partFor(ctx, req.Group, req.Part, &sharePartResult{})
+	if err == nil {
+		resp.Records, resp.Acquired, err = s.acquire(ctx, sp, lg, req.Member, s.b.groupSettings(req.Group), req.Exact, req.MaxBytes, req.MaxRecords)
+	}
+	resp.Code, resp.Message = answerError(err)
+	return resp, nil
+}
+
+func (s *shares) handleAckPart(ctx context.Context, _ int32, payload []byte) (any, error) {
+	var req shareAckPartReq
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return nil, err
+	}
+	sp, _, err := s.partFor(ctx, req.Group, req.Part, &sharePartResult{})
+	if err == nil {
+		err = s.acknowledge(ctx, req.Member, sp, req.Acks)
+	}
+	var resp shareAckPartResp
+	resp.Code, resp.Message = answerError(err)
+	return resp, nil
+}
+
+func (s *shares) handleRelease(_ context.Context, _ int32, payload []byte) (any, error) {
+	var req shareReleaseReq
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return nil, err
+	}
+	s.releaseMember(req.Group, req.Member)
+	return struct{}{}, nil
 }

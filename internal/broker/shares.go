@@ -72,6 +72,8 @@ type shares struct {
 	parts    map[shareKey]*sharePart
 	sessions map[shareSessionKey]*shareSession
 	counts   map[string]*shareCounts // by group, since the node started
+	// remotes are the nodes each member's session here forwarded object partitions to.
+	remotes map[shareSessionKey]map[int32]bool
 }
 
 // shareCounts are a share group's records on this node, for metrics.
@@ -82,9 +84,12 @@ type shareCounts struct {
 
 func newShares(b *Broker) *shares {
 	s := &shares{b: b, parts: map[shareKey]*sharePart{}, counts: map[string]*shareCounts{},
-		sessions: map[shareSessionKey]*shareSession{}}
+		sessions: map[shareSessionKey]*shareSession{}, remotes: map[shareSessionKey]map[int32]bool{}}
 	b.cl.Handle("share.read", s.handleRead)
 	b.cl.Handle("share.write", s.handleWrite)
+	b.cl.Handle("share.fetch", s.handleFetchPart)
+	b.cl.Handle("share.ack", s.handleAckPart)
+	b.cl.Handle("share.release", s.handleRelease)
 	return s
 }
 
@@ -510,8 +515,9 @@ func countAcks(counts *[5]int64, acks []share.AckBatch) {
 }
 
 // releaseMember gives back what a member holds in the share-partitions of its group on this
-// node: its share session ended.
+// node, and on the nodes its session forwarded to: its share session ended.
 func (s *shares) releaseMember(groupID, member string) {
+	s.releaseRemote(groupID, member)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cfg := shareConfig(s.b.groupSettings(groupID))

@@ -172,27 +172,62 @@ func TestJavaShareGroup(t *testing.T) {
 	java := testclients.Java(t)
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	b.createTopic("queue", 3)
-	javaShareGroup(t, java, b, "queue")
+	javaShareGroup(t, java, b.addr, "queue", 3)
 }
 
-// TestJavaShareGroupOnObjectTopic is TestJavaShareGroup on an object-storage topic, whose
-// share-partitions this node owns (docs/share-groups.md §9).
-func TestJavaShareGroupOnObjectTopic(t *testing.T) {
+// TestJavaShareGroupInAZone is TestJavaShareGroup on an object topic of three nodes, with
+// share consumers that name their zone in their client.id as WarpStream's clients do:
+// Metadata sends them to their zone's two nodes, which forward the share-partitions the third
+// node keeps (docs/share-groups.md §9).
+func TestJavaShareGroupInAZone(t *testing.T) {
 	java := testclients.Java(t)
-	b := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) {
-		c.ObjectBatchTimeout = 5 * time.Millisecond
+	racks := map[int32]string{1: "zone-a", 2: "zone-b", 3: "zone-b"}
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.objectStore, c.batchTimeout = "file://"+t.TempDir(), 5*time.Millisecond
+		c.tune = func(id int32, cfg *server.Config) { cfg.Rack = racks[id] }
 	})
-	createObjectTopic(t, b.addr, "object-queue", 3, nil)
-	javaShareGroup(t, java, b, "object-queue")
+	c.waitNodes(3)
+	// Six partitions, of which node 1 keeps the share state of some (rendezvous hashing of
+	// the topic id over the three nodes: a topic is made again until it does), which the
+	// zone-b consumers reach only through nodes 2 and 3.
+	cl, _ := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var topic string
+	for i := 0; topic == ""; i++ {
+		if i == 10 {
+			t.Fatal("node 1 keeps no share-partition of ten topics")
+		}
+		name := fmt.Sprintf("zoned-queue-%d", i)
+		createObjectTopic(t, c.addrs[1], name, 6, nil)
+		c.waitTopicEverywhere(ctx, cl, name)
+		for p := range int32(6) {
+			if leaderOf(t, c.brokers(), name, p) == 1 {
+				topic = name
+			}
+		}
+	}
+	config := filepath.Join(t.TempDir(), "client.properties")
+	if err := os.WriteFile(config, []byte("client.id=app,warpstream_az=zone-b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RUNNEL_CLIENT_CONFIG", config)
+	javaShareGroup(t, java, c.addrs[2], topic, 6)
 }
 
-func javaShareGroup(t *testing.T, java []string, b *testBroker, topic string) {
-	cl := b.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+// javaShareGroup runs two Java share members of one group on topic, both bootstrapped from
+// addr, and produces to it: every record is accepted once, each poison record delivered five
+// times, then archived.
+func javaShareGroup(t *testing.T, java []string, addr, topic string, partitions int) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-
-	m1 := startJavaShareMember(t, java, b.addr, topic, "jshare")
-	m2 := startJavaShareMember(t, java, b.addr, topic, "jshare")
+	m1 := startJavaShareMember(t, java, addr, topic, "jshare")
+	m2 := startJavaShareMember(t, java, addr, topic, "jshare")
 	// A new share group starts at the end of each partition (share.auto.offset.reset=latest):
 	// warm-up records go in until every partition delivered one and each member delivered one
 	// (its assignment has reached it: a member that joins later shares a partition with the
@@ -204,11 +239,11 @@ func javaShareGroup(t *testing.T, java []string, b *testBroker, topic string) {
 		for _, d := range append(d1, d2...) {
 			started[d.partition] = true
 		}
-		if len(started) == 3 && len(d1) > 0 && len(d2) > 0 {
+		if len(started) == partitions && len(d1) > 0 && len(d2) > 0 {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("partitions delivering warm-up records: %v, by the members %d and %d; want all 3, by both", started, len(d1), len(d2))
+			t.Fatalf("partitions delivering warm-up records: %v, by the members %d and %d; want all %d, by both", started, len(d1), len(d2), partitions)
 		}
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "w/%d", i)}).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -621,11 +656,12 @@ func TestShareGroupCluster(t *testing.T) {
 }
 
 // TestShareGroupOnObjectTopicCluster: an object partition's share-partition is kept by the
-// node Metadata names its leader (docs/share-groups.md §9); another node answers
-// NOT_LEADER_OR_FOLLOWER naming it. When that node stops, the next one Metadata names takes
-// the state from the group's coordinator (what was accepted stays accepted, what was in flight
-// comes back with its delivery counted), and when the first one returns and is named again it
-// goes on from its successor's state, not from what it had.
+// node Metadata names its leader (docs/share-groups.md §9), and any other node serves it by
+// forwarding acquisitions, acknowledgements and a closing session's release there. When the
+// owner stops, the next one Metadata names takes the state from the group's coordinator
+// (what was accepted stays accepted, what was in flight comes back with its delivery
+// counted), and when the first one returns and is named again it goes on from its
+// successor's state.
 func TestShareGroupOnObjectTopicCluster(t *testing.T) {
 	dir := t.TempDir()
 	c := startClusterWith(t, 3, func(c *testCluster) { c.objectStore, c.batchTimeout = "file://"+dir, 5*time.Millisecond })
@@ -638,26 +674,6 @@ func TestShareGroupOnObjectTopicCluster(t *testing.T) {
 	topicID := topicIDOf(t, ctx, cl, "oq")
 	owner := leaderOf(t, c.brokers(), "oq", 0)
 	other := owner%3 + 1
-
-	a := &shareClient{t: t, cl: cl, group: "og", member: "member-a", topic: topicID, leader: other}
-	if r := a.heartbeat(ctx, 0, []string{"oq"}); r.ErrorCode != 0 {
-		t.Fatalf("join: %+v", r)
-	}
-	r := a.fetch(ctx, 0)
-	if code, _ := shareCodes(r); r.ErrorCode != 0 || code != kerr.NotLeaderForPartition.Code ||
-		r.Topics[0].Partitions[0].CurrentLeader.LeaderID != owner || len(r.NodeEndpoints) != 1 || r.NodeEndpoints[0].NodeID != owner {
-		t.Fatalf("a fetch from node %d, not the owner %d: %+v; want NOT_LEADER_OR_FOLLOWER naming the owner", other, owner, r)
-	}
-
-	a = &shareClient{t: t, cl: cl, group: "og", member: "member-a", topic: topicID, leader: owner}
-	if r := a.fetch(ctx, 0); r.ErrorCode != 0 {
-		t.Fatalf("opening the session: %+v", r)
-	}
-	for shareStart(t, ctx, cl, "og", "oq") < 0 {
-		if r := a.fetch(ctx, 100*time.Millisecond); r.ErrorCode != 0 {
-			t.Fatalf("fetch while the share-partition loads: %+v", r)
-		}
-	}
 	produce := func(from, to int) {
 		for i := from; i < to; i++ {
 			if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
@@ -665,57 +681,89 @@ func TestShareGroupOnObjectTopicCluster(t *testing.T) {
 			}
 		}
 	}
-	produce(0, 10)
-	if r := a.fetch(ctx, 2*time.Second); acquired(r) != "0-9/1" {
-		t.Fatalf("fetch from owner %d acquired %q; want 0-9/1", owner, acquired(r))
-	}
-	if r := a.ack(ctx, a.epoch, [3]int64{0, 4, 1}); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("accepting 0-4: %+v", r)
-	}
-
-	// fetchFrom fetches as a new session on node until it acquires something.
-	fetchFrom := func(node int32, member string, acks ...[3]int64) (*shareClient, string) {
-		b := &shareClient{t: t, cl: cl, group: "og", member: member, topic: topicID, leader: node}
-		if r := b.heartbeat(ctx, 0, []string{"oq"}); r.ErrorCode != 0 {
-			t.Fatalf("join %s: %+v", member, r)
+	// member joins and opens a share session on node.
+	member := func(node int32, name string) *shareClient {
+		m := &shareClient{t: t, cl: cl, group: "og", member: name, topic: topicID, leader: node}
+		if r := m.heartbeat(ctx, 0, []string{"oq"}); r.ErrorCode != 0 {
+			t.Fatalf("join %s: %+v", name, r)
 		}
+		return m
+	}
+	// fetch fetches as m until it acquires something; a node settling is waited for.
+	fetch := func(m *shareClient) string {
 		for ctx.Err() == nil {
-			r := b.fetch(ctx, time.Second)
+			r := m.fetch(ctx, time.Second)
 			if code, _ := shareCodes(r); r.ErrorCode != 0 || code != 0 {
-				if b.epoch == 0 || code == kerr.NotLeaderForPartition.Code || code == kerr.CoordinatorNotAvailable.Code || code == kerr.LeaderNotAvailable.Code {
+				if m.epoch == 0 || code == kerr.NotLeaderForPartition.Code || code == kerr.CoordinatorNotAvailable.Code || code == kerr.LeaderNotAvailable.Code {
 					time.Sleep(100 * time.Millisecond) // the owner or the coordinator settles
 					continue
 				}
-				t.Fatalf("fetch from node %d: %+v", node, r)
+				t.Fatalf("%s's fetch from node %d: %+v", m.member, m.leader, r)
 			}
 			if got := acquired(r); got != "" {
-				return b, got
+				return got
 			}
 		}
-		t.Fatalf("nothing acquired from node %d", node)
-		return nil, ""
+		t.Fatalf("%s acquired nothing from node %d", m.member, m.leader)
+		return ""
 	}
+	accept := func(m *shareClient, first, last int64) {
+		if r := m.ack(ctx, m.epoch, [3]int64{first, last, 1}); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("%s accepting %d-%d on node %d: %+v", m.member, first, last, m.leader, r)
+		}
+	}
+
+	// Through a node that does not own the share-partition.
+	a := member(other, "member-a")
+	if r := a.fetch(ctx, 0); r.ErrorCode != 0 {
+		t.Fatalf("opening the session on node %d: %+v", other, r)
+	}
+	for shareStart(t, ctx, cl, "og", "oq") < 0 { // the owner loads it, asked through node other
+		if r := a.fetch(ctx, 100*time.Millisecond); r.ErrorCode != 0 {
+			t.Fatalf("fetch while the share-partition loads: %+v", r)
+		}
+	}
+	produce(0, 10)
+	if got := fetch(a); got != "0-9/1" {
+		t.Fatalf("fetch through node %d acquired %q; want 0-9/1", other, got)
+	}
+	accept(a, 0, 4)
+	// Closing the session on node other releases 5-9 on the owner at once (the lock is 30 s).
+	a.epoch = -1
+	if r := a.fetch(ctx, 0); r.ErrorCode != 0 {
+		t.Fatalf("closing the session: %+v", r)
+	}
+	b := member(owner, "member-b")
+	released := time.Now()
+	if got := fetch(b); got != "5-9/2" || time.Since(released) > 10*time.Second {
+		t.Fatalf("the owner %d offered %q %v after the release; want 5-9/2 (0-4 accepted) before the 30 s lock ends", owner, got, time.Since(released))
+	}
+	accept(b, 5, 9)
+	produce(10, 20)
+	if got := fetch(b); got != "10-19/1" {
+		t.Fatalf("the owner %d offered %q; want 10-19/1", owner, got)
+	}
+	accept(b, 10, 14)
 
 	c.stop(owner)
 	var next int32
 	for next = leaderOf(t, c.brokers(), "oq", 0); next == owner; next = leaderOf(t, c.brokers(), "oq", 0) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	b, got := fetchFrom(next, "member-b")
-	if got != "5-9/2" {
-		t.Fatalf("the next owner %d offered %q; want 5-9/2 (in flight at the owner's loss, counted; 0-4 accepted)", next, got)
+	via := 6 - owner - next // the live node that does not own it now
+	m := member(via, "member-c")
+	if got := fetch(m); got != "15-19/2" {
+		t.Fatalf("node %d offered %q from the next owner %d; want 15-19/2 (in flight at the owner's loss, counted)", via, got, next)
 	}
-	if r := b.ack(ctx, b.epoch, [3]int64{5, 9, 1}); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("accepting 5-9 on node %d: %+v", next, r)
-	}
-	produce(10, 20)
+	accept(m, 15, 19)
+	produce(20, 30)
 
 	c.start(owner)
 	for back := int32(0); back != owner; back = leaderOf(t, c.brokers(), "oq", 0) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, got := fetchFrom(owner, "member-c"); got != "10-19/1" {
-		t.Fatalf("the returning owner %d offered %q; want 10-19/1 (0-9 accepted on two owners)", owner, got)
+	if got := fetch(member(owner, "member-d")); got != "20-29/1" {
+		t.Fatalf("the returning owner %d offered %q; want 20-29/1 (0-19 accepted on two owners)", owner, got)
 	}
 }
 
