@@ -767,6 +767,78 @@ func TestShareGroupOnObjectTopicCluster(t *testing.T) {
 	}
 }
 
+// TestShareGroupOnObjectTopicReadCommitted: a share group on an object topic with
+// share.auto.offset.reset=earliest starts at the partition's start in the image, and with
+// share.isolation.level=read_committed it gets no aborted transaction's records (archived from
+// the image's aborted list) and nothing from an open transaction on (the image's last stable
+// offset), as on a local topic (TestGroupConfigs).
+func TestShareGroupOnObjectTopicReadCommitted(t *testing.T) {
+	b := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) {
+		c.ObjectBatchTimeout = 5 * time.Millisecond
+	})
+	createObjectTopic(t, b.addr, "oq", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := b.client(kgo.DefaultProduceTopic("oq"))
+	for i := range 10 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
+	for name, v := range map[string]string{"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"} {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = name, kmsg.StringPtr(v)
+		rr.Configs = append(rr.Configs, c)
+	}
+	req.Resources = append(req.Resources, rr)
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("setting the group's configs: %v %+v", err, resp)
+	}
+	txn := func(id string, commit, end bool, vals ...string) {
+		t.Helper()
+		tc, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("oq"), kgo.TransactionalID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tc.Close)
+		if err := tc.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			if err := tc.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if end {
+			if err := tc.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	txn("aborts", false, true, "a1", "a2")                                                      // offsets 10-11, its marker 12
+	txn("commits", true, true, "c1")                                                            // 13, marker 14
+	txn("stays-open", false, false, "o1")                                                       // 15, open
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil { // 16
+		t.Fatal(err)
+	}
+	m := &shareClient{t: t, cl: cl, group: "g", member: "m", topic: topicIDOf(t, ctx, cl, "oq")}
+	if r := m.heartbeat(ctx, 0, []string{"oq"}); r.ErrorCode != 0 {
+		t.Fatalf("join: %+v", r)
+	}
+	var runs []string
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		if a := acquired(m.fetch(ctx, 200*time.Millisecond)); a != "" {
+			runs = append(runs, a)
+		}
+	}
+	if s := strings.Join(runs, " "); s != "0-9/1 12-14/1" {
+		t.Fatalf("read_committed acquired %q; want 0-9/1 12-14/1 (10-11 aborted, 15 on open, markers acquired for the client to skip)", s)
+	}
+}
+
 // TestShareGroupOffsetsAdmin: AlterShareGroupOffsets sets where an empty share group starts,
 // DescribeShareGroupOffsets shows the start and the lag as the group moves, an alteration is
 // refused while a member is in, and once the group is empty again a reset takes effect on the
