@@ -118,21 +118,22 @@ func nextShareEpoch(n int32) int32 {
 
 // shareSessionUpdate applies a ShareFetch's (or, with fetch false, a ShareAcknowledge's) session
 // epoch: it returns the session's partitions to fetch, each fetch starting one partition further
-// along (rotated), or the top-level error.
-func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add []group.SharePartition, forget []group.SharePartition, acks, fetch bool) ([]group.SharePartition, error) {
+// along (rotated), and the session (at epoch -1, the one that ended, for the caller to release
+// once it has applied the request's acknowledgements), or the top-level error.
+func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add []group.SharePartition, forget []group.SharePartition, acks, fetch bool) ([]group.SharePartition, *shareSession, error) {
 	k := shareSessionKey{groupID, member}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess := s.sessions[k]
 	switch {
 	case epoch == 0 && !fetch:
-		return nil, kerr.InvalidShareSessionEpoch // a ShareAcknowledge never opens a session
+		return nil, nil, kerr.InvalidShareSessionEpoch // a ShareAcknowledge never opens a session
 	case epoch == 0:
 		if acks {
-			return nil, kerr.InvalidRequest
+			return nil, nil, kerr.InvalidRequest
 		}
 		if sess == nil && len(s.sessions) >= shareSessionLimit {
-			return nil, kerr.ShareSessionLimitReached
+			return nil, nil, kerr.ShareSessionLimitReached
 		}
 		if sess != nil && sess.conn == c { // the member opens its session again, on the same connection
 			sess.epoch, sess.parts = 1, nil
@@ -143,7 +144,8 @@ func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add
 			// may predate an offsets change (the group was empty then): load it again.
 			s.dropIdleLocked(groupID)
 		}
-		sess = &shareSession{epoch: 1, conn: c}
+		s.lastID++
+		sess = &shareSession{id: s.lastID, epoch: 1, conn: c}
 		s.sessions[k] = sess
 		go func() { // the session ends with the connection that opened it
 			<-c.ctx.Done()
@@ -159,21 +161,21 @@ func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add
 			}
 			s.mu.Unlock()
 			if ended {
-				s.releaseMember(groupID, member)
+				s.releaseSession(groupID, member, sess)
 			}
 		}()
 	case sess == nil:
-		return nil, kerr.ShareSessionNotFound
+		return nil, nil, kerr.ShareSessionNotFound
 	case epoch == -1:
 		delete(s.sessions, k) // the caller releases the member's records after its acks
-		return nil, nil
+		return nil, sess, nil
 	case epoch != sess.epoch:
-		return nil, kerr.InvalidShareSessionEpoch
+		return nil, nil, kerr.InvalidShareSessionEpoch
 	default:
 		sess.epoch = nextShareEpoch(epoch)
 	}
 	if !fetch {
-		return nil, nil
+		return nil, sess, nil
 	}
 	for _, p := range add {
 		if !slices.Contains(sess.parts, p) {
@@ -182,14 +184,14 @@ func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add
 	}
 	sess.parts = slices.DeleteFunc(sess.parts, func(p group.SharePartition) bool { return slices.Contains(forget, p) })
 	if len(sess.parts) == 0 {
-		return nil, nil
+		return nil, sess, nil
 	}
 	// Rotated by a count of the session's own fetches, not by its epoch: a client that
 	// alternates ShareFetch and ShareAcknowledge (both move the epoch) would see every fetch
 	// start with the same partition of two.
 	first := sess.fetches % len(sess.parts)
 	sess.fetches++
-	return slices.Concat(sess.parts[first:], sess.parts[:first]), nil
+	return slices.Concat(sess.parts[first:], sess.parts[:first]), sess, nil
 }
 
 // shareAck is one partition's acknowledgements in a request.
@@ -383,7 +385,7 @@ func handleShareFetch(ctx context.Context, r *request) reply {
 			forget = append(forget, group.SharePartition{Topic: ft.TopicID, Partition: p})
 		}
 	}
-	parts, err := s.sessionUpdate(r.conn, groupID, member, req.ShareSessionEpoch, add, forget, len(acks) > 0, true)
+	parts, sess, err := s.sessionUpdate(r.conn, groupID, member, req.ShareSessionEpoch, add, forget, len(acks) > 0, true)
 	if errors.Is(err, kerr.ShareSessionLimitReached) {
 		// As Kafka: answered after MaxWait, so that a client does not spin on it.
 		return reply{resp: resp, wait: func() {
@@ -418,9 +420,9 @@ func handleShareFetch(ctx context.Context, r *request) reply {
 		}
 		s.ackAll(ctx, r, groupID, member, valid, results)
 		if req.ShareSessionEpoch == -1 {
-			s.releaseMember(groupID, member)
+			s.releaseSession(groupID, member, sess)
 		}
-		s.fetchAll(ctx, r, req, groupID, member, parts, results)
+		s.fetchAll(ctx, r, req, groupID, member, sess, parts, results)
 		order := append(slices.Clone(parts), ackOrder(acks, parts)...)
 		for _, p := range order {
 			res := results[p]
@@ -531,6 +533,12 @@ func shareEndpoint[E kmsg.ShareFetchResponseNodeEndpoint | kmsg.ShareAcknowledge
 	*eps = append(*eps, e)
 }
 
+// isObject reports whether p is a partition of an object-storage topic.
+func (s *shares) isObject(p group.SharePartition) bool {
+	t, ok := s.b.topics.GetByID(p.Topic)
+	return ok && isObjectTopic(t)
+}
+
 // acquiredCount is how many records runs hold.
 func acquiredCount(runs []share.AcquiredRecords) int {
 	n := 0
@@ -542,7 +550,7 @@ func acquiredCount(runs []share.AcquiredRecords) int {
 
 // fetchAll acquires records of the session's partitions for member, waiting up to MaxWait for
 // some when there are none (woken by appends, releases and lock expiry).
-func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchRequest, groupID, member string, parts []group.SharePartition, results map[group.SharePartition]*sharePartResult) {
+func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchRequest, groupID, member string, sess *shareSession, parts []group.SharePartition, results map[group.SharePartition]*sharePartResult) {
 	if len(parts) == 0 {
 		return
 	}
@@ -553,6 +561,14 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 		maxRecords = 500
 	}
 	exact := req.Version >= 2 && req.ShareAcquireMode == shareRecordLimit
+	// polled is each forwarded partition's end (and last stable offset) at its latest poll of
+	// the owner: an image change that moved neither asks the owner nothing until the poll
+	// interval has passed (every applied command anywhere changes the image).
+	type poll struct {
+		end, stable int64
+		at          time.Time
+	}
+	polled := map[group.SharePartition]poll{}
 	for {
 		var wake []<-chan struct{} // the partitions' appends and their share-partitions' wake-ups
 		forwarding := false        // some partitions' share state is on other nodes
@@ -572,11 +588,22 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 				continue
 			}
 			var take func(budget, want int) ([]byte, []share.AcquiredRecords, error)
+			keeper := s.b.cfg.NodeID
 			if owner, ok := s.forwardTo(p); ok {
-				forwarding = true
+				forwarding, keeper = true, owner
 				wake = append(wake, s.b.cl.ImageChanged()) // appends to object partitions
+				now := time.Now()
+				if op, err := s.b.objectPartition(p.Topic, p.Partition); err == nil {
+					last, seen := polled[p]
+					if seen && last.end == op.Next && last.stable == op.LastStable() && now.Sub(last.at) < shareForwardPoll {
+						continue // nothing new to ask the owner yet
+					}
+					polled[p] = poll{op.Next, op.LastStable(), now}
+				}
+				fr := shareFetchPartReq{Group: groupID, Member: member, Session: fwdSession{s.b.cfg.NodeID, sess.id}, Part: p, Exact: exact}
 				take = func(budget, want int) ([]byte, []share.AcquiredRecords, error) {
-					records, acquired, err := s.fetchRemote(ctx, owner, shareFetchPartReq{groupID, member, p, exact, budget, want})
+					fr.MaxBytes, fr.MaxRecords = budget, want
+					records, acquired, err := s.fetchRemote(ctx, owner, time.Until(deadline), fr)
 					if errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicID) {
 						err = nil // the owner's image is behind or ahead of this one: nothing yet
 					}
@@ -584,8 +611,10 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 				}
 			} else {
 				sp, lg, err := s.partFor(ctx, groupID, p, res)
-				if transientShareError(err) {
-					continue // no records yet, no error: the client fetches again (Kafka parks it)
+				if transientShareError(err) || errors.Is(err, kerr.NotLeaderForPartition) && s.isObject(p) {
+					// No records yet, no error: the client fetches again (Kafka parks it). An
+					// object partition's owner moved here or away since forwardTo looked.
+					continue
 				}
 				if err != nil {
 					res.err = err
@@ -593,7 +622,7 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 				}
 				wake = append(wake, lg.changed(), s.wakeChan(sp))
 				take = func(budget, want int) ([]byte, []share.AcquiredRecords, error) {
-					return s.acquire(ctx, sp, lg, member, set, exact, budget, want)
+					return s.acquire(ctx, sp, lg, member, set, exact, budget, want, nil)
 				}
 			}
 			if got >= maxRecords || budget <= 0 {
@@ -606,6 +635,9 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 			if err != nil {
 				res.err = err
 				continue
+			}
+			if len(acquired) > 0 {
+				s.held(groupID, member, sess, p, keeper)
 			}
 			res.records, res.acquired = records, acquired
 			budget -= len(records)
@@ -647,7 +679,8 @@ func handleShareAcknowledge(ctx context.Context, r *request) reply {
 	if bad != nil {
 		return fail(bad)
 	}
-	if _, err := s.sessionUpdate(r.conn, groupID, member, req.ShareSessionEpoch, nil, nil, true, false); err != nil {
+	_, sess, err := s.sessionUpdate(r.conn, groupID, member, req.ShareSessionEpoch, nil, nil, true, false)
+	if err != nil {
 		var ke *kerr.Error
 		errors.As(err, &ke)
 		return fail(ke)
@@ -676,7 +709,7 @@ func handleShareAcknowledge(ctx context.Context, r *request) reply {
 		}
 		s.ackAll(ctx, r, groupID, member, valid, results)
 		if req.ShareSessionEpoch == -1 {
-			s.releaseMember(groupID, member)
+			s.releaseSession(groupID, member, sess)
 		}
 		for _, a := range acks {
 			res := resultFor(results, a.part)

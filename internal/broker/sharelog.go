@@ -23,7 +23,7 @@ type shareLog interface {
 	// owning reports whether this node keeps the share-partitions of the partition, in which
 	// epoch (the leader epoch its share-state reads and writes are fenced with), and whether
 	// it may serve them yet.
-	owning() (epoch int32, ready, owning bool)
+	owning() (epoch int64, ready, owning bool)
 	// waitReady waits up to wait for owning's ready; false if not ready then.
 	waitReady(ctx context.Context, wait time.Duration) bool
 	highWatermark() int64
@@ -68,7 +68,10 @@ func shareOwner(img *controller.Image, id [16]byte, index int32) int32 {
 // localShareLog is a local partition's log on its leader.
 type localShareLog struct{ p *topics.Partition }
 
-func (l localShareLog) owning() (int32, bool, bool) { return l.p.Replica.Leading() }
+func (l localShareLog) owning() (int64, bool, bool) {
+	epoch, ready, leading := l.p.Replica.Leading()
+	return int64(epoch), ready, leading
+}
 func (l localShareLog) waitReady(ctx context.Context, wait time.Duration) bool {
 	return waitReady(ctx, l.p.Replica, wait)
 }
@@ -103,7 +106,7 @@ func (l localShareLog) read(_ context.Context, from, upper int64, maxBytes int) 
 
 // objectShareLog is an object partition as this node's metadata image has it. This node owns
 // its share-partitions while the image names it shareOwner; the epoch is the image's
-// LiveEpoch, which moves whenever the live nodes (and so possibly the owner) change, so a
+// LiveIndex, which moves whenever the live nodes (and so possibly the owner) change, so a
 // previous owner's share-state writes are fenced once its successor has read the state.
 type objectShareLog struct {
 	b     *Broker
@@ -111,9 +114,9 @@ type objectShareLog struct {
 	index int32
 }
 
-func (o *objectShareLog) owning() (int32, bool, bool) {
+func (o *objectShareLog) owning() (int64, bool, bool) {
 	img := o.b.cl.Image()
-	return img.LiveEpoch, true, shareOwner(img, o.id, o.index) == o.b.cfg.NodeID
+	return int64(img.LiveIndex), true, shareOwner(img, o.id, o.index) == o.b.cfg.NodeID
 }
 
 func (o *objectShareLog) waitReady(context.Context, time.Duration) bool { return true }
@@ -202,9 +205,23 @@ func (o *objectShareLog) read(ctx context.Context, from, upper int64, maxBytes i
 // owner are seen at the next poll).
 const shareForwardPoll = 200 * time.Millisecond
 
+// fwdSession names a share session on the node that forwards it.
+type fwdSession struct {
+	Node int32  `json:"node"`
+	ID   uint64 `json:"id"`
+}
+
+// fwdState is what an owner knows of a session forwarded to it.
+type fwdState struct {
+	group string
+	seen  time.Time // its latest fetch or release
+	ended bool      // released: it acquires nothing more
+}
+
 type shareFetchPartReq struct {
 	Group      string               `json:"group"`
 	Member     string               `json:"member"`
+	Session    fwdSession           `json:"session"`
 	Part       group.SharePartition `json:"part"`
 	Exact      bool                 `json:"exact,omitempty"`
 	MaxBytes   int                  `json:"max_bytes"`
@@ -230,9 +247,13 @@ type shareAckPartResp struct {
 	Message string `json:"message,omitempty"`
 }
 
+// shareReleaseReq ends a forwarded session on an owner, releasing what its member acquired
+// through it in parts.
 type shareReleaseReq struct {
-	Group  string `json:"group"`
-	Member string `json:"member"`
+	Group   string                 `json:"group"`
+	Member  string                 `json:"member"`
+	Session fwdSession             `json:"session"`
+	Parts   []group.SharePartition `json:"parts"`
 }
 
 // forwardTo returns the node that keeps p's share state if p is an object partition that
@@ -246,40 +267,23 @@ func (s *shares) forwardTo(p group.SharePartition) (int32, bool) {
 	return owner, owner >= 0 && owner != s.b.cfg.NodeID
 }
 
-// forwarded notes that a member's session here forwarded to node, so that its end releases
-// what the member holds there too.
-func (s *shares) forwarded(groupID, member string, node int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := shareSessionKey{groupID, member}
-	if s.remotes[k] == nil {
-		s.remotes[k] = map[int32]bool{}
-	}
-	s.remotes[k][node] = true
-}
-
-// releaseRemote asks the nodes a member's session forwarded to to release what it holds
-// there (its session ended); a node that cannot be reached lets the locks expire.
-func (s *shares) releaseRemote(groupID, member string) {
-	s.mu.Lock()
-	nodes := s.remotes[shareSessionKey{groupID, member}]
-	delete(s.remotes, shareSessionKey{groupID, member})
-	s.mu.Unlock()
-	for node := range nodes {
-		go func() {
-			ctx, cancel := context.WithTimeout(s.b.ctx, 10*time.Second)
-			defer cancel()
-			var resp struct{}
-			if err := s.b.cl.Call(ctx, node, "share.release", shareReleaseReq{groupID, member}, &resp); err != nil {
-				s.b.logger.Debug("broker: releasing a share member's records on their owner", "group", groupID, "node", node, "err", err)
-			}
-		}()
+// releaseRemote ends a forwarded session on an owner; one that cannot be reached lets the
+// locks expire.
+func (s *shares) releaseRemote(node int32, req shareReleaseReq) {
+	ctx, cancel := context.WithTimeout(s.b.ctx, 10*time.Second)
+	defer cancel()
+	var resp struct{}
+	if err := s.b.cl.Call(ctx, node, "share.release", req, &resp); err != nil {
+		s.b.logger.Debug("broker: releasing a share member's records on their owner", "group", req.Group, "node", node, "err", err)
 	}
 }
 
-// fetchRemote acquires records of p for member on its owner node.
-func (s *shares) fetchRemote(ctx context.Context, node int32, req shareFetchPartReq) ([]byte, []share.AcquiredRecords, error) {
-	s.forwarded(req.Group, req.Member, node)
+// fetchRemote acquires records for a forwarded session on the owner node. The call is bounded
+// by d (at least a second), so that an owner that does not answer holds the fetch about its
+// MaxWait, not until the connection breaks.
+func (s *shares) fetchRemote(ctx context.Context, node int32, d time.Duration, req shareFetchPartReq) ([]byte, []share.AcquiredRecords, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(d, time.Second))
+	defer cancel()
 	var resp shareFetchPartResp
 	if err := s.b.cl.Call(ctx, node, "share.fetch", req, &resp); err != nil {
 		return nil, nil, fmt.Errorf("%w: node %d: %v", kerr.LeaderNotAvailable, node, err)
@@ -322,6 +326,46 @@ func answerError(err error) (int16, string) {
 	return kerr.UnknownServerError.Code, err.Error()
 }
 
+// fwdSeen is the owner's record of a forwarded session's fetch or release. A session it has
+// not seen, of a group with no session here and no other live forwarded one, may come after
+// an offsets change made while the group was empty: the group's idle state is dropped and
+// read again (as a session opening here does).
+func (s *shares) fwdSeen(groupID string, id fwdSession, now time.Time) *fwdState {
+	st := s.fwd[id]
+	if st == nil {
+		if !s.groupSessionLocked(groupID) && !s.groupForwardedLocked(groupID, now) {
+			s.dropIdleLocked(groupID)
+		}
+		st = &fwdState{group: groupID}
+		s.fwd[id] = st
+	}
+	st.seen = now
+	return st
+}
+
+// fwdLive is how long a forwarded session counts as live after its latest fetch.
+const fwdLive = time.Minute
+
+// groupForwardedLocked reports whether a session forwarded to this node for the group is live.
+func (s *shares) groupForwardedLocked(groupID string, now time.Time) bool {
+	for _, st := range s.fwd {
+		if st.group == groupID && !st.ended && now.Sub(st.seen) < fwdLive {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneFwdLocked forgets forwarded sessions not heard of for ten minutes (an ended one's late
+// fetch cannot come after that: it is bounded by the request's wait).
+func (s *shares) pruneFwdLocked(now time.Time) {
+	for id, st := range s.fwd {
+		if now.Sub(st.seen) > 10*time.Minute {
+			delete(s.fwd, id)
+		}
+	}
+}
+
 // handleFetchPart, handleAckPart and handleRelease are the owner's side.
 func (s *shares) handleFetchPart(ctx context.Context, _ int32, payload []byte) (any, error) {
 	var req shareFetchPartReq
@@ -329,9 +373,17 @@ func (s *shares) handleFetchPart(ctx context.Context, _ int32, payload []byte) (
 		return nil, err
 	}
 	var resp shareFetchPartResp
+	s.mu.Lock()
+	st := s.fwdSeen(req.Group, req.Session, time.Now())
+	ended := st.ended
+	s.mu.Unlock()
+	if ended {
+		return resp, nil
+	}
 	sp, lg, err := s.partFor(ctx, req.Group, req.Part, &sharePartResult{})
 	if err == nil {
-		resp.Records, resp.Acquired, err = s.acquire(ctx, sp, lg, req.Member, s.b.groupSettings(req.Group), req.Exact, req.MaxBytes, req.MaxRecords)
+		allowed := func() bool { return !st.ended } // under s.mu
+		resp.Records, resp.Acquired, err = s.acquire(ctx, sp, lg, req.Member, s.b.groupSettings(req.Group), req.Exact, req.MaxBytes, req.MaxRecords, allowed)
 	}
 	resp.Code, resp.Message = answerError(err)
 	return resp, nil
@@ -356,6 +408,10 @@ func (s *shares) handleRelease(_ context.Context, _ int32, payload []byte) (any,
 	if err := json.Unmarshal(payload, &req); err != nil {
 		return nil, err
 	}
-	s.releaseMember(req.Group, req.Member)
+	s.mu.Lock()
+	st := s.fwdSeen(req.Group, req.Session, time.Now())
+	st.ended = true // a fetch of it still under way acquires nothing now
+	s.mu.Unlock()
+	s.releaseParts(req.Group, req.Member, req.Parts)
 	return struct{}{}, nil
 }

@@ -36,9 +36,14 @@ type shareKey struct {
 type shareSessionKey struct{ group, member string }
 
 type shareSession struct {
+	id    uint64 // unique on this node: names the session to the owners it forwards to
 	epoch int32
 	parts []group.SharePartition // in the order the member named them
 	conn  *conn
+	// held are the partitions the member acquired records of through this session, with the
+	// node that keeps each one's share state (this one or an object partition's owner): what
+	// the session's end releases, as Kafka releases a closed session's partitions only.
+	held map[group.SharePartition]int32
 	// fetches counts the session's fetches: each starts its partitions one further along, so
 	// that a partition with many records does not always fill the fetch before the others.
 	fetches int
@@ -47,7 +52,7 @@ type shareSession struct {
 // sharePart is one share-partition this node leads.
 type sharePart struct {
 	key         shareKey
-	leaderEpoch int32
+	leaderEpoch int64 // a local partition's leader epoch, or an object partition's owner epoch
 	stateEpoch  int32
 	loaded      chan struct{} // closed once p is set or err
 	p           *share.Partition
@@ -72,8 +77,10 @@ type shares struct {
 	parts    map[shareKey]*sharePart
 	sessions map[shareSessionKey]*shareSession
 	counts   map[string]*shareCounts // by group, since the node started
-	// remotes are the nodes each member's session here forwarded object partitions to.
-	remotes map[shareSessionKey]map[int32]bool
+	lastID   uint64                  // the last share session id given
+	// fwd are the sessions of other nodes that forward to the object share-partitions this
+	// node keeps: a session that ended acquires nothing more here.
+	fwd map[fwdSession]*fwdState
 }
 
 // shareCounts are a share group's records on this node, for metrics.
@@ -84,7 +91,7 @@ type shareCounts struct {
 
 func newShares(b *Broker) *shares {
 	s := &shares{b: b, parts: map[shareKey]*sharePart{}, counts: map[string]*shareCounts{},
-		sessions: map[shareSessionKey]*shareSession{}, remotes: map[shareSessionKey]map[int32]bool{}}
+		sessions: map[shareSessionKey]*shareSession{}, fwd: map[fwdSession]*fwdState{}}
 	b.cl.Handle("share.read", s.handleRead)
 	b.cl.Handle("share.write", s.handleWrite)
 	b.cl.Handle("share.fetch", s.handleFetchPart)
@@ -119,6 +126,7 @@ func (s *shares) run(ctx context.Context) {
 		}
 		s.mu.Lock()
 		now := time.Now()
+		s.pruneFwdLocked(now)
 		configs := map[string]share.Config{} // by group, this round
 		for k, sp := range s.parts {
 			if sp.p == nil {
@@ -145,7 +153,7 @@ func (s *shares) run(ctx context.Context) {
 
 // leading reports whether this node keeps a share-partition (leads its local partition, or
 // owns its object partition's share state), in which epoch.
-func (s *shares) leading(k shareKey) (int32, bool) {
+func (s *shares) leading(k shareKey) (int64, bool) {
 	t, ok := s.b.topics.GetByID(k.topic)
 	if !ok {
 		return 0, false
@@ -208,7 +216,7 @@ func (s *shares) get(ctx context.Context, k shareKey, lg shareLog) (*sharePart, 
 type shareReadReq struct {
 	Group       string               `json:"group"`
 	Part        group.SharePartition `json:"part"`
-	LeaderEpoch int32                `json:"leader_epoch"`
+	LeaderEpoch int64                `json:"leader_epoch"`
 }
 
 type shareReadResp struct {
@@ -221,7 +229,7 @@ type shareWriteReq struct {
 	Group       string               `json:"group"`
 	Part        group.SharePartition `json:"part"`
 	StateEpoch  int32                `json:"state_epoch"`
-	LeaderEpoch int32                `json:"leader_epoch"`
+	LeaderEpoch int64                `json:"leader_epoch"`
 	Snapshot    []byte               `json:"snapshot"`
 }
 
@@ -514,15 +522,41 @@ func countAcks(counts *[5]int64, acks []share.AckBatch) {
 	}
 }
 
-// releaseMember gives back what a member holds in the share-partitions of its group on this
-// node, and on the nodes its session forwarded to: its share session ended.
-func (s *shares) releaseMember(groupID, member string) {
-	s.releaseRemote(groupID, member)
+// releaseSession gives back what a member acquired through a share session that ended, here
+// and on the owners it forwarded to.
+func (s *shares) releaseSession(groupID, member string, sess *shareSession) {
+	if sess == nil {
+		return
+	}
+	s.mu.Lock()
+	held := sess.held
+	sess.held = nil
+	s.mu.Unlock()
+	var local []group.SharePartition
+	remote := map[int32][]group.SharePartition{}
+	for p, node := range held {
+		if node == s.b.cfg.NodeID {
+			local = append(local, p)
+		} else {
+			remote[node] = append(remote[node], p)
+		}
+	}
+	s.releaseParts(groupID, member, local)
+	for node, parts := range remote {
+		go s.releaseRemote(node, shareReleaseReq{groupID, member, fwdSession{s.b.cfg.NodeID, sess.id}, parts})
+	}
+}
+
+// releaseParts gives back what a member holds in some share-partitions of its group here.
+func (s *shares) releaseParts(groupID, member string, parts []group.SharePartition) {
+	if len(parts) == 0 {
+		return
+	}
+	cfg := shareConfig(s.b.groupSettings(groupID))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cfg := shareConfig(s.b.groupSettings(groupID))
-	for k, sp := range s.parts {
-		if k.group == groupID && sp.p != nil {
+	for _, p := range parts {
+		if sp := s.parts[shareKey{groupID, p.Topic, p.Partition}]; sp != nil && sp.p != nil {
 			sp.p.SetConfig(cfg)
 			sp.p.ReleaseMember(member)
 			s.persistLocked(sp)
@@ -531,11 +565,34 @@ func (s *shares) releaseMember(groupID, member string) {
 	}
 }
 
+// held notes that a member acquired records of p (kept by node) through sess; if sess ended
+// meanwhile, they are released at once (the answer reaches no one).
+func (s *shares) held(groupID, member string, sess *shareSession, p group.SharePartition, node int32) {
+	s.mu.Lock()
+	if s.sessions[shareSessionKey{groupID, member}] == sess {
+		if sess.held == nil {
+			sess.held = map[group.SharePartition]int32{}
+		}
+		sess.held[p] = node
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	if node == s.b.cfg.NodeID {
+		s.releaseParts(groupID, member, []group.SharePartition{p})
+		return
+	}
+	go s.releaseRemote(node, shareReleaseReq{groupID, member, fwdSession{s.b.cfg.NodeID, sess.id}, []group.SharePartition{p}})
+}
+
 // acquire reads a share-partition's next records from the log (below the high watermark, or
 // the last stable offset) and acquires them for member, as its group's settings say (limits,
 // isolation), at most maxRecords of them if exact (record_limit), else whole log batches: it
 // returns the log batches that hold the acquired records, and the runs acquired.
-func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member string, set group.Settings, exact bool, maxBytes, maxRecords int) ([]byte, []share.AcquiredRecords, error) {
+//
+// allowed, if set, is asked under s.mu just before the records are acquired: false acquires
+// nothing (a forwarded session that ended meanwhile).
+func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member string, set group.Settings, exact bool, maxBytes, maxRecords int, allowed func() bool) ([]byte, []share.AcquiredRecords, error) {
 	s.mu.Lock()
 	sp.p.SetConfig(shareConfig(set))
 	if start := lg.logStart(); start > sp.p.Start() {
@@ -584,6 +641,10 @@ func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member
 	if s.parts[sp.key] != sp {
 		s.mu.Unlock()
 		return nil, nil, kerr.NotLeaderForPartition
+	}
+	if allowed != nil && !allowed() {
+		s.mu.Unlock()
+		return nil, nil, nil
 	}
 	for i, b := range batches { // read_committed: an aborted transaction's records are archived
 		lbs[i].Aborted = b.transactional && slices.ContainsFunc(aborted, func(a txn.Aborted) bool {

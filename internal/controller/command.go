@@ -323,13 +323,13 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 			if c.Op == OpUnfence {
 				if n.Fenced {
 					n.Fenced = false
-					im.LiveEpoch++
+					im.LiveIndex = index
 				}
 				break
 			}
 			if !n.Fenced {
 				n.Fenced = true
-				im.LiveEpoch++
+				im.LiveIndex = index
 				loseNode(im, f.Node)
 			}
 		}
@@ -560,7 +560,7 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack, n.Agent, n.Run = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack, r.Agent, r.Run
 	n.SpecLogAddr, n.AdminAddr, n.Listeners = r.SpecLogAddr, r.AdminAddr, slices.Clone(r.Listeners)
 	n.Incarnation, n.Fenced = index, false
-	im.LiveEpoch++
+	im.LiveIndex = index
 	dropWriters(im, r.Node, r.Run)
 	// A new incarnation leads nothing: the restarted process lost its replication state (and,
 	// after a power loss, maybe its unsynced tail), so every partition it led gets a new epoch.

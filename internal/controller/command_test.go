@@ -131,18 +131,21 @@ func TestFenceOnlyTheNamedIncarnation(t *testing.T) {
 	}
 }
 
-// TestLiveEpoch: the live nodes' epoch moves with every change of who is live (a
-// registration, a fence, an unfence), and only then, so that an object partition's share
-// owner, chosen among the live nodes, is one per epoch.
-func TestLiveEpoch(t *testing.T) {
+// TestLiveIndex: the index of the latest change of the live nodes moves with every change of
+// who is live (a registration, a fence, an unfence), and only then, so that an object
+// partition's share owner, chosen among the live nodes, is one per index.
+func TestLiveIndex(t *testing.T) {
 	im := cluster3(t)
-	e := im.LiveEpoch
 	step := func(index uint64, c *Command, moves bool) {
 		t.Helper()
-		before := im.LiveEpoch
+		before := im.LiveIndex
 		Apply(im, index, c)
-		if got := im.LiveEpoch != before; got != moves {
-			t.Fatalf("%s at %d: live epoch %d -> %d; want it moved: %v", c.Op, index, before, im.LiveEpoch, moves)
+		want := before
+		if moves {
+			want = index
+		}
+		if im.LiveIndex != want {
+			t.Fatalf("%s at %d: live index %d -> %d; want %d", c.Op, index, before, im.LiveIndex, want)
 		}
 	}
 	inc := im.Nodes[2].Incarnation
@@ -153,11 +156,8 @@ func TestLiveEpoch(t *testing.T) {
 	step(54, &Command{Op: OpUnfence, Fence: &Fence{Node: 2, Incarnation: inc}}, true)
 	step(55, &Command{Op: OpRegister, Register: &Register{Node: 2, ClusterAddr: "b", Run: "r2"}}, true) // a new process
 	step(56, &Command{Op: OpRegister, Register: &Register{Node: 4, ClusterAddr: "d", Run: "r4"}}, true)
-	if im.LiveEpoch != e+4 {
-		t.Fatalf("live epoch %d after four changes from %d", im.LiveEpoch, e)
-	}
-	if c := im.Clone(); c.LiveEpoch != im.LiveEpoch {
-		t.Fatalf("a clone's live epoch %d; want %d", c.LiveEpoch, im.LiveEpoch)
+	if c := im.Clone(); c.LiveIndex != 56 {
+		t.Fatalf("a clone's live index %d; want 56", c.LiveIndex)
 	}
 }
 

@@ -49,10 +49,13 @@ type Image struct {
 	// group coordinator's defaults), by group; an entry is never modified once in an image.
 	GroupConfigs map[string]map[string]string `json:"group_configs,omitempty"`
 	Nodes        map[int32]*Node              `json:"nodes"`
-	// LiveEpoch counts the changes of the live nodes: a node's registration (a new process),
-	// fencing and unfencing. Object partitions' share-partitions are kept by a node chosen
-	// among the live ones, in this epoch (broker.shareOwner).
-	LiveEpoch int32             `json:"live_epoch,omitempty"`
+	// LiveIndex is the log index of the latest change of the live nodes: a node's
+	// registration (a new process), fencing or unfencing. Object partitions' share-partitions
+	// are kept by a node chosen among the live ones (broker.shareOwner), whose writes are
+	// fenced by it. An index, not a count: a count would differ between nodes that replayed
+	// from snapshots of versions before it; every node applies its own registration, so from
+	// then on its image holds the true index.
+	LiveIndex uint64            `json:"live_index,omitempty"`
 	Topics    map[string]*Topic `json:"topics"`
 	// ObjWriters are the writers of object files, by process run id (objects.go).
 	ObjWriters map[string]*ObjWriter `json:"obj_writers,omitempty"`

@@ -23,6 +23,11 @@ func FuzzLoad(f *testing.F) {
 	for _, r := range h.records {
 		f.Add(r.Key, r.Value)
 	}
+	snap := []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0} // a share.Snapshot need not decode to seed
+	for _, epoch := range []int64{5, 1 << 40} {              // share-partition records, versions 0 and 1
+		r := sharePartRecord("s1", SharePartition{Partition: 1}, &storedShare{leaderEpoch: epoch, snapshot: snap})
+		f.Add(r.Key, r.Value)
+	}
 	f.Add(groupKey("g"), []byte{0, 3})
 	f.Add(offsetRecord("g", TopicPartition{"t", 1}, &Offset{Offset: 5}).Key, []byte{0, 1, 2})
 	f.Fuzz(func(t *testing.T, key, value []byte) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -520,7 +521,9 @@ type SharePartition struct {
 }
 
 type storedShare struct {
-	leaderEpoch int32
+	// leaderEpoch fences older leaders' writes: a local partition's leader epoch, or the log
+	// index of the metadata image an object partition's share owner was chosen in (int64).
+	leaderEpoch int64
 	snapshot    []byte // share.Snapshot encoding; nil: never written (read only)
 }
 
@@ -534,8 +537,14 @@ func sharePartKey(group string, sp SharePartition) []byte {
 func sharePartRecord(group string, sp SharePartition, st *storedShare) Record {
 	r := Record{Group: group, Key: sharePartKey(group, sp)}
 	if st != nil {
-		v := kbin.AppendInt16(nil, 0)
-		v = kbin.AppendInt32(v, st.leaderEpoch)
+		var v []byte
+		if st.leaderEpoch == int64(int32(st.leaderEpoch)) { // version 0, as ever
+			v = kbin.AppendInt16(nil, 0)
+			v = kbin.AppendInt32(v, int32(st.leaderEpoch))
+		} else { // version 1: an object partition's owner epoch past int32
+			v = kbin.AppendInt16(nil, 1)
+			v = kbin.AppendInt64(v, st.leaderEpoch)
+		}
 		r.Value = append(v, st.snapshot...)
 	}
 	return r
@@ -550,7 +559,7 @@ type ShareState struct {
 // ReadShareState answers a share-partition's leader at leaderEpoch with its stored state, and
 // from then on fences writes of older leaders (recorded, so a restarted coordinator fences them
 // too). A group that is not a share group: GROUP_ID_NOT_FOUND; an older leader: FENCED_LEADER_EPOCH.
-func (c *Coordinator) ReadShareState(group string, sp SharePartition, leaderEpoch int32) (ShareState, *kerr.Error, Output) {
+func (c *Coordinator) ReadShareState(group string, sp SharePartition, leaderEpoch int64) (ShareState, *kerr.Error, Output) {
 	var out Output
 	g := c.groups[group]
 	if g == nil || g.share == nil {
@@ -573,7 +582,7 @@ func (c *Coordinator) ReadShareState(group string, sp SharePartition, leaderEpoc
 
 // WriteShareState stores a share-partition's snapshot written by its leader at leaderEpoch, who
 // read the state at stateEpoch. The caller owns snapshot, which must decode.
-func (c *Coordinator) WriteShareState(group string, sp SharePartition, stateEpoch, leaderEpoch int32, snapshot []byte) (*kerr.Error, Output) {
+func (c *Coordinator) WriteShareState(group string, sp SharePartition, stateEpoch int32, leaderEpoch int64, snapshot []byte) (*kerr.Error, Output) {
 	var out Output
 	g := c.groups[group]
 	if g == nil || g.share == nil {
@@ -613,9 +622,17 @@ func (c *Coordinator) loadSharePart(now time.Time, key, value []byte) error {
 		return nil
 	}
 	r = kbin.Reader{Src: value}
-	version, epoch := r.Int16(), r.Int32()
-	if err := r.Complete(); err != nil || version != 0 {
-		return fmt.Errorf("%w: share-partition value version %d: %v", ErrBadRecord, version, err)
+	var epoch int64
+	switch version := r.Int16(); version {
+	case 0:
+		epoch = int64(r.Int32())
+	case 1:
+		epoch = r.Int64()
+	default:
+		return fmt.Errorf("%w: share-partition value version %d", ErrBadRecord, version)
+	}
+	if err := r.Complete(); err != nil {
+		return fmt.Errorf("%w: share-partition value: %v", ErrBadRecord, err)
 	}
 	st := &storedShare{leaderEpoch: epoch}
 	if len(r.Src) > 0 {
@@ -698,7 +715,7 @@ func (c *Coordinator) DescribeShareGroupOffsets(req *kmsg.DescribeShareGroupOffs
 				if known && grp != nil {
 					if st := grp.share.parts[SharePartition{meta.ID, p}]; st != nil && st.snapshot != nil {
 						snap, _ := share.DecodeSnapshot(st.snapshot)
-						rp.StartOffset, rp.LeaderEpoch = snap.Start, st.leaderEpoch
+						rp.StartOffset, rp.LeaderEpoch = snap.Start, int32(min(st.leaderEpoch, math.MaxInt32))
 						if hw, ok := end(meta.ID, p); ok {
 							rp.Lag = max(hw-snap.Start-doneAfterStart(&snap, hw), 0)
 						}

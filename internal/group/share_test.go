@@ -301,6 +301,45 @@ func TestShareGroupReload(t *testing.T) {
 	}
 }
 
+// TestShareStateOwnerEpochPastInt32: an object partition's owner epoch (a log index) past
+// int32 is stored in the record's version 1 and fences as well after a replay; an epoch that
+// fits is stored in version 0, as before.
+func TestShareStateOwnerEpochPastInt32(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.shb("m1", 0, []string{"t"})
+	sp := SharePartition{Topic: testTopics["t"].ID, Partition: 1}
+	const big = int64(1) << 40
+	st, rerr, out := h.c.ReadShareState("s", sp, big)
+	h.apply(out)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	snap := (&share.Snapshot{Start: 3}).AppendTo(nil)
+	e, out := h.c.WriteShareState("s", sp, st.StateEpoch, big, snap)
+	h.apply(out)
+	if e != nil {
+		t.Fatalf("write at %d: %v", big, e)
+	}
+	if v := out.Records[0].Value; len(v) < 2 || v[0] != 0 || v[1] != 1 {
+		t.Fatalf("record value %x; want version 1", v)
+	}
+	c2 := New(DefaultConfig())
+	for _, rec := range h.records {
+		if err := c2.Load(h.now, rec.Key, rec.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, e, _ := c2.ReadShareState("s", sp, big-1); e != kerr.FencedLeaderEpoch {
+		t.Fatalf("after replay, a read at %d: %v; want FENCED_LEADER_EPOCH", big-1, e)
+	}
+	if got, e, _ := c2.ReadShareState("s", sp, big); e != nil || string(got.Snapshot) != string(snap) {
+		t.Fatalf("after replay, a read at %d: %+v %v; want the snapshot", big, got, e)
+	}
+	if r := sharePartRecord("s", sp, &storedShare{leaderEpoch: 7, snapshot: snap}); r.Value[0] != 0 || r.Value[1] != 0 {
+		t.Fatalf("a record at epoch 7: %x; want version 0", r.Value)
+	}
+}
+
 // TestShareStateStore: a share-partition's leader reads its state (none at first), writes
 // snapshots; an older leader is fenced once a newer one read; a write at another state epoch is
 // fenced; the state survives a replay and goes with the group.

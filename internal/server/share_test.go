@@ -767,6 +767,87 @@ func TestShareGroupOnObjectTopicCluster(t *testing.T) {
 	}
 }
 
+// TestShareSessionEndReleasesItsOwnPartitions: a member with a session on the owner of two
+// object share-partitions, reading one there and the other through a session on another node,
+// keeps what it holds through the first when the second ends: a session's end releases the
+// partitions it acquired from, as Kafka's does, not everything the member holds on the owner.
+func TestShareSessionEndReleasesItsOwnPartitions(t *testing.T) {
+	dir := t.TempDir()
+	c := startClusterWith(t, 3, func(c *testCluster) { c.objectStore, c.batchTimeout = "file://"+dir, 5*time.Millisecond })
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, _ := c.client()
+	createObjectTopic(t, c.addrs[1], "sq-0", 1, nil)
+	c.waitTopicEverywhere(ctx, cl, "sq-0")
+	owner := leaderOf(t, c.brokers(), "sq-0", 0)
+	other := owner%3 + 1
+	// A second topic kept by the same node (made again until it is).
+	second := ""
+	for i := 1; second == ""; i++ {
+		if i == 20 {
+			t.Fatalf("none of 19 topics is kept by node %d", owner)
+		}
+		name := fmt.Sprintf("sq-%d", i)
+		createObjectTopic(t, c.addrs[1], name, 1, nil)
+		c.waitTopicEverywhere(ctx, cl, name)
+		if leaderOf(t, c.brokers(), name, 0) == owner {
+			second = name
+		}
+	}
+	for _, topic := range []string{"sq-0", second} {
+		for i := range 5 {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Both share-partitions start at the earliest offset.
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sg"
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+	rr.Configs = append(rr.Configs, cfg)
+	req.Resources = append(req.Resources, rr)
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("setting the group's configs: %v %+v", err, resp)
+	}
+	direct := &shareClient{t: t, cl: cl, group: "sg", member: "m", topic: topicIDOf(t, ctx, cl, second), leader: owner}
+	if r := direct.heartbeat(ctx, 0, []string{"sq-0", second}); r.ErrorCode != 0 {
+		t.Fatalf("join: %+v", r)
+	}
+	forwarded := &shareClient{t: t, cl: cl, group: "sg", member: "m", topic: topicIDOf(t, ctx, cl, "sq-0"), leader: other}
+	for _, m := range []*shareClient{direct, forwarded} {
+		got := ""
+		for got == "" && ctx.Err() == nil {
+			got = acquired(m.fetch(ctx, 500*time.Millisecond))
+		}
+		if got != "0-4/1" {
+			t.Fatalf("fetch through node %d acquired %q; want 0-4/1", m.leader, got)
+		}
+	}
+	forwarded.epoch = -1
+	if r := forwarded.fetch(ctx, 0); r.ErrorCode != 0 {
+		t.Fatalf("closing the session on node %d: %+v", other, r)
+	}
+	if r := direct.ack(ctx, direct.epoch, [3]int64{0, 4, 1}); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("accepting on node %d what the member holds through its session there, after its session on node %d ended: %+v", owner, other, r)
+	}
+	// What the ended session held is released: another member gets it at once.
+	n := &shareClient{t: t, cl: cl, group: "sg", member: "n", topic: forwarded.topic, leader: owner}
+	if r := n.heartbeat(ctx, 0, []string{"sq-0", second}); r.ErrorCode != 0 {
+		t.Fatalf("join n: %+v", r)
+	}
+	got := ""
+	for deadline := time.Now().Add(10 * time.Second); got == "" && time.Now().Before(deadline); {
+		got = acquired(n.fetch(ctx, 500*time.Millisecond))
+	}
+	if got != "0-4/2" {
+		t.Fatalf("another member acquired %q of sq-0; want 0-4/2 (released by the ended session)", got)
+	}
+}
+
 // TestShareGroupOnObjectTopicReadCommitted: a share group on an object topic with
 // share.auto.offset.reset=earliest starts at the partition's start in the image, and with
 // share.isolation.level=read_committed it gets no aborted transaction's records (archived from
