@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -144,8 +145,7 @@ func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add
 			// may predate an offsets change (the group was empty then): load it again.
 			s.dropIdleLocked(groupID)
 		}
-		s.lastID++
-		sess = &shareSession{id: s.lastID, epoch: 1, conn: c}
+		sess = &shareSession{id: rand.Uint64(), epoch: 1, conn: c}
 		s.sessions[k] = sess
 		go func() { // the session ends with the connection that opened it
 			<-c.ctx.Done()
@@ -155,14 +155,13 @@ func (s *shares) sessionUpdate(c *conn, groupID, member string, epoch int32, add
 				return
 			}
 			s.mu.Lock()
-			ended := s.sessions[k] == sess
-			if ended {
+			if s.sessions[k] == sess {
 				delete(s.sessions, k)
 			}
 			s.mu.Unlock()
-			if ended {
-				s.releaseSession(groupID, member, sess)
-			}
+			// What it acquired is released, also if another connection's session replaced it
+			// (that one's records are its own).
+			s.releaseSession(groupID, member, sess)
 		}()
 	case sess == nil:
 		return nil, nil, kerr.ShareSessionNotFound
@@ -588,9 +587,8 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 				continue
 			}
 			var take func(budget, want int) ([]byte, []share.AcquiredRecords, error)
-			keeper := s.b.cfg.NodeID
 			if owner, ok := s.forwardTo(p); ok {
-				forwarding, keeper = true, owner
+				forwarding = true
 				wake = append(wake, s.b.cl.ImageChanged()) // appends to object partitions
 				now := time.Now()
 				if op, err := s.b.objectPartition(p.Topic, p.Partition); err == nil {
@@ -602,6 +600,9 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 				}
 				fr := shareFetchPartReq{Group: groupID, Member: member, Session: fwdSession{s.b.cfg.NodeID, sess.id}, Part: p, Exact: exact}
 				take = func(budget, want int) ([]byte, []share.AcquiredRecords, error) {
+					if !s.held(groupID, member, sess, p, owner) {
+						return nil, nil, nil // the session ended: it acquires nothing
+					}
 					fr.MaxBytes, fr.MaxRecords = budget, want
 					records, acquired, err := s.fetchRemote(ctx, owner, time.Until(deadline), fr)
 					if errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicID) {
@@ -622,7 +623,10 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 				}
 				wake = append(wake, lg.changed(), s.wakeChan(sp))
 				take = func(budget, want int) ([]byte, []share.AcquiredRecords, error) {
-					return s.acquire(ctx, sp, lg, member, set, exact, budget, want, nil)
+					if !s.held(groupID, member, sess, p, s.b.cfg.NodeID) {
+						return nil, nil, nil // the session ended: it acquires nothing
+					}
+					return s.acquire(ctx, sp, lg, member, fwdSession{s.b.cfg.NodeID, sess.id}, set, exact, budget, want)
 				}
 			}
 			if got >= maxRecords || budget <= 0 {
@@ -635,9 +639,6 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 			if err != nil {
 				res.err = err
 				continue
-			}
-			if len(acquired) > 0 {
-				s.held(groupID, member, sess, p, keeper)
 			}
 			res.records, res.acquired = records, acquired
 			budget -= len(records)

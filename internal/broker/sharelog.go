@@ -211,11 +211,12 @@ type fwdSession struct {
 	ID   uint64 `json:"id"`
 }
 
-// fwdState is what an owner knows of a session forwarded to it.
+// fwdState is what a node knows of a share session that acquires records it keeps.
 type fwdState struct {
-	group string
-	seen  time.Time // its latest fetch or release
-	ended bool      // released: it acquires nothing more
+	group     string
+	forwarded bool      // another node's session
+	seen      time.Time // its latest acquisition (or its end)
+	ended     bool      // it acquires nothing more
 }
 
 type shareFetchPartReq struct {
@@ -326,20 +327,23 @@ func answerError(err error) (int16, string) {
 	return kerr.UnknownServerError.Code, err.Error()
 }
 
-// fwdSeen is the owner's record of a forwarded session's fetch or release. A session it has
-// not seen, of a group with no session here and no other live forwarded one, may come after
-// an offsets change made while the group was empty: the group's idle state is dropped and
-// read again (as a session opening here does).
-func (s *shares) fwdSeen(groupID string, id fwdSession, now time.Time) *fwdState {
-	st := s.fwd[id]
+// knownLocked returns what this node knows of share session id of a group, noting that it is
+// seen now. A session forwarded here (forwarded) and not seen before, of a group with no
+// session here and no other live forwarded one, may come after an offsets change made while
+// the group was empty: the group's idle state is dropped and read again (as a session opening
+// here does).
+func (s *shares) knownLocked(groupID string, id fwdSession, now time.Time, forwarded bool) *fwdState {
+	st := s.known[id]
 	if st == nil {
-		if !s.groupSessionLocked(groupID) && !s.groupForwardedLocked(groupID, now) {
+		if forwarded && !s.groupSessionLocked(groupID) && !s.groupForwardedLocked(groupID, now) {
 			s.dropIdleLocked(groupID)
 		}
-		st = &fwdState{group: groupID}
-		s.fwd[id] = st
+		st = &fwdState{group: groupID, forwarded: forwarded}
+		s.known[id] = st
 	}
-	st.seen = now
+	if !st.ended {
+		st.seen = now
+	}
 	return st
 }
 
@@ -348,20 +352,20 @@ const fwdLive = time.Minute
 
 // groupForwardedLocked reports whether a session forwarded to this node for the group is live.
 func (s *shares) groupForwardedLocked(groupID string, now time.Time) bool {
-	for _, st := range s.fwd {
-		if st.group == groupID && !st.ended && now.Sub(st.seen) < fwdLive {
+	for _, st := range s.known {
+		if st.forwarded && st.group == groupID && !st.ended && now.Sub(st.seen) < fwdLive {
 			return true
 		}
 	}
 	return false
 }
 
-// pruneFwdLocked forgets forwarded sessions not heard of for ten minutes (an ended one's late
-// fetch cannot come after that: it is bounded by the request's wait).
-func (s *shares) pruneFwdLocked(now time.Time) {
-	for id, st := range s.fwd {
+// pruneKnownLocked forgets sessions not heard of for ten minutes (for one that ended: since it
+// ended; a late fetch of it cannot come after that, bounded by its request's wait).
+func (s *shares) pruneKnownLocked(now time.Time) {
+	for id, st := range s.known {
 		if now.Sub(st.seen) > 10*time.Minute {
-			delete(s.fwd, id)
+			delete(s.known, id)
 		}
 	}
 }
@@ -374,16 +378,14 @@ func (s *shares) handleFetchPart(ctx context.Context, _ int32, payload []byte) (
 	}
 	var resp shareFetchPartResp
 	s.mu.Lock()
-	st := s.fwdSeen(req.Group, req.Session, time.Now())
-	ended := st.ended
+	ended := s.knownLocked(req.Group, req.Session, time.Now(), true).ended
 	s.mu.Unlock()
 	if ended {
 		return resp, nil
 	}
 	sp, lg, err := s.partFor(ctx, req.Group, req.Part, &sharePartResult{})
-	if err == nil {
-		allowed := func() bool { return !st.ended } // under s.mu
-		resp.Records, resp.Acquired, err = s.acquire(ctx, sp, lg, req.Member, s.b.groupSettings(req.Group), req.Exact, req.MaxBytes, req.MaxRecords, allowed)
+	if err == nil { // acquire checks the session again, under the lock
+		resp.Records, resp.Acquired, err = s.acquire(ctx, sp, lg, req.Member, req.Session, s.b.groupSettings(req.Group), req.Exact, req.MaxBytes, req.MaxRecords)
 	}
 	resp.Code, resp.Message = answerError(err)
 	return resp, nil
@@ -408,10 +410,6 @@ func (s *shares) handleRelease(_ context.Context, _ int32, payload []byte) (any,
 	if err := json.Unmarshal(payload, &req); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	st := s.fwdSeen(req.Group, req.Session, time.Now())
-	st.ended = true // a fetch of it still under way acquires nothing now
-	s.mu.Unlock()
-	s.releaseParts(req.Group, req.Member, req.Parts)
+	s.endSession(req.Group, req.Member, req.Session, req.Parts) // a fetch of it still under way acquires nothing now
 	return struct{}{}, nil
 }

@@ -36,13 +36,13 @@ type shareKey struct {
 type shareSessionKey struct{ group, member string }
 
 type shareSession struct {
-	id    uint64 // unique on this node: names the session to the owners it forwards to
+	id    uint64 // random: names the session to the nodes that keep what it acquires
 	epoch int32
 	parts []group.SharePartition // in the order the member named them
 	conn  *conn
-	// held are the partitions the member acquired records of through this session, with the
-	// node that keeps each one's share state (this one or an object partition's owner): what
-	// the session's end releases, as Kafka releases a closed session's partitions only.
+	// held are the partitions the member acquired records of through this session (or was
+	// about to), with the node that keeps each one's share state (this one or an object
+	// partition's owner): where the session's end releases what it acquired.
 	held map[group.SharePartition]int32
 	// fetches counts the session's fetches: each starts its partitions one further along, so
 	// that a partition with many records does not always fill the fetch before the others.
@@ -59,6 +59,10 @@ type sharePart struct {
 	err         error
 	persisting  bool
 	waiters     []ackWaiter
+	// bySession are the runs each share session acquired here that may still be acquired
+	// (runs below the start are dropped as new ones come): what its end releases, so that
+	// a member's other session (through another node) keeps what it holds.
+	bySession map[fwdSession][]share.AcquiredRecords
 	// wake is closed (and replaced) when records of this share-partition may have become
 	// acquirable (released, expired, rolled back) or it is dropped: the fetches waiting on it
 	// look again. Per share-partition, so an acknowledgement wakes only the fetches of its
@@ -77,10 +81,9 @@ type shares struct {
 	parts    map[shareKey]*sharePart
 	sessions map[shareSessionKey]*shareSession
 	counts   map[string]*shareCounts // by group, since the node started
-	lastID   uint64                  // the last share session id given
-	// fwd are the sessions of other nodes that forward to the object share-partitions this
-	// node keeps: a session that ended acquires nothing more here.
-	fwd map[fwdSession]*fwdState
+	// known are the share sessions (this node's and those forwarded to it) that acquired or
+	// were released here: one that ended acquires nothing more.
+	known map[fwdSession]*fwdState
 }
 
 // shareCounts are a share group's records on this node, for metrics.
@@ -91,7 +94,7 @@ type shareCounts struct {
 
 func newShares(b *Broker) *shares {
 	s := &shares{b: b, parts: map[shareKey]*sharePart{}, counts: map[string]*shareCounts{},
-		sessions: map[shareSessionKey]*shareSession{}, fwd: map[fwdSession]*fwdState{}}
+		sessions: map[shareSessionKey]*shareSession{}, known: map[fwdSession]*fwdState{}}
 	b.cl.Handle("share.read", s.handleRead)
 	b.cl.Handle("share.write", s.handleWrite)
 	b.cl.Handle("share.fetch", s.handleFetchPart)
@@ -126,7 +129,7 @@ func (s *shares) run(ctx context.Context) {
 		}
 		s.mu.Lock()
 		now := time.Now()
-		s.pruneFwdLocked(now)
+		s.pruneKnownLocked(now)
 		configs := map[string]share.Config{} // by group, this round
 		for k, sp := range s.parts {
 			if sp.p == nil {
@@ -532,6 +535,7 @@ func (s *shares) releaseSession(groupID, member string, sess *shareSession) {
 	held := sess.held
 	sess.held = nil
 	s.mu.Unlock()
+	id := fwdSession{s.b.cfg.NodeID, sess.id}
 	var local []group.SharePartition
 	remote := map[int32][]group.SharePartition{}
 	for p, node := range held {
@@ -541,58 +545,58 @@ func (s *shares) releaseSession(groupID, member string, sess *shareSession) {
 			remote[node] = append(remote[node], p)
 		}
 	}
-	s.releaseParts(groupID, member, local)
+	s.endSession(groupID, member, id, local)
 	for node, parts := range remote {
-		go s.releaseRemote(node, shareReleaseReq{groupID, member, fwdSession{s.b.cfg.NodeID, sess.id}, parts})
+		go s.releaseRemote(node, shareReleaseReq{groupID, member, id, parts})
 	}
 }
 
-// releaseParts gives back what a member holds in some share-partitions of its group here.
-func (s *shares) releaseParts(groupID, member string, parts []group.SharePartition) {
-	if len(parts) == 0 {
-		return
-	}
+// endSession ends a share session here: it acquires nothing more, and what it acquired in
+// parts and still holds is released.
+func (s *shares) endSession(groupID, member string, id fwdSession, parts []group.SharePartition) {
 	cfg := shareConfig(s.b.groupSettings(groupID))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	st := s.knownLocked(groupID, id, time.Now(), false)
+	st.ended = true
 	for _, p := range parts {
-		if sp := s.parts[shareKey{groupID, p.Topic, p.Partition}]; sp != nil && sp.p != nil {
+		sp := s.parts[shareKey{groupID, p.Topic, p.Partition}]
+		if sp == nil || sp.p == nil {
+			continue
+		}
+		runs := sp.bySession[id]
+		delete(sp.bySession, id)
+		if len(runs) > 0 {
 			sp.p.SetConfig(cfg)
-			sp.p.ReleaseMember(member)
+			sp.p.ReleaseRuns(member, runs)
 			s.persistLocked(sp)
 			s.wakeLocked(sp)
 		}
 	}
 }
 
-// held notes that a member acquired records of p (kept by node) through sess; if sess ended
-// meanwhile, they are released at once (the answer reaches no one).
-func (s *shares) held(groupID, member string, sess *shareSession, p group.SharePartition, node int32) {
+// held notes that sess is about to acquire records of p, kept by node, so that its end
+// releases them; false if sess ended already (it must acquire nothing).
+func (s *shares) held(groupID, member string, sess *shareSession, p group.SharePartition, node int32) bool {
 	s.mu.Lock()
-	if s.sessions[shareSessionKey{groupID, member}] == sess {
-		if sess.held == nil {
-			sess.held = map[group.SharePartition]int32{}
-		}
-		sess.held[p] = node
-		s.mu.Unlock()
-		return
+	defer s.mu.Unlock()
+	if s.sessions[shareSessionKey{groupID, member}] != sess {
+		return false
 	}
-	s.mu.Unlock()
-	if node == s.b.cfg.NodeID {
-		s.releaseParts(groupID, member, []group.SharePartition{p})
-		return
+	if sess.held == nil {
+		sess.held = map[group.SharePartition]int32{}
 	}
-	go s.releaseRemote(node, shareReleaseReq{groupID, member, fwdSession{s.b.cfg.NodeID, sess.id}, []group.SharePartition{p}})
+	sess.held[p] = node
+	return true
 }
 
 // acquire reads a share-partition's next records from the log (below the high watermark, or
 // the last stable offset) and acquires them for member, as its group's settings say (limits,
 // isolation), at most maxRecords of them if exact (record_limit), else whole log batches: it
 // returns the log batches that hold the acquired records, and the runs acquired.
-//
-// allowed, if set, is asked under s.mu just before the records are acquired: false acquires
-// nothing (a forwarded session that ended meanwhile).
-func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member string, set group.Settings, exact bool, maxBytes, maxRecords int, allowed func() bool) ([]byte, []share.AcquiredRecords, error) {
+// The records are acquired for share session by (of this node or one that forwards), unless it
+// ended (checked under s.mu, just before acquiring); its runs are kept for its end.
+func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member string, by fwdSession, set group.Settings, exact bool, maxBytes, maxRecords int) ([]byte, []share.AcquiredRecords, error) {
 	s.mu.Lock()
 	sp.p.SetConfig(shareConfig(set))
 	if start := lg.logStart(); start > sp.p.Start() {
@@ -642,7 +646,7 @@ func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member
 		s.mu.Unlock()
 		return nil, nil, kerr.NotLeaderForPartition
 	}
-	if allowed != nil && !allowed() {
+	if st := s.knownLocked(sp.key.group, by, time.Now(), by.Node != s.b.cfg.NodeID); st.ended {
 		s.mu.Unlock()
 		return nil, nil, nil
 	}
@@ -656,6 +660,14 @@ func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member
 		acquire = sp.p.AcquireRecords
 	}
 	acquired := acquire(member, time.Now(), from, lbs, maxRecords)
+	if len(acquired) > 0 {
+		if sp.bySession == nil {
+			sp.bySession = map[fwdSession][]share.AcquiredRecords{}
+		}
+		start := sp.p.Start()
+		runs := slices.DeleteFunc(sp.bySession[by], func(a share.AcquiredRecords) bool { return a.Last < start })
+		sp.bySession[by] = append(runs, acquired...)
+	}
 	s.mu.Unlock()
 	if len(acquired) > 0 {
 		s.count(sp.key.group, func(c *shareCounts) {

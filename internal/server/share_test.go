@@ -846,6 +846,44 @@ func TestShareSessionEndReleasesItsOwnPartitions(t *testing.T) {
 	if got != "0-4/2" {
 		t.Fatalf("another member acquired %q of sq-0; want 0-4/2 (released by the ended session)", got)
 	}
+
+	// One member, two sessions on the two other nodes, both forwarding to the owner for the
+	// same partition (a zone's leader moved): the first one's end leaves the second's records.
+	third := 6 - owner - other
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "sq-0", Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var sessions []*shareClient
+	for i, node := range []int32{other, third} {
+		produce(5+5*i, 10+5*i)
+		m := &shareClient{t: t, cl: cl, group: "sg", member: "m", topic: forwarded.topic, leader: node}
+		got := ""
+		for got == "" && ctx.Err() == nil {
+			got = acquired(m.fetch(ctx, 500*time.Millisecond))
+		}
+		if want := fmt.Sprintf("%d-%d/1", 5+5*i, 9+5*i); got != want {
+			t.Fatalf("session on node %d acquired %q; want %s", node, got, want)
+		}
+		sessions = append(sessions, m)
+	}
+	sessions[0].epoch = -1
+	if r := sessions[0].fetch(ctx, 0); r.ErrorCode != 0 {
+		t.Fatalf("closing the session on node %d: %+v", other, r)
+	}
+	got = "" // the release is under way once another member gets what it released
+	for deadline := time.Now().Add(10 * time.Second); got == "" && time.Now().Before(deadline); {
+		got = acquired(n.fetch(ctx, 500*time.Millisecond))
+	}
+	if got != "5-9/2" {
+		t.Fatalf("another member acquired %q of sq-0; want 5-9/2 (released by the first session's end; 10-14 still the second's)", got)
+	}
+	if r := sessions[1].ack(ctx, sessions[1].epoch, [3]int64{10, 14, 1}); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("accepting through node %d what the member holds through its session there, after its session on node %d ended: %+v", third, other, r)
+	}
 }
 
 // TestShareGroupOnObjectTopicReadCommitted: a share group on an object topic with

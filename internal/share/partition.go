@@ -589,6 +589,25 @@ func (p *Partition) ReleaseMember(member string) {
 	p.merge()
 }
 
+// ReleaseRuns is ReleaseMember limited to the records of runs (what one share session of the
+// member acquired): the member's records acquired through another session stay its own.
+func (p *Partition) ReleaseRuns(member string, runs []AcquiredRecords) {
+	for _, r := range runs {
+		first, last := max(r.First, p.start), min(r.Last, p.end-1)
+		if first > last {
+			continue
+		}
+		p.each(first, last, func(s *span) {
+			if s.state == Acquired && s.member == member && s.op == 0 {
+				s.state, s.member, s.deadline = p.afterDelivery(s.count), "", time.Time{}
+				p.dirty = true
+			}
+		})
+	}
+	p.advance()
+	p.merge()
+}
+
 // ExpireLocks makes the records whose acquisition lock expired by now Available again (or
 // Archived, if that was their last delivery). It reports whether any did.
 func (p *Partition) ExpireLocks(now time.Time) bool {

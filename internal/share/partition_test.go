@@ -708,3 +708,34 @@ func TestThrottledDelivery(t *testing.T) {
 		r.ExpireLocks(now)
 	}
 }
+
+// TestReleaseRuns: releasing what one share session of a member acquired leaves what the same
+// member acquired through another session (two nodes forwarding to one owner), including the
+// part of a span the two acquisitions share, and skips what was acknowledged or is outside the
+// window.
+func TestReleaseRuns(t *testing.T) {
+	cfg := DefaultConfig()
+	now := time.UnixMilli(1_700_000_000_000)
+	p := New(cfg, 0)
+	log := logOf(0, 30, 5)
+	first := fetch(p, "m", now, log, 10)  // session 1: 0-9
+	second := fetch(p, "m", now, log, 10) // session 2: 10-19, adjacent to session 1's
+	if !slices.Equal(first, []AcquiredRecords{{0, 9, 1}}) || !slices.Equal(second, []AcquiredRecords{{10, 19, 1}}) {
+		t.Fatalf("acquired %v then %v", first, second)
+	}
+	if _, err := p.Acknowledge("m", now, []AckBatch{{0, 2, []AckType{Accept}}}); err != nil {
+		t.Fatal(err)
+	}
+	persist(t, p)
+	p.ReleaseRuns("m", append(first, AcquiredRecords{40, 50, 1})) // and offsets past the window
+	mustCheck(t, p)
+	// 3-9 are available again; 10-19 still session 2's, acknowledgeable by the member.
+	if _, err := p.Acknowledge("m", now, []AckBatch{{10, 19, []AckType{Accept}}}); err != nil {
+		t.Fatalf("acknowledging session 2's records after session 1's release: %v", err)
+	}
+	persist(t, p)
+	if a := fetch(p, "n", now, log, 10); !slices.Equal(a, []AcquiredRecords{{3, 9, 2}, {20, 24, 1}}) {
+		t.Fatalf("another member acquired %v; want 3-9 at their second delivery, then the next batch", a)
+	}
+	mustCheck(t, p)
+}
