@@ -139,6 +139,11 @@ func (s *shares) run(ctx context.Context) {
 				s.dropLocked(sp, kerr.NotLeaderForPartition)
 				continue
 			}
+			for id := range sp.bySession {
+				if s.known[id] == nil { // not heard of for ten minutes: its locks expired long ago
+					delete(sp.bySession, id)
+				}
+			}
 			cfg, ok := configs[k.group]
 			if !ok {
 				cfg = shareConfig(s.b.groupSettings(k.group))
@@ -646,7 +651,7 @@ func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member
 		s.mu.Unlock()
 		return nil, nil, kerr.NotLeaderForPartition
 	}
-	if st := s.knownLocked(sp.key.group, by, time.Now(), by.Node != s.b.cfg.NodeID); st.ended {
+	if st := s.knownLocked(sp.key.group, by, time.Now(), false); st.ended {
 		s.mu.Unlock()
 		return nil, nil, nil
 	}
