@@ -139,8 +139,10 @@ func (s *shares) run(ctx context.Context) {
 				s.dropLocked(sp, kerr.NotLeaderForPartition)
 				continue
 			}
-			for id := range sp.bySession {
-				if s.known[id] == nil { // not heard of for ten minutes: its locks expired long ago
+			for id, runs := range sp.bySession {
+				// A session not heard of for ten minutes (its node may be gone) whose runs hold
+				// nothing any more (acknowledged, expired, taken again): nothing to release.
+				if s.known[id] == nil && !sp.p.Holds(runs) {
 					delete(sp.bySession, id)
 				}
 			}

@@ -590,7 +590,9 @@ func (p *Partition) ReleaseMember(member string) {
 }
 
 // ReleaseRuns is ReleaseMember limited to the records of runs (what one share session of the
-// member acquired): the member's records acquired through another session stay its own.
+// member acquired) still held at the runs' delivery counts: the member's records acquired
+// through another session stay its own, also when that session acquired the same records
+// again later (each acquisition counts a delivery).
 func (p *Partition) ReleaseRuns(member string, runs []AcquiredRecords) {
 	for _, r := range runs {
 		first, last := max(r.First, p.start), min(r.Last, p.end-1)
@@ -598,7 +600,7 @@ func (p *Partition) ReleaseRuns(member string, runs []AcquiredRecords) {
 			continue
 		}
 		p.each(first, last, func(s *span) {
-			if s.state == Acquired && s.member == member && s.op == 0 {
+			if s.state == Acquired && s.member == member && s.count == r.Count && s.op == 0 {
 				s.state, s.member, s.deadline = p.afterDelivery(s.count), "", time.Time{}
 				p.dirty = true
 			}
@@ -606,6 +608,22 @@ func (p *Partition) ReleaseRuns(member string, runs []AcquiredRecords) {
 	}
 	p.advance()
 	p.merge()
+}
+
+// Holds reports whether a record of runs is still acquired at its run's delivery count (by
+// anyone: the acquisition the run names, or none if another took the count since).
+func (p *Partition) Holds(runs []AcquiredRecords) bool {
+	for _, r := range runs {
+		first, last := max(r.First, p.start), min(r.Last, p.end-1)
+		held := false
+		if first <= last {
+			p.eachOverlap(first, last, func(s *span) { held = held || s.state == Acquired && s.count == r.Count })
+		}
+		if held {
+			return true
+		}
+	}
+	return false
 }
 
 // ExpireLocks makes the records whose acquisition lock expired by now Available again (or

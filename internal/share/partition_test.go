@@ -738,4 +738,24 @@ func TestReleaseRuns(t *testing.T) {
 		t.Fatalf("another member acquired %v; want 3-9 at their second delivery, then the next batch", a)
 	}
 	mustCheck(t, p)
+	if !p.Holds([]AcquiredRecords{{20, 24, 1}}) || p.Holds(first) || p.Holds(second) {
+		t.Fatalf("Holds: 20-24/1 %v, session 1's runs %v, session 2's %v; want true, false, false",
+			p.Holds([]AcquiredRecords{{20, 24, 1}}), p.Holds(first), p.Holds(second))
+	}
+
+	// A session's runs whose lock expired and which the member's other session acquired again
+	// (a later delivery) are not released by the first session's end.
+	q := New(cfg, 0)
+	old := fetch(q, "m", now, log, 5) // session 1: 0-4, delivery 1
+	now = now.Add(cfg.LockDuration)
+	q.ExpireLocks(now)
+	again := fetch(q, "m", now, log, 5) // session 2: 0-4, delivery 2
+	if !slices.Equal(old, []AcquiredRecords{{0, 4, 1}}) || !slices.Equal(again, []AcquiredRecords{{0, 4, 2}}) {
+		t.Fatalf("acquired %v, then after the lock %v", old, again)
+	}
+	q.ReleaseRuns("m", old)
+	mustCheck(t, q)
+	if _, err := q.Acknowledge("m", now, []AckBatch{{0, 4, []AckType{Accept}}}); err != nil {
+		t.Fatalf("acknowledging session 2's records after session 1's end: %v", err)
+	}
 }
