@@ -677,11 +677,7 @@ func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member
 	}
 	s.mu.Unlock()
 	if len(acquired) > 0 {
-		s.count(sp.key.group, func(c *shareCounts) {
-			for _, a := range acquired {
-				c.delivered += a.Last - a.First + 1
-			}
-		})
+		s.count(sp.key.group, func(c *shareCounts) { c.delivered += int64(acquiredCount(acquired)) })
 	}
 	// The batches that hold acquired records; most often one run of the read, sent as it is.
 	var picked []logBatch

@@ -168,49 +168,12 @@ func TestGroupConfigs(t *testing.T) {
 	}
 
 	// Transactions: one aborted, one committed, one left open.
-	txn := func(id string, commit bool, end bool, vals ...string) {
-		t.Helper()
-		tc, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("q"), kgo.TransactionalID(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if end {
-			defer tc.Close()
-		} else {
-			t.Cleanup(tc.Close)
-		}
-		if err := tc.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range vals {
-			if err := tc.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if end {
-			if err := tc.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	txn("aborts", false, true, "a1", "a2")                                                      // offsets 10-11, its marker 12
-	txn("commits", true, true, "c1")                                                            // 13, marker 14
-	txn("stays-open", false, false, "o1")                                                       // 15, open
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil { // 16
-		t.Fatal(err)
-	}
+	writeShareTxns(t, ctx, b.addr, "q")
 	m2 := &shareClient{t: t, cl: cl, group: "g2", member: "m2", topic: topicID}
 	if r := m2.heartbeat(ctx, 0, []string{"q"}); r.ErrorCode != 0 {
 		t.Fatalf("join g2: %+v", r)
 	}
-	var runs []string
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if a := acquired(m2.fetch(ctx, 200*time.Millisecond)); a != "" {
-			runs = append(runs, a)
-		}
-	}
-	if s := strings.Join(runs, " "); s != "0-9/1 12-14/1" {
+	if s := acquiredWithin(ctx, m2, 3*time.Second); s != "0-9/1 12-14/1" {
 		t.Fatalf("read_committed g2 acquired %q; want 0-9/1 12-14/1 (10-11 aborted, 15 on open, markers acquired for the client to skip)", s)
 	}
 

@@ -803,16 +803,7 @@ func TestShareSessionEndReleasesItsOwnPartitions(t *testing.T) {
 		}
 	}
 	// Both share-partitions start at the earliest offset.
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sg"
-	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	cfg.Name, cfg.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
-	rr.Configs = append(rr.Configs, cfg)
-	req.Resources = append(req.Resources, rr)
-	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("setting the group's configs: %v %+v", err, resp)
-	}
+	setGroupConfigs(t, ctx, cl, "sg", map[string]string{"share.auto.offset.reset": "earliest"})
 	direct := &shareClient{t: t, cl: cl, group: "sg", member: "m", topic: topicIDOf(t, ctx, cl, second), leader: owner}
 	if r := direct.heartbeat(ctx, 0, []string{"sq-0", second}); r.ErrorCode != 0 {
 		t.Fatalf("join: %+v", r)
@@ -904,56 +895,13 @@ func TestShareGroupOnObjectTopicReadCommitted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
-	for name, v := range map[string]string{"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"} {
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Value = name, kmsg.StringPtr(v)
-		rr.Configs = append(rr.Configs, c)
-	}
-	req.Resources = append(req.Resources, rr)
-	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("setting the group's configs: %v %+v", err, resp)
-	}
-	txn := func(id string, commit, end bool, vals ...string) {
-		t.Helper()
-		tc, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("oq"), kgo.TransactionalID(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(tc.Close)
-		if err := tc.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range vals {
-			if err := tc.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if end {
-			if err := tc.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	txn("aborts", false, true, "a1", "a2")                                                      // offsets 10-11, its marker 12
-	txn("commits", true, true, "c1")                                                            // 13, marker 14
-	txn("stays-open", false, false, "o1")                                                       // 15, open
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil { // 16
-		t.Fatal(err)
-	}
+	setGroupConfigs(t, ctx, cl, "g", map[string]string{"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"})
+	writeShareTxns(t, ctx, b.addr, "oq")
 	m := &shareClient{t: t, cl: cl, group: "g", member: "m", topic: topicIDOf(t, ctx, cl, "oq")}
 	if r := m.heartbeat(ctx, 0, []string{"oq"}); r.ErrorCode != 0 {
 		t.Fatalf("join: %+v", r)
 	}
-	var runs []string
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
-		if a := acquired(m.fetch(ctx, 200*time.Millisecond)); a != "" {
-			runs = append(runs, a)
-		}
-	}
-	if s := strings.Join(runs, " "); s != "0-9/1 12-14/1" {
+	if s := acquiredWithin(ctx, m, 3*time.Second); s != "0-9/1 12-14/1" {
 		t.Fatalf("read_committed acquired %q; want 0-9/1 12-14/1 (10-11 aborted, 15 on open, markers acquired for the client to skip)", s)
 	}
 }
@@ -1482,4 +1430,71 @@ func TestShareAcknowledgeWritesTogether(t *testing.T) {
 	if late.Load() {
 		t.Fatalf("the second partition's share-state write came only after the first one's fsync (the acknowledgement took %v)", time.Since(start))
 	}
+}
+
+// setGroupConfigs sets a group's configs (IncrementalAlterConfigs of resource GROUP).
+func setGroupConfigs(t *testing.T, ctx context.Context, cl *kgo.Client, group string, configs map[string]string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for name, v := range configs {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = name, kmsg.StringPtr(v)
+		rr.Configs = append(rr.Configs, c)
+	}
+	req.Resources = append(req.Resources, rr)
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("setting group %s's configs: %v %+v", group, err, resp)
+	}
+}
+
+// writeShareTxns appends to topic (whose offsets 0-9 are written) one aborted transaction
+// (offsets 10-11, its marker 12), one committed (13, marker 14), one left open (15), and a
+// record outside any transaction (16): what a read_committed share group must skip and stop at.
+func writeShareTxns(t *testing.T, ctx context.Context, addr, topic string) {
+	t.Helper()
+	txn := func(id string, commit, end bool, vals ...string) {
+		t.Helper()
+		tc, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.TransactionalID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tc.Close) // the open one stays open until the test ends
+		if err := tc.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			if err := tc.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if end {
+			if err := tc.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	txn("aborts", false, true, "a1", "a2")
+	txn("commits", true, true, "c1")
+	txn("stays-open", false, false, "o1")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// acquiredWithin fetches as m for d and lists the runs it acquired ("first-last/count", in order).
+func acquiredWithin(ctx context.Context, m *shareClient, d time.Duration) string {
+	var runs []string
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		if a := acquired(m.fetch(ctx, 200*time.Millisecond)); a != "" {
+			runs = append(runs, a)
+		}
+	}
+	return strings.Join(runs, " ")
 }
