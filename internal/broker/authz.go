@@ -182,6 +182,17 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 		if !r.allowedGroup(read, req.Group) {
 			return deny(groupDenied)
 		}
+	case *kmsg.StreamsGroupHeartbeatRequest:
+		if !r.allowedGroup(read, req.Group) {
+			return deny(groupDenied)
+		}
+		if req.Topology != nil { // as Kafka: DESCRIBE on every topic the topology names
+			for _, t := range streamsRequiredTopics(req.Topology) {
+				if !r.allowedTopic(describe, t) {
+					return deny(kerr.TopicAuthorizationFailed)
+				}
+			}
+		}
 	case *kmsg.OffsetDeleteRequest:
 		if !r.allowedGroup(del, req.Group) {
 			return deny(groupDenied)
@@ -271,6 +282,17 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 			for i, g := range dg.Groups {
 				if !r.allowedGroup(describe, g.Group) {
 					ng := kmsg.NewDescribeGroupsResponseGroup()
+					ng.Group, ng.ErrorCode, ng.AuthorizedOperations = g.Group, groupDenied.Code, notRequested
+					dg.Groups[i] = ng
+				}
+			}
+		})
+	case *kmsg.StreamsGroupDescribeRequest:
+		return after(handle(ctx, r), func(resp kmsg.Response) {
+			dg := resp.(*kmsg.StreamsGroupDescribeResponse)
+			for i, g := range dg.Groups {
+				if !r.allowedGroup(describe, g.Group) {
+					ng := kmsg.NewStreamsGroupDescribeResponseGroup()
 					ng.Group, ng.ErrorCode, ng.AuthorizedOperations = g.Group, groupDenied.Code, notRequested
 					dg.Groups[i] = ng
 				}

@@ -204,6 +204,7 @@ type Broker struct {
 	mem           *semaphore.Weighted // in-flight request bytes, all connections
 	fetchSessions *fetchSessions
 	groups        *groups
+	streamsTopics streamsTopicCreator // streams groups' internal topics being created
 	shares        *shares
 	txns          *txns
 	authFailures  *security.FailureLimiter

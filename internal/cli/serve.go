@@ -29,6 +29,9 @@ type serveFlags struct {
 	shareLock             time.Duration
 	shareDeliveries       int
 	shareRecordLocks      int64
+	streamsSession        time.Duration
+	streamsHeartbeat      time.Duration
+	streamsStandbys       int
 	numPartitions         int32
 	defaultRF             int16
 	offsetsRF, txnStateRF int16
@@ -101,6 +104,9 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.DurationVar(&f.shareLock, "group-share-record-lock-duration", 30*time.Second, "share groups: how long a consumer holds a record it was given before it is offered again (Kafka's group.share.record.lock.duration.ms; 1 s to 1 h)")
 	flags.IntVar(&f.shareDeliveries, "group-share-delivery-count-limit", 5, "share groups: deliveries of a record before it is archived instead of offered again (Kafka's group.share.delivery.count.limit; 2 to 10)")
 	flags.Int64Var(&f.shareRecordLocks, "group-share-partition-max-record-locks", 2000, "share groups: offsets in flight per share-partition, from its start (Kafka's group.share.partition.max.record.locks; 100 to 10000)")
+	flags.DurationVar(&f.streamsSession, "group-streams-session-timeout", 45*time.Second, "streams groups (KIP-1071): how long a member may go without a heartbeat before it is removed (Kafka's group.streams.session.timeout.ms)")
+	flags.DurationVar(&f.streamsHeartbeat, "group-streams-heartbeat-interval", 5*time.Second, "streams groups: the heartbeat interval given to members (Kafka's group.streams.heartbeat.interval.ms)")
+	flags.IntVar(&f.streamsStandbys, "group-streams-num-standby-replicas", 0, "streams groups: standby replicas of each stateful task, unless the group sets streams.num.standby.replicas (Kafka's group.streams.num.standby.replicas; 0 to 2)")
 	flags.StringVar(&f.replicaSelector, "replica-selector", "", `where consumers read: "" (the leader) or "rack" (KIP-392: a consumer with client.rack reads from an in-sync replica in its rack; Kafka's replica.selector.class `+rackSelectorClass+` is accepted too)`)
 	flags.Int32Var(&f.numPartitions, "num-partitions", 1, "partitions of a topic created without a count: auto-created, or CreateTopics with -1 (Kafka's num.partitions)")
 	flags.Int16Var(&f.offsetsRF, "offsets-topic-replication-factor", 0, "replication factor __consumer_offsets is created with (Kafka's offsets.topic.replication.factor; 0: 3 once three nodes are registered, else 1)")
@@ -257,6 +263,13 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	if cfg.ShareGroups, err = f.shareConfig(); err != nil {
 		return server.Config{}, err
 	}
+	switch {
+	case f.streamsSession < time.Second || f.streamsHeartbeat < 100*time.Millisecond || f.streamsHeartbeat >= f.streamsSession:
+		return server.Config{}, fmt.Errorf("--group-streams-session-timeout %v and --group-streams-heartbeat-interval %v: want a session of at least 1s above the interval (at least 100ms)", f.streamsSession, f.streamsHeartbeat)
+	case f.streamsStandbys < 0 || f.streamsStandbys > 2:
+		return server.Config{}, fmt.Errorf("--group-streams-num-standby-replicas %d: want 0 to 2", f.streamsStandbys)
+	}
+	cfg.StreamsSessionTimeout, cfg.StreamsHeartbeatInterval, cfg.StreamsStandbyReplicas = f.streamsSession, f.streamsHeartbeat, f.streamsStandbys
 	if f.groupMigration != "" && !slices.Contains(group.MigrationPolicies, f.groupMigration) { // "": an agent, which has no groups
 		return server.Config{}, fmt.Errorf("--group-consumer-migration-policy %q: want one of %s", f.groupMigration, strings.Join(group.MigrationPolicies, ", "))
 	}

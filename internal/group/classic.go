@@ -42,6 +42,13 @@ func (c *Coordinator) JoinGroup(now time.Time, id RequestID, req *kmsg.JoinGroup
 	if g.share != nil { // as Kafka: a share group is no classic group, empty or not
 		return fail(kerr.InconsistentGroupProtocol, "")
 	}
+	if g.streams != nil { // as Kafka: a live streams group is no classic group; an empty one becomes one
+		if len(g.streams.members) > 0 {
+			return fail(kerr.InconsistentGroupProtocol, "")
+		}
+		g.streams, g.ProtocolType = nil, ""
+		out.Records = append(out.Records, Record{Group: g.ID, Key: streamsKey(g.ID)})
+	}
 	if g.consumer != nil { // a consumer (KIP-848) group
 		if len(g.consumer.members) > 0 { // a classic member in it (migrate.go)
 			before := c.consumerStateValue(g.ID)
@@ -630,6 +637,12 @@ func (c *Coordinator) leaveOne(g *Group, lm kmsg.LeaveGroupRequestMember, out *O
 func (c *Coordinator) Tick(now time.Time) Output {
 	var out Output
 	for _, g := range c.Groups() {
+		if g.streams != nil {
+			if c.tickStreams(now, g) { // a removal: the state changed
+				out.Records = append(out.Records, Record{Group: g.ID, Key: streamsKey(g.ID), Value: c.streamsStateValue(g.ID)})
+			}
+			continue
+		}
 		if g.share != nil {
 			if c.tickShare(now, g) {
 				out.Records = append(out.Records, Record{Group: g.ID, Key: shareKey(g.ID), Value: c.shareStateValue(g.ID)})

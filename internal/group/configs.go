@@ -13,8 +13,9 @@ import (
 // Group configs (Kafka's ConfigResource GROUP, KIP-848 and KIP-932): a group's overrides of
 // the coordinator's defaults, set with IncrementalAlterConfigs (kafka-configs --entity-type
 // groups) and kept by the controller. Kafka's names, types, ranges and messages (Kafka 4.3's
-// set, less the streams.* configs, the assignor offload and interval, and the RENEW switch:
-// Runnel has no streams groups, assigns at once, and serves ShareFetch v1 without RENEW).
+// set, less streams.initial.rebalance.delay.ms and streams.assignment.interval.ms, the share
+// assignor offload and interval, and the RENEW switch: Runnel assigns at once, and serves
+// ShareFetch v1 without RENEW).
 const (
 	ConsumerSessionTimeoutConfig       = "consumer.session.timeout.ms"
 	ConsumerHeartbeatIntervalConfig    = "consumer.heartbeat.interval.ms"
@@ -25,6 +26,9 @@ const (
 	SharePartitionMaxRecordLocksConfig = "share.partition.max.record.locks"
 	ShareAutoOffsetResetConfig         = "share.auto.offset.reset"
 	ShareIsolationLevelConfig          = "share.isolation.level"
+	StreamsSessionTimeoutConfig        = "streams.session.timeout.ms"
+	StreamsHeartbeatIntervalConfig     = "streams.heartbeat.interval.ms"
+	StreamsNumStandbyReplicasConfig    = "streams.num.standby.replicas"
 )
 
 // GroupConfigDef is one group config's definition.
@@ -45,6 +49,9 @@ var GroupConfigDefs = []GroupConfigDef{
 	{SharePartitionMaxRecordLocksConfig, true, "Share-group record lock limit per share-partition."},
 	{ShareRecordLockDurationConfig, true, "The record acquisition lock duration in milliseconds for share groups."},
 	{ShareSessionTimeoutConfig, true, "The timeout to detect client failures when using the share group protocol."},
+	{StreamsHeartbeatIntervalConfig, true, "The heartbeat interval given to the members."},
+	{StreamsNumStandbyReplicasConfig, true, "The number of standby replicas for each task."},
+	{StreamsSessionTimeoutConfig, true, "The timeout to detect client failures when using the streams group protocol."},
 }
 
 // LookupGroupConfig returns a group config's definition.
@@ -75,6 +82,9 @@ type Settings struct {
 	SharePartitionMaxRecordLocks int64
 	ShareAutoOffsetReset         OffsetReset
 	ShareReadCommitted           bool
+	StreamsSessionTimeout        time.Duration
+	StreamsHeartbeatInterval     time.Duration
+	StreamsStandbyReplicas       int
 }
 
 // intConfig is one INT group config: its value in Settings, its least value, and the
@@ -111,6 +121,12 @@ var intConfigs = []intConfig{
 		func(s *Settings) int64 { return int64(s.ShareDeliveryCountLimit) }, func(s *Settings, v int64) { s.ShareDeliveryCountLimit = int16(v) }},
 	{SharePartitionMaxRecordLocksConfig, 100, 100, 4000, "group.share.%s.partition.max.record.locks", false,
 		func(s *Settings) int64 { return s.SharePartitionMaxRecordLocks }, func(s *Settings, v int64) { s.SharePartitionMaxRecordLocks = v }},
+	msConfig(StreamsHeartbeatIntervalConfig, time.Millisecond, 5*time.Second, 15*time.Second, "group.streams.%s.heartbeat.interval.ms",
+		func(s *Settings) *time.Duration { return &s.StreamsHeartbeatInterval }),
+	msConfig(StreamsSessionTimeoutConfig, time.Millisecond, 45*time.Second, 60*time.Second, "group.streams.%s.session.timeout.ms",
+		func(s *Settings) *time.Duration { return &s.StreamsSessionTimeout }),
+	{StreamsNumStandbyReplicasConfig, 0, 0, 2, "group.streams.%s.standby.replicas", false,
+		func(s *Settings) int64 { return int64(s.StreamsStandbyReplicas) }, func(s *Settings, v int64) { s.StreamsStandbyReplicas = int(v) }},
 }
 
 // defaults returns the coordinator's settings.
@@ -120,6 +136,8 @@ func (c Config) defaults() Settings {
 		ShareSessionTimeout: c.ShareSessionTimeout, ShareHeartbeatInterval: c.ShareHeartbeatInterval,
 		ShareRecordLockDuration: c.ShareRecordLockDuration, ShareDeliveryCountLimit: c.ShareDeliveryCountLimit,
 		SharePartitionMaxRecordLocks: c.SharePartitionMaxRecordLocks,
+		StreamsSessionTimeout:        c.StreamsSessionTimeout, StreamsHeartbeatInterval: c.StreamsHeartbeatInterval,
+		StreamsStandbyReplicas: c.StreamsStandbyReplicas,
 	}
 }
 
@@ -227,6 +245,9 @@ func (c Config) CheckGroupConfigs(overrides map[string]string) error {
 	}
 	if s.ShareSessionTimeout <= s.ShareHeartbeatInterval {
 		return fmt.Errorf("%s must be greater than %s", ShareSessionTimeoutConfig, ShareHeartbeatIntervalConfig)
+	}
+	if s.StreamsSessionTimeout <= s.StreamsHeartbeatInterval {
+		return fmt.Errorf("%s must be greater than %s", StreamsSessionTimeoutConfig, StreamsHeartbeatIntervalConfig)
 	}
 	return nil
 }

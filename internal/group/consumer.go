@@ -176,6 +176,8 @@ func (g *Group) memberCount() int {
 		return len(g.consumer.members)
 	case g.share != nil:
 		return len(g.share.members)
+	case g.streams != nil:
+		return len(g.streams.members)
 	}
 	return len(g.members) + len(g.pending)
 }
@@ -252,7 +254,7 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		g = newGroup(req.Group, now)
 		c.groups[req.Group] = g
 	}
-	if g.share != nil {
+	if g.share != nil || g.streams != nil {
 		return fail(kerr.GroupIDNotFound, "Group %s is not a consumer group.", req.Group)
 	}
 	if g.consumer == nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // FuzzLoad: no __consumer_offsets record, however mangled, makes Load panic; and a consumer or
@@ -23,6 +25,15 @@ func FuzzLoad(f *testing.F) {
 	for _, r := range h.records {
 		f.Add(r.Key, r.Value)
 	}
+	sh := newStreamsHarness(&testing.T{}) // a streams group
+	sh.c.cfg.StreamsStandbyReplicas = 1
+	r := sh.shb("m1", "p1", 0, nil)
+	sh.createInternal()
+	sh.shb("m1", "", r.MemberEpoch, &streamsOwned{streamsTasks{}, streamsTasks{}})
+	sh.shb("m2", "p2", 0, nil)
+	for _, r := range sh.records {
+		f.Add(r.Key, r.Value)
+	}
 	snap := []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0} // a share.Snapshot need not decode to seed
 	for _, epoch := range []int64{5, 1 << 40} {              // share-partition records, versions 0 and 1
 		r := sharePartRecord("s1", SharePartition{Partition: 1}, &storedShare{leaderEpoch: epoch, snapshot: snap})
@@ -38,6 +49,26 @@ func FuzzLoad(f *testing.F) {
 		}
 		switch int16(key[0])<<8 | int16(key[1]) {
 		case consumerKeyVersion:
+		case streamsKeyVersion:
+			// What loads re-encodes canonically, and the group takes heartbeats and ticks.
+			for _, g := range c.Groups() {
+				first := c.streamsStateValue(g.ID)
+				c2 := New(DefaultConfig())
+				if err := c2.Load(now, key, first); err != nil {
+					t.Fatalf("reloading the re-encoded streams state: %v", err)
+				}
+				if again := c2.streamsStateValue(g.ID); !bytes.Equal(again, first) {
+					t.Fatalf("streams state re-encodes to %q; then to %q", first, again)
+				}
+				c.StreamsGroupDescribe(&kmsg.StreamsGroupDescribeRequest{Groups: []string{g.ID}})
+				for _, m := range sortedStreamsMembers(g.streams.members) {
+					req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+					req.Group, req.MemberID, req.MemberEpoch = g.ID, m.ID, m.Epoch
+					c.StreamsGroupHeartbeat(now, req, "c", "/h")
+				}
+				c.Tick(now.Add(time.Hour))
+			}
+			return
 		case shareKeyVersion:
 			for _, g := range c.Groups() {
 				first := g.share.appendTo(nil, g.StateSince)

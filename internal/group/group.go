@@ -64,6 +64,12 @@ type Config struct {
 	// for ""), upgrade, downgrade or disabled.
 	MigrationPolicy string
 
+	StreamsSessionTimeout    time.Duration // group.streams.session.timeout.ms (45 s)
+	StreamsHeartbeatInterval time.Duration // group.streams.heartbeat.interval.ms (5 s)
+	// StreamsStandbyReplicas is group.streams.num.standby.replicas (0), the default of the
+	// group config streams.num.standby.replicas (at most group.streams.max.standby.replicas, 2).
+	StreamsStandbyReplicas int
+
 	ShareSessionTimeout    time.Duration // group.share.session.timeout.ms (45 s)
 	ShareHeartbeatInterval time.Duration // group.share.heartbeat.interval.ms (5 s)
 	MaxShareGroupSize      int           // group.share.max.size (200; 0: no limit)
@@ -86,6 +92,7 @@ func DefaultConfig() Config {
 	return Config{MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,
 		InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour, MaxMetadataBytes: 4096,
 		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second, MigrationPolicy: MigrationBidirectional,
+		StreamsSessionTimeout: 45 * time.Second, StreamsHeartbeatInterval: 5 * time.Second,
 		ShareSessionTimeout: 45 * time.Second, ShareHeartbeatInterval: 5 * time.Second, MaxShareGroupSize: 200,
 		ShareRecordLockDuration: 30 * time.Second, ShareDeliveryCountLimit: 5, SharePartitionMaxRecordLocks: 2000}
 }
@@ -192,15 +199,18 @@ type Group struct {
 
 	consumer *consumerState // non-nil for a consumer (KIP-848) group
 	share    *shareState    // non-nil for a share (KIP-932) group
+	streams  *streamsState  // non-nil for a streams (KIP-1071) group
 }
 
-// Type is the group's protocol: TypeClassic, TypeConsumer or TypeShare.
+// Type is the group's protocol: TypeClassic, TypeConsumer, TypeShare or TypeStreams.
 func (g *Group) Type() string {
 	switch {
 	case g.consumer != nil:
 		return TypeConsumer
 	case g.share != nil:
 		return TypeShare
+	case g.streams != nil:
+		return TypeStreams
 	}
 	return TypeClassic
 }

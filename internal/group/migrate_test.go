@@ -28,15 +28,6 @@ func (h *harness) joinMD(memberID string, topics []string, owned map[string][]in
 	return h.next
 }
 
-func sortedKeys(m map[string][]int32) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // syncAssignment sends a SyncGroup and decodes the consumer protocol assignment it gets.
 func (h *harness) syncAssignment(memberID string, gen int32, assignments map[string][]byte) (int16, map[string][]int32) {
 	h.t.Helper()

@@ -85,6 +85,9 @@ func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest) 
 	if g.consumer != nil {
 		return checkConsumerCommit(g.consumer, req)
 	}
+	if g.streams != nil {
+		return checkStreamsCommit(g.streams, req)
+	}
 	m := g.members[req.MemberID]
 	switch {
 	case g.fenced(req.InstanceID, req.MemberID):
@@ -156,11 +159,19 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 		return resp
 	}
 	for _, rg := range req.Groups {
-		if g := c.groups[rg.Group]; g != nil && g.consumer != nil && rg.MemberID != nil { // v9: a member asks
-			if m := g.consumer.members[*rg.MemberID]; m == nil || m.epoch != rg.MemberEpoch {
+		if g := c.groups[rg.Group]; g != nil && (g.consumer != nil || g.streams != nil) && rg.MemberID != nil { // v9: a member asks
+			known, epoch := false, int32(0)
+			if g.consumer != nil {
+				if m := g.consumer.members[*rg.MemberID]; m != nil {
+					known, epoch = true, m.epoch
+				}
+			} else if m := g.streams.members[*rg.MemberID]; m != nil {
+				known, epoch = true, m.Epoch
+			}
+			if !known || epoch != rg.MemberEpoch {
 				fg := kmsg.NewOffsetFetchResponseGroup()
 				fg.Group, fg.ErrorCode = rg.Group, kerr.StaleMemberEpoch.Code
-				if m == nil {
+				if !known {
 					fg.ErrorCode = kerr.UnknownMemberID.Code
 				}
 				resp.Groups = append(resp.Groups, fg)
@@ -278,6 +289,25 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 // is false where that cannot be told: another protocol type, or a member's metadata unreadable.
 func (g *Group) subscribedTopics() (topics map[string]bool, known bool) {
 	out := map[string]bool{}
+	if g.streams != nil { // a streams group reads its topology's sources and repartition topics
+		if ct := g.streams.configured; ct != nil && len(g.streams.members) > 0 {
+			for _, srcs := range ct.sources {
+				for _, t := range srcs {
+					out[t] = true
+				}
+			}
+		} else if t := g.streams.topology; t != nil && len(g.streams.members) > 0 {
+			for _, s := range t.Subtopologies {
+				for _, src := range s.Sources {
+					out[src] = true
+				}
+				for _, r := range s.RepartitionSources {
+					out[r.Name] = true
+				}
+			}
+		}
+		return out, true
+	}
 	if g.consumer != nil {
 		for _, m := range g.consumer.members {
 			for _, t := range m.topics {
@@ -330,7 +360,7 @@ func (c *Coordinator) ExpireOffsets(now time.Time) Output {
 		var subscribed map[string]bool // live: these topics' offsets stay
 		if g.State != Empty {
 			topics, known := g.subscribedTopics()
-			if !known || (g.consumer == nil && g.State != Stable) {
+			if !known || (g.consumer == nil && g.streams == nil && g.State != Stable) {
 				continue
 			}
 			subscribed = topics
@@ -352,6 +382,9 @@ func (c *Coordinator) ExpireOffsets(now time.Time) Output {
 		if len(g.offsets) == 0 && g.memberCount() == 0 {
 			delete(c.groups, g.ID)
 			out.Records = append(out.Records, Record{Group: g.ID, Key: groupKey(g.ID)}, Record{Group: g.ID, Key: consumerKey(g.ID)})
+			if g.streams != nil {
+				out.Records = append(out.Records, Record{Group: g.ID, Key: streamsKey(g.ID)})
+			}
 		}
 	}
 	return out
@@ -372,8 +405,8 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 				msg := fmt.Sprintf("Group %s not found.", id)
 				dg.ErrorCode, dg.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
 			}
-		case g.consumer != nil, g.share != nil:
-			// Described by ConsumerGroupDescribe or ShareGroupDescribe (a consumer group with
+		case g.consumer != nil, g.share != nil, g.streams != nil:
+			// Described by ConsumerGroupDescribe, ShareGroupDescribe or StreamsGroupDescribe (a consumer group with
 			// classic-protocol members too); Dead here, as Kafka answers, and from v6
 			// GROUP_ID_NOT_FOUND, on which Kafka's admin client falls back between the two.
 			if req.Version >= 6 {
@@ -408,7 +441,10 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 		if g.consumer != nil {
 			state = g.consumer.stateName()
 		}
-		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, state) {
+		if g.streams != nil {
+			state = g.streamsStateName()
+		}
+		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, state) && !containsFold(req.StatesFilter, snakeState(state)) {
 			continue
 		}
 		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, g.Type()) {
@@ -419,6 +455,18 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return resp
+}
+
+// snakeState is a state name as Kafka's lower-case form spells it: NotReady is not_ready.
+func snakeState(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func containsFold(list []string, s string) bool {
@@ -445,6 +493,9 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteG
 				out.Records = append(out.Records, offsetRecord(id, tp, nil))
 			}
 			out.Records = append(out.Records, Record{Group: id, Key: groupKey(id)}, Record{Group: id, Key: consumerKey(id)})
+			if g.streams != nil {
+				out.Records = append(out.Records, Record{Group: id, Key: streamsKey(id)})
+			}
 			if g.share != nil {
 				for _, sp := range g.share.sortedParts() {
 					out.Records = append(out.Records, sharePartRecord(id, sp, nil))
@@ -540,6 +591,8 @@ func (c *Coordinator) Load(now time.Time, key, value []byte) error {
 		c.loadMetadata(now, c.loadGroup(k.Group, now), &v)
 	case consumerKeyVersion:
 		return c.loadConsumer(now, key, value)
+	case streamsKeyVersion:
+		return c.loadStreams(now, key, value)
 	case shareKeyVersion:
 		return c.loadShare(now, key, value)
 	case sharePartKeyVersion:
@@ -560,7 +613,7 @@ func (c *Coordinator) loadGroup(id string, now time.Time) *Group {
 }
 
 func (c *Coordinator) loadMetadata(now time.Time, g *Group, v *kmsg.GroupMetadataValue) {
-	g.consumer, g.share = nil, nil // the later record decides the group's type
+	g.consumer, g.share, g.streams = nil, nil, nil // the later record decides the group's type
 	g.ProtocolType, g.Generation, g.Protocol, g.Leader = v.ProtocolType, v.Generation, "", ""
 	if v.Protocol != nil {
 		g.Protocol = *v.Protocol

@@ -34,8 +34,16 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 	code := int16(0)
 	if req.Version >= 3 && (req.Generation >= 0 || req.MemberID != "") {
 		// KIP-447: the producer's consumer must still be a member of the group's generation.
-		code = c.checkCommit(now, &kmsg.OffsetCommitRequest{Version: 9, Group: req.Group, Generation: req.Generation,
-			MemberID: req.MemberID, InstanceID: req.InstanceID})
+		check := &kmsg.OffsetCommitRequest{Version: 9, Group: req.Group, Generation: req.Generation,
+			MemberID: req.MemberID, InstanceID: req.InstanceID}
+		for _, t := range req.Topics { // the partitions, for a previous epoch's check
+			ct := kmsg.OffsetCommitRequestTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				ct.Partitions = append(ct.Partitions, kmsg.OffsetCommitRequestTopicPartition{Partition: p.Partition})
+			}
+			check.Topics = append(check.Topics, ct)
+		}
+		code = c.checkCommit(now, check)
 		if code == kerr.StaleMemberEpoch.Code {
 			// Kafka's answer to a transactional commit of an old epoch: producers abort the
 			// transaction on it (CommitFailedException), where STALE_MEMBER_EPOCH is fatal.

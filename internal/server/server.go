@@ -76,6 +76,12 @@ type Config struct {
 	// group.share.delivery.count.limit and group.share.partition.max.record.locks (zero: their
 	// defaults, 30 s, 5 and 2000).
 	ShareGroups share.Config
+	// StreamsSessionTimeout, StreamsHeartbeatInterval and StreamsStandbyReplicas are Kafka's
+	// group.streams.session.timeout.ms, group.streams.heartbeat.interval.ms and
+	// group.streams.num.standby.replicas (zero durations: 45 s and 5 s).
+	StreamsSessionTimeout    time.Duration
+	StreamsHeartbeatInterval time.Duration
+	StreamsStandbyReplicas   int
 	// NumPartitions is Kafka's num.partitions: partitions of a topic created without a count
 	// (auto-created, or CreateTopics with -1); 0: 1.
 	NumPartitions int32
@@ -637,6 +643,13 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.GroupMigrationPolicy != "" {
 		groups.MigrationPolicy = cfg.GroupMigrationPolicy
 	}
+	if cfg.StreamsSessionTimeout > 0 {
+		groups.StreamsSessionTimeout = cfg.StreamsSessionTimeout
+	}
+	if cfg.StreamsHeartbeatInterval > 0 {
+		groups.StreamsHeartbeatInterval = cfg.StreamsHeartbeatInterval
+	}
+	groups.StreamsStandbyReplicas = cfg.StreamsStandbyReplicas
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups, ShareGroups: cfg.ShareGroups,
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, OffsetsReplicationFactor: cfg.OffsetsReplicationFactor,

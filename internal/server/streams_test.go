@@ -12,7 +12,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/broker"
+	"github.com/runnel-dev/runnel/internal/server"
 	"github.com/runnel-dev/runnel/internal/testclients"
 )
 
@@ -296,4 +299,114 @@ func TestKafkaStreamsOnACluster(t *testing.T) {
 		}
 	}
 	checkStreamsCommitted(t, ctx, adm, "csums")
+}
+
+// TestKafkaStreamsGroupProtocol: the application with group.protocol=streams (KIP-1071, a
+// streams group): the broker creates its repartition and changelog topics with the configs the
+// application sent, assigns its tasks (a standby of each stateful task on the other instance),
+// moves them when a second instance joins and when one is killed (SIGKILL: its session
+// expires), and each update counts exactly once under exactly_once_v2.
+func TestKafkaStreamsGroupProtocol(t *testing.T) {
+	testclients.Java43Streams(t)
+	b := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) {
+		c.StreamsSessionTimeout, c.StreamsHeartbeatInterval, c.StreamsStandbyReplicas = 6*time.Second, 500*time.Millisecond, 1
+	})
+	b.createTopic("in", 4)
+	b.createTopic("out", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl := b.client()
+	adm := kadm.NewClient(cl)
+	a := startStreamsApp(t, b.addr, "ssums", "exactly_once_v2", "streams", filepath.Join(t.TempDir(), "a"))
+	a.waitRunning(ctx, 1)
+	configs, err := adm.DescribeTopicConfigs(ctx, "ssums-regroup-repartition", "ssums-totals-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range configs {
+		want := map[string]string{"ssums-regroup-repartition": "delete", "ssums-totals-changelog": "compact"}[rc.Name]
+		var got string
+		for _, c := range rc.Configs {
+			if c.Key == "cleanup.policy" && c.Value != nil {
+				got = *c.Value
+			}
+		}
+		if rc.Err != nil || got != want {
+			t.Errorf("internal topic %s: cleanup.policy %q (%v), want %q", rc.Name, got, rc.Err, want)
+		}
+	}
+	produceStreamsInput(t, ctx, cl, 0, 1500, false)
+	bApp := startStreamsApp(t, b.addr, "ssums", "exactly_once_v2", "streams", filepath.Join(t.TempDir(), "b"))
+	bApp.waitRunning(ctx, 1)
+	produceStreamsInput(t, ctx, cl, 1500, 3000, true)
+	waitStreamsGroup(t, ctx, cl, "ssums", 4, 2)
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.TypesFilter = []string{"streams"}
+	if list, err := lg.RequestWith(ctx, cl); err != nil || len(list.Groups) != 1 || list.Groups[0].Group != "ssums" || list.Groups[0].GroupState != "Stable" {
+		t.Errorf("ListGroups of type streams: %+v %v", list, err)
+	}
+	// A is killed while input comes in: its session expires and B takes every task.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		produceStreamsInput(t, ctx, cl, 3000, 4500, true)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	a.kill()
+	<-done
+	waitStreamsGroup(t, ctx, cl, "ssums", 2, 1)
+	produceStreamsInput(t, ctx, cl, 4500, 5000, false)
+	checkStreamsOutput(t, ctx, []string{b.addr}, 5000)
+	if out := bApp.stop(); !slices.Contains(out, "closed") {
+		t.Fatalf("the application did not close:\n%s", strings.Join(out, "\n"))
+	}
+	checkStreamsCommitted(t, ctx, adm, "ssums")
+}
+
+// waitStreamsGroup waits until a streams group is Stable with members members over processes
+// processes, every task of the application (4 of each of its two subtopologies) active on one
+// member and, with two processes, each stateful task (subtopology 1) standing by on the other.
+func waitStreamsGroup(t *testing.T, ctx context.Context, cl *kgo.Client, group string, members, processes int) {
+	t.Helper()
+	var last string
+	for ctx.Err() == nil {
+		req := kmsg.NewPtrStreamsGroupDescribeRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil && len(resp.Groups) == 1 && resp.Groups[0].ErrorCode == 0 {
+			g := resp.Groups[0]
+			active, standby := map[string][]string{}, map[string][]string{}
+			procs := map[string]bool{}
+			for _, m := range g.Members {
+				procs[m.ProcessID] = true
+				for _, ts := range m.Assignment.ActiveTasks {
+					for _, p := range ts.Partitions {
+						k := fmt.Sprintf("%s_%d", ts.SubtopologyID, p)
+						active[k] = append(active[k], m.ProcessID)
+					}
+				}
+				for _, ts := range m.Assignment.StandbyTasks {
+					for _, p := range ts.Partitions {
+						k := fmt.Sprintf("%s_%d", ts.SubtopologyID, p)
+						standby[k] = append(standby[k], m.ProcessID)
+					}
+				}
+			}
+			ok := g.State == "Stable" && len(g.Members) == members && len(procs) == processes && len(active) == 8
+			for k, ps := range active {
+				ok = ok && len(ps) == 1
+				if processes > 1 && strings.HasPrefix(k, "1_") {
+					ok = ok && len(standby[k]) == 1 && standby[k][0] != ps[0]
+				}
+			}
+			if ok {
+				return
+			}
+			last = fmt.Sprintf("state %s, %d members, %d processes, active %v, standby %v", g.State, len(g.Members), len(procs), active, standby)
+		} else if err != nil {
+			last = err.Error()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("streams group %s never settled with %d members on %d processes: %s", group, members, processes, last)
 }

@@ -1,0 +1,541 @@
+package group
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// streamsHarness drives a coordinator with Kafka Streams-shaped heartbeats. Its topics map can
+// change between calls (internal topics created, partitions added).
+type streamsHarness struct {
+	*harness
+	topics map[string]TopicMeta
+	create []InternalTopic // the last heartbeat's topics to create
+}
+
+func newStreamsHarness(t *testing.T) *streamsHarness {
+	h := &streamsHarness{harness: newHarness(t), topics: map[string]TopicMeta{
+		"in": {ID: [16]byte{1}, Partitions: 4}, "other": {ID: [16]byte{2}, Partitions: 2}}}
+	h.c.Topics = func() map[string]TopicMeta {
+		out := make(map[string]TopicMeta, len(h.topics))
+		for k, v := range h.topics {
+			out[k] = v
+		}
+		return out
+	}
+	return h
+}
+
+// wordCount is a two-subtopology topology like Kafka Streams' word count: subtopology 0 reads
+// "in" and writes the repartition topic; subtopology 1 reads it and keeps a store.
+func wordCount() *kmsg.StreamsGroupHeartbeatRequestTopology {
+	t := kmsg.NewStreamsGroupHeartbeatRequestTopology()
+	s0 := kmsg.NewStreamsGroupHeartbeatRequestTopologySubtopology()
+	s0.SubtopologyID, s0.SourceTopics, s0.RepartitionSinkTopics = "0", []string{"in"}, []string{"app-regroup-repartition"}
+	s1 := kmsg.NewStreamsGroupHeartbeatRequestTopologySubtopology()
+	s1.SubtopologyID = "1"
+	s1.RepartitionSourceTopics = []kmsg.TopicInfo{{Topic: "app-regroup-repartition", Configs: []kmsg.TopicInfoConfig{{Key: "cleanup.policy", Value: "delete"}}}}
+	s1.StateChangelogTopics = []kmsg.TopicInfo{{Topic: "app-totals-changelog", Configs: []kmsg.TopicInfoConfig{{Key: "cleanup.policy", Value: "compact"}}}}
+	t.Subtopologies = []kmsg.StreamsGroupHeartbeatRequestTopologySubtopology{s0, s1}
+	return &t
+}
+
+// createInternal creates what the last heartbeat asked for.
+func (h *streamsHarness) createInternal() {
+	for i, it := range h.create {
+		h.topics[it.Name] = TopicMeta{ID: [16]byte{9, byte(i), byte(len(h.topics))}, Partitions: it.Partitions}
+	}
+	h.create = nil
+}
+
+// shb sends a StreamsGroupHeartbeat. owned nil reports nothing (unchanged); on a join the
+// topology is sent.
+func (h *streamsHarness) shb(member, process string, epoch int32, owned *streamsOwned) *kmsg.StreamsGroupHeartbeatResponse {
+	req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.MemberEpoch, req.EndpointInformationEpoch = "app", member, epoch, -1
+	if epoch == 0 {
+		req.Topology, req.RebalanceTimeoutMillis, req.ProcessID = wordCount(), 300000, &process
+		owned = &streamsOwned{}
+	}
+	if owned != nil {
+		req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = taskIDs(owned.active), taskIDs(owned.standby), []kmsg.TaskIDs{}
+	}
+	resp, out, create := h.c.StreamsGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+	h.apply(out)
+	h.create = create
+	return resp
+}
+
+type streamsOwned struct{ active, standby streamsTasks }
+
+func tasksOf(ids []kmsg.TaskIDs) streamsTasks {
+	out := streamsTasks{}
+	for _, t := range ids {
+		for _, p := range t.Partitions {
+			out.add(t.SubtopologyID, p)
+		}
+	}
+	return out
+}
+
+func statusCodes(resp *kmsg.StreamsGroupHeartbeatResponse) []int8 {
+	var out []int8
+	for _, s := range resp.Status {
+		out = append(out, s.StatusCode)
+	}
+	return out
+}
+
+func TestStreamsTopologyConfiguration(t *testing.T) {
+	topo, err := newStreamsTopology(wordCount())
+	if err != nil {
+		t.Fatal(err)
+	}
+	topics := map[string]TopicMeta{"in": {Partitions: 4}}
+	ct := configure(topo, topics)
+	if ct.ready() || len(ct.create) != 2 || ct.status[0].code != streamsMissingInternal {
+		t.Fatalf("internal topics missing: ready %v, create %v, status %v", ct.ready(), ct.create, ct.status)
+	}
+	for _, it := range ct.create {
+		if it.Partitions != 4 {
+			t.Errorf("%s: %d partitions, want 4 (the repartition topic takes its writer's source's count, the changelog one per task)", it.Name, it.Partitions)
+		}
+	}
+	topics["app-regroup-repartition"] = TopicMeta{Partitions: 4}
+	topics["app-totals-changelog"] = TopicMeta{Partitions: 4}
+	if ct = configure(topo, topics); !ct.ready() || ct.tasks["0"] != 4 || ct.tasks["1"] != 4 {
+		t.Fatalf("all topics there: ready %v status %v tasks %v", ct.ready(), ct.status, ct.tasks)
+	}
+	topics["app-totals-changelog"] = TopicMeta{Partitions: 3}
+	if ct = configure(topo, topics); ct.ready() || ct.status[0].code != streamsIncorrectPartitions {
+		t.Fatalf("a changelog of the wrong size: status %v", ct.status)
+	}
+	delete(topics, "in")
+	if ct = configure(topo, topics); ct.ready() || ct.status[0].code != streamsMissingSources || !strings.Contains(ct.status[0].detail, "in") {
+		t.Fatalf("source missing: status %v", ct.status)
+	}
+	// A fixed repartition count wins; copartitioned sources must agree.
+	req := wordCount()
+	req.Subtopologies[1].RepartitionSourceTopics[0].NumPartitions = 7
+	req.Subtopologies[0].SourceTopics = []string{"in", "other"}
+	req.Subtopologies[0].CopartitionGroups = []kmsg.StreamsGroupHeartbeatRequestTopologySubtopologyCopartitionGroup{{SourceTopics: []int16{0, 1}}}
+	topo, err = newStreamsTopology(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct = configure(topo, map[string]TopicMeta{"in": {Partitions: 4}, "other": {Partitions: 2}})
+	if ct.ready() || ct.status[0].code != streamsIncorrectPartitions || !strings.Contains(ct.status[0].detail, "same number of partitions") {
+		t.Fatalf("copartitioned 4 and 2: status %v", ct.status)
+	}
+	ct = configure(topo, map[string]TopicMeta{"in": {Partitions: 4}, "other": {Partitions: 4}})
+	if ct.tasks["1"] != 7 || ct.tasks["0"] != 4 {
+		t.Fatalf("fixed repartition count: tasks %v, want 0:4 1:7", ct.tasks)
+	}
+	// Invalid topologies.
+	bad := wordCount()
+	bad.Subtopologies[1].StateChangelogTopics[0].NumPartitions = 3
+	if _, err := newStreamsTopology(bad); err == nil || !strings.Contains(err.Error(), "undefined partition count") {
+		t.Errorf("a changelog with a partition count: %v", err)
+	}
+	bad = wordCount()
+	bad.Subtopologies[0].RepartitionSinkTopics = []string{"nowhere"}
+	if _, err := newStreamsTopology(bad); err == nil {
+		t.Error("a repartition sink no subtopology reads was accepted")
+	}
+}
+
+func TestStreamsGroupJoinCreatesTopicsAndAssigns(t *testing.T) {
+	h := newStreamsHarness(t)
+	r := h.shb("m1", "p1", 0, nil)
+	if r.ErrorCode != 0 || !slices.Equal(statusCodes(r), []int8{streamsMissingInternal}) || len(h.create) != 2 || tasksOf(r.ActiveTasks).size() != 0 {
+		t.Fatalf("join before the internal topics exist: error %d status %v create %v tasks %v", r.ErrorCode, r.Status, h.create, r.ActiveTasks)
+	}
+	if g, _ := h.c.Group("app"); g.streamsStateName() != "NotReady" {
+		t.Fatalf("state %s, want NotReady", g.streamsStateName())
+	}
+	h.createInternal()
+	r = h.shb("m1", "", r.MemberEpoch, &streamsOwned{streamsTasks{}, streamsTasks{}})
+	if len(r.Status) != 0 || tasksOf(r.ActiveTasks).size() != 8 {
+		t.Fatalf("after the topics came: status %v tasks %v, want all 8 tasks", r.Status, r.ActiveTasks)
+	}
+	g, _ := h.c.Group("app")
+	if g.streamsStateName() != "Stable" {
+		t.Fatalf("state %s, want Stable", g.streamsStateName())
+	}
+	if r2 := h.shb("m1", "", r.MemberEpoch, nil); r2.ActiveTasks != nil {
+		t.Fatalf("an unchanged assignment was sent again: %v", r2.ActiveTasks)
+	}
+}
+
+// TestStreamsGroupRevokesBeforeGranting: a second instance joins; the first gives up half its
+// tasks, and only after it reported them gone does the second get them.
+func TestStreamsGroupRevokesBeforeGranting(t *testing.T) {
+	h := newStreamsHarness(t)
+	r1 := h.shb("m1", "p1", 0, nil)
+	h.createInternal()
+	r1 = h.shb("m1", "", r1.MemberEpoch, &streamsOwned{streamsTasks{}, streamsTasks{}})
+	all := tasksOf(r1.ActiveTasks)
+	r2 := h.shb("m2", "p2", 0, nil)
+	if tasksOf(r2.ActiveTasks).size() != 0 {
+		t.Fatalf("m2 got %v while m1 owns everything", r2.ActiveTasks)
+	}
+	e1 := r1.MemberEpoch
+	r1 = h.shb("m1", "", e1, &streamsOwned{all, streamsTasks{}})
+	kept := tasksOf(r1.ActiveTasks)
+	if r1.MemberEpoch != e1 || kept.size() != 4 {
+		t.Fatalf("m1 told to revoke: epoch %d (want %d, unchanged) keeps %v", r1.MemberEpoch, e1, kept)
+	}
+	if g, _ := h.c.Group("app"); g.streamsStateName() != "Reconciling" {
+		t.Fatalf("state %s, want Reconciling", g.streamsStateName())
+	}
+	r2 = h.shb("m2", "", r2.MemberEpoch, nil)
+	if tasksOf(r2.ActiveTasks).size() != 0 {
+		t.Fatalf("m2 got %v before m1 revoked", r2.ActiveTasks)
+	}
+	r1 = h.shb("m1", "", r1.MemberEpoch, &streamsOwned{kept, streamsTasks{}})
+	if r1.MemberEpoch <= e1 {
+		t.Fatalf("m1's epoch %d did not move after revoking", r1.MemberEpoch)
+	}
+	r2 = h.shb("m2", "", r2.MemberEpoch, nil)
+	got := tasksOf(r2.ActiveTasks)
+	if got.size() != 4 || got.intersect(kept).size() != 0 {
+		t.Fatalf("m2 got %v, m1 kept %v", got, kept)
+	}
+	if g, _ := h.c.Group("app"); g.streamsStateName() != "Stable" {
+		t.Fatalf("state %s, want Stable", g.streamsStateName())
+	}
+	// An older instance's commit of the previous epoch for a task it gave up is stale.
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version, commit.Group, commit.MemberID, commit.Generation = 9, "app", "m1", r1.MemberEpoch
+	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "in", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: kept["0"][0], Offset: 5}}}}
+	if resp, out := h.c.OffsetCommit(h.now, commit); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("a commit at the member's epoch: %v", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	} else {
+		h.apply(out)
+	}
+	commit.Generation = r1.MemberEpoch + 1
+	if resp, _ := h.c.OffsetCommit(h.now, commit); resp.Topics[0].Partitions[0].ErrorCode != kerr.StaleMemberEpoch.Code {
+		t.Fatalf("a commit of a future epoch: %v", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+	// m2 leaves: m1 gets everything back.
+	if r := h.shb("m2", "", r2.MemberEpoch-0, nil); r.ErrorCode != 0 {
+		t.Fatal(kerr.ErrorForCode(r.ErrorCode))
+	}
+	leave := h.shb("m2", "", -1, nil)
+	if leave.ErrorCode != 0 || leave.MemberEpoch != -1 {
+		t.Fatalf("leave: %v", kerr.ErrorForCode(leave.ErrorCode))
+	}
+	r1 = h.shb("m1", "", r1.MemberEpoch, nil)
+	if tasksOf(r1.ActiveTasks).size() != 8 {
+		t.Fatalf("after m2 left, m1 has %v", r1.ActiveTasks)
+	}
+}
+
+func TestStreamsGroupStandbys(t *testing.T) {
+	h := newStreamsHarness(t)
+	h.c.cfg.StreamsStandbyReplicas = 1
+	for _, it := range []InternalTopic{{Name: "app-regroup-repartition", Partitions: 4}, {Name: "app-totals-changelog", Partitions: 4}} {
+		h.topics[it.Name] = TopicMeta{ID: [16]byte{7, byte(len(h.topics))}, Partitions: it.Partitions}
+	}
+	// Two processes of two threads each.
+	ids := []struct{ m, p string }{{"a1", "A"}, {"a2", "A"}, {"b1", "B"}, {"b2", "B"}}
+	epochs, owned := map[string]int32{}, map[string]*streamsOwned{}
+	for _, x := range ids {
+		r := h.shb(x.m, x.p, 0, nil)
+		epochs[x.m], owned[x.m] = r.MemberEpoch, &streamsOwned{tasksOf(r.ActiveTasks), tasksOf(r.StandbyTasks)}
+	}
+	for round := 0; round < 6; round++ {
+		for _, x := range ids {
+			r := h.shb(x.m, "", epochs[x.m], owned[x.m])
+			if r.ErrorCode != 0 {
+				t.Fatalf("%s: %v %s", x.m, kerr.ErrorForCode(r.ErrorCode), *r.ErrorMessage)
+			}
+			epochs[x.m] = r.MemberEpoch
+			if r.ActiveTasks != nil {
+				owned[x.m] = &streamsOwned{tasksOf(r.ActiveTasks), tasksOf(r.StandbyTasks)}
+			}
+		}
+	}
+	g, _ := h.c.Group("app")
+	if g.streamsStateName() != "Stable" {
+		t.Fatalf("state %s after six rounds", g.streamsStateName())
+	}
+	process := map[string]string{"a1": "A", "a2": "A", "b1": "B", "b2": "B"}
+	for p := int32(0); p < 4; p++ {
+		var active, standby []string
+		for m, o := range owned {
+			if o.active.has("1", p) {
+				active = append(active, process[m])
+			}
+			if o.standby.has("1", p) {
+				standby = append(standby, process[m])
+			}
+			if o.standby.has("0", p) {
+				t.Errorf("stateless task 0_%d has a standby on %s", p, m)
+			}
+		}
+		if len(active) != 1 || len(standby) != 1 || active[0] == standby[0] {
+			t.Errorf("task 1_%d: active on %v, standby on %v; want one each, on different processes", p, active, standby)
+		}
+	}
+	for m, o := range owned {
+		if o.active.size() != 2 {
+			t.Errorf("%s has %d active tasks, want 2 (8 tasks over 4 members)", m, o.active.size())
+		}
+	}
+}
+
+// TestStreamsGroupPersists: a coordinator replaying the records carries the group on.
+func TestStreamsGroupPersists(t *testing.T) {
+	h := newStreamsHarness(t)
+	r1 := h.shb("m1", "p1", 0, nil)
+	h.createInternal()
+	r1 = h.shb("m1", "", r1.MemberEpoch, &streamsOwned{streamsTasks{}, streamsTasks{}})
+	h.shb("m2", "p2", 0, nil)
+	h.shb("m1", "", r1.MemberEpoch, &streamsOwned{tasksOf(r1.ActiveTasks), streamsTasks{}})
+	c2 := New(DefaultConfig())
+	c2.Topics = h.c.Topics
+	for _, rec := range h.records {
+		if err := c2.Load(h.now, rec.Key, rec.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d1 := h.c.StreamsGroupDescribe(&kmsg.StreamsGroupDescribeRequest{Groups: []string{"app"}})
+	d2 := c2.StreamsGroupDescribe(&kmsg.StreamsGroupDescribeRequest{Groups: []string{"app"}})
+	if a, b := fmt.Sprintf("%+v", d1.Groups[0].Members), fmt.Sprintf("%+v", d2.Groups[0].Members); a != b {
+		t.Fatalf("members after a reload:\n%s\nwant\n%s", b, a)
+	}
+	if d1.Groups[0].Epoch != d2.Groups[0].Epoch || d2.Groups[0].Topology == nil || len(d2.Groups[0].Topology.Subtopologies) != 2 {
+		t.Fatalf("reloaded: epoch %d topology %+v", d2.Groups[0].Epoch, d2.Groups[0].Topology)
+	}
+	// The group is deleted once empty: its record goes.
+	h.shb("m1", "", -1, nil)
+	h.shb("m2", "", -1, nil)
+	resp, out := h.c.DeleteGroups(&kmsg.DeleteGroupsRequest{Groups: []string{"app"}})
+	if resp.Groups[0].ErrorCode != 0 {
+		t.Fatal(kerr.ErrorForCode(resp.Groups[0].ErrorCode))
+	}
+	h.apply(out)
+	c3 := New(DefaultConfig())
+	for _, rec := range h.records {
+		if err := c3.Load(h.now, rec.Key, rec.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := c3.Group("app"); ok {
+		t.Fatal("a deleted streams group came back on replay")
+	}
+}
+
+func TestStreamsGroupTypeConflicts(t *testing.T) {
+	h := newStreamsHarness(t)
+	h.shb("m1", "p1", 0, nil)
+	cg := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	cg.Group, cg.MemberID, cg.RebalanceTimeoutMillis, cg.SubscribedTopicNames = "app", "c1", 1000, []string{"in"}
+	if resp, _ := h.c.ConsumerGroupHeartbeat(h.now, cg, "c", "/h"); resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("a consumer member in a streams group: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	list := h.c.ListGroups(&kmsg.ListGroupsRequest{Version: 5, TypesFilter: []string{"streams"}})
+	if len(list.Groups) != 1 || list.Groups[0].GroupType != "streams" || list.Groups[0].GroupState != "NotReady" {
+		t.Errorf("ListGroups: %+v", list.Groups)
+	}
+	list = h.c.ListGroups(&kmsg.ListGroupsRequest{Version: 5, StatesFilter: []string{"not_ready"}})
+	if len(list.Groups) != 1 {
+		t.Errorf("ListGroups by state not_ready: %+v", list.Groups)
+	}
+	// A different topology of the same epoch while members run: refused, as Kafka.
+	req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.RebalanceTimeoutMillis, req.Topology = "app", "m2", 1000, wordCount()
+	p := "p2"
+	req.ProcessID = &p
+	req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = []kmsg.TaskIDs{}, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
+	req.Topology.Subtopologies[0].SourceTopics = []string{"other"}
+	if resp, _, _ := h.c.StreamsGroupHeartbeat(h.now, req, "c", "/h"); resp.ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("a topology update: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	req.ActiveTasks = nil
+	if resp, _, _ := h.c.StreamsGroupHeartbeat(h.now, req, "c", "/h"); resp.ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("one task list null, the others not: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+}
+
+// TestStreamsGroupSessionExpiry: a member that stops heartbeating is removed after the
+// session timeout and its tasks go to the others.
+func TestStreamsGroupSessionExpiry(t *testing.T) {
+	h := newStreamsHarness(t)
+	r1 := h.shb("m1", "p1", 0, nil)
+	h.createInternal()
+	r1 = h.shb("m1", "", r1.MemberEpoch, &streamsOwned{streamsTasks{}, streamsTasks{}})
+	r2 := h.shb("m2", "p2", 0, nil)
+	h.now = h.now.Add(44 * time.Second)
+	h.shb("m2", "", r2.MemberEpoch, nil)
+	h.apply(h.c.Tick(h.now))
+	h.now = h.now.Add(2 * time.Second)
+	h.apply(h.c.Tick(h.now))
+	g, _ := h.c.Group("app")
+	if _, ok := g.streams.members["m1"]; ok {
+		t.Fatal("m1 outlived its session")
+	}
+	r2 = h.shb("m2", "", r2.MemberEpoch, &streamsOwned{streamsTasks{}, streamsTasks{}})
+	if tasksOf(r2.ActiveTasks).size() != 8 {
+		t.Fatalf("m2 has %v after m1 expired", r2.ActiveTasks)
+	}
+	if r := h.shb("m1", "", r1.MemberEpoch, nil); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("the expired member's heartbeat: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// TestStreamsGroupSimulation runs random schedules of members that join, heartbeat, lose
+// answers, stall past their session and leave, against a coordinator that is also replayed
+// from its records now and then; the coordinator must never let two live members own one
+// active task (what each member's client believes it owns), and once the schedule calms down
+// every task must be owned exactly once.
+func TestStreamsGroupSimulation(t *testing.T) {
+	for seed := uint64(1); seed <= 100; seed++ {
+		runStreamsSimulation(t, seed)
+	}
+}
+
+type simMember struct {
+	id, process string
+	epoch       int32
+	owned       streamsOwned
+	full        bool // the last answer was lost: report everything next time
+	joined      bool
+}
+
+func runStreamsSimulation(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	h := newStreamsHarness(t)
+	h.c.cfg.StreamsStandbyReplicas = int(seed % 3)
+	var ms []*simMember
+	for i := range 2 + rng.IntN(5) {
+		ms = append(ms, &simMember{id: fmt.Sprintf("m%d", i), process: fmt.Sprintf("p%d", i%3)})
+	}
+	step := func(m *simMember, lose bool) {
+		req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch, req.EndpointInformationEpoch = "app", m.id, m.epoch, -1
+		if !m.joined {
+			req.MemberEpoch, req.Topology, req.RebalanceTimeoutMillis, req.ProcessID = 0, wordCount(), 300000, &m.process
+			m.owned = streamsOwned{streamsTasks{}, streamsTasks{}}
+		}
+		if !m.joined || m.full || rng.IntN(3) == 0 {
+			req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = taskIDs(m.owned.active), taskIDs(m.owned.standby), []kmsg.TaskIDs{}
+		}
+		resp, out, create := h.c.StreamsGroupHeartbeat(h.now, req, "c", "/h")
+		h.apply(out)
+		if len(create) > 0 {
+			h.create = create
+			if rng.IntN(2) == 0 {
+				h.createInternal()
+			}
+		}
+		if lose {
+			m.full = true
+			return
+		}
+		m.full = false
+		switch resp.ErrorCode {
+		case 0:
+		case kerr.UnknownMemberID.Code, kerr.FencedMemberEpoch.Code:
+			m.joined, m.epoch, m.owned = false, 0, streamsOwned{streamsTasks{}, streamsTasks{}}
+			return
+		default:
+			t.Fatalf("seed %d: %s: %v %v", seed, m.id, kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
+		}
+		if resp.MemberEpoch == -1 {
+			m.joined, m.epoch, m.owned = false, 0, streamsOwned{streamsTasks{}, streamsTasks{}}
+			return
+		}
+		m.joined, m.epoch = true, resp.MemberEpoch
+		if resp.ActiveTasks != nil {
+			m.owned = streamsOwned{tasksOf(resp.ActiveTasks), tasksOf(resp.StandbyTasks)}
+		}
+	}
+	check := func(when string) {
+		g, ok := h.c.Group("app")
+		if !ok || g.streams == nil {
+			return
+		}
+		owner := map[streamsTask]string{}
+		for _, m := range ms {
+			if !m.joined || g.streams.members[m.id] == nil {
+				continue // fenced or gone: the coordinator no longer counts on it
+			}
+			for s, ps := range m.owned.active {
+				for _, p := range ps {
+					if o, dup := owner[streamsTask{s, p}]; dup {
+						t.Fatalf("seed %d %s: task %s_%d owned by %s and %s", seed, when, s, p, o, m.id)
+					}
+					owner[streamsTask{s, p}] = m.id
+				}
+			}
+		}
+	}
+	for i := 0; i < 400; i++ {
+		m := ms[rng.IntN(len(ms))]
+		switch r := rng.IntN(100); {
+		case r < 3 && m.joined: // leave
+			m.epoch = -1
+			step(m, false)
+			m.joined, m.epoch, m.owned = false, 0, streamsOwned{streamsTasks{}, streamsTasks{}}
+		case r < 5: // time passes: some sessions may expire
+			h.now = h.now.Add(time.Duration(rng.IntN(50)) * time.Second)
+			h.apply(h.c.Tick(h.now))
+		case r < 7: // the coordinator moves: a new one replays the records (compacted)
+			last := map[string]int{}
+			for i, rec := range h.records {
+				last[string(rec.Key)] = i
+			}
+			kept := h.records[:0]
+			for i, rec := range h.records {
+				if last[string(rec.Key)] == i {
+					kept = append(kept, rec)
+				}
+			}
+			h.records = kept
+			c2 := New(h.c.cfg)
+			c2.Topics = h.c.Topics
+			for _, rec := range h.records {
+				if err := c2.Load(h.now, rec.Key, rec.Value); err != nil {
+					t.Fatalf("seed %d: replay: %v", seed, err)
+				}
+			}
+			h.c = c2
+		default:
+			step(m, rng.IntN(10) == 0)
+		}
+		check(fmt.Sprintf("step %d", i))
+	}
+	// Calm: everyone joins and heartbeats with its full state until stable.
+	h.createInternal()
+	for round := 0; round < 20; round++ {
+		for _, m := range ms {
+			m.full = true
+			step(m, false)
+			check(fmt.Sprintf("calm round %d", round))
+		}
+	}
+	g, _ := h.c.Group("app")
+	if s := g.streamsStateName(); s != "Stable" {
+		t.Fatalf("seed %d: %s after calm rounds", seed, s)
+	}
+	seen := streamsTasks{}
+	for _, m := range ms {
+		for s, ps := range m.owned.active {
+			for _, p := range ps {
+				seen.add(s, p)
+			}
+		}
+	}
+	if seen.size() != 8 {
+		t.Fatalf("seed %d: after calm rounds the members own %v, want all 8 tasks", seed, seen)
+	}
+}

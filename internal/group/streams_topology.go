@@ -1,0 +1,387 @@
+package group
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A streams group's topology (KIP-1071) and its configuration against the cluster's topics
+// (docs/streams-groups.md §3): how many tasks each subtopology has, how many partitions its
+// repartition and changelog topics need, which of them are missing, and what is wrong.
+
+// streamsTopology is the topology the group's members run, as the first member of its epoch
+// sent it.
+type streamsTopology struct {
+	Epoch         int32                `json:"epoch"`
+	Subtopologies []streamsSubtopology `json:"subtopologies"` // sorted by ID
+}
+
+type streamsSubtopology struct {
+	ID                 string                 `json:"id"`
+	Sources            []string               `json:"sources,omitempty"`
+	SourceRegex        []string               `json:"source_regex,omitempty"`
+	Changelogs         []streamsInternalTopic `json:"changelogs,omitempty"`
+	RepartitionSinks   []string               `json:"repartition_sinks,omitempty"`
+	RepartitionSources []streamsInternalTopic `json:"repartition_sources,omitempty"`
+	Copartition        []streamsCopartition   `json:"copartition,omitempty"`
+}
+
+// streamsInternalTopic is an internal topic the group's coordinator creates if it is missing.
+type streamsInternalTopic struct {
+	Name        string      `json:"name"`
+	Partitions  int32       `json:"partitions,omitempty"`  // 0: derived from the topology
+	Replication int16       `json:"replication,omitempty"` // 0: the cluster's default
+	Configs     [][2]string `json:"configs,omitempty"`
+}
+
+// streamsCopartition is a copartition group: indexes into its subtopology's Sources,
+// SourceRegex and RepartitionSources, as sent.
+type streamsCopartition struct {
+	Sources            []int16 `json:"sources,omitempty"`
+	SourceRegex        []int16 `json:"source_regex,omitempty"`
+	RepartitionSources []int16 `json:"repartition_sources,omitempty"`
+}
+
+// maxStreamsTopicPartitions bounds an internal topic's explicit partition count.
+const maxStreamsTopicPartitions = 1 << 20
+
+// newStreamsTopology takes a heartbeat's topology, checking it as Kafka's
+// throwIfStreamsGroupHeartbeatRequestIsInvalid and StreamsTopology do; the error is the
+// message of STREAMS_INVALID_TOPOLOGY.
+func newStreamsTopology(t *kmsg.StreamsGroupHeartbeatRequestTopology) (*streamsTopology, error) {
+	out := &streamsTopology{Epoch: t.Epoch}
+	if t.Epoch < 0 {
+		return nil, fmt.Errorf("Topology epoch must be non-negative.")
+	}
+	ids := map[string]bool{}
+	internal := map[string]bool{}
+	for _, s := range t.Subtopologies {
+		if s.SubtopologyID == "" {
+			return nil, fmt.Errorf("Subtopology ids must not be empty.")
+		}
+		if ids[s.SubtopologyID] {
+			return nil, fmt.Errorf("Subtopology id %s is used twice.", s.SubtopologyID)
+		}
+		ids[s.SubtopologyID] = true
+		st := streamsSubtopology{ID: s.SubtopologyID, Sources: slices.Clone(s.SourceTopics), SourceRegex: slices.Clone(s.SourceTopicRegex),
+			RepartitionSinks: slices.Clone(s.RepartitionSinkTopics)}
+		for _, re := range s.SourceTopicRegex {
+			if _, err := regexp.Compile(re); err != nil {
+				return nil, fmt.Errorf("Subtopology %s has an invalid source topic regex %q: %v", s.SubtopologyID, re, err)
+			}
+		}
+		conv := func(ts []kmsg.TopicInfo, kind string) ([]streamsInternalTopic, error) {
+			var out []streamsInternalTopic
+			for _, ti := range ts {
+				switch {
+				case ti.Topic == "":
+					return nil, fmt.Errorf("Subtopology %s has a %s topic without a name.", s.SubtopologyID, kind)
+				case ti.NumPartitions < 0 || ti.NumPartitions > maxStreamsTopicPartitions:
+					return nil, fmt.Errorf("Internal topic %s has an invalid number of partitions %d.", ti.Topic, ti.NumPartitions)
+				case ti.ReplicationFactor < -1:
+					return nil, fmt.Errorf("Internal topic %s has an invalid replication factor %d.", ti.Topic, ti.ReplicationFactor)
+				case internal[ti.Topic] && kind == "changelog":
+					return nil, fmt.Errorf("Internal topic %s is declared twice.", ti.Topic)
+				}
+				internal[ti.Topic] = true
+				it := streamsInternalTopic{Name: ti.Topic, Partitions: ti.NumPartitions, Replication: max(ti.ReplicationFactor, 0)}
+				for _, c := range ti.Configs {
+					it.Configs = append(it.Configs, [2]string{c.Key, c.Value})
+				}
+				out = append(out, it)
+			}
+			return out, nil
+		}
+		for _, c := range s.StateChangelogTopics {
+			if c.NumPartitions != 0 {
+				return nil, fmt.Errorf("Changelog topic %s must have an undefined partition count, but it is set to %d.", c.Topic, c.NumPartitions)
+			}
+		}
+		var err error
+		if st.Changelogs, err = conv(s.StateChangelogTopics, "changelog"); err != nil {
+			return nil, err
+		}
+		if st.RepartitionSources, err = conv(s.RepartitionSourceTopics, "repartition"); err != nil {
+			return nil, err
+		}
+		for _, cg := range s.CopartitionGroups {
+			for _, pair := range []struct {
+				idx []int16
+				n   int
+			}{{cg.SourceTopics, len(st.Sources)}, {cg.SourceTopicRegex, len(st.SourceRegex)}, {cg.RepartitionSourceTopics, len(st.RepartitionSources)}} {
+				for _, i := range pair.idx {
+					if i < 0 || int(i) >= pair.n {
+						return nil, fmt.Errorf("Subtopology %s has a copartition group with an invalid index %d.", s.SubtopologyID, i)
+					}
+				}
+			}
+			st.Copartition = append(st.Copartition, streamsCopartition{Sources: slices.Clone(cg.SourceTopics),
+				SourceRegex: slices.Clone(cg.SourceTopicRegex), RepartitionSources: slices.Clone(cg.RepartitionSourceTopics)})
+		}
+		out.Subtopologies = append(out.Subtopologies, st)
+	}
+	// Every repartition sink must be some subtopology's repartition source (Kafka's
+	// "repartition sink topics ... not a repartition source topic" check).
+	sources := map[string]bool{}
+	for _, s := range out.Subtopologies {
+		for _, r := range s.RepartitionSources {
+			sources[r.Name] = true
+		}
+	}
+	for _, s := range out.Subtopologies {
+		for _, sink := range s.RepartitionSinks {
+			if !sources[sink] {
+				return nil, fmt.Errorf("Repartition sink topic %s of subtopology %s is not the repartition source topic of any subtopology.", sink, s.ID)
+			}
+		}
+		for _, src := range s.Sources {
+			if internal[src] && !sources[src] {
+				return nil, fmt.Errorf("Source topic %s of subtopology %s is a changelog topic.", src, s.ID)
+			}
+		}
+	}
+	sort.Slice(out.Subtopologies, func(i, j int) bool { return out.Subtopologies[i].ID < out.Subtopologies[j].ID })
+	return out, nil
+}
+
+// InternalTopic is an internal topic of a streams group that its coordinator wants created
+// (the driver creates it; the group assigns no task until it exists).
+type InternalTopic struct {
+	Name        string
+	Partitions  int32
+	Replication int16 // 0: the cluster's default
+	Configs     [][2]string
+}
+
+// Streams statuses (StreamsGroupHeartbeatResponse.Status.StatusCode), as Kafka numbers them.
+const (
+	streamsStaleTopology         int8 = 0
+	streamsMissingSources        int8 = 1
+	streamsIncorrectPartitions   int8 = 2
+	streamsMissingInternal       int8 = 3
+	streamsShutdownApplication   int8 = 4
+	streamsAssignmentDelayedCode int8 = 5
+)
+
+// configuredTopology is a topology configured against the topics as they are: ready (tasks
+// can be assigned) when every source and internal topic exists with the partitions it needs.
+type configuredTopology struct {
+	tasks       map[string]int32    // subtopology → its number of tasks
+	partitions  map[string]int32    // topic (source or internal) → its partition count
+	sources     map[string][]string // subtopology → its source topics (resolved regexes and repartition topics included), sorted
+	changelogs  map[string][]string // subtopology → its changelog topics
+	create      []InternalTopic     // missing internal topics, by name
+	status      []streamsStatus     // why it is not ready; nil if ready
+	invalidText string              // a configuration error (no tasks)
+}
+
+type streamsStatus struct {
+	code   int8
+	detail string
+}
+
+func (ct *configuredTopology) ready() bool { return ct != nil && len(ct.status) == 0 }
+
+// configure resolves a topology against topics (name → metadata), as Kafka's
+// InternalTopicManager.configureTopics: source topics must exist; a repartition topic without
+// a fixed partition count takes the largest partition count of the sources of the
+// subtopologies writing to it; copartitioned topics must have equal counts (repartition topics
+// without a fixed count take the group's); a subtopology has as many tasks as its largest
+// source; a changelog topic has one partition per task.
+func configure(t *streamsTopology, topics map[string]TopicMeta) *configuredTopology {
+	ct := &configuredTopology{tasks: map[string]int32{}, partitions: map[string]int32{}, sources: map[string][]string{}, changelogs: map[string][]string{}}
+	repart := map[string]*streamsInternalTopic{} // repartition topics by name
+	for i := range t.Subtopologies {
+		for j := range t.Subtopologies[i].RepartitionSources {
+			r := &t.Subtopologies[i].RepartitionSources[j]
+			repart[r.Name] = r
+		}
+	}
+	// Resolve the source topics; explicit ones must exist.
+	var missing []string
+	for _, s := range t.Subtopologies {
+		var srcs []string
+		for _, name := range s.Sources {
+			if _, ok := topics[name]; !ok {
+				missing = append(missing, name)
+			}
+			srcs = append(srcs, name)
+		}
+		for _, expr := range s.SourceRegex {
+			re, err := regexp.Compile(`^(?:` + expr + `)$`)
+			if err != nil {
+				continue // checked when the topology came
+			}
+			for name := range topics {
+				if re.MatchString(name) && repart[name] == nil {
+					srcs = append(srcs, name)
+				}
+			}
+		}
+		for _, r := range s.RepartitionSources {
+			srcs = append(srcs, r.Name)
+		}
+		sort.Strings(srcs)
+		ct.sources[s.ID] = slices.Compact(srcs)
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		missing = slices.Compact(missing)
+		ct.status = append(ct.status, streamsStatus{streamsMissingSources, fmt.Sprintf("Source topics %s are missing.", strings.Join(missing, ", "))})
+		return ct
+	}
+	// Repartition topics' partition counts: fixed ones, then derived from their writers,
+	// repeated until nothing changes (a writer may itself read a repartition topic).
+	parts := map[string]int32{} // repartition topic → its count, once known
+	for name, r := range repart {
+		if r.Partitions > 0 {
+			parts[name] = r.Partitions
+		}
+	}
+	external := func(name string) int32 {
+		if _, ok := repart[name]; ok {
+			return parts[name]
+		}
+		return topics[name].Partitions
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, s := range t.Subtopologies {
+			var most int32
+			known := true
+			for _, src := range ct.sources[s.ID] {
+				n := external(src)
+				if n == 0 {
+					known = false
+				}
+				most = max(most, n)
+			}
+			if !known && most == 0 {
+				continue
+			}
+			for _, sink := range s.RepartitionSinks {
+				if r := repart[sink]; r != nil && r.Partitions == 0 && most > parts[sink] {
+					parts[sink], changed = most, true
+				}
+			}
+		}
+	}
+	// Copartition groups.
+	for _, s := range t.Subtopologies {
+		for _, cg := range s.Copartition {
+			var names, floating []string
+			for _, i := range cg.Sources {
+				names = append(names, s.Sources[i])
+			}
+			for _, i := range cg.RepartitionSources {
+				r := s.RepartitionSources[i]
+				if r.Partitions > 0 {
+					names = append(names, r.Name)
+				} else {
+					floating = append(floating, r.Name)
+				}
+			}
+			var want int32
+			for _, n := range names {
+				p := external(n)
+				if want != 0 && p != want {
+					ct.status = append(ct.status, streamsStatus{streamsIncorrectPartitions,
+						fmt.Sprintf("Following topics do not have the same number of partitions: [%s]", strings.Join(sortedCopy(names), ", "))})
+					return ct
+				}
+				want = p
+			}
+			if want == 0 { // only derived repartition topics: the largest of them
+				for _, n := range floating {
+					want = max(want, parts[n])
+				}
+			}
+			for _, n := range floating {
+				parts[n] = want
+			}
+		}
+	}
+	for name := range repart {
+		if parts[name] == 0 {
+			ct.invalidText = fmt.Sprintf("The number of partitions of repartition topic %s cannot be derived from the topology.", name)
+			ct.status = append(ct.status, streamsStatus{streamsIncorrectPartitions, ct.invalidText})
+			return ct
+		}
+	}
+	// Tasks, changelogs, and which internal topics are missing or wrong.
+	var bad []string
+	want := map[string]InternalTopic{}
+	for _, s := range t.Subtopologies {
+		var n int32
+		for _, src := range ct.sources[s.ID] {
+			n = max(n, external(src))
+		}
+		ct.tasks[s.ID] = n
+		for _, src := range ct.sources[s.ID] {
+			ct.partitions[src] = external(src)
+		}
+		for _, r := range s.RepartitionSources {
+			want[r.Name] = InternalTopic{Name: r.Name, Partitions: parts[r.Name], Replication: r.Replication, Configs: r.Configs}
+		}
+		for _, c := range s.Changelogs {
+			want[c.Name] = InternalTopic{Name: c.Name, Partitions: n, Replication: c.Replication, Configs: c.Configs}
+			ct.partitions[c.Name] = n
+			ct.changelogs[s.ID] = append(ct.changelogs[s.ID], c.Name)
+		}
+	}
+	for _, name := range sortedKeys(want) {
+		it := want[name]
+		meta, ok := topics[name]
+		switch {
+		case !ok:
+			ct.create = append(ct.create, it)
+		case meta.Partitions != it.Partitions:
+			bad = append(bad, fmt.Sprintf("%s has %d partitions, the topology needs %d", name, meta.Partitions, it.Partitions))
+		}
+	}
+	if len(bad) > 0 {
+		ct.status = append(ct.status, streamsStatus{streamsIncorrectPartitions, "Internal topics are incorrectly partitioned: " + strings.Join(bad, "; ")})
+	}
+	if len(ct.create) > 0 {
+		var names []string
+		for _, it := range ct.create {
+			names = append(names, it.Name)
+		}
+		ct.status = append(ct.status, streamsStatus{streamsMissingInternal, fmt.Sprintf("Internal topics are missing: [%s]", strings.Join(names, ", "))})
+	}
+	return ct
+}
+
+// topicPartitions is the sorted, distinct partitions of ps that topic has.
+func (ct *configuredTopology) topicPartitions(topic string, ps []int32) []int32 {
+	out := slices.Compact(slices.Sorted(slices.Values(ps)))
+	return slices.DeleteFunc(out, func(p int32) bool { return p >= ct.partitions[topic] })
+}
+
+// equal reports whether two topologies are the same (as sent: Kafka compares its records).
+func (t *streamsTopology) equal(o *streamsTopology) bool {
+	a, _ := json.Marshal(t)
+	b, _ := json.Marshal(o)
+	return string(a) == string(b)
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	sort.Strings(out)
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
