@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -340,6 +342,25 @@ func TestKafkaStreamsGroupProtocol(t *testing.T) {
 	bApp.waitRunning(ctx, 1)
 	produceStreamsInput(t, ctx, cl, 1500, 3000, true)
 	waitStreamsGroup(t, ctx, cl, "ssums", 4, 2)
+	tool := kafkaTool(t, "org.apache.kafka.tools.streams.StreamsGroupCommand")
+	streamsGroups := func(args ...string) string {
+		t.Helper()
+		return runClient(t, 60*time.Second, "", tool[0], append(tool[1:], append([]string{"--bootstrap-server", b.addr}, args...)...)...)
+	}
+	// Kafka's kafka-streams-groups tool (4.1.1) lists and describes it.
+	if out := streamsGroups("--list", "--state"); !regexp.MustCompile(`(?m)^ssums\s+Stable\s*$`).MatchString(out) {
+		t.Errorf("kafka-streams-groups --list --state:\n%s", out)
+	}
+	members := streamsGroups("--describe", "--members", "--group", "ssums", "--verbose")
+	if n := len(regexp.MustCompile(`(?m)^ssums\s+\d+\s+0\s+\S+\s+streams\s+\d+\s+\S+\s+ssums-\S+-StreamThread-[12]-consumer\s+ACTIVE: `).FindAllString(members, -1)); n != 4 {
+		t.Errorf("kafka-streams-groups --describe --members: %d member lines with active tasks, want 4:\n%s", n, members)
+	}
+	if out := streamsGroups("--describe", "--group", "ssums"); len(regexp.MustCompile(`(?m)^ssums\s+in\s+[0-3]\s+\d+\s*$`).FindAllString(out, -1)) != 4 {
+		t.Errorf("kafka-streams-groups --describe (offsets): want a line per partition of in:\n%s", out)
+	}
+	if out := streamsGroups("--describe", "--state", "--group", "ssums"); !regexp.MustCompile(`(?m)^ssums\s+\S+ \(0\)\s+Stable\s+4\s*$`).MatchString(out) {
+		t.Errorf("kafka-streams-groups --describe --state: want Stable with 4 members:\n%s", out)
+	}
 	lg := kmsg.NewPtrListGroupsRequest()
 	lg.TypesFilter = []string{"streams"}
 	if list, err := lg.RequestWith(ctx, cl); err != nil || len(list.Groups) != 1 || list.Groups[0].Group != "ssums" || list.Groups[0].GroupState != "Stable" {
@@ -361,6 +382,28 @@ func TestKafkaStreamsGroupProtocol(t *testing.T) {
 		t.Fatalf("the application did not close:\n%s", strings.Join(out, "\n"))
 	}
 	checkStreamsCommitted(t, ctx, adm, "ssums")
+	// Once empty (B left, A's session expired), the tool deletes the group and its internal
+	// topics.
+	if out := streamsGroups("--delete", "--group", "ssums"); strings.Count(out, "was successful") != 2 {
+		t.Errorf("kafka-streams-groups --delete:\n%s", out)
+	}
+	if md, err := adm.ListTopics(ctx); err != nil || !slices.Equal(md.Names(), []string{"in", "out"}) {
+		t.Errorf("topics after the group's deletion: %v %v; want in and out", md.Names(), err)
+	}
+	if g := describeStreams(t, ctx, cl, "ssums"); g.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("the deleted group is described: %+v", g)
+	}
+}
+
+func describeStreams(t *testing.T, ctx context.Context, cl *kgo.Client, group string) kmsg.StreamsGroupDescribeResponseGroup {
+	t.Helper()
+	req := kmsg.NewPtrStreamsGroupDescribeRequest()
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Groups) != 1 {
+		t.Fatalf("StreamsGroupDescribe: %v", err)
+	}
+	return resp.Groups[0]
 }
 
 // waitStreamsGroup waits until a streams group is Stable with members members over processes
