@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -263,13 +264,14 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	if cfg.ShareGroups, err = f.shareConfig(); err != nil {
 		return server.Config{}, err
 	}
+	session, interval := cmp.Or(f.streamsSession, 45*time.Second), cmp.Or(f.streamsHeartbeat, 5*time.Second) // zero: Kafka's defaults
 	switch {
-	case f.streamsSession < time.Second || f.streamsHeartbeat < 100*time.Millisecond || f.streamsHeartbeat >= f.streamsSession:
-		return server.Config{}, fmt.Errorf("--group-streams-session-timeout %v and --group-streams-heartbeat-interval %v: want a session of at least 1s above the interval (at least 100ms)", f.streamsSession, f.streamsHeartbeat)
+	case session < time.Second || interval < 100*time.Millisecond || interval >= session:
+		return server.Config{}, fmt.Errorf("--group-streams-session-timeout %v and --group-streams-heartbeat-interval %v: want a session of at least 1s above the interval (at least 100ms)", session, interval)
 	case f.streamsStandbys < 0 || f.streamsStandbys > 2:
 		return server.Config{}, fmt.Errorf("--group-streams-num-standby-replicas %d: want 0 to 2", f.streamsStandbys)
 	}
-	cfg.StreamsSessionTimeout, cfg.StreamsHeartbeatInterval, cfg.StreamsStandbyReplicas = f.streamsSession, f.streamsHeartbeat, f.streamsStandbys
+	cfg.StreamsSessionTimeout, cfg.StreamsHeartbeatInterval, cfg.StreamsStandbyReplicas = session, interval, f.streamsStandbys
 	if f.groupMigration != "" && !slices.Contains(group.MigrationPolicies, f.groupMigration) { // "": an agent, which has no groups
 		return server.Config{}, fmt.Errorf("--group-consumer-migration-policy %q: want one of %s", f.groupMigration, strings.Join(group.MigrationPolicies, ", "))
 	}

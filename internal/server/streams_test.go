@@ -262,8 +262,16 @@ func openTransaction(t *testing.T, ctx context.Context, adm *kadm.Client, topic 
 
 // TestKafkaStreamsOnACluster: the same application on a three-node cluster (its internal
 // topics replicated three times), with one node stopped and later restarted while it runs, and
-// a second instance joining: each update exactly once.
+// a second instance joining: each update exactly once. The node stopped is the group's
+// coordinator: a classic group's members rejoin the next one, a streams group's state is
+// loaded from __consumer_offsets by it (members, epochs, tasks) and goes on.
 func TestKafkaStreamsOnACluster(t *testing.T) {
+	for _, protocol := range []string{"classic", "streams"} {
+		t.Run(protocol, func(t *testing.T) { kafkaStreamsOnACluster(t, protocol) })
+	}
+}
+
+func kafkaStreamsOnACluster(t *testing.T, protocol string) {
 	testclients.Java43Streams(t)
 	c := startCluster(t, 3)
 	c.waitNodes(3)
@@ -278,10 +286,10 @@ func TestKafkaStreamsOnACluster(t *testing.T) {
 	}
 	seeds := c.brokers()
 	bootstrap := strings.Join(seeds, ",")
-	a := startStreamsApp(t, bootstrap, "csums", "exactly_once_v2", "classic", filepath.Join(t.TempDir(), "a"))
+	a := startStreamsApp(t, bootstrap, "csums", "exactly_once_v2", protocol, filepath.Join(t.TempDir(), "a"))
 	a.waitRunning(ctx, 1)
 	produceStreamsInput(t, ctx, cl, 0, 1500, false)
-	b := startStreamsApp(t, bootstrap, "csums", "exactly_once_v2", "classic", filepath.Join(t.TempDir(), "b"))
+	b := startStreamsApp(t, bootstrap, "csums", "exactly_once_v2", protocol, filepath.Join(t.TempDir(), "b"))
 	b.waitRunning(ctx, 1)
 	produceStreamsInput(t, ctx, cl, 1500, 3000, true)
 	// The group's coordinator node goes away (and with it the leaderships it held).
