@@ -1,80 +1,25 @@
 package group
 
 import (
-	"fmt"
 	"maps"
-	"slices"
 	"sort"
-	"strings"
 )
 
-// streamsTasks is a set of tasks: subtopology id → partitions, sorted.
-type streamsTasks map[string][]int32
+// streamsTasks is a set of tasks: subtopology id → partitions, ascending (a task is a
+// subtopology's partition, as an assignment's entry is a topic's).
+type streamsTasks = assignment
 
-func (ts streamsTasks) clone() streamsTasks {
-	out := make(streamsTasks, len(ts))
-	for s, ps := range ts {
-		out[s] = slices.Clone(ps)
-	}
-	return out
-}
-
-func (ts streamsTasks) has(sub string, p int32) bool {
-	_, ok := slices.BinarySearch(ts[sub], p)
-	return ok
-}
-
-func (ts streamsTasks) add(sub string, p int32) {
-	ps := ts[sub]
-	if i, ok := slices.BinarySearch(ps, p); !ok {
-		ts[sub] = slices.Insert(ps, i, p)
-	}
-}
-
-func (ts streamsTasks) size() int {
-	n := 0
-	for _, ps := range ts {
-		n += len(ps)
-	}
-	return n
-}
-
-// minus is ts without the tasks of o.
-func (ts streamsTasks) minus(o streamsTasks) streamsTasks {
-	out := streamsTasks{}
-	for s, ps := range ts {
+// intersect is the entries of both.
+func (a assignment) intersect(b assignment) assignment {
+	out := assignment{}
+	for t, ps := range a {
 		for _, p := range ps {
-			if !o.has(s, p) {
-				out.add(s, p)
+			if b.has(t, p) {
+				out.add(t, p)
 			}
 		}
 	}
 	return out
-}
-
-// intersect is the tasks of both.
-func (ts streamsTasks) intersect(o streamsTasks) streamsTasks {
-	out := streamsTasks{}
-	for s, ps := range ts {
-		for _, p := range ps {
-			if o.has(s, p) {
-				out.add(s, p)
-			}
-		}
-	}
-	return out
-}
-
-func (ts streamsTasks) equal(o streamsTasks) bool { return ts.signature() == o.signature() }
-
-func (ts streamsTasks) signature() string {
-	var sb strings.Builder
-	for _, s := range sortedKeys(ts) {
-		if len(ts[s]) > 0 {
-			fmt.Fprintf(&sb, "%s:%v;", s, ts[s])
-		}
-	}
-	return sb.String()
 }
 
 // streamsTarget is a member's target assignment.
