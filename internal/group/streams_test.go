@@ -539,3 +539,65 @@ func runStreamsSimulation(t *testing.T, seed uint64) {
 		t.Fatalf("seed %d: after calm rounds the members own %v, want all 8 tasks", seed, seen)
 	}
 }
+
+// TestStreamsGroupEndpointsAndShutdown: members with an application.server endpoint learn which
+// partitions each endpoint serves when their endpoint epoch is behind; a member asking for the
+// application's shutdown makes every member's answer carry SHUTDOWN_APPLICATION until the
+// group empties.
+func TestStreamsGroupEndpointsAndShutdown(t *testing.T) {
+	h := newStreamsHarness(t)
+	for _, it := range []string{"app-regroup-repartition", "app-totals-changelog"} {
+		h.topics[it] = TopicMeta{ID: [16]byte{8, byte(len(h.topics))}, Partitions: 4}
+	}
+	join := func(member, process string, port uint16) *kmsg.StreamsGroupHeartbeatResponse {
+		req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.EndpointInformationEpoch = "app", member, -1
+		req.Topology, req.RebalanceTimeoutMillis, req.ProcessID = wordCount(), 300000, &process
+		req.UserEndpoint = &kmsg.StreamsGroupHeartbeatRequestUserEndpoint{Host: "h", Port: port}
+		req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = []kmsg.TaskIDs{}, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
+		resp, out, _ := h.c.StreamsGroupHeartbeat(h.now, req, "c", "/h")
+		h.apply(out)
+		return resp
+	}
+	r1 := join("m1", "p1", 1)
+	if len(r1.PartitionsByUserEndpoint) != 1 || r1.PartitionsByUserEndpoint[0].UserEndpoint.Port != 1 {
+		t.Fatalf("m1's endpoints: %+v", r1.PartitionsByUserEndpoint)
+	}
+	byTopic := map[string][]int32{}
+	for _, ap := range r1.PartitionsByUserEndpoint[0].ActivePartitions {
+		byTopic[ap.Topic] = ap.Partitions
+	}
+	if !slices.Equal(byTopic["in"], []int32{0, 1, 2, 3}) || !slices.Equal(byTopic["app-regroup-repartition"], []int32{0, 1, 2, 3}) || len(byTopic) != 2 {
+		t.Fatalf("m1's endpoint serves %v; want in and the repartition topic, all partitions", byTopic)
+	}
+	epoch := r1.EndpointInformationEpoch
+	req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.MemberEpoch, req.EndpointInformationEpoch = "app", "m1", r1.MemberEpoch, epoch
+	if resp, _, _ := h.c.StreamsGroupHeartbeat(h.now, req, "c", "/h"); resp.PartitionsByUserEndpoint != nil {
+		t.Fatalf("an up-to-date member got the endpoints again: %+v", resp.PartitionsByUserEndpoint)
+	}
+	r2 := join("m2", "p2", 2)
+	req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = r1.ActiveTasks, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
+	resp, out, _ := h.c.StreamsGroupHeartbeat(h.now, req, "c", "/h") // m1 gives up half
+	h.apply(out)
+	if resp.EndpointInformationEpoch <= epoch || len(resp.PartitionsByUserEndpoint) != 2 {
+		t.Fatalf("after m1 gave tasks up: endpoint epoch %d (was %d), endpoints %+v", resp.EndpointInformationEpoch, epoch, resp.PartitionsByUserEndpoint)
+	}
+	// m2 asks for the application's shutdown: m1 hears of it.
+	sd := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	sd.Group, sd.MemberID, sd.MemberEpoch, sd.ShutdownApplication = "app", "m2", r2.MemberEpoch, true
+	if resp, _, _ := h.c.StreamsGroupHeartbeat(h.now, sd, "c", "/h"); !slices.Contains(statusCodes(resp), streamsShutdownApplication) {
+		t.Fatalf("the requester's answer: %+v", resp.Status)
+	}
+	req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = nil, nil, nil
+	req.MemberEpoch = resp.MemberEpoch
+	if resp, _, _ := h.c.StreamsGroupHeartbeat(h.now, req, "c", "/h"); !slices.Contains(statusCodes(resp), streamsShutdownApplication) ||
+		!strings.Contains(resp.Status[len(resp.Status)-1].StatusDetail, "m2") {
+		t.Fatalf("m1 was not told to shut down: %+v", resp.Status)
+	}
+	h.shb("m1", "", -1, nil)
+	h.shb("m2", "", -1, nil)
+	if r := h.shb("m3", "p3", 0, nil); slices.Contains(statusCodes(r), streamsShutdownApplication) {
+		t.Fatalf("a new member of the emptied group is told to shut down: %+v", r.Status)
+	}
+}
