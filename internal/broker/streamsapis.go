@@ -111,7 +111,19 @@ func handleStreamsGroupDescribe(_ context.Context, r *request) reply {
 	for sh, ids := range in {
 		sub := *req
 		sub.Groups = ids
-		resp.Groups = append(resp.Groups, sh.c.StreamsGroupDescribe(&sub).Groups...)
+		for _, g := range sh.c.StreamsGroupDescribe(&sub).Groups {
+			if g.ErrorCode == 0 && g.Topology != nil && !r.mayDescribeTopology(g.Topology) {
+				// As Kafka: the group's topics are not shown to whom may not describe them.
+				msg := "The described group uses topics that the client is not authorized to describe."
+				denied := kmsg.NewStreamsGroupDescribeResponseGroup()
+				denied.Group, denied.ErrorCode, denied.ErrorMessage, denied.AuthorizedOperations = g.Group, kerr.TopicAuthorizationFailed.Code, &msg, notRequested
+				g = denied
+			}
+			if g.ErrorCode == 0 && req.IncludeAuthorizedOperations {
+				g.AuthorizedOperations = r.authorizedOperations(kmsg.ACLResourceTypeGroup, g.Group, groupOps)
+			}
+			resp.Groups = append(resp.Groups, g)
+		}
 	}
 	for _, id := range ids {
 		if code, ok := missing[id]; ok {
@@ -121,6 +133,24 @@ func handleStreamsGroupDescribe(_ context.Context, r *request) reply {
 		}
 	}
 	return reply{resp: resp}
+}
+
+// mayDescribeTopology reports whether the principal may describe every topic of a topology.
+func (r *request) mayDescribeTopology(t *kmsg.StreamsGroupDescribeResponseGroupTopology) bool {
+	for _, s := range t.Subtopologies {
+		var names []string
+		names = append(names, s.SourceTopics...)
+		names = append(names, s.RepartitionSinkTopics...)
+		for _, ti := range append(slices.Clone(s.StateChangelogTopics), s.RepartitionSourceTopics...) {
+			names = append(names, ti.Topic)
+		}
+		for _, n := range names {
+			if !r.allowedTopic(kmsg.ACLOperationDescribe, n) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // streamsTopicCreator creates streams groups' internal topics in the background, one attempt

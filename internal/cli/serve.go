@@ -33,6 +33,7 @@ type serveFlags struct {
 	streamsSession        time.Duration
 	streamsHeartbeat      time.Duration
 	streamsStandbys       int
+	streamsDelay          time.Duration
 	numPartitions         int32
 	defaultRF             int16
 	offsetsRF, txnStateRF int16
@@ -107,6 +108,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.Int64Var(&f.shareRecordLocks, "group-share-partition-max-record-locks", 2000, "share groups: offsets in flight per share-partition, from its start (Kafka's group.share.partition.max.record.locks; 100 to 10000)")
 	flags.DurationVar(&f.streamsSession, "group-streams-session-timeout", 45*time.Second, "streams groups (KIP-1071): how long a member may go without a heartbeat before it is removed (Kafka's group.streams.session.timeout.ms)")
 	flags.DurationVar(&f.streamsHeartbeat, "group-streams-heartbeat-interval", 5*time.Second, "streams groups: the heartbeat interval given to members (Kafka's group.streams.heartbeat.interval.ms)")
+	flags.DurationVar(&f.streamsDelay, "group-streams-initial-rebalance-delay", 3*time.Second, "streams groups: how long a group a member joins empty waits for more members before its first assignment (Kafka's group.streams.initial.rebalance.delay.ms; 0: none)")
 	flags.IntVar(&f.streamsStandbys, "group-streams-num-standby-replicas", 0, "streams groups: standby replicas of each stateful task, unless the group sets streams.num.standby.replicas (Kafka's group.streams.num.standby.replicas; 0 to 2)")
 	flags.StringVar(&f.replicaSelector, "replica-selector", "", `where consumers read: "" (the leader) or "rack" (KIP-392: a consumer with client.rack reads from an in-sync replica in its rack; Kafka's replica.selector.class `+rackSelectorClass+` is accepted too)`)
 	flags.Int32Var(&f.numPartitions, "num-partitions", 1, "partitions of a topic created without a count: auto-created, or CreateTopics with -1 (Kafka's num.partitions)")
@@ -272,6 +274,10 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("--group-streams-num-standby-replicas %d: want 0 to 2", f.streamsStandbys)
 	}
 	cfg.StreamsSessionTimeout, cfg.StreamsHeartbeatInterval, cfg.StreamsStandbyReplicas = session, interval, f.streamsStandbys
+	cfg.StreamsInitialRebalanceDelay = f.streamsDelay
+	if f.streamsDelay <= 0 {
+		cfg.StreamsInitialRebalanceDelay = -1 // none (zero in server.Config is Kafka's default)
+	}
 	if f.groupMigration != "" && !slices.Contains(group.MigrationPolicies, f.groupMigration) { // "": an agent, which has no groups
 		return server.Config{}, fmt.Errorf("--group-consumer-migration-policy %q: want one of %s", f.groupMigration, strings.Join(group.MigrationPolicies, ", "))
 	}

@@ -3,6 +3,7 @@ package group
 import (
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,7 +14,7 @@ import (
 // Group configs (Kafka's ConfigResource GROUP, KIP-848 and KIP-932): a group's overrides of
 // the coordinator's defaults, set with IncrementalAlterConfigs (kafka-configs --entity-type
 // groups) and kept by the controller. Kafka's names, types, ranges and messages (Kafka 4.3's
-// set, less streams.initial.rebalance.delay.ms and streams.assignment.interval.ms, the share
+// set, less streams.assignment.interval.ms, the share
 // assignor offload and interval, and the RENEW switch: Runnel assigns at once, and serves
 // ShareFetch v1 without RENEW).
 const (
@@ -29,6 +30,7 @@ const (
 	StreamsSessionTimeoutConfig        = "streams.session.timeout.ms"
 	StreamsHeartbeatIntervalConfig     = "streams.heartbeat.interval.ms"
 	StreamsNumStandbyReplicasConfig    = "streams.num.standby.replicas"
+	StreamsInitialRebalanceDelayConfig = "streams.initial.rebalance.delay.ms"
 )
 
 // GroupConfigDef is one group config's definition.
@@ -50,6 +52,7 @@ var GroupConfigDefs = []GroupConfigDef{
 	{ShareRecordLockDurationConfig, true, "The record acquisition lock duration in milliseconds for share groups."},
 	{ShareSessionTimeoutConfig, true, "The timeout to detect client failures when using the share group protocol."},
 	{StreamsHeartbeatIntervalConfig, true, "The heartbeat interval given to the members."},
+	{StreamsInitialRebalanceDelayConfig, true, "The amount of time the group coordinator will wait for more streams clients to join a new group before performing the first rebalance."},
 	{StreamsNumStandbyReplicasConfig, true, "The number of standby replicas for each task."},
 	{StreamsSessionTimeoutConfig, true, "The timeout to detect client failures when using the streams group protocol."},
 }
@@ -85,6 +88,7 @@ type Settings struct {
 	StreamsSessionTimeout        time.Duration
 	StreamsHeartbeatInterval     time.Duration
 	StreamsStandbyReplicas       int
+	StreamsInitialRebalanceDelay time.Duration
 }
 
 // intConfig is one INT group config: its value in Settings, its least value, and the
@@ -125,6 +129,8 @@ var intConfigs = []intConfig{
 		func(s *Settings) *time.Duration { return &s.StreamsHeartbeatInterval }),
 	msConfig(StreamsSessionTimeoutConfig, time.Millisecond, 45*time.Second, 60*time.Second, "group.streams.%s.session.timeout.ms",
 		func(s *Settings) *time.Duration { return &s.StreamsSessionTimeout }),
+	msConfig(StreamsInitialRebalanceDelayConfig, 0, 0, math.MaxInt32*time.Millisecond, "group.streams.%s.initial.rebalance.delay.ms",
+		func(s *Settings) *time.Duration { return &s.StreamsInitialRebalanceDelay }),
 	{StreamsNumStandbyReplicasConfig, 0, 0, 2, "group.streams.%s.standby.replicas", false,
 		func(s *Settings) int64 { return int64(s.StreamsStandbyReplicas) }, func(s *Settings, v int64) { s.StreamsStandbyReplicas = int(v) }},
 }
@@ -137,7 +143,7 @@ func (c Config) defaults() Settings {
 		ShareRecordLockDuration: c.ShareRecordLockDuration, ShareDeliveryCountLimit: c.ShareDeliveryCountLimit,
 		SharePartitionMaxRecordLocks: c.SharePartitionMaxRecordLocks,
 		StreamsSessionTimeout:        c.StreamsSessionTimeout, StreamsHeartbeatInterval: c.StreamsHeartbeatInterval,
-		StreamsStandbyReplicas: c.StreamsStandbyReplicas,
+		StreamsStandbyReplicas: c.StreamsStandbyReplicas, StreamsInitialRebalanceDelay: c.StreamsInitialRebalanceDelay,
 	}
 }
 

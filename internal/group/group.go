@@ -69,6 +69,9 @@ type Config struct {
 	// StreamsStandbyReplicas is group.streams.num.standby.replicas (0), the default of the
 	// group config streams.num.standby.replicas (at most group.streams.max.standby.replicas, 2).
 	StreamsStandbyReplicas int
+	// StreamsInitialRebalanceDelay is group.streams.initial.rebalance.delay.ms (3 s): how long a
+	// group a member joined empty waits for more members before its first assignment.
+	StreamsInitialRebalanceDelay time.Duration
 
 	ShareSessionTimeout    time.Duration // group.share.session.timeout.ms (45 s)
 	ShareHeartbeatInterval time.Duration // group.share.heartbeat.interval.ms (5 s)
@@ -92,7 +95,7 @@ func DefaultConfig() Config {
 	return Config{MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,
 		InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour, MaxMetadataBytes: 4096,
 		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second, MigrationPolicy: MigrationBidirectional,
-		StreamsSessionTimeout: 45 * time.Second, StreamsHeartbeatInterval: 5 * time.Second,
+		StreamsSessionTimeout: 45 * time.Second, StreamsHeartbeatInterval: 5 * time.Second, StreamsInitialRebalanceDelay: 3 * time.Second,
 		ShareSessionTimeout: 45 * time.Second, ShareHeartbeatInterval: 5 * time.Second, MaxShareGroupSize: 200,
 		ShareRecordLockDuration: 30 * time.Second, ShareDeliveryCountLimit: 5, SharePartitionMaxRecordLocks: 2000}
 }

@@ -58,6 +58,9 @@ type streamsMember struct {
 	// RevokingRoles are Revoking split by role, for the unreleased-task rules.
 	RevokingActive  streamsTasks `json:"revoking_active,omitempty"`
 	RevokingStandby streamsTasks `json:"revoking_standby,omitempty"`
+	// ActiveSince is the assignment epoch at which each of its active tasks (held or being
+	// given up) was given: a commit of an older member epoch counts for a task from then on.
+	ActiveSince map[string]map[int32]int32 `json:"active_since,omitempty"`
 
 	deadline       time.Time // session
 	revokeDeadline time.Time
@@ -79,8 +82,13 @@ type streamsState struct {
 	metaSig                string              // the topology's topics as last configured
 	members                map[string]*streamsMember
 	target                 map[string]streamsTarget
-	shutdown               string // the member that asked every member to shut down (cleared when the group empties)
-	standbys               int    // the standby replicas the target was computed with
+	validated              bool // the topology was ready when last configured (kept across a load, where configured is not)
+	// delayUntil ends the initial rebalance delay of a group a member joined empty: no target
+	// is computed before (members wait at assignment epoch 1 with no task). Not kept across a
+	// load, as Kafka's timer.
+	delayUntil time.Time
+	shutdown   string // the member that asked every member to shut down (cleared when the group empties)
+	standbys   int    // the standby replicas the target was computed with
 }
 
 func newStreamsState() *streamsState {
@@ -131,10 +139,10 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 	case (req.ActiveTasks == nil) != (req.StandbyTasks == nil) || (req.ActiveTasks == nil) != (req.WarmupTasks == nil):
 		return fail(kerr.InvalidRequest, "If one task-type is non-null, all must be non-null.")
 	}
-	for _, ts := range [][]kmsg.TaskIDs{req.ActiveTasks, req.StandbyTasks, req.WarmupTasks} {
-		for _, t := range ts {
-			if slices.ContainsFunc(t.Partitions, func(p int32) bool { return p < 0 }) {
-				return fail(kerr.InvalidRequest, "Task partitions must be non-negative.")
+	if req.Topology != nil {
+		for _, s := range req.Topology.Subtopologies {
+			if len(s.SourceTopicRegex) > 0 { // as Kafka 4.3
+				return fail(kerr.InvalidRequest, "Regular expressions for source topics are not supported yet.")
 			}
 		}
 	}
@@ -219,6 +227,11 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 		} else {
 			m = &streamsMember{ID: id, Active: streamsTasks{}, Standby: streamsTasks{}, Warmup: streamsTasks{},
 				Revoking: streamsTasks{}, RevokingActive: streamsTasks{}, RevokingStandby: streamsTasks{}}
+			if len(st.members) == 0 {
+				if d := c.cfg.groupSettings(req.Group).StreamsInitialRebalanceDelay; d > 0 {
+					st.delayUntil = now.Add(d)
+				}
+			}
 			st.members[id] = m
 			bump = true
 			if g.State == Empty {
@@ -285,7 +298,22 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 	}
 	set := c.cfg.groupSettings(req.Group)
 	m.deadline = now.Add(set.StreamsSessionTimeout)
-	c.advanceStreams(st, set.StreamsStandbyReplicas, bump)
+	c.advanceStreams(now, st, set.StreamsStandbyReplicas, bump)
+	if ct := st.configured; ct.ready() {
+		for _, ts := range [][]kmsg.TaskIDs{req.ActiveTasks, req.StandbyTasks, req.WarmupTasks} {
+			for _, t := range ts {
+				n, ok := ct.tasks[t.SubtopologyID]
+				if !ok {
+					return fail(kerr.InvalidRequest, "Subtopology %s does not exist in the topology.", t.SubtopologyID)
+				}
+				for _, p := range t.Partitions {
+					if p < 0 || p >= n {
+						return fail(kerr.InvalidRequest, "Task %d for subtopology %s is invalid. Number of tasks for this subtopology: %d", p, t.SubtopologyID, n)
+					}
+				}
+			}
+		}
+	}
 	c.reconcileStreams(now, st, m, ownedTasks(req))
 	c.updateEndpoints(st)
 	resp.MemberID, resp.MemberEpoch = id, m.Epoch
@@ -302,6 +330,10 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 		}
 		create = ct.create
 	}
+	if now.Before(st.delayUntil) && st.epoch > st.assignmentEpoch {
+		resp.Status = append(resp.Status, kmsg.StreamsGroupHeartbeatResponseStatus{StatusCode: streamsAssignmentDelayed,
+			StatusDetail: "Assignment delayed due to the configured initial rebalance delay."})
+	}
 	if st.shutdown != "" {
 		resp.Status = append(resp.Status, kmsg.StreamsGroupHeartbeatResponseStatus{StatusCode: streamsShutdownApplication,
 			StatusDetail: fmt.Sprintf("Streams group member %s encountered a fatal error and requested a shutdown for the entire application.", st.shutdown)})
@@ -311,11 +343,9 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 		m.sent = sent
 		resp.ActiveTasks, resp.StandbyTasks, resp.WarmupTasks = taskIDs(m.Active), taskIDs(m.Standby), taskIDs(m.Warmup)
 	}
-	if req.EndpointInformationEpoch < st.endpointEpoch || (req.MemberEpoch == 0 && st.endpointEpoch > 0) {
-		resp.EndpointInformationEpoch = st.endpointEpoch
+	resp.EndpointInformationEpoch = st.endpointEpoch
+	if req.EndpointInformationEpoch != st.endpointEpoch {
 		resp.PartitionsByUserEndpoint = streamsEndpoints(st)
-	} else {
-		resp.EndpointInformationEpoch = st.endpointEpoch
 	}
 	return resp, create
 }
@@ -349,7 +379,7 @@ func taskIDs(ts streamsTasks) []kmsg.TaskIDs {
 // advanceStreams configures the topology against the topics when they changed, moves the
 // group epoch if bump is set or they changed, and computes the target assignment for a new
 // epoch: no task while the topology is not ready (a topic missing or misshapen).
-func (c *Coordinator) advanceStreams(st *streamsState, standbys int, bump bool) {
+func (c *Coordinator) advanceStreams(now time.Time, st *streamsState, standbys int, bump bool) {
 	if st.topology == nil {
 		return
 	}
@@ -357,6 +387,9 @@ func (c *Coordinator) advanceStreams(st *streamsState, standbys int, bump bool) 
 	sig := streamsMetadataSignature(st.topology, topics)
 	if sig != st.metaSig || st.configured == nil {
 		st.configured = configure(st.topology, topics)
+		if st.configured.ready() != st.validated {
+			st.validated, bump = st.configured.ready(), true
+		}
 		if sig != st.metaSig {
 			st.metaSig, bump = sig, true
 		}
@@ -366,6 +399,14 @@ func (c *Coordinator) advanceStreams(st *streamsState, standbys int, bump bool) 
 	}
 	if bump {
 		st.epoch++
+	}
+	if st.epoch > st.assignmentEpoch && now.Before(st.delayUntil) {
+		// Delayed: the members so far take epoch 1 with nothing; the group epoch stays ahead,
+		// so the target is computed when the delay ends.
+		if st.assignmentEpoch == 0 {
+			st.epoch, st.assignmentEpoch = max(st.epoch, 2), 1
+		}
+		return
 	}
 	if st.epoch > st.assignmentEpoch {
 		tasks, stateful := map[string]int32{}, map[string]bool{}
@@ -381,7 +422,7 @@ func (c *Coordinator) advanceStreams(st *streamsState, standbys int, bump bool) 
 }
 
 // streamsMetadataSignature describes the topics a topology reads and writes, as configure
-// sees them (a regex's matches included: a new matching topic reconfigures).
+// sees them.
 func streamsMetadataSignature(t *streamsTopology, topics map[string]TopicMeta) string {
 	var names []string
 	for name := range topics {
@@ -397,8 +438,7 @@ func streamsMetadataSignature(t *streamsTopology, topics map[string]TopicMeta) s
 	return sb.String()
 }
 
-// streamsTopic reports whether a topology names topic (a source, a regex match, an internal
-// topic).
+// streamsTopic reports whether a topology names topic (a source or an internal topic).
 func streamsTopic(t *streamsTopology, topic string) bool {
 	for _, s := range t.Subtopologies {
 		if slices.Contains(s.Sources, topic) {
@@ -411,11 +451,6 @@ func streamsTopic(t *streamsTopology, topic string) bool {
 		}
 		for _, r := range s.Changelogs {
 			if r.Name == topic {
-				return true
-			}
-		}
-		for _, expr := range s.SourceRegex {
-			if re, err := compileSubscription(expr); err == nil && re.MatchString(topic) {
 				return true
 			}
 		}
@@ -457,6 +492,13 @@ func (c *Coordinator) reconcileStreams(now time.Time, st *streamsState, m *strea
 		for _, p := range ps {
 			if !activeHeldElsewhere(st, m, s, p) {
 				m.Active.add(s, p)
+				if m.ActiveSince == nil {
+					m.ActiveSince = map[string]map[int32]int32{}
+				}
+				if m.ActiveSince[s] == nil {
+					m.ActiveSince[s] = map[int32]int32{}
+				}
+				m.ActiveSince[s][p] = st.assignmentEpoch
 			}
 		}
 	}
@@ -469,6 +511,24 @@ func (c *Coordinator) reconcileStreams(now time.Time, st *streamsState, m *strea
 	}
 	if m.Epoch != st.assignmentEpoch {
 		m.PrevEpoch, m.Epoch = m.Epoch, st.assignmentEpoch
+	}
+	m.pruneActiveSince()
+}
+
+// pruneActiveSince forgets the epochs of active tasks the member neither holds nor gives up.
+func (m *streamsMember) pruneActiveSince() {
+	for s, byPart := range m.ActiveSince {
+		for p := range byPart {
+			if !m.Active.has(s, p) && !m.RevokingActive.has(s, p) {
+				delete(byPart, p)
+			}
+		}
+		if len(byPart) == 0 {
+			delete(m.ActiveSince, s)
+		}
+	}
+	if len(m.ActiveSince) == 0 {
+		m.ActiveSince = nil
 	}
 }
 
@@ -513,7 +573,8 @@ func (c *Coordinator) removeStreamsMember(now time.Time, g *Group, m *streamsMem
 }
 
 // tickStreams removes the members whose session expired or who did not give up their tasks in
-// time; it reports whether any was.
+// time, and computes the target a group's initial rebalance delay held back; it reports whether
+// the group changed.
 func (c *Coordinator) tickStreams(now time.Time, g *Group) bool {
 	removed := false
 	for _, m := range sortedStreamsMembers(g.streams.members) {
@@ -522,10 +583,16 @@ func (c *Coordinator) tickStreams(now time.Time, g *Group) bool {
 			removed = true
 		}
 	}
-	if removed {
-		c.advanceStreams(g.streams, c.cfg.groupSettings(g.ID).StreamsStandbyReplicas, false)
+	st := g.streams
+	delayEnds := !st.delayUntil.IsZero() && !now.Before(st.delayUntil)
+	if delayEnds {
+		st.delayUntil = time.Time{}
 	}
-	return removed
+	if removed || (delayEnds && st.epoch > st.assignmentEpoch) {
+		c.advanceStreams(now, st, c.cfg.groupSettings(g.ID).StreamsStandbyReplicas, false)
+		return true
+	}
+	return false
 }
 
 // updateEndpoints moves the endpoint epoch when the partitions behind the members' endpoints
@@ -607,7 +674,7 @@ func (g *Group) streamsStateName() string {
 	switch {
 	case len(st.members) == 0:
 		return "Empty"
-	case st.topology == nil || !st.configured.ready():
+	case st.topology == nil || !st.validated:
 		return "NotReady"
 	case st.epoch > st.assignmentEpoch:
 		return "Assigning"
@@ -662,8 +729,8 @@ func (c *Coordinator) StreamsGroupDescribe(req *kmsg.StreamsGroupDescribeRequest
 						}
 					}
 				}
-				ds.StateChangelogTopics = describeTopicInfos(s.Changelogs, st.configured, s.ID)
-				ds.RepartitionSourceTopics = describeTopicInfos(s.RepartitionSources, st.configured, "")
+				ds.StateChangelogTopics = describeTopicInfos(s.Changelogs, st.configured)
+				ds.RepartitionSourceTopics = describeTopicInfos(s.RepartitionSources, st.configured)
 				dt.Subtopologies = append(dt.Subtopologies, ds)
 			}
 			dg.Topology = &dt
@@ -691,20 +758,13 @@ func (c *Coordinator) StreamsGroupDescribe(req *kmsg.StreamsGroupDescribeRequest
 }
 
 // describeTopicInfos describes internal topics with their configured partition counts.
-func describeTopicInfos(ts []streamsInternalTopic, ct *configuredTopology, changelogOf string) []kmsg.TopicInfo {
+func describeTopicInfos(ts []streamsInternalTopic, ct *configuredTopology) []kmsg.TopicInfo {
 	out := []kmsg.TopicInfo{}
 	for _, it := range ts {
 		ti := kmsg.NewTopicInfo()
 		ti.Topic, ti.NumPartitions, ti.ReplicationFactor = it.Name, it.Partitions, it.Replication
-		if ct != nil {
-			if changelogOf != "" {
-				ti.NumPartitions = ct.tasks[changelogOf]
-			}
-			for _, want := range ct.create {
-				if want.Name == it.Name {
-					ti.NumPartitions = want.Partitions
-				}
-			}
+		if n, ok := ct.topicCount(it.Name); ok {
+			ti.NumPartitions = n
 		}
 		for _, kv := range it.Configs {
 			ti.Configs = append(ti.Configs, kmsg.TopicInfoConfig{Key: kv[0], Value: kv[1]})
@@ -714,11 +774,11 @@ func describeTopicInfos(ts []streamsInternalTopic, ct *configuredTopology, chang
 	return out
 }
 
-// checkStreamsCommit checks a commit to a streams group (Kafka's
+// checkStreamsCommit checks a commit to a streams group (Kafka 4.3's
 // StreamsGroup.validateOffsetCommit): the member must exist and send its current epoch
-// (OffsetCommit v9+ unless transactional). Its previous epoch is accepted too while every
-// partition committed belongs to an active task it still holds or is giving up (its heartbeat
-// answer may not have arrived yet), as Kafka 4.3 accepts (KIP-1251).
+// (OffsetCommit v9+ unless transactional), or an older one that is at least the epoch at which
+// it was given the active task of every partition committed, a task it still holds or is giving
+// up (KIP-1251: its heartbeat answers may be in flight).
 func checkStreamsCommit(st *streamsState, req *kmsg.OffsetCommitRequest) int16 {
 	m := st.members[req.MemberID]
 	switch {
@@ -728,14 +788,17 @@ func checkStreamsCommit(st *streamsState, req *kmsg.OffsetCommitRequest) int16 {
 		return kerr.UnsupportedVersion.Code
 	case req.Generation == m.Epoch:
 		return 0
-	case req.Generation != m.PrevEpoch || req.Generation > m.Epoch || st.configured == nil:
+	case req.Generation > m.Epoch || st.topology == nil:
 		return kerr.StaleMemberEpoch.Code
 	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			held := false
-			for sub, srcs := range st.configured.sources {
-				if slices.Contains(srcs, t.Topic) && (m.Active.has(sub, p.Partition) || m.RevokingActive.has(sub, p.Partition)) {
+			for _, sub := range st.topology.Subtopologies {
+				reads := slices.Contains(sub.Sources, t.Topic) ||
+					slices.ContainsFunc(sub.RepartitionSources, func(r streamsInternalTopic) bool { return r.Name == t.Topic })
+				since, ok := m.ActiveSince[sub.ID][p.Partition]
+				if reads && ok && req.Generation >= since && (m.Active.has(sub.ID, p.Partition) || m.RevokingActive.has(sub.ID, p.Partition)) {
 					held = true
 					break
 				}

@@ -1,7 +1,7 @@
 package group
 
 import (
-	"maps"
+	"slices"
 	"sort"
 )
 
@@ -34,14 +34,23 @@ type streamsTask struct {
 }
 
 // assignStreams is the streams groups' sticky task assignor (Kafka's "sticky", the one
-// server-side assignor of streams groups): every task of the configured topology goes to one
-// member as active and, with standbys > 0, to that many members of other processes as
-// standby (stateful tasks only: those of subtopologies with a changelog). Balance counts per process, a process weighing as many as its members (stream
-// threads): an active task stays with the member that had it as long as the member is under
-// its share (ceil(tasks/members)), a free one goes preferably to a member that kept it as a
-// standby (its state is there), else to the least loaded process's least loaded member. A
-// standby never lands on the process of the task's active or of another of its standbys; it
-// stays where it was when it can. Deterministic: members and tasks in sorted order.
+// server-side assignor of streams groups), after Kafka's StickyTaskAssignor. Tasks go in the
+// order (partition, subtopology), so each member's share spreads over the subtopologies.
+//
+// Active tasks: a member's share is the tasks left over the members left, ceil'd, recomputed
+// each time a member fills its share (4 tasks over 3 members: 2, 1, 1). A task goes back to the
+// member that had it while that member is under its share; then to one that kept it as a
+// standby (its state is there), the least loaded; then to the least loaded process — its load
+// counted per member, a process weighing as many as its stream threads — and its least loaded
+// member.
+//
+// Standby tasks (only for stateful tasks: subtopologies with a changelog), standbys per task,
+// each on a process that holds the task in no role (so never where its active runs): the
+// task's previous active owner if its process is balanced (fewer tasks than members, or no
+// process less loaded; its state is freshest), else the least loaded previous standby holder
+// if balanced, else the least loaded process's least loaded member; with too few
+// processes a task gets fewer standbys, as in Kafka. Deterministic: members, processes and
+// tasks are taken in sorted order.
 func assignStreams(members []*streamsMember, tasks map[string]int32, stateful map[string]bool, standbys int, prev map[string]streamsTarget) map[string]streamsTarget {
 	out := make(map[string]streamsTarget, len(members))
 	if len(members) == 0 {
@@ -53,96 +62,134 @@ func assignStreams(members []*streamsMember, tasks map[string]int32, stateful ma
 			all = append(all, streamsTask{s, p})
 		}
 	}
-	exists := func(t streamsTask) bool { n, ok := tasks[t.sub]; return ok && t.part < n }
+	sort.SliceStable(all, func(i, j int) bool { return all[i].part < all[j].part })
 	procSize := map[string]int{}
+	prevActive, prevStandby := map[streamsTask]*streamsMember{}, map[streamsTask][]*streamsMember{}
 	for _, m := range members {
 		out[m.ID] = streamsTarget{Active: streamsTasks{}, Standby: streamsTasks{}}
 		procSize[m.ProcessID]++
 	}
-	activeOf := map[streamsTask]*streamsMember{}
-	count := map[string]int{}     // member → active tasks
-	procCount := map[string]int{} // process → active tasks
-	give := func(m *streamsMember, t streamsTask) {
-		out[m.ID].Active.add(t.sub, t.part)
-		activeOf[t] = m
+	for _, m := range members {
+		for s, ps := range prev[m.ID].Active {
+			for _, p := range ps {
+				prevActive[streamsTask{s, p}] = m
+			}
+		}
+		for s, ps := range prev[m.ID].Standby {
+			for _, p := range ps {
+				t := streamsTask{s, p}
+				prevStandby[t] = append(prevStandby[t], m)
+			}
+		}
+	}
+	count := map[string]int{}     // member → tasks (active, then active and standby)
+	procCount := map[string]int{} // process → tasks
+	holds := map[streamsTask]map[string]bool{}
+	place := func(m *streamsMember, t streamsTask, active bool) {
+		if active {
+			out[m.ID].Active.add(t.sub, t.part)
+		} else {
+			out[m.ID].Standby.add(t.sub, t.part)
+		}
+		if holds[t] == nil {
+			holds[t] = map[string]bool{}
+		}
+		holds[t][m.ProcessID] = true
 		count[m.ID]++
 		procCount[m.ProcessID]++
 	}
-	quota := (len(all) + len(members) - 1) / len(members)
-	for _, m := range members { // stickiness
-		for _, s := range sortedKeys(prev[m.ID].Active) {
-			for _, p := range prev[m.ID].Active[s] {
-				t := streamsTask{s, p}
-				if exists(t) && activeOf[t] == nil && count[m.ID] < quota {
-					give(m, t)
-				}
-			}
-		}
-	}
-	less := func(a, b *streamsMember, load func(*streamsMember) (int, int)) bool {
-		pa, ma := load(a)
-		pb, mb := load(b)
-		// Compare process loads as fractions of their sizes, then the members' own loads.
-		if x, y := pa*procSize[b.ProcessID], pb*procSize[a.ProcessID]; x != y {
+	// lighter orders members by their process's load (per member), then their own, then id.
+	lighter := func(a, b *streamsMember) bool {
+		if x, y := procCount[a.ProcessID]*procSize[b.ProcessID], procCount[b.ProcessID]*procSize[a.ProcessID]; x != y {
 			return x < y
 		}
-		if ma != mb {
-			return ma < mb
+		if count[a.ID] != count[b.ID] {
+			return count[a.ID] < count[b.ID]
 		}
 		return a.ID < b.ID
 	}
-	activeLoad := func(m *streamsMember) (int, int) { return procCount[m.ProcessID], count[m.ID] }
-	for _, t := range all {
-		if activeOf[t] != nil {
-			continue
-		}
+	lightest := func(ok func(*streamsMember) bool) *streamsMember {
 		var best *streamsMember
-		for _, m := range members { // a member that kept the task as a standby, under its share
-			if prev[m.ID].Standby.has(t.sub, t.part) && count[m.ID] < quota && (best == nil || less(m, best, activeLoad)) {
+		for _, m := range members {
+			if ok(m) && (best == nil || lighter(m, best)) {
 				best = m
 			}
 		}
-		if best == nil {
-			for _, m := range members {
-				if best == nil || less(m, best, activeLoad) {
-					best = m
-				}
-			}
+		return best
+	}
+	left, capacity := len(all), len(members)
+	share := (left + capacity - 1) / capacity
+	under := func(m *streamsMember) bool { return count[m.ID] < share }
+	give := func(m *streamsMember, t streamsTask) {
+		place(m, t, true)
+		if count[m.ID] == share && capacity > 1 { // m is full: the others share what is left
+			capacity--
+			left -= share
+			share = (left + capacity - 1) / capacity
 		}
-		give(best, t)
+	}
+	done := map[streamsTask]bool{}
+	for _, t := range all { // back to the previous owner
+		if m := prevActive[t]; m != nil && under(m) {
+			give(m, t)
+			done[t] = true
+		}
+	}
+	for _, t := range all { // to a member that kept it warm
+		if done[t] {
+			continue
+		}
+		if m := lightest(func(m *streamsMember) bool { return under(m) && slices.Contains(prevStandby[t], m) }); m != nil {
+			give(m, t)
+			done[t] = true
+		}
+	}
+	for _, t := range all { // to the least loaded
+		if !done[t] {
+			give(lightest(func(*streamsMember) bool { return true }), t)
+		}
 	}
 	if standbys <= 0 {
 		return out
 	}
-	total := maps.Clone(count) // member → active + standby tasks
-	procTotal := maps.Clone(procCount)
-	totalLoad := func(m *streamsMember) (int, int) { return procTotal[m.ProcessID], total[m.ID] }
+	var statefulTasks []streamsTask
 	for _, t := range all {
-		if !stateful[t.sub] {
-			continue // a stateless task has no state to keep warm
+		if stateful[t.sub] {
+			statefulTasks = append(statefulTasks, t)
 		}
-		holds := map[string]bool{activeOf[t].ProcessID: true} // processes that have the task
-		for r := 0; r < standbys; r++ {
-			var best *streamsMember
-			for _, m := range members {
-				if !holds[m.ProcessID] && prev[m.ID].Standby.has(t.sub, t.part) && (best == nil || less(m, best, totalLoad)) {
-					best = m
+	}
+	// balanced: m's process has fewer tasks than members, or no process is less loaded (Kafka's
+	// isLoadBalanced).
+	balanced := func(m *streamsMember) bool {
+		if procCount[m.ProcessID] < procSize[m.ProcessID] {
+			return true
+		}
+		for p, n := range procSize {
+			if procCount[p]*procSize[m.ProcessID] < procCount[m.ProcessID]*n {
+				return false
+			}
+		}
+		return true
+	}
+	for _, t := range statefulTasks {
+		for range standbys {
+			free := func(m *streamsMember) bool { return !holds[t][m.ProcessID] }
+			var m *streamsMember
+			if p := prevActive[t]; p != nil && free(p) && balanced(p) {
+				m = p
+			}
+			if m == nil {
+				if p := lightest(func(m *streamsMember) bool { return free(m) && slices.Contains(prevStandby[t], m) }); p != nil && balanced(p) {
+					m = p
 				}
 			}
-			if best == nil {
-				for _, m := range members {
-					if !holds[m.ProcessID] && (best == nil || less(m, best, totalLoad)) {
-						best = m
-					}
-				}
+			if m == nil {
+				m = lightest(free)
 			}
-			if best == nil {
-				break // fewer processes than replicas: as Kafka, fewer standbys
+			if m == nil {
+				break // fewer processes than replicas
 			}
-			out[best.ID].Standby.add(t.sub, t.part)
-			holds[best.ProcessID] = true
-			total[best.ID]++
-			procTotal[best.ProcessID]++
+			place(m, t, false)
 		}
 	}
 	return out

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 
@@ -44,6 +43,7 @@ type streamsRecord struct {
 	Targets         map[string]streamsTarget `json:"targets,omitempty"`
 	Shutdown        string                   `json:"shutdown,omitempty"` // the member that asked
 	Standbys        int                      `json:"standbys,omitempty"`
+	Validated       bool                     `json:"validated,omitempty"` // the topology was ready
 }
 
 // streamsStateValue is the encoded state of a streams group, or nil if there is none.
@@ -55,7 +55,7 @@ func (c *Coordinator) streamsStateValue(group string) []byte {
 	st := g.streams
 	rec := streamsRecord{Epoch: st.epoch, AssignmentEpoch: st.assignmentEpoch, EndpointEpoch: st.endpointEpoch,
 		Since: g.StateSince.UnixMilli(), Topology: st.topology, MetaSig: st.metaSig, Members: sortedStreamsMembers(st.members),
-		Targets: st.target, Shutdown: st.shutdown, Standbys: st.standbys}
+		Targets: st.target, Shutdown: st.shutdown, Standbys: st.standbys, Validated: st.validated}
 	body, err := json.Marshal(&rec)
 	if err != nil {
 		panic(fmt.Sprintf("group: encoding a streams group: %v", err)) // plain data: cannot fail
@@ -102,7 +102,7 @@ func (c *Coordinator) loadStreams(now time.Time, key, value []byte) error {
 	}
 	st := newStreamsState()
 	st.epoch, st.assignmentEpoch, st.endpointEpoch = rec.Epoch, rec.AssignmentEpoch, rec.EndpointEpoch
-	st.topology, st.metaSig, st.shutdown, st.standbys = rec.Topology, rec.MetaSig, rec.Shutdown, rec.Standbys
+	st.topology, st.metaSig, st.shutdown, st.standbys, st.validated = rec.Topology, rec.MetaSig, rec.Shutdown, rec.Standbys, rec.Validated
 	for _, m := range rec.Members {
 		if m == nil || m.ID == "" || st.members[m.ID] != nil {
 			return fmt.Errorf("%w: streams group %s: a member without an id or twice", ErrBadRecord, id)
@@ -147,17 +147,12 @@ func (t *streamsTopology) check() error {
 			for _, pair := range []struct {
 				idx []int16
 				n   int
-			}{{cg.Sources, len(s.Sources)}, {cg.SourceRegex, len(s.SourceRegex)}, {cg.RepartitionSources, len(s.RepartitionSources)}} {
+			}{{cg.Sources, len(s.Sources)}, {cg.RepartitionSources, len(s.RepartitionSources)}} {
 				for _, i := range pair.idx {
 					if i < 0 || int(i) >= pair.n {
 						return fmt.Errorf("a copartition index out of range")
 					}
 				}
-			}
-		}
-		for _, re := range s.SourceRegex {
-			if _, err := regexp.Compile(re); err != nil {
-				return err
 			}
 		}
 	}
@@ -167,9 +162,14 @@ func (t *streamsTopology) check() error {
 // normalize gives a decoded member non-nil task sets, sorted (the record may come from
 // anywhere: Load must not trust it).
 func (m *streamsMember) normalize() {
-	for _, ts := range []*streamsTasks{&m.Active, &m.Standby, &m.Warmup, &m.Revoking} {
+	for _, ts := range []*streamsTasks{&m.Active, &m.Standby, &m.Warmup, &m.Revoking, &m.RevokingStandby} {
 		*ts = normalTasks(*ts)
 	}
+	// What is given up is a standby only where the record says so; anything else counts as an
+	// active task being given up, which blocks its grant to another member.
+	m.RevokingStandby = m.RevokingStandby.intersect(m.Revoking)
+	m.RevokingActive = m.Revoking.minus(m.RevokingStandby)
+	m.pruneActiveSince()
 }
 
 func (t *streamsTarget) normalize() {

@@ -23,6 +23,7 @@ type streamsHarness struct {
 func newStreamsHarness(t *testing.T) *streamsHarness {
 	h := &streamsHarness{harness: newHarness(t), topics: map[string]TopicMeta{
 		"in": {ID: [16]byte{1}, Partitions: 4}, "other": {ID: [16]byte{2}, Partitions: 2}}}
+	h.c.cfg.StreamsInitialRebalanceDelay = 0 // TestStreamsGroupInitialDelay sets it
 	h.c.Topics = func() map[string]TopicMeta {
 		out := make(map[string]TopicMeta, len(h.topics))
 		for k, v := range h.topics {
@@ -415,6 +416,9 @@ func runStreamsSimulation(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	h := newStreamsHarness(t)
 	h.c.cfg.StreamsStandbyReplicas = int(seed % 3)
+	if seed%2 == 0 {
+		h.c.cfg.StreamsInitialRebalanceDelay = 3 * time.Second
+	}
 	var ms []*simMember
 	for i := range 2 + rng.IntN(5) {
 		ms = append(ms, &simMember{id: fmt.Sprintf("m%d", i), process: fmt.Sprintf("p%d", i%3)})
@@ -516,7 +520,11 @@ func runStreamsSimulation(t *testing.T, seed uint64) {
 	}
 	// Calm: everyone joins and heartbeats with its full state until stable.
 	h.createInternal()
+	h.now = h.now.Add(4 * time.Second) // past any initial delay
+	h.apply(h.c.Tick(h.now))
 	for round := 0; round < 20; round++ {
+		h.now = h.now.Add(time.Second) // a group emptied and joined again waits its delay
+		h.apply(h.c.Tick(h.now))
 		for _, m := range ms {
 			m.full = true
 			step(m, false)
@@ -599,5 +607,157 @@ func TestStreamsGroupEndpointsAndShutdown(t *testing.T) {
 	h.shb("m2", "", -1, nil)
 	if r := h.shb("m3", "p3", 0, nil); slices.Contains(statusCodes(r), streamsShutdownApplication) {
 		t.Fatalf("a new member of the emptied group is told to shut down: %+v", r.Status)
+	}
+}
+
+// TestStreamsAssignorBalanceAndStickiness: shares are recomputed as members fill (4 tasks over
+// 3 members: 2, 1, 1, keeping what each had), a member's tasks spread over the subtopologies,
+// and a new process gets standbys and actives of its own.
+func TestStreamsAssignorBalanceAndStickiness(t *testing.T) {
+	mk := func(id, process string) *streamsMember { return &streamsMember{ID: id, ProcessID: process} }
+	m1, m2, m3 := mk("m1", "p1"), mk("m2", "p2"), mk("m3", "p3")
+	prev := assignStreams([]*streamsMember{m1, m2}, map[string]int32{"0": 4}, nil, 0, nil)
+	got := assignStreams([]*streamsMember{m1, m2, m3}, map[string]int32{"0": 4}, nil, 0, prev)
+	sizes := []int{got["m1"].Active.size(), got["m2"].Active.size(), got["m3"].Active.size()}
+	if slices.Max(sizes) != 2 || slices.Min(sizes) != 1 {
+		t.Fatalf("4 tasks over 3 members: %v", sizes)
+	}
+	for _, m := range []string{"m1", "m2"} {
+		if got[m].Active.minus(prev[m].Active).size() != 0 {
+			t.Errorf("%s had %v, now %v: a task moved between two members that stayed", m, prev[m].Active, got[m].Active)
+		}
+	}
+	// Word count: a second instance takes half of each subtopology, not one subtopology.
+	tasks := map[string]int32{"0": 4, "1": 4}
+	prev = assignStreams([]*streamsMember{m1}, tasks, map[string]bool{"1": true}, 0, nil)
+	got = assignStreams([]*streamsMember{m1, m2}, tasks, map[string]bool{"1": true}, 0, prev)
+	for _, m := range []string{"m1", "m2"} {
+		if len(got[m].Active["0"]) != 2 || len(got[m].Active["1"]) != 2 {
+			t.Errorf("%s: %v; want two tasks of each subtopology", m, got[m].Active)
+		}
+	}
+	// One standby, processes 2 → 3: the new process gets work of both kinds.
+	prev = assignStreams([]*streamsMember{m1, m2}, map[string]int32{"1": 4}, map[string]bool{"1": true}, 1, nil)
+	got = assignStreams([]*streamsMember{m1, m2, m3}, map[string]int32{"1": 4}, map[string]bool{"1": true}, 1, prev)
+	if got["m3"].Active.size() == 0 || got["m3"].Standby.size() == 0 {
+		t.Errorf("the new process: %+v; want actives and standbys", got["m3"])
+	}
+	for p := int32(0); p < 4; p++ {
+		var active, standby string
+		for _, m := range []*streamsMember{m1, m2, m3} {
+			if got[m.ID].Active.has("1", p) {
+				active += m.ProcessID
+			}
+			if got[m.ID].Standby.has("1", p) {
+				standby += m.ProcessID
+			}
+		}
+		if len(active) != 2 || len(standby) != 2 || active == standby {
+			t.Errorf("task 1_%d: active on %q, standby on %q", p, active, standby)
+		}
+	}
+	total := 0
+	for _, m := range []string{"m1", "m2", "m3"} {
+		if n := got[m].Active.size() + got[m].Standby.size(); n < 2 || n > 3 {
+			t.Errorf("%s holds %d tasks; want 2 or 3 of the 8", m, n)
+		}
+		total += got[m].Active.size()
+	}
+	if total != 4 {
+		t.Errorf("%d active tasks assigned, want 4", total)
+	}
+}
+
+// TestStreamsGroupInitialDelay: a group a member joins empty waits the initial rebalance delay
+// (ASSIGNMENT_DELAYED, epoch 1, no task) so the instances starting with it join first; when it
+// ends (a tick) the tasks are assigned over every member at once.
+func TestStreamsGroupInitialDelay(t *testing.T) {
+	h := newStreamsHarness(t)
+	h.c.cfg.StreamsInitialRebalanceDelay = 3 * time.Second
+	for _, it := range []string{"app-regroup-repartition", "app-totals-changelog"} {
+		h.topics[it] = TopicMeta{ID: [16]byte{8, byte(len(h.topics))}, Partitions: 4}
+	}
+	r1 := h.shb("m1", "p1", 0, nil)
+	if r1.MemberEpoch != 1 || tasksOf(r1.ActiveTasks).size() != 0 || !slices.Equal(statusCodes(r1), []int8{streamsAssignmentDelayed}) {
+		t.Fatalf("the first member: epoch %d tasks %v status %v; want epoch 1, nothing, ASSIGNMENT_DELAYED", r1.MemberEpoch, r1.ActiveTasks, r1.Status)
+	}
+	h.now = h.now.Add(time.Second)
+	r2 := h.shb("m2", "p2", 0, nil)
+	if tasksOf(r2.ActiveTasks).size() != 0 || !slices.Contains(statusCodes(r2), streamsAssignmentDelayed) {
+		t.Fatalf("the second member within the delay: tasks %v status %v", r2.ActiveTasks, r2.Status)
+	}
+	h.now = h.now.Add(2 * time.Second)
+	h.apply(h.c.Tick(h.now))
+	r1 = h.shb("m1", "", r1.MemberEpoch, nil)
+	r2 = h.shb("m2", "", r2.MemberEpoch, nil)
+	if a, b := tasksOf(r1.ActiveTasks), tasksOf(r2.ActiveTasks); a.size() != 4 || b.size() != 4 || len(r1.Status) != 0 {
+		t.Fatalf("after the delay: m1 %v m2 %v status %v; want 4 tasks each, no revocation", a, b, r1.Status)
+	}
+	if r1.MemberEpoch != r2.MemberEpoch || r1.MemberEpoch <= 1 {
+		t.Fatalf("epochs %d and %d after the delay", r1.MemberEpoch, r2.MemberEpoch)
+	}
+}
+
+// TestStreamsGroupSourceChangelogAndOlderCommits: a table read from a source topic that is also
+// its changelog (reuse.ktable.source.topics) is accepted and the source is not created nor
+// sized; a commit of an older member epoch counts for the tasks held since then, on this
+// coordinator and on one that replayed the records.
+func TestStreamsGroupSourceChangelogAndOlderCommits(t *testing.T) {
+	topo := wordCount()
+	topo.Subtopologies[0].StateChangelogTopics = []kmsg.TopicInfo{{Topic: "in"}}
+	st, err := newStreamsTopology(topo)
+	if err != nil {
+		t.Fatalf("a source topic as its table's changelog: %v", err)
+	}
+	ct := configure(st, map[string]TopicMeta{"in": {Partitions: 4}})
+	for _, it := range ct.create {
+		if it.Name == "in" {
+			t.Fatalf("the source changelog is to be created: %+v", ct.create)
+		}
+	}
+	if len(ct.changelogs["0"]) != 1 {
+		t.Fatalf("subtopology 0 is not stateful: %v", ct.changelogs)
+	}
+
+	h := newStreamsHarness(t)
+	r1 := h.shb("m1", "p1", 0, nil)
+	h.createInternal()
+	r1 = h.shb("m1", "", r1.MemberEpoch, &streamsOwned{streamsTasks{}, streamsTasks{}})
+	first := r1.MemberEpoch
+	// Two more members join and leave: m1's epoch moves twice while it keeps its tasks.
+	for _, m := range []string{"m2", "m3"} {
+		h.shb(m, "p"+m, 0, nil)
+		h.shb(m, "", -1, nil)
+	}
+	r1 = h.shb("m1", "", r1.MemberEpoch, &streamsOwned{tasksOf(r1.ActiveTasks), streamsTasks{}})
+	r1 = h.shb("m1", "", r1.MemberEpoch, &streamsOwned{tasksOf(r1.ActiveTasks), streamsTasks{}})
+	if r1.MemberEpoch < first+2 {
+		t.Fatalf("m1's epoch went from %d to %d; want two moves", first, r1.MemberEpoch)
+	}
+	commit := func(c *Coordinator, epoch int32) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.MemberID, req.Generation = 9, "app", "m1", epoch
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "in", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 1, Offset: 5}}}}
+		resp, _ := c.OffsetCommit(h.now, req)
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	if code := commit(h.c, first); code != 0 {
+		t.Fatalf("a commit at the epoch m1 got its tasks at: %v", kerr.ErrorForCode(code))
+	}
+	if code := commit(h.c, first-1); code != kerr.StaleMemberEpoch.Code {
+		t.Fatalf("a commit from before m1 had its tasks: %v", kerr.ErrorForCode(code))
+	}
+	c2 := New(h.c.cfg)
+	c2.Topics = h.c.Topics
+	for _, rec := range h.records {
+		if err := c2.Load(h.now, rec.Key, rec.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := commit(c2, first); code != 0 {
+		t.Fatalf("the same commit after a reload: %v", kerr.ErrorForCode(code))
+	}
+	if g, _ := c2.Group("app"); g.streamsStateName() != "Stable" {
+		t.Fatalf("reloaded, the group is %s; want Stable", g.streamsStateName())
 	}
 }

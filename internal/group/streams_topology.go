@@ -3,7 +3,6 @@ package group
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -25,7 +24,6 @@ type streamsTopology struct {
 type streamsSubtopology struct {
 	ID                 string                 `json:"id"`
 	Sources            []string               `json:"sources,omitempty"`
-	SourceRegex        []string               `json:"source_regex,omitempty"`
 	Changelogs         []streamsInternalTopic `json:"changelogs,omitempty"`
 	RepartitionSinks   []string               `json:"repartition_sinks,omitempty"`
 	RepartitionSources []streamsInternalTopic `json:"repartition_sources,omitempty"`
@@ -40,11 +38,10 @@ type streamsInternalTopic struct {
 	Configs     [][2]string `json:"configs,omitempty"`
 }
 
-// streamsCopartition is a copartition group: indexes into its subtopology's Sources,
-// SourceRegex and RepartitionSources, as sent.
+// streamsCopartition is a copartition group: indexes into its subtopology's Sources and
+// RepartitionSources, as sent.
 type streamsCopartition struct {
 	Sources            []int16 `json:"sources,omitempty"`
-	SourceRegex        []int16 `json:"source_regex,omitempty"`
 	RepartitionSources []int16 `json:"repartition_sources,omitempty"`
 }
 
@@ -69,12 +66,9 @@ func newStreamsTopology(t *kmsg.StreamsGroupHeartbeatRequestTopology) (*streamsT
 			return nil, fmt.Errorf("Subtopology id %s is used twice.", s.SubtopologyID)
 		}
 		ids[s.SubtopologyID] = true
-		st := streamsSubtopology{ID: s.SubtopologyID, Sources: slices.Clone(s.SourceTopics), SourceRegex: slices.Clone(s.SourceTopicRegex),
-			RepartitionSinks: slices.Clone(s.RepartitionSinkTopics)}
-		for _, re := range s.SourceTopicRegex {
-			if _, err := regexp.Compile(re); err != nil {
-				return nil, fmt.Errorf("Subtopology %s has an invalid source topic regex %q: %v", s.SubtopologyID, re, err)
-			}
+		st := streamsSubtopology{ID: s.SubtopologyID, Sources: slices.Clone(s.SourceTopics), RepartitionSinks: slices.Clone(s.RepartitionSinkTopics)}
+		if len(s.SourceTopics) == 0 && len(s.RepartitionSourceTopics) == 0 {
+			return nil, fmt.Errorf("No source topics found for subtopology %s", s.SubtopologyID)
 		}
 		conv := func(ts []kmsg.TopicInfo, kind string) ([]streamsInternalTopic, error) {
 			var out []streamsInternalTopic
@@ -86,10 +80,14 @@ func newStreamsTopology(t *kmsg.StreamsGroupHeartbeatRequestTopology) (*streamsT
 					return nil, fmt.Errorf("Internal topic %s has an invalid number of partitions %d.", ti.Topic, ti.NumPartitions)
 				case ti.ReplicationFactor < -1:
 					return nil, fmt.Errorf("Internal topic %s has an invalid replication factor %d.", ti.Topic, ti.ReplicationFactor)
+				case kind == "changelog" && slices.Contains(s.SourceTopics, ti.Topic):
+					// A source topic serving as its table's changelog (reuse.ktable.source.topics):
+					// the user's topic, never created nor sized here.
 				case internal[ti.Topic] && kind == "changelog":
 					return nil, fmt.Errorf("Internal topic %s is declared twice.", ti.Topic)
+				default:
+					internal[ti.Topic] = true
 				}
-				internal[ti.Topic] = true
 				it := streamsInternalTopic{Name: ti.Topic, Partitions: ti.NumPartitions, Replication: max(ti.ReplicationFactor, 0)}
 				for _, c := range ti.Configs {
 					it.Configs = append(it.Configs, [2]string{c.Key, c.Value})
@@ -114,7 +112,7 @@ func newStreamsTopology(t *kmsg.StreamsGroupHeartbeatRequestTopology) (*streamsT
 			for _, pair := range []struct {
 				idx []int16
 				n   int
-			}{{cg.SourceTopics, len(st.Sources)}, {cg.SourceTopicRegex, len(st.SourceRegex)}, {cg.RepartitionSourceTopics, len(st.RepartitionSources)}} {
+			}{{cg.SourceTopics, len(st.Sources)}, {cg.RepartitionSourceTopics, len(st.RepartitionSources)}} {
 				for _, i := range pair.idx {
 					if i < 0 || int(i) >= pair.n {
 						return nil, fmt.Errorf("Subtopology %s has a copartition group with an invalid index %d.", s.SubtopologyID, i)
@@ -122,7 +120,7 @@ func newStreamsTopology(t *kmsg.StreamsGroupHeartbeatRequestTopology) (*streamsT
 				}
 			}
 			st.Copartition = append(st.Copartition, streamsCopartition{Sources: slices.Clone(cg.SourceTopics),
-				SourceRegex: slices.Clone(cg.SourceTopicRegex), RepartitionSources: slices.Clone(cg.RepartitionSourceTopics)})
+				RepartitionSources: slices.Clone(cg.RepartitionSourceTopics)})
 		}
 		out.Subtopologies = append(out.Subtopologies, st)
 	}
@@ -138,11 +136,6 @@ func newStreamsTopology(t *kmsg.StreamsGroupHeartbeatRequestTopology) (*streamsT
 		for _, sink := range s.RepartitionSinks {
 			if !sources[sink] {
 				return nil, fmt.Errorf("Repartition sink topic %s of subtopology %s is not the repartition source topic of any subtopology.", sink, s.ID)
-			}
-		}
-		for _, src := range s.Sources {
-			if internal[src] && !sources[src] {
-				return nil, fmt.Errorf("Source topic %s of subtopology %s is a changelog topic.", src, s.ID)
 			}
 		}
 	}
@@ -161,12 +154,12 @@ type InternalTopic struct {
 
 // Streams statuses (StreamsGroupHeartbeatResponse.Status.StatusCode), as Kafka numbers them.
 const (
-	streamsStaleTopology         int8 = 0
-	streamsMissingSources        int8 = 1
-	streamsIncorrectPartitions   int8 = 2
-	streamsMissingInternal       int8 = 3
-	streamsShutdownApplication   int8 = 4
-	streamsAssignmentDelayedCode int8 = 5
+	streamsStaleTopology       int8 = 0
+	streamsMissingSources      int8 = 1
+	streamsIncorrectPartitions int8 = 2
+	streamsMissingInternal     int8 = 3
+	streamsShutdownApplication int8 = 4
+	streamsAssignmentDelayed   int8 = 5
 )
 
 // configuredTopology is a topology configured against the topics as they are: ready (tasks
@@ -174,7 +167,7 @@ const (
 type configuredTopology struct {
 	tasks       map[string]int32    // subtopology → its number of tasks
 	partitions  map[string]int32    // topic (source or internal) → its partition count
-	sources     map[string][]string // subtopology → its source topics (resolved regexes and repartition topics included), sorted
+	sources     map[string][]string // subtopology → its source topics (repartition topics included), sorted
 	changelogs  map[string][]string // subtopology → its changelog topics
 	create      []InternalTopic     // missing internal topics, by name
 	status      []streamsStatus     // why it is not ready; nil if ready
@@ -212,17 +205,6 @@ func configure(t *streamsTopology, topics map[string]TopicMeta) *configuredTopol
 				missing = append(missing, name)
 			}
 			srcs = append(srcs, name)
-		}
-		for _, expr := range s.SourceRegex {
-			re, err := regexp.Compile(`^(?:` + expr + `)$`)
-			if err != nil {
-				continue // checked when the topology came
-			}
-			for name := range topics {
-				if re.MatchString(name) && repart[name] == nil {
-					srcs = append(srcs, name)
-				}
-			}
 		}
 		for _, r := range s.RepartitionSources {
 			srcs = append(srcs, r.Name)
@@ -330,9 +312,12 @@ func configure(t *streamsTopology, topics map[string]TopicMeta) *configuredTopol
 			want[r.Name] = InternalTopic{Name: r.Name, Partitions: parts[r.Name], Replication: r.Replication, Configs: r.Configs}
 		}
 		for _, c := range s.Changelogs {
+			ct.changelogs[s.ID] = append(ct.changelogs[s.ID], c.Name)
+			if slices.Contains(s.Sources, c.Name) {
+				continue // a source topic as its table's changelog: the user's topic
+			}
 			want[c.Name] = InternalTopic{Name: c.Name, Partitions: n, Replication: c.Replication, Configs: c.Configs}
 			ct.partitions[c.Name] = n
-			ct.changelogs[s.ID] = append(ct.changelogs[s.ID], c.Name)
 		}
 	}
 	for _, name := range sortedKeys(want) {
@@ -356,6 +341,22 @@ func configure(t *streamsTopology, topics map[string]TopicMeta) *configuredTopol
 		ct.status = append(ct.status, streamsStatus{streamsMissingInternal, fmt.Sprintf("Internal topics are missing: [%s]", strings.Join(names, ", "))})
 	}
 	return ct
+}
+
+// topicCount is a source or internal topic's partition count as configured (ct may be nil).
+func (ct *configuredTopology) topicCount(topic string) (int32, bool) {
+	if ct == nil {
+		return 0, false
+	}
+	if n, ok := ct.partitions[topic]; ok {
+		return n, true
+	}
+	for _, it := range ct.create {
+		if it.Name == topic {
+			return it.Partitions, true
+		}
+	}
+	return 0, false
 }
 
 // topicPartitions is the sorted, distinct partitions of ps that topic has.

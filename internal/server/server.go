@@ -82,6 +82,9 @@ type Config struct {
 	StreamsSessionTimeout    time.Duration
 	StreamsHeartbeatInterval time.Duration
 	StreamsStandbyReplicas   int
+	// StreamsInitialRebalanceDelay is group.streams.initial.rebalance.delay.ms (zero: 3 s;
+	// negative: none).
+	StreamsInitialRebalanceDelay time.Duration
 	// NumPartitions is Kafka's num.partitions: partitions of a topic created without a count
 	// (auto-created, or CreateTopics with -1); 0: 1.
 	NumPartitions int32
@@ -650,6 +653,12 @@ func Open(cfg Config) (*Server, error) {
 		groups.StreamsHeartbeatInterval = cfg.StreamsHeartbeatInterval
 	}
 	groups.StreamsStandbyReplicas = cfg.StreamsStandbyReplicas
+	switch d := cfg.StreamsInitialRebalanceDelay; {
+	case d < 0:
+		groups.StreamsInitialRebalanceDelay = 0
+	case d > 0:
+		groups.StreamsInitialRebalanceDelay = d
+	}
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups, ShareGroups: cfg.ShareGroups,
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, OffsetsReplicationFactor: cfg.OffsetsReplicationFactor,
