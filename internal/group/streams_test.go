@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -759,5 +760,75 @@ func TestStreamsGroupSourceChangelogAndOlderCommits(t *testing.T) {
 	}
 	if g, _ := c2.Group("app"); g.streamsStateName() != "Stable" {
 		t.Fatalf("reloaded, the group is %s; want Stable", g.streamsStateName())
+	}
+}
+
+// TestStreamsAssignorProperties: over random groups (members on processes of one to three
+// threads), task counts, standby counts and previous targets, every task is active on exactly
+// one member, a standby is never on a process holding the task in another copy, only stateful
+// tasks stand by, and without a previous target members of one-thread processes differ by at
+// most one active task.
+func TestStreamsAssignorProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	for round := 0; round < 500; round++ {
+		var members []*streamsMember
+		procs := 1 + rng.IntN(4)
+		for p := 0; p < procs; p++ {
+			threads := 1 + rng.IntN(3)
+			if round%2 == 0 {
+				threads = 1
+			}
+			for th := 0; th < threads; th++ {
+				members = append(members, &streamsMember{ID: fmt.Sprintf("m%d-%d", p, th), ProcessID: fmt.Sprintf("p%d", p)})
+			}
+		}
+		slices.SortFunc(members, func(a, b *streamsMember) int { return strings.Compare(a.ID, b.ID) })
+		tasks := map[string]int32{"0": int32(rng.IntN(9)), "1": int32(1 + rng.IntN(6))}
+		stateful := map[string]bool{"1": true}
+		standbys := rng.IntN(3)
+		var prev map[string]streamsTarget
+		if round%4 >= 2 { // a previous target over a random subset of these members
+			prev = assignStreams(members[:1+rng.IntN(len(members))], tasks, stateful, standbys, nil)
+		}
+		got := assignStreams(members, tasks, stateful, standbys, prev)
+		count := map[string]int{}
+		for s, n := range tasks {
+			for p := int32(0); p < n; p++ {
+				var active []*streamsMember
+				standbyProcs := map[string]int{}
+				for _, m := range members {
+					if got[m.ID].Active.has(s, p) {
+						active = append(active, m)
+					}
+					if got[m.ID].Standby.has(s, p) {
+						standbyProcs[m.ProcessID]++
+					}
+				}
+				if len(active) != 1 {
+					t.Fatalf("round %d: task %s_%d active on %d members", round, s, p, len(active))
+				}
+				count[active[0].ID]++
+				for proc, k := range standbyProcs {
+					if k > 1 || proc == active[0].ProcessID {
+						t.Fatalf("round %d: task %s_%d: active on %s, standbys %v", round, s, p, active[0].ProcessID, standbyProcs)
+					}
+				}
+				if !stateful[s] && len(standbyProcs) > 0 {
+					t.Fatalf("round %d: stateless task %s_%d has standbys", round, s, p)
+				}
+				if want := min(standbys, procs-1); stateful[s] && len(standbyProcs) != want {
+					t.Fatalf("round %d: task %s_%d has %d standbys, want %d", round, s, p, len(standbyProcs), want)
+				}
+			}
+		}
+		if prev == nil && round%2 == 0 {
+			lo, hi := math.MaxInt, 0
+			for _, m := range members {
+				lo, hi = min(lo, count[m.ID]), max(hi, count[m.ID])
+			}
+			if hi-lo > 1 {
+				t.Fatalf("round %d: active tasks per member from %d to %d: %v", round, lo, hi, count)
+			}
+		}
 	}
 }
