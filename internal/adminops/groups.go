@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // GroupPartition is one partition of a group: its commit, end and lag.
@@ -57,7 +58,11 @@ type GroupMember struct {
 // DescribeGroup describes a group with its members, assignments and lag per partition. A share
 // group (KIP-932) is described by its share-partitions: Committed is a partition's start offset
 // (every record before it is done with) and Lag what is left from there (-1 unknown).
-func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (Group, error) {
+//
+// A streams group (KIP-1071) is described by StreamsGroupDescribe: members with the input
+// partitions of their active tasks, and its committed offsets.
+func DescribeGroup(ctx context.Context, cl *kgo.Client, group string) (Group, error) {
+	adm := kadm.NewClient(cl)
 	// A consumer group (KIP-848) first, as Kafka's admin client asks: DescribeGroups knows only
 	// classic groups (Dead, GROUP_ID_NOT_FOUND for the others).
 	if cg, ok, err := consumerGroup(ctx, adm, group); err != nil {
@@ -74,6 +79,9 @@ func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (Group, 
 		// DescribeGroups knows no share group (Dead, GROUP_ID_NOT_FOUND): asked only then, so
 		// a consumer group costs no extra request.
 		if d, ok, err := describeShareGroup(ctx, adm, group); ok || err != nil {
+			return d, err
+		}
+		if d, ok, err := describeStreamsGroup(ctx, cl, adm, group); ok || err != nil {
 			return d, err
 		}
 	}

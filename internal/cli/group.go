@@ -60,12 +60,12 @@ func newGroupDescribeCommand(f *topicFlags) *cobra.Command {
 		Short: "Show a group's members, assignments, committed offsets (a share group's start offsets) and lag per partition",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			adm, ctx, done, err := f.admin(cmd.Context())
+			cl, ctx, done, err := f.client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			d, err := adminops.DescribeGroup(ctx, adm, args[0])
+			d, err := adminops.DescribeGroup(ctx, cl, args[0])
 			if err != nil {
 				return err
 			}

@@ -24,7 +24,7 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	var rows []GroupRow
-	_, adm, err := c.client(r)
+	cl, adm, err := c.client(r)
 	if err == nil {
 		var listed kadm.ListedGroups
 		if listed, err = adm.ListGroups(ctx); err == nil {
@@ -36,7 +36,9 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 					consumerType[name] = true
 				}
 			}
-			own := func(g kadm.ListedGroup) bool { return g.ProtocolType == "share" || consumerType[g.Group] }
+			own := func(g kadm.ListedGroup) bool {
+				return g.ProtocolType == "share" || g.ProtocolType == "streams" || consumerType[g.Group]
+			}
 			var names []string // of the groups kadm.Lag describes: classic groups
 			for _, g := range listed.Sorted() {
 				if !own(g) {
@@ -51,7 +53,7 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 			for _, g := range listed.Sorted() {
 				row := GroupRow{Group: g.Group, State: g.State, Protocol: g.ProtocolType}
 				if own(g) { // a share group by its share-partitions, a consumer group by its members
-					if d, derr := adminops.DescribeGroup(ctx, adm, g.Group); derr != nil {
+					if d, derr := adminops.DescribeGroup(ctx, cl, g.Group); derr != nil {
 						row.Err = derr.Error()
 					} else {
 						row.Members, row.Lag = len(d.Members), d.TotalLag()
@@ -84,9 +86,9 @@ func (c *Console) renderGroup(w http.ResponseWriter, r *http.Request, errMsg str
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
 	gp := GroupPage{Group: adminops.Group{Group: name}}
-	_, adm, err := c.client(r)
+	cl, _, err := c.client(r)
 	if err == nil {
-		gp.Group, err = adminops.DescribeGroup(ctx, adm, name)
+		gp.Group, err = adminops.DescribeGroup(ctx, cl, name)
 	}
 	seen := map[string]bool{}
 	for _, p := range gp.Partitions {

@@ -87,10 +87,10 @@ func (c *Console) lagAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	_, adm, err := c.client(r)
+	cl, _, err := c.client(r)
 	var g adminops.Group
 	if err == nil {
-		g, err = adminops.DescribeGroup(ctx, adm, r.PathValue("group"))
+		g, err = adminops.DescribeGroup(ctx, cl, r.PathValue("group"))
 	}
 	if err != nil {
 		w.WriteHeader(http.StatusBadGateway)

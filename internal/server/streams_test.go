@@ -355,6 +355,11 @@ func TestKafkaStreamsGroupProtocol(t *testing.T) {
 		t.Helper()
 		return runClient(t, 60*time.Second, "", tool[0], append(tool[1:], append([]string{"--bootstrap-server", b.addr}, args...)...)...)
 	}
+	// `runnel group describe` (and the console, through the same adminops) describes it.
+	if out, err := runCommand("group", b.addr, "describe", "ssums"); err != nil || !strings.Contains(out, `group ssums: Stable, protocol "streams", 4 members`) ||
+		len(regexp.MustCompile(`(?m)^in\s+[0-3]\s+\d+\s+\d+\s+\d+\s+\S+\s*$`).FindAllString(out, -1)) != 4 {
+		t.Errorf("runnel group describe ssums: %v\n%s", err, out)
+	}
 	// Kafka's kafka-streams-groups tool (4.1.1) lists and describes it.
 	if out := streamsGroups("--list", "--state"); !regexp.MustCompile(`(?m)^ssums\s+Stable\s*$`).MatchString(out) {
 		t.Errorf("kafka-streams-groups --list --state:\n%s", out)
