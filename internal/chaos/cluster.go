@@ -275,7 +275,8 @@ func (c *Cluster) WaitReady(ctx context.Context, i int32, d time.Duration) error
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("chaos: node %d exited; see %s/node-%d.log", i, c.dir, i)
+			// The log goes with the test's temporary directory: its end is in the message.
+			return fmt.Errorf("chaos: node %d exited; see %s/node-%d.log, which ends:\n%s", i, c.dir, i, c.logTail(i, 30))
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
@@ -288,7 +289,17 @@ func (c *Cluster) WaitReady(ctx context.Context, i int32, d time.Duration) error
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("chaos: node %d not ready after %v; see %s/node-%d.log", i, d, c.dir, i)
+	return fmt.Errorf("chaos: node %d not ready after %v; see %s/node-%d.log, which ends:\n%s", i, d, c.dir, i, c.logTail(i, 30))
+}
+
+// logTail is the last n lines of node i's log.
+func (c *Cluster) logTail(i int32, n int) string {
+	b, err := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("node-%d.log", i)))
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // Kill sends SIGKILL to node i and waits for it to die.
