@@ -180,6 +180,7 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 			return fail(kerr.FencedInstanceID, "Instance id %s is not used by member %s.", *req.InstanceID, id)
 		}
 		m.Epoch, m.Revoking, m.RevokingActive, m.RevokingStandby = -2, streamsTasks{}, streamsTasks{}, streamsTasks{}
+		m.pruneActiveSince()
 		resp.MemberID, resp.MemberEpoch = id, -2
 		return resp, nil
 	case -1:
@@ -204,18 +205,19 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 				return fail(kerr.UnreleasedInstanceID, "Instance id %s is still used by member %s.", *req.InstanceID, static.ID)
 			}
 		}
-		if m != nil && m != static { // rejoining after being fenced: start over
-			c.removeStreamsMember(now, g, m)
-			m = nil
+		others := len(st.members)
+		if m != nil {
+			others--
 		}
-		if st.topology != nil && len(st.members) > 0 && !(m != nil && len(st.members) == 1) {
+		if st.topology != nil && others > 0 {
 			switch {
 			case topology.Epoch < st.topology.Epoch: // an older instance: it runs, told its topology is stale
 			case !topology.equal(st.topology):
 				return fail(kerr.InvalidRequest, "Topology updates are not supported yet.")
 			}
 		}
-		if static != nil { // the static member comes back: this member takes its place
+		switch {
+		case static != nil: // the static member comes back: this member takes its place
 			delete(st.members, static.ID)
 			if t, ok := st.target[static.ID]; ok {
 				delete(st.target, static.ID)
@@ -223,11 +225,22 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 			}
 			m = static
 			m.ID, m.Epoch, m.PrevEpoch = id, 0, 0
+			m.ActiveSince = nil // its former incarnation's commits count for none of its tasks
 			st.members[id] = m
-		} else {
+		case m != nil:
+			// Rejoining after being fenced, having dropped its tasks (its lists are empty): it
+			// starts over in place, so the group neither empties nor restarts its delay.
+			m.Active, m.Standby, m.Warmup = streamsTasks{}, streamsTasks{}, streamsTasks{}
+			m.Revoking, m.RevokingActive, m.RevokingStandby, m.ActiveSince = streamsTasks{}, streamsTasks{}, streamsTasks{}, nil
+			m.Epoch, m.PrevEpoch = 0, 0
+			bump = true
+		default:
 			m = &streamsMember{ID: id, Active: streamsTasks{}, Standby: streamsTasks{}, Warmup: streamsTasks{},
 				Revoking: streamsTasks{}, RevokingActive: streamsTasks{}, RevokingStandby: streamsTasks{}}
 			if len(st.members) == 0 {
+				// The target of an empty group is empty, so it is current at the group epoch:
+				// members of the delay take an epoch above any a former member held.
+				st.assignmentEpoch = st.epoch
 				if d := c.cfg.groupSettings(req.Group).StreamsInitialRebalanceDelay; d > 0 {
 					st.delayUntil = now.Add(d)
 				}
@@ -486,6 +499,7 @@ func (c *Coordinator) reconcileStreams(now time.Time, st *streamsState, m *strea
 	if revoke.size() > 0 && (owned == nil || owned.intersect(revoke).size() > 0) {
 		m.Revoking, m.RevokingActive, m.RevokingStandby = revoke, revokeActive, revokeStandby
 		m.revokeDeadline = now.Add(m.rebalanceTimeout())
+		m.pruneActiveSince()
 		return
 	}
 	for s, ps := range target.Active.minus(m.Active) {

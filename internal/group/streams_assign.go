@@ -34,8 +34,9 @@ type streamsTask struct {
 }
 
 // assignStreams is the streams groups' sticky task assignor (Kafka's "sticky", the one
-// server-side assignor of streams groups), after Kafka's StickyTaskAssignor. Tasks go in the
-// order (partition, subtopology), so each member's share spreads over the subtopologies.
+// server-side assignor of streams groups), after Kafka's StickyTaskAssignor. Tasks go back to
+// their holders in the order (partition, subtopology), and the free ones are dealt in the order
+// (subtopology, partition), so each member's share spreads over the subtopologies.
 //
 // Active tasks: a member's share is the tasks left over the members left, ceil'd, recomputed
 // each time a member fills its share (4 tasks over 3 members: 2, 1, 1). A task goes back to the
@@ -144,10 +145,12 @@ func assignStreams(members []*streamsMember, tasks map[string]int32, stateful ma
 			done[t] = true
 		}
 	}
-	for _, t := range all { // to the least loaded
-		if !done[t] {
-			give(lightest(func(*streamsMember) bool { return true }), t)
-		}
+	// To the least loaded, in (subtopology, partition) order as Kafka's step 3: dealt round the
+	// members, each subtopology spreads over them.
+	rest := slices.DeleteFunc(slices.Clone(all), func(t streamsTask) bool { return done[t] })
+	sort.SliceStable(rest, func(i, j int) bool { return rest[i].sub < rest[j].sub })
+	for _, t := range rest {
+		give(lightest(func(*streamsMember) bool { return true }), t)
 	}
 	if standbys <= 0 {
 		return out

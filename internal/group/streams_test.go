@@ -628,8 +628,15 @@ func TestStreamsAssignorBalanceAndStickiness(t *testing.T) {
 			t.Errorf("%s had %v, now %v: a task moved between two members that stayed", m, prev[m].Active, got[m].Active)
 		}
 	}
-	// Word count: a second instance takes half of each subtopology, not one subtopology.
+	// Word count: a fresh assignment and a second instance joining both give each member half
+	// of each subtopology, not one subtopology.
 	tasks := map[string]int32{"0": 4, "1": 4}
+	fresh := assignStreams([]*streamsMember{m1, m2}, tasks, map[string]bool{"1": true}, 0, nil)
+	for _, m := range []string{"m1", "m2"} {
+		if len(fresh[m].Active["0"]) != 2 || len(fresh[m].Active["1"]) != 2 {
+			t.Errorf("fresh, %s: %v; want two tasks of each subtopology", m, fresh[m].Active)
+		}
+	}
 	prev = assignStreams([]*streamsMember{m1}, tasks, map[string]bool{"1": true}, 0, nil)
 	got = assignStreams([]*streamsMember{m1, m2}, tasks, map[string]bool{"1": true}, 0, prev)
 	for _, m := range []string{"m1", "m2"} {
@@ -830,5 +837,36 @@ func TestStreamsAssignorProperties(t *testing.T) {
 				t.Fatalf("round %d: active tasks per member from %d to %d: %v", round, lo, hi, count)
 			}
 		}
+	}
+}
+
+// TestStreamsGroupRejoins: a sole member fenced and rejoining with epoch 0 starts over in place
+// (the group does not empty: no new delay, the shutdown request stays); members joining a group
+// that emptied take epochs above any a former member held, so a former incarnation's commit
+// is stale.
+func TestStreamsGroupRejoins(t *testing.T) {
+	h := newStreamsHarness(t)
+	for _, it := range []string{"app-regroup-repartition", "app-totals-changelog"} {
+		h.topics[it] = TopicMeta{ID: [16]byte{8, byte(len(h.topics))}, Partitions: 4}
+	}
+	r1 := h.shb("m1", "p1", 0, nil)
+	h.c.cfg.StreamsInitialRebalanceDelay = 3 * time.Second
+	old := r1.MemberEpoch
+	r1 = h.shb("m1", "p1", 0, nil) // fenced somewhere, back with epoch 0
+	if tasksOf(r1.ActiveTasks).size() != 8 || slices.Contains(statusCodes(r1), streamsAssignmentDelayed) || r1.MemberEpoch <= old {
+		t.Fatalf("a sole member rejoining: epoch %d (was %d) tasks %v status %v; want all tasks at once, a higher epoch", r1.MemberEpoch, old, r1.ActiveTasks, r1.Status)
+	}
+	zombie := r1.MemberEpoch
+	h.shb("m1", "", -1, nil) // the group empties; m1 and m2 come back within the delay
+	r1 = h.shb("m1", "p1", 0, nil)
+	r2 := h.shb("m2", "p2", 0, nil)
+	if r1.MemberEpoch <= zombie || r2.MemberEpoch <= zombie {
+		t.Fatalf("epochs after the group emptied: %d and %d; want above %d", r1.MemberEpoch, r2.MemberEpoch, zombie)
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.MemberID, req.Generation = 9, "app", "m1", zombie
+	req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "in", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5}}}}
+	if resp, _ := h.c.OffsetCommit(h.now, req); resp.Topics[0].Partitions[0].ErrorCode != kerr.StaleMemberEpoch.Code {
+		t.Fatalf("the former incarnation's commit: %v; want STALE_MEMBER_EPOCH", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
 	}
 }
