@@ -353,6 +353,18 @@ func TestACLMatrix(t *testing.T) {
 			r.Entries = append(r.Entries, e)
 			return r
 		}, kerr.ClusterAuthorizationFailed.Code, false},
+		{"StreamsGroupHeartbeat", func() kmsg.Request {
+			r := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+			r.Group, r.MemberID, r.RebalanceTimeoutMillis, r.ProcessID = "gs", "m1", 30000, kmsg.StringPtr("p1")
+			r.Topology = &kmsg.StreamsGroupHeartbeatRequestTopology{Subtopologies: []kmsg.StreamsGroupHeartbeatRequestTopologySubtopology{{SubtopologyID: "0", SourceTopics: []string{"t"}}}}
+			r.ActiveTasks, r.StandbyTasks, r.WarmupTasks = []kmsg.TaskIDs{}, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
+			return r
+		}, kerr.GroupAuthorizationFailed.Code, false},
+		{"StreamsGroupDescribe", func() kmsg.Request {
+			r := kmsg.NewPtrStreamsGroupDescribeRequest()
+			r.Groups = []string{"gs"}
+			return r
+		}, kerr.GroupAuthorizationFailed.Code, false},
 		// Destructive ones last: the allowed principal's run changes the fixtures.
 		{"DeleteACLs", func() kmsg.Request {
 			r := kmsg.NewPtrDeleteACLsRequest()
@@ -450,6 +462,27 @@ func TestACLMatrix(t *testing.T) {
 	}
 	if _, ok := b.s.Topics().Get("t"); ok {
 		t.Fatal("alice's DeleteTopics did not delete t")
+	}
+	// A principal that may describe the streams group but not its topics is not shown them
+	// (Kafka's TOPIC_AUTHORIZATION_FAILED for the whole group).
+	if _, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:mallory").AllowHosts("*").Groups("gs").Operations(kadm.OpDescribe)); err != nil {
+		t.Fatal(err)
+	}
+	var streamsCodes []int16
+	for range 50 {
+		r := kmsg.NewPtrStreamsGroupDescribeRequest()
+		r.Groups = []string{"gs"}
+		resp, err := mallory.SeedBrokers()[0].Request(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if streamsCodes = errorCodes(resp); slices.Contains(streamsCodes, kerr.TopicAuthorizationFailed.Code) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !slices.Contains(streamsCodes, kerr.TopicAuthorizationFailed.Code) {
+		t.Errorf("mallory, allowed to describe streams group gs but not its topic t: %v", streamsCodes)
 	}
 
 	// An ACL change reaches the authorizer within a second.
