@@ -395,8 +395,21 @@ func TestKafkaStreamsGroupProtocol(t *testing.T) {
 		t.Fatalf("the application did not close:\n%s", strings.Join(out, "\n"))
 	}
 	checkStreamsCommitted(t, ctx, adm, "ssums")
-	// Once empty (B left, A's session expired), the tool deletes the group and its internal
-	// topics.
+	// Once empty (B left, A's session expired), the tool deletes its offsets of a topic...
+	if offsets, err := adm.FetchOffsets(ctx, "ssums"); err != nil {
+		t.Fatal(err)
+	} else if _, ok := offsets.Lookup("in", 0); !ok {
+		t.Fatal("in/0 not committed before --delete-offsets")
+	}
+	if out := streamsGroups("--delete-offsets", "--group", "ssums", "--input-topic", "in"); !strings.Contains(out, "in") {
+		t.Errorf("kafka-streams-groups --delete-offsets:\n%s", out)
+	}
+	if offsets, err := adm.FetchOffsets(ctx, "ssums"); err != nil {
+		t.Fatal(err)
+	} else if _, ok := offsets.Lookup("in", 0); ok {
+		t.Errorf("in/0 still committed after --delete-offsets")
+	}
+	// ...and deletes the group with its internal topics.
 	if out := streamsGroups("--delete", "--group", "ssums"); strings.Count(out, "was successful") != 2 {
 		t.Errorf("kafka-streams-groups --delete:\n%s", out)
 	}
