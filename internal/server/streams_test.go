@@ -34,12 +34,30 @@ const streamsGroups = 7
 
 // streamsApp starts StreamsApp43 as application app, reading topic "in" and writing topic
 // "out" of the cluster at bootstrap.
-func startStreamsApp(t *testing.T, bootstrap, app, guarantee, protocol, stateDir string) *javaProcess {
+func startStreamsApp(t *testing.T, bootstrap, app, guarantee, protocol, stateDir string, server ...string) *javaProcess {
 	t.Helper()
 	java := testclients.Java43Streams(t)
 	return startJavaProcess(t, func(stop string) []string {
-		return append(slices.Clone(java), bootstrap, app, "in", "out", guarantee, protocol, "2", stateDir, stop)
+		return append(append(slices.Clone(java), bootstrap, app, "in", "out", guarantee, protocol, "2", stateDir, stop), server...)
 	})
+}
+
+// streamsMetadata is the application's last complete report of Interactive Queries'
+// metadata (started with an application.server): host:port → its topic-partitions.
+func (m *javaProcess) streamsMetadata() map[string][]string {
+	var last, cur map[string][]string
+	for _, l := range m.output() {
+		switch f := strings.Fields(l); {
+		case len(f) == 2 && f[0] == "meta" && f[1] == "end":
+			last, cur = cur, nil
+		case len(f) >= 2 && f[0] == "meta":
+			if cur == nil {
+				cur = map[string][]string{}
+			}
+			cur[f[1]] = f[2:]
+		}
+	}
+	return last
 }
 
 // waitRunning waits until the application has reached RUNNING n times in all.
@@ -327,7 +345,7 @@ func TestKafkaStreamsGroupProtocol(t *testing.T) {
 	defer cancel()
 	cl := b.client()
 	adm := kadm.NewClient(cl)
-	a := startStreamsApp(t, b.addr, "ssums", "exactly_once_v2", "streams", filepath.Join(t.TempDir(), "a"))
+	a := startStreamsApp(t, b.addr, "ssums", "exactly_once_v2", "streams", filepath.Join(t.TempDir(), "a"), "localhost:7001")
 	a.waitRunning(ctx, 1)
 	configs, err := adm.DescribeTopicConfigs(ctx, "ssums-regroup-repartition", "ssums-totals-changelog")
 	if err != nil {
@@ -346,10 +364,35 @@ func TestKafkaStreamsGroupProtocol(t *testing.T) {
 		}
 	}
 	produceStreamsInput(t, ctx, cl, 0, 1500, false)
-	bApp := startStreamsApp(t, b.addr, "ssums", "exactly_once_v2", "streams", filepath.Join(t.TempDir(), "b"))
+	bApp := startStreamsApp(t, b.addr, "ssums", "exactly_once_v2", "streams", filepath.Join(t.TempDir(), "b"), "localhost:7002")
 	bApp.waitRunning(ctx, 1)
 	produceStreamsInput(t, ctx, cl, 1500, 3000, true)
 	waitStreamsGroup(t, ctx, cl, "ssums", 4, 2)
+	// Interactive Queries: each instance learns (from the heartbeats' endpoint information)
+	// which instance serves which input partition, each partition of "in" by exactly one.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var problem string
+		for name, app := range map[string]*javaProcess{"A": a, "B": bApp} {
+			meta := app.streamsMetadata()
+			owners := map[string]int{}
+			for _, tps := range meta {
+				for _, tp := range tps {
+					owners[tp]++
+				}
+			}
+			for p := range 4 {
+				if n := owners[fmt.Sprintf("in-%d", p)]; n != 1 || len(meta) != 2 {
+					problem = fmt.Sprintf("instance %s's metadata: %v", name, meta)
+				}
+			}
+		}
+		if problem == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Interactive Queries metadata never settled: %s", problem)
+		}
+	}
 	tool := kafkaTool(t, "org.apache.kafka.tools.streams.StreamsGroupCommand")
 	streamsGroups := func(args ...string) string {
 		t.Helper()

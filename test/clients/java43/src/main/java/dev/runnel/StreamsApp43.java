@@ -3,13 +3,18 @@ package dev.runnel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
 import java.util.Properties;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.StreamsMetadata;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
@@ -21,7 +26,7 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * A Kafka Streams 4.3.1 application for Runnel's tests:
  *
  * <pre>
- * BOOTSTRAP APP_ID IN OUT GUARANTEE GROUP_PROTOCOL THREADS STATE_DIR STOPFILE
+ * BOOTSTRAP APP_ID IN OUT GUARANTEE GROUP_PROTOCOL THREADS STATE_DIR STOPFILE [APPLICATION_SERVER]
  * </pre>
  *
  * reads topic IN (string keys "GROUP/ANYTHING", values decimal integers), re-keys each record by
@@ -33,12 +38,15 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * processing.guarantee (exactly_once_v2 or at_least_once), GROUP_PROTOCOL is group.protocol
  * (classic or streams), THREADS is num.stream.threads. Runs until the file STOPFILE exists, then
  * closes and prints "closed". Prints "state OLD NEW" on each state change and "error ..." for an
- * uncaught exception (the client then shuts down, and the process exits with status 2).
+ * uncaught exception (the client then shuts down, and the process exits with status 2). With
+ * APPLICATION_SERVER (host:port, Interactive Queries' application.server), it prints, whenever
+ * it changes while RUNNING, the metadata of every instance the group knows: "meta HOST:PORT
+ * TOPIC-PARTITIONS..." lines (sorted) and then "meta end".
  */
 public final class StreamsApp43 {
   public static void main(String[] args) throws Exception {
-    if (args.length != 9) {
-      System.err.println("usage: BOOTSTRAP APP_ID IN OUT GUARANTEE GROUP_PROTOCOL THREADS STATE_DIR STOPFILE");
+    if (args.length != 9 && args.length != 10) {
+      System.err.println("usage: BOOTSTRAP APP_ID IN OUT GUARANTEE GROUP_PROTOCOL THREADS STATE_DIR STOPFILE [APPLICATION_SERVER]");
       System.exit(1);
     }
     Properties p = new Properties();
@@ -56,6 +64,9 @@ public final class StreamsApp43 {
     p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
     p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
     Path stop = Path.of(args[8]);
+    if (args.length == 10) {
+      p.put(StreamsConfig.APPLICATION_SERVER_CONFIG, args[9]);
+    }
 
     StreamsBuilder b = new StreamsBuilder();
     b.stream(args[2], Consumed.with(Serdes.String(), Serdes.String()))
@@ -83,11 +94,30 @@ public final class StreamsApp43 {
       return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
     });
     streams.start();
+    String lastMeta = "";
     while (!Files.exists(stop)) {
       KafkaStreams.State s = streams.state();
       if (s == KafkaStreams.State.ERROR || s == KafkaStreams.State.NOT_RUNNING) {
         System.out.flush();
         System.exit(2);
+      }
+      if (args.length == 10 && s == KafkaStreams.State.RUNNING) {
+        List<String> lines = new ArrayList<>();
+        for (StreamsMetadata m : streams.metadataForAllStreamsClients()) {
+          List<String> tps = new ArrayList<>();
+          for (TopicPartition tp : m.topicPartitions()) {
+            tps.add(tp.topic() + "-" + tp.partition());
+          }
+          Collections.sort(tps);
+          lines.add("meta " + m.host() + ":" + m.port() + " " + String.join(" ", tps));
+        }
+        Collections.sort(lines);
+        String meta = String.join("\n", lines);
+        if (!meta.equals(lastMeta)) {
+          lastMeta = meta;
+          System.out.println(meta + "\nmeta end");
+          System.out.flush();
+        }
       }
       Thread.sleep(100);
     }
