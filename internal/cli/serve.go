@@ -34,6 +34,7 @@ type serveFlags struct {
 	streamsHeartbeat      time.Duration
 	streamsStandbys       int
 	streamsDelay          time.Duration
+	streamsInterval       time.Duration
 	numPartitions         int32
 	defaultRF             int16
 	offsetsRF, txnStateRF int16
@@ -109,6 +110,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.DurationVar(&f.streamsSession, "group-streams-session-timeout", 45*time.Second, "streams groups (KIP-1071): how long a member may go without a heartbeat before it is removed (Kafka's group.streams.session.timeout.ms)")
 	flags.DurationVar(&f.streamsHeartbeat, "group-streams-heartbeat-interval", 5*time.Second, "streams groups: the heartbeat interval given to members (Kafka's group.streams.heartbeat.interval.ms)")
 	flags.DurationVar(&f.streamsDelay, "group-streams-initial-rebalance-delay", 3*time.Second, "streams groups: how long a group a member joins empty waits for more members before its first assignment (Kafka's group.streams.initial.rebalance.delay.ms; 0: none)")
+	flags.DurationVar(&f.streamsInterval, "group-streams-assignment-interval", time.Second, "streams groups: the least time between two computations of a group's target assignment (Kafka's group.streams.assignment.interval.ms; 0 to 15s, 0: at each change)")
 	flags.IntVar(&f.streamsStandbys, "group-streams-num-standby-replicas", 0, "streams groups: standby replicas of each stateful task, unless the group sets streams.num.standby.replicas (Kafka's group.streams.num.standby.replicas; 0 to 2)")
 	flags.StringVar(&f.replicaSelector, "replica-selector", "", `where consumers read: "" (the leader) or "rack" (KIP-392: a consumer with client.rack reads from an in-sync replica in its rack; Kafka's replica.selector.class `+rackSelectorClass+` is accepted too)`)
 	flags.Int32Var(&f.numPartitions, "num-partitions", 1, "partitions of a topic created without a count: auto-created, or CreateTopics with -1 (Kafka's num.partitions)")
@@ -272,11 +274,17 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("--group-streams-session-timeout %v and --group-streams-heartbeat-interval %v: want a session of at least 1s above the interval (at least 100ms)", session, interval)
 	case f.streamsStandbys < 0 || f.streamsStandbys > 2:
 		return server.Config{}, fmt.Errorf("--group-streams-num-standby-replicas %d: want 0 to 2", f.streamsStandbys)
+	case f.streamsInterval < 0 || f.streamsInterval > 15*time.Second:
+		return server.Config{}, fmt.Errorf("--group-streams-assignment-interval %v: want 0 to 15s", f.streamsInterval)
 	}
 	cfg.StreamsSessionTimeout, cfg.StreamsHeartbeatInterval, cfg.StreamsStandbyReplicas = session, interval, f.streamsStandbys
 	cfg.StreamsInitialRebalanceDelay = f.streamsDelay
 	if f.streamsDelay <= 0 {
 		cfg.StreamsInitialRebalanceDelay = -1 // none (zero in server.Config is Kafka's default)
+	}
+	cfg.StreamsAssignmentInterval = f.streamsInterval
+	if f.streamsInterval <= 0 {
+		cfg.StreamsAssignmentInterval = -1
 	}
 	if f.groupMigration != "" && !slices.Contains(group.MigrationPolicies, f.groupMigration) { // "": an agent, which has no groups
 		return server.Config{}, fmt.Errorf("--group-consumer-migration-policy %q: want one of %s", f.groupMigration, strings.Join(group.MigrationPolicies, ", "))

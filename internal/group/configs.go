@@ -14,9 +14,8 @@ import (
 // Group configs (Kafka's ConfigResource GROUP, KIP-848 and KIP-932): a group's overrides of
 // the coordinator's defaults, set with IncrementalAlterConfigs (kafka-configs --entity-type
 // groups) and kept by the controller. Kafka's names, types, ranges and messages (Kafka 4.3's
-// set, less streams.assignment.interval.ms, the share
-// assignor offload and interval, and the RENEW switch: Runnel assigns at once, and serves
-// ShareFetch v1 without RENEW).
+// set, less the share assignor offload and interval, and the RENEW switch: Runnel assigns share
+// groups at once, and serves ShareFetch v1 without RENEW).
 const (
 	ConsumerSessionTimeoutConfig       = "consumer.session.timeout.ms"
 	ConsumerHeartbeatIntervalConfig    = "consumer.heartbeat.interval.ms"
@@ -31,6 +30,7 @@ const (
 	StreamsHeartbeatIntervalConfig     = "streams.heartbeat.interval.ms"
 	StreamsNumStandbyReplicasConfig    = "streams.num.standby.replicas"
 	StreamsInitialRebalanceDelayConfig = "streams.initial.rebalance.delay.ms"
+	StreamsAssignmentIntervalConfig    = "streams.assignment.interval.ms"
 )
 
 // GroupConfigDef is one group config's definition.
@@ -51,6 +51,7 @@ var GroupConfigDefs = []GroupConfigDef{
 	{SharePartitionMaxRecordLocksConfig, true, "Share-group record lock limit per share-partition."},
 	{ShareRecordLockDurationConfig, true, "The record acquisition lock duration in milliseconds for share groups."},
 	{ShareSessionTimeoutConfig, true, "The timeout to detect client failures when using the share group protocol."},
+	{StreamsAssignmentIntervalConfig, true, "The minimum time between two computations of a streams group's target assignment."},
 	{StreamsHeartbeatIntervalConfig, true, "The heartbeat interval given to the members."},
 	{StreamsInitialRebalanceDelayConfig, true, "The amount of time the group coordinator will wait for more streams clients to join a new group before performing the first rebalance."},
 	{StreamsNumStandbyReplicasConfig, true, "The number of standby replicas for each task."},
@@ -89,6 +90,7 @@ type Settings struct {
 	StreamsHeartbeatInterval     time.Duration
 	StreamsStandbyReplicas       int
 	StreamsInitialRebalanceDelay time.Duration
+	StreamsAssignmentInterval    time.Duration
 }
 
 // intConfig is one INT group config: its value in Settings, its least value, and the
@@ -129,6 +131,8 @@ var intConfigs = []intConfig{
 		func(s *Settings) *time.Duration { return &s.StreamsHeartbeatInterval }),
 	msConfig(StreamsSessionTimeoutConfig, time.Millisecond, 45*time.Second, 60*time.Second, "group.streams.%s.session.timeout.ms",
 		func(s *Settings) *time.Duration { return &s.StreamsSessionTimeout }),
+	msConfig(StreamsAssignmentIntervalConfig, 0, 0, 15*time.Second, "group.streams.%s.assignment.interval.ms",
+		func(s *Settings) *time.Duration { return &s.StreamsAssignmentInterval }),
 	msConfig(StreamsInitialRebalanceDelayConfig, 0, 0, math.MaxInt32*time.Millisecond, "group.streams.%s.initial.rebalance.delay.ms",
 		func(s *Settings) *time.Duration { return &s.StreamsInitialRebalanceDelay }),
 	{StreamsNumStandbyReplicasConfig, 0, 0, 2, "group.streams.%s.standby.replicas", false,
@@ -144,6 +148,7 @@ func (c Config) defaults() Settings {
 		SharePartitionMaxRecordLocks: c.SharePartitionMaxRecordLocks,
 		StreamsSessionTimeout:        c.StreamsSessionTimeout, StreamsHeartbeatInterval: c.StreamsHeartbeatInterval,
 		StreamsStandbyReplicas: c.StreamsStandbyReplicas, StreamsInitialRebalanceDelay: c.StreamsInitialRebalanceDelay,
+		StreamsAssignmentInterval: c.StreamsAssignmentInterval,
 	}
 }
 

@@ -72,6 +72,9 @@ type Config struct {
 	// StreamsInitialRebalanceDelay is group.streams.initial.rebalance.delay.ms (3 s): how long a
 	// group a member joined empty waits for more members before its first assignment.
 	StreamsInitialRebalanceDelay time.Duration
+	// StreamsAssignmentInterval is group.streams.assignment.interval.ms (1 s, Kafka 4.3): the
+	// least time between two computations of a streams group's target.
+	StreamsAssignmentInterval time.Duration
 
 	ShareSessionTimeout    time.Duration // group.share.session.timeout.ms (45 s)
 	ShareHeartbeatInterval time.Duration // group.share.heartbeat.interval.ms (5 s)
@@ -96,7 +99,8 @@ func DefaultConfig() Config {
 		InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour, MaxMetadataBytes: 4096,
 		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second, MigrationPolicy: MigrationBidirectional,
 		StreamsSessionTimeout: 45 * time.Second, StreamsHeartbeatInterval: 5 * time.Second, StreamsInitialRebalanceDelay: 3 * time.Second,
-		ShareSessionTimeout: 45 * time.Second, ShareHeartbeatInterval: 5 * time.Second, MaxShareGroupSize: 200,
+		StreamsAssignmentInterval: time.Second,
+		ShareSessionTimeout:       45 * time.Second, ShareHeartbeatInterval: 5 * time.Second, MaxShareGroupSize: 200,
 		ShareRecordLockDuration: 30 * time.Second, ShareDeliveryCountLimit: 5, SharePartitionMaxRecordLocks: 2000}
 }
 

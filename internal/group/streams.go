@@ -87,8 +87,11 @@ type streamsState struct {
 	// is computed before (members wait at assignment epoch 1 with no task). Not kept across a
 	// load, as Kafka's timer.
 	delayUntil time.Time
-	shutdown   string // the member that asked every member to shut down (cleared when the group empties)
-	standbys   int    // the standby replicas the target was computed with
+	// lastAssigned is when the target was last computed: with an assignment interval, a new
+	// group epoch waits for it to pass (Kafka 4.3, KIP-1263). Not kept across a load.
+	lastAssigned time.Time
+	shutdown     string // the member that asked every member to shut down (cleared when the group empties)
+	standbys     int    // the standby replicas the target was computed with
 }
 
 func newStreamsState() *streamsState {
@@ -311,7 +314,7 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 	}
 	set := c.cfg.groupSettings(req.Group)
 	m.deadline = now.Add(set.StreamsSessionTimeout)
-	c.advanceStreams(now, st, set.StreamsStandbyReplicas, bump)
+	c.advanceStreams(now, st, set, bump)
 	if ct := st.configured; ct.ready() {
 		for _, ts := range [][]kmsg.TaskIDs{req.ActiveTasks, req.StandbyTasks, req.WarmupTasks} {
 			for _, t := range ts {
@@ -343,9 +346,9 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 		}
 		create = ct.create
 	}
-	if now.Before(st.delayUntil) && st.epoch > st.assignmentEpoch {
+	if why := st.assignmentWait(now, set.StreamsAssignmentInterval); why != "" {
 		resp.Status = append(resp.Status, kmsg.StreamsGroupHeartbeatResponseStatus{StatusCode: streamsAssignmentDelayed,
-			StatusDetail: "Assignment delayed due to the configured initial rebalance delay."})
+			StatusDetail: "Assignment delayed due to the configured " + why + "."})
 	}
 	if st.shutdown != "" {
 		resp.Status = append(resp.Status, kmsg.StreamsGroupHeartbeatResponseStatus{StatusCode: streamsShutdownApplication,
@@ -392,7 +395,8 @@ func taskIDs(ts streamsTasks) []kmsg.TaskIDs {
 // advanceStreams configures the topology against the topics when they changed, moves the
 // group epoch if bump is set or they changed, and computes the target assignment for a new
 // epoch: no task while the topology is not ready (a topic missing or misshapen).
-func (c *Coordinator) advanceStreams(now time.Time, st *streamsState, standbys int, bump bool) {
+func (c *Coordinator) advanceStreams(now time.Time, st *streamsState, set Settings, bump bool) {
+	standbys := set.StreamsStandbyReplicas
 	if st.topology == nil {
 		return
 	}
@@ -421,7 +425,11 @@ func (c *Coordinator) advanceStreams(now time.Time, st *streamsState, standbys i
 		}
 		return
 	}
+	if st.assignmentWait(now, set.StreamsAssignmentInterval) != "" {
+		return // the previous target stands until the interval passes; a tick computes it then
+	}
 	if st.epoch > st.assignmentEpoch {
+		st.lastAssigned = now
 		tasks, stateful := map[string]int32{}, map[string]bool{}
 		if st.configured.ready() {
 			tasks = st.configured.tasks
@@ -432,6 +440,21 @@ func (c *Coordinator) advanceStreams(now time.Time, st *streamsState, standbys i
 		st.target = assignStreams(sortedStreamsMembers(st.members), tasks, stateful, standbys, st.target)
 		st.assignmentEpoch = st.epoch
 	}
+}
+
+// assignmentWait says why a new group epoch's target is not computed now ("" if it is, or if
+// there is none to compute): the initial rebalance delay, or the assignment interval since
+// the last one.
+func (st *streamsState) assignmentWait(now time.Time, interval time.Duration) string {
+	switch {
+	case st.epoch <= st.assignmentEpoch:
+		return ""
+	case now.Before(st.delayUntil):
+		return "initial rebalance delay"
+	case interval > 0 && !st.lastAssigned.IsZero() && now.Before(st.lastAssigned.Add(interval)):
+		return "assignment interval"
+	}
+	return ""
 }
 
 // streamsMetadataSignature describes the topics a topology reads and writes, as configure
@@ -587,8 +610,8 @@ func (c *Coordinator) removeStreamsMember(now time.Time, g *Group, m *streamsMem
 }
 
 // tickStreams removes the members whose session expired or who did not give up their tasks in
-// time, and computes the target a group's initial rebalance delay held back; it reports whether
-// the group changed.
+// time, and computes the target the initial rebalance delay or the assignment interval held
+// back once due; it reports whether the group changed.
 func (c *Coordinator) tickStreams(now time.Time, g *Group) bool {
 	removed := false
 	for _, m := range sortedStreamsMembers(g.streams.members) {
@@ -598,13 +621,13 @@ func (c *Coordinator) tickStreams(now time.Time, g *Group) bool {
 		}
 	}
 	st := g.streams
-	delayEnds := !st.delayUntil.IsZero() && !now.Before(st.delayUntil)
-	if delayEnds {
+	if !st.delayUntil.IsZero() && !now.Before(st.delayUntil) {
 		st.delayUntil = time.Time{}
 	}
-	if removed || (delayEnds && st.epoch > st.assignmentEpoch) {
-		c.advanceStreams(now, st, c.cfg.groupSettings(g.ID).StreamsStandbyReplicas, false)
-		return true
+	if removed || st.epoch > st.assignmentEpoch { // a target may be due
+		before := st.assignmentEpoch
+		c.advanceStreams(now, st, c.cfg.groupSettings(g.ID), false)
+		return removed || st.assignmentEpoch != before
 	}
 	return false
 }

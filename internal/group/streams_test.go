@@ -25,6 +25,7 @@ func newStreamsHarness(t *testing.T) *streamsHarness {
 	h := &streamsHarness{harness: newHarness(t), topics: map[string]TopicMeta{
 		"in": {ID: [16]byte{1}, Partitions: 4}, "other": {ID: [16]byte{2}, Partitions: 2}}}
 	h.c.cfg.StreamsInitialRebalanceDelay = 0 // TestStreamsGroupInitialDelay sets it
+	h.c.cfg.StreamsAssignmentInterval = 0    // TestStreamsGroupAssignmentInterval sets it
 	h.c.Topics = func() map[string]TopicMeta {
 		out := make(map[string]TopicMeta, len(h.topics))
 		for k, v := range h.topics {
@@ -419,6 +420,9 @@ func runStreamsSimulation(t *testing.T, seed uint64) {
 	h.c.cfg.StreamsStandbyReplicas = int(seed % 3)
 	if seed%2 == 0 {
 		h.c.cfg.StreamsInitialRebalanceDelay = 3 * time.Second
+	}
+	if seed%3 == 0 {
+		h.c.cfg.StreamsAssignmentInterval = time.Second
 	}
 	var ms []*simMember
 	for i := range 2 + rng.IntN(5) {
@@ -868,5 +872,35 @@ func TestStreamsGroupRejoins(t *testing.T) {
 	req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "in", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5}}}}
 	if resp, _ := h.c.OffsetCommit(h.now, req); resp.Topics[0].Partitions[0].ErrorCode != kerr.StaleMemberEpoch.Code {
 		t.Fatalf("the former incarnation's commit: %v; want STALE_MEMBER_EPOCH", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+}
+
+// TestStreamsGroupAssignmentInterval: with an assignment interval, a group epoch that moves
+// within it of the last target keeps the previous target (ASSIGNMENT_DELAYED) until a tick
+// past the interval computes the new one.
+func TestStreamsGroupAssignmentInterval(t *testing.T) {
+	h := newStreamsHarness(t)
+	h.c.cfg.StreamsAssignmentInterval = time.Second
+	for _, it := range []string{"app-regroup-repartition", "app-totals-changelog"} {
+		h.topics[it] = TopicMeta{ID: [16]byte{8, byte(len(h.topics))}, Partitions: 4}
+	}
+	r1 := h.shb("m1", "p1", 0, nil)
+	if tasksOf(r1.ActiveTasks).size() != 8 {
+		t.Fatalf("the first target is computed at once: %v", r1.ActiveTasks)
+	}
+	h.now = h.now.Add(300 * time.Millisecond)
+	r2 := h.shb("m2", "p2", 0, nil)
+	if tasksOf(r2.ActiveTasks).size() != 0 || !slices.Contains(statusCodes(r2), streamsAssignmentDelayed) ||
+		!strings.Contains(r2.Status[len(r2.Status)-1].StatusDetail, "assignment interval") {
+		t.Fatalf("a join within the interval: tasks %v status %+v", r2.ActiveTasks, r2.Status)
+	}
+	if r := h.shb("m1", "", r1.MemberEpoch, &streamsOwned{tasksOf(r1.ActiveTasks), streamsTasks{}}); tasksOf(r.ActiveTasks).size() != 8 {
+		t.Fatalf("m1 lost tasks before the new target: %v", r.ActiveTasks)
+	}
+	h.now = h.now.Add(800 * time.Millisecond)
+	h.apply(h.c.Tick(h.now))
+	r1 = h.shb("m1", "", r1.MemberEpoch, &streamsOwned{tasksOf(r1.ActiveTasks), streamsTasks{}})
+	if kept := tasksOf(r1.ActiveTasks); kept.size() != 4 {
+		t.Fatalf("after the interval m1 keeps %v; want 4 of 8", kept)
 	}
 }

@@ -111,8 +111,8 @@ func TestGroupConfigs(t *testing.T) {
 	if c := d["consumer.heartbeat.interval.ms"]; *c.Value != "5000" || c.Source != kmsg.ConfigSourceDefaultConfig || c.ConfigType != kmsg.ConfigTypeInt {
 		t.Fatalf("consumer.heartbeat.interval.ms: %+v; want the default 5000, an INT", c)
 	}
-	if len(d) != 13 {
-		t.Fatalf("group configs described: %d; want 13", len(d))
+	if len(d) != 14 {
+		t.Fatalf("group configs described: %d; want 14", len(d))
 	}
 	if c := d["streams.num.standby.replicas"]; *c.Value != "0" || c.Source != kmsg.ConfigSourceDefaultConfig {
 		t.Fatalf("streams.num.standby.replicas: %+v; want the default 0", c)

@@ -85,6 +85,9 @@ type Config struct {
 	// StreamsInitialRebalanceDelay is group.streams.initial.rebalance.delay.ms (zero: 3 s;
 	// negative: none).
 	StreamsInitialRebalanceDelay time.Duration
+	// StreamsAssignmentInterval is group.streams.assignment.interval.ms (zero: 1 s; negative:
+	// none).
+	StreamsAssignmentInterval time.Duration
 	// NumPartitions is Kafka's num.partitions: partitions of a topic created without a count
 	// (auto-created, or CreateTopics with -1); 0: 1.
 	NumPartitions int32
@@ -658,6 +661,12 @@ func Open(cfg Config) (*Server, error) {
 		groups.StreamsInitialRebalanceDelay = 0
 	case d > 0:
 		groups.StreamsInitialRebalanceDelay = d
+	}
+	switch d := cfg.StreamsAssignmentInterval; {
+	case d < 0:
+		groups.StreamsAssignmentInterval = 0
+	case d > 0:
+		groups.StreamsAssignmentInterval = d
 	}
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups, ShareGroups: cfg.ShareGroups,
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions,
