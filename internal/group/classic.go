@@ -638,9 +638,7 @@ func (c *Coordinator) Tick(now time.Time) Output {
 	var out Output
 	for _, g := range c.Groups() {
 		if g.streams != nil {
-			if c.tickStreams(now, g) { // a removal: the state changed
-				out.Records = append(out.Records, Record{Group: g.ID, Key: streamsKey(g.ID), Value: c.streamsStateValue(g.ID)})
-			}
+			c.tickStreams(now, g, &out)
 			continue
 		}
 		if g.share != nil {

@@ -611,25 +611,27 @@ func (c *Coordinator) removeStreamsMember(now time.Time, g *Group, m *streamsMem
 
 // tickStreams removes the members whose session expired or who did not give up their tasks in
 // time, and computes the target the initial rebalance delay or the assignment interval held
-// back once due; it reports whether the group changed.
-func (c *Coordinator) tickStreams(now time.Time, g *Group) bool {
-	removed := false
-	for _, m := range sortedStreamsMembers(g.streams.members) {
-		if !now.Before(m.deadline) || (m.Revoking.size() > 0 && !now.Before(m.revokeDeadline)) {
-			c.removeStreamsMember(now, g, m)
-			removed = true
-		}
-	}
+// back once due; what changed goes into out as the group's record.
+func (c *Coordinator) tickStreams(now time.Time, g *Group, out *Output) {
 	st := g.streams
 	if !st.delayUntil.IsZero() && !now.Before(st.delayUntil) {
 		st.delayUntil = time.Time{}
 	}
-	if removed || st.epoch > st.assignmentEpoch { // a target may be due
-		before := st.assignmentEpoch
-		c.advanceStreams(now, st, c.cfg.groupSettings(g.ID), false)
-		return removed || st.assignmentEpoch != before
+	due := st.epoch > st.assignmentEpoch // a target may be due
+	for _, m := range st.members {
+		due = due || !now.Before(m.deadline) || (m.Revoking.size() > 0 && !now.Before(m.revokeDeadline))
 	}
-	return false
+	if !due {
+		return // the common case: no encoding
+	}
+	before := c.streamsStateValue(g.ID)
+	for _, m := range sortedStreamsMembers(st.members) {
+		if !now.Before(m.deadline) || (m.Revoking.size() > 0 && !now.Before(m.revokeDeadline)) {
+			c.removeStreamsMember(now, g, m)
+		}
+	}
+	c.advanceStreams(now, st, c.cfg.groupSettings(g.ID), false)
+	c.recordStreamsChange(g.ID, before, out)
 }
 
 // updateEndpoints moves the endpoint epoch when the partitions behind the members' endpoints
