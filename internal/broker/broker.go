@@ -56,6 +56,7 @@ type Config struct {
 	NoTopicDeletion bool
 
 	MaxRequestBytes      int32 // socket.request.max.bytes: larger frames close the connection
+	FetchMaxBytes        int32 // fetch.max.bytes: a fetch response's record bytes at most (55 MiB), beyond its first batch
 	DisableSendfile      bool  // copy fetch data instead of sending it from the files
 	MaxInflightRequests  int   // per connection, queued between the read and write loops
 	MaxConnInflightBytes int64 // request bytes in flight per connection
@@ -153,6 +154,9 @@ type Hooks struct {
 func (c *Config) DefaultLimits() {
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = 100 << 20
+	}
+	if c.FetchMaxBytes == 0 {
+		c.FetchMaxBytes = 55 << 20
 	}
 	if c.MaxInflightRequests == 0 {
 		c.MaxInflightRequests = 100

@@ -49,6 +49,7 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		{"transaction.state.log.num.partitions", strconv.Itoa(int(b.cfg.TxnStatePartitions)), topics.TypeInt, static, true, "the partitions __transaction_state is created with (once it exists, transactional ids are mapped over its own count)"},
 		{"transaction.state.log.replication.factor", strconv.Itoa(int(b.cfg.TxnStateReplicationFactor)), topics.TypeInt, static, true, "the replication factor __transaction_state is created with (0: 3 once three nodes are registered, else 1)"},
 		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), topics.TypeInt, static, true, "the largest request accepted; larger ones close the connection"},
+		{"fetch.max.bytes", strconv.Itoa(int(b.cfg.FetchMaxBytes)), topics.TypeInt, static, true, "the most record bytes a fetch response carries whatever the client asks (its first batch always goes)"},
 		{"runnel.speclog.addr", b.cl.SpecLogAddr(b.cfg.NodeID), topics.TypeString, static, true, "the node's SpecLog gRPC address for total-order topics (\"\": none)"},
 	}
 	for _, d := range topics.BrokerDefs() {

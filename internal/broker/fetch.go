@@ -337,16 +337,14 @@ func (b *Broker) fetchTopic(sp *sessionPartition) (*topics.Topic, error) {
 	return t, nil
 }
 
-// fetchMaxBytes caps a fetch response's record bytes whatever the client asks (Kafka's broker
-// setting fetch.max.bytes, at its default), beyond the first batch, which always goes.
-const fetchMaxBytes = 55 << 20
-
 // fillFetch reads every partition into resp and returns the record bytes gathered. In an
 // incremental response only partitions with news are listed.
 func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool, files *fileRanges, acc fetchAccess) ([]sentValues, int) {
 	var sent []sentValues
 	total := 0
-	budget := max(min(int(req.MaxBytes), fetchMaxBytes), 0) // the first batch goes whatever the limit
+	// The node's fetch.max.bytes caps the response whatever the client asks, beyond the first
+	// batch, which goes whatever the limit.
+	budget := max(min(int(req.MaxBytes), int(b.cfg.FetchMaxBytes)), 0)
 	b.prefetchObjects(parts, budget, acc)
 	for _, sp := range parts {
 		fp := kmsg.NewFetchResponseTopicPartition()

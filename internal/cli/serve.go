@@ -35,6 +35,7 @@ type serveFlags struct {
 	streamsStandbys       int
 	streamsDelay          time.Duration
 	streamsInterval       time.Duration
+	fetchMaxBytes         int32
 	numPartitions         int32
 	defaultRF             int16
 	offsetsRF, txnStateRF int16
@@ -113,6 +114,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.DurationVar(&f.streamsInterval, "group-streams-assignment-interval", time.Second, "streams groups: the least time between two computations of a group's target assignment (Kafka's group.streams.assignment.interval.ms; 0 to 15s, 0: at each change)")
 	flags.IntVar(&f.streamsStandbys, "group-streams-num-standby-replicas", 0, "streams groups: standby replicas of each stateful task, unless the group sets streams.num.standby.replicas (Kafka's group.streams.num.standby.replicas; 0 to 2)")
 	flags.StringVar(&f.replicaSelector, "replica-selector", "", `where consumers read: "" (the leader) or "rack" (KIP-392: a consumer with client.rack reads from an in-sync replica in its rack; Kafka's replica.selector.class `+rackSelectorClass+` is accepted too)`)
+	flags.Int32Var(&f.fetchMaxBytes, "fetch-max-bytes", 55<<20, "the most record bytes a fetch response carries whatever the client asks, beyond its first batch (Kafka's fetch.max.bytes; at least 1024)")
 	flags.Int32Var(&f.numPartitions, "num-partitions", 1, "partitions of a topic created without a count: auto-created, or CreateTopics with -1 (Kafka's num.partitions)")
 	flags.Int16Var(&f.offsetsRF, "offsets-topic-replication-factor", 0, "replication factor __consumer_offsets is created with (Kafka's offsets.topic.replication.factor; 0: 3 once three nodes are registered, else 1)")
 	flags.Int32Var(&f.offsetsPartitions, "offsets-topic-num-partitions", 50, "partitions __consumer_offsets is created with (Kafka's offsets.topic.num.partitions); once it exists, groups are mapped over its own count")
@@ -274,6 +276,8 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("--group-streams-session-timeout %v and --group-streams-heartbeat-interval %v: want a session of at least 1s above the interval (at least 100ms)", session, interval)
 	case f.streamsStandbys < 0 || f.streamsStandbys > 2:
 		return server.Config{}, fmt.Errorf("--group-streams-num-standby-replicas %d: want 0 to 2", f.streamsStandbys)
+	case f.fetchMaxBytes != 0 && f.fetchMaxBytes < 1024:
+		return server.Config{}, fmt.Errorf("--fetch-max-bytes %d: want at least 1024", f.fetchMaxBytes)
 	case f.streamsInterval < 0 || f.streamsInterval > 15*time.Second:
 		return server.Config{}, fmt.Errorf("--group-streams-assignment-interval %v: want 0 to 15s", f.streamsInterval)
 	}
@@ -282,6 +286,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	if f.streamsDelay <= 0 {
 		cfg.StreamsInitialRebalanceDelay = -1 // none (zero in server.Config is Kafka's default)
 	}
+	cfg.FetchMaxBytes = f.fetchMaxBytes
 	cfg.StreamsAssignmentInterval = f.streamsInterval
 	if f.streamsInterval <= 0 {
 		cfg.StreamsAssignmentInterval = -1

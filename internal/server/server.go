@@ -104,6 +104,9 @@ type Config struct {
 	OffsetsPartitions, TxnStatePartitions int32
 	// NoAutoCreateTopics turns off Kafka's auto.create.topics.enable (on by default, as Kafka's).
 	NoAutoCreateTopics bool
+	// FetchMaxBytes is Kafka's fetch.max.bytes: the most record bytes a fetch response
+	// carries beyond its first batch (0: 55 MiB, Kafka's default).
+	FetchMaxBytes int32
 	// NoTopicDeletion turns off Kafka's delete.topic.enable (on by default, as Kafka's).
 	NoTopicDeletion bool
 	// LeaderBalanceInterval is how often this node, while it runs the active controller, moves
@@ -669,7 +672,7 @@ func Open(cfg Config) (*Server, error) {
 		groups.StreamsAssignmentInterval = d
 	}
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups, ShareGroups: cfg.ShareGroups,
-		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions,
+		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions, FetchMaxBytes: cfg.FetchMaxBytes,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, OffsetsReplicationFactor: cfg.OffsetsReplicationFactor,
 		TxnStateReplicationFactor: cfg.TxnStateReplicationFactor, OffsetsTopicPartitions: cfg.OffsetsPartitions, TxnStatePartitions: cfg.TxnStatePartitions,
 		NoTopicDeletion: cfg.NoTopicDeletion, Hooks: hooks, Logger: s.logger,
