@@ -244,6 +244,7 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 				// The target of an empty group is empty, so it is current at the group epoch:
 				// members of the delay take an epoch above any a former member held.
 				st.assignmentEpoch = st.epoch
+				st.lastAssigned = time.Time{} // the new life's first target waits for no interval
 				if d := c.cfg.groupSettings(req.Group).StreamsInitialRebalanceDelay; d > 0 {
 					st.delayUntil = now.Add(d)
 				}
@@ -617,9 +618,15 @@ func (c *Coordinator) tickStreams(now time.Time, g *Group, out *Output) {
 	if !st.delayUntil.IsZero() && !now.Before(st.delayUntil) {
 		st.delayUntil = time.Time{}
 	}
-	due := st.epoch > st.assignmentEpoch // a target may be due
+	due := false
 	for _, m := range st.members {
-		due = due || !now.Before(m.deadline) || (m.Revoking.size() > 0 && !now.Before(m.revokeDeadline))
+		if !now.Before(m.deadline) || (m.Revoking.size() > 0 && !now.Before(m.revokeDeadline)) {
+			due = true
+			break
+		}
+	}
+	if !due && st.epoch > st.assignmentEpoch { // a held-back target, once neither timer holds it
+		due = st.assignmentWait(now, c.cfg.groupSettings(g.ID).StreamsAssignmentInterval) == ""
 	}
 	if !due {
 		return // the common case: no encoding

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -902,5 +903,143 @@ func TestStreamsGroupAssignmentInterval(t *testing.T) {
 	r1 = h.shb("m1", "", r1.MemberEpoch, &streamsOwned{tasksOf(r1.ActiveTasks), streamsTasks{}})
 	if kept := tasksOf(r1.ActiveTasks); kept.size() != 4 {
 		t.Fatalf("after the interval m1 keeps %v; want 4 of 8", kept)
+	}
+}
+
+// TestStreamsGroupTimersAndRecords runs random schedules (joins, leaves, lost owned lists,
+// short and long ticks that expire sessions, internal topics appearing, coordinator reloads)
+// under random initial delays and assignment intervals, and checks after every call that the
+// group's state is what its last record says (nothing a heartbeat or a tick changes goes
+// unrecorded), that a member's epoch never goes back and no success answer carries epoch 0,
+// that ASSIGNMENT_DELAYED is reported exactly while a target is held back, and at the end that
+// ticks alone bring the held-back target.
+func TestStreamsGroupTimersAndRecords(t *testing.T) {
+	for seed := uint64(1); seed <= 100; seed++ {
+		runStreamsTimers(t, seed)
+	}
+}
+
+func runStreamsTimers(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	h := newStreamsHarness(t)
+	if seed%2 == 0 {
+		for _, it := range []string{"app-regroup-repartition", "app-totals-changelog"} {
+			h.topics[it] = TopicMeta{ID: [16]byte{8, byte(len(h.topics))}, Partitions: 4}
+		}
+	}
+	h.c.cfg.StreamsStandbyReplicas = int(seed % 3)
+	h.c.cfg.StreamsInitialRebalanceDelay = []time.Duration{0, 500 * time.Millisecond, 3 * time.Second}[seed%3]
+	h.c.cfg.StreamsAssignmentInterval = []time.Duration{time.Second, 0, 2 * time.Second, 300 * time.Millisecond}[seed%4]
+	last := map[string][]byte{}
+	checkRecords := func(when string) {
+		for _, r := range h.records {
+			last[string(r.Key)] = r.Value
+		}
+		h.records = nil
+		cur := h.c.streamsStateValue("app")
+		if rec := last[string(streamsKey("app"))]; !bytes.Equal(rec, cur) {
+			t.Fatalf("seed %d %s: state differs from its last record:\nrec %s\ncur %s", seed, when, rec, cur)
+		}
+	}
+	type mem struct {
+		id, process string
+		epoch       int32
+		joined      bool
+		owned       streamsOwned
+	}
+	var ms []*mem
+	for i := range 2 + rng.IntN(4) {
+		ms = append(ms, &mem{id: fmt.Sprintf("m%d", i), process: fmt.Sprintf("p%d", i%3)})
+	}
+	for i := 0; i < 300; i++ {
+		m := ms[rng.IntN(len(ms))]
+		switch r := rng.IntN(100); {
+		case r < 20:
+			h.now = h.now.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			h.apply(h.c.Tick(h.now))
+			checkRecords("tick")
+			continue
+		case r < 22:
+			h.now = h.now.Add(time.Duration(40+rng.IntN(30)) * time.Second)
+			h.apply(h.c.Tick(h.now))
+			checkRecords("long tick")
+			for _, m := range ms {
+				if g, ok := h.c.Group("app"); ok && g.streams.members[m.id] == nil {
+					m.joined = false
+				}
+			}
+			continue
+		case r < 24:
+			h.createInternal()
+			continue
+		case r < 26: // reload
+			c2 := New(h.c.cfg)
+			c2.Topics = h.c.Topics
+			if v := last[string(streamsKey("app"))]; v != nil {
+				if err := c2.Load(h.now, streamsKey("app"), v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.c = c2
+			continue
+		}
+		req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch, req.EndpointInformationEpoch = "app", m.id, m.epoch, -1
+		leaving := false
+		if !m.joined {
+			req.MemberEpoch, req.Topology, req.RebalanceTimeoutMillis, req.ProcessID = 0, wordCount(), 300000, &m.process
+			m.owned = streamsOwned{streamsTasks{}, streamsTasks{}}
+		} else if rng.IntN(30) == 0 {
+			req.MemberEpoch, leaving = -1, true
+		}
+		if !leaving && (!m.joined || rng.IntN(2) == 0) {
+			req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = taskIDs(m.owned.active), taskIDs(m.owned.standby), []kmsg.TaskIDs{}
+		}
+		resp, out, create := h.c.StreamsGroupHeartbeat(h.now, req, "c", "/h")
+		h.apply(out)
+		checkRecords("heartbeat")
+		if len(create) > 0 {
+			h.create = create
+		}
+		if leaving {
+			m.joined, m.epoch = false, 0
+			continue
+		}
+		switch resp.ErrorCode {
+		case 0:
+		case kerr.UnknownMemberID.Code, kerr.FencedMemberEpoch.Code:
+			m.joined, m.epoch = false, 0
+			continue
+		default:
+			t.Fatalf("seed %d: %v %v", seed, kerr.ErrorForCode(resp.ErrorCode), *resp.ErrorMessage)
+		}
+		if resp.MemberEpoch <= 0 {
+			t.Fatalf("seed %d: success answer with epoch %d", seed, resp.MemberEpoch)
+		}
+		if m.joined && resp.MemberEpoch < m.epoch {
+			t.Fatalf("seed %d: %s epoch went back %d -> %d", seed, m.id, m.epoch, resp.MemberEpoch)
+		}
+		g, _ := h.c.Group("app")
+		delayed := slices.Contains(statusCodes(resp), streamsAssignmentDelayed)
+		if ahead := g.streams.epoch > g.streams.assignmentEpoch; delayed != ahead {
+			t.Fatalf("seed %d: ASSIGNMENT_DELAYED %v but group epoch %d assignment epoch %d", seed, delayed, g.streams.epoch, g.streams.assignmentEpoch)
+		}
+		m.joined, m.epoch = true, resp.MemberEpoch
+		if resp.ActiveTasks != nil {
+			m.owned = streamsOwned{tasksOf(resp.ActiveTasks), tasksOf(resp.StandbyTasks)}
+		}
+	}
+	// No heartbeat: ticks alone must bring the target (within delay + interval).
+	g, ok := h.c.Group("app")
+	if !ok || len(g.streams.members) == 0 {
+		return
+	}
+	for range 40 {
+		h.now = h.now.Add(100 * time.Millisecond)
+		h.apply(h.c.Tick(h.now))
+		checkRecords("quiet tick")
+	}
+	if g, _ := h.c.Group("app"); g.streams.epoch != g.streams.assignmentEpoch {
+		t.Fatalf("seed %d: stuck: group epoch %d assignment epoch %d after 4 s of ticks", seed, g.streams.epoch, g.streams.assignmentEpoch)
 	}
 }
