@@ -92,6 +92,7 @@ type streamsState struct {
 	lastAssigned time.Time
 	shutdown     string // the member that asked every member to shut down (cleared when the group empties)
 	standbys     int    // the standby replicas the target was computed with
+	recorded     []byte // the value of the group's last record: what a new coordinator would load
 }
 
 func newStreamsState() *streamsState {
@@ -102,9 +103,8 @@ func newStreamsState() *streamsState {
 // Output.Records are durable; create lists internal topics the driver should create (the
 // response tells the member they are missing; a later heartbeat finds them).
 func (c *Coordinator) StreamsGroupHeartbeat(now time.Time, req *kmsg.StreamsGroupHeartbeatRequest, clientID, clientHost string) (resp *kmsg.StreamsGroupHeartbeatResponse, out Output, create []InternalTopic) {
-	before := c.streamsStateValue(req.Group)
 	resp, create = c.streamsHeartbeat(now, req, clientID, clientHost)
-	c.recordStreamsChange(req.Group, before, &out)
+	c.recordStreamsChange(req.Group, &out)
 	return resp, out, create
 }
 
@@ -631,14 +631,13 @@ func (c *Coordinator) tickStreams(now time.Time, g *Group, out *Output) {
 	if !due {
 		return // the common case: no encoding
 	}
-	before := c.streamsStateValue(g.ID)
 	for _, m := range sortedStreamsMembers(st.members) {
 		if !now.Before(m.deadline) || (m.Revoking.size() > 0 && !now.Before(m.revokeDeadline)) {
 			c.removeStreamsMember(now, g, m)
 		}
 	}
 	c.advanceStreams(now, st, c.cfg.groupSettings(g.ID), false)
-	c.recordStreamsChange(g.ID, before, out)
+	c.recordStreamsChange(g.ID, out)
 }
 
 // updateEndpoints moves the endpoint epoch when the partitions behind the members' endpoints

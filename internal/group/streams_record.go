@@ -63,11 +63,16 @@ func (c *Coordinator) streamsStateValue(group string) []byte {
 	return append(binary.BigEndian.AppendUint16(nil, 0), body...)
 }
 
-// recordStreamsChange appends the group's streams state record to out if it differs from
-// before (a tombstone if the group is gone).
-func (c *Coordinator) recordStreamsChange(group string, before []byte, out *Output) {
-	if after := c.streamsStateValue(group); !bytes.Equal(before, after) {
+// recordStreamsChange appends the group's streams state record to out if the state differs
+// from its last record's (one encoding per call: the last record's value is kept).
+func (c *Coordinator) recordStreamsChange(group string, out *Output) {
+	g := c.groups[group]
+	if g == nil || g.streams == nil {
+		return // not a streams group (its removal writes its own tombstone)
+	}
+	if after := c.streamsStateValue(group); !bytes.Equal(g.streams.recorded, after) {
 		out.Records = append(out.Records, Record{Group: group, Key: streamsKey(group), Value: after})
+		g.streams.recorded = after
 	}
 }
 
@@ -101,6 +106,7 @@ func (c *Coordinator) loadStreams(now time.Time, key, value []byte) error {
 		return fmt.Errorf("%w: streams group %s: a bad topology (%v)", ErrBadRecord, id, err)
 	}
 	st := newStreamsState()
+	st.recorded = value
 	st.epoch, st.assignmentEpoch, st.endpointEpoch = rec.Epoch, rec.AssignmentEpoch, rec.EndpointEpoch
 	st.topology, st.metaSig, st.shutdown, st.standbys, st.validated = rec.Topology, rec.MetaSig, rec.Shutdown, rec.Standbys, rec.Validated
 	for _, m := range rec.Members {
