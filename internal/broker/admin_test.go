@@ -525,6 +525,7 @@ func TestDescribeConfigs(t *testing.T) {
 		{"auto.create.topics.enable", "true", kmsg.ConfigSourceStaticBrokerConfig, true},
 		{"num.partitions", "1", kmsg.ConfigSourceStaticBrokerConfig, true},
 		{"socket.request.max.bytes", "104857600", kmsg.ConfigSourceStaticBrokerConfig, true},
+		{"fetch.max.bytes", "57671680", kmsg.ConfigSourceStaticBrokerConfig, true},
 		{"offsets.topic.replication.factor", "0", kmsg.ConfigSourceStaticBrokerConfig, true},
 		{"transaction.state.log.replication.factor", "0", kmsg.ConfigSourceStaticBrokerConfig, true},
 		{"message.max.bytes", "1048588", kmsg.ConfigSourceDefaultConfig, false}, // dynamic: topic defaults
@@ -538,8 +539,8 @@ func TestDescribeConfigs(t *testing.T) {
 			t.Errorf("DescribeConfigs(broker 1)[%s] = %v source %v readOnly %v; want %q source %v readOnly %v", tc.name, c.Value, c.Source, c.ReadOnly, tc.value, tc.source, tc.readOnly)
 		}
 	}
-	if want := 10 + len(dynamicBrokerConfigNames()); len(brk) != want {
-		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (10 static + every dynamic one)", len(brk), want)
+	if want := 11 + len(dynamicBrokerConfigNames()); len(brk) != want {
+		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (11 static + every dynamic one)", len(brk), want)
 	}
 	if r := resp.Resources[4]; r.ErrorCode != 0 || len(r.Configs) != 0 {
 		t.Errorf("DescribeConfigs(broker \"\") = %s, %d configs; want no error and no dynamic defaults", errName(r.ErrorCode), len(r.Configs))
