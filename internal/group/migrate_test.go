@@ -1,6 +1,7 @@
 package group
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func (h *harness) joinMD(memberID string, topics []string, owned map[string][]in
 	h.next++
 	md := kmsg.NewConsumerMemberMetadata()
 	md.Version, md.Topics = 1, topics
-	for _, t := range sortedKeys(owned) {
+	for _, t := range slices.Sorted(maps.Keys(owned)) {
 		md.OwnedPartitions = append(md.OwnedPartitions, kmsg.ConsumerMemberMetadataOwnedPartition{Topic: t, Partitions: owned[t]})
 	}
 	req := kmsg.NewPtrJoinGroupRequest()
@@ -58,7 +59,7 @@ func (h *harness) syncAssignment(memberID string, gen int32, assignments map[str
 
 func classicAssignment(parts map[string][]int32) []byte {
 	a := kmsg.NewConsumerMemberAssignment()
-	for _, t := range sortedKeys(parts) {
+	for _, t := range slices.Sorted(maps.Keys(parts)) {
 		a.Topics = append(a.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: t, Partitions: parts[t]})
 	}
 	return a.AppendTo(nil)

@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -385,10 +386,8 @@ func ownedTasks(req *kmsg.StreamsGroupHeartbeatRequest) streamsTasks {
 
 func taskIDs(ts streamsTasks) []kmsg.TaskIDs {
 	out := []kmsg.TaskIDs{}
-	for _, s := range sortedKeys(ts) {
-		if len(ts[s]) > 0 {
-			out = append(out, kmsg.TaskIDs{SubtopologyID: s, Partitions: slices.Clone(ts[s])})
-		}
+	for _, s := range sortedTopics(ts) { // subtopologies with tasks, sorted
+		out = append(out, kmsg.TaskIDs{SubtopologyID: s, Partitions: slices.Clone(ts[s])})
 	}
 	return out
 }
@@ -700,11 +699,11 @@ func streamsEndpoints(st *streamsState) []kmsg.StreamsGroupHeartbeatResponsePart
 		pe.UserEndpoint = kmsg.Endpoint{Host: e.Host, Port: e.Port}
 		pe.ActivePartitions = []kmsg.StreamsGroupHeartbeatResponsePartitionsByUserEndpointActivePartition{}
 		pe.StandbyPartitions = []kmsg.StreamsGroupHeartbeatResponsePartitionsByUserEndpointStandbyPartition{}
-		for _, topic := range sortedKeys(a.active) {
+		for _, topic := range slices.Sorted(maps.Keys(a.active)) {
 			ps := ct.topicPartitions(topic, a.active[topic])
 			pe.ActivePartitions = append(pe.ActivePartitions, kmsg.StreamsGroupHeartbeatResponsePartitionsByUserEndpointActivePartition{Topic: topic, Partitions: ps})
 		}
-		for _, topic := range sortedKeys(a.standby) {
+		for _, topic := range slices.Sorted(maps.Keys(a.standby)) {
 			ps := ct.topicPartitions(topic, a.standby[topic])
 			pe.StandbyPartitions = append(pe.StandbyPartitions, kmsg.StreamsGroupHeartbeatResponsePartitionsByUserEndpointStandbyPartition{Topic: topic, Partitions: ps})
 		}

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"maps"
 	"slices"
 	"sort"
 )
@@ -58,7 +59,7 @@ func assignStreams(members []*streamsMember, tasks map[string]int32, stateful ma
 		return out
 	}
 	var all []streamsTask
-	for _, s := range sortedKeys(tasks) {
+	for _, s := range slices.Sorted(maps.Keys(tasks)) {
 		for p := int32(0); p < tasks[s]; p++ {
 			all = append(all, streamsTask{s, p})
 		}

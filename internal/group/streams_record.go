@@ -149,17 +149,8 @@ func (t *streamsTopology) check() error {
 				return fmt.Errorf("a bad internal topic")
 			}
 		}
-		for _, cg := range s.Copartition {
-			for _, pair := range []struct {
-				idx []int16
-				n   int
-			}{{cg.Sources, len(s.Sources)}, {cg.RepartitionSources, len(s.RepartitionSources)}} {
-				for _, i := range pair.idx {
-					if i < 0 || int(i) >= pair.n {
-						return fmt.Errorf("a copartition index out of range")
-					}
-				}
-			}
+		if err := s.checkCopartition(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package group
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -109,18 +110,11 @@ func newStreamsTopology(t *kmsg.StreamsGroupHeartbeatRequestTopology) (*streamsT
 			return nil, err
 		}
 		for _, cg := range s.CopartitionGroups {
-			for _, pair := range []struct {
-				idx []int16
-				n   int
-			}{{cg.SourceTopics, len(st.Sources)}, {cg.RepartitionSourceTopics, len(st.RepartitionSources)}} {
-				for _, i := range pair.idx {
-					if i < 0 || int(i) >= pair.n {
-						return nil, fmt.Errorf("Subtopology %s has a copartition group with an invalid index %d.", s.SubtopologyID, i)
-					}
-				}
-			}
 			st.Copartition = append(st.Copartition, streamsCopartition{Sources: slices.Clone(cg.SourceTopics),
 				RepartitionSources: slices.Clone(cg.RepartitionSourceTopics)})
+		}
+		if err := st.checkCopartition(); err != nil {
+			return nil, err
 		}
 		out.Subtopologies = append(out.Subtopologies, st)
 	}
@@ -141,6 +135,23 @@ func newStreamsTopology(t *kmsg.StreamsGroupHeartbeatRequestTopology) (*streamsT
 	}
 	sort.Slice(out.Subtopologies, func(i, j int) bool { return out.Subtopologies[i].ID < out.Subtopologies[j].ID })
 	return out, nil
+}
+
+// checkCopartition checks that the copartition groups' indexes name the subtopology's topics.
+func (s *streamsSubtopology) checkCopartition() error {
+	for _, cg := range s.Copartition {
+		for _, pair := range []struct {
+			idx []int16
+			n   int
+		}{{cg.Sources, len(s.Sources)}, {cg.RepartitionSources, len(s.RepartitionSources)}} {
+			for _, i := range pair.idx {
+				if i < 0 || int(i) >= pair.n {
+					return fmt.Errorf("Subtopology %s has a copartition group with an invalid index %d.", s.ID, i)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // InternalTopic is an internal topic of a streams group that its coordinator wants created
@@ -274,7 +285,7 @@ func configure(t *streamsTopology, topics map[string]TopicMeta) *configuredTopol
 				p := external(n)
 				if want != 0 && p != want {
 					ct.status = append(ct.status, streamsStatus{streamsIncorrectPartitions,
-						fmt.Sprintf("Following topics do not have the same number of partitions: [%s]", strings.Join(sortedCopy(names), ", "))})
+						fmt.Sprintf("Following topics do not have the same number of partitions: [%s]", strings.Join(slices.Sorted(slices.Values(names)), ", "))})
 					return ct
 				}
 				want = p
@@ -320,7 +331,7 @@ func configure(t *streamsTopology, topics map[string]TopicMeta) *configuredTopol
 			ct.partitions[c.Name] = n
 		}
 	}
-	for _, name := range sortedKeys(want) {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
 		it := want[name]
 		meta, ok := topics[name]
 		switch {
@@ -348,15 +359,8 @@ func (ct *configuredTopology) topicCount(topic string) (int32, bool) {
 	if ct == nil {
 		return 0, false
 	}
-	if n, ok := ct.partitions[topic]; ok {
-		return n, true
-	}
-	for _, it := range ct.create {
-		if it.Name == topic {
-			return it.Partitions, true
-		}
-	}
-	return 0, false
+	n, ok := ct.partitions[topic] // sources and internal topics, created or still to create
+	return n, ok
 }
 
 // topicPartitions is the sorted, distinct partitions of ps that topic has.
@@ -370,19 +374,4 @@ func (t *streamsTopology) equal(o *streamsTopology) bool {
 	a, _ := json.Marshal(t)
 	b, _ := json.Marshal(o)
 	return string(a) == string(b)
-}
-
-func sortedCopy(s []string) []string {
-	out := slices.Clone(s)
-	sort.Strings(out)
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
