@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,14 @@ type sharePart struct {
 	err         error
 	persisting  bool
 	waiters     []ackWaiter
+	// written is the snapshot the coordinator last confirmed storing (or gave at the load; nil:
+	// none). An object share-partition whose owner epoch moves while its owner stays keeps
+	// this state only if the coordinator still has exactly it (reclaimLocked).
+	written []byte
+	// reclaim is the owner epoch this state is to be taken into, above leaderEpoch while a
+	// re-claim is wanted; reclaiming: its read of the coordinator is under way.
+	reclaim    int64
+	reclaiming bool
 	// bySession are the runs each share session acquired here that may still be acquired
 	// (runs below the start are dropped as new ones come): what its end releases, so that
 	// a member's other session (through another node) keeps what it holds.
@@ -135,9 +144,11 @@ func (s *shares) run(ctx context.Context) {
 			if sp.p == nil {
 				continue
 			}
-			if epoch, leading := s.leading(k); !leading || epoch != sp.leaderEpoch {
+			if epoch, leading, keeps := s.leading(k); !leading || epoch < sp.leaderEpoch || epoch > sp.leaderEpoch && !keeps {
 				s.dropLocked(sp, kerr.NotLeaderForPartition)
 				continue
+			} else if epoch > sp.leaderEpoch {
+				s.reclaimLocked(sp, epoch)
 			}
 			for id, runs := range sp.bySession {
 				// A session not heard of for ten minutes (its node may be gone) whose runs hold
@@ -162,18 +173,77 @@ func (s *shares) run(ctx context.Context) {
 }
 
 // leading reports whether this node keeps a share-partition (leads its local partition, or
-// owns its object partition's share state), in which epoch.
-func (s *shares) leading(k shareKey) (int64, bool) {
+// owns its object partition's share state), in which epoch, and whether its state may be
+// kept into a newer epoch (keepsAcrossEpochs).
+func (s *shares) leading(k shareKey) (epoch int64, leading, keeps bool) {
 	t, ok := s.b.topics.GetByID(k.topic)
 	if !ok {
-		return 0, false
+		return 0, false, false
 	}
 	lg, err := s.b.shareLogFor(t, k.partition)
 	if err != nil {
-		return 0, false
+		return 0, false, false
 	}
-	epoch, _, leading := lg.owning()
-	return epoch, leading
+	epoch, _, leading = lg.owning()
+	return epoch, leading, keepsAcrossEpochs(lg)
+}
+
+// keepsAcrossEpochs reports whether a share-partition's owner that is still its owner in a
+// newer epoch may keep its loaded state (reclaimLocked): an object partition's, whose owner
+// epoch moves with every change of the live nodes, most of which leave its owner in place.
+// A local partition's leader epoch moves with its leadership, so its state is loaded again.
+func keepsAcrossEpochs(lg shareLog) bool {
+	_, object := lg.(*objectShareLog)
+	return object
+}
+
+// reclaimLocked takes a loaded share-partition into a newer owner epoch without dropping what
+// is in flight (docs/share-groups.md §9). Once no write of it is under way, its state is read
+// from the coordinator at the new epoch, which fences every older one; if the coordinator
+// still has exactly what this node last wrote (or loaded), no other owner wrote in between
+// and this state goes on in the new epoch, else it is dropped and loaded again. Writes wait
+// meanwhile.
+func (s *shares) reclaimLocked(sp *sharePart, epoch int64) {
+	sp.reclaim = max(sp.reclaim, epoch)
+	s.persistLocked(sp) // starts the re-claim unless a write (whose end starts it) is under way
+}
+
+// errStateMoved: a re-claim found the coordinator's state other than this node last wrote.
+var errStateMoved = errors.New("the share-partition's stored state changed in an earlier epoch")
+
+// reclaimState is a re-claim's read (reclaimLocked).
+func (s *shares) reclaimState(sp *sharePart) {
+	s.mu.Lock()
+	epoch, stateEpoch, written := sp.reclaim, sp.stateEpoch, sp.written
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.b.ctx, 10*time.Second)
+	resp, err := s.read(ctx, sp.key, epoch)
+	cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sp.reclaiming = false
+	if s.parts[sp.key] != sp || s.b.ctx.Err() != nil {
+		return
+	}
+	if err == nil && (resp.StateEpoch != stateEpoch || !bytes.Equal(resp.Snapshot, written)) {
+		err = errStateMoved
+	}
+	switch {
+	case err == nil:
+		sp.leaderEpoch = epoch
+		s.persistLocked(sp) // what changed meanwhile, or a re-claim of a still newer epoch
+	case transientShareError(err):
+		time.AfterFunc(100*time.Millisecond, func() { // the coordinator settles: read again
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.parts[sp.key] == sp && s.b.ctx.Err() == nil {
+				s.persistLocked(sp)
+			}
+		})
+	default:
+		s.b.logger.Info("broker: share-partition loaded again in its new owner epoch", "group", sp.key.group, "partition", sp.key.partition, "epoch", epoch, "reason", err)
+		s.dropLocked(sp, kerr.NotLeaderForPartition)
+	}
 }
 
 // dropLocked forgets a share-partition (a new leader, or a fenced write): acknowledgements
@@ -200,7 +270,11 @@ func (s *shares) get(ctx context.Context, k shareKey, lg shareLog) (*sharePart, 
 	}
 	s.mu.Lock()
 	sp := s.parts[k]
-	if sp != nil && sp.leaderEpoch != epoch {
+	switch {
+	case sp == nil || sp.leaderEpoch == epoch:
+	case epoch > sp.leaderEpoch && sp.p != nil && keepsAcrossEpochs(lg):
+		s.reclaimLocked(sp, epoch)
+	default:
 		s.dropLocked(sp, kerr.NotLeaderForPartition)
 		sp = nil
 	}
@@ -285,19 +359,11 @@ func (s *shares) load(sp *sharePart, lg shareLog) {
 	err := func() error {
 		ctx, cancel := context.WithTimeout(s.b.ctx, 10*time.Second)
 		defer cancel()
-		node := s.b.groups.coordinatorNode(sp.key.group)
-		if node == nil {
-			return kerr.CoordinatorNotAvailable
+		resp, err := s.read(ctx, sp.key, sp.leaderEpoch)
+		if err != nil {
+			return err
 		}
-		var resp shareReadResp
-		req := shareReadReq{sp.key.group, group.SharePartition{Topic: sp.key.topic, Partition: sp.key.partition}, sp.leaderEpoch}
-		if err := s.b.cl.Call(ctx, node.ID, "share.read", req, &resp); err != nil {
-			return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
-		}
-		if resp.Code != 0 {
-			return kerr.ErrorForCode(resp.Code)
-		}
-		var part *share.Partition
+		part, written := (*share.Partition)(nil), resp.Snapshot
 		if resp.Snapshot == nil {
 			start, err := s.startOffset(ctx, sp.key.group, lg)
 			if err != nil {
@@ -308,7 +374,8 @@ func (s *shares) load(sp *sharePart, lg shareLog) {
 			// the share group state first, too): a leader failing after a delivery would
 			// otherwise leave its successor to choose a start of its own, later with latest.
 			if snap, upTo, ok := part.Snapshot(); ok {
-				err := s.write(shareWriteReq{sp.key.group, req.Part, resp.StateEpoch, sp.leaderEpoch, snap.AppendTo(nil)})
+				written = snap.AppendTo(nil)
+				err := s.write(shareWriteReq{sp.key.group, group.SharePartition{Topic: sp.key.topic, Partition: sp.key.partition}, resp.StateEpoch, sp.leaderEpoch, written})
 				part.Persisted(upTo, err)
 				if err != nil {
 					return err
@@ -325,7 +392,7 @@ func (s *shares) load(sp *sharePart, lg shareLog) {
 		}
 		part.TrimTo(lg.logStart())
 		s.mu.Lock()
-		sp.p, sp.stateEpoch = part, resp.StateEpoch
+		sp.p, sp.stateEpoch, sp.written = part, resp.StateEpoch, written
 		s.persistLocked(sp) // the start it chose
 		s.mu.Unlock()
 		return nil
@@ -360,8 +427,14 @@ func shareError(err error) error {
 
 // persistLocked writes the share-partition's snapshot to the coordinator if it changed and no
 // write is in flight; later changes go in the next write.
+// A re-claim wanted (reclaimLocked) goes first, and no write starts while it is under way.
 func (s *shares) persistLocked(sp *sharePart) {
-	if sp.persisting || sp.p == nil {
+	if sp.persisting || sp.reclaiming || sp.p == nil {
+		return
+	}
+	if sp.reclaim > sp.leaderEpoch {
+		sp.reclaiming = true
+		go s.reclaimState(sp)
 		return
 	}
 	snap, upTo, ok := sp.p.Snapshot()
@@ -376,6 +449,9 @@ func (s *shares) persistLocked(sp *sharePart) {
 		defer s.mu.Unlock()
 		sp.persisting = false
 		sp.p.Persisted(upTo, err)
+		if err == nil {
+			sp.written = req.Snapshot
+		}
 		keep := sp.waiters[:0]
 		for _, w := range sp.waiters {
 			if w.op <= upTo {
@@ -405,6 +481,23 @@ func (s *shares) persistLocked(sp *sharePart) {
 		}
 		s.persistLocked(sp)
 	}()
+}
+
+// read reads a share-partition's state from its group's coordinator as its owner at epoch.
+func (s *shares) read(ctx context.Context, k shareKey, epoch int64) (shareReadResp, error) {
+	var resp shareReadResp
+	node := s.b.groups.coordinatorNode(k.group)
+	if node == nil {
+		return resp, kerr.CoordinatorNotAvailable
+	}
+	req := shareReadReq{k.group, group.SharePartition{Topic: k.topic, Partition: k.partition}, epoch}
+	if err := s.b.cl.Call(ctx, node.ID, "share.read", req, &resp); err != nil {
+		return resp, fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+	}
+	if resp.Code != 0 {
+		return resp, kerr.ErrorForCode(resp.Code)
+	}
+	return resp, nil
 }
 
 func (s *shares) write(req shareWriteReq) error {

@@ -767,6 +767,116 @@ func TestShareGroupOnObjectTopicCluster(t *testing.T) {
 	}
 }
 
+// TestShareOwnerKeepsStateAcrossNodeChanges: a node leaving and joining again moves the owner
+// epoch of every object share-partition (the image's LiveIndex) without changing the owner of
+// one the node did not own. That owner keeps its state into the new epochs (docs/share-groups.md
+// §9): what a member holds stays its own and is acknowledged after both changes, with nothing
+// delivered again and no delivery counted twice. It used to drop the state and load it again,
+// releasing what was in flight.
+func TestShareOwnerKeepsStateAcrossNodeChanges(t *testing.T) {
+	dir := t.TempDir()
+	c := startClusterWith(t, 3, func(c *testCluster) { c.objectStore, c.batchTimeout = "file://"+dir, 5*time.Millisecond })
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createObjectTopic(t, c.addrs[1], "kq", 1, nil)
+	cl, _ := c.client(kgo.DefaultProduceTopic("kq"))
+	c.waitTopicEverywhere(ctx, cl, "kq")
+	topicID := topicIDOf(t, ctx, cl, "kq")
+	owner := leaderOf(t, c.brokers(), "kq", 0)
+	gone := owner%3 + 1
+	third := 6 - owner - gone
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// seenBy waits until node's own Metadata names n brokers and still names owner the
+	// partition's leader: its image has the live nodes' change.
+	seenBy := func(node int32, n int) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("node %d's Metadata with %d brokers", node, n), 30*time.Second, func() bool {
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr("kq")
+			req.Topics = []kmsg.MetadataRequestTopic{rt}
+			raw, err := cl.Broker(int(node)).Request(ctx, req)
+			if err != nil {
+				return false
+			}
+			md := raw.(*kmsg.MetadataResponse)
+			if len(md.Brokers) != n || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 1 {
+				return false
+			}
+			if leader := md.Topics[0].Partitions[0].Leader; leader != owner {
+				t.Fatalf("node %d names node %d the owner after the live nodes changed; want %d still (rendezvous hashing)", node, leader, owner)
+			}
+			return true
+		})
+	}
+	epochs := map[*shareClient]int32{} // member epochs
+	// beat heartbeats as m (joining at epoch 0): the members stay in the group through the
+	// nodes' stops and starts, whatever they take.
+	beat := func(m *shareClient) {
+		t.Helper()
+		r := m.heartbeat(ctx, epochs[m], []string{"kq"})
+		if r.ErrorCode != 0 {
+			t.Fatalf("heartbeat of %s: %+v", m.member, r)
+		}
+		epochs[m] = r.MemberEpoch
+	}
+	join := func(name string, node int32) *shareClient {
+		m := &shareClient{t: t, cl: cl, group: "kg", member: name, topic: topicID, leader: node}
+		beat(m)
+		return m
+	}
+	accept := func(m *shareClient, first, last int64) {
+		t.Helper()
+		r := m.ack(ctx, m.epoch, [3]int64{first, last, 1})
+		if r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("%s accepting %d-%d through node %d: %+v", m.member, first, last, m.leader, r)
+		}
+	}
+
+	a := join("member-a", owner)
+	if r := a.fetch(ctx, 0); r.ErrorCode != 0 {
+		t.Fatalf("opening the session: %+v", r)
+	}
+	for shareStart(t, ctx, cl, "kg", "kq") < 0 {
+		if r := a.fetch(ctx, 100*time.Millisecond); r.ErrorCode != 0 {
+			t.Fatalf("fetch while the share-partition loads: %+v", r)
+		}
+	}
+	produce(0, 10)
+	if got := acquiredWithin(ctx, a, 10*time.Second); got != "0-9/1" {
+		t.Fatalf("member-a acquired %q; want 0-9/1", got)
+	}
+	accept(a, 0, 4)
+
+	c.stop(gone)
+	seenBy(owner, 2)
+	beat(a)
+	accept(a, 5, 9) // held across the change
+	b := join("member-b", third)
+	produce(10, 20)
+	if got := acquiredWithin(ctx, b, 10*time.Second); got != "10-19/1" {
+		t.Fatalf("member-b acquired %q through node %d after node %d left; want 10-19/1 (0-9 accepted, nothing delivered twice)", got, third, gone)
+	}
+
+	c.start(gone)
+	seenBy(owner, 3)
+	seenBy(third, 3)
+	beat(a)
+	beat(b)
+	accept(b, 10, 19) // forwarded to the owner, held across the second change
+	produce(20, 25)
+	if got := acquiredWithin(ctx, a, 10*time.Second); got != "20-24/1" {
+		t.Fatalf("member-a acquired %q after node %d returned; want 20-24/1", got, gone)
+	}
+}
+
 // TestShareSessionEndReleasesItsOwnPartitions: a member with a session on the owner of two
 // object share-partitions, reading one there and the other through a session on another node,
 // keeps what it holds through the first when the second ends: a session's end releases the
