@@ -655,6 +655,30 @@ func TestShareGroupCluster(t *testing.T) {
 	}
 }
 
+// objectShareCluster starts three nodes on an object store with a 1-partition object topic
+// known to all of them, and returns a client producing to it, the topic's id, the node that
+// owns its share-partitions and a function producing records "r<from>".."r<to-1>". ctx ends
+// in two minutes.
+func objectShareCluster(t *testing.T, topic string) (*testCluster, context.Context, *kgo.Client, [16]byte, int32, func(from, to int)) {
+	t.Helper()
+	dir := t.TempDir()
+	c := startClusterWith(t, 3, func(c *testCluster) { c.objectStore, c.batchTimeout = "file://"+dir, 5*time.Millisecond })
+	c.waitNodes(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	createObjectTopic(t, c.addrs[1], topic, 1, nil)
+	cl, _ := c.client(kgo.DefaultProduceTopic(topic))
+	c.waitTopicEverywhere(ctx, cl, topic)
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return c, ctx, cl, topicIDOf(t, ctx, cl, topic), leaderOf(t, c.brokers(), topic, 0), produce
+}
+
 // TestShareGroupOnObjectTopicCluster: an object partition's share-partition is kept by the
 // node Metadata names its leader (docs/share-groups.md §9), and any other node serves it by
 // forwarding acquisitions, acknowledgements and a closing session's release there. When the
@@ -663,24 +687,8 @@ func TestShareGroupCluster(t *testing.T) {
 // counted), and when the first one returns and is named again it goes on from its
 // successor's state.
 func TestShareGroupOnObjectTopicCluster(t *testing.T) {
-	dir := t.TempDir()
-	c := startClusterWith(t, 3, func(c *testCluster) { c.objectStore, c.batchTimeout = "file://"+dir, 5*time.Millisecond })
-	c.waitNodes(3)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	createObjectTopic(t, c.addrs[1], "oq", 1, nil)
-	cl, _ := c.client(kgo.DefaultProduceTopic("oq"))
-	c.waitTopicEverywhere(ctx, cl, "oq")
-	topicID := topicIDOf(t, ctx, cl, "oq")
-	owner := leaderOf(t, c.brokers(), "oq", 0)
+	c, ctx, cl, topicID, owner, produce := objectShareCluster(t, "oq")
 	other := owner%3 + 1
-	produce := func(from, to int) {
-		for i := from; i < to; i++ {
-			if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	// member joins and opens a share session on node.
 	member := func(node int32, name string) *shareClient {
 		m := &shareClient{t: t, cl: cl, group: "og", member: name, topic: topicID, leader: node}
@@ -774,25 +782,9 @@ func TestShareGroupOnObjectTopicCluster(t *testing.T) {
 // delivered again and no delivery counted twice. It used to drop the state and load it again,
 // releasing what was in flight.
 func TestShareOwnerKeepsStateAcrossNodeChanges(t *testing.T) {
-	dir := t.TempDir()
-	c := startClusterWith(t, 3, func(c *testCluster) { c.objectStore, c.batchTimeout = "file://"+dir, 5*time.Millisecond })
-	c.waitNodes(3)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	createObjectTopic(t, c.addrs[1], "kq", 1, nil)
-	cl, _ := c.client(kgo.DefaultProduceTopic("kq"))
-	c.waitTopicEverywhere(ctx, cl, "kq")
-	topicID := topicIDOf(t, ctx, cl, "kq")
-	owner := leaderOf(t, c.brokers(), "kq", 0)
+	c, ctx, cl, topicID, owner, produce := objectShareCluster(t, "kq")
 	gone := owner%3 + 1
 	third := 6 - owner - gone
-	produce := func(from, to int) {
-		for i := from; i < to; i++ {
-			if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	// seenBy waits until node's own Metadata names n brokers and still names owner the
 	// partition's leader: its image has the live nodes' change.
 	seenBy := func(node int32, n int) {
