@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -214,19 +215,26 @@ type fwdSession struct {
 // fwdState is what a node knows of a share session that acquires records it keeps.
 type fwdState struct {
 	group     string
+	member    string
 	forwarded bool      // another node's session
 	seen      time.Time // its latest acquisition (or its end)
 	ended     bool      // it acquires nothing more
+	// incarnation is the registration of the forwarding node's process the session lives in,
+	// as that node said (0: not known): once the node is registered again (a new process),
+	// the session is gone with the old one (releaseGoneLocked).
+	incarnation uint64
 }
 
 type shareFetchPartReq struct {
-	Group      string               `json:"group"`
-	Member     string               `json:"member"`
-	Session    fwdSession           `json:"session"`
-	Part       group.SharePartition `json:"part"`
-	Exact      bool                 `json:"exact,omitempty"`
-	MaxBytes   int                  `json:"max_bytes"`
-	MaxRecords int                  `json:"max_records"`
+	Group   string               `json:"group"`
+	Member  string               `json:"member"`
+	Session fwdSession           `json:"session"`
+	Part    group.SharePartition `json:"part"`
+	Exact   bool                 `json:"exact,omitempty"`
+	// Incarnation is the forwarding node's registration (0: not known yet).
+	Incarnation uint64 `json:"incarnation,omitempty"`
+	MaxBytes    int    `json:"max_bytes"`
+	MaxRecords  int    `json:"max_records"`
 }
 
 type shareFetchPartResp struct {
@@ -297,15 +305,40 @@ func (s *shares) fetchRemote(ctx context.Context, node int32, d time.Duration, r
 
 // ackRemote applies a member's acknowledgements of p on its owner node, which answers once
 // they are durable.
+// An owner that has not caught up with this node's image yet (it answers LEADER_NOT_AVAILABLE:
+// a restarted node that does not know the topic yet) applied nothing, and is asked again for
+// up to shareWriteRetry; an answer lost on the way may have been applied, and is not retried
+// (a second application would find the records acknowledged, not acquired).
 func (s *shares) ackRemote(ctx context.Context, node int32, req shareAckPartReq) error {
-	var resp shareAckPartResp
-	if err := s.b.cl.Call(ctx, node, "share.ack", req, &resp); err != nil {
-		return fmt.Errorf("%w: node %d: %v", kerr.RequestTimedOut, node, err)
+	deadline := time.Now().Add(shareWriteRetry)
+	for {
+		var resp shareAckPartResp
+		if err := s.b.cl.Call(ctx, node, "share.ack", req, &resp); err != nil {
+			return fmt.Errorf("%w: node %d: %v", kerr.RequestTimedOut, node, err)
+		}
+		if resp.Code == 0 {
+			return nil
+		}
+		if resp.Code != kerr.LeaderNotAvailable.Code || time.Now().After(deadline) {
+			return forwardedError(resp.Code, resp.Message)
+		}
+		select {
+		case <-ctx.Done():
+			return forwardedError(resp.Code, resp.Message)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	if resp.Code != 0 {
-		return forwardedError(resp.Code, resp.Message)
+}
+
+// forwardedPartFor is partFor for a request another node forwarded: a topic this node does
+// not know yet is one the forwarding node's image has and this one's does not yet (it
+// restarted, and catches up), so the answer is the retriable LEADER_NOT_AVAILABLE.
+func (s *shares) forwardedPartFor(ctx context.Context, groupID string, p group.SharePartition) (*sharePart, shareLog, error) {
+	sp, lg, err := s.partFor(ctx, groupID, p, &sharePartResult{})
+	if errors.Is(err, kerr.UnknownTopicID) {
+		err = kerr.LeaderNotAvailable
 	}
-	return nil
+	return sp, lg, err
 }
 
 func forwardedError(code int16, msg string) error {
@@ -332,13 +365,13 @@ func answerError(err error) (int16, string) {
 // session here and no other live forwarded one, may come after an offsets change made while
 // the group was empty: the group's idle state is dropped and read again (as a session opening
 // here does).
-func (s *shares) knownLocked(groupID string, id fwdSession, now time.Time, forwarded bool) *fwdState {
+func (s *shares) knownLocked(groupID, member string, id fwdSession, now time.Time, forwarded bool) *fwdState {
 	st := s.known[id]
 	if st == nil {
 		if forwarded && !s.groupSessionLocked(groupID) && !s.groupForwardedLocked(groupID, now) {
 			s.dropIdleLocked(groupID)
 		}
-		st = &fwdState{group: groupID, forwarded: forwarded}
+		st = &fwdState{group: groupID, member: member, forwarded: forwarded}
 		s.known[id] = st
 	}
 	if !st.ended {
@@ -370,6 +403,39 @@ func (s *shares) pruneKnownLocked(now time.Time) {
 	}
 }
 
+// releaseGoneLocked releases what the forwarded share sessions of nodes that are gone in img
+// (fenced, unknown, or registered again since the session was seen: a new process) acquired
+// here, as their ends would have if their nodes could still tell. A process killed with its
+// sessions tells nobody, and an owner that keeps its state across the change (reclaimLocked)
+// would otherwise hold their records until their locks expire. A session of a node that was
+// only cut off and comes back acquires again; what it held is delivered again, at least once.
+func (s *shares) releaseGoneLocked(img *controller.Image) {
+	for id, st := range s.known {
+		if !st.forwarded || st.ended {
+			continue
+		}
+		if n := img.Nodes[id.Node]; n != nil && !n.Fenced && (st.incarnation == 0 || n.Incarnation <= st.incarnation) {
+			continue
+		}
+		released := 0
+		for k, sp := range s.parts {
+			runs := sp.bySession[id]
+			if k.group != st.group || sp.p == nil || len(runs) == 0 {
+				continue
+			}
+			delete(sp.bySession, id)
+			sp.p.SetConfig(shareConfig(s.b.groupSettings(st.group)))
+			sp.p.ReleaseRuns(st.member, runs)
+			s.persistLocked(sp)
+			s.wakeLocked(sp)
+			released++
+		}
+		if released > 0 {
+			s.b.logger.Info("broker: released what a share session of a node that is gone held", "group", st.group, "member", st.member, "node", id.Node, "partitions", released)
+		}
+	}
+}
+
 // handleFetchPart, handleAckPart and handleRelease are the owner's side.
 func (s *shares) handleFetchPart(ctx context.Context, _ int32, payload []byte) (any, error) {
 	var req shareFetchPartReq
@@ -378,12 +444,14 @@ func (s *shares) handleFetchPart(ctx context.Context, _ int32, payload []byte) (
 	}
 	var resp shareFetchPartResp
 	s.mu.Lock()
-	ended := s.knownLocked(req.Group, req.Session, time.Now(), true).ended
+	st := s.knownLocked(req.Group, req.Member, req.Session, time.Now(), true)
+	st.incarnation = max(st.incarnation, req.Incarnation)
+	ended := st.ended
 	s.mu.Unlock()
 	if ended {
 		return resp, nil
 	}
-	sp, lg, err := s.partFor(ctx, req.Group, req.Part, &sharePartResult{})
+	sp, lg, err := s.forwardedPartFor(ctx, req.Group, req.Part)
 	if err == nil { // acquire checks the session again, under the lock
 		resp.Records, resp.Acquired, err = s.acquire(ctx, sp, lg, req.Member, req.Session, s.b.groupSettings(req.Group), req.Exact, req.MaxBytes, req.MaxRecords)
 	}
@@ -396,7 +464,7 @@ func (s *shares) handleAckPart(ctx context.Context, _ int32, payload []byte) (an
 	if err := json.Unmarshal(payload, &req); err != nil {
 		return nil, err
 	}
-	sp, _, err := s.partFor(ctx, req.Group, req.Part, &sharePartResult{})
+	sp, _, err := s.forwardedPartFor(ctx, req.Group, req.Part)
 	if err == nil {
 		err = s.acknowledge(ctx, req.Member, sp, req.Acks)
 	}

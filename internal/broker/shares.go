@@ -79,6 +79,10 @@ type sharePart struct {
 	wake chan struct{}
 }
 
+// reclaimPending reports whether a re-claim is wanted or under way: no record is acquired
+// meanwhile, since another owner may have served the partition in between (reclaimLocked).
+func (sp *sharePart) reclaimPending() bool { return sp.reclaim > sp.leaderEpoch }
+
 type ackWaiter struct {
 	op uint64
 	ch chan error
@@ -93,6 +97,8 @@ type shares struct {
 	// known are the share sessions (this node's and those forwarded to it) that acquired or
 	// were released here: one that ended acquires nothing more.
 	known map[fwdSession]*fwdState
+	// liveIndex is the image's LiveIndex when the sessions of gone nodes were last released.
+	liveIndex uint64
 }
 
 // shareCounts are a share group's records on this node, for metrics.
@@ -139,6 +145,10 @@ func (s *shares) run(ctx context.Context) {
 		s.mu.Lock()
 		now := time.Now()
 		s.pruneKnownLocked(now)
+		if img := s.b.cl.Image(); img.LiveIndex != s.liveIndex {
+			s.liveIndex = img.LiveIndex
+			s.releaseGoneLocked(img)
+		}
 		configs := map[string]share.Config{} // by group, this round
 		for k, sp := range s.parts {
 			if sp.p == nil {
@@ -199,17 +209,18 @@ func keepsAcrossEpochs(lg shareLog) bool {
 
 // reclaimLocked takes a loaded share-partition into a newer owner epoch without dropping what
 // is in flight (docs/share-groups.md §9). Once no write of it is under way, its state is read
-// from the coordinator at the new epoch, which fences every older one; if the coordinator
-// still has exactly what this node last wrote (or loaded), no other owner wrote in between
-// and this state goes on in the new epoch, else it is dropped and loaded again. Writes wait
-// meanwhile.
+// from the coordinator at the new epoch, which fences every older one. If no owner read or
+// wrote it in an epoch after this node's (the coordinator's epoch before this read is at most
+// this node's), and the coordinator has exactly what this node last wrote (or loaded) in the
+// same state epoch, nobody else served it in between: this state goes on in the new epoch.
+// Otherwise it is dropped and loaded again. Writes and acquisitions wait meanwhile.
 func (s *shares) reclaimLocked(sp *sharePart, epoch int64) {
 	sp.reclaim = max(sp.reclaim, epoch)
 	s.persistLocked(sp) // starts the re-claim unless a write (whose end starts it) is under way
 }
 
 // errStateMoved: a re-claim found the coordinator's state other than this node last wrote.
-var errStateMoved = errors.New("the share-partition's stored state changed in an earlier epoch")
+var errStateMoved = errors.New("another owner served the share-partition in an earlier epoch, or its state changed")
 
 // reclaimState is a re-claim's read (reclaimLocked).
 func (s *shares) reclaimState(sp *sharePart) {
@@ -225,12 +236,13 @@ func (s *shares) reclaimState(sp *sharePart) {
 	if s.parts[sp.key] != sp || s.b.ctx.Err() != nil {
 		return
 	}
-	if err == nil && (resp.StateEpoch != stateEpoch || !bytes.Equal(resp.Snapshot, written)) {
+	if err == nil && (resp.PrevLeaderEpoch > sp.leaderEpoch || resp.StateEpoch != stateEpoch || !bytes.Equal(resp.Snapshot, written)) {
 		err = errStateMoved
 	}
 	switch {
 	case err == nil:
 		sp.leaderEpoch = epoch
+		s.wakeLocked(sp)    // fetches acquire again
 		s.persistLocked(sp) // what changed meanwhile, or a re-claim of a still newer epoch
 	case transientShareError(err):
 		time.AfterFunc(100*time.Millisecond, func() { // the coordinator settles: read again
@@ -272,7 +284,8 @@ func (s *shares) get(ctx context.Context, k shareKey, lg shareLog) (*sharePart, 
 	sp := s.parts[k]
 	switch {
 	case sp == nil || sp.leaderEpoch == epoch:
-	case epoch > sp.leaderEpoch && sp.p != nil && keepsAcrossEpochs(lg):
+	case epoch < sp.leaderEpoch: // this view of the log is older than the one sp was kept in
+	case sp.p != nil && keepsAcrossEpochs(lg):
 		s.reclaimLocked(sp, epoch)
 	default:
 		s.dropLocked(sp, kerr.NotLeaderForPartition)
@@ -307,6 +320,10 @@ type shareReadResp struct {
 	Code       int16  `json:"code"`
 	StateEpoch int32  `json:"state_epoch"`
 	Snapshot   []byte `json:"snapshot"`
+	// PrevLeaderEpoch is the newest epoch the state was read or written at before this read
+	// (-1: none): an owner keeping its state into a new epoch checks that nobody came between.
+	// A coordinator of an older version sends none (0), and the snapshot check alone decides.
+	PrevLeaderEpoch int64 `json:"prev_leader_epoch"`
 }
 
 type shareWriteReq struct {
@@ -500,7 +517,32 @@ func (s *shares) read(ctx context.Context, k shareKey, epoch int64) (shareReadRe
 	return resp, nil
 }
 
+// shareWriteRetry is how long a share-state write is tried again while the group's coordinator
+// moves or loads (write).
+const shareWriteRetry = 5 * time.Second
+
+// write stores a share-partition's snapshot with its group's coordinator. A coordinator that
+// is not available, moving or loading (its node was lost) is asked again for up to
+// shareWriteRetry, backing off from 100 ms to 1 s, as Kafka's share-state persister retries:
+// the acknowledgements waiting for the write would otherwise fail, their records going back
+// to their members until their locks expire (30 s by default). The same snapshot at the same
+// epoch may be written twice; a newer owner's read fences it, and that is no retry.
 func (s *shares) write(req shareWriteReq) error {
+	deadline := time.Now().Add(shareWriteRetry)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		err := s.writeOnce(req)
+		if err == nil || !transientShareError(err) || time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		select {
+		case <-s.b.ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func (s *shares) writeOnce(req shareWriteReq) error {
 	ctx, cancel := context.WithTimeout(s.b.ctx, 10*time.Second)
 	defer cancel()
 	node := s.b.groups.coordinatorNode(req.Group)
@@ -526,7 +568,7 @@ func (s *shares) handleRead(ctx context.Context, _ int32, payload []byte) (any, 
 	var resp shareReadResp
 	resp.Code = s.coordinatorCall(ctx, req.Group, func(c *group.Coordinator) (*kerr.Error, group.Output) {
 		st, e, out := c.ReadShareState(req.Group, req.Part, req.LeaderEpoch)
-		resp.StateEpoch, resp.Snapshot = st.StateEpoch, st.Snapshot
+		resp.StateEpoch, resp.Snapshot, resp.PrevLeaderEpoch = st.StateEpoch, st.Snapshot, st.PrevLeaderEpoch
 		return e, out
 	})
 	return resp, nil
@@ -657,7 +699,7 @@ func (s *shares) endSession(groupID, member string, id fwdSession, parts []group
 	cfg := shareConfig(s.b.groupSettings(groupID))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.knownLocked(groupID, id, time.Now(), false)
+	st := s.knownLocked(groupID, member, id, time.Now(), false)
 	st.ended = true
 	for _, p := range parts {
 		sp := s.parts[shareKey{groupID, p.Topic, p.Partition}]
@@ -698,6 +740,10 @@ func (s *shares) held(groupID, member string, sess *shareSession, p group.ShareP
 // ended (checked under s.mu, just before acquiring); its runs are kept for its end.
 func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member string, by fwdSession, set group.Settings, exact bool, maxBytes, maxRecords int) ([]byte, []share.AcquiredRecords, error) {
 	s.mu.Lock()
+	if sp.reclaimPending() {
+		s.mu.Unlock()
+		return nil, nil, nil // until the re-claim tells whether this state is still the one
+	}
 	sp.p.SetConfig(shareConfig(set))
 	if start := lg.logStart(); start > sp.p.Start() {
 		sp.p.TrimTo(start)
@@ -746,7 +792,11 @@ func (s *shares) acquire(ctx context.Context, sp *sharePart, lg shareLog, member
 		s.mu.Unlock()
 		return nil, nil, kerr.NotLeaderForPartition
 	}
-	if st := s.knownLocked(sp.key.group, by, time.Now(), false); st.ended {
+	if sp.reclaimPending() {
+		s.mu.Unlock()
+		return nil, nil, nil
+	}
+	if st := s.knownLocked(sp.key.group, member, by, time.Now(), false); st.ended {
 		s.mu.Unlock()
 		return nil, nil, nil
 	}

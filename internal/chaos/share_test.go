@@ -48,15 +48,20 @@ func TestShareGroupsAcrossKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The group starts at the earliest offsets: what is written before its members join counts.
+	// Acquisition locks last 15 s (Kafka's least; 30 by default): records whose acknowledgement
+	// is lost on the way (a client sends a partition's pending acknowledgements to the node it
+	// fetches it from, which moves with the kills) come back sooner.
 	cfg := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
 	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	rc.Name, rc.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
-	rr.Configs = append(rr.Configs, rc)
+	for name, value := range map[string]string{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "15000"} {
+		rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		rc.Name, rc.Value = name, kmsg.StringPtr(value)
+		rr.Configs = append(rr.Configs, rc)
+	}
 	cfg.Resources = append(cfg.Resources, rr)
 	if resp, err := cfg.RequestWith(ctx, ac); err != nil || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("setting the group's share.auto.offset.reset: %v %+v", err, resp)
+		t.Fatalf("setting the group's configs: %v %+v", err, resp)
 	}
 
 	var mu sync.Mutex
@@ -177,10 +182,6 @@ func TestShareGroupsAcrossKills(t *testing.T) {
 	}
 
 	// Every acceptance is durable: each share-partition starts at its partition's end.
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
 	rg := kmsg.DescribeShareGroupOffsetsRequestGroup{GroupID: group}
 	for _, topic := range topics {
@@ -188,10 +189,13 @@ func TestShareGroupsAcrossKills(t *testing.T) {
 	}
 	req.Groups = append(req.Groups, rg)
 	var behind []string
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		behind = behind[:0]
+		ends, lerr := adm.ListEndOffsets(ctx, topics...) // a partition's leader may still be settling
 		resp, err := req.RequestWith(ctx, ac)
-		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+		if lerr != nil {
+			behind = append(behind, fmt.Sprintf("listing the partitions' ends: %v", lerr))
+		} else if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
 			behind = append(behind, fmt.Sprintf("describing the group: %v %+v", err, resp))
 		} else {
 			for _, rt := range resp.Groups[0].Topics {

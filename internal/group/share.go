@@ -554,6 +554,10 @@ func sharePartRecord(group string, sp SharePartition, st *storedShare) Record {
 type ShareState struct {
 	StateEpoch int32
 	Snapshot   []byte // nil: none stored yet (share.auto.offset.reset decides the start)
+	// PrevLeaderEpoch is the newest leader epoch the state was read or written at before this
+	// read (-1: never): a leader that kept its state from an older epoch knows from it whether
+	// another leader came between.
+	PrevLeaderEpoch int64
 }
 
 // ReadShareState answers a share-partition's leader at leaderEpoch with its stored state, and
@@ -566,6 +570,10 @@ func (c *Coordinator) ReadShareState(group string, sp SharePartition, leaderEpoc
 		return ShareState{}, kerr.GroupIDNotFound, out
 	}
 	st := g.share.parts[sp]
+	prev := int64(-1)
+	if st != nil {
+		prev = st.leaderEpoch
+	}
 	switch {
 	case st == nil:
 		st = &storedShare{leaderEpoch: leaderEpoch}
@@ -577,7 +585,7 @@ func (c *Coordinator) ReadShareState(group string, sp SharePartition, leaderEpoc
 		st.leaderEpoch = leaderEpoch
 		out.Records = append(out.Records, sharePartRecord(group, sp, st))
 	}
-	return ShareState{StateEpoch: g.share.stateEpoch, Snapshot: bytes.Clone(st.snapshot)}, nil, out
+	return ShareState{StateEpoch: g.share.stateEpoch, Snapshot: bytes.Clone(st.snapshot), PrevLeaderEpoch: prev}, nil, out
 }
 
 // WriteShareState stores a share-partition's snapshot written by its leader at leaderEpoch, who

@@ -349,8 +349,8 @@ func TestShareStateStore(t *testing.T) {
 	sp := SharePartition{Topic: testTopics["t"].ID, Partition: 2}
 	st, rerr, out := h.c.ReadShareState("s", sp, 3)
 	h.apply(out)
-	if rerr != nil || st.Snapshot != nil {
-		t.Fatalf("first read: %+v, %v; want no snapshot", st, rerr)
+	if rerr != nil || st.Snapshot != nil || st.PrevLeaderEpoch != -1 {
+		t.Fatalf("first read: %+v, %v; want no snapshot, read at no epoch before", st, rerr)
 	}
 	snap := (&share.Snapshot{Start: 10, Batches: []share.Batch{{First: 10, Last: 14, State: share.Acknowledged, Count: 1}}}).AppendTo(nil)
 	if e, out := h.c.WriteShareState("s", sp, st.StateEpoch, 3, snap); e != nil {
@@ -364,10 +364,13 @@ func TestShareStateStore(t *testing.T) {
 	if e, _ := h.c.WriteShareState("s", sp, st.StateEpoch, 3, []byte{1}); e != kerr.InvalidRequest {
 		t.Fatalf("a write of a bad snapshot: %v; want INVALID_REQUEST", e)
 	}
-	if _, e, out := h.c.ReadShareState("s", sp, 4); e != nil { // a new leader
-		t.Fatal(e)
+	if st4, e, out := h.c.ReadShareState("s", sp, 4); e != nil || st4.PrevLeaderEpoch != 3 { // a new leader
+		t.Fatalf("a new leader's read: %+v, %v; want the state last written at epoch 3", st4, e)
 	} else {
 		h.apply(out)
+	}
+	if st4, e, _ := h.c.ReadShareState("s", sp, 4); e != nil || st4.PrevLeaderEpoch != 4 {
+		t.Fatalf("the new leader's read again: %+v, %v; want the state last read at epoch 4", st4, e)
 	}
 	if e, _ := h.c.WriteShareState("s", sp, st.StateEpoch, 3, snap); e != kerr.FencedLeaderEpoch {
 		t.Fatalf("the old leader's write: %v; want FENCED_LEADER_EPOCH", e)
@@ -386,7 +389,7 @@ func TestShareStateStore(t *testing.T) {
 		}
 	}
 	got, e, _ := c2.ReadShareState("s", sp, 4)
-	if e != nil || string(got.Snapshot) != string(snap) || got.StateEpoch != st.StateEpoch {
+	if e != nil || string(got.Snapshot) != string(snap) || got.StateEpoch != st.StateEpoch || got.PrevLeaderEpoch != 4 {
 		t.Fatalf("after replay: %+v, %v; want the snapshot at state epoch %d", got, e, st.StateEpoch)
 	}
 	if _, e, _ := c2.ReadShareState("s", sp, 3); e != kerr.FencedLeaderEpoch {

@@ -498,11 +498,14 @@ func (p *Partition) Acknowledge(member string, now time.Time, acks []AckBatch) (
 				p.each(first, last, func(s *span) { s.deadline = now.Add(p.cfg.LockDuration) })
 				continue
 			}
-			if op == 0 {
-				p.lastOp++
-				op = p.lastOp
-			}
 			p.each(first, last, func(s *span) {
+				if s.settled(t) {
+					return // already what this acknowledgement makes it
+				}
+				if op == 0 {
+					p.lastOp++
+					op = p.lastOp
+				}
 				s.prev, s.op = s.current(), op
 				switch t {
 				case Accept:
@@ -554,17 +557,36 @@ func (p *Partition) validate(member string, acks []AckBatch) error {
 			return fmt.Errorf("%w: offsets %d-%d past the share-partition's end %d", ErrInvalidRequest, a.First, a.Last, p.end)
 		}
 		var bad *span
-		p.eachOverlap(max(a.First, p.start), a.Last, func(s *span) {
-			if bad == nil && (s.state != Acquired || s.member != member || s.op != 0) {
-				bad = s
+		for i, t := range a.Types {
+			first, last := a.First, a.Last
+			if len(a.Types) > 1 {
+				first, last = a.First+int64(i), a.First+int64(i)
 			}
-		})
+			if last < p.start {
+				continue
+			}
+			p.eachOverlap(max(first, p.start), last, func(s *span) {
+				if bad == nil && (s.state != Acquired || s.member != member || s.op != 0) && !s.settled(t) {
+					bad = s
+				}
+			})
+		}
 		if bad != nil {
 			return fmt.Errorf("%w: offsets %d-%d are %v (member %q, pending %v), not acquired by %q", ErrInvalidRecordState,
 				bad.first, bad.last, bad.state, bad.member, bad.op != 0, member)
 		}
 	}
 	return nil
+}
+
+// settled reports whether an acknowledgement of type t finds s already durably what it asks
+// for: an acceptance of accepted records. It changes nothing and is no error, as it is none for
+// records below the start: a member that got records twice (through two share sessions, while
+// an object partition's owner moved) and accepts both deliveries, or one range spanning both,
+// has the outcome it asks for. Kafka refuses the whole acknowledgement batch
+// (INVALID_RECORD_STATE), and the batch's other records then wait for their locks to expire.
+func (s *span) settled(t AckType) bool {
+	return t == Accept && s.state == Acknowledged && s.op == 0
 }
 
 // afterDelivery is where a record that was delivered count times goes when it comes back.

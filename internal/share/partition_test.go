@@ -117,6 +117,50 @@ func TestAcknowledgementValidation(t *testing.T) {
 	}
 }
 
+// TestAcceptAgain: accepting records whose acceptance is persisted already (the member got them
+// twice, through two sessions, and accepts both deliveries in one range) changes nothing and
+// is no error; the range's records it holds are accepted. Rejecting them, or accepting records
+// whose acceptance is not persisted yet, or that are available, still is INVALID_RECORD_STATE.
+func TestAcceptAgain(t *testing.T) {
+	p := New(DefaultConfig(), 0)
+	p.Acquire("other", t0, 0, []LogBatch{{First: 0, Last: 3}}, 100) // the start stays at 0
+	p.Acquire("m", t0, 4, []LogBatch{{First: 4, Last: 9}}, 100)
+	if _, err := p.Acknowledge("m", t0, []AckBatch{{6, 7, []AckType{Accept}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Acknowledge("m", t0, []AckBatch{{4, 9, []AckType{Accept}}}); !errors.Is(err, ErrInvalidRecordState) {
+		t.Fatalf("accepting records whose acceptance is pending: %v; want INVALID_RECORD_STATE", err)
+	}
+	persist(t, p)
+	before := fmt.Sprint(p.spans)
+	for _, acks := range [][]AckBatch{
+		{{4, 9, []AckType{Reject}}},
+		{{4, 9, []AckType{Accept, Accept, Accept, Release, Accept, Accept}}},
+		{{2, 9, []AckType{Accept}}},
+	} {
+		if _, err := p.Acknowledge("m", t0, acks); !errors.Is(err, ErrInvalidRecordState) {
+			t.Fatalf("Acknowledge(%v) = %v; want INVALID_RECORD_STATE", acks, err)
+		}
+		if fmt.Sprint(p.spans) != before {
+			t.Fatalf("a refused acknowledgement changed the state:\n%s\n%v", before, p.spans)
+		}
+	}
+	op, err := p.Acknowledge("m", t0, []AckBatch{{4, 9, []AckType{Accept}}})
+	if err != nil || op == 0 {
+		t.Fatalf("accepting 4-9 with 6-7 accepted already: op %d, %v; want 4-5 and 8-9 accepted", op, err)
+	}
+	persist(t, p)
+	if op, err := p.Acknowledge("m", t0, []AckBatch{{6, 9, []AckType{Accept}}}); err != nil || op != 0 {
+		t.Fatalf("accepting accepted records only: op %d, %v; want nothing to persist, no error", op, err)
+	}
+	if _, err := p.Acknowledge("m", t0, []AckBatch{{0, 3, []AckType{Accept}}}); !errors.Is(err, ErrInvalidRecordState) {
+		t.Fatalf("accepting another member's records: %v; want INVALID_RECORD_STATE", err)
+	}
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDeliveryLimit: a record released, timed out, or held by a member that leaves after its
 // DeliveryLimit-th delivery is archived; each of those counts the delivery (Kafka 4.3's rule: a
 // record that crashes its consumers reaches the limit too).
@@ -487,13 +531,13 @@ func simulate(t *testing.T, seed uint64) {
 				for i := range a.Last - a.First + 1 {
 					o := a.First + i
 					h := holds[o]
-					if o < p.Start() && h == nil {
-						continue // done already
+					typ := a.Types[min(int(i), len(a.Types)-1)]
+					if o < p.Start() && h == nil || typ == Accept && accepted[o] && h == nil {
+						continue // done already: below the start, or its acceptance persisted
 					}
 					if h == nil || h.member != m {
 						t.Fatalf("step %d: %s acknowledged offset %d, held by %+v", step, m, o, h)
 					}
-					typ := a.Types[min(int(i), len(a.Types)-1)]
 					if typ == Renew {
 						h.deadline = now.Add(cfg.LockDuration)
 						continue
