@@ -38,6 +38,7 @@ type Command struct {
 	Reassign         *Reassign          `json:"reassign,omitempty"`
 	CommitFile       *CommitFile        `json:"commit_file,omitempty"`
 	TrimObjects      *TrimObjects       `json:"trim_objects,omitempty"`
+	ExpireProducers  *ExpireProducers   `json:"expire_producers,omitempty"`
 	ReplaceExtents   *ReplaceExtents    `json:"replace_extents,omitempty"`
 	ForgetWriter     *ForgetWriter      `json:"forget_writer,omitempty"`
 	ObjectMarker     *ObjectMarker      `json:"object_marker,omitempty"`
@@ -497,6 +498,10 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 	case OpTrimObjects:
 		if c.TrimObjects != nil {
 			applyTrimObjects(im, c.TrimObjects)
+		}
+	case OpExpireProducers:
+		if c.ExpireProducers != nil {
+			applyExpireProducers(im, c.ExpireProducers)
 		}
 	default:
 		// An op of a later version: ignored, so an older node does not stop applying.

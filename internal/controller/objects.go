@@ -46,7 +46,23 @@ const (
 	// OpObjectMarker writes a transaction marker to an object partition (its offset: the
 	// result's Value).
 	OpObjectMarker = "object-marker"
+	// OpExpireProducers forgets object partitions' idle idempotent producers.
+	OpExpireProducers = "expire-producers"
 )
+
+// ExpireProducers forgets the idempotent producers of object partitions whose last batch is
+// older than the item's ExpirationMs (producer.id.expiration.ms) at NowMs, the proposer's
+// clock: applied the same on every replica.
+type ExpireProducers struct {
+	NowMs int64                 `json:"now_ms"`
+	Items []ExpireProducersItem `json:"items"`
+}
+
+// ExpireProducersItem is one partition's expiration.
+type ExpireProducersItem struct {
+	PartitionRef
+	ExpirationMs int64 `json:"expiration_ms"`
+}
 
 // ObjectMarker is a transaction marker for an object partition (docs/object-topics.md §10):
 // the transaction coordinator's COMMIT or ABORT, or the partition's own abort (coordinator
@@ -302,6 +318,18 @@ func applyCommitFile(im *Image, c *CommitFile) Result {
 		maps.DeleteFunc(w.Done, func(seq uint64, _ [][]BatchOutcome) bool { return seq < w.Floor })
 	}
 	return Result{Commit: out}
+}
+
+func applyExpireProducers(im *Image, c *ExpireProducers) {
+	for _, it := range c.Items {
+		t, ok := im.byID[it.Topic]
+		if !ok || !t.IsObject() || it.Partition < 0 || int(it.Partition) >= len(t.Objects) || it.ExpirationMs <= 0 {
+			continue
+		}
+		if t.Objects[it.Partition].ProducersExpirable(c.NowMs, it.ExpirationMs) {
+			im.objectForWrite(t, it.Partition).ExpireProducers(c.NowMs, it.ExpirationMs)
+		}
+	}
 }
 
 func applyTrimObjects(im *Image, c *TrimObjects) {

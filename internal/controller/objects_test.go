@@ -102,6 +102,43 @@ func TestObjectPartitionsCopyOnWrite(t *testing.T) {
 	}
 }
 
+// TestExpireProducersCommand: expire-producers forgets the idle producers of the named object
+// partitions at the command's time, on the working image only; a topic that is not an object
+// one, an unknown partition or no expiration changes nothing.
+func TestExpireProducersCommand(t *testing.T) {
+	im := withObjectTopic(t)
+	Apply(im, 11, commitCmd("w", 1, 0, section(0, objtopic.BatchMeta{Records: 1, ProducerID: 3, MaxTimestamp: 1_000}),
+		section(1, objtopic.BatchMeta{Records: 1, ProducerID: 3, MaxTimestamp: 1_000})))
+	pub := im.Clone()
+	Apply(im, 12, &Command{Op: OpExpireProducers, ExpireProducers: &ExpireProducers{NowMs: 5_000, Items: []ExpireProducersItem{
+		{PartitionRef: PartitionRef{Topic: objTopic, Partition: 0}, ExpirationMs: 1_000},
+		{PartitionRef: PartitionRef{Topic: objTopic, Partition: 1}, ExpirationMs: 0},
+		{PartitionRef: PartitionRef{Topic: objTopic, Partition: 9}, ExpirationMs: 1_000},
+		{PartitionRef: PartitionRef{Topic: TopicID{1}, Partition: 0}, ExpirationMs: 1_000},
+	}}})
+	if im.Topics["o"].Object(0).ProducersExpirable(5_000, 1_000) {
+		t.Fatal("partition 0's producer not forgotten")
+	}
+	if !im.Topics["o"].Object(1).ProducersExpirable(5_000, 1_000) {
+		t.Fatal("partition 1's producer forgotten with no expiration given")
+	}
+	if !pub.Topics["o"].Object(0).ProducersExpirable(5_000, 1_000) {
+		t.Fatal("the expiry changed a published image")
+	}
+	// Every replica applies it alike: the same after a snapshot and replay.
+	js, err := json.Marshal(im)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Image
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Topics["o"].Object(0).ProducersExpirable(5_000, 1_000) || !back.Topics["o"].Object(1).ProducersExpirable(5_000, 1_000) {
+		t.Fatal("the snapshot differs from the image it was taken of")
+	}
+}
+
 // TestObjectTopicSnapshotAndElections: object topics survive a snapshot, keep their storage
 // through set-topic-configs, grow with create-partitions, and no election touches them.
 func TestObjectTopicSnapshotAndElections(t *testing.T) {

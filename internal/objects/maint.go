@@ -339,9 +339,14 @@ func (m *Maintainer) GCRun(ctx context.Context, job GCJob, now time.Time) (int, 
 	return m.gc(ctx, now)
 }
 
-// Retention proposes the log starts retention.ms and retention.bytes give object partitions.
+// Retention proposes the log starts retention.ms and retention.bytes give object partitions,
+// and forgets their idempotent producers idle past producer.id.expiration.ms (as a local
+// partition's retention pass does).
 func (m *Maintainer) Retention(ctx context.Context, now time.Time) error {
 	img := m.cfg.Image()
+	if err := m.expireProducers(ctx, img, now); err != nil {
+		return err
+	}
 	var items []controller.TrimItem
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
@@ -367,6 +372,33 @@ func (m *Maintainer) Retention(ctx context.Context, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return m.cfg.Propose(ctx, &controller.Command{Op: controller.OpTrimObjects, TrimObjects: &controller.TrimObjects{Items: items}})
+}
+
+// expireProducers proposes forgetting the object partitions' producers that are idle past
+// producer.id.expiration.ms at now.
+func (m *Maintainer) expireProducers(ctx context.Context, img *controller.Image, now time.Time) error {
+	c := &controller.ExpireProducers{NowMs: now.UnixMilli()}
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		if !t.IsObject() {
+			continue
+		}
+		ms, err := strconv.ParseInt(m.cfg.Config(name, "producer.id.expiration.ms"), 10, 64)
+		if err != nil || ms <= 0 {
+			continue
+		}
+		for i, p := range t.Objects {
+			if p.ProducersExpirable(c.NowMs, ms) {
+				c.Items = append(c.Items, controller.ExpireProducersItem{PartitionRef: controller.PartitionRef{Topic: t.ID, Partition: int32(i)}, ExpirationMs: ms})
+			}
+		}
+	}
+	if len(c.Items) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return m.cfg.Propose(ctx, &controller.Command{Op: controller.OpExpireProducers, ExpireProducers: c})
 }
 
 // GC runs a garbage collection pass continuing this node's previous one, whoever planned it.

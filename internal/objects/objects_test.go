@@ -293,6 +293,42 @@ func TestMaintainerRetentionAndGC(t *testing.T) {
 	}
 }
 
+// TestRetentionExpiresProducers: the retention pass forgets the idempotent producers of object
+// partitions idle past producer.id.expiration.ms, as a local partition's does; before that it
+// keeps them (a retry of their batch is still a duplicate).
+func TestRetentionExpiresProducers(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	w := newTestWriter(t, dir, fc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := testBatch(7, 0, "a", "b") // last timestamp 1,001 ms
+	h, _ := batch.ParseHeader(b)
+	p := w.Append(controller.PartitionRef{Topic: topic}, b, h, false)
+	w.Flush()
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := newTestMaintainer(dir, fc, MaintainerConfig{Config: func(_, name string) string {
+		return map[string]string{"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1", "producer.id.expiration.ms": "1000"}[name]
+	}})
+	for _, step := range []struct {
+		nowMs int64
+		known bool
+	}{{1_500, true}, {2_001, false}} {
+		if err := m.Retention(ctx, time.UnixMilli(step.nowMs)); err != nil {
+			t.Fatal(err)
+		}
+		known := fc.partition(0).Object(0).ProducersExpirable(step.nowMs+1_000_000, 1)
+		if known != step.known {
+			t.Fatalf("at %d ms with an expiration of 1,000 ms: producer 7 known %v; want %v", step.nowMs, known, step.known)
+		}
+	}
+}
+
 // TestRetentionSparesCompactOnlyTopics: retention.ms and retention.bytes apply only with delete
 // in cleanup.policy; compact alone keeps each key's latest record however old, as in Kafka.
 func TestRetentionSparesCompactOnlyTopics(t *testing.T) {

@@ -437,6 +437,28 @@ func (p *Partition) OpenTransaction(producerID int64) (first int64, epoch int16,
 	return first, epoch, ok
 }
 
+// ExpireProducers forgets the idempotent producers whose last batch is older than
+// expirationMs at nowMs (producer.id.expiration.ms, as a local partition's producers expire),
+// with the sequence ranges their lazily committed batches left, and returns how many it forgot.
+// A producer with an open transaction is kept. Without it the partition would remember every
+// producer that ever wrote to it (a client instance is a producer), in the controller's image.
+func (p *Partition) ExpireProducers(nowMs, expirationMs int64) int {
+	ids := p.producers.ExpireIDs(nowMs, expirationMs)
+	if len(ids) > 0 && len(p.lazy) > 0 {
+		lazy := maps.Clone(p.lazy) // a published image may share the map
+		for _, id := range ids {
+			delete(lazy, id)
+		}
+		p.lazy = lazy
+	}
+	return len(ids)
+}
+
+// ProducersExpirable reports whether ExpireProducers would forget a producer.
+func (p *Partition) ProducersExpirable(nowMs, expirationMs int64) bool {
+	return p.producers.Expirable(nowMs, expirationMs)
+}
+
 // OpenTransactions returns the producers with an open transaction on the partition, each with
 // its first offset.
 func (p *Partition) OpenTransactions() map[int64]int64 { return p.producers.OpenTransactions() }

@@ -178,6 +178,58 @@ func TestCommitLazy(t *testing.T) {
 	}
 }
 
+// TestExpireProducers: idempotent producers idle past producer.id.expiration.ms are forgotten,
+// with their lazily committed sequence ranges; one with an open transaction, or a recent
+// batch, is kept. A forgotten producer is an unknown one again: its next batch is taken at any
+// sequence (Kafka's rule), not answered as a duplicate.
+func TestExpireProducers(t *testing.T) {
+	p := NewPartition()
+	r := p.Commit("f", IndexEntry{}, []BatchMeta{
+		{Records: 1, ProducerID: 3, FirstSeq: 0, MaxTimestamp: 1_000},
+		{Records: 1, ProducerID: 5, FirstSeq: 0, MaxTimestamp: 5_000},
+		{Records: 1, ProducerID: 6, FirstSeq: 0, MaxTimestamp: 1_000, Transactional: true},
+	})
+	r = append(r, p.CommitLazy("g", IndexEntry{}, []BatchMeta{{Records: 1, ProducerID: 4, FirstSeq: 0, MaxTimestamp: 1_000}})...)
+	for _, res := range r {
+		if res.Err != nil || res.Duplicate {
+			t.Fatalf("commits: %+v", r)
+		}
+	}
+	before := p.Clone()
+	if !p.ProducersExpirable(3_000, 2_000) {
+		t.Fatal("nothing expirable at 3,000 ms with an expiration of 2,000")
+	}
+	if n := p.ExpireProducers(3_000, 2_000); n != 2 {
+		t.Fatalf("expired %d producers; want 2 (3 and 4; 5 is recent, 6 in a transaction)", n)
+	}
+	for id, known := range map[int64]bool{3: false, 4: false, 5: true, 6: true} {
+		if _, _, ok := p.producers.Sequence(id); ok != known {
+			t.Fatalf("producer %d known %v after expiry; want %v", id, ok, known)
+		}
+	}
+	if p.lazy[4] != nil || before.lazy[4] == nil {
+		t.Fatalf("producer 4's lazy ranges: %v, in the clone taken before %v; want gone, kept", p.lazy[4], before.lazy[4])
+	}
+	if p.ProducersExpirable(3_000, 2_000) {
+		t.Fatal("still expirable after expiry")
+	}
+	// Their sequence 0 again is a new producer's first batch, not a duplicate.
+	r = p.Commit("h", IndexEntry{}, []BatchMeta{{Records: 1, ProducerID: 3, FirstSeq: 0, MaxTimestamp: 3_000}})
+	r = append(r, p.CommitLazy("i", IndexEntry{}, []BatchMeta{{Records: 1, ProducerID: 4, FirstSeq: 0, MaxTimestamp: 3_000}})...)
+	if r[0].Err != nil || r[0].Duplicate || r[1].Err != nil || r[1].Duplicate {
+		t.Fatalf("a forgotten producer's batches: %+v; want both stored", r)
+	}
+	// The state survives a snapshot.
+	js, _ := json.Marshal(p)
+	var q Partition
+	if err := json.Unmarshal(js, &q); err != nil {
+		t.Fatal(err)
+	}
+	if !q.ProducersExpirable(10_000, 2_000) || q.ExpireProducers(10_000, 2_000) != 3 {
+		t.Fatal("after a snapshot: want producers 3, 4 and 5 expirable at 10,000 ms")
+	}
+}
+
 // FuzzPartitionJSON: a partition state from a snapshot decodes without panicking, and what
 // decodes encodes and decodes to the same state.
 func FuzzPartitionJSON(f *testing.F) {

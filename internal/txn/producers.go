@@ -321,14 +321,33 @@ func (s *Partition) Sequence(producerID int64) (epoch int16, last int32, ok bool
 // producer.id.expiration.ms does, and returns how many it forgot. A producer with an open
 // transaction is kept: its marker must still find it.
 func (s *Partition) Expire(nowMs int64, expirationMs int64) int {
-	n := 0
+	return len(s.ExpireIDs(nowMs, expirationMs))
+}
+
+// ExpireIDs is Expire returning the ids of the producers it forgot.
+func (s *Partition) ExpireIDs(nowMs int64, expirationMs int64) []int64 {
+	var ids []int64
 	for id, p := range s.producers {
-		if p.TxnFirstOffset < 0 && nowMs-p.LastTimestamp >= expirationMs {
+		if expired(p, nowMs, expirationMs) {
 			delete(s.producers, id)
-			n++
+			ids = append(ids, id)
 		}
 	}
-	return n
+	return ids
+}
+
+// Expirable reports whether Expire would forget a producer.
+func (s *Partition) Expirable(nowMs int64, expirationMs int64) bool {
+	for _, p := range s.producers {
+		if expired(p, nowMs, expirationMs) {
+			return true
+		}
+	}
+	return false
+}
+
+func expired(p *Producer, nowMs, expirationMs int64) bool {
+	return p.TxnFirstOffset < 0 && nowMs-p.LastTimestamp >= expirationMs
 }
 
 // Len is the number of producers remembered.
