@@ -344,6 +344,43 @@ func TestObjectTopicOtherClients(t *testing.T) {
 	})
 }
 
+// TestObjectProducersExpire: an object partition forgets an idempotent producer idle past
+// producer.id.expiration.ms (here set cluster-wide to a second), as a local partition does;
+// DescribeProducers, answered from the controller's image, shows it until then.
+func TestObjectProducersExpire(t *testing.T) {
+	b := startBrokerConfig(t, t.TempDir(), "127.0.0.1:0", broker.Hooks{}, func(c *server.Config) {
+		c.ObjectBatchTimeout, c.ObjectRetentionInterval = 5*time.Millisecond, 100*time.Millisecond
+	})
+	createObjectTopic(t, b.addr, "obj-pids", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("obj-pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	producers := func() int {
+		req := kmsg.NewPtrDescribeProducersRequest()
+		req.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "obj-pids", Partitions: []int32{0}}}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("DescribeProducers: %v %+v", err, resp)
+		}
+		return len(resp.Topics[0].Partitions[0].ActiveProducers)
+	}
+	time.Sleep(time.Second) // retention passes with the default expiration (a day)
+	if n := producers(); n != 1 {
+		t.Fatalf("%d producers before expiry; want 1", n)
+	}
+	if resp, err := kadm.NewClient(cl).AlterBrokerConfigsState(ctx, []kadm.AlterConfig{{Name: "producer.id.expiration.ms", Value: kadm.StringPtr("1000")}}); err != nil || resp[0].Err != nil {
+		t.Fatalf("setting producer.id.expiration.ms cluster-wide: %v %+v", err, resp)
+	}
+	eventually(t, "the idle producer forgotten", 10*time.Second, func() bool { return producers() == 0 })
+}
+
 // TestLazyObjectTopic: a runnel.sequencing=lazy topic acknowledges without offsets (base offset
 // -1) and every client family reports that as "no offset" or a negative one, never a real
 // offset; every record is then read back exactly once, in order (one healthy node). Lazy

@@ -269,6 +269,15 @@ func (t *Topic) EffectiveIn(set map[string]string, name string) (string, bool) {
 
 func effectiveIn(set map[string]string, name string, d *defaults) (string, Source) {
 	def := defsByName[name]
+	if def == nil { // a broker-only setting (producer.id.expiration.ms): the cluster's value
+		if def = defsByBrokerName[name]; def == nil || !def.BrokerOnly {
+			return "", SourceDefault
+		}
+		if d == nil {
+			return def.Default, SourceDefault
+		}
+		return d.lookup(def)
+	}
 	if d != nil && def.Overrides != nil { // a broker-level override beats the topic's value
 		if v, src := d.lookup(def); src != SourceDefault {
 			if o, ok := def.Overrides[v]; ok {

@@ -219,6 +219,33 @@ func TestRemovalsAcrossRestarts(t *testing.T) {
 	}
 }
 
+// TestEffectiveBrokerOnly: a topic's effective value of a broker-only setting
+// (producer.id.expiration.ms) is the cluster's, its default without one; an unknown name has
+// none. (Object topics' retention pass asks a topic for it; it used to dereference nil.)
+func TestEffectiveBrokerOnly(t *testing.T) {
+	f := logstore.NewFlusher(0)
+	defer f.Close()
+	r, err := Open(Options{DataDir: t.TempDir(), Flusher: f, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	specs := []TopicSpec{{Name: "t", ID: [16]byte{1}, Partitions: 1, Hosted: all}}
+	for _, tc := range []struct {
+		broker map[string]string
+		want   string
+	}{{nil, "86400000"}, {map[string]string{"producer.id.expiration.ms": "60000"}, "60000"}} {
+		r.Sync(specs, tc.broker, nil, Hooks{})
+		topic, _ := r.Get("t")
+		if v, _ := topic.Effective("producer.id.expiration.ms"); v != tc.want {
+			t.Errorf("broker configs %v: producer.id.expiration.ms is %q; want %q", tc.broker, v, tc.want)
+		}
+		if v, _ := topic.Effective("no.such.config"); v != "" {
+			t.Errorf("an unknown config is %q; want none", v)
+		}
+	}
+}
+
 // TestWriteCachingDefault checks write_caching_default: true and false are defaults a topic's
 // write.caching overrides; disabled turns write caching off on every topic, whatever it says.
 func TestWriteCachingDefault(t *testing.T) {
