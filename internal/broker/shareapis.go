@@ -598,7 +598,7 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 					}
 					polled[p] = poll{op.Next, op.LastStable(), now}
 				}
-				fr := shareFetchPartReq{Group: groupID, Member: member, Session: fwdSession{s.b.cfg.NodeID, sess.id}, Part: p, Exact: exact, Incarnation: s.b.cl.Incarnation()}
+				fr := shareFetchPartReq{Group: groupID, Member: member, Session: fwdSession{s.b.cfg.NodeID, sess.id}, Part: p, Exact: exact, Run: s.b.cl.Run(), Incarnation: s.b.cl.Incarnation()}
 				take = func(budget, want int) ([]byte, []share.AcquiredRecords, error) {
 					if !s.held(groupID, member, sess, p, owner) {
 						return nil, nil, nil // the session ended: it acquires nothing

@@ -219,9 +219,10 @@ type fwdState struct {
 	forwarded bool      // another node's session
 	seen      time.Time // its latest acquisition (or its end)
 	ended     bool      // it acquires nothing more
-	// incarnation is the registration of the forwarding node's process the session lives in,
-	// as that node said (0: not known): once the node is registered again (a new process),
-	// the session is gone with the old one (releaseGoneLocked).
+	// run and incarnation are the forwarding node's process run and its registration, as that
+	// node said ("", 0: not known): once another run of the node is registered (a new
+	// process), the session is gone with the old one (releaseGoneLocked).
+	run         string
 	incarnation uint64
 }
 
@@ -231,7 +232,9 @@ type shareFetchPartReq struct {
 	Session fwdSession           `json:"session"`
 	Part    group.SharePartition `json:"part"`
 	Exact   bool                 `json:"exact,omitempty"`
-	// Incarnation is the forwarding node's registration (0: not known yet).
+	// Run and Incarnation are the forwarding node's process run and registration (0: not
+	// registered yet).
+	Run         string `json:"run,omitempty"`
 	Incarnation uint64 `json:"incarnation,omitempty"`
 	MaxBytes    int    `json:"max_bytes"`
 	MaxRecords  int    `json:"max_records"`
@@ -404,19 +407,25 @@ func (s *shares) pruneKnownLocked(now time.Time) {
 }
 
 // releaseGoneLocked releases what the forwarded share sessions of nodes that are gone in img
-// (fenced, unknown, or registered again since the session was seen: a new process) acquired
-// here, as their ends would have if their nodes could still tell. A process killed with its
-// sessions tells nobody, and an owner that keeps its state across the change (reclaimLocked)
-// would otherwise hold their records until their locks expire. A session of a node that was
-// only cut off and comes back acquires again; what it held is delivered again, at least once.
+// acquired here, as their ends would have if their nodes could still tell: the node is fenced,
+// unknown, or another process run of it registered since the session was seen. A process
+// killed with its sessions tells nobody, and an owner that keeps its state across the change
+// (reclaimLocked) would otherwise hold their records until their locks expire. A session whose
+// process is gone (another run, or the node unknown) also ends here: a fetch of it still on
+// its way acquires nothing. One of a node that is only fenced (cut off) is not ended: it
+// acquires again when the node is back, and what it held is delivered again (at least once).
+// An image older than the registration the session was seen with judges nothing of it.
 func (s *shares) releaseGoneLocked(img *controller.Image) {
 	for id, st := range s.known {
-		if !st.forwarded || st.ended {
+		if !st.forwarded || st.ended || st.incarnation > img.LiveIndex {
 			continue
 		}
-		if n := img.Nodes[id.Node]; n != nil && !n.Fenced && (st.incarnation == 0 || n.Incarnation <= st.incarnation) {
+		n := img.Nodes[id.Node]
+		ended := n == nil || st.run != "" && n.Run != st.run && n.Incarnation > st.incarnation
+		if !ended && !n.Fenced {
 			continue
 		}
+		st.ended = ended
 		released := 0
 		for k, sp := range s.parts {
 			runs := sp.bySession[id]
@@ -445,7 +454,9 @@ func (s *shares) handleFetchPart(ctx context.Context, _ int32, payload []byte) (
 	var resp shareFetchPartResp
 	s.mu.Lock()
 	st := s.knownLocked(req.Group, req.Member, req.Session, time.Now(), true)
-	st.incarnation = max(st.incarnation, req.Incarnation)
+	if req.Incarnation > st.incarnation {
+		st.run, st.incarnation = req.Run, req.Incarnation
+	}
 	ended := st.ended
 	s.mu.Unlock()
 	if ended {

@@ -145,10 +145,6 @@ func (s *shares) run(ctx context.Context) {
 		s.mu.Lock()
 		now := time.Now()
 		s.pruneKnownLocked(now)
-		if img := s.b.cl.Image(); img.LiveIndex != s.liveIndex {
-			s.liveIndex = img.LiveIndex
-			s.releaseGoneLocked(img)
-		}
 		configs := map[string]share.Config{} // by group, this round
 		for k, sp := range s.parts {
 			if sp.p == nil {
@@ -177,6 +173,12 @@ func (s *shares) run(ctx context.Context) {
 				s.persistLocked(sp)
 				s.wakeLocked(sp)
 			}
+		}
+		// After the loop, which starts the re-claims of a new owner epoch: the releases' writes
+		// wait for them.
+		if img := s.b.cl.Image(); img.LiveIndex != s.liveIndex {
+			s.liveIndex = img.LiveIndex
+			s.releaseGoneLocked(img)
 		}
 		s.mu.Unlock()
 	}

@@ -85,6 +85,8 @@ func TestShareGroupsAcrossKills(t *testing.T) {
 			case <-stopProducing:
 				produced <- n
 				return
+			case <-ctx.Done(): // the test failed before it stopped producing
+				return
 			case <-time.After(5 * time.Millisecond):
 			}
 			for _, topic := range topics {
@@ -176,9 +178,13 @@ func TestShareGroupsAcrossKills(t *testing.T) {
 	}
 	t.Logf("%d records produced per topic, %d acknowledged in all; %d delivered, %d of them more than once; highest delivery count %d",
 		n, len(acked), len(delivered), again, maxCount)
+	highest := maxCount
 	mu.Unlock()
 	if m := missing(); len(m) > 0 {
 		t.Fatalf("%d acknowledged records never delivered to the share group (lost or archived), such as %v", len(m), m[:min(len(m), 10)])
+	}
+	if highest >= 5 { // share.delivery.count.limit: a fifth delivery not accepted would archive it
+		t.Fatalf("a record was delivered %d times: three kills should not take one near the delivery limit (5)", highest)
 	}
 
 	// Every acceptance is durable: each share-partition starts at its partition's end.

@@ -471,11 +471,12 @@ var (
 )
 
 // Acknowledge applies a member's acknowledgements of one request to this partition: all of
-// them, or (with an error) none. Offsets below Start are skipped (done already). Every other
-// offset must be Acquired by member and not in a tentative change, else ErrInvalidRecordState;
-// malformed batches, or offsets past End, are ErrInvalidRequest. It returns the operation whose
-// persistence makes the acknowledgements durable (Persisted), or 0 if nothing needs persisting
-// (only renewals, or only offsets below Start).
+// them, or (with an error) none. Offsets below Start are skipped (done already), and so are
+// accepted ones whose acceptance is persisted, when the acknowledgement accepts them too
+// (span.settled). Every other offset must be Acquired by member and not in a tentative change,
+// else ErrInvalidRecordState; malformed batches, or offsets past End, are ErrInvalidRequest. It
+// returns the operation whose persistence makes the acknowledgements durable (Persisted), or 0
+// if nothing needs persisting (only renewals, or only offsets skipped).
 func (p *Partition) Acknowledge(member string, now time.Time, acks []AckBatch) (uint64, error) {
 	if err := p.validate(member, acks); err != nil {
 		return 0, err
