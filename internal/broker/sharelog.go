@@ -313,24 +313,16 @@ func (s *shares) fetchRemote(ctx context.Context, node int32, d time.Duration, r
 // up to shareWriteRetry; an answer lost on the way may have been applied, and is not retried
 // (a second application would find the records acknowledged, not acquired).
 func (s *shares) ackRemote(ctx context.Context, node int32, req shareAckPartReq) error {
-	deadline := time.Now().Add(shareWriteRetry)
-	for {
+	return retrying(ctx, shareWriteRetry, 100*time.Millisecond, func() (bool, error) {
 		var resp shareAckPartResp
 		if err := s.b.cl.Call(ctx, node, "share.ack", req, &resp); err != nil {
-			return fmt.Errorf("%w: node %d: %v", kerr.RequestTimedOut, node, err)
+			return false, fmt.Errorf("%w: node %d: %v", kerr.RequestTimedOut, node, err)
 		}
 		if resp.Code == 0 {
-			return nil
+			return false, nil
 		}
-		if resp.Code != kerr.LeaderNotAvailable.Code || time.Now().After(deadline) {
-			return forwardedError(resp.Code, resp.Message)
-		}
-		select {
-		case <-ctx.Done():
-			return forwardedError(resp.Code, resp.Message)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return resp.Code == kerr.LeaderNotAvailable.Code, forwardedError(resp.Code, resp.Message)
+	})
 }
 
 // forwardedPartFor is partFor for a request another node forwarded: a topic this node does

@@ -34,6 +34,11 @@ type shareKey struct {
 	partition int32
 }
 
+// part is the key's share-partition, as the coordinator names it.
+func (k shareKey) part() group.SharePartition {
+	return group.SharePartition{Topic: k.topic, Partition: k.partition}
+}
+
 type shareSessionKey struct{ group, member string }
 
 type shareSession struct {
@@ -247,13 +252,7 @@ func (s *shares) reclaimState(sp *sharePart) {
 		s.wakeLocked(sp)    // fetches acquire again
 		s.persistLocked(sp) // what changed meanwhile, or a re-claim of a still newer epoch
 	case transientShareError(err):
-		time.AfterFunc(100*time.Millisecond, func() { // the coordinator settles: read again
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.parts[sp.key] == sp && s.b.ctx.Err() == nil {
-				s.persistLocked(sp)
-			}
-		})
+		s.persistLater(sp) // the coordinator settles: read again
 	default:
 		s.b.logger.Info("broker: share-partition loaded again in its new owner epoch", "group", sp.key.group, "partition", sp.key.partition, "epoch", epoch, "reason", err)
 		s.dropLocked(sp, kerr.NotLeaderForPartition)
@@ -394,7 +393,7 @@ func (s *shares) load(sp *sharePart, lg shareLog) {
 			// otherwise leave its successor to choose a start of its own, later with latest.
 			if snap, upTo, ok := part.Snapshot(); ok {
 				written = snap.AppendTo(nil)
-				err := s.write(shareWriteReq{sp.key.group, group.SharePartition{Topic: sp.key.topic, Partition: sp.key.partition}, resp.StateEpoch, sp.leaderEpoch, written})
+				err := s.write(shareWriteReq{sp.key.group, sp.key.part(), resp.StateEpoch, sp.leaderEpoch, written})
 				part.Persisted(upTo, err)
 				if err != nil {
 					return err
@@ -461,7 +460,7 @@ func (s *shares) persistLocked(sp *sharePart) {
 		return
 	}
 	sp.persisting = true
-	req := shareWriteReq{sp.key.group, group.SharePartition{Topic: sp.key.topic, Partition: sp.key.partition}, sp.stateEpoch, sp.leaderEpoch, snap.AppendTo(nil)}
+	req := shareWriteReq{sp.key.group, sp.key.part(), sp.stateEpoch, sp.leaderEpoch, snap.AppendTo(nil)}
 	go func() {
 		err := s.write(req)
 		s.mu.Lock()
@@ -489,17 +488,41 @@ func (s *shares) persistLocked(sp *sharePart) {
 			return // dropped meanwhile, or this node stops: its next leader loads what was written
 		}
 		if err != nil {
-			time.AfterFunc(100*time.Millisecond, func() {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				if s.parts[sp.key] == sp && s.b.ctx.Err() == nil {
-					s.persistLocked(sp)
-				}
-			})
+			s.persistLater(sp)
 			return
 		}
 		s.persistLocked(sp)
 	}()
+}
+
+// persistLater calls persistLocked for sp in 100 ms (a write, or a re-claim's read, that failed
+// is tried again), unless sp is dropped or the node stops meanwhile.
+func (s *shares) persistLater(sp *sharePart) {
+	time.AfterFunc(100*time.Millisecond, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.parts[sp.key] == sp && s.b.ctx.Err() == nil {
+			s.persistLocked(sp)
+		}
+	})
+}
+
+// retrying calls try until it reports no reason to try again, or until budget has passed,
+// waiting between calls from 100 ms doubling up to maxWait (or until ctx ends); it returns
+// try's last error.
+func retrying(ctx context.Context, budget, maxWait time.Duration, try func() (again bool, err error)) error {
+	deadline := time.Now().Add(budget)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, maxWait) {
+		again, err := try()
+		if !again || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // read reads a share-partition's state from its group's coordinator as its owner at epoch.
@@ -509,7 +532,7 @@ func (s *shares) read(ctx context.Context, k shareKey, epoch int64) (shareReadRe
 	if node == nil {
 		return resp, kerr.CoordinatorNotAvailable
 	}
-	req := shareReadReq{k.group, group.SharePartition{Topic: k.topic, Partition: k.partition}, epoch}
+	req := shareReadReq{k.group, k.part(), epoch}
 	if err := s.b.cl.Call(ctx, node.ID, "share.read", req, &resp); err != nil {
 		return resp, fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
 	}
@@ -530,18 +553,10 @@ const shareWriteRetry = 5 * time.Second
 // to their members until their locks expire (30 s by default). The same snapshot at the same
 // epoch may be written twice; a newer owner's read fences it, and that is no retry.
 func (s *shares) write(req shareWriteReq) error {
-	deadline := time.Now().Add(shareWriteRetry)
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+	return retrying(s.b.ctx, shareWriteRetry, time.Second, func() (bool, error) {
 		err := s.writeOnce(req)
-		if err == nil || !transientShareError(err) || time.Now().Add(backoff).After(deadline) {
-			return err
-		}
-		select {
-		case <-s.b.ctx.Done():
-			return err
-		case <-time.After(backoff):
-		}
-	}
+		return err != nil && transientShareError(err), err
+	})
 }
 
 func (s *shares) writeOnce(req shareWriteReq) error {

@@ -76,6 +76,20 @@ var (
 	buildErr  error
 )
 
+// startObjectCluster starts three nodes sharing a file:// object store, in a temporary
+// directory, each in its own namespace of net (nil: loopback); they stop when the test ends.
+func startObjectCluster(t *testing.T, ctx context.Context, bin string, net *Net) *Cluster {
+	t.Helper()
+	dir := t.TempDir()
+	c, err := StartClusterOn(ctx, net, bin, filepath.Join(dir, "cluster"), 3, "--log-level", "warn",
+		"--object-store", "file://"+filepath.Join(dir, "store"), "--object-batch-timeout", "20ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.StopAll)
+	return c
+}
+
 // runnelBinary builds the runnel binary from this tree once per test process.
 func runnelBinary(t *testing.T) string {
 	t.Helper()

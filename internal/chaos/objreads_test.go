@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -33,13 +32,7 @@ func TestObjectReadsOnACutOffNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(net.Close) // after the cluster's cleanup: the processes end first
-	dir := t.TempDir()
-	c, err := StartClusterOn(ctx, net, bin, filepath.Join(dir, "cluster"), 3, "--log-level", "warn",
-		"--object-store", "file://"+filepath.Join(dir, "store"), "--object-batch-timeout", "20ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.StopAll)
+	c := startObjectCluster(t, ctx, bin, net)
 	kc, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...), kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("reads"))
 	if err != nil {

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -26,13 +25,7 @@ func TestShareGroupsAcrossKills(t *testing.T) {
 	bin := runnelBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	c, err := StartCluster(ctx, bin, filepath.Join(dir, "cluster"), 3, "--log-level", "warn",
-		"--object-store", "file://"+filepath.Join(dir, "store"), "--object-batch-timeout", "20ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.StopAll)
+	c := startObjectCluster(t, ctx, bin, nil)
 	const group = "chaos-share"
 	topics := []string{"share-local", "share-object"}
 	ac, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...), kgo.MetadataMinAge(250*time.Millisecond))

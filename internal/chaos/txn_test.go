@@ -53,13 +53,7 @@ func javaTransactionsKill(t *testing.T, objectOut bool) {
 	bin := runnelBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	c, err := StartCluster(ctx, bin, filepath.Join(dir, "cluster"), 3, "--log-level", "warn",
-		"--object-store", "file://"+filepath.Join(dir, "store"), "--object-batch-timeout", "20ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.StopAll()
+	c := startObjectCluster(t, ctx, bin, nil)
 	defer func() {
 		if t.Failed() {
 			for _, n := range []string{"node-1.log", "node-2.log", "node-3.log"} {

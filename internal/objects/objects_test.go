@@ -86,6 +86,18 @@ func (f *fakeController) propose(_ context.Context, c *controller.Command) error
 }
 
 // newTestMaintainer is a maintainer that is always active, on fc's image, with cfg's other
+// writeEager writes batch b to ref through w as an eager batch, flushes, and waits for its
+// commit.
+func writeEager(t *testing.T, ctx context.Context, w *Writer, ref controller.PartitionRef, b []byte) {
+	t.Helper()
+	h, _ := batch.ParseHeader(b)
+	p := w.Append(ref, b, h, false)
+	w.Flush()
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // settings (a topic config of "-1" unless cfg.Config says otherwise).
 func newTestMaintainer(store objstore.Store, fc *fakeController, cfg MaintainerConfig) *Maintainer {
 	cfg.Store, cfg.Propose = store, fc.propose
@@ -224,13 +236,7 @@ func TestMaintainerRetentionAndGC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for i := range 3 {
-		b := testBatch(-1, -1, fmt.Sprint(i))
-		h, _ := batch.ParseHeader(b)
-		pw := w.Append(ref, b, h, false)
-		w.Flush()
-		if _, err := pw.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
+		writeEager(t, ctx, w, ref, testBatch(-1, -1, fmt.Sprint(i)))
 	}
 	if err := dir.Put(ctx, "journal/9-gone/000000/00000000000000000001", []byte("an orphan")); err != nil {
 		t.Fatal(err)
@@ -305,13 +311,7 @@ func TestRetentionExpiresProducers(t *testing.T) {
 	w := newTestWriter(t, dir, fc, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b := testBatch(7, 0, "a", "b") // last timestamp 1,001 ms
-	h, _ := batch.ParseHeader(b)
-	p := w.Append(controller.PartitionRef{Topic: topic}, b, h, false)
-	w.Flush()
-	if _, err := p.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeEager(t, ctx, w, controller.PartitionRef{Topic: topic}, testBatch(7, 0, "a", "b")) // last timestamp 1,001 ms
 	m := newTestMaintainer(dir, fc, MaintainerConfig{Config: func(_, name string) string {
 		return map[string]string{"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1", "producer.id.expiration.ms": "1000"}[name]
 	}})
@@ -340,13 +340,7 @@ func TestRetentionSparesCompactOnlyTopics(t *testing.T) {
 	w := newTestWriter(t, dir, fc, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b := testBatch(-1, 0, "k-latest") // a timestamp in 1970
-	h, _ := batch.ParseHeader(b)
-	p := w.Append(controller.PartitionRef{Topic: topic}, b, h, false)
-	w.Flush()
-	if _, err := p.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeEager(t, ctx, w, controller.PartitionRef{Topic: topic}, testBatch(-1, 0, "k-latest")) // a timestamp in 1970
 	for _, tc := range []struct {
 		policy string
 		start  int64
@@ -986,12 +980,7 @@ func TestTimesOfALogAppendTimeBatch(t *testing.T) {
 	defer cancel()
 	b := testBatch(-1, 0, "a", "b") // create times 1000 and 1001
 	batch.SetLogAppendTime(b, 5000)
-	h, _ := batch.ParseHeader(b)
-	p := w.Append(controller.PartitionRef{Topic: topic}, b, h, false)
-	w.Flush()
-	if _, err := p.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeEager(t, ctx, w, controller.PartitionRef{Topic: topic}, b)
 	part := fc.partition(0).Object(0)
 	c := NewCache(dir, 1<<20, nil)
 	if off, ts, err := c.OffsetForTime(ctx, part, 3000); off != 0 || ts != 5000 || err != nil {

@@ -444,12 +444,8 @@ func (p *Partition) OpenTransaction(producerID int64) (first int64, epoch int16,
 // producer that ever wrote to it (a client instance is a producer), in the controller's image.
 func (p *Partition) ExpireProducers(nowMs, expirationMs int64) int {
 	ids := p.producers.ExpireIDs(nowMs, expirationMs)
-	if len(ids) > 0 && len(p.lazy) > 0 {
-		lazy := maps.Clone(p.lazy) // a published image may share the map
-		for _, id := range ids {
-			delete(lazy, id)
-		}
-		p.lazy = lazy
+	for _, id := range ids {
+		delete(p.lazy, id) // a partition being changed has its own map (Clone copies it)
 	}
 	return len(ids)
 }
