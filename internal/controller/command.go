@@ -493,7 +493,7 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 		}
 	case OpForgetWriter:
 		if c.ForgetWriter != nil {
-			delete(im.ObjWriters, c.ForgetWriter.Writer)
+			applyForgetWriter(im, c.ForgetWriter)
 		}
 	case OpTrimObjects:
 		if c.TrimObjects != nil {

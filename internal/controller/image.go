@@ -59,6 +59,9 @@ type Image struct {
 	Topics    map[string]*Topic `json:"topics"`
 	// ObjWriters are the writers of object files, by process run id (objects.go).
 	ObjWriters map[string]*ObjWriter `json:"obj_writers,omitempty"`
+	// ForgottenWriters are the writer runs garbage collection forgot, for ForgottenWriterTTL
+	// (objects.go). A *ForgottenWriter is never modified once in an image.
+	ForgottenWriters map[string]*ForgottenWriter `json:"forgotten_writers,omitempty"`
 	// Users are the SASL users with their SCRAM credentials (security.go). A *User is never
 	// modified once in an image: changes replace it.
 	Users map[string]*User `json:"users,omitempty"`
@@ -242,6 +245,7 @@ func (im *Image) Clone() *Image {
 	c := *im
 	im.objOwned, c.objOwned = nil, nil
 	c.ObjWriters = cloneWriters(im.ObjWriters)
+	c.ForgottenWriters = maps.Clone(im.ForgottenWriters)
 	c.ClusterConfigs = maps.Clone(im.ClusterConfigs)
 	c.GroupConfigs = maps.Clone(im.GroupConfigs)
 	c.Users = maps.Clone(im.Users)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -98,9 +99,57 @@ func applyObjectMarker(im *Image, c *ObjectMarker) Result {
 	return Result{Err: err, Value: off}
 }
 
-// ForgetWriter names a writer run to forget.
+// ForgetWriter names a writer run to forget. NowMs is the proposer's clock (0 from nodes
+// before forgotten writers were kept): the run is kept as a ForgottenWriter from then, and
+// forgotten writers older than ForgottenWriterTTL at NowMs are dropped.
 type ForgetWriter struct {
 	Writer string `json:"writer"`
+	NowMs  int64  `json:"now_ms,omitempty"`
+}
+
+// ForgottenWriterTTL is how long a forgotten writer run's committed files are remembered: a
+// process of that run cut off for longer could commit a file again whose first commit applied
+// and whose answer it lost.
+const ForgottenWriterTTL = 7 * 24 * time.Hour
+
+// ForgottenWriter is what the image keeps of a writer run garbage collection forgot (its files
+// are all gone, and it was no node's current run): which of its files were committed, and
+// when it was forgotten. The process may still live (an agent cut off from the controller, in
+// Ripcord): a commit it retries of a file committed before is AlreadyCommitted, not applied a
+// second time, and a commit of a new file makes the run a writer again.
+type ForgottenWriter struct {
+	Node      int32           `json:"node"`
+	Committed objtopic.Ranges `json:"committed,omitempty"`
+	AtMs      int64           `json:"at_ms"`
+}
+
+func applyForgetWriter(im *Image, c *ForgetWriter) {
+	if w := im.ObjWriters[c.Writer]; w != nil {
+		delete(im.ObjWriters, c.Writer)
+		if c.NowMs > 0 && len(w.Committed) > 0 {
+			if im.ForgottenWriters == nil {
+				im.ForgottenWriters = map[string]*ForgottenWriter{}
+			}
+			im.ForgottenWriters[c.Writer] = &ForgottenWriter{Node: w.Node, Committed: w.Committed, AtMs: c.NowMs}
+		}
+	}
+	if c.NowMs > 0 {
+		maps.DeleteFunc(im.ForgottenWriters, func(_ string, f *ForgottenWriter) bool {
+			return c.NowMs-f.AtMs > ForgottenWriterTTL.Milliseconds()
+		})
+	}
+}
+
+// Writer is the image's record of writer run id: its ObjWriter, else what it kept of the run
+// when it forgot it, else nil. It must not be modified.
+func (im *Image) Writer(id string) *ObjWriter {
+	if w := im.ObjWriters[id]; w != nil {
+		return w
+	}
+	if f := im.ForgottenWriters[id]; f != nil {
+		return &ObjWriter{Node: f.Node, Committed: f.Committed}
+	}
+	return nil
 }
 
 // ReplaceExtents replaces the consecutive extents of a partition from First to Last (matched by
@@ -261,6 +310,10 @@ func applyCommitFile(im *Image, c *CommitFile) Result {
 	w := im.ObjWriters[c.Writer]
 	if w == nil {
 		w = &ObjWriter{Node: c.Node}
+		if f := im.ForgottenWriters[c.Writer]; f != nil { // its process lives on
+			w.Committed = f.Committed
+			delete(im.ForgottenWriters, c.Writer)
+		}
 		im.ObjWriters[c.Writer] = w
 	}
 	if done, ok := w.Done[c.Seq]; ok && !c.Slow {

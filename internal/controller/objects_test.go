@@ -263,3 +263,68 @@ func TestObjectMarker(t *testing.T) {
 		t.Fatalf("an unknown partition's marker: %+v", r)
 	}
 }
+
+// TestForgottenWriter: a writer run garbage collection forgot keeps which files it committed
+// for ForgottenWriterTTL: a commit its process retries of such a file (its first attempt
+// applied, the answer lost) is AlreadyCommitted and assigns nothing again, in the fast or the
+// slow form and across a snapshot; a commit of a new file makes the run a writer again. A
+// forget-writer without a clock (an older proposer) keeps nothing.
+func TestForgottenWriter(t *testing.T) {
+	im := withObjectTopic(t)
+	run := objtopic.BatchMeta{Records: 4, ProducerID: -1}
+	first := commitCmd("cut-off", 1, 0, section(0, run))
+	first.CommitFile.Slow = true
+	if r := Apply(im, 11, first); r.Err != nil || r.Commit[0][0].Base != 0 {
+		t.Fatalf("first commit: %+v", r)
+	}
+	const at = int64(1_000_000)
+	Apply(im, 12, &Command{Op: OpForgetWriter, ForgetWriter: &ForgetWriter{Writer: "cut-off", NowMs: at}})
+	if im.ObjWriters["cut-off"] != nil {
+		t.Fatal("forget-writer kept the run a writer")
+	}
+	if f := im.ForgottenWriters["cut-off"]; f == nil || f.AtMs != at || !f.Committed.Covers(1, 1) || f.Node != 1 {
+		t.Fatalf("forgotten writer: %+v; want file 1 committed, forgotten at %d", f, at)
+	}
+	published := im.Clone()
+	im, err := DecodeImage(EncodeImage(im))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, retry := range []bool{true, false} { // the slow form, then the writer's own (its incarnation is current)
+		c := commitCmd("cut-off", 1, 0, section(0, run))
+		c.CommitFile.Slow = retry
+		if r := Apply(im, 13, c); r.Err != nil || !r.AlreadyCommitted || im.Topics["o"].Object(0).Next != 4 {
+			t.Fatalf("retried commit (slow %v) of a forgotten run: %+v, next %d; want AlreadyCommitted, next 4", retry, r, im.Topics["o"].Object(0).Next)
+		}
+	}
+	if r := Apply(im, 14, commitCmd("cut-off", 2, 2, section(0, run))); r.Err != nil || r.Commit[0][0].Base != 4 {
+		t.Fatalf("a new file of the forgotten run: %+v; want base 4", r)
+	}
+	if w := im.ObjWriters["cut-off"]; w == nil || !w.Committed.Covers(1, 2) || im.ForgottenWriters["cut-off"] != nil {
+		t.Fatalf("the run after a new file: writer %+v, forgotten %+v; want a writer of files 1-2", w, im.ForgottenWriters["cut-off"])
+	}
+	if published.ForgottenWriters["cut-off"] == nil || published.ObjWriters["cut-off"] != nil {
+		t.Fatal("a published image changed")
+	}
+	// Forgotten again, then dropped by a later forget past the TTL; an unclocked forget keeps nothing.
+	Apply(im, 15, &Command{Op: OpForgetWriter, ForgetWriter: &ForgetWriter{Writer: "cut-off", NowMs: at}})
+	if f := im.ForgottenWriters["cut-off"]; f == nil || !f.Committed.Covers(1, 2) {
+		t.Fatalf("forgotten again: %+v", f)
+	}
+	other := commitCmd("other", 1, 0, section(1, run))
+	other.CommitFile.Slow = true
+	Apply(im, 16, other)
+	Apply(im, 17, &Command{Op: OpForgetWriter, ForgetWriter: &ForgetWriter{Writer: "other", NowMs: at + ForgottenWriterTTL.Milliseconds()}})
+	if im.ForgottenWriters["cut-off"] == nil || im.ForgottenWriters["other"] == nil {
+		t.Fatal("a forgotten writer dropped at its TTL, not after it")
+	}
+	Apply(im, 18, &Command{Op: OpForgetWriter, ForgetWriter: &ForgetWriter{Writer: "none", NowMs: at + ForgottenWriterTTL.Milliseconds() + 1}})
+	if im.ForgottenWriters["cut-off"] != nil || im.ForgottenWriters["other"] == nil {
+		t.Fatalf("after the TTL: %+v; want only the younger run kept", im.ForgottenWriters)
+	}
+	Apply(im, 19, other)
+	Apply(im, 20, &Command{Op: OpForgetWriter, ForgetWriter: &ForgetWriter{Writer: "other"}})
+	if im.ObjWriters["other"] != nil || im.ForgottenWriters["other"] != nil {
+		t.Fatalf("an unclocked forget: writer %+v, forgotten %+v; want neither", im.ObjWriters["other"], im.ForgottenWriters["other"])
+	}
+}

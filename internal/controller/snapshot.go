@@ -69,6 +69,11 @@ func (im *Image) check() error {
 			return fmt.Errorf("object writer %q missing", id)
 		}
 	}
+	for id, f := range im.ForgottenWriters {
+		if f == nil {
+			return fmt.Errorf("forgotten object writer %q missing", id)
+		}
+	}
 	for name, u := range im.Users {
 		if u == nil {
 			return fmt.Errorf("user %q missing", name)

@@ -474,7 +474,7 @@ func (m *Maintainer) gc(ctx context.Context, now time.Time) (int, error) {
 	for run := range img.ObjWriters {
 		if !current[run] && !runsWithFiles[run] {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := m.cfg.Propose(cctx, &controller.Command{Op: controller.OpForgetWriter, ForgetWriter: &controller.ForgetWriter{Writer: run}})
+			err := m.cfg.Propose(cctx, &controller.Command{Op: controller.OpForgetWriter, ForgetWriter: &controller.ForgetWriter{Writer: run, NowMs: now.UnixMilli()}})
 			cancel()
 			if err != nil {
 				return deleted, err
@@ -519,7 +519,7 @@ func writerDone(img *controller.Image, key string, old bool) bool {
 	if !ok {
 		return old
 	}
-	w := img.ObjWriters[run]
+	w := img.Writer(run)
 	if w == nil {
 		return old
 	}

@@ -299,6 +299,48 @@ func TestMaintainerRetentionAndGC(t *testing.T) {
 	}
 }
 
+// TestGCForgetsARunNotItsCommits: garbage collection forgets a writer run once its files are
+// gone and it is no node's current run, but the image keeps which files it committed (with
+// the collection's clock), so a commit of one of them that the run's process retries after
+// that (cut off since, its answer lost) assigns nothing again.
+func TestGCForgetsARunNotItsCommits(t *testing.T) {
+	dir, err := objstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeController(t, 1)
+	w := newTestWriter(t, dir, fc, nil)
+	ref := controller.PartitionRef{Topic: topic}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	writeEager(t, ctx, w, ref, testBatch(-1, -1, "a", "b"))
+	writeEager(t, ctx, w, ref, testBatch(-1, -1, "c"))
+	next := fc.partition(0).Object(0).Next
+	fc.propose(ctx, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 1, Run: "1-later"}})
+	// Every record deleted (DeleteRecords): both files are garbage.
+	fc.propose(ctx, &controller.Command{Op: controller.OpTrimObjects, TrimObjects: &controller.TrimObjects{
+		Items: []controller.TrimItem{{PartitionRef: ref, Start: next}}}})
+	m := newTestMaintainer(dir, fc, MaintainerConfig{})
+	now := time.Now()
+	// First sighting; past the grace period the files go; the next pass finds the run empty.
+	for _, at := range []time.Duration{0, 11 * time.Minute, 12 * time.Minute} {
+		if _, err := m.GC(ctx, now.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img := fc.img.Clone()
+	f := img.ForgottenWriters["1-test"]
+	if img.ObjWriters["1-test"] != nil || f == nil || !f.Committed.Covers(1, 2) || f.AtMs != now.Add(12*time.Minute).UnixMilli() {
+		t.Fatalf("after GC: writer %+v, forgotten %+v; want the run forgotten with files 1-2 committed", img.ObjWriters["1-test"], f)
+	}
+	retry := &controller.CommitFile{Writer: "1-test", Node: 1, Seq: 1, Key: JournalKey("1-test", 1), Slow: true,
+		Sections: []controller.CommitSection{{PartitionRef: ref, Length: 10, Lazy: true,
+			Batches: []objtopic.BatchMeta{{Records: 2, ProducerID: -1}}}}}
+	if r, err := fc.commit(ctx, retry); err != nil || !r.AlreadyCommitted || fc.partition(0).Object(0).Next != next {
+		t.Fatalf("a forgotten run's retried commit: %+v, %v, next %d; want AlreadyCommitted, next %d", r, err, fc.partition(0).Object(0).Next, next)
+	}
+}
+
 // TestRetentionExpiresProducers: the retention pass forgets the idempotent producers of object
 // partitions idle past producer.id.expiration.ms, as a local partition's does; before that it
 // keeps them (a retry of their batch is still a duplicate).

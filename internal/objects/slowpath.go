@@ -142,7 +142,7 @@ func (m *Maintainer) slowPathRun(ctx context.Context, img *controller.Image, run
 
 // runWriter is the image's record of a writer run (an empty one for a run it does not know).
 func runWriter(img *controller.Image, run string) *controller.ObjWriter {
-	if w := img.ObjWriters[run]; w != nil {
+	if w := img.Writer(run); w != nil {
 		return w
 	}
 	return &controller.ObjWriter{Node: runNode(run)}
