@@ -108,8 +108,8 @@ type shares struct {
 
 // shareCounts are a share group's records on this node, for metrics.
 type shareCounts struct {
-	delivered int64    // records acquired (each delivery counts)
-	acked     [5]int64 // records acknowledged (persisted), by share.AckType
+	delivered int64           // records acquired (each delivery counts)
+	acked     share.AckCounts // records acknowledged (persisted), by type; skipped ones not counted
 }
 
 func newShares(b *Broker) *shares {
@@ -631,11 +631,11 @@ func (s *shares) acknowledge(ctx context.Context, member string, sp *sharePart, 
 		return kerr.NotLeaderForPartition
 	}
 	sp.p.SetConfig(shareConfig(s.b.groupSettings(sp.key.group))) // a renewal's lock, a release's limit
-	op, err := sp.p.Acknowledge(member, time.Now(), acks)
+	op, applied, err := sp.p.Acknowledge(member, time.Now(), acks)
 	if err != nil || op == 0 {
 		s.mu.Unlock()
 		if err == nil { // nothing to persist (renewals only): done
-			s.count(sp.key.group, func(c *shareCounts) { countAcks(&c.acked, acks) })
+			s.count(sp.key.group, func(c *shareCounts) { countAcks(&c.acked, applied) })
 		}
 		return err
 	}
@@ -647,7 +647,7 @@ func (s *shares) acknowledge(ctx context.Context, member string, sp *sharePart, 
 	select {
 	case err := <-ch:
 		if err == nil {
-			s.count(sp.key.group, func(c *shareCounts) { countAcks(&c.acked, acks) })
+			s.count(sp.key.group, func(c *shareCounts) { countAcks(&c.acked, applied) })
 		}
 		return err
 	case <-ctx.Done():
@@ -667,20 +667,10 @@ func (s *shares) count(groupID string, f func(*shareCounts)) {
 	f(c)
 }
 
-// countAcks adds acknowledgements' records to counts, by type.
-func countAcks(counts *[5]int64, acks []share.AckBatch) {
-	for _, a := range acks {
-		if len(a.Types) == 1 {
-			if t := a.Types[0]; t >= 0 && int(t) < len(counts) {
-				counts[t] += a.Last - a.First + 1
-			}
-			continue
-		}
-		for _, t := range a.Types {
-			if t >= 0 && int(t) < len(counts) {
-				counts[t]++
-			}
-		}
+// countAcks adds the records acknowledgements applied to counts.
+func countAcks(counts *share.AckCounts, applied share.AckCounts) {
+	for t, n := range applied {
+		counts[t] += n
 	}
 }
 

@@ -476,10 +476,12 @@ var (
 // (span.settled). Every other offset must be Acquired by member and not in a tentative change,
 // else ErrInvalidRecordState; malformed batches, or offsets past End, are ErrInvalidRequest. It
 // returns the operation whose persistence makes the acknowledgements durable (Persisted), or 0
-// if nothing needs persisting (only renewals, or only offsets skipped).
-func (p *Partition) Acknowledge(member string, now time.Time, acks []AckBatch) (uint64, error) {
+// if nothing needs persisting (only renewals, or only offsets skipped), and how many records
+// of each type it applied (renewed, for Renew; skipped ones not counted).
+func (p *Partition) Acknowledge(member string, now time.Time, acks []AckBatch) (uint64, AckCounts, error) {
+	var counts AckCounts
 	if err := p.validate(member, acks); err != nil {
-		return 0, err
+		return 0, counts, err
 	}
 	var op uint64
 	for _, a := range acks {
@@ -497,12 +499,14 @@ func (p *Partition) Acknowledge(member string, now time.Time, acks []AckBatch) (
 			}
 			if t == Renew {
 				p.each(first, last, func(s *span) { s.deadline = now.Add(p.cfg.LockDuration) })
+				counts[t] += last - first + 1
 				continue
 			}
 			p.each(first, last, func(s *span) {
 				if s.settled(t) {
 					return // already what this acknowledgement makes it
 				}
+				counts[t] += s.last - s.first + 1
 				if op == 0 {
 					p.lastOp++
 					op = p.lastOp
@@ -524,8 +528,11 @@ func (p *Partition) Acknowledge(member string, now time.Time, acks []AckBatch) (
 		p.dirty = true
 	}
 	p.merge()
-	return op, nil
+	return op, counts, nil
 }
+
+// AckCounts are records by acknowledgement type (indexed by AckType).
+type AckCounts [Renew + 1]int64
 
 // validate checks acknowledgements as Kafka does before applying any: their form first, then
 // the records' states.

@@ -62,7 +62,7 @@ func TestAcquireAcknowledge(t *testing.T) {
 	if want := []AcquiredRecords{{110, 114, 1}}; !slices.Equal(b, want) {
 		t.Fatalf("second member's fetch = %v; want %v", b, want)
 	}
-	op, err := p.Acknowledge("m1", t0, []AckBatch{{100, 109, []AckType{Accept}}})
+	op, _, err := p.Acknowledge("m1", t0, []AckBatch{{100, 109, []AckType{Accept}}})
 	if err != nil || op == 0 {
 		t.Fatalf("acknowledge = %d, %v", op, err)
 	}
@@ -79,7 +79,7 @@ func TestAcquireAcknowledge(t *testing.T) {
 		t.Fatalf("window [%d, %d); want [110, 115)", p.Start(), p.End())
 	}
 	// m2's records are not m1's to acknowledge.
-	if _, err := p.Acknowledge("m1", t0, []AckBatch{{110, 110, []AckType{Accept}}}); !errors.Is(err, ErrInvalidRecordState) {
+	if _, _, err := p.Acknowledge("m1", t0, []AckBatch{{110, 110, []AckType{Accept}}}); !errors.Is(err, ErrInvalidRecordState) {
 		t.Fatalf("acknowledging another member's record: %v; want INVALID_RECORD_STATE", err)
 	}
 }
@@ -106,7 +106,7 @@ func TestAcknowledgementValidation(t *testing.T) {
 			p.Acquire("m", t0, 0, []LogBatch{{First: 0, Last: 4}}, 100)
 			p.Acquire("other", t0, 5, []LogBatch{{First: 5, Last: 9}}, 100)
 			before := fmt.Sprint(p.spans)
-			_, err := p.Acknowledge("m", t0, tc.acks)
+			_, _, err := p.Acknowledge("m", t0, tc.acks)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Acknowledge(%v) = %v; want %v", tc.acks, err, tc.want)
 			}
@@ -125,10 +125,10 @@ func TestAcceptAgain(t *testing.T) {
 	p := New(DefaultConfig(), 0)
 	p.Acquire("other", t0, 0, []LogBatch{{First: 0, Last: 3}}, 100) // the start stays at 0
 	p.Acquire("m", t0, 4, []LogBatch{{First: 4, Last: 9}}, 100)
-	if _, err := p.Acknowledge("m", t0, []AckBatch{{6, 7, []AckType{Accept}}}); err != nil {
+	if _, _, err := p.Acknowledge("m", t0, []AckBatch{{6, 7, []AckType{Accept}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Acknowledge("m", t0, []AckBatch{{4, 9, []AckType{Accept}}}); !errors.Is(err, ErrInvalidRecordState) {
+	if _, _, err := p.Acknowledge("m", t0, []AckBatch{{4, 9, []AckType{Accept}}}); !errors.Is(err, ErrInvalidRecordState) {
 		t.Fatalf("accepting records whose acceptance is pending: %v; want INVALID_RECORD_STATE", err)
 	}
 	persist(t, p)
@@ -138,22 +138,22 @@ func TestAcceptAgain(t *testing.T) {
 		{{4, 9, []AckType{Accept, Accept, Accept, Release, Accept, Accept}}},
 		{{2, 9, []AckType{Accept}}},
 	} {
-		if _, err := p.Acknowledge("m", t0, acks); !errors.Is(err, ErrInvalidRecordState) {
+		if _, _, err := p.Acknowledge("m", t0, acks); !errors.Is(err, ErrInvalidRecordState) {
 			t.Fatalf("Acknowledge(%v) = %v; want INVALID_RECORD_STATE", acks, err)
 		}
 		if fmt.Sprint(p.spans) != before {
 			t.Fatalf("a refused acknowledgement changed the state:\n%s\n%v", before, p.spans)
 		}
 	}
-	op, err := p.Acknowledge("m", t0, []AckBatch{{4, 9, []AckType{Accept}}})
-	if err != nil || op == 0 {
-		t.Fatalf("accepting 4-9 with 6-7 accepted already: op %d, %v; want 4-5 and 8-9 accepted", op, err)
+	op, n, err := p.Acknowledge("m", t0, []AckBatch{{4, 9, []AckType{Accept}}})
+	if err != nil || op == 0 || n != (AckCounts{Accept: 4}) {
+		t.Fatalf("accepting 4-9 with 6-7 accepted already: op %d, counts %v, %v; want 4-5 and 8-9 accepted (4 records)", op, n, err)
 	}
 	persist(t, p)
-	if op, err := p.Acknowledge("m", t0, []AckBatch{{6, 9, []AckType{Accept}}}); err != nil || op != 0 {
-		t.Fatalf("accepting accepted records only: op %d, %v; want nothing to persist, no error", op, err)
+	if op, n, err := p.Acknowledge("m", t0, []AckBatch{{6, 9, []AckType{Accept}}}); err != nil || op != 0 || n != (AckCounts{}) {
+		t.Fatalf("accepting accepted records only: op %d, counts %v, %v; want nothing to persist or count, no error", op, n, err)
 	}
-	if _, err := p.Acknowledge("m", t0, []AckBatch{{0, 3, []AckType{Accept}}}); !errors.Is(err, ErrInvalidRecordState) {
+	if _, _, err := p.Acknowledge("m", t0, []AckBatch{{0, 3, []AckType{Accept}}}); !errors.Is(err, ErrInvalidRecordState) {
 		t.Fatalf("accepting another member's records: %v; want INVALID_RECORD_STATE", err)
 	}
 	if err := p.check(); err != nil {
@@ -184,7 +184,7 @@ func TestDeliveryLimit(t *testing.T) {
 	deliver(2)
 	p.ReleaseMember("m") // the consumer died holding them
 	deliver(3)
-	op, err := p.Acknowledge("m", now, []AckBatch{{0, 0, []AckType{Release}}})
+	op, _, err := p.Acknowledge("m", now, []AckBatch{{0, 0, []AckType{Release}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestOverlappingAcknowledgements(t *testing.T) {
 	p := New(DefaultConfig(), 0)
 	fetch(p, "m", t0, logOf(0, 10, 10), 10)
 	before := fmt.Sprint(p.spans)
-	if _, err := p.Acknowledge("m", t0, []AckBatch{{0, 5, []AckType{Accept}}, {5, 9, []AckType{Release}}}); !errors.Is(err, ErrInvalidRecordState) {
+	if _, _, err := p.Acknowledge("m", t0, []AckBatch{{0, 5, []AckType{Accept}}, {5, 9, []AckType{Release}}}); !errors.Is(err, ErrInvalidRecordState) {
 		t.Fatalf("overlapping batches: %v; want INVALID_RECORD_STATE", err)
 	}
 	if fmt.Sprint(p.spans) != before {
@@ -232,11 +232,11 @@ func TestFailedPersistRollsBack(t *testing.T) {
 	p := New(DefaultConfig(), 0)
 	persist(t, p)
 	fetch(p, "m", t0, logOf(0, 10, 10), 10)
-	op, err := p.Acknowledge("m", t0, []AckBatch{{0, 4, []AckType{Release}}, {5, 9, []AckType{Accept}}})
+	op, _, err := p.Acknowledge("m", t0, []AckBatch{{0, 4, []AckType{Release}}, {5, 9, []AckType{Accept}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Acknowledge("m", t0, []AckBatch{{5, 9, []AckType{Accept}}}); !errors.Is(err, ErrInvalidRecordState) {
+	if _, _, err := p.Acknowledge("m", t0, []AckBatch{{5, 9, []AckType{Accept}}}); !errors.Is(err, ErrInvalidRecordState) {
 		t.Fatalf("acknowledging records with a pending change: %v; want INVALID_RECORD_STATE", err)
 	}
 	if p.FetchOffset() != 10 {
@@ -252,7 +252,7 @@ func TestFailedPersistRollsBack(t *testing.T) {
 	if !ok || len(s.Batches) != 1 || s.Batches[0] != (Batch{0, 9, Available, 1}) {
 		t.Fatalf("snapshot after the rollback: %+v, %v; want offsets 0-9 available (acquired), delivered once", s, ok)
 	}
-	op2, err := p.Acknowledge("m", t0, []AckBatch{{0, 9, []AckType{Accept}}})
+	op2, _, err := p.Acknowledge("m", t0, []AckBatch{{0, 9, []AckType{Accept}}})
 	if err != nil || op2 <= op {
 		t.Fatalf("acknowledging again after the rollback: %d, %v", op2, err)
 	}
@@ -269,7 +269,7 @@ func TestLoadOffersAvailableAgain(t *testing.T) {
 	p := New(DefaultConfig(), 0)
 	log := logOf(0, 20, 5)
 	fetch(p, "m", t0, log, 10) // 0-9
-	if _, err := p.Acknowledge("m", t0, []AckBatch{{5, 9, []AckType{Accept}}}); err != nil {
+	if _, _, err := p.Acknowledge("m", t0, []AckBatch{{5, 9, []AckType{Accept}}}); err != nil {
 		t.Fatal(err)
 	}
 	s, _, _ := p.Snapshot()
@@ -308,7 +308,7 @@ func TestInFlightCap(t *testing.T) {
 	if p.End() != 12 || p.CanAcquire() {
 		t.Fatalf("window end %d, can acquire %v; want 12 (three batches of 4), false", p.End(), p.CanAcquire())
 	}
-	if _, err := p.Acknowledge("m", t0, []AckBatch{{0, 3, []AckType{Accept}}}); err != nil {
+	if _, _, err := p.Acknowledge("m", t0, []AckBatch{{0, 3, []AckType{Accept}}}); err != nil {
 		t.Fatal(err)
 	}
 	persist(t, p)
@@ -325,7 +325,7 @@ func TestGapsArchived(t *testing.T) {
 	if !slices.Equal(a, []AcquiredRecords{{0, 1, 1}, {5, 6, 1}}) {
 		t.Fatalf("acquired %v", a)
 	}
-	if _, err := p.Acknowledge("m", t0, []AckBatch{{0, 1, []AckType{Accept}}}); err != nil {
+	if _, _, err := p.Acknowledge("m", t0, []AckBatch{{0, 1, []AckType{Accept}}}); err != nil {
 		t.Fatal(err)
 	}
 	persist(t, p)
@@ -347,7 +347,7 @@ func TestGapsArchived(t *testing.T) {
 	if p.Start() != 8 || p.End() != 9 {
 		t.Fatalf("after TrimTo(8): [%d, %d); want [8, 9)", p.Start(), p.End())
 	}
-	if op, err := p.Acknowledge("m", t0, []AckBatch{{6, 8, []AckType{Accept}}}); err != nil || op == 0 {
+	if op, _, err := p.Acknowledge("m", t0, []AckBatch{{6, 8, []AckType{Accept}}}); err != nil || op == 0 {
 		t.Fatalf("acknowledging across the trimmed start: %d, %v; want 6-7 skipped, 8 accepted", op, err)
 	}
 }
@@ -361,7 +361,7 @@ func TestAbortedArchived(t *testing.T) {
 	if !slices.Equal(a, []AcquiredRecords{{0, 1, 1}, {5, 5, 1}}) {
 		t.Fatalf("acquired %v; want 0-1 and 5 (2-4 aborted)", a)
 	}
-	if _, err := p.Acknowledge("m", t0, []AckBatch{{0, 1, []AckType{Accept}}}); err != nil {
+	if _, _, err := p.Acknowledge("m", t0, []AckBatch{{0, 1, []AckType{Accept}}}); err != nil {
 		t.Fatal(err)
 	}
 	persist(t, p)
@@ -519,7 +519,7 @@ func simulate(t *testing.T, seed uint64) {
 			if rng.IntN(10) == 0 && len(acks) > 1 { // a malformed request: out of order
 				acks[0], acks[1] = acks[1], acks[0]
 			}
-			op, err := p.Acknowledge(m, now, acks)
+			op, counts, err := p.Acknowledge(m, now, acks)
 			if err != nil {
 				if !errors.Is(err, ErrInvalidRecordState) && !errors.Is(err, ErrInvalidRequest) {
 					t.Fatal(err)
@@ -527,6 +527,7 @@ func simulate(t *testing.T, seed uint64) {
 				continue // a lock expired, a release, a new leader, or the malformed request
 			}
 			var accepts []int64
+			var want AckCounts
 			for _, a := range acks {
 				for i := range a.Last - a.First + 1 {
 					o := a.First + i
@@ -538,6 +539,7 @@ func simulate(t *testing.T, seed uint64) {
 					if h == nil || h.member != m {
 						t.Fatalf("step %d: %s acknowledged offset %d, held by %+v", step, m, o, h)
 					}
+					want[typ]++
 					if typ == Renew {
 						h.deadline = now.Add(cfg.LockDuration)
 						continue
@@ -547,6 +549,9 @@ func simulate(t *testing.T, seed uint64) {
 						accepts = append(accepts, o)
 					}
 				}
+			}
+			if counts != want {
+				t.Fatalf("step %d: %v counted %v; want %v", step, acks, counts, want)
 			}
 			if op != 0 {
 				pending = append(pending, pendingAck{op, accepts})
@@ -631,7 +636,7 @@ func simulate(t *testing.T, seed uint64) {
 		now = now.Add(cfg.LockDuration)
 		p.ExpireLocks(now)
 		for _, a := range fetch(p, "drain", now, log, 50) {
-			if _, err := p.Acknowledge("drain", now, []AckBatch{{a.First, a.Last, []AckType{Accept}}}); err != nil {
+			if _, _, err := p.Acknowledge("drain", now, []AckBatch{{a.First, a.Last, []AckType{Accept}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -714,7 +719,7 @@ func TestThrottledDelivery(t *testing.T) {
 			t.Fatalf("last delivery: %v; want offset %d alone", a, off)
 		}
 		if off == 2 { // a record at a lower count comes back: later fetches still isolate
-			if _, err := p.Acknowledge("m", now, []AckBatch{{2, 2, []AckType{Accept}}}); err != nil {
+			if _, _, err := p.Acknowledge("m", now, []AckBatch{{2, 2, []AckType{Accept}}}); err != nil {
 				t.Fatal(err)
 			}
 			persist(t, p)
@@ -767,14 +772,14 @@ func TestReleaseRuns(t *testing.T) {
 	if !slices.Equal(first, []AcquiredRecords{{0, 9, 1}}) || !slices.Equal(second, []AcquiredRecords{{10, 19, 1}}) {
 		t.Fatalf("acquired %v then %v", first, second)
 	}
-	if _, err := p.Acknowledge("m", now, []AckBatch{{0, 2, []AckType{Accept}}}); err != nil {
+	if _, _, err := p.Acknowledge("m", now, []AckBatch{{0, 2, []AckType{Accept}}}); err != nil {
 		t.Fatal(err)
 	}
 	persist(t, p)
 	p.ReleaseRuns("m", append(first, AcquiredRecords{40, 50, 1})) // and offsets past the window
 	mustCheck(t, p)
 	// 3-9 are available again; 10-19 still session 2's, acknowledgeable by the member.
-	if _, err := p.Acknowledge("m", now, []AckBatch{{10, 19, []AckType{Accept}}}); err != nil {
+	if _, _, err := p.Acknowledge("m", now, []AckBatch{{10, 19, []AckType{Accept}}}); err != nil {
 		t.Fatalf("acknowledging session 2's records after session 1's release: %v", err)
 	}
 	persist(t, p)
@@ -799,7 +804,7 @@ func TestReleaseRuns(t *testing.T) {
 	}
 	q.ReleaseRuns("m", old)
 	mustCheck(t, q)
-	if _, err := q.Acknowledge("m", now, []AckBatch{{0, 4, []AckType{Accept}}}); err != nil {
+	if _, _, err := q.Acknowledge("m", now, []AckBatch{{0, 4, []AckType{Accept}}}); err != nil {
 		t.Fatalf("acknowledging session 2's records after session 1's end: %v", err)
 	}
 }
