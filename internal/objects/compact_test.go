@@ -118,10 +118,7 @@ type compactRig struct {
 
 func newCompactRig(t *testing.T, configs map[string]string, cfg MaintainerConfig) *compactRig {
 	t.Helper()
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	r := &compactRig{dir: dir, fc: newFakeController(t, 1), configs: configs}
 	r.w = newTestWriter(t, dir, r.fc, nil)
 	cfg.Config = func(_, name string) string { return r.configs[name] }

@@ -84,10 +84,7 @@ func TestMemberEndpoint(t *testing.T) {
 		}
 	}
 	// The announcement is written to a file store.
-	store, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := testDir(t)
 	if err := store.Put(context.Background(), MemberKey(d.self), nil); err != nil {
 		t.Errorf("writing the announcement to a file store: %v", err)
 	}
@@ -129,10 +126,7 @@ func TestRipcordMembers(t *testing.T) {
 // mode each lists the other; out of it, the announcement changes and the list is dropped; a
 // clean stop withdraws the announcement.
 func TestDirectory(t *testing.T) {
-	store, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := testDir(t)
 	var ripcord atomic.Bool
 	ripcord.Store(true)
 	a := NewDirectory(store, Member{Node: 1, Host: "a", Port: 1}, ripcord.Load, nil)

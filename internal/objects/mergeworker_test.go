@@ -188,10 +188,7 @@ func (c *countingDeletes) Delete(ctx context.Context, key string) error {
 // gcRig is an object partition of 12 one-batch files whose 8 oldest a merge replaced: 8 journal
 // files and no merged object are garbage.
 func gcRig(t *testing.T, ctx context.Context) (objstore.Store, *fakeController, *controller.Image) {
-	store, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := testDir(t)
 	fc := newFakeController(t, 1)
 	w := newTestWriter(t, store, fc, nil)
 	for i := range 12 {

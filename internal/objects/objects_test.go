@@ -111,7 +111,20 @@ func newTestMaintainer(store objstore.Store, fc *fakeController, cfg MaintainerC
 }
 
 func newTestWriter(t *testing.T, store objstore.Store, fc *fakeController, cache *Cache) *Writer {
-	w := NewWriter(WriterConfig{Store: store, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 }, BatchTimeout: 20 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, Cache: cache})
+	return startWriter(t, fc, WriterConfig{Store: store, BatchTimeout: 20 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, Cache: cache})
+}
+
+// startWriter starts a writer committing to fc, as run "1-test" of node 1 in its
+// incarnation 1 unless cfg says otherwise, and closes it when the test ends.
+func startWriter(t *testing.T, fc *fakeController, cfg WriterConfig) *Writer {
+	cfg.Commit = fc.commit
+	if cfg.Run == "" {
+		cfg.Node, cfg.Run = 1, "1-test"
+	}
+	if cfg.Incarnation == nil {
+		cfg.Incarnation = func() uint64 { return 1 }
+	}
+	w := NewWriter(cfg)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -120,13 +133,20 @@ func newTestWriter(t *testing.T, store objstore.Store, fc *fakeController, cache
 	return w
 }
 
-// TestWriterOneFilePerFlush: batches of many partitions from many producers go into one file
-// per flush; each batch gets its offsets; every record reads back at its offset.
-func TestWriterOneFilePerFlush(t *testing.T) {
+// testDir is an object store in a directory of the test's.
+func testDir(t *testing.T) *objstore.Dir {
+	t.Helper()
 	dir, err := objstore.OpenDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// TestWriterOneFilePerFlush: batches of many partitions from many producers go into one file
+// per flush; each batch gets its offsets; every record reads back at its offset.
+func TestWriterOneFilePerFlush(t *testing.T) {
+	dir := testDir(t)
 	store := objstore.NewFaulty(dir, 1)
 	fc := newFakeController(t, 8)
 	cache := NewCache(store, 1<<20, nil)
@@ -182,10 +202,7 @@ func TestWriterOneFilePerFlush(t *testing.T) {
 // twice; a file that cannot be written fails its batches with a retriable error and commits
 // nothing; an idempotent retry of a batch gets its original offset.
 func TestWriterRetriesAndFailures(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	store := objstore.NewFaulty(dir, 1)
 	fc := newFakeController(t, 1)
 	w := newTestWriter(t, store, fc, nil)
@@ -206,7 +223,7 @@ func TestWriterRetriesAndFailures(t *testing.T) {
 		t.Fatalf("after two lost answers the partition's next offset is %d; want 2", next)
 	}
 	store.Set(objstore.Faults{ErrorRate: 1})
-	_, err = produce(testBatch(5, 2, "c"))
+	_, err := produce(testBatch(5, 2, "c"))
 	if !errors.Is(err, kerr.RequestTimedOut) {
 		t.Fatalf("a batch whose file cannot be written: %v; want REQUEST_TIMED_OUT", err)
 	}
@@ -226,10 +243,7 @@ func TestWriterRetriesAndFailures(t *testing.T) {
 // file only after it has been unreferenced for the grace period, and an uncommitted file of an
 // unknown writer only once it is old.
 func TestMaintainerRetentionAndGC(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 1)
 	w := newTestWriter(t, dir, fc, nil)
 	ref := controller.PartitionRef{Topic: topic}
@@ -304,10 +318,7 @@ func TestMaintainerRetentionAndGC(t *testing.T) {
 // the collection's clock), so a commit of one of them that the run's process retries after
 // that (cut off since, its answer lost) assigns nothing again.
 func TestGCForgetsARunNotItsCommits(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 1)
 	w := newTestWriter(t, dir, fc, nil)
 	ref := controller.PartitionRef{Topic: topic}
@@ -345,10 +356,7 @@ func TestGCForgetsARunNotItsCommits(t *testing.T) {
 // partitions idle past producer.id.expiration.ms, as a local partition's does; before that it
 // keeps them (a retry of their batch is still a duplicate).
 func TestRetentionExpiresProducers(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 1)
 	w := newTestWriter(t, dir, fc, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -374,10 +382,7 @@ func TestRetentionExpiresProducers(t *testing.T) {
 // TestRetentionSparesCompactOnlyTopics: retention.ms and retention.bytes apply only with delete
 // in cleanup.policy; compact alone keeps each key's latest record however old, as in Kafka.
 func TestRetentionSparesCompactOnlyTopics(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 1)
 	w := newTestWriter(t, dir, fc, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -403,10 +408,7 @@ func TestRetentionSparesCompactOnlyTopics(t *testing.T) {
 // record (a duplicate skipped in its file stays skipped); the newest extents stay; a merge
 // planned before a trim is refused; GC deletes the merged-away files after the grace period.
 func TestMerge(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 1)
 	w := newTestWriter(t, dir, fc, nil)
 	ref := controller.PartitionRef{Topic: topic}
@@ -491,10 +493,7 @@ func TestMerge(t *testing.T) {
 // (not its eager one) after the grace period; the writer's own late commit is then
 // AlreadyCommitted and its eager batch fails retriably; every lazy record reads back once.
 func TestLazyAndSlowPath(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 2)
 	fc.refuse = 1 << 30 // the controller is unreachable for the writer
 	w := newTestWriter(t, dir, fc, nil)
@@ -553,19 +552,10 @@ func TestLazyAndSlowPath(t *testing.T) {
 // answered one after another as they are written; when it answers again, the writer commits
 // them itself (the slow path finds nothing left).
 func TestLazyAnswersDoNotWaitForCommits(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 1)
 	fc.refuse = 1 << 30
-	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 },
-		BatchTimeout: time.Hour, LazyCommitPatience: 50 * time.Millisecond})
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		w.Close(cctx)
-	}()
+	w := startWriter(t, fc, WriterConfig{Store: dir, BatchTimeout: time.Hour, LazyCommitPatience: 50 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -740,19 +730,10 @@ func TestSlowPathShared(t *testing.T) {
 // eager now, is committed after them (not refused as out of sequence, which would make the
 // producer bump its epoch and store a retried record twice), and every record is at its place.
 func TestCommitsStayInOrderAfterAnOutage(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 1)
 	fc.refuse = 1 << 30
-	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 },
-		BatchTimeout: time.Hour, LazyCommitPatience: 50 * time.Millisecond})
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		w.Close(cctx)
-	}()
+	w := startWriter(t, fc, WriterConfig{Store: dir, BatchTimeout: time.Hour, LazyCommitPatience: 50 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	ref := controller.PartitionRef{Topic: topic}
@@ -794,10 +775,7 @@ func TestCommitsStayInOrderAfterAnOutage(t *testing.T) {
 
 // ghostSetup is a store and a controller that refuses every commit, for slow path tests.
 func ghostSetup(t *testing.T) (*objstore.Dir, *fakeController) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 1)
 	fc.refuse = 1 << 30
 	return dir, fc
@@ -834,20 +812,11 @@ func writeLazy(t *testing.T, ctx context.Context, w *Writer, value string) {
 // retry will be lazy), and when the controller answers again the file is committed with its
 // lazy section only, so the eager batch is never stored.
 func TestRipcordGivesUpEagerSections(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 2)
 	fc.refuse = 1 << 30
 	var ripcord atomic.Bool
-	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 },
-		BatchTimeout: time.Hour, Ripcording: ripcord.Load})
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		w.Close(cctx)
-	}()
+	w := startWriter(t, fc, WriterConfig{Store: dir, BatchTimeout: time.Hour, Ripcording: ripcord.Load})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	eagerB, lazyB := testBatch(5, 0, "e"), testBatch(6, 0, "l")
@@ -913,10 +882,7 @@ func (g *gaugedStore) GetRange(ctx context.Context, key string, off, n int64) ([
 // outage) and a fetch of many partitions have their GETs in flight together, within bounds, and
 // still return the batches in order.
 func TestReadOverlapsGets(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	store := &gaugedStore{Store: dir, delay: 20 * time.Millisecond}
 	ctx := context.Background()
 	const files = 3 * readAhead
@@ -1012,10 +978,7 @@ func eachRecordValue(data []byte, fn func(string)) error {
 // its records' create times; ListOffsets by time and MAX_TIMESTAMP go by the broker's time, as
 // the local log does.
 func TestTimesOfALogAppendTimeBatch(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 1)
 	w := newTestWriter(t, dir, fc, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -1038,17 +1001,9 @@ func TestTimesOfALogAppendTimeBatch(t *testing.T) {
 // lazy section the transactional batch was answered at the write and then refused by the lazy
 // commit: acknowledged and never stored.
 func TestModeChangeSplitsAPartitionsBatches(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 1)
-	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: func() uint64 { return 1 }, BatchTimeout: time.Hour})
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		w.Close(ctx)
-	}()
+	w := startWriter(t, fc, WriterConfig{Store: dir, BatchTimeout: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	b := testBatch(5, 0, "txn")
@@ -1111,19 +1066,11 @@ func TestSlowPathSkipsWhatItCommitted(t *testing.T) {
 // writer's next file: left to the slow path, they came 30 s later and after newer records of
 // the same producer.
 func TestStaleMixedFileCommitsItsLazySections(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	fc := newFakeController(t, 2)
 	var inc atomic.Uint64
 	inc.Store(1)
-	w := NewWriter(WriterConfig{Store: dir, Commit: fc.commit, Node: 1, Run: "1-test", Incarnation: inc.Load, BatchTimeout: time.Hour})
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		w.Close(ctx)
-	}()
+	w := startWriter(t, fc, WriterConfig{Store: dir, Incarnation: inc.Load, BatchTimeout: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// The node registers again (the same run): a new incarnation in the image, the writer's

@@ -98,10 +98,7 @@ func (p *cachePeers) Read(_ context.Context, _ int32, key string, off uint64, n 
 // a failed, short or corrupt answer falls back to the store, and the failed peer is left
 // alone for a while.
 func TestCacheReadsThroughPeers(t *testing.T) {
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	store := &gaugedStore{Store: dir}
 	ctx := context.Background()
 	// Two files of two partitions' sections each.
@@ -345,10 +342,7 @@ func (p slowPeer) Read(ctx context.Context, _ int32, _ string, _ uint64, _ uint3
 // storeWith opens a directory store holding key with body.
 func storeWith(t *testing.T, key string, body []byte) *objstore.Dir {
 	t.Helper()
-	dir, err := objstore.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := testDir(t)
 	if err := dir.Put(context.Background(), key, body); err != nil {
 		t.Fatal(err)
 	}
