@@ -118,8 +118,7 @@ type applied struct {
 	index uint64
 }
 
-func raftID(node int32) uint64   { return uint64(node) + 1 }
-func nodeID(raftID uint64) int32 { return int32(raftID - 1) }
+var raftID, nodeID = raftlog.RaftID, raftlog.NodeID
 
 // Open loads the controller's Raft state from cfg.Dir (creating it: a voter's first start
 // bootstraps the voter configuration) and returns a controller ready to Start.
@@ -142,13 +141,7 @@ func Open(cfg Config) (*Controller, error) {
 	if cfg.SnapshotEvery == 0 {
 		cfg.SnapshotEvery = 10000
 	}
-	var boot *pb.ConfState
-	if slices.Contains(cfg.Voters, cfg.NodeID) {
-		boot = &pb.ConfState{}
-		for _, v := range cfg.Voters {
-			boot.Voters = append(boot.Voters, raftID(v))
-		}
-	}
+	boot := raftlog.BootVoters(cfg.Voters, cfg.NodeID)
 	st, data, err := raftlog.Open(cfg.FS, cfg.Dir, boot, encodeImage(NewImage()))
 	if err != nil {
 		return nil, err
@@ -511,16 +504,9 @@ func (c *Controller) handleReady() error {
 		if err := c.store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 			return err
 		}
-		var snapshotsTo []uint64
-		for _, m := range rd.Messages {
-			body, err := proto.Marshal(m)
-			if err != nil {
-				return err
-			}
-			c.cfg.Send(nodeID(m.GetTo()), body)
-			if m.GetType() == pb.MessageType_MsgSnap {
-				snapshotsTo = append(snapshotsTo, m.GetTo())
-			}
+		snapshotsTo, err := raftlog.SendMessages(rd.Messages, func(to int32, body []byte) { c.cfg.Send(to, body) })
+		if err != nil {
+			return err
 		}
 		if err := c.apply(rd.CommittedEntries); err != nil {
 			return err

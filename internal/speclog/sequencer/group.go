@@ -142,8 +142,7 @@ var (
 	ErrStopped   = errors.New("sequencer: stopped")
 )
 
-func raftID(node int32) uint64   { return uint64(node) + 1 }
-func nodeID(raftID uint64) int32 { return int32(raftID - 1) }
+var raftID, nodeID = raftlog.RaftID, raftlog.NodeID
 
 // Open loads the group's state from cfg.Dir (a voter's first start bootstraps the voter
 // configuration) and returns a group ready to Start.
@@ -172,13 +171,7 @@ func Open(cfg Config) (*Group, error) {
 	if cfg.SnapshotEvery == 0 {
 		cfg.SnapshotEvery = 10000
 	}
-	var boot *pb.ConfState // a learner: nil, it starts from the leader's snapshot
-	if slices.Contains(cfg.Voters, cfg.NodeID) {
-		boot = &pb.ConfState{}
-		for _, v := range cfg.Voters {
-			boot.Voters = append(boot.Voters, raftID(v))
-		}
-	}
+	boot := raftlog.BootVoters(cfg.Voters, cfg.NodeID)
 	st, data, err := raftlog.Open(cfg.FS, cfg.Dir, boot, NewMachine().Encode())
 	if err != nil {
 		return nil, err
@@ -661,16 +654,9 @@ func (g *Group) ready() error {
 		if err := g.store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 			return err
 		}
-		var snapshotsTo []uint64
-		for _, m := range rd.Messages {
-			body, err := proto.Marshal(m)
-			if err != nil {
-				return err
-			}
-			g.cfg.Send(nodeID(m.GetTo()), KindRaft, body)
-			if m.GetType() == pb.MessageType_MsgSnap {
-				snapshotsTo = append(snapshotsTo, m.GetTo())
-			}
+		snapshotsTo, err := raftlog.SendMessages(rd.Messages, func(to int32, body []byte) { g.cfg.Send(to, KindRaft, body) })
+		if err != nil {
+			return err
 		}
 		if err := g.apply(rd.CommittedEntries); err != nil {
 			return err

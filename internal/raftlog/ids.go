@@ -1,0 +1,44 @@
+package raftlog
+
+import (
+	"slices"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// RaftID is a node's id in Runnel's Raft groups (the controller's and the sequencer's): etcd
+// raft reserves 0, which is a node id. NodeID is its inverse.
+func RaftID(node int32) uint64 { return uint64(node) + 1 }
+
+// NodeID is the node of a Raft id.
+func NodeID(id uint64) int32 { return int32(id - 1) }
+
+// BootVoters is the configuration a group's member starts a new log with: the voters, if self
+// is one; nil for a learner, which starts from the leader's snapshot.
+func BootVoters(voters []int32, self int32) *pb.ConfState {
+	if !slices.Contains(voters, self) {
+		return nil
+	}
+	cs := &pb.ConfState{}
+	for _, v := range voters {
+		cs.Voters = append(cs.Voters, RaftID(v))
+	}
+	return cs
+}
+
+// SendMessages sends a Ready's messages to their nodes, encoded, and returns the peers it sent
+// a snapshot (for ReportSnapshots after Advance).
+func SendMessages(msgs []*pb.Message, send func(to int32, body []byte)) (snapshotsTo []uint64, err error) {
+	for _, m := range msgs {
+		body, err := proto.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		send(NodeID(m.GetTo()), body)
+		if m.GetType() == pb.MessageType_MsgSnap {
+			snapshotsTo = append(snapshotsTo, m.GetTo())
+		}
+	}
+	return snapshotsTo, nil
+}
