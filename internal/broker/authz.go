@@ -60,6 +60,37 @@ func (r *request) allowedTopic(op kmsg.ACLOperation, topic string) bool {
 	return r.allowed(op, kmsg.ACLResourceTypeTopic, topic)
 }
 
+// undescribableTopics is Kafka's message for a described group that is hidden because its
+// members' assignments name a topic the client may not describe.
+const undescribableTopics = "The group has described topic(s) that the client is not authorized to describe."
+
+// mayDescribeAssignments reports whether the client may describe every topic in a consumer
+// group's current and target assignments: Kafka (KAFKA-18813) hides a group that has one it
+// may not, so that its topics' names do not leak through the group.
+func (r *request) mayDescribeAssignments(members []kmsg.ConsumerGroupDescribeResponseGroupMember) bool {
+	for _, m := range members {
+		for _, tp := range slices.Concat(m.Assignment.TopicPartitions, m.TargetAssignment.TopicPartitions) {
+			if !r.allowedTopic(kmsg.ACLOperationDescribe, tp.Topic) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// mayDescribeShareAssignments is mayDescribeAssignments for a share group, whose members have
+// only their current assignment.
+func (r *request) mayDescribeShareAssignments(members []kmsg.ShareGroupDescribeResponseGroupMember) bool {
+	for _, m := range members {
+		for _, tp := range m.Assignment.TopicPartitions {
+			if !r.allowedTopic(kmsg.ACLOperationDescribe, tp.Topic) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // describeFilter is the group coordinator's view of the topics the request's principal may
 // describe, for resolving a regex subscription (nil without an authorizer: every topic). It
 // holds the connection's principal and host, not the request, and reads the ACLs in force
@@ -182,6 +213,11 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 		if !r.allowedGroup(read, req.Group) {
 			return deny(groupDenied)
 		}
+		for _, t := range req.SubscribedTopicNames { // as Kafka (KAFKA-18813): DESCRIBE on every topic named
+			if !r.allowedTopic(describe, t) {
+				return deny(kerr.TopicAuthorizationFailed)
+			}
+		}
 	case *kmsg.StreamsGroupHeartbeatRequest:
 		if !r.allowedGroup(read, req.Group) {
 			return deny(groupDenied)
@@ -302,9 +338,14 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 		return after(handle(ctx, r), func(resp kmsg.Response) {
 			dg := resp.(*kmsg.ConsumerGroupDescribeResponse)
 			for i, g := range dg.Groups {
-				if !r.allowedGroup(describe, g.Group) {
+				switch {
+				case !r.allowedGroup(describe, g.Group):
 					ng := kmsg.NewConsumerGroupDescribeResponseGroup()
 					ng.Group, ng.ErrorCode, ng.AuthorizedOperations = g.Group, groupDenied.Code, notRequested
+					dg.Groups[i] = ng
+				case g.ErrorCode == 0 && !r.mayDescribeAssignments(g.Members):
+					ng := kmsg.NewConsumerGroupDescribeResponseGroup()
+					ng.Group, ng.ErrorCode, ng.ErrorMessage, ng.AuthorizedOperations = g.Group, kerr.TopicAuthorizationFailed.Code, new(undescribableTopics), notRequested
 					dg.Groups[i] = ng
 				}
 			}

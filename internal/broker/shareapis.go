@@ -88,6 +88,11 @@ func handleShareGroupDescribe(_ context.Context, r *request) reply {
 		sub := *req
 		sub.GroupIDs = group
 		for _, g := range sh.c.ShareGroupDescribe(&sub).Groups {
+			if g.ErrorCode == 0 && !r.mayDescribeShareAssignments(g.Members) {
+				denied := kmsg.NewShareGroupDescribeResponseGroup()
+				denied.GroupID, denied.ErrorCode, denied.ErrorMessage = g.GroupID, kerr.TopicAuthorizationFailed.Code, new(undescribableTopics)
+				g = denied
+			}
 			described[g.GroupID] = g
 		}
 	}

@@ -734,3 +734,112 @@ func TestRegexSubscriptionHonoursDescribeACLs(t *testing.T) {
 		t.Errorf("alice (DESCRIBE on rx-open only), regex %q: assigned %v; want rx-open's 2 partitions and none of rx-hidden", regex, got)
 	}
 }
+
+// TestGroupsHideUndescribableTopics: as Kafka (KAFKA-18813), a consumer group heartbeat that
+// names a topic the member may not describe is refused with TOPIC_AUTHORIZATION_FAILED, and a
+// consumer or share group whose members are assigned such a topic is described to that client
+// as TOPIC_AUTHORIZATION_FAILED with no members, while a group of describable topics is
+// described in full.
+func TestGroupsHideUndescribableTopics(t *testing.T) {
+	b := startSecureBroker(t, func(c *server.Config) { c.Authorizer, c.SuperUsers = "acl", "User:admin" })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil)
+	adm := kadm.NewClient(admin)
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-pw"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"hd-open", "hd-hidden"} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acl := kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("hd-open").
+		ResourcePatternType(kadm.ACLPatternPrefixed).Groups("hd").Operations(kadm.OpAll)
+	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+		t.Fatalf("create acl: %v %v", err, res)
+	}
+	alice := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha256Mechanism(), nil)
+
+	// retry sends req until the group's coordinator answers with something else than a
+	// retriable error.
+	retry := func(cl *kgo.Client, req kmsg.Request, code func(kmsg.Response) int16) kmsg.Response {
+		t.Helper()
+		for {
+			resp, err := cl.Request(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !kerr.IsRetriable(kerr.ErrorForCode(code(resp))) {
+				return resp
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	heartbeat := func(cl *kgo.Client, group string, topics ...string) int16 {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.RebalanceTimeoutMillis, req.SubscribedTopicNames = group, "m-"+group, 30000, topics
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		return retry(cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode }).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode
+	}
+	if code := heartbeat(alice, "hd-alice", "hd-open", "hd-hidden"); code != kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("alice's heartbeat naming hd-hidden: %v; want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
+	}
+	if code := heartbeat(alice, "hd-alice", "hd-open"); code != 0 {
+		t.Errorf("alice's heartbeat naming hd-open: %v; want none", kerr.ErrorForCode(code))
+	}
+	// The admin's members: group hd-both is assigned both topics, hd-one only hd-open.
+	for _, g := range []struct {
+		name   string
+		topics []string
+	}{{"hd-both", []string{"hd-open", "hd-hidden"}}, {"hd-one", []string{"hd-open"}}} {
+		if code := heartbeat(admin, g.name, g.topics...); code != 0 {
+			t.Fatalf("admin's heartbeat in %s: %v", g.name, kerr.ErrorForCode(code))
+		}
+		sreq := kmsg.NewPtrShareGroupHeartbeatRequest()
+		sreq.GroupID, sreq.MemberID, sreq.SubscribedTopicNames = g.name+"-share", "s-"+g.name, g.topics
+		sresp := retry(admin, sreq, func(r kmsg.Response) int16 { return r.(*kmsg.ShareGroupHeartbeatResponse).ErrorCode }).(*kmsg.ShareGroupHeartbeatResponse)
+		if sresp.ErrorCode != 0 {
+			t.Fatalf("admin's share heartbeat in %s-share: %v", g.name, kerr.ErrorForCode(sresp.ErrorCode))
+		}
+	}
+	describe := func(cl *kgo.Client, group string) (int16, int, string) {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{group}
+		resp := retry(cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode }).(*kmsg.ConsumerGroupDescribeResponse)
+		g := resp.Groups[0]
+		assigned := 0
+		for _, m := range g.Members {
+			assigned += len(m.Assignment.TopicPartitions) + len(m.TargetAssignment.TopicPartitions)
+		}
+		msg := ""
+		if g.ErrorMessage != nil {
+			msg = *g.ErrorMessage
+		}
+		return g.ErrorCode, assigned, msg
+	}
+	describeShare := func(cl *kgo.Client, group string) (int16, int) {
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = []string{group}
+		resp := retry(cl, req, func(r kmsg.Response) int16 { return r.(*kmsg.ShareGroupDescribeResponse).Groups[0].ErrorCode }).(*kmsg.ShareGroupDescribeResponse)
+		return resp.Groups[0].ErrorCode, len(resp.Groups[0].Members)
+	}
+	if code, assigned, _ := describe(admin, "hd-both"); code != 0 || assigned == 0 {
+		t.Fatalf("hd-both described to admin: %v, %d topic assignments; want the group with its assignment", kerr.ErrorForCode(code), assigned)
+	}
+	if code, assigned, msg := describe(alice, "hd-both"); code != kerr.TopicAuthorizationFailed.Code || assigned != 0 || !strings.Contains(msg, "not authorized to describe") {
+		t.Errorf("hd-both described to alice: %v (%q), %d topic assignments; want TOPIC_AUTHORIZATION_FAILED and nothing of the group", kerr.ErrorForCode(code), msg, assigned)
+	}
+	if code, assigned, _ := describe(alice, "hd-one"); code != 0 || assigned == 0 {
+		t.Errorf("hd-one described to alice: %v, %d topic assignments; want the group", kerr.ErrorForCode(code), assigned)
+	}
+	if code, members := describeShare(admin, "hd-both-share"); code != 0 || members != 1 {
+		t.Fatalf("hd-both-share described to admin: %v, %d members", kerr.ErrorForCode(code), members)
+	}
+	if code, members := describeShare(alice, "hd-both-share"); code != kerr.TopicAuthorizationFailed.Code || members != 0 {
+		t.Errorf("hd-both-share described to alice: %v, %d members; want TOPIC_AUTHORIZATION_FAILED, none", kerr.ErrorForCode(code), members)
+	}
+	if code, members := describeShare(alice, "hd-one-share"); code != 0 || members != 1 {
+		t.Errorf("hd-one-share described to alice: %v, %d members; want the group", kerr.ErrorForCode(code), members)
+	}
+}
