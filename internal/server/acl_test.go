@@ -675,28 +675,13 @@ func TestAuthorizedOperations(t *testing.T) {
 // (filterTopicDescribeAuthorizedTopics); before, it was also assigned a topic it could not
 // see, whose partitions no other member of the group could then take.
 func TestRegexSubscriptionHonoursDescribeACLs(t *testing.T) {
-	b := startSecureBroker(t, func(c *server.Config) { c.Authorizer, c.SuperUsers = "acl", "User:admin" })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil)
-	adm := kadm.NewClient(admin)
-	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-pw"}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, topic := range []string{"rx-open", "rx-hidden"} {
-		if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, adm, alice := aliceWithTopic(t, ctx, 2, "rx-open", "rx-hidden", kadm.NewACLs().Groups("rxg"))
 	md, err := adm.Metadata(ctx, "rx-open", "rx-hidden")
 	if err != nil {
 		t.Fatal(err)
 	}
-	acl := kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("rx-open").Groups("rxg").Operations(kadm.OpAll)
-	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
-		t.Fatalf("create acl: %v %v", err, res)
-	}
-	alice := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha256Mechanism(), nil)
 	regex := "rx-.*"
 	memberID, epoch := "rx-member-1", int32(0)
 	var got map[string]int
@@ -741,25 +726,9 @@ func TestRegexSubscriptionHonoursDescribeACLs(t *testing.T) {
 // as TOPIC_AUTHORIZATION_FAILED with no members, while a group of describable topics is
 // described in full.
 func TestGroupsHideUndescribableTopics(t *testing.T) {
-	b := startSecureBroker(t, func(c *server.Config) { c.Authorizer, c.SuperUsers = "acl", "User:admin" })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil)
-	adm := kadm.NewClient(admin)
-	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-pw"}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, topic := range []string{"hd-open", "hd-hidden"} {
-		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
-	acl := kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("hd-open").
-		ResourcePatternType(kadm.ACLPatternPrefixed).Groups("hd").Operations(kadm.OpAll)
-	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
-		t.Fatalf("create acl: %v %v", err, res)
-	}
-	alice := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha256Mechanism(), nil)
+	admin, _, alice := aliceWithTopic(t, ctx, 1, "hd-open", "hd-hidden", kadm.NewACLs().ResourcePatternType(kadm.ACLPatternPrefixed).Groups("hd"))
 
 	// retry sends req until the group's coordinator answers with something else than a
 	// retriable error.
@@ -842,4 +811,29 @@ func TestGroupsHideUndescribableTopics(t *testing.T) {
 	if code, members := describeShare(alice, "hd-one-share"); code != 0 || members != 1 {
 		t.Errorf("hd-one-share described to alice: %v, %d members; want the group", kerr.ErrorForCode(code), members)
 	}
+}
+
+// aliceWithTopic starts a broker with ACLs and topics open and hidden of the given partitions,
+// and returns a super user's client (and its admin) and user alice's, whom the ACLs allow
+// everything on open and on the groups of groups (a builder naming them), nothing on hidden.
+func aliceWithTopic(t *testing.T, ctx context.Context, partitions int32, open, hidden string, groups *kadm.ACLBuilder) (*kgo.Client, *kadm.Client, *kgo.Client) {
+	t.Helper()
+	b := startSecureBroker(t, func(c *server.Config) { c.Authorizer, c.SuperUsers = "acl", "User:admin" })
+	admin := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil)
+	adm := kadm.NewClient(admin)
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-pw"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{open, hidden} {
+		if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, acl := range []*kadm.ACLBuilder{kadm.NewACLs().Topics(open), groups} {
+		acl.Allow("User:alice").AllowHosts("*").Operations(kadm.OpAll)
+		if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+			t.Fatalf("create acl: %v %v", err, res)
+		}
+	}
+	return admin, adm, b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha256Mechanism(), nil)
 }
