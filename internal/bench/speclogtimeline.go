@@ -8,17 +8,12 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"sort"
 	"sync/atomic"
 	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
 )
@@ -210,19 +205,6 @@ func (r *TimelineResult) WritePNG(path string) error {
 	top.Y.Label.Text = "latency, mean (ms)"
 	bottom.X.Label.Text = "seconds"
 	bottom.Y.Label.Text = "appends/s ÷ 100, quota"
-	line := func(p *plot.Plot, name string, xys plotter.XYs, color int, dashed bool) error {
-		l, err := plotter.NewLine(xys)
-		if err != nil {
-			return err
-		}
-		l.Color, l.Width = plotutil.Color(color), vg.Points(1.5)
-		if dashed {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		}
-		p.Add(l)
-		p.Legend.Add(name, l)
-		return nil
-	}
 	var deliv, conf plotter.XYs
 	shards := 0
 	for _, p := range r.Points {
@@ -234,10 +216,10 @@ func (r *TimelineResult) WritePNG(path string) error {
 		}
 		shards = max(shards, len(p.AppendsPerS))
 	}
-	if err := line(top, "delivery (speculative)", deliv, 0, false); err != nil {
+	if err := AddLine(top, "delivery (speculative)", deliv, 0, false); err != nil {
 		return err
 	}
-	if err := line(top, "confirmation", conf, 1, false); err != nil {
+	if err := AddLine(top, "confirmation", conf, 1, false); err != nil {
 		return err
 	}
 	for sh := range shards {
@@ -250,42 +232,16 @@ func (r *TimelineResult) WritePNG(path string) error {
 				quota = append(quota, plotter.XY{X: p.T, Y: float64(p.Quotas[sh])})
 			}
 		}
-		if err := line(bottom, fmt.Sprintf("shard %d appends/s ÷ 100", sh), rate, 2+sh, false); err != nil {
+		if err := AddLine(bottom, fmt.Sprintf("shard %d appends/s ÷ 100", sh), rate, 2+sh, false); err != nil {
 			return err
 		}
 		if len(quota) > 0 {
-			if err := line(bottom, fmt.Sprintf("shard %d quota", sh), quota, 2+sh, true); err != nil {
+			if err := AddLine(bottom, fmt.Sprintf("shard %d quota", sh), quota, 2+sh, true); err != nil {
 				return err
 			}
 		}
 	}
-	for _, p := range []*plot.Plot{top, bottom} {
-		p.Legend.Top = true
-		p.Add(plotter.NewGrid())
-		for _, x := range []float64{r.EventAt, r.EventEnd} {
-			l, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: p.Y.Max}})
-			if err != nil {
-				return err
-			}
-			l.Dashes = []vg.Length{vg.Points(2), vg.Points(4)}
-			p.Add(l)
-		}
-	}
-	img := vgimg.New(vg.Points(900), vg.Points(620))
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(8)}
-	canvases := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
-	top.Draw(canvases[0][0])
-	bottom.Draw(canvases[1][0])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return WriteTimelinePNG(path, top, bottom, r.EventAt, r.EventEnd)
 }
 
 // WriteText summarizes the timeline: the latencies before, during and after the event.

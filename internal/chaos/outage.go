@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"path"
 	"strings"
 	"time"
@@ -14,10 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/runnel-dev/runnel/internal/bench"
 )
 
 // OutageConfig configures Outage.
@@ -192,17 +189,6 @@ func (res *OutageResult) WritePNG(path string) error {
 	top.Y.Label.Text = "records/s"
 	bottom.X.Label.Text = "seconds"
 	bottom.Y.Label.Text = "records"
-	add := func(p *plot.Plot, name string, xys plotter.XYs, color int) error {
-		l, err := plotter.NewLine(xys)
-		if err != nil {
-			return err
-		}
-		l.Color = plotutil.Color(color)
-		l.Width = vg.Points(1.5)
-		p.Add(l)
-		p.Legend.Add(name, l)
-		return nil
-	}
 	for _, s := range []struct {
 		p     *plot.Plot
 		name  string
@@ -212,38 +198,11 @@ func (res *OutageResult) WritePNG(path string) error {
 		{top, "produce acks/s", rate, 0}, {top, "produce errors/s", errs, 1},
 		{bottom, "journal backlog (acknowledged, not yet readable)", backlog, 2}, {bottom, "consumer lag", lag, 3},
 	} {
-		if err := add(s.p, s.name, s.xys, s.color); err != nil {
+		if err := bench.AddLine(s.p, s.name, s.xys, s.color, false); err != nil {
 			return err
 		}
 	}
-	for _, p := range []*plot.Plot{top, bottom} {
-		p.Legend.Top = true
-		p.Add(plotter.NewGrid())
-		for _, x := range []float64{res.OutageStart, res.OutageEnd} {
-			l, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: p.Y.Max}})
-			if err != nil {
-				return err
-			}
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
-			p.Add(l)
-		}
-	}
-	img := vgimg.New(vg.Points(900), vg.Points(620))
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(8)}
-	plots := [][]*plot.Plot{{top}, {bottom}}
-	canvases := plot.Align(plots, tiles, dc)
-	top.Draw(canvases[0][0])
-	bottom.Draw(canvases[1][0])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return bench.WriteTimelinePNG(path, top, bottom, res.OutageStart, res.OutageEnd)
 }
 
 // WriteText summarizes the run.
