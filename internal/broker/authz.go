@@ -64,14 +64,30 @@ func (r *request) allowedTopic(op kmsg.ACLOperation, topic string) bool {
 // members' assignments name a topic the client may not describe.
 const undescribableTopics = "The group has described topic(s) that the client is not authorized to describe."
 
-// mayDescribeAssignments reports whether the client may describe every topic in a consumer
-// group's current and target assignments: Kafka (KAFKA-18813) hides a group that has one it
-// may not, so that its topics' names do not leak through the group.
-func (r *request) mayDescribeAssignments(members []kmsg.ConsumerGroupDescribeResponseGroupMember) bool {
+// mayDescribe returns a check of DESCRIBE on topics for the request's principal that asks the
+// authorizer once per topic name.
+func (r *request) mayDescribe() func(topic string) bool {
+	seen := map[string]bool{}
+	return func(topic string) bool {
+		ok, asked := seen[topic]
+		if !asked {
+			ok = r.allowedTopic(kmsg.ACLOperationDescribe, topic)
+			seen[topic] = ok
+		}
+		return ok
+	}
+}
+
+// mayDescribeAssignments reports whether may allows every topic in a consumer group's current
+// and target assignments: Kafka (KAFKA-18813) hides a group that has one the client may not
+// describe, so that its topics' names do not leak through the group.
+func mayDescribeAssignments(may func(string) bool, members []kmsg.ConsumerGroupDescribeResponseGroupMember) bool {
 	for _, m := range members {
-		for _, tp := range slices.Concat(m.Assignment.TopicPartitions, m.TargetAssignment.TopicPartitions) {
-			if !r.allowedTopic(kmsg.ACLOperationDescribe, tp.Topic) {
-				return false
+		for _, a := range []kmsg.Assignment{m.Assignment, m.TargetAssignment} {
+			for _, tp := range a.TopicPartitions {
+				if !may(tp.Topic) {
+					return false
+				}
 			}
 		}
 	}
@@ -80,10 +96,10 @@ func (r *request) mayDescribeAssignments(members []kmsg.ConsumerGroupDescribeRes
 
 // mayDescribeShareAssignments is mayDescribeAssignments for a share group, whose members have
 // only their current assignment.
-func (r *request) mayDescribeShareAssignments(members []kmsg.ShareGroupDescribeResponseGroupMember) bool {
+func mayDescribeShareAssignments(may func(string) bool, members []kmsg.ShareGroupDescribeResponseGroupMember) bool {
 	for _, m := range members {
 		for _, tp := range m.Assignment.TopicPartitions {
-			if !r.allowedTopic(kmsg.ACLOperationDescribe, tp.Topic) {
+			if !may(tp.Topic) {
 				return false
 			}
 		}
@@ -337,13 +353,14 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 	case *kmsg.ConsumerGroupDescribeRequest:
 		return after(handle(ctx, r), func(resp kmsg.Response) {
 			dg := resp.(*kmsg.ConsumerGroupDescribeResponse)
+			may := r.mayDescribe()
 			for i, g := range dg.Groups {
 				switch {
 				case !r.allowedGroup(describe, g.Group):
 					ng := kmsg.NewConsumerGroupDescribeResponseGroup()
 					ng.Group, ng.ErrorCode, ng.AuthorizedOperations = g.Group, groupDenied.Code, notRequested
 					dg.Groups[i] = ng
-				case g.ErrorCode == 0 && !r.mayDescribeAssignments(g.Members):
+				case g.ErrorCode == 0 && !mayDescribeAssignments(may, g.Members):
 					ng := kmsg.NewConsumerGroupDescribeResponseGroup()
 					ng.Group, ng.ErrorCode, ng.ErrorMessage, ng.AuthorizedOperations = g.Group, kerr.TopicAuthorizationFailed.Code, new(undescribableTopics), notRequested
 					dg.Groups[i] = ng

@@ -88,15 +88,18 @@ func handleShareGroupDescribe(_ context.Context, r *request) reply {
 		sub := *req
 		sub.GroupIDs = group
 		for _, g := range sh.c.ShareGroupDescribe(&sub).Groups {
-			if g.ErrorCode == 0 && !r.mayDescribeShareAssignments(g.Members) {
-				denied := kmsg.NewShareGroupDescribeResponseGroup()
-				denied.GroupID, denied.ErrorCode, denied.ErrorMessage = g.GroupID, kerr.TopicAuthorizationFailed.Code, new(undescribableTopics)
-				g = denied
-			}
 			described[g.GroupID] = g
 		}
 	}
 	gs.mu.Unlock()
+	may := r.mayDescribe()
+	for id, g := range described {
+		if g.ErrorCode == 0 && !mayDescribeShareAssignments(may, g.Members) {
+			denied := kmsg.NewShareGroupDescribeResponseGroup()
+			denied.GroupID, denied.ErrorCode, denied.ErrorMessage = g.GroupID, kerr.TopicAuthorizationFailed.Code, new(undescribableTopics)
+			described[id] = denied
+		}
+	}
 	for _, id := range req.GroupIDs {
 		g, ok := described[id]
 		if !ok {
