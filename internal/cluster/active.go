@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -219,9 +220,16 @@ func (n *Node) registerHandlers() {
 		if req.EmptyDataDir && knownNode(img, req.Node) {
 			return nil, &rpcError{codeLostData, lostDataDetail(req.Node, n.cfg.NodeID, img.ClusterID)}
 		}
+		if req.Level < img.Level { // the apply refuses it too, should the level rise meanwhile
+			return nil, &rpcError{codeLevel, fmt.Sprintf("%v: node %d applies level %d, the cluster is at level %d",
+				controller.ErrLevel, req.Node, req.Level, img.Level)}
+		}
 		res, index, err := n.ctrl.Propose(ctx, &controller.Command{Op: controller.OpRegister, Register: &req.Register})
 		if err != nil {
 			return nil, n.proposeError(err)
+		}
+		if res.Err != nil {
+			return nil, &rpcError{codeLevel, res.Err.Error()}
 		}
 		return registerResponse{Incarnation: uint64(res.Value), Index: index}, nil
 	})

@@ -408,6 +408,37 @@ func TestBrokerOnEmptyDataDirFailsAtRegistration(t *testing.T) {
 	}
 }
 
+// TestOlderVersionRefusedBelowTheClusterLevel: three nodes of this version raise the cluster's
+// command level to theirs; a node of a version before levels is then refused registration and
+// fails with controller.ErrLevel (runnel serve exits with it) instead of following the log.
+func TestOlderVersionRefusedBelowTheClusterLevel(t *testing.T) {
+	nodes := startNodes(t, 3)
+	waitFor(t, "the cluster at this version's level", 10*time.Second, func() bool {
+		return nodes[1].Image().Level == controller.Level
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startNodeWith(t, 4, ln, nodes[1].cfg.Voters, t.TempDir(), func(c *Config) { c.olderVersion = true })
+	defer b.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	select {
+	case <-b.Failed():
+		if !errors.Is(b.Err(), controller.ErrLevel) {
+			t.Fatalf("node 4 failed with %v; want %v", b.Err(), controller.ErrLevel)
+		}
+	case <-b.Ready():
+		t.Fatal("node 4 of an older version joined a cluster above its level")
+	case <-ctx.Done():
+		t.Fatal("node 4 of an older version neither joined nor failed in 20 s")
+	}
+	if n := nodes[1].Image().Nodes[4]; n != nil {
+		t.Fatalf("node 4 is in the image: %+v", n)
+	}
+}
+
 // TestVoterOnEmptyDataDirWaitsForAnAnswer: a controller voter that lost its data dir and
 // starts while the other voters are all away does not start its Raft members on an empty log
 // (where it would give its vote to whichever peer came back first, entries or not); once the

@@ -66,6 +66,8 @@ type Config struct {
 	// already knows the node id, the node lost its data: it may not take part in elections
 	// (docs/operating.md), so it refuses to start.
 	EmptyDataDir bool
+	// olderVersion (tests): the node registers as a version before command levels (level 0).
+	olderVersion bool
 
 	FS       vfs.FS
 	DataDir  string
@@ -653,7 +655,7 @@ func lostDataDetail(node, by int32, clusterID string) string {
 func (n *Node) join() {
 	defer n.wg.Done()
 	if err := n.register(); err != nil {
-		if errors.Is(err, ErrLostData) {
+		if errors.Is(err, ErrLostData) || errors.Is(err, controller.ErrLevel) {
 			n.logger.Error("cluster: refusing to join", "err", err)
 			n.fail(err)
 		}
@@ -725,7 +727,11 @@ type heartbeatResponse struct {
 // register registers this node's new incarnation and waits until the image has it.
 func (n *Node) register() error {
 	req := registerRequest{Register: controller.Register{Node: n.cfg.NodeID, KafkaHost: n.cfg.KafkaHost, KafkaPort: n.cfg.KafkaPort,
-		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent, SpecLogAddr: n.cfg.SpecLogAddr, AdminAddr: n.cfg.AdminAddr, Listeners: n.cfg.Listeners}}
+		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent, SpecLogAddr: n.cfg.SpecLogAddr, AdminAddr: n.cfg.AdminAddr, Listeners: n.cfg.Listeners,
+		Level: controller.Level}}
+	if n.cfg.olderVersion {
+		req.Level = 0
+	}
 	backoff := 20 * time.Millisecond
 	for {
 		var resp registerResponse
@@ -737,6 +743,10 @@ func (n *Node) register() error {
 		if errors.As(err, &re) && re.Code == codeLostData {
 			cancel()
 			return fmt.Errorf("%w: %s", ErrLostData, re.Msg)
+		}
+		if errors.As(err, &re) && re.Code == codeLevel {
+			cancel()
+			return fmt.Errorf("%w: %s", controller.ErrLevel, re.Msg)
 		}
 		if err == nil {
 			n.emptyDir.Store(false)

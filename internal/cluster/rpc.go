@@ -44,6 +44,7 @@ const (
 	codeUnknownMethod = "unknown-method"
 	codeFailed        = "failed"
 	codeLostData      = "lost-data" // the register of a node on an empty data dir whose id the cluster knows
+	codeLevel         = "level"     // the register of a node whose version is older than the cluster's command level
 )
 
 type rpcHandler func(ctx context.Context, from int32, payload []byte) (any, error)

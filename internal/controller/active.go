@@ -23,6 +23,7 @@ type Active struct {
 	// uncleanAsked: an automatic unclean election proposed for the partition's epoch, and when.
 	uncleanAsked   map[PartitionRef]epochAt
 	lastTokenSweep time.Time
+	levelAsked     time.Time // finalize-level proposed at
 }
 
 // tokenSweepInterval is how often the active controller removes expired delegation tokens
@@ -323,6 +324,7 @@ func (a *Active) Tick(now time.Time) Effects {
 	a.electAll(now, &eff)
 	a.reassign(now, &eff)
 	a.sweepTokens(now, &eff)
+	a.finalizeLevel(now, &eff)
 	if a.cfg.BalanceInterval > 0 && now.Sub(a.lastBalance) >= a.cfg.BalanceInterval {
 		a.lastBalance = now
 		a.balance(now, &eff)

@@ -47,6 +47,7 @@ type Command struct {
 	ClientQuotas     *AlterClientQuotas `json:"client_quotas,omitempty"`
 	CreateToken      *DelegationToken   `json:"create_token,omitempty"`
 	TokenChange      *TokenChange       `json:"token_change,omitempty"`
+	FinalizeLevel    *FinalizeLevel     `json:"finalize_level,omitempty"`
 }
 
 // The ops.
@@ -136,6 +137,9 @@ type Register struct {
 	// KeptAlso are the runs whose writes KeptFrom's run held when it started: when that run
 	// never registered (it died first), the node's previous registration may be one of them.
 	KeptAlso []string `json:"kept_also,omitempty"`
+	// Level is the command level the node's version applies (level.go; 0 from versions
+	// before levels).
+	Level int `json:"level,omitempty"`
 }
 
 // Fence fences (op fence) or unfences (op unfence) one incarnation of a node.
@@ -314,6 +318,10 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 	case OpRegister:
 		if c.Register != nil {
 			return applyRegister(im, index, c.Register)
+		}
+	case OpFinalizeLevel:
+		if c.FinalizeLevel != nil {
+			applyFinalizeLevel(im, c.FinalizeLevel)
 		}
 	case OpFence, OpUnfence:
 		if f := c.Fence; f != nil {
@@ -545,6 +553,9 @@ func applyBootstrap(im *Image, b *Bootstrap) {
 }
 
 func applyRegister(im *Image, index uint64, r *Register) Result {
+	if err := checkLevel(im, r); err != nil {
+		return Result{Err: err}
+	}
 	n, ok := im.Nodes[r.Node]
 	if !ok {
 		n = &Node{ID: r.Node}
@@ -564,7 +575,7 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 	im.forgetRequests(n.Run, r.Run)
 	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack, n.Agent, n.Run = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack, r.Agent, r.Run
 	n.SpecLogAddr, n.AdminAddr, n.Listeners = r.SpecLogAddr, r.AdminAddr, slices.Clone(r.Listeners)
-	n.Incarnation, n.Fenced = index, false
+	n.Incarnation, n.Fenced, n.Level = index, false, r.Level
 	im.LiveIndex = index
 	dropWriters(im, r.Node, r.Run)
 	// A new incarnation leads nothing: the restarted process lost its replication state (and,

@@ -49,6 +49,9 @@ type Image struct {
 	// group coordinator's defaults), by group; an entry is never modified once in an image.
 	GroupConfigs map[string]map[string]string `json:"group_configs,omitempty"`
 	Nodes        map[int32]*Node              `json:"nodes"`
+	// Level is the cluster's command level (level.go): commands of a higher level are not
+	// proposed.
+	Level int `json:"level,omitempty"`
 	// LiveIndex is the log index of the latest change of the live nodes: a node's
 	// registration (a new process), fencing or unfencing. Object partitions' share-partitions
 	// are kept by a node chosen among the live ones (broker.shareOwner), whose writes are
@@ -113,6 +116,8 @@ type Node struct {
 	Agent bool `json:"agent,omitempty"`
 	// Run is the registered process run's id (the writer id of its object files).
 	Run string `json:"run,omitempty"`
+	// Level is the command level its registered version applies (level.go).
+	Level int `json:"level,omitempty"`
 }
 
 // LossSince is the log index since which the node holds every write it made to its logs:

@@ -99,9 +99,10 @@ func applyObjectMarker(im *Image, c *ObjectMarker) Result {
 	return Result{Err: err, Value: off}
 }
 
-// ForgetWriter names a writer run to forget. NowMs is the proposer's clock (0 from nodes
-// before forgotten writers were kept): the run is kept as a ForgottenWriter from then, and
-// forgotten writers older than ForgottenWriterTTL at NowMs are dropped.
+// ForgetWriter names a writer run to forget (none: only the expiry below). NowMs is the
+// proposer's clock (0 from nodes before forgotten writers were kept): the run is kept as a
+// ForgottenWriter from then, and forgotten writers older than ForgottenWriterTTL at NowMs are
+// dropped.
 type ForgetWriter struct {
 	Writer string `json:"writer"`
 	NowMs  int64  `json:"now_ms,omitempty"`
@@ -304,18 +305,7 @@ func (im *Image) objectForWrite(t *Topic, index int32) *objtopic.Partition {
 }
 
 func applyCommitFile(im *Image, c *CommitFile) Result {
-	if im.ObjWriters == nil {
-		im.ObjWriters = map[string]*ObjWriter{}
-	}
-	w := im.ObjWriters[c.Writer]
-	if w == nil {
-		w = &ObjWriter{Node: c.Node}
-		if f := im.ForgottenWriters[c.Writer]; f != nil { // its process lives on
-			w.Committed = f.Committed
-			delete(im.ForgottenWriters, c.Writer)
-		}
-		im.ObjWriters[c.Writer] = w
-	}
+	w := writerForWrite(im, c.Writer, c.Node)
 	if done, ok := w.Done[c.Seq]; ok && !c.Slow {
 		return Result{Commit: done}
 	}
@@ -409,13 +399,27 @@ func dropWriters(im *Image, node int32, run string) {
 		}
 	}
 	if run != "" {
-		if im.ObjWriters == nil {
-			im.ObjWriters = map[string]*ObjWriter{}
-		}
-		if _, ok := im.ObjWriters[run]; !ok {
-			im.ObjWriters[run] = &ObjWriter{Node: node}
-		}
+		writerForWrite(im, run, node)
 	}
+}
+
+// writerForWrite returns writer run id of the working image, made for node if the image has
+// none. A run it forgot becomes a writer again with the files it had committed: its process
+// lives on (it commits a file, or registers again as the same run).
+func writerForWrite(im *Image, id string, node int32) *ObjWriter {
+	if w := im.ObjWriters[id]; w != nil {
+		return w
+	}
+	if im.ObjWriters == nil {
+		im.ObjWriters = map[string]*ObjWriter{}
+	}
+	w := &ObjWriter{Node: node}
+	if f := im.ForgottenWriters[id]; f != nil {
+		w.Committed = f.Committed
+		delete(im.ForgottenWriters, id)
+	}
+	im.ObjWriters[id] = w
+	return w
 }
 
 func cloneWriters(ws map[string]*ObjWriter) map[string]*ObjWriter {

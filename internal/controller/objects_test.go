@@ -285,11 +285,11 @@ func TestForgottenWriter(t *testing.T) {
 	if f := im.ForgottenWriters["cut-off"]; f == nil || f.AtMs != at || !f.Committed.Covers(1, 1) || f.Node != 1 {
 		t.Fatalf("forgotten writer: %+v; want file 1 committed, forgotten at %d", f, at)
 	}
-	published := im.Clone()
 	im, err := DecodeImage(EncodeImage(im))
 	if err != nil {
 		t.Fatal(err)
 	}
+	published := im.Clone()
 	for _, retry := range []bool{true, false} { // the slow form, then the writer's own (its incarnation is current)
 		c := commitCmd("cut-off", 1, 0, section(0, run))
 		c.CommitFile.Slow = retry
@@ -303,7 +303,7 @@ func TestForgottenWriter(t *testing.T) {
 	if w := im.ObjWriters["cut-off"]; w == nil || !w.Committed.Covers(1, 2) || im.ForgottenWriters["cut-off"] != nil {
 		t.Fatalf("the run after a new file: writer %+v, forgotten %+v; want a writer of files 1-2", w, im.ForgottenWriters["cut-off"])
 	}
-	if published.ForgottenWriters["cut-off"] == nil || published.ObjWriters["cut-off"] != nil {
+	if f := published.ForgottenWriters["cut-off"]; f == nil || !f.Committed.Covers(1, 1) || f.Committed.Covers(2, 2) || published.ObjWriters["cut-off"] != nil {
 		t.Fatal("a published image changed")
 	}
 	// Forgotten again, then dropped by a later forget past the TTL; an unclocked forget keeps nothing.
@@ -322,8 +322,17 @@ func TestForgottenWriter(t *testing.T) {
 	if im.ForgottenWriters["cut-off"] != nil || im.ForgottenWriters["other"] == nil {
 		t.Fatalf("after the TTL: %+v; want only the younger run kept", im.ForgottenWriters)
 	}
-	Apply(im, 19, other)
-	Apply(im, 20, &Command{Op: OpForgetWriter, ForgetWriter: &ForgetWriter{Writer: "other"}})
+	// A forgotten run's process registers again as the same run (an agent whose registration
+	// lapsed): it is a writer again with what it had committed, and its retry assigns nothing.
+	next := im.Topics["o"].Object(1).Next
+	Apply(im, 19, &Command{Op: OpRegister, Register: &Register{Node: 1, ClusterAddr: "a", Run: "other"}})
+	if w := im.ObjWriters["other"]; w == nil || !w.Committed.Covers(1, 1) || im.ForgottenWriters["other"] != nil {
+		t.Fatalf("a forgotten run registered again: writer %+v, forgotten %+v; want a writer of file 1", w, im.ForgottenWriters["other"])
+	}
+	if r := Apply(im, 20, other); !r.AlreadyCommitted || im.Topics["o"].Object(1).Next != next {
+		t.Fatalf("its retried commit: %+v, next %d; want AlreadyCommitted, next %d", r, im.Topics["o"].Object(1).Next, next)
+	}
+	Apply(im, 21, &Command{Op: OpForgetWriter, ForgetWriter: &ForgetWriter{Writer: "other"}})
 	if im.ObjWriters["other"] != nil || im.ForgottenWriters["other"] != nil {
 		t.Fatalf("an unclocked forget: writer %+v, forgotten %+v; want neither", im.ObjWriters["other"], im.ForgottenWriters["other"])
 	}

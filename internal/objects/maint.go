@@ -377,6 +377,9 @@ func (m *Maintainer) Retention(ctx context.Context, now time.Time) error {
 // expireProducers proposes forgetting the object partitions' producers that are idle past
 // producer.id.expiration.ms at now.
 func (m *Maintainer) expireProducers(ctx context.Context, img *controller.Image, now time.Time) error {
+	if img.Level < controller.LevelForgottenWriters {
+		return nil // a node of an older version would not apply it
+	}
 	c := &controller.ExpireProducers{NowMs: now.UnixMilli()}
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
@@ -471,14 +474,30 @@ func (m *Maintainer) gc(ctx context.Context, now time.Time) (int, error) {
 	for _, n := range img.Nodes {
 		current[n.Run] = true
 	}
+	forget := func(run string) error {
+		c := &controller.ForgetWriter{Writer: run}
+		if img.Level >= controller.LevelForgottenWriters { // else a node of an older version forgets the run whole
+			c.NowMs = now.UnixMilli()
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return m.cfg.Propose(cctx, &controller.Command{Op: controller.OpForgetWriter, ForgetWriter: c})
+	}
+	expired := false
 	for run := range img.ObjWriters {
 		if !current[run] && !runsWithFiles[run] {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := m.cfg.Propose(cctx, &controller.Command{Op: controller.OpForgetWriter, ForgetWriter: &controller.ForgetWriter{Writer: run, NowMs: now.UnixMilli()}})
-			cancel()
-			if err != nil {
+			if err := forget(run); err != nil {
 				return deleted, err
 			}
+			expired = true // the forget drops the forgotten runs past their time too
+		}
+	}
+	for _, f := range img.ForgottenWriters {
+		if !expired && now.UnixMilli()-f.AtMs > controller.ForgottenWriterTTL.Milliseconds() {
+			if err := forget(""); err != nil { // no run: only the expiry
+				return deleted, err
+			}
+			expired = true
 		}
 	}
 	for _, o := range markers {
@@ -507,10 +526,11 @@ func (m *Maintainer) gc(ctx context.Context, now time.Time) (int, error) {
 }
 
 // writerDone reports whether an object's writer will not commit it any more: a journal file is
-// committed (by its writer or the slow path, which commits every file it finds); a journal file
-// of a run the image does not know (never registered, or forgotten) once it is old; a merged
-// object is proposed within seconds of its write (so one unreferenced for the grace period is
-// garbage).
+// committed (by its writer or the slow path, which commits every file it finds), also one of a
+// run the image forgot but still remembers (its process may live on, and write files the slow
+// path then commits); a journal file of a run the image does not know (never registered, or
+// forgotten more than ForgottenWriterTTL ago) once it is old; a merged object is proposed
+// within seconds of its write (so one unreferenced for the grace period is garbage).
 func writerDone(img *controller.Image, key string, old bool) bool {
 	if strings.HasPrefix(key, "merged/") {
 		return true

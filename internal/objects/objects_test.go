@@ -44,7 +44,8 @@ type fakeController struct {
 
 func newFakeController(t *testing.T, partitions int) *fakeController {
 	img := controller.NewImage()
-	controller.Apply(img, 1, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 1, Run: "1-test"}})
+	controller.Apply(img, 1, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 1, Run: "1-test", Level: controller.Level}})
+	controller.Apply(img, 1, &controller.Command{Op: controller.OpFinalizeLevel, FinalizeLevel: &controller.FinalizeLevel{Level: controller.Level}})
 	r := controller.Apply(img, 1, &controller.Command{Op: controller.OpCreateTopic, CreateTopic: &controller.CreateTopic{
 		Name: "o", ID: topic, Configs: map[string]string{controller.StorageConfig: controller.StorageObject},
 		Assignments: make([][]int32, partitions)}})
@@ -327,7 +328,7 @@ func TestGCForgetsARunNotItsCommits(t *testing.T) {
 	writeEager(t, ctx, w, ref, testBatch(-1, -1, "a", "b"))
 	writeEager(t, ctx, w, ref, testBatch(-1, -1, "c"))
 	next := fc.partition(0).Object(0).Next
-	fc.propose(ctx, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 1, Run: "1-later"}})
+	fc.propose(ctx, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 1, Run: "1-later", Level: controller.Level}})
 	// Every record deleted (DeleteRecords): both files are garbage.
 	fc.propose(ctx, &controller.Command{Op: controller.OpTrimObjects, TrimObjects: &controller.TrimObjects{
 		Items: []controller.TrimItem{{PartitionRef: ref, Start: next}}}})
@@ -350,6 +351,17 @@ func TestGCForgetsARunNotItsCommits(t *testing.T) {
 	if r, err := fc.commit(ctx, retry); err != nil || !r.AlreadyCommitted || fc.partition(0).Object(0).Next != next {
 		t.Fatalf("a forgotten run's retried commit: %+v, %v, next %d; want AlreadyCommitted, next %d", r, err, fc.partition(0).Object(0).Next, next)
 	}
+	// The retry made it a writer again; GC forgets it again, and drops it for good past the
+	// TTL, though no other run is forgotten then.
+	later := now.Add(13 * time.Minute)
+	for _, at := range []time.Time{later, later.Add(controller.ForgottenWriterTTL + time.Minute)} {
+		if _, err := m.GC(ctx, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if img := fc.img.Clone(); img.ObjWriters["1-test"] != nil || img.ForgottenWriters["1-test"] != nil {
+		t.Fatalf("past the TTL: writer %+v, forgotten %+v; want neither", img.ObjWriters["1-test"], img.ForgottenWriters["1-test"])
+	}
 }
 
 // TestRetentionExpiresProducers: the retention pass forgets the idempotent producers of object
@@ -365,6 +377,20 @@ func TestRetentionExpiresProducers(t *testing.T) {
 	m := newTestMaintainer(dir, fc, MaintainerConfig{Config: func(_, name string) string {
 		return map[string]string{"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1", "producer.id.expiration.ms": "1000"}[name]
 	}})
+	// In a cluster below LevelForgottenWriters (a node of an older version, which would not
+	// apply expire-producers) nothing is proposed.
+	fc.mu.Lock()
+	fc.img.Level = 0
+	fc.mu.Unlock()
+	if err := m.Retention(ctx, time.UnixMilli(2_001)); err != nil {
+		t.Fatal(err)
+	}
+	if !fc.partition(0).Object(0).ProducersExpirable(2_001+1_000_000, 1) {
+		t.Fatal("producers expired below the command level that brought expire-producers")
+	}
+	fc.mu.Lock()
+	fc.img.Level = controller.Level
+	fc.mu.Unlock()
 	for _, step := range []struct {
 		nowMs int64
 		known bool
@@ -698,7 +724,7 @@ func TestSlowPathSurvivesAHungStore(t *testing.T) {
 // the runs SlowPathOwner gives it, and together they commit every run's.
 func TestSlowPathShared(t *testing.T) {
 	dir, fc := ghostSetup(t)
-	fc.propose(context.Background(), &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 2, Run: "2-test"}})
+	fc.propose(context.Background(), &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 2, Run: "2-test", Level: controller.Level}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	runs := []string{"7-a", "8-b", "9-c", "10-d", "11-e", "12-f"}
@@ -1077,7 +1103,7 @@ func TestStaleMixedFileCommitsItsLazySections(t *testing.T) {
 	// still the old one.
 	fc.mu.Lock()
 	fc.index++
-	r := controller.Apply(fc.img, fc.index, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 1, Run: "1-test"}})
+	r := controller.Apply(fc.img, fc.index, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 1, Run: "1-test", Level: controller.Level}})
 	fc.mu.Unlock()
 	e := testBatch(-1, 0, "eager")
 	eh, _ := batch.ParseHeader(e)

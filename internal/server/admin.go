@@ -387,6 +387,9 @@ type ClusterStatus struct {
 	Partitions      int          `json:"partitions"`
 	Offline         int          `json:"offline_partitions"`
 	UnderReplicated int          `json:"under_replicated_partitions"`
+	// CommandLevel is the cluster's command level (the controller's metadata version: a
+	// command of a higher level is not proposed while a node of an older version is registered).
+	CommandLevel int `json:"command_level"`
 }
 
 // NodeStatus is one node in a ClusterStatus.
@@ -398,6 +401,7 @@ type NodeStatus struct {
 	State       string `json:"state"` // live or fenced
 	Leaders     int    `json:"leaders"`
 	Replicas    int    `json:"replicas"`
+	Level       int    `json:"level"` // the command level its version applies
 }
 
 // TopicStatus is one topic in a Status.
@@ -593,7 +597,7 @@ func (s *Server) replicaStatus(topic string, index int32) (role string, epoch in
 
 func (s *Server) clusterStatus() *ClusterStatus {
 	img := s.node.Image()
-	cs := &ClusterStatus{ControllerID: s.node.ControllerID(), Voters: s.node.Voters()}
+	cs := &ClusterStatus{ControllerID: s.node.ControllerID(), Voters: s.node.Voters(), CommandLevel: img.Level}
 	leaders, replicas := map[int32]int{}, map[int32]int{}
 	img.EachPartition(func(_ *controller.Topic, _ int32, p *controller.Partition) {
 		cs.Partitions++
@@ -616,7 +620,7 @@ func (s *Server) clusterStatus() *ClusterStatus {
 			state = "fenced"
 		}
 		cs.Nodes = append(cs.Nodes, NodeStatus{ID: id, KafkaAddr: net.JoinHostPort(n.KafkaHost, strconv.Itoa(int(n.KafkaPort))),
-			ClusterAddr: n.ClusterAddr, Rack: n.Rack, State: state, Leaders: leaders[id], Replicas: replicas[id]})
+			ClusterAddr: n.ClusterAddr, Rack: n.Rack, State: state, Leaders: leaders[id], Replicas: replicas[id], Level: n.Level})
 	}
 	return cs
 }

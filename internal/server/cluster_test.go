@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/server"
 )
 
@@ -291,6 +292,15 @@ func TestClusterProduceReassignElect(t *testing.T) {
 	if md.Controller < 1 || md.Controller > 3 {
 		t.Errorf("controller %d; want a voter (1-3)", md.Controller)
 	}
+	// Every node registered with this version's command level: the cluster finalizes it.
+	eventually(t, "the cluster at this version's command level on every node", 20*time.Second, func() bool {
+		for _, s := range c.servers {
+			if img := s.Node().Image(); img.Level != controller.Level || img.NodesLevel() != controller.Level {
+				return false
+			}
+		}
+		return true
+	})
 	resp, err := adm.CreateTopic(ctx, 3, 3, nil, "orders")
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create: %v %v", err, resp.Err)
