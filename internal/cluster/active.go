@@ -65,6 +65,7 @@ func (d *activeDriver) run() {
 			return
 		case now := <-t.C:
 			d.mu.Lock()
+			d.a.SetVoters(d.n.ctrl.Voters())
 			eff := d.a.Tick(now)
 			d.mu.Unlock()
 			d.execute(eff)
@@ -102,6 +103,7 @@ func (d *activeDriver) peerDown(node int32) {
 
 func (d *activeDriver) heartbeat(req heartbeatRequest) bool {
 	d.mu.Lock()
+	d.a.ReportLevel(req.Node, req.Incarnation, req.Level)
 	ok, eff := d.a.Heartbeat(req.Node, req.Incarnation, time.Now())
 	d.mu.Unlock()
 	d.execute(eff)
@@ -228,8 +230,11 @@ func (n *Node) registerHandlers() {
 		if err != nil {
 			return nil, n.proposeError(err)
 		}
-		if res.Err != nil {
+		if errors.Is(res.Err, controller.ErrLevel) {
 			return nil, &rpcError{codeLevel, res.Err.Error()}
+		}
+		if res.Err != nil {
+			return nil, res.Err
 		}
 		return registerResponse{Incarnation: uint64(res.Value), Index: index}, nil
 	})

@@ -17,6 +17,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -674,7 +675,7 @@ func (n *Node) join() {
 		}
 		var resp heartbeatResponse
 		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.HeartbeatInterval)
-		err := n.callController(ctx, "heartbeat", heartbeatRequest{Node: n.cfg.NodeID, Incarnation: n.incarnation.Load()}, &resp)
+		err := n.callController(ctx, "heartbeat", heartbeatRequest{Node: n.cfg.NodeID, Incarnation: n.incarnation.Load(), Level: n.level()}, &resp)
 		cancel()
 		if err == nil {
 			n.controllerHeard.Store(time.Now().UnixNano())
@@ -682,11 +683,13 @@ func (n *Node) join() {
 		if err == nil && !resp.OK {
 			n.logger.Warn("cluster: the controller does not know this incarnation; registering again")
 			if err := n.register(); err != nil {
+				n.refused(err)
 				return
 			}
 		} else if n.marks.lossUnsaid() {
 			n.logger.Warn("cluster: a log failed after this node registered as one that kept its writes; registering again")
 			if err := n.register(); err != nil {
+				n.refused(err)
 				return
 			}
 		}
@@ -718,6 +721,26 @@ type registerResponse struct {
 type heartbeatRequest struct {
 	Node        int32  `json:"node"`
 	Incarnation uint64 `json:"incarnation"`
+	// Level is the command level the node's version applies (none from versions before
+	// levels): a node registered through an older active controller is in the image at 0.
+	Level int `json:"level,omitempty"`
+}
+
+// level is the command level this node registers and heartbeats with.
+func (n *Node) level() int {
+	if n.cfg.olderVersion {
+		return 0
+	}
+	return controller.Level
+}
+
+// refused ends the node if a registration after it joined was refused for good (its version is
+// below the cluster's level): it would serve without a session.
+func (n *Node) refused(err error) {
+	if errors.Is(err, controller.ErrLevel) || errors.Is(err, ErrLostData) {
+		n.logger.Error("cluster: refused at registration", "err", err)
+		n.fail(err)
+	}
 }
 
 type heartbeatResponse struct {
@@ -728,10 +751,7 @@ type heartbeatResponse struct {
 func (n *Node) register() error {
 	req := registerRequest{Register: controller.Register{Node: n.cfg.NodeID, KafkaHost: n.cfg.KafkaHost, KafkaPort: n.cfg.KafkaPort,
 		ClusterAddr: n.cfg.ClusterAddr, Rack: n.cfg.Rack, Run: n.run, Agent: n.cfg.Agent, SpecLogAddr: n.cfg.SpecLogAddr, AdminAddr: n.cfg.AdminAddr, Listeners: n.cfg.Listeners,
-		Level: controller.Level}}
-	if n.cfg.olderVersion {
-		req.Level = 0
-	}
+		Level: n.level()}}
 	backoff := 20 * time.Millisecond
 	for {
 		var resp registerResponse
@@ -746,7 +766,7 @@ func (n *Node) register() error {
 		}
 		if errors.As(err, &re) && re.Code == codeLevel {
 			cancel()
-			return fmt.Errorf("%w: %s", controller.ErrLevel, re.Msg)
+			return fmt.Errorf("%w (%s)", controller.ErrLevel, strings.TrimPrefix(re.Msg, controller.ErrLevel.Error()+": "))
 		}
 		if err == nil {
 			n.emptyDir.Store(false)

@@ -23,7 +23,9 @@ type Active struct {
 	// uncleanAsked: an automatic unclean election proposed for the partition's epoch, and when.
 	uncleanAsked   map[PartitionRef]epochAt
 	lastTokenSweep time.Time
-	levelAsked     time.Time // finalize-level proposed at
+	levelAsked     time.Time               // finalize-level proposed at
+	levels         map[int32]reportedLevel // what nodes' heartbeats report
+	voters         []int32                 // the controller's Raft voters
 }
 
 // tokenSweepInterval is how often the active controller removes expired delegation tokens

@@ -152,6 +152,10 @@ func Open(cfg Config) (*Controller, error) {
 		st.Close()
 		return nil, fmt.Errorf("controller: snapshot image: %w", err)
 	}
+	if img.Level > Level { // a newer version finalized a level this one would apply differently
+		st.Close()
+		return nil, fmt.Errorf("%w: this data dir's metadata is at command level %d, this version applies %d", ErrLevel, img.Level, Level)
+	}
 	snap, _ := st.Snapshot()
 	c := &Controller{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096),
 		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), quorumc: make(chan chan quorumAnswer), voterc: make(chan voterChange), stop: make(chan struct{}), done: make(chan struct{}),

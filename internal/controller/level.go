@@ -26,29 +26,33 @@ const (
 // OpFinalizeLevel raises the cluster's command level.
 const OpFinalizeLevel = "finalize-level"
 
-// FinalizeLevel raises Image.Level to Level, if every registered node applies it.
+// FinalizeLevel raises Image.Level to Level. Nodes are the registered nodes, with their
+// incarnations, that the active controller knew to apply it: it is applied only if they are
+// exactly the image's nodes then (a node registered or re-registered since, maybe by an older
+// version, cancels it), and those nodes' levels are raised with it. The check reads nothing
+// but node ids and incarnations, which every version keeps in its snapshots, so every replica
+// decides the same (a node's level is not kept by older versions).
 type FinalizeLevel struct {
-	Level int `json:"level"`
+	Level int              `json:"level"`
+	Nodes map[int32]uint64 `json:"nodes"`
 }
 
 // ErrLevel refuses the registration of a node whose version applies less than the cluster's
 // command level.
 var ErrLevel = errors.New("controller: the node's version is older than the cluster's command level")
 
-// NodesLevel is the lowest command level of the registered nodes (0 with none).
-func (im *Image) NodesLevel() int {
-	lvl := -1
-	for _, n := range im.Nodes {
-		if lvl < 0 || n.Level < lvl {
-			lvl = n.Level
+func applyFinalizeLevel(im *Image, c *FinalizeLevel) {
+	if c.Level <= im.Level || len(c.Nodes) == 0 || len(c.Nodes) != len(im.Nodes) {
+		return
+	}
+	for id, n := range im.Nodes {
+		if inc, ok := c.Nodes[id]; !ok || inc != n.Incarnation {
+			return
 		}
 	}
-	return max(lvl, 0)
-}
-
-func applyFinalizeLevel(im *Image, c *FinalizeLevel) {
-	if c.Level > im.Level && len(im.Nodes) > 0 && im.NodesLevel() >= c.Level {
-		im.Level = c.Level
+	im.Level = c.Level
+	for _, n := range im.Nodes {
+		n.Level = max(n.Level, c.Level)
 	}
 }
 
@@ -61,14 +65,70 @@ func checkLevel(im *Image, r *Register) error {
 	return nil
 }
 
-// finalizeLevel proposes raising the cluster's level once every registered node applies a
-// higher one (at most this version's: the active controller proposes nothing it cannot apply),
-// asking again after VoteRetry while the image does not have it.
+// reportedLevel is the level a node's heartbeats report for one incarnation.
+type reportedLevel struct {
+	incarnation uint64
+	level       int
+}
+
+// ReportLevel records the command level a node's heartbeat reports for its incarnation: a node
+// registered through an active controller of an older version is in the image at level 0.
+func (a *Active) ReportLevel(node int32, incarnation uint64, level int) {
+	if a.levels == nil {
+		a.levels = map[int32]reportedLevel{}
+	}
+	a.levels[node] = reportedLevel{incarnation, level}
+}
+
+// SetVoters tells the active controller the controller's Raft voters: a voter that never
+// registered (not started yet, maybe as an older version) keeps the level where it is, since
+// it will apply the log too.
+func (a *Active) SetVoters(voters []int32) { a.voters = voters }
+
+// nodeLevel is the level node's current incarnation is known to apply.
+func (a *Active) nodeLevel(id int32, n *Node) int {
+	lvl := n.Level
+	if r, ok := a.levels[id]; ok && r.incarnation == n.Incarnation {
+		lvl = max(lvl, r.level)
+	}
+	return lvl
+}
+
+// finalizeLevel proposes raising the cluster's level once every registered node is known to
+// apply a higher one (at most this version's: the active controller proposes nothing it
+// cannot apply) and every voter is registered, asking again after VoteRetry while the image
+// does not have it. A registered node that never returns (a serve node taken out of service
+// stays registered) keeps the level where it is.
 func (a *Active) finalizeLevel(now time.Time, eff *Effects) {
-	lvl := min(a.img.NodesLevel(), Level)
-	if lvl <= a.img.Level || len(a.img.Nodes) == 0 || now.Sub(a.levelAsked) < a.cfg.VoteRetry {
+	if a.img.Level >= Level || len(a.img.Nodes) == 0 || now.Sub(a.levelAsked) < a.cfg.VoteRetry {
+		return
+	}
+	for _, v := range a.voters {
+		if a.img.Nodes[v] == nil {
+			return
+		}
+	}
+	lvl, nodes := Level, make(map[int32]uint64, len(a.img.Nodes))
+	for id, n := range a.img.Nodes {
+		lvl = min(lvl, a.nodeLevel(id, n))
+		nodes[id] = n.Incarnation
+	}
+	if lvl <= a.img.Level {
 		return
 	}
 	a.levelAsked = now
-	eff.propose(&Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: lvl}})
+	eff.propose(&Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: lvl, Nodes: nodes}})
+}
+
+// NodesLevel is the lowest command level of the registered nodes as the image has them (0
+// with none; a node registered through an older version's controller counts as 0 here until
+// a finalize-level raises it).
+func (im *Image) NodesLevel() int {
+	lvl := -1
+	for _, n := range im.Nodes {
+		if lvl < 0 || n.Level < lvl {
+			lvl = n.Level
+		}
+	}
+	return max(lvl, 0)
 }

@@ -1,22 +1,28 @@
 package controller
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 )
 
-// TestCommandLevel: the cluster's level rises only once every registered node applies it (a
-// rolling upgrade: nodes registered by an older version count as level 0); the active
-// controller proposes it then, and not before; a node below the cluster's level is refused
-// registration and its entry is not changed; the level is kept in snapshots and never lowered.
+// TestCommandLevel: the cluster's level rises only once every registered node is known to
+// apply it, by its registration or its heartbeats (a node registered through an older active
+// controller is in the image at 0), and every voter is registered; applying finalize-level
+// reads only node ids and incarnations, so an image whose node levels an older snapshot
+// dropped decides the same, and a registration since the proposal cancels it; a node below
+// the cluster's level is refused registration; the level is kept and never lowered.
 func TestCommandLevel(t *testing.T) {
 	im := cluster3(t) // registered as an older version would: no level
 	t0 := time.Unix(1000, 0)
 	a := NewActive(testActiveConfig(), im.Clone(), t0)
-	finalizes := func(eff Effects) []*Command {
+	now := t0
+	tick := func() []*Command {
+		now = now.Add(time.Second)
+		a.SetImage(im.Clone(), now)
 		var out []*Command
-		for _, c := range eff.Propose {
+		for _, c := range a.Tick(now).Propose {
 			if c.Op == OpFinalizeLevel {
 				out = append(out, c)
 			}
@@ -24,56 +30,92 @@ func TestCommandLevel(t *testing.T) {
 		return out
 	}
 	idx := uint64(100)
-	apply := func(c *Command) Result { idx++; return Apply(im, idx, c) }
+	apply := func(img *Image, c *Command) Result { idx++; return Apply(img, idx, c) }
 	register := func(node int32, level int) Result {
-		return apply(&Command{Op: OpRegister, Register: &Register{Node: node, KafkaHost: "h", KafkaPort: 9000 + node, ClusterAddr: "a", Level: level}})
+		return apply(im, &Command{Op: OpRegister, Register: &Register{Node: node, KafkaHost: "h", KafkaPort: 9000 + node, ClusterAddr: "a", Level: level}})
 	}
-	now := t0
 	for _, n := range []int32{1, 2} { // two of three nodes upgraded
 		if r := register(n, Level); r.Err != nil {
 			t.Fatal(r.Err)
 		}
-		now = now.Add(time.Second)
-		a.SetImage(im.Clone(), now)
-		if f := finalizes(a.Tick(now)); len(f) != 0 || im.NodesLevel() != 0 {
-			t.Fatalf("with node 3 of an older version: proposed %v, nodes' level %d; want nothing, 0", f, im.NodesLevel())
+		if f := tick(); len(f) != 0 {
+			t.Fatalf("with node 3 of an older version: proposed %v", f)
 		}
 	}
-	// A finalize-level applied now (an older proposal, or one racing a registration) changes nothing.
-	apply(&Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: Level}})
-	if im.Level != 0 {
-		t.Fatalf("the level rose to %d with a node of an older version registered", im.Level)
+	// Node 3 runs this version but registered through an older controller (level 0 in the
+	// image): its heartbeats say otherwise, but a voter not registered yet holds it back.
+	a.ReportLevel(3, im.Nodes[3].Incarnation, Level)
+	a.SetVoters([]int32{1, 2, 3, 4})
+	if f := tick(); len(f) != 0 {
+		t.Fatalf("with voter 4 unregistered: proposed %v", f)
 	}
-	register(3, Level)
-	now = now.Add(time.Second)
-	a.SetImage(im.Clone(), now)
-	f := finalizes(a.Tick(now))
-	if len(f) != 1 || f[0].FinalizeLevel.Level != Level {
-		t.Fatalf("every node upgraded: proposed %v; want finalize-level %d", f, Level)
+	a.SetVoters([]int32{1, 2, 3})
+	f := tick()
+	if len(f) != 1 || f[0].FinalizeLevel.Level != Level || len(f[0].FinalizeLevel.Nodes) != 3 {
+		t.Fatalf("every node at this level: proposed %v; want one finalize-level %d naming 3 nodes", f, Level)
 	}
-	if f := finalizes(a.Tick(now.Add(time.Millisecond))); len(f) != 0 {
-		t.Fatalf("asked again at once: %v", f)
+	for _, c := range a.Tick(now.Add(time.Millisecond)).Propose {
+		if c.Op == OpFinalizeLevel {
+			t.Fatalf("asked again at once: %v", c)
+		}
 	}
-	apply(f[0])
-	if im.Level != Level {
-		t.Fatalf("level %d after finalize-level; want %d", im.Level, Level)
+	// A replica whose image came from an older version's snapshot (no node levels) applies it
+	// the same.
+	b := EncodeImage(im)
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
 	}
-	a.SetImage(im.Clone(), now.Add(time.Minute))
-	if f := finalizes(a.Tick(now.Add(time.Minute))); len(f) != 0 {
+	for _, n := range raw["nodes"].(map[string]any) {
+		delete(n.(map[string]any), "level")
+	}
+	b, _ = json.Marshal(raw)
+	old, err := DecodeImage(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(im, f[0])
+	apply(old, f[0])
+	if im.Level != Level || old.Level != Level || old.Nodes[3].Level != Level || im.NodesLevel() != Level {
+		t.Fatalf("after finalize-level: level %d (from an older snapshot %d, its node 3 at %d), nodes' %d; want %d",
+			im.Level, old.Level, old.Nodes[3].Level, im.NodesLevel(), Level)
+	}
+	if f := tick(); len(f) != 0 {
 		t.Fatalf("proposed %v at the cluster's level", f)
 	}
 	// A node of an older version (a downgrade, or a new node) is refused; its entry stays.
 	before := *im.Nodes[2]
-	if r := register(2, 0); !errors.Is(r.Err, ErrLevel) || im.Nodes[2].Incarnation != before.Incarnation || im.Nodes[2].Level != Level {
+	if r := register(2, 0); !errors.Is(r.Err, ErrLevel) || im.Nodes[2].Incarnation != before.Incarnation {
 		t.Fatalf("an older node's registration: %v, node %+v; want ErrLevel and no change", r.Err, im.Nodes[2])
 	}
 	if r := register(7, 0); !errors.Is(r.Err, ErrLevel) || im.Nodes[7] != nil {
 		t.Fatalf("a new node of an older version: %v, node %+v; want ErrLevel and no node", r.Err, im.Nodes[7])
 	}
-	// Never lowered, kept in a snapshot.
-	apply(&Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: 0}})
+	// Never lowered; kept in a snapshot.
+	apply(im, &Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: 0, Nodes: f[0].FinalizeLevel.Nodes}})
 	back, err := DecodeImage(EncodeImage(im))
 	if err != nil || back.Level != Level || back.Nodes[1].Level != Level {
 		t.Fatalf("after a lower finalize and a snapshot: level %d, node 1 level %d, %v", back.Level, back.Nodes[1].Level, err)
+	}
+}
+
+// TestFinalizeLevelCancelled: a node registered (again) between the proposal and its apply
+// cancels finalize-level: the proposal named another incarnation, or not the node at all.
+func TestFinalizeLevelCancelled(t *testing.T) {
+	im := cluster3(t)
+	nodes := map[int32]uint64{}
+	for id, n := range im.Nodes {
+		nodes[id] = n.Incarnation
+	}
+	c := &Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: Level, Nodes: nodes}}
+	restarted := im.Clone()
+	Apply(restarted, 50, &Command{Op: OpRegister, Register: &Register{Node: 2, ClusterAddr: "a"}}) // an older version's restart
+	Apply(restarted, 51, c)
+	added := im.Clone()
+	Apply(added, 50, &Command{Op: OpRegister, Register: &Register{Node: 9, ClusterAddr: "a"}})
+	Apply(added, 51, c)
+	Apply(im, 50, c)
+	if restarted.Level != 0 || added.Level != 0 || im.Level != Level {
+		t.Fatalf("levels: after a restart %d, after a new node %d, unchanged %d; want 0, 0, %d", restarted.Level, added.Level, im.Level, Level)
 	}
 }

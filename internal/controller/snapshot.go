@@ -73,9 +73,6 @@ func (im *Image) check() error {
 		if f == nil {
 			return fmt.Errorf("forgotten object writer %q missing", id)
 		}
-		if im.ObjWriters[id] != nil {
-			return fmt.Errorf("object writer %q is both a writer and forgotten", id)
-		}
 	}
 	for name, u := range im.Users {
 		if u == nil {

@@ -493,7 +493,7 @@ func (m *Maintainer) gc(ctx context.Context, now time.Time) (int, error) {
 		}
 	}
 	for _, f := range img.ForgottenWriters {
-		if !expired && now.UnixMilli()-f.AtMs > controller.ForgottenWriterTTL.Milliseconds() {
+		if !expired && img.Level >= controller.LevelForgottenWriters && now.UnixMilli()-f.AtMs > controller.ForgottenWriterTTL.Milliseconds() {
 			if err := forget(""); err != nil { // no run: only the expiry
 				return deleted, err
 			}

@@ -45,7 +45,11 @@ type fakeController struct {
 func newFakeController(t *testing.T, partitions int) *fakeController {
 	img := controller.NewImage()
 	controller.Apply(img, 1, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 1, Run: "1-test", Level: controller.Level}})
-	controller.Apply(img, 1, &controller.Command{Op: controller.OpFinalizeLevel, FinalizeLevel: &controller.FinalizeLevel{Level: controller.Level}})
+	controller.Apply(img, 1, &controller.Command{Op: controller.OpFinalizeLevel, FinalizeLevel: &controller.FinalizeLevel{Level: controller.Level,
+		Nodes: map[int32]uint64{1: img.Nodes[1].Incarnation}}})
+	if img.Level != controller.Level {
+		t.Fatalf("the fake controller's image is at level %d", img.Level)
+	}
 	r := controller.Apply(img, 1, &controller.Command{Op: controller.OpCreateTopic, CreateTopic: &controller.CreateTopic{
 		Name: "o", ID: topic, Configs: map[string]string{controller.StorageConfig: controller.StorageObject},
 		Assignments: make([][]int32, partitions)}})

@@ -935,10 +935,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer s.setState(stateNotServing)
 	fmt.Fprintf(s.cfg.Console, "runnel: serving Kafka on %s (advertised %s), data in %s, admin on http://%s\n", ln.Addr(), s.cfg.AdvertisedKafkaAddr, s.cfg.DataDir, s.AdminAddr())
 	s.logger.Info("serving", "kafka_addr", ln.Addr().String(), "advertised_kafka_addr", s.cfg.AdvertisedKafkaAddr, "admin_addr", s.AdminAddr())
+	var failed error
 	select {
 	case err := <-served:
 		return err
 	case <-ctx.Done():
+	case <-s.node.Failed(): // refused at a registration after joining: its session is gone for good
+		failed = s.node.Err()
+		s.logger.Error("server: the cluster refused this node; stopping", "err", failed)
 	}
 	s.setState(stateStopping) // not ready from now on
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
@@ -946,7 +950,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.broker.Shutdown(sctx); err != nil {
 		s.logger.Warn("shutdown: in-flight requests did not finish in time", "err", err)
 	}
-	return <-served
+	if err := <-served; failed == nil {
+		return err
+	}
+	return failed
 }
 
 // Close syncs and closes every partition log, stops the flusher and releases the data
