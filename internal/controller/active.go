@@ -189,6 +189,11 @@ func NewActive(cfg ActiveConfig, img *Image, now time.Time) *Active {
 // SetImage takes a newly applied image: elections start for partitions that lost their leader.
 func (a *Active) SetImage(img *Image, now time.Time) Effects {
 	a.img = img
+	for id, r := range a.levels { // reports of incarnations the image no longer has
+		if n := img.Nodes[id]; n == nil || n.Incarnation != r.incarnation {
+			delete(a.levels, id)
+		}
+	}
 	for id, n := range img.Nodes {
 		s := a.sessions[id]
 		if s == nil || s.incarnation != n.Incarnation {

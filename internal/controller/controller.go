@@ -152,9 +152,9 @@ func Open(cfg Config) (*Controller, error) {
 		st.Close()
 		return nil, fmt.Errorf("controller: snapshot image: %w", err)
 	}
-	if img.Level > Level { // a newer version finalized a level this one would apply differently
+	if err := levelAbove(img); err != nil {
 		st.Close()
-		return nil, fmt.Errorf("%w: this data dir's metadata is at command level %d, this version applies %d", ErrLevel, img.Level, Level)
+		return nil, err
 	}
 	snap, _ := st.Snapshot()
 	c := &Controller{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096),
@@ -437,7 +437,7 @@ func (c *Controller) run() {
 	if len(c.cfg.Voters) == 1 && c.cfg.Voters[0] == c.cfg.NodeID && len(c.confState.GetVoters()) == 1 {
 		c.rn.Campaign() // a quorum of one need not wait an election timeout
 	}
-	c.handleReady()
+	c.ready()
 	for {
 		select {
 		case <-c.stop:
@@ -480,11 +480,22 @@ func (c *Controller) run() {
 			p.err <- err
 		}
 		c.maybeBootstrap()
-		if err := c.handleReady(); err != nil {
-			// The log could not be made durable: this node must not go on acknowledging Raft
-			// messages as if it were. Crash (STYLE §8): a restart recovers from the WAL.
-			panic(fmt.Sprintf("controller: persisting the raft log: %v", err))
-		}
+		c.ready()
+	}
+}
+
+// ready runs handleReady, and crashes the process if it fails (STYLE §8): a log that could not
+// be made durable must not be acknowledged as if it were, and a log at a command level above
+// this version's must not be applied by its rules (a newer version raised it: the node was
+// downgraded past the cluster's level). A restart recovers from the WAL, or stops again.
+func (c *Controller) ready() {
+	err := c.handleReady()
+	switch {
+	case errors.Is(err, ErrLevel):
+		c.logger.Error("controller: stopping: run this node on a version that applies the cluster's command level", "err", err)
+		panic(fmt.Sprintf("controller: %v", err))
+	case err != nil:
+		panic(fmt.Sprintf("controller: persisting the raft log: %v", err))
 	}
 }
 
@@ -558,6 +569,9 @@ func (c *Controller) installSnapshot(snap *pb.Snapshot) error {
 	if err != nil {
 		return err
 	}
+	if err := levelAbove(img); err != nil {
+		return err
+	}
 	if err := c.store.InstallSnapshot(snap); err != nil {
 		return err
 	}
@@ -590,6 +604,9 @@ func (c *Controller) apply(ents []*pb.Entry) error {
 				break
 			}
 			res := Apply(c.work, e.GetIndex(), cmd)
+			if err := levelAbove(c.work); err != nil {
+				return err // applied, not acknowledged: nothing of this version's follows it
+			}
 			if cmd.ID != 0 {
 				c.mu.Lock()
 				if w, ok := c.waiters[cmd.ID]; ok {

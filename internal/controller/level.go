@@ -56,6 +56,15 @@ func applyFinalizeLevel(im *Image, c *FinalizeLevel) {
 	}
 }
 
+// levelAbove refuses an image at a command level above this version's: a newer version raised
+// it, and this one would apply its entries by other rules.
+func levelAbove(im *Image) error {
+	if im.Level > Level {
+		return fmt.Errorf("%w: the metadata is at command level %d, this version applies %d", ErrLevel, im.Level, Level)
+	}
+	return nil
+}
+
 // checkLevel refuses a registration below the cluster's level.
 func checkLevel(im *Image, r *Register) error {
 	if r.Level < im.Level {
@@ -74,6 +83,9 @@ type reportedLevel struct {
 // ReportLevel records the command level a node's heartbeat reports for its incarnation: a node
 // registered through an active controller of an older version is in the image at level 0.
 func (a *Active) ReportLevel(node int32, incarnation uint64, level int) {
+	if a.img.Level >= Level || a.img.Nodes[node] == nil {
+		return // nothing left to raise, or a node the image does not have
+	}
 	if a.levels == nil {
 		a.levels = map[int32]reportedLevel{}
 	}

@@ -408,6 +408,12 @@ func dropWriters(im *Image, node int32, run string) {
 // lives on (it commits a file, or registers again as the same run).
 func writerForWrite(im *Image, id string, node int32) *ObjWriter {
 	if w := im.ObjWriters[id]; w != nil {
+		if f := im.ForgottenWriters[id]; f != nil { // both: an image of 7ed530c's, which kept both
+			for _, r := range f.Committed {
+				w.Committed = w.Committed.Add(r.From, r.To)
+			}
+			delete(im.ForgottenWriters, id)
+		}
 		return w
 	}
 	if im.ObjWriters == nil {

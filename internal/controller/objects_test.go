@@ -336,4 +336,19 @@ func TestForgottenWriter(t *testing.T) {
 	if im.ObjWriters["other"] != nil || im.ForgottenWriters["other"] != nil {
 		t.Fatalf("an unclocked forget: writer %+v, forgotten %+v; want neither", im.ObjWriters["other"], im.ForgottenWriters["other"])
 	}
+	// An image that kept a run both as a writer and forgotten (one version registered a
+	// forgotten run as a new writer): the first change of the writer folds the two together.
+	im.ObjWriters["both"] = &ObjWriter{Node: 1}
+	im.ForgottenWriters["both"] = &ForgottenWriter{Node: 1, Committed: objtopic.Ranges{}.Add(1, 1), AtMs: at}
+	im, err = DecodeImage(EncodeImage(im))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next = im.Topics["o"].Object(1).Next
+	both := commitCmd("both", 1, 0, section(1, run))
+	both.CommitFile.Slow = true
+	if r := Apply(im, 22, both); !r.AlreadyCommitted || im.Topics["o"].Object(1).Next != next || im.ForgottenWriters["both"] != nil {
+		t.Fatalf("a retried commit of a run both writer and forgotten: %+v, next %d, forgotten %+v; want AlreadyCommitted, next %d, folded",
+			r, im.Topics["o"].Object(1).Next, im.ForgottenWriters["both"], next)
+	}
 }
