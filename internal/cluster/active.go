@@ -65,7 +65,7 @@ func (d *activeDriver) run() {
 			return
 		case now := <-t.C:
 			d.mu.Lock()
-			d.a.SetVoters(d.n.ctrl.Voters())
+			d.a.SetMembers(d.n.ctrl.Members())
 			eff := d.a.Tick(now)
 			d.mu.Unlock()
 			d.execute(eff)

@@ -25,7 +25,7 @@ type Active struct {
 	lastTokenSweep time.Time
 	levelAsked     time.Time               // finalize-level proposed at
 	levels         map[int32]reportedLevel // what nodes' heartbeats report
-	voters         []int32                 // the controller's Raft voters
+	members        []int32                 // the controller's Raft voters and learners
 }
 
 // tokenSweepInterval is how often the active controller removes expired delegation tokens

@@ -74,8 +74,10 @@ type Controller struct {
 
 	image  atomic.Pointer[Image]
 	voters atomic.Pointer[[]int32] // the applied configuration's voters, sorted
-	leader atomic.Int32
-	term   atomic.Uint64
+	// members: its voters and learners
+	members atomic.Pointer[[]int32]
+	leader  atomic.Int32
+	term    atomic.Uint64
 
 	// Owned by the loop goroutine.
 	work         *Image // the image commands are applied to; published as a clone

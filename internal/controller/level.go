@@ -92,10 +92,10 @@ func (a *Active) ReportLevel(node int32, incarnation uint64, level int) {
 	a.levels[node] = reportedLevel{incarnation, level}
 }
 
-// SetVoters tells the active controller the controller's Raft voters: a voter that never
-// registered (not started yet, maybe as an older version) keeps the level where it is, since
-// it will apply the log too.
-func (a *Active) SetVoters(voters []int32) { a.voters = voters }
+// SetMembers tells the active controller the controller's Raft voters and learners: one that
+// is not registered (a voter not started yet, maybe as an older version; a learner whose
+// removal is pending) keeps the level where it is, since it applies the log too.
+func (a *Active) SetMembers(members []int32) { a.members = members }
 
 // nodeLevel is the level node's current incarnation is known to apply.
 func (a *Active) nodeLevel(id int32, n *Node) int {
@@ -108,15 +108,15 @@ func (a *Active) nodeLevel(id int32, n *Node) int {
 
 // finalizeLevel proposes raising the cluster's level once every registered node is known to
 // apply a higher one (at most this version's: the active controller proposes nothing it
-// cannot apply) and every voter is registered, asking again after VoteRetry while the image
+// cannot apply) and every Raft member is registered, asking again after VoteRetry while the image
 // does not have it. A registered node that never returns (a serve node taken out of service
 // stays registered) keeps the level where it is.
 func (a *Active) finalizeLevel(now time.Time, eff *Effects) {
 	if a.img.Level >= Level || len(a.img.Nodes) == 0 || now.Sub(a.levelAsked) < a.cfg.VoteRetry {
 		return
 	}
-	for _, v := range a.voters {
-		if a.img.Nodes[v] == nil {
+	for _, m := range a.members {
+		if a.img.Nodes[m] == nil {
 			return
 		}
 	}

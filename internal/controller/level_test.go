@@ -43,13 +43,14 @@ func TestCommandLevel(t *testing.T) {
 		}
 	}
 	// Node 3 runs this version but registered through an older controller (level 0 in the
-	// image): its heartbeats say otherwise, but a voter not registered yet holds it back.
+	// image): its heartbeats say otherwise, but a Raft member not registered (a voter not
+	// started yet, a learner whose removal is pending) holds it back.
 	a.ReportLevel(3, im.Nodes[3].Incarnation, Level)
-	a.SetVoters([]int32{1, 2, 3, 4})
+	a.SetMembers([]int32{1, 2, 3, 4})
 	if f := tick(); len(f) != 0 {
-		t.Fatalf("with voter 4 unregistered: proposed %v", f)
+		t.Fatalf("with member 4 unregistered: proposed %v", f)
 	}
-	a.SetVoters([]int32{1, 2, 3})
+	a.SetMembers([]int32{1, 2, 3})
 	f := tick()
 	if len(f) != 1 || f[0].FinalizeLevel.Level != Level || len(f[0].FinalizeLevel.Nodes) != 3 {
 		t.Fatalf("every node at this level: proposed %v; want one finalize-level %d naming 3 nodes", f, Level)

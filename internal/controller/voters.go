@@ -226,7 +226,13 @@ func (c *Controller) setVoters() {
 	v := describeVoters(c.confState)
 	slices.Sort(v)
 	c.voters.Store(&v)
+	m := slices.Concat(v, describe(c.confState.GetLearners()), describe(c.confState.GetLearnersNext()))
+	c.members.Store(&m)
 }
+
+// Members are the applied configuration's voters and learners: every node that receives the
+// log.
+func (c *Controller) Members() []int32 { return slices.Clone(*c.members.Load()) }
 
 func describe(ids []uint64) []int32 {
 	out := make([]int32, 0, len(ids))
