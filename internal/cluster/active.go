@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -222,9 +221,8 @@ func (n *Node) registerHandlers() {
 		if req.EmptyDataDir && knownNode(img, req.Node) {
 			return nil, &rpcError{codeLostData, lostDataDetail(req.Node, n.cfg.NodeID, img.ClusterID)}
 		}
-		if req.Level < img.Level { // the apply refuses it too, should the level rise meanwhile
-			return nil, &rpcError{codeLevel, fmt.Sprintf("%v: node %d applies level %d, the cluster is at level %d",
-				controller.ErrLevel, req.Node, req.Level, img.Level)}
+		if err := controller.CheckLevel(img, &req.Register); err != nil { // the apply refuses it too, should the level rise meanwhile
+			return nil, &rpcError{codeLevel, err.Error()}
 		}
 		res, index, err := n.ctrl.Propose(ctx, &controller.Command{Op: controller.OpRegister, Register: &req.Register})
 		if err != nil {

@@ -656,10 +656,7 @@ func lostDataDetail(node, by int32, clusterID string) string {
 func (n *Node) join() {
 	defer n.wg.Done()
 	if err := n.register(); err != nil {
-		if errors.Is(err, ErrLostData) || errors.Is(err, controller.ErrLevel) {
-			n.logger.Error("cluster: refusing to join", "err", err)
-			n.fail(err)
-		}
+		n.refused(err)
 		return // closing, or refused
 	}
 	n.controllerHeard.Store(time.Now().UnixNano())
@@ -734,8 +731,9 @@ func (n *Node) level() int {
 	return controller.Level
 }
 
-// refused ends the node if a registration after it joined was refused for good (its version is
-// below the cluster's level): it would serve without a session.
+// refused ends the node if its registration was refused for good (its data dir lost, or its
+// version below the cluster's level), at its first or a later one: it would serve without a
+// session.
 func (n *Node) refused(err error) {
 	if errors.Is(err, controller.ErrLevel) || errors.Is(err, ErrLostData) {
 		n.logger.Error("cluster: refused at registration", "err", err)

@@ -553,7 +553,7 @@ func applyBootstrap(im *Image, b *Bootstrap) {
 }
 
 func applyRegister(im *Image, index uint64, r *Register) Result {
-	if err := checkLevel(im, r); err != nil {
+	if err := CheckLevel(im, r); err != nil {
 		return Result{Err: err}
 	}
 	n, ok := im.Nodes[r.Node]

@@ -6,15 +6,15 @@ import (
 	"time"
 )
 
-// Command levels: Kafka's metadata.version, finalized without an operator. Every node applies
-// the controller's log itself, so a command whose meaning a version changed (or that an older
-// version does not know, and ignores) must not be proposed while a node of an older version
-// may apply it: their images would differ from then on. Each node registers with the level its
-// code applies (Register.Level; none from versions before levels: 0); the active controller
-// raises the cluster's level (Image.Level) to the lowest level of the registered nodes once
-// every one of them is past it, and a node below the cluster's level is refused registration,
-// so it never follows the log. The level is never lowered: a cluster is not downgraded past
-// it (Kafka refuses a metadata.version downgrade without --unsafe too).
+// Command levels: Kafka's metadata.version, finalized without an operator (docs/cluster.md
+// §3.2). Every node applies the controller's log itself, so a command whose meaning a version
+// changed (or that an older version does not know, and ignores) must not be proposed while a
+// node of an older version may apply it: their images would differ from then on. Each node
+// registers and heartbeats with the level its code applies (none from versions before levels:
+// 0); the active controller raises the cluster's level (Image.Level) once every registered node
+// is known to apply it and every Raft member is registered. A registration below the cluster's
+// level is refused, and a node that meets a level above its own stops. The level is never
+// lowered.
 const (
 	// Level is the level this version applies.
 	Level = 1
@@ -65,8 +65,9 @@ func levelAbove(im *Image) error {
 	return nil
 }
 
-// checkLevel refuses a registration below the cluster's level.
-func checkLevel(im *Image, r *Register) error {
+// CheckLevel refuses a registration below the cluster's level (applying it does, and the active
+// controller asks first, so that a refused node's retries add nothing to the log).
+func CheckLevel(im *Image, r *Register) error {
 	if r.Level < im.Level {
 		return fmt.Errorf("%w: node %d applies level %d, the cluster is at level %d; run this version or a newer one on it",
 			ErrLevel, r.Node, r.Level, im.Level)

@@ -407,24 +407,21 @@ func dropWriters(im *Image, node int32, run string) {
 // none. A run it forgot becomes a writer again with the files it had committed: its process
 // lives on (it commits a file, or registers again as the same run).
 func writerForWrite(im *Image, id string, node int32) *ObjWriter {
-	if w := im.ObjWriters[id]; w != nil {
-		if f := im.ForgottenWriters[id]; f != nil { // both: an image of 7ed530c's, which kept both
-			for _, r := range f.Committed {
-				w.Committed = w.Committed.Add(r.From, r.To)
-			}
-			delete(im.ForgottenWriters, id)
+	w := im.ObjWriters[id]
+	if w == nil {
+		if im.ObjWriters == nil {
+			im.ObjWriters = map[string]*ObjWriter{}
 		}
-		return w
+		w = &ObjWriter{Node: node}
+		im.ObjWriters[id] = w
 	}
-	if im.ObjWriters == nil {
-		im.ObjWriters = map[string]*ObjWriter{}
-	}
-	w := &ObjWriter{Node: node}
+	// Also when it is a writer already: an image of 7ed530c's kept some runs as both.
 	if f := im.ForgottenWriters[id]; f != nil {
-		w.Committed = f.Committed
+		for _, r := range f.Committed {
+			w.Committed = w.Committed.Add(r.From, r.To)
+		}
 		delete(im.ForgottenWriters, id)
 	}
-	im.ObjWriters[id] = w
 	return w
 }
 

@@ -492,12 +492,14 @@ func (m *Maintainer) gc(ctx context.Context, now time.Time) (int, error) {
 			expired = true // the forget drops the forgotten runs past their time too
 		}
 	}
-	for _, f := range img.ForgottenWriters {
-		if !expired && img.Level >= controller.LevelForgottenWriters && now.UnixMilli()-f.AtMs > controller.ForgottenWriterTTL.Milliseconds() {
-			if err := forget(""); err != nil { // no run: only the expiry
-				return deleted, err
+	if !expired && img.Level >= controller.LevelForgottenWriters {
+		for _, f := range img.ForgottenWriters {
+			if now.UnixMilli()-f.AtMs > controller.ForgottenWriterTTL.Milliseconds() {
+				if err := forget(""); err != nil { // no run: only the expiry
+					return deleted, err
+				}
+				break
 			}
-			expired = true
 		}
 	}
 	for _, o := range markers {
