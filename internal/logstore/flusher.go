@@ -195,9 +195,7 @@ func (f *Flusher) run() {
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				if syncTogether(fsys, ls) > 0 {
-					f.Syncs.Add(1)
-				}
+				syncTogether(fsys, ls)
 			}()
 		}
 		for _, l := range single {
@@ -205,9 +203,7 @@ func (f *Flusher) run() {
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				if l.syncOnce() {
-					f.Syncs.Add(1)
-				}
+				l.syncOnce()
 			}()
 		}
 		wg.Wait()
@@ -291,18 +287,23 @@ func (l *Log) SetDurableHook(fn func()) {
 	l.mu.Unlock()
 }
 
-// syncOnce makes everything appended so far durable with an fsync of the active segment and
-// reports whether it synced a file.
-func (l *Log) syncOnce() bool {
+// syncOnce makes everything appended so far durable with an fsync of the active segment.
+func (l *Log) syncOnce() {
 	p, ok := l.syncPrepare()
 	if !ok {
-		return false
+		return
 	}
 	start := time.Now()
 	err := p.act.f.Sync()
-	l.flusher.syncSeconds.Observe(time.Since(start).Seconds())
+	l.flusher.observeSync(start)
 	l.syncFinish(p, err)
-	return true
+}
+
+// observeSync counts a sync that started at start. It runs before the sync's waiters wake,
+// so a caller that waited for durability sees the sync in Stats.
+func (f *Flusher) observeSync(start time.Time) {
+	f.syncSeconds.Observe(time.Since(start).Seconds())
+	f.Syncs.Add(1)
 }
 
 // syncTogether makes logs that share a file system durable with one SyncFS instead of one
@@ -321,7 +322,7 @@ func syncTogether(fsys vfs.FSSyncer, logs []*Log) int {
 	}
 	start := time.Now()
 	err := fsys.SyncFS(preps[0].act.f)
-	synced[0].flusher.syncSeconds.Observe(time.Since(start).Seconds())
+	synced[0].flusher.observeSync(start)
 	for i, l := range synced {
 		l.syncFinish(preps[i], err)
 	}
