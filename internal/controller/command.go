@@ -48,6 +48,7 @@ type Command struct {
 	CreateToken      *DelegationToken   `json:"create_token,omitempty"`
 	TokenChange      *TokenChange       `json:"token_change,omitempty"`
 	FinalizeLevel    *FinalizeLevel     `json:"finalize_level,omitempty"`
+	UnregisterNode   *UnregisterNode    `json:"unregister_node,omitempty"`
 }
 
 // The ops.
@@ -322,6 +323,10 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 	case OpFinalizeLevel:
 		if c.FinalizeLevel != nil {
 			applyFinalizeLevel(im, c.FinalizeLevel)
+		}
+	case OpUnregisterNode:
+		if c.UnregisterNode != nil {
+			return Result{Err: applyUnregisterNode(im, c.UnregisterNode)}
 		}
 	case OpFence, OpUnfence:
 		if f := c.Fence; f != nil {

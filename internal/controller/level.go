@@ -17,10 +17,13 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 1
+	Level = 2
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
+	// LevelUnregisterNode (2): unregister-node forgets a serve node taken out of service
+	// (unregister.go). Below it, the command names the nodes known to apply it.
+	LevelUnregisterNode = 2
 )
 
 // OpFinalizeLevel raises the cluster's command level.
