@@ -185,7 +185,8 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 		if !r.allowedCluster(describe) {
 			return deny(clusterDenied)
 		}
-	case *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ElectLeadersRequest, *kmsg.AddRaftVoterRequest, *kmsg.RemoveRaftVoterRequest:
+	case *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ElectLeadersRequest, *kmsg.AddRaftVoterRequest, *kmsg.RemoveRaftVoterRequest,
+		*kmsg.UnregisterBrokerRequest:
 		if !r.allowedCluster(alter) {
 			return deny(clusterDenied)
 		}

@@ -12,17 +12,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// newControllerCommand describes the controller quorum and changes its voters (KIP-853's
-// DescribeQuorum, AddRaftVoter and RemoveRaftVoter, as kafka-metadata-quorum sends them).
+// newControllerCommand describes the controller quorum, changes its voters (KIP-853's
+// DescribeQuorum, AddRaftVoter and RemoveRaftVoter, as kafka-metadata-quorum sends them) and
+// unregisters a node taken out of service (UnregisterBroker, as kafka-cluster unregister).
 func newControllerCommand() *cobra.Command {
 	var f topicFlags
 	cmd := &cobra.Command{
 		Use:   "controller",
-		Short: "Describe the controller quorum, add a voter or remove one",
+		Short: "Describe the controller quorum, add or remove a voter, unregister a node",
 		Args:  cobra.NoArgs,
 	}
 	f.register(cmd.PersistentFlags())
-	cmd.AddCommand(newControllerDescribeCommand(&f), newVoterCommand(&f, true), newVoterCommand(&f, false))
+	cmd.AddCommand(newControllerDescribeCommand(&f), newVoterCommand(&f, true), newVoterCommand(&f, false), newUnregisterCommand(&f))
 	return cmd
 }
 
@@ -158,6 +159,45 @@ func newVoterCommand(f *topicFlags, add bool) *cobra.Command {
 				verb = "added to"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %d %s the controller voters; `runnel controller describe` shows them\n", id, verb)
+			return nil
+		},
+	}
+}
+
+func newUnregisterCommand(f *topicFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "unregister NODE",
+		Short: "Forget a node taken out of service: stopped, holding no replica, not a voter",
+		Long: `Forget a node taken out of service (Kafka's UnregisterBroker): it no longer counts in the
+cluster (it no longer holds the command level back), and its id may be used again, by a node
+with an empty data dir too. The node must be stopped (fenced once its session expires), hold
+no partition replica (move them with runnel topic reassign) and not be a controller voter
+(runnel controller remove-voter).`,
+		Example: "  runnel controller unregister 4",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 32)
+			if err != nil {
+				return fmt.Errorf("node id %q: %w", args[0], err)
+			}
+			cl, ctx, done, err := f.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			req := kmsg.NewPtrUnregisterBrokerRequest()
+			req.BrokerID = int32(id)
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				return requestErr("unregister", "UnregisterBroker", err)
+			}
+			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+				if resp.ErrorMessage != nil {
+					return fmt.Errorf("unregister %d: %w: %s", id, err, *resp.ErrorMessage)
+				}
+				return fmt.Errorf("unregister %d: %w", id, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %d unregistered\n", id)
 			return nil
 		},
 	}

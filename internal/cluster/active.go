@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -193,10 +194,24 @@ type transferResponse struct {
 }
 
 // knownNode reports whether img holds a registration of node that kept data (not an agent's):
-// a process with that id on an empty data dir lost it.
-func knownNode(img *controller.Image, node int32) bool {
-	nd := img.Nodes[node]
-	return nd != nil && !nd.Agent
+// a process with that id on an empty data dir lost it. A member of the controller's or the
+// sequencer's Raft group as a learner counts too (a node unregistered whose learner is not
+// removed yet): the group's leader takes it for the member that had the log. (A voter is one by
+// configuration, registered or not: a new cluster's voters start on empty data dirs.)
+func (n *Node) knownNode(img *controller.Image, node int32) bool {
+	if nd := img.Nodes[node]; nd != nil {
+		return !nd.Agent
+	}
+	return n.raftLearner(node)
+}
+
+// raftLearner reports whether node is a learner of this node's view of the controller's or the
+// sequencer's Raft group.
+func (n *Node) raftLearner(node int32) bool {
+	learner := func(members, voters []int32) bool {
+		return slices.Contains(members, node) && !slices.Contains(voters, node)
+	}
+	return learner(n.ctrl.Members(), n.ctrl.Voters()) || n.seq != nil && learner(n.seq.Members(), n.seq.Voters())
 }
 
 // notController is the error an RPC of the active controller gets on another node.
@@ -206,6 +221,7 @@ func (n *Node) notController() error {
 
 func (n *Node) registerHandlers() {
 	n.registerVoterHandlers()
+	n.registerUnregisterHandler()
 	n.rpc.handle("register", func(ctx context.Context, _ int32, payload []byte) (any, error) {
 		var req registerRequest
 		if err := json.Unmarshal(payload, &req); err != nil {
@@ -218,7 +234,7 @@ func (n *Node) registerHandlers() {
 		if img.ClusterID == "" {
 			return nil, errors.New("cluster: the cluster is not bootstrapped yet") // the node asks again
 		}
-		if req.EmptyDataDir && knownNode(img, req.Node) {
+		if req.EmptyDataDir && n.knownNode(img, req.Node) {
 			return nil, &rpcError{codeLostData, lostDataDetail(req.Node, n.cfg.NodeID, img.ClusterID)}
 		}
 		if err := controller.CheckLevel(img, &req.Register); err != nil { // the apply refuses it too, should the level rise meanwhile
@@ -242,7 +258,7 @@ func (n *Node) registerHandlers() {
 			return nil, err
 		}
 		img := n.ctrl.Image()
-		return nodeKnownResponse{Known: knownNode(img, req.Node), ClusterID: img.ClusterID}, nil
+		return nodeKnownResponse{Known: n.knownNode(img, req.Node), ClusterID: img.ClusterID}, nil
 	})
 	n.rpc.handle("heartbeat", func(_ context.Context, _ int32, payload []byte) (any, error) {
 		var req heartbeatRequest

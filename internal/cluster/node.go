@@ -200,6 +200,7 @@ func Start(cfg Config) (*Node, error) {
 	ccfg.Bootstrap = n.bootstrap
 	ccfg.OnApply = func(*controller.Image) { n.wakeReconciler() }
 	ccfg.OnLeader = n.onLeader
+	ccfg.OnRemoved = n.tr.Forget
 	walSync := func(group string) func(time.Duration) {
 		if cfg.OnWALSync == nil {
 			return nil
@@ -217,7 +218,7 @@ func Start(cfg Config) (*Node, error) {
 	n.ctrl = ctrl
 	if !cfg.Agent { // voters are the sequencer group's voters; other serve nodes its learners
 		n.seq, err = sequencer.Open(sequencer.Config{NodeID: cfg.NodeID, Voters: ccfg.Voters, FS: cfg.FS, Dir: cfg.DataDir + "/sequencer", OnWALSync: walSync("sequencer"),
-			Send: n.tr.Send, Logger: cfg.Logger, Topics: n.totalOrderTopics, Members: n.sequencerMembers, TargetVoters: ctrl.Voters,
+			Send: n.tr.Send, OnRemoved: n.tr.Forget, Logger: cfg.Logger, Topics: n.totalOrderTopics, Members: n.sequencerMembers, TargetVoters: ctrl.Voters,
 			OnSignal: func(topic string, s order.Signal) { n.shards.Signal(topic, s) }, Takeover: n.shardTakeover})
 		if err != nil {
 			cancel()
@@ -1166,6 +1167,11 @@ var applyErrors = map[string]error{
 	"commit-forgotten":    controller.ErrCommitForgotten,
 	"stale-writer":        controller.ErrStaleWriter,
 	"merge-stale":         objtopic.ErrMergeStale,
+	"node-live":           controller.ErrNodeLive,
+	"node-hosts-replicas": controller.ErrNodeHostsReplicas,
+	"node-is-voter":       controller.ErrNodeIsVoter,
+	"level-pending":       controller.ErrLevelPending,
+	"nodes-changed":       controller.ErrNodesChanged,
 	// A transaction marker the producer state refuses (controller.ObjectMarker).
 	"invalid-producer-epoch": kerr.InvalidProducerEpoch,
 	"coordinator-fenced":     kerr.TransactionCoordinatorFenced,

@@ -52,6 +52,9 @@ type Config struct {
 	OnApply func(img *Image)
 	// OnLeader is called on the loop goroutine when the Raft leader changes (-1: none known).
 	OnLeader func(leader int32)
+	// OnRemoved is called on the loop goroutine when a node is removed from the group, after
+	// the messages raft had for it were sent.
+	OnRemoved func(node int32)
 }
 
 // Controller runs this node's member of the controller's Raft group: it persists the log,
@@ -625,6 +628,9 @@ func (c *Controller) apply(ents []*pb.Entry) error {
 			c.confState = c.rn.ApplyConfChange(&cc)
 			c.pendingConf = false
 			confChanged = true
+			if id, ok := raftlog.Removed(&cc); ok && c.cfg.OnRemoved != nil {
+				c.cfg.OnRemoved(id)
+			}
 			c.work.Index = e.GetIndex()
 			c.setVoters()
 			c.voterApplied(e.GetIndex(), &cc)

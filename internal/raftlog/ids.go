@@ -14,6 +14,14 @@ func RaftID(node int32) uint64 { return uint64(node) + 1 }
 // NodeID is the node of a Raft id.
 func NodeID(id uint64) int32 { return int32(id - 1) }
 
+// Removed returns the node a membership change removes from its group, if it removes one.
+func Removed(cc *pb.ConfChange) (int32, bool) {
+	if cc.GetType() == pb.ConfChangeType_ConfChangeRemoveNode {
+		return NodeID(cc.GetNodeId()), true
+	}
+	return 0, false
+}
+
 // BootVoters is the configuration a group's member starts a new log with: the voters, if self
 // is one; nil for a learner, which starts from the leader's snapshot.
 func BootVoters(voters []int32, self int32) *pb.ConfState {

@@ -325,6 +325,11 @@ func TestACLMatrix(t *testing.T) {
 			r.Topics = append(r.Topics, kmsg.ElectLeadersRequestTopic{Topic: "t", Partitions: []int32{0}})
 			return r
 		}, kerr.ClusterAuthorizationFailed.Code, false},
+		{"UnregisterBroker", func() kmsg.Request {
+			r := kmsg.NewPtrUnregisterBrokerRequest()
+			r.BrokerID = 1
+			return r
+		}, kerr.ClusterAuthorizationFailed.Code, false},
 		{"DescribeACLs", func() kmsg.Request {
 			r := kmsg.NewPtrDescribeACLsRequest()
 			r.ResourceType, r.ResourcePatternType, r.Operation, r.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny

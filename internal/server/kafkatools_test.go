@@ -339,6 +339,29 @@ func TestKafkaMetadataQuorumVoterChanges(t *testing.T) {
 	}
 }
 
+// TestKafkaClusterToolUnregister: Kafka's kafka-cluster unregister forgets a stopped node that
+// holds no replica (UnregisterBroker), and every node's metadata drops it.
+func TestKafkaClusterToolUnregister(t *testing.T) {
+	tool := kafkaTool(t, "org.apache.kafka.tools.ClusterTool")
+	c := startCluster(t, 4)
+	c.waitNodes(4)
+	c.stop(4)
+	eventually(t, "node 4 fenced", 30*time.Second, func() bool {
+		n := c.servers[1].Node().Image().Nodes[4]
+		return n != nil && n.Fenced
+	})
+	out := runClient(t, 90*time.Second, "", tool[0], append(tool[1:], "unregister", "--bootstrap-server", c.addrs[2], "--id", "4")...)
+	t.Logf("kafka-cluster unregister: %s", out)
+	eventually(t, "node 4 gone from every node's metadata", 10*time.Second, func() bool {
+		for _, s := range c.servers {
+			if s.Node().Image().Nodes[4] != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // TestKafkaConfigsGroups: Kafka's kafka-configs sets, describes and lists a group's configs
 // (--entity-type groups), and a Java share consumer of that group then reads, from the log's
 // start, the records written before the group existed (share.auto.offset.reset=earliest, the

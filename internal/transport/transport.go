@@ -166,6 +166,23 @@ func (t *Transport) Send(to int32, kind Kind, body []byte) {
 	}
 }
 
+// Forget drops the frames queued for node to and closes the connection to it: to was removed
+// from a Raft group, and what was queued for the process it was must not reach another
+// process that takes the id later (a Raft heartbeat that names a commit index the old member
+// had reached makes a member with an empty log panic).
+func (t *Transport) Forget(to int32) {
+	t.mu.Lock()
+	p := t.peers[to]
+	t.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.queue = p.queue[:0]
+	p.mu.Unlock()
+	p.breakConn()
+}
+
 // Queued is how many bytes of frames wait to be written to node to.
 func (t *Transport) Queued(to int32) int {
 	t.mu.Lock()

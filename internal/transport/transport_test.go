@@ -179,6 +179,40 @@ func TestCutConnectionsReconnects(t *testing.T) {
 	}
 }
 
+// TestForgetDropsQueuedFrames: frames queued for a peer while it is away (between two dials)
+// are dropped by Forget, so a process that takes its id later never gets them.
+func TestForgetDropsQueuedFrames(t *testing.T) {
+	addrs, mu := map[int32]string{}, &sync.Mutex{}
+	a, b := newNode(t, 1, addrs, mu), newNode(t, 2, addrs, mu)
+	mu.Lock()
+	real := addrs[2]
+	addrs[2] = "127.0.0.1:1" // away: refused
+	mu.Unlock()
+	for range 5 { // each failed dial doubles the wait before the next one: 320 ms after the fifth
+		a.t.Send(2, 1, []byte("lost"))
+		select {
+		case <-a.down:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no dial failure reported")
+		}
+	}
+	a.t.Send(2, 1, []byte("stale"))
+	if a.t.Queued(2) == 0 {
+		t.Fatal("nothing queued while the peer is away")
+	}
+	a.t.Forget(2)
+	if q := a.t.Queued(2); q != 0 {
+		t.Fatalf("%d bytes queued after Forget", q)
+	}
+	mu.Lock()
+	addrs[2] = real
+	mu.Unlock()
+	a.t.Send(2, 1, []byte("fresh"))
+	if r := b.next(t); string(r.body) != "fresh" {
+		t.Fatalf("the peer's first frame is %q; want the one sent after Forget", r.body)
+	}
+}
+
 func FuzzParseHello(f *testing.F) {
 	f.Add([]byte("RNL1\x00\x00\x00\x01\x00\x00\x00\x02\x00\x03abc"))
 	f.Add([]byte("RNL1\x00\x00\x00\x01\x00\x00\x00\x02\x00\x03abc\x00\x0e127.0.0.1:9093"))

@@ -68,8 +68,11 @@ type Config struct {
 	FS           vfs.FS
 	Dir          string // <data-dir>/sequencer
 	// Send sends a frame to a node (the cluster transport's Send); body is the callee's.
-	Send   func(to int32, kind transport.Kind, body []byte)
-	Logger *slog.Logger
+	Send func(to int32, kind transport.Kind, body []byte)
+	// OnRemoved is called on the loop goroutine when a node is removed from the group, after
+	// the messages raft had for it were sent.
+	OnRemoved func(node int32)
+	Logger    *slog.Logger
 	// Topics lists the total-order topics the metadata holds (called by the leader, on its
 	// loop, every ReconcileInterval).
 	Topics func() []Spec
@@ -103,8 +106,9 @@ type Group struct {
 	running atomic.Bool // Start was called
 	done    chan struct{}
 
-	leader atomic.Int32
-	voters atomic.Pointer[[]int32] // the applied configuration's voters, sorted
+	leader  atomic.Int32
+	voters  atomic.Pointer[[]int32] // the applied configuration's voters, sorted
+	members atomic.Pointer[[]int32] // its voters and learners, sorted
 	// The raft index applied, and the one the log is compacted to (a member behind it catches
 	// up by a snapshot), as the loop last published them.
 	appliedIndex, compactedIndex atomic.Uint64
@@ -242,7 +246,17 @@ func (g *Group) setVoters() {
 	}
 	slices.Sort(v)
 	g.voters.Store(&v)
+	m := slices.Clone(v)
+	for _, id := range slices.Concat(g.confState.GetLearners(), g.confState.GetLearnersNext()) {
+		m = append(m, nodeID(id))
+	}
+	slices.Sort(m)
+	g.members.Store(&m)
 }
+
+// Members returns the group's voters and learners as its applied configuration has them
+// (sorted): every node that receives its log.
+func (g *Group) Members() []int32 { return slices.Clone(*g.members.Load()) }
 
 // Handle takes a frame of one of the group's kinds from a peer.
 func (g *Group) Handle(from int32, kind transport.Kind, body []byte) {
@@ -713,6 +727,9 @@ func (g *Group) apply(ents []*pb.Entry) error {
 			g.setVoters()
 			g.pendingConf = false
 			confChanged = true
+			if id, ok := raftlog.Removed(&cc); ok && g.cfg.OnRemoved != nil {
+				g.cfg.OnRemoved(id)
+			}
 		}
 		g.applied = e.GetIndex()
 	}
