@@ -17,9 +17,9 @@ func init() {
 // handleUnregisterBroker forgets a node taken out of service (KIP-631; kafka-cluster.sh
 // unregister), on any node, as a Kafka broker forwards it to the active controller. Runnel
 // refuses what Kafka would leave to the operator: a node still live, still holding partition
-// replicas (reassign them first), or a controller voter (remove it first), all as
-// INVALID_REQUEST with the reason; an id not registered is BROKER_ID_NOT_REGISTERED, and while
-// a node of an older version may apply the controller's log, UNSUPPORTED_VERSION.
+// replicas (reassign them first), or a voter (remove it first), all as INVALID_REQUEST with
+// the reason, as is a cluster where a node of an older version may apply the controller's log;
+// an id not registered is BROKER_ID_NOT_REGISTERED.
 // docs/cluster.md §3.8.
 func handleUnregisterBroker(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.UnregisterBrokerRequest)
@@ -34,10 +34,9 @@ func handleUnregisterBroker(ctx context.Context, r *request) reply {
 	switch {
 	case errors.Is(err, controller.ErrUnknownNode):
 		code = kerr.BrokerIDNotRegistered
-	case errors.Is(err, controller.ErrNodeLive), errors.Is(err, controller.ErrNodeHostsReplicas), errors.Is(err, controller.ErrNodeIsVoter):
+	case errors.Is(err, controller.ErrNodeLive), errors.Is(err, controller.ErrNodeHostsReplicas), errors.Is(err, controller.ErrNodeIsVoter),
+		errors.Is(err, controller.ErrLevelPending): // not UNSUPPORTED_VERSION: kafka-cluster takes that for "no such API" and exits 0
 		code = kerr.InvalidRequest
-	case errors.Is(err, controller.ErrLevelPending):
-		code = kerr.UnsupportedVersion
 	case errors.Is(err, context.DeadlineExceeded):
 		code = kerr.RequestTimedOut
 	}

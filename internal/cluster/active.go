@@ -195,23 +195,21 @@ type transferResponse struct {
 
 // knownNode reports whether img holds a registration of node that kept data (not an agent's):
 // a process with that id on an empty data dir lost it. A member of the controller's or the
-// sequencer's Raft group as a learner counts too (a node unregistered whose learner is not
-// removed yet): the group's leader takes it for the member that had the log. (A voter is one by
+// sequencer's Raft group counts too (a node unregistered whose learner is not removed yet, a
+// voter removed from the controller whose removal the sequencer group has not followed yet):
+// the group's leader takes it for the member that had the log. (A controller voter is one by
 // configuration, registered or not: a new cluster's voters start on empty data dirs.)
 func (n *Node) knownNode(img *controller.Image, node int32) bool {
 	if nd := img.Nodes[node]; nd != nil {
 		return !nd.Agent
 	}
-	return n.raftLearner(node)
+	return n.groupMember(node) && !slices.Contains(n.ctrl.Voters(), node)
 }
 
-// raftLearner reports whether node is a learner of this node's view of the controller's or the
-// sequencer's Raft group.
-func (n *Node) raftLearner(node int32) bool {
-	learner := func(members, voters []int32) bool {
-		return slices.Contains(members, node) && !slices.Contains(voters, node)
-	}
-	return learner(n.ctrl.Members(), n.ctrl.Voters()) || n.seq != nil && learner(n.seq.Members(), n.seq.Voters())
+// groupMember reports whether node is a member (voter or learner) of this node's view of the
+// controller's or the sequencer's Raft group.
+func (n *Node) groupMember(node int32) bool {
+	return slices.Contains(n.ctrl.Members(), node) || n.seq != nil && slices.Contains(n.seq.Members(), node)
 }
 
 // notController is the error an RPC of the active controller gets on another node.

@@ -200,7 +200,7 @@ func Start(cfg Config) (*Node, error) {
 	ccfg.Bootstrap = n.bootstrap
 	ccfg.OnApply = func(*controller.Image) { n.wakeReconciler() }
 	ccfg.OnLeader = n.onLeader
-	ccfg.OnRemoved = n.tr.Forget
+	ccfg.OnRemoved = n.forgetRemoved
 	walSync := func(group string) func(time.Duration) {
 		if cfg.OnWALSync == nil {
 			return nil
@@ -218,7 +218,7 @@ func Start(cfg Config) (*Node, error) {
 	n.ctrl = ctrl
 	if !cfg.Agent { // voters are the sequencer group's voters; other serve nodes its learners
 		n.seq, err = sequencer.Open(sequencer.Config{NodeID: cfg.NodeID, Voters: ccfg.Voters, FS: cfg.FS, Dir: cfg.DataDir + "/sequencer", OnWALSync: walSync("sequencer"),
-			Send: n.tr.Send, OnRemoved: n.tr.Forget, Logger: cfg.Logger, Topics: n.totalOrderTopics, Members: n.sequencerMembers, TargetVoters: ctrl.Voters,
+			Send: n.tr.Send, OnRemoved: n.forgetRemoved, Logger: cfg.Logger, Topics: n.totalOrderTopics, Members: n.sequencerMembers, TargetVoters: ctrl.Voters,
 			OnSignal: func(topic string, s order.Signal) { n.shards.Signal(topic, s) }, Takeover: n.shardTakeover})
 		if err != nil {
 			cancel()
@@ -268,6 +268,16 @@ func Start(cfg Config) (*Node, error) {
 
 // sequencerMembers are the nodes that follow the sequencer group: every registered serve node
 // (agents hold no replicas, so they lead no shard).
+// forgetRemoved drops what the transport still has queued for a node removed from a Raft
+// group once it is no longer registered (unregistered): a process that takes its id later must
+// not get what was meant for the old one. A registered node removed from a group (a voter
+// removed, which stays a learner) keeps its frames.
+func (n *Node) forgetRemoved(node int32) {
+	if n.ctrl.Image().Nodes[node] == nil {
+		n.tr.Forget(node)
+	}
+}
+
 func (n *Node) sequencerMembers() []int32 {
 	img := n.ctrl.Image()
 	var out []int32

@@ -53,7 +53,7 @@ type Config struct {
 	// OnLeader is called on the loop goroutine when the Raft leader changes (-1: none known).
 	OnLeader func(leader int32)
 	// OnRemoved is called on the loop goroutine when a node is removed from the group, after
-	// the messages raft had for it were sent.
+	// the messages raft had for it were handed to Send. It must not block.
 	OnRemoved func(node int32)
 }
 

@@ -64,7 +64,9 @@ func (a *Active) UnregisterNode(id int32, req *Request) (*Command, error) {
 	}
 	for _, m := range a.members {
 		if m != id && a.img.Nodes[m] == nil {
-			return nil, fmt.Errorf("%w: controller member %d is not registered", ErrLevelPending, m)
+			// A learner whose removal is pending (an agent expired), a voter not started yet:
+			// soon done, or registered; asked again.
+			return nil, fmt.Errorf("%w: controller member %d is not registered", ErrNodesChanged, m)
 		}
 	}
 	others := make(map[int32]uint64, len(a.img.Nodes))
@@ -132,6 +134,7 @@ func applyUnregisterNode(im *Image, u *UnregisterNode) error {
 		}
 	}
 	delete(im.Nodes, u.Node)
+	im.forgetRequests(n.Run, "")
 	dropWriters(im, u.Node, "")
 	return nil
 }

@@ -69,6 +69,11 @@ func TestUnregisterNode(t *testing.T) {
 	if f := tick(); len(f) != 0 && f[0].FinalizeLevel.Level >= LevelUnregisterNode {
 		t.Fatalf("node 4 registered at %d: proposed %v", LevelForgottenWriters, f[0].FinalizeLevel)
 	}
+	a.SetMembers([]int32{1, 2, 3, 4, 9}) // a learner whose removal is pending: asked again
+	if _, err := a.UnregisterNode(4, nil); !errors.Is(err, ErrNodesChanged) {
+		t.Fatalf("with member 9 not registered: %v; want ErrNodesChanged", err)
+	}
+	a.SetMembers([]int32{1, 2, 3, 4})
 	req := &Request{Run: "1-r", Seq: 7}
 	cmd, err := a.UnregisterNode(4, req)
 	if err != nil {

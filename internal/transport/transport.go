@@ -179,8 +179,12 @@ func (t *Transport) Forget(to int32) {
 	}
 	p.mu.Lock()
 	p.queue = p.queue[:0]
+	c := p.conn
+	p.conn = nil
 	p.mu.Unlock()
-	p.breakConn()
+	if c != nil {
+		go c.Close() // not on the caller's goroutine: a TLS close writes
+	}
 }
 
 // Queued is how many bytes of frames wait to be written to node to.

@@ -70,7 +70,7 @@ type Config struct {
 	// Send sends a frame to a node (the cluster transport's Send); body is the callee's.
 	Send func(to int32, kind transport.Kind, body []byte)
 	// OnRemoved is called on the loop goroutine when a node is removed from the group, after
-	// the messages raft had for it were sent.
+	// the messages raft had for it were handed to Send. It must not block.
 	OnRemoved func(node int32)
 	Logger    *slog.Logger
 	// Topics lists the total-order topics the metadata holds (called by the leader, on its
