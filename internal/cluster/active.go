@@ -206,6 +206,13 @@ func (n *Node) knownNode(img *controller.Image, node int32) bool {
 	return n.groupMember(node) && !slices.Contains(n.ctrl.Voters(), node)
 }
 
+// sameRun reports whether the image's registration of the node is this run's: a registration
+// retried after its answer was lost (a run id is random, so another process cannot have it).
+func sameRun(img *controller.Image, r *controller.Register) bool {
+	nd := img.Nodes[r.Node]
+	return nd != nil && r.Run != "" && nd.Run == r.Run
+}
+
 // groupMember reports whether node is a member (voter or learner) of this node's view of the
 // controller's or the sequencer's Raft group.
 func (n *Node) groupMember(node int32) bool {
@@ -232,7 +239,7 @@ func (n *Node) registerHandlers() {
 		if img.ClusterID == "" {
 			return nil, errors.New("cluster: the cluster is not bootstrapped yet") // the node asks again
 		}
-		if req.EmptyDataDir && n.knownNode(img, req.Node) {
+		if req.EmptyDataDir && n.knownNode(img, req.Node) && !sameRun(img, &req.Register) {
 			return nil, &rpcError{codeLostData, lostDataDetail(req.Node, n.cfg.NodeID, img.ClusterID)}
 		}
 		if err := controller.CheckLevel(img, &req.Register); err != nil { // the apply refuses it too, should the level rise meanwhile

@@ -343,7 +343,8 @@ func TestLocalCallTimesOutAsARemoteOne(t *testing.T) {
 // TestRegisterOnEmptyDataDirRefused: the active controller refuses the registration of a node
 // id it knows from a process that started on an empty data dir (the second check, for a node
 // that could not ask the voters before it started), and the same node's registration from its
-// own data is taken.
+// own data is taken; so is a registration from an empty data dir retried after its answer was
+// lost (the image has it already, from the same run).
 func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
 	nodes := startNodes(t, 3)
 	n := nodes[2].Node
@@ -365,6 +366,17 @@ func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
 	req.EmptyDataDir = false
 	if err := n.callController(ctx, "register", req, &resp); err != nil {
 		t.Fatalf("register of node 3 from its data = %v", err)
+	}
+	// A new node (no cluster address: nothing follows it) on an empty data dir.
+	req = registerRequest{Register: controller.Register{Node: 9, KafkaHost: "127.0.0.1", KafkaPort: 1, Run: "9-a"}, EmptyDataDir: true}
+	for attempt := range 2 { // the second as if the first one's answer was lost
+		if err := n.callController(ctx, "register", req, &resp); err != nil {
+			t.Fatalf("node 9's registration from an empty data dir, attempt %d = %v", attempt+1, err)
+		}
+	}
+	req.Run = "9-b"
+	if err := n.callController(ctx, "register", req, &resp); !errors.As(err, &re) || re.Code != codeLostData {
+		t.Fatalf("another run of node 9 from an empty data dir = %v; want code %s", err, codeLostData)
 	}
 }
 
