@@ -186,7 +186,7 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 			return deny(clusterDenied)
 		}
 	case *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ElectLeadersRequest, *kmsg.AddRaftVoterRequest, *kmsg.RemoveRaftVoterRequest,
-		*kmsg.UnregisterBrokerRequest:
+		*kmsg.UnregisterBrokerRequest, *kmsg.UpdateFeaturesRequest:
 		if !r.allowedCluster(alter) {
 			return deny(clusterDenied)
 		}

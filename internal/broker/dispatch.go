@@ -36,12 +36,8 @@ func handleApiVersions(_ context.Context, r *request) reply {
 		// transaction.version 2 (KIP-890): Kafka 4.x clients then bump the epoch at every
 		// EndTxn and let Produce v12 and TxnOffsetCommit v5 add partitions to the transaction.
 		// share.version 1 (KIP-932) and streams.version 1 (KIP-1071): share and streams groups
-		// are on, as in a Kafka 4.2 cluster.
-		resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{{Name: "transaction.version", MinVersion: 0, MaxVersion: 2},
-			{Name: "share.version", MinVersion: 0, MaxVersion: 1}, {Name: "streams.version", MinVersion: 0, MaxVersion: 1}}
-		resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{{Name: "transaction.version", MinVersionLevel: 2, MaxVersionLevel: 2},
-			{Name: "share.version", MinVersionLevel: 1, MaxVersionLevel: 1}, {Name: "streams.version", MinVersionLevel: 1, MaxVersionLevel: 1}}
-		resp.FinalizedFeaturesEpoch = 1
+		// are on, as in a Kafka 4.2 cluster. And the command level (features.go).
+		r.conn.b.features(resp)
 	}
 	return reply{resp: resp}
 }

@@ -227,6 +227,7 @@ func (n *Node) notController() error {
 func (n *Node) registerHandlers() {
 	n.registerVoterHandlers()
 	n.registerUnregisterHandler()
+	n.registerFinalizeHandler()
 	n.rpc.handle("register", func(ctx context.Context, _ int32, payload []byte) (any, error) {
 		var req registerRequest
 		if err := json.Unmarshal(payload, &req); err != nil {

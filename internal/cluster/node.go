@@ -1182,6 +1182,7 @@ var applyErrors = map[string]error{
 	"node-is-voter":       controller.ErrNodeIsVoter,
 	"level-pending":       controller.ErrLevelPending,
 	"nodes-changed":       controller.ErrNodesChanged,
+	"level-change":        controller.ErrLevelChange,
 	// A transaction marker the producer state refuses (controller.ObjectMarker).
 	"invalid-producer-epoch": kerr.InvalidProducerEpoch,
 	"coordinator-fenced":     kerr.TransactionCoordinatorFenced,

@@ -29,6 +29,15 @@ const (
 // OpFinalizeLevel raises the cluster's command level.
 const OpFinalizeLevel = "finalize-level"
 
+// LevelFeature is the command level's name among Kafka's features: ApiVersions reports it,
+// UpdateFeatures raises it (kafka-features describe, kafka-features upgrade).
+const LevelFeature = "runnel.command.level"
+
+// AutoLevelConfig is the cluster-wide broker config that, "false", stops the active controller
+// raising the level by itself, as Kafka waits for an operator's kafka-features upgrade: a
+// rolling upgrade stays reversible until an operator raises the level (FinalizeTo).
+const AutoLevelConfig = "runnel.command.level.auto"
+
 // FinalizeLevel raises Image.Level to Level. Nodes are the registered nodes, with their
 // incarnations, that the active controller knew to apply it: it is applied only if they are
 // exactly the image's nodes then (a node registered or re-registered since, maybe by an older
@@ -116,24 +125,65 @@ func (a *Active) nodeLevel(id int32, n *Node) int {
 // does not have it. A registered node that never returns (a serve node taken out of service
 // stays registered) keeps the level where it is.
 func (a *Active) finalizeLevel(now time.Time, eff *Effects) {
-	if a.img.Level >= Level || len(a.img.Nodes) == 0 || now.Sub(a.levelAsked) < a.cfg.VoteRetry {
+	if a.img.Level >= Level || a.img.ClusterConfigs[AutoLevelConfig] == "false" || now.Sub(a.levelAsked) < a.cfg.VoteRetry {
 		return
+	}
+	if c, _ := a.finalizeCommand(Level); c != nil && c.FinalizeLevel.Level > a.img.Level {
+		a.levelAsked = now
+		eff.propose(c)
+	}
+}
+
+// finalizeCommand returns the finalize-level that raises the level as far as every registered
+// node is known to apply, at most to max, or why there is none: no node registered, or a Raft
+// member not registered (the reason names it).
+func (a *Active) finalizeCommand(max int) (*Command, error) {
+	if len(a.img.Nodes) == 0 {
+		return nil, errors.New("no node is registered")
 	}
 	for _, m := range a.members {
 		if a.img.Nodes[m] == nil {
-			return
+			return nil, fmt.Errorf("controller member %d is not registered", m)
 		}
 	}
-	lvl, nodes := Level, make(map[int32]uint64, len(a.img.Nodes))
+	lvl, nodes := max, make(map[int32]uint64, len(a.img.Nodes))
 	for id, n := range a.img.Nodes {
 		lvl = min(lvl, a.nodeLevel(id, n))
 		nodes[id] = n.Incarnation
 	}
-	if lvl <= a.img.Level {
-		return
+	return &Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: lvl, Nodes: nodes}}, nil
+}
+
+// ErrLevelChange refuses an operator's level change: lower than the cluster's, above what this
+// version applies, or above what a node applies.
+var ErrLevelChange = errors.New("controller: the command level cannot be set so")
+
+// FinalizeTo makes the command that raises the cluster's level to level, asked by an operator
+// (UpdateFeatures), or nil if the cluster is there already. It is refused below the cluster's
+// level (a level is never lowered), above this version's, and while a registered node is not
+// known to apply it or a Raft member is not registered; the command is applied only if the
+// registered nodes are still those it names (else the caller asks again).
+func (a *Active) FinalizeTo(level int) (*Command, error) {
+	switch {
+	case level < a.img.Level:
+		return nil, fmt.Errorf("%w: the cluster is at command level %d, and a level is never lowered (the log may hold commands of it)", ErrLevelChange, a.img.Level)
+	case level == a.img.Level:
+		return nil, nil
+	case level > Level:
+		return nil, fmt.Errorf("%w: the active controller's version applies command level %d at most", ErrLevelChange, Level)
 	}
-	a.levelAsked = now
-	eff.propose(&Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: lvl, Nodes: nodes}})
+	c, err := a.finalizeCommand(level)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrLevelChange, err)
+	}
+	if c.FinalizeLevel.Level < level {
+		for _, id := range a.img.NodeIDs() {
+			if lvl := a.nodeLevel(id, a.img.Nodes[id]); lvl < level {
+				return nil, fmt.Errorf("%w: node %d applies command level %d; run this version or a newer one on it (or unregister it)", ErrLevelChange, id, lvl)
+			}
+		}
+	}
+	return c, nil
 }
 
 // NodesLevel is the lowest command level of the registered nodes as the image has them (0

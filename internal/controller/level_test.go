@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -118,5 +119,67 @@ func TestFinalizeLevelCancelled(t *testing.T) {
 	Apply(im, 50, c)
 	if restarted.Level != 0 || added.Level != 0 || im.Level != Level {
 		t.Fatalf("levels: after a restart %d, after a new node %d, unchanged %d; want 0, 0, %d", restarted.Level, added.Level, im.Level, Level)
+	}
+}
+
+// TestCommandLevelHeld: with runnel.command.level.auto=false the active controller does not
+// raise the level by itself; an operator raises it (FinalizeTo), never lowers it, never above
+// this version's level or what a node applies.
+func TestCommandLevelHeld(t *testing.T) {
+	im := cluster3(t)
+	idx := uint64(100)
+	apply := func(c *Command) Result { idx++; return Apply(im, idx, c) }
+	apply(&Command{Op: OpSetNodeConfigs, SetNodeConfigs: &SetNodeConfigs{Node: -1, Configs: map[string]string{AutoLevelConfig: "false"}}})
+	for n := int32(1); n <= 3; n++ {
+		lvl := Level
+		if n == 3 {
+			lvl = LevelForgottenWriters // an older version
+		}
+		apply(&Command{Op: OpRegister, Register: &Register{Node: n, KafkaHost: "h", KafkaPort: 9000 + n, ClusterAddr: "a", Level: lvl}})
+	}
+	now := time.Unix(1000, 0)
+	a := NewActive(testActiveConfig(), im.Clone(), now)
+	a.SetMembers([]int32{1, 2, 3})
+	tick := func() (out []*Command) {
+		now = now.Add(time.Second)
+		a.SetImage(im.Clone(), now)
+		for _, c := range a.Tick(now).Propose {
+			if c.Op == OpFinalizeLevel {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	if f := tick(); len(f) != 0 {
+		t.Fatalf("held: proposed %v", f)
+	}
+	if _, err := a.FinalizeTo(Level + 1); !errors.Is(err, ErrLevelChange) {
+		t.Fatalf("FinalizeTo(%d) above this version: %v; want ErrLevelChange", Level+1, err)
+	}
+	if _, err := a.FinalizeTo(Level); !errors.Is(err, ErrLevelChange) || !strings.Contains(err.Error(), "node 3 applies command level 1") {
+		t.Fatalf("FinalizeTo(%d) with node 3 at 1: %v; want ErrLevelChange naming node 3", Level, err)
+	}
+	c, err := a.FinalizeTo(LevelForgottenWriters)
+	if err != nil || c.FinalizeLevel.Level != LevelForgottenWriters {
+		t.Fatalf("FinalizeTo(1): %+v, %v", c, err)
+	}
+	apply(c)
+	if im.Level != LevelForgottenWriters {
+		t.Fatalf("level %d after FinalizeTo(1)", im.Level)
+	}
+	tick()
+	if c, err := a.FinalizeTo(LevelForgottenWriters); c != nil || err != nil {
+		t.Fatalf("FinalizeTo(the level): %v, %v; want nothing to do", c, err)
+	}
+	if _, err := a.FinalizeTo(0); !errors.Is(err, ErrLevelChange) || !strings.Contains(err.Error(), "never lowered") {
+		t.Fatalf("FinalizeTo(0): %v; want it refused", err)
+	}
+	apply(&Command{Op: OpRegister, Register: &Register{Node: 3, KafkaHost: "h", KafkaPort: 9003, ClusterAddr: "a", Level: Level}})
+	if f := tick(); len(f) != 0 {
+		t.Fatalf("held, every node at %d: proposed %v", Level, f)
+	}
+	apply(&Command{Op: OpSetNodeConfigs, SetNodeConfigs: &SetNodeConfigs{Node: -1, Configs: map[string]string{}}})
+	if f := tick(); len(f) != 1 || f[0].FinalizeLevel.Level != Level {
+		t.Fatalf("auto again: proposed %v; want finalize-level %d", f, Level)
 	}
 }

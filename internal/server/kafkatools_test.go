@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/testclients"
 )
 
@@ -360,6 +361,27 @@ func TestKafkaClusterToolUnregister(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestKafkaFeaturesTool: Kafka's kafka-features describes the command level among the
+// features (supported up to this version's, finalized at the cluster's) and upgrades it to
+// the level it is at.
+func TestKafkaFeaturesTool(t *testing.T) {
+	tool := kafkaTool(t, "org.apache.kafka.tools.FeatureCommand")
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	run := func(args ...string) string {
+		t.Helper()
+		return runClient(t, 90*time.Second, "", tool[0], append(append(tool[1:], "--bootstrap-server", b.addr), args...)...)
+	}
+	want := fmt.Sprintf("Feature: %s\tSupportedMinVersion: 0\tSupportedMaxVersion: %d\tFinalizedVersionLevel: %d", controller.LevelFeature, controller.Level, controller.Level)
+	var out string
+	eventually(t, "the command level finalized", 60*time.Second, func() bool {
+		out = run("describe")
+		return strings.Contains(out, want)
+	})
+	t.Logf("kafka-features describe:\n%s", out)
+	out = run("upgrade", "--feature", fmt.Sprintf("%s=%d", controller.LevelFeature, controller.Level))
+	t.Logf("kafka-features upgrade: %s", out)
 }
 
 // TestKafkaConfigsGroups: Kafka's kafka-configs sets, describes and lists a group's configs

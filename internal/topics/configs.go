@@ -102,6 +102,8 @@ var defs = []ConfigDef{
 		Doc: "controller_mutation_rate: its bucket holds this many windows of the quota (KIP-599's burst)"},
 	{Name: "controller.quota.window.size.seconds", BrokerName: "controller.quota.window.size.seconds", BrokerOnly: true, Type: TypeInt, Default: "1", Min: 1, Max: 86400,
 		Doc: "controller_mutation_rate: seconds each of those windows spans"},
+	{Name: "runnel.command.level.auto", BrokerName: "runnel.command.level.auto", BrokerOnly: true, ClusterOnly: true, Type: TypeBoolean, Default: "true",
+		Doc: "the active controller raises the command level once every node runs a version that applies it; false: an operator raises it (kafka-features upgrade --feature runnel.command.level=N)"},
 	{Name: "runnel.default.storage", BrokerName: "runnel.default.storage", BrokerOnly: true, Type: TypeString, Default: "local", Allowed: []string{"local", "object"},
 		Doc: "the runnel.storage of topics created without one (it does not move existing topics)"},
 	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "", Check: CheckThrottledReplicas,

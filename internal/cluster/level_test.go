@@ -1,0 +1,95 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+)
+
+// TestLevelHeldByAGoneNode: a broker of an older version (level 0) taken out of service holds
+// the command level back until it is unregistered, which works below level 2 (the others are
+// named); with runnel.command.level.auto=false the level then waits for an operator, who can
+// raise it (not while a node is below, never lower).
+func TestLevelHeldByAGoneNode(t *testing.T) {
+	lns, voters := map[int32]net.Listener{}, map[int32]string{}
+	for id := int32(1); id <= 4; id++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[id] = ln
+		if id <= 3 {
+			voters[id] = ln.Addr().String()
+		}
+	}
+	older := func(c *Config) { c.olderVersion = true }
+	nodes := map[int32]*testNode{}
+	for id := int32(1); id <= 3; id++ {
+		tune := func(*Config) {}
+		if id == 3 { // an older version at first: the level stays at 0 while node 4 joins
+			tune = older
+		}
+		nodes[id] = startNodeWith(t, id, lns[id], voters, t.TempDir(), tune)
+		defer nodes[id].close()
+	}
+	gone := startNodeWith(t, 4, lns[4], voters, t.TempDir(), older)
+	defer gone.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, tn := range []*testNode{nodes[1], nodes[2], nodes[3], gone} {
+		if err := tn.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := nodes[1]
+	// Node 3 upgraded: restarted as this version on its data.
+	dir3 := nodes[3].dir
+	nodes[3].close()
+	ln, err := net.Listen("tcp", voters[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes[3] = startNode(t, 3, ln, voters, dir3)
+	defer nodes[3].close()
+	if err := nodes[3].WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Propose(ctx, &controller.Command{Op: controller.OpSetNodeConfigs,
+		SetNodeConfigs: &controller.SetNodeConfigs{Node: -1, Configs: map[string]string{controller.AutoLevelConfig: "false"}}}); err != nil {
+		t.Fatal(err)
+	}
+	gone.close()
+	waitFor(t, "node 4 fenced", 30*time.Second, func() bool { nd := n.Image().Nodes[4]; return nd != nil && nd.Fenced })
+	if lvl := n.Image().Level; lvl != 0 {
+		t.Fatalf("level %d with node 4 of an older version registered; want 0", lvl)
+	}
+	if err := n.FinalizeLevel(ctx, controller.Level, false); !errors.Is(err, controller.ErrLevelChange) {
+		t.Fatalf("raising the level with node 4 below it: %v; want ErrLevelChange", err)
+	}
+	if err := n.UnregisterNode(ctx, 4); err != nil {
+		t.Fatalf("unregister node 4 below level %d: %v", controller.LevelUnregisterNode, err)
+	}
+	for _, tn := range nodes {
+		waitFor(t, "node 4 gone from every image", 10*time.Second, func() bool { return tn.Image().Nodes[4] == nil })
+	}
+	time.Sleep(time.Second) // a few of the active controller's ticks
+	if lvl := n.Image().Level; lvl != 0 {
+		t.Fatalf("level %d with runnel.command.level.auto=false; want it held at 0", lvl)
+	}
+	if err := n.FinalizeLevel(ctx, controller.Level, true); err != nil || n.Image().Level != 0 {
+		t.Fatalf("validate-only: %v, level %d", err, n.Image().Level)
+	}
+	if err := nodes[2].FinalizeLevel(ctx, controller.Level, false); err != nil {
+		t.Fatalf("raising the level: %v", err)
+	}
+	if lvl := nodes[2].Image().Level; lvl != controller.Level {
+		t.Fatalf("level %d after the operator raised it; want %d", lvl, controller.Level)
+	}
+	if err := n.FinalizeLevel(ctx, 1, false); !errors.Is(err, controller.ErrLevelChange) {
+		t.Fatalf("lowering the level: %v; want ErrLevelChange", err)
+	}
+}
