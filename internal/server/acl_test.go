@@ -330,6 +330,13 @@ func TestACLMatrix(t *testing.T) {
 			r.BrokerID = 1
 			return r
 		}, kerr.ClusterAuthorizationFailed.Code, false},
+		{"UpdateFeatures", func() kmsg.Request {
+			r := kmsg.NewPtrUpdateFeaturesRequest()
+			u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+			u.Feature, u.MaxVersionLevel = "runnel.command.level", 2
+			r.FeatureUpdates = append(r.FeatureUpdates, u)
+			return r
+		}, kerr.ClusterAuthorizationFailed.Code, false},
 		{"DescribeACLs", func() kmsg.Request {
 			r := kmsg.NewPtrDescribeACLsRequest()
 			r.ResourceType, r.ResourcePatternType, r.Operation, r.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
