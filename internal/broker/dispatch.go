@@ -16,7 +16,7 @@ type api struct {
 // apis is every API served. ApiVersions advertises exactly these ranges.
 var apis map[int16]api
 
-func init() { register(kmsg.ApiVersions, 0, 3, handleApiVersions) }
+func init() { register(kmsg.ApiVersions, 0, 4, handleApiVersions) }
 
 // register adds an API; each handler file calls it from init.
 func register(key kmsg.Key, min, max int16, handle func(ctx context.Context, r *request) reply) {

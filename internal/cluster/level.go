@@ -57,8 +57,18 @@ func (n *Node) FinalizeLevel(ctx context.Context, level int, validateOnly bool) 
 		if err := decodeApplyError(resp.Code, resp.Msg); err != nil {
 			return err
 		}
-		if resp.Index == 0 {
-			return nil // validated, or there already
+		if validateOnly {
+			return nil
+		}
+		if resp.Index == 0 { // there already: wait until this node's image is
+			for n.ctrl.Image().Level < level {
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("cluster: the command level is %d, but not yet here: %w", level, ctx.Err())
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			return nil
 		}
 		if err := n.waitReconciled(ctx, resp.Index); err != nil {
 			return err

@@ -41,7 +41,13 @@ func TestFeatures(t *testing.T) {
 		})
 		return sup && fin && resp.FinalizedFeaturesEpoch == 1+int64(level)
 	})
-	v1 := b.client(kgo.MaxVersions(kversion.V3_8_0())) // UpdateFeatures v1: per-feature results
+	// Below ApiVersions v4 the supported features (all from level 0) are left out (KAFKA-17492).
+	v3 := b.client(kgo.MaxVersions(kversion.V3_8_0()))
+	if resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, v3); err != nil || resp.Version != 3 || len(resp.SupportedFeatures) != 0 ||
+		!slices.ContainsFunc(resp.FinalizedFeatures, func(f kmsg.ApiVersionsResponseFinalizedFeature) bool { return f.Name == controller.LevelFeature }) {
+		t.Fatalf("ApiVersions v3: %v; want supported features left out, finalized ones kept", err)
+	}
+	v1 := v3 // UpdateFeatures v1: per-feature results
 	update := func(version int16, feature string, lvl int16, typ int8) *kmsg.UpdateFeaturesResponse {
 		t.Helper()
 		req := kmsg.NewPtrUpdateFeaturesRequest()
@@ -71,6 +77,7 @@ func TestFeatures(t *testing.T) {
 		{controller.LevelFeature, level, 1, nil, ""},
 		{controller.LevelFeature, level - 1, 3, kerr.InvalidUpdateVersion, "never lowered"},
 		{controller.LevelFeature, level + 1, 1, kerr.InvalidUpdateVersion, "applies command level"},
+		{controller.LevelFeature, level + 1, 2, kerr.InvalidUpdateVersion, "Can't downgrade to a newer version"},
 		{"metadata.version", 27, 1, kerr.InvalidUpdateVersion, "no feature"},
 		{"transaction.version", 2, 1, nil, ""},
 		{"transaction.version", 1, 2, kerr.InvalidUpdateVersion, "keeps transaction.version at level 2"},
@@ -92,6 +99,17 @@ func TestFeatures(t *testing.T) {
 	if r := update(2, controller.LevelFeature, level-1, 2); r.ErrorCode != kerr.InvalidUpdateVersion.Code || r.ErrorMessage == nil ||
 		!strings.Contains(*r.ErrorMessage, controller.LevelFeature) {
 		t.Fatalf("v2 lowering: top-level %v %v; want INVALID_UPDATE_VERSION naming the feature", kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage)
+	}
+	// All or nothing: one refusal answers every feature with it.
+	req := kmsg.NewPtrUpdateFeaturesRequest()
+	for _, f := range []string{controller.LevelFeature, "group.version"} {
+		u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+		u.Feature, u.MaxVersionLevel, u.UpgradeType = f, level, 1
+		req.FeatureUpdates = append(req.FeatureUpdates, u)
+	}
+	if r, err := req.RequestWith(ctx, v1); err != nil || len(r.Results) != 2 || r.Results[0].ErrorCode != kerr.InvalidUpdateVersion.Code ||
+		r.Results[1].ErrorCode != kerr.InvalidUpdateVersion.Code {
+		t.Fatalf("two features, one unknown: %v %+v; want both answered INVALID_UPDATE_VERSION", err, r)
 	}
 	adm := kadm.NewClient(cl)
 	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: controller.AutoLevelConfig, Value: kmsg.StringPtr("false")}})
