@@ -264,7 +264,7 @@ func (n *Node) registerHandlers() {
 			return nil, err
 		}
 		img := n.ctrl.Image()
-		return nodeKnownResponse{Known: n.knownNode(img, req.Node), ClusterID: img.ClusterID}, nil
+		return nodeKnownResponse{Known: n.knownNode(img, req.Node), ClusterID: img.ClusterID, Voters: n.ctrl.Voters()}, nil
 	})
 	n.rpc.handle("heartbeat", func(_ context.Context, _ int32, payload []byte) (any, error) {
 		var req heartbeatRequest

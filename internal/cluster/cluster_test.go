@@ -78,6 +78,16 @@ func startNode(t *testing.T, id int32, ln net.Listener, voters map[int32]string,
 // startNodeWith starts a node after tune has changed its configuration.
 func startNodeWith(t *testing.T, id int32, ln net.Listener, voters map[int32]string, dir string, tune func(*Config)) *testNode {
 	t.Helper()
+	tn, err := tryStartNode(t, id, ln, voters, dir, tune)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tn
+}
+
+// tryStartNode is startNodeWith returning Start's error.
+func tryStartNode(t *testing.T, id int32, ln net.Listener, voters map[int32]string, dir string, tune func(*Config)) (*testNode, error) {
+	t.Helper()
 	flusher := logstore.NewFlusher(0)
 	reg, err := topics.Open(topics.Options{DataDir: dir, Flusher: flusher, Logger: quiet})
 	if err != nil {
@@ -88,9 +98,11 @@ func startNodeWith(t *testing.T, id int32, ln net.Listener, voters map[int32]str
 	tune(&cfg)
 	nd, err := Start(cfg)
 	if err != nil {
-		t.Fatal(err)
+		reg.Close()
+		flusher.Close()
+		return nil, err
 	}
-	return &testNode{Node: nd, reg: reg, flusher: flusher, dir: dir}
+	return &testNode{Node: nd, reg: reg, flusher: flusher, dir: dir}, nil
 }
 
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {

@@ -146,6 +146,11 @@ type Node struct {
 	failOnce sync.Once
 }
 
+// ErrNotAVoter is the refusal of a node on an empty data dir whose --controller-voters names it
+// while the cluster's voters do not (a voter removed, its id used again with the old flags): it
+// would start a Raft log of its own as a voter.
+var ErrNotAVoter = errors.New("cluster: this node is not a controller voter")
+
 // ErrLostData is the refusal of a node whose data dir is empty while the cluster knows its id.
 var ErrLostData = errors.New("cluster: this node's data dir is empty, but the cluster knows its node id")
 
@@ -610,10 +615,16 @@ func (n *Node) checkEmptyDataDir() (answered bool, _ error) {
 		}()
 	}
 	answered = asked == 0
+	_, voter := n.cfg.Voters[n.cfg.NodeID]
 	for range asked {
 		a := <-answers
 		if a.err == nil && a.resp.Known {
 			return true, lostDataError(n.cfg.NodeID, a.from, a.resp.ClusterID)
+		}
+		if a.err == nil && voter && a.resp.ClusterID != "" && len(a.resp.Voters) > 0 && !slices.Contains(a.resp.Voters, n.cfg.NodeID) {
+			return true, fmt.Errorf("%w: --controller-voters names node %d, but the voters of cluster %s are %v (node %d says so); "+
+				"start it with those as --controller-voters, and it joins as a broker (runnel controller add-voter makes it a voter)",
+				ErrNotAVoter, n.cfg.NodeID, a.resp.ClusterID, a.resp.Voters, a.from)
 		}
 		var re *rpcError // a voter that cannot tell (an older version) still answered
 		answered = answered || a.err == nil || errors.As(a.err, &re)
@@ -715,10 +726,12 @@ type nodeKnownRequest struct {
 	Node int32 `json:"node"`
 }
 
-// nodeKnownResponse: whether the answering node's image has the node registered.
+// nodeKnownResponse: whether the answering node's image has the node registered, and the
+// controller's voters as the answering node has them (none from older versions).
 type nodeKnownResponse struct {
-	Known     bool   `json:"known"`
-	ClusterID string `json:"cluster_id,omitempty"`
+	Known     bool    `json:"known"`
+	ClusterID string  `json:"cluster_id,omitempty"`
+	Voters    []int32 `json:"voters,omitempty"`
 }
 
 type registerResponse struct {

@@ -62,6 +62,24 @@ func TestReplaceAVoterInACluster(t *testing.T) {
 		t.Fatalf("removing voter 3 again: %v; want ErrVoterNotFound", err)
 	}
 
+	// The removed voter, its disk lost, is unregistered; its id started again on an empty data
+	// dir with the old --controller-voters (naming it) is refused: it would start a Raft log of
+	// its own as a voter.
+	waitFor(t, "node 3 fenced", 20*time.Second, func() bool { nd := nodes[1].Image().Nodes[3]; return nd != nil && nd.Fenced })
+	if err := asker.UnregisterNode(ctx, 3); err != nil {
+		t.Fatalf("unregistering node 3: %v", err)
+	}
+	ln3, err := net.Listen("tcp", flag[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn, err := tryStartNode(t, 3, ln3, flag, t.TempDir(), func(c *Config) { c.EmptyDataDir = true }); !errors.Is(err, ErrNotAVoter) {
+		if tn != nil {
+			tn.close()
+		}
+		t.Fatalf("node 3 on an empty data dir with the old voters: %v; want %v", err, ErrNotAVoter)
+	}
+
 	// Voter 2 goes too: 1 and 4 still commit, in both groups.
 	nodes[2].close()
 	delete(nodes, 2)
