@@ -42,6 +42,7 @@ func (q quorumView) voters() []int32 {
 // and `remove-voter 3` drops the lost one; then voter 2 is killed too, and voters 1 and 4 still
 // create topics (controller quorum) and acknowledge appends to a total-order topic (the
 // sequencer group, whose voters follow the controller's). Voter 2 restarts and catches up.
+// Node 3 is unregistered, and its id started again with the old flags is refused.
 func TestReplaceALostVoter(t *testing.T) {
 	bin := runnelBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -89,6 +90,21 @@ func TestReplaceALostVoter(t *testing.T) {
 	}
 	if q := describe(); !slices.Equal(q.voters(), []int32{1, 2, 4}) {
 		t.Fatalf("voters %v after the change; want 1, 2, 4", q.voters())
+	}
+	// The lost voter is unregistered (it holds no replica); its id started again on its empty
+	// data dir with the old --controller-voters, which name it, is refused with the voters to
+	// use, rather than start a Raft log of its own as a voter.
+	if out, err := controller("unregister", "3"); err != nil || !strings.Contains(out, "node 3 unregistered") {
+		t.Fatalf("runnel controller unregister 3: %v\n%s", err, out)
+	}
+	if err := c.Start(3); err != nil {
+		t.Fatal(err)
+	}
+	if !c.WaitExit(3, 30*time.Second) {
+		t.Fatalf("node 3 on an empty data dir with the old voters still runs:\n%s", c.logTail(3, 20))
+	}
+	if tail := c.logTail(3, 20); !strings.Contains(tail, "not a controller voter") {
+		t.Fatalf("node 3 exited, but not refused as no voter:\n%s", tail)
 	}
 
 	c.Kill(2)
