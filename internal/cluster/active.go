@@ -241,6 +241,9 @@ func (n *Node) registerHandlers() {
 			return nil, errors.New("cluster: the cluster is not bootstrapped yet") // the node asks again
 		}
 		if req.EmptyDataDir && n.knownNode(img, req.Node) && !sameRun(img, &req.Register) {
+			if img.Nodes[req.Node] == nil {
+				return nil, &rpcError{codeLostData, stillMemberDetail(req.Node, n.cfg.NodeID)}
+			}
 			return nil, &rpcError{codeLostData, lostDataDetail(req.Node, n.cfg.NodeID, img.ClusterID)}
 		}
 		if err := controller.CheckLevel(img, &req.Register); err != nil { // the apply refuses it too, should the level rise meanwhile
@@ -264,7 +267,8 @@ func (n *Node) registerHandlers() {
 			return nil, err
 		}
 		img := n.ctrl.Image()
-		return nodeKnownResponse{Known: n.knownNode(img, req.Node), ClusterID: img.ClusterID, Voters: n.ctrl.Voters()}, nil
+		known := n.knownNode(img, req.Node)
+		return nodeKnownResponse{Known: known, Unregistered: known && img.Nodes[req.Node] == nil, ClusterID: img.ClusterID, Voters: n.ctrl.Voters()}, nil
 	})
 	n.rpc.handle("heartbeat", func(_ context.Context, _ int32, payload []byte) (any, error) {
 		var req heartbeatRequest

@@ -618,6 +618,9 @@ func (n *Node) checkEmptyDataDir() (answered bool, _ error) {
 	_, voter := n.cfg.Voters[n.cfg.NodeID]
 	for range asked {
 		a := <-answers
+		if a.err == nil && a.resp.Known && a.resp.Unregistered {
+			return true, fmt.Errorf("%w: %s", ErrLostData, stillMemberDetail(n.cfg.NodeID, a.from))
+		}
 		if a.err == nil && a.resp.Known {
 			return true, lostDataError(n.cfg.NodeID, a.from, a.resp.ClusterID)
 		}
@@ -664,6 +667,13 @@ func (n *Node) awaitVoterAnswer() {
 
 func lostDataError(node, by int32, clusterID string) error {
 	return fmt.Errorf("%w: %s", ErrLostData, lostDataDetail(node, by, clusterID))
+}
+
+// stillMemberDetail explains the refusal of a node id unregistered whose Raft learners are not
+// removed yet everywhere.
+func stillMemberDetail(node, by int32) string {
+	return fmt.Sprintf("node %d is not registered, but still a member of the controller's or the sequencer's Raft group (node %d says so): "+
+		"an unregistration whose learner removal has not reached every node yet; start it again in a moment", node, by)
 }
 
 func lostDataDetail(node, by int32, clusterID string) string {
@@ -729,9 +739,11 @@ type nodeKnownRequest struct {
 // nodeKnownResponse: whether the answering node's image has the node registered, and the
 // controller's voters as the answering node has them (none from older versions).
 type nodeKnownResponse struct {
-	Known     bool    `json:"known"`
-	ClusterID string  `json:"cluster_id,omitempty"`
-	Voters    []int32 `json:"voters,omitempty"`
+	Known bool `json:"known"`
+	// Unregistered: known only as a member of a Raft group (an unregistration not finished).
+	Unregistered bool    `json:"unregistered,omitempty"`
+	ClusterID    string  `json:"cluster_id,omitempty"`
+	Voters       []int32 `json:"voters,omitempty"`
 }
 
 type registerResponse struct {
