@@ -94,8 +94,12 @@ func printStatus(w io.Writer, st server.Status) {
 	fmt.Fprintf(w, ": %s (%s), up %s\n", st.State, ready, uptime)
 	fmt.Fprintf(w, "kafka %s (advertised %s), admin %s, data %s\n", st.KafkaAddr, st.AdvertisedKafkaAddr, st.AdminAddr, st.DataDir)
 	if c := st.Cluster; c != nil {
-		fmt.Fprintf(w, "\ncontroller %d (voters %v); %d partitions, %d offline, %d under-replicated\n", c.ControllerID, c.Voters,
-			c.Partitions, c.Offline, c.UnderReplicated)
+		held := ""
+		if c.CommandLevelHeld {
+			held = ", held"
+		}
+		fmt.Fprintf(w, "\ncontroller %d (voters %v, command level %d%s); %d partitions, %d offline, %d under-replicated\n", c.ControllerID, c.Voters,
+			c.CommandLevel, held, c.Partitions, c.Offline, c.UnderReplicated)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "NODE	STATE	KAFKA	CLUSTER	LEADERS	REPLICAS")
 		for _, n := range c.Nodes {

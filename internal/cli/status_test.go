@@ -26,7 +26,7 @@ func testStatus() server.Status {
 			}},
 			{Name: "payments", Partitions: []server.PartitionStatus{{Partition: 0, Role: "none", LeaderEpoch: -1}}},
 		},
-		Cluster: &server.ClusterStatus{ControllerID: 1, Voters: []int32{1, 2, 3}, Partitions: 3, UnderReplicated: 1,
+		Cluster: &server.ClusterStatus{ControllerID: 1, Voters: []int32{1, 2, 3}, Partitions: 3, UnderReplicated: 1, CommandLevel: 2, CommandLevelHeld: true,
 			Nodes: []server.NodeStatus{
 				{ID: 1, KafkaAddr: "h1:9092", ClusterAddr: "h1:9093", State: "live", Leaders: 2, Replicas: 3},
 				{ID: 2, KafkaAddr: "h2:9092", ClusterAddr: "h2:9093", State: "fenced", Leaders: 0, Replicas: 3},
@@ -41,7 +41,7 @@ func TestPrintStatus(t *testing.T) {
 	want := `node 3 of cluster c1: serving (ready), up 1h2m3s
 kafka 127.0.0.1:9092 (advertised kafka.example:9092), admin 127.0.0.1:9644, data /var/lib/runnel
 
-controller 1 (voters [1 2 3]); 3 partitions, 0 offline, 1 under-replicated
+controller 1 (voters [1 2 3], command level 2, held); 3 partitions, 0 offline, 1 under-replicated
 NODE  STATE   KAFKA    CLUSTER  LEADERS  REPLICAS
 1     live    h1:9092  h1:9093  2        3
 2     fenced  h2:9092  h2:9093  0        3

@@ -390,6 +390,8 @@ type ClusterStatus struct {
 	// CommandLevel is the cluster's command level (the controller's metadata version: a
 	// command of a higher level is not proposed while a node of an older version is registered).
 	CommandLevel int `json:"command_level"`
+	// CommandLevelHeld: runnel.command.level.auto=false, the level waits for an operator.
+	CommandLevelHeld bool `json:"command_level_held,omitempty"`
 }
 
 // NodeStatus is one node in a ClusterStatus.
@@ -597,7 +599,8 @@ func (s *Server) replicaStatus(topic string, index int32) (role string, epoch in
 
 func (s *Server) clusterStatus() *ClusterStatus {
 	img := s.node.Image()
-	cs := &ClusterStatus{ControllerID: s.node.ControllerID(), Voters: s.node.Voters(), CommandLevel: img.Level}
+	cs := &ClusterStatus{ControllerID: s.node.ControllerID(), Voters: s.node.Voters(), CommandLevel: img.Level,
+		CommandLevelHeld: img.ClusterConfigs[controller.AutoLevelConfig] == "false"}
 	leaders, replicas := map[int32]int{}, map[int32]int{}
 	img.EachPartition(func(_ *controller.Topic, _ int32, p *controller.Partition) {
 		cs.Partitions++
