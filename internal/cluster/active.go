@@ -20,8 +20,20 @@ type activeDriver struct {
 	mu   sync.Mutex
 	a    *controller.Active
 	last uint64 // index of the last image given to a
-	stop chan struct{}
-	done chan struct{}
+	// applied wakes run with a newer image: the active controller's image does not wait for
+	// this node's reconcile (which may open and recover many logs).
+	applied chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// imageApplied tells the driver the controller applied entries (called on the Raft loop: it
+// does not block).
+func (d *activeDriver) imageApplied() {
+	select {
+	case d.applied <- struct{}{}:
+	default:
+	}
 }
 
 func (n *Node) activeDriver() *activeDriver {
@@ -39,7 +51,7 @@ func (n *Node) onLeader(leader int32) {
 		if n.active == nil {
 			img := n.ctrl.Image()
 			d := &activeDriver{n: n, a: controller.NewActive(n.cfg.Active, img, time.Now()), last: img.Index,
-				stop: make(chan struct{}), done: make(chan struct{})}
+				applied: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 			n.active = d
 			go d.run()
 			for _, dead := range n.deadPeers() {
@@ -63,6 +75,8 @@ func (d *activeDriver) run() {
 		select {
 		case <-d.stop:
 			return
+		case <-d.applied:
+			d.setImage(d.n.ctrl.Image())
 		case now := <-t.C:
 			d.mu.Lock()
 			d.a.SetMembers(d.n.ctrl.Members())
@@ -103,8 +117,10 @@ func (d *activeDriver) peerDown(node int32) {
 
 func (d *activeDriver) heartbeat(req heartbeatRequest) bool {
 	d.mu.Lock()
-	d.a.ReportLevel(req.Node, req.Incarnation, req.Level)
 	ok, eff := d.a.Heartbeat(req.Node, req.Incarnation, time.Now())
+	if ok { // not a late heartbeat of an earlier incarnation
+		d.a.ReportLevel(req.Node, req.Incarnation, req.Level)
+	}
 	d.mu.Unlock()
 	d.execute(eff)
 	return ok
@@ -267,7 +283,7 @@ func (n *Node) registerHandlers() {
 			return nil, err
 		}
 		img := n.ctrl.Image()
-		known := n.knownNode(img, req.Node)
+		known := n.knownNode(img, req.Node) && !sameRun(img, &controller.Register{Node: req.Node, Run: req.Run})
 		return nodeKnownResponse{Known: known, Unregistered: known && img.Nodes[req.Node] == nil, ClusterID: img.ClusterID, Voters: n.ctrl.Voters()}, nil
 	})
 	n.rpc.handle("heartbeat", func(_ context.Context, _ int32, payload []byte) (any, error) {

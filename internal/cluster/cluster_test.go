@@ -352,6 +352,33 @@ func TestLocalCallTimesOutAsARemoteOne(t *testing.T) {
 	}
 }
 
+// TestClosingNodeDoesNotAnswer: a handler that fails because its node is closing (a proposal
+// waiting on the controller being stopped) sends no answer, as a node that is gone: the caller
+// asks again elsewhere instead of taking the failure for the controller's answer.
+func TestClosingNodeDoesNotAnswer(t *testing.T) {
+	sctx, closing := context.WithCancel(context.Background())
+	var server, client *rpcLayer
+	server = newRPC(sctx, 2, func(to int32, kind transport.Kind, body []byte) { go client.receive(2, kind, body) })
+	client = newRPC(context.Background(), 1, func(to int32, kind transport.Kind, body []byte) { go server.receive(1, kind, body) })
+	server.handle("propose", func(ctx context.Context, _ int32, _ []byte) (any, error) {
+		<-ctx.Done()
+		return nil, errors.New("controller: stopped")
+	})
+	server.handle("fail", func(context.Context, int32, []byte) (any, error) { return nil, errors.New("refused") })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var re *rpcError
+	if err := client.call(ctx, 2, "fail", struct{}{}, nil); !errors.As(err, &re) {
+		t.Fatalf("a handler's failure: %v; want it answered", err)
+	}
+	time.AfterFunc(50*time.Millisecond, closing)
+	short, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel2()
+	if err := client.call(short, 2, "propose", struct{}{}, nil); !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &re) {
+		t.Fatalf("a proposal on a closing node: %v; want no answer (a context error), not an rpcError", err)
+	}
+}
+
 // TestRegisterOnEmptyDataDirRefused: the active controller refuses the registration of a node
 // id it knows from a process that started on an empty data dir (the second check, for a node
 // that could not ask the voters before it started), and the same node's registration from its
@@ -389,6 +416,17 @@ func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
 	req.Run = "9-b"
 	if err := n.callController(ctx, "register", req, &resp); !errors.As(err, &re) || re.Code != codeLostData {
 		t.Fatalf("another run of node 9 from an empty data dir = %v; want code %s", err, codeLostData)
+	}
+	// A voter's empty-data-dir check runs beside its registration: its own run's registration
+	// is not "known".
+	for _, c := range []struct {
+		run   string
+		known bool
+	}{{"9-a", false}, {"9-b", true}} {
+		var kr nodeKnownResponse
+		if err := n.rpc.call(ctx, 1, "node-known", nodeKnownRequest{Node: 9, Run: c.run}, &kr); err != nil || kr.Known != c.known {
+			t.Fatalf("node-known of node 9 asked by run %s: %+v, %v; want known %v", c.run, kr, err, c.known)
+		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,5 +93,101 @@ func TestLevelHeldByAGoneNode(t *testing.T) {
 	}
 	if err := n.FinalizeLevel(ctx, 1, false); !errors.Is(err, controller.ErrLevelChange) {
 		t.Fatalf("lowering the level: %v; want ErrLevelChange", err)
+	}
+}
+
+// TestSlowReconcileRegistersOnce: a node whose first reconcile is slow (many logs to recover)
+// registers once, however long it takes (it registered again every 2 s, each time losing its
+// leaderships); and a node that joins while the active controller's own reconcile is slow
+// registers once too: the active controller's image does not wait for that reconcile (it
+// refused the new incarnation's heartbeats, and the node registered again and again).
+func TestSlowReconcileRegistersOnce(t *testing.T) {
+	lns, voters := map[int32]net.Listener{}, map[int32]string{}
+	for id := int32(1); id <= 3; id++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[id], voters[id] = ln, ln.Addr().String()
+	}
+	var blocked atomic.Int32 // the node whose reconciles wait for gate
+	gate := make(chan struct{})
+	nodes := map[int32]*testNode{}
+	for id := int32(1); id <= 3; id++ {
+		nodes[id] = startNodeWith(t, id, lns[id], voters, t.TempDir(), func(c *Config) {
+			c.beforeReconcile = func() {
+				if blocked.Load() == id {
+					<-gate
+				}
+			}
+		})
+		defer nodes[id].close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, tn := range nodes {
+		if err := tn.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var active int32
+	waitFor(t, "an active controller", 10*time.Second, func() bool {
+		for id, tn := range nodes {
+			if tn.activeDriver() != nil {
+				active = id
+				return true
+			}
+		}
+		return false
+	})
+	observer := nodes[1+active%3]
+	incarnations := func(node int32, d time.Duration) int {
+		seen := map[uint64]bool{}
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if nd := observer.Image().Nodes[node]; nd != nil {
+				seen[nd.Incarnation] = true
+			}
+		}
+		return len(seen)
+	}
+	start := func(id int32, tune func(*Config)) *testNode {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return startNodeWith(t, id, ln, voters, t.TempDir(), tune)
+	}
+
+	// Node 4's first reconcile takes 3 s.
+	var once sync.Once
+	slow := make(chan struct{})
+	time.AfterFunc(3*time.Second, func() { close(slow) })
+	n4 := start(4, func(c *Config) { c.beforeReconcile = func() { once.Do(func() { <-slow }) } })
+	defer n4.close()
+	if n := incarnations(4, 4*time.Second); n != 1 {
+		t.Fatalf("node 4 registered %d times during its slow first reconcile; want once", n)
+	}
+	if err := n4.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The active controller's reconciles wait (from a change before node 5 joins) while node 5
+	// joins.
+	blocked.Store(active)
+	if _, err := observer.Propose(ctx, &controller.Command{Op: controller.OpSetNodeConfigs,
+		SetNodeConfigs: &controller.SetNodeConfigs{Node: -1, Configs: map[string]string{"log.retention.ms": "86400000"}}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the active node's reconciler takes it, and waits
+	n5 := start(5, func(*Config) {})
+	defer n5.close()
+	n := incarnations(5, 3*time.Second)
+	blocked.Store(0)
+	close(gate)
+	if n != 1 {
+		t.Fatalf("node 5 registered %d times while the active controller's reconcile was slow; want once", n)
+	}
+	if err := n5.WaitReady(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -69,6 +69,9 @@ type Config struct {
 	EmptyDataDir bool
 	// olderVersion (tests): the node registers as a version before command levels (level 0).
 	olderVersion bool
+	// beforeReconcile (tests), if set, runs before each reconcile: a slow one (many logs to
+	// open and recover) is made by blocking in it.
+	beforeReconcile func()
 
 	FS       vfs.FS
 	DataDir  string
@@ -203,7 +206,12 @@ func Start(cfg Config) (*Node, error) {
 	ccfg.Voters = slices.Sorted(mapsKeys(cfg.Voters))
 	ccfg.Send = func(to int32, body []byte) { n.tr.Send(to, kindRaft, body) }
 	ccfg.Bootstrap = n.bootstrap
-	ccfg.OnApply = func(*controller.Image) { n.wakeReconciler() }
+	ccfg.OnApply = func(*controller.Image) {
+		n.wakeReconciler()
+		if d := n.activeDriver(); d != nil {
+			d.imageApplied()
+		}
+	}
 	ccfg.OnLeader = n.onLeader
 	ccfg.OnRemoved = n.forgetRemoved
 	walSync := func(group string) func(time.Duration) {
@@ -610,7 +618,7 @@ func (n *Node) checkEmptyDataDir() (answered bool, _ error) {
 		asked++
 		go func() {
 			var resp nodeKnownResponse
-			err := n.rpc.call(ctx, id, "node-known", nodeKnownRequest{Node: n.cfg.NodeID}, &resp)
+			err := n.rpc.call(ctx, id, "node-known", nodeKnownRequest{Node: n.cfg.NodeID, Run: n.run}, &resp)
 			answers <- answer{id, resp, err}
 		}()
 	}
@@ -734,6 +742,9 @@ type registerRequest struct {
 
 type nodeKnownRequest struct {
 	Node int32 `json:"node"`
+	// Run is the asking process's run: its own registration (made meanwhile, a voter's
+	// registration does not wait for the answer) does not count.
+	Run string `json:"run,omitempty"`
 }
 
 // nodeKnownResponse: whether the answering node's image has the node registered, and the
@@ -808,7 +819,10 @@ func (n *Node) register() error {
 			n.joinIndex.Store(resp.Index)
 			n.marks.registered(req.KeptFrom) // after joinIndex: reconcile reads them the other way
 			n.wakeReconciler()
-			err = n.waitReconciled(ctx, resp.Index)
+			// Registered: wait for this node's reconcile however long its first one takes (it
+			// opens and recovers every hosted log); registering again would only make new
+			// incarnations, each taking the node's leaderships away.
+			err = n.waitReconciled(n.ctx, resp.Index)
 		}
 		cancel()
 		if err == nil {
@@ -912,6 +926,9 @@ func (n *Node) reconciler() {
 		}
 		if d := n.activeDriver(); d != nil {
 			d.setImage(img)
+		}
+		if n.cfg.beforeReconcile != nil {
+			n.cfg.beforeReconcile()
 		}
 		if !n.reconcile(img) {
 			continue

@@ -222,6 +222,12 @@ func (r *rpcLayer) serve(from int32, id uint64, method string, payload []byte) {
 	if !ok {
 		code, msg = codeUnknownMethod, "unknown method "+method
 	} else if v, err := h(r.ctx, from, payload); err != nil {
+		if r.ctx.Err() != nil {
+			// This node is closing (a proposal waiting on its controller ends so): no answer, as
+			// from a node that is gone, so the caller asks the next controller (a request id
+			// makes a retried proposal answered as the first).
+			return
+		}
 		re := toRPCError(err)
 		code, msg = re.Code, re.Msg
 	} else if out, err = encodeAnswer(v); err != nil {
