@@ -898,6 +898,9 @@ func (n *Node) callController(ctx context.Context, method string, req, resp any)
 				if err == nil {
 					return nil
 				}
+				if errors.As(err, &re) && re.Code != codeNotController {
+					return err // the controller answered: a real failure
+				}
 			}
 		case errors.As(err, &re):
 			return err // the controller answered: a real failure
