@@ -256,6 +256,9 @@ func (n *Node) registerHandlers() {
 		if img.ClusterID == "" {
 			return nil, errors.New("cluster: the cluster is not bootstrapped yet") // the node asks again
 		}
+		if v := n.ctrl.Voters(); req.EmptyDataDir && req.Voter && len(v) > 0 && !slices.Contains(v, req.Node) {
+			return nil, &rpcError{codeNotVoter, notVoterDetail(req.Node, n.cfg.NodeID, img.ClusterID, v)}
+		}
 		if req.EmptyDataDir && n.knownNode(img, req.Node) && !sameRun(img, &req.Register) {
 			if img.Nodes[req.Node] == nil {
 				return nil, &rpcError{codeLostData, stillMemberDetail(req.Node, n.cfg.NodeID)}

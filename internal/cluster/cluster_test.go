@@ -417,6 +417,11 @@ func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
 	if err := n.callController(ctx, "register", req, &resp); !errors.As(err, &re) || re.Code != codeLostData {
 		t.Fatalf("another run of node 9 from an empty data dir = %v; want code %s", err, codeLostData)
 	}
+	// A node on an empty data dir whose flags make it a voter the cluster does not have.
+	req = registerRequest{Register: controller.Register{Node: 8, KafkaHost: "127.0.0.1", KafkaPort: 1, Run: "8-a"}, EmptyDataDir: true, Voter: true}
+	if err := n.callController(ctx, "register", req, &resp); !errors.As(err, &re) || re.Code != codeNotVoter {
+		t.Fatalf("node 8 on an empty data dir, a voter by its flags only = %v; want code %s", err, codeNotVoter)
+	}
 	// A voter's empty-data-dir check runs beside its registration: its own run's registration
 	// is not "known".
 	for _, c := range []struct {

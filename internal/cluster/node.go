@@ -185,6 +185,14 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger, reg: cfg.Registry, ctx: ctx, cancel: cancel, ready: make(chan struct{}),
 		recCh: make(chan struct{}), recWake: make(chan struct{}, 1), refusedAt: map[int32]time.Time{},
 		started: make(chan struct{}), run: newRunID(cfg.NodeID), failed: make(chan struct{})}
+	if !cfg.Agent && cfg.DataDir != "" && (cfg.EmptyDataDir || joiningMarked(cfg.FS, cfg.DataDir)) {
+		cfg.EmptyDataDir = true
+		if err := markJoining(cfg.FS, cfg.DataDir); err != nil {
+			cancel()
+			return nil, fmt.Errorf("cluster: marking the data dir as joining: %w", err)
+		}
+		n.cfg = cfg
+	}
 	n.emptyDir.Store(cfg.EmptyDataDir && !cfg.Agent)
 	n.marks = &bootMarks{logger: cfg.Logger} // an agent holds no log
 	if !cfg.Agent && cfg.DataDir != "" {
@@ -626,16 +634,14 @@ func (n *Node) checkEmptyDataDir() (answered bool, _ error) {
 	_, voter := n.cfg.Voters[n.cfg.NodeID]
 	for range asked {
 		a := <-answers
+		if a.err == nil && voter && a.resp.ClusterID != "" && len(a.resp.Voters) > 0 && !slices.Contains(a.resp.Voters, n.cfg.NodeID) {
+			return true, fmt.Errorf("%w: %s", ErrNotAVoter, notVoterDetail(n.cfg.NodeID, a.from, a.resp.ClusterID, a.resp.Voters))
+		}
 		if a.err == nil && a.resp.Known && a.resp.Unregistered {
 			return true, fmt.Errorf("%w: %s", ErrLostData, stillMemberDetail(n.cfg.NodeID, a.from))
 		}
 		if a.err == nil && a.resp.Known {
 			return true, lostDataError(n.cfg.NodeID, a.from, a.resp.ClusterID)
-		}
-		if a.err == nil && voter && a.resp.ClusterID != "" && len(a.resp.Voters) > 0 && !slices.Contains(a.resp.Voters, n.cfg.NodeID) {
-			return true, fmt.Errorf("%w: --controller-voters names node %d, but the voters of cluster %s are %v (node %d says so); "+
-				"start it with those as --controller-voters, and it joins as a broker (runnel controller add-voter makes it a voter)",
-				ErrNotAVoter, n.cfg.NodeID, a.resp.ClusterID, a.resp.Voters, a.from)
 		}
 		var re *rpcError // a voter that cannot tell (an older version) still answered
 		answered = answered || a.err == nil || errors.As(a.err, &re)
@@ -675,6 +681,14 @@ func (n *Node) awaitVoterAnswer() {
 
 func lostDataError(node, by int32, clusterID string) error {
 	return fmt.Errorf("%w: %s", ErrLostData, lostDataDetail(node, by, clusterID))
+}
+
+// notVoterDetail explains the refusal of a node on an empty data dir that its flags make a voter
+// the cluster does not have.
+func notVoterDetail(node, by int32, clusterID string, voters []int32) string {
+	return fmt.Sprintf("--controller-voters names node %d, but the voters of cluster %s are %v (node %d says so); "+
+		"start it with those as --controller-voters, and it joins as a broker (runnel controller add-voter makes it a voter)",
+		node, clusterID, voters, by)
 }
 
 // stillMemberDetail explains the refusal of a node id unregistered whose Raft learners are not
@@ -738,6 +752,9 @@ func (n *Node) join() {
 type registerRequest struct {
 	controller.Register
 	EmptyDataDir bool `json:"empty_data_dir,omitempty"`
+	// Voter: --controller-voters names this node (checked with EmptyDataDir: a node on an empty
+	// data dir boots a Raft log of its own as a voter of those).
+	Voter bool `json:"voter,omitempty"`
 }
 
 type nodeKnownRequest struct {
@@ -782,7 +799,7 @@ func (n *Node) level() int {
 // version below the cluster's level), at its first or a later one: it would serve without a
 // session.
 func (n *Node) refused(err error) {
-	if errors.Is(err, controller.ErrLevel) || errors.Is(err, ErrLostData) {
+	if errors.Is(err, controller.ErrLevel) || errors.Is(err, ErrLostData) || errors.Is(err, ErrNotAVoter) {
 		n.logger.Error("cluster: refused at registration", "err", err)
 		n.fail(err)
 	}
@@ -790,6 +807,22 @@ func (n *Node) refused(err error) {
 
 type heartbeatResponse struct {
 	OK bool `json:"ok"`
+}
+
+// awaitRegistered waits until this node has reconciled the image at its registration's index,
+// however long its first reconcile takes (it opens and recovers every hosted log): registering
+// again would only make new incarnations, each taking the node's leaderships away. It gives up
+// (the caller registers again) only if a write failed meanwhile after a registration that said
+// none was lost: reconcile waits for a registration that says so.
+func (n *Node) awaitRegistered(index uint64) error {
+	for {
+		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+		err := n.waitReconciled(ctx, index)
+		cancel()
+		if err == nil || n.ctx.Err() != nil || n.marks.lossUnsaid() {
+			return err
+		}
+	}
 }
 
 // register registers this node's new incarnation and waits until the image has it.
@@ -801,6 +834,7 @@ func (n *Node) register() error {
 	for {
 		var resp registerResponse
 		req.EmptyDataDir = n.emptyDir.Load()
+		_, req.Voter = n.cfg.Voters[n.cfg.NodeID]
 		req.KeptFrom, req.KeptAlso = n.marks.claim()
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 		err := n.callController(ctx, "register", req, &resp)
@@ -809,20 +843,22 @@ func (n *Node) register() error {
 			cancel()
 			return fmt.Errorf("%w: %s", ErrLostData, re.Msg)
 		}
+		if errors.As(err, &re) && re.Code == codeNotVoter {
+			cancel()
+			return fmt.Errorf("%w: %s", ErrNotAVoter, re.Msg)
+		}
 		if errors.As(err, &re) && re.Code == codeLevel {
 			cancel()
 			return fmt.Errorf("%w (%s)", controller.ErrLevel, strings.TrimPrefix(re.Msg, controller.ErrLevel.Error()+": "))
 		}
 		if err == nil {
 			n.emptyDir.Store(false)
+			n.clearJoining()
 			n.startRaft()
 			n.joinIndex.Store(resp.Index)
 			n.marks.registered(req.KeptFrom) // after joinIndex: reconcile reads them the other way
 			n.wakeReconciler()
-			// Registered: wait for this node's reconcile however long its first one takes (it
-			// opens and recovers every hosted log); registering again would only make new
-			// incarnations, each taking the node's leaderships away.
-			err = n.waitReconciled(n.ctx, resp.Index)
+			err = n.awaitRegistered(resp.Index)
 		}
 		cancel()
 		if err == nil {

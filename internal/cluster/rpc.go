@@ -45,6 +45,7 @@ const (
 	codeFailed        = "failed"
 	codeLostData      = "lost-data" // the register of a node on an empty data dir whose id the cluster knows
 	codeLevel         = "level"     // the register of a node whose version is older than the cluster's command level
+	codeNotVoter      = "not-voter" // the register of a node on an empty data dir whose flags make it a voter the cluster does not have
 )
 
 type rpcHandler func(ctx context.Context, from int32, payload []byte) (any, error)
@@ -113,6 +114,10 @@ func (r *rpcLayer) call(ctx context.Context, to int32, method string, req, resp 
 			return &rpcError{codeUnknownMethod, "unknown method " + method}
 		}
 		v, err := h(ctx, r.self, payload)
+		if err != nil && r.ctx.Err() != nil {
+			// This node is closing: no answer, as serve gives none (callController asks on).
+			return fmt.Errorf("cluster: %s to node %d: the node is closing: %w", method, to, r.ctx.Err())
+		}
 		if err != nil && ctx.Err() != nil {
 			// The caller's time ran out, as when a remote node does not answer in time: no
 			// answer, not the handler's failure (callController tries again).
@@ -224,8 +229,9 @@ func (r *rpcLayer) serve(from int32, id uint64, method string, payload []byte) {
 	} else if v, err := h(r.ctx, from, payload); err != nil {
 		if r.ctx.Err() != nil {
 			// This node is closing (a proposal waiting on its controller ends so): no answer, as
-			// from a node that is gone, so the caller asks the next controller (a request id
-			// makes a retried proposal answered as the first).
+			// from a node that is gone, so the caller asks the next controller after its attempt's
+			// timeout (a proposal with a request id, Node.Propose's, is then answered as the
+			// first; a retried registration makes a new incarnation).
 			return
 		}
 		re := toRPCError(err)

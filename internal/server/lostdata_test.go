@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -35,11 +36,25 @@ func TestLostDataDirRefused(t *testing.T) {
 			t.Fatalf("node %d on an empty data dir: Open = %v; want %v", id, err, cluster.ErrLostData)
 		}
 		t.Logf("node %d: %v", id, err)
+		// Started again (a supervisor restarting it): the refused start wrote files, but the
+		// data dir is still one that was never accepted.
+		s, ln, err = c.open(id)
+		if s != nil {
+			s.Close()
+			ln.Close()
+		}
+		if !errors.Is(err, cluster.ErrLostData) {
+			t.Fatalf("node %d started again after its refusal: Open = %v; want %v", id, err, cluster.ErrLostData)
+		}
 	}
 
 	// Node 5, new, on an empty data dir: it joins, and takes replicas next to voters 1 and 2.
 	c.dirs[5] = t.TempDir()
 	c.start(5)
+	eventually(t, "node 5's joining mark removed once registered", 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(c.dirs[5], cluster.JoiningFile))
+		return errors.Is(err, os.ErrNotExist)
+	})
 	cl, adm := c.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
