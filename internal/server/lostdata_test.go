@@ -55,7 +55,9 @@ func TestLostDataDirRefused(t *testing.T) {
 		_, err := os.Stat(filepath.Join(c.dirs[5], cluster.JoiningFile))
 		return errors.Is(err, os.ErrNotExist)
 	})
-	cl, adm := c.client()
+	// A delivery timeout: franz-go retries a record already sent whatever its context says, so a
+	// partition that cannot commit would otherwise hold the test until go test's own timeout.
+	cl, adm := c.client(kgo.RecordDeliveryTimeout(60 * time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// Three brokers in Metadata is not enough: nodes 3 and 4 may not be fenced yet.
