@@ -256,14 +256,16 @@ func (n *Node) registerHandlers() {
 		if img.ClusterID == "" {
 			return nil, errors.New("cluster: the cluster is not bootstrapped yet") // the node asks again
 		}
+		nd := img.Nodes[req.Node]
+		own := sameRun(img, &req.Register) || nd != nil && ownRegistration(nd.Run, req.JoiningRuns)
+		if req.EmptyDataDir && nd != nil && !nd.Agent && !own {
+			return nil, &rpcError{codeLostData, lostDataDetail(req.Node, n.cfg.NodeID, img.ClusterID)}
+		}
 		if v := n.ctrl.Voters(); req.EmptyDataDir && req.Voter && len(v) > 0 && !slices.Contains(v, req.Node) {
 			return nil, &rpcError{codeNotVoter, notVoterDetail(req.Node, n.cfg.NodeID, img.ClusterID, v)}
 		}
-		if req.EmptyDataDir && n.knownNode(img, req.Node) && !sameRun(img, &req.Register) {
-			if img.Nodes[req.Node] == nil {
-				return nil, &rpcError{codeLostData, stillMemberDetail(req.Node, n.cfg.NodeID)}
-			}
-			return nil, &rpcError{codeLostData, lostDataDetail(req.Node, n.cfg.NodeID, img.ClusterID)}
+		if req.EmptyDataDir && nd == nil && n.knownNode(img, req.Node) {
+			return nil, &rpcError{codeLostData, stillMemberDetail(req.Node, n.cfg.NodeID)}
 		}
 		if err := controller.CheckLevel(img, &req.Register); err != nil { // the apply refuses it too, should the level rise meanwhile
 			return nil, &rpcError{codeLevel, err.Error()}
@@ -286,7 +288,8 @@ func (n *Node) registerHandlers() {
 			return nil, err
 		}
 		img := n.ctrl.Image()
-		known := n.knownNode(img, req.Node) && !sameRun(img, &controller.Register{Node: req.Node, Run: req.Run})
+		nd := img.Nodes[req.Node]
+		known := n.knownNode(img, req.Node) && !(nd != nil && ownRegistration(nd.Run, req.Runs))
 		return nodeKnownResponse{Known: known, Unregistered: known && img.Nodes[req.Node] == nil, ClusterID: img.ClusterID, Voters: n.ctrl.Voters()}, nil
 	})
 	n.rpc.handle("heartbeat", func(_ context.Context, _ int32, payload []byte) (any, error) {

@@ -423,15 +423,21 @@ func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
 		t.Fatalf("node 8 on an empty data dir, a voter by its flags only = %v; want code %s", err, codeNotVoter)
 	}
 	// A voter's empty-data-dir check runs beside its registration: its own run's registration
-	// is not "known".
+	// is not "known", nor that of an earlier process on the same data dir since it was empty
+	// (it died before it removed the JOINING mark).
 	for _, c := range []struct {
-		run   string
+		runs  []string
 		known bool
-	}{{"9-a", false}, {"9-b", true}} {
+	}{{[]string{"9-a"}, false}, {[]string{"9-b"}, true}, {[]string{"9-a", "9-c"}, false}} {
 		var kr nodeKnownResponse
-		if err := n.rpc.call(ctx, 1, "node-known", nodeKnownRequest{Node: 9, Run: c.run}, &kr); err != nil || kr.Known != c.known {
-			t.Fatalf("node-known of node 9 asked by run %s: %+v, %v; want known %v", c.run, kr, err, c.known)
+		if err := n.rpc.call(ctx, 1, "node-known", nodeKnownRequest{Node: 9, Runs: c.runs}, &kr); err != nil || kr.Known != c.known {
+			t.Fatalf("node-known of node 9 asked by runs %v: %+v, %v; want known %v", c.runs, kr, err, c.known)
 		}
+	}
+	req = registerRequest{Register: controller.Register{Node: 9, KafkaHost: "127.0.0.1", KafkaPort: 1, Run: "9-c"}, EmptyDataDir: true,
+		JoiningRuns: []string{"9-a", "9-c"}}
+	if err := n.callController(ctx, "register", req, &resp); err != nil {
+		t.Fatalf("node 9 again on the data dir it registered from (its mark not removed) = %v; want it taken", err)
 	}
 }
 

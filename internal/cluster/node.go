@@ -109,8 +109,9 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	run    string        // this process run's id (object files' writer)
-	reqSeq atomic.Uint64 // the sequence of the requests Propose makes
+	run         string        // this process run's id (object files' writer)
+	joiningRuns []string      // the runs JoiningFile lists (this one among them) while it marks the data dir
+	reqSeq      atomic.Uint64 // the sequence of the requests Propose makes
 	// controllerHeard: unix ns of the last heartbeat the active controller answered.
 	controllerHeard atomic.Int64
 	seed            atomic.Pointer[controller.Image] // StartFromSnapshot's image
@@ -187,11 +188,12 @@ func Start(cfg Config) (*Node, error) {
 		started: make(chan struct{}), run: newRunID(cfg.NodeID), failed: make(chan struct{})}
 	if !cfg.Agent && cfg.DataDir != "" && (cfg.EmptyDataDir || joiningMarked(cfg.FS, cfg.DataDir)) {
 		cfg.EmptyDataDir = true
-		if err := markJoining(cfg.FS, cfg.DataDir); err != nil {
+		runs, err := markJoining(cfg.FS, cfg.DataDir, n.run)
+		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("cluster: marking the data dir as joining: %w", err)
 		}
-		n.cfg = cfg
+		n.cfg, n.joiningRuns = cfg, runs
 	}
 	n.emptyDir.Store(cfg.EmptyDataDir && !cfg.Agent)
 	n.marks = &bootMarks{logger: cfg.Logger} // an agent holds no log
@@ -626,7 +628,7 @@ func (n *Node) checkEmptyDataDir() (answered bool, _ error) {
 		asked++
 		go func() {
 			var resp nodeKnownResponse
-			err := n.rpc.call(ctx, id, "node-known", nodeKnownRequest{Node: n.cfg.NodeID, Run: n.run}, &resp)
+			err := n.rpc.call(ctx, id, "node-known", nodeKnownRequest{Node: n.cfg.NodeID, Runs: n.ownRuns()}, &resp)
 			answers <- answer{id, resp, err}
 		}()
 	}
@@ -634,14 +636,14 @@ func (n *Node) checkEmptyDataDir() (answered bool, _ error) {
 	_, voter := n.cfg.Voters[n.cfg.NodeID]
 	for range asked {
 		a := <-answers
+		if a.err == nil && a.resp.Known && !a.resp.Unregistered { // first: its advice (a new node id) holds whatever the flags
+			return true, lostDataError(n.cfg.NodeID, a.from, a.resp.ClusterID)
+		}
 		if a.err == nil && voter && a.resp.ClusterID != "" && len(a.resp.Voters) > 0 && !slices.Contains(a.resp.Voters, n.cfg.NodeID) {
 			return true, fmt.Errorf("%w: %s", ErrNotAVoter, notVoterDetail(n.cfg.NodeID, a.from, a.resp.ClusterID, a.resp.Voters))
 		}
-		if a.err == nil && a.resp.Known && a.resp.Unregistered {
-			return true, fmt.Errorf("%w: %s", ErrLostData, stillMemberDetail(n.cfg.NodeID, a.from))
-		}
 		if a.err == nil && a.resp.Known {
-			return true, lostDataError(n.cfg.NodeID, a.from, a.resp.ClusterID)
+			return true, fmt.Errorf("%w: %s", ErrLostData, stillMemberDetail(n.cfg.NodeID, a.from))
 		}
 		var re *rpcError // a voter that cannot tell (an older version) still answered
 		answered = answered || a.err == nil || errors.As(a.err, &re)
@@ -755,13 +757,17 @@ type registerRequest struct {
 	// Voter: --controller-voters names this node (checked with EmptyDataDir: a node on an empty
 	// data dir boots a Raft log of its own as a voter of those).
 	Voter bool `json:"voter,omitempty"`
+	// JoiningRuns: nodeKnownRequest.Runs.
+	JoiningRuns []string `json:"joining_runs,omitempty"`
 }
 
 type nodeKnownRequest struct {
 	Node int32 `json:"node"`
-	// Run is the asking process's run: its own registration (made meanwhile, a voter's
-	// registration does not wait for the answer) does not count.
-	Run string `json:"run,omitempty"`
+	// Runs are the runs of the processes that started on the asking node's data dir since it
+	// was empty, this one among them (JoiningFile): a registration of theirs (this process's,
+	// made meanwhile: a voter's registration does not wait for the answer; or one whose
+	// process died before it removed the mark) does not count.
+	Runs []string `json:"runs,omitempty"`
 }
 
 // nodeKnownResponse: whether the answering node's image has the node registered, and the
@@ -809,6 +815,15 @@ type heartbeatResponse struct {
 	OK bool `json:"ok"`
 }
 
+// ownRuns are this process's run and those of the processes that started on its data dir since
+// it was empty (JoiningFile).
+func (n *Node) ownRuns() []string {
+	if slices.Contains(n.joiningRuns, n.run) {
+		return n.joiningRuns
+	}
+	return append(slices.Clone(n.joiningRuns), n.run)
+}
+
 // awaitRegistered waits until this node has reconciled the image at its registration's index,
 // however long its first reconcile takes (it opens and recovers every hosted log): registering
 // again would only make new incarnations, each taking the node's leaderships away. It gives up
@@ -835,6 +850,7 @@ func (n *Node) register() error {
 		var resp registerResponse
 		req.EmptyDataDir = n.emptyDir.Load()
 		_, req.Voter = n.cfg.Voters[n.cfg.NodeID]
+		req.JoiningRuns = n.ownRuns()
 		req.KeptFrom, req.KeptAlso = n.marks.claim()
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 		err := n.callController(ctx, "register", req, &resp)

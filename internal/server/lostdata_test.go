@@ -78,3 +78,32 @@ func TestLostDataDirRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestJoiningMark: the one-node default's first start marks its data dir JOINING until its
+// registration is taken; a process that died between the registration and the removal of the
+// mark is started again on that data dir, and its registration (by the earlier run, which the
+// mark lists) is its own: it is not refused as a node that lost its data.
+func TestJoiningMark(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir, "127.0.0.1:0")
+	mark := filepath.Join(dir, cluster.JoiningFile)
+	eventually(t, "the registration taken and the mark removed", 20*time.Second, func() bool {
+		_, err := os.Stat(mark)
+		return errors.Is(err, os.ErrNotExist) && b.s.Node().Image().Nodes[0] != nil
+	})
+	run := b.s.Node().Image().Nodes[0].Run
+	b.stop()
+	if err := os.WriteFile(mark, []byte(run+"\n"), 0o644); err != nil { // as if it had died before removing it
+		t.Fatal(err)
+	}
+	b = b.restart()
+	eventually(t, "the node ready again, its mark removed", 20*time.Second, func() bool {
+		_, err := os.Stat(mark)
+		select {
+		case <-b.s.Node().Ready():
+			return errors.Is(err, os.ErrNotExist)
+		default:
+			return false
+		}
+	})
+}

@@ -451,6 +451,14 @@ func Open(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if emptyDir && !cfg.Agent {
+		// Before anything else is written there: a start that fails on the way (a port in use)
+		// leaves a dir that still counts as empty (cluster.JoiningFile).
+		if err := cluster.MarkJoining(cfg.FS, cfg.DataDir); err != nil {
+			lock.release()
+			return nil, fmt.Errorf("server: marking the data dir: %w", err)
+		}
+	}
 	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0), tempDir: tempDir, tls: tlsFiles,
 		// Kafka's defaults: log.retention.check.interval.ms 5 min, log.cleaner.backoff.ms 15 s.
 		maint: logstore.NewMaintainer(logstore.NewCompactor(0), 5*time.Minute, 15*time.Second, cfg.Logger)}
