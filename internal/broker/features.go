@@ -66,7 +66,7 @@ func handleUpdateFeatures(ctx context.Context, r *request) reply {
 	raise := -1
 	seen := map[string]bool{}
 	for _, u := range req.FeatureUpdates {
-		lvl, err := b.checkFeature(cctx, req.Version, u, seen)
+		lvl, err := b.checkFeature(req.Version, u, seen)
 		if err != nil {
 			fail = &adminError{err.code, u.Feature + ": " + err.msg}
 			break
@@ -75,8 +75,10 @@ func handleUpdateFeatures(ctx context.Context, r *request) reply {
 			raise = lvl
 		}
 	}
-	if fail == nil && raise >= 0 && !req.ValidateOnly {
-		if err := b.raiseLevel(cctx, raise, false); err != nil {
+	// The level is the one update the active controller checks: asked last, once every other
+	// update is known good (they change nothing), it applies or refuses for the whole request.
+	if fail == nil && raise >= 0 {
+		if err := b.raiseLevel(cctx, raise, req.ValidateOnly); err != nil {
 			fail = &adminError{err.code, controller.LevelFeature + ": " + err.msg}
 		}
 	}
@@ -94,8 +96,9 @@ func handleUpdateFeatures(ctx context.Context, r *request) reply {
 	return reply{resp: resp}
 }
 
-// checkFeature checks one update, and returns the command level to raise to (-1: none).
-func (b *Broker) checkFeature(ctx context.Context, version int16, u kmsg.UpdateFeaturesRequestFeatureUpdate, seen map[string]bool) (int, *adminError) {
+// checkFeature checks one update as far as this node can (the active controller checks a level
+// when it is raised), and returns the command level to raise to (-1: none).
+func (b *Broker) checkFeature(version int16, u kmsg.UpdateFeaturesRequestFeatureUpdate, seen map[string]bool) (int, *adminError) {
 	if seen[u.Feature] {
 		return -1, adminErr(kerr.InvalidRequest, "the feature is named more than once")
 	}
@@ -118,9 +121,6 @@ func (b *Broker) checkFeature(ctx context.Context, version int16, u kmsg.UpdateF
 	lvl := int(u.MaxVersionLevel)
 	if downgrade && lvl > b.cl.Image().Level {
 		return -1, adminErr(kerr.InvalidUpdateVersion, "Can't downgrade to a newer version.")
-	}
-	if err := b.raiseLevel(ctx, lvl, true); err != nil {
-		return -1, err
 	}
 	return lvl, nil
 }

@@ -148,11 +148,8 @@ func newVoterCommand(f *topicFlags, add bool) *cobra.Command {
 				}
 				code, msg = resp.ErrorCode, resp.ErrorMessage
 			}
-			if err := kerr.ErrorForCode(code); err != nil {
-				if msg != nil {
-					return fmt.Errorf("%s %d: %w: %s", what, id, err, *msg)
-				}
-				return fmt.Errorf("%s %d: %w", what, id, err)
+			if err := nodeAnswerErr(what, id, code, msg); err != nil {
+				return err
 			}
 			verb := "removed from"
 			if add {
@@ -191,14 +188,23 @@ no partition replica (move them with runnel topic reassign) and not be a control
 			if err != nil {
 				return requestErr("unregister", "UnregisterBroker", err)
 			}
-			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-				if resp.ErrorMessage != nil {
-					return fmt.Errorf("unregister %d: %w: %s", id, err, *resp.ErrorMessage)
-				}
-				return fmt.Errorf("unregister %d: %w", id, err)
+			if err := nodeAnswerErr("unregister", id, resp.ErrorCode, resp.ErrorMessage); err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %d unregistered\n", id)
 			return nil
 		},
 	}
+}
+
+// nodeAnswerErr is the error of an answer about one node: its code, with its message if any.
+func nodeAnswerErr(what string, id int64, code int16, msg *string) error {
+	err := kerr.ErrorForCode(code)
+	switch {
+	case err == nil:
+		return nil
+	case msg != nil:
+		return fmt.Errorf("%s %d: %w: %s", what, id, err, *msg)
+	}
+	return fmt.Errorf("%s %d: %w", what, id, err)
 }

@@ -222,13 +222,6 @@ func (n *Node) knownNode(img *controller.Image, node int32) bool {
 	return n.groupMember(node) && !slices.Contains(n.ctrl.Voters(), node)
 }
 
-// sameRun reports whether the image's registration of the node is this run's: a registration
-// retried after its answer was lost (a run id is random, so another process cannot have it).
-func sameRun(img *controller.Image, r *controller.Register) bool {
-	nd := img.Nodes[r.Node]
-	return nd != nil && r.Run != "" && nd.Run == r.Run
-}
-
 // groupMember reports whether node is a member (voter or learner) of this node's view of the
 // controller's or the sequencer's Raft group.
 func (n *Node) groupMember(node int32) bool {
@@ -257,7 +250,9 @@ func (n *Node) registerHandlers() {
 			return nil, errors.New("cluster: the cluster is not bootstrapped yet") // the node asks again
 		}
 		nd := img.Nodes[req.Node]
-		own := sameRun(img, &req.Register) || nd != nil && ownRegistration(nd.Run, req.JoiningRuns)
+		// A registration by this run (retried after its answer was lost; a run id is random, so
+		// another process cannot have it) or by an earlier one on the same data dir is its own.
+		own := nd != nil && ownRegistration(nd.Run, append(slices.Clone(req.JoiningRuns), req.Run))
 		if req.EmptyDataDir && nd != nil && !nd.Agent && !own {
 			return nil, &rpcError{codeLostData, lostDataDetail(req.Node, n.cfg.NodeID, img.ClusterID)}
 		}
@@ -357,6 +352,34 @@ func (n *Node) registerHandlers() {
 		defer cancel()
 		return controller.TransferReply{Ready: n.rm.PrepareTransfer(tctx, req)}, nil
 	})
+}
+
+// proposeMade answers an RPC of the active controller that makes a command from its state and
+// proposes it: make runs under the driver's lock, with the controller's Raft members set (the
+// driver's tick may not have run since this node began to lead). A refusal, or the command's
+// result, is the answer; no command is an answer with nothing done.
+func (n *Node) proposeMade(ctx context.Context, make func(a *controller.Active) (*controller.Command, error)) (any, error) {
+	d := n.activeDriver()
+	if d == nil {
+		return nil, n.notController()
+	}
+	d.mu.Lock()
+	d.a.SetMembers(n.ctrl.Members())
+	cmd, err := make(d.a)
+	d.mu.Unlock()
+	if err != nil {
+		code, msg := encodeApplyError(err)
+		return proposeResponse{Code: code, Msg: msg}, nil
+	}
+	if cmd == nil {
+		return proposeResponse{}, nil
+	}
+	res, index, err := n.ctrl.Propose(ctx, cmd)
+	if err != nil {
+		return nil, n.proposeError(err)
+	}
+	code, msg := encodeApplyError(res.Err)
+	return proposeResponse{Index: index, Code: code, Msg: msg}, nil
 }
 
 // proposeError turns a failed proposal into the RPC answer: not-controller if leadership moved.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/runnel-dev/runnel/internal/controller"
 )
 
 type finalizeRequest struct {
@@ -18,27 +20,13 @@ func (n *Node) registerFinalizeHandler() {
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, err
 		}
-		d := n.activeDriver()
-		if d == nil {
-			return nil, n.notController()
-		}
-		d.mu.Lock()
-		d.a.SetMembers(n.ctrl.Members())
-		cmd, err := d.a.FinalizeTo(req.Level)
-		d.mu.Unlock()
-		if err != nil {
-			code, msg := encodeApplyError(err)
-			return proposeResponse{Code: code, Msg: msg}, nil
-		}
-		if cmd == nil || req.ValidateOnly {
-			return proposeResponse{}, nil
-		}
-		res, index, err := n.ctrl.Propose(ctx, cmd)
-		if err != nil {
-			return nil, n.proposeError(err)
-		}
-		code, msg := encodeApplyError(res.Err)
-		return proposeResponse{Index: index, Code: code, Msg: msg}, nil
+		return n.proposeMade(ctx, func(a *controller.Active) (*controller.Command, error) {
+			cmd, err := a.FinalizeTo(req.Level)
+			if req.ValidateOnly {
+				return nil, err
+			}
+			return cmd, err
+		})
 	})
 }
 

@@ -979,9 +979,6 @@ func (n *Node) reconciler() {
 		if img.ClusterID != "" {
 			n.tr.SetClusterID(img.ClusterID)
 		}
-		if d := n.activeDriver(); d != nil {
-			d.setImage(img)
-		}
 		if n.cfg.beforeReconcile != nil {
 			n.cfg.beforeReconcile()
 		}

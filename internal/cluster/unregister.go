@@ -22,37 +22,14 @@ func (n *Node) registerUnregisterHandler() {
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, err
 		}
-		d := n.activeDriver()
-		if d == nil {
-			return nil, n.notController()
-		}
-		cmd, err := d.unregisterCommand(req)
-		if err != nil {
-			code, msg := encodeApplyError(err)
-			return proposeResponse{Code: code, Msg: msg}, nil
-		}
-		res, index, err := n.ctrl.Propose(ctx, cmd)
-		if err != nil {
-			return nil, n.proposeError(err)
-		}
-		code, msg := encodeApplyError(res.Err)
-		return proposeResponse{Index: index, Code: code, Msg: msg}, nil
+		return n.proposeMade(ctx, func(a *controller.Active) (*controller.Command, error) {
+			if slices.Contains(n.ctrl.Voters(), req.Node) || n.seq != nil && slices.Contains(n.seq.Voters(), req.Node) {
+				return nil, fmt.Errorf("%w: node %d is a voter of the controller quorum or of the sequencer group, which follows a removal; remove it first (runnel controller remove-voter %d) and wait for it",
+					controller.ErrNodeIsVoter, req.Node, req.Node)
+			}
+			return a.UnregisterNode(req.Node, req.Req)
+		})
 	})
-}
-
-// unregisterCommand makes the command that forgets a node, refusing a voter of the controller
-// or of the sequencer group (which the image does not know; the sequencer group follows a voter
-// removal later): it is removed from the voters first.
-func (d *activeDriver) unregisterCommand(req unregisterRequest) (*controller.Command, error) {
-	n := d.n
-	if slices.Contains(n.ctrl.Voters(), req.Node) || n.seq != nil && slices.Contains(n.seq.Voters(), req.Node) {
-		return nil, fmt.Errorf("%w: node %d is a voter of the controller quorum or of the sequencer group, which follows a removal; remove it first (runnel controller remove-voter %d) and wait for it",
-			controller.ErrNodeIsVoter, req.Node, req.Node)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.a.SetMembers(n.ctrl.Members()) // the driver's tick may not have run since this node began to lead
-	return d.a.UnregisterNode(req.Node, req.Req)
 }
 
 // learnersRemovedWithin bounds how long an unregistration's answer waits for the node's
