@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -128,30 +129,57 @@ func (a *Active) finalizeLevel(now time.Time, eff *Effects) {
 	if a.img.Level >= Level || a.img.ClusterConfigs[AutoLevelConfig] == "false" || now.Sub(a.levelAsked) < a.cfg.VoteRetry {
 		return
 	}
-	if c, _ := a.finalizeCommand(Level); c != nil && c.FinalizeLevel.Level > a.img.Level {
+	if c, _, _ := a.finalizeCommand(Level); c != nil && c.FinalizeLevel.Level > a.img.Level {
 		a.levelAsked = now
 		eff.propose(c)
 	}
 }
 
-// finalizeCommand returns the finalize-level that raises the level as far as every registered
-// node is known to apply, at most to max, or why there is none: no node registered, or a Raft
-// member not registered (the reason names it).
-func (a *Active) finalizeCommand(max int) (*Command, error) {
-	if len(a.img.Nodes) == 0 {
-		return nil, errors.New("no node is registered")
-	}
+// levelCensus is what a command proposed below a level needs to know of the nodes that apply
+// the controller's log: the registered ones with their incarnations, the lowest level one of
+// them is known to apply (and which node, the lowest id among equals; MaxInt with none), and a
+// Raft member of the controller that is not registered (-1: none).
+type levelCensus struct {
+	nodes        map[int32]uint64
+	lowest       int
+	lowNode      int32
+	unregistered int32
+}
+
+// census takes the census of every node but except (-1: none left out).
+func (a *Active) census(except int32) levelCensus {
+	c := levelCensus{nodes: make(map[int32]uint64, len(a.img.Nodes)), lowest: math.MaxInt, lowNode: -1, unregistered: -1}
 	for _, m := range a.members {
-		if a.img.Nodes[m] == nil {
-			return nil, fmt.Errorf("controller member %d is not registered", m)
+		if m != except && a.img.Nodes[m] == nil {
+			c.unregistered = m
+			break
 		}
 	}
-	lvl, nodes := max, make(map[int32]uint64, len(a.img.Nodes))
-	for id, n := range a.img.Nodes {
-		lvl = min(lvl, a.nodeLevel(id, n))
-		nodes[id] = n.Incarnation
+	for _, id := range a.img.NodeIDs() {
+		if id == except {
+			continue
+		}
+		n := a.img.Nodes[id]
+		if lvl := a.nodeLevel(id, n); lvl < c.lowest {
+			c.lowest, c.lowNode = lvl, id
+		}
+		c.nodes[id] = n.Incarnation
 	}
-	return &Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: lvl, Nodes: nodes}}, nil
+	return c
+}
+
+// finalizeCommand returns the finalize-level that raises the level as far as every registered
+// node is known to apply, at most to max, with the census it counted, or why there is none: no
+// node registered, or a Raft member not registered (the reason names it).
+func (a *Active) finalizeCommand(max int) (*Command, levelCensus, error) {
+	c := a.census(-1)
+	if len(c.nodes) == 0 {
+		return nil, c, errors.New("no node is registered")
+	}
+	if c.unregistered >= 0 {
+		return nil, c, fmt.Errorf("controller member %d is not registered", c.unregistered)
+	}
+	return &Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: min(max, c.lowest), Nodes: c.nodes}}, c, nil
 }
 
 // ErrLevelChange refuses an operator's level change: lower than the cluster's, above what this
@@ -172,16 +200,13 @@ func (a *Active) FinalizeTo(level int) (*Command, error) {
 	case level > Level:
 		return nil, fmt.Errorf("%w: the active controller's version applies command level %d at most", ErrLevelChange, Level)
 	}
-	c, err := a.finalizeCommand(level)
+	c, census, err := a.finalizeCommand(level)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrLevelChange, err)
 	}
-	if c.FinalizeLevel.Level < level {
-		for _, id := range a.img.NodeIDs() {
-			if lvl := a.nodeLevel(id, a.img.Nodes[id]); lvl < level {
-				return nil, fmt.Errorf("%w: node %d applies command level %d; run this version or a newer one on it (or unregister it)", ErrLevelChange, id, lvl)
-			}
-		}
+	if census.lowest < level {
+		return nil, fmt.Errorf("%w: node %d applies command level %d; run this version or a newer one on it (or unregister it)",
+			ErrLevelChange, census.lowNode, census.lowest)
 	}
 	return c, nil
 }

@@ -62,26 +62,17 @@ func (a *Active) UnregisterNode(id int32, req *Request) (*Command, error) {
 	if a.img.Level >= LevelUnregisterNode {
 		return cmd, nil
 	}
-	for _, m := range a.members {
-		if m != id && a.img.Nodes[m] == nil {
-			// A learner whose removal is pending (an agent expired), a voter not started yet:
-			// soon done, or registered; asked again.
-			return nil, fmt.Errorf("%w: controller member %d is not registered", ErrNodesChanged, m)
-		}
+	c := a.census(id)
+	if c.unregistered >= 0 {
+		// A learner whose removal is pending (an agent expired), a voter not started yet:
+		// soon done, or registered; asked again.
+		return nil, fmt.Errorf("%w: controller member %d is not registered", ErrNodesChanged, c.unregistered)
 	}
-	others := make(map[int32]uint64, len(a.img.Nodes))
-	for _, oid := range a.img.NodeIDs() {
-		o := a.img.Nodes[oid]
-		if oid == id {
-			continue
-		}
-		if lvl := a.nodeLevel(oid, o); lvl < LevelUnregisterNode {
-			return nil, fmt.Errorf("%w: node %d applies command level %d, unregistering a node needs %d (run this version or a newer one on it)",
-				ErrLevelPending, oid, lvl, LevelUnregisterNode)
-		}
-		others[oid] = o.Incarnation
+	if c.lowest < LevelUnregisterNode {
+		return nil, fmt.Errorf("%w: node %d applies command level %d, unregistering a node needs %d (run this version or a newer one on it)",
+			ErrLevelPending, c.lowNode, c.lowest, LevelUnregisterNode)
 	}
-	cmd.UnregisterNode.Others = others
+	cmd.UnregisterNode.Others = c.nodes
 	return cmd, nil
 }
 
