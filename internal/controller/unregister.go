@@ -85,7 +85,7 @@ func mayUnregister(im *Image, id int32, n *Node) error {
 	count := 0
 	for _, name := range im.TopicNames() {
 		for i, p := range im.Topics[name].Partitions {
-			if slices.Contains(p.Hosts(), id) {
+			if slices.Contains(p.Replicas, id) || slices.Contains(p.Target, id) { // Hosts, without its copy
 				if count++; count <= 3 {
 					held = append(held, fmt.Sprintf("%s-%d", name, i))
 				}

@@ -179,10 +179,8 @@ func (t *Transport) Forget(to int32) {
 	}
 	p.mu.Lock()
 	p.queue = p.queue[:0]
-	c := p.conn
-	p.conn = nil
 	p.mu.Unlock()
-	if c != nil {
+	if c := p.takeConn(); c != nil {
 		go c.Close() // not on the caller's goroutine: a TLS close writes
 	}
 }
@@ -319,13 +317,18 @@ type peer struct {
 }
 
 func (p *peer) breakConn() {
-	p.mu.Lock()
-	c := p.conn
-	p.conn = nil
-	p.mu.Unlock()
-	if c != nil {
+	if c := p.takeConn(); c != nil {
 		c.Close()
 	}
+}
+
+// takeConn detaches the current connection, if any, for the caller to close.
+func (p *peer) takeConn() net.Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.conn
+	p.conn = nil
+	return c
 }
 
 // run writes queued frames until the transport closes, dialing as needed. Frames queued while
