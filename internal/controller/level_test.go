@@ -16,20 +16,9 @@ import (
 // the cluster's level is refused registration; the level is kept and never lowered.
 func TestCommandLevel(t *testing.T) {
 	im := cluster3(t) // registered as an older version would: no level
-	t0 := time.Unix(1000, 0)
-	a := NewActive(testActiveConfig(), im.Clone(), t0)
-	now := t0
-	tick := func() []*Command {
-		now = now.Add(time.Second)
-		a.SetImage(im.Clone(), now)
-		var out []*Command
-		for _, c := range a.Tick(now).Propose {
-			if c.Op == OpFinalizeLevel {
-				out = append(out, c)
-			}
-		}
-		return out
-	}
+	now := time.Unix(1000, 0)
+	a := NewActive(testActiveConfig(), im.Clone(), now)
+	tick := finalizeTicks(a, im, &now)
 	idx := uint64(100)
 	apply := func(img *Image, c *Command) Result { idx++; return Apply(img, idx, c) }
 	register := func(node int32, level int) Result {
@@ -140,16 +129,7 @@ func TestCommandLevelHeld(t *testing.T) {
 	now := time.Unix(1000, 0)
 	a := NewActive(testActiveConfig(), im.Clone(), now)
 	a.SetMembers([]int32{1, 2, 3})
-	tick := func() (out []*Command) {
-		now = now.Add(time.Second)
-		a.SetImage(im.Clone(), now)
-		for _, c := range a.Tick(now).Propose {
-			if c.Op == OpFinalizeLevel {
-				out = append(out, c)
-			}
-		}
-		return out
-	}
+	tick := finalizeTicks(a, im, &now)
 	if f := tick(); len(f) != 0 {
 		t.Fatalf("held: proposed %v", f)
 	}
@@ -181,5 +161,20 @@ func TestCommandLevelHeld(t *testing.T) {
 	apply(&Command{Op: OpSetNodeConfigs, SetNodeConfigs: &SetNodeConfigs{Node: -1, Configs: map[string]string{}}})
 	if f := tick(); len(f) != 1 || f[0].FinalizeLevel.Level != Level {
 		t.Fatalf("auto again: proposed %v; want finalize-level %d", f, Level)
+	}
+}
+
+// finalizeTicks returns a tick of the active controller a second after the last (*now), on a
+// copy of im: the finalize-level commands it proposes.
+func finalizeTicks(a *Active, im *Image, now *time.Time) func() []*Command {
+	return func() (out []*Command) {
+		*now = now.Add(time.Second)
+		a.SetImage(im.Clone(), *now)
+		for _, c := range a.Tick(*now).Propose {
+			if c.Op == OpFinalizeLevel {
+				out = append(out, c)
+			}
+		}
+		return out
 	}
 }

@@ -32,16 +32,7 @@ func TestUnregisterNode(t *testing.T) {
 	now := time.Unix(1000, 0)
 	a := NewActive(testActiveConfig(), im.Clone(), now)
 	a.SetMembers([]int32{1, 2, 3, 4})
-	tick := func() (out []*Command) {
-		now = now.Add(time.Second)
-		a.SetImage(im.Clone(), now)
-		for _, c := range a.Tick(now).Propose {
-			if c.Op == OpFinalizeLevel {
-				out = append(out, c)
-			}
-		}
-		return out
-	}
+	tick := finalizeTicks(a, im, &now)
 	tick()
 
 	refused := []struct {
