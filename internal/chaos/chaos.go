@@ -81,9 +81,17 @@ type Result struct {
 	// load offered in that time; FaultGap: the longest time any partition went without an
 	// acknowledgement during it; LeaderChanges: how often partition 0's leader (as Metadata
 	// named it, polled) changed during it.
-	FaultAcked    float64       `json:"fault_acked_fraction,omitempty"`
-	FaultGap      time.Duration `json:"fault_max_gap_ns,omitempty"`
-	LeaderChanges int           `json:"leader_changes,omitempty"`
+	FaultAcked float64 `json:"fault_acked_fraction,omitempty"`
+	// RestartGaps: rolling-restart: per node stopped (SIGTERM) and started again, the longest
+	// time any partition went without an acknowledgement from the stop until the node was
+	// ready again; Stops: how long each node took to stop.
+	RestartGaps []time.Duration `json:"restart_max_gap_ns,omitempty"`
+	Stops       []time.Duration `json:"stop_ns,omitempty"`
+	// ControllerMoved: rolling-restart: from the active controller's SIGTERM until another
+	// node's Metadata names another active controller.
+	ControllerMoved time.Duration `json:"controller_moved_ns,omitempty"`
+	FaultGap        time.Duration `json:"fault_max_gap_ns,omitempty"`
+	LeaderChanges   int           `json:"leader_changes,omitempty"`
 	// SlowPathCommits: lazy scenarios: files the slow path committed (summed over the running
 	// nodes' metrics at the end): the scenario must have needed it.
 	SlowPathCommits int `json:"slow_path_commits,omitempty"`
@@ -107,7 +115,7 @@ func (r *Result) OK() bool {
 
 // Scenarios are the fault scenarios, in the issue's order.
 var Scenarios = []string{"kill-leader", "kill-all", "kill-all-write-caching", "isolate-leader", "pause-leader", "drop-responses",
-	"net-partition-leader", "net-unplug-leader", "net-bridge", "net-lossy", "net-lossy-leader"}
+	"net-partition-leader", "net-unplug-leader", "net-bridge", "net-lossy", "net-lossy-leader", "rolling-restart"}
 
 // netScenarios run every node in a network namespace of its own (Net; root only) and make
 // their faults in the network, not in the transport.
@@ -653,6 +661,41 @@ func (r *run) scenario(ctx context.Context, name string) error {
 			if err := r.c.WaitReady(ctx, leader, 60*time.Second); err != nil {
 				return err
 			}
+			time.Sleep(7 * time.Second) // it catches up and gets its preferred leaderships back
+		}
+	case "rolling-restart":
+		// What an operator does for an upgrade: each node in turn stopped with SIGTERM, started
+		// again, and given time to catch up and get its leaderships back. The active
+		// controller's node is stopped first.
+		first, err := r.c.ActiveController(ctx)
+		if err != nil {
+			return err
+		}
+		order := append([]int32{first}, slices.DeleteFunc(r.c.Nodes(), func(n int32) bool { return n == first })...)
+		for _, n := range order {
+			var moved chan time.Duration
+			if n == first {
+				moved = make(chan time.Duration, 1)
+				go func() { moved <- r.c.controllerMoved(ctx, first, time.Now(), 30*time.Second) }()
+			}
+			t := time.Now()
+			r.c.Stop(n)
+			stopped := time.Since(t)
+			if moved != nil {
+				r.res.ControllerMoved = <-moved
+				fmt.Fprintf(out, "  node %d, the active controller, stopping: another node named a new one after %v\n", n, r.res.ControllerMoved.Round(time.Millisecond))
+			}
+			if err := r.c.Start(n); err != nil {
+				return err
+			}
+			if err := r.c.WaitReady(ctx, n, 60*time.Second); err != nil {
+				return err
+			}
+			_, gap := r.ackedBetween(t, time.Now())
+			r.res.RestartGaps = append(r.res.RestartGaps, gap)
+			r.res.Stops = append(r.res.Stops, stopped)
+			fmt.Fprintf(out, "  node %d stopped in %v and is ready again; the longest time a partition went without an acknowledgement meanwhile: %v\n",
+				n, stopped.Round(time.Millisecond), gap.Round(time.Millisecond))
 			time.Sleep(7 * time.Second) // it catches up and gets its preferred leaderships back
 		}
 	case "kill-all", "kill-all-write-caching":

@@ -24,7 +24,7 @@ func TestScenariosShort(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{Binary: bin, Dir: filepath.Join(dir, "clusters"), Rate: 1000, Rounds: 2, Hold: 3 * time.Second}
 	scenarios := []string{"kill-leader", "pause-leader", "isolate-leader", "net-partition-leader", "net-unplug-leader", "net-bridge",
-		"net-lossy", "net-lossy-leader"}
+		"net-lossy", "net-lossy-leader", "rolling-restart"}
 	if os.Getenv("RUNNEL_CHAOS") == "full" {
 		cfg = Config{Binary: bin, Dir: filepath.Join(dir, "clusters")}
 		scenarios = Scenarios
@@ -49,6 +49,22 @@ func TestScenariosShort(t *testing.T) {
 			for _, d := range res.Recovery {
 				if s == "kill-leader" && d > 5*time.Second {
 					t.Errorf("kill-leader: acknowledgements resumed only after %v", d)
+				}
+			}
+			if s == "rolling-restart" {
+				// A controlled shutdown: the controller's Raft leadership is handed on, so its
+				// successor takes over well before an election timeout (0.5-1 s) would let one be
+				// elected, and no produce fails.
+				if res.ControllerMoved <= 0 || res.ControllerMoved > 400*time.Millisecond {
+					t.Errorf("rolling-restart: a new active controller was named %v after the old one's SIGTERM; want it within 400ms", res.ControllerMoved)
+				}
+				if res.Unacked > 0 {
+					t.Errorf("rolling-restart: %d produce calls failed", res.Unacked)
+				}
+				for i, g := range res.RestartGaps {
+					if g > 2*time.Second {
+						t.Errorf("rolling-restart: restart %d: a partition went %v without an acknowledgement", i+1, g)
+					}
 				}
 			}
 		})

@@ -25,6 +25,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // proc is one `runnel serve` process of the cluster.
@@ -126,6 +129,51 @@ func (c *Cluster) Brokers() []string {
 		out = append(out, c.nodes[i].kafka)
 	}
 	return out
+}
+
+// ActiveController is the node the serve nodes' Metadata names as the active controller.
+func (c *Cluster) ActiveController(ctx context.Context) (int32, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...))
+	if err != nil {
+		return -1, err
+	}
+	defer cl.Close()
+	for range 50 {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(cctx, cl)
+		cancel()
+		if err == nil && resp.ControllerID >= 0 {
+			return resp.ControllerID, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return -1, errors.New("chaos: no node names an active controller")
+}
+
+// controllerMoved polls the Metadata of a serve node other than old until it names an active
+// controller other than old, and returns how long after t that was (0: not within limit).
+func (c *Cluster) controllerMoved(ctx context.Context, old int32, t time.Time, limit time.Duration) time.Duration {
+	var seeds []string
+	for _, n := range c.Nodes() {
+		if n != old {
+			seeds = append(seeds, c.nodes[n].kafka)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return 0
+	}
+	defer cl.Close()
+	for time.Since(t) < limit {
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(cctx, cl)
+		cancel()
+		if err == nil && resp.ControllerID >= 0 && resp.ControllerID != old {
+			return time.Since(t)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return 0
 }
 
 // Nodes are the serve nodes' ids, ascending.

@@ -115,15 +115,22 @@ func (d *activeDriver) peerDown(node int32) {
 	d.execute(eff)
 }
 
-func (d *activeDriver) heartbeat(req heartbeatRequest) bool {
+func (d *activeDriver) heartbeat(req heartbeatRequest) heartbeatResponse {
 	d.mu.Lock()
-	ok, eff := d.a.Heartbeat(req.Node, req.Incarnation, time.Now())
+	now := time.Now()
+	ok, eff := d.a.Heartbeat(req.Node, req.Incarnation, now)
+	resp := heartbeatResponse{OK: ok}
+	var moves controller.Effects
 	if ok { // not a late heartbeat of an earlier incarnation
 		d.a.ReportLevel(req.Node, req.Incarnation, req.Level)
+		if req.ShuttingDown {
+			resp.Movable, resp.Stopping, moves = d.a.ShuttingDown(req.Node, req.Incarnation, now)
+		}
 	}
 	d.mu.Unlock()
 	d.execute(eff)
-	return ok
+	d.execute(moves)
+	return resp
 }
 
 // execute carries out effects, each on its own goroutine.
@@ -296,7 +303,7 @@ func (n *Node) registerHandlers() {
 		if d == nil {
 			return nil, n.notController()
 		}
-		return heartbeatResponse{OK: d.heartbeat(req)}, nil
+		return d.heartbeat(req), nil
 	})
 	n.rpc.handle("propose", func(ctx context.Context, _ int32, payload []byte) (any, error) {
 		cmd, err := controller.DecodeCommand(payload)

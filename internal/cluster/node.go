@@ -116,6 +116,7 @@ type Node struct {
 	controllerHeard atomic.Int64
 	seed            atomic.Pointer[controller.Image] // StartFromSnapshot's image
 	incarnation     atomic.Uint64
+	shuttingDown    atomic.Bool   // ControlledShutdown has begun: heartbeats say so
 	joinIndex       atomic.Uint64 // index of this incarnation's registration: reconcile from there
 	ready           chan struct{} // closed once registered and reconciled up to the registration
 
@@ -728,7 +729,7 @@ func (n *Node) join() {
 		}
 		var resp heartbeatResponse
 		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.HeartbeatInterval)
-		err := n.callController(ctx, "heartbeat", heartbeatRequest{Node: n.cfg.NodeID, Incarnation: n.incarnation.Load(), Level: n.level()}, &resp)
+		err := n.callController(ctx, "heartbeat", n.heartbeatRequest(), &resp)
 		cancel()
 		if err == nil {
 			n.controllerHeard.Store(time.Now().UnixNano())
@@ -791,6 +792,9 @@ type heartbeatRequest struct {
 	// Level is the command level the node's version applies (none from versions before
 	// levels): a node registered through an older active controller is in the image at 0.
 	Level int `json:"level,omitempty"`
+	// ShuttingDown: the node is stopping (ControlledShutdown); versions before it leave it out,
+	// and an active controller of such a version ignores it.
+	ShuttingDown bool `json:"shutting_down,omitempty"`
 }
 
 // level is the command level this node registers and heartbeats with.
@@ -813,6 +817,11 @@ func (n *Node) refused(err error) {
 
 type heartbeatResponse struct {
 	OK bool `json:"ok"`
+	// To a heartbeat that says the node is shutting down: Stopping, that the active controller
+	// moves its leaderships (an older version's does not say so); Movable, how many of the
+	// partitions it leads another replica can still take.
+	Stopping bool `json:"stopping,omitempty"`
+	Movable  int  `json:"movable,omitempty"`
 }
 
 // ownRuns are this process's run and those of the processes that started on its data dir since

@@ -90,9 +90,12 @@ func DefaultActiveConfig() ActiveConfig {
 type session struct {
 	incarnation uint64
 	lastSeen    time.Time
-	unregAsked  time.Time // when an agent's unregister was last proposed
-	fenceAsked  time.Time // when a fence of the incarnation was last proposed
-	unfenceAsk  time.Time
+	// shuttingDown: the incarnation's heartbeats say it is stopping (Kafka's controlled
+	// shutdown): its leaderships move to other replicas, and none moves to it.
+	shuttingDown bool
+	unregAsked   time.Time // when an agent's unregister was last proposed
+	fenceAsked   time.Time // when a fence of the incarnation was last proposed
+	unfenceAsk   time.Time
 }
 
 type election struct {
@@ -155,6 +158,19 @@ type Effects struct {
 }
 
 func (e *Effects) propose(c *Command) { e.Propose = append(e.Propose, c) }
+
+// addTransfers takes sub's transfer requests.
+func (e *Effects) addTransfers(sub Effects) {
+	if len(sub.Transfers) == 0 {
+		return
+	}
+	if e.Transfers == nil {
+		e.Transfers = map[int32][]TransferRequest{}
+	}
+	for n, rs := range sub.Transfers {
+		e.Transfers[n] = append(e.Transfers[n], rs...)
+	}
+}
 
 func (e *Effects) vote(node int32, metaIndex uint64, ref EpochRef) {
 	if e.Votes == nil {
@@ -232,6 +248,70 @@ func (a *Active) PeerDown(node int32, now time.Time) Effects {
 	var eff Effects
 	a.fence(node, now, &eff)
 	return eff
+}
+
+// ShuttingDown is told, with each heartbeat of the node's current incarnation, that the node
+// is stopping (Kafka's controlled shutdown): the partitions it leads are moved to other in-sync
+// replicas (transfers, as ElectLeaders does; retried each Tick until none is left), and no
+// leadership moves to it. movable is how many partitions it still leads that another replica,
+// not stopping too, could take: the node may stop once none is left. ok is false for an
+// incarnation the image does not have.
+func (a *Active) ShuttingDown(node int32, incarnation uint64, now time.Time) (movable int, ok bool, eff Effects) {
+	n, known := a.img.Nodes[node]
+	s := a.sessions[node]
+	if !known || n.Incarnation != incarnation || s == nil || s.incarnation != incarnation {
+		return 0, false, eff
+	}
+	if !s.shuttingDown {
+		s.shuttingDown = true
+		a.moveAway(now, &eff)
+	}
+	avoid := func(n int32) bool { return a.shuttingDown(n) || a.silent(n, now) }
+	a.img.EachPartition(func(_ *Topic, _ int32, p *Partition) {
+		if p.Leader == node && a.img.ShutdownTarget(p, avoid) >= 0 {
+			movable++
+		}
+	})
+	return movable, true, eff
+}
+
+// shuttingDown reports whether node's current incarnation is stopping.
+func (a *Active) shuttingDown(node int32) bool {
+	s := a.sessions[node]
+	return s != nil && s.shuttingDown
+}
+
+// silent reports whether node has not heartbeated for half a session timeout: it is not
+// counted on to take a stopping node's leaderships (a whole cluster stopping at once, whose
+// nodes the controller cannot fence any more without a quorum, would wait for them).
+func (a *Active) silent(node int32, now time.Time) bool {
+	s := a.sessions[node]
+	return s == nil || now.Sub(s.lastSeen) > a.cfg.SessionTimeout/2
+}
+
+// moveAway starts the transfers of the partitions led by nodes that are shutting down, to the
+// replica ShutdownTarget names (one that is not stopping too).
+func (a *Active) moveAway(now time.Time, eff *Effects) {
+	stopping := false
+	for _, s := range a.sessions {
+		stopping = stopping || s.shuttingDown
+	}
+	if !stopping {
+		return
+	}
+	a.img.EachPartition(func(t *Topic, index int32, p *Partition) {
+		if p.Leader < 0 || !a.shuttingDown(p.Leader) || len(a.transfers) >= a.cfg.MaxTransfers {
+			return
+		}
+		ref := PartitionRef{Topic: t.ID, Partition: index}
+		if tr, busy := a.transfers[ref]; busy && tr.epoch == p.LeaderEpoch {
+			return
+		}
+		if target := a.img.ShutdownTarget(p, func(n int32) bool { return a.shuttingDown(n) || a.silent(n, now) }); target >= 0 {
+			_, sub := a.Transfer(ref, target, now)
+			eff.addTransfers(sub)
+		}
+	})
 }
 
 func (a *Active) fence(node int32, now time.Time, eff *Effects) {
@@ -329,6 +409,7 @@ func (a *Active) Tick(now time.Time) Effects {
 	}
 	a.uncleanAll(now, &eff)
 	a.electAll(now, &eff)
+	a.moveAway(now, &eff)
 	a.reassign(now, &eff)
 	a.sweepTokens(now, &eff)
 	a.finalizeLevel(now, &eff)
@@ -358,14 +439,12 @@ func (a *Active) reassign(now time.Time, eff *Effects) {
 		}
 		if !slices.Contains(p.Target, p.Leader) {
 			if _, busy := a.transfers[ref]; !busy {
-				if _, sub := a.Transfer(ref, p.Target[0], now); sub.Transfers != nil {
-					if eff.Transfers == nil {
-						eff.Transfers = map[int32][]TransferRequest{}
-					}
-					for n, rs := range sub.Transfers {
-						eff.Transfers[n] = append(eff.Transfers[n], rs...)
-					}
+				target := p.Target[0]
+				if i := slices.IndexFunc(p.Target, func(n int32) bool { return !a.shuttingDown(n) }); i >= 0 {
+					target = p.Target[i]
 				}
+				_, sub := a.Transfer(ref, target, now)
+				eff.addTransfers(sub)
 			}
 			return
 		}
@@ -403,7 +482,7 @@ func (a *Active) balance(now time.Time, eff *Effects) {
 			return
 		}
 		pref := p.Preferred()
-		if p.Leader < 0 || p.Leader == pref || !a.img.Live(pref) || !slices.Contains(p.ISR, pref) {
+		if p.Leader < 0 || p.Leader == pref || !a.img.Live(pref) || !slices.Contains(p.ISR, pref) || a.shuttingDown(pref) {
 			return
 		}
 		if sh := shares[pref]; sh.off*100 <= a.cfg.ImbalancePercent*sh.total {
@@ -413,14 +492,8 @@ func (a *Active) balance(now time.Time, eff *Effects) {
 		if _, busy := a.transfers[ref]; busy {
 			return
 		}
-		if _, sub := a.Transfer(ref, pref, now); sub.Transfers != nil {
-			if eff.Transfers == nil {
-				eff.Transfers = map[int32][]TransferRequest{}
-			}
-			for n, rs := range sub.Transfers {
-				eff.Transfers[n] = append(eff.Transfers[n], rs...)
-			}
-		}
+		_, sub := a.Transfer(ref, pref, now)
+		eff.addTransfers(sub)
 	})
 }
 
@@ -536,6 +609,13 @@ func (a *Active) tally(ref PartitionRef, p *Partition, e *election, now time.Tim
 	leader := ChooseLeader(hosts, e.votes, a.hints[ref], p.Preferred(), ok)
 	if leader < 0 {
 		return ElectItem{}, false
+	}
+	if a.shuttingDown(leader) {
+		// Another replica as up to date is as safe a choice, and keeps its leadership.
+		alt := ChooseLeader(hosts, e.votes, a.hints[ref], p.Preferred(), func(n int32) bool { return ok(n) && !a.shuttingDown(n) })
+		if v, w := e.votes[alt], e.votes[leader]; alt >= 0 && v.LastEpoch == w.LastEpoch && v.LogEnd == w.LogEnd {
+			leader = alt
+		}
 	}
 	it := ElectItem{PartitionRef: ref, Epoch: e.epoch, Leader: leader}
 	if unclean { // asked for: the live replicas that voted carry on as the replica set

@@ -71,6 +71,7 @@ type Controller struct {
 	readc   chan chan uint64       // ReadIndex's requests
 	quorumc chan chan quorumAnswer // Quorum's requests
 	voterc  chan voterChange       // AddVoter's and RemoveVoter's requests
+	resignc chan struct{}          // Resign's requests
 	stop    chan struct{}
 	running atomic.Bool // Start was called
 	done    chan struct{}
@@ -163,7 +164,7 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	snap, _ := st.Snapshot()
 	c := &Controller{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096),
-		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), quorumc: make(chan chan quorumAnswer), voterc: make(chan voterChange), stop: make(chan struct{}), done: make(chan struct{}),
+		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), quorumc: make(chan chan quorumAnswer), voterc: make(chan voterChange), resignc: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 		work: img, confState: pb.EnsureConfState(snap.GetMetadata().GetConfState()),
 		applied: snap.GetMetadata().GetIndex(), waiters: map[uint64]chan applied{}, appliedCh: make(chan struct{}),
 		contact: map[uint64]time.Time{}, caughtUp: map[uint64]time.Time{}}
@@ -243,6 +244,26 @@ func (c *Controller) Step(from int32, body []byte) {
 	case c.recvc <- m:
 	default: // raft recovers from lost messages
 	}
+}
+
+// Resign hands this node's Raft leadership to the voter whose log is furthest along, and waits
+// until it no longer leads or ctx ends (a node stopping: its successor is elected at once,
+// not after an election timeout, as Kafka's controller resigns when it shuts down). Not
+// leading, or the only voter: nothing to do.
+func (c *Controller) Resign(ctx context.Context) error {
+	if len(c.Voters()) < 2 {
+		return nil
+	}
+	return raftlog.Resign(ctx, c.IsLeader, func(ctx context.Context) error {
+		select {
+		case c.resignc <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.stop:
+			return ErrStopped
+		}
+	}, c.electionTimeout())
 }
 
 // Image returns the current image. It must not be modified.
@@ -457,6 +478,12 @@ func (c *Controller) run() {
 			ch <- c.quorum()
 		case vc := <-c.voterc:
 			vc.ans <- c.proposeVoterChange(vc)
+		case <-c.resignc:
+			if c.IsLeader() {
+				if to := raftlog.Transferee(c.rn, raftID(c.cfg.NodeID)); to != 0 {
+					c.rn.TransferLeader(to)
+				}
+			}
 		case m := <-c.recvc:
 			c.heardFrom(m)
 			if err := c.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {

@@ -312,6 +312,25 @@ func (im *Image) Live(id int32) bool {
 	return ok && !n.Fenced
 }
 
+// ShutdownTarget is the replica a partition's leadership moves to when its leader stops (a
+// controlled shutdown): a live, in-sync replica other than the leader and not one avoid names
+// (nil: none), the preferred replica first, else the first in replica order; -1 if there is
+// none (the partition stays with its leader until it is gone).
+func (im *Image) ShutdownTarget(p *Partition, avoid func(int32) bool) int32 {
+	ok := func(n int32) bool {
+		return n != p.Leader && im.Live(n) && slices.Contains(p.ISR, n) && (avoid == nil || !avoid(n))
+	}
+	if pref := p.Preferred(); ok(pref) {
+		return pref
+	}
+	for _, n := range p.Hosts() {
+		if ok(n) {
+			return n
+		}
+	}
+	return -1
+}
+
 // MajorityLive reports whether a majority of a partition's replicas are live: enough to elect
 // a leader and commit.
 func (im *Image) MajorityLive(p *Partition) bool {

@@ -832,6 +832,10 @@ func (s *Server) startFromSnapshot(ctx context.Context) error {
 // ShutdownTimeout bounds how long Run waits for in-flight requests at shutdown.
 const ShutdownTimeout = 10 * time.Second
 
+// ControlledShutdownTimeout bounds how long a stopping node waits for its leaderships to move
+// to other replicas before it stops serving (cluster.Node.ControlledShutdown).
+const ControlledShutdownTimeout = 15 * time.Second
+
 // Serve is Run on a listener the caller made (tests listen on port 0).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// Join the cluster first: until then this node knows no topics it may serve. A Ripcord
@@ -953,6 +957,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.logger.Error("server: the cluster refused this node; stopping", "err", failed)
 	}
 	s.setState(stateStopping) // not ready from now on
+	if s.node != nil && failed == nil {
+		// Still serving: the partitions it leads move to other replicas first, and clients
+		// follow them there (docs/operating.md "Shutdown").
+		cctx, cancel := context.WithTimeout(context.Background(), ControlledShutdownTimeout)
+		s.node.ControlledShutdown(cctx)
+		cancel()
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
 	if err := s.broker.Shutdown(sctx); err != nil {

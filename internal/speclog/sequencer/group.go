@@ -1,6 +1,7 @@
 package sequencer
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,6 +103,7 @@ type Group struct {
 	reportc chan inReport
 	joinc   chan wire
 	trimc   chan trimReq
+	resignc chan struct{} // Resign's requests
 	stop    chan struct{}
 	running atomic.Bool // Start was called
 	done    chan struct{}
@@ -188,7 +190,7 @@ func Open(cfg Config) (*Group, error) {
 	}
 	snap, _ := st.Snapshot()
 	g := &Group{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096), reportc: make(chan inReport, 4096),
-		joinc: make(chan wire, 64), trimc: make(chan trimReq, 16), stop: make(chan struct{}), done: make(chan struct{}),
+		joinc: make(chan wire, 64), trimc: make(chan trimReq, 16), resignc: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 		machine: m, changed: make(chan struct{}), confState: pb.EnsureConfState(snap.GetMetadata().GetConfState()),
 		applied: snap.GetMetadata().GetIndex(), leaders: map[string]*order.Leader{}, shardNode: map[string]map[int32]int32{}}
 	g.leader.Store(-1)
@@ -228,6 +230,26 @@ func (g *Group) Stop() {
 
 // Leader is the node leading the group, or -1.
 func (g *Group) Leader() int32 { return g.leader.Load() }
+
+// Resign hands this node's leadership of the group to the voter whose log is furthest along,
+// and waits until it no longer leads or ctx ends (a node stopping: the sequencer's successor
+// takes over at once, not after an election timeout). Not leading, or the only voter: nothing
+// to do.
+func (g *Group) Resign(ctx context.Context) error {
+	if len(g.Voters()) < 2 {
+		return nil
+	}
+	return raftlog.Resign(ctx, g.isLeader, func(ctx context.Context) error {
+		select {
+		case g.resignc <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.stop:
+			return ErrStopped
+		}
+	}, time.Duration(g.cfg.ElectionTicks)*g.cfg.TickInterval)
+}
 
 // Indexes returns the raft index this member has applied, and the one its log is compacted to:
 // a member that has applied less than the leader's compacted index catches up by a snapshot.
@@ -444,6 +466,12 @@ func (g *Group) run() {
 			g.join(w)
 		case t := <-g.trimc:
 			t.err <- g.propose(&Command{Topic: t.topic, Trim: &t.upTo})
+		case <-g.resignc:
+			if g.isLeader() {
+				if to := raftlog.Transferee(g.rn, raftID(g.cfg.NodeID)); to != 0 {
+					g.rn.TransferLeader(to)
+				}
+			}
 		case <-reconcile.C:
 			g.reconcile()
 		}
