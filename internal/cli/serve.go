@@ -61,6 +61,7 @@ type serveFlags struct {
 	rack                  string
 	replicaSelector       string
 	sessionTimeout        time.Duration
+	controlledShutdown    bool
 	faultInjection        bool
 	objectStore           string
 	objectBatchTimeout    time.Duration
@@ -128,6 +129,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.BoolVar(&f.autoCreateTopics, "auto-create-topics", true, "create a topic a client asks Metadata for, or produces to, when it does not exist (Kafka's auto.create.topics.enable)")
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
 	flags.DurationVar(&f.sessionTimeout, "session-timeout", 1500*time.Millisecond, "a node not heard from this long is fenced and its partitions get new leaders")
+	flags.BoolVar(&f.controlledShutdown, "controlled-shutdown", true, "at SIGTERM, move the partitions this node leads and its controller leadership to other nodes before stopping (Kafka's controlled.shutdown.enable)")
 	flags.StringVar(&f.adminAddr, "admin-addr", "127.0.0.1:9644", "host:port of the admin HTTP server (metrics, health)")
 	flags.StringVar(&f.speclogAddr, "speclog-addr", "127.0.0.1:9096", `host:port of the SpecLog gRPC API of total-order topics ("": none)`)
 	flags.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -260,7 +262,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		OffsetsPartitions: f.offsetsPartitions, TxnStatePartitions: f.txnStatePartitions,
 		NoTopicDeletion: !f.deleteTopics && !f.agent, LeaderBalanceInterval: f.leaderBalanceInterval,
 		LeaderImbalancePercent: imbalancePercent(f.leaderImbalancePct),
-		SessionTimeout:         f.sessionTimeout, FaultInjection: f.faultInjection,
+		SessionTimeout:         f.sessionTimeout, NoControlledShutdown: !f.controlledShutdown, FaultInjection: f.faultInjection,
 		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
 		ObjectCacheBytes: f.objectCacheMiB << 20, NoObjectPeerReads: !f.objectPeerReads, Agent: f.agent, Ripcord: f.ripcord,
 	}

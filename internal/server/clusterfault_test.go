@@ -57,7 +57,11 @@ func (c *fsCluster) start(id int32) {
 	}
 	s, err := server.Open(server.Config{FS: c.fs[id], DataDir: "/data", NodeID: id, KafkaAddr: ln.Addr().String(),
 		AdminAddr: "127.0.0.1:0", ClusterAddr: c.voters[id], ControllerVoters: c.voters, Console: &bytes.Buffer{},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))})
+		// A stop stands for a crash here (after vfs.MemFS.Crash): the node must not go on
+		// talking to its peers, as a controlled shutdown would, past the state its crashed
+		// file system kept.
+		NoControlledShutdown: true,
+		Logger:               slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))})
 	if err != nil {
 		ln.Close()
 		t.Fatalf("node %d: %v", id, err)

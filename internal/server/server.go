@@ -119,6 +119,10 @@ type Config struct {
 	// SessionTimeout: a node not heard from this long is fenced and its partitions get new
 	// leaders (0: 1.5 s).
 	SessionTimeout time.Duration
+	// NoControlledShutdown: at shutdown the node stops without first moving its leaderships
+	// to other replicas (Kafka's controlled.shutdown.enable=false; tests that simulate a
+	// crash by stopping a node).
+	NoControlledShutdown bool
 	// FaultInjection serves POST /v1/debug/faults on the admin listener (tests only: it can
 	// isolate the node from its peers and drop Kafka responses).
 	FaultInjection bool
@@ -957,7 +961,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.logger.Error("server: the cluster refused this node; stopping", "err", failed)
 	}
 	s.setState(stateStopping) // not ready from now on
-	if s.node != nil && failed == nil {
+	if s.node != nil && failed == nil && !s.cfg.NoControlledShutdown {
 		// Still serving: the partitions it leads move to other replicas first, and clients
 		// follow them there (docs/operating.md "Shutdown").
 		cctx, cancel := context.WithTimeout(context.Background(), ControlledShutdownTimeout)
