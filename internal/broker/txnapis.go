@@ -186,7 +186,8 @@ func handleEndTxn(ctx context.Context, r *request) reply {
 		// that backs off for its retry.backoff.ms.
 		rep := b.txns.callWaitingOut(ctx, req.TransactionalID, func(c *txncoord.Coordinator, rid txncoord.ReqID, now int64) txncoord.Effects {
 			return c.EndTxn(txncoord.EndReq{ID: rid, TxnID: req.TransactionalID, ProducerID: req.ProducerID, Epoch: req.ProducerEpoch,
-				Commit: req.Commit, V2: req.Version >= 5, KnowsFenced: req.Version >= 2, FencedOnAbort: fencedOnAbort}, now)
+				Commit: req.Commit, V2: req.Version >= 5, KnowsFenced: req.Version >= 2, FencedOnAbort: fencedOnAbort,
+				NewPID: b.cfg.ProducerIDs.Next}, now)
 		})
 		resp.ErrorCode = errCode(rep.Err)
 		if rep.Err == nil && req.Version >= 5 {

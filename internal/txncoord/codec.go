@@ -31,7 +31,7 @@ func Encode(r Record) (key, value []byte) {
 	v.ProducerID, v.ProducerEpoch, v.TimeoutMillis = t.ProducerID, t.Epoch, t.TimeoutMs
 	v.State = kmsg.TransactionState(t.State)
 	v.LastUpdateTimestamp, v.StartTimestamp = t.UpdateMs, t.StartMs
-	v.PreviousProducerID = t.PrevProducerID
+	v.PreviousProducerID, v.NextProducerID = t.PrevProducerID, t.NextProducerID
 	v.ClientTransactionVersion = 1
 	if t.V2 {
 		v.ClientTransactionVersion = 2
@@ -70,11 +70,14 @@ func Decode(key, value []byte) (Record, error) {
 	if v.State < 0 || v.State > kmsg.TransactionState(PrepareEpochFence) {
 		return Record{}, fmt.Errorf("%w: state %d", ErrBadRecord, v.State)
 	}
-	t := &Txn{ID: k.TransactionalID, ProducerID: v.ProducerID, PrevProducerID: v.PreviousProducerID, Epoch: v.ProducerEpoch,
+	t := &Txn{ID: k.TransactionalID, ProducerID: v.ProducerID, PrevProducerID: v.PreviousProducerID, NextProducerID: v.NextProducerID, Epoch: v.ProducerEpoch,
 		LastEpoch: -1, TimeoutMs: v.TimeoutMillis, State: State(v.State), UpdateMs: v.LastUpdateTimestamp,
 		StartMs: v.StartTimestamp, V2: v.ClientTransactionVersion >= 2}
 	if v.Version == 0 {
-		t.PrevProducerID = -1
+		t.PrevProducerID, t.NextProducerID = -1, -1
+	}
+	if t.State != PrepareCommit && t.State != PrepareAbort {
+		t.NextProducerID = -1 // Kafka's records carry it in other states too; it acts only on a decision
 	}
 	if len(v.Topics) > 0 {
 		t.Partitions = map[TP]bool{}

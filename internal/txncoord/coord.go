@@ -63,6 +63,10 @@ type Txn struct {
 	ID             string
 	ProducerID     int64
 	PrevProducerID int64 // the id before the last rotation, -1
+	// NextProducerID: a decided version-2 transaction whose epoch is exhausted hands its
+	// producer this new id (at epoch 0) with the EndTxn answer, as Kafka does (its
+	// TransactionLogValue's NextProducerId); the Complete* record holds it. -1: none.
+	NextProducerID int64
 	Epoch          int16
 	LastEpoch      int16 // the epoch before the last bump (a retried request may carry it), -1
 	TimeoutMs      int32
@@ -100,9 +104,13 @@ type op struct {
 	// closing it (a marker older than the producer's epoch is refused, and a marker closes only
 	// the transaction whose records are of its epoch or the one before).
 	nextEpoch int16
-	early     []TP
-	earlyMs   int64
-	earlyV2   bool
+	// rotate: the EndTxn's transaction rotates the producer id, to rotateTo (allocated before
+	// the decision).
+	rotate   bool
+	rotateTo int64
+	early    []TP
+	earlyMs  int64
+	earlyV2  bool
 	// fencedOnAbort: the EndTxn's client is told of a commit turned into an abort as fenced
 	// (EndReq.FencedOnAbort).
 	fencedOnAbort bool
@@ -121,8 +129,19 @@ func nextEpochOf(t *Txn) int16 {
 // previous one is decided and only its markers and Complete* record are being written.
 func (t *Txn) earlyOK(pid int64, epoch int16) bool {
 	o := t.op
-	return o != nil && (o.phase == phaseMarkers || o.phase == phaseAppendComplete) && pid == t.ProducerID &&
-		o.nextEpoch > t.Epoch && epoch == o.nextEpoch
+	if o == nil || o.phase != phaseMarkers && o.phase != phaseAppendComplete {
+		return false
+	}
+	if t.NextProducerID >= 0 { // the producer goes on with a new id
+		return pid == t.NextProducerID && epoch == 0
+	}
+	return pid == t.ProducerID && o.nextEpoch > t.Epoch && epoch == o.nextEpoch
+}
+
+// rotates reports whether a version-2 transaction of epoch, once decided, leaves its producer
+// no epoch to go on with above the markers' (nextEpochOf): its id rotates.
+func rotates(epoch int16) bool {
+	return bumpEpoch(epoch) >= math.MaxInt16-1
 }
 
 type phase int8
@@ -240,7 +259,7 @@ func (c *Coordinator) Loaded(nowMs int64) Effects {
 		t := c.txns[id]
 		switch t.State {
 		case PrepareCommit, PrepareAbort:
-			if nextEpochOf(t) > t.Epoch {
+			if nextEpochOf(t) > t.Epoch || t.NextProducerID >= 0 {
 				// Under transaction version 2 the producer may have begun its next transaction
 				// (early) before the old coordinator finished this one: Lost once it completes.
 				t.Lost, t.LostAtMs, t.lostState = true, nowMs, CompleteAbort
@@ -329,7 +348,7 @@ func (c *Coordinator) InitProducerID(r InitReq, nowMs int64) Effects {
 		if err != nil {
 			return fail(kerr.CoordinatorNotAvailable)
 		}
-		t = &Txn{ID: r.TxnID, ProducerID: pid, PrevProducerID: -1, Epoch: -1, LastEpoch: -1, State: Empty, UpdateMs: nowMs}
+		t = &Txn{ID: r.TxnID, ProducerID: pid, PrevProducerID: -1, NextProducerID: -1, Epoch: -1, LastEpoch: -1, State: Empty, UpdateMs: nowMs}
 		c.txns[r.TxnID] = t
 	}
 	if t.op != nil {
@@ -339,10 +358,15 @@ func (c *Coordinator) InitProducerID(r InitReq, nowMs int64) Effects {
 	// that transaction.
 	resumed := r.ProducerID >= 0 && t.abortedFrom != 0 && r.ProducerID == t.ProducerID && t.State == CompleteAbort &&
 		t.abortedFrom == int32(r.Epoch)+1
-	if r.ProducerID >= 0 { // KIP-360: the caller must be the current producer (or a retry of the last bump)
+	// KIP-360: the caller must be the current producer, or a retry of the last bump; or the id
+	// is new here (epoch -1: it expired, and its producer recovers from
+	// INVALID_PRODUCER_ID_MAPPING with the id and epoch it had), as Kafka's isValidProducerId.
+	if r.ProducerID >= 0 && t.Epoch >= 0 {
 		current := r.ProducerID == t.ProducerID && r.Epoch == t.Epoch || resumed
 		retry := r.ProducerID == t.ProducerID && r.Epoch == t.LastEpoch && t.State == Empty
-		retryRotated := r.ProducerID == t.PrevProducerID && t.State == Empty
+		// The bump that rotated the producer id, retried: only an exhausted epoch of the
+		// previous id made it (a zombie of that id with an older epoch is fenced).
+		retryRotated := r.ProducerID == t.PrevProducerID && r.Epoch >= math.MaxInt16-1 && t.State == Empty
 		if retry || retryRotated {
 			return Effects{Replies: []Reply{{ID: r.ID, ProducerID: t.ProducerID, Epoch: t.Epoch}}}
 		}
@@ -484,6 +508,9 @@ type EndReq struct {
 	// FencedOnAbort: a commit turned into an abort is answered INVALID_PRODUCER_EPOCH even
 	// under transaction version 2 (abortedErr).
 	FencedOnAbort bool
+	// NewPID allocates a producer id: the one a version-2 producer whose epoch is exhausted
+	// goes on with (called only then).
+	NewPID func() (int64, error)
 }
 
 // EndTxn commits or aborts the open transaction.
@@ -532,8 +559,18 @@ func (c *Coordinator) EndTxn(r EndReq, nowMs int64) Effects {
 	if t.Lost && t.State != Ongoing {
 		t.State, t.StartMs, t.Partitions = Ongoing, t.LostAtMs, map[TP]bool{}
 	}
-	t.V2 = r.V2
 	o := &op{commit: r.Commit, waiting: []ReqID{r.ID}, fencedOnAbort: r.FencedOnAbort}
+	if r.V2 && rotates(t.Epoch) {
+		if r.NewPID == nil {
+			return reply(kerr.CoordinatorNotAvailable)
+		}
+		pid, err := r.NewPID()
+		if err != nil {
+			return reply(kerr.CoordinatorNotAvailable)
+		}
+		o.rotate, o.rotateTo = true, pid
+	}
+	t.V2 = r.V2
 	t.op = o
 	if t.Lost {
 		o.phase = phaseDiscover
@@ -552,15 +589,23 @@ func (c *Coordinator) EndTxn(r EndReq, nowMs int64) Effects {
 func (c *Coordinator) endRetry(t *Txn, r EndReq) (Effects, bool) {
 	one := bumpEpoch(r.Epoch)
 	two := bumpEpoch(one)
-	if !r.V2 || !t.V2 || r.ProducerID != t.ProducerID || r.Epoch < 0 || one == r.Epoch {
-		return Effects{}, false
-	}
 	reply := func(err error) (Effects, bool) {
 		rep := Reply{ID: r.ID, Err: err}
 		if err == nil {
 			rep.ProducerID, rep.Epoch = t.ProducerID, t.Epoch
 		}
 		return Effects{Replies: []Reply{rep}}, true
+	}
+	if r.V2 && t.V2 && r.ProducerID >= 0 && r.ProducerID == t.PrevProducerID && rotates(r.Epoch) && t.op == nil && t.Epoch == 0 &&
+		(t.State == CompleteCommit || t.State == CompleteAbort) {
+		// The EndTxn that rotated the producer id (its answer lost): its outcome, and the new id.
+		if (t.State == CompleteCommit) != r.Commit {
+			return reply(kerr.InvalidTxnState)
+		}
+		return reply(nil)
+	}
+	if !r.V2 || !t.V2 || r.ProducerID != t.ProducerID || r.Epoch < 0 || one == r.Epoch {
+		return Effects{}, false
 	}
 	switch t.State {
 	case PrepareCommit, PrepareAbort:
@@ -593,6 +638,16 @@ func bumpEpoch(e int16) int16 {
 // endEmpty ends (aborts) a version-2 transaction that wrote nothing: the epoch bumps.
 func (c *Coordinator) endEmpty(t *Txn, r EndReq, nowMs int64) Effects {
 	next := c.bumped(t)
+	if next.Epoch == t.Epoch { // exhausted: the producer goes on with a new id
+		if r.NewPID == nil {
+			return Effects{Replies: []Reply{{ID: r.ID, Err: kerr.CoordinatorNotAvailable}}}
+		}
+		pid, err := r.NewPID()
+		if err != nil {
+			return Effects{Replies: []Reply{{ID: r.ID, Err: kerr.CoordinatorNotAvailable}}}
+		}
+		next.PrevProducerID, next.ProducerID, next.Epoch, next.LastEpoch = t.ProducerID, pid, 0, -1
+	}
 	next.State, next.UpdateMs, next.Partitions = CompleteAbort, nowMs, nil
 	t.op = &op{phase: phaseAppendComplete, waiting: []ReqID{r.ID}, reply: Reply{ProducerID: next.ProducerID, Epoch: next.Epoch}, then: next}
 	return Effects{Appends: []Record{c.snapshot(next)}}
@@ -637,6 +692,11 @@ func (c *Coordinator) appendPrepare(t *Txn, nowMs int64) Effects {
 	o.phase, o.then = phaseAppendPrepare, &next
 	o.nextEpoch = nextEpochOf(&next)
 	o.reply = Reply{Err: o.reply.Err, ProducerID: next.ProducerID, Epoch: o.nextEpoch}
+	if t.V2 && o.rotate && rotates(t.Epoch) {
+		// No epoch is left above the markers': the producer goes on with a new id.
+		next.NextProducerID, o.nextEpoch = o.rotateTo, 0
+		o.reply.ProducerID, o.reply.Epoch = o.rotateTo, 0
+	}
 	return Effects{Appends: []Record{c.snapshot(&next)}}
 }
 
@@ -773,6 +833,9 @@ func (c *Coordinator) answer(ids []ReqID, r Reply) Effects {
 func (c *Coordinator) writeMarkers(t *Txn, o *op) Effects {
 	if o == nil {
 		o = &op{commit: t.State == PrepareCommit, nextEpoch: nextEpochOf(t)}
+		if t.NextProducerID >= 0 {
+			o.nextEpoch = 0
+		}
 	}
 	o.phase, t.op = phaseMarkers, o
 	if len(t.Partitions) == 0 {
@@ -797,6 +860,9 @@ func (c *Coordinator) MarkersWritten(id string, nowMs int64) Effects {
 	}
 	o := t.op
 	next.Epoch = max(next.Epoch, o.nextEpoch)
+	if t.NextProducerID >= 0 { // the producer goes on with its new id
+		next.PrevProducerID, next.ProducerID, next.Epoch, next.LastEpoch, next.NextProducerID = t.ProducerID, t.NextProducerID, 0, -1, -1
+	}
 	t.op = &op{phase: phaseAppendComplete, then: &next, nextEpoch: o.nextEpoch, early: o.early, earlyMs: o.earlyMs, earlyV2: o.earlyV2}
 	return Effects{Appends: []Record{c.snapshot(&next)}}
 }

@@ -105,7 +105,8 @@ func (h *harness) add(id string, pid int64, epoch int16, v2 bool, tps ...TP) err
 
 func (h *harness) end(id string, pid int64, epoch int16, commit, v2 bool) Reply {
 	r := h.req()
-	h.run(h.c.EndTxn(EndReq{ID: r, TxnID: id, ProducerID: pid, Epoch: epoch, Commit: commit, V2: v2, KnowsFenced: true}, h.now))
+	h.run(h.c.EndTxn(EndReq{ID: r, TxnID: id, ProducerID: pid, Epoch: epoch, Commit: commit, V2: v2, KnowsFenced: true,
+		NewPID: func() (int64, error) { h.nextPID++; return h.nextPID, nil }}, h.now))
 	rep, ok := h.replies[r]
 	if !ok {
 		h.t.Fatalf("EndTxn not answered")
