@@ -753,13 +753,13 @@ func (d *txns) discoverLocal(req txnDiscoverReq) txnDiscoverResp {
 }
 
 // markerLocal is the partition side of the coordinator's marker round: writeMarker, where a
-// partition whose topic is gone needs no marker, and a marker refused for an older producer or
-// coordinator epoch is done (a newer epoch or coordinator already wrote past it).
+// marker refused for an older producer or coordinator epoch is done (a newer epoch or
+// coordinator already wrote past it). A topic this node does not know is answered as such: the
+// coordinator tells a deleted topic (it needs no marker) from a leader that has just restarted
+// and not loaded its topics yet (gone), whose marker must still be written.
 func (d *txns) markerLocal(ctx context.Context, req txnMarkerReq) error {
 	err := d.writeMarker(ctx, req)
 	switch {
-	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return nil
 	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionCoordinatorFenced):
 		d.b.logger.Warn("broker: transaction marker refused", "topic", req.Topic, "partition", req.Partition, "err", err)
 		return nil
@@ -1157,9 +1157,6 @@ func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p txnParti
 	if txnID == "" {
 		return fmt.Errorf("%w: a transactional batch without a transactional id", kerr.InvalidRecord)
 	}
-	d.mu.Lock()
-	d.ids[pid] = txnID
-	d.mu.Unlock()
 	openEpoch, open := p.openTransaction(pid)
 	if open && openEpoch == epoch {
 		return nil
@@ -1174,6 +1171,15 @@ func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p txnParti
 		err := d.addToTransaction(ctx, txnAddReq{TxnID: txnID, ProducerID: pid, Epoch: epoch, TP: tp,
 			VerifyOnly: produceVersion < 12, V2: produceVersion >= 12, KnowsFenced: produceVersion >= 12})
 		if err == nil {
+			// The coordinator vouched that pid is txnID's: the partition's check of a
+			// transaction left open asks that coordinator (without a mapping, every
+			// coordinator by producer id). Taken from the request before the answer, a
+			// client naming another producer's id made the check ask the wrong coordinator,
+			// which knows nothing of it, and the partition aborted that producer's
+			// transaction.
+			d.mu.Lock()
+			d.ids[pid] = txnID
+			d.mu.Unlock()
 			break
 		}
 		if !errors.Is(err, kerr.ConcurrentTransactions) || time.Now().After(deadline) {
