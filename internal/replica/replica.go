@@ -536,6 +536,34 @@ func (r *Replica) onFollowReply(from int32, fr *FollowReply) {
 	r.ackLocked(StatusOK)
 }
 
+// startsInside reports whether this log is empty and starts inside the batch h: it was
+// started at the leader's log start, which DeleteRecords may put inside a batch, and the
+// leader sends that batch whole.
+func (r *Replica) startsInside(h *batch.Header) bool {
+	end := r.Log.EndOffset()
+	return r.Log.StartOffset() == end && h.BaseOffset < end && h.LastOffset() >= end
+}
+
+// restartAtBatchLocked starts the empty log over at the batch's base offset and appends it, as
+// Kafka's follower does on an UnexpectedAppendOffsetException (before, the follower answered a
+// mismatch, joined again, was sent the same batch, and never caught up). The offsets below the
+// leader's log start go when the next append carries it.
+func (r *Replica) restartAtBatchLocked(h *batch.Header, b []byte) error {
+	r.m.cfg.Logger.Info("replica: the leader's log start is inside a batch; restarting the empty log at the batch", "topic", r.Topic,
+		"partition", r.Ref.Partition, "offset", h.BaseOffset, "log_start", r.Log.StartOffset())
+	if err := r.Log.ResetTo(h.BaseOffset); err != nil {
+		return err
+	}
+	if err := r.epochs.Reset(); err != nil {
+		return err
+	}
+	if err := r.epochs.Add(h.LeaderEpoch, h.BaseOffset); err != nil {
+		return err
+	}
+	_, _, err := r.Log.AppendReplica(b)
+	return err
+}
+
 func (r *Replica) truncateLocked(fr *FollowReply) error {
 	if fr.Reset {
 		r.m.cfg.Logger.Info("replica: restarting the log at the leader's log start", "topic", r.Topic,
@@ -608,7 +636,11 @@ func (r *Replica) onAppend(from int32, a *Append) AppendAck {
 				return ack
 			}
 		}
-		if _, _, err := r.Log.AppendReplica(b); err != nil {
+		_, _, err = r.Log.AppendReplica(b)
+		if errors.Is(err, logstore.ErrNotAtEnd) && r.startsInside(&h) {
+			err = r.restartAtBatchLocked(&h, b)
+		}
+		if err != nil {
 			if errors.Is(err, logstore.ErrNotAtEnd) || errors.Is(err, batch.ErrCorrupt) {
 				r.joined = false
 				r.sendFollowLocked()
