@@ -149,6 +149,26 @@ func (l *Log) Truncate(offset int64) (int64, error) {
 		return 0, fmt.Errorf("logstore: truncate to %d: no segment holds it: %v", offset, err)
 	}
 	defer v.seg.release()
+	if from > offset {
+		// offset is in a gap before v's segment (a segment that recovery rebuilt ends at its
+		// last batch, below the next one's base): the log ends with the segment before it.
+		// Cut inside v's segment, the log would end at its base, past offset.
+		prev, size := l.segmentBefore(v.seg)
+		if prev == nil {
+			if err := l.truncateFully(offset); err != nil {
+				return 0, err
+			}
+			return offset, l.dropProducers()
+		}
+		defer prev.release()
+		if err := l.cutAt(prev, size, offset); err != nil {
+			return 0, l.poison("truncate", err)
+		}
+		if err := l.loadProducers(); err != nil {
+			return 0, l.poison("producer state rebuild after truncate", err)
+		}
+		return l.EndOffset(), nil
+	}
 	pos, err := v.findBatch(from)
 	if err != nil {
 		return 0, err
@@ -199,6 +219,21 @@ func (v *view) batchBaseAt(pos int64) (int64, bool) {
 	found := false
 	_ = v.walk(pos, func(_ int64, _ int, b, _ int64) bool { base, found = b, true; return false })
 	return base, found
+}
+
+// segmentBefore returns the segment before s, acquired (the caller releases it), and its size;
+// nil if s is the first.
+func (l *Log) segmentBefore(s *segment) (*segment, int64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for i, x := range l.segments {
+		if x == s && i > 0 {
+			p := l.segments[i-1]
+			p.acquire()
+			return p, p.size
+		}
+	}
+	return nil, 0
 }
 
 // cutAt truncates segment s's file at pos (where offset's batch, or the first batch after
@@ -260,6 +295,11 @@ func (l *Log) cutAt(s *segment, pos, offset int64) error {
 	defer l.mu.Unlock()
 	s.size, s.next, s.maxTimestamp, s.maxTsRel, s.firstTs = fresh.size, fresh.next, fresh.maxTimestamp, fresh.maxTsRel, fresh.firstTs
 	s.idx, s.bytesSinceIndex, s.created = fresh.idx, fresh.bytesSinceIndex, l.now()
+	// Active again, it takes new records, tombstones among them, that no compaction has seen:
+	// a first-cleaning stamp kept from before would let the next pass drop them at once
+	// instead of after delete.retention.ms. The tombstones below the cut start their clock
+	// again (they live longer, never shorter).
+	s.cleanedAt = 0
 	s.alloc, s.padded = pos, false // the file ends at pos now
 	l.durable = s.next
 	l.noteTruncationLocked(s.next) // a sync round that started during the cut claims nothing
