@@ -31,7 +31,10 @@ func Encode(r Record) (key, value []byte) {
 	v.ProducerID, v.ProducerEpoch, v.TimeoutMillis = t.ProducerID, t.Epoch, t.TimeoutMs
 	v.State = kmsg.TransactionState(t.State)
 	v.LastUpdateTimestamp, v.StartTimestamp = t.UpdateMs, t.StartMs
-	v.PreviousProducerID, v.NextProducerID = t.PrevProducerID, t.NextProducerID
+	v.PreviousProducerID = t.PrevProducerID
+	if t.NextProducerID >= 0 && (t.State == PrepareCommit || t.State == PrepareAbort) {
+		v.NextProducerID = t.NextProducerID // it acts only on a decision; else the default, -1
+	}
 	v.ClientTransactionVersion = 1
 	if t.V2 {
 		v.ClientTransactionVersion = 2

@@ -288,11 +288,11 @@ func (c *Coordinator) Txn(id string) (Txn, bool) {
 	return cp, true
 }
 
-// ByProducer returns the transactional id using a producer id (now or as the id before its
-// last rotation).
+// ByProducer returns the transactional id using a producer id (now, as the id before its
+// last rotation, or as the one a decided transaction's producer goes on with).
 func (c *Coordinator) ByProducer(pid int64) (string, bool) {
 	for id, t := range c.txns {
-		if t.ProducerID == pid || t.PrevProducerID == pid {
+		if t.ProducerID == pid || t.PrevProducerID == pid || t.NextProducerID >= 0 && t.NextProducerID == pid {
 			return id, true
 		}
 	}
@@ -356,8 +356,10 @@ func (c *Coordinator) InitProducerID(r InitReq, nowMs int64) Effects {
 	}
 	// The producer whose commit this coordinator turned into an abort goes on with the epoch of
 	// that transaction.
-	resumed := r.ProducerID >= 0 && t.abortedFrom != 0 && r.ProducerID == t.ProducerID && t.State == CompleteAbort &&
-		t.abortedFrom == int32(r.Epoch)+1
+	// (Its id may have rotated at that abort: version 2 at an exhausted epoch. The refusal
+	// carried no id, so the producer still names the old one.)
+	resumed := r.ProducerID >= 0 && t.abortedFrom != 0 && t.State == CompleteAbort && t.abortedFrom == int32(r.Epoch)+1 &&
+		(r.ProducerID == t.ProducerID || r.ProducerID == t.PrevProducerID && t.Epoch == 0)
 	// KIP-360: the caller must be the current producer, or a retry of the last bump; or the id
 	// is new here (epoch -1: it expired, and its producer recovers from
 	// INVALID_PRODUCER_ID_MAPPING with the id and epoch it had), as Kafka's isValidProducerId.
@@ -648,7 +650,9 @@ func (c *Coordinator) endEmpty(t *Txn, r EndReq, nowMs int64) Effects {
 		}
 		next.PrevProducerID, next.ProducerID, next.Epoch, next.LastEpoch = t.ProducerID, pid, 0, -1
 	}
-	next.State, next.UpdateMs, next.Partitions = CompleteAbort, nowMs, nil
+	// V2: a retry of this abort (its answer lost) is recognized from the epochs (endRetry), also
+	// as the first EndTxn after an InitProducerId.
+	next.State, next.UpdateMs, next.Partitions, next.V2 = CompleteAbort, nowMs, nil, true
 	t.op = &op{phase: phaseAppendComplete, waiting: []ReqID{r.ID}, reply: Reply{ProducerID: next.ProducerID, Epoch: next.Epoch}, then: next}
 	return Effects{Appends: []Record{c.snapshot(next)}}
 }
@@ -901,6 +905,9 @@ func (c *Coordinator) Check(id string, pid int64, epoch int16, tp TP) bool {
 		return true // what is durable is not known until the reload
 	}
 	t, ok := c.txns[id]
+	if ok && t.op != nil && t.NextProducerID >= 0 && pid == t.NextProducerID {
+		return true // the early next transaction under the rotated id: it joins once Complete* is durable
+	}
 	if !ok || t.ProducerID != pid {
 		return false
 	}
