@@ -61,9 +61,9 @@ type simClient struct {
 }
 
 type sim struct {
-	t       *testing.T
-	rng     *rand.Rand
-	now     int64
+	t   *testing.T
+	rng *rand.Rand
+	now int64
 	// exhaust: version-2 producers start a few transactions short of the last epoch, so their
 	// ids rotate at EndTxn (the coordinator's state and its durable record are moved there
 	// after their first InitProducerId).
