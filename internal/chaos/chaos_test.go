@@ -66,6 +66,11 @@ func TestScenariosShort(t *testing.T) {
 						t.Errorf("rolling-restart: restart %d: a partition went %v without an acknowledgement", i+1, g)
 					}
 				}
+				for i, d := range res.Stops { // the moves end as soon as nothing is left to move
+					if d > 5*time.Second {
+						t.Errorf("rolling-restart: node %d of the order took %v to stop", i+1, d)
+					}
+				}
 			}
 		})
 	}

@@ -27,17 +27,40 @@ func (n *Node) ControlledShutdown(ctx context.Context) {
 	}
 	start := time.Now()
 	n.shuttingDown.Store(true)
-	left := n.moveLeaderships(ctx)
+	// The Raft hand-offs keep a budget of their own: a node with many partitions to move must
+	// not spend it all there (its successor would wait out an election timeout).
+	mctx := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		mctx, cancel = context.WithDeadline(ctx, deadline.Add(-resignBudget))
+		defer cancel()
+	}
+	left := n.moveLeaderships(mctx)
+	resigned := false
 	if n.seq != nil {
+		resigned = n.seq.IsLeader()
 		if err := n.seq.Resign(ctx); err != nil {
 			n.logger.Warn("cluster: shutting down: the sequencer's leadership did not move", "err", err)
 		}
 	}
-	if err := n.ctrl.Resign(ctx); err != nil {
-		n.logger.Warn("cluster: shutting down: the controller's leadership did not move", "err", err)
+	if n.ctrl.IsLeader() {
+		resigned = true
+		if err := n.ctrl.Resign(ctx); err != nil {
+			n.logger.Warn("cluster: shutting down: the controller's leadership did not move", "err", err)
+		}
+	}
+	if resigned {
+		// The new active controller learns at once that this node is stopping, not at its
+		// next heartbeat: no leadership moves back to it meanwhile.
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		n.callController(hctx, "heartbeat", n.heartbeatRequest(), &heartbeatResponse{})
+		cancel()
 	}
 	n.logger.Info("cluster: ready to stop", "took", time.Since(start).Round(time.Millisecond), "leaderships_left", left)
 }
+
+// resignBudget is the part of a controlled shutdown's time kept for the Raft hand-offs.
+const resignBudget = 3 * time.Second
 
 // stallTimeout: a controlled shutdown stops waiting once this long has passed without a
 // leadership moving (a transfer is given up after 2 s and asked again; a controller without a

@@ -17,7 +17,10 @@ type Active struct {
 	elections map[PartitionRef]*election
 	transfers map[PartitionRef]*transfer
 	// hints names the replica a transfer wants elected, until the election is done.
-	hints       map[PartitionRef]int32
+	hints map[PartitionRef]int32
+	// refused: the target a transfer of the partition's leader epoch did not get ready for (it
+	// refused, or timed out): a stopping node's next transfer tries another replica first.
+	refused     map[PartitionRef]refusal
 	lastBalance time.Time
 	finishing   map[PartitionRef]time.Time // finish-reassign proposed at
 	// uncleanAsked: an automatic unclean election proposed for the partition's epoch, and when.
@@ -55,6 +58,9 @@ type epochAt struct {
 	epoch int32
 	at    time.Time
 }
+
+// refusal is a transfer's target that did not get ready, in the partition's leader epoch.
+type refusal struct{ epoch, target int32 }
 
 // ActiveConfig holds the active controller's timings.
 type ActiveConfig struct {
@@ -194,7 +200,7 @@ func (e *Effects) Empty() bool {
 // became the Raft leader. Every unfenced node gets a full session from now.
 func NewActive(cfg ActiveConfig, img *Image, now time.Time) *Active {
 	a := &Active{cfg: cfg, img: img, sessions: map[int32]*session{}, elections: map[PartitionRef]*election{},
-		transfers: map[PartitionRef]*transfer{}, hints: map[PartitionRef]int32{}, lastBalance: now,
+		transfers: map[PartitionRef]*transfer{}, hints: map[PartitionRef]int32{}, refused: map[PartitionRef]refusal{}, lastBalance: now,
 		finishing: map[PartitionRef]time.Time{}, uncleanAsked: map[PartitionRef]epochAt{}}
 	for id, n := range img.Nodes {
 		a.sessions[id] = &session{incarnation: n.Incarnation, lastSeen: now}
@@ -214,6 +220,16 @@ func (a *Active) SetImage(img *Image, now time.Time) Effects {
 		s := a.sessions[id]
 		if s == nil || s.incarnation != n.Incarnation {
 			a.sessions[id] = &session{incarnation: n.Incarnation, lastSeen: now}
+		}
+	}
+	for ref, t := range a.transfers { // done: its election began (or the leadership moved anyway)
+		if _, p, ok := img.Partition(ref.Topic, ref.Partition); !ok || p.LeaderEpoch != t.epoch {
+			delete(a.transfers, ref)
+		}
+	}
+	for ref, r := range a.refused {
+		if _, p, ok := img.Partition(ref.Topic, ref.Partition); !ok || p.LeaderEpoch != r.epoch {
+			delete(a.refused, ref)
 		}
 	}
 	var eff Effects
@@ -267,9 +283,18 @@ func (a *Active) ShuttingDown(node int32, incarnation uint64, now time.Time) (mo
 		a.moveAway(now, &eff)
 	}
 	avoid := func(n int32) bool { return a.shuttingDown(n) || a.silent(n, now) }
-	a.img.EachPartition(func(_ *Topic, _ int32, p *Partition) {
-		if p.Leader == node && a.img.ShutdownTarget(p, avoid) >= 0 {
+	a.img.EachPartition(func(t *Topic, index int32, p *Partition) {
+		switch {
+		case p.Leader == node && a.img.ShutdownTarget(p, avoid) >= 0:
 			movable++
+		case p.Leader < 0 && slices.Contains(p.Hosts(), node):
+			// A transfer's election not decided yet: the node waits for it (it could be
+			// elected again, by a successor that does not know it is stopping, were it to
+			// hand the controller on now), as Kafka's ShouldShutDown waits for the broker to
+			// lead nothing.
+			if _, electing := a.hints[PartitionRef{Topic: t.ID, Partition: index}]; electing {
+				movable++
+			}
 		}
 	})
 	return movable, true, eff
@@ -307,7 +332,15 @@ func (a *Active) moveAway(now time.Time, eff *Effects) {
 		if tr, busy := a.transfers[ref]; busy && tr.epoch == p.LeaderEpoch {
 			return
 		}
-		if target := a.img.ShutdownTarget(p, func(n int32) bool { return a.shuttingDown(n) || a.silent(n, now) }); target >= 0 {
+		avoid := func(n int32) bool { return a.shuttingDown(n) || a.silent(n, now) }
+		target := a.img.ShutdownTarget(p, func(n int32) bool {
+			r, ok := a.refused[ref]
+			return avoid(n) || ok && r.epoch == p.LeaderEpoch && r.target == n
+		})
+		if target < 0 { // the one that refused is the only one left
+			target = a.img.ShutdownTarget(p, avoid)
+		}
+		if target >= 0 {
 			_, sub := a.Transfer(ref, target, now)
 			eff.addTransfers(sub)
 		}
@@ -354,6 +387,7 @@ func (a *Active) TransferReady(ref EpochRef, ready bool, now time.Time) Effects 
 	}
 	if !ready {
 		delete(a.transfers, ref.PartitionRef)
+		a.refused[ref.PartitionRef] = refusal{epoch: t.epoch, target: t.target}
 		return eff
 	}
 	t.ready = true
@@ -405,6 +439,9 @@ func (a *Active) Tick(now time.Time) Effects {
 	for ref, t := range a.transfers {
 		if now.Sub(t.started) > a.cfg.TransferTimeout {
 			delete(a.transfers, ref)
+			if !t.ready {
+				a.refused[ref] = refusal{epoch: t.epoch, target: t.target}
+			}
 		}
 	}
 	a.uncleanAll(now, &eff)

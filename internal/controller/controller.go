@@ -263,7 +263,7 @@ func (c *Controller) Resign(ctx context.Context) error {
 		case <-c.stop:
 			return ErrStopped
 		}
-	}, c.electionTimeout())
+	}, 100*time.Millisecond)
 }
 
 // Image returns the current image. It must not be modified.

@@ -26,10 +26,15 @@ func TestControlledShutdownMovesLeaderships(t *testing.T) {
 		t.Fatalf("asked again while the transfer runs: %+v", again.Transfers)
 	}
 
-	// The leader could not get ready in time: the next tick asks again.
+	// The leader could not get ready in time (2 did not catch up): the next tick asks again,
+	// for the other in-sync replica; refused by both, it tries 2 again.
 	a.TransferReady(EpochRef{p0, 0}, false, t0)
-	if eff := a.Tick(t0.Add(10 * time.Millisecond)); len(eff.Transfers[1]) != 1 || eff.Transfers[1][0].Target != 2 {
-		t.Fatalf("after a refused transfer: %+v; want it asked again", eff.Transfers)
+	if eff := a.Tick(t0.Add(10 * time.Millisecond)); len(eff.Transfers[1]) != 1 || eff.Transfers[1][0].Target != 3 {
+		t.Fatalf("after a refused transfer to 2: %+v; want one to 3", eff.Transfers)
+	}
+	a.TransferReady(EpochRef{p0, 0}, false, t0)
+	if eff := a.Tick(t0.Add(20 * time.Millisecond)); len(eff.Transfers[1]) != 1 || eff.Transfers[1][0].Target != 2 {
+		t.Fatalf("after a refused transfer to 3: %+v; want one to 2", eff.Transfers)
 	}
 	eff = a.TransferReady(EpochRef{p0, 0}, true, t0)
 	commit(im, eff)

@@ -27,7 +27,8 @@ func Transferee(rn *raft.RawNode, self uint64) uint64 {
 
 // Resign asks a Raft member to hand its leadership on (ask passes the request to its loop)
 // until leading reports false, asking again every retry (raft drops a transfer that has not
-// finished within an election timeout), for as long as ctx lasts.
+// finished within an election timeout; one asked while no voter looked recently active, as
+// just after CheckQuorum's periodic reset, started none), for as long as ctx lasts.
 func Resign(ctx context.Context, leading func() bool, ask func(context.Context) error, retry time.Duration) error {
 	poll := time.NewTicker(5 * time.Millisecond)
 	defer poll.Stop()

@@ -248,7 +248,7 @@ func (g *Group) Resign(ctx context.Context) error {
 		case <-g.stop:
 			return ErrStopped
 		}
-	}, time.Duration(g.cfg.ElectionTicks)*g.cfg.TickInterval)
+	}, 100*time.Millisecond)
 }
 
 // Indexes returns the raft index this member has applied, and the one its log is compacted to:
@@ -485,6 +485,9 @@ func (g *Group) run() {
 }
 
 func (g *Group) isLeader() bool { return g.leader.Load() == g.cfg.NodeID }
+
+// IsLeader reports whether this node leads the group.
+func (g *Group) IsLeader() bool { return g.isLeader() }
 
 // topicLeader is the leader logic of a topic, started from the applied state when needed.
 func (g *Group) topicLeader(topic string) *order.Leader {

@@ -1,0 +1,118 @@
+package controller
+
+import (
+	"testing"
+	"time"
+)
+
+// shutdownSim carries out an Active's effects at once, as a perfect cluster would: every
+// transfer is ready, every proposal commits, every replica votes with the same log.
+type shutdownSim struct {
+	t  *testing.T
+	im *Image
+	a  *Active
+}
+
+func (s *shutdownSim) run(eff Effects, now time.Time) {
+	for len(eff.Propose) > 0 || len(eff.Votes) > 0 || len(eff.Transfers) > 0 {
+		var next Effects
+		add := func(e Effects) {
+			next.Propose = append(next.Propose, e.Propose...)
+			next.addTransfers(e)
+			for n, r := range e.Votes {
+				for _, it := range r.Items {
+					next.vote(n, r.MetaIndex, it)
+				}
+			}
+		}
+		for _, rs := range eff.Transfers {
+			for _, r := range rs {
+				add(s.a.TransferReady(r.EpochRef, true, now))
+			}
+		}
+		if len(eff.Propose) > 0 {
+			for _, c := range eff.Propose {
+				Apply(s.im, s.im.Index+1, c)
+			}
+			add(s.a.SetImage(s.im.Clone(), now))
+		}
+		for n, r := range eff.Votes {
+			var reply VoteReply
+			for _, it := range r.Items {
+				reply.Votes = append(reply.Votes, Vote{PartitionRef: it.PartitionRef, Epoch: it.Epoch, OK: true, LogEnd: 7})
+			}
+			add(s.a.Votes(n, &reply, now))
+		}
+		eff = next
+	}
+}
+
+// A node leading 1,000 partitions (operating.md's rolling-restart figure) shuts down: the
+// active controller moved at most MaxTransfers (64) of them per TransferTimeout (2 s), because
+// a transfer that finished kept its slot in a.transfers until it timed out, so within the 15 s
+// ControlledShutdownTimeout only about 480 moved even when every transfer and election was
+// instant. A transfer's slot is now freed once its election begins.
+func TestControlledShutdownOfManyPartitions(t *testing.T) {
+	im := NewImage()
+	Apply(im, im.Index+1, &Command{Op: OpBootstrap, Bootstrap: &Bootstrap{ClusterID: "c1"}})
+	for n := int32(1); n <= 3; n++ {
+		Apply(im, im.Index+1, &Command{Op: OpRegister, Register: &Register{Node: n, KafkaHost: "h", KafkaPort: 9000 + n, ClusterAddr: "a"}})
+	}
+	const parts = 1000
+	as := make([][]int32, parts)
+	for i := range as {
+		as[i] = []int32{1, 2, 3}
+	}
+	if res := Apply(im, im.Index+1, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: "t", ID: TopicID{1}, Assignments: as}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	cfg := testActiveConfig()
+	s := &shutdownSim{t: t, im: im}
+	s.a = NewActive(cfg, im.Clone(), t0)
+	now := t0
+	movable, _, eff := s.a.ShuttingDown(1, im.Nodes[1].Incarnation, now)
+	if movable != parts {
+		t.Fatalf("movable %d; want %d", movable, parts)
+	}
+	s.run(eff, now)
+	for now.Sub(t0) < 15*time.Second { // ControlledShutdownTimeout
+		now = now.Add(50 * time.Millisecond)
+		for n := int32(1); n <= 3; n++ {
+			s.a.Heartbeat(n, im.Nodes[n].Incarnation, now)
+		}
+		movable, _, eff = s.a.ShuttingDown(1, im.Nodes[1].Incarnation, now)
+		s.run(eff, now)
+		if movable == 0 {
+			break
+		}
+		s.run(s.a.Tick(now), now)
+	}
+	if movable != 0 {
+		t.Errorf("after 15 s of instant transfers node 1 still leads %d of %d movable partitions (MaxTransfers=%d, TransferTimeout=%v: finished transfers hold their slot)",
+			movable, parts, cfg.MaxTransfers, cfg.TransferTimeout)
+	}
+}
+
+// A transfer's election not decided yet counts as still to move: told 0 then, a stopping active
+// controller handed its leadership on, and a successor that did not know the node was stopping
+// elected it again among equal logs (its preferred replica).
+func TestControlledShutdownWaitsForTransferElections(t *testing.T) {
+	im := cluster3(t) // p0 led by 1 (replicas 1 2 3, preferred 1)
+	p0 := PartitionRef{TopicID{1}, 0}
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	a.ShuttingDown(1, im.Nodes[1].Incarnation, t0)
+	commit(im, a.TransferReady(EpochRef{p0, 0}, true, t0)) // begin-election applied: p0 has no leader
+	a.SetImage(im.Clone(), t0)
+	if movable, _, _ := a.ShuttingDown(1, im.Nodes[1].Incarnation, t0); movable != 1 {
+		t.Fatalf("p0's transfer election undecided: %d movable; want 1", movable)
+	}
+	var eff Effects
+	for _, n := range []int32{1, 2, 3} {
+		eff = a.Votes(n, &VoteReply{Votes: []Vote{{PartitionRef: p0, Epoch: 1, OK: true, LogEnd: 7}}}, t0)
+	}
+	commit(im, eff)
+	a.SetImage(im.Clone(), t0)
+	if movable, _, _ := a.ShuttingDown(1, im.Nodes[1].Incarnation, t0); movable != 0 {
+		t.Fatalf("p0 elected on 2: %d movable; want 0", movable)
+	}
+}
