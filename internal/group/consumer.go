@@ -258,7 +258,9 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		return fail(kerr.GroupIDNotFound, "Group %s is not a consumer group.", req.Group)
 	}
 	if g.consumer == nil {
-		if g.memberCount() > 0 {
+		// A classic group with members migrates; one with none (ids handed out for a first
+		// JoinGroup, KIP-394, are not members: it is Empty, as in Kafka) is replaced.
+		if len(g.members) > 0 {
 			if req.MemberEpoch != 0 {
 				return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
 			}

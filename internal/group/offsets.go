@@ -19,7 +19,7 @@ import (
 func (c *Coordinator) OffsetCommit(now time.Time, req *kmsg.OffsetCommitRequest) (*kmsg.OffsetCommitResponse, Output) {
 	var out Output
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	code := c.checkCommit(now, req)
+	code := c.checkCommit(now, req, false)
 	g := c.groups[req.Group]
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetCommitResponseTopic()
@@ -32,6 +32,7 @@ func (c *Coordinator) OffsetCommit(now time.Time, req *kmsg.OffsetCommitRequest)
 				if sp.ErrorCode, o = c.partitionCommit(now, rt.Topic, rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata); sp.ErrorCode == 0 {
 					tp := TopicPartition{rt.Topic, rp.Partition}
 					g.offsets[tp] = o
+					c.supersedePending(g.ID, tp)
 					out.Records = append(out.Records, offsetRecord(g.ID, tp, &o))
 				}
 			}
@@ -60,8 +61,10 @@ func (c *Coordinator) partitionCommit(now time.Time, topic string, partition int
 
 // checkCommit decides whether a commit may go ahead (0) or which error every partition gets. A
 // commit with generation -1 and no member id stores offsets for a group that has no members
-// (a standalone consumer, an admin reset), creating it if need be.
-func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest) int16 {
+// (a standalone consumer, an admin reset), creating it if need be. A transactional commit
+// (TxnOffsetCommit) is taken while a classic group completes its rebalance, as Kafka's
+// validateOffsetCommit does: the Java producer knows no REBALANCE_IN_PROGRESS there, and dies.
+func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest, transactional bool) int16 {
 	if req.Group == "" {
 		return kerr.InvalidGroupID.Code
 	}
@@ -96,7 +99,7 @@ func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest) 
 		return kerr.UnknownMemberID.Code
 	case req.Generation != g.Generation:
 		return kerr.IllegalGeneration.Code
-	case g.State == CompletingRebalance:
+	case g.State == CompletingRebalance && !transactional:
 		return kerr.RebalanceInProgress.Code
 	}
 	m.deadline = now.Add(m.SessionTimeout) // a commit shows the member is alive
@@ -273,8 +276,9 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 			tp := TopicPartition{rt.Topic, rp.Partition}
 			if subscribed[rt.Topic] {
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
-			} else if _, ok := g.offsets[tp]; ok {
+			} else if _, ok := g.offsets[tp]; ok || c.hasPending(g.ID, tp) {
 				delete(g.offsets, tp)
+				c.supersedePending(g.ID, tp)
 				out.Records = append(out.Records, offsetRecord(g.ID, tp, nil))
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -367,8 +371,8 @@ func (c *Coordinator) ExpireOffsets(now time.Time) Output {
 		}
 		for _, tp := range sortedPartitions(g.offsets) {
 			o := g.offsets[tp]
-			if subscribed[tp.Topic] {
-				continue
+			if subscribed[tp.Topic] || c.hasPending(g.ID, tp) {
+				continue // a transactional commit pending for it decides first (as Kafka)
 			}
 			since := g.StateSince
 			if g.ProtocolType == "" || subscribed != nil {
@@ -379,7 +383,7 @@ func (c *Coordinator) ExpireOffsets(now time.Time) Output {
 				out.Records = append(out.Records, offsetRecord(g.ID, tp, nil))
 			}
 		}
-		if len(g.offsets) == 0 && g.memberCount() == 0 {
+		if len(g.offsets) == 0 && g.memberCount() == 0 && len(c.pendingPartitions(g.ID)) == 0 {
 			delete(c.groups, g.ID)
 			out.Records = append(out.Records, Record{Group: g.ID, Key: groupKey(g.ID)}, Record{Group: g.ID, Key: consumerKey(g.ID)})
 			if g.streams != nil {
@@ -492,6 +496,12 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteG
 			for _, tp := range sortedPartitions(g.offsets) {
 				out.Records = append(out.Records, offsetRecord(id, tp, nil))
 			}
+			for _, tp := range c.pendingPartitions(id) { // their COMMIT must not bring it back
+				if _, ok := g.offsets[tp]; !ok {
+					out.Records = append(out.Records, offsetRecord(id, tp, nil))
+				}
+				c.supersedePending(id, tp)
+			}
 			out.Records = append(out.Records, Record{Group: id, Key: groupKey(id)}, Record{Group: id, Key: consumerKey(id)})
 			if g.streams != nil {
 				out.Records = append(out.Records, Record{Group: id, Key: streamsKey(id)})
@@ -566,6 +576,7 @@ func (c *Coordinator) Load(now time.Time, key, value []byte) error {
 		}
 		g := c.loadGroup(k.Group, now)
 		tp := TopicPartition{k.Topic, k.Partition}
+		c.supersedePending(k.Group, tp) // read back in log order: this record is the later one
 		if value == nil {
 			delete(g.offsets, tp)
 			return nil
@@ -642,7 +653,7 @@ func (c *Coordinator) loadMetadata(now time.Time, g *Group, v *kmsg.GroupMetadat
 	g.State, g.StateSince = state, time.UnixMilli(v.CurrentStateTimestamp)
 }
 
-func sortedPartitions(m map[TopicPartition]Offset) []TopicPartition {
+func sortedPartitions[V any](m map[TopicPartition]V) []TopicPartition {
 	out := slices.Collect(maps.Keys(m))
 	slices.SortFunc(out, func(a, b TopicPartition) int {
 		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))

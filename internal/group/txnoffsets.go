@@ -25,7 +25,19 @@ import (
 // offsets with its predecessor's COMMIT, and the consumer skipped that transaction's input.
 
 // pendingOffsets are one transaction's pending offsets: group -> partition -> offset.
-type pendingOffsets map[string]map[TopicPartition]Offset
+type pendingOffsets map[string]map[TopicPartition]pendingOffset
+
+// pendingOffset is a pending transactional offset. superseded: a later record of the same
+// group and partition (a plain commit, or a tombstone: OffsetDelete, DeleteGroups, expiry)
+// came after it in the log; its COMMIT then changes nothing, as Kafka keeps the most recent
+// record (CommitRecordMetadataAndOffset.olderThan) and drops pending offsets at a tombstone.
+// Otherwise the committed offset differed between the live coordinator and one that reloaded
+// the log after compaction had kept only the later record. It stays pending until its marker
+// (OffsetFetch with require_stable still waits for it, as Kafka's does).
+type pendingOffset struct {
+	Offset
+	superseded bool
+}
 
 // TxnOffsetCommit handles a TxnOffsetCommit request. It returns the response and the offset
 // records to append as the producer's transactional batch; the offsets are pending from now on.
@@ -43,7 +55,7 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 			}
 			check.Topics = append(check.Topics, ct)
 		}
-		code = c.checkCommit(now, check)
+		code = c.checkCommit(now, check, true)
 		if code == kerr.StaleMemberEpoch.Code {
 			// Kafka's answer to a transactional commit of an old epoch: producers abort the
 			// transaction on it (CommitFailedException), where STALE_MEMBER_EPOCH is fatal.
@@ -87,9 +99,22 @@ func (c *Coordinator) addPending(pid int64, epoch int16, group string, tp TopicP
 		c.pending[pid][epoch] = p
 	}
 	if p[group] == nil {
-		p[group] = map[TopicPartition]Offset{}
+		p[group] = map[TopicPartition]pendingOffset{}
 	}
-	p[group][tp] = o
+	p[group][tp] = pendingOffset{Offset: o}
+}
+
+// supersedePending marks the pending transactional offsets of the group's partition as older
+// than a record just written (or read back) for it.
+func (c *Coordinator) supersedePending(group string, tp TopicPartition) {
+	for _, byEpoch := range c.pending {
+		for _, p := range byEpoch {
+			if o, ok := p[group][tp]; ok {
+				o.superseded = true
+				p[group][tp] = o
+			}
+		}
+	}
 }
 
 // RemovePending drops offsets that were recorded pending (by the producer at epoch) but could
@@ -138,15 +163,29 @@ func (c *Coordinator) CompleteTxn(now time.Time, pid int64, epoch int16, commit 
 			continue
 		}
 		for group, offsets := range p {
-			g := c.loadGroup(group, now)
 			for tp, o := range offsets {
-				g.offsets[tp] = o
+				if !o.superseded {
+					c.loadGroup(group, now).offsets[tp] = o.Offset
+				}
 			}
 		}
 	}
 	if len(byEpoch) == 0 {
 		delete(c.pending, pid)
 	}
+}
+
+// pendingPartitions lists the group's partitions with a transactional commit pending.
+func (c *Coordinator) pendingPartitions(group string) []TopicPartition {
+	seen := map[TopicPartition]bool{}
+	for _, byEpoch := range c.pending {
+		for _, p := range byEpoch {
+			for tp := range p[group] {
+				seen[tp] = true
+			}
+		}
+	}
+	return sortedPartitions(seen)
 }
 
 // hasPending reports whether a transactional commit of the group's partition is pending.
