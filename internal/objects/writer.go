@@ -158,6 +158,7 @@ type file struct {
 // Pending is a buffered batch's answer to come.
 type Pending struct {
 	done  chan struct{}
+	once  sync.Once
 	base  int64
 	err   error
 	added time.Time
@@ -173,9 +174,14 @@ func (p *Pending) Wait(ctx context.Context) (int64, error) {
 	}
 }
 
+// finish answers the batch; only the first answer counts. A file whose eager batches were
+// failed (Ripcord, a stale writer) is retried in its slow form, and the process stopping
+// meanwhile fails the file again: a second close of done crashed the process.
 func (p *Pending) finish(base int64, err error) {
-	p.base, p.err = base, err
-	close(p.done)
+	p.once.Do(func() {
+		p.base, p.err = base, err
+		close(p.done)
+	})
 }
 
 // NewWriter starts a writer; Close stops it.
