@@ -254,6 +254,9 @@ func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32
 	if err != nil {
 		return fail(err)
 	}
+	if h.Codec() == batch.CodecZstd && version < 7 { // as on a local partition (produceOne)
+		return fail(fmt.Errorf("%w: zstd needs produce v7 or later", kerr.UnsupportedCompressionType))
+	}
 	seq, _ := t.Effective(controller.SequencingConfig)
 	lazy := seq == controller.SequencingLazy || b.ripcording()
 	switch {
@@ -278,6 +281,9 @@ func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32
 	if comp, _ := t.Effective("compression.type"); comp != "producer" {
 		if own, err = recompress(records, comp); err != nil {
 			return fail(err)
+		}
+		if limit, _ := strconv.Atoi(maxBytes); len(own) > limit { // as stored, as Kafka checks (and produceOne)
+			return fail(fmt.Errorf("%w: batch of %d bytes after compression.type %s exceeds max.message.bytes %d", kerr.MessageTooLarge, len(own), comp, limit))
 		}
 		if h, err = batch.ParseHeader(own); err != nil { // its length, codec and CRC are new
 			return fail(err)

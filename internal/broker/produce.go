@@ -401,6 +401,12 @@ func (e *timestampError) Unwrap() error { return kerr.InvalidTimestamp }
 // or after now than message.timestamp.before.max.ms / after.max.ms allow (KIP-937). At their
 // defaults (no bound) the records are not walked.
 func checkTimestamps(t *topics.Topic, h *batch.Header, records []byte, now time.Time) error {
+	if h.Attributes&batch.AttrLogAppendTime != 0 {
+		// As Kafka's LogValidator: the broker sets that type, never the producer (stored as
+		// sent, the batch's header time stood for every record's, past the bounds below).
+		msg := "invalid timestamp type: a producer may not set the timestamp type to LogAppendTime"
+		return &timestampError{msg: msg, records: []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: 0, ErrorMessage: &msg}}}
+	}
 	if tsType, _ := t.Effective("message.timestamp.type"); tsType == "LogAppendTime" {
 		return nil
 	}
@@ -427,7 +433,7 @@ func checkTimestamps(t *topics.Topic, h *batch.Header, records []byte, now time.
 	rd := batch.NewRecordReader(recs)
 	var rec batch.Record
 	for i := int32(0); rd.Next(&rec); i++ {
-		if ts := h.BaseTimestamp + rec.TimestampDelta; ts < low || ts > high {
+		if ts := h.BaseTimestamp + rec.TimestampDelta; ts != -1 && (ts < low || ts > high) { // -1: none, as Kafka skips
 			msg := fmt.Sprintf("timestamp %d of record %d is out of range: it should be within [%d, %d]", ts, i, low, high)
 			bad.records = append(bad.records, kmsg.ProduceResponseTopicPartitionErrorRecord{RelativeOffset: i, ErrorMessage: &msg})
 			if bad.msg == "" {

@@ -284,17 +284,74 @@ func firstInBatch(b []byte, ts, min int64) (int64, int64, bool, error) {
 
 // MaxTimestamp returns the largest record timestamp in the log and the offset of the first
 // record that has it (Kafka's ListOffsets MAX_TIMESTAMP), or ok=false for an empty log.
+//
+// The segment holding the log start (after DeleteRecords, or retention of part of it) counts
+// only its records from there: its max timestamp may be a deleted record's, which no search
+// from the log start finds.
 func (l *Log) MaxTimestamp() (offset, timestamp int64, ok bool, err error) {
 	l.mu.RLock()
 	maxTs := int64(-1)
+	var first view
+	logStart := l.logStart
 	for _, s := range l.segments {
-		if s.next > l.logStart {
+		switch {
+		case s.next <= logStart:
+		case s.base < logStart && first.seg == nil:
+			s.acquire()
+			first = view{seg: s, size: s.size, next: s.next, idx: s.idx}
+		default:
 			maxTs = max(maxTs, s.maxTimestamp)
 		}
 	}
 	l.mu.RUnlock()
+	if first.seg != nil {
+		ts, err := first.maxAtOrAfter(logStart)
+		first.seg.release()
+		if err != nil {
+			return 0, 0, false, err
+		}
+		maxTs = max(maxTs, ts)
+	}
 	if maxTs < 0 {
 		return 0, 0, false, nil
 	}
 	return l.OffsetForTimestamp(maxTs)
+}
+
+// maxAtOrAfter is the largest timestamp of the view's records at or after offset min (-1: none).
+func (v *view) maxAtOrAfter(minOffset int64) (int64, error) {
+	start, err := v.findBatch(minOffset)
+	if err != nil {
+		return -1, err
+	}
+	maxTs := int64(-1)
+	var buf []byte
+	err = v.walk(start, func(pos int64, size int, _, _ int64) bool {
+		buf = append(buf[:0], make([]byte, size)...)
+		if _, err = readFull(v.seg.f, buf, pos, pos+int64(size)); err != nil {
+			return false
+		}
+		var h batch.Header
+		if h, err = batch.ValidateStored(buf); err != nil {
+			return false
+		}
+		if h.BaseOffset >= minOffset || h.Attributes&batch.AttrLogAppendTime != 0 {
+			maxTs = max(maxTs, h.MaxTimestamp)
+			return true
+		}
+		var recs []byte
+		if recs, err = batch.Records(&h, buf); err != nil {
+			return false
+		}
+		r := batch.NewRecordReader(recs)
+		var rec batch.Record
+		for r.Next(&rec) {
+			if h.BaseOffset+int64(rec.OffsetDelta) >= minOffset {
+				maxTs = max(maxTs, h.BaseTimestamp+rec.TimestampDelta)
+			}
+		}
+		err = r.Err()
+		return err == nil
+	})
+	return maxTs, err
 }
