@@ -451,12 +451,18 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 	case *kmsg.DescribeTransactionsRequest:
 		return after(handle(ctx, r), func(resp kmsg.Response) {
 			dt := resp.(*kmsg.DescribeTransactionsResponse)
+			may := r.mayDescribe()
 			for i, s := range dt.TransactionStates {
 				if !r.allowedTxnID(describe, s.TransactionalID) {
 					ns := kmsg.NewDescribeTransactionsResponseTransactionState()
 					ns.TransactionalID, ns.ErrorCode = s.TransactionalID, txnDenied.Code
 					dt.TransactionStates[i] = ns
+					continue
 				}
+				// As Kafka: the transaction's topics the principal may not describe are left out.
+				dt.TransactionStates[i].Topics = slices.DeleteFunc(s.Topics, func(t kmsg.DescribeTransactionsResponseTransactionStateTopic) bool {
+					return !may(t.Topic)
+				})
 			}
 		})
 	case *kmsg.ListTransactionsRequest:

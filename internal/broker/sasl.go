@@ -166,17 +166,23 @@ func handleSaslAuthenticate(ctx context.Context, r *request) reply {
 	if token != nil {
 		c.auth.token = token.ID
 	}
-	if d := c.b.cfg.Security.MaxReauth; d > 0 || token != nil {
-		// KIP-368: the session ends after connections.max.reauth.ms, or when the credential
-		// (an OAUTHBEARER token) expires, whichever comes first. A delegation token's session
-		// ends with the token even when sessions do not otherwise expire.
+	// KIP-368: the session ends after connections.max.reauth.ms, or when the credential (an
+	// OAUTHBEARER token, a delegation token) expires, whichever comes first; a credential's
+	// expiry ends it even when sessions do not otherwise expire, as Kafka's
+	// calcCompletionTimesAndReturnSessionLifetimeMs (an OAUTHBEARER session outlived its token
+	// with the default connections.max.reauth.ms=0).
+	var credentialEnd time.Time
+	if token != nil {
+		credentialEnd = token.Expiry
+	}
+	if e, ok := s.(interface{ Expiry() time.Time }); ok && !e.Expiry().IsZero() && (credentialEnd.IsZero() || e.Expiry().Before(credentialEnd)) {
+		credentialEnd = e.Expiry()
+	}
+	if d := c.b.cfg.Security.MaxReauth; d > 0 || !credentialEnd.IsZero() {
 		now := time.Now()
-		c.auth.sessionEnd = now.Add(d)
-		if d <= 0 {
-			c.auth.sessionEnd = token.Expiry
-		}
-		if e, ok := s.(interface{ Expiry() time.Time }); ok && e.Expiry().Before(c.auth.sessionEnd) {
-			c.auth.sessionEnd = e.Expiry()
+		c.auth.sessionEnd = credentialEnd
+		if d > 0 && (credentialEnd.IsZero() || now.Add(d).Before(credentialEnd)) {
+			c.auth.sessionEnd = now.Add(d)
 		}
 		if req.Version >= 1 {
 			resp.SessionLifetimeMillis = max(c.auth.sessionEnd.Sub(now).Milliseconds(), 1)

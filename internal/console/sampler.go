@@ -252,9 +252,33 @@ func (c *Console) metricsAPI(w http.ResponseWriter, r *http.Request) {
 		samples = c.sampler.snapshotSamples()
 	}
 	if topic := r.URL.Query().Get("topic"); topic != "" {
+		if sessionOf(r.Context()) != nil && !c.mayDescribe(r, topic) {
+			// With login, what a user sees of a topic is what the broker's ACLs let the
+			// user's client see: the node's metrics alone told any user a hidden topic's
+			// existence and activity.
+			w.WriteHeader(http.StatusNotFound)
+			json.NewEncoder(w).Encode(map[string]any{"error": "no topic " + topic})
+			return
+		}
 		for i := range samples {
 			samples[i].Stages = samples[i].topicStages[topic]
 		}
 	}
 	json.NewEncoder(w).Encode(map[string]any{"samples": samples})
+}
+
+// mayDescribe asks the broker, with the request's client, whether the topic is there for it.
+func (c *Console) mayDescribe(r *http.Request, topic string) bool {
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	_, adm, err := c.client(r)
+	if err != nil {
+		return false
+	}
+	details, err := adm.ListTopicsWithInternal(ctx, topic)
+	if err != nil {
+		return false
+	}
+	d, ok := details[topic]
+	return ok && d.Err == nil
 }

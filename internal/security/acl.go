@@ -265,9 +265,11 @@ func (z *Authorizer) authorize(ix *ACLIndex, principal, host string, op kmsg.ACL
 }
 
 // AuthorizeAnyTopic reports whether principal may do op on some topic: it has an ALLOW binding
-// for op (or one implying it) on some topic pattern and no DENY for op on every topic (the
-// wildcard). Kafka asks this for an idempotent producer's InitProducerId (WRITE on any topic
-// stands in for IDEMPOTENT_WRITE on the cluster).
+// for op (or one implying it) on some topic pattern that no DENY for op dominates, as Kafka's
+// authorizeByResourceType: a DENY on every topic (the wildcard) dominates all; a literal ALLOW
+// is dominated by a literal DENY of its name or a prefixed DENY of a prefix of it; a prefixed
+// ALLOW by a prefixed DENY of a prefix of its own. Kafka asks this for an idempotent
+// producer's InitProducerId (WRITE on any topic stands in for IDEMPOTENT_WRITE on the cluster).
 func (z *Authorizer) AuthorizeAnyTopic(ix *ACLIndex, principal, host string, op kmsg.ACLOperation) bool {
 	if z.SuperUsers[principal] {
 		return true
@@ -277,19 +279,34 @@ func (z *Authorizer) AuthorizeAnyTopic(ix *ACLIndex, principal, host string, op 
 		return z.AllowIfNoACL
 	}
 	applies := func(a ACL) bool { return principalMatches(a, principal) && hostMatches(a, host) }
-	for _, a := range t.wildcard {
-		if applies(a) && a.Permission == kmsg.ACLPermissionTypeDeny && (a.Operation == op || a.Operation == kmsg.ACLOperationAll) {
-			return false
+	deny := func(a ACL) bool {
+		return applies(a) && a.Permission == kmsg.ACLPermissionTypeDeny && (a.Operation == op || a.Operation == kmsg.ACLOperationAll)
+	}
+	allow := func(a ACL) bool {
+		return applies(a) && a.Permission == kmsg.ACLPermissionTypeAllow && implies(a.Operation, op)
+	}
+	if slices.ContainsFunc(t.wildcard, deny) {
+		return false
+	}
+	var denyPrefixes []string
+	for _, a := range t.prefixed {
+		if deny(a) {
+			denyPrefixes = append(denyPrefixes, a.ResourceName)
 		}
 	}
-	lists := [][]ACL{t.wildcard, t.prefixed}
-	for _, l := range t.literal {
-		lists = append(lists, l)
+	deniedUnder := func(name string) bool {
+		return slices.ContainsFunc(denyPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
 	}
-	for _, l := range lists {
-		if slices.ContainsFunc(l, func(a ACL) bool {
-			return applies(a) && a.Permission == kmsg.ACLPermissionTypeAllow && implies(a.Operation, op)
-		}) {
+	if slices.ContainsFunc(t.wildcard, allow) {
+		return true
+	}
+	for _, a := range t.prefixed {
+		if allow(a) && !deniedUnder(a.ResourceName) {
+			return true
+		}
+	}
+	for name, l := range t.literal {
+		if slices.ContainsFunc(l, allow) && !slices.ContainsFunc(l, deny) && !deniedUnder(name) {
 			return true
 		}
 	}

@@ -171,10 +171,10 @@ func (s *scramSession) User() string { return s.conv.Username() }
 // Token is the delegation token the client authenticated with (nil: a user's credential).
 func (s *scramSession) Token() *TokenAuth { return s.token }
 
-// Expiry is when a token session's token expires (a user's session: never).
+// Expiry is when a token session's token expires (a user's session: never, the zero time).
 func (s *scramSession) Expiry() time.Time {
 	if s.token == nil {
-		return time.Unix(1<<40, 0)
+		return time.Time{}
 	}
 	return s.token.Expiry
 }
