@@ -120,7 +120,6 @@ func (m *Manager) Add(ref controller.PartitionRef, topic string, log *logstore.L
 	// tail may be a suffix no quorum ever held).
 	r.knownHW = log.StartOffset()
 	log.SetDurableHook(r.onDurable)
-	log.SetRetentionBound(r.HighWatermark) // as Kafka: retention deletes only what is committed
 	m.mu.Lock()
 	m.replicas[ref] = r
 	m.mu.Unlock()
