@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/txncoord"
 )
 
 // TestMarkerForAnUnknownTopicIsNotWritten: the partition side of a marker round answered
@@ -97,5 +98,19 @@ func TestForeignTransactionalIDDoesNotAbortAnother(t *testing.T) {
 		} else {
 			t.Logf("victim commit: %v (the record it wrote is aborted)", err)
 		}
+	}
+}
+
+// A partition its topic no longer has (deleted and created again under the same name, with
+// fewer partitions) needs no marker: the marker round would otherwise retry it for ever, the
+// transaction never completing.
+func TestMarkerForAPartitionTheTopicNoLongerHasIsDone(t *testing.T) {
+	b, _, reg := ctBroker(t, nil)
+	ctCreate(t, reg, "shrunk", 1, nil)
+	if !b.txns.gone(txncoord.TP{Topic: "shrunk", Partition: 3}, kerr.UnknownTopicOrPartition) {
+		t.Error("partition 3 of a topic of one partition: not gone")
+	}
+	if b.txns.gone(txncoord.TP{Topic: "shrunk", Partition: 0}, kerr.UnknownTopicOrPartition) {
+		t.Error("partition 0 of a topic this node knows, answered unknown (a restarted leader): gone")
 	}
 }

@@ -800,8 +800,9 @@ func (d *txns) gone(tp txncoord.TP, err error) bool {
 	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		return false
 	}
-	_, known := d.b.topics.Get(tp.Topic)
-	return !known
+	t, known := d.b.topics.Get(tp.Topic)
+	// Also a partition the topic no longer has (deleted and created again, with fewer).
+	return !known || int(tp.Partition) >= len(t.Partitions)
 }
 
 // nodeFor is the leader of a partition per the image, or -1; for an object partition, which

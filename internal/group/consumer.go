@@ -270,6 +270,12 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		} else {
 			g.consumer = &consumerState{members: map[string]*consumerMember{}, target: map[string]assignment{}, epoch: g.Generation}
 			g.ProtocolType = TypeConsumer
+			// Nothing of the classic group stays: its pending ids (Kafka drops them with it),
+			// and a rebalance it was preparing (a member left while an id was pending).
+			clear(g.pending)
+			if g.State != Empty {
+				g.transition(Empty, now)
+			}
 		}
 	}
 	cs := g.consumer

@@ -17,4 +17,7 @@ func TestConsumerJoinReplacesPendingOnlyClassicGroup(t *testing.T) {
 	wantCode(t, "first JoinGroup", first.ErrorCode, kerr.MemberIDRequired)
 	resp := h.hb("m1", 0, []string{"t"}, map[string][]int32{}, "")
 	wantCode(t, "ConsumerGroupHeartbeat(join) of an Empty classic group with a pending member id", resp.ErrorCode, nil)
+	if g := h.c.groups["g"]; len(g.pending) != 0 || g.State == PreparingRebalance || g.State == CompletingRebalance {
+		t.Errorf("after the replacement: pending ids %v, state %v; want none of the classic group left", g.pending, g.State)
+	}
 }

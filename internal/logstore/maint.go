@@ -153,7 +153,7 @@ func (l *Log) Truncate(offset int64) (int64, error) {
 		// offset is in a gap before v's segment (a segment that recovery rebuilt ends at its
 		// last batch, below the next one's base): the log ends with the segment before it.
 		// Cut inside v's segment, the log would end at its base, past offset.
-		prev, size := l.segmentBefore(v.seg)
+		prev, size, next := l.segmentBefore(v.seg)
 		if prev == nil {
 			if err := l.truncateFully(offset); err != nil {
 				return 0, err
@@ -161,7 +161,9 @@ func (l *Log) Truncate(offset int64) (int64, error) {
 			return offset, l.dropProducers()
 		}
 		defer prev.release()
-		if err := l.cutAt(prev, size, offset); err != nil {
+		// At its end, not at offset: the compaction point must not stay above the new log end
+		// (records appended in [next, offset) would count as cleaned).
+		if err := l.cutAt(prev, size, next); err != nil {
 			return 0, l.poison("truncate", err)
 		}
 		if err := l.loadProducers(); err != nil {
@@ -221,19 +223,19 @@ func (v *view) batchBaseAt(pos int64) (int64, bool) {
 	return base, found
 }
 
-// segmentBefore returns the segment before s, acquired (the caller releases it), and its size;
-// nil if s is the first.
-func (l *Log) segmentBefore(s *segment) (*segment, int64) {
+// segmentBefore returns the segment before s, acquired (the caller releases it), its size and
+// its next offset; nil if s is the first.
+func (l *Log) segmentBefore(s *segment) (*segment, int64, int64) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	for i, x := range l.segments {
 		if x == s && i > 0 {
 			p := l.segments[i-1]
 			p.acquire()
-			return p, p.size
+			return p, p.size, p.next
 		}
 	}
-	return nil, 0
+	return nil, 0, 0
 }
 
 // cutAt truncates segment s's file at pos (where offset's batch, or the first batch after

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -326,21 +327,34 @@ func (v *view) maxAtOrAfter(minOffset int64) (int64, error) {
 	}
 	maxTs := int64(-1)
 	var buf []byte
-	err = v.walk(start, func(pos int64, size int, _, _ int64) bool {
+	var ferr error // the callback's: walk's own nil would hide it
+	werr := v.walk(start, func(pos int64, size int, base, _ int64) bool {
+		if base >= minOffset { // wholly kept: its header's max timestamp (checked at the append)
+			buf = append(buf[:0], make([]byte, batch.HeaderSize)...)
+			if _, ferr = readFull(v.seg.f, buf, pos, pos+batch.HeaderSize); ferr != nil {
+				return false
+			}
+			var h batch.Header
+			if h, ferr = batch.ParseHeader(buf); ferr != nil {
+				return false
+			}
+			maxTs = max(maxTs, h.MaxTimestamp)
+			return true
+		}
 		buf = append(buf[:0], make([]byte, size)...)
-		if _, err = readFull(v.seg.f, buf, pos, pos+int64(size)); err != nil {
+		if _, ferr = readFull(v.seg.f, buf, pos, pos+int64(size)); ferr != nil {
 			return false
 		}
 		var h batch.Header
-		if h, err = batch.ValidateStored(buf); err != nil {
+		if h, ferr = batch.ValidateStored(buf); ferr != nil {
 			return false
 		}
-		if h.BaseOffset >= minOffset || h.Attributes&batch.AttrLogAppendTime != 0 {
+		if h.Attributes&batch.AttrLogAppendTime != 0 {
 			maxTs = max(maxTs, h.MaxTimestamp)
 			return true
 		}
 		var recs []byte
-		if recs, err = batch.Records(&h, buf); err != nil {
+		if recs, ferr = batch.Records(&h, buf); ferr != nil {
 			return false
 		}
 		r := batch.NewRecordReader(recs)
@@ -350,8 +364,8 @@ func (v *view) maxAtOrAfter(minOffset int64) (int64, error) {
 				maxTs = max(maxTs, h.BaseTimestamp+rec.TimestampDelta)
 			}
 		}
-		err = r.Err()
-		return err == nil
+		ferr = r.Err()
+		return ferr == nil
 	})
-	return maxTs, err
+	return maxTs, cmp.Or(ferr, werr)
 }

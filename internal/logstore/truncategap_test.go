@@ -64,6 +64,9 @@ func TestTruncateIntoGapBetweenSegments(t *testing.T) {
 			if end > 1 || l.EndOffset() > 1 {
 				t.Errorf("Truncate(1) returned %d, log end %d; want at most 1 (nothing at or after 1 may remain, and the end may not pass the cut)", end, l.EndOffset())
 			}
+			if l.firstDirty > l.EndOffset() { // records appended from the end must count as uncleaned
+				t.Errorf("after Truncate(1): compaction point %d above the log end %d", l.firstDirty, l.EndOffset())
+			}
 			// What the follower does next: take the leader's batch at offset 1.
 			b := makeBatch(t, batch.CodecNone, kv("z", "leader"))
 			batch.SetBaseOffset(b, 1)
