@@ -882,10 +882,12 @@ func (s *shares) groupSessionLocked(groupID string) bool {
 }
 
 // dropIdleLocked forgets the loaded share-partitions of a group that hold nothing in flight on
-// this node (no acquired record, no write pending): the next use reads them again.
+// this node (no acquired record, no write pending or to retry): the next use reads them again.
+// A state whose write failed and waits for its retry is kept: dropped, a lock expiry it held
+// (a record archived at its delivery limit) was lost, and the record delivered again.
 func (s *shares) dropIdleLocked(groupID string) {
 	for k, sp := range s.parts {
-		if k.group == groupID && sp.p != nil && !sp.persisting && len(sp.waiters) == 0 && sp.p.NextDeadline().IsZero() {
+		if k.group == groupID && sp.p != nil && !sp.persisting && len(sp.waiters) == 0 && sp.p.NextDeadline().IsZero() && !sp.p.Dirty() {
 			s.dropLocked(sp, kerr.NotLeaderForPartition)
 		}
 	}

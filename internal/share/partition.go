@@ -705,6 +705,10 @@ func (p *Partition) TrimTo(logStart int64) {
 	p.advance()
 }
 
+// Dirty reports whether the state changed since the last snapshot taken (or a snapshot's write
+// failed): forgetting it now would lose those changes.
+func (p *Partition) Dirty() bool { return p.dirty }
+
 // Snapshot returns the state to persist, with every operation so far (upTo), if anything changed
 // since the last one. The caller owns the batches.
 func (p *Partition) Snapshot() (s Snapshot, upTo uint64, ok bool) {

@@ -382,6 +382,21 @@ func (s *Server) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimRespons
 	if upTo <= trimmed {
 		return &pb.TrimResponse{Trimmed: trimmed}, nil
 	}
+	// Everything is checked before anything changes: a shard trimmed and then a refusal left
+	// the sequencer's log start below the shards' (reads there failed as unavailable, and
+	// subscribers retried for ever). Trim is served by a node that leads the sequencer and
+	// every shard (docs/speclog.md §9).
+	if g.Leader() != s.cfg.Node.NodeID() {
+		return nil, status.Errorf(codes.FailedPrecondition, "trim is served by the sequencer's leader: node %d (%s)", g.Leader(), s.cfg.Addr(g.Leader()))
+	}
+	for i, p := range t.Partitions {
+		if p.Replica == nil {
+			return nil, s.notLeader(t, int32(i))
+		}
+		if _, _, leading := p.Replica.Leading(); !leading {
+			return nil, s.notLeader(t, int32(i))
+		}
+	}
 	// Each shard's first slot at or after upTo, found before the layout is forgotten.
 	starts := map[int32]int64{}
 	g.Read(key, func(tp *sequencer.Topic) {
@@ -391,12 +406,6 @@ func (s *Server) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimRespons
 	})
 	for i, slot := range starts {
 		p := t.Partitions[i]
-		if p.Replica == nil {
-			return nil, s.notLeader(t, i)
-		}
-		if _, _, leading := p.Replica.Leading(); !leading {
-			return nil, s.notLeader(t, i)
-		}
 		if err := p.Log.AdvanceStartOffset(slot); err != nil {
 			return nil, status.Errorf(codes.Unavailable, "trimming shard %d to offset %d: %v", i, slot, err)
 		}
@@ -487,19 +496,33 @@ func (s *Server) Read(ctx context.Context, req *pb.ReadRequest) (*pb.ReadRespons
 		}
 	}
 	out := &pb.ReadResponse{Confirmed: confirmed, Next: pos}
+	size := 0
 	for _, w := range wants {
-		if rec := slots[w.sh][w.slot]; rec != nil {
-			out.Records = append(out.Records, &pb.Delivery{Position: w.pos, View: st.View, Shard: w.sh, Offset: w.slot, Record: rec})
+		rec := slots[w.sh][w.slot]
+		if rec == nil {
+			continue
 		}
+		if size += len(rec.GetValue()) + len(rec.GetKey()) + 64; size > maxReadBytes && len(out.Records) > 0 {
+			// The rest from w.pos on, at the next call: a bigger answer passes the client's
+			// 4 MiB receive limit (1,000 records of 4 KB did).
+			out.Next = w.pos
+			break
+		}
+		out.Records = append(out.Records, &pb.Delivery{Position: w.pos, View: st.View, Shard: w.sh, Offset: w.slot, Record: rec})
 	}
 	return out, nil
 }
+
+// maxReadBytes bounds a Read answer's records (gRPC clients receive 4 MiB by default).
+const maxReadBytes = 3 << 20
 
 // shardSlots reads slots [lo, hi) of shard sh (a nil record: a no-op slot): from this node's
 // replica when its log holds them all, else from the shard's leader (ReadShard).
 func (s *Server) shardSlots(ctx context.Context, t *topics.Topic, sh int32, lo, hi int64) (map[int64]*pb.Record, error) {
 	out := make(map[int64]*pb.Record, hi-lo)
-	if p := t.Partitions[sh]; p.Log != nil && p.Log.EndOffset() >= hi {
+	// From this node's log only what its replica knows to be committed (a deposed leader's
+	// log may hold a suffix the new leader replaced).
+	if p := t.Partitions[sh]; p.Log != nil && p.Replica != nil && p.Replica.HighWatermark() >= hi {
 		r := &logReader{p: p}
 		for slot := lo; slot < hi; slot++ {
 			rec, err := r.get(slot)

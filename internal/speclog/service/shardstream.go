@@ -65,19 +65,25 @@ func (s *Server) SubscribeShard(req *pb.SubscribeShardRequest, stream pb.SpecLog
 	p := t.Partitions[sh]
 	hw := p.Replica.HighWatermark()
 	lr := &logReader{p: p}
-	var slots []int64
-	var positions []uint64
 	var view uint64
+	var from, end int64
 	g.Read(key, func(tp *sequencer.Topic) {
-		st := tp.State
-		view = st.View
-		end := caughtUpTo(hw, st, sh)
-		for slot := firstSlot(st, sh, req.GetFrom()); slot < end && len(slots) < 1<<20; slot++ {
-			if pos, ok := st.Position(sh, slot); ok {
-				slots, positions = append(slots, slot), append(positions, pos)
-			}
-		}
+		view, end = tp.State.View, caughtUpTo(hw, tp.State, sh)
+		from = firstSlot(tp.State, sh, req.GetFrom())
 	})
+	// The slots [from, end) with their positions, a chunk at a time: all of them, since the
+	// live events begin at end (a catch-up cut at 1M slots left the subscription waiting for
+	// the rest for good).
+	chunk := func() (slots []int64, positions []uint64) {
+		g.Read(key, func(tp *sequencer.Topic) {
+			for ; from < end && len(slots) < 1<<16; from++ {
+				if pos, ok := tp.State.Position(sh, from); ok {
+					slots, positions = append(slots, from), append(positions, pos)
+				}
+			}
+		})
+		return slots, positions
+	}
 	out := &pb.SubscribeShardResponse{}
 	size := 0
 	flush := func() error {
@@ -100,14 +106,17 @@ func (s *Server) SubscribeShard(req *pb.SubscribeShardRequest, stream pb.SpecLog
 		}
 		return nil
 	}
-	for i, slot := range slots {
-		rec, err := lr.get(slot)
-		if err != nil {
-			return status.Errorf(codes.Unavailable, "reading shard %d at %d: %v", sh, slot, err)
-		}
-		if err := add(shardEvent{shard: sh, ev: shard.Event{Kind: shard.Deliver, Slot: slot, N: 1, Position: positions[i], View: view},
-			recs: []*pb.Record{rec}}); err != nil {
-			return err
+	for from < end {
+		slots, positions := chunk()
+		for i, slot := range slots {
+			rec, err := lr.get(slot)
+			if err != nil {
+				return status.Errorf(codes.Unavailable, "reading shard %d at %d: %v", sh, slot, err)
+			}
+			if err := add(shardEvent{shard: sh, ev: shard.Event{Kind: shard.Deliver, Slot: slot, N: 1, Position: positions[i], View: view},
+				recs: []*pb.Record{rec}}); err != nil {
+				return err
+			}
 		}
 	}
 	if err := flush(); err != nil {
