@@ -220,6 +220,9 @@ func (a *Active) SetImage(img *Image, now time.Time) Effects {
 		s := a.sessions[id]
 		if s == nil || s.incarnation != n.Incarnation {
 			a.sessions[id] = &session{incarnation: n.Incarnation, lastSeen: now}
+			if s != nil {
+				a.forgetVotes(id)
+			}
 		}
 	}
 	for ref, t := range a.transfers { // done: its election began (or the leadership moved anyway)
@@ -235,6 +238,17 @@ func (a *Active) SetImage(img *Image, now time.Time) Effects {
 	var eff Effects
 	a.electAll(now, &eff)
 	return eff
+}
+
+// forgetVotes drops a node's votes in the running elections, and asks it again: a vote of an
+// earlier incarnation described a log the node may have lost since (a machine crash loses what
+// was appended but not synced), and counted, it could elect the node without committed
+// records.
+func (a *Active) forgetVotes(node int32) {
+	for _, e := range a.elections {
+		delete(e.votes, node)
+		delete(e.asked, node)
+	}
 }
 
 // Heartbeat records a node's heartbeat. It returns false if the node must register again (its

@@ -759,6 +759,14 @@ func applyReassign(im *Image, r *Reassign) error {
 	}
 	p.ReplicasSince = im.Index
 	p.PartitionEpoch++
+	if im.Level >= LevelReassignHosts {
+		hosts := p.Hosts()
+		lost := p.Leader >= 0 && !slices.Contains(hosts, p.Leader)
+		p.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(n int32) bool { return !slices.Contains(hosts, n) })
+		if lost {
+			dropLeader(im, p)
+		}
+	}
 	return nil
 }
 

@@ -18,13 +18,18 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 2
+	Level = 3
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
 	// LevelUnregisterNode (2): unregister-node forgets a serve node taken out of service
 	// (unregister.go). Below it, the command names the nodes known to apply it.
 	LevelUnregisterNode = 2
+	// LevelReassignHosts (3): a reassignment to a new target (not a cancel, which always did)
+	// drops a leader that is not among the partition's hosts any more, and keeps in the ISR only
+	// hosts. Below it the leader stayed, though its node deleted its copy, and the partition was
+	// offline until that node was fenced.
+	LevelReassignHosts = 3
 )
 
 // OpFinalizeLevel raises the cluster's command level.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -114,5 +115,66 @@ func TestControlledShutdownWaitsForTransferElections(t *testing.T) {
 	a.SetImage(im.Clone(), t0)
 	if movable, _, _ := a.ShuttingDown(1, im.Nodes[1].Incarnation, t0); movable != 0 {
 		t.Fatalf("p0 elected on 2: %d movable; want 0", movable)
+	}
+}
+
+// A node's vote of an earlier incarnation does not count: it described a log the node may have
+// lost since (a machine crash loses what was appended but not synced), and a node that voted
+// (LogEnd 100), crashed, came back with less and re-registered was elected with its old vote
+// as the preferred replica among "equal" logs, losing committed records.
+func TestVoteOfAnEarlierIncarnationIsForgotten(t *testing.T) {
+	im := cluster3(t) // p0: replicas 1 2 3, led by 1, preferred 1
+	p0 := PartitionRef{TopicID{1}, 0}
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{p0, 0}}}})
+	a.SetImage(im.Clone(), t0)
+	a.Votes(1, &VoteReply{Votes: []Vote{{PartitionRef: p0, Epoch: 1, OK: true, LogEnd: 100}}}, t0)
+	// Node 1 restarts and registers again (a new incarnation); its partitions lose nothing
+	// else in the image.
+	Apply(im, im.Index+1, &Command{Op: OpRegister, Register: &Register{Node: 1, KafkaHost: "h", KafkaPort: 9001, ClusterAddr: "a"}})
+	eff := a.SetImage(im.Clone(), t0.Add(10*time.Millisecond))
+	if r := eff.Votes[1]; r == nil {
+		t.Errorf("node 1 re-registered: vote requests %v; want it asked again", eff.Votes)
+	}
+	_, p, _ := im.Partition(p0.Topic, p0.Partition)
+	last := a.Votes(2, &VoteReply{Votes: []Vote{{PartitionRef: p0, Epoch: p.LeaderEpoch, OK: true, LogEnd: 100}}}, t0.Add(time.Second))
+	if c := proposed(last, OpElect); c != nil && c.Elect.Items[0].Leader == 1 {
+		t.Fatalf("elected node 1 on the vote of its earlier incarnation: %+v", c.Elect.Items[0])
+	}
+}
+
+// A reassignment to a new target drops a leader that is no longer among the hosts, and keeps
+// only hosts in the ISR (command level 3): the leader stayed, though its node deleted its copy,
+// and the partition was offline until that node was fenced. Below level 3 the old rule stands,
+// as every node applies the same.
+func TestReassignAwayFromTheLeader(t *testing.T) {
+	for _, level := range []int{LevelReassignHosts - 1, LevelReassignHosts} {
+		im := cluster3(t)
+		for n := int32(4); n <= 6; n++ {
+			Apply(im, im.Index+1, &Command{Op: OpRegister, Register: &Register{Node: n, KafkaHost: "h", KafkaPort: 9000 + n, ClusterAddr: "a"}})
+		}
+		im.Level = level
+		p0 := PartitionRef{TopicID{1}, 0}
+		apply := func(c *Command) {
+			t.Helper()
+			if r := Apply(im, im.Index+1, c); r.Err != nil {
+				t.Fatalf("%s: %v", c.Op, r.Err)
+			}
+		}
+		apply(&Command{Op: OpReassign, Reassign: &Reassign{PartitionRef: p0, Target: []int32{4, 5, 6}}})
+		apply(&Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{p0, 0}}}})
+		apply(&Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{PartitionRef: p0, Epoch: 1, Leader: 4}}}})
+		apply(&Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: p0, Epoch: 1, ISR: []int32{4, 1, 2, 3, 5, 6}}}}})
+		apply(&Command{Op: OpReassign, Reassign: &Reassign{PartitionRef: p0, Target: []int32{1, 2, 3}}}) // back: Target = Replicas
+		_, p, _ := im.Partition(p0.Topic, p0.Partition)
+		hosts := p.Hosts()
+		inHosts := p.Leader < 0 || slices.Contains(hosts, p.Leader)
+		isrOK := !slices.ContainsFunc(p.ISR, func(n int32) bool { return !slices.Contains(hosts, n) })
+		if level >= LevelReassignHosts && (!inHosts || !isrOK) {
+			t.Errorf("level %d: leader %d, ISR %v, hosts %v; want the leader among the hosts (or none) and the ISR within them", level, p.Leader, p.ISR, hosts)
+		}
+		if level < LevelReassignHosts && p.Leader != 4 {
+			t.Errorf("level %d: leader %d; the old rule keeps 4", level, p.Leader)
+		}
 	}
 }
