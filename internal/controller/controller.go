@@ -254,16 +254,7 @@ func (c *Controller) Resign(ctx context.Context) error {
 	if len(c.Voters()) < 2 {
 		return nil
 	}
-	return raftlog.Resign(ctx, c.IsLeader, func(ctx context.Context) error {
-		select {
-		case c.resignc <- struct{}{}:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.stop:
-			return ErrStopped
-		}
-	}, 100*time.Millisecond)
+	return raftlog.Resign(ctx, c.IsLeader, raftlog.Asker(c.resignc, c.stop, ErrStopped), 100*time.Millisecond)
 }
 
 // Image returns the current image. It must not be modified.
@@ -480,9 +471,7 @@ func (c *Controller) run() {
 			vc.ans <- c.proposeVoterChange(vc)
 		case <-c.resignc:
 			if c.IsLeader() {
-				if to := raftlog.Transferee(c.rn, raftID(c.cfg.NodeID)); to != 0 {
-					c.rn.TransferLeader(to)
-				}
+				raftlog.HandOff(c.rn, raftID(c.cfg.NodeID))
 			}
 		case m := <-c.recvc:
 			c.heardFrom(m)

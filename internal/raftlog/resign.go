@@ -48,3 +48,26 @@ func Resign(ctx context.Context, leading func() bool, ask func(context.Context) 
 	}
 	return nil
 }
+
+// Asker is Resign's ask for a Raft loop that takes requests on ch until stop is closed (then
+// stopped is the answer).
+func Asker(ch chan<- struct{}, stop <-chan struct{}, stopped error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		select {
+		case ch <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-stop:
+			return stopped
+		}
+	}
+}
+
+// HandOff asks raft, on the leader's loop, to transfer the leadership to Transferee (nothing
+// if no voter qualifies).
+func HandOff(rn *raft.RawNode, self uint64) {
+	if to := Transferee(rn, self); to != 0 {
+		rn.TransferLeader(to)
+	}
+}

@@ -239,16 +239,7 @@ func (g *Group) Resign(ctx context.Context) error {
 	if len(g.Voters()) < 2 {
 		return nil
 	}
-	return raftlog.Resign(ctx, g.isLeader, func(ctx context.Context) error {
-		select {
-		case g.resignc <- struct{}{}:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-g.stop:
-			return ErrStopped
-		}
-	}, 100*time.Millisecond)
+	return raftlog.Resign(ctx, g.isLeader, raftlog.Asker(g.resignc, g.stop, ErrStopped), 100*time.Millisecond)
 }
 
 // Indexes returns the raft index this member has applied, and the one its log is compacted to:
@@ -468,9 +459,7 @@ func (g *Group) run() {
 			t.err <- g.propose(&Command{Topic: t.topic, Trim: &t.upTo})
 		case <-g.resignc:
 			if g.isLeader() {
-				if to := raftlog.Transferee(g.rn, raftID(g.cfg.NodeID)); to != 0 {
-					g.rn.TransferLeader(to)
-				}
+				raftlog.HandOff(g.rn, raftID(g.cfg.NodeID))
 			}
 		case <-reconcile.C:
 			g.reconcile()
