@@ -296,7 +296,7 @@ func (a *Active) ShuttingDown(node int32, incarnation uint64, now time.Time) (mo
 		s.shuttingDown = true
 		a.moveAway(now, &eff)
 	}
-	avoid := func(n int32) bool { return a.shuttingDown(n) || a.silent(n, now) }
+	avoid := a.unfitTarget(now)
 	a.img.EachPartition(func(t *Topic, index int32, p *Partition) {
 		switch {
 		case p.Leader == node && a.img.ShutdownTarget(p, avoid) >= 0:
@@ -312,6 +312,12 @@ func (a *Active) ShuttingDown(node int32, incarnation uint64, now time.Time) (mo
 		}
 	})
 	return movable, true, eff
+}
+
+// unfitTarget reports the nodes a stopping node's leaderships do not go to: stopping too, or
+// silent.
+func (a *Active) unfitTarget(now time.Time) func(int32) bool {
+	return func(n int32) bool { return a.shuttingDown(n) || a.silent(n, now) }
 }
 
 // shuttingDown reports whether node's current incarnation is stopping.
@@ -338,6 +344,7 @@ func (a *Active) moveAway(now time.Time, eff *Effects) {
 	if !stopping {
 		return
 	}
+	avoid := a.unfitTarget(now)
 	a.img.EachPartition(func(t *Topic, index int32, p *Partition) {
 		if p.Leader < 0 || !a.shuttingDown(p.Leader) || len(a.transfers) >= a.cfg.MaxTransfers {
 			return
@@ -346,7 +353,6 @@ func (a *Active) moveAway(now time.Time, eff *Effects) {
 		if tr, busy := a.transfers[ref]; busy && tr.epoch == p.LeaderEpoch {
 			return
 		}
-		avoid := func(n int32) bool { return a.shuttingDown(n) || a.silent(n, now) }
 		target := a.img.ShutdownTarget(p, func(n int32) bool {
 			r, ok := a.refused[ref]
 			return avoid(n) || ok && r.epoch == p.LeaderEpoch && r.target == n

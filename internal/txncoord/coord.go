@@ -515,6 +515,19 @@ type EndReq struct {
 	NewPID func() (int64, error)
 }
 
+// newPID allocates the producer id a rotation hands out (COORDINATOR_NOT_AVAILABLE, retriable,
+// if none can be had).
+func (r EndReq) newPID() (int64, error) {
+	if r.NewPID == nil {
+		return 0, kerr.CoordinatorNotAvailable
+	}
+	pid, err := r.NewPID()
+	if err != nil {
+		return 0, kerr.CoordinatorNotAvailable
+	}
+	return pid, nil
+}
+
 // EndTxn commits or aborts the open transaction.
 func (c *Coordinator) EndTxn(r EndReq, nowMs int64) Effects {
 	reply := func(err error) Effects { return Effects{Replies: []Reply{{ID: r.ID, Err: err}}} }
@@ -563,12 +576,9 @@ func (c *Coordinator) EndTxn(r EndReq, nowMs int64) Effects {
 	}
 	o := &op{commit: r.Commit, waiting: []ReqID{r.ID}, fencedOnAbort: r.FencedOnAbort}
 	if r.V2 && rotates(t.Epoch) {
-		if r.NewPID == nil {
-			return reply(kerr.CoordinatorNotAvailable)
-		}
-		pid, err := r.NewPID()
+		pid, err := r.newPID()
 		if err != nil {
-			return reply(kerr.CoordinatorNotAvailable)
+			return reply(err)
 		}
 		o.rotate, o.rotateTo = true, pid
 	}
@@ -641,12 +651,9 @@ func bumpEpoch(e int16) int16 {
 func (c *Coordinator) endEmpty(t *Txn, r EndReq, nowMs int64) Effects {
 	next := c.bumped(t)
 	if next.Epoch == t.Epoch { // exhausted: the producer goes on with a new id
-		if r.NewPID == nil {
-			return Effects{Replies: []Reply{{ID: r.ID, Err: kerr.CoordinatorNotAvailable}}}
-		}
-		pid, err := r.NewPID()
+		pid, err := r.newPID()
 		if err != nil {
-			return Effects{Replies: []Reply{{ID: r.ID, Err: kerr.CoordinatorNotAvailable}}}
+			return Effects{Replies: []Reply{{ID: r.ID, Err: err}}}
 		}
 		next.PrevProducerID, next.ProducerID, next.Epoch, next.LastEpoch = t.ProducerID, pid, 0, -1
 	}
