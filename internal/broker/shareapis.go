@@ -800,16 +800,17 @@ func handleDescribeShareGroupOffsets(_ context.Context, r *request) reply {
 		}
 		got := sh.c.DescribeShareGroupOffsets(&sub, r.conn.b.shareHighWatermark)
 		gs.mu.Unlock()
+		may := r.mayDescribe()
 		for _, g := range got.Groups {
 			if rg.Topics == nil {
 				// All the group's topics: those the principal may not describe are left out,
 				// as Kafka's describeShareGroupAllOffsetsForGroup (named, they leaked).
 				g.Topics = slices.DeleteFunc(g.Topics, func(t kmsg.DescribeShareGroupOffsetsResponseGroupTopic) bool {
-					return !r.allowedTopic(kmsg.ACLOperationDescribe, t.Topic)
+					return !may(t.Topic)
 				})
 			}
 			for i := range g.Topics {
-				if !r.allowedTopic(kmsg.ACLOperationDescribe, g.Topics[i].Topic) {
+				if !may(g.Topics[i].Topic) {
 					for j := range g.Topics[i].Partitions {
 						p := &g.Topics[i].Partitions[j]
 						p.ErrorCode, p.StartOffset, p.Lag = kerr.TopicAuthorizationFailed.Code, -1, -1
