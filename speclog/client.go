@@ -356,7 +356,9 @@ func (l *Log) Read(ctx context.Context, from uint64, n int) ([]Event, uint64, er
 }
 
 // Trim discards every position below upTo on every shard (their storage is reclaimed). upTo
-// must be confirmed.
+// must be confirmed. Any node serves it: it returns once every shard's leader has moved its log
+// start; an Unavailable error after about 10 s names the shards whose leader has not (one is
+// down): the trim stands (reads below upTo are refused), and Trim again waits for them.
 func (l *Log) Trim(ctx context.Context, upTo uint64) error {
 	api, err := l.c.api("")
 	if err != nil {

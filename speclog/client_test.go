@@ -522,3 +522,104 @@ func appendStageCount(t *testing.T, admin, stage string) float64 {
 	t.Helper()
 	return scrape(t, admin)[`runnel_speclog_append_stage_seconds_count{stage="`+stage+`"}`]
 }
+
+// TestDeleteRecordsTrimsTheLog: a Kafka DeleteRecords on one shard's partition (as its
+// retention would) moves the log's trim point up to the end of the shard's last slot deleted,
+// so that the total order has no hole: positions below are refused, and the other shards'
+// log starts follow to their first slot at or after it.
+func TestDeleteRecordsTrimsTheLog(t *testing.T) {
+	n := speclogtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	log := n.Log(ctx, t, "sensors", 2)
+	var last uint64
+	for i := range 100 {
+		for sh := range int32(2) {
+			pos, err := log.Append(ctx, sh, speclog.Record{Value: fmt.Appendf(nil, "s%d-%d", sh, i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = max(last, pos)
+		}
+	}
+	var all []speclog.Event
+	for from := uint64(0); from <= last; {
+		evs, next, err := log.Read(ctx, from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, from = append(all, evs...), next
+	}
+	var shard0 []speclog.Event
+	for _, e := range all {
+		if e.Shard == 0 {
+			shard0 = append(shard0, e)
+		}
+	}
+	gone := shard0[60] // shard 0's records up to this one are deleted
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: "sensors", Partition: 0, At: gone.Offset + 1})
+	res, err := adm.DeleteRecords(ctx, del)
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := gone.Position + 1
+	var d *speclog.Description
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if d, err = log.Describe(ctx); err == nil && d.Trimmed >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log's trim point after deleting shard 0 up to its slot %d (position %d): %+v, %v", gone.Offset, gone.Position, d, err)
+		}
+	}
+	if d.Trimmed != want {
+		t.Fatalf("trim point %d; want %d (after shard 0's last slot deleted)", d.Trimmed, want)
+	}
+	if _, _, err := log.Read(ctx, want-1, 1); status.Code(err) != codes.OutOfRange {
+		t.Fatalf("Read(%d) below the trim point: %v; want OUT_OF_RANGE", want-1, err)
+	}
+	var next speclog.Event // the first record at or after the trim point
+	for _, e := range all {
+		if e.Position >= want {
+			next = e
+			break
+		}
+	}
+	evs, _, err := log.Read(ctx, want, 1000)
+	if err != nil || len(evs) == 0 || evs[0].Position != next.Position {
+		t.Fatalf("Read(%d) at the trim point: %+v, %v; want the record at %d first", want, evs, err, next.Position)
+	}
+	// Shard 1 follows: its log start is past its last record below the trim point and at most
+	// its first record at or after it.
+	var below, above int64 = -1, -1
+	for _, e := range all {
+		if e.Shard == 1 && e.Position < want {
+			below = e.Offset
+		} else if e.Shard == 1 && above < 0 {
+			above = e.Offset
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		so, err := adm.ListStartOffsets(ctx, "sensors")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s1, _ := so.Lookup("sensors", 1)
+		if s1.Offset > below && s1.Offset <= above {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shard 1's log start %d; its last record below the trim point is at %d, its first after at %d", s1.Offset, below, above)
+		}
+	}
+}

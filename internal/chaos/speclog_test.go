@@ -20,7 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/runnel-dev/runnel/speclog"
 	"github.com/runnel-dev/runnel/speclog/speclogpb"
@@ -941,4 +943,213 @@ func TestTotalOrderNetFaults(t *testing.T) {
 			noViewChange(t, sub, r.check(log, a, sub), d.View)
 		})
 	}
+}
+
+// TestTotalOrderTrim: Trim on a cluster whose shards are led by three nodes, sent to a node
+// that does not lead the sequencer. The sequencer commits the trim point and each shard's
+// leader moves its partition's log start to its first slot at or after it. With a whole shard
+// down, Trim commits the point and answers UNAVAILABLE naming the shard; once the shard's node
+// is back, its leader follows the trim point and Trim again succeeds.
+func TestTotalOrderTrim(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newOrderRig(t, ctx)
+	r.createTopic("trimmed", [][]int32{{1}, {2}, {3}})
+	d := r.until("the topic is sequenced", 1, "trimmed", time.Minute, func(d *speclog.Description) bool {
+		if d.SequencerLeader < 0 || len(d.Shards) != 3 {
+			return false
+		}
+		for i, s := range d.Shards {
+			if s.Leader != int32(i+1) {
+				return false
+			}
+		}
+		return true
+	})
+	// Trim through a node that does not lead the sequencer; kill later a node that leads neither
+	// the sequencer nor the shard Trim is sent to.
+	var via, victim int32
+	for n := int32(1); n <= 3; n++ {
+		if n != d.SequencerLeader {
+			if via == 0 {
+				via = n
+			} else {
+				victim = n
+			}
+		}
+	}
+	log := r.dial(via).Topic("trimmed")
+	positions := map[string]uint64{} // every record's value → its position
+	appended := map[int32][]string{} // each shard's records in order
+	appendAll := func(shards []int32, n int) uint64 {
+		var last uint64
+		for range n {
+			for _, sh := range shards {
+				v := fmt.Sprintf("s%d-%d", sh, len(appended[sh]))
+				pos, err := log.Append(ctx, sh, speclog.Record{Value: []byte(v)})
+				if err != nil {
+					t.Fatalf("append to shard %d: %v", sh, err)
+				}
+				positions[v], appended[sh] = pos, append(appended[sh], v)
+				last = max(last, pos)
+			}
+		}
+		return last
+	}
+	// layout reads the confirmed log from `from` and returns, per shard, its records' offsets
+	// below and at or after `at`.
+	layout := func(from, at uint64) (below, above map[int32]int64) {
+		below, above = map[int32]int64{}, map[int32]int64{}
+		desc, err := log.Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pos := from; pos < desc.Confirmed; {
+			evs, next, err := log.Read(ctx, pos, 1000)
+			if err != nil {
+				t.Fatalf("read from %d: %v", pos, err)
+			}
+			for _, e := range evs {
+				if e.Position < at {
+					below[e.Shard] = max(below[e.Shard], e.Offset)
+				} else if o, ok := above[e.Shard]; !ok || e.Offset < o {
+					above[e.Shard] = e.Offset
+				}
+			}
+			pos = next
+		}
+		return below, above
+	}
+	starts := func() map[int32]int64 {
+		out := map[int32]int64{}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			so, err := r.adm.ListStartOffsets(ctx, "trimmed")
+			if err == nil {
+				so.Each(func(o kadm.ListedOffset) {
+					if o.Err == nil {
+						out[o.Partition] = o.Offset
+					}
+				})
+			}
+			if len(out) == 3 || time.Now().After(deadline) {
+				return out
+			}
+		}
+	}
+	checkStarts := func(below, above map[int32]int64) {
+		t.Helper()
+		got := starts()
+		for sh := int32(0); sh < 3; sh++ {
+			b, hasBelow := below[sh]
+			a, hasAbove := above[sh]
+			if s, ok := got[sh]; !ok || hasBelow && s <= b || hasAbove && s > a {
+				t.Errorf("shard %d's log start %d (%v); its last record below the trim point is at offset %d (%v), its first after at %d (%v)",
+					sh, s, ok, b, hasBelow, a, hasAbove)
+			}
+		}
+	}
+
+	last := appendAll([]int32{0, 1, 2}, 100)
+	r.until("the appends are confirmed", via, "trimmed", 10*time.Second, func(x *speclog.Description) bool { return x.Confirmed > last })
+	mid := last / 2
+	below, above := layout(0, mid)
+	if err := log.Trim(ctx, mid); err != nil {
+		t.Fatalf("Trim(%d) through node %d (the sequencer is led by node %d): %v", mid, via, d.SequencerLeader, err)
+	}
+	for n := int32(1); n <= 3; n++ { // every node's member applied it
+		r.until("the trim point", n, "trimmed", 5*time.Second, func(x *speclog.Description) bool { return x.Trimmed == mid })
+	}
+	if _, _, err := log.Read(ctx, mid-1, 1); status.Code(err) != codes.OutOfRange {
+		t.Fatalf("Read(%d) below the trim point: %v; want OUT_OF_RANGE", mid-1, err)
+	}
+	checkStarts(below, above)
+
+	// A whole shard down: the trim point is committed, Trim names the shard it waits for.
+	gone := victim - 1 // node n leads shard n-1
+	r.c.Kill(victim)
+	r.until("the shard is failed", via, "trimmed", 30*time.Second, func(x *speclog.Description) bool { return x.Shards[gone].Failed })
+	var alive []int32
+	for sh := int32(0); sh < 3; sh++ {
+		if sh != gone {
+			alive = append(alive, sh)
+		}
+	}
+	last = appendAll(alive, 50)
+	r.until("the appends are confirmed", via, "trimmed", 10*time.Second, func(x *speclog.Description) bool { return x.Confirmed > last })
+	mid2 := last - 20
+	start := time.Now()
+	err := log.Trim(ctx, mid2)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), fmt.Sprintf("[%d]", gone)) {
+		t.Fatalf("Trim(%d) with shard %d down: %v (after %v); want UNAVAILABLE naming the shard", mid2, gone, err, time.Since(start))
+	}
+	t.Logf("Trim with shard %d down: %v after %v", gone, err, time.Since(start))
+	r.until("the trim point", via, "trimmed", 5*time.Second, func(x *speclog.Description) bool { return x.Trimmed == mid2 })
+	if err := r.c.Start(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.c.WaitReady(ctx, victim, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.until("the shard is led again", via, "trimmed", 30*time.Second, func(x *speclog.Description) bool { return x.Shards[gone].Leader == victim })
+	if err := log.Trim(ctx, mid2); err != nil {
+		t.Fatalf("Trim(%d) again with shard %d back: %v", mid2, gone, err)
+	}
+	// Each partition, read with Kafka from its log start, begins at its first record at or
+	// after the trim point (shard `gone` holds none: all of its records are below it).
+	so, eo := starts(), map[int32]int64{}
+	ends, err := r.adm.ListEndOffsets(ctx, "trimmed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) { eo[o.Partition] = o.Offset })
+	for sh := int32(0); sh < 3; sh++ {
+		want := ""
+		for _, v := range appended[sh] {
+			if positions[v] >= mid2 {
+				want = v
+				break
+			}
+		}
+		first := firstRecord(t, ctx, r.c.Brokers(), "trimmed", sh, so[sh], eo[sh])
+		if first != want {
+			t.Errorf("shard %d read from its log start %d (end %d): first record %q at position %d; want %q (trimmed at %d)",
+				sh, so[sh], eo[sh], first, positions[first], want, mid2)
+		}
+	}
+}
+
+// firstRecord consumes a partition from offset `from` up to `end` and returns its first
+// record's value: "" if it has none there (nothing but no-op entries, which Kafka clients skip:
+// nothing comes within 3 s).
+func firstRecord(t *testing.T, ctx context.Context, brokers []string, topic string, p int32, from, end int64) string {
+	t.Helper()
+	if from >= end {
+		return ""
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		for _, e := range fs.Errors() {
+			if !errors.Is(e.Err, context.DeadlineExceeded) {
+				t.Fatalf("reading partition %d from %d: %v", p, from, e.Err)
+			}
+		}
+		first := ""
+		fs.EachRecord(func(r *kgo.Record) {
+			if first == "" {
+				first = string(r.Value)
+			}
+		})
+		if first != "" {
+			return first
+		}
+	}
+	return ""
 }

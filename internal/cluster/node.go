@@ -500,7 +500,7 @@ func (n *Node) receive(from int32, kind transport.Kind, body []byte) {
 		n.rpc.receive(from, kind, body)
 	case replica.KindAppend, replica.KindAppendAck, replica.KindFollow, replica.KindFollowReply:
 		n.rm.Handle(from, kind, body)
-	case sequencer.KindRaft, sequencer.KindReport, sequencer.KindSignal, sequencer.KindJoin:
+	case sequencer.KindRaft, sequencer.KindReport, sequencer.KindSignal, sequencer.KindJoin, sequencer.KindTrim:
 		if n.seq != nil {
 			n.seq.Handle(from, kind, body)
 		}

@@ -1188,6 +1188,8 @@ type ShardInfo struct {
 	Delivered     *uint64 `protobuf:"varint,6,opt,name=delivered,proto3,oneof" json:"delivered,omitempty"`
 	DeliveredView uint64  `protobuf:"varint,7,opt,name=delivered_view,json=deliveredView,proto3" json:"delivered_view,omitempty"`
 	DurableSlots  int64   `protobuf:"varint,8,opt,name=durable_slots,json=durableSlots,proto3" json:"durable_slots,omitempty"`
+	// The shard's log start as its leader has it (with the head): its slots below are trimmed.
+	LogStart      *int64 `protobuf:"varint,9,opt,name=log_start,json=logStart,proto3,oneof" json:"log_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1274,6 +1276,13 @@ func (x *ShardInfo) GetDeliveredView() uint64 {
 func (x *ShardInfo) GetDurableSlots() int64 {
 	if x != nil {
 		return x.DurableSlots
+	}
+	return 0
+}
+
+func (x *ShardInfo) GetLogStart() int64 {
+	if x != nil && x.LogStart != nil {
+		return *x.LogStart
 	}
 	return 0
 }
@@ -1809,7 +1818,7 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\flocal_shards\x18\x02 \x01(\bR\vlocalShards\x12\x1f\n" +
 	"\vshard_heads\x18\x03 \x01(\bR\n" +
-	"shardHeads\"\x85\x02\n" +
+	"shardHeads\"\xb5\x02\n" +
 	"\tShardInfo\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\x05R\x05shard\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12\x1f\n" +
@@ -1819,9 +1828,12 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"\x06failed\x18\x05 \x01(\bR\x06failed\x12!\n" +
 	"\tdelivered\x18\x06 \x01(\x04H\x00R\tdelivered\x88\x01\x01\x12%\n" +
 	"\x0edelivered_view\x18\a \x01(\x04R\rdeliveredView\x12#\n" +
-	"\rdurable_slots\x18\b \x01(\x03R\fdurableSlotsB\f\n" +
+	"\rdurable_slots\x18\b \x01(\x03R\fdurableSlots\x12 \n" +
+	"\tlog_start\x18\t \x01(\x03H\x01R\blogStart\x88\x01\x01B\f\n" +
 	"\n" +
-	"_delivered\"\xaf\x02\n" +
+	"_deliveredB\f\n" +
+	"\n" +
+	"_log_start\"\xaf\x02\n" +
 	"\x10DescribeResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x124\n" +
 	"\x06shards\x18\x02 \x03(\v2\x1c.runnel.speclog.v1.ShardInfoR\x06shards\x12\x1c\n" +

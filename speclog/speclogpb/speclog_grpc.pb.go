@@ -59,7 +59,12 @@ type SpecLogClient interface {
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
 	// Read returns confirmed records from a position.
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error)
-	// Trim discards every position below up_to on every shard (their storage is reclaimed).
+	// Trim discards every position below up_to on every shard (their storage is reclaimed): the
+	// sequencer commits the trim point (reads and subscriptions below it are OUT_OF_RANGE from
+	// then on), then every shard's leader moves its partition's log start to its first slot at or
+	// after it; the answer comes once they all have. UNAVAILABLE if a shard's leader has not
+	// within 10 s (one is down): the trim stands, the shard follows it once led again, and a
+	// Trim again waits for it.
 	Trim(ctx context.Context, in *TrimRequest, opts ...grpc.CallOption) (*TrimResponse, error)
 	// Describe tells a topic's shards, positions and where to send appends.
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
@@ -213,7 +218,12 @@ type SpecLogServer interface {
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
 	// Read returns confirmed records from a position.
 	Read(context.Context, *ReadRequest) (*ReadResponse, error)
-	// Trim discards every position below up_to on every shard (their storage is reclaimed).
+	// Trim discards every position below up_to on every shard (their storage is reclaimed): the
+	// sequencer commits the trim point (reads and subscriptions below it are OUT_OF_RANGE from
+	// then on), then every shard's leader moves its partition's log start to its first slot at or
+	// after it; the answer comes once they all have. UNAVAILABLE if a shard's leader has not
+	// within 10 s (one is down): the trim stands, the shard follows it once led again, and a
+	// Trim again waits for it.
 	Trim(context.Context, *TrimRequest) (*TrimResponse, error)
 	// Describe tells a topic's shards, positions and where to send appends.
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)

@@ -489,6 +489,23 @@ func (s *sim) checkHistory(t *testing.T) {
 			t.Fatalf("history: shard %d slot %d at %d (%v); confirmed at %d", own.shard, own.slot, p, ok, pos)
 		}
 	}
+	// FirstSlot (a shard's log start for a trim point, a binary search) against a scan of the
+	// positions' owners (a shard's own no-op slots are slots; a failed shard's are not).
+	committed := s.st.Committed()
+	for pos := uint64(0); pos <= committed; pos += 1 + uint64(s.rnd.IntN(7)) + committed/50 {
+		for sh := range int32(len(s.shards)) {
+			want := s.st.Slots[sh]
+			for p := pos; p < committed; p++ {
+				if owner, slot, noOp, ok := s.st.Owner(p); ok && !noOp && owner == sh {
+					want = slot
+					break
+				}
+			}
+			if got := s.st.FirstSlot(sh, pos); got != want {
+				t.Fatalf("shard %d's first slot at or after position %d: %d, want %d", sh, pos, got, want)
+			}
+		}
+	}
 }
 
 // TestHistoryRuns: under a steady load the history stays a few runs long, however many windows

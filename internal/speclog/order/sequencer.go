@@ -163,6 +163,24 @@ func (s *State) Position(shard int32, slot int64) (uint64, bool) {
 	return 0, false
 }
 
+// FirstSlot is a shard's first committed slot at a position at or after pos, or its count of
+// committed slots if it has none there: the shard's log start when the log is trimmed to pos
+// (every slot below it is at a position below pos). A shard's committed slots have increasing
+// positions, so it is a binary search over them; a slot whose position is no longer known
+// (trimmed) lies below pos.
+func (s *State) FirstSlot(shard int32, pos uint64) int64 {
+	lo, hi := int64(0), s.Slots[shard]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if p, ok := s.Position(shard, mid); ok && p >= pos {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
 // Config is the state's protocol configuration.
 func (s *State) Config() Config { return s.cfg }
 

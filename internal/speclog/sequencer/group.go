@@ -29,14 +29,16 @@ const (
 	KindReport transport.Kind = 21 // a shard's report, to the group's leader (JSON wire)
 	KindSignal transport.Kind = 22 // a lag-fix signal, to a shard's node (JSON wire)
 	KindJoin   transport.Kind = 23 // a shard asks to take part again (JSON wire)
+	KindTrim   transport.Kind = 24 // a node asks the leader to trim a topic (JSON wire)
 )
 
-// wire is the body of KindReport, KindSignal and KindJoin frames.
+// wire is the body of KindReport, KindSignal, KindJoin and KindTrim frames.
 type wire struct {
 	Topic  string        `json:"topic"`
 	Report *order.Report `json:"report,omitempty"`
 	Signal *order.Signal `json:"signal,omitempty"`
 	Shard  int32         `json:"shard,omitempty"` // KindJoin
+	Trim   uint64        `json:"trim,omitempty"`  // KindTrim: positions below are to be trimmed
 }
 
 // Spec is a total-order topic as the metadata has it: what the group's leader keeps its
@@ -306,6 +308,11 @@ func (g *Group) Handle(from int32, kind transport.Kind, body []byte) {
 		case g.joinc <- w:
 		default:
 		}
+	case kind == KindTrim && w.Trim > 0:
+		select {
+		case g.trimc <- trimReq{topic: w.Topic, upTo: w.Trim}:
+		default: // the asking node asks again until the trim is applied
+		}
 	}
 }
 
@@ -338,10 +345,18 @@ func (g *Group) Join(topic string, shard int32) {
 	}
 }
 
-// Trim proposes trimming a topic's positions below upTo (on the leader).
+// Trim asks for a topic's positions below upTo to be trimmed. On the leader it proposes the
+// trim and returns once proposed; elsewhere it sends the request to the leader and returns at
+// once (the frame may be lost: the caller waits for the trim to be applied and asks again).
+// ErrNotLeader: no leader is known.
 func (g *Group) Trim(topic string, upTo uint64) error {
-	if g.leader.Load() != g.cfg.NodeID {
+	switch l := g.leader.Load(); l {
+	case -1:
 		return ErrNotLeader
+	case g.cfg.NodeID:
+	default:
+		g.send(l, KindTrim, wire{Topic: topic, Trim: upTo})
+		return nil
 	}
 	req := trimReq{topic, upTo, make(chan error, 1)}
 	select {
@@ -395,6 +410,33 @@ func (g *Group) Since(topic string, seq uint64) ([]order.Entry, bool) {
 	}
 	e, ok := tp.Since(seq)
 	return slices.Clone(e), ok
+}
+
+// TrimPoint is a topic's trim point (positions below are trimmed; 0: none) and a shard's log
+// start for it (its first slot at or after it).
+func (g *Group) TrimPoint(topic string, shard int32) (upTo uint64, start int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if tp := g.machine.Topics[topic]; tp != nil && tp.Trimmed > 0 {
+		return tp.Trimmed, tp.State.FirstSlot(shard, tp.Trimmed)
+	}
+	return 0, 0
+}
+
+// SlotEnd is the position after a shard's slot, or after its last committed slot if that one
+// is not committed yet; false if the shard has no committed slot or the slot is trimmed.
+func (g *Group) SlotEnd(topic string, shard int32, slot int64) (end uint64, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	tp := g.machine.Topics[topic]
+	if tp == nil {
+		return 0, false
+	}
+	if slot = min(slot, tp.State.Slots[shard]-1); slot < 0 {
+		return 0, false
+	}
+	p, ok := tp.State.Position(shard, slot)
+	return p + 1, ok
 }
 
 // Read runs f on a topic's state under the group's lock (f must not keep it).
@@ -456,7 +498,13 @@ func (g *Group) run() {
 		case w := <-g.joinc:
 			g.join(w)
 		case t := <-g.trimc:
-			t.err <- g.propose(&Command{Topic: t.topic, Trim: &t.upTo})
+			err := ErrNotLeader
+			if g.isLeader() {
+				err = g.propose(&Command{Topic: t.topic, Trim: &t.upTo})
+			}
+			if t.err != nil {
+				t.err <- err
+			}
 		case <-g.resignc:
 			if g.isLeader() {
 				raftlog.HandOff(g.rn, raftID(g.cfg.NodeID))

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/security"
@@ -326,6 +327,7 @@ func (s *Server) shardHeads(ctx context.Context, t *topics.Topic, out *pb.Descri
 		if r := s.cfg.Node.Shards().Runner(t.ID, info.Shard); r != nil {
 			delivered, _, view, durable := r.Delivered()
 			info.Delivered, info.DeliveredView, info.DurableSlots = &delivered, view, durable
+			info.LogStart = proto.Int64(t.Partitions[info.Shard].Log.StartOffset())
 		} else if local {
 			continue
 		} else if ask && info.LeaderAddr != "" {
@@ -355,6 +357,7 @@ func (s *Server) shardHeads(ctx context.Context, t *topics.Topic, out *pb.Descri
 				for _, info := range infos {
 					if info.Shard == h.GetShard() && h.Delivered != nil {
 						info.Delivered, info.DeliveredView, info.DurableSlots = h.Delivered, h.GetDeliveredView(), h.GetDurableSlots()
+						info.LogStart = h.LogStart
 					}
 				}
 			}
@@ -363,8 +366,16 @@ func (s *Server) shardHeads(ctx context.Context, t *topics.Topic, out *pb.Descri
 	wg.Wait()
 }
 
-// Trim trims every position below up_to: the sequencer forgets their layout and every shard's
-// partition drops the records below its first slot at or after up_to.
+// trimWait bounds how long a Trim waits for the sequencer to commit the trim point and then
+// for the shards' leaders to follow it.
+const trimWait = 10 * time.Second
+
+// Trim trims every position below up_to: the sequencer's leader commits the trim point (it
+// forgets the layout below it, and reads and subscriptions below it are refused from then on),
+// then every shard's leader moves its partition's log start to its first slot at or after it
+// (shard.Manager). Any node serves it; it answers once every shard's leader has its log start
+// there, and is UNAVAILABLE if one has not within trimWait (the trim stands and the shard
+// follows it once led; a Trim again waits for it).
 func (s *Server) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimResponse, error) {
 	if err := s.allowTopic(ctx, kmsg.ACLOperationDelete, req.GetTopic()); err != nil {
 		return nil, err
@@ -379,56 +390,68 @@ func (s *Server) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimRespons
 	if upTo > confirmed {
 		return nil, status.Errorf(codes.OutOfRange, "trim up to %d: positions are confirmed up to %d", upTo, confirmed)
 	}
-	if upTo <= trimmed {
-		return &pb.TrimResponse{Trimmed: trimmed}, nil
-	}
-	// Everything is checked before anything changes: a shard trimmed and then a refusal left
-	// the sequencer's log start below the shards' (reads there failed as unavailable, and
-	// subscribers retried for ever). Trim is served by a node that leads the sequencer and
-	// every shard (docs/speclog.md §9).
-	if g.Leader() != s.cfg.Node.NodeID() {
-		return nil, status.Errorf(codes.FailedPrecondition, "trim is served by the sequencer's leader: node %d (%s)", g.Leader(), s.cfg.Addr(g.Leader()))
-	}
-	for i, p := range t.Partitions {
-		if p.Replica == nil {
-			return nil, s.notLeader(t, int32(i))
-		}
-		if _, _, leading := p.Replica.Leading(); !leading {
-			return nil, s.notLeader(t, int32(i))
-		}
-	}
-	// Each shard's first slot at or after upTo, found before the layout is forgotten.
-	starts := map[int32]int64{}
-	g.Read(key, func(tp *sequencer.Topic) {
-		for i := range int32(len(t.Partitions)) {
-			starts[i] = firstSlot(tp.State, i, upTo)
-		}
-	})
-	for i, slot := range starts {
-		p := t.Partitions[i]
-		if err := p.Log.AdvanceStartOffset(slot); err != nil {
-			return nil, status.Errorf(codes.Unavailable, "trimming shard %d to offset %d: %v", i, slot, err)
-		}
-	}
-	if err := g.Trim(key, upTo); err != nil {
-		if errors.Is(err, sequencer.ErrNotLeader) {
-			return nil, status.Errorf(codes.FailedPrecondition, "the sequencer is led by node %d (%s)", g.Leader(), s.cfg.Addr(g.Leader()))
-		}
-		return nil, status.Errorf(codes.Unavailable, "trim: %v", err)
-	}
-	for { // answered once applied: a Describe or Read after it sees the trim
+	caller := ctx
+	ctx, cancel := context.WithTimeout(ctx, trimWait)
+	defer cancel()
+	// The trim point: asked of the sequencer's leader until this node's member has applied it
+	// (the ask may be lost, or the leader move).
+	ask := time.NewTicker(200 * time.Millisecond)
+	defer ask.Stop()
+	for asked := false; trimmed < upTo; {
 		ch := g.Changed()
-		done := false
-		g.Read(key, func(tp *sequencer.Topic) { done = tp.Trimmed >= upTo })
-		if done {
-			return &pb.TrimResponse{Trimmed: upTo}, nil
+		if !asked {
+			if err := g.Trim(key, upTo); err != nil && !errors.Is(err, sequencer.ErrNotLeader) {
+				return nil, status.Errorf(codes.Unavailable, "trim: %v", err)
+			}
+			asked = true
 		}
 		select {
 		case <-ch:
+		case <-ask.C:
+			asked = false
 		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
+			if caller.Err() != nil {
+				return nil, status.FromContextError(caller.Err()).Err()
+			}
+			return nil, status.Errorf(codes.Unavailable, "trim up to %d: not committed by the sequencer (led by node %d) in %v", upTo, g.Leader(), trimWait)
+		}
+		g.Read(key, func(tp *sequencer.Topic) { trimmed = tp.Trimmed })
+	}
+	// Every shard's leader follows it.
+	for {
+		pending := s.untrimmed(ctx, t, key, g)
+		if len(pending) == 0 {
+			return &pb.TrimResponse{Trimmed: trimmed}, nil
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			if caller.Err() != nil {
+				return nil, status.FromContextError(caller.Err()).Err()
+			}
+			return nil, status.Errorf(codes.Unavailable, "positions below %d are trimmed, but the leaders of shards %v have not moved their log start there in %v (they will once the shards are led: Trim again to wait)", trimmed, pending, trimWait)
 		}
 	}
+}
+
+// untrimmed lists the shards whose leader's log start is not yet at the trim point's (by this
+// node's runners, and the other leaders' Describe).
+func (s *Server) untrimmed(ctx context.Context, t *topics.Topic, key string, g *sequencer.Group) []int32 {
+	out := &pb.DescribeResponse{}
+	want := map[int32]int64{}
+	for i := range int32(len(t.Partitions)) {
+		_, want[i] = g.TrimPoint(key, i)
+		l := s.cfg.Node.PartitionLeader(t.Name, i)
+		out.Shards = append(out.Shards, &pb.ShardInfo{Shard: i, Leader: l, LeaderAddr: s.cfg.Addr(l)})
+	}
+	s.shardHeads(ctx, t, out, false, true)
+	var pending []int32
+	for _, info := range out.Shards {
+		if info.LogStart == nil || info.GetLogStart() < want[info.GetShard()] {
+			pending = append(pending, info.GetShard())
+		}
+	}
+	return pending
 }
 
 // owner is a position's owner by the sequencer state on this node.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -31,8 +32,10 @@ type key struct {
 // as it was in that epoch, so a new epoch (another node led in between, and the log may have
 // been truncated to that leader's) gets a new runner, as a new leader does.
 type running struct {
-	r *Runner
-	l partitionLog
+	r       *Runner
+	l       partitionLog
+	trimmed uint64    // the trim point its log start follows (sync's own)
+	asked   time.Time // when it last asked for a trim to its log start (sync's own)
 }
 
 // NewManager returns a manager over the registry's partitions, following the sequencer
@@ -113,12 +116,48 @@ func (m *Manager) sync() {
 	for k, l := range want {
 		if _, ok := m.runners[k]; !ok {
 			r := Start(TopicKey(k.topic), k.partition, cfgs[k.topic], l, m.feed, m.logger)
-			m.runners[k] = &running{r, l}
+			m.runners[k] = &running{r: r, l: l}
 		}
 	}
+	led := make(map[key]*running, len(m.runners))
+	maps.Copy(led, m.runners)
 	m.mu.Unlock()
 	for _, r := range stop {
 		r.Stop()
+	}
+	for k, r := range led {
+		m.trim(k, r)
+	}
+}
+
+// trim keeps a shard led here and the log's trim point together, both ways. The partition's
+// log start moves up to the sequencer's trim point (the shard's first slot at or after it),
+// again on a new leader (its log start may trail the old leader's); its followers follow the
+// leader's log start. And a log start moved past the trim point's by the partition's
+// retention or a Kafka DeleteRecords moves the trim point up to the end of the last slot gone
+// (asked of the sequencer's leader at most once a second until committed), so that the log has
+// no hole: positions below are refused, and the other shards follow.
+func (m *Manager) trim(k key, r *running) {
+	topic := TopicKey(k.topic)
+	upTo, start := m.feed.TrimPoint(topic, k.partition)
+	log := r.l.p.Log
+	if upTo > r.trimmed {
+		if log.StartOffset() < start {
+			if err := log.AdvanceStartOffset(start); err != nil {
+				m.logger.Warn("total order: moving a shard's log start to the trim point", "partition", k.partition,
+					"trim", upTo, "offset", start, "err", err)
+				return // again on the next sync
+			}
+		}
+		r.trimmed = upTo
+	}
+	if gone := log.StartOffset(); gone > start && time.Since(r.asked) >= time.Second {
+		if end, ok := m.feed.SlotEnd(topic, k.partition, gone-1); ok && end > upTo {
+			r.asked = time.Now()
+			if err := m.feed.Trim(topic, end); err != nil {
+				m.logger.Debug("total order: trimming the log to a shard's log start", "partition", k.partition, "trim", end, "err", err)
+			}
+		}
 	}
 }
 

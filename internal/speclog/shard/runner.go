@@ -38,6 +38,13 @@ type Feed interface {
 	Changed() <-chan struct{}
 	Report(topic string, r order.Report)
 	Join(topic string, shard int32)
+	// TrimPoint is the topic's trim point (0: none) and the shard's log start for it.
+	TrimPoint(topic string, shard int32) (upTo uint64, start int64)
+	// SlotEnd is the position after a shard's slot, or after its last committed slot if that
+	// one is not committed yet (ok false: none is, or it is trimmed).
+	SlotEnd(topic string, shard int32, slot int64) (end uint64, ok bool)
+	// Trim asks the sequencer's leader to trim the topic below upTo.
+	Trim(topic string, upTo uint64) error
 }
 
 // EventKind says what an Event is.
