@@ -20,6 +20,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -104,6 +105,33 @@ type Client struct {
 	mu      sync.Mutex
 	conns   map[string]*grpc.ClientConn
 	appends map[string]*appendmux.Mux // per connection: its appends' stream
+	known   []string                  // other nodes' SpecLog addresses, learned from Describe
+}
+
+// endpoints is the dialed node's address, then the other nodes' the client has learned.
+func (c *Client) endpoints() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string{c.addr}, c.known...)
+}
+
+// learn remembers a node's SpecLog address, to fall back on when the dialed node does not
+// answer.
+func (c *Client) learn(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if addr != "" && addr != c.addr && !slices.Contains(c.known, addr) {
+		c.known = append(c.known, addr)
+	}
+}
+
+// unreachable reports whether an error says the node did not answer (rather than refused).
+func unreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
 }
 
 // DefaultAppendAttempt is how long one try of an append may take before the client asks where
@@ -225,13 +253,39 @@ type ShardInfo struct {
 	Failed     bool
 }
 
-// Describe describes the topic.
-func (l *Log) Describe(ctx context.Context) (*Description, error) {
-	api, err := l.c.api("")
-	if err != nil {
-		return nil, err
+// call runs f on the dialed node's API and, while the node it reached does not answer, on the
+// other nodes the client has learned of in turn, so that a request any node serves survives
+// the dialed node's failure. perTry > 0 bounds each try but the last (a quick request, for a
+// node that is frozen rather than down).
+func (c *Client) call(ctx context.Context, perTry time.Duration, f func(ctx context.Context, api pb.SpecLogClient) error) error {
+	eps := c.endpoints()
+	var err error
+	for i, addr := range eps {
+		var api pb.SpecLogClient
+		if api, err = c.api(addr); err != nil {
+			return err
+		}
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if perTry > 0 && i+1 < len(eps) {
+			tctx, cancel = context.WithTimeout(ctx, perTry)
+		}
+		err = f(tctx, api)
+		cancel()
+		if err == nil || ctx.Err() != nil || !(status.Code(err) == codes.Unavailable || perTry > 0 && unreachable(err)) {
+			break
+		}
 	}
-	r, err := api.Describe(ctx, &pb.DescribeRequest{Topic: l.name})
+	return err
+}
+
+// Describe describes the topic, through the dialed node or, if it does not answer, another
+// node the client knows of.
+func (l *Log) Describe(ctx context.Context) (*Description, error) {
+	var r *pb.DescribeResponse
+	err := l.c.call(ctx, time.Second, func(ctx context.Context, api pb.SpecLogClient) (err error) {
+		r, err = api.Describe(ctx, &pb.DescribeRequest{Topic: l.name})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -241,6 +295,7 @@ func (l *Log) Describe(ctx context.Context) (*Description, error) {
 	for _, s := range r.GetShards() {
 		d.Shards = append(d.Shards, ShardInfo{Shard: s.GetShard(), Leader: s.GetLeader(), LeaderAddr: s.GetLeaderAddr(), Quota: s.GetQuota(), Failed: s.GetFailed()})
 		l.leaders[s.GetShard()] = s.GetLeaderAddr()
+		l.c.learn(s.GetLeaderAddr())
 	}
 	l.mu.Unlock()
 	return d, nil
@@ -340,11 +395,11 @@ func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]ui
 // Read returns up to n confirmed records from position from, and the position to read from
 // next.
 func (l *Log) Read(ctx context.Context, from uint64, n int) ([]Event, uint64, error) {
-	api, err := l.c.api("")
-	if err != nil {
-		return nil, 0, err
-	}
-	r, err := api.Read(ctx, &pb.ReadRequest{Topic: l.name, From: from, MaxRecords: int32(n)})
+	var r *pb.ReadResponse
+	err := l.c.call(ctx, 0, func(ctx context.Context, api pb.SpecLogClient) (err error) {
+		r, err = api.Read(ctx, &pb.ReadRequest{Topic: l.name, From: from, MaxRecords: int32(n)})
+		return err
+	})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -357,15 +412,13 @@ func (l *Log) Read(ctx context.Context, from uint64, n int) ([]Event, uint64, er
 
 // Trim discards every position below upTo on every shard (their storage is reclaimed). upTo
 // must be confirmed. Any node serves it: it returns once every shard's leader has moved its log
-// start; an Unavailable error after about 10 s names the shards whose leader has not (one is
+// start; a DeadlineExceeded error after about 10 s names the shards whose leader has not (one is
 // down): the trim stands (reads below upTo are refused), and Trim again waits for them.
 func (l *Log) Trim(ctx context.Context, upTo uint64) error {
-	api, err := l.c.api("")
-	if err != nil {
+	return l.c.call(ctx, 0, func(ctx context.Context, api pb.SpecLogClient) error {
+		_, err := api.Trim(ctx, &pb.TrimRequest{Topic: l.name, UpTo: upTo})
 		return err
-	}
-	_, err = api.Trim(ctx, &pb.TrimRequest{Topic: l.name, UpTo: upTo})
-	return err
+	})
 }
 
 func toPB(r Record) *pb.Record {

@@ -56,11 +56,16 @@ type Subscription struct {
 	opts SubscribeOptions
 
 	stream    pb.SpecLog_SubscribeClient
+	cancel    context.CancelFunc // the stream's
+	via       int                // the node it subscribes through: an index in the client's endpoints
+	learned   bool               // the other nodes' addresses have been asked for
 	buf       []*pb.Event
 	next      uint64 // the position after the last record delivered (or skipped)
 	confirmed uint64 // the last confirmation delivered
+	final     uint64 // positions below are final: confirmed, or delivered as confirmed (not speculative)
 	view      uint64
 	fresh     bool // a re-opened stream whose first event has not come yet
+	stale     bool // the stream speculates in a view older than one delivered: open another
 	err       error
 }
 
@@ -76,16 +81,28 @@ func (s *Subscription) Next() (Event, error) {
 		if s.err != nil {
 			return Event{}, s.err
 		}
-		for len(s.buf) > 0 {
+		for len(s.buf) > 0 && !s.stale {
 			e := s.buf[0]
 			s.buf = s.buf[1:]
 			if ev, ok := s.take(e); ok {
 				return ev, nil
 			}
 		}
+		if s.stale { // its node's sequencer state trails what was delivered: wait, subscribe again
+			s.stale, s.buf = false, nil
+			s.close()
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-s.ctx.Done():
+			}
+			continue
+		}
 		if s.stream == nil {
 			if err := s.open(); err != nil {
 				if retriable(err) && s.ctx.Err() == nil {
+					if unreachable(err) {
+						s.via++ // try the next node the client knows of
+					}
 					select {
 					case <-time.After(100 * time.Millisecond):
 						continue
@@ -101,7 +118,7 @@ func (s *Subscription) Next() (Event, error) {
 		}
 		resp, err := s.stream.Recv()
 		if err != nil {
-			s.stream = nil
+			s.close()
 			if s.ctx.Err() != nil {
 				s.err = s.ctx.Err()
 			} else if !retriable(err) {
@@ -121,41 +138,67 @@ func retriable(err error) bool {
 	return false
 }
 
-// open (re)opens the stream from the confirmed position.
+// open (re)opens the stream from the confirmed position, through the dialed node or, once that
+// one did not answer, the next node the client knows of (any node serves a subscription).
 func (s *Subscription) open() error {
-	api, err := s.l.c.api("")
+	if !s.learned { // learn the other nodes, to fall back on
+		s.learned = true
+		ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+		_, _ = s.l.Describe(ctx)
+		cancel()
+	}
+	eps := s.l.c.endpoints()
+	api, err := s.l.c.api(eps[s.via%len(eps)])
 	if err != nil {
 		return err
 	}
-	st, err := api.Subscribe(s.ctx, &pb.SubscribeRequest{Topic: s.l.name, From: s.confirmed, Shards: s.opts.Shards, ConfirmedOnly: s.opts.ConfirmedOnly})
+	ctx, cancel := context.WithCancel(s.ctx)
+	st, err := api.Subscribe(ctx, &pb.SubscribeRequest{Topic: s.l.name, From: s.confirmed, Shards: s.opts.Shards, ConfirmedOnly: s.opts.ConfirmedOnly})
 	if err != nil {
+		cancel()
 		return err
 	}
-	s.stream, s.fresh = st, true
+	s.stream, s.cancel, s.fresh = st, cancel, true
 	return nil
+}
+
+// close ends the current stream.
+func (s *Subscription) close() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.stream, s.cancel = nil, nil
 }
 
 // take turns a wire event into the caller's, dropping what a re-subscription repeats.
 func (s *Subscription) take(e *pb.Event) (Event, bool) {
+	floor := max(s.confirmed, s.final) // nothing below is ever failed
+	if d := e.GetRecord(); d != nil && d.GetSpeculative() && d.GetView() < s.view {
+		// A speculation in a view older than one already delivered: the stream's node has not
+		// learned the view change yet (a re-subscription reached a node whose sequencer state
+		// trails). Taking it would take the view back; subscribe again once it has caught up.
+		s.stale = true
+		return Event{}, false
+	}
 	if s.fresh {
 		// A re-opened stream starts at the confirmed position and gives everything from there
 		// again, in the view of its first event. If the view changed while the stream was
-		// broken, what was delivered past the confirmed position may be void, and the new
-		// stream need not repeat a record below where the old one stopped (its positions may
-		// now be no-ops): fail it all, and take the new stream's from there.
+		// broken, what was delivered past the final positions may be void, and the new stream
+		// need not repeat a record below where the old one stopped (its positions may now be
+		// no-ops): fail it all, and take the new stream's from there.
 		s.fresh = false
-		if v := eventView(e); v > s.view && s.next > s.confirmed {
-			s.next, s.view = s.confirmed, v
+		if v := eventView(e); v > s.view && s.next > floor {
+			s.next, s.view = floor, v
 			s.buf = append([]*pb.Event{e}, s.buf...)
-			return Event{Kind: EventFail, After: s.confirmed, View: v}, true
+			return Event{Kind: EventFail, After: floor, View: v}, true
 		}
 	}
 	switch k := e.GetKind().(type) {
 	case *pb.Event_Record:
 		d := k.Record
 		if d.GetPosition() < s.next {
-			if d.GetView() == s.view {
-				return Event{}, false // delivered before the stream broke: the same record, same view
+			if d.GetView() == s.view || d.GetPosition() < floor {
+				return Event{}, false // delivered before the stream broke: the same record, or a final one
 			}
 			// The view changed while re-subscribing: what was delivered from here on is void.
 			s.next, s.view = d.GetPosition(), d.GetView()
@@ -163,6 +206,9 @@ func (s *Subscription) take(e *pb.Event) (Event, bool) {
 			return Event{Kind: EventFail, After: d.GetPosition(), View: d.GetView()}, true
 		}
 		s.next, s.view = d.GetPosition()+1, max(s.view, d.GetView())
+		if !d.GetSpeculative() {
+			s.final = max(s.final, s.next)
+		}
 		return recordEvent(d), true
 	case *pb.Event_Confirm:
 		if k.Confirm.GetUpTo() <= s.confirmed {
@@ -173,11 +219,12 @@ func (s *Subscription) take(e *pb.Event) (Event, bool) {
 	case *pb.Event_Fail:
 		f := k.Fail
 		s.view = max(s.view, f.GetView())
-		if f.GetAfter() >= s.next {
+		after := max(f.GetAfter(), floor)
+		if after >= s.next {
 			return Event{}, false // nothing delivered at or after it
 		}
-		s.next = f.GetAfter()
-		return Event{Kind: EventFail, After: f.GetAfter(), View: f.GetView()}, true
+		s.next = after
+		return Event{Kind: EventFail, After: after, View: f.GetView()}, true
 	}
 	return Event{}, false
 }

@@ -62,7 +62,7 @@ type SpecLogClient interface {
 	// Trim discards every position below up_to on every shard (their storage is reclaimed): the
 	// sequencer commits the trim point (reads and subscriptions below it are OUT_OF_RANGE from
 	// then on), then every shard's leader moves its partition's log start to its first slot at or
-	// after it; the answer comes once they all have. UNAVAILABLE if a shard's leader has not
+	// after it; the answer comes once they all have. DEADLINE_EXCEEDED if a shard's leader has not
 	// within 10 s (one is down): the trim stands, the shard follows it once led again, and a
 	// Trim again waits for it.
 	Trim(ctx context.Context, in *TrimRequest, opts ...grpc.CallOption) (*TrimResponse, error)
@@ -221,7 +221,7 @@ type SpecLogServer interface {
 	// Trim discards every position below up_to on every shard (their storage is reclaimed): the
 	// sequencer commits the trim point (reads and subscriptions below it are OUT_OF_RANGE from
 	// then on), then every shard's leader moves its partition's log start to its first slot at or
-	// after it; the answer comes once they all have. UNAVAILABLE if a shard's leader has not
+	// after it; the answer comes once they all have. DEADLINE_EXCEEDED if a shard's leader has not
 	// within 10 s (one is down): the trim stands, the shard follows it once led again, and a
 	// Trim again waits for it.
 	Trim(context.Context, *TrimRequest) (*TrimResponse, error)

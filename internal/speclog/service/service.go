@@ -374,7 +374,7 @@ const trimWait = 10 * time.Second
 // forgets the layout below it, and reads and subscriptions below it are refused from then on),
 // then every shard's leader moves its partition's log start to its first slot at or after it
 // (shard.Manager). Any node serves it; it answers once every shard's leader has its log start
-// there, and is UNAVAILABLE if one has not within trimWait (the trim stands and the shard
+// there, and is DEADLINE_EXCEEDED if one has not within trimWait (the trim stands and the shard
 // follows it once led; a Trim again waits for it).
 func (s *Server) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimResponse, error) {
 	if err := s.allowTopic(ctx, kmsg.ACLOperationDelete, req.GetTopic()); err != nil {
@@ -413,7 +413,7 @@ func (s *Server) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimRespons
 			if caller.Err() != nil {
 				return nil, status.FromContextError(caller.Err()).Err()
 			}
-			return nil, status.Errorf(codes.Unavailable, "trim up to %d: not committed by the sequencer (led by node %d) in %v", upTo, g.Leader(), trimWait)
+			return nil, status.Errorf(codes.DeadlineExceeded, "trim up to %d: not committed by the sequencer (led by node %d) in %v", upTo, g.Leader(), trimWait)
 		}
 		g.Read(key, func(tp *sequencer.Topic) { trimmed = tp.Trimmed })
 	}
@@ -429,7 +429,7 @@ func (s *Server) Trim(ctx context.Context, req *pb.TrimRequest) (*pb.TrimRespons
 			if caller.Err() != nil {
 				return nil, status.FromContextError(caller.Err()).Err()
 			}
-			return nil, status.Errorf(codes.Unavailable, "positions below %d are trimmed, but the leaders of shards %v have not moved their log start there in %v (they will once the shards are led: Trim again to wait)", trimmed, pending, trimWait)
+			return nil, status.Errorf(codes.DeadlineExceeded, "positions below %d are trimmed, but the leaders of shards %v have not moved their log start there in %v (they will once the shards are led: Trim again to wait)", trimmed, pending, trimWait)
 		}
 	}
 }
