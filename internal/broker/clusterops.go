@@ -42,6 +42,8 @@ func (b *Broker) propose(ctx context.Context, cmd *controller.Command) (controll
 			return res, adminErr(kerr.UnknownTopicOrPartition, "%v", res.Err)
 		case errors.Is(res.Err, controller.ErrBadAssignment), errors.Is(res.Err, controller.ErrUnknownNode):
 			return res, adminErr(kerr.InvalidReplicaAssignment, "%v", res.Err)
+		case errors.Is(res.Err, controller.ErrPartitionsChanged):
+			return res, adminErr(kerr.InvalidPartitions, "%v", res.Err)
 		case errors.Is(res.Err, controller.ErrNoReassignment):
 			return res, adminErr(kerr.NoReassignmentInProgress, "%v", res.Err)
 		case errors.Is(res.Err, controller.ErrTokenNotFound):

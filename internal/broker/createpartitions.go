@@ -93,7 +93,11 @@ func (b *Broker) createPartitions(ctx context.Context, rt *kmsg.CreatePartitions
 	if aerr := quota.admit(rt.Count - have); aerr != nil {
 		return aerr
 	}
-	_, aerr := b.propose(ctx, &controller.Command{Op: controller.OpCreatePartitions,
-		CreatePartitions: &controller.CreatePartitions{ID: t.ID, Assignments: assignments}})
+	cp := &controller.CreatePartitions{ID: t.ID, Assignments: assignments}
+	if b.cl.Image().Level >= controller.LevelPartitionCount {
+		from := int(have)
+		cp.From = &from // refused if another change added partitions meanwhile
+	}
+	_, aerr := b.propose(ctx, &controller.Command{Op: controller.OpCreatePartitions, CreatePartitions: cp})
 	return aerr
 }

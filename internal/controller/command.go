@@ -162,10 +162,14 @@ type DeleteTopic struct {
 	ID TopicID `json:"id"`
 }
 
-// CreatePartitions adds partitions (their assignments) to a topic.
+// CreatePartitions adds partitions (their assignments) to a topic. From, at LevelPartitionCount
+// and above, is the partition count the assignments extend: the command is refused
+// (ErrPartitionsChanged) if the topic has another count when it applies, as Kafka refuses a
+// CreatePartitions to a count the topic has already.
 type CreatePartitions struct {
 	ID          TopicID   `json:"id"`
 	Assignments [][]int32 `json:"assignments"`
+	From        *int      `json:"from,omitempty"`
 }
 
 // SetTopicConfigs replaces a topic's explicitly set configs. A Conditional change applies only
@@ -264,6 +268,7 @@ var (
 	ErrNoReassignment    = errors.New("controller: no reassignment in progress")
 	ErrReassignNotSynced = errors.New("controller: target replicas are not all in sync")
 	ErrConfigsChanged    = errors.New("controller: the configs changed since the change was computed")
+	ErrPartitionsChanged = errors.New("controller: the topic's partition count changed since the change was computed")
 )
 
 // Encode returns the command's log entry.
@@ -684,6 +689,9 @@ func applyCreatePartitions(im *Image, c *CreatePartitions) error {
 	t, ok := im.byID[c.ID]
 	if !ok {
 		return ErrUnknownTopic
+	}
+	if c.From != nil && im.Level >= LevelPartitionCount && *c.From != len(t.Partitions) {
+		return fmt.Errorf("%w: it has %d partitions, the change was computed for %d", ErrPartitionsChanged, len(t.Partitions), *c.From)
 	}
 	for _, a := range c.Assignments {
 		if err := checkAssignment(im, a); err != nil && !t.IsObject() {

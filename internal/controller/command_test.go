@@ -387,3 +387,34 @@ func TestEpochStartsAndReplicasSince(t *testing.T) {
 		t.Fatalf("after a reassignment began: replicas since %d; want 91", p.ReplicasSince)
 	}
 }
+
+// TestCreatePartitionsFromACount: at LevelPartitionCount a create-partitions applies only to
+// the partition count it was computed for, so two requests for the same count, validated
+// against the same image, add the partitions once (the second is refused, as Kafka refuses a
+// count the topic has); below the level, From is not read and both apply, as every older
+// version applies them.
+func TestCreatePartitionsFromACount(t *testing.T) {
+	for _, level := range []int{LevelPartitionCount - 1, LevelPartitionCount} {
+		im := cluster3(t)
+		im.Level = level
+		two := 2
+		grow := func(idx uint64) Result {
+			return Apply(im, idx, &Command{Op: OpCreatePartitions, CreatePartitions: &CreatePartitions{ID: TopicID{1},
+				Assignments: [][]int32{{3, 1, 2}, {1, 2, 3}}, From: &two}})
+		}
+		if res := grow(10); res.Err != nil {
+			t.Fatalf("level %d: the first grow: %v", level, res.Err)
+		}
+		res := grow(11)
+		want := 6
+		if level >= LevelPartitionCount {
+			want = 4
+			if !errors.Is(res.Err, ErrPartitionsChanged) {
+				t.Fatalf("level %d: the second grow from 2 partitions: %v; want ErrPartitionsChanged", level, res.Err)
+			}
+		}
+		if got := len(im.byID[TopicID{1}].Partitions); got != want {
+			t.Fatalf("level %d: %d partitions; want %d", level, got, want)
+		}
+	}
+}

@@ -18,7 +18,7 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 3
+	Level = 4
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
@@ -30,6 +30,11 @@ const (
 	// hosts. Below it the leader stayed, though its node deleted its copy, and the partition was
 	// offline until that node was fenced.
 	LevelReassignHosts = 3
+	// LevelPartitionCount (4): create-partitions names the partition count its assignments
+	// extend (CreatePartitions.From) and is refused if the topic has another by then. Below
+	// it, two CreatePartitions to the same count, validated against the same image, both
+	// added their partitions.
+	LevelPartitionCount = 4
 )
 
 // OpFinalizeLevel raises the cluster's command level.
