@@ -240,16 +240,22 @@ type SetISR struct {
 
 // ISRItem is one partition's reported ISR. During a reassignment, Target is the target set
 // once a quorum of it holds every committed batch and commits along (the move may finish).
+// PartitionEpoch is the partition epoch of the image the leader computed it from (nil: sent
+// by a version before LevelISRPartitionEpoch); at that level the report is skipped if the
+// partition has another by the time it applies (the leader reports again from the newer
+// image).
 type ISRItem struct {
 	PartitionRef
-	Epoch  int32   `json:"epoch"`
-	ISR    []int32 `json:"isr"`
-	Target []int32 `json:"target,omitempty"`
+	Epoch          int32   `json:"epoch"`
+	ISR            []int32 `json:"isr"`
+	Target         []int32 `json:"target,omitempty"`
+	PartitionEpoch *int32  `json:"partition_epoch,omitempty"`
 }
 
 // Equal reports whether two reports say the same.
 func (it ISRItem) Equal(o ISRItem) bool {
-	return it.PartitionRef == o.PartitionRef && it.Epoch == o.Epoch && slices.Equal(it.ISR, o.ISR) && slices.Equal(it.Target, o.Target)
+	return it.PartitionRef == o.PartitionRef && it.Epoch == o.Epoch && slices.Equal(it.ISR, o.ISR) && slices.Equal(it.Target, o.Target) &&
+		(it.PartitionEpoch == nil) == (o.PartitionEpoch == nil) && (it.PartitionEpoch == nil || *it.PartitionEpoch == *o.PartitionEpoch)
 }
 
 // Reassign starts (Target set), cancels (Target nil, op reassign) or finishes (op
@@ -481,6 +487,9 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 				_, p, ok := im.Partition(it.Topic, it.Partition)
 				if !ok || p.LeaderEpoch != it.Epoch || p.Leader < 0 || !slices.Contains(it.ISR, p.Leader) {
 					continue
+				}
+				if it.PartitionEpoch != nil && im.Level >= LevelISRPartitionEpoch && *it.PartitionEpoch != p.PartitionEpoch {
+					continue // computed from an older state of the partition
 				}
 				if !slices.Equal(p.ISR, it.ISR) {
 					p.ISR = slices.Clone(it.ISR)

@@ -418,3 +418,47 @@ func TestCreatePartitionsFromACount(t *testing.T) {
 		}
 	}
 }
+
+// TestSetISRFromAPartitionEpoch: at LevelISRPartitionEpoch a set-isr report applies only to the
+// partition epoch it was computed from. A late report of the same leader epoch, computed before
+// a move was cancelled and asked again, must not mark the new move synced (nor undo a newer
+// ISR); below the level the epoch is not read.
+func TestSetISRFromAPartitionEpoch(t *testing.T) {
+	for _, level := range []int{LevelISRPartitionEpoch - 1, LevelISRPartitionEpoch} {
+		im := cluster3(t)
+		im.Level = level
+		if res := Apply(im, 10, &Command{Op: OpRegister, Register: &Register{Node: 4, ClusterAddr: "a", Level: level}}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		ref := PartitionRef{TopicID{1}, 0}
+		part := func() *Partition { _, p, _ := im.Partition(ref.Topic, 0); return p } // the image copies on write
+		p := part()
+		Apply(im, 11, &Command{Op: OpElect, Elect: &Elect{Items: []ElectItem{{PartitionRef: ref, Epoch: p.LeaderEpoch, Leader: 1}}}})
+		if p = part(); p.Leader != 1 {
+			t.Fatalf("level %d: leader %d after the election", level, p.Leader)
+		}
+		if res := Apply(im, 12, &Command{Op: OpReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 2, 3}}}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		p = part()
+		late := p.PartitionEpoch // the leader computes a report: the target synced
+		report := ISRItem{PartitionRef: ref, Epoch: p.LeaderEpoch, ISR: []int32{1, 2, 3, 4}, Target: []int32{4, 2, 3}, PartitionEpoch: &late}
+		Apply(im, 13, &Command{Op: OpReassign, Reassign: &Reassign{PartitionRef: ref}}) // cancelled
+		Apply(im, 14, &Command{Op: OpReassign, Reassign: &Reassign{PartitionRef: ref, Target: []int32{4, 2, 3}}})
+		Apply(im, 15, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{report}}}) // arrives late
+		p = part()
+		if level >= LevelISRPartitionEpoch && p.TargetSynced {
+			t.Fatalf("level %d: a report from partition epoch %d marked the new move (epoch %d) synced", level, late, p.PartitionEpoch)
+		}
+		if level < LevelISRPartitionEpoch && !p.TargetSynced {
+			t.Fatalf("level %d: below the level the report applies as before", level)
+		}
+		now := p.PartitionEpoch
+		report.PartitionEpoch = &now
+		Apply(im, 16, &Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{report}}})
+		p = part()
+		if !p.TargetSynced || !slices.Equal(p.ISR, []int32{1, 2, 3, 4}) {
+			t.Fatalf("level %d: a report from the current partition epoch: synced %v, ISR %v", level, p.TargetSynced, p.ISR)
+		}
+	}
+}

@@ -35,6 +35,11 @@ const (
 	// it, two CreatePartitions to the same count, validated against the same image, both
 	// added their partitions.
 	LevelPartitionCount = 4
+	// LevelISRPartitionEpoch (4): a set-isr report names the partition epoch the leader saw
+	// (ISRItem.PartitionEpoch) and is skipped if the partition has moved on, as Kafka's
+	// AlterPartition. Below it, a late report of the same leader epoch could undo a newer
+	// ISR, or mark a reassignment cancelled and asked again synced from the old move's state.
+	LevelISRPartitionEpoch = 4
 )
 
 // OpFinalizeLevel raises the cluster's command level.

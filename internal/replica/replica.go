@@ -36,8 +36,10 @@ type Assignment struct {
 	Sets         [][]int32 // replica sets: one, or two during a reassignment
 	ISR          []int32   // as the image has it
 	TargetSynced bool      // as the image has it: the leader reported the target set synced
-	WriteCaching bool
-	MinISR       int
+	// PartitionEpoch as the image has it: the leader's ISR reports name it.
+	PartitionEpoch int32
+	WriteCaching   bool
+	MinISR         int
 }
 
 // Replica is this node's copy of one partition, leader or follower. Its methods are safe for
@@ -881,7 +883,8 @@ func (r *Replica) tick(now time.Time, checkISR bool) *controller.ISRItem {
 	if !checkISR {
 		return nil
 	}
-	it := controller.ISRItem{PartitionRef: r.Ref, Epoch: r.a.Epoch, ISR: r.leader.InSync(now)}
+	pe := r.a.PartitionEpoch
+	it := controller.ISRItem{PartitionRef: r.Ref, Epoch: r.a.Epoch, ISR: r.leader.InSync(now), PartitionEpoch: &pe}
 	if r.leader.TargetSynced() {
 		it.Target = slices.Clone(r.a.Sets[1])
 	}

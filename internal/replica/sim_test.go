@@ -117,6 +117,9 @@ type sim struct {
 	// What the controller's image holds of the current epoch's reports.
 	isr    []int32
 	synced bool
+	// pepoch is the partition epoch: bumped by every change of the sets, the ISR or the leader;
+	// a report computed from another is skipped, as set-isr at LevelISRPartitionEpoch does.
+	pepoch int32
 	moves  int // reassignments finished
 }
 
@@ -214,7 +217,7 @@ func (s *sim) assign(n *simNode) {
 		return
 	}
 	a := Assignment{Role: RoleNone, Epoch: s.epoch, Leader: s.leader, Sets: s.sets, ISR: s.isr, TargetSynced: s.synced,
-		WriteCaching: s.wc, MinISR: 1}
+		PartitionEpoch: s.pepoch, WriteCaching: s.wc, MinISR: 1}
 	switch {
 	case !slices.Contains(s.hosts(), n.id):
 	case s.leader == n.id:
@@ -235,6 +238,13 @@ func (s *sim) report(from int32, gen int, items []controller.ISRItem) {
 	for _, it := range items {
 		if it.Epoch != s.epoch || s.leader != from || !slices.Contains(it.ISR, from) {
 			continue
+		}
+		if it.PartitionEpoch == nil || *it.PartitionEpoch != s.pepoch {
+			s.tracef("epoch %d: leader %d's report from partition epoch %v skipped (now %d)", s.epoch, from, it.PartitionEpoch, s.pepoch)
+			continue
+		}
+		if !slices.Equal(s.isr, it.ISR) {
+			s.pepoch++
 		}
 		s.isr = slices.Clone(it.ISR)
 		s.synced = len(s.sets) > 1 && slices.Equal(it.Target, s.sets[1])
@@ -303,6 +313,7 @@ func (s *sim) finish() {
 func (s *sim) setSets(sets [][]int32) {
 	old := s.hosts()
 	s.sets, s.synced = sets, false
+	s.pepoch++
 	for _, id := range old {
 		if !slices.Contains(s.hosts(), id) {
 			s.wipe(s.nodes[id])
@@ -336,6 +347,7 @@ func (s *sim) elect() { s.electHint(-1) }
 // electHint elects, preferring hint among the most up-to-date voters.
 func (s *sim) electHint(hint int32) {
 	s.epoch++
+	s.pepoch++
 	s.leader = -1
 	s.isr, s.synced = nil, false
 	for _, n := range s.ordered() {
@@ -362,6 +374,7 @@ func (s *sim) electHint(hint int32) {
 	preferred := s.sets[len(s.sets)-1][0]
 	s.leader = controller.ChooseLeader(hosts, votes, hint, preferred, ok)
 	s.isr = []int32{s.leader}
+	s.pepoch++
 	for id, v := range votes {
 		s.tracef("epoch %d: node %d votes ok=%v last epoch %d log end %d %s", s.epoch, id, v.OK, v.LastEpoch, v.LogEnd, v.Reason)
 	}
