@@ -92,7 +92,7 @@ type Record struct {
 }
 
 // Client talks to the SpecLog service of a Runnel cluster: the node it dialed, and the shards'
-// leaders it learns from Describe.
+// leaders and other nodes it learns from Describe.
 type Client struct {
 	addr string
 	opts []grpc.DialOption
@@ -296,6 +296,9 @@ func (l *Log) Describe(ctx context.Context) (*Description, error) {
 		d.Shards = append(d.Shards, ShardInfo{Shard: s.GetShard(), Leader: s.GetLeader(), LeaderAddr: s.GetLeaderAddr(), Quota: s.GetQuota(), Failed: s.GetFailed()})
 		l.leaders[s.GetShard()] = s.GetLeaderAddr()
 		l.c.learn(s.GetLeaderAddr())
+	}
+	for _, a := range r.GetNodeAddrs() {
+		l.c.learn(a)
 	}
 	l.mu.Unlock()
 	return d, nil

@@ -88,9 +88,10 @@ func (s *Subscription) Next() (Event, error) {
 				return ev, nil
 			}
 		}
-		if s.stale { // its node's sequencer state trails what was delivered: wait, subscribe again
+		if s.stale { // its node's sequencer state trails what was delivered: subscribe again, elsewhere
 			s.stale, s.buf = false, nil
 			s.close()
+			s.via++
 			select {
 			case <-time.After(100 * time.Millisecond):
 			case <-s.ctx.Done():
@@ -142,10 +143,10 @@ func retriable(err error) bool {
 // one did not answer, the next node the client knows of (any node serves a subscription).
 func (s *Subscription) open() error {
 	if !s.learned { // learn the other nodes, to fall back on
-		s.learned = true
 		ctx, cancel := context.WithTimeout(s.ctx, time.Second)
-		_, _ = s.l.Describe(ctx)
+		_, err := s.l.Describe(ctx)
 		cancel()
+		s.learned = err == nil
 	}
 	eps := s.l.c.endpoints()
 	api, err := s.l.c.api(eps[s.via%len(eps)])
@@ -173,7 +174,7 @@ func (s *Subscription) close() {
 // take turns a wire event into the caller's, dropping what a re-subscription repeats.
 func (s *Subscription) take(e *pb.Event) (Event, bool) {
 	floor := max(s.confirmed, s.final) // nothing below is ever failed
-	if d := e.GetRecord(); d != nil && d.GetSpeculative() && d.GetView() < s.view {
+	if d := e.GetRecord(); d != nil && d.GetSpeculative() && d.GetView() < s.view && d.GetPosition() >= floor {
 		// A speculation in a view older than one already delivered: the stream's node has not
 		// learned the view change yet (a re-subscription reached a node whose sequencer state
 		// trails). Taking it would take the view back; subscribe again once it has caught up.
@@ -197,8 +198,14 @@ func (s *Subscription) take(e *pb.Event) (Event, bool) {
 	case *pb.Event_Record:
 		d := k.Record
 		if d.GetPosition() < s.next {
-			if d.GetView() == s.view || d.GetPosition() < floor {
-				return Event{}, false // delivered before the stream broke: the same record, or a final one
+			if !d.GetSpeculative() {
+				s.final = max(s.final, d.GetPosition()+1)
+			}
+			if d.GetView() <= s.view || d.GetPosition() < floor {
+				// Delivered before the stream broke: the same record in the same view, a final
+				// one, or one a node that trails has confirmed in an older view (a confirmed
+				// position is the same in every view; speculative ones are stale, above).
+				return Event{}, false
 			}
 			// The view changed while re-subscribing: what was delivered from here on is void.
 			s.next, s.view = d.GetPosition(), d.GetView()

@@ -105,3 +105,22 @@ func TestStaleStreamIsLeft(t *testing.T) {
 		t.Fatalf("the next stream: %s", got)
 	}
 }
+
+// TestTrailingNodeKeepsTheView: a record delivered speculatively in view 2 whose confirmation
+// had not come, then a re-subscription reaching a node still in view 1 that has the position
+// confirmed (so sends it as confirmed, in view 1): it is the same record, skipped without a
+// fail notice, the view stays 2, and that node's speculation in view 1 makes the subscription
+// leave it.
+func TestTrailingNodeKeepsTheView(t *testing.T) {
+	s := &Subscription{}
+	if got := run(s, final(0, 2, "a"), spec(1, 2, "b")); got != "[0:a 1:b]" {
+		t.Fatalf("first stream: %s", got)
+	}
+	s.fresh = true
+	if got := run(s, final(0, 1, "a"), final(1, 1, "b"), spec(2, 1, "x")); got != "[stale]" {
+		t.Fatalf("a node in view 1: %s (view %d); want [stale], the view kept at 2", got, s.view)
+	}
+	if s.view != 2 || s.final != 2 {
+		t.Fatalf("view %d, final %d; want 2 and 2", s.view, s.final)
+	}
+}

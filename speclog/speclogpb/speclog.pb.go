@@ -1298,8 +1298,11 @@ type DescribeResponse struct {
 	SequencerLeader int32                  `protobuf:"varint,7,opt,name=sequencer_leader,json=sequencerLeader,proto3" json:"sequencer_leader,omitempty"`
 	WindowCuts      uint32                 `protobuf:"varint,8,opt,name=window_cuts,json=windowCuts,proto3" json:"window_cuts,omitempty"`
 	IntervalUs      uint64                 `protobuf:"varint,9,opt,name=interval_us,json=intervalUs,proto3" json:"interval_us,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Every serve node's SpecLog address (the sequencer group's members): a client falls back on
+	// them when the node it dialed does not answer.
+	NodeAddrs     []string `protobuf:"bytes,10,rep,name=node_addrs,json=nodeAddrs,proto3" json:"node_addrs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribeResponse) Reset() {
@@ -1393,6 +1396,13 @@ func (x *DescribeResponse) GetIntervalUs() uint64 {
 		return x.IntervalUs
 	}
 	return 0
+}
+
+func (x *DescribeResponse) GetNodeAddrs() []string {
+	if x != nil {
+		return x.NodeAddrs
+	}
+	return nil
 }
 
 type ReadShardRequest struct {
@@ -1833,7 +1843,7 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"\n" +
 	"_deliveredB\f\n" +
 	"\n" +
-	"_log_start\"\xaf\x02\n" +
+	"_log_start\"\xce\x02\n" +
 	"\x10DescribeResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x124\n" +
 	"\x06shards\x18\x02 \x03(\v2\x1c.runnel.speclog.v1.ShardInfoR\x06shards\x12\x1c\n" +
@@ -1845,7 +1855,10 @@ const file_speclog_speclogpb_speclog_proto_rawDesc = "" +
 	"\vwindow_cuts\x18\b \x01(\rR\n" +
 	"windowCuts\x12\x1f\n" +
 	"\vinterval_us\x18\t \x01(\x04R\n" +
-	"intervalUs\"t\n" +
+	"intervalUs\x12\x1d\n" +
+	"\n" +
+	"node_addrs\x18\n" +
+	" \x03(\tR\tnodeAddrs\"t\n" +
 	"\x10ReadShardRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\x05R\x05shard\x12\x1b\n" +

@@ -300,6 +300,11 @@ func (s *Server) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb.Des
 		return nil, err
 	}
 	out := &pb.DescribeResponse{Topic: t.Name, SequencerLeader: g.Leader()}
+	for _, n := range g.Members() {
+		if a := s.cfg.Addr(n); a != "" {
+			out.NodeAddrs = append(out.NodeAddrs, a)
+		}
+	}
 	g.Read(key, func(tp *sequencer.Topic) {
 		st := tp.State
 		cur := st.Current()

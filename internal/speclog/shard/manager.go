@@ -142,6 +142,9 @@ func (m *Manager) trim(k key, r *running) {
 	upTo, start := m.feed.TrimPoint(topic, k.partition)
 	log := r.l.p.Log
 	if upTo > r.trimmed {
+		if start > r.l.HighWatermark() {
+			return // a new leader's high watermark may trail the committed slots a moment: not past it
+		}
 		if log.StartOffset() < start {
 			if err := log.AdvanceStartOffset(start); err != nil {
 				m.logger.Warn("total order: moving a shard's log start to the trim point", "partition", k.partition,
