@@ -1079,7 +1079,9 @@ func TestTotalOrderTrim(t *testing.T) {
 	mid2 := last - 20
 	start := time.Now()
 	err := log.Trim(ctx, mid2)
-	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), fmt.Sprintf("[%d]", gone)) {
+	// The error lists the shards whose leader has not followed: the one down, and under a heavy
+	// load (CI's parallel suites) maybe another that had not yet.
+	if status.Code(err) != codes.DeadlineExceeded || !pendingNames(err.Error(), gone) {
 		t.Fatalf("Trim(%d) with shard %d down: %v (after %v); want DEADLINE_EXCEEDED naming the shard", mid2, gone, err, time.Since(start))
 	}
 	t.Logf("Trim with shard %d down: %v after %v", gone, err, time.Since(start))
@@ -1091,8 +1093,15 @@ func TestTotalOrderTrim(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.until("the shard is led again", via, "trimmed", 30*time.Second, func(x *speclog.Description) bool { return x.Shards[gone].Leader == victim })
-	if err := log.Trim(ctx, mid2); err != nil {
-		t.Fatalf("Trim(%d) again with shard %d back: %v", mid2, gone, err)
+	for attempt := 1; ; attempt++ { // a Trim again waits for the shards, at most 10 s each time
+		err := log.Trim(ctx, mid2)
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.DeadlineExceeded || attempt == 3 {
+			t.Fatalf("Trim(%d) again with shard %d back (attempt %d): %v", mid2, gone, attempt, err)
+		}
+		t.Logf("Trim again, attempt %d: %v", attempt, err)
 	}
 	// Each partition, read with Kafka from its log start, begins at its first record at or
 	// after the trim point (shard `gone` holds none: all of its records are below it).
@@ -1116,6 +1125,20 @@ func TestTotalOrderTrim(t *testing.T) {
 				sh, so[sh], eo[sh], first, positions[first], want, mid2)
 		}
 	}
+}
+
+// pendingNames reports whether a Trim error's list of shards still pending ("shards [1 2]")
+// names shard.
+func pendingNames(msg string, shard int32) bool {
+	i := strings.Index(msg, "shards [")
+	if i < 0 {
+		return false
+	}
+	list := msg[i+len("shards ["):]
+	if j := strings.IndexByte(list, ']'); j >= 0 {
+		list = list[:j]
+	}
+	return slices.Contains(strings.Fields(list), strconv.Itoa(int(shard)))
 }
 
 // firstRecord consumes a partition from offset `from` up to `end` and returns its first
@@ -1186,4 +1209,57 @@ func TestTotalOrderDialedNodeDies(t *testing.T) {
 	after, errs := a.snapshot()
 	t.Logf("appends acknowledged: %v before the kill, %v 6 s after, %v in the end; failed %v", before, during, after, errs)
 	r.check(log, a, sub)
+}
+
+// TestTotalOrderRollingRestart: what an operator does for an upgrade, under appends on every
+// shard and a subscriber: each node in turn stopped with SIGTERM (the sequencer's leader
+// first), started again, and given time to get its leaderships back. A stopping node hands the
+// sequencer's leadership and its shards' leaderships over before it goes (controlled
+// shutdown), so no shard is failed: the view stays, no fail notice, no append fails (the
+// client follows the shards' leaders, and its subscription the nodes, as they restart), and
+// the subscriber keeps exactly the confirmed log.
+func TestTotalOrderRollingRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	r := newOrderRig(t, ctx)
+	r.createTopic("rolling", [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}})
+	d := r.until("the topic is sequenced", 1, "rolling", time.Minute, func(d *speclog.Description) bool {
+		return d.SequencerLeader >= 0 && len(d.Shards) == 3 && d.Shards[0].Leader == 1 && d.Shards[1].Leader == 2 && d.Shards[2].Leader == 3
+	})
+	log := r.dial(1).Topic("rolling")
+	r.watch(1, "rolling")
+	sub := subscribe(t, ctx, log)
+	a := startAppenders(t, ctx, log, 3, 30*time.Second)
+	time.Sleep(2 * time.Second)
+	order := append([]int32{d.SequencerLeader}, slices.DeleteFunc(r.c.Nodes(), func(n int32) bool { return n == d.SequencerLeader })...)
+	for _, n := range order {
+		before, _ := a.snapshot()
+		start := time.Now()
+		r.c.Stop(n)
+		stopped := time.Since(start)
+		if err := r.c.Start(n); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.c.WaitReady(ctx, n, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second) // it catches up and gets its preferred leaderships back
+		after, _ := a.snapshot()
+		t.Logf("node %d stopped in %v, restarted; appends %v → %v", n, stopped.Round(time.Millisecond), before, after)
+		for sh := range before {
+			if after[sh] <= before[sh] {
+				t.Errorf("shard %d took no append while node %d restarted", sh, n)
+			}
+		}
+	}
+	a.finish()
+	after, failed := a.snapshot()
+	t.Logf("appends acknowledged %v, failed %v; slowest %v", after, failed, a.slowest)
+	for sh, f := range failed {
+		if f > 0 {
+			t.Errorf("shard %d: %d appends failed during the rolling restart", sh, f)
+		}
+	}
+	end := r.check(log, a, sub)
+	noViewChange(t, sub, end, d.View)
 }

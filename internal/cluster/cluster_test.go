@@ -392,7 +392,7 @@ func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
 	waitFor(t, "node 3 registered in node 2's image", 10*time.Second, func() bool { return n.Image().Nodes[3] != nil })
 	known := n.Image().Nodes[3]
 	req := registerRequest{Register: controller.Register{Node: 3, KafkaHost: known.KafkaHost, KafkaPort: known.KafkaPort,
-		ClusterAddr: known.ClusterAddr}, EmptyDataDir: true}
+		ClusterAddr: known.ClusterAddr, Level: controller.Level}, EmptyDataDir: true} // as this version registers: the level may be finalized already
 	var resp registerResponse
 	err := n.callController(ctx, "register", req, &resp)
 	var re *rpcError
@@ -407,7 +407,7 @@ func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
 		t.Fatalf("register of node 3 from its data = %v", err)
 	}
 	// A new node (no cluster address: nothing follows it) on an empty data dir.
-	req = registerRequest{Register: controller.Register{Node: 9, KafkaHost: "127.0.0.1", KafkaPort: 1, Run: "9-a"}, EmptyDataDir: true}
+	req = registerRequest{Register: controller.Register{Node: 9, KafkaHost: "127.0.0.1", KafkaPort: 1, Run: "9-a", Level: controller.Level}, EmptyDataDir: true}
 	for attempt := range 2 { // the second as if the first one's answer was lost
 		if err := n.callController(ctx, "register", req, &resp); err != nil {
 			t.Fatalf("node 9's registration from an empty data dir, attempt %d = %v", attempt+1, err)
