@@ -247,6 +247,7 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		memberID = newMemberID(clientID)
 	}
 	g := c.groups[req.Group]
+	created := g == nil
 	if g == nil {
 		if req.MemberEpoch != 0 {
 			return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
@@ -256,6 +257,12 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 	}
 	if g.share != nil || g.streams != nil {
 		return fail(kerr.GroupIDNotFound, "Group %s is not a consumer group.", req.Group)
+	}
+	if g.consumer == nil && !created && len(g.members) == 0 {
+		// An empty classic group is replaced: its record goes (a tombstone, as Kafka's
+		// conversion writes; upgrade writes one for a group with members), so a compacted log
+		// keeps no classic record to load back later.
+		out.Records = append(out.Records, Record{Group: g.ID, Key: groupKey(g.ID)})
 	}
 	if g.consumer == nil {
 		// A classic group with members migrates; one with none (ids handed out for a first

@@ -117,6 +117,9 @@ func (c *Coordinator) upgrade(now time.Time, g *Group, out *Output) error {
 		}
 	}
 	cs.metaSig = metadataSignature(cs, c.topics())
+	// The classic group's record goes (a tombstone, as Kafka's conversion writes): the consumer
+	// record follows it, and a compacted log must not keep the classic one to load back later.
+	out.Records = append(out.Records, Record{Group: g.ID, Key: groupKey(g.ID)})
 	g.consumer, g.ProtocolType = cs, TypeConsumer
 	g.members, g.order, g.static, g.pending = map[string]*Member{}, nil, map[string]string{}, map[string]time.Time{}
 	g.Protocol, g.Leader = "", ""

@@ -592,7 +592,11 @@ func (c *Coordinator) Load(now time.Time, key, value []byte) error {
 			return fmt.Errorf("%w: group key: %v", ErrBadRecord, err)
 		}
 		if value == nil {
-			delete(c.groups, k.Group)
+			// The classic group is gone: deleted (its offsets' tombstones came before), or
+			// converted to another type (its offsets stay, and the new type's record follows).
+			if g := c.groups[k.Group]; g != nil {
+				c.dropClassic(g)
+			}
 			return nil
 		}
 		var v kmsg.GroupMetadataValue
@@ -612,6 +616,20 @@ func (c *Coordinator) Load(now time.Time, key, value []byte) error {
 		return fmt.Errorf("%w: key version %d", ErrBadRecord, version)
 	}
 	return nil
+}
+
+// dropClassic forgets a loaded group's classic membership (its GroupMetadata record's
+// tombstone), and the group itself if nothing else of it is left: no other type's state, no
+// committed offsets, no pending transactional ones.
+func (c *Coordinator) dropClassic(g *Group) {
+	if g.consumer != nil || g.share != nil || g.streams != nil {
+		return // the later record decided the group's type
+	}
+	g.ProtocolType, g.Generation, g.Protocol, g.Leader = "", 0, "", ""
+	g.members, g.order, g.static = map[string]*Member{}, nil, map[string]string{}
+	if len(g.offsets) == 0 && len(c.pendingPartitions(g.ID)) == 0 {
+		delete(c.groups, g.ID)
+	}
 }
 
 func (c *Coordinator) loadGroup(id string, now time.Time) *Group {

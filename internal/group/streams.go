@@ -104,7 +104,14 @@ func newStreamsState() *streamsState {
 // Output.Records are durable; create lists internal topics the driver should create (the
 // response tells the member they are missing; a later heartbeat finds them).
 func (c *Coordinator) StreamsGroupHeartbeat(now time.Time, req *kmsg.StreamsGroupHeartbeatRequest, clientID, clientHost string) (resp *kmsg.StreamsGroupHeartbeatResponse, out Output, create []InternalTopic) {
+	g := c.groups[req.Group]
+	classic := g != nil && g.streams == nil && g.consumer == nil && g.share == nil
 	resp, create = c.streamsHeartbeat(now, req, clientID, clientHost)
+	if g = c.groups[req.Group]; classic && g != nil && g.streams != nil {
+		// An empty classic group became this streams group: its record goes (a tombstone, as
+		// Kafka's conversion writes), so a compacted log keeps no classic record before it.
+		out.Records = append(out.Records, Record{Group: g.ID, Key: groupKey(g.ID)})
+	}
 	c.recordStreamsChange(req.Group, &out)
 	return resp, out, create
 }
