@@ -245,7 +245,7 @@ func handleTxnOffsetCommit(ctx context.Context, r *request) reply {
 			fail(kerr.NotCoordinator.Code)
 			return
 		}
-		out, records := sh.c.TxnOffsetCommit(timeNow(), req)
+		out, records, undo := sh.c.TxnOffsetCommit(timeNow(), req)
 		var epoch int32
 		var end int64
 		var err error
@@ -261,7 +261,7 @@ func handleTxnOffsetCommit(ctx context.Context, r *request) reply {
 			var res logstore.AppendResult
 			res, epoch, err = sh.p.Replica.AppendCoordinator(bt)
 			if err != nil {
-				sh.c.RemovePending(req.ProducerID, req.ProducerEpoch, records)
+				undo() // nothing of it was written: the pending offsets are as before
 			} else {
 				end = res.Last + 1
 				sh.p.NotifyAppend() // not synced on its own: the transaction's prepare does it

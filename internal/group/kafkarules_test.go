@@ -184,7 +184,7 @@ func TestTxnCommitWithOldMemberEpoch(t *testing.T) {
 	req.Version, req.Group, req.MemberID, req.Generation = 3, "g", "m", r.MemberEpoch+5
 	req.ProducerID, req.ProducerEpoch = 1, 0
 	req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
-	resp, _ := h.c.TxnOffsetCommit(h.now, req)
+	resp, _, _ := h.c.TxnOffsetCommit(h.now, req)
 	wantCode(t, "TxnOffsetCommit with a stale member epoch", resp.Topics[0].Partitions[0].ErrorCode, kerr.IllegalGeneration)
 }
 

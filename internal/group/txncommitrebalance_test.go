@@ -27,6 +27,6 @@ func TestTxnOffsetCommitDuringCompletingRebalance(t *testing.T) {
 	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, 10, -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, _ := h.c.TxnOffsetCommit(h.now, req)
+	resp, _, _ := h.c.TxnOffsetCommit(h.now, req)
 	wantCode(t, "TxnOffsetCommit(current generation, CompletingRebalance)", resp.Topics[0].Partitions[0].ErrorCode, nil)
 }

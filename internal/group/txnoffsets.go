@@ -41,8 +41,18 @@ type pendingOffset struct {
 
 // TxnOffsetCommit handles a TxnOffsetCommit request. It returns the response and the offset
 // records to append as the producer's transactional batch; the offsets are pending from now on.
-func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, []Record) {
-	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+// undo takes them back if the records cannot be written, restoring what each replaced (an
+// earlier commit of the same partition in the transaction, which is in the log), as Kafka
+// reverts a failed append to the state before it; it must run before the coordinator changes
+// otherwise.
+func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRequest) (resp *kmsg.TxnOffsetCommitResponse, records []Record, undo func()) {
+	resp = req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	var undos []func()
+	undo = func() {
+		for i := len(undos) - 1; i >= 0; i-- {
+			undos[i]()
+		}
+	}
 	code := int16(0)
 	if req.Version >= 3 && (req.Generation >= 0 || req.MemberID != "") {
 		// KIP-447: the producer's consumer must still be a member of the group's generation.
@@ -64,7 +74,6 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 	} else if req.Group == "" {
 		code = kerr.InvalidGroupID.Code
 	}
-	var records []Record
 	for _, rt := range req.Topics {
 		st := kmsg.NewTxnOffsetCommitResponseTopic()
 		st.Topic = rt.Topic
@@ -75,7 +84,7 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 				var o Offset
 				if sp.ErrorCode, o = c.partitionCommit(now, rt.Topic, rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata); sp.ErrorCode == 0 {
 					tp := TopicPartition{rt.Topic, rp.Partition}
-					c.addPending(req.ProducerID, req.ProducerEpoch, req.Group, tp, o)
+					undos = append(undos, c.addPending(req.ProducerID, req.ProducerEpoch, req.Group, tp, o))
 					records = append(records, offsetRecord(req.Group, tp, &o))
 				}
 			}
@@ -83,10 +92,11 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp, records
+	return resp, records, undo
 }
 
-func (c *Coordinator) addPending(pid int64, epoch int16, group string, tp TopicPartition, o Offset) {
+// addPending records a pending transactional offset; undo puts back what it replaced.
+func (c *Coordinator) addPending(pid int64, epoch int16, group string, tp TopicPartition, o Offset) (undo func()) {
 	if c.pending == nil {
 		c.pending = map[int64]map[int16]pendingOffsets{}
 	}
@@ -101,7 +111,27 @@ func (c *Coordinator) addPending(pid int64, epoch int16, group string, tp TopicP
 	if p[group] == nil {
 		p[group] = map[TopicPartition]pendingOffset{}
 	}
+	prev, had := p[group][tp]
 	p[group][tp] = pendingOffset{Offset: o}
+	return func() {
+		cur := c.pending[pid][epoch]
+		switch {
+		case cur == nil || cur[group] == nil:
+		case had:
+			cur[group][tp] = prev
+		default:
+			delete(cur[group], tp)
+			if len(cur[group]) == 0 {
+				delete(cur, group)
+			}
+			if len(cur) == 0 {
+				delete(c.pending[pid], epoch)
+				if len(c.pending[pid]) == 0 {
+					delete(c.pending, pid)
+				}
+			}
+		}
+	}
 }
 
 // supersedePending marks the pending transactional offsets of the group's partition as older
@@ -113,18 +143,6 @@ func (c *Coordinator) supersedePending(group string, tp TopicPartition) {
 				o.superseded = true
 				p[group][tp] = o
 			}
-		}
-	}
-}
-
-// RemovePending drops offsets that were recorded pending (by the producer at epoch) but could
-// not be written.
-func (c *Coordinator) RemovePending(pid int64, epoch int16, records []Record) {
-	p := c.pending[pid][epoch]
-	for _, r := range records {
-		var k kmsg.OffsetCommitKey
-		if k.ReadFrom(r.Key) == nil && p != nil {
-			delete(p[k.Group], TopicPartition{k.Topic, k.Partition})
 		}
 	}
 }

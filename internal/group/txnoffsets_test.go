@@ -11,6 +11,12 @@ import (
 // txnCommit sends a TxnOffsetCommit (version 3, no member check) of one partition's offset by
 // the producer at epoch and returns the records to append.
 func txnCommit(t *testing.T, c *Coordinator, now time.Time, pid int64, epoch int16, offset int64) []Record {
+	records, _ := txnCommitUndo(t, c, now, pid, epoch, offset)
+	return records
+}
+
+// txnCommitUndo is txnCommit, with the undo of a failed append.
+func txnCommitUndo(t *testing.T, c *Coordinator, now time.Time, pid int64, epoch int16, offset int64) ([]Record, func()) {
 	t.Helper()
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.Version, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = 3, "g", pid, epoch, -1
@@ -20,11 +26,11 @@ func txnCommit(t *testing.T, c *Coordinator, now time.Time, pid int64, epoch int
 	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, offset, -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, records := c.TxnOffsetCommit(now, req)
+	resp, records, undo := c.TxnOffsetCommit(now, req)
 	if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
 		t.Fatalf("TxnOffsetCommit: %v", kerr.ErrorForCode(code))
 	}
-	return records
+	return records, undo
 }
 
 // fetchStable is the group's committed offset of in-0 for a require_stable OffsetFetch, or the
@@ -117,5 +123,41 @@ func TestMarkerOfTheSameEpoch(t *testing.T) {
 	}
 	if len(c.pending) != 0 {
 		t.Fatalf("pending offsets left: %v", c.pending)
+	}
+}
+
+// TestFailedAppendKeepsEarlierPending: a transaction's first TxnOffsetCommit of in-0 (offset 5)
+// is appended; its second one of the same partition (offset 7) fails to append, and is undone.
+// Offset 5, which is in the log, stays pending: require_stable fetches see the partition
+// unstable, and the COMMIT marker commits 5 live as a coordinator replaying the log does. (The
+// undo used to delete the partition's pending entry, offset 5 with it, as Kafka's coordinator
+// does not: it reverts a failed append to the state before it.) A commit of a partition with
+// nothing pending before is undone to nothing.
+func TestFailedAppendKeepsEarlierPending(t *testing.T) {
+	const pid, epoch = 9, 0
+	now := time.UnixMilli(1_700_000_000_000)
+	c := New(DefaultConfig())
+	written := txnCommit(t, c, now, pid, epoch, 5) // appended: in the log
+	_, undo := txnCommitUndo(t, c, now, pid, epoch, 7)
+	undo() // its append failed
+	if _, err := fetchStable(c); err != kerr.UnstableOffsetCommit {
+		t.Errorf("after the failed append, offset 5 is still pending in the log: require_stable got %v, want UNSTABLE_OFFSET_COMMIT", err)
+	}
+	c.CompleteTxn(now, pid, epoch, true)
+	live, _ := fetchStable(c)
+	c2 := New(DefaultConfig()) // the log as a new coordinator reads it: offset 5, then the COMMIT marker
+	if err := c2.LoadTxn(pid, epoch, written[0].Key, written[0].Value); err != nil {
+		t.Fatal(err)
+	}
+	c2.CompleteTxn(now, pid, epoch, true)
+	if reloaded, _ := fetchStable(c2); live != 5 || reloaded != 5 {
+		t.Fatalf("committed offset live %d, replayed from the log %d; want 5 and 5", live, reloaded)
+	}
+
+	c3 := New(DefaultConfig())
+	_, undo = txnCommitUndo(t, c3, now, pid, epoch, 7)
+	undo()
+	if len(c3.pending) != 0 {
+		t.Fatalf("pending after the only commit was undone: %v", c3.pending)
 	}
 }
