@@ -321,7 +321,13 @@ func assignShare(ss *shareState, topics map[string]TopicMeta) map[string]assignm
 }
 
 // assignSharePartitions assigns the partitions of names among members (sorted by id), keeping
-// what prev gave them where it fits, into out.
+// what prev gave them where it fits, into out: each partition to ⌈M/P⌉ distinct members, and
+// every member lo or lo+1 partitions (exactly `extra` members at lo+1), so the assignments add
+// up. Which members take the extra ones is not fixed in advance: those that keep more of
+// their previous partitions do. When a partition is short and every member with room holds it
+// already, one that has room takes another partition over from a member without room, which
+// takes the short one instead (such a pair always exists: the member without room holds more
+// partitions, so one the other does not).
 func assignSharePartitions(members []*shareMember, names []string, topics map[string]TopicMeta, prev map[string]assignment, out map[string]assignment) {
 	var parts []TopicPartition
 	for _, t := range names {
@@ -335,35 +341,56 @@ func assignSharePartitions(members []*shareMember, names []string, topics map[st
 	if M == 0 || P == 0 {
 		return
 	}
-	sharing := (M + P - 1) / P // members per partition
-	total := sharing * P       // assignments to hand out
-	quota := func(i int) int { return ceilDiv(total*(i+1), M) - ceilDiv(total*i, M) }
+	sharing := ceilDiv(M, P) // members per partition
+	total := sharing * P     // assignments to hand out
+	lo, extra := total/M, total%M
 	holders := make(map[TopicPartition][]int, P) // member indexes per partition
 	count := make([]int, M)
-	// Keep previous assignments within quotas and the sharing bound.
+	atHi := 0 // members holding lo+1
+	holds := func(i int, tp TopicPartition) bool { return slices.Contains(holders[tp], i) }
+	room := func(i int) bool { return count[i] < lo || count[i] == lo && atHi < extra }
+	give := func(i int, tp TopicPartition) {
+		if count[i] == lo {
+			atHi++
+		}
+		count[i]++
+		holders[tp] = append(holders[tp], i)
+	}
+	take := func(i int, tp TopicPartition) {
+		count[i]--
+		if count[i] == lo {
+			atHi--
+		}
+		holders[tp] = slices.DeleteFunc(holders[tp], func(h int) bool { return h == i })
+	}
+	// Keep previous assignments within the bounds.
 	for i, m := range members {
 		a := prev[m.id]
 		for _, tp := range parts {
-			if a.has(tp.Topic, tp.Partition) && count[i] < quota(i) && len(holders[tp]) < sharing {
-				holders[tp] = append(holders[tp], i)
-				count[i]++
+			if a.has(tp.Topic, tp.Partition) && room(i) && len(holders[tp]) < sharing {
+				give(i, tp)
 			}
 		}
 	}
-	// Fill each partition up to the sharing bound from the members under their quota, in turn.
+	// Fill each partition up to the sharing bound: from the members with room that do not hold
+	// it (the fewest partitions first, in turn), else by a swap.
 	next := 0
 	for _, tp := range parts {
-		for tries := 0; len(holders[tp]) < sharing && tries < M; tries++ {
-			i := next
-			next = (next + 1) % M
-			if count[i] >= quota(i) || slices.Contains(holders[tp], i) {
+		for len(holders[tp]) < sharing {
+			pick := -1
+			for k := range M {
+				i := (next + k) % M
+				if room(i) && !holds(i, tp) && (pick < 0 || count[i] < count[pick]) {
+					pick = i
+				}
+			}
+			if pick >= 0 {
+				give(pick, tp)
+				next = (pick + 1) % M
 				continue
 			}
-			holders[tp] = append(holders[tp], i)
-			count[i]++
-			tries = -1 // progress: look again from the next member
-			if len(holders[tp]) >= sharing {
-				break
+			if !shareSwap(M, parts, tp, count, room, holds, give, take) {
+				return // cannot happen: the bounds add up (a guard against looping)
 			}
 		}
 	}
@@ -372,6 +399,33 @@ func assignSharePartitions(members []*shareMember, names []string, topics map[st
 			out[members[i].id].add(tp.Topic, tp.Partition)
 		}
 	}
+}
+
+// shareSwap fills one place of partition tp, which every member with room holds already: a
+// member j with room takes a partition q over from a member k that does not hold tp and holds
+// more partitions than j (so one j does not hold), and k takes tp. False if there is no such
+// pair.
+func shareSwap(M int, parts []TopicPartition, tp TopicPartition, count []int, room func(int) bool,
+	holds func(int, TopicPartition) bool, give, take func(int, TopicPartition)) bool {
+	for j := range M {
+		if !room(j) {
+			continue
+		}
+		for k := range M {
+			if holds(k, tp) || count[k] <= count[j] {
+				continue
+			}
+			for _, q := range parts {
+				if q != tp && holds(k, q) && !holds(j, q) {
+					take(k, q)
+					give(j, q)
+					give(k, tp)
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -525,5 +526,81 @@ func TestShareStateAfterCompaction(t *testing.T) {
 	got, e, _ := c2.ReadShareState("s", sp, 1)
 	if e != nil || string(got.Snapshot) != string(snap) {
 		t.Fatalf("after a compacted replay: %+v, %v; want the snapshot starting at 7", got, e)
+	}
+}
+
+// TestShareAssignorFromAnyPrevious: whatever the previous assignment (random, including ones
+// that break the bounds: too many holders, too many partitions, members gone), the assignor
+// gives every partition exactly ⌈M/P⌉ distinct members and every member lo or lo+1 partitions,
+// and a second run from its own result changes nothing. (Quotas fixed by member order before
+// the kept assignments once left a partition short when the only member with room held it
+// already: TestShareMembersJoiningOutOfOrder.)
+func TestShareAssignorFromAnyPrevious(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 11))
+	for run := range 3000 {
+		M, P := 1+rnd.IntN(9), 1+rnd.IntN(7)
+		topics := map[string]TopicMeta{"a": {ID: [16]byte{1}, Partitions: int32(P)}}
+		ss := &shareState{members: map[string]*shareMember{}, target: map[string]assignment{}}
+		for i := range M + rnd.IntN(3) { // some previous holders are gone
+			id := fmt.Sprintf("m%02d", i)
+			if i < M {
+				ss.members[id] = &shareMember{id: id, topics: []string{"a"}}
+			}
+			a := assignment{}
+			for p := range int32(P) {
+				if rnd.IntN(3) == 0 {
+					a.add("a", p)
+				}
+			}
+			ss.target[id] = a
+		}
+		target := assignShare(ss, topics)
+		sharing := (M + P - 1) / P
+		lo := sharing * P / M
+		holders := map[int32]int{}
+		for id, a := range target {
+			if n := a.size(); n < lo || n > lo+1 {
+				t.Fatalf("run %d (%d members, %d partitions, previous %v): %s holds %d; want %d or %d", run, M, P, ss.target, id, n, lo, lo+1)
+			}
+			for _, p := range a["a"] {
+				holders[p]++
+			}
+		}
+		for p := range int32(P) {
+			if holders[p] != sharing {
+				t.Fatalf("run %d (%d members, %d partitions, previous %v): partition %d held by %d; want %d (%v)", run, M, P, ss.target, p, holders[p], sharing, target)
+			}
+		}
+		ss.target = target
+		if again := assignShare(ss, topics); fmt.Sprint(again) != fmt.Sprint(target) {
+			t.Fatalf("run %d: a second assignment moved partitions:\n%v\n%v", run, target, again)
+		}
+	}
+}
+
+// TestShareMembersJoiningOutOfOrder: five members join a share group on u (3 partitions) one
+// after the other, not in id order; every partition ends with ⌈5/3⌉ = 2 members.
+func TestShareMembersJoiningOutOfOrder(t *testing.T) {
+	h := newConsumerHarness(t)
+	order := []string{"m11", "m03", "m01", "m04", "m00"}
+	epochs := map[string]int32{}
+	for _, id := range order {
+		r := h.shb(id, 0, []string{"u"})
+		if r.ErrorCode != 0 {
+			t.Fatalf("%s joins: error %d", id, r.ErrorCode)
+		}
+		epochs[id] = r.MemberEpoch
+	}
+	holders := map[int32][]string{}
+	for _, id := range order {
+		r := h.shb(id, epochs[id], []string{"u"}) // a full request: the assignment is sent
+		for _, p := range shareAssigned(r)["u"] {
+			holders[p] = append(holders[p], id)
+		}
+	}
+	for p := range int32(3) {
+		if len(holders[p]) != 2 {
+			t.Fatalf("partition %d held by %v (all: %v); want 2 members each", p, holders[p], holders)
+		}
 	}
 }
