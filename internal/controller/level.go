@@ -40,6 +40,10 @@ const (
 	// AlterPartition. Below it, a late report of the same leader epoch could undo a newer
 	// ISR, or mark a reassignment cancelled and asked again synced from the old move's state.
 	LevelISRPartitionEpoch = 4
+	// LevelObjectEpochStart (4): an object partition takes an idempotent batch that starts its
+	// epoch after a later batch of the epoch was committed first (objtopic.Partition's
+	// EpochStartFollows). Below it, it was answered OUT_OF_ORDER_SEQUENCE_NUMBER.
+	LevelObjectEpochStart = 4
 )
 
 // OpFinalizeLevel raises the cluster's command level.

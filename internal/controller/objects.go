@@ -331,6 +331,7 @@ func applyCommitFile(im *Image, c *CommitFile) Result {
 			continue
 		}
 		p := im.objectForWrite(t, s.Partition)
+		p.EpochStartFollows = im.Level >= LevelObjectEpochStart
 		e := objtopic.IndexEntry{TopicID: s.Topic, Partition: s.Partition, Offset: s.Offset, Length: s.Length}
 		commit := p.Commit
 		if s.Lazy {

@@ -28,6 +28,11 @@ type Partition struct {
 	// Aborted is the aborted-transaction index (docs/object-topics.md §10): the transactions an
 	// ABORT marker closed, in marker order. Retention drops the entries below the log start.
 	Aborted []AbortedTxn
+	// EpochStartFollows, set by the applier for each commit (not kept: the cluster's command
+	// level decides it, controller.LevelObjectEpochStart), takes an idempotent batch that
+	// starts its epoch (sequence 0) when a later batch of the epoch was committed first and
+	// none of it was: see followsCommitted.
+	EpochStartFollows bool
 }
 
 // AbortedTxn is an aborted transaction of the partition: its producer's records in [First,
@@ -187,6 +192,9 @@ func (p *Partition) CommitLazy(file string, e IndexEntry, batches []BatchMeta) [
 type lazyProducer struct {
 	Epoch int16  `json:"e"`
 	Seqs  Ranges `json:"s"`
+	// Dropped: ranges were dropped to keep maxLazyRanges (the lowest ones), so a batch outside
+	// Seqs may have been committed.
+	Dropped bool `json:"d,omitempty"`
 }
 
 // unwrapped returns the sequence range of batch b in lp's unwrapped space: the one congruent to
@@ -227,14 +235,28 @@ func (p *Partition) seqCovered(b BatchMeta) bool {
 // five batches, moved on only by batches committed in order) says. Refusing it as out of order
 // would make the producer bump its epoch (KIP-360) and send its unanswered batches again, some
 // of which may be stored already.
+//
+// A batch that starts its epoch (sequence 0, not a wrap) has no predecessor: with
+// EpochStartFollows it is taken when a later batch of its epoch was committed first (the
+// partition did not know the producer, so Kafka's rule took that one at its sequence) and
+// nothing of it was, provided no range was ever dropped (one of them could have been it). That
+// happens when a new producer's first batches are split between processes, or when the first
+// one was failed at a switch into Ripcord mode and its successor journaled lazily; it is stored
+// after its successor, where an OUT_OF_ORDER_SEQUENCE_NUMBER would make the client bump its
+// epoch and send its unanswered batches again, some of them stored already.
 func (p *Partition) followsCommitted(b BatchMeta) bool {
 	lp := p.lazy[b.ProducerID]
 	if lp == nil || lp.Epoch != b.Epoch {
 		return false
 	}
 	first, last := lp.unwrapped(b)
-	return first > 0 && lp.Seqs.Covers(first-1, first-1) &&
-		!lp.Seqs.Overlaps(first, last) // part of it stored already: an overlap, not a batch in sequence
+	if lp.Seqs.Overlaps(first, last) {
+		return false // part of it stored already: an overlap, not a batch in sequence
+	}
+	if first == 0 {
+		return p.EpochStartFollows && !lp.Dropped && len(lp.Seqs) < maxLazyRanges
+	}
+	return first > 0 && lp.Seqs.Covers(first-1, first-1)
 }
 
 // seqAhead reports whether an idempotent batch is out of sequence because it is ahead: its
@@ -272,9 +294,11 @@ func (p *Partition) recordSeq(b BatchMeta) {
 	case b.Epoch < lp.Epoch:
 		return // a fenced producer's batch, acknowledged anyway: kept, not tracked
 	default:
-		lp = &lazyProducer{Epoch: lp.Epoch, Seqs: lp.Seqs} // copy on write: lp may be shared with a published copy
+		lp = &lazyProducer{Epoch: lp.Epoch, Seqs: lp.Seqs, Dropped: lp.Dropped} // copy on write: lp may be shared with a published copy
 	}
-	lp.Seqs = lp.Seqs.Add(lp.unwrapped(b)).DropBelow(maxLazyRanges)
+	seqs := lp.Seqs.Add(lp.unwrapped(b))
+	lp.Dropped = lp.Dropped || len(seqs) > maxLazyRanges
+	lp.Seqs = seqs.DropBelow(maxLazyRanges)
 	if p.lazy == nil {
 		p.lazy = map[int64]*lazyProducer{}
 	}
