@@ -952,3 +952,40 @@ func TestRejoinBesideABusyShard(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstSlotOfALateShard: a shard that joins (a partition added) more than 4M positions
+// after a subscription's start has its first slot found (SubscribeShard's catch-up starts
+// there; a scan of positions bounded at 4M answered the shard's committed count, so its
+// committed records were never sent and the subscriber waited for them for good).
+func TestFirstSlotOfALateShard(t *testing.T) {
+	cfg := DefaultConfig() // W 100
+	first := &Table{Window: 0, Start: 0, Shards: []int32{0}, Quotas: []int64{MaxQuota}, SlotBase: []int64{0}}
+	st, err := NewState(cfg, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(e Entry) {
+		t.Helper()
+		if err := st.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for c := range cfg.W {
+		if c == cfg.W-1 { // shard 1 joins with window 1
+			apply(Entry{Join: &JoinEntry{Shard: 1}})
+			apply(Entry{Table: &Table{Window: 1, Start: first.End(cfg.W), Shards: []int32{0, 1},
+				Quotas: []int64{1, 1}, SlotBase: []int64{int64(cfg.W) * MaxQuota, 0}}})
+		}
+		apply(Entry{Cut: &CutID{Window: 0, Cut: c}})
+	}
+	apply(Entry{Cut: &CutID{Window: 1, Cut: 0}})
+	apply(Entry{Cut: &CutID{Window: 1, Cut: 1}})
+	if p, ok := st.Position(1, 0); !ok || p < 1<<22 || st.Slots[1] != 2 {
+		t.Fatalf("setup: shard 1's slot 0 at %d (%v), %d committed slots", p, ok, st.Slots[1])
+	}
+	for _, from := range []uint64{0, 1 << 22} {
+		if got := st.FirstSlot(1, from); got != 0 {
+			t.Fatalf("FirstSlot(1, %d) = %d; want 0", from, got)
+		}
+	}
+}

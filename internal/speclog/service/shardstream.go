@@ -18,19 +18,6 @@ import (
 	pb "github.com/runnel-dev/runnel/speclog/speclogpb"
 )
 
-// firstSlot is the shard's first slot at a position at or after pos, by the state st (its
-// committed slots when none of its slots lies between pos and the confirmed prefix: then
-// every one below lies before pos).
-func firstSlot(st *order.State, sh int32, pos uint64) int64 {
-	confirmed := st.Committed()
-	for p := pos; p < confirmed && p-pos < 1<<22; p++ {
-		if owner, slot, noOp, ok := st.Owner(p); ok && !noOp && owner == sh {
-			return slot
-		}
-	}
-	return st.Slots[sh]
-}
-
 // caughtUpTo is where a subscription's catch-up from a shard leader's log ends (the runner's
 // events from its Head on deliver the rest): the partition's high watermark, or the shard's
 // committed slots if more. A runner does not deliver its committed slots again
@@ -69,7 +56,7 @@ func (s *Server) SubscribeShard(req *pb.SubscribeShardRequest, stream pb.SpecLog
 	var from, end int64
 	g.Read(key, func(tp *sequencer.Topic) {
 		view, end = tp.State.View, caughtUpTo(hw, tp.State, sh)
-		from = firstSlot(tp.State, sh, req.GetFrom())
+		from = tp.State.FirstSlot(sh, req.GetFrom())
 	})
 	// The slots [from, end) with their positions, a chunk at a time: all of them, since the
 	// live events begin at end (a catch-up cut at 1M slots left the subscription waiting for
