@@ -20,7 +20,9 @@ func TestEpochStartAfterItsSuccessor(t *testing.T) {
 		for _, on := range []bool{true, false} {
 			p := NewPartition()
 			p.EpochStartFollows = on
-			b := func(seq, n int32) []BatchMeta { return []BatchMeta{{Records: n, ProducerID: 11, Epoch: 0, FirstSeq: seq}} }
+			b := func(seq, n int32) []BatchMeta {
+				return []BatchMeta{{Records: n, ProducerID: 11, Epoch: 0, FirstSeq: seq}}
+			}
 			commitFirst := p.Commit
 			if lazyFirst {
 				commitFirst = p.CommitLazy
