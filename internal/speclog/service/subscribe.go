@@ -47,6 +47,7 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 		return err
 	}
 	wanted := map[int32]bool{}
+	all := len(req.GetShards()) == 0 // every shard, those added later too
 	for _, sh := range req.GetShards() {
 		if sh < 0 || int(sh) >= len(t.Partitions) {
 			return status.Errorf(codes.InvalidArgument, "no shard %d in %s", sh, t.Name)
@@ -92,7 +93,11 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 	for _, sh := range remotes { // the leader catches up from its own log first
 		go s.remote(ctx, t, sh, req.GetFrom(), events)
 	}
-	m := order.NewMerger(req.GetFrom(), owner(g, key), func(sh int32) bool { return wanted[sh] })
+	// Without a filter every shard is wanted, one added to the topic after the subscription
+	// began too: the merger waits at its first position instead of skipping it (and confirming
+	// past it), and the stream ends below once the topic has it, so that the client subscribes
+	// again, following it, from a confirmed position before it.
+	m := order.NewMerger(req.GetFrom(), owner(g, key), func(sh int32) bool { return all || wanted[sh] })
 	m.Views(func(v uint64) (after uint64, ok bool) {
 		g.Read(key, func(tp *sequencer.Topic) { after, ok = tp.State.ViewAfter(v) })
 		return after, ok
@@ -158,12 +163,18 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 		return err
 	}
 	changed := g.Changed()
+	grown := time.NewTicker(100 * time.Millisecond)
+	defer grown.Stop()
 	var failed *shardEvent // a shard's stream ended: reported after what came before it is sent
 	for failed == nil {
 		var evs []order.Event
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-grown.C:
+			if cur, ok := s.cfg.Registry.Get(t.Name); all && ok && cur.ID == t.ID && len(cur.Partitions) > len(wanted) {
+				return status.Errorf(codes.Unavailable, "%s has %d shards now (%d when subscribed): subscribe again from the last confirmed position", t.Name, len(cur.Partitions), len(wanted))
+			}
 		case <-changed: // new tables may let the merger place what it holds
 			changed = g.Changed()
 			evs = m.Confirm(0, 0)
