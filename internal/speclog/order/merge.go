@@ -15,6 +15,7 @@ import (
 type Merger struct {
 	owner     func(pos uint64) (shard int32, noOp bool, ok bool)
 	wanted    func(shard int32) bool
+	start     uint64 // the subscription's first position
 	next      uint64 // the next position to emit
 	confirmed uint64 // positions below are confirmed (as announced by the shards)
 	told      uint64 // the confirmation last emitted
@@ -23,9 +24,10 @@ type Merger struct {
 	// older view at or after the After of a later view is void.
 	fails   []viewFail
 	pending map[uint64]Pending // delivered, not emitted yet
-	// spec are the records emitted and not yet confirmed, in position order: a view change
-	// voids those of older views, and gives the others again after its fail notice (a shard
-	// whose stream started in the new view will not deliver them again).
+	// spec are the records emitted and the shards' own no-op slots passed, not yet confirmed,
+	// in position order: a view change voids those of older views, and gives the others again
+	// (records after its fail notice: a shard whose stream started in the new view will not
+	// deliver them again).
 	spec []emitted
 	// viewAfter tells where a view began (State.ViewAfter), so that a delivery or confirmation
 	// of a newer view applies its change at once, whichever stream announces it and when;
@@ -114,7 +116,7 @@ func NewMerger(from uint64, owner func(pos uint64) (shard int32, noOp bool, ok b
 	if wanted == nil {
 		wanted = func(int32) bool { return true }
 	}
-	return &Merger{owner: owner, wanted: wanted, next: from, confirmed: from, told: from, pending: map[uint64]Pending{}}
+	return &Merger{owner: owner, wanted: wanted, start: from, next: from, confirmed: from, told: from, pending: map[uint64]Pending{}}
 }
 
 // Deliver takes a record a shard delivered at pos in view (nil: a no-op slot, which the
@@ -163,15 +165,25 @@ func (m *Merger) Fail(after, view uint64) []Event {
 	}
 	var out []Event
 	from := sort.Search(len(m.spec), func(j int) bool { return m.spec[j].pos >= after })
-	if slices.ContainsFunc(m.spec[from:], func(e emitted) bool { return e.View < view }) {
-		out = append(out, Event{Kind: EventFail, After: after, View: m.view})
-		for _, e := range m.spec[from:] {
+	past := m.spec[from:]
+	// The positions at or after the change may be laid out anew (a window's table decided
+	// again without the failed shard): unless what was passed there is all of the new view
+	// already, the merger goes over them again by the new layout, also when it passed them
+	// over no-op slots only (its shards' own, kept in spec for this, or other shards') and
+	// emitted nothing: it would otherwise drop a record the new layout puts there as emitted
+	// already. The shards deliver them again in the new view; what was passed in it already
+	// is given again (records after the fail notice).
+	if len(past) == 0 || slices.ContainsFunc(past, func(e emitted) bool { return e.View < view }) {
+		if slices.ContainsFunc(past, func(e emitted) bool { return e.Record != nil }) {
+			out = append(out, Event{Kind: EventFail, After: after, View: m.view})
+		}
+		for _, e := range past {
 			if !m.void(e.pos, e.View) {
-				m.pending[e.pos] = e.Pending // still right: given again after the notice
+				m.pending[e.pos] = e.Pending // still right: given again
 			}
 		}
 		m.spec = m.spec[:from]
-		m.next = after
+		m.next = min(m.next, max(after, m.start))
 	}
 	return m.drain(out)
 }
@@ -195,6 +207,9 @@ func (m *Merger) drain(out []Event) []Event {
 		}
 		delete(m.pending, m.next)
 		if d.Record == nil { // a no-op slot of the shard's own: nothing to deliver
+			if m.next >= m.confirmed {
+				m.spec = append(m.spec, emitted{m.next, d}) // passed speculatively (Fail)
+			}
 			m.next++
 			continue
 		}
