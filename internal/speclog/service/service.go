@@ -593,7 +593,7 @@ func (s *Server) ReadShard(ctx context.Context, req *pb.ReadShardRequest) (*pb.R
 	if err := s.allow(ctx, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, security.ClusterResource); err != nil {
 		return nil, err
 	}
-	t, _, _, err := s.topicOf(req.GetTopic())
+	t, key, g, err := s.topicOf(req.GetTopic())
 	if err != nil {
 		return nil, err
 	}
@@ -602,12 +602,20 @@ func (s *Server) ReadShard(ctx context.Context, req *pb.ReadShardRequest) (*pb.R
 		return nil, status.Errorf(codes.InvalidArgument, "no shard %d in %s", sh, t.Name)
 	}
 	p := t.Partitions[sh]
-	if p.Log == nil {
+	if p.Log == nil || p.Replica == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "shard %d is not hosted on this node", sh)
 	}
-	to := min(req.GetToSlot(), p.Log.EndOffset())
+	// Only slots this replica has as committed: below its high watermark, or, while it leads,
+	// below the shard's committed slots (a new leader's high watermark trails them a moment).
+	// A replica that lost the leadership may hold an uncommitted suffix that the new leader
+	// has other records at.
+	limit := p.Replica.HighWatermark()
+	if _, ready, leading := p.Replica.Leading(); leading && ready {
+		g.Read(key, func(tp *sequencer.Topic) { limit = max(limit, tp.State.Slots[sh]) })
+	}
+	to := min(req.GetToSlot(), p.Log.EndOffset(), limit)
 	if from >= to {
-		return nil, status.Errorf(codes.Unavailable, "shard %d: the log here ends at %d, before slot %d", sh, p.Log.EndOffset(), from)
+		return nil, status.Errorf(codes.Unavailable, "shard %d: slot %d is not committed here (the log ends at %d, committed below %d)", sh, from, p.Log.EndOffset(), limit)
 	}
 	out := &pb.ReadShardResponse{FromSlot: from}
 	r, size := &logReader{p: p}, 0
