@@ -163,17 +163,22 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 		return err
 	}
 	changed := g.Changed()
-	grown := time.NewTicker(100 * time.Millisecond)
-	defer grown.Stop()
+	checks := time.NewTicker(100 * time.Millisecond) // shards added, a trim under the subscriber
+	defer checks.Stop()
 	var failed *shardEvent // a shard's stream ended: reported after what came before it is sent
 	for failed == nil {
 		var evs []order.Event
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-grown.C:
+		case <-checks.C:
 			if cur, ok := s.cfg.Registry.Get(t.Name); all && ok && cur.ID == t.ID && len(cur.Partitions) > len(wanted) {
 				return status.Errorf(codes.Unavailable, "%s has %d shards now (%d when subscribed): subscribe again from the last confirmed position", t.Name, len(cur.Partitions), len(wanted))
+			}
+			var trimmed uint64
+			g.Read(key, func(tp *sequencer.Topic) { trimmed = tp.Trimmed })
+			if next := m.Next(); next < trimmed { // trimmed under the subscriber: its positions are gone
+				return status.Errorf(codes.OutOfRange, "position %d was trimmed while the subscription read it (the log starts at %d)", next, trimmed)
 			}
 		case <-changed: // new tables may let the merger place what it holds
 			changed = g.Changed()
