@@ -493,53 +493,61 @@ func (s *Server) Read(ctx context.Context, req *pb.ReadRequest) (*pb.ReadRespons
 		return nil, status.Errorf(codes.OutOfRange, "position %d is trimmed (the log starts at %d)", from, trimmed)
 	}
 	// The positions to read (at most n, some of which may turn out to be a shard's own no-op
-	// slots), then each shard's slots among them, from this node's log or the shard's leader.
+	// slots), readChunk at a time: each shard's slots among them, from this node's log or the
+	// shard's leader, until the answer holds maxReadBytes (so big records are not all read
+	// before the cut).
 	type owned struct {
 		pos  uint64
 		sh   int32
 		slot int64
 	}
-	var wants []owned
-	span := map[int32][2]int64{} // each shard's slots [lo, hi)
-	pos := from
-	for ; pos < confirmed && len(wants) < n; pos++ {
-		sh, slot, noOp, ok := st.Owner(pos)
-		if !ok {
-			break
+	out := &pb.ReadResponse{Confirmed: confirmed}
+	pos, counted, size := from, 0, 0
+	for laidOut := true; laidOut && pos < confirmed && counted < n; {
+		var wants []owned
+		span := map[int32][2]int64{} // each shard's slots [lo, hi)
+		for ; pos < confirmed && counted < n && len(wants) < readChunk; pos++ {
+			sh, slot, noOp, ok := st.Owner(pos)
+			if !ok {
+				laidOut = false
+				break
+			}
+			if noOp {
+				continue
+			}
+			wants, counted = append(wants, owned{pos, sh, slot}), counted+1
+			if r, ok := span[sh]; !ok {
+				span[sh] = [2]int64{slot, slot + 1}
+			} else {
+				span[sh] = [2]int64{min(r[0], slot), max(r[1], slot+1)}
+			}
 		}
-		if noOp {
-			continue
+		slots := map[int32]map[int64]*pb.Record{}
+		for sh, r := range span {
+			if slots[sh], err = s.shardSlots(ctx, t, sh, r[0], r[1]); err != nil {
+				return nil, err
+			}
 		}
-		wants = append(wants, owned{pos, sh, slot})
-		if r, ok := span[sh]; !ok {
-			span[sh] = [2]int64{slot, slot + 1}
-		} else {
-			span[sh] = [2]int64{min(r[0], slot), max(r[1], slot+1)}
+		for _, w := range wants {
+			rec := slots[w.sh][w.slot]
+			if rec == nil {
+				continue
+			}
+			if size += len(rec.GetValue()) + len(rec.GetKey()) + 64; size > maxReadBytes && len(out.Records) > 0 {
+				// The rest from w.pos on, at the next call: a bigger answer passes the client's
+				// 4 MiB receive limit (1,000 records of 4 KB did).
+				out.Next = w.pos
+				return out, nil
+			}
+			out.Records = append(out.Records, &pb.Delivery{Position: w.pos, View: st.View, Shard: w.sh, Offset: w.slot, Record: rec})
 		}
 	}
-	slots := map[int32]map[int64]*pb.Record{}
-	for sh, r := range span {
-		if slots[sh], err = s.shardSlots(ctx, t, sh, r[0], r[1]); err != nil {
-			return nil, err
-		}
-	}
-	out := &pb.ReadResponse{Confirmed: confirmed, Next: pos}
-	size := 0
-	for _, w := range wants {
-		rec := slots[w.sh][w.slot]
-		if rec == nil {
-			continue
-		}
-		if size += len(rec.GetValue()) + len(rec.GetKey()) + 64; size > maxReadBytes && len(out.Records) > 0 {
-			// The rest from w.pos on, at the next call: a bigger answer passes the client's
-			// 4 MiB receive limit (1,000 records of 4 KB did).
-			out.Next = w.pos
-			break
-		}
-		out.Records = append(out.Records, &pb.Delivery{Position: w.pos, View: st.View, Shard: w.sh, Offset: w.slot, Record: rec})
-	}
+	out.Next = pos
 	return out, nil
 }
+
+// readChunk is how many positions a Read reads the records of at a time.
+const readChunk = 256
 
 // maxReadBytes bounds a Read answer's records (gRPC clients receive 4 MiB by default).
 const maxReadBytes = 3 << 20
