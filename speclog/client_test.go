@@ -623,3 +623,46 @@ func TestDeleteRecordsTrimsTheLog(t *testing.T) {
 		}
 	}
 }
+
+// TestReadCutsLargeRecords: a Read answer holds at most about 3 MiB of records (the client
+// receives 4 MiB), and Next says where the rest begins; reading on from there gives every
+// record once, in order.
+func TestReadCutsLargeRecords(t *testing.T) {
+	n := speclogtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	log := n.Log(ctx, t, "big", 2)
+	big := make([]byte, 900<<10)
+	var want []uint64
+	for i := range 10 {
+		big[0] = byte(i)
+		pos, err := log.Append(ctx, int32(i%2), speclog.Record{Value: big})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, pos)
+	}
+	var got []uint64
+	reads := 0
+	for from := uint64(0); len(got) < len(want); reads++ {
+		evs, next, err := log.Read(ctx, from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for _, e := range evs {
+			size += len(e.Record.Value)
+			got = append(got, e.Position)
+			if int(e.Record.Value[0]) != len(got)-1 {
+				t.Fatalf("record at %d is the %dth appended; want the %dth", e.Position, e.Record.Value[0], len(got)-1)
+			}
+		}
+		if size > 4<<20 || len(evs) == 0 {
+			t.Fatalf("a Read from %d answered %d records, %d bytes", from, len(evs), size)
+		}
+		from = next
+	}
+	if !slices.Equal(got, want) || reads < 3 {
+		t.Fatalf("read %v in %d reads; want %v in at least 3", got, reads, want)
+	}
+}
