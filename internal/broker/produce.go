@@ -210,7 +210,6 @@ func handleProduce(ctx context.Context, r *request) reply {
 	}}
 }
 
-// isTotalOrder reports whether t is a total-order topic (runnel.ordering=total).
 // adminClientID is the client id of Kafka's own admin tools, which may write to internal
 // topics (as Kafka allows them).
 const adminClientID = "__admin_client"
@@ -218,6 +217,7 @@ const adminClientID = "__admin_client"
 // internalTopic reports whether a topic is a coordinator's log.
 func internalTopic(name string) bool { return name == OffsetsTopic || name == TxnStateTopic }
 
+// isTotalOrder reports whether a topic is a total-order topic (runnel.ordering=total).
 func isTotalOrder(t *topics.Topic) bool { return total.Total(t.Configs) }
 
 // waitSequenced waits until the sequencer has committed the positions of a total-order

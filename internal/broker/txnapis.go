@@ -89,12 +89,16 @@ func handleAddPartitionsToTxn(ctx context.Context, r *request) reply {
 	}
 	return reply{resp: resp, wait: func() {
 		for _, o := range txns {
-			// A partition of a topic that does not exist is refused, as Kafka does; the others
-			// then get OPERATION_NOT_ATTEMPTED.
-			var bad []txncoord.TP
+			// A partition of a topic that does not exist is refused, as Kafka does, and so is a
+			// total-order topic's (its shards take no transactions: Produce refuses their
+			// batches, and a marker would take a global position); the others then get
+			// OPERATION_NOT_ATTEMPTED.
+			bad := map[txncoord.TP]int16{}
 			for _, tp := range o.tps {
 				if t, ok := b.topics.Get(tp.Topic); !ok || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
-					bad = append(bad, tp)
+					bad[tp] = kerr.UnknownTopicOrPartition.Code
+				} else if isTotalOrder(t) {
+					bad[tp] = kerr.InvalidTxnState.Code
 				}
 			}
 			codes := map[txncoord.TP]int16{}
@@ -102,9 +106,7 @@ func handleAddPartitionsToTxn(ctx context.Context, r *request) reply {
 				for _, tp := range o.tps {
 					codes[tp] = kerr.OperationNotAttempted.Code
 				}
-				for _, tp := range bad {
-					codes[tp] = kerr.UnknownTopicOrPartition.Code
-				}
+				maps.Copy(codes, bad)
 			} else {
 				rep := b.txns.callWaitingOut(ctx, o.id, func(c *txncoord.Coordinator, rid txncoord.ReqID, now int64) txncoord.Effects {
 					return c.AddPartitions(txncoord.AddReq{ID: rid, TxnID: o.id, ProducerID: o.pid, Epoch: o.epoch, Partitions: o.tps,

@@ -772,6 +772,11 @@ func (d *txns) markerLocal(ctx context.Context, req txnMarkerReq) error {
 // topic's write caching: the coordinator forgets the transaction's partitions once every
 // marker is written.
 func (d *txns) writeMarker(ctx context.Context, req txnMarkerReq) error {
+	if t, ok := d.b.topics.Get(req.Topic); ok && isTotalOrder(t) {
+		// A total-order shard holds no transactional batches (AddPartitionsToTxn and Produce
+		// refuse them): there is nothing to mark, and a marker would take a global position.
+		return nil
+	}
 	if t, ok := d.b.topics.Get(req.Topic); ok && isObjectTopic(t) {
 		_, err := d.proposeObjectMarker(ctx, t, req.Partition, req.ProducerID, req.Epoch, req.Commit, req.CoordinatorEpoch)
 		return err
