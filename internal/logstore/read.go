@@ -259,10 +259,11 @@ func (v *view) firstAtOrAfter(ts, minOffset int64) (offset, timestamp int64, ok 
 	return offset, timestamp, ok, err
 }
 
-// firstInBatch finds the first record of batch b at or after offset min with a timestamp >= ts.
+// firstInBatch finds the first record of batch b at or after offset min with a timestamp >= ts
+// (none in a no-op entry: no Kafka client sees one).
 func firstInBatch(b []byte, ts, min int64) (int64, int64, bool, error) {
 	h, err := batch.ValidateStored(b)
-	if err != nil || h.MaxTimestamp < ts {
+	if err != nil || h.MaxTimestamp < ts || isNoOp(&h) {
 		return 0, 0, false, err
 	}
 	if h.Attributes&batch.AttrLogAppendTime != 0 {
@@ -306,7 +307,7 @@ func (l *Log) MaxTimestamp() (offset, timestamp int64, ok bool, err error) {
 	}
 	l.mu.RUnlock()
 	if first.seg != nil {
-		ts, err := first.maxAtOrAfter(logStart)
+		ts, err := first.maxAtOrAfter(logStart, false)
 		first.seg.release()
 		if err != nil {
 			return 0, 0, false, err
@@ -316,11 +317,53 @@ func (l *Log) MaxTimestamp() (offset, timestamp int64, ok bool, err error) {
 	if maxTs < 0 {
 		return 0, 0, false, nil
 	}
-	return l.OffsetForTimestamp(maxTs)
+	if offset, timestamp, ok, err = l.OffsetForTimestamp(maxTs); ok || err != nil {
+		return offset, timestamp, ok, err
+	}
+	// The largest timestamp is a no-op entry's (a total-order shard's, which Kafka clients
+	// never see, and OffsetForTimestamp skips): the largest of the records', by their batches,
+	// newest segment first, until no older segment can hold a larger one.
+	return l.maxRecordTimestamp()
 }
 
-// maxAtOrAfter is the largest timestamp of the view's records at or after offset min (-1: none).
-func (v *view) maxAtOrAfter(minOffset int64) (int64, error) {
+// maxRecordTimestamp is MaxTimestamp over the log's record batches only (no no-op entries).
+func (l *Log) maxRecordTimestamp() (offset, timestamp int64, ok bool, err error) {
+	l.mu.RLock()
+	logStart := l.logStart
+	var views []view
+	for _, s := range l.segments {
+		if s.next > logStart && s.maxTimestamp >= 0 {
+			s.acquire()
+			views = append(views, view{seg: s, size: s.size, next: s.next, idx: s.idx})
+		}
+	}
+	l.mu.RUnlock()
+	defer func() {
+		for _, v := range views {
+			v.seg.release()
+		}
+	}()
+	best := int64(-1)
+	for i := len(views) - 1; i >= 0; i-- {
+		v := views[i]
+		if v.seg.maxTimestamp <= best { // an upper bound of what it holds
+			continue
+		}
+		ts, err := v.maxAtOrAfter(max(logStart, v.seg.base), true)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		best = max(best, ts)
+	}
+	if best < 0 {
+		return 0, 0, false, nil
+	}
+	return l.OffsetForTimestamp(best)
+}
+
+// maxAtOrAfter is the largest timestamp of the view's records at or after offset min (-1: none);
+// with records, of its record batches only (no no-op entries).
+func (v *view) maxAtOrAfter(minOffset int64, records bool) (int64, error) {
 	start, err := v.findBatch(minOffset)
 	if err != nil {
 		return -1, err
@@ -338,7 +381,9 @@ func (v *view) maxAtOrAfter(minOffset int64) (int64, error) {
 			if h, ferr = batch.ParseHeader(buf); ferr != nil {
 				return false
 			}
-			maxTs = max(maxTs, h.MaxTimestamp)
+			if !records || !isNoOp(&h) {
+				maxTs = max(maxTs, h.MaxTimestamp)
+			}
 			return true
 		}
 		buf = append(buf[:0], make([]byte, size)...)
@@ -348,6 +393,9 @@ func (v *view) maxAtOrAfter(minOffset int64) (int64, error) {
 		var h batch.Header
 		if h, ferr = batch.ValidateStored(buf); ferr != nil {
 			return false
+		}
+		if records && isNoOp(&h) {
+			return true
 		}
 		if h.Attributes&batch.AttrLogAppendTime != 0 {
 			maxTs = max(maxTs, h.MaxTimestamp)
@@ -369,3 +417,7 @@ func (v *view) maxAtOrAfter(minOffset int64) (int64, error) {
 	})
 	return maxTs, cmp.Or(ferr, werr)
 }
+
+// isNoOp reports whether a batch is a no-op entry of a total-order shard: a control batch
+// outside any transaction (Kafka's own control batches are transaction markers).
+func isNoOp(h *batch.Header) bool { return h.IsControl() && !h.IsTransactional() }
