@@ -122,13 +122,20 @@ func NewMerger(from uint64, owner func(pos uint64) (shard int32, noOp bool, ok b
 // Deliver takes a record a shard delivered at pos in view (nil: a no-op slot, which the
 // subscriber does not see), and returns the events it unblocks.
 func (m *Merger) Deliver(pos uint64, shard int32, rec any, view uint64) []Event {
-	out, _ := m.learn(view)
-	if pos < m.next || m.void(pos, view) {
-		// emitted already, or from a view a fail notice voided: only positions at or after
-		// its After change; below it they were confirmed (a shard catching up late may still
-		// send them in the older view)
+	out, known := m.learn(view)
+	if m.void(pos, view) {
+		// from a view a fail notice voided: only positions at or after its After change;
+		// below it they were confirmed (a shard catching up late may still send them in the
+		// older view)
 		return out
 	}
+	if pos < m.next && known {
+		return out // emitted (or passed) already
+	}
+	// At or past the next position; or below it in a view whose change the sequencer state
+	// here has not reached yet (a stream that started after it never announces it): kept,
+	// since applying the change may take the merger back over it, and this stream will not
+	// deliver it again.
 	m.pending[pos] = Pending{Shard: shard, Record: rec, View: view}
 	return m.drain(out)
 }
@@ -184,6 +191,11 @@ func (m *Merger) Fail(after, view uint64) []Event {
 		}
 		m.spec = m.spec[:from]
 		m.next = min(m.next, max(after, m.start))
+	}
+	for p := range m.pending { // below the next position: kept for a change (Deliver), passed
+		if p < m.next {
+			delete(m.pending, p)
+		}
 	}
 	return m.drain(out)
 }
