@@ -331,10 +331,12 @@ func (l *Log) maxRecordTimestamp() (offset, timestamp int64, ok bool, err error)
 	l.mu.RLock()
 	logStart := l.logStart
 	var views []view
+	var maxes []int64 // each view's segment's max timestamp (written under l.mu by appends)
 	for _, s := range l.segments {
 		if s.next > logStart && s.maxTimestamp >= 0 {
 			s.acquire()
 			views = append(views, view{seg: s, size: s.size, next: s.next, idx: s.idx})
+			maxes = append(maxes, s.maxTimestamp)
 		}
 	}
 	l.mu.RUnlock()
@@ -346,7 +348,7 @@ func (l *Log) maxRecordTimestamp() (offset, timestamp int64, ok bool, err error)
 	best := int64(-1)
 	for i := len(views) - 1; i >= 0; i-- {
 		v := views[i]
-		if v.seg.maxTimestamp <= best { // an upper bound of what it holds
+		if maxes[i] <= best { // an upper bound of what it holds
 			continue
 		}
 		ts, err := v.maxAtOrAfter(max(logStart, v.seg.base), true)
