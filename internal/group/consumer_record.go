@@ -155,6 +155,12 @@ func (c *Coordinator) loadConsumer(now time.Time, key, value []byte) error {
 	if value == nil {
 		if g := c.groups[group]; g != nil {
 			g.consumer = nil
+			// Deleted (DeleteGroups and expiry write the offsets' tombstones and the
+			// GroupMetadata one before this): nothing of it is left. A group turned classic
+			// again gets its classic record next, which brings it back.
+			if len(g.offsets) == 0 && len(g.members) == 0 && g.share == nil && g.streams == nil {
+				delete(c.groups, group)
+			}
 		}
 		return nil
 	}

@@ -595,7 +595,7 @@ func (c *Coordinator) Load(now time.Time, key, value []byte) error {
 			// The classic group is gone: deleted (its offsets' tombstones came before), or
 			// converted to another type (its offsets stay, and the new type's record follows).
 			if g := c.groups[k.Group]; g != nil {
-				c.dropClassic(g)
+				c.dropClassic(now, g)
 			}
 			return nil
 		}
@@ -620,15 +620,20 @@ func (c *Coordinator) Load(now time.Time, key, value []byte) error {
 
 // dropClassic forgets a loaded group's classic membership (its GroupMetadata record's
 // tombstone), and the group itself if nothing else of it is left: no other type's state, no
-// committed offsets, no pending transactional ones.
-func (c *Coordinator) dropClassic(g *Group) {
+// committed offsets. (A transactional offset still pending brings the group back if its
+// transaction commits, as it does a deleted group live.)
+func (c *Coordinator) dropClassic(now time.Time, g *Group) {
 	if g.consumer != nil || g.share != nil || g.streams != nil {
 		return // the later record decided the group's type
 	}
 	g.ProtocolType, g.Generation, g.Protocol, g.Leader = "", 0, "", ""
 	g.members, g.order, g.static = map[string]*Member{}, nil, map[string]string{}
-	if len(g.offsets) == 0 && len(c.pendingPartitions(g.ID)) == 0 {
+	if len(g.offsets) == 0 {
 		delete(c.groups, g.ID)
+		return
+	}
+	if g.State != Empty {
+		g.transition(Empty, now)
 	}
 }
 
