@@ -91,6 +91,9 @@ func TestLevelHeldByAGoneNode(t *testing.T) {
 	if lvl := nodes[2].Image().Level; lvl != controller.Level {
 		t.Fatalf("level %d after the operator raised it; want %d", lvl, controller.Level)
 	}
+	for _, tn := range nodes { // the active controller's image too (it may apply after node 2's)
+		waitFor(t, "the raised level in every image", 10*time.Second, func() bool { return tn.Image().Level == controller.Level })
+	}
 	if err := n.FinalizeLevel(ctx, 1, false); !errors.Is(err, controller.ErrLevelChange) {
 		t.Fatalf("lowering the level: %v; want ErrLevelChange", err)
 	}
