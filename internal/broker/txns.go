@@ -776,8 +776,7 @@ func (d *txns) writeMarker(ctx context.Context, req txnMarkerReq) error {
 		// A total-order shard holds no transactional batches (AddPartitionsToTxn and Produce
 		// refuse them): there is nothing to mark, and a marker would take a global position.
 		return nil
-	}
-	if t, ok := d.b.topics.Get(req.Topic); ok && isObjectTopic(t) {
+	} else if ok && isObjectTopic(t) {
 		_, err := d.proposeObjectMarker(ctx, t, req.Partition, req.ProducerID, req.Epoch, req.Commit, req.CoordinatorEpoch)
 		return err
 	}
