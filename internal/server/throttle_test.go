@@ -73,7 +73,9 @@ func TestReplicationThrottle(t *testing.T) {
 		})
 		took := time.Since(start)
 		<-done
-		if slowest > time.Second {
+		// Held back, a produce would wait for the throttled replica: 4 s or more. A loaded
+		// machine (the race detector, two cores) has shown a 1.04 s wait for the in-sync one.
+		if slowest > 2*time.Second {
 			t.Errorf("a produce to %s took %v during the reassignment", topic, slowest)
 		}
 		return took
