@@ -348,7 +348,7 @@ func (n *Node) registerHandlers() {
 		if err := n.waitReconciled(wctx, req.MetaIndex); err != nil {
 			return nil, err
 		}
-		return controller.VoteReply{Votes: n.rm.Vote(req.Items)}, nil
+		return controller.VoteReply{Votes: n.rm.Vote(req.Items), Incarnation: n.incarnation.Load()}, nil
 	})
 	n.rpc.handle("transfer", func(ctx context.Context, _ int32, payload []byte) (any, error) {
 		var req controller.TransferRequest
@@ -370,6 +370,14 @@ func (n *Node) proposeMade(ctx context.Context, make func(a *controller.Active) 
 	if d == nil {
 		return nil, n.notController()
 	}
+	// The command is made from an image with everything committed before the request: what a
+	// node answered from its image (a node fenced, a level raised) holds here too. The active
+	// controller's own image follows the member's a moment later, and a new active controller
+	// may not have applied all its predecessor committed.
+	if err := n.ctrl.Barrier(ctx); err != nil {
+		return nil, n.proposeError(err)
+	}
+	d.setImage(n.ctrl.Image())
 	d.mu.Lock()
 	d.a.SetMembers(n.ctrl.Members())
 	cmd, err := make(d.a)

@@ -141,6 +141,9 @@ type VoteRequest struct {
 // VoteReply answers a VoteRequest.
 type VoteReply struct {
 	Votes []Vote `json:"votes"`
+	// Incarnation is the voter's (0 from versions before it): a reply read only after the
+	// voter came back as a new incarnation does not count for the new one.
+	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 
 // TransferRequest asks a partition's leader to stop appending and wait until Target has its
@@ -386,6 +389,9 @@ func (a *Active) fence(node int32, now time.Time, eff *Effects) {
 
 // Votes takes a node's vote reply.
 func (a *Active) Votes(from int32, reply *VoteReply, now time.Time) Effects {
+	if n := a.img.Nodes[from]; reply.Incarnation != 0 && (n == nil || n.Incarnation != reply.Incarnation) {
+		return Effects{} // an earlier incarnation's (forgetVotes), or one the image has not yet
+	}
 	for _, v := range reply.Votes {
 		e := a.elections[v.PartitionRef]
 		if e == nil || e.epoch != v.Epoch {

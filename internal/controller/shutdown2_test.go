@@ -178,3 +178,31 @@ func TestReassignAwayFromTheLeader(t *testing.T) {
 		}
 	}
 }
+
+// A vote sent by an earlier incarnation but read only after the node registered again does
+// not count for the new one: the reply names the incarnation that voted.
+func TestLateVoteOfAnEarlierIncarnation(t *testing.T) {
+	im := cluster3(t) // p0: replicas 1 2 3, led by 1, preferred 1
+	p0 := PartitionRef{TopicID{1}, 0}
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{p0, 0}}}})
+	a.SetImage(im.Clone(), t0)
+	old := im.Nodes[1].Incarnation
+	Apply(im, im.Index+1, &Command{Op: OpRegister, Register: &Register{Node: 1, KafkaHost: "h", KafkaPort: 9001, ClusterAddr: "a"}})
+	a.SetImage(im.Clone(), t0.Add(10*time.Millisecond))
+	if im.Nodes[1].Incarnation == old {
+		t.Fatal("registering again kept the incarnation")
+	}
+	_, p, _ := im.Partition(p0.Topic, p0.Partition)
+	at := t0.Add(time.Second)
+	a.Votes(1, &VoteReply{Votes: []Vote{{PartitionRef: p0, Epoch: p.LeaderEpoch, OK: true, LogEnd: 100}}, Incarnation: old}, at)
+	last := a.Votes(2, &VoteReply{Votes: []Vote{{PartitionRef: p0, Epoch: p.LeaderEpoch, OK: true, LogEnd: 100}}, Incarnation: im.Nodes[2].Incarnation}, at)
+	if c := proposed(last, OpElect); c != nil && c.Elect.Items[0].Leader == 1 {
+		t.Fatalf("elected node 1 on a vote of its earlier incarnation: %+v", c.Elect.Items[0])
+	}
+	// The new incarnation's vote counts.
+	last = a.Votes(1, &VoteReply{Votes: []Vote{{PartitionRef: p0, Epoch: p.LeaderEpoch, OK: true, LogEnd: 100}}, Incarnation: im.Nodes[1].Incarnation}, at.Add(time.Second))
+	if c := proposed(last, OpElect); c == nil || c.Elect.Items[0].Leader != 1 {
+		t.Fatalf("the new incarnation's vote: proposed %+v; want node 1 (preferred, as up to date) elected", c)
+	}
+}
