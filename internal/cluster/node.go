@@ -365,7 +365,7 @@ func (n *Node) SpecLogAddr(node int32) string {
 }
 
 // totalOrderTopics lists the metadata's total-order topics for the sequencer group.
-func (n *Node) totalOrderTopics() []sequencer.Spec {
+func (n *Node) totalOrderTopics() ([]sequencer.Spec, uint64) {
 	img := n.ctrl.Image()
 	var out []sequencer.Spec
 	for _, name := range img.TopicNames() {
@@ -380,7 +380,7 @@ func (n *Node) totalOrderTopics() []sequencer.Spec {
 		}
 		out = append(out, sequencer.Spec{ID: shard.TopicKey(t.ID), Name: name, Shards: int32(len(t.Partitions)), Config: cfg})
 	}
-	return out
+	return out, img.Index
 }
 
 // shardTakeover tells the sequencer whether a lagging total-order shard (the topic by its

@@ -235,6 +235,11 @@ func (s *State) Apply(e Entry) error {
 		if e.Table.Window != cur+1 || e.Table.View < s.View {
 			return fmt.Errorf("%w: table of window %d (view %d) while cutting window %d (view %d)", ErrOutOfOrder, e.Table.Window, e.Table.View, cur, s.View)
 		}
+		if s.Tables[e.Table.Window] != nil {
+			// Decided already (a failure since drops a table it concerns): shards may have
+			// delivered into the window by that one.
+			return fmt.Errorf("%w: a second table of window %d", ErrOutOfOrder, e.Table.Window)
+		}
 		s.Tables[e.Table.Window] = e.Table
 		for i, sh := range e.Table.Shards {
 			delete(s.Joining, sh)
@@ -249,6 +254,11 @@ func (s *State) Apply(e Entry) error {
 		f := e.Fail
 		if _, already := s.Failed[f.Shard]; already || s.Out[f.Shard] {
 			return nil // failed already: the same decision twice
+		}
+		if f.After != s.Last {
+			// Decided on a state without the cuts since (or with cuts that were refused): the
+			// failed shard's slots in those are committed, and must keep their positions.
+			return fmt.Errorf("%w: fail of shard %d after cut %+v, the last cut is %+v", ErrOutOfOrder, f.Shard, f.After, s.Last)
 		}
 		s.Failed[f.Shard] = f.After
 		s.Out[f.Shard] = true
@@ -275,7 +285,13 @@ func (s *State) Apply(e Entry) error {
 			delete(s.Tables, n.Window)
 		}
 	case e.Join != nil:
-		s.Joining[e.Join.Shard] = true
+		sh := e.Join.Shard
+		if !s.Out[sh] && !s.Joining[sh] && s.Known(sh) {
+			// Taken back already (a join decided before the table that did so): joining
+			// again would lay its slots of this window out twice.
+			return fmt.Errorf("%w: join of shard %d, which takes part", ErrOutOfOrder, sh)
+		}
+		s.Joining[sh] = true
 	default:
 		return fmt.Errorf("%w: an empty entry", ErrOutOfOrder)
 	}

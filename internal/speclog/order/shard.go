@@ -110,6 +110,10 @@ func (sh *Shard) Rebase(st *State, now time.Time) (*Shard, Out) {
 		o.Fail = append(o.Fail, ViewChange{After: after, View: v})
 		from = sh.acked // its speculation failed: again from its confirmed slots, in the new view
 	}
+	if _, _, ok := n.position(from); !ok && from < n.delivered {
+		// Trimmed meanwhile: the slots after the trim point it owes all the same.
+		from = max(from, st.FirstSlot(sh.id, 0))
+	}
 	if _, _, ok := n.position(from); ok && from < n.delivered {
 		n.delivered = from
 	}
@@ -311,13 +315,19 @@ func (sh *Shard) deliver(o *Out) {
 // position is a slot's global position by the known tables, and how many slots from it lie at
 // consecutive positions.
 func (sh *Shard) position(slot int64) (uint64, int64, bool) {
+	noOp := false
 	for _, t := range sh.st.Tables {
 		if p, n, c, ok := t.Span(sh.cfg.W, sh.id, slot); ok {
-			if !sh.st.Active(sh.id, CutID{Window: t.Window, Cut: c}) {
-				return 0, 0, false // a slot of a cut after this shard failed: a no-op now
+			if sh.st.Active(sh.id, CutID{Window: t.Window, Cut: c}) {
+				return p, n, true
 			}
-			return p, n, true
+			// A slot of a cut after this shard failed: a no-op now, unless the table that
+			// takes it back gives the same slot number (the failed cuts' slots) a position.
+			noOp = true
 		}
+	}
+	if noOp {
+		return 0, 0, false
 	}
 	if slot < sh.st.Slots[sh.id] { // committed in a window whose table is gone (a resumed shard)
 		return sh.st.History.Span(sh.cfg.W, sh.id, slot)

@@ -76,9 +76,9 @@ type Config struct {
 	// the messages raft had for it were handed to Send. It must not block.
 	OnRemoved func(node int32)
 	Logger    *slog.Logger
-	// Topics lists the total-order topics the metadata holds (called by the leader, on its
-	// loop, every ReconcileInterval).
-	Topics func() []Spec
+	// Topics lists the total-order topics the metadata holds, and the index of the metadata
+	// image it read them from (called by the leader, on its loop, every ReconcileInterval).
+	Topics func() (specs []Spec, metaIndex uint64)
 	// OnSignal delivers a lag-fix signal for a shard led on this node.
 	OnSignal func(topic string, s order.Signal)
 	// Takeover tells whether another replica can take a lagging shard over, or has (the topic
@@ -130,6 +130,17 @@ type Group struct {
 	// The leader's soft state, owned by the loop.
 	leaders   map[string]*order.Leader
 	shardNode map[string]map[int32]int32 // the node each shard last reported from
+	// Decisions are made from the applied state, so only once it has everything the log
+	// holds that they depend on: termApplied, this leader's first entry of its term is
+	// applied (and with it every entry of its predecessors); logEnd, the last index in this
+	// node's log; redecideAt, per topic whose leader logic was dropped (a decision refused or
+	// not proposed), the log end then: its successor starts once that is applied, not while
+	// the dropped one's proposals are in flight. A decision from a state that trails them
+	// would be stale: a Fail after cuts it did not know, a second table for a window, a Join
+	// of a shard taken back (State.Apply refuses those it can tell; the others are not made).
+	termApplied bool
+	logEnd      uint64
+	redecideAt  map[string]uint64
 }
 
 type inReport struct {
@@ -531,9 +542,10 @@ func (g *Group) topicLeader(topic string) *order.Leader {
 	l := g.leaders[topic]
 	if l == nil {
 		t := g.machine.Topics[topic]
-		if t == nil {
+		if t == nil || !g.termApplied || g.applied < g.redecideAt[topic] {
 			return nil
 		}
+		delete(g.redecideAt, topic)
 		l = order.NewLeader(t.State)
 		if g.cfg.Takeover != nil {
 			l.SetTakeover(func(sh int32) bool {
@@ -573,10 +585,13 @@ func (g *Group) drive(now time.Time) {
 	}
 	for _, topic := range slices.Sorted(maps.Keys(g.machine.Topics)) {
 		l := g.topicLeader(topic)
+		if l == nil {
+			continue
+		}
 		entries, signals := l.Tick(now)
 		if len(entries) > 0 {
 			if err := g.propose(&Command{Topic: topic, Entries: entries}); err != nil {
-				delete(g.leaders, topic) // its decisions were dropped: decide again from the applied state
+				g.redecide(topic) // its decisions were dropped: decide again from the applied state
 			}
 		}
 		for _, s := range signals {
@@ -594,8 +609,18 @@ func (g *Group) drive(now time.Time) {
 	}
 }
 
+// redecide drops a topic's leader logic: its successor starts from the applied state once
+// every entry in the log now is applied.
+func (g *Group) redecide(topic string) {
+	delete(g.leaders, topic)
+	if g.redecideAt == nil {
+		g.redecideAt = map[string]uint64{}
+	}
+	g.redecideAt[topic] = g.logEnd
+}
+
 func (g *Group) join(w wire) {
-	if !g.isLeader() {
+	if !g.isLeader() || !g.termApplied {
 		return
 	}
 	t := g.machine.Topics[w.Topic]
@@ -609,14 +634,14 @@ func (g *Group) join(w wire) {
 // those it no longer has, joins partitions added to a topic, and brings the learners in line
 // with Members.
 func (g *Group) reconcile() {
-	if !g.isLeader() {
+	if !g.isLeader() || !g.termApplied {
 		return
 	}
 	g.reconcileLearners()
 	if g.cfg.Topics == nil {
 		return
 	}
-	specs := g.cfg.Topics()
+	specs, metaIndex := g.cfg.Topics()
 	want := map[string]bool{}
 	for _, s := range specs {
 		want[s.ID] = true
@@ -626,7 +651,7 @@ func (g *Group) reconcile() {
 			for i := range shards {
 				shards[i] = int32(i)
 			}
-			g.propose(&Command{Topic: s.ID, Create: &Create{Name: s.Name, Shards: shards, Config: s.Config}})
+			g.propose(&Command{Topic: s.ID, Create: &Create{Name: s.Name, Shards: shards, Config: s.Config, MetaIndex: metaIndex}})
 			continue
 		}
 		for sh := range s.Shards {
@@ -635,8 +660,11 @@ func (g *Group) reconcile() {
 			}
 		}
 	}
-	for id := range g.machine.Topics {
-		if !want[id] {
+	for id, t := range g.machine.Topics {
+		// Gone from an image at least as new as the one it was created from: deleted (a topic
+		// id is never used again). From an older image (this node's metadata trails, as just
+		// after a restart), it is not known yet: dropping it would lose its order.
+		if !want[id] && metaIndex >= t.MetaIndex {
 			g.propose(&Command{Topic: id, Drop: true})
 		}
 	}
@@ -726,6 +754,7 @@ func (g *Group) ready() error {
 			g.machine = m
 			g.mu.Unlock()
 			g.applied = rd.Snapshot.GetMetadata().GetIndex()
+			g.logEnd = max(g.logEnd, g.applied)
 			g.appliedIndex.Store(g.applied)
 			g.compactedIndex.Store(g.applied)
 			g.confState = pb.EnsureConfState(rd.Snapshot.GetMetadata().GetConfState())
@@ -735,6 +764,9 @@ func (g *Group) ready() error {
 		}
 		if err := g.store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 			return err
+		}
+		if n := len(rd.Entries); n > 0 {
+			g.logEnd = rd.Entries[n-1].GetIndex() // a follower's log may also end lower now
 		}
 		snapshotsTo, err := raftlog.SendMessages(rd.Messages, func(to int32, body []byte) { g.cfg.Send(to, KindRaft, body) })
 		if err != nil {
@@ -758,6 +790,8 @@ func (g *Group) setLeader(lead uint64) {
 		g.logger.Info("sequencer: leader changed", "leader", l, "this_node", g.cfg.NodeID)
 		clear(g.leaders) // a new leader starts from the applied state; shards re-send reports
 		clear(g.shardNode)
+		clear(g.redecideAt)
+		g.termApplied = false
 		g.pendingConf = false // a change proposed before may have been dropped
 	}
 }
@@ -772,6 +806,10 @@ func (g *Group) apply(ents []*pb.Entry) error {
 		switch e.GetType() {
 		case pb.EntryType_EntryNormal:
 			if len(e.GetData()) == 0 {
+				// Raft's entry at a leader's start: applied, so is everything before it.
+				if g.isLeader() && e.GetTerm() == g.rn.BasicStatus().HardState.GetTerm() {
+					g.termApplied = true
+				}
 				break
 			}
 			c, err := DecodeCommand(e.GetData())
@@ -782,7 +820,7 @@ func (g *Group) apply(ents []*pb.Entry) error {
 			ch, err := g.machine.Apply(c)
 			if err != nil { // deterministic on every replica; the leader decides again
 				g.logger.Debug("sequencer: skipped a stale decision", "err", err)
-				delete(g.leaders, c.Topic)
+				g.redecide(c.Topic)
 			}
 			changed = changed || ch
 		case pb.EntryType_EntryConfChange, pb.EntryType_EntryConfChangeV2:

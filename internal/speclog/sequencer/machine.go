@@ -33,6 +33,9 @@ type Create struct {
 	Name   string       `json:"name"`
 	Shards []int32      `json:"shards"`
 	Config order.Config `json:"config"`
+	// MetaIndex is the index of the metadata image the topic was seen in (0 from versions
+	// before it): an image older than that may lack the topic without its being deleted.
+	MetaIndex uint64 `json:"meta_index,omitempty"`
 }
 
 // ErrBadCommand is a log entry that does not decode to a command.
@@ -82,6 +85,8 @@ type Topic struct {
 	// Seq counts the order entries applied (the shards follow the topic's entries by it).
 	Seq     uint64 `json:"seq"`
 	Trimmed uint64 `json:"trimmed"` // positions below are trimmed
+	// MetaIndex: Create.MetaIndex, kept in snapshots.
+	MetaIndex uint64 `json:"meta_index,omitempty"`
 	// recent: the last entries applied, from seq recentBase (not in snapshots: a shard that
 	// needs older ones starts from a copy of the state).
 	recent     []order.Entry
@@ -120,7 +125,7 @@ func (m *Machine) Apply(c *Command) (changed bool, err error) {
 		if err != nil {
 			return false, err
 		}
-		m.Topics[c.Topic] = &Topic{Name: c.Create.Name, Config: c.Create.Config, State: st}
+		m.Topics[c.Topic] = &Topic{Name: c.Create.Name, Config: c.Create.Config, State: st, MetaIndex: c.Create.MetaIndex}
 		return true, nil
 	case t == nil:
 		return false, nil // a topic dropped (or never created): nothing to apply to

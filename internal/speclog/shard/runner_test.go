@@ -118,8 +118,8 @@ func newCluster(t *testing.T, nodes, voterCount int, shards int32, cfg order.Con
 					}
 				}
 			},
-			Topics: func() []sequencer.Spec {
-				return []sequencer.Spec{{ID: topicID, Name: "t", Shards: shards, Config: cfg}}
+			Topics: func() ([]sequencer.Spec, uint64) {
+				return []sequencer.Spec{{ID: topicID, Name: "t", Shards: shards, Config: cfg}}, 1
 			},
 			OnSignal: func(topic string, s order.Signal) {
 				c.mu.Lock()

@@ -1,0 +1,53 @@
+package sequencer
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runnel-dev/runnel/internal/speclog/order"
+	"github.com/runnel-dev/runnel/internal/transport"
+	"github.com/runnel-dev/runnel/internal/vfs"
+)
+
+// TestTopicOfANewerImageIsNotDropped: the leader keeps a topic that its metadata image lacks
+// while that image is older than the one the topic was created from (its node's metadata
+// trails, as just after a restart): dropping it would lose the topic's order, its slots and
+// trim point. From an image at least as new, the topic's absence is its deletion.
+func TestTopicOfANewerImageIsNotDropped(t *testing.T) {
+	var mu sync.Mutex
+	specs, index := []Spec{{ID: "t1", Name: "t", Shards: 2, Config: order.DefaultConfig()}}, uint64(10)
+	g, err := Open(Config{NodeID: 1, Voters: []int32{1}, FS: vfs.NewMem(), Dir: "/seq", TickInterval: 10 * time.Millisecond,
+		ReconcileInterval: 10 * time.Millisecond, Send: func(int32, transport.Kind, []byte) {},
+		Topics: func() ([]Spec, uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			return specs, index
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Start()
+	defer g.Stop()
+	has := func() bool { return g.Read("t1", func(*Topic) {}) }
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s", what)
+			}
+		}
+	}
+	wait("the topic created", has)
+	mu.Lock()
+	specs, index = nil, 9 // an older image: the topic is not in it yet
+	mu.Unlock()
+	time.Sleep(200 * time.Millisecond) // twenty reconciles
+	if !has() {
+		t.Fatal("the topic was dropped on an image older than the one it was created from")
+	}
+	mu.Lock()
+	index = 10 // the topic deleted at or before this index
+	mu.Unlock()
+	wait("the deleted topic dropped", func() bool { return !has() })
+}
