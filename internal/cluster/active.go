@@ -348,7 +348,7 @@ func (n *Node) registerHandlers() {
 		if err := n.waitReconciled(wctx, req.MetaIndex); err != nil {
 			return nil, err
 		}
-		return controller.VoteReply{Votes: n.rm.Vote(req.Items), Incarnation: n.incarnation.Load()}, nil
+		return controller.VoteReply{Votes: n.rm.Vote(req.Items), Incarnation: n.incarnation.Load(), MetaIndex: req.MetaIndex}, nil
 	})
 	n.rpc.handle("transfer", func(ctx context.Context, _ int32, payload []byte) (any, error) {
 		var req controller.TransferRequest

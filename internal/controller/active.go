@@ -107,10 +107,16 @@ type session struct {
 type election struct {
 	epoch     int32
 	metaIndex uint64
-	asked     map[int32]time.Time // node → when its vote was requested
-	votes     map[int32]Vote
-	started   time.Time
-	proposed  time.Time // when an elect was proposed (zero: not yet)
+	// replicasSince: the partition's ReplicasSince the votes were asked under. A reassignment
+	// since (a move cancelled and asked again, all in one leaderless epoch) may have deleted
+	// a target replica's copy and opened an empty one: the votes of the nodes that are not
+	// among the replicas are asked again (a replica's copy is kept until a move finishes,
+	// which needs a leader).
+	replicasSince uint64
+	asked         map[int32]time.Time // node → when its vote was requested
+	votes         map[int32]Vote
+	started       time.Time
+	proposed      time.Time // when an elect was proposed (zero: not yet)
 }
 
 type transfer struct {
@@ -144,6 +150,9 @@ type VoteReply struct {
 	// Incarnation is the voter's (0 from versions before it): a reply read only after the
 	// voter came back as a new incarnation does not count for the new one.
 	Incarnation uint64 `json:"incarnation,omitempty"`
+	// MetaIndex echoes the request's (0 from versions before it): a reply to a request older
+	// than an election's votes (reset by a reassignment) does not count.
+	MetaIndex uint64 `json:"meta_index,omitempty"`
 }
 
 // TransferRequest asks a partition's leader to stop appending and wait until Target has its
@@ -394,7 +403,7 @@ func (a *Active) Votes(from int32, reply *VoteReply, now time.Time) Effects {
 	}
 	for _, v := range reply.Votes {
 		e := a.elections[v.PartitionRef]
-		if e == nil || e.epoch != v.Epoch {
+		if e == nil || e.epoch != v.Epoch || reply.MetaIndex != 0 && reply.MetaIndex < e.metaIndex {
 			continue
 		}
 		e.votes[from] = v
@@ -606,9 +615,18 @@ func (a *Active) electAll(now time.Time, eff *Effects) {
 		seen[ref] = true
 		e := a.elections[ref]
 		if e == nil || e.epoch != p.LeaderEpoch {
-			e = &election{epoch: p.LeaderEpoch, metaIndex: a.img.Index, asked: map[int32]time.Time{},
+			e = &election{epoch: p.LeaderEpoch, metaIndex: a.img.Index, replicasSince: p.ReplicasSince, asked: map[int32]time.Time{},
 				votes: map[int32]Vote{}, started: now}
 			a.elections[ref] = e
+		}
+		if e.replicasSince != p.ReplicasSince {
+			e.replicasSince, e.metaIndex = p.ReplicasSince, a.img.Index // asked once its node has this image
+			for n := range e.votes {
+				if !slices.Contains(p.Replicas, n) {
+					delete(e.votes, n)
+					delete(e.asked, n)
+				}
+			}
 		}
 		if it, ok := a.tally(ref, p, e, now); ok {
 			elect = append(elect, it)
