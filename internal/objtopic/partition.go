@@ -297,7 +297,10 @@ func (p *Partition) recordSeq(b BatchMeta) {
 		lp = &lazyProducer{Epoch: lp.Epoch, Seqs: lp.Seqs, Dropped: lp.Dropped} // copy on write: lp may be shared with a published copy
 	}
 	seqs := lp.Seqs.Add(lp.unwrapped(b))
-	lp.Dropped = lp.Dropped || len(seqs) > maxLazyRanges
+	// Only from command level 4 on: an older version's snapshot has no Dropped, so a node
+	// that replayed older commits with this version must not have it either (below level 4
+	// nothing reads it; from level 4 every snapshot is this version's or newer).
+	lp.Dropped = lp.Dropped || p.EpochStartFollows && len(seqs) > maxLazyRanges
 	lp.Seqs = seqs.DropBelow(maxLazyRanges)
 	if p.lazy == nil {
 		p.lazy = map[int64]*lazyProducer{}
