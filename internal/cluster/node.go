@@ -1070,7 +1070,7 @@ func (n *Node) reconcile(img *controller.Image) (applied bool) {
 			}
 			ip := it.Partitions[p.Index]
 			a := replica.Assignment{Epoch: ip.LeaderEpoch, Leader: ip.Leader, Sets: ip.CommitSets(), ISR: ip.ISR, TargetSynced: ip.TargetSynced,
-				PartitionEpoch: ip.PartitionEpoch, WriteCaching: p.Log.WriteCaching(), MinISR: mi}
+				PartitionEpoch: ip.PartitionEpoch, ReplicasSince: ip.ReplicasSince, WriteCaching: p.Log.WriteCaching(), MinISR: mi}
 			switch {
 			case ip.Leader == self:
 				a.Role = replica.RoleLeader

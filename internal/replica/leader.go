@@ -161,6 +161,20 @@ func (l *Leader) Join(n int32, next int64) *Progress {
 	return p
 }
 
+// Restart forgets what a follower acknowledged and stops streaming to it until it joins again
+// (Replica.restartTargetsLocked), and the target set learns again; it reports whether the
+// follower was streaming.
+func (l *Leader) Restart(n int32) bool {
+	p := l.followers[n]
+	if p == nil {
+		return false
+	}
+	streaming := p.Streaming
+	p.Streaming, p.Inflight, p.Appended, p.Durable, p.CaughtUp = false, nil, -1, -1, false
+	l.joint = false
+	return streaming
+}
+
 // Stop stops streaming to a follower until it joins again (a mismatch, a lost connection).
 func (l *Leader) Stop(n int32, disconnected bool) {
 	if p := l.followers[n]; p != nil {

@@ -38,8 +38,11 @@ type Assignment struct {
 	TargetSynced bool      // as the image has it: the leader reported the target set synced
 	// PartitionEpoch as the image has it: the leader's ISR reports name it.
 	PartitionEpoch int32
-	WriteCaching   bool
-	MinISR         int
+	// ReplicasSince as the image has it: the replica sets were last set (a move asked for or
+	// cancelled) at that metadata index.
+	ReplicasSince uint64
+	WriteCaching  bool
+	MinISR        int
 }
 
 // Replica is this node's copy of one partition, leader or follower. Its methods are safe for
@@ -428,11 +431,15 @@ func (r *Replica) setAssignment(a Assignment) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	same := r.a.Role == a.Role && r.a.Epoch == a.Epoch && r.a.Leader == a.Leader
+	moved := r.a.ReplicasSince != a.ReplicasSince
 	r.a = a
 	if same {
 		if r.leader != nil {
 			r.leader.WriteCaching, r.leader.MinISR = a.WriteCaching, a.MinISR
 			r.leader.SetSets(a.Sets, r.m.now())
+			if moved {
+				r.restartTargetsLocked()
+			}
 			if r.leader.SetLocal(r.Log.EndOffset(), r.Log.DurableOffset(), true) {
 				r.knownHW = r.leader.HW()
 				r.notifyLocked()
@@ -786,6 +793,28 @@ func (r *Replica) sendAppendLocked(to int32) bool {
 		r.m.ThrottledBytes.Add(int64(len(data)))
 	}
 	return newEnd < end
+}
+
+// restartTargetsLocked: the replica sets were set again (a move asked for, or cancelled and
+// asked again, maybe seen here as one image). A target node that is not a current replica may
+// have deleted its copy (a cancel) and opened an empty one, while this leader still counts the
+// progress of the deleted one: it would report the move synced onto empty replicas. Such
+// followers prove their logs again: an Append that cannot start at their log end (PrevEnd -1)
+// makes one that is joined answer with a mismatch and join again; an empty copy joins by
+// itself. Meanwhile the target set learns again (not joint), so commits do not wait for it.
+func (r *Replica) restartTargetsLocked() {
+	if len(r.a.Sets) < 2 {
+		return
+	}
+	for _, n := range r.a.Sets[1] {
+		if n == r.m.cfg.NodeID || slices.Contains(r.a.Sets[0], n) {
+			continue
+		}
+		if r.leader.Restart(n) {
+			a := Append{Ref: r.Ref, Epoch: r.a.Epoch, PrevEnd: -1, HW: r.leader.HW(), LogStart: r.Log.StartOffset(), EpochStart: r.leader.EpochStart}
+			r.m.cfg.Send(n, KindAppend, AppendAppends(nil, []Append{a}))
+		}
+	}
 }
 
 // lastNext returns the offset after the last whole batch in data.

@@ -120,7 +120,8 @@ type sim struct {
 	// pepoch is the partition epoch: bumped by every change of the sets, the ISR or the leader;
 	// a report computed from another is skipped, as set-isr at LevelISRPartitionEpoch does.
 	pepoch int32
-	moves  int // reassignments finished
+	since  uint64 // ReplicasSince: bumped by every change of the sets
+	moves  int    // reassignments finished
 }
 
 const simNodes = 5
@@ -217,7 +218,7 @@ func (s *sim) assign(n *simNode) {
 		return
 	}
 	a := Assignment{Role: RoleNone, Epoch: s.epoch, Leader: s.leader, Sets: s.sets, ISR: s.isr, TargetSynced: s.synced,
-		PartitionEpoch: s.pepoch, WriteCaching: s.wc, MinISR: 1}
+		PartitionEpoch: s.pepoch, ReplicasSince: s.since, WriteCaching: s.wc, MinISR: 1}
 	switch {
 	case !slices.Contains(s.hosts(), n.id):
 	case s.leader == n.id:
@@ -314,6 +315,7 @@ func (s *sim) setSets(sets [][]int32) {
 	old := s.hosts()
 	s.sets, s.synced = sets, false
 	s.pepoch++
+	s.since++
 	for _, id := range old {
 		if !slices.Contains(s.hosts(), id) {
 			s.wipe(s.nodes[id])
