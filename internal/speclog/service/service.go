@@ -558,20 +558,29 @@ func (s *Server) shardSlots(ctx context.Context, t *topics.Topic, sh int32, lo, 
 	out := make(map[int64]*pb.Record, hi-lo)
 	// From this node's log only what its replica knows to be committed (a deposed leader's
 	// log may hold a suffix the new leader replaced).
+	var local error
 	if p := t.Partitions[sh]; p.Log != nil && p.Replica != nil && p.Replica.HighWatermark() >= hi {
 		r := &logReader{p: p}
-		for slot := lo; slot < hi; slot++ {
+		for slot := lo; slot < hi && local == nil; slot++ {
 			rec, err := r.get(slot)
 			if err != nil {
-				return nil, status.Errorf(codes.Unavailable, "reading shard %d at %d: %v", sh, slot, err)
+				local = fmt.Errorf("reading shard %d at %d: %w", sh, slot, err)
 			}
 			out[slot] = rec
 		}
-		return out, nil
+		if local == nil {
+			return out, nil
+		}
+		// A follower's retention runs on its own segments and may have deleted what the
+		// leader keeps: the leader is asked.
+		clear(out)
 	}
 	leader := s.cfg.Node.PartitionLeader(t.Name, sh)
 	addr := s.cfg.Addr(leader)
 	if leader == s.cfg.Node.NodeID() || addr == "" {
+		if local != nil {
+			return nil, status.Error(codes.Unavailable, local.Error())
+		}
 		return nil, status.Errorf(codes.Unavailable, "shard %d: slots up to %d are not readable here and its leader (node %d) cannot be asked", sh, hi, leader)
 	}
 	cc, err := s.peer(addr)
