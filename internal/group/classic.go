@@ -56,7 +56,12 @@ func (c *Coordinator) JoinGroup(now time.Time, id RequestID, req *kmsg.JoinGroup
 			c.recordConsumerChange(g.ID, before, &out)
 			return out
 		}
-		g.consumer = nil // empty: it becomes a classic group
+		// Empty: it becomes a new classic group, as Kafka deletes it and creates one. It has
+		// no protocol type until a member joins (its offsets expire by their commit times),
+		// as a reload finds it: a compacted log keeps no record of the consumer group.
+		g.consumer = nil
+		g.ProtocolType, g.Generation, g.Protocol, g.Leader = "", 0, "", ""
+		g.transition(Empty, now)
 		out.Records = append(out.Records, Record{Group: g.ID, Key: consumerKey(g.ID)})
 	}
 	if !g.supports(req.ProtocolType, protocols) {
@@ -588,6 +593,11 @@ func (c *Coordinator) LeaveGroup(now time.Time, req *kmsg.LeaveGroupRequest) (*k
 		resp.Members = append(resp.Members, rm)
 	}
 	if before != nil {
+		// Removing the last consumer-protocol member makes it a classic group again, as a
+		// leave by heartbeat does: Kafka's classicGroupLeaveToConsumerGroup fences the batch
+		// through consumerGroupFenceMembers, which converts. Left a consumer group, its
+		// classic members' heartbeats would never bring them the partitions it held.
+		c.maybeDowngrade(now, g, &out)
 		c.recordConsumerChange(g.ID, before, &out)
 	}
 	if req.Version < 3 {

@@ -242,6 +242,21 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		return fail(kerr.InvalidRequest, "the instance id is empty")
 	case req.MemberEpoch == -2 && req.InstanceID == nil:
 		return fail(kerr.InvalidRequest, "member epoch -2 (a static member leaving for a while) needs the instance id")
+	case req.MemberEpoch == 0 && req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil:
+		return fail(kerr.InvalidRequest, "a joining member must send its subscription")
+	case req.ServerAssignor != nil && !slices.Contains(Assignors, *req.ServerAssignor):
+		return fail(kerr.UnsupportedAssignor, "server assignor %s is not supported; supported: %s", *req.ServerAssignor, strings.Join(Assignors, ", "))
+	}
+	// The request is checked before anything changes (Kafka's
+	// throwIfConsumerGroupHeartbeatRequestIsInvalid; a request Kafka fails later writes none of
+	// its records): a failed join must not upgrade a classic group, or remove a static member
+	// it was to replace.
+	var regex *subscriptionRegex
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		var err error
+		if regex, err = compileSubscription(*req.SubscribedTopicRegex); err != nil {
+			return fail(kerr.InvalidRegularExpression, "subscribed topic regex %s is not a valid regular expression: %v", *req.SubscribedTopicRegex, err)
+		}
 	}
 	if memberID == "" { // v0: the coordinator names the member
 		memberID = newMemberID(clientID)
@@ -270,6 +285,11 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		if len(g.members) > 0 {
 			if req.MemberEpoch != 0 {
 				return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
+			}
+			if req.InstanceID != nil && g.static[*req.InstanceID] != "" {
+				// The join would fail after the upgrade (a classic member holds the instance
+				// id): fail it first, leaving the classic group as it is.
+				return fail(kerr.UnreleasedInstanceID, "instance %s is still used by member %s", *req.InstanceID, g.static[*req.InstanceID])
 			}
 			if err := c.upgrade(now, g, out); err != nil { // online migration (migrate.go)
 				return fail(kerr.GroupIDNotFound, "%v", err)
@@ -317,9 +337,6 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		resp.MemberID, resp.MemberEpoch = &memberID, req.MemberEpoch
 		return resp
 	case 0:
-		if req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil {
-			return fail(kerr.InvalidRequest, "a joining member must send its subscription")
-		}
 		if static != nil && static.epoch != -2 {
 			return fail(kerr.UnreleasedInstanceID, "instance %s is still used by member %s", *req.InstanceID, static.id)
 		}
@@ -344,20 +361,7 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 			return fail(kerr.FencedMemberEpoch, "member %s sent epoch %d; its epoch is %d", memberID, req.MemberEpoch, m.epoch)
 		}
 	}
-	changed, err := c.updateConsumer(m, req)
-	if err != nil {
-		switch {
-		case req.MemberEpoch == 0 && static != nil: // the static member it replaced is gone too
-			c.removeConsumer(now, g, m)
-		case req.MemberEpoch == 0:
-			delete(cs.members, memberID)
-			if len(cs.members) == 0 {
-				g.transition(Empty, now)
-			}
-		}
-		return fail(err, "%s", err.Message)
-	}
-	bump = bump || changed
+	bump = c.updateConsumer(m, req, regex) || bump
 	m.canDescribe = canDescribe
 	set := c.cfg.groupSettings(req.Group)
 	m.deadline = now.Add(set.ConsumerSessionTimeout)
@@ -386,8 +390,9 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 	return resp
 }
 
-// updateConsumer takes a heartbeat's subscription and assignor; a change moves the group epoch.
-func (c *Coordinator) updateConsumer(m *consumerMember, req *kmsg.ConsumerGroupHeartbeatRequest) (bool, *kerr.Error) {
+// updateConsumer takes a heartbeat's subscription (regex: its regex, compiled) and assignor,
+// both checked already; a change moves the group epoch.
+func (c *Coordinator) updateConsumer(m *consumerMember, req *kmsg.ConsumerGroupHeartbeatRequest, regex *subscriptionRegex) bool {
 	changed := false
 	if req.SubscribedTopicNames != nil {
 		topics := slices.Clone(req.SubscribedTopicNames)
@@ -397,28 +402,13 @@ func (c *Coordinator) updateConsumer(m *consumerMember, req *kmsg.ConsumerGroupH
 			m.topics, changed = topics, true
 		}
 	}
-	if req.SubscribedTopicRegex != nil {
-		expr := *req.SubscribedTopicRegex
-		if m.regex == nil || m.regex.String() != expr {
-			if expr == "" {
-				m.regex = nil
-			} else {
-				re, err := compileSubscription(expr)
-				if err != nil {
-					return false, kerr.InvalidRegularExpression
-				}
-				m.regex = re
-			}
-			changed = true
-		}
+	if req.SubscribedTopicRegex != nil && (m.regex == nil || m.regex.String() != *req.SubscribedTopicRegex) {
+		m.regex, changed = regex, true // nil for "": no regex
 	}
 	if req.ServerAssignor != nil && *req.ServerAssignor != m.assignor {
-		if !slices.Contains(Assignors, *req.ServerAssignor) {
-			return false, kerr.UnsupportedAssignor
-		}
 		m.assignor, changed = *req.ServerAssignor, true
 	}
-	return changed, nil
+	return changed
 }
 
 func (c *Coordinator) topics() map[string]TopicMeta {

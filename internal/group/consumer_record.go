@@ -59,13 +59,13 @@ func (c *Coordinator) recordConsumerChange(group string, before []byte, out *Out
 	}
 }
 
-// recordConsumerState appends the group's consumer state record (value, or a tombstone); a
-// group that became classic again (migrate.go) also records its classic membership.
+// recordConsumerState appends the group's consumer state record (value, or a tombstone). A
+// group that became classic again wrote its records as it did (maybeDowngrade).
 func (c *Coordinator) recordConsumerState(group string, value []byte, out *Output) {
-	out.Records = append(out.Records, Record{Group: group, Key: consumerKey(group), Value: value})
 	if g := c.groups[group]; value == nil && g != nil && len(g.members) > 0 {
-		out.Records = append(out.Records, g.metadataRecord())
+		return
 	}
+	out.Records = append(out.Records, Record{Group: group, Key: consumerKey(group), Value: value})
 }
 
 func (cs *consumerState) appendTo(b []byte, since time.Time) []byte {
@@ -154,7 +154,10 @@ func (c *Coordinator) loadConsumer(now time.Time, key, value []byte) error {
 	}
 	if value == nil {
 		if g := c.groups[group]; g != nil {
-			g.consumer = nil
+			if g.consumer != nil { // what is left is a new classic group's offsets, as live
+				g.consumer = nil
+				g.ProtocolType, g.Generation, g.Protocol, g.Leader = "", 0, "", ""
+			}
 			// Deleted (DeleteGroups and expiry write the offsets' tombstones and the
 			// GroupMetadata one before this): nothing of it is left. A group turned classic
 			// again gets its classic record next, which brings it back.

@@ -180,6 +180,11 @@ type Offset struct {
 	LeaderEpoch int32
 	Metadata    string
 	CommitTime  int64 // unix ms
+
+	// record is the place of the offset's record in the log (Coordinator.records): a
+	// transaction's COMMIT keeps the newest record of a partition (txnoffsets.go), as Kafka
+	// compares the records' log offsets.
+	record uint64
 }
 
 // Group is one consumer group: its members (classic protocol) and committed offsets.
@@ -268,6 +273,8 @@ type Coordinator struct {
 	cfg     Config
 	groups  map[string]*Group
 	pending map[int64]map[int16]pendingOffsets // transactional offset commits by producer id and epoch (txnoffsets.go)
+	// records counts the offset records written or read back, in log order: Offset.record.
+	records uint64
 	// PartitionExists reports whether a topic partition exists (OffsetCommit refuses unknown
 	// ones, as Kafka does). Nil accepts every partition.
 	PartitionExists func(topic string, partition int32) bool

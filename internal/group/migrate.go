@@ -159,6 +159,15 @@ func (c *Coordinator) maybeDowngrade(now time.Time, g *Group, out *Output) {
 	g.Protocol = g.selectProtocol()
 	g.Leader = g.order[0]
 	g.transition(Stable, now)
+	// The consumer group's tombstone, then the classic group's record, with no leader: that
+	// tells a coordinator that loads it to go on with the rebalance started below
+	// (loadMetadata). Kafka's record names one (ClassicGroup.fromConsumerGroup), and a
+	// coordinator that loads it has a Stable group of the generation the members hold: their
+	// heartbeats are answered OK, nobody rejoins, and the partitions of the members that left
+	// stay assigned to nobody.
+	v := g.metadataValue()
+	v.Leader = nil
+	out.Records = append(out.Records, Record{Group: g.ID, Key: consumerKey(g.ID)}, Record{Group: g.ID, Key: groupKey(g.ID), Value: v.AppendTo(nil)})
 	c.prepareRebalance(now, g, out)
 }
 

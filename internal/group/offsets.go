@@ -31,8 +31,8 @@ func (c *Coordinator) OffsetCommit(now time.Time, req *kmsg.OffsetCommitRequest)
 				var o Offset
 				if sp.ErrorCode, o = c.partitionCommit(now, rt.Topic, rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata); sp.ErrorCode == 0 {
 					tp := TopicPartition{rt.Topic, rp.Partition}
+					o.record = c.nextRecord()
 					g.offsets[tp] = o
-					c.supersedePending(g.ID, tp)
 					out.Records = append(out.Records, offsetRecord(g.ID, tp, &o))
 				}
 			}
@@ -278,7 +278,7 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
 			} else if _, ok := g.offsets[tp]; ok || c.hasPending(g.ID, tp) {
 				delete(g.offsets, tp)
-				c.supersedePending(g.ID, tp)
+				c.dropPending(g.ID, tp)
 				out.Records = append(out.Records, offsetRecord(g.ID, tp, nil))
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -500,7 +500,7 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteG
 				if _, ok := g.offsets[tp]; !ok {
 					out.Records = append(out.Records, offsetRecord(id, tp, nil))
 				}
-				c.supersedePending(id, tp)
+				c.dropPending(id, tp)
 			}
 			out.Records = append(out.Records, Record{Group: id, Key: groupKey(id)}, Record{Group: id, Key: consumerKey(id)})
 			if g.streams != nil {
@@ -544,6 +544,12 @@ func groupKey(id string) []byte {
 
 // metadataRecord is the group's membership record: what a restart needs to carry the group on.
 func (g *Group) metadataRecord() Record {
+	v := g.metadataValue()
+	return Record{Group: g.ID, Key: groupKey(g.ID), Value: v.AppendTo(nil)}
+}
+
+// metadataValue is the value of the group's membership record.
+func (g *Group) metadataValue() kmsg.GroupMetadataValue {
 	v := kmsg.GroupMetadataValue{Version: 3, ProtocolType: g.ProtocolType, Generation: g.Generation,
 		CurrentStateTimestamp: g.StateSince.UnixMilli()}
 	v.Protocol, v.Leader = optional(g.Protocol), optional(g.Leader)
@@ -555,7 +561,7 @@ func (g *Group) metadataRecord() Record {
 		vm.InstanceID = optional(m.InstanceID)
 		v.Members = append(v.Members, vm)
 	}
-	return Record{Group: g.ID, Key: groupKey(g.ID), Value: v.AppendTo(nil)}
+	return v
 }
 
 // ErrBadRecord is returned by Load for a record it cannot decode.
@@ -576,16 +582,17 @@ func (c *Coordinator) Load(now time.Time, key, value []byte) error {
 		}
 		g := c.loadGroup(k.Group, now)
 		tp := TopicPartition{k.Topic, k.Partition}
-		c.supersedePending(k.Group, tp) // read back in log order: this record is the later one
 		if value == nil {
 			delete(g.offsets, tp)
+			c.dropPending(k.Group, tp)
 			return nil
 		}
 		var v kmsg.OffsetCommitValue
 		if err := v.ReadFrom(value); err != nil {
 			return fmt.Errorf("%w: offset value: %v", ErrBadRecord, err)
 		}
-		g.offsets[tp] = Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp}
+		g.offsets[tp] = Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp,
+			record: c.nextRecord()}
 	case 2:
 		var k kmsg.GroupMetadataKey
 		if err := k.ReadFrom(key); err != nil {
@@ -674,6 +681,13 @@ func (c *Coordinator) loadMetadata(now time.Time, g *Group, v *kmsg.GroupMetadat
 		state = Stable
 	}
 	g.State, g.StateSince = state, time.UnixMilli(v.CurrentStateTimestamp)
+	if len(g.members) > 0 && v.Leader == nil {
+		// A downgrade's record (maybeDowngrade): the rebalance it started goes on here, as
+		// live, so that the members' heartbeats tell them to rejoin.
+		g.State = PreparingRebalance
+		g.rebalanceDeadline = now.Add(g.maxRebalanceTimeout())
+		g.joinDeadline = g.rebalanceDeadline
+	}
 }
 
 func sortedPartitions[V any](m map[TopicPartition]V) []TopicPartition {

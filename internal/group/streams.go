@@ -173,10 +173,13 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 		c.groups[req.Group] = g
 	}
 	if g.streams == nil {
-		if g.consumer != nil || g.share != nil || g.memberCount() > 0 || req.MemberEpoch != 0 {
+		// An empty classic group is replaced; ids handed out for a first JoinGroup (KIP-394)
+		// are not members (the group is Empty, as in Kafka), and go with it.
+		if g.consumer != nil || g.share != nil || len(g.members) > 0 || req.MemberEpoch != 0 {
 			return fail(kerr.GroupIDNotFound, "Group %s is not a streams group.", req.Group)
 		}
 		g.streams, g.ProtocolType = newStreamsState(), TypeStreams
+		clear(g.pending)
 		g.transition(Empty, now)
 	}
 	st := g.streams

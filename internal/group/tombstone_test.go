@@ -63,7 +63,7 @@ func TestDeletedConsumerGroupStaysDeletedOnReplay(t *testing.T) {
 }
 
 // TestDeleteGroupsWithPendingTxnOnReplay: DeleteGroups of a group with a pending
-// transactional offset deletes it live (the pending offset superseded by the tombstone); a
+// transactional offset deletes it live (the tombstone drops the pending offset); a
 // replay must delete it too, also after the transaction's marker (the GroupMetadata
 // tombstone kept a group with a pending offset, Empty with no offsets).
 func TestDeleteGroupsWithPendingTxnOnReplay(t *testing.T) {

@@ -25,19 +25,15 @@ import (
 // offsets with its predecessor's COMMIT, and the consumer skipped that transaction's input.
 
 // pendingOffsets are one transaction's pending offsets: group -> partition -> offset.
-type pendingOffsets map[string]map[TopicPartition]pendingOffset
-
-// pendingOffset is a pending transactional offset. superseded: a later record of the same
-// group and partition (a plain commit, or a tombstone: OffsetDelete, DeleteGroups, expiry)
-// came after it in the log; its COMMIT then changes nothing, as Kafka keeps the most recent
-// record (CommitRecordMetadataAndOffset.olderThan) and drops pending offsets at a tombstone.
-// Otherwise the committed offset differed between the live coordinator and one that reloaded
-// the log after compaction had kept only the later record. It stays pending until its marker
-// (OffsetFetch with require_stable still waits for it, as Kafka's does).
-type pendingOffset struct {
-	Offset
-	superseded bool
-}
+//
+// A COMMIT makes a pending offset the committed one only if its record is newer in the log
+// than the committed offset's (Offset.record), whoever wrote that: a plain commit or another
+// producer's transaction that committed first. An offset tombstone (OffsetDelete,
+// DeleteGroups) drops the partition's pending offsets. Both are Kafka's rules
+// (OffsetMetadataManager.replayEndTransactionMarker and replay of a tombstone), and both keep
+// the live coordinator in step with one that reloads the log after compaction has kept only
+// the newest record of each partition.
+type pendingOffsets map[string]map[TopicPartition]Offset
 
 // TxnOffsetCommit handles a TxnOffsetCommit request. It returns the response and the offset
 // records to append as the producer's transactional batch; the offsets are pending from now on.
@@ -84,6 +80,7 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 				var o Offset
 				if sp.ErrorCode, o = c.partitionCommit(now, rt.Topic, rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata); sp.ErrorCode == 0 {
 					tp := TopicPartition{rt.Topic, rp.Partition}
+					o.record = c.nextRecord()
 					undos = append(undos, c.addPending(req.ProducerID, req.ProducerEpoch, req.Group, tp, o))
 					records = append(records, offsetRecord(req.Group, tp, &o))
 				}
@@ -109,42 +106,54 @@ func (c *Coordinator) addPending(pid int64, epoch int16, group string, tp TopicP
 		c.pending[pid][epoch] = p
 	}
 	if p[group] == nil {
-		p[group] = map[TopicPartition]pendingOffset{}
+		p[group] = map[TopicPartition]Offset{}
 	}
 	prev, had := p[group][tp]
-	p[group][tp] = pendingOffset{Offset: o}
+	p[group][tp] = o
 	return func() {
-		cur := c.pending[pid][epoch]
-		switch {
+		switch cur := c.pending[pid][epoch]; {
 		case cur == nil || cur[group] == nil:
 		case had:
 			cur[group][tp] = prev
 		default:
-			delete(cur[group], tp)
-			if len(cur[group]) == 0 {
-				delete(cur, group)
-			}
-			if len(cur) == 0 {
-				delete(c.pending[pid], epoch)
-				if len(c.pending[pid]) == 0 {
-					delete(c.pending, pid)
-				}
+			c.removePending(pid, epoch, group, tp)
+		}
+	}
+}
+
+// removePending forgets one pending offset, and the maps it leaves empty.
+func (c *Coordinator) removePending(pid int64, epoch int16, group string, tp TopicPartition) {
+	p := c.pending[pid][epoch]
+	delete(p[group], tp)
+	if len(p[group]) == 0 {
+		delete(p, group)
+	}
+	if len(p) == 0 {
+		delete(c.pending[pid], epoch)
+		if len(c.pending[pid]) == 0 {
+			delete(c.pending, pid)
+		}
+	}
+}
+
+// dropPending removes the pending transactional offsets of the group's partition at its offset
+// tombstone, written or read back, as Kafka's replay of a tombstone does ("Remove all the
+// pending offset commits related to the tombstone"): the partition is stable at once, and the
+// transactions' COMMIT markers find nothing of it to commit.
+func (c *Coordinator) dropPending(group string, tp TopicPartition) {
+	for pid, byEpoch := range c.pending {
+		for epoch, p := range byEpoch {
+			if _, ok := p[group][tp]; ok {
+				c.removePending(pid, epoch, group, tp)
 			}
 		}
 	}
 }
 
-// supersedePending marks the pending transactional offsets of the group's partition as older
-// than a record just written (or read back) for it.
-func (c *Coordinator) supersedePending(group string, tp TopicPartition) {
-	for _, byEpoch := range c.pending {
-		for _, p := range byEpoch {
-			if o, ok := p[group][tp]; ok {
-				o.superseded = true
-				p[group][tp] = o
-			}
-		}
-	}
+// nextRecord numbers an offset record written or read back: its place in the log.
+func (c *Coordinator) nextRecord() uint64 {
+	c.records++
+	return c.records
 }
 
 // LoadTxn applies a transactional offset record read back from the partition (written by the
@@ -162,13 +171,14 @@ func (c *Coordinator) LoadTxn(pid int64, epoch int16, key, value []byte) error {
 		return fmt.Errorf("%w: offset value: %v", ErrBadRecord, err)
 	}
 	c.addPending(pid, epoch, k.Group, TopicPartition{k.Topic, k.Partition},
-		Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp})
+		Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp, record: c.nextRecord()})
 	return nil
 }
 
 // CompleteTxn applies a marker of the producer written with epoch: COMMIT makes the pending
-// offsets of the transaction it closes committed, ABORT drops them. Offsets pending from
-// another epoch belong to another transaction and stay pending.
+// offsets of the transaction it closes committed where no newer record of the partition was
+// committed meanwhile, ABORT drops them. Offsets pending from another epoch belong to another
+// transaction and stay pending.
 func (c *Coordinator) CompleteTxn(now time.Time, pid int64, epoch int16, commit bool) {
 	byEpoch := c.pending[pid]
 	for _, e := range []int16{epoch - 1, epoch} { // records' epoch + 1, then the same epoch
@@ -182,8 +192,11 @@ func (c *Coordinator) CompleteTxn(now time.Time, pid int64, epoch int16, commit 
 		}
 		for group, offsets := range p {
 			for tp, o := range offsets {
-				if !o.superseded {
-					c.loadGroup(group, now).offsets[tp] = o.Offset
+				// The newest record wins, as after compaction: a plain commit, or another
+				// producer's transaction, written after this one's offset stays.
+				g := c.loadGroup(group, now)
+				if cur, ok := g.offsets[tp]; !ok || o.record > cur.record {
+					g.offsets[tp] = o
 				}
 			}
 		}
