@@ -101,8 +101,14 @@ type Client struct {
 	// when another replica has taken its shard over. Appends are idempotent, so trying again
 	// elsewhere stores nothing twice.
 	attempt time.Duration
+	// silence bounds how long a subscription's stream may give nothing before it is opened
+	// again through another node: one that froze, or was cut off from the shards' leaders,
+	// holds the stream open and sends nothing, while a topic confirms ~20 cuts a second even
+	// idle (docs/speclog.md, runnel.order.idle.ms).
+	silence time.Duration
 
 	mu      sync.Mutex
+	closed  bool // Close was called: nothing is dialed again
 	conns   map[string]*grpc.ClientConn
 	appends map[string]*appendmux.Mux // per connection: its appends' stream
 	known   []string                  // other nodes' SpecLog addresses, learned from Describe
@@ -142,22 +148,37 @@ const DefaultAppendAttempt = 2 * time.Second
 // at the shard's (maybe new) leader; the caller's context still bounds the whole append.
 func (c *Client) SetAppendAttemptTimeout(d time.Duration) { c.attempt = d }
 
+// DefaultSubscribeSilence is how long a subscription's stream may give no event before the
+// client subscribes again through another node (SetSubscribeSilenceTimeout changes it). It is
+// above the longest pause of a healthy cluster's confirmations: a shard's takeover
+// (runnel.order.takeover.ms, 5 s, after the old leader's session timeout).
+const DefaultSubscribeSilence = 15 * time.Second
+
+// SetSubscribeSilenceTimeout sets how long a subscription's stream may give no event before the
+// client subscribes again through the next node it knows of (0: no limit). Subscriptions
+// started after it use it.
+func (c *Client) SetSubscribeSilenceTimeout(d time.Duration) { c.silence = d }
+
 // Dial connects to a node's SpecLog address (runnel serve --speclog-addr). The connection is
 // plaintext, as the node's default listener, unless the options say otherwise (WithTLS, or any
 // grpc.WithTransportCredentials); WithUser authenticates as one of the cluster's users.
 func Dial(ctx context.Context, addr string, opts ...grpc.DialOption) (*Client, error) {
 	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...) // later options win
-	c := &Client{addr: addr, opts: opts, attempt: DefaultAppendAttempt, conns: map[string]*grpc.ClientConn{}, appends: map[string]*appendmux.Mux{}}
+	c := &Client{addr: addr, opts: opts, attempt: DefaultAppendAttempt, silence: DefaultSubscribeSilence, conns: map[string]*grpc.ClientConn{}, appends: map[string]*appendmux.Mux{}}
 	if _, err := c.conn(addr); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// Close closes every connection.
+// ErrClosed is the error of a call on a closed Client.
+var ErrClosed = status.Error(codes.Canceled, "speclog: the client is closed")
+
+// Close closes every connection. Calls made after it fail with ErrClosed (and dial nothing).
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	for _, m := range c.appends {
 		m.Close()
 	}
@@ -173,6 +194,9 @@ func (c *Client) Close() error {
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
 	if cc := c.conns[addr]; cc != nil {
 		return cc, nil
 	}
@@ -196,18 +220,21 @@ func (c *Client) api(addr string) (pb.SpecLogClient, error) {
 }
 
 // appender returns the append stream of addr's connection (the dialed node's for ""), api.
-func (c *Client) appender(addr string, api pb.SpecLogClient) *appendmux.Mux {
+func (c *Client) appender(addr string, api pb.SpecLogClient) (*appendmux.Mux, error) {
 	if addr == "" {
 		addr = c.addr
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed { // since api was got: a new Mux would never be closed
+		return nil, ErrClosed
+	}
 	m := c.appends[addr]
 	if m == nil {
 		m = appendmux.New(api)
 		c.appends[addr] = m
 	}
-	return m
+	return m, nil
 }
 
 // Topic is a total-order topic seen through the client.
@@ -323,8 +350,13 @@ func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]ui
 		req.Records = append(req.Records, toPB(r))
 	}
 	var ln *lane
+	// sent: a try on ln failed after it may have been stored (the node did not answer in
+	// time, or the connection broke). A later try that is refused says nothing of that one:
+	// ln's sequence may be taken, and an append reusing it would be answered as its duplicate.
+	sent := false
+	advance := func() { ln.seq[shard] = int32((int64(ln.seq[shard]) + int64(len(recs))) % (1 << 31)) } // wraps as Kafka's
 	defer func() {
-		if ln != nil { // answered, or refused before anything was stored: the lane goes on
+		if ln != nil { // answered, or refused (past what may have been stored): the lane goes on
 			l.mu.Lock()
 			l.lanes = append(l.lanes, ln)
 			l.mu.Unlock()
@@ -342,7 +374,10 @@ func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]ui
 		if err != nil {
 			return nil, err
 		}
-		appends := l.c.appender(addr, api)
+		appends, err := l.c.appender(addr, api)
+		if err != nil {
+			return nil, err
+		}
 		actx, cancel := context.WithTimeout(ctx, l.c.attempt)
 		if ln == nil {
 			var p *pb.InitProducerResponse
@@ -355,9 +390,10 @@ func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]ui
 			req.ProducerId, req.ProducerEpoch, req.BaseSequence = &ln.id, ln.epoch, ln.seq[shard]
 			if resp, err = appends.Append(actx, req); err == nil {
 				cancel()
-				ln.seq[shard] = int32((int64(ln.seq[shard]) + int64(len(recs))) % (1 << 31)) // wraps as Kafka's
+				advance()
 				return resp.GetPositions(), nil
 			}
+			sent = sent || unreachable(err)
 		}
 		cancel()
 		code := status.Code(err)
@@ -370,9 +406,16 @@ func (l *Log) AppendBatch(ctx context.Context, shard int32, recs []Record) ([]ui
 		case codes.Aborted:
 			// the producer's sequence is off (its state expired, or an append it gave up on
 			// was lost): nothing was stored; start again with a new producer id
-			ln = nil
+			ln, sent = nil, false
 		case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.NotFound, codes.OutOfRange:
-			return nil, err // refused before anything was stored: the lane is still in sequence
+			if sent && ln != nil {
+				// An earlier try may have been stored: the lane goes on past it. If it was not,
+				// the lane's next append leaves a gap in its sequence: stored past it (a producer
+				// the shard has no state of), or refused as out of sequence (Aborted) and made
+				// again with a new producer id. Either way stored once.
+				advance()
+			}
+			return nil, err // this try was refused before anything was stored
 		default:
 			ln = nil // it may have been stored: the lane's next sequence is not known
 			return nil, err

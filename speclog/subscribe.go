@@ -51,9 +51,10 @@ type SubscribeOptions struct {
 // skipping what it had delivered already in the same view, and announcing a Fail if the view
 // changed meanwhile, so the events a caller sees stay one ordered stream.
 type Subscription struct {
-	l    *Log
-	ctx  context.Context
-	opts SubscribeOptions
+	l       *Log
+	ctx     context.Context
+	opts    SubscribeOptions
+	silence time.Duration // the client's silence limit when subscribed
 
 	stream    pb.SpecLog_SubscribeClient
 	cancel    context.CancelFunc // the stream's
@@ -64,14 +65,19 @@ type Subscription struct {
 	confirmed uint64 // the last confirmation delivered
 	final     uint64 // positions below are final: confirmed, or delivered as confirmed (not speculative)
 	view      uint64
-	fresh     bool // a re-opened stream whose first event has not come yet
-	stale     bool // the stream speculates in a view older than one delivered: open another
-	err       error
+	// at is the position after the last record the current stream gave (delivered, or dropped
+	// as delivered already), or where it started. A stream fails what it gave, so past it the
+	// records delivered are the older streams' alone: a view change voids them without any
+	// notice from this stream.
+	at    uint64
+	fresh bool // a re-opened stream whose first event has not come yet
+	stale bool // the stream speculates in a view older than one delivered: open another
+	err   error
 }
 
 // Subscribe subscribes from position from. Events come from Next; cancel ctx to stop.
 func (l *Log) Subscribe(ctx context.Context, from uint64, opts SubscribeOptions) *Subscription {
-	return &Subscription{l: l, ctx: ctx, opts: opts, next: from, confirmed: from}
+	return &Subscription{l: l, ctx: ctx, opts: opts, silence: l.c.silence, next: from, confirmed: from, at: from}
 }
 
 // Next returns the next event, blocking until there is one. It fails only when the context
@@ -100,35 +106,65 @@ func (s *Subscription) Next() (Event, error) {
 		}
 		if s.stream == nil {
 			if err := s.open(); err != nil {
-				if retriable(err) && s.ctx.Err() == nil {
-					if unreachable(err) {
-						s.via++ // try the next node the client knows of
+				if !s.retry(err) {
+					s.err = err
+					if s.ctx.Err() != nil {
+						s.err = s.ctx.Err()
 					}
-					select {
-					case <-time.After(100 * time.Millisecond):
-						continue
-					case <-s.ctx.Done():
-					}
-				}
-				s.err = err
-				if s.ctx.Err() != nil {
-					s.err = s.ctx.Err()
 				}
 				continue
 			}
 		}
-		resp, err := s.stream.Recv()
+		resp, err := s.recv()
 		if err != nil {
 			s.close()
-			if s.ctx.Err() != nil {
-				s.err = s.ctx.Err()
-			} else if !retriable(err) {
+			// A node that ends each stream at once (a shard's leader it cannot reach) is
+			// paused on, and left when it says it cannot serve, as one that cannot be opened.
+			if !s.retry(err) {
 				s.err = fmt.Errorf("speclog: subscription: %w", err)
+				if s.ctx.Err() != nil {
+					s.err = s.ctx.Err()
+				}
 			}
 			continue
 		}
 		s.buf = resp.GetEvents()
 	}
+}
+
+// retry reports whether the stream is to be opened again after err, once a pause has passed
+// (false: the context ended meanwhile); when the node did not serve it, through the next node
+// the client knows of.
+func (s *Subscription) retry(err error) bool {
+	if !retriable(err) || s.ctx.Err() != nil {
+		return false
+	}
+	if unreachable(err) {
+		s.via++
+	}
+	select {
+	case <-time.After(100 * time.Millisecond):
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// recv receives the stream's next events. A stream that gives none for the silence limit is
+// ended and fails as a node that does not answer, so that it is opened again elsewhere.
+func (s *Subscription) recv() (*pb.SubscribeResponse, error) {
+	if s.silence <= 0 {
+		return s.stream.Recv()
+	}
+	t := time.AfterFunc(s.silence, s.cancel)
+	resp, err := s.stream.Recv()
+	if !t.Stop() { // it fired: the stream is ended (even if events came meanwhile)
+		s.close()
+		if err != nil {
+			err = status.Errorf(codes.Unavailable, "speclog: no event from the subscription's node for %v", s.silence)
+		}
+	}
+	return resp, err
 }
 
 func retriable(err error) bool {
@@ -188,10 +224,21 @@ func (s *Subscription) take(e *pb.Event) (Event, bool) {
 		// need not repeat a record below where the old one stopped (its positions may now be
 		// no-ops): fail it all, and take the new stream's from there.
 		s.fresh = false
+		s.at = s.confirmed // where it starts
 		if v := eventView(e); v > s.view && s.next > floor {
 			s.next, s.view = floor, v
 			s.buf = append([]*pb.Event{e}, s.buf...)
 			return Event{Kind: EventFail, After: floor, View: v}, true
+		}
+	}
+	if _, notice := e.GetKind().(*pb.Event_Fail); !notice {
+		if v := eventView(e); v > s.view && s.next > max(floor, s.at) {
+			// A view change this stream gave no notice of: it had given nothing the change
+			// voids. Records the older streams delivered past where this one is may be void
+			// (no-ops now), and this stream gives nothing more below where it is: fail them
+			// before the new view's first event, a record or a confirmation that would make
+			// them final (when none of the new view's records is of the shards read).
+			return s.voided(e, s.at, v)
 		}
 	}
 	switch k := e.GetKind().(type) {
@@ -205,14 +252,13 @@ func (s *Subscription) take(e *pb.Event) (Event, bool) {
 				// Delivered before the stream broke: the same record in the same view, a final
 				// one, or one a node that trails has confirmed in an older view (a confirmed
 				// position is the same in every view; speculative ones are stale, above).
+				s.at = max(s.at, d.GetPosition()+1)
 				return Event{}, false
 			}
 			// The view changed while re-subscribing: what was delivered from here on is void.
-			s.next, s.view = d.GetPosition(), d.GetView()
-			s.buf = append([]*pb.Event{e}, s.buf...)
-			return Event{Kind: EventFail, After: d.GetPosition(), View: d.GetView()}, true
+			return s.voided(e, d.GetPosition(), d.GetView())
 		}
-		s.next, s.view = d.GetPosition()+1, max(s.view, d.GetView())
+		s.next, s.view, s.at = d.GetPosition()+1, max(s.view, d.GetView()), d.GetPosition()+1
 		if !d.GetSpeculative() {
 			s.final = max(s.final, s.next)
 		}
@@ -230,10 +276,19 @@ func (s *Subscription) take(e *pb.Event) (Event, bool) {
 		if after >= s.next {
 			return Event{}, false // nothing delivered at or after it
 		}
-		s.next = after
+		s.next, s.at = after, min(s.at, after)
 		return Event{Kind: EventFail, After: after, View: f.GetView()}, true
 	}
 	return Event{}, false
+}
+
+// voided fails what was delivered from after on (never below the final positions), for a view
+// change to view that e, then taken again, shows.
+func (s *Subscription) voided(e *pb.Event, after, view uint64) (Event, bool) {
+	after = max(after, s.confirmed, s.final)
+	s.next, s.view = after, view
+	s.buf = append([]*pb.Event{e}, s.buf...)
+	return Event{Kind: EventFail, After: after, View: view}, true
 }
 
 // eventView is the view a wire event carries.

@@ -21,8 +21,9 @@ type Mux struct {
 	api pb.SpecLogClient
 
 	mu      sync.Mutex
-	cur     *stream // nil: none open
-	unary   bool    // the node has no AppendStream
+	cur     *stream       // nil: none open
+	opening chan struct{} // non-nil while an append opens a stream; closed once it is done
+	unary   bool          // the node has no AppendStream
 	closed  bool
 	nextID  uint64
 	sendMu  sync.Mutex // one sender at a time (gRPC streams allow one)
@@ -51,11 +52,20 @@ func New(api pb.SpecLogClient) *Mux { return &Mux{api: api} }
 // or may not have been stored: it fails with codes.Unavailable, as a unary call whose
 // connection broke. If ctx ends while the append is being sent (a node that stopped reading
 // holds sends), the stream is closed, failing the other appends on it the same way; if it
-// ends while the answer is awaited, only this append gives up.
+// ends while the answer is awaited, or before the append is sent (while the stream is opened,
+// or before Append is called), only this append gives up.
 func (m *Mux) Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendResponse, error) {
-	s, id, ch, err := m.register()
+	s, id, ch, err := m.register(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil && s != nil {
+		// Ended already: nothing is sent, and AfterFunc below would close at once the stream
+		// the other appends wait on.
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+		return nil, status.FromContextError(err).Err()
 	}
 	if s == nil {
 		return m.api.Append(ctx, req)
@@ -85,30 +95,39 @@ func (m *Mux) Append(ctx context.Context, req *pb.AppendRequest) (*pb.AppendResp
 }
 
 // register returns the open stream (opening one if needed) with a new id and the channel its
-// answer comes on; a nil stream means unary.
-func (m *Mux) register() (*stream, uint64, chan result, error) {
+// answer comes on; a nil stream means unary. Opening waits for the connection, which may take
+// until gRPC's connect timeout on a node that accepts and says nothing: it is bounded by ctx,
+// and done without m.mu so that the other appends (and Close) are not held meanwhile; they
+// wait for it, each until its own ctx ends.
+func (m *Mux) register(ctx context.Context) (*stream, uint64, chan result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return nil, 0, nil, status.Error(codes.Canceled, "speclog: the client is closed")
-	}
-	if m.unary {
-		return nil, 0, nil, nil
-	}
-	if m.cur == nil {
-		sctx, cancel := context.WithCancel(context.Background()) // outlives this call
-		st, err := m.api.AppendStream(sctx)
-		if err != nil {
-			cancel()
-			if status.Code(err) == codes.Unimplemented {
-				m.unary = true
-				return nil, 0, nil, nil
+	for {
+		if m.closed {
+			return nil, 0, nil, status.Error(codes.Canceled, "speclog: the client is closed")
+		}
+		if m.unary {
+			return nil, 0, nil, nil
+		}
+		if m.cur != nil {
+			break
+		}
+		if m.opening != nil { // another append is opening it
+			opening := m.opening
+			m.mu.Unlock()
+			select {
+			case <-opening:
+			case <-ctx.Done():
 			}
+			m.mu.Lock()
+			if err := ctx.Err(); err != nil {
+				return nil, 0, nil, status.FromContextError(err).Err()
+			}
+			continue
+		}
+		if err := m.open(ctx); err != nil {
 			return nil, 0, nil, err
 		}
-		m.cur = &stream{st: st, cancel: cancel, pending: map[uint64]chan result{}}
-		m.streams.Add(1)
-		go m.receive(m.cur)
 	}
 	s := m.cur
 	m.nextID++
@@ -122,6 +141,40 @@ func (m *Mux) register() (*stream, uint64, chan result, error) {
 	s.pending[m.nextID] = ch
 	s.mu.Unlock()
 	return s, m.nextID, ch, nil
+}
+
+// open opens a stream as m.cur, unlocking m.mu meanwhile (held on entry and on return); ctx
+// bounds the opening, not the stream.
+func (m *Mux) open(ctx context.Context) error {
+	opening := make(chan struct{})
+	m.opening = opening
+	m.mu.Unlock()
+	sctx, cancel := context.WithCancel(context.Background()) // outlives this call
+	stop := context.AfterFunc(ctx, cancel)
+	st, err := m.api.AppendStream(sctx)
+	ended := !stop()
+	m.mu.Lock()
+	m.opening = nil
+	close(opening)
+	switch {
+	case ended:
+		cancel()
+		return status.FromContextError(ctx.Err()).Err()
+	case err != nil:
+		cancel()
+		if status.Code(err) == codes.Unimplemented {
+			m.unary = true
+			return nil
+		}
+		return err
+	case m.closed: // closed meanwhile: the loop refuses
+		cancel()
+		return nil
+	}
+	m.cur = &stream{st: st, cancel: cancel, pending: map[uint64]chan result{}}
+	m.streams.Add(1)
+	go m.receive(m.cur)
+	return nil
 }
 
 // receive hands the stream's answers to their waiters until it breaks.
