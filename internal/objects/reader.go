@@ -1,9 +1,11 @@
 package objects
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/runnel-dev/runnel/internal/batch"
@@ -166,30 +168,36 @@ func (c *Cache) OffsetForTime(ctx context.Context, p *objtopic.Partition, ts int
 }
 
 // MaxTimestamp returns the offset and timestamp of p's record with the largest timestamp (the
-// first of equals), or -1, -1 for an empty partition.
+// first of equals), or -1, -1 for an empty partition. Only records at or after the log start
+// count: the extent with the largest MaxTimestamp may owe it to a record below the log start
+// (the first extent may straddle it), so extents are read from the largest MaxTimestamp down
+// until none left can hold a larger timestamp (or an equal one at a lower offset).
 func (c *Cache) MaxTimestamp(ctx context.Context, p *objtopic.Partition) (int64, int64, error) {
-	exts := p.Find(p.Start)
+	exts := slices.Clone(p.Find(p.Start))
 	if len(exts) == 0 {
 		return -1, -1, nil
 	}
-	e := exts[0]
-	for _, x := range exts[1:] {
-		if x.MaxTimestamp > e.MaxTimestamp {
-			e = x
-		}
-	}
-	data, err := c.readExtent(ctx, p, e)
-	if err != nil {
-		return -1, -1, err
-	}
+	slices.SortStableFunc(exts, func(a, b objtopic.Extent) int { return cmp.Compare(b.MaxTimestamp, a.MaxTimestamp) })
 	found, foundTs := int64(-1), int64(-1)
-	err = eachRecord(data, func(off, t int64) bool {
-		if off >= p.Start && t > foundTs {
-			found, foundTs = off, t
+	for _, e := range exts {
+		if e.MaxTimestamp < foundTs || e.MaxTimestamp == foundTs && (found < 0 || e.Base > found) {
+			break
 		}
-		return true
-	})
-	return found, foundTs, err
+		data, err := c.readExtent(ctx, p, e)
+		if err != nil {
+			return -1, -1, err
+		}
+		err = eachRecord(data, func(off, t int64) bool {
+			if off >= p.Start && (t > foundTs || t == foundTs && off < found) {
+				found, foundTs = off, t
+			}
+			return true
+		})
+		if err != nil {
+			return -1, -1, err
+		}
+	}
+	return found, foundTs, nil
 }
 
 // readExtent reads the batches of one of p's extents (from the log start, if it lies inside).
