@@ -18,7 +18,7 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 4
+	Level = 5
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
@@ -44,6 +44,14 @@ const (
 	// epoch after a later batch of the epoch was committed first (objtopic.Partition's
 	// EpochStartFollows). Below it, it was answered OUT_OF_ORDER_SEQUENCE_NUMBER.
 	LevelObjectEpochStart = 4
+	// LevelObjectEpochs (5): an object partition keeps an idempotent producer's committed
+	// sequence ranges of its previous epoch, so a lazy batch journaled twice (both copies
+	// acknowledged) is stored once also when the producer's next epoch was committed between
+	// the two copies (objtopic.Partition's KeepPrevEpoch; below it the second copy was stored
+	// again); and a batch of an epoch a transaction marker began, ahead of that epoch's
+	// sequence 0, is refused as ahead (retriable), as when a batch began the epoch
+	// (MarkerEpochAhead; below it, OUT_OF_ORDER_SEQUENCE_NUMBER).
+	LevelObjectEpochs = 5
 )
 
 // OpFinalizeLevel raises the cluster's command level.

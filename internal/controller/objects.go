@@ -332,6 +332,8 @@ func applyCommitFile(im *Image, c *CommitFile) Result {
 		}
 		p := im.objectForWrite(t, s.Partition)
 		p.EpochStartFollows = im.Level >= LevelObjectEpochStart
+		p.KeepPrevEpoch = im.Level >= LevelObjectEpochs
+		p.MarkerEpochAhead = im.Level >= LevelObjectEpochs
 		e := objtopic.IndexEntry{TopicID: s.Topic, Partition: s.Partition, Offset: s.Offset, Length: s.Length}
 		commit := p.Commit
 		if s.Lazy {

@@ -33,6 +33,16 @@ type Partition struct {
 	// starts its epoch (sequence 0) when a later batch of the epoch was committed first and
 	// none of it was: see followsCommitted.
 	EpochStartFollows bool
+	// KeepPrevEpoch, set by the applier for each commit as EpochStartFollows
+	// (controller.LevelObjectEpochs), keeps a producer's committed sequence ranges of its
+	// previous epoch when a batch of a later one is committed: a retry of an older epoch's
+	// batch journaled twice is then recognized (seqCovered).
+	KeepPrevEpoch bool
+	// MarkerEpochAhead (controller.LevelObjectEpochs): a batch of the epoch a transaction
+	// marker began (no batch of it yet) that does not start at sequence 0 is ahead of its
+	// predecessor (ErrSequenceAhead, retriable), as when a batch began the epoch; below it,
+	// OUT_OF_ORDER_SEQUENCE_NUMBER made the producer bump its epoch.
+	MarkerEpochAhead bool
 }
 
 // AbortedTxn is an aborted transaction of the partition: its producer's records in [First,
@@ -195,6 +205,17 @@ type lazyProducer struct {
 	// Dropped: ranges were dropped to keep maxLazyRanges (the lowest ones), so a batch outside
 	// Seqs may have been committed.
 	Dropped bool `json:"d,omitempty"`
+	// Prev: the previous epoch's committed ranges (KeepPrevEpoch): a lazy batch of it
+	// journaled twice, whose second copy commits after the next epoch's first batch (Ripcord:
+	// the copy's file waits for the slow path while the producer bumped its epoch), is a
+	// duplicate all the same. One epoch back: a copy older than that is stored again.
+	Prev *lazyEpoch `json:"p,omitempty"`
+}
+
+// lazyEpoch is a lazy producer's committed sequence ranges of an earlier epoch.
+type lazyEpoch struct {
+	Epoch int16  `json:"e"`
+	Seqs  Ranges `json:"s"`
 }
 
 // unwrapped returns the sequence range of batch b in lp's unwrapped space: the one congruent to
@@ -224,7 +245,13 @@ const maxLazyRanges = 64
 // epoch (by an eager or a lazy commit: a retry journaled twice).
 func (p *Partition) seqCovered(b BatchMeta) bool {
 	lp := p.lazy[b.ProducerID]
-	if lp == nil || lp.Epoch != b.Epoch {
+	switch {
+	case lp == nil:
+		return false
+	case lp.Epoch != b.Epoch && lp.Prev != nil && lp.Prev.Epoch == b.Epoch:
+		prev := &lazyProducer{Epoch: lp.Prev.Epoch, Seqs: lp.Prev.Seqs}
+		return prev.Seqs.Covers(prev.unwrapped(b))
+	case lp.Epoch != b.Epoch:
 		return false
 	}
 	return lp.Seqs.Covers(lp.unwrapped(b))
@@ -269,8 +296,10 @@ func (p *Partition) seqAhead(b txn.Batch) bool {
 		return false
 	case b.Epoch > epoch:
 		return b.FirstSeq != 0
-	case b.Epoch < epoch || last < 0:
+	case b.Epoch < epoch:
 		return false
+	case last < 0:
+		return p.MarkerEpochAhead && b.FirstSeq != 0
 	}
 	return seqAfter(b.FirstSeq, txn.IncrementSequence(last, 1))
 }
@@ -289,12 +318,18 @@ func seqAfter(a, b int32) bool {
 func (p *Partition) recordSeq(b BatchMeta) {
 	lp := p.lazy[b.ProducerID]
 	switch {
-	case lp == nil || b.Epoch > lp.Epoch:
+	case lp == nil:
 		lp = &lazyProducer{Epoch: b.Epoch}
+	case b.Epoch > lp.Epoch:
+		var prev *lazyEpoch
+		if p.KeepPrevEpoch && len(lp.Seqs) > 0 {
+			prev = &lazyEpoch{Epoch: lp.Epoch, Seqs: lp.Seqs}
+		}
+		lp = &lazyProducer{Epoch: b.Epoch, Prev: prev}
 	case b.Epoch < lp.Epoch:
 		return // a fenced producer's batch, acknowledged anyway: kept, not tracked
 	default:
-		lp = &lazyProducer{Epoch: lp.Epoch, Seqs: lp.Seqs, Dropped: lp.Dropped} // copy on write: lp may be shared with a published copy
+		lp = &lazyProducer{Epoch: lp.Epoch, Seqs: lp.Seqs, Dropped: lp.Dropped, Prev: lp.Prev} // copy on write: lp may be shared with a published copy
 	}
 	seqs := lp.Seqs.Add(lp.unwrapped(b))
 	// Only from command level 4 on: an older version's snapshot has no Dropped, so a node
