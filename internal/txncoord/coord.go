@@ -247,6 +247,11 @@ func (c *Coordinator) Load(r Record) {
 	}
 	t := *r.Txn
 	t.Partitions = maps.Clone(t.Partitions)
+	if t.Partitions == nil && t.State == Ongoing {
+		// Kafka writes an Ongoing record without partitions (an AddPartitionsToTxn with none):
+		// discovery and adds write into the set.
+		t.Partitions = map[TP]bool{}
+	}
 	t.LastEpoch = -1
 	c.txns[r.ID] = &t
 }
@@ -365,10 +370,16 @@ func (c *Coordinator) InitProducerID(r InitReq, nowMs int64) Effects {
 	// INVALID_PRODUCER_ID_MAPPING with the id and epoch it had), as Kafka's isValidProducerId.
 	if r.ProducerID >= 0 && t.Epoch >= 0 {
 		current := r.ProducerID == t.ProducerID && r.Epoch == t.Epoch || resumed
-		retry := r.ProducerID == t.ProducerID && r.Epoch == t.LastEpoch && t.State == Empty
+		// Also after a version-2 EndTxn, which bumped the epoch: a producer that never saw its
+		// answer re-initializes with the epoch it ended with (Kafka's lastProducerEpoch rule).
+		retry := r.ProducerID == t.ProducerID && r.Epoch == t.LastEpoch &&
+			(t.State == Empty || t.V2 && !resumed && (t.State == CompleteCommit || t.State == CompleteAbort))
 		// The bump that rotated the producer id, retried: only an exhausted epoch of the
 		// previous id made it (a zombie of that id with an older epoch is fenced).
-		retryRotated := r.ProducerID == t.PrevProducerID && r.Epoch >= math.MaxInt16-1 && t.State == Empty
+		// So is a retry of the resumed bump after a rotating abort (franz-go), which kept the
+		// previous id's epoch of the rotation (LastEpoch).
+		retryRotated := r.ProducerID == t.PrevProducerID && t.State == Empty &&
+			(r.Epoch >= math.MaxInt16-1 || rotates(r.Epoch) && r.Epoch == t.LastEpoch)
 		if retry || retryRotated {
 			return Effects{Replies: []Reply{{ID: r.ID, ProducerID: t.ProducerID, Epoch: t.Epoch}}}
 		}
@@ -535,6 +546,13 @@ func (c *Coordinator) EndTxn(r EndReq, nowMs int64) Effects {
 		return reply(kerr.NotCoordinator)
 	}
 	t, ok := c.txns[r.TxnID]
+	if ok && r.Commit && t.abortedFrom != 0 && t.abortedFrom == int32(r.Epoch)+1 &&
+		(r.ProducerID == t.ProducerID || t.PrevProducerID >= 0 && r.ProducerID == t.PrevProducerID) &&
+		(t.State == PrepareAbort || t.State == CompleteAbort) {
+		// A retry of the commit this coordinator turned into an abort (its answer lost): the
+		// same answer, which the client recovers from.
+		return reply(abortedErr(r.V2, r.FencedOnAbort))
+	}
 	if ok {
 		if eff, retry := c.endRetry(t, r); retry {
 			return eff
@@ -692,6 +710,10 @@ func (c *Coordinator) appendPrepare(t *Txn, nowMs int64) Effects {
 	next := *t
 	if t.V2 || o.fence {
 		next = *c.bumped(t)
+		if o.fence {
+			// A fenced epoch is no retry's (InitProducerId): as Kafka's lastProducerEpoch -1.
+			next.LastEpoch = -1
+		}
 	} else {
 		next.Partitions = maps.Clone(t.Partitions)
 	}

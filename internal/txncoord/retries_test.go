@@ -1,0 +1,136 @@
+package txncoord
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// TestLoadedOngoingWithoutPartitions: Kafka writes an Ongoing record without partitions (an
+// AddPartitionsToTxn with none, from Empty); it decodes with no partition set. Loaded, the id is
+// Lost; when its transaction times out it is discovered, and the partitions found are added to
+// its set (which must exist: it was a nil map, and Discovered panicked).
+func TestLoadedOngoingWithoutPartitions(t *testing.T) {
+	k, v := Encode(Record{ID: "k", Txn: &Txn{ID: "k", ProducerID: 7, PrevProducerID: -1, NextProducerID: -1, Epoch: 3,
+		TimeoutMs: 1000, State: Ongoing}})
+	r, err := Decode(k, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(DefaultConfig(), 2)
+	c.Load(r)
+	c.Loaded(0)
+	eff := c.Tick(5000)
+	if len(eff.Discover) != 1 {
+		t.Fatalf("tick: %+v; want a discovery", eff)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("Discovered panicked: %v", p)
+		}
+	}()
+	eff = c.Discovered("k", []TP{tpA}, nil, 5000)
+	if len(eff.Appends) != 1 || eff.Appends[0].Txn.State != PrepareAbort || !eff.Appends[0].Txn.Partitions[tpA] {
+		t.Errorf("after the discovery: %+v; want PrepareAbort on a", eff)
+	}
+}
+
+// TestInitAfterUnseenVersion2End: a version-2 producer whose EndTxn answer it never saw (the
+// commit happened; franz-go then re-runs InitProducerId with its id and the epoch it ended with)
+// is answered the current producer id and epoch, as Kafka does (the expected epoch is the
+// coordinator's lastProducerEpoch: a retry). It was refused PRODUCER_FENCED, fatal to the client.
+func TestInitAfterUnseenVersion2End(t *testing.T) {
+	h := newHarness(t)
+	pid := h.init("f", -1, -1).ProducerID
+	if err := h.add("f", pid, 0, true, tpA); err != nil {
+		t.Fatal(err)
+	}
+	if rep := h.end("f", pid, 0, true, true); rep.Err != nil || rep.Epoch != 2 {
+		t.Fatalf("EndTxn = %+v", rep)
+	}
+	rep := h.init("f", pid, 0) // the answer above was lost
+	if rep.Err != nil || rep.ProducerID != pid || rep.Epoch != 2 {
+		t.Fatalf("InitProducerId(pid, 0) after the unseen commit = %+v; want pid %d at epoch 2", rep, pid)
+	}
+	if rep := h.init("f", pid, 1); !errors.Is(rep.Err, kerr.ProducerFenced) {
+		t.Errorf("InitProducerId(pid, 1) = %+v; want PRODUCER_FENCED (no producer had epoch 1)", rep)
+	}
+}
+
+// TestRetriedCommitTurnedAbort: a retry of an EndTxn(commit) that the coordinator turned into an
+// abort (a partition failed its prepare), whose first answer was lost, gets that answer again:
+// TRANSACTION_ABORTABLE (version 2) or INVALID_PRODUCER_EPOCH (version 1), which clients recover
+// from. It got INVALID_TXN_STATE (version 2) or PRODUCER_FENCED (version 1), fatal to clients.
+func TestRetriedCommitTurnedAbort(t *testing.T) {
+	for _, v2 := range []bool{false, true} {
+		h := newHarness(t)
+		pid := h.init("t", -1, -1).ProducerID
+		h.add("t", pid, 0, v2, tpA, tpB)
+		h.failPrepare[tpB] = true
+		first := h.end("t", pid, 0, true, v2)
+		if first.Err == nil {
+			t.Fatalf("v2=%v: EndTxn(commit) with a failed prepare succeeded", v2)
+		}
+		if retry := h.end("t", pid, 0, true, v2); !errors.Is(retry.Err, first.Err) {
+			t.Errorf("v2=%v: first EndTxn(commit) = %v, its retry = %v; want the same answer", v2, first.Err, retry.Err)
+		}
+	}
+}
+
+// TestResumeAfterRotatingAbortRetried: the InitProducerId that resumes a producer after a
+// rotating abort (TestResumeAfterRotatingAbort), retried because its answer was lost, gets the
+// same answer, as it does without a rotation (TestPrepareFailureAborts). At epoch 32765 it was
+// fenced: only an exhausted epoch of the previous producer id was taken for a retry.
+func TestResumeAfterRotatingAbortRetried(t *testing.T) {
+	for _, e := range []int16{math.MaxInt16 - 2, math.MaxInt16 - 1} {
+		h := newHarness(t)
+		pid := h.init("t", -1, -1).ProducerID
+		h.c.txns["t"].Epoch = e
+		h.add("t", pid, e, true, tpA, tpB)
+		h.failPrepare[tpB] = true
+		if rep := h.end("t", pid, e, true, true); !errors.Is(rep.Err, kerr.TransactionAbortable) {
+			t.Fatalf("EndTxn = %+v", rep)
+		}
+		first := h.init("t", pid, e)
+		if first.Err != nil {
+			t.Fatalf("e=%d: resume = %v", e, first.Err)
+		}
+		if again := h.init("t", pid, e); again.Err != nil || again.ProducerID != first.ProducerID || again.Epoch != first.Epoch {
+			t.Errorf("e=%d: resume %+v, its retry %+v; want the same answer", e, first, again)
+		}
+		if zombie := h.init("t", pid, 7); !errors.Is(zombie.Err, kerr.ProducerFenced) {
+			t.Errorf("e=%d: InitProducerId(old id, 7) = %+v; want PRODUCER_FENCED", e, zombie)
+		}
+	}
+}
+
+// TestInitAfterVersion2TimeoutIsFenced: the rule of TestInitAfterUnseenVersion2End does not
+// reach an epoch the coordinator fenced (a timeout, or another instance's InitProducerId
+// aborting the transaction): as Kafka's prepareFenceProducerEpoch sets lastProducerEpoch to -1,
+// InitProducerId with the fenced epoch gets PRODUCER_FENCED.
+func TestInitAfterVersion2TimeoutIsFenced(t *testing.T) {
+	h := newHarness(t)
+	pid := h.init("z", -1, -1).ProducerID
+	h.add("z", pid, 0, true, tpA)
+	h.now = 61_000
+	h.run(h.c.Tick(h.now))
+	if s := h.state("z"); s.State != CompleteAbort || s.Epoch != 2 {
+		t.Fatalf("after the timeout: %v", &s)
+	}
+	if rep := h.init("z", pid, 0); !errors.Is(rep.Err, kerr.ProducerFenced) {
+		t.Errorf("InitProducerId(pid, 0) after the timeout abort = %+v; want PRODUCER_FENCED", rep)
+	}
+
+	// A zombie (epoch 3) is aborted by a new instance's InitProducerId: before the new
+	// instance's retry, the zombie's own InitProducerId is fenced.
+	r := h.init("z", -1, -1)
+	h.add("z", r.ProducerID, r.Epoch, true, tpB)
+	if rep := h.init("z", -1, -1); !errors.Is(rep.Err, kerr.ConcurrentTransactions) {
+		t.Fatalf("InitProducerId during an open transaction = %+v", rep)
+	}
+	if rep := h.init("z", r.ProducerID, r.Epoch); !errors.Is(rep.Err, kerr.ProducerFenced) {
+		t.Errorf("the zombie's InitProducerId(pid, %d) = %+v; want PRODUCER_FENCED", r.Epoch, rep)
+	}
+}
