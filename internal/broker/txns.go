@@ -1400,6 +1400,11 @@ func (d *txns) checkStale(ctx context.Context, p txnPartition, pid int64, epoch 
 // staleOpen reports whether an open transaction starting at first is older than the check
 // interval, by its first batch's timestamp.
 func (d *txns) staleOpen(p *topics.Partition, first int64) bool {
+	if first < p.Log.StartOffset() {
+		// Its first batch was deleted (retention, DeleteRecords): as old as that. The check
+		// with the coordinators still decides.
+		return true
+	}
 	data, err := p.Log.Read(nil, first, 1)
 	if err != nil || len(data) < batch.HeaderSize {
 		return false

@@ -489,10 +489,13 @@ func markerOf(h *batch.Header, b []byte) (txn.Marker, error) {
 // open. A read_committed reader may read below min(high watermark, it): the last stable offset.
 func (l *Log) FirstUnstableOffset() int64 { return l.firstUnstable.Load() }
 
-// LastStable returns the last stable offset for a high watermark hw.
+// LastStable returns the last stable offset for a high watermark hw. It is never below the log
+// start (Kafka raises the first unstable offset to it): an open transaction whose first
+// batches retention or DeleteRecords removed holds it at the log start, so a read_committed
+// reader below the start is told OFFSET_OUT_OF_RANGE rather than parked there.
 func (l *Log) LastStable(hw int64) int64 {
 	if fu := l.firstUnstable.Load(); fu >= 0 && fu < hw {
-		return fu
+		return max(fu, min(l.StartOffset(), hw))
 	}
 	return hw
 }
