@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -875,7 +876,7 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		// The late records are sequenced after the outage, above every offset before it: the
 		// check reads from these ends rather than the whole topic, which the main producer
 		// keeps growing meanwhile (from the start it could take longer than the check's budget).
-		before, err := r.admin.ListEndOffsets(ctx, r.topic)
+		before, err := listEnds(ctx, r.admin, r.topic)
 		if err != nil {
 			return fmt.Errorf("listing end offsets before the outage: %w", err)
 		}
@@ -1067,7 +1068,7 @@ func (r *run) produceLate(ctx context.Context, seeds []string, n int) (int, erro
 func (r *run) checkLate(ctx context.Context, n int, from kadm.ListedOffsets) error {
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	ends, err := r.admin.ListEndOffsets(cctx, r.topic)
+	ends, err := listEnds(cctx, r.admin, r.topic)
 	if err != nil {
 		return err
 	}
@@ -1134,6 +1135,26 @@ func (c *retryCounter) Log(_ kgo.LogLevel, msg string, _ ...any) {
 	}
 }
 
+// listEnds lists a topic's end offsets, asking again while a partition's leader is being
+// elected (a moment after a fault heals: a transfer back to the preferred leader): franz-go
+// does not retry an error of the metadata it shards the request by.
+func listEnds(ctx context.Context, adm *kadm.Client, topic string) (kadm.ListedOffsets, error) {
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil || !kerr.IsRetriable(err) || ctx.Err() != nil {
+			return ends, err
+		}
+		select {
+		case <-ctx.Done():
+			return ends, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // check reads every partition with two independent readers and compares them with what was
 // acknowledged.
 func (r *run) check(ctx context.Context) error {
@@ -1143,7 +1164,7 @@ func (r *run) check(ctx context.Context) error {
 	r.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	ends, err := r.admin.ListEndOffsets(cctx, r.topic)
+	ends, err := listEnds(cctx, r.admin, r.topic)
 	if err != nil {
 		return fmt.Errorf("chaos: listing end offsets: %w", err)
 	}
