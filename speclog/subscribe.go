@@ -55,6 +55,7 @@ type Subscription struct {
 	ctx     context.Context
 	opts    SubscribeOptions
 	silence time.Duration // the client's silence limit when subscribed
+	quiet   *time.Timer   // the current stream's silence timer (ends it), re-armed per receive
 
 	stream    pb.SpecLog_SubscribeClient
 	cancel    context.CancelFunc // the stream's
@@ -156,9 +157,9 @@ func (s *Subscription) recv() (*pb.SubscribeResponse, error) {
 	if s.silence <= 0 {
 		return s.stream.Recv()
 	}
-	t := time.AfterFunc(s.silence, s.cancel)
+	s.quiet.Reset(s.silence)
 	resp, err := s.stream.Recv()
-	if !t.Stop() { // it fired: the stream is ended (even if events came meanwhile)
+	if !s.quiet.Stop() { // it fired: the stream is ended (even if events came meanwhile)
 		s.close()
 		if err != nil {
 			err = status.Errorf(codes.Unavailable, "speclog: no event from the subscription's node for %v", s.silence)
@@ -196,6 +197,10 @@ func (s *Subscription) open() error {
 		return err
 	}
 	s.stream, s.cancel, s.fresh = st, cancel, true
+	if s.silence > 0 {
+		s.quiet = time.AfterFunc(s.silence, cancel) // one timer a stream, not one a receive
+		s.quiet.Stop()
+	}
 	return nil
 }
 
@@ -204,7 +209,10 @@ func (s *Subscription) close() {
 	if s.cancel != nil {
 		s.cancel()
 	}
-	s.stream, s.cancel = nil, nil
+	if s.quiet != nil {
+		s.quiet.Stop()
+	}
+	s.stream, s.cancel, s.quiet = nil, nil, nil
 }
 
 // take turns a wire event into the caller's, dropping what a re-subscription repeats.
