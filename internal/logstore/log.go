@@ -70,15 +70,18 @@ type Log struct {
 	// firstUnstable is producers.FirstUnstable(), published for readers (-1: no open transaction).
 	firstUnstable atomic.Int64
 
-	durable       int64         // every offset below is durable
-	onDurable     func()        // called when durable moves (SetDurableHook)
-	durableCh     chan struct{} // closed (and replaced) when durable moves or err is set
-	syncQueued    bool          // the log waits in the flusher's queue
-	dirDirty      bool          // a segment file was created since the directory was last synced
-	unsynced      int64         // bytes appended since the last sync started
-	unsyncedMsgs  int64         // records appended since the last sync started
-	unsyncedSince time.Time     // when the oldest unsynced append happened (zero: none)
-	unsyncedBatch int64         // batches appended since the last sync started
+	durable   int64  // every offset below is durable
+	onDurable func() // called when durable moves (SetDurableHook)
+	// retentionBound, if set, is the offset retention may not delete at or past (SetRetentionBound);
+	// called without the log's locks.
+	retentionBound func() int64
+	durableCh      chan struct{} // closed (and replaced) when durable moves or err is set
+	syncQueued     bool          // the log waits in the flusher's queue
+	dirDirty       bool          // a segment file was created since the directory was last synced
+	unsynced       int64         // bytes appended since the last sync started
+	unsyncedMsgs   int64         // records appended since the last sync started
+	unsyncedSince  time.Time     // when the oldest unsynced append happened (zero: none)
+	unsyncedBatch  int64         // batches appended since the last sync started
 	// What the sync in flight covers (zero when none runs), for FlushLag.
 	syncing      int64
 	syncingMsgs  int64

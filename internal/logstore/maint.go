@@ -8,11 +8,28 @@ import (
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
+// SetRetentionBound installs fn, the offset retention may not delete at or past, as Kafka's
+// deletableSegments stops at the high watermark: a replica's (replica.Replica.RetentionBound).
+// fn is called without the log's locks and must not call into the log.
+func (l *Log) SetRetentionBound(fn func() int64) {
+	l.mu.Lock()
+	l.retentionBound = fn
+	l.mu.Unlock()
+}
+
 // EnforceRetention applies the delete policy: it removes the oldest segments while their newest
 // record is older than retention.ms or the log is larger than retention.bytes without them, and
 // every segment wholly below the log start offset. As in Kafka, an expired active segment is
-// rolled first so it can go too. It returns how many segments it removed.
+// rolled first so it can go too. Neither goes past the retention bound (SetRetentionBound). It
+// returns how many segments it removed.
 func (l *Log) EnforceRetention() (int, error) {
+	l.mu.RLock()
+	boundFn := l.retentionBound
+	l.mu.RUnlock()
+	bound := int64(math.MaxInt64)
+	if boundFn != nil {
+		bound = boundFn() // before the maintenance lock: a replica's lock is taken with it held on truncation
+	}
 	l.lockMaint()
 	defer l.maintMu.Unlock()
 	cfg := l.Config()
@@ -28,7 +45,7 @@ func (l *Log) EnforceRetention() (int, error) {
 		return 0, ErrClosed
 	}
 	act, perr := l.active(), l.err
-	allExpired := act.size > 0 && expired(act)
+	allExpired := act.size > 0 && expired(act) && act.next <= bound
 	for _, s := range l.segments {
 		allExpired = allExpired && expired(s)
 	}
@@ -50,7 +67,7 @@ func (l *Log) EnforceRetention() (int, error) {
 	for ; n < len(l.segments)-1; n++ {
 		s := l.segments[n]
 		overSize := cfg.Delete && cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes
-		if s.next > l.logStart && !expired(s) && !overSize {
+		if s.next > l.logStart && (!expired(s) && !overSize || s.next > bound) {
 			break
 		}
 		total -= s.size

@@ -163,3 +163,34 @@ func TestTruncateIsDurable(t *testing.T) {
 		t.Errorf("EndOffset() after truncate and crash = %d; want 7 (the truncation is durable)", got)
 	}
 }
+
+// Retention deletes nothing at or past the retention bound (a replica's in-sync end, as Kafka's
+// deletableSegments stops at the high watermark): expired records a follower in sync has not
+// taken yet stay, and go once the bound passes them.
+func TestRetentionStopsAtTheBound(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/data/p0")
+	cfg := testConfig()
+	cfg.SegmentBytes = 2 << 10
+	cfg.RetentionMs = time.Hour
+	l := e.open(cfg)
+	defer l.Close()
+	bound := int64(10)
+	l.SetRetentionBound(func() int64 { return bound })
+	fill(t, l, 40, 500, e.clock.now().UnixMilli()-2*time.Hour.Milliseconds()) // all expired
+	if _, err := l.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if start := l.StartOffset(); start > 10 || l.EndOffset() != 40 {
+		t.Fatalf("bound 10: log [%d, %d); want nothing at or past 10 deleted", start, l.EndOffset())
+	}
+	if l.StartOffset() == 0 {
+		t.Fatalf("bound 10: nothing deleted; want the expired segments below 10 gone")
+	}
+	bound = 40
+	if _, err := l.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if start := l.StartOffset(); start != 40 {
+		t.Fatalf("bound at the end: log start %d; want 40 (all expired, the active segment rolled)", start)
+	}
+}

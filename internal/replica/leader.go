@@ -396,6 +396,28 @@ func (l *Leader) Throttleable(n int32, now time.Time) bool {
 	return true
 }
 
+// RetentionBound is the offset retention may not delete at or past, Kafka's deletableSegments
+// rule with Kafka's high watermark: the smallest end among the replicas in sync (the leader's
+// own log end if it is alone). So a record goes only once
+// every in-sync follower holds it (a lagging follower inside replica.lag.time.max.ms would
+// otherwise be reset past records it never had, and an acks=all produce acknowledged on a
+// quorum that lacks them), while a partition whose followers are gone keeps deleting, as
+// Kafka's with an ISR shrunk to the leader (Runnel's quorum high watermark would stop
+// retention there, and the disk would fill with acks=1 writes). During the first grace of the
+// epoch a follower still joining holds the bound at the high watermark, as Live counts it.
+func (l *Leader) RetentionBound(now time.Time, grace time.Duration) int64 {
+	bound := l.selfEnd
+	for _, p := range l.followers {
+		switch {
+		case l.inSync(p, now):
+			bound = min(bound, p.Appended)
+		case now.Sub(l.started) < grace && p.Connected && (!p.Streaming || p.Appended < l.EpochStart):
+			bound = min(bound, l.hw)
+		}
+	}
+	return bound
+}
+
 // Live counts the replicas that can take part in a commit now: the leader, followers in sync,
 // and, during the first grace of the epoch, followers still joining (so that a new leader does
 // not refuse produce while its followers handshake).

@@ -120,6 +120,7 @@ func (m *Manager) Add(ref controller.PartitionRef, topic string, log *logstore.L
 	// tail may be a suffix no quorum ever held).
 	r.knownHW = log.StartOffset()
 	log.SetDurableHook(r.onDurable)
+	log.SetRetentionBound(r.RetentionBound) // as Kafka: retention deletes what the replicas in sync hold
 	m.mu.Lock()
 	m.replicas[ref] = r
 	m.mu.Unlock()

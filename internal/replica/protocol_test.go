@@ -383,3 +383,43 @@ func TestIdleFollowerStaysInSync(t *testing.T) {
 		t.Fatalf("behind for an hour: ISR %v; want [1]", isr)
 	}
 }
+
+// The retention bound is Kafka's high watermark: the smallest end among the replicas in sync. A
+// lagging follower still in sync holds it (retention deleting past it reset the follower past
+// records it never had, and acks=all then counted it); one out of sync or gone does not, so a
+// partition short of followers keeps deleting; a follower still joining holds it at the high
+// watermark during the epoch's grace.
+func TestLeaderRetentionBound(t *testing.T) {
+	const grace = time.Second
+	l := NewLeader(1, 0, 0, 0, [][]int32{{1, 2, 3}}, true, 1, 10*time.Second, now0)
+	l.SetLocal(100, 100, true)
+	if got := l.RetentionBound(now0, grace); got != 0 {
+		t.Fatalf("bound with both followers joining, in the grace = %d; want 0 (the high watermark)", got)
+	}
+	if got := l.RetentionBound(now0.Add(2*grace), grace); got != 100 {
+		t.Fatalf("bound with followers that never joined, after the grace = %d; want 100 (the leader's end)", got)
+	}
+	l.Join(2, 0)
+	l.Join(3, 0)
+	l.Ack(2, 100, 100, now0)
+	l.Ack(3, 100, 100, now0)
+	now := now0.Add(2 * grace)
+	l.SetLocal(200, 200, true)
+	l.Ack(2, 150, 150, now)
+	if l.HW() != 150 {
+		t.Fatalf("HW = %d; want 150", l.HW())
+	}
+	if got := l.RetentionBound(now, grace); got != 100 {
+		t.Fatalf("bound with follower 3 in sync at 100 = %d; want 100", got)
+	}
+	now = now0.Add(11 * time.Second) // follower 3 behind for more than replica.lag.time.max.ms
+	l.Ack(2, 200, 200, now)
+	if got := l.RetentionBound(now, grace); got != 200 {
+		t.Fatalf("bound with follower 3 out of sync = %d; want 200", got)
+	}
+	l.SetLocal(300, 300, true)
+	l.Stop(2, true)
+	if got := l.RetentionBound(now, grace); got != 300 {
+		t.Fatalf("bound with the leader alone in sync = %d; want 300 (its log end)", got)
+	}
+}

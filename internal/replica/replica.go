@@ -207,6 +207,19 @@ func (r *Replica) HighWatermark() int64 {
 	return r.knownHW
 }
 
+// RetentionBound is the offset this replica's retention may not delete at or past: on a leader
+// the smallest end among the replicas in sync (Leader.RetentionBound), on a follower the last
+// high watermark its leader sent (a follower deletes further when the leader's log start
+// moves). It is called by the log's retention without the log's locks.
+func (r *Replica) RetentionBound() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader != nil {
+		return r.leader.RetentionBound(r.m.now(), r.m.cfg.JoinGrace)
+	}
+	return r.knownHW
+}
+
 // Changed returns a channel closed the next time the high watermark, the role or the epoch
 // changes (for fetch long polls).
 func (r *Replica) Changed() <-chan struct{} {
