@@ -770,6 +770,15 @@ func (c *Coordinator) Discovered(id string, tps []TP, err error, nowMs int64) Ef
 			t.abortedFrom = int32(t.Epoch) + 1
 		} else {
 			// An abort can go on: a partition missed now aborts its part when it asks (§3.4).
+			// It bumps the epoch (a missed partition's records must not join the producer's
+			// next transaction). A version-1 client keeps its epoch after its own abort, so
+			// it is told INVALID_PRODUCER_EPOCH and re-initializes with the epoch it had, as
+			// after a commit turned into an abort (KIP-588; franz-go does); answered success,
+			// its next AddPartitionsToTxn was fenced.
+			if !t.op.fence && !t.V2 {
+				t.op.reply.Err = kerr.InvalidProducerEpoch
+				t.abortedFrom = int32(t.Epoch) + 1
+			}
 			t.op.fence = true
 		}
 	}

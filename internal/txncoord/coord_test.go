@@ -505,3 +505,57 @@ func TestExpiration(t *testing.T) {
 		t.Errorf("expired id still there, or no tombstone written")
 	}
 }
+
+// TestVersion1AbortAfterIncompleteDiscovery: a version-1 client aborts a Lost transaction and
+// discovery misses a node, so the abort bumps the epoch. The client is told
+// INVALID_PRODUCER_EPOCH (its own abort was answered success before, and its next
+// AddPartitionsToTxn was then fenced), and its InitProducerId with the epoch it had gets the
+// bumped one, so it goes on.
+func TestVersion1AbortAfterIncompleteDiscovery(t *testing.T) {
+	h := newHarness(t)
+	pid := h.init("v1", -1, -1).ProducerID
+	if err := h.add("v1", pid, 0, false, tpA); err != nil {
+		t.Fatal(err)
+	}
+	n := newHarness(t)
+	n.c = New(DefaultConfig(), 2)
+	for _, r := range h.log {
+		n.c.Load(r)
+	}
+	n.run(n.c.Loaded(0))
+	if s := n.state("v1"); !s.Lost {
+		t.Fatalf("after the failover: %v; want Lost", &s)
+	}
+	n.open, n.discoverErr = []TP{tpA}, errors.New("node 3 did not answer")
+	if rep := n.end("v1", pid, 0, false, false); !errors.Is(rep.Err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("abort (version 1) after an incomplete discovery = %+v; want INVALID_PRODUCER_EPOCH", rep)
+	}
+	if m := n.markers[len(n.markers)-1]; m.Commit || m.Epoch != 1 || !slices.Equal(m.Partitions, []TP{tpA}) {
+		t.Errorf("markers = %+v; want ABORT on a at the bumped epoch 1", m)
+	}
+	if s := n.state("v1"); s.State != CompleteAbort || s.Epoch != 1 {
+		t.Fatalf("after the abort: %v; want CompleteAbort at epoch 1", &s)
+	}
+	if err := n.add("v1", pid, 0, false, tpB); !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Errorf("AddPartitionsToTxn with the old epoch = %v; want fenced (the client re-initializes first)", err)
+	}
+	rep := n.init("v1", pid, 0)
+	if rep.Err != nil || rep.ProducerID != pid || rep.Epoch != 2 {
+		t.Fatalf("InitProducerId with the epoch it had = %+v; want success at epoch 2", rep)
+	}
+	if err := n.add("v1", pid, 2, false, tpB); err != nil {
+		t.Errorf("the next transaction = %v", err)
+	}
+	if rep := n.end("v1", pid, 2, true, false); rep.Err != nil {
+		t.Errorf("its commit = %v", rep.Err)
+	}
+
+	// With every node answering, a version-1 abort keeps its epoch and is answered success.
+	n.discoverErr = nil
+	if err := n.add("v1", pid, 2, false, tpA); err != nil {
+		t.Fatal(err)
+	}
+	if rep := n.end("v1", pid, 2, false, false); rep.Err != nil || rep.Epoch != 2 {
+		t.Errorf("a plain version-1 abort = %+v; want success at epoch 2", rep)
+	}
+}
