@@ -18,7 +18,7 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 5
+	Level = 6
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
@@ -52,6 +52,11 @@ const (
 	// sequence 0, is refused as ahead (retriable), as when a batch began the epoch
 	// (MarkerEpochAhead; below it, OUT_OF_ORDER_SEQUENCE_NUMBER).
 	LevelObjectEpochs = 5
+	// LevelReplaceBetween (6): replace-extents also checks the extents between its first and
+	// last (ReplaceExtents.Between). Below it, a merge planned over a run whose middle extent a
+	// compaction pass rewrote meanwhile was applied, and the records compaction had removed
+	// came back.
+	LevelReplaceBetween = 6
 )
 
 // OpFinalizeLevel raises the cluster's command level.

@@ -161,6 +161,10 @@ type ReplaceExtents struct {
 	First  objtopic.Extent  `json:"first"`
 	Last   objtopic.Extent  `json:"last"`
 	Merged *objtopic.Extent `json:"merged"`
+	// Between is the run's objtopic.BetweenDigest: from command level 6 the extents between
+	// First and Last must be those the run was planned on (a compaction pass may have
+	// rewritten one meanwhile); older versions ignore it, and below level 6 so does every node.
+	Between string `json:"between,omitempty"`
 	// DropAborted: the offsets of ABORT markers compaction dropped with the last records of
 	// their transactions; their aborted-transaction index entries go too.
 	DropAborted []int64 `json:"drop_aborted,omitempty"`
@@ -171,11 +175,15 @@ func applyReplaceExtents(im *Image, c *ReplaceExtents) error {
 	if !ok || !t.IsObject() || c.Partition < 0 || int(c.Partition) >= len(t.Objects) {
 		return ErrUnknownTopic
 	}
-	if _, err := t.Objects[c.Partition].Clone().Replace(c.First, c.Last, c.Merged); err != nil { // check first: no copy for a stale merge
+	between := c.Between
+	if im.Level < LevelReplaceBetween {
+		between = ""
+	}
+	if _, err := t.Objects[c.Partition].Clone().Replace(c.First, c.Last, between, c.Merged); err != nil { // check first: no copy for a stale merge
 		return err
 	}
 	p := im.objectForWrite(t, c.Partition)
-	if _, err := p.Replace(c.First, c.Last, c.Merged); err != nil {
+	if _, err := p.Replace(c.First, c.Last, between, c.Merged); err != nil {
 		return err
 	}
 	p.DropAborted(c.DropAborted)

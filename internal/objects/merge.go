@@ -213,5 +213,6 @@ func (m *Maintainer) replaceRun(ctx context.Context, ref controller.PartitionRef
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return m.cfg.Propose(cctx, &controller.Command{Op: controller.OpReplaceExtents, ReplaceExtents: &controller.ReplaceExtents{
-		PartitionRef: ref, First: run[0], Last: run[len(run)-1], Merged: merged, DropAborted: dropAborted}})
+		PartitionRef: ref, First: run[0], Last: run[len(run)-1], Between: objtopic.BetweenDigest(run), Merged: merged,
+		DropAborted: dropAborted}})
 }

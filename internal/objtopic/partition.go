@@ -1,6 +1,9 @@
 package objtopic
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -625,15 +628,39 @@ func (p *Partition) RetentionStart(nowMs, retentionMs, retentionBytes int64) int
 }
 
 // ErrMergeStale refuses a merge whose extents changed since it was planned (trimmed, or
-// merged by another merge).
+// merged by another merge, or rewritten by a compaction pass).
 var ErrMergeStale = errors.New("objtopic: the merged extents changed")
+
+// BetweenDigest identifies the extents of a run strictly between its first and last (by file,
+// section offset and length, and offsets): a Replace given it is refused if any of them
+// changed since the run was planned. Deterministic: every replica computes it alike.
+func BetweenDigest(run []Extent) string {
+	h := sha256.New()
+	var buf [8]byte
+	put := func(v uint64) {
+		binary.BigEndian.PutUint64(buf[:], v)
+		h.Write(buf[:])
+	}
+	if len(run) > 2 {
+		for _, e := range run[1 : len(run)-1] {
+			put(uint64(len(e.File)))
+			h.Write([]byte(e.File))
+			put(e.Offset)
+			put(uint64(e.Length))
+			put(uint64(e.Base))
+			put(uint64(e.Last))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
 
 // Replace puts merged in the place of the consecutive extents of p from first to last: merged
 // must cover exactly their offsets; nil drops them (compaction kept none of their records;
-// their offsets stay a gap). The extents are matched by file, section offset and offsets, so a
-// merge planned on an older state is refused (ErrMergeStale) rather than applied to different
-// data. It returns the files of the replaced extents.
-func (p *Partition) Replace(first, last Extent, merged *Extent) ([]string, error) {
+// their offsets stay a gap). The extents are matched by file, section offset and offsets (and,
+// if between is not empty, those between them by their BetweenDigest), so a merge planned on
+// an older state is refused (ErrMergeStale) rather than applied to different data. It returns
+// the files of the replaced extents.
+func (p *Partition) Replace(first, last Extent, between string, merged *Extent) ([]string, error) {
 	same := func(x Extent) func(Extent) bool { // inline extents share file "" and offset 0
 		return func(e Extent) bool {
 			return e.File == x.File && e.Offset == x.Offset && e.Base == x.Base && e.Last == x.Last
@@ -642,7 +669,8 @@ func (p *Partition) Replace(first, last Extent, merged *Extent) ([]string, error
 	i := slices.IndexFunc(p.Extents, same(first))
 	j := slices.IndexFunc(p.Extents, same(last))
 	if i < 0 || j < i ||
-		merged != nil && (merged.Base != first.Base || merged.Last != last.Last || len(merged.Skip) != 0) {
+		merged != nil && (merged.Base != first.Base || merged.Last != last.Last || len(merged.Skip) != 0) ||
+		between != "" && BetweenDigest(p.Extents[i:j+1]) != between {
 		return nil, ErrMergeStale
 	}
 	var replaced []string
