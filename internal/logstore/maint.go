@@ -310,8 +310,18 @@ func (l *Log) cutAt(s *segment, pos, offset int64) error {
 	if err != nil {
 		return err
 	}
+	if fresh.next < cp.firstDirty {
+		// The cut fell in a gap compaction left (or a segment it emptied): the log ends below
+		// offset, and records appended from its end must not count as cleaned. Persisted before
+		// any append: a checkpoint above the end would hold after a crash once the log grew.
+		cp.firstDirty = fresh.next
+		if err := writeCheckpoint(l.fs, l.dir, cp); err != nil {
+			return err
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.firstDirty = min(l.firstDirty, cp.firstDirty)
 	s.size, s.next, s.maxTimestamp, s.maxTsRel, s.firstTs = fresh.size, fresh.next, fresh.maxTimestamp, fresh.maxTsRel, fresh.firstTs
 	s.idx, s.bytesSinceIndex, s.created = fresh.idx, fresh.bytesSinceIndex, l.now()
 	// Active again, it takes new records, tombstones among them, that no compaction has seen:
@@ -342,6 +352,14 @@ func (l *Log) truncateFully(offset int64) error {
 	}
 	ns := newSegment(f, offset)
 	ns.created = l.now()
+	// The old log's producer snapshots and aborted-transaction index go before the checkpoint
+	// commits the empty log (its directory sync makes both durable): found after a crash, a
+	// snapshot brought back the old log's producers, an open transaction among them, which no
+	// marker would ever close. The caller drops the producer state in memory (dropProducers).
+	if err := l.removeProducerFiles(); err != nil {
+		ns.release()
+		return l.poison("truncate", err)
+	}
 	cp := checkpoint{logStart: offset, firstDirty: offset}
 	if err := writeCheckpoint(l.fs, l.dir, cp); err != nil { // also syncs the directory
 		ns.release()

@@ -230,9 +230,9 @@ func (l *Log) replayProducers(from, end int64) error {
 	return nil
 }
 
-// dropProducers forgets every producer and removes every snapshot: the log restarted empty.
-// The caller holds appendMu.
-func (l *Log) dropProducers() error {
+// removeProducerFiles removes the producer-state snapshots and the aborted-transaction index
+// file (unsynced; readers keep the index's open file until dropProducers closes it).
+func (l *Log) removeProducerFiles() error {
 	offsets, err := l.snapshotOffsets()
 	if err != nil {
 		return err
@@ -241,6 +241,18 @@ func (l *Log) dropProducers() error {
 		if err := l.fs.Remove(segmentName(l.dir, off, snapshotSuffix)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
 			return err
 		}
+	}
+	if err := l.fs.Remove(l.aborted.name); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// dropProducers forgets every producer and removes every snapshot: the log restarted empty.
+// The caller holds appendMu.
+func (l *Log) dropProducers() error {
+	if err := l.removeProducerFiles(); err != nil {
+		return err
 	}
 	l.producers = txn.NewPartition()
 	l.firstUnstable.Store(-1)
