@@ -46,15 +46,18 @@ import (
 //   - A transactional batch left with no records is dropped, unless it is one of the batches its
 //     producer's state remembers (kept empty, so that its sequence numbers survive a restart).
 //   - A COMMIT or ABORT marker is removed once no batch of its transaction is left before it,
-//     its segment is past delete.retention.ms (as tombstones), and it is below every producer
+//     its delete horizon has passed (as tombstones'), and it is below every producer
 //     state snapshot (the producer state a restart or a truncation rebuilds never replays a
 //     transaction's records without its marker, and keeps the epoch the marker set).
 //
-// Tombstones (null values) are kept while their segment is younger than delete.retention.ms
-// since it was first compacted (the cleanedAt stamp in the index header, stamped "now" on first
-// compaction), so a consumer that reads the log within delete.retention.ms sees every delete.
-// Using the broker's clock at first compaction, not the record timestamp, keeps client clocks
-// out of it.
+// Tombstones (null values) and markers expire as in Kafka since KIP-534: the first pass that
+// keeps one gives its batch a delete horizon, now + delete.retention.ms by the broker's clock
+// (the base timestamp holds it, attribute bit 6; the records' timestamp deltas are re-encoded
+// from it), and the first pass after the horizon drops it, so a consumer that reads the log
+// within delete.retention.ms sees every delete. Only batches with tombstones or markers are
+// rewritten for it. A batch compacted by an older version has no horizon: its segment's
+// first-compaction stamp (cleanedAt in the index header) stands for it. The broker's clock, not
+// the record timestamp, keeps client clocks out of it.
 
 // Compactor runs compaction within an I/O budget shared by every log it cleans.
 type Compactor struct {
@@ -335,7 +338,7 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 		return err
 	}
 	ns := newSegment(f, base)
-	for _, s := range group { // a never-compacted segment (re)starts the tombstone clock
+	for _, s := range group { // the clock of batches without a delete horizon (older versions')
 		if s.cleanedAt == 0 {
 			ns.cleanedAt = nowMs
 			break
@@ -346,26 +349,36 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 	interval := l.cfg.IndexIntervalBytes
 	deleteRetention := l.cfg.DeleteRetentionMs.Milliseconds()
 	l.mu.RUnlock()
+	horizon := nowMs + deleteRetention
 	for _, s := range group {
-		dropTombstones := s.cleanedAt != 0 && s.cleanedAt <= nowMs-deleteRetention
-		keep := func(rec *batch.Record, offset int64) bool {
-			if rec.Key == nil {
-				return false
-			}
-			if last, ok := keys[md5.Sum(rec.Key)]; ok && last > offset {
-				return false
-			}
-			return rec.Value != nil || !dropTombstones
-		}
+		// A batch compacted before delete horizons were set carries none: its segment's
+		// first-compaction stamp stands for it.
+		legacyExpired := s.cleanedAt != 0 && s.cleanedAt <= nowMs-deleteRetention
 		err := c.eachBatch(ctx, l, s, st, func(h *batch.Header, b []byte) error {
+			hz, hasHorizon := h.DeleteHorizon()
+			expired := hasHorizon && hz <= nowMs || !hasHorizon && legacyExpired
+			keep := func(rec *batch.Record, offset int64) bool {
+				if rec.Key == nil {
+					return false
+				}
+				if last, ok := keys[md5.Sum(rec.Key)]; ok && last > offset {
+					return false
+				}
+				return rec.Value != nil || !expired
+			}
 			var out []byte
 			var removed int
 			var err error
 			switch {
 			case h.IsControl():
-				if !tc.retained[h.ProducerID] && dropTombstones && h.BaseOffset < tc.floor {
+				switch {
+				case tc.retained[h.ProducerID]:
+					out = b // its transaction keeps a record: no clock yet
+				case expired && h.BaseOffset < tc.floor:
 					st.MarkersRemoved++
-				} else {
+				case !hasHorizon && !expired:
+					out, _, err = batch.Filter(h, b, func(*batch.Record, int64) bool { return true }, false, horizon)
+				default:
 					out = b
 				}
 				delete(tc.retained, h.ProducerID)
@@ -374,12 +387,12 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 				if tc.isAborted(h.ProducerID, h.BaseOffset) {
 					k = func(*batch.Record, int64) bool { return false }
 				}
-				out, removed, err = batch.Filter(h, b, k, tc.remember[h.BaseOffset], 0)
+				out, removed, err = batch.Filter(h, b, k, tc.remember[h.BaseOffset], horizon)
 				if out != nil {
 					tc.retained[h.ProducerID] = true
 				}
 			default:
-				out, removed, err = batch.Filter(h, b, keep, h.ProducerID >= 0, 0)
+				out, removed, err = batch.Filter(h, b, keep, h.ProducerID >= 0, horizon)
 			}
 			if err != nil || out == nil {
 				st.RecordsRemoved += int64(removed)

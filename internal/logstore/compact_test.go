@@ -444,3 +444,38 @@ func TestCompactionLags(t *testing.T) {
 		t.Fatal("min.compaction.lag.ms above max.compaction.lag.ms validates")
 	}
 }
+
+// TestTombstoneExpiresUnderSteadyWrites: the tombstone for a is first compacted at t=0
+// (delete.retention.ms = 1 h). The topic keeps getting writes: every 30 minutes a new segment is
+// sealed and a pass runs, which cleans the old segment together with the new dirty one into one
+// output. The tombstone's batch carries its delete horizon from the first pass (KIP-534), so it
+// goes once that has passed, as in Kafka. Before, the merged output's first-compaction stamp
+// was "now" whenever one input was never compacted, and the tombstone was never dropped.
+func TestTombstoneExpiresUnderSteadyWrites(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	l := e.open(compactConfig())
+	defer l.Close()
+	c := NewCompactor(0)
+	appendAll(t, l, makeBatch(t, batch.CodecNone, kv("a", "1")), makeBatch(t, batch.CodecNone, kv("a", "")))
+	rollActive(t, l)
+	if _, err := c.Compact(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if kvs := keyValues(t, l); kvs[1] != "a=<nil>" {
+		t.Fatalf("after the first pass: %v; want the tombstone kept at 1", kvs)
+	}
+	for i := 0; i < 20; i++ { // 10 hours of steady writes, a pass every 30 minutes
+		e.clock.advance(30 * time.Minute)
+		appendAll(t, l, makeBatch(t, batch.CodecNone, kv(fmt.Sprintf("k%d", i), "v")))
+		rollActive(t, l)
+		if _, err := c.Compact(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.mu.RLock()
+	n := len(l.segments)
+	l.mu.RUnlock()
+	if kvs := keyValues(t, l); kvs[1] == "a=<nil>" {
+		t.Errorf("10 h after its first compaction (delete.retention.ms 1 h) the tombstone for a is still there (%d segments)", n)
+	}
+}
