@@ -146,6 +146,35 @@ func (f *TLSFiles) ServerConfigRequiringClients() *tls.Config {
 	return f.serverConfig(ClientAuthRequired)
 }
 
+// ServerConfigForPeers is ServerConfigRequiringClients with each peer's verified connection
+// also checked by allow during the handshake (nil: none), which refuses the peer by erring.
+func (f *TLSFiles) ServerConfigForPeers(allow func(tls.ConnectionState) error) *tls.Config {
+	c := f.serverConfig(ClientAuthRequired)
+	get := c.GetConfigForClient
+	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		cc, err := get(hello)
+		if err == nil && allow != nil {
+			cc.VerifyConnection = allow
+		}
+		return cc, err
+	}
+	return c
+}
+
+// OwnPrincipal is the Kafka principal of this node's own certificate of the moment, as
+// Principal makes it of a peer's ("" if m has no rule for it).
+func (f *TLSFiles) OwnPrincipal(m *PrincipalMapper) string {
+	cert, _ := f.current()
+	if cert == nil || cert.Leaf == nil {
+		return ""
+	}
+	name, err := m.Map(cert.Leaf.Subject.String())
+	if err != nil {
+		return ""
+	}
+	return "User:" + name
+}
+
 func (f *TLSFiles) serverConfig(auth ClientAuth) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,

@@ -502,7 +502,7 @@ func Open(cfg Config) (*Server, error) {
 	}
 	var clusterTLS func(string) *tls.Config
 	if cfg.ClusterTLS {
-		ln = tls.NewListener(ln, tlsFiles.ServerConfigRequiringClients())
+		ln = tls.NewListener(ln, tlsFiles.ServerConfigForPeers(clusterPeerCheck(cfg, tlsFiles)))
 		clusterTLS = tlsFiles.ClientConfigFor
 	}
 	host, portStr, _ := net.SplitHostPort(cfg.AdvertisedKafkaAddr)
@@ -1023,6 +1023,30 @@ func (s *Server) Close() error {
 }
 
 // principalMapper is the node's ssl.principal.mapping.rules (checked by Validate).
+// clusterPeerCheck admits a peer on the cluster port (--cluster-tls). With an authorizer, only
+// a node: a certificate whose principal is a super user's, or this node's own certificate's
+// (nodes sharing one), as Kafka's inter-broker and controller APIs need CLUSTER_ACTION; the
+// node-to-node RPCs are not authorized one by one, so a Kafka client's certificate signed by
+// the same client CA must not get in. Without an authorizer the Kafka listeners allow
+// everything anyway, and any certificate the client CA signed is a peer (nil).
+func clusterPeerCheck(cfg Config, f *security.TLSFiles) func(tls.ConnectionState) error {
+	z := authorizer(cfg)
+	if z == nil {
+		return nil
+	}
+	m := principalMapper(cfg)
+	return func(cs tls.ConnectionState) error {
+		p, err := security.Principal(cs, m)
+		if err != nil {
+			return fmt.Errorf("cluster: a peer's certificate: %w", err)
+		}
+		if p == "" || !z.SuperUsers[p] && p != f.OwnPrincipal(m) {
+			return fmt.Errorf("cluster: %q is not a node's principal (a super user, or this node's own certificate's)", p)
+		}
+		return nil
+	}
+}
+
 func principalMapper(cfg Config) *security.PrincipalMapper {
 	m, _ := security.ParsePrincipalMappingRules(cfg.SSLPrincipalMappingRules)
 	return m
