@@ -180,7 +180,7 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 	)
 	groupDenied, txnDenied, clusterDenied := kerr.GroupAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed, kerr.ClusterAuthorizationFailed
 	switch req := r.req.(type) {
-	case *kmsg.DescribeClusterRequest, *kmsg.DescribeLogDirsRequest, *kmsg.ListPartitionReassignmentsRequest, *kmsg.DescribeUserSCRAMCredentialsRequest,
+	case *kmsg.DescribeLogDirsRequest, *kmsg.ListPartitionReassignmentsRequest, *kmsg.DescribeUserSCRAMCredentialsRequest,
 		*kmsg.DescribeQuorumRequest:
 		if !r.allowedCluster(describe) {
 			return deny(clusterDenied)

@@ -42,8 +42,13 @@ func handleDescribeCluster(_ context.Context, r *request) reply {
 		}
 		resp.Brokers = append(resp.Brokers, br)
 	}
+	// Any client may describe the cluster (Metadata names the same brokers); DESCRIBE on the
+	// cluster only decides whether its authorized operations are told (0 without), as Kafka.
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = r.authorizedOperations(kmsg.ACLResourceTypeCluster, security.ClusterResource, clusterOps)
+		resp.ClusterAuthorizedOperations = 0
+		if r.allowedCluster(kmsg.ACLOperationDescribe) {
+			resp.ClusterAuthorizedOperations = r.authorizedOperations(kmsg.ACLResourceTypeCluster, security.ClusterResource, clusterOps)
+		}
 	}
 	return reply{resp: resp}
 }

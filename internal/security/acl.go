@@ -270,13 +270,19 @@ func (z *Authorizer) authorize(ix *ACLIndex, principal, host string, op kmsg.ACL
 // is dominated by a literal DENY of its name or a prefixed DENY of a prefix of it; a prefixed
 // ALLOW by a prefixed DENY of a prefix of its own. Kafka asks this for an idempotent
 // producer's InitProducerId (WRITE on any topic stands in for IDEMPOTENT_WRITE on the cluster).
+// With allow.everyone.if.no.acl.found it is also allowed when op on the topic named "*" is (no
+// binding covers that name, or a wildcard ALLOW does), as Kafka's StandardAuthorizer: a
+// principal may then write to the topics no binding covers.
 func (z *Authorizer) AuthorizeAnyTopic(ix *ACLIndex, principal, host string, op kmsg.ACLOperation) bool {
 	if z.SuperUsers[principal] {
 		return true
 	}
+	if z.AllowIfNoACL && z.authorize(ix, principal, host, op, kmsg.ACLResourceTypeTopic, Wildcard, true) {
+		return true
+	}
 	t := ix.types[kmsg.ACLResourceTypeTopic]
 	if t == nil {
-		return z.AllowIfNoACL
+		return false
 	}
 	applies := func(a ACL) bool { return principalMatches(a, principal) && hostMatches(a, host) }
 	deny := func(a ACL) bool {

@@ -317,7 +317,8 @@ func TestACLMatrix(t *testing.T) {
 			r.Topics = append(r.Topics, kmsg.DescribeTopicPartitionsRequestTopic{Topic: "t"})
 			return r
 		}, kerr.TopicAuthorizationFailed.Code, false},
-		{"DescribeCluster", func() kmsg.Request { return kmsg.NewPtrDescribeClusterRequest() }, kerr.ClusterAuthorizationFailed.Code, false},
+		// DescribeCluster is not here: any client may describe the cluster, as in Kafka
+		// (broker.TestDescribeClusterNeedsNoACL).
 		{"DescribeLogDirs", func() kmsg.Request { return kmsg.NewPtrDescribeLogDirsRequest() }, kerr.ClusterAuthorizationFailed.Code, false},
 		{"ListPartitionReassignments", func() kmsg.Request { return kmsg.NewPtrListPartitionReassignmentsRequest() }, kerr.ClusterAuthorizationFailed.Code, false},
 		{"ElectLeaders", func() kmsg.Request {
