@@ -612,12 +612,12 @@ func TestAlterConfigsReplaces(t *testing.T) {
 		wantErr  error
 		want     map[string]string
 	}{
-		{"replace", set("segment.bytes", "100000", "cleanup.policy", "compact"), false, nil, map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
-		{"validate-only", set("retention.ms", "5"), true, nil, map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
-		{"invalid", set("segment.bytes", "1"), false, kerr.InvalidConfig, map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
-		{"unknown", set("bogus", "1"), false, kerr.InvalidConfig, map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
-		{"null", []kadm.AlterConfig{{Name: "retention.ms"}}, false, kerr.InvalidRequest, map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
-		{"duplicate-key", set("retention.ms", "5", "retention.ms", "6"), false, kerr.InvalidRequest, map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
+		{"replace", set("segment.bytes", "2000000", "cleanup.policy", "compact"), false, nil, map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
+		{"validate-only", set("retention.ms", "5"), true, nil, map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
+		{"invalid", set("segment.bytes", "1"), false, kerr.InvalidConfig, map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
+		{"unknown", set("bogus", "1"), false, kerr.InvalidConfig, map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
+		{"null", []kadm.AlterConfig{{Name: "retention.ms"}}, false, kerr.InvalidRequest, map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
+		{"duplicate-key", set("retention.ms", "5", "retention.ms", "6"), false, kerr.InvalidRequest, map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
 		{"replace-again", set("retention.ms", "5"), false, nil, map[string]string{"retention.ms": "5"}},
 		{"clear", nil, false, nil, map[string]string{}},
 	} {
@@ -690,28 +690,28 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 		wantErr  error
 		want     map[string]string
 	}{
-		{"set", []kadm.AlterConfig{op(kadm.SetConfig, "retention.ms", "1000"), op(kadm.SetConfig, "segment.bytes", "100000")}, false, nil,
-			map[string]string{"retention.ms": "1000", "segment.bytes": "100000"}},
+		{"set", []kadm.AlterConfig{op(kadm.SetConfig, "retention.ms", "1000"), op(kadm.SetConfig, "segment.bytes", "2000000")}, false, nil,
+			map[string]string{"retention.ms": "1000", "segment.bytes": "2000000"}},
 		{"append to the default", []kadm.AlterConfig{op(kadm.AppendConfig, "cleanup.policy", "compact")}, false, nil,
-			map[string]string{"retention.ms": "1000", "segment.bytes": "100000", "cleanup.policy": "delete,compact"}},
+			map[string]string{"retention.ms": "1000", "segment.bytes": "2000000", "cleanup.policy": "delete,compact"}},
 		{"append present", []kadm.AlterConfig{op(kadm.AppendConfig, "cleanup.policy", "delete")}, false, nil,
-			map[string]string{"retention.ms": "1000", "segment.bytes": "100000", "cleanup.policy": "delete,compact"}},
+			map[string]string{"retention.ms": "1000", "segment.bytes": "2000000", "cleanup.policy": "delete,compact"}},
 		{"subtract", []kadm.AlterConfig{op(kadm.SubtractConfig, "cleanup.policy", "delete")}, false, nil,
-			map[string]string{"retention.ms": "1000", "segment.bytes": "100000", "cleanup.policy": "compact"}},
+			map[string]string{"retention.ms": "1000", "segment.bytes": "2000000", "cleanup.policy": "compact"}},
 		{"delete", []kadm.AlterConfig{op(kadm.DeleteConfig, "retention.ms"), op(kadm.DeleteConfig, "flush.ms")}, false, nil,
-			map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
+			map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
 		{"validate-only", []kadm.AlterConfig{op(kadm.DeleteConfig, "segment.bytes")}, true, nil,
-			map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
+			map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
 		{"append to a non-list", []kadm.AlterConfig{op(kadm.AppendConfig, "retention.ms", "5")}, false, kerr.InvalidConfig,
-			map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
+			map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
 		{"subtract to empty", []kadm.AlterConfig{op(kadm.SubtractConfig, "cleanup.policy", "compact")}, false, kerr.InvalidConfig,
-			map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
+			map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
 		{"set unknown", []kadm.AlterConfig{op(kadm.SetConfig, "bogus", "1")}, false, kerr.InvalidConfig,
-			map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
+			map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
 		{"set invalid (all or nothing)", []kadm.AlterConfig{op(kadm.SetConfig, "retention.ms", "5"), op(kadm.SetConfig, "segment.bytes", "x")}, false, kerr.InvalidConfig,
-			map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
+			map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
 		{"duplicate key", []kadm.AlterConfig{op(kadm.SetConfig, "retention.ms", "5"), op(kadm.DeleteConfig, "retention.ms")}, false, kerr.InvalidRequest,
-			map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}},
+			map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
 	} {
 		alter := adm.AlterTopicConfigs
 		if tc.validate {
@@ -729,7 +729,7 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 			t.Errorf("after IncrementalAlterConfigs(%s), configs = %v; want %v", tc.name, tp.Configs, tc.want)
 		}
 	}
-	if got, want := reopenConfigs(t, reg, "inc"), map[string]string{"segment.bytes": "100000", "cleanup.policy": "compact"}; !reflect.DeepEqual(got, want) {
+	if got, want := reopenConfigs(t, reg, "inc"), map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("configs after a reopen = %v; want %v", got, want)
 	}
 
@@ -1009,7 +1009,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": strp("100000")}, "dyn"); err != nil {
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": strp("2000000")}, "dyn"); err != nil {
 		t.Fatal(err)
 	}
 	alter := func(entity string, ops ...kadm.AlterConfig) error {
@@ -1024,7 +1024,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 		return resps[0].Err
 	}
 	if err := alter("", kadm.AlterConfig{Name: "log.retention.ms", Value: strp("3600000")},
-		kadm.AlterConfig{Name: "log.segment.bytes", Value: strp("200000")}); err != nil {
+		kadm.AlterConfig{Name: "log.segment.bytes", Value: strp("3000000")}); err != nil {
 		t.Fatalf("alter cluster default = %v", err)
 	}
 	if err := alter("1", kadm.AlterConfig{Name: "log.retention.ms", Value: strp("7200000")}); err != nil {
@@ -1036,7 +1036,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 		src         topics.Source
 	}{
 		{"retention.ms", "7200000", topics.SourceDynamicBroker}, // broker beats cluster default
-		{"segment.bytes", "100000", topics.SourceTopic},         // topic beats both
+		{"segment.bytes", "2000000", topics.SourceTopic},        // topic beats both
 		{"max.message.bytes", "1048588", topics.SourceDefault},  // nothing set
 	} {
 		if v, src := tp.EffectiveSource(tc.name); v != tc.value || src != tc.src {
@@ -1084,8 +1084,8 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	}
 	// The dynamic configs live in the controller's log, which survives restarts.
 	b, _ := testBrokers.Load(reg)
-	if got := b.(*Broker).cl.Image().ClusterConfigs["log.segment.bytes"]; got != "200000" {
-		t.Errorf("cluster default in the controller's image = %q; want 200000", got)
+	if got := b.(*Broker).cl.Image().ClusterConfigs["log.segment.bytes"]; got != "3000000" {
+		t.Errorf("cluster default in the controller's image = %q; want 3000000", got)
 	}
 }
 

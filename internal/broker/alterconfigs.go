@@ -158,7 +158,7 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string
 			if c.Value == nil {
 				return adminErr(kerr.InvalidRequest, "Null value not supported for : %s", c.Name)
 			}
-			configs[c.Name] = *c.Value
+			configs[c.Name] = topics.NormalizeValue(c.Name, *c.Value)
 		}
 		return b.setTopicConfigs(rr.ResourceName, configs, validateOnly)
 	case kmsg.ConfigResourceTypeBroker: // replaces the scope's dynamic configs, as for topics
@@ -174,7 +174,7 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string
 			if c.Value == nil {
 				return adminErr(kerr.InvalidRequest, "Null value not supported for : %s", c.Name)
 			}
-			configs[c.Name] = *c.Value
+			configs[c.Name] = topics.NormalizeValue(c.Name, *c.Value)
 		}
 		return b.setBrokerConfigs(perBroker, configs, validateOnly)
 	case kmsg.ConfigResourceTypeGroupConfig:

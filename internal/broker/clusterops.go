@@ -184,10 +184,14 @@ func assignUnaware(nodes []int32, first, count int32, rf int16, start int32) [][
 	return out
 }
 
-// checkReplicas checks one partition's explicit replica list against the registered nodes.
-func (b *Broker) checkReplicas(replicas []int32) *adminError {
+// checkReplicas checks one partition's explicit replica list against the registered nodes, and its
+// length against want (0: any).
+func (b *Broker) checkReplicas(replicas []int32, want int) *adminError {
 	if len(replicas) == 0 {
 		return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
+	}
+	if want > 0 && len(replicas) != want { // as Kafka's validateManualPartitionAssignment
+		return adminErr(kerr.InvalidReplicaAssignment, "The manual partition assignment includes a partition with %d replica(s), but this is not consistent with previous partitions, which have %d replica(s).", len(replicas), want)
 	}
 	img := b.cl.Image()
 	seen := map[int32]bool{}

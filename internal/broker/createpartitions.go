@@ -71,8 +71,12 @@ func (b *Broker) createPartitions(ctx context.Context, rt *kmsg.CreatePartitions
 		if add := rt.Count - have; int32(len(rt.Assignment)) != add {
 			return adminErr(kerr.InvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(rt.Assignment))
 		}
+		want := 0 // the topic's replication factor, as Kafka's
+		if p := b.imagePartition(t.ID, 0); p != nil {
+			want = len(p.Replicas)
+		}
 		for _, a := range rt.Assignment {
-			if aerr := b.checkReplicas(a.Replicas); aerr != nil {
+			if aerr := b.checkReplicas(a.Replicas, want); aerr != nil {
 				return aerr
 			}
 			assignments = append(assignments, a.Replicas)

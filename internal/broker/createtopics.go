@@ -66,6 +66,23 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
 	}
+	// As Kafka's validateTotalNumberOfPartitions: more than topics.MaxPartitions partitions in
+	// all, over the topics that would go to the controller, refuses every one of them.
+	total := 0
+	for _, rt := range req.Topics {
+		if count[rt.Topic] > 1 || !r.allowedCluster(kmsg.ACLOperationCreate) && !r.allowedTopic(kmsg.ACLOperationCreate, rt.Topic) {
+			continue
+		}
+		switch {
+		case len(rt.ReplicaAssignment) > 0:
+			total += len(rt.ReplicaAssignment)
+		case rt.NumPartitions == -1:
+			total += int(b.cfg.DefaultPartitions)
+		case rt.NumPartitions > 0:
+			total += int(rt.NumPartitions)
+		}
+	}
+	tooMany := total > topics.MaxPartitions
 	dupReported := map[string]bool{}
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
@@ -81,6 +98,11 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 		}
 		if !r.allowedCluster(kmsg.ACLOperationCreate) && !r.allowedTopic(kmsg.ACLOperationCreate, rt.Topic) {
 			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if tooMany {
+			st.ErrorCode, st.ErrorMessage = kerr.PolicyViolation.Code, strp("Excessively large number of partitions per request.")
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
@@ -127,7 +149,7 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 		if c.Value == nil {
 			return nil, 0, 0, adminErr(kerr.InvalidConfig, "Null value not supported for topic configs: %s", c.Name)
 		}
-		configs[c.Name] = *c.Value
+		configs[c.Name] = topics.NormalizeValue(c.Name, *c.Value)
 	}
 	partitions, rf := rt.NumPartitions, rt.ReplicationFactor
 	var assignments [][]int32
@@ -139,11 +161,12 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 			return nil, 0, 0, adminErr(kerr.InvalidRequest, "A manual partition assignment was specified, but replicationFactor was not set to -1.")
 		}
 		assignments = make([][]int32, len(rt.ReplicaAssignment))
+		want := len(rt.ReplicaAssignment[0].Replicas) // every partition has the first one's count
 		for _, a := range rt.ReplicaAssignment {
 			if a.Partition < 0 || int(a.Partition) >= len(assignments) || assignments[a.Partition] != nil {
 				return nil, 0, 0, adminErr(kerr.InvalidReplicaAssignment, "Partitions in a manual assignment must be numbered 0 to %d, each once; got partition %d.", len(assignments)-1, a.Partition)
 			}
-			if aerr := b.checkReplicas(a.Replicas); aerr != nil {
+			if aerr := b.checkReplicas(a.Replicas, want); aerr != nil {
 				return nil, 0, 0, aerr
 			}
 			assignments[a.Partition] = a.Replicas

@@ -89,8 +89,19 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 			targets = append(targets, target{name: t.Name, id: t.ID})
 		}
 	}
+	named := map[controller.TopicID]bool{} // ids a name also maps to
+	for _, tg := range targets {
+		if tg.byName && tg.id != zero {
+			named[tg.id] = true
+		}
+	}
 	for _, tg := range targets {
 		name := tg.name
+		if !tg.byName && named[tg.id] {
+			// As Kafka's ControllerApis.deleteTopics: the id is not deleted, and answered once,
+			// with the name's INVALID_REQUEST.
+			continue
+		}
 		if !r.allowedTopic(kmsg.ACLOperationDelete, name) {
 			if tg.byName {
 				add(&name, zero, kerr.TopicAuthorizationFailed, "")

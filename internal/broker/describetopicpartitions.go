@@ -18,7 +18,7 @@ const maxDescribedPartitions = 2000
 
 // handleDescribeTopicPartitions is KIP-966's paged Metadata, which Kafka's admin client (3.9+)
 // and kafka-topics --describe use when the broker offers it: topics in name order from the
-// cursor's topic and partition, at most min(ResponsePartitionLimit, 2000) partitions, and a
+// cursor's topic and partition, at most max(min(ResponsePartitionLimit, 2000), 1) partitions, and a
 // NextCursor at the first partition left out. With no topics named it describes every topic the
 // principal may describe (the others are not shown); a named topic it may not describe is
 // answered TOPIC_AUTHORIZATION_FAILED, after the others. Partitions are those Metadata gives
@@ -46,8 +46,9 @@ func handleDescribeTopicPartitions(_ context.Context, r *request) reply {
 	names = slices.DeleteFunc(names, func(n string) bool { return n < from })
 	slices.Sort(names)
 	names = slices.Compact(names)
-	if req.Cursor != nil && !all && !slices.Contains(names, req.Cursor.Topic) {
-		for _, rt := range req.Topics { // Kafka: the cursor's topic must be one of the topics named
+	if req.Cursor != nil && (req.Cursor.Partition < 0 || !all && !slices.Contains(names, req.Cursor.Topic)) {
+		// Kafka: the cursor's topic must be one of the topics named, its partition not negative.
+		for _, rt := range req.Topics {
 			t := kmsg.NewDescribeTopicPartitionsResponseTopic()
 			t.Topic, t.ErrorCode = kmsg.StringPtr(rt.Topic), kerr.InvalidRequest.Code
 			resp.Topics = append(resp.Topics, t)
@@ -60,7 +61,7 @@ func handleDescribeTopicPartitions(_ context.Context, r *request) reply {
 	if b.ripcording() {
 		rv = b.ripcordView()
 	}
-	remaining := min(int(req.ResponsePartitionLimit), maxDescribedPartitions)
+	remaining := max(min(int(req.ResponsePartitionLimit), maxDescribedPartitions), 1) // as Kafka: a page has one at least
 	for _, name := range names {
 		if !r.allowedTopic(kmsg.ACLOperationDescribe, name) {
 			if !all {
@@ -68,9 +69,6 @@ func handleDescribeTopicPartitions(_ context.Context, r *request) reply {
 				t.Topic, t.ErrorCode = kmsg.StringPtr(name), kerr.TopicAuthorizationFailed.Code
 				denied = append(denied, t)
 			}
-			continue
-		}
-		if remaining < 0 { // a negative limit: nothing described, as Kafka
 			continue
 		}
 		if remaining == 0 { // the next page starts at this topic
@@ -93,7 +91,7 @@ func handleDescribeTopicPartitions(_ context.Context, r *request) reply {
 		}
 		first := int32(0)
 		if req.Cursor != nil && name == req.Cursor.Topic {
-			first = max(req.Cursor.Partition, 0)
+			first = req.Cursor.Partition
 		}
 		mt := b.metadataTopic(img, rv, tp, clientZone(r.clientID))
 		t := kmsg.NewDescribeTopicPartitionsResponseTopic()

@@ -112,11 +112,10 @@ func applyIncremental(configs map[string]string, ops []kmsg.IncrementalAlterConf
 	for _, c := range ops {
 		switch c.Op {
 		case kmsg.IncrementalAlterConfigOpSet:
-			if c.Value == nil { // as KRaft: setting null removes the override
-				delete(configs, c.Name)
-			} else {
-				configs[c.Name] = *c.Value
+			if c.Value == nil { // as Kafka's ConfigAdminManager.preprocess: DELETE removes
+				return adminErr(kerr.InvalidRequest, "Null value not supported for : %s", c.Name)
 			}
+			configs[c.Name] = topics.NormalizeValue(c.Name, *c.Value)
 		case kmsg.IncrementalAlterConfigOpDelete:
 			delete(configs, c.Name)
 		default: // APPEND, SUBTRACT

@@ -169,7 +169,7 @@ func handleAlterPartitionAssignments(ctx context.Context, r *request) reply {
 			case !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
 				aerr = adminErr(kerr.UnknownTopicOrPartition, "Partition %s-%d does not exist.", rt.Topic, rp.Partition)
 			case rp.Replicas != nil:
-				aerr = b.checkReplicas(rp.Replicas)
+				aerr = b.checkReplicas(rp.Replicas, 0) // a move may change the replication factor
 			}
 			if aerr == nil {
 				cmd := &controller.Command{Op: controller.OpReassign, Reassign: &controller.Reassign{

@@ -98,11 +98,21 @@ func handleMetadata(ctx context.Context, r *request) reply {
 }
 
 // autoCreate creates a topic a client asked for (auto.create.topics.enable), with the default
-// partitions and replication factor.
+// partitions and replication factor; the coordinators' topics as their coordinators create
+// them (their partition counts and configs), as Kafka's AutoTopicCreationManager does.
 func (b *Broker) autoCreate(ctx context.Context, name string) (*topics.Topic, bool) {
-	assignments, aerr := b.assignReplicas(0, b.cfg.DefaultPartitions, b.defaultReplicationFactor())
-	if aerr == nil {
-		_, aerr = b.createTopicNow(ctx, name, nil, assignments)
+	var aerr *adminError
+	switch name {
+	case OffsetsTopic:
+		aerr = b.groups.ensureTopic(ctx)
+	case TxnStateTopic:
+		aerr = b.txns.ensureTopic(ctx)
+	default:
+		var assignments [][]int32
+		assignments, aerr = b.assignReplicas(0, b.cfg.DefaultPartitions, b.defaultReplicationFactor())
+		if aerr == nil {
+			_, aerr = b.createTopicNow(ctx, name, nil, assignments)
+		}
 	}
 	if aerr != nil && aerr.code != kerr.TopicAlreadyExists {
 		b.logger.Warn("broker: auto-creating a topic failed", "topic", name, "err", aerr.msg)

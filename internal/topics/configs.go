@@ -54,7 +54,7 @@ var defs = []ConfigDef{
 	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Allowed: []string{"delete", "compact"}, Doc: "delete old segments, compact by key, or both"},
 	{Name: "retention.ms", Type: TypeLong, Default: "604800000", BrokerName: "log.retention.ms", Min: -1, Max: math.MaxInt64, Doc: "delete segments whose newest record is older; -1 keeps all"},
 	{Name: "retention.bytes", Type: TypeLong, Default: "-1", BrokerName: "log.retention.bytes", Min: -1, Max: math.MaxInt64, Doc: "delete oldest segments while the partition stays at or above this size without them; -1: no limit"},
-	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", BrokerName: "log.segment.bytes", Min: 14, Max: math.MaxInt32, Doc: "segment file size before a roll"},
+	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", BrokerName: "log.segment.bytes", Min: 1048576, Max: math.MaxInt32, Doc: "segment file size before a roll"},
 	{Name: "segment.ms", Type: TypeLong, Default: "604800000", BrokerName: "log.roll.ms", Min: 1, Max: math.MaxInt64, Doc: "segment age before a roll"},
 	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", BrokerName: "log.index.interval.bytes", Min: 0, Max: math.MaxInt32, Doc: "log bytes between offset index entries"},
 	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", BrokerName: "log.cleaner.delete.retention.ms", Min: 0, Max: math.MaxInt64, Doc: "how long tombstones survive compaction"},
@@ -65,7 +65,7 @@ var defs = []ConfigDef{
 	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", BrokerName: "log.message.timestamp.type", Allowed: []string{"CreateTime", "LogAppendTime"}, Doc: "use the producer's timestamps or the broker's append time"},
 	{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: "9223372036854775807", BrokerName: "log.message.timestamp.before.max.ms", Min: 0, Max: math.MaxInt64,
 		Doc: "CreateTime: refuse a record whose timestamp is more than this before the broker's clock (KIP-937; INVALID_TIMESTAMP)"},
-	{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: "9223372036854775807", BrokerName: "log.message.timestamp.after.max.ms", Min: 0, Max: math.MaxInt64,
+	{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: "3600000", BrokerName: "log.message.timestamp.after.max.ms", Min: 0, Max: math.MaxInt64,
 		Doc: "CreateTime: refuse a record whose timestamp is more than this after the broker's clock (KIP-937; INVALID_TIMESTAMP)"},
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32, Doc: "replicas that must have a record for acks=all"},
 	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", BrokerName: "unclean.leader.election.enable", ClusterOnly: true,
@@ -175,6 +175,20 @@ func BrokerDefs() []ConfigDef {
 func LookupDef(name string) (*ConfigDef, bool) {
 	d, ok := defsByName[name]
 	return d, ok
+}
+
+// NormalizeValue is the form a config value given by a client is stored in: a boolean's
+// (topic or broker config name) trimmed and in lower case, as Kafka's ConfigDef parses
+// booleans ("TRUE" is true); any other value as given. Every reader compares "true" exactly.
+func NormalizeValue(name, value string) string {
+	d, ok := defsByName[name]
+	if !ok {
+		d, ok = LookupBrokerDef(name)
+	}
+	if ok && d.Type == TypeBoolean {
+		return strings.ToLower(strings.TrimSpace(value))
+	}
+	return value
 }
 
 // ConfigError is an invalid config name or value (Kafka's INVALID_CONFIG).

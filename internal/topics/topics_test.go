@@ -42,7 +42,7 @@ func TestCheckConfig(t *testing.T) {
 	}{
 		{"retention.ms", "-1", true}, {"retention.ms", "-2", false}, {"retention.ms", "1.5", false},
 		{"retention.ms", "9223372036854775807", true}, {"retention.ms", "x", false},
-		{"segment.bytes", "13", false}, {"segment.bytes", "14", true}, {"segment.bytes", "2147483648", false},
+		{"segment.bytes", "1048575", false}, {"segment.bytes", "1048576", true}, {"segment.bytes", "2147483648", false},
 		{"min.cleanable.dirty.ratio", "0.25", true}, {"min.cleanable.dirty.ratio", "1.5", false},
 		{"min.cleanable.dirty.ratio", "NaN", false}, {"min.cleanable.dirty.ratio", "-Inf", false},
 		{"cleanup.policy", "compact,delete", true}, {"cleanup.policy", "compact, delete", true}, {"cleanup.policy", "gone", false},
