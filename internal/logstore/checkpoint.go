@@ -3,6 +3,7 @@ package logstore
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 
 	"github.com/runnel-dev/runnel/internal/vfs"
@@ -47,12 +48,18 @@ func writeCheckpoint(fs vfs.FS, dir string, c checkpoint) error {
 	return vfs.WriteFileAtomic(fs, dir, checkpointName, c.encode())
 }
 
-// readCheckpoint returns the checkpoint, or ok=false if it is missing or invalid.
-func readCheckpoint(fs vfs.FS, dir string) (checkpoint, bool) {
+// readCheckpoint returns the checkpoint, or ok=false if it is missing. A checkpoint that does not
+// decode is errBadCheckpoint (replaced atomically, it is never torn: the disk damaged it). Any
+// other error reading it is returned too: taken for a missing file, it made records that
+// DeleteRecords or retention had removed readable again.
+func readCheckpoint(fs vfs.FS, dir string) (checkpoint, bool, error) {
 	b, err := vfs.ReadFile(fs, dir+"/"+checkpointName)
+	if errors.Is(err, vfs.ErrNotExist) {
+		return checkpoint{}, false, nil
+	}
 	if err != nil {
-		return checkpoint{}, false
+		return checkpoint{}, false, fmt.Errorf("logstore: reading the checkpoint: %w", err)
 	}
 	c, err := decodeCheckpoint(b)
-	return c, err == nil
+	return c, err == nil, err
 }

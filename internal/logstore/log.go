@@ -199,7 +199,14 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
-	cp, _ := readCheckpoint(l.fs, l.dir)
+	cp, _, err := readCheckpoint(l.fs, l.dir)
+	switch {
+	case errors.Is(err, errBadCheckpoint):
+		l.logger.Warn("logstore: the checkpoint file is damaged; the log starts at its first segment", "dir", l.dir)
+		cp = checkpoint{}
+	case err != nil:
+		return err
+	}
 	for i, base := range bases {
 		f, err := l.fs.OpenReadWrite(segmentName(l.dir, base, logSuffix))
 		if err != nil {

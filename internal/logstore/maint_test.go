@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,5 +193,38 @@ func TestRetentionStopsAtTheBound(t *testing.T) {
 	}
 	if start := l.StartOffset(); start != 40 {
 		t.Fatalf("bound at the end: log start %d; want 40 (all expired, the active segment rolled)", start)
+	}
+}
+
+// An error reading the checkpoint fails the open. Before, it was taken for a missing file: the
+// log start fell back to the first segment's base, and records DeleteRecords had removed were
+// readable again.
+func TestCheckpointReadErrorFailsTheOpen(t *testing.T) {
+	mem := vfs.NewMem()
+	failing := false
+	inj := vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if failing && strings.HasSuffix(path, "/"+checkpointName) && (op == vfs.OpOpen || op == vfs.OpRead) {
+			return errors.New("injected: I/O error")
+		}
+		return nil
+	})
+	e := newEnv(t, vfs.NewErrorFS(mem, inj), "/p")
+	l := e.open(testConfig())
+	appendAll(t, l, valueBatch(t, 10, 100, 1000, 1))
+	if err := l.AdvanceStartOffset(5); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	failing = true
+	if l2, err := Open(Options{FS: e.fs, Dir: e.dir, Config: testConfig(), Flusher: e.flusher, Now: e.clock.now, Logger: quiet}); err == nil {
+		start := l2.StartOffset()
+		l2.Close()
+		t.Fatalf("Open with the checkpoint unreadable succeeded, log start %d; want an error (records below 5 were deleted)", start)
+	}
+	failing = false
+	l3 := e.open(testConfig())
+	defer l3.Close()
+	if start := l3.StartOffset(); start != 5 {
+		t.Errorf("log start after the error cleared = %d; want 5", start)
 	}
 }
