@@ -185,7 +185,24 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 		if !r.allowedCluster(describe) {
 			return deny(clusterDenied)
 		}
-	case *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ElectLeadersRequest, *kmsg.AddRaftVoterRequest, *kmsg.RemoveRaftVoterRequest,
+	case *kmsg.ElectLeadersRequest:
+		if !r.allowedCluster(alter) {
+			// As Kafka: every partition named answers it too (v0 has no top-level error).
+			resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+			resp.ErrorCode = clusterDenied.Code
+			for _, rt := range req.Topics {
+				t := kmsg.NewElectLeadersResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					tp := kmsg.NewElectLeadersResponseTopicPartition()
+					tp.Partition, tp.ErrorCode = p, clusterDenied.Code
+					t.Partitions = append(t.Partitions, tp)
+				}
+				resp.Topics = append(resp.Topics, t)
+			}
+			return reply{resp: resp}
+		}
+	case *kmsg.AlterPartitionAssignmentsRequest, *kmsg.AddRaftVoterRequest, *kmsg.RemoveRaftVoterRequest,
 		*kmsg.UnregisterBrokerRequest, *kmsg.UpdateFeaturesRequest:
 		if !r.allowedCluster(alter) {
 			return deny(clusterDenied)

@@ -113,3 +113,30 @@ func TestIdempotentProducerWithAllowEveryoneIfNoACL(t *testing.T) {
 		t.Errorf("an idempotent produce to a topic the principal may write to failed: %v", err)
 	}
 }
+
+// TestElectLeadersV0Denied: ElectLeaders v0 has no top-level error code, so a principal without
+// ALTER on the cluster must be told on every partition it named, as Kafka does. It used to get
+// an empty answer, which reads as "nothing to elect".
+func TestElectLeadersV0Denied(t *testing.T) {
+	_, addr, reg := ctBroker(t, func(c *Config) {
+		c.Security.Authorizer = &security.Authorizer{}
+	})
+	ctCreate(t, reg, "orders", 2, nil)
+	nc := ctDial(t, addr)
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.Version = 0
+	req.Topics = append(req.Topics, kmsg.ElectLeadersRequestTopic{Topic: "orders", Partitions: []int32{0, 1}})
+	resp := ctExchange(t, nc, req, 1).(*kmsg.ElectLeadersResponse)
+	n := 0
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			n++
+			if p.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+				t.Errorf("%s-%d: %v; want CLUSTER_AUTHORIZATION_FAILED", rt.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("ElectLeaders v0 denied answered %d partitions; want the 2 named, each CLUSTER_AUTHORIZATION_FAILED", n)
+	}
+}
