@@ -161,6 +161,19 @@ func (r *Replica) Leading() (epoch int32, ready, leading bool) {
 	return r.a.Epoch, r.leader.Ready(), true
 }
 
+// EpochStart is where this replica's log ended when its leadership epoch began, if it leads
+// (ok=false otherwise): every batch committed before the epoch is below it, in this log; above
+// it, only what this leader appended in its epoch (another leader may have been elected since,
+// and committed other batches there).
+func (r *Replica) EpochStart() (start int64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil {
+		return -1, false
+	}
+	return r.leader.EpochStart, true
+}
+
 // State describes the replica for status pages.
 type State struct {
 	Role         Role

@@ -623,12 +623,13 @@ func (s *Server) ReadShard(ctx context.Context, req *pb.ReadShardRequest) (*pb.R
 		return nil, status.Errorf(codes.FailedPrecondition, "shard %d is not hosted on this node", sh)
 	}
 	// Only slots this replica has as committed: below its high watermark, or, while it leads,
-	// below the shard's committed slots (a new leader's high watermark trails them a moment).
-	// A replica that lost the leadership may hold an uncommitted suffix that the new leader
-	// has other records at.
-	limit := p.Replica.HighWatermark()
+	// below the shard's committed slots up to its epoch start (a new leader's high watermark
+	// trails them a moment; caughtUpTo says why not above). A replica that lost the leadership
+	// may hold an uncommitted suffix that the new leader has other records at.
+	hw, epochStart := catchUpBounds(p)
+	limit := hw
 	if _, ready, leading := p.Replica.Leading(); leading && ready {
-		g.Read(key, func(tp *sequencer.Topic) { limit = max(limit, tp.State.Slots[sh]) })
+		g.Read(key, func(tp *sequencer.Topic) { limit = caughtUpTo(hw, epochStart, tp.State, sh) })
 	}
 	to := min(req.GetToSlot(), p.Log.EndOffset(), limit)
 	if from >= to {

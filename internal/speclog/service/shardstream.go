@@ -20,13 +20,27 @@ import (
 
 // caughtUpTo is where a subscription's catch-up from a shard leader's log ends (the runner's
 // events from its Head on deliver the rest): the partition's high watermark, or the shard's
-// committed slots if more. A runner does not deliver its committed slots again
-// (order.ResumeShard), and a partition's new leader learns the high watermark only once its
-// first commit in its epoch is acknowledged, so for a moment after a leader change the
-// committed slots can lie above it. They are in the leader's log (a committed slot was durable
-// on a quorum, which the new leader is one of).
-func caughtUpTo(hw int64, st *order.State, sh int32) int64 {
-	return max(hw, st.Slots[sh])
+// committed slots if more, but only up to the leader's epoch start. A runner does not deliver
+// its committed slots again (order.ResumeShard), and a partition's new leader learns the high
+// watermark only once its first commit in its epoch is acknowledged, so for a moment after a
+// leader change the committed slots can lie above it; those committed before its epoch are in
+// its log (durable on a quorum, which it is one of). Committed slots above its epoch start are
+// not necessarily its own: a leader deposed without knowing it yet (cut off from the controller
+// but not from the sequencer) padded them with no-ops in its log while the new leader committed
+// records there, and a catch-up past its high watermark confirmed records it never sent.
+// epochStart is -1 when this node does not lead the shard.
+func caughtUpTo(hw, epochStart int64, st *order.State, sh int32) int64 {
+	return max(hw, min(st.Slots[sh], epochStart))
+}
+
+// catchUpBounds is a shard replica's high watermark and, if it leads, its epoch start (else
+// -1), for caughtUpTo.
+func catchUpBounds(p *topics.Partition) (hw, epochStart int64) {
+	hw = p.Replica.HighWatermark()
+	if start, ok := p.Replica.EpochStart(); ok {
+		return hw, start
+	}
+	return hw, -1
 }
 
 // SubscribeShard streams a shard this node leads to another node's subscription: the records
@@ -50,12 +64,12 @@ func (s *Server) SubscribeShard(req *pb.SubscribeShardRequest, stream pb.SpecLog
 	}
 	next, _, _ := r.Head() // the live events from here; what was durable before is read below
 	p := t.Partitions[sh]
-	hw := p.Replica.HighWatermark()
+	hw, epochStart := catchUpBounds(p)
 	lr := &logReader{p: p}
 	var view uint64
 	var from, end int64
 	g.Read(key, func(tp *sequencer.Topic) {
-		view, end = tp.State.View, caughtUpTo(hw, tp.State, sh)
+		view, end = tp.State.View, caughtUpTo(hw, epochStart, tp.State, sh)
 		from = tp.State.FirstSlot(sh, req.GetFrom())
 	})
 	// The slots [from, end) with their positions, a chunk at a time: all of them, since the

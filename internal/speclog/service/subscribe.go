@@ -287,11 +287,11 @@ func (s *Server) follow(ctx context.Context, t *topics.Topic, sh int32, r *shard
 func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Group, key string, m *order.Merger,
 	wanted map[int32]bool, send func([]order.Event) error) error {
 	readers := map[int32]*logReader{}
-	hw := map[int32]int64{}
+	hw, epochStart := map[int32]int64{}, map[int32]int64{}
 	remaining := map[int32]bool{} // shards with durable records still to read
 	for sh := range wanted {
 		if p := t.Partitions[sh]; p.Replica != nil {
-			hw[sh] = p.Replica.HighWatermark()
+			hw[sh], epochStart[sh] = catchUpBounds(p)
 		}
 		remaining[sh] = true
 	}
@@ -310,7 +310,7 @@ func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Grou
 			confirmed, view = st.Committed(), st.View
 			for sh := range remaining {
 				if h, ok := hw[sh]; ok {
-					hw[sh] = caughtUpTo(h, st, sh)
+					hw[sh] = caughtUpTo(h, epochStart[sh], st, sh)
 				}
 			}
 			for scanned := 0; len(batch) < 4096 && scanned < 1<<16 && len(remaining) > 0; scanned++ {
