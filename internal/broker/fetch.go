@@ -23,6 +23,9 @@ func handleFetch(ctx context.Context, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	rep := reply{resp: resp, files: &fileRanges{zeroCopy: r.conn.zeroCopy}}
 	acc := fetchAccess{listener: r.conn.listener.Name, read: func(topic string) bool { return r.allowedTopic(kmsg.ACLOperationRead, topic) }}
+	if quotas := r.conn.b.cl.Image().ClientQuotas; len(quotas) > 0 {
+		acc.quotaCap, acc.capped = r.conn.b.quotas.consumerFetchCap(quotas, quotaUser(r.conn.principal), r.clientID, time.Now())
+	}
 	rep.wait = func() { r.conn.b.fetch(ctx, req, resp, rep.files, acc) }
 	return rep
 }
@@ -33,6 +36,20 @@ type fetchAccess struct {
 	listener string
 	read     func(topic string) bool
 	denied   map[*sessionPartition]bool // partitions of topics the principal may not read
+	// quotaCap, if capped, bounds the bytes read: the client's consumer quota over its window
+	// (quotaManager.consumerFetchCap).
+	quotaCap int
+	capped   bool
+}
+
+// fetchBudget is what a fetch reads at most (beyond the first batch, which goes whatever the
+// limit): the client's MaxBytes, the node's fetch.max.bytes, and the consumer quota's cap.
+func (b *Broker) fetchBudget(req *kmsg.FetchRequest, acc fetchAccess) int {
+	budget := max(min(int(req.MaxBytes), int(b.cfg.FetchMaxBytes)), 0)
+	if acc.capped {
+		budget = min(budget, acc.quotaCap)
+	}
+	return budget
 }
 
 func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, files *fileRanges, acc fetchAccess) {
@@ -45,7 +62,11 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		acc.denied = map[*sessionPartition]bool{}
 		for _, sp := range parts {
 			name := sp.topic
-			if t, err := b.fetchTopic(sp); err == nil {
+			t, err := b.fetchTopic(sp)
+			if errors.Is(err, kerr.UnknownTopicID) {
+				continue // UNKNOWN_TOPIC_ID before any permission, as Kafka: the client refreshes its metadata
+			}
+			if err == nil {
 				name = t.Name
 			}
 			if !acc.read(name) {
@@ -89,7 +110,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 		resp.Topics = resp.Topics[:0]
 		files.release() // what an earlier, too small read gathered
 		incremental := sess != nil && req.SessionEpoch > 0
-		sent, total := b.fillFetch(ctx, req, resp, parts, incremental, files, acc)
+		sent, total, full := b.fillFetch(ctx, req, resp, parts, incremental, files, acc)
 		// As Kafka's fetch, an answer that tells of an error reading a partition or sends the
 		// client to another replica (KIP-392) goes at once: waiting for bytes would only delay
 		// a failover or a redirect by the client's max wait. Partitions Kafka refuses before
@@ -105,14 +126,17 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.F
 				urgent = urgent || p.PreferredReadReplica >= 0
 			}
 		}
-		done := total >= int(req.MinBytes) || urgent || !time.Now().Before(deadline) || len(wake) == 0
+		// MinBytes above what the fetch may read counts as that much, as Kafka's
+		// fetchMinBytes = min(MinBytes, MaxBytes); a partition with more records than its
+		// limit let in counts as its limit (Kafka's DelayedFetch counts the bytes available).
+		done := total >= min(int(req.MinBytes), max(b.fetchBudget(req, acc), 1)) || full || urgent || !time.Now().Before(deadline) || len(wake) == 0
 		if !done && waitAny(ctx, b.stopped, wake, time.Until(deadline)) {
 			continue // an append: read again
 		}
 		if !done { // the wait timed out (or the broker stops): answer with what there is now
 			resp.Topics = resp.Topics[:0]
 			files.release()
-			sent, _ = b.fillFetch(ctx, req, resp, parts, incremental, files, acc)
+			sent, _, _ = b.fillFetch(ctx, req, resp, parts, incremental, files, acc)
 		}
 		for _, sv := range sent { // only the response that goes out counts as sent
 			sv.sp.sentHW, sv.sp.sentLSO, sv.sp.sentStart = sv.hw, sv.lso, sv.start
@@ -166,6 +190,7 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *
 		if s == nil {
 			return parts, nil, nil // the cache is full of sessions worth more: sessionless
 		}
+		s.byID = req.Version >= 13
 		for _, p := range parts {
 			s.put(p)
 		}
@@ -179,6 +204,12 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *
 	defer s.mu.Unlock()
 	if req.SessionEpoch != s.epoch {
 		return nil, nil, kerr.InvalidFetchSessionEpoch
+	}
+	if s.byID != (req.Version >= 13) {
+		// As Kafka's FetchManager: a session keyed by names and a request by topic ids (the Java
+		// consumer moves between v12 and v13 as its topics' ids are known) or the other way round
+		// would hold a partition twice, and fetch it again at its old offset.
+		return nil, nil, kerr.FetchSessionTopicIDError
 	}
 	s.epoch = nextEpoch(s.epoch)
 	for _, p := range parts {
@@ -337,14 +368,15 @@ func (b *Broker) fetchTopic(sp *sessionPartition) (*topics.Topic, error) {
 	return t, nil
 }
 
-// fillFetch reads every partition into resp and returns the record bytes gathered. In an
-// incremental response only partitions with news are listed.
-func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool, files *fileRanges, acc fetchAccess) ([]sentValues, int) {
+// fillFetch reads every partition into resp and returns the record bytes gathered, and whether
+// a local partition had more records than its byte limit let in (full: waiting for MinBytes
+// cannot add them). In an incremental response only partitions with news are listed.
+func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []*sessionPartition, incremental bool, files *fileRanges, acc fetchAccess) ([]sentValues, int, bool) {
 	var sent []sentValues
-	total := 0
+	total, full := 0, false
 	// The node's fetch.max.bytes caps the response whatever the client asks, beyond the first
 	// batch, which goes whatever the limit.
-	budget := max(min(int(req.MaxBytes), int(b.cfg.FetchMaxBytes)), 0)
+	budget := b.fetchBudget(req, acc)
 	b.prefetchObjects(parts, budget, acc)
 	for _, sp := range parts {
 		fp := kmsg.NewFetchResponseTopicPartition()
@@ -393,11 +425,12 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 			fp.HighWatermark = p.Replica.HighWatermark()
 			fp.LastStableOffset, fp.LogStartOffset = p.Log.LastStable(fp.HighWatermark), p.Log.StartOffset()
 		default:
-			n, err := readPartition(p, follower, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, req.IsolationLevel == 1, files)
+			n, more, err := readPartition(p, follower, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, req.IsolationLevel == 1, files)
 			if err != nil {
 				fp.ErrorCode = errorCode(err)
 			}
 			total += n
+			full = full || more
 		}
 		news := fp.ErrorCode != 0 || len(fp.RecordBatches) > 0 || fp.PreferredReadReplica >= 0 || fp.HighWatermark != sp.sentHW ||
 			fp.LastStableOffset != sp.sentLSO || fp.LogStartOffset != sp.sentStart
@@ -407,7 +440,7 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 		sent = append(sent, sentValues{sp, fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset})
 		addFetchPartition(resp, sp, fp)
 	}
-	return sent, total
+	return sent, total, full
 }
 
 // readPartition reads one partition's batches into fp. The first partition with data may exceed
@@ -415,15 +448,16 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 // stops at the last stable offset and reports the aborted transactions of what it read. A
 // follower (KIP-392) reads below the high watermark its leader last sent, within its own log;
 // an offset past its log end is OFFSET_NOT_AVAILABLE (it has yet to catch up), not out of range.
-func readPartition(p *topics.Partition, follower bool, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first, readCommitted bool, files *fileRanges) (int, error) {
+// more reports that records below the bound were left out for the byte limit.
+func readPartition(p *topics.Partition, follower bool, sp *sessionPartition, fp *kmsg.FetchResponseTopicPartition, maxBytes int, first, readCommitted bool, files *fileRanges) (n int, more bool, err error) {
 	if follower {
 		end := p.Log.EndOffset()
 		if sp.offset > end {
-			return 0, kerr.OffsetNotAvailable
+			return 0, false, kerr.OffsetNotAvailable
 		}
 		fp.HighWatermark = min(p.Replica.HighWatermark(), end)
 	} else if _, ready, _ := p.Replica.Leading(); !ready {
-		return 0, kerr.OffsetNotAvailable
+		return 0, false, kerr.OffsetNotAvailable
 	} else {
 		fp.HighWatermark = p.Replica.HighWatermark()
 	}
@@ -435,28 +469,28 @@ func readPartition(p *topics.Partition, follower bool, sp *sessionPartition, fp 
 		fp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 	}
 	if sp.offset == upper {
-		return 0, nil
+		return 0, false, nil
 	}
 	if maxBytes <= 0 && !first {
 		// The response is full: no data, but an offset out of range is still told now, as
 		// Kafka reads every partition (the client would otherwise learn it a fetch later).
 		if sp.offset < p.Log.StartOffset() || sp.offset > p.Log.EndOffset() {
-			return 0, kerr.OffsetOutOfRange
+			return 0, false, kerr.OffsetOutOfRange
 		}
-		return 0, nil
+		return 0, sp.offset < upper, nil
 	}
 	// Between the high watermark (or the last stable offset) and the log end the answer is
 	// empty, as in Kafka; past the log end it is OFFSET_OUT_OF_RANGE.
 	s, err := p.Log.ReadSliceBelow(sp.offset, max(maxBytes, 0), upper)
 	if err != nil {
 		if errors.Is(err, logstore.ErrOffsetOutOfRange) {
-			return 0, kerr.OffsetOutOfRange
+			return 0, false, kerr.OffsetOutOfRange
 		}
-		return 0, err
+		return 0, false, err
 	}
 	if s.Size == 0 || (s.Size > maxBytes && !first) {
 		s.Release()
-		return 0, nil
+		return 0, s.Size > 0, nil // a batch that does not fit: more than the limit is there
 	}
 	if readCommitted {
 		// The aborted transactions that begin below the returned batches' end, as Kafka's
@@ -465,7 +499,7 @@ func readPartition(p *topics.Partition, follower bool, sp *sessionPartition, fp 
 		aborted, err := p.Log.AbortedTransactions(sp.offset, min(upper, s.Next))
 		if err != nil {
 			s.Release()
-			return 0, err
+			return 0, false, err
 		}
 		for _, a := range aborted {
 			fp.AbortedTransactions = append(fp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.First})
@@ -473,15 +507,15 @@ func readPartition(p *topics.Partition, follower bool, sp *sessionPartition, fp 
 	}
 	if marker, ok := files.add(s); ok { // sent with sendfile by the write loop, which releases s
 		fp.RecordBatches = marker
-		return s.Size, nil
+		return s.Size, s.Next < upper, nil
 	}
 	defer s.Release()
 	buf := make([]byte, s.Size)
 	if _, err := s.File.ReadAt(buf, s.Position); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	fp.RecordBatches = buf
-	return len(buf), nil
+	return len(buf), s.Next < upper, nil
 }
 
 func addFetchPartition(resp *kmsg.FetchResponse, sp *sessionPartition, fp kmsg.FetchResponseTopicPartition) {

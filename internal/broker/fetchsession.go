@@ -49,6 +49,7 @@ type fetchSession struct {
 	epoch    int32 // the epoch the next request must carry
 	created  time.Time
 	mu       sync.Mutex
+	byID     bool // opened by a request keyed by topic id (v13+): incremental ones must be too
 	parts    map[partKey]*sessionPartition
 	order    []partKey // the order partitions are read in: the client's, then each sent one moved last
 	elem     *list.Element
@@ -83,7 +84,8 @@ func newFetchSessions(max int) *fetchSessions {
 // create opens a new session for size partitions, or returns nil when the cache is full of
 // sessions worth more, as Kafka's FetchSessionCache decides: the least recently used session
 // goes if it is stale (unused for sessionEviction); otherwise the smallest session older than
-// sessionEviction goes if it holds no more partitions than the new one would. Without a
+// sessionEviction goes if it holds fewer partitions than the new one would (Kafka's tryEvict:
+// an equal one does not, or similar clients would evict each other's live sessions in turn). Without a
 // session the client is answered sessionless (session id 0) and fetches in full.
 func (c *fetchSessions) create(size int, now time.Time) *fetchSession {
 	c.mu.Lock()
@@ -95,7 +97,7 @@ func (c *fetchSessions) create(size int, now time.Time) *fetchSession {
 		} else {
 			for e := c.lru.Front(); e != nil; e = e.Next() {
 				s := e.Value.(*fetchSession)
-				if now.Sub(s.created) > sessionEviction && len(s.parts) <= size && (victim == nil || len(s.parts) < len(victim.parts)) {
+				if now.Sub(s.created) > sessionEviction && len(s.parts) < size && (victim == nil || len(s.parts) < len(victim.parts)) {
 					victim = s
 				}
 			}

@@ -274,6 +274,26 @@ func (q *quotaManager) record(quotas []*controller.ClientQuota, key, user, clien
 	return s.r.throttle(now, v, bound, false)
 }
 
+// consumerFetchCap is Kafka's getMaxValueInQuotaWindow for a fetch: the consumer_byte_rate of
+// (user, client id) times (quota.window.num − 1) × quota.window.size, and whether a quota
+// applies. A fetch reads at most that much, as Kafka's: a larger one would be throttled, and a
+// throttled fetch is answered without records, so a backlog bigger than it blocked the consumer
+// for good.
+func (q *quotaManager) consumerFetchCap(quotas []*controller.ClientQuota, user, clientID string, now time.Time) (int, bool) {
+	if len(quotas) == 0 {
+		return 0, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s, bound, ok := q.sensorFor(quotas, now, func(idx quotaIndex) (float64, sensorKey, bool) {
+		return idx.resolve(controller.QuotaConsumerByteRate, user, clientID)
+	})
+	if !ok {
+		return 0, false
+	}
+	return int(min(bound*float64(s.r.w.n-1)*s.r.w.size.Seconds(), math.MaxInt32)), true
+}
+
 // mutate takes n partition mutations from the controller_mutation_rate bucket of (user, client
 // id): it reports whether they are admitted and how long the client must wait for the bucket to
 // be out of debt (0: it is not). Strict (the request versions that can be answered
@@ -670,11 +690,11 @@ func handleDescribeClientQuotas(_ context.Context, r *request) reply {
 	}
 	exact := map[string]*string{} // type → name (nil: the default)
 	any := map[string]bool{}
+	fail := func(code int16, msg string) reply {
+		resp.ErrorCode, resp.ErrorMessage = code, strp(msg)
+		return reply{resp: resp}
+	}
 	for _, c := range req.Components {
-		fail := func(code int16, msg string) reply {
-			resp.ErrorCode, resp.ErrorMessage = code, strp(msg)
-			return reply{resp: resp}
-		}
 		_, inExact := exact[c.EntityType]
 		switch {
 		case c.EntityType != "user" && c.EntityType != "client-id" && c.EntityType != "ip":
@@ -701,6 +721,13 @@ func handleDescribeClientQuotas(_ context.Context, r *request) reply {
 		default:
 			return fail(kerr.InvalidRequest.Code, fmt.Sprintf("Unknown match type %d", c.MatchType))
 		}
+	}
+	_, ipExact := exact["ip"]
+	_, userExact := exact["user"]
+	_, clientExact := exact["client-id"]
+	if (ipExact || any["ip"]) && (userExact || clientExact || any["user"] || any["client-id"]) {
+		// As Kafka's ClientQuotasImage.describe: ip quotas are an entity of their own.
+		return fail(kerr.InvalidRequest.Code, "IP filter component should not be used with user or clientId filter component.")
 	}
 	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
 	for _, q := range r.conn.b.cl.Image().ClientQuotas {
