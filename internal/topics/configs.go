@@ -284,6 +284,15 @@ func (t *Topic) EffectiveIn(set map[string]string, name string) (string, bool) {
 }
 
 func effectiveIn(set map[string]string, name string, d *defaults) (string, Source) {
+	if name == "cleanup.policy" && set["runnel.ordering"] == "total" {
+		// A total-order topic is never compacted (its offsets are the shard's slots, and a slot
+		// compaction emptied would read as a no-op): its own cleanup.policy can only be delete,
+		// and a cluster's or broker's default of compact does not reach it.
+		if v, ok := set[name]; ok {
+			return v, SourceTopic
+		}
+		return "delete", SourceDefault
+	}
 	def := defsByName[name]
 	if def == nil { // a broker-only setting (producer.id.expiration.ms): the cluster's value
 		if def = defsByBrokerName[name]; def == nil || !def.BrokerOnly {

@@ -630,3 +630,23 @@ func TestDeletionThatCannotRemoveItsDirectory(t *testing.T) {
 		t.Fatal("a retry is still due once the leftovers are gone")
 	}
 }
+
+// TestTotalOrderTopicIsNeverCompacted: a cluster-wide log.cleanup.policy=compact (a dynamic
+// broker config) does not reach a total-order topic, whose own cleanup.policy can only be
+// delete: its offsets are the shard's slots, and a record compaction removed read as a no-op
+// slot, so acknowledged, confirmed records vanished from Read and subscriptions (found by
+// review, 2026-12-06). Other topics take the default.
+func TestTotalOrderTopicIsNeverCompacted(t *testing.T) {
+	d := newDefaults()
+	d.set(map[string]string{"log.cleanup.policy": "compact"}, nil)
+	total := map[string]string{"runnel.ordering": "total"}
+	if v, src := effectiveIn(total, "cleanup.policy", d); v != "delete" || src != SourceDefault {
+		t.Errorf("a total-order topic's cleanup.policy under a cluster default of compact = %q (%v); want delete", v, src)
+	}
+	if c := logConfig(total, d); c.Compact || !c.Delete {
+		t.Errorf("a total-order topic's log config: compact %v, delete %v; want delete only", c.Compact, c.Delete)
+	}
+	if c := logConfig(map[string]string{}, d); !c.Compact {
+		t.Errorf("an ordinary topic under a cluster default of compact is not compacted")
+	}
+}
