@@ -533,7 +533,7 @@ func (s *Server) Read(ctx context.Context, req *pb.ReadRequest) (*pb.ReadRespons
 			if rec == nil {
 				continue
 			}
-			if size += len(rec.GetValue()) + len(rec.GetKey()) + 64; size > maxReadBytes && len(out.Records) > 0 {
+			if size += recordBytes(rec); size > maxReadBytes && len(out.Records) > 0 {
 				// The rest from w.pos on, at the next call: a bigger answer passes the client's
 				// 4 MiB receive limit (1,000 records of 4 KB did).
 				out.Next = w.pos
@@ -647,7 +647,7 @@ func (s *Server) ReadShard(ctx context.Context, req *pb.ReadShardRequest) (*pb.R
 			rec = &pb.Record{}
 		}
 		out.Records = append(out.Records, rec)
-		size += len(rec.GetKey()) + len(rec.GetValue()) + 64
+		size += recordBytes(rec)
 	}
 	return out, nil
 }

@@ -99,7 +99,7 @@ func (s *Server) SubscribeShard(req *pb.SubscribeShardRequest, stream pb.SpecLog
 		out.Events = append(out.Events, toWire(e))
 		for _, rec := range e.recs {
 			if rec != nil {
-				size += len(rec.GetValue()) + len(rec.GetKey()) + 64
+				size += recordBytes(rec)
 			}
 		}
 		if size >= maxMessage {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/runnel-dev/runnel/internal/speclog/order"
 	"github.com/runnel-dev/runnel/internal/speclog/sequencer"
@@ -19,6 +20,16 @@ import (
 
 // maxMessage bounds a subscription message's records (bytes).
 const maxMessage = 1 << 20
+
+// catchUpChunk bounds the records a catch-up reads before sending them (bytes): a batch of
+// positions is laid out 4096 at a time, and 4096 records of up to max.message.bytes each were
+// held at once by one subscription.
+const catchUpChunk = 4 << 20
+
+// recordBytes is what a record takes in a message: its encoded size, headers included (they
+// were not counted, and records with big headers made messages past a client's 4 MiB receive
+// limit, which broke the subscription at every attempt).
+func recordBytes(r *pb.Record) int { return proto.Size(r) + 16 }
 
 // shardEvent is a shard's event with its records read (one per delivered slot; nil for the
 // shard's own no-op slots).
@@ -143,7 +154,7 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 			n, size := 0, 0
 			for n < len(out.Events) && (n == 0 || size < maxMessage) {
 				if r := out.Events[n].GetRecord(); r != nil {
-					size += len(r.GetRecord().GetValue()) + len(r.GetRecord().GetKey()) + 64
+					size += recordBytes(r.GetRecord())
 				}
 				n++
 			}
@@ -330,6 +341,7 @@ func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Grou
 			}
 		})
 		var evs []order.Event
+		size := 0
 		for _, o := range batch {
 			r := readers[o.shard]
 			if r == nil {
@@ -343,8 +355,15 @@ func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Grou
 			var v any
 			if rec != nil {
 				v = record{o.shard, o.slot, rec}
+				size += recordBytes(rec)
 			}
 			evs = append(evs, m.Deliver(o.pos, o.shard, v, view)...)
+			if size >= catchUpChunk { // sent as they are read: a subscription holds a chunk at most
+				if err := send(evs); err != nil {
+					return err
+				}
+				evs, size = nil, 0
+			}
 		}
 		evs = append(evs, m.Confirm(confirmed, view)...)
 		if err := send(evs); err != nil {
