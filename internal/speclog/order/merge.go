@@ -34,6 +34,17 @@ type Merger struct {
 	// learned: every view up to it is applied.
 	viewAfter func(view uint64) (after uint64, ok bool)
 	learned   uint64
+	// skips are the last unconfirmed positions passed as another shard's or a no-op slot, one
+	// per view learned when they were passed (skippedBefore).
+	skips []skipMark
+}
+
+type skipMark struct{ learned, last uint64 }
+
+// skippedBefore reports whether a position at or after after was passed as another shard's or
+// a no-op slot while the merger had not learned view: by a layout that view may have replaced.
+func (m *Merger) skippedBefore(view, after uint64) bool {
+	return slices.ContainsFunc(m.skips, func(k skipMark) bool { return k.learned < view && k.last >= after })
 }
 
 // Views has the merger learn view changes from the sequencer's state (State.ViewAfter) as
@@ -180,7 +191,12 @@ func (m *Merger) Fail(after, view uint64) []Event {
 	// emitted nothing: it would otherwise drop a record the new layout puts there as emitted
 	// already. The shards deliver them again in the new view; what was passed in it already
 	// is given again (records after the fail notice).
-	if len(past) == 0 || slices.ContainsFunc(past, func(e emitted) bool { return e.View < view }) {
+	// Also when all of it is in the new view already, if the merger passed a position at or
+	// after the change by a layout the change may have replaced (another shard's, or a no-op
+	// slot: not in spec): the new layout may put a wanted record there. A filtered
+	// subscription on a node whose state lagged the change passed a record of its shard that
+	// way, and confirmed past it.
+	if len(past) == 0 || slices.ContainsFunc(past, func(e emitted) bool { return e.View < view }) || m.skippedBefore(view, after) {
 		if slices.ContainsFunc(past, func(e emitted) bool { return e.Record != nil }) {
 			out = append(out, Event{Kind: EventFail, After: after, View: m.view})
 		}
@@ -210,6 +226,13 @@ func (m *Merger) drain(out []Event) []Event {
 			break
 		}
 		if noOp || !m.wanted(shard) {
+			if m.next >= m.confirmed {
+				if n := len(m.skips); n > 0 && m.skips[n-1].learned == m.learned {
+					m.skips[n-1].last = m.next
+				} else {
+					m.skips = append(m.skips, skipMark{m.learned, m.next})
+				}
+			}
 			m.next++
 			continue
 		}
@@ -240,6 +263,7 @@ func (m *Merger) drain(out []Event) []Event {
 			n++
 		}
 		m.spec = m.spec[n:] // final
+		m.skips = slices.DeleteFunc(m.skips, func(k skipMark) bool { return k.last < c })
 
 	}
 	return out
