@@ -37,6 +37,45 @@ type Merger struct {
 	// skips are the last unconfirmed positions passed as another shard's or a no-op slot, one
 	// per view learned when they were passed (skippedBefore).
 	skips []skipMark
+	// size, if set (SetSize), is a record's size in bytes; held sums it over pending.
+	size func(rec any) int
+	held int
+}
+
+// SetSize has the merger count the bytes it holds (Held), by fn.
+func (m *Merger) SetSize(fn func(rec any) int) { m.size = fn }
+
+// Held is the bytes of the records delivered and not emitted yet (0 without SetSize).
+func (m *Merger) Held() int { return m.held }
+
+// Waiting is the shard whose delivery at the next position the merger waits for; ok is false
+// when that position is not laid out yet.
+func (m *Merger) Waiting() (shard int32, ok bool) {
+	sh, noOp, ok := m.owner(m.next)
+	return sh, ok && !noOp
+}
+
+// put keeps a delivery pending at pos.
+func (m *Merger) put(pos uint64, d Pending) {
+	if m.size != nil {
+		if old, ok := m.pending[pos]; ok && old.Record != nil {
+			m.held -= m.size(old.Record)
+		}
+		if d.Record != nil {
+			m.held += m.size(d.Record)
+		}
+	}
+	m.pending[pos] = d
+}
+
+// drop forgets the delivery pending at pos.
+func (m *Merger) drop(pos uint64) {
+	if d, ok := m.pending[pos]; ok {
+		if m.size != nil && d.Record != nil {
+			m.held -= m.size(d.Record)
+		}
+		delete(m.pending, pos)
+	}
 }
 
 type skipMark struct{ learned, last uint64 }
@@ -147,7 +186,7 @@ func (m *Merger) Deliver(pos uint64, shard int32, rec any, view uint64) []Event 
 	// here has not reached yet (a stream that started after it never announces it): kept,
 	// since applying the change may take the merger back over it, and this stream will not
 	// deliver it again.
-	m.pending[pos] = Pending{Shard: shard, Record: rec, View: view}
+	m.put(pos, Pending{Shard: shard, Record: rec, View: view})
 	return m.drain(out)
 }
 
@@ -178,7 +217,7 @@ func (m *Merger) Fail(after, view uint64) []Event {
 		// Only what lies at or after the failure is void: a record below it, still waiting for
 		// an earlier position, is confirmed and is not delivered again.
 		if p >= after && d.View < view {
-			delete(m.pending, p)
+			m.drop(p)
 		}
 	}
 	var out []Event
@@ -202,7 +241,7 @@ func (m *Merger) Fail(after, view uint64) []Event {
 		}
 		for _, e := range past {
 			if !m.void(e.pos, e.View) {
-				m.pending[e.pos] = e.Pending // still right: given again
+				m.put(e.pos, e.Pending) // still right: given again
 			}
 		}
 		m.spec = m.spec[:from]
@@ -210,7 +249,7 @@ func (m *Merger) Fail(after, view uint64) []Event {
 	}
 	for p := range m.pending { // below the next position: kept for a change (Deliver), passed
 		if p < m.next {
-			delete(m.pending, p)
+			m.drop(p)
 		}
 	}
 	return m.drain(out)
@@ -240,7 +279,7 @@ func (m *Merger) drain(out []Event) []Event {
 		if !have {
 			break
 		}
-		delete(m.pending, m.next)
+		m.drop(m.next)
 		if d.Record == nil { // a no-op slot of the shard's own: nothing to deliver
 			if m.next >= m.confirmed {
 				m.spec = append(m.spec, emitted{m.next, d}) // passed speculatively (Fail)

@@ -88,3 +88,32 @@ func TestFilteredMergerGoesBackOverARedecidedTable(t *testing.T) {
 		}
 	}
 }
+
+// TestMergerHeldBytes: Held counts the records delivered and not emitted yet, by SetSize's
+// function, through emits, repeats and a view change's voids; Waiting names the shard the next
+// position waits for.
+func TestMergerHeldBytes(t *testing.T) {
+	owner := func(pos uint64) (int32, bool, bool) { return int32(pos % 2), false, pos < 100 }
+	m := NewMerger(0, owner, nil)
+	m.SetSize(func(rec any) int { return len(rec.(string)) })
+	m.Deliver(1, 1, "bbbb", 0)
+	m.Deliver(3, 1, "dd", 0)
+	if m.Held() != 6 {
+		t.Fatalf("held %d after two records waiting for shard 0; want 6", m.Held())
+	}
+	if sh, ok := m.Waiting(); !ok || sh != 0 {
+		t.Fatalf("Waiting() = %d, %v; want shard 0", sh, ok)
+	}
+	m.Deliver(3, 1, "ddd", 0) // a repeat replaces it
+	if m.Held() != 7 {
+		t.Fatalf("held %d after a repeat; want 7", m.Held())
+	}
+	m.Deliver(0, 0, "a", 0) // emits 0 and 1
+	if m.Held() != 3 {
+		t.Fatalf("held %d after 0 and 1 went out; want 3", m.Held())
+	}
+	m.Fail(3, 1) // voids the view-0 record at 3
+	if m.Held() != 0 {
+		t.Fatalf("held %d after a view change voided the rest; want 0", m.Held())
+	}
+}

@@ -26,6 +26,10 @@ const maxMessage = 1 << 20
 // held at once by one subscription.
 const catchUpChunk = 4 << 20
 
+// catchUpHold bounds what the merger may hold while the catch-up reads on (bytes): records it
+// cannot emit before a shard led elsewhere delivers.
+const catchUpHold = 16 << 20
+
 // recordBytes is what a record takes in a message: its encoded size, headers included (they
 // were not counted, and records with big headers made messages past a client's 4 MiB receive
 // limit, which broke the subscription at every attempt).
@@ -113,6 +117,7 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 		g.Read(key, func(tp *sequencer.Topic) { after, ok = tp.State.ViewAfter(v) })
 		return after, ok
 	})
+	m.SetSize(func(rec any) int { return recordBytes(rec.(record).rec) })
 	confirmedOnly := req.GetConfirmedOnly()
 	var held []order.Event // confirmed_only: records waiting for their confirmation
 	send := func(evs []order.Event) error {
@@ -170,7 +175,51 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 	for sh := range runners {
 		local[sh] = true
 	}
-	if err := s.catchUp(ctx, t, g, key, m, local, send); err != nil {
+	// While catching up, the merger may wait for a shard led elsewhere: its stream's events are
+	// taken then, so that what the catch-up read can go out (else the whole local backlog
+	// was held), and the catch-up pauses while the merger holds more than catchUpHold.
+	pump := func(wait bool) error {
+		var evs []order.Event
+		for {
+			var e shardEvent
+			if wait {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case e = <-events:
+				}
+				wait = false
+			} else {
+				select {
+				case e = <-events:
+				default:
+					return send(evs)
+				}
+			}
+			if e.err != nil {
+				if err := send(evs); err != nil {
+					return err
+				}
+				return streamEnded(e)
+			}
+			evs = s.take(m, e, evs)
+		}
+	}
+	hold := func() error {
+		for m.Held() > catchUpHold {
+			if sh, ok := m.Waiting(); !ok || local[sh] {
+				return nil // the catch-up itself gives what the merger waits for
+			}
+			if err := pump(true); err != nil {
+				return err
+			}
+		}
+		return pump(false)
+	}
+	if err := s.catchUp(ctx, t, g, key, m, local, send, hold); err != nil {
+		if ctx.Err() != nil {
+			return nil // the subscriber left
+		}
 		return err
 	}
 	changed := g.Changed()
@@ -218,6 +267,11 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 			return err
 		}
 	}
+	return streamEnded(*failed)
+}
+
+// streamEnded is a subscription's answer when a shard's stream ended.
+func streamEnded(failed shardEvent) error {
 	if errors.Is(failed.err, shard.ErrBehind) {
 		return status.Errorf(codes.ResourceExhausted, "shard %d: the subscriber fell behind; subscribe again from its last confirmed position", failed.shard)
 	}
@@ -296,7 +350,7 @@ func (s *Server) follow(ctx context.Context, t *topics.Topic, sh int32, r *shard
 // first one not durable then on come with its live events (which repeat some; the merger drops
 // repeats).
 func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Group, key string, m *order.Merger,
-	wanted map[int32]bool, send func([]order.Event) error) error {
+	wanted map[int32]bool, send func([]order.Event) error, hold func() error) error {
 	readers := map[int32]*logReader{}
 	hw, epochStart := map[int32]int64{}, map[int32]int64{}
 	remaining := map[int32]bool{} // shards with durable records still to read
@@ -358,8 +412,11 @@ func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Grou
 				size += recordBytes(rec)
 			}
 			evs = append(evs, m.Deliver(o.pos, o.shard, v, view)...)
-			if size >= catchUpChunk { // sent as they are read: a subscription holds a chunk at most
+			if size >= catchUpChunk { // sent as they are read
 				if err := send(evs); err != nil {
+					return err
+				}
+				if err := hold(); err != nil {
 					return err
 				}
 				evs, size = nil, 0
@@ -367,6 +424,9 @@ func (s *Server) catchUp(ctx context.Context, t *topics.Topic, g *sequencer.Grou
 		}
 		evs = append(evs, m.Confirm(confirmed, view)...)
 		if err := send(evs); err != nil {
+			return err
+		}
+		if err := hold(); err != nil {
 			return err
 		}
 		if end {
