@@ -58,12 +58,13 @@ func (m *Merger) Waiting() (shard int32, ok bool) {
 // put keeps a delivery pending at pos.
 func (m *Merger) put(pos uint64, d Pending) {
 	if m.size != nil {
-		if old, ok := m.pending[pos]; ok && old.Record != nil {
-			m.held -= m.size(old.Record)
+		if old, ok := m.pending[pos]; ok {
+			m.held -= old.size
 		}
-		if d.Record != nil {
-			m.held += m.size(d.Record)
+		if d.Record != nil && d.size == 0 {
+			d.size = m.size(d.Record)
 		}
+		m.held += d.size
 	}
 	m.pending[pos] = d
 }
@@ -71,9 +72,7 @@ func (m *Merger) put(pos uint64, d Pending) {
 // drop forgets the delivery pending at pos.
 func (m *Merger) drop(pos uint64) {
 	if d, ok := m.pending[pos]; ok {
-		if m.size != nil && d.Record != nil {
-			m.held -= m.size(d.Record)
-		}
+		m.held -= d.size
 		delete(m.pending, pos)
 	}
 }
@@ -134,6 +133,7 @@ type Pending struct {
 	Shard  int32
 	Record any
 	View   uint64
+	size   int // Record's size, by SetSize's function, counted once
 }
 
 // Event is what the subscriber receives: a record, a confirmation (positions below UpTo are
