@@ -148,6 +148,7 @@ type Event struct {
 	Speculative bool
 	UpTo        uint64 // Confirm
 	After       uint64 // Fail
+	Size        int    // a record's size, by SetSize's function (0 without)
 }
 
 // EventKind says what an Event is.
@@ -288,7 +289,7 @@ func (m *Merger) drain(out []Event) []Event {
 			continue
 		}
 		out = append(out, Event{Kind: EventRecord, Position: m.next, Shard: d.Shard, Record: d.Record, View: d.View,
-			Speculative: m.next >= m.confirmed})
+			Speculative: m.next >= m.confirmed, Size: d.size})
 		if m.next >= m.confirmed {
 			m.spec = append(m.spec, emitted{m.next, d})
 		}

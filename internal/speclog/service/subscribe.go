@@ -125,6 +125,7 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 			return nil
 		}
 		out := &pb.SubscribeResponse{}
+		var sizes []int // of out.Events' records (0: not a record), counted by the merger
 		for _, e := range evs {
 			switch e.Kind {
 			case order.EventRecord:
@@ -132,7 +133,7 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 					held = append(held, e)
 					continue
 				}
-				out.Events = append(out.Events, recordEvent(e, e.Speculative))
+				out.Events, sizes = append(out.Events, recordEvent(e, e.Speculative)), append(sizes, e.Size)
 			case order.EventConfirm:
 				if confirmedOnly {
 					n := 0
@@ -140,33 +141,31 @@ func (s *Server) Subscribe(req *pb.SubscribeRequest, stream pb.SpecLog_Subscribe
 						if h.Position >= e.UpTo {
 							break
 						}
-						out.Events = append(out.Events, recordEvent(h, false))
+						out.Events, sizes = append(out.Events, recordEvent(h, false)), append(sizes, h.Size)
 						n++
 					}
 					held = slices.Delete(held, 0, n)
 				}
-				out.Events = append(out.Events, &pb.Event{Kind: &pb.Event_Confirm{Confirm: &pb.Confirm{UpTo: e.UpTo, View: e.View}}})
+				out.Events, sizes = append(out.Events, &pb.Event{Kind: &pb.Event_Confirm{Confirm: &pb.Confirm{UpTo: e.UpTo, View: e.View}}}), append(sizes, 0)
 			case order.EventFail:
 				if confirmedOnly {
 					held = slices.DeleteFunc(held, func(h order.Event) bool { return h.Position >= e.After })
 					continue
 				}
-				out.Events = append(out.Events, &pb.Event{Kind: &pb.Event_Fail{Fail: &pb.Fail{After: e.After, View: e.View}}})
+				out.Events, sizes = append(out.Events, &pb.Event{Kind: &pb.Event_Fail{Fail: &pb.Fail{After: e.After, View: e.View}}}), append(sizes, 0)
 			}
 		}
 		// Messages of at most about maxMessage bytes (gRPC clients refuse more than 4 MiB).
 		for len(out.Events) > 0 {
 			n, size := 0, 0
 			for n < len(out.Events) && (n == 0 || size < maxMessage) {
-				if r := out.Events[n].GetRecord(); r != nil {
-					size += recordBytes(r.GetRecord())
-				}
+				size += sizes[n]
 				n++
 			}
 			if err := stream.Send(&pb.SubscribeResponse{Events: out.Events[:n]}); err != nil {
 				return err
 			}
-			out.Events = out.Events[n:]
+			out.Events, sizes = out.Events[n:], sizes[n:]
 		}
 		return nil
 	}
