@@ -411,7 +411,7 @@ func (l *Leader) RetentionBound(now time.Time, grace time.Duration) int64 {
 		switch {
 		case l.inSync(p, now):
 			bound = min(bound, p.Appended)
-		case now.Sub(l.started) < grace && p.Connected && (!p.Streaming || p.Appended < l.EpochStart):
+		case l.joining(p, now, grace):
 			bound = min(bound, l.hw)
 		}
 	}
@@ -423,14 +423,18 @@ func (l *Leader) RetentionBound(now time.Time, grace time.Duration) int64 {
 // not refuse produce while its followers handshake).
 func (l *Leader) Live(now time.Time, grace time.Duration) int {
 	n := len(l.InSync(now))
-	if now.Sub(l.started) < grace {
-		for _, p := range l.followers {
-			if p.Connected && (!p.Streaming || p.Appended < l.EpochStart) {
-				n++
-			}
+	for _, p := range l.followers {
+		if l.joining(p, now, grace) {
+			n++
 		}
 	}
 	return n
+}
+
+// joining: during the first grace of the epoch, a connected follower that has not joined it
+// yet (Live counts it, and it holds the retention bound at the high watermark).
+func (l *Leader) joining(p *Progress, now time.Time, grace time.Duration) bool {
+	return now.Sub(l.started) < grace && p.Connected && (!p.Streaming || p.Appended < l.EpochStart)
 }
 
 // NeedForAcks is how many live replicas acks=all needs: the quorum of the largest set that
