@@ -68,9 +68,12 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 	}
 	// As Kafka's validateTotalNumberOfPartitions: more than topics.MaxPartitions partitions in
 	// all, over the topics that would go to the controller, refuses every one of them.
+	clusterCreate := r.allowedCluster(kmsg.ACLOperationCreate)
+	allowed := make([]bool, len(req.Topics)) // CREATE on the cluster or the topic
 	total := 0
-	for _, rt := range req.Topics {
-		if count[rt.Topic] > 1 || !r.allowedCluster(kmsg.ACLOperationCreate) && !r.allowedTopic(kmsg.ACLOperationCreate, rt.Topic) {
+	for i, rt := range req.Topics {
+		allowed[i] = clusterCreate || r.allowedTopic(kmsg.ACLOperationCreate, rt.Topic)
+		if count[rt.Topic] > 1 || !allowed[i] {
 			continue
 		}
 		switch {
@@ -84,7 +87,7 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 	}
 	tooMany := total > topics.MaxPartitions
 	dupReported := map[string]bool{}
-	for _, rt := range req.Topics {
+	for i, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
 		if count[rt.Topic] > 1 {
@@ -96,7 +99,7 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		if !r.allowedCluster(kmsg.ACLOperationCreate) && !r.allowedTopic(kmsg.ACLOperationCreate, rt.Topic) {
+		if !allowed[i] {
 			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			resp.Topics = append(resp.Topics, st)
 			continue
