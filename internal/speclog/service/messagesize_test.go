@@ -24,13 +24,32 @@ func headerHeavy(t *testing.T, n int) (pb.SpecLogClient, context.Context, uint64
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	log := node.Log(ctx, t, "hdr", 1)
-	var first, last uint64
+	first, _ := appendConfirmed(ctx, t, log, n, func(i int) speclog.Record {
+		return speclog.Record{Value: []byte(fmt.Sprint(i)), Headers: []speclog.Header{{Key: "blob", Value: filled(i, 900<<10)}}}
+	})
+	cc, err := grpc.NewClient(node.S.SpecLogAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return pb.NewSpecLogClient(cc), ctx, first, node.S.SpecLogAddr()
+}
+
+// filled is size bytes that differ by i (so that nothing compresses them away).
+func filled(i, size int) []byte {
+	b := make([]byte, size)
+	for j := range b {
+		b[j] = byte(i + j)
+	}
+	return b
+}
+
+// appendConfirmed appends n records to shard 0 (rec makes the i-th), waits until they are
+// confirmed, and returns the first and last positions.
+func appendConfirmed(ctx context.Context, t *testing.T, log *speclog.Log, n int, rec func(i int) speclog.Record) (first, last uint64) {
+	t.Helper()
 	for i := range n {
-		h := make([]byte, 900<<10)
-		for j := range h {
-			h[j] = byte(i + j)
-		}
-		pos, err := log.Append(ctx, 0, speclog.Record{Value: []byte(fmt.Sprint(i)), Headers: []speclog.Header{{Key: "blob", Value: h}}})
+		pos, err := log.Append(ctx, 0, rec(i))
 		if err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
@@ -45,23 +64,18 @@ func headerHeavy(t *testing.T, n int) (pb.SpecLogClient, context.Context, uint64
 			t.Fatal(err)
 		}
 		if d.Confirmed > last {
-			break
+			return first, last
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cc, err := grpc.NewClient(node.S.SpecLogAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return pb.NewSpecLogClient(cc), ctx, first, node.S.SpecLogAddr()
 }
 
 // TestSubscribeCountsHeaderBytes: Subscribe cuts its messages at about maxMessage (1 MiB),
-// counting each record's encoded size. It counted len(key)+len(value)+64, without its headers: Six records of 900 KB
-// of headers each (each a batch well within the default max.message.bytes) go out in one
-// message of about 5.4 MB, past the 4 MiB a gRPC client (the Go client among them) receives:
-// the subscription broke at the first record, and every re-subscription broke the same way.
+// counting each record's encoded size. It counted len(key)+len(value)+64, without the headers:
+// six records of 900 KB of headers each (each a batch well within the default
+// max.message.bytes) went out in one message of about 5.4 MB, past the 4 MiB a gRPC client
+// (the Go client among them) receives: the subscription broke at the first record, and every
+// re-subscription broke the same way.
 func TestSubscribeCountsHeaderBytes(t *testing.T) {
 	api, ctx, _, _ := headerHeavy(t, 6)
 	st, err := api.Subscribe(ctx, &pb.SubscribeRequest{Topic: "hdr", From: 0})
@@ -123,40 +137,17 @@ func TestGoClientGetsHeaderHeavyRecords(t *testing.T) {
 // TestCatchUpIsBoundedByBytes: a subscription's catch-up from the logs of the shards led here
 // lays out up to 4096 positions per batch (service.catchUp); it read all their records before
 // sending any, so what one subscription held was bounded by a record count, not by bytes: 4096
-// records of up to max.message.bytes (1 MB by default) is 4 GB. It now sends every catchUpChunk. Here 240 records of 900 KB on a one-shard
-// topic (216 MB) and a subscriber from their start that has not read yet: the node's live heap
-// grew by about all of them, although the stream it sends on can take a few MB.
+// records of up to max.message.bytes (1 MB by default) is 4 GB. It now sends every
+// catchUpChunk. Here 240 records of 900 KB on a one-shard topic (216 MB) and a subscriber from
+// their start that has not read yet: the node's live heap grew by about all of them, although
+// the stream it sends on can take a few MB.
 func TestCatchUpIsBoundedByBytes(t *testing.T) {
 	node := speclogtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	log := node.Log(ctx, t, "big", 1)
 	const n, size = 240, 900 << 10
-	var first, last uint64
-	for i := range n {
-		v := make([]byte, size)
-		for j := range v {
-			v[j] = byte(i + j)
-		}
-		pos, err := log.Append(ctx, 0, speclog.Record{Value: v})
-		if err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
-		if i == 0 {
-			first = pos
-		}
-		last = pos
-	}
-	for {
-		d, err := log.Describe(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Confirmed > last {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	first, _ := appendConfirmed(ctx, t, log, n, func(i int) speclog.Record { return speclog.Record{Value: filled(i, size)} })
 	cc, err := grpc.NewClient(node.S.SpecLogAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
