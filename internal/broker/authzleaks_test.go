@@ -214,3 +214,70 @@ func TestOAuthSessionEndsWithTokenWithoutMaxReauth(t *testing.T) {
 		t.Errorf("a request 500 ms after the OAUTHBEARER token expired was answered as User:alice; Kafka closes the connection")
 	}
 }
+
+// Kafka closes a connection whose SASL authentication failed and reads nothing more from it.
+// Runnel answered the failure after the delay and then closed, but its read loop went on
+// meanwhile: SaslHandshake and SaslAuthenticate pipelined behind the failed attempt were run
+// (their answers never sent), each one more failure counted against the client's host, so
+// one connection could spend the server's CPU on attempts and lengthen every later login's
+// delay from that host.
+func TestFailedSASLReadsNothingMore(t *testing.T) {
+	v, err := security.NewOAuthValidator(security.OAuthConfig{Unsecured: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = 200 * time.Millisecond
+	b, _, _ := ctBroker(t, func(c *Config) {
+		c.Security.SASLMechanisms = []string{security.OAuthBearer}
+		c.Security.OAuth = v
+		c.Security.FailedAuthDelay = base
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go b.ServeListener(ln, Listener{Name: "SASL_PLAINTEXT", Protocol: security.SASLPlaintext})
+	attempt := func(corr int32) []byte {
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 1, security.OAuthBearer
+		au := kmsg.NewPtrSASLAuthenticateRequest()
+		au.Version, au.SASLAuthBytes = 1, []byte("n,,\x01auth=Bearer not-a-token\x01\x01")
+		return append(ctEncode(hs, corr), ctEncode(au, corr+1)...)
+	}
+
+	// Three failing attempts pipelined on one connection: one failure answered, then EOF.
+	nc := ctDial(t, ln.Addr().String())
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := nc.Write(append(append(attempt(1), attempt(3)...), attempt(5)...)); err != nil {
+		t.Fatal(err)
+	}
+	var got []int32
+	for {
+		corr, _, err := ctReadFrame(nc)
+		if err != nil {
+			break
+		}
+		got = append(got, corr)
+	}
+	if len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Errorf("answers on the failed connection: correlation ids %v, want [1 2] then EOF", got)
+	}
+
+	// The next failure from this host is its second: answered after 2 × base, not after the
+	// fourth failure's 8 × base.
+	nc2 := ctDial(t, ln.Addr().String())
+	nc2.SetDeadline(time.Now().Add(20 * time.Second))
+	start := time.Now()
+	if _, err := nc2.Write(attempt(1)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, _, err := ctReadFrame(nc2); err != nil {
+			t.Fatalf("answer %d on the second connection: %v", i+1, err)
+		}
+	}
+	if d := time.Since(start); d >= 4*base {
+		t.Errorf("the host's second failed login was answered after %v: the pipelined attempts behind the first failure were counted (want about %v)", d, 2*base)
+	}
+}

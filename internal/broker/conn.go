@@ -182,6 +182,12 @@ func (c *conn) readLoop() error {
 		}
 		select {
 		case c.out <- f:
+			if f.reply.closeAfter != nil {
+				// The connection closes once this answer is written: nothing after it is
+				// read, so a client cannot pipeline more work (another SASL attempt after a
+				// failed one, with its CPU and its count against the host) behind it.
+				return f.reply.closeAfter
+			}
 		case <-c.ctx.Done(): // the write loop gave up: this request never reaches it
 			if f.done != nil {
 				<-f.done
