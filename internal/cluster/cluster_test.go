@@ -424,7 +424,12 @@ func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
 	}
 	// A voter's empty-data-dir check runs beside its registration: its own run's registration
 	// is not "known", nor that of an earlier process on the same data dir since it was empty
-	// (it died before it removed the JOINING mark).
+	// (it died before it removed the JOINING mark). Node 1 answers from its own image, which
+	// may trail the active controller's (under -race and load it did, by one registration).
+	waitFor(t, "node 9's registration in node 1's image", 10*time.Second, func() bool {
+		nd := nodes[1].Node.Image().Nodes[9]
+		return nd != nil && nd.Run == "9-a"
+	})
 	for _, c := range []struct {
 		runs  []string
 		known bool
