@@ -209,6 +209,19 @@ func (b *Broker) checkReplicas(replicas []int32, want int) *adminError {
 	return nil
 }
 
+// checkNewReplicas checks a new partition's explicit replica list (CreateTopics,
+// CreatePartitions): checkReplicas, and, as Kafka's ReplicationControlManager, at least one of
+// its nodes must be live to lead it.
+func (b *Broker) checkNewReplicas(replicas []int32, want, partition int) *adminError {
+	if aerr := b.checkReplicas(replicas, want); aerr != nil {
+		return aerr
+	}
+	if !slices.ContainsFunc(replicas, b.cl.Image().Live) {
+		return adminErr(kerr.InvalidReplicaAssignment, "All brokers specified in the manual partition assignment for partition %d are fenced or in controlled shutdown.", partition)
+	}
+	return nil
+}
+
 // newTopicID makes a random topic id.
 func newTopicID() controller.TopicID {
 	var id controller.TopicID

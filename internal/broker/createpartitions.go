@@ -75,8 +75,8 @@ func (b *Broker) createPartitions(ctx context.Context, rt *kmsg.CreatePartitions
 		if p := b.imagePartition(t.ID, 0); p != nil {
 			want = len(p.Replicas)
 		}
-		for _, a := range rt.Assignment {
-			if aerr := b.checkReplicas(a.Replicas, want); aerr != nil {
+		for i, a := range rt.Assignment {
+			if aerr := b.checkNewReplicas(a.Replicas, want, int(have)+i); aerr != nil {
 				return aerr
 			}
 			assignments = append(assignments, a.Replicas)

@@ -169,7 +169,7 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 			if a.Partition < 0 || int(a.Partition) >= len(assignments) || assignments[a.Partition] != nil {
 				return nil, 0, 0, adminErr(kerr.InvalidReplicaAssignment, "Partitions in a manual assignment must be numbered 0 to %d, each once; got partition %d.", len(assignments)-1, a.Partition)
 			}
-			if aerr := b.checkReplicas(a.Replicas, want); aerr != nil {
+			if aerr := b.checkNewReplicas(a.Replicas, want, int(a.Partition)); aerr != nil {
 				return nil, 0, 0, aerr
 			}
 			assignments[a.Partition] = a.Replicas

@@ -134,9 +134,15 @@ func handleElectLeaders(ctx context.Context, r *request) reply {
 		st := kmsg.NewElectLeadersResponseTopic()
 		st.Topic = rt.Topic
 		for _, part := range rt.Partitions {
+			err := answer[rt.Topic][part]
+			if req.Topics == nil && err == kerr.ElectionNotNeeded {
+				// As Kafka (ReplicationControlManager.electLeaders): asked for every
+				// partition, it answers those it acted on; each topic still has its entry.
+				continue
+			}
 			sp := kmsg.NewElectLeadersResponseTopicPartition()
 			sp.Partition = part
-			if err := answer[rt.Topic][part]; err != nil {
+			if err != nil {
 				sp.ErrorCode = err.Code
 				msg := err.Description
 				sp.ErrorMessage = &msg
@@ -168,6 +174,8 @@ func handleAlterPartitionAssignments(ctx context.Context, r *request) reply {
 			switch {
 			case !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
 				aerr = adminErr(kerr.UnknownTopicOrPartition, "Partition %s-%d does not exist.", rt.Topic, rp.Partition)
+			case rp.Replicas != nil && isObjectTopic(t):
+				aerr = adminErr(kerr.InvalidReplicaAssignment, "Topic %s keeps its partitions in object storage: they have no replicas to move (any node serves them).", rt.Topic)
 			case rp.Replicas != nil:
 				aerr = b.checkReplicas(rp.Replicas, 0) // a move may change the replication factor
 			}

@@ -432,12 +432,13 @@ func (a *Active) TransferReady(ref EpochRef, ready bool, now time.Time) Effects 
 }
 
 // Transfer starts moving leadership of a partition to target (ElectLeaders, balancing). It
-// returns false if the partition has no leader, target cannot lead it, or it is led by target
-// already.
+// returns false if the partition has no leader, target cannot lead it (not live, not a
+// replica, or shutting down: as Kafka's ClusterControlManager.isActive, a node in controlled
+// shutdown takes no leadership), or it is led by target already.
 func (a *Active) Transfer(ref PartitionRef, target int32, now time.Time) (bool, Effects) {
 	var eff Effects
 	_, p, ok := a.img.Partition(ref.Topic, ref.Partition)
-	if !ok || p.Leader < 0 || p.Leader == target || !a.img.Live(target) || !slices.Contains(p.Hosts(), target) {
+	if !ok || p.Leader < 0 || p.Leader == target || !a.img.Live(target) || a.shuttingDown(target) || !slices.Contains(p.Hosts(), target) {
 		return false, eff
 	}
 	if t := a.transfers[ref]; t != nil && t.epoch == p.LeaderEpoch {
@@ -511,12 +512,12 @@ func (a *Active) reassign(now time.Time, eff *Effects) {
 		}
 		if !slices.Contains(p.Target, p.Leader) {
 			if _, busy := a.transfers[ref]; !busy {
-				target := p.Target[0]
+				// A target that is shutting down takes no leadership: with every target
+				// stopping, the move finishes once one is back.
 				if i := slices.IndexFunc(p.Target, func(n int32) bool { return !a.shuttingDown(n) }); i >= 0 {
-					target = p.Target[i]
+					_, sub := a.Transfer(ref, p.Target[i], now)
+					eff.addTransfers(sub)
 				}
-				_, sub := a.Transfer(ref, target, now)
-				eff.addTransfers(sub)
 			}
 			return
 		}

@@ -361,6 +361,9 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 	case OpUnregister:
 		if f := c.Fence; f != nil {
 			if n, ok := im.Nodes[f.Node]; ok && n.Agent && n.Fenced && n.Incarnation == f.Incarnation {
+				if im.Level >= LevelAgentRequests {
+					im.forgetRequests(n.Run, "")
+				}
 				delete(im.Nodes, f.Node)
 				dropWriters(im, f.Node, "")
 			}
@@ -746,9 +749,12 @@ func applyElect(im *Image, e *Elect) {
 }
 
 func applyReassign(im *Image, r *Reassign) error {
-	_, p, ok := im.Partition(r.Topic, r.Partition)
+	t, p, ok := im.Partition(r.Topic, r.Partition)
 	if !ok {
 		return ErrUnknownTopic
+	}
+	if r.Target != nil && t.IsObject() && im.Level >= LevelObjectReassign {
+		return fmt.Errorf("%w: topic %s keeps its partitions in object storage, which have no replicas", ErrBadAssignment, t.Name)
 	}
 	if r.Target == nil { // cancel: back to the old replicas
 		if p.Target == nil {

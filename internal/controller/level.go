@@ -18,7 +18,7 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 6
+	Level = 7
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
@@ -57,6 +57,14 @@ const (
 	// compaction pass rewrote meanwhile was applied, and the records compaction had removed
 	// came back.
 	LevelReplaceBetween = 6
+	// LevelAgentRequests (7): unregister (an expired agent's) forgets the request answers of
+	// the agent's run, as unregister-node does a serve node's. Below it they stayed in the
+	// image and its snapshots for ever: a new run at every agent start, up to 256 answers each.
+	LevelAgentRequests = 7
+	// LevelObjectReassign (7): a reassignment of an object partition (which has no replicas)
+	// is refused. Below it, it was recorded and never finished (the active controller's moves
+	// skip object partitions): listed for ever, and its target node could not be unregistered.
+	LevelObjectReassign = 7
 )
 
 // OpFinalizeLevel raises the cluster's command level.

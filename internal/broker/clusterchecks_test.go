@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/controller"
+)
+
+// An ElectLeaders with null topics asks for every partition, and Kafka answers only the
+// partitions it acted on or failed on (ReplicationControlManager.electLeaders: "When electing
+// leaders for all partitions, we do not return partitions which already have the desired
+// leader"), each topic still with its entry: kafka-leader-election --all-topic-partitions
+// prints nothing on a balanced cluster. Runnel answered every partition ELECTION_NOT_NEEDED.
+func TestElectLeadersAllPartitionsOmitsNotNeeded(t *testing.T) {
+	_, addr, reg := ctBroker(t, nil)
+	ctCreate(t, reg, "balanced", 3, nil) // one node: every partition is led by its preferred replica
+	nc := ctDial(t, addr)
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.Version, req.ElectionType, req.Topics, req.TimeoutMillis = 2, 0, nil, 2000
+	resp := ctExchange(t, nc, req, 1).(*kmsg.ElectLeadersResponse)
+	seen := false
+	for _, rt := range resp.Topics {
+		seen = seen || rt.Topic == "balanced"
+		for _, p := range rt.Partitions {
+			t.Errorf("all-partitions election answered %s-%d %v; Kafka leaves out partitions that need no election", rt.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+	if !seen {
+		t.Errorf("topics answered %+v; want an (empty) entry for topic balanced", resp.Topics)
+	}
+	// Named partitions are answered, ELECTION_NOT_NEEDED included.
+	rt := kmsg.NewElectLeadersRequestTopic()
+	rt.Topic, rt.Partitions = "balanced", []int32{0}
+	req.Topics = []kmsg.ElectLeadersRequestTopic{rt}
+	resp = ctExchange(t, nc, req, 2).(*kmsg.ElectLeadersResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != kerr.ElectionNotNeeded.Code {
+		t.Errorf("election of balanced-0 answered %+v; want ELECTION_NOT_NEEDED", resp.Topics)
+	}
+}
+
+// Kafka refuses a CreatePartitions (and CreateTopics) whose manual assignment names only fenced
+// brokers (ReplicationControlManager: INVALID_REPLICA_ASSIGNMENT "All brokers specified in the
+// manual partition assignment for partition N are fenced or in controlled shutdown."). Runnel
+// added a partition without a leader.
+func TestManualAssignmentOnFencedNodesRefused(t *testing.T) {
+	b, addr, reg := ctBroker(t, nil)
+	ctCreate(t, reg, "t", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := b.cl.Propose(ctx, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: 2,
+		KafkaHost: "127.0.0.1", KafkaPort: 1, ClusterAddr: "127.0.0.1:1", Level: controller.Level}}); err != nil {
+		t.Fatal(err)
+	}
+	n2 := b.cl.Image().Nodes[2]
+	if _, err := b.cl.Propose(ctx, &controller.Command{Op: controller.OpFence, Fence: &controller.Fence{Node: 2, Incarnation: n2.Incarnation}}); err != nil {
+		t.Fatal(err)
+	}
+	nc := ctDial(t, addr)
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.Version, cp.TimeoutMillis = 3, 5000
+	ct := kmsg.NewCreatePartitionsRequestTopic()
+	ct.Topic, ct.Count = "t", 2
+	a := kmsg.NewCreatePartitionsRequestTopicAssignment()
+	a.Replicas = []int32{2}
+	ct.Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{a}
+	cp.Topics = []kmsg.CreatePartitionsRequestTopic{ct}
+	r := ctExchange(t, nc, cp, 1).(*kmsg.CreatePartitionsResponse)
+	if len(r.Topics) != 1 || r.Topics[0].ErrorCode != kerr.InvalidReplicaAssignment.Code {
+		t.Errorf("CreatePartitions onto fenced node 2 only answered %+v; want INVALID_REPLICA_ASSIGNMENT", r.Topics)
+	}
+	tc := kmsg.NewPtrCreateTopicsRequest()
+	tc.Version, tc.TimeoutMillis = 7, 5000
+	nt := kmsg.NewCreateTopicsRequestTopic()
+	nt.Topic, nt.NumPartitions, nt.ReplicationFactor = "u", -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Partition, ra.Replicas = 0, []int32{2}
+	nt.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{ra}
+	tc.Topics = []kmsg.CreateTopicsRequestTopic{nt}
+	cr := ctExchange(t, nc, tc, 2).(*kmsg.CreateTopicsResponse)
+	if len(cr.Topics) != 1 || cr.Topics[0].ErrorCode != kerr.InvalidReplicaAssignment.Code {
+		t.Errorf("CreateTopics onto fenced node 2 only answered %+v; want INVALID_REPLICA_ASSIGNMENT", cr.Topics)
+	}
+}
