@@ -122,15 +122,19 @@ func (l *Log) snapshotOffsets() ([]int64, error) {
 
 // loadProducers rebuilds the producer state for the log as it is: from the newest valid
 // snapshot at or below the log end, plus the batches after it. Snapshots above the end (the log
-// was truncated below them) are removed. The caller owns l (recovery) or holds appendMu and
-// maintMu (truncation).
+// was truncated below them) are removed. The replay starts at the snapshot, also below the log
+// start while its segment is still there (DeleteRecords moves the start inside a segment): the
+// batches between them (a producer's later sequences, a transaction's marker) are part of the
+// state. A snapshot older than the first segment cannot be brought up to date: the state then
+// starts empty at that segment. The caller owns l (recovery) or holds appendMu and maintMu
+// (truncation).
 func (l *Log) loadProducers() error {
 	offsets, err := l.snapshotOffsets()
 	if err != nil {
 		return err
 	}
 	l.mu.RLock()
-	end, start := l.endOffsetLocked(), l.logStart
+	end, first := l.endOffsetLocked(), l.segments[0].base
 	l.mu.RUnlock()
 	state, from := txn.NewPartition(), int64(0)
 	removed := false
@@ -155,6 +159,9 @@ func (l *Log) loadProducers() error {
 			l.logger.Warn("logstore: skipping a bad producer state snapshot", "file", name, "err", err)
 			continue
 		}
+		if off < first { // the batches after it are partly gone, and older ones are older still
+			break
+		}
 		state, from = s, off
 		break
 	}
@@ -166,7 +173,7 @@ func (l *Log) loadProducers() error {
 		}
 	}
 	l.producers = state
-	from = max(from, start)
+	from = max(from, first)
 	// The index entries at or after from are derived again by the replay.
 	if err := l.aborted.truncateFrom(from); err != nil {
 		return err
