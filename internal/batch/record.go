@@ -3,6 +3,7 @@ package batch
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 )
 
@@ -81,6 +82,24 @@ func (r *RecordReader) Next(rec *Record) bool {
 	rec.Headers = r.b[n+hstart : end]
 	r.b = r.b[end:]
 	return true
+}
+
+// checkHeaderKeys reports a header with a null key: a header key is a string, never null
+// (Kafka's DefaultRecord refuses a negative header key size). headers is a record's encoded
+// headers as Next gave them.
+func checkHeaderKeys(headers []byte, count int32) error {
+	f := fieldReader{b: headers}
+	for i := int32(0); i < count && f.err == nil; i++ {
+		if l := f.varint(); f.err == nil && l < 0 {
+			return fmt.Errorf("header %d has a negative key size %d", i, l)
+		} else if f.err == nil && l > int64(len(f.b)) {
+			return errBadLength
+		} else if f.err == nil {
+			f.b = f.b[l:]
+		}
+		f.bytes() // value
+	}
+	return f.err
 }
 
 // fieldReader decodes record fields with a sticky error: after a failure every read returns zero.

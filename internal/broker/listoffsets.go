@@ -57,6 +57,17 @@ func handleListOffsets(ctx context.Context, r *request) reply {
 func (b *Broker) listOffsets(ctx context.Context, r *request, req *kmsg.ListOffsetsRequest, resp *kmsg.ListOffsetsResponse) {
 	barrier := sync.OnceValue(func() error { return b.objectBarrier(ctx) })
 	readyBy := time.Now().Add(time.Second)
+	// A partition named more than once is answered INVALID_REQUEST in each of its rows, as
+	// Kafka's handleListOffsetRequest (duplicatePartitions).
+	named := map[string]map[int32]int{}
+	for _, rt := range req.Topics {
+		if named[rt.Topic] == nil {
+			named[rt.Topic] = map[int32]int{}
+		}
+		for _, rp := range rt.Partitions {
+			named[rt.Topic][rp.Partition]++
+		}
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -68,6 +79,8 @@ func (b *Broker) listOffsets(ctx context.Context, r *request, req *kmsg.ListOffs
 			switch {
 			case !allowed:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case named[rt.Topic][rp.Partition] > 1:
+				sp.ErrorCode = kerr.InvalidRequest.Code
 			case listMinVersion(rp.Timestamp) > req.Version:
 				sp.ErrorCode = kerr.UnsupportedVersion.Code
 			case known && isObjectTopic(t):
@@ -116,6 +129,9 @@ func listOffset(ctx context.Context, b *Broker, t *topics.Topic, replicaID int32
 	switch rp.Timestamp {
 	case listLatest:
 		sp.Offset = hw
+		if replicaID != -1 { // not a consumer: no isolation, the log end (Kafka's isolationLevelOpt None)
+			sp.Offset = l.EndOffset()
+		}
 		sp.LeaderEpoch, _, _ = p.Replica.Leading()
 		return nil
 	case listMaxTimestamp:

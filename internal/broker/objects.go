@@ -254,14 +254,12 @@ func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32
 	if err != nil {
 		return fail(err)
 	}
-	if h.Codec() == batch.CodecZstd && version < 7 { // as on a local partition (produceOne)
-		return fail(fmt.Errorf("%w: zstd needs produce v7 or later", kerr.UnsupportedCompressionType))
+	if err := checkClientHeader(&h, version); err != nil { // as on a local partition (produceOne)
+		return fail(err)
 	}
 	seq, _ := t.Effective(controller.SequencingConfig)
 	lazy := seq == controller.SequencingLazy || b.ripcording()
 	switch {
-	case h.IsControl():
-		return fail(fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord))
 	case h.IsTransactional() && seq == controller.SequencingLazy:
 		return fail(objtopic.ErrTransactional)
 	case h.IsTransactional() && lazy:

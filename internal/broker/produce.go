@@ -274,11 +274,8 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, version in
 	if err != nil {
 		return 0, 0, err
 	}
-	if h.Codec() == batch.CodecZstd && version < 7 {
-		return 0, 0, fmt.Errorf("%w: zstd needs produce v7 or later", kerr.UnsupportedCompressionType)
-	}
-	if h.IsControl() {
-		return 0, 0, fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord)
+	if err := checkClientHeader(&h, version); err != nil {
+		return 0, 0, err
 	}
 	if err := checkTimestamps(t, &h, records, time.Now()); err != nil {
 		return 0, 0, err
@@ -325,6 +322,19 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, version in
 	return epoch, res.Last + 1, nil
 }
 
+// checkClientHeader refuses what Kafka refuses of a client's batch by its header alone.
+func checkClientHeader(h *batch.Header, version int16) error {
+	switch {
+	case h.BaseOffset != 0: // as Kafka's UnifiedLog.analyzeAndValidateRecords
+		return fmt.Errorf("%w: the baseOffset of the record batch should be 0, but it is %d", kerr.InvalidRecord, h.BaseOffset)
+	case h.Codec() == batch.CodecZstd && version < 7:
+		return fmt.Errorf("%w: zstd needs produce v7 or later", kerr.UnsupportedCompressionType)
+	case h.IsControl():
+		return fmt.Errorf("%w: producers may not send control batches", kerr.InvalidRecord)
+	}
+	return nil
+}
+
 // recompress rebuilds a producer's batch with the topic's compression.type (not "producer") if
 // it uses another codec, as Kafka's brokers do; the batch is checked first. A rebuilt batch is
 // a new slice.
@@ -342,11 +352,11 @@ func setProduceError(sp *kmsg.ProduceResponseTopicPartition, err error) {
 	sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 	msg := err.Error()
 	sp.ErrorMessage = &msg
-	var re *recordError
+	var re *recordErrors
 	var te *timestampError
 	switch {
 	case errors.As(err, &re):
-		sp.ErrorRecords = append(sp.ErrorRecords, kmsg.ProduceResponseTopicPartitionErrorRecord{RelativeOffset: re.index, ErrorMessage: &re.msg})
+		sp.ErrorRecords = append(sp.ErrorRecords, re.records...)
 	case errors.As(err, &te):
 		sp.ErrorRecords = append(sp.ErrorRecords, te.records...)
 	}
@@ -450,19 +460,24 @@ func checkTimestamps(t *topics.Topic, h *batch.Header, records []byte, now time.
 	return nil
 }
 
-// recordError is INVALID_RECORD for one record of a batch, which Produce v8+ names in
+// recordErrors is INVALID_RECORD for records of a batch, which Produce v8+ names in
 // ErrorRecords (KIP-467), as Kafka does.
-type recordError struct {
-	index int32 // the record's place in its batch
-	msg   string
+type recordErrors struct {
+	records []kmsg.ProduceResponseTopicPartitionErrorRecord
 }
 
-func (e *recordError) Error() string {
-	return fmt.Sprintf("%v: record %d: %s", kerr.InvalidRecord, e.index, e.msg)
+func (e *recordErrors) add(index int32, msg string) {
+	e.records = append(e.records, kmsg.ProduceResponseTopicPartitionErrorRecord{RelativeOffset: index, ErrorMessage: &msg})
 }
-func (e *recordError) Unwrap() error { return kerr.InvalidRecord }
 
-// requireKeys rejects a batch with a keyless record, as Kafka does for compacted topics.
+func (e *recordErrors) Error() string {
+	first := e.records[0]
+	return fmt.Sprintf("%v: %d record(s) rejected, the first, record %d: %s", kerr.InvalidRecord, len(e.records), first.RelativeOffset, *first.ErrorMessage)
+}
+func (e *recordErrors) Unwrap() error { return kerr.InvalidRecord }
+
+// requireKeys rejects a batch with keyless records, as Kafka does for compacted topics: every
+// one of them is named (Kafka's LogValidator collects a RecordError per record).
 func requireKeys(h *batch.Header, records []byte) error {
 	recs, err := batch.Records(h, records)
 	if err != nil {
@@ -470,13 +485,20 @@ func requireKeys(h *batch.Header, records []byte) error {
 	}
 	rd := batch.NewRecordReader(recs)
 	var rec batch.Record
+	var keyless *recordErrors
 	for i := int32(0); rd.Next(&rec); i++ {
 		if rec.Key == nil {
-			return &recordError{i, "compacted topic cannot accept a record without a key"}
+			if keyless == nil {
+				keyless = &recordErrors{}
+			}
+			keyless.add(i, "Compacted topic cannot accept message without key in topic partition")
 		}
 	}
 	if err := rd.Err(); err != nil {
 		return fmt.Errorf("%w: malformed records: %v", kerr.InvalidRecord, err)
+	}
+	if keyless != nil {
+		return keyless
 	}
 	return nil
 }

@@ -174,23 +174,6 @@ func (c *EpochCache) Reset() error {
 	return c.persist()
 }
 
-// TrimStart drops entries wholly below a new log start, keeping the one that covers it (its
-// start moved up to logStart), as Kafka does when retention deletes segments.
-func (c *EpochCache) TrimStart(logStart int64) error {
-	i := 0
-	for i+1 < len(c.entries) && c.entries[i+1].Start <= logStart {
-		i++
-	}
-	if i == 0 && (len(c.entries) == 0 || c.entries[0].Start >= logStart) {
-		return nil
-	}
-	c.entries = slices.Clone(c.entries[i:])
-	if c.entries[0].Start < logStart {
-		c.entries[0].Start = logStart
-	}
-	return c.persist()
-}
-
 // EpochOf returns the leader epoch of the batch at offset (an offset of the log): the newest
 // entry starting at or before it, or -1 if none does.
 func (c *EpochCache) EpochOf(offset int64) int32 {

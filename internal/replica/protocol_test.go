@@ -96,12 +96,6 @@ func TestEpochCachePersistsAndTruncates(t *testing.T) {
 	if want := []EpochEntry{{1, 0}, {3, 40}}; !slices.Equal(c2.Entries(), want) {
 		t.Fatalf("truncated to 40 keeping epoch 3: %v; want %v", c2.Entries(), want)
 	}
-	if err := c2.TrimStart(50); err != nil {
-		t.Fatal(err)
-	}
-	if want := []EpochEntry{{3, 50}}; !slices.Equal(c2.Entries(), want) {
-		t.Fatalf("trimmed to 50: %v; want %v", c2.Entries(), want)
-	}
 }
 
 func TestEpochCacheUpgradedLog(t *testing.T) {

@@ -417,7 +417,14 @@ func (r *Replica) WaitCommitted(ctx context.Context, epoch int32, end int64) err
 func (r *Replica) EndOffsetFor(epoch int32) (int32, int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.epochs.EndOffsetFor(epoch, r.Log.EndOffset())
+	e, end := r.epochs.EndOffsetFor(epoch, r.Log.EndOffset())
+	// Kafka trims its epoch cache when the log start moves (DeleteRecords, retention): an epoch
+	// that ended at or below the log start has no entry any more, and is answered as one older
+	// than every entry, (the epoch asked, the log start). The cache here keeps the entries.
+	if start := r.Log.StartOffset(); end >= 0 && end <= start {
+		return epoch, start
+	}
+	return e, end
 }
 
 // EpochOf is the leader epoch of the batch at offset in the replica's log (-1: unknown).
