@@ -374,8 +374,11 @@ func (c *Coordinator) ExpireOffsets(now time.Time) Output {
 			if subscribed[tp.Topic] || c.hasPending(g.ID, tp) {
 				continue // a transactional commit pending for it decides first (as Kafka)
 			}
+			// A classic group that is empty counts from when it emptied (KIP-211); the others,
+			// and consumer (KIP-848) and streams groups always, from each offset's commit (as
+			// Kafka's offsetExpirationCondition of ClassicGroup, ConsumerGroup, StreamsGroup).
 			since := g.StateSince
-			if g.ProtocolType == "" || subscribed != nil {
+			if g.ProtocolType == "" || subscribed != nil || g.consumer != nil || g.streams != nil {
 				since = time.UnixMilli(o.CommitTime)
 			}
 			if now.Sub(since) >= retention {
