@@ -287,6 +287,11 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 				return fail(kerr.FencedMemberEpoch, "The streams group member has a smaller member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, m.Epoch)
 			}
 		}
+		// The tasks it reports must be the topology's, checked before anything changes (as
+		// Kafka's throwIfRequestContainsInvalidTasks): a rejected heartbeat changes nothing.
+		if err := invalidTasks(req, c.configuredNow(st)); err != "" {
+			return fail(kerr.InvalidRequest, "%s", err)
+		}
 	}
 	// The member's metadata; a change of what the assignor sees moves the group epoch.
 	if req.ProcessID != nil && *req.ProcessID != m.ProcessID {
@@ -327,21 +332,6 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 	set := c.cfg.groupSettings(req.Group)
 	m.deadline = now.Add(set.StreamsSessionTimeout)
 	c.advanceStreams(now, st, set, bump)
-	if ct := st.configured; ct.ready() {
-		for _, ts := range [][]kmsg.TaskIDs{req.ActiveTasks, req.StandbyTasks, req.WarmupTasks} {
-			for _, t := range ts {
-				n, ok := ct.tasks[t.SubtopologyID]
-				if !ok {
-					return fail(kerr.InvalidRequest, "Subtopology %s does not exist in the topology.", t.SubtopologyID)
-				}
-				for _, p := range t.Partitions {
-					if p < 0 || p >= n {
-						return fail(kerr.InvalidRequest, "Task %d for subtopology %s is invalid. Number of tasks for this subtopology: %d", p, t.SubtopologyID, n)
-					}
-				}
-			}
-		}
-	}
 	c.reconcileStreams(now, st, m, ownedTasks(req))
 	c.updateEndpoints(st)
 	resp.MemberID, resp.MemberEpoch = id, m.Epoch
@@ -400,6 +390,41 @@ func taskIDs(ts streamsTasks) []kmsg.TaskIDs {
 		out = append(out, kmsg.TaskIDs{SubtopologyID: s, Partitions: slices.Clone(ts[s])})
 	}
 	return out
+}
+
+// configuredNow is the topology as advanceStreams configures it against the topics now,
+// without changing the group (nil: no topology).
+func (c *Coordinator) configuredNow(st *streamsState) *configuredTopology {
+	if st.topology == nil {
+		return nil
+	}
+	topics := c.topics()
+	if st.configured != nil && streamsMetadataSignature(st.topology, topics) == st.metaSig {
+		return st.configured
+	}
+	return configure(st.topology, topics)
+}
+
+// invalidTasks says why a heartbeat's reported tasks are not tasks of the configured topology
+// ct ("": they are, or ct is not ready, when no task is assigned anyway).
+func invalidTasks(req *kmsg.StreamsGroupHeartbeatRequest, ct *configuredTopology) string {
+	if !ct.ready() {
+		return ""
+	}
+	for _, ts := range [][]kmsg.TaskIDs{req.ActiveTasks, req.StandbyTasks, req.WarmupTasks} {
+		for _, t := range ts {
+			n, ok := ct.tasks[t.SubtopologyID]
+			if !ok {
+				return fmt.Sprintf("Subtopology %s does not exist in the topology.", t.SubtopologyID)
+			}
+			for _, p := range t.Partitions {
+				if p < 0 || p >= n {
+					return fmt.Sprintf("Task %d for subtopology %s is invalid. Number of tasks for this subtopology: %d", p, t.SubtopologyID, n)
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // advanceStreams configures the topology against the topics when they changed, moves the
