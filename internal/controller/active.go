@@ -442,7 +442,9 @@ func (a *Active) Transfer(ref PartitionRef, target int32, now time.Time) (bool, 
 		return false, eff
 	}
 	if t := a.transfers[ref]; t != nil && t.epoch == p.LeaderEpoch {
-		return true, eff
+		// One transfer per epoch: to another target, this one has not started (an
+		// ElectLeaders would otherwise wait for a leader the running transfer never makes).
+		return t.target == target, eff
 	}
 	a.transfers[ref] = &transfer{epoch: p.LeaderEpoch, target: target, started: now}
 	if eff.Transfers == nil {

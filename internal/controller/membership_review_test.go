@@ -77,3 +77,23 @@ func TestReassignObjectPartitionRefused(t *testing.T) {
 		t.Errorf("unregister node 4, which holds no replica: %v", err)
 	}
 }
+
+// One transfer runs per partition and epoch. A second one to another target reported started,
+// so an ElectLeaders waited (until its timeout) for a leader the running transfer never makes.
+func TestTransferToAnotherTargetWhileOneRuns(t *testing.T) {
+	im := cluster3(t) // p0 led by 1 (replicas 1 2 3)
+	p0 := PartitionRef{TopicID{1}, 0}
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	for _, n := range []int32{1, 2, 3} {
+		a.Heartbeat(n, im.Nodes[n].Incarnation, t0)
+	}
+	if ok, eff := a.Transfer(p0, 2, t0); !ok || len(eff.Transfers[1]) != 1 {
+		t.Fatalf("Transfer of p0 to node 2: started=%v, requests %+v", ok, eff.Transfers)
+	}
+	if ok, eff := a.Transfer(p0, 3, t0); ok || len(eff.Transfers) > 0 {
+		t.Errorf("Transfer of p0 to node 3 while one to node 2 runs: started=%v, requests %+v; want not started", ok, eff.Transfers)
+	}
+	if ok, eff := a.Transfer(p0, 2, t0); !ok || len(eff.Transfers) > 0 {
+		t.Errorf("Transfer of p0 to node 2 again: started=%v, requests %+v; want started (the running one), no new request", ok, eff.Transfers)
+	}
+}
