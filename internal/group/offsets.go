@@ -72,7 +72,10 @@ func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest, 
 	if g != nil && g.share != nil { // as Kafka: a share group commits no offsets
 		return kerr.GroupIDNotFound.Code
 	}
-	if req.Generation < 0 && req.MemberID == "" {
+	// Generation -1 comes from an admin client or a consumer outside group management: it
+	// may commit while the group has no member, whatever member id it names (as Kafka's
+	// validateOffsetCommit of classic, consumer and streams groups).
+	if req.Generation < 0 && (req.MemberID == "" || g == nil || g.memberCount() == 0) {
 		if g == nil {
 			g = newGroup(req.Group, now)
 			c.groups[req.Group] = g
