@@ -237,6 +237,16 @@ func (a *Active) SetImage(img *Image, now time.Time) Effects {
 			}
 		}
 	}
+	for id := range a.sessions { // unregistered
+		if img.Nodes[id] == nil {
+			delete(a.sessions, id)
+		}
+	}
+	for ref := range a.finishing { // the move finished or was cancelled, or the topic is gone
+		if _, p, ok := img.Partition(ref.Topic, ref.Partition); !ok || p.Target == nil {
+			delete(a.finishing, ref)
+		}
+	}
 	for ref, t := range a.transfers { // done: its election began (or the leadership moved anyway)
 		if _, p, ok := img.Partition(ref.Topic, ref.Partition); !ok || p.LeaderEpoch != t.epoch {
 			delete(a.transfers, ref)
@@ -249,7 +259,18 @@ func (a *Active) SetImage(img *Image, now time.Time) Effects {
 	}
 	var eff Effects
 	a.electAll(now, &eff)
+	a.forgetHints()
 	return eff
+}
+
+// forgetHints drops the hints of transfers whose election never began (the begin-election
+// proposal was lost and the transfer timed out): a later, unrelated election would go by them.
+func (a *Active) forgetHints() {
+	for ref := range a.hints {
+		if a.transfers[ref] == nil && a.elections[ref] == nil {
+			delete(a.hints, ref)
+		}
+	}
 }
 
 // forgetVotes drops a node's votes in the running elections, and asks it again: a vote of an
@@ -484,6 +505,7 @@ func (a *Active) Tick(now time.Time) Effects {
 	}
 	a.uncleanAll(now, &eff)
 	a.electAll(now, &eff)
+	a.forgetHints()
 	a.moveAway(now, &eff)
 	a.reassign(now, &eff)
 	a.sweepTokens(now, &eff)

@@ -97,3 +97,36 @@ func TestTransferToAnotherTargetWhileOneRuns(t *testing.T) {
 		t.Errorf("Transfer of p0 to node 2 again: started=%v, requests %+v; want started (the running one), no new request", ok, eff.Transfers)
 	}
 }
+
+// The active controller forgets what the image no longer has: the sessions of unregistered
+// nodes, the finish times of moves that ended, and the hint of a transfer whose begin-election
+// was lost (it would otherwise tip a later, unrelated election towards the old target).
+func TestActiveForgetsWhatTheImageNoLongerHas(t *testing.T) {
+	im := cluster3(t)
+	p0 := PartitionRef{TopicID{1}, 0}
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	for _, n := range []int32{1, 2, 3} {
+		a.Heartbeat(n, im.Nodes[n].Incarnation, t0)
+	}
+	if ok, _ := a.Transfer(p0, 2, t0); !ok {
+		t.Fatal("transfer not started")
+	}
+	a.TransferReady(EpochRef{p0, 0}, true, t0) // its begin-election proposal is lost
+	if a.hints[p0] != 2 {
+		t.Fatalf("hint %v; want 2", a.hints)
+	}
+	a.Tick(t0.Add(a.cfg.TransferTimeout + time.Second)) // the transfer times out
+	if _, ok := a.hints[p0]; ok {
+		t.Errorf("the hint of a transfer that timed out before its election began is kept")
+	}
+	a.finishing[p0] = t0 // as reassign sets it; p0 has no move
+	img := im.Clone()
+	delete(img.Nodes, 3) // as if unregistered
+	a.SetImage(img, t0)
+	if _, ok := a.sessions[3]; ok {
+		t.Errorf("the session of node 3, no longer in the image, is kept")
+	}
+	if _, ok := a.finishing[p0]; ok {
+		t.Errorf("the finish time of a partition without a move is kept")
+	}
+}
