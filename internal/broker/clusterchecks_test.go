@@ -86,3 +86,28 @@ func TestManualAssignmentOnFencedNodesRefused(t *testing.T) {
 		t.Errorf("CreateTopics onto fenced node 2 only answered %+v; want INVALID_REPLICA_ASSIGNMENT", cr.Topics)
 	}
 }
+
+// A reassignment to where a partition is (or is moving) already changes nothing, as in Kafka:
+// kafka-reassign-partitions --execute run twice. Runnel proposed it all the same, which moved
+// the partition epoch and, during a move, restarted the target's catch-up bookkeeping.
+func TestReassignToTheSameReplicasChangesNothing(t *testing.T) {
+	b, addr, reg := ctBroker(t, nil)
+	tp := ctCreate(t, reg, "same", 1, nil)
+	before := b.imagePartition(tp.ID, 0).PartitionEpoch
+	nc := ctDial(t, addr)
+	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	rt.Topic = "same"
+	rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+	rp.Partition, rp.Replicas = 0, []int32{1}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := ctExchange(t, nc, req, 1).(*kmsg.AlterPartitionAssignmentsResponse)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("reassign to [1]: %+v", resp)
+	}
+	if after := b.imagePartition(tp.ID, 0).PartitionEpoch; after != before {
+		t.Errorf("a reassignment to the replicas the partition has moved its partition epoch from %d to %d; want no change", before, after)
+	}
+}

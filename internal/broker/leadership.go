@@ -179,7 +179,10 @@ func handleAlterPartitionAssignments(ctx context.Context, r *request) reply {
 			case rp.Replicas != nil:
 				aerr = b.checkReplicas(rp.Replicas, 0) // a move may change the replication factor
 			}
-			if aerr == nil {
+			if aerr == nil && rp.Replicas != nil && sameMove(b.imagePartition(t.ID, rp.Partition), rp.Replicas) {
+				// Already so (asked again, as kafka-reassign-partitions --execute run twice): as
+				// in Kafka, nothing changes, and a running move's catch-up is not restarted.
+			} else if aerr == nil {
 				cmd := &controller.Command{Op: controller.OpReassign, Reassign: &controller.Reassign{
 					PartitionRef: controller.PartitionRef{Topic: t.ID, Partition: rp.Partition}, Target: rp.Replicas}}
 				_, aerr = b.propose(ctx, cmd)
@@ -192,6 +195,12 @@ func handleAlterPartitionAssignments(ctx context.Context, r *request) reply {
 		resp.Topics = append(resp.Topics, st)
 	}
 	return reply{resp: resp}
+}
+
+// sameMove reports whether a reassignment of p to target changes nothing: it is moving there
+// already, or it is there without a move.
+func sameMove(p *controller.Partition, target []int32) bool {
+	return p != nil && (slices.Equal(p.Target, target) || p.Target == nil && slices.Equal(p.Replicas, target))
 }
 
 // handleListPartitionReassignments lists the moves in progress: each partition's replicas
