@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -109,5 +110,37 @@ func TestReassignToTheSameReplicasChangesNothing(t *testing.T) {
 	}
 	if after := b.imagePartition(tp.ID, 0).PartitionEpoch; after != before {
 		t.Errorf("a reassignment to the replicas the partition has moved its partition epoch from %d to %d; want no change", before, after)
+	}
+}
+
+// ListPartitionReassignments names a moving partition's replicas as Kafka does (its
+// PartitionReassignmentReplicas): the target, in its order, then the replicas leaving. Runnel
+// gave the old replicas, then those being added.
+func TestListPartitionReassignmentsReplicaOrder(t *testing.T) {
+	b, addr, reg := ctBroker(t, nil)
+	tp := ctCreate(t, reg, "moving", 1, nil) // replicas [1]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, n := range []int32{2, 3} {
+		if _, err := b.cl.Propose(ctx, &controller.Command{Op: controller.OpRegister, Register: &controller.Register{Node: n,
+			KafkaHost: "127.0.0.1", KafkaPort: 1, ClusterAddr: "127.0.0.1:1", Level: controller.Level}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nodes 2 and 3 never catch up: the move stays in progress.
+	if res, err := b.cl.Propose(ctx, &controller.Command{Op: controller.OpReassign, Reassign: &controller.Reassign{
+		PartitionRef: controller.PartitionRef{Topic: tp.ID, Partition: 0}, Target: []int32{3, 2}}}); err != nil || res.Err != nil {
+		t.Fatal(err, res.Err)
+	}
+	nc := ctDial(t, addr)
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	req.TimeoutMillis = 5000
+	resp := ctExchange(t, nc, req, 1).(*kmsg.ListPartitionReassignmentsResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("moves listed: %+v", resp.Topics)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if !slices.Equal(p.Replicas, []int32{3, 2, 1}) || !slices.Equal(p.AddingReplicas, []int32{3, 2}) || !slices.Equal(p.RemovingReplicas, []int32{1}) {
+		t.Errorf("move [1] -> [3 2]: replicas %v adding %v removing %v; want [3 2 1], [3 2], [1]", p.Replicas, p.AddingReplicas, p.RemovingReplicas)
 	}
 }

@@ -215,7 +215,7 @@ func handleListPartitionReassignments(ctx context.Context, r *request) reply {
 			return
 		}
 		sp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
-		sp.Partition, sp.Replicas = index, p.Hosts()
+		sp.Partition = index
 		for _, n := range p.Target {
 			if !slices.Contains(p.Replicas, n) {
 				sp.AddingReplicas = append(sp.AddingReplicas, n)
@@ -226,6 +226,8 @@ func handleListPartitionReassignments(ctx context.Context, r *request) reply {
 				sp.RemovingReplicas = append(sp.RemovingReplicas, n)
 			}
 		}
+		// The target followed by the replicas leaving, as Kafka's PartitionReassignmentReplicas.
+		sp.Replicas = append(slices.Clone(p.Target), sp.RemovingReplicas...)
 		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != name {
 			st := kmsg.NewListPartitionReassignmentsResponseTopic()
 			st.Topic = name
