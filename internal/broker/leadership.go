@@ -226,8 +226,7 @@ func handleListPartitionReassignments(ctx context.Context, r *request) reply {
 				sp.RemovingReplicas = append(sp.RemovingReplicas, n)
 			}
 		}
-		// The target followed by the replicas leaving, as Kafka's PartitionReassignmentReplicas.
-		sp.Replicas = append(slices.Clone(p.Target), sp.RemovingReplicas...)
+		sp.Replicas = p.KafkaReplicas()
 		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != name {
 			st := kmsg.NewListPartitionReassignmentsResponseTopic()
 			st.Topic = name

@@ -213,6 +213,22 @@ func (p *Partition) Hosts() []int32 {
 	return out
 }
 
+// KafkaReplicas is the replica list Kafka's ListPartitionReassignments shows for the partition:
+// Replicas, or during a reassignment the target followed by the replicas leaving (Kafka's
+// PartitionReassignmentReplicas). The caller owns the result.
+func (p *Partition) KafkaReplicas() []int32 {
+	if p.Target == nil {
+		return slices.Clone(p.Replicas)
+	}
+	out := slices.Clone(p.Target)
+	for _, n := range p.Replicas {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // CommitSets returns the replica sets whose quorums commits need: Replicas, and Target during a
 // reassignment (once it has caught up: docs/cluster.md §4.7).
 func (p *Partition) CommitSets() [][]int32 {
