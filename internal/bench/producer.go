@@ -145,10 +145,14 @@ func (p *producer) run(ctx, recordCtx context.Context, end time.Time) {
 	}
 }
 
-// noteUnsent counts the intended times from next up to end that were never sent.
+// noteUnsent counts the intended times from next (handed out, before end) up to end that were
+// never sent.
 func (p *producer) noteUnsent(end, next time.Time) {
-	n := int64(end.Sub(next)/time.Duration(p.sched.period)) + 1
-	p.unsent = max(n, 0)
+	if !next.Before(end) {
+		p.unsent = 0
+		return
+	}
+	p.unsent = 1 + p.sched.CountBefore(end)
 }
 
 // record returns a record for global sequence number seq with the intended time in its value,

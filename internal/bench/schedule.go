@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -26,10 +27,28 @@ func NewSchedule(start time.Time, rate float64) *Schedule {
 
 // Next returns the next intended send time and advances past it.
 func (s *Schedule) Next() time.Time {
-	// Multiplying (not adding period after period) keeps rounding from drifting.
-	t := s.start.Add(time.Duration(float64(s.next) * s.period))
+	t := s.at(s.next)
 	s.next++
 	return t
+}
+
+// at is the k-th intended time. Multiplying (not adding period after period) keeps rounding
+// from drifting.
+func (s *Schedule) at(k int64) time.Time {
+	return s.start.Add(time.Duration(float64(k) * s.period))
+}
+
+// CountBefore is how many intended times not handed out yet fall before end.
+func (s *Schedule) CountBefore(end time.Time) int64 {
+	// The first index at or after end, from its estimate, nudged by the times themselves.
+	k := max(int64(math.Ceil(float64(end.Sub(s.start))/s.period)), 0)
+	for k > 0 && !s.at(k-1).Before(end) {
+		k--
+	}
+	for s.at(k).Before(end) {
+		k++
+	}
+	return max(k-s.next, 0)
 }
 
 // Issued is how many intended times Next has handed out.
@@ -41,10 +60,14 @@ func (s *Schedule) Issued() int64 { return s.next }
 // longer one sleeps on a timer until coarseWaitSlack before the target and finishes the same way.
 const coarseWaitSlack = 2 * time.Millisecond
 
-// waitUntil returns at t or just after it, or false early if ctx ends. It never returns before
-// t while ctx is live: a record is never sent ahead of its intended time.
+// waitUntil returns at t or just after it, or false once ctx has ended (also for a time already
+// past). It never returns before t while ctx is live: a record is never sent ahead of its
+// intended time.
 func waitUntil(ctx context.Context, t time.Time) bool {
 	for {
+		if ctx.Err() != nil { // also for a time already past: after the deadline, nothing goes
+			return false
+		}
 		d := time.Until(t)
 		switch {
 		case d <= 0:
