@@ -180,6 +180,9 @@ type Offset struct {
 	LeaderEpoch int32
 	Metadata    string
 	CommitTime  int64 // unix ms
+	// ExpireTime (unix ms, 0: none) is the expiry an OffsetCommit v2-v4 asked for with its
+	// retention_time_ms; it replaces offsets.retention.minutes for this offset, as in Kafka.
+	ExpireTime int64
 
 	// record is the place of the offset's record in the log (Coordinator.records): a
 	// transaction's COMMIT keeps the newest record of a partition (txnoffsets.go), as Kafka

@@ -30,6 +30,9 @@ func (c *Coordinator) OffsetCommit(now time.Time, req *kmsg.OffsetCommitRequest)
 			if code == 0 {
 				var o Offset
 				if sp.ErrorCode, o = c.partitionCommit(now, rt.Topic, rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata); sp.ErrorCode == 0 {
+					if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis != -1 {
+						o.ExpireTime = now.UnixMilli() + req.RetentionTimeMillis // as Kafka's expireTimestampMs
+					}
 					tp := TopicPartition{rt.Topic, rp.Partition}
 					o.record = c.nextRecord()
 					g.offsets[tp] = o
@@ -65,7 +68,9 @@ func (c *Coordinator) partitionCommit(now time.Time, topic string, partition int
 // (TxnOffsetCommit) is taken while a classic group completes its rebalance, as Kafka's
 // validateOffsetCommit does: the Java producer knows no REBALANCE_IN_PROGRESS there, and dies.
 func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest, transactional bool) int16 {
-	if req.Group == "" {
+	if req.Group == "" && transactional {
+		// Plain commits take the empty group id, for backwards compatibility, as Kafka's
+		// commitOffsets; transactional ones do not.
 		return kerr.InvalidGroupID.Code
 	}
 	g := c.groups[req.Group]
@@ -152,6 +157,21 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 		}
 		rg := c.fetchGroup(req.Group, topics, req.RequireStable)
 		resp.ErrorCode = rg.ErrorCode
+		if rg.ErrorCode != 0 && req.Version < 2 {
+			// No top-level error before v2: as Kafka, each partition asked for carries it.
+			for _, t := range req.Topics {
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseTopicPartition()
+					empty := ""
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p, -1, -1, &empty, rg.ErrorCode
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+			return resp
+		}
 		for _, t := range rg.Topics {
 			rt := kmsg.NewOffsetFetchResponseTopic()
 			rt.Topic = t.Topic
@@ -194,11 +214,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 // UNSTABLE_OFFSET_COMMIT (the client retries until the transaction ends).
 func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestGroupTopic, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	rg := kmsg.NewOffsetFetchResponseGroup()
-	rg.Group = id
-	if id == "" {
-		rg.ErrorCode = kerr.InvalidGroupID.Code
-		return rg
-	}
+	rg.Group = id // "" too: Kafka fetches the empty group's offsets, for backwards compatibility
 	g := c.groups[id]
 	if g != nil && g.share != nil {
 		rg.ErrorCode = kerr.GroupIDNotFound.Code
@@ -384,7 +400,11 @@ func (c *Coordinator) ExpireOffsets(now time.Time) Output {
 			if g.ProtocolType == "" || subscribed != nil || g.consumer != nil || g.streams != nil {
 				since = time.UnixMilli(o.CommitTime)
 			}
-			if now.Sub(since) >= retention {
+			expired := now.Sub(since) >= retention
+			if o.ExpireTime != 0 { // an OffsetCommit v2-v4's own retention
+				expired = now.UnixMilli() >= o.ExpireTime
+			}
+			if expired {
 				delete(g.offsets, tp)
 				out.Records = append(out.Records, offsetRecord(g.ID, tp, nil))
 			}
@@ -538,6 +558,9 @@ func offsetRecord(group string, tp TopicPartition, o *Offset) Record {
 	r := Record{Group: group, Key: key.AppendTo(nil)}
 	if o != nil {
 		v := kmsg.OffsetCommitValue{Version: 3, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimestamp: o.CommitTime}
+		if o.ExpireTime != 0 { // value v1 holds it (and no leader epoch), as Kafka writes it
+			v.Version, v.ExpireTimestamp = 1, o.ExpireTime
+		}
 		r.Value = v.AppendTo(nil)
 	}
 	return r
@@ -593,12 +616,16 @@ func (c *Coordinator) Load(now time.Time, key, value []byte) error {
 			c.dropPending(k.Group, tp)
 			return nil
 		}
-		var v kmsg.OffsetCommitValue
+		v := kmsg.NewOffsetCommitValue() // a value before v3 has no leader epoch: -1
 		if err := v.ReadFrom(value); err != nil {
 			return fmt.Errorf("%w: offset value: %v", ErrBadRecord, err)
 		}
-		g.offsets[tp] = Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp,
+		o := Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: v.CommitTimestamp,
 			record: c.nextRecord()}
+		if v.Version == 1 && v.ExpireTimestamp >= 0 {
+			o.ExpireTime = v.ExpireTimestamp
+		}
+		g.offsets[tp] = o
 	case 2:
 		var k kmsg.GroupMetadataKey
 		if err := k.ReadFrom(key); err != nil {
