@@ -388,6 +388,13 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 			addFetchPartition(resp, sp, fp)
 			continue
 		}
+		if req.Version < 10 && b.zstdTopic(sp) {
+			// zstd came with Fetch v10 (KIP-110): as Kafka, an older consumer is not handed
+			// batches it cannot decode.
+			fp.ErrorCode = kerr.UnsupportedCompressionType.Code
+			addFetchPartition(resp, sp, fp)
+			continue
+		}
 		if t, err := b.fetchTopic(sp); err == nil && isObjectTopic(t) {
 			n, err := b.readObject(ctx, t, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, req.IsolationLevel == 1)
 			if err != nil {
@@ -441,6 +448,16 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 		addFetchPartition(resp, sp, fp)
 	}
 	return sent, total, full
+}
+
+// zstdTopic reports whether sp's topic compresses its batches with zstd (compression.type).
+func (b *Broker) zstdTopic(sp *sessionPartition) bool {
+	t, err := b.fetchTopic(sp)
+	if err != nil {
+		return false
+	}
+	c, _ := t.Effective("compression.type")
+	return c == "zstd"
 }
 
 // readPartition reads one partition's batches into fp. The first partition with data may exceed

@@ -49,6 +49,17 @@ func handleMetadata(ctx context.Context, r *request) reply {
 		r.metadataOperations(req, resp)
 		return reply{resp: resp}
 	}
+	if req.Version < 12 && slices.ContainsFunc(req.Topics, func(rt kmsg.MetadataRequestTopic) bool {
+		return rt.Topic == nil || rt.TopicID != [16]byte{}
+	}) {
+		// Lookups by topic id begin at v12: as Kafka, every topic is INVALID_REQUEST.
+		for _, rt := range req.Topics {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID, mt.AuthorizedOperations, mt.ErrorCode = rt.Topic, rt.TopicID, notRequested, kerr.InvalidRequest.Code
+			resp.Topics = append(resp.Topics, mt)
+		}
+		return reply{resp: resp}
+	}
 	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
 	for _, rt := range req.Topics {
 		var t *topics.Topic
