@@ -65,6 +65,11 @@ const (
 	// is refused. Below it, it was recorded and never finished (the active controller's moves
 	// skip object partitions): listed for ever, and its target node could not be unregistered.
 	LevelObjectReassign = 7
+	// LevelObjectPrevCopies (7): an object partition adds a batch of an idempotent producer's
+	// previous epoch, accepted after the next epoch began (a late lazy copy), to that epoch's
+	// kept ranges (objtopic.Partition's TrackPrevEpoch): a second late copy is a duplicate.
+	// Below it, both copies were stored.
+	LevelObjectPrevCopies = 7
 )
 
 // OpFinalizeLevel raises the cluster's command level.

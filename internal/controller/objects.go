@@ -342,6 +342,7 @@ func applyCommitFile(im *Image, c *CommitFile) Result {
 		p.EpochStartFollows = im.Level >= LevelObjectEpochStart
 		p.KeepPrevEpoch = im.Level >= LevelObjectEpochs
 		p.MarkerEpochAhead = im.Level >= LevelObjectEpochs
+		p.TrackPrevEpoch = im.Level >= LevelObjectPrevCopies
 		e := objtopic.IndexEntry{TopicID: s.Topic, Partition: s.Partition, Offset: s.Offset, Length: s.Length}
 		commit := p.Commit
 		if s.Lazy {

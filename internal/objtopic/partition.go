@@ -46,6 +46,11 @@ type Partition struct {
 	// predecessor (ErrSequenceAhead, retriable), as when a batch began the epoch; below it,
 	// OUT_OF_ORDER_SEQUENCE_NUMBER made the producer bump its epoch.
 	MarkerEpochAhead bool
+	// TrackPrevEpoch (controller.LevelObjectPrevCopies): a batch of the previous epoch
+	// accepted after the next epoch began (a late lazy copy) is added to that epoch's kept
+	// ranges, so a second copy of it is a duplicate; below it, it was kept untracked and a
+	// second copy was stored again.
+	TrackPrevEpoch bool
 }
 
 // AbortedTxn is an aborted transaction of the partition: its producer's records in [First,
@@ -330,7 +335,15 @@ func (p *Partition) recordSeq(b BatchMeta) {
 		}
 		lp = &lazyProducer{Epoch: b.Epoch, Prev: prev}
 	case b.Epoch < lp.Epoch:
-		return // a fenced producer's batch, acknowledged anyway: kept, not tracked
+		// A fenced producer's batch, acknowledged anyway: kept. One of the previous epoch is
+		// added to its kept ranges (copy on write), so another copy of it is a duplicate.
+		if !p.TrackPrevEpoch || lp.Prev == nil || lp.Prev.Epoch != b.Epoch {
+			return
+		}
+		prev := &lazyProducer{Epoch: lp.Prev.Epoch, Seqs: lp.Prev.Seqs}
+		p.lazy[b.ProducerID] = &lazyProducer{Epoch: lp.Epoch, Seqs: lp.Seqs, Dropped: lp.Dropped,
+			Prev: &lazyEpoch{Epoch: prev.Epoch, Seqs: prev.Seqs.Add(prev.unwrapped(b)).DropBelow(maxLazyRanges)}}
+		return
 	default:
 		lp = &lazyProducer{Epoch: lp.Epoch, Seqs: lp.Seqs, Dropped: lp.Dropped, Prev: lp.Prev} // copy on write: lp may be shared with a published copy
 	}
