@@ -109,16 +109,21 @@ var (
 // writer failed and moved on) hides none behind it.
 func (m *Maintainer) slowPathRun(ctx context.Context, img *controller.Image, run string, now time.Time) (committed, backlog int, err error) {
 	w := runWriter(img, run)
+	held := false // a file was left for its age: the ones after it wait too
 	_, err = m.uncommitted(ctx, run, w, slowPathPages, func(seq uint64, o objstore.Object) error {
 		backlog++
-		age := now.Sub(o.Modified)
-		if age < m.cfg.SlowPathGrace {
-			return nil // its writer is most likely committing it now
+		if held {
+			return nil
 		}
-		// A live writer commits its own files (deferred ones too, once the controller answers
-		// it again): the slow path takes them only when long overdue, so it does not fail a
-		// slow commit's eager batches, nor race a writer draining its backlog.
-		if writerLive(img, run) && age < liveWriterGrace {
+		// A file young enough that its writer is most likely committing it now is left; so
+		// is, while its writer is live (it commits its own files, deferred ones too, once the
+		// controller answers it again), one not long overdue, so the slow path neither fails a
+		// slow commit's eager batches nor races a writer draining its backlog. The run's later
+		// files are left with it: a store's write times need not follow the files' order
+		// (writes run concurrently), and one process's files commit in its order.
+		age := now.Sub(o.Modified)
+		if age < m.cfg.SlowPathGrace || writerLive(img, run) && age < liveWriterGrace {
+			held = true
 			return nil
 		}
 		cmd, err := m.slowCommit(ctx, run, w.Node, seq, o)
