@@ -510,7 +510,7 @@ func runSpecLogMode(ctx context.Context, o SpecLogOptions, adm *kadm.Client, api
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				offset := time.Duration(a) * time.Second / time.Duration(o.Rate) / time.Duration(o.Appenders)
+				offset := appenderOffset(a, o.Appenders, o.Rate)
 				appender(ctx, routes[sh].appends, topic, int32(sh), o.RecordSize, start.Add(offset), win.end, o.Rate, o.ClosedLoop, func() { issued.Add(1) },
 					func(t, called time.Time, d time.Duration, err error) {
 						if err != nil {
@@ -746,4 +746,10 @@ func (a *modeAcc) result(o SpecLogOptions) SpecLogMode {
 		}
 	}
 	return m
+}
+
+// appenderOffset staggers appender a of n, each appending rate records/s, across one period:
+// a/n of 1/rate seconds (a float: a rate below 1/s, or a fractional one, is a period too).
+func appenderOffset(a, n int, rate float64) time.Duration {
+	return time.Duration(float64(a) / float64(n) * float64(time.Second) / rate)
 }

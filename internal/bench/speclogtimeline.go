@@ -99,7 +99,7 @@ func SpecLogTimeline(ctx context.Context, o SpecLogOptions, scenario, admin stri
 	}
 	run := func(sh int, from, until time.Time, rate float64) {
 		for a := range o.Appenders {
-			offset := time.Duration(a) * time.Second / time.Duration(rate) / time.Duration(o.Appenders)
+			offset := appenderOffset(a, o.Appenders, rate)
 			go func() {
 				appender(ctx, routes[sh].appends, topic, int32(sh), o.RecordSize, from.Add(offset), until, rate, false, func() {}, count(sh))
 				done <- struct{}{}

@@ -88,3 +88,23 @@ func TestProducerPastHardDeadlineSendsNothing(t *testing.T) {
 			sent, p.unsent, want)
 	}
 }
+
+// The SpecLog bench staggers its appenders across one period. It divided by
+// time.Duration(rate): a rate below 1/s (--rate 0.5) made it a division by zero (a panic), and
+// 1.5/s was taken for 1/s.
+func TestAppenderOffset(t *testing.T) {
+	for _, c := range []struct {
+		a, n int
+		rate float64
+		want time.Duration
+	}{
+		{0, 10, 1000, 0},
+		{5, 10, 1000, 500 * time.Microsecond},
+		{1, 2, 0.5, time.Second},
+		{1, 3, 1.5, 222222222},
+	} {
+		if got := appenderOffset(c.a, c.n, c.rate); got != c.want {
+			t.Errorf("appenderOffset(%d, %d, %v) = %v; want %v", c.a, c.n, c.rate, got, c.want)
+		}
+	}
+}
