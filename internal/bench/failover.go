@@ -194,9 +194,18 @@ func Failover(ctx context.Context, o FailoverOptions) (*FailoverResult, error) {
 		}
 		res.Rounds = append(res.Rounds, first.Sub(k.at))
 	}
-	sorted := slices.Sorted(slices.Values(res.Rounds))
-	res.Median, res.Max = sorted[len(sorted)/2], sorted[len(sorted)-1]
+	res.Median, res.Max = medianOf(res.Rounds), slices.Max(res.Rounds)
 	return res, nil
+}
+
+// medianOf is the median of ds (not empty): the middle one, or the mean of the two middle ones.
+func medianOf(ds []time.Duration) time.Duration {
+	sorted := slices.Sorted(slices.Values(ds))
+	n := len(sorted)
+	if n%2 == 0 {
+		return (sorted[n/2-1] + sorted[n/2]) / 2
+	}
+	return sorted[n/2]
 }
 
 // partitionLeader is partition 0's leader and leader epoch, as Metadata says.

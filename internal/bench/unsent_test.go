@@ -108,3 +108,22 @@ func TestAppenderOffset(t *testing.T) {
 		}
 	}
 }
+
+// bench failover's median of an even number of rounds is the mean of the two middle ones; it
+// was the upper one (the maximum of two rounds).
+func TestMedianOf(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		in   []time.Duration
+		want time.Duration
+	}{
+		{[]time.Duration{300 * ms}, 300 * ms},
+		{[]time.Duration{400 * ms, 200 * ms}, 300 * ms},
+		{[]time.Duration{5 * ms, 1 * ms, 3 * ms}, 3 * ms},
+		{[]time.Duration{4 * ms, 1 * ms, 3 * ms, 2 * ms}, 2500 * time.Microsecond},
+	} {
+		if got := medianOf(c.in); got != c.want {
+			t.Errorf("medianOf(%v) = %v; want %v", c.in, got, c.want)
+		}
+	}
+}
