@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -25,6 +26,28 @@ const tmpPrefix = ".tmp-"
 // may share a directory.
 type Dir struct {
 	root string
+
+	// durable holds directories this process made sure are durable (their entry in their
+	// parent synced): a directory seen to exist may be another writer's, whose parent is not
+	// synced yet, so existing is not enough. Cleared when it grows past maxDurableDirs (one
+	// fsync more per directory then).
+	durableMu sync.Mutex
+	durable   map[string]bool
+}
+
+const maxDurableDirs = 4096
+
+// syncDir makes a directory's entries durable; a variable for tests.
+var syncDir = func(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("objstore: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("objstore: syncing %s: %w", dir, err)
+	}
+	return nil
 }
 
 // OpenDir opens (creating it if needed) a directory store, and removes temporary files a crash
@@ -33,7 +56,7 @@ func OpenDir(root string) (*Dir, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("objstore: %w", err)
 	}
-	d := &Dir{root: filepath.Clean(root)}
+	d := &Dir{root: filepath.Clean(root), durable: map[string]bool{}}
 	cutoff := time.Now().Add(-time.Hour)
 	_ = filepath.WalkDir(d.root, func(path string, e fs.DirEntry, err error) error {
 		if err == nil && !e.IsDir() && strings.HasPrefix(e.Name(), tmpPrefix) {
@@ -89,6 +112,14 @@ func (d *Dir) write(ctx context.Context, key string, body []byte, place func(tmp
 	rand.Read(rnd[:])
 	tmp := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A Delete (of this process or another) removed the directory once it was empty.
+		d.forget(dir)
+		if err := d.mkdirAll(dir); err != nil {
+			return err
+		}
+		f, err = os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	}
 	if err != nil {
 		return fmt.Errorf("objstore: %w", err)
 	}
@@ -105,6 +136,11 @@ func (d *Dir) write(ctx context.Context, key string, body []byte, place func(tmp
 	if err != nil {
 		os.Remove(tmp)
 		if errors.Is(err, ErrExists) {
+			// The object is there, maybe from this writer's own earlier attempt whose
+			// directory sync failed: durable before the caller goes by it.
+			if serr := syncDir(dir); serr != nil {
+				return serr
+			}
 			return err
 		}
 		return fmt.Errorf("objstore: writing %s: %w", key, err)
@@ -112,12 +148,17 @@ func (d *Dir) write(ctx context.Context, key string, body []byte, place func(tmp
 	return syncDir(dir)
 }
 
-// mkdirAll creates dir and its missing parents below the root, making each new entry durable.
+// mkdirAll creates dir and its missing parents below the root, and makes each one's entry
+// durable once per process, also when it exists already: another writer may have just created
+// it and not yet synced its parent.
 func (d *Dir) mkdirAll(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
+	if dir == d.root {
 		return nil
 	}
-	if dir == d.root {
+	d.durableMu.Lock()
+	known := d.durable[dir]
+	d.durableMu.Unlock()
+	if known {
 		return nil
 	}
 	if err := d.mkdirAll(filepath.Dir(dir)); err != nil {
@@ -126,18 +167,15 @@ func (d *Dir) mkdirAll(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("objstore: %w", err)
 	}
-	return syncDir(filepath.Dir(dir))
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("objstore: %w", err)
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return err
 	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("objstore: syncing %s: %w", dir, err)
+	d.durableMu.Lock()
+	if len(d.durable) >= maxDurableDirs {
+		clear(d.durable)
 	}
+	d.durable[dir] = true
+	d.durableMu.Unlock()
 	return nil
 }
 
@@ -215,9 +253,19 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	for dir != d.root && os.Remove(dir) == nil { // only empty ones go
+		d.forget(dir)
 		dir = filepath.Dir(dir)
 	}
 	return nil
+}
+
+// forget drops dir and its parents from the directories known durable (they may be gone).
+func (d *Dir) forget(dir string) {
+	d.durableMu.Lock()
+	defer d.durableMu.Unlock()
+	for ; dir != d.root && len(dir) > len(d.root); dir = filepath.Dir(dir) {
+		delete(d.durable, dir)
+	}
 }
 
 // List returns objects under prefix after startAfter, in key order.
