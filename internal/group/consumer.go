@@ -264,13 +264,15 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 	g := c.groups[req.Group]
 	created := g == nil
 	if g == nil {
-		if req.MemberEpoch != 0 {
-			return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
+		if req.MemberEpoch != 0 { // as Kafka: only a join creates the group
+			return fail(kerr.GroupIDNotFound, "Group %s not found.", req.Group)
 		}
 		g = newGroup(req.Group, now)
 		c.groups[req.Group] = g
 	}
-	if g.share != nil || g.streams != nil {
+	if g.share != nil || g.streams != nil || g.consumer == nil && req.MemberEpoch != 0 {
+		// Not a consumer group (a classic one is converted by a join only, as Kafka): nothing
+		// changes.
 		return fail(kerr.GroupIDNotFound, "Group %s is not a consumer group.", req.Group)
 	}
 	if g.consumer == nil && !created && len(g.members) == 0 {
@@ -402,8 +404,14 @@ func (c *Coordinator) updateConsumer(m *consumerMember, req *kmsg.ConsumerGroupH
 			m.topics, changed = topics, true
 		}
 	}
-	if req.SubscribedTopicRegex != nil && (m.regex == nil || m.regex.String() != *req.SubscribedTopicRegex) {
-		m.regex, changed = regex, true // nil for "": no regex
+	if req.SubscribedTopicRegex != nil {
+		cur := "" // "": no regex, as a member without one
+		if m.regex != nil {
+			cur = m.regex.String()
+		}
+		if cur != *req.SubscribedTopicRegex {
+			m.regex, changed = regex, true // nil for ""
+		}
 	}
 	if req.ServerAssignor != nil && *req.ServerAssignor != m.assignor {
 		m.assignor, changed = *req.ServerAssignor, true
