@@ -105,13 +105,9 @@ func sessionOf(ctx context.Context) *session {
 // refuses cross-site form posts.
 func (c *Console) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			if o := r.Header.Get("Origin"); o != "" && o != "null" {
-				if u, err := url.Parse(o); err != nil || u.Host != r.Host {
-					http.Error(w, "console: a form from another site is refused", http.StatusForbidden)
-					return
-				}
-			}
+		if r.Method == http.MethodPost && crossSite(r) {
+			http.Error(w, "console: a form from another site is refused", http.StatusForbidden)
+			return
 		}
 		if c.cfg.Login == nil || strings.HasPrefix(r.URL.Path, "/static/") || r.URL.Path == "/login" {
 			next.ServeHTTP(w, r)
@@ -137,9 +133,30 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, "login", page{Title: "Log in", Data: map[string]string{"Next": safeNext(r.URL.Query().Get("next"))}})
 }
 
-// safeNext keeps a post-login redirect on this site.
+// crossSite reports whether a form post comes from another site: by its Origin (also "null",
+// which a sandboxed frame or a data: URL sends: OWASP's CSRF cheat sheet), or by the browser's
+// Sec-Fetch-Site.
+func crossSite(r *http.Request) bool {
+	if s := r.Header.Get("Sec-Fetch-Site"); s == "cross-site" || s == "same-site" {
+		return true
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return false // not a browser's cross-site form (they send Origin with every POST)
+	}
+	u, err := url.Parse(o)
+	return err != nil || o == "null" || u.Host != r.Host
+}
+
+// safeNext keeps a post-login redirect on this site: a path, without scheme or host once a
+// browser has read it (browsers drop tabs and newlines from URLs, so "/\t/evil.example" is
+// "//evil.example" to them: any control character is refused).
 func safeNext(s string) string {
-	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") || strings.Contains(s, "\\") {
+	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") || strings.Contains(s, "\\") ||
+		strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return "/"
+	}
+	if u, err := url.Parse(s); err != nil || u.Scheme != "" || u.Host != "" {
 		return "/"
 	}
 	return s

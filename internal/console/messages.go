@@ -238,17 +238,64 @@ func show(b []byte, decode string) string {
 	}
 	switch decode {
 	case "json":
+		// Indenting grows a value with its nesting (each line gets its depth's indent): only
+		// one whose indented size is bounded is indented, and the result is cut too.
 		var buf bytes.Buffer
-		if len(b) <= maxShown && json.Indent(&buf, b, "", "  ") == nil {
+		if len(b) <= maxShown && indentedBound(b) <= 4*maxShown && json.Indent(&buf, b, "", "  ") == nil {
+			if buf.Len() > maxShown {
+				return string(runeCut(buf.Bytes(), maxShown)) + fmt.Sprintf(" … (%d bytes indented)", buf.Len())
+			}
 			return buf.String()
 		}
 	case "hex":
 		return hex.EncodeToString(cut) + suffix
 	}
-	if !utf8.Valid(cut) {
+	if !utf8.Valid(b) { // the whole value: a cut may fall inside a character
 		return "0x" + hex.EncodeToString(cut) + suffix
 	}
-	return string(cut) + suffix
+	return string(runeCut(b, maxShown)) + suffix
+}
+
+// runeCut is b cut to at most n bytes, not inside a UTF-8 character.
+func runeCut(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	for n > 0 && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return b[:n]
+}
+
+// indentedBound bounds the size of b indented by two spaces per level: every structural
+// character outside strings may start a line indented to the deepest level.
+func indentedBound(b []byte) int {
+	depth, maxDepth, structural, inString, escaped := 0, 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			maxDepth = max(maxDepth, depth)
+			structural++
+		case c == ']' || c == '}':
+			depth--
+			structural++
+		case c == ',':
+			structural++
+		}
+	}
+	return len(b) + structural*(1+2*maxDepth)
 }
 
 // MessagesPage is the messages page's data.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,8 +54,8 @@ var ObjectStages = []string{"buffer", "put", "commit", "get"}
 // snapshot is the cumulative counters at one time.
 type snapshot struct {
 	at                time.Time
-	bytesIn, bytesOut float64
-	recordsIn         float64
+	bytesIn, bytesOut map[string]float64 // per series (bySeries)
+	recordsIn         map[string]float64
 	topicRecords      map[string]float64
 	latency           map[string][]bucket            // by API
 	stages            map[string][]bucket            // produce stages
@@ -96,14 +97,13 @@ func (s *sampler) take() {
 	for _, mf := range mfs {
 		switch mf.GetName() {
 		case "runnel_topic_bytes_in_total":
-			cur.bytesIn = sum(mf)
+			cur.bytesIn = bySeries(mf)
 		case "runnel_topic_bytes_out_total":
-			cur.bytesOut = sum(mf)
+			cur.bytesOut = bySeries(mf)
 		case "runnel_topic_records_in_total":
+			cur.recordsIn = bySeries(mf)
 			for _, m := range mf.GetMetric() {
-				v := m.GetCounter().GetValue()
-				cur.recordsIn += v
-				cur.topicRecords[label(m, "topic")] = v
+				cur.topicRecords[label(m, "topic")] += m.GetCounter().GetValue()
 			}
 		case "runnel_kafka_produce_stage_seconds":
 			for _, m := range mf.GetMetric() {
@@ -135,8 +135,8 @@ func (s *sampler) take() {
 	defer s.mu.Unlock()
 	if p := s.prev; p != nil {
 		dt := cur.at.Sub(p.at).Seconds()
-		sm := sample{T: cur.at.Unix(), ProduceMBps: (cur.bytesIn - p.bytesIn) / dt / 1e6, FetchMBps: (cur.bytesOut - p.bytesOut) / dt / 1e6,
-			RecordsIn: (cur.recordsIn - p.recordsIn) / dt, ProduceP99Ms: quantileMs(p.latency["Produce"], cur.latency["Produce"], 0.99),
+		sm := sample{T: cur.at.Unix(), ProduceMBps: increase(p.bytesIn, cur.bytesIn) / dt / 1e6, FetchMBps: increase(p.bytesOut, cur.bytesOut) / dt / 1e6,
+			RecordsIn: increase(p.recordsIn, cur.recordsIn) / dt, ProduceP99Ms: quantileMs(p.latency["Produce"], cur.latency["Produce"], 0.99),
 			FetchP99Ms: quantileMs(p.latency["Fetch"], cur.latency["Fetch"], 0.99), topicRates: map[string]float64{},
 			Stages: stageQuantiles(p.stages, cur.stages), ObjectStages: stageQuantiles(p.objectStages, cur.objectStages)}
 		for t, stages := range cur.topicStages {
@@ -148,7 +148,11 @@ func (s *sampler) take() {
 			}
 		}
 		for t, v := range cur.topicRecords {
-			sm.topicRates[t] = (v - p.topicRecords[t]) / dt
+			prev := map[string]float64{}
+			if pv, ok := p.topicRecords[t]; ok {
+				prev[t] = pv
+			}
+			sm.topicRates[t] = increase(prev, map[string]float64{t: v}) / dt
 		}
 		s.samples = append(s.samples, sm)
 		if len(s.samples) > s.n {
@@ -174,12 +178,35 @@ func stageQuantiles(prev, cur map[string][]bucket) map[string][2]float64 {
 	return out
 }
 
-func sum(mf *dto.MetricFamily) float64 {
-	var v float64
+// bySeries is a counter family's values by series (its labels).
+func bySeries(mf *dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
 	for _, m := range mf.GetMetric() {
-		v += m.GetCounter().GetValue()
+		var key strings.Builder
+		for _, l := range m.GetLabel() {
+			key.WriteString(l.GetName() + "=" + l.GetValue() + ",")
+		}
+		out[key.String()] += m.GetCounter().GetValue()
 	}
-	return v
+	return out
+}
+
+// increase is how much the counters grew from prev to cur, series by series as Prometheus
+// counts it: a series gone (a deleted topic) or new since prev adds nothing, one that fell (a
+// reset) adds its value; never negative.
+func increase(prev, cur map[string]float64) float64 {
+	var d float64
+	for k, v := range cur {
+		pv, ok := prev[k]
+		switch {
+		case !ok:
+		case v >= pv:
+			d += v - pv
+		default:
+			d += v
+		}
+	}
+	return d
 }
 
 func label(m *dto.Metric, name string) string {

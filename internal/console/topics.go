@@ -170,12 +170,12 @@ func (c *Console) createTopic(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, "topics", page{Title: "Topics", Nav: "topics", Data: map[string]any{"Topics": rows}, Error: msg, Form: r.PostForm, Status: http.StatusUnprocessableEntity})
 	}
 	name := strings.TrimSpace(r.PostForm.Get("name"))
-	parts, err := strconv.Atoi(or(r.PostForm.Get("partitions"), "1"))
+	parts, err := strconv.ParseInt(or(r.PostForm.Get("partitions"), "1"), 10, 32) // beyond: refused, not wrapped
 	if err != nil || parts < 1 {
 		fail("Partitions must be a whole number of at least 1.")
 		return
 	}
-	rf, err := strconv.Atoi(or(r.PostForm.Get("replication"), "-1"))
+	rf, err := strconv.ParseInt(or(r.PostForm.Get("replication"), "-1"), 10, 16)
 	if err != nil || rf == 0 || rf < -1 {
 		fail("Replication factor must be a whole number of at least 1 (or empty: the cluster's default).")
 		return
@@ -363,7 +363,7 @@ func (c *Console) alterConfig(w http.ResponseWriter, r *http.Request) {
 func (c *Console) addPartitions(w http.ResponseWriter, r *http.Request) {
 	r.ParseForm()
 	name := r.PathValue("topic")
-	n, err := strconv.Atoi(r.PostForm.Get("count"))
+	n, err := strconv.ParseInt(r.PostForm.Get("count"), 10, 32)
 	if err != nil || n < 1 {
 		c.renderTopic(w, r, "The total number of partitions must be a whole number.", r.PostForm, http.StatusUnprocessableEntity)
 		return
@@ -373,7 +373,7 @@ func (c *Console) addPartitions(w http.ResponseWriter, r *http.Request) {
 	_, adm, err := c.client(r)
 	if err == nil {
 		var res kadm.CreatePartitionsResponses
-		if res, err = adm.UpdatePartitions(ctx, n, name); err == nil {
+		if res, err = adm.UpdatePartitions(ctx, int(n), name); err == nil {
 			if x, ok := res[name]; ok && x.Err != nil {
 				err = x.Err
 				if x.ErrMessage != "" {
