@@ -575,6 +575,8 @@ func quotaEntityOf(parts map[string]*string) (controller.QuotaEntity, error) {
 		case "client-id":
 			if name == nil {
 				e.ClientDefault = true
+			} else if *name == "" { // as Kafka's validateEntity: "Empty client-id not supported"
+				return e, fmt.Errorf("an empty client-id")
 			} else {
 				e.Client = name
 			}
@@ -582,6 +584,9 @@ func quotaEntityOf(parts map[string]*string) (controller.QuotaEntity, error) {
 			if name == nil {
 				e.IPDefault = true
 				continue
+			}
+			if *name == "" {
+				return e, fmt.Errorf("an empty ip")
 			}
 			addr, err := netip.ParseAddr(*name)
 			if err != nil {
@@ -636,8 +641,13 @@ func handleAlterClientQuotas(ctx context.Context, r *request) reply {
 		}
 		seen[ent.Key()] = true
 		alt := controller.QuotaAlteration{Entity: ent, Set: map[string]float64{}}
+		keys := map[string]bool{}
 		for _, op := range e.Ops {
+			dup := keys[op.Key]
+			keys[op.Key] = true
 			switch {
+			case dup: // as Kafka: the entity is left as it is
+				fail(kerr.InvalidRequest.Code, "Duplicate quota key %s for %s", op.Key, ent)
 			case !slices.Contains(ent.KeysFor(), op.Key):
 				fail(kerr.InvalidRequest.Code, "Invalid configuration key %s for %s (supported: %s)", op.Key, ent, strings.Join(ent.KeysFor(), ", "))
 			case op.Remove:
@@ -648,6 +658,9 @@ func handleAlterClientQuotas(ctx context.Context, r *request) reply {
 				fail(kerr.InvalidRequest.Code, "Invalid value %v for %s", op.Value, op.Key)
 			case op.Key == controller.QuotaConnectionCreationRate && (op.Value != math.Trunc(op.Value) || op.Value > math.MaxInt32):
 				fail(kerr.InvalidRequest.Code, "Invalid value %v for %s: it must be an integer", op.Value, op.Key)
+			case (op.Key == controller.QuotaProducerByteRate || op.Key == controller.QuotaConsumerByteRate) && op.Value != math.Trunc(op.Value):
+				// Long configs in Kafka (getErrorForIntegralQuotaValue).
+				fail(kerr.InvalidRequest.Code, "%s cannot be a fractional value: %v", op.Key, op.Value)
 			default:
 				alt.Set[op.Key] = op.Value
 			}
@@ -697,6 +710,8 @@ func handleDescribeClientQuotas(_ context.Context, r *request) reply {
 	for _, c := range req.Components {
 		_, inExact := exact[c.EntityType]
 		switch {
+		case c.EntityType == "": // as Kafka's ClientQuotasImage.describe, before the type's check
+			return fail(kerr.InvalidRequest.Code, "Invalid empty entity type.")
 		case c.EntityType != "user" && c.EntityType != "client-id" && c.EntityType != "ip":
 			return fail(kerr.UnsupportedVersion.Code, "Unsupported entity type "+c.EntityType)
 		case inExact || any[c.EntityType]:

@@ -314,7 +314,7 @@ func handleDescribeTransactions(_ context.Context, r *request) reply {
 			continue
 		}
 		st.State, st.TimeoutMillis, st.ProducerID, st.ProducerEpoch = t.State.String(), t.TimeoutMs, t.ProducerID, t.Epoch
-		if t.State == txncoord.Ongoing || t.State == txncoord.PrepareCommit || t.State == txncoord.PrepareAbort {
+		if t.State != txncoord.Empty { // as Kafka, a completed transaction keeps its start
 			st.StartTimestamp = t.StartMs
 		}
 		for _, tp := range sortedTPs(t.Partitions) {
@@ -354,6 +354,16 @@ func handleListTransactions(_ context.Context, r *request) reply {
 			return reply{resp: resp}
 		}
 		pattern = re
+	}
+	// As Kafka, a state filter that names no transaction state is reported back.
+	known := map[string]bool{}
+	for s := txncoord.State(0); s <= txncoord.PrepareEpochFence; s++ {
+		known[s.String()] = true
+	}
+	for _, f := range req.StateFilters {
+		if !known[f] && !slices.Contains(resp.UnknownStateFilters, f) {
+			resp.UnknownStateFilters = append(resp.UnknownStateFilters, f)
+		}
 	}
 	now := timeNow().UnixMilli()
 	d := r.conn.b.txns
