@@ -337,6 +337,15 @@ func ResetOffsets(ctx context.Context, adm *kadm.Client, group, topic string, pa
 	if err := listed.Error(); err != nil {
 		return nil, err
 	}
+	var starts kadm.ListedOffsets // an offset asked for is kept within [start, end], as Kafka's tool
+	if to.Offset != nil {
+		if starts, err = adm.ListStartOffsets(ctx, topic); err != nil {
+			return nil, err
+		}
+		if err := starts.Error(); err != nil {
+			return nil, err
+		}
+	}
 	want := map[int32]bool{}
 	for _, p := range partitions {
 		want[p] = true
@@ -348,7 +357,10 @@ func ResetOffsets(ctx context.Context, adm *kadm.Client, group, topic string, pa
 		}
 		at := o.Offset
 		if to.Offset != nil {
-			at = *to.Offset
+			at = min(*to.Offset, o.Offset) // o: the end
+			if st, ok := starts.Lookup(topic, o.Partition); ok {
+				at = max(at, st.Offset)
+			}
 		}
 		offsets.Add(kadm.Offset{Topic: topic, Partition: o.Partition, At: at, LeaderEpoch: -1})
 	})

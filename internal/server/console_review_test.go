@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/runnel-dev/runnel/internal/server"
@@ -66,9 +67,10 @@ func reviewSetup(t *testing.T) (*secureBroker, *kadm.Client, string) {
 	return b, adm, "http://" + b.s.AdminAddr()
 }
 
-// The create form's replication factor and partitions are parsed as int and then truncated to
-// int16 / int32: 65537 replicas become 1 (and 65535 the cluster default), 4294967298 partitions
-// become 2. A request the broker must refuse (INVALID_REPLICATION_FACTOR) creates a topic.
+// The create form's replication factor and partitions were parsed as int and then truncated
+// to int16 / int32: 65537 replicas became 1 (and 65535 the cluster default), 4294967298
+// partitions became 2. A request the broker must refuse (INVALID_REPLICATION_FACTOR) created a
+// topic.
 func TestCreateTopicIntOverflow(t *testing.T) {
 	b, _, base := reviewSetup(t)
 	hc := reviewConsoleUser(t, base, "admin", "admin-secret")
@@ -103,8 +105,8 @@ func TestCreateTopicIntOverflow(t *testing.T) {
 	}
 }
 
-// The login's post-login redirect (next) must stay on this site: "/\t/evil.example" passes
-// safeNext and is sent as the Location, which a browser follows to //evil.example.
+// The login's post-login redirect (next) must stay on this site: "/\t/evil.example" passed
+// safeNext and was sent as the Location, which a browser follows to //evil.example.
 func TestLoginOpenRedirect(t *testing.T) {
 	_, _, base := reviewSetup(t)
 	reviewConsoleUser(t, base, "viewer", "viewer-pw") // the viewer can log in
@@ -119,5 +121,38 @@ func TestLoginOpenRedirect(t *testing.T) {
 	asBrowser := strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(loc)
 	if strings.HasPrefix(asBrowser, "//") {
 		t.Fatalf("after login: %s, Location %q: a browser goes to %q", resp.Status, loc, asBrowser)
+	}
+}
+
+// A group reset "to an offset" beyond the partition's end commits the end, as Kafka's
+// kafka-consumer-groups --reset-offsets --to-offset clamps it (and to the start below it);
+// Runnel committed the offset asked for, and the page then showed a lag of 0.
+func TestResetToOffsetIsClamped(t *testing.T) {
+	b, adm, base := reviewSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pcl := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil)
+	for range 3 {
+		if err := pcl.ProduceSync(ctx, &kgo.Record{Topic: "visible", Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "visible", Partition: 0, At: 1, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+	hc := reviewConsoleUser(t, base, "admin", "admin-secret")
+	resp, err := hc.PostForm(base+"/groups/g/reset", url.Values{"topic": {"visible"}, "to": {"offset"}, "offset": {"1000"}, "confirm": {"yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	fetched, err := adm.FetchOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := fetched.Lookup("visible", 0); ok && o.At > 3 {
+		t.Fatalf("reset to offset 1000 of a partition ending at 3 (%s): committed %d, want 3 (Kafka clamps to the end)", resp.Status, o.At)
 	}
 }
