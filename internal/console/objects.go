@@ -22,8 +22,8 @@ type JournalRun struct {
 }
 
 // objects shows object topics' journal backlog, run by run, and the node's object stages. The
-// journal is cluster state, so the user must be allowed to describe the cluster (DescribeCluster
-// asks the broker).
+// journal is cluster state, so the user must be allowed to describe the cluster (the broker's
+// DescribeCluster tells the cluster's authorized operations).
 func (c *Console) objects(w http.ResponseWriter, r *http.Request) {
 	var data struct {
 		Configured bool
@@ -36,9 +36,16 @@ func (c *Console) objects(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	cl, _, err := c.client(r)
 	if err == nil {
+		// Any client may use DescribeCluster (as in Kafka): the cluster's authorized
+		// operations, told only to a principal allowed to describe it, decide.
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.IncludeClusterAuthorizedOperations = true
 		var resp *kmsg.DescribeClusterResponse
-		if resp, err = kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl); err == nil {
+		if resp, err = req.RequestWith(ctx, cl); err == nil {
 			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err == nil && resp.ClusterAuthorizedOperations&(1<<int(kmsg.ACLOperationDescribe)) == 0 {
+			err = kerr.ClusterAuthorizationFailed
 		}
 	}
 	if err == nil && c.cfg.Journal != nil {

@@ -156,3 +156,28 @@ func TestResetToOffsetIsClamped(t *testing.T) {
 		t.Fatalf("reset to offset 1000 of a partition ending at 3 (%s): committed %d, want 3 (Kafka clamps to the end)", resp.Status, o.At)
 	}
 }
+
+// docs/console.md: Object storage "Needs DESCRIBE on the cluster (DescribeCluster asks the
+// broker)". But DescribeCluster never refuses (as Kafka: any client may describe the cluster;
+// DESCRIBE only gates the authorized operations), so a user allowed one topic's DESCRIBE saw
+// the cluster's whole object-store journal. The page now goes by the cluster's authorized
+// operations.
+func TestObjectsPageNeedsClusterDescribe(t *testing.T) {
+	b, adm, base := reviewSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Some object-topic traffic, so the journal has the node's run.
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"runnel.storage": kadm.StringPtr("object")}, "objs"); err != nil {
+		t.Fatal(err)
+	}
+	pcl := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil)
+	if err := pcl.ProduceSync(ctx, &kgo.Record{Topic: "objs", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The viewer has no ACL on the cluster.
+	hc := reviewConsoleUser(t, base, "viewer", "viewer-pw")
+	_, body := reviewGet(t, hc, base+"/objects")
+	if strings.Contains(body, `id="journal-total"`) || strings.Contains(body, `id="journal"`) {
+		t.Fatalf("a user without DESCRIBE on the cluster sees the object-store journal: %s", section(body, `id="journal"`))
+	}
+}
