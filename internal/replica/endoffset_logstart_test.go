@@ -1,15 +1,10 @@
 package replica
 
 import (
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/batch"
-	"github.com/runnel-dev/runnel/internal/controller"
-	"github.com/runnel-dev/runnel/internal/logstore"
-	"github.com/runnel-dev/runnel/internal/transport"
-	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
 // Kafka's UnifiedLog.maybeIncrementLogStartOffset (the path of DeleteRecords and retention)
@@ -20,24 +15,7 @@ import (
 // moves to 15: Kafka answers epoch 1 -> (1, 15), epoch 0 -> (0, 15), epoch 2 -> (2, 20). Runnel
 // answered (1, 10) and (0, 0), below the log start.
 func TestEndOffsetForFollowsTheLogStart(t *testing.T) {
-	dir := t.TempDir()
-	flusher := logstore.NewFlusher(1)
-	defer flusher.Close()
-	cfg := logstore.DefaultConfig()
-	cfg.Preallocate = false
-	l, err := logstore.Open(logstore.Options{FS: vfs.Default, Dir: dir, Config: cfg, Flusher: flusher, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	m := NewManager(Config{NodeID: 1, TickInterval: -1, Now: time.Now, Logger: slog.New(slog.DiscardHandler),
-		Send: func(int32, transport.Kind, []byte) {}})
-	defer m.Close()
-	ref := controller.PartitionRef{Partition: 0}
-	r, err := m.Add(ref, "t", l, vfs.Default, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, r, l, ref := soloReplica(t)
 	records := func(n int) []byte {
 		var body []byte
 		for i := 0; i < n; i++ {

@@ -18,24 +18,7 @@ import (
 // won it back, the log possibly truncated in between), that runner's no-op is refused, and
 // the new epoch's goes in.
 func TestAppendNoOpKeepsToItsEpoch(t *testing.T) {
-	dir := t.TempDir()
-	flusher := logstore.NewFlusher(1)
-	defer flusher.Close()
-	cfg := logstore.DefaultConfig()
-	cfg.Preallocate = false
-	l, err := logstore.Open(logstore.Options{FS: vfs.Default, Dir: dir, Config: cfg, Flusher: flusher, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	m := NewManager(Config{NodeID: 1, TickInterval: -1, Now: time.Now, Logger: slog.New(slog.DiscardHandler),
-		Send: func(int32, transport.Kind, []byte) {}})
-	defer m.Close()
-	ref := controller.PartitionRef{Partition: 0}
-	r, err := m.Add(ref, "t", l, vfs.Default, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, r, l, ref := soloReplica(t)
 	lead := func(epoch int32) {
 		m.Assign(ref, Assignment{Role: RoleLeader, Epoch: epoch, Leader: 1, Sets: [][]int32{{1}}, ISR: []int32{1}, MinISR: 1})
 	}
@@ -53,4 +36,29 @@ func TestAppendNoOpKeepsToItsEpoch(t *testing.T) {
 	if end := l.EndOffset(); end != 6 {
 		t.Fatalf("log end %d, want 6 (two no-op entries of 3 slots)", end)
 	}
+}
+
+// soloReplica is partition 0 of topic t hosted alone on node 1 (no peers, no ticks), with its
+// log on disk in a temp dir: for tests that drive one replica's leadership by hand.
+func soloReplica(t *testing.T) (*Manager, *Replica, *logstore.Log, controller.PartitionRef) {
+	t.Helper()
+	dir := t.TempDir()
+	flusher := logstore.NewFlusher(1)
+	t.Cleanup(flusher.Close)
+	cfg := logstore.DefaultConfig()
+	cfg.Preallocate = false
+	l, err := logstore.Open(logstore.Options{FS: vfs.Default, Dir: dir, Config: cfg, Flusher: flusher, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	m := NewManager(Config{NodeID: 1, TickInterval: -1, Now: time.Now, Logger: slog.New(slog.DiscardHandler),
+		Send: func(int32, transport.Kind, []byte) {}})
+	t.Cleanup(m.Close)
+	ref := controller.PartitionRef{Partition: 0}
+	r, err := m.Add(ref, "t", l, vfs.Default, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, r, l, ref
 }
