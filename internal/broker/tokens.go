@@ -87,9 +87,17 @@ func (b *Broker) tokenByHMAC(mac []byte) (*controller.DelegationToken, bool) {
 	return nil, false
 }
 
-// ownerOrRenewer is Kafka's test of who may renew, expire and see a token.
+// ownerOrRenewer is Kafka's test of who may see a token (TokenInformation.ownerOrRenewer):
+// its owner, its requester and its renewers.
 func ownerOrRenewer(t *controller.DelegationToken, principal string) bool {
 	return principal == t.Owner || principal == t.Requester || slices.Contains(t.Renewers, principal)
+}
+
+// mayRenew is Kafka's test of who may renew or expire a token (the controller's
+// allowedToRenew): its owner and its renewers, not the requester that created it for another
+// owner.
+func mayRenew(t *controller.DelegationToken, principal string) bool {
+	return principal == t.Owner || slices.Contains(t.Renewers, principal)
 }
 
 func splitPrincipal(p string) (typ, name string) {
@@ -179,8 +187,10 @@ func (b *Broker) tokenExpiry() time.Duration {
 	return DefaultTokenExpiry
 }
 
-// changeToken renews or expires the token of mac by period (negative: renew by the default
-// expiry time, or expire now), for the request's principal. It returns the new expiry.
+// changeToken renews or expires the token of mac by period, for the request's principal, as
+// Kafka's controller does: a renewal is by delegation.token.expiry.time.ms, or by a positive
+// period up to that; an expiry is in period from now (negative: now). Both stop at the token's
+// maximum. It returns the new expiry.
 func changeToken(ctx context.Context, r *request, mac []byte, period int64, expire bool) (int64, int16) {
 	c := r.conn
 	if e := c.tokenRefusal(); e != nil {
@@ -191,10 +201,10 @@ func changeToken(ctx context.Context, r *request, mac []byte, period int64, expi
 	switch {
 	case !ok:
 		return -1, kerr.DelegationTokenNotFound.Code
-	case !ownerOrRenewer(t, c.principal):
-		return -1, kerr.DelegationTokenOwnerMismatch.Code
 	case t.ExpiryMs < now || t.MaxMs < now:
 		return -1, kerr.DelegationTokenExpired.Code
+	case !mayRenew(t, c.principal):
+		return -1, kerr.DelegationTokenOwnerMismatch.Code
 	}
 	ch := &controller.TokenChange{ID: t.ID, NowMs: now}
 	op := controller.OpRenewToken
@@ -204,8 +214,12 @@ func changeToken(ctx context.Context, r *request, mac []byte, period int64, expi
 	switch {
 	case expire && period < 0:
 		ch.ExpiryMs = now
-	case period < 0:
-		ch.ExpiryMs = now + c.b.tokenExpiry().Milliseconds()
+	case !expire:
+		renew := c.b.tokenExpiry().Milliseconds()
+		if period > 0 {
+			renew = min(renew, period)
+		}
+		ch.ExpiryMs = now + min(renew, max(t.MaxMs-now, 0))
 	default: // capped at the token's max (the apply caps too); no overflow for huge periods
 		ch.ExpiryMs = now + min(period, max(t.MaxMs-now, 0))
 	}

@@ -23,7 +23,8 @@ import (
 // SCRAM client. A super user creates a token owned by alice; a client authenticating with it
 // (SCRAM-SHA-512, tokenauth=true) is alice: her ACLs let it produce to her topic and not to
 // another. A connection authenticated with a token, or over PLAINTEXT, may not ask for tokens.
-// Who may see, renew and expire a token is Kafka's: its owner, requester and renewers. An
+// Who may see a token is Kafka's: its owner, requester and renewers; who may renew and expire
+// it too: its owner and renewers, not the requester. An
 // expired token no longer authenticates, and a node without a secret key has tokens off.
 func TestDelegationTokens(t *testing.T) {
 	b := startSecureBroker(t, func(c *server.Config) {
@@ -123,8 +124,11 @@ func TestDelegationTokens(t *testing.T) {
 	if _, err := alice.RenewDelegationToken(ctx, []byte("not a token's hmac"), time.Hour); !errors.Is(err, kerr.DelegationTokenNotFound) {
 		t.Errorf("renewing an unknown HMAC: %v; want DELEGATION_TOKEN_NOT_FOUND", err)
 	}
-	if _, err := admin.ExpireDelegationToken(ctx, tok.HMAC, -time.Millisecond); err != nil {
-		t.Fatalf("the requester expiring alice's token now: %v", err)
+	if _, err := admin.ExpireDelegationToken(ctx, tok.HMAC, -time.Millisecond); !errors.Is(err, kerr.DelegationTokenOwnerMismatch) {
+		t.Errorf("the requester expiring alice's token: %v; want DELEGATION_TOKEN_OWNER_MISMATCH", err)
+	}
+	if _, err := alice.ExpireDelegationToken(ctx, tok.HMAC, -time.Millisecond); err != nil {
+		t.Fatalf("alice expiring her token now: %v", err)
 	}
 	if got, _ := alice.DescribeDelegationTokens(ctx); len(got) != 0 {
 		t.Errorf("alice still describes %d tokens after hers expired", len(got))
