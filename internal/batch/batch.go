@@ -261,7 +261,7 @@ func checkRecords(b []byte, count int32) (int64, error) {
 		if rec.OffsetDelta != i {
 			return 0, corrupt("records", "record %d has offset delta %d", i, rec.OffsetDelta)
 		}
-		if err := checkHeaderKeys(rec.Headers, rec.HeaderCount); err != nil {
+		if err := rec.checkHeaderKeys(); err != nil {
 			return 0, corrupt("records", "record %d: %v", i, err)
 		}
 		maxDelta = max(maxDelta, rec.TimestampDelta)

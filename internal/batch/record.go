@@ -17,6 +17,8 @@ type Record struct {
 	Value          []byte // nil when the value is null (a tombstone)
 	HeaderCount    int32
 	Headers        []byte // the encoded headers
+
+	nullHeaderKey int32 // 1 + the index of the first header with a null key; 0: none
 }
 
 var (
@@ -65,8 +67,11 @@ func (r *RecordReader) Next(rec *Record) bool {
 	rec.Value = f.bytes()
 	rec.HeaderCount = int32(f.varint())
 	hstart := len(r.b[n:end]) - len(f.b)
+	rec.nullHeaderKey = 0
 	for i := int32(0); i < rec.HeaderCount && f.err == nil; i++ {
-		f.bytes() // header key
+		if k := f.bytes(); k == nil && f.err == nil && rec.nullHeaderKey == 0 {
+			rec.nullHeaderKey = i + 1
+		}
 		f.bytes() // header value
 	}
 	if f.err == nil && rec.HeaderCount < 0 {
@@ -85,21 +90,13 @@ func (r *RecordReader) Next(rec *Record) bool {
 }
 
 // checkHeaderKeys reports a header with a null key: a header key is a string, never null
-// (Kafka's DefaultRecord refuses a negative header key size). headers is a record's encoded
-// headers as Next gave them.
-func checkHeaderKeys(headers []byte, count int32) error {
-	f := fieldReader{b: headers}
-	for i := int32(0); i < count && f.err == nil; i++ {
-		if l := f.varint(); f.err == nil && l < 0 {
-			return fmt.Errorf("header %d has a negative key size %d", i, l)
-		} else if f.err == nil && l > int64(len(f.b)) {
-			return errBadLength
-		} else if f.err == nil {
-			f.b = f.b[l:]
-		}
-		f.bytes() // value
+// (Kafka's DefaultRecord refuses a negative header key size). Next found it while walking the
+// headers.
+func (rec *Record) checkHeaderKeys() error {
+	if rec.nullHeaderKey != 0 {
+		return fmt.Errorf("header %d has a null key", rec.nullHeaderKey-1)
 	}
-	return f.err
+	return nil
 }
 
 // fieldReader decodes record fields with a sticky error: after a failure every read returns zero.
