@@ -148,3 +148,18 @@ func TestConfigFile(t *testing.T) {
 		t.Errorf("applyConfigFile(unknown key) = %v; want an error naming it", err)
 	}
 }
+
+// --console-hosts (or RUNNEL_CONSOLE_HOSTS) reaches the server's config as a list.
+func TestServeConsoleHosts(t *testing.T) {
+	t.Setenv("RUNNEL_CONSOLE_HOSTS", " console.example, kafka.example:9644 ,")
+	f := serveFlags{dataDir: "d", kafkaAddr: "h:1", adminAddr: "h:2", logLevel: "info", logFormat: "text", numPartitions: 1, autoLeaderRebalance: true}
+	flags := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(flags)
+	if err := applyEnv(flags); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.config(io.Discard, io.Discard)
+	if got := strings.Join(cfg.ConsoleHosts, " "); err != nil || got != "console.example kafka.example:9644" {
+		t.Fatalf("RUNNEL_CONSOLE_HOSTS=' console.example, kafka.example:9644 ,': ConsoleHosts %q, %v; want [console.example kafka.example:9644]", cfg.ConsoleHosts, err)
+	}
+}

@@ -76,6 +76,7 @@ type serveFlags struct {
 	tlsCert, tlsKey, tlsClientCA, tlsClientAuth string
 	principalRules                              string
 	clusterTLS, adminTLS, speclogTLS            bool
+	consoleHosts                                string
 	saslMechanisms                              string
 	oauthJWKS, oauthAudience, oauthIssuer       string
 	oauthSubClaim                               string
@@ -153,6 +154,7 @@ func (f *serveFlags) registerSecurity(flags *pflag.FlagSet) {
 	flags.StringVar(&f.principalRules, "ssl-principal-mapping-rules", "", "Kafka's ssl.principal.mapping.rules: how a client certificate's subject becomes its principal (RULE:pattern/replacement/[LU],...,DEFAULT; default: the whole subject)")
 	flags.BoolVar(&f.clusterTLS, "cluster-tls", false, "node-to-node traffic over TLS; peers present certificates signed by --tls-client-ca-file")
 	flags.BoolVar(&f.adminTLS, "admin-tls", false, "serve the admin endpoint over HTTPS")
+	flags.StringVar(&f.consoleHosts, "console-hosts", "", `more host names the web console answers under, comma-separated (a proxy's, a DNS alias; "*": any), besides IP addresses, localhost, the machine's host name and the listeners' and advertised ones`)
 	flags.BoolVar(&f.speclogTLS, "speclog-tls", false, "serve the SpecLog API (total-order topics) over TLS")
 	flags.StringVar(&f.saslMechanisms, "sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, GSSAPI (PLAIN is checked against the SCRAM credentials; OAUTHBEARER against --sasl-oauthbearer-jwks-endpoint-url; GSSAPI is Kerberos, with --sasl-kerberos-keytab)")
 	flags.StringVar(&f.krbKeytab, "sasl-kerberos-keytab", "", "GSSAPI: the keytab with this node's Kerberos keys (the keyTab of Kafka's JAAS KafkaServer section)")
@@ -218,6 +220,11 @@ func (f *serveFlags) securityConfig(cfg *server.Config) error {
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, cfg.TLSClientAuth = f.tlsCert, f.tlsKey, f.tlsClientCA, f.tlsClientAuth
 	cfg.SSLPrincipalMappingRules = f.principalRules
 	cfg.ClusterTLS, cfg.AdminTLS, cfg.SpecLogTLS = f.clusterTLS, f.adminTLS, f.speclogTLS
+	for _, h := range strings.Split(f.consoleHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.ConsoleHosts = append(cfg.ConsoleHosts, h)
+		}
+	}
 	cfg.Authorizer, cfg.SuperUsers, cfg.AllowEveryoneIfNoACL = f.authorizer, f.superUsers, f.allowIfNoACL
 	return nil
 }

@@ -70,11 +70,16 @@ type Config struct {
 	TotalOrder func(ctx context.Context, topic string) (*TotalOrder, error)
 	// Journal lists object topics' journal backlog (nil: no object store).
 	Journal func(ctx context.Context) ([]JournalRun, error)
+	// Hosts are the host names (host or host:port) the console is served under: a request
+	// whose Host header names another is refused (DNS rebinding, hosts.go). An IP address and
+	// localhost are always served; "*" serves every name.
+	Hosts []string
 }
 
 // Console serves the pages.
 type Console struct {
 	cfg   Config
+	hosts hostSet
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 
@@ -82,6 +87,10 @@ type Console struct {
 	cl       *kgo.Client
 	sampler  *sampler
 	sessions sessions
+
+	stopSweep chan struct{} // closed by Close (nil without Login)
+	swept     sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // New returns the console; Close stops it.
@@ -89,7 +98,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Console{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
+	c := &Console{cfg: cfg, hosts: newHostSet(cfg.Hosts), pages: map[string]*template.Template{}, mux: http.NewServeMux()}
 	funcs := template.FuncMap{
 		"join":     strings.Join,
 		"bytes":    humanBytes,
@@ -147,6 +156,10 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Gatherer != nil {
 		c.sampler = newSampler(cfg.Gatherer, 2*time.Second, 150)
 	}
+	if cfg.Login != nil {
+		c.stopSweep = make(chan struct{})
+		c.swept.Go(func() { c.sweepSessions(c.stopSweep) })
+	}
 	return c, nil
 }
 
@@ -156,10 +169,15 @@ func (c *Console) Handler() http.Handler { return c.guard(c.mux) }
 // Paths are the path patterns the console serves, for registering it on a mux.
 var Paths = []string{"/{$}", "/login", "/logout", "/topics", "/topics/", "/groups", "/groups/", "/transactions", "/objects", "/static/", "/api/v1/"}
 
-// Close stops the sampler and closes the Kafka client.
+// Close stops the sampler and the session sweeper, and closes the Kafka clients (the console's
+// and every session's).
 func (c *Console) Close() {
 	if c.sampler != nil {
 		c.sampler.stop()
+	}
+	if c.stopSweep != nil {
+		c.closeOnce.Do(func() { close(c.stopSweep) })
+		c.swept.Wait()
 	}
 	c.sessions.closeAll()
 	c.mu.Lock()

@@ -1,9 +1,12 @@
 package console
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestShowKeepsPagesLight(t *testing.T) {
@@ -49,4 +52,38 @@ func TestParseConfigs(t *testing.T) {
 	if _, err := parseConfigs("novalue"); err == nil {
 		t.Fatal("a line without = accepted")
 	}
+}
+
+// Record headers are an ordered list whose keys may repeat (KIP-82): the records API and the
+// messages page show every one, in order.
+func TestMessageShowsEveryHeader(t *testing.T) {
+	rec := &kgo.Record{Value: []byte("v"), Headers: []kgo.RecordHeader{
+		{Key: "hop", Value: []byte("first")}, {Key: "trace", Value: []byte{0xff}}, {Key: "hop", Value: []byte("second")}}}
+	m := message(rec, "text")
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"headers":[{"key":"hop","value":"first"},{"key":"trace","value":"0xff"},{"key":"hop","value":"second"}]`; !strings.Contains(string(b), want) {
+		t.Errorf("records API: %s; want %s", b, want)
+	}
+	c := reviewConsole(t, false)
+	w := httptest.NewRecorder()
+	c.render(w, httptest.NewRequest("GET", "/topics/t/messages", nil), "messages", page{Data: MessagesPage{Topic: "t", Messages: []Message{m}}})
+	body := w.Body.String()
+	first, second := strings.Index(body, "<code>hop</code>=first"), strings.Index(body, "<code>hop</code>=second")
+	if first < 0 || second < first || !strings.Contains(body, "<code>trace</code>=0xff") {
+		t.Errorf("messages page, headers hop=first, trace=0xff, hop=second: %s", section(body, `id="messages"`))
+	}
+}
+
+// section is the part of an HTML page from marker on, for a failure message.
+func section(body, marker string) string {
+	if i := strings.Index(body, marker); i >= 0 {
+		body = body[i:]
+	}
+	if len(body) > 2000 {
+		body = body[:2000]
+	}
+	return body
 }

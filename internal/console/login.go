@@ -35,7 +35,14 @@ const (
 	sessionCookie = "runnel_console"
 	sessionIdle   = 30 * time.Minute
 	sessionMax    = 8 * time.Hour
+	// maxUserSessions is how many sessions one user may have: a login past it ends the user's
+	// least recently used one, so logins in a loop cannot fill the node's memory with clients.
+	maxUserSessions = 16
 )
+
+// sessionSweep is how often sessions that ended (idle or too old) are removed and their Kafka
+// clients closed, used again or not.
+var sessionSweep = time.Minute
 
 // session is a logged-in user: its Kafka client authenticated as the user.
 type session struct {
@@ -45,9 +52,16 @@ type session struct {
 	created, last time.Time
 }
 
+func (ss *session) expired(now time.Time) bool {
+	return now.Sub(ss.last) > sessionIdle || now.Sub(ss.created) > sessionMax
+}
+
+// sessions are the logged-in users. The map owns each session's client: whoever removes a
+// session from it closes the client, outside mu.
 type sessions struct {
-	mu sync.Mutex
-	m  map[string]*session
+	mu     sync.Mutex
+	m      map[string]*session
+	closed bool // the console is closed: a login that ends now is not kept
 }
 
 func (s *sessions) get(id string, now time.Time) *session {
@@ -57,22 +71,47 @@ func (s *sessions) get(id string, now time.Time) *session {
 	if ss == nil {
 		return nil
 	}
-	if now.Sub(ss.last) > sessionIdle || now.Sub(ss.created) > sessionMax {
+	if ss.expired(now) {
 		delete(s.m, id)
-		go ss.cl.Close()
+		go ss.cl.Close() // not on the request's way
 		return nil
 	}
 	ss.last = now
 	return ss
 }
 
+// add keeps ss, ending its user's least recently used session when the user has
+// maxUserSessions already.
 func (s *sessions) add(ss *session) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	if s.closed {
+		s.mu.Unlock()
+		ss.cl.Close()
+		return
+	}
 	if s.m == nil {
 		s.m = map[string]*session{}
 	}
+	var n int
+	var lru *session
+	for _, o := range s.m {
+		if o.user == ss.user {
+			n++
+			if lru == nil || o.last.Before(lru.last) {
+				lru = o
+			}
+		}
+	}
+	if n < maxUserSessions {
+		lru = nil
+	} else {
+		delete(s.m, lru.id)
+	}
 	s.m[ss.id] = ss
+	s.mu.Unlock()
+	if lru != nil {
+		lru.cl.Close()
+	}
 }
 
 func (s *sessions) drop(id string) {
@@ -85,12 +124,46 @@ func (s *sessions) drop(id string) {
 	}
 }
 
+// sweep removes the sessions that ended by now and closes their clients; it returns how many.
+func (s *sessions) sweep(now time.Time) int {
+	var ended []*session
+	s.mu.Lock()
+	for id, ss := range s.m {
+		if ss.expired(now) {
+			delete(s.m, id)
+			ended = append(ended, ss)
+		}
+	}
+	s.mu.Unlock()
+	for _, ss := range ended {
+		ss.cl.Close()
+	}
+	return len(ended)
+}
+
 func (s *sessions) closeAll() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id, ss := range s.m {
+	all := s.m
+	s.m, s.closed = nil, true
+	s.mu.Unlock()
+	for _, ss := range all {
 		ss.cl.Close()
-		delete(s.m, id)
+	}
+}
+
+// sweepSessions sweeps the sessions every sessionSweep until stop is closed.
+func (c *Console) sweepSessions(stop <-chan struct{}) {
+	t := time.NewTicker(sessionSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			if n := c.sessions.sweep(now); n > 0 {
+				c.cfg.Logger.Debug("console: sessions ended", "sessions", n)
+			}
+		}
 	}
 }
 
@@ -102,9 +175,13 @@ func sessionOf(ctx context.Context) *session {
 }
 
 // guard lets a request through once it belongs to a session (or always, without Login), and
-// refuses cross-site form posts.
+// refuses requests for another host name (hosts.go) and cross-site form posts.
 func (c *Console) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !c.hosts.serves(r.Host) {
+			refuseHost(w, r)
+			return
+		}
 		if r.Method == http.MethodPost && crossSite(r) {
 			http.Error(w, "console: a form from another site is refused", http.StatusForbidden)
 			return

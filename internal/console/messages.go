@@ -22,14 +22,21 @@ const maxShown = 16 << 10
 
 // Message is a record as the messages page shows it.
 type Message struct {
-	Partition int32             `json:"partition"`
-	Offset    int64             `json:"offset"`
-	Timestamp time.Time         `json:"timestamp"`
-	Key       string            `json:"key"`
-	Value     string            `json:"value"`
-	KeySize   int               `json:"key_size"`
-	ValueSize int               `json:"value_size"`
-	Headers   map[string]string `json:"headers,omitempty"`
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Timestamp time.Time `json:"timestamp"`
+	Key       string    `json:"key"`
+	Value     string    `json:"value"`
+	KeySize   int       `json:"key_size"`
+	ValueSize int       `json:"value_size"`
+	// Headers are the record's headers in their order; a key may repeat (KIP-82).
+	Headers []Header `json:"headers,omitempty"`
+}
+
+// Header is one record header, its value shown as text (hex when it is not UTF-8).
+type Header struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // Browse says which records to read.
@@ -214,10 +221,7 @@ func message(rec *kgo.Record, decode string) Message {
 	m := Message{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, KeySize: len(rec.Key), ValueSize: len(rec.Value),
 		Key: show(rec.Key, decode), Value: show(rec.Value, decode)}
 	for _, h := range rec.Headers {
-		if m.Headers == nil {
-			m.Headers = map[string]string{}
-		}
-		m.Headers[h.Key] = show(h.Value, "text")
+		m.Headers = append(m.Headers, Header{Key: h.Key, Value: show(h.Value, "text")})
 	}
 	return m
 }

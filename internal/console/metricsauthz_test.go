@@ -40,7 +40,7 @@ func TestMetricsAPITopicStagesNeedDescribe(t *testing.T) {
 	h.WithLabelValues("secret", "append").Observe(0.005) // produced to between two samples
 	time.Sleep(2500 * time.Millisecond)
 
-	req := httptest.NewRequest("GET", "/api/v1/metrics?topic=secret", nil)
+	req := httptest.NewRequest("GET", "http://127.0.0.1:9644/api/v1/metrics?topic=secret", nil)
 	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: "bob-session"})
 	rec := httptest.NewRecorder()
 	c.Handler().ServeHTTP(rec, req)

@@ -60,7 +60,7 @@ func TestSafeNextTabOpenRedirect(t *testing.T) {
 	// And the login page carries it into its form as is.
 	c := reviewConsole(t, true)
 	rec := httptest.NewRecorder()
-	c.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/login?next=/%09/evil.example", nil))
+	c.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9644/login?next=/%09/evil.example", nil))
 	if strings.Contains(rec.Body.String(), `name="next" value="/&#9;/evil.example"`) || strings.Contains(rec.Body.String(), "name=\"next\" value=\"/\t/evil.example\"") {
 		t.Errorf("the login form keeps next=/<TAB>/evil.example")
 	}
@@ -96,7 +96,7 @@ func TestLargeUTF8ValueShownAsHex(t *testing.T) {
 func TestConsoleFrameable(t *testing.T) {
 	c := reviewConsole(t, false)
 	rec := httptest.NewRecorder()
-	c.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/login", nil))
+	c.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9644/login", nil))
 	csp := rec.Header().Get("Content-Security-Policy")
 	if !strings.Contains(csp, "frame-ancestors") && rec.Header().Get("X-Frame-Options") == "" {
 		t.Fatalf("page served with CSP %q and no X-Frame-Options: any site may frame it", csp)

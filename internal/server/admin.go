@@ -265,7 +265,7 @@ func (s *Server) adminHandler() http.Handler {
 	s.admin.charts = prometheus.NewRegistry()
 	s.admin.charts.MustRegister(s.admin.kafka, s.admin.kafka.TopicStages())
 	if con, err := console.New(console.Config{Bootstrap: s.consoleBootstrap, Overview: s.consoleOverview, Gatherer: s.admin.charts, Logger: s.logger,
-		Login: s.consoleLogin(), FlushLag: s.consoleFlushLag, TotalOrder: s.consoleTotalOrder, Journal: s.consoleJournal}); err != nil {
+		Login: s.consoleLogin(), FlushLag: s.consoleFlushLag, TotalOrder: s.consoleTotalOrder, Journal: s.consoleJournal, Hosts: s.consoleHosts()}); err != nil {
 		s.logger.Error("console: not served", "err", err)
 	} else {
 		s.admin.console = con

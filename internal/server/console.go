@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -41,6 +42,20 @@ func (s *Server) consoleBootstrap() []string {
 		return []string{s.listenerAddrs[l.Name]}
 	}
 	return []string{"the console needs a PLAINTEXT listener:1"}
+}
+
+// consoleHosts are the host names the console is served under (docs/console.md, Security): the
+// admin listener's, the Kafka listeners' and their advertised ones, the machine's host name and
+// --console-hosts. An IP address and localhost need no naming.
+func (s *Server) consoleHosts() []string {
+	hosts := append([]string{s.cfg.AdminAddr, s.cfg.AdvertisedKafkaAddr}, s.cfg.ConsoleHosts...)
+	for _, l := range s.cfg.Listeners {
+		hosts = append(hosts, l.Addr, l.Advertised)
+	}
+	if h, err := os.Hostname(); err == nil {
+		hosts = append(hosts, h)
+	}
+	return hosts
 }
 
 // consoleOverview is the overview page's data, from the status.

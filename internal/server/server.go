@@ -144,6 +144,11 @@ type Config struct {
 	// client CA); AdminTLS serves the admin endpoint over HTTPS; SpecLogTLS serves the SpecLog
 	// API over TLS (and its node-to-node streams).
 	ClusterTLS, AdminTLS, SpecLogTLS bool
+	// ConsoleHosts are host names (or host:port) the web console is also served under, besides
+	// the admin listener's, the listeners' and advertised ones and the machine's host name (a
+	// reverse proxy's name, a DNS alias); "*" serves any. Other names are refused (DNS
+	// rebinding; docs/console.md, Security).
+	ConsoleHosts []string
 	// SASLMechanisms enabled on SASL listeners (nil: SCRAM-SHA-256, SCRAM-SHA-512); MaxReauth is
 	// connections.max.reauth.ms (0: sessions do not expire).
 	SASLMechanisms []string

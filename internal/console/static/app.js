@@ -84,7 +84,7 @@
       const k = el("td"); k.appendChild(el("pre", m.key)); tr.appendChild(k);
       const v = el("td"); v.appendChild(el("pre", m.value)); tr.appendChild(v);
       const h = el("td");
-      Object.keys(m.headers || {}).forEach(function (key) { const d = el("div"); d.appendChild(el("code", key)); d.appendChild(document.createTextNode("=" + m.headers[key])); h.appendChild(d); });
+      (m.headers || []).forEach(function (hd) { const d = el("div"); d.appendChild(el("code", hd.key)); d.appendChild(document.createTextNode("=" + hd.value)); h.appendChild(d); });
       tr.appendChild(h);
       return tr;
     }
