@@ -29,6 +29,10 @@ import (
 //
 // The WAL holds the entries after the snapshot's index. Replaying it in order rebuilds the
 // log: an entry at an index already seen replaces the tail from there, as Raft overwrote it.
+// A crash between writing a snapshot received from the leader and rewriting the WAL leaves the
+// WAL from before it: entries after the snapshot's index continue the snapshot only if the
+// WAL's entry at that index has the snapshot's term; otherwise they are the tail Raft dropped
+// on installing it, and replay drops them too.
 // A torn or corrupt record ends the WAL: it and everything after it are cut off (a record is
 // only trusted after the fsync that covered it, and nothing after a torn record was synced).
 
@@ -108,6 +112,12 @@ func Open(fsys vfs.FS, dir string, bootstrap *pb.ConfState, initial []byte) (*St
 			return nil, nil, err
 		}
 	}
+	// The WAL read may hold records whose fsync failed before the process restarted: the page
+	// cache keeps them, and a later fsync of the file reports nothing. Written to a new file
+	// and synced, they are durable before raft acknowledges them.
+	if err := s.rewriteWAL(); err != nil {
+		return nil, nil, err
+	}
 	return s, data, nil
 }
 
@@ -134,13 +144,18 @@ func (s *Storage) replay() error {
 	if _, err := f.ReadAt(data, 0); err != nil && len(data) > 0 {
 		return err
 	}
+	snapTerm, err := s.Term(s.snapIndex)
+	if err != nil {
+		return err
+	}
+	r := walReplay{snapTerm: snapTerm}
 	pos := 0
 	for pos < len(data) {
 		typ, payload, n, ok := parseRecord(data[pos:])
 		if !ok {
 			break
 		}
-		if err := s.replayRecord(typ, payload); err != nil {
+		if err := s.replayRecord(&r, typ, payload); err != nil {
 			return fmt.Errorf("raftlog: wal record at %d: %w", pos, err)
 		}
 		pos += n
@@ -157,15 +172,28 @@ func (s *Storage) replay() error {
 	return nil
 }
 
-func (s *Storage) replayRecord(typ byte, payload []byte) error {
+// walReplay is what replay tracks across records.
+type walReplay struct {
+	snapTerm   uint64 // the term of the snapshot's index
+	termAtSnap uint64 // the term of the WAL's entry at the snapshot's index; 0 if it has none
+}
+
+func (s *Storage) replayRecord(r *walReplay, typ byte, payload []byte) error {
 	switch typ {
 	case recEntry:
 		var e pb.Entry
 		if err := proto.Unmarshal(payload, &e); err != nil {
 			return err
 		}
-		if e.GetIndex() <= s.snapIndex {
-			return nil // covered by the snapshot
+		switch {
+		case e.GetIndex() < s.snapIndex: // covered by the snapshot; the tail after it is replaced
+			r.termAtSnap = 0
+			return nil
+		case e.GetIndex() == s.snapIndex:
+			r.termAtSnap = e.GetTerm()
+			return nil
+		case r.termAtSnap != 0 && r.termAtSnap != r.snapTerm:
+			return nil // a tail the snapshot replaced: not of the snapshot's history
 		}
 		last, _ := s.LastIndex()
 		if e.GetIndex() > last+1 {

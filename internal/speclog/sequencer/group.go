@@ -473,7 +473,7 @@ func (g *Group) run() {
 	if len(g.cfg.Voters) == 1 && g.cfg.Voters[0] == g.cfg.NodeID && len(g.confState.GetVoters()) == 1 {
 		g.rn.Campaign() // a quorum of one need not wait an election timeout
 	}
-	g.ready()
+	g.mustReady()
 	for {
 		drive := false
 		select {
@@ -526,9 +526,15 @@ func (g *Group) run() {
 		if drive {
 			g.drive(time.Now())
 		}
-		if err := g.ready(); err != nil {
-			panic(fmt.Sprintf("sequencer: persisting the raft log: %v", err)) // STYLE §8: a restart recovers from the WAL
-		}
+		g.mustReady()
+	}
+}
+
+// mustReady runs ready, and crashes the process if it fails (STYLE §8): a log that could not be
+// made durable must not be acknowledged as if it were. A restart recovers from the WAL.
+func (g *Group) mustReady() {
+	if err := g.ready(); err != nil {
+		panic(fmt.Sprintf("sequencer: persisting the raft log: %v", err))
 	}
 }
 
