@@ -22,7 +22,8 @@ type Store interface {
 	// Put writes an object, replacing any object of the key.
 	Put(ctx context.Context, key string, body []byte) error
 	// PutIfAbsent writes an object only if the key has none (S3's If-None-Match: *); otherwise
-	// it returns ErrExists and changes nothing. Of concurrent callers, at most one succeeds.
+	// it returns ErrExists and changes nothing. Of concurrent callers, at most one succeeds
+	// (S3: of callers writing the same bytes, more may; see S3.PutIfAbsent).
 	PutIfAbsent(ctx context.Context, key string, body []byte) error
 	// Get reads a whole object; ErrNotFound if there is none.
 	Get(ctx context.Context, key string) ([]byte, error)

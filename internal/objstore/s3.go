@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
@@ -87,7 +88,10 @@ func (s *S3) Put(ctx context.Context, key string, body []byte) error {
 	return s.put(ctx, key, body, false)
 }
 
-// PutIfAbsent writes an object if the key has none (If-None-Match: *).
+// PutIfAbsent writes an object if the key has none (If-None-Match: *). When the SDK retried
+// the write and the retry found the key taken, an object holding body is taken for this call's
+// own earlier attempt, whose reply was lost: nil, not ErrExists (so two callers writing the same
+// bytes at once may both succeed).
 func (s *S3) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	return s.put(ctx, key, body, true)
 }
@@ -101,13 +105,36 @@ func (s *S3) put(ctx context.Context, key string, body []byte, ifAbsent bool) er
 	if ifAbsent {
 		in.IfNoneMatch = aws.String("*")
 	}
-	if _, err := s.client.PutObject(ctx, in); err != nil {
+	attempts := 0
+	if _, err := s.client.PutObject(ctx, in, countAttempts(&attempts)); err != nil {
 		if ifAbsent && (httpStatus(err) == http.StatusPreconditionFailed || apiCode(err) == "PreconditionFailed") {
+			if attempts > 1 {
+				// The SDK retried: the object may be this call's own earlier attempt, whose
+				// reply was lost. Holding body, it is taken for that one.
+				got, gerr := s.get(ctx, key, nil)
+				if gerr != nil {
+					return gerr
+				}
+				if bytes.Equal(got, body) {
+					return nil
+				}
+			}
 			return fmt.Errorf("%w: %s", ErrExists, key)
 		}
 		return s.wrap("put", key, err)
 	}
 	return nil
+}
+
+// countAttempts has a call count its HTTP attempts in n (the SDK's retries are within a call).
+func countAttempts(n *int) func(*s3.Options) {
+	return s3.WithAPIOptions(func(stack *middleware.Stack) error {
+		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("runnelCountAttempts",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				*n++
+				return next.HandleFinalize(ctx, in)
+			}), middleware.After)
+	})
 }
 
 // Get reads a whole object.
@@ -155,7 +182,7 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: aws.String(s.prefix + key)}); err != nil {
-		if httpStatus(err) == http.StatusNotFound {
+		if notFound(err) {
 			return nil
 		}
 		return s.wrap("delete", key, err)
@@ -189,12 +216,19 @@ func (s *S3) List(ctx context.Context, prefix, startAfter string, limit int) ([]
 // wrap names the operation and maps S3's answers to the package's errors.
 func (s *S3) wrap(op, key string, err error) error {
 	switch {
-	case httpStatus(err) == http.StatusNotFound || apiCode(err) == "NoSuchKey":
+	case notFound(err):
 		return fmt.Errorf("%w: %s", ErrNotFound, key)
 	case httpStatus(err) == http.StatusServiceUnavailable || apiCode(err) == "SlowDown" || httpStatus(err) >= 500:
 		return fmt.Errorf("%w: %s %q: %v", ErrUnavailable, op, key, err)
 	}
 	return fmt.Errorf("objstore: %s %q: %w", op, key, err)
+}
+
+// notFound reports whether err is S3's answer for a missing object: a 404, but not one for a
+// missing bucket (NoSuchBucket), which is a failure of the store, not an absent object.
+func notFound(err error) bool {
+	code := apiCode(err)
+	return code == "NoSuchKey" || httpStatus(err) == http.StatusNotFound && code != "NoSuchBucket"
 }
 
 func httpStatus(err error) int {
