@@ -196,6 +196,9 @@ func (s *S3) List(ctx context.Context, prefix, startAfter string, limit int) ([]
 	if startAfter != "" {
 		in.StartAfter = aws.String(s.prefix + startAfter)
 	}
+	if limit > 0 && limit < 1000 { // S3's page is at most 1,000 keys
+		in.MaxKeys = aws.Int32(int32(limit))
+	}
 	var out []Object
 	p := s3.NewListObjectsV2Paginator(s.client, in)
 	for p.HasMorePages() && (limit <= 0 || len(out) < limit) {
