@@ -136,7 +136,7 @@ func TestGroupConfigsApply(t *testing.T) {
 		"s": {ShareSessionTimeoutConfig: "60000", ShareHeartbeatIntervalConfig: "9000"},
 	}
 	h.c.cfg.Overrides = func(g string) map[string]string { return overrides[g] }
-	if r := h.hb("c1", 0, []string{"t"}, nil, ""); r.ErrorCode != 0 || r.HeartbeatIntervalMillis != 7000 {
+	if r := h.hb("c1", 0, []string{"t"}, map[string][]int32{}, ""); r.ErrorCode != 0 || r.HeartbeatIntervalMillis != 7000 {
 		t.Fatalf("consumer heartbeat: error %d interval %d; want the group's 7000 ms", r.ErrorCode, r.HeartbeatIntervalMillis)
 	}
 	if r := h.shb("s1", 0, []string{"t"}); r.ErrorCode != 0 || r.HeartbeatIntervalMillis != 9000 {
@@ -161,7 +161,7 @@ func TestGroupConfigsApply(t *testing.T) {
 		t.Fatalf("share member 61 s after its heartbeat: %v; want UNKNOWN_MEMBER_ID (expired at 60 s)", kerr.ErrorForCode(r.ErrorCode))
 	}
 	delete(overrides, "g") // configs removed: the defaults again
-	if r := h.hb("c2", 0, []string{"t"}, nil, ""); r.HeartbeatIntervalMillis != 5000 {
+	if r := h.hb("c2", 0, []string{"t"}, map[string][]int32{}, ""); r.HeartbeatIntervalMillis != 5000 {
 		t.Fatalf("after the group's configs were removed: interval %d; want 5000", r.HeartbeatIntervalMillis)
 	}
 }

@@ -129,8 +129,12 @@ type consumerMember struct {
 	sent                                         string       // epoch and assignment last sent
 	classic                                      *classicMeta // a classic-protocol member (migrate.go); nil: consumer protocol
 	// canDescribe filters the topics its regex matches (its latest heartbeat's principal);
-	// nil: every topic. Not persisted: a reloaded member sees every match until it heartbeats.
+	// nil: every topic. A reloaded member's is its persisted resolution until it heartbeats.
 	canDescribe TopicFilter
+	// resolved is what its regex resolves to (sorted), as advance last saw it; persisted, as
+	// Kafka's ConsumerGroupRegularExpression records, so that a coordinator taking the group
+	// over resolves the regex as this one did.
+	resolved []string
 }
 
 // subscriptionRegex is a member's SubscribedTopicRegex (RE2 syntax, as Kafka's RE2J), matched
@@ -154,6 +158,27 @@ func compileSubscription(expr string) (*subscriptionRegex, error) {
 
 func (r *subscriptionRegex) String() string            { return r.expr }
 func (r *subscriptionRegex) MatchString(s string) bool { return r.re.MatchString(s) }
+
+// resolveRegexes records what each member's regex resolves to (consumerMember.resolved).
+func (cs *consumerState) resolveRegexes(topics map[string]TopicMeta) {
+	if topics == nil {
+		return // no metadata: nothing to resolve against
+	}
+	for _, m := range cs.members {
+		if m.regex == nil {
+			m.resolved = nil
+			continue
+		}
+		var resolved []string
+		for t := range topics {
+			if m.regex.MatchString(t) && (m.canDescribe == nil || m.canDescribe(t)) {
+				resolved = append(resolved, t)
+			}
+		}
+		sort.Strings(resolved)
+		m.resolved = resolved
+	}
+}
 
 // subscribes reports whether m wants topic.
 func (m *consumerMember) subscribes(topic string) bool {
@@ -240,8 +265,14 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		return fail(kerr.InvalidRequest, "member epoch %d is invalid", req.MemberEpoch)
 	case req.InstanceID != nil && *req.InstanceID == "":
 		return fail(kerr.InvalidRequest, "the instance id is empty")
+	case req.RackID != nil && *req.RackID == "":
+		return fail(kerr.InvalidRequest, "the rack id is empty")
 	case req.MemberEpoch == -2 && req.InstanceID == nil:
 		return fail(kerr.InvalidRequest, "member epoch -2 (a static member leaving for a while) needs the instance id")
+	case req.MemberEpoch == 0 && req.RebalanceTimeoutMillis == -1:
+		return fail(kerr.InvalidRequest, "a joining member must send its rebalance timeout")
+	case req.MemberEpoch == 0 && (req.Topics == nil || len(req.Topics) > 0):
+		return fail(kerr.InvalidRequest, "a joining member owns no partitions: its owned partitions must be an empty list")
 	case req.MemberEpoch == 0 && req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil:
 		return fail(kerr.InvalidRequest, "a joining member must send its subscription")
 	case req.ServerAssignor != nil && !slices.Contains(Assignors, *req.ServerAssignor):
@@ -281,6 +312,7 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		// keeps no classic record to load back later.
 		out.Records = append(out.Records, Record{Group: g.ID, Key: groupKey(g.ID)})
 	}
+	fresh := false // a consumer group created by this heartbeat
 	if g.consumer == nil {
 		// A classic group with members migrates; one with none (ids handed out for a first
 		// JoinGroup, KIP-394, are not members: it is Empty, as in Kafka) is replaced.
@@ -288,16 +320,12 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 			if req.MemberEpoch != 0 {
 				return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
 			}
-			if req.InstanceID != nil && g.static[*req.InstanceID] != "" {
-				// The join would fail after the upgrade (a classic member holds the instance
-				// id): fail it first, leaving the classic group as it is.
-				return fail(kerr.UnreleasedInstanceID, "instance %s is still used by member %s", *req.InstanceID, g.static[*req.InstanceID])
-			}
 			if err := c.upgrade(now, g, out); err != nil { // online migration (migrate.go)
 				return fail(kerr.GroupIDNotFound, "%v", err)
 			}
 		} else {
 			g.consumer = &consumerState{members: map[string]*consumerMember{}, target: map[string]assignment{}, epoch: g.Generation}
+			fresh = true
 			g.ProtocolType = TypeConsumer
 			// Nothing of the classic group stays: its pending ids (Kafka drops them with it),
 			// and a rebalance it was preparing (a member left while an id was pending).
@@ -339,7 +367,11 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		resp.MemberID, resp.MemberEpoch = &memberID, req.MemberEpoch
 		return resp
 	case 0:
-		if static != nil && static.epoch != -2 {
+		// A consumer-protocol member must have left for a while (epoch -2) for another to take
+		// its instance id; a classic-protocol one is replaced at once, as Kafka's
+		// getOrMaybeSubscribeStaticConsumerGroupMember does: that is a static member's rolling
+		// upgrade from the classic protocol, whose old process sends no leave.
+		if static != nil && static.classic == nil && static.epoch != -2 {
 			return fail(kerr.UnreleasedInstanceID, "instance %s is still used by member %s", *req.InstanceID, static.id)
 		}
 		if m != nil && m != static { // rejoining after being fenced: start over
@@ -349,9 +381,12 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 			// The static member comes back within its session: this member takes its place,
 			// its assignment and its target, and the group epoch stays (KIP-848).
 			m = c.replaceStatic(cs, static, memberID, clientID, clientHost)
+			m.classic = nil // it uses the consumer protocol now
 			break
 		}
-		m, bump = cs.addMember(memberID, clientID, clientHost, req.InstanceID), true
+		// A new member moves the group epoch by its subscription (updateConsumer: it had none),
+		// or if the group is new, as Kafka's consumerGroupHeartbeat.
+		m, bump = cs.addMember(memberID, clientID, clientHost, req.InstanceID), fresh || cs.epoch == 0
 		if g.State == Empty {
 			g.transition(Stable, now)
 		}
@@ -359,7 +394,11 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 		if m == nil {
 			return fail(kerr.UnknownMemberID, "group %s has no member %s", req.Group, memberID)
 		}
-		if req.MemberEpoch > m.epoch || (req.MemberEpoch < m.epoch && req.MemberEpoch != m.prevEpoch) {
+		// The previous epoch is taken (the response with the new one may have been lost) if
+		// the member owns no more than it is assigned, as Kafka's
+		// throwIfConsumerGroupMemberEpochIsInvalid.
+		if req.MemberEpoch > m.epoch || req.MemberEpoch < m.epoch &&
+			(req.MemberEpoch != m.prevEpoch || !ownsSubset(req.Topics, m.assigned, c.topics())) {
 			return fail(kerr.FencedMemberEpoch, "member %s sent epoch %d; its epoch is %d", memberID, req.MemberEpoch, m.epoch)
 		}
 	}
@@ -375,7 +414,7 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 	}
 	topics := c.advance(cs, bump) // a new epoch also when partitions or topics came or went
 	owned := ownedPartitions(req.Topics, topics)
-	c.reconcile(now, cs, m, owned)
+	c.reconcile(now, cs, m, owned, topics)
 	resp.MemberID, resp.MemberEpoch = &memberID, m.epoch
 	resp.HeartbeatIntervalMillis = int32(set.ConsumerHeartbeatInterval.Milliseconds())
 	full := req.MemberEpoch == 0 || req.Topics != nil
@@ -393,7 +432,8 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 }
 
 // updateConsumer takes a heartbeat's subscription (regex: its regex, compiled) and assignor,
-// both checked already; a change moves the group epoch.
+// both checked already; a change of subscription moves the group epoch (a change of assignor
+// counts at the next one, as in Kafka's hasMemberSubscriptionChanged).
 func (c *Coordinator) updateConsumer(m *consumerMember, req *kmsg.ConsumerGroupHeartbeatRequest, regex *subscriptionRegex) bool {
 	changed := false
 	if req.SubscribedTopicNames != nil {
@@ -413,8 +453,8 @@ func (c *Coordinator) updateConsumer(m *consumerMember, req *kmsg.ConsumerGroupH
 			m.regex, changed = regex, true // nil for ""
 		}
 	}
-	if req.ServerAssignor != nil && *req.ServerAssignor != m.assignor {
-		m.assignor, changed = *req.ServerAssignor, true
+	if req.ServerAssignor != nil {
+		m.assignor = *req.ServerAssignor
 	}
 	return changed
 }
@@ -466,18 +506,23 @@ func ownedPartitions(ts []kmsg.ConsumerGroupHeartbeatRequestTopic, topics map[st
 	return out
 }
 
-// reconcile moves m toward its target: revoke first, then grant what nobody else holds.
-func (c *Coordinator) reconcile(now time.Time, cs *consumerState, m *consumerMember, owned assignment) {
+// reconcile moves m toward its target: revoke first, then grant what nobody else holds. owned
+// is what the member's heartbeat says it owns (nil: not said); topics, every topic.
+func (c *Coordinator) reconcile(now time.Time, cs *consumerState, m *consumerMember, owned assignment, topics map[string]TopicMeta) {
 	if m.revoking.size() > 0 {
-		if owned == nil {
-			return // the member has not said what it owns: keep waiting for the revocation
-		}
-		for t, ps := range m.revoking {
-			for _, p := range ps {
-				if owned.has(t, p) {
-					return
+		// A topic deleted meanwhile is revoked with the rest (Kafka's CurrentAssignmentBuilder
+		// strips what the member no longer subscribes to), so that it is never sent without
+		// its topic id.
+		for t, ps := range m.assigned {
+			if _, ok := topics[t]; !ok && topics != nil {
+				for _, p := range ps {
+					m.revoking.add(t, p)
 				}
+				delete(m.assigned, t)
 			}
+		}
+		if owns(owned, m.revoking) {
+			return // keep waiting for the revocation
 		}
 		m.revoking = assignment{}
 	}
@@ -486,10 +531,12 @@ func (c *Coordinator) reconcile(now time.Time, cs *consumerState, m *consumerMem
 		target = assignment{}
 	}
 	if revoke := m.assigned.minus(target); revoke.size() > 0 {
-		m.revoking = revoke
 		m.assigned = m.assigned.minus(revoke)
-		m.revokeDeadline = now.Add(max(m.rebalanceTimeout, time.Second))
-		return
+		if owns(owned, revoke) { // else released already: no revocation round, as Kafka
+			m.revoking = revoke
+			m.revokeDeadline = now.Add(max(m.rebalanceTimeout, time.Second))
+			return
+		}
 	}
 	for t, ps := range target.minus(m.assigned) {
 		for _, p := range ps {
@@ -501,6 +548,46 @@ func (c *Coordinator) reconcile(now time.Time, cs *consumerState, m *consumerMem
 	if m.epoch != cs.assignmentEpoch {
 		m.prevEpoch, m.epoch = m.epoch, cs.assignmentEpoch
 	}
+}
+
+// owns reports whether owned, a heartbeat's owned partitions, holds any of a; not saying
+// (nil) counts as holding them (Kafka's ownsRevokedPartitions).
+func owns(owned, a assignment) bool {
+	if owned == nil {
+		return true
+	}
+	for t, ps := range a {
+		for _, p := range ps {
+			if owned.has(t, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ownsSubset reports whether a heartbeat's owned partitions are given and all in a (Kafka's
+// isSubset: a topic unknown, or not in a, is not).
+func ownsSubset(ts []kmsg.ConsumerGroupHeartbeatRequestTopic, a assignment, topics map[string]TopicMeta) bool {
+	if ts == nil {
+		return false
+	}
+	byID := map[[16]byte]string{}
+	for name, t := range topics {
+		byID[t.ID] = name
+	}
+	for _, t := range ts {
+		name, ok := byID[t.TopicID]
+		if !ok || len(a[name]) == 0 {
+			return false
+		}
+		for _, p := range t.Partitions {
+			if !a.has(name, p) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // addMember adds a new member with nothing assigned (instance: its instance id, or nil).
@@ -618,14 +705,19 @@ func groupAssignor(cs *consumerState) string {
 func computeTarget(cs *consumerState, topics map[string]TopicMeta) map[string]assignment {
 	members := sortedMembers(cs)
 	if groupAssignor(cs) == "range" {
-		return assignRange(members, topics)
+		return assignRange(members, topics, cs.target)
 	}
 	return assignUniform(members, topics, cs.target)
 }
 
-// assignRange is Kafka's range assignor, per topic: the subscribed members sorted by id take
-// contiguous ranges, the first ones one partition more when the count does not divide.
-func assignRange(members []*consumerMember, topics map[string]TopicMeta) map[string]assignment {
+// assignRange is Kafka's server-side range assignor, per topic: of the subscribed members
+// (sorted by id), each keeps the lowest partitions of its previous target up to the quota
+// (partitions / members; one more for the first ones to reach it while some are left over,
+// each member one at most), and the partitions left go out in contiguous ranges to the members
+// short of their quota, in order. Without a previous target that is the classic range
+// assignment; with one, a join or a leave moves only the partitions it must (Kafka's
+// RangeAssignor is sticky).
+func assignRange(members []*consumerMember, topics map[string]TopicMeta, prev map[string]assignment) map[string]assignment {
 	out := map[string]assignment{}
 	for _, m := range members {
 		out[m.id] = assignment{}
@@ -637,24 +729,57 @@ func assignRange(members []*consumerMember, topics map[string]TopicMeta) map[str
 				subs = append(subs, m)
 			}
 		}
-		if len(subs) == 0 {
-			continue
-		}
-		n := int(topics[t].Partitions)
-		per, extra := n/len(subs), n%len(subs)
-		p := 0
-		for i, m := range subs {
-			count := per
-			if i < extra {
-				count++
-			}
-			for range count {
-				out[m.id].add(t, int32(p))
-				p++
-			}
+		if len(subs) > 0 {
+			assignRangeTopic(out, t, topics[t].Partitions, subs, prev)
 		}
 	}
 	return out
+}
+
+// assignRangeTopic assigns topic t's n partitions to its subscribers subs (see assignRange).
+func assignRangeTopic(out map[string]assignment, t string, n int32, subs []*consumerMember, prev map[string]assignment) {
+	quota, extra := int(n)/len(subs), int(n)%len(subs)
+	type unfilled struct {
+		m    *consumerMember
+		want int // short of the quota (negative: above it, with no extra partition left)
+	}
+	var short []unfilled
+	kept := map[int32]bool{}
+	for _, m := range subs {
+		var had []int32
+		for _, p := range prev[m.id][t] { // ascending
+			if p < n {
+				had = append(had, p)
+			}
+		}
+		for _, p := range had[:min(len(had), quota)] {
+			out[m.id].add(t, p)
+			kept[p] = true
+		}
+		if len(had) > quota && extra > 0 { // it keeps one more: one of the extra partitions
+			extra--
+			out[m.id].add(t, had[quota])
+			kept[had[quota]] = true
+			continue
+		}
+		short = append(short, unfilled{m, quota - len(had)})
+	}
+	var free []int32
+	for p := range n {
+		if !kept[p] {
+			free = append(free, p)
+		}
+	}
+	for _, u := range short {
+		if extra > 0 {
+			u.want++
+			extra--
+		}
+		for ; u.want > 0 && len(free) > 0; u.want-- {
+			out[u.m.id].add(t, free[0])
+			free = free[1:]
+		}
+	}
 }
 
 // assignUniform spreads every subscribed partition evenly over the members that subscribe to
@@ -771,6 +896,9 @@ func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeReque
 	toAssignment := func(a assignment) kmsg.Assignment {
 		var out kmsg.Assignment
 		for _, t := range sortedTopics(a) {
+			if _, ok := topics[t]; !ok {
+				continue // deleted: Kafka leaves out a topic it cannot name
+			}
 			out.TopicPartitions = append(out.TopicPartitions, kmsg.AssignmentTopicPartition{TopicID: topics[t].ID, Topic: t, Partitions: slices.Clone(a[t])})
 		}
 		return out

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -20,17 +21,21 @@ import (
 // unknown:
 //
 //	key:   version int16 = 1000 | group string
-//	value: version int16 = 1 | epoch int32 | assignment epoch int32 | metadata signature string |
-//	       state since (unix ms) int64 | members int32, each:
+//	value: version int16 = 1 or 2 | epoch int32 | assignment epoch int32 |
+//	       metadata signature string | state since (unix ms) int64 | members int32, each:
 //	         id, instance id, client id, client host, rack string | epoch, previous epoch int32 |
 //	         rebalance timeout (ms) int32 | topics (int32 count, strings) | regex string |
 //	         assignor string | assigned, revoking assignment |
 //	         classic int8 (1: a classic-protocol member, migrate.go), if 1: session timeout (ms)
-//	         int32 | protocols int32, each: name string, metadata bytes (int32 length)
+//	         int32 | protocols int32, each: name string, metadata bytes (int32 length) |
+//	         version 2: resolved (int32 count, strings: the topics its regex resolves to)
 //	       | targets int32, each: member id string, assignment
-//
-// Version 0 (before online migration) has no classic field.
 //	assignment: topics int32, each: topic string | partitions int32 count, int32 each
+//
+// Version 0 (before online migration) has no classic field. Version 1 has no regex
+// resolutions: a reloaded member's regex matches every topic until it heartbeats. Version 2 is
+// written only for a group with a regex subscription, so that a group without one stays
+// readable by a Runnel that predates it.
 //
 // Strings are Kafka strings (int16 length). A nil value is a tombstone (the group is gone or
 // became classic).
@@ -69,7 +74,13 @@ func (c *Coordinator) recordConsumerState(group string, value []byte, out *Outpu
 }
 
 func (cs *consumerState) appendTo(b []byte, since time.Time) []byte {
-	b = kbin.AppendInt16(b, 1)
+	version := int16(1)
+	for _, m := range cs.members {
+		if m.regex != nil {
+			version = 2
+		}
+	}
+	b = kbin.AppendInt16(b, version)
 	b = kbin.AppendInt32(b, cs.epoch)
 	b = kbin.AppendInt32(b, cs.assignmentEpoch)
 	b = kbin.AppendString(b, cs.metaSig)
@@ -97,14 +108,20 @@ func (cs *consumerState) appendTo(b []byte, since time.Time) []byte {
 		b = appendAssignment(b, m.revoking)
 		if m.classic == nil {
 			b = kbin.AppendInt8(b, 0)
-			continue
+		} else {
+			b = kbin.AppendInt8(b, 1)
+			b = kbin.AppendInt32(b, int32(m.classic.sessionTimeout.Milliseconds()))
+			b = kbin.AppendInt32(b, int32(len(m.classic.protocols)))
+			for _, p := range m.classic.protocols {
+				b = kbin.AppendString(b, p.Name)
+				b = kbin.AppendBytes(b, p.Metadata)
+			}
 		}
-		b = kbin.AppendInt8(b, 1)
-		b = kbin.AppendInt32(b, int32(m.classic.sessionTimeout.Milliseconds()))
-		b = kbin.AppendInt32(b, int32(len(m.classic.protocols)))
-		for _, p := range m.classic.protocols {
-			b = kbin.AppendString(b, p.Name)
-			b = kbin.AppendBytes(b, p.Metadata)
+		if version >= 2 {
+			b = kbin.AppendInt32(b, int32(len(m.resolved)))
+			for _, t := range m.resolved {
+				b = kbin.AppendString(b, t)
+			}
 		}
 	}
 	ids := make([]string, 0, len(cs.target))
@@ -169,7 +186,7 @@ func (c *Coordinator) loadConsumer(now time.Time, key, value []byte) error {
 	}
 	r = kbin.Reader{Src: value}
 	version := r.Int16()
-	if version != 0 && version != 1 {
+	if version < 0 || version > 2 {
 		return fmt.Errorf("%w: consumer group value version %d", ErrBadRecord, version)
 	}
 	cs := &consumerState{members: map[string]*consumerMember{}, target: map[string]assignment{}}
@@ -198,6 +215,16 @@ func (c *Coordinator) loadConsumer(now time.Time, key, value []byte) error {
 				m.classic.protocols = append(m.classic.protocols, Protocol{Name: r.String(), Metadata: bytes.Clone(r.Bytes())})
 			}
 			m.deadline = now.Add(m.classic.sessionTimeout)
+		}
+		if version >= 2 {
+			var resolved []string
+			for k := r.Int32(); k > 0 && r.Ok(); k-- {
+				resolved = append(resolved, r.String())
+			}
+			if m.regex != nil { // its last resolution stands until it heartbeats
+				m.resolved = resolved
+				m.canDescribe = func(topic string) bool { _, ok := slices.BinarySearch(resolved, topic); return ok }
+			}
 		}
 		if m.revoking.size() > 0 {
 			m.revokeDeadline = now.Add(max(m.rebalanceTimeout, time.Second))

@@ -2,10 +2,8 @@ package group
 
 import (
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestFailedHeartbeatLeavesClassicGroup: a consumer-protocol member joins a live classic group
@@ -61,35 +59,5 @@ func TestFailedStaticRejoinKeepsMember(t *testing.T) {
 	s := g.consumer.staticMember("inst1")
 	if s == nil || s.id != "s1" || s.epoch != -2 || len(s.assigned["t"]) != len(sParts) {
 		t.Fatalf("after the failed rejoin: instance inst1 is held by %+v; want s1, at epoch -2, with t %v", s, sParts)
-	}
-}
-
-// TestConsumerJoinWithClassicInstanceIDLeavesClassicGroup: a consumer-protocol member joins a
-// live classic group with the instance id a static classic member holds. The join fails
-// (UNRELEASED_INSTANCE_ID, as Kafka's, whose failed request writes none of the conversion's
-// records) before the group is upgraded: it stays the classic group it was, and nothing is
-// written.
-func TestConsumerJoinWithClassicInstanceIDLeavesClassicGroup(t *testing.T) {
-	h := newConsumerHarness(t)
-	md := kmsg.NewConsumerMemberMetadata()
-	md.Version, md.Topics = 1, []string{"t"}
-	inst := "i1"
-	h.next++
-	req := kmsg.NewPtrJoinGroupRequest()
-	req.Version, req.Group, req.ProtocolType, req.InstanceID = 9, "g", "consumer", &inst
-	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 30000
-	req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: md.AppendTo(nil)}}
-	h.apply(h.c.JoinGroup(h.now, h.next, req, "client", "/127.0.0.1"))
-	h.advance(3 * time.Second)
-	j := h.joined(h.next)
-	if j.ErrorCode != 0 {
-		t.Fatalf("static classic join: %v", kerr.ErrorForCode(j.ErrorCode))
-	}
-	h.syncAssignment(j.MemberID, j.Generation, nil)
-	before := len(h.records)
-	r := h.hbStatic("c", inst, 0, []string{"t"}, map[string][]int32{})
-	wantCode(t, "consumer join with the classic member's instance id", r.ErrorCode, kerr.UnreleasedInstanceID)
-	if g, _ := h.c.Group("g"); g.Type() != TypeClassic || len(g.members) != 1 || len(h.records) != before {
-		t.Fatalf("after the failed join: type %s, %d classic members, %d records written; want the classic group unchanged", g.Type(), len(g.members), len(h.records)-before)
 	}
 }

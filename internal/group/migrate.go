@@ -32,6 +32,11 @@ import (
 //   - Downgrade: when the last consumer-protocol member leaves (or is removed) and classic
 //     members remain, the group becomes a classic group again with their assignments and starts
 //     a rebalance, which its members join as in any classic group.
+//   - A static member changes protocol in place (its old process sends no leave): a
+//     ConsumerGroupHeartbeat join with the instance id of a classic-protocol member replaces it,
+//     and a JoinGroup with the instance id of a consumer-protocol member replaces that one,
+//     downgrading the group if it was the last (Kafka's
+//     getOrMaybeSubscribeStaticConsumerGroupMember, validateOnlineDowngradeWithReplacedMember).
 //
 // The policy: "bidirectional" (Kafka's default), "upgrade", "downgrade" or "disabled"; an
 // empty group changes type whatever the policy.
@@ -220,13 +225,13 @@ func (c *Coordinator) joinConsumerGroup(now time.Time, id RequestID, g *Group, r
 		static = cs.staticMember(*req.InstanceID)
 	}
 	m := cs.members[memberID]
-	bump := false
+	bump, replaced := false, false // replaced: a consumer-protocol member
 	switch {
-	case memberID == "" && static != nil: // a static member back under a new member id
-		if static.classic == nil && static.epoch != -2 {
-			fail(kerr.UnreleasedInstanceID, memberID)
-			return
-		}
+	case memberID == "" && static != nil:
+		// A static member back under a new member id, or one of the consumer protocol
+		// downgraded (its old process sends no leave): it is replaced at once, as Kafka's
+		// getOrMaybeSubscribeStaticConsumerGroupMember does for a classic-protocol join.
+		replaced = static.classic == nil
 		m = c.replaceStatic(cs, static, newMemberID(*req.InstanceID), clientID, clientHost)
 	case memberID == "":
 		memberID = newMemberID(clientID)
@@ -274,19 +279,23 @@ func (c *Coordinator) joinConsumerGroup(now time.Time, id RequestID, g *Group, r
 	}
 	// A classic member shows in its join what it released: reconcile twice, so that a
 	// revocation the join itself completes (an eager member owns nothing) grants at once.
-	c.reconcile(now, cs, m, owned)
-	c.reconcile(now, cs, m, owned)
+	c.reconcile(now, cs, m, owned, topics)
+	c.reconcile(now, cs, m, owned, topics)
 	m.sent = ""
 	resp := joinResponse(req.Version)
 	pt, name := "consumer", c.classicProtocolFor(cs, m)
 	resp.Generation, resp.ProtocolType, resp.Protocol, resp.MemberID = m.epoch, &pt, &name, m.id
 	out.reply(id, resp)
+	if replaced { // maybe the last consumer-protocol member: a classic group again, as Kafka
+		c.maybeDowngrade(now, g, out)
+	}
 }
 
 // advance moves the group epoch if bump or the subscribed topics' metadata changed, and
 // computes the target assignment for a new epoch; it returns the topics.
 func (c *Coordinator) advance(cs *consumerState, bump bool) map[string]TopicMeta {
 	topics := c.topics()
+	cs.resolveRegexes(topics)
 	if sig := metadataSignature(cs, topics); sig != cs.metaSig {
 		cs.metaSig = sig
 		bump = true

@@ -167,6 +167,7 @@ func TestShareGroupTypes(t *testing.T) {
 	h.shb("m1", 0, []string{"t"})
 	creq := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	creq.Version, creq.Group, creq.MemberID, creq.SubscribedTopicNames = 1, "s", "c1", []string{"t"}
+	creq.Topics, creq.RebalanceTimeoutMillis = []kmsg.ConsumerGroupHeartbeatRequestTopic{}, 30000
 	if r, _ := h.c.ConsumerGroupHeartbeat(h.now, creq, "client", "/127.0.0.1"); r.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Fatalf("ConsumerGroupHeartbeat to a share group: error %d; want GROUP_ID_NOT_FOUND", r.ErrorCode)
 	}

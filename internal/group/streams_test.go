@@ -343,6 +343,7 @@ func TestStreamsGroupTypeConflicts(t *testing.T) {
 	h.shb("m1", "p1", 0, nil)
 	cg := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	cg.Group, cg.MemberID, cg.RebalanceTimeoutMillis, cg.SubscribedTopicNames = "app", "c1", 1000, []string{"in"}
+	cg.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 	if resp, _ := h.c.ConsumerGroupHeartbeat(h.now, cg, "c", "/h"); resp.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Errorf("a consumer member in a streams group: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}
