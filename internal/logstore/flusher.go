@@ -279,8 +279,9 @@ func (l *Log) syncFinish(p syncPrep, err error) {
 }
 
 // SetDurableHook installs fn, called (without the log's locks held) each time the durable offset
-// moves and when the log is poisoned by a failed sync. Replication uses it to acknowledge
-// fsynced data. fn must not block.
+// moves and when the log is poisoned: by a failed sync of appended data, or by any other failed
+// write or sync (a zero fill's, a compaction's, ...; then on a goroutine of its own). Replication
+// uses it to acknowledge fsynced data and to stop a replica whose log failed. fn must not block.
 func (l *Log) SetDurableHook(fn func()) {
 	l.mu.Lock()
 	l.onDurable = fn

@@ -649,11 +649,19 @@ func (l *Log) roll(act *segment) (*segment, error) {
 }
 
 // poison records the first write or sync failure and returns it. Every later append and every
-// wait for durability returns it; nothing written after it is ever reported durable.
+// wait for durability returns it; nothing written after it is ever reported durable. The
+// durability hook hears of it on a goroutine of its own: the caller may hold appendMu or
+// maintMu, which the hook's owner takes while holding its own lock (Replica.mu around appends
+// and truncations).
 func (l *Log) poison(op string, err error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.poisonLocked(op, err)
+	first := l.err == nil
+	perr := l.poisonLocked(op, err)
+	if hook := l.onDurable; first && hook != nil {
+		go hook()
+	}
+	return perr
 }
 
 func (l *Log) poisonLocked(op string, err error) error {
