@@ -51,6 +51,9 @@ type Progress struct {
 	JoinNext  int64  // where the follower's log ends after the join's truncation
 	JoinSeq   int32  // the sequence number of the follower's Follow this join answered
 	Next      int64  // next offset to send
+	// HWSent is the high watermark last sent to the follower (Replica.tick sends it one that
+	// moved since, when nothing else is on the way).
+	HWSent int64
 	// Appended and Durable are the ends the follower last acknowledged in this join (-1: none).
 	Appended, Durable int64
 	Connected         bool
@@ -157,7 +160,7 @@ func (l *Leader) Join(n int32, next int64) *Progress {
 		return nil
 	}
 	p.Streaming, p.Gen, p.Next, p.JoinNext = true, p.Gen+1, next, next
-	p.Appended, p.Durable, p.Inflight, p.Connected, p.CaughtUp = -1, -1, nil, true, false
+	p.Appended, p.Durable, p.Inflight, p.Connected, p.CaughtUp, p.HWSent = -1, -1, nil, true, false, -1
 	return p
 }
 

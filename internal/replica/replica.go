@@ -818,6 +818,7 @@ func (r *Replica) sendAppendLocked(to int32) bool {
 	a := Append{Ref: r.Ref, Epoch: r.a.Epoch, PrevEnd: p.Next, HW: r.leader.HW(), LogStart: r.Log.StartOffset(),
 		EpochStart: r.leader.EpochStart, Batches: data}
 	r.leader.Sent(to, p.Gen, newEnd, len(data), newEnd >= end, now)
+	p.HWSent = a.HW
 	r.m.cfg.Send(to, KindAppend, AppendAppends(nil, []Append{a}))
 	if len(buckets) > 0 {
 		for _, b := range buckets {
@@ -937,9 +938,13 @@ func (r *Replica) tick(now time.Time, checkISR bool) *controller.ISRItem {
 			// Nothing to send, but the follower's acknowledgement is missing: probe with an
 			// empty append, which it answers with its ends.
 			r.lastAck[n] = now
-			a := Append{Ref: r.Ref, Epoch: r.a.Epoch, PrevEnd: p.Next, HW: r.leader.HW(), LogStart: r.Log.StartOffset(),
-				EpochStart: r.leader.EpochStart}
-			r.m.cfg.Send(n, KindAppend, AppendAppends(nil, []Append{a}))
+			r.sendHWLocked(p)
+		case len(p.Inflight) == 0 && p.Appended == p.Next && p.HWSent < r.leader.HW():
+			// The follower has all it was sent, but not the high watermark its acknowledgements
+			// moved: an empty append tells it, as Kafka's follower learns it from its next fetch.
+			// Else a follower read (KIP-392), and the follower's retention, would stop short of
+			// the last records until the next produce.
+			r.sendHWLocked(p)
 		}
 	}
 	if !checkISR {
@@ -956,6 +961,15 @@ func (r *Replica) tick(now time.Time, checkISR bool) *controller.ISRItem {
 	}
 	r.reported, r.reportedAt = it, now
 	return &it
+}
+
+// sendHWLocked sends follower p an empty append (nothing to append after what it was sent), which
+// it answers with its ends and which carries the high watermark.
+func (r *Replica) sendHWLocked(p *Progress) {
+	a := Append{Ref: r.Ref, Epoch: r.a.Epoch, PrevEnd: p.Next, HW: r.leader.HW(), LogStart: r.Log.StartOffset(),
+		EpochStart: r.leader.EpochStart}
+	p.HWSent = a.HW
+	r.m.cfg.Send(p.Node, KindAppend, AppendAppends(nil, []Append{a}))
 }
 
 // peerDown is told that the connection to node broke.
