@@ -113,9 +113,10 @@ func TestReassignToTheSameReplicasChangesNothing(t *testing.T) {
 	}
 }
 
-// ListPartitionReassignments names a moving partition's replicas as Kafka does (its
-// PartitionReassignmentReplicas): the target, in its order, then the replicas leaving. Runnel
-// gave the old replicas, then those being added.
+// ListPartitionReassignments, Metadata and DescribeTopicPartitions name a moving partition's
+// replicas as Kafka does (its PartitionReassignmentReplicas): the target, in its order, then
+// the replicas leaving; adding and removing ascending. Runnel gave the old replicas, then those
+// being added (Metadata until 2026-12: [1 3 2]).
 func TestListPartitionReassignmentsReplicaOrder(t *testing.T) {
 	b, addr, reg := ctBroker(t, nil)
 	tp := ctCreate(t, reg, "moving", 1, nil) // replicas [1]
@@ -140,7 +141,31 @@ func TestListPartitionReassignmentsReplicaOrder(t *testing.T) {
 		t.Fatalf("moves listed: %+v", resp.Topics)
 	}
 	p := resp.Topics[0].Partitions[0]
-	if !slices.Equal(p.Replicas, []int32{3, 2, 1}) || !slices.Equal(p.AddingReplicas, []int32{3, 2}) || !slices.Equal(p.RemovingReplicas, []int32{1}) {
-		t.Errorf("move [1] -> [3 2]: replicas %v adding %v removing %v; want [3 2 1], [3 2], [1]", p.Replicas, p.AddingReplicas, p.RemovingReplicas)
+	if !slices.Equal(p.Replicas, []int32{3, 2, 1}) || !slices.Equal(p.AddingReplicas, []int32{2, 3}) || !slices.Equal(p.RemovingReplicas, []int32{1}) {
+		t.Errorf("move [1] -> [3 2]: replicas %v adding %v removing %v; want [3 2 1], [2 3], [1]", p.Replicas, p.AddingReplicas, p.RemovingReplicas)
+	}
+	mreq := kmsg.NewPtrMetadataRequest()
+	mreq.Version = 12
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("moving")
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp := ctExchange(t, nc, mreq, 2).(*kmsg.MetadataResponse)
+	if len(mresp.Topics) != 1 || len(mresp.Topics[0].Partitions) != 1 {
+		t.Fatalf("metadata: %+v", mresp.Topics)
+	}
+	if got := mresp.Topics[0].Partitions[0].Replicas; !slices.Equal(got, []int32{3, 2, 1}) {
+		t.Errorf("Metadata during the move [1] -> [3 2]: replicas %v; want [3 2 1]", got)
+	}
+	dreq := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	dt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+	dt.Topic = "moving"
+	dreq.Topics = append(dreq.Topics, dt)
+	dreq.ResponsePartitionLimit = 10
+	dresp := ctExchange(t, nc, dreq, 3).(*kmsg.DescribeTopicPartitionsResponse)
+	if len(dresp.Topics) != 1 || len(dresp.Topics[0].Partitions) != 1 {
+		t.Fatalf("DescribeTopicPartitions: %+v", dresp.Topics)
+	}
+	if got := dresp.Topics[0].Partitions[0].Replicas; !slices.Equal(got, []int32{3, 2, 1}) {
+		t.Errorf("DescribeTopicPartitions during the move [1] -> [3 2]: replicas %v; want [3 2 1]", got)
 	}
 }

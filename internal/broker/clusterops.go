@@ -85,13 +85,14 @@ func (b *Broker) autoReplicationFactor() int16 {
 	return 1
 }
 
-// assignReplicas spreads partitions' replicas over the live nodes as Kafka does: rack-aware
-// when the nodes name two racks or more (--rack), else rack-unaware. first is the index of the
-// first new partition (for CreatePartitions).
+// assignReplicas spreads partitions' replicas over the live nodes not in controlled shutdown
+// (Kafka's usable brokers) as Kafka does: rack-aware when the nodes name two racks or more
+// (--rack), else rack-unaware. first is the index of the first new partition (for
+// CreatePartitions).
 // A total-order topic's shards go anywhere too: every serve node follows the sequencer group.
 func (b *Broker) assignReplicas(first, count int32, rf int16) ([][]int32, *adminError) {
 	img := b.cl.Image()
-	nodes := img.StorageNodes()
+	nodes := img.PlacementNodes()
 	if int(rf) > len(nodes) {
 		return nil, adminErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, len(nodes))
 	}

@@ -216,17 +216,7 @@ func handleListPartitionReassignments(ctx context.Context, r *request) reply {
 		}
 		sp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
 		sp.Partition = index
-		for _, n := range p.Target {
-			if !slices.Contains(p.Replicas, n) {
-				sp.AddingReplicas = append(sp.AddingReplicas, n)
-			}
-		}
-		for _, n := range p.Replicas {
-			if !slices.Contains(p.Target, n) {
-				sp.RemovingReplicas = append(sp.RemovingReplicas, n)
-			}
-		}
-		sp.Replicas = p.KafkaReplicas()
+		sp.AddingReplicas, sp.RemovingReplicas, sp.Replicas = p.Joining(), p.Leaving(), p.KafkaReplicas()
 		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != name {
 			st := kmsg.NewListPartitionReassignmentsResponseTopic()
 			st.Topic = name

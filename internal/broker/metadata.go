@@ -167,7 +167,8 @@ func (b *Broker) metadataTopic(img *controller.Image, rv *ripcordView, t *topics
 			continue
 		}
 		mp.Leader, mp.LeaderEpoch = ip.Leader, ip.LeaderEpoch
-		mp.Replicas, mp.ISR = ip.Hosts(), slices.Clone(ip.ISR)
+		// During a move: the target, then the replicas leaving (Kafka's order).
+		mp.Replicas, mp.ISR = ip.KafkaReplicas(), slices.Clone(ip.ISR)
 		live := img.Live
 		if rv != nil {
 			live = func(n int32) bool { return rv.live[n] }

@@ -101,6 +101,7 @@ type session struct {
 	shuttingDown bool
 	unregAsked   time.Time // when an agent's unregister was last proposed
 	fenceAsked   time.Time // when a fence of the incarnation was last proposed
+	stopAsked    time.Time // when its controlled-shutdown was last proposed
 	unfenceAsk   time.Time
 }
 
@@ -329,6 +330,12 @@ func (a *Active) ShuttingDown(node int32, incarnation uint64, now time.Time) (mo
 		s.shuttingDown = true
 		a.moveAway(now, &eff)
 	}
+	if a.img.Level >= LevelControlledShutdown && !n.ShuttingDown && !n.Fenced && !n.Agent && now.Sub(s.stopAsked) >= a.cfg.VoteRetry {
+		// Recorded in the image, as Kafka's InControlledShutdown: it leaves the ISRs it
+		// follows in, and no new replica is placed on it (asked again if the proposal is lost).
+		s.stopAsked = now
+		eff.propose(&Command{Op: OpControlledShutdown, Fence: &Fence{Node: node, Incarnation: incarnation}})
+	}
 	avoid := a.unfitTarget(now)
 	a.img.EachPartition(func(t *Topic, index int32, p *Partition) {
 		switch {
@@ -353,10 +360,11 @@ func (a *Active) unfitTarget(now time.Time) func(int32) bool {
 	return func(n int32) bool { return a.shuttingDown(n) || a.silent(n, now) }
 }
 
-// shuttingDown reports whether node's current incarnation is stopping.
+// shuttingDown reports whether node's current incarnation is stopping: its heartbeats say so,
+// or the image does (controlled-shutdown, which a new active controller finds there).
 func (a *Active) shuttingDown(node int32) bool {
 	s := a.sessions[node]
-	return s != nil && s.shuttingDown
+	return s != nil && s.shuttingDown || a.img.stopping(node)
 }
 
 // silent reports whether node has not heartbeated for half a session timeout: it is not
@@ -373,6 +381,9 @@ func (a *Active) moveAway(now time.Time, eff *Effects) {
 	stopping := false
 	for _, s := range a.sessions {
 		stopping = stopping || s.shuttingDown
+	}
+	for _, n := range a.img.Nodes {
+		stopping = stopping || n.ShuttingDown
 	}
 	if !stopping {
 		return

@@ -75,6 +75,9 @@ const (
 	// OpUnregister forgets a fenced agent's incarnation (Fence names it): agents are
 	// stateless and never come back under the same id.
 	OpUnregister = "unregister"
+	// OpControlledShutdown marks the incarnation Fence names as stopping and takes it out of
+	// the ISRs of the partitions it follows (applyControlledShutdown; level 8).
+	OpControlledShutdown = "controlled-shutdown"
 	// OpAlterScram adds, replaces and deletes users' SCRAM credentials (security.go).
 	OpAlterScram = "alter-scram"
 	// OpCreateACLs and OpDeleteACLs add and remove ACL bindings (ACLs names them exactly).
@@ -358,6 +361,10 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 				loseNode(im, f.Node)
 			}
 		}
+	case OpControlledShutdown:
+		if f := c.Fence; f != nil && im.Level >= LevelControlledShutdown {
+			applyControlledShutdown(im, f)
+		}
 	case OpUnregister:
 		if f := c.Fence; f != nil {
 			if n, ok := im.Nodes[f.Node]; ok && n.Agent && n.Fenced && n.Incarnation == f.Incarnation {
@@ -494,8 +501,14 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 				if it.PartitionEpoch != nil && im.Level >= LevelISRPartitionEpoch && *it.PartitionEpoch != p.PartitionEpoch {
 					continue // computed from an older state of the partition
 				}
-				if !slices.Equal(p.ISR, it.ISR) {
-					p.ISR = slices.Clone(it.ISR)
+				isr := slices.Clone(it.ISR)
+				if im.Level >= LevelControlledShutdown {
+					// A follower in controlled shutdown is not eligible (Kafka's AlterPartition
+					// refuses it); the leader reports without it once its image says so.
+					isr = slices.DeleteFunc(isr, func(n int32) bool { return n != p.Leader && im.stopping(n) })
+				}
+				if !slices.Equal(p.ISR, isr) {
+					p.ISR = isr
 					p.PartitionEpoch++
 				}
 				p.TargetSynced = p.Target != nil && slices.Equal(it.Target, p.Target)
@@ -597,13 +610,41 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 	im.forgetRequests(n.Run, r.Run)
 	n.KafkaHost, n.KafkaPort, n.ClusterAddr, n.Rack, n.Agent, n.Run = r.KafkaHost, r.KafkaPort, r.ClusterAddr, r.Rack, r.Agent, r.Run
 	n.SpecLogAddr, n.AdminAddr, n.Listeners = r.SpecLogAddr, r.AdminAddr, slices.Clone(r.Listeners)
-	n.Incarnation, n.Fenced, n.Level = index, false, r.Level
+	n.Incarnation, n.Fenced, n.Level, n.ShuttingDown = index, false, r.Level, false
 	im.LiveIndex = index
 	dropWriters(im, r.Node, r.Run)
 	// A new incarnation leads nothing: the restarted process lost its replication state (and,
 	// after a power loss, maybe its unsynced tail), so every partition it led gets a new epoch.
 	loseNode(im, r.Node)
 	return Result{Value: int64(index)}
+}
+
+// applyControlledShutdown marks a node's incarnation as stopping (Kafka's
+// handleBrokerInControlledShutdown) and takes it out of the ISR of every partition it is in but
+// does not lead; the active controller moves those it leads to other replicas first
+// (transfers, which elect a leader with the whole log), and the new leader's ISR starts
+// without it. As in Kafka before ELR, a partition whose ISR it alone is keeps it. An agent,
+// which holds no replica, and a fenced node (in no ISR, leading nothing) are not marked.
+func applyControlledShutdown(im *Image, f *Fence) {
+	n, ok := im.Nodes[f.Node]
+	if !ok || n.Incarnation != f.Incarnation || n.Agent || n.Fenced || n.ShuttingDown {
+		return
+	}
+	n.ShuttingDown = true
+	for _, t := range im.Topics {
+		for _, p := range t.Partitions {
+			if i := slices.Index(p.ISR, f.Node); i >= 0 && p.Leader != f.Node && len(p.ISR) > 1 {
+				p.ISR = slices.Delete(slices.Clone(p.ISR), i, i+1)
+				p.PartitionEpoch++
+			}
+		}
+	}
+}
+
+// stopping reports whether node is in controlled shutdown.
+func (im *Image) stopping(node int32) bool {
+	n, ok := im.Nodes[node]
+	return ok && n.ShuttingDown
 }
 
 // loseNode takes every leadership and ISR membership away from a node.
@@ -650,11 +691,18 @@ func checkAssignment(im *Image, replicas []int32) error {
 }
 
 // newPartition is a partition of a new topic or partition: nothing is written yet, so its
-// first live replica leads in epoch 0 without an election.
+// first live replica leads in epoch 0 without an election. From level 8 a replica in
+// controlled shutdown neither leads it nor is in its ISR (Kafka's ISR of a new partition is
+// its active replicas), unless every replica is.
 func newPartition(im *Image, replicas []int32) *Partition {
 	p := &Partition{Replicas: slices.Clone(replicas), Leader: -1, ISR: slices.Clone(replicas), ReplicasSince: im.Index}
 	p.noteEpochStart(im.Index)
-	for _, id := range replicas {
+	if im.Level >= LevelControlledShutdown {
+		if isr := slices.DeleteFunc(slices.Clone(replicas), im.stopping); len(isr) > 0 {
+			p.ISR = isr
+		}
+	}
+	for _, id := range p.ISR {
 		if im.Live(id) {
 			p.Leader = id
 			break
@@ -775,7 +823,13 @@ func applyReassign(im *Image, r *Reassign) error {
 	if !slices.Equal(r.Target, p.Target) {
 		p.TargetSynced = false
 	}
-	if slices.Equal(r.Target, p.Replicas) {
+	if im.Level >= LevelReorderAtOnce && sameSet(r.Target, p.Replicas) {
+		// The same replicas in another order: nothing to copy, so it applies at once, as
+		// Kafka completes a reassignment that merely rearranges the replicas; a move in
+		// progress ends (its added replicas leave, as when it is cancelled).
+		p.Replicas = slices.Clone(r.Target)
+		p.Target, p.TargetSynced = nil, false
+	} else if slices.Equal(r.Target, p.Replicas) {
 		p.Target, p.TargetSynced = nil, false
 	} else {
 		p.Target = slices.Clone(r.Target)
@@ -791,6 +845,11 @@ func applyReassign(im *Image, r *Reassign) error {
 		}
 	}
 	return nil
+}
+
+// sameSet reports whether a and b hold the same nodes (each list holds a node once).
+func sameSet(a, b []int32) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(n int32) bool { return !slices.Contains(b, n) })
 }
 
 func applyFinishReassign(im *Image, r *Reassign) error {

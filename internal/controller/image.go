@@ -118,6 +118,10 @@ type Node struct {
 	Run string `json:"run,omitempty"`
 	// Level is the command level its registered version applies (level.go).
 	Level int `json:"level,omitempty"`
+	// ShuttingDown: this incarnation is in controlled shutdown (Kafka's InControlledShutdown,
+	// command controlled-shutdown): it is in no ISR but of the partitions it still leads, and
+	// no new replica is placed on it. A registration clears it.
+	ShuttingDown bool `json:"shutting_down,omitempty"`
 }
 
 // LossSince is the log index since which the node holds every write it made to its logs:
@@ -213,19 +217,33 @@ func (p *Partition) Hosts() []int32 {
 	return out
 }
 
-// KafkaReplicas is the replica list Kafka's ListPartitionReassignments shows for the partition:
-// Replicas, or during a reassignment the target followed by the replicas leaving (Kafka's
-// PartitionReassignmentReplicas). The caller owns the result.
+// KafkaReplicas is the replica list Kafka shows clients for the partition (Metadata,
+// DescribeTopicPartitions, ListPartitionReassignments): Replicas, or during a reassignment the
+// target followed by the replicas leaving, by ascending id (Kafka's
+// PartitionReassignmentReplicas: its removing set is a TreeSet). The caller owns the result.
 func (p *Partition) KafkaReplicas() []int32 {
 	if p.Target == nil {
 		return slices.Clone(p.Replicas)
 	}
-	out := slices.Clone(p.Target)
-	for _, n := range p.Replicas {
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
+	return append(slices.Clone(p.Target), p.Leaving()...)
+}
+
+// Leaving returns the replicas a reassignment removes, ascending (none without one). The
+// caller owns the result.
+func (p *Partition) Leaving() []int32 {
+	if p.Target == nil {
+		return nil
 	}
+	out := slices.DeleteFunc(slices.Clone(p.Replicas), func(n int32) bool { return slices.Contains(p.Target, n) })
+	slices.Sort(out)
+	return out
+}
+
+// Joining returns the replicas a reassignment adds, ascending (none without one). The caller
+// owns the result.
+func (p *Partition) Joining() []int32 {
+	out := slices.DeleteFunc(slices.Clone(p.Target), func(n int32) bool { return slices.Contains(p.Replicas, n) })
+	slices.Sort(out)
 	return out
 }
 
@@ -369,6 +387,12 @@ func (im *Image) LiveNodes() []int32 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// PlacementNodes returns the nodes new replicas are placed on (CreateTopics, CreatePartitions):
+// the storage nodes not in controlled shutdown, as Kafka's usable brokers. Ascending.
+func (im *Image) PlacementNodes() []int32 {
+	return slices.DeleteFunc(im.StorageNodes(), func(id int32) bool { return im.Nodes[id].ShuttingDown })
 }
 
 // StorageNodes returns the ids of the live nodes that may hold replicas (not agents), ascending.

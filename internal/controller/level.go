@@ -18,7 +18,7 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 7
+	Level = 8
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
@@ -70,6 +70,17 @@ const (
 	// kept ranges (objtopic.Partition's TrackPrevEpoch): a second late copy is a duplicate.
 	// Below it, both copies were stored.
 	LevelObjectPrevCopies = 7
+	// LevelReorderAtOnce (8): a reassignment whose target holds the same replicas in another
+	// order takes effect at once (the new order, whose first is the preferred leader), as
+	// Kafka's; with a move in progress, it ends the move. Below it, it ran as a move, finished
+	// once the same replicas were reported in sync.
+	LevelReorderAtOnce = 8
+	// LevelControlledShutdown (8): controlled-shutdown marks a stopping node (Node.ShuttingDown,
+	// Kafka's InControlledShutdown) and takes it out of the ISR of every partition it follows;
+	// set-isr keeps such a node out of the ISR (Kafka's AlterPartition refuses it as an
+	// ineligible replica), and a new partition's first leader is not one. Below it, the op is
+	// not proposed (older versions ignore it).
+	LevelControlledShutdown = 8
 )
 
 // OpFinalizeLevel raises the cluster's command level.

@@ -43,6 +43,9 @@ type Assignment struct {
 	ReplicasSince uint64
 	WriteCaching  bool
 	MinISR        int
+	// Stopping are the replicas in controlled shutdown, as the image has them: a leader
+	// leaves them out of its ISR reports (the controller keeps them out of the ISR).
+	Stopping []int32
 }
 
 // Replica is this node's copy of one partition, leader or follower. Its methods are safe for
@@ -951,7 +954,8 @@ func (r *Replica) tick(now time.Time, checkISR bool) *controller.ISRItem {
 		return nil
 	}
 	pe := r.a.PartitionEpoch
-	it := controller.ISRItem{PartitionRef: r.Ref, Epoch: r.a.Epoch, ISR: r.leader.InSync(now), PartitionEpoch: &pe}
+	isr := slices.DeleteFunc(r.leader.InSync(now), func(n int32) bool { return n != r.leader.Self && slices.Contains(r.a.Stopping, n) })
+	it := controller.ISRItem{PartitionRef: r.Ref, Epoch: r.a.Epoch, ISR: isr, PartitionEpoch: &pe}
 	if r.leader.TargetSynced() {
 		it.Target = slices.Clone(r.a.Sets[1])
 	}
