@@ -609,7 +609,12 @@ func (r *Replica) restartAtBatchLocked(h *batch.Header, b []byte) error {
 	return err
 }
 
+// truncateLocked cuts what the leader's FollowReply says this log has that the leader has not.
+// The known high watermark comes down to the cut, as Kafka's truncation lowers it: records
+// above it that were committed in an earlier epoch are gone (an unclean election, a power loss
+// with write caching), and the new leader's records that take their place are not committed.
 func (r *Replica) truncateLocked(fr *FollowReply) error {
+	defer func() { r.knownHW = min(r.knownHW, r.Log.EndOffset()) }()
 	if fr.Reset {
 		r.m.cfg.Logger.Info("replica: restarting the log at the leader's log start", "topic", r.Topic,
 			"partition", r.Ref.Partition, "offset", fr.LeaderLogStart, "log_end", r.Log.EndOffset())
