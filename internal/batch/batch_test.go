@@ -471,3 +471,43 @@ func TestValidateSetsMaxTimestamp(t *testing.T) {
 		t.Errorf("LogAppendTime batch: max timestamp %d, %v; want the broker's 5000 kept", h.MaxTimestamp, err)
 	}
 }
+
+// TestRecompressLevel: RecompressLevel compresses at Kafka's levels (KIP-390) for gzip, lz4 and
+// zstd, every level giving back the records, the lowest and highest levels different bytes; a
+// batch already in the codec is kept as it is, whatever its level, as in Kafka.
+func TestRecompressLevel(t *testing.T) {
+	var recs []byte
+	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"}
+	for i := 0; i < 2000; i++ {
+		v := fmt.Sprintf("%s-%s-%d-%s", words[i*7%8], words[i*3%8], i*i%9973, words[(i/5)%8])
+		recs = AppendRecord(recs, int64(i), int32(i), []byte(fmt.Sprintf("k%d", i%97)), []byte(v), 0, nil)
+	}
+	plain := AppendBatch(nil, Header{LastOffsetDelta: 1999, BaseTimestamp: 1000, MaxTimestamp: 2999,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 2000}, recs)
+	for _, tt := range []struct {
+		codec    Codec
+		min, max int
+	}{{CodecGzip, 1, 9}, {CodecLz4, 1, 17}, {CodecZstd, -131072, 22}} {
+		outs := map[int][]byte{}
+		for _, level := range []int{tt.min, DefaultLevel(tt.codec), tt.max} {
+			out, err := RecompressLevel(plain, tt.codec, level)
+			if err != nil {
+				t.Fatalf("RecompressLevel(%v, %d) = %v", tt.codec, level, err)
+			}
+			h, err := Validate(out)
+			if err != nil || h.Codec() != tt.codec {
+				t.Fatalf("RecompressLevel(%v, %d): codec %v, %v; want a valid %v batch", tt.codec, level, h.Codec(), err, tt.codec)
+			}
+			if got, err := Records(&h, out); err != nil || !bytes.Equal(got, recs) {
+				t.Fatalf("RecompressLevel(%v, %d): records differ (%v)", tt.codec, level, err)
+			}
+			outs[level] = out
+		}
+		if bytes.Equal(outs[tt.min], outs[tt.max]) {
+			t.Errorf("%v: levels %d and %d gave the same %d bytes; want the level to matter", tt.codec, tt.min, tt.max, len(outs[tt.min]))
+		}
+		if again, err := RecompressLevel(outs[tt.min], tt.codec, tt.max); err != nil || !bytes.Equal(again, outs[tt.min]) {
+			t.Errorf("%v: a batch already in the codec was rewritten for another level (%v)", tt.codec, err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -154,8 +155,8 @@ func checkSnappySize(src []byte, max int) error {
 	return nil
 }
 
-// Compress compresses an encoded records section with codec. The result is a new slice, owned by
-// the caller; for CodecNone it is records itself.
+// Compress compresses an encoded records section with codec, at the codec's default level in
+// franz-go. The result is a new slice, owned by the caller; for CodecNone it is records itself.
 func Compress(codec Codec, records []byte) ([]byte, error) {
 	if codec == CodecNone {
 		return records, nil
@@ -164,6 +165,78 @@ func Compress(codec Codec, records []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("batch: no compressor for %v", codec)
 	}
+	return compressWith(c, codec, records)
+}
+
+// DefaultLevel is Kafka's default compression level of codec (compression.gzip.level -1,
+// compression.lz4.level 9, compression.zstd.level 3); 0 for the codecs without levels.
+func DefaultLevel(codec Codec) int {
+	switch codec {
+	case CodecGzip:
+		return -1
+	case CodecLz4:
+		return 9
+	case CodecZstd:
+		return 3
+	}
+	return 0
+}
+
+// leveledCompressors caches a compressor per codec and Kafka level: a level is a topic config, so
+// the cache holds at most a few entries per codec.
+var leveledCompressors sync.Map // codecLevel → kgo.Compressor
+
+type codecLevel struct {
+	codec Codec
+	level int
+}
+
+// CompressLevel is Compress at a Kafka compression level (KIP-390's compression.gzip.level,
+// compression.lz4.level, compression.zstd.level; ignored for snappy), mapped onto the Go codecs:
+// gzip takes Kafka's levels as they are (-1, 1 to 9); lz4 level 1 is the fast compressor and 2 to
+// 17 high compression, whose search depth lz4 doubles per level up to 256 candidates at level 9,
+// so 2 to 9 are pierrec/lz4's shallowest high-compression level (256) and each level above doubles
+// it, to its deepest (65536) at 17; zstd levels map to klauspost/compress's four speeds
+// (zstd.EncoderLevelFromZstd: below 3 fastest, 3 to 5 default, ...).
+func CompressLevel(codec Codec, level int, records []byte) ([]byte, error) {
+	switch codec {
+	case CodecNone:
+		return records, nil
+	case CodecSnappy:
+		return Compress(codec, records)
+	}
+	key := codecLevel{codec, level}
+	c, ok := leveledCompressors.Load(key)
+	if !ok {
+		var cc kgo.CompressionCodec
+		switch codec {
+		case CodecGzip:
+			cc = kgo.GzipCompression().WithLevel(level)
+		case CodecLz4:
+			cc = kgo.Lz4Compression().WithLevel(lz4Level(level))
+		case CodecZstd:
+			cc = kgo.ZstdCompression().WithLevel(int(zstd.EncoderLevelFromZstd(level)))
+		default:
+			return nil, fmt.Errorf("batch: no compressor for %v", codec)
+		}
+		nc, err := kgo.DefaultCompressor(cc)
+		if err != nil {
+			return nil, fmt.Errorf("batch: compressor for %v level %d: %w", codec, level, err)
+		}
+		c, _ = leveledCompressors.LoadOrStore(key, nc)
+	}
+	return compressWith(c.(kgo.Compressor), codec, records)
+}
+
+// lz4Level is pierrec/lz4's level for a Kafka (lz4-java) lz4 level (CompressLevel).
+func lz4Level(level int) int {
+	if level <= 1 {
+		return int(lz4.Fast)
+	}
+	return int(lz4.Level1) << min(max(level-9, 0), 8)
+}
+
+func compressWith(c kgo.Compressor, codec Codec, records []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	out, used := c.Compress(&buf, records)
 	if Codec(used) != codec {
@@ -195,6 +268,17 @@ func CodecByName(name string) (c Codec, ok bool) {
 // field but the codec, the length and the CRC is kept. If b already uses codec, it is returned
 // as it is, unchecked. The records are decompressed once, for the check and the rewrite.
 func Recompress(b []byte, codec Codec) ([]byte, error) {
+	return recompress(b, codec, func(recs []byte) ([]byte, error) { return Compress(codec, recs) })
+}
+
+// RecompressLevel is Recompress at a Kafka compression level (CompressLevel), as Kafka's broker
+// recompresses for compression.type with the topic's compression.<codec>.level. As in Kafka, a
+// batch that already uses codec is kept whatever level it was compressed at.
+func RecompressLevel(b []byte, codec Codec, level int) ([]byte, error) {
+	return recompress(b, codec, func(recs []byte) ([]byte, error) { return CompressLevel(codec, level, recs) })
+}
+
+func recompress(b []byte, codec Codec, compress func([]byte) ([]byte, error)) ([]byte, error) {
 	h, err := ParseHeader(b)
 	if err != nil || h.Codec() == codec {
 		return b, err
@@ -209,7 +293,7 @@ func Recompress(b []byte, codec Codec) ([]byte, error) {
 	if _, err := checkRecords(recs, h.RecordCount); err != nil {
 		return nil, err
 	}
-	packed, err := Compress(codec, recs)
+	packed, err := compress(recs)
 	if err != nil {
 		return nil, err
 	}

@@ -523,6 +523,8 @@ func TestDescribeConfigs(t *testing.T) {
 	}{
 		{"broker.id", "1", kmsg.ConfigSourceStaticBrokerConfig, true},
 		{"auto.create.topics.enable", "true", kmsg.ConfigSourceStaticBrokerConfig, true},
+		// Listed for the tools that read it before deleting topics (it used to be left out).
+		{"delete.topic.enable", "true", kmsg.ConfigSourceStaticBrokerConfig, true},
 		{"num.partitions", "1", kmsg.ConfigSourceStaticBrokerConfig, true},
 		{"socket.request.max.bytes", "104857600", kmsg.ConfigSourceStaticBrokerConfig, true},
 		{"fetch.max.bytes", "57671680", kmsg.ConfigSourceStaticBrokerConfig, true},
@@ -539,16 +541,18 @@ func TestDescribeConfigs(t *testing.T) {
 			t.Errorf("DescribeConfigs(broker 1)[%s] = %v source %v readOnly %v; want %q source %v readOnly %v", tc.name, c.Value, c.Source, c.ReadOnly, tc.value, tc.source, tc.readOnly)
 		}
 	}
-	if want := 11 + len(dynamicBrokerConfigNames()); len(brk) != want {
-		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (11 static + every dynamic one)", len(brk), want)
+	if want := 12 + len(dynamicBrokerConfigNames()); len(brk) != want {
+		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (12 static + every dynamic one)", len(brk), want)
 	}
 	if r := resp.Resources[4]; r.ErrorCode != 0 || len(r.Configs) != 0 {
 		t.Errorf("DescribeConfigs(broker \"\") = %s, %d configs; want no error and no dynamic defaults", errName(r.ErrorCode), len(r.Configs))
 	}
-	for _, i := range []int{5, 6} {
-		if got := resp.Resources[i].ErrorCode; got != kerr.InvalidRequest.Code {
-			t.Errorf("DescribeConfigs(%v %q) = %s; want INVALID_REQUEST", resp.Resources[i].ResourceType, resp.Resources[i].ResourceName, errName(got))
-		}
+	if got := resp.Resources[5].ErrorCode; got != kerr.InvalidRequest.Code {
+		t.Errorf("DescribeConfigs(broker \"2\") = %s; want INVALID_REQUEST", errName(got))
+	}
+	// BROKER_LOGGER used to be INVALID_REQUEST; it lists the node's root logger (brokerloggers_test.go).
+	if r := resp.Resources[6]; r.ErrorCode != 0 || len(r.Configs) != 1 || r.Configs[0].Name != "root" {
+		t.Errorf("DescribeConfigs(BROKER_LOGGER \"1\") = %s, %d configs; want NONE with root", errName(r.ErrorCode), len(r.Configs))
 	}
 
 	// kadm, at the newest version, and v0 (IsDefault, no synonyms).
@@ -654,6 +658,7 @@ func TestAlterConfigsReplaces(t *testing.T) {
 		want    error
 	}{
 		{"1", set("num.partitions", "3"), kerr.InvalidRequest},
+		{"1", set("log.retention.ms", "abc"), kerr.InvalidRequest}, // a bad value: as Kafka, not INVALID_CONFIG
 		{"2", nil, kerr.InvalidRequest},
 		{"1", nil, nil},
 	} {
@@ -704,7 +709,8 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 			map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
 		{"append to a non-list", []kadm.AlterConfig{op(kadm.AppendConfig, "retention.ms", "5")}, false, kerr.InvalidConfig,
 			map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
-		{"subtract to empty", []kadm.AlterConfig{op(kadm.SubtractConfig, "cleanup.policy", "compact")}, false, kerr.InvalidConfig,
+		// An empty cleanup.policy is valid, as in Kafka 4.1 (KIP-1161; TestEmptyCleanupPolicyAccepted).
+		{"subtract to empty", []kadm.AlterConfig{op(kadm.SubtractConfig, "cleanup.policy", "compact")}, true, nil,
 			map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
 		{"set unknown", []kadm.AlterConfig{op(kadm.SetConfig, "bogus", "1")}, false, kerr.InvalidConfig,
 			map[string]string{"segment.bytes": "2000000", "cleanup.policy": "compact"}},
@@ -776,7 +782,11 @@ func TestDescribeCluster(t *testing.T) {
 		{0, 0, false, 0, notRequested},
 		{0, 0, true, 0, 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12}, // no authorizer: every cluster operation
 		{1, 1, false, 0, notRequested},
-		{1, 2, false, kerr.UnsupportedEndpointType.Code, notRequested},
+		// The controllers type is another endpoint's (it used to be answered
+		// UNSUPPORTED_ENDPOINT_TYPE, as the unknown types are), as Kafka's broker answers.
+		{1, 2, false, kerr.MismatchedEndpointType.Code, notRequested},
+		{1, 0, false, kerr.UnsupportedEndpointType.Code, notRequested},
+		{1, 3, false, kerr.UnsupportedEndpointType.Code, notRequested},
 	} {
 		req := kmsg.NewPtrDescribeClusterRequest()
 		req.Version, req.IncludeClusterAuthorizedOperations = tc.version, tc.ops
@@ -1059,8 +1069,16 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 		kadm.AlterConfig{Name: "follower.replication.throttled.rate", Value: strp("2000")}); err != nil {
 		t.Errorf("setting replication throttles = %v; want nil", err)
 	}
-	if err := alter("1", kadm.AlterConfig{Name: "leader.replication.throttled.rate", Value: strp("-1")}); err != kerr.InvalidConfig {
-		t.Errorf("a negative replication throttle = %v; want INVALID_CONFIG", err)
+	// A bad value of a broker config is INVALID_REQUEST, as Kafka answers (it used to be
+	// INVALID_CONFIG, as for a topic).
+	if err := alter("1", kadm.AlterConfig{Name: "leader.replication.throttled.rate", Value: strp("-1")}); err != kerr.InvalidRequest {
+		t.Errorf("a negative replication throttle = %v; want INVALID_REQUEST", err)
+	}
+	if err := alter("1", kadm.AlterConfig{Name: "log.retention.ms", Value: strp("abc")}); err != kerr.InvalidRequest {
+		t.Errorf("log.retention.ms=abc on broker 1 = %v; want INVALID_REQUEST", err)
+	}
+	if err := alter("", kadm.AlterConfig{Name: "min.insync.replicas", Value: strp("0")}); err != kerr.InvalidRequest {
+		t.Errorf("min.insync.replicas=0 on the cluster default = %v; want INVALID_REQUEST", err)
 	}
 	if err := alter("1", kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "leader.replication.throttled.rate"},
 		kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.rate"},
@@ -1075,8 +1093,8 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 		kadm.AlterConfig{Name: "controller.quota.window.size.seconds", Value: strp("2")}); err != nil {
 		t.Errorf("setting the quota windows = %v; want nil", err)
 	}
-	if err := alter("", kadm.AlterConfig{Name: "quota.window.size.seconds", Value: strp("0")}); err != kerr.InvalidConfig {
-		t.Errorf("a quota window of 0 s = %v; want INVALID_CONFIG", err)
+	if err := alter("", kadm.AlterConfig{Name: "quota.window.size.seconds", Value: strp("0")}); err != kerr.InvalidRequest {
+		t.Errorf("a quota window of 0 s = %v; want INVALID_REQUEST", err)
 	}
 	br, _ := testBrokers.Load(reg)
 	if w, mw := br.(*Broker).quotaWindows(); w != (windows{n: 5, size: time.Second}) || mw != (windows{n: 11, size: 2 * time.Second}) {

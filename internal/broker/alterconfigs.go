@@ -62,6 +62,16 @@ func checkDynamicBrokerKeys(keys []string) *adminError {
 	return nil
 }
 
+// brokerConfigError answers a broker config change its validation refuses with INVALID_REQUEST,
+// as Kafka's ConfigAdminManager.validateBrokerConfigChange does (KAFKA-13609: Kafka keeps that
+// code for a bad value of a known dynamic config, as clients expect it).
+func brokerConfigError(aerr *adminError) *adminError {
+	if aerr != nil && aerr.code == kerr.InvalidConfig {
+		return adminErr(kerr.InvalidRequest, "%s", aerr.msg)
+	}
+	return aerr
+}
+
 // replicationThrottleKeys are Kafka's dynamic broker configs of throttles Runnel does not
 // implement (moving replicas between a node's log dirs: it has one). Deleting one is a no-op (it
 // can never be set), so tools that clear throttles after a reassignment
@@ -176,7 +186,7 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string
 			}
 			configs[c.Name] = topics.NormalizeValue(c.Name, *c.Value)
 		}
-		return b.setBrokerConfigs(perBroker, configs, validateOnly)
+		return brokerConfigError(b.setBrokerConfigs(perBroker, configs, validateOnly))
 	case kmsg.ConfigResourceTypeGroupConfig:
 		return b.alterGroupConfigs(rr, validateOnly)
 	}

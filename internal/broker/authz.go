@@ -273,6 +273,10 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 		r.req = &sub
 		return after(handle(ctx, r), func(resp kmsg.Response) {
 			od := resp.(*kmsg.OffsetDeleteResponse)
+			if od.ErrorCode != 0 {
+				return // as Kafka: the group's error alone
+			}
+			var rows []kmsg.OffsetDeleteResponseTopic
 			for _, t := range denied {
 				st := kmsg.NewOffsetDeleteResponseTopic()
 				st.Topic = t.Topic
@@ -281,8 +285,9 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 					sp.Partition, sp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
 					st.Partitions = append(st.Partitions, sp)
 				}
-				od.Topics = append(od.Topics, st)
+				rows = append(rows, st)
 			}
+			od.Topics = mergeOffsetDeleteTopics(od.Topics, rows)
 		})
 	case *kmsg.OffsetCommitRequest:
 		groupOK := r.allowedGroup(read, req.Group)

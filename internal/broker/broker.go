@@ -92,6 +92,10 @@ type Config struct {
 
 	Hooks  Hooks
 	Logger *slog.Logger
+	// LogLevel is the level Logger's handler logs at: the root logger's level, which
+	// BROKER_LOGGER configs describe and change (brokerloggers.go). Nil: the broker filters its
+	// own records by a level of its own, starting at the lowest one Logger enables.
+	LogLevel *slog.LevelVar
 
 	// Metrics counts requests, connections and each topic's data in and out; nil counts nothing.
 	Metrics *metrics.Kafka
@@ -172,6 +176,11 @@ func (c *Config) DefaultLimits() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.LogLevel == nil {
+		c.LogLevel = new(slog.LevelVar)
+		c.LogLevel.Set(lowestEnabled(c.Logger))
+		c.Logger = slog.New(&levelFilter{Handler: c.Logger.Handler(), level: c.LogLevel})
 	}
 	if c.Groups.MaxSessionTimeout == 0 {
 		overrides := c.Groups.Overrides

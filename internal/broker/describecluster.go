@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,7 +13,10 @@ import (
 func init() { register(kmsg.DescribeCluster, 0, 1, handleDescribeCluster) }
 
 // DescribeCluster endpoint types (v1+, KIP-919).
-const endpointTypeBrokers = 1
+const (
+	endpointTypeBrokers     = 1
+	endpointTypeControllers = 2
+)
 
 func handleDescribeCluster(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.DescribeClusterRequest)
@@ -21,10 +25,16 @@ func handleDescribeCluster(_ context.Context, r *request) reply {
 	resp.EndpointType = endpointTypeBrokers
 	resp.ClusterAuthorizedOperations = notRequested
 	if req.Version >= 1 && req.EndpointType != endpointTypeBrokers {
-		// As Kafka: a broker listener serves only the brokers endpoint type.
-		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
-		resp.ErrorMessage = strp("The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type " + endpointTypeName(req.EndpointType))
+		// As Kafka's computeDescribeClusterResponse: a broker listener serves only the brokers
+		// endpoint type; the controllers type belongs on another endpoint, any other is unknown.
 		resp.ControllerID = -1
+		if req.EndpointType != endpointTypeControllers {
+			resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+			resp.ErrorMessage = strp("Unsupported endpoint type " + strconv.Itoa(int(req.EndpointType)))
+			return reply{resp: resp}
+		}
+		resp.ErrorCode = kerr.MismatchedEndpointType.Code
+		resp.ErrorMessage = strp("The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER")
 		return reply{resp: resp}
 	}
 	img := b.cl.Image()
@@ -51,14 +61,4 @@ func handleDescribeCluster(_ context.Context, r *request) reply {
 		}
 	}
 	return reply{resp: resp}
-}
-
-func endpointTypeName(t int8) string {
-	switch t {
-	case 1:
-		return "BROKER"
-	case 2:
-		return "CONTROLLER"
-	}
-	return "UNKNOWN"
 }

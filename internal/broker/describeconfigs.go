@@ -42,6 +42,7 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 	out := []brokerConfig{
 		{"broker.id", strconv.Itoa(int(b.cfg.NodeID)), topics.TypeInt, static, true, "the node id of this broker"},
 		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), topics.TypeBoolean, static, true, "create a topic when metadata asks for an unknown one"},
+		{"delete.topic.enable", strconv.FormatBool(!b.cfg.NoTopicDeletion), topics.TypeBoolean, static, true, "let DeleteTopics delete topics (false: TOPIC_DELETION_DISABLED)"},
 		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), topics.TypeInt, static, true, "the default number of partitions of a new topic"},
 		{"default.replication.factor", strconv.Itoa(int(b.cfg.DefaultReplicationFactor)), topics.TypeInt, static, true, "the replication factor of a topic created without one (0: 3 once three nodes are registered, else 1)"},
 		{"offsets.topic.replication.factor", strconv.Itoa(int(b.cfg.OffsetsReplicationFactor)), topics.TypeInt, static, true, "the replication factor __consumer_offsets is created with (0: 3 once three nodes are registered, else 1)"},
@@ -187,6 +188,8 @@ func handleDescribeConfigs(_ context.Context, r *request) reply {
 					}
 				}
 			}
+		case rr.ResourceType == kmsg.ConfigResourceTypeBrokerLogger:
+			sr.Configs, aerr = b.describeLoggers(rr.ResourceName, wanted)
 		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
 			if rr.ResourceName == "" {
 				aerr = adminErr(kerr.InvalidRequest, "Group name must not be empty")

@@ -23,12 +23,16 @@ func handleDescribeProducers(_ context.Context, r *request) reply {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
 		t, known := r.conn.b.topics.Get(rt.Topic)
+		invalid := topics.ValidateName(rt.Topic) // checked first, as Kafka's checkValidTopic
 		for _, index := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = index
 			var producers []txn.Producer
 			err := error(kerr.UnknownTopicOrPartition)
 			switch {
+			case invalid != nil:
+				sp.ErrorMessage = kmsg.StringPtr(invalid.Error())
+				err = kerr.InvalidTopicException
 			case !r.allowedTopic(kmsg.ACLOperationRead, rt.Topic):
 				err = kerr.TopicAuthorizationFailed
 			case known && isObjectTopic(t): // any node serves it, from the image

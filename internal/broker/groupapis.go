@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -339,16 +340,67 @@ func handleDeleteGroups(ctx context.Context, r *request) reply {
 	}}
 }
 
+// handleOffsetDelete answers, as Kafka's KafkaApis and group coordinator service, an empty group
+// id INVALID_GROUP_ID on any node, and the partitions that do not exist UNKNOWN_TOPIC_OR_PARTITION
+// without the coordinator; those rows are left out when the group itself fails (Kafka's
+// OffsetDeleteResponse.Builder.merge keeps only the coordinator's top-level error).
 func handleOffsetDelete(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.OffsetDeleteRequest)
+	if req.Group == "" {
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return reply{resp: resp}
+	}
+	sub := *req
+	sub.Topics = nil
+	var unknown []kmsg.OffsetDeleteResponseTopic
+	for _, rt := range req.Topics {
+		t, ok := r.conn.b.topics.Get(rt.Topic)
+		known := rt
+		known.Partitions = nil
+		st := kmsg.NewOffsetDeleteResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			if ok && rp.Partition >= 0 && int(rp.Partition) < len(t.Partitions) {
+				known.Partitions = append(known.Partitions, rp)
+				continue
+			}
+			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownTopicOrPartition.Code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		if len(known.Partitions) > 0 {
+			sub.Topics = append(sub.Topics, known)
+		}
+		if len(st.Partitions) > 0 {
+			unknown = append(unknown, st)
+		}
+	}
 	resp, done := r.conn.b.groups.immediate(ctx, req.Group, func(c *group.Coordinator) (kmsg.Response, group.Output) {
-		return c.OffsetDelete(req)
+		return c.OffsetDelete(&sub)
 	}, func(code *kerr.Error) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 		resp.ErrorCode = code.Code
 		return resp
 	})
+	if od := resp.(*kmsg.OffsetDeleteResponse); od.ErrorCode == 0 {
+		od.Topics = mergeOffsetDeleteTopics(od.Topics, unknown)
+	}
 	return reply{resp: resp, wait: func() { _ = done() }} // a failed write is logged; the answer stands
+}
+
+// mergeOffsetDeleteTopics adds the rows of more to topics, under a topic's entry where topics
+// has one, as Kafka's OffsetDeleteResponse.Builder merges.
+func mergeOffsetDeleteTopics(topics, more []kmsg.OffsetDeleteResponseTopic) []kmsg.OffsetDeleteResponseTopic {
+	for _, mt := range more {
+		i := slices.IndexFunc(topics, func(t kmsg.OffsetDeleteResponseTopic) bool { return t.Topic == mt.Topic })
+		if i < 0 {
+			topics = append(topics, mt)
+			continue
+		}
+		topics[i].Partitions = append(topics[i].Partitions, mt.Partitions...)
+	}
+	return topics
 }
 
 // offsetFetchError answers a single-group OffsetFetch (v0-7) with one error: top level, and per

@@ -98,7 +98,9 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 		if aerr := applyIncremental(configs, ops, topics.LookupBrokerDef, current); aerr != nil {
 			return aerr
 		}
-		return b.setBrokerConfigs(perBroker, configs, validateOnly)
+		return brokerConfigError(b.setBrokerConfigs(perBroker, configs, validateOnly))
+	case kmsg.ConfigResourceTypeBrokerLogger:
+		return b.alterLoggers(rr, validateOnly)
 	case kmsg.ConfigResourceTypeGroupConfig:
 		return b.incrementalAlterGroupConfigs(rr, validateOnly)
 	}

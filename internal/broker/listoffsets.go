@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -24,9 +25,12 @@ const (
 )
 
 // listMinVersion is the first version that may carry a special timestamp; Kafka answers an
-// older request naming it UNSUPPORTED_VERSION.
+// older request naming it UNSUPPORTED_VERSION, and any version naming a negative timestamp
+// that is not special (ReplicaManager.isListOffsetsTimestampUnsupported).
 func listMinVersion(ts int64) int16 {
 	switch ts {
+	case listLatest, listEarliest:
+		return 0
 	case listMaxTimestamp:
 		return 7
 	case listEarliestLocal:
@@ -35,6 +39,9 @@ func listMinVersion(ts int64) int16 {
 		return 9
 	case listEarliestPendingUpload:
 		return 11
+	}
+	if ts < 0 {
+		return math.MaxInt16 // no version takes it
 	}
 	return 0
 }

@@ -52,7 +52,11 @@ func TestListOffsetsSpecialTimestamps(t *testing.T) {
 		{7, -4, kerr.UnsupportedVersion.Code, -1, -1, false},
 		{8, -5, kerr.UnsupportedVersion.Code, -1, -1, false},
 		{10, -6, kerr.UnsupportedVersion.Code, -1, -1, false},
-		{11, -7, kerr.InvalidRequest.Code, -1, -1, false},
+		// A negative timestamp that is not special used to be INVALID_REQUEST; Kafka answers
+		// UNSUPPORTED_VERSION at every version.
+		{11, -7, kerr.UnsupportedVersion.Code, -1, -1, false},
+		{10, -7, kerr.UnsupportedVersion.Code, -1, -1, false},
+		{1, -100, kerr.UnsupportedVersion.Code, -1, -1, false},
 	} {
 		p := list(tc.version, tc.ts)
 		if p.ErrorCode != tc.code || p.Offset != tc.offset || (tc.version >= 4 && p.LeaderEpoch != tc.epoch) || (p.Timestamp >= 0) != tc.withTime {

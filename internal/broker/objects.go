@@ -277,7 +277,7 @@ func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32
 	}
 	own := records
 	if comp, _ := t.Effective("compression.type"); comp != "producer" {
-		if own, err = recompress(records, comp); err != nil {
+		if own, err = recompress(records, comp, t.CompressionLevel(comp)); err != nil {
 			return fail(err)
 		}
 		if limit, _ := strconv.Atoi(maxBytes); len(own) > limit { // as stored, as Kafka checks (and produceOne)

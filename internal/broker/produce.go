@@ -27,6 +27,11 @@ func init() { register(kmsg.Produce, 3, 12, handleProduce) }
 // holding the batch (fsynced, or in memory with write caching).
 func handleProduce(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ProduceRequest)
+	if topics, ok := uniqueProducePartitions(req.Topics); !ok {
+		unique := *req
+		unique.Topics = topics
+		req = &unique
+	}
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	b := r.conn.b
 	type commit struct {
@@ -291,7 +296,7 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, version in
 		}
 	}
 	if comp, _ := t.Effective("compression.type"); comp != "producer" {
-		if records, err = recompress(records, comp); err != nil {
+		if records, err = recompress(records, comp, t.CompressionLevel(comp)); err != nil {
 			return 0, 0, err
 		}
 		if limit, _ := strconv.Atoi(maxBytes); len(records) > limit { // as stored, as Kafka checks
@@ -335,15 +340,15 @@ func checkClientHeader(h *batch.Header, version int16) error {
 	return nil
 }
 
-// recompress rebuilds a producer's batch with the topic's compression.type (not "producer") if
-// it uses another codec, as Kafka's brokers do; the batch is checked first. A rebuilt batch is
-// a new slice.
-func recompress(records []byte, compression string) ([]byte, error) {
+// recompress rebuilds a producer's batch with the topic's compression.type (not "producer") at
+// the topic's compression.<type>.level if it uses another codec, as Kafka's brokers do; the
+// batch is checked first. A rebuilt batch is a new slice.
+func recompress(records []byte, compression string, level int) ([]byte, error) {
 	codec, ok := batch.CodecByName(compression)
 	if !ok {
 		return nil, fmt.Errorf("%w: compression.type %q", kerr.InvalidConfig, compression)
 	}
-	return batch.Recompress(records, codec)
+	return batch.RecompressLevel(records, codec, level)
 }
 
 // setProduceError maps an append failure to Kafka's error code for the partition.
@@ -509,6 +514,87 @@ func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
 		for _, rp := range rt.Partitions {
 			if batch.FirstIsTransactional(rp.Records) {
 				return true
+			}
+		}
+	}
+	return false
+}
+
+// producePartition names one partition of a Produce request.
+type producePartition struct {
+	topic     string
+	partition int32
+}
+
+// uniqueProducePartitions returns topics with each partition once, and false, when a partition
+// is named more than once: as Kafka's KafkaApis keys a request's partitions in a map, the last
+// mention's batch is the one appended and a topic named twice is one topic of the response.
+// Otherwise it returns topics itself and true, without allocating for a small request.
+func uniqueProducePartitions(topics []kmsg.ProduceRequestTopic) ([]kmsg.ProduceRequestTopic, bool) {
+	n := 0
+	for _, rt := range topics {
+		n += len(rt.Partitions)
+	}
+	if n <= 16 {
+		if !repeatsSmall(topics) {
+			return topics, true
+		}
+	} else {
+		seen := make(map[producePartition]struct{}, n)
+		named := make(map[string]struct{}, len(topics))
+		for _, rt := range topics {
+			named[rt.Topic] = struct{}{}
+			for _, rp := range rt.Partitions {
+				seen[producePartition{rt.Topic, rp.Partition}] = struct{}{}
+			}
+		}
+		if len(seen) == n && len(named) == len(topics) {
+			return topics, true
+		}
+	}
+	last := make(map[producePartition]int, n) // the position of each partition's last mention
+	pos := 0
+	for _, rt := range topics {
+		for _, rp := range rt.Partitions {
+			last[producePartition{rt.Topic, rp.Partition}] = pos
+			pos++
+		}
+	}
+	var out []kmsg.ProduceRequestTopic
+	topicAt := map[string]int{}
+	pos = 0
+	for _, rt := range topics {
+		for _, rp := range rt.Partitions {
+			if last[producePartition{rt.Topic, rp.Partition}] == pos {
+				i, ok := topicAt[rt.Topic]
+				if !ok {
+					i = len(out)
+					topicAt[rt.Topic] = i
+					t := rt
+					t.Partitions = nil
+					out = append(out, t)
+				}
+				out[i].Partitions = append(out[i].Partitions, rp)
+			}
+			pos++
+		}
+	}
+	return out, false
+}
+
+// repeatsSmall reports whether a partition, or a topic, is named twice among a few.
+func repeatsSmall(topics []kmsg.ProduceRequestTopic) bool {
+	for i, rt := range topics {
+		for _, other := range topics[i+1:] {
+			if other.Topic == rt.Topic {
+				return true
+			}
+		}
+		for j, rp := range rt.Partitions {
+			for _, other := range rt.Partitions[j+1:] {
+				if other.Partition == rp.Partition {
+					return true
+				}
 			}
 		}
 	}

@@ -205,3 +205,31 @@ func TestMaxTimestampFromTheRecords(t *testing.T) {
 		t.Errorf("ListOffsets by time %d: offset %d, %v; want 2", base+1500, p.Offset, kerr.ErrorForCode(p.ErrorCode))
 	}
 }
+
+// TestRecompressionLevel: a batch recompressed for compression.type=gzip is compressed at the
+// topic's compression.gzip.level (KIP-390), as Kafka's broker does; it used to be compressed at
+// the codec's default level whatever the topic said.
+func TestRecompressionLevel(t *testing.T) {
+	_, addr, reg := ctBroker(t, nil)
+	var body []byte
+	ts := time.Now().UnixMilli()
+	for i := range 200 { // text that compresses, but better with more effort
+		v := []byte(fmt.Sprintf("record %d of a log line with a user id %d and a path /api/v1/items/%d", i, i*7919%1000, i*31%97))
+		body = batch.AppendRecord(body, 0, int32(i), nil, v, 0, nil)
+	}
+	plain := batch.AppendBatch(nil, batch.Header{LastOffsetDelta: 199, BaseTimestamp: ts, MaxTimestamp: ts,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 200}, body)
+	stored := map[string]int64{}
+	for _, level := range []string{"1", "9"} {
+		name := "gz" + level
+		tp := ctCreate(t, reg, name, 1, map[string]string{"compression.type": "gzip", "compression.gzip.level": level})
+		p := ctRoundTrip(t, addr, ctProduce(9, -1, ctPart{name, 0, plain})).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+		if p.ErrorCode != 0 {
+			t.Fatalf("produce to %s: %v", name, kerr.ErrorForCode(p.ErrorCode))
+		}
+		stored[level] = tp.Partitions[0].Log.Size()
+	}
+	if stored["9"] >= stored["1"] {
+		t.Errorf("stored %d bytes at gzip level 9 and %d at level 1; want level 9 smaller", stored["9"], stored["1"])
+	}
+}

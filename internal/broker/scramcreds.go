@@ -93,26 +93,23 @@ func handleAlterUserScram(ctx context.Context, r *request) reply {
 			errs[user] = &userErr{code, fmt.Sprintf(format, args...)}
 		}
 	}
-	seen := map[string]bool{} // user + mechanism
-	once := func(user string, mech int8) bool {
-		k := fmt.Sprintf("%s\x00%d", user, mech)
-		if seen[k] {
-			return false
-		}
-		seen[k] = true
-		return true
-	}
-	// check is what deletions and upsertions share: a name, a known mechanism, once per request.
+	// A user is changed at most once a request, whatever the mechanisms: a second deletion or
+	// upsertion of it refuses all of its changes, as Kafka's ScramControlManager.alterCredentials
+	// (keyed by user alone) does.
+	seen := map[string]bool{}
+	// check is what deletions and upsertions share: once per request, a name, a known mechanism.
 	check := func(name string, mech int8) (security.Mechanism, bool) {
 		note(name)
 		m, known := security.MechanismByType(mech)
+		again := seen[name]
+		seen[name] = true
 		switch {
+		case again:
+			fail(name, kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
 		case name == "":
 			fail(name, kerr.UnacceptableCredential.Code, "Username must not be empty")
 		case !known:
 			fail(name, kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism %d", mech)
-		case !once(name, mech):
-			fail(name, kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
 		default:
 			return m, true
 		}

@@ -291,7 +291,7 @@ func init() {
 }
 
 // handleDescribeTransactions describes the transactional ids this node coordinates
-// (kafka-transactions describe); the others get NOT_COORDINATOR.
+// (kafka-transactions describe); the others get NOT_COORDINATOR, an empty one INVALID_REQUEST.
 func handleDescribeTransactions(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.DescribeTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
@@ -301,6 +301,11 @@ func handleDescribeTransactions(_ context.Context, r *request) reply {
 	for _, id := range req.TransactionalIDs {
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = id, -1, -1, -1
+		if id == "" { // on any node, as Kafka's TransactionCoordinator.handleDescribeTransactions
+			st.ErrorCode = kerr.InvalidRequest.Code
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
 		sh, code := d.shardForLocked(id)
 		if sh == nil {
 			st.ErrorCode = code.Code

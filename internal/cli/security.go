@@ -204,21 +204,43 @@ func userMechanisms(s string) ([]kadm.ScramMechanism, error) {
 	return nil, fmt.Errorf("--mechanism %q is not SCRAM-SHA-256, SCRAM-SHA-512 or both", s)
 }
 
+// alterUsers sends each credential change in a request of its own: a cluster refuses a request
+// changing one user twice (DUPLICATE_RESOURCE, as Kafka's controller), so both mechanisms of a
+// user are set, or deleted, one after the other.
 func alterUsers(cmd *cobra.Command, f *topicFlags, dels []kadm.DeleteSCRAM, ups []kadm.UpsertSCRAM) error {
 	adm, ctx, done, err := f.admin(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer done()
-	res, err := adm.AlterUserSCRAMs(ctx, dels, ups)
-	if err != nil {
-		return err
-	}
-	for _, r := range res.Sorted() {
-		if r.Err != nil {
-			return fmt.Errorf("%s: %w", r.User, r.Err)
+	var users []string
+	alter := func(dels []kadm.DeleteSCRAM, ups []kadm.UpsertSCRAM) error {
+		res, err := adm.AlterUserSCRAMs(ctx, dels, ups)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "user %s: done\n", r.User)
+		for _, r := range res.Sorted() {
+			if r.Err != nil {
+				return fmt.Errorf("%s: %w", r.User, r.Err)
+			}
+			if !slices.Contains(users, r.User) {
+				users = append(users, r.User)
+			}
+		}
+		return nil
+	}
+	for _, d := range dels {
+		if err := alter([]kadm.DeleteSCRAM{d}, nil); err != nil {
+			return err
+		}
+	}
+	for _, u := range ups {
+		if err := alter(nil, []kadm.UpsertSCRAM{u}); err != nil {
+			return err
+		}
+	}
+	for _, user := range users {
+		fmt.Fprintf(cmd.OutOrStdout(), "user %s: done\n", user)
 	}
 	return nil
 }

@@ -231,7 +231,8 @@ func (f *serveFlags) securityConfig(cfg *server.Config) error {
 
 // config turns the flags into a server configuration; logs go to logOut, notices to console.
 func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
-	logger, err := newLogger(logOut, f.logLevel, f.logFormat)
+	logLevel := new(slog.LevelVar)
+	logger, err := newLogger(logOut, f.logLevel, f.logFormat, logLevel)
 	if err != nil {
 		return server.Config{}, err
 	}
@@ -261,7 +262,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	}
 	cfg := server.Config{
 		DataDir: f.dataDir, KafkaAddr: f.kafkaAddr, AdvertisedKafkaAddr: f.advertisedKafkaAddr,
-		NodeID: f.nodeID, AdminAddr: f.adminAddr, Logger: logger, Console: console,
+		NodeID: f.nodeID, AdminAddr: f.adminAddr, Logger: logger, LogLevel: logLevel, Console: console,
 		SlowRequestThreshold: f.slowRequest, ClusterAddr: f.clusterAddr, ControllerVoters: voters,
 		Rack: f.rack, RackAwareReads: f.replicaSelector == "rack" || f.replicaSelector == rackSelectorClass, GroupMigrationPolicy: f.groupMigration,
 		NumPartitions: f.numPartitions, DefaultReplicationFactor: f.defaultRF,
@@ -337,12 +338,13 @@ func ParseVoters(s string) (map[int32]string, error) {
 	return out, nil
 }
 
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
+// newLogger builds the node's logger, which logs at lv's level: lv is set to level here, and
+// BROKER_LOGGER configs change it at run time (docs/configuration.md).
+func newLogger(w io.Writer, level, format string, lv *slog.LevelVar) (*slog.Logger, error) {
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("invalid log level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: l}
+	opts := &slog.HandlerOptions{Level: lv}
 	switch strings.ToLower(format) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil

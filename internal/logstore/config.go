@@ -11,11 +11,17 @@ type Config struct {
 	SegmentBytes       int64         // segment.bytes: roll the active segment past this size
 	SegmentMs          time.Duration // segment.ms: roll the active segment when it is this old
 	IndexIntervalBytes int           // index.interval.bytes: bytes between offset index entries
+	// SegmentJitter is segment.jitter.ms: each segment rolls a random part of it (below
+	// min(SegmentJitter, SegmentMs), drawn when the segment is made) before SegmentMs, as Kafka's
+	// LogSegment.rollJitterMs, so partitions created together do not all roll together.
+	SegmentJitter time.Duration
 
 	RetentionMs    time.Duration // retention.ms: delete segments whose newest record is older; < 0 keeps all
 	RetentionBytes int64         // retention.bytes: delete old segments past this log size; < 0 keeps all
 
-	Delete                 bool          // cleanup.policy has "delete"
+	// Delete and Compact are cleanup.policy's "delete" and "compact". Neither (an empty policy,
+	// Kafka 4.1's KIP-1161) keeps every record until the log start offset is advanced.
+	Delete                 bool          // cleanup.policy has "delete": retention.ms and retention.bytes apply
 	Compact                bool          // cleanup.policy has "compact"
 	DeleteRetentionMs      time.Duration // delete.retention.ms: how long tombstones outlive their first compaction
 	MinCleanableDirtyRatio float64       // min.cleanable.dirty.ratio: compact once dirty/total reaches this
@@ -74,8 +80,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("logstore: segment.ms %v must be positive", c.SegmentMs)
 	case c.IndexIntervalBytes < 0:
 		return fmt.Errorf("logstore: index.interval.bytes %d is negative", c.IndexIntervalBytes)
-	case !c.Delete && !c.Compact:
-		return fmt.Errorf("logstore: cleanup.policy must include delete or compact")
+	case c.SegmentJitter < 0:
+		return fmt.Errorf("logstore: segment.jitter.ms %v is negative", c.SegmentJitter)
 	case c.DeleteRetentionMs < 0:
 		return fmt.Errorf("logstore: delete.retention.ms %v is negative", c.DeleteRetentionMs)
 	case c.MinCleanableDirtyRatio < 0 || c.MinCleanableDirtyRatio > 1:

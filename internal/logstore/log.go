@@ -581,7 +581,7 @@ func (l *Log) appendLocked(b []byte, hp *batch.Header, base int64, leaderEpoch i
 	}
 	last = first + int64(h.LastOffsetDelta)
 	now := l.now()
-	if act.size > 0 && (act.size+int64(len(b)) > cfg.SegmentBytes || act.waitedForRoll(h.MaxTimestamp, now) >= cfg.SegmentMs || !act.fits(last)) {
+	if act.size > 0 && (act.size+int64(len(b)) > cfg.SegmentBytes || act.waitedForRoll(h.MaxTimestamp, now) >= cfg.SegmentMs-act.rollJitter(&cfg) || !act.fits(last)) {
 		if act, err = l.roll(act); err != nil {
 			return 0, 0, err
 		}

@@ -473,3 +473,61 @@ func TestReadSliceBelowAndHighWatermark(t *testing.T) {
 		t.Errorf("HighWatermark() with write caching = %d; want the log end %d", hw, end)
 	}
 }
+
+// TestSegmentJitterRollsEarly: with segment.jitter.ms each segment rolls a random amount, drawn
+// when it is made and below min(segment.jitter.ms, segment.ms), before segment.ms, as Kafka's
+// LogSegment.rollJitterMs; without it every segment rolls at segment.ms.
+func TestSegmentJitterRollsEarly(t *testing.T) {
+	const t0 = int64(1_700_000_000_000)
+	rollAges := func(jitter time.Duration) []int64 {
+		e := newEnv(t, vfs.NewMem(), "/p")
+		cfg := testConfig()
+		cfg.SegmentMs, cfg.SegmentJitter = 100*time.Second, jitter
+		l := e.open(cfg)
+		defer l.Close()
+		var ages []int64
+		first := t0
+		for i := int64(0); i < 2000; i++ { // a batch a second
+			ts := t0 + i*1000
+			act := l.active()
+			appendAll(t, l, valueBatch(t, 1, 10, ts, int(i)))
+			if l.active() != act && act.size > 0 {
+				if want := cfg.SegmentMs - act.rollJitter(&cfg); time.Duration(ts-first)*time.Millisecond < want {
+					t.Fatalf("segment %d rolled %d ms after its first batch; want at least %v (segment.ms less its jitter)", act.base, ts-first, want)
+				}
+				ages = append(ages, ts-first)
+				first = ts
+			}
+		}
+		return ages
+	}
+	for _, age := range rollAges(0) {
+		if age != 100_000 {
+			t.Fatalf("without jitter a segment rolled %d ms after its first batch; want 100000", age)
+		}
+	}
+	ages := rollAges(50 * time.Second)
+	distinct := map[int64]bool{}
+	for _, age := range ages {
+		if age <= 50_000 || age > 100_000 {
+			t.Fatalf("with 50 s of jitter a segment rolled %d ms after its first batch; want within (50000, 100000]", age)
+		}
+		distinct[age] = true
+	}
+	if len(ages) < 10 || len(distinct) < 3 {
+		t.Fatalf("roll ages %v; want at least 10 rolls at several random ages", ages)
+	}
+
+	s := newSegment(nil, 0)
+	s.jitterDraw = 12_345_678
+	for _, tt := range []struct{ jitter, segment, want time.Duration }{
+		{0, time.Hour, 0},
+		{time.Second, time.Hour, 678 * time.Millisecond},
+		{time.Hour, time.Second, 678 * time.Millisecond}, // at most segment.ms, as Kafka's min(jitter, segment.ms)
+	} {
+		cfg := Config{SegmentMs: tt.segment, SegmentJitter: tt.jitter}
+		if got := s.rollJitter(&cfg); got != tt.want {
+			t.Errorf("rollJitter(jitter %v, segment.ms %v) = %v; want %v", tt.jitter, tt.segment, got, tt.want)
+		}
+	}
+}

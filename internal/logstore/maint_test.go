@@ -1,7 +1,10 @@
 package logstore
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +229,45 @@ func TestCheckpointReadErrorFailsTheOpen(t *testing.T) {
 	defer l3.Close()
 	if start := l3.StartOffset(); start != 5 {
 		t.Errorf("log start after the error cleared = %d; want 5", start)
+	}
+}
+
+// TestEmptyCleanupPolicyKeepsEverything: with cleanup.policy empty (neither delete nor compact,
+// Kafka 4.1's KIP-1161: "the same as delete with infinite retention") neither retention.ms nor
+// retention.bytes removes a segment, and compaction leaves every version of a key; only the log
+// start offset (DeleteRecords) moves the log's start. The log store used to refuse the config.
+func TestEmptyCleanupPolicyKeepsEverything(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	cfg := testConfig()
+	cfg.SegmentBytes = 2 << 10
+	cfg.RetentionMs, cfg.RetentionBytes = time.Hour, 1
+	cfg.Delete, cfg.Compact = false, false
+	cfg.MinCleanableDirtyRatio = 0
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate() of an empty cleanup.policy = %v; want nil", err)
+	}
+	l := e.open(cfg)
+	defer l.Close()
+	old := e.clock.now().Add(-2 * time.Hour).UnixMilli()
+	for i := range 40 { // 10 keys, 4 versions each, all past retention.ms
+		appendAll(t, l, makeBatch(t, batch.CodecNone, rec{key: []byte(fmt.Sprintf("k%d", i%10)), value: bytes.Repeat([]byte{'v'}, 300), ts: old}))
+	}
+	if len(l.segments) < 3 {
+		t.Fatalf("%d segments; want several", len(l.segments))
+	}
+	if n, err := l.EnforceRetention(); err != nil || n != 0 || l.StartOffset() != 0 {
+		t.Fatalf("EnforceRetention() = %d, %v, start %d; want 0 segments removed, start 0", n, err, l.StartOffset())
+	}
+	if _, err := NewCompactor(0).Compact(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(readAll(t, l)); got != 40 {
+		t.Fatalf("%d batches left after retention and compaction; want all 40", got)
+	}
+	if err := l.AdvanceStartOffset(25); err != nil { // DeleteRecords still moves the start
+		t.Fatal(err)
+	}
+	if n, err := l.EnforceRetention(); err != nil || l.StartOffset() != 25 {
+		t.Fatalf("EnforceRetention() after AdvanceStartOffset(25) = %d, %v, start %d; want start 25", n, err, l.StartOffset())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -45,15 +46,26 @@ type segment struct {
 	maxTsRel        uint32 // relative offset of the first batch that reached maxTimestamp
 	firstTs         int64  // the first batch's max timestamp (segment.ms counts from it); -1: none
 	created         time.Time
-	cleanedAt       int64 // unix ms of the first compaction, 0 if never compacted
-	alloc           int64 // the file is zero-filled and synced up to here (prealloc.go)
-	padded          bool  // a fill was started: the file may be longer than size
+	cleanedAt       int64  // unix ms of the first compaction, 0 if never compacted
+	alloc           int64  // the file is zero-filled and synced up to here (prealloc.go)
+	padded          bool   // a fill was started: the file may be longer than size
+	jitterDraw      uint64 // drawn at random when the segment is made: its share of segment.jitter.ms (rollJitter)
 }
 
 func newSegment(f vfs.File, base int64) *segment {
-	s := &segment{base: base, f: f, next: base, maxTimestamp: -1, firstTs: -1}
+	s := &segment{base: base, f: f, next: base, maxTimestamp: -1, firstTs: -1, jitterDraw: rand.Uint64()}
 	s.refs.Store(1)
 	return s
+}
+
+// rollJitter is how much before cfg.SegmentMs the segment rolls: its random draw modulo
+// min(segment.jitter.ms, segment.ms), in whole milliseconds, as Kafka's randomSegmentJitter.
+func (s *segment) rollJitter(cfg *Config) time.Duration {
+	bound := min(cfg.SegmentJitter, cfg.SegmentMs).Milliseconds()
+	if bound <= 0 {
+		return 0
+	}
+	return time.Duration(s.jitterDraw%uint64(bound)) * time.Millisecond
 }
 
 func (s *segment) meta() indexMeta {

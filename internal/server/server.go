@@ -182,6 +182,9 @@ type Config struct {
 
 	Logger  *slog.Logger // defaults to slog.Default()
 	Console io.Writer    // plain-text notices for the operator; defaults to os.Stderr
+	// LogLevel is the level Logger's handler logs at, which BROKER_LOGGER configs change on
+	// this node (the root logger); nil: they change only what the node's broker logs.
+	LogLevel *slog.LevelVar
 
 	// FS is the file system the data dir is on; nil means the operating system's. Tests put a
 	// server on a crashable file system to cut its power. The data-dir lock (an OS file lock)
@@ -692,7 +695,7 @@ func Open(cfg Config) (*Server, error) {
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions, FetchMaxBytes: cfg.FetchMaxBytes,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, OffsetsReplicationFactor: cfg.OffsetsReplicationFactor,
 		TxnStateReplicationFactor: cfg.TxnStateReplicationFactor, OffsetsTopicPartitions: cfg.OffsetsPartitions, TxnStatePartitions: cfg.TxnStatePartitions,
-		NoTopicDeletion: cfg.NoTopicDeletion, Hooks: hooks, Logger: s.logger,
+		NoTopicDeletion: cfg.NoTopicDeletion, Hooks: hooks, Logger: s.logger, LogLevel: cfg.LogLevel,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
 		Security: broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg),
 			TokenSecret: cfg.DelegationTokenSecret, TokenMaxLifetime: cfg.DelegationTokenMaxLifetime, TokenExpiry: cfg.DelegationTokenExpiry,

@@ -51,7 +51,8 @@ type ConfigDef struct {
 // defs lists every topic config Runnel accepts, with Kafka's names and defaults. Configs that
 // belong to later features accept only the values that work today.
 var defs = []ConfigDef{
-	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Allowed: []string{"delete", "compact"}, Doc: "delete old segments, compact by key, or both"},
+	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Allowed: []string{"delete", "compact"},
+		Doc: "delete old segments, compact by key, both, or neither (empty: records are kept until DeleteRecords, as Kafka 4.1's KIP-1161)"},
 	{Name: "retention.ms", Type: TypeLong, Default: "604800000", BrokerName: "log.retention.ms", Min: -1, Max: math.MaxInt64, Doc: "delete segments whose newest record is older; -1 keeps all"},
 	{Name: "retention.bytes", Type: TypeLong, Default: "-1", BrokerName: "log.retention.bytes", Min: -1, Max: math.MaxInt64, Doc: "delete oldest segments while the partition stays at or above this size without them; -1: no limit"},
 	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", BrokerName: "log.segment.bytes", Min: 1048576, Max: math.MaxInt32, Doc: "segment file size before a roll"},
@@ -71,6 +72,34 @@ var defs = []ConfigDef{
 	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", BrokerName: "unclean.leader.election.enable", ClusterOnly: true,
 		Doc: "elect a replica outside the majority once a majority of the replicas is not live (records only the lost replicas held are gone); set per topic or cluster-wide"},
 	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Allowed: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "keep the producer's compression (producer), or store every batch with this codec, recompressing on append"},
+	// KIP-390's levels, with Kafka's ranges (CompressionType.levelValidator): they apply when the
+	// broker recompresses a batch for compression.type.
+	{Name: "compression.gzip.level", Type: TypeInt, Default: "-1", BrokerName: "compression.gzip.level", Min: -1, Max: 9, Check: checkGzipLevel,
+		Doc: "the level of compression.type=gzip: 1 to 9, or -1 (the codec's default)"},
+	{Name: "compression.lz4.level", Type: TypeInt, Default: "9", BrokerName: "compression.lz4.level", Min: 1, Max: 17,
+		Doc: "the level of compression.type=lz4: 1 (fast) to 17 (high compression)"},
+	{Name: "compression.zstd.level", Type: TypeInt, Default: "3", BrokerName: "compression.zstd.level", Min: -131072, Max: 22,
+		Doc: "the level of compression.type=zstd: -131072 to 22"},
+	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", BrokerName: "log.roll.jitter.ms", Min: 0, Max: math.MaxInt64,
+		Doc: "each segment rolls up to this much (at random, at most segment.ms) before segment.ms, so the partitions do not all roll at once"},
+	// Kafka configs of mechanisms Runnel does not have: taken, validated and described as Kafka
+	// does, without effect (docs/configuration.md says why for each).
+	{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", BrokerName: "log.index.size.max.bytes", Min: 4, Max: math.MaxInt32,
+		Doc: "Kafka's preallocated offset index size; no effect (Runnel's offset index has no fixed size)"},
+	{Name: "preallocate", Type: TypeBoolean, Default: "false", BrokerName: "log.preallocate",
+		Doc: "Kafka's whole-segment preallocation; no effect (Runnel preallocates space ahead of the appends of fast logs on its own)"},
+	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", BrokerName: "log.segment.delete.delay.ms", Min: 0, Max: math.MaxInt64,
+		Doc: "Kafka's delay before a deleted segment's files are removed; no effect (Runnel removes them once no reader holds them)"},
+	{Name: "remote.storage.enable", Type: TypeBoolean, Default: "false", Check: checkRemoteStorage,
+		Doc: "Kafka's tiered storage; only false (Runnel has no tiered storage of Kafka's kind, as a Kafka broker with remote.log.storage.system.enable=false)"},
+	{Name: "local.retention.ms", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.ms", Min: -2, Max: math.MaxInt64,
+		Doc: "tiered storage's local retention (-2: retention.ms); no effect without tiered storage"},
+	{Name: "local.retention.bytes", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.bytes", Min: -2, Max: math.MaxInt64,
+		Doc: "tiered storage's local retention (-2: retention.bytes); no effect without tiered storage"},
+	{Name: "remote.log.copy.disable", Type: TypeBoolean, Default: "false",
+		Doc: "tiered storage: stop copying to remote storage; no effect without tiered storage"},
+	{Name: "remote.log.delete.on.disable", Type: TypeBoolean, Default: "false",
+		Doc: "tiered storage: delete remote data when it is turned off; no effect without tiered storage"},
 	{Name: "write.caching", Type: TypeBoolean, Default: "false", BrokerName: "write_caching_default", Doc: "acks=all waits for the page cache (true) or an fsync (false); write_caching_default=disabled forces false on every topic",
 		Overrides: map[string]string{"disabled": "false"}},
 	{Name: "flush.ms", Type: TypeLong, Default: "100", BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64, Doc: "sync unsynced data at least this often (bounds what write caching can lose)"},
@@ -216,6 +245,11 @@ func checkValue(d *ConfigDef, value string) error {
 		if value != "true" && value != "false" {
 			return configErr("%s: %q is not true or false", name, value)
 		}
+		if d.Check != nil {
+			if err := d.Check(value); err != nil {
+				return configErr("%s: %v", name, err)
+			}
+		}
 	case TypeInt, TypeLong, TypeDouble:
 		v, err := strconv.ParseFloat(value, 64)
 		if d.Type != TypeDouble {
@@ -228,6 +262,11 @@ func checkValue(d *ConfigDef, value string) error {
 		}
 		if v < d.Min || v > d.Max {
 			return configErr("%s: %s is outside [%v, %v]", name, value, d.Min, d.Max)
+		}
+		if d.Check != nil {
+			if err := d.Check(value); err != nil {
+				return configErr("%s: %v", name, err)
+			}
 		}
 	case TypeString:
 		if d.Check != nil {
@@ -246,12 +285,33 @@ func checkValue(d *ConfigDef, value string) error {
 			}
 			return nil
 		}
+		if strings.TrimSpace(value) == "" {
+			return nil // the empty list, which Kafka's ValidList.in allows (cleanup.policy: neither)
+		}
 		items := strings.Split(value, ",")
 		for _, it := range items {
 			if !contains(d.Allowed, strings.TrimSpace(it)) {
 				return configErr("%s: %q is not one of %s", name, it, strings.Join(d.Allowed, ", "))
 			}
 		}
+	}
+	return nil
+}
+
+// checkGzipLevel refuses 0, which compression.gzip.level's range [-1, 9] holds but Kafka's
+// validator does not: 1 to 9, or -1 for the codec's default.
+func checkGzipLevel(value string) error {
+	if n, _ := strconv.ParseInt(value, 10, 64); n == 0 {
+		return fmt.Errorf("0 is not a level: 1 to 9, or -1 (the default)")
+	}
+	return nil
+}
+
+// checkRemoteStorage refuses remote.storage.enable=true with the message of a Kafka broker whose
+// remote.log.storage.system.enable is false: Runnel has no tiered storage of Kafka's kind.
+func checkRemoteStorage(value string) error {
+	if value == "true" {
+		return fmt.Errorf("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage")
 	}
 	return nil
 }
@@ -275,6 +335,19 @@ func (t *Topic) Effective(name string) (value string, isDefault bool) {
 // EffectiveSource is Effective with the value's source.
 func (t *Topic) EffectiveSource(name string) (string, Source) {
 	return effectiveIn(t.Configs, name, t.defaults)
+}
+
+// CompressionLevel is the level a batch recompressed for compression.type=compressionType is
+// compressed at: the effective compression.<type>.level of gzip, lz4 and zstd (KIP-390), else 0
+// (snappy and uncompressed have none). For batch.RecompressLevel.
+func (t *Topic) CompressionLevel(compressionType string) int {
+	switch compressionType {
+	case "gzip", "lz4", "zstd":
+		v, _ := t.Effective("compression." + compressionType + ".level")
+		n, _ := strconv.Atoi(v)
+		return n
+	}
+	return 0
 }
 
 // EffectiveIn is Effective for a candidate set of topic configs (an update being checked).
@@ -330,6 +403,7 @@ func logConfig(set map[string]string, d *defaults) logstore.Config {
 	c := logstore.DefaultConfig()
 	c.SegmentBytes = num(set, "segment.bytes", d)
 	c.SegmentMs = time.Duration(num(set, "segment.ms", d)) * time.Millisecond
+	c.SegmentJitter = time.Duration(min(num(set, "segment.jitter.ms", d), math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
 	c.IndexIntervalBytes = int(num(set, "index.interval.bytes", d))
 	c.RetentionMs = time.Duration(num(set, "retention.ms", d)) * time.Millisecond
 	if num(set, "retention.ms", d) < 0 {

@@ -51,6 +51,19 @@ func TestCheckConfig(t *testing.T) {
 		{"runnel.storage", "local", true}, {"runnel.storage", "object", true}, {"runnel.storage", "s3", false},
 		{"min.compaction.lag.ms", "0", true}, {"min.compaction.lag.ms", "-1", false},
 		{"max.compaction.lag.ms", "1", true}, {"max.compaction.lag.ms", "0", false},
+		{"cleanup.policy", "", true}, {"cleanup.policy", " ", true}, {"cleanup.policy", "delete,", false},
+		{"compression.gzip.level", "-1", true}, {"compression.gzip.level", "1", true}, {"compression.gzip.level", "9", true},
+		{"compression.gzip.level", "0", false}, {"compression.gzip.level", "-2", false}, {"compression.gzip.level", "10", false},
+		{"compression.lz4.level", "1", true}, {"compression.lz4.level", "17", true}, {"compression.lz4.level", "0", false}, {"compression.lz4.level", "18", false},
+		{"compression.zstd.level", "-131072", true}, {"compression.zstd.level", "22", true}, {"compression.zstd.level", "0", true},
+		{"compression.zstd.level", "-131073", false}, {"compression.zstd.level", "23", false},
+		{"segment.jitter.ms", "0", true}, {"segment.jitter.ms", "1000", true}, {"segment.jitter.ms", "-1", false},
+		{"segment.index.bytes", "4", true}, {"segment.index.bytes", "3", false}, {"segment.index.bytes", "2147483648", false},
+		{"preallocate", "true", true}, {"preallocate", "on", false},
+		{"file.delete.delay.ms", "0", true}, {"file.delete.delay.ms", "-1", false},
+		{"local.retention.ms", "-2", true}, {"local.retention.ms", "-3", false}, {"local.retention.bytes", "-2", true}, {"local.retention.bytes", "-3", false},
+		{"remote.storage.enable", "false", true}, {"remote.storage.enable", "true", false},
+		{"remote.log.copy.disable", "true", true}, {"remote.log.delete.on.disable", "true", true}, {"remote.log.delete.on.disable", "1", false},
 		{"no.such.config", "1", false},
 	}
 	for _, tt := range tests {
@@ -648,5 +661,71 @@ func TestTotalOrderTopicIsNeverCompacted(t *testing.T) {
 	}
 	if c := logConfig(map[string]string{}, d); !c.Compact {
 		t.Errorf("an ordinary topic under a cluster default of compact is not compacted")
+	}
+}
+
+// TestKafkaTopicConfigsDescribed: the topic configs of Kafka 4.1's LogConfig that Runnel used to
+// refuse as unknown are described with Kafka's defaults and broker synonyms (ServerTopicConfigSynonyms).
+func TestKafkaTopicConfigsDescribed(t *testing.T) {
+	for _, tt := range []struct{ name, def, broker string }{
+		{"compression.gzip.level", "-1", "compression.gzip.level"},
+		{"compression.lz4.level", "9", "compression.lz4.level"},
+		{"compression.zstd.level", "3", "compression.zstd.level"},
+		{"segment.jitter.ms", "0", "log.roll.jitter.ms"},
+		{"segment.index.bytes", "10485760", "log.index.size.max.bytes"},
+		{"preallocate", "false", "log.preallocate"},
+		{"file.delete.delay.ms", "60000", "log.segment.delete.delay.ms"},
+		{"local.retention.ms", "-2", "log.local.retention.ms"},
+		{"local.retention.bytes", "-2", "log.local.retention.bytes"},
+		{"remote.storage.enable", "false", ""},
+		{"remote.log.copy.disable", "false", ""},
+		{"remote.log.delete.on.disable", "false", ""},
+	} {
+		d, ok := LookupDef(tt.name)
+		if !ok || d.Default != tt.def || d.BrokerName != tt.broker {
+			t.Errorf("LookupDef(%s) = %+v, %v; want default %q, broker config %q", tt.name, d, ok, tt.def, tt.broker)
+			continue
+		}
+		if err := checkValue(d, d.Default); err != nil {
+			t.Errorf("%s: its default %q is refused: %v", tt.name, d.Default, err)
+		}
+	}
+}
+
+// TestEmptyCleanupPolicy: an empty cleanup.policy (Kafka 4.1, KIP-1161: neither delete nor
+// compact) reaches the log store as neither, a valid configuration that keeps every record, and
+// so does an empty log.cleanup.policy broker default. Runnel used to refuse it.
+func TestEmptyCleanupPolicy(t *testing.T) {
+	c := logConfig(map[string]string{"cleanup.policy": ""}, nil)
+	if c.Delete || c.Compact {
+		t.Errorf("cleanup.policy \"\": delete %v, compact %v; want neither", c.Delete, c.Compact)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("cleanup.policy \"\": Validate() = %v; want nil", err)
+	}
+	d := newDefaults()
+	d.set(map[string]string{"log.cleanup.policy": ""}, nil)
+	if c := logConfig(map[string]string{}, d); c.Delete || c.Compact || c.Validate() != nil {
+		t.Errorf("log.cleanup.policy \"\": delete %v, compact %v, Validate() = %v; want neither, nil", c.Delete, c.Compact, c.Validate())
+	}
+}
+
+// TestSegmentJitterAndCompressionLevels: segment.jitter.ms reaches the log store, and a topic's
+// compression levels are its own or Kafka's defaults.
+func TestSegmentJitterAndCompressionLevels(t *testing.T) {
+	if c := logConfig(map[string]string{"segment.jitter.ms": "1500"}, nil); c.SegmentJitter != 1500*time.Millisecond {
+		t.Errorf("segment.jitter.ms 1500: SegmentJitter %v; want 1.5s", c.SegmentJitter)
+	}
+	if c := logConfig(map[string]string{"segment.jitter.ms": "9223372036854775807"}, nil); c.SegmentJitter <= 0 || c.Validate() != nil {
+		t.Errorf("segment.jitter.ms Long.MAX: SegmentJitter %v, Validate() = %v; want a positive jitter, nil", c.SegmentJitter, c.Validate())
+	}
+	tp := &Topic{Configs: map[string]string{"compression.zstd.level": "7"}}
+	for _, tt := range []struct {
+		typ  string
+		want int
+	}{{"gzip", -1}, {"lz4", 9}, {"zstd", 7}, {"snappy", 0}, {"uncompressed", 0}} {
+		if got := tp.CompressionLevel(tt.typ); got != tt.want {
+			t.Errorf("CompressionLevel(%s) = %d; want %d", tt.typ, got, tt.want)
+		}
 	}
 }
