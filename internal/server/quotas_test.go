@@ -319,8 +319,9 @@ func TestMaxConnectionsPerIP(t *testing.T) {
 	b, adm := oneNodeAdmin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := alterNodeConfig(ctx, adm, "max.connections.per.ip.overrides", "127.0.0.2:two"); !errors.Is(err, kerr.InvalidConfig) {
-		t.Fatalf("a malformed max.connections.per.ip.overrides: %v; want INVALID_CONFIG", err)
+	// A bad broker config value is INVALID_REQUEST, as Kafka answers it (KAFKA-13609).
+	if err := alterNodeConfig(ctx, adm, "max.connections.per.ip.overrides", "127.0.0.2:two"); !errors.Is(err, kerr.InvalidRequest) {
+		t.Fatalf("a malformed max.connections.per.ip.overrides: %v; want INVALID_REQUEST", err)
 	}
 	if err := alterNodeConfig(ctx, adm, "max.connections.per.ip.overrides", "127.0.0.2:2, [::1]:5"); err != nil {
 		t.Fatalf("setting max.connections.per.ip.overrides: %v", err)
