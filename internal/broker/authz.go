@@ -232,6 +232,9 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 			return deny(groupDenied)
 		}
 	case *kmsg.SyncGroupRequest:
+		if syncGroupProtocolMissing(req) { // answered by the handler before any ACL, as Kafka
+			break
+		}
 		if !r.allowedGroup(read, req.Group) {
 			return deny(groupDenied)
 		}
@@ -587,9 +590,11 @@ func (r *request) addPartitionsDenied(req *kmsg.AddPartitionsToTxnRequest) kmsg.
 	write := kmsg.ACLOperationWrite
 	if req.Version < 4 {
 		txnOK := r.allowedTxnID(write, req.TransactionalID)
+		// As Kafka, an internal topic is never authorized here, whatever the ACLs.
+		mayWrite := func(topic string) bool { return !internalTopic(topic) && r.allowedTopic(write, topic) }
 		topicsOK := true
 		for _, t := range req.Topics {
-			topicsOK = topicsOK && r.allowedTopic(write, t.Topic)
+			topicsOK = topicsOK && mayWrite(t.Topic)
 		}
 		if txnOK && topicsOK {
 			return nil
@@ -600,7 +605,7 @@ func (r *request) addPartitionsDenied(req *kmsg.AddPartitionsToTxnRequest) kmsg.
 			switch {
 			case !txnOK:
 				code = kerr.TransactionalIDAuthorizationFailed.Code
-			case !r.allowedTopic(write, t.Topic):
+			case !mayWrite(t.Topic):
 				code = kerr.TopicAuthorizationFailed.Code
 			}
 			st := kmsg.NewAddPartitionsToTxnResponseTopic()
@@ -627,7 +632,8 @@ func (r *request) addPartitionsDenied(req *kmsg.AddPartitionsToTxnRequest) kmsg.
 var (
 	topicOps = []kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationCreate, kmsg.ACLOperationDelete,
 		kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe, kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs}
-	groupOps   = []kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete}
+	groupOps = []kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete,
+		kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs} // group configs (KIP-848), as Kafka's AclEntry
 	clusterOps = []kmsg.ACLOperation{kmsg.ACLOperationCreate, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe, kmsg.ACLOperationClusterAction,
 		kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs, kmsg.ACLOperationIdempotentWrite}
 )

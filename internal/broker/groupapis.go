@@ -60,16 +60,32 @@ func handleConsumerGroupDescribe(_ context.Context, r *request) reply {
 	gs := r.conn.b.groups
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	in, missing := gs.byShardLocked(req.Groups)
+	var ids []string
+	for _, id := range req.Groups {
+		if id == "" { // as Kafka's GroupCoordinatorService.consumerGroupDescribe, on any node
+			g := kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.ErrorCode, g.AuthorizedOperations = kerr.InvalidGroupID.Code, notRequested
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	in, missing := gs.byShardLocked(ids)
 	for sh, ids := range in {
 		sub := *req
 		sub.Groups = ids
-		resp.Groups = append(resp.Groups, sh.c.ConsumerGroupDescribe(&sub).Groups...)
+		for _, g := range sh.c.ConsumerGroupDescribe(&sub).Groups {
+			g.AuthorizedOperations = notRequested
+			if g.ErrorCode == 0 && req.IncludeAuthorizedOperations { // KIP-430, as DescribeGroups
+				g.AuthorizedOperations = r.authorizedOperations(kmsg.ACLResourceTypeGroup, g.Group, groupOps)
+			}
+			resp.Groups = append(resp.Groups, g)
+		}
 	}
-	for _, id := range req.Groups {
+	for _, id := range ids {
 		if code, ok := missing[id]; ok {
 			g := kmsg.NewConsumerGroupDescribeResponseGroup()
-			g.Group, g.ErrorCode = id, code.Code
+			g.Group, g.ErrorCode, g.AuthorizedOperations = id, code.Code, notRequested
 			resp.Groups = append(resp.Groups, g)
 		}
 	}
@@ -145,9 +161,20 @@ func handleJoinGroup(ctx context.Context, r *request) reply {
 func handleSyncGroup(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.SyncGroupRequest)
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	if syncGroupProtocolMissing(req) {
+		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
+		return reply{resp: resp}
+	}
 	return r.conn.b.groups.delayed(ctx, resp, req.Group, func(c *group.Coordinator, id group.RequestID) group.Output {
 		return c.SyncGroup(timeNow(), id, req)
 	})
+}
+
+// syncGroupProtocolMissing reports a SyncGroup v5+ without its protocol type or name, which
+// Kafka's KafkaApis.handleSyncGroupRequest answers INCONSISTENT_GROUP_PROTOCOL before anything
+// else (areMandatoryProtocolTypeAndNamePresent: mandatory from version 5).
+func syncGroupProtocolMissing(req *kmsg.SyncGroupRequest) bool {
+	return req.Version >= 5 && (req.ProtocolType == nil || req.Protocol == nil)
 }
 
 func handleHeartbeat(_ context.Context, r *request) reply {

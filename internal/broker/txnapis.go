@@ -92,10 +92,14 @@ func handleAddPartitionsToTxn(ctx context.Context, r *request) reply {
 			// A partition of a topic that does not exist is refused, as Kafka does, and so is a
 			// total-order topic's (its shards take no transactions: Produce refuses their
 			// batches, and a marker would take a global position); the others then get
-			// OPERATION_NOT_ATTEMPTED.
+			// OPERATION_NOT_ATTEMPTED. A client (v0-3) may not add an internal topic's: Kafka's
+			// KafkaApis.handleAddPartitionsToTxnRequest leaves them out of the topics it
+			// authorizes, so they are TOPIC_AUTHORIZATION_FAILED whatever the ACLs.
 			bad := map[txncoord.TP]int16{}
 			for _, tp := range o.tps {
-				if t, ok := b.topics.Get(tp.Topic); !ok || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
+				if req.Version < 4 && internalTopic(tp.Topic) {
+					bad[tp] = kerr.TopicAuthorizationFailed.Code
+				} else if t, ok := b.topics.Get(tp.Topic); !ok || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
 					bad[tp] = kerr.UnknownTopicOrPartition.Code
 				} else if isTotalOrder(t) {
 					bad[tp] = kerr.InvalidTxnState.Code
@@ -108,15 +112,26 @@ func handleAddPartitionsToTxn(ctx context.Context, r *request) reply {
 				}
 				maps.Copy(codes, bad)
 			} else {
-				rep := b.txns.callWaitingOut(ctx, o.id, func(c *txncoord.Coordinator, rid txncoord.ReqID, now int64) txncoord.Effects {
-					return c.AddPartitions(txncoord.AddReq{ID: rid, TxnID: o.id, ProducerID: o.pid, Epoch: o.epoch, Partitions: o.tps,
-						VerifyOnly: o.verifyOnly, KnowsFenced: req.Version >= 2}, now)
-				})
-				for _, tp := range o.tps {
-					codes[tp] = errCode(rep.Err)
+				// A verification is answered per partition, as Kafka's: one coordinator call
+				// each (TRANSACTION_ABORTABLE for those not in the transaction only).
+				batches := [][]txncoord.TP{o.tps}
+				if o.verifyOnly {
+					batches = nil
+					for _, tp := range o.tps {
+						batches = append(batches, []txncoord.TP{tp})
+					}
 				}
-				if rep.Err == nil && !o.verifyOnly {
-					b.txns.noteAdded(o.id, o.tps)
+				for _, tps := range batches {
+					rep := b.txns.callWaitingOut(ctx, o.id, func(c *txncoord.Coordinator, rid txncoord.ReqID, now int64) txncoord.Effects {
+						return c.AddPartitions(txncoord.AddReq{ID: rid, TxnID: o.id, ProducerID: o.pid, Epoch: o.epoch, Partitions: tps,
+							VerifyOnly: o.verifyOnly, KnowsFenced: req.Version >= 2}, now)
+					})
+					for _, tp := range tps {
+						codes[tp] = errCode(rep.Err)
+					}
+					if rep.Err == nil && !o.verifyOnly {
+						b.txns.noteAdded(o.id, tps)
+					}
 				}
 			}
 			if req.Version < 4 {
@@ -229,9 +244,15 @@ func handleTxnOffsetCommit(ctx context.Context, r *request) reply {
 			fail(code.Code)
 			return
 		}
-		produceVersion := int16(11) // verify the client added the partition (AddOffsetsToTxn)
-		if req.Version >= 5 {
-			produceVersion = 12 // add it here
+		// Verify the client added the partition (AddOffsetsToTxn), or add it here from v5; as
+		// Kafka's txnOffsetCommitRequestVersionToTransactionSupportedOperation, v4 is the first
+		// to be told TRANSACTION_ABORTABLE, as Produce v11.
+		produceVersion := int16(10)
+		switch {
+		case req.Version >= 5:
+			produceVersion = 12
+		case req.Version == 4:
+			produceVersion = 11
 		}
 		if err := b.txns.ensureInTransaction(ctx, req.TransactionalID, localTxnPartition{b.txns, sh.p}, req.ProducerID, req.ProducerEpoch, produceVersion); err != nil {
 			code := errCode(err)
@@ -383,7 +404,9 @@ func handleListTransactions(_ context.Context, r *request) reply {
 				continue
 			case len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, t.ProducerID):
 				continue
-			case req.DurationFilterMillis >= 0 && req.Version >= 1 && (t.State != txncoord.Ongoing || now-t.StartMs < req.DurationFilterMillis):
+			case req.DurationFilterMillis >= 0 && req.Version >= 1 && now-t.StartMs <= req.DurationFilterMillis:
+				// As Kafka's TransactionStateManager.listTransactionStates: by the start time
+				// alone, whatever the state (an id that never began one, start -1, passes).
 				continue
 			case pattern != nil && !pattern.MatchString(id):
 				continue

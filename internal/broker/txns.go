@@ -1233,7 +1233,10 @@ func (d *txns) addToTransaction(ctx context.Context, req txnAddReq) error {
 }
 
 // produceTxnError is the produce error for a failed add or verification: retriable coordinator
-// errors become NOT_ENOUGH_REPLICAS, which every client retries (KIP-890 does the same).
+// errors become NOT_ENOUGH_REPLICAS, which every client retries (KIP-890 does the same), and a
+// partition not in the transaction is TRANSACTION_ABORTABLE from Produce v11 on (KIP-890,
+// KIP-1050) and INVALID_TXN_STATE before, as Kafka's AddPartitionsToTxnManager converts it for
+// older clients (its DEFAULT_ERROR).
 func produceTxnError(err error, produceVersion int16) error {
 	switch {
 	case err == nil:
@@ -1241,6 +1244,8 @@ func produceTxnError(err error, produceVersion int16) error {
 	case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorLoadInProgress),
 		errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.RequestTimedOut):
 		return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
+	case errors.Is(err, kerr.TransactionAbortable) && produceVersion < 11:
+		return fmt.Errorf("%w: %v", kerr.InvalidTxnState, err)
 	}
 	return err
 }

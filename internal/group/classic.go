@@ -477,6 +477,9 @@ func (c *Coordinator) SyncGroup(now time.Time, id RequestID, req *kmsg.SyncGroup
 		out.syncError(id, req.Version, err)
 		return out
 	}
+	if req.Group == "" { // as Kafka's GroupCoordinatorService.syncGroup
+		return fail(kerr.InvalidGroupID)
+	}
 	g := c.groups[req.Group]
 	if g == nil {
 		return fail(kerr.UnknownMemberID)
@@ -540,6 +543,10 @@ func (c *Coordinator) SyncGroup(now time.Time, id RequestID, req *kmsg.SyncGroup
 // Heartbeat handles a Heartbeat request; it is answered at once.
 func (c *Coordinator) Heartbeat(now time.Time, req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	if req.Group == "" { // as Kafka's GroupCoordinatorService.heartbeat
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp
+	}
 	g := c.groups[req.Group]
 	if g == nil {
 		resp.ErrorCode = kerr.UnknownMemberID.Code
@@ -553,7 +560,7 @@ func (c *Coordinator) Heartbeat(now time.Time, req *kmsg.HeartbeatRequest) *kmsg
 	switch {
 	case g.fenced(req.InstanceID, req.MemberID):
 		resp.ErrorCode = kerr.FencedInstanceID.Code
-	case m == nil:
+	case m == nil, g.unknownInstance(req.InstanceID):
 		resp.ErrorCode = kerr.UnknownMemberID.Code
 	case g.State == Empty:
 		resp.ErrorCode = kerr.UnknownMemberID.Code
@@ -572,6 +579,10 @@ func (c *Coordinator) Heartbeat(now time.Time, req *kmsg.HeartbeatRequest) *kmsg
 func (c *Coordinator) LeaveGroup(now time.Time, req *kmsg.LeaveGroupRequest) (*kmsg.LeaveGroupResponse, Output) {
 	var out Output
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if req.Group == "" { // as Kafka's GroupCoordinatorService.leaveGroup
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp, out
+	}
 	leaving := req.Members
 	if req.Version < 3 {
 		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
@@ -707,6 +718,17 @@ func (g *Group) fenced(instance *string, memberID string) bool {
 	}
 	cur, ok := g.static[*instance]
 	return ok && cur != memberID
+}
+
+// unknownInstance reports whether instance names no static member of the group: Kafka's
+// ClassicGroup.validateMember (Heartbeat, OffsetCommit) answers UNKNOWN_MEMBER_ID then, even to
+// a dynamic member that exists.
+func (g *Group) unknownInstance(instance *string) bool {
+	if instance == nil {
+		return false
+	}
+	_, ok := g.static[*instance]
+	return !ok
 }
 
 func minTime(a, b time.Time) time.Time {

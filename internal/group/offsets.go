@@ -82,8 +82,8 @@ func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest, 
 	// validateOffsetCommit of classic, consumer and streams groups).
 	if req.Generation < 0 && (req.MemberID == "" || g == nil || g.memberCount() == 0) {
 		if g == nil {
-			g = newGroup(req.Group, now)
-			c.groups[req.Group] = g
+			c.simpleGroupFor(now, req.Group, req.Topics)
+			return 0
 		}
 		if g.memberCount() > 0 {
 			return kerr.UnknownMemberID.Code
@@ -103,7 +103,7 @@ func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest, 
 	switch {
 	case g.fenced(req.InstanceID, req.MemberID):
 		return kerr.FencedInstanceID.Code
-	case m == nil:
+	case m == nil, g.unknownInstance(req.InstanceID):
 		return kerr.UnknownMemberID.Code
 	case req.Generation != g.Generation:
 		return kerr.IllegalGeneration.Code
@@ -114,10 +114,34 @@ func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest, 
 	return 0
 }
 
+// simpleGroupFor creates the group a commit with generation -1 names when it does not exist
+// (Kafka's "simple" group), unless no partition committed exists: Kafka's broker answers those
+// UNKNOWN_TOPIC_OR_PARTITION without asking the coordinator, which then creates nothing. It
+// returns the group, or nil.
+func (c *Coordinator) simpleGroupFor(now time.Time, id string, topics []kmsg.OffsetCommitRequestTopic) *Group {
+	if g := c.groups[id]; g != nil {
+		return g
+	}
+	exists := c.PartitionExists == nil
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			exists = exists || c.PartitionExists(t.Topic, p.Partition)
+		}
+	}
+	if !exists {
+		return nil
+	}
+	g := newGroup(id, now)
+	c.groups[id] = g
+	return g
+}
+
 // checkConsumerCommit checks a commit to a consumer group: the member must exist and send its
 // current epoch in the generation field (OffsetCommit v9+). The previous epoch is accepted too
 // while every partition committed is still assigned to the member (its heartbeat answer may
-// not have arrived yet), as later Kafka versions allow.
+// not have arrived yet), as Kafka 4.3 allows (KIP-1251: an older epoch, for partitions assigned
+// to the member at that epoch or before; Kafka 4.1 takes the current epoch only). Epoch 0, the
+// join, is not: the member held nothing then, and KIP-1251 refuses it too.
 func checkConsumerCommit(cs *consumerState, req *kmsg.OffsetCommitRequest) int16 {
 	m := cs.members[req.MemberID]
 	switch {
@@ -131,7 +155,7 @@ func checkConsumerCommit(cs *consumerState, req *kmsg.OffsetCommitRequest) int16
 		// A classic-protocol member commits with its generation, and knows only Kafka's
 		// classic answer to a wrong one (ConsumerGroup.validateOffsetCommit).
 		return kerr.IllegalGeneration.Code
-	case req.Generation == m.prevEpoch:
+	case req.Generation == m.prevEpoch && m.prevEpoch > 0:
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
 				if !m.assigned.has(t.Topic, p.Partition) {
@@ -426,10 +450,8 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 	for _, id := range req.Groups {
 		dg := kmsg.NewDescribeGroupsResponseGroup()
 		dg.Group, dg.State = id, Dead.String()
-		g := c.groups[id]
+		g := c.groups[id] // the empty group id is described, as Kafka does for backwards compatibility
 		switch {
-		case id == "":
-			dg.ErrorCode = kerr.InvalidGroupID.Code
 		case g == nil:
 			if req.Version >= 6 {
 				msg := fmt.Sprintf("Group %s not found.", id)
@@ -510,10 +532,8 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteG
 	for _, id := range req.Groups {
 		rg := kmsg.NewDeleteGroupsResponseGroup()
 		rg.Group = id
-		g := c.groups[id]
+		g := c.groups[id] // the empty group id is deleted, as Kafka does for backwards compatibility
 		switch {
-		case id == "":
-			rg.ErrorCode = kerr.InvalidGroupID.Code
 		case g == nil:
 			rg.ErrorCode = kerr.GroupIDNotFound.Code
 		case g.State != Empty || g.memberCount() > 0:

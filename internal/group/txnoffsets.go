@@ -50,17 +50,18 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 		}
 	}
 	code := int16(0)
+	var topics []kmsg.OffsetCommitRequestTopic // the partitions, for a previous epoch's check
+	for _, t := range req.Topics {
+		ct := kmsg.OffsetCommitRequestTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			ct.Partitions = append(ct.Partitions, kmsg.OffsetCommitRequestTopicPartition{Partition: p.Partition})
+		}
+		topics = append(topics, ct)
+	}
 	if req.Version >= 3 && (req.Generation >= 0 || req.MemberID != "") {
 		// KIP-447: the producer's consumer must still be a member of the group's generation.
 		check := &kmsg.OffsetCommitRequest{Version: 9, Group: req.Group, Generation: req.Generation,
-			MemberID: req.MemberID, InstanceID: req.InstanceID}
-		for _, t := range req.Topics { // the partitions, for a previous epoch's check
-			ct := kmsg.OffsetCommitRequestTopic{Topic: t.Topic}
-			for _, p := range t.Partitions {
-				ct.Partitions = append(ct.Partitions, kmsg.OffsetCommitRequestTopicPartition{Partition: p.Partition})
-			}
-			check.Topics = append(check.Topics, ct)
-		}
+			MemberID: req.MemberID, InstanceID: req.InstanceID, Topics: topics}
 		code = c.checkCommit(now, check, true)
 		if code == kerr.StaleMemberEpoch.Code {
 			// Kafka's answer to a transactional commit of an old epoch: producers abort the
@@ -69,6 +70,10 @@ func (c *Coordinator) TxnOffsetCommit(now time.Time, req *kmsg.TxnOffsetCommitRe
 		}
 	} else if req.Group == "" {
 		code = kerr.InvalidGroupID.Code
+	} else {
+		// As Kafka's validateTransactionalOffsetCommit: a commit without a generation creates
+		// the group it names, so a later one naming a member is checked against it.
+		c.simpleGroupFor(now, req.Group, topics)
 	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewTxnOffsetCommitResponseTopic()

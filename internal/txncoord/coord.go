@@ -470,16 +470,18 @@ func (c *Coordinator) AddPartitions(r AddReq, nowMs int64) Effects {
 		return reply(kerr.ConcurrentTransactions)
 	}
 	if r.VerifyOnly {
-		if t.State != Ongoing && !t.Lost {
-			return reply(kerr.InvalidTxnState)
-		}
-		for _, tp := range r.Partitions {
-			if !t.Partitions[tp] && !t.Lost {
-				return reply(kerr.InvalidTxnState)
-			}
-		}
 		if t.Lost { // the partition is in the transaction if the producer says so: remember it
 			c.add(t, r.Partitions, nowMs)
+			return reply(nil)
+		}
+		// As Kafka's handleVerifyPartitionsInTransaction: a partition not in the transaction is
+		// TRANSACTION_ABORTABLE (KIP-890; the broker turns it into INVALID_TXN_STATE for a
+		// client too old to know it). Kafka answers each partition; the caller that wants to
+		// know which asks of one partition at a time.
+		for _, tp := range r.Partitions {
+			if t.State != Ongoing || !t.Partitions[tp] {
+				return reply(kerr.TransactionAbortable)
+			}
 		}
 		return reply(nil)
 	}
