@@ -171,8 +171,9 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *
 	for _, rt := range req.Topics {
 		name := b.fetchTopicName(req.Version, rt.Topic, rt.TopicID)
 		for _, rp := range rt.Partitions {
+			// Any negative epoch is none, as Kafka's FetchRequest reads it (optionalEpoch).
 			parts = append(parts, &sessionPartition{topic: name, topicID: rt.TopicID, byID: req.Version >= 13,
-				partition: rp.Partition, leaderEpoch: rp.CurrentLeaderEpoch,
+				partition: rp.Partition, leaderEpoch: max(rp.CurrentLeaderEpoch, -1),
 				offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, sentHW: -1, sentLSO: -1, sentStart: -1})
 		}
 	}

@@ -239,13 +239,11 @@ func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32
 		setProduceError(sp, err)
 		return nil, 0
 	}
-	n, err := batch.Split(records)
+	n, err := produceRecordSet(records)
 	if err != nil {
 		return fail(err)
 	}
-	if n != len(records) {
-		return fail(fmt.Errorf("%w: a produce request must hold exactly one record batch per partition", kerr.InvalidRecord))
-	}
+	records = records[:n]
 	maxBytes, _ := t.Effective("max.message.bytes")
 	if limit, _ := strconv.Atoi(maxBytes); len(records) > limit {
 		return fail(fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), limit))

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -254,21 +255,67 @@ func (b *Broker) produceLeaderHint(resp *kmsg.ProduceResponse, sp *kmsg.ProduceR
 	produceEndpoint(resp, node, listener)
 }
 
+// The log entry layout all message formats share: offset (8 bytes), length (4), then 4 bytes
+// (a batch's partition leader epoch, a message's CRC) and the magic byte. legacyMessageOverhead
+// is the length of the smallest entry of any format, a magic 0 message without key or value
+// (Kafka's LegacyRecord.RECORD_OVERHEAD_V0).
+const (
+	entryLengthOffset     = 8
+	entryMagicOffset      = 16
+	legacyMessageOverhead = 14
+)
+
+// produceRecordSet is Kafka's ProduceRequest.validateRecords, checked before anything else: the
+// size of the one batch records holds, read from the length fields as Kafka's
+// ByteBufferLogInputStream reads them. No complete batch, a batch of magic 0 or 1 (Produce v3+
+// carries magic 2 only) or a second complete batch is INVALID_RECORD, which clients do not
+// retry; a length below the smallest entry's is CORRUPT_MESSAGE. Bytes after the batch too few
+// to hold another are no error: the caller drops them, as Kafka's log trims them
+// (trimInvalidBytes).
+func produceRecordSet(records []byte) (int, error) {
+	n, err := completeEntrySize(records)
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, fmt.Errorf("%w: a produce request must hold a record batch for each partition", kerr.InvalidRecord)
+	case records[entryMagicOffset] != 2:
+		return 0, fmt.Errorf("%w: a produce request may only hold record batches of magic 2, not %d", kerr.InvalidRecord, records[entryMagicOffset])
+	}
+	if next, err := completeEntrySize(records[n:]); err != nil {
+		return 0, err
+	} else if next > 0 {
+		return 0, fmt.Errorf("%w: a produce request must hold exactly one record batch per partition", kerr.InvalidRecord)
+	}
+	return n, nil
+}
+
+// completeEntrySize is the size of the log entry b starts with, or 0 if b does not hold all of
+// it up to its magic byte and its length (Kafka's ByteBufferLogInputStream.nextBatch).
+func completeEntrySize(b []byte) (int, error) {
+	if len(b) < batch.LengthFieldEnd {
+		return 0, nil
+	}
+	size := int(int32(binary.BigEndian.Uint32(b[entryLengthOffset:])))
+	if size < legacyMessageOverhead {
+		return 0, fmt.Errorf("%w: record size %d is less than the minimum record overhead (%d)", kerr.CorruptMessage, size, legacyMessageOverhead)
+	}
+	if len(b) <= entryMagicOffset || len(b) < batch.LengthFieldEnd+size {
+		return 0, nil
+	}
+	return batch.LengthFieldEnd + size, nil
+}
+
 // produceOne checks and appends one partition's records as its leader, fills in the offsets
 // and counts the appended data in m. A transactional batch must pass inTxn first. It returns
 // the epoch it appended in and the offset just past the batch.
 func produceOne(t *topics.Topic, p *topics.Partition, records []byte, version int16, sp *kmsg.ProduceResponseTopicPartition, m *metrics.Kafka,
 	inTxn func(*batch.Header) error) (int32, int64, error) {
-	if len(records) == 0 {
-		return 0, 0, fmt.Errorf("%w: a produce request must hold a record batch for each partition", kerr.InvalidRecord)
-	}
-	n, err := batch.Split(records)
+	n, err := produceRecordSet(records)
 	if err != nil {
 		return 0, 0, err
 	}
-	if n != len(records) {
-		return 0, 0, fmt.Errorf("%w: a produce request must hold exactly one record batch per partition", kerr.InvalidRecord)
-	}
+	records = records[:n]
 	maxBytes, _ := t.Effective("max.message.bytes")
 	if limit, _ := strconv.Atoi(maxBytes); len(records) > limit {
 		return 0, 0, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, len(records), limit)
