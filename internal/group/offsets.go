@@ -33,6 +33,12 @@ func (c *Coordinator) OffsetCommit(now time.Time, req *kmsg.OffsetCommitRequest)
 					if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis != -1 {
 						o.ExpireTime = now.UnixMilli() + req.RetentionTimeMillis // as Kafka's expireTimestampMs
 					}
+					if g == nil {
+						// A standalone commit's group is created when a partition it names exists
+						// (simpleGroupFor); one created since that look-up exists now.
+						g = newGroup(req.Group, now)
+						c.groups[req.Group] = g
+					}
 					tp := TopicPartition{rt.Topic, rp.Partition}
 					o.record = c.nextRecord()
 					g.offsets[tp] = o
