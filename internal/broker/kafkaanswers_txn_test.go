@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/txncoord"
 )
 
 // initTransactional runs InitProducerId for a transactional id, retrying while its coordinator
@@ -98,6 +102,22 @@ func TestTxnVerificationNotAddedPartition(t *testing.T) {
 	}
 	if resp.ErrorCode != 0 || answered != 2 {
 		t.Errorf("AddPartitionsToTxn v5(verify only) = %s with %d partitions; want NONE with 2", errName(resp.ErrorCode), answered)
+	}
+
+	// The node-to-node verification: a partition leader of an earlier version, which sends no
+	// knows_abortable and passes the coordinator's code on to its client as it is, is told
+	// INVALID_TXN_STATE, which its clients know.
+	v, _ := testBrokers.Load(reg)
+	br := v.(*Broker)
+	for _, c := range []struct {
+		knows bool
+		want  *kerr.Error
+	}{{false, kerr.InvalidTxnState}, {true, kerr.TransactionAbortable}} {
+		err := br.txns.addToTransaction(context.Background(), txnAddReq{TxnID: "ver-tx", ProducerID: pid, Epoch: epoch,
+			TP: txncoord.TP{Topic: "ver", Partition: 1}, VerifyOnly: true, KnowsAbortable: c.knows})
+		if !errors.Is(err, c.want) {
+			t.Errorf("txn.add(verify ver/1, knows_abortable %v) = %v; want %v", c.knows, err, c.want)
+		}
 	}
 
 	for _, c := range []struct {

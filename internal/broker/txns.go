@@ -540,6 +540,10 @@ type txnAddReq struct {
 	VerifyOnly  bool        `json:"verify_only"`
 	V2          bool        `json:"v2"`
 	KnowsFenced bool        `json:"knows_fenced"`
+	// KnowsAbortable: the asking node turns TRANSACTION_ABORTABLE into the code its client's
+	// version knows (produceTxnError). A node of an earlier version, which does not, passes the
+	// coordinator's code on as it is: it is told INVALID_TXN_STATE, as before.
+	KnowsAbortable bool `json:"knows_abortable,omitempty"`
 }
 
 type txnCheckReq struct {
@@ -614,7 +618,11 @@ func (d *txns) registerRPCs() {
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, err
 		}
-		return codeOf(d.addLocal(ctx, req)), nil
+		err := d.addLocal(ctx, req)
+		if errors.Is(err, kerr.TransactionAbortable) && !req.KnowsAbortable {
+			err = kerr.InvalidTxnState
+		}
+		return codeOf(err), nil
 	})
 	handle("txn.check", func(_ context.Context, payload []byte) (any, error) {
 		var req txnCheckReq
@@ -1174,7 +1182,7 @@ func (d *txns) ensureInTransaction(ctx context.Context, txnID string, p txnParti
 	backoff, deadline := 20*time.Millisecond, time.Now().Add(2*time.Second)
 	for {
 		err := d.addToTransaction(ctx, txnAddReq{TxnID: txnID, ProducerID: pid, Epoch: epoch, TP: tp,
-			VerifyOnly: produceVersion < 12, V2: produceVersion >= 12, KnowsFenced: produceVersion >= 12})
+			VerifyOnly: produceVersion < 12, V2: produceVersion >= 12, KnowsFenced: produceVersion >= 12, KnowsAbortable: true})
 		if err == nil {
 			// The coordinator vouched that pid is txnID's: the partition's check of a
 			// transaction left open asks that coordinator (without a mapping, every
