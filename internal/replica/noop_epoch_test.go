@@ -42,6 +42,21 @@ func TestAppendNoOpKeepsToItsEpoch(t *testing.T) {
 // log on disk in a temp dir: for tests that drive one replica's leadership by hand.
 func soloReplica(t *testing.T) (*Manager, *Replica, *logstore.Log, controller.PartitionRef) {
 	t.Helper()
+	l, dir := diskLog(t)
+	m := NewManager(Config{NodeID: 1, TickInterval: -1, Now: time.Now, Logger: slog.New(slog.DiscardHandler),
+		Send: func(int32, transport.Kind, []byte) {}})
+	t.Cleanup(m.Close)
+	ref := controller.PartitionRef{Partition: 0}
+	r, err := m.Add(ref, "t", l, vfs.Default, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, r, l, ref
+}
+
+// diskLog opens an empty log on disk in a temp dir (no preallocation), closed with the test.
+func diskLog(t *testing.T) (*logstore.Log, string) {
+	t.Helper()
 	dir := t.TempDir()
 	flusher := logstore.NewFlusher(1)
 	t.Cleanup(flusher.Close)
@@ -52,13 +67,5 @@ func soloReplica(t *testing.T) (*Manager, *Replica, *logstore.Log, controller.Pa
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	m := NewManager(Config{NodeID: 1, TickInterval: -1, Now: time.Now, Logger: slog.New(slog.DiscardHandler),
-		Send: func(int32, transport.Kind, []byte) {}})
-	t.Cleanup(m.Close)
-	ref := controller.PartitionRef{Partition: 0}
-	r, err := m.Add(ref, "t", l, vfs.Default, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, r, l, ref
+	return l, dir
 }

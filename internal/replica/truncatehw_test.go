@@ -8,7 +8,6 @@ import (
 
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/controller"
-	"github.com/runnel-dev/runnel/internal/logstore"
 	"github.com/runnel-dev/runnel/internal/transport"
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
@@ -20,16 +19,7 @@ import (
 // it kept 10, so reads from the follower (KIP-392) served 5-7, which the new leader could still
 // lose.
 func TestTruncationLowersTheFollowersHighWatermark(t *testing.T) {
-	dir := t.TempDir()
-	flusher := logstore.NewFlusher(1)
-	t.Cleanup(flusher.Close)
-	cfg := logstore.DefaultConfig()
-	cfg.Preallocate = false
-	l, err := logstore.Open(logstore.Options{FS: vfs.Default, Dir: dir, Config: cfg, Flusher: flusher, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l, dir := diskLog(t)
 	var mu sync.Mutex
 	var follows []*Follow
 	m := NewManager(Config{NodeID: 2, TickInterval: -1, Now: time.Now, Logger: slog.New(slog.DiscardHandler),
