@@ -162,14 +162,12 @@ func unsecuredJWS(t *testing.T, claims map[string]any) string {
 	return enc([]byte(`{"alg":"none"}`)) + "." + enc(c) + "."
 }
 
-// Kafka's SaslServerAuthenticator (calcCompletionTimesAndReturnSessionLifetimeMs) ends an
-// OAUTHBEARER session when its token expires even with connections.max.reauth.ms at its default
-// 0: the session lifetime is the credential's, the client is told it, and a request after it
-// closes the connection. Runnel bounded the session by the token only when MaxReauth > 0 (it
-// did so for delegation tokens also without it), so with the default config a connection
-// kept acting as the token's principal for ever after the JWT had expired.
-func TestOAuthSessionEndsWithTokenWithoutMaxReauth(t *testing.T) {
-	v, err := security.NewOAuthValidator(security.OAuthConfig{Unsecured: true, ClockSkew: time.Millisecond,
+// oauthBroker is a broker with a SASL_PLAINTEXT listener taking unsecured OAUTHBEARER JWTs
+// (checked with clock skew skew; 0: the validator's default), so a test can connect as any
+// user; cfg, if not nil, changes the broker's config further. It returns the listener's address.
+func oauthBroker(t *testing.T, skew time.Duration, cfg func(*Config)) string {
+	t.Helper()
+	v, err := security.NewOAuthValidator(security.OAuthConfig{Unsecured: true, ClockSkew: skew,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -177,14 +175,28 @@ func TestOAuthSessionEndsWithTokenWithoutMaxReauth(t *testing.T) {
 	b, _, _ := ctBroker(t, func(c *Config) {
 		c.Security.SASLMechanisms = []string{security.OAuthBearer}
 		c.Security.OAuth = v
-		// MaxReauth left 0: Kafka's default connections.max.reauth.ms.
+		if cfg != nil {
+			cfg(c)
+		}
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go b.ServeListener(ln, Listener{Name: "SASL_PLAINTEXT", Protocol: security.SASLPlaintext})
-	nc := ctDial(t, ln.Addr().String())
+	return ln.Addr().String()
+}
+
+// Kafka's SaslServerAuthenticator (calcCompletionTimesAndReturnSessionLifetimeMs) ends an
+// OAUTHBEARER session when its token expires even with connections.max.reauth.ms at its default
+// 0: the session lifetime is the credential's, the client is told it, and a request after it
+// closes the connection. Runnel bounded the session by the token only when MaxReauth > 0 (it
+// did so for delegation tokens also without it), so with the default config a connection
+// kept acting as the token's principal for ever after the JWT had expired.
+func TestOAuthSessionEndsWithTokenWithoutMaxReauth(t *testing.T) {
+	// MaxReauth left 0: Kafka's default connections.max.reauth.ms.
+	addr := oauthBroker(t, time.Millisecond, nil)
+	nc := ctDial(t, addr)
 	nc.SetDeadline(time.Now().Add(20 * time.Second))
 
 	hs := kmsg.NewPtrSASLHandshakeRequest()
@@ -222,22 +234,8 @@ func TestOAuthSessionEndsWithTokenWithoutMaxReauth(t *testing.T) {
 // one connection could spend the server's CPU on attempts and lengthen every later login's
 // delay from that host.
 func TestFailedSASLReadsNothingMore(t *testing.T) {
-	v, err := security.NewOAuthValidator(security.OAuthConfig{Unsecured: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const base = 200 * time.Millisecond
-	b, _, _ := ctBroker(t, func(c *Config) {
-		c.Security.SASLMechanisms = []string{security.OAuthBearer}
-		c.Security.OAuth = v
-		c.Security.FailedAuthDelay = base
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go b.ServeListener(ln, Listener{Name: "SASL_PLAINTEXT", Protocol: security.SASLPlaintext})
+	addr := oauthBroker(t, 0, func(c *Config) { c.Security.FailedAuthDelay = base })
 	attempt := func(corr int32) []byte {
 		hs := kmsg.NewPtrSASLHandshakeRequest()
 		hs.Version, hs.Mechanism = 1, security.OAuthBearer
@@ -247,7 +245,7 @@ func TestFailedSASLReadsNothingMore(t *testing.T) {
 	}
 
 	// Three failing attempts pipelined on one connection: one failure answered, then EOF.
-	nc := ctDial(t, ln.Addr().String())
+	nc := ctDial(t, addr)
 	nc.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := nc.Write(append(append(attempt(1), attempt(3)...), attempt(5)...)); err != nil {
 		t.Fatal(err)
@@ -266,7 +264,7 @@ func TestFailedSASLReadsNothingMore(t *testing.T) {
 
 	// The next failure from this host is its second: answered after 2 × base, not after the
 	// fourth failure's 8 × base.
-	nc2 := ctDial(t, ln.Addr().String())
+	nc2 := ctDial(t, addr)
 	nc2.SetDeadline(time.Now().Add(20 * time.Second))
 	start := time.Now()
 	if _, err := nc2.Write(attempt(1)); err != nil {

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -18,23 +16,10 @@ import (
 // OAUTHBEARER JWTs, so a test can connect as any user.
 func tokenBroker(t *testing.T) string {
 	t.Helper()
-	v, err := security.NewOAuthValidator(security.OAuthConfig{Unsecured: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _, _ := ctBroker(t, func(c *Config) {
-		c.Security.SASLMechanisms = []string{security.OAuthBearer}
-		c.Security.OAuth = v
+	return oauthBroker(t, 0, func(c *Config) {
 		c.Security.TokenSecret = "token secret"
 		c.Security.Authorizer = &security.Authorizer{SuperUsers: map[string]bool{"User:admin": true}}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go b.ServeListener(ln, Listener{Name: "SASL_PLAINTEXT", Protocol: security.SASLPlaintext})
-	return ln.Addr().String()
 }
 
 // connectAs opens a connection authenticated as User:name.
