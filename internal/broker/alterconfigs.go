@@ -189,6 +189,8 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string
 		return brokerConfigError(b.setBrokerConfigs(perBroker, configs, validateOnly))
 	case kmsg.ConfigResourceTypeGroupConfig:
 		return b.alterGroupConfigs(rr, validateOnly)
+	case kmsg.ConfigResourceTypeClientMetrics:
+		return b.alterClientMetrics(rr, validateOnly)
 	}
 	return adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
 }

@@ -149,7 +149,7 @@ func (r *request) configAuthz(rt kmsg.ConfigResourceType, name string, op kmsg.A
 		if !r.allowedTopic(op, name) {
 			return adminErr(kerr.TopicAuthorizationFailed, "")
 		}
-	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics:
 		if !r.allowedCluster(op) {
 			return adminErr(kerr.ClusterAuthorizationFailed, "")
 		}

@@ -213,6 +213,8 @@ func handleDescribeConfigs(_ context.Context, r *request) reply {
 						Name: d.Name, Value: strp(v.Value), Source: source})
 				}
 			}
+		case rr.ResourceType == kmsg.ConfigResourceTypeClientMetrics:
+			sr.Configs, aerr = b.describeClientMetrics(rr.ResourceName, wanted, docs)
 		default:
 			aerr = adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
 		}

@@ -64,8 +64,19 @@ func (b *Broker) setGroupConfigs(groupID string, configs, base map[string]string
 // changeGroupConfigs computes a group's new configs from its current ones and sets them, again
 // if another change came first.
 func (b *Broker) changeGroupConfigs(groupID string, validateOnly bool, change func(configs, base map[string]string) *adminError) *adminError {
+	return b.changeConfigs(func() map[string]string { return b.groupConfigs(groupID) },
+		func(configs, base map[string]string) (*adminError, bool) {
+			return b.setGroupConfigs(groupID, configs, base, validateOnly)
+		}, change)
+}
+
+// changeConfigs computes a resource's new configs from its current ones (current) with change
+// and sets them (set reports whether another change came first: compute again), at most
+// configAttempts times.
+func (b *Broker) changeConfigs(current func() map[string]string, set func(configs, base map[string]string) (*adminError, bool),
+	change func(configs, base map[string]string) *adminError) *adminError {
 	for attempt := 1; ; attempt++ {
-		base := b.groupConfigs(groupID)
+		base := current()
 		configs := maps.Clone(base)
 		if configs == nil {
 			configs = map[string]string{}
@@ -73,7 +84,7 @@ func (b *Broker) changeGroupConfigs(groupID string, validateOnly bool, change fu
 		if aerr := change(configs, base); aerr != nil {
 			return aerr
 		}
-		aerr, changed := b.setGroupConfigs(groupID, configs, base, validateOnly)
+		aerr, changed := set(configs, base)
 		if !changed || attempt == configAttempts {
 			return aerr
 		}
@@ -107,7 +118,7 @@ func init() { register(kmsg.ListConfigResources, 0, 1, handleListConfigResources
 
 // handleListConfigResources lists the config resources of the requested types (KIP-1142; v0
 // is KIP-714's ListClientMetricsResources): groups with configs, topics, the live brokers, and
-// client-metrics subscriptions, of which Runnel has none. BROKER_LOGGER is not a
+// client-metrics subscriptions. BROKER_LOGGER is not a
 // resource Runnel has: asking for it is UNSUPPORTED_VERSION, Kafka's answer for a type it does
 // not list.
 func handleListConfigResources(_ context.Context, r *request) reply {
@@ -142,6 +153,11 @@ func handleListConfigResources(_ context.Context, r *request) reply {
 	if slices.Contains(types, kmsg.ConfigResourceTypeGroupConfig) {
 		for _, g := range slices.Sorted(maps.Keys(b.cl.Image().GroupConfigs)) {
 			add(kmsg.ConfigResourceTypeGroupConfig, g)
+		}
+	}
+	if slices.Contains(types, kmsg.ConfigResourceTypeClientMetrics) {
+		for _, name := range slices.Sorted(maps.Keys(b.cl.Image().ClientMetrics)) {
+			add(kmsg.ConfigResourceTypeClientMetrics, name)
 		}
 	}
 	if slices.Contains(types, kmsg.ConfigResourceTypeBroker) {

@@ -103,6 +103,8 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 		return b.alterLoggers(rr, validateOnly)
 	case kmsg.ConfigResourceTypeGroupConfig:
 		return b.incrementalAlterGroupConfigs(rr, validateOnly)
+	case kmsg.ConfigResourceTypeClientMetrics:
+		return b.incrementalAlterClientMetrics(rr, validateOnly)
 	}
 	return adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
 }

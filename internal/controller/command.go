@@ -30,6 +30,7 @@ type Command struct {
 	SetTopicConfigs  *SetTopicConfigs   `json:"set_topic_configs,omitempty"`
 	SetNodeConfigs   *SetNodeConfigs    `json:"set_node_configs,omitempty"`
 	SetGroupConfigs  *SetGroupConfigs   `json:"set_group_configs,omitempty"`
+	SetClientMetrics *SetClientMetrics  `json:"set_client_metrics,omitempty"`
 	AllocProducerIDs *AllocProducerIDs  `json:"alloc_producer_ids,omitempty"`
 	Elect            *Elect             `json:"elect,omitempty"`
 	BeginElection    *BeginElection     `json:"begin_election,omitempty"`
@@ -63,6 +64,8 @@ const (
 	OpSetTopicConfigs  = "set-topic-configs"
 	OpSetNodeConfigs   = "set-node-configs"
 	OpSetGroupConfigs  = "set-group-configs"
+	// OpSetClientMetrics sets a client-metrics subscription's configs (level 9).
+	OpSetClientMetrics = "set-client-metrics"
 	OpAllocProducerIDs = "alloc-producer-ids"
 	OpElect            = "elect"
 	OpBeginElection    = "begin-election"
@@ -197,6 +200,15 @@ type SetNodeConfigs struct {
 // group's configs are still Base (an incremental change computed from them).
 type SetGroupConfigs struct {
 	Group       string            `json:"group"`
+	Configs     map[string]string `json:"configs,omitempty"`
+	Conditional bool              `json:"conditional,omitempty"`
+	Base        map[string]string `json:"base,omitempty"`
+}
+
+// SetClientMetrics replaces a client-metrics subscription's configs (none: the subscription
+// is gone), as SetGroupConfigs a group's. The proposer validated them.
+type SetClientMetrics struct {
+	Name        string            `json:"name"`
 	Configs     map[string]string `json:"configs,omitempty"`
 	Conditional bool              `json:"conditional,omitempty"`
 	Base        map[string]string `json:"base,omitempty"`
@@ -437,6 +449,23 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 				im.GroupConfigs = map[string]map[string]string{}
 			}
 			im.GroupConfigs[s.Group] = maps.Clone(s.Configs)
+		}
+	case OpSetClientMetrics:
+		if s := c.SetClientMetrics; s != nil {
+			if im.Level < LevelClientMetrics {
+				return Result{Err: ErrLevelPending}
+			}
+			if s.Conditional && !maps.Equal(im.ClientMetrics[s.Name], s.Base) {
+				return Result{Err: ErrConfigsChanged}
+			}
+			if len(s.Configs) == 0 {
+				delete(im.ClientMetrics, s.Name)
+				break
+			}
+			if im.ClientMetrics == nil {
+				im.ClientMetrics = map[string]map[string]string{}
+			}
+			im.ClientMetrics[s.Name] = maps.Clone(s.Configs)
 		}
 	case OpCreateToken:
 		if c.CreateToken != nil {

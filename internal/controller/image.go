@@ -48,7 +48,11 @@ type Image struct {
 	// GroupConfigs are the groups' configs (Kafka's ConfigResource GROUP: overrides of the
 	// group coordinator's defaults), by group; an entry is never modified once in an image.
 	GroupConfigs map[string]map[string]string `json:"group_configs,omitempty"`
-	Nodes        map[int32]*Node              `json:"nodes"`
+	// ClientMetrics are the client-metrics subscriptions' configs (Kafka's ConfigResource
+	// CLIENT_METRICS, KIP-714), by subscription name; an entry is never modified once in an
+	// image.
+	ClientMetrics map[string]map[string]string `json:"client_metrics,omitempty"`
+	Nodes         map[int32]*Node              `json:"nodes"`
 	// Level is the cluster's command level (level.go): commands of a higher level are not
 	// proposed.
 	Level int `json:"level,omitempty"`
@@ -287,6 +291,7 @@ func (im *Image) Clone() *Image {
 	c.ForgottenWriters = maps.Clone(im.ForgottenWriters)
 	c.ClusterConfigs = maps.Clone(im.ClusterConfigs)
 	c.GroupConfigs = maps.Clone(im.GroupConfigs)
+	c.ClientMetrics = maps.Clone(im.ClientMetrics)
 	c.Users = maps.Clone(im.Users)
 	c.Requests = maps.Clone(im.Requests)
 	c.Nodes = make(map[int32]*Node, len(im.Nodes))

@@ -18,7 +18,7 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 8
+	Level = 9
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
@@ -81,6 +81,10 @@ const (
 	// ineligible replica), and a new partition's first leader is not one. Below it, the op is
 	// not proposed (older versions ignore it).
 	LevelControlledShutdown = 8
+	// LevelClientMetrics (9): set-client-metrics keeps a client-metrics subscription's configs
+	// (Image.ClientMetrics, Kafka's ConfigResource CLIENT_METRICS of KIP-714). Below it, the op
+	// is not proposed (older versions ignore it) and is refused if applied.
+	LevelClientMetrics = 9
 )
 
 // OpFinalizeLevel raises the cluster's command level.
