@@ -61,6 +61,10 @@ type Config struct {
 	MaxInflightRequests  int   // per connection, queued between the read and write loops
 	MaxConnInflightBytes int64 // request bytes in flight per connection
 	MaxInflightBytes     int64 // request bytes in flight for the whole broker
+	// ConnectionsMaxIdle is connections.max.idle.ms: a connection that sends nothing for this
+	// long while the broker waits for a request, or for the rest of one, is closed (10 minutes
+	// by default, as Kafka; negative: never).
+	ConnectionsMaxIdle time.Duration
 
 	// ObjectWriter and ObjectCache serve object-storage topics; nil: this node has no object
 	// store, and object topics cannot be created through it.
@@ -170,6 +174,9 @@ func (c *Config) DefaultLimits() {
 	}
 	if c.MaxInflightBytes == 0 {
 		c.MaxInflightBytes = 512 << 20
+	}
+	if c.ConnectionsMaxIdle == 0 {
+		c.ConnectionsMaxIdle = 10 * time.Minute
 	}
 	if c.DefaultPartitions == 0 {
 		c.DefaultPartitions = 1
@@ -297,6 +304,7 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 	}
 	b.lns = append(b.lns, ln)
 	b.mu.Unlock()
+	var backoff time.Duration // after a failed accept
 	for {
 		if !b.waitConnSlot() {
 			return nil
@@ -310,8 +318,22 @@ func (b *Broker) ServeListener(ln net.Listener, l Listener) error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			return err
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Out of file descriptors for a moment (EMFILE, ENFILE), a connection reset
+			// before it was taken: the listener goes on, as Kafka's acceptor does, after a
+			// pause that doubles up to a second while accepts keep failing.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			b.logger.Warn("broker: accepting a connection failed; retrying", "listener", l.Name, "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-b.ctx.Done():
+				return nil
+			}
+			continue
 		}
+		backoff = 0
 		b.mu.Lock()
 		if b.stopping.Load() {
 			b.mu.Unlock()

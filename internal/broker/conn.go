@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,8 +136,33 @@ var errCloseConn = errors.New("broker: close connection")
 // errDroppedByHook is why a connection closes when a test hook dropped a response.
 var errDroppedByHook = errors.New("broker: a test hook dropped the response")
 
+// saslMaxReceiveBytes bounds a request on a SASL listener before the client has authenticated
+// (Kafka's sasl.server.max.receive.size): a client that has not logged in cannot make the
+// node hold more for it.
+const saslMaxReceiveBytes = 512 << 10
+
+// idleReader reads from a connection that is closed once it sends nothing for idle
+// (connections.max.idle.ms): each read has that long to make progress.
+type idleReader struct {
+	nc   net.Conn
+	idle time.Duration
+}
+
+func (r idleReader) Read(p []byte) (int, error) {
+	if r.idle > 0 {
+		if err := r.nc.SetReadDeadline(time.Now().Add(r.idle)); err != nil {
+			return 0, err
+		}
+	}
+	n, err := r.nc.Read(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("idle for %v (connections.max.idle.ms): %w", r.idle, err)
+	}
+	return n, err
+}
+
 func (c *conn) readLoop() error {
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+	br := bufio.NewReaderSize(idleReader{c.nc, c.b.cfg.ConnectionsMaxIdle}, 64<<10)
 	var sizeBuf [4]byte
 	for {
 		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
@@ -146,6 +172,9 @@ func (c *conn) readLoop() error {
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 8 || size > c.b.cfg.MaxRequestBytes {
 			return protocolError{fmt.Errorf("request frame of %d bytes is outside [8, %d] (socket.request.max.bytes)", size, c.b.cfg.MaxRequestBytes)}
+		}
+		if c.listener.Protocol.SASL() && !c.auth.authenticated && size > saslMaxReceiveBytes {
+			return protocolError{fmt.Errorf("request frame of %d bytes before SASL authentication exceeds %d bytes (sasl.server.max.receive.size)", size, saslMaxReceiveBytes)}
 		}
 		if err := c.acquire(int64(size)); err != nil {
 			return err
@@ -249,7 +278,22 @@ func (c *conn) writeLoop() {
 	broken := false
 	for f := range c.out {
 		if f.done != nil {
-			<-f.done
+			select {
+			case <-f.done:
+			default:
+				// Its answer is not ready (a long poll, an acks=all commit): the answers before
+				// it go out now rather than wait in the buffer for it, as Kafka sends each
+				// response once it is ready.
+				if !broken && bw.Buffered() > 0 {
+					if err := bw.Flush(); err != nil {
+						broken = true
+						c.writeErr = fmt.Errorf("writing responses: %w", err)
+						c.cancel()
+						c.nc.Close()
+					}
+				}
+				<-f.done
+			}
 		}
 		f.writing = time.Now()
 		if !broken && f.reply.resp != nil && c.b.cfg.Hooks.DropResponse != nil && c.b.cfg.Hooks.DropResponse(f.r.key, f.reply.resp) {

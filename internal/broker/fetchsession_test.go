@@ -91,8 +91,8 @@ func TestFetchErrorAnswersAtOnce(t *testing.T) {
 func TestSessionTakesPartitionsInTurn(t *testing.T) {
 	_, addr, reg := ctBroker(t, nil)
 	ctCreate(t, reg, "st", 2, nil)
-	for i := 0; i < 20; i++ {
-		ctRoundTrip(t, addr, ctProduce(9, 1, ctPart{"st", 0, ctBatch(1, 1000)}, ctPart{"st", 1, ctBatch(1, 1000)}))
+	for i := 0; i < 20; i++ { // acks=all: readable (durable) once answered
+		ctRoundTrip(t, addr, ctProduce(9, -1, ctPart{"st", 0, ctBatch(1, 1000)}, ctPart{"st", 1, ctBatch(1, 1000)}))
 	}
 	nc := ctDial(t, addr)
 	req := sessionFetch(12, 0, 0)

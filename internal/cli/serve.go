@@ -84,7 +84,7 @@ type serveFlags struct {
 	oauthClockSkew, oauthRefresh                time.Duration
 	krbKeytab, krbService, krbPrincipal         string
 	krbRules, krbRealm                          string
-	maxReauth                                   time.Duration
+	maxReauth, maxIdle                          time.Duration
 	tokenSecret                                 string
 	tokenMaxLifetime, tokenExpiry               time.Duration
 	bootstrapUser                               string
@@ -170,6 +170,7 @@ func (f *serveFlags) registerSecurity(flags *pflag.FlagSet) {
 	flags.DurationVar(&f.oauthClockSkew, "sasl-oauthbearer-clock-skew", 30*time.Second, "OAUTHBEARER: clock skew allowed on exp, nbf and iat")
 	flags.DurationVar(&f.oauthRefresh, "sasl-oauthbearer-jwks-refresh", time.Hour, "OAUTHBEARER: how often the JWKS is fetched again (sooner for an unknown key id)")
 	flags.DurationVar(&f.maxReauth, "connections-max-reauth", 0, "connections.max.reauth.ms: SASL sessions last this long, then clients re-authenticate (0: no expiry)")
+	flags.DurationVar(&f.maxIdle, "connections-max-idle", 10*time.Minute, "connections.max.idle.ms: a Kafka connection that sends nothing for this long is closed (negative: never)")
 	flags.StringVar(&f.tokenSecret, "delegation-token-secret-key", "", "delegation.token.secret.key: the key delegation tokens' HMACs derive from, the same on every node (better: the RUNNEL_DELEGATION_TOKEN_SECRET_KEY environment variable); empty: no delegation tokens")
 	flags.DurationVar(&f.tokenMaxLifetime, "delegation-token-max-lifetime", 7*24*time.Hour, "delegation.token.max.lifetime.ms: no renewal takes a token past this age")
 	flags.DurationVar(&f.tokenExpiry, "delegation-token-expiry-time", 24*time.Hour, "delegation.token.expiry.time.ms: a token's life from its creation or renewal when the request names none")
@@ -208,6 +209,10 @@ func (f *serveFlags) securityConfig(cfg *server.Config) error {
 		}
 	}
 	cfg.SASLMechanisms, cfg.MaxReauth, cfg.BootstrapUser = mechs, f.maxReauth, f.bootstrapUser
+	cfg.ConnectionsMaxIdle = f.maxIdle
+	if cfg.ConnectionsMaxIdle == 0 {
+		cfg.ConnectionsMaxIdle = -1 // 0 would be the default: none means never
+	}
 	cfg.DelegationTokenSecret, cfg.DelegationTokenMaxLifetime, cfg.DelegationTokenExpiry = f.tokenSecret, f.tokenMaxLifetime, f.tokenExpiry
 	cfg.Kerberos = security.KerberosConfig{Keytab: f.krbKeytab, ServiceName: f.krbService, Principal: f.krbPrincipal, Rules: f.krbRules, DefaultRealm: f.krbRealm}
 	cfg.OAuth = security.OAuthConfig{JWKSURL: f.oauthJWKS, Unsecured: f.oauthUnsecured, ExpectedIssuer: f.oauthIssuer, SubClaim: f.oauthSubClaim,

@@ -153,6 +153,9 @@ type Config struct {
 	// connections.max.reauth.ms (0: sessions do not expire).
 	SASLMechanisms []string
 	MaxReauth      time.Duration
+	// ConnectionsMaxIdle is connections.max.idle.ms: a Kafka connection that sends nothing for
+	// this long is closed (0: 10 minutes; negative: never).
+	ConnectionsMaxIdle time.Duration
 	// DelegationTokenSecret is delegation.token.secret.key, the same on every node ("": no
 	// delegation tokens); DelegationTokenMaxLifetime and DelegationTokenExpiry are
 	// delegation.token.max.lifetime.ms and delegation.token.expiry.time.ms (defaults 7 days,
@@ -695,7 +698,7 @@ func Open(cfg Config) (*Server, error) {
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions, FetchMaxBytes: cfg.FetchMaxBytes,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, OffsetsReplicationFactor: cfg.OffsetsReplicationFactor,
 		TxnStateReplicationFactor: cfg.TxnStateReplicationFactor, OffsetsTopicPartitions: cfg.OffsetsPartitions, TxnStatePartitions: cfg.TxnStatePartitions,
-		NoTopicDeletion: cfg.NoTopicDeletion, Hooks: hooks, Logger: s.logger, LogLevel: cfg.LogLevel,
+		NoTopicDeletion: cfg.NoTopicDeletion, ConnectionsMaxIdle: cfg.ConnectionsMaxIdle, Hooks: hooks, Logger: s.logger, LogLevel: cfg.LogLevel,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
 		Security: broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg),
 			TokenSecret: cfg.DelegationTokenSecret, TokenMaxLifetime: cfg.DelegationTokenMaxLifetime, TokenExpiry: cfg.DelegationTokenExpiry,
@@ -910,17 +913,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.logger.Info("recovered partition", "topic", p.Topic, "partition", p.Partition,
 			"start_offset", p.StartOffset, "end_offset", p.EndOffset, "size_bytes", p.SizeBytes)
 	}
+	// The maintenance loops run until Serve returns, whatever ends it (ctx, a listener that
+	// failed, the cluster refusing the node): stopRun, deferred after their waits, runs first.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	maintDone := make(chan struct{})
-	go func() { s.maint.Run(ctx); close(maintDone) }()
+	go func() { s.maint.Run(runCtx); close(maintDone) }()
 	defer func() { <-maintDone }()
 	if s.objmaint != nil {
 		objDone := make(chan struct{})
-		go func() { s.objmaint.Run(ctx); close(objDone) }()
+		go func() { s.objmaint.Run(runCtx); close(objDone) }()
 		defer func() { <-objDone }()
 	}
 	if s.dir != nil {
 		dirDone := make(chan struct{})
-		go func() { s.dir.Run(ctx); close(dirDone) }()
+		go func() { s.dir.Run(runCtx); close(dirDone) }()
 		defer func() { <-dirDone }()
 	}
 	if s.speclogLn != nil {
@@ -944,7 +951,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer func() { gs.Stop(); <-speclogDone }() // streams are long-lived: no graceful wait
 		s.speclogLn = nil                           // the gRPC server closes it
 	}
-	served := make(chan error, 1+len(s.kafkaLns))
+	listeners := 1 + len(s.kafkaLns)
+	served := make(chan error, listeners)
 	go func() { served <- s.broker.ServeListener(ln, s.brokerListener(0)) }()
 	bound := []string{ln.Addr().String()}
 	for i, l := range s.kafkaLns {
@@ -959,17 +967,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer s.setState(stateNotServing)
 	fmt.Fprintf(s.cfg.Console, "runnel: serving Kafka on %s (advertised %s), data in %s, admin on http://%s\n", ln.Addr(), s.cfg.AdvertisedKafkaAddr, s.cfg.DataDir, s.AdminAddr())
 	s.logger.Info("serving", "kafka_addr", ln.Addr().String(), "advertised_kafka_addr", s.cfg.AdvertisedKafkaAddr, "admin_addr", s.AdminAddr())
+	defer stopRun() // before the waits deferred above
 	var failed error
+	refused := false
 	select {
-	case err := <-served:
-		return err
+	case err := <-served: // only a listener that cannot go on (ServeListener retries the rest)
+		listeners--
+		failed = fmt.Errorf("server: a Kafka listener stopped: %w", err)
+		s.logger.Error("server: a Kafka listener stopped; stopping", "err", err)
 	case <-ctx.Done():
 	case <-s.node.Failed(): // refused at a registration after joining: its session is gone for good
-		failed = s.node.Err()
+		failed, refused = s.node.Err(), true
 		s.logger.Error("server: the cluster refused this node; stopping", "err", failed)
 	}
 	s.setState(stateStopping) // not ready from now on
-	if s.node != nil && failed == nil && !s.cfg.NoControlledShutdown {
+	if s.node != nil && !refused && !s.cfg.NoControlledShutdown {
 		// Still serving: the partitions it leads move to other replicas first, and clients
 		// follow them there (docs/operating.md "Shutdown").
 		cctx, cancel := context.WithTimeout(context.Background(), ControlledShutdownTimeout)
@@ -981,8 +993,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.broker.Shutdown(sctx); err != nil {
 		s.logger.Warn("shutdown: in-flight requests did not finish in time", "err", err)
 	}
-	if err := <-served; failed == nil {
-		return err
+	for ; listeners > 0; listeners-- {
+		if err := <-served; failed == nil {
+			failed = err
+		}
 	}
 	return failed
 }
