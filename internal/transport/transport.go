@@ -314,6 +314,23 @@ type peer struct {
 	mu    sync.Mutex
 	queue []byte
 	conn  net.Conn
+	// quickDeaths counts the connections in a row the peer closed soon after they were made.
+	quickDeaths int
+}
+
+// redialDelay is how long to wait before dialing again after the peer closed a connection
+// that lived for lived: at once after one that served, else a pause doubling from 20 ms to a
+// second, so a peer that refuses the hello (another node or cluster at the address, this
+// node's certificate refused) is not dialed in a tight loop.
+func (p *peer) redialDelay(lived time.Duration) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if lived >= time.Second {
+		p.quickDeaths = 0
+		return 0
+	}
+	p.quickDeaths = min(p.quickDeaths+1, 8)
+	return min(20*time.Millisecond<<(p.quickDeaths-1), time.Second)
 }
 
 func (p *peer) breakConn() {
@@ -344,6 +361,9 @@ func (p *peer) run() {
 		case <-p.wake:
 		}
 		c, err := p.connect()
+		if errors.Is(err, errClosed) {
+			return
+		}
 		if err != nil {
 			p.mu.Lock()
 			dropped := len(p.queue) > 0
@@ -391,6 +411,9 @@ func (p *peer) run() {
 		}
 	}
 }
+
+// errClosed: the transport was closed while a connection was being made.
+var errClosed = errors.New("transport: closed")
 
 func (p *peer) reportDown(err error) {
 	if p.t.cfg.PeerDown != nil {
@@ -457,12 +480,20 @@ func (p *peer) connect() (net.Conn, error) {
 		return nil, err
 	}
 	p.mu.Lock()
+	select {
+	case <-p.t.closed: // Close has broken (or is breaking) the connections: not this one
+		p.mu.Unlock()
+		c.Close()
+		return nil, errClosed
+	default:
+	}
 	p.conn = c
+	p.t.wg.Add(1)
 	p.mu.Unlock()
+	made := time.Now()
 	// The peer never writes on this connection; a read returns only when it closes (its
 	// process died, or it dropped us): then break the connection at once, and try to dial
 	// again, so a dead peer is reported as refused without waiting for the next frame.
-	p.t.wg.Add(1)
 	go func() {
 		defer p.t.wg.Done()
 		var b [1]byte
@@ -476,8 +507,15 @@ func (p *peer) connect() (net.Conn, error) {
 		c.Close()
 		if current {
 			p.reportDown(err)
+			if d := p.redialDelay(time.Since(made)); d > 0 {
+				select {
+				case <-p.t.closed:
+					return
+				case <-time.After(d):
+				}
+			}
 			select {
-			case p.wake <- struct{}{}: // redial now (a refusal is reported by run)
+			case p.wake <- struct{}{}: // redial (a refusal is reported by run)
 			default:
 			}
 		}
