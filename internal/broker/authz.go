@@ -202,8 +202,25 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 			}
 			return reply{resp: resp}
 		}
-	case *kmsg.AlterPartitionAssignmentsRequest, *kmsg.AddRaftVoterRequest, *kmsg.RemoveRaftVoterRequest,
-		*kmsg.UnregisterBrokerRequest, *kmsg.UpdateFeaturesRequest:
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		if !r.allowedCluster(alter) {
+			// As Kafka (AlterPartitionReassignmentsRequest.getErrorResponse): every partition
+			// named answers it too.
+			resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+			resp.ErrorCode = clusterDenied.Code
+			for _, rt := range req.Topics {
+				t := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					tp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+					tp.Partition, tp.ErrorCode = p.Partition, clusterDenied.Code
+					t.Partitions = append(t.Partitions, tp)
+				}
+				resp.Topics = append(resp.Topics, t)
+			}
+			return reply{resp: resp}
+		}
+	case *kmsg.AddRaftVoterRequest, *kmsg.RemoveRaftVoterRequest, *kmsg.UnregisterBrokerRequest, *kmsg.UpdateFeaturesRequest:
 		if !r.allowedCluster(alter) {
 			return deny(clusterDenied)
 		}
@@ -547,7 +564,7 @@ func (r *request) filterOffsetFetch(req *kmsg.OffsetFetchRequest, resp *kmsg.Off
 			if !r.allowedTopic(describe, ts[i].Topic) {
 				for j := range ts[i].Partitions {
 					p := &ts[i].Partitions[j]
-					p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode = -1, -1, nil, kerr.TopicAuthorizationFailed.Code
+					p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode = -1, -1, new(""), kerr.TopicAuthorizationFailed.Code
 				}
 			}
 		}
@@ -564,8 +581,9 @@ func (r *request) filterOffsetFetch(req *kmsg.OffsetFetchRequest, resp *kmsg.Off
 	for i := range resp.Groups {
 		g := &resp.Groups[i]
 		if !r.allowedGroup(describe, g.Group) {
+			name := g.Group
 			*g = kmsg.NewOffsetFetchResponseGroup()
-			g.Group, g.ErrorCode = resp.Groups[i].Group, kerr.GroupAuthorizationFailed.Code
+			g.Group, g.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
 			continue
 		}
 		if named[g.Group] {
@@ -576,7 +594,7 @@ func (r *request) filterOffsetFetch(req *kmsg.OffsetFetchRequest, resp *kmsg.Off
 			if !r.allowedTopic(describe, g.Topics[j].Topic) {
 				for k := range g.Topics[j].Partitions {
 					p := &g.Topics[j].Partitions[k]
-					p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode = -1, -1, nil, kerr.TopicAuthorizationFailed.Code
+					p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode = -1, -1, new(""), kerr.TopicAuthorizationFailed.Code
 				}
 			}
 		}

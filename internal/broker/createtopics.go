@@ -118,12 +118,15 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 		if !req.ValidateOnly {
 			st.TopicID = t.ID
 		}
-		st.NumPartitions, st.ReplicationFactor = partitions, rf
-		if !r.allowedTopic(kmsg.ACLOperationDescribeConfigs, rt.Topic) { // as Kafka: created, configs withheld
+		if !r.allowedTopic(kmsg.ACLOperationDescribeConfigs, rt.Topic) {
+			// As Kafka's ReplicationControlManager: created, its configs, partition count and
+			// replication factor withheld.
+			st.NumPartitions, st.ReplicationFactor = -1, -1
 			st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		st.NumPartitions, st.ReplicationFactor = partitions, rf
 		for _, d := range topics.Defs() {
 			v, src := t.EffectiveSource(d.Name)
 			c := kmsg.NewCreateTopicsResponseTopicConfig()

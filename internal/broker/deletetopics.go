@@ -103,9 +103,12 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 			continue
 		}
 		if !r.allowedTopic(kmsg.ACLOperationDelete, name) {
-			if tg.byName {
+			switch {
+			case tg.byName:
 				add(&name, zero, kerr.TopicAuthorizationFailed, "")
-			} else { // as Kafka: the name of a topic the principal may not delete is not told
+			case r.allowedTopic(kmsg.ACLOperationDescribe, name): // as Kafka: it may know the name
+				add(&name, tg.id, kerr.TopicAuthorizationFailed, "")
+			default: // as Kafka: the name of a topic the principal may not describe is not told
 				add(nil, tg.id, kerr.TopicAuthorizationFailed, "")
 			}
 			continue

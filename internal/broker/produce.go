@@ -85,16 +85,11 @@ func handleProduce(ctx context.Context, r *request) reply {
 		}
 		return everyPartition(kerr.InvalidRequiredAcks.Code)
 	}
-	if req.TransactionID != nil && !r.allowedTxnID(kmsg.ACLOperationWrite, *req.TransactionID) {
+	if hasTransactionalBatch(req) && (req.TransactionID == nil || !r.allowedTxnID(kmsg.ACLOperationWrite, *req.TransactionID)) {
+		// As Kafka: transactional records need a transactional id the client may write with
+		// (checked only for them: plain records are authorized by their topics alone).
 		if req.Acks == 0 {
-			return closeOnError("transactional id not authorized")
-		}
-		return everyPartition(kerr.TransactionalIDAuthorizationFailed.Code)
-	}
-	if req.TransactionID == nil && hasTransactionalBatch(req) {
-		// As Kafka: transactional records need a transactional id the client may write with.
-		if req.Acks == 0 {
-			return closeOnError("transactional records without a transactional id")
+			return closeOnError("transactional records without a transactional id the client may write")
 		}
 		return everyPartition(kerr.TransactionalIDAuthorizationFailed.Code)
 	}

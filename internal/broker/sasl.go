@@ -41,7 +41,12 @@ type authState struct {
 	token         string    // the delegation token authenticated with (it cannot ask for tokens)
 	failed        bool      // an exchange failed: the connection is closing
 	sessionEnd    time.Time // zero: the session does not expire
+	reauthBegun   time.Time // the last re-authentication's SaslHandshake (zero: none yet)
 }
+
+// minReauthInterval is the least time between two re-authentications of a connection (Kafka's
+// KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS).
+const minReauthInterval = time.Second
 
 // errAuthFailed closes a connection whose authentication failed, once the answer is written.
 var errAuthFailed = errors.New("broker: authentication failed")
@@ -104,6 +109,12 @@ func handleSaslHandshake(_ context.Context, r *request) reply {
 	case c.auth.session != nil:
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return reply{resp: resp, closeAfter: errors.New("a second SaslHandshake before SaslAuthenticate")}
+	case c.auth.authenticated && (c.auth.sessionEnd.IsZero() || (!c.auth.reauthBegun.IsZero() && time.Since(c.auth.reauthBegun) < minReauthInterval)):
+		// As Kafka (KafkaChannel.maybeBeginServerReauthentication): a session re-authenticates
+		// only if it expires, and at most once a second; otherwise the handshake is an
+		// ordinary request, refused, and the connection goes on as it was.
+		resp.ErrorCode, resp.SupportedMechanisms = kerr.IllegalSaslState.Code, nil
+		return reply{resp: resp}
 	case !slices.Contains(mechs, req.Mechanism):
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return reply{resp: resp, closeAfter: fmt.Errorf("SASL mechanism %q is not enabled (%v)", req.Mechanism, mechs)}
@@ -130,6 +141,9 @@ func handleSaslHandshake(_ context.Context, r *request) reply {
 		return reply{resp: resp, closeAfter: err}
 	}
 	c.auth.session, c.auth.mechanism = s, req.Mechanism
+	if c.auth.authenticated {
+		c.auth.reauthBegun = time.Now()
+	}
 	return reply{resp: resp}
 }
 
@@ -138,6 +152,12 @@ func handleSaslAuthenticate(ctx context.Context, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	c := r.conn
 	s := c.auth.session
+	if s == nil && c.auth.authenticated {
+		// As Kafka's KafkaApis: answered, and the connection stays authenticated.
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		resp.ErrorMessage = strp("SaslAuthenticate request received after successful authentication")
+		return reply{resp: resp}
+	}
 	if s == nil {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		resp.ErrorMessage = strp("SaslAuthenticate without a SaslHandshake naming the mechanism")

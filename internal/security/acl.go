@@ -49,18 +49,14 @@ func (a ACL) Validate() error {
 		return fmt.Errorf("the pattern type of a binding is LITERAL or PREFIXED, not %s", a.PatternType)
 	case a.ResourceName == "":
 		return fmt.Errorf("the resource name is empty")
-	case a.ResourceType == kmsg.ACLResourceTypeCluster && (a.ResourceName != ClusterResource || a.PatternType != kmsg.ACLResourcePatternTypeLiteral):
-		return fmt.Errorf("the cluster resource is the literal %q", ClusterResource)
+	case a.ResourceType == kmsg.ACLResourceTypeCluster && a.ResourceName != ClusterResource:
+		return fmt.Errorf("the only valid name for the CLUSTER resource is %s", ClusterResource)
 	case a.Operation < kmsg.ACLOperationAll || a.Operation > kmsg.ACLOperationDescribeTokens:
 		return fmt.Errorf("invalid operation %d", a.Operation)
 	case a.Permission != kmsg.ACLPermissionTypeAllow && a.Permission != kmsg.ACLPermissionTypeDeny:
 		return fmt.Errorf("the permission of a binding is ALLOW or DENY, not %s", a.Permission)
-	case a.Host == "":
-		return fmt.Errorf("the host is empty (use %q for every host)", Wildcard)
-	}
-	typ, name, ok := strings.Cut(a.Principal, ":")
-	if !ok || typ == "" || name == "" {
-		return fmt.Errorf("principal %q is not Type:name (e.g. User:alice, User:*)", a.Principal)
+	case !strings.Contains(a.Principal, ":"):
+		return fmt.Errorf("could not parse principal from %q (no colon is present separating the principal type from the principal name)", a.Principal)
 	}
 	return nil
 }

@@ -95,13 +95,28 @@ func TestACLValidateAndFilters(t *testing.T) {
 		func(a *ACL) { a.Principal = "alice" },
 		func(a *ACL) { a.Operation = kmsg.ACLOperationAny },
 		func(a *ACL) { a.Permission = kmsg.ACLPermissionTypeAny },
-		func(a *ACL) { a.Host = "" },
 		func(a *ACL) { a.ResourceType, a.ResourceName = kmsg.ACLResourceTypeCluster, "other" },
 	} {
 		a := good
 		bad(&a)
 		if a.Validate() == nil {
 			t.Errorf("%v accepted", a)
+		}
+	}
+	// What Kafka's AclControlManager.validateNewAcl takes: any host (an empty one matches no
+	// client), a principal with a colon anywhere, a prefixed binding on the cluster resource.
+	for _, ok := range []func(*ACL){
+		func(a *ACL) { a.Host = "" },
+		func(a *ACL) { a.Principal = "User:" },
+		func(a *ACL) { a.Principal = ":x" },
+		func(a *ACL) {
+			a.ResourceType, a.PatternType, a.ResourceName = kmsg.ACLResourceTypeCluster, kmsg.ACLResourcePatternTypePrefixed, ClusterResource
+		},
+	} {
+		a := good
+		ok(&a)
+		if err := a.Validate(); err != nil {
+			t.Errorf("%v refused: %v", a, err)
 		}
 	}
 	pre := allow(kmsg.ACLResourceTypeTopic, kmsg.ACLResourcePatternTypePrefixed, "pay-", "User:a", "*", kmsg.ACLOperationRead)
