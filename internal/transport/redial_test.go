@@ -80,3 +80,40 @@ func TestCloseRacesDial(t *testing.T) {
 		}
 	}
 }
+
+// TestInboundBeforeHello: a connection to the cluster port that is not a node's holds little,
+// briefly: a first frame larger than a hello closes it at its header (it could name up to
+// MaxFrameBytes, 64 MiB, allocated before the hello was checked), and one that sends nothing is
+// closed after helloTimeout (it used to stay open for ever).
+func TestInboundBeforeHello(t *testing.T) {
+	defer func(d time.Duration) { helloTimeout = d }(helloTimeout)
+	helloTimeout = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := New(Config{NodeID: 2, Listener: ln, Handler: func(int32, Kind, []byte) {}})
+	defer tr.Close()
+	closed := func(what string, first []byte) {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write(first); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+			t.Errorf("%s: read %v; want the connection closed", what, err)
+		}
+	}
+	closed("a 64 MiB first frame", []byte{4, 0, 0, 0, byte(kindHello)})
+	closed("nothing sent", nil)
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}

@@ -566,6 +566,12 @@ func (t *Transport) accept() {
 	}
 }
 
+// maxHelloBytes bounds an inbound connection's first frame, its hello (a few ids and two
+// addresses); helloTimeout is how long the dialer has to send it.
+const maxHelloBytes = 4 << 10
+
+var helloTimeout = 10 * time.Second
+
 // ErrBadHello is returned for a connection whose first frame is not an acceptable hello.
 var ErrBadHello = errors.New("transport: bad hello")
 
@@ -573,14 +579,14 @@ var ErrBadHello = errors.New("transport: bad hello")
 func (t *Transport) serve(c net.Conn) error {
 	r := bufio.NewReaderSize(c, 256<<10)
 	var buf []byte
-	read := func() (Kind, []byte, error) {
+	read := func(limit int) (Kind, []byte, error) {
 		var hdr [5]byte
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return 0, nil, err
 		}
 		n := int(binary.BigEndian.Uint32(hdr[:4]))
-		if n < 1 || n > t.cfg.MaxFrameBytes {
-			return 0, nil, fmt.Errorf("transport: frame of %d bytes (limit %d)", n, t.cfg.MaxFrameBytes)
+		if n < 1 || n > limit {
+			return 0, nil, fmt.Errorf("transport: frame of %d bytes (limit %d)", n, limit)
 		}
 		if cap(buf) < n-1 {
 			buf = make([]byte, n-1)
@@ -591,7 +597,10 @@ func (t *Transport) serve(c net.Conn) error {
 		}
 		return Kind(hdr[4]), body, nil
 	}
-	kind, body, err := read()
+	// The hello comes first, small and soon (a TLS handshake included): a connection that is
+	// not a node's holds no more than that, for no longer.
+	c.SetReadDeadline(time.Now().Add(helloTimeout))
+	kind, body, err := read(maxHelloBytes)
 	if err != nil {
 		return err
 	}
@@ -599,6 +608,7 @@ func (t *Transport) serve(c net.Conn) error {
 	if err != nil {
 		return err
 	}
+	c.SetReadDeadline(time.Time{})
 	t.mu.Lock()
 	t.inbound[c] = from
 	if addr != "" {
@@ -606,7 +616,7 @@ func (t *Transport) serve(c net.Conn) error {
 	}
 	t.mu.Unlock()
 	for {
-		kind, body, err := read()
+		kind, body, err := read(t.cfg.MaxFrameBytes)
 		if err != nil {
 			return err
 		}
