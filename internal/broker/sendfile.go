@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -74,15 +75,23 @@ type splice struct {
 // prefixes and the frame size rewritten for the real record sizes. flexible says whether the
 // record sets are compact bytes (uvarint length+1) or int32-prefixed bytes.
 func spliceFrame(frame []byte, ranges []*fileRange, flexible bool) ([]splice, error) {
+	// In the frame's order, whatever order the ranges were added in (the frame holds only
+	// markers where the records go: it is small).
+	at := make(map[*fileRange]int, len(ranges))
+	for _, r := range ranges {
+		i := bytes.Index(frame, r.marker[:])
+		if i < 0 {
+			return nil, fmt.Errorf("broker: fetch marker not found in the encoded response")
+		}
+		at[r] = i
+	}
+	ranges = slices.Clone(ranges)
+	slices.SortFunc(ranges, func(a, b *fileRange) int { return at[a] - at[b] })
 	var out []splice
 	var grow int64
 	cur := 0
 	for _, r := range ranges {
-		i := bytes.Index(frame[cur:], r.marker[:])
-		if i < 0 {
-			return nil, fmt.Errorf("broker: fetch marker not found in the encoded response")
-		}
-		i += cur
+		i := at[r]
 		var oldPrefix, newPrefix []byte
 		if flexible {
 			oldPrefix, newPrefix = []byte{markerSize + 1}, binary.AppendUvarint(nil, uint64(r.slice.Size)+1)

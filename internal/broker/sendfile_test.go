@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -53,22 +54,27 @@ func TestSpliceFrameMatchesCopiedEncoding(t *testing.T) {
 			binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 			return b
 		}
-		pieces, err := spliceFrame(frame(marked), files.ranges, marked.IsFlexible())
-		if err != nil {
-			t.Fatalf("v%d: spliceFrame = %v", version, err)
-		}
-		var got []byte
-		for _, p := range pieces {
-			if p.file == nil {
-				got = append(got, p.bytes...)
-				continue
+		// The ranges in the order they were added, and reversed: the frame's order decides.
+		reversed := slices.Clone(files.ranges)
+		slices.Reverse(reversed)
+		for _, ranges := range [][]*fileRange{files.ranges, reversed} {
+			pieces, err := spliceFrame(frame(marked), ranges, marked.IsFlexible())
+			if err != nil {
+				t.Fatalf("v%d: spliceFrame = %v", version, err)
 			}
-			b := make([]byte, p.file.slice.Size)
-			p.file.slice.File.ReadAt(b, p.file.slice.Position)
-			got = append(got, b...)
-		}
-		if want := frame(copied); !bytes.Equal(got, want) {
-			t.Errorf("v%d: spliced frame (%d bytes) differs from the copied encoding (%d bytes)", version, len(got), len(want))
+			var got []byte
+			for _, p := range pieces {
+				if p.file == nil {
+					got = append(got, p.bytes...)
+					continue
+				}
+				b := make([]byte, p.file.slice.Size)
+				p.file.slice.File.ReadAt(b, p.file.slice.Position)
+				got = append(got, b...)
+			}
+			if want := frame(copied); !bytes.Equal(got, want) {
+				t.Errorf("v%d: spliced frame (%d bytes) differs from the copied encoding (%d bytes)", version, len(got), len(want))
+			}
 		}
 	}
 }
