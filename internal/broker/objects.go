@@ -418,7 +418,7 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 			return 0, err
 		}
 	}
-	lso := p.LastStable()
+	lso := p.ConsumerLastStable()
 	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = p.Next, lso, p.Start
 	upto := p.Next
 	if readCommitted {
@@ -470,7 +470,7 @@ func (b *Broker) listObjectOffset(ctx context.Context, t *topics.Topic, replicaI
 	sp.LeaderEpoch = 0
 	end := p.Next
 	if readCommitted { // nothing at or past the last stable offset
-		end = p.LastStable()
+		end = p.ConsumerLastStable()
 	}
 	var off, ts int64 = -1, -1
 	switch rp.Timestamp {

@@ -186,9 +186,17 @@ func handleProduce(ctx context.Context, r *request) reply {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		// An object topic's batch is acknowledged once its file is committed, whatever the
-		// acks: the commit is the durability point (docs/object-topics.md §2).
+		// acks: the commit is the durability point (docs/object-topics.md §2). The request's
+		// timeout bounds that wait for acks=all only, as Kafka applies it to the wait for the
+		// ISR alone: an acks=1 produce is answered when committed, within objectAcks1Wait.
+		octx := wctx
+		if req.Acks == 1 {
+			var ocancel context.CancelFunc
+			octx, ocancel = context.WithTimeout(ctx, max(timeout, objectAcks1Wait))
+			defer ocancel()
+		}
 		for _, w := range objWaits {
-			b.waitObject(wctx, w.t, w.index, w.bytes, w.records, w.w, w.sp, software)
+			b.waitObject(octx, w.t, w.index, w.bytes, w.records, w.w, w.sp, software)
 		}
 		for _, w := range waits {
 			wait := w.part.Replica.WaitCommitted
@@ -210,6 +218,11 @@ func handleProduce(ctx context.Context, r *request) reply {
 		}
 	}}
 }
+
+// objectAcks1Wait bounds how long an acks=1 produce to an object topic waits for its file's
+// commit (then REQUEST_TIMED_OUT), whatever the request's timeout, which Kafka applies to
+// acks=all alone.
+const objectAcks1Wait = 30 * time.Second
 
 // adminClientID is the client id of Kafka's own admin tools, which may write to internal
 // topics (as Kafka allows them).

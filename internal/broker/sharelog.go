@@ -140,7 +140,7 @@ func (o *objectShareLog) highWatermark() int64 {
 
 func (o *objectShareLog) lastStable(hw int64) int64 {
 	if p := o.part(); p != nil {
-		return min(hw, p.LastStable())
+		return min(hw, p.ConsumerLastStable())
 	}
 	return hw
 }

@@ -1254,6 +1254,10 @@ func produceTxnError(err error, produceVersion int16) error {
 		return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
 	case errors.Is(err, kerr.TransactionAbortable) && produceVersion < 11:
 		return fmt.Errorf("%w: %v", kerr.InvalidTxnState, err)
+	case errors.Is(err, kerr.ProducerFenced):
+		// As Kafka's AddPartitionsToTxnManager: producers expect INVALID_PRODUCER_EPOCH from
+		// a produce (abortable), never PRODUCER_FENCED (fatal to the Java producer).
+		return fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
 	}
 	return err
 }

@@ -492,6 +492,14 @@ func (p *Partition) LastStable() int64 {
 	return p.Next
 }
 
+// ConsumerLastStable is the last stable offset as consumers are told it: LastStable, but never
+// below the log start (as Kafka raises its first unstable offset to the log start when
+// DeleteRecords or retention passes an open transaction's first offset). LastStable itself is
+// what the image's aborted transactions record.
+func (p *Partition) ConsumerLastStable() int64 {
+	return max(p.LastStable(), p.Start)
+}
+
 // AbortedIn returns the aborted transactions with records in [from, upto) (upto: a last stable
 // offset), oldest first, as a read_committed fetch from offset from returns them.
 func (p *Partition) AbortedIn(from, upto int64) []AbortedTxn {
