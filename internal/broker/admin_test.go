@@ -490,7 +490,8 @@ func TestDescribeConfigs(t *testing.T) {
 		synonyms []syn
 	}{
 		{"retention.ms", "1000", kmsg.ConfigSourceDynamicTopicConfig, kmsg.ConfigTypeLong,
-			[]syn{{"retention.ms", "1000", kmsg.ConfigSourceDynamicTopicConfig}, {"log.retention.ms", "604800000", kmsg.ConfigSourceDefaultConfig}}},
+			// No default synonym: Kafka's log.retention.ms has none (log.retention.hours has).
+			[]syn{{"retention.ms", "1000", kmsg.ConfigSourceDynamicTopicConfig}}},
 		{"segment.bytes", "1073741824", kmsg.ConfigSourceDefaultConfig, kmsg.ConfigTypeInt,
 			[]syn{{"log.segment.bytes", "1073741824", kmsg.ConfigSourceDefaultConfig}}},
 		{"cleanup.policy", "delete", kmsg.ConfigSourceDefaultConfig, kmsg.ConfigTypeList,

@@ -36,6 +36,8 @@ func handleCreatePartitions(ctx context.Context, r *request) reply {
 		}
 		if !r.allowedTopic(kmsg.ACLOperationAlter, rt.Topic) {
 			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		} else if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil {
+			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
 		} else if aerr := b.createPartitions(ctx, &rt, req.ValidateOnly, quota); aerr != nil {
 			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
 		}

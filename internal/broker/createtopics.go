@@ -109,6 +109,11 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil {
+			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		t, partitions, rf, aerr := b.createTopic(ctx, &rt, req.ValidateOnly, quota)
 		if aerr != nil {
 			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
@@ -226,4 +231,14 @@ func (b *Broker) createTopicNow(ctx context.Context, name string, configs map[st
 		return nil, adminErr(kerr.UnknownServerError, "Topic %s was created but is not known here.", name)
 	}
 	return t, nil
+}
+
+// deadlinePassed refuses a topic change whose request's timeout is 0 or less, as Kafka's
+// controller does: the timeout is its event's deadline (ControllerRequestContext), which has
+// passed when the event would run, so nothing is done and REQUEST_TIMED_OUT answered.
+func deadlinePassed(timeoutMillis int32) *adminError {
+	if timeoutMillis > 0 {
+		return nil
+	}
+	return adminErr(kerr.RequestTimedOut, "The request's timeout of %d ms had passed before the controller could run it", timeoutMillis)
 }

@@ -125,6 +125,10 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 			add(&name, tg.id, code, "Topic deletion is disabled.")
 			continue
 		}
+		if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil {
+			add(&name, tg.id, aerr.code, aerr.msg)
+			continue
+		}
 		t, ok := b.topics.Get(name)
 		if !ok || (tg.id != zero && t.ID != tg.id) {
 			if tg.byName {

@@ -89,8 +89,19 @@ func (b *Broker) configSynonyms(d *topics.ConfigDef, topicSet map[string]string)
 	if v, ok := b.topics.BrokerConfigs(false)[d.BrokerName]; ok {
 		out = append(out, syn{Name: d.BrokerName, Value: strp(v), Source: kmsg.ConfigSourceDynamicDefaultBrokerConfig})
 	}
+	if brokerNamesWithoutDefault[d.BrokerName] {
+		// Kafka's broker config of that name has no default (the default is an hours or
+		// scheduler config's), and ConfigHelper.configSynonyms lists synonyms from the one of
+		// the same name on: none.
+		return out
+	}
 	return append(out, syn{Name: d.BrokerName, Value: strp(d.Default), Source: kmsg.ConfigSourceDefaultConfig})
 }
+
+// brokerNamesWithoutDefault are the broker configs that set topic configs' defaults in Kafka but
+// have no default of their own (log.retention.hours, log.roll.hours, log.roll.jitter.hours and
+// log.flush.scheduler.interval.ms give it).
+var brokerNamesWithoutDefault = map[string]bool{"log.retention.ms": true, "log.roll.ms": true, "log.roll.jitter.ms": true, "log.flush.interval.ms": true}
 
 // checkBrokerResource checks a BROKER config resource's name: "" (the cluster-wide dynamic
 // defaults) or this node's id. It reports whether the name is this node.

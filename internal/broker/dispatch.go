@@ -54,7 +54,14 @@ func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
 	for k := int16(0); k < 100; k++ {
 		if a, ok := apis[k]; ok {
-			keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
+			lowest := a.min
+			if k == kmsg.Produce.Int16() {
+				// As Kafka 4.x (ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION, KAFKA-18659):
+				// Produce is advertised from v0, though v0-v2 requests are refused, because
+				// librdkafka produces compressed batches only to a broker that lists v0.
+				lowest = 0
+			}
+			keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: lowest, MaxVersion: a.max})
 		}
 	}
 	return keys

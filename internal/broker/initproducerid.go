@@ -17,6 +17,11 @@ func handleInitProducerID(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil && *req.TransactionalID == "" {
+		// As Kafka's TransactionCoordinator: only a null id means an idempotent producer.
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return reply{resp: resp}
+	}
 	if req.TransactionalID != nil {
 		return r.conn.b.initTransactional(ctx, req, resp)
 	}
