@@ -146,16 +146,7 @@ func (b *Broker) incrementalAlterClientMetrics(rr kmsg.IncrementalAlterConfigsRe
 
 // alterClientMetrics replaces a subscription's configs (the legacy AlterConfigs).
 func (b *Broker) alterClientMetrics(rr kmsg.AlterConfigsRequestResource, validateOnly bool) *adminError {
-	return b.changeClientMetrics(rr.ResourceName, validateOnly, func(configs, _ map[string]string) *adminError {
-		clear(configs)
-		for _, c := range rr.Configs {
-			if c.Value == nil {
-				return adminErr(kerr.InvalidRequest, "Null value not supported for : %s", c.Name)
-			}
-			configs[c.Name] = *c.Value
-		}
-		return nil
-	})
+	return b.changeClientMetrics(rr.ResourceName, validateOnly, replaceConfigs(rr.Configs))
 }
 
 // describeClientMetrics lists a subscription's configs, as Kafka's ConfigHelper: only those set

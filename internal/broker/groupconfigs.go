@@ -102,16 +102,21 @@ func (b *Broker) incrementalAlterGroupConfigs(rr kmsg.IncrementalAlterConfigsReq
 
 // alterGroupConfigs replaces a group's configs (the legacy AlterConfigs).
 func (b *Broker) alterGroupConfigs(rr kmsg.AlterConfigsRequestResource, validateOnly bool) *adminError {
-	return b.changeGroupConfigs(rr.ResourceName, validateOnly, func(configs, _ map[string]string) *adminError {
+	return b.changeGroupConfigs(rr.ResourceName, validateOnly, replaceConfigs(rr.Configs))
+}
+
+// replaceConfigs is the change of the legacy AlterConfigs: the resource's configs become cs.
+func replaceConfigs(cs []kmsg.AlterConfigsRequestResourceConfig) func(configs, base map[string]string) *adminError {
+	return func(configs, _ map[string]string) *adminError {
 		clear(configs)
-		for _, c := range rr.Configs {
+		for _, c := range cs {
 			if c.Value == nil {
 				return adminErr(kerr.InvalidRequest, "Null value not supported for : %s", c.Name)
 			}
 			configs[c.Name] = *c.Value
 		}
 		return nil
-	})
+	}
 }
 
 func init() { register(kmsg.ListConfigResources, 0, 1, handleListConfigResources) }
