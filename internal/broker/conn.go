@@ -161,6 +161,28 @@ func (r idleReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// idleWriter writes to a connection that is closed once it takes nothing for idle
+// (connections.max.idle.ms): a client that stops reading its responses would otherwise hold
+// its connection, and the in-flight budget its requests were charged, for ever. Each write has
+// that long to make progress.
+type idleWriter struct {
+	nc   net.Conn
+	idle time.Duration
+}
+
+func (w idleWriter) Write(p []byte) (int, error) {
+	if w.idle > 0 {
+		if err := w.nc.SetWriteDeadline(time.Now().Add(w.idle)); err != nil {
+			return 0, err
+		}
+	}
+	n, err := w.nc.Write(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("the client read nothing for %v (connections.max.idle.ms): %w", w.idle, err)
+	}
+	return n, err
+}
+
 func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(idleReader{c.nc, c.b.cfg.ConnectionsMaxIdle}, 64<<10)
 	var sizeBuf [4]byte
@@ -273,7 +295,7 @@ func (c *conn) handleFrame(buf []byte, f *inflight) error {
 }
 
 func (c *conn) writeLoop() {
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	bw := bufio.NewWriterSize(idleWriter{c.nc, c.b.cfg.ConnectionsMaxIdle}, 64<<10)
 	var buf []byte
 	broken := false
 	for f := range c.out {
@@ -355,7 +377,7 @@ func (c *conn) writeFrame(bw *bufio.Writer, frame []byte, rep reply) error {
 	if err != nil {
 		return err
 	}
-	return writeSpliced(c.nc, bw, pieces)
+	return writeSpliced(c.nc, bw, pieces, c.b.cfg.ConnectionsMaxIdle)
 }
 
 // appendResponse encodes a response frame.

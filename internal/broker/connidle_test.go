@@ -2,8 +2,10 @@ package broker
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +68,53 @@ func TestSASLRequestSizeBeforeAuthentication(t *testing.T) {
 	}
 	if _, _, err := ctReadFrame(ok); err != nil {
 		t.Fatalf("ApiVersions before authentication: %v", err)
+	}
+}
+
+// TestUnreadResponsesClosedWhenIdle: a client that pipelines requests and never reads the
+// responses is closed after connections.max.idle.ms without progress, and what its requests
+// held of the in-flight budget is given back. Its write loop used to block in a socket write
+// with no deadline and its read loop outside any read (on the budget or the queue), so the idle
+// timeout, a read deadline then, never fired and every other client waited for ever. Kafka's
+// idle expiry counts a connection that makes no read or write progress as idle.
+func TestUnreadResponsesClosedWhenIdle(t *testing.T) {
+	_, addr, _ := ctBroker(t, func(c *Config) {
+		c.ConnectionsMaxIdle = 500 * time.Millisecond
+		c.MaxInflightBytes = 256 << 10
+	})
+	stuck, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	stuck.(*net.TCPConn).SetReadBuffer(4096) // reads nothing anyway
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 4
+	req.AllowAutoTopicCreation = false
+	for i := range 50 {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(fmt.Sprintf("%s%03d", strings.Repeat("u", 200), i))
+		req.Topics = append(req.Topics, rt)
+	}
+	go func() {
+		stuck.SetWriteDeadline(time.Now().Add(8 * time.Second))
+		for i := range 2000 {
+			if _, err := stuck.Write(ctEncode(req, int32(i))); err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(3 * time.Second) // six idle periods with no progress on the stuck connection
+
+	nc := ctDial(t, addr)
+	nc.SetDeadline(time.Now().Add(4 * time.Second))
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version = 3
+	if _, err := nc.Write(ctEncode(av, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ctReadFrame(nc); err != nil {
+		t.Fatalf("another client's ApiVersions, 3 s after a connection stopped reading its responses (connections.max.idle.ms 500 ms): %v; "+
+			"the stalled connection was never closed and still holds the in-flight budget", err)
 	}
 }

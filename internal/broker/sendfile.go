@@ -7,9 +7,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/runnel-dev/runnel/internal/logstore"
 )
@@ -73,38 +73,51 @@ type splice struct {
 
 // spliceFrame turns an encoded frame whose record sets are markers into pieces, with the length
 // prefixes and the frame size rewritten for the real record sizes. flexible says whether the
-// record sets are compact bytes (uvarint length+1) or int32-prefixed bytes.
+// record sets are compact bytes (uvarint length+1) or int32-prefixed bytes. The markers are
+// found in one pass over the frame, in its order, whatever order the ranges were added in.
 func spliceFrame(frame []byte, ranges []*fileRange, flexible bool) ([]splice, error) {
-	// In the frame's order, whatever order the ranges were added in (the frame holds only
-	// markers where the records go: it is small).
-	at := make(map[*fileRange]int, len(ranges))
+	byMarker := make(map[[markerSize]byte]*fileRange, len(ranges))
 	for _, r := range ranges {
-		i := bytes.Index(frame, r.marker[:])
-		if i < 0 {
-			return nil, fmt.Errorf("broker: fetch marker not found in the encoded response")
-		}
-		at[r] = i
+		byMarker[r.marker] = r
 	}
-	ranges = slices.Clone(ranges)
-	slices.SortFunc(ranges, func(a, b *fileRange) int { return at[a] - at[b] })
+	oldPrefix := binary.BigEndian.AppendUint32(nil, markerSize)
+	if flexible {
+		oldPrefix = []byte{markerSize + 1}
+	}
+	last := oldPrefix[len(oldPrefix)-1]
 	var out []splice
 	var grow int64
 	cur := 0
-	for _, r := range ranges {
-		i := at[r]
-		var oldPrefix, newPrefix []byte
-		if flexible {
-			oldPrefix, newPrefix = []byte{markerSize + 1}, binary.AppendUvarint(nil, uint64(r.slice.Size)+1)
-		} else {
-			oldPrefix, newPrefix = binary.BigEndian.AppendUint32(nil, markerSize), binary.BigEndian.AppendUint32(nil, uint32(r.slice.Size))
+	for i := len(oldPrefix); len(byMarker) > 0 && i+markerSize <= len(frame); {
+		// The next place a marker can start: just after a byte that ends its length prefix.
+		j := bytes.IndexByte(frame[i-1:len(frame)-markerSize], last)
+		if j < 0 {
+			break
 		}
+		i += j
+		var m [markerSize]byte
+		copy(m[:], frame[i:])
+		r, ok := byMarker[m]
+		if !ok || !bytes.Equal(frame[i-len(oldPrefix):i], oldPrefix) {
+			i++
+			continue
+		}
+		delete(byMarker, m)
 		p := i - len(oldPrefix)
-		if p < cur || !bytes.Equal(frame[p:i], oldPrefix) {
+		if p < cur {
 			return nil, fmt.Errorf("broker: fetch marker without its length prefix")
+		}
+		newPrefix := binary.BigEndian.AppendUint32(nil, uint32(r.slice.Size))
+		if flexible {
+			newPrefix = binary.AppendUvarint(nil, uint64(r.slice.Size)+1)
 		}
 		out = append(out, splice{bytes: append(frame[cur:p:p], newPrefix...)}, splice{file: r})
 		grow += int64(len(newPrefix)-len(oldPrefix)) + int64(r.slice.Size) - markerSize
 		cur = i + markerSize
+		i = cur + len(oldPrefix)
+	}
+	if len(byMarker) > 0 {
+		return nil, fmt.Errorf("broker: fetch marker not found in the encoded response")
 	}
 	out = append(out, splice{bytes: frame[cur:]})
 	size := int64(binary.BigEndian.Uint32(frame)) + grow
@@ -116,8 +129,8 @@ func spliceFrame(frame []byte, ranges []*fileRange, flexible bool) ([]splice, er
 }
 
 // writeSpliced writes pieces to the connection: bytes through bw, file ranges with sendfile
-// after flushing bw.
-func writeSpliced(nc net.Conn, bw *bufio.Writer, pieces []splice) error {
+// after flushing bw, each range within idle (connections.max.idle.ms; 0 or less: no bound).
+func writeSpliced(nc net.Conn, bw *bufio.Writer, pieces []splice, idle time.Duration) error {
 	for _, p := range pieces {
 		if p.file == nil {
 			if _, err := bw.Write(p.bytes); err != nil {
@@ -127,6 +140,11 @@ func writeSpliced(nc net.Conn, bw *bufio.Writer, pieces []splice) error {
 		}
 		if err := bw.Flush(); err != nil {
 			return err
+		}
+		if idle > 0 {
+			if err := nc.SetWriteDeadline(time.Now().Add(idle)); err != nil {
+				return err
+			}
 		}
 		if err := sendFile(nc, p.file.slice); err != nil {
 			return err
