@@ -117,3 +117,35 @@ func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
 }
+
+// TestRedialBackoffHoldsUnderSends: the redial pause after a quick close holds whatever wakes
+// the peer's run loop. It used to live in the connection's reader alone, and every Send woke
+// the run loop, which dialed at once: a node sending steadily (Raft ticks, replication) to a
+// peer that refuses the hello dialed once per Send.
+func TestRedialBackoffHoldsUnderSends(t *testing.T) {
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepts atomic.Int64
+	t2 := New(Config{NodeID: 2, Listener: &countingListener{Listener: ln2, n: &accepts}, Handler: func(int32, Kind, []byte) {}})
+	defer t2.Close()
+	t2.SetClusterID("two")
+	ln1, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var downs atomic.Int64
+	t1 := New(Config{NodeID: 1, Listener: ln1, Resolve: func(int32) string { return ln2.Addr().String() },
+		Handler: func(int32, Kind, []byte) {}, PeerDown: func(int32, bool) { downs.Add(1) }})
+	defer t1.Close()
+	t1.SetClusterID("one")
+	// One frame every 10 ms for 2 s (a Raft group ticks every 50 ms; a node has several).
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		t1.Send(2, 1, []byte("x"))
+	}
+	// With the backoff honoured: 20, 40, ... 640 ms, then a second apart: under 20 in 2 s.
+	if n := accepts.Load(); n > 20 {
+		t.Fatalf("2 s of Sends every 10 ms to a node that refuses the hello: %d connections, %d reported down; want the redial backoff (<= 20)", n, downs.Load())
+	}
+}

@@ -314,8 +314,10 @@ type peer struct {
 	mu    sync.Mutex
 	queue []byte
 	conn  net.Conn
-	// quickDeaths counts the connections in a row the peer closed soon after they were made.
+	// quickDeaths counts the connections in a row the peer closed soon after they were made;
+	// no dial is made before notBefore (redialDelay).
 	quickDeaths int
+	notBefore   time.Time
 }
 
 // redialDelay is how long to wait before dialing again after the peer closed a connection
@@ -330,7 +332,31 @@ func (p *peer) redialDelay(lived time.Duration) time.Duration {
 		return 0
 	}
 	p.quickDeaths = min(p.quickDeaths+1, 8)
-	return min(20*time.Millisecond<<(p.quickDeaths-1), time.Second)
+	d := min(20*time.Millisecond<<(p.quickDeaths-1), time.Second)
+	p.notBefore = time.Now().Add(d)
+	return d
+}
+
+// waitRedial waits, when there is no connection, until a dial is allowed again (redialDelay),
+// whatever woke the run loop (a Send too). It reports false once the transport closes.
+func (p *peer) waitRedial() bool {
+	p.mu.Lock()
+	wait := time.Until(p.notBefore)
+	if p.conn != nil {
+		wait = 0
+	}
+	p.mu.Unlock()
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-p.t.closed:
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 func (p *peer) breakConn() {
@@ -359,6 +385,9 @@ func (p *peer) run() {
 		case <-p.t.closed:
 			return
 		case <-p.wake:
+		}
+		if !p.waitRedial() {
+			return
 		}
 		c, err := p.connect()
 		if errors.Is(err, errClosed) {
@@ -507,13 +536,7 @@ func (p *peer) connect() (net.Conn, error) {
 		c.Close()
 		if current {
 			p.reportDown(err)
-			if d := p.redialDelay(time.Since(made)); d > 0 {
-				select {
-				case <-p.t.closed:
-					return
-				case <-time.After(d):
-				}
-			}
+			p.redialDelay(time.Since(made)) // the run loop waits it out before dialing
 			select {
 			case p.wake <- struct{}{}: // redial (a refusal is reported by run)
 			default:
