@@ -174,13 +174,17 @@ func (b *Broker) describeClientMetrics(name string, wanted func(string) bool, do
 	return out, nil
 }
 
-// levelWait bounds how long a change that needs a command level waits for the cluster to reach
-// it: a new cluster's active controller raises the level once its nodes have registered.
+// levelWait bounds how long a change that needs a command level waits for a new cluster to
+// reach it: its active controller raises the level once its nodes have registered.
 const levelWait = 5 * time.Second
 
-// awaitLevel reports whether the cluster's command level is at least level, waiting up to
-// levelWait for it.
+// awaitLevel reports whether the cluster's command level is at least level. A new cluster's
+// (level 0, not raised yet) is waited for, up to levelWait; one at an older level is not
+// (its nodes run an older version, or runnel.command.level.auto is false).
 func (b *Broker) awaitLevel(level int) bool {
+	if lvl := b.cl.Image().Level; lvl >= level || lvl > 0 {
+		return lvl >= level
+	}
 	deadline := time.Now().Add(levelWait)
 	for b.cl.Image().Level < level {
 		if time.Now().After(deadline) {

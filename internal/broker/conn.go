@@ -195,8 +195,10 @@ func (c *conn) readLoop() error {
 		if size < 8 || size > c.b.cfg.MaxRequestBytes {
 			return protocolError{fmt.Errorf("request frame of %d bytes is outside [8, %d] (socket.request.max.bytes)", size, c.b.cfg.MaxRequestBytes)}
 		}
-		if c.listener.Protocol.SASL() && !c.auth.authenticated && size > saslMaxReceiveBytes {
-			return protocolError{fmt.Errorf("request frame of %d bytes before SASL authentication exceeds %d bytes (sasl.server.max.receive.size)", size, saslMaxReceiveBytes)}
+		if c.listener.Protocol.SASL() && (!c.auth.authenticated || c.auth.session != nil) && size > saslMaxReceiveBytes {
+			// Before authentication, and during a re-authentication (Kafka reads those frames
+			// with its SASL authenticator's limit too).
+			return protocolError{fmt.Errorf("request frame of %d bytes during SASL authentication exceeds %d bytes (sasl.server.max.receive.size)", size, saslMaxReceiveBytes)}
 		}
 		if err := c.acquire(int64(size)); err != nil {
 			return err

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,6 +23,16 @@ func handleCreatePartitions(ctx context.Context, r *request) reply {
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
 	}
+	if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil && slices.ContainsFunc(req.Topics, func(rt kmsg.CreatePartitionsRequestTopic) bool {
+		return count[rt.Topic] == 1 && r.allowedTopic(kmsg.ACLOperationAlter, rt.Topic)
+	}) {
+		for _, rt := range req.Topics { // the whole request, as Kafka's getErrorResponse
+			st := kmsg.NewCreatePartitionsResponseTopic()
+			st.Topic, st.ErrorCode, st.ErrorMessage = rt.Topic, aerr.code.Code, &aerr.msg
+			resp.Topics = append(resp.Topics, st)
+		}
+		return reply{resp: resp}
+	}
 	dupReported := map[string]bool{}
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
@@ -36,8 +47,6 @@ func handleCreatePartitions(ctx context.Context, r *request) reply {
 		}
 		if !r.allowedTopic(kmsg.ACLOperationAlter, rt.Topic) {
 			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
-		} else if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil {
-			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
 		} else if aerr := b.createPartitions(ctx, &rt, req.ValidateOnly, quota); aerr != nil {
 			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
 		}

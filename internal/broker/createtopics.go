@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -86,6 +87,16 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 		}
 	}
 	tooMany := total > topics.MaxPartitions
+	if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil && !tooMany && slices.ContainsFunc(req.Topics, func(rt kmsg.CreateTopicsRequestTopic) bool {
+		return count[rt.Topic] == 1 && (clusterCreate || r.allowedTopic(kmsg.ACLOperationCreate, rt.Topic))
+	}) {
+		for _, rt := range req.Topics { // the whole request, as Kafka's getErrorResponse
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic, st.ErrorCode, st.ErrorMessage = rt.Topic, aerr.code.Code, &aerr.msg
+			resp.Topics = append(resp.Topics, st)
+		}
+		return reply{resp: resp}
+	}
 	dupReported := map[string]bool{}
 	for i, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
@@ -106,11 +117,6 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 		}
 		if tooMany {
 			st.ErrorCode, st.ErrorMessage = kerr.PolicyViolation.Code, strp("Excessively large number of partitions per request.")
-			resp.Topics = append(resp.Topics, st)
-			continue
-		}
-		if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil {
-			st.ErrorCode, st.ErrorMessage = aerr.code.Code, &aerr.msg
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
@@ -234,8 +240,9 @@ func (b *Broker) createTopicNow(ctx context.Context, name string, configs map[st
 }
 
 // deadlinePassed refuses a topic change whose request's timeout is 0 or less, as Kafka's
-// controller does: the timeout is its event's deadline (ControllerRequestContext), which has
-// passed when the event would run, so nothing is done and REQUEST_TIMED_OUT answered.
+// controller does: the timeout is its events' deadline (ControllerRequestContext), which has
+// passed when they would run, so the request fails whole (its getErrorResponse: every entry
+// REQUEST_TIMED_OUT, as named) once it reaches the controller, and nothing is done.
 func deadlinePassed(timeoutMillis int32) *adminError {
 	if timeoutMillis > 0 {
 		return nil

@@ -34,6 +34,16 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil && len(reqTopics) > 0 && !b.cfg.NoTopicDeletion {
+		// Kafka's controller looks the names and ids up with the passed deadline: the whole
+		// request fails, every entry as named (DeleteTopicsRequest.getErrorResponse, no message).
+		for _, rt := range reqTopics {
+			st := kmsg.NewDeleteTopicsResponseTopic()
+			st.Topic, st.TopicID, st.ErrorCode = rt.Topic, rt.TopicID, aerr.code.Code
+			resp.Topics = append(resp.Topics, st)
+		}
+		return reply{resp: resp}
+	}
 	var zero [16]byte
 	nameCount, idCount := map[string]int{}, map[[16]byte]int{}
 	for _, rt := range reqTopics {
@@ -123,10 +133,6 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 				code = kerr.InvalidRequest
 			}
 			add(&name, tg.id, code, "Topic deletion is disabled.")
-			continue
-		}
-		if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil {
-			add(&name, tg.id, aerr.code, aerr.msg)
 			continue
 		}
 		t, ok := b.topics.Get(name)

@@ -170,3 +170,38 @@ func TestDescribeConfigsNoSynonymForUnsetBrokerName(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroTimeoutDeleteTopicsByID: Kafka answers a DeleteTopics whose timeout has passed from
+// DeleteTopicsRequest.getErrorResponse (ControllerApis: controller.findTopicNames with the
+// expired deadline fails the whole request): every entry as the request named it (a by-id entry
+// has a null name) with REQUEST_TIMED_OUT, an unknown id included. Runnel resolved the id first,
+// answered an unknown id UNKNOWN_TOPIC_ID, and a known one with its name filled in.
+func TestZeroTimeoutDeleteTopicsByID(t *testing.T) {
+	addr, _ := testBroker(t)
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.Version, create.TimeoutMillis = 7, 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "dtid0", 1, 1
+	create.Topics = append(create.Topics, rt)
+	cresp := rawRequest(t, addr, create).(*kmsg.CreateTopicsResponse)
+	if cresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: error %d", cresp.Topics[0].ErrorCode)
+	}
+	id := cresp.Topics[0].TopicID
+	unknown := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.Version, req.TimeoutMillis = 6, 0
+	req.Topics = []kmsg.DeleteTopicsRequestTopic{{TopicID: id}, {TopicID: unknown}}
+	resp := rawRequest(t, addr, req).(*kmsg.DeleteTopicsResponse)
+	for _, r := range resp.Topics {
+		name := "<null>"
+		if r.Topic != nil {
+			name = *r.Topic
+		}
+		if r.ErrorCode != kerr.RequestTimedOut.Code || r.Topic != nil {
+			t.Errorf("DeleteTopics v6 timeout 0 by id %x: name %s, error %d; want name null and REQUEST_TIMED_OUT (%d), as Kafka's getErrorResponse",
+				r.TopicID[:4], name, r.ErrorCode, kerr.RequestTimedOut.Code)
+		}
+	}
+}

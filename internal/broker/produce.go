@@ -185,23 +185,27 @@ func handleProduce(ctx context.Context, r *request) reply {
 	return reply{resp: resp, wait: func() {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		// An object topic's batch is acknowledged once its file is committed, whatever the
-		// acks: the commit is the durability point (docs/object-topics.md §2). The request's
-		// timeout bounds that wait for acks=all only, as Kafka applies it to the wait for the
-		// ISR alone: an acks=1 produce is answered when committed, within objectAcks1Wait.
-		octx := wctx
+		// An object topic's batch is acknowledged once its file is committed, and a total-order
+		// topic's once its positions are, whatever the acks (docs/object-topics.md §2,
+		// speclog.md). The request's timeout bounds those waits for acks=all only, as Kafka
+		// applies it to the wait for the ISR alone: under acks=1 they last up to acks1Wait.
+		actx := wctx
 		if req.Acks == 1 {
-			var ocancel context.CancelFunc
-			octx, ocancel = context.WithTimeout(ctx, max(timeout, objectAcks1Wait))
-			defer ocancel()
+			var acancel context.CancelFunc
+			actx, acancel = context.WithTimeout(ctx, max(timeout, acks1Wait))
+			defer acancel()
 		}
 		for _, w := range objWaits {
-			b.waitObject(octx, w.t, w.index, w.bytes, w.records, w.w, w.sp, software)
+			b.waitObject(actx, w.t, w.index, w.bytes, w.records, w.w, w.sp, software)
 		}
 		for _, w := range waits {
 			wait := w.part.Replica.WaitCommitted
 			if w.txn {
 				wait = w.part.Replica.WaitReplicated
+			}
+			wctx := wctx
+			if w.total != nil {
+				wctx = actx
 			}
 			if err := wait(wctx, w.epoch, w.end); err != nil {
 				if errors.Is(err, context.DeadlineExceeded) {
@@ -219,10 +223,10 @@ func handleProduce(ctx context.Context, r *request) reply {
 	}}
 }
 
-// objectAcks1Wait bounds how long an acks=1 produce to an object topic waits for its file's
-// commit (then REQUEST_TIMED_OUT), whatever the request's timeout, which Kafka applies to
-// acks=all alone.
-const objectAcks1Wait = 30 * time.Second
+// acks1Wait bounds how long an acks=1 produce to an object or total-order topic waits for its
+// commit (then REQUEST_TIMED_OUT), or the request's timeout if longer: Kafka applies that
+// timeout to acks=all alone.
+const acks1Wait = 30 * time.Second
 
 // adminClientID is the client id of Kafka's own admin tools, which may write to internal
 // topics (as Kafka allows them).
