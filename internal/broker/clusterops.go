@@ -90,18 +90,31 @@ func (b *Broker) autoReplicationFactor() int16 {
 // (--rack), else rack-unaware. first is the index of the first new partition (for
 // CreatePartitions).
 // A total-order topic's shards go anywhere too: every serve node follows the sequencer group.
+//
+// As Kafka's StripedReplicaPlacer, fenced nodes (stopped, or out of their session) are taken
+// once the live ones run out, never as a partition's first replica: an RF 3 topic can be
+// created on three nodes while one restarts, and the stopped node catches up when it is back.
 func (b *Broker) assignReplicas(first, count int32, rf int16) ([][]int32, *adminError) {
 	img := b.cl.Image()
-	nodes := img.PlacementNodes()
-	if int(rf) > len(nodes) {
-		return nil, adminErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, len(nodes))
+	nodes, fenced := img.PlacementNodes(), img.FencedStorageNodes()
+	if int(rf) > len(nodes)+len(fenced) {
+		return nil, adminErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, len(nodes)+len(fenced))
+	}
+	if len(nodes) == 0 {
+		return nil, adminErr(kerr.InvalidReplicationFactor, "All brokers are currently fenced.")
 	}
 	racks := make(map[int32]string, len(nodes))
 	for _, id := range nodes {
 		racks[id] = img.Nodes[id].Rack
 	}
 	r, _ := rand.Int(rand.Reader, big.NewInt(int64(len(nodes))))
-	return assignOver(nodes, racks, first, count, rf, int32(r.Int64())), nil
+	out := assignOver(nodes, racks, first, count, min(rf, int16(len(nodes))), int32(r.Int64()))
+	for i := range out { // the rest on fenced nodes, spread round-robin
+		for k := 0; len(out[i]) < int(rf); k++ {
+			out[i] = append(out[i], fenced[(int(first)+i+k)%len(fenced)])
+		}
+	}
+	return out, nil
 }
 
 // assignOver assigns partitions [first, first+count) over nodes from the start index start.

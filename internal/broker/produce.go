@@ -148,6 +148,9 @@ func handleProduce(ctx context.Context, r *request) reply {
 			}
 			if err != nil {
 				setProduceError(sp, err)
+				if p != nil && refusalKeepsLogStart(err) {
+					sp.LogStartOffset = p.Log.StartOffset()
+				}
 				if isNotLeader(err) && req.Version >= 10 {
 					b.produceLeaderHint(resp, sp, t.ID, r.conn.listener.Name)
 				}
@@ -288,18 +291,43 @@ func produceRecordSet(records []byte) (int, error) {
 	n, err := completeEntrySize(records)
 	switch {
 	case err != nil:
-		return 0, err
+		return 0, recordSetError{err}
 	case n == 0:
-		return 0, fmt.Errorf("%w: a produce request must hold a record batch for each partition", kerr.InvalidRecord)
+		return 0, recordSetError{fmt.Errorf("%w: a produce request must hold a record batch for each partition", kerr.InvalidRecord)}
 	case records[entryMagicOffset] != 2:
-		return 0, fmt.Errorf("%w: a produce request may only hold record batches of magic 2, not %d", kerr.InvalidRecord, records[entryMagicOffset])
+		return 0, recordSetError{fmt.Errorf("%w: a produce request may only hold record batches of magic 2, not %d", kerr.InvalidRecord, records[entryMagicOffset])}
 	}
 	if next, err := completeEntrySize(records[n:]); err != nil {
-		return 0, err
+		return 0, recordSetError{err}
 	} else if next > 0 {
-		return 0, fmt.Errorf("%w: a produce request must hold exactly one record batch per partition", kerr.InvalidRecord)
+		return 0, recordSetError{fmt.Errorf("%w: a produce request must hold exactly one record batch per partition", kerr.InvalidRecord)}
 	}
 	return n, nil
+}
+
+// recordSetError is a produce's record set refused for its shape (produceRecordSet), before the
+// log is reached, as Kafka's KafkaApis refuses it.
+type recordSetError struct{ error }
+
+func (e recordSetError) Unwrap() error { return e.error }
+
+// refusalKeepsLogStart reports whether Kafka answers an append refused with err with the
+// partition's log start offset: it does for every refusal of its log or producer state
+// (ReplicaManager.appendToLocalLog: NOT_ENOUGH_REPLICAS, OUT_OF_ORDER_SEQUENCE_NUMBER,
+// INVALID_PRODUCER_EPOCH, INVALID_RECORD of a record, ...), not for an unknown partition, a
+// replica not leading, a batch too large or corrupt, a storage error (its list of known
+// errors, answered -1), nor for a record set refused before the log (KafkaApis).
+func refusalKeepsLogStart(err error) bool {
+	var rs recordSetError
+	if errors.As(err, &rs) {
+		return false
+	}
+	switch errorCode(err) {
+	case kerr.UnknownTopicOrPartition.Code, kerr.NotLeaderForPartition.Code, kerr.MessageTooLarge.Code,
+		kerr.RecordListTooLarge.Code, kerr.CorruptMessage.Code, kerr.KafkaStorageError.Code, kerr.UnknownTopicID.Code:
+		return false
+	}
+	return true
 }
 
 // completeEntrySize is the size of the log entry b starts with, or 0 if b does not hold all of

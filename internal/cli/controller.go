@@ -73,7 +73,11 @@ func newControllerDescribeCommand(f *topicFlags) *cobra.Command {
 			}{Leader: p.LeaderID, Epoch: p.LeaderEpoch, HighWatermark: p.HighWatermark}
 			add := func(rs []kmsg.DescribeQuorumResponseTopicPartitionReplicaState, role string) {
 				for _, r := range rs {
-					out.Members = append(out.Members, member{r.ReplicaID, role, r.LogEndOffset, max(p.HighWatermark-r.LogEndOffset, 0), r.LastFetchTimestamp, r.LastCaughtUpTimestamp})
+					lag := max(p.HighWatermark-r.LogEndOffset, 0)
+					if r.LogEndOffset < 0 { // not known to the leader
+						lag = -1
+					}
+					out.Members = append(out.Members, member{r.ReplicaID, role, r.LogEndOffset, lag, r.LastFetchTimestamp, r.LastCaughtUpTimestamp})
 				}
 			}
 			add(p.CurrentVoters, "voter")

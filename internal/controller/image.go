@@ -400,6 +400,20 @@ func (im *Image) PlacementNodes() []int32 {
 	return slices.DeleteFunc(im.StorageNodes(), func(id int32) bool { return im.Nodes[id].ShuttingDown })
 }
 
+// FencedStorageNodes returns the registered nodes that may hold replicas (not agents) but are
+// fenced (stopped, or their session expired), ascending: Kafka's placer takes them once the
+// unfenced ones run out (StripedReplicaPlacer), never as a partition's first replica.
+func (im *Image) FencedStorageNodes() []int32 {
+	var out []int32
+	for id, n := range im.Nodes {
+		if n.Fenced && !n.Agent {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // StorageNodes returns the ids of the live nodes that may hold replicas (not agents), ascending.
 func (im *Image) StorageNodes() []int32 {
 	var out []int32

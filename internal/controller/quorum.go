@@ -12,8 +12,9 @@ import (
 
 // Quorum is the controller's Raft group as its leader sees it, in Kafka's terms (DescribeQuorum,
 // KIP-595 and KIP-853): Raft's log index is Kafka's offset, so a replica's log end offset is the
-// index of the last entry the leader knows it holds (Raft's match index), and the high watermark
-// is the commit index (entries below an offset of N are the N first ones).
+// index of the last entry the leader knows it holds (Raft's match index; -1 when it knows of
+// none), and the high watermark is the commit index (entries below an offset of N are the N
+// first ones).
 type Quorum struct {
 	Leader        int32
 	Epoch         int64 // the Raft term
@@ -105,6 +106,9 @@ func (c *Controller) quorum() quorumAnswer {
 	}
 	replica := func(id uint64) QuorumReplica {
 		r := QuorumReplica{Node: nodeID(id), LogEnd: int64(st.Progress[id].Match)}
+		if r.LogEnd == 0 && id != self { // nothing heard from it since this leader took over
+			r.LogEnd = -1 // as Kafka's LeaderState: an unknown end offset is -1
+		}
 		if id == self {
 			r.LastFetch, r.LastCaughtUp = nowMs, nowMs
 			return r
