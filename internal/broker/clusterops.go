@@ -77,9 +77,11 @@ func (b *Broker) defaultReplicationFactor() int16 {
 	return b.autoReplicationFactor()
 }
 
-// autoReplicationFactor is 3 once three storage nodes are registered, else 1.
+// autoReplicationFactor is 3 once three storage nodes are registered (live or fenced: a node
+// restarting is still one of them), else 1.
 func (b *Broker) autoReplicationFactor() int16 {
-	if len(b.cl.Image().StorageNodes()) >= 3 {
+	img := b.cl.Image()
+	if len(img.StorageNodes())+len(img.FencedStorageNodes()) >= 3 {
 		return 3
 	}
 	return 1
@@ -100,18 +102,37 @@ func (b *Broker) assignReplicas(first, count int32, rf int16) ([][]int32, *admin
 	if int(rf) > len(nodes)+len(fenced) {
 		return nil, adminErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, len(nodes)+len(fenced))
 	}
-	if len(nodes) == 0 {
-		return nil, adminErr(kerr.InvalidReplicationFactor, "All brokers are currently fenced.")
+	if len(nodes) < int(rf)/2+1 {
+		// A partition commits on a majority of its replicas (§4.2 of cluster.md), where Kafka's
+		// ISR may shrink to the leader alone: a majority on fenced nodes could commit nothing.
+		return nil, adminErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): only %d broker(s) are unfenced, fewer than a majority of the replicas.", rf, len(nodes))
 	}
-	racks := make(map[int32]string, len(nodes))
-	for _, id := range nodes {
+	racks := make(map[int32]string, len(nodes)+len(fenced))
+	for _, id := range append(slices.Clone(nodes), fenced...) {
 		racks[id] = img.Nodes[id].Rack
 	}
 	r, _ := rand.Int(rand.Reader, big.NewInt(int64(len(nodes))))
 	out := assignOver(nodes, racks, first, count, min(rf, int16(len(nodes))), int32(r.Int64()))
-	for i := range out { // the rest on fenced nodes, spread round-robin
-		for k := 0; len(out[i]) < int(rf); k++ {
-			out[i] = append(out[i], fenced[(int(first)+i+k)%len(fenced)])
+	rackOf := func(id int32) string { // a node without a rack is a rack of its own
+		if racks[id] == "" {
+			return fmt.Sprintf("#%d", id)
+		}
+		return racks[id]
+	}
+	for i := range out { // the rest on fenced nodes: of racks the partition lacks first, round-robin
+		used := map[string]bool{}
+		for _, id := range out[i] {
+			used[rackOf(id)] = true
+		}
+		for pass := 0; pass < 2 && len(out[i]) < int(rf); pass++ {
+			for k := range fenced {
+				id := fenced[(int(first)+i+k)%len(fenced)]
+				if len(out[i]) == int(rf) || slices.Contains(out[i], id) || (pass == 0 && used[rackOf(id)]) {
+					continue
+				}
+				out[i] = append(out[i], id)
+				used[rackOf(id)] = true
+			}
 		}
 	}
 	return out, nil
@@ -230,7 +251,8 @@ func (b *Broker) checkNewReplicas(replicas []int32, want, partition int) *adminE
 	if aerr := b.checkReplicas(replicas, want); aerr != nil {
 		return aerr
 	}
-	if !slices.ContainsFunc(replicas, b.cl.Image().Live) {
+	img := b.cl.Image()
+	if !slices.ContainsFunc(replicas, func(n int32) bool { return img.Live(n) && !img.Nodes[n].ShuttingDown }) { // Kafka's isActive
 		return adminErr(kerr.InvalidReplicaAssignment, "All brokers specified in the manual partition assignment for partition %d are fenced or in controlled shutdown.", partition)
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +68,7 @@ type inflight struct {
 }
 
 type conn struct {
+	act      activity // progress, for connections.max.idle.ms (watchIdle)
 	b        *Broker
 	mem      *semaphore.Weighted // this connection's in-flight request bytes
 	nc       net.Conn
@@ -117,6 +117,8 @@ func (b *Broker) serveConn(nc net.Conn, l *Listener, ip string) {
 			return
 		}
 	}
+	c.act.touch()
+	go c.watchIdle(nc)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); c.writeLoop() }()
@@ -141,50 +143,74 @@ var errDroppedByHook = errors.New("broker: a test hook dropped the response")
 // node hold more for it.
 const saslMaxReceiveBytes = 512 << 10
 
-// idleReader reads from a connection that is closed once it sends nothing for idle
-// (connections.max.idle.ms): each read has that long to make progress.
-type idleReader struct {
-	nc   net.Conn
-	idle time.Duration
+// Idle connections (connections.max.idle.ms): a connection that makes no progress for idle is
+// closed, as Kafka's selector closes a channel without activity: progress is a byte read from
+// it, a byte written to it, or its socket's send queue shrinking (a client draining a long
+// response). A watchdog per connection looks every quarter of idle; reads and writes carry no
+// deadline (a TLS connection cannot be written again after a write deadline passes).
+
+// activity is when a connection last made progress (unix nanoseconds).
+type activity struct{ last atomic.Int64 }
+
+func (a *activity) touch()               { a.last.Store(time.Now().UnixNano()) }
+func (a *activity) since() time.Duration { return time.Since(time.Unix(0, a.last.Load())) }
+func (a *activity) progress(n int) {
+	if n > 0 {
+		a.touch()
+	}
 }
 
-func (r idleReader) Read(p []byte) (int, error) {
-	if r.idle > 0 {
-		if err := r.nc.SetReadDeadline(time.Now().Add(r.idle)); err != nil {
-			return 0, err
-		}
-	}
-	n, err := r.nc.Read(p)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		err = fmt.Errorf("idle for %v (connections.max.idle.ms): %w", r.idle, err)
-	}
+// progressConn counts a connection's reads and writes as progress.
+type progressConn struct {
+	net.Conn
+	act *activity
+}
+
+func (p progressConn) Read(b []byte) (int, error) {
+	n, err := p.Conn.Read(b)
+	p.act.progress(n)
 	return n, err
 }
 
-// idleWriter writes to a connection that is closed once it takes nothing for idle
-// (connections.max.idle.ms): a client that stops reading its responses would otherwise hold
-// its connection, and the in-flight budget its requests were charged, for ever. Each write has
-// that long to make progress.
-type idleWriter struct {
-	nc   net.Conn
-	idle time.Duration
+func (p progressConn) Write(b []byte) (int, error) {
+	n, err := p.Conn.Write(b)
+	p.act.progress(n)
+	return n, err
 }
 
-func (w idleWriter) Write(p []byte) (int, error) {
-	if w.idle > 0 {
-		if err := w.nc.SetWriteDeadline(time.Now().Add(w.idle)); err != nil {
-			return 0, err
+// watchIdle closes the connection once it has made no progress for connections.max.idle.ms;
+// raw is the TCP connection under any TLS, whose send queue it watches. It returns when the
+// connection ends.
+func (c *conn) watchIdle(raw net.Conn) {
+	idle := c.b.cfg.ConnectionsMaxIdle
+	if idle <= 0 {
+		return
+	}
+	t := time.NewTicker(max(idle/4, 10*time.Millisecond))
+	defer t.Stop()
+	lastQueue := -1
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if q, ok := sendQueue(raw); ok {
+			if q < lastQueue {
+				c.act.touch() // the client takes what was sent
+			}
+			lastQueue = q
+		}
+		if c.act.since() >= idle {
+			c.b.logger.Debug("broker: closing an idle connection (connections.max.idle.ms)", "remote", c.remote, "idle", idle)
+			c.nc.Close()
+			return
 		}
 	}
-	n, err := w.nc.Write(p)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		err = fmt.Errorf("the client read nothing for %v (connections.max.idle.ms): %w", w.idle, err)
-	}
-	return n, err
 }
 
 func (c *conn) readLoop() error {
-	br := bufio.NewReaderSize(idleReader{c.nc, c.b.cfg.ConnectionsMaxIdle}, 64<<10)
+	br := bufio.NewReaderSize(progressConn{c.nc, &c.act}, 64<<10)
 	var sizeBuf [4]byte
 	for {
 		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
@@ -297,7 +323,7 @@ func (c *conn) handleFrame(buf []byte, f *inflight) error {
 }
 
 func (c *conn) writeLoop() {
-	bw := bufio.NewWriterSize(idleWriter{c.nc, c.b.cfg.ConnectionsMaxIdle}, 64<<10)
+	bw := bufio.NewWriterSize(progressConn{c.nc, &c.act}, 64<<10)
 	var buf []byte
 	broken := false
 	for f := range c.out {
@@ -379,7 +405,7 @@ func (c *conn) writeFrame(bw *bufio.Writer, frame []byte, rep reply) error {
 	if err != nil {
 		return err
 	}
-	return writeSpliced(c.nc, bw, pieces, c.b.cfg.ConnectionsMaxIdle)
+	return writeSpliced(c.nc, bw, pieces)
 }
 
 // appendResponse encodes a response frame.

@@ -118,3 +118,52 @@ func TestUnreadResponsesClosedWhenIdle(t *testing.T) {
 			"the stalled connection was never closed and still holds the in-flight budget", err)
 	}
 }
+
+// TestSlowReaderOfALargeResponseIsNotIdle: a client that reads a large response slowly, for
+// longer than connections.max.idle.ms and sending nothing meanwhile, makes progress (its socket's
+// send queue drains) and is not closed, as Kafka's selector counts any read or write activity. A
+// write deadline per write (or per sendfile range) cut such a reader off mid-response.
+func TestSlowReaderOfALargeResponseIsNotIdle(t *testing.T) {
+	_, addr, reg := ctBroker(t, func(c *Config) { c.ConnectionsMaxIdle = 300 * time.Millisecond })
+	ctCreate(t, reg, "slowread", 1, nil)
+	pc := ctDial(t, addr)
+	pc.SetDeadline(time.Now().Add(60 * time.Second))
+	const batches = 12 // 12 x 500 KB: past the socket buffers, read over several idle periods
+	for i := range batches {
+		resp := ctExchange(t, pc, ctProduce(9, 1, ctPart{"slowread", 0, ctBatch(5, 100_000)}), int32(i)).(*kmsg.ProduceResponse)
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("produce %d: code %d", i, code)
+		}
+		pc.SetDeadline(time.Now().Add(60 * time.Second))
+	}
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.(*net.TCPConn).SetReadBuffer(16 << 10)
+	fr := ctFetch(11, 100, 1, "slowread", 0, 0)
+	fr.Topics[0].Partitions[0].PartitionMaxBytes = 64 << 20
+	if _, err := nc.Write(ctEncode(fr, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// The client sends nothing more: its reading the response is the only progress.
+	nc.SetReadDeadline(time.Now().Add(60 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(nc, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	total := int(binary.BigEndian.Uint32(size[:]))
+	start, got := time.Now(), 0
+	buf := make([]byte, 128<<10)
+	for got < total {
+		n, err := nc.Read(buf[:min(len(buf), total-got)])
+		got += n
+		if err != nil {
+			t.Fatalf("a client reading a %d-byte fetch response steadily (a read every 10 ms) was cut off after %d bytes and %v: %v; "+
+				"connections.max.idle.ms (300 ms) closes only a connection that makes no progress", total, got, time.Since(start).Round(time.Millisecond), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("read %d bytes in %v", got, time.Since(start))
+}

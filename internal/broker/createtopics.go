@@ -87,7 +87,7 @@ func handleCreateTopics(ctx context.Context, r *request) reply {
 		}
 	}
 	tooMany := total > topics.MaxPartitions
-	if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil && !tooMany && slices.ContainsFunc(req.Topics, func(rt kmsg.CreateTopicsRequestTopic) bool {
+	if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil && slices.ContainsFunc(req.Topics, func(rt kmsg.CreateTopicsRequestTopic) bool {
 		return count[rt.Topic] == 1 && (clusterCreate || r.allowedTopic(kmsg.ACLOperationCreate, rt.Topic))
 	}) {
 		for _, rt := range req.Topics { // the whole request, as Kafka's getErrorResponse

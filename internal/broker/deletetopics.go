@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -34,7 +35,19 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil && len(reqTopics) > 0 && !b.cfg.NoTopicDeletion {
+	wellFormed := func(rt kmsg.DeleteTopicsRequestTopic) bool { // one of name and id, named once
+		if (rt.Topic != nil) == (rt.TopicID != [16]byte{}) {
+			return false
+		}
+		n := 0
+		for _, o := range reqTopics {
+			if rt.Topic != nil && o.Topic != nil && *o.Topic == *rt.Topic || rt.Topic == nil && o.Topic == nil && o.TopicID == rt.TopicID {
+				n++
+			}
+		}
+		return n == 1
+	}
+	if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil && slices.ContainsFunc(reqTopics, wellFormed) && !b.cfg.NoTopicDeletion {
 		// Kafka's controller looks the names and ids up with the passed deadline: the whole
 		// request fails, every entry as named (DeleteTopicsRequest.getErrorResponse, no message).
 		for _, rt := range reqTopics {

@@ -142,7 +142,10 @@ func handleProduce(ctx context.Context, r *request) reply {
 					if req.TransactionID != nil {
 						id = *req.TransactionID
 					}
-					return b.txns.ensureInTransaction(ctx, id, localTxnPartition{b.txns, p}, h.ProducerID, h.ProducerEpoch, req.Version)
+					if err := b.txns.ensureInTransaction(ctx, id, localTxnPartition{b.txns, p}, h.ProducerID, h.ProducerEpoch, req.Version); err != nil {
+						return verificationError{err}
+					}
+					return nil
 				}
 				epoch, end, err = produceOne(t, p, rp.Records, req.Version, sp, b.cfg.Metrics, inTxn)
 			}
@@ -311,6 +314,13 @@ type recordSetError struct{ error }
 
 func (e recordSetError) Unwrap() error { return e.error }
 
+// verificationError is a transactional batch refused by its transaction's verification before
+// the log is reached: Kafka answers those with log start -1 (ReplicaManager's
+// UNKNOWN_LOG_APPEND_INFO).
+type verificationError struct{ error }
+
+func (e verificationError) Unwrap() error { return e.error }
+
 // refusalKeepsLogStart reports whether Kafka answers an append refused with err with the
 // partition's log start offset: it does for every refusal of its log or producer state
 // (ReplicaManager.appendToLocalLog: NOT_ENOUGH_REPLICAS, OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -319,7 +329,8 @@ func (e recordSetError) Unwrap() error { return e.error }
 // errors, answered -1), nor for a record set refused before the log (KafkaApis).
 func refusalKeepsLogStart(err error) bool {
 	var rs recordSetError
-	if errors.As(err, &rs) {
+	var ve verificationError
+	if errors.As(err, &rs) || errors.As(err, &ve) {
 		return false
 	}
 	switch errorCode(err) {

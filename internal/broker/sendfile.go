@@ -9,7 +9,6 @@ import (
 	"net"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/runnel-dev/runnel/internal/logstore"
 )
@@ -129,8 +128,8 @@ func spliceFrame(frame []byte, ranges []*fileRange, flexible bool) ([]splice, er
 }
 
 // writeSpliced writes pieces to the connection: bytes through bw, file ranges with sendfile
-// after flushing bw, each range within idle (connections.max.idle.ms; 0 or less: no bound).
-func writeSpliced(nc net.Conn, bw *bufio.Writer, pieces []splice, idle time.Duration) error {
+// after flushing bw.
+func writeSpliced(nc net.Conn, bw *bufio.Writer, pieces []splice) error {
 	for _, p := range pieces {
 		if p.file == nil {
 			if _, err := bw.Write(p.bytes); err != nil {
@@ -140,11 +139,6 @@ func writeSpliced(nc net.Conn, bw *bufio.Writer, pieces []splice, idle time.Dura
 		}
 		if err := bw.Flush(); err != nil {
 			return err
-		}
-		if idle > 0 {
-			if err := nc.SetWriteDeadline(time.Now().Add(idle)); err != nil {
-				return err
-			}
 		}
 		if err := sendFile(nc, p.file.slice); err != nil {
 			return err

@@ -722,11 +722,15 @@ func checkAssignment(im *Image, replicas []int32) error {
 // newPartition is a partition of a new topic or partition: nothing is written yet, so its
 // first live replica leads in epoch 0 without an election. From level 8 a replica in
 // controlled shutdown neither leads it nor is in its ISR (Kafka's ISR of a new partition is
-// its active replicas), unless no other replica is live.
+// its active replicas), unless no other replica is live; from level 10 nor is a fenced one.
 func newPartition(im *Image, replicas []int32) *Partition {
 	p := &Partition{Replicas: slices.Clone(replicas), Leader: -1, ISR: slices.Clone(replicas), ReplicasSince: im.Index}
 	p.noteEpochStart(im.Index)
-	if im.Level >= LevelControlledShutdown {
+	if im.Level >= LevelNewPartitionLiveISR {
+		if isr := slices.DeleteFunc(slices.Clone(replicas), func(n int32) bool { return im.stopping(n) || !im.Live(n) }); len(isr) > 0 {
+			p.ISR = isr
+		}
+	} else if im.Level >= LevelControlledShutdown {
 		// Unless no replica outside controlled shutdown is live: then the partition keeps
 		// them all, so that a live stopping one leads it rather than none.
 		if isr := slices.DeleteFunc(slices.Clone(replicas), im.stopping); slices.ContainsFunc(isr, im.Live) {

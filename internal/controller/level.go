@@ -18,7 +18,7 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 9
+	Level = 10
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
@@ -85,6 +85,11 @@ const (
 	// (Image.ClientMetrics, Kafka's ConfigResource CLIENT_METRICS of KIP-714). Below it, the op
 	// is not proposed (older versions ignore it) and is refused if applied.
 	LevelClientMetrics = 9
+	// LevelNewPartitionLiveISR (10): a new partition's ISR is its live replicas not in
+	// controlled shutdown (Kafka's active replicas), all of them if none is; placement may now
+	// put replicas on fenced nodes (Kafka's StripedReplicaPlacer). Below it the ISR also held
+	// fenced replicas until the leader's first report.
+	LevelNewPartitionLiveISR = 10
 )
 
 // OpFinalizeLevel raises the cluster's command level.
