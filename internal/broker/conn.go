@@ -405,7 +405,7 @@ func (c *conn) writeFrame(bw *bufio.Writer, frame []byte, rep reply) error {
 	if err != nil {
 		return err
 	}
-	return writeSpliced(c.nc, bw, pieces)
+	return writeSpliced(c.nc, bw, pieces, &c.act)
 }
 
 // appendResponse encodes a response frame.

@@ -128,8 +128,8 @@ func spliceFrame(frame []byte, ranges []*fileRange, flexible bool) ([]splice, er
 }
 
 // writeSpliced writes pieces to the connection: bytes through bw, file ranges with sendfile
-// after flushing bw.
-func writeSpliced(nc net.Conn, bw *bufio.Writer, pieces []splice) error {
+// after flushing bw, counting their progress in act.
+func writeSpliced(nc net.Conn, bw *bufio.Writer, pieces []splice, act *activity) error {
 	for _, p := range pieces {
 		if p.file == nil {
 			if _, err := bw.Write(p.bytes); err != nil {
@@ -140,7 +140,7 @@ func writeSpliced(nc net.Conn, bw *bufio.Writer, pieces []splice) error {
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-		if err := sendFile(nc, p.file.slice); err != nil {
+		if err := sendFile(nc, p.file.slice, act); err != nil {
 			return err
 		}
 	}
@@ -149,7 +149,7 @@ func writeSpliced(nc net.Conn, bw *bufio.Writer, pieces []splice) error {
 
 // sendFile sends a slice's file range to a TCP connection with sendfile(2), at explicit offsets
 // (the file's own offset is shared by every reader and is not used).
-func sendFile(nc net.Conn, s logstore.Slice) error {
+func sendFile(nc net.Conn, s logstore.Slice, act *activity) error {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return fmt.Errorf("broker: %T is not a syscall.Conn", nc)
@@ -166,6 +166,7 @@ func sendFile(nc net.Conn, s logstore.Slice) error {
 			n, err := syscall.Sendfile(int(out), in, &off, left)
 			if n > 0 {
 				left -= n
+				act.progress(n)
 			}
 			switch {
 			case err == syscall.EAGAIN:
