@@ -149,11 +149,14 @@ const saslMaxReceiveBytes = 512 << 10
 // response). A watchdog per connection looks every quarter of idle; reads and writes carry no
 // deadline (a TLS connection cannot be written again after a write deadline passes).
 
-// activity is when a connection last made progress (unix nanoseconds).
+// activity is when a connection last made progress, as monotonic time since monoBase (a wall
+// clock step neither closes every connection nor keeps idle ones).
 type activity struct{ last atomic.Int64 }
 
-func (a *activity) touch()               { a.last.Store(time.Now().UnixNano()) }
-func (a *activity) since() time.Duration { return time.Since(time.Unix(0, a.last.Load())) }
+var monoBase = time.Now()
+
+func (a *activity) touch()               { a.last.Store(int64(time.Since(monoBase))) }
+func (a *activity) since() time.Duration { return time.Since(monoBase) - time.Duration(a.last.Load()) }
 func (a *activity) progress(n int) {
 	if n > 0 {
 		a.touch()
@@ -172,11 +175,24 @@ func (p progressConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// Write writes b in pieces of at most progressChunk, each one progress: a large response
+// written to a slow reader makes progress piece by piece.
 func (p progressConn) Write(b []byte) (int, error) {
-	n, err := p.Conn.Write(b)
-	p.act.progress(n)
-	return n, err
+	written := 0
+	for len(b) > 0 {
+		n, err := p.Conn.Write(b[:min(len(b), progressChunk)])
+		written += n
+		p.act.progress(n)
+		if err != nil {
+			return written, err
+		}
+		b = b[n:]
+	}
+	return written, nil
 }
+
+// progressChunk is the most written to a connection at once (progressConn).
+const progressChunk = 64 << 10
 
 // watchIdle closes the connection once it has made no progress for connections.max.idle.ms;
 // raw is the TCP connection under any TLS, whose send queue it watches. It returns when the

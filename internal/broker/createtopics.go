@@ -205,7 +205,9 @@ func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTo
 			rf = b.defaultReplicationFactor()
 		}
 		var aerr *adminError
-		if assignments, aerr = b.assignReplicas(0, partitions, rf); aerr != nil {
+		if b.storedInObjects(rt.Topic, configs) {
+			assignments = make([][]int32, partitions) // no replicas: any node serves it
+		} else if assignments, aerr = b.assignReplicas(0, partitions, rf); aerr != nil {
 			return nil, 0, 0, aerr
 		}
 	}

@@ -119,8 +119,10 @@ func (b *Broker) autoCreate(ctx context.Context, name string) (*topics.Topic, bo
 	case TxnStateTopic:
 		aerr = b.txns.ensureTopic(ctx)
 	default:
-		var assignments [][]int32
-		assignments, aerr = b.assignReplicas(0, b.cfg.DefaultPartitions, b.defaultReplicationFactor())
+		assignments := make([][]int32, b.cfg.DefaultPartitions) // an object topic's: no replicas
+		if !b.storedInObjects(name, nil) {
+			assignments, aerr = b.assignReplicas(0, b.cfg.DefaultPartitions, b.defaultReplicationFactor())
+		}
 		if aerr == nil {
 			_, aerr = b.createTopicNow(ctx, name, nil, assignments)
 		}

@@ -34,6 +34,20 @@ func isObjectTopic(t *topics.Topic) bool {
 // the cluster default) is written into its configs, so a later change of the default does not
 // move it. Internal topics are always local. An object topic's assignments only count its
 // partitions; what object topics do not support yet is refused.
+// storedInObjects reports whether a topic created with configs is an object-storage topic (its
+// runnel.storage, else runnel.default.storage; never the coordinators' topics nor a total-order
+// topic): it has no replicas to place.
+func (b *Broker) storedInObjects(name string, configs map[string]string) bool {
+	if name == OffsetsTopic || name == TxnStateTopic || total.Total(configs) {
+		return false
+	}
+	storage, ok := configs[controller.StorageConfig]
+	if !ok {
+		storage, _, _ = b.topics.BrokerConfig("runnel.default.storage")
+	}
+	return storage == controller.StorageObject
+}
+
 func (b *Broker) resolveStorage(name string, configs map[string]string, assignments [][]int32) (map[string]string, [][]int32, *adminError) {
 	if name == OffsetsTopic || name == TxnStateTopic {
 		return configs, assignments, nil

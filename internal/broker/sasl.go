@@ -52,7 +52,7 @@ const minReauthInterval = time.Second
 var errAuthFailed = errors.New("broker: authentication failed")
 
 func (c *conn) handshakeTLS() error {
-	tc := tls.Server(c.nc, c.listener.TLS)
+	tc := tls.Server(progressConn{c.nc, &c.act}, c.listener.TLS) // TLS records written count as progress
 	tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
 	if err := tc.HandshakeContext(c.ctx); err != nil {
 		return err

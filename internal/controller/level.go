@@ -86,9 +86,9 @@ const (
 	// is not proposed (older versions ignore it) and is refused if applied.
 	LevelClientMetrics = 9
 	// LevelNewPartitionLiveISR (10): a new partition's ISR is its live replicas not in
-	// controlled shutdown (Kafka's active replicas), all of them if none is; placement may now
-	// put replicas on fenced nodes (Kafka's StripedReplicaPlacer). Below it the ISR also held
-	// fenced replicas until the leader's first report.
+	// controlled shutdown (Kafka's active replicas), all of them if none is. Below it the ISR
+	// also held fenced replicas (which placement may choose, as Kafka's StripedReplicaPlacer)
+	// until the leader's first report.
 	LevelNewPartitionLiveISR = 10
 )
 
