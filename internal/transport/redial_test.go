@@ -21,28 +21,36 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
-// TestRefusedHelloRedialsWithBackoff: a peer that takes each connection and closes it (here a
-// node of another cluster at the peer's address, refusing the hello) is dialed again after a
-// pause that doubles up to a second. Only failed dials used to back off: after one Send, node 1
-// dialed node 2 thousands of times a second, reporting it down each time.
-func TestRefusedHelloRedialsWithBackoff(t *testing.T) {
+// refusingPeers starts node 2 of cluster "two" and node 1 of cluster "one", which dials node 2
+// and is refused at each hello; it returns node 1 and the counts of node 2's accepted
+// connections and of node 1's reports of node 2 down.
+func refusingPeers(t *testing.T) (*Transport, *atomic.Int64, *atomic.Int64) {
+	t.Helper()
 	ln2, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var accepts atomic.Int64
-	t2 := New(Config{NodeID: 2, Listener: &countingListener{Listener: ln2, n: &accepts}, Handler: func(int32, Kind, []byte) {}})
-	defer t2.Close()
+	accepts, downs := new(atomic.Int64), new(atomic.Int64)
+	t2 := New(Config{NodeID: 2, Listener: &countingListener{Listener: ln2, n: accepts}, Handler: func(int32, Kind, []byte) {}})
+	t.Cleanup(func() { t2.Close() })
 	t2.SetClusterID("two")
 	ln1, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var downs atomic.Int64
 	t1 := New(Config{NodeID: 1, Listener: ln1, Resolve: func(int32) string { return ln2.Addr().String() },
 		Handler: func(int32, Kind, []byte) {}, PeerDown: func(int32, bool) { downs.Add(1) }})
-	defer t1.Close()
+	t.Cleanup(func() { t1.Close() })
 	t1.SetClusterID("one")
+	return t1, accepts, downs
+}
+
+// TestRefusedHelloRedialsWithBackoff: a peer that takes each connection and closes it (here a
+// node of another cluster at the peer's address, refusing the hello) is dialed again after a
+// pause that doubles up to a second. Only failed dials used to back off: after one Send, node 1
+// dialed node 2 thousands of times a second, reporting it down each time.
+func TestRefusedHelloRedialsWithBackoff(t *testing.T) {
+	t1, accepts, downs := refusingPeers(t)
 	t1.Send(2, 1, []byte("x"))
 	time.Sleep(2 * time.Second)
 	// 20, 40, ... 640 ms, then a second apart: about 8 connections in 2 s.
@@ -123,23 +131,7 @@ func isTimeout(err error) bool {
 // the run loop, which dialed at once: a node sending steadily (Raft ticks, replication) to a
 // peer that refuses the hello dialed once per Send.
 func TestRedialBackoffHoldsUnderSends(t *testing.T) {
-	ln2, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var accepts atomic.Int64
-	t2 := New(Config{NodeID: 2, Listener: &countingListener{Listener: ln2, n: &accepts}, Handler: func(int32, Kind, []byte) {}})
-	defer t2.Close()
-	t2.SetClusterID("two")
-	ln1, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var downs atomic.Int64
-	t1 := New(Config{NodeID: 1, Listener: ln1, Resolve: func(int32) string { return ln2.Addr().String() },
-		Handler: func(int32, Kind, []byte) {}, PeerDown: func(int32, bool) { downs.Add(1) }})
-	defer t1.Close()
-	t1.SetClusterID("one")
+	t1, accepts, downs := refusingPeers(t)
 	// One frame every 10 ms for 2 s (a Raft group ticks every 50 ms; a node has several).
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		t1.Send(2, 1, []byte("x"))
