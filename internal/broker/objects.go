@@ -41,21 +41,24 @@ func (b *Broker) storedInObjects(name string, configs map[string]string) bool {
 	if name == OffsetsTopic || name == TxnStateTopic || total.Total(configs) {
 		return false
 	}
-	storage, ok := configs[controller.StorageConfig]
-	if !ok {
-		storage, _, _ = b.topics.BrokerConfig("runnel.default.storage")
+	return b.storageOf(configs) == controller.StorageObject
+}
+
+// storageOf is the storage a topic created with configs asks for: its runnel.storage, else the
+// cluster's runnel.default.storage.
+func (b *Broker) storageOf(configs map[string]string) string {
+	if storage, ok := configs[controller.StorageConfig]; ok {
+		return storage
 	}
-	return storage == controller.StorageObject
+	storage, _, _ := b.topics.BrokerConfig("runnel.default.storage")
+	return storage
 }
 
 func (b *Broker) resolveStorage(name string, configs map[string]string, assignments [][]int32) (map[string]string, [][]int32, *adminError) {
 	if name == OffsetsTopic || name == TxnStateTopic {
 		return configs, assignments, nil
 	}
-	storage, ok := configs[controller.StorageConfig]
-	if !ok {
-		storage, _, _ = b.topics.BrokerConfig("runnel.default.storage")
-	}
+	storage := b.storageOf(configs)
 	if total.Total(configs) {
 		if _, err := total.TopicConfig(configs); err != nil {
 			return nil, nil, adminErr(kerr.InvalidConfig, "%v", err)
