@@ -69,6 +69,8 @@ type Config struct {
 	EmptyDataDir bool
 	// olderVersion (tests): the node registers as a version before command levels (level 0).
 	olderVersion bool
+	// maxFrameBytes (tests), if set, is the transport's frame limit (default 64 MiB).
+	maxFrameBytes int
 	// beforeReconcile (tests), if set, runs before each reconcile: a slow one (many logs to
 	// open and recover) is made by blocking in it.
 	beforeReconcile func()
@@ -205,7 +207,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Registry.OnLogFailure(n.marks.logFailed)
 	}
 	n.tr = transport.New(transport.Config{NodeID: cfg.NodeID, Listener: cfg.Listener, Resolve: n.resolve, Addr: cfg.ClusterAddr,
-		Handler: n.receive, PeerDown: n.peerDown, Logger: cfg.Logger, TLS: cfg.TLS})
+		Handler: n.receive, PeerDown: n.peerDown, Logger: cfg.Logger, TLS: cfg.TLS, MaxFrameBytes: cfg.maxFrameBytes})
 	n.rpc = newRPC(ctx, cfg.NodeID, n.tr.Send)
 	rcfg := cfg.Replica
 	rcfg.NodeID, rcfg.Send, rcfg.Logger = cfg.NodeID, n.tr.Send, cfg.Logger
@@ -216,6 +218,8 @@ func Start(cfg Config) (*Node, error) {
 	ccfg.NodeID, ccfg.FS, ccfg.Dir, ccfg.Logger = cfg.NodeID, cfg.FS, cfg.DataDir+"/controller", cfg.Logger
 	ccfg.Voters = slices.Sorted(mapsKeys(cfg.Voters))
 	ccfg.Send = func(to int32, body []byte) { n.tr.Send(to, kindRaft, body) }
+	ccfg.SendChunk = func(to int32, chunk []byte) { n.tr.Send(to, kindRaftChunk, chunk) }
+	ccfg.Queued = n.tr.Queued
 	ccfg.Bootstrap = n.bootstrap
 	ccfg.OnApply = func(*controller.Image) {
 		n.wakeReconciler()
@@ -496,6 +500,8 @@ func (n *Node) receive(from int32, kind transport.Kind, body []byte) {
 	switch kind {
 	case kindRaft:
 		n.ctrl.Step(from, body)
+	case kindRaftChunk:
+		n.ctrl.StepChunk(from, body)
 	case kindRPCRequest, kindRPCResponse:
 		n.rpc.receive(from, kind, body)
 	case replica.KindAppend, replica.KindAppendAck, replica.KindFollow, replica.KindFollowReply:

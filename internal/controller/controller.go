@@ -37,8 +37,15 @@ type Config struct {
 	Dir    string // <data-dir>/controller
 	// Send delivers a Raft message to a node (over the transport). body is the encoded
 	// message; Send copies it.
-	Send   func(to int32, body []byte)
-	Logger *slog.Logger
+	Send func(to int32, body []byte)
+	// SendChunk delivers a chunk of a snapshot message (raftlog.ChunkSender), and Queued says
+	// how many bytes wait to be written to a node. With both set, from command level 11
+	// (LevelChunkedSnapshots), a snapshot message larger than ChunkBytes (default 1 MiB)
+	// travels in chunks: the transport's 64 MiB frame limit no longer bounds the image.
+	SendChunk  func(to int32, chunk []byte)
+	Queued     func(to int32) int
+	ChunkBytes int
+	Logger     *slog.Logger
 
 	TickInterval  time.Duration // default 50 ms
 	ElectionTicks int           // default 10: an election after 0.5-1 s without a leader
@@ -72,6 +79,9 @@ type Controller struct {
 	quorumc chan chan quorumAnswer // Quorum's requests
 	voterc  chan voterChange       // AddVoter's and RemoveVoter's requests
 	resignc chan struct{}          // Resign's requests
+	snapc   chan snapshotSent      // chunked snapshots' ends, to report to raft
+	chunks  *raftlog.ChunkSender   // nil without SendChunk and Queued
+	chunkIn raftlog.ChunkAssembler
 	stop    chan struct{}
 	running atomic.Bool // Start was called
 	done    chan struct{}
@@ -103,6 +113,12 @@ type Controller struct {
 	seq       uint64
 	waiters   map[uint64]chan applied
 	appliedCh chan struct{} // closed and replaced when the image moves
+}
+
+// snapshotSent is the end of a snapshot sent in chunks to a peer (a Raft id).
+type snapshotSent struct {
+	to uint64
+	ok bool
 }
 
 type proposal struct {
@@ -147,6 +163,9 @@ func Open(cfg Config) (*Controller, error) {
 	if cfg.SnapshotEvery == 0 {
 		cfg.SnapshotEvery = 10000
 	}
+	if cfg.ChunkBytes <= 0 {
+		cfg.ChunkBytes = raftlog.DefaultChunkBytes
+	}
 	boot := raftlog.BootVoters(cfg.Voters, cfg.NodeID)
 	st, data, err := raftlog.Open(cfg.FS, cfg.Dir, boot, encodeImage(NewImage()))
 	if err != nil {
@@ -164,10 +183,13 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	snap, _ := st.Snapshot()
 	c := &Controller{cfg: cfg, logger: cfg.Logger, store: st, recvc: make(chan *pb.Message, 4096),
-		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), quorumc: make(chan chan quorumAnswer), voterc: make(chan voterChange), resignc: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+		propc: make(chan proposal, 256), readc: make(chan chan uint64, 256), quorumc: make(chan chan quorumAnswer), voterc: make(chan voterChange), resignc: make(chan struct{}), snapc: make(chan snapshotSent, 16), stop: make(chan struct{}), done: make(chan struct{}),
 		work: img, confState: pb.EnsureConfState(snap.GetMetadata().GetConfState()),
 		applied: snap.GetMetadata().GetIndex(), waiters: map[uint64]chan applied{}, appliedCh: make(chan struct{}),
 		contact: map[uint64]time.Time{}, caughtUp: map[uint64]time.Time{}}
+	if cfg.SendChunk != nil && cfg.Queued != nil {
+		c.chunks = &raftlog.ChunkSender{Send: cfg.SendChunk, Queued: cfg.Queued, Size: cfg.ChunkBytes}
+	}
 	c.work.Index = c.applied
 	c.image.Store(c.work.Clone())
 	c.setVoters()
@@ -230,7 +252,11 @@ func (c *Controller) Stop() {
 
 // Step hands a Raft message received from a peer to the loop. body is the encoded message; a
 // message that does not decode is dropped (and logged).
-func (c *Controller) Step(from int32, body []byte) {
+func (c *Controller) Step(from int32, body []byte) { c.step(from, body, false) }
+
+// step decodes and hands a message to the loop; wait: however long the loop takes to take it
+// (a snapshot that took many frames to come is not dropped for a moment's full queue).
+func (c *Controller) step(from int32, body []byte, wait bool) {
 	m := &pb.Message{}
 	if err := proto.Unmarshal(body, m); err != nil {
 		c.logger.Warn("controller: dropping a malformed raft message", "from", from, "err", err)
@@ -238,6 +264,13 @@ func (c *Controller) Step(from int32, body []byte) {
 	}
 	if m.GetFrom() != raftID(from) {
 		c.logger.Warn("controller: dropping a raft message whose sender is not its connection's node", "from", from, "claims", nodeID(m.GetFrom()))
+		return
+	}
+	if wait {
+		select {
+		case c.recvc <- m:
+		case <-c.stop:
+		}
 		return
 	}
 	select {
@@ -461,6 +494,7 @@ func (c *Controller) run() {
 			return
 		case <-ticker.C:
 			c.rn.Tick()
+			c.chunkIn.Expire(time.Minute)
 			c.forgetLostReads()
 			c.trackCaughtUp()
 		case w := <-c.readc:
@@ -469,6 +503,12 @@ func (c *Controller) run() {
 			ch <- c.quorum()
 		case vc := <-c.voterc:
 			vc.ans <- c.proposeVoterChange(vc)
+		case r := <-c.snapc:
+			status := raft.SnapshotFinish
+			if !r.ok {
+				status = raft.SnapshotFailure
+			}
+			c.rn.ReportSnapshot(r.to, status)
 		case <-c.resignc:
 			if c.IsLeader() {
 				raftlog.HandOff(c.rn, raftID(c.cfg.NodeID))
@@ -540,7 +580,7 @@ func (c *Controller) handleReady() error {
 		if err := c.store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 			return err
 		}
-		snapshotsTo, err := raftlog.SendMessages(rd.Messages, func(to int32, body []byte) { c.cfg.Send(to, body) })
+		snapshotsTo, err := raftlog.SendMessages(rd.Messages, func(to int32, body []byte) { c.cfg.Send(to, body) }, c.streamSnapshot)
 		if err != nil {
 			return err
 		}
@@ -557,6 +597,41 @@ func (c *Controller) handleReady() error {
 	// it was for never added).
 	c.maybeChangeLearners()
 	return nil
+}
+
+// streamSnapshot takes a snapshot message to send in chunks, when it is larger than a chunk and
+// every node understands chunks (LevelChunkedSnapshots). raft keeps the peer paused meanwhile
+// (it sends it heartbeats, no entries) until the stream's end is reported on the loop; a
+// stream still running to the peer stands for a newer snapshot message too. Called on the
+// loop goroutine.
+func (c *Controller) streamSnapshot(m *pb.Message, body []byte) bool {
+	if c.chunks == nil || len(body) <= c.cfg.ChunkBytes || c.work.Level < LevelChunkedSnapshots {
+		return false
+	}
+	to := m.GetTo()
+	c.chunks.Stream(c.stop, nodeID(to), body, func(ok bool) {
+		if !ok {
+			c.logger.Warn("controller: a snapshot sent in chunks was abandoned: the peer's queue did not drain", "node", nodeID(to), "bytes", len(body))
+		}
+		select {
+		case c.snapc <- snapshotSent{to: to, ok: ok}:
+		case <-c.stop:
+		}
+	})
+	return true
+}
+
+// StepChunk takes a chunk of a snapshot message from node from (a frame of the transport);
+// the message, once whole, is stepped as Step's. body is valid only during the call.
+func (c *Controller) StepChunk(from int32, body []byte) {
+	msg, err := c.chunkIn.Add(from, body)
+	if err != nil {
+		c.logger.Warn("controller: dropping a snapshot sent in chunks", "from", from, "err", err)
+		return
+	}
+	if msg != nil {
+		c.step(from, msg, true)
+	}
 }
 
 func (c *Controller) setLeader(lead uint64) {

@@ -25,14 +25,35 @@ type testNet struct {
 	// loss, with rnd, drops that fraction of the messages.
 	loss float64
 	rnd  *rand.Rand
+	// chunkBytes > 0: nodes started send snapshots in chunks of that size. chunks counts the
+	// chunks sent, snaps the snapshot messages sent whole; dropChunk, if set, loses a chunk
+	// (by its order among the chunks sent).
+	chunkBytes    int
+	chunks, snaps int
+	dropChunk     func(n int) bool
+}
+
+// sendChunk delivers a snapshot's chunk, as send a message.
+func (n *testNet) sendChunk(from int32) func(to int32, chunk []byte) {
+	return func(to int32, chunk []byte) {
+		n.mu.Lock()
+		n.chunks++
+		c := n.nodes[to]
+		drop := n.down[to] || n.down[from] || n.mute[from] || (n.dropChunk != nil && n.dropChunk(n.chunks-1))
+		n.mu.Unlock()
+		if c != nil && !drop {
+			c.StepChunk(from, chunk)
+		}
+	}
 }
 
 func (n *testNet) send(from int32) func(to int32, body []byte) {
 	return func(to int32, body []byte) {
 		n.mu.Lock()
-		if n.muteAfterSnap[to] {
-			m := &pb.Message{}
-			if proto.Unmarshal(body, m) == nil && m.GetType() == pb.MessageType_MsgSnap {
+		m := &pb.Message{}
+		if proto.Unmarshal(body, m) == nil && m.GetType() == pb.MessageType_MsgSnap {
+			n.snaps++
+			if n.muteAfterSnap[to] {
 				n.mute[to] = true
 			}
 		}
@@ -47,9 +68,13 @@ func (n *testNet) send(from int32) func(to int32, body []byte) {
 
 func startNode(t *testing.T, n *testNet, fsys vfs.FS, id int32, voters []int32) *Controller {
 	t.Helper()
-	c, err := Open(Config{NodeID: id, Voters: voters, FS: fsys, Dir: fmt.Sprintf("/n%d/controller", id),
+	cfg := Config{NodeID: id, Voters: voters, FS: fsys, Dir: fmt.Sprintf("/n%d/controller", id),
 		Send: n.send(id), TickInterval: 10 * time.Millisecond, SnapshotEvery: 20,
-		Bootstrap: func() *Bootstrap { return &Bootstrap{ClusterID: "test-cluster"} }})
+		Bootstrap: func() *Bootstrap { return &Bootstrap{ClusterID: "test-cluster"} }}
+	if n.chunkBytes > 0 {
+		cfg.SendChunk, cfg.Queued, cfg.ChunkBytes = n.sendChunk(id), func(int32) int { return 0 }, n.chunkBytes
+	}
+	c, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +260,65 @@ func TestLearnerRecoversFromALostSnapshotAck(t *testing.T) {
 	n.mu.Unlock()
 	_, idx := propose(t, n, &Command{Op: OpAllocProducerIDs, AllocProducerIDs: &AllocProducerIDs{Node: 1, Count: 1}})
 	waitFor(t, "the learner caught up past the snapshot", func() bool { return learner.Image().Index >= idx })
+}
+
+// TestSnapshotInChunks: from command level 11 a learner that needs a snapshot larger than a
+// chunk gets it in chunks, and a lost chunk makes raft send the snapshot again; below that
+// level the snapshot goes whole, as an older version expects.
+func TestSnapshotInChunks(t *testing.T) {
+	for _, level := range []int{LevelChunkedSnapshots - 1, LevelChunkedSnapshots} {
+		t.Run(fmt.Sprintf("level %d", level), func(t *testing.T) {
+			fsys := vfs.NewMem()
+			n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}, chunkBytes: 256}
+			voters := []int32{1, 2, 3}
+			for _, id := range voters {
+				c := startNode(t, n, fsys, id, voters)
+				t.Cleanup(c.Stop)
+			}
+			waitFor(t, "a leader", func() bool { l := leaderOf(n); return l != nil && l.Image().ClusterID != "" })
+			for _, id := range voters {
+				propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: id, ClusterAddr: "a", Level: Level}})
+			}
+			nodes := map[int32]uint64{}
+			for id, nd := range leaderOf(n).Image().Nodes {
+				nodes[id] = nd.Incarnation
+			}
+			propose(t, n, &Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: level, Nodes: nodes}})
+			if got := leaderOf(n).Image().Level; got != level {
+				t.Fatalf("the cluster at level %d; want %d", got, level)
+			}
+			for i := range 40 { // past SnapshotEvery (20): the learner needs a snapshot
+				if r, _ := propose(t, n, &Command{Op: OpCreateTopic, CreateTopic: &CreateTopic{Name: fmt.Sprintf("t%d", i), ID: TopicID{byte(i + 10)}, Assignments: [][]int32{{1, 2, 3}}}}); r.Err != nil {
+					t.Fatal(r.Err)
+				}
+			}
+			n.mu.Lock()
+			n.chunks, n.snaps = 0, 0
+			n.dropChunk = func(i int) bool { return i == 3 } // the first stream loses its fourth chunk
+			n.mu.Unlock()
+			learner := startNode(t, n, fsys, 7, voters)
+			t.Cleanup(learner.Stop)
+			_, idx := propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: 7, ClusterAddr: "l", Level: Level}})
+			waitFor(t, "the learner caught up", func() bool { return learner.Image().Index >= idx })
+			if len(learner.Image().Topics) != 40 {
+				t.Fatalf("the learner has %d topics; want 40", len(learner.Image().Topics))
+			}
+			n.mu.Lock()
+			chunks, snaps := n.chunks, n.snaps
+			n.mu.Unlock()
+			size := len(EncodeImage(leaderOf(n).Image()))
+			if level < LevelChunkedSnapshots {
+				if chunks != 0 || snaps == 0 {
+					t.Fatalf("below level %d: %d chunks and %d whole snapshots sent; want none and some", LevelChunkedSnapshots, chunks, snaps)
+				}
+				return
+			}
+			// The image is many chunks; the first stream lost one, so a second went too.
+			if snaps != 0 || chunks < 2*size/256 {
+				t.Fatalf("%d chunks (of 256 bytes; the image is %d bytes) and %d whole snapshots sent; want at least two streams' worth and none", chunks, size, snaps)
+			}
+		})
+	}
 }
 
 // TestLearnersRegisteredTogether: nodes that register one right after the other all become

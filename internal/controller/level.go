@@ -18,7 +18,7 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 10
+	Level = 11
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
@@ -90,6 +90,10 @@ const (
 	// also held fenced replicas (which placement may choose, as Kafka's StripedReplicaPlacer)
 	// until the leader's first report.
 	LevelNewPartitionLiveISR = 10
+	// LevelChunkedSnapshots (11): a controller snapshot message larger than a chunk travels in
+	// chunks (raftlog.ChunkSender, transport kind 4) that every node puts back together. Below
+	// it, a snapshot goes in one frame, which older versions take only up to 64 MiB.
+	LevelChunkedSnapshots = 11
 )
 
 // OpFinalizeLevel raises the cluster's command level.

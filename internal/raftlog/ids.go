@@ -36,17 +36,21 @@ func BootVoters(voters []int32, self int32) *pb.ConfState {
 }
 
 // SendMessages sends a Ready's messages to their nodes, encoded, and returns the peers it sent
-// a snapshot (for ReportSnapshots after Advance).
-func SendMessages(msgs []*pb.Message, send func(to int32, body []byte)) (snapshotsTo []uint64, err error) {
+// a snapshot (for ReportSnapshots after Advance). stream, if not nil, is offered each snapshot
+// message first: when it takes one (to send in chunks) it reports the snapshot itself.
+func SendMessages(msgs []*pb.Message, send func(to int32, body []byte), stream func(m *pb.Message, body []byte) bool) (snapshotsTo []uint64, err error) {
 	for _, m := range msgs {
 		body, err := proto.Marshal(m)
 		if err != nil {
 			return nil, err
 		}
-		send(NodeID(m.GetTo()), body)
 		if m.GetType() == pb.MessageType_MsgSnap {
+			if stream != nil && stream(m, body) {
+				continue
+			}
 			snapshotsTo = append(snapshotsTo, m.GetTo())
 		}
+		send(NodeID(m.GetTo()), body)
 	}
 	return snapshotsTo, nil
 }

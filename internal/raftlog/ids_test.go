@@ -31,7 +31,7 @@ func TestSendMessages(t *testing.T) {
 		{Type: pb.MessageType_MsgSnap.Enum(), To: new(uint64(3))},
 	}
 	var to []int32
-	snaps, err := SendMessages(msgs, func(node int32, body []byte) {
+	send := func(node int32, body []byte) {
 		var m pb.Message
 		if err := proto.Unmarshal(body, &m); err != nil {
 			t.Fatal(err)
@@ -40,8 +40,19 @@ func TestSendMessages(t *testing.T) {
 			t.Fatalf("message to Raft id %d sent to node %d", m.GetTo(), node)
 		}
 		to = append(to, node)
-	})
+	}
+	snaps, err := SendMessages(msgs, send, nil)
 	if err != nil || !slices.Equal(to, []int32{1, 2}) || !slices.Equal(snaps, []uint64{3}) {
 		t.Fatalf("sent to %v, snapshots to %v, %v; want [1 2], [3]", to, snaps, err)
+	}
+	// A snapshot taken by stream is neither sent nor returned: stream reports it.
+	to = nil
+	var streamed []uint64
+	snaps, err = SendMessages(msgs, send, func(m *pb.Message, body []byte) bool {
+		streamed = append(streamed, m.GetTo())
+		return true
+	})
+	if err != nil || !slices.Equal(to, []int32{1}) || snaps != nil || !slices.Equal(streamed, []uint64{3}) {
+		t.Fatalf("with a stream: sent to %v, snapshots to %v, streamed %v, %v; want [1], none, [3]", to, snaps, streamed, err)
 	}
 }

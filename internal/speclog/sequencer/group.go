@@ -774,7 +774,7 @@ func (g *Group) ready() error {
 		if n := len(rd.Entries); n > 0 {
 			g.logEnd = rd.Entries[n-1].GetIndex() // a follower's log may also end lower now
 		}
-		snapshotsTo, err := raftlog.SendMessages(rd.Messages, func(to int32, body []byte) { g.cfg.Send(to, KindRaft, body) })
+		snapshotsTo, err := raftlog.SendMessages(rd.Messages, func(to int32, body []byte) { g.cfg.Send(to, KindRaft, body) }, nil)
 		if err != nil {
 			return err
 		}
