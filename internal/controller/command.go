@@ -821,11 +821,20 @@ func applyElect(im *Image, e *Elect) {
 				p.Target = nil
 			}
 		}
+		isr := []int32{it.Leader} // the leader reports the followers as they catch up
+		if !p.Unclean && it.Replicas == nil && im.Level >= LevelElectKeepsISR {
+			for _, n := range p.ISR {
+				if n != it.Leader && im.Live(n) && !im.Nodes[n].ShuttingDown && slices.Contains(p.Hosts(), n) {
+					isr = append(isr, n)
+				}
+			}
+			slices.Sort(isr) // as the leader reports it
+		}
 		if p.Unclean {
 			p.Unclean, p.ReplicasSince = false, im.Index
 		}
 		p.Leader = it.Leader
-		p.ISR = []int32{it.Leader} // the leader reports the followers as they catch up
+		p.ISR = isr
 		p.TargetSynced = false
 		p.PartitionEpoch++
 	}

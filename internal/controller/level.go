@@ -18,7 +18,7 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 11
+	Level = 12
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
@@ -94,6 +94,12 @@ const (
 	// chunks (raftlog.ChunkSender, transport kind 4) that every node puts back together. Below
 	// it, a snapshot goes in one frame, which older versions take only up to 64 MiB.
 	LevelChunkedSnapshots = 11
+	// LevelElectKeepsISR (12): a clean election keeps the ISR's other live members not in
+	// controlled shutdown, as Kafka's PartitionChangeBuilder keeps the ISR over an election
+	// (the new leader counts them in sync while they join its epoch). Below it the ISR was the
+	// new leader alone until its first report, and Metadata showed the partition
+	// under-replicated for that while.
+	LevelElectKeepsISR = 12
 )
 
 // OpFinalizeLevel raises the cluster's command level.

@@ -959,7 +959,16 @@ func (r *Replica) tick(now time.Time, checkISR bool) *controller.ISRItem {
 		return nil
 	}
 	pe := r.a.PartitionEpoch
-	isr := slices.DeleteFunc(r.leader.InSync(now), func(n int32) bool { return n != r.leader.Self && slices.Contains(r.a.Stopping, n) })
+	isr := r.leader.InSync(now)
+	// A follower the election kept in the ISR stays while it joins the epoch (the first
+	// JoinGrace), as Kafka's new leader counts its ISR's followers caught up at the election.
+	for _, n := range r.a.ISR {
+		if p := r.leader.Follower(n); p != nil && !slices.Contains(isr, n) && r.leader.joining(p, now, r.m.cfg.JoinGrace) {
+			isr = append(isr, n)
+		}
+	}
+	slices.Sort(isr)
+	isr = slices.DeleteFunc(isr, func(n int32) bool { return n != r.leader.Self && slices.Contains(r.a.Stopping, n) })
 	it := controller.ISRItem{PartitionRef: r.Ref, Epoch: r.a.Epoch, ISR: isr, PartitionEpoch: &pe}
 	if r.leader.TargetSynced() {
 		it.Target = slices.Clone(r.a.Sets[1])
