@@ -77,7 +77,8 @@ type conn struct {
 	zeroCopy bool           // plain TCP: fetches may use sendfile
 	ctx      context.Context
 	cancel   context.CancelFunc
-	writeErr error // why the write loop gave up; set before it cancels ctx
+	writeErr error       // why the write loop gave up; set before it cancels ctx
+	idled    atomic.Bool // watchIdle closed the connection
 	// readDone is closed when the read loop ends (the client closed the connection, or sent
 	// what cannot be read): the answers of requests still in flight reach no one, so a long
 	// poll that would take something for its client (share records) stops instead.
@@ -218,7 +219,7 @@ func (c *conn) watchIdle(raw net.Conn) {
 			lastQueue = q
 		}
 		if c.act.since() >= idle {
-			c.b.logger.Debug("broker: closing an idle connection (connections.max.idle.ms)", "remote", c.remote, "idle", idle)
+			c.idled.Store(true)
 			c.nc.Close()
 			return
 		}

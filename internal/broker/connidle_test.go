@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -166,4 +167,22 @@ func TestSlowReaderOfALargeResponseIsNotIdle(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("read %d bytes in %v", got, time.Since(start))
+}
+
+// TestIdleCloseCounted: a connection closed as idle is counted in the connection-error metric
+// under its own reason (it used to be only logged, at debug).
+func TestIdleCloseCounted(t *testing.T) {
+	_, addr, reg, _ := observedBroker(t, slog.LevelInfo, func(c *Config) { c.ConnectionsMaxIdle = 200 * time.Millisecond })
+	nc := ctDial(t, addr)
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := nc.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("an idle connection: read %v; want it closed (EOF)", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for metricValue(t, reg, "runnel_kafka_connection_errors_total", map[string]string{"reason": "idle"}) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle close was not counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

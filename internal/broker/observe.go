@@ -113,6 +113,11 @@ func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // (the read loop then fails too, only because of it), else what ended the read loop. A client
 // that hangs up, and the broker shutting down, are not errors.
 func (c *conn) logClose(readErr error) {
+	if c.idled.Load() { // as Kafka's, an idle close is no error: counted, logged at debug
+		c.b.cfg.Metrics.ConnectionError(metrics.ReasonIdle)
+		c.b.logger.Debug("broker: closed an idle connection (connections.max.idle.ms)", "remote", c.remote, "idle", c.b.cfg.ConnectionsMaxIdle)
+		return
+	}
 	reason, err := metrics.ReasonWrite, c.writeErr
 	if err == nil {
 		reason, err = metrics.ReasonRead, readErr

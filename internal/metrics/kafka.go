@@ -76,7 +76,7 @@ func NewKafka(topicExists func(name string) bool) *Kafka {
 		}, []string{"api", "error"}),
 		connErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnel_kafka_connection_errors_total",
-			Help: "Connections closed by an error, by where it happened: read, write or protocol.",
+			Help: "Connections closed by an error, by where it happened: read, write or protocol; or closed as idle (connections.max.idle.ms).",
 		}, []string{"reason"}),
 		produceStages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "runnel_kafka_produce_stage_seconds",
@@ -171,6 +171,7 @@ const (
 	ReasonRead     = "read"     // reading from the socket failed
 	ReasonWrite    = "write"    // writing a response failed
 	ReasonProtocol = "protocol" // a request could not be parsed or is not served
+	ReasonIdle     = "idle"     // no progress for connections.max.idle.ms
 )
 
 // ConnectionOpened counts an accepted connection.
