@@ -39,18 +39,28 @@ func (tn *testNode) close() {
 	})
 }
 
-// startNodes starts nodes 1..n, all voters, on loopback.
-func startNodes(t *testing.T, n int) map[int32]*testNode {
+// listenNodes listens on loopback for nodes 1..n, and returns the listeners and the cluster
+// addresses of nodes 1..voters, the controller voters.
+func listenNodes(t *testing.T, n, voters int) (map[int32]net.Listener, map[int32]string) {
 	t.Helper()
-	lns := map[int32]net.Listener{}
-	voters := map[int32]string{}
+	lns, addrs := map[int32]net.Listener{}, map[int32]string{}
 	for id := int32(1); id <= int32(n); id++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		lns[id], voters[id] = ln, ln.Addr().String()
+		lns[id] = ln
+		if id <= int32(voters) {
+			addrs[id] = ln.Addr().String()
+		}
 	}
+	return lns, addrs
+}
+
+// startNodes starts nodes 1..n, all voters, on loopback.
+func startNodes(t *testing.T, n int) map[int32]*testNode {
+	t.Helper()
+	lns, voters := listenNodes(t, n, n)
 	nodes := map[int32]*testNode{}
 	for id := int32(1); id <= int32(n); id++ {
 		nodes[id] = startNode(t, id, lns[id], voters, t.TempDir())
@@ -564,15 +574,7 @@ func TestVoterOnEmptyDataDirWaitsForAnAnswer(t *testing.T) {
 // TestNewVotersOnEmptyDataDirsStart: voters of a new cluster, all on empty data dirs and
 // started one after another, tell each other that they are new, and form the cluster.
 func TestNewVotersOnEmptyDataDirsStart(t *testing.T) {
-	voters := map[int32]string{}
-	lns := map[int32]net.Listener{}
-	for id := int32(1); id <= 3; id++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[id], voters[id] = ln, ln.Addr().String()
-	}
+	lns, voters := listenNodes(t, 3, 3)
 	var started []*testNode
 	for id := int32(1); id <= 3; id++ {
 		tn := startNodeWith(t, id, lns[id], voters, t.TempDir(), func(c *Config) { c.EmptyDataDir = true })

@@ -17,17 +17,7 @@ import (
 // named); with runnel.command.level.auto=false the level then waits for an operator, who can
 // raise it (not while a node is below, never lower).
 func TestLevelHeldByAGoneNode(t *testing.T) {
-	lns, voters := map[int32]net.Listener{}, map[int32]string{}
-	for id := int32(1); id <= 4; id++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[id] = ln
-		if id <= 3 {
-			voters[id] = ln.Addr().String()
-		}
-	}
+	lns, voters := listenNodes(t, 4, 3)
 	older := func(c *Config) { c.olderVersion = true }
 	nodes := map[int32]*testNode{}
 	for id := int32(1); id <= 3; id++ {
@@ -106,14 +96,7 @@ func TestLevelHeldByAGoneNode(t *testing.T) {
 // registers once too: the active controller's image does not wait for that reconcile (it
 // refused the new incarnation's heartbeats, and the node registered again and again).
 func TestSlowReconcileRegistersOnce(t *testing.T) {
-	lns, voters := map[int32]net.Listener{}, map[int32]string{}
-	for id := int32(1); id <= 3; id++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[id], voters[id] = ln, ln.Addr().String()
-	}
+	lns, voters := listenNodes(t, 3, 3)
 	var blocked atomic.Int32 // the node whose reconciles wait for gate
 	gate := make(chan struct{})
 	nodes := map[int32]*testNode{}

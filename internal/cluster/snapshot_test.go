@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -21,17 +20,7 @@ func TestSnapshotLargerThanAFrame(t *testing.T) {
 		c.Controller.SnapshotEvery = 50
 		c.Controller.ChunkBytes = 16 << 10
 	}
-	lns, voters := map[int32]net.Listener{}, map[int32]string{}
-	for id := int32(1); id <= 4; id++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[id] = ln
-		if id <= 3 {
-			voters[id] = ln.Addr().String()
-		}
-	}
+	lns, voters := listenNodes(t, 4, 3)
 	nodes := map[int32]*testNode{}
 	for id := int32(1); id <= 3; id++ {
 		nodes[id] = startNodeWith(t, id, lns[id], voters, t.TempDir(), tune)
