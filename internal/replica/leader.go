@@ -365,11 +365,14 @@ func (l *Leader) solid(p *Progress, now time.Time) bool { return p.CaughtUp && l
 // as Kafka's adding replicas join the ISR: until then it lacks the partition's data, and the
 // reassignment must not finish on it.
 func (l *Leader) inSync(p *Progress, now time.Time) bool {
-	if !p.CaughtUp && len(l.sets) > 1 && !slices.Contains(l.sets[0], p.Node) {
+	if !p.CaughtUp && l.adding(p.Node) {
 		return false
 	}
 	return p.Streaming && p.Connected && p.Appended >= l.EpochStart && (p.Appended >= l.selfEnd || now.Sub(p.LastCaughtUp) <= l.LagMax)
 }
+
+// adding: n is a replica a reassignment adds (in the target set only).
+func (l *Leader) adding(n int32) bool { return len(l.sets) > 1 && !slices.Contains(l.sets[0], n) }
 
 // Throttleable reports whether sends to follower n may be held back by a replication quota
 // (throttle.go): it is out of sync (or never caught up since it joined), and every replica set

@@ -962,8 +962,10 @@ func (r *Replica) tick(now time.Time, checkISR bool) *controller.ISRItem {
 	isr := r.leader.InSync(now)
 	// A follower the election kept in the ISR stays while it joins the epoch (the first
 	// JoinGrace), as Kafka's new leader counts its ISR's followers caught up at the election.
+	// Not a replica a reassignment adds: Runnel's ISR does not promise the committed records
+	// (a quorum commits), and a move must not finish on one that has not caught up (inSync).
 	for _, n := range r.a.ISR {
-		if p := r.leader.Follower(n); p != nil && !slices.Contains(isr, n) && r.leader.joining(p, now, r.m.cfg.JoinGrace) {
+		if p := r.leader.Follower(n); p != nil && !slices.Contains(isr, n) && r.leader.joining(p, now, r.m.cfg.JoinGrace) && !r.leader.adding(n) {
 			isr = append(isr, n)
 		}
 	}

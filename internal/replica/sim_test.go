@@ -351,6 +351,7 @@ func (s *sim) electHint(hint int32) {
 	s.epoch++
 	s.pepoch++
 	s.leader = -1
+	prev := s.isr
 	s.isr, s.synced = nil, false
 	for _, n := range s.ordered() {
 		s.assign(n)
@@ -375,7 +376,15 @@ func (s *sim) electHint(hint int32) {
 	}
 	preferred := s.sets[len(s.sets)-1][0]
 	s.leader = controller.ChooseLeader(hosts, votes, hint, preferred, ok)
+	// As the controller from level 12: the ISR's other live members stay (a crashed node is
+	// fenced; an isolated one is live to the controller).
 	s.isr = []int32{s.leader}
+	for _, n := range prev {
+		if n != s.leader && s.nodes[n].up && slices.Contains(hosts, n) {
+			s.isr = append(s.isr, n)
+		}
+	}
+	slices.Sort(s.isr)
 	s.pepoch++
 	for id, v := range votes {
 		s.tracef("epoch %d: node %d votes ok=%v last epoch %d log end %d %s", s.epoch, id, v.OK, v.LastEpoch, v.LogEnd, v.Reason)
