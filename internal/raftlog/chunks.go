@@ -21,8 +21,9 @@ import (
 // index runs from 0 to count-1; total is the message's size; the pieces in index order are the
 // message. The receiver keeps one partial message per sending node: a chunk of index 0 starts
 // a new one (dropping any other), a chunk that is not the next of the current stream drops it
-// (a frame was lost: the transport delivers in order and at most once), and the last chunk
-// completes it. A lost stream is a lost MsgSnap: raft sends the snapshot again.
+// (a frame was lost: the transport delivers in order and at most once; the stream's later
+// chunks are dropped without a word), and the last chunk completes it. A lost stream is a lost
+// MsgSnap: raft sends the snapshot again.
 
 const chunkHeader = 8 + 4 + 4 + 8
 
@@ -143,7 +144,8 @@ func (s *ChunkSender) stream(stop <-chan struct{}, to int32, stream uint64, msg 
 }
 
 // drained waits until at most limit bytes wait for node to. It reports false when stop closes
-// or the queue does not shrink for stall.
+// or the queue does not shrink at all for stall (it may grow and shrink above limit with
+// other traffic to the peer, which is not a stall).
 func (s *ChunkSender) drained(stop <-chan struct{}, to int32, limit int, stall time.Duration) bool {
 	last, since := s.Queued(to), time.Now()
 	wait := 100 * time.Microsecond
@@ -156,11 +158,12 @@ func (s *ChunkSender) drained(stop <-chan struct{}, to int32, limit int, stall t
 		wait = min(2*wait, 5*time.Millisecond)
 		q := s.Queued(to)
 		switch {
-		case q < last:
-			last, since = q, time.Now()
+		case q < last: // some of it was written (other traffic to the peer counts too)
+			since = time.Now()
 		case time.Since(since) > stall:
 			return false
 		}
+		last = q
 	}
 	return true
 }
@@ -183,6 +186,7 @@ type partialMsg struct {
 	total  uint64
 	buf    []byte
 	last   time.Time // when its last chunk came
+	lost   bool      // a chunk of the stream was missed: the rest is dropped silently
 }
 
 // ErrChunkLost: a chunk that is not the next one of its sender's current stream; the partial
@@ -211,15 +215,19 @@ func (a *ChunkAssembler) Add(from int32, frame []byte) ([]byte, error) {
 		if c.Total > limit {
 			return nil, fmt.Errorf("%w: a message of %d bytes (limit %d)", ErrBadChunk, c.Total, limit)
 		}
-		// Grown as pieces arrive, not to what the first chunk announces.
-		p = &partialMsg{stream: c.Stream, count: c.Count, total: c.Total, buf: make([]byte, 0, min(c.Total, 64<<20))}
+		// Grown as pieces arrive, not sized by what the first chunk announces.
+		p = &partialMsg{stream: c.Stream, count: c.Count, total: c.Total}
 		a.partial[from] = p
-	} else if p == nil || p.stream != c.Stream || p.next != c.Index || p.count != c.Count || p.total != c.Total {
-		delete(a.partial, from)
+	} else if p != nil && p.lost && p.stream == c.Stream {
+		p.last = time.Now()
+		return nil, nil // the rest of a stream already reported lost
+	} else if p == nil || p.lost || p.stream != c.Stream || p.next != c.Index || p.count != c.Count || p.total != c.Total {
 		want := "none"
-		if p != nil {
+		if p != nil && !p.lost {
 			want = fmt.Sprintf("chunk %d of stream %d", p.next, p.stream)
 		}
+		// Kept as lost (without its pieces) so that the stream's later chunks go unreported.
+		a.partial[from] = &partialMsg{stream: c.Stream, lost: true, last: time.Now()}
 		return nil, fmt.Errorf("%w: chunk %d of stream %d came, expected %s", ErrChunkLost, c.Index, c.Stream, want)
 	}
 	if uint64(len(p.buf))+uint64(len(c.Piece)) > p.total {
