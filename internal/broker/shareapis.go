@@ -76,7 +76,7 @@ func handleShareGroupDescribe(_ context.Context, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
 	var ids []string
 	for _, id := range req.GroupIDs {
-		if r.allowedGroup(kmsg.ACLOperationDescribe, id) {
+		if id != "" && r.allowedGroup(kmsg.ACLOperationDescribe, id) {
 			ids = append(ids, id)
 		}
 	}
@@ -102,12 +102,18 @@ func handleShareGroupDescribe(_ context.Context, r *request) reply {
 	}
 	for _, id := range req.GroupIDs {
 		g, ok := described[id]
-		if !ok {
+		switch {
+		case id == "": // as Kafka's GroupCoordinatorService.shareGroupDescribe, on any node
+			g = kmsg.NewShareGroupDescribeResponseGroup()
+			g.ErrorCode = kerr.InvalidGroupID.Code
+		case !ok:
 			g = kmsg.NewShareGroupDescribeResponseGroup()
 			g.GroupID, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
 			if code, ok := missing[id]; ok {
 				g.ErrorCode = code.Code
 			}
+		case g.ErrorCode == 0 && req.IncludeAuthorizedOperations: // KIP-430, as Kafka's handleShareGroupDescribe
+			g.AuthorizedOperations = r.authorizedOperations(kmsg.ACLResourceTypeGroup, g.GroupID, groupOps)
 		}
 		resp.Groups = append(resp.Groups, g)
 	}

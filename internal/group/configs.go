@@ -163,8 +163,10 @@ func (c Config) Settings(overrides map[string]string) Settings {
 			}
 		}
 	}
-	if r, err := ParseOffsetReset(overrides[ShareAutoOffsetResetConfig]); err == nil {
-		s.ShareAutoOffsetReset = r
+	if v, ok := overrides[ShareAutoOffsetResetConfig]; ok {
+		if r, err := ParseOffsetReset(v); err == nil {
+			s.ShareAutoOffsetReset = r
+		}
 	}
 	s.ShareReadCommitted = strings.TrimSpace(overrides[ShareIsolationLevelConfig]) == "read_committed"
 	return s
@@ -263,17 +265,20 @@ func (c Config) CheckGroupConfigs(overrides map[string]string) error {
 	return nil
 }
 
-// ParseOffsetReset parses a share.auto.offset.reset value, as Kafka: earliest, latest or
-// by_duration:<ISO 8601 duration, not negative>, in any case ("" is latest).
+// ParseOffsetReset parses a share.auto.offset.reset value as Kafka's
+// ShareGroupAutoOffsetResetStrategy.fromString: earliest, latest or by_duration:<ISO 8601
+// duration, not negative>, in lower case (Kafka refuses EARLIEST; the duration itself is read
+// in any case, as java.time.Duration.parse reads it). Kafka's config definition trims the
+// value first.
 func ParseOffsetReset(v string) (OffsetReset, error) {
-	lv := strings.ToLower(strings.TrimSpace(v))
+	v = strings.TrimSpace(v)
 	switch {
-	case lv == "" || lv == "latest":
+	case v == "latest":
 		return OffsetReset{}, nil
-	case lv == "earliest":
+	case v == "earliest":
 		return OffsetReset{Earliest: true}, nil
-	case strings.HasPrefix(lv, "by_duration:"):
-		d, err := ParseISODuration(lv[len("by_duration:"):])
+	case strings.HasPrefix(v, "by_duration:"):
+		d, err := ParseISODuration(v[len("by_duration:"):])
 		if err != nil {
 			return OffsetReset{}, err
 		}

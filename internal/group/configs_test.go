@@ -21,7 +21,6 @@ func TestCheckGroupConfigs(t *testing.T) {
 		{map[string]string{ConsumerSessionTimeoutConfig: "50000", ConsumerHeartbeatIntervalConfig: "6000"}, ""},
 		{map[string]string{ShareAutoOffsetResetConfig: "earliest", ShareIsolationLevelConfig: "read_committed", ShareRecordLockDurationConfig: "15000"}, ""},
 		{map[string]string{ShareAutoOffsetResetConfig: "by_duration:PT1H30M"}, ""},
-		{map[string]string{ShareAutoOffsetResetConfig: "LATEST"}, ""},
 		{map[string]string{"session.timeout.ms": "1"}, "Unknown group config name: session.timeout.ms"},
 		{map[string]string{"streams.assignor.offload": "true"}, "Unknown group config name"},
 		{map[string]string{StreamsAssignmentIntervalConfig: "15001"}, "group.streams.max.assignment.interval.ms (15000)"},
@@ -37,6 +36,14 @@ func TestCheckGroupConfigs(t *testing.T) {
 		{map[string]string{ConsumerHeartbeatIntervalConfig: "4999"}, "group.consumer.min.heartbeat.interval.ms"},
 		{map[string]string{ShareRecordLockDurationConfig: "60001"}, "group.share.max.record.lock.duration.ms"},
 		{map[string]string{ShareAutoOffsetResetConfig: "none"}, "must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'"},
+		// Kafka's ShareGroupAutoOffsetResetStrategy reads the strategy in lower case only, and
+		// refuses an empty one; the ISO duration is read in any case (Duration.parse).
+		{map[string]string{ShareAutoOffsetResetConfig: "EARLIEST"}, "must be either 'earliest'"},
+		{map[string]string{ShareAutoOffsetResetConfig: "Latest"}, "must be either 'earliest'"},
+		{map[string]string{ShareAutoOffsetResetConfig: "BY_DURATION:PT1H"}, "must be either 'earliest'"},
+		{map[string]string{ShareAutoOffsetResetConfig: ""}, "must be either 'earliest'"},
+		{map[string]string{ShareAutoOffsetResetConfig: " earliest "}, ""},
+		{map[string]string{ShareAutoOffsetResetConfig: "by_duration:pt1h"}, ""},
 		{map[string]string{ShareAutoOffsetResetConfig: "by_duration:-PT1H"}, "by_duration"},
 		{map[string]string{ShareAutoOffsetResetConfig: "by_duration:1h"}, "by_duration"},
 		{map[string]string{ShareIsolationLevelConfig: "committed"}, "String must be one of: read_committed, read_uncommitted"},

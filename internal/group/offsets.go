@@ -247,8 +247,9 @@ func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestGrou
 	rg.Group = id // "" too: Kafka fetches the empty group's offsets, for backwards compatibility
 	g := c.groups[id]
 	if g != nil && g.share != nil {
-		rg.ErrorCode = kerr.GroupIDNotFound.Code
-		return rg
+		// As an unknown group: Kafka's OffsetMetadataManager.fetchOffsets takes the share
+		// group's GroupIdNotFoundException as no offsets (-1 for each partition asked for).
+		g = nil
 	}
 	part := func(tp TopicPartition) kmsg.OffsetFetchResponseGroupTopicPartition {
 		p := kmsg.NewOffsetFetchResponseGroupTopicPartition()

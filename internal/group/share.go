@@ -141,7 +141,10 @@ func (c *Coordinator) shareHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbea
 		if m == nil {
 			return fail(kerr.UnknownMemberID, "Member %s is not a member of group %s.", id, req.GroupID)
 		}
-		if req.MemberEpoch > m.epoch || (req.MemberEpoch < m.epoch && req.MemberEpoch != m.prevEpoch) {
+		if req.MemberEpoch > m.epoch {
+			return fail(kerr.FencedMemberEpoch, "The share group member has a greater member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, m.epoch)
+		}
+		if req.MemberEpoch < m.epoch && req.MemberEpoch != m.prevEpoch {
 			return fail(kerr.FencedMemberEpoch, "The share group member has a smaller member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, m.epoch)
 		}
 	}

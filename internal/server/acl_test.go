@@ -634,7 +634,7 @@ func TestAuthorizedOperations(t *testing.T) {
 	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "reader", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "pw"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:reader").AllowHosts("*").Topics("ops").Groups("gr").Clusters().Operations(kadm.OpRead, kadm.OpDescribe)); err != nil {
+	if _, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:reader").AllowHosts("*").Topics("ops").Groups("gr", "gs").Clusters().Operations(kadm.OpRead, kadm.OpDescribe)); err != nil {
 		t.Fatal(err)
 	}
 	// The group exists (DescribeGroups v6 answers an unknown one GROUP_ID_NOT_FOUND, as Kafka).
@@ -679,6 +679,48 @@ func TestAuthorizedOperations(t *testing.T) {
 	}
 	if g.ErrorCode != 0 || g.AuthorizedOperations != 1<<kmsg.ACLOperationRead|1<<kmsg.ACLOperationDescribe {
 		t.Fatalf("group %+v", g)
+	}
+	// A share group (ShareGroupDescribe used to leave them out, as not asked for), and the
+	// empty group id, which Kafka answers INVALID_GROUP_ID (it was GROUP_ID_NOT_FOUND).
+	admin := b.client(t, "SASL_PLAINTEXT", scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism(), nil)
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "gs", "m-gs", []string{"ops"}
+	for {
+		resp, err := hb.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode == 0 {
+			break
+		}
+		if !kerr.IsRetriable(kerr.ErrorForCode(resp.ErrorCode)) || ctx.Err() != nil {
+			t.Fatalf("share heartbeat: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sd := kmsg.NewPtrShareGroupDescribeRequest()
+	sd.GroupIDs, sd.IncludeAuthorizedOperations = []string{"gs", ""}, true
+	raw, err := reader.SeedBrokers()[0].Request(ctx, sd) // the node itself: the client would look "" up first
+	if err != nil {
+		t.Fatal(err)
+	}
+	sresp := raw.(*kmsg.ShareGroupDescribeResponse)
+	if len(sresp.Groups) != 2 || sresp.Groups[0].ErrorCode != 0 || sresp.Groups[0].AuthorizedOperations != 1<<kmsg.ACLOperationRead|1<<kmsg.ACLOperationDescribe {
+		t.Fatalf("share group described with its operations: %+v; want READ and DESCRIBE", sresp.Groups)
+	}
+	if g := sresp.Groups[1]; g.ErrorCode != kerr.InvalidGroupID.Code {
+		t.Fatalf("share group \"\" described: %v; want INVALID_GROUP_ID", kerr.ErrorForCode(g.ErrorCode))
+	}
+	// OffsetFetch of a share group: no offsets, as an unknown group's (Kafka's fetchOffsets
+	// takes the share group's GroupIdNotFoundException as none); it was GROUP_ID_NOT_FOUND.
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "gs", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "ops", Partitions: []int32{0}}}}}
+	oresp, err := of.RequestWith(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if og := oresp.Groups[0]; og.ErrorCode != 0 || len(og.Topics) != 1 || og.Topics[0].Partitions[0].Offset != -1 || og.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("OffsetFetch of share group gs: %+v; want offset -1 and no error", og)
 	}
 }
 
