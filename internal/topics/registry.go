@@ -13,6 +13,7 @@
 package topics
 
 import (
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -130,6 +131,13 @@ type Registry struct {
 	mu     sync.RWMutex
 	byName map[string]*Topic
 	byID   map[[16]byte]*Topic
+
+	// Directories renamed for removal, being removed in the background (removeLater), one at a
+	// time (rmOne); Close waits for them.
+	rmMu     sync.Mutex
+	removing map[string]bool
+	rmOne    sync.Mutex
+	rmWG     sync.WaitGroup
 }
 
 // Options configure a Registry.
@@ -176,7 +184,8 @@ func Open(opts Options) (*Registry, error) {
 		opts.Now = time.Now
 	}
 	r := &Registry{fs: opts.FS, dir: filepath.Join(opts.DataDir, "topics"), flusher: opts.Flusher, maint: opts.Maintainer,
-		logger: opts.Logger, now: opts.Now, byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}, defaults: newDefaults()}
+		logger: opts.Logger, now: opts.Now, byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}, defaults: newDefaults(),
+		removing: map[string]bool{}}
 	if err := r.fs.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -185,11 +194,8 @@ func Open(opts Options) (*Registry, error) {
 		return nil, err
 	}
 	for _, name := range names {
-		if removal(name) {
-			if err := vfs.RemoveAll(r.fs, filepath.Join(r.dir, name)); err != nil {
-				// Nothing needs it: Sync tries again (removeOrphans).
-				r.logger.Error("topics: removing a directory being removed", "dir", name, "err", err)
-			}
+		if removal(name) { // renamed for removal before a crash or a stop: nothing needs it
+			r.removeLater(filepath.Join(r.dir, name))
 		}
 	}
 	return r, nil
@@ -669,11 +675,11 @@ func (r *Registry) removePartitionDir(t *Topic, i int32) error {
 		return nil
 	}
 	r.logger.Info("topics: removing the copy of a partition this node does not host", "topic", t.Name, "partition", i)
-	return r.removeDir(src, fmt.Sprintf("%s.%x.%d%s", t.Name, t.ID, i, removedSuffix))
+	return r.removeDir(src, fmt.Sprintf("%s.%x.%d.%s%s", t.Name, t.ID, i, removalID(), removedSuffix))
 }
 
 // removeDir renames src to gone in the topics directory (atomic: a crash midway leaves no half
-// copy to be opened later, and Open removes what is left), then removes it.
+// copy to be opened later, and Open removes what is left), then removes it in the background.
 func (r *Registry) removeDir(src, gone string) error {
 	gone = filepath.Join(r.dir, gone)
 	if err := r.fs.Rename(src, gone); err != nil {
@@ -687,8 +693,58 @@ func (r *Registry) removeDir(src, gone string) error {
 	if err := r.fs.SyncDir(r.dir); err != nil {
 		return err
 	}
-	return vfs.RemoveAll(r.fs, gone)
+	r.removeLater(gone)
+	return nil
 }
+
+// removalID tells apart the directories renamed for removal of one topic or partition: a
+// partition moved away, back and away again is renamed again while the first copy may still be
+// being removed.
+func removalID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// removeLater removes dir, a directory renamed for removal, in the background, as Kafka deletes a
+// deleted log's files later: a large topic's files take seconds to unlink, and the sync that
+// applies the deletion (and with it every image change after it on this node, and the
+// DeleteTopics waiting for it) would wait for them. One removal runs at a time; a directory
+// already being removed is not taken again. One whose removal fails is left to a later Sync
+// (removeOrphans) or Open.
+func (r *Registry) removeLater(dir string) {
+	r.rmMu.Lock()
+	if r.removing[dir] {
+		r.rmMu.Unlock()
+		return
+	}
+	r.removing[dir] = true
+	r.rmWG.Add(1)
+	r.rmMu.Unlock()
+	go func() {
+		defer r.rmWG.Done()
+		r.rmOne.Lock()
+		err := vfs.RemoveAll(r.fs, dir)
+		r.rmOne.Unlock()
+		if err != nil {
+			r.mu.Lock()
+			now := r.now()
+			r.cleanup = r.cleanup.after(now) // RetryAt: a Sync then (removeOrphans) tries again
+			if r.cleanupLogged.IsZero() || now.Sub(r.cleanupLogged) >= offlineRetryMax {
+				r.cleanupLogged = now
+				r.logger.Error("topics: removing a deleted directory failed; a later sync tries again", "dir", dir, "err", err)
+			}
+			r.mu.Unlock()
+		}
+		r.rmMu.Lock()
+		delete(r.removing, dir)
+		r.rmMu.Unlock()
+	}()
+}
+
+// WaitRemovals waits until the directories renamed for removal so far are removed (or their
+// removal failed).
+func (r *Registry) WaitRemovals() { r.rmWG.Wait() }
 
 func (r *Registry) partitionDir(topic string, i int32) string {
 	return filepath.Join(r.dir, topic, strconv.Itoa(int(i)))
@@ -728,7 +784,7 @@ func (r *Registry) removeTopicDir(name string, id [16]byte) error {
 	if _, err := r.fs.Stat(src); errors.Is(err, vfs.ErrNotExist) {
 		return nil
 	}
-	return r.removeDir(src, fmt.Sprintf("%s.%x%s", name, id, removedSuffix))
+	return r.removeDir(src, fmt.Sprintf("%s.%x.%s%s", name, id, removalID(), removedSuffix))
 }
 
 // removeOrphans removes topic directories the image does not have.
@@ -739,8 +795,8 @@ func (r *Registry) removeOrphans(want map[string]bool) error {
 	}
 	var errs []error
 	for _, name := range names {
-		if removal(name) { // a removal that failed after its rename
-			errs = append(errs, vfs.RemoveAll(r.fs, filepath.Join(r.dir, name)))
+		if removal(name) { // being removed, or a removal that failed after its rename
+			r.removeLater(filepath.Join(r.dir, name))
 			continue
 		}
 		if want[name] {
@@ -817,6 +873,7 @@ func (r *Registry) List() []*Topic {
 func (r *Registry) Close() error {
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
+	defer r.rmWG.Wait() // the removals under way: nothing of the registry's outlives Close
 	r.mu.Lock()
 	ts := r.byName
 	r.byName, r.byID = map[string]*Topic{}, map[[16]byte]*Topic{}

@@ -206,6 +206,7 @@ func TestRemovalsAcrossRestarts(t *testing.T) {
 
 	r = open()
 	defer r.Close()
+	r.WaitRemovals() // removed in the background
 	if _, err := os.Stat(half); !os.IsNotExist(err) {
 		t.Errorf("an interrupted removal is still there after open: %v", err)
 	}
@@ -616,6 +617,7 @@ func TestDeletionThatCannotRemoveItsDirectory(t *testing.T) {
 	rules.Clear()
 	rules.Add(vfs.Rule{Op: vfs.OpRemove, PathContains: removedSuffix})
 	r.Sync(nil, nil, nil, Hooks{})
+	r.WaitRemovals() // the removal runs in the background
 	leftovers := func() (n int) {
 		names, _ := mem.List("/data/topics")
 		for _, name := range names {
@@ -636,6 +638,7 @@ func TestDeletionThatCannotRemoveItsDirectory(t *testing.T) {
 	r2.Close()
 	rules.Clear()
 	r.Sync(nil, nil, nil, Hooks{})
+	r.WaitRemovals()
 	if n := leftovers(); n != 0 {
 		t.Fatalf("a later Sync left %d leftovers of the deleted topic", n)
 	}
@@ -727,5 +730,54 @@ func TestSegmentJitterAndCompressionLevels(t *testing.T) {
 		if got := tp.CompressionLevel(tt.typ); got != tt.want {
 			t.Errorf("CompressionLevel(%s) = %d; want %d", tt.typ, got, tt.want)
 		}
+	}
+}
+
+// TestDeletionDoesNotWaitForItsFiles: a deleted topic's directory is renamed away at once and
+// its files are removed in the background, so the Sync that deletes it (the node's reconcile,
+// and the DeleteTopics waiting for it) does not wait for a slow removal, and the name can be
+// used again meanwhile. The removal used to run inside the Sync: seconds for a large topic.
+func TestDeletionDoesNotWaitForItsFiles(t *testing.T) {
+	mem := vfs.NewMem()
+	release := make(chan struct{})
+	fsys := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if op == vfs.OpRemove && strings.Contains(path, removedSuffix) {
+			<-release // a removal that takes as long as the test wants
+		}
+		return nil
+	}))
+	now := time.Unix(1000, 0)
+	r := openAt(t, fsys, &now)
+	defer r.Close()
+	defer close(release) // before Close, which waits for the removals
+	x := TopicSpec{Name: "x", ID: [16]byte{8}, Partitions: 2, Hosted: all}
+	r.Sync([]TopicSpec{x}, nil, nil, Hooks{})
+	done := make(chan struct{})
+	go func() {
+		r.Sync(nil, nil, nil, Hooks{})
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Sync deleting a topic waited for its files to be removed")
+	}
+	if _, ok := r.Get("x"); ok {
+		t.Fatal("a deleted topic is still in the registry")
+	}
+	again := TopicSpec{Name: "x", ID: [16]byte{9}, Partitions: 1, Hosted: all}
+	r.Sync([]TopicSpec{again}, nil, nil, Hooks{})
+	if tp, ok := r.Get("x"); !ok || tp.ID != again.ID {
+		t.Fatal("a topic created again under the name of one being removed is not there")
+	}
+	names, _ := mem.List("/data/topics")
+	var removing []string
+	for _, name := range names {
+		if removal(name) {
+			removing = append(removing, name)
+		}
+	}
+	if len(removing) != 1 {
+		t.Fatalf("directories being removed: %v; want the deleted topic's", removing)
 	}
 }
