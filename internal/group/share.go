@@ -69,9 +69,6 @@ func (ss *shareState) sortedMembers() []*shareMember {
 	return out
 }
 
-// maxShareMemberID is the longest member id Kafka accepts (a UUID's string form).
-const maxShareMemberID = 36
-
 // ShareGroupHeartbeat handles a ShareGroupHeartbeat request. The response goes out once
 // Output.Records are durable.
 func (c *Coordinator) ShareGroupHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbeatRequest, clientID, clientHost string) (*kmsg.ShareGroupHeartbeatResponse, Output) {
@@ -90,11 +87,11 @@ func (c *Coordinator) shareHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbea
 		return resp
 	}
 	id := req.MemberID
-	switch {
+	switch { // Kafka's throwIfShareGroupHeartbeatRequestIsInvalid, in its order: any member id but ""
+	case id == "":
+		return fail(kerr.InvalidRequest, "MemberId can't be empty.")
 	case req.GroupID == "":
 		return fail(kerr.InvalidRequest, "GroupId can't be empty.")
-	case id == "" || len(id) > maxShareMemberID:
-		return fail(kerr.InvalidRequest, "Invalid member id in the request.")
 	case req.RackID != nil && *req.RackID == "":
 		return fail(kerr.InvalidRequest, "RackId can't be empty.")
 	case req.MemberEpoch < -1:
