@@ -46,7 +46,9 @@ func TestISRKeptOverFailover(t *testing.T) {
 	if old == 1 {
 		watcher = 2
 	}
-	// Watch the ISR in a remaining node's image while the leader stops.
+	// Watch the ISR in a remaining node's image while the leader stops (the server taken
+	// before: stop changes c.servers).
+	ws := c.servers[watcher]
 	stopped := make(chan struct{})
 	seen := make(chan []string, 1)
 	go func() {
@@ -58,7 +60,7 @@ func TestISRKeptOverFailover(t *testing.T) {
 				return
 			default:
 			}
-			if _, p, ok := c.servers[watcher].Node().Image().Partition(id, 0); ok && p.Leader >= 0 && p.Leader != old {
+			if _, p, ok := ws.Node().Image().Partition(id, 0); ok && p.Leader >= 0 && p.Leader != old {
 				if len(p.ISR) < 2 {
 					bad = append(bad, fmt.Sprintf("leader %d ISR %v", p.Leader, p.ISR))
 				}
