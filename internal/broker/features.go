@@ -16,11 +16,12 @@ func init() {
 }
 
 // fixedFeatures are the features Runnel finalizes at one level (ApiVersions): Kafka 4.x
-// clients' transactions (KIP-890), share groups (KIP-932) and streams groups (KIP-1071).
+// clients' transactions (KIP-890), the consumer rebalance protocol (KIP-848, group.version 1,
+// finalized on a new Kafka 4.x cluster), share groups (KIP-932) and streams groups (KIP-1071).
 var fixedFeatures = []struct {
 	name string
 	max  int16
-}{{"transaction.version", 2}, {"share.version", 1}, {"streams.version", 1}}
+}{{"transaction.version", 2}, {"group.version", 1}, {"share.version", 1}, {"streams.version", 1}}
 
 // features fills ApiVersions v3+'s features: the fixed ones, and the command level
 // (controller.LevelFeature: supported up to this version's level, finalized at the cluster's).
@@ -116,7 +117,7 @@ func (b *Broker) checkFeature(version int16, u kmsg.UpdateFeaturesRequestFeature
 		}
 	}
 	if u.Feature != controller.LevelFeature {
-		return -1, adminErr(kerr.InvalidUpdateVersion, "Runnel has no feature %q (its features: transaction.version, share.version, streams.version, %s)", u.Feature, controller.LevelFeature)
+		return -1, adminErr(kerr.InvalidUpdateVersion, "Runnel has no feature %q (its features: transaction.version, group.version, share.version, streams.version, %s)", u.Feature, controller.LevelFeature)
 	}
 	lvl := int(u.MaxVersionLevel)
 	if downgrade && lvl > b.cl.Image().Level {

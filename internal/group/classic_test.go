@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -471,5 +472,24 @@ func TestStaticLeaderRestartsWithoutRebalance(t *testing.T) {
 	r = joinAs(9, "inst-2", "owned nothing", "range")
 	if h.state() != PreparingRebalance || r != nil {
 		t.Errorf("a member restarted supporting only range: state %v, answered %v; want a rebalance, the join waiting", h.state(), r != nil)
+	}
+}
+
+// TestOffsetCommitToAnUnknownGroup: a commit with a generation to a group that does not exist
+// is GROUP_ID_NOT_FOUND from OffsetCommit v9 and ILLEGAL_GENERATION before, as Kafka's
+// validateOffsetCommit (it was ILLEGAL_GENERATION at every version, so a consumer of the new
+// protocol whose group was deleted took it for a rejoin).
+func TestOffsetCommitToAnUnknownGroup(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct {
+		version int16
+		want    *kerr.Error
+	}{{8, kerr.IllegalGeneration}, {9, kerr.GroupIDNotFound}, {10, kerr.GroupIDNotFound}} {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.Generation, req.MemberID = tc.version, "gone", 1, "x"
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7}}}}
+		resp, out := h.c.OffsetCommit(h.now, req)
+		h.apply(out)
+		wantCode(t, fmt.Sprintf("OffsetCommit v%d to an unknown group", tc.version), resp.Topics[0].Partitions[0].ErrorCode, tc.want)
 	}
 }

@@ -259,7 +259,8 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 	switch {
 	case req.Group == "":
 		return fail(kerr.InvalidRequest, "the group id is empty")
-	case memberID == "" && (req.Version >= 1 || req.MemberEpoch != 0):
+	case memberID == "" && (req.Version >= 1 || req.MemberEpoch > 0 || req.MemberEpoch == -1):
+		// Kafka's rule: a v0 static member may leave (epoch -2) without its member id.
 		return fail(kerr.InvalidRequest, "the member id is empty")
 	case req.MemberEpoch < -2:
 		return fail(kerr.InvalidRequest, "member epoch %d is invalid", req.MemberEpoch)
@@ -881,8 +882,15 @@ func (cs *consumerState) stateName() string {
 	case cs.epoch > cs.assignmentEpoch:
 		return "Assigning"
 	}
+	// Reconciling while a member is not yet at its target (Kafka: a member not in its STABLE
+	// state): behind the assignment epoch, revoking, or waiting for partitions another member
+	// still holds (UNRELEASED_PARTITIONS), which used to show as Stable.
 	for _, m := range cs.members {
-		if m.epoch != cs.assignmentEpoch || m.revoking.size() > 0 {
+		target := cs.target[m.id]
+		if target == nil {
+			target = assignment{}
+		}
+		if m.epoch != cs.assignmentEpoch || m.revoking.size() > 0 || !m.assigned.equal(target) {
 			return "Reconciling"
 		}
 	}
@@ -919,10 +927,11 @@ func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeReque
 			dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
 			dm.MemberID, dm.MemberEpoch, dm.ClientID, dm.ClientHost = m.id, m.epoch, m.clientID, m.clientHost
 			dm.SubscribedTopics = slices.Clone(m.topics)
+			re := "" // as Kafka's describe of a member without a regex
 			if m.regex != nil {
-				re := m.regex.String()
-				dm.SubscribedTopicRegex = &re
+				re = m.regex.String()
 			}
+			dm.SubscribedTopicRegex = &re
 			dm.InstanceID, dm.RackID = optional(m.instanceID), optional(m.rackID)
 			dm.MemberType = 1 // v1+ (KIP-1099): 1 the consumer protocol, 0 the classic one
 			if m.classic != nil {

@@ -252,3 +252,62 @@ func TestStaticMemberLeavesForAWhile(t *testing.T) {
 		t.Fatalf("static member leaving for good: %v, %d members left", code(r), len(h.c.groups["g"].consumer.members))
 	}
 }
+
+// TestReconcilingWhileAMemberWaitsForPartitions: a member at the assignment epoch that is still
+// waiting for partitions another member has not released yet (Kafka's UNRELEASED_PARTITIONS)
+// keeps the group Reconciling, as Kafka's ConsumerGroup state (any member not STABLE); it was
+// described as Stable while those partitions had no consumer.
+func TestReconcilingWhileAMemberWaitsForPartitions(t *testing.T) {
+	h := newConsumerHarness(t)
+	state := func() string {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{"g"}
+		return h.c.ConsumerGroupDescribe(req).Groups[0].State
+	}
+	// latest is the assignment last sent (a heartbeat sends none when it did not change).
+	latest := func(cur map[string][]int32, r *kmsg.ConsumerGroupHeartbeatResponse) map[string][]int32 {
+		if a := assigned(r); a != nil {
+			return a
+		}
+		return cur
+	}
+	ra := h.hb("a", 0, []string{"t"}, map[string][]int32{}, "")
+	a := latest(map[string][]int32{}, ra)
+	ra = h.hb("a", ra.MemberEpoch, nil, a, "")
+	if got := state(); got != "Stable" {
+		t.Fatalf("one member owning its assignment: %s; want Stable", got)
+	}
+	rb := h.hb("b", 0, []string{"t"}, map[string][]int32{}, "")
+	b := latest(map[string][]int32{}, rb)
+	if len(b["t"]) != 0 {
+		t.Fatalf("b got partitions a still holds: %v", b)
+	}
+	ra = h.hb("a", ra.MemberEpoch, nil, a, "") // told to revoke
+	a = latest(a, ra)
+	h.hb("a", ra.MemberEpoch, nil, a, "") // released
+	if got := state(); got != "Reconciling" {
+		t.Fatalf("b at the assignment epoch still waiting for a's released partitions: %s; want Reconciling", got)
+	}
+	rb = h.hb("b", rb.MemberEpoch, nil, b, "")
+	if b = latest(b, rb); len(b["t"]) == 0 {
+		t.Fatal("b was not given the released partitions")
+	}
+	h.hb("b", rb.MemberEpoch, nil, b, "")
+	if got := state(); got != "Stable" {
+		t.Fatalf("both members at their targets: %s; want Stable", got)
+	}
+}
+
+// TestV0StaticLeaveWithoutMemberID: a v0 heartbeat of a static member leaving for a while (epoch
+// -2) may leave its member id empty, as Kafka's validation allows below v1: an unknown instance
+// is then UNKNOWN_MEMBER_ID (it was refused as INVALID_REQUEST).
+func TestV0StaticLeaveWithoutMemberID(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.hb("a", 0, []string{"t"}, map[string][]int32{}, "")
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	inst := "i1"
+	req.Version, req.Group, req.MemberEpoch, req.InstanceID, req.RebalanceTimeoutMillis = 0, "g", -2, &inst, -1
+	resp, out := h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+	h.apply(out)
+	wantCode(t, "a v0 static leave without a member id, of an unknown instance", resp.ErrorCode, kerr.UnknownMemberID)
+}

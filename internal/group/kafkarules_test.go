@@ -270,10 +270,11 @@ func TestServerAssignorVotes(t *testing.T) {
 	}
 }
 
-// TestAdminRemovesAStaticConsumerMember: LeaveGroup naming a static member by its instance id
-// alone removes it, consumer-protocol members included (Kafka's administrative removal,
-// Admin.removeMembersFromConsumerGroup); with a member id, only a classic member may leave
-// that way.
+// TestAdminRemovesAStaticConsumerMember: LeaveGroup naming a static member removes it,
+// consumer-protocol members included (Kafka's administrative removal,
+// Admin.removeMembersFromConsumerGroup), by its instance id alone or with its member id, as
+// Kafka 4.1.1 does (a member id used to be refused for a consumer-protocol member, Kafka 4.0's
+// rule); another member's id with the instance id is FENCED_INSTANCE_ID.
 func TestAdminRemovesAStaticConsumerMember(t *testing.T) {
 	h := newConsumerHarness(t)
 	r := h.hbStatic("s1", "inst1", 0, []string{"t"}, map[string][]int32{})
@@ -286,11 +287,17 @@ func TestAdminRemovesAStaticConsumerMember(t *testing.T) {
 		return resp.Members[0].ErrorCode
 	}
 	inst := "inst1"
-	wantCode(t, "LeaveGroup of a consumer-protocol static member with its member id", leave(kmsg.LeaveGroupRequestMember{MemberID: *r.MemberID, InstanceID: &inst}), kerr.UnknownMemberID)
-	wantCode(t, "LeaveGroup of a consumer-protocol static member by instance id", leave(kmsg.LeaveGroupRequestMember{InstanceID: &inst}), nil)
+	wantCode(t, "LeaveGroup of a consumer-protocol static member with another's member id", leave(kmsg.LeaveGroupRequestMember{MemberID: "d", InstanceID: &inst}), kerr.FencedInstanceID)
+	wantCode(t, "LeaveGroup of a consumer-protocol static member with its member id", leave(kmsg.LeaveGroupRequestMember{MemberID: *r.MemberID, InstanceID: &inst}), nil)
 	g, _ := h.c.Group("g")
 	if _, ok := g.consumer.members[*r.MemberID]; ok || len(g.consumer.members) != 1 {
 		t.Fatalf("members %d after the removal; want only d", len(g.consumer.members))
+	}
+	h.hbStatic("s2", "inst2", 0, []string{"t"}, map[string][]int32{})
+	inst2 := "inst2"
+	wantCode(t, "LeaveGroup of a consumer-protocol static member by instance id", leave(kmsg.LeaveGroupRequestMember{InstanceID: &inst2}), nil)
+	if len(g.consumer.members) != 1 {
+		t.Fatalf("members %d after the second removal; want only d", len(g.consumer.members))
 	}
 }
 

@@ -390,9 +390,11 @@ func canTake(cs *consumerState, m *consumerMember) bool {
 	return false
 }
 
-// leaveConsumerGroup removes a classic member leaving a consumer group, or, named by its
-// instance id alone, any static member: the administrative removal Kafka's LeaveGroup allows
-// (Admin.removeMembersFromConsumerGroup), consumer-protocol members included.
+// leaveConsumerGroup removes a member of a consumer group named by a LeaveGroup, by member id or
+// instance id, classic or consumer-protocol alike, as Kafka 4.1's
+// classicGroupLeaveToConsumerGroup (Admin.removeMembersFromConsumerGroup, removeAll() too).
+// Before, a consumer-protocol member named by its member id was UNKNOWN_MEMBER_ID (Kafka 4.0's
+// rule).
 func (c *Coordinator) leaveConsumerGroup(now time.Time, g *Group, lm kmsg.LeaveGroupRequestMember, out *Output) int16 {
 	cs := g.consumer
 	m := cs.members[lm.MemberID]
@@ -410,8 +412,7 @@ func (c *Coordinator) leaveConsumerGroup(now time.Time, g *Group, lm kmsg.LeaveG
 		delete(g.pending, lm.MemberID)
 		return 0
 	}
-	admin := lm.InstanceID != nil && lm.MemberID == ""
-	if m == nil || (m.classic == nil && !admin) {
+	if m == nil {
 		return kerr.UnknownMemberID.Code
 	}
 	c.removeConsumer(now, g, m)

@@ -97,6 +97,12 @@ func (c *Coordinator) checkCommit(now time.Time, req *kmsg.OffsetCommitRequest, 
 		return 0
 	}
 	if g == nil {
+		// Kafka's validateOffsetCommit: GROUP_ID_NOT_FOUND from OffsetCommit v9 (a consumer of
+		// the new protocol then knows the group is gone), ILLEGAL_GENERATION before and for
+		// TxnOffsetCommit.
+		if !transactional && req.Version >= 9 {
+			return kerr.GroupIDNotFound.Code
+		}
 		return kerr.IllegalGeneration.Code
 	}
 	if g.consumer != nil {

@@ -39,7 +39,10 @@ func TestFeatures(t *testing.T) {
 		fin := slices.ContainsFunc(resp.FinalizedFeatures, func(f kmsg.ApiVersionsResponseFinalizedFeature) bool {
 			return f.Name == controller.LevelFeature && f.MinVersionLevel == level && f.MaxVersionLevel == level
 		})
-		return sup && fin && resp.FinalizedFeaturesEpoch == 1+int64(level)
+		group := slices.ContainsFunc(resp.FinalizedFeatures, func(f kmsg.ApiVersionsResponseFinalizedFeature) bool {
+			return f.Name == "group.version" && f.MaxVersionLevel == 1
+		})
+		return sup && fin && group && resp.FinalizedFeaturesEpoch == 1+int64(level)
 	})
 	// Below ApiVersions v4 the supported features (all from level 0) are left out (KAFKA-17492).
 	v3 := b.client(kgo.MaxVersions(kversion.V3_8_0()))
@@ -81,6 +84,7 @@ func TestFeatures(t *testing.T) {
 		{"metadata.version", 27, 1, kerr.InvalidUpdateVersion, "no feature"},
 		{"transaction.version", 2, 1, nil, ""},
 		{"transaction.version", 1, 2, kerr.InvalidUpdateVersion, "keeps transaction.version at level 2"},
+		{"group.version", 1, 1, nil, ""}, // KIP-848's, finalized as on a new Kafka 4.x cluster
 	}
 	for _, c := range cases {
 		r := update(1, c.feature, c.level, c.typ)
