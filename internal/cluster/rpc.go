@@ -17,7 +17,7 @@ const (
 	kindRaft        transport.Kind = 1
 	kindRPCRequest  transport.Kind = 2
 	kindRPCResponse transport.Kind = 3
-	kindRaftChunk   transport.Kind = 4 // a chunk of a controller snapshot message (raftlog.AppendChunk)
+	kindRaftChunk   transport.Kind = 4 // a chunk of a controller snapshot message (internal/raftlog/chunks.go)
 )
 
 // RPCs between nodes ride the transport as two frames:

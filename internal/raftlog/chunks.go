@@ -30,12 +30,12 @@ const chunkHeader = 8 + 4 + 4 + 8
 // DefaultChunkBytes is a chunk's piece size when none is configured.
 const DefaultChunkBytes = 1 << 20
 
-// DefaultMaxChunked bounds a message put back together from chunks when no bound is
+// defaultMaxChunked bounds a message put back together from chunks when no bound is
 // configured: protobuf's own limit on a message.
-const DefaultMaxChunked = 2<<30 - 1
+const defaultMaxChunked = 2<<30 - 1
 
-// AppendChunk appends a chunk frame to b.
-func AppendChunk(b []byte, stream uint64, index, count uint32, total uint64, piece []byte) []byte {
+// appendChunk appends a chunk frame to b.
+func appendChunk(b []byte, stream uint64, index, count uint32, total uint64, piece []byte) []byte {
 	b = binary.BigEndian.AppendUint64(b, stream)
 	b = binary.BigEndian.AppendUint32(b, index)
 	b = binary.BigEndian.AppendUint32(b, count)
@@ -43,8 +43,8 @@ func AppendChunk(b []byte, stream uint64, index, count uint32, total uint64, pie
 	return append(b, piece...)
 }
 
-// Chunk is a decoded chunk frame; Piece aliases the frame.
-type Chunk struct {
+// chunkFrame is a decoded chunk frame; Piece aliases the frame.
+type chunkFrame struct {
 	Stream       uint64
 	Index, Count uint32
 	Total        uint64
@@ -54,12 +54,12 @@ type Chunk struct {
 // ErrBadChunk is returned for a chunk frame that cannot be one.
 var ErrBadChunk = errors.New("raftlog: bad snapshot chunk")
 
-// ParseChunk decodes a chunk frame.
-func ParseChunk(b []byte) (Chunk, error) {
+// parseChunk decodes a chunk frame.
+func parseChunk(b []byte) (chunkFrame, error) {
 	if len(b) < chunkHeader {
-		return Chunk{}, fmt.Errorf("%w: %d bytes, shorter than its header", ErrBadChunk, len(b))
+		return chunkFrame{}, fmt.Errorf("%w: %d bytes, shorter than its header", ErrBadChunk, len(b))
 	}
-	c := Chunk{
+	c := chunkFrame{
 		Stream: binary.BigEndian.Uint64(b),
 		Index:  binary.BigEndian.Uint32(b[8:]),
 		Count:  binary.BigEndian.Uint32(b[12:]),
@@ -67,10 +67,10 @@ func ParseChunk(b []byte) (Chunk, error) {
 		Piece:  b[chunkHeader:],
 	}
 	if c.Count == 0 || c.Index >= c.Count {
-		return Chunk{}, fmt.Errorf("%w: index %d of %d", ErrBadChunk, c.Index, c.Count)
+		return chunkFrame{}, fmt.Errorf("%w: index %d of %d", ErrBadChunk, c.Index, c.Count)
 	}
 	if uint64(len(c.Piece)) > c.Total {
-		return Chunk{}, fmt.Errorf("%w: a piece of %d bytes in a message of %d", ErrBadChunk, len(c.Piece), c.Total)
+		return chunkFrame{}, fmt.Errorf("%w: a piece of %d bytes in a message of %d", ErrBadChunk, len(c.Piece), c.Total)
 	}
 	return c, nil
 }
@@ -137,7 +137,7 @@ func (s *ChunkSender) stream(stop <-chan struct{}, to int32, stream uint64, msg 
 			return false
 		}
 		piece := msg[i*size : min(len(msg), (i+1)*size)]
-		frame = AppendChunk(frame[:0], stream, uint32(i), uint32(count), uint64(len(msg)), piece)
+		frame = appendChunk(frame[:0], stream, uint32(i), uint32(count), uint64(len(msg)), piece)
 		s.Send(to, frame)
 	}
 	return true
@@ -171,7 +171,7 @@ func (s *ChunkSender) drained(stop <-chan struct{}, to int32, limit int, stall t
 // ChunkAssembler puts messages sent in chunks back together, one partial message per sender.
 // It is safe for concurrent use.
 type ChunkAssembler struct {
-	// Max bounds a message's total size (default DefaultMaxChunked); a stream announcing more
+	// Max bounds a message's total size (default defaultMaxChunked); a stream announcing more
 	// is refused at its first chunk.
 	Max uint64
 
@@ -196,13 +196,13 @@ var ErrChunkLost = errors.New("raftlog: a snapshot chunk is missing")
 // Add takes a chunk frame from node from. It returns the whole message when the chunk was its
 // last. The returned message is the caller's.
 func (a *ChunkAssembler) Add(from int32, frame []byte) ([]byte, error) {
-	c, err := ParseChunk(frame)
+	c, err := parseChunk(frame)
 	if err != nil {
 		return nil, err
 	}
 	limit := a.Max
 	if limit == 0 {
-		limit = DefaultMaxChunked
+		limit = defaultMaxChunked
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

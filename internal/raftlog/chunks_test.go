@@ -187,7 +187,7 @@ func TestChunkAssembler(t *testing.T) {
 		var out [][]byte
 		for i := range n {
 			lo, hi := i*len(msg)/n, (i+1)*len(msg)/n
-			out = append(out, AppendChunk(nil, stream, uint32(i), uint32(n), uint64(len(msg)), msg[lo:hi]))
+			out = append(out, appendChunk(nil, stream, uint32(i), uint32(n), uint64(len(msg)), msg[lo:hi]))
 		}
 		return out
 	}
@@ -230,23 +230,23 @@ func TestChunkAssembler(t *testing.T) {
 		frame []byte
 	}{
 		{"a short frame", make([]byte, chunkHeader-1)},
-		{"count 0", AppendChunk(nil, 5, 0, 0, 10, nil)},
-		{"index past count", AppendChunk(nil, 5, 2, 2, 10, nil)},
-		{"a piece larger than the message", AppendChunk(nil, 5, 0, 2, 3, msg)},
-		{"a message above the limit", AppendChunk(nil, 5, 0, 2, 101, msg)},
-		{"a last chunk short of the total", AppendChunk(nil, 5, 0, 1, 11, msg)},
+		{"count 0", appendChunk(nil, 5, 0, 0, 10, nil)},
+		{"index past count", appendChunk(nil, 5, 2, 2, 10, nil)},
+		{"a piece larger than the message", appendChunk(nil, 5, 0, 2, 3, msg)},
+		{"a message above the limit", appendChunk(nil, 5, 0, 2, 101, msg)},
+		{"a last chunk short of the total", appendChunk(nil, 5, 0, 1, 11, msg)},
 	} {
 		if m, err := add(3, c.frame); m != nil || !errors.Is(err, ErrBadChunk) {
 			t.Errorf("%s: %v, %v; want ErrBadChunk", c.what, m, err)
 		}
 	}
 	// Pieces that would go past the announced total.
-	add(3, AppendChunk(nil, 6, 0, 3, 10, msg[:6]))
-	if _, err := add(3, AppendChunk(nil, 6, 1, 3, 10, msg[:6])); !errors.Is(err, ErrBadChunk) {
+	add(3, appendChunk(nil, 6, 0, 3, 10, msg[:6]))
+	if _, err := add(3, appendChunk(nil, 6, 1, 3, 10, msg[:6])); !errors.Is(err, ErrBadChunk) {
 		t.Errorf("pieces past the total: %v; want ErrBadChunk", err)
 	}
 	// A partial message no chunk came for expires.
-	add(3, AppendChunk(nil, 7, 0, 2, 10, msg[:5]))
+	add(3, appendChunk(nil, 7, 0, 2, 10, msg[:5]))
 	a.Expire(time.Hour)
 	if len(a.partial) != 1 {
 		t.Fatalf("%d partial messages after a long expiry; want 1", len(a.partial))
@@ -256,7 +256,7 @@ func TestChunkAssembler(t *testing.T) {
 	if len(a.partial) != 0 {
 		t.Fatalf("%d partial messages after expiry; want 0", len(a.partial))
 	}
-	if _, err := add(3, AppendChunk(nil, 7, 1, 2, 10, msg[5:])); !errors.Is(err, ErrChunkLost) {
+	if _, err := add(3, appendChunk(nil, 7, 1, 2, 10, msg[5:])); !errors.Is(err, ErrChunkLost) {
 		t.Fatalf("the rest of an expired stream: %v; want ErrChunkLost", err)
 	}
 }
@@ -266,7 +266,7 @@ func TestChunkAssembler(t *testing.T) {
 // once, kept for a minute per sending node id: four such frames pinned 256 MiB.
 func TestChunkAssemblerGrowsWithPieces(t *testing.T) {
 	var a ChunkAssembler // as the controller's: no Max
-	frame := AppendChunk(nil, 1, 0, 1<<31, DefaultMaxChunked-1, []byte{0})
+	frame := appendChunk(nil, 1, 0, 1<<31, defaultMaxChunked-1, []byte{0})
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -293,7 +293,7 @@ func FuzzChunkAssembler(f *testing.F) {
 	msg := randomMessage(40)
 	var seed []byte
 	for i := range 4 {
-		frame := AppendChunk(nil, 9, uint32(i), 4, 40, msg[i*10:(i+1)*10])
+		frame := appendChunk(nil, 9, uint32(i), 4, 40, msg[i*10:(i+1)*10])
 		seed = append(seed, byte(len(frame)))
 		seed = append(seed, frame...)
 	}
@@ -306,7 +306,7 @@ func FuzzChunkAssembler(f *testing.F) {
 			frame := data[1 : 1+n]
 			data = data[1+n:]
 			var total uint64
-			if c, err := ParseChunk(frame); err == nil {
+			if c, err := parseChunk(frame); err == nil {
 				total = c.Total
 			}
 			m, err := a.Add(int32(i%2), frame)
