@@ -57,6 +57,16 @@ func listenNodes(t *testing.T, n, voters int) (map[int32]net.Listener, map[int32
 	return lns, addrs
 }
 
+// waitReady waits until every node has joined, or ctx ends.
+func waitReady(t *testing.T, ctx context.Context, nodes ...*testNode) {
+	t.Helper()
+	for _, tn := range nodes {
+		if err := tn.WaitReady(ctx); err != nil {
+			t.Fatalf("node %d: %v", tn.NodeID(), err)
+		}
+	}
+}
+
 // startNodes starts nodes 1..n, all voters, on loopback.
 func startNodes(t *testing.T, n int) map[int32]*testNode {
 	t.Helper()

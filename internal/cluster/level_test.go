@@ -32,11 +32,7 @@ func TestLevelHeldByAGoneNode(t *testing.T) {
 	defer gone.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, tn := range []*testNode{nodes[1], nodes[2], nodes[3], gone} {
-		if err := tn.WaitReady(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitReady(t, ctx, nodes[1], nodes[2], nodes[3], gone)
 	n := nodes[1]
 	// Node 3 upgraded: restarted as this version on its data.
 	dir3 := nodes[3].dir
@@ -112,11 +108,7 @@ func TestSlowReconcileRegistersOnce(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, tn := range nodes {
-		if err := tn.WaitReady(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitReady(t, ctx, nodes[1], nodes[2], nodes[3])
 	var active int32
 	waitFor(t, "an active controller", 10*time.Second, func() bool {
 		for id, tn := range nodes {

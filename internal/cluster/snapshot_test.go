@@ -28,11 +28,7 @@ func TestSnapshotLargerThanAFrame(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, tn := range nodes {
-		if err := tn.WaitReady(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitReady(t, ctx, nodes[1], nodes[2], nodes[3])
 	n := nodes[1]
 	waitFor(t, "the cluster at this version's command level", 20*time.Second, func() bool { return n.Image().Level == controller.Level })
 	const topics = 300
@@ -48,8 +44,6 @@ func TestSnapshotLargerThanAFrame(t *testing.T) {
 	}
 	joined := startNodeWith(t, 4, lns[4], voters, t.TempDir(), tune)
 	defer joined.close()
-	if err := joined.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, ctx, joined)
 	waitFor(t, "node 4 has every topic", 30*time.Second, func() bool { return len(joined.Image().Topics) == topics })
 }
