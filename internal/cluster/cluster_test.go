@@ -438,7 +438,7 @@ func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
 		t.Fatalf("another run of node 9 from an empty data dir = %v; want code %s", err, codeLostData)
 	}
 	// A node on an empty data dir whose flags make it a voter the cluster does not have.
-	req = registerRequest{Register: controller.Register{Node: 8, KafkaHost: "127.0.0.1", KafkaPort: 1, Run: "8-a"}, EmptyDataDir: true, Voter: true}
+	req = registerRequest{Register: controller.Register{Node: 8, KafkaHost: "127.0.0.1", KafkaPort: 1, Run: "8-a", Level: controller.Level}, EmptyDataDir: true, Voter: true}
 	if err := n.callController(ctx, "register", req, &resp); !errors.As(err, &re) || re.Code != codeNotVoter {
 		t.Fatalf("node 8 on an empty data dir, a voter by its flags only = %v; want code %s", err, codeNotVoter)
 	}
@@ -459,8 +459,8 @@ func TestRegisterOnEmptyDataDirRefused(t *testing.T) {
 			t.Fatalf("node-known of node 9 asked by runs %v: %+v, %v; want known %v", c.runs, kr, err, c.known)
 		}
 	}
-	req = registerRequest{Register: controller.Register{Node: 9, KafkaHost: "127.0.0.1", KafkaPort: 1, Run: "9-c"}, EmptyDataDir: true,
-		JoiningRuns: []string{"9-a", "9-c"}}
+	req = registerRequest{Register: controller.Register{Node: 9, KafkaHost: "127.0.0.1", KafkaPort: 1, Run: "9-c", Level: controller.Level}, EmptyDataDir: true,
+		JoiningRuns: []string{"9-a", "9-c"}} // as this version registers: the level may be finalized by now
 	if err := n.callController(ctx, "register", req, &resp); err != nil {
 		t.Fatalf("node 9 again on the data dir it registered from (its mark not removed) = %v; want it taken", err)
 	}
