@@ -418,7 +418,11 @@ func (c *Coordinator) consumerHeartbeat(now time.Time, req *kmsg.ConsumerGroupHe
 	c.reconcile(now, cs, m, owned, topics)
 	resp.MemberID, resp.MemberEpoch = &memberID, m.epoch
 	resp.HeartbeatIntervalMillis = int32(set.ConsumerHeartbeatInterval.Milliseconds())
-	full := req.MemberEpoch == 0 || req.Topics != nil
+	// The assignment goes back on a full request (what a member sends when it joins or after an
+	// error: every non-optional field set) or when the member's assignment changed, as in
+	// Kafka's consumerGroupHeartbeat; a heartbeat that only names its owned partitions gets none.
+	full := req.MemberEpoch == 0 || req.RebalanceTimeoutMillis != -1 &&
+		(req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil
 	if sent := fmt.Sprint(m.epoch, m.assigned.signature()); sent != m.sent || full {
 		m.sent = sent
 		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()

@@ -311,3 +311,25 @@ func TestV0StaticLeaveWithoutMemberID(t *testing.T) {
 	h.apply(out)
 	wantCode(t, "a v0 static leave without a member id, of an unknown instance", resp.ErrorCode, kerr.UnknownMemberID)
 }
+
+// TestAssignmentOnlyOnFullRequestOrChange: a heartbeat gets the member's assignment back when it
+// is a full request (epoch 0, or the rebalance timeout, the subscription and the owned partitions
+// all set, as a member sends after an error) or when the assignment changed, as in Kafka's
+// consumerGroupHeartbeat. A heartbeat naming only its owned partitions got it back every time.
+func TestAssignmentOnlyOnFullRequestOrChange(t *testing.T) {
+	h := newConsumerHarness(t)
+	r := h.hb("a", 0, []string{"t"}, map[string][]int32{}, "")
+	a := assigned(r)
+	if len(a["t"]) == 0 {
+		t.Fatalf("a joining got no assignment: %v", a)
+	}
+	if r = h.hb("a", r.MemberEpoch, nil, a, ""); r.Assignment != nil {
+		t.Fatalf("a heartbeat naming only the owned partitions got the unchanged assignment: %v", assigned(r))
+	}
+	if r = h.hb("a", r.MemberEpoch, nil, nil, ""); r.Assignment != nil {
+		t.Fatalf("an empty heartbeat got the unchanged assignment: %v", assigned(r))
+	}
+	if r = h.hb("a", r.MemberEpoch, []string{"t"}, a, ""); assigned(r) == nil {
+		t.Fatal("a full heartbeat got no assignment")
+	}
+}
