@@ -753,12 +753,29 @@ func (c *Coordinator) DescribeShareGroupOffsets(req *kmsg.DescribeShareGroupOffs
 			continue
 		}
 		want := rg.Topics
-		if want == nil && grp != nil { // every partition with state, by topic
+		if want == nil && grp != nil {
+			// Every partition with state, and every partition of a topic a member subscribes
+			// to (start offset -1 until first fetched), by topic: Kafka lists the partitions
+			// it initialized, which are the subscribed topics' partitions.
 			byTopic := map[string][]int32{}
 			for _, sp := range grp.share.sortedParts() {
 				if name, ok := names[sp.Topic]; ok {
 					byTopic[name] = append(byTopic[name], sp.Partition)
 				}
+			}
+			for _, m := range grp.share.members {
+				for _, name := range m.topics {
+					if meta, ok := topics[name]; ok {
+						for p := range meta.Partitions {
+							if !slices.Contains(byTopic[name], p) {
+								byTopic[name] = append(byTopic[name], p)
+							}
+						}
+					}
+				}
+			}
+			for name := range byTopic {
+				slices.Sort(byTopic[name])
 			}
 			for _, name := range slices.Sorted(maps.Keys(byTopic)) {
 				want = append(want, kmsg.DescribeShareGroupOffsetsRequestGroupTopic{Topic: name, Partitions: byTopic[name]})

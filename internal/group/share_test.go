@@ -621,3 +621,36 @@ func TestShareHeartbeatMemberID(t *testing.T) {
 		t.Fatalf("no member id: error %d %v; want INVALID_REQUEST \"MemberId can't be empty.\"", r.ErrorCode, r.ErrorMessage)
 	}
 }
+
+// TestShareGroupOffsetsListSubscribedPartitions: DescribeShareGroupOffsets of every topic lists
+// each partition of the topics the members subscribe to, those never fetched at start offset -1,
+// as Kafka lists the partitions it initialized for the subscription. Only the partitions with
+// state were listed, so kafka-share-groups --describe --offsets left the others out.
+func TestShareGroupOffsetsListSubscribedPartitions(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.shb("m1", 0, []string{"u"})
+	sp := SharePartition{Topic: testTopics["u"].ID, Partition: 1}
+	st, _, o := h.c.ReadShareState("s", sp, 1)
+	h.apply(o)
+	if e, o := h.c.WriteShareState("s", sp, st.StateEpoch, 1, (&share.Snapshot{Start: 7}).AppendTo(nil)); e != nil {
+		t.Fatalf("write state: %v", e)
+	} else {
+		h.apply(o)
+	}
+	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	req.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: "s"}}
+	resp := h.c.DescribeShareGroupOffsets(req, func([16]byte, int32) (int64, bool) { return 0, false })
+	got := resp.Groups[0].Topics
+	if len(got) != 1 || got[0].Topic != "u" || len(got[0].Partitions) != 3 {
+		t.Fatalf("describe all: %+v; want u's three partitions", got)
+	}
+	for i, p := range got[0].Partitions {
+		want := int64(-1)
+		if i == 1 {
+			want = 7
+		}
+		if p.Partition != int32(i) || p.StartOffset != want {
+			t.Fatalf("partition %d: %+v; want start offset %d", i, p, want)
+		}
+	}
+}
