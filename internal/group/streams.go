@@ -243,11 +243,12 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 			st.members[id] = m
 		case m != nil:
 			// Rejoining after being fenced, having dropped its tasks (its lists are empty): it
-			// starts over in place, so the group neither empties nor restarts its delay.
+			// starts over in place, so the group neither empties nor restarts its delay, and
+			// takes its target back at the group's epoch. As in Kafka, the group epoch moves
+			// only if what the assignor sees of it changed (below).
 			m.Active, m.Standby, m.Warmup = streamsTasks{}, streamsTasks{}, streamsTasks{}
 			m.Revoking, m.RevokingActive, m.RevokingStandby, m.ActiveSince = streamsTasks{}, streamsTasks{}, streamsTasks{}, nil
 			m.Epoch, m.PrevEpoch = 0, 0
-			bump = true
 		default:
 			m = &streamsMember{ID: id, Active: streamsTasks{}, Standby: streamsTasks{}, Warmup: streamsTasks{},
 				Revoking: streamsTasks{}, RevokingActive: streamsTasks{}, RevokingStandby: streamsTasks{}}
@@ -337,6 +338,12 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 	resp.MemberID, resp.MemberEpoch = id, m.Epoch
 	resp.HeartbeatIntervalMillis = int32(set.StreamsHeartbeatInterval.Milliseconds())
 	resp.Status = []kmsg.StreamsGroupHeartbeatResponseStatus{}
+	// A delayed assignment comes first, as Kafka adds it while computing the target, before
+	// the topology's statuses.
+	if why := st.assignmentWait(now, set.StreamsAssignmentInterval); why != "" {
+		resp.Status = append(resp.Status, kmsg.StreamsGroupHeartbeatResponseStatus{StatusCode: streamsAssignmentDelayed,
+			StatusDetail: "Assignment delayed due to the configured " + why + "."})
+	}
 	var create []InternalTopic
 	if m.TopologyEpoch < st.topology.Epoch {
 		resp.Status = append(resp.Status, kmsg.StreamsGroupHeartbeatResponseStatus{StatusCode: streamsStaleTopology,
@@ -347,10 +354,6 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 			resp.Status = append(resp.Status, kmsg.StreamsGroupHeartbeatResponseStatus{StatusCode: s.code, StatusDetail: s.detail})
 		}
 		create = ct.create
-	}
-	if why := st.assignmentWait(now, set.StreamsAssignmentInterval); why != "" {
-		resp.Status = append(resp.Status, kmsg.StreamsGroupHeartbeatResponseStatus{StatusCode: streamsAssignmentDelayed,
-			StatusDetail: "Assignment delayed due to the configured " + why + "."})
 	}
 	if st.shutdown != "" {
 		resp.Status = append(resp.Status, kmsg.StreamsGroupHeartbeatResponseStatus{StatusCode: streamsShutdownApplication,

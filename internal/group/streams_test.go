@@ -97,6 +97,8 @@ func statusCodes(resp *kmsg.StreamsGroupHeartbeatResponse) []int8 {
 	return out
 }
 
+// TestStreamsTopologyConfiguration: the task counts and internal topics a topology needs, and
+// the statuses while it is not ready, worded as Kafka's (Kafka Streams logs them).
 func TestStreamsTopologyConfiguration(t *testing.T) {
 	topo, err := newStreamsTopology(wordCount())
 	if err != nil {
@@ -104,7 +106,8 @@ func TestStreamsTopologyConfiguration(t *testing.T) {
 	}
 	topics := map[string]TopicMeta{"in": {Partitions: 4}}
 	ct := configure(topo, topics)
-	if ct.ready() || len(ct.create) != 2 || ct.status[0].code != streamsMissingInternal {
+	if ct.ready() || len(ct.create) != 2 || ct.status[0].code != streamsMissingInternal ||
+		ct.status[0].detail != "Internal topics are missing: app-regroup-repartition, app-totals-changelog" {
 		t.Fatalf("internal topics missing: ready %v, create %v, status %v", ct.ready(), ct.create, ct.status)
 	}
 	for _, it := range ct.create {
@@ -118,12 +121,16 @@ func TestStreamsTopologyConfiguration(t *testing.T) {
 		t.Fatalf("all topics there: ready %v status %v tasks %v", ct.ready(), ct.status, ct.tasks)
 	}
 	topics["app-totals-changelog"] = TopicMeta{Partitions: 3}
-	if ct = configure(topo, topics); ct.ready() || ct.status[0].code != streamsIncorrectPartitions {
+	if ct = configure(topo, topics); ct.ready() || ct.status[0].code != streamsIncorrectPartitions ||
+		ct.status[0].detail != "Existing topic app-totals-changelog has different number of partitions: expected 4, found 3" {
 		t.Fatalf("a changelog of the wrong size: status %v", ct.status)
 	}
 	delete(topics, "in")
 	if ct = configure(topo, topics); ct.ready() || ct.status[0].code != streamsMissingSources || !strings.Contains(ct.status[0].detail, "in") {
 		t.Fatalf("source missing: status %v", ct.status)
+	}
+	if got := summarizeTopics([]string{"a", "b", "c", "d", "e"}); got != "a, b, c and 2 additional topics" {
+		t.Fatalf("five topics summarized as %q", got)
 	}
 	// A fixed repartition count wins; copartitioned sources must agree.
 	req := wordCount()
@@ -135,7 +142,8 @@ func TestStreamsTopologyConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	ct = configure(topo, map[string]TopicMeta{"in": {Partitions: 4}, "other": {Partitions: 2}})
-	if ct.ready() || ct.status[0].code != streamsIncorrectPartitions || !strings.Contains(ct.status[0].detail, "same number of partitions") {
+	if ct.ready() || ct.status[0].code != streamsIncorrectPartitions ||
+		ct.status[0].detail != "Following topics do not have the same number of partitions: [{in=4, other=2}]" {
 		t.Fatalf("copartitioned 4 and 2: status %v", ct.status)
 	}
 	ct = configure(topo, map[string]TopicMeta{"in": {Partitions: 4}, "other": {Partitions: 4}})
@@ -846,10 +854,11 @@ func TestStreamsAssignorProperties(t *testing.T) {
 	}
 }
 
-// TestStreamsGroupRejoins: a sole member fenced and rejoining with epoch 0 starts over in place
-// (the group does not empty: no new delay, the shutdown request stays); members joining a group
-// that emptied take epochs above any a former member held, so a former incarnation's commit
-// is stale.
+// TestStreamsGroupRejoins: a member fenced and rejoining with epoch 0 starts over in place (the
+// group does not empty: no new delay, the shutdown request stays) and takes its tasks back at
+// the group's epoch, which does not move, as in Kafka: it moved, and every member went through
+// a new epoch for the same tasks; members joining a group that emptied take epochs above any a
+// former member held, so a former incarnation's commit is stale.
 func TestStreamsGroupRejoins(t *testing.T) {
 	h := newStreamsHarness(t)
 	for _, it := range []string{"app-regroup-repartition", "app-totals-changelog"} {
@@ -859,8 +868,12 @@ func TestStreamsGroupRejoins(t *testing.T) {
 	h.c.cfg.StreamsInitialRebalanceDelay = 3 * time.Second
 	old := r1.MemberEpoch
 	r1 = h.shb("m1", "p1", 0, nil) // fenced somewhere, back with epoch 0
-	if tasksOf(r1.ActiveTasks).size() != 8 || slices.Contains(statusCodes(r1), streamsAssignmentDelayed) || r1.MemberEpoch <= old {
-		t.Fatalf("a sole member rejoining: epoch %d (was %d) tasks %v status %v; want all tasks at once, a higher epoch", r1.MemberEpoch, old, r1.ActiveTasks, r1.Status)
+	if tasksOf(r1.ActiveTasks).size() != 8 || slices.Contains(statusCodes(r1), streamsAssignmentDelayed) || r1.MemberEpoch != old {
+		t.Fatalf("a sole member rejoining: epoch %d (was %d) tasks %v status %v; want all tasks at once, the same epoch", r1.MemberEpoch, old, r1.ActiveTasks, r1.Status)
+	}
+	g, _ := h.c.Group("app")
+	if g.streams.epoch != old {
+		t.Fatalf("group epoch %d after the rejoin; want %d", g.streams.epoch, old)
 	}
 	zombie := r1.MemberEpoch
 	h.shb("m1", "", -1, nil) // the group empties; m1 and m2 come back within the delay

@@ -284,8 +284,12 @@ func configure(t *streamsTopology, topics map[string]TopicMeta) *configuredTopol
 			for _, n := range names {
 				p := external(n)
 				if want != 0 && p != want {
+					counts := make([]string, 0, len(names))
+					for _, n := range slices.Sorted(slices.Values(names)) {
+						counts = append(counts, fmt.Sprintf("%s=%d", n, external(n)))
+					}
 					ct.status = append(ct.status, streamsStatus{streamsIncorrectPartitions,
-						fmt.Sprintf("Following topics do not have the same number of partitions: [%s]", strings.Join(slices.Sorted(slices.Values(names)), ", "))})
+						fmt.Sprintf("Following topics do not have the same number of partitions: [{%s}]", strings.Join(counts, ", "))})
 					return ct
 				}
 				want = p
@@ -338,20 +342,29 @@ func configure(t *streamsTopology, topics map[string]TopicMeta) *configuredTopol
 		case !ok:
 			ct.create = append(ct.create, it)
 		case meta.Partitions != it.Partitions:
-			bad = append(bad, fmt.Sprintf("%s has %d partitions, the topology needs %d", name, meta.Partitions, it.Partitions))
+			bad = append(bad, fmt.Sprintf("Existing topic %s has different number of partitions: expected %d, found %d", name, it.Partitions, meta.Partitions))
 		}
 	}
-	if len(bad) > 0 {
-		ct.status = append(ct.status, streamsStatus{streamsIncorrectPartitions, "Internal topics are incorrectly partitioned: " + strings.Join(bad, "; ")})
+	if len(bad) > 0 { // the first, as Kafka's InternalTopicManager stops at it
+		ct.status = append(ct.status, streamsStatus{streamsIncorrectPartitions, bad[0]})
 	}
 	if len(ct.create) > 0 {
 		var names []string
 		for _, it := range ct.create {
 			names = append(names, it.Name)
 		}
-		ct.status = append(ct.status, streamsStatus{streamsMissingInternal, fmt.Sprintf("Internal topics are missing: [%s]", strings.Join(names, ", "))})
+		ct.status = append(ct.status, streamsStatus{streamsMissingInternal, "Internal topics are missing: " + summarizeTopics(names)})
 	}
 	return ct
+}
+
+// summarizeTopics names up to three topics, then how many more, as Kafka's InternalTopicManager
+// words its statuses.
+func summarizeTopics(names []string) string {
+	if len(names) <= 3 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d additional topics", strings.Join(names[:3], ", "), len(names)-3)
 }
 
 // topicCount is a source or internal topic's partition count as configured (ct may be nil).
