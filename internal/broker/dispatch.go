@@ -43,11 +43,15 @@ func handleApiVersions(_ context.Context, r *request) reply {
 }
 
 // unsupportedApiVersions is Kafka's answer to an ApiVersions request of a version it does not
-// know: UNSUPPORTED_VERSION in a v0 response listing what is supported, so the client can retry.
+// know (KIP-511, ApiVersionsRequest.getErrorResponse): UNSUPPORTED_VERSION in a v0 response
+// listing only ApiVersions' own versions, so the client retries at the highest of them. A
+// client that gets the whole table instead may take it as the answer (franz-go does) and go
+// without the features, which only v3+ carries.
 func unsupportedApiVersions(r *request) kmsg.Response {
 	r.version = 0
-	resp := &kmsg.ApiVersionsResponse{Version: 0, ErrorCode: kerr.UnsupportedVersion.Code, ApiKeys: apiVersionKeys()}
-	return resp
+	a := apis[kmsg.ApiVersions.Int16()]
+	return &kmsg.ApiVersionsResponse{Version: 0, ErrorCode: kerr.UnsupportedVersion.Code,
+		ApiKeys: []kmsg.ApiVersionsResponseApiKey{{ApiKey: kmsg.ApiVersions.Int16(), MinVersion: a.min, MaxVersion: a.max}}}
 }
 
 func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
