@@ -829,7 +829,7 @@ func (c *Coordinator) AlterShareGroupOffsets(now time.Time, req *kmsg.AlterShare
 	before := c.shareStateValue(req.GroupID)
 	g, err := c.emptyShareGroup(now, req.GroupID, true)
 	if err != nil {
-		msg := err.Error()
+		msg := errMessage(err)
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), &msg
 		return resp, out
 	}
@@ -878,13 +878,18 @@ func (c *Coordinator) DeleteShareGroupOffsets(now time.Time, req *kmsg.DeleteSha
 	before := c.shareStateValue(req.GroupID)
 	g, err := c.emptyShareGroup(now, req.GroupID, false)
 	if err != nil {
-		msg := err.Error()
+		msg := errMessage(err)
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), &msg
 		return resp, out
 	}
 	topics := c.topics()
 	deleted := false
+	seen := map[string]bool{}
 	for _, rt := range req.Topics {
+		if seen[rt.Topic] { // a topic named twice is answered once, as Kafka
+			continue
+		}
+		seen[rt.Topic] = true
 		t := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
 		t.Topic = rt.Topic
 		meta, known := topics[rt.Topic]
@@ -898,7 +903,7 @@ func (c *Coordinator) DeleteShareGroupOffsets(now time.Time, req *kmsg.DeleteSha
 			}
 		}
 		if !found {
-			msg := "There is no offset information to delete."
+			msg := kerr.UnknownTopicOrPartition.Description
 			t.ErrorCode, t.ErrorMessage = kerr.UnknownTopicOrPartition.Code, &msg
 		}
 		resp.Topics = append(resp.Topics, t)
@@ -915,6 +920,8 @@ func (c *Coordinator) DeleteShareGroupOffsets(now time.Time, req *kmsg.DeleteSha
 func (c *Coordinator) emptyShareGroup(now time.Time, id string, create bool) (*Group, error) {
 	g := c.groups[id]
 	switch {
+	case id == "": // as Kafka's GroupCoordinatorService: no group may be named so
+		return nil, fmt.Errorf("%w: The group id must not be empty.", kerr.InvalidGroupID)
 	case g == nil && create:
 		g = newGroup(id, now)
 		g.share = newShareState()
@@ -926,9 +933,19 @@ func (c *Coordinator) emptyShareGroup(now time.Time, id string, create bool) (*G
 	case g.share == nil:
 		return nil, fmt.Errorf("%w: Group %s is not a share group.", kerr.GroupIDNotFound, id)
 	case len(g.share.members) > 0:
-		return nil, fmt.Errorf("%w: the group has members", kerr.NonEmptyGroup)
+		return nil, fmt.Errorf("%w: %s", kerr.NonEmptyGroup, kerr.NonEmptyGroup.Description)
 	}
 	return g, nil
+}
+
+// errMessage is the message of an error made as fmt.Errorf("%w: message", a kerr error): the
+// message alone, without the code's name and description the kerr error's text adds.
+func errMessage(err error) string {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return strings.TrimPrefix(err.Error(), ke.Error()+": ")
+	}
+	return err.Error()
 }
 
 func errCode(err error) int16 {

@@ -486,7 +486,7 @@ func TestShareGroupOffsets(t *testing.T) {
 	if got := describe(c2, nil); len(got) != 0 {
 		t.Fatalf("after delete and replay: %+v; want no state", got)
 	}
-	if r, _ := h.c.DeleteShareGroupOffsets(h.now, kmsg.NewPtrDeleteShareGroupOffsetsRequest()); r.ErrorCode != kerr.GroupIDNotFound.Code {
+	if r, _ := h.c.DeleteShareGroupOffsets(h.now, &kmsg.DeleteShareGroupOffsetsRequest{GroupID: "nosuch"}); r.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Fatalf("delete of a group that does not exist: %d; want GROUP_ID_NOT_FOUND", r.ErrorCode)
 	}
 }
@@ -652,5 +652,49 @@ func TestShareGroupOffsetsListSubscribedPartitions(t *testing.T) {
 		if p.Partition != int32(i) || p.StartOffset != want {
 			t.Fatalf("partition %d: %+v; want start offset %d", i, p, want)
 		}
+	}
+}
+
+// TestShareGroupOffsetsChecks: AlterShareGroupOffsets and DeleteShareGroupOffsets refuse the
+// empty group id (INVALID_GROUP_ID, as Kafka: the alter made a share group named ""), answer a
+// topic named twice once, and word their errors as Kafka's (the message alone, not the error's
+// name and description before it).
+func TestShareGroupOffsetsChecks(t *testing.T) {
+	h := newConsumerHarness(t)
+	alter := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	alter.Topics = []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: "t", Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 1}}}}
+	if r, _ := h.c.AlterShareGroupOffsets(h.now, alter); r.ErrorCode != kerr.InvalidGroupID.Code {
+		t.Fatalf("alter of the empty group id: %v; want INVALID_GROUP_ID", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if _, ok := h.c.Group(""); ok {
+		t.Fatal("the alter made a group named \"\"")
+	}
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.Topics = []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: "t"}}
+	if r, _ := h.c.DeleteShareGroupOffsets(h.now, del); r.ErrorCode != kerr.InvalidGroupID.Code {
+		t.Fatalf("delete of the empty group id: %v; want INVALID_GROUP_ID", kerr.ErrorForCode(r.ErrorCode))
+	}
+	del.GroupID = "nosuch"
+	if r, _ := h.c.DeleteShareGroupOffsets(h.now, del); r.ErrorCode != kerr.GroupIDNotFound.Code || r.ErrorMessage == nil || *r.ErrorMessage != "Group nosuch not found." {
+		t.Fatalf("delete of an unknown group: %v %v", kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage)
+	}
+	alter.GroupID = "s"
+	r, out := h.c.AlterShareGroupOffsets(h.now, alter)
+	h.apply(out)
+	if r.ErrorCode != 0 {
+		t.Fatalf("alter: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	h.shb("m1", 0, []string{"t"})
+	del.GroupID = "s"
+	if r, _ := h.c.DeleteShareGroupOffsets(h.now, del); r.ErrorCode != kerr.NonEmptyGroup.Code || r.ErrorMessage == nil || *r.ErrorMessage != "The group is not empty." {
+		t.Fatalf("delete with a member: %v %v", kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage)
+	}
+	h.shb("m1", -1, nil)
+	del.Topics = []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: "t"}, {Topic: "t"}, {Topic: "u"}}
+	dr, out := h.c.DeleteShareGroupOffsets(h.now, del)
+	h.apply(out)
+	if dr.ErrorCode != 0 || len(dr.Topics) != 2 || dr.Topics[0].ErrorCode != 0 || dr.Topics[1].ErrorCode != kerr.UnknownTopicOrPartition.Code ||
+		*dr.Topics[1].ErrorMessage != "This server does not host this topic-partition." {
+		t.Fatalf("delete of t twice and u: %+v", dr)
 	}
 }
