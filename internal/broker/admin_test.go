@@ -123,7 +123,7 @@ func TestApiVersionsAdvertisesAdminAPIs(t *testing.T) {
 	}{
 		{kmsg.CreateTopics, 0, 7}, {kmsg.DeleteTopics, 0, 6}, {kmsg.CreatePartitions, 0, 3},
 		{kmsg.DescribeConfigs, 0, 4}, {kmsg.AlterConfigs, 0, 2}, {kmsg.IncrementalAlterConfigs, 0, 1},
-		{kmsg.DescribeCluster, 0, 1}, {kmsg.DeleteRecords, 0, 2}, {kmsg.OffsetForLeaderEpoch, 0, 4},
+		{kmsg.DescribeCluster, 0, 2}, {kmsg.DeleteRecords, 0, 2}, {kmsg.OffsetForLeaderEpoch, 0, 4},
 		{kmsg.DescribeLogDirs, 0, 4},
 	} {
 		if g, want := got[tc.key.Int16()], [2]int16{tc.min, tc.max}; g != want {

@@ -169,3 +169,32 @@ func TestListPartitionReassignmentsReplicaOrder(t *testing.T) {
 		t.Errorf("DescribeTopicPartitions during the move [1] -> [3 2]: replicas %v; want [3 2 1]", got)
 	}
 }
+
+// TestReassignWithoutReplicationFactorChange: AlterPartitionReassignments v1 with
+// AllowReplicationFactorChange false (KIP-860, kafka-reassign-partitions
+// --disallow-replication-factor-change) refuses a target of another replica count
+// (INVALID_REPLICATION_FACTOR) and takes one of the same count; the response says which was
+// asked. v1 was not served, so the tool's option failed with UNSUPPORTED_VERSION.
+func TestReassignWithoutReplicationFactorChange(t *testing.T) {
+	b, addr, reg := ctBroker(t, nil)
+	registerNodes(t, b, map[int32]string{2: ""}, false)
+	ctCreate(t, reg, "rf", 1, nil)
+	nc := ctDial(t, addr)
+	reassign := func(corr int32, allow bool, replicas ...int32) *kmsg.AlterPartitionAssignmentsResponse {
+		req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		req.Version, req.TimeoutMillis, req.AllowReplicationFactorChange = 1, 5000, allow
+		req.Topics = []kmsg.AlterPartitionAssignmentsRequestTopic{{Topic: "rf",
+			Partitions: []kmsg.AlterPartitionAssignmentsRequestTopicPartition{{Partition: 0, Replicas: replicas}}}}
+		return ctExchange(t, nc, req, corr).(*kmsg.AlterPartitionAssignmentsResponse)
+	}
+	r := reassign(1, false, 1, 2)
+	if r.AllowReplicationFactorChange || r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidReplicationFactor.Code {
+		t.Fatalf("RF 1 to 2, not allowed: %+v; want INVALID_REPLICATION_FACTOR", r)
+	}
+	if r = reassign(2, false, 2); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("RF 1 to another single replica, not allowed to change: %v", errName(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	if r = reassign(3, true, 1, 2); !r.AllowReplicationFactorChange || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("RF 1 to 2, allowed: %+v", r)
+	}
+}

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -10,7 +12,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/security"
 )
 
-func init() { register(kmsg.DescribeCluster, 0, 1, handleDescribeCluster) }
+func init() { register(kmsg.DescribeCluster, 0, 2, handleDescribeCluster) }
 
 // DescribeCluster endpoint types (v1+, KIP-919).
 const (
@@ -51,6 +53,25 @@ func handleDescribeCluster(_ context.Context, r *request) reply {
 			br.Rack = &m.Rack
 		}
 		resp.Brokers = append(resp.Brokers, br)
+	}
+	if req.IncludeFencedBrokers && rv == nil {
+		// v2 (KIP-1073): the registered nodes that are fenced too, marked so, as Kafka lists
+		// them (Admin.describeCluster with includeFencedBrokers, kafka-cluster list-endpoints).
+		for _, id := range slices.Sorted(maps.Keys(img.Nodes)) {
+			n := img.Nodes[id]
+			if !n.Fenced {
+				continue
+			}
+			if host, port, ok := n.Endpoint(r.conn.listener.Name); ok {
+				br := kmsg.NewDescribeClusterResponseBroker()
+				br.NodeID, br.Host, br.Port, br.IsFenced = n.ID, host, port, true
+				if n.Rack != "" {
+					br.Rack = &n.Rack
+				}
+				resp.Brokers = append(resp.Brokers, br)
+			}
+		}
+		slices.SortFunc(resp.Brokers, func(a, b kmsg.DescribeClusterResponseBroker) int { return int(a.NodeID) - int(b.NodeID) })
 	}
 	// Any client may describe the cluster (Metadata names the same brokers); DESCRIBE on the
 	// cluster only decides whether its authorized operations are told (0 without), as Kafka.

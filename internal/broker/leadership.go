@@ -17,7 +17,7 @@ import (
 
 func init() {
 	register(kmsg.ElectLeaders, 0, 2, handleElectLeaders)
-	register(kmsg.AlterPartitionAssignments, 0, 0, handleAlterPartitionAssignments)
+	register(kmsg.AlterPartitionAssignments, 0, 1, handleAlterPartitionAssignments)
 	register(kmsg.ListPartitionReassignments, 0, 0, handleListPartitionReassignments)
 }
 
@@ -163,6 +163,7 @@ func handleAlterPartitionAssignments(ctx context.Context, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	b := r.conn.b
 	b.adminBarrier(ctx)
+	resp.AllowReplicationFactorChange = req.AllowReplicationFactorChange
 	for _, rt := range req.Topics {
 		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
 		st.Topic = rt.Topic
@@ -178,6 +179,13 @@ func handleAlterPartitionAssignments(ctx context.Context, r *request) reply {
 				aerr = adminErr(kerr.InvalidReplicaAssignment, "Topic %s keeps its partitions in object storage: they have no replicas to move (any node serves them).", rt.Topic)
 			case rp.Replicas != nil:
 				aerr = b.checkReplicas(rp.Replicas, 0) // a move may change the replication factor
+				// v1 (KIP-860, kafka-reassign-partitions --disallow-replication-factor-change):
+				// unless allowed, the target keeps the replica count the partition has (its
+				// replicas before any move in progress), as Kafka's ReplicationControlManager.
+				if p := b.imagePartition(t.ID, rp.Partition); aerr == nil && !req.AllowReplicationFactorChange && p != nil && len(rp.Replicas) != len(p.Replicas) {
+					aerr = adminErr(kerr.InvalidReplicationFactor, "The replication factor of %s-%d would change from %d to %d, and the request does not allow it.",
+						rt.Topic, rp.Partition, len(p.Replicas), len(rp.Replicas))
+				}
 			}
 			if aerr == nil && rp.Replicas != nil && sameMove(b.imagePartition(t.ID, rp.Partition), rp.Replicas) {
 				// Already so (asked again, as kafka-reassign-partitions --execute run twice): as

@@ -148,3 +148,31 @@ func TestManualAssignmentOnStoppingNodeOnly(t *testing.T) {
 		t.Errorf("CreatePartitions onto node 1 (in controlled shutdown) only: %v; Kafka: INVALID_REPLICA_ASSIGNMENT", kerr.ErrorForCode(r.Topics[0].ErrorCode))
 	}
 }
+
+// TestDescribeClusterIncludesFencedBrokers: DescribeCluster v2 (KIP-1073) lists the fenced
+// registered nodes too, marked fenced, when asked (Admin.describeCluster with
+// includeFencedBrokers); otherwise, and before v2, only the live ones. v2 was not served, so
+// such a call failed with UNSUPPORTED_VERSION.
+func TestDescribeClusterIncludesFencedBrokers(t *testing.T) {
+	b, addr, _ := ctBroker(t, nil)
+	registerNodes(t, b, map[int32]string{3: "r"}, true)
+	for _, tc := range []struct {
+		version int16
+		fenced  bool
+		want    []int32
+	}{{2, true, []int32{1, 3}}, {2, false, []int32{1}}, {1, false, []int32{1}}} {
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.Version, req.EndpointType, req.IncludeFencedBrokers = tc.version, 1, tc.fenced
+		resp := rawRequest(t, addr, req).(*kmsg.DescribeClusterResponse)
+		var got []int32
+		for _, br := range resp.Brokers {
+			got = append(got, br.NodeID)
+			if br.IsFenced != (br.NodeID == 3) {
+				t.Errorf("v%d: node %d fenced %v", tc.version, br.NodeID, br.IsFenced)
+			}
+		}
+		if resp.ErrorCode != 0 || !slices.Equal(got, tc.want) {
+			t.Errorf("DescribeCluster v%d include fenced %v: %v %v; want brokers %v", tc.version, tc.fenced, errName(resp.ErrorCode), got, tc.want)
+		}
+	}
+}
