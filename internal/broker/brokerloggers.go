@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,13 +20,14 @@ import (
 // is Config.LogLevel.
 //
 // Kafka's level names map onto slog's levels: TRACE is DEBUG-4, DEBUG, INFO, WARN and ERROR are
-// slog's, FATAL is ERROR+4 (Runnel logs nothing above ERROR, so it silences the node as OFF does)
-// and OFF is above every level. A level between two names is described by the lower one.
+// slog's, FATAL is ERROR+4 (Runnel logs nothing above ERROR, so it silences the node) and OFF,
+// which describes a logger that logs nothing but cannot be set (Kafka's VALID_LOG_LEVELS lacks
+// it), is above every level. A level between two names is described by the lower one.
 
 // rootLogger is the name of the node's only logger, Kafka's name for log4j's root logger.
 const rootLogger = "root"
 
-// logLevels are Kafka's log level names (LogLevelConfig.VALID_LOG_LEVELS), lowest first.
+// logLevels are Kafka's log level names, lowest first: LogLevelConfig.VALID_LOG_LEVELS, then OFF.
 var logLevels = []struct {
 	name  string
 	level slog.Level
@@ -50,9 +52,10 @@ func logLevelName(l slog.Level) string {
 	return name
 }
 
-// lookupLogLevel finds a Kafka level name; as in Kafka, only the upper-case names are known.
+// lookupLogLevel finds a level a logger may be set to; as in Kafka, only the upper-case names
+// of VALID_LOG_LEVELS (not OFF).
 func lookupLogLevel(name string) (slog.Level, bool) {
-	for _, ll := range logLevels {
+	for _, ll := range logLevels[:len(logLevels)-1] {
 		if ll.name == name {
 			return ll.level, true
 		}
@@ -145,10 +148,11 @@ func (b *Broker) alterLoggers(rr kmsg.IncrementalAlterConfigsRequestResource, va
 		}
 		l, ok := lookupLogLevel(*c.Value)
 		if !ok {
-			names := make([]string, len(logLevels))
-			for j, ll := range logLevels {
-				names[j] = ll.name
+			var names []string
+			for _, ll := range logLevels[:len(logLevels)-1] {
+				names = append(names, ll.name)
 			}
+			slices.Sort(names) // as Kafka's message lists them
 			return adminErr(kerr.InvalidConfig, "Cannot set the log level of %s to %s as it is not a supported log level. Valid log levels are %s",
 				c.Name, *c.Value, strings.Join(names, ", "))
 		}

@@ -29,7 +29,7 @@ func TestLogLevelNames(t *testing.T) {
 			t.Errorf("logLevelName(%v) = %s; want %s", tc.level, got, tc.name)
 		}
 	}
-	for _, name := range []string{"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"} {
+	for _, name := range []string{"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"} {
 		l, ok := lookupLogLevel(name)
 		if !ok || logLevelName(l) != name {
 			t.Errorf("lookupLogLevel(%s) = %v, %v; want the level named %s", name, l, ok, name)
@@ -37,6 +37,9 @@ func TestLogLevelNames(t *testing.T) {
 	}
 	if _, ok := lookupLogLevel("info"); ok { // as Kafka's VALID_LOG_LEVELS: upper case only
 		t.Errorf("lookupLogLevel(info) = ok; want unknown")
+	}
+	if _, ok := lookupLogLevel("OFF"); ok { // describes a silent logger, but Kafka sets no logger to it
+		t.Errorf("lookupLogLevel(OFF) = ok; want unknown")
 	}
 }
 
@@ -122,12 +125,16 @@ func TestBrokerLoggerConfigs(t *testing.T) {
 	if s := out.String(); strings.Contains(s, "broker: before") || !strings.Contains(s, "broker: after") {
 		t.Errorf("logged %q; want the debug record after the change only", s)
 	}
-	if got := alter(false, "1", set, "root", strp("OFF")); got != 0 {
-		t.Fatalf("IncrementalAlterConfigs(root=OFF) = %s; want NONE", errName(got))
+	// OFF is not among Kafka's VALID_LOG_LEVELS (Kafka 4.1.1 refuses it); FATAL silences the node.
+	if got := alter(false, "1", set, "root", strp("OFF")); got != kerr.InvalidConfig.Code {
+		t.Fatalf("IncrementalAlterConfigs(root=OFF) = %s; want INVALID_CONFIG", errName(got))
+	}
+	if got := alter(false, "1", set, "root", strp("FATAL")); got != 0 {
+		t.Fatalf("IncrementalAlterConfigs(root=FATAL) = %s; want NONE", errName(got))
 	}
 	b.logger.Error("broker: silenced")
 	if strings.Contains(out.String(), "broker: silenced") {
-		t.Errorf("an error was logged with root=OFF")
+		t.Errorf("an error was logged with root=FATAL")
 	}
 
 	// The legacy AlterConfigs never took BROKER_LOGGER (as Kafka).

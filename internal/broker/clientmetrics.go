@@ -149,25 +149,31 @@ func (b *Broker) alterClientMetrics(rr kmsg.AlterConfigsRequestResource, validat
 	return b.changeClientMetrics(rr.ResourceName, validateOnly, replaceConfigs(rr.Configs))
 }
 
-// describeClientMetrics lists a subscription's configs, as Kafka's ConfigHelper: only those set
-// (none for a name no subscription has), each from CLIENT_METRICS_CONFIG.
-func (b *Broker) describeClientMetrics(name string, wanted func(string) bool, docs bool) ([]kmsg.DescribeConfigsResponseResourceConfig, *adminError) {
+// describeClientMetrics lists a subscription's configs, as Kafka's ConfigHelper: every config,
+// a set one from CLIENT_METRICS_CONFIG (its one synonym), the others at their defaults
+// (DEFAULT_CONFIG, no synonym).
+func (b *Broker) describeClientMetrics(name string, wanted func(string) bool, docs, synonyms bool) ([]kmsg.DescribeConfigsResponseResourceConfig, *adminError) {
 	if name == "" {
 		return nil, adminErr(kerr.InvalidRequest, "Client metrics subscription name must not be empty")
 	}
 	configs := b.clientMetrics(name)
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, k := range slices.Sorted(maps.Keys(configs)) {
-		if !wanted(k) {
+	for _, d := range clientMetricsDefs {
+		if !wanted(d.Name) {
 			continue
 		}
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name, c.Value, c.Source = k, strp(configs[k]), kmsg.ConfigSourceClientMetricsConfig
-		if d, ok := lookupClientMetricsDef(k); ok {
-			c.ConfigType = kmsg.ConfigType(d.Type)
-			if docs {
-				c.Documentation = strp(d.Doc)
+		c.Name, c.ConfigType = d.Name, kmsg.ConfigType(d.Type)
+		if v, set := configs[d.Name]; set {
+			c.Value, c.Source = strp(v), kmsg.ConfigSourceClientMetricsConfig
+			if synonyms {
+				c.ConfigSynonyms = []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{{Name: d.Name, Value: strp(v), Source: c.Source}}
 			}
+		} else {
+			c.Value, c.Source = strp(d.Default), kmsg.ConfigSourceDefaultConfig
+		}
+		if docs {
+			c.Documentation = strp(d.Doc)
 		}
 		out = append(out, c)
 	}

@@ -225,7 +225,7 @@ func handleDescribeConfigs(_ context.Context, r *request) reply {
 				}
 			}
 		case rr.ResourceType == kmsg.ConfigResourceTypeClientMetrics:
-			sr.Configs, aerr = b.describeClientMetrics(rr.ResourceName, wanted, docs)
+			sr.Configs, aerr = b.describeClientMetrics(rr.ResourceName, wanted, docs, synonyms)
 		default:
 			aerr = adminErr(kerr.InvalidRequest, "Unsupported resource type: %s", rr.ResourceType)
 		}

@@ -14,8 +14,8 @@ import (
 
 // TestClientMetricsSubscriptions: client-metrics subscriptions (ConfigResource CLIENT_METRICS,
 // KIP-714) over the Kafka API as Kafka's controller keeps them: validated with Kafka's errors,
-// changed incrementally (APPEND and SUBTRACT to their lists) and replaced, described (only what
-// is set), listed, kept across a restart, and gone once their last config is deleted.
+// changed incrementally (APPEND and SUBTRACT to their lists) and replaced, described (every
+// config, those not set at their defaults, as Kafka 4.1.1 answers), listed, kept across a restart, and gone once their last config is deleted.
 func TestClientMetricsSubscriptions(t *testing.T) {
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -58,12 +58,25 @@ func TestClientMetricsSubscriptions(t *testing.T) {
 		if err != nil || resp.Resources[0].ErrorCode != 0 {
 			t.Fatalf("DescribeConfigs of subscription %s: %v %+v", name, err, resp)
 		}
-		out := map[string]string{}
+		// Every config, as Kafka: the set ones from CLIENT_METRICS_CONFIG, the others at their
+		// defaults. out holds the set ones.
+		out, names := map[string]string{}, []string{}
+		defaults := map[string]string{"interval.ms": "300000", "match": "", "metrics": ""}
 		for _, c := range resp.Resources[0].Configs {
-			if c.Source != kmsg.ConfigSourceClientMetricsConfig {
-				t.Errorf("%s of %s: source %v; want CLIENT_METRICS_CONFIG", c.Name, name, c.Source)
+			names = append(names, c.Name)
+			switch c.Source {
+			case kmsg.ConfigSourceClientMetricsConfig:
+				out[c.Name] = *c.Value
+			case kmsg.ConfigSourceDefaultConfig:
+				if *c.Value != defaults[c.Name] {
+					t.Errorf("%s of %s at its default: %q; want %q", c.Name, name, *c.Value, defaults[c.Name])
+				}
+			default:
+				t.Errorf("%s of %s: source %v; want CLIENT_METRICS_CONFIG or DEFAULT_CONFIG", c.Name, name, c.Source)
 			}
-			out[c.Name] = *c.Value
+		}
+		if !slices.Equal(names, []string{"interval.ms", "match", "metrics"}) {
+			t.Errorf("subscription %s described with %v; want interval.ms, match, metrics", name, names)
 		}
 		return out
 	}
