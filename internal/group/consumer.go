@@ -920,7 +920,11 @@ func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeReque
 		dg.Group = id
 		g := c.groups[id]
 		if g == nil || g.consumer == nil {
-			msg := fmt.Sprintf("group %s is not a consumer group", id)
+			// Kafka's consumerGroup lookup words the two cases apart.
+			msg := fmt.Sprintf("Group %s not found.", id)
+			if g != nil {
+				msg = fmt.Sprintf("Group %s is not a consumer group.", id)
+			}
 			dg.ErrorCode, dg.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
 			resp.Groups = append(resp.Groups, dg)
 			continue

@@ -333,3 +333,21 @@ func TestAssignmentOnlyOnFullRequestOrChange(t *testing.T) {
 		t.Fatal("a full heartbeat got no assignment")
 	}
 }
+
+// TestConsumerGroupDescribeMissingGroups: ConsumerGroupDescribe of a group that does not exist
+// and of a group of another type are both GROUP_ID_NOT_FOUND, worded apart as Kafka's
+// consumerGroup lookup words them (kafka-consumer-groups prints the message). Both said the
+// group was not a consumer group.
+func TestConsumerGroupDescribeMissingGroups(t *testing.T) {
+	h := newConsumerHarness(t)
+	stableGroup(h) // "g", a classic group
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{"nosuch", "g"}
+	resp := h.c.ConsumerGroupDescribe(req)
+	for i, want := range []string{"Group nosuch not found.", "Group g is not a consumer group."} {
+		g := resp.Groups[i]
+		if g.ErrorCode != kerr.GroupIDNotFound.Code || g.ErrorMessage == nil || *g.ErrorMessage != want {
+			t.Errorf("describe %s: %v %v; want GROUP_ID_NOT_FOUND %q", g.Group, kerr.ErrorForCode(g.ErrorCode), g.ErrorMessage, want)
+		}
+	}
+}
