@@ -83,6 +83,13 @@ func TestServeTopicDefaults(t *testing.T) {
 		cfg.OffsetsPartitions != 4 || cfg.TxnStatePartitions != 5 {
 		t.Fatalf("config = %+v, %v; want 6 partitions, RF 2, no auto-creation, no deletion, rebalancing every minute", cfg, err)
 	}
+	if cfg.GroupInitialRebalanceDelay >= 0 { // f sets no delay: none, as --group-initial-rebalance-delay 0
+		t.Fatalf("--group-initial-rebalance-delay 0: %v; want negative (none)", cfg.GroupInitialRebalanceDelay)
+	}
+	f.groupDelay = 2 * time.Second
+	if cfg, err := f.config(io.Discard, io.Discard); err != nil || cfg.GroupInitialRebalanceDelay != 2*time.Second {
+		t.Fatalf("--group-initial-rebalance-delay 2s: %v, %v", cfg.GroupInitialRebalanceDelay, err)
+	}
 	f.leaderImbalancePct = 0
 	if cfg, err := f.config(io.Discard, io.Discard); err != nil || cfg.LeaderImbalancePercent >= 0 {
 		t.Fatalf("--leader-imbalance-per-broker-percentage 0: %d, %v; want negative (any imbalance)", cfg.LeaderImbalancePercent, err)

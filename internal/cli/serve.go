@@ -34,6 +34,7 @@ type serveFlags struct {
 	streamsHeartbeat      time.Duration
 	streamsStandbys       int
 	streamsDelay          time.Duration
+	groupDelay            time.Duration
 	streamsInterval       time.Duration
 	fetchMaxBytes         int32
 	numPartitions         int32
@@ -112,6 +113,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.Int64Var(&f.shareRecordLocks, "group-share-partition-max-record-locks", 2000, "share groups: offsets in flight per share-partition, from its start (Kafka's group.share.partition.max.record.locks; 100 to 10000)")
 	flags.DurationVar(&f.streamsSession, "group-streams-session-timeout", 45*time.Second, "streams groups (KIP-1071): how long a member may go without a heartbeat before it is removed (Kafka's group.streams.session.timeout.ms)")
 	flags.DurationVar(&f.streamsHeartbeat, "group-streams-heartbeat-interval", 5*time.Second, "streams groups: the heartbeat interval given to members (Kafka's group.streams.heartbeat.interval.ms)")
+	flags.DurationVar(&f.groupDelay, "group-initial-rebalance-delay", 3*time.Second, "classic consumer groups: how long a group a member joins empty waits for more members before its first rebalance (Kafka's group.initial.rebalance.delay.ms; 0: none)")
 	flags.DurationVar(&f.streamsDelay, "group-streams-initial-rebalance-delay", 3*time.Second, "streams groups: how long a group a member joins empty waits for more members before its first assignment (Kafka's group.streams.initial.rebalance.delay.ms; 0: none)")
 	flags.DurationVar(&f.streamsInterval, "group-streams-assignment-interval", time.Second, "streams groups: the least time between two computations of a group's target assignment (Kafka's group.streams.assignment.interval.ms; 0 to 15s, 0: at each change)")
 	flags.IntVar(&f.streamsStandbys, "group-streams-num-standby-replicas", 0, "streams groups: standby replicas of each stateful task, unless the group sets streams.num.standby.replicas (Kafka's group.streams.num.standby.replicas; 0 to 2)")
@@ -297,6 +299,10 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("--group-streams-assignment-interval %v: want 0 to 15s", f.streamsInterval)
 	}
 	cfg.StreamsSessionTimeout, cfg.StreamsHeartbeatInterval, cfg.StreamsStandbyReplicas = session, interval, f.streamsStandbys
+	cfg.GroupInitialRebalanceDelay = f.groupDelay
+	if f.groupDelay <= 0 {
+		cfg.GroupInitialRebalanceDelay = -1 // none (zero in server.Config is Kafka's default)
+	}
 	cfg.StreamsInitialRebalanceDelay = f.streamsDelay
 	if f.streamsDelay <= 0 {
 		cfg.StreamsInitialRebalanceDelay = -1 // none (zero in server.Config is Kafka's default)

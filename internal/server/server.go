@@ -82,6 +82,10 @@ type Config struct {
 	StreamsSessionTimeout    time.Duration
 	StreamsHeartbeatInterval time.Duration
 	StreamsStandbyReplicas   int
+	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms: how long a classic group
+	// that a member joins empty waits for more before its first rebalance (zero: 3 s; negative:
+	// none).
+	GroupInitialRebalanceDelay time.Duration
 	// StreamsInitialRebalanceDelay is group.streams.initial.rebalance.delay.ms (zero: 3 s;
 	// negative: none).
 	StreamsInitialRebalanceDelay time.Duration
@@ -671,29 +675,7 @@ func Open(cfg Config) (*Server, error) {
 		s.logger.Info("GSSAPI: Kerberos keytab loaded", "principals", kerberos.Principals(), "default_realm", kerberos.Realm(),
 			"principal_to_local_rules", cfg.Kerberos.Rules)
 	}
-	groups := group.DefaultConfig()
-	if cfg.GroupMigrationPolicy != "" {
-		groups.MigrationPolicy = cfg.GroupMigrationPolicy
-	}
-	if cfg.StreamsSessionTimeout > 0 {
-		groups.StreamsSessionTimeout = cfg.StreamsSessionTimeout
-	}
-	if cfg.StreamsHeartbeatInterval > 0 {
-		groups.StreamsHeartbeatInterval = cfg.StreamsHeartbeatInterval
-	}
-	groups.StreamsStandbyReplicas = cfg.StreamsStandbyReplicas
-	switch d := cfg.StreamsInitialRebalanceDelay; {
-	case d < 0:
-		groups.StreamsInitialRebalanceDelay = 0
-	case d > 0:
-		groups.StreamsInitialRebalanceDelay = d
-	}
-	switch d := cfg.StreamsAssignmentInterval; {
-	case d < 0:
-		groups.StreamsAssignmentInterval = 0
-	case d > 0:
-		groups.StreamsAssignmentInterval = d
-	}
+	groups := groupConfig(cfg)
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups, ShareGroups: cfg.ShareGroups,
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions, FetchMaxBytes: cfg.FetchMaxBytes,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, OffsetsReplicationFactor: cfg.OffsetsReplicationFactor,
@@ -710,6 +692,34 @@ func Open(cfg Config) (*Server, error) {
 	s.logger.Info("data dir open", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "cluster_addr", ln.Addr().String())
 	s.setState(stateNotServing)
 	return s, nil
+}
+
+// groupConfig is the group coordinator's config: Kafka's defaults, with what cfg sets. A
+// negative delay or interval in cfg is none, zero Kafka's default.
+func groupConfig(cfg Config) group.Config {
+	groups := group.DefaultConfig()
+	if cfg.GroupMigrationPolicy != "" {
+		groups.MigrationPolicy = cfg.GroupMigrationPolicy
+	}
+	if cfg.StreamsSessionTimeout > 0 {
+		groups.StreamsSessionTimeout = cfg.StreamsSessionTimeout
+	}
+	if cfg.StreamsHeartbeatInterval > 0 {
+		groups.StreamsHeartbeatInterval = cfg.StreamsHeartbeatInterval
+	}
+	groups.StreamsStandbyReplicas = cfg.StreamsStandbyReplicas
+	set := func(dst *time.Duration, d time.Duration) {
+		switch {
+		case d < 0:
+			*dst = 0
+		case d > 0:
+			*dst = d
+		}
+	}
+	set(&groups.InitialRebalanceDelay, cfg.GroupInitialRebalanceDelay)
+	set(&groups.StreamsInitialRebalanceDelay, cfg.StreamsInitialRebalanceDelay)
+	set(&groups.StreamsAssignmentInterval, cfg.StreamsAssignmentInterval)
+	return groups
 }
 
 // importLegacy is what the first start of a one-node cluster's controller imports from a data

@@ -10,8 +10,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/group"
 )
 
 // threeRecords is a producer batch of three records (base offset 0).
@@ -134,5 +136,23 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); (err == nil) != tt.ok {
 			t.Errorf("%s: Validate() = %v; want ok=%v", tt.name, err, tt.ok)
 		}
+	}
+}
+
+// TestGroupConfigDelays: the classic and streams groups' initial rebalance delays and the
+// streams assignment interval reach the group coordinator: zero keeps Kafka's default, negative
+// is none. A classic group's delay (group.initial.rebalance.delay.ms) could not be set at all.
+func TestGroupConfigDelays(t *testing.T) {
+	def := group.DefaultConfig()
+	if g := groupConfig(Config{}); g.InitialRebalanceDelay != def.InitialRebalanceDelay || g.StreamsInitialRebalanceDelay != def.StreamsInitialRebalanceDelay ||
+		g.StreamsAssignmentInterval != def.StreamsAssignmentInterval {
+		t.Fatalf("defaults: %v %v %v", g.InitialRebalanceDelay, g.StreamsInitialRebalanceDelay, g.StreamsAssignmentInterval)
+	}
+	g := groupConfig(Config{GroupInitialRebalanceDelay: -1, StreamsInitialRebalanceDelay: 5 * time.Second, StreamsAssignmentInterval: -1})
+	if g.InitialRebalanceDelay != 0 || g.StreamsInitialRebalanceDelay != 5*time.Second || g.StreamsAssignmentInterval != 0 {
+		t.Fatalf("none, 5s, none: %v %v %v", g.InitialRebalanceDelay, g.StreamsInitialRebalanceDelay, g.StreamsAssignmentInterval)
+	}
+	if g := groupConfig(Config{GroupInitialRebalanceDelay: 250 * time.Millisecond}); g.InitialRebalanceDelay != 250*time.Millisecond {
+		t.Fatalf("classic delay 250ms: %v", g.InitialRebalanceDelay)
 	}
 }
