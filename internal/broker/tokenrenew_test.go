@@ -121,26 +121,3 @@ func TestRequesterMayNotRenewAnothersToken(t *testing.T) {
 			kerr.ErrorForCode(resp.ErrorCode))
 	}
 }
-
-// TestExpiredTokenOwnerCheckedFirst: on a token past its expiry (not yet swept), a principal
-// that may not renew it gets DELEGATION_TOKEN_OWNER_MISMATCH and its owner
-// DELEGATION_TOKEN_EXPIRED, as Kafka's controller checks the principal before the expiry.
-// Runnel answered EXPIRED to anyone, telling a stranger the token's state.
-func TestExpiredTokenOwnerCheckedFirst(t *testing.T) {
-	addr := tokenBroker(t)
-	alice := connectAs(t, addr, "alice")
-	req := kmsg.NewPtrCreateDelegationTokenRequest()
-	req.Version, req.MaxLifetimeMillis = 3, 300
-	tok := ctExchange(t, alice, req, 3).(*kmsg.CreateDelegationTokenResponse)
-	if tok.ErrorCode != 0 {
-		t.Fatalf("CreateDelegationToken: %v", kerr.ErrorForCode(tok.ErrorCode))
-	}
-	time.Sleep(time.Until(time.UnixMilli(tok.MaxTimestamp)) + 50*time.Millisecond)
-	bob := connectAs(t, addr, "bob")
-	if resp := renewToken(t, bob, tok.HMAC, time.Hour.Milliseconds()); resp.ErrorCode != kerr.DelegationTokenOwnerMismatch.Code {
-		t.Errorf("another principal renewing alice's expired token: %v; want DELEGATION_TOKEN_OWNER_MISMATCH", kerr.ErrorForCode(resp.ErrorCode))
-	}
-	if resp := renewToken(t, alice, tok.HMAC, time.Hour.Milliseconds()); resp.ErrorCode != kerr.DelegationTokenExpired.Code {
-		t.Errorf("alice renewing her expired token: %v; want DELEGATION_TOKEN_EXPIRED", kerr.ErrorForCode(resp.ErrorCode))
-	}
-}

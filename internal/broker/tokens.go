@@ -201,10 +201,10 @@ func changeToken(ctx context.Context, r *request, mac []byte, period int64, expi
 	switch {
 	case !ok:
 		return -1, kerr.DelegationTokenNotFound.Code
-	case !mayRenew(t, c.principal): // before the expiry, as Kafka's controller checks them
-		return -1, kerr.DelegationTokenOwnerMismatch.Code
 	case t.ExpiryMs < now || t.MaxMs < now:
 		return -1, kerr.DelegationTokenExpired.Code
+	case !mayRenew(t, c.principal):
+		return -1, kerr.DelegationTokenOwnerMismatch.Code
 	}
 	ch := &controller.TokenChange{ID: t.ID, NowMs: now}
 	op := controller.OpRenewToken
