@@ -174,7 +174,8 @@ func TestListPartitionReassignmentsReplicaOrder(t *testing.T) {
 // AllowReplicationFactorChange false (KIP-860, kafka-reassign-partitions
 // --disallow-replication-factor-change) refuses a target of another replica count
 // (INVALID_REPLICATION_FACTOR) and takes one of the same count; the response says which was
-// asked. v1 was not served, so the tool's option failed with UNSUPPORTED_VERSION.
+// asked. During a move the count is the target's, as in Kafka. v1 was not served, so the
+// tool's option failed with UNSUPPORTED_VERSION.
 func TestReassignWithoutReplicationFactorChange(t *testing.T) {
 	b, addr, reg := ctBroker(t, nil)
 	registerNodes(t, b, map[int32]string{2: ""}, false)
@@ -196,5 +197,13 @@ func TestReassignWithoutReplicationFactorChange(t *testing.T) {
 	}
 	if r = reassign(3, true, 1, 2); !r.AllowReplicationFactorChange || r.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("RF 1 to 2, allowed: %+v", r)
+	}
+	// A move to [1 2] runs: the replication factor is the target's, 2 (Kafka's
+	// validatePartitionReplicationFactorUnchanged counts the replicas after the move).
+	if r = reassign(4, false, 2, 1); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("during the move to [1 2], [2 1] not allowed to change the replication factor: %v", errName(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	if r = reassign(5, false, 2); r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidReplicationFactor.Code {
+		t.Fatalf("during the move to [2 1], [2] not allowed to change the replication factor: %v; want INVALID_REPLICATION_FACTOR", errName(r.Topics[0].Partitions[0].ErrorCode))
 	}
 }

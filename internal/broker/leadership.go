@@ -180,11 +180,17 @@ func handleAlterPartitionAssignments(ctx context.Context, r *request) reply {
 			case rp.Replicas != nil:
 				aerr = b.checkReplicas(rp.Replicas, 0) // a move may change the replication factor
 				// v1 (KIP-860, kafka-reassign-partitions --disallow-replication-factor-change):
-				// unless allowed, the target keeps the replica count the partition has (its
-				// replicas before any move in progress), as Kafka's ReplicationControlManager.
-				if p := b.imagePartition(t.ID, rp.Partition); aerr == nil && !req.AllowReplicationFactorChange && p != nil && len(rp.Replicas) != len(p.Replicas) {
-					aerr = adminErr(kerr.InvalidReplicationFactor, "The replication factor of %s-%d would change from %d to %d, and the request does not allow it.",
-						rt.Topic, rp.Partition, len(p.Replicas), len(rp.Replicas))
+				// unless allowed, the target keeps the partition's replication factor, that of
+				// the set a move in progress is heading for, as Kafka's
+				// validatePartitionReplicationFactorUnchanged.
+				if p := b.imagePartition(t.ID, rp.Partition); aerr == nil && !req.AllowReplicationFactorChange && p != nil {
+					rf := len(p.Replicas)
+					if p.Target != nil {
+						rf = len(p.Target)
+					}
+					if len(rp.Replicas) != rf {
+						aerr = adminErr(kerr.InvalidReplicationFactor, "The replication factor is changed from %d to %d", rf, len(rp.Replicas))
+					}
 				}
 			}
 			if aerr == nil && rp.Replicas != nil && sameMove(b.imagePartition(t.ID, rp.Partition), rp.Replicas) {
