@@ -332,6 +332,16 @@ func TestAssignmentOnlyOnFullRequestOrChange(t *testing.T) {
 	if r = h.hb("a", r.MemberEpoch, []string{"t"}, a, ""); assigned(r) == nil {
 		t.Fatal("a full heartbeat got no assignment")
 	}
+	// Without the rebalance timeout (-1: unchanged) it is not a full request.
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version, req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = 1, "g", "a", r.MemberEpoch, -1
+	req.SubscribedTopicNames = []string{"t"}
+	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: testTopics["t"].ID, Partitions: a["t"]}}
+	resp, out := h.c.ConsumerGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+	h.apply(out)
+	if resp.ErrorCode != 0 || resp.Assignment != nil {
+		t.Fatalf("a heartbeat with the subscription and owned partitions but no rebalance timeout: %v, assignment %v; want none", kerr.ErrorForCode(resp.ErrorCode), assigned(resp))
+	}
 }
 
 // TestConsumerGroupDescribeMissingGroups: ConsumerGroupDescribe of a group that does not exist

@@ -757,25 +757,32 @@ func (c *Coordinator) DescribeShareGroupOffsets(req *kmsg.DescribeShareGroupOffs
 			// Every partition with state, and every partition of a topic a member subscribes
 			// to (start offset -1 until first fetched), by topic: Kafka lists the partitions
 			// it initialized, which are the subscribed topics' partitions.
-			byTopic := map[string][]int32{}
+			listed := map[string]map[int32]bool{}
+			add := func(name string, p int32) {
+				if listed[name] == nil {
+					listed[name] = map[int32]bool{}
+				}
+				listed[name][p] = true
+			}
 			for _, sp := range grp.share.sortedParts() {
 				if name, ok := names[sp.Topic]; ok {
-					byTopic[name] = append(byTopic[name], sp.Partition)
+					add(name, sp.Partition)
 				}
 			}
+			subscribed := map[string]bool{}
 			for _, m := range grp.share.members {
 				for _, name := range m.topics {
-					if meta, ok := topics[name]; ok {
-						for p := range meta.Partitions {
-							if !slices.Contains(byTopic[name], p) {
-								byTopic[name] = append(byTopic[name], p)
-							}
-						}
-					}
+					subscribed[name] = true
 				}
 			}
-			for name := range byTopic {
-				slices.Sort(byTopic[name])
+			for name := range subscribed {
+				for p := range topics[name].Partitions { // none for a topic that does not exist
+					add(name, p)
+				}
+			}
+			byTopic := map[string][]int32{}
+			for name, ps := range listed {
+				byTopic[name] = slices.Sorted(maps.Keys(ps))
 			}
 			for _, name := range slices.Sorted(maps.Keys(byTopic)) {
 				want = append(want, kmsg.DescribeShareGroupOffsetsRequestGroupTopic{Topic: name, Partitions: byTopic[name]})
@@ -921,7 +928,7 @@ func (c *Coordinator) emptyShareGroup(now time.Time, id string, create bool) (*G
 	g := c.groups[id]
 	switch {
 	case id == "": // as Kafka's GroupCoordinatorService: no group may be named so
-		return nil, fmt.Errorf("%w: The group id must not be empty.", kerr.InvalidGroupID)
+		return nil, fmt.Errorf("%w: %s", kerr.InvalidGroupID, kerr.InvalidGroupID.Description)
 	case g == nil && create:
 		g = newGroup(id, now)
 		g.share = newShareState()
