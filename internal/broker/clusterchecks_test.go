@@ -42,6 +42,16 @@ func TestElectLeadersAllPartitionsOmitsNotNeeded(t *testing.T) {
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != kerr.ElectionNotNeeded.Code {
 		t.Errorf("election of balanced-0 answered %+v; want ELECTION_NOT_NEEDED", resp.Topics)
 	}
+	// An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION, worded as Kafka's
+	// electLeader words it (kafka-leader-election prints it; Runnel sent the code's text).
+	req.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "balanced", Partitions: []int32{9}}, {Topic: "nosuch", Partitions: []int32{0}}}
+	resp = ctExchange(t, nc, req, 3).(*kmsg.ElectLeadersResponse)
+	for i, want := range []string{"No such partition as balanced-9", "No such topic as nosuch"} {
+		p := resp.Topics[i].Partitions[0]
+		if p.ErrorCode != kerr.UnknownTopicOrPartition.Code || p.ErrorMessage == nil || *p.ErrorMessage != want {
+			t.Errorf("election of %s-%d: %v %v; want UNKNOWN_TOPIC_OR_PARTITION %q", resp.Topics[i].Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode), p.ErrorMessage, want)
+		}
+	}
 }
 
 // Kafka refuses a CreatePartitions (and CreateTopics) whose manual assignment names only fenced

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -42,6 +43,7 @@ func handleElectLeaders(ctx context.Context, r *request) reply {
 	}
 	var pending []target
 	answer := map[string]map[int32]*kerr.Error{}
+	messages := map[string]map[int32]string{} // where Kafka words the error itself
 	set := func(topic string, part int32, err *kerr.Error) {
 		if answer[topic] == nil {
 			answer[topic] = map[int32]*kerr.Error{}
@@ -66,6 +68,15 @@ func handleElectLeaders(ctx context.Context, r *request) reply {
 		for _, part := range rt.Partitions {
 			if !ok || part < 0 || int(part) >= len(t.Partitions) {
 				set(rt.Topic, part, kerr.UnknownTopicOrPartition)
+				// As Kafka's ReplicationControlManager.electLeader words them.
+				msg := fmt.Sprintf("No such topic as %s", rt.Topic)
+				if ok {
+					msg = fmt.Sprintf("No such partition as %s-%d", rt.Topic, part)
+				}
+				if messages[rt.Topic] == nil {
+					messages[rt.Topic] = map[int32]string{}
+				}
+				messages[rt.Topic][part] = msg
 				continue
 			}
 			p := t.Partitions[part]
@@ -144,7 +155,10 @@ func handleElectLeaders(ctx context.Context, r *request) reply {
 			sp.Partition = part
 			if err != nil {
 				sp.ErrorCode = err.Code
-				msg := err.Description
+				msg, worded := messages[rt.Topic][part]
+				if !worded {
+					msg = err.Description
+				}
 				sp.ErrorMessage = &msg
 			}
 			st.Partitions = append(st.Partitions, sp)
