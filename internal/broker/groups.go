@@ -146,12 +146,15 @@ func (gs *groups) run(ctx context.Context) {
 	tick := time.NewTicker(groupTick)
 	defer tick.Stop()
 	lastExpiry := time.Now()
+	var seen map[string][16]byte // the topics at the last tick, by name
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
 			gs.refresh()
+			var deleted map[string]bool
+			seen, deleted = gs.deletedTopics(seen)
 			expire := now.Sub(lastExpiry) >= offsetsExpiryInterval
 			if expire {
 				lastExpiry = now
@@ -169,6 +172,10 @@ func (gs *groups) run(ctx context.Context) {
 			var todo []pending
 			for _, sh := range shards {
 				out := sh.c.Tick(now)
+				if len(deleted) > 0 {
+					forgot := sh.c.ForgetTopics(deleted)
+					out.Records = append(out.Records, forgot.Records...)
+				}
 				if expire {
 					exp := sh.c.ExpireOffsets(now)
 					out.Records = append(out.Records, exp.Records...)
@@ -182,6 +189,27 @@ func (gs *groups) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// deletedTopics compares the topics with those seen at the last tick (nil: none yet) and
+// returns them now with the names deleted since: gone, or another topic under the name (deleted
+// and created again within a tick). The shards forget those topics' committed offsets, as
+// Kafka's coordinator does when its metadata delta deletes partitions.
+func (gs *groups) deletedTopics(seen map[string][16]byte) (map[string][16]byte, map[string]bool) {
+	now := map[string][16]byte{}
+	for _, t := range gs.b.topics.List() {
+		now[t.Name] = t.ID
+	}
+	var deleted map[string]bool
+	for name, id := range seen {
+		if cur, ok := now[name]; !ok || cur != id {
+			if deleted == nil {
+				deleted = map[string]bool{}
+			}
+			deleted[name] = true
+		}
+	}
+	return now, deleted
 }
 
 // refresh loads a shard for every offsets partition this node leads (once the leader's epoch

@@ -228,3 +228,51 @@ func TestGroupConsumersShareAndTakeOver(t *testing.T) {
 		})
 	}
 }
+
+// TestOffsetsOfADeletedTopicAreDeleted: a group's committed offsets of a topic go with the
+// topic, as Kafka's coordinator deletes them when the metadata deletes its partitions; a topic
+// created again under the name starts with none, so its consumers do not resume at the old
+// positions (they skipped the new topic's first records). Other topics' offsets stay.
+func TestOffsetsOfADeletedTopicAreDeleted(t *testing.T) {
+	addr, _ := testBroker(t)
+	ctx, _, adm := adminClients(t, addr)
+	mustCreate(t, ctx, adm, 2, nil, "gone", "kept")
+	offsets := kadm.Offsets{}
+	offsets.AddOffset("gone", 0, 5, -1)
+	offsets.AddOffset("gone", 1, 6, -1)
+	offsets.AddOffset("kept", 0, 7, -1)
+	if resp, err := adm.CommitOffsets(ctx, "g", offsets); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	if _, err := adm.DeleteTopics(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resps, err := adm.CreateTopics(ctx, 2, -1, nil, "gone")
+		if err == nil && resps["gone"].Err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("creating gone again: %v %v", err, resps)
+		}
+	}
+	var got kadm.OffsetResponses
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var err error
+		if got, err = adm.FetchOffsets(ctx, "g"); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got.Lookup("gone", 0); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offsets of the deleted topic still there: %v", got)
+		}
+	}
+	if o, ok := got.Lookup("kept", 0); !ok || o.At != 7 {
+		t.Fatalf("kept-0: %+v %v; want 7", o, ok)
+	}
+	if _, ok := got.Lookup("gone", 1); ok {
+		t.Fatalf("gone-1 still committed: %v", got)
+	}
+}

@@ -344,6 +344,54 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 	return resp, out
 }
 
+// ForgetTopics deletes every group's committed offsets of the named topics, which were
+// deleted, and drops their pending transactional commits, as Kafka's
+// OffsetMetadataManager.onPartitionsDeleted does: a topic created again under the name starts
+// with no committed offsets, so its consumers do not resume at the old topic's positions.
+func (c *Coordinator) ForgetTopics(deleted map[string]bool) Output {
+	var out Output
+	if len(deleted) == 0 {
+		return out
+	}
+	for _, g := range c.Groups() {
+		for _, tp := range sortedPartitions(g.offsets) {
+			if deleted[tp.Topic] {
+				delete(g.offsets, tp)
+				c.dropPending(g.ID, tp)
+				out.Records = append(out.Records, offsetRecord(g.ID, tp, nil))
+			}
+		}
+	}
+	type pendingOffset struct {
+		group string
+		tp    TopicPartition
+	}
+	var drop []pendingOffset // commits pending for groups that have no offset of the topic yet
+	for _, byEpoch := range c.pending {
+		for _, p := range byEpoch {
+			for group, tps := range p {
+				for tp := range tps {
+					if deleted[tp.Topic] {
+						drop = append(drop, pendingOffset{group, tp})
+					}
+				}
+			}
+		}
+	}
+	slices.SortFunc(drop, func(a, b pendingOffset) int {
+		return cmp.Or(strings.Compare(a.group, b.group), strings.Compare(a.tp.Topic, b.tp.Topic), cmp.Compare(a.tp.Partition, b.tp.Partition))
+	})
+	for i, d := range drop {
+		if i > 0 && d == drop[i-1] { // pending in more than one transaction
+			continue
+		}
+		// The tombstone drops it on replay too (Load), before the transaction's marker.
+		c.dropPending(d.group, d.tp)
+		out.Records = append(out.Records, offsetRecord(d.group, d.tp, nil))
+	}
+	return out
+}
+
 // subscribedTopics are the topics the members subscribe to, read from their consumer protocol
 // metadata (for groups of protocol type "consumer"; others subscribe to nothing known). known
 // is false where that cannot be told: another protocol type, or a member's metadata unreadable.

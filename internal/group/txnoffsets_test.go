@@ -161,3 +161,66 @@ func TestFailedAppendKeepsEarlierPending(t *testing.T) {
 		t.Fatalf("pending after the only commit was undone: %v", c3.pending)
 	}
 }
+
+// TestForgetDeletedTopics: the offsets of a deleted topic are deleted in every group, and a
+// transactional commit of it still pending is dropped, so its marker commits nothing, live and
+// replayed from the records alike; other topics' offsets stay (Kafka's
+// OffsetMetadataManager.onPartitionsDeleted). Runnel kept them: a topic created again under the
+// name inherited them, and its consumers skipped its first records.
+func TestForgetDeletedTopics(t *testing.T) {
+	const pid = 42
+	now := time.UnixMilli(1_700_000_000_000)
+	c := New(DefaultConfig())
+	var log []Record // the records as the log holds them; transactional ones marked by txn
+	txn := map[int]bool{}
+	commit := func(group, topic string, offset int64) {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.Generation = 8, group, -1
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}
+		resp, out := c.OffsetCommit(now, req)
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("commit %s %s: %v", group, topic, kerr.ErrorForCode(code))
+		}
+		log = append(log, out.Records...)
+	}
+	commit("g", "keep", 6)
+	commit("h", "in", 7)
+	for _, r := range txnCommit(t, c, now, pid, 3, 40) { // g's in-0, only pending
+		txn[len(log)] = true
+		log = append(log, r)
+	}
+	out := c.ForgetTopics(map[string]bool{"in": true})
+	log = append(log, out.Records...)
+	c.CompleteTxn(now, pid, 4, true)
+	check := func(name string, c *Coordinator) {
+		t.Helper()
+		for _, gt := range []struct {
+			group, topic string
+			want         int64
+		}{{"g", "in", -1}, {"h", "in", -1}, {"g", "keep", 6}} {
+			g, _ := c.Group(gt.group)
+			got := int64(-1)
+			if o, ok := g.offsets[TopicPartition{gt.topic, 0}]; ok {
+				got = o.Offset
+			}
+			if got != gt.want {
+				t.Errorf("%s: %s's offset of %s-0 = %d; want %d", name, gt.group, gt.topic, got, gt.want)
+			}
+		}
+	}
+	check("live", c)
+	r := New(DefaultConfig())
+	for i, rec := range log {
+		var err error
+		if txn[i] {
+			err = r.LoadTxn(pid, 3, rec.Key, rec.Value)
+		} else {
+			err = r.Load(now, rec.Key, rec.Value)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.CompleteTxn(now, pid, 4, true)
+	check("replayed", r)
+}
