@@ -74,6 +74,13 @@ func (gs *groups) newCoordinator() *group.Coordinator {
 		t, ok := gs.b.topics.Get(topic)
 		return ok && partition >= 0 && int(partition) < len(t.Partitions)
 	}
+	c.TopicID = func(topic string) ([16]byte, bool) {
+		t, ok := gs.b.topics.Get(topic)
+		if !ok {
+			return [16]byte{}, false
+		}
+		return t.ID, true
+	}
 	// Every topic, internal ones included: a KIP-848 regex the broker resolves matches
 	// __consumer_offsets and __transaction_state as Kafka's does.
 	c.Topics = func() map[string]group.TopicMeta {
@@ -153,7 +160,7 @@ func (gs *groups) run(ctx context.Context) {
 			return
 		case now := <-tick.C:
 			gs.refresh()
-			var deleted map[string]bool
+			var deleted map[string][16]byte
 			seen, deleted = gs.deletedTopics(seen)
 			expire := now.Sub(lastExpiry) >= offsetsExpiryInterval
 			if expire {
@@ -192,21 +199,23 @@ func (gs *groups) run(ctx context.Context) {
 }
 
 // deletedTopics compares the topics with those seen at the last tick (nil: none yet) and
-// returns them now with the names deleted since: gone, or another topic under the name (deleted
-// and created again within a tick). The shards forget those topics' committed offsets, as
-// Kafka's coordinator does when its metadata delta deletes partitions.
-func (gs *groups) deletedTopics(seen map[string][16]byte) (map[string][16]byte, map[string]bool) {
+// returns them now with the topics deleted since, by name, with their ids: gone, or another
+// topic under the name (deleted and created again within a tick). The shards forget those
+// topics' committed offsets, as Kafka's coordinator does when its metadata delta deletes
+// partitions; an offset committed to the new topic of the name meanwhile is told apart by its
+// topic id and stays.
+func (gs *groups) deletedTopics(seen map[string][16]byte) (map[string][16]byte, map[string][16]byte) {
 	now := map[string][16]byte{}
 	for _, t := range gs.b.topics.List() {
 		now[t.Name] = t.ID
 	}
-	var deleted map[string]bool
+	var deleted map[string][16]byte
 	for name, id := range seen {
 		if cur, ok := now[name]; !ok || cur != id {
 			if deleted == nil {
-				deleted = map[string]bool{}
+				deleted = map[string][16]byte{}
 			}
-			deleted[name] = true
+			deleted[name] = id
 		}
 	}
 	return now, deleted

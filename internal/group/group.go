@@ -184,6 +184,10 @@ type Offset struct {
 	// retention_time_ms; it replaces offsets.retention.minutes for this offset, as in Kafka.
 	ExpireTime int64
 
+	// topicID is the id of the topic the offset was committed to, when the coordinator was
+	// told it (Coordinator.TopicID; not kept in the record: zero after a load).
+	topicID [16]byte
+
 	// record is the place of the offset's record in the log (Coordinator.records): a
 	// transaction's COMMIT keeps the newest record of a partition (txnoffsets.go), as Kafka
 	// compares the records' log offsets.
@@ -281,6 +285,9 @@ type Coordinator struct {
 	// PartitionExists reports whether a topic partition exists (OffsetCommit refuses unknown
 	// ones, as Kafka does). Nil accepts every partition.
 	PartitionExists func(topic string, partition int32) bool
+	// TopicID gives a topic's id, for the offsets committed to it (ForgetTopics tells a topic
+	// created again under the name by it). Nil: no ids.
+	TopicID func(topic string) ([16]byte, bool)
 	// Topics lists every topic with its id and partition count, for the server-side assignors
 	// of consumer groups. The caller owns the map.
 	Topics func() map[string]TopicMeta

@@ -62,6 +62,9 @@ func (c *Coordinator) partitionCommit(now time.Time, topic string, partition int
 		return kerr.OffsetMetadataTooLarge.Code, Offset{}
 	}
 	o := Offset{Offset: offset, LeaderEpoch: leaderEpoch, CommitTime: now.UnixMilli()}
+	if c.TopicID != nil {
+		o.topicID, _ = c.TopicID(topic)
+	}
 	if metadata != nil {
 		o.Metadata = *metadata
 	}
@@ -344,18 +347,23 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 	return resp, out
 }
 
-// ForgetTopics deletes every group's committed offsets of the named topics, which were
-// deleted, and drops their pending transactional commits, as Kafka's
+// ForgetTopics deletes every group's committed offsets of the deleted topics (name → the
+// deleted topic's id), and drops their pending transactional commits, as Kafka's
 // OffsetMetadataManager.onPartitionsDeleted does: a topic created again under the name starts
-// with no committed offsets, so its consumers do not resume at the old topic's positions.
-func (c *Coordinator) ForgetTopics(deleted map[string]bool) Output {
+// with no committed offsets, so its consumers do not resume at the old topic's positions. An
+// offset known to be committed to another topic of the name (one created again since) stays.
+func (c *Coordinator) ForgetTopics(deleted map[string][16]byte) Output {
 	var out Output
 	if len(deleted) == 0 {
 		return out
 	}
+	gone := func(tp TopicPartition, o Offset) bool {
+		id, ok := deleted[tp.Topic]
+		return ok && (o.topicID == [16]byte{} || o.topicID == id)
+	}
 	for _, g := range c.Groups() {
 		for _, tp := range sortedPartitions(g.offsets) {
-			if deleted[tp.Topic] {
+			if gone(tp, g.offsets[tp]) {
 				delete(g.offsets, tp)
 				c.dropPending(g.ID, tp)
 				out.Records = append(out.Records, offsetRecord(g.ID, tp, nil))
@@ -370,8 +378,8 @@ func (c *Coordinator) ForgetTopics(deleted map[string]bool) Output {
 	for _, byEpoch := range c.pending {
 		for _, p := range byEpoch {
 			for group, tps := range p {
-				for tp := range tps {
-					if deleted[tp.Topic] {
+				for tp, o := range tps {
+					if gone(tp, o) {
 						drop = append(drop, pendingOffset{group, tp})
 					}
 				}

@@ -189,7 +189,7 @@ func TestForgetDeletedTopics(t *testing.T) {
 		txn[len(log)] = true
 		log = append(log, r)
 	}
-	out := c.ForgetTopics(map[string]bool{"in": true})
+	out := c.ForgetTopics(map[string][16]byte{"in": {1}})
 	log = append(log, out.Records...)
 	c.CompleteTxn(now, pid, 4, true)
 	check := func(name string, c *Coordinator) {
@@ -223,4 +223,35 @@ func TestForgetDeletedTopics(t *testing.T) {
 	}
 	r.CompleteTxn(now, pid, 4, true)
 	check("replayed", r)
+}
+
+// TestForgetDeletedTopicKeepsTheNewTopicsOffsets: a topic deleted and created again between two
+// looks of the group service: an offset committed to the old topic goes, one committed to the
+// new topic of the same name (told apart by its topic id) stays.
+func TestForgetDeletedTopicKeepsTheNewTopicsOffsets(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	c := New(DefaultConfig())
+	id := [16]byte{1} // the old topic's
+	c.TopicID = func(string) ([16]byte, bool) { return id, true }
+	commit := func(group string, offset int64) {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.Generation = 8, group, -1
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "in", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}
+		if resp, _ := c.OffsetCommit(now, req); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("commit: %v", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+		}
+	}
+	commit("old", 5)
+	id = [16]byte{2} // deleted and created again
+	commit("new", 3)
+	out := c.ForgetTopics(map[string][16]byte{"in": {1}})
+	if len(out.Records) != 1 {
+		t.Fatalf("%d tombstones; want 1, the old topic's offset", len(out.Records))
+	}
+	if g, _ := c.Group("old"); len(g.offsets) != 0 {
+		t.Errorf("the old topic's offset stayed: %v", g.offsets)
+	}
+	if g, _ := c.Group("new"); g.offsets[TopicPartition{"in", 0}].Offset != 3 {
+		t.Errorf("the new topic's offset: %v; want 3", g.offsets)
+	}
 }
