@@ -1159,3 +1159,27 @@ func TestWriteCachingDisabledOverKafka(t *testing.T) {
 		t.Error("removing write_caching_default did not give the topic its write caching back")
 	}
 }
+
+// TestMetadataByTopicIDWithAnEmptyName: a Metadata v12 entry naming a topic by id alongside the
+// empty name (what the Java client's describeTopics(TopicCollection.ofTopicIds(...)) and
+// kafka-topics --describe --topic-id send) describes that topic, as Kafka looks only at the id;
+// Runnel looked up a topic named "" and answered it unknown. An unknown id is UNKNOWN_TOPIC_ID.
+func TestMetadataByTopicIDWithAnEmptyName(t *testing.T) {
+	addr, reg := testBroker(t)
+	ctx, _, adm := adminClients(t, addr)
+	mustCreate(t, ctx, adm, 2, nil, "byid")
+	tp, _ := reg.Get("byid")
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	req.Topics = []kmsg.MetadataRequestTopic{{TopicID: tp.ID, Topic: kmsg.StringPtr("")}, {TopicID: [16]byte{9}, Topic: kmsg.StringPtr("")}}
+	resp := rawRequest(t, addr, req).(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 2 {
+		t.Fatalf("%d topics; want 2", len(resp.Topics))
+	}
+	if got := resp.Topics[0]; got.ErrorCode != 0 || got.Topic == nil || *got.Topic != "byid" || len(got.Partitions) != 2 {
+		t.Errorf("by id with an empty name: %v %v, %d partitions; want byid with 2", errName(got.ErrorCode), msg(got.Topic), len(got.Partitions))
+	}
+	if got := resp.Topics[1]; got.ErrorCode != kerr.UnknownTopicID.Code || got.Topic != nil {
+		t.Errorf("an unknown id: %v %v; want UNKNOWN_TOPIC_ID without a name", errName(got.ErrorCode), msg(got.Topic))
+	}
+}

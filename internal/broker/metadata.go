@@ -62,6 +62,11 @@ func handleMetadata(ctx context.Context, r *request) reply {
 	}
 	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
 	for _, rt := range req.Topics {
+		if rt.TopicID != [16]byte{} {
+			// By id: a name sent with it is not looked at, as Kafka's handleTopicMetadataRequest
+			// (the Java client sends "" beside the id, which was looked up as a topic name).
+			rt.Topic = nil
+		}
 		var t *topics.Topic
 		var ok bool
 		if rt.Topic != nil {
