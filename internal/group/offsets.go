@@ -361,41 +361,41 @@ func (c *Coordinator) ForgetTopics(deleted map[string][16]byte) Output {
 		id, ok := deleted[tp.Topic]
 		return ok && (o.topicID == [16]byte{} || o.topicID == id)
 	}
-	for _, g := range c.Groups() {
-		for _, tp := range sortedPartitions(g.offsets) {
-			if gone(tp, g.offsets[tp]) {
-				delete(g.offsets, tp)
-				c.dropPending(g.ID, tp)
-				out.Records = append(out.Records, offsetRecord(g.ID, tp, nil))
+	// Committed and pending alike, each once: the tombstone drops a pending commit on replay too
+	// (Load), before its transaction's marker, as dropPending does here.
+	forget := map[string]map[TopicPartition]bool{}
+	add := func(group string, tp TopicPartition) {
+		if forget[group] == nil {
+			forget[group] = map[TopicPartition]bool{}
+		}
+		forget[group][tp] = true
+	}
+	for _, g := range c.groups {
+		for tp, o := range g.offsets {
+			if gone(tp, o) {
+				add(g.ID, tp)
 			}
 		}
 	}
-	type pendingOffset struct {
-		group string
-		tp    TopicPartition
-	}
-	var drop []pendingOffset // commits pending for groups that have no offset of the topic yet
 	for _, byEpoch := range c.pending {
 		for _, p := range byEpoch {
 			for group, tps := range p {
 				for tp, o := range tps {
 					if gone(tp, o) {
-						drop = append(drop, pendingOffset{group, tp})
+						add(group, tp)
 					}
 				}
 			}
 		}
 	}
-	slices.SortFunc(drop, func(a, b pendingOffset) int {
-		return cmp.Or(strings.Compare(a.group, b.group), strings.Compare(a.tp.Topic, b.tp.Topic), cmp.Compare(a.tp.Partition, b.tp.Partition))
-	})
-	for i, d := range drop {
-		if i > 0 && d == drop[i-1] { // pending in more than one transaction
-			continue
+	for _, group := range slices.Sorted(maps.Keys(forget)) {
+		for _, tp := range sortedPartitions(forget[group]) {
+			if g := c.groups[group]; g != nil {
+				delete(g.offsets, tp)
+			}
+			c.dropPending(group, tp)
+			out.Records = append(out.Records, offsetRecord(group, tp, nil))
 		}
-		// The tombstone drops it on replay too (Load), before the transaction's marker.
-		c.dropPending(d.group, d.tp)
-		out.Records = append(out.Records, offsetRecord(d.group, d.tp, nil))
 	}
 	return out
 }
