@@ -122,10 +122,9 @@ func replaceConfigs(cs []kmsg.AlterConfigsRequestResourceConfig) func(configs, b
 func init() { register(kmsg.ListConfigResources, 0, 1, handleListConfigResources) }
 
 // handleListConfigResources lists the config resources of the requested types (KIP-1142; v0
-// is KIP-714's ListClientMetricsResources): groups with configs, topics, the live brokers, and
-// client-metrics subscriptions. BROKER_LOGGER is not a
-// resource Runnel has: asking for it is UNSUPPORTED_VERSION, Kafka's answer for a type it does
-// not list.
+// is KIP-714's ListClientMetricsResources): groups with configs, topics, the live brokers,
+// this node's loggers (a node describes and alters only its own, as Kafka's) and client-metrics
+// subscriptions, in Kafka's order. A type not listed is UNSUPPORTED_VERSION, as in Kafka.
 func handleListConfigResources(_ context.Context, r *request) reply {
 	req := r.req.(*kmsg.ListConfigResourcesRequest)
 	resp := req.ResponseKind().(*kmsg.ListConfigResourcesResponse)
@@ -136,7 +135,7 @@ func handleListConfigResources(_ context.Context, r *request) reply {
 	supported := []kmsg.ConfigResourceType{kmsg.ConfigResourceTypeClientMetrics}
 	if req.Version >= 1 {
 		supported = []kmsg.ConfigResourceType{kmsg.ConfigResourceTypeTopic, kmsg.ConfigResourceTypeBroker,
-			kmsg.ConfigResourceTypeClientMetrics, kmsg.ConfigResourceTypeGroupConfig}
+			kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics, kmsg.ConfigResourceTypeGroupConfig}
 	}
 	types := supported
 	if len(req.ResourceTypes) > 0 {
@@ -164,6 +163,9 @@ func handleListConfigResources(_ context.Context, r *request) reply {
 		for _, name := range slices.Sorted(maps.Keys(b.cl.Image().ClientMetrics)) {
 			add(kmsg.ConfigResourceTypeClientMetrics, name)
 		}
+	}
+	if slices.Contains(types, kmsg.ConfigResourceTypeBrokerLogger) {
+		add(kmsg.ConfigResourceTypeBrokerLogger, strconv.Itoa(int(b.cfg.NodeID)))
 	}
 	if slices.Contains(types, kmsg.ConfigResourceTypeBroker) {
 		for _, id := range b.cl.Image().LiveNodes() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,10 +125,24 @@ func TestGroupConfigs(t *testing.T) {
 		t.Fatalf("ListConfigResources of groups: %v %+v; want g1 and g2", err, listed)
 	}
 
-	lrl := kmsg.NewPtrListConfigResourcesRequest()
-	lrl.Version, lrl.ResourceTypes = 1, []int8{int8(kmsg.ConfigResourceTypeBrokerLogger)}
-	if r, err := lrl.RequestWith(ctx, cl); err != nil || r.ErrorCode != kerr.UnsupportedVersion.Code {
-		t.Fatalf("ListConfigResources of broker loggers: %v %+v; want UNSUPPORTED_VERSION", err, r)
+	// Every type, in Kafka's order: this node's loggers come before the brokers (one here).
+	lra := kmsg.NewPtrListConfigResourcesRequest()
+	lra.Version = 1
+	all, err := lra.RequestWith(ctx, cl)
+	if err != nil || all.ErrorCode != 0 {
+		t.Fatalf("ListConfigResources of every type: %v %+v", err, all)
+	}
+	var kinds []string
+	for _, c := range all.ConfigResources {
+		kinds = append(kinds, fmt.Sprintf("%v:%s", kmsg.ConfigResourceType(c.Type), c.Name))
+	}
+	if want := []string{"GROUP_CONFIG:g1", "GROUP_CONFIG:g2", "BROKER_LOGGER:0", "BROKER:0", "TOPIC:q"}; !slices.Equal(kinds, want) {
+		t.Fatalf("ListConfigResources of every type: %v; want %v", kinds, want)
+	}
+	lru := kmsg.NewPtrListConfigResourcesRequest()
+	lru.Version, lru.ResourceTypes = 1, []int8{int8(kmsg.ConfigResourceTypeBrokerLogger), 99}
+	if r, err := lru.RequestWith(ctx, cl); err != nil || r.ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("ListConfigResources of an unknown type: %v %+v; want UNSUPPORTED_VERSION", err, r)
 	}
 
 	// g1 reads what was written before it existed, with its own lock duration.
