@@ -89,19 +89,27 @@ func (b *Broker) configSynonyms(d *topics.ConfigDef, topicSet map[string]string)
 	if v, ok := b.topics.BrokerConfigs(false)[d.BrokerName]; ok {
 		out = append(out, syn{Name: d.BrokerName, Value: strp(v), Source: kmsg.ConfigSourceDynamicDefaultBrokerConfig})
 	}
-	if brokerNamesWithoutDefault[d.BrokerName] {
-		// Kafka's broker config of that name has no default (the default is an hours or
-		// scheduler config's), and ConfigHelper.configSynonyms lists synonyms from the one of
-		// the same name on: none.
+	if fallback, ok := brokerNamesWithoutDefault[d.BrokerName]; ok {
+		// Kafka's broker config of that name has no default: its fallback's default gives it.
+		// ConfigHelper.configSynonyms lists the synonyms level by level (dynamic per broker,
+		// dynamic default, static, default) from the first of the config's own name on: none
+		// while it is set nowhere, else the fallback's default after it.
+		if len(out) > 0 && out[len(out)-1].Name == d.BrokerName {
+			out = append(out, syn{Name: fallback[0], Value: strp(fallback[1]), Source: kmsg.ConfigSourceDefaultConfig})
+		}
 		return out
 	}
 	return append(out, syn{Name: d.BrokerName, Value: strp(d.Default), Source: kmsg.ConfigSourceDefaultConfig})
 }
 
 // brokerNamesWithoutDefault are the broker configs that set topic configs' defaults in Kafka but
-// have no default of their own (log.retention.hours, log.roll.hours, log.roll.jitter.hours and
-// log.flush.scheduler.interval.ms give it).
-var brokerNamesWithoutDefault = map[string]bool{"log.retention.ms": true, "log.roll.ms": true, "log.roll.jitter.ms": true, "log.flush.interval.ms": true}
+// have no default of their own, each with the synonym whose default gives it, and that default.
+var brokerNamesWithoutDefault = map[string][2]string{
+	"log.retention.ms":      {"log.retention.hours", "168"},
+	"log.roll.ms":           {"log.roll.hours", "168"},
+	"log.roll.jitter.ms":    {"log.roll.jitter.hours", "0"},
+	"log.flush.interval.ms": {"log.flush.scheduler.interval.ms", "9223372036854775807"},
+}
 
 // checkBrokerResource checks a BROKER config resource's name: "" (the cluster-wide dynamic
 // defaults) or this node's id. It reports whether the name is this node.

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -167,6 +169,45 @@ func TestDescribeConfigsNoSynonymForUnsetBrokerName(t *testing.T) {
 				t.Errorf("DescribeConfigs v%d %s: synonyms %v; want none, as Kafka (its broker synonym %q is unset)", v, c.Name, names, map[string]string{
 					"retention.ms": "log.retention.ms", "segment.ms": "log.roll.ms", "segment.jitter.ms": "log.roll.jitter.ms", "flush.ms": "log.flush.interval.ms"}[c.Name])
 			}
+		}
+	}
+
+	// Once the broker config is set (here a cluster-wide dynamic default), the list starts at it
+	// and goes on to the default of the synonym that gives its default: Kafka 4.1.1 describes
+	// retention.ms with [DYNAMIC_DEFAULT_BROKER_CONFIG log.retention.ms=1000000,
+	// DEFAULT_CONFIG log.retention.hours=168].
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ar := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ar.ResourceType = kmsg.ConfigResourceTypeBroker
+	for _, kv := range [][2]string{{"log.retention.ms", "1000000"}, {"log.roll.ms", "2000000"}, {"log.roll.jitter.ms", "5"}, {"log.flush.interval.ms", "100000"}} {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = kv[0], kmsg.StringPtr(kv[1])
+		ar.Configs = append(ar.Configs, c)
+	}
+	alter.Resources = append(alter.Resources, ar)
+	if r := ctRoundTrip(t, addr, alter).(*kmsg.IncrementalAlterConfigsResponse); r.Resources[0].ErrorCode != 0 {
+		t.Fatalf("setting the broker defaults: %+v", r.Resources[0])
+	}
+	want := map[string]string{
+		"retention.ms":      "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=1000000 DEFAULT_CONFIG:log.retention.hours=168",
+		"segment.ms":        "DYNAMIC_DEFAULT_BROKER_CONFIG:log.roll.ms=2000000 DEFAULT_CONFIG:log.roll.hours=168",
+		"segment.jitter.ms": "DYNAMIC_DEFAULT_BROKER_CONFIG:log.roll.jitter.ms=5 DEFAULT_CONFIG:log.roll.jitter.hours=0",
+		"flush.ms":          "DYNAMIC_DEFAULT_BROKER_CONFIG:log.flush.interval.ms=100000 DEFAULT_CONFIG:log.flush.scheduler.interval.ms=9223372036854775807",
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version, req.IncludeSynonyms = 4, true
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "syn"
+	res.ConfigNames = []string{"retention.ms", "segment.ms", "segment.jitter.ms", "flush.ms"}
+	req.Resources = append(req.Resources, res)
+	resp := ctRoundTrip(t, addr, req).(*kmsg.DescribeConfigsResponse)
+	for _, c := range resp.Resources[0].Configs {
+		var got []string
+		for _, s := range c.ConfigSynonyms {
+			got = append(got, fmt.Sprintf("%v:%s=%s", s.Source, s.Name, *s.Value))
+		}
+		if g := strings.Join(got, " "); g != want[c.Name] {
+			t.Errorf("%s with its broker config set: synonyms %q; want %q, as Kafka", c.Name, g, want[c.Name])
 		}
 	}
 }
