@@ -154,6 +154,7 @@ func (gs *groups) run(ctx context.Context) {
 	defer tick.Stop()
 	lastExpiry := time.Now()
 	var seen map[string][16]byte // the topics at the last tick, by name
+	var seenGen uint64           // the registry's generation when seen was taken
 	for {
 		select {
 		case <-ctx.Done():
@@ -161,7 +162,10 @@ func (gs *groups) run(ctx context.Context) {
 		case now := <-tick.C:
 			gs.refresh()
 			var deleted map[string][16]byte
-			seen, deleted = gs.deletedTopics(seen)
+			if gen := gs.b.topics.Generation(); seen == nil || gen != seenGen {
+				seen, deleted = gs.deletedTopics(seen)
+				seenGen = gen
+			}
 			expire := now.Sub(lastExpiry) >= offsetsExpiryInterval
 			if expire {
 				lastExpiry = now

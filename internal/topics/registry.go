@@ -131,6 +131,7 @@ type Registry struct {
 	mu     sync.RWMutex
 	byName map[string]*Topic
 	byID   map[[16]byte]*Topic
+	gen    uint64 // counts the names added, removed or given another id, under mu (Generation)
 
 	// Directories renamed for removal, being removed in the background (removeLater), one at a
 	// time (rmOne); Close waits for them.
@@ -492,6 +493,9 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 		}
 	}
 	r.mu.Lock()
+	if prev, ok := r.byName[t.Name]; !ok || prev.ID != t.ID {
+		r.gen++
+	}
 	r.byName[t.Name], r.byID[t.ID] = t, t
 	r.mu.Unlock()
 	published = true
@@ -527,6 +531,9 @@ func (r *Registry) topicFailed(spec TopicSpec, prev *topicFailure, err error) {
 		r.mu.Lock()
 		if ok { // a placeholder of the topic before
 			delete(r.byID, old.ID)
+		}
+		if prev, ok := r.byName[t.Name]; !ok || prev.ID != t.ID {
+			r.gen++
 		}
 		r.byName[t.Name], r.byID[t.ID] = t, t
 		r.mu.Unlock()
@@ -764,6 +771,7 @@ func (r *Registry) deleteTopic(t *Topic, hooks Hooks) error {
 	r.mu.Lock()
 	if r.byName[t.Name] == t {
 		delete(r.byName, t.Name)
+		r.gen++
 	}
 	if r.byID[t.ID] == t {
 		delete(r.byID, t.ID)
@@ -855,6 +863,15 @@ func (r *Registry) GetByID(id [16]byte) (*Topic, bool) {
 	defer r.mu.RUnlock()
 	t, ok := r.byID[id]
 	return t, ok
+}
+
+// Generation changes whenever a topic name is added or removed or names another topic id: a
+// caller that compares names and ids with an earlier List need not look again while it stays
+// the same.
+func (r *Registry) Generation() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.gen
 }
 
 // List returns every topic, sorted by name.

@@ -781,3 +781,39 @@ func TestDeletionDoesNotWaitForItsFiles(t *testing.T) {
 		t.Fatalf("directories being removed: %v; want the deleted topic's", removing)
 	}
 }
+
+// TestGenerationFollowsNamesAndIDs: Generation moves when a name comes, goes or names another
+// topic id, and stays while Syncs change nothing of that (a config change, a partition added),
+// so the group service skips comparing every topic at each tick.
+func TestGenerationFollowsNamesAndIDs(t *testing.T) {
+	f := logstore.NewFlusher(0)
+	defer f.Close()
+	r, err := Open(Options{DataDir: t.TempDir(), Flusher: f, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	spec := TopicSpec{Name: "g", ID: [16]byte{1}, Partitions: 1, Hosted: all}
+	g0 := r.Generation()
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+	g1 := r.Generation()
+	if g1 == g0 {
+		t.Fatalf("Generation after creating a topic: %d, as before", g1)
+	}
+	spec.Configs, spec.Partitions = map[string]string{"retention.ms": "1000"}, 2
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+	r.Sync([]TopicSpec{spec}, map[string]string{"log.segment.bytes": "70000"}, nil, Hooks{})
+	if g := r.Generation(); g != g1 {
+		t.Fatalf("Generation after a config change and a new partition: %d; want %d (no name or id changed)", g, g1)
+	}
+	spec.ID = [16]byte{2} // deleted and created again under the name
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+	g2 := r.Generation()
+	if g2 == g1 {
+		t.Fatalf("Generation after the name got another id: %d, as before", g2)
+	}
+	r.Sync(nil, nil, nil, Hooks{})
+	if g := r.Generation(); g == g2 {
+		t.Fatalf("Generation after deleting the topic: %d, as before", g)
+	}
+}
