@@ -27,7 +27,9 @@ import (
 // snapshot, so every entry below a snapshot's offset is durable. Recovery drops the entries at or
 // after the offset it replays from (and a torn tail) and the replay appends them again.
 // Truncation drops the entries at or after the cut. Entries whose marker is below the log start
-// are dropped when they are more than half the file.
+// are dropped when they are more than half the file, and those whose marker compaction removed
+// before the compacted segments replace the old ones (their transactions' records are gone by
+// then: a marker goes only once no batch of its transaction is left).
 
 const (
 	abortedName      = "aborted-txns"
@@ -261,13 +263,45 @@ func (x *abortedIndex) trimBelow(start int64, dir string) error {
 	if err != nil || i*2 <= x.n {
 		return err
 	}
+	return x.rewriteLocked(i, nil, dir)
+}
+
+// remove drops the entries whose marker offset is in markers: compaction removed those ABORT
+// markers, and a read_committed fetch must no longer report their transactions (a consumer told
+// of an aborted transaction drops the producer's transactional batches until it reads the
+// marker, so it would drop the producer's later committed ones too). As Kafka, whose cleaner
+// keeps an aborted transaction in the cleaned segment's index only with its marker
+// (CleanedTransactionMetadata). The file is rewritten as by trimBelow.
+func (x *abortedIndex) remove(markers map[int64]bool, dir string) error {
+	if len(markers) == 0 {
+		return nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.f == nil {
+		return nil
+	}
+	return x.rewriteLocked(0, markers, dir)
+}
+
+// rewriteLocked rewrites the file with the entries from i on, less those whose marker offset is
+// in drop; the caller holds mu.
+func (x *abortedIndex) rewriteLocked(i int64, drop map[int64]bool, dir string) error {
 	b := binary.BigEndian.AppendUint32([]byte(abortedMagic), abortedVersion)
+	n := int64(0)
 	for j := i; j < x.n; j++ {
 		e, err := x.entry(j)
 		if err != nil {
 			return err
 		}
+		if drop[e.Last] {
+			continue
+		}
 		b = e.encode(b)
+		n++
+	}
+	if i == 0 && n == x.n {
+		return nil // nothing to drop
 	}
 	tmp := x.name + ".tmp"
 	if err := vfs.WriteFileSync(x.fs, tmp, b); err != nil {
@@ -284,7 +318,7 @@ func (x *abortedIndex) trimBelow(start int64, dir string) error {
 		return err
 	}
 	x.f.Close()
-	x.f, x.n = f, x.n-i
+	x.f, x.n = f, n
 	return nil
 }
 

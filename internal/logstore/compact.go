@@ -350,6 +350,7 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 	deleteRetention := l.cfg.DeleteRetentionMs.Milliseconds()
 	l.mu.RUnlock()
 	horizon := nowMs + deleteRetention
+	abortsRemoved := map[int64]bool{} // offsets of the ABORT markers this group drops
 	for _, s := range group {
 		// A batch compacted before delete horizons were set carries none: its segment's
 		// first-compaction stamp stands for it.
@@ -376,6 +377,9 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 					out = b // its transaction keeps a record: no clock yet
 				case expired && h.BaseOffset < tc.floor:
 					st.MarkersRemoved++
+					if c, err := batch.ParseControl(h, b); err == nil && c.Type == batch.ControlAbort {
+						abortsRemoved[h.BaseOffset] = true
+					}
 				case !hasHorizon && !expired:
 					out, _, err = batch.Filter(h, b, func(*batch.Record, int64) bool { return true }, false, horizon)
 				default:
@@ -422,6 +426,14 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 	ns.next = group[len(group)-1].next
 	st.SegmentsIn += len(group)
 	st.SegmentsOut++
+	// The dropped markers' transactions leave the index before the swap: a crash between the
+	// two leaves a marker whose transaction has no record left (only empty batches), which a
+	// fetch need not report; the other way round, the index would keep them for good.
+	if err := l.aborted.remove(abortsRemoved, l.dir); err != nil {
+		ns.release()
+		_ = l.fs.Remove(cleanedName)
+		return err
+	}
 	return l.swapIn(group, ns)
 }
 

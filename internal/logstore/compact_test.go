@@ -248,6 +248,16 @@ func TestCompactionOfTransactions(t *testing.T) {
 	if len(markers) != 1 || markers[t3+2] != 5 {
 		t.Errorf("after T3 committed: markers %v; want only T3's at %d", markers, t3+2)
 	}
+	// T2's ABORT marker is gone, and so is its transaction from what read_committed fetches
+	// are told: a consumer told of it would drop producer 7's transactional batches until it
+	// read a marker that is no longer there, later committed ones included.
+	noAborted := func(when string) {
+		t.Helper()
+		if ab, err := l.AbortedTransactions(0, l.EndOffset()); err != nil || len(ab) != 0 {
+			t.Errorf("%s: aborted transactions reported %+v, %v; want none (their markers are gone)", when, ab, err)
+		}
+	}
+	noAborted("after T2's marker was removed")
 	if fu := l.FirstUnstableOffset(); fu != -1 {
 		t.Errorf("first unstable offset %d; want none", fu)
 	}
@@ -260,6 +270,7 @@ func TestCompactionOfTransactions(t *testing.T) {
 	if fu := l.FirstUnstableOffset(); fu != -1 {
 		t.Errorf("after a restart: first unstable offset %d; want none", fu)
 	}
+	noAborted("after a restart")
 	l.Close()
 	names, _ := e.fs.List("/p")
 	for _, n := range names {
