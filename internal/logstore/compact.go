@@ -209,7 +209,8 @@ func (c *Compactor) Compact(ctx context.Context, l *Log) (CompactStats, error) {
 }
 
 // compactionDue reports whether a pass is due, as Kafka's cleaner decides: the dirty segments
-// below limit hold at least min.cleanable.dirty.ratio of the bytes below limit, or one of them
+// below limit hold more than min.cleanable.dirty.ratio of the bytes below limit (strictly, as
+// LogCleanerManager.grabFilthiestCompactedLog: a ratio of 1 leaves it to max.compaction.lag.ms), or one of them
 // has a record older than max.compaction.lag.ms (its first batch's timestamp; after a restart,
 // which keeps only the newest, that one).
 func compactionDue(sealed []*segment, firstDirty, limit, nowMs int64, cfg Config) bool {
@@ -232,7 +233,7 @@ func compactionDue(sealed []*segment, firstDirty, limit, nowMs int64, cfg Config
 		}
 	}
 	overdue := cfg.MaxCompactionLagMs < math.MaxInt64 && earliest < nowMs-cfg.MaxCompactionLagMs
-	return dirty > 0 && (float64(dirty) >= cfg.MinCleanableDirtyRatio*float64(total) || overdue)
+	return dirty > 0 && (float64(dirty) > cfg.MinCleanableDirtyRatio*float64(total) || overdue)
 }
 
 type keyHash [md5.Size]byte
@@ -396,7 +397,11 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 					tc.retained[h.ProducerID] = true
 				}
 			default:
-				out, removed, err = batch.Filter(h, b, keep, h.ProducerID >= 0, horizon)
+				// An emptied batch of an idempotent producer stays only if the producer state
+				// remembers it (its last sequences, for deduplication after a replay), as Kafka
+				// keeps an active producer's last batch: kept all, they would hold 61 bytes per
+				// batch ever written.
+				out, removed, err = batch.Filter(h, b, keep, h.ProducerID >= 0 && tc.remember[h.BaseOffset], horizon)
 			}
 			if err != nil || out == nil {
 				st.RecordsRemoved += int64(removed)

@@ -309,6 +309,19 @@ func TestCompactionRespectsDirtyRatioAndPolicy(t *testing.T) {
 	if st, _ := c.Compact(context.Background(), l); st.SegmentsIn != 0 {
 		t.Errorf("dirty ratio below min.cleanable.dirty.ratio: compacted %d segments; want none", st.SegmentsIn)
 	}
+
+	// A ratio of 1 is never exceeded, even by a log never cleaned (all dirty): Kafka's cleaner
+	// compares strictly (cleanableRatio > minCleanableRatio), so only max.compaction.lag.ms
+	// compacts such a topic.
+	l2 := newEnv(t, vfs.NewMem(), "/q").open(cfg)
+	defer l2.Close()
+	cfg.MinCleanableDirtyRatio = 1
+	l2.SetConfig(cfg)
+	appendAll(t, l2, makeBatch(t, batch.CodecNone, kv("a", "1")), makeBatch(t, batch.CodecNone, kv("a", "2")))
+	rollActive(t, l2)
+	if st, _ := c.Compact(context.Background(), l2); st.SegmentsIn != 0 {
+		t.Errorf("min.cleanable.dirty.ratio=1, every segment dirty: compacted %d segments; want none", st.SegmentsIn)
+	}
 }
 
 func TestCompactionStaysWithinIOBudget(t *testing.T) {
@@ -489,4 +502,57 @@ func TestTombstoneExpiresUnderSteadyWrites(t *testing.T) {
 	if kvs := keyValues(t, l); kvs[1] == "a=<nil>" {
 		t.Errorf("10 h after its first compaction (delete.retention.ms 1 h) the tombstone for a is still there (%d segments)", n)
 	}
+}
+
+// idemKVBatch is a batch of idempotent (not transactional) producer pid at epoch, sequence seq.
+func idemKVBatch(t *testing.T, pid int64, epoch int16, seq int32, recs ...rec) []byte {
+	b := makeBatch(t, batch.CodecNone, recs...)
+	h, _ := batch.ParseHeader(b)
+	h.ProducerID, h.ProducerEpoch, h.BaseSequence = pid, epoch, seq
+	return batch.AppendBatch(nil, h, b[batch.HeaderSize:])
+}
+
+// TestCompactionDropsEmptiedIdempotentBatches: an idempotent producer's batch whose records
+// compaction removed stays (empty) only while the producer state remembers it, as Kafka's
+// cleaner keeps only an active producer's last batch. Kept all, a compacted topic written by
+// idempotent producers (every Java producer's default) never shrank below 61 bytes per batch
+// ever written, and diluted the dirty ratio. The producer goes on, and a retry of its last
+// batch is still answered as a duplicate, before and after a restart.
+func TestCompactionDropsEmptiedIdempotentBatches(t *testing.T) {
+	e := newEnv(t, vfs.NewMem(), "/p")
+	l := e.open(compactConfig())
+	const n = 20
+	var last []byte
+	for i := range n {
+		last = idemKVBatch(t, 9, 0, int32(i), kv("a", fmt.Sprint(i)))
+		appendAll(t, l, last)
+		if i%5 == 4 {
+			rollActive(t, l)
+		}
+	}
+	if _, err := NewCompactor(0).Compact(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	batches := readAll(t, l)
+	if len(batches) > 5 {
+		t.Errorf("after compaction: %d batches; want at most 5 (the producer state's last batches)", len(batches))
+	}
+	if data, _ := dataAndMarkers(t, l); len(data) != 1 || data[n-1] != fmt.Sprintf("a=%d", n-1) {
+		t.Errorf("after compaction: records %v; want only a=%d at %d", data, n-1, n-1)
+	}
+	check := func(when string) {
+		t.Helper()
+		retry := append([]byte(nil), last...)
+		if r, err := l.AppendBatch(retry, 1); err != nil || !r.Duplicate || r.First != n-1 {
+			t.Errorf("%s: a retry of the last batch = %+v, %v; want the duplicate at %d", when, r, err, n-1)
+		}
+	}
+	check("after compaction")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = e.open(compactConfig())
+	defer l.Close()
+	check("after a restart")
+	appendAll(t, l, idemKVBatch(t, 9, 0, n, kv("a", "next")))
 }

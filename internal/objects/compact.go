@@ -24,8 +24,8 @@ import (
 //     them, often from the writer's cache) and are not cleaned unless max.compaction.lag.ms
 //     says so; min.compaction.lag.ms leaves out the extents from the first younger one on
 //     (compactable). The others are clean (written by compaction: Extent.Clean) or dirty.
-//   - A pass is due when the dirty extents hold at least min.cleanable.dirty.ratio of the
-//     cleanable bytes, when a dirty one is past max.compaction.lag.ms, or when a clean extent
+//   - A pass is due when the dirty extents hold more than min.cleanable.dirty.ratio of the
+//     cleanable bytes (Kafka's cleanableRatio > minCleanableRatio), when a dirty one is past max.compaction.lag.ms, or when a clean extent
 //     holds a tombstone whose delete horizon passed.
 //   - Map: read the dirty extents, oldest first, and map md5(key) to the key's last offset. The
 //     map is bounded (CompactMaxKeys); when it fills, the pass stops at an extent boundary and
@@ -109,7 +109,7 @@ func (m *Maintainer) Compact(ctx context.Context, now time.Time) (CompactStats, 
 // compactable returns the extents of p a compaction pass may rewrite, or nil if no pass is due.
 // They are all but the newest keepNewest, plus the newest whose records are all older than
 // maxLag (max.compaction.lag.ms; math.MaxInt64: none), up to the first one with a record newer
-// than minLag (min.compaction.lag.ms). A pass is due when the dirty ones hold at least ratio of
+// than minLag (min.compaction.lag.ms). A pass is due when the dirty ones hold more than ratio of
 // their bytes, when a dirty one's records are all older than maxLag, or when a clean one holds a
 // tombstone whose delete horizon has passed. An extent's newest timestamp stands for all its
 // records (its oldest is not kept).
@@ -145,7 +145,7 @@ func compactable(p *objtopic.Partition, nowMs int64, keepNewest int, ratio float
 			due = due || overdue(e)
 		}
 	}
-	if dirty > 0 && float64(dirty) >= ratio*float64(clean+dirty) {
+	if dirty > 0 && float64(dirty) > ratio*float64(clean+dirty) { // strictly above, as Kafka: a ratio of 1 compacts only by max.compaction.lag.ms
 		due = true
 	}
 	if !due {

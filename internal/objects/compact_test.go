@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/objstore"
+	"github.com/runnel-dev/runnel/internal/objtopic"
 )
 
 // kv is one record of a compaction test: a nil key is a keyless record, tombstone a null value.
@@ -435,5 +437,26 @@ func TestCompactionLags(t *testing.T) {
 	exts := fc.partition(0).Object(0).Extents
 	if err != nil || st.RecordsRemoved != 4 || len(exts) != 1 || !exts[0].Clean || exts[0].Last != 5 {
 		t.Fatalf("max lag: %+v, %v, extents %+v; want a=1 to a=4 removed, one clean extent to offset 5", st, err, exts)
+	}
+}
+
+// TestCompactableRatioIsStrict: a pass is due when the dirty extents hold more than
+// min.cleanable.dirty.ratio of the bytes, strictly, as Kafka's cleaner
+// (LogCleanerManager.grabFilthiestCompactedLog: cleanableRatio > minCleanableRatio), so a
+// ratio of 1 compacts only by max.compaction.lag.ms. All dirty, a ratio of 1 compacted at once.
+func TestCompactableRatioIsStrict(t *testing.T) {
+	p := objtopic.NewPartition()
+	p.Next = 3
+	for i := range 3 {
+		p.Extents = append(p.Extents, objtopic.Extent{File: fmt.Sprint(i), Length: 100, Base: int64(i), Last: int64(i), MaxTimestamp: 1000})
+	}
+	if got := compactable(p, 2000, 0, 1, 0, math.MaxInt64); got != nil {
+		t.Errorf("ratio 1, every extent dirty: %d extents to compact; want none", len(got))
+	}
+	if got := compactable(p, 2000, 0, 0.99, 0, math.MaxInt64); len(got) != 3 {
+		t.Errorf("ratio 0.99, every extent dirty: %d extents to compact; want 3", len(got))
+	}
+	if got := compactable(p, 2000, 0, 1, 0, 500); len(got) != 3 {
+		t.Errorf("ratio 1, past max.compaction.lag.ms: %d extents to compact; want 3", len(got))
 	}
 }
