@@ -19,8 +19,8 @@ func (l *Log) SetRetentionBound(fn func() int64) {
 
 // EnforceRetention applies the delete policy: it removes the oldest segments while their newest
 // record is older than retention.ms or the log is larger than retention.bytes without them, and
-// every segment wholly below the log start offset. As in Kafka, an expired active segment is
-// rolled first so it can go too. Neither goes past the retention bound (SetRetentionBound). It
+// every segment wholly below the log start offset. As in Kafka, an expired active segment (or
+// any, with retention.bytes=0) is rolled first so it can go too. Neither goes past the retention bound (SetRetentionBound). It
 // returns how many segments it removed.
 func (l *Log) EnforceRetention() (int, error) {
 	l.mu.RLock()
@@ -49,8 +49,12 @@ func (l *Log) EnforceRetention() (int, error) {
 	for _, s := range l.segments {
 		allExpired = allExpired && expired(s)
 	}
+	// retention.bytes=0: the log is over it without even its active segment, so that one goes
+	// too (Kafka's deleteRetentionSizeBreachedSegments takes the active segment when the bytes
+	// before it leave diff - size >= 0, which only 0 allows, and rolls it).
+	allOverSize := act.size > 0 && cfg.Delete && cfg.RetentionBytes == 0 && act.next <= bound
 	l.mu.RUnlock()
-	if allExpired && perr == nil {
+	if (allExpired || allOverSize) && perr == nil {
 		if _, err := l.roll(act); err != nil {
 			l.appendMu.Unlock()
 			return 0, err

@@ -80,6 +80,22 @@ func TestRetentionByBytes(t *testing.T) {
 	if got := l.Size(); got < cfg.RetentionBytes || got >= cfg.RetentionBytes+cfg.SegmentBytes {
 		t.Errorf("Size() = %d after retention (was %d); want within [%d, %d)", got, before, cfg.RetentionBytes, cfg.RetentionBytes+cfg.SegmentBytes)
 	}
+
+	// retention.bytes=0 takes everything, the active segment too (rolled first), as Kafka's
+	// deleteRetentionSizeBreachedSegments; appends go on at the end.
+	cfg.RetentionBytes = 0
+	l.SetConfig(cfg)
+	end := l.EndOffset()
+	if _, err := l.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if l.StartOffset() != end || l.Size() != 0 {
+		t.Errorf("retention.bytes=0: start %d, size %d; want start %d (the end), size 0", l.StartOffset(), l.Size(), end)
+	}
+	appendAll(t, l, valueBatch(t, 1, 10, e.clock.now().UnixMilli(), 1))
+	if l.EndOffset() != end+1 {
+		t.Errorf("after an append: end %d; want %d", l.EndOffset(), end+1)
+	}
 }
 
 func TestAdvanceStartOffsetSurvivesRestart(t *testing.T) {
