@@ -444,14 +444,22 @@ func (l *Leader) joining(p *Progress, now time.Time, grace time.Duration) bool {
 }
 
 // NeedForAcks is how many live replicas acks=all needs: the quorum of the largest set that
-// commits.
+// commits, and at least min.insync.replicas capped at the number of replicas (a moving
+// partition's, in either set), as Kafka's Partition.effectiveMinIsr caps it at its replicas: a
+// one-replica topic with min.insync.replicas=2 takes acks=all writes, and a partition moving
+// from one replica to four does not before a second is in sync.
 func (l *Leader) NeedForAcks() int {
 	need := 0
 	for _, s := range l.commitSets() {
 		need = max(need, Quorum(len(s), l.MinISR))
 	}
-	if l.MinISR > need { // min.insync.replicas above the replication factor: never enough
-		need = l.MinISR
+	replicas := 0 // distinct, over the sets (a handful: no map on the produce path)
+	for i, s := range l.sets {
+		for _, id := range s {
+			if !slices.ContainsFunc(l.sets[:i], func(earlier []int32) bool { return slices.Contains(earlier, id) }) {
+				replicas++
+			}
+		}
 	}
-	return need
+	return max(need, min(l.MinISR, replicas))
 }

@@ -193,6 +193,18 @@ func TestLeaderMinISRRaisesTheQuorum(t *testing.T) {
 	if l.HW() != 10 {
 		t.Fatalf("HW = %d; want 10", l.HW())
 	}
+
+	// Above the replication factor it counts as the replication factor (Kafka's
+	// effectiveMinIsr): one replica with min.insync.replicas=2 takes acks=all alone.
+	one := NewLeader(1, 0, 0, 0, [][]int32{{1}}, true, 2, 10*time.Second, now0)
+	one.SetLocal(10, 10, true)
+	if need := one.NeedForAcks(); need != 1 || one.HW() != 10 {
+		t.Fatalf("one replica, min.insync.replicas=2: NeedForAcks = %d, HW = %d; want 1, 10", need, one.HW())
+	}
+	two := NewLeader(1, 0, 0, 0, [][]int32{{1, 2}}, true, 3, 10*time.Second, now0)
+	if need := two.NeedForAcks(); need != 2 {
+		t.Fatalf("two replicas, min.insync.replicas=3: NeedForAcks = %d; want 2", need)
+	}
 }
 
 // TestLeaderJointConsensus: a reassignment's target set first learns (commits need the current
