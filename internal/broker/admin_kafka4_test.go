@@ -37,6 +37,29 @@ func TestMetadataAutoCreatesOffsetsTopicAsOrdinaryTopic(t *testing.T) {
 	}
 }
 
+// Kafka's controller refuses a topic whose name differs from an existing one only by '.' and
+// '_' (their metric names collide: a Java consumer of both throws from poll), whether
+// CreateTopics or a Metadata auto-creation asks (ReplicationControlManager.createTopic).
+// Runnel checked it on CreateTopics only: producing to coll_x created it next to coll.x.
+func TestMetadataAutoCreateRefusesACollidingName(t *testing.T) {
+	addr, reg := testBroker(t)
+	ctx, cl, adm := adminClients(t, addr)
+	mustCreate(t, ctx, adm, 1, nil, "coll.x")
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("coll_x")
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := reg.Get("coll_x"); ok || resp.Topics[0].ErrorCode == 0 {
+		t.Errorf("Metadata with auto-creation of coll_x beside coll.x: created %v, error %v; want not created, an error",
+			ok, kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+	}
+}
+
 // Kafka's DescribeTopicPartitionsRequestHandler takes max(min(2000, ResponsePartitionLimit), 1):
 // a limit of 0 still describes one partition and moves the cursor on. Runnel described nothing
 // and answered a NextCursor at the first topic, partition 0: a client paging on it never ends.

@@ -124,6 +124,10 @@ func (b *Broker) autoCreate(ctx context.Context, name string) (*topics.Topic, bo
 	case TxnStateTopic:
 		aerr = b.txns.ensureTopic(ctx)
 	default:
+		if other, ok := collides(b.topics, name); ok { // as CreateTopics: Kafka's controller refuses it
+			aerr = adminErr(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", name, other)
+			break
+		}
 		assignments := make([][]int32, b.cfg.DefaultPartitions) // an object topic's: no replicas
 		if !b.storedInObjects(name, nil) {
 			assignments, aerr = b.assignReplicas(0, b.cfg.DefaultPartitions, b.defaultReplicationFactor())
