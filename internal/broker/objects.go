@@ -286,7 +286,7 @@ func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32
 		return fail(err)
 	}
 	if policy, _ := t.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
-		if err := requireKeys(&h, records); err != nil {
+		if err := requireKeys(&h, records, t.Name, index); err != nil {
 			return fail(err)
 		}
 	}

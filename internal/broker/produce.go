@@ -384,7 +384,7 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, version in
 		return 0, 0, err
 	}
 	if policy, _ := t.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
-		if err := requireKeys(&h, records); err != nil {
+		if err := requireKeys(&h, records, t.Name, p.Index); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -580,8 +580,9 @@ func (e *recordErrors) Error() string {
 func (e *recordErrors) Unwrap() error { return kerr.InvalidRecord }
 
 // requireKeys rejects a batch with keyless records, as Kafka does for compacted topics: every
-// one of them is named (Kafka's LogValidator collects a RecordError per record).
-func requireKeys(h *batch.Header, records []byte) error {
+// one of them is named (Kafka's LogValidator collects a RecordError per record, its message
+// naming the partition).
+func requireKeys(h *batch.Header, records []byte, topic string, partition int32) error {
 	recs, err := batch.Records(h, records)
 	if err != nil {
 		return err
@@ -594,7 +595,7 @@ func requireKeys(h *batch.Header, records []byte) error {
 			if keyless == nil {
 				keyless = &recordErrors{}
 			}
-			keyless.add(i, "Compacted topic cannot accept message without key in topic partition")
+			keyless.add(i, fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d", topic, partition))
 		}
 	}
 	if err := rd.Err(); err != nil {

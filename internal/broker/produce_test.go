@@ -78,6 +78,11 @@ func TestKeylessRecordNamed(t *testing.T) {
 	if p.ErrorCode != kerr.InvalidRecord.Code || len(p.ErrorRecords) != 1 || p.ErrorRecords[0].RelativeOffset != 1 {
 		t.Fatalf("error %v, error records %+v; want INVALID_RECORD naming record 1", kerr.ErrorForCode(p.ErrorCode), p.ErrorRecords)
 	}
+	// Kafka's LogValidator.validateKey names the partition in the message.
+	const want = "Compacted topic cannot accept message without key in topic partition keyed-0"
+	if m := p.ErrorRecords[0].ErrorMessage; m == nil || *m != want {
+		t.Errorf("record error message %v; want %q, as Kafka", m, want)
+	}
 }
 
 // TestMaxMessageBytesAfterRecompression: a batch within max.message.bytes as sent, but over it
