@@ -529,21 +529,33 @@ func TestDescribeConfigs(t *testing.T) {
 		{"num.partitions", "1", kmsg.ConfigSourceStaticBrokerConfig, true},
 		{"socket.request.max.bytes", "104857600", kmsg.ConfigSourceStaticBrokerConfig, true},
 		{"fetch.max.bytes", "57671680", kmsg.ConfigSourceStaticBrokerConfig, true},
-		{"offsets.topic.replication.factor", "0", kmsg.ConfigSourceStaticBrokerConfig, true},
-		{"transaction.state.log.replication.factor", "0", kmsg.ConfigSourceStaticBrokerConfig, true},
+		// Left automatic (0), a replication factor is described as what it is now (one node: 1).
+		{"offsets.topic.replication.factor", "1", kmsg.ConfigSourceDefaultConfig, true},
+		{"transaction.state.log.replication.factor", "1", kmsg.ConfigSourceDefaultConfig, true},
+		{"default.replication.factor", "1", kmsg.ConfigSourceDefaultConfig, true},
 		{"message.max.bytes", "1048588", kmsg.ConfigSourceDefaultConfig, false}, // dynamic: topic defaults
-		{"log.retention.ms", "604800000", kmsg.ConfigSourceDefaultConfig, false},
 		{"log.segment.bytes", "1073741824", kmsg.ConfigSourceDefaultConfig, false},
 		{"log.cleanup.policy", "delete", kmsg.ConfigSourceDefaultConfig, false},
 		{"write_caching_default", "false", kmsg.ConfigSourceDefaultConfig, false},
+		// As Kafka: the hours and scheduler configs that give the defaults of the ms ones,
+		// read-only, and log.retention.ms itself null while unset (below).
+		{"log.retention.hours", "168", kmsg.ConfigSourceDefaultConfig, true},
+		{"log.roll.hours", "168", kmsg.ConfigSourceDefaultConfig, true},
+		{"log.roll.jitter.hours", "0", kmsg.ConfigSourceDefaultConfig, true},
+		{"log.flush.scheduler.interval.ms", "9223372036854775807", kmsg.ConfigSourceDefaultConfig, true},
 	} {
 		c, ok := brk[tc.name]
 		if !ok || c.Value == nil || *c.Value != tc.value || c.Source != tc.source || c.ReadOnly != tc.readOnly {
 			t.Errorf("DescribeConfigs(broker 1)[%s] = %v source %v readOnly %v; want %q source %v readOnly %v", tc.name, c.Value, c.Source, c.ReadOnly, tc.value, tc.source, tc.readOnly)
 		}
 	}
-	if want := 12 + len(dynamicBrokerConfigNames()); len(brk) != want {
-		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (12 static + every dynamic one)", len(brk), want)
+	for _, name := range []string{"log.retention.ms", "log.retention.minutes", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms"} {
+		if c, ok := brk[name]; !ok || c.Value != nil || c.Source != kmsg.ConfigSourceDefaultConfig {
+			t.Errorf("DescribeConfigs(broker 1)[%s] = %v (listed %v) source %v; want null, DEFAULT_CONFIG, as Kafka", name, c.Value, ok, c.Source)
+		}
+	}
+	if want := 17 + len(dynamicBrokerConfigNames()); len(brk) != want {
+		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (17 static + every dynamic one)", len(brk), want)
 	}
 	if r := resp.Resources[4]; r.ErrorCode != 0 || len(r.Configs) != 0 {
 		t.Errorf("DescribeConfigs(broker \"\") = %s, %d configs; want no error and no dynamic defaults", errName(r.ErrorCode), len(r.Configs))

@@ -23,6 +23,7 @@ type brokerConfig struct {
 	source      kmsg.ConfigSource
 	readOnly    bool
 	doc         string
+	null        bool // no value (Kafka's null default), value unused
 }
 
 // brokerConfigs lists the broker configs: for this node (perBroker), the static ones from its
@@ -34,38 +35,62 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		var out []brokerConfig
 		for _, name := range slices.Sorted(maps.Keys(cluster)) {
 			d, _ := topics.LookupBrokerDef(name)
-			out = append(out, brokerConfig{name, cluster[name], d.Type, kmsg.ConfigSourceDynamicDefaultBrokerConfig, false, "the default of the topic config " + d.Name + ": " + d.Doc})
+			out = append(out, brokerConfig{name, cluster[name], d.Type, kmsg.ConfigSourceDynamicDefaultBrokerConfig, false, "the default of the topic config " + d.Name + ": " + d.Doc, false})
 		}
 		return out
 	}
 	static := kmsg.ConfigSourceStaticBrokerConfig
-	out := []brokerConfig{
-		{"broker.id", strconv.Itoa(int(b.cfg.NodeID)), topics.TypeInt, static, true, "the node id of this broker"},
-		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), topics.TypeBoolean, static, true, "create a topic when metadata asks for an unknown one"},
-		{"delete.topic.enable", strconv.FormatBool(!b.cfg.NoTopicDeletion), topics.TypeBoolean, static, true, "let DeleteTopics delete topics (false: TOPIC_DELETION_DISABLED)"},
-		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), topics.TypeInt, static, true, "the default number of partitions of a new topic"},
-		{"default.replication.factor", strconv.Itoa(int(b.cfg.DefaultReplicationFactor)), topics.TypeInt, static, true, "the replication factor of a topic created without one (0: 3 once three nodes are registered, else 1)"},
-		{"offsets.topic.replication.factor", strconv.Itoa(int(b.cfg.OffsetsReplicationFactor)), topics.TypeInt, static, true, "the replication factor __consumer_offsets is created with (0: 3 once three nodes are registered, else 1)"},
-		{"offsets.topic.num.partitions", strconv.Itoa(int(b.cfg.OffsetsTopicPartitions)), topics.TypeInt, static, true, "the partitions __consumer_offsets is created with (once it exists, groups are mapped over its own count)"},
-		{"transaction.state.log.num.partitions", strconv.Itoa(int(b.cfg.TxnStatePartitions)), topics.TypeInt, static, true, "the partitions __transaction_state is created with (once it exists, transactional ids are mapped over its own count)"},
-		{"transaction.state.log.replication.factor", strconv.Itoa(int(b.cfg.TxnStateReplicationFactor)), topics.TypeInt, static, true, "the replication factor __transaction_state is created with (0: 3 once three nodes are registered, else 1)"},
-		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), topics.TypeInt, static, true, "the largest request accepted; larger ones close the connection"},
-		{"fetch.max.bytes", strconv.Itoa(int(b.cfg.FetchMaxBytes)), topics.TypeInt, static, true, "the most record bytes a fetch response carries whatever the client asks (its first batch always goes)"},
-		{"runnel.speclog.addr", b.cl.SpecLogAddr(b.cfg.NodeID), topics.TypeString, static, true, "the node's SpecLog gRPC address for total-order topics (\"\": none)"},
+	// A replication factor left automatic (0) is described as what it is now (3 once three
+	// nodes are registered, else 1), a default: a tool reading it gets one CreateTopics takes.
+	rf := func(name string, set int16, doc string) brokerConfig {
+		typ := topics.TypeShort // Kafka's types: default.replication.factor an INT, the others SHORTs
+		if name == "default.replication.factor" {
+			typ = topics.TypeInt
+		}
+		if set > 0 {
+			return brokerConfig{name, strconv.Itoa(int(set)), typ, static, true, doc, false}
+		}
+		return brokerConfig{name, strconv.Itoa(int(b.autoReplicationFactor())), typ, kmsg.ConfigSourceDefaultConfig, true,
+			doc + " (automatic: 3 once three nodes are registered, else 1)", false}
 	}
+	out := []brokerConfig{
+		{"broker.id", strconv.Itoa(int(b.cfg.NodeID)), topics.TypeInt, static, true, "the node id of this broker", false},
+		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), topics.TypeBoolean, static, true, "create a topic when metadata asks for an unknown one", false},
+		{"delete.topic.enable", strconv.FormatBool(!b.cfg.NoTopicDeletion), topics.TypeBoolean, static, true, "let DeleteTopics delete topics (false: TOPIC_DELETION_DISABLED)", false},
+		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), topics.TypeInt, static, true, "the default number of partitions of a new topic", false},
+		rf("default.replication.factor", b.cfg.DefaultReplicationFactor, "the replication factor of a topic created without one"),
+		rf("offsets.topic.replication.factor", b.cfg.OffsetsReplicationFactor, "the replication factor __consumer_offsets is created with"),
+		{"offsets.topic.num.partitions", strconv.Itoa(int(b.cfg.OffsetsTopicPartitions)), topics.TypeInt, static, true, "the partitions __consumer_offsets is created with (once it exists, groups are mapped over its own count)", false},
+		{"transaction.state.log.num.partitions", strconv.Itoa(int(b.cfg.TxnStatePartitions)), topics.TypeInt, static, true, "the partitions __transaction_state is created with (once it exists, transactional ids are mapped over its own count)", false},
+		rf("transaction.state.log.replication.factor", b.cfg.TxnStateReplicationFactor, "the replication factor __transaction_state is created with"),
+		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), topics.TypeInt, static, true, "the largest request accepted; larger ones close the connection", false},
+		{"fetch.max.bytes", strconv.Itoa(int(b.cfg.FetchMaxBytes)), topics.TypeInt, static, true, "the most record bytes a fetch response carries whatever the client asks (its first batch always goes)", false},
+		{"runnel.speclog.addr", b.cl.SpecLogAddr(b.cfg.NodeID), topics.TypeString, static, true, "the node's SpecLog gRPC address for total-order topics (\"\": none)", false},
+	}
+	// The configs whose defaults give those of the broker configs without one (Kafka's hours
+	// and scheduler configs; read-only, as in Kafka, where they are not dynamic).
+	def := kmsg.ConfigSourceDefaultConfig
+	out = append(out,
+		brokerConfig{"log.retention.hours", "168", topics.TypeInt, def, true, "the default of retention.ms, in hours, while log.retention.ms is unset", false},
+		brokerConfig{"log.retention.minutes", "", topics.TypeInt, def, true, "the default of retention.ms, in minutes (unset: log.retention.hours)", true},
+		brokerConfig{"log.roll.hours", "168", topics.TypeInt, def, true, "the default of segment.ms, in hours, while log.roll.ms is unset", false},
+		brokerConfig{"log.roll.jitter.hours", "0", topics.TypeInt, def, true, "the default of segment.jitter.ms, in hours, while log.roll.jitter.ms is unset", false},
+		brokerConfig{"log.flush.scheduler.interval.ms", "9223372036854775807", topics.TypeLong, def, true, "the default of flush.ms while log.flush.interval.ms is unset", false},
+	)
 	for _, d := range topics.BrokerDefs() {
 		value, source := d.Default, kmsg.ConfigSourceDefaultConfig
+		_, null := brokerNamesWithoutDefault[d.BrokerName] // Kafka's default is null (the fallback's gives it)
 		if v, ok := cluster[d.BrokerName]; ok {
-			value, source = v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
+			value, source, null = v, kmsg.ConfigSourceDynamicDefaultBrokerConfig, false
 		}
 		if v, ok := own[d.BrokerName]; ok {
-			value, source = v, kmsg.ConfigSourceDynamicBrokerConfig
+			value, source, null = v, kmsg.ConfigSourceDynamicBrokerConfig, false
 		}
 		doc := "the default of the topic config " + d.Name + ": " + d.Doc
 		if d.BrokerOnly {
 			doc = d.Doc
 		}
-		out = append(out, brokerConfig{d.BrokerName, value, d.Type, source, false, doc})
+		out = append(out, brokerConfig{d.BrokerName, value, d.Type, source, false, doc, null})
 	}
 	slices.SortFunc(out, func(x, y brokerConfig) int { return strings.Compare(x.name, y.name) })
 	return out
@@ -198,10 +223,13 @@ func handleDescribeConfigs(_ context.Context, r *request) reply {
 					continue
 				}
 				c := entry(bc.name, bc.value, bc.typ, bc.source, bc.readOnly, bc.doc)
+				if bc.null {
+					c.Value = nil
+				}
 				if synonyms {
 					if d, ok := topics.LookupBrokerDef(bc.name); ok && perBroker {
 						c.ConfigSynonyms = b.configSynonyms(d, nil)
-					} else {
+					} else if !bc.null {
 						c.ConfigSynonyms = append(c.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
 							Name: bc.name, Value: strp(bc.value), Source: bc.source})
 					}

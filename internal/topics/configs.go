@@ -21,6 +21,7 @@ const (
 	TypeBoolean ConfigType = 1
 	TypeString  ConfigType = 2
 	TypeInt     ConfigType = 3
+	TypeShort   ConfigType = 4
 	TypeLong    ConfigType = 5
 	TypeDouble  ConfigType = 6
 	TypeList    ConfigType = 7
