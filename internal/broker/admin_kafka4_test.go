@@ -252,3 +252,41 @@ func TestDeleteTopicsByNameAndIDDeletes(t *testing.T) {
 		t.Errorf("DeleteTopics by id and by name: answers %v, topic still there %v; Kafka: one INVALID_REQUEST, not deleted", got, ok)
 	}
 }
+
+// Kafka's handleTopicMetadataRequest fills the authorized operations of every row it built,
+// an unknown or invalid topic's too (only denied rows, appended afterwards, go without), and
+// getTopicMetadata marks an unknown internal topic's row internal. Runnel filled operations
+// only for topics without an error, and never marked a missing __consumer_offsets internal.
+func TestMetadataErrorRowsCarryOperationsAndInternal(t *testing.T) {
+	addr, _ := testBroker(t)
+	ctx, cl, adm := adminClients(t, addr)
+	mustCreate(t, ctx, adm, 1, nil, "ops-known")
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version, req.IncludeTopicAuthorizedOperations = 12, true
+	for _, name := range []string{"ops-known", "ops-missing", "bad/name", OffsetsTopic} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]kmsg.MetadataResponseTopic{}
+	for _, rt := range resp.Topics {
+		rows[*rt.Topic] = rt
+	}
+	known := rows["ops-known"].AuthorizedOperations
+	if known == notRequested || known == 0 {
+		t.Fatalf("an existing topic's operations: %d; want them listed", known)
+	}
+	for _, name := range []string{"ops-missing", "bad/name", OffsetsTopic} {
+		if r := rows[name]; r.ErrorCode == 0 || r.AuthorizedOperations != known {
+			t.Errorf("%s: error %v, operations %d; want an error and the same operations as an existing topic (%d), as Kafka",
+				name, kerr.ErrorForCode(r.ErrorCode), r.AuthorizedOperations, known)
+		}
+	}
+	if r := rows[OffsetsTopic]; !r.IsInternal || rows["ops-missing"].IsInternal {
+		t.Errorf("missing %s internal %v, ops-missing internal %v; want true, false", OffsetsTopic, r.IsInternal, rows["ops-missing"].IsInternal)
+	}
+}

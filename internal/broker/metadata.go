@@ -93,6 +93,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 		}
 		mt := kmsg.NewMetadataResponseTopic()
 		mt.Topic, mt.TopicID, mt.AuthorizedOperations = rt.Topic, rt.TopicID, notRequested
+		mt.IsInternal = rt.Topic != nil && internalTopic(*rt.Topic) // as Kafka's getTopicMetadata, even when missing
 		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		if rt.Topic == nil {
 			mt.ErrorCode = kerr.UnknownTopicID.Code
@@ -206,8 +207,10 @@ func (r *request) metadataOperations(req *kmsg.MetadataRequest, resp *kmsg.Metad
 	if req.Version < 8 || !req.IncludeTopicAuthorizedOperations {
 		return
 	}
+	// Every row with a name, an unknown or invalid topic's too, as Kafka's
+	// handleTopicMetadataRequest; not a denied one (Kafka appends those afterwards).
 	for i := range resp.Topics {
-		if t := &resp.Topics[i]; t.ErrorCode == 0 && t.Topic != nil {
+		if t := &resp.Topics[i]; t.ErrorCode != kerr.TopicAuthorizationFailed.Code && t.Topic != nil {
 			t.AuthorizedOperations = r.authorizedOperations(kmsg.ACLResourceTypeTopic, *t.Topic, topicOps)
 		}
 	}
