@@ -90,6 +90,22 @@ func TestServeTopicDefaults(t *testing.T) {
 	if cfg, err := f.config(io.Discard, io.Discard); err != nil || cfg.GroupInitialRebalanceDelay != 2*time.Second {
 		t.Fatalf("--group-initial-rebalance-delay 2s: %v, %v", cfg.GroupInitialRebalanceDelay, err)
 	}
+	// Kafka's log.retention.check.interval.ms and log.cleaner.backoff.ms.
+	if r, c := cmd.Flags().Lookup("log-retention-check-interval").DefValue, cmd.Flags().Lookup("log-cleaner-backoff").DefValue; r != "5m0s" || c != "15s" {
+		t.Fatalf("retention check and cleaner backoff defaults %s, %s; want Kafka's 5m0s, 15s", r, c)
+	}
+	f.retentionCheck, f.cleanerBackoff = time.Second, 2*time.Second
+	if cfg, err := f.config(io.Discard, io.Discard); err != nil || cfg.LogRetentionCheckInterval != time.Second || cfg.LogCleanerBackoff != 2*time.Second {
+		t.Fatalf("--log-retention-check-interval 1s --log-cleaner-backoff 2s: %v, %v, %v", cfg.LogRetentionCheckInterval, cfg.LogCleanerBackoff, err)
+	}
+	for _, bad := range []serveFlags{{retentionCheck: -time.Second}, {cleanerBackoff: time.Microsecond}} {
+		g := f
+		g.retentionCheck, g.cleanerBackoff = bad.retentionCheck, bad.cleanerBackoff
+		if _, err := g.config(io.Discard, io.Discard); err == nil {
+			t.Errorf("--log-retention-check-interval %v --log-cleaner-backoff %v: no error; want one", bad.retentionCheck, bad.cleanerBackoff)
+		}
+	}
+	f.retentionCheck, f.cleanerBackoff = 0, 0
 	f.leaderImbalancePct = 0
 	if cfg, err := f.config(io.Discard, io.Discard); err != nil || cfg.LeaderImbalancePercent >= 0 {
 		t.Fatalf("--leader-imbalance-per-broker-percentage 0: %d, %v; want negative (any imbalance)", cfg.LeaderImbalancePercent, err)

@@ -35,6 +35,8 @@ type serveFlags struct {
 	streamsStandbys       int
 	streamsDelay          time.Duration
 	groupDelay            time.Duration
+	retentionCheck        time.Duration
+	cleanerBackoff        time.Duration
 	streamsInterval       time.Duration
 	fetchMaxBytes         int32
 	numPartitions         int32
@@ -113,6 +115,8 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.Int64Var(&f.shareRecordLocks, "group-share-partition-max-record-locks", 2000, "share groups: offsets in flight per share-partition, from its start (Kafka's group.share.partition.max.record.locks; 100 to 10000)")
 	flags.DurationVar(&f.streamsSession, "group-streams-session-timeout", 45*time.Second, "streams groups (KIP-1071): how long a member may go without a heartbeat before it is removed (Kafka's group.streams.session.timeout.ms)")
 	flags.DurationVar(&f.streamsHeartbeat, "group-streams-heartbeat-interval", 5*time.Second, "streams groups: the heartbeat interval given to members (Kafka's group.streams.heartbeat.interval.ms)")
+	flags.DurationVar(&f.retentionCheck, "log-retention-check-interval", 5*time.Minute, "how often the node deletes what retention.ms, retention.bytes and DeleteRecords leave behind in its replicated topics' logs (Kafka's log.retention.check.interval.ms)")
+	flags.DurationVar(&f.cleanerBackoff, "log-cleaner-backoff", 15*time.Second, "how often the node looks for a replicated topic's log to compact (Kafka's log.cleaner.backoff.ms)")
 	flags.DurationVar(&f.groupDelay, "group-initial-rebalance-delay", 3*time.Second, "classic consumer groups: how long a group a member joins empty waits for more members before its first rebalance (Kafka's group.initial.rebalance.delay.ms; 0: none)")
 	flags.DurationVar(&f.streamsDelay, "group-streams-initial-rebalance-delay", 3*time.Second, "streams groups: how long a group a member joins empty waits for more members before its first assignment (Kafka's group.streams.initial.rebalance.delay.ms; 0: none)")
 	flags.DurationVar(&f.streamsInterval, "group-streams-assignment-interval", time.Second, "streams groups: the least time between two computations of a group's target assignment (Kafka's group.streams.assignment.interval.ms; 0 to 15s, 0: at each change)")
@@ -297,7 +301,12 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("--fetch-max-bytes %d: want at least 1024", f.fetchMaxBytes)
 	case f.streamsInterval < 0 || f.streamsInterval > 15*time.Second:
 		return server.Config{}, fmt.Errorf("--group-streams-assignment-interval %v: want 0 to 15s", f.streamsInterval)
+	case f.retentionCheck < 0 || f.retentionCheck > 0 && f.retentionCheck < time.Millisecond:
+		return server.Config{}, fmt.Errorf("--log-retention-check-interval %v: want at least 1ms", f.retentionCheck)
+	case f.cleanerBackoff < 0 || f.cleanerBackoff > 0 && f.cleanerBackoff < time.Millisecond:
+		return server.Config{}, fmt.Errorf("--log-cleaner-backoff %v: want at least 1ms", f.cleanerBackoff)
 	}
+	cfg.LogRetentionCheckInterval, cfg.LogCleanerBackoff = f.retentionCheck, f.cleanerBackoff
 	cfg.StreamsSessionTimeout, cfg.StreamsHeartbeatInterval, cfg.StreamsStandbyReplicas = session, interval, f.streamsStandbys
 	cfg.GroupInitialRebalanceDelay = f.groupDelay
 	if f.groupDelay <= 0 {

@@ -16,6 +16,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -82,6 +83,11 @@ type Config struct {
 	StreamsSessionTimeout    time.Duration
 	StreamsHeartbeatInterval time.Duration
 	StreamsStandbyReplicas   int
+	// LogRetentionCheckInterval and LogCleanerBackoff are Kafka's log.retention.check.interval.ms
+	// and log.cleaner.backoff.ms: how often the node applies the retention of its replicated
+	// topics' logs and looks for a log to compact (zero: 5 min and 15 s).
+	LogRetentionCheckInterval time.Duration
+	LogCleanerBackoff         time.Duration
 	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms: how long a classic group
 	// that a member joins empty waits for more before its first rebalance (zero: 3 s; negative:
 	// none).
@@ -480,7 +486,8 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0), tempDir: tempDir, tls: tlsFiles,
 		// Kafka's defaults: log.retention.check.interval.ms 5 min, log.cleaner.backoff.ms 15 s.
-		maint: logstore.NewMaintainer(logstore.NewCompactor(0), 5*time.Minute, 15*time.Second, cfg.Logger)}
+		maint: logstore.NewMaintainer(logstore.NewCompactor(0), cmp.Or(cfg.LogRetentionCheckInterval, 5*time.Minute),
+			cmp.Or(cfg.LogCleanerBackoff, 15*time.Second), cfg.Logger)}
 	if err := s.startAdmin(); err != nil { // before recovery: /healthz answers during it
 		return nil, errors.Join(err, s.Close())
 	}
