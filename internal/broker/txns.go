@@ -1362,7 +1362,7 @@ func (l localTxnPartition) abortHere(ctx context.Context, pid int64, epoch int16
 // abortHere writes an ABORT marker for the producer's open transaction on p itself (coordinator
 // epoch -1: the partition's own).
 func (d *txns) abortHere(ctx context.Context, p *topics.Partition, pid int64, epoch int16) error {
-	off, le, err := p.Replica.AppendMarker(txn.Marker{ProducerID: pid, Epoch: epoch, CoordinatorEpoch: -1}, time.Now().UnixMilli())
+	off, le, err := p.Replica.AppendMarker(txn.Marker{ProducerID: pid, Epoch: epoch, CoordinatorEpoch: -1, Own: true}, time.Now().UnixMilli())
 	if err != nil {
 		return err
 	}

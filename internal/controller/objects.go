@@ -83,8 +83,10 @@ func applyObjectMarker(im *Image, c *ObjectMarker) Result {
 	if !ok || !t.IsObject() || c.Partition < 0 || int(c.Partition) >= len(t.Objects) {
 		return Result{Err: ErrUnknownTopic}
 	}
-	m := txn.Marker{ProducerID: c.ProducerID, Epoch: c.Epoch, Commit: c.Commit, CoordinatorEpoch: c.CoordinatorEpoch}
-	if c.CoordinatorEpoch == -1 && !c.Commit {
+	// An abort with coordinator epoch -1 is taken for the partition's own, as when the command
+	// was written (replayed the same way by every version).
+	m := txn.Marker{ProducerID: c.ProducerID, Epoch: c.Epoch, Commit: c.Commit, CoordinatorEpoch: c.CoordinatorEpoch, Own: c.CoordinatorEpoch == -1 && !c.Commit}
+	if m.Own {
 		// The partition's own abort of the transaction of epoch c.Epoch, decided on an image
 		// that may be older than this one: if that transaction is closed by now, another may
 		// be open, which is not the one found stale. Nothing is written (Value -1).

@@ -217,6 +217,11 @@ type Marker struct {
 	Epoch            int16
 	Commit           bool
 	CoordinatorEpoch int32
+	// Own marks the partition's own abort of its open transaction (written with coordinator
+	// epoch -1), which no epoch fences. In memory only: the log keeps coordinator epoch -1, and
+	// a marker read back from it is applied unchecked. A client's marker with coordinator epoch
+	// -1 (an operator's abort, KIP-664) is not Own: it is checked as any other.
+	Own bool
 }
 
 // AppendBatch appends the marker's control batch (batch.AppendControl: base offset 0, stamped
@@ -230,21 +235,23 @@ func (m Marker) AppendBatch(dst []byte, timestampMs int64) []byte {
 }
 
 // CheckMarker decides whether a marker may be appended: not from an older producer epoch or an
-// older coordinator epoch than the producer's last marker. Coordinator epoch -1 is a partition
-// aborting its open transaction, which no coordinator can commit: it is not fenced by epochs,
-// and it always closes the open transaction.
+// older coordinator epoch than the producer's last marker (Kafka's
+// ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, checkCoordinatorEpoch), an
+// operator's abort with coordinator epoch -1 included. The partition's own abort of its open
+// transaction (Own), which no coordinator can commit, is not fenced by epochs, and it always
+// closes the open transaction.
 func (s *Partition) CheckMarker(m Marker) error {
 	if m.ProducerID < 0 || m.Epoch < 0 {
 		return fmt.Errorf("%w: marker for producer %d epoch %d", kerr.InvalidRecord, m.ProducerID, m.Epoch)
 	}
 	p := s.producers[m.ProducerID]
-	if p == nil || m.CoordinatorEpoch == -1 { // the partition's own abort of its open transaction
+	if p == nil || m.Own {
 		return nil
 	}
 	if m.Epoch < p.Epoch {
 		return fmt.Errorf("%w: marker of producer %d epoch %d is older than its epoch %d", kerr.InvalidProducerEpoch, m.ProducerID, m.Epoch, p.Epoch)
 	}
-	if m.CoordinatorEpoch >= 0 && m.CoordinatorEpoch < p.CoordinatorEpoch { // -1: the partition's own abort
+	if m.CoordinatorEpoch < p.CoordinatorEpoch {
 		return fmt.Errorf("%w: marker of producer %d from coordinator epoch %d after %d", kerr.TransactionCoordinatorFenced, m.ProducerID, m.CoordinatorEpoch, p.CoordinatorEpoch)
 	}
 	return nil

@@ -253,8 +253,22 @@ func TestMarkerOfALaterTransaction(t *testing.T) {
 	if ab := s.ApplyMarker(Marker{ProducerID: 7, Epoch: 7, Commit: true, CoordinatorEpoch: 3}, 11, 1); ab != nil || s.FirstUnstable() != 10 {
 		t.Fatalf("a later transaction's COMMIT closed the open one: %+v, first unstable %d", ab, s.FirstUnstable())
 	}
-	if err := s.CheckMarker(Marker{ProducerID: 7, Epoch: 5, CoordinatorEpoch: -1}); err != nil {
+	if err := s.CheckMarker(Marker{ProducerID: 7, Epoch: 5, CoordinatorEpoch: -1, Own: true}); err != nil {
 		t.Fatalf("the partition's own abort refused: %v", err)
+	}
+	// An operator's abort (KIP-664's WriteTxnMarkers) with coordinator epoch -1 is not the
+	// partition's own: at an epoch older than the producer's it is refused, as Kafka's
+	// checkProducerEpoch refuses it, and at the producer's epoch it is fenced by a later
+	// coordinator epoch (checkCoordinatorEpoch). Taken as the partition's own, it aborted a live
+	// transaction whose commit the producer was then told succeeded.
+	if err := s.CheckMarker(Marker{ProducerID: 7, Epoch: 5, CoordinatorEpoch: -1}); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("an operator's abort at an old epoch: %v; want INVALID_PRODUCER_EPOCH", err)
+	}
+	if err := s.CheckMarker(Marker{ProducerID: 7, Epoch: 7, CoordinatorEpoch: -1}); !errors.Is(err, kerr.TransactionCoordinatorFenced) {
+		t.Fatalf("an operator's abort with coordinator epoch -1 after epoch 3's marker: %v; want TRANSACTION_COORDINATOR_FENCED", err)
+	}
+	if err := s.CheckMarker(Marker{ProducerID: 7, Epoch: 7, CoordinatorEpoch: 3}); err != nil {
+		t.Fatalf("an operator's abort with the producer's epochs: %v", err)
 	}
 	if ab := s.ApplyMarker(Marker{ProducerID: 7, Epoch: 5, CoordinatorEpoch: -1}, 12, 1); ab == nil || ab.First != 10 || s.FirstUnstable() != -1 {
 		t.Fatalf("the partition's own abort = %+v, first unstable %d; want [10, 12] aborted", ab, s.FirstUnstable())
