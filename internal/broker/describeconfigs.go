@@ -68,15 +68,13 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		{"runnel.speclog.addr", b.cl.SpecLogAddr(b.cfg.NodeID), topics.TypeString, static, true, "the node's SpecLog gRPC address for total-order topics (\"\": none)", false},
 	}
 	// The configs whose defaults give those of the broker configs without one (Kafka's hours
-	// and scheduler configs; read-only, as in Kafka, where they are not dynamic).
+	// and scheduler configs; read-only, as in Kafka, where they are not dynamic), and
+	// log.retention.minutes, unset between the two.
 	def := kmsg.ConfigSourceDefaultConfig
-	out = append(out,
-		brokerConfig{"log.retention.hours", "168", topics.TypeInt, def, true, "the default of retention.ms, in hours, while log.retention.ms is unset", false},
-		brokerConfig{"log.retention.minutes", "", topics.TypeInt, def, true, "the default of retention.ms, in minutes (unset: log.retention.hours)", true},
-		brokerConfig{"log.roll.hours", "168", topics.TypeInt, def, true, "the default of segment.ms, in hours, while log.roll.ms is unset", false},
-		brokerConfig{"log.roll.jitter.hours", "0", topics.TypeInt, def, true, "the default of segment.jitter.ms, in hours, while log.roll.jitter.ms is unset", false},
-		brokerConfig{"log.flush.scheduler.interval.ms", "9223372036854775807", topics.TypeLong, def, true, "the default of flush.ms while log.flush.interval.ms is unset", false},
-	)
+	for name, fb := range brokerNamesWithoutDefault {
+		out = append(out, brokerConfig{fb.name, fb.value, fb.typ, def, true, "the default of " + name + " while it is unset", false})
+	}
+	out = append(out, brokerConfig{"log.retention.minutes", "", topics.TypeInt, def, true, "the default of retention.ms, in minutes (unset: log.retention.hours)", true})
 	for _, d := range topics.BrokerDefs() {
 		value, source := d.Default, kmsg.ConfigSourceDefaultConfig
 		_, null := brokerNamesWithoutDefault[d.BrokerName] // Kafka's default is null (the fallback's gives it)
@@ -120,7 +118,7 @@ func (b *Broker) configSynonyms(d *topics.ConfigDef, topicSet map[string]string)
 		// dynamic default, static, default) from the first of the config's own name on: none
 		// while it is set nowhere, else the fallback's default after it.
 		if len(out) > 0 && out[len(out)-1].Name == d.BrokerName {
-			out = append(out, syn{Name: fallback[0], Value: strp(fallback[1]), Source: kmsg.ConfigSourceDefaultConfig})
+			out = append(out, syn{Name: fallback.name, Value: strp(fallback.value), Source: kmsg.ConfigSourceDefaultConfig})
 		}
 		return out
 	}
@@ -128,12 +126,15 @@ func (b *Broker) configSynonyms(d *topics.ConfigDef, topicSet map[string]string)
 }
 
 // brokerNamesWithoutDefault are the broker configs that set topic configs' defaults in Kafka but
-// have no default of their own, each with the synonym whose default gives it, and that default.
-var brokerNamesWithoutDefault = map[string][2]string{
-	"log.retention.ms":      {"log.retention.hours", "168"},
-	"log.roll.ms":           {"log.roll.hours", "168"},
-	"log.roll.jitter.ms":    {"log.roll.jitter.hours", "0"},
-	"log.flush.interval.ms": {"log.flush.scheduler.interval.ms", "9223372036854775807"},
+// have no default of their own, each with the config whose default gives it.
+var brokerNamesWithoutDefault = map[string]struct {
+	name, value string
+	typ         topics.ConfigType
+}{
+	"log.retention.ms":      {"log.retention.hours", "168", topics.TypeInt},
+	"log.roll.ms":           {"log.roll.hours", "168", topics.TypeInt},
+	"log.roll.jitter.ms":    {"log.roll.jitter.hours", "0", topics.TypeInt},
+	"log.flush.interval.ms": {"log.flush.scheduler.interval.ms", "9223372036854775807", topics.TypeLong},
 }
 
 // checkBrokerResource checks a BROKER config resource's name: "" (the cluster-wide dynamic

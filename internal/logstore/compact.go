@@ -351,7 +351,7 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 	deleteRetention := l.cfg.DeleteRetentionMs.Milliseconds()
 	l.mu.RUnlock()
 	horizon := nowMs + deleteRetention
-	abortsRemoved := map[int64]bool{} // offsets of the ABORT markers this group drops
+	var abortsRemoved map[int64]bool // offsets of the ABORT markers this group drops
 	for _, s := range group {
 		// A batch compacted before delete horizons were set carries none: its segment's
 		// first-compaction stamp stands for it.
@@ -379,6 +379,9 @@ func (c *Compactor) cleanGroup(ctx context.Context, l *Log, group []*segment, ke
 				case expired && h.BaseOffset < tc.floor:
 					st.MarkersRemoved++
 					if c, err := batch.ParseControl(h, b); err == nil && c.Type == batch.ControlAbort {
+						if abortsRemoved == nil {
+							abortsRemoved = map[int64]bool{}
+						}
 						abortsRemoved[h.BaseOffset] = true
 					}
 				case !hasHorizon && !expired:

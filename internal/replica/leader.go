@@ -453,13 +453,6 @@ func (l *Leader) NeedForAcks() int {
 	for _, s := range l.commitSets() {
 		need = max(need, Quorum(len(s), l.MinISR))
 	}
-	replicas := 0 // distinct, over the sets (a handful: no map on the produce path)
-	for i, s := range l.sets {
-		for _, id := range s {
-			if !slices.ContainsFunc(l.sets[:i], func(earlier []int32) bool { return slices.Contains(earlier, id) }) {
-				replicas++
-			}
-		}
-	}
+	replicas := len(l.followers) + 1 // every replica of either set (SetSets), and the leader
 	return max(need, min(l.MinISR, replicas))
 }
