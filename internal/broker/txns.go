@@ -785,6 +785,19 @@ func (d *txns) writeMarker(ctx context.Context, req txnMarkerReq) error {
 		// refuse them): there is nothing to mark, and a marker would take a global position.
 		return nil
 	} else if ok && isObjectTopic(t) {
+		if req.CoordinatorEpoch == -1 && !req.Commit {
+			// The controller takes an abort of coordinator epoch -1 for the partition's own
+			// (abortHere), which no epoch fences. An operator's (KIP-664) is checked as any
+			// marker, here on this node's image: one older than the producer's epoch is
+			// refused INVALID_PRODUCER_EPOCH, as Kafka refuses it.
+			p, err := d.b.objectPartition(t.ID, req.Partition)
+			if err != nil {
+				return err
+			}
+			if err := p.CheckMarker(txn.Marker{ProducerID: req.ProducerID, Epoch: req.Epoch, CoordinatorEpoch: -1}); err != nil {
+				return err
+			}
+		}
 		_, err := d.proposeObjectMarker(ctx, t, req.Partition, req.ProducerID, req.Epoch, req.Commit, req.CoordinatorEpoch)
 		return err
 	}

@@ -18,9 +18,20 @@ import (
 // with coordinator epoch -1 (what the tools send when DescribeProducers showed none). Runnel
 // took coordinator epoch -1 for the partition's own abort and aborted the producer's live
 // transaction, whose commit the producer was then told succeeded: read_committed never saw it.
+// An object partition took the abort for its own and wrote nothing, but answered success.
 func TestStaleOperatorAbortIsRefused(t *testing.T) {
+	for _, storage := range []string{"local", "object"} {
+		t.Run(storage, func(t *testing.T) { testStaleOperatorAbort(t, storage) })
+	}
+}
+
+func testStaleOperatorAbort(t *testing.T, storage string) {
 	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
-	b.createTopic("stale-abort", 1)
+	if storage == "object" {
+		createObjectTopic(t, b.addr, "stale-abort", 1, nil)
+	} else {
+		b.createTopic("stale-abort", 1)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p := b.client(kgo.TransactionalID("stale-abort-txn"), kgo.DefaultProduceTopic("stale-abort"))
