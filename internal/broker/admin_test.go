@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -523,12 +524,14 @@ func TestDescribeConfigs(t *testing.T) {
 		readOnly    bool
 	}{
 		{"broker.id", "1", kmsg.ConfigSourceStaticBrokerConfig, true},
-		{"auto.create.topics.enable", "true", kmsg.ConfigSourceStaticBrokerConfig, true},
+		// Static configs left at their defaults are DEFAULT_CONFIG, as Kafka's not named in
+		// server.properties (they used to be STATIC_BROKER_CONFIG: TestStaticBrokerConfigSources).
+		{"auto.create.topics.enable", "true", kmsg.ConfigSourceDefaultConfig, true},
 		// Listed for the tools that read it before deleting topics (it used to be left out).
-		{"delete.topic.enable", "true", kmsg.ConfigSourceStaticBrokerConfig, true},
-		{"num.partitions", "1", kmsg.ConfigSourceStaticBrokerConfig, true},
-		{"socket.request.max.bytes", "104857600", kmsg.ConfigSourceStaticBrokerConfig, true},
-		{"fetch.max.bytes", "57671680", kmsg.ConfigSourceStaticBrokerConfig, true},
+		{"delete.topic.enable", "true", kmsg.ConfigSourceDefaultConfig, true},
+		{"num.partitions", "1", kmsg.ConfigSourceDefaultConfig, true},
+		{"socket.request.max.bytes", "104857600", kmsg.ConfigSourceDefaultConfig, true},
+		{"fetch.max.bytes", "57671680", kmsg.ConfigSourceDefaultConfig, true},
 		// Left automatic (0), a replication factor is described as what it is now (one node: 1).
 		{"offsets.topic.replication.factor", "1", kmsg.ConfigSourceDefaultConfig, true},
 		{"transaction.state.log.replication.factor", "1", kmsg.ConfigSourceDefaultConfig, true},
@@ -1193,5 +1196,62 @@ func TestMetadataByTopicIDWithAnEmptyName(t *testing.T) {
 	}
 	if got := resp.Topics[1]; got.ErrorCode != kerr.UnknownTopicID.Code || got.Topic != nil {
 		t.Errorf("an unknown id: %v %v; want UNKNOWN_TOPIC_ID without a name", errName(got.ErrorCode), msg(got.Topic))
+	}
+}
+
+// TestStaticBrokerConfigSources: a static broker config is STATIC_BROKER_CONFIG, with its default
+// as a DEFAULT_CONFIG synonym, when the operator gave it (even at its default value) or it is
+// not at its default; else DEFAULT_CONFIG with that one synonym, as Kafka describes a config
+// server.properties names or not. Every static config was STATIC_BROKER_CONFIG, so tools
+// listing what an operator set (kafka-configs --all, a console) showed every default as set.
+func TestStaticBrokerConfigSources(t *testing.T) {
+	_, addr, _ := ctBroker(t, func(c *Config) {
+		c.DefaultPartitions, c.OffsetsReplicationFactor = 3, 1
+		c.GivenConfigs = map[string]bool{"auto.create.topics.enable": true}
+	})
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.IncludeSynonyms = true
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+	req.Resources = append(req.Resources, rr)
+	req.Version = 4
+	resp := rawRequest(t, addr, req).(*kmsg.DescribeConfigsResponse)
+	brk := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, c := range resp.Resources[0].Configs {
+		brk[c.Name] = c
+	}
+	type syn struct {
+		value  string
+		source kmsg.ConfigSource
+	}
+	static, def := kmsg.ConfigSourceStaticBrokerConfig, kmsg.ConfigSourceDefaultConfig
+	for _, tc := range []struct {
+		name, value string
+		source      kmsg.ConfigSource
+		synonyms    []syn
+	}{
+		{"num.partitions", "3", static, []syn{{"3", static}, {"1", def}}},                     // not at its default
+		{"auto.create.topics.enable", "true", static, []syn{{"true", static}, {"true", def}}}, // given at its default
+		{"offsets.topic.replication.factor", "1", static, []syn{{"1", static}, {"1", def}}},   // given: not automatic
+		{"transaction.state.log.replication.factor", "1", def, []syn{{"1", def}}},             // automatic
+		{"delete.topic.enable", "true", def, []syn{{"true", def}}},                            // neither
+		{"fetch.max.bytes", "57671680", def, []syn{{"57671680", def}}},
+	} {
+		c, ok := brk[tc.name]
+		if !ok || c.Value == nil || *c.Value != tc.value || c.Source != tc.source {
+			t.Errorf("%s = %v source %v; want %q source %v", tc.name, c.Value, c.Source, tc.value, tc.source)
+			continue
+		}
+		var got []syn
+		for _, s := range c.ConfigSynonyms {
+			if s.Name != tc.name || s.Value == nil {
+				t.Errorf("%s: synonym %s = %v", tc.name, s.Name, s.Value)
+				continue
+			}
+			got = append(got, syn{*s.Value, s.Source})
+		}
+		if !slices.Equal(got, tc.synonyms) {
+			t.Errorf("%s synonyms = %v; want %v", tc.name, got, tc.synonyms)
+		}
 	}
 }

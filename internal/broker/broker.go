@@ -54,6 +54,11 @@ type Config struct {
 	TxnStateReplicationFactor int16
 	// NoTopicDeletion refuses DeleteTopics (delete.topic.enable=false).
 	NoTopicDeletion bool
+	// GivenConfigs names, by Kafka's names, the static broker configs the operator gave (a
+	// flag, its environment variable or the config file), which DescribeConfigs shows as
+	// STATIC_BROKER_CONFIG whatever their value; the others are static only if their value is
+	// not the default.
+	GivenConfigs map[string]bool
 
 	MaxRequestBytes      int32 // socket.request.max.bytes: larger frames close the connection
 	FetchMaxBytes        int32 // fetch.max.bytes: a fetch response's record bytes at most (55 MiB), beyond its first batch
@@ -158,13 +163,21 @@ type Hooks struct {
 	BeforeMarkers func(txnID string, commit bool)
 }
 
+// The defaults of Kafka's socket.request.max.bytes and fetch.max.bytes, and of
+// runnel.speclog.addr (runnel serve's --speclog-addr).
+const (
+	defaultMaxRequestBytes = 100 << 20
+	defaultFetchMaxBytes   = 55 << 20
+	DefaultSpecLogAddr     = "127.0.0.1:9096"
+)
+
 // DefaultLimits fills zero limits with their defaults.
 func (c *Config) DefaultLimits() {
 	if c.MaxRequestBytes == 0 {
-		c.MaxRequestBytes = 100 << 20
+		c.MaxRequestBytes = defaultMaxRequestBytes
 	}
 	if c.FetchMaxBytes == 0 {
-		c.FetchMaxBytes = 55 << 20
+		c.FetchMaxBytes = defaultFetchMaxBytes
 	}
 	if c.MaxInflightRequests == 0 {
 		c.MaxInflightRequests = 100

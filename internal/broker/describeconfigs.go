@@ -24,6 +24,10 @@ type brokerConfig struct {
 	readOnly    bool
 	doc         string
 	null        bool // no value (Kafka's null default), value unused
+	// def is a static config's default, its DEFAULT_CONFIG synonym below a STATIC_BROKER_CONFIG
+	// value; hasDef tells a default "" from none.
+	def    string
+	hasDef bool
 }
 
 // brokerConfigs lists the broker configs: for this node (perBroker), the static ones from its
@@ -35,11 +39,21 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		var out []brokerConfig
 		for _, name := range slices.Sorted(maps.Keys(cluster)) {
 			d, _ := topics.LookupBrokerDef(name)
-			out = append(out, brokerConfig{name, cluster[name], d.Type, kmsg.ConfigSourceDynamicDefaultBrokerConfig, false, "the default of the topic config " + d.Name + ": " + d.Doc, false})
+			out = append(out, brokerConfig{name: name, value: cluster[name], typ: d.Type, source: kmsg.ConfigSourceDynamicDefaultBrokerConfig,
+				doc: "the default of the topic config " + d.Name + ": " + d.Doc})
 		}
 		return out
 	}
-	static := kmsg.ConfigSourceStaticBrokerConfig
+	// A static config is STATIC_BROKER_CONFIG when given (a flag, its environment variable or
+	// the config file: Config.GivenConfigs) or set to another value than its default, as
+	// Kafka's are when server.properties names them; else DEFAULT_CONFIG.
+	static := func(name, value, def string, typ topics.ConfigType, doc string) brokerConfig {
+		c := brokerConfig{name: name, value: value, typ: typ, source: kmsg.ConfigSourceDefaultConfig, readOnly: true, doc: doc}
+		if b.cfg.GivenConfigs[name] || value != def {
+			c.source, c.def, c.hasDef = kmsg.ConfigSourceStaticBrokerConfig, def, true
+		}
+		return c
+	}
 	// A replication factor left automatic (0) is described as what it is now (3 once three
 	// nodes are registered, else 1), a default: a tool reading it gets one CreateTopics takes.
 	rf := func(name string, set int16, doc string) brokerConfig {
@@ -47,34 +61,39 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		if name == "default.replication.factor" {
 			typ = topics.TypeInt
 		}
+		auto := strconv.Itoa(int(b.autoReplicationFactor()))
 		if set > 0 {
-			return brokerConfig{name, strconv.Itoa(int(set)), typ, static, true, doc, false}
+			c := static(name, strconv.Itoa(int(set)), auto, typ, doc)
+			c.source, c.def, c.hasDef = kmsg.ConfigSourceStaticBrokerConfig, auto, true // given, whatever its value
+			return c
 		}
-		return brokerConfig{name, strconv.Itoa(int(b.autoReplicationFactor())), typ, kmsg.ConfigSourceDefaultConfig, true,
-			doc + " (automatic: 3 once three nodes are registered, else 1)", false}
+		return static(name, auto, auto, typ, doc+" (automatic: 3 once three nodes are registered, else 1)")
 	}
+	itoa := func(v int32) string { return strconv.Itoa(int(v)) }
 	out := []brokerConfig{
-		{"broker.id", strconv.Itoa(int(b.cfg.NodeID)), topics.TypeInt, static, true, "the node id of this broker", false},
-		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), topics.TypeBoolean, static, true, "create a topic when metadata asks for an unknown one", false},
-		{"delete.topic.enable", strconv.FormatBool(!b.cfg.NoTopicDeletion), topics.TypeBoolean, static, true, "let DeleteTopics delete topics (false: TOPIC_DELETION_DISABLED)", false},
-		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), topics.TypeInt, static, true, "the default number of partitions of a new topic", false},
+		// The node id, always given (Kafka's node.id is required in KRaft).
+		{name: "broker.id", value: itoa(b.cfg.NodeID), typ: topics.TypeInt, source: kmsg.ConfigSourceStaticBrokerConfig, readOnly: true, doc: "the node id of this broker"},
+		static("auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), "true", topics.TypeBoolean, "create a topic when metadata asks for an unknown one"),
+		static("delete.topic.enable", strconv.FormatBool(!b.cfg.NoTopicDeletion), "true", topics.TypeBoolean, "let DeleteTopics delete topics (false: TOPIC_DELETION_DISABLED)"),
+		static("num.partitions", itoa(b.cfg.DefaultPartitions), "1", topics.TypeInt, "the default number of partitions of a new topic"),
 		rf("default.replication.factor", b.cfg.DefaultReplicationFactor, "the replication factor of a topic created without one"),
 		rf("offsets.topic.replication.factor", b.cfg.OffsetsReplicationFactor, "the replication factor __consumer_offsets is created with"),
-		{"offsets.topic.num.partitions", strconv.Itoa(int(b.cfg.OffsetsTopicPartitions)), topics.TypeInt, static, true, "the partitions __consumer_offsets is created with (once it exists, groups are mapped over its own count)", false},
-		{"transaction.state.log.num.partitions", strconv.Itoa(int(b.cfg.TxnStatePartitions)), topics.TypeInt, static, true, "the partitions __transaction_state is created with (once it exists, transactional ids are mapped over its own count)", false},
+		static("offsets.topic.num.partitions", itoa(b.cfg.OffsetsTopicPartitions), "50", topics.TypeInt, "the partitions __consumer_offsets is created with (once it exists, groups are mapped over its own count)"),
+		static("transaction.state.log.num.partitions", itoa(b.cfg.TxnStatePartitions), "50", topics.TypeInt, "the partitions __transaction_state is created with (once it exists, transactional ids are mapped over its own count)"),
 		rf("transaction.state.log.replication.factor", b.cfg.TxnStateReplicationFactor, "the replication factor __transaction_state is created with"),
-		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), topics.TypeInt, static, true, "the largest request accepted; larger ones close the connection", false},
-		{"fetch.max.bytes", strconv.Itoa(int(b.cfg.FetchMaxBytes)), topics.TypeInt, static, true, "the most record bytes a fetch response carries whatever the client asks (its first batch always goes)", false},
-		{"runnel.speclog.addr", b.cl.SpecLogAddr(b.cfg.NodeID), topics.TypeString, static, true, "the node's SpecLog gRPC address for total-order topics (\"\": none)", false},
+		static("socket.request.max.bytes", itoa(b.cfg.MaxRequestBytes), itoa(defaultMaxRequestBytes), topics.TypeInt, "the largest request accepted; larger ones close the connection"),
+		static("fetch.max.bytes", itoa(b.cfg.FetchMaxBytes), itoa(defaultFetchMaxBytes), topics.TypeInt, "the most record bytes a fetch response carries whatever the client asks (its first batch always goes)"),
+		static("runnel.speclog.addr", b.cl.SpecLogAddr(b.cfg.NodeID), DefaultSpecLogAddr, topics.TypeString, "the node's SpecLog gRPC address for total-order topics (\"\": none)"),
 	}
 	// The configs whose defaults give those of the broker configs without one (Kafka's hours
 	// and scheduler configs; read-only, as in Kafka, where they are not dynamic), and
 	// log.retention.minutes, unset between the two.
 	def := kmsg.ConfigSourceDefaultConfig
 	for name, fb := range brokerNamesWithoutDefault {
-		out = append(out, brokerConfig{fb.name, fb.value, fb.typ, def, true, "the default of " + name + " while it is unset", false})
+		out = append(out, brokerConfig{name: fb.name, value: fb.value, typ: fb.typ, source: def, readOnly: true, doc: "the default of " + name + " while it is unset"})
 	}
-	out = append(out, brokerConfig{"log.retention.minutes", "", topics.TypeInt, def, true, "the default of retention.ms, in minutes (unset: log.retention.hours)", true})
+	out = append(out, brokerConfig{name: "log.retention.minutes", typ: topics.TypeInt, source: def, readOnly: true,
+		doc: "the default of retention.ms, in minutes (unset: log.retention.hours)", null: true})
 	for _, d := range topics.BrokerDefs() {
 		value, source := d.Default, kmsg.ConfigSourceDefaultConfig
 		_, null := brokerNamesWithoutDefault[d.BrokerName] // Kafka's default is null (the fallback's gives it)
@@ -88,7 +107,7 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		if d.BrokerOnly {
 			doc = d.Doc
 		}
-		out = append(out, brokerConfig{d.BrokerName, value, d.Type, source, false, doc, null})
+		out = append(out, brokerConfig{name: d.BrokerName, value: value, typ: d.Type, source: source, doc: doc, null: null})
 	}
 	slices.SortFunc(out, func(x, y brokerConfig) int { return strings.Compare(x.name, y.name) })
 	return out
@@ -231,8 +250,11 @@ func handleDescribeConfigs(_ context.Context, r *request) reply {
 					if d, ok := topics.LookupBrokerDef(bc.name); ok && perBroker {
 						c.ConfigSynonyms = b.configSynonyms(d, nil)
 					} else if !bc.null {
-						c.ConfigSynonyms = append(c.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
-							Name: bc.name, Value: strp(bc.value), Source: bc.source})
+						type syn = kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+						c.ConfigSynonyms = append(c.ConfigSynonyms, syn{Name: bc.name, Value: strp(bc.value), Source: bc.source})
+						if bc.hasDef {
+							c.ConfigSynonyms = append(c.ConfigSynonyms, syn{Name: bc.name, Value: strp(bc.def), Source: kmsg.ConfigSourceDefaultConfig})
+						}
 					}
 				}
 			}

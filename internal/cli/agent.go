@@ -65,6 +65,7 @@ Consumer groups, transactions and local topics stay on the runnel serve nodes.`,
 			if err != nil {
 				return err
 			}
+			cfg.GivenConfigs = givenConfigs(cmd.Flags())
 			slog.SetDefault(cfg.Logger)
 			defer gctune.Start(f.gcHeadroomMiB << 20).Stop()
 			return serve(cmd.Context(), cfg)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,5 +185,36 @@ func TestServeConsoleHosts(t *testing.T) {
 	cfg, err := f.config(io.Discard, io.Discard)
 	if got := strings.Join(cfg.ConsoleHosts, " "); err != nil || got != "console.example kafka.example:9644" {
 		t.Fatalf("RUNNEL_CONSOLE_HOSTS=' console.example, kafka.example:9644 ,': ConsoleHosts %q, %v; want [console.example kafka.example:9644]", cfg.ConsoleHosts, err)
+	}
+}
+
+// givenConfigs names the static broker configs set by a flag, its environment variable or the
+// config file, by Kafka's names, so DescribeConfigs describes them as STATIC_BROKER_CONFIG and
+// the others as DEFAULT_CONFIG; every flag staticConfigFlags names exists.
+func TestGivenConfigs(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "runnel.conf")
+	os.WriteFile(file, []byte("fetch-max-bytes: 1048576\n"), 0o644)
+	t.Setenv("RUNNEL_NUM_PARTITIONS", "1")
+	var f serveFlags
+	flags := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(flags)
+	for flag := range staticConfigFlags {
+		if flags.Lookup(flag) == nil {
+			t.Errorf("staticConfigFlags names --%s, which serve does not have", flag)
+		}
+	}
+	if err := flags.Parse([]string{"--config", file, "--auto-create-topics=true"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyEnv(flags); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyConfigFile(flags); err != nil {
+		t.Fatal(err)
+	}
+	got := givenConfigs(flags)
+	want := map[string]bool{"auto.create.topics.enable": true, "num.partitions": true, "fetch.max.bytes": true}
+	if !maps.Equal(got, want) {
+		t.Errorf("givenConfigs = %v; want %v (flag, environment, file)", got, want)
 	}
 }

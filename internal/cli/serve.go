@@ -374,6 +374,33 @@ func newLogger(w io.Writer, level, format string, lv *slog.LevelVar) (*slog.Logg
 	return nil, fmt.Errorf("invalid log format %q: want text or json", format)
 }
 
+// staticConfigFlags are the flags that set Kafka's static broker configs, by flag name.
+var staticConfigFlags = map[string]string{
+	"auto-create-topics":                       "auto.create.topics.enable",
+	"delete-topic-enable":                      "delete.topic.enable",
+	"num-partitions":                           "num.partitions",
+	"default-replication-factor":               "default.replication.factor",
+	"offsets-topic-replication-factor":         "offsets.topic.replication.factor",
+	"offsets-topic-num-partitions":             "offsets.topic.num.partitions",
+	"transaction-state-log-replication-factor": "transaction.state.log.replication.factor",
+	"transaction-state-log-num-partitions":     "transaction.state.log.num.partitions",
+	"fetch-max-bytes":                          "fetch.max.bytes",
+	"speclog-addr":                             "runnel.speclog.addr",
+}
+
+// givenConfigs names, by Kafka's names, the static broker configs whose flags were given: on
+// the command line, in the environment or in the config file (applyEnv and applyConfigFile set
+// the flags they take).
+func givenConfigs(flags *pflag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	for flag, name := range staticConfigFlags {
+		if flags.Changed(flag) {
+			given[name] = true
+		}
+	}
+	return given
+}
+
 func newServeCommand() *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
@@ -385,6 +412,7 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			cfg.GivenConfigs = givenConfigs(cmd.Flags())
 			slog.SetDefault(cfg.Logger)
 			defer gctune.Start(f.gcHeadroomMiB << 20).Stop()
 			return serve(cmd.Context(), cfg)

@@ -119,6 +119,9 @@ type Config struct {
 	FetchMaxBytes int32
 	// NoTopicDeletion turns off Kafka's delete.topic.enable (on by default, as Kafka's).
 	NoTopicDeletion bool
+	// GivenConfigs names the static broker configs given explicitly, by Kafka's names
+	// (broker.Config.GivenConfigs).
+	GivenConfigs map[string]bool
 	// LeaderBalanceInterval is how often this node, while it runs the active controller, moves
 	// leaderships back to preferred replicas (Kafka's leader.imbalance.check.interval.seconds);
 	// 0: 5 s; negative: never (auto.leader.rebalance.enable=false).
@@ -687,7 +690,7 @@ func Open(cfg Config) (*Server, error) {
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions, FetchMaxBytes: cfg.FetchMaxBytes,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, OffsetsReplicationFactor: cfg.OffsetsReplicationFactor,
 		TxnStateReplicationFactor: cfg.TxnStateReplicationFactor, OffsetsTopicPartitions: cfg.OffsetsPartitions, TxnStatePartitions: cfg.TxnStatePartitions,
-		NoTopicDeletion: cfg.NoTopicDeletion, ConnectionsMaxIdle: cfg.ConnectionsMaxIdle, Hooks: hooks, Logger: s.logger, LogLevel: cfg.LogLevel,
+		NoTopicDeletion: cfg.NoTopicDeletion, GivenConfigs: cfg.GivenConfigs, ConnectionsMaxIdle: cfg.ConnectionsMaxIdle, Hooks: hooks, Logger: s.logger, LogLevel: cfg.LogLevel,
 		Metrics: s.admin.kafka, SlowRequestThreshold: cfg.SlowRequestThreshold,
 		Security: broker.Security{SASLMechanisms: cfg.SASLMechanisms, MaxReauth: cfg.MaxReauth, Authorizer: authorizer(cfg),
 			TokenSecret: cfg.DelegationTokenSecret, TokenMaxLifetime: cfg.DelegationTokenMaxLifetime, TokenExpiry: cfg.DelegationTokenExpiry,
