@@ -775,7 +775,8 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 	req.Version = 1
 	resp := rawRequest(t, addr, req).(*kmsg.IncrementalAlterConfigsResponse)
 
-	wantCodes := []int16{kerr.UnknownTopicOrPartition.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code}
+	// Each mention of the duplicated resource is answered, as Kafka's ConfigAdminManager.preprocess.
+	wantCodes := []int16{kerr.UnknownTopicOrPartition.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code}
 	var got []int16
 	for _, r := range resp.Resources {
 		got = append(got, r.ErrorCode)

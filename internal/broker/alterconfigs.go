@@ -132,21 +132,18 @@ func handleAlterConfigs(ctx context.Context, r *request) reply {
 }
 
 // alterEach applies an alter request's resources one by one under configMu, answering each
-// resource once: a resource named twice, or one naming a config twice, gets INVALID_REQUEST.
+// one: a resource named twice (each mention, as Kafka's ConfigAdminManager.preprocess), or one
+// naming a config twice, gets INVALID_REQUEST.
 func alterEach[R any](resources []R, describe func(R) (configResource, []string), apply func(R, []string) *adminError, answer func(R, *adminError)) {
 	rs := make([]configResource, len(resources))
 	keys := make([][]string, len(resources))
 	for i, rr := range resources {
 		rs[i], keys[i] = describe(rr)
 	}
-	dup, answered := duplicateResources(rs), map[configResource]bool{}
+	dup := duplicateResources(rs)
 	configMu.Lock()
 	defer configMu.Unlock()
 	for i, rr := range resources {
-		if answered[rs[i]] {
-			continue
-		}
-		answered[rs[i]] = true
 		var aerr *adminError
 		if dup[rs[i]] {
 			aerr = adminErr(kerr.InvalidRequest, "Each resource must appear at most once.")
@@ -160,7 +157,7 @@ func alterEach[R any](resources []R, describe func(R) (configResource, []string)
 func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string, validateOnly bool) *adminError {
 	switch rr.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
-		if _, aerr := b.lookupTopicResource(rr.ResourceName); aerr != nil {
+		if _, aerr := b.lookupAlteredTopicResource(rr.ResourceName); aerr != nil {
 			return aerr
 		}
 		configs := map[string]string{}

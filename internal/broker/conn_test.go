@@ -233,6 +233,7 @@ func ctPing(t *testing.T, addr string) {
 	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(5 * time.Second))
 	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "runnel-test", "1" // KIP-511: a v3+ request names its client
 	req.Version = 3
 	if _, err := nc.Write(ctEncode(req, 9)); err != nil {
 		t.Fatalf("ping: write: %v", err)
@@ -470,6 +471,7 @@ func TestConnApiVersionsUnsupported(t *testing.T) {
 			}
 			// The client retries on the same connection with a version we support.
 			req := kmsg.NewPtrApiVersionsRequest()
+			req.ClientSoftwareName, req.ClientSoftwareVersion = "runnel-test", "1" // KIP-511: a v3+ request names its client
 			req.Version = 3
 			r := ctExchange(t, nc, req, 43).(*kmsg.ApiVersionsResponse)
 			if r.ErrorCode != 0 || len(r.ApiKeys) != len(apis) {
@@ -632,6 +634,7 @@ func TestConnPipelining(t *testing.T) {
 		switch i % 5 {
 		case 0:
 			r := kmsg.NewPtrApiVersionsRequest()
+			r.ClientSoftwareName, r.ClientSoftwareVersion = "runnel-test", "1" // KIP-511: a v3+ request names its client
 			r.Version = int16(i / 5 % 4)
 			req = r
 		case 1:
@@ -958,6 +961,7 @@ func FuzzConnection(f *testing.F) {
 	add := func(b []byte) { seeds = append(seeds, b) }
 	for v := int16(0); v <= 3; v++ {
 		r := kmsg.NewPtrApiVersionsRequest()
+		r.ClientSoftwareName, r.ClientSoftwareVersion = "runnel-test", "1" // KIP-511: a v3+ request names its client
 		r.Version = v
 		add(ctEncode(r, 1))
 	}

@@ -37,6 +37,7 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	nc := ctDial(t, addr)
 	nc.SetDeadline(time.Now().Add(5 * time.Second))
 	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "runnel-test", "1" // KIP-511: a v3+ request names its client
 	req.Version = 3
 	if _, err := nc.Write(ctEncode(req, 9)); err != nil {
 		t.Fatal(err)
@@ -63,6 +64,7 @@ func TestSASLRequestSizeBeforeAuthentication(t *testing.T) {
 	ok := ctDial(t, addr) // a handshake-sized request is read as usual
 	ok.SetDeadline(time.Now().Add(5 * time.Second))
 	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "runnel-test", "1" // KIP-511: a v3+ request names its client
 	req.Version = 3
 	if _, err := ok.Write(ctEncode(req, 1)); err != nil {
 		t.Fatal(err)
@@ -110,6 +112,7 @@ func TestUnreadResponsesClosedWhenIdle(t *testing.T) {
 	nc := ctDial(t, addr)
 	nc.SetDeadline(time.Now().Add(4 * time.Second))
 	av := kmsg.NewPtrApiVersionsRequest()
+	av.ClientSoftwareName, av.ClientSoftwareVersion = "runnel-test", "1" // KIP-511: a v3+ request names its client
 	av.Version = 3
 	if _, err := nc.Write(ctEncode(av, 1)); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ func handleDeleteRecords(ctx context.Context, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	b := r.conn.b
 	barrier := sync.OnceValue(func() error { return b.objectBarrier(ctx) })
-	for _, rt := range req.Topics {
+	for _, rt := range mergeDeleteRecordsTopics(req.Topics) {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
 		t, known := b.topics.Get(rt.Topic)
@@ -78,4 +78,30 @@ func handleDeleteRecords(ctx context.Context, r *request) reply {
 		resp.Topics = append(resp.Topics, st)
 	}
 	return reply{resp: resp}
+}
+
+// mergeDeleteRecordsTopics answers a topic named twice in one row and a partition named twice
+// once, at the offset its last mention asks, as Kafka's handleDeleteRecordsRequest (a map by
+// partition) does.
+func mergeDeleteRecordsTopics(in []kmsg.DeleteRecordsRequestTopic) []kmsg.DeleteRecordsRequestTopic {
+	var out []kmsg.DeleteRecordsRequestTopic
+	topicAt := map[string]int{}
+	partAt := map[string]map[int32]int{}
+	for _, rt := range in {
+		i, ok := topicAt[rt.Topic]
+		if !ok {
+			i = len(out)
+			topicAt[rt.Topic], partAt[rt.Topic] = i, map[int32]int{}
+			out = append(out, kmsg.DeleteRecordsRequestTopic{Topic: rt.Topic})
+		}
+		for _, rp := range rt.Partitions {
+			if j, ok := partAt[rt.Topic][rp.Partition]; ok {
+				out[i].Partitions[j] = rp
+				continue
+			}
+			partAt[rt.Topic][rp.Partition] = len(out[i].Partitions)
+			out[i].Partitions = append(out[i].Partitions, rp)
+		}
+	}
+	return out
 }

@@ -172,6 +172,16 @@ func (b *Broker) checkBrokerResource(name string) (perBroker bool, _ *adminError
 	return true, nil
 }
 
+// lookupAlteredTopicResource resolves a TOPIC config resource to alter: "" (the cluster's
+// default topic, which Kafka has no configs for) is INVALID_REQUEST, as Kafka's
+// ControllerConfigurationValidator answers it.
+func (b *Broker) lookupAlteredTopicResource(name string) (*topics.Topic, *adminError) {
+	if name == "" {
+		return nil, adminErr(kerr.InvalidRequest, "Default topic resources are not allowed.")
+	}
+	return b.lookupTopicResource(name)
+}
+
 // lookupTopicResource resolves a TOPIC config resource.
 func (b *Broker) lookupTopicResource(name string) (*topics.Topic, *adminError) {
 	if err := topics.ValidateName(name); err != nil {

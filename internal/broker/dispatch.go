@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"regexp"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,10 +29,15 @@ func register(key kmsg.Key, min, max int16, handle func(ctx context.Context, r *
 
 func handleApiVersions(_ context.Context, r *request) reply {
 	resp := r.req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = apiVersionKeys()
 	if req, ok := r.req.(*kmsg.ApiVersionsRequest); ok && req.Version >= 3 {
+		if !softwareNamePattern.MatchString(req.ClientSoftwareName) || !softwareNamePattern.MatchString(req.ClientSoftwareVersion) {
+			// As Kafka's ApiVersionsRequest.isValid (KIP-511): INVALID_REQUEST and no APIs.
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			return reply{resp: resp}
+		}
 		r.conn.software = req.ClientSoftwareName
 	}
+	resp.ApiKeys = apiVersionKeys()
 	if resp.Version >= 3 {
 		// transaction.version 2 (KIP-890): Kafka 4.x clients then bump the epoch at every
 		// EndTxn and let Produce v12 and TxnOffsetCommit v5 add partitions to the transaction.
@@ -41,6 +47,10 @@ func handleApiVersions(_ context.Context, r *request) reply {
 	}
 	return reply{resp: resp}
 }
+
+// softwareNamePattern is what a client's software name and version must be from ApiVersions v3
+// (KIP-511; Kafka's ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN).
+var softwareNamePattern = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
 
 // unsupportedApiVersions is Kafka's answer to an ApiVersions request of a version it does not
 // know (KIP-511, ApiVersionsRequest.getErrorResponse): UNSUPPORTED_VERSION in a v0 response

@@ -168,13 +168,20 @@ func (b *Broker) fetchTopicName(version int16, name string, id [16]byte) string 
 // the session's after applying the request's changes.
 func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *fetchSession, error) {
 	var parts []*sessionPartition
+	at := map[partKey]int{} // a partition asked for twice is fetched once, as the last mention asks (Kafka's FetchRequest.fetchData)
 	for _, rt := range req.Topics {
 		name := b.fetchTopicName(req.Version, rt.Topic, rt.TopicID)
 		for _, rp := range rt.Partitions {
 			// Any negative epoch is none, as Kafka's FetchRequest reads it (optionalEpoch).
-			parts = append(parts, &sessionPartition{topic: name, topicID: rt.TopicID, byID: req.Version >= 13,
+			p := &sessionPartition{topic: name, topicID: rt.TopicID, byID: req.Version >= 13,
 				partition: rp.Partition, leaderEpoch: max(rp.CurrentLeaderEpoch, -1),
-				offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, sentHW: -1, sentLSO: -1, sentStart: -1})
+				offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, sentHW: -1, sentLSO: -1, sentStart: -1}
+			if i, ok := at[p.key()]; ok {
+				parts[i] = p
+				continue
+			}
+			at[p.key()] = len(parts)
+			parts = append(parts, p)
 		}
 	}
 	switch {

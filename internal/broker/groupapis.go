@@ -11,6 +11,7 @@ import (
 
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/group"
+	"github.com/runnel-dev/runnel/internal/topics"
 )
 
 // The consumer group APIs and the coordinator lookup. Each hands the request to the shard of
@@ -213,6 +214,16 @@ func handleOffsetCommit(ctx context.Context, r *request) reply {
 			resp.Topics = append(resp.Topics, st)
 		}
 	}
+	// As Kafka's handleOffsetCommitRequest, a partition this node does not know is
+	// UNKNOWN_TOPIC_OR_PARTITION before the group is looked at (NOT_COORDINATOR, a member's
+	// error): the coordinator sees the others, and none if there are none.
+	unknown, known := splitUnknownCommits(r.conn.b.topics, req)
+	if len(unknown) > 0 && len(known.Topics) == 0 {
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		resp.Topics = unknown
+		return reply{resp: resp}
+	}
+	req = known
 	resp, done := r.conn.b.groups.immediate(ctx, req.Group, func(c *group.Coordinator) (kmsg.Response, group.Output) {
 		return c.OffsetCommit(timeNow(), req)
 	}, func(code *kerr.Error) kmsg.Response {
@@ -220,6 +231,9 @@ func handleOffsetCommit(ctx context.Context, r *request) reply {
 		every(resp, code.Code)
 		return resp
 	})
+	if oc := resp.(*kmsg.OffsetCommitResponse); len(unknown) > 0 {
+		oc.Topics = append(unknown, oc.Topics...)
+	}
 	return reply{resp: resp, wait: func() {
 		if err := done(); err != nil { // the commit is not durable: the client must retry
 			for i := range resp.(*kmsg.OffsetCommitResponse).Topics {
@@ -232,6 +246,35 @@ func handleOffsetCommit(ctx context.Context, r *request) reply {
 			}
 		}
 	}}
+}
+
+// splitUnknownCommits answers an OffsetCommit's partitions of topics reg does not have, or
+// beyond their partition counts, UNKNOWN_TOPIC_OR_PARTITION, and returns the request for the rest.
+func splitUnknownCommits(reg *topics.Registry, req *kmsg.OffsetCommitRequest) ([]kmsg.OffsetCommitResponseTopic, *kmsg.OffsetCommitRequest) {
+	known := *req
+	known.Topics = nil
+	var unknown []kmsg.OffsetCommitResponseTopic
+	for _, rt := range req.Topics {
+		t, ok := reg.Get(rt.Topic)
+		kt, ut := rt, kmsg.NewOffsetCommitResponseTopic()
+		kt.Partitions, ut.Topic = nil, rt.Topic
+		for _, rp := range rt.Partitions {
+			if ok && rp.Partition >= 0 && int(rp.Partition) < len(t.Partitions) {
+				kt.Partitions = append(kt.Partitions, rp)
+				continue
+			}
+			up := kmsg.NewOffsetCommitResponseTopicPartition()
+			up.Partition, up.ErrorCode = rp.Partition, kerr.UnknownTopicOrPartition.Code
+			ut.Partitions = append(ut.Partitions, up)
+		}
+		if len(kt.Partitions) > 0 || len(rt.Partitions) == 0 {
+			known.Topics = append(known.Topics, kt)
+		}
+		if len(ut.Partitions) > 0 {
+			unknown = append(unknown, ut)
+		}
+	}
+	return unknown, &known
 }
 
 func handleOffsetFetch(_ context.Context, r *request) reply {
@@ -330,6 +373,14 @@ func handleListGroups(_ context.Context, r *request) reply {
 func handleDeleteGroups(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	// A group named twice is deleted and answered once, as Kafka's (the second deletion
+	// answered GROUP_ID_NOT_FOUND, over the first's answer).
+	seen := map[string]bool{}
+	req.Groups = slices.DeleteFunc(slices.Clone(req.Groups), func(id string) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
 	gs := r.conn.b.groups
 	gs.mu.Lock()
 	in, missing := gs.byShardLocked(req.Groups)

@@ -56,7 +56,7 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 		// Computed from this node's view of the topic's configs, and set only if the controller
 		// still has those (another node may have changed them meanwhile): else again.
 		for attempt := 1; ; attempt++ {
-			t, aerr := b.lookupTopicResource(rr.ResourceName)
+			t, aerr := b.lookupAlteredTopicResource(rr.ResourceName)
 			if aerr != nil {
 				return aerr
 			}

@@ -31,6 +31,23 @@ func init() {
 func handleElectLeaders(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	if req.ElectionType != 0 && req.ElectionType != 1 {
+		// As Kafka's ReplicationControlManager.electionType: the whole request, and each
+		// partition named (ElectLeadersRequest.getErrorResponse), is INVALID_REQUEST.
+		msg := fmt.Sprintf("Unknown election type %d", req.ElectionType)
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		for _, rt := range req.Topics {
+			t := kmsg.NewElectLeadersResponseTopic()
+			t.Topic = rt.Topic
+			for _, part := range rt.Partitions {
+				p := kmsg.NewElectLeadersResponseTopicPartition()
+				p.Partition, p.ErrorCode, p.ErrorMessage = part, kerr.InvalidRequest.Code, &msg
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return reply{resp: resp}
+	}
 	b := r.conn.b
 	b.adminBarrier(ctx)
 	img := b.cl.Image()

@@ -61,12 +61,25 @@ func handleMetadata(ctx context.Context, r *request) reply {
 		return reply{resp: resp}
 	}
 	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
+	type asked struct {
+		name string
+		id   [16]byte
+	}
+	seen := map[asked]bool{} // a topic asked for twice is answered once, as Kafka's (a set)
 	for _, rt := range req.Topics {
 		if rt.TopicID != [16]byte{} {
 			// By id: a name sent with it is not looked at, as Kafka's handleTopicMetadataRequest
 			// (the Java client sends "" beside the id, which was looked up as a topic name).
 			rt.Topic = nil
 		}
+		a := asked{id: rt.TopicID}
+		if rt.Topic != nil {
+			a.name = *rt.Topic
+		}
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
 		var t *topics.Topic
 		var ok bool
 		if rt.Topic != nil {

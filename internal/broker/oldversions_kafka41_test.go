@@ -18,6 +18,7 @@ func TestApiVersionsProduceMinVersionZero(t *testing.T) {
 	_, addr, _ := ctBroker(t, nil)
 	for _, v := range []int16{0, 1, 2, 3} {
 		req := kmsg.NewPtrApiVersionsRequest()
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "runnel-test", "1" // KIP-511: a v3+ request names its client
 		req.Version = v
 		resp := ctRoundTrip(t, addr, req).(*kmsg.ApiVersionsResponse)
 		found := false

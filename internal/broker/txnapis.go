@@ -236,6 +236,14 @@ func handleTxnOffsetCommit(ctx context.Context, r *request) reply {
 		}
 	}
 	return reply{resp: resp, wait: func() {
+		switch { // as Kafka's GroupCoordinatorService.commitTransactionalOffsets, the group first
+		case req.Group == "":
+			fail(kerr.InvalidGroupID.Code)
+			return
+		case req.TransactionalID == "":
+			fail(kerr.InvalidRequest.Code)
+			return
+		}
 		gs := b.groups
 		gs.mu.Lock()
 		sh, code := gs.shardForLocked(req.Group)

@@ -1134,7 +1134,13 @@ func (d *txns) addLocal(ctx context.Context, req txnAddReq) error {
 // being written, typically: a version 2 producer begins the next transaction as soon as EndTxn
 // answers) it waits for it here, up to a second, instead of sending CONCURRENT_TRANSACTIONS
 // back for a client-side backoff.
+//
+// An empty transactional id is INVALID_REQUEST, as Kafka's TransactionCoordinator answers it
+// (InitProducerId and DescribeTransactions check it themselves).
 func (d *txns) callWaitingOut(ctx context.Context, id string, f func(c *txncoord.Coordinator, req txncoord.ReqID, nowMs int64) txncoord.Effects) txncoord.Reply {
+	if id == "" {
+		return txncoord.Reply{Err: fmt.Errorf("%w: the transactional id is empty", kerr.InvalidRequest)}
+	}
 	deadline := time.After(time.Second)
 	for {
 		r, progress := d.callProgress(ctx, id, f)

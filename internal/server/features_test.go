@@ -29,6 +29,7 @@ func TestFeatures(t *testing.T) {
 	level := int16(controller.Level)
 	eventually(t, "the command level finalized at this version's", 20*time.Second, func() bool {
 		req := kmsg.NewPtrApiVersionsRequest()
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "runnel-test", "1" // KIP-511: a v3+ request names its client
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return false

@@ -376,6 +376,7 @@ func answersApiVersions(t *testing.T, nc net.Conn) bool {
 	t.Helper()
 	nc.SetDeadline(time.Now().Add(5 * time.Second))
 	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "runnel-test", "1" // KIP-511: a v3+ request names its client
 	req.SetVersion(0)
 	if _, err := nc.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("conn-limits")).AppendRequest(nil, req, 1)); err != nil {
 		return false
