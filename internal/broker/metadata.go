@@ -118,7 +118,8 @@ func handleMetadata(ctx context.Context, r *request) reply {
 					resp.Topics = append(resp.Topics, b.metadataTopic(b.cl.Image(), rv, t, clientZone(r.clientID)))
 					continue
 				}
-				mt.ErrorCode = kerr.LeaderNotAvailable.Code // retriable: the client asks again
+				// Retriable: the client asks again. Kafka's KRaft brokers answer a topic they
+				// send for creation so too (AutoTopicCreationManager.sendCreateTopicRequest).
 			}
 		}
 		resp.Topics = append(resp.Topics, mt)

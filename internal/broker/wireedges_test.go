@@ -199,6 +199,18 @@ func TestWireEdgesAsKafka(t *testing.T) {
 		}
 	})
 
+	t.Run("a name automatic creation refuses is UNKNOWN_TOPIC_OR_PARTITION, as in KRaft", func(t *testing.T) {
+		mustCreate(t, ctx, adm, 1, nil, "edges.x")
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version, req.AllowAutoTopicCreation = 12, true
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr("edges_x") // collides with edges.x
+		req.Topics = append(req.Topics, rt)
+		if got := rawRequest(t, addr, req).(*kmsg.MetadataResponse).Topics; len(got) != 1 || got[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+			t.Errorf("answered %v; want UNKNOWN_TOPIC_OR_PARTITION", got)
+		}
+	})
+
 	t.Run("ElectLeaders of an unknown election type is INVALID_REQUEST", func(t *testing.T) {
 		req := kmsg.NewPtrElectLeadersRequest()
 		req.Version, req.ElectionType, req.TimeoutMillis = 2, 5, 1000
