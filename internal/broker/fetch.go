@@ -406,7 +406,7 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 		if t, err := b.fetchTopic(sp); err == nil && isObjectTopic(t) {
 			n, err := b.readObject(ctx, t, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, req.IsolationLevel == 1)
 			if err != nil {
-				fp.ErrorCode = errorCode(err)
+				fetchError(&fp, err)
 			}
 			total += n
 			if news := fp.ErrorCode != 0 || len(fp.RecordBatches) > 0 || fp.HighWatermark != sp.sentHW ||
@@ -442,7 +442,7 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 		default:
 			n, more, err := readPartition(p, follower, sp, &fp, min(int(sp.maxBytes), budget-total), total == 0, req.IsolationLevel == 1, files)
 			if err != nil {
-				fp.ErrorCode = errorCode(err)
+				fetchError(&fp, err)
 			}
 			total += n
 			full = full || more
@@ -456,6 +456,15 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 		addFetchPartition(resp, sp, fp)
 	}
 	return sent, total, full
+}
+
+// fetchError answers a partition's read error with no offsets, as Kafka's
+// ReplicaManager.createLogReadResult: librdkafka takes a log start sent beside
+// OFFSET_OUT_OF_RANGE for a cached reset position and waits out its fetch.error.backoff.ms
+// (500 ms) before it fetches there, where -1 has it list offsets at once.
+func fetchError(fp *kmsg.FetchResponseTopicPartition, err error) {
+	fp.ErrorCode = errorCode(err)
+	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset, fp.AbortedTransactions = -1, -1, -1, nil
 }
 
 // zstdTopic reports whether sp's topic compresses its batches with zstd (compression.type).

@@ -47,6 +47,24 @@ func TestWireEdgesAsKafka(t *testing.T) {
 		}
 	})
 
+	t.Run("OFFSET_OUT_OF_RANGE carries no offsets", func(t *testing.T) {
+		// librdkafka took the log start sent beside it for its reset position, then waited
+		// out fetch.error.backoff.ms (500 ms) before fetching there.
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = 12, 0, 1<<20, -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "edges"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, 100, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		fp := rawRequest(t, addr, req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		if fp.ErrorCode != kerr.OffsetOutOfRange.Code || fp.HighWatermark != -1 || fp.LastStableOffset != -1 || fp.LogStartOffset != -1 {
+			t.Errorf("fetch past the end: %s, high watermark %d, last stable %d, log start %d; want OFFSET_OUT_OF_RANGE and -1s, as Kafka",
+				errName(fp.ErrorCode), fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset)
+		}
+	})
+
 	t.Run("a topic asked for twice in Metadata is answered once", func(t *testing.T) {
 		req := kmsg.NewPtrMetadataRequest()
 		req.Version = 12
