@@ -162,9 +162,10 @@ func (gs *groups) run(ctx context.Context) {
 		case now := <-tick.C:
 			gs.refresh()
 			var deleted map[string][16]byte
+			changed := false
 			if gen := gs.b.topics.Generation(); seen == nil || gen != seenGen {
 				seen, deleted = gs.deletedTopics(seen)
-				seenGen = gen
+				seenGen, changed = gen, true
 			}
 			expire := now.Sub(lastExpiry) >= offsetsExpiryInterval
 			if expire {
@@ -181,10 +182,28 @@ func (gs *groups) run(ctx context.Context) {
 				out []group.Reply
 			}
 			var todo []pending
+			// The metadata image is taken under gs.mu: a commit taken before was checked against
+			// this node's topics, which follow the image, so its topic is in it unless deleted
+			// since. The topics seen at ticks miss one created and deleted between two.
+			var lookup func(string) ([16]byte, bool)
+			if changed {
+				img := gs.b.cl.Image()
+				lookup = func(name string) ([16]byte, bool) {
+					t, ok := img.Topics[name]
+					if !ok {
+						return [16]byte{}, false
+					}
+					return t.ID, true
+				}
+			}
 			for _, sh := range shards {
 				out := sh.c.Tick(now)
 				if len(deleted) > 0 {
 					forgot := sh.c.ForgetTopics(deleted)
+					out.Records = append(out.Records, forgot.Records...)
+				}
+				if lookup != nil {
+					forgot := sh.c.ForgetMissingTopics(lookup)
 					out.Records = append(out.Records, forgot.Records...)
 				}
 				if expire {

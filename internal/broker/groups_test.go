@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -274,5 +275,54 @@ func TestOffsetsOfADeletedTopicAreDeleted(t *testing.T) {
 	}
 	if _, ok := got.Lookup("gone", 1); ok {
 		t.Fatalf("gone-1 still committed: %v", got)
+	}
+}
+
+// TestOffsetsOfATopicDeletedWithinATick: a topic created, committed to and deleted within one of
+// the group service's ticks (100 ms) loses its offsets too. The service saw the topics only at
+// its ticks, so it never saw this one, and its offsets stayed for good: a topic created again
+// under the name resumed at them (a test suite's create, consume, delete, reuse). Timing
+// decides whether a run without the fix catches it (most do: the three steps take a few ms).
+func TestOffsetsOfATopicDeletedWithinATick(t *testing.T) {
+	addr, _ := testBroker(t)
+	ctx, _, adm := adminClients(t, addr)
+	mustCreate(t, ctx, adm, 1, nil, "anchor")
+	offsets := kadm.Offsets{}
+	offsets.AddOffset("anchor", 0, 1, -1)
+	if resp, err := adm.CommitOffsets(ctx, "g", offsets); err != nil || resp.Error() != nil { // the coordinator is up
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	for i := range 5 {
+		name := fmt.Sprintf("brief-%d", i)
+		mustCreate(t, ctx, adm, 1, nil, name)
+		offsets := kadm.Offsets{}
+		offsets.AddOffset(name, 0, 2, -1)
+		if resp, err := adm.CommitOffsets(ctx, "g", offsets); err != nil || resp.Error() != nil {
+			t.Fatalf("commit: %v %v", err, resp.Error())
+		}
+		if _, err := adm.DeleteTopics(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, err := adm.FetchOffsets(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := 0
+		got.Each(func(o kadm.OffsetResponse) {
+			if strings.HasPrefix(o.Topic, "brief-") {
+				left++
+			}
+		})
+		if left == 0 {
+			if _, ok := got.Lookup("anchor", 0); !ok {
+				t.Fatalf("the live topic's offset went too: %v", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offsets of %d deleted topics stayed: %v", left, got)
+		}
 	}
 }

@@ -353,14 +353,32 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 // with no committed offsets, so its consumers do not resume at the old topic's positions. An
 // offset known to be committed to another topic of the name (one created again since) stays.
 func (c *Coordinator) ForgetTopics(deleted map[string][16]byte) Output {
-	var out Output
 	if len(deleted) == 0 {
-		return out
+		return Output{}
 	}
-	gone := func(tp TopicPartition, o Offset) bool {
+	return c.forget(func(tp TopicPartition, o Offset) bool {
 		id, ok := deleted[tp.Topic]
 		return ok && (o.topicID == [16]byte{} || o.topicID == id)
-	}
+	})
+}
+
+// ForgetMissingTopics is ForgetTopics for the offsets of topics that no longer exist by lookup
+// (the metadata now: a topic's id, or false), or exist under another id than the one the
+// offset was committed to: a topic created and deleted between two of the caller's looks at the
+// topics, which ForgetTopics is never told of, or deleted while this node was down. lookup must
+// know every topic an offset could have been committed to since (the metadata the commits were
+// checked against, or newer).
+func (c *Coordinator) ForgetMissingTopics(lookup func(topic string) ([16]byte, bool)) Output {
+	return c.forget(func(tp TopicPartition, o Offset) bool {
+		id, ok := lookup(tp.Topic)
+		return !ok || (o.topicID != [16]byte{} && o.topicID != id)
+	})
+}
+
+// forget deletes the committed offsets gone says are of deleted topics, and their pending
+// transactional commits, writing a tombstone for each.
+func (c *Coordinator) forget(gone func(TopicPartition, Offset) bool) Output {
+	var out Output
 	// Committed and pending alike, each once: the tombstone drops a pending commit on replay too
 	// (Load), before its transaction's marker, as dropPending does here.
 	forget := map[string]map[TopicPartition]bool{}

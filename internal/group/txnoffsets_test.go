@@ -255,3 +255,46 @@ func TestForgetDeletedTopicKeepsTheNewTopicsOffsets(t *testing.T) {
 		t.Errorf("the new topic's offset: %v; want 3", g.offsets)
 	}
 }
+
+// TestForgetMissingTopics: the offsets of a topic the metadata no longer has, or has under
+// another id, are forgotten, pending ones included; those of live topics and of offsets
+// without an id under a live name stay. The broker's look at its topics at each tick missed a
+// topic created and deleted between two ticks, whose offsets then survived it: a topic created
+// again under the name resumed at them.
+func TestForgetMissingTopics(t *testing.T) {
+	const pid = 42
+	now := time.UnixMilli(1_700_000_000_000)
+	c := New(DefaultConfig())
+	ids := map[string][16]byte{"live": {1}, "gone": {2}, "again": {3}}
+	c.TopicID = func(name string) ([16]byte, bool) { id, ok := ids[name]; return id, ok }
+	commit := func(group, topic string, offset int64) {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.Generation = 8, group, -1
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}
+		if resp, _ := c.OffsetCommit(now, req); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("commit %s %s: %v", group, topic, kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+		}
+	}
+	commit("g", "live", 1)
+	commit("g", "gone", 2)
+	commit("g", "again", 3)
+	txnCommit(t, c, now, pid, 3, 40) // g's in-0, pending
+	c.TopicID = nil
+	commit("h", "live", 4) // no id known: kept while the name lives
+	delete(ids, "gone")
+	delete(ids, "in")
+	ids["again"] = [16]byte{4} // deleted and created again
+	ids["live"] = [16]byte{1}
+	out := c.ForgetMissingTopics(func(name string) ([16]byte, bool) { id, ok := ids[name]; return id, ok })
+	if len(out.Records) != 3 {
+		t.Errorf("%d tombstones; want 3 (gone, again, the pending in)", len(out.Records))
+	}
+	c.CompleteTxn(now, pid, 4, true)
+	g, _ := c.Group("g")
+	if _, ok := g.offsets[TopicPartition{"live", 0}]; !ok || len(g.offsets) != 1 {
+		t.Errorf("g's offsets after: %v; want live's alone", g.offsets)
+	}
+	if h, _ := c.Group("h"); h.offsets[TopicPartition{"live", 0}].Offset != 4 {
+		t.Errorf("h's offsets after: %v; want live's 4", h.offsets)
+	}
+}
