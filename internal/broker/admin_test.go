@@ -546,6 +546,12 @@ func TestDescribeConfigs(t *testing.T) {
 		{"log.roll.hours", "168", kmsg.ConfigSourceDefaultConfig, true},
 		{"log.roll.jitter.hours", "0", kmsg.ConfigSourceDefaultConfig, true},
 		{"log.flush.scheduler.interval.ms", "9223372036854775807", kmsg.ConfigSourceDefaultConfig, true},
+		// The group coordinator's, as tools read them.
+		{"offsets.retention.minutes", "10080", kmsg.ConfigSourceDefaultConfig, true},
+		{"group.initial.rebalance.delay.ms", "3000", kmsg.ConfigSourceDefaultConfig, true},
+		{"group.min.session.timeout.ms", "6000", kmsg.ConfigSourceDefaultConfig, true},
+		{"group.max.session.timeout.ms", "1800000", kmsg.ConfigSourceDefaultConfig, true},
+		{"offset.metadata.max.bytes", "4096", kmsg.ConfigSourceDefaultConfig, true},
 	} {
 		c, ok := brk[tc.name]
 		if !ok || c.Value == nil || *c.Value != tc.value || c.Source != tc.source || c.ReadOnly != tc.readOnly {
@@ -557,8 +563,8 @@ func TestDescribeConfigs(t *testing.T) {
 			t.Errorf("DescribeConfigs(broker 1)[%s] = %v (listed %v) source %v; want null, DEFAULT_CONFIG, as Kafka", name, c.Value, ok, c.Source)
 		}
 	}
-	if want := 17 + len(dynamicBrokerConfigNames()); len(brk) != want {
-		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (17 static + every dynamic one)", len(brk), want)
+	if want := 22 + len(dynamicBrokerConfigNames()); len(brk) != want {
+		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (22 static + every dynamic one)", len(brk), want)
 	}
 	if r := resp.Resources[4]; r.ErrorCode != 0 || len(r.Configs) != 0 {
 		t.Errorf("DescribeConfigs(broker \"\") = %s, %d configs; want no error and no dynamic defaults", errName(r.ErrorCode), len(r.Configs))

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -70,6 +71,7 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		return static(name, auto, auto, typ, doc+" (automatic: 3 once three nodes are registered, else 1)")
 	}
 	itoa := func(v int32) string { return strconv.Itoa(int(v)) }
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	out := []brokerConfig{
 		// The node id, always given (Kafka's node.id is required in KRaft).
 		{name: "broker.id", value: itoa(b.cfg.NodeID), typ: topics.TypeInt, source: kmsg.ConfigSourceStaticBrokerConfig, readOnly: true, doc: "the node id of this broker"},
@@ -84,6 +86,15 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		static("socket.request.max.bytes", itoa(b.cfg.MaxRequestBytes), itoa(defaultMaxRequestBytes), topics.TypeInt, "the largest request accepted; larger ones close the connection"),
 		static("fetch.max.bytes", itoa(b.cfg.FetchMaxBytes), itoa(defaultFetchMaxBytes), topics.TypeInt, "the most record bytes a fetch response carries whatever the client asks (its first batch always goes)"),
 		static("runnel.speclog.addr", b.cl.SpecLogAddr(b.cfg.NodeID), DefaultSpecLogAddr, topics.TypeString, "the node's SpecLog gRPC address for total-order topics (\"\": none)"),
+		// The group coordinator's, as tools read them (Kafka's defaults; the initial delay is
+		// --group-initial-rebalance-delay).
+		static("offsets.retention.minutes", strconv.FormatInt(int64(b.cfg.Groups.OffsetsRetention/time.Minute), 10), "10080", topics.TypeInt,
+			"how long a group's committed offsets are kept once it is empty (KIP-211)"),
+		static("group.initial.rebalance.delay.ms", ms(b.cfg.Groups.InitialRebalanceDelay), "3000", topics.TypeInt,
+			"how long a classic group a member joins empty waits for more members before its first rebalance"),
+		static("group.min.session.timeout.ms", ms(b.cfg.Groups.MinSessionTimeout), "6000", topics.TypeInt, "the shortest session timeout a classic group member may ask for"),
+		static("group.max.session.timeout.ms", ms(b.cfg.Groups.MaxSessionTimeout), "1800000", topics.TypeInt, "the longest session timeout a classic group member may ask for"),
+		static("offset.metadata.max.bytes", strconv.Itoa(b.cfg.Groups.MaxMetadataBytes), "4096", topics.TypeInt, "the longest metadata an offset commit may carry"),
 	}
 	// The configs whose defaults give those of the broker configs without one (Kafka's hours
 	// and scheduler configs; read-only, as in Kafka, where they are not dynamic), and

@@ -386,6 +386,7 @@ var staticConfigFlags = map[string]string{
 	"transaction-state-log-num-partitions":     "transaction.state.log.num.partitions",
 	"fetch-max-bytes":                          "fetch.max.bytes",
 	"speclog-addr":                             "runnel.speclog.addr",
+	"group-initial-rebalance-delay":            "group.initial.rebalance.delay.ms",
 }
 
 // givenConfigs names, by Kafka's names, the static broker configs whose flags were given: on
