@@ -315,8 +315,7 @@ func (gs *groups) ensureTopic(ctx context.Context) *adminError {
 }
 
 // ensureCoordinatorTopic creates a coordinators' internal topic (__consumer_offsets,
-// __transaction_state) if it does not exist yet: compacted, 100 MB segments, write caching off,
-// rf replicas (offsets.topic.replication.factor, transaction.state.log.replication.factor; not
+// __transaction_state) if it does not exist yet, with coordinatorTopicConfigs and rf replicas (offsets.topic.replication.factor, transaction.state.log.replication.factor; not
 // default.replication.factor), or with rf 0, 3 once three storage nodes are registered, else 1.
 // Fewer live nodes than rf fail it, and FindCoordinator answers COORDINATOR_NOT_AVAILABLE until
 // enough are registered, as Kafka's does.
@@ -331,12 +330,27 @@ func (b *Broker) ensureCoordinatorTopic(ctx context.Context, name string, partit
 	if aerr != nil {
 		return aerr
 	}
-	_, aerr = b.createTopicNow(ctx, name, map[string]string{
-		"cleanup.policy": "compact", "segment.bytes": "104857600", "write.caching": "false"}, assignments)
+	_, aerr = b.createTopicNow(ctx, name, coordinatorTopicConfigs(name), assignments)
 	if aerr != nil && aerr.code == kerr.TopicAlreadyExists {
 		return nil
 	}
 	return aerr
+}
+
+// coordinatorTopicConfigs are the configs a coordinator topic is created with: Kafka's
+// (GroupCoordinator's offsetsTopicConfigs, TransactionStateManager's transactionTopicConfigs:
+// no unclean election, no compression and transaction.state.log.min.isr for the transaction
+// log), and write caching off, whatever the cluster's default.
+func coordinatorTopicConfigs(name string) map[string]string {
+	configs := map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600", "write.caching": "false"}
+	if name == TxnStateTopic {
+		configs["unclean.leader.election.enable"] = "false"
+		configs["compression.type"] = "uncompressed"
+		configs["min.insync.replicas"] = "2"
+	} else {
+		configs["compression.type"] = "producer"
+	}
+	return configs
 }
 
 // partitionFor is the __consumer_offsets partition of a group, as Kafka computes it.

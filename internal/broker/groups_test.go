@@ -326,3 +326,42 @@ func TestOffsetsOfATopicDeletedWithinATick(t *testing.T) {
 		}
 	}
 }
+
+// TestCoordinatorTopicConfigs: the coordinator topics are created with Kafka's topic configs
+// (GroupCoordinator.offsetsTopicConfigs, TransactionStateManager.transactionTopicConfigs), so a
+// cluster-wide unclean.leader.election.enable=true, compression.type or min.insync.replicas does
+// not reach the transaction log. __transaction_state had __consumer_offsets's alone.
+func TestCoordinatorTopicConfigs(t *testing.T) {
+	b, addr, _ := ctBroker(t, nil)
+	ctx, _, adm := adminClients(t, addr)
+	for _, name := range []string{OffsetsTopic, TxnStateTopic} {
+		if aerr := b.ensureCoordinatorTopic(ctx, name, 1, 1); aerr != nil {
+			t.Fatalf("creating %s: %v", name, aerr)
+		}
+	}
+	want := map[string]map[string]string{
+		OffsetsTopic: {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"},
+		TxnStateTopic: {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "uncompressed",
+			"unclean.leader.election.enable": "false", "min.insync.replicas": "2"},
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, OffsetsTopic, TxnStateTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range rcs {
+		for name, value := range want[rc.Name] {
+			found := false
+			for _, c := range rc.Configs {
+				if c.Key == name {
+					found = true
+					if c.Value == nil || *c.Value != value || c.Source != kmsg.ConfigSourceDynamicTopicConfig {
+						t.Errorf("%s %s = %v (%v); want %s, set on the topic", rc.Name, name, c.Value, c.Source, value)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("%s: %s not described", rc.Name, name)
+			}
+		}
+	}
+}
