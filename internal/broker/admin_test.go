@@ -1223,6 +1223,9 @@ func TestStaticBrokerConfigSources(t *testing.T) {
 	req.Resources = append(req.Resources, rr)
 	req.Version = 4
 	resp := rawRequest(t, addr, req).(*kmsg.DescribeConfigsResponse)
+	if m := resp.Resources[0].ErrorMessage; m == nil || *m != "" {
+		t.Errorf("error message of a described resource: %v; want \"\", as Kafka's", m)
+	}
 	brk := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
 	for _, c := range resp.Resources[0].Configs {
 		brk[c.Name] = c

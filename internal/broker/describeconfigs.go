@@ -311,6 +311,8 @@ func handleDescribeConfigs(_ context.Context, r *request) reply {
 		}
 		if aerr != nil {
 			sr.ErrorCode, sr.ErrorMessage, sr.Configs = aerr.code.Code, &aerr.msg, nil
+		} else {
+			sr.ErrorMessage = strp("") // as Kafka's, which leaves the field at its default
 		}
 		if sr.Configs == nil {
 			sr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}
