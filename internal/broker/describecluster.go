@@ -41,12 +41,13 @@ func handleDescribeCluster(_ context.Context, r *request) reply {
 	}
 	img := b.cl.Image()
 	resp.ClusterID = img.ClusterID
-	resp.ControllerID = b.cl.ControllerID()
 	var rv *ripcordView
 	if b.ripcording() {
 		rv = b.ripcordView()
 	}
-	for _, m := range b.brokerList(img, rv, r.conn.listener.Name) {
+	listed := b.brokerList(img, rv, r.conn.listener.Name)
+	resp.ControllerID = b.controllerFor(listed)
+	for _, m := range listed {
 		br := kmsg.NewDescribeClusterResponseBroker()
 		br.NodeID, br.Host, br.Port = m.Node, m.Host, m.Port
 		if m.Rack != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/topics"
 )
@@ -27,7 +28,8 @@ func handleMetadata(ctx context.Context, r *request) reply {
 	if b.ripcording() {
 		rv = b.ripcordView()
 	}
-	for _, m := range b.brokerList(img, rv, r.conn.listener.Name) {
+	listed := b.brokerList(img, rv, r.conn.listener.Name)
+	for _, m := range listed {
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = m.Node, m.Host, m.Port
 		if m.Rack != "" {
@@ -36,7 +38,7 @@ func handleMetadata(ctx context.Context, r *request) reply {
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	resp.ClusterID = &img.ClusterID
-	resp.ControllerID = b.cl.ControllerID()
+	resp.ControllerID = b.controllerFor(listed)
 	resp.AuthorizedOperations = notRequested
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
@@ -126,6 +128,24 @@ func handleMetadata(ctx context.Context, r *request) reply {
 	}
 	r.metadataOperations(req, resp)
 	return reply{resp: resp}
+}
+
+// controllerFor is the controller Metadata and DescribeCluster name: the controller quorum's
+// leader, or while none is known (the quorum lost) this node if listed, else the first node
+// listed. Any node takes what a client sends the controller (it forwards it), as Kafka's KRaft
+// brokers do, which always name a live broker. The Java admin client sends
+// ListPartitionReassignments and ElectLeaders to the node named: with none, kafka-topics
+// --describe timed out while the quorum was lost, where Kafka answers from its last metadata.
+func (b *Broker) controllerFor(listed []objects.Member) int32 {
+	if id := b.cl.ControllerID(); id >= 0 || len(listed) == 0 {
+		return id
+	}
+	for _, m := range listed {
+		if m.Node == b.cfg.NodeID {
+			return m.Node
+		}
+	}
+	return listed[0].Node
 }
 
 // autoCreate creates a topic a client asked for (auto.create.topics.enable), with the default

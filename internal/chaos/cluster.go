@@ -25,9 +25,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // proc is one `runnel serve` process of the cluster.
@@ -131,49 +128,62 @@ func (c *Cluster) Brokers() []string {
 	return out
 }
 
-// ActiveController is the node the serve nodes' Metadata names as the active controller.
+// ActiveController is the node the serve nodes name as the active controller in their admin
+// status. (Not Metadata's controller id: while no controller is known, a node names itself
+// there, as Kafka's brokers name a live broker, so that admin clients have a node to send
+// controller requests to.)
 func (c *Cluster) ActiveController(ctx context.Context) (int32, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...))
-	if err != nil {
-		return -1, err
-	}
-	defer cl.Close()
 	for range 50 {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(cctx, cl)
-		cancel()
-		if err == nil && resp.ControllerID >= 0 {
-			return resp.ControllerID, nil
+		for _, n := range c.Nodes() {
+			if id := c.controllerSeenBy(ctx, n, 2*time.Second); id >= 0 {
+				return id, nil
+			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	return -1, errors.New("chaos: no node names an active controller")
 }
 
-// controllerMoved polls the Metadata of a serve node other than old until it names an active
+// controllerMoved polls the status of the serve nodes other than old until one names an active
 // controller other than old, and returns how long after t that was (0: not within limit).
 func (c *Cluster) controllerMoved(ctx context.Context, old int32, t time.Time, limit time.Duration) time.Duration {
-	var seeds []string
-	for _, n := range c.Nodes() {
-		if n != old {
-			seeds = append(seeds, c.nodes[n].kafka)
-		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		return 0
-	}
-	defer cl.Close()
 	for time.Since(t) < limit {
-		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(cctx, cl)
-		cancel()
-		if err == nil && resp.ControllerID >= 0 && resp.ControllerID != old {
-			return time.Since(t)
+		for _, n := range c.Nodes() {
+			if n == old {
+				continue
+			}
+			if id := c.controllerSeenBy(ctx, n, 500*time.Millisecond); id >= 0 && id != old {
+				return time.Since(t)
+			}
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	return 0
+}
+
+// controllerSeenBy is the active controller node n's admin status names: -1 if it knows none,
+// or does not answer within timeout.
+func (c *Cluster) controllerSeenBy(ctx context.Context, n int32, timeout time.Duration) int32 {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.nodes[n].admin+"/v1/status?topic=-", nil)
+	if err != nil {
+		return -1
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Cluster *struct {
+			ControllerID int32 `json:"controller_id"`
+		} `json:"cluster"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil || st.Cluster == nil {
+		return -1
+	}
+	return st.Cluster.ControllerID
 }
 
 // Nodes are the serve nodes' ids, ascending.
