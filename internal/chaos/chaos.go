@@ -850,15 +850,12 @@ func (r *run) scenario(ctx context.Context, name string) error {
 		}
 	case "object-kill-controller":
 		for round := 1; round <= r.cfg.Rounds; round++ {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			dc, err := r.admin.BrokerMetadata(cctx)
-			cancel()
+			ctrl, err := r.c.ActiveController(ctx)
 			if err != nil {
 				return err
 			}
-			ctrl := dc.Controller
 			if !slices.Contains(r.c.Nodes(), ctrl) {
-				return fmt.Errorf("DescribeCluster names controller %d", ctrl)
+				return fmt.Errorf("the nodes name controller %d", ctrl)
 			}
 			r.c.Kill(ctrl)
 			fmt.Fprintf(out, "  round %d: killed the active controller %d\n", round, ctrl)
