@@ -231,9 +231,8 @@ func handleOffsetCommit(ctx context.Context, r *request) reply {
 		every(resp, code.Code)
 		return resp
 	})
-	if oc := resp.(*kmsg.OffsetCommitResponse); len(unknown) > 0 {
-		oc.Topics = append(unknown, oc.Topics...)
-	}
+	oc := resp.(*kmsg.OffsetCommitResponse)
+	oc.Topics = mergeOffsetCommitTopics(append(unknown, oc.Topics...))
 	return reply{resp: resp, wait: func() {
 		if err := done(); err != nil { // the commit is not durable: the client must retry
 			for i := range resp.(*kmsg.OffsetCommitResponse).Topics {
@@ -275,6 +274,23 @@ func splitUnknownCommits(reg *topics.Registry, req *kmsg.OffsetCommitRequest) ([
 		}
 	}
 	return unknown, &known
+}
+
+// mergeOffsetCommitTopics answers each topic in one row, its partitions in the order given, as
+// Kafka's OffsetCommitResponse.Builder merges them (by topic name). Clients keep an answer's
+// rows in a map by topic (sarama, kafka-go): a topic's second row hid its first row's errors.
+func mergeOffsetCommitTopics(rows []kmsg.OffsetCommitResponseTopic) []kmsg.OffsetCommitResponseTopic {
+	var out []kmsg.OffsetCommitResponseTopic
+	at := map[string]int{}
+	for _, row := range rows {
+		if i, ok := at[row.Topic]; ok {
+			out[i].Partitions = append(out[i].Partitions, row.Partitions...)
+			continue
+		}
+		at[row.Topic] = len(out)
+		out = append(out, row)
+	}
+	return out
 }
 
 func handleOffsetFetch(_ context.Context, r *request) reply {

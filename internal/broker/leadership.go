@@ -31,17 +31,21 @@ func init() {
 func handleElectLeaders(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
-	if req.ElectionType != 0 && req.ElectionType != 1 {
-		// As Kafka's ReplicationControlManager.electionType: the whole request, and each
-		// partition named (ElectLeadersRequest.getErrorResponse), is INVALID_REQUEST.
-		msg := fmt.Sprintf("Unknown election type %d", req.ElectionType)
-		resp.ErrorCode = kerr.InvalidRequest.Code
+	// The whole request fails, each partition named with it (ElectLeadersRequest.getErrorResponse),
+	// when its timeout has passed before Kafka's controller runs it (deadlinePassed) or its
+	// election type is unknown (ReplicationControlManager.electionType).
+	aerr := deadlinePassed(req.TimeoutMillis)
+	if aerr == nil && req.ElectionType != 0 && req.ElectionType != 1 {
+		aerr = adminErr(kerr.InvalidRequest, "Unknown election type %d", req.ElectionType)
+	}
+	if aerr != nil {
+		resp.ErrorCode = aerr.code.Code
 		for _, rt := range req.Topics {
 			t := kmsg.NewElectLeadersResponseTopic()
 			t.Topic = rt.Topic
 			for _, part := range rt.Partitions {
 				p := kmsg.NewElectLeadersResponseTopicPartition()
-				p.Partition, p.ErrorCode, p.ErrorMessage = part, kerr.InvalidRequest.Code, &msg
+				p.Partition, p.ErrorCode, p.ErrorMessage = part, aerr.code.Code, &aerr.msg
 				t.Partitions = append(t.Partitions, p)
 			}
 			resp.Topics = append(resp.Topics, t)
@@ -193,8 +197,24 @@ func handleAlterPartitionAssignments(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	b := r.conn.b
-	b.adminBarrier(ctx)
 	resp.AllowReplicationFactorChange = req.AllowReplicationFactorChange
+	if aerr := deadlinePassed(req.TimeoutMillis); aerr != nil {
+		// As Kafka's controller: nothing is moved, and every partition named is answered so
+		// (AlterPartitionReassignmentsRequest.getErrorResponse).
+		resp.ErrorCode, resp.ErrorMessage = aerr.code.Code, &aerr.msg
+		for _, rt := range req.Topics {
+			st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+				sp.Partition, sp.ErrorCode, sp.ErrorMessage = rp.Partition, aerr.code.Code, &aerr.msg
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return reply{resp: resp}
+	}
+	b.adminBarrier(ctx)
 	for _, rt := range req.Topics {
 		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
 		st.Topic = rt.Topic

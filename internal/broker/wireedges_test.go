@@ -204,7 +204,13 @@ func TestWireEdgesAsKafka(t *testing.T) {
 			req.Topics = append(req.Topics, rt)
 		}
 		codes := map[string]int16{}
-		for _, rt := range rawRequest(t, addr, req).(*kmsg.OffsetCommitResponse).Topics {
+		resp := rawRequest(t, addr, req).(*kmsg.OffsetCommitResponse)
+		if len(resp.Topics) != 2 {
+			// sarama and kafka-go keep the rows in a map by topic: a second row of a topic
+			// hid the first one's errors.
+			t.Errorf("answered %d topic rows; want 2, a topic's partitions in one row, as Kafka's", len(resp.Topics))
+		}
+		for _, rt := range resp.Topics {
 			for _, rp := range rt.Partitions {
 				codes[rt.Topic+"/"+string(rune('0'+rp.Partition%10))] = rp.ErrorCode
 			}
@@ -226,6 +232,30 @@ func TestWireEdgesAsKafka(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 		if got := rawRequest(t, addr, req).(*kmsg.MetadataResponse).Topics; len(got) != 1 || got[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 			t.Errorf("answered %v; want UNKNOWN_TOPIC_OR_PARTITION", got)
+		}
+	})
+
+	t.Run("ElectLeaders and AlterPartitionAssignments with a timeout of 0 are REQUEST_TIMED_OUT", func(t *testing.T) {
+		el := kmsg.NewPtrElectLeadersRequest()
+		el.Version, el.TimeoutMillis = 2, 0
+		et := kmsg.NewElectLeadersRequestTopic()
+		et.Topic, et.Partitions = "edges", []int32{0}
+		el.Topics = append(el.Topics, et)
+		resp := rawRequest(t, addr, el).(*kmsg.ElectLeadersResponse)
+		if resp.ErrorCode != kerr.RequestTimedOut.Code || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != kerr.RequestTimedOut.Code {
+			t.Errorf("ElectLeaders: %s, %v; want REQUEST_TIMED_OUT at the top and for the partition", errName(resp.ErrorCode), resp.Topics)
+		}
+		ap := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		ap.TimeoutMillis = 0
+		at := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		at.Topic = "edges"
+		atp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		atp.Partition, atp.Replicas = 0, []int32{1}
+		at.Partitions = append(at.Partitions, atp)
+		ap.Topics = append(ap.Topics, at)
+		ar := rawRequest(t, addr, ap).(*kmsg.AlterPartitionAssignmentsResponse)
+		if ar.ErrorCode != kerr.RequestTimedOut.Code || len(ar.Topics) != 1 || ar.Topics[0].Partitions[0].ErrorCode != kerr.RequestTimedOut.Code {
+			t.Errorf("AlterPartitionAssignments: %s, %v; want REQUEST_TIMED_OUT at the top and for the partition", errName(ar.ErrorCode), ar.Topics)
 		}
 	})
 
