@@ -315,19 +315,11 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 		sub := *req
 		sub.Topics, denied = splitTopics(req.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return groupOK && r.allowedTopic(read, t.Topic) })
 		answer := func(oc *kmsg.OffsetCommitResponse) {
-			for _, t := range denied {
-				st := kmsg.NewOffsetCommitResponseTopic()
-				st.Topic = t.Topic
-				for _, p := range t.Partitions {
-					sp := kmsg.NewOffsetCommitResponseTopicPartition()
-					sp.Partition, sp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
-					if !groupOK {
-						sp.ErrorCode = groupDenied.Code
-					}
-					st.Partitions = append(st.Partitions, sp)
-				}
-				oc.Topics = append(oc.Topics, st)
+			code := kerr.TopicAuthorizationFailed.Code
+			if !groupOK {
+				code = groupDenied.Code
 			}
+			oc.Topics = mergeOffsetCommitTopics(append(oc.Topics, offsetCommitErrors(denied, code)...))
 		}
 		if len(sub.Topics) == 0 {
 			resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
@@ -348,16 +340,7 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 		sub := *req
 		sub.Topics, denied = splitTopics(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return code == 0 && r.allowedTopic(read, t.Topic) })
 		answer := func(tc *kmsg.TxnOffsetCommitResponse) {
-			for _, t := range denied {
-				st := kmsg.NewTxnOffsetCommitResponseTopic()
-				st.Topic = t.Topic
-				for _, p := range t.Partitions {
-					sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-					sp.Partition, sp.ErrorCode = p.Partition, cmp.Or(code, kerr.TopicAuthorizationFailed.Code)
-					st.Partitions = append(st.Partitions, sp)
-				}
-				tc.Topics = append(tc.Topics, st)
-			}
+			tc.Topics = mergeTxnOffsetCommitTopics(append(tc.Topics, txnOffsetCommitErrors(denied, cmp.Or(code, kerr.TopicAuthorizationFailed.Code))...))
 		}
 		if len(sub.Topics) == 0 {
 			resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
@@ -421,7 +404,7 @@ func authorize(ctx context.Context, r *request, handle func(context.Context, *re
 	case *kmsg.DeleteGroupsRequest:
 		sub := *req
 		var denied []string
-		sub.Groups, denied = splitTopics(req.Groups, func(g string) bool { return r.allowedGroup(del, g) })
+		sub.Groups, denied = splitTopics(uniqueGroups(req.Groups), func(g string) bool { return r.allowedGroup(del, g) })
 		answer := func(dg *kmsg.DeleteGroupsResponse) {
 			for _, g := range denied {
 				ng := kmsg.NewDeleteGroupsResponseGroup()

@@ -161,6 +161,8 @@ type Hooks struct {
 	// BeforeMarkers is called when a transaction's decision is durable and its marker round is
 	// about to start (fault injection: a crash between the prepare and the markers).
 	BeforeMarkers func(txnID string, commit bool)
+	// GroupTick replaces how often the group service ticks (0: 100 ms).
+	GroupTick time.Duration
 }
 
 // The defaults of Kafka's socket.request.max.bytes and fetch.max.bytes, and of

@@ -71,6 +71,11 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		return static(name, auto, auto, typ, doc+" (automatic: 3 once three nodes are registered, else 1)")
 	}
 	itoa := func(v int32) string { return strconv.Itoa(int(v)) }
+	// An agent has no SpecLog service ("") unless given one: its default.
+	specLog, specLogDefault := b.cl.SpecLogAddr(b.cfg.NodeID), DefaultSpecLogAddr
+	if specLog == "" {
+		specLogDefault = ""
+	}
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	out := []brokerConfig{
 		// The node id, always given (Kafka's node.id is required in KRaft).
@@ -85,7 +90,7 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		rf("transaction.state.log.replication.factor", b.cfg.TxnStateReplicationFactor, "the replication factor __transaction_state is created with"),
 		static("socket.request.max.bytes", itoa(b.cfg.MaxRequestBytes), itoa(defaultMaxRequestBytes), topics.TypeInt, "the largest request accepted; larger ones close the connection"),
 		static("fetch.max.bytes", itoa(b.cfg.FetchMaxBytes), itoa(defaultFetchMaxBytes), topics.TypeInt, "the most record bytes a fetch response carries whatever the client asks (its first batch always goes)"),
-		static("runnel.speclog.addr", b.cl.SpecLogAddr(b.cfg.NodeID), DefaultSpecLogAddr, topics.TypeString, "the node's SpecLog gRPC address for total-order topics (\"\": none)"),
+		static("runnel.speclog.addr", specLog, specLogDefault, topics.TypeString, "the node's SpecLog gRPC address for total-order topics (\"\": none)"),
 		// The group coordinator's, as tools read them (Kafka's defaults; the initial delay is
 		// --group-initial-rebalance-delay).
 		static("offsets.retention.minutes", strconv.FormatInt(int64(b.cfg.Groups.OffsetsRetention/time.Minute), 10), "10080", topics.TypeInt,

@@ -11,7 +11,6 @@ import (
 
 	"github.com/runnel-dev/runnel/internal/controller"
 	"github.com/runnel-dev/runnel/internal/group"
-	"github.com/runnel-dev/runnel/internal/topics"
 )
 
 // The consumer group APIs and the coordinator lookup. Each hands the request to the shard of
@@ -203,24 +202,15 @@ func handleLeaveGroup(ctx context.Context, r *request) reply {
 func handleOffsetCommit(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.OffsetCommitRequest)
 	every := func(resp *kmsg.OffsetCommitResponse, code int16) {
-		for _, rt := range req.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
+		resp.Topics = append(resp.Topics, offsetCommitErrors(req.Topics, code)...)
 	}
 	// As Kafka's handleOffsetCommitRequest, a partition this node does not know is
 	// UNKNOWN_TOPIC_OR_PARTITION before the group is looked at (NOT_COORDINATOR, a member's
 	// error): the coordinator sees the others, and none if there are none.
-	unknown, known := splitUnknownCommits(r.conn.b.topics, req)
+	unknown, known := r.conn.b.splitUnknownCommits(req)
 	if len(unknown) > 0 && len(known.Topics) == 0 {
 		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		resp.Topics = unknown
+		resp.Topics = mergeOffsetCommitTopics(unknown)
 		return reply{resp: resp}
 	}
 	req = known
@@ -247,50 +237,100 @@ func handleOffsetCommit(ctx context.Context, r *request) reply {
 	}}
 }
 
-// splitUnknownCommits answers an OffsetCommit's partitions of topics reg does not have, or
-// beyond their partition counts, UNKNOWN_TOPIC_OR_PARTITION, and returns the request for the rest.
-func splitUnknownCommits(reg *topics.Registry, req *kmsg.OffsetCommitRequest) ([]kmsg.OffsetCommitResponseTopic, *kmsg.OffsetCommitRequest) {
-	known := *req
-	known.Topics = nil
-	var unknown []kmsg.OffsetCommitResponseTopic
-	for _, rt := range req.Topics {
-		t, ok := reg.Get(rt.Topic)
-		kt, ut := rt, kmsg.NewOffsetCommitResponseTopic()
-		kt.Partitions, ut.Topic = nil, rt.Topic
-		for _, rp := range rt.Partitions {
-			if ok && rp.Partition >= 0 && int(rp.Partition) < len(t.Partitions) {
-				kt.Partitions = append(kt.Partitions, rp)
-				continue
-			}
-			up := kmsg.NewOffsetCommitResponseTopicPartition()
-			up.Partition, up.ErrorCode = rp.Partition, kerr.UnknownTopicOrPartition.Code
-			ut.Partitions = append(ut.Partitions, up)
-		}
-		if len(kt.Partitions) > 0 || len(rt.Partitions) == 0 {
-			known.Topics = append(known.Topics, kt)
-		}
-		if len(ut.Partitions) > 0 {
-			unknown = append(unknown, ut)
-		}
-	}
-	return unknown, &known
+// partitionExists reports whether this node has the topic's partition.
+func (b *Broker) partitionExists(topic string, partition int32) bool {
+	t, ok := b.topics.Get(topic)
+	return ok && partition >= 0 && int(partition) < len(t.Partitions)
 }
 
-// mergeOffsetCommitTopics answers each topic in one row, its partitions in the order given, as
-// Kafka's OffsetCommitResponse.Builder merges them (by topic name). Clients keep an answer's
-// rows in a map by topic (sarama, kafka-go): a topic's second row hid its first row's errors.
-func mergeOffsetCommitTopics(rows []kmsg.OffsetCommitResponseTopic) []kmsg.OffsetCommitResponseTopic {
+// splitPartitions parts a request's topics by keep: the topics with the partitions kept (and
+// those naming none), and the topics with the others.
+func splitPartitions[T, P any](in []T, partitions func(*T) *[]P, keep func(t *T, p P) bool) (kept, rest []T) {
+	for _, t := range in {
+		var k, r []P
+		for _, p := range *partitions(&t) {
+			if keep(&t, p) {
+				k = append(k, p)
+			} else {
+				r = append(r, p)
+			}
+		}
+		if len(k) > 0 || len(*partitions(&t)) == 0 {
+			kt := t
+			*partitions(&kt) = k
+			kept = append(kept, kt)
+		}
+		if len(r) > 0 {
+			rt := t
+			*partitions(&rt) = r
+			rest = append(rest, rt)
+		}
+	}
+	return kept, rest
+}
+
+// splitUnknownCommits answers an OffsetCommit's partitions of topics this node does not have,
+// or beyond their partition counts, UNKNOWN_TOPIC_OR_PARTITION, and returns the request for
+// the rest.
+func (b *Broker) splitUnknownCommits(req *kmsg.OffsetCommitRequest) ([]kmsg.OffsetCommitResponseTopic, *kmsg.OffsetCommitRequest) {
+	known := *req
+	var unknown []kmsg.OffsetCommitRequestTopic
+	known.Topics, unknown = splitPartitions(req.Topics,
+		func(t *kmsg.OffsetCommitRequestTopic) *[]kmsg.OffsetCommitRequestTopicPartition { return &t.Partitions },
+		func(t *kmsg.OffsetCommitRequestTopic, p kmsg.OffsetCommitRequestTopicPartition) bool {
+			return b.partitionExists(t.Topic, p.Partition)
+		})
+	return offsetCommitErrors(unknown, kerr.UnknownTopicOrPartition.Code), &known
+}
+
+// offsetCommitErrors answers every partition of topics code.
+func offsetCommitErrors(in []kmsg.OffsetCommitRequestTopic, code int16) []kmsg.OffsetCommitResponseTopic {
 	var out []kmsg.OffsetCommitResponseTopic
+	for _, rt := range in {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// mergeByTopic answers each topic in one row, the first it has, with the partitions of its
+// rows in the order given, as Kafka's response builders merge rows by topic name. Clients keep
+// an answer's rows in a map by topic (sarama, kafka-go): a topic's second row hid its first
+// row's errors.
+func mergeByTopic[R any](rows []R, topic func(*R) string, join func(into, from *R)) []R {
+	var out []R
 	at := map[string]int{}
 	for _, row := range rows {
-		if i, ok := at[row.Topic]; ok {
-			out[i].Partitions = append(out[i].Partitions, row.Partitions...)
+		if i, ok := at[topic(&row)]; ok {
+			join(&out[i], &row)
 			continue
 		}
-		at[row.Topic] = len(out)
+		at[topic(&row)] = len(out)
 		out = append(out, row)
 	}
 	return out
+}
+
+// mergeOffsetCommitTopics is mergeByTopic for OffsetCommit's answer.
+func mergeOffsetCommitTopics(rows []kmsg.OffsetCommitResponseTopic) []kmsg.OffsetCommitResponseTopic {
+	return mergeByTopic(rows, func(r *kmsg.OffsetCommitResponseTopic) string { return r.Topic },
+		func(into, from *kmsg.OffsetCommitResponseTopic) {
+			into.Partitions = append(into.Partitions, from.Partitions...)
+		})
+}
+
+// mergeTxnOffsetCommitTopics is mergeByTopic for TxnOffsetCommit's answer.
+func mergeTxnOffsetCommitTopics(rows []kmsg.TxnOffsetCommitResponseTopic) []kmsg.TxnOffsetCommitResponseTopic {
+	return mergeByTopic(rows, func(r *kmsg.TxnOffsetCommitResponseTopic) string { return r.Topic },
+		func(into, from *kmsg.TxnOffsetCommitResponseTopic) {
+			into.Partitions = append(into.Partitions, from.Partitions...)
+		})
 }
 
 func handleOffsetFetch(_ context.Context, r *request) reply {
@@ -391,12 +431,7 @@ func handleDeleteGroups(ctx context.Context, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	// A group named twice is deleted and answered once, as Kafka's (the second deletion
 	// answered GROUP_ID_NOT_FOUND, over the first's answer).
-	seen := map[string]bool{}
-	req.Groups = slices.DeleteFunc(slices.Clone(req.Groups), func(id string) bool {
-		dup := seen[id]
-		seen[id] = true
-		return dup
-	})
+	req.Groups = uniqueGroups(req.Groups)
 	gs := r.conn.b.groups
 	gs.mu.Lock()
 	in, missing := gs.byShardLocked(req.Groups)
@@ -432,6 +467,16 @@ func handleDeleteGroups(ctx context.Context, r *request) reply {
 			_ = gs.finish(ctx, p.w, p.err, p.out) // a failed write is logged; the answer stands
 		}
 	}}
+}
+
+// uniqueGroups is ids without their repeats, in the order of their first mention.
+func uniqueGroups(ids []string) []string {
+	seen := map[string]bool{}
+	return slices.DeleteFunc(slices.Clone(ids), func(id string) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
 }
 
 // handleOffsetDelete answers, as Kafka's KafkaApis and group coordinator service, an empty group
@@ -486,15 +531,10 @@ func handleOffsetDelete(ctx context.Context, r *request) reply {
 // mergeOffsetDeleteTopics adds the rows of more to topics, under a topic's entry where topics
 // has one, as Kafka's OffsetDeleteResponse.Builder merges.
 func mergeOffsetDeleteTopics(topics, more []kmsg.OffsetDeleteResponseTopic) []kmsg.OffsetDeleteResponseTopic {
-	for _, mt := range more {
-		i := slices.IndexFunc(topics, func(t kmsg.OffsetDeleteResponseTopic) bool { return t.Topic == mt.Topic })
-		if i < 0 {
-			topics = append(topics, mt)
-			continue
-		}
-		topics[i].Partitions = append(topics[i].Partitions, mt.Partitions...)
-	}
-	return topics
+	return mergeByTopic(append(topics, more...), func(r *kmsg.OffsetDeleteResponseTopic) string { return r.Topic },
+		func(into, from *kmsg.OffsetDeleteResponseTopic) {
+			into.Partitions = append(into.Partitions, from.Partitions...)
+		})
 }
 
 // offsetFetchError answers a single-group OffsetFetch (v0-7) with one error: top level, and per

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -70,10 +71,7 @@ func (gs *groups) newCoordinator() *group.Coordinator {
 	cfg := gs.b.cfg.Groups
 	cfg.Overrides = gs.b.groupConfigs
 	c := group.New(cfg)
-	c.PartitionExists = func(topic string, partition int32) bool {
-		t, ok := gs.b.topics.Get(topic)
-		return ok && partition >= 0 && int(partition) < len(t.Partitions)
-	}
+	c.PartitionExists = gs.b.partitionExists
 	c.TopicID = func(topic string) ([16]byte, bool) {
 		t, ok := gs.b.topics.Get(topic)
 		if !ok {
@@ -150,7 +148,7 @@ func (gs *groups) onMarker(p *topics.Partition, pid int64, epoch int16, commit b
 // run follows leadership of the offsets partitions and checks timeouts until the broker stops.
 func (gs *groups) run(ctx context.Context) {
 	defer close(gs.done)
-	tick := time.NewTicker(groupTick)
+	tick := time.NewTicker(cmp.Or(gs.b.cfg.Hooks.GroupTick, groupTick))
 	defer tick.Stop()
 	lastExpiry := time.Now()
 	var seen map[string][16]byte // the topics at the last tick, by name
@@ -160,9 +158,10 @@ func (gs *groups) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			gs.refresh()
+			// A shard loaded now is swept as well: its offsets were read from the log, without
+			// the ids of their topics, which may be gone by now.
+			changed := gs.refresh()
 			var deleted map[string][16]byte
-			changed := false
 			if gen := gs.b.topics.Generation(); seen == nil || gen != seenGen {
 				seen, deleted = gs.deletedTopics(seen)
 				seenGen, changed = gen, true
@@ -246,7 +245,8 @@ func (gs *groups) deletedTopics(seen map[string][16]byte) (map[string][16]byte, 
 
 // refresh loads a shard for every offsets partition this node leads (once the leader's epoch
 // start is committed) and drops those it no longer leads.
-func (gs *groups) refresh() {
+// It reports whether it loaded one.
+func (gs *groups) refresh() (loaded bool) {
 	t, ok := gs.b.topics.Get(OffsetsTopic)
 	led := map[int32]bool{}
 	if ok {
@@ -281,6 +281,7 @@ func (gs *groups) refresh() {
 			if e, _, still := p.Replica.Leading(); still && e == epoch {
 				gs.dropLocked(p.Index)
 				gs.shards[p.Index] = &shard{index: p.Index, p: p, epoch: epoch, c: c}
+				loaded = true
 			}
 			gs.mu.Unlock()
 		}
@@ -292,6 +293,7 @@ func (gs *groups) refresh() {
 		}
 	}
 	gs.mu.Unlock()
+	return loaded
 }
 
 // dropLocked forgets a shard; its waiting requests get NOT_COORDINATOR.

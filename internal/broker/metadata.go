@@ -131,13 +131,17 @@ func handleMetadata(ctx context.Context, r *request) reply {
 }
 
 // controllerFor is the controller Metadata and DescribeCluster name: the controller quorum's
-// leader, or while none is known (the quorum lost) this node if listed, else the first node
-// listed. Any node takes what a client sends the controller (it forwards it), as Kafka's KRaft
+// leader, or while none is known (an election, the quorum lost) this node if listed, else the
+// first node listed. Any node takes what a client sends the controller (it forwards it), as Kafka's KRaft
 // brokers do, which always name a live broker. The Java admin client sends
 // ListPartitionReassignments and ElectLeaders to the node named: with none, kafka-topics
 // --describe timed out while the quorum was lost, where Kafka answers from its last metadata.
+//
+// Likewise while the known controller is not listed (fenced, or without an endpoint on this
+// listener): the Java client looks the controller up among the brokers listed.
 func (b *Broker) controllerFor(listed []objects.Member) int32 {
-	if id := b.cl.ControllerID(); id >= 0 || len(listed) == 0 {
+	id := b.cl.ControllerID()
+	if len(listed) == 0 || slices.ContainsFunc(listed, func(m objects.Member) bool { return m.Node == id }) {
 		return id
 	}
 	for _, m := range listed {

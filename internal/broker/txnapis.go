@@ -222,20 +222,26 @@ func handleTxnOffsetCommit(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	b := r.conn.b
-	fail := func(code int16) {
-		resp.Topics = nil
-		for _, rt := range req.Topics {
-			st := kmsg.NewTxnOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-	}
+	fail := func(code int16) { resp.Topics = txnOffsetCommitErrors(req.Topics, code) }
 	return reply{resp: resp, wait: func() {
+		// As Kafka's handleTxnOffsetCommitRequest, a partition this node does not know is
+		// UNKNOWN_TOPIC_OR_PARTITION before the group and the transaction are looked at; the
+		// coordinator sees the others, and none if there are none. A topic is one row.
+		known, unknownReq := splitPartitions(req.Topics,
+			func(t *kmsg.TxnOffsetCommitRequestTopic) *[]kmsg.TxnOffsetCommitRequestTopicPartition {
+				return &t.Partitions
+			},
+			func(t *kmsg.TxnOffsetCommitRequestTopic, p kmsg.TxnOffsetCommitRequestTopicPartition) bool {
+				return b.partitionExists(t.Topic, p.Partition)
+			})
+		unknown := txnOffsetCommitErrors(unknownReq, kerr.UnknownTopicOrPartition.Code)
+		defer func() { resp.Topics = mergeTxnOffsetCommitTopics(append(unknown, resp.Topics...)) }()
+		if len(unknown) > 0 && len(known) == 0 {
+			return
+		}
+		kreq := *req
+		kreq.Topics = known
+		req = &kreq
 		switch { // as Kafka's GroupCoordinatorService.commitTransactionalOffsets, the group first
 		case req.Group == "":
 			fail(kerr.InvalidGroupID.Code)
@@ -312,6 +318,22 @@ func handleTxnOffsetCommit(ctx context.Context, r *request) reply {
 		}
 		*resp = *out
 	}}
+}
+
+// txnOffsetCommitErrors answers every partition of topics code.
+func txnOffsetCommitErrors(in []kmsg.TxnOffsetCommitRequestTopic, code int16) []kmsg.TxnOffsetCommitResponseTopic {
+	var out []kmsg.TxnOffsetCommitResponseTopic
+	for _, rt := range in {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 func init() {

@@ -788,8 +788,12 @@ func (d *txns) writeMarker(ctx context.Context, req txnMarkerReq) error {
 		if req.CoordinatorEpoch == -1 && !req.Commit {
 			// The controller takes an abort of coordinator epoch -1 for the partition's own
 			// (abortHere), which no epoch fences. An operator's (KIP-664) is checked as any
-			// marker, here on this node's image: one older than the producer's epoch is
-			// refused INVALID_PRODUCER_EPOCH, as Kafka refuses it.
+			// marker, here on this node's image once it holds what the controller committed: one
+			// older than the producer's epoch is refused INVALID_PRODUCER_EPOCH, as Kafka
+			// refuses it.
+			if err := d.b.cl.Barrier(ctx); err != nil {
+				return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
+			}
 			p, err := d.b.objectPartition(t.ID, req.Partition)
 			if err != nil {
 				return err

@@ -174,6 +174,31 @@ func TestWireEdgesAsKafka(t *testing.T) {
 		}
 	})
 
+	t.Run("TxnOffsetCommit answers unknown partitions first, in their topic's row", func(t *testing.T) {
+		toc := kmsg.NewPtrTxnOffsetCommitRequest()
+		toc.Version, toc.ProducerID, toc.Group = 3, 1, ""
+		tt := kmsg.NewTxnOffsetCommitRequestTopic()
+		tt.Topic = "no-such-topic"
+		tt.Partitions = append(tt.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
+		toc.Topics = append(toc.Topics, tt)
+		if got := rawRequest(t, addr, toc).(*kmsg.TxnOffsetCommitResponse).Topics; len(got) != 1 || got[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+			t.Errorf("an unknown topic, group \"\": %v; want UNKNOWN_TOPIC_OR_PARTITION, as Kafka looks at topics before the group", got)
+		}
+		toc.Group = "edges-g"
+		toc.Topics[0].Topic = "edges"
+		p99 := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		p99.Partition = 99
+		toc.Topics[0].Partitions = append(toc.Topics[0].Partitions, p99)
+		got := rawRequest(t, addr, toc).(*kmsg.TxnOffsetCommitResponse).Topics
+		codes := map[int32]int16{}
+		for _, p := range got[0].Partitions {
+			codes[p.Partition] = p.ErrorCode
+		}
+		if len(got) != 1 || len(codes) != 2 || codes[99] != kerr.UnknownTopicOrPartition.Code || codes[0] != kerr.InvalidRequest.Code {
+			t.Errorf("partitions 0 and 99 of edges, transactional id \"\": %v; want one row, 99 UNKNOWN_TOPIC_OR_PARTITION, 0 INVALID_REQUEST", got)
+		}
+	})
+
 	t.Run("ApiVersions with an invalid software name is INVALID_REQUEST", func(t *testing.T) {
 		for _, name := range []string{"bad name!", "", "-lead"} {
 			req := kmsg.NewPtrApiVersionsRequest()
