@@ -168,35 +168,30 @@ func (b *Broker) fetchTopicName(version int16, name string, id [16]byte) string 
 // the session's after applying the request's changes.
 func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *fetchSession, error) {
 	var parts []*sessionPartition
-	at := map[partKey]int{} // a partition asked for twice is fetched once, as the last mention asks (Kafka's FetchRequest.fetchData)
 	for _, rt := range req.Topics {
 		name := b.fetchTopicName(req.Version, rt.Topic, rt.TopicID)
 		for _, rp := range rt.Partitions {
 			// Any negative epoch is none, as Kafka's FetchRequest reads it (optionalEpoch).
-			p := &sessionPartition{topic: name, topicID: rt.TopicID, byID: req.Version >= 13,
+			parts = append(parts, &sessionPartition{topic: name, topicID: rt.TopicID, byID: req.Version >= 13,
 				partition: rp.Partition, leaderEpoch: max(rp.CurrentLeaderEpoch, -1),
-				offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, sentHW: -1, sentLSO: -1, sentStart: -1}
-			if i, ok := at[p.key()]; ok {
-				parts[i] = p
-				continue
-			}
-			at[p.key()] = len(parts)
-			parts = append(parts, p)
+				offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, sentHW: -1, sentLSO: -1, sentStart: -1})
 		}
 	}
+	// A partition asked for twice is fetched once, as its last mention asks (Kafka's
+	// FetchRequest.fetchData): a session's put keeps it so; a sessionless fetch, lastMentions.
 	switch {
 	case req.Version < 7 || (req.SessionID == 0 && req.SessionEpoch == -1):
-		return parts, nil, nil // sessionless full fetch
+		return lastMentions(parts), nil, nil // sessionless full fetch
 	case req.SessionEpoch == -1: // close the session, then a sessionless full fetch
 		b.fetchSessions.remove(req.SessionID)
-		return parts, nil, nil
+		return lastMentions(parts), nil, nil
 	case req.SessionEpoch == 0: // a new session (closing the named one, if any)
 		if req.SessionID != 0 {
 			b.fetchSessions.remove(req.SessionID)
 		}
 		s := b.fetchSessions.create(len(parts), time.Now())
 		if s == nil {
-			return parts, nil, nil // the cache is full of sessions worth more: sessionless
+			return lastMentions(parts), nil, nil // the cache is full of sessions worth more: sessionless
 		}
 		s.byID = req.Version >= 13
 		for _, p := range parts {
@@ -233,6 +228,25 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *
 		}
 	}
 	return s.list(), s, nil
+}
+
+// lastMentions is parts with a partition named twice kept once, at its first place, as its last
+// mention asks.
+func lastMentions(parts []*sessionPartition) []*sessionPartition {
+	if len(parts) < 2 {
+		return parts
+	}
+	at := make(map[partKey]int, len(parts))
+	out := parts[:0]
+	for _, p := range parts {
+		if i, ok := at[p.key()]; ok {
+			out[i] = p
+			continue
+		}
+		at[p.key()] = len(out)
+		out = append(out, p)
+	}
+	return out
 }
 
 // put adds a partition to the session, or updates what the client now asks of it: its offset,

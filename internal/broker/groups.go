@@ -197,14 +197,8 @@ func (gs *groups) run(ctx context.Context) {
 			}
 			for _, sh := range shards {
 				out := sh.c.Tick(now)
-				if len(deleted) > 0 {
-					forgot := sh.c.ForgetTopics(deleted)
-					out.Records = append(out.Records, forgot.Records...)
-				}
-				if lookup != nil {
-					forgot := sh.c.ForgetMissingTopics(lookup)
-					out.Records = append(out.Records, forgot.Records...)
-				}
+				forgot := sh.c.ForgetTopics(deleted, lookup)
+				out.Records = append(out.Records, forgot.Records...)
 				if expire {
 					exp := sh.c.ExpireOffsets(now)
 					out.Records = append(out.Records, exp.Records...)

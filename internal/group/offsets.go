@@ -352,24 +352,24 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) (*kmsg.OffsetD
 // OffsetMetadataManager.onPartitionsDeleted does: a topic created again under the name starts
 // with no committed offsets, so its consumers do not resume at the old topic's positions. An
 // offset known to be committed to another topic of the name (one created again since) stays.
-func (c *Coordinator) ForgetTopics(deleted map[string][16]byte) Output {
-	if len(deleted) == 0 {
+//
+// With lookup (the metadata now: a topic's id, or false), it also forgets, in the same pass,
+// the offsets of topics that no longer exist or exist under another id than the one the offset
+// was committed to: a topic created and deleted between two of the caller's looks at the
+// topics, which deleted never names, or deleted while this node was down. lookup must know
+// every topic an offset could have been committed to since (the metadata the commits were
+// checked against, or newer).
+func (c *Coordinator) ForgetTopics(deleted map[string][16]byte, lookup func(topic string) ([16]byte, bool)) Output {
+	if len(deleted) == 0 && lookup == nil {
 		return Output{}
 	}
 	return c.forget(func(tp TopicPartition, o Offset) bool {
-		id, ok := deleted[tp.Topic]
-		return ok && (o.topicID == [16]byte{} || o.topicID == id)
-	})
-}
-
-// ForgetMissingTopics is ForgetTopics for the offsets of topics that no longer exist by lookup
-// (the metadata now: a topic's id, or false), or exist under another id than the one the
-// offset was committed to: a topic created and deleted between two of the caller's looks at the
-// topics, which ForgetTopics is never told of, or deleted while this node was down. lookup must
-// know every topic an offset could have been committed to since (the metadata the commits were
-// checked against, or newer).
-func (c *Coordinator) ForgetMissingTopics(lookup func(topic string) ([16]byte, bool)) Output {
-	return c.forget(func(tp TopicPartition, o Offset) bool {
+		if id, ok := deleted[tp.Topic]; ok && (o.topicID == [16]byte{} || o.topicID == id) {
+			return true
+		}
+		if lookup == nil {
+			return false
+		}
 		id, ok := lookup(tp.Topic)
 		return !ok || (o.topicID != [16]byte{} && o.topicID != id)
 	})

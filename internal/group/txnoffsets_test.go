@@ -189,7 +189,7 @@ func TestForgetDeletedTopics(t *testing.T) {
 		txn[len(log)] = true
 		log = append(log, r)
 	}
-	out := c.ForgetTopics(map[string][16]byte{"in": {1}})
+	out := c.ForgetTopics(map[string][16]byte{"in": {1}}, nil)
 	log = append(log, out.Records...)
 	c.CompleteTxn(now, pid, 4, true)
 	check := func(name string, c *Coordinator) {
@@ -244,7 +244,7 @@ func TestForgetDeletedTopicKeepsTheNewTopicsOffsets(t *testing.T) {
 	commit("old", 5)
 	id = [16]byte{2} // deleted and created again
 	commit("new", 3)
-	out := c.ForgetTopics(map[string][16]byte{"in": {1}})
+	out := c.ForgetTopics(map[string][16]byte{"in": {1}}, nil)
 	if len(out.Records) != 1 {
 		t.Fatalf("%d tombstones; want 1, the old topic's offset", len(out.Records))
 	}
@@ -285,7 +285,7 @@ func TestForgetMissingTopics(t *testing.T) {
 	delete(ids, "in")
 	ids["again"] = [16]byte{4} // deleted and created again
 	ids["live"] = [16]byte{1}
-	out := c.ForgetMissingTopics(func(name string) ([16]byte, bool) { id, ok := ids[name]; return id, ok })
+	out := c.ForgetTopics(nil, func(name string) ([16]byte, bool) { id, ok := ids[name]; return id, ok })
 	if len(out.Records) != 3 {
 		t.Errorf("%d tombstones; want 3 (gone, again, the pending in)", len(out.Records))
 	}
