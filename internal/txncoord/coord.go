@@ -400,6 +400,12 @@ func (c *Coordinator) InitProducerID(r InitReq, nowMs int64) Effects {
 	next := *t
 	next.Partitions, next.op, next.abortedFrom = nil, nil, 0
 	next.LastEpoch = t.Epoch
+	if r.ProducerID < 0 {
+		// A new instance (no id or epoch given): no earlier instance's request is a retry of
+		// this bump, so the one it replaces is fenced even at the epoch it had (Kafka's
+		// prepareIncrementProducerEpoch sets lastProducerEpoch -1).
+		next.LastEpoch = -1
+	}
 	if resumed {
 		next.LastEpoch = r.Epoch // a retry of this request (its answer lost) is answered too
 	}
@@ -712,8 +718,13 @@ func (c *Coordinator) appendPrepare(t *Txn, nowMs int64) Effects {
 	next := *t
 	if t.V2 || o.fence {
 		next = *c.bumped(t)
-		if o.fence {
+		if o.fence && !t.V2 {
 			// A fenced epoch is no retry's (InitProducerId): as Kafka's lastProducerEpoch -1.
+			// Under version 2 the fencing abort is the transaction's bump and keeps the
+			// epoch before it (Kafka since KAFKA-19367): the producer that asked, whose
+			// InitProducerId was answered CONCURRENT_TRANSACTIONS, retries with that epoch
+			// and is given the current one. A new instance asks with no epoch and bumps
+			// it again, fencing the old one.
 			next.LastEpoch = -1
 		}
 	} else {

@@ -106,11 +106,14 @@ func TestResumeAfterRotatingAbortRetried(t *testing.T) {
 	}
 }
 
-// TestInitAfterVersion2TimeoutIsFenced: the rule of TestInitAfterUnseenVersion2End does not
-// reach an epoch the coordinator fenced (a timeout, or another instance's InitProducerId
-// aborting the transaction): as Kafka's prepareFenceProducerEpoch sets lastProducerEpoch to -1,
-// InitProducerId with the fenced epoch gets PRODUCER_FENCED.
-func TestInitAfterVersion2TimeoutIsFenced(t *testing.T) {
+// TestInitAfterVersion2FenceResumes: under version 2 the abort that fences an open
+// transaction (a timeout, or an InitProducerId) is the transaction's own bump and keeps the
+// epoch before it as the last one (Kafka 4.1, KAFKA-19367: only the abort bumps). So the
+// producer whose InitProducerId aborted its transaction, answered CONCURRENT_TRANSACTIONS,
+// retries with its epoch and is given the current one, as franz-go does after a commit it
+// never heard the answer to; it was fenced (PRODUCER_FENCED, fatal). A new instance asks with
+// no epoch and bumps again, so the instance it replaces is fenced from then on.
+func TestInitAfterVersion2FenceResumes(t *testing.T) {
 	h := newHarness(t)
 	pid := h.init("z", -1, -1).ProducerID
 	h.add("z", pid, 0, true, tpA)
@@ -119,18 +122,59 @@ func TestInitAfterVersion2TimeoutIsFenced(t *testing.T) {
 	if s := h.state("z"); s.State != CompleteAbort || s.Epoch != 2 {
 		t.Fatalf("after the timeout: %v", &s)
 	}
-	if rep := h.init("z", pid, 0); !errors.Is(rep.Err, kerr.ProducerFenced) {
-		t.Errorf("InitProducerId(pid, 0) after the timeout abort = %+v; want PRODUCER_FENCED", rep)
+	if rep := h.init("z", pid, 0); rep.Err != nil || rep.ProducerID != pid || rep.Epoch != 2 {
+		t.Errorf("InitProducerId(pid, 0) after the timeout abort = %+v; want the current epoch 2", rep)
+	}
+	if s := h.state("z"); s.Epoch != 2 {
+		t.Errorf("the retry bumped the epoch to %d", s.Epoch)
 	}
 
-	// A zombie (epoch 3) is aborted by a new instance's InitProducerId: before the new
-	// instance's retry, the zombie's own InitProducerId is fenced.
-	r := h.init("z", -1, -1)
-	h.add("z", r.ProducerID, r.Epoch, true, tpB)
+	// The producer's own InitProducerId aborts its open transaction; its retry resumes.
+	h.add("z", pid, 2, true, tpB)
+	if rep := h.init("z", pid, 2); !errors.Is(rep.Err, kerr.ConcurrentTransactions) {
+		t.Fatalf("InitProducerId during an open transaction = %+v", rep)
+	}
+	r := h.init("z", pid, 2)
+	if r.Err != nil || r.ProducerID != pid || r.Epoch <= 2 {
+		t.Fatalf("the retry of InitProducerId(pid, 2) = %+v; want a later epoch", r)
+	}
+
+	// A zombie (epoch r.Epoch) is aborted by a new instance's InitProducerId: once the new
+	// instance has its epoch, the zombie's InitProducerId is fenced.
+	h.add("z", pid, r.Epoch, true, tpA)
 	if rep := h.init("z", -1, -1); !errors.Is(rep.Err, kerr.ConcurrentTransactions) {
 		t.Fatalf("InitProducerId during an open transaction = %+v", rep)
 	}
-	if rep := h.init("z", r.ProducerID, r.Epoch); !errors.Is(rep.Err, kerr.ProducerFenced) {
+	if rep := h.init("z", -1, -1); rep.Err != nil {
+		t.Fatalf("the new instance's retry = %+v", rep)
+	}
+	if rep := h.init("z", pid, r.Epoch); !errors.Is(rep.Err, kerr.ProducerFenced) {
 		t.Errorf("the zombie's InitProducerId(pid, %d) = %+v; want PRODUCER_FENCED", r.Epoch, rep)
+	}
+}
+
+// TestReplacedInstanceIsFenced: a second instance of a transactional id (InitProducerId with
+// no producer id) fences the first, which recovering with InitProducerId(id, its epoch)
+// (KIP-360) is refused PRODUCER_FENCED, as Kafka sets lastProducerEpoch to -1 for a request
+// without an epoch. It was taken for a retry of the second instance's bump and given its
+// epoch: two instances writing as one, their transactions no longer exactly once.
+func TestReplacedInstanceIsFenced(t *testing.T) {
+	for _, v2 := range []bool{false, true} {
+		h := newHarness(t)
+		first := h.init("x", -1, -1)
+		if v2 {
+			h.add("x", first.ProducerID, first.Epoch, true, tpA)
+			if rep := h.end("x", first.ProducerID, first.Epoch, true, true); rep.Err != nil {
+				t.Fatalf("EndTxn = %+v", rep)
+			}
+			first = h.init("x", first.ProducerID, h.state("x").Epoch)
+		}
+		second := h.init("x", -1, -1)
+		if second.Err != nil || second.Epoch <= first.Epoch {
+			t.Fatalf("v2=%v: second instance = %+v after %+v", v2, second, first)
+		}
+		if rep := h.init("x", first.ProducerID, first.Epoch); !errors.Is(rep.Err, kerr.ProducerFenced) {
+			t.Errorf("v2=%v: the replaced instance's InitProducerId(pid, %d) = %+v; want PRODUCER_FENCED", v2, first.Epoch, rep)
+		}
 	}
 }
