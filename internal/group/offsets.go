@@ -272,7 +272,9 @@ func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestGrou
 			}
 		}
 		if requireStable && c.hasPending(id, tp) {
-			p.ErrorCode = kerr.UnstableOffsetCommit.Code
+			// As Kafka's OffsetMetadataManager.fetchOffsets: no offset with the error (a client
+			// that read the row's offset anyway would resume at the one being replaced).
+			p.ErrorCode, p.Offset, p.LeaderEpoch, p.Metadata = kerr.UnstableOffsetCommit.Code, -1, -1, &empty
 		}
 		return p
 	}

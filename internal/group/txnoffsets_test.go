@@ -298,3 +298,22 @@ func TestForgetMissingTopics(t *testing.T) {
 		t.Errorf("h's offsets after: %v; want live's 4", h.offsets)
 	}
 }
+
+// TestUnstableOffsetHasNoOffset: a require_stable OffsetFetch of a partition with a
+// transactional commit pending answers UNSTABLE_OFFSET_COMMIT with offset -1 and no metadata,
+// as Kafka's OffsetMetadataManager.fetchOffsets; it carried the committed offset the pending
+// one is to replace.
+func TestUnstableOffsetHasNoOffset(t *testing.T) {
+	const pid = 11
+	now := time.UnixMilli(1_700_000_000_000)
+	c := New(DefaultConfig())
+	txnCommit(t, c, now, pid, 0, 5)
+	c.CompleteTxn(now, pid, 0, true)
+	if off, err := fetchStable(c); err != nil || off != 5 {
+		t.Fatalf("committed: %d, %v", off, err)
+	}
+	txnCommit(t, c, now, pid, 1, 9)
+	if off, err := fetchStable(c); err != kerr.UnstableOffsetCommit || off != -1 {
+		t.Errorf("with offset 9 pending: offset %d, %v; want -1, UNSTABLE_OFFSET_COMMIT", off, err)
+	}
+}
