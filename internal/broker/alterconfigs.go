@@ -131,6 +131,16 @@ func handleAlterConfigs(ctx context.Context, r *request) reply {
 	return reply{resp: resp}
 }
 
+// missingTopicConfigError answers an alteration of a topic that does not exist: INVALID_CONFIG
+// if the configs it sets are invalid, as Kafka's ConfigurationControlManager validates them
+// before it checks that the resource exists, else missing (UNKNOWN_TOPIC_OR_PARTITION).
+func (b *Broker) missingTopicConfigError(configs map[string]string, missing *adminError) *adminError {
+	if err := b.topics.ValidateConfigs(configs); err != nil {
+		return toAdminError(err)
+	}
+	return missing
+}
+
 // alterEach applies an alter request's resources one by one under configMu, answering each
 // one: a resource named twice (each mention, as Kafka's ConfigAdminManager.preprocess), or one
 // naming a config twice, gets INVALID_REQUEST.
@@ -157,8 +167,9 @@ func alterEach[R any](resources []R, describe func(R) (configResource, []string)
 func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string, validateOnly bool) *adminError {
 	switch rr.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
-		if _, aerr := b.lookupAlteredTopicResource(rr.ResourceName); aerr != nil {
-			return aerr
+		_, missing := b.lookupAlteredTopicResource(rr.ResourceName)
+		if missing != nil && missing.code != kerr.UnknownTopicOrPartition {
+			return missing
 		}
 		configs := map[string]string{}
 		for _, c := range rr.Configs {
@@ -166,6 +177,9 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, keys []string
 				return adminErr(kerr.InvalidRequest, "Null value not supported for : %s", c.Name)
 			}
 			configs[c.Name] = topics.NormalizeValue(c.Name, *c.Value)
+		}
+		if missing != nil {
+			return b.missingTopicConfigError(configs, missing)
 		}
 		return b.setTopicConfigs(rr.ResourceName, configs, validateOnly)
 	case kmsg.ConfigResourceTypeBroker: // replaces the scope's dynamic configs, as for topics

@@ -38,15 +38,18 @@ func handleDeleteRecords(ctx context.Context, r *request) reply {
 			}
 			var p *topics.Partition
 			var err error
-			if known {
-				if policy, _ := t.Effective("cleanup.policy"); !strings.Contains(policy, "delete") {
-					sp.ErrorCode = kerr.PolicyViolation.Code // as Kafka: records of a compact-only topic cannot be deleted
-					st.Partitions = append(st.Partitions, sp)
-					continue
-				}
+			// As Kafka: the partition is looked up (and led here) before its topic's policy is
+			// checked; records of a compact-only topic cannot be deleted.
+			compactOnly := func() bool {
+				policy, _ := t.Effective("cleanup.policy")
+				return !strings.Contains(policy, "delete")
 			}
 			if known && isObjectTopic(t) {
-				if sp.LowWatermark, err = b.deleteObjectRecords(ctx, t, rp.Partition, rp.Offset, barrier); err != nil {
+				if _, err := b.objectPartition(t.ID, rp.Partition); err != nil {
+					sp.ErrorCode = errorCode(err)
+				} else if compactOnly() {
+					sp.ErrorCode = kerr.PolicyViolation.Code
+				} else if sp.LowWatermark, err = b.deleteObjectRecords(ctx, t, rp.Partition, rp.Offset, barrier); err != nil {
 					sp.ErrorCode = errorCode(err)
 				}
 				st.Partitions = append(st.Partitions, sp)
@@ -54,8 +57,8 @@ func handleDeleteRecords(ctx context.Context, r *request) reply {
 			}
 			if !known {
 				err = kerr.UnknownTopicOrPartition
-			} else {
-				p, err = b.leader(t, rp.Partition, -1)
+			} else if p, err = b.leader(t, rp.Partition, -1); err == nil && compactOnly() {
+				err = kerr.PolicyViolation
 			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)

@@ -58,6 +58,20 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 		for attempt := 1; ; attempt++ {
 			t, aerr := b.lookupAlteredTopicResource(rr.ResourceName)
 			if aerr != nil {
+				if aerr.code == kerr.UnknownTopicOrPartition {
+					// As Kafka's controller: the values first, then whether the topic exists.
+					configs := map[string]string{}
+					current := func(name string) string {
+						if d, ok := topics.LookupDef(name); ok {
+							return d.Default
+						}
+						return ""
+					}
+					if verr := applyIncremental(configs, rr.Configs, topics.LookupDef, current); verr != nil {
+						return verr
+					}
+					return b.missingTopicConfigError(configs, aerr)
+				}
 				return aerr
 			}
 			base := t.Configs

@@ -17,6 +17,12 @@ func handleInitProducerID(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if (req.ProducerID == -1) != (req.ProducerEpoch == -1) {
+		// As Kafka's handleInitProducerIdRequest: an id and an epoch come together (KIP-360),
+		// or neither does.
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return reply{resp: resp}
+	}
 	if req.TransactionalID != nil && *req.TransactionalID == "" {
 		// As Kafka's TransactionCoordinator: only a null id means an idempotent producer.
 		resp.ErrorCode = kerr.InvalidRequest.Code

@@ -855,8 +855,18 @@ func (d *txns) nodeFor(tp txncoord.TP) int32 {
 func (d *txns) callPartition(ctx context.Context, tp txncoord.TP, method string, req, resp any) error {
 	node := d.nodeFor(tp)
 	if node < 0 {
-		if _, ok := d.b.topics.Get(tp.Topic); !ok {
-			return kerr.UnknownTopicOrPartition
+		gone := func() bool {
+			t, ok := d.b.topics.Get(tp.Topic)
+			return !ok || int(tp.Partition) >= len(t.Partitions)
+		}
+		// Gone: the topic, or the partition of a topic deleted and created again with fewer
+		// (gone then skips it; asked again and again, the transaction never ended). Checked
+		// again on an image a controller confirmed: this node's may trail the leader's.
+		if gone() {
+			d.b.adminBarrier(ctx)
+			if gone() {
+				return kerr.UnknownTopicOrPartition
+			}
 		}
 		return kerr.LeaderNotAvailable
 	}

@@ -49,6 +49,15 @@ func (l *Log) Producers() []txn.Producer {
 	return l.producers.Producers()
 }
 
+// KnowsProducer reports whether the partition holds state of the producer (it wrote here, and
+// has not expired).
+func (l *Log) KnowsProducer(producerID int64) bool {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	_, _, ok := l.producers.Sequence(producerID)
+	return ok
+}
+
 // OpenTransaction returns the producer's open transaction on the partition: its first offset,
 // the leader epoch it began in and the producer's epoch, or ok=false.
 func (l *Log) OpenTransaction(producerID int64) (first int64, leaderEpoch int32, epoch int16, ok bool) {
