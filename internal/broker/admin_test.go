@@ -524,6 +524,7 @@ func TestDescribeConfigs(t *testing.T) {
 		readOnly    bool
 	}{
 		{"broker.id", "1", kmsg.ConfigSourceStaticBrokerConfig, true},
+		{"node.id", "1", kmsg.ConfigSourceStaticBrokerConfig, true}, // as Kafka's KRaft nodes (it used to be left out)
 		// Static configs left at their defaults are DEFAULT_CONFIG, as Kafka's not named in
 		// server.properties (they used to be STATIC_BROKER_CONFIG: TestStaticBrokerConfigSources).
 		{"auto.create.topics.enable", "true", kmsg.ConfigSourceDefaultConfig, true},
@@ -563,8 +564,8 @@ func TestDescribeConfigs(t *testing.T) {
 			t.Errorf("DescribeConfigs(broker 1)[%s] = %v (listed %v) source %v; want null, DEFAULT_CONFIG, as Kafka", name, c.Value, ok, c.Source)
 		}
 	}
-	if want := 22 + len(dynamicBrokerConfigNames()); len(brk) != want {
-		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (22 static + every dynamic one)", len(brk), want)
+	if want := 23 + len(dynamicBrokerConfigNames()); len(brk) != want {
+		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (23 static + every dynamic one)", len(brk), want)
 	}
 	if r := resp.Resources[4]; r.ErrorCode != 0 || len(r.Configs) != 0 {
 		t.Errorf("DescribeConfigs(broker \"\") = %s, %d configs; want no error and no dynamic defaults", errName(r.ErrorCode), len(r.Configs))
@@ -1246,6 +1247,8 @@ func TestStaticBrokerConfigSources(t *testing.T) {
 		{"transaction.state.log.replication.factor", "1", def, []syn{{"1", def}}},             // automatic
 		{"delete.topic.enable", "true", def, []syn{{"true", def}}},                            // neither
 		{"fetch.max.bytes", "57671680", def, []syn{{"57671680", def}}},
+		{"broker.id", "1", static, []syn{{"1", static}, {"-1", def}}}, // Kafka's default -1
+		{"node.id", "1", static, []syn{{"1", static}}},                // required: no default
 	} {
 		c, ok := brk[tc.name]
 		if !ok || c.Value == nil || *c.Value != tc.value || c.Source != tc.source {

@@ -78,8 +78,12 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 	}
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	out := []brokerConfig{
-		// The node id, always given (Kafka's node.id is required in KRaft).
-		{name: "broker.id", value: itoa(b.cfg.NodeID), typ: topics.TypeInt, source: kmsg.ConfigSourceStaticBrokerConfig, readOnly: true, doc: "the node id of this broker"},
+		// The node id, always given (Kafka's node.id is required in KRaft, and broker.id, whose
+		// default is -1, follows it).
+		{name: "broker.id", value: itoa(b.cfg.NodeID), typ: topics.TypeInt, source: kmsg.ConfigSourceStaticBrokerConfig, readOnly: true,
+			doc: "the node id of this broker", def: "-1", hasDef: true},
+		{name: "node.id", value: itoa(b.cfg.NodeID), typ: topics.TypeInt, source: kmsg.ConfigSourceStaticBrokerConfig, readOnly: true,
+			doc: "the node id of this node"},
 		static("auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), "true", topics.TypeBoolean, "create a topic when metadata asks for an unknown one"),
 		static("delete.topic.enable", strconv.FormatBool(!b.cfg.NoTopicDeletion), "true", topics.TypeBoolean, "let DeleteTopics delete topics (false: TOPIC_DELETION_DISABLED)"),
 		static("num.partitions", itoa(b.cfg.DefaultPartitions), "1", topics.TypeInt, "the default number of partitions of a new topic"),
