@@ -168,13 +168,14 @@ func (c *Coordinator) joinKnown(now time.Time, g *Group, memberID string, m *Mem
 	if m.InstanceID != "" {
 		inst = &m.InstanceID
 	}
+	// As Kafka's validateExistingMember: an instance id must be the member's static one (no
+	// static member: UNKNOWN_MEMBER_ID; another's: FENCED_INSTANCE_ID); without one, the member
+	// id alone is checked, a static member's too (it keeps its instance id).
 	switch {
 	case g.fenced(inst, memberID):
 		return fail(kerr.FencedInstanceID)
-	case cur == nil:
+	case cur == nil, g.unknownInstance(inst):
 		return fail(kerr.UnknownMemberID)
-	case m.InstanceID != cur.InstanceID:
-		return fail(kerr.FencedInstanceID)
 	}
 	switch g.State {
 	case PreparingRebalance:
@@ -492,7 +493,7 @@ func (c *Coordinator) SyncGroup(now time.Time, id RequestID, req *kmsg.SyncGroup
 	switch {
 	case g.fenced(req.InstanceID, req.MemberID):
 		return fail(kerr.FencedInstanceID)
-	case m == nil:
+	case m == nil, g.unknownInstance(req.InstanceID):
 		return fail(kerr.UnknownMemberID)
 	case req.Generation != g.Generation:
 		return fail(kerr.IllegalGeneration)

@@ -252,7 +252,13 @@ func (c *Coordinator) joinConsumerGroup(now time.Time, id RequestID, g *Group, r
 		}
 		delete(g.pending, memberID)
 		m, bump = cs.addMember(memberID, clientID, clientHost, req.InstanceID), true
-	case static != nil && static != m, req.InstanceID == nil && m.instanceID != "":
+	case req.InstanceID != nil && static == nil:
+		// As Kafka's throwIfStaticMemberIsUnknown: a known member id with an instance id no
+		// static member holds. Without an instance id a static member is found by its member
+		// id (getOrMaybeCreateMember), and keeps its instance id.
+		fail(kerr.UnknownMemberID, memberID)
+		return
+	case static != nil && static != m:
 		fail(kerr.FencedInstanceID, memberID)
 		return
 	case m.classic == nil:
@@ -328,6 +334,8 @@ func (c *Coordinator) syncConsumerGroup(now time.Time, id RequestID, g *Group, r
 	m := cs.members[req.MemberID]
 	var err *kerr.Error
 	switch {
+	case req.InstanceID != nil && cs.staticMember(*req.InstanceID) == nil:
+		err = kerr.UnknownMemberID // Kafka's validateConsumerGroupMember
 	case req.InstanceID != nil && cs.staticMember(*req.InstanceID) != m:
 		err = kerr.FencedInstanceID
 	case m == nil || m.classic == nil:
@@ -361,6 +369,8 @@ func (c *Coordinator) syncConsumerGroup(now time.Time, id RequestID, g *Group, r
 func heartbeatConsumerGroup(now time.Time, cs *consumerState, req *kmsg.HeartbeatRequest) int16 {
 	m := cs.members[req.MemberID]
 	switch {
+	case req.InstanceID != nil && cs.staticMember(*req.InstanceID) == nil:
+		return kerr.UnknownMemberID.Code // Kafka's validateConsumerGroupMember
 	case req.InstanceID != nil && cs.staticMember(*req.InstanceID) != m:
 		return kerr.FencedInstanceID.Code
 	case m == nil || m.classic == nil:
