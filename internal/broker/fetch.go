@@ -227,6 +227,12 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) ([]*sessionPartition, *
 			}
 		}
 	}
+	if len(s.parts) == 0 {
+		// As Kafka's FetchManager: a session left with no partition is closed, and the fetch
+		// answered sessionless (session id 0), so the client knows and starts a new one.
+		b.fetchSessions.remove(s.id)
+		return lastMentions(parts), nil, nil
+	}
 	return s.list(), s, nil
 }
 

@@ -136,3 +136,37 @@ func TestMinBytesAboveMaxBytes(t *testing.T) {
 		t.Errorf("fetch with MinBytes 1000 > MaxBytes 500 and 10 batches ready: answered after %v; want at once (Kafka caps min bytes at max bytes)", el)
 	}
 }
+
+// TestSessionLeftEmptyIsClosed: an incremental fetch that forgets a session's last partition
+// closes the session and is answered sessionless (session id 0), as Kafka's
+// FetchManager.newContext does (session.isEmpty: cache.remove, SessionlessFetchContext); the
+// session's next fetch is FETCH_SESSION_ID_NOT_FOUND. Runnel kept the empty session in the cache
+// and answered with its id.
+func TestSessionLeftEmptyIsClosed(t *testing.T) {
+	_, addr, reg := ctBroker(t, nil)
+	ctCreate(t, reg, "emptied", 2, nil)
+	nc := ctDial(t, addr)
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	req := sessionFetch(12, 0, 0)
+	addFetched(req, "emptied", [16]byte{}, 0, 0, -1, 1<<20)
+	addFetched(req, "emptied", [16]byte{}, 1, 0, -1, 1<<20)
+	resp := ctExchange(t, nc, req, 1).(*kmsg.FetchResponse)
+	sid := resp.SessionID
+	if sid == 0 {
+		t.Fatal("no session")
+	}
+	forget := func(epoch, partition int32) *kmsg.FetchRequest {
+		req := sessionFetch(12, sid, epoch)
+		req.ForgottenTopics = []kmsg.FetchRequestForgottenTopic{{Topic: "emptied", Partitions: []int32{partition}}}
+		return req
+	}
+	if resp = ctExchange(t, nc, forget(1, 0), 2).(*kmsg.FetchResponse); resp.ErrorCode != 0 || resp.SessionID != sid {
+		t.Fatalf("forgetting one of two partitions: %s, session %d; want the session kept", errName(resp.ErrorCode), resp.SessionID)
+	}
+	if resp = ctExchange(t, nc, forget(2, 1), 3).(*kmsg.FetchResponse); resp.ErrorCode != 0 || resp.SessionID != 0 {
+		t.Errorf("forgetting the last partition: %s, session %d; want no error and session id 0 (closed)", errName(resp.ErrorCode), resp.SessionID)
+	}
+	if resp = ctExchange(t, nc, sessionFetch(12, sid, 3), 4).(*kmsg.FetchResponse); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Errorf("the closed session's next fetch: %s; want FETCH_SESSION_ID_NOT_FOUND", errName(resp.ErrorCode))
+	}
+}
