@@ -373,7 +373,7 @@ func (c *Coordinator) InitProducerID(r InitReq, nowMs int64) Effects {
 		// Also after a version-2 EndTxn, which bumped the epoch: a producer that never saw its
 		// answer re-initializes with the epoch it ended with (Kafka's lastProducerEpoch rule).
 		retry := r.ProducerID == t.ProducerID && r.Epoch == t.LastEpoch &&
-			(t.State == Empty || t.V2 && !resumed && (t.State == CompleteCommit || t.State == CompleteAbort))
+			(t.State == Empty || !resumed && (t.State == CompleteCommit || t.State == CompleteAbort))
 		// The bump that rotated the producer id, retried: only an exhausted epoch of the
 		// previous id made it (a zombie of that id with an older epoch is fenced).
 		// So is a retry of the resumed bump after a rotating abort (franz-go), which kept the
@@ -381,7 +381,16 @@ func (c *Coordinator) InitProducerID(r InitReq, nowMs int64) Effects {
 		retryRotated := r.ProducerID == t.PrevProducerID && t.State == Empty &&
 			(r.Epoch >= math.MaxInt16-1 || rotates(r.Epoch) && r.Epoch == t.LastEpoch)
 		if retry || retryRotated {
-			return Effects{Replies: []Reply{{ID: r.ID, ProducerID: t.ProducerID, Epoch: t.Epoch}}}
+			if t.State == Empty && t.TimeoutMs == r.TimeoutMs {
+				return Effects{Replies: []Reply{{ID: r.ID, ProducerID: t.ProducerID, Epoch: t.Epoch}}}
+			}
+			// As Kafka's prepareIncrementProducerEpoch on a retry: the epoch stays, and the id
+			// begins afresh (Empty) with the request's timeout.
+			next := *t
+			next.Partitions, next.op, next.abortedFrom = nil, nil, 0
+			next.TimeoutMs, next.State, next.UpdateMs, next.StartMs, next.V2 = r.TimeoutMs, Empty, nowMs, -1, false
+			t.op = &op{phase: phaseAppendInit, waiting: []ReqID{r.ID}, reply: Reply{ProducerID: t.ProducerID, Epoch: t.Epoch}, then: &next}
+			return Effects{Appends: []Record{c.snapshot(&next)}}
 		}
 		if !current {
 			return fail(fencedErr(r.Version >= 4))
@@ -717,16 +726,14 @@ func (c *Coordinator) appendPrepare(t *Txn, nowMs int64) Effects {
 	o := t.op
 	next := *t
 	if t.V2 || o.fence {
+		// A fencing abort (a timeout, or an InitProducerId while the transaction is open)
+		// keeps the epoch before its bump as the last one, whatever the client's transaction
+		// version, as Kafka 4.1 ends it at the cluster's transaction version (2; only the
+		// abort bumps, KAFKA-19367): the producer that asked, answered
+		// CONCURRENT_TRANSACTIONS, or a version-1 producer recovering from its timed-out
+		// transaction (KIP-360), retries with that epoch and is given the current one. A new
+		// instance asks with no epoch and bumps again, fencing the old one.
 		next = *c.bumped(t)
-		if o.fence && !t.V2 {
-			// A fenced epoch is no retry's (InitProducerId): as Kafka's lastProducerEpoch -1.
-			// Under version 2 the fencing abort is the transaction's bump and keeps the
-			// epoch before it (Kafka since KAFKA-19367): the producer that asked, whose
-			// InitProducerId was answered CONCURRENT_TRANSACTIONS, retries with that epoch
-			// and is given the current one. A new instance asks with no epoch and bumps
-			// it again, fencing the old one.
-			next.LastEpoch = -1
-		}
 	} else {
 		next.Partitions = maps.Clone(t.Partitions)
 	}

@@ -178,3 +178,64 @@ func TestReplacedInstanceIsFenced(t *testing.T) {
 		}
 	}
 }
+
+// TestVersion1FenceResumes: Kafka 4.1 ends a fenced transaction (timed out, or aborted for an
+// InitProducerId) at the cluster's transaction version, 2, whatever the client's: the epoch is
+// bumped once and the one before stays the last epoch. So a version-1 producer (Sarama,
+// kafkajs, librdkafka) recovering with InitProducerId(id, its epoch) (KIP-360) after its
+// transaction timed out, or retrying its own InitProducerId answered CONCURRENT_TRANSACTIONS,
+// gets the current epoch and carries on; Runnel fenced it for good.
+func TestVersion1FenceResumes(t *testing.T) {
+	h := newHarness(t)
+	pid := h.init("v1", -1, -1).ProducerID
+	if err := h.add("v1", pid, 0, false, tpA); err != nil {
+		t.Fatal(err)
+	}
+	h.now = 61_000
+	h.run(h.c.Tick(h.now))
+	if s := h.state("v1"); s.State != CompleteAbort || s.Epoch != 1 {
+		t.Fatalf("after the timeout: %v", &s)
+	}
+	r := h.init("v1", pid, 0)
+	if r.Err != nil || r.ProducerID != pid || r.Epoch != 1 {
+		t.Fatalf("InitProducerId(pid, 0) after the timeout = %+v; want the current epoch 1", r)
+	}
+	if err := h.add("v1", pid, 1, false, tpA); err != nil {
+		t.Fatalf("the next transaction's AddPartitionsToTxn: %v", err)
+	}
+	if rep := h.end("v1", pid, 1, true, false); rep.Err != nil {
+		t.Fatalf("its commit: %v", rep.Err)
+	}
+
+	// Its own InitProducerId during an open transaction, retried.
+	if err := h.add("v1", pid, 1, false, tpB); err != nil {
+		t.Fatal(err)
+	}
+	if rep := h.init("v1", pid, 1); !errors.Is(rep.Err, kerr.ConcurrentTransactions) {
+		t.Fatalf("InitProducerId during an open transaction = %+v", rep)
+	}
+	if rep := h.init("v1", pid, 1); rep.Err != nil || rep.Epoch != 2 {
+		t.Errorf("its retry = %+v; want epoch 2", rep)
+	}
+}
+
+// TestInitRetryBeginsAfresh: an InitProducerId answered as a retry (its epoch the last one)
+// leaves the id Empty with the request's timeout, as Kafka's prepareIncrementProducerEpoch
+// does; Runnel answered it and changed nothing, so DescribeTransactions and ListTransactions
+// still showed the aborted transaction's CompleteAbort, and the old timeout held.
+func TestInitRetryBeginsAfresh(t *testing.T) {
+	h := newHarness(t)
+	pid := h.init("x", -1, -1).ProducerID
+	h.add("x", pid, 0, true, tpA)
+	if rep := h.init("x", pid, 0); !errors.Is(rep.Err, kerr.ConcurrentTransactions) {
+		t.Fatalf("InitProducerId during an open transaction = %+v", rep)
+	}
+	r := h.req()
+	h.run(h.c.InitProducerID(InitReq{ID: r, TxnID: "x", TimeoutMs: 90_000, ProducerID: pid, Epoch: 0, Version: 5}, h.now))
+	if rep := h.replies[r]; rep.Err != nil {
+		t.Fatalf("the retry = %+v", rep)
+	}
+	if s := h.state("x"); s.State != Empty || s.TimeoutMs != 90_000 {
+		t.Errorf("after the retry: state %v, timeout %d; want Empty, 90000", s.State, s.TimeoutMs)
+	}
+}
