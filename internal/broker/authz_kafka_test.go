@@ -122,6 +122,9 @@ func TestDeleteTopicsByIDNamesADescribableTopic(t *testing.T) {
 		Allow("User:ANONYMOUS").AllowHosts("*").Operations(kadm.OpDescribe))
 	mustCreateACLs(t, ctx, cl, kadm.NewACLs().Topics("secret").ResourcePatternType(kadm.ACLPatternLiteral).
 		Deny("User:ANONYMOUS").DenyHosts("*").Operations(kadm.OpDelete))
+	// An ACL on the cluster, so that allow.everyone.if.no.acl.found does not grant DELETE on it
+	// (which lets every topic be deleted, as in Kafka).
+	mustCreateACLs(t, ctx, cl, kadm.NewACLs().Clusters().Allow("User:ANONYMOUS").AllowHosts("*").Operations(kadm.OpAlter))
 	time.Sleep(500 * time.Millisecond)
 
 	md := kmsg.NewPtrMetadataRequest()
@@ -407,5 +410,87 @@ func TestReauthenticationAtMostOncePerSecond(t *testing.T) {
 	}
 	if code := reauth(); code != kerr.IllegalSaslState.Code {
 		t.Errorf("a second re-authentication right after the first: SaslHandshake answered %v; Kafka answers ILLEGAL_SASL_STATE (at most one re-authentication a second)", kerr.ErrorForCode(code))
+	}
+}
+
+// TestDeleteTopicsAuthorizationAsKafka: Kafka's ControllerApis.deleteTopics refuses a name the
+// principal may not DESCRIBE before anything else, answers a describable name that does not
+// exist UNKNOWN_TOPIC_OR_PARTITION before checking DELETE, and lets DELETE on the cluster
+// describe and delete every topic. Runnel checked DELETE alone: a topic denied DESCRIBE but
+// allowed DELETE was deleted, a missing describable topic was TOPIC_AUTHORIZATION_FAILED, and
+// DELETE on the cluster deleted nothing.
+func TestDeleteTopicsAuthorizationAsKafka(t *testing.T) {
+	addr, cl := authzBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	anon := func(b *kadm.ACLBuilder, allow bool, ops ...kadm.ACLOperation) *kadm.ACLBuilder {
+		if allow {
+			return b.Allow("User:ANONYMOUS").AllowHosts("*").Operations(ops...)
+		}
+		return b.Deny("User:ANONYMOUS").DenyHosts("*").Operations(ops...)
+	}
+	literal := func(topic string) *kadm.ACLBuilder {
+		return kadm.NewACLs().Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral)
+	}
+	mustCreateACLs(t, ctx, cl, anon(kadm.NewACLs().Clusters(), true, kadm.OpAlter)) // the cluster has ACLs: no DELETE on it
+	mustCreateACLs(t, ctx, cl, anon(literal("secret"), true, kadm.OpDelete))
+	mustCreateACLs(t, ctx, cl, anon(literal("secret"), false, kadm.OpDescribe))
+	mustCreateACLs(t, ctx, cl, anon(literal("ghost"), true, kadm.OpDescribe))
+	mustCreateACLs(t, ctx, cl, anon(literal("ghost"), false, kadm.OpDelete))
+	time.Sleep(500 * time.Millisecond)
+
+	del := func(names ...string) map[string]int16 {
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		req.Version, req.TimeoutMillis = 6, 10000
+		for _, n := range names {
+			dt := kmsg.NewDeleteTopicsRequestTopic()
+			dt.Topic = kmsg.StringPtr(n)
+			req.Topics = append(req.Topics, dt)
+		}
+		out := map[string]int16{}
+		for _, rt := range ctRoundTrip(t, addr, req).(*kmsg.DeleteTopicsResponse).Topics {
+			if rt.Topic != nil {
+				out[*rt.Topic] = rt.ErrorCode
+			}
+		}
+		return out
+	}
+	got := del("secret", "ghost")
+	if got["secret"] != kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("DeleteTopics of a topic denied DESCRIBE, allowed DELETE: %s; want TOPIC_AUTHORIZATION_FAILED", errName(got["secret"]))
+	}
+	if got["ghost"] != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("DeleteTopics of a missing topic allowed DESCRIBE, denied DELETE: %s; want UNKNOWN_TOPIC_OR_PARTITION", errName(got["ghost"]))
+	}
+
+	mustCreateACLs(t, ctx, cl, anon(kadm.NewACLs().Clusters(), true, kadm.OpDelete))
+	time.Sleep(500 * time.Millisecond)
+	if got := del("secret"); got["secret"] != 0 {
+		t.Errorf("DeleteTopics with DELETE on the cluster: %s; want the topic deleted", errName(got["secret"]))
+	}
+}
+
+// TestOffsetForLeaderEpochWithClusterAction: Kafka's handleOffsetForLeaderEpochRequest lets
+// CLUSTER_ACTION on the cluster (what replicas' principals hold) look up every partition; only
+// without it is DESCRIBE checked per topic. Runnel checked DESCRIBE alone.
+func TestOffsetForLeaderEpochWithClusterAction(t *testing.T) {
+	addr, cl := authzBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mustCreateACLs(t, ctx, cl, kadm.NewACLs().Topics("secret").ResourcePatternType(kadm.ACLPatternLiteral).
+		Deny("User:ANONYMOUS").DenyHosts("*").Operations(kadm.OpDescribe))
+	mustCreateACLs(t, ctx, cl, kadm.NewACLs().Clusters().Allow("User:ANONYMOUS").AllowHosts("*").Operations(kadm.OpClusterAction))
+	time.Sleep(500 * time.Millisecond)
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.Version, req.ReplicaID = 4, -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = "secret"
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = 0, -1, 0
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	p := ctRoundTrip(t, addr, req).(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		t.Errorf("OffsetForLeaderEpoch with CLUSTER_ACTION, DESCRIBE denied on the topic: %s; want NONE", errName(p.ErrorCode))
 	}
 }

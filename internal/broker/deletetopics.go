@@ -118,6 +118,11 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 			named[tg.id] = true
 		}
 	}
+	// As Kafka's ControllerApis.deleteTopics: DELETE on the cluster lets every topic be
+	// described and deleted; else a name the principal may not describe is refused before it
+	// is looked up, and one it may describe but not delete after.
+	clusterDelete := r.allowedCluster(kmsg.ACLOperationDelete)
+	mayDescribe := func(name string) bool { return clusterDelete || r.allowedTopic(kmsg.ACLOperationDescribe, name) }
 	for _, tg := range targets {
 		name := tg.name
 		if !tg.byName && named[tg.id] {
@@ -125,11 +130,19 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 			// with the name's INVALID_REQUEST.
 			continue
 		}
-		if !r.allowedTopic(kmsg.ACLOperationDelete, name) {
+		if tg.byName && !mayDescribe(name) {
+			add(&name, zero, kerr.TopicAuthorizationFailed, "")
+			continue
+		}
+		if tg.byName && tg.id == zero && !b.cfg.NoTopicDeletion {
+			add(&name, zero, kerr.UnknownTopicOrPartition, "This server does not host this topic-partition.")
+			continue
+		}
+		if !clusterDelete && !r.allowedTopic(kmsg.ACLOperationDelete, name) {
 			switch {
 			case tg.byName:
-				add(&name, zero, kerr.TopicAuthorizationFailed, "")
-			case r.allowedTopic(kmsg.ACLOperationDescribe, name): // as Kafka: it may know the name
+				add(&name, tg.id, kerr.TopicAuthorizationFailed, "")
+			case mayDescribe(name): // as Kafka: it may know the name
 				add(&name, tg.id, kerr.TopicAuthorizationFailed, "")
 			default: // as Kafka: the name of a topic the principal may not describe is not told
 				add(nil, tg.id, kerr.TopicAuthorizationFailed, "")

@@ -18,6 +18,9 @@ func handleOffsetForLeaderEpoch(ctx context.Context, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	b := r.conn.b
 	barrier := sync.OnceValue(func() error { return b.objectBarrier(ctx) })
+	// As Kafka's handleOffsetForLeaderEpochRequest: CLUSTER_ACTION on the cluster (a replica's
+	// principal) authorizes every partition; else DESCRIBE on each topic.
+	clusterAction := r.allowedCluster(kmsg.ACLOperationClusterAction)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -29,7 +32,7 @@ func handleOffsetForLeaderEpoch(ctx context.Context, r *request) reply {
 			if req.Version >= 2 {
 				current = rp.CurrentLeaderEpoch
 			}
-			if !r.allowedTopic(kmsg.ACLOperationDescribe, rt.Topic) {
+			if !clusterAction && !r.allowedTopic(kmsg.ACLOperationDescribe, rt.Topic) {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			} else if known && isObjectTopic(t) {
 				// One epoch, 0, for the partition's whole life: it ends at the log end. A consumer
