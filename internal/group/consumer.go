@@ -195,6 +195,16 @@ type consumerState struct {
 	metaSig                string // the subscribed topics' metadata the target was computed for
 }
 
+// joinedMembers is memberCount without a classic group's pending members (answered
+// MEMBER_ID_REQUIRED, never joined): an Empty classic group holding only those is deleted, as
+// Kafka's ClassicGroup.validateDeleteGroup looks at the state alone.
+func (g *Group) joinedMembers() int {
+	if g.Type() == TypeClassic {
+		return len(g.members)
+	}
+	return g.memberCount()
+}
+
 func (g *Group) memberCount() int {
 	switch {
 	case g.consumer != nil:

@@ -66,3 +66,22 @@ func TestKnownMemberWithAnotherInstanceID(t *testing.T) {
 		wantCode(t, "JoinGroup(classic member, unheld instance id)", h.joined(h.next).ErrorCode, kerr.UnknownMemberID)
 	})
 }
+
+// TestDeleteGroupWithOnlyAPendingMember: an Empty classic group whose only member was answered
+// MEMBER_ID_REQUIRED and never joined again is deleted, as Kafka's
+// ClassicGroup.validateDeleteGroup decides by the state alone (a consumer that died between
+// its two JoinGroups, then kafka-consumer-groups --delete); Runnel answered NON_EMPTY_GROUP.
+func TestDeleteGroupWithOnlyAPendingMember(t *testing.T) {
+	h := newHarness(t)
+	if r := h.joined(h.join("", "")); r.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("first join = %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if h.state() != Empty {
+		t.Fatalf("state %v; want Empty", h.state())
+	}
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Groups = []string{"g"}
+	resp, out := h.c.DeleteGroups(req)
+	h.apply(out)
+	wantCode(t, "DeleteGroups of an Empty group with a pending member", resp.Groups[0].ErrorCode, nil)
+}

@@ -625,7 +625,7 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteG
 		switch {
 		case g == nil:
 			rg.ErrorCode = kerr.GroupIDNotFound.Code
-		case g.State != Empty || g.memberCount() > 0:
+		case g.State != Empty || g.joinedMembers() > 0:
 			rg.ErrorCode = kerr.NonEmptyGroup.Code
 		default:
 			for _, tp := range sortedPartitions(g.offsets) {
