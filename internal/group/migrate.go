@@ -379,7 +379,10 @@ func heartbeatConsumerGroup(now time.Time, cs *consumerState, req *kmsg.Heartbea
 		return kerr.IllegalGeneration.Code
 	}
 	m.deadline = now.Add(m.classic.sessionTimeout)
-	if m.revoking.size() > 0 || m.epoch != cs.assignmentEpoch || canTake(cs, m) || m.assigned.minus(cs.target[m.id]).size() > 0 {
+	// As Kafka's classicGroupHeartbeatToConsumerGroup: a member behind the group epoch rejoins
+	// (a leave or a subscription change bumped it: the rejoin computes the new target), as does
+	// one with partitions to give up, or to take that are free.
+	if m.revoking.size() > 0 || m.epoch < cs.epoch || m.epoch != cs.assignmentEpoch || canTake(cs, m) || m.assigned.minus(cs.target[m.id]).size() > 0 {
 		if m.classic.rejoinDeadline.IsZero() {
 			m.classic.rejoinDeadline = now.Add(max(m.rebalanceTimeout, time.Second))
 		}
