@@ -116,7 +116,7 @@ var defs = []ConfigDef{
 		Doc: "bytes/s this node sends, as leader, to the out-of-sync followers of the replicas listed in leader.replication.throttled.replicas (replication quota)"},
 	{Name: "follower.replication.throttled.rate", BrokerName: "follower.replication.throttled.rate", BrokerOnly: true, Type: TypeLong, Default: "9223372036854775807", Min: 0, Max: math.MaxInt64,
 		Doc: "bytes/s this node receives, as an out-of-sync follower, of the replicas listed in follower.replication.throttled.replicas (each leader holds its sends to it to this rate)"},
-	{Name: "max.connections", BrokerName: "max.connections", BrokerOnly: true, Type: TypeInt, Default: "2147483647", Min: 0, Max: math.MaxInt32,
+	{Name: "max.connections", BrokerName: "max.connections", BrokerOnly: true, Type: TypeInt, Default: "2147483647", Min: 1, Max: math.MaxInt32,
 		Doc: "Kafka connections this node keeps open; at the limit its listeners accept no more until one closes (KIP-402)"},
 	{Name: "max.connection.creation.rate", BrokerName: "max.connection.creation.rate", BrokerOnly: true, Type: TypeInt, Default: "2147483647", Min: 1, Max: math.MaxInt32,
 		Doc: "new Kafka connections per second this node accepts; over it, accepting waits until the rate is back within it (KIP-612)"},

@@ -141,8 +141,31 @@ func (r *Registry) CheckBrokerConfigs(perBroker bool, configs map[string]string)
 		if err := checkValue(d, configs[k]); err != nil {
 			return configErr("%s: %v", k, err)
 		}
+		if k == "log.retention.ms" && configs[k] == "0" {
+			// Kafka's KafkaConfig validation: 0 is a topic's own value only (a cluster default
+			// of 0 would empty every topic without one at the next retention check).
+			return configErr("log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
+		}
 	}
 	old := r.defaults.p.Load()
+	// The node's resulting connection limits, as Kafka's KafkaConfig validation requires: no
+	// connection per IP at all only with exceptions (else no client could connect).
+	brokerLayer, clusterLayer := old.Broker, configs
+	if perBroker {
+		brokerLayer, clusterLayer = configs, old.Cluster
+	}
+	effective := func(name string) string {
+		if v, ok := brokerLayer[name]; ok {
+			return v
+		}
+		if v, ok := clusterLayer[name]; ok {
+			return v
+		}
+		return defsByBrokerName[name].Default
+	}
+	if effective("max.connections.per.ip") == "0" && effective("max.connections.per.ip.overrides") == "" {
+		return configErr("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.")
+	}
 	next := &dynamicConfigs{Cluster: old.Cluster, Broker: old.Broker}
 	if perBroker {
 		next.Broker = configs
