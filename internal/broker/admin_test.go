@@ -1268,3 +1268,29 @@ func TestStaticBrokerConfigSources(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteOfAStaticBrokerConfigIsANoOp: IncrementalAlterConfigs DELETE of a broker config
+// that cannot be set dynamically (num.partitions) changes nothing and is no error, as Kafka's
+// ConfigAdminManager validates only the configs that result; setting it stays INVALID_REQUEST.
+func TestDeleteOfAStaticBrokerConfigIsANoOp(t *testing.T) {
+	_, addr, _ := ctBroker(t, nil)
+	alter := func(op kmsg.IncrementalAlterConfigOp) int16 {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, ""
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op = "num.partitions", op
+		if op == kmsg.IncrementalAlterConfigOpSet {
+			c.Value = kmsg.StringPtr("3")
+		}
+		rr.Configs = append(rr.Configs, c)
+		req.Resources = append(req.Resources, rr)
+		return ctRoundTrip(t, addr, req).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode
+	}
+	if code := alter(kmsg.IncrementalAlterConfigOpDelete); code != 0 {
+		t.Errorf("DELETE num.partitions = %s; want NONE (nothing to delete), as Kafka", errName(code))
+	}
+	if code := alter(kmsg.IncrementalAlterConfigOpSet); code != kerr.InvalidRequest.Code {
+		t.Errorf("SET num.partitions = %s; want INVALID_REQUEST", errName(code))
+	}
+}

@@ -94,6 +94,11 @@ func brokerKeysToCheck(ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) 
 			}
 			return nil, nil, adminErr(kerr.InvalidConfig, "Runnel has one log dir per node and moves no replica between log dirs: %s cannot be set", c.Name)
 		}
+		if _, dynamic := topics.LookupBrokerDef(c.Name); !dynamic && c.Op == kmsg.IncrementalAlterConfigOpDelete {
+			// A key that cannot be set dynamically is never set: deleting it changes nothing,
+			// as in Kafka, whose ConfigAdminManager validates only the configs that result.
+			continue
+		}
 		keys = append(keys, c.Name)
 		kept = append(kept, c)
 	}

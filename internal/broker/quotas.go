@@ -648,10 +648,14 @@ func handleAlterClientQuotas(ctx context.Context, r *request) reply {
 			switch {
 			case dup: // as Kafka: the entity is left as it is
 				fail(kerr.InvalidRequest.Code, "Duplicate quota key %s for %s", op.Key, ent)
+			case op.Remove:
+				// As Kafka's ClientQuotaControlManager, which validates the keys of values set
+				// only: removing a key the entity cannot have removes nothing, and is no error.
+				if slices.Contains(ent.KeysFor(), op.Key) {
+					alt.Remove = append(alt.Remove, op.Key)
+				}
 			case !slices.Contains(ent.KeysFor(), op.Key):
 				fail(kerr.InvalidRequest.Code, "Invalid configuration key %s for %s (supported: %s)", op.Key, ent, strings.Join(ent.KeysFor(), ", "))
-			case op.Remove:
-				alt.Remove = append(alt.Remove, op.Key)
 			case math.IsNaN(op.Value) || math.IsInf(op.Value, 0) || op.Value <= 0:
 				fail(kerr.InvalidRequest.Code, "Invalid value %v for %s: it must be positive", op.Value, op.Key)
 			case op.Key == controller.QuotaRequestPercentage && op.Value > math.MaxInt32:

@@ -91,3 +91,17 @@ func TestDescribeQuotasEmptyEntityType(t *testing.T) {
 		t.Errorf("a filter with an empty entity type answered %v; Kafka answers INVALID_REQUEST", kerr.ErrorForCode(resp.ErrorCode))
 	}
 }
+
+// Kafka's ClientQuotaControlManager validates the keys of the values an entry sets only:
+// removing an unknown key, or one the entity type cannot have (connection_creation_rate of a
+// user), is no error and removes nothing. Runnel refused the entry INVALID_REQUEST.
+func TestQuotaRemoveOfAKeyTheEntityCannotHave(t *testing.T) {
+	_, addr, _ := ctBroker(t, nil)
+	for _, key := range []string{"foo_rate", "connection_creation_rate"} {
+		op := reviewOp(key, 0)
+		op.Remove = true
+		if code, msg := reviewAlterQuota(t, addr, [][2]*string{{strp("user"), strp("u1")}}, op); code != 0 {
+			t.Errorf("removing %s of user u1 answered %v %q; Kafka answers NONE", key, kerr.ErrorForCode(code), msg)
+		}
+	}
+}
