@@ -77,6 +77,10 @@ type txns struct {
 	// node's image) of each partition when the open transaction added it: a prepare compares it
 	// with the partition's current one (prepareLocal). Dropped when the transaction completes.
 	addedEpochs map[string]map[txncoord.TP]leadership
+	// earlyAdded holds, while a transactional id's marker round runs (its id a key), the
+	// leaderships of partitions its next transaction adds meanwhile (an early transaction); they
+	// become its addedEpochs once the round has dropped the completed transaction's.
+	earlyAdded map[string]map[txncoord.TP]leadership
 	// progress is closed (and replaced) whenever an operation of a transaction moves on, for
 	// adds waiting out CONCURRENT_TRANSACTIONS.
 	progress chan struct{}
@@ -99,7 +103,7 @@ type txnWaiter struct {
 func newTxns(b *Broker) *txns {
 	d := &txns{b: b, partitions: b.cfg.TxnStatePartitions, cfg: b.cfg.Txns, shards: map[int32]*txnShard{},
 		waiting: map[txncoord.ReqID]txnWaiter{}, ids: map[int64]string{}, addedEpochs: map[string]map[txncoord.TP]leadership{},
-		progress: make(chan struct{}), done: make(chan struct{})}
+		earlyAdded: map[string]map[txncoord.TP]leadership{}, progress: make(chan struct{}), done: make(chan struct{})}
 	d.registerRPCs()
 	return d
 }
@@ -259,6 +263,11 @@ func (d *txns) dropLocked(idx int32) {
 			delete(d.addedEpochs, id)
 		}
 	}
+	for id := range d.earlyAdded {
+		if d.partitionFor(id) == idx {
+			delete(d.earlyAdded, id)
+		}
+	}
 }
 
 // leadership names a partition's leadership: its leader epoch and the leader's registration
@@ -345,7 +354,11 @@ func (d *txns) noteAdded(id string, tps []txncoord.TP) {
 	img := d.b.cl.Image()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	m := d.addedEpochs[id]
+	notes := d.addedEpochs
+	if _, marking := d.earlyAdded[id]; marking {
+		notes = d.earlyAdded // the next transaction's, begun during the marker round
+	}
+	m := notes[id]
 	for _, tp := range tps {
 		if _, ok := m[tp]; ok {
 			continue
@@ -360,7 +373,7 @@ func (d *txns) noteAdded(id string, tps []txncoord.TP) {
 		}
 		if m == nil {
 			m = map[txncoord.TP]leadership{}
-			d.addedEpochs[id] = m
+			notes[id] = m
 		}
 		m[tp] = leadership{Epoch: p.LeaderEpoch, Incarnation: img.Nodes[p.Leader].Incarnation,
 			Replicas: replicaIncarnations(img, p), ReplicasSince: p.ReplicasSince}
@@ -1090,6 +1103,7 @@ func discoverCover(img *controller.Image, covered map[txncoord.TP]bool, answers 
 // markerRound writes a transaction's markers to every partition, in parallel, each retried
 // until written (or its topic is gone, or the shard is no longer current).
 func (d *txns) markerRound(sh *txnShard, req txncoord.MarkerReq) {
+	d.startMarkerNotes(req.ID)
 	var wg sync.WaitGroup
 	for _, tp := range req.Partitions {
 		wg.Add(1)
@@ -1126,10 +1140,32 @@ func (d *txns) markerRound(sh *txnShard, req txncoord.MarkerReq) {
 	wg.Wait()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.addedEpochs, req.ID) // the transaction is complete
+	d.finishMarkerNotesLocked(req.ID) // the transaction is complete
 	if d.currentLocked(sh) {
 		d.reportLocked(sh, sh.c.MarkersWritten(req.ID, time.Now().UnixMilli()))
 	}
+}
+
+// startMarkerNotes begins a marker round of transactional id id: the leaderships its next
+// transaction's adds note meanwhile are kept apart from the completed transaction's.
+func (d *txns) startMarkerNotes(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.earlyAdded[id]; !ok {
+		d.earlyAdded[id] = nil
+	}
+}
+
+// finishMarkerNotesLocked ends id's marker round: the completed transaction's notes go, and
+// those of the transaction begun meanwhile are its notes from now on (without them, a prepare
+// of one of its partitions whose leadership changed since, such as a topic deleted and created
+// again, could not tell it was added under the new one, and its commit was refused).
+func (d *txns) finishMarkerNotesLocked(id string) {
+	delete(d.addedEpochs, id)
+	if early := d.earlyAdded[id]; early != nil {
+		d.addedEpochs[id] = early
+	}
+	delete(d.earlyAdded, id)
 }
 
 // addLocal is the coordinator side of a partition leader's add or verification.

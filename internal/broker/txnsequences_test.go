@@ -147,6 +147,34 @@ func TestSequencesAsKafka(t *testing.T) {
 		}
 	})
 
+	t.Run("a transaction begun during the marker round commits over a topic created again", func(t *testing.T) {
+		// The marker round of the previous transaction dropped the leadership notes of the
+		// partitions the next one added meanwhile; the new topic's partition then failed the
+		// "led since the transaction began" check at the commit (TRANSACTION_ABORTABLE), where
+		// Kafka commits and writes the marker to it.
+		id := "early"
+		create(t, "early-a", 2)
+		create(t, "early-b", 1)
+		r := initTxn(t, id, -1, -1)
+		if code := produceTxn(t, id, "early-b", 0, r.ProducerID, r.ProducerEpoch, 0, 1); code != 0 {
+			t.Fatalf("first transaction's produce: %s", errName(code))
+		}
+		end := kmsg.NewPtrEndTxnRequest()
+		end.Version, end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = 5, id, r.ProducerID, r.ProducerEpoch, false
+		er := rawRequest(t, addr, end).(*kmsg.EndTxnResponse)
+		if er.ErrorCode != 0 {
+			t.Fatalf("abort: %s", errName(er.ErrorCode))
+		}
+		// At once: the next transaction, at the epoch the abort answered.
+		if code := produceTxn(t, id, "early-a", 1, er.ProducerID, er.ProducerEpoch, 0, 1); code != 0 {
+			t.Fatalf("next transaction's produce: %s", errName(code))
+		}
+		deleteAndCreate(t, "early-a", 2)
+		if code := endTxn(t, id, er.ProducerID, er.ProducerEpoch, true); code != 0 {
+			t.Errorf("commit after the topic was created again: %s; want NONE, as Kafka", errName(code))
+		}
+	})
+
 	t.Run("a compact topic's missing partition is UNKNOWN_TOPIC_OR_PARTITION in DeleteRecords", func(t *testing.T) {
 		mustCreate(t, ctx, adm, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, "compacted-dr")
 		req := kmsg.NewPtrDeleteRecordsRequest()
