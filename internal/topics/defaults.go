@@ -7,6 +7,8 @@ import (
 	"maps"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/runnel-dev/runnel/internal/vfs"
@@ -141,7 +143,7 @@ func (r *Registry) CheckBrokerConfigs(perBroker bool, configs map[string]string)
 		if err := checkValue(d, configs[k]); err != nil {
 			return configErr("%s: %v", k, err)
 		}
-		if k == "log.retention.ms" && configs[k] == "0" {
+		if v, err := strconv.ParseInt(strings.TrimSpace(configs[k]), 10, 64); k == "log.retention.ms" && err == nil && v == 0 {
 			// Kafka's KafkaConfig validation: 0 is a topic's own value only (a cluster default
 			// of 0 would empty every topic without one at the next retention check).
 			return configErr("log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
@@ -163,7 +165,8 @@ func (r *Registry) CheckBrokerConfigs(perBroker bool, configs map[string]string)
 		}
 		return defsByBrokerName[name].Default
 	}
-	if effective("max.connections.per.ip") == "0" && effective("max.connections.per.ip.overrides") == "" {
+	if v, err := strconv.ParseInt(strings.TrimSpace(effective("max.connections.per.ip")), 10, 64); err == nil && v == 0 &&
+		strings.TrimSpace(effective("max.connections.per.ip.overrides")) == "" {
 		return configErr("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.")
 	}
 	next := &dynamicConfigs{Cluster: old.Cluster, Broker: old.Broker}
