@@ -139,12 +139,11 @@ func handleDeleteTopics(ctx context.Context, r *request) reply {
 			continue
 		}
 		if !clusterDelete && !r.allowedTopic(kmsg.ACLOperationDelete, name) {
-			switch {
-			case tg.byName:
+			// As Kafka: the name of a topic the principal may not describe is not told (one
+			// given by name passed mayDescribe above).
+			if mayDescribe(name) {
 				add(&name, tg.id, kerr.TopicAuthorizationFailed, "")
-			case mayDescribe(name): // as Kafka: it may know the name
-				add(&name, tg.id, kerr.TopicAuthorizationFailed, "")
-			default: // as Kafka: the name of a topic the principal may not describe is not told
+			} else {
 				add(nil, tg.id, kerr.TopicAuthorizationFailed, "")
 			}
 			continue

@@ -839,11 +839,13 @@ func (d *txns) writeMarker(ctx context.Context, req txnMarkerReq) error {
 // topics: taken for "gone", a commit went on without its prepare, and its marker was skipped
 // (the partition then aborted the committed records).
 func (d *txns) gone(tp txncoord.TP, err error) bool {
-	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return false
-	}
+	return errors.Is(err, kerr.UnknownTopicOrPartition) && d.partitionGone(tp)
+}
+
+// partitionGone reports whether this node's image lacks the partition: its topic, or the
+// partition of a topic deleted and created again with fewer.
+func (d *txns) partitionGone(tp txncoord.TP) bool {
 	t, known := d.b.topics.Get(tp.Topic)
-	// Also a partition the topic no longer has (deleted and created again, with fewer).
 	return !known || int(tp.Partition) >= len(t.Partitions)
 }
 
@@ -868,16 +870,12 @@ func (d *txns) nodeFor(tp txncoord.TP) int32 {
 func (d *txns) callPartition(ctx context.Context, tp txncoord.TP, method string, req, resp any) error {
 	node := d.nodeFor(tp)
 	if node < 0 {
-		gone := func() bool {
-			t, ok := d.b.topics.Get(tp.Topic)
-			return !ok || int(tp.Partition) >= len(t.Partitions)
-		}
 		// Gone: the topic, or the partition of a topic deleted and created again with fewer
 		// (gone then skips it; asked again and again, the transaction never ended). Checked
 		// again on an image a controller confirmed: this node's may trail the leader's.
-		if gone() {
+		if d.partitionGone(tp) {
 			d.b.adminBarrier(ctx)
-			if gone() {
+			if d.partitionGone(tp) {
 				return kerr.UnknownTopicOrPartition
 			}
 		}
