@@ -136,15 +136,19 @@ func (c *Coordinator) streamsHeartbeat(now time.Time, req *kmsg.StreamsGroupHear
 	case req.MemberEpoch < -2:
 		return fail(kerr.InvalidRequest, "MemberEpoch is %d, but must be greater than or equal to -2.", req.MemberEpoch)
 	case req.MemberEpoch == -2 && req.InstanceID == nil:
-		return fail(kerr.InvalidRequest, "InstanceId can't be null when MemberEpoch is -2.")
+		return fail(kerr.InvalidRequest, "InstanceId can't be null.")
 	case req.MemberEpoch == 0 && req.RebalanceTimeoutMillis <= 0:
 		return fail(kerr.InvalidRequest, "RebalanceTimeoutMs must be provided in first request.")
 	case req.MemberEpoch == 0 && req.Topology == nil:
-		return fail(kerr.InvalidRequest, "Topology must be non-null when joining the group.")
-	case req.MemberEpoch == 0 && (req.ProcessID == nil || *req.ProcessID == ""):
-		return fail(kerr.InvalidRequest, "ProcessId must be provided in first request.")
-	case req.MemberEpoch == 0 && (len(req.ActiveTasks) > 0 || len(req.StandbyTasks) > 0 || len(req.WarmupTasks) > 0):
-		return fail(kerr.InvalidRequest, "ActiveTasks, StandbyTasks and WarmupTasks must be empty when (re-)joining.")
+		return fail(kerr.InvalidRequest, "Topology must be non-null when (re-)joining.")
+	// No process id is required, as Kafka's GroupCoordinatorService: a member without one is
+	// described with "", and the members without one count as one process for placement.
+	case req.MemberEpoch == 0 && len(req.ActiveTasks) > 0:
+		return fail(kerr.InvalidRequest, "ActiveTasks must be empty when (re-)joining.")
+	case req.MemberEpoch == 0 && len(req.StandbyTasks) > 0:
+		return fail(kerr.InvalidRequest, "StandbyTasks must be empty when (re-)joining.")
+	case req.MemberEpoch == 0 && len(req.WarmupTasks) > 0:
+		return fail(kerr.InvalidRequest, "WarmupTasks must be empty when (re-)joining.")
 	case req.MemberEpoch != 0 && req.Topology != nil:
 		return fail(kerr.InvalidRequest, "Topology can only be provided when (re-)joining.")
 	case (req.ActiveTasks == nil) != (req.StandbyTasks == nil) || (req.ActiveTasks == nil) != (req.WarmupTasks == nil):

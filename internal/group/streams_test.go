@@ -158,8 +158,8 @@ func TestStreamsTopologyConfiguration(t *testing.T) {
 	}
 	bad = wordCount()
 	bad.Subtopologies[0].RepartitionSinkTopics = []string{"nowhere"}
-	if _, err := newStreamsTopology(bad); err == nil {
-		t.Error("a repartition sink no subtopology reads was accepted")
+	if _, err := newStreamsTopology(bad); err != nil { // as Kafka 4.3: no such check
+		t.Errorf("a repartition sink no subtopology reads was refused: %v", err)
 	}
 }
 
@@ -183,6 +183,30 @@ func TestStreamsGroupJoinCreatesTopicsAndAssigns(t *testing.T) {
 	}
 	if r2 := h.shb("m1", "", r.MemberEpoch, nil); r2.ActiveTasks != nil {
 		t.Fatalf("an unchanged assignment was sent again: %v", r2.ActiveTasks)
+	}
+}
+
+// TestStreamsGroupJoinWithoutProcessID: as Kafka, a join need not name a process; the member
+// is described with "" and gets tasks like any other.
+func TestStreamsGroupJoinWithoutProcessID(t *testing.T) {
+	h := newStreamsHarness(t)
+	req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.EndpointInformationEpoch = "app", "m1", -1
+	req.Topology, req.RebalanceTimeoutMillis = wordCount(), 300000
+	req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = []kmsg.TaskIDs{}, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
+	r, out, create := h.c.StreamsGroupHeartbeat(h.now, req, "client", "/127.0.0.1")
+	h.apply(out)
+	h.create = create
+	if r.ErrorCode != 0 {
+		t.Fatalf("join without a process id: %v %v", kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage)
+	}
+	h.createInternal()
+	if r = h.shb("m1", "", r.MemberEpoch, &streamsOwned{streamsTasks{}, streamsTasks{}}); tasksOf(r.ActiveTasks).size() != 8 {
+		t.Fatalf("tasks %v, want all 8", r.ActiveTasks)
+	}
+	d := h.c.StreamsGroupDescribe(&kmsg.StreamsGroupDescribeRequest{Groups: []string{"app"}})
+	if len(d.Groups) != 1 || len(d.Groups[0].Members) != 1 || d.Groups[0].Members[0].ProcessID != "" {
+		t.Fatalf("described: %+v", d.Groups)
 	}
 }
 

@@ -118,21 +118,8 @@ func newStreamsTopology(t *kmsg.StreamsGroupHeartbeatRequestTopology) (*streamsT
 		}
 		out.Subtopologies = append(out.Subtopologies, st)
 	}
-	// Every repartition sink must be some subtopology's repartition source (Kafka's
-	// "repartition sink topics ... not a repartition source topic" check).
-	sources := map[string]bool{}
-	for _, s := range out.Subtopologies {
-		for _, r := range s.RepartitionSources {
-			sources[r.Name] = true
-		}
-	}
-	for _, s := range out.Subtopologies {
-		for _, sink := range s.RepartitionSinks {
-			if !sources[sink] {
-				return nil, fmt.Errorf("Repartition sink topic %s of subtopology %s is not the repartition source topic of any subtopology.", sink, s.ID)
-			}
-		}
-	}
+	// A repartition sink no subtopology reads is taken, as Kafka's: its topic is not created
+	// (only repartition sources are), and the subtopology's task writes to it as to any topic.
 	sort.Slice(out.Subtopologies, func(i, j int) bool { return out.Subtopologies[i].ID < out.Subtopologies[j].ID })
 	return out, nil
 }
