@@ -1077,7 +1077,7 @@ func (n *Node) reconcile(img *controller.Image) (applied bool) {
 			ip := it.Partitions[p.Index]
 			a := replica.Assignment{Epoch: ip.LeaderEpoch, Leader: ip.Leader, Sets: ip.CommitSets(), ISR: ip.ISR, TargetSynced: ip.TargetSynced,
 				PartitionEpoch: ip.PartitionEpoch, ReplicasSince: ip.ReplicasSince, WriteCaching: p.Log.WriteCaching(), MinISR: mi,
-				Stopping: stoppingHosts(img, ip)}
+				Ineligible: ineligibleHosts(img, ip)}
 			switch {
 			case ip.Leader == self:
 				a.Role = replica.RoleLeader
@@ -1090,12 +1090,13 @@ func (n *Node) reconcile(img *controller.Image) (applied bool) {
 	return true
 }
 
-// stoppingHosts returns the partition's replicas in controlled shutdown (nil: none).
-func stoppingHosts(img *controller.Image, p *controller.Partition) []int32 {
+// ineligibleHosts returns the partition's replicas in controlled shutdown or fenced (nil:
+// none), which the ISR leaves out.
+func ineligibleHosts(img *controller.Image, p *controller.Partition) []int32 {
 	var out []int32
 	for _, set := range [2][]int32{p.Replicas, p.Target} {
 		for _, id := range set {
-			if n := img.Nodes[id]; n != nil && n.ShuttingDown && !slices.Contains(out, id) {
+			if n := img.Nodes[id]; n != nil && (n.ShuttingDown || n.Fenced) && !slices.Contains(out, id) {
 				out = append(out, id)
 			}
 		}

@@ -536,6 +536,12 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 					// refuses it); the leader reports without it once its image says so.
 					isr = slices.DeleteFunc(isr, func(n int32) bool { return n != p.Leader && im.stopping(n) })
 				}
+				if im.Level >= LevelISRNotFenced {
+					// Nor is a fenced one (Kafka's ineligibleReplicasForIsr): a paused process
+					// keeps its connections, and its leader, which counts an idle follower with
+					// the whole log in sync, would put back what the fence took out.
+					isr = slices.DeleteFunc(isr, func(n int32) bool { return n != p.Leader && im.fenced(n) })
+				}
 				if !slices.Equal(p.ISR, isr) {
 					p.ISR = isr
 					p.PartitionEpoch++
@@ -674,6 +680,12 @@ func applyControlledShutdown(im *Image, f *Fence) {
 func (im *Image) stopping(node int32) bool {
 	n, ok := im.Nodes[node]
 	return ok && n.ShuttingDown
+}
+
+// fenced reports whether node is a registered node the controller fenced.
+func (im *Image) fenced(node int32) bool {
+	n, ok := im.Nodes[node]
+	return ok && n.Fenced
 }
 
 // loseNode takes every leadership and ISR membership away from a node.

@@ -79,3 +79,36 @@ func TestElectKeepsISR(t *testing.T) {
 		})
 	}
 }
+
+// TestSetISRDropsFenced: from level 13 a leader's report naming a fenced follower leaves it
+// out, as Kafka's AlterPartition refuses fenced replicas; the fence took it out of the ISR, and
+// a paused follower's leader (which still counts it in sync on an idle partition) must not put
+// it back. Below level 13 the report is taken as it is. Once unfenced it may join again.
+func TestSetISRDropsFenced(t *testing.T) {
+	ref := PartitionRef{Topic: TopicID{1}, Partition: 0} // replicas 1, 2, 3; led by 1
+	for _, c := range []struct {
+		level int
+		want  []int32
+	}{{LevelISRNotFenced, []int32{1, 2}}, {LevelISRNotFenced - 1, []int32{1, 2, 3}}} {
+		im := cluster3(t)
+		im.Level = c.level
+		idx := im.Index + 100
+		apply := func(cmd *Command) Result { idx++; return Apply(im, idx, cmd) }
+		apply(&Command{Op: OpFence, Fence: &Fence{Node: 3, Incarnation: im.Nodes[3].Incarnation}})
+		_, p, _ := im.Partition(ref.Topic, ref.Partition)
+		if !slices.Equal(p.ISR, []int32{1, 2}) {
+			t.Fatalf("level %d: after the fence ISR %v, want [1 2]", c.level, p.ISR)
+		}
+		pe := p.PartitionEpoch
+		apply(&Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: p.LeaderEpoch, ISR: []int32{1, 2, 3}, PartitionEpoch: &pe}}}})
+		if _, p, _ = im.Partition(ref.Topic, ref.Partition); !slices.Equal(p.ISR, c.want) {
+			t.Fatalf("level %d: the leader reported node 3 fenced in sync: ISR %v, want %v", c.level, p.ISR, c.want)
+		}
+		apply(&Command{Op: OpUnfence, Fence: &Fence{Node: 3, Incarnation: im.Nodes[3].Incarnation}})
+		pe = p.PartitionEpoch
+		apply(&Command{Op: OpSetISR, SetISR: &SetISR{Items: []ISRItem{{PartitionRef: ref, Epoch: p.LeaderEpoch, ISR: []int32{1, 2, 3}, PartitionEpoch: &pe}}}})
+		if _, p, _ = im.Partition(ref.Topic, ref.Partition); !slices.Equal(p.ISR, []int32{1, 2, 3}) {
+			t.Fatalf("level %d: unfenced and reported in sync: ISR %v, want [1 2 3]", c.level, p.ISR)
+		}
+	}
+}

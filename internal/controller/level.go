@@ -18,7 +18,7 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 12
+	Level = 13
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
@@ -100,6 +100,11 @@ const (
 	// new leader alone until its first report, and Metadata showed the partition
 	// under-replicated for that while.
 	LevelElectKeepsISR = 12
+	// LevelISRNotFenced (13): set-isr drops fenced followers, as Kafka's AlterPartition refuses
+	// them (ineligibleReplicasForIsr). Below it a fenced follower whose process hung with its
+	// connections up (SIGSTOP, a long pause) was put back by its leader's next report: it
+	// stayed in the ISR of idle partitions, and acks=all waited on it instead of refusing.
+	LevelISRNotFenced = 13
 )
 
 // OpFinalizeLevel raises the cluster's command level.

@@ -260,7 +260,7 @@ func TestLeaderJointConsensus(t *testing.T) {
 	// possible before the new replicas are in sync (as in Kafka, where they join the ISR then).
 	l2 := NewLeader(1, 0, 0, 0, [][]int32{{1}, {1, 2, 3, 4}}, true, 2, 10*time.Second, now0)
 	l2.SetLocal(10, 10, true)
-	if need, live := l2.NeedForAcks(), l2.Live(now0.Add(time.Minute), time.Second); need != 2 || live != 1 {
+	if need, live := l2.NeedForAcks(), l2.Live(now0.Add(time.Minute), time.Second, nil); need != 2 || live != 1 {
 		t.Fatalf("acks=all needs %d, live %d; want 2 (min.insync.replicas), 1", need, live)
 	}
 	if l2.HW() != 10 {
@@ -305,10 +305,10 @@ func TestCaughtUpUnderSteadyAppends(t *testing.T) {
 
 func TestLeaderInSyncAndLive(t *testing.T) {
 	l := NewLeader(1, 0, 0, 0, [][]int32{{1, 2, 3}}, true, 1, 10*time.Second, now0)
-	if live := l.Live(now0, time.Second); live != 3 {
+	if live := l.Live(now0, time.Second, nil); live != 3 {
 		t.Fatalf("live at the epoch's start = %d; want 3 (joining followers count during the grace)", live)
 	}
-	if live := l.Live(now0.Add(2*time.Second), time.Second); live != 1 {
+	if live := l.Live(now0.Add(2*time.Second), time.Second, nil); live != 1 {
 		t.Fatalf("live after the grace with no follower joined = %d; want 1", live)
 	}
 	l.SetLocal(10, 10, true)
@@ -316,6 +316,17 @@ func TestLeaderInSyncAndLive(t *testing.T) {
 	l.Ack(2, 10, 10, now0.Add(time.Second))
 	if isr := l.InSync(now0.Add(2 * time.Second)); !slices.Equal(isr, []int32{1, 2}) {
 		t.Fatalf("ISR = %v; want [1 2]", isr)
+	}
+	// A fenced follower (ineligible) is not counted for acks=all, though it has the whole log
+	// and is still connected, as a paused process is; joining ones neither.
+	if live := l.Live(now0.Add(time.Minute), time.Second, []int32{2}); live != 1 {
+		t.Fatalf("live with the in-sync follower fenced = %d; want 1", live)
+	}
+	if live := l.Live(now0.Add(time.Minute), time.Second, nil); live != 2 {
+		t.Fatalf("live with the in-sync follower = %d; want 2", live)
+	}
+	if live := l.Live(now0, time.Second, []int32{3}); live != 2 {
+		t.Fatalf("live at the start with the joining follower fenced = %d; want 2", live)
 	}
 	l.Stop(2, true)
 	if isr := l.InSync(now0.Add(2 * time.Second)); !slices.Equal(isr, []int32{1}) {

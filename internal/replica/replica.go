@@ -43,9 +43,11 @@ type Assignment struct {
 	ReplicasSince uint64
 	WriteCaching  bool
 	MinISR        int
-	// Stopping are the replicas in controlled shutdown, as the image has them: a leader
-	// leaves them out of its ISR reports (the controller keeps them out of the ISR).
-	Stopping []int32
+	// Ineligible are the replicas in controlled shutdown or fenced, as the image has them
+	// (Kafka's ineligible replicas, KIP-841): a leader leaves them out of its ISR reports (the
+	// controller keeps them out of the ISR) and does not count them for acks=all, though a
+	// fenced one may still hold its connection (a paused process).
+	Ineligible []int32
 }
 
 // Replica is this node's copy of one partition, leader or follower. Its methods are safe for
@@ -302,7 +304,7 @@ func (r *Replica) CheckAcksAll() error {
 	if r.leader == nil {
 		return ErrNotLeader
 	}
-	if live, need := r.leader.Live(r.m.now(), r.m.cfg.JoinGrace), r.leader.NeedForAcks(); live < need {
+	if live, need := r.leader.Live(r.m.now(), r.m.cfg.JoinGrace, r.a.Ineligible), r.leader.NeedForAcks(); live < need {
 		return fmt.Errorf("%w: %d of the %d replicas an acknowledgement needs are in sync", ErrNotEnoughReplicas, live, need)
 	}
 	return nil
@@ -970,7 +972,7 @@ func (r *Replica) tick(now time.Time, checkISR bool) *controller.ISRItem {
 		}
 	}
 	slices.Sort(isr)
-	isr = slices.DeleteFunc(isr, func(n int32) bool { return n != r.leader.Self && slices.Contains(r.a.Stopping, n) })
+	isr = slices.DeleteFunc(isr, func(n int32) bool { return n != r.leader.Self && slices.Contains(r.a.Ineligible, n) })
 	it := controller.ISRItem{PartitionRef: r.Ref, Epoch: r.a.Epoch, ISR: isr, PartitionEpoch: &pe}
 	if r.leader.TargetSynced() {
 		it.Target = slices.Clone(r.a.Sets[1])
