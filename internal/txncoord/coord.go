@@ -629,8 +629,8 @@ func (c *Coordinator) EndTxn(r EndReq, nowMs int64) Effects {
 // endRetry answers a version-2 EndTxn that repeats one whose epoch bump already happened (its
 // answer was lost, or the coordinator failed over): the request carries the epoch before the
 // bump. The Prepare* record holds the bumped epoch and the Complete* record one more (one only
-// for a transaction that wrote nothing), so the retry is recognized from the epochs alone, as
-// Kafka does, and also after a reload. While the markers are written it waits
+// for a transaction that wrote nothing), so the retry is recognized from the epochs, as Kafka
+// does, and also after a reload; while the id is held, also from the epoch bumped from. While the markers are written it waits
 // (CONCURRENT_TRANSACTIONS); once complete it gets the outcome, or INVALID_TXN_STATE if it asked
 // for the other one (a transaction aborted after its timeout).
 func (c *Coordinator) endRetry(t *Txn, r EndReq) (Effects, bool) {
@@ -663,7 +663,12 @@ func (c *Coordinator) endRetry(t *Txn, r EndReq) (Effects, bool) {
 			return reply(kerr.ConcurrentTransactions)
 		}
 	case CompleteCommit, CompleteAbort:
-		if t.op == nil && (t.Epoch == two || t.Epoch == one) {
+		// Two bumps above the request are a transaction's retry, one an empty one's; but two
+		// are also a fencing InitProducerId and an empty abort after it, which a zombie of
+		// the epoch before must not pass as its retry. The completion keeps the epoch it
+		// bumped from (LastEpoch) unless the id was reloaded since (not in the record; then
+		// the epochs alone decide, as Kafka's retryOnEpochBump).
+		if t.op == nil && (t.Epoch == two || t.Epoch == one) && (t.LastEpoch < 0 || t.LastEpoch == r.Epoch) {
 			if (t.State == CompleteCommit) != r.Commit {
 				return reply(kerr.InvalidTxnState)
 			}

@@ -239,3 +239,41 @@ func TestInitRetryBeginsAfresh(t *testing.T) {
 		t.Errorf("after the retry: state %v, timeout %d; want Empty, 90000", s.State, s.TimeoutMs)
 	}
 }
+
+// TestZombieEndTxnAfterEmptyAbortIsFenced: a version-2 commit bumps the epoch twice (Z = E+2);
+// a new instance's InitProducerId bumps once (Z+1) and its EndTxn of an empty transaction once
+// more (Z+2). The zombie's EndTxn at Z then looked like a retry of a committed transaction of
+// epoch Z (Complete* two bumps above it): it was answered with the new instance's epoch, and
+// the zombie wrote and committed again while the live instance was fenced. Kafka answers
+// PRODUCER_FENCED. A retry is one from the epoch the last completion bumped from.
+func TestZombieEndTxnAfterEmptyAbortIsFenced(t *testing.T) {
+	h := newHarness(t)
+	first := h.init("x", -1, -1)
+	if err := h.add("x", first.ProducerID, first.Epoch, true, tpA); err != nil {
+		t.Fatal(err)
+	}
+	zombie := h.end("x", first.ProducerID, first.Epoch, true, true)
+	if zombie.Err != nil {
+		t.Fatalf("the first instance's commit: %+v", zombie)
+	}
+	second := h.init("x", -1, -1)
+	if second.Err != nil || second.Epoch != zombie.Epoch+1 {
+		t.Fatalf("the second instance: %+v after %+v", second, zombie)
+	}
+	live := h.end("x", second.ProducerID, second.Epoch, false, true)
+	if live.Err != nil || live.Epoch != second.Epoch+1 {
+		t.Fatalf("the second instance's empty abort: %+v", live)
+	}
+	for _, commit := range []bool{false, true} {
+		if rep := h.end("x", first.ProducerID, zombie.Epoch, commit, true); !errors.Is(rep.Err, kerr.ProducerFenced) {
+			t.Errorf("the zombie's EndTxn(commit=%v) at epoch %d = %+v; want PRODUCER_FENCED", commit, zombie.Epoch, rep)
+		}
+	}
+	// The live instance's own retry of its abort is still a retry.
+	if rep := h.end("x", second.ProducerID, second.Epoch, false, true); rep.Err != nil || rep.Epoch != live.Epoch {
+		t.Errorf("the second instance's retried abort = %+v; want epoch %d", rep, live.Epoch)
+	}
+	if s := h.state("x"); s.Epoch != live.Epoch {
+		t.Errorf("epoch %d after the zombie; want %d", s.Epoch, live.Epoch)
+	}
+}
