@@ -244,7 +244,7 @@ func (s *shares) ackAll(ctx context.Context, r *request, groupID, member string,
 			continue
 		}
 		wg.Go(func() {
-			sp, _, err := s.partFor(ctx, groupID, a.part, res)
+			sp, _, err := s.partFor(ctx, groupID, a.part, res, false)
 			if err != nil {
 				res.ackErr = err
 				return
@@ -281,7 +281,7 @@ func (s *shares) checkTopic(r *request, p group.SharePartition) error {
 
 // partFor loads a share-partition this node keeps; for another leader (or owner) it fills
 // res's hint.
-func (s *shares) partFor(ctx context.Context, groupID string, p group.SharePartition, res *sharePartResult) (*sharePart, shareLog, error) {
+func (s *shares) partFor(ctx context.Context, groupID string, p group.SharePartition, res *sharePartResult, create bool) (*sharePart, shareLog, error) {
 	t, ok := s.b.topics.GetByID(p.Topic)
 	if !ok || p.Partition < 0 || int(p.Partition) >= len(t.Partitions) { // deleted meanwhile
 		return nil, nil, kerr.UnknownTopicID
@@ -298,7 +298,7 @@ func (s *shares) partFor(ctx context.Context, groupID string, p group.ShareParti
 	if err != nil {
 		return nil, nil, err
 	}
-	sp, err := s.get(ctx, shareKey{groupID, p.Topic, p.Partition}, lg)
+	sp, err := s.get(ctx, shareKey{groupID, p.Topic, p.Partition}, lg, create)
 	return sp, lg, err
 }
 
@@ -625,7 +625,7 @@ func (s *shares) fetchAll(ctx context.Context, r *request, req *kmsg.ShareFetchR
 					return records, acquired, err
 				}
 			} else {
-				sp, lg, err := s.partFor(ctx, groupID, p, res)
+				sp, lg, err := s.partFor(ctx, groupID, p, res, true)
 				if transientShareError(err) || errors.Is(err, kerr.NotLeaderForPartition) && s.isObject(p) {
 					// No records yet, no error: the client fetches again (Kafka parks it). An
 					// object partition's owner moved here or away since forwardTo looked.

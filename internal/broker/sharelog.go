@@ -328,8 +328,8 @@ func (s *shares) ackRemote(ctx context.Context, node int32, req shareAckPartReq)
 // forwardedPartFor is partFor for a request another node forwarded: a topic this node does
 // not know yet is one the forwarding node's image has and this one's does not yet (it
 // restarted, and catches up), so the answer is the retriable LEADER_NOT_AVAILABLE.
-func (s *shares) forwardedPartFor(ctx context.Context, groupID string, p group.SharePartition) (*sharePart, shareLog, error) {
-	sp, lg, err := s.partFor(ctx, groupID, p, &sharePartResult{})
+func (s *shares) forwardedPartFor(ctx context.Context, groupID string, p group.SharePartition, create bool) (*sharePart, shareLog, error) {
+	sp, lg, err := s.partFor(ctx, groupID, p, &sharePartResult{}, create)
 	if errors.Is(err, kerr.UnknownTopicID) {
 		err = kerr.LeaderNotAvailable
 	}
@@ -454,7 +454,7 @@ func (s *shares) handleFetchPart(ctx context.Context, _ int32, payload []byte) (
 	if ended {
 		return resp, nil
 	}
-	sp, lg, err := s.forwardedPartFor(ctx, req.Group, req.Part)
+	sp, lg, err := s.forwardedPartFor(ctx, req.Group, req.Part, true)
 	if err == nil { // acquire checks the session again, under the lock
 		resp.Records, resp.Acquired, err = s.acquire(ctx, sp, lg, req.Member, req.Session, s.b.groupSettings(req.Group), req.Exact, req.MaxBytes, req.MaxRecords)
 	}
@@ -467,7 +467,7 @@ func (s *shares) handleAckPart(ctx context.Context, _ int32, payload []byte) (an
 	if err := json.Unmarshal(payload, &req); err != nil {
 		return nil, err
 	}
-	sp, _, err := s.forwardedPartFor(ctx, req.Group, req.Part)
+	sp, _, err := s.forwardedPartFor(ctx, req.Group, req.Part, false)
 	if err == nil {
 		err = s.acknowledge(ctx, req.Member, sp, req.Acks)
 	}

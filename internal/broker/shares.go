@@ -272,8 +272,11 @@ func (s *shares) dropLocked(sp *sharePart, err error) {
 	sp.waiters = nil
 }
 
-// get returns the loaded state of a share-partition of lg, which this node must keep.
-func (s *shares) get(ctx context.Context, k shareKey, lg shareLog) (*sharePart, error) {
+// get returns the loaded state of a share-partition of lg, which this node must keep. Without
+// create, one this node does not hold (in this leader epoch) is UNKNOWN_TOPIC_OR_PARTITION, as
+// Kafka's SharePartitionManager answers an acknowledgement for a share-partition not in its
+// cache: acknowledging must not initialize one (its start offset, for "latest").
+func (s *shares) get(ctx context.Context, k shareKey, lg shareLog, create bool) (*sharePart, error) {
 	epoch, ready, leading := lg.owning()
 	if !leading {
 		return nil, kerr.NotLeaderForPartition
@@ -291,6 +294,10 @@ func (s *shares) get(ctx context.Context, k shareKey, lg shareLog) (*sharePart, 
 	default:
 		s.dropLocked(sp, kerr.NotLeaderForPartition)
 		sp = nil
+	}
+	if sp == nil && !create {
+		s.mu.Unlock()
+		return nil, kerr.UnknownTopicOrPartition
 	}
 	if sp == nil {
 		sp = &sharePart{key: k, leaderEpoch: epoch, loaded: make(chan struct{}), wake: make(chan struct{})}

@@ -258,8 +258,7 @@ func (c *Coordinator) ShareGroupDescribe(req *kmsg.ShareGroupDescribeRequest) *k
 			if g != nil {
 				msg = fmt.Sprintf("Group %s is not a share group.", id)
 			}
-			rg.ErrorCode, rg.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
-			rg.GroupState = "Dead"
+			rg.ErrorCode, rg.ErrorMessage = kerr.GroupIDNotFound.Code, &msg // no state, as Kafka
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
@@ -271,6 +270,11 @@ func (c *Coordinator) ShareGroupDescribe(req *kmsg.ShareGroupDescribeRequest) *k
 			rm.RackID = optional(m.rackID)
 			rm.SubscribedTopicNames = slices.Clone(m.topics)
 			for _, t := range sortedTopics(m.assigned) {
+				if _, ok := topics[t]; !ok {
+					// Deleted since the member's last heartbeat: left out, as Kafka's
+					// topicPartitionsFromMap leaves out an id it has no name for.
+					continue
+				}
 				tp := kmsg.NewShareGroupDescribeResponseGroupMemberAssignmentTopicPartition()
 				tp.TopicID, tp.Topic, tp.Partitions = topics[t].ID, t, slices.Clone(m.assigned[t])
 				rm.Assignment.TopicPartitions = append(rm.Assignment.TopicPartitions, tp)

@@ -698,3 +698,25 @@ func TestShareGroupOffsetsChecks(t *testing.T) {
 		t.Fatalf("delete of t twice and u: %+v", dr)
 	}
 }
+
+// TestShareGroupDescribeAfterTopicDeleted: a topic deleted since the member's last heartbeat is
+// left out of its described assignment, as Kafka leaves out an id it has no name for; a group
+// that does not exist is GROUP_ID_NOT_FOUND with no state, as Kafka's error answer.
+func TestShareGroupDescribeAfterTopicDeleted(t *testing.T) {
+	h := newConsumerHarness(t)
+	if r := h.shb("m1", 0, []string{"t", "u"}); r.ErrorCode != 0 || len(shareAssigned(r)) != 2 {
+		t.Fatalf("join: error %d assignment %v", r.ErrorCode, shareAssigned(r))
+	}
+	h.c.Topics = func() map[string]TopicMeta { return map[string]TopicMeta{"u": testTopics["u"]} }
+	d := h.c.ShareGroupDescribe(&kmsg.ShareGroupDescribeRequest{GroupIDs: []string{"s", "none"}})
+	if len(d.Groups) != 2 || len(d.Groups[0].Members) != 1 {
+		t.Fatalf("described: %+v", d.Groups)
+	}
+	tps := d.Groups[0].Members[0].Assignment.TopicPartitions
+	if len(tps) != 1 || tps[0].Topic != "u" || tps[0].TopicID != testTopics["u"].ID || len(tps[0].Partitions) != 3 {
+		t.Errorf("assignment after t was deleted: %+v; want u's 3 partitions only", tps)
+	}
+	if g := d.Groups[1]; g.ErrorCode != kerr.GroupIDNotFound.Code || g.GroupState != "" {
+		t.Errorf("a group that does not exist: error %d state %q; want GROUP_ID_NOT_FOUND and no state", g.ErrorCode, g.GroupState)
+	}
+}

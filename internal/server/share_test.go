@@ -1600,3 +1600,56 @@ func acquiredWithin(ctx context.Context, m *shareClient, d time.Duration) string
 	}
 	return strings.Join(runs, " ")
 }
+
+// TestShareAcknowledgeOfUnfetchedPartition: an acknowledgement naming a share-partition its
+// group has never fetched on this node is UNKNOWN_TOPIC_OR_PARTITION, as Kafka's
+// SharePartitionManager answers one not in its cache, and initializes nothing: before, it set
+// the share-partition's start ("latest": the end of that moment), so records written between
+// it and the first fetch were delivered, where Kafka starts at the first fetch's end.
+func TestShareAcknowledgeOfUnfetchedPartition(t *testing.T) {
+	_, ctx, cl, topicID := shareTopic(t, "uq", 2, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	a := &shareClient{t: t, cl: cl, group: "su", member: "member-a", topic: topicID}
+	if r := a.heartbeat(ctx, 0, []string{"uq"}); r.ErrorCode != 0 {
+		t.Fatalf("join: %+v", r)
+	}
+	produce := func(p int32, n int) {
+		for i := range n {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(1, 2)
+	if r := a.fetch(ctx, 0); r.ErrorCode != 0 { // opens the session on partition 0 only
+		t.Fatalf("first fetch: %+v", r)
+	}
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &a.group, &a.member, a.epoch
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	rp.Partition = 1
+	rp.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 0, AcknowledgeTypes: []int8{1}}}
+	req.Topics = []kmsg.ShareAcknowledgeRequestTopic{{TopicID: topicID, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{rp}}}
+	raw, err := cl.Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := raw.(*kmsg.ShareAcknowledgeResponse)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 ||
+		resp.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("acknowledging partition 1, never fetched: %+v; want its UNKNOWN_TOPIC_OR_PARTITION", resp)
+	}
+	a.epoch++
+	produce(1, 2) // written after the acknowledgement, before partition 1's first fetch
+	got := a.fetchParts(ctx, 2)
+	if len(got[1]) != 0 {
+		t.Fatalf("partition 1's first fetch acquired %+v; want nothing (latest: it starts at the end of its first fetch)", got[1])
+	}
+	produce(1, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(got[1]) == 0 && time.Now().Before(deadline) {
+		got = a.fetchParts(ctx, 2)
+	}
+	if len(got[1]) != 1 || got[1][0].FirstOffset != 4 || got[1][0].LastOffset != 4 {
+		t.Fatalf("after one more record: %+v; want offset 4 only", got[1])
+	}
+}
