@@ -121,3 +121,39 @@ func TestRequesterMayNotRenewAnothersToken(t *testing.T) {
 			kerr.ErrorForCode(resp.ErrorCode))
 	}
 }
+
+// TestExpireLapsedToken: Kafka's DelegationTokenControlManager.expireDelegationToken checks the
+// owner before the expiry, and a negative period removes the token even once it has lapsed
+// (kafka-delegation-tokens --expire --expiry-time-period -1 cleans one up); a renewal checks
+// the expiry first.
+func TestExpireLapsedToken(t *testing.T) {
+	addr := tokenBroker(t)
+	alice, bob := connectAs(t, addr, "alice"), connectAs(t, addr, "bob")
+	create := kmsg.NewPtrCreateDelegationTokenRequest()
+	create.Version, create.MaxLifetimeMillis = 3, 500
+	tok := ctExchange(t, alice, create, 3).(*kmsg.CreateDelegationTokenResponse)
+	if tok.ErrorCode != 0 {
+		t.Fatalf("CreateDelegationToken: %v", kerr.ErrorForCode(tok.ErrorCode))
+	}
+	time.Sleep(time.Until(time.UnixMilli(tok.MaxTimestamp).Add(100 * time.Millisecond)))
+	expire := func(nc net.Conn, period int64) int16 {
+		req := kmsg.NewPtrExpireDelegationTokenRequest()
+		req.Version, req.HMAC, req.ExpiryPeriodMillis = 2, tok.HMAC, period
+		return ctExchange(t, nc, req, 5).(*kmsg.ExpireDelegationTokenResponse).ErrorCode
+	}
+	if code := expire(bob, -1); code != kerr.DelegationTokenOwnerMismatch.Code {
+		t.Errorf("another user expiring the lapsed token: %v; want DELEGATION_TOKEN_OWNER_MISMATCH", kerr.ErrorForCode(code))
+	}
+	if code := renewToken(t, bob, tok.HMAC, 1000).ErrorCode; code != kerr.DelegationTokenExpired.Code {
+		t.Errorf("another user renewing the lapsed token: %v; want DELEGATION_TOKEN_EXPIRED (expiry first)", kerr.ErrorForCode(code))
+	}
+	if code := expire(alice, 3000); code != kerr.DelegationTokenExpired.Code {
+		t.Errorf("the owner expiring the lapsed token in 3 s: %v; want DELEGATION_TOKEN_EXPIRED", kerr.ErrorForCode(code))
+	}
+	if code := expire(alice, -1); code != 0 {
+		t.Errorf("the owner expiring the lapsed token now: %v; want it removed", kerr.ErrorForCode(code))
+	}
+	if code := expire(alice, -1); code != kerr.DelegationTokenNotFound.Code {
+		t.Errorf("expiring it again: %v; want DELEGATION_TOKEN_NOT_FOUND (removed)", kerr.ErrorForCode(code))
+	}
+}

@@ -132,6 +132,8 @@ func handleCreateDelegationToken(ctx context.Context, r *request) reply {
 		// ACL or super.users (stricter than Kafka, which also lets no authorizer or
 		// allow.everyone.if.no.acl.found grant it: that would let anyone become anyone).
 		if owner != requester && !r.allowedExplicitly(kmsg.ACLOperationCreateTokens, kmsg.ACLResourceTypeUser, owner) {
+			// The refusal names the owner asked for, as Kafka's.
+			resp.PrincipalType, resp.PrincipalName = splitPrincipal(owner)
 			resp.ErrorCode = kerr.DelegationTokenAuthorizationFailed.Code
 			return reply{resp: resp}
 		}
@@ -194,17 +196,31 @@ func (b *Broker) tokenExpiry() time.Duration {
 func changeToken(ctx context.Context, r *request, mac []byte, period int64, expire bool) (int64, int16) {
 	c := r.conn
 	if e := c.tokenRefusal(); e != nil {
-		return -1, e.Code
+		return 0, e.Code
 	}
 	t, ok := c.b.tokenByHMAC(mac)
 	now := time.Now().UnixMilli()
+	expired := ok && (t.ExpiryMs < now || t.MaxMs < now)
+	// Kafka's DelegationTokenControlManager: a renewal checks expiry before the owner; an
+	// expiry checks the owner first, and a negative period removes the token even once it has
+	// lapsed (kafka-delegation-tokens --expire --expiry-time-period -1 cleans one up).
 	switch {
 	case !ok:
-		return -1, kerr.DelegationTokenNotFound.Code
-	case t.ExpiryMs < now || t.MaxMs < now:
-		return -1, kerr.DelegationTokenExpired.Code
+		return 0, kerr.DelegationTokenNotFound.Code
+	case !expire && expired:
+		return 0, kerr.DelegationTokenExpired.Code
 	case !mayRenew(t, c.principal):
-		return -1, kerr.DelegationTokenOwnerMismatch.Code
+		return 0, kerr.DelegationTokenOwnerMismatch.Code
+	case expire && period < 0 && expired:
+		// The sweep's removal of lapsed tokens, for this one now.
+		if _, aerr := c.b.propose(ctx, &controller.Command{Op: controller.OpRemoveTokens,
+			TokenChange: &controller.TokenChange{Remove: []string{t.ID}, NowMs: now}}); aerr != nil {
+			return 0, aerr.code.Code
+		}
+		c.b.logger.Info("broker: delegation token changed", "token", t.ID, "op", controller.OpRemoveTokens, "by", c.principal)
+		return now, 0
+	case expired:
+		return 0, kerr.DelegationTokenExpired.Code
 	}
 	ch := &controller.TokenChange{ID: t.ID, NowMs: now}
 	op := controller.OpRenewToken
@@ -225,7 +241,7 @@ func changeToken(ctx context.Context, r *request, mac []byte, period int64, expi
 	}
 	res, aerr := c.b.propose(ctx, &controller.Command{Op: op, TokenChange: ch})
 	if aerr != nil {
-		return -1, aerr.code.Code
+		return 0, aerr.code.Code
 	}
 	c.b.logger.Info("broker: delegation token changed", "token", t.ID, "op", op, "by", c.principal, "expiry", time.UnixMilli(res.Value))
 	return res.Value, 0

@@ -311,7 +311,7 @@ func (a *aclFlags) filter(adding bool) (security.ACL, security.Filter, error) {
 		f.Permission = kmsg.ACLPermissionTypeAllow
 	}
 	if len(a.operations) == 1 {
-		op, err := kmsg.ParseACLOperation(strings.ReplaceAll(a.operations[0], "-", "_"))
+		op, err := security.ParseOperation(a.operations[0])
 		if err != nil {
 			return binding, f, fmt.Errorf("--operation: %w", err)
 		}
@@ -415,7 +415,7 @@ func newACLCommand() *cobra.Command {
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "PRINCIPAL\tHOST\tPERMISSION\tOPERATION\tRESOURCE\tPATTERN\tNAME")
 				for _, a := range rows {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Principal, a.Host, a.Permission, a.Operation, a.ResourceType, a.PatternType, a.ResourceName)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Principal, a.Host, a.Permission, security.OperationName(a.Operation), a.ResourceType, a.PatternType, a.ResourceName)
 				}
 				tw.Flush()
 			})

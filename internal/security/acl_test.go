@@ -84,6 +84,13 @@ func TestAuthorizerRules(t *testing.T) {
 }
 
 func TestACLValidateAndFilters(t *testing.T) {
+	if f := (Filter{ResourceType: kmsg.ACLResourceTypeAny, PatternType: kmsg.ACLResourcePatternTypeAny, Operation: ACLOperationTwoPhaseCommit,
+		Permission: kmsg.ACLPermissionTypeAny}); f.Validate() != nil {
+		t.Errorf("a filter of TWO_PHASE_COMMIT refused: %v", f.Validate())
+	}
+	if op, err := ParseOperation("TwoPhaseCommit"); err != nil || op != ACLOperationTwoPhaseCommit || OperationName(op) != "TWO_PHASE_COMMIT" {
+		t.Errorf("ParseOperation(TwoPhaseCommit) = %v, %v", op, err)
+	}
 	good := allow(kmsg.ACLResourceTypeTopic, kmsg.ACLResourcePatternTypeLiteral, "t", "User:a", "*", kmsg.ACLOperationRead)
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
@@ -96,6 +103,7 @@ func TestACLValidateAndFilters(t *testing.T) {
 		func(a *ACL) { a.Operation = kmsg.ACLOperationAny },
 		func(a *ACL) { a.Permission = kmsg.ACLPermissionTypeAny },
 		func(a *ACL) { a.ResourceType, a.ResourceName = kmsg.ACLResourceTypeCluster, "other" },
+		func(a *ACL) { a.Operation = ACLOperationTwoPhaseCommit + 1 },
 	} {
 		a := good
 		bad(&a)
@@ -111,6 +119,10 @@ func TestACLValidateAndFilters(t *testing.T) {
 		func(a *ACL) { a.Principal = ":x" },
 		func(a *ACL) {
 			a.ResourceType, a.PatternType, a.ResourceName = kmsg.ACLResourceTypeCluster, kmsg.ACLResourcePatternTypePrefixed, ClusterResource
+		},
+		// Kafka 4's TWO_PHASE_COMMIT (KIP-939), as kafka-acls --operation TwoPhaseCommit sends it.
+		func(a *ACL) {
+			a.ResourceType, a.Operation = kmsg.ACLResourceTypeTransactionalId, ACLOperationTwoPhaseCommit
 		},
 	} {
 		a := good
