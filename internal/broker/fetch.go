@@ -445,13 +445,11 @@ func (b *Broker) fillFetch(ctx context.Context, req *kmsg.FetchRequest, resp *km
 		switch {
 		case perr != nil:
 			fp.ErrorCode = errorCode(perr)
-			if isNotLeader(perr) && req.Version >= 12 {
+			if isNotLeader(perr) && req.Version >= 16 { // Kafka fills it from v16 only
 				if t, err := b.fetchTopic(sp); err == nil {
 					leader, epoch, node := b.leaderHint(t.ID, sp.partition)
 					fp.CurrentLeader.LeaderID, fp.CurrentLeader.LeaderEpoch = leader, epoch
-					if req.Version >= 16 {
-						fetchEndpoint(resp, node, acc.listener)
-					}
+					fetchEndpoint(resp, node, acc.listener)
 				}
 			}
 		case preferred >= 0:

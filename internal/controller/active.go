@@ -742,8 +742,10 @@ func (a *Active) tally(ref PartitionRef, p *Partition, e *election, now time.Tim
 }
 
 // ChooseLeader picks the voter with the most up-to-date log — the highest (LastEpoch, LogEnd),
-// Raft's rule — preferring hint, then preferred, then the lowest id among equals. eligible
-// says which voters may lead. It returns -1 if none may.
+// Raft's rule — preferring hint, then preferred, then the first in hosts (the replica list)
+// among equals, as Kafka's PartitionChangeBuilder takes the first valid replica in list order:
+// an operator who orders replicas (by rack, say) decides where leadership goes on failover.
+// eligible says which voters may lead. It returns -1 if none may.
 func ChooseLeader(hosts []int32, votes map[int32]Vote, hint, preferred int32, eligible func(int32) bool) int32 {
 	best := int32(-1)
 	var bv Vote
@@ -765,7 +767,7 @@ func ChooseLeader(hosts []int32, votes map[int32]Vote, hint, preferred int32, el
 		case best < 0,
 			v.LastEpoch > bv.LastEpoch,
 			v.LastEpoch == bv.LastEpoch && v.LogEnd > bv.LogEnd,
-			v.LastEpoch == bv.LastEpoch && v.LogEnd == bv.LogEnd && (rank(n) < rank(best) || rank(n) == rank(best) && n < best):
+			v.LastEpoch == bv.LastEpoch && v.LogEnd == bv.LogEnd && rank(n) < rank(best):
 			best, bv = n, v
 		}
 	}

@@ -231,14 +231,20 @@ func TestChooseLeader(t *testing.T) {
 		votes     map[int32]Vote
 		hint, pre int32
 		want      int32
+		hosts     []int32 // nil: 1, 2, 3
 	}{
-		{map[int32]Vote{1: {LastEpoch: 3, LogEnd: 10}, 2: {LastEpoch: 4, LogEnd: 5}}, -1, 1, 2},
-		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 10}, 2: {LastEpoch: 4, LogEnd: 11}}, -1, 1, 2},
-		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 11}, 2: {LastEpoch: 4, LogEnd: 11}, 3: {LastEpoch: 4, LogEnd: 11}}, -1, 2, 2},
-		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 11}, 2: {LastEpoch: 4, LogEnd: 11}, 3: {LastEpoch: 4, LogEnd: 11}}, 3, 2, 3},
-		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 11}, 3: {LastEpoch: 4, LogEnd: 11}}, -1, 2, 1},
+		{map[int32]Vote{1: {LastEpoch: 3, LogEnd: 10}, 2: {LastEpoch: 4, LogEnd: 5}}, -1, 1, 2, nil},
+		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 10}, 2: {LastEpoch: 4, LogEnd: 11}}, -1, 1, 2, nil},
+		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 11}, 2: {LastEpoch: 4, LogEnd: 11}, 3: {LastEpoch: 4, LogEnd: 11}}, -1, 2, 2, nil},
+		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 11}, 2: {LastEpoch: 4, LogEnd: 11}, 3: {LastEpoch: 4, LogEnd: 11}}, 3, 2, 3, nil},
+		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 11}, 3: {LastEpoch: 4, LogEnd: 11}}, -1, 2, 1, nil},
+		// Equals: the first in the replica list, as Kafka (replicas 3, 2, 1 with 3 down: 2).
+		{map[int32]Vote{1: {LastEpoch: 4, LogEnd: 11}, 2: {LastEpoch: 4, LogEnd: 11}}, -1, 3, 2, []int32{3, 2, 1}},
 	} {
 		hosts := []int32{1, 2, 3}
+		if tc.hosts != nil {
+			hosts = tc.hosts
+		}
 		got := ChooseLeader(hosts, tc.votes, tc.hint, tc.pre, func(n int32) bool { _, ok := tc.votes[n]; return ok && all(n) })
 		if got != tc.want {
 			t.Errorf("ChooseLeader(%v, hint %d, preferred %d) = %d; want %d", tc.votes, tc.hint, tc.pre, got, tc.want)
