@@ -253,7 +253,7 @@ func (b *Broker) ripcordView() *ripcordView {
 func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32, records []byte, txnID *string, version int16,
 	sp *kmsg.ProduceResponseTopicPartition) (*objects.Pending, int) {
 	fail := func(err error) (*objects.Pending, int) {
-		setProduceError(sp, err)
+		b.setObjectProduceError(t, index, sp, err)
 		return nil, 0
 	}
 	n, err := produceRecordSet(records)
@@ -334,6 +334,18 @@ func noOffset(software string) int64 {
 	return -1
 }
 
+// setObjectProduceError sets an object partition's produce refusal, with the partition's log
+// start where Kafka gives it (refusalKeepsLogStart: a refusal by its log or producer state), as
+// a local partition's.
+func (b *Broker) setObjectProduceError(t *topics.Topic, index int32, sp *kmsg.ProduceResponseTopicPartition, err error) {
+	setProduceError(sp, err)
+	if refusalKeepsLogStart(err) {
+		if p, perr := b.objectPartition(t.ID, index); perr == nil {
+			sp.LogStartOffset = p.Start
+		}
+	}
+}
+
 // waitObject waits for a buffered batch's commit (or, lazy, its write) and fills in its answer.
 func (b *Broker) waitObject(ctx context.Context, t *topics.Topic, index int32, bytes, records int, w *objects.Pending,
 	sp *kmsg.ProduceResponseTopicPartition, software string) {
@@ -345,7 +357,7 @@ func (b *Broker) waitObject(ctx context.Context, t *topics.Topic, index int32, b
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = kerr.RequestTimedOut
 		}
-		setProduceError(sp, err)
+		b.setObjectProduceError(t, index, sp, err)
 		return
 	}
 	sp.BaseOffset = base

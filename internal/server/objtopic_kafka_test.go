@@ -279,3 +279,36 @@ func TestLastStableOffsetNotBelowLogStart(t *testing.T) {
 		})
 	}
 }
+
+// TestObjectProduceRefusalCarriesLogStart: a produce an object partition refuses for its
+// producer state (here an idempotent batch at an older epoch) answers the partition's log start
+// offset, as Kafka's ReplicaManager answers every refusal of its log or producer state
+// (processFailedRecord: partition.logStartOffset), and as Runnel's local partitions do; it
+// answered -1.
+func TestObjectProduceRefusalCarriesLogStart(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	const topic = "kd-logstart"
+	createObjectTopic(t, b.addr, topic, 1, nil)
+	cl := b.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pid, epoch := diffInitProducerID(t, ctx, cl, nil)
+	if p := diffProduce(t, ctx, cl, 11, -1, 10000, nil, topic, diffBatch(3, pid, epoch+1, 0, false)); p.ErrorCode != 0 {
+		t.Fatalf("first batch: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	del := kmsg.NewPtrDeleteRecordsRequest()
+	dt := kmsg.NewDeleteRecordsRequestTopic()
+	dt.Topic = topic
+	dp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	dp.Partition, dp.Offset = 0, 2
+	dt.Partitions = append(dt.Partitions, dp)
+	del.Topics, del.TimeoutMillis = append(del.Topics, dt), 10000
+	if resp, err := del.RequestWith(ctx, cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("DeleteRecords: %v %+v", err, resp)
+	}
+	p := diffProduce(t, ctx, cl, 11, -1, 10000, nil, topic, diffBatch(1, pid, epoch, 3, false))
+	if p.ErrorCode != kerr.InvalidProducerEpoch.Code || p.LogStartOffset != 2 {
+		t.Errorf("a batch of the older epoch: %v, log start %d; Kafka answers INVALID_PRODUCER_EPOCH with the log start, 2",
+			kerr.ErrorForCode(p.ErrorCode), p.LogStartOffset)
+	}
+}
