@@ -282,6 +282,15 @@ func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32
 		// producer retries until it is back (or its delivery timeout).
 		return fail(fmt.Errorf("%w: in Ripcord mode, transactional batches wait for the controller", kerr.NotEnoughReplicas))
 	}
+	if h.IsTransactional() { // into the transaction before the records are checked, as produceOne
+		var id string
+		if txnID != nil {
+			id = *txnID
+		}
+		if err := b.txns.ensureInTransaction(ctx, id, objectTxnPartition{b.txns, t, index}, h.ProducerID, h.ProducerEpoch, version); err != nil {
+			return fail(err)
+		}
+	}
 	if err := checkTimestamps(t, &h, records, time.Now()); err != nil {
 		return fail(err)
 	}
@@ -309,15 +318,6 @@ func (b *Broker) produceObject(ctx context.Context, t *topics.Topic, index int32
 		sp.LogAppendTime = time.Now().UnixMilli()
 		batch.SetLogAppendTime(own, sp.LogAppendTime)
 		h.MaxTimestamp = sp.LogAppendTime
-	}
-	if h.IsTransactional() { // a valid batch: now into the transaction
-		var id string
-		if txnID != nil {
-			id = *txnID
-		}
-		if err := b.txns.ensureInTransaction(ctx, id, objectTxnPartition{b.txns, t, index}, h.ProducerID, h.ProducerEpoch, version); err != nil {
-			return fail(err)
-		}
 	}
 	return b.cfg.ObjectWriter.Append(controller.PartitionRef{Topic: t.ID, Partition: index}, own, h, lazy), int(h.RecordCount)
 }

@@ -389,16 +389,20 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, version in
 	if err := checkClientHeader(&h, version); err != nil {
 		return 0, 0, err
 	}
+	// A transactional batch joins its transaction before its records are checked, as Kafka's
+	// verification (AddPartitionsToTxnManager) precedes the log's validation: a batch then
+	// refused for its records leaves the partition in the transaction, whose end writes its
+	// marker.
+	if h.IsTransactional() {
+		if err := inTxn(&h); err != nil {
+			return 0, 0, err
+		}
+	}
 	if err := checkTimestamps(t, &h, records, time.Now()); err != nil {
 		return 0, 0, err
 	}
 	if policy, _ := t.Effective("cleanup.policy"); strings.Contains(policy, "compact") {
 		if err := requireKeys(&h, records, t.Name, p.Index); err != nil {
-			return 0, 0, err
-		}
-	}
-	if h.IsTransactional() {
-		if err := inTxn(&h); err != nil {
 			return 0, 0, err
 		}
 	}

@@ -175,6 +175,33 @@ func TestSequencesAsKafka(t *testing.T) {
 		}
 	})
 
+	t.Run("a version-2 batch its record checks refuse still joins the transaction", func(t *testing.T) {
+		// Kafka adds the partition (AddPartitionsToTxnManager) before it validates the records:
+		// a keyless record on a compacted topic is INVALID_RECORD, and the commit that follows
+		// writes the partition's marker. Runnel checked the records first, so the commit was
+		// INVALID_TXN_STATE (nothing added).
+		id := "keyless"
+		mustCreate(t, ctx, adm, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, "keyless-c")
+		r := initTxn(t, id, -1, -1)
+		if code := produceTxn(t, id, "keyless-c", 0, r.ProducerID, r.ProducerEpoch, 0, 1); code != kerr.InvalidRecord.Code {
+			t.Fatalf("a keyless transactional record on a compacted topic: %s; want INVALID_RECORD", errName(code))
+		}
+		if code := endTxn(t, id, r.ProducerID, r.ProducerEpoch, true); code != 0 {
+			t.Fatalf("the commit: %s; want NONE (the partition joined the transaction)", errName(code))
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ends, err := adm.ListEndOffsets(ctx, "keyless-c")
+			if err == nil && ends["keyless-c"][0].Offset == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the partition's end after the commit: %+v %v; want 1 (its marker)", ends, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
 	t.Run("a compact topic's missing partition is UNKNOWN_TOPIC_OR_PARTITION in DeleteRecords", func(t *testing.T) {
 		mustCreate(t, ctx, adm, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, "compacted-dr")
 		req := kmsg.NewPtrDeleteRecordsRequest()
