@@ -1077,7 +1077,8 @@ func (n *Node) reconcile(img *controller.Image) (applied bool) {
 			ip := it.Partitions[p.Index]
 			a := replica.Assignment{Epoch: ip.LeaderEpoch, Leader: ip.Leader, Sets: ip.CommitSets(), ISR: ip.ISR, TargetSynced: ip.TargetSynced,
 				PartitionEpoch: ip.PartitionEpoch, ReplicasSince: ip.ReplicasSince, WriteCaching: p.Log.WriteCaching(), MinISR: mi,
-				Ineligible: ineligibleHosts(img, ip)}
+				Ineligible: hostsWhere(img, ip, func(n *controller.Node) bool { return n.ShuttingDown || n.Fenced }),
+				Fenced:     hostsWhere(img, ip, func(n *controller.Node) bool { return n.Fenced })}
 			switch {
 			case ip.Leader == self:
 				a.Role = replica.RoleLeader
@@ -1090,13 +1091,13 @@ func (n *Node) reconcile(img *controller.Image) (applied bool) {
 	return true
 }
 
-// ineligibleHosts returns the partition's replicas in controlled shutdown or fenced (nil:
-// none), which the ISR leaves out.
-func ineligibleHosts(img *controller.Image, p *controller.Partition) []int32 {
+// hostsWhere returns the partition's replicas whose node is registered and has the property
+// (nil: none): in controlled shutdown or fenced, which the ISR leaves out; fenced.
+func hostsWhere(img *controller.Image, p *controller.Partition, has func(*controller.Node) bool) []int32 {
 	var out []int32
 	for _, set := range [2][]int32{p.Replicas, p.Target} {
 		for _, id := range set {
-			if n := img.Nodes[id]; n != nil && (n.ShuttingDown || n.Fenced) && !slices.Contains(out, id) {
+			if n := img.Nodes[id]; n != nil && has(n) && !slices.Contains(out, id) {
 				out = append(out, id)
 			}
 		}

@@ -426,18 +426,17 @@ func (l *Leader) RetentionBound(now time.Time, grace time.Duration) int64 {
 
 // Live counts the replicas that can take part in a commit now: the leader, followers in sync,
 // and, during the first grace of the epoch, followers still joining (so that a new leader does
-// not refuse produce while its followers handshake). Followers in ineligible are not counted:
-// the controller keeps them out of the ISR (fenced, or in controlled shutdown), as Kafka's
-// acks=all counts its ISR.
-func (l *Leader) Live(now time.Time, grace time.Duration, ineligible []int32) int {
+// not refuse produce while its followers handshake). Fenced followers are not counted: the
+// controller keeps them out of the ISR, as Kafka's acks=all counts its ISR.
+func (l *Leader) Live(now time.Time, grace time.Duration, fenced []int32) int {
 	n := 0
 	for _, id := range l.InSync(now) {
-		if id == l.Self || !slices.Contains(ineligible, id) {
+		if id == l.Self || !slices.Contains(fenced, id) {
 			n++
 		}
 	}
 	for id, p := range l.followers {
-		if l.joining(p, now, grace) && !slices.Contains(ineligible, id) {
+		if l.joining(p, now, grace) && !slices.Contains(fenced, id) {
 			n++
 		}
 	}

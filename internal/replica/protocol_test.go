@@ -317,7 +317,7 @@ func TestLeaderInSyncAndLive(t *testing.T) {
 	if isr := l.InSync(now0.Add(2 * time.Second)); !slices.Equal(isr, []int32{1, 2}) {
 		t.Fatalf("ISR = %v; want [1 2]", isr)
 	}
-	// A fenced follower (ineligible) is not counted for acks=all, though it has the whole log
+	// A fenced follower is not counted for acks=all, though it has the whole log
 	// and is still connected, as a paused process is; joining ones neither.
 	if live := l.Live(now0.Add(time.Minute), time.Second, []int32{2}); live != 1 {
 		t.Fatalf("live with the in-sync follower fenced = %d; want 1", live)

@@ -45,9 +45,10 @@ type Assignment struct {
 	MinISR        int
 	// Ineligible are the replicas in controlled shutdown or fenced, as the image has them
 	// (Kafka's ineligible replicas, KIP-841): a leader leaves them out of its ISR reports (the
-	// controller keeps them out of the ISR) and does not count them for acks=all, though a
-	// fenced one may still hold its connection (a paused process).
-	Ineligible []int32
+	// controller keeps them out of the ISR). Fenced, the fenced ones: not counted for acks=all
+	// either, though one may still hold its connection (a paused process); a stopping one
+	// still replicates until it stops, and its acknowledgements still commit.
+	Ineligible, Fenced []int32
 }
 
 // Replica is this node's copy of one partition, leader or follower. Its methods are safe for
@@ -304,7 +305,7 @@ func (r *Replica) CheckAcksAll() error {
 	if r.leader == nil {
 		return ErrNotLeader
 	}
-	if live, need := r.leader.Live(r.m.now(), r.m.cfg.JoinGrace, r.a.Ineligible), r.leader.NeedForAcks(); live < need {
+	if live, need := r.leader.Live(r.m.now(), r.m.cfg.JoinGrace, r.a.Fenced), r.leader.NeedForAcks(); live < need {
 		return fmt.Errorf("%w: %d of the %d replicas an acknowledgement needs are in sync", ErrNotEnoughReplicas, live, need)
 	}
 	return nil
