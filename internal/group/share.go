@@ -46,8 +46,9 @@ type shareMember struct {
 
 type shareState struct {
 	epoch, assignmentEpoch int32
-	// stateEpoch moves when the group's share-partition state is reset (AlterShareGroupOffsets,
-	// DeleteShareGroupOffsets), fencing state written before.
+	// stateEpoch moves when some of the group's share-partition state is reset
+	// (AlterShareGroupOffsets, DeleteShareGroupOffsets); the partitions reset take it as their
+	// own (storedShare.stateEpoch), fencing state written before, and the others keep theirs.
 	stateEpoch int32
 	members    map[string]*shareMember
 	target     map[string]assignment
@@ -533,6 +534,9 @@ func (c *Coordinator) loadShare(now time.Time, key, value []byte) error {
 	}
 	delete(c.orphanParts, group)
 	ss.epoch, ss.assignmentEpoch, ss.stateEpoch, ss.metaSig = r.Int32(), r.Int32(), r.Int32(), r.String()
+	for _, st := range ss.parts { // their own epochs are not recorded: the group's, conservatively
+		st.stateEpoch = ss.stateEpoch
+	}
 	since := time.UnixMilli(r.Int64())
 	for n := r.Int32(); n > 0 && r.Ok(); n-- {
 		m := &shareMember{id: r.String(), rackID: r.String(), clientID: r.String(), clientHost: r.String()}
@@ -583,6 +587,12 @@ type storedShare struct {
 	// index of the metadata image an object partition's share owner was chosen in (int64).
 	leaderEpoch int64
 	snapshot    []byte // share.Snapshot encoding; nil: never written (read only)
+	// stateEpoch is the state epoch its leader must have read it at to write it: the group's
+	// when it was created or last reset, as Kafka's ShareCoordinatorShard keeps one per
+	// share-partition, so resetting one topic's state does not fence the writes of another.
+	// Not in the record: a loaded coordinator gives every partition the group's (a writer that
+	// read before the load may be fenced once more, and reads again).
+	stateEpoch int32
 }
 
 func sharePartKey(group string, sp SharePartition) []byte {
@@ -634,7 +644,7 @@ func (c *Coordinator) ReadShareState(group string, sp SharePartition, leaderEpoc
 	}
 	switch {
 	case st == nil:
-		st = &storedShare{leaderEpoch: leaderEpoch}
+		st = &storedShare{leaderEpoch: leaderEpoch, stateEpoch: g.share.stateEpoch}
 		g.share.parts[sp] = st
 		out.Records = append(out.Records, sharePartRecord(group, sp, st))
 	case leaderEpoch < st.leaderEpoch:
@@ -643,7 +653,7 @@ func (c *Coordinator) ReadShareState(group string, sp SharePartition, leaderEpoc
 		st.leaderEpoch = leaderEpoch
 		out.Records = append(out.Records, sharePartRecord(group, sp, st))
 	}
-	return ShareState{StateEpoch: g.share.stateEpoch, Snapshot: bytes.Clone(st.snapshot), PrevLeaderEpoch: prev}, nil, out
+	return ShareState{StateEpoch: st.stateEpoch, Snapshot: bytes.Clone(st.snapshot), PrevLeaderEpoch: prev}, nil, out
 }
 
 // WriteShareState stores a share-partition's snapshot written by its leader at leaderEpoch, who
@@ -659,7 +669,7 @@ func (c *Coordinator) WriteShareState(group string, sp SharePartition, stateEpoc
 	}
 	st := g.share.parts[sp]
 	switch {
-	case stateEpoch != g.share.stateEpoch:
+	case st == nil && stateEpoch != g.share.stateEpoch, st != nil && stateEpoch != st.stateEpoch:
 		return kerr.FencedStateEpoch, out
 	case st == nil || leaderEpoch < st.leaderEpoch: // never read at this epoch
 		return kerr.FencedLeaderEpoch, out
@@ -719,6 +729,7 @@ func (c *Coordinator) loadSharePart(now time.Time, key, value []byte) error {
 		c.orphanParts[group][sp] = st
 		return nil
 	}
+	st.stateEpoch = g.share.stateEpoch
 	g.share.parts[sp] = st
 	return nil
 }
@@ -846,6 +857,7 @@ func (c *Coordinator) AlterShareGroupOffsets(now time.Time, req *kmsg.AlterShare
 	}
 	topics := c.topics()
 	var parts []Record
+	var reset []*storedShare
 	for _, rt := range req.Topics {
 		t := kmsg.NewAlterShareGroupOffsetsResponseTopic()
 		t.Topic = rt.Topic
@@ -867,6 +879,7 @@ func (c *Coordinator) AlterShareGroupOffsets(now time.Time, req *kmsg.AlterShare
 					g.share.parts[sp] = st
 				}
 				st.snapshot = (&share.Snapshot{Start: rp.StartOffset}).AppendTo(nil)
+				reset = append(reset, st)
 				parts = append(parts, sharePartRecord(g.ID, sp, st))
 			}
 			t.Partitions = append(t.Partitions, p)
@@ -875,6 +888,9 @@ func (c *Coordinator) AlterShareGroupOffsets(now time.Time, req *kmsg.AlterShare
 	}
 	if len(parts) > 0 {
 		g.share.stateEpoch++
+		for _, st := range reset {
+			st.stateEpoch = g.share.stateEpoch
+		}
 	}
 	c.recordShareChange(req.GroupID, before, &out) // first: a replay needs the group before its partitions
 	out.Records = append(out.Records, parts...)

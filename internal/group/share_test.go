@@ -720,3 +720,75 @@ func TestShareGroupDescribeAfterTopicDeleted(t *testing.T) {
 		t.Errorf("a group that does not exist: error %d state %q; want GROUP_ID_NOT_FOUND and no state", g.ErrorCode, g.GroupState)
 	}
 }
+
+// TestShareStateEpochPerPartition: resetting one topic's share state (AlterShareGroupOffsets,
+// DeleteShareGroupOffsets) fences the writes of leaders that read that topic's partitions
+// before, not those of the group's other partitions, as Kafka keeps a state epoch per
+// share-partition. With one epoch per group, a reset of topic t made the next acknowledgement
+// on topic u fail (NOT_LEADER_OR_FOLLOWER to the client) and u's records were delivered again.
+// A loaded coordinator fences every older writer once (the epochs are not in the records).
+func TestShareStateEpochPerPartition(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.shb("m1", 0, []string{"t", "u"})
+	spT, spU := SharePartition{Topic: testTopics["t"].ID, Partition: 0}, SharePartition{Topic: testTopics["u"].ID, Partition: 0}
+	read := func(sp SharePartition) ShareState {
+		st, e, out := h.c.ReadShareState("s", sp, 1)
+		if e != nil {
+			t.Fatalf("read %v: %v", sp, e)
+		}
+		h.apply(out)
+		return st
+	}
+	stT, stU := read(spT), read(spU)
+	h.shb("m1", -1, nil)
+	alter := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	alter.GroupID = "s"
+	alter.Topics = []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: "t", Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 5}}}}
+	if r, out := h.c.AlterShareGroupOffsets(h.now, alter); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("alter: %+v", r)
+	} else {
+		h.apply(out)
+	}
+	snap := (&share.Snapshot{Start: 3}).AppendTo(nil)
+	if e, out := h.c.WriteShareState("s", spU, stU.StateEpoch, 1, snap); e != nil {
+		t.Fatalf("a write of u, read before t was reset: %v; want it taken", e)
+	} else {
+		h.apply(out)
+	}
+	if e, _ := h.c.WriteShareState("s", spT, stT.StateEpoch, 1, snap); e != kerr.FencedStateEpoch {
+		t.Fatalf("a write of t, read before its reset: %v; want FENCED_STATE_EPOCH", e)
+	}
+	if again := read(spT); again.StateEpoch == stT.StateEpoch {
+		t.Fatalf("t read again at state epoch %d, the one before its reset", again.StateEpoch)
+	} else if e, out := h.c.WriteShareState("s", spT, again.StateEpoch, 1, snap); e != nil {
+		t.Fatalf("a write of t read again: %v", e)
+	} else {
+		h.apply(out)
+	}
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.GroupID, del.Topics = "s", []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: "t"}}
+	if r, out := h.c.DeleteShareGroupOffsets(h.now, del); r.ErrorCode != 0 || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: %+v", r)
+	} else {
+		h.apply(out)
+	}
+	if e, _ := h.c.WriteShareState("s", spU, stU.StateEpoch, 1, snap); e != nil {
+		t.Fatalf("a write of u after t's state was deleted: %v; want it taken", e)
+	}
+	// Loaded elsewhere: every partition at the group's epoch; u's old writer is fenced once.
+	c2 := New(DefaultConfig())
+	c2.Topics = h.c.Topics
+	for _, rec := range h.records {
+		if err := c2.Load(h.now, rec.Key, rec.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, _ := c2.WriteShareState("s", spU, stU.StateEpoch, 1, snap); e != kerr.FencedStateEpoch {
+		t.Fatalf("after a load, u's writer of before: %v; want FENCED_STATE_EPOCH", e)
+	}
+	if st, e, _ := c2.ReadShareState("s", spU, 2); e != nil || string(st.Snapshot) != string(snap) {
+		t.Fatalf("after a load, u read: %+v %v", st, e)
+	} else if e, _ := c2.WriteShareState("s", spU, st.StateEpoch, 2, snap); e != nil {
+		t.Fatalf("after a load, u written at the epoch read: %v", e)
+	}
+}
