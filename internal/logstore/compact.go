@@ -171,7 +171,7 @@ func (c *Compactor) Compact(ctx context.Context, l *Log) (CompactStats, error) {
 	nowMs := l.now().UnixMilli()
 	if cfg.MinCompactionLagMs > 0 { // only segments whose newest record is old enough
 		for _, s := range sealed {
-			if s.next > firstDirty && s.maxTimestamp > nowMs-cfg.MinCompactionLagMs {
+			if s.next > firstDirty && s.largestTimestamp() > nowMs-cfg.MinCompactionLagMs {
 				limit = min(limit, s.base)
 				break
 			}

@@ -35,7 +35,7 @@ func (l *Log) EnforceRetention() (int, error) {
 	cfg := l.Config()
 	nowMs := l.now().UnixMilli()
 	expired := func(s *segment) bool {
-		return cfg.Delete && cfg.RetentionMs >= 0 && s.maxTimestamp < nowMs-cfg.RetentionMs.Milliseconds()
+		return cfg.Delete && cfg.RetentionMs >= 0 && s.largestTimestamp() < nowMs-cfg.RetentionMs.Milliseconds()
 	}
 	l.appendMu.Lock()
 	l.mu.RLock()

@@ -287,3 +287,32 @@ func TestEmptyCleanupPolicyKeepsEverything(t *testing.T) {
 		t.Fatalf("EnforceRetention() after AdvanceStartOffset(25) = %d, %v, start %d; want start 25", n, err, l.StartOffset())
 	}
 }
+
+// TestRetentionOfRecordsWithoutTimestamps: a batch with timestamp -1 (a producer's
+// NO_TIMESTAMP) is aged by its segment file's modification time, as Kafka's
+// LogSegment.largestTimestamp falls back to lastModified: it outlives retention.ms after its
+// last write, and min.compaction.lag.ms holds back its compaction. Such records were taken as
+// older than any retention and deleted at the next check, and compacted at once.
+func TestRetentionOfRecordsWithoutTimestamps(t *testing.T) {
+	forEachFS(t, func(t *testing.T, e *env) {
+		e.clock = &fakeClock{t: time.Now()} // from real time: the files' modification times are the file system's
+		cfg := testConfig()
+		cfg.SegmentBytes = 2 << 10
+		cfg.RetentionMs = 2 * time.Second
+		l := e.open(cfg)
+		defer l.Close()
+		fill(t, l, 20, 500, -1)
+		if n, err := l.EnforceRetention(); err != nil || n != 0 || l.StartOffset() != 0 {
+			t.Fatalf("EnforceRetention() at once = %d, %v, start %d; want nothing removed (written just now)", n, err, l.StartOffset())
+		}
+		for _, s := range l.segments {
+			if lt := s.largestTimestamp(); s.size > 0 && (lt < time.Now().Add(-time.Minute).UnixMilli() || lt > time.Now().UnixMilli()+1000) {
+				t.Fatalf("segment %d aged by %d; want its modification time, about now", s.base, lt)
+			}
+		}
+		e.clock.advance(3 * time.Second)
+		if n, err := l.EnforceRetention(); err != nil || n == 0 || l.StartOffset() == 0 {
+			t.Fatalf("EnforceRetention() past retention.ms = %d, %v, start %d; want the old segments removed", n, err, l.StartOffset())
+		}
+	})
+}

@@ -52,6 +52,22 @@ type segment struct {
 	jitterDraw      uint64 // drawn at random when the segment is made: its share of segment.jitter.ms (rollJitter)
 }
 
+// largestTimestamp is what retention and min.compaction.lag.ms age the segment by: its newest
+// record timestamp, or, when none of its batches carries one (a producer sent NO_TIMESTAMP,
+// -1), the file's modification time, as Kafka's LogSegment.largestTimestamp falls back to
+// lastModified; such records were taken as older than any retention and deleted at the next
+// check. math.MaxInt64 (never old) if the time cannot be read; -1 for an empty segment.
+func (s *segment) largestTimestamp() int64 {
+	if s.maxTimestamp >= 0 || s.size == 0 {
+		return s.maxTimestamp
+	}
+	fi, err := s.f.Stat()
+	if err != nil {
+		return math.MaxInt64
+	}
+	return fi.ModTime().UnixMilli()
+}
+
 func newSegment(f vfs.File, base int64) *segment {
 	s := &segment{base: base, f: f, next: base, maxTimestamp: -1, firstTs: -1, jitterDraw: rand.Uint64()}
 	s.refs.Store(1)

@@ -116,13 +116,13 @@ func (m *Maintainer) Compact(ctx context.Context, now time.Time) (CompactStats, 
 func compactable(p *objtopic.Partition, nowMs int64, keepNewest int, ratio float64, minLag, maxLag int64) []objtopic.Extent {
 	exts := p.Extents
 	n := max(0, len(exts)-keepNewest)
-	overdue := func(e objtopic.Extent) bool { return maxLag < math.MaxInt64 && e.MaxTimestamp < nowMs-maxLag }
+	overdue := func(e objtopic.Extent) bool { return maxLag < math.MaxInt64 && e.AgeMs() < nowMs-maxLag }
 	for n < len(exts) && overdue(exts[n]) {
 		n++
 	}
 	if minLag > 0 {
 		for i, e := range exts[:n] {
-			if e.MaxTimestamp > nowMs-minLag {
+			if e.AgeMs() > nowMs-minLag {
 				n = i
 				break
 			}

@@ -53,3 +53,13 @@ func TestMaxTimestampPastTheLogStart(t *testing.T) {
 		t.Errorf("MaxTimestamp = %d, %d, %v; want 2, 50 (offset 1 has 10)", off, ts, err)
 	}
 }
+
+// TestRunKeyGivesAge: the write time a writer's file key carries (RunKey) is the age
+// objtopic.Extent.AgeMs gives extents of records without timestamps (retention, compaction lags).
+func TestRunKeyGivesAge(t *testing.T) {
+	at := time.UnixMilli(1_765_000_000_123)
+	e := objtopic.Extent{File: RunKey("3-abcdef", at), MaxTimestamp: -1}
+	if got := e.AgeMs(); got != at.UnixMilli() {
+		t.Errorf("AgeMs of %s = %d; want %d", e.File, got, at.UnixMilli())
+	}
+}

@@ -11,6 +11,9 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -626,9 +629,29 @@ func (p *Partition) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// AgeMs is what retention and the compaction lags age the extent by: its newest record
+// timestamp, or, when none of its batches carries one (a producer sent NO_TIMESTAMP, -1), the
+// time its file was written if its key tells it (a writer's file, "runs/<run>/<unix ns>", as
+// objects.RunKey names it), as Kafka falls back to a segment's modification time; else
+// math.MaxInt64: such an extent is never old by time (retention.bytes still applies). Taken as
+// -1, such records were older than any retention and deleted at the next pass.
+func (e Extent) AgeMs() int64 {
+	if e.MaxTimestamp >= 0 {
+		return e.MaxTimestamp
+	}
+	if rest, ok := strings.CutPrefix(e.File, "runs/"); ok {
+		if i := strings.LastIndexByte(rest, '/'); i >= 0 {
+			if ns, err := strconv.ParseInt(rest[i+1:], 10, 64); err == nil && ns > 0 {
+				return ns / int64(time.Millisecond)
+			}
+		}
+	}
+	return math.MaxInt64
+}
+
 // RetentionStart returns the log start that retention gives the partition: whole extents are
 // dropped from the oldest on while their newest record is older than retentionMs (-1: no time
-// limit) or while the partition stays at or above retentionBytes without them (-1: no size
+// limit; AgeMs) or while the partition stays at or above retentionBytes without them (-1: no size
 // limit), as Kafka deletes whole segments. It returns Start if nothing is due.
 func (p *Partition) RetentionStart(nowMs, retentionMs, retentionBytes int64) int64 {
 	var size int64
@@ -637,7 +660,7 @@ func (p *Partition) RetentionStart(nowMs, retentionMs, retentionBytes int64) int
 	}
 	start := p.Start
 	for _, e := range p.Extents {
-		expired := retentionMs >= 0 && e.MaxTimestamp < nowMs-retentionMs
+		expired := retentionMs >= 0 && e.AgeMs() < nowMs-retentionMs
 		oversize := retentionBytes >= 0 && size-int64(e.Length) >= retentionBytes
 		if !expired && !oversize {
 			break

@@ -446,3 +446,26 @@ func TestSequenceWrap(t *testing.T) {
 		t.Errorf("lazy: %d records stored, want 5", q.Next)
 	}
 }
+
+// TestRetentionOfRecordsWithoutTimestamps: an extent whose batches carry no timestamp (-1) is
+// aged by the time its writer's file was written (runs/<run>/<unix ns>), as Kafka ages such a
+// segment by its modification time, or, with no time to go by (a merged file), not at all;
+// such records were older than any retention and dropped at the next pass.
+func TestRetentionOfRecordsWithoutTimestamps(t *testing.T) {
+	written := int64(1_800_000_000_000) // ms
+	p := NewPartition()
+	p.Commit(fmt.Sprintf("runs/1-a/%020d", written*1_000_000), IndexEntry{Length: 100}, []BatchMeta{{Records: 10, ProducerID: -1, MaxTimestamp: -1}})
+	p.Commit("merged/t/0/x", IndexEntry{Length: 100}, []BatchMeta{{Records: 10, ProducerID: -1, MaxTimestamp: -1}})
+	if got := p.Extents[0].AgeMs(); got != written {
+		t.Errorf("AgeMs of a writer's file = %d; want its write time %d", got, written)
+	}
+	if got := p.Extents[1].AgeMs(); got != math.MaxInt64 {
+		t.Errorf("AgeMs of a merged file = %d; want no age", got)
+	}
+	if got := p.RetentionStart(written+500, 1000, -1); got != 0 {
+		t.Errorf("0.5 s after the write, retention.ms 1 s: start %d; want 0", got)
+	}
+	if got := p.RetentionStart(written+5000, 1000, -1); got != 10 {
+		t.Errorf("5 s after the write, retention.ms 1 s: start %d; want 10 (the merged extent stays)", got)
+	}
+}

@@ -530,6 +530,7 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
 	f.n.write(p, off)
+	f.n.modTime = time.Now() // as a file system's mtime: the log ages timestamp-less segments by it
 	return len(p), nil
 }
 
@@ -543,6 +544,7 @@ func (f *memFile) Truncate(size int64) error {
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
 	f.n.truncate(size)
+	f.n.modTime = time.Now()
 	return nil
 }
 
