@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runnel-dev/runnel/internal/batch"
 )
 
 // A topic with compression.type=zstd holds zstd batches (the broker recompresses what
@@ -60,5 +62,23 @@ func TestMetadataV10V11TopicIDRefused(t *testing.T) {
 				t.Errorf("Metadata v%d naming a topic by id (name given: %v): topic errors %v; want [%d] (INVALID_REQUEST: ids only from v12)", v, withName, got, kerr.InvalidRequest.Code)
 			}
 		}
+	}
+}
+
+// A zstd batch in Produce before v7 is refused before the log, by KafkaApis'
+// validateRecords (UNSUPPORTED_COMPRESSION_TYPE): Kafka's answer carries log start -1, as
+// for every refusal that does not reach the log.
+func TestProduceZstdBeforeV7LogStart(t *testing.T) {
+	_, addr, reg := ctBroker(t, nil)
+	ctCreate(t, reg, "z6", 1, nil)
+	recs, err := batch.Compress(batch.CodecZstd, batch.AppendRecord(nil, 0, 0, nil, []byte("v"), 0, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := batch.AppendBatch(nil, batch.Header{Attributes: int16(batch.CodecZstd), BaseTimestamp: 1, MaxTimestamp: 1,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 1}, recs)
+	p := ctRoundTrip(t, addr, ctProduce(6, -1, ctPart{"z6", 0, b})).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != kerr.UnsupportedCompressionType.Code || p.LogStartOffset != -1 {
+		t.Errorf("Produce v6 of a zstd batch: %v, log start %d; want UNSUPPORTED_COMPRESSION_TYPE, -1", kerr.ErrorForCode(p.ErrorCode), p.LogStartOffset)
 	}
 }

@@ -344,7 +344,8 @@ func refusalKeepsLogStart(err error) bool {
 	}
 	switch errorCode(err) {
 	case kerr.UnknownTopicOrPartition.Code, kerr.NotLeaderForPartition.Code, kerr.MessageTooLarge.Code,
-		kerr.RecordListTooLarge.Code, kerr.CorruptMessage.Code, kerr.KafkaStorageError.Code, kerr.UnknownTopicID.Code:
+		kerr.RecordListTooLarge.Code, kerr.CorruptMessage.Code, kerr.KafkaStorageError.Code, kerr.UnknownTopicID.Code,
+		kerr.UnsupportedCompressionType.Code: // zstd before v7: KafkaApis.handleProduceRequest's validateRecords
 		return false
 	}
 	return true
