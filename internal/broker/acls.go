@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -101,7 +102,12 @@ func handleCreateACLs(ctx context.Context, r *request) reply {
 		if req.Version == 0 {
 			a.PatternType = kmsg.ACLResourcePatternTypeLiteral
 		}
-		if errs[i] = a.Validate(); errs[i] == nil {
+		if errs[i] = a.Validate(); errs[i] == nil && a.Operation == security.ACLOperationTwoPhaseCommit &&
+			b.cl.Image().Level < controller.LevelTwoPhaseCommitACLs {
+			// Until every node applies such bindings (a rolling upgrade), as before: refused.
+			errs[i] = fmt.Errorf("invalid operation %d", a.Operation)
+		}
+		if errs[i] == nil {
 			valid = append(valid, a)
 		}
 	}

@@ -145,15 +145,6 @@ func handleProduce(ctx context.Context, r *request) reply {
 					if err := b.txns.ensureInTransaction(ctx, id, localTxnPartition{b.txns, p}, h.ProducerID, h.ProducerEpoch, req.Version); err != nil {
 						return verificationError{err}
 					}
-					if req.Version >= 12 && h.BaseSequence != 0 && !p.Log.KnowsProducer(h.ProducerID) {
-						// Transaction version 2: a partition that has no state of the producer
-						// takes its first batch at sequence 0 only (Kafka's checkSequence,
-						// KAFKA-18202). Otherwise a partition created again under its name
-						// mid-transaction took the transaction's later batches, and its commit
-						// lost the earlier ones without an error.
-						return fmt.Errorf("%w: producer %d has no state here, and its transactional batch starts at sequence %d, not 0",
-							kerr.OutOfOrderSequenceNumber, h.ProducerID, h.BaseSequence)
-					}
 					return nil
 				}
 				epoch, end, err = produceOne(t, p, rp.Records, req.Version, sp, b.cfg.Metrics, inTxn)
@@ -406,6 +397,15 @@ func produceOne(t *topics.Topic, p *topics.Partition, records []byte, version in
 		if err := requireKeys(&h, records, t.Name, p.Index); err != nil {
 			return 0, 0, err
 		}
+	}
+	if h.IsTransactional() && version >= 12 && h.BaseSequence != 0 && !p.Log.KnowsProducer(h.ProducerID) {
+		// Transaction version 2: a partition that has no state of the producer takes its
+		// first batch at sequence 0 only (Kafka's checkSequence, KAFKA-18202, after the
+		// records' validation). Otherwise a partition created again under its name
+		// mid-transaction took the transaction's later batches, and its commit lost the
+		// earlier ones without an error.
+		return 0, 0, fmt.Errorf("%w: producer %d has no state here, and its transactional batch starts at sequence %d, not 0",
+			kerr.OutOfOrderSequenceNumber, h.ProducerID, h.BaseSequence)
 	}
 	if comp, _ := t.Effective("compression.type"); comp != "producer" {
 		if records, err = recompress(records, comp, t.CompressionLevel(comp)); err != nil {

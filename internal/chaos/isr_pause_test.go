@@ -56,13 +56,13 @@ func TestPausedFollowerLeavesISR(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// partition asks node 1 (never paused) for p0's leader and ISR.
-	partition := func() (int32, []int32, error) {
+	// partition asks a node (never the paused one) for p0's leader and ISR.
+	partitionAt := func(node int32) (int32, []int32, error) {
 		req := kmsg.NewPtrMetadataRequest()
 		mt := kmsg.NewMetadataRequestTopic()
 		mt.Topic = kmsg.StringPtr(topic)
 		req.Topics = append(req.Topics, mt)
-		resp, err := req.RequestWith(ctx, cl.Broker(1))
+		resp, err := req.RequestWith(ctx, cl.Broker(int(node)))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -77,6 +77,7 @@ func TestPausedFollowerLeavesISR(t *testing.T) {
 		slices.Sort(isr)
 		return p.Leader, isr, nil
 	}
+	partition := func() (int32, []int32, error) { return partitionAt(1) }
 	waitISR := func(want []int32, within time.Duration) int32 {
 		t.Helper()
 		var leader int32
@@ -142,6 +143,15 @@ func TestPausedFollowerLeavesISR(t *testing.T) {
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		if l, isr, err := partition(); err == nil && (l != leader || !slices.Equal(isr, want)) {
 			t.Fatalf("with node %d paused (fenced): leader %d ISR %v; want %d %v", paused, l, isr, leader, want)
+		}
+	}
+	// The leader's own image has the fence too (it decides acks=all by it).
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if l, isr, err := partitionAt(leader); err == nil && l == leader && slices.Equal(isr, want) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the leader %d never showed ISR %v", leader, want)
 		}
 	}
 	before := endOffset(leader)

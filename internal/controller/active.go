@@ -723,13 +723,15 @@ func (a *Active) tally(ref PartitionRef, p *Partition, e *election, now time.Tim
 	if !all && now.Sub(e.started) < a.cfg.VoteGrace {
 		return ElectItem{}, false
 	}
-	leader := ChooseLeader(hosts, e.votes, a.hints[ref], p.Preferred(), ok)
+	// Ties go by Kafka's replica list (during a move: the target, then the replicas leaving).
+	order := p.KafkaReplicas()
+	leader := ChooseLeader(order, e.votes, a.hints[ref], p.Preferred(), ok)
 	if leader < 0 {
 		return ElectItem{}, false
 	}
 	if a.shuttingDown(leader) {
 		// Another replica as up to date is as safe a choice, and keeps its leadership.
-		alt := ChooseLeader(hosts, e.votes, a.hints[ref], p.Preferred(), func(n int32) bool { return ok(n) && !a.shuttingDown(n) })
+		alt := ChooseLeader(order, e.votes, a.hints[ref], p.Preferred(), func(n int32) bool { return ok(n) && !a.shuttingDown(n) })
 		if v, w := e.votes[alt], e.votes[leader]; alt >= 0 && v.LastEpoch == w.LastEpoch && v.LogEnd == w.LogEnd {
 			leader = alt
 		}

@@ -105,6 +105,9 @@ const (
 	// connections up (SIGSTOP, a long pause) was put back by its leader's next report: it
 	// stayed in the ISR of idle partitions, and acks=all waited on it instead of refusing.
 	LevelISRNotFenced = 13
+	// LevelTwoPhaseCommitACLs (13): create-acls takes bindings of Kafka 4's TWO_PHASE_COMMIT
+	// operation (15), which older versions drop as invalid.
+	LevelTwoPhaseCommitACLs = 13
 )
 
 // OpFinalizeLevel raises the cluster's command level.

@@ -101,7 +101,7 @@ func applyACLs(im *Image, index uint64, create bool, acls []security.ACL) {
 	for _, a := range acls {
 		i, found := slices.BinarySearchFunc(out, a, security.Compare)
 		switch {
-		case create && !found && a.Validate() == nil:
+		case create && !found && a.Validate() == nil && (a.Operation != security.ACLOperationTwoPhaseCommit || im.Level >= LevelTwoPhaseCommitACLs):
 			out = slices.Insert(out, i, a)
 		case !create && found:
 			out = slices.Delete(out, i, i+1)
