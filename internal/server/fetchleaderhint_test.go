@@ -21,15 +21,8 @@ func TestFetchLeaderHintFromV16(t *testing.T) {
 	cl, _ := c.client()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	create := kmsg.NewPtrCreateTopicsRequest()
-	ct := kmsg.NewCreateTopicsRequestTopic()
-	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "hint", -1, -1
-	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-	ra.Partition, ra.Replicas = 0, []int32{1}
-	ct.ReplicaAssignment = append(ct.ReplicaAssignment, ra)
-	create.Topics, create.TimeoutMillis = append(create.Topics, ct), 30000
-	if resp, err := create.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("CreateTopics: %v %+v", err, resp)
+	if r := createTopicWith(ctx, t, cl, "hint", -1, -1, [][]int32{{1}}, nil); r.ErrorCode != 0 {
+		t.Fatalf("CreateTopics: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 	c.waitTopicEverywhere(ctx, cl, "hint")
 	id := topicIDOf(t, ctx, cl, "hint")
