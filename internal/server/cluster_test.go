@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/server"
 )
 
@@ -390,6 +391,86 @@ func TestClusterProduceReassignElect(t *testing.T) {
 	for v, n := range seen {
 		if n != 1 {
 			t.Errorf("record %s read %d times", v, n)
+		}
+	}
+}
+
+// A node restarted while the controller quorum is lost cannot serve: its Kafka listeners stay
+// closed until it has joined, as a Kafka broker's acceptors stay closed until it is unfenced,
+// so a client with it in its bootstrap list is refused at once and tries its next address
+// instead of waiting out its request timeout on a connection nobody answers.
+func TestRestartedNodeOpensItsListenersOnceJoined(t *testing.T) {
+	other := freeAddr(t)
+	c := startClusterWith(t, 3, func(c *testCluster) {
+		c.tune = func(id int32, cfg *server.Config) {
+			if id == 1 {
+				cfg.Listeners = []security.Listener{
+					{Name: "PLAINTEXT", Protocol: security.Plaintext, Addr: cfg.KafkaAddr, Advertised: cfg.KafkaAddr},
+					{Name: "OTHER", Protocol: security.Plaintext, Addr: other, Advertised: other},
+				}
+			}
+		}
+	})
+	c.waitNodes(3)
+	kafka := c.addrs[1]
+	c.stop(1)
+	c.stop(2)
+	c.stop(3)
+
+	// Node 1 alone: one voter of three, no quorum.
+	s, ln, err := c.open(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close() // Run binds the configured address itself
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+		s.Close()
+	}()
+	refused := func(addr string) bool {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return false
+		}
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, addr := range []string{kafka, other} {
+			if !refused(addr) {
+				t.Fatalf("%s accepted a connection while the node cannot join (no controller quorum); want it refused", addr)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	c.start(2) // the quorum is back: node 1 joins and opens both listeners
+	for _, addr := range []string{kafka, other} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int
+		eventually(t, "node 1 answering Metadata on "+addr, 30*time.Second, func() bool {
+			rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer rcancel()
+			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
+			if err != nil {
+				return false
+			}
+			got = len(resp.Brokers)
+			return true
+		})
+		cl.Close()
+		if got == 0 {
+			t.Errorf("Metadata on %s named no broker", addr)
 		}
 	}
 }

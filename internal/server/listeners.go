@@ -19,22 +19,31 @@ import (
 	"github.com/runnel-dev/runnel/internal/speclog/service"
 )
 
-// bindListeners binds the Kafka listeners after the first (Run or Serve binds the first) and
-// returns every listener's advertised endpoint; an advertised port 0 is the bound port. host and
-// port are the first listener's advertised address.
+// bindListeners binds the Kafka listeners after the first on port 0 (their bound port is part of
+// what the node registers) and returns every listener's advertised endpoint; an advertised port
+// 0 is the bound port. host and port are the first listener's advertised address. A listener on
+// a fixed port is only tried here (bound and closed, so a taken port fails the start) and bound
+// when the node serves (bindFixed): as Kafka's acceptors, it accepts no connection the node
+// cannot answer yet, so a client finds the port closed and tries its next bootstrap address at
+// once instead of waiting out its request timeout.
 func (s *Server) bindListeners(host string, port int32) ([]security.Endpoint, error) {
 	ls := s.cfg.Listeners
 	endpoints := []security.Endpoint{{Name: ls[0].Name, Host: host, Port: port}}
-	for _, l := range ls[1:] {
+	s.kafkaLns = make([]net.Listener, len(ls)-1)
+	s.listenerAddrs = map[string]string{}
+	for i, l := range ls[1:] {
 		ln, err := net.Listen("tcp", l.Addr)
 		if err != nil {
+			s.closeKafkaListeners()
 			return nil, fmt.Errorf("server: kafka listener %s: %w", l.Name, err)
 		}
-		s.kafkaLns = append(s.kafkaLns, ln)
-		if s.listenerAddrs == nil {
-			s.listenerAddrs = map[string]string{}
-		}
 		s.listenerAddrs[l.Name] = ln.Addr().String()
+		if fixedPort(l.Addr) {
+			s.listenerAddrs[l.Name] = l.Addr
+			ln.Close()
+		} else {
+			s.kafkaLns[i] = ln
+		}
 		h, p, _ := net.SplitHostPort(l.Advertised)
 		pn, _ := strconv.Atoi(p)
 		if pn == 0 {
@@ -43,6 +52,38 @@ func (s *Server) bindListeners(host string, port int32) ([]security.Endpoint, er
 		endpoints = append(endpoints, security.Endpoint{Name: l.Name, Host: h, Port: int32(pn)})
 	}
 	return endpoints, nil
+}
+
+// fixedPort says whether addr names a port other than 0.
+func fixedPort(addr string) bool {
+	_, p, err := net.SplitHostPort(addr)
+	return err == nil && p != "0" && p != ""
+}
+
+// bindFixed binds the listeners after the first that bindListeners left for serving.
+func (s *Server) bindFixed() error {
+	for i, ln := range s.kafkaLns {
+		if ln != nil {
+			continue
+		}
+		l := s.cfg.Listeners[i+1]
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			return fmt.Errorf("server: kafka listener %s: %w", l.Name, err)
+		}
+		s.kafkaLns[i] = ln
+	}
+	return nil
+}
+
+// closeKafkaListeners closes the listeners after the first that were bound and not served.
+func (s *Server) closeKafkaListeners() {
+	for _, l := range s.kafkaLns {
+		if l != nil {
+			l.Close()
+		}
+	}
+	s.kafkaLns = nil
 }
 
 // brokerListener is how the broker secures listener i.

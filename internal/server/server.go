@@ -421,7 +421,8 @@ type Server struct {
 	tls *security.TLSFiles
 	// oauth validates OAUTHBEARER tokens (nil without the mechanism).
 	oauth *security.OAuthValidator
-	// kafkaLns are the Kafka listeners after the first, bound at Open (Serve serves them).
+	// kafkaLns are the Kafka listeners after the first, by index: those on port 0 bound at Open, the
+	// others (nil until then) when the node serves (bindListeners).
 	kafkaLns      []net.Listener
 	listenerAddrs map[string]string
 	speclogACLs   security.ACLCache
@@ -817,13 +818,34 @@ func (s *Server) eachPartition(fn func(topic string, p *topics.Partition)) {
 
 // Run serves Kafka on the configured address until ctx ends, then shuts the listener down
 // gracefully: it stops accepting, lets in-flight requests finish (up to ShutdownTimeout), and
-// returns. It does not close the server.
+// returns. It does not close the server. The Kafka listeners on fixed ports are bound only once
+// the node has joined the cluster (and waited for its partitions' leaders): until then a
+// client's connection is refused, as by a Kafka broker not yet unfenced, and the client tries
+// its next bootstrap address at once instead of waiting out its request timeout on a node that
+// cannot answer (a node restarted while the controller quorum is lost waits for it).
 func (s *Server) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.KafkaAddr)
+	probe, err := net.Listen("tcp", s.cfg.KafkaAddr) // a taken port fails now, not after joining
 	if err != nil {
+		s.closeKafkaListeners()
 		return fmt.Errorf("server: kafka listener: %w", err)
 	}
-	return s.Serve(ctx, ln)
+	if fixedPort(s.cfg.KafkaAddr) {
+		probe.Close()
+	} else {
+		// Port 0 (a test's): bound now, as a Kafka broker's; the port cannot be known otherwise.
+		return s.Serve(ctx, probe)
+	}
+	joined, err := s.awaitJoin(ctx)
+	if err != nil {
+		s.closeKafkaListeners()
+		return ignoreStopped(err)
+	}
+	ln, err := net.Listen("tcp", s.cfg.KafkaAddr)
+	if err != nil {
+		s.closeKafkaListeners()
+		return fmt.Errorf("server: kafka listener: %w", err)
+	}
+	return s.serve(ctx, ln, joined)
 }
 
 func isClosed(ch <-chan struct{}) bool {
@@ -871,8 +893,24 @@ const ShutdownTimeout = 10 * time.Second
 // to other replicas before it stops serving (cluster.Node.ControlledShutdown).
 const ControlledShutdownTimeout = 15 * time.Second
 
-// Serve is Run on a listener the caller made (tests listen on port 0).
+// Serve is Run on a listener the caller made (tests listen on port 0): the listener is bound
+// while the node joins, as a Kafka broker's on port 0 is.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	joined, err := s.awaitJoin(ctx)
+	if err != nil {
+		ln.Close()
+		s.closeKafkaListeners()
+		return ignoreStopped(err)
+	}
+	return s.serve(ctx, ln, joined)
+}
+
+// awaitJoin waits until the node may serve: it has joined the cluster (a Ripcord agent that
+// cannot reach the controller starts from the metadata snapshot in the object store instead,
+// joined then false), the bootstrap user is added, and its partitions have leaders (at most
+// 10 s). When ctx ends before the node has joined it returns errStopped; after, it returns as
+// if joined (the node then serves and stops at once).
+func (s *Server) awaitJoin(ctx context.Context) (joined bool, err error) {
 	// Join the cluster first: until then this node knows no topics it may serve. A Ripcord
 	// agent that cannot reach the controller starts from the metadata snapshot in the object
 	// store instead, and joins when the controller is back.
@@ -880,14 +918,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.cfg.Ripcord && s.cfg.Agent && s.objects != nil {
 		ripcordWait = time.After(ripcordStartWait)
 	}
-	joined := true
-	stopWaiting := func(err error) error { // ctx ended, or the node could not join
-		ln.Close()
-		for _, l := range s.kafkaLns {
-			l.Close()
-		}
-		return err
-	}
+	joined = true
 	if !isClosed(s.node.Ready()) { // joined already: serve, whatever ctx says
 	wait:
 		for {
@@ -895,7 +926,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			case <-s.node.Ready():
 				break wait
 			case <-s.node.Failed():
-				return stopWaiting(s.node.Err())
+				return false, s.node.Err()
 			case <-ripcordWait: // nil (never) unless a Ripcord agent
 				err := s.startFromSnapshot(ctx)
 				if err == nil {
@@ -905,7 +936,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				s.logger.Warn("server: no controller, and no metadata snapshot to start from yet", "err", err)
 				ripcordWait = time.After(2 * time.Second)
 			case <-ctx.Done():
-				return stopWaiting(nil)
+				return false, errStopped
 			}
 		}
 	}
@@ -923,6 +954,26 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.logger.Warn("server: serving before every partition has a leader", "err", err)
 		}
 		cancel()
+	}
+	return joined, nil
+}
+
+// errStopped: the context ended before the node joined the cluster; Run and Serve return nil.
+var errStopped = errors.New("server: stopped before joining the cluster")
+
+func ignoreStopped(err error) error {
+	if errors.Is(err, errStopped) {
+		return nil
+	}
+	return err
+}
+
+// serve serves the Kafka listeners once the node may (awaitJoin), until ctx ends.
+func (s *Server) serve(ctx context.Context, ln net.Listener, joined bool) error {
+	if err := s.bindFixed(); err != nil {
+		ln.Close()
+		s.closeKafkaListeners()
+		return err
 	}
 	if id := s.ClusterID(); id != "" {
 		if err := vfs.WriteFileAtomic(s.cfg.FS, s.cfg.DataDir, "cluster.id", []byte(id)); err != nil {
@@ -1043,9 +1094,7 @@ func (s *Server) Close() error {
 		s.objw.Close(ctx)
 		cancel()
 	}
-	for _, l := range s.kafkaLns { // never served
-		l.Close()
-	}
+	s.closeKafkaListeners() // never served
 	if s.speclogLn != nil { // never served
 		s.speclogLn.Close()
 	}
