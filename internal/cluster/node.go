@@ -63,6 +63,11 @@ type Config struct {
 	Rack string
 	// Agent: this node is a `runnel agent` (object topics only; it is never a voter).
 	Agent bool
+	// BeforeRegister, if set, is called once, when an active controller has answered and
+	// before the node's registration is sent: from the registration on, the metadata names the
+	// node live, so the server binds its Kafka listeners there (docs/operating.md). An error
+	// fails the node.
+	BeforeRegister func() error
 	// EmptyDataDir: the data dir held nothing when this process started. If the cluster
 	// already knows the node id, the node lost its data: it may not take part in elections
 	// (docs/operating.md), so it refuses to start.
@@ -718,6 +723,16 @@ func lostDataDetail(node, by int32, clusterID string) string {
 // metadata as of the registration, and then heartbeats until the node closes.
 func (n *Node) join() {
 	defer n.wg.Done()
+	if n.cfg.BeforeRegister != nil {
+		if err := n.awaitController(); err != nil {
+			return // closing
+		}
+		if err := n.cfg.BeforeRegister(); err != nil {
+			n.logger.Error("cluster: before registering", "err", err)
+			n.fail(err)
+			return
+		}
+	}
 	if err := n.register(); err != nil {
 		n.refused(err)
 		return // closing, or refused
@@ -900,6 +915,28 @@ func (n *Node) register() error {
 			return n.ctx.Err()
 		}
 		n.logger.Debug("cluster: registering", "err", err)
+		select {
+		case <-n.ctx.Done():
+			return n.ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// awaitController waits until an active controller answers (describe-quorum, which every
+// version serves), as when the controller quorum is lost, none does. It fails only when the
+// node closes.
+func (n *Node) awaitController() error {
+	backoff := 20 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+		_, err := n.DescribeQuorum(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		n.logger.Debug("cluster: waiting for an active controller", "err", err)
 		select {
 		case <-n.ctx.Done():
 			return n.ctx.Err()

@@ -396,9 +396,12 @@ func TestClusterProduceReassignElect(t *testing.T) {
 }
 
 // A node restarted while the controller quorum is lost cannot serve: its Kafka listeners stay
-// closed until it has joined, as a Kafka broker's acceptors stay closed until it is unfenced,
-// so a client with it in its bootstrap list is refused at once and tries its next address
-// instead of waiting out its request timeout on a connection nobody answers.
+// closed until an active controller answers it, as a Kafka broker's acceptors stay closed until
+// it is unfenced, so a client with it in its bootstrap list is refused at once and tries its
+// next address instead of waiting out its request timeout on a connection nobody answers. From
+// its registration on, the metadata names the node (object partitions' leaders are picked among
+// the live nodes), so its listeners are open by then: a client sent there is not refused (and
+// left waiting for its next metadata refresh, 5 s with franz-go).
 func TestRestartedNodeOpensItsListenersOnceJoined(t *testing.T) {
 	other := freeAddr(t)
 	c := startClusterWith(t, 3, func(c *testCluster) {
@@ -413,26 +416,30 @@ func TestRestartedNodeOpensItsListenersOnceJoined(t *testing.T) {
 	})
 	c.waitNodes(3)
 	kafka := c.addrs[1]
-	c.stop(1)
-	c.stop(2)
-	c.stop(3)
+	ctx := context.Background()
+	cl, _ := c.client()
+	// Partitions for node 1 to open when it joins: the time between its registration and its
+	// joining grows with them.
+	createTopicWith(ctx, t, cl, "many", 48, 3, nil, nil)
 
-	// Node 1 alone: one voter of three, no quorum.
-	s, ln, err := c.open(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close() // Run binds the configured address itself
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-ran; err != nil {
-			t.Errorf("Run = %v", err)
+	// run starts node 1 with Run, which binds its configured addresses itself; stop stops it.
+	run := func() (stop func()) {
+		s, ln, err := c.open(1)
+		if err != nil {
+			t.Fatal(err)
 		}
-		s.Close()
-	}()
+		ln.Close()
+		rctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- s.Run(rctx) }()
+		return func() {
+			cancel()
+			if err := <-ran; err != nil {
+				t.Errorf("Run = %v", err)
+			}
+			s.Close()
+		}
+	}
 	refused := func(addr string) bool {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
@@ -441,6 +448,69 @@ func TestRestartedNodeOpensItsListenersOnceJoined(t *testing.T) {
 		}
 		return errors.Is(err, syscall.ECONNREFUSED)
 	}
+	// watch asks node via for Metadata without a pause until node 1 serves, and fails the test
+	// if an answer names node 1 while one of its ports refuses connections.
+	watch := func(via string) {
+		t.Helper()
+		watcher, err := kgo.NewClient(kgo.SeedBrokers(via))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer watcher.Close()
+		direct, err := kgo.NewClient(kgo.SeedBrokers(kafka))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer direct.Close()
+		named := 0
+		serving := func() bool {
+			mctx, mcancel := context.WithTimeout(ctx, 2*time.Second)
+			defer mcancel()
+			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(mctx, watcher)
+			if err != nil || !slices.ContainsFunc(resp.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.NodeID == 1 }) {
+				return false
+			}
+			named++
+			for _, addr := range []string{kafka, other} {
+				if refused(addr) {
+					t.Fatalf("node %s's metadata names node 1 live, and %s refuses connections", via, addr)
+				}
+			}
+			actx, acancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer acancel()
+			_, err = kmsg.NewPtrApiVersionsRequest().RequestWith(actx, direct)
+			return err == nil // answered: node 1 serves
+		}
+		for deadline := time.Now().Add(60 * time.Second); !serving(); {
+			if time.Now().After(deadline) {
+				t.Fatal("node 1 did not serve within 60 s")
+			}
+		}
+		t.Logf("the metadata named node 1 in %d answers before it served", named)
+	}
+
+	// gone waits until node 2's metadata no longer names node 1 (stopped).
+	gone := func() {
+		t.Helper()
+		eventually(t, "node 1 out of node 2's metadata", 30*time.Second, func() bool {
+			resp, err := nodeMetadata(ctx, cl, 2, "many")
+			return err == nil && !slices.ContainsFunc(resp.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.NodeID == 1 })
+		})
+	}
+
+	// A restart with the quorum up: node 1 is named once the controller takes its registration.
+	c.stop(1)
+	gone()
+	stop := run()
+	watch(c.addrs[2])
+	stop()
+	gone() // else node 2 starts again below with node 1 live in its image, from before
+
+	// Node 1 alone: one voter of three, no quorum. Its ports stay closed.
+	c.stop(2)
+	c.stop(3)
+	stop = run()
+	defer stop()
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, addr := range []string{kafka, other} {
@@ -450,27 +520,20 @@ func TestRestartedNodeOpensItsListenersOnceJoined(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-
-	c.start(2) // the quorum is back: node 1 joins and opens both listeners
+	// The quorum is back: node 1 registers and opens both listeners.
+	c.start(2)
+	watch(c.addrs[2])
 	for _, addr := range []string{kafka, other} {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got int
-		eventually(t, "node 1 answering Metadata on "+addr, 30*time.Second, func() bool {
-			rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer rcancel()
-			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
-			if err != nil {
-				return false
-			}
-			got = len(resp.Brokers)
-			return true
-		})
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
+		rcancel()
 		cl.Close()
-		if got == 0 {
-			t.Errorf("Metadata on %s named no broker", addr)
+		if err != nil || len(resp.Brokers) == 0 {
+			t.Errorf("Metadata on %s = %v, %v; want the brokers", addr, resp, err)
 		}
 	}
 }

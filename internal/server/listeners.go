@@ -23,7 +23,7 @@ import (
 // what the node registers) and returns every listener's advertised endpoint; an advertised port
 // 0 is the bound port. host and port are the first listener's advertised address. A listener on
 // a fixed port is only tried here (bound and closed, so a taken port fails the start) and bound
-// when the node serves (bindFixed): as Kafka's acceptors, it accepts no connection the node
+// once an active controller answers, before the node registers (bindOwned): as Kafka's acceptors, it accepts no connection the node
 // cannot answer yet, so a client finds the port closed and tries its next bootstrap address at
 // once instead of waiting out its request timeout.
 func (s *Server) bindListeners(host string, port int32) ([]security.Endpoint, error) {
@@ -60,8 +60,23 @@ func fixedPort(addr string) bool {
 	return err == nil && p != "0" && p != ""
 }
 
-// bindFixed binds the listeners after the first that bindListeners left for serving.
-func (s *Server) bindFixed() error {
+// bindOwned binds the Kafka listeners on fixed ports this server owns and has not bound yet:
+// those after the first, and the first under Run. The cluster node calls it before it registers
+// (cluster.Config.BeforeRegister), Run and Serve before serving.
+func (s *Server) bindOwned() error {
+	s.binds.Lock()
+	defer s.binds.Unlock()
+	s.binds.controller = true
+	if s.binds.served {
+		return nil
+	}
+	if s.binds.run && s.binds.first == nil {
+		ln, err := net.Listen("tcp", s.cfg.KafkaAddr)
+		if err != nil {
+			return fmt.Errorf("server: kafka listener: %w", err)
+		}
+		s.binds.first = ln
+	}
 	for i, ln := range s.kafkaLns {
 		if ln != nil {
 			continue
@@ -76,14 +91,20 @@ func (s *Server) bindFixed() error {
 	return nil
 }
 
-// closeKafkaListeners closes the listeners after the first that were bound and not served.
+// closeKafkaListeners closes the Kafka listeners this server bound and did not serve.
 func (s *Server) closeKafkaListeners() {
+	s.binds.Lock()
+	defer s.binds.Unlock()
 	for _, l := range s.kafkaLns {
 		if l != nil {
 			l.Close()
 		}
 	}
 	s.kafkaLns = nil
+	if s.binds.first != nil {
+		s.binds.first.Close()
+		s.binds.first = nil
+	}
 }
 
 // brokerListener is how the broker secures listener i.

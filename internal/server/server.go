@@ -423,7 +423,16 @@ type Server struct {
 	oauth *security.OAuthValidator
 	// kafkaLns are the Kafka listeners after the first, by index: those on port 0 bound at Open, the
 	// others (nil until then) when the node serves (bindListeners).
-	kafkaLns      []net.Listener
+	kafkaLns []net.Listener
+	// binds guards kafkaLns and the first listener Run binds, which the cluster node's join
+	// (BeforeRegister) and Run may bind (bindOwned).
+	binds struct {
+		sync.Mutex
+		run        bool         // Run binds the first listener; Serve's caller did
+		controller bool         // the node found an active controller: bind what is ours
+		served     bool         // serve took the listeners
+		first      net.Listener // Run's, once bound
+	}
 	listenerAddrs map[string]string
 	speclogACLs   security.ACLCache
 }
@@ -568,7 +577,7 @@ func Open(cfg Config) (*Server, error) {
 		KafkaHost: host, KafkaPort: int32(port), Rack: cfg.Rack, Agent: cfg.Agent, FS: cfg.FS, DataDir: cfg.DataDir, Registry: s.topics,
 		Logger: s.logger, ClusterID: string(legacyID), Import: s.importLegacy, Active: active, SpecLogAddr: speclogAddr,
 		AdminAddr: reachable(s.AdminAddr(), host), Listeners: endpoints, TLS: clusterTLS, OnWALSync: s.admin.raft.WALSync,
-		EmptyDataDir: emptyDir})
+		BeforeRegister: s.bindOwned, EmptyDataDir: emptyDir})
 	if err != nil {
 		ln.Close()
 		return nil, errors.Join(err, s.Close())
@@ -818,33 +827,49 @@ func (s *Server) eachPartition(fn func(topic string, p *topics.Partition)) {
 
 // Run serves Kafka on the configured address until ctx ends, then shuts the listener down
 // gracefully: it stops accepting, lets in-flight requests finish (up to ShutdownTimeout), and
-// returns. It does not close the server. The Kafka listeners on fixed ports are bound only once
-// the node has joined the cluster (and waited for its partitions' leaders): until then a
+// returns. It does not close the server. The Kafka listeners on fixed ports are bound once an
+// active controller has answered, before the node registers (the metadata names it live from
+// its registration on; connections wait in the listen queue until it serves): until then a
 // client's connection is refused, as by a Kafka broker not yet unfenced, and the client tries
 // its next bootstrap address at once instead of waiting out its request timeout on a node that
 // cannot answer (a node restarted while the controller quorum is lost waits for it).
 func (s *Server) Run(ctx context.Context) error {
-	probe, err := net.Listen("tcp", s.cfg.KafkaAddr) // a taken port fails now, not after joining
-	if err != nil {
+	if !fixedPort(s.cfg.KafkaAddr) {
+		// Port 0 (a test's): bound now, as a Kafka broker's; the port cannot be known otherwise.
+		ln, err := net.Listen("tcp", s.cfg.KafkaAddr)
+		if err != nil {
+			s.closeKafkaListeners()
+			return fmt.Errorf("server: kafka listener: %w", err)
+		}
+		return s.Serve(ctx, ln)
+	}
+	s.binds.Lock()
+	s.binds.run = true
+	early := s.binds.controller
+	s.binds.Unlock()
+	if early { // the node found the controller before Run was called
+		if err := s.bindOwned(); err != nil {
+			s.closeKafkaListeners()
+			return err
+		}
+	} else if probe, err := net.Listen("tcp", s.cfg.KafkaAddr); err != nil { // taken: fail now, not after joining
 		s.closeKafkaListeners()
 		return fmt.Errorf("server: kafka listener: %w", err)
-	}
-	if fixedPort(s.cfg.KafkaAddr) {
-		probe.Close()
 	} else {
-		// Port 0 (a test's): bound now, as a Kafka broker's; the port cannot be known otherwise.
-		return s.Serve(ctx, probe)
+		probe.Close()
 	}
 	joined, err := s.awaitJoin(ctx)
+	if err == nil {
+		err = s.bindOwned() // a Ripcord agent started from the snapshot, or joined without asking
+	}
 	if err != nil {
 		s.closeKafkaListeners()
 		return ignoreStopped(err)
 	}
-	ln, err := net.Listen("tcp", s.cfg.KafkaAddr)
-	if err != nil {
-		s.closeKafkaListeners()
-		return fmt.Errorf("server: kafka listener: %w", err)
-	}
+	s.binds.Lock()
+	ln := s.binds.first
+	s.binds.first = nil
+	s.binds.Unlock()
 	return s.serve(ctx, ln, joined)
 }
 
@@ -897,6 +922,9 @@ const ControlledShutdownTimeout = 15 * time.Second
 // while the node joins, as a Kafka broker's on port 0 is.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	joined, err := s.awaitJoin(ctx)
+	if err == nil {
+		err = s.bindOwned()
+	}
 	if err != nil {
 		ln.Close()
 		s.closeKafkaListeners()
@@ -970,11 +998,6 @@ func ignoreStopped(err error) error {
 
 // serve serves the Kafka listeners once the node may (awaitJoin), until ctx ends.
 func (s *Server) serve(ctx context.Context, ln net.Listener, joined bool) error {
-	if err := s.bindFixed(); err != nil {
-		ln.Close()
-		s.closeKafkaListeners()
-		return err
-	}
 	if id := s.ClusterID(); id != "" {
 		if err := vfs.WriteFileAtomic(s.cfg.FS, s.cfg.DataDir, "cluster.id", []byte(id)); err != nil {
 			s.logger.Warn("server: writing cluster.id", "err", err)
@@ -1022,16 +1045,19 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, joined bool) error 
 		defer func() { gs.Stop(); <-speclogDone }() // streams are long-lived: no graceful wait
 		s.speclogLn = nil                           // the gRPC server closes it
 	}
-	listeners := 1 + len(s.kafkaLns)
+	s.binds.Lock()
+	lns := s.kafkaLns
+	s.kafkaLns, s.binds.served = nil, true // the broker closes them
+	s.binds.Unlock()
+	listeners := 1 + len(lns)
 	served := make(chan error, listeners)
 	go func() { served <- s.broker.ServeListener(ln, s.brokerListener(0)) }()
 	bound := []string{ln.Addr().String()}
-	for i, l := range s.kafkaLns {
+	for i, l := range lns {
 		bound = append(bound, l.Addr().String())
 		go func() { served <- s.broker.ServeListener(l, s.brokerListener(i+1)) }()
 		s.logger.Info("serving Kafka listener", "listener", s.cfg.Listeners[i+1].Name, "protocol", s.cfg.Listeners[i+1].Protocol, "addr", l.Addr().String())
 	}
-	s.kafkaLns = nil // the broker closes them
 	s.warnInsecure(bound)
 	s.admin.kafkaAddr.Store(new(ln.Addr().String()))
 	s.setState(stateServing) // the listener is bound and the logs are recovered: ready
