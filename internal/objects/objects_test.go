@@ -37,8 +37,9 @@ type fakeController struct {
 	mu     sync.Mutex
 	img    *controller.Image
 	index  uint64
-	fail   int // the next commits that fail after applying (their answer is lost)
-	refuse int // the next commits that fail without applying (the controller is unreachable)
+	fail   int  // the next commits that fail after applying (their answer is lost)
+	refuse int  // the next commits that fail without applying (the controller is unreachable)
+	hang   bool // commits wait until their context ends, unapplied (the controller paused)
 	calls  int
 }
 
@@ -59,10 +60,16 @@ func newFakeController(t *testing.T, partitions int) *fakeController {
 	return &fakeController{img: img, index: 1}
 }
 
-func (f *fakeController) commit(_ context.Context, c *controller.CommitFile) (controller.Result, error) {
+func (f *fakeController) commit(ctx context.Context, c *controller.CommitFile) (controller.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	if f.hang {
+		f.mu.Unlock()
+		<-ctx.Done()
+		f.mu.Lock()
+		return controller.Result{}, ctx.Err()
+	}
 	if f.refuse > 0 {
 		f.refuse--
 		return controller.Result{}, errors.New("the controller is unreachable")
@@ -881,6 +888,58 @@ func TestRipcordGivesUpEagerSections(t *testing.T) {
 	}
 	if p0, p1 := fc.partition(0).Object(0).Next, fc.partition(0).Object(1).Next; p0 != 0 || p1 != 1 {
 		t.Fatalf("after the commit: the eager partition ends at %d, the lazy one at %d; want 0 and 1", p0, p1)
+	}
+}
+
+// TestRipcordEndsAHangingCommit: a commit attempt hangs (the controller paused, its answer never
+// comes) when the process enters Ripcord mode: the eager batches waiting on it, and those of the
+// file queued behind it, fail at once (retriable), not after the attempt's 5 s, and are never
+// stored.
+func TestRipcordEndsAHangingCommit(t *testing.T) {
+	dir := testDir(t)
+	fc := newFakeController(t, 2)
+	fc.hang = true
+	var ripcord atomic.Bool
+	w := startWriter(t, fc, WriterConfig{Store: dir, BatchTimeout: time.Hour, Ripcording: ripcord.Load})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var waits []*Pending
+	for i, v := range []string{"a", "b"} {
+		b := testBatch(-1, -1, v)
+		h, _ := batch.ParseHeader(b)
+		waits = append(waits, w.Append(controller.PartitionRef{Topic: topic, Partition: int32(i)}, b, h, false))
+		w.Flush() // a file each: the second waits behind the first's commit
+	}
+	time.Sleep(300 * time.Millisecond)
+	for i, p := range waits {
+		select {
+		case <-p.done:
+			t.Fatalf("eager batch %d was answered with the controller paused and no Ripcord: %d, %v", i, p.base, p.err)
+		default:
+		}
+	}
+	ripcord.Store(true)
+	since := time.Now()
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer wcancel()
+	for i, p := range waits {
+		if _, err := p.Wait(wctx); !errors.Is(err, kerr.RequestTimedOut) {
+			t.Fatalf("eager batch %d in Ripcord mode: %v after %v; want a prompt retriable error", i, err, time.Since(since))
+		}
+	}
+	// The controller answers again: both files are committed without their failed batches,
+	// which the producers' retries bring (a batch both failed and stored would be twice).
+	fc.mu.Lock()
+	fc.hang = false
+	fc.mu.Unlock()
+	for w.PendingCommits() > 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("the files were not committed: %d waiting", w.PendingCommits())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p0, p1 := fc.partition(0).Object(0).Next, fc.partition(0).Object(1).Next; p0 != 0 || p1 != 0 {
+		t.Fatalf("after the commits: the partitions end at %d and %d; want 0 and 0", p0, p1)
 	}
 }
 

@@ -153,6 +153,9 @@ type file struct {
 	index    []objtopic.IndexEntry
 	put      chan struct{} // closed when the write is done
 	putErr   error
+	// gaveUp: its eager batches failed while it waited for its commit (Ripcord); it is
+	// committed in the slow path's form. Set under Writer.cqMu while queued.
+	gaveUp bool
 }
 
 // Pending is a buffered batch's answer to come.
@@ -565,6 +568,9 @@ func (w *Writer) commit(f *file) {
 	var res controller.Result
 	attempt := 5 * time.Second
 	lazy := f.allLazy()
+	if f.gaveUp { // its eager batches failed while it was queued (giveUpQueued)
+		lazy, cmd = true, slowForm(cmd)
+	}
 	if lazy {
 		attempt = w.cfg.LazyCommitPatience
 	}
@@ -575,6 +581,16 @@ func (w *Writer) commit(f *file) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(w.ctx, attempt)
+		if w.cfg.Ripcording != nil {
+			// An eager attempt ends as the process enters Ripcord mode (the controller away
+			// for a second), not after its 5 s, and the files waiting behind this one give
+			// up their eager batches then too, as Ripcording says.
+			var end context.CancelFunc
+			if !lazy {
+				end = cancel
+			}
+			go w.watchRipcord(ctx, end)
+		}
 		var err error
 		res, err = w.cfg.Commit(ctx, cmd)
 		cancel()
@@ -590,7 +606,7 @@ func (w *Writer) commit(f *file) {
 		case !lazy && w.cfg.Ripcording != nil && w.cfg.Ripcording():
 			// Its eager sections are never committed now (the slow path's form leaves them
 			// out), so failing their batches cannot store anything twice.
-			f.fail(fmt.Errorf("%w: the controller is unreachable (Ripcord): retry, the retry is sequenced lazily", kerr.RequestTimedOut))
+			f.fail(errRipcord)
 			lazy, cmd = true, slowForm(cmd)
 		case errors.Is(err, controller.ErrCommitForgotten) || errors.Is(err, controller.ErrStaleWriter):
 			// The commit may or may not have happened; the producer is told to retry, and an
@@ -644,6 +660,51 @@ func (w *Writer) commit(f *file) {
 				s.waits[k].finish(base, nil)
 				base += int64(s.heads[k].LastOffsetDelta) + 1
 			}
+		}
+	}
+}
+
+// ripcordPoll: how often a commit attempt checks whether the process entered Ripcord mode.
+const ripcordPoll = 50 * time.Millisecond
+
+// errRipcord fails the eager batches of a file whose commit waits when the process is in
+// Ripcord mode.
+var errRipcord = fmt.Errorf("%w: the controller is unreachable (Ripcord): retry, the retry is sequenced lazily", kerr.RequestTimedOut)
+
+// watchRipcord runs beside a commit attempt until ctx ends: once the process is in Ripcord
+// mode it ends an eager attempt (end, nil for a lazy one) or, while a lazy one goes on, makes
+// the files queued behind it give up their eager batches (giveUpQueued), checking at once and
+// then every ripcordPoll.
+func (w *Writer) watchRipcord(ctx context.Context, end context.CancelFunc) {
+	t := time.NewTicker(ripcordPoll)
+	defer t.Stop()
+	for {
+		if w.cfg.Ripcording() {
+			if end != nil {
+				end()
+				return
+			}
+			w.giveUpQueued()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// giveUpQueued fails the eager batches of the files queued for their commit (Ripcord) and
+// marks them to be committed in the slow path's form, which leaves those batches out: a
+// producer told to retry one cannot find it stored too. Their lazy batches (answered at the
+// write) are committed in order, as ever.
+func (w *Writer) giveUpQueued() {
+	w.cqMu.Lock()
+	defer w.cqMu.Unlock()
+	for _, f := range w.cq {
+		if !f.gaveUp && !f.allLazy() {
+			f.gaveUp = true
+			f.fail(errRipcord)
 		}
 	}
 }

@@ -422,7 +422,8 @@ type Server struct {
 	// oauth validates OAUTHBEARER tokens (nil without the mechanism).
 	oauth *security.OAuthValidator
 	// kafkaLns are the Kafka listeners after the first, by index: those on port 0 bound at Open, the
-	// others (nil until then) when the node serves (bindListeners).
+	// others (nil until then) once an active controller answers, before the node registers
+	// (bindListeners, bindOwned).
 	kafkaLns []net.Listener
 	// binds guards kafkaLns and the first listener Run binds, which the cluster node's join
 	// (BeforeRegister) and Run may bind (bindOwned).
