@@ -342,11 +342,15 @@ func (a *Active) ShuttingDown(node int32, incarnation uint64, now time.Time) (mo
 		case p.Leader == node && a.img.ShutdownTarget(p, avoid) >= 0:
 			movable++
 		case p.Leader < 0 && slices.Contains(p.Hosts(), node):
-			// A transfer's election not decided yet: the node waits for it (it could be
-			// elected again, by a successor that does not know it is stopping, were it to
-			// hand the controller on now), as Kafka's ShouldShutDown waits for the broker to
-			// lead nothing.
-			if _, electing := a.hints[PartitionRef{Topic: t.ID, Partition: index}]; electing {
+			// An election not decided yet: the node waits for it. A transfer's could elect
+			// it again, by a successor that does not know it is stopping, were it to hand the
+			// controller on now, as Kafka's ShouldShutDown waits for the broker to lead
+			// nothing; any other may need its vote (a majority of the replicas), and without
+			// it, with another replica down too, the partition would stay leaderless until
+			// the node is back, where Kafka keeps a leader on the last one. One without a
+			// majority of live replicas cannot be decided, and is not waited for.
+			ref := PartitionRef{Topic: t.ID, Partition: index}
+			if _, electing := a.hints[ref]; electing || a.elections[ref] != nil && a.img.MajorityLive(p) {
 				movable++
 			}
 		}

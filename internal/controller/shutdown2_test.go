@@ -118,6 +118,33 @@ func TestControlledShutdownWaitsForTransferElections(t *testing.T) {
 	}
 }
 
+// An election that no transfer began (its leader failed) counts as still to move for every
+// stopping replica it may need a vote from: told 0, a node stopped while the election waited,
+// and with another gone too the partition stayed leaderless until the quorum came back, where
+// Kafka keeps a leader on the last node (a one-node ISR).
+func TestControlledShutdownWaitsForRunningElections(t *testing.T) {
+	im := cluster3(t) // p0: replicas 1 2 3, led by 1; node 3 leads nothing
+	p0 := PartitionRef{TopicID{1}, 0}
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{p0, 0}}}})
+	a.SetImage(im.Clone(), t0)
+	if movable, _, _ := a.ShuttingDown(3, im.Nodes[3].Incarnation, t0); movable != 1 {
+		t.Fatalf("p0's election undecided: node 3 (leading nothing) stopping has %d movable; want 1", movable)
+	}
+	var eff Effects
+	for _, n := range []int32{1, 2, 3} {
+		eff = a.Votes(n, &VoteReply{Votes: []Vote{{PartitionRef: p0, Epoch: 1, OK: true, LogEnd: 7}}}, t0)
+	}
+	commit(im, eff)
+	a.SetImage(im.Clone(), t0)
+	if _, p, _ := im.Partition(p0.Topic, p0.Partition); p.Leader < 0 || p.Leader == 3 {
+		t.Fatalf("p0 elected %d; want a leader that is not stopping", p.Leader)
+	}
+	if movable, _, _ := a.ShuttingDown(3, im.Nodes[3].Incarnation, t0); movable != 0 {
+		t.Fatalf("p0 elected: %d movable; want 0", movable)
+	}
+}
+
 // A node's vote of an earlier incarnation does not count: it described a log the node may have
 // lost since (a machine crash loses what was appended but not synced), and a node that voted
 // (LogEnd 100), crashed, came back with less and re-registered was elected with its old vote
@@ -204,5 +231,20 @@ func TestLateVoteOfAnEarlierIncarnation(t *testing.T) {
 	last = a.Votes(1, &VoteReply{Votes: []Vote{{PartitionRef: p0, Epoch: p.LeaderEpoch, OK: true, LogEnd: 100}}, Incarnation: im.Nodes[1].Incarnation}, at.Add(time.Second))
 	if c := proposed(last, OpElect); c == nil || c.Elect.Items[0].Leader != 1 {
 		t.Fatalf("the new incarnation's vote: proposed %+v; want node 1 (preferred, as up to date) elected", c)
+	}
+}
+
+// An election without a majority of live replicas cannot be decided: a stopping node does not
+// wait for it (a whole cluster stopping at once would wait out the stall timeout on each node).
+func TestControlledShutdownSkipsUndecidableElections(t *testing.T) {
+	im := cluster3(t) // p0: replicas 1 2 3, led by 1; node 3 leads nothing
+	p0 := PartitionRef{TopicID{1}, 0}
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{p0, 0}}}})
+	Apply(im, im.Index+1, &Command{Op: OpFence, Fence: &Fence{Node: 1, Incarnation: im.Nodes[1].Incarnation}})
+	Apply(im, im.Index+1, &Command{Op: OpFence, Fence: &Fence{Node: 2, Incarnation: im.Nodes[2].Incarnation}})
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	a.SetImage(im.Clone(), t0)
+	if movable, _, _ := a.ShuttingDown(3, im.Nodes[3].Incarnation, t0); movable != 0 {
+		t.Fatalf("p0's election with nodes 1 and 2 fenced: node 3 stopping has %d movable; want 0", movable)
 	}
 }
