@@ -63,8 +63,8 @@ type Config struct {
 	Rack string
 	// Agent: this node is a `runnel agent` (object topics only; it is never a voter).
 	Agent bool
-	// BeforeRegister, if set, is called once, when an active controller has answered and
-	// before the node's registration is sent: from the registration on, the metadata names the
+	// BeforeRegister, if set, is called once, when an active controller has answered (a
+	// heartbeat of no incarnation) and before the node's registration is sent: from the registration on, the metadata names the
 	// node live, so the server binds its Kafka listeners there (docs/operating.md). An error
 	// fails the node.
 	BeforeRegister func() error
@@ -924,14 +924,16 @@ func (n *Node) register() error {
 	}
 }
 
-// awaitController waits until an active controller answers (describe-quorum, which every
-// version serves), as when the controller quorum is lost, none does. It fails only when the
-// node closes.
+// awaitController waits until an active controller answers, as when the controller quorum is
+// lost, none does. It asks with a heartbeat of incarnation 0, which no registration has: every
+// version's active controller answers it (not OK, and nothing changes), any other node says
+// it is not the controller. It fails only when the node closes.
 func (n *Node) awaitController() error {
 	backoff := 20 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
-		_, err := n.DescribeQuorum(ctx)
+		var resp heartbeatResponse
+		err := n.callController(ctx, "heartbeat", heartbeatRequest{Node: n.cfg.NodeID}, &resp)
 		cancel()
 		if err == nil {
 			return nil
@@ -1272,7 +1274,12 @@ func (n *Node) CommitFile(ctx context.Context, c *controller.CommitFile) (contro
 	if err := n.callController(ctx, "propose", cmd, &resp); err != nil {
 		return controller.Result{}, err
 	}
-	if err := n.ctrl.WaitApplied(ctx, resp.Index); err != nil {
+	// Answered: the outcome is known, and ctx ending now (a writer giving up on a controller
+	// that went quiet: Ripcord) must not turn it into a failure. This node's image catches up
+	// on its own, as long as it gets the entry.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitApplyWait)
+	defer cancel()
+	if err := n.ctrl.WaitApplied(wctx, resp.Index); err != nil {
 		return controller.Result{}, err
 	}
 	if err := decodeApplyError(resp.Code, resp.Msg); err != nil {
@@ -1283,6 +1290,9 @@ func (n *Node) CommitFile(ctx context.Context, c *controller.CommitFile) (contro
 	}
 	return controller.Result{Commit: resp.Commit, AlreadyCommitted: resp.AlreadyCommitted}, nil
 }
+
+// commitApplyWait bounds CommitFile's wait for this node's image to apply an answered commit.
+const commitApplyWait = 5 * time.Second
 
 // ProposeApplied has the active controller apply cmd and waits until this node's image has it
 // (not its registry: for commands that change no topic or partition set).

@@ -66,8 +66,13 @@ func fixedPort(addr string) bool {
 func (s *Server) bindOwned() error {
 	s.binds.Lock()
 	defer s.binds.Unlock()
+	return s.bindOwnedLocked()
+}
+
+// bindOwnedLocked is bindOwned with s.binds held.
+func (s *Server) bindOwnedLocked() error {
 	s.binds.controller = true
-	if s.binds.served {
+	if s.binds.served || s.binds.closed {
 		return nil
 	}
 	if s.binds.run && s.binds.first == nil {
@@ -91,10 +96,12 @@ func (s *Server) bindOwned() error {
 	return nil
 }
 
-// closeKafkaListeners closes the Kafka listeners this server bound and did not serve.
+// closeKafkaListeners closes the Kafka listeners this server bound and did not serve, and binds
+// none from then on: Run or Serve gave up, or the server closes.
 func (s *Server) closeKafkaListeners() {
 	s.binds.Lock()
 	defer s.binds.Unlock()
+	s.binds.closed = true
 	for _, l := range s.kafkaLns {
 		if l != nil {
 			l.Close()
@@ -117,7 +124,8 @@ func (s *Server) brokerListener(i int) broker.Listener {
 	return bl
 }
 
-// ListenerAddrs returns the bound addresses of the Kafka listeners after the first, by name.
+// ListenerAddrs returns the addresses of the Kafka listeners after the first, by name: the bound
+// one of a listener on port 0, the configured one of the others.
 func (s *Server) ListenerAddrs() map[string]string { return s.listenerAddrs }
 
 // warnInsecure warns, once per listener, about listeners that bind beyond loopback without

@@ -432,6 +432,7 @@ type Server struct {
 		run        bool         // Run binds the first listener; Serve's caller did
 		controller bool         // the node found an active controller: bind what is ours
 		served     bool         // serve took the listeners
+		closed     bool         // Run or Serve gave up, or Close: bind nothing more
 		first      net.Listener // Run's, once bound
 	}
 	listenerAddrs map[string]string
@@ -846,18 +847,18 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.binds.Lock()
 	s.binds.run = true
-	early := s.binds.controller
-	s.binds.Unlock()
-	if early { // the node found the controller before Run was called
-		if err := s.bindOwned(); err != nil {
-			s.closeKafkaListeners()
-			return err
-		}
-	} else if probe, err := net.Listen("tcp", s.cfg.KafkaAddr); err != nil { // taken: fail now, not after joining
-		s.closeKafkaListeners()
-		return fmt.Errorf("server: kafka listener: %w", err)
+	var err error
+	if s.binds.controller { // the node found the controller before Run was called
+		err = s.bindOwnedLocked()
+	} else if probe, perr := net.Listen("tcp", s.cfg.KafkaAddr); perr != nil { // taken: fail now, not after joining
+		err = fmt.Errorf("server: kafka listener: %w", perr)
 	} else {
 		probe.Close()
+	}
+	s.binds.Unlock()
+	if err != nil {
+		s.closeKafkaListeners()
+		return err
 	}
 	joined, err := s.awaitJoin(ctx)
 	if err == nil {
@@ -867,11 +868,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.closeKafkaListeners()
 		return ignoreStopped(err)
 	}
-	s.binds.Lock()
-	ln := s.binds.first
-	s.binds.first = nil
-	s.binds.Unlock()
-	return s.serve(ctx, ln, joined)
+	return s.serve(ctx, nil, joined)
 }
 
 func isClosed(ch <-chan struct{}) bool {
@@ -997,7 +994,8 @@ func ignoreStopped(err error) error {
 	return err
 }
 
-// serve serves the Kafka listeners once the node may (awaitJoin), until ctx ends.
+// serve serves the Kafka listeners once the node may (awaitJoin), until ctx ends; ln nil: the
+// first listener Run bound (binds.first).
 func (s *Server) serve(ctx context.Context, ln net.Listener, joined bool) error {
 	if id := s.ClusterID(); id != "" {
 		if err := vfs.WriteFileAtomic(s.cfg.FS, s.cfg.DataDir, "cluster.id", []byte(id)); err != nil {
@@ -1047,6 +1045,9 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, joined bool) error 
 		s.speclogLn = nil                           // the gRPC server closes it
 	}
 	s.binds.Lock()
+	if ln == nil { // Run's
+		ln, s.binds.first = s.binds.first, nil
+	}
 	lns := s.kafkaLns
 	s.kafkaLns, s.binds.served = nil, true // the broker closes them
 	s.binds.Unlock()
@@ -1110,6 +1111,7 @@ func (s *Server) Close() error {
 	if c := s.consolePeers.client; c != nil {
 		c.CloseIdleConnections()
 	}
+	s.closeKafkaListeners() // never served; and none is bound from now on
 	var errs []error
 	if s.broker != nil { // stops the group coordinator's timers if Serve never ran
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
@@ -1121,7 +1123,6 @@ func (s *Server) Close() error {
 		s.objw.Close(ctx)
 		cancel()
 	}
-	s.closeKafkaListeners() // never served
 	if s.speclogLn != nil { // never served
 		s.speclogLn.Close()
 	}
