@@ -347,15 +347,29 @@ func (a *Active) ShuttingDown(node int32, incarnation uint64, now time.Time) (mo
 			// controller on now, as Kafka's ShouldShutDown waits for the broker to lead
 			// nothing; any other may need its vote (a majority of the replicas), and without
 			// it, with another replica down too, the partition would stay leaderless until
-			// the node is back, where Kafka keeps a leader on the last one. One without a
-			// majority of live replicas cannot be decided, and is not waited for.
+			// the node is back, where Kafka keeps a leader on the last one. One that cannot
+			// be decided any more (canDecide) is not waited for.
 			ref := PartitionRef{Topic: t.ID, Partition: index}
-			if _, electing := a.hints[ref]; electing || a.elections[ref] != nil && a.img.MajorityLive(p) {
+			if _, electing := a.hints[ref]; electing {
+				movable++
+			} else if e := a.elections[ref]; e != nil && a.canDecide(p, e) {
 				movable++
 			}
 		}
 	})
 	return movable, true, eff
+}
+
+// canDecide reports whether election e of p can still be decided without an unclean election:
+// the live replicas that voted OK or have yet to vote make a majority of the replicas.
+func (a *Active) canDecide(p *Partition, e *election) bool {
+	n := 0
+	for _, r := range p.Replicas {
+		if v, voted := e.votes[r]; a.img.Live(r) && (!voted || v.OK) {
+			n++
+		}
+	}
+	return n >= len(p.Replicas)/2+1
 }
 
 // unfitTarget reports the nodes a stopping node's leaderships do not go to: stopping too, or

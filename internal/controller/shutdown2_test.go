@@ -248,3 +248,21 @@ func TestControlledShutdownSkipsUndecidableElections(t *testing.T) {
 		t.Fatalf("p0's election with nodes 1 and 2 fenced: node 3 stopping has %d movable; want 0", movable)
 	}
 }
+
+// Nor for one a live replica refused (its log failed): with node 1 fenced and node 2's vote
+// not OK, two OK votes of three can no longer come.
+func TestControlledShutdownSkipsElectionsARefusalDecided(t *testing.T) {
+	im := cluster3(t) // p0: replicas 1 2 3, led by 1; node 3 leads nothing
+	p0 := PartitionRef{TopicID{1}, 0}
+	Apply(im, im.Index+1, &Command{Op: OpBeginElection, BeginElection: &BeginElection{Items: []EpochRef{{p0, 0}}}})
+	Apply(im, im.Index+1, &Command{Op: OpFence, Fence: &Fence{Node: 1, Incarnation: im.Nodes[1].Incarnation}})
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	a.SetImage(im.Clone(), t0)
+	if movable, _, _ := a.ShuttingDown(3, im.Nodes[3].Incarnation, t0); movable != 1 {
+		t.Fatalf("p0's election, node 2 yet to vote: node 3 stopping has %d movable; want 1", movable)
+	}
+	a.Votes(2, &VoteReply{Votes: []Vote{{PartitionRef: p0, Epoch: 1, OK: false}}}, t0)
+	if movable, _, _ := a.ShuttingDown(3, im.Nodes[3].Incarnation, t0); movable != 0 {
+		t.Fatalf("p0's election, node 2 refused: node 3 stopping has %d movable; want 0", movable)
+	}
+}

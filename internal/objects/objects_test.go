@@ -901,6 +901,8 @@ func TestRipcordEndsAHangingCommit(t *testing.T) {
 	fc.hang = true
 	var ripcord atomic.Bool
 	w := startWriter(t, fc, WriterConfig{Store: dir, BatchTimeout: time.Hour, Ripcording: ripcord.Load})
+	var commits atomic.Int32
+	w.SetHooks(nil, func(string) { commits.Add(1) })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var waits []*Pending
@@ -927,14 +929,16 @@ func TestRipcordEndsAHangingCommit(t *testing.T) {
 			t.Fatalf("eager batch %d in Ripcord mode: %v after %v; want a prompt retriable error", i, err, time.Since(since))
 		}
 	}
-	// The controller answers again: both files are committed without their failed batches,
-	// which the producers' retries bring (a batch both failed and stored would be twice).
+	// The controller answers again, and Ripcord ends: both files are committed without their
+	// failed batches, which the producers' retries bring (a batch both failed and stored would
+	// be twice), the second one too although it never tried its eager form.
+	ripcord.Store(false)
 	fc.mu.Lock()
 	fc.hang = false
 	fc.mu.Unlock()
-	for w.PendingCommits() > 0 {
+	for commits.Load() < 2 {
 		if ctx.Err() != nil {
-			t.Fatalf("the files were not committed: %d waiting", w.PendingCommits())
+			t.Fatalf("the files were not committed: %d of 2", commits.Load())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

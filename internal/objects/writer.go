@@ -115,6 +115,7 @@ type Writer struct {
 	// waits for commits, and files are committed strictly in order.
 	cqMu     sync.Mutex
 	cq       []*file
+	cqEager  int           // files in cq with eager batches that have not given them up (giveUpQueued)
 	cqWake   chan struct{} // a send (capacity 1) when cq grows or closes
 	cqClosed bool
 	eager    atomic.Int64 // files with eager sections flushed and not yet committed
@@ -443,6 +444,9 @@ func (w *Writer) writtenLoop() {
 		}
 		w.cqMu.Lock()
 		w.cq = append(w.cq, f)
+		if !f.allLazy() {
+			w.cqEager++
+		}
 		w.cqMu.Unlock()
 		w.wakeCommits()
 	}
@@ -485,6 +489,9 @@ func (w *Writer) commitLoop() {
 		f := w.cq[0]
 		w.cq[0] = nil
 		w.cq = w.cq[1:]
+		if !f.gaveUp && !f.allLazy() {
+			w.cqEager--
+		}
 		w.cqMu.Unlock()
 		w.commit(f)
 		w.committed(f)
@@ -701,9 +708,13 @@ func (w *Writer) watchRipcord(ctx context.Context, end context.CancelFunc) {
 func (w *Writer) giveUpQueued() {
 	w.cqMu.Lock()
 	defer w.cqMu.Unlock()
+	if w.cqEager == 0 { // the queue may hold many lazy files (maxDeferred): not walked for nothing
+		return
+	}
 	for _, f := range w.cq {
 		if !f.gaveUp && !f.allLazy() {
 			f.gaveUp = true
+			w.cqEager--
 			f.fail(errRipcord)
 		}
 	}
