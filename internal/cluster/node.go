@@ -64,9 +64,9 @@ type Config struct {
 	// Agent: this node is a `runnel agent` (object topics only; it is never a voter).
 	Agent bool
 	// BeforeRegister, if set, is called once, when an active controller has answered (a
-	// heartbeat of no incarnation) and before the node's registration is sent: from the registration on, the metadata names the
-	// node live, so the server binds its Kafka listeners there (docs/operating.md). An error
-	// fails the node.
+	// heartbeat of no incarnation) and before the node's registration is sent: from the
+	// registration on, the metadata names the node live, so the server binds its Kafka
+	// listeners there (docs/operating.md). An error fails the node.
 	BeforeRegister func() error
 	// EmptyDataDir: the data dir held nothing when this process started. If the cluster
 	// already knows the node id, the node lost its data: it may not take part in elections

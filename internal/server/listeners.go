@@ -23,9 +23,10 @@ import (
 // what the node registers) and returns every listener's advertised endpoint; an advertised port
 // 0 is the bound port. host and port are the first listener's advertised address. A listener on
 // a fixed port is only tried here (bound and closed, so a taken port fails the start) and bound
-// once an active controller answers, before the node registers (bindOwned): as Kafka's acceptors, it accepts no connection the node
-// cannot answer yet, so a client finds the port closed and tries its next bootstrap address at
-// once instead of waiting out its request timeout.
+// once an active controller answers, before the node registers (bindOwned): as Kafka's
+// acceptors, it accepts no connection the node cannot answer yet, so a client finds the port
+// closed and tries its next bootstrap address at once instead of waiting out its request
+// timeout.
 func (s *Server) bindListeners(host string, port int32) ([]security.Endpoint, error) {
 	ls := s.cfg.Listeners
 	endpoints := []security.Endpoint{{Name: ls[0].Name, Host: host, Port: port}}
@@ -37,11 +38,11 @@ func (s *Server) bindListeners(host string, port int32) ([]security.Endpoint, er
 			s.closeKafkaListeners()
 			return nil, fmt.Errorf("server: kafka listener %s: %w", l.Name, err)
 		}
-		s.listenerAddrs[l.Name] = ln.Addr().String()
 		if fixedPort(l.Addr) {
 			s.listenerAddrs[l.Name] = l.Addr
 			ln.Close()
 		} else {
+			s.listenerAddrs[l.Name] = ln.Addr().String()
 			s.kafkaLns[i] = ln
 		}
 		h, p, _ := net.SplitHostPort(l.Advertised)

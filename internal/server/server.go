@@ -860,12 +860,8 @@ func (s *Server) Run(ctx context.Context) error {
 		s.closeKafkaListeners()
 		return err
 	}
-	joined, err := s.awaitJoin(ctx)
-	if err == nil {
-		err = s.bindOwned() // a Ripcord agent started from the snapshot, or joined without asking
-	}
+	joined, err := s.join(ctx)
 	if err != nil {
-		s.closeKafkaListeners()
 		return ignoreStopped(err)
 	}
 	return s.serve(ctx, nil, joined)
@@ -919,16 +915,26 @@ const ControlledShutdownTimeout = 15 * time.Second
 // Serve is Run on a listener the caller made (tests listen on port 0): the listener is bound
 // while the node joins, as a Kafka broker's on port 0 is.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	joined, err := s.awaitJoin(ctx)
+	joined, err := s.join(ctx)
+	if err != nil {
+		ln.Close()
+		return ignoreStopped(err)
+	}
+	return s.serve(ctx, ln, joined)
+}
+
+// join is awaitJoin, then bindOwned (a Ripcord agent started from the snapshot, or a node
+// joined without asking first, has not bound them yet); on an error the listeners it owns are
+// closed.
+func (s *Server) join(ctx context.Context) (joined bool, err error) {
+	joined, err = s.awaitJoin(ctx)
 	if err == nil {
 		err = s.bindOwned()
 	}
 	if err != nil {
-		ln.Close()
 		s.closeKafkaListeners()
-		return ignoreStopped(err)
 	}
-	return s.serve(ctx, ln, joined)
+	return joined, err
 }
 
 // awaitJoin waits until the node may serve: it has joined the cluster (a Ripcord agent that
