@@ -189,7 +189,7 @@ func (b *Broker) metadataTopic(img *controller.Image, rv *ripcordView, t *topics
 	mt.Topic, mt.TopicID, mt.IsInternal = &name, t.ID, internalTopic(t.Name)
 	mt.AuthorizedOperations = notRequested
 	object := isObjectTopic(t)
-	candidates := img.LiveNodes()
+	candidates := img.ObjectNodes()
 	if rv != nil {
 		candidates = rv.nodes
 	}

@@ -63,7 +63,7 @@ func (b *Broker) shareLogFor(t *topics.Topic, index int32) (shareLog, error) {
 // the one Metadata names its leader for a client that names no zone (objectLeader over the
 // live nodes), so that such a client's share fetches go there first. -1: no live node.
 func shareOwner(img *controller.Image, id [16]byte, index int32) int32 {
-	return objectLeader(img.LiveNodes(), id, index)
+	return objectLeader(img.ObjectNodes(), id, index)
 }
 
 // localShareLog is a local partition's log on its leader.

@@ -375,7 +375,7 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 		}
 	case OpControlledShutdown:
 		if f := c.Fence; f != nil && im.Level >= LevelControlledShutdown {
-			applyControlledShutdown(im, f)
+			applyControlledShutdown(im, index, f)
 		}
 	case OpUnregister:
 		if f := c.Fence; f != nil {
@@ -659,13 +659,18 @@ func applyRegister(im *Image, index uint64, r *Register) Result {
 // does not lead; the active controller moves those it leads to other replicas first
 // (transfers, which elect a leader with the whole log), and the new leader's ISR starts
 // without it. As in Kafka before ELR, a partition whose ISR it alone is keeps it. An agent,
-// which holds no replica, and a fenced node (in no ISR, leading nothing) are not marked.
-func applyControlledShutdown(im *Image, f *Fence) {
+// which holds no replica, and a fenced node (in no ISR, leading nothing) are not marked. Since
+// LevelShutdownMovesOwners the live nodes' index moves too: the node stops owning the object
+// partitions' share-partitions it owned (ObjectNodes leaves it out).
+func applyControlledShutdown(im *Image, index uint64, f *Fence) {
 	n, ok := im.Nodes[f.Node]
 	if !ok || n.Incarnation != f.Incarnation || n.Agent || n.Fenced || n.ShuttingDown {
 		return
 	}
 	n.ShuttingDown = true
+	if im.Level >= LevelShutdownMovesOwners {
+		im.LiveIndex = index
+	}
 	for _, t := range im.Topics {
 		for _, p := range t.Partitions {
 			if i := slices.Index(p.ISR, f.Node); i >= 0 && p.Leader != f.Node && len(p.ISR) > 1 {

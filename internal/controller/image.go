@@ -394,6 +394,20 @@ func (im *Image) LiveNodes() []int32 {
 	return out
 }
 
+// ObjectNodes returns the nodes that take object partitions' Metadata leaderships and own
+// their share-partitions: the live nodes, less those in controlled shutdown while another is
+// not (since LevelShutdownMovesOwners, which moves LiveIndex with the shutdown). Ascending.
+func (im *Image) ObjectNodes() []int32 {
+	live := im.LiveNodes()
+	if im.Level < LevelShutdownMovesOwners {
+		return live
+	}
+	if up := slices.DeleteFunc(slices.Clone(live), im.stopping); len(up) > 0 {
+		return up
+	}
+	return live
+}
+
 // PlacementNodes returns the nodes new replicas are placed on (CreateTopics, CreatePartitions):
 // the storage nodes not in controlled shutdown, as Kafka's usable brokers. Ascending.
 func (im *Image) PlacementNodes() []int32 {

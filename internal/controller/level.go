@@ -18,7 +18,7 @@ import (
 // lowered.
 const (
 	// Level is the level this version applies.
-	Level = 13
+	Level = 14
 	// LevelForgottenWriters (1): forget-writer keeps what the run committed (ForgetWriter.NowMs),
 	// and expire-producers forgets object partitions' idle producers.
 	LevelForgottenWriters = 1
@@ -108,6 +108,12 @@ const (
 	// LevelTwoPhaseCommitACLs (13): create-acls takes bindings of Kafka 4's TWO_PHASE_COMMIT
 	// operation (15), which older versions drop as invalid.
 	LevelTwoPhaseCommitACLs = 13
+	// LevelShutdownMovesOwners (14): controlled-shutdown moves the live nodes' index
+	// (Image.LiveIndex), and a node in controlled shutdown is no object partition's Metadata
+	// leader nor share-partition owner while another live node is not stopping
+	// (Image.ObjectNodes). Below it, a stopping node kept them until it was fenced: clients
+	// that found its port closed were sent back to it by every other node's Metadata.
+	LevelShutdownMovesOwners = 14
 )
 
 // OpFinalizeLevel raises the cluster's command level.

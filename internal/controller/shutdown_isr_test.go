@@ -104,3 +104,54 @@ func TestControlledShutdownLeavesISRs(t *testing.T) {
 		}
 	}
 }
+
+// TestControlledShutdownMovesObjectOwners: from LevelShutdownMovesOwners a node in controlled
+// shutdown takes no object partition's Metadata leadership or share ownership (ObjectNodes
+// leaves it out while another live node is not stopping) and the live nodes' index moves with
+// it, fencing the share-state writes of the owner it was. Below the level neither changes:
+// nodes of older versions apply the op without moving the index.
+func TestControlledShutdownMovesObjectOwners(t *testing.T) {
+	for _, level := range []int{LevelShutdownMovesOwners - 1, LevelShutdownMovesOwners} {
+		im := cluster3(t)
+		im.Level = level
+		index := im.Index
+		stop := func(node int32) {
+			t.Helper()
+			before := im.LiveIndex
+			index++
+			Apply(im, index, &Command{Op: OpControlledShutdown, Fence: &Fence{Node: node, Incarnation: im.Nodes[node].Incarnation}})
+			if !im.Nodes[node].ShuttingDown {
+				t.Fatalf("level %d: node %d not stopping", level, node)
+			}
+			if want := map[bool]uint64{false: before, true: index}[level >= LevelShutdownMovesOwners]; im.LiveIndex != want {
+				t.Fatalf("level %d: live index %d after node %d's controlled shutdown at %d; want %d", level, im.LiveIndex, node, index, want)
+			}
+		}
+		check := func(want []int32) {
+			t.Helper()
+			if got := im.ObjectNodes(); !slices.Equal(got, want) {
+				t.Fatalf("level %d: object nodes %v; want %v", level, got, want)
+			}
+		}
+		check([]int32{1, 2, 3})
+		stop(1)
+		if level < LevelShutdownMovesOwners {
+			check([]int32{1, 2, 3})
+			continue
+		}
+		check([]int32{2, 3})
+		stop(2)
+		check([]int32{3})
+		stop(3)
+		check([]int32{1, 2, 3}) // every live node stopping: they still serve, one of them leads
+		index++
+		Apply(im, index, &Command{Op: OpFence, Fence: &Fence{Node: 3, Incarnation: im.Nodes[3].Incarnation}})
+		check([]int32{1, 2})
+		index++
+		Apply(im, index, &Command{Op: OpRegister, Register: &Register{Node: 1, ClusterAddr: "a", Run: "r1", Level: Level}})
+		check([]int32{1}) // a new process of node 1, not stopping
+		if c := im.Clone(); !slices.Equal(c.ObjectNodes(), []int32{1}) {
+			t.Fatalf("a clone's object nodes %v; want [1]", c.ObjectNodes())
+		}
+	}
+}

@@ -87,14 +87,43 @@ func TestReassignReorderAppliesAtOnce(t *testing.T) {
 // of every partition, once the leaderships it had have moved, and stays out while the leaders
 // still find it caught up; CreateTopics places no replica on it (three replicas on three nodes
 // are refused, as Kafka's placer refuses them with a broker in controlled shutdown); acks=all
-// writes go on with the others.
+// writes go on with the others. Every node's Metadata names another node the leader of the
+// object partitions it led (any node takes any object partition): clients that find its port
+// closed once it stops are sent elsewhere, not back to it until it is fenced.
 func TestControlledShutdownLeavesISRs(t *testing.T) {
-	c := startCluster(t, 3)
+	objects := t.TempDir()
+	c := startClusterWith(t, 3, func(c *testCluster) { c.objectStore = "file://" + objects })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c.waitNodes(3)
 	c.waitLevel(20 * time.Second)
 	cl, adm := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	const stopping = 3
+	createObjectTopic(t, c.addrs[1], "stopping-obj", 32, nil)
+	c.waitTopicEverywhere(ctx, cl, "stopping-obj")
+	// objectLeaders counts the object partitions each node's own Metadata names node leader of.
+	objectLeaders := func(node int32) map[int32]int {
+		t.Helper()
+		out := map[int32]int{}
+		for id := int32(1); id <= 3; id++ {
+			md, err := nodeMetadata(ctx, cl, id, "stopping-obj")
+			if err != nil || md.Topics[0].ErrorCode != 0 || len(md.Brokers) != 3 {
+				t.Fatalf("node %d's Metadata: %v %+v", id, err, md)
+			}
+			for _, p := range md.Topics[0].Partitions {
+				if p.ErrorCode != 0 {
+					t.Fatalf("node %d's Metadata of stopping-obj/%d: %s", id, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+				}
+				if p.Leader == node {
+					out[id]++
+				}
+			}
+		}
+		return out
+	}
+	if led := objectLeaders(stopping); led[1] == 0 || led[1] != led[2] || led[2] != led[3] {
+		t.Fatalf("object partitions the nodes name node %d leader of, by node: %v; want the same, above 0", stopping, led)
+	}
 	if resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "stopping"); err != nil || resp.Err != nil {
 		t.Fatalf("create: %v %v", err, resp.Err)
 	}
@@ -120,7 +149,6 @@ func TestControlledShutdownLeavesISRs(t *testing.T) {
 		return true
 	})
 
-	const stopping = 3
 	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
 	c.servers[stopping].Node().ControlledShutdown(sctx)
 	scancel()
@@ -140,6 +168,9 @@ func TestControlledShutdownLeavesISRs(t *testing.T) {
 	if img := c.servers[1].Node().Image(); !img.Nodes[stopping].ShuttingDown {
 		t.Fatalf("node %d not in controlled shutdown in the image: %+v", stopping, img.Nodes[stopping])
 	}
+	eventually(t, fmt.Sprintf("node %d no object partition's leader", stopping), 10*time.Second, func() bool {
+		return len(objectLeaders(stopping)) == 0
+	})
 	time.Sleep(1500 * time.Millisecond) // the leaders report their ISRs every 500 ms: none takes it back
 	if !outOfISRs() {
 		md, _ := adm.Metadata(ctx, "stopping")
