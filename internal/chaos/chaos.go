@@ -125,9 +125,9 @@ func netScenario(s string) bool { return strings.HasPrefix(s, "net-") }
 // ObjectScenarios are the scenarios of object-storage topics (docs/object-topics.md §7): nodes
 // and agents killed between an object file's write and its commit, and between its commit and
 // the producers' answers; object store errors, latency and lost replies; the active controller
-// killed in the middle of commits.
+// killed in the middle of commits; the serve nodes restarted one by one (SIGTERM).
 var ObjectScenarios = []string{"object-kill-after-put", "object-kill-after-commit", "object-store-faults", "object-kill-controller",
-	"lazy-kill-after-put", "lazy-store-faults", "ripcord-pause-controllers", "ripcord-kill-controllers"}
+	"object-rolling-restart", "lazy-kill-after-put", "lazy-store-faults", "ripcord-pause-controllers", "ripcord-kill-controllers"}
 
 // lazyScenarios run on a runnel.sequencing=lazy topic: acknowledgements carry no offset, and
 // records a killed process acknowledged are committed by the slow path later than records
@@ -200,7 +200,7 @@ func Run(ctx context.Context, cfg Config, scenario string) Result {
 		caching = "true"
 	}
 	r := &run{cfg: cfg, c: c, topic: "chaos", res: &res, object: object, lazy: slices.Contains(lazyScenarios, scenario),
-		ripcord: strings.HasPrefix(scenario, "ripcord-")}
+		ripcord: strings.HasPrefix(scenario, "ripcord-"), name: scenario}
 	if err := r.setup(ctx, caching); err != nil {
 		res.Error = err.Error()
 		return res
@@ -257,6 +257,7 @@ type run struct {
 	// ripcord: the producer knows only the agents (--ripcord), which keep taking its records
 	// while every serve node is stopped; acknowledgements then carry no offset.
 	ripcord bool
+	name    string // the scenario's
 
 	prod  *kgo.Client
 	admin *kadm.Client
@@ -304,12 +305,18 @@ func (r *run) setup(ctx context.Context, caching string) error {
 	}
 	// MetadataMinAge: franz-go waits at least this long (5 s by default) between metadata
 	// refreshes, also after a broker stops answering; the Java client refreshes at once.
+	// object-rolling-restart keeps the default: a stopping node's object partitions must be
+	// named elsewhere by the time its port closes, so the one refresh finds them.
+	minAge := 100 * time.Millisecond
+	if r.name == "object-rolling-restart" {
+		minAge = 5 * time.Second
+	}
 	seeds := r.c.Brokers()
 	if r.ripcord {
 		seeds = r.c.AgentBrokers()
 	}
 	r.prod, err = kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.MetadataMinAge(minAge),
 		// A leader that is paused or cut off keeps the connection open: the client notices only
 		// when a request times out (broker-side 3 s, plus 2 s of overhead here).
 		kgo.ProduceRequestTimeout(3*time.Second), kgo.RequestTimeoutOverhead(2*time.Second),
@@ -664,10 +671,12 @@ func (r *run) scenario(ctx context.Context, name string) error {
 			}
 			time.Sleep(7 * time.Second) // it catches up and gets its preferred leaderships back
 		}
-	case "rolling-restart":
+	case "rolling-restart", "object-rolling-restart":
 		// What an operator does for an upgrade: each node in turn stopped with SIGTERM, started
 		// again, and given time to catch up and get its leaderships back. The active
-		// controller's node is stopped first.
+		// controller's node is stopped first. On object topics no partition has to move: a
+		// stopping node's share of them is named to clients on other nodes from its controlled
+		// shutdown on.
 		first, err := r.c.ActiveController(ctx)
 		if err != nil {
 			return err

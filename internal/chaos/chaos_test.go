@@ -225,6 +225,9 @@ func TestObjectScenarios(t *testing.T) {
 					}
 					t.Fatalf("%s: %+v", s, res)
 				}
+				if s == "object-rolling-restart" && res.Unacked != 0 {
+					t.Errorf("%s: %d produce calls failed; a rolling restart must fail none", s, res.Unacked)
+				}
 			})
 		}
 	}
