@@ -194,11 +194,7 @@ func Open(cfg Config) (*Controller, error) {
 	c.image.Store(c.work.Clone())
 	c.setVoters()
 	c.leader.Store(-1)
-	rn, err := raft.NewRawNode(&raft.Config{
-		ID: raftID(cfg.NodeID), ElectionTick: cfg.ElectionTicks, HeartbeatTick: 1, Storage: st,
-		Applied: c.applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 64 << 20,
-		CheckQuorum: true, PreVote: true, Logger: raftlog.Logger(cfg.Logger), StepDownOnRemoval: true,
-	})
+	rn, err := raft.NewRawNode(raftlog.Config(raftID(cfg.NodeID), cfg.ElectionTicks, st, c.applied, cfg.Logger))
 	if err != nil {
 		st.Close()
 		return nil, err

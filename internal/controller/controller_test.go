@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -367,5 +368,46 @@ func TestWALTornTailIsCut(t *testing.T) {
 	res, _ := propose(t, n, &Command{Op: OpAllocProducerIDs, AllocProducerIDs: &AllocProducerIDs{Node: 0, Count: 5}})
 	if res.Value != 0 {
 		t.Fatalf("alloc after a torn tail = %d", res.Value)
+	}
+}
+
+// TestFollowerDropsProposals: a proposal that reaches raft on a node that is no longer the
+// leader (it checked IsLeader, then a message of a newer term made it a follower before its loop
+// took the proposal: a controller paused and resumed) is refused with ErrNotLeader and never
+// committed. etcd/raft forwards a follower's proposals to the leader unless told not to, and the
+// new leader committed a stale active controller's fence of a healthy node that way.
+func TestFollowerDropsProposals(t *testing.T) {
+	fsys := vfs.NewMem()
+	n := &testNet{nodes: map[int32]*Controller{}, down: map[int32]bool{}}
+	voters := []int32{1, 2, 3}
+	for _, id := range voters {
+		c := startNode(t, n, fsys, id, voters)
+		t.Cleanup(c.Stop)
+	}
+	waitFor(t, "a leader", func() bool { l := leaderOf(n); return l != nil && l.Image().ClusterID != "" })
+	leader := leaderOf(n)
+	var follower *Controller
+	for _, c := range n.nodes {
+		if c != leader && c.Leader() == leader.cfg.NodeID {
+			follower = c
+		}
+	}
+	if follower == nil {
+		t.Fatal("no follower knows the leader")
+	}
+	// What Propose does past its IsLeader check, on the follower.
+	p := proposal{data: (&Command{Op: OpRegister, Register: &Register{Node: 9, ClusterAddr: "stale"}}).Encode(), err: make(chan error, 1)}
+	follower.propc <- p
+	if err := <-p.err; !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a follower's proposal: %v; want ErrNotLeader", err)
+	}
+	// A proposal through the leader after it is applied after anything forwarded before it.
+	if r, _ := propose(t, n, &Command{Op: OpRegister, Register: &Register{Node: 8, ClusterAddr: "fresh"}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for _, c := range n.nodes {
+		if _, ok := c.Image().Nodes[9]; ok {
+			t.Fatalf("node %d applied the follower's proposal", c.cfg.NodeID)
+		}
 	}
 }

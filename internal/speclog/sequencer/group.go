@@ -208,11 +208,7 @@ func Open(cfg Config) (*Group, error) {
 		applied: snap.GetMetadata().GetIndex(), leaders: map[string]*order.Leader{}, shardNode: map[string]map[int32]int32{}}
 	g.leader.Store(-1)
 	g.setVoters()
-	rn, err := raft.NewRawNode(&raft.Config{
-		ID: raftID(cfg.NodeID), ElectionTick: cfg.ElectionTicks, HeartbeatTick: 1, Storage: st,
-		Applied: g.applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 64 << 20,
-		CheckQuorum: true, PreVote: true, Logger: raftlog.Logger(cfg.Logger), StepDownOnRemoval: true,
-	})
+	rn, err := raft.NewRawNode(raftlog.Config(raftID(cfg.NodeID), cfg.ElectionTicks, st, g.applied, cfg.Logger))
 	if err != nil {
 		st.Close()
 		return nil, err
