@@ -29,6 +29,7 @@ type Active struct {
 	levelAsked     time.Time               // finalize-level proposed at
 	levels         map[int32]reportedLevel // what nodes' heartbeats report
 	members        []int32                 // the controller's Raft voters and learners
+	lastTick       time.Time
 }
 
 // tokenSweepInterval is how often the active controller removes expired delegation tokens
@@ -508,6 +509,19 @@ func (a *Active) Transfer(ref PartitionRef, target int32, now time.Time) (bool, 
 // Tick expires sessions, retries votes, times out transfers and balances leadership.
 func (a *Active) Tick(now time.Time) Effects {
 	var eff Effects
+	// A tick this long after the previous one (they come every 50 ms) means this process
+	// stalled: paused, starved of CPU. The nodes' heartbeats of that while wait unread in its
+	// connections, so every live node's session counts from the stall's end: the controller
+	// fences no node for its own silence (a node that died before it is fenced at most a session
+	// later).
+	if !a.lastTick.IsZero() && now.Sub(a.lastTick) > a.cfg.SessionTimeout/2 {
+		for id, n := range a.img.Nodes {
+			if s := a.sessions[id]; s != nil && !n.Fenced && s.lastSeen.Before(now) {
+				s.lastSeen = now
+			}
+		}
+	}
+	a.lastTick = now
 	for id, n := range a.img.Nodes {
 		s := a.sessions[id]
 		if !n.Fenced && s != nil && now.Sub(s.lastSeen) > a.cfg.SessionTimeout {

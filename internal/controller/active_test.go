@@ -64,6 +64,46 @@ func TestSessionExpiryFencesAndElects(t *testing.T) {
 	}
 }
 
+// TestStalledControllerFencesNoOne: an active controller whose own ticks stopped for longer
+// than half a session (its process paused or starved of CPU) has not read the heartbeats sent
+// meanwhile: it fences no node at its first tick after the stall, and counts every live node's
+// session from then on, fencing a node that stays silent a session later. Ticks that come as
+// they should fence a silent node once its session has passed.
+func TestStalledControllerFencesNoOne(t *testing.T) {
+	im := cluster3(t)
+	a := NewActive(testActiveConfig(), im.Clone(), t0)
+	tick := func(now time.Time, beating ...int32) Effects {
+		for _, n := range beating {
+			a.Heartbeat(n, im.Nodes[n].Incarnation, now)
+		}
+		return a.Tick(now)
+	}
+	now := t0
+	for ; now.Before(t0.Add(500 * time.Millisecond)); now = now.Add(50 * time.Millisecond) {
+		tick(now, 1, 2, 3)
+	}
+	now = now.Add(3 * time.Second) // the stall: no tick, no heartbeat read
+	if eff := tick(now); len(eff.Propose) != 0 {
+		t.Fatalf("fenced at the first tick after its own stall: %+v", eff.Propose)
+	}
+	stalled := now
+	for ; now.Before(stalled.Add(1400 * time.Millisecond)); now = now.Add(50 * time.Millisecond) {
+		if eff := tick(now, 1, 3); len(eff.Propose) != 0 {
+			t.Fatalf("fenced %v after the stall, within a session: %+v", now.Sub(stalled), eff.Propose)
+		}
+	}
+	var eff Effects
+	for ; len(eff.Propose) == 0 && now.Before(stalled.Add(2*time.Second)); now = now.Add(50 * time.Millisecond) {
+		eff = tick(now, 1, 3)
+	}
+	if len(eff.Propose) != 1 || eff.Propose[0].Op != OpFence || eff.Propose[0].Fence.Node != 2 {
+		t.Fatalf("node 2 silent for a session after the stall: %+v; want its fence", eff.Propose)
+	}
+	if d := now.Sub(stalled); d < 1500*time.Millisecond {
+		t.Fatalf("node 2 fenced %v after the stall; want a whole session (1.5 s)", d)
+	}
+}
+
 func keys(m map[int32]*VoteRequest) []int32 {
 	var out []int32
 	for k := range m {
