@@ -533,6 +533,7 @@ func TestDescribeConfigs(t *testing.T) {
 		{"num.partitions", "1", kmsg.ConfigSourceDefaultConfig, true},
 		{"socket.request.max.bytes", "104857600", kmsg.ConfigSourceDefaultConfig, true},
 		{"fetch.max.bytes", "57671680", kmsg.ConfigSourceDefaultConfig, true},
+		{"replica.lag.time.max.ms", "30000", kmsg.ConfigSourceDefaultConfig, true}, // Kafka's default since 2.5
 		// Left automatic (0), a replication factor is described as what it is now (one node: 1).
 		{"offsets.topic.replication.factor", "1", kmsg.ConfigSourceDefaultConfig, true},
 		{"transaction.state.log.replication.factor", "1", kmsg.ConfigSourceDefaultConfig, true},
@@ -564,8 +565,8 @@ func TestDescribeConfigs(t *testing.T) {
 			t.Errorf("DescribeConfigs(broker 1)[%s] = %v (listed %v) source %v; want null, DEFAULT_CONFIG, as Kafka", name, c.Value, ok, c.Source)
 		}
 	}
-	if want := 23 + len(dynamicBrokerConfigNames()); len(brk) != want {
-		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (23 static + every dynamic one)", len(brk), want)
+	if want := 24 + len(dynamicBrokerConfigNames()); len(brk) != want {
+		t.Errorf("DescribeConfigs(broker 1) has %d configs; want %d (24 static + every dynamic one)", len(brk), want)
 	}
 	if r := resp.Resources[4]; r.ErrorCode != 0 || len(r.Configs) != 0 {
 		t.Errorf("DescribeConfigs(broker \"\") = %s, %d configs; want no error and no dynamic defaults", errName(r.ErrorCode), len(r.Configs))

@@ -22,6 +22,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/group"
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objects"
+	"github.com/runnel-dev/runnel/internal/replica"
 	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/share"
 	"github.com/runnel-dev/runnel/internal/topics"
@@ -60,8 +61,11 @@ type Config struct {
 	// not the default.
 	GivenConfigs map[string]bool
 
-	MaxRequestBytes      int32 // socket.request.max.bytes: larger frames close the connection
-	FetchMaxBytes        int32 // fetch.max.bytes: a fetch response's record bytes at most (55 MiB), beyond its first batch
+	MaxRequestBytes int32 // socket.request.max.bytes: larger frames close the connection
+	FetchMaxBytes   int32 // fetch.max.bytes: a fetch response's record bytes at most (55 MiB), beyond its first batch
+	// ReplicaLagTimeMax is replica.lag.time.max.ms, as DescribeConfigs shows it (the replicas
+	// apply it: cluster.Config.Replica).
+	ReplicaLagTimeMax    time.Duration
 	DisableSendfile      bool  // copy fetch data instead of sending it from the files
 	MaxInflightRequests  int   // per connection, queued between the read and write loops
 	MaxConnInflightBytes int64 // request bytes in flight per connection
@@ -180,6 +184,9 @@ func (c *Config) DefaultLimits() {
 	}
 	if c.FetchMaxBytes == 0 {
 		c.FetchMaxBytes = defaultFetchMaxBytes
+	}
+	if c.ReplicaLagTimeMax == 0 {
+		c.ReplicaLagTimeMax = replica.DefaultLagMax
 	}
 	if c.MaxInflightRequests == 0 {
 		c.MaxInflightRequests = 100

@@ -94,6 +94,7 @@ func (b *Broker) brokerConfigs(perBroker bool) []brokerConfig {
 		rf("transaction.state.log.replication.factor", b.cfg.TxnStateReplicationFactor, "the replication factor __transaction_state is created with"),
 		static("socket.request.max.bytes", itoa(b.cfg.MaxRequestBytes), itoa(defaultMaxRequestBytes), topics.TypeInt, "the largest request accepted; larger ones close the connection"),
 		static("fetch.max.bytes", itoa(b.cfg.FetchMaxBytes), itoa(defaultFetchMaxBytes), topics.TypeInt, "the most record bytes a fetch response carries whatever the client asks (its first batch always goes)"),
+		static("replica.lag.time.max.ms", ms(b.cfg.ReplicaLagTimeMax), "30000", topics.TypeLong, "a follower not caught up with its leader for this long leaves the ISR"),
 		static("runnel.speclog.addr", specLog, specLogDefault, topics.TypeString, "the node's SpecLog gRPC address for total-order topics (\"\": none)"),
 		// The group coordinator's, as tools read them (Kafka's defaults; the initial delay is
 		// --group-initial-rebalance-delay).

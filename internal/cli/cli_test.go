@@ -69,17 +69,17 @@ func TestServeConfigRejectsBadLogSettings(t *testing.T) {
 func TestServeTopicDefaults(t *testing.T) {
 	cmd := newServeCommand()
 	var got []string
-	for _, name := range []string{"num-partitions", "default-replication-factor", "auto-create-topics", "delete-topic-enable", "auto-leader-rebalance", "leader-imbalance-check-interval", "leader-imbalance-per-broker-percentage"} {
+	for _, name := range []string{"num-partitions", "default-replication-factor", "auto-create-topics", "delete-topic-enable", "auto-leader-rebalance", "leader-imbalance-check-interval", "leader-imbalance-per-broker-percentage", "replica-lag-time-max"} {
 		got = append(got, cmd.Flags().Lookup(name).DefValue)
 	}
-	if strings.Join(got, " ") != "1 0 true true true 5s 10" {
-		t.Fatalf("defaults %v; want 1 partition, the automatic replication factor, auto-creation, deletion and rebalancing on every 5 s", got)
+	if strings.Join(got, " ") != "1 0 true true true 5s 10 30s" {
+		t.Fatalf("defaults %v; want 1 partition, the automatic replication factor, auto-creation, deletion and rebalancing on every 5 s, Kafka's 30 s replica lag", got)
 	}
 	f := serveFlags{dataDir: "d", kafkaAddr: "h:1", adminAddr: "h:2", logLevel: "info", logFormat: "text",
 		numPartitions: 6, defaultRF: 2, autoCreateTopics: false, deleteTopics: false, autoLeaderRebalance: true, leaderBalanceInterval: time.Minute,
-		leaderImbalancePct: 25, offsetsRF: 2, txnStateRF: 3, offsetsPartitions: 4, txnStatePartitions: 5}
+		leaderImbalancePct: 25, offsetsRF: 2, txnStateRF: 3, offsetsPartitions: 4, txnStatePartitions: 5, replicaLagTimeMax: 7 * time.Second}
 	cfg, err := f.config(io.Discard, io.Discard)
-	if err != nil || cfg.NumPartitions != 6 || cfg.DefaultReplicationFactor != 2 || !cfg.NoAutoCreateTopics || !cfg.NoTopicDeletion || cfg.LeaderBalanceInterval != time.Minute ||
+	if err != nil || cfg.NumPartitions != 6 || cfg.ReplicaLagTimeMax != 7*time.Second || cfg.DefaultReplicationFactor != 2 || !cfg.NoAutoCreateTopics || !cfg.NoTopicDeletion || cfg.LeaderBalanceInterval != time.Minute ||
 		cfg.LeaderImbalancePercent != 25 || cfg.OffsetsReplicationFactor != 2 || cfg.TxnStateReplicationFactor != 3 ||
 		cfg.OffsetsPartitions != 4 || cfg.TxnStatePartitions != 5 {
 		t.Fatalf("config = %+v, %v; want 6 partitions, RF 2, no auto-creation, no deletion, rebalancing every minute", cfg, err)

@@ -48,6 +48,7 @@ type serveFlags struct {
 	deleteTopics          bool
 	autoLeaderRebalance   bool
 	leaderBalanceInterval time.Duration
+	replicaLagTimeMax     time.Duration
 	leaderImbalancePct    int
 	dataDir               string
 	kafkaAddr             string
@@ -132,6 +133,7 @@ func (f *serveFlags) register(flags *pflag.FlagSet) {
 	flags.BoolVar(&f.deleteTopics, "delete-topic-enable", true, "let DeleteTopics delete topics (Kafka's delete.topic.enable; off: TOPIC_DELETION_DISABLED)")
 	flags.BoolVar(&f.autoLeaderRebalance, "auto-leader-rebalance", true, "while this node runs the active controller, move leaderships back to preferred replicas (Kafka's auto.leader.rebalance.enable)")
 	flags.IntVar(&f.leaderImbalancePct, "leader-imbalance-per-broker-percentage", 10, "leaderships go back to a node's preferred partitions only once more than this percent of them are led elsewhere (Kafka's leader.imbalance.per.broker.percentage; 0: any)")
+	flags.DurationVar(&f.replicaLagTimeMax, "replica-lag-time-max", 30*time.Second, "a follower not caught up with its leader's log for this long leaves the ISR (Kafka's replica.lag.time.max.ms; 0: 30s)")
 	flags.DurationVar(&f.leaderBalanceInterval, "leader-imbalance-check-interval", 5*time.Second, "how often leaderships are moved back to preferred replicas (Kafka's leader.imbalance.check.interval.seconds, 300 s there)")
 	flags.BoolVar(&f.autoCreateTopics, "auto-create-topics", true, "create a topic a client asks Metadata for, or produces to, when it does not exist (Kafka's auto.create.topics.enable)")
 	flags.BoolVar(&f.faultInjection, "enable-fault-injection", false, "serve POST /v1/debug/faults on the admin listener (tests only)")
@@ -255,6 +257,9 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 	} else if f.leaderBalanceInterval < 0 {
 		return server.Config{}, fmt.Errorf("--leader-imbalance-check-interval must not be negative (got %v)", f.leaderBalanceInterval)
 	}
+	if f.replicaLagTimeMax < 0 {
+		return server.Config{}, fmt.Errorf("--replica-lag-time-max must not be negative (got %v)", f.replicaLagTimeMax)
+	}
 	if f.leaderImbalancePct < 0 || f.leaderImbalancePct > 100 {
 		return server.Config{}, fmt.Errorf("--leader-imbalance-per-broker-percentage must be 0 to 100 (got %d)", f.leaderImbalancePct)
 	}
@@ -279,7 +284,7 @@ func (f *serveFlags) config(logOut, console io.Writer) (server.Config, error) {
 		NumPartitions: f.numPartitions, DefaultReplicationFactor: f.defaultRF,
 		OffsetsReplicationFactor: f.offsetsRF, TxnStateReplicationFactor: f.txnStateRF, NoAutoCreateTopics: !f.autoCreateTopics,
 		OffsetsPartitions: f.offsetsPartitions, TxnStatePartitions: f.txnStatePartitions,
-		NoTopicDeletion: !f.deleteTopics && !f.agent, LeaderBalanceInterval: f.leaderBalanceInterval,
+		NoTopicDeletion: !f.deleteTopics && !f.agent, LeaderBalanceInterval: f.leaderBalanceInterval, ReplicaLagTimeMax: f.replicaLagTimeMax,
 		LeaderImbalancePercent: imbalancePercent(f.leaderImbalancePct),
 		SessionTimeout:         f.sessionTimeout, NoControlledShutdown: !f.controlledShutdown, FaultInjection: f.faultInjection,
 		ObjectStore: f.objectStore, ObjectBatchTimeout: f.objectBatchTimeout, ObjectBatchBytes: f.objectBatchBytes,
@@ -385,6 +390,7 @@ var staticConfigFlags = map[string]string{
 	"transaction-state-log-replication-factor": "transaction.state.log.replication.factor",
 	"transaction-state-log-num-partitions":     "transaction.state.log.num.partitions",
 	"fetch-max-bytes":                          "fetch.max.bytes",
+	"replica-lag-time-max":                     "replica.lag.time.max.ms",
 	"speclog-addr":                             "runnel.speclog.addr",
 	"group-initial-rebalance-delay":            "group.initial.rebalance.delay.ms",
 }

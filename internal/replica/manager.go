@@ -13,6 +13,9 @@ import (
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
+// DefaultLagMax is Kafka's replica.lag.time.max.ms default since 2.5 (KIP-537).
+const DefaultLagMax = 30 * time.Second
+
 // Config configures a Manager.
 type Config struct {
 	NodeID int32
@@ -20,7 +23,7 @@ type Config struct {
 	Send   func(to int32, kind transport.Kind, body []byte)
 	Logger *slog.Logger
 
-	LagMax       time.Duration // replica.lag.time.max.ms: default 10 s
+	LagMax       time.Duration // replica.lag.time.max.ms: default 30 s, Kafka's (KIP-537)
 	JoinGrace    time.Duration // a new leader counts joining followers as live this long: default 1 s
 	JoinRetry    time.Duration // a follower asks to join again after: default 200 ms
 	ResendAfter  time.Duration // unacknowledged sends are repeated after: default 1 s
@@ -65,7 +68,7 @@ func NewManager(cfg Config) *Manager {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.LagMax <= 0 {
-		cfg.LagMax = 10 * time.Second
+		cfg.LagMax = DefaultLagMax
 	}
 	if cfg.JoinGrace <= 0 {
 		cfg.JoinGrace = time.Second

@@ -46,6 +46,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/objstore"
 	"github.com/runnel-dev/runnel/internal/objtopic"
+	"github.com/runnel-dev/runnel/internal/replica"
 	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/share"
 	"github.com/runnel-dev/runnel/internal/speclog/service"
@@ -119,6 +120,9 @@ type Config struct {
 	FetchMaxBytes int32
 	// NoTopicDeletion turns off Kafka's delete.topic.enable (on by default, as Kafka's).
 	NoTopicDeletion bool
+	// ReplicaLagTimeMax is Kafka's replica.lag.time.max.ms: a follower not caught up with its
+	// leader's log for this long leaves the ISR (0: 30 s, Kafka's default).
+	ReplicaLagTimeMax time.Duration
 	// GivenConfigs names the static broker configs given explicitly, by Kafka's names
 	// (broker.Config.GivenConfigs).
 	GivenConfigs map[string]bool
@@ -579,7 +583,7 @@ func Open(cfg Config) (*Server, error) {
 		KafkaHost: host, KafkaPort: int32(port), Rack: cfg.Rack, Agent: cfg.Agent, FS: cfg.FS, DataDir: cfg.DataDir, Registry: s.topics,
 		Logger: s.logger, ClusterID: string(legacyID), Import: s.importLegacy, Active: active, SpecLogAddr: speclogAddr,
 		AdminAddr: reachable(s.AdminAddr(), host), Listeners: endpoints, TLS: clusterTLS, OnWALSync: s.admin.raft.WALSync,
-		BeforeRegister: s.bindOwned, EmptyDataDir: emptyDir})
+		BeforeRegister: s.bindOwned, EmptyDataDir: emptyDir, Replica: replica.Config{LagMax: cfg.ReplicaLagTimeMax}})
 	if err != nil {
 		ln.Close()
 		return nil, errors.Join(err, s.Close())
@@ -700,6 +704,7 @@ func Open(cfg Config) (*Server, error) {
 	groups := groupConfig(cfg)
 	s.broker, err = broker.New(broker.Config{NodeID: cfg.NodeID, RackAwareReads: cfg.RackAwareReads, AdvertisedHost: host, AdvertisedPort: int32(port), Groups: groups, ShareGroups: cfg.ShareGroups,
 		Cluster: s.node, AutoCreateTopics: !cfg.NoAutoCreateTopics, DefaultPartitions: cfg.NumPartitions, FetchMaxBytes: cfg.FetchMaxBytes,
+		ReplicaLagTimeMax:        cmp.Or(cfg.ReplicaLagTimeMax, replica.DefaultLagMax),
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor, OffsetsReplicationFactor: cfg.OffsetsReplicationFactor,
 		TxnStateReplicationFactor: cfg.TxnStateReplicationFactor, OffsetsTopicPartitions: cfg.OffsetsPartitions, TxnStatePartitions: cfg.TxnStatePartitions,
 		NoTopicDeletion: cfg.NoTopicDeletion, GivenConfigs: cfg.GivenConfigs, ConnectionsMaxIdle: cfg.ConnectionsMaxIdle, Hooks: hooks, Logger: s.logger, LogLevel: cfg.LogLevel,
