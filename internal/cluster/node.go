@@ -209,7 +209,10 @@ func Start(cfg Config) (*Node, error) {
 		n.marks = openBootMark(cfg.FS, cfg.DataDir, n.run, cfg.Logger)
 	}
 	if cfg.Registry != nil {
-		cfg.Registry.OnLogFailure(n.marks.logFailed)
+		cfg.Registry.OnLogFailure(func(err error) {
+			n.marks.logFailed(err)
+			n.wakeReconciler() // the registry opens a poisoned log again after a wait (RetryAt)
+		})
 	}
 	n.tr = transport.New(transport.Config{NodeID: cfg.NodeID, Listener: cfg.Listener, Resolve: n.resolve, Addr: cfg.ClusterAddr,
 		Handler: n.receive, PeerDown: n.peerDown, Logger: cfg.Logger, TLS: cfg.TLS, MaxFrameBytes: cfg.maxFrameBytes})

@@ -308,7 +308,8 @@ func TestClusterPowerLoss(t *testing.T) {
 // logs fails, or its disk is full (writes fail with ENOSPC after writing part of their data):
 // that replica stops (its log is poisoned), a leader there hands its leadership over, and the
 // partition stays available on the other two with nothing acknowledged lost, every record read
-// back once at the offset it was acknowledged with.
+// back once at the offset it was acknowledged with. Once the disk works again, the node opens
+// the poisoned logs again without a restart and its replicas rejoin the ISRs.
 func TestReplicaDiskFailure(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -371,6 +372,25 @@ func testReplicaDiskFailure(t *testing.T, rule vfs.Rule) {
 	t.Logf("%d acknowledged (%d after the failure), %d read back", len(got), after, len(back))
 	if lost > 0 {
 		t.Errorf("%d acknowledged records lost", lost)
+	}
+
+	// The disk works again (space freed): node 2 opens its poisoned logs again by itself, as a
+	// restart would, and its replicas catch up and rejoin every ISR.
+	rules.Clear()
+	eventually(t, "node 2 back in every ISR once its disk works", 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "disk")
+		if err != nil {
+			return false
+		}
+		for _, p := range md.Topics["disk"].Partitions {
+			if !slices.Contains(p.ISR, 2) {
+				return false
+			}
+		}
+		return true
+	})
+	if n := c.srv[2].Topics().Offline(); n != 0 {
+		t.Errorf("node 2 counts %d offline replicas once back", n)
 	}
 }
 

@@ -127,6 +127,9 @@ type Registry struct {
 	// cleanup: when Sync should run to try it again (the zero retry if none is due). Under mu.
 	cleanupLogged time.Time
 	cleanup       retry
+	// poisoned: by partition directory, when the log a failed write or sync poisoned is opened
+	// again (reopenPoisoned); under mu, written under syncMu too.
+	poisoned map[string]*poisonRetry
 
 	mu     sync.RWMutex
 	byName map[string]*Topic
@@ -186,7 +189,7 @@ func Open(opts Options) (*Registry, error) {
 	}
 	r := &Registry{fs: opts.FS, dir: filepath.Join(opts.DataDir, "topics"), flusher: opts.Flusher, maint: opts.Maintainer,
 		logger: opts.Logger, now: opts.Now, byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}, defaults: newDefaults(),
-		removing: map[string]bool{}}
+		removing: map[string]bool{}, poisoned: map[string]*poisonRetry{}}
 	if err := r.fs.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -457,6 +460,19 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 			}
 			t.Partitions = append(t.Partitions, &Partition{Topic: t.Name, Index: i, changed: make(chan struct{})})
 			changed = true
+		case cur != nil && hosted && cur.Hosted() && cur.Log.Err() != nil:
+			p, reopened, err := r.reopenPoisoned(t, cur, cfg, hooks, now)
+			switch {
+			case err != nil:
+				t.Partitions = append(t.Partitions, r.offlinePartition(t, i, nil, err))
+				changed = true
+			case reopened:
+				opened = append(opened, p)
+				t.Partitions = append(t.Partitions, p)
+				changed = true
+			default:
+				t.Partitions = append(t.Partitions, cur) // poisoned until its retry
+			}
 		case cur != nil && cur.Hosted() == hosted:
 			if hosted && configChanged {
 				if err := cur.Log.SetConfig(cfg); err != nil {
@@ -474,6 +490,9 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 			t.Partitions = append(t.Partitions, p)
 			changed = true
 		default: // not hosted here (any more): close and remove
+			r.mu.Lock()
+			delete(r.poisoned, r.partitionDir(t.Name, i))
+			r.mu.Unlock()
 			if cur != nil && cur.Hosted() {
 				r.closePartition(t, cur, hooks, true)
 			} else if cur == nil {
@@ -572,13 +591,66 @@ func (r *Registry) offlinePartition(t *Topic, i int32, prev *Partition, err erro
 	return &Partition{Topic: t.Name, Index: i, offline: err, retry: rt, changed: make(chan struct{})}
 }
 
-// Offline returns how many partitions this node should host have no open log: offline ones
-// (Partition.Offline), and those a topic's failed sync did not open.
+// poisonRetry is when a poisoned log is opened again: at, after the wait that doubles each time
+// the log opened again is poisoned again (up to offlineRetryMax); reopened: it was, at at.
+type poisonRetry struct {
+	retry
+	reopened bool
+}
+
+// poisonedHealthy: a log opened again after a poisoning that is poisoned again this long after
+// starts a new series of waits (the first, 1 s).
+const poisonedHealthy = 10 * offlineRetryMax
+
+// reopenPoisoned opens again, once its wait is over, the log of hosted partition cur that a
+// failed write or sync poisoned (a full disk, an fsync error): a restart would, and only a
+// restart did before. Its recovery cuts what the failure left half written; on a disk still
+// full, the next write poisons it again, and the wait doubles. Kafka takes the log directory
+// offline instead, and with a single one halts the broker. It returns cur's successor (reopened)
+// or the error of its opening (cur is closed then: the partition is offline); neither while the
+// wait runs.
+func (r *Registry) reopenPoisoned(t *Topic, cur *Partition, cfg logstore.Config, hooks Hooks, now time.Time) (*Partition, bool, error) {
+	dir := r.partitionDir(t.Name, cur.Index)
+	r.mu.Lock()
+	pr := r.poisoned[dir]
+	switch {
+	case pr == nil || pr.reopened && now.Sub(pr.at) >= poisonedHealthy:
+		pr = &poisonRetry{retry: retry{}.after(now)}
+		r.poisoned[dir] = pr
+	case pr.reopened: // opened again, poisoned again
+		pr.retry, pr.reopened = pr.after(now), false
+	}
+	due := !now.Before(pr.at)
+	if due {
+		pr.reopened = true
+	}
+	r.mu.Unlock()
+	if !due {
+		return nil, false, nil
+	}
+	r.logger.Warn("topics: opening again the log a failed write or sync poisoned", "topic", t.Name, "partition", cur.Index,
+		"dir", dir, "poisoned_by", cur.Log.Err())
+	if err := r.closePartition(t, cur, hooks, false); err != nil {
+		r.logger.Warn("topics: closing a poisoned log", "topic", t.Name, "partition", cur.Index, "err", err)
+	}
+	p, err := r.openPartition(t, cur.Index, cfg, hooks)
+	if err != nil {
+		return nil, false, err
+	}
+	return p, true, nil
+}
+
+// poisoned reports whether p is hosted with a log a failed write or sync poisoned.
+func poisoned(p *Partition) bool { return p.Log != nil && p.Log.Err() != nil }
+
+// Offline returns how many partitions this node should host have no open log or a poisoned one:
+// offline ones (Partition.Offline), those a topic's failed sync did not open, and those whose
+// log a failed write or sync poisoned until it is opened again.
 func (r *Registry) Offline() int {
 	n := 0
 	for _, t := range r.List() {
 		for _, p := range t.Partitions {
-			if p.offline != nil {
+			if p.offline != nil || poisoned(p) {
 				n++
 			}
 		}
@@ -596,9 +668,10 @@ func (r *Registry) Offline() int {
 }
 
 // Unopened reports whether partition i of topic id is one this node should host and has not
-// opened: offline (Partition.Offline), or of a topic whose sync failed before it was published.
+// opened: offline (Partition.Offline), of a topic whose sync failed before it was published, or
+// with a log a failed write or sync poisoned, until it is opened again.
 func (r *Registry) Unopened(id [16]byte, i int32) bool {
-	if t, ok := r.GetByID(id); ok && int(i) < len(t.Partitions) && t.Partitions[i].offline != nil {
+	if t, ok := r.GetByID(id); ok && int(i) < len(t.Partitions) && (t.Partitions[i].offline != nil || poisoned(t.Partitions[i])) {
 		return true
 	}
 	r.mu.RLock()
@@ -620,13 +693,22 @@ func (r *Registry) RetryAt() (at time.Time, ok bool) {
 			at, ok = rt.at, true
 		}
 	}
-	for _, t := range r.List() {
-		for _, p := range t.Partitions {
-			earliest(p.retry)
-		}
-	}
+	now, list := r.now(), r.List()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	for _, t := range list {
+		for _, p := range t.Partitions {
+			earliest(p.retry)
+			if poisoned(p) { // due at once if no Sync has seen it poisoned yet
+				pr := r.poisoned[r.partitionDir(t.Name, p.Index)]
+				if pr == nil || pr.reopened {
+					earliest(retry{at: now})
+				} else {
+					earliest(pr.retry)
+				}
+			}
+		}
+	}
 	for _, f := range r.failed {
 		earliest(f.retry)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -452,6 +453,72 @@ func TestOfflinePartition(t *testing.T) {
 // TestTopicSyncFailure: a topic whose topic.json cannot be read (an I/O error, or garbage) is
 // neither deleted nor opened: its partitions count as unopened, it is tried again when due,
 // and once the file reads it opens on the data it had. Other topics are synced meanwhile.
+// TestPoisonedLogOpensAgain: a hosted partition whose log a failed write poisoned (a full disk)
+// counts as offline (Offline, Unopened) and is opened again by a Sync once its wait is over: 1 s
+// after the first Sync that saw it poisoned (RetryAt says a Sync is due at once before that), the
+// wait doubling each time the log opened again is poisoned again. The log opened again keeps
+// what was written before and takes writes.
+func TestPoisonedLogOpensAgain(t *testing.T) {
+	_, rules, fsys := faultyFS()
+	now := time.Unix(1000, 0)
+	r := openAt(t, fsys, &now)
+	defer r.Close()
+	spec := TopicSpec{Name: "p", ID: [16]byte{7}, Partitions: 1, Hosted: all}
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+	part := func() *Partition { tp, _ := r.Get("p"); return tp.Partitions[0] }
+	if _, _, err := part().Log.Append(testBatch(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	poison := func() {
+		t.Helper()
+		rules.Add(vfs.Rule{Op: vfs.OpWrite, PathContains: "/topics/p/", Err: syscall.ENOSPC, PartialWrite: true})
+		if _, _, err := part().Log.Append(testBatch(t), 0); err == nil {
+			t.Fatal("an append on a full disk succeeded")
+		}
+		if part().Log.Err() == nil || r.Offline() != 1 || !r.Unopened(spec.ID, 0) {
+			t.Fatalf("poisoned: log error %v, %d offline, unopened %v; want poisoned, 1, true", part().Log.Err(), r.Offline(), r.Unopened(spec.ID, 0))
+		}
+		if at, ok := r.RetryAt(); !ok || !at.Equal(now) {
+			t.Fatalf("RetryAt = %v, %v before a Sync saw the poisoning; want now", at, ok)
+		}
+	}
+	reopenAfter := func(wait time.Duration) {
+		t.Helper()
+		before := part()
+		r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+		if at, ok := r.RetryAt(); !ok || !at.Equal(now.Add(wait)) {
+			t.Fatalf("RetryAt = %v, %v; want %v", at, ok, now.Add(wait))
+		}
+		now = now.Add(wait - time.Millisecond)
+		r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+		if part() != before {
+			t.Fatalf("opened again %v before its wait of %v was over", wait-time.Millisecond, wait)
+		}
+		rules.Clear()
+		now = now.Add(time.Millisecond)
+		r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+		if p := part(); p == before || !p.Hosted() || p.Log.Err() != nil || r.Offline() != 0 || r.Unopened(spec.ID, 0) {
+			t.Fatalf("after the wait: the same partition %v, log error %v, %d offline; want a new healthy log", p == before, p.Log.Err(), r.Offline())
+		}
+		if _, ok := r.RetryAt(); ok {
+			t.Fatal("RetryAt with no partition poisoned")
+		}
+	}
+	poison()
+	reopenAfter(offlineRetryFirst)
+	if end := part().Log.EndOffset(); end < 1 {
+		t.Fatalf("the log opened again ends at %d; want the first batch kept", end)
+	}
+	if _, _, err := part().Log.Append(testBatch(t), 0); err != nil {
+		t.Fatalf("append to the log opened again: %v", err)
+	}
+	poison()
+	reopenAfter(2 * offlineRetryFirst) // poisoned again: the wait doubles
+	now = now.Add(poisonedHealthy)
+	poison()
+	reopenAfter(offlineRetryFirst) // healthy long enough: a new series
+}
+
 func TestTopicSyncFailure(t *testing.T) {
 	mem, rules, fsys := faultyFS()
 	now := time.Unix(1000, 0)
