@@ -72,6 +72,8 @@ func handleDeleteRecords(ctx context.Context, r *request) reply {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
 				} else if err := l.AdvanceStartOffset(off); err != nil {
 					sp.ErrorCode = errorCode(err)
+					b.logger.Error("broker: DeleteRecords could not move the log start", "topic", t.Name, "partition", rp.Partition,
+						"offset", off, "err", err)
 				} else {
 					sp.LowWatermark = l.StartOffset()
 				}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -479,6 +480,12 @@ func setProduceError(sp *kmsg.ProduceResponseTopicPartition, err error) {
 	}
 }
 
+// storageFailure reports whether err is the disk's: full, failing or read-only (Kafka answers
+// KAFKA_STORAGE_ERROR for an operation its log directory failed).
+func storageFailure(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EROFS)
+}
+
 // errorCode maps Runnel errors to Kafka error codes.
 func errorCode(err error) int16 {
 	var ke *kerr.Error
@@ -506,7 +513,7 @@ func errorCode(err error) int16 {
 		return kerr.InvalidPartitions.Code
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
-	case errors.Is(err, logstore.ErrPoisoned):
+	case errors.Is(err, logstore.ErrPoisoned), storageFailure(err):
 		return kerr.KafkaStorageError.Code
 	case errors.Is(err, logstore.ErrTruncated):
 		return kerr.NotLeaderForPartition.Code

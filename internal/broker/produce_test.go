@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"syscall"
 	"testing"
 	"time"
 
@@ -236,5 +238,17 @@ func TestRecompressionLevel(t *testing.T) {
 	}
 	if stored["9"] >= stored["1"] {
 		t.Errorf("stored %d bytes at gzip level 9 and %d at level 1; want level 9 smaller", stored["9"], stored["1"])
+	}
+}
+
+// TestStorageFailuresAreStorageErrors: a disk that is full, failing or read-only answers
+// KAFKA_STORAGE_ERROR (retriable), as Kafka answers for a failed log directory, not
+// UNKNOWN_SERVER_ERROR; a DeleteRecords whose checkpoint hit a full disk was answered that way.
+func TestStorageFailuresAreStorageErrors(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS} {
+		err := fmt.Errorf("writing the checkpoint: %w", &fs.PathError{Op: "write", Path: "/data/checkpoint.tmp", Err: errno})
+		if got := errorCode(err); got != kerr.KafkaStorageError.Code {
+			t.Errorf("errorCode(%v) = %d; want KAFKA_STORAGE_ERROR", err, got)
+		}
 	}
 }

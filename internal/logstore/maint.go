@@ -120,7 +120,16 @@ func (l *Log) AdvanceStartOffset(offset int64) error {
 	}
 	cp := checkpoint{logStart: offset, firstDirty: max(firstDirty, offset)}
 	if err := writeCheckpoint(l.fs, l.dir, cp); err != nil {
-		return err
+		// A full disk: the segments wholly below offset go first, as retention removes them
+		// (files, then the checkpoint), which may make the room the checkpoint needs, so that
+		// DeleteRecords can free a full disk. A crash between the two recovers a start between
+		// the old and the new, as after retention.
+		if ferr := l.freeBelow(offset); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		if err := writeCheckpoint(l.fs, l.dir, cp); err != nil {
+			return err
+		}
 	}
 	l.mu.Lock()
 	l.logStart, l.firstDirty = cp.logStart, cp.firstDirty
@@ -131,6 +140,28 @@ func (l *Log) AdvanceStartOffset(offset int64) error {
 	victims := append([]*segment(nil), l.segments[:n]...)
 	l.segments = append([]*segment(nil), l.segments[n:]...)
 	l.mu.Unlock()
+	return l.dropSegments(victims, false, cp)
+}
+
+// freeBelow removes the segments wholly below offset (never the active one), moving the log
+// start to the first segment kept, as retention does; under maintMu.
+func (l *Log) freeBelow(offset int64) error {
+	l.mu.Lock()
+	n := 0
+	for n < len(l.segments)-1 && l.segments[n].next <= offset {
+		n++
+	}
+	if n == 0 {
+		l.mu.Unlock()
+		return nil
+	}
+	victims := append([]*segment(nil), l.segments[:n]...)
+	l.segments = append([]*segment(nil), l.segments[n:]...)
+	l.logStart = max(l.logStart, l.segments[0].base)
+	l.firstDirty = max(l.firstDirty, l.logStart)
+	cp := checkpoint{logStart: l.logStart, firstDirty: l.firstDirty}
+	l.mu.Unlock()
+	l.logger.Warn("logstore: the log start could not be saved; removing the segments below it first", "dir", l.dir, "offset", offset, "segments", n)
 	return l.dropSegments(victims, false, cp)
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -315,4 +316,56 @@ func TestRetentionOfRecordsWithoutTimestamps(t *testing.T) {
 			t.Fatalf("EnforceRetention() past retention.ms = %d, %v, start %d; want the old segments removed", n, err, l.StartOffset())
 		}
 	})
+}
+
+// TestAdvanceStartOffsetOnAFullDisk: when the checkpoint that makes a new log start durable
+// cannot be written (a full disk), the segments wholly below the new start are removed first,
+// as retention removes them, and the checkpoint is written again: DeleteRecords frees a full
+// disk. If it still cannot be written, the error is returned and the log starts at its first
+// kept segment, which is what a restart finds too.
+func TestAdvanceStartOffsetOnAFullDisk(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		times int // checkpoint writes that fail (0: all)
+	}{{"room-after-removal", 1}, {"still-full", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rules := &vfs.Rules{}
+			e := newEnv(t, vfs.NewErrorFS(vfs.NewMem(), rules), "/data/p0")
+			cfg := testConfig()
+			cfg.SegmentBytes = 2 << 10
+			l := e.open(cfg)
+			fill(t, l, 30, 300, 1)
+			if len(l.segments) < 4 {
+				t.Fatalf("%d segments; want several", len(l.segments))
+			}
+			rules.Add(vfs.Rule{Op: vfs.OpWrite, PathContains: checkpointName, Times: tc.times, Err: syscall.ENOSPC, PartialWrite: true})
+			err := l.AdvanceStartOffset(17)
+			first := l.segments[0].base
+			if first > 17 || l.segments[0].next <= 17 {
+				t.Fatalf("first segment [%d, %d); want the one holding 17, the ones below removed", first, l.segments[0].next)
+			}
+			want := int64(17)
+			if tc.times == 0 {
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("AdvanceStartOffset on a full disk = %v; want ENOSPC", err)
+				}
+				want = first
+			} else if err != nil {
+				t.Fatalf("AdvanceStartOffset once segments freed room = %v", err)
+			}
+			if got := l.StartOffset(); got != want {
+				t.Fatalf("StartOffset() = %d; want %d", got, want)
+			}
+			rules.Clear()
+			l.Close()
+			l = e.open(cfg)
+			defer l.Close()
+			if got := l.StartOffset(); got != want {
+				t.Errorf("StartOffset() after restart = %d; want %d", got, want)
+			}
+			if b, err := l.Read(nil, want, 1); err != nil || len(b) == 0 {
+				t.Errorf("Read(%d) = %d bytes, %v; want the batch", want, len(b), err)
+			}
+		})
+	}
 }
