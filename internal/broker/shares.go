@@ -64,6 +64,7 @@ type sharePart struct {
 	p           *share.Partition
 	err         error
 	persisting  bool
+	persistUpTo uint64 // while persisting: the last op the write in flight holds
 	waiters     []ackWaiter
 	// written is the snapshot the coordinator last confirmed storing (or gave at the load; nil:
 	// none). An object share-partition whose owner epoch moves while its owner stays keeps
@@ -266,10 +267,19 @@ func (s *shares) dropLocked(sp *sharePart, err error) {
 		delete(s.parts, sp.key)
 	}
 	s.wakeLocked(sp) // its waiting fetches look again, and find it gone
+	// The acknowledgements a write in flight holds are answered by its outcome: the write may
+	// still be stored (a new leader loads what it stored), and answering them dropped would
+	// tell a client its acknowledgement failed while the records are settled for good. Kafka's
+	// SharePartition completes them from the write's result too.
+	keep := sp.waiters[:0]
 	for _, w := range sp.waiters {
-		w.ch <- err
+		if sp.persisting && w.op <= sp.persistUpTo {
+			keep = append(keep, w)
+		} else {
+			w.ch <- err
+		}
 	}
-	sp.waiters = nil
+	sp.waiters = keep
 }
 
 // get returns the loaded state of a share-partition of lg, which this node must keep. Without
@@ -466,7 +476,7 @@ func (s *shares) persistLocked(sp *sharePart) {
 	if !ok {
 		return
 	}
-	sp.persisting = true
+	sp.persisting, sp.persistUpTo = true, upTo
 	req := shareWriteReq{sp.key.group, sp.key.part(), sp.stateEpoch, sp.leaderEpoch, snap.AppendTo(nil)}
 	go func() {
 		err := s.write(req)
