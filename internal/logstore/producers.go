@@ -96,6 +96,10 @@ func (l *Log) writeSnapshot(offset int64) error {
 	}
 	name := segmentName(l.dir, offset, snapshotSuffix)
 	if err := vfs.WriteFileSync(l.fs, name, l.producers.AppendSnapshot(nil, offset)); err != nil {
+		// A full disk leaves the file empty or cut: remove it, or every start warns of it.
+		if rerr := l.fs.Remove(name); rerr != nil && !errors.Is(rerr, vfs.ErrNotExist) {
+			l.logger.Warn("logstore: removing a producer snapshot that failed to write", "file", name, "err", rerr)
+		}
 		return err
 	}
 	l.mu.Lock()

@@ -1,6 +1,8 @@
 package logstore
 
 import (
+	"errors"
+	"syscall"
 	"testing"
 
 	"github.com/runnel-dev/runnel/internal/batch"
@@ -129,5 +131,22 @@ func TestCommittedTxnStaysClosedAfterACrashBelowTheLogStart(t *testing.T) {
 	if fu, lso := l2.FirstUnstableOffset(), l2.LastStable(end); fu != -1 || lso != end {
 		t.Errorf("after the restart: first unstable offset %d, last stable offset %d with the log ending at %d; "+
 			"want no open transaction (producer 9 committed at %d) and LSO %d, as Kafka", fu, lso, end, marker, end)
+	}
+}
+
+// TestFailedSnapshotLeavesNoFile: a producer snapshot whose write fails (a full disk, half the
+// data written) is removed, not left empty or cut for every later start to warn about.
+func TestFailedSnapshotLeavesNoFile(t *testing.T) {
+	rules := &vfs.Rules{}
+	e := newEnv(t, vfs.NewErrorFS(vfs.NewMem(), rules), "/data/p0")
+	l := e.open(testConfig())
+	defer l.Close()
+	fill(t, l, 5, 100, 1)
+	rules.Add(vfs.Rule{Op: vfs.OpWrite, PathContains: snapshotSuffix, Err: syscall.ENOSPC, PartialWrite: true})
+	if err := l.writeSnapshot(l.EndOffset()); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("writeSnapshot on a full disk = %v; want ENOSPC", err)
+	}
+	if offsets, err := l.snapshotOffsets(); err != nil || len(offsets) != 0 {
+		t.Fatalf("snapshots left: %v, %v; want none", offsets, err)
 	}
 }
