@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -60,6 +61,7 @@ type Log struct {
 	logStart   int64
 	firstDirty int64 // compaction has cleaned every offset below
 	err        error // the first write or sync failure; the log is poisoned
+	reopenable bool  // err is a write refused for want of space (Reopenable)
 	closed     bool
 	truncGen   uint64       // bumped by Truncate so a sync that started before it claims nothing
 	truncs     []truncation // recent truncations, for waiters that a truncation overtook
@@ -667,12 +669,25 @@ func (l *Log) poison(op string, err error) error {
 func (l *Log) poisonLocked(op string, err error) error {
 	if l.err == nil {
 		l.err = fmt.Errorf("%w: %s failed; the log is read-only until reopened: %w", ErrPoisoned, op, err)
+		l.reopenable = !strings.HasPrefix(op, "sync") && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT))
 		l.logger.Error("logstore: log poisoned", "op", op, "err", err)
 		l.flusher.poisoned(l.err) // before any waiter hears of it
 		close(l.durableCh)
 		l.durableCh = make(chan struct{})
 	}
 	return l.err
+}
+
+// Reopenable reports whether the log was poisoned by an operation refused for want of space (a
+// full disk or quota, ENOSPC or EDQUOT, not at an fsync): such a failure loses nothing the
+// kernel had taken, so the log may be opened again once there is room, its recovery cutting
+// what was half written. A failed fsync may have had the kernel drop the pages it could not
+// write while they still read back from the page cache: such a log waits for a restart, whose
+// registration says this node may have lost writes (the boot mark is gone).
+func (l *Log) Reopenable() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.err != nil && l.reopenable
 }
 
 // Err returns the error that poisoned the log, or nil.

@@ -460,7 +460,7 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 			}
 			t.Partitions = append(t.Partitions, &Partition{Topic: t.Name, Index: i, changed: make(chan struct{})})
 			changed = true
-		case cur != nil && hosted && cur.Hosted() && cur.Log.Err() != nil:
+		case cur != nil && hosted && cur.Hosted() && cur.Log.Reopenable():
 			p, reopened, err := r.reopenPoisoned(t, cur, cfg, hooks, now)
 			switch {
 			case err != nil:
@@ -603,8 +603,8 @@ type poisonRetry struct {
 const poisonedHealthy = 10 * offlineRetryMax
 
 // reopenPoisoned opens again, once its wait is over, the log of hosted partition cur that a
-// failed write or sync poisoned (a full disk, an fsync error): a restart would, and only a
-// restart did before. Its recovery cuts what the failure left half written; on a disk still
+// write refused for want of space poisoned (logstore.Log.Reopenable: a full disk, not a failed
+// fsync, which waits for a restart): a restart would, and only a restart did before. Its recovery cuts what the failure left half written; on a disk still
 // full, the next write poisons it again, and the wait doubles. Kafka takes the log directory
 // offline instead, and with a single one halts the broker. It returns cur's successor (reopened)
 // or the error of its opening (cur is closed then: the partition is offline); neither while the
@@ -699,7 +699,7 @@ func (r *Registry) RetryAt() (at time.Time, ok bool) {
 	for _, t := range list {
 		for _, p := range t.Partitions {
 			earliest(p.retry)
-			if poisoned(p) { // due at once if no Sync has seen it poisoned yet
+			if p.Log != nil && p.Log.Reopenable() { // due at once if no Sync has seen it poisoned yet
 				pr := r.poisoned[r.partitionDir(t.Name, p.Index)]
 				if pr == nil || pr.reopened {
 					earliest(retry{at: now})

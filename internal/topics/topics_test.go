@@ -1,6 +1,7 @@
 package topics
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -517,6 +518,31 @@ func TestPoisonedLogOpensAgain(t *testing.T) {
 	now = now.Add(poisonedHealthy)
 	poison()
 	reopenAfter(offlineRetryFirst) // healthy long enough: a new series
+
+	// A failed fsync may have lost pages the page cache still shows: that log waits for a
+	// restart, counted offline, and no retry is due for it.
+	rules.Add(vfs.Rule{Op: vfs.OpSync, PathContains: "/topics/p/"})
+	if _, _, err := part().Log.Append(testBatch(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	part().Log.SyncSoon()
+	if err := part().Log.WaitDurable(ctx, part().Log.EndOffset()); err == nil {
+		t.Fatal("a failed fsync made the log durable")
+	}
+	before := part()
+	rules.Clear()
+	for range 3 {
+		now = now.Add(time.Minute)
+		r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+	}
+	if part() != before || before.Log.Reopenable() || r.Offline() != 1 {
+		t.Fatalf("after a failed fsync: reopened %v, reopenable %v, %d offline; want the same poisoned log, 1", part() != before, before.Log.Reopenable(), r.Offline())
+	}
+	if _, ok := r.RetryAt(); ok {
+		t.Fatal("RetryAt for a log a failed fsync poisoned")
+	}
 }
 
 func TestTopicSyncFailure(t *testing.T) {
