@@ -1148,12 +1148,13 @@ func hostsWhere(img *controller.Image, p *controller.Partition, has func(*contro
 }
 
 // tendOffline looks after the partitions this node should host and has not opened
-// (topics.Registry.Unopened: a log that failed to open, a topic whose sync failed). The
-// reconciler wakes when the registry's next retry is due. A leadership img gives this node of
-// one is handed on (begin-election: the other replicas elect; this node has no log to vote
-// with). Once it opens, an election that has found no leader since it was unopened (with one
-// replica, or the others down, it cannot without this node, whose "not hosted here" the
-// controller does not ask again) is begun again. Each request is repeated every
+// (topics.Registry.Unopened: a log that failed to open, a topic whose sync failed, a log a failed
+// write poisoned). The reconciler wakes when the registry's next retry is due. A leadership img
+// gives this node of one is handed on (begin-election: the other replicas elect; this node has
+// no log to vote with), also once it opens while img still names it the leader of the epoch it
+// was unopened in. Once it opens, an election that has found no leader since it was unopened
+// (with one replica, or the others down, it cannot without this node, whose "not hosted here"
+// the controller does not ask again) is begun again. Each request is repeated every
 // offlineAskEvery while the image still needs it (a proposal can fail).
 //
 // The restart is a plain begin-election of the epoch the image shows leaderless: if that
@@ -1189,9 +1190,18 @@ func (n *Node) tendOffline(img *controller.Image) {
 			}
 			return
 		}
-		if e, ok := n.offlineEpoch[ref]; ok && p.Leader < 0 && p.LeaderEpoch == e {
-			seen[ref] = e // until that election ends
-			ask(ref, e, &restart)
+		if e, ok := n.offlineEpoch[ref]; ok && p.LeaderEpoch == e {
+			switch p.Leader {
+			case -1:
+				seen[ref] = e // until that election ends
+				ask(ref, e, &restart)
+			case self:
+				// Still its leader in the epoch its log was not open in (or was poisoned in):
+				// the replica opened since must not lead that epoch (its followers joined the
+				// one before, or none), so the leadership is handed on until the epoch moves.
+				seen[ref] = e
+				ask(ref, e, &handOff)
+			}
 		}
 	})
 	n.offlineEpoch, n.offlineAsked = seen, asked

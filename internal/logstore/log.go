@@ -655,6 +655,12 @@ func (l *Log) roll(act *segment) (*segment, error) {
 // durability hook hears of it on a goroutine of its own: the caller may hold appendMu or
 // maintMu, which the hook's owner takes while holding its own lock (Replica.mu around appends
 // and truncations).
+// Poison makes the log read-only after a failure of its owner's that concerns it (a replica's
+// epoch file could not be written): the registry then treats it as any log a failed write
+// poisoned (counted offline; opened again if the failure was a write refused for want of
+// space). The first failure stays; it returns the log's error.
+func (l *Log) Poison(op string, err error) error { return l.poison(op, err) }
+
 func (l *Log) poison(op string, err error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -669,7 +675,7 @@ func (l *Log) poison(op string, err error) error {
 func (l *Log) poisonLocked(op string, err error) error {
 	if l.err == nil {
 		l.err = fmt.Errorf("%w: %s failed; the log is read-only until reopened: %w", ErrPoisoned, op, err)
-		l.reopenable = !strings.HasPrefix(op, "sync") && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT))
+		l.reopenable = !strings.HasPrefix(op, "sync") && !vfs.IsSyncError(err) && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT))
 		l.logger.Error("logstore: log poisoned", "op", op, "err", err)
 		l.flusher.poisoned(l.err) // before any waiter hears of it
 		close(l.durableCh)

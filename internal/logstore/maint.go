@@ -124,11 +124,9 @@ func (l *Log) AdvanceStartOffset(offset int64) error {
 		// (files, then the checkpoint), which may make the room the checkpoint needs, so that
 		// DeleteRecords can free a full disk. A crash between the two recovers a start between
 		// the old and the new, as after retention.
-		if ferr := l.freeBelow(offset); ferr != nil {
-			return errors.Join(err, ferr)
-		}
+		ferr := l.freeBelow(offset) // its index trim may fail on the full disk; the files are gone
 		if err := writeCheckpoint(l.fs, l.dir, cp); err != nil {
-			return err
+			return errors.Join(err, ferr)
 		}
 	}
 	l.mu.Lock()

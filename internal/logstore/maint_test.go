@@ -369,3 +369,37 @@ func TestAdvanceStartOffsetOnAFullDisk(t *testing.T) {
 		})
 	}
 }
+
+// TestReopenableOnlyAfterARefusedWrite: a log poisoned by a write refused for want of space may
+// be opened again (Reopenable); one poisoned by a failed fsync may not, whatever the operation
+// that ran it (a truncation syncs too) and whatever its errno (ENOSPC included).
+func TestReopenableOnlyAfterARefusedWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rule vfs.Rule
+		op   func(l *Log) error
+		want bool
+	}{
+		{"write ENOSPC", vfs.Rule{Op: vfs.OpWrite, Err: syscall.ENOSPC, PartialWrite: true},
+			func(l *Log) error { _, _, err := l.Append(valueBatch(t, 1, 100, 1, 9), 0); return err }, true},
+		{"write EIO", vfs.Rule{Op: vfs.OpWrite, Err: syscall.EIO},
+			func(l *Log) error { _, _, err := l.Append(valueBatch(t, 1, 100, 1, 9), 0); return err }, false},
+		{"truncate's fsync ENOSPC", vfs.Rule{Op: vfs.OpSync, Err: syscall.ENOSPC},
+			func(l *Log) error { _, err := l.Truncate(4); return err }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rules := &vfs.Rules{}
+			e := newEnv(t, vfs.NewErrorFS(vfs.NewMem(), rules), "/data/p0")
+			l := e.open(testConfig())
+			defer l.Close()
+			fill(t, l, 10, 100, 1)
+			rules.Add(tc.rule)
+			if err := tc.op(l); err == nil {
+				t.Fatal("the operation succeeded")
+			}
+			if l.Err() == nil || l.Reopenable() != tc.want {
+				t.Fatalf("poisoned %v, reopenable %v; want poisoned, %v", l.Err(), l.Reopenable(), tc.want)
+			}
+		})
+	}
+}

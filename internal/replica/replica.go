@@ -523,6 +523,10 @@ func (r *Replica) failLocked(err error) {
 	}
 	r.failed = err
 	r.m.cfg.Logger.Error("replica: log failed; the replica stops", "topic", r.Topic, "partition", r.Ref.Partition, "err", err)
+	// A failure of the replica's own files (its epoch file on a full disk) poisons the log too,
+	// so the node counts the partition offline and opens it again as any poisoned log; a log's
+	// own failure has poisoned it already.
+	r.Log.Poison("replica", err)
 	if r.leader != nil && r.m.cfg.ReportFailed != nil {
 		ref := controller.EpochRef{PartitionRef: r.Ref, Epoch: r.a.Epoch}
 		go r.m.cfg.ReportFailed(ref)

@@ -461,15 +461,15 @@ func (r *Registry) syncTopic(spec TopicSpec, defaultsChanged bool, hooks Hooks) 
 			t.Partitions = append(t.Partitions, &Partition{Topic: t.Name, Index: i, changed: make(chan struct{})})
 			changed = true
 		case cur != nil && hosted && cur.Hosted() && cur.Log.Reopenable():
+			// Nothing to persist: the partitions and configs are the same (topic.json on a full
+			// disk would fail the sync and leave the closed log published).
 			p, reopened, err := r.reopenPoisoned(t, cur, cfg, hooks, now)
 			switch {
 			case err != nil:
 				t.Partitions = append(t.Partitions, r.offlinePartition(t, i, nil, err))
-				changed = true
 			case reopened:
 				opened = append(opened, p)
 				t.Partitions = append(t.Partitions, p)
-				changed = true
 			default:
 				t.Partitions = append(t.Partitions, cur) // poisoned until its retry
 			}
@@ -697,9 +697,10 @@ func (r *Registry) RetryAt() (at time.Time, ok bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, t := range list {
+		_, failed := r.failed[t.Name] // its own retry (below) governs its partitions
 		for _, p := range t.Partitions {
 			earliest(p.retry)
-			if p.Log != nil && p.Log.Reopenable() { // due at once if no Sync has seen it poisoned yet
+			if !failed && p.Log != nil && p.Log.Reopenable() { // due at once if no Sync has seen it poisoned yet
 				pr := r.poisoned[r.partitionDir(t.Name, p.Index)]
 				if pr == nil || pr.reopened {
 					earliest(retry{at: now})
@@ -857,6 +858,9 @@ func (r *Registry) deleteTopic(t *Topic, hooks Hooks) error {
 	}
 	if r.byID[t.ID] == t {
 		delete(r.byID, t.ID)
+	}
+	for _, p := range t.Partitions {
+		delete(r.poisoned, r.partitionDir(t.Name, p.Index))
 	}
 	r.mu.Unlock()
 	var errs []error

@@ -451,9 +451,6 @@ func TestOfflinePartition(t *testing.T) {
 	}
 }
 
-// TestTopicSyncFailure: a topic whose topic.json cannot be read (an I/O error, or garbage) is
-// neither deleted nor opened: its partitions count as unopened, it is tried again when due,
-// and once the file reads it opens on the data it had. Other topics are synced meanwhile.
 // TestPoisonedLogOpensAgain: a hosted partition whose log a failed write poisoned (a full disk)
 // counts as offline (Offline, Unopened) and is opened again by a Sync once its wait is over: 1 s
 // after the first Sync that saw it poisoned (RetryAt says a Sync is due at once before that), the
@@ -519,6 +516,34 @@ func TestPoisonedLogOpensAgain(t *testing.T) {
 	poison()
 	reopenAfter(offlineRetryFirst) // healthy long enough: a new series
 
+	// Still full at each retry: the log is opened again (and poisoned again by the next
+	// append) or offline, never a closed log left published, and the next retry is later.
+	poison()
+	for round := range 4 {
+		r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+		if p := part(); p.Hosted() {
+			if _, err := p.Log.Read(nil, p.Log.StartOffset(), 1); errors.Is(err, logstore.ErrClosed) {
+				t.Fatalf("still full, round %d: a closed log is published", round)
+			}
+			if p.Log.Err() == nil {
+				p.Log.Append(testBatch(t), 0) // a producer's next write poisons it again
+				r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+			}
+		}
+		at, ok := r.RetryAt()
+		if !ok || !at.After(now) {
+			t.Fatalf("still full, round %d: RetryAt = %v, %v at %v; want a later retry", round, at, ok, now)
+		}
+		now = at
+	}
+	rules.Clear()
+	now = now.Add(offlineRetryMax)
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+	r.Sync([]TopicSpec{spec}, nil, nil, Hooks{})
+	if p := part(); !p.Hosted() || p.Log.Err() != nil || r.Offline() != 0 {
+		t.Fatalf("room again: hosted %v, offline %d", p.Hosted(), r.Offline())
+	}
+
 	// A failed fsync may have lost pages the page cache still shows: that log waits for a
 	// restart, counted offline, and no retry is due for it.
 	rules.Add(vfs.Rule{Op: vfs.OpSync, PathContains: "/topics/p/"})
@@ -545,6 +570,9 @@ func TestPoisonedLogOpensAgain(t *testing.T) {
 	}
 }
 
+// TestTopicSyncFailure: a topic whose topic.json cannot be read (an I/O error, or garbage) is
+// neither deleted nor opened: its partitions count as unopened, it is tried again when due,
+// and once the file reads it opens on the data it had. Other topics are synced meanwhile.
 func TestTopicSyncFailure(t *testing.T) {
 	mem, rules, fsys := faultyFS()
 	now := time.Unix(1000, 0)

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"syscall"
@@ -18,7 +19,7 @@ func (osFS) SyncFS(f File) error {
 		return fmt.Errorf("vfs: syncfs: %s is not an operating-system file", f.Name())
 	}
 	if err := unix.Syncfs(int(fd.Fd())); err != nil {
-		return fmt.Errorf("vfs: syncfs %s: %w", f.Name(), err)
+		return &fs.PathError{Op: "syncfs", Path: f.Name(), Err: err}
 	}
 	return nil
 }

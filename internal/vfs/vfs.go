@@ -176,6 +176,20 @@ func (osFS) SyncDir(dir string) error {
 	return errors.Join(serr, cerr)
 }
 
+// IsSyncError reports whether err is a failed fsync (File.Sync, SyncDir, SyncFS), whatever its
+// errno: after one, the kernel may have dropped pages it could not write while the page cache
+// still shows them.
+func IsSyncError(err error) bool {
+	var pe *fs.PathError
+	for e := err; errors.As(e, &pe); e = pe.Err {
+		switch pe.Op {
+		case "sync", "syncdir", "syncfs", "fsync", "fdatasync":
+			return true
+		}
+	}
+	return false
+}
+
 // WriteFileAtomic replaces dir/name with b durably: it writes and syncs dir/name.tmp, renames it
 // over dir/name, and syncs dir. A crash leaves either the old file or the new one (and perhaps
 // a stale name.tmp, which the next call overwrites).
