@@ -30,6 +30,7 @@ type Active struct {
 	levels         map[int32]reportedLevel // what nodes' heartbeats report
 	members        []int32                 // the controller's Raft voters and learners
 	lastTick       time.Time
+	lastForgiven   time.Time // the last stall Tick forgave
 }
 
 // tokenSweepInterval is how often the active controller removes expired delegation tokens
@@ -513,8 +514,10 @@ func (a *Active) Tick(now time.Time) Effects {
 	// stalled: paused, starved of CPU. The nodes' heartbeats of that while wait unread in its
 	// connections, so every live node's session counts from the stall's end: the controller
 	// fences no node for its own silence (a node that died before it is fenced at most a session
-	// later).
-	if !a.lastTick.IsZero() && now.Sub(a.lastTick) > a.cfg.SessionTimeout/2 {
+	// later). At most one stall per two sessions is forgiven: ticks late all the time (a
+	// controller starved for good) must not keep a dead node unfenced for ever.
+	if !a.lastTick.IsZero() && now.Sub(a.lastTick) > a.cfg.SessionTimeout/2 && now.Sub(a.lastForgiven) >= 2*a.cfg.SessionTimeout {
+		a.lastForgiven = now
 		for id, n := range a.img.Nodes {
 			if s := a.sessions[id]; s != nil && !n.Fenced && s.lastSeen.Before(now) {
 				s.lastSeen = now

@@ -102,6 +102,21 @@ func TestStalledControllerFencesNoOne(t *testing.T) {
 	if d := now.Sub(stalled); d < 1500*time.Millisecond {
 		t.Fatalf("node 2 fenced %v after the stall; want a whole session (1.5 s)", d)
 	}
+
+	// Ticks late all the time (every 1 s, each a stall): a silent node is still fenced, within
+	// about two sessions, not forgiven at every tick.
+	b := NewActive(testActiveConfig(), im.Clone(), now)
+	start := now
+	for eff = (Effects{}); len(eff.Propose) == 0 && now.Before(start.Add(10*time.Second)); {
+		now = now.Add(time.Second)
+		for _, n := range []int32{1, 3} {
+			b.Heartbeat(n, im.Nodes[n].Incarnation, now)
+		}
+		eff = b.Tick(now)
+	}
+	if len(eff.Propose) != 1 || eff.Propose[0].Fence.Node != 2 || now.Sub(start) > 4*time.Second {
+		t.Fatalf("with every tick late, node 2 silent: %+v after %v; want its fence within 4 s", eff.Propose, now.Sub(start))
+	}
 }
 
 func keys(m map[int32]*VoteRequest) []int32 {

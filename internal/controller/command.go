@@ -348,7 +348,7 @@ func applyCommand(im *Image, index uint64, c *Command) Result {
 		}
 	case OpFinalizeLevel:
 		if c.FinalizeLevel != nil {
-			applyFinalizeLevel(im, c.FinalizeLevel)
+			applyFinalizeLevel(im, index, c.FinalizeLevel)
 		}
 	case OpUnregisterNode:
 		if c.UnregisterNode != nil {

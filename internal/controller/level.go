@@ -143,7 +143,7 @@ type FinalizeLevel struct {
 // command level.
 var ErrLevel = errors.New("controller: the node's version is older than the cluster's command level")
 
-func applyFinalizeLevel(im *Image, c *FinalizeLevel) {
+func applyFinalizeLevel(im *Image, index uint64, c *FinalizeLevel) {
 	if c.Level <= im.Level || len(c.Nodes) == 0 || len(c.Nodes) != len(im.Nodes) {
 		return
 	}
@@ -152,9 +152,20 @@ func applyFinalizeLevel(im *Image, c *FinalizeLevel) {
 			return
 		}
 	}
+	from := im.Level
 	im.Level = c.Level
 	for _, n := range im.Nodes {
 		n.Level = max(n.Level, c.Level)
+	}
+	// Crossing LevelShutdownMovesOwners with a node already stopping moves its object partitions'
+	// share owners (ObjectNodes leaves it out from now on): the owners' epoch moves with them.
+	if from < LevelShutdownMovesOwners && c.Level >= LevelShutdownMovesOwners {
+		for _, n := range im.Nodes {
+			if n.ShuttingDown && !n.Fenced {
+				im.LiveIndex = index
+				break
+			}
+		}
 	}
 }
 

@@ -155,3 +155,35 @@ func TestControlledShutdownMovesObjectOwners(t *testing.T) {
 		}
 	}
 }
+
+// TestFinalizingShutdownMovesOwnersMovesTheEpoch: raising the level to LevelShutdownMovesOwners
+// while a node is already in controlled shutdown takes its object partitions' share ownership
+// away (ObjectNodes): the live nodes' index, the owners' epoch, moves at the same entry. With no
+// node stopping it does not move.
+func TestFinalizingShutdownMovesOwnersMovesTheEpoch(t *testing.T) {
+	for _, stopping := range []bool{false, true} {
+		im := cluster3(t)
+		im.Level = LevelShutdownMovesOwners - 1
+		index := im.Index + 1
+		if stopping {
+			Apply(im, index, &Command{Op: OpControlledShutdown, Fence: &Fence{Node: 1, Incarnation: im.Nodes[1].Incarnation}})
+			index++
+		}
+		before := im.LiveIndex
+		nodes := map[int32]uint64{}
+		for id, n := range im.Nodes {
+			nodes[id] = n.Incarnation
+		}
+		Apply(im, index, &Command{Op: OpFinalizeLevel, FinalizeLevel: &FinalizeLevel{Level: LevelShutdownMovesOwners, Nodes: nodes}})
+		if im.Level != LevelShutdownMovesOwners {
+			t.Fatalf("level %d; want %d", im.Level, LevelShutdownMovesOwners)
+		}
+		want := before
+		if stopping {
+			want = index
+		}
+		if im.LiveIndex != want {
+			t.Fatalf("node stopping %v: live index %d after the finalize at %d; want %d", stopping, im.LiveIndex, index, want)
+		}
+	}
+}
