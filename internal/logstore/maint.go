@@ -131,35 +131,37 @@ func (l *Log) AdvanceStartOffset(offset int64) error {
 	}
 	l.mu.Lock()
 	l.logStart, l.firstDirty = cp.logStart, cp.firstDirty
+	victims := l.cutBelowLocked(offset)
+	l.mu.Unlock()
+	return l.dropSegments(victims, false, cp)
+}
+
+// cutBelowLocked takes the segments wholly below offset (never the active one) out of the log
+// and returns them; under mu (and maintMu).
+func (l *Log) cutBelowLocked(offset int64) []*segment {
 	n := 0
 	for n < len(l.segments)-1 && l.segments[n].next <= offset {
 		n++
 	}
 	victims := append([]*segment(nil), l.segments[:n]...)
 	l.segments = append([]*segment(nil), l.segments[n:]...)
-	l.mu.Unlock()
-	return l.dropSegments(victims, false, cp)
+	return victims
 }
 
 // freeBelow removes the segments wholly below offset (never the active one), moving the log
 // start to the first segment kept, as retention does; under maintMu.
 func (l *Log) freeBelow(offset int64) error {
 	l.mu.Lock()
-	n := 0
-	for n < len(l.segments)-1 && l.segments[n].next <= offset {
-		n++
-	}
-	if n == 0 {
+	victims := l.cutBelowLocked(offset)
+	if len(victims) == 0 {
 		l.mu.Unlock()
 		return nil
 	}
-	victims := append([]*segment(nil), l.segments[:n]...)
-	l.segments = append([]*segment(nil), l.segments[n:]...)
 	l.logStart = max(l.logStart, l.segments[0].base)
 	l.firstDirty = max(l.firstDirty, l.logStart)
 	cp := checkpoint{logStart: l.logStart, firstDirty: l.firstDirty}
 	l.mu.Unlock()
-	l.logger.Warn("logstore: the log start could not be saved; removing the segments below it first", "dir", l.dir, "offset", offset, "segments", n)
+	l.logger.Warn("logstore: the log start could not be saved; removing the segments below it first", "dir", l.dir, "offset", offset, "segments", len(victims))
 	return l.dropSegments(victims, false, cp)
 }
 
