@@ -237,6 +237,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	ccfg.OnLeader = n.onLeader
 	ccfg.OnRemoved = n.forgetRemoved
+	ccfg.OnFailure = n.fail // its log cannot be written: the node stops (the server sees Failed)
 	walSync := func(group string) func(time.Duration) {
 		if cfg.OnWALSync == nil {
 			return nil
@@ -254,7 +255,7 @@ func Start(cfg Config) (*Node, error) {
 	n.ctrl = ctrl
 	if !cfg.Agent { // voters are the sequencer group's voters; other serve nodes its learners
 		n.seq, err = sequencer.Open(sequencer.Config{NodeID: cfg.NodeID, Voters: ccfg.Voters, FS: cfg.FS, Dir: cfg.DataDir + "/sequencer", OnWALSync: walSync("sequencer"),
-			Send: n.tr.Send, OnRemoved: n.forgetRemoved, Logger: cfg.Logger, Topics: n.totalOrderTopics, Members: n.sequencerMembers, TargetVoters: ctrl.Voters,
+			Send: n.tr.Send, OnRemoved: n.forgetRemoved, OnFailure: n.fail, Logger: cfg.Logger, Topics: n.totalOrderTopics, Members: n.sequencerMembers, TargetVoters: ctrl.Voters,
 			OnSignal: func(topic string, s order.Signal) { n.shards.Signal(topic, s) }, Takeover: n.shardTakeover})
 		if err != nil {
 			cancel()

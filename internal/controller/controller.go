@@ -62,6 +62,11 @@ type Config struct {
 	// OnRemoved is called on the loop goroutine when a node is removed from the group, after
 	// the messages raft had for it were handed to Send. It must not block.
 	OnRemoved func(node int32)
+	// OnFailure is called once, on its own goroutine, when the controller stops because its
+	// Raft log could not be made durable (or is at a command level above this version's): the
+	// node cannot take part in the quorum any more and should stop (Kafka halts the process on a
+	// failed metadata log write). Unset: the controller stops and nothing else is told.
+	OnFailure func(err error)
 }
 
 // Controller runs this node's member of the controller's Raft group: it persists the log,
@@ -73,18 +78,21 @@ type Controller struct {
 	rn     *raft.RawNode
 	store  *raftlog.Storage
 
-	recvc   chan *pb.Message
-	propc   chan proposal
-	readc   chan chan uint64       // ReadIndex's requests
-	quorumc chan chan quorumAnswer // Quorum's requests
-	voterc  chan voterChange       // AddVoter's and RemoveVoter's requests
-	resignc chan struct{}          // Resign's requests
-	snapc   chan snapshotSent      // chunked snapshots' ends, to report to raft
-	chunks  *raftlog.ChunkSender   // nil without SendChunk and Queued
-	chunkIn raftlog.ChunkAssembler
-	stop    chan struct{}
-	running atomic.Bool // Start was called
-	done    chan struct{}
+	recvc    chan *pb.Message
+	propc    chan proposal
+	readc    chan chan uint64       // ReadIndex's requests
+	quorumc  chan chan quorumAnswer // Quorum's requests
+	voterc   chan voterChange       // AddVoter's and RemoveVoter's requests
+	resignc  chan struct{}          // Resign's requests
+	snapc    chan snapshotSent      // chunked snapshots' ends, to report to raft
+	chunks   *raftlog.ChunkSender   // nil without SendChunk and Queued
+	chunkIn  raftlog.ChunkAssembler
+	stop     chan struct{}
+	stopOnce sync.Once   // closes stop: Stop, or the loop when it fails
+	stopped  sync.Once   // Stop's release of the log and the waiters
+	running  atomic.Bool // Start was called
+	done     chan struct{}
+	failErr  atomic.Pointer[error] // why the loop failed; nil while it has not
 
 	image  atomic.Pointer[Image]
 	voters atomic.Pointer[[]int32] // the applied configuration's voters, sorted
@@ -226,24 +234,31 @@ func (c *Controller) Start() {
 // Started reports whether Start was called.
 func (c *Controller) Started() bool { return c.running.Load() }
 
-// Stop ends the loop and closes the log. Waiting proposals fail with ErrStopped.
+// Stop ends the loop and closes the log. Waiting proposals fail with ErrStopped. After the
+// loop failed (Err), Stop still releases the log.
 func (c *Controller) Stop() {
-	select {
-	case <-c.stop:
-		return
-	default:
+	c.stopOnce.Do(func() { close(c.stop) })
+	c.stopped.Do(func() {
+		if c.running.Load() { // a controller that never started has no loop to wait for
+			<-c.done
+		}
+		c.store.Close()
+		c.mu.Lock()
+		for id, w := range c.waiters {
+			close(w)
+			delete(c.waiters, id)
+		}
+		c.mu.Unlock()
+	})
+}
+
+// Err is why the controller's loop stopped on its own (its Raft log could not be made durable,
+// or is at a command level above this version's); nil while it runs or after Stop.
+func (c *Controller) Err() error {
+	if p := c.failErr.Load(); p != nil {
+		return *p
 	}
-	close(c.stop)
-	if c.running.Load() { // a controller that never started has no loop to wait for
-		<-c.done
-	}
-	c.store.Close()
-	c.mu.Lock()
-	for id, w := range c.waiters {
-		close(w)
-		delete(c.waiters, id)
-	}
-	c.mu.Unlock()
+	return nil
 }
 
 // Step hands a Raft message received from a peer to the loop. body is the encoded message; a
@@ -433,6 +448,11 @@ func (c *Controller) forgetLostReads() {
 // log index. Only the active controller proposes; elsewhere it fails with ErrNotLeader. If ctx
 // ends first the command may still be applied later.
 func (c *Controller) Propose(ctx context.Context, cmd *Command) (Result, uint64, error) {
+	select {
+	case <-c.stop:
+		return Result{}, 0, ErrStopped
+	default:
+	}
 	if !c.IsLeader() {
 		return Result{}, 0, ErrNotLeader
 	}
@@ -483,7 +503,9 @@ func (c *Controller) run() {
 	if len(c.cfg.Voters) == 1 && c.cfg.Voters[0] == c.cfg.NodeID && len(c.confState.GetVoters()) == 1 {
 		c.rn.Campaign() // a quorum of one need not wait an election timeout
 	}
-	c.ready()
+	if !c.ready() {
+		return
+	}
 	for {
 		select {
 		case <-c.stop:
@@ -537,23 +559,37 @@ func (c *Controller) run() {
 			p.err <- err
 		}
 		c.maybeBootstrap()
-		c.ready()
+		if !c.ready() {
+			return
+		}
 	}
 }
 
-// ready runs handleReady, and crashes the process if it fails (STYLE §8): a log that could not
-// be made durable must not be acknowledged as if it were, and a log at a command level above
-// this version's must not be applied by its rules (a newer version raised it: the node was
-// downgraded past the cluster's level). A restart recovers from the WAL, or stops again.
-func (c *Controller) ready() {
+// ready runs handleReady and reports whether the loop may go on. If it failed, the controller
+// stops for good (STYLE §8): a log that could not be made durable must not be acknowledged as if
+// it were, nor this member vote or lead with entries it may not have, and a log at a command
+// level above this version's must not be applied by its rules (a newer version raised it: the
+// node was downgraded past the cluster's level). Nothing more is persisted, sent or applied;
+// callers waiting on the loop get ErrStopped, and OnFailure tells the node, which stops. A
+// restart recovers from the WAL, or stops again.
+func (c *Controller) ready() bool {
 	err := c.handleReady()
-	switch {
-	case errors.Is(err, ErrLevel):
-		c.logger.Error("controller: stopping: run this node on a version that applies the cluster's command level", "err", err)
-		panic(fmt.Sprintf("controller: %v", err))
-	case err != nil:
-		panic(fmt.Sprintf("controller: persisting the raft log: %v", err))
+	if err == nil {
+		return true
 	}
+	if errors.Is(err, ErrLevel) {
+		err = fmt.Errorf("%w (run this node on a version that applies the cluster's command level)", err)
+	} else {
+		err = fmt.Errorf("controller: persisting the raft log: %w", err)
+	}
+	c.logger.Error("controller: stopping", "err", err)
+	c.failErr.Store(&err)
+	c.setLeader(raft.None) // leads no more: nothing may take this node for the active controller
+	c.stopOnce.Do(func() { close(c.stop) })
+	if f := c.cfg.OnFailure; f != nil {
+		go f(err)
+	}
+	return false
 }
 
 // handleReady persists, sends and applies everything raft has ready, in Raft's order:

@@ -32,6 +32,8 @@ type testNet struct {
 	chunkBytes    int
 	chunks, snaps int
 	dropChunk     func(n int) bool
+	// onFailure, if set, is the nodes' OnFailure (with the node's id).
+	onFailure func(id int32, err error)
 }
 
 // sendChunk delivers a snapshot's chunk, as send a message.
@@ -74,6 +76,9 @@ func startNode(t *testing.T, n *testNet, fsys vfs.FS, id int32, voters []int32) 
 		Bootstrap: func() *Bootstrap { return &Bootstrap{ClusterID: "test-cluster"} }}
 	if n.chunkBytes > 0 {
 		cfg.SendChunk, cfg.Queued, cfg.ChunkBytes = n.sendChunk(id), func(int32) int { return 0 }, n.chunkBytes
+	}
+	if f := n.onFailure; f != nil {
+		cfg.OnFailure = func(err error) { f(id, err) }
 	}
 	c, err := Open(cfg)
 	if err != nil {

@@ -98,7 +98,9 @@ func TestReplaceADeadVoter(t *testing.T) {
 			t.Fatalf("change add=%v node %d: %v; want %v", tc.add, tc.node, err, tc.want)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// Long enough for the loop to answer at least once on a loaded machine (a context that ends
+	// before the loop took the request is a plain deadline).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	err := leaderOf(n).AddVoter(ctx, 5)
 	cancel()
 	if !errors.Is(err, ErrNotCaughtUp) || !errors.Is(err, context.DeadlineExceeded) {

@@ -1086,9 +1086,9 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, joined bool) error 
 		failed = fmt.Errorf("server: a Kafka listener stopped: %w", err)
 		s.logger.Error("server: a Kafka listener stopped; stopping", "err", err)
 	case <-ctx.Done():
-	case <-s.node.Failed(): // refused at a registration after joining: its session is gone for good
+	case <-s.node.Failed(): // refused at a registration after joining (its session is gone for good), or its Raft log cannot be written
 		failed, refused = s.node.Err(), true
-		s.logger.Error("server: the cluster refused this node; stopping", "err", failed)
+		s.logger.Error("server: this node cannot go on in the cluster; stopping", "err", failed)
 	}
 	s.setState(stateStopping) // not ready from now on
 	if s.node != nil && !refused && !s.cfg.NoControlledShutdown {

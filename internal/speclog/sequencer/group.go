@@ -75,6 +75,9 @@ type Config struct {
 	// OnRemoved is called on the loop goroutine when a node is removed from the group, after
 	// the messages raft had for it were handed to Send. It must not block.
 	OnRemoved func(node int32)
+	// OnFailure is called once, on its own goroutine, when the group's member stops because its
+	// Raft log could not be made durable: the node should stop (as for the controller's log).
+	OnFailure func(err error)
 	Logger    *slog.Logger
 	// Topics lists the total-order topics the metadata holds, and the index of the metadata
 	// image it read them from (called by the leader, on its loop, every ReconcileInterval).
@@ -101,14 +104,16 @@ type Group struct {
 	rn     *raft.RawNode
 	store  *raftlog.Storage
 
-	recvc   chan *pb.Message
-	reportc chan inReport
-	joinc   chan wire
-	trimc   chan trimReq
-	resignc chan struct{} // Resign's requests
-	stop    chan struct{}
-	running atomic.Bool // Start was called
-	done    chan struct{}
+	recvc    chan *pb.Message
+	reportc  chan inReport
+	joinc    chan wire
+	trimc    chan trimReq
+	resignc  chan struct{} // Resign's requests
+	stop     chan struct{}
+	stopOnce sync.Once   // closes stop: Stop, or the loop when it fails
+	stopped  sync.Once   // Stop's release of the log
+	running  atomic.Bool // Start was called
+	done     chan struct{}
 
 	leader  atomic.Int32
 	voters  atomic.Pointer[[]int32] // the applied configuration's voters, sorted
@@ -225,16 +230,13 @@ func (g *Group) Start() {
 
 // Stop ends the loop and closes the log.
 func (g *Group) Stop() {
-	select {
-	case <-g.stop:
-		return
-	default:
-	}
-	close(g.stop)
-	if g.running.Load() { // a group that never started has no loop to wait for
-		<-g.done
-	}
-	g.store.Close()
+	g.stopOnce.Do(func() { close(g.stop) })
+	g.stopped.Do(func() {
+		if g.running.Load() { // a group that never started has no loop to wait for
+			<-g.done
+		}
+		g.store.Close()
+	})
 }
 
 // Leader is the node leading the group, or -1.
@@ -469,7 +471,9 @@ func (g *Group) run() {
 	if len(g.cfg.Voters) == 1 && g.cfg.Voters[0] == g.cfg.NodeID && len(g.confState.GetVoters()) == 1 {
 		g.rn.Campaign() // a quorum of one need not wait an election timeout
 	}
-	g.mustReady()
+	if !g.ready() {
+		return
+	}
 	for {
 		drive := false
 		select {
@@ -522,16 +526,30 @@ func (g *Group) run() {
 		if drive {
 			g.drive(time.Now())
 		}
-		g.mustReady()
+		if !g.ready() {
+			return
+		}
 	}
 }
 
-// mustReady runs ready, and crashes the process if it fails (STYLE §8): a log that could not be
-// made durable must not be acknowledged as if it were. A restart recovers from the WAL.
-func (g *Group) mustReady() {
-	if err := g.ready(); err != nil {
-		panic(fmt.Sprintf("sequencer: persisting the raft log: %v", err))
+// ready runs handleReady and reports whether the loop may go on. If it failed, the member stops
+// for good (STYLE §8): a log that could not be made durable must not be acknowledged as if it
+// were, nor this member vote or lead with entries it may not have. Nothing more is persisted,
+// sent or applied; callers waiting on the loop get ErrStopped, and OnFailure tells the node,
+// which stops. A restart recovers from the WAL.
+func (g *Group) ready() bool {
+	err := g.handleReady()
+	if err == nil {
+		return true
 	}
+	err = fmt.Errorf("sequencer: persisting the raft log: %w", err)
+	g.logger.Error("sequencer: stopping", "err", err)
+	g.setLeader(raft.None) // leads no more
+	g.stopOnce.Do(func() { close(g.stop) })
+	if f := g.cfg.OnFailure; f != nil {
+		go f(err)
+	}
+	return false
 }
 
 func (g *Group) isLeader() bool { return g.leader.Load() == g.cfg.NodeID }
@@ -737,8 +755,8 @@ func (g *Group) propose(c *Command) error {
 	return err
 }
 
-// ready persists, sends and applies what raft has ready, in Raft's order.
-func (g *Group) ready() error {
+// handleReady persists, sends and applies what raft has ready, in Raft's order.
+func (g *Group) handleReady() error {
 	for g.rn.HasReady() {
 		rd := g.rn.Ready()
 		if rd.SoftState != nil {
