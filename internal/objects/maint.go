@@ -121,6 +121,35 @@ type Maintainer struct {
 	sched       map[string]runSchedule
 	announced   []string
 	markersNext time.Time
+
+	// Failures of the quick loop's tasks, logged once and then once a minute while they go on
+	// (an unreachable store or a full disk failed them every 2 s, each with a warning).
+	snapFails, slowFails failureLog
+}
+
+// failureLogEvery is how often a task that keeps failing is logged again.
+const failureLogEvery = time.Minute
+
+// failureLog logs a periodic task's failures: the first one, then one a minute with how many
+// there were, and once it works again.
+type failureLog struct {
+	n    int       // failures in a row
+	last time.Time // when one was last logged
+}
+
+func (f *failureLog) failed(l *slog.Logger, msg string, err error, now time.Time) {
+	f.n++
+	if f.n == 1 || now.Sub(f.last) >= failureLogEvery {
+		l.Warn(msg, "err", err, "failures_in_a_row", f.n)
+		f.last = now
+	}
+}
+
+func (f *failureLog) worked(l *slog.Logger, msg string) {
+	if f.n > 1 {
+		l.Info(msg+": works again", "failures_in_a_row", f.n)
+	}
+	f.n = 0
 }
 
 // WriteSnapshot writes the image to MetadataSnapshotKey if it moved since the last write.
@@ -213,14 +242,22 @@ func (m *Maintainer) runQuick(ctx context.Context) {
 			return
 		case <-snap.C:
 			if m.cfg.Active() {
+				const msg = "objects: writing the metadata snapshot to the object store"
 				if err := m.WriteSnapshot(ctx); err != nil {
-					m.cfg.Logger.Warn("objects: writing the metadata snapshot to the object store", "err", err)
+					m.snapFails.failed(m.cfg.Logger, msg, err, time.Now())
+				} else {
+					m.snapFails.worked(m.cfg.Logger, msg)
 				}
 			}
 		case <-slow.C: // on every process, for the runs assigned to it
-			if n, err := m.SlowPath(ctx, time.Now()); err != nil {
-				m.cfg.Logger.Warn("objects: slow path", "err", err)
-			} else if n > 0 {
+			const msg = "objects: slow path"
+			n, err := m.SlowPath(ctx, time.Now())
+			if err != nil {
+				m.slowFails.failed(m.cfg.Logger, msg, err, time.Now())
+				continue
+			}
+			m.slowFails.worked(m.cfg.Logger, msg)
+			if n > 0 {
 				m.cfg.Logger.Info("objects: slow path committed files their writers did not", "files", n)
 			}
 		}
