@@ -130,17 +130,26 @@ func (f *Flusher) tick() {
 // and it flushes the file system's other dirty files too, so it pays off only for several.
 const syncFSThreshold = 4
 
-// bySyncer splits a round's logs into groups that share a file system able to SyncFS (with at
-// least syncFSThreshold logs) and the rest, synced one by one.
-func (f *Flusher) bySyncer(logs []*Log) (map[vfs.FSSyncer][]*Log, []*Log) {
+// syncScope is a file system one SyncFS makes durable: a vfs.FS and the key of the file
+// system (device) under it (vfs.FSSyncer.SyncFSScope).
+type syncScope struct {
+	fs  vfs.FSSyncer
+	key uint64
+}
+
+// bySyncer splits a round's logs into groups that share a file system whose SyncFS makes them
+// durable (with at least syncFSThreshold logs) and the rest, synced one by one. Logs on two file
+// systems of one vfs.FS (a mount inside the data dir) are two groups; logs on a file system
+// whose syncfs syncs nothing (FUSE) are synced one by one.
+func (f *Flusher) bySyncer(logs []*Log) (map[syncScope][]*Log, []*Log) {
 	if len(logs) < syncFSThreshold {
 		return nil, logs // the usual round: no group can be big enough
 	}
-	groups := map[vfs.FSSyncer][]*Log{}
+	groups := map[syncScope][]*Log{}
 	var single []*Log
 	for _, l := range logs {
-		if s, ok := l.fs.(vfs.FSSyncer); ok {
-			groups[s] = append(groups[s], l)
+		if l.scope != nil {
+			groups[*l.scope] = append(groups[*l.scope], l)
 		} else {
 			single = append(single, l)
 		}
@@ -190,12 +199,12 @@ func (f *Flusher) run() {
 		f.Rounds.Add(1)
 		f.logsPerRound.Observe(float64(len(logs)))
 		together, single := f.bySyncer(logs)
-		for fsys, ls := range together {
+		for scope, ls := range together {
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				syncTogether(fsys, ls)
+				syncTogether(scope.fs, ls)
 			}()
 		}
 		for _, l := range single {

@@ -49,6 +49,7 @@ type Log struct {
 	fs      vfs.FS
 	dir     string
 	flusher *Flusher
+	scope   *syncScope // the file system one SyncFS covers with other logs'; nil: fsync only
 	logger  *slog.Logger
 	now     func() time.Time
 
@@ -177,6 +178,11 @@ func Open(opts Options) (*Log, error) {
 	l.spawnFill = func(f *zeroFill) { go l.runFill(f) }
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, err
+	}
+	if s, ok := l.fs.(vfs.FSSyncer); ok {
+		if key, ok := s.SyncFSScope(l.dir); ok {
+			l.scope = &syncScope{fs: s, key: key}
+		}
 	}
 	if err := l.recover(); err != nil {
 		for _, s := range l.segments {

@@ -232,6 +232,14 @@ func (e *ErrorFS) FileID(name string) string {
 	return ""
 }
 
+// SyncFSScope passes through to the inner file system's, if it has one (false otherwise).
+func (e *ErrorFS) SyncFSScope(dir string) (uint64, bool) {
+	if inner, ok := e.inner.(FSSyncer); ok {
+		return inner.SyncFSScope(dir)
+	}
+	return 0, false
+}
+
 // SyncFS passes through to the inner file system's SyncFS, if it has one.
 func (e *ErrorFS) SyncFS(f File) error {
 	inner, ok := e.inner.(FSSyncer)

@@ -300,6 +300,9 @@ func (m *MemFS) SyncDir(dir string) error {
 	return nil
 }
 
+// SyncFSScope: one file system, whose SyncFS makes every file durable.
+func (m *MemFS) SyncFSScope(string) (uint64, bool) { return 0, true }
+
 // SyncFS makes the contents of every file durable, as syncfs(2) does (directory entries are
 // left to SyncDir, the stricter model). f only names the file system.
 func (m *MemFS) SyncFS(f File) error {

@@ -24,9 +24,41 @@ func (osFS) SyncFS(f File) error {
 	return nil
 }
 
+// syncFSTypes are the file systems (statfs(2) f_type) whose syncfs(2) writes back and flushes
+// every file's data and reports writeback errors (their sync_fs does): the local block file
+// systems a data dir lives on, and tmpfs (nothing is durable there, fsync included). Others are
+// left out, and their files fsynced one by one: FUSE's syncfs reaches the server only on
+// virtiofs and otherwise returns success without syncing anything, and a network file
+// system's may not flush its server's storage.
+var syncFSTypes = map[int64]string{
+	0xEF53:     "ext4", // ext2/ext3/ext4
+	0x58465342: "xfs",
+	0x9123683E: "btrfs",
+	0xF2F52010: "f2fs",
+	0x01021994: "tmpfs",
+}
+
+// SyncFSScope names dir's file system by its device and says whether its syncfs(2) makes files
+// durable (syncFSTypes).
+func (osFS) SyncFSScope(dir string) (uint64, bool) {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		return 0, false
+	}
+	if _, ok := syncFSTypes[int64(sfs.Type)]; !ok {
+		return 0, false
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0, false
+	}
+	return st.Dev, true
+}
+
 // BootID names this boot of the machine (the kernel's boot id) and the mount dir is on (its
 // mount id, unique for the boot from Linux 6.8, else one the kernel may give again after an
-// unmount). Before Linux 5.8, syncfs(2) does not report writeback errors, so there is none.
+// unmount). Before Linux 5.8, syncfs(2) does not report writeback errors, so there is none; nor
+// on a file system whose syncfs is not known to (SyncFSScope: FUSE, network file systems).
 func (osFS) BootID(dir string) (string, error) {
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err != nil {
@@ -36,6 +68,11 @@ func (osFS) BootID(dir string) (string, error) {
 	var major, minor int
 	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil || major < 5 || major == 5 && minor < 8 {
 		return "", fmt.Errorf("vfs: boot id: Linux %s: syncfs reports writeback errors from 5.8 only", release)
+	}
+	if _, ok := (osFS{}).SyncFSScope(dir); !ok {
+		var sfs unix.Statfs_t
+		unix.Statfs(dir, &sfs)
+		return "", fmt.Errorf("vfs: boot id: syncfs on %s's file system (type %#x) is not known to report writeback errors", dir, sfs.Type)
 	}
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {

@@ -56,6 +56,12 @@ type FS interface {
 // it returns nil, as if each file had been synced. Directory entries still need SyncDir.
 type FSSyncer interface {
 	SyncFS(f File) error
+	// SyncFSScope names the file system holding dir (files under dirs of one key are covered by
+	// one SyncFS) and reports whether SyncFS makes that file system's files durable and reports
+	// their writeback errors. Where it does not (FUSE, whose servers the kernel passes syncfs to
+	// only for virtiofs: syncfs returns success and syncs nothing; network file systems), each
+	// file must be synced itself.
+	SyncFSScope(dir string) (key uint64, ok bool)
 }
 
 // Booter is implemented by a file system that can name the machine boot its process runs in
