@@ -143,6 +143,11 @@ func handleDeleteACLs(ctx context.Context, r *request) reply {
 		}
 		return reply{resp: resp}
 	}
+	// The filters match this node's image, which must hold every binding committed before the
+	// request: one created through another node a moment ago was otherwise not matched here,
+	// not deleted, and the deletion answered success (Kafka's controller matches its own
+	// committed state).
+	b.adminBarrier(ctx)
 	acls := b.cl.Image().ACLs
 	matched := make([][]security.ACL, len(req.Filters))
 	errs := make([]error, len(req.Filters))

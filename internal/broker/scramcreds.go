@@ -74,6 +74,7 @@ func handleAlterUserScram(ctx context.Context, r *request) reply {
 	req := r.req.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
 	b := r.conn.b
+	b.adminBarrier(ctx) // a credential created through another node a moment ago is known here
 	img := b.cl.Image()
 	type userErr struct {
 		code int16

@@ -198,6 +198,7 @@ func changeToken(ctx context.Context, r *request, mac []byte, period int64, expi
 	if e := c.tokenRefusal(); e != nil {
 		return 0, e.Code
 	}
+	c.b.adminBarrier(ctx) // a token created through another node a moment ago is known here
 	t, ok := c.b.tokenByHMAC(mac)
 	now := time.Now().UnixMilli()
 	expired := ok && (t.ExpiryMs < now || t.MaxMs < now)
