@@ -466,7 +466,7 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 	case maxBytes <= 0 && !first, sp.offset >= upto:
 		return 0, nil
 	}
-	data, err := b.cfg.ObjectCache.ReadBelow(ctx, p, sp.offset, upto, max(maxBytes, 0), first)
+	data, err := b.cfg.ObjectCache.FetchBelow(ctx, p, sp.offset, upto, max(maxBytes, 0), first)
 	if err != nil {
 		b.logger.Warn("broker: reading an object partition", "topic", t.Name, "partition", sp.partition, "offset", sp.offset, "err", err)
 		return 0, fmt.Errorf("%w: reading from the object store: %v", kerr.KafkaStorageError, err)

@@ -187,7 +187,7 @@ func (o *objectShareLog) read(ctx context.Context, from, upper int64, maxBytes i
 	if from < p.Start || from >= upper {
 		return nil, nil
 	}
-	data, err := o.b.cfg.ObjectCache.ReadBelow(ctx, p, from, upper, maxBytes, true)
+	data, err := o.b.cfg.ObjectCache.FetchBelow(ctx, p, from, upper, maxBytes, true)
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading from the object store: %v", kerr.KafkaStorageError, err)
 	}

@@ -184,6 +184,17 @@ func (c *Cache) get(ctx context.Context, key string, off uint64, n uint32, local
 	return f.data[:n], nil
 }
 
+// cached returns n bytes of key at off if the cache holds them, without reading anything.
+func (c *Cache) cached(key string, off uint64, n uint32) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	data, ok := c.hitLocked(rangeKey{key: key, off: off}, n)
+	if ok {
+		c.metrics.Cache(true)
+	}
+	return data, ok
+}
+
 // hitLocked returns the first n bytes of k's entry, if it holds them, as the most recently used.
 func (c *Cache) hitLocked(k rangeKey, n uint32) ([]byte, bool) {
 	el, ok := c.cachedLocked(k, n)

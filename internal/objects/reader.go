@@ -44,6 +44,20 @@ func (c *Cache) Read(ctx context.Context, p *objtopic.Partition, offset int64, m
 // ReadBelow is Read of the batches that start below upto (a read_committed fetch: the last
 // stable offset, which is always a batch boundary).
 func (c *Cache) ReadBelow(ctx context.Context, p *objtopic.Partition, offset, upto int64, maxBytes int, first bool) ([]byte, error) {
+	return c.readBelow(ctx, p, offset, upto, maxBytes, first, false)
+}
+
+// FetchBelow is ReadBelow for a fetch, which may answer with less than maxBytes: once it has a
+// batch it stops at the first section the cache does not hold, and the section's GET goes on for
+// the next fetch. A fetch then waits for one GET at most (its first section's), where one that
+// waited for every section up to maxBytes could, with GETs of seconds, outlast the client's
+// request timeout, every retry starting over: the consumer got nothing at all (the fifteenth
+// round's slow S3).
+func (c *Cache) FetchBelow(ctx context.Context, p *objtopic.Partition, offset, upto int64, maxBytes int, first bool) ([]byte, error) {
+	return c.readBelow(ctx, p, offset, upto, maxBytes, first, true)
+}
+
+func (c *Cache) readBelow(ctx context.Context, p *objtopic.Partition, offset, upto int64, maxBytes int, first, short bool) ([]byte, error) {
 	var out []byte
 	exts := p.Find(offset)
 	if i := sort.Search(len(exts), func(i int) bool { return exts[i].Base >= upto }); i < len(exts) {
@@ -58,8 +72,15 @@ func (c *Cache) ReadBelow(ctx context.Context, p *objtopic.Partition, offset, up
 		if j := i + readAhead; j < need { // keep readAhead sections coming
 			c.prefetch(exts[j].File, exts[j].Offset, exts[j].Length)
 		}
-		data, err := c.section(ctx, e)
-		if err != nil {
+		var data []byte
+		var err error
+		if short && len(out) > 0 && e.File != "" { // FetchBelow with batches in hand
+			var ok bool
+			if data, ok = c.cached(e.File, e.Offset, e.Length); !ok {
+				c.prefetch(e.File, e.Offset, e.Length)
+				return out, nil
+			}
+		} else if data, err = c.section(ctx, e); err != nil {
 			return nil, err
 		}
 		err = objtopic.EachBatch(e, data, func(b []byte, h batch.Header, base int64) error {
