@@ -93,6 +93,9 @@ func (s *Server) startAdmin() error {
 			Name: "runnel_offline_replicas", Help: "Partitions this node should host whose log failed to open (offline here, tried again with a backoff; Kafka's OfflineReplicaCount).",
 		}, func() float64 { return float64(s.topics.Offline()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "runnel_ripcord_active", Help: "1 while this --ripcord process is in Ripcord mode (the active controller has not answered for 1 s: object-topic writes are acknowledged lazily), as last seen by a produce or the membership loop; else 0.",
+		}, func() float64 { return boolFloat(s.ripcordActive.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "runnel_node_info", Help: "Always 1; the node id as a label.", ConstLabels: prometheus.Labels{"node_id": strconv.Itoa(int(s.cfg.NodeID))},
 		}, func() float64 { return 1 }))
 	ln, err := net.Listen("tcp", s.cfg.AdminAddr)

@@ -383,15 +383,17 @@ type PartitionState struct {
 
 // Server is one node. Open it, Run it until its context ends, then Close it.
 type Server struct {
-	cfg     Config
-	logger  *slog.Logger
-	lock    *dirLock
-	flusher *logstore.Flusher
-	maint   *logstore.Maintainer // retention and compaction, started by Run
-	topics  *topics.Registry
-	objects objstore.Store // nil: none (a test file system without one)
-	objw    *objects.Writer
-	tempDir string // an agent's own data dir, removed at Close
+	cfg    Config
+	logger *slog.Logger
+	// ripcordActive: in Ripcord mode when last asked (ripcordWatch; runnel_ripcord_active).
+	ripcordActive atomic.Bool
+	lock          *dirLock
+	flusher       *logstore.Flusher
+	maint         *logstore.Maintainer // retention and compaction, started by Run
+	topics        *topics.Registry
+	objects       objstore.Store // nil: none (a test file system without one)
+	objw          *objects.Writer
+	tempDir       string // an agent's own data dir, removed at Close
 	// objmaint runs object topics' retention and garbage collection when this node is the
 	// active controller.
 	objmaint *objects.Maintainer
@@ -598,7 +600,7 @@ func Open(cfg Config) (*Server, error) {
 	var objCache *objects.Cache
 	var ripcording func() bool // Ripcord mode now: nil unless --ripcord
 	if cfg.Ripcord {
-		ripcording = func() bool { return !s.node.ControllerReachable(ripcordAfter) }
+		ripcording = s.ripcordWatch(func() bool { return !s.node.ControllerReachable(ripcordAfter) })
 	}
 	var members func() []objects.Member
 	if s.objects != nil {
@@ -884,6 +886,38 @@ func isClosed(ch <-chan struct{}) bool {
 // ripcordAfter: how long without an answer from the active controller puts a --ripcord process
 // in Ripcord mode (five heartbeats).
 const ripcordAfter = time.Second
+
+// ripcordWatch returns ripcording (asked at every object-topic produce and file) logging each
+// time the process enters and leaves Ripcord mode: its writes are then acknowledged lazily, in
+// a different order than a controller would give them, and an operator must be able to see
+// when (the fifteenth round found it switching on for a moment on a loaded host, with no
+// trace). runnel_ripcord_active says whether it is on now.
+func (s *Server) ripcordWatch(ripcording func() bool) func() bool {
+	var on atomic.Bool
+	var mu sync.Mutex
+	var since time.Time
+	return func() bool {
+		now := ripcording()
+		if on.Load() == now {
+			return now
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if on.Load() == now { // another caller logged it
+			return now
+		}
+		on.Store(now)
+		if now {
+			since = time.Now()
+			s.logger.Warn("server: Ripcord mode: the active controller has not answered for a while; object-topic writes are acknowledged lazily until it does",
+				"after", ripcordAfter)
+		} else {
+			s.logger.Info("server: Ripcord mode ended: the active controller answers again", "lasted", time.Since(since).Round(time.Millisecond))
+		}
+		s.ripcordActive.Store(now)
+		return now
+	}
+}
 
 // ripcordStartWait: how long a Ripcord agent waits to join before it starts from the metadata
 // snapshot in the object store.
