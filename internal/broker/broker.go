@@ -239,6 +239,9 @@ func (c *Config) DefaultLimits() {
 
 // Broker serves the Kafka protocol for the topics of a registry.
 type Broker struct {
+	// objReadWarn bounds the warnings of failed object-partition reads: a store failing its
+	// GETs failed every partition of every fetch, each with a warning.
+	objReadWarn   warnLimiter
 	cfg           Config
 	cl            *cluster.Node
 	topics        *topics.Registry
