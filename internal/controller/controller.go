@@ -253,7 +253,7 @@ func (c *Controller) Stop() {
 }
 
 // Err is why the controller's loop stopped on its own (its Raft log could not be made durable,
-// or is at a command level above this version's); nil while it runs or after Stop.
+// or is at a command level above this version's); nil while it runs, or if only Stop ended it.
 func (c *Controller) Err() error {
 	if p := c.failErr.Load(); p != nil {
 		return *p

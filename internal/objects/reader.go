@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/objtopic"
@@ -48,16 +49,22 @@ func (c *Cache) ReadBelow(ctx context.Context, p *objtopic.Partition, offset, up
 }
 
 // FetchBelow is ReadBelow for a fetch, which may answer with less than maxBytes: once it has a
-// batch it stops at the first section the cache does not hold, and the section's GET goes on for
-// the next fetch. A fetch then waits for one GET at most (its first section's), where one that
-// waited for every section up to maxBytes could, with GETs of seconds, outlast the client's
-// request timeout, every retry starting over: the consumer got nothing at all (the fifteenth
-// round's slow S3).
+// batch, it waits for further sections only until fetchReadBudget after the read began, and then
+// answers with what it has; the GETs go on for the next fetch. A fetch then waits for little more
+// than one GET (its first section's), where one that waited for every section up to maxBytes
+// could, with GETs of seconds, outlast the client's request timeout, every retry starting over:
+// the consumer got nothing at all (the fifteenth round's slow S3). Kafka bounds a tiered fetch's
+// remote read the same way (remote.fetch.max.wait.ms, 500 ms).
 func (c *Cache) FetchBelow(ctx context.Context, p *objtopic.Partition, offset, upto int64, maxBytes int, first bool) ([]byte, error) {
 	return c.readBelow(ctx, p, offset, upto, maxBytes, first, true)
 }
 
+// fetchReadBudget bounds how long a fetch's read (FetchBelow) with batches in hand waits for
+// more sections, from when it began.
+const fetchReadBudget = 500 * time.Millisecond
+
 func (c *Cache) readBelow(ctx context.Context, p *objtopic.Partition, offset, upto int64, maxBytes int, first, short bool) ([]byte, error) {
+	began := time.Now()
 	var out []byte
 	exts := p.Find(offset)
 	if i := sort.Search(len(exts), func(i int) bool { return exts[i].Base >= upto }); i < len(exts) {
@@ -77,8 +84,17 @@ func (c *Cache) readBelow(ctx context.Context, p *objtopic.Partition, offset, up
 		if short && len(out) > 0 && e.File != "" { // FetchBelow with batches in hand
 			var ok bool
 			if data, ok = c.cached(e.File, e.Offset, e.Length); !ok {
-				c.prefetch(e.File, e.Offset, e.Length)
-				return out, nil
+				wait := fetchReadBudget - time.Since(began)
+				if wait <= 0 {
+					c.prefetch(e.File, e.Offset, e.Length)
+					return out, nil
+				}
+				wctx, cancel := context.WithTimeout(ctx, wait)
+				data, err = c.section(wctx, e) // the GET goes on if the wait ends first
+				cancel()
+				if err != nil {
+					return out, nil // what is in hand; the next fetch meets the error, if it lasts
+				}
 			}
 		} else if data, err = c.section(ctx, e); err != nil {
 			return nil, err

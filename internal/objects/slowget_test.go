@@ -31,11 +31,12 @@ func (s *blockedStore) GetRange(ctx context.Context, key string, off, n int64) (
 	return s.Store.GetRange(ctx, key, off, n)
 }
 
-// TestReadAnswersWithWhatItHas: a fetch's read (FetchBelow) that has batches in hand answers with them instead of
-// waiting for the GET of the next section, which goes on for the next read. With GETs of 10 s
-// a read that waited for every section up to its size outlasted the client's request timeout,
-// every retry started over, and an object topic's consumer got nothing at all (the fifteenth
-// round's slow S3).
+// TestReadAnswersWithWhatItHas: a fetch's read (FetchBelow) that has batches in hand answers
+// with them once its budget (500 ms) is spent, instead of waiting for the GET of the next
+// section, which goes on for the next read. With GETs of 10 s a read that waited for every
+// section up to its size outlasted the client's request timeout, every retry started over, and
+// an object topic's consumer got nothing at all (the fifteenth round's slow S3). With the GET
+// let go, the next read finds the section.
 func TestReadAnswersWithWhatItHas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
