@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/objstore"
 	"github.com/runnel-dev/runnel/internal/objtopic"
 )
 
@@ -31,6 +32,21 @@ func TestMaxTimestampPastTheLogStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	dir := testDir(t)
+	p := twoFilePartition(t, ctx, dir)
+	if _, err := p.Trim(1); err != nil { // offset 0 (timestamp 100) is gone
+		t.Fatal(err)
+	}
+	c := NewCache(dir, 1<<20, nil)
+	off, ts, err := c.MaxTimestamp(ctx, p)
+	if off != 2 || ts != 50 || err != nil {
+		t.Errorf("MaxTimestamp = %d, %d, %v; want 2, 50 (offset 1 has 10)", off, ts, err)
+	}
+}
+
+// twoFilePartition stores two files in dir, journal/r/0 (offsets 0-1, timestamps 100 and 10)
+// and journal/r/1 (offset 2, timestamp 50), and returns a partition that committed them.
+func twoFilePartition(t *testing.T, ctx context.Context, dir *objstore.Dir) *objtopic.Partition {
+	t.Helper()
 	p := objtopic.NewPartition()
 	for i, b := range [][]byte{tsBatch(10, 100, 10), tsBatch(50, 50)} {
 		key := fmt.Sprintf("journal/r/%d", i)
@@ -44,14 +60,7 @@ func TestMaxTimestampPastTheLogStart(t *testing.T) {
 		h, _ := batch.ParseHeader(b)
 		p.Commit(key, index[0], []objtopic.BatchMeta{{Records: h.LastOffsetDelta + 1, ProducerID: -1, MaxTimestamp: h.MaxTimestamp}})
 	}
-	if _, err := p.Trim(1); err != nil { // offset 0 (timestamp 100) is gone
-		t.Fatal(err)
-	}
-	c := NewCache(dir, 1<<20, nil)
-	off, ts, err := c.MaxTimestamp(ctx, p)
-	if off != 2 || ts != 50 || err != nil {
-		t.Errorf("MaxTimestamp = %d, %d, %v; want 2, 50 (offset 1 has 10)", off, ts, err)
-	}
+	return p
 }
 
 // TestRunKeyGivesAge: the write time a writer's file key carries (RunKey) is the age

@@ -2,7 +2,6 @@ package objects
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/runnel-dev/runnel/internal/batch"
 	"github.com/runnel-dev/runnel/internal/objstore"
-	"github.com/runnel-dev/runnel/internal/objtopic"
 )
 
 // blockedStore holds ranged GETs of keys holding block until release is closed.
@@ -42,19 +40,7 @@ func TestReadAnswersWithWhatItHas(t *testing.T) {
 	defer cancel()
 	dir := testDir(t)
 	store := &blockedStore{Store: dir, block: "journal/r/1", release: make(chan struct{})}
-	p := objtopic.NewPartition()
-	for i, b := range [][]byte{tsBatch(10, 100, 10), tsBatch(50, 50)} {
-		key := fmt.Sprintf("journal/r/%d", i)
-		body, index, err := objtopic.Build(1, 1, 0, []objtopic.Section{{TopicID: topic, Batches: [][]byte{b}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := dir.Put(ctx, key, body); err != nil {
-			t.Fatal(err)
-		}
-		h, _ := batch.ParseHeader(b)
-		p.Commit(key, index[0], []objtopic.BatchMeta{{Records: h.LastOffsetDelta + 1, ProducerID: -1, MaxTimestamp: h.MaxTimestamp}})
-	}
+	p := twoFilePartition(t, ctx, dir)
 	c := NewCache(store, 1<<20, nil)
 	start := time.Now()
 	out, err := c.FetchBelow(ctx, p, 0, math.MaxInt64, 1<<20, true)

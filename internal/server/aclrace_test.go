@@ -26,21 +26,7 @@ func TestSecurityChangesOnATrailingNode(t *testing.T) {
 	c.waitNodes(3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var leader int32
-	eventually(t, "a controller leader", 10*time.Second, func() bool {
-		leader = c.servers[1].Node().ControllerID()
-		return leader > 0
-	})
-	trailing := int32(1)
-	for trailing == leader {
-		trailing++
-	}
-	var others []int32
-	for id := int32(1); id <= 3; id++ {
-		if id != trailing {
-			others = append(others, id)
-		}
-	}
+	leader, trailing, others := trailingNode(t, c)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs[leader]))
 	if err != nil {
 		t.Fatal(err)

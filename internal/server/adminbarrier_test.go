@@ -14,6 +14,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// trailingNode waits for a controller leader in a cluster of three and returns it, a node that
+// is not it (to be cut off and trail), and the two nodes other than that one.
+func trailingNode(t *testing.T, c *testCluster) (leader, trailing int32, others []int32) {
+	t.Helper()
+	eventually(t, "a controller leader", 10*time.Second, func() bool {
+		leader = c.servers[1].Node().ControllerID()
+		return leader > 0
+	})
+	for trailing = 1; trailing == leader; trailing++ {
+	}
+	for id := int32(1); id <= 3; id++ {
+		if id != trailing {
+			others = append(others, id)
+		}
+	}
+	return leader, trailing, others
+}
+
 // TestAdminChangesOnATrailingNode: Kafka forwards admin changes to the active controller, so
 // any broker takes them for a topic just created elsewhere, and an incremental config change
 // starts from the configs the controller has. A node whose image trails the controller's (cut
@@ -25,21 +43,7 @@ func TestAdminChangesOnATrailingNode(t *testing.T) {
 	c.waitNodes(3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var leader int32
-	eventually(t, "a controller leader", 10*time.Second, func() bool {
-		leader = c.servers[1].Node().ControllerID()
-		return leader > 0
-	})
-	trailing := int32(1)
-	for trailing == leader {
-		trailing++
-	}
-	var others []int32
-	for id := int32(1); id <= 3; id++ {
-		if id != trailing {
-			others = append(others, id)
-		}
-	}
+	leader, trailing, others := trailingNode(t, c)
 	_, adm := c.client(kgo.SeedBrokers(c.addrs[leader]))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs[leader]))
 	if err != nil {
