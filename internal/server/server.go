@@ -893,20 +893,19 @@ const ripcordAfter = time.Second
 // when (the fifteenth round found it switching on for a moment on a loaded host, with no
 // trace). runnel_ripcord_active says whether it is on now.
 func (s *Server) ripcordWatch(ripcording func() bool) func() bool {
-	var on atomic.Bool
 	var mu sync.Mutex
 	var since time.Time
 	return func() bool {
 		now := ripcording()
-		if on.Load() == now {
+		if s.ripcordActive.Load() == now {
 			return now
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if on.Load() == now { // another caller logged it
+		if s.ripcordActive.Load() == now { // another caller logged it
 			return now
 		}
-		on.Store(now)
+		s.ripcordActive.Store(now)
 		if now {
 			since = time.Now()
 			s.logger.Warn("server: Ripcord mode: the active controller has not answered for a while; object-topic writes are acknowledged lazily until it does",
@@ -914,7 +913,6 @@ func (s *Server) ripcordWatch(ripcording func() bool) func() bool {
 		} else {
 			s.logger.Info("server: Ripcord mode ended: the active controller answers again", "lasted", time.Since(since).Round(time.Millisecond))
 		}
-		s.ripcordActive.Store(now)
 		return now
 	}
 }
