@@ -583,9 +583,9 @@ func (c *Controller) ready() bool {
 		err = fmt.Errorf("controller: persisting the raft log: %w", err)
 	}
 	c.logger.Error("controller: stopping", "err", err)
+	c.stopOnce.Do(func() { close(c.stop) }) // first: whoever sees Err finds the loop stopped
 	c.failErr.Store(&err)
 	c.setLeader(raft.None) // leads no more: nothing may take this node for the active controller
-	c.stopOnce.Do(func() { close(c.stop) })
 	if f := c.cfg.OnFailure; f != nil {
 		go f(err)
 	}
