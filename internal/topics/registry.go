@@ -137,9 +137,12 @@ type Registry struct {
 	gen    uint64 // counts the names added, removed or given another id, under mu (Generation)
 
 	// Directories renamed for removal, being removed in the background (removeLater), one at a
-	// time (rmOne); Close waits for them.
+	// time (rmOne); Close waits for them. rmFailed: the renamed directories whose removal
+	// failed, and when a Sync should try again (its own retry, apart from cleanup: a Sync that
+	// found nothing wrong itself must not wipe the failure of a removal running beside it).
 	rmMu     sync.Mutex
 	removing map[string]bool
+	rmFailed map[string]retry
 	rmOne    sync.Mutex
 	rmWG     sync.WaitGroup
 }
@@ -189,7 +192,7 @@ func Open(opts Options) (*Registry, error) {
 	}
 	r := &Registry{fs: opts.FS, dir: filepath.Join(opts.DataDir, "topics"), flusher: opts.Flusher, maint: opts.Maintainer,
 		logger: opts.Logger, now: opts.Now, byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}, defaults: newDefaults(),
-		removing: map[string]bool{}, poisoned: map[string]*poisonRetry{}}
+		removing: map[string]bool{}, rmFailed: map[string]retry{}, poisoned: map[string]*poisonRetry{}}
 	if err := r.fs.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -714,6 +717,11 @@ func (r *Registry) RetryAt() (at time.Time, ok bool) {
 		earliest(f.retry)
 	}
 	earliest(r.cleanup)
+	r.rmMu.Lock()
+	for _, rt := range r.rmFailed {
+		earliest(rt)
+	}
+	r.rmMu.Unlock()
 	return at, ok
 }
 
@@ -819,7 +827,6 @@ func (r *Registry) removeLater(dir string) {
 		if err != nil {
 			r.mu.Lock()
 			now := r.now()
-			r.cleanup = r.cleanup.after(now) // RetryAt: a Sync then (removeOrphans) tries again
 			if r.cleanupLogged.IsZero() || now.Sub(r.cleanupLogged) >= offlineRetryMax {
 				r.cleanupLogged = now
 				r.logger.Error("topics: removing a deleted directory failed; a later sync tries again", "dir", dir, "err", err)
@@ -827,6 +834,11 @@ func (r *Registry) removeLater(dir string) {
 			r.mu.Unlock()
 		}
 		r.rmMu.Lock()
+		if err != nil {
+			r.rmFailed[dir] = r.rmFailed[dir].after(r.now()) // RetryAt: a Sync then (removeOrphans) tries again
+		} else {
+			delete(r.rmFailed, dir)
+		}
 		delete(r.removing, dir)
 		r.rmMu.Unlock()
 	}()
