@@ -108,14 +108,15 @@ func startNodeWith(t *testing.T, id int32, ln net.Listener, voters map[int32]str
 // tryStartNode is startNodeWith returning Start's error.
 func tryStartNode(t *testing.T, id int32, ln net.Listener, voters map[int32]string, dir string, tune func(*Config)) (*testNode, error) {
 	t.Helper()
+	cfg := Config{NodeID: id, Listener: ln, Voters: voters, KafkaHost: "127.0.0.1", KafkaPort: 9000 + id,
+		DataDir: dir, Logger: quiet}
+	tune(&cfg)
 	flusher := logstore.NewFlusher(0)
-	reg, err := topics.Open(topics.Options{DataDir: dir, Flusher: flusher, Logger: quiet})
+	reg, err := topics.Open(topics.Options{FS: cfg.FS, DataDir: dir, Flusher: flusher, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{NodeID: id, Listener: ln, Voters: voters, KafkaHost: "127.0.0.1", KafkaPort: 9000 + id,
-		DataDir: dir, Registry: reg, Logger: quiet}
-	tune(&cfg)
+	cfg.Registry = reg
 	nd, err := Start(cfg)
 	if err != nil {
 		reg.Close()

@@ -104,6 +104,7 @@ type Node struct {
 	tr     *transport.Transport
 	ctrl   *controller.Controller
 	rm     *replica.Manager
+	lanes  *lanes // hand rm each peer's replication frames, on a goroutine of the peer's own
 	rpc    *rpcLayer
 	reg    *topics.Registry
 	// seq is this node's member of the total-order sequencer group (a voter on the controller
@@ -222,6 +223,7 @@ func Start(cfg Config) (*Node, error) {
 	rcfg.ReportISR, rcfg.ReportFailed = n.reportISR, n.reportFailed
 	rcfg.Throttle = newReplicationThrottle(cfg.NodeID, n.Image)
 	n.rm = replica.NewManager(rcfg)
+	n.lanes = newLanes(n.rm.Handle)
 	ccfg := cfg.Controller
 	ccfg.NodeID, ccfg.FS, ccfg.Dir, ccfg.Logger = cfg.NodeID, cfg.FS, cfg.DataDir+"/controller", cfg.Logger
 	ccfg.Voters = slices.Sorted(mapsKeys(cfg.Voters))
@@ -347,6 +349,7 @@ func (n *Node) Close() {
 	}
 	n.ctrl.Stop()
 	n.rm.Close()
+	n.lanes.close()
 	n.tr.Close()
 }
 
@@ -514,7 +517,7 @@ func (n *Node) receive(from int32, kind transport.Kind, body []byte) {
 	case kindRPCRequest, kindRPCResponse:
 		n.rpc.receive(from, kind, body)
 	case replica.KindAppend, replica.KindAppendAck, replica.KindFollow, replica.KindFollowReply:
-		n.rm.Handle(from, kind, body)
+		n.lanes.push(from, kind, body) // not on this goroutine: the frames behind wait for none
 	case sequencer.KindRaft, sequencer.KindReport, sequencer.KindSignal, sequencer.KindJoin, sequencer.KindTrim:
 		if n.seq != nil {
 			n.seq.Handle(from, kind, body)
