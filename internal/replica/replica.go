@@ -77,6 +77,17 @@ type Replica struct {
 	reported   controller.ISRItem // leader: the ISR (and synced target) last reported
 	reportedAt time.Time
 	lastAck    map[int32]time.Time // leader: when each follower last acknowledged
+
+	// Acknowledgements that came while mu was held (onAck), in order, and whether a goroutine
+	// is taking them; under ackMu, which is taken before mu only with TryLock.
+	ackMu       sync.Mutex
+	acks        []queuedAck
+	ackDraining bool
+}
+
+type queuedAck struct {
+	from int32
+	ack  AppendAck
 }
 
 // Errors of replica operations, as Kafka errors for clients.
@@ -545,7 +556,7 @@ func (r *Replica) sendFollowLocked() {
 
 // onFollow answers a follower joining this leader's epoch.
 func (r *Replica) onFollow(from int32, f *Follow) {
-	r.mu.Lock()
+	r.lockTakingAcks()
 	defer r.mu.Unlock()
 	reply := FollowReply{Ref: r.Ref, Epoch: f.Epoch, Seq: f.Seq, Status: StatusStale}
 	var p *Progress
@@ -733,10 +744,67 @@ func (r *Replica) onAppend(from int32, a *Append) AppendAck {
 	return ack
 }
 
-// onAck takes a follower's acknowledgement.
+// onAck takes a follower's acknowledgement. It does not wait for mu: the follower's
+// acknowledgements of all partitions come in order on one goroutine (the peer's lane), and a
+// leader's append holds mu through its write, which on a slow disk takes as long as an fsync (on
+// FUSE a write waits for an fsync of the same file to end). Waiting there held back the
+// acknowledgements of the follower's other partitions, whose leaders took them for lost after
+// ResendAfter, resent, and pushed a follower that had the batches to join again, out of the
+// ISR meanwhile. An acknowledgement that finds mu held is queued for a goroutine of its own,
+// behind the ones queued before it; the tick takes the queued ones first.
 func (r *Replica) onAck(from int32, ack *AppendAck) {
+	r.ackMu.Lock()
+	if len(r.acks) == 0 && r.mu.TryLock() {
+		r.ackMu.Unlock()
+		r.onAckLocked(from, ack)
+		r.mu.Unlock()
+		return
+	}
+	r.acks = append(r.acks, queuedAck{from: from, ack: *ack})
+	if !r.ackDraining {
+		r.ackDraining = true
+		go r.drainAcks()
+	}
+	r.ackMu.Unlock()
+}
+
+// drainAcks takes the queued acknowledgements once mu is free.
+func (r *Replica) drainAcks() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.takeQueuedAcksLocked(true)
+}
+
+// takeQueuedAcksLocked takes the acknowledgements queued so far (and, when last, those queued
+// meanwhile, ending the drain: onAck takes them itself from then on).
+func (r *Replica) takeQueuedAcksLocked(last bool) {
+	for {
+		r.ackMu.Lock()
+		q := r.acks
+		r.acks = nil
+		if len(q) == 0 {
+			if last {
+				r.ackDraining = false
+			}
+			r.ackMu.Unlock()
+			return
+		}
+		r.ackMu.Unlock()
+		for i := range q {
+			r.onAckLocked(q[i].from, &q[i].ack)
+		}
+	}
+}
+
+// lockTakingAcks locks mu and takes the acknowledgements queued before: what a follower says
+// next (its Follow, a broken connection) must not be overtaken by what it said before, nor the
+// tick take a follower for silent whose acknowledgements wait in the queue.
+func (r *Replica) lockTakingAcks() {
+	r.mu.Lock()
+	r.takeQueuedAcksLocked(false)
+}
+
+func (r *Replica) onAckLocked(from int32, ack *AppendAck) {
 	if r.leader == nil || ack.Epoch != r.a.Epoch || r.leader.Follower(from) == nil {
 		return
 	}
@@ -922,7 +990,7 @@ func (r *Replica) PrepareTransfer(ctx context.Context, epoch, target int32) bool
 // was not acknowledged in time, ends a transfer that never came, and (with checkISR) reports a
 // changed ISR. An idle replica is cheap: a few comparisons under its lock.
 func (r *Replica) tick(now time.Time, checkISR bool) *controller.ISRItem {
-	r.mu.Lock()
+	r.lockTakingAcks()
 	defer r.mu.Unlock()
 	if r.failed != nil {
 		return nil
@@ -1001,7 +1069,7 @@ func (r *Replica) sendHWLocked(p *Progress) {
 
 // peerDown is told that the connection to node broke.
 func (r *Replica) peerDown(node int32) {
-	r.mu.Lock()
+	r.lockTakingAcks()
 	defer r.mu.Unlock()
 	if r.leader != nil {
 		if p := r.leader.Follower(node); p != nil {
