@@ -20,6 +20,7 @@ import (
 
 	"github.com/runnel-dev/runnel/internal/cluster"
 	"github.com/runnel-dev/runnel/internal/group"
+	"github.com/runnel-dev/runnel/internal/logevery"
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objects"
 	"github.com/runnel-dev/runnel/internal/replica"
@@ -241,7 +242,7 @@ func (c *Config) DefaultLimits() {
 type Broker struct {
 	// objReadWarn bounds the warnings of failed object-partition reads: a store failing its
 	// GETs failed every partition of every fetch, each with a warning.
-	objReadWarn   warnLimiter
+	objReadWarn   logevery.Limiter
 	cfg           Config
 	cl            *cluster.Node
 	topics        *topics.Registry
@@ -285,7 +286,7 @@ func New(cfg Config, reg *topics.Registry) (*Broker, error) {
 		return nil, errors.New("broker: Config.Cluster is required")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Broker{
+	b := &Broker{objReadWarn: logevery.Limiter{Every: 10 * time.Second},
 		cfg: cfg, cl: cfg.Cluster, topics: reg, logger: cfg.Logger, mem: semaphore.NewWeighted(cfg.MaxInflightBytes),
 		fetchSessions: newFetchSessions(1000), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, perIP: map[string]int{},
 		stopped: make(chan struct{}), authFailures: security.NewFailureLimiter(max(cfg.Security.FailedAuthDelay, 0), 5*time.Second, time.Minute),

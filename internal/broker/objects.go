@@ -468,7 +468,7 @@ func (b *Broker) readObject(ctx context.Context, t *topics.Topic, sp *sessionPar
 	}
 	data, err := b.cfg.ObjectCache.FetchBelow(ctx, p, sp.offset, upto, max(maxBytes, 0), first)
 	if err != nil {
-		if more, ok := b.objReadWarn.allow(time.Now()); ok {
+		if more, ok := b.objReadWarn.Allow(time.Now()); ok {
 			b.logger.Warn("broker: reading an object partition", "topic", t.Name, "partition", sp.partition, "offset", sp.offset, "err", err,
 				"more_failed_reads_not_logged", more)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runnel-dev/runnel/internal/controller"
+	"github.com/runnel-dev/runnel/internal/logevery"
 	"github.com/runnel-dev/runnel/internal/metrics"
 	"github.com/runnel-dev/runnel/internal/objstore"
 	"github.com/runnel-dev/runnel/internal/objtopic"
@@ -131,17 +132,17 @@ type Maintainer struct {
 const failureLogEvery = time.Minute
 
 // failureLog logs a periodic task's failures: the first one, then one a minute with how many
-// there were, and once it works again.
+// there were, and once it works again. One goroutine's (the task's).
 type failureLog struct {
-	n    int       // failures in a row
-	last time.Time // when one was last logged
+	n     int // failures in a row
+	every logevery.Limiter
 }
 
 func (f *failureLog) failed(l *slog.Logger, msg string, err error, now time.Time) {
 	f.n++
-	if f.n == 1 || now.Sub(f.last) >= failureLogEvery {
+	f.every.Every = failureLogEvery
+	if _, ok := f.every.Allow(now); ok {
 		l.Warn(msg, "err", err, "failures_in_a_row", f.n)
-		f.last = now
 	}
 }
 
@@ -150,6 +151,7 @@ func (f *failureLog) worked(l *slog.Logger, msg string) {
 		l.Info(msg+": works again", "failures_in_a_row", f.n)
 	}
 	f.n = 0
+	f.every.Reset()
 }
 
 // WriteSnapshot writes the image to MetadataSnapshotKey if it moved since the last write.

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/runnel-dev/runnel/internal/batch"
+	"github.com/runnel-dev/runnel/internal/logevery"
 	"github.com/runnel-dev/runnel/internal/security"
 	"github.com/runnel-dev/runnel/internal/speclog/order"
 	"github.com/runnel-dev/runnel/internal/speclog/sequencer"
@@ -62,9 +63,9 @@ type Server struct {
 	pb.UnimplementedSpecLogServer
 	cfg   Config
 	peers sync.Map // address → *grpc.ClientConn: other nodes' SpecLog services
-	// refusedAt: address → when a peer last refused this node's shard stream (logged at most
-	// every refusalLogEvery per peer: subscribers retry while it lasts)
-	refusedAt sync.Map
+	// refusals: a peer's refusal of this node's shard stream is logged at most every 10 s per
+	// address (subscribers retry while it lasts)
+	refusals logevery.Keyed[string]
 }
 
 // New returns the service.
@@ -75,7 +76,7 @@ func New(cfg Config) *Server {
 	if cfg.Addr == nil {
 		cfg.Addr = func(int32) string { return "" }
 	}
-	return &Server{cfg: cfg}
+	return &Server{cfg: cfg, refusals: logevery.Keyed[string]{Every: 10 * time.Second}}
 }
 
 // topicOf finds a total-order topic and the sequencer group that orders it.

@@ -278,9 +278,6 @@ func (s *Server) peer(addr string) (*grpc.ClientConn, error) {
 	return cc, nil
 }
 
-// refusalLogEvery bounds how often a peer's refusal of this node's shard streams is logged.
-const refusalLogEvery = 10 * time.Second
-
 // noteRefusal logs, as an error, a peer refusing this node's shard stream for want of
 // authentication or authorization: a misconfiguration that subscribers of the shard see only as
 // a stream that keeps breaking (they subscribe again), so the node says what to fix.
@@ -290,11 +287,9 @@ func (s *Server) noteRefusal(addr string, node int32, err error) {
 	default:
 		return
 	}
-	now := time.Now()
-	if last, ok := s.refusedAt.Load(addr); ok && now.Sub(last.(time.Time)) < refusalLogEvery {
+	if _, ok := s.refusals.Allow(addr, time.Now()); !ok {
 		return
 	}
-	s.refusedAt.Store(addr, now)
 	s.cfg.Logger.Error("speclog: another node refused this node's shard stream: give this node's principal CLUSTER_ACTION on the cluster, or make it a super user (docs/security.md, The SpecLog API)",
 		"node", node, "addr", addr, "err", err)
 }

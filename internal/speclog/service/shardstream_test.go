@@ -12,7 +12,7 @@ import (
 
 // TestRefusedShardStreamIsLogged: a peer refusing this node's shard stream for want of
 // authorization or authentication is logged as an error naming the fix, once per peer within
-// refusalLogEvery (subscribers retry all the while); other failures (a peer restarting) are not.
+// 10 s (subscribers retry all the while); other failures (a peer restarting) are not.
 func TestRefusedShardStreamIsLogged(t *testing.T) {
 	var buf bytes.Buffer
 	s := New(Config{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
