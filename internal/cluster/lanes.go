@@ -2,17 +2,23 @@ package cluster
 
 import (
 	"bytes"
+	"log/slog"
 	"sync"
+	"time"
 
+	"github.com/runnel-dev/runnel/internal/logevery"
+	"github.com/runnel-dev/runnel/internal/replica"
 	"github.com/runnel-dev/runnel/internal/transport"
 )
 
-// maxLaneBytes bounds the frames waiting in one peer's lane; a frame that finds it full waits
-// for room, holding back its connection's reader as a busy handler did before there were lanes
-// (a follower that cannot keep up slows its leader's sends, not the node's memory).
-const maxLaneBytes = 64 << 20
+// maxLaneBytes bounds the frames waiting in one lane. A frame that finds its lane full is
+// dropped, as the transport drops a frame for a peer whose send queue is full: replication
+// recovers from lost frames (the leader resends what was not acknowledged, a follower that
+// finds a gap joins again), and the reader must never wait (the Raft messages and RPCs behind
+// the frame would wait with it).
+const maxLaneBytes = 32 << 20
 
-// lanes hands each peer's replication frames to a goroutine of that peer's own, in the order they
+// lanes hands each peer's replication frames to goroutines of that peer's own, in the order they
 // came, so that the connection's reader goes on at once to the frames behind them. A peer's frames
 // all come on one connection, read on one goroutine (transport.Handler), and replicating writes
 // to the logs under the replicas' locks: a slow disk (on FUSE, a write waits out a whole fsync of
@@ -20,21 +26,33 @@ const maxLaneBytes = 64 << 20
 // behind the frame, the nodes' heartbeats to the active controller among them. An active
 // controller whose disk took 2 s per fsync heard healthy nodes' heartbeats too late and fenced
 // them, again and again.
+//
+// A peer has two lanes, one per direction of replication: what it says as a follower
+// (acknowledgements and Follows, to the replicas this node leads) and what it says as a leader
+// (appends and answers to Follows, to the replicas this node follows). Order matters only within
+// each, and a follower's write to a slow disk does not hold back the acknowledgements that the
+// same peer sends for partitions this node leads.
 type lanes struct {
-	handle func(from int32, kind transport.Kind, body []byte)
+	handle  func(from int32, kind transport.Kind, body []byte)
+	logger  *slog.Logger
+	dropLog logevery.Limiter
 
 	mu     sync.Mutex
-	byPeer map[int32]*lane
+	byKey  map[laneKey]*lane
 	closed bool
 	wg     sync.WaitGroup
 }
 
-// lane is one peer's queue of frames; a goroutine runs while it has any.
+type laneKey struct {
+	peer     int32
+	toLeader bool // the peer's frames as a follower: acknowledgements and Follows
+}
+
+// lane is one queue of frames; a goroutine runs while it has any.
 type lane struct {
 	frames  []laneFrame
 	bytes   int
 	running bool
-	room    *sync.Cond // on lanes.mu: frames were taken, or the lanes closed
 }
 
 type laneFrame struct {
@@ -42,24 +60,30 @@ type laneFrame struct {
 	body []byte
 }
 
-func newLanes(handle func(from int32, kind transport.Kind, body []byte)) *lanes {
-	return &lanes{handle: handle, byPeer: map[int32]*lane{}}
+func newLanes(handle func(from int32, kind transport.Kind, body []byte), logger *slog.Logger) *lanes {
+	return &lanes{handle: handle, logger: logger, dropLog: logevery.Limiter{Every: 10 * time.Second}, byKey: map[laneKey]*lane{}}
 }
 
-// push queues a copy of a frame (body is only valid during the transport's call) for the peer's
-// goroutine, waiting while the lane is full. Frames pushed after close are dropped.
+// push queues a copy of a replication frame (body is only valid during the transport's call) for
+// its lane's goroutine. It never waits: a frame that finds its lane full, or the lanes closed, is
+// dropped.
 func (l *lanes) push(from int32, kind transport.Kind, body []byte) {
+	key := laneKey{peer: from, toLeader: kind == replica.KindAppendAck || kind == replica.KindFollow}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	q := l.byPeer[from]
-	if q == nil {
-		q = &lane{room: sync.NewCond(&l.mu)}
-		l.byPeer[from] = q
-	}
-	for !l.closed && q.bytes > 0 && q.bytes+len(body) > maxLaneBytes {
-		q.room.Wait()
-	}
 	if l.closed {
+		return
+	}
+	q := l.byKey[key]
+	if q == nil {
+		q = &lane{}
+		l.byKey[key] = q
+	}
+	if q.bytes > 0 && q.bytes+len(body) > maxLaneBytes {
+		if held, ok := l.dropLog.Allow(time.Now()); ok {
+			l.logger.Warn("cluster: a peer's replication frames come faster than this node's disk takes them; dropping some (the replicas send them again)",
+				"node", from, "queued_bytes", q.bytes, "more_drops_not_logged", held)
+		}
 		return
 	}
 	q.frames = append(q.frames, laneFrame{kind: kind, body: bytes.Clone(body)})
@@ -85,20 +109,15 @@ func (l *lanes) run(from int32, q *lane) {
 		q.frames[0] = laneFrame{}
 		q.frames = q.frames[1:]
 		q.bytes -= len(f.body)
-		q.room.Broadcast()
 		l.mu.Unlock()
 		l.handle(from, f.kind, f.body)
 	}
 }
 
-// close drops the frames not handled yet, frees the readers waiting for room, and waits for the
-// handlers under way.
+// close drops the frames not handled yet and waits for the handlers under way.
 func (l *lanes) close() {
 	l.mu.Lock()
 	l.closed = true
-	for _, q := range l.byPeer {
-		q.room.Broadcast()
-	}
 	l.mu.Unlock()
 	l.wg.Wait()
 }

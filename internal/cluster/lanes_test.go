@@ -15,9 +15,10 @@ import (
 	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
-// TestLanes: each peer's frames are handled in order, on a goroutine of the peer's own: a
-// handler that blocks holds back its peer's later frames, not the pushes of them nor another
-// peer's frames; a full lane makes push wait; close frees a waiting push and drops what is left.
+// TestLanes: each peer's frames are handled in order, on goroutines of the peer's own, one per
+// direction: a handler that blocks holds back its lane's later frames, not the pushes of them,
+// nor the same peer's frames of the other direction, nor another peer's; a frame that finds its
+// lane full is dropped, not waited for; close waits for the handlers under way.
 func TestLanes(t *testing.T) {
 	var mu sync.Mutex
 	got := map[int32][]string{}
@@ -31,17 +32,20 @@ func TestLanes(t *testing.T) {
 		got[from] = append(got[from], string(body))
 		mu.Unlock()
 		handled <- struct{}{}
-	})
-	l.push(1, 1, []byte("block"))
+	}, quiet)
+	l.push(1, replica.KindAppend, []byte("block")) // a follower's write waiting on a slow disk
 	for i := range 5 {
-		l.push(1, 1, []byte(fmt.Sprint(i))) // returns at once, the handler of peer 1 blocked
+		l.push(1, replica.KindAppend, []byte(fmt.Sprint(i))) // returns at once
 	}
-	l.push(2, 1, []byte("other"))
-	<-handled // peer 2's frame, while peer 1's first is blocked
+	l.push(1, replica.KindAppendAck, []byte("ack")) // the same peer, as a follower of this node
+	l.push(2, replica.KindAppend, []byte("other"))
+	<-handled
+	<-handled // the ack and peer 2's frame, while peer 1's first append is blocked
 	mu.Lock()
-	if len(got[1]) != 0 || len(got[2]) != 1 {
-		t.Fatalf("handled %v; want only peer 2's frame", got)
+	if fmt.Sprint(got[1]) != "[ack]" || len(got[2]) != 1 {
+		t.Fatalf("handled %v; want peer 1's acknowledgement and peer 2's frame only", got)
 	}
+	got[1] = nil
 	mu.Unlock()
 	close(release)
 	for range 6 {
@@ -49,47 +53,29 @@ func TestLanes(t *testing.T) {
 	}
 	mu.Lock()
 	if want := []string{"block", "0", "1", "2", "3", "4"}; fmt.Sprint(got[1]) != fmt.Sprint(want) {
-		t.Fatalf("peer 1's frames handled as %v; want %v", got[1], want)
+		t.Fatalf("peer 1's appends handled as %v; want %v", got[1], want)
 	}
 	mu.Unlock()
 
-	// A full lane: the next push waits until the handler takes a frame.
+	// A full lane drops the frame that does not fit, at once.
 	block := make(chan struct{})
-	l2 := newLanes(func(int32, transport.Kind, []byte) { <-block })
-	l2.push(1, 1, make([]byte, maxLaneBytes/2))
-	l2.push(1, 1, make([]byte, maxLaneBytes/2)) // the first is taken: this one queues
-	pushed := make(chan struct{})
-	go func() {
-		l2.push(1, 1, make([]byte, maxLaneBytes/2)) // room for one only
-		l2.push(1, 1, make([]byte, maxLaneBytes/2))
-		close(pushed)
-	}()
-	select {
-	case <-pushed:
-		t.Fatal("a push into a full lane did not wait")
-	case <-time.After(100 * time.Millisecond):
-	}
-	block <- struct{}{} // the first frame done, the second taken: room again
-	select {
-	case <-pushed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a push waited although the lane had room again")
-	}
-	waiting := make(chan struct{})
-	go func() {
-		l2.push(1, 1, make([]byte, maxLaneBytes/2)) // full again: waits until close
-		close(waiting)
-	}()
+	var n atomic.Int32
+	l2 := newLanes(func(int32, transport.Kind, []byte) { <-block; n.Add(1) }, quiet)
+	l2.push(1, replica.KindAppend, make([]byte, maxLaneBytes/2)) // taken by the handler, blocked
+	waitFor(t, "the handler to take the first frame", 5*time.Second, func() bool {
+		l2.mu.Lock()
+		defer l2.mu.Unlock()
+		return len(l2.byKey[laneKey{peer: 1}].frames) == 0
+	})
+	l2.push(1, replica.KindAppend, make([]byte, maxLaneBytes/2)) // queued
+	l2.push(1, replica.KindAppend, make([]byte, maxLaneBytes/2)) // queued: the lane is full
+	l2.push(1, replica.KindAppend, make([]byte, maxLaneBytes/2)) // dropped
+	close(block)
+	waitFor(t, "the queued frames", 5*time.Second, func() bool { return n.Load() == 3 })
 	time.Sleep(50 * time.Millisecond)
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		close(block) // the handler under way finishes; close waits for it
-	}()
 	l2.close()
-	select {
-	case <-waiting:
-	case <-time.After(5 * time.Second):
-		t.Fatal("close left a push waiting")
+	if n.Load() != 3 {
+		t.Fatalf("%d frames handled; want 3, the one past the lane's bound dropped", n.Load())
 	}
 }
 

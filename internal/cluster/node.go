@@ -223,7 +223,7 @@ func Start(cfg Config) (*Node, error) {
 	rcfg.ReportISR, rcfg.ReportFailed = n.reportISR, n.reportFailed
 	rcfg.Throttle = newReplicationThrottle(cfg.NodeID, n.Image)
 	n.rm = replica.NewManager(rcfg)
-	n.lanes = newLanes(n.rm.Handle)
+	n.lanes = newLanes(n.rm.Handle, cfg.Logger)
 	ccfg := cfg.Controller
 	ccfg.NodeID, ccfg.FS, ccfg.Dir, ccfg.Logger = cfg.NodeID, cfg.FS, cfg.DataDir+"/controller", cfg.Logger
 	ccfg.Voters = slices.Sorted(mapsKeys(cfg.Voters))
@@ -251,6 +251,7 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		cancel() // first: frames already received stop waiting for started
 		n.rm.Close()
+		n.lanes.close()
 		n.tr.Close()
 		return nil, err
 	}
@@ -281,6 +282,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 		ctrl.Stop()
 		n.rm.Close()
+		n.lanes.close()
 		n.tr.Close()
 		return nil, err
 	}

@@ -768,32 +768,45 @@ func (r *Replica) onAck(from int32, ack *AppendAck) {
 	r.ackMu.Unlock()
 }
 
-// drainAcks takes the queued acknowledgements once mu is free.
+// drainAcks takes the queued acknowledgements once mu is free, a batch at a time, letting mu go
+// between batches (an acknowledgement sends the follower more, reading the log: appends must
+// not wait behind a stream of them). Acknowledgements coming meanwhile queue behind, in order,
+// until the queue is found empty. Once the manager is closed they are dropped.
 func (r *Replica) drainAcks() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.takeQueuedAcksLocked(true)
-}
-
-// takeQueuedAcksLocked takes the acknowledgements queued so far (and, when last, those queued
-// meanwhile, ending the drain: onAck takes them itself from then on).
-func (r *Replica) takeQueuedAcksLocked(last bool) {
 	for {
-		r.ackMu.Lock()
-		q := r.acks
-		r.acks = nil
-		if len(q) == 0 {
-			if last {
-				r.ackDraining = false
-			}
+		r.mu.Lock()
+		select {
+		case <-r.m.stop:
+			r.ackMu.Lock()
+			r.acks, r.ackDraining = nil, false
 			r.ackMu.Unlock()
+			r.mu.Unlock()
+			return
+		default:
+		}
+		more := r.takeQueuedAcksLocked(true)
+		r.mu.Unlock()
+		if !more {
 			return
 		}
-		r.ackMu.Unlock()
-		for i := range q {
-			r.onAckLocked(q[i].from, &q[i].ack)
-		}
 	}
+}
+
+// takeQueuedAcksLocked takes the acknowledgements queued so far and reports whether there were
+// any; when there were none and draining, it ends the drain (onAck takes them itself from then
+// on).
+func (r *Replica) takeQueuedAcksLocked(draining bool) bool {
+	r.ackMu.Lock()
+	q := r.acks
+	r.acks = nil
+	if len(q) == 0 && draining {
+		r.ackDraining = false
+	}
+	r.ackMu.Unlock()
+	for i := range q {
+		r.onAckLocked(q[i].from, &q[i].ack)
+	}
+	return len(q) > 0
 }
 
 // lockTakingAcks locks mu and takes the acknowledgements queued before: what a follower says
