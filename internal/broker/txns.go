@@ -461,6 +461,9 @@ func (d *txns) executeLocked(sh *txnShard, eff txncoord.Effects) {
 		if h := d.b.cfg.Hooks.BeforeMarkers; h != nil {
 			h(m.ID, m.Commit)
 		}
+		// Under mu, before the replies just given can bring the next transaction's adds: a
+		// note taken before the round began was the completed transaction's, and went with it.
+		d.startMarkerNotesLocked(m.ID)
 		go d.markerRound(sh, m)
 	}
 }
@@ -1101,7 +1104,6 @@ func discoverCover(img *controller.Image, covered map[txncoord.TP]bool, answers 
 // markerRound writes a transaction's markers to every partition, in parallel, each retried
 // until written (or its topic is gone, or the shard is no longer current).
 func (d *txns) markerRound(sh *txnShard, req txncoord.MarkerReq) {
-	d.startMarkerNotes(req.ID)
 	var wg sync.WaitGroup
 	for _, tp := range req.Partitions {
 		wg.Add(1)
@@ -1144,11 +1146,9 @@ func (d *txns) markerRound(sh *txnShard, req txncoord.MarkerReq) {
 	}
 }
 
-// startMarkerNotes begins a marker round of transactional id id: the leaderships its next
+// startMarkerNotesLocked begins a marker round of transactional id id: the leaderships its next
 // transaction's adds note meanwhile are kept apart from the completed transaction's.
-func (d *txns) startMarkerNotes(id string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (d *txns) startMarkerNotesLocked(id string) {
 	if _, ok := d.earlyAdded[id]; !ok {
 		d.earlyAdded[id] = nil
 	}
