@@ -27,11 +27,13 @@ const maxLaneBytes = 32 << 20
 // controller whose disk took 2 s per fsync heard healthy nodes' heartbeats too late and fenced
 // them, again and again.
 //
-// A peer has two lanes, one per direction of replication: what it says as a follower
-// (acknowledgements and Follows, to the replicas this node leads) and what it says as a leader
-// (appends and answers to Follows, to the replicas this node follows). Order matters only within
-// each, and a follower's write to a slow disk does not hold back the acknowledgements that the
-// same peer sends for partitions this node leads.
+// A peer has two lanes, one per direction of replication: what it says as a follower (its
+// Follows, to the replicas this node leads) and what it says as a leader (appends and answers to
+// Follows, to the replicas this node follows). Order matters only within each. Acknowledgements
+// take no lane: they are handled on the reader, which they never hold (a replica whose lock is
+// busy queues them, and takes them before the follower's next Follow), so the commit path pays
+// for one hand-over only, the follower's append, and a follower's write to a slow disk does not
+// hold back the acknowledgements the same peer sends for partitions this node leads.
 type lanes struct {
 	handle  func(from int32, kind transport.Kind, body []byte)
 	logger  *slog.Logger
@@ -45,7 +47,7 @@ type lanes struct {
 
 type laneKey struct {
 	peer     int32
-	toLeader bool // the peer's frames as a follower: acknowledgements and Follows
+	toLeader bool // the peer's frames as a follower: its Follows
 }
 
 // lane is one queue of frames; a goroutine runs while it has any.
@@ -68,7 +70,7 @@ func newLanes(handle func(from int32, kind transport.Kind, body []byte), logger 
 // its lane's goroutine. It never waits: a frame that finds its lane full, or the lanes closed, is
 // dropped.
 func (l *lanes) push(from int32, kind transport.Kind, body []byte) {
-	key := laneKey{peer: from, toLeader: kind == replica.KindAppendAck || kind == replica.KindFollow}
+	key := laneKey{peer: from, toLeader: kind == replica.KindFollow}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

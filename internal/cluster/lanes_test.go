@@ -37,13 +37,13 @@ func TestLanes(t *testing.T) {
 	for i := range 5 {
 		l.push(1, replica.KindAppend, []byte(fmt.Sprint(i))) // returns at once
 	}
-	l.push(1, replica.KindAppendAck, []byte("ack")) // the same peer, as a follower of this node
+	l.push(1, replica.KindFollow, []byte("follow")) // the same peer, as a follower of this node
 	l.push(2, replica.KindAppend, []byte("other"))
 	<-handled
-	<-handled // the ack and peer 2's frame, while peer 1's first append is blocked
+	<-handled // the Follow and peer 2's frame, while peer 1's first append is blocked
 	mu.Lock()
-	if fmt.Sprint(got[1]) != "[ack]" || len(got[2]) != 1 {
-		t.Fatalf("handled %v; want peer 1's acknowledgement and peer 2's frame only", got)
+	if fmt.Sprint(got[1]) != "[follow]" || len(got[2]) != 1 {
+		t.Fatalf("handled %v; want peer 1's Follow and peer 2's frame only", got)
 	}
 	got[1] = nil
 	mu.Unlock()

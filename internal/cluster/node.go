@@ -518,7 +518,9 @@ func (n *Node) receive(from int32, kind transport.Kind, body []byte) {
 		n.ctrl.StepChunk(from, body)
 	case kindRPCRequest, kindRPCResponse:
 		n.rpc.receive(from, kind, body)
-	case replica.KindAppend, replica.KindAppendAck, replica.KindFollow, replica.KindFollowReply:
+	case replica.KindAppendAck:
+		n.rm.Handle(from, kind, body) // here: an acknowledgement never waits (a busy replica queues it)
+	case replica.KindAppend, replica.KindFollow, replica.KindFollowReply:
 		n.lanes.push(from, kind, body) // not on this goroutine: the frames behind wait for none
 	case sequencer.KindRaft, sequencer.KindReport, sequencer.KindSignal, sequencer.KindJoin, sequencer.KindTrim:
 		if n.seq != nil {
