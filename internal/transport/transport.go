@@ -48,7 +48,10 @@ const kindHello Kind = 0
 const helloMagic = "RNL1"
 
 // Handler receives a frame from node from. body is valid only during the call: the handler
-// copies what it keeps. Frames of one peer arrive in order, on one goroutine per connection.
+// copies what it keeps. Frames of one connection arrive in order, handed to the handler by the
+// goroutine reading the connection; a handler that runs longer than handOverAfter (20 ms) has
+// the reading handed to a new goroutine, so the frames after its own may be handled while it
+// runs on: a handler whose frames must keep their order behind a slow one keeps it itself.
 type Handler func(from int32, kind Kind, body []byte)
 
 // Config configures a Transport.
@@ -598,32 +601,40 @@ var helloTimeout = 10 * time.Second
 // ErrBadHello is returned for a connection whose first frame is not an acceptable hello.
 var ErrBadHello = errors.New("transport: bad hello")
 
+// handOverAfter is how long a handler may hold its connection's reading: past it, a new
+// goroutine goes on reading the connection while the handler runs on (a replica writing to a
+// slow disk must not hold back the Raft messages and RPCs behind its frame).
+var handOverAfter = 20 * time.Millisecond
+
+// readFrame reads one frame of at most limit bytes into *buf (grown as needed); the body is valid
+// until the next read into buf.
+func readFrame(r *bufio.Reader, buf *[]byte, limit int) (Kind, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:4]))
+	if n < 1 || n > limit {
+		return 0, nil, fmt.Errorf("transport: frame of %d bytes (limit %d)", n, limit)
+	}
+	if cap(*buf) < n-1 {
+		*buf = make([]byte, n-1)
+	}
+	body := (*buf)[:n-1]
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, err
+	}
+	return Kind(hdr[4]), body, nil
+}
+
 // serve reads one inbound connection's frames and hands them to the handler.
 func (t *Transport) serve(c net.Conn) error {
 	r := bufio.NewReaderSize(c, 256<<10)
 	var buf []byte
-	read := func(limit int) (Kind, []byte, error) {
-		var hdr [5]byte
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return 0, nil, err
-		}
-		n := int(binary.BigEndian.Uint32(hdr[:4]))
-		if n < 1 || n > limit {
-			return 0, nil, fmt.Errorf("transport: frame of %d bytes (limit %d)", n, limit)
-		}
-		if cap(buf) < n-1 {
-			buf = make([]byte, n-1)
-		}
-		body := buf[:n-1]
-		if _, err := io.ReadFull(r, body); err != nil {
-			return 0, nil, err
-		}
-		return Kind(hdr[4]), body, nil
-	}
 	// The hello comes first, small and soon (a TLS handshake included): a connection that is
 	// not a node's holds no more than that, for no longer.
 	c.SetReadDeadline(time.Now().Add(helloTimeout))
-	kind, body, err := read(maxHelloBytes)
+	kind, body, err := readFrame(r, &buf, maxHelloBytes)
 	if err != nil {
 		return err
 	}
@@ -638,18 +649,68 @@ func (t *Transport) serve(c net.Conn) error {
 		t.learned[from] = addr
 	}
 	t.mu.Unlock()
+	rd := &reading{r: r, from: from, done: make(chan struct{})}
+	t.readFrames(rd, 0)
+	<-rd.done // the goroutine reading last ends the connection's reading
+	return rd.err
+}
+
+// reading is an inbound connection's reading, which passes from goroutine to goroutine: the one
+// reading hands each frame to the handler itself (no hand-over on the commit path), and if the
+// handler runs past handOverAfter, a new goroutine (generation) takes the reading on.
+type reading struct {
+	r    *bufio.Reader
+	from int32
+
+	mu   sync.Mutex
+	gen  int  // the generation reading now
+	busy bool // its goroutine is in the handler
+	done chan struct{}
+	err  error // why the reading ended, once done is closed
+}
+
+// readFrames reads frames as generation gen until the connection fails or the reading is handed
+// over past a handler that ran too long.
+func (t *Transport) readFrames(rd *reading, gen int) {
+	handOver := time.AfterFunc(time.Hour, func() {
+		rd.mu.Lock()
+		defer rd.mu.Unlock()
+		if rd.gen == gen && rd.busy {
+			rd.gen, rd.busy = gen+1, false
+			go t.readFrames(rd, gen+1)
+		}
+	})
+	handOver.Stop()
+	defer handOver.Stop()
+	var buf []byte // this goroutine's own: a handler handed over past still has its body
 	for {
-		kind, body, err := read(t.cfg.MaxFrameBytes)
+		kind, body, err := readFrame(rd.r, &buf, t.cfg.MaxFrameBytes)
+		if err == nil && kind == kindHello {
+			err = fmt.Errorf("%w: a second hello", ErrBadHello)
+		}
 		if err != nil {
-			return err
+			rd.err = err
+			close(rd.done)
+			return
 		}
-		if kind == kindHello {
-			return fmt.Errorf("%w: a second hello", ErrBadHello)
-		}
-		if t.dropIn(from, kind) {
+		if t.dropIn(rd.from, kind) {
 			continue
 		}
-		t.cfg.Handler(from, kind, body)
+		rd.mu.Lock()
+		rd.busy = true
+		rd.mu.Unlock()
+		handOver.Reset(handOverAfter)
+		t.cfg.Handler(rd.from, kind, body)
+		handOver.Stop()
+		rd.mu.Lock()
+		mine := rd.gen == gen
+		if mine {
+			rd.busy = false
+		}
+		rd.mu.Unlock()
+		if !mine {
+			return // another goroutine reads on
+		}
 		if cap(buf) > 4<<20 { // do not keep a huge buffer for small frames
 			buf = nil
 		}

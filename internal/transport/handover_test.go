@@ -1,0 +1,76 @@
+package transport
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSlowHandlerHandsTheReadingOver: a handler that runs past handOverAfter does not hold back
+// the frames behind its own: a new goroutine reads them and hands them over meanwhile, each
+// with its own body (the slow handler's stays intact), and when the slow handler returns the
+// reading goes on once, in order, with no frame lost or seen twice.
+func TestSlowHandlerHandsTheReadingOver(t *testing.T) {
+	addrs, mu := map[int32]string{}, &sync.Mutex{}
+	a := newNode(t, 1, addrs, mu)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	addrs[2] = ln.Addr().String()
+	mu.Unlock()
+	release := make(chan struct{})
+	got := make(chan string, 1000)
+	b := New(Config{NodeID: 2, Listener: ln,
+		Resolve: func(p int32) string { mu.Lock(); defer mu.Unlock(); return addrs[p] },
+		Handler: func(_ int32, _ Kind, body []byte) {
+			if string(body) == "slow" {
+				<-release
+				if string(body) != "slow" {
+					t.Errorf("the slow handler's body changed under it: %q", body)
+				}
+			}
+			got <- string(bytes.Clone(body))
+		}})
+	defer b.Close()
+	a.t.Send(2, 7, []byte("slow"))
+	for i := range 200 {
+		a.t.Send(2, 7, []byte(fmt.Sprint(i)))
+	}
+	for i := range 200 {
+		select {
+		case s := <-got:
+			if s != fmt.Sprint(i) {
+				t.Fatalf("frame %q while the slow handler runs; want %d", s, i)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("frame %d not handed over while a slow handler ran", i)
+		}
+	}
+	close(release)
+	if s := <-got; s != "slow" {
+		t.Fatalf("got %q; want the slow frame's handler to end", s)
+	}
+	for i := range 200 { // the reading goes on, once
+		a.t.Send(2, 7, []byte(fmt.Sprint("after", i)))
+	}
+	for i := range 200 {
+		select {
+		case s := <-got:
+			if s != fmt.Sprint("after", i) {
+				t.Fatalf("frame %q after the slow handler returned; want after%d", s, i)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("frame after%d lost", i)
+		}
+	}
+	select {
+	case s := <-got:
+		t.Fatalf("an extra frame %q", s)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
