@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestSlowHandlerHandsTheReadingOver: a handler that runs past handOverAfter does not hold back
+// TestSlowHandlerHandsTheReadingOver: a handler that runs through a watchdog tick does not hold back
 // the frames behind its own: a new goroutine reads them and hands them over meanwhile, each
 // with its own body (the slow handler's stays intact), and when the slow handler returns the
 // reading goes on once, in order, with no frame lost or seen twice.
@@ -50,6 +50,9 @@ func TestSlowHandlerHandsTheReadingOver(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("frame %d not handed over while a slow handler ran", i)
 		}
+	}
+	if n := b.HandOvers.Load(); n != 1 {
+		t.Fatalf("%d hand-overs; want 1, past the slow handler", n)
 	}
 	close(release)
 	if s := <-got; s != "slow" {

@@ -49,7 +49,7 @@ const helloMagic = "RNL1"
 
 // Handler receives a frame from node from. body is valid only during the call: the handler
 // copies what it keeps. Frames of one connection arrive in order, handed to the handler by the
-// goroutine reading the connection; a handler that runs longer than handOverAfter (20 ms) has
+// goroutine reading the connection; a handler that runs on for 10-20 ms (handOverTick) has
 // the reading handed to a new goroutine, so the frames after its own may be handled while it
 // runs on: a handler whose frames must keep their order behind a slow one keeps it itself.
 type Handler func(from int32, kind Kind, body []byte)
@@ -99,8 +99,15 @@ type Transport struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// Counters, for metrics and tests.
-	SentFrames, SentBytes, Dropped, Writes atomic.Int64
+	// The inbound connections' readings, which the watchdog hands over past a slow handler.
+	watchMu     sync.Mutex
+	readings    map[*reading]struct{}
+	watchAsleep atomic.Bool
+	watchWake   chan struct{}
+
+	// Counters, for metrics and tests. HandOvers: readings handed to a new goroutine past a
+	// slow handler.
+	SentFrames, SentBytes, Dropped, Writes, HandOvers atomic.Int64
 }
 
 // New starts accepting on cfg.Listener.
@@ -121,14 +128,16 @@ func New(cfg Config) *Transport {
 		cfg.WriteTimeout = 5 * time.Second
 	}
 	t := &Transport{cfg: cfg, logger: cfg.Logger, peers: map[int32]*peer{}, inbound: map[net.Conn]int32{},
-		isolated: map[int32]bool{}, learned: map[int32]string{}, closed: make(chan struct{})}
+		isolated: map[int32]bool{}, learned: map[int32]string{}, closed: make(chan struct{}),
+		readings: map[*reading]struct{}{}, watchWake: make(chan struct{}, 1)}
 	if t.cfg.Addr == "" {
 		t.cfg.Addr = cfg.Listener.Addr().String()
 	}
 	t.clusterID.Store(new(""))
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	t.wg.Add(1)
+	t.wg.Add(2)
 	go t.accept()
+	go t.watchdog()
 	return t
 }
 
@@ -601,10 +610,15 @@ var helloTimeout = 10 * time.Second
 // ErrBadHello is returned for a connection whose first frame is not an acceptable hello.
 var ErrBadHello = errors.New("transport: bad hello")
 
-// handOverAfter is how long a handler may hold its connection's reading: past it, a new
-// goroutine goes on reading the connection while the handler runs on (a replica writing to a
-// slow disk must not hold back the Raft messages and RPCs behind its frame).
-var handOverAfter = 20 * time.Millisecond
+// handOverTick is how often the watchdog looks at the connections' readers: a handler still in
+// the same frame at two looks in a row (it has run 10-20 ms) gets its connection's reading
+// handed to a new goroutine, so a replica writing to a slow disk does not hold back the Raft
+// messages and RPCs behind its frame. After handOverIdle of no frame at all the watchdog sleeps
+// until the next one.
+const (
+	handOverTick = 10 * time.Millisecond
+	handOverIdle = 200 // ticks
+)
 
 // readFrame reads one frame of at most limit bytes into *buf (grown as needed); the body is valid
 // until the next read into buf.
@@ -650,38 +664,31 @@ func (t *Transport) serve(c net.Conn) error {
 	}
 	t.mu.Unlock()
 	rd := &reading{r: r, from: from, done: make(chan struct{})}
-	t.readFrames(rd, 0)
+	t.watch(rd)
+	defer t.unwatch(rd)
+	t.readFrames(rd)
 	<-rd.done // the goroutine reading last ends the connection's reading
 	return rd.err
 }
 
 // reading is an inbound connection's reading, which passes from goroutine to goroutine: the one
-// reading hands each frame to the handler itself (no hand-over on the commit path), and if the
-// handler runs past handOverAfter, a new goroutine (generation) takes the reading on.
+// reading hands each frame to the handler itself (no hand-over on the commit path); if the
+// handler runs on past a watchdog tick, the watchdog starts a new goroutine that reads on.
 type reading struct {
 	r    *bufio.Reader
 	from int32
-
-	mu   sync.Mutex
-	gen  int  // the generation reading now
-	busy bool // its goroutine is in the handler
+	// seq counts handler calls twice, at their start and at their end: odd while the reading
+	// goroutine is in the handler. Whoever moves it from an odd value first, the goroutine
+	// back from its handler or the watchdog handing the reading over, decides.
+	seq  atomic.Uint64
+	seen uint64 // the watchdog's: seq at its last look
 	done chan struct{}
 	err  error // why the reading ended, once done is closed
 }
 
-// readFrames reads frames as generation gen until the connection fails or the reading is handed
-// over past a handler that ran too long.
-func (t *Transport) readFrames(rd *reading, gen int) {
-	handOver := time.AfterFunc(time.Hour, func() {
-		rd.mu.Lock()
-		defer rd.mu.Unlock()
-		if rd.gen == gen && rd.busy {
-			rd.gen, rd.busy = gen+1, false
-			go t.readFrames(rd, gen+1)
-		}
-	})
-	handOver.Stop()
-	defer handOver.Stop()
+// readFrames reads frames until the connection fails or, past a handler that ran too long, the
+// reading is handed over.
+func (t *Transport) readFrames(rd *reading) {
 	var buf []byte // this goroutine's own: a handler handed over past still has its body
 	for {
 		kind, body, err := readFrame(rd.r, &buf, t.cfg.MaxFrameBytes)
@@ -696,24 +703,89 @@ func (t *Transport) readFrames(rd *reading, gen int) {
 		if t.dropIn(rd.from, kind) {
 			continue
 		}
-		rd.mu.Lock()
-		rd.busy = true
-		rd.mu.Unlock()
-		handOver.Reset(handOverAfter)
+		s := rd.seq.Add(1)
+		t.handling()
 		t.cfg.Handler(rd.from, kind, body)
-		handOver.Stop()
-		rd.mu.Lock()
-		mine := rd.gen == gen
-		if mine {
-			rd.busy = false
-		}
-		rd.mu.Unlock()
-		if !mine {
-			return // another goroutine reads on
+		if !rd.seq.CompareAndSwap(s, s+1) {
+			return // handed over: another goroutine reads on
 		}
 		if cap(buf) > 4<<20 { // do not keep a huge buffer for small frames
 			buf = nil
 		}
+	}
+}
+
+// watch and unwatch register a connection's reading with the watchdog.
+func (t *Transport) watch(rd *reading) {
+	t.watchMu.Lock()
+	t.readings[rd] = struct{}{}
+	t.watchMu.Unlock()
+}
+
+func (t *Transport) unwatch(rd *reading) {
+	t.watchMu.Lock()
+	delete(t.readings, rd)
+	t.watchMu.Unlock()
+}
+
+// handling wakes the watchdog if it sleeps (cheap otherwise: one atomic load per frame).
+func (t *Transport) handling() {
+	if t.watchAsleep.Load() {
+		select {
+		case t.watchWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watchdog hands a connection's reading over to a new goroutine when its handler has run
+// through a whole tick.
+func (t *Transport) watchdog() {
+	defer t.wg.Done()
+	tick := time.NewTicker(handOverTick)
+	defer tick.Stop()
+	idle := 0
+	for {
+		select {
+		case <-t.closed:
+			return
+		case <-tick.C:
+		}
+		moved := false // a frame was handled since the last look, or a handler is under way
+		t.watchMu.Lock()
+		for rd := range t.readings {
+			s := rd.seq.Load()
+			moved = moved || s%2 == 1
+			if s != rd.seen {
+				rd.seen, moved = s, true
+				continue
+			}
+			if s%2 == 1 && rd.seq.CompareAndSwap(s, s+1) { // in the same handler as a tick ago
+				rd.seen = s + 1
+				t.HandOvers.Add(1)
+				t.wg.Add(1)
+				go func() {
+					defer t.wg.Done()
+					t.readFrames(rd)
+				}()
+			}
+		}
+		t.watchMu.Unlock()
+		if moved {
+			idle = 0
+			continue
+		}
+		if idle++; idle < handOverIdle {
+			continue
+		}
+		idle = 0
+		t.watchAsleep.Store(true)
+		select {
+		case <-t.closed:
+			return
+		case <-t.watchWake:
+		}
+		t.watchAsleep.Store(false)
 	}
 }
 
