@@ -745,7 +745,7 @@ func (r *Replica) onAppend(from int32, a *Append) AppendAck {
 }
 
 // onAck takes a follower's acknowledgement. It does not wait for mu: the follower's
-// acknowledgements of all partitions come in order on one goroutine (the peer's lane), and a
+// acknowledgements of all partitions come in order on one goroutine (its connection's reader), and a
 // leader's append holds mu through its write, which on a slow disk takes as long as an fsync (on
 // FUSE a write waits for an fsync of the same file to end). Waiting there held back the
 // acknowledgements of the follower's other partitions, whose leaders took them for lost after

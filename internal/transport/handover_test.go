@@ -77,3 +77,50 @@ func TestSlowHandlerHandsTheReadingOver(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// TestHandOverAfterTheWatchdogSlept: after two idle seconds the watchdog sleeps; the next frame
+// wakes it, so a slow handler then is still handed over past.
+func TestHandOverAfterTheWatchdogSlept(t *testing.T) {
+	addrs, mu := map[int32]string{}, &sync.Mutex{}
+	a := newNode(t, 1, addrs, mu)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	addrs[2] = ln.Addr().String()
+	mu.Unlock()
+	release := make(chan struct{})
+	got := make(chan string, 10)
+	b := New(Config{NodeID: 2, Listener: ln,
+		Resolve: func(p int32) string { mu.Lock(); defer mu.Unlock(); return addrs[p] },
+		Handler: func(_ int32, _ Kind, body []byte) {
+			if string(body) == "slow" {
+				<-release
+			}
+			got <- string(body)
+		}})
+	defer b.Close()
+	defer close(release)
+	a.t.Send(2, 7, []byte("first"))
+	if s := <-got; s != "first" {
+		t.Fatalf("got %q", s)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !b.watchAsleep.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the watchdog did not sleep on an idle transport")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.t.Send(2, 7, []byte("slow"))
+	a.t.Send(2, 7, []byte("behind"))
+	select {
+	case s := <-got:
+		if s != "behind" {
+			t.Fatalf("got %q; want the frame behind the slow one", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a slow handler held the reading after the watchdog slept")
+	}
+}

@@ -780,13 +780,33 @@ func (t *Transport) watchdog() {
 		}
 		idle = 0
 		t.watchAsleep.Store(true)
+		if t.readingsMoved() { // a reader that began a handler just before the store did not wake us
+			t.watchAsleep.Store(false)
+			continue
+		}
+		tick.Stop()
 		select {
 		case <-t.closed:
 			return
 		case <-t.watchWake:
 		}
 		t.watchAsleep.Store(false)
+		tick.Reset(handOverTick)
 	}
+}
+
+// readingsMoved reports whether a reading handled a frame since the watchdog's last look or is
+// in a handler. With watchAsleep stored first, a reader that begins a handler after this look
+// finds it set (its seq moves before it loads watchAsleep) and wakes the watchdog.
+func (t *Transport) readingsMoved() bool {
+	t.watchMu.Lock()
+	defer t.watchMu.Unlock()
+	for rd := range t.readings {
+		if s := rd.seq.Load(); s != rd.seen || s%2 == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // Hello is a decoded hello.
