@@ -61,3 +61,27 @@ func TestAckDoesNotWaitForTheLeadersLock(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestTickerPassesOverABusyReplica: the ticker's round does not wait for a replica whose lock a
+// slow write holds (it would hold every other replica's resends and ISR reports behind it); the
+// next round ticks it.
+func TestTickerPassesOverABusyReplica(t *testing.T) {
+	s := newSim(t, 4, false)
+	defer s.close()
+	s.settle()
+	lead := s.nodes[s.leader]
+	r := lead.m.Get(s.ref)
+	r.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lead.m.tick(s.now.Add(time.Second), true)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		r.mu.Unlock()
+		t.Fatal("the ticker's round waited for a busy replica")
+	}
+	r.mu.Unlock()
+}

@@ -259,18 +259,22 @@ func (m *Manager) ticker() {
 			return
 		case <-t.C:
 		}
-		m.Tick(m.now())
+		m.tick(m.now(), true)
 	}
 }
 
-// Tick does the replicas' periodic work (the ticker calls it); every fifth tick the leaders
-// check their ISR.
-func (m *Manager) Tick(now time.Time) {
+// Tick does the replicas' periodic work; every fifth tick the leaders check their ISR.
+func (m *Manager) Tick(now time.Time) { m.tick(now, false) }
+
+// tick is Tick; the ticker's (skipBusy) passes over a replica whose lock is held, to the next
+// tick: a leader's append holds it through its write, and a write waiting on a slow or stalled
+// disk would hold every other replica's resends, probes and ISR reports behind it.
+func (m *Manager) tick(now time.Time, skipBusy bool) {
 	m.ticks++
 	checkISR := m.ticks%5 == 0
 	var isr []controller.ISRItem
 	for _, r := range m.Replicas() {
-		if it := r.tick(now, checkISR); it != nil {
+		if it := r.tick(now, checkISR, skipBusy); it != nil {
 			isr = append(isr, *it)
 		}
 	}

@@ -1002,8 +1002,14 @@ func (r *Replica) PrepareTransfer(ctx context.Context, epoch, target int32) bool
 // tick does a replica's periodic work: a follower asks to join again, a leader resends what
 // was not acknowledged in time, ends a transfer that never came, and (with checkISR) reports a
 // changed ISR. An idle replica is cheap: a few comparisons under its lock.
-func (r *Replica) tick(now time.Time, checkISR bool) *controller.ISRItem {
-	r.lockTakingAcks()
+func (r *Replica) tick(now time.Time, checkISR, skipBusy bool) *controller.ISRItem {
+	if !skipBusy {
+		r.lockTakingAcks()
+	} else if r.mu.TryLock() {
+		r.takeQueuedAcksLocked(false)
+	} else {
+		return nil // busy: the next tick
+	}
 	defer r.mu.Unlock()
 	if r.failed != nil {
 		return nil
