@@ -25,7 +25,7 @@ const maxLaneBytes = 32 << 20
 // RPCs behind the frame, the nodes' heartbeats to the active controller among them. An active
 // controller whose disk took 2 s per fsync heard healthy nodes' heartbeats too late and fenced
 // them, again and again. Now the transport hands the reading to a new goroutine once a handler
-// has run 20 ms (transport.Handler); a frame whose lane is busy meanwhile is queued, and the
+// has run 10-20 ms (transport.Handler); a frame whose lane is busy meanwhile is queued, and the
 // goroutine in the lane's handler takes the queued frames when it is done. An idle lane's frame
 // is handled at once, on the reader: the commit path pays no hand-over between goroutines (a
 // lane per frame made a 3-node cluster's produce p50 15 % slower).

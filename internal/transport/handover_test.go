@@ -9,13 +9,12 @@ import (
 	"time"
 )
 
-// TestSlowHandlerHandsTheReadingOver: a handler that runs through a watchdog tick does not hold back
-// the frames behind its own: a new goroutine reads them and hands them over meanwhile, each
-// with its own body (the slow handler's stays intact), and when the slow handler returns the
-// reading goes on once, in order, with no frame lost or seen twice.
-func TestSlowHandlerHandsTheReadingOver(t *testing.T) {
+// slowReceiver starts node 1 (a sender) and node 2, whose handler blocks on a frame "slow"
+// until release is closed and then passes every frame's body, copied, to got.
+func slowReceiver(t *testing.T, release chan struct{}) (a *node, b *Transport, got chan string) {
+	t.Helper()
 	addrs, mu := map[int32]string{}, &sync.Mutex{}
-	a := newNode(t, 1, addrs, mu)
+	a = newNode(t, 1, addrs, mu)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -23,9 +22,8 @@ func TestSlowHandlerHandsTheReadingOver(t *testing.T) {
 	mu.Lock()
 	addrs[2] = ln.Addr().String()
 	mu.Unlock()
-	release := make(chan struct{})
-	got := make(chan string, 1000)
-	b := New(Config{NodeID: 2, Listener: ln,
+	got = make(chan string, 1000)
+	b = New(Config{NodeID: 2, Listener: ln,
 		Resolve: func(p int32) string { mu.Lock(); defer mu.Unlock(); return addrs[p] },
 		Handler: func(_ int32, _ Kind, body []byte) {
 			if string(body) == "slow" {
@@ -36,7 +34,17 @@ func TestSlowHandlerHandsTheReadingOver(t *testing.T) {
 			}
 			got <- string(bytes.Clone(body))
 		}})
-	defer b.Close()
+	t.Cleanup(func() { b.Close() })
+	return a, b, got
+}
+
+// TestSlowHandlerHandsTheReadingOver: a handler that runs through a watchdog tick does not hold
+// back the frames behind its own: a new goroutine reads them and hands them over meanwhile, each
+// with its own body (the slow handler's stays intact), and when the slow handler returns the
+// reading goes on once, in order, with no frame lost or seen twice.
+func TestSlowHandlerHandsTheReadingOver(t *testing.T) {
+	release := make(chan struct{})
+	a, b, got := slowReceiver(t, release)
 	a.t.Send(2, 7, []byte("slow"))
 	for i := range 200 {
 		a.t.Send(2, 7, []byte(fmt.Sprint(i)))
@@ -81,26 +89,8 @@ func TestSlowHandlerHandsTheReadingOver(t *testing.T) {
 // TestHandOverAfterTheWatchdogSlept: after two idle seconds the watchdog sleeps; the next frame
 // wakes it, so a slow handler then is still handed over past.
 func TestHandOverAfterTheWatchdogSlept(t *testing.T) {
-	addrs, mu := map[int32]string{}, &sync.Mutex{}
-	a := newNode(t, 1, addrs, mu)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	addrs[2] = ln.Addr().String()
-	mu.Unlock()
 	release := make(chan struct{})
-	got := make(chan string, 10)
-	b := New(Config{NodeID: 2, Listener: ln,
-		Resolve: func(p int32) string { mu.Lock(); defer mu.Unlock(); return addrs[p] },
-		Handler: func(_ int32, _ Kind, body []byte) {
-			if string(body) == "slow" {
-				<-release
-			}
-			got <- string(body)
-		}})
-	defer b.Close()
+	a, b, got := slowReceiver(t, release)
 	defer close(release)
 	a.t.Send(2, 7, []byte("first"))
 	if s := <-got; s != "first" {
