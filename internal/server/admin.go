@@ -42,6 +42,7 @@ import (
 	"github.com/runnel-dev/runnel/internal/speclog/sequencer"
 	"github.com/runnel-dev/runnel/internal/speclog/shard"
 	"github.com/runnel-dev/runnel/internal/topics"
+	"github.com/runnel-dev/runnel/internal/vfs"
 )
 
 // A server's states, as /readyz and /v1/status report them. Only stateServing is ready.
@@ -478,9 +479,20 @@ type faultRequest struct {
 	ObjectCrash string `json:"object_crash,omitempty"`
 	// ObjectStoreFaults replaces the faults injected into the object store's calls.
 	ObjectStoreFaults *objectStoreFaults `json:"object_store_faults,omitempty"`
+	// SlowDisk replaces the slowness of the data dir's file system (a grey disk failure); all
+	// zero: none.
+	SlowDisk *slowDisk `json:"slow_disk,omitempty"`
 	// StallShard freezes the runner of a total-order topic's shard led here for a while (the
 	// sequencer fails the shard; it joins again once it runs).
 	StallShard *stallShard `json:"stall_shard,omitempty"`
+}
+
+// slowDisk is vfs.Slowness in JSON.
+type slowDisk struct {
+	PathContains      string `json:"path_contains,omitempty"`
+	WriteMs           int    `json:"write_ms,omitempty"`
+	SyncMs            int    `json:"sync_ms,omitempty"`
+	WritesWaitForSync bool   `json:"writes_wait_for_sync,omitempty"`
 }
 
 type stallShard struct {
@@ -538,6 +550,10 @@ func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
 			Jitter: time.Duration(f.JitterMs) * time.Millisecond, ErrorRate: f.ErrorRate,
 			SlowDownRate: f.SlowDownRate, TimeoutRate: f.TimeoutRate, LostReplyRate: f.LostReplyRate})
 	}
+	if d := req.SlowDisk; d != nil {
+		s.slowDisk.Set(vfs.Slowness{PathContains: d.PathContains, Write: time.Duration(d.WriteMs) * time.Millisecond,
+			Sync: time.Duration(d.SyncMs) * time.Millisecond, WritesWaitForSync: d.WritesWaitForSync})
+	}
 	if st := req.StallShard; st != nil {
 		t, ok := s.topics.Get(st.Topic)
 		var r *shard.Runner
@@ -551,7 +567,7 @@ func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
 		r.Stall(time.Duration(st.Ms) * time.Millisecond)
 	}
 	s.logger.Warn("fault injection", "isolate", req.Isolate, "heal", req.Heal, "cut", req.Cut, "isolated_now", tr.Isolated(),
-		"drop_responses_per_mille", s.dropRate.Load())
+		"drop_responses_per_mille", s.dropRate.Load(), "slow_disk", req.SlowDisk)
 	fmt.Fprintln(w, "ok")
 }
 

@@ -408,8 +408,10 @@ type Server struct {
 	crashBeforeMarkers atomic.Bool
 	// objectCrash is fault injection: die at this point of the next object file.
 	objectCrash atomic.Pointer[string]
-	// faultyStore wraps the object store when fault injection is on.
+	// faultyStore wraps the object store, and slowDisk the data dir's file system, when fault
+	// injection is on.
 	faultyStore *objstore.Faulty
+	slowDisk    *vfs.SlowFS
 	// speclogLn is the SpecLog service's listener (nil: none); Run serves it.
 	speclogLn   net.Listener
 	speclogAddr string
@@ -478,6 +480,11 @@ func Open(cfg Config) (*Server, error) {
 	if onOS {
 		cfg.FS = vfs.Default
 	}
+	var slowDisk *vfs.SlowFS
+	if cfg.FaultInjection {
+		slowDisk = vfs.NewSlowFS(cfg.FS)
+		cfg.FS = slowDisk
+	}
 	tempDir := ""
 	if cfg.Agent && cfg.DataDir == "" {
 		dir, err := os.MkdirTemp("", "runnel-agent-")
@@ -505,7 +512,7 @@ func Open(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("server: marking the data dir: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0), tempDir: tempDir, tls: tlsFiles,
+	s := &Server{cfg: cfg, logger: cfg.Logger, lock: lock, flusher: logstore.NewFlusher(0), tempDir: tempDir, tls: tlsFiles, slowDisk: slowDisk,
 		// Kafka's defaults: log.retention.check.interval.ms 5 min, log.cleaner.backoff.ms 15 s.
 		maint: logstore.NewMaintainer(logstore.NewCompactor(0), cmp.Or(cfg.LogRetentionCheckInterval, 5*time.Minute),
 			cmp.Or(cfg.LogCleanerBackoff, 15*time.Second), cfg.Logger)}
