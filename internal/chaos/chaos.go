@@ -699,7 +699,7 @@ func (r *run) slowDisk(ctx context.Context) error {
 			return fmt.Errorf("chaos: with node %d's disk slow:\n%s", n, strings.Join(problems, "\n"))
 		}
 		for p := range r.cfg.Partitions {
-			if r.ackedOn(p, t, end) == 0 {
+			if r.ackGap(p, t, end) >= end.Sub(t) {
 				return fmt.Errorf("chaos: with node %d's disk slow, partition %d acknowledged nothing for %v", n, p, end.Sub(t))
 			}
 		}
@@ -741,19 +741,6 @@ func (r *run) ackGap(p int32, from, to time.Time) time.Duration {
 		}
 	}
 	return max(gap, to.Sub(last))
-}
-
-// ackedOn counts partition p's acknowledgements received in [from, to).
-func (r *run) ackedOn(p int32, from, to time.Time) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, a := range r.acks[p] {
-		if !a.at.Before(from) && a.at.Before(to) {
-			n++
-		}
-	}
-	return n
 }
 
 // ackedBetween counts the acknowledgements received in [from, to) and finds the longest time
